@@ -1,0 +1,11 @@
+import type { ActivityDeps } from './deps';
+import { createPublishActivities } from './publish';
+import { createSandboxActivities } from './sandbox';
+
+export type { ActivityDeps } from './deps';
+
+export function createActivities(deps: ActivityDeps) {
+  return { ...createSandboxActivities(deps), ...createPublishActivities(deps) };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,192 @@
+import { createHash } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../workflows/api';
+import type { ScriptStep } from '../workflows/input';
+import type { ActivityDeps } from './deps';
+import { withHeartbeat } from './heartbeat';
+import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
+import { LABELS, SandboxNotFound } from '../lib/sandbox';
+
+/** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
+const STATE_DIR = '/home/drydock/.drydock';
+const TAIL_CHARS = 2_000;
+
+export interface ProvisionInput {
+  sessionId: string;
+  repo: { url: string; ref?: string };
+  limits: { cpus: number; memoryBytes: number; pids: number };
+  /** ISO time after which the reaper may remove the sandbox. */
+  expiresAt: string;
+}
+
+export interface Sandbox {
+  name: string;
+  host: string;
+  /** The task queue of the host that owns the sandbox: later sandbox activities go there. */
+  hostQueue: string;
+  image: string;
+  baseCommit: string;
+}
+
+export interface StepInput {
+  sandbox: string;
+  sessionId: string;
+  /** Unique per session and step ("step-1", "verify"): a retry finds the earlier run by it. */
+  key: string;
+  step: ScriptStep;
+  timeoutMs: number;
+}
+
+export interface StepResult {
+  exitCode: number;
+  timedOut: boolean;
+  outputTail: string;
+  artifact?: string;
+}
+
+export interface CommitResult {
+  commit: string;
+  changed: boolean;
+  diffstat: string;
+}
+
+/** Container name from the session id: the idempotency key of provisioning. */
+export function sandboxName(sessionId: string): string {
+  const safe = sessionId.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 100);
+  if (safe === sessionId) return `drydock-${safe}`;
+  return `drydock-${safe}-${createHash('sha256').update(sessionId).digest('hex').slice(0, 8)}`;
+}
+
+export function tail(text: string, chars = TAIL_CHARS): string {
+  return text.length <= chars ? text : `…${text.slice(-chars)}`;
+}
+
+function permanent(err: unknown): never {
+  if (err instanceof SandboxNotFound) {
+    throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
+  }
+  throw err;
+}
+
+export function createSandboxActivities({
+  sandboxes,
+  artifacts,
+  mirrorsDir,
+  hostId,
+  hostQueue,
+  baseImage,
+  log,
+}: ActivityDeps) {
+  return {
+    /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
+    async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
+      const name = sandboxName(input.sessionId);
+      let mirror: string;
+      let baseCommit: string;
+      try {
+        mirror = await updateMirror(mirrorsDir, input.repo.url);
+      } catch (err) {
+        if (err instanceof GitError) throw ApplicationFailure.retryable(err.message, ErrorType.RepoUnavailable);
+        throw err;
+      }
+      try {
+        baseCommit = await resolveCommit(mirror, input.repo.ref);
+      } catch (err) {
+        throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
+      }
+      const { created } = await sandboxes.create({
+        name,
+        image: baseImage,
+        labels: {
+          [LABELS.session]: input.sessionId,
+          [LABELS.repo]: input.repo.url,
+          [LABELS.host]: hostId,
+          [LABELS.expires]: input.expiresAt,
+        },
+        ...input.limits,
+      });
+      const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
+      if (ready.exitCode !== 0) {
+        const { tar, cleanup } = await workingTreeTar(mirror, baseCommit, 1000);
+        try {
+          await sandboxes.copyIn(name, tar, '/workspace');
+        } finally {
+          await cleanup();
+        }
+        await sandboxes.run(name, [
+          'sh',
+          '-c',
+          `git config --global user.name drydock && git config --global user.email drydock@localhost && ` +
+            `git config --global --add safe.directory /workspace && mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`,
+        ]);
+      }
+      log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, created }, 'sandbox ready');
+      return { name, host: hostId, hostQueue, image: baseImage, baseCommit };
+    },
+
+    /** Runs one script step; a retry waits for (or reads) the run already made, never runs it twice. */
+    async runStep(input: StepInput): Promise<StepResult> {
+      const { sandbox, step } = input;
+      try {
+        if ('write' in step) {
+          const result = await sandboxes.exec(
+            sandbox,
+            ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
+            { stdin: step.write.content },
+          );
+          return { exitCode: result.exitCode, timedOut: false, outputTail: tail(result.stderr.toString()) };
+        }
+        const dir = `${STATE_DIR}/steps/${input.key}`;
+        const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
+        const run = await withHeartbeat((signal) =>
+          sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], { signal }),
+        );
+        const exitCode = Number(run.stdout.toString().trim().split('\n').pop());
+        const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
+        const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
+        return {
+          exitCode: Number.isInteger(exitCode) ? exitCode : -1,
+          timedOut: exitCode === 124,
+          outputTail: tail(output.toString()),
+          artifact,
+        };
+      } catch (err) {
+        permanent(err);
+      }
+    },
+
+    /** Commits whatever the agent changed on the session branch; idempotent. */
+    async commitChanges(input: {
+      sandbox: string;
+      branch: string;
+      message: string;
+      baseCommit: string;
+    }): Promise<CommitResult> {
+      try {
+        const out = await sandboxes.run(input.sandbox, [
+          'sh',
+          '-c',
+          'set -e; git checkout -q -B "$1"; git add -A; ' +
+            'git diff --cached --quiet || git commit -q -m "$2"; ' +
+            'git rev-parse HEAD; git diff --stat "$3" HEAD',
+          'commit',
+          input.branch,
+          input.message,
+          input.baseCommit,
+        ]);
+        const [commit, ...stat] = out.trimEnd().split('\n');
+        return { commit, changed: commit !== input.baseCommit, diffstat: stat.join('\n') };
+      } catch (err) {
+        permanent(err);
+      }
+    },
+
+    /** Removes the session's sandbox; already gone counts as done. */
+    async destroySandbox(input: { sessionId: string }): Promise<{ removed: boolean }> {
+      const name = sandboxName(input.sessionId);
+      const removed = await sandboxes.destroy(name);
+      log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
+      return { removed };
+    },
+  };
+}

@@ -1,0 +1,187 @@
+/**
+ * The drydock command. Errors are one line on stderr and a non-zero exit.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { userInfo } from 'node:os';
+import { Command, Option } from 'commander';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { loadConfig } from '../lib/config';
+import { createLogger } from '../lib/log';
+import { connectClient } from '../lib/temporal';
+import { createWorker, forwardTemporalLogs } from '../workers/worker';
+import { runDevStack } from '../workers/dev-stack';
+import { cancel as cancelSession, list, printStatus, uiLink, watch } from './sessions';
+import {
+  ACTIONS,
+  decide,
+  PHASE_ATTRIBUTE,
+  RUNNING_PHASES,
+  OUTCOMES,
+  WORKFLOW_TYPE,
+  type DecideInput,
+} from '../workflows/api';
+import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
+
+class UsageError extends Error {}
+
+const config = loadConfig();
+const program = new Command('drydock')
+  .description('Background coding agents as durable Temporal workflows, in disposable Docker sandboxes')
+  .configureOutput({ outputError: (text, write) => write(text) });
+
+program
+  .command('up')
+  .description('Run the whole dev stack: Temporal dev server (unless one answers), base image, worker')
+  .action(async () => runDevStack(config, createLogger(config.LOG_LEVEL)));
+
+program
+  .command('worker')
+  .description(`Run a worker on the task queue (${config.DRYDOCK_TASK_QUEUE}) and this host's queue`)
+  .action(async () => {
+    const log = createLogger(config.LOG_LEVEL);
+    forwardTemporalLogs(log);
+    const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+    const worker = await createWorker({ config, connection, log });
+    await worker.run();
+    await connection.close();
+  });
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+program
+  .command('run')
+  .description('Start a session, follow its phases live, and say how to approve it')
+  .option('--repo <url>', 'repository URL (any URL git can clone from the worker, file:// included)')
+  .option('--ref <ref>', "branch, tag or commit (default: the remote's default branch)")
+  .option('--task <text>', 'what the agent should do')
+  .option('--step <command>', 'a scripted agent step (shell); repeatable', collect)
+  .option('--test <command>', 'verification command; its exit code decides')
+  .option('--approver <name>', 'who may approve; repeatable (default: anyone)', collect)
+  .option('--no-approval', 'push without waiting for a person')
+  .option('--input <file>', "a whole session input as JSON ('-' for stdin); flags override its fields")
+  .option('--id <id>', 'session id (default: session-<time>-<random>)')
+  .option('--detach', 'print the session id and return at once')
+  .option('--json', 'print the final status as JSON')
+  .action(async (opts) => {
+    const input = await buildInput(opts);
+    const client = await connectClient(config);
+    const sessionId = opts.id ?? newSessionId();
+    await client.workflow.start(WORKFLOW_TYPE, {
+      workflowId: sessionId,
+      taskQueue: config.DRYDOCK_TASK_QUEUE,
+      args: [input],
+      typedSearchAttributes: [{ key: PHASE_ATTRIBUTE, value: 'provisioning' }],
+    });
+    if (opts.detach) {
+      console.log(opts.json ? JSON.stringify({ sessionId }) : sessionId);
+      return;
+    }
+    if (!opts.json) console.error(`session ${sessionId} started: ${uiLink(config, sessionId)}`);
+    process.exitCode = await watch(client, sessionId, { json: !!opts.json, config });
+  });
+
+program
+  .command('watch <session>')
+  .description('Follow a session live until it ends')
+  .option('--json', 'print the final status as JSON')
+  .action(async (id: string, opts) => {
+    process.exitCode = await watch(await connectClient(config), id, { json: !!opts.json, config });
+  });
+
+program
+  .command('status <session>')
+  .description("Show a session's phase, timeline, sandbox, verification and pending approval")
+  .option('--json', 'machine-readable output')
+  .action(async (id: string, opts) => printStatus(await connectClient(config), id, !!opts.json));
+
+for (const decision of ['approve', 'reject'] as const) {
+  program
+    .command(`${decision} <session>`)
+    .description(`${decision === 'approve' ? 'Approve' : 'Reject'} the pending action of a session`)
+    .addOption(new Option('--action <action>', 'the irreversible action').choices([...ACTIONS]).default('push'))
+    .option('--by <name>', 'who decides (default: DRYDOCK_USER or the OS user)')
+    .option('--comment <text>', 'a note kept with the decision')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, opts) => {
+      const client = await connectClient(config);
+      const input: DecideInput = {
+        decision,
+        action: opts.action,
+        by: opts.by ?? config.DRYDOCK_USER ?? userInfo().username,
+        ...(opts.comment ? { comment: opts.comment } : {}),
+      };
+      const result = await client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
+      console.log(
+        opts.json
+          ? JSON.stringify(result)
+          : `${decision === 'approve' ? 'approved' : 'rejected'} ${result.action} of ${id} as ${result.by}`,
+      );
+    });
+}
+
+program
+  .command('cancel <session>')
+  .description('Cancel a session; its sandbox is torn down')
+  .action(async (id: string) => cancelSession(await connectClient(config), id));
+
+program
+  .command('list')
+  .description('List sessions, newest first')
+  .addOption(new Option('--phase <phase>', 'only sessions in this phase').choices([...RUNNING_PHASES, ...OUTCOMES]))
+  .option('--limit <n>', 'at most this many', '20')
+  .option('--json', 'machine-readable output')
+  .action(async (opts) =>
+    list(await connectClient(config), { phase: opts.phase, limit: Number(opts.limit), json: !!opts.json }),
+  );
+
+async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDraft> {
+  let input: Record<string, any> = {};
+  if (typeof opts.input === 'string') {
+    const text = opts.input === '-' ? await readStdin() : await readFile(opts.input, 'utf8');
+    try {
+      input = JSON.parse(text);
+    } catch (err) {
+      throw new UsageError(`--input: not valid JSON (${(err as Error).message})`);
+    }
+  }
+  if (opts.repo) input.repo = { ...input.repo, url: opts.repo };
+  if (opts.ref) input.repo = { ...input.repo, ref: opts.ref };
+  if (opts.task) input.task = opts.task;
+  if (Array.isArray(opts.step)) {
+    input.agent = { ...input.agent, kind: 'script', steps: opts.step.map((run: string) => ({ run })) };
+  }
+  if (opts.test) input.verify = { ...input.verify, test: opts.test };
+  if (Array.isArray(opts.approver)) input.approval = { ...input.approval, approvers: opts.approver };
+  if (opts.approval === false) input.approval = { ...input.approval, required: [] };
+  // Check here too, so a mistake is reported before anything starts.
+  const parsed = parseSessionInput(input);
+  if (!parsed.ok) throw new UsageError(`invalid session input: ${parsed.problems.join('; ')}`);
+  return input as SessionInputDraft;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function newSessionId(): string {
+  const time = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+  return `session-${time}-${randomBytes(3).toString('hex')}`;
+}
+
+/** One line for any error: the update's refusal reason, Temporal's message, or ours. */
+function explain(err: unknown): string {
+  if (err instanceof WorkflowUpdateFailedError) return `refused: ${err.cause?.message ?? err.message}`;
+  const e = err as Error & { code?: number; details?: string };
+  if (e?.name === 'WorkflowNotFoundError') return e.message;
+  if (e?.code === 14) return `cannot reach Temporal at ${config.TEMPORAL_ADDRESS} (is 'npm start' running?)`;
+  return e?.message ?? String(err);
+}
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  process.stderr.write(`drydock: ${explain(err)}\n`);
+  process.exit(1);
+});

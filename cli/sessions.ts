@@ -1,0 +1,149 @@
+/** CLI views of sessions: live watch, status, list, cancel. */
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import type { Config } from '../lib/config';
+import { OUTCOMES, status, WORKFLOW_TYPE, type Outcome, type SessionStatus, type StepRecord } from '../workflows/api';
+
+export function uiLink(cfg: Pick<Config, 'DRYDOCK_TEMPORAL_UI' | 'TEMPORAL_NAMESPACE'>, sessionId: string): string {
+  return `${cfg.DRYDOCK_TEMPORAL_UI}/namespaces/${cfg.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(sessionId)}`;
+}
+
+const isOutcome = (phase: string): phase is Outcome => (OUTCOMES as readonly string[]).includes(phase);
+
+function seconds(ms?: number): string {
+  return ms === undefined ? '' : `${(ms / 1000).toFixed(1)}s`;
+}
+
+function stepLine(step: StepRecord): string {
+  const mark = step.ok === undefined ? '…' : step.ok ? 'ok' : 'FAILED';
+  const extra = step.detail ?? (step.exitCode !== undefined && step.exitCode !== 0 ? `exit ${step.exitCode}` : '');
+  return `  ${step.name}  ${mark} ${seconds(step.durationMs)}${extra ? `  (${extra})` : ''}`;
+}
+
+function approvalHint(s: SessionStatus): string {
+  const p = s.pendingApproval!;
+  return [
+    `waiting for approval of ${p.action} of ${p.evidence.branch} (deadline ${p.deadline})`,
+    ...(p.evidence.diffstat ? p.evidence.diffstat.split('\n').map((l) => `    ${l}`) : []),
+    `  tests: ${p.evidence.tests ?? 'n/a'}`,
+    `  approve: bin/drydock approve ${s.sessionId}`,
+    `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
+  ].join('\n');
+}
+
+/** A readable summary of a status. */
+export function formatStatus(s: SessionStatus): string {
+  const lines = [`session ${s.sessionId}: ${s.phase}`, `  repo: ${s.repo}`, `  task: ${s.task}`];
+  if (s.sandbox) lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image})`);
+  lines.push('timeline:', ...s.timeline.map(stepLine));
+  if (s.verification) {
+    lines.push(`verification: ${s.verification.passed ? 'passed' : 'FAILED'} (${s.verification.command})`);
+    if (!s.verification.passed) lines.push(indent(s.verification.outputTail));
+  }
+  if (s.pendingApproval) lines.push(approvalHint(s));
+  if (s.pushed) lines.push(`pushed: ${s.branch} at ${s.pushed.commit.slice(0, 12)}`);
+  if (s.error) lines.push(`error: ${s.error}`);
+  return lines.join('\n');
+}
+
+function indent(text: string): string {
+  return text
+    .trimEnd()
+    .split('\n')
+    .map((l) => `    ${l}`)
+    .join('\n');
+}
+
+/** Status of a running or closed session (queries replay closed ones). */
+export async function getStatus(client: Client, id: string): Promise<SessionStatus> {
+  return client.workflow.getHandle(id).query(status);
+}
+
+export async function printStatus(client: Client, id: string, json: boolean): Promise<void> {
+  const s = await getStatus(client, id);
+  console.log(json ? JSON.stringify(s, null, 2) : formatStatus(s));
+}
+
+/**
+ * Follows a session: prints phase changes and finished steps as they happen,
+ * the approval hint when it waits. Returns the exit code (0 = completed).
+ */
+export async function watch(
+  client: Client,
+  id: string,
+  opts: { json: boolean; config: Pick<Config, 'DRYDOCK_TEMPORAL_UI' | 'TEMPORAL_NAMESPACE'> },
+): Promise<number> {
+  const handle = client.workflow.getHandle(id);
+  const say = (line: string) => opts.json || console.error(line);
+  let phase = '';
+  let printed = 0;
+  let final: SessionStatus | undefined;
+  for (;;) {
+    const s = await handle.query(status).catch(async (err: unknown) => {
+      // A closed workflow whose worker is gone cannot be queried; its result still tells.
+      const description = await handle.describe();
+      if (description.status.name === 'RUNNING') throw err;
+      return undefined;
+    });
+    if (s) {
+      while (printed < s.timeline.length && s.timeline[printed].durationMs !== undefined) {
+        say(stepLine(s.timeline[printed++]));
+      }
+      if (s.phase !== phase) {
+        phase = s.phase;
+        say(`[${phase}]${phase === 'awaiting_approval' && s.pendingApproval ? ` ${approvalHint(s)}` : ''}`);
+      }
+    }
+    if (!s || isOutcome(s.phase)) {
+      final = s ?? (await finalStatus(client, id));
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  if (!final) return 1;
+  if (opts.json) console.log(JSON.stringify(final, null, 2));
+  else {
+    if (final.error) say(`error: ${final.error}`);
+    if (final.pushed) say(`pushed ${final.branch} at ${final.pushed.commit.slice(0, 12)}`);
+    say(`session ${id}: ${final.phase}  ${uiLink(opts.config, id)}`);
+  }
+  return final.phase === 'completed' ? 0 : 1;
+}
+
+async function finalStatus(client: Client, id: string): Promise<SessionStatus | undefined> {
+  try {
+    return (await client.workflow.getHandle(id).result()) as SessionStatus;
+  } catch (err) {
+    if (err instanceof WorkflowFailedError) {
+      const details = (err.cause as { details?: unknown[] } | undefined)?.details?.[0] as SessionStatus | undefined;
+      return details;
+    }
+    throw err;
+  }
+}
+
+export async function list(client: Client, opts: { phase?: string; limit: number; json: boolean }): Promise<void> {
+  const query = `WorkflowType = '${WORKFLOW_TYPE}'${opts.phase ? ` AND DrydockPhase = '${opts.phase}'` : ''}`;
+  const rows: { sessionId: string; phase: string; repo: string; started: string; status: string }[] = [];
+  for await (const wf of client.workflow.list({ query, pageSize: opts.limit })) {
+    const attrs = wf.searchAttributes as Record<string, unknown[] | undefined>;
+    rows.push({
+      sessionId: wf.workflowId,
+      phase: String(attrs.DrydockPhase?.[0] ?? ''),
+      repo: String(attrs.DrydockRepo?.[0] ?? ''),
+      started: wf.startTime.toISOString(),
+      status: wf.status.name,
+    });
+    if (rows.length >= opts.limit) break;
+  }
+  if (opts.json) {
+    console.log(JSON.stringify(rows, null, 2));
+    return;
+  }
+  if (rows.length === 0) console.log('no sessions');
+  for (const r of rows) console.log(`${r.sessionId}  ${r.phase.padEnd(18)} ${r.started}  ${r.repo}`);
+}
+
+export async function cancel(client: Client, id: string): Promise<void> {
+  await client.workflow.getHandle(id).cancel();
+  console.log(`cancellation requested for ${id}; its sandbox is being torn down`);
+}

@@ -1,0 +1,49 @@
+import tseslint from 'typescript-eslint';
+
+// Workflow code is bundled into Temporal's deterministic sandbox: no Node
+// built-ins, no server-side libraries, no clocks or randomness but Temporal's.
+const forbiddenInWorkflows = {
+  patterns: [
+    { group: ['node:*'], message: 'Workflows are deterministic: no Node built-ins.' },
+    {
+      group: ['../activities/*', '../lib/*', '../workers/*', '../cli/*'],
+      allowTypeImports: true,
+      message: 'Workflows may only import types from side-effecting code.',
+    },
+  ],
+  paths: [
+    'fs',
+    'path',
+    'os',
+    'crypto',
+    'child_process',
+    'net',
+    'http',
+    'https',
+    'dockerode',
+    'pg',
+    'pino',
+    '@octokit/rest',
+    '@temporalio/client',
+    '@temporalio/worker',
+    '@temporalio/activity',
+  ].map((name) => ({ name, message: 'Workflows are deterministic: this module has side effects.' })),
+};
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.tools/**', 'data/**', 'coverage/**', 'bin/**'] },
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: ['workflows/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', forbiddenInWorkflows] },
+  },
+  { files: ['**/*.mjs', '**/*.js'], ...tseslint.configs.disableTypeChecked },
+);

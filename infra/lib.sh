@@ -1,0 +1,16 @@
+# Shared helpers for the infra scripts: progress lines on stderr, and the
+# project-local folders (git-ignored) where tools and state live.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS_DIR="$ROOT/.tools"
+DATA_DIR="${DRYDOCK_DATA_DIR:-$ROOT/data}"
+step() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
+fail() { printf 'drydock: %s\n' "$*" >&2; exit 1; }
+is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+apt_install() {
+  step "installing $* with apt-get"
+  if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
+    apt-get update -qq >&2 || fail "apt-get update failed"
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 \
+    || fail "apt-get install $* failed"
+}

@@ -1,0 +1,28 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * The artifact store: large data (whole step output, logs) stays out of
+ * workflow history; history keeps the returned reference. For now a local
+ * folder on the worker: `<data dir>/artifacts/<session>/<name>`.
+ */
+export class ArtifactStore {
+  constructor(readonly root: string) {}
+
+  /** Writes (or overwrites: retries are idempotent) and returns the reference. */
+  async put(sessionId: string, name: string, content: Buffer | string): Promise<string> {
+    const ref = path.join(safeName(sessionId), name);
+    const file = path.join(this.root, ref);
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, content);
+    return ref;
+  }
+
+  pathOf(ref: string): string {
+    return path.join(this.root, ref);
+  }
+}
+
+function safeName(s: string): string {
+  return s.replace(/[^A-Za-z0-9._-]/g, '_');
+}

@@ -1,0 +1,136 @@
+import { execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { access, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+
+/** git failed; `stderr` says why (bad URL, missing ref, rejected push...). */
+export class GitError extends Error {
+  constructor(
+    readonly args: string[],
+    readonly stderr: string,
+  ) {
+    super(`git ${args.join(' ')} failed: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
+    this.name = 'GitError';
+  }
+}
+
+/** Runs git on the worker; never prompts for credentials. */
+export function git(args: string[], cwd?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'git',
+      args,
+      {
+        cwd,
+        maxBuffer: 64 * 1024 * 1024,
+        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true' },
+      },
+      (err, stdout, stderr) => (err ? reject(new GitError(args, stderr || err.message)) : resolve(stdout)),
+    );
+  });
+}
+
+const mirrorLocks = new Map<string, Promise<unknown>>();
+
+/** Serialises work on one mirror inside this process (git's own locks would fail a parallel fetch). */
+function withMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T> {
+  const previous = mirrorLocks.get(mirror) ?? Promise.resolve();
+  const next = previous.catch(() => undefined).then(fn);
+  mirrorLocks.set(mirror, next);
+  return next;
+}
+
+/**
+ * A bare mirror of the repo on the worker host, created on first use and
+ * fetched on every later one: sandboxes get their code from it (they have no
+ * network) and pushes go out from it.
+ */
+export async function updateMirror(mirrorsDir: string, url: string): Promise<string> {
+  const mirror = path.join(mirrorsDir, createHash('sha256').update(url).digest('hex').slice(0, 16) + '.git');
+  return withMirrorLock(mirror, async () => {
+    if (await exists(mirror)) {
+      await git(['remote', 'update', '--prune'], mirror);
+    } else {
+      await mkdir(mirrorsDir, { recursive: true });
+      const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
+      await git(['clone', '--quiet', '--mirror', url, partial]);
+      await rename(partial, mirror);
+    }
+    return mirror;
+  });
+}
+
+/** The commit a ref names in the mirror (default: the remote's default branch). */
+export async function resolveCommit(mirror: string, ref?: string): Promise<string> {
+  const candidates = ref ? [ref, `refs/heads/${ref}`, `refs/tags/${ref}`] : ['HEAD'];
+  for (const candidate of candidates) {
+    try {
+      return (await git(['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`], mirror)).trim();
+    } catch {
+      // try the next spelling
+    }
+  }
+  throw new GitError(['rev-parse', ref ?? 'HEAD'], `ref '${ref ?? 'HEAD'}' not found in the repository`);
+}
+
+/**
+ * A working tree at `commit` (with history, for commits and bundles inside the
+ * sandbox), as a tar stream owned by the sandbox user. Call `cleanup` after.
+ */
+export async function workingTreeTar(
+  mirror: string,
+  commit: string,
+  uid: number,
+): Promise<{ tar: Readable; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-tree-'));
+  const cleanup = () => rm(dir, { recursive: true, force: true });
+  try {
+    await git(['clone', '--quiet', '--no-checkout', mirror, dir]);
+    await git(['checkout', '--quiet', '--detach', commit], dir);
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  const tar = spawn('tar', ['-C', dir, `--owner=${uid}`, `--group=${uid}`, '--numeric-owner', '-cf', '-', '.'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return { tar: tar.stdout, cleanup };
+}
+
+/**
+ * Pushes `branch` from a git bundle to the repo's remote, from the worker
+ * (the sandbox holds no credentials). Pushing the same commit again is a no-op.
+ */
+export async function pushBundle(opts: {
+  mirror: string;
+  url: string;
+  bundle: Buffer;
+  branch: string;
+  commit: string;
+}): Promise<{ alreadyPushed: boolean }> {
+  const remoteHead = (await git(['ls-remote', opts.url, `refs/heads/${opts.branch}`])).split('\t')[0]?.trim();
+  if (remoteHead === opts.commit) return { alreadyPushed: true };
+  return withMirrorLock(opts.mirror, async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
+    try {
+      const file = path.join(dir, 'change.bundle');
+      await writeFile(file, opts.bundle);
+      const staging = `refs/drydock-outgoing/${opts.branch}`;
+      await git(['fetch', '--quiet', file, `+refs/heads/${opts.branch}:${staging}`], opts.mirror);
+      await git(['push', '--quiet', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror);
+      await git(['update-ref', '-d', staging], opts.mirror);
+      return { alreadyPushed: false };
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+async function exists(p: string): Promise<boolean> {
+  return access(p).then(
+    () => true,
+    () => false,
+  );
+}

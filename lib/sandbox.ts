@@ -1,0 +1,182 @@
+import { PassThrough, Readable } from 'node:stream';
+import Docker from 'dockerode';
+
+/** Labels on every sandbox container, so orphans can be found and reaped. */
+export const LABELS = {
+  session: 'drydock.session',
+  repo: 'drydock.repo',
+  host: 'drydock.host',
+  expires: 'drydock.expires',
+} as const;
+
+export const SANDBOX_USER = '1000:1000';
+export const WORKSPACE = '/workspace';
+
+export interface SandboxSpec {
+  /** Container name: the idempotency key, derived from the session id. */
+  name: string;
+  image: string;
+  labels: Record<string, string>;
+  /** CPU cores (fractions allowed). */
+  cpus: number;
+  memoryBytes: number;
+  pids: number;
+}
+
+export interface ExecOptions {
+  /** Bytes written to the command's stdin, then closed. */
+  stdin?: Buffer | string;
+  /** Stops waiting (the command goes on until the sandbox is destroyed). */
+  signal?: AbortSignal;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+/** The sandbox is gone (destroyed, reaped or never created): permanent for the step. */
+export class SandboxNotFound extends Error {
+  constructor(readonly sandbox: string) {
+    super(`sandbox ${sandbox} does not exist`);
+    this.name = 'SandboxNotFound';
+  }
+}
+
+/** A command exited non-zero where success was required. */
+export class CommandExitError extends Error {
+  constructor(
+    readonly command: string,
+    readonly exitCode: number,
+    readonly stdout: string,
+    readonly stderr: string,
+  ) {
+    super(`'${command}' exited with ${exitCode}: ${(stderr || stdout).trim().slice(-500)}`);
+    this.name = 'CommandExitError';
+  }
+}
+
+function isStatus(err: unknown, code: number): boolean {
+  return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
+}
+
+/** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
+export class DockerSandboxes {
+  constructor(readonly docker: Docker = new Docker()) {}
+
+  /** Creates and starts the sandbox, or returns the one that already has this name. */
+  async create(spec: SandboxSpec): Promise<{ id: string; created: boolean }> {
+    try {
+      const container = await this.docker.createContainer({
+        name: spec.name,
+        Image: spec.image,
+        Cmd: ['sleep', 'infinity'],
+        User: SANDBOX_USER,
+        WorkingDir: WORKSPACE,
+        Labels: spec.labels,
+        NetworkDisabled: true,
+        HostConfig: {
+          NetworkMode: 'none',
+          CapDrop: ['ALL'],
+          SecurityOpt: ['no-new-privileges'],
+          Privileged: false,
+          Init: true,
+          NanoCpus: Math.round(spec.cpus * 1e9),
+          Memory: spec.memoryBytes,
+          MemorySwap: spec.memoryBytes,
+          PidsLimit: spec.pids,
+        },
+      });
+      await container.start();
+      return { id: container.id, created: true };
+    } catch (err) {
+      if (!isStatus(err, 409)) throw err;
+      // Same name: a retry of this provisioning. Reuse, never a second sandbox.
+      const info = await this.docker.getContainer(spec.name).inspect();
+      if (!info.State.Running) await this.docker.getContainer(spec.name).start();
+      return { id: info.Id, created: false };
+    }
+  }
+
+  async exists(name: string): Promise<boolean> {
+    try {
+      await this.docker.getContainer(name).inspect();
+      return true;
+    } catch (err) {
+      if (isStatus(err, 404)) return false;
+      throw err;
+    }
+  }
+
+  /** Runs argv as the sandbox user; stdout and stderr demultiplexed. */
+  async exec(name: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const container = this.docker.getContainer(name);
+    let exec: Docker.Exec;
+    try {
+      exec = await container.exec({
+        Cmd: argv,
+        User: SANDBOX_USER,
+        WorkingDir: WORKSPACE,
+        AttachStdout: true,
+        AttachStderr: true,
+        AttachStdin: opts.stdin !== undefined,
+      });
+    } catch (err) {
+      if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name);
+      throw err;
+    }
+    const stream = await exec.start({ hijack: true, stdin: opts.stdin !== undefined });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    const outSink = new PassThrough().on('data', (c: Buffer) => stdout.push(c));
+    const errSink = new PassThrough().on('data', (c: Buffer) => stderr.push(c));
+    this.docker.modem.demuxStream(stream, outSink, errSink);
+    const ended = new Promise<void>((resolve, reject) => {
+      stream.on('end', resolve);
+      stream.on('close', resolve);
+      stream.on('error', reject);
+      opts.signal?.addEventListener('abort', () => {
+        stream.destroy();
+        reject(opts.signal?.reason ?? new Error('aborted'));
+      });
+    });
+    if (opts.stdin !== undefined) {
+      stream.end(opts.stdin);
+    }
+    await ended;
+    const info = await exec.inspect();
+    return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  }
+
+  /** Like exec, but a non-zero exit throws CommandExitError. */
+  async run(name: string, argv: string[], opts: ExecOptions = {}): Promise<string> {
+    const result = await this.exec(name, argv, opts);
+    if (result.exitCode !== 0) {
+      throw new CommandExitError(argv.join(' '), result.exitCode, result.stdout.toString(), result.stderr.toString());
+    }
+    return result.stdout.toString();
+  }
+
+  /** Extracts a tar stream into a folder of the sandbox (ownership from the tar headers). */
+  async copyIn(name: string, tar: Readable, dest: string): Promise<void> {
+    await this.docker.getContainer(name).putArchive(tar, { path: dest });
+  }
+
+  /** Removes the sandbox; returns false when it was already gone. */
+  async destroy(name: string): Promise<boolean> {
+    try {
+      await this.docker.getContainer(name).remove({ force: true, v: true });
+      return true;
+    } catch (err) {
+      if (isStatus(err, 404)) return false;
+      if (isStatus(err, 409)) return true; // removal already in progress
+      throw err;
+    }
+  }
+
+  /** Sandboxes (running or not) carrying a drydock session label. */
+  async list(): Promise<Docker.ContainerInfo[]> {
+    return this.docker.listContainers({ all: true, filters: { label: [LABELS.session] } });
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Builds the sandbox base image from sandbox-images/base, tagged by the hash
+ * of that folder, so it is rebuilt only when the Dockerfile (or a file it
+ * copies) changes. When `debian:trixie-slim` is missing and cannot be pulled
+ * (no registry reachable), it is made locally with debootstrap + docker import.
+ * Run directly (`tsx sandbox-images/base-image.ts`) to build and print the tag.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const CONTEXT = path.join(__dirname, 'base');
+const FROM_IMAGE = 'debian:trixie-slim';
+const DEBIAN_MIRROR = process.env.DRYDOCK_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
+
+type Progress = (line: string) => void;
+const toStderr: Progress = (line) => process.stderr.write(`==> ${line}\n`);
+
+/** `drydock-base:<first 12 hex of the sha256 of the build context>`. */
+export async function baseImageTag(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const name of (await readdir(CONTEXT)).sort()) {
+    hash
+      .update(name)
+      .update('\0')
+      .update(await readFile(path.join(CONTEXT, name)))
+      .update('\0');
+  }
+  return `drydock-base:${hash.digest('hex').slice(0, 12)}`;
+}
+
+/** Returns the tag of the base image, building what is missing (with progress on stderr). */
+export async function ensureBaseImage(progress: Progress = toStderr): Promise<string> {
+  const tag = await baseImageTag();
+  if (await imageExists(tag)) return tag;
+  if (!(await imageExists(FROM_IMAGE))) await obtainDebian(progress);
+  progress(`building sandbox image ${tag} (first run only; about a minute)`);
+  await run('docker', ['build', '--network', 'host', '--label', 'drydock.image=base', '-t', tag, CONTEXT], true);
+  return tag;
+}
+
+async function obtainDebian(progress: Progress): Promise<void> {
+  progress(`${FROM_IMAGE} is missing; trying docker pull`);
+  try {
+    await run('timeout', ['60', 'docker', 'pull', FROM_IMAGE], false);
+    return;
+  } catch {
+    progress(`no registry reachable: building ${FROM_IMAGE} with debootstrap from ${DEBIAN_MIRROR} (about 2 minutes)`);
+  }
+  if (!(await commandExists('debootstrap'))) {
+    throw new Error(
+      "debootstrap is not installed: run 'apt-get install debootstrap' (or make debian:trixie-slim available)",
+    );
+  }
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-rootfs-'));
+  try {
+    await run('debootstrap', ['--variant=minbase', 'trixie', dir, DEBIAN_MIRROR], true);
+    progress(`importing the root filesystem as ${FROM_IMAGE}`);
+    await run('sh', ['-c', `tar -C "${dir}" -c . | docker import --change 'CMD ["bash"]' - ${FROM_IMAGE}`], true);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function imageExists(ref: string): Promise<boolean> {
+  return run('docker', ['image', 'inspect', ref], false).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function commandExists(name: string): Promise<boolean> {
+  return run('sh', ['-c', `command -v ${name}`], false).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Runs a command; `showOutput` streams it to stderr as progress. */
+function run(cmd: string, args: string[], showOutput: boolean): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', showOutput ? 2 : 'ignore', showOutput ? 2 : 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}: ${stderr.trim()}`)),
+    );
+  });
+}
+
+if (require.main === module) {
+  ensureBaseImage().then(
+    (tag) => console.log(tag),
+    (err: Error) => {
+      console.error(`drydock: ${err.message}`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,99 @@
+/**
+ * The messages of an agent session: signals, queries, updates, search
+ * attributes, and the types they carry. The workflow and every client (CLI,
+ * HTTP server, tests) import these objects; nobody names a message by string.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+
+export const WORKFLOW_TYPE = 'agentSession';
+
+export const RUNNING_PHASES = [
+  'provisioning',
+  'agent',
+  'verifying',
+  'awaiting_approval',
+  'publishing',
+  'tearing_down',
+] as const;
+export const OUTCOMES = ['completed', 'failed', 'rejected', 'cancelled', 'timed_out'] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+export type Phase = (typeof RUNNING_PHASES)[number] | Outcome;
+
+/** Irreversible actions; each waits behind the approval gate unless policy says otherwise. */
+export const ACTIONS = ['push'] as const;
+export type Action = (typeof ACTIONS)[number];
+
+export interface DecisionInput {
+  action: Action;
+  /** Who decides: must be on `approval.approvers` when that list is set. */
+  by: string;
+  comment?: string;
+}
+
+export interface DecideInput extends DecisionInput {
+  decision: 'approve' | 'reject';
+}
+
+export interface Decision extends DecideInput {
+  at: string;
+}
+
+export interface StepRecord {
+  /** e.g. "provision", "step 1: npm ci", "commit", "verify", "approval: push". */
+  name: string;
+  phase: Phase;
+  startedAt: string;
+  durationMs?: number;
+  ok?: boolean;
+  exitCode?: number;
+  /** The last lines of the output; the whole output is in `artifact`. */
+  outputTail?: string;
+  artifact?: string;
+  detail?: string;
+}
+
+export interface SessionStatus {
+  sessionId: string;
+  repo: string;
+  task: string;
+  phase: Phase;
+  startedAt: string;
+  timeline: StepRecord[];
+  sandbox?: { name: string; host: string; image: string; baseCommit: string };
+  agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string };
+  verification?: { command: string; passed: boolean; exitCode: number; outputTail: string; artifact?: string };
+  /** The approval the session is waiting for, with what a reviewer needs to decide. */
+  pendingApproval?: {
+    action: Action;
+    approvers: string[];
+    deadline: string;
+    evidence: { branch: string; commit?: string; diffstat?: string; tests?: string };
+  };
+  decisions: Decision[];
+  /** Decisions that were sent but refused (unknown approver, nothing pending...). */
+  refusedDecisions: { input: DecideInput; reason: string; at: string }[];
+  branch?: string;
+  pushed?: { commit: string; alreadyPushed: boolean };
+  prUrl?: string;
+  error?: string;
+}
+
+export const status = defineQuery<SessionStatus>('status');
+/** Signals for the Temporal UI and `temporal workflow signal`; refused ones are listed in status. */
+export const approve = defineSignal<[DecisionInput]>('approve');
+export const reject = defineSignal<[DecisionInput]>('reject');
+/** Update for the CLI and HTTP: the validator answers at once, with the reason when refused. */
+export const decide = defineUpdate<Decision, [DecideInput]>('decide');
+
+export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
+export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
+
+/** Failure types, kept in one place; non-retryable ones are listed in the activity presets. */
+export const ErrorType = {
+  InvalidSessionInput: 'InvalidSessionInput',
+  SessionFailed: 'SessionFailed',
+  SandboxNotFound: 'SandboxNotFound',
+  RepoUnavailable: 'RepoUnavailable',
+  PushRejected: 'PushRejected',
+} as const;

@@ -1,0 +1,120 @@
+/**
+ * The input of `agentSession`: one JSON object, validated with zod. Shared by
+ * the workflow, the CLI, the HTTP server and the generated JSON Schema
+ * (workflows/session-input.schema.json, for pasting into the Temporal UI).
+ * No transforms, so the schema stays representable: durations and sizes are
+ * kept as written and converted by the pure functions below.
+ */
+import { z } from 'zod';
+
+/** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
+export const duration = z.union([
+  z.number().int().positive(),
+  z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration like "30s", "10m", "24h" or a number of ms'),
+]);
+
+/** A size in bytes, or a string like "512m", "2g". */
+const size = z.union([
+  z.number().int().positive(),
+  z.string().regex(/^\d+(k|m|g)$/i, 'expected a size like "512m" or "2g", or a number of bytes'),
+]);
+
+/** A path inside /workspace: relative, without "..". */
+const workspacePath = z
+  .string()
+  .min(1)
+  .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'must be relative to the repo, without ".."');
+
+const runStep = z.strictObject({
+  run: z.string().min(1).describe('Shell command, run with sh -c in /workspace'),
+  timeout: duration.default('10m'),
+});
+const writeStep = z.strictObject({
+  write: z.strictObject({ path: workspacePath, content: z.string() }),
+});
+export const scriptStep = z.union([runStep, writeStep]);
+
+export const sessionInputSchema = z.strictObject({
+  repo: z.strictObject({
+    url: z.string().min(1).describe('Any URL git can clone from the worker, file:// included'),
+    ref: z.string().min(1).optional().describe("Branch, tag or commit; default: the remote's default branch"),
+  }),
+  task: z.string().min(1).describe('What the agent should do, in words'),
+  agent: z
+    .strictObject({
+      kind: z.literal('script').default('script'),
+      steps: z.array(scriptStep).default([]),
+    })
+    .prefault({}),
+  verify: z
+    .strictObject({
+      test: z.string().min(1).optional().describe("The repo's test command; its exit code decides"),
+      timeout: duration.default('10m'),
+    })
+    .prefault({}),
+  publish: z
+    .strictObject({
+      branch: z
+        .string()
+        .regex(/^[A-Za-z0-9._/-]+$/, 'letters, digits and . _ / - only')
+        .optional()
+        .describe('Default: drydock/<session id>'),
+    })
+    .prefault({}),
+  approval: z
+    .strictObject({
+      required: z
+        .array(z.enum(['push']))
+        .default(['push'])
+        .describe('Irreversible actions that wait for a person; [] publishes without asking'),
+      approvers: z
+        .array(z.string().min(1))
+        .default([])
+        .describe('Who may approve or reject; empty: anyone who names themselves'),
+      timeout: duration.default('24h'),
+    })
+    .prefault({}),
+  limits: z
+    .strictObject({
+      cpus: z.number().positive().max(64).default(2),
+      memory: size.default('2g'),
+      pids: z.number().int().min(16).max(65536).default(512),
+      wallTime: duration.default('2h').describe('Provisioning, agent and verification together'),
+      network: z.literal('none').default('none'),
+    })
+    .prefault({}),
+});
+
+export type SessionInput = z.infer<typeof sessionInputSchema>;
+export type SessionInputDraft = z.input<typeof sessionInputSchema>;
+export type ScriptStep = z.infer<typeof scriptStep>;
+
+export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
+
+/** Validates an input; each problem names its field ("repo.url: ..."). */
+export function parseSessionInput(raw: unknown): ParsedInput {
+  const parsed = sessionInputSchema.safeParse(raw);
+  if (parsed.success) return { ok: true, input: parsed.data };
+  return {
+    ok: false,
+    problems: parsed.error.issues.map((issue) => {
+      const field = issue.path.length ? issue.path.join('.') : '(input)';
+      const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+      return `${field}: ${issue.message}${keys}`;
+    }),
+  };
+}
+
+const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+export function durationMs(d: z.infer<typeof duration>): number {
+  if (typeof d === 'number') return d;
+  const [, n, unit] = /^(\d+)(ms|s|m|h|d)$/.exec(d)!;
+  return Number(n) * MS[unit as keyof typeof MS];
+}
+
+export function sizeBytes(s: z.infer<typeof size>): number {
+  if (typeof s === 'number') return s;
+  const [, n, unit] = /^(\d+)([kmg])$/i.exec(s)!;
+  return Number(n) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[unit.toLowerCase() as 'k' | 'm' | 'g'];
+}

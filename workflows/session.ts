@@ -1,0 +1,361 @@
+/**
+ * agentSession: one agent session = one workflow = one disposable sandbox.
+ * Deterministic code only: no Node built-ins, no env, Temporal's clock.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  isCancellation,
+  log,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+  type ActivityOptions,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { Sandbox, StepResult } from '../activities/sandbox';
+import {
+  approve,
+  decide,
+  ErrorType,
+  PHASE_ATTRIBUTE,
+  reject,
+  REPO_ATTRIBUTE,
+  status,
+  type Action,
+  type DecideInput,
+  type Decision,
+  type Outcome,
+  type Phase,
+  type SessionStatus,
+  type StepRecord,
+} from './api';
+import { durationMs, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
+import { defaultBranch, refuseDecision } from './policy';
+
+const NON_RETRYABLE = Object.values(ErrorType);
+const PAST = { approve: 'approved', reject: 'rejected' } as const;
+
+/** Activities on any worker: provisioning picks the host. */
+const anyHost = proxyActivities<Activities>({
+  startToCloseTimeout: '10m',
+  retry: { maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE },
+});
+
+/**
+ * Activities on the host that owns the sandbox. A dead host is noticed by the
+ * heartbeat timeout (long commands) or the schedule-to-start timeout.
+ */
+function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
+  const options: ActivityOptions = {
+    taskQueue: sandbox.hostQueue,
+    startToCloseTimeout: startToCloseMs,
+    heartbeatTimeout: '10s',
+    retry: { maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE },
+  };
+  return proxyActivities<Activities>(options);
+}
+
+/** A session that ends with this outcome (and reason) rather than going on. */
+class SessionEnd extends Error {
+  constructor(
+    readonly outcome: Exclude<Outcome, 'completed'>,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
+  const info = workflowInfo();
+  const sessionId = info.workflowId;
+  const raw = (rawInput ?? {}) as Partial<SessionInput>;
+  const state: SessionStatus = {
+    sessionId,
+    repo: typeof raw.repo?.url === 'string' ? raw.repo.url : '',
+    task: typeof raw.task === 'string' ? raw.task : '',
+    phase: 'provisioning',
+    startedAt: new Date(info.startTime).toISOString(),
+    timeline: [],
+    decisions: [],
+    refusedDecisions: [],
+  };
+  let approvers: string[] = [];
+  const verdicts = new Map<Action, Decision>();
+
+  setHandler(status, () => state);
+  const accept = (input: DecideInput): Decision => {
+    const decision: Decision = { ...input, at: new Date().toISOString() };
+    state.decisions.push(decision);
+    verdicts.set(input.action, decision);
+    return decision;
+  };
+  const fromSignal = (decision: DecideInput['decision']) => (input: Omit<DecideInput, 'decision'>) => {
+    const full = { ...input, decision } as DecideInput;
+    const reason = refuseDecision(state, approvers, full);
+    if (reason) {
+      log.warn('decision refused', { reason, by: input?.by });
+      state.refusedDecisions.push({ input: full, reason, at: new Date().toISOString() });
+    } else {
+      accept(full);
+    }
+  };
+  setHandler(approve, fromSignal('approve'));
+  setHandler(reject, fromSignal('reject'));
+  setHandler(decide, accept, {
+    validator: (input) => {
+      const reason = refuseDecision(state, approvers, input);
+      if (reason) throw new Error(reason);
+    },
+  });
+
+  const setPhase = (phase: Phase) => {
+    state.phase = phase;
+    upsertSearchAttributes(
+      state.repo
+        ? [
+            { key: PHASE_ATTRIBUTE, value: phase },
+            { key: REPO_ATTRIBUTE, value: state.repo },
+          ]
+        : [{ key: PHASE_ATTRIBUTE, value: phase }],
+    );
+  };
+  setPhase('provisioning');
+
+  const parsed = parseSessionInput(rawInput);
+  if (!parsed.ok) {
+    state.error = `invalid input: ${parsed.problems.join('; ')}`;
+    setPhase('failed');
+    throw ApplicationFailure.nonRetryable(state.error, ErrorType.InvalidSessionInput, { problems: parsed.problems });
+  }
+  const input = parsed.input;
+  approvers = input.approval.approvers;
+  const branch = input.publish.branch ?? defaultBranch(sessionId);
+  state.branch = branch;
+
+  /** Runs one timeline entry: its duration, and whether it ended well. */
+  async function track<T>(name: string, fn: (record: StepRecord) => Promise<T>): Promise<T> {
+    const record: StepRecord = { name, phase: state.phase, startedAt: new Date().toISOString() };
+    state.timeline.push(record);
+    const started = Date.now();
+    try {
+      const result = await fn(record);
+      record.ok ??= true;
+      return result;
+    } catch (err) {
+      record.ok = false;
+      throw err;
+    } finally {
+      record.durationMs = Date.now() - started;
+    }
+  }
+
+  function recordStep(record: StepRecord, result: StepResult): void {
+    record.exitCode = result.exitCode;
+    record.outputTail = result.outputTail;
+    record.artifact = result.artifact;
+    record.ok = result.exitCode === 0;
+  }
+
+  let sandbox: Sandbox | undefined;
+  let outcome: Outcome = 'completed';
+  let cancellation: unknown;
+  const wallTimeMs = durationMs(input.limits.wallTime);
+  try {
+    // Provisioning, agent and verification run under the session's wall-time limit.
+    const work = new CancellationScope({ cancellable: true, timeout: wallTimeMs });
+    const change = await work.run(async () => {
+      sandbox = await track('provision', async (record) => {
+        const expiresAt = new Date(
+          Date.now() + wallTimeMs + durationMs(input.approval.timeout) + 60 * 60_000,
+        ).toISOString();
+        const created = await anyHost.provisionSandbox({
+          sessionId,
+          repo: input.repo,
+          limits: { cpus: input.limits.cpus, memoryBytes: sizeBytes(input.limits.memory), pids: input.limits.pids },
+          expiresAt,
+        });
+        record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
+        return created;
+      });
+      state.sandbox = { name: sandbox.name, host: sandbox.host, image: sandbox.image, baseCommit: sandbox.baseCommit };
+
+      setPhase('agent');
+      const steps = input.agent.steps;
+      state.agent = { steps: steps.length };
+      for (const [i, step] of steps.entries()) {
+        await runScriptStep(sandbox, `step-${i + 1}`, `step ${i + 1}: ${describeStep(step)}`, step);
+      }
+      const commit = await track('commit', async (record) => {
+        const result = await onHost(sandbox!).commitChanges({
+          sandbox: sandbox!.name,
+          branch,
+          message: `drydock: ${input.task}`.slice(0, 500),
+          baseCommit: sandbox!.baseCommit,
+        });
+        record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${branch}` : 'no changes';
+        return result;
+      });
+      Object.assign(state.agent, commit);
+
+      if (input.verify.test) {
+        setPhase('verifying');
+        const command = input.verify.test;
+        const result = await runScriptStep(
+          sandbox,
+          'verify',
+          `verify: ${command}`,
+          {
+            run: command,
+            timeout: input.verify.timeout,
+          },
+          false,
+        );
+        state.verification = {
+          command,
+          passed: result.exitCode === 0,
+          exitCode: result.exitCode,
+          outputTail: result.outputTail,
+          artifact: result.artifact,
+        };
+        if (result.exitCode !== 0) {
+          throw new SessionEnd('failed', `verification failed: '${command}' ${exitText(result)}`);
+        }
+      }
+      return commit;
+    });
+
+    if (!change.changed) {
+      log.info('the agent changed nothing; nothing to publish');
+    } else {
+      if (input.approval.required.includes('push')) {
+        await awaitApproval('push', change.commit, change.diffstat);
+      }
+      setPhase('publishing');
+      state.pushed = await track(`push ${branch}`, () =>
+        onHost(sandbox!).pushBranch({
+          sandbox: sandbox!.name,
+          sessionId,
+          repoUrl: input.repo.url,
+          branch,
+          baseCommit: sandbox!.baseCommit,
+          commit: change.commit,
+        }),
+      );
+    }
+  } catch (err) {
+    outcome = classify(err);
+    state.error = describeError(err);
+    cancellation = err;
+    if (outcome === 'cancelled' && !CancellationScope.current().consideredCancelled) {
+      // Only our own wall-time scope was cancelled, not the session.
+      outcome = 'timed_out';
+      state.error = `wall-time limit of ${input.limits.wallTime} reached`;
+    }
+    log.warn('session ending early', { outcome, error: state.error });
+  } finally {
+    state.pendingApproval = undefined;
+    await CancellationScope.nonCancellable(async () => {
+      setPhase('tearing_down');
+      // Without a sandbox, provisioning may still have created the container
+      // before failing: any worker removes it by its name.
+      const teardown = sandbox ? onHost(sandbox) : anyHost;
+      try {
+        await track('teardown', () => teardown.destroySandbox({ sessionId }));
+      } catch (err) {
+        // The reaper removes what is left; the session still ends with its outcome.
+        log.error('teardown failed', { error: describeError(err) });
+      }
+      setPhase(outcome);
+    });
+  }
+  if (outcome === 'cancelled') throw cancellation; // marks the workflow Canceled
+  if (outcome === 'failed')
+    throw ApplicationFailure.nonRetryable(state.error ?? 'failed', ErrorType.SessionFailed, state);
+  return state;
+
+  async function runScriptStep(
+    sandbox: Sandbox,
+    key: string,
+    name: string,
+    step: ScriptStep,
+    failOnExit = true,
+  ): Promise<StepResult> {
+    const timeoutMs = 'run' in step ? durationMs(step.timeout) : 60_000;
+    return track(name, async (record) => {
+      const result = await onHost(sandbox, timeoutMs + 60_000).runStep({
+        sandbox: sandbox.name,
+        sessionId,
+        key,
+        step,
+        timeoutMs,
+      });
+      recordStep(record, result);
+      if (failOnExit && result.exitCode !== 0) {
+        throw new SessionEnd('failed', `${name} ${exitText(result)}`);
+      }
+      return result;
+    });
+  }
+
+  async function awaitApproval(action: Action, commit: string, diffstat: string): Promise<void> {
+    setPhase('awaiting_approval');
+    const timeoutMs = durationMs(input.approval.timeout);
+    state.pendingApproval = {
+      action,
+      approvers,
+      deadline: new Date(Date.now() + timeoutMs).toISOString(),
+      evidence: {
+        branch,
+        commit,
+        diffstat,
+        tests: state.verification
+          ? `${state.verification.passed ? 'passed' : 'failed'}: ${state.verification.command}`
+          : 'no test command configured',
+      },
+    };
+    const decided = await track(`approval: ${action}`, async (record) => {
+      const got = await condition(() => verdicts.has(action), timeoutMs);
+      const verdict = verdicts.get(action);
+      record.detail = verdict
+        ? `${PAST[verdict.decision]} by ${verdict.by}`
+        : `no decision within ${input.approval.timeout}`;
+      record.ok = verdict?.decision === 'approve';
+      return got;
+    });
+    state.pendingApproval = undefined;
+    if (!decided) throw new SessionEnd('timed_out', `no approval for ${action} within ${input.approval.timeout}`);
+    const verdict = verdicts.get(action)!;
+    if (verdict.decision === 'reject') {
+      throw new SessionEnd(
+        'rejected',
+        `${action} rejected by ${verdict.by}${verdict.comment ? `: ${verdict.comment}` : ''}`,
+      );
+    }
+  }
+}
+
+function describeStep(step: ScriptStep): string {
+  const text = 'run' in step ? step.run : `write ${step.write.path}`;
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function exitText(result: StepResult): string {
+  return result.timedOut ? 'timed out' : `exited with ${result.exitCode}`;
+}
+
+function classify(err: unknown): Exclude<Outcome, 'completed'> {
+  if (err instanceof SessionEnd) return err.outcome;
+  if (isCancellation(err)) return 'cancelled';
+  return 'failed';
+}
+
+function describeError(err: unknown): string {
+  if (err instanceof SessionEnd) return err.message;
+  if (isCancellation(err)) return 'cancelled';
+  if (err instanceof ActivityFailure && err.cause) return `${err.activityType}: ${err.cause.message}`;
+  return err instanceof Error ? err.message : String(err);
+}
