@@ -74,7 +74,11 @@ export async function watch(
 ): Promise<number> {
   const handle = client.workflow.getHandle(id);
   const say = (line: string) => opts.json || console.error(line);
-  let phase = '';
+  let shownPhase = '';
+  const showPhase = (phase: string, extra = '') => {
+    if (phase !== shownPhase) say(`[${phase}]${extra}`);
+    shownPhase = phase;
+  };
   let printed = 0;
   let final: SessionStatus | undefined;
   for (;;) {
@@ -85,25 +89,26 @@ export async function watch(
       return undefined;
     });
     if (s) {
+      // Phases come from the timeline, so a phase shorter than the poll interval still shows.
       while (printed < s.timeline.length && s.timeline[printed].durationMs !== undefined) {
-        say(stepLine(s.timeline[printed++]));
+        const step = s.timeline[printed++];
+        showPhase(step.phase);
+        say(stepLine(step));
       }
-      if (s.phase !== phase) {
-        phase = s.phase;
-        say(`[${phase}]${phase === 'awaiting_approval' && s.pendingApproval ? ` ${approvalHint(s)}` : ''}`);
-      }
+      if (s.phase === 'awaiting_approval' && s.pendingApproval) showPhase(s.phase, ` ${approvalHint(s)}`);
     }
     if (!s || isOutcome(s.phase)) {
       final = s ?? (await finalStatus(client, id));
       break;
     }
-    await new Promise((r) => setTimeout(r, 1000));
+    await new Promise((r) => setTimeout(r, 500));
   }
   if (!final) return 1;
   if (opts.json) console.log(JSON.stringify(final, null, 2));
   else {
     if (final.error) say(`error: ${final.error}`);
     if (final.pushed) say(`pushed ${final.branch} at ${final.pushed.commit.slice(0, 12)}`);
+    showPhase(final.phase);
     say(`session ${id}: ${final.phase}  ${uiLink(opts.config, id)}`);
   }
   return final.phase === 'completed' ? 0 : 1;

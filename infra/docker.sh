@@ -5,7 +5,13 @@
 # '--network none' and drydock never uses bridge networks.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-if docker info >/dev/null 2>&1; then exit 0; fi
+# The base image build needs debootstrap when debian:trixie-slim cannot be pulled.
+ensure_debootstrap() {
+  if ! command -v debootstrap >/dev/null && ! docker image inspect debian:trixie-slim >/dev/null 2>&1 && is_debian_root; then
+    apt_install debootstrap
+  fi
+}
+if docker info >/dev/null 2>&1; then ensure_debootstrap; exit 0; fi
 if [ -n "${DOCKER_HOST:-}" ]; then fail "DOCKER_HOST=$DOCKER_HOST does not answer"; fi
 is_debian_root || fail "no Docker engine answers and this is not Debian as root: install Docker and start it (or set DOCKER_HOST)"
 command -v dockerd >/dev/null || apt_install docker.io
@@ -13,7 +19,7 @@ step "starting dockerd (log: $DATA_DIR/dockerd.log)"
 mkdir -p "$DATA_DIR"
 setsid nohup dockerd --bridge=none --iptables=false >"$DATA_DIR/dockerd.log" 2>&1 < /dev/null &
 for _ in $(seq 1 60); do
-  docker info >/dev/null 2>&1 && exit 0
+  docker info >/dev/null 2>&1 && { ensure_debootstrap; exit 0; }
   sleep 1
 done
 fail "dockerd did not start within 60 s; see $DATA_DIR/dockerd.log"

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { connect } from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -78,9 +78,9 @@ export async function startDevServer(opts: DevServerOptions): Promise<ChildProce
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
   args.push(...(opts.uiPort ? ['--ui-port', String(opts.uiPort)] : ['--headless']));
   if (opts.dbFile) args.push('--db-filename', opts.dbFile);
-  const { openSync } = await import('node:fs');
   const out = opts.logFile ? openSync(opts.logFile, 'a') : 'ignore';
   const child = spawn(cli, args, { stdio: ['ignore', out, out] });
+  if (typeof out === 'number') closeSync(out); // the child has its own copy
   const exited = new Promise<never>((_, reject) =>
     child.once('exit', (code) => reject(new Error(`the Temporal dev server exited with ${code} at start`))),
   );

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# npm test: gets what the suite needs (npm packages, Docker engine, Temporal
+# CLI), checks types, lint and format, then runs every test against the real
+# services. Extra arguments go to jest (e.g. npm test -- test/unit).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+bash infra/deps.sh
+bash infra/docker.sh
+temporal_cli=$(bash infra/temporal.sh)
+export PATH="$(dirname "$temporal_cli"):$PATH"
+step "type check, lint, format"
+npx tsc --noEmit
+npx eslint .
+npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
+step "tests: real Temporal dev server, Docker and git (the first run builds the sandbox image)"
+npx jest --runInBand "$@"

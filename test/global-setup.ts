@@ -1,0 +1,48 @@
+/**
+ * Once per test run: the sandbox base image, a Temporal dev server (headless,
+ * in memory, on a free port) with drydock's search attributes, and one bundle
+ * of the workflow code that every in-process test worker loads.
+ */
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
+import { ensureBaseImage } from '../sandbox-images/base-image';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+export default async function globalSetup(): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-test-'));
+  const image = await ensureBaseImage();
+  const address = `127.0.0.1:${await freePort()}`;
+  const server = await startDevServer({ address, logFile: path.join(dir, 'temporal.log') });
+  const connection = await Connection.connect({ address });
+  await ensureSearchAttributes(connection, 'default');
+  await connection.close();
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
+  const bundleFile = path.join(dir, 'workflow-bundle.js');
+  await writeFile(bundleFile, bundle.code);
+  Object.assign(process.env, {
+    TEMPORAL_ADDRESS: address,
+    DRYDOCK_BASE_IMAGE: image,
+    DRYDOCK_TEST_DIR: dir,
+    DRYDOCK_TEST_BUNDLE: bundleFile,
+    DRYDOCK_TEST_RUN: `test-${Date.now().toString(36)}`,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+  });
+  (globalThis as { drydockTemporal?: unknown }).drydockTemporal = server;
+}

@@ -1,0 +1,149 @@
+/** Shared test fixtures: git repos, workers, session ids, waiting on phases. */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import Docker from 'dockerode';
+import { loadConfig, type Config } from '../lib/config';
+import { createLogger } from '../lib/log';
+import { LABELS } from '../lib/sandbox';
+import { createWorker, type DrydockWorker } from '../workers/worker';
+import { status, WORKFLOW_TYPE, type Phase, type SessionStatus } from '../workflows/api';
+import type { SessionInputDraft } from '../workflows/input';
+
+export const docker = new Docker();
+export const projectRoot = path.resolve(__dirname, '..');
+
+/** A fresh id per test, under this run's prefix (the teardown looks for leaks by it). */
+export function newSessionId(name: string): string {
+  return `${process.env.DRYDOCK_TEST_RUN}-${name}-${randomBytes(3).toString('hex')}`;
+}
+
+export function git(args: string[], cwd?: string): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/**
+ * A bare repo (the "remote") holding one commit on main: README.md and a
+ * `check.sh` test script. Ref updates are logged, so a test can count pushes.
+ */
+export async function makeFixtureRepo(): Promise<{ url: string; bare: string }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-'));
+  const bare = path.join(dir, 'remote.git');
+  const work = path.join(dir, 'work');
+  git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+  git(['config', 'core.logAllRefUpdates', 'always'], bare);
+  git(['init', '--quiet', '--initial-branch=main', work]);
+  await writeFile(path.join(work, 'README.md'), '# fixture\n');
+  await writeFile(path.join(work, 'check.sh'), '#!/bin/sh\ngrep -q "hello" README.md\n');
+  git(['add', '.'], work);
+  git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', 'initial'], work);
+  git(['push', '--quiet', bare, 'main'], work);
+  return { url: `file://${bare}`, bare };
+}
+
+/** Test configuration: the dev server of global-setup, a task queue of the caller's choosing. */
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return { ...loadConfig(), DRYDOCK_DATA_DIR: path.join(process.env.DRYDOCK_TEST_DIR!, 'data'), ...overrides };
+}
+
+export interface TestStack {
+  client: Client;
+  config: Config;
+  stop(): Promise<void>;
+}
+
+/** The SDK's own log lines only from warnings up, so test output stays readable. */
+function quietSdkLogs(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // already installed in this process
+  }
+}
+
+/** An in-process worker on its own task queue, and a client. */
+export async function startStack(taskQueue = `q-${randomBytes(4).toString('hex')}`): Promise<TestStack> {
+  quietSdkLogs();
+  const config = testConfig({ DRYDOCK_TASK_QUEUE: taskQueue, DRYDOCK_HOST_ID: `h-${taskQueue}` });
+  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const worker: DrydockWorker = await createWorker({
+    config,
+    connection,
+    log: createLogger(config.LOG_LEVEL),
+    workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
+  });
+  const running = worker.run();
+  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  return {
+    client: new Client({ connection: clientConnection }),
+    config,
+    async stop() {
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await clientConnection.close();
+    },
+  };
+}
+
+export function startSession(
+  stack: Pick<TestStack, 'client' | 'config'>,
+  sessionId: string,
+  input: SessionInputDraft | Record<string, unknown>,
+): Promise<WorkflowHandle> {
+  return stack.client.workflow.start(WORKFLOW_TYPE, {
+    workflowId: sessionId,
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [input],
+  });
+}
+
+/** Polls the status query until `until` holds; fails with the last status after `timeoutMs`. */
+export async function waitForStatus(
+  handle: WorkflowHandle,
+  until: (s: SessionStatus) => boolean,
+  timeoutMs = 60_000,
+): Promise<SessionStatus> {
+  const deadline = Date.now() + timeoutMs;
+  let last: SessionStatus | undefined;
+  for (;;) {
+    last = await handle.query(status).catch(() => last);
+    if (last && until(last)) return last;
+    if (Date.now() > deadline) throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+export const inPhase = (phase: Phase) => (s: SessionStatus) => s.phase === phase;
+
+/** Containers (any state) of a session. */
+export async function containersOf(sessionId: string): Promise<Docker.ContainerInfo[]> {
+  return docker.listContainers({ all: true, filters: { label: [`${LABELS.session}=${sessionId}`] } });
+}
+
+/** Runs the drydock CLI; resolves with its exit code and output. */
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(path.join(projectRoot, 'bin', 'drydock'), args, { env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Starts `drydock worker` as a separate process (to kill it for real). */
+export function spawnWorker(env: Record<string, string>): ChildProcess {
+  return spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+}

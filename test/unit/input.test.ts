@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { durationMs, parseSessionInput, sizeBytes } from '../../workflows/input';
+import { sessionInputJsonSchema } from '../../cli/schema';
+
+test('the minimal input gets every default', () => {
+  const parsed = parseSessionInput({ repo: { url: 'file:///r' }, task: 't' });
+  expect(parsed).toEqual({
+    ok: true,
+    input: {
+      repo: { url: 'file:///r' },
+      task: 't',
+      agent: { kind: 'script', steps: [] },
+      verify: { timeout: '10m' },
+      publish: {},
+      approval: { required: ['push'], approvers: [], timeout: '24h' },
+      limits: { cpus: 2, memory: '2g', pids: 512, wallTime: '2h', network: 'none' },
+    },
+  });
+});
+
+test('each bad field is named', () => {
+  const parsed = parseSessionInput({
+    repo: { url: '' },
+    task: 't',
+    agent: { steps: [{ write: { path: '../escape', content: '' } }, { run: 'x', timeout: 'soon' }] },
+    limits: { network: 'bridge', memory: '2 gigs' },
+  });
+  expect(parsed.ok).toBe(false);
+  const problems = (parsed as { problems: string[] }).problems.join('\n');
+  expect(problems).toMatch(/^repo\.url: /m);
+  expect(problems).toMatch(/^agent\.steps\.0/m);
+  expect(problems).toMatch(/^agent\.steps\.1/m);
+  expect(problems).toMatch(/^limits\.network: /m);
+  expect(problems).toMatch(/^limits\.memory: /m);
+});
+
+test('a missing input names the input itself', () => {
+  expect(parseSessionInput(undefined)).toEqual({ ok: false, problems: [expect.stringMatching(/^\(input\): /)] });
+});
+
+test('durations and sizes', () => {
+  expect(durationMs('90s')).toBe(90_000);
+  expect(durationMs('24h')).toBe(86_400_000);
+  expect(durationMs(1500)).toBe(1500);
+  expect(sizeBytes('512m')).toBe(512 * 1024 ** 2);
+  expect(sizeBytes('2G')).toBe(2 * 1024 ** 3);
+});
+
+test('the shipped JSON Schema is the one generated from the zod schema (run npm run schema)', () => {
+  const shipped = JSON.parse(readFileSync(path.join(__dirname, '../../workflows/session-input.schema.json'), 'utf8'));
+  expect(shipped).toEqual(sessionInputJsonSchema());
+});
