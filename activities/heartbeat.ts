@@ -1,18 +1,26 @@
 import { Context } from '@temporalio/activity';
 
-/** How often long activities heartbeat; the presets' heartbeatTimeout is a few of these. */
+/** How often activities heartbeat; the workflow's heartbeatTimeout is a few of these. */
 export const HEARTBEAT_INTERVAL_MS = 2_000;
 
 /**
- * Runs `fn` while heartbeating, so a dead worker is noticed within the
- * heartbeat timeout and a cancelled session reaches the activity (`signal`).
+ * Makes every activity heartbeat while it runs, so a dead worker is noticed
+ * within the heartbeat timeout in any phase (not only after startToClose), and
+ * a cancelled session reaches the activity (`Context.current().cancellationSignal`).
  */
-export async function withHeartbeat<T>(fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const ctx = Context.current();
-  const timer = setInterval(() => ctx.heartbeat(), HEARTBEAT_INTERVAL_MS);
-  try {
-    return await fn(ctx.cancellationSignal);
-  } finally {
-    clearInterval(timer);
-  }
+export function heartbeating<T extends Record<string, (...args: any[]) => Promise<unknown>>>(activities: T): T {
+  return Object.fromEntries(
+    Object.entries(activities).map(([name, fn]) => [
+      name,
+      async (...args: unknown[]) => {
+        const ctx = Context.current();
+        const timer = setInterval(() => ctx.heartbeat(), HEARTBEAT_INTERVAL_MS);
+        try {
+          return await fn(...args);
+        } finally {
+          clearInterval(timer);
+        }
+      },
+    ]),
+  ) as T;
 }

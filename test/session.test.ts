@@ -226,3 +226,17 @@ test('a step that fails ends the session as failed, with its exit code and outpu
   expect(final.timeline.some((t) => t.name.startsWith('step 2'))).toBe(false);
   expect(await containersOf(id)).toHaveLength(0);
 });
+
+test('wall-time limit → timed_out with the reason, sandbox gone', async () => {
+  const id = newSessionId('walltime');
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'too slow',
+    agent: { steps: [{ run: 'sleep 120' }] },
+    limits: { wallTime: '4s' },
+  });
+  const final = (await handle.result()) as SessionStatus;
+  expect(final.phase).toBe('timed_out');
+  expect(final.error).toBe('wall-time limit of 4s reached');
+  expect(await containersOf(id)).toHaveLength(0);
+});

@@ -15,7 +15,6 @@ import { answers, ensureSearchAttributes, startDevServer } from '../lib/temporal
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { createWorker, forwardTemporalLogs, hostQueueOf } from './worker';
 
-const UI_PORT = 8233;
 const progress = (line: string) => process.stderr.write(`==> ${line}\n`);
 
 export async function runDevStack(config: Config, log: Logger): Promise<void> {
@@ -25,10 +24,13 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     progress(`using the Temporal server at ${config.TEMPORAL_ADDRESS}`);
   } else {
     const dbFile = path.join(config.DRYDOCK_DATA_DIR, 'temporal.db');
-    progress(`starting the Temporal dev server on ${config.TEMPORAL_ADDRESS} (state: ${dbFile})`);
+    progress(
+      `starting the Temporal dev server on ${config.TEMPORAL_ADDRESS} (state: ${dbFile}, UI: ${config.DRYDOCK_TEMPORAL_UI})`,
+    );
     server = await startDevServer({
       address: config.TEMPORAL_ADDRESS.replace(/^localhost:/, '127.0.0.1:'),
-      uiPort: UI_PORT,
+      // The UI's port is the one DRYDOCK_TEMPORAL_UI links to (8233 by default).
+      uiPort: Number(new URL(config.DRYDOCK_TEMPORAL_UI).port || 80),
       dbFile,
       logFile: path.join(config.DRYDOCK_DATA_DIR, 'temporal.log'),
     });
@@ -44,12 +46,11 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     forwardTemporalLogs(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
     const worker = await createWorker({ config, connection, log });
-    const ui = server ? `http://localhost:${UI_PORT}` : config.DRYDOCK_TEMPORAL_UI;
     process.stderr.write(
       [
         '',
         'drydock is up.',
-        `  Temporal Web UI  ${ui}`,
+        `  Temporal Web UI  ${config.DRYDOCK_TEMPORAL_UI}`,
         `  worker           task queues ${config.DRYDOCK_TASK_QUEUE} and ${hostQueueOf(config)}`,
         '',
         'Start a session from another terminal, for example:',
