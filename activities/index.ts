@@ -1,11 +1,12 @@
 import type { ActivityDeps } from './deps';
+import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
 import { createSandboxActivities } from './sandbox';
 
 export type { ActivityDeps } from './deps';
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...createSandboxActivities(deps), ...createPublishActivities(deps) };
+  return heartbeating({ ...createSandboxActivities(deps), ...createPublishActivities(deps) });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import type { ScriptStep } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { withHeartbeat } from './heartbeat';
 import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { LABELS, SandboxNotFound } from '../lib/sandbox';
 
@@ -138,9 +138,9 @@ export function createSandboxActivities({
         }
         const dir = `${STATE_DIR}/steps/${input.key}`;
         const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-        const run = await withHeartbeat((signal) =>
-          sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], { signal }),
-        );
+        const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
+          signal: Context.current().cancellationSignal,
+        });
         const exitCode = Number(run.stdout.toString().trim().split('\n').pop());
         const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
         const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);

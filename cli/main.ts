@@ -26,7 +26,18 @@ import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
 class UsageError extends Error {}
 
-const config = loadConfig();
+function fail(message: string): never {
+  process.stderr.write(`drydock: ${message.replace(/\s+/g, ' ').trim()}\n`);
+  process.exit(1);
+}
+
+const config = (() => {
+  try {
+    return loadConfig();
+  } catch (err) {
+    return fail((err as Error).message);
+  }
+})();
 const program = new Command('drydock')
   .description('Background coding agents as durable Temporal workflows, in disposable Docker sandboxes')
   .configureOutput({ outputError: (text, write) => write(text) });
@@ -177,11 +188,10 @@ function explain(err: unknown): string {
   if (err instanceof WorkflowUpdateFailedError) return `refused: ${err.cause?.message ?? err.message}`;
   const e = err as Error & { code?: number; details?: string };
   if (e?.name === 'WorkflowNotFoundError') return e.message;
-  if (e?.code === 14) return `cannot reach Temporal at ${config.TEMPORAL_ADDRESS} (is 'npm start' running?)`;
+  if (e?.code === 14 || /Failed to connect/.test(e?.message ?? '')) {
+    return `cannot reach Temporal at ${config.TEMPORAL_ADDRESS} (is 'npm start' running?)`;
+  }
   return e?.message ?? String(err);
 }
 
-program.parseAsync(process.argv).catch((err: unknown) => {
-  process.stderr.write(`drydock: ${explain(err)}\n`);
-  process.exit(1);
-});
+program.parseAsync(process.argv).catch((err: unknown) => fail(explain(err)));

@@ -14,3 +14,13 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 \
     || fail "apt-get install $* failed"
 }
+
+# What both `npm start` and `npm test` need on this machine: npm packages, a
+# Docker engine, and the Temporal CLI on PATH.
+prepare_machine() {
+  bash "$ROOT/infra/deps.sh"
+  bash "$ROOT/infra/docker.sh"
+  local temporal_cli
+  temporal_cli=$(bash "$ROOT/infra/temporal.sh")
+  export PATH="$(dirname "$temporal_cli"):$PATH"
+}

@@ -4,8 +4,5 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-bash infra/deps.sh
-bash infra/docker.sh
-temporal_cli=$(bash infra/temporal.sh)
-export PATH="$(dirname "$temporal_cli"):$PATH"
+prepare_machine
 exec node bin/drydock up

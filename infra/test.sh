@@ -5,10 +5,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-bash infra/deps.sh
-bash infra/docker.sh
-temporal_cli=$(bash infra/temporal.sh)
-export PATH="$(dirname "$temporal_cli"):$PATH"
+prepare_machine
 step "type check, lint, format"
 npx tsc --noEmit
 npx eslint .

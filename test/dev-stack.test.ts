@@ -5,19 +5,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { answers } from '../lib/temporal';
-import { makeFixtureRepo, projectRoot, runCli } from './helpers';
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
+import { freePort, makeFixtureRepo, projectRoot, runCli } from './helpers';
 
 test('up starts a dev server and a worker, runs a session, and Ctrl-C stops all it started', async () => {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-up-'));

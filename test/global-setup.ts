@@ -4,23 +4,13 @@
  * of the workflow code that every in-process test worker loads.
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
+import { freePort } from './helpers';
 
 export default async function globalSetup(): Promise<void> {
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-test-'));

@@ -39,22 +39,27 @@ import { defaultBranch, refuseDecision } from './policy';
 const NON_RETRYABLE = Object.values(ErrorType);
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
+/**
+ * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
+ * worker is noticed within the heartbeat timeout, whatever the phase.
+ */
+const RETRY = { maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE };
+const HEARTBEAT_TIMEOUT = '10s';
+
 /** Activities on any worker: provisioning picks the host. */
 const anyHost = proxyActivities<Activities>({
   startToCloseTimeout: '10m',
-  retry: { maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE },
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: RETRY,
 });
 
-/**
- * Activities on the host that owns the sandbox. A dead host is noticed by the
- * heartbeat timeout (long commands) or the schedule-to-start timeout.
- */
+/** Activities on the host that owns the sandbox, allowed to run `startToCloseMs`. */
 function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
   const options: ActivityOptions = {
     taskQueue: sandbox.hostQueue,
     startToCloseTimeout: startToCloseMs,
-    heartbeatTimeout: '10s',
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE },
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: RETRY,
   };
   return proxyActivities<Activities>(options);
 }
