@@ -1,4 +1,6 @@
+import type { ApprovalPolicy } from '../workflows/api';
 import type { ArtifactStore } from '../lib/artifacts';
+import type { GitHubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
 import type { DockerSandboxes } from '../lib/sandbox';
 
@@ -12,5 +14,12 @@ export interface ActivityDeps {
   /** This worker's host queue, `<task queue>@<host id>`. */
   hostQueue: string;
   baseImage: string;
+  /** The server's approval policy (sessions can only tighten it). */
+  policy: ApprovalPolicy;
+  github: GitHubSettings;
+  /** Worker-side command for the `deploy` action. */
+  deployCommand?: string;
+  /** Link to a session in the Temporal Web UI, for pull request bodies. */
+  sessionLink: (sessionId: string) => string;
   log: Logger;
 }

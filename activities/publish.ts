@@ -1,7 +1,10 @@
+import { exec } from 'node:child_process';
 import { ApplicationFailure } from '@temporalio/common';
-import { ErrorType } from '../workflows/api';
+import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import type { ActivityDeps } from './deps';
+import { tail } from './sandbox';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
+import { GitHubCredentialsError, octokitFor, upsertPullRequest } from '../lib/github';
 import { SandboxNotFound } from '../lib/sandbox';
 
 export interface PushInput {
@@ -13,8 +16,49 @@ export interface PushInput {
   commit: string;
 }
 
-export function createPublishActivities({ sandboxes, mirrorsDir, log }: ActivityDeps) {
+export interface PullRequestInput {
+  sessionId: string;
+  /** "owner/name". */
+  repo: string;
+  head: string;
+  base?: string;
+  draft: boolean;
+  title: string;
+  /** The body without the session link, which the worker adds. */
+  body: string;
+}
+
+/** GitHub's answers that a retry cannot change become non-retryable; 5xx and rate limits are retried. */
+function githubFailure(err: unknown, repo: string): never {
+  if (err instanceof GitHubCredentialsError) throw ApplicationFailure.nonRetryable(err.message, ErrorType.GitHubAuth);
+  // Octokit's RequestError, recognised by shape (a copy per Octokit package may exist).
+  const e = err as { name?: string; status?: number; message: string; response?: { headers: Record<string, string> } };
+  if (e?.name === 'HttpError' && typeof e.status === 'number') {
+    const what = `GitHub answered ${e.status} for ${repo}: ${e.message.split(' - ')[0]}`;
+    if (e.status === 401 || e.status === 403) {
+      if (e.response?.headers['x-ratelimit-remaining'] === '0') throw err; // rate limited: retry later
+      throw ApplicationFailure.nonRetryable(`${what} (check the worker's GitHub credentials)`, ErrorType.GitHubAuth);
+    }
+    if (e.status === 404 || e.status === 422) throw ApplicationFailure.nonRetryable(what, ErrorType.GitHubRequest);
+  }
+  throw err;
+}
+
+export function createPublishActivities({
+  sandboxes,
+  mirrorsDir,
+  policy,
+  github,
+  deployCommand,
+  sessionLink,
+  log,
+}: ActivityDeps) {
   return {
+    /** The server's approval policy, read once per session (then it is in the history). */
+    async approvalPolicy(): Promise<ApprovalPolicy> {
+      return policy;
+    },
+
     /**
      * Exports the branch from the sandbox as a git bundle and pushes it from
      * the worker, which holds any credentials. Pushing a commit the remote
@@ -58,6 +102,56 @@ export function createPublishActivities({ sandboxes, mirrorsDir, log }: Activity
         }
         throw err;
       }
+    },
+
+    /** Opens or updates the pull request for the pushed branch; never a second one. */
+    async openPullRequest(input: PullRequestInput): Promise<{ number: number; url: string; created: boolean }> {
+      const [owner, repo] = input.repo.split('/');
+      try {
+        const octokit = await octokitFor(github, owner, repo);
+        const pr = await upsertPullRequest(octokit, {
+          owner,
+          repo,
+          head: input.head,
+          base: input.base,
+          draft: input.draft,
+          title: input.title,
+          body: `${input.body}\n\n---\nSession: ${sessionLink(input.sessionId)}\n`,
+        });
+        log.info({ sessionId: input.sessionId, pr: pr.url, created: pr.created }, 'pull request');
+        return pr;
+      } catch (err) {
+        githubFailure(err, input.repo);
+      }
+    },
+
+    /** Runs the worker's deploy command for the pushed commit. */
+    async deploy(input: { sessionId: string; repoUrl: string; branch: string; commit: string }) {
+      if (!deployCommand) {
+        throw ApplicationFailure.nonRetryable(
+          'no deploy command on the worker (DRYDOCK_DEPLOY_COMMAND)',
+          ErrorType.DeployFailed,
+        );
+      }
+      const env = {
+        ...process.env,
+        DRYDOCK_REPO_URL: input.repoUrl,
+        DRYDOCK_BRANCH: input.branch,
+        DRYDOCK_COMMIT: input.commit,
+      };
+      const result = await new Promise<{ exitCode: number; output: string }>((resolve) =>
+        exec(deployCommand, { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
+          resolve({ exitCode: err ? ((err.code as number) ?? 1) : 0, output: stdout + stderr }),
+        ),
+      );
+      log.info({ sessionId: input.sessionId, exitCode: result.exitCode }, 'deploy');
+      if (result.exitCode !== 0) {
+        throw ApplicationFailure.nonRetryable(
+          `deploy command exited with ${result.exitCode}: ${tail(result.output, 500)}`,
+          ErrorType.DeployFailed,
+        );
+      }
+      return { exitCode: result.exitCode, outputTail: tail(result.output) };
     },
   };
 }

@@ -48,6 +48,8 @@ export interface CommitResult {
   commit: string;
   changed: boolean;
   diffstat: string;
+  /** sha256 of the target branch and the whole diff: what an approval binds to. */
+  changeHash: string;
 }
 
 /** Container name from the session id: the idempotency key of provisioning. */
@@ -175,7 +177,9 @@ export function createSandboxActivities({
           input.baseCommit,
         ]);
         const [commit, ...stat] = out.trimEnd().split('\n');
-        return { commit, changed: commit !== input.baseCommit, diffstat: stat.join('\n') };
+        const diff = await sandboxes.run(input.sandbox, ['git', 'diff', '--binary', input.baseCommit, commit]);
+        const changeHash = createHash('sha256').update(`${input.branch}\0`).update(diff).digest('hex');
+        return { commit, changed: commit !== input.baseCommit, diffstat: stat.join('\n'), changeHash };
       } catch (err) {
         permanent(err);
       }

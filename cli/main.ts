@@ -9,16 +9,17 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
-import { connectClient } from '../lib/temporal';
+import { connectClient, sessionLink } from '../lib/temporal';
 import { createWorker, forwardTemporalLogs } from '../workers/worker';
 import { runDevStack } from '../workers/dev-stack';
-import { cancel as cancelSession, list, printStatus, uiLink, watch } from './sessions';
+import { cancel as cancelSession, list, printStatus, watch } from './sessions';
 import {
   ACTIONS,
   decide,
   PHASE_ATTRIBUTE,
   RUNNING_PHASES,
   OUTCOMES,
+  status,
   WORKFLOW_TYPE,
   type DecideInput,
 } from '../workflows/api';
@@ -69,8 +70,9 @@ program
   .option('--task <text>', 'what the agent should do')
   .option('--step <command>', 'a scripted agent step (shell); repeatable', collect)
   .option('--test <command>', 'verification command; its exit code decides')
-  .option('--approver <name>', 'who may approve; repeatable (default: anyone)', collect)
-  .option('--no-approval', 'push without waiting for a person')
+  .option('--approver <name>', "who may approve; repeatable (a subset of the server's approvers)", collect)
+  .option('--pr', 'open a pull request for the branch after the push')
+  .option('--pr-repo <owner/name>', 'GitHub repository of the pull request (default: from --repo)')
   .option('--input <file>', "a whole session input as JSON ('-' for stdin); flags override its fields")
   .option('--id <id>', 'session id (default: session-<time>-<random>)')
   .option('--detach', 'print the session id and return at once')
@@ -89,7 +91,7 @@ program
       console.log(opts.json ? JSON.stringify({ sessionId }) : sessionId);
       return;
     }
-    if (!opts.json) console.error(`session ${sessionId} started: ${uiLink(config, sessionId)}`);
+    if (!opts.json) console.error(`session ${sessionId} started: ${sessionLink(config, sessionId)}`);
     process.exitCode = await watch(client, sessionId, { json: !!opts.json, config });
   });
 
@@ -111,17 +113,28 @@ for (const decision of ['approve', 'reject'] as const) {
   program
     .command(`${decision} <session>`)
     .description(`${decision === 'approve' ? 'Approve' : 'Reject'} the pending action of a session`)
-    .addOption(new Option('--action <action>', 'the irreversible action').choices([...ACTIONS]).default('push'))
+    .addOption(
+      new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
+    )
+    .option('--change <hash>', 'the change you reviewed (12+ characters of its hash, as status shows)')
     .option('--by <name>', 'who decides (default: DRYDOCK_USER or the OS user)')
     .option('--comment <text>', 'a note kept with the decision')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts) => {
       const client = await connectClient(config);
+      let action = opts.action;
+      if (!action) {
+        const current = await client.workflow.getHandle(id).query(status);
+        if (!current.pendingApproval)
+          throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
+        action = current.pendingApproval.action;
+      }
       const input: DecideInput = {
         decision,
-        action: opts.action,
+        action,
         by: opts.by ?? config.DRYDOCK_USER ?? userInfo().username,
         ...(opts.comment ? { comment: opts.comment } : {}),
+        ...(opts.change ? { change: opts.change } : {}),
       };
       const result = await client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
       console.log(
@@ -165,7 +178,9 @@ async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDr
   }
   if (opts.test) input.verify = { ...input.verify, test: opts.test };
   if (Array.isArray(opts.approver)) input.approval = { ...input.approval, approvers: opts.approver };
-  if (opts.approval === false) input.approval = { ...input.approval, required: [] };
+  if (opts.prRepo) input.publish = { ...input.publish, pullRequest: { repo: opts.prRepo } };
+  else if (opts.pr) input.publish = { ...input.publish, pullRequest: true };
+  input.requestedBy ??= config.DRYDOCK_USER ?? userInfo().username;
   // Check here too, so a mistake is reported before anything starts.
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new UsageError(`invalid session input: ${parsed.problems.join('; ')}`);

@@ -1,11 +1,8 @@
 /** CLI views of sessions: live watch, status, list, cancel. */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
+import { sessionLink } from '../lib/temporal';
 import { OUTCOMES, status, WORKFLOW_TYPE, type Outcome, type SessionStatus, type StepRecord } from '../workflows/api';
-
-export function uiLink(cfg: Pick<Config, 'DRYDOCK_TEMPORAL_UI' | 'TEMPORAL_NAMESPACE'>, sessionId: string): string {
-  return `${cfg.DRYDOCK_TEMPORAL_UI}/namespaces/${cfg.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(sessionId)}`;
-}
 
 const isOutcome = (phase: string): phase is Outcome => (OUTCOMES as readonly string[]).includes(phase);
 
@@ -22,10 +19,11 @@ function stepLine(step: StepRecord): string {
 function approvalHint(s: SessionStatus): string {
   const p = s.pendingApproval!;
   return [
-    `waiting for approval of ${p.action} of ${p.evidence.branch} (deadline ${p.deadline})`,
+    `waiting for approval of ${p.action} of ${p.evidence.branch} at ${p.evidence.commit.slice(0, 12)}, change ${p.change.slice(0, 12)} (deadline ${p.deadline})`,
     ...(p.evidence.diffstat ? p.evidence.diffstat.split('\n').map((l) => `    ${l}`) : []),
     `  tests: ${p.evidence.tests ?? 'n/a'}`,
-    `  approve: bin/drydock approve ${s.sessionId}`,
+    `  may approve: ${p.approvers.length ? p.approvers.join(', ') : 'anyone'}`,
+    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change.slice(0, 12)}`,
     `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
   ].join('\n');
 }
@@ -41,6 +39,7 @@ export function formatStatus(s: SessionStatus): string {
   }
   if (s.pendingApproval) lines.push(approvalHint(s));
   if (s.pushed) lines.push(`pushed: ${s.branch} at ${s.pushed.commit.slice(0, 12)}`);
+  if (s.pullRequest) lines.push(`pull request: ${s.pullRequest.url}`);
   if (s.error) lines.push(`error: ${s.error}`);
   return lines.join('\n');
 }
@@ -108,8 +107,9 @@ export async function watch(
   else {
     if (final.error) say(`error: ${final.error}`);
     if (final.pushed) say(`pushed ${final.branch} at ${final.pushed.commit.slice(0, 12)}`);
+    if (final.pullRequest) say(`pull request: ${final.pullRequest.url}`);
     showPhase(final.phase);
-    say(`session ${id}: ${final.phase}  ${uiLink(opts.config, id)}`);
+    say(`session ${id}: ${final.phase}  ${sessionLink(opts.config, id)}`);
   }
   return final.phase === 'completed' ? 0 : 1;
 }

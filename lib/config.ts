@@ -5,6 +5,16 @@ import { z } from 'zod';
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
 
+/** A comma-separated list; "none" or empty is the empty list. */
+const list = z.string().transform((v) =>
+  v.trim() === 'none'
+    ? []
+    : v
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+);
+
 const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
@@ -22,6 +32,28 @@ const configSchema = z.object({
   DRYDOCK_TEMPORAL_UI: z.string().url().default('http://localhost:8233'),
   /** Who the CLI acts as when approving or rejecting (default: the OS user). */
   DRYDOCK_USER: z.string().min(1).optional(),
+  /**
+   * Server approval policy. Sessions may add actions, narrow approvers and
+   * forbid self-approval, never the reverse.
+   */
+  DRYDOCK_APPROVAL_REQUIRED: list
+    .pipe(z.array(z.enum(['push', 'pull_request', 'deploy'])))
+    .default(['push', 'pull_request', 'deploy']),
+  /** Who may approve any session (empty: each session's own list, or anyone). */
+  DRYDOCK_APPROVERS: list.default([]),
+  DRYDOCK_FORBID_SELF_APPROVAL: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
+  /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
+  DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
+  /** GitHub REST API base URL (GitHub Enterprise: https://<host>/api/v3). */
+  GITHUB_API_URL: z.string().url().default('https://api.github.com'),
+  /** A token with contents and pull-requests write; or use a GitHub App below. */
+  GITHUB_TOKEN: z.string().min(1).optional(),
+  GITHUB_APP_ID: z.string().min(1).optional(),
+  /** PEM file of the App's private key; installation tokens are minted per repository. */
+  GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

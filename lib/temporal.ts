@@ -27,6 +27,14 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
   });
 }
 
+/** A session's page in the Temporal Web UI. */
+export function sessionLink(
+  config: Pick<Config, 'DRYDOCK_TEMPORAL_UI' | 'TEMPORAL_NAMESPACE'>,
+  sessionId: string,
+): string {
+  return `${config.DRYDOCK_TEMPORAL_UI}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows/${encodeURIComponent(sessionId)}`;
+}
+
 /** The Temporal CLI: one on PATH first, else the project's build in .tools/bin (infra/temporal.sh). */
 export function findTemporalCli(): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {

@@ -7,7 +7,7 @@ let env: Record<string, string>;
 let repo: { url: string; bare: string };
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({ DRYDOCK_APPROVAL_REQUIRED: [] });
   repo = await makeFixtureRepo();
   env = { TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS, DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE };
 });
@@ -15,7 +15,7 @@ afterAll(() => stack?.stop());
 
 const id = (name: string) => `${process.env.DRYDOCK_TEST_RUN}-cli-${name}-${randomBytes(3).toString('hex')}`;
 
-test('run follows the phases live and exits 0 when completed (no approval required)', async () => {
+test('run follows the phases live and exits 0 when completed (the server requires no approval)', async () => {
   const sessionId = id('run');
   const out = await runCli(
     [
@@ -30,7 +30,6 @@ test('run follows the phases live and exits 0 when completed (no approval requir
       'echo hello >> README.md',
       '--test',
       'sh check.sh',
-      '--no-approval',
     ],
     env,
   );
@@ -44,8 +43,23 @@ test('run follows the phases live and exits 0 when completed (no approval requir
 test('run --detach, list by phase, status, approve: the session completes', async () => {
   const sessionId = id('approve');
   const started = await runCli(
-    ['run', '--detach', '--id', sessionId, '--repo', repo.url, '--task', 'hello', '--step', 'echo hello >> README.md'],
+    // The session asks for an approval the server does not require: a session may tighten.
+    [
+      'run',
+      '--detach',
+      '--id',
+      sessionId,
+      '--repo',
+      repo.url,
+      '--task',
+      'hello',
+      '--step',
+      'echo hello >> README.md',
+      '--input',
+      '-',
+    ],
     env,
+    JSON.stringify({ approval: { required: ['push'] } }),
   );
   expect(started).toMatchObject({ code: 0, stdout: `${sessionId}\n` });
 

@@ -19,6 +19,7 @@ test('up starts a dev server and a worker, runs a session, and Ctrl-C stops all 
     DRYDOCK_TEMPORAL_UI: `http://localhost:${await freePort()}`,
     DRYDOCK_DATA_DIR: dataDir,
     DRYDOCK_TASK_QUEUE: 'up-test',
+    DRYDOCK_APPROVAL_REQUIRED: 'none',
     LOG_LEVEL: 'warn',
   };
   const up = spawn(path.join(projectRoot, 'bin', 'drydock'), ['up'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -35,7 +36,7 @@ test('up starts a dev server and a worker, runs a session, and Ctrl-C stops all 
 
     const repo = await makeFixtureRepo();
     const run = await runCli(
-      ['run', '--repo', repo.url, '--task', 'hi', '--step', 'echo hello >> README.md', '--no-approval'],
+      ['run', '--repo', repo.url, '--task', 'hi', '--step', 'echo hello >> README.md'],
       env as Record<string, string>,
     );
     expect(run.stderr).toMatch(/: completed/);

@@ -9,7 +9,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../lib/config';
-import { createLogger } from '../lib/log';
+import { createLogger, type Logger } from '../lib/log';
 import { LABELS } from '../lib/sandbox';
 import { createWorker, type DrydockWorker } from '../workers/worker';
 import { status, WORKFLOW_TYPE, type Phase, type SessionStatus } from '../workflows/api';
@@ -78,14 +78,15 @@ function quietSdkLogs(): void {
 }
 
 /** An in-process worker on its own task queue, and a client. */
-export async function startStack(taskQueue = `q-${randomBytes(4).toString('hex')}`): Promise<TestStack> {
+export async function startStack(overrides: Partial<Config> = {}, log?: Logger): Promise<TestStack> {
   quietSdkLogs();
-  const config = testConfig({ DRYDOCK_TASK_QUEUE: taskQueue, DRYDOCK_HOST_ID: `h-${taskQueue}` });
+  const taskQueue = `q-${randomBytes(4).toString('hex')}`;
+  const config = testConfig({ DRYDOCK_TASK_QUEUE: taskQueue, DRYDOCK_HOST_ID: `h-${taskQueue}`, ...overrides });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const worker: DrydockWorker = await createWorker({
     config,
     connection,
-    log: createLogger(config.LOG_LEVEL),
+    log: log ?? createLogger(config.LOG_LEVEL),
     workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
   });
   const running = worker.run();
@@ -141,9 +142,11 @@ export async function containersOf(sessionId: string): Promise<Docker.ContainerI
 export function runCli(
   args: string[],
   env: Record<string, string>,
+  stdin = '',
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(path.join(projectRoot, 'bin', 'drydock'), args, { env: { ...process.env, ...env } });
+    child.stdin.end(stdin);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

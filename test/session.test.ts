@@ -129,10 +129,10 @@ test('approver not on the list: the update is refused, the signal is recorded as
     cause: { message: expect.stringMatching(/mallory is not an approver/) },
   });
   const unknownAction = handle.executeUpdate(decide, {
-    args: [{ decision: 'approve', action: 'deploy' as 'push', by: 'alice' }],
+    args: [{ decision: 'approve', action: 'merge' as 'push', by: 'alice' }],
   });
   await expect(unknownAction).rejects.toMatchObject({
-    cause: { message: expect.stringMatching(/unknown action 'deploy'/) },
+    cause: { message: expect.stringMatching(/unknown action 'merge'/) },
   });
   await handle.signal(approve, { action: 'push', by: 'mallory' });
 

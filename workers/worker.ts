@@ -15,7 +15,9 @@ import {
 import { createActivities } from '../activities';
 import { ArtifactStore } from '../lib/artifacts';
 import type { Config } from '../lib/config';
+import { githubSettings } from '../lib/github';
 import { createLogger, type Logger } from '../lib/log';
+import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
 import { baseImageTag } from '../sandbox-images/base-image';
 
@@ -61,6 +63,14 @@ export async function createWorker(opts: {
     hostId: config.DRYDOCK_HOST_ID,
     hostQueue,
     baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
+    policy: {
+      required: config.DRYDOCK_APPROVAL_REQUIRED,
+      approvers: config.DRYDOCK_APPROVERS,
+      forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
+    },
+    github: githubSettings(config),
+    deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
+    sessionLink: (sessionId) => sessionLink(config, sessionId),
     log,
   });
   const common = { connection, namespace: config.TEMPORAL_NAMESPACE, activities, shutdownGraceTime: '30s' as const };

@@ -20,15 +20,21 @@ export const OUTCOMES = ['completed', 'failed', 'rejected', 'cancelled', 'timed_
 export type Outcome = (typeof OUTCOMES)[number];
 export type Phase = (typeof RUNNING_PHASES)[number] | Outcome;
 
-/** Irreversible actions; each waits behind the approval gate unless policy says otherwise. */
-export const ACTIONS = ['push'] as const;
+/** Irreversible actions; each waits behind its own approval gate unless policy says otherwise. */
+export const ACTIONS = ['push', 'pull_request', 'deploy'] as const;
 export type Action = (typeof ACTIONS)[number];
 
 export interface DecisionInput {
   action: Action;
-  /** Who decides: must be on `approval.approvers` when that list is set. */
+  /** Who decides: must be on the approvers list when there is one. */
   by: string;
   comment?: string;
+  /**
+   * The change the decision is about (its hash, or a prefix of 12+ characters,
+   * as shown in status). Given, it must be the pending change, or the decision
+   * is refused as stale; omitted, the decision binds to the pending change.
+   */
+  change?: string;
 }
 
 export interface DecideInput extends DecisionInput {
@@ -36,7 +42,17 @@ export interface DecideInput extends DecisionInput {
 }
 
 export interface Decision extends DecideInput {
+  /** The whole hash of the change decided on. */
+  change: string;
   at: string;
+}
+
+/** Who must approve what: the server's policy, tightened by the session's. */
+export interface ApprovalPolicy {
+  required: Action[];
+  /** Empty: anyone who names themselves. */
+  approvers: string[];
+  forbidSelfApproval: boolean;
 }
 
 export interface StepRecord {
@@ -63,19 +79,25 @@ export interface SessionStatus {
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
   agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string };
   verification?: { command: string; passed: boolean; exitCode: number; outputTail: string; artifact?: string };
+  /** Who started the session (self-approval may be forbidden). */
+  requestedBy?: string;
+  policy?: ApprovalPolicy;
   /** The approval the session is waiting for, with what a reviewer needs to decide. */
   pendingApproval?: {
     action: Action;
+    /** Hash of the diff and target branch; an approval binds to it. */
+    change: string;
     approvers: string[];
     deadline: string;
-    evidence: { branch: string; commit?: string; diffstat?: string; tests?: string };
+    evidence: { branch: string; commit: string; diffstat: string; tests: string };
   };
   decisions: Decision[];
   /** Decisions that were sent but refused (unknown approver, nothing pending...). */
   refusedDecisions: { input: DecideInput; reason: string; at: string }[];
   branch?: string;
   pushed?: { commit: string; alreadyPushed: boolean };
-  prUrl?: string;
+  pullRequest?: { number: number; url: string; created: boolean };
+  deployed?: { exitCode: number; outputTail: string };
   error?: string;
 }
 
@@ -96,4 +118,8 @@ export const ErrorType = {
   SandboxNotFound: 'SandboxNotFound',
   RepoUnavailable: 'RepoUnavailable',
   PushRejected: 'PushRejected',
+  StaleApproval: 'StaleApproval',
+  GitHubAuth: 'GitHubAuth',
+  GitHubRequest: 'GitHubRequest',
+  DeployFailed: 'DeployFailed',
 } as const;

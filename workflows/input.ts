@@ -6,6 +6,7 @@
  * kept as written and converted by the pure functions below.
  */
 import { z } from 'zod';
+import { ACTIONS } from './api';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
 export const duration = z.union([
@@ -40,6 +41,7 @@ export const sessionInputSchema = z.strictObject({
     ref: z.string().min(1).optional().describe("Branch, tag or commit; default: the remote's default branch"),
   }),
   task: z.string().min(1).describe('What the agent should do, in words'),
+  requestedBy: z.string().min(1).optional().describe('Who asked for the session (the CLI sets your user name)'),
   agent: z
     .strictObject({
       kind: z.literal('script').default('script'),
@@ -59,18 +61,35 @@ export const sessionInputSchema = z.strictObject({
         .regex(/^[A-Za-z0-9._/-]+$/, 'letters, digits and . _ / - only')
         .optional()
         .describe('Default: drydock/<session id>'),
+      pullRequest: z
+        .union([
+          z.boolean(),
+          z.strictObject({
+            repo: z
+              .string()
+              .regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"')
+              .optional()
+              .describe('GitHub repository; default: from repo.url'),
+            base: z.string().min(1).optional().describe("Default: the repository's default branch"),
+            draft: z.boolean().default(false),
+          }),
+        ])
+        .default(false)
+        .describe('Open (or update) a pull request for the branch after the push'),
+      deploy: z.boolean().default(false).describe("Run the worker's configured deploy command after the push"),
     })
     .prefault({}),
   approval: z
     .strictObject({
       required: z
-        .array(z.enum(['push']))
-        .default(['push'])
-        .describe('Irreversible actions that wait for a person; [] publishes without asking'),
+        .array(z.enum(ACTIONS))
+        .default([])
+        .describe("Actions that wait for a person, in addition to the server's"),
       approvers: z
         .array(z.string().min(1))
         .default([])
-        .describe('Who may approve or reject; empty: anyone who names themselves'),
+        .describe("Who may approve or reject: a subset of the server's approvers; empty: the server's list, or anyone"),
+      forbidSelfApproval: z.boolean().default(false).describe('requestedBy may not approve'),
       timeout: duration.default('24h'),
     })
     .prefault({}),
@@ -85,6 +104,12 @@ export const sessionInputSchema = z.strictObject({
     .prefault({}),
 });
 
+/** "owner/name" of a GitHub URL (https or ssh), if it is one. */
+export function githubRepoOf(url: string): string | undefined {
+  const m = /github\.com[/:]([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+?)(?:\.git)?\/?$/.exec(url);
+  return m ? `${m[1]}/${m[2]}` : undefined;
+}
+
 export type SessionInput = z.infer<typeof sessionInputSchema>;
 export type SessionInputDraft = z.input<typeof sessionInputSchema>;
 export type ScriptStep = z.infer<typeof scriptStep>;
@@ -92,8 +117,20 @@ export type ScriptStep = z.infer<typeof scriptStep>;
 export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
 
 /** Validates an input; each problem names its field ("repo.url: ..."). */
+/** Field rules that span sections. */
+const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
+  const pr = input.publish.pullRequest;
+  if (pr && !(typeof pr === 'object' && pr.repo) && !githubRepoOf(input.repo.url)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['publish', 'pullRequest', 'repo'],
+      message: 'required ("owner/name") when repo.url is not a GitHub URL',
+    });
+  }
+});
+
 export function parseSessionInput(raw: unknown): ParsedInput {
-  const parsed = sessionInputSchema.safeParse(raw);
+  const parsed = sessionInputChecked.safeParse(raw);
   if (parsed.success) return { ok: true, input: parsed.data };
   return {
     ok: false,

@@ -1,29 +1,62 @@
 /** Pure decisions of a session, unit-tested without Temporal. */
-import { ACTIONS, type DecideInput, type SessionStatus } from './api';
+import { ACTIONS, type Action, type ApprovalPolicy, type DecideInput, type SessionStatus } from './api';
+
+/**
+ * The policy a session runs under: the server's, tightened by the session's.
+ * A session may require more actions, narrow the approvers to a subset of the
+ * server's, and forbid self-approval; it can loosen nothing.
+ */
+export function tightenPolicy(
+  server: ApprovalPolicy,
+  session: ApprovalPolicy,
+): { ok: true; policy: ApprovalPolicy } | { ok: false; problem: string } {
+  const required = ACTIONS.filter((a) => server.required.includes(a) || session.required.includes(a));
+  let approvers = session.approvers.length ? session.approvers : server.approvers;
+  if (server.approvers.length && session.approvers.length) {
+    approvers = session.approvers.filter((a) => server.approvers.includes(a));
+    if (approvers.length === 0) {
+      return {
+        ok: false,
+        problem: `approval.approvers: none of ${session.approvers.join(', ')} is a server approver (${server.approvers.join(', ')})`,
+      };
+    }
+  }
+  return {
+    ok: true,
+    policy: { required, approvers, forbidSelfApproval: server.forbidSelfApproval || session.forbidSelfApproval },
+  };
+}
 
 /**
  * Why a decision must be refused, or undefined when it counts. A decision
  * counts only for the approval pending right now, so nobody approves a change
- * they have not been shown.
+ * they have not been shown, and, when it names a change, only for that change.
  */
 export function refuseDecision(
-  state: Pick<SessionStatus, 'phase' | 'pendingApproval'>,
-  approvers: readonly string[],
+  state: Pick<SessionStatus, 'phase' | 'pendingApproval' | 'requestedBy'>,
+  policy: Pick<ApprovalPolicy, 'approvers' | 'forbidSelfApproval'>,
   input: Partial<DecideInput> | undefined,
 ): string | undefined {
   if (!input || typeof input !== 'object') return 'a decision needs {action, by}';
   if (input.decision !== undefined && input.decision !== 'approve' && input.decision !== 'reject') {
     return `unknown decision '${String(input.decision)}'; use approve or reject`;
   }
-  if (!ACTIONS.includes(input.action as never)) {
+  if (!ACTIONS.includes(input.action as Action)) {
     return `unknown action '${String(input.action)}'; known actions: ${ACTIONS.join(', ')}`;
   }
   if (typeof input.by !== 'string' || input.by.trim() === '') return "'by' must name who decides";
-  if (approvers.length > 0 && !approvers.includes(input.by)) {
-    return `${input.by} is not an approver of this session (approvers: ${approvers.join(', ')})`;
+  if (policy.approvers.length > 0 && !policy.approvers.includes(input.by)) {
+    return `${input.by} is not an approver of this session (approvers: ${policy.approvers.join(', ')})`;
   }
-  if (state.pendingApproval?.action !== input.action) {
+  const pending = state.pendingApproval;
+  if (!pending || pending.action !== input.action) {
     return `no approval is pending for ${input.action} (phase: ${state.phase})`;
+  }
+  if (input.decision !== 'reject' && policy.forbidSelfApproval && input.by === state.requestedBy) {
+    return `${input.by} requested this session and may not approve it (self-approval is forbidden)`;
+  }
+  if (input.change !== undefined && (input.change.length < 12 || !pending.change.startsWith(input.change))) {
+    return `stale: change ${input.change.slice(0, 12)} is not the pending change ${pending.change.slice(0, 12)}`;
   }
   return undefined;
 }

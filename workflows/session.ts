@@ -9,6 +9,7 @@ import {
   condition,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -16,7 +17,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { Sandbox, StepResult } from '../activities/sandbox';
+import type { CommitResult, Sandbox, StepResult } from '../activities/sandbox';
 import {
   approve,
   decide,
@@ -26,6 +27,7 @@ import {
   REPO_ATTRIBUTE,
   status,
   type Action,
+  type ApprovalPolicy,
   type DecideInput,
   type Decision,
   type Outcome,
@@ -33,11 +35,12 @@ import {
   type SessionStatus,
   type StepRecord,
 } from './api';
-import { durationMs, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
-import { defaultBranch, refuseDecision } from './policy';
+import { durationMs, githubRepoOf, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
+import { defaultBranch, refuseDecision, tightenPolicy } from './policy';
 
 const NON_RETRYABLE = Object.values(ErrorType);
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
+const LEGACY_SERVER_POLICY: ApprovalPolicy = { required: ['push'], approvers: [], forbidSelfApproval: false };
 
 /**
  * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
@@ -88,19 +91,21 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     decisions: [],
     refusedDecisions: [],
   };
-  let approvers: string[] = [];
+  // Until the session's policy is known nothing is pending, so every decision is refused.
+  let policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false };
   const verdicts = new Map<Action, Decision>();
 
   setHandler(status, () => state);
   const accept = (input: DecideInput): Decision => {
-    const decision: Decision = { ...input, at: new Date().toISOString() };
+    // Bound to the change on display: a later change needs a new decision.
+    const decision: Decision = { ...input, change: state.pendingApproval!.change, at: new Date().toISOString() };
     state.decisions.push(decision);
     verdicts.set(input.action, decision);
     return decision;
   };
   const fromSignal = (decision: DecideInput['decision']) => (input: Omit<DecideInput, 'decision'>) => {
     const full = { ...input, decision } as DecideInput;
-    const reason = refuseDecision(state, approvers, full);
+    const reason = refuseDecision(state, policy, full);
     if (reason) {
       log.warn('decision refused', { reason, by: input?.by });
       state.refusedDecisions.push({ input: full, reason, at: new Date().toISOString() });
@@ -112,7 +117,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
   setHandler(reject, fromSignal('reject'));
   setHandler(decide, accept, {
     validator: (input) => {
-      const reason = refuseDecision(state, approvers, input);
+      const reason = refuseDecision(state, policy, input);
       if (reason) throw new Error(reason);
     },
   });
@@ -137,7 +142,22 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     throw ApplicationFailure.nonRetryable(state.error, ErrorType.InvalidSessionInput, { problems: parsed.problems });
   }
   const input = parsed.input;
-  approvers = input.approval.approvers;
+  state.requestedBy = input.requestedBy;
+  // Sessions recorded before the server policy existed ran with "push needs approval".
+  const serverPolicy = patched('server-approval-policy') ? await anyHost.approvalPolicy() : LEGACY_SERVER_POLICY;
+  const tightened = tightenPolicy(serverPolicy, {
+    required: input.approval.required,
+    approvers: input.approval.approvers,
+    forbidSelfApproval: input.approval.forbidSelfApproval,
+  });
+  if (!tightened.ok) {
+    state.error = `invalid input: ${tightened.problem}`;
+    setPhase('failed');
+    throw ApplicationFailure.nonRetryable(state.error, ErrorType.InvalidSessionInput, {
+      problems: [tightened.problem],
+    });
+  }
+  policy = state.policy = tightened.policy;
   const branch = input.publish.branch ?? defaultBranch(sessionId);
   state.branch = branch;
 
@@ -236,10 +256,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     if (!change.changed) {
       log.info('the agent changed nothing; nothing to publish');
     } else {
-      if (input.approval.required.includes('push')) {
-        await awaitApproval('push', change.commit, change.diffstat);
-      }
-      setPhase('publishing');
+      await gate('push', change);
       state.pushed = await track(`push ${branch}`, () =>
         onHost(sandbox!).pushBranch({
           sandbox: sandbox!.name,
@@ -250,6 +267,30 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
           commit: change.commit,
         }),
       );
+      const pr = input.publish.pullRequest;
+      if (pr) {
+        await gate('pull_request', change);
+        const spec = pr === true ? { draft: false } : pr;
+        state.pullRequest = await track('pull request', async (record) => {
+          const opened = await anyHost.openPullRequest({
+            sessionId,
+            repo: spec.repo ?? githubRepoOf(input.repo.url)!,
+            head: branch,
+            base: spec.base,
+            draft: spec.draft,
+            title: `drydock: ${input.task.split('\n')[0]}`.slice(0, 120),
+            body: pullRequestBody(input.task, state, change),
+          });
+          record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
+          return opened;
+        });
+      }
+      if (input.publish.deploy) {
+        await gate('deploy', change);
+        state.deployed = await track('deploy', () =>
+          anyHost.deploy({ sessionId, repoUrl: input.repo.url, branch, commit: change.commit }),
+        );
+      }
     }
   } catch (err) {
     outcome = classify(err);
@@ -306,17 +347,30 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     });
   }
 
-  async function awaitApproval(action: Action, commit: string, diffstat: string): Promise<void> {
+  /**
+   * The approval gate of one irreversible action. Required by policy: wait for
+   * a decision on this change (or the timeout); then the action may run only
+   * if the approval is for exactly this change.
+   */
+  async function gate(action: Action, change: CommitResult): Promise<void> {
+    if (!policy.required.includes(action)) {
+      await track(`approval: ${action}`, async (record) => {
+        record.detail = 'not required by policy';
+      });
+      setPhase('publishing');
+      return;
+    }
     setPhase('awaiting_approval');
     const timeoutMs = durationMs(input.approval.timeout);
     state.pendingApproval = {
       action,
-      approvers,
+      change: change.changeHash,
+      approvers: policy.approvers,
       deadline: new Date(Date.now() + timeoutMs).toISOString(),
       evidence: {
         branch,
-        commit,
-        diffstat,
+        commit: change.commit,
+        diffstat: change.diffstat,
         tests: state.verification
           ? `${state.verification.passed ? 'passed' : 'failed'}: ${state.verification.command}`
           : 'no test command configured',
@@ -340,7 +394,35 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         `${action} rejected by ${verdict.by}${verdict.comment ? `: ${verdict.comment}` : ''}`,
       );
     }
+    if (verdict.change !== change.changeHash) {
+      throw new SessionEnd('failed', `stale approval of ${action}: the change moved after ${verdict.by} approved it`);
+    }
+    setPhase('publishing');
   }
+}
+
+/** The pull request's description: what was asked, what changed, how it was checked, who approved. */
+function pullRequestBody(task: string, state: SessionStatus, change: CommitResult): string {
+  const approvals = state.decisions.map((d) => `- ${d.action}: ${PAST[d.decision]} by ${d.by} at ${d.at}`);
+  const tests = state.verification
+    ? `${state.verification.passed ? 'Passed' : 'Failed'}: \`${state.verification.command}\``
+    : 'No test command was configured.';
+  return [
+    '## Task',
+    task,
+    '',
+    '## Change',
+    '```',
+    change.diffstat || '(no diffstat)',
+    '```',
+    `Commit \`${change.commit}\` on \`${state.branch}\`, change ${change.changeHash.slice(0, 12)}.`,
+    '',
+    '## Verification',
+    tests,
+    '',
+    '## Approvals',
+    ...(approvals.length ? approvals : ['- none required by policy']),
+  ].join('\n');
 }
 
 function describeStep(step: ScriptStep): string {

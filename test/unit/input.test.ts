@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { durationMs, parseSessionInput, sizeBytes } from '../../workflows/input';
+import { durationMs, githubRepoOf, parseSessionInput, sizeBytes } from '../../workflows/input';
 import { sessionInputJsonSchema } from '../../cli/schema';
 
 test('the minimal input gets every default', () => {
@@ -12,8 +12,8 @@ test('the minimal input gets every default', () => {
       task: 't',
       agent: { kind: 'script', steps: [] },
       verify: { timeout: '10m' },
-      publish: {},
-      approval: { required: ['push'], approvers: [], timeout: '24h' },
+      publish: { pullRequest: false, deploy: false },
+      approval: { required: [], approvers: [], forbidSelfApproval: false, timeout: '24h' },
       limits: { cpus: 2, memory: '2g', pids: 512, wallTime: '2h', network: 'none' },
     },
   });
@@ -33,6 +33,19 @@ test('each bad field is named', () => {
   expect(problems).toMatch(/^agent\.steps\.1/m);
   expect(problems).toMatch(/^limits\.network: /m);
   expect(problems).toMatch(/^limits\.memory: /m);
+});
+
+test('a pull request needs a GitHub repository', () => {
+  expect(parseSessionInput({ repo: { url: 'file:///r' }, task: 't', publish: { pullRequest: true } })).toEqual({
+    ok: false,
+    problems: ['publish.pullRequest.repo: required ("owner/name") when repo.url is not a GitHub URL'],
+  });
+  expect(
+    parseSessionInput({ repo: { url: 'https://github.com/acme/app.git' }, task: 't', publish: { pullRequest: true } })
+      .ok,
+  ).toBe(true);
+  expect(githubRepoOf('git@github.com:acme/app.git')).toBe('acme/app');
+  expect(githubRepoOf('file:///srv/app.git')).toBeUndefined();
 });
 
 test('a missing input names the input itself', () => {

@@ -1,24 +1,76 @@
-import { defaultBranch, refuseDecision } from '../../workflows/policy';
+import { defaultBranch, refuseDecision, tightenPolicy } from '../../workflows/policy';
 
-const waiting = { phase: 'awaiting_approval' as const, pendingApproval: { action: 'push' as const } as never };
+const CHANGE = 'a1b2c3d4e5f6'.repeat(5) + 'abcd';
+const waiting = {
+  phase: 'awaiting_approval' as const,
+  requestedBy: 'rita',
+  pendingApproval: { action: 'push' as const, change: CHANGE } as never,
+};
+const anyone = { approvers: [], forbidSelfApproval: false };
+const only = (...approvers: string[]) => ({ approvers, forbidSelfApproval: false });
 
 test('a decision by a listed approver for the pending action counts', () => {
-  expect(refuseDecision(waiting, ['alice'], { decision: 'approve', action: 'push', by: 'alice' })).toBeUndefined();
-  expect(refuseDecision(waiting, [], { action: 'push', by: 'anyone' })).toBeUndefined();
+  expect(refuseDecision(waiting, only('alice'), { decision: 'approve', action: 'push', by: 'alice' })).toBeUndefined();
+  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'anyone' })).toBeUndefined();
+  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'x', change: CHANGE.slice(0, 12) })).toBeUndefined();
+});
+
+test('an approval names the change it was given for: any other change is stale', () => {
+  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'x', change: 'ffffffffffff' })).toBe(
+    'stale: change ffffffffffff is not the pending change a1b2c3d4e5f6',
+  );
+  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'x', change: 'a1b2' })).toMatch(/^stale/);
+});
+
+test('self-approval is refused when the rule is on; self-rejection is allowed', () => {
+  const strict = { approvers: [], forbidSelfApproval: true };
+  expect(refuseDecision(waiting, strict, { decision: 'approve', action: 'push', by: 'rita' })).toBe(
+    'rita requested this session and may not approve it (self-approval is forbidden)',
+  );
+  expect(refuseDecision(waiting, strict, { decision: 'reject', action: 'push', by: 'rita' })).toBeUndefined();
+  expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'rita' })).toBeUndefined();
+});
+
+test('a session can tighten the server policy, never loosen it', () => {
+  const server = { required: ['push' as const], approvers: ['alice', 'bob'], forbidSelfApproval: true };
+  expect(
+    tightenPolicy(server, { required: ['deploy'], approvers: ['bob', 'mallory'], forbidSelfApproval: false }),
+  ).toEqual({
+    ok: true,
+    policy: { required: ['push', 'deploy'], approvers: ['bob'], forbidSelfApproval: true },
+  });
+  expect(tightenPolicy(server, { required: [], approvers: [], forbidSelfApproval: false })).toEqual({
+    ok: true,
+    policy: { required: ['push'], approvers: ['alice', 'bob'], forbidSelfApproval: true },
+  });
+  expect(tightenPolicy(server, { required: [], approvers: ['mallory'], forbidSelfApproval: false })).toEqual({
+    ok: false,
+    problem: 'approval.approvers: none of mallory is a server approver (alice, bob)',
+  });
+  const open = { required: [], approvers: [], forbidSelfApproval: false };
+  expect(tightenPolicy(open, { required: [], approvers: ['carol'], forbidSelfApproval: true })).toEqual({
+    ok: true,
+    policy: { required: [], approvers: ['carol'], forbidSelfApproval: true },
+  });
 });
 
 test.each([
-  [{ decision: 'approve', action: 'push', by: 'mallory' }, ['alice'], /mallory is not an approver.*alice/],
-  [{ decision: 'approve', action: 'deploy', by: 'alice' }, [], /unknown action 'deploy'; known actions: push/],
-  [{ decision: 'maybe', action: 'push', by: 'alice' }, [], /unknown decision 'maybe'/],
-  [{ decision: 'approve', action: 'push', by: ' ' }, [], /'by' must name who decides/],
-  [undefined, [], /needs \{action, by\}/],
-])('refused: %j', (input, approvers, reason) => {
-  expect(refuseDecision(waiting, approvers, input as never)).toMatch(reason);
+  [{ decision: 'approve', action: 'push', by: 'mallory' }, only('alice'), /mallory is not an approver.*alice/],
+  [
+    { decision: 'approve', action: 'merge', by: 'alice' },
+    anyone,
+    /unknown action 'merge'; known actions: push, pull_request, deploy/,
+  ],
+  [{ decision: 'approve', action: 'deploy', by: 'alice' }, anyone, /no approval is pending for deploy/],
+  [{ decision: 'maybe', action: 'push', by: 'alice' }, anyone, /unknown decision 'maybe'/],
+  [{ decision: 'approve', action: 'push', by: ' ' }, anyone, /'by' must name who decides/],
+  [undefined, anyone, /needs \{action, by\}/],
+])('refused: %j', (input, policy, reason) => {
+  expect(refuseDecision(waiting, policy, input as never)).toMatch(reason);
 });
 
 test('nothing can be approved before the change is shown', () => {
-  expect(refuseDecision({ phase: 'agent' }, [], { action: 'push', by: 'alice' })).toBe(
+  expect(refuseDecision({ phase: 'agent' }, anyone, { action: 'push', by: 'alice' })).toBe(
     'no approval is pending for push (phase: agent)',
   );
 });

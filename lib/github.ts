@@ -1,0 +1,89 @@
+/**
+ * GitHub from the worker: the only place that holds GitHub credentials. A
+ * token from the environment, or a GitHub App installation token minted for
+ * the one repository being published. No retry plugin: Temporal retries.
+ */
+import { readFileSync } from 'node:fs';
+import { createAppAuth } from '@octokit/auth-app';
+import { Octokit } from '@octokit/rest';
+import type { Config } from './config';
+
+export interface GitHubSettings {
+  apiUrl: string;
+  token?: string;
+  app?: { appId: string; privateKey: string };
+}
+
+export function githubSettings(config: Config): GitHubSettings {
+  return {
+    apiUrl: config.GITHUB_API_URL,
+    token: config.GITHUB_TOKEN,
+    app:
+      config.GITHUB_APP_ID && config.GITHUB_APP_PRIVATE_KEY_FILE
+        ? { appId: config.GITHUB_APP_ID, privateKey: readFileSync(config.GITHUB_APP_PRIVATE_KEY_FILE, 'utf8') }
+        : undefined,
+  };
+}
+
+/** No credentials configured, or GitHub refused them: retrying will not help. */
+export class GitHubCredentialsError extends Error {
+  name = 'GitHubCredentialsError';
+}
+
+/** An Octokit authenticated for one repository. */
+export async function octokitFor(settings: GitHubSettings, owner: string, repo: string): Promise<Octokit> {
+  const base = { baseUrl: settings.apiUrl, userAgent: 'drydock' };
+  if (settings.token) return new Octokit({ ...base, auth: settings.token });
+  if (!settings.app) {
+    throw new GitHubCredentialsError(
+      'no GitHub credentials on the worker: set GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY_FILE',
+    );
+  }
+  const app = new Octokit({ ...base, authStrategy: createAppAuth, auth: settings.app });
+  const { data: installation } = await app.apps.getRepoInstallation({ owner, repo });
+  const { token } = (await app.auth({
+    type: 'installation',
+    installationId: installation.id,
+    repositoryNames: [repo],
+    permissions: { contents: 'write', pull_requests: 'write' },
+  })) as { token: string };
+  return new Octokit({ ...base, auth: token });
+}
+
+export interface PullRequestSpec {
+  owner: string;
+  repo: string;
+  head: string;
+  base?: string;
+  title: string;
+  body: string;
+  draft: boolean;
+}
+
+/**
+ * Opens the pull request for `head`, or updates the open one: a retried
+ * activity finds the PR its first attempt opened and never opens a second.
+ */
+export async function upsertPullRequest(
+  octokit: Octokit,
+  spec: PullRequestSpec,
+): Promise<{ number: number; url: string; created: boolean }> {
+  const { owner, repo } = spec;
+  const open = await octokit.pulls.list({ owner, repo, head: `${owner}:${spec.head}`, state: 'open' });
+  if (open.data.length > 0) {
+    const pr = open.data[0];
+    await octokit.pulls.update({ owner, repo, pull_number: pr.number, title: spec.title, body: spec.body });
+    return { number: pr.number, url: pr.html_url, created: false };
+  }
+  const base = spec.base ?? (await octokit.repos.get({ owner, repo })).data.default_branch;
+  const { data: pr } = await octokit.pulls.create({
+    owner,
+    repo,
+    head: spec.head,
+    base,
+    title: spec.title,
+    body: spec.body,
+    draft: spec.draft,
+  });
+  return { number: pr.number, url: pr.html_url, created: true };
+}

@@ -1,0 +1,311 @@
+/**
+ * The approval gate and publishing: push from the worker, a pull request on a
+ * local server speaking GitHub's REST API, the deploy command; approvals bound
+ * to the change; the GitHub token never reaches the sandbox, logs or history.
+ */
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { writeFile, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import pino from 'pino';
+import { createPublishActivities } from '../activities/publish';
+import { sandboxName } from '../activities/sandbox';
+import type { ActivityDeps } from '../activities/deps';
+import { decide, status, type Action, type DecideInput, type SessionStatus } from '../workflows/api';
+import { startFakeGitHub, type FakeGitHub } from './fake-github';
+import {
+  containersOf,
+  docker,
+  git,
+  inPhase,
+  makeFixtureRepo,
+  newSessionId,
+  startSession,
+  startStack,
+  waitForStatus,
+  type TestStack,
+} from './helpers';
+
+// Shaped like a real classic token, so pattern scanners would also catch it.
+const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
+let github: FakeGitHub;
+let repo: { url: string; bare: string };
+let stack: TestStack;
+const logLines: string[] = [];
+
+beforeAll(async () => {
+  github = await startFakeGitHub({ owner: 'acme', repo: 'app', token: TOKEN });
+  repo = await makeFixtureRepo();
+  const log = pino({ level: 'trace' }, { write: (line: string) => void logLines.push(line) });
+  stack = await startStack({ GITHUB_TOKEN: TOKEN, GITHUB_API_URL: github.url }, log);
+});
+afterAll(async () => {
+  await stack?.stop();
+  await github?.close();
+});
+
+const prSession = (extra: Record<string, unknown> = {}) => ({
+  repo: { url: repo.url },
+  task: 'greet in the README',
+  requestedBy: 'rita',
+  agent: { steps: [{ run: 'echo hello >> README.md' }] },
+  verify: { test: 'sh check.sh' },
+  publish: { pullRequest: { repo: 'acme/app' } },
+  ...extra,
+});
+
+const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({
+  args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
+});
+
+const remoteHas = (branch: string) => {
+  try {
+    git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], repo.bare);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Runs a shell command in a live sandbox as root, to look everywhere. */
+async function inSandboxAsRoot(container: string, script: string): Promise<string> {
+  const exec = await docker.getContainer(container).exec({
+    Cmd: ['sh', '-c', script],
+    User: 'root',
+    AttachStdout: true,
+    AttachStderr: true,
+  });
+  const stream = await exec.start({});
+  const chunks: Buffer[] = [];
+  const sink = new PassThrough().on('data', (c: Buffer) => chunks.push(c));
+  docker.modem.demuxStream(stream, sink, sink);
+  await new Promise((resolve) => stream.on('end', resolve));
+  return Buffer.concat(chunks).toString();
+}
+
+test('approve push, then the pull request: pushed, PR opened with the evidence; the token is nowhere but the worker', async () => {
+  const id = newSessionId('pr');
+  const handle = await startSession(stack, id, prSession());
+  const atPush = await waitForStatus(handle, inPhase('awaiting_approval'));
+  expect(atPush.pendingApproval).toMatchObject({ action: 'push', evidence: { tests: 'passed: sh check.sh' } });
+  expect(atPush.policy).toEqual({
+    required: ['push', 'pull_request', 'deploy'],
+    approvers: [],
+    forbidSelfApproval: false,
+  });
+  await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change.slice(0, 12)));
+
+  const atPr = await waitForStatus(handle, (s) => s.pendingApproval?.action === 'pull_request');
+  expect(remoteHas(`drydock/${id}`)).toBe(true);
+  expect(github.pulls.filter((p) => p.head === `drydock/${id}`)).toEqual([]); // nothing before its approval
+
+  // The sandbox is alive: the token is in neither its environment, any process's environ, nor its files.
+  const container = sandboxName(id);
+  const inspect = await docker.getContainer(container).inspect();
+  expect(JSON.stringify(inspect.Config.Env)).not.toContain(TOKEN);
+  expect(JSON.stringify(inspect.HostConfig.Binds ?? [])).toBe('[]');
+  const environs = await inSandboxAsRoot(container, 'cat /proc/[0-9]*/environ | tr "\\0" "\\n"');
+  expect(environs).toMatch(/HOME=/); // it did read the environments
+  expect(environs).not.toContain(TOKEN);
+  const found = await inSandboxAsRoot(
+    container,
+    `grep -rIl --exclude-dir=proc --exclude-dir=sys -e '${TOKEN}' / 2>/dev/null; echo scanned`,
+  );
+  expect(found.trim()).toBe('scanned');
+
+  await handle.executeUpdate(decide, approveAs('bob', 'pull_request'));
+  const final = (await handle.result()) as SessionStatus;
+  expect(final.phase).toBe('completed');
+  expect(final.pullRequest).toMatchObject({ number: expect.any(Number), created: true });
+  const pr = github.pulls.find((p) => p.head === `drydock/${id}`)!;
+  expect(pr).toMatchObject({ base: 'main', title: 'drydock: greet in the README', draft: false });
+  expect(pr.body).toContain('## Task\ngreet in the README');
+  expect(pr.body).toMatch(/README\.md \| 1 \+/);
+  expect(pr.body).toContain('Passed: `sh check.sh`');
+  expect(pr.body).toMatch(/- push: approved by alice/);
+  expect(pr.body).toContain(`/namespaces/default/workflows/${id}`);
+  expect(pr.body).toContain(atPush.pendingApproval!.change.slice(0, 12));
+  expect(final.decisions.map((d) => d.change)).toEqual([atPr.pendingApproval!.change, atPr.pendingApproval!.change]);
+
+  // Every GitHub call carried the token, in the header only.
+  for (const r of github.requests) expect(r.authorization).toBe(`token ${TOKEN}`);
+  // Nor in the logs, the status or the workflow history.
+  expect(logLines.join('\n')).not.toContain(TOKEN);
+  expect(logLines.join('\n')).toContain('pull request');
+  expect(JSON.stringify(final)).not.toContain(TOKEN);
+  expect(historyToJSON(await handle.fetchHistory())).not.toContain(TOKEN);
+  expect(await containersOf(id)).toHaveLength(0);
+});
+
+test('the pull request activity retried after a crash opens one PR and updates it', async () => {
+  const deps = {
+    github: { apiUrl: github.url, token: TOKEN },
+    sessionLink: (id: string) => `ui/${id}`,
+    log: pino({ level: 'silent' }),
+  };
+  const { openPullRequest } = createPublishActivities(deps as unknown as ActivityDeps);
+  const env = new MockActivityEnvironment();
+  const input = { sessionId: 's', repo: 'acme/app', head: 'drydock/retried', draft: true, title: 't', body: 'first' };
+  const first: { number: number; url: string; created: boolean } = await env.run(openPullRequest, input);
+  const second = await env.run(openPullRequest, { ...input, body: 'second' });
+  expect(first).toMatchObject({ created: true });
+  expect(second).toEqual({ ...first, created: false });
+  const prs = github.pulls.filter((p) => p.head === 'drydock/retried');
+  expect(prs).toHaveLength(1);
+  expect(prs[0].body).toBe('second\n\n---\nSession: ui/s\n');
+});
+
+test('reject at the push gate → nothing pushed, no PR', async () => {
+  const id = newSessionId('prreject');
+  const handle = await startSession(stack, id, prSession());
+  await waitForStatus(handle, inPhase('awaiting_approval'));
+  await handle.executeUpdate(decide, { args: [{ decision: 'reject', action: 'push', by: 'rita' }] });
+  expect(((await handle.result()) as SessionStatus).phase).toBe('rejected');
+  expect(remoteHas(`drydock/${id}`)).toBe(false);
+  expect(github.requests.filter((r) => r.path.includes('/pulls') && JSON.stringify(r).includes(id))).toEqual([]);
+  expect(await containersOf(id)).toHaveLength(0);
+});
+
+test('approval timeout → nothing pushed, no PR', async () => {
+  const id = newSessionId('prtimeout');
+  const handle = await startSession(stack, id, prSession({ approval: { timeout: '2s' } }));
+  expect(((await handle.result()) as SessionStatus).phase).toBe('timed_out');
+  expect(remoteHas(`drydock/${id}`)).toBe(false);
+  expect(github.pulls.filter((p) => p.head === `drydock/${id}`)).toEqual([]);
+});
+
+test('a stale change, self-approval (rule on) and an unknown approver are refused; the session still waits', async () => {
+  const id = newSessionId('refusals');
+  const handle = await startSession(
+    stack,
+    id,
+    prSession({ approval: { approvers: ['rita', 'alice'], forbidSelfApproval: true } }),
+  );
+  const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+  const reason = (p: Promise<unknown>) =>
+    p.then(
+      () => 'accepted',
+      (e: WorkflowUpdateFailedError) => (e.cause as Error).message,
+    );
+  expect(await reason(handle.executeUpdate(decide, approveAs('alice', 'push', '0123456789ab')))).toBe(
+    `stale: change 0123456789ab is not the pending change ${waiting.pendingApproval!.change.slice(0, 12)}`,
+  );
+  expect(await reason(handle.executeUpdate(decide, approveAs('rita', 'push')))).toBe(
+    'rita requested this session and may not approve it (self-approval is forbidden)',
+  );
+  expect(await reason(handle.executeUpdate(decide, approveAs('mallory', 'push')))).toMatch(
+    /mallory is not an approver/,
+  );
+  expect((await handle.query(status)).phase).toBe('awaiting_approval');
+  await handle.cancel();
+  await handle.result().catch(() => undefined);
+  expect(await containersOf(id)).toHaveLength(0);
+});
+
+test('401 from the GitHub API → the session fails at once, the reason in status', async () => {
+  const badStack = await startStack({
+    GITHUB_TOKEN: 'ghp_wrong',
+    GITHUB_API_URL: github.url,
+    DRYDOCK_APPROVAL_REQUIRED: [],
+  });
+  try {
+    const id = newSessionId('pr401');
+    const handle = await startSession(badStack, id, prSession());
+    await handle.result().catch(() => undefined);
+    const final = await handle.query(status);
+    expect(final.phase).toBe('failed');
+    expect(final.error).toBe(
+      "openPullRequest: GitHub answered 401 for acme/app: Bad credentials (check the worker's GitHub credentials)",
+    );
+    const history = await handle.fetchHistory();
+    const prAttempts = history.events!.filter(
+      (e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1,
+    );
+    expect(prAttempts).toEqual([]); // not retried
+    expect(await containersOf(id)).toHaveLength(0);
+  } finally {
+    await badStack.stop();
+  }
+});
+
+test('a GitHub App: an installation token minted for the one repository opens the PR; deploy runs after its approval', async () => {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const app = await startFakeGitHub({
+    owner: 'acme',
+    repo: 'app',
+    app: {
+      appId: '4242',
+      publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+      installationId: 77,
+    },
+  });
+  const keyFile = path.join(process.env.DRYDOCK_TEST_DIR!, 'app-key.pem');
+  await writeFile(keyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }));
+  const deployed = path.join(process.env.DRYDOCK_TEST_DIR!, `deployed-${randomBytes(3).toString('hex')}`);
+  const appStack = await startStack({
+    GITHUB_APP_ID: '4242',
+    GITHUB_APP_PRIVATE_KEY_FILE: keyFile,
+    GITHUB_API_URL: app.url,
+    DRYDOCK_APPROVAL_REQUIRED: ['deploy'],
+    DRYDOCK_DEPLOY_COMMAND: `echo "$DRYDOCK_BRANCH $DRYDOCK_COMMIT" > ${deployed}`,
+  });
+  try {
+    const id = newSessionId('app');
+    const handle = await startSession(
+      appStack,
+      id,
+      prSession({ publish: { pullRequest: { repo: 'acme/app' }, deploy: true } }),
+    );
+    const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+    expect(waiting.pendingApproval!.action).toBe('deploy');
+    expect(app.pulls.map((p) => p.head)).toEqual([`drydock/${id}`]); // push and PR needed no approval here
+    await handle.executeUpdate(decide, approveAs('ops', 'deploy'));
+    const final = (await handle.result()) as SessionStatus;
+    expect(final.phase).toBe('completed');
+    expect(await readFile(deployed, 'utf8')).toBe(`drydock/${id} ${final.pushed!.commit}\n`);
+    const tokenRequest = app.requests.find((r) => r.path === '/app/installations/77/access_tokens')!;
+    expect(tokenRequest.body).toEqual({
+      repositories: ['app'],
+      permissions: { contents: 'write', pull_requests: 'write' },
+    });
+    expect(app.requests.find((r) => r.method === 'POST' && r.path === '/repos/acme/app/pulls')!.authorization).toBe(
+      `token ${app.minted[0]}`,
+    );
+  } finally {
+    await appStack.stop();
+    await app.close();
+  }
+});
+
+test('the branch moves in the sandbox after the change was shown → only the approved commit is published', async () => {
+  const id = newSessionId('moved');
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'sneak a commit in',
+    agent: {
+      steps: [
+        { run: 'echo hello >> README.md' },
+        // Left running after the step: commits on the session branch once the change has been shown.
+        { run: '(sleep 3; echo evil >> README.md; git commit -qam evil) >/dev/null 2>&1 &' },
+      ],
+    },
+  });
+  const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+  const approved = waiting.pendingApproval!.evidence.commit;
+  const container = sandboxName(id);
+  let head = approved;
+  for (let i = 0; i < 40 && head === approved; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    head = (await inSandboxAsRoot(container, `git -C /workspace rev-parse refs/heads/drydock/${id}`)).trim();
+  }
+  expect(head).not.toBe(approved); // the branch did move
+
+  await handle.executeUpdate(decide, approveAs('alice', 'push', waiting.pendingApproval!.change));
+  const final = (await handle.result()) as SessionStatus;
+  expect(final.pushed!.commit).toBe(approved);
+  expect(git(['rev-parse', `drydock/${id}`], repo.bare).trim()).toBe(approved);
+  expect(git(['show', `drydock/${id}:README.md`], repo.bare)).not.toContain('evil');
+});
