@@ -4,7 +4,7 @@ import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import type { ActivityDeps } from './deps';
 import { tail } from './sandbox';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
-import { GitHubCredentialsError, octokitFor, upsertPullRequest } from '../lib/github';
+import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
 import { SandboxNotFound } from '../lib/sandbox';
 
 export interface PushInput {
@@ -82,7 +82,8 @@ export function createPublishActivities({
         }
         throw err;
       }
-      const mirror = await updateMirror(mirrorsDir, input.repoUrl);
+      const env = await gitCredentials(github, input.repoUrl);
+      const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
         const { alreadyPushed } = await pushBundle({
           mirror,
@@ -90,10 +91,17 @@ export function createPublishActivities({
           bundle,
           branch: input.branch,
           commit: input.commit,
+          env,
         });
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
         return { commit: input.commit, alreadyPushed };
       } catch (err) {
+        if (err instanceof GitError && err.isAuthFailure) {
+          throw ApplicationFailure.nonRetryable(
+            `the remote refused the worker's credentials: ${err.message}`,
+            ErrorType.PushRejected,
+          );
+        }
         if (err instanceof GitError && /rejected|non-fast-forward|fetch first/.test(err.stderr)) {
           throw ApplicationFailure.nonRetryable(
             `push of ${input.branch} was rejected: the remote branch has other commits (${err.message})`,

@@ -5,6 +5,7 @@ import { ErrorType } from '../workflows/api';
 import type { ScriptStep } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
+import { gitCredentials } from '../lib/github';
 import { LABELS, SandboxNotFound } from '../lib/sandbox';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
@@ -77,6 +78,7 @@ export function createSandboxActivities({
   hostId,
   hostQueue,
   baseImage,
+  github,
   log,
 }: ActivityDeps) {
   return {
@@ -86,8 +88,14 @@ export function createSandboxActivities({
       let mirror: string;
       let baseCommit: string;
       try {
-        mirror = await updateMirror(mirrorsDir, input.repo.url);
+        mirror = await updateMirror(mirrorsDir, input.repo.url, await gitCredentials(github, input.repo.url));
       } catch (err) {
+        if (err instanceof GitError && err.isAuthFailure) {
+          throw ApplicationFailure.nonRetryable(
+            `the remote refused the worker's credentials: ${err.message}`,
+            ErrorType.RepoUnavailable,
+          );
+        }
         if (err instanceof GitError) throw ApplicationFailure.retryable(err.message, ErrorType.RepoUnavailable);
         throw err;
       }

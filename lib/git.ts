@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 
-/** git failed; `stderr` says why (bad URL, missing ref, rejected push...). */
+/** git failed; `stderr` says why (bad URL, missing ref, refused credentials, rejected push...). */
 export class GitError extends Error {
   constructor(
     readonly args: string[],
@@ -14,10 +14,18 @@ export class GitError extends Error {
     super(`git ${args.join(' ')} failed: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
     this.name = 'GitError';
   }
+
+  /** The remote refused or asked for credentials: retrying will not help. */
+  get isAuthFailure(): boolean {
+    return /Authentication failed|could not read Username|returned error: 40[13]|Permission denied/.test(this.stderr);
+  }
 }
 
+/** Extra environment for git (credentials from lib/github.ts). */
+export type GitEnv = Record<string, string>;
+
 /** Runs git on the worker; never prompts for credentials. */
-export function git(args: string[], cwd?: string): Promise<string> {
+export function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(
       'git',
@@ -25,7 +33,7 @@ export function git(args: string[], cwd?: string): Promise<string> {
       {
         cwd,
         maxBuffer: 64 * 1024 * 1024,
-        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true' },
+        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', ...extraEnv },
       },
       (err, stdout, stderr) => (err ? reject(new GitError(args, stderr || err.message)) : resolve(stdout)),
     );
@@ -47,15 +55,15 @@ function withMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T> {
  * fetched on every later one: sandboxes get their code from it (they have no
  * network) and pushes go out from it.
  */
-export async function updateMirror(mirrorsDir: string, url: string): Promise<string> {
+export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv = {}): Promise<string> {
   const mirror = path.join(mirrorsDir, createHash('sha256').update(url).digest('hex').slice(0, 16) + '.git');
   return withMirrorLock(mirror, async () => {
     if (await exists(mirror)) {
-      await git(['remote', 'update', '--prune'], mirror);
+      await git(['remote', 'update', '--prune'], mirror, env);
     } else {
       await mkdir(mirrorsDir, { recursive: true });
       const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
-      await git(['clone', '--quiet', '--mirror', url, partial]);
+      await git(['clone', '--quiet', '--mirror', url, partial], undefined, env);
       await rename(partial, mirror);
     }
     return mirror;
@@ -109,8 +117,11 @@ export async function pushBundle(opts: {
   bundle: Buffer;
   branch: string;
   commit: string;
+  env?: GitEnv;
 }): Promise<{ alreadyPushed: boolean }> {
-  const remoteHead = (await git(['ls-remote', opts.url, `refs/heads/${opts.branch}`])).split('\t')[0]?.trim();
+  const remoteHead = (await git(['ls-remote', opts.url, `refs/heads/${opts.branch}`], undefined, opts.env))
+    .split('\t')[0]
+    ?.trim();
   if (remoteHead === opts.commit) return { alreadyPushed: true };
   return withMirrorLock(opts.mirror, async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
@@ -119,7 +130,7 @@ export async function pushBundle(opts: {
       await writeFile(file, opts.bundle);
       const staging = `refs/drydock-outgoing/${opts.branch}`;
       await git(['fetch', '--quiet', file, `+refs/heads/${opts.branch}:${staging}`], opts.mirror);
-      await git(['push', '--quiet', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror);
+      await git(['push', '--quiet', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
       await git(['update-ref', '-d', staging], opts.mirror);
       return { alreadyPushed: false };
     } finally {

@@ -30,16 +30,20 @@ export class GitHubCredentialsError extends Error {
   name = 'GitHubCredentialsError';
 }
 
-/** An Octokit authenticated for one repository. */
-export async function octokitFor(settings: GitHubSettings, owner: string, repo: string): Promise<Octokit> {
-  const base = { baseUrl: settings.apiUrl, userAgent: 'drydock' };
-  if (settings.token) return new Octokit({ ...base, auth: settings.token });
+/** The worker's token for one repository: the configured one, or an App installation token minted for it. */
+async function tokenFor(settings: GitHubSettings, owner: string, repo: string): Promise<string> {
+  if (settings.token) return settings.token;
   if (!settings.app) {
     throw new GitHubCredentialsError(
       'no GitHub credentials on the worker: set GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY_FILE',
     );
   }
-  const app = new Octokit({ ...base, authStrategy: createAppAuth, auth: settings.app });
+  const app = new Octokit({
+    baseUrl: settings.apiUrl,
+    userAgent: 'drydock',
+    authStrategy: createAppAuth,
+    auth: settings.app,
+  });
   const { data: installation } = await app.apps.getRepoInstallation({ owner, repo });
   const { token } = (await app.auth({
     type: 'installation',
@@ -47,7 +51,38 @@ export async function octokitFor(settings: GitHubSettings, owner: string, repo: 
     repositoryNames: [repo],
     permissions: { contents: 'write', pull_requests: 'write' },
   })) as { token: string };
-  return new Octokit({ ...base, auth: token });
+  return token;
+}
+
+/** An Octokit authenticated for one repository. */
+export async function octokitFor(settings: GitHubSettings, owner: string, repo: string): Promise<Octokit> {
+  return new Octokit({ baseUrl: settings.apiUrl, userAgent: 'drydock', auth: await tokenFor(settings, owner, repo) });
+}
+
+/** Where git lives for the configured API: github.com for api.github.com, else the API's own host. */
+function gitOrigin(apiUrl: string): string {
+  const api = new URL(apiUrl);
+  return api.host === 'api.github.com' ? 'https://github.com' : api.origin;
+}
+
+/**
+ * Environment for a git command on `url`: when the URL is an HTTP(S) git URL
+ * on the configured GitHub and credentials are set, an Authorization header
+ * scoped to that host. Passed in git's environment only, so the token is in
+ * no git config, URL, argument list or log.
+ */
+export async function gitCredentials(settings: GitHubSettings, url: string): Promise<Record<string, string>> {
+  if (!settings.token && !settings.app) return {};
+  const origin = gitOrigin(settings.apiUrl);
+  if (!url.startsWith(`${origin}/`)) return {};
+  const m = /^\/([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+?)(?:\.git)?\/?$/.exec(url.slice(origin.length));
+  if (!m) return {};
+  const token = await tokenFor(settings, m[1], m[2]);
+  return {
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
+    GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`,
+  };
 }
 
 export interface PullRequestSpec {

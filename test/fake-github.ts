@@ -5,8 +5,9 @@
  * checks paths, bodies and the Authorization header like GitHub does, and
  * records every request.
  */
+import { spawn } from 'node:child_process';
 import { createPublicKey, createVerify, type KeyObject } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
 export interface PullRequest {
   number: number;
@@ -41,6 +42,11 @@ export async function startFakeGitHub(opts: {
   token?: string;
   /** Enables the App endpoints: JWTs must verify with this key and name this App id. */
   app?: { appId: string; publicKeyPem: string; installationId: number };
+  /**
+   * Serves git over smart HTTP at /<owner>/<repo>.git from this folder (bare
+   * repos named <owner>/<repo>.git), with GitHub's Basic x-access-token auth.
+   */
+  gitRoot?: string;
 }): Promise<FakeGitHub> {
   const requests: RecordedRequest[] = [];
   const pulls: PullRequest[] = [];
@@ -59,6 +65,7 @@ export async function startFakeGitHub(opts: {
   };
 
   const server: Server = createServer(async (req, res) => {
+    if (opts.gitRoot && req.url!.startsWith(`/${full}.git/`)) return serveGit(req, res);
     const body = await readJson(req);
     const path = new URL(req.url!, 'http://x').pathname;
     const query = new URL(req.url!, 'http://x').searchParams;
@@ -120,6 +127,50 @@ export async function startFakeGitHub(opts: {
     }
     send(404, { message: 'Not Found' });
   });
+  /** git http-backend as CGI, after checking the Basic credentials GitHub accepts. */
+  function serveGit(req: IncomingMessage, res: ServerResponse): void {
+    const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    const [user, password] = basic ? Buffer.from(basic, 'base64').toString().split(':') : [];
+    requests.push({ method: req.method!, path: req.url!, authorization: req.headers.authorization });
+    if (user !== 'x-access-token' || !password || (password !== opts.token && !minted.includes(password))) {
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' });
+      res.end();
+      return;
+    }
+    const u = new URL(req.url!, 'http://x');
+    const cgi = spawn('git', ['http-backend'], {
+      env: {
+        ...process.env,
+        GIT_PROJECT_ROOT: opts.gitRoot,
+        GIT_HTTP_EXPORT_ALL: '1',
+        REMOTE_USER: user,
+        REQUEST_METHOD: req.method,
+        PATH_INFO: u.pathname,
+        QUERY_STRING: u.search.slice(1),
+        CONTENT_TYPE: req.headers['content-type'] ?? '',
+        HTTP_CONTENT_ENCODING: req.headers['content-encoding'] ?? '',
+        GIT_HTTP_MAX_REQUEST_BUFFER: '100M',
+      },
+    });
+    req.pipe(cgi.stdin);
+    const chunks: Buffer[] = [];
+    cgi.stdout.on('data', (c: Buffer) => chunks.push(c));
+    cgi.on('close', () => {
+      const out = Buffer.concat(chunks);
+      const split = out.indexOf('\r\n\r\n');
+      const headers = out.subarray(0, split).toString().split('\r\n');
+      let status = 200;
+      const fields: Record<string, string> = {};
+      for (const line of headers) {
+        const [name, ...rest] = line.split(':');
+        if (name.toLowerCase() === 'status') status = parseInt(rest.join(':'), 10);
+        else fields[name] = rest.join(':').trim();
+      }
+      res.writeHead(status, fields);
+      res.end(out.subarray(split + 4));
+    });
+  }
+
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   return {

@@ -4,7 +4,8 @@
  * to the change; the GitHub token never reaches the sandbox, logs or history.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { writeFile, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
@@ -308,4 +309,56 @@ test('the branch moves in the sandbox after the change was shown → only the ap
   expect(final.pushed!.commit).toBe(approved);
   expect(git(['rev-parse', `drydock/${id}`], repo.bare).trim()).toBe(approved);
   expect(git(['show', `drydock/${id}:README.md`], repo.bare)).not.toContain('evil');
+});
+
+test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the token stays out of git config", async () => {
+  const root = await mkdtemp(path.join(tmpdir(), 'drydock-githost-'));
+  await mkdir(path.join(root, 'acme'));
+  git(['clone', '--quiet', '--bare', repo.bare, path.join(root, 'acme', 'app.git')]);
+  const host = await startFakeGitHub({ owner: 'acme', repo: 'app', token: TOKEN, gitRoot: root });
+  const gitStack = await startStack({ GITHUB_TOKEN: TOKEN, GITHUB_API_URL: host.url, DRYDOCK_APPROVAL_REQUIRED: [] });
+  try {
+    const id = newSessionId('https');
+    const handle = await startSession(gitStack, id, {
+      ...prSession(),
+      repo: { url: `${host.url}/acme/app.git` },
+    });
+    const final = (await handle.result()) as SessionStatus;
+    expect(final.phase).toBe('completed');
+    expect(git(['rev-parse', `drydock/${id}`], path.join(root, 'acme', 'app.git')).trim()).toBe(final.pushed!.commit);
+    expect(host.pulls.map((p) => p.head)).toEqual([`drydock/${id}`]);
+    const gitRequests = host.requests.filter((r) => r.path.startsWith('/acme/app.git/'));
+    expect(gitRequests.map((r) => r.path)).toEqual(
+      expect.arrayContaining([
+        '/acme/app.git/info/refs?service=git-upload-pack',
+        '/acme/app.git/info/refs?service=git-receive-pack',
+      ]),
+    );
+    // The mirror on the worker keeps the plain URL; the token was only ever in git's environment.
+    const mirrors = path.join(gitStack.config.DRYDOCK_DATA_DIR, 'mirrors');
+    for (const mirror of await readdir(mirrors)) {
+      expect(await readFile(path.join(mirrors, mirror, 'config'), 'utf8')).not.toContain(TOKEN);
+    }
+    expect(logLines.join('\n')).not.toContain(TOKEN);
+  } finally {
+    await gitStack.stop();
+  }
+
+  const wrong = await startStack({
+    GITHUB_TOKEN: 'ghp_wrong',
+    GITHUB_API_URL: host.url,
+    DRYDOCK_APPROVAL_REQUIRED: [],
+  });
+  try {
+    const id = newSessionId('https401');
+    const handle = await startSession(wrong, id, { ...prSession(), repo: { url: `${host.url}/acme/app.git` } });
+    await handle.result().catch(() => undefined);
+    const final = await handle.query(status);
+    expect(final.phase).toBe('failed');
+    expect(final.error).toMatch(/^provisionSandbox: the remote refused the worker's credentials/);
+    expect(await containersOf(id)).toHaveLength(0);
+  } finally {
+    await wrong.stop();
+    await host.close();
+  }
 });

@@ -111,7 +111,7 @@ export const decide = defineUpdate<Decision, [DecideInput]>('decide');
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
 
-/** Failure types, kept in one place; non-retryable ones are listed in the activity presets. */
+/** Failure types, kept in one place. */
 export const ErrorType = {
   InvalidSessionInput: 'InvalidSessionInput',
   SessionFailed: 'SessionFailed',

@@ -38,7 +38,6 @@ import {
 import { durationMs, githubRepoOf, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
 import { defaultBranch, refuseDecision, tightenPolicy } from './policy';
 
-const NON_RETRYABLE = Object.values(ErrorType);
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
 const LEGACY_SERVER_POLICY: ApprovalPolicy = { required: ['push'], approvers: [], forbidSelfApproval: false };
 
@@ -46,7 +45,8 @@ const LEGACY_SERVER_POLICY: ApprovalPolicy = { required: ['push'], approvers: []
  * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
  * worker is noticed within the heartbeat timeout, whatever the phase.
  */
-const RETRY = { maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE };
+// Permanent failures are thrown as non-retryable where they happen (ErrorType); the rest retry.
+const RETRY = { maximumAttempts: 5 };
 const HEARTBEAT_TIMEOUT = '10s';
 
 /** Activities on any worker: provisioning picks the host. */
