@@ -3,10 +3,12 @@
  * real git: every outcome, the approval gate, and teardown on every path.
  */
 import { writeFile, mkdir } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
+import { findTemporalCli } from '../lib/temporal';
 import { approve, decide, reject, status, type SessionStatus } from '../workflows/api';
 import {
   containersOf,
@@ -239,4 +241,45 @@ test('wall-time limit → timed_out with the reason, sandbox gone', async () => 
   expect(final.phase).toBe('timed_out');
   expect(final.error).toBe('wall-time limit of 4s reached');
   expect(await containersOf(id)).toHaveLength(0);
+});
+
+test('start and approve with the real temporal CLI as the client, as the README shows', async () => {
+  const id = newSessionId('tctl');
+  const cli = findTemporalCli()!;
+  const temporal = (...args: string[]) =>
+    execFileSync(cli, [...args, '--address', stack.config.TEMPORAL_ADDRESS], { encoding: 'utf8' });
+  const minimal = {
+    repo: { url: repo.url },
+    task: 'minimal input',
+    agent: { steps: [{ run: 'echo hi >> README.md' }] },
+  };
+  temporal(
+    'workflow',
+    'start',
+    '--type',
+    'agentSession',
+    '--task-queue',
+    stack.config.DRYDOCK_TASK_QUEUE,
+    '--workflow-id',
+    id,
+    '--input',
+    JSON.stringify(minimal),
+  );
+  const handle = stack.client.workflow.getHandle(id);
+  await waitForStatus(handle, inPhase('awaiting_approval'));
+  temporal(
+    'workflow',
+    'signal',
+    '--workflow-id',
+    id,
+    '--name',
+    'approve',
+    '--input',
+    '{"action":"push","by":"temporal-cli-user"}',
+  );
+  const final = (await handle.result()) as SessionStatus;
+  expect(final.phase).toBe('completed');
+  expect(final.decisions).toMatchObject([{ action: 'push', by: 'temporal-cli-user', decision: 'approve' }]);
+  expect(remoteBranch(`drydock/${id}`)).toBe(final.pushed!.commit);
+  expect(temporal('workflow', 'list', '--query', `WorkflowId="${id}" AND DrydockPhase="completed"`)).toContain(id);
 });
