@@ -135,12 +135,14 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
   };
   setPhase('provisioning');
 
-  const parsed = parseSessionInput(rawInput);
-  if (!parsed.ok) {
-    state.error = `invalid input: ${parsed.problems.join('; ')}`;
+  /** Fails the session at once, before any sandbox exists, naming each bad field. */
+  function invalid(problems: string[]): never {
+    state.error = `invalid input: ${problems.join('; ')}`;
     setPhase('failed');
-    throw ApplicationFailure.nonRetryable(state.error, ErrorType.InvalidSessionInput, { problems: parsed.problems });
+    throw ApplicationFailure.nonRetryable(state.error, ErrorType.InvalidSessionInput, { problems });
   }
+  const parsed = parseSessionInput(rawInput);
+  if (!parsed.ok) invalid(parsed.problems);
   const input = parsed.input;
   state.requestedBy = input.requestedBy;
   // Sessions recorded before the server policy existed ran with "push needs approval".
@@ -150,13 +152,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     approvers: input.approval.approvers,
     forbidSelfApproval: input.approval.forbidSelfApproval,
   });
-  if (!tightened.ok) {
-    state.error = `invalid input: ${tightened.problem}`;
-    setPhase('failed');
-    throw ApplicationFailure.nonRetryable(state.error, ErrorType.InvalidSessionInput, {
-      problems: [tightened.problem],
-    });
-  }
+  if (!tightened.ok) invalid([tightened.problem]);
   policy = state.policy = tightened.policy;
   const branch = input.publish.branch ?? defaultBranch(sessionId);
   state.branch = branch;
