@@ -2,11 +2,16 @@ import type { ActivityDeps } from './deps';
 import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
 import { createSandboxActivities } from './sandbox';
+import { createVerifyActivities } from './verify';
 
 export type { ActivityDeps } from './deps';
 
 export function createActivities(deps: ActivityDeps) {
-  return heartbeating({ ...createSandboxActivities(deps), ...createPublishActivities(deps) });
+  return heartbeating({
+    ...createSandboxActivities(deps),
+    ...createVerifyActivities(deps),
+    ...createPublishActivities(deps),
+  });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -9,7 +9,7 @@ import { gitCredentials } from '../lib/github';
 import { LABELS, SandboxNotFound } from '../lib/sandbox';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
-const STATE_DIR = '/home/drydock/.drydock';
+export const STATE_DIR = '/home/drydock/.drydock';
 const TAIL_CHARS = 2_000;
 
 export interface ProvisionInput {

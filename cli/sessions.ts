@@ -2,6 +2,7 @@
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { sessionLink } from '../lib/temporal';
+import { describeVerification, screenshotsOf } from '../workflows/verification';
 import { OUTCOMES, status, WORKFLOW_TYPE, type Outcome, type SessionStatus, type StepRecord } from '../workflows/api';
 
 const isOutcome = (phase: string): phase is Outcome => (OUTCOMES as readonly string[]).includes(phase);
@@ -21,7 +22,8 @@ function approvalHint(s: SessionStatus): string {
   return [
     `waiting for approval of ${p.action} of ${p.evidence.branch} at ${p.evidence.commit.slice(0, 12)}, change ${p.change.slice(0, 12)} (deadline ${p.deadline})`,
     ...(p.evidence.diffstat ? p.evidence.diffstat.split('\n').map((l) => `    ${l}`) : []),
-    `  tests: ${p.evidence.tests ?? 'n/a'}`,
+    `  verification: ${p.evidence.tests}`,
+    ...p.evidence.screenshots.map((shot) => `  screenshot: ${shot}`),
     `  may approve: ${p.approvers.length ? p.approvers.join(', ') : 'anyone'}`,
     `  approve: bin/drydock approve ${s.sessionId} --change ${p.change.slice(0, 12)}`,
     `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
@@ -34,8 +36,9 @@ export function formatStatus(s: SessionStatus): string {
   if (s.sandbox) lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image})`);
   lines.push('timeline:', ...s.timeline.map(stepLine));
   if (s.verification) {
-    lines.push(`verification: ${s.verification.passed ? 'passed' : 'FAILED'} (${s.verification.command})`);
-    if (!s.verification.passed) lines.push(indent(s.verification.outputTail));
+    lines.push(`verification: ${s.verification.passed ? 'passed' : 'FAILED'}: ${describeVerification(s.verification)}`);
+    if (!s.verification.passed) lines.push(indent(s.verification.summary));
+    for (const shot of screenshotsOf(s.verification)) lines.push(`  screenshot: ${shot}`);
   }
   if (s.pendingApproval) lines.push(approvalHint(s));
   if (s.pushed) lines.push(`pushed: ${s.branch} at ${s.pushed.commit.slice(0, 12)}`);

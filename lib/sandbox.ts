@@ -75,8 +75,9 @@ export class DockerSandboxes {
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
         Labels: spec.labels,
-        NetworkDisabled: true,
         HostConfig: {
+          // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
+          // empty, so "localhost" would not resolve for an app and its browser check.)
           NetworkMode: 'none',
           CapDrop: ['ALL'],
           SecurityOpt: ['no-new-privileges'],

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -18,7 +18,10 @@ const DEBIAN_MIRROR = process.env.DRYDOCK_DEBIAN_MIRROR ?? 'http://deb.debian.or
 type Progress = (line: string) => void;
 const toStderr: Progress = (line) => process.stderr.write(`==> ${line}\n`);
 
-/** `drydock-base:<first 12 hex of the sha256 of the build context>`. */
+/** drydock's pinned playwright-core, copied into the image (see the Dockerfile). */
+const PLAYWRIGHT = path.dirname(require.resolve('playwright-core/package.json'));
+
+/** `drydock-base:<first 12 hex of the sha256 of the build context and the playwright-core version>`. */
 export async function baseImageTag(): Promise<string> {
   const hash = createHash('sha256');
   for (const name of (await readdir(CONTEXT)).sort()) {
@@ -28,6 +31,7 @@ export async function baseImageTag(): Promise<string> {
       .update(await readFile(path.join(CONTEXT, name)))
       .update('\0');
   }
+  hash.update(await readFile(path.join(PLAYWRIGHT, 'package.json')));
   return `drydock-base:${hash.digest('hex').slice(0, 12)}`;
 }
 
@@ -36,8 +40,15 @@ export async function ensureBaseImage(progress: Progress = toStderr): Promise<st
   const tag = await baseImageTag();
   if (await imageExists(tag)) return tag;
   if (!(await imageExists(FROM_IMAGE))) await obtainDebian(progress);
-  progress(`building sandbox image ${tag} (first run only; about a minute)`);
-  await run('docker', ['build', '--network', 'host', '--label', 'drydock.image=base', '-t', tag, CONTEXT], true);
+  progress(`building sandbox image ${tag} (first run only; a few minutes)`);
+  const context = await mkdtemp(path.join(tmpdir(), 'drydock-image-'));
+  try {
+    await cp(CONTEXT, context, { recursive: true });
+    await cp(PLAYWRIGHT, path.join(context, 'playwright-core'), { recursive: true });
+    await run('docker', ['build', '--network', 'host', '--label', 'drydock.image=base', '-t', tag, context], true);
+  } finally {
+    await rm(context, { recursive: true, force: true });
+  }
   return tag;
 }
 

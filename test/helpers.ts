@@ -57,6 +57,40 @@ export async function makeFixtureRepo(): Promise<{ url: string; bare: string }> 
   return { url: `file://${bare}`, bare };
 }
 
+/**
+ * A bare repo holding a small web app (node, no dependencies): `node server.js`
+ * serves "/" (a heading "Hello drydock"), "/about" (a large red block), and
+ * "/broken" (a console error and a missing image); PORT defaults to 3000.
+ */
+export async function makeWebAppRepo(): Promise<{ url: string; bare: string }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-webapp-'));
+  const bare = path.join(dir, 'remote.git');
+  const work = path.join(dir, 'work');
+  git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+  git(['init', '--quiet', '--initial-branch=main', work]);
+  await writeFile(
+    path.join(work, 'server.js'),
+    `const http = require('node:http');
+const pages = {
+  '/': '<h1 id="title">Hello drydock</h1><p>Welcome aboard.</p>',
+  '/about': '<h1>About</h1><p style="background:#c00;color:#fff;height:400px">A red page about us.</p>',
+  '/broken': '<h1>Broken</h1><img src="/missing.png"><script>console.error("widget failed to load")</script>',
+};
+http
+  .createServer((req, res) => {
+    const body = pages[req.url];
+    res.writeHead(body ? 200 : 404, { 'content-type': 'text/html' });
+    res.end(body ? '<!doctype html><title>fixture</title>' + body : 'not found');
+  })
+  .listen(process.env.PORT || 3000, '127.0.0.1', () => console.log('listening'));
+`,
+  );
+  git(['add', '.'], work);
+  git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', 'web app'], work);
+  git(['push', '--quiet', bare, 'main'], work);
+  return { url: `file://${bare}`, bare };
+}
+
 /** Test configuration: the dev server of global-setup, a task queue of the caller's choosing. */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   return { ...loadConfig(), DRYDOCK_DATA_DIR: path.join(process.env.DRYDOCK_TEST_DIR!, 'data'), ...overrides };

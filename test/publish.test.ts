@@ -125,7 +125,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
   expect(pr).toMatchObject({ base: 'main', title: 'drydock: greet in the README', draft: false });
   expect(pr.body).toContain('## Task\ngreet in the README');
   expect(pr.body).toMatch(/README\.md \| 1 \+/);
-  expect(pr.body).toContain('Passed: `sh check.sh`');
+  expect(pr.body).toContain('## Verification\npassed: sh check.sh');
   expect(pr.body).toMatch(/- push: approved by alice/);
   expect(pr.body).toContain(`/namespaces/default/workflows/${id}`);
   expect(pr.body).toContain(atPush.pendingApproval!.change.slice(0, 12));

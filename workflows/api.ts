@@ -69,6 +69,54 @@ export interface StepRecord {
   detail?: string;
 }
 
+/** Counts and failures read from the JUnit XML the test command wrote. */
+export interface TestReport {
+  files: string[];
+  total: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+  failures: { name: string; message: string }[];
+}
+
+export type BrowserOutcome = 'passed' | 'check_failed' | 'app_did_not_start' | 'not_ready' | 'browser_crashed';
+
+export interface BrowserResult {
+  url: string;
+  outcome: BrowserOutcome;
+  message?: string;
+  checks: {
+    path: string;
+    ok: boolean;
+    expectText?: string;
+    expectSelector?: string;
+    message?: string;
+    /** Artifact reference of the page as the check saw it. */
+    screenshot?: string;
+  }[];
+  screenshots: { path: string; screenshot?: string; message?: string }[];
+  consoleErrors: string[];
+  failedRequests: string[];
+  /** The app's own output: the tail here, the whole in `appLog`. */
+  appLogTail: string;
+  appLog?: string;
+  durationMs: number;
+}
+
+export interface Verification {
+  passed: boolean;
+  /** What failed, one line each: for the reviewer and the agent. */
+  summary: string;
+  /** The test command, when there is one. */
+  command?: string;
+  exitCode?: number;
+  timedOut?: boolean;
+  outputTail?: string;
+  artifact?: string;
+  report?: TestReport;
+  browser?: BrowserResult;
+}
+
 export interface SessionStatus {
   sessionId: string;
   repo: string;
@@ -78,7 +126,7 @@ export interface SessionStatus {
   timeline: StepRecord[];
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
   agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string };
-  verification?: { command: string; passed: boolean; exitCode: number; outputTail: string; artifact?: string };
+  verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;
   policy?: ApprovalPolicy;
@@ -89,7 +137,7 @@ export interface SessionStatus {
     change: string;
     approvers: string[];
     deadline: string;
-    evidence: { branch: string; commit: string; diffstat: string; tests: string };
+    evidence: { branch: string; commit: string; diffstat: string; tests: string; screenshots: string[] };
   };
   decisions: Decision[];
   /** Decisions that were sent but refused (unknown approver, nothing pending...). */

@@ -26,6 +26,33 @@ const workspacePath = z
   .min(1)
   .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'must be relative to the repo, without ".."');
 
+const browserCheck = z.strictObject({
+  start: z.string().min(1).describe('Shell command that starts the app in the sandbox, e.g. "npm start"'),
+  url: z
+    .string()
+    .regex(
+      /^http:\/\/(localhost|127\.0\.0\.1)(:\d+)?(\/.*)?$/,
+      'must be http://localhost:<port>/...: the sandbox has no network',
+    )
+    .describe('Where the app answers inside the sandbox'),
+  readyTimeout: duration.default('60s').describe('How long the app may take to answer'),
+  checks: z
+    .array(
+      z
+        .strictObject({
+          path: z.string().startsWith('/').default('/'),
+          expectText: z.string().min(1).optional(),
+          expectSelector: z.string().min(1).optional(),
+        })
+        .refine(
+          (c) => c.expectText !== undefined || c.expectSelector !== undefined,
+          'give expectText or expectSelector',
+        ),
+    )
+    .default([]),
+  screenshots: z.array(z.string().startsWith('/')).default([]).describe('Pages to screenshot for the reviewer'),
+});
+
 const runStep = z.strictObject({
   run: z.string().min(1).describe('Shell command, run with sh -c in /workspace'),
   timeout: duration.default('10m'),
@@ -52,6 +79,11 @@ export const sessionInputSchema = z.strictObject({
     .strictObject({
       test: z.string().min(1).optional().describe("The repo's test command; its exit code decides"),
       timeout: duration.default('10m'),
+      junit: z
+        .array(workspacePath)
+        .optional()
+        .describe('JUnit XML files the test command writes; default: XML reports it wrote in the usual places'),
+      browser: browserCheck.optional(),
     })
     .prefault({}),
   publish: z
@@ -113,6 +145,7 @@ export function githubRepoOf(url: string): string | undefined {
 export type SessionInput = z.infer<typeof sessionInputSchema>;
 export type SessionInputDraft = z.input<typeof sessionInputSchema>;
 export type ScriptStep = z.infer<typeof scriptStep>;
+export type BrowserCheck = z.infer<typeof browserCheck>;
 
 export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
 

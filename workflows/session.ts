@@ -34,9 +34,11 @@ import {
   type Phase,
   type SessionStatus,
   type StepRecord,
+  type Verification,
 } from './api';
 import { durationMs, githubRepoOf, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
 import { defaultBranch, refuseDecision, tightenPolicy } from './policy';
+import { describeVerification, screenshotsOf, summarizeVerification, type VerificationResults } from './verification';
 
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
 const LEGACY_SERVER_POLICY: ApprovalPolicy = { required: ['push'], approvers: [], forbidSelfApproval: false };
@@ -222,28 +224,11 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       });
       Object.assign(state.agent, commit);
 
-      if (input.verify.test) {
+      if (input.verify.test || input.verify.browser) {
         setPhase('verifying');
-        const command = input.verify.test;
-        const result = await runScriptStep(
-          sandbox,
-          'verify',
-          `verify: ${command}`,
-          {
-            run: command,
-            timeout: input.verify.timeout,
-          },
-          false,
-        );
-        state.verification = {
-          command,
-          passed: result.exitCode === 0,
-          exitCode: result.exitCode,
-          outputTail: result.outputTail,
-          artifact: result.artifact,
-        };
-        if (result.exitCode !== 0) {
-          throw new SessionEnd('failed', `verification failed: '${command}' ${exitText(result)}`);
+        state.verification = await verify(sandbox);
+        if (!state.verification.passed) {
+          throw new SessionEnd('failed', `verification failed: ${state.verification.summary.split('\n').join('; ')}`);
         }
       }
       return commit;
@@ -319,6 +304,52 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     throw ApplicationFailure.nonRetryable(state.error ?? 'failed', ErrorType.SessionFailed, state);
   return state;
 
+  /** The repo's tests (exit code and JUnit report) and the browser checks, with the evidence. */
+  async function verify(sandbox: Sandbox): Promise<Verification> {
+    const results: VerificationResults = {};
+    const { test, browser } = input.verify;
+    if (test) {
+      const run = await runScriptStep(
+        sandbox,
+        'verify',
+        `verify: ${test}`,
+        { run: test, timeout: input.verify.timeout },
+        false,
+      );
+      Object.assign(results, {
+        command: test,
+        exitCode: run.exitCode,
+        timedOut: run.timedOut,
+        outputTail: run.outputTail,
+        artifact: run.artifact,
+      });
+      // Histories recorded before JUnit reports were read have no such activity.
+      if (patched('junit-report')) {
+        results.report = await onHost(sandbox).readTestReport({
+          sandbox: sandbox.name,
+          sessionId,
+          stepKey: 'verify',
+          files: input.verify.junit,
+        });
+      }
+    }
+    if (browser) {
+      const readyTimeoutMs = durationMs(browser.readyTimeout);
+      results.browser = await track(`browser: ${browser.url}`, async (record) => {
+        const result = await onHost(sandbox, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
+          sandbox: sandbox.name,
+          sessionId,
+          browser,
+          readyTimeoutMs,
+        });
+        record.ok = result.outcome === 'passed';
+        record.detail = `${result.outcome}, ${result.checks.filter((c) => c.ok).length}/${result.checks.length} checks`;
+        return result;
+      });
+    }
+    return { ...results, ...summarizeVerification(results, browser?.start) };
+  }
+
   async function runScriptStep(
     sandbox: Sandbox,
     key: string,
@@ -367,9 +398,8 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         branch,
         commit: change.commit,
         diffstat: change.diffstat,
-        tests: state.verification
-          ? `${state.verification.passed ? 'passed' : 'failed'}: ${state.verification.command}`
-          : 'no test command configured',
+        tests: describeVerification(state.verification),
+        screenshots: screenshotsOf(state.verification),
       },
     };
     const decided = await track(`approval: ${action}`, async (record) => {
@@ -400,9 +430,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
 /** The pull request's description: what was asked, what changed, how it was checked, who approved. */
 function pullRequestBody(task: string, state: SessionStatus, change: CommitResult): string {
   const approvals = state.decisions.map((d) => `- ${d.action}: ${PAST[d.decision]} by ${d.by} at ${d.at}`);
-  const tests = state.verification
-    ? `${state.verification.passed ? 'Passed' : 'Failed'}: \`${state.verification.command}\``
-    : 'No test command was configured.';
+  const screenshots = screenshotsOf(state.verification).map((ref) => `- screenshot: \`${ref}\` (artifact store)`);
   return [
     '## Task',
     task,
@@ -414,7 +442,8 @@ function pullRequestBody(task: string, state: SessionStatus, change: CommitResul
     `Commit \`${change.commit}\` on \`${state.branch}\`, change ${change.changeHash.slice(0, 12)}.`,
     '',
     '## Verification',
-    tests,
+    describeVerification(state.verification),
+    ...screenshots,
     '',
     '## Approvals',
     ...(approvals.length ? approvals : ['- none required by policy']),

@@ -1,0 +1,186 @@
+import { XMLParser } from 'fast-xml-parser';
+import type { BrowserResult, TestReport } from '../workflows/api';
+import type { BrowserCheck } from '../workflows/input';
+import type { ActivityDeps } from './deps';
+import { STATE_DIR, tail } from './sandbox';
+
+/** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
+const USUAL_REPORT =
+  /(^|\/)(junit[^/]*|TEST-[^/]*|[^/]*results?[^/]*)\.xml$|\/(test-results|test-reports|surefire-reports)\//i;
+
+const xml = new XMLParser({
+  ignoreAttributes: false,
+  attributeNamePrefix: '',
+  textNodeName: 'text',
+  isArray: (name) => ['testsuite', 'testcase'].includes(name),
+});
+
+type Node = Record<string, any>;
+
+/** Counts and failing tests of JUnit XML documents (testsuites/testsuite/testcase). */
+export function parseJUnit(documents: { file: string; content: string }[]): TestReport {
+  const report: TestReport = { files: [], total: 0, passed: 0, failed: 0, skipped: 0, failures: [] };
+  const suitesOf = (node: Node): Node[] => [
+    ...((node.testsuite as Node[] | undefined) ?? []),
+    ...((node.testsuite as Node[] | undefined) ?? []).flatMap(suitesOf),
+  ];
+  for (const { file, content } of documents) {
+    const doc = xml.parse(content) as Node;
+    const root: Node = doc.testsuites ?? { testsuite: doc.testsuite ?? [] };
+    const suites = suitesOf(root);
+    if (suites.length === 0) continue;
+    report.files.push(file);
+    for (const testcase of suites.flatMap((s) => (s.testcase as Node[] | undefined) ?? [])) {
+      report.total++;
+      const problem = testcase.failure ?? testcase.error;
+      if (problem !== undefined) {
+        report.failed++;
+        const first = Array.isArray(problem) ? problem[0] : problem;
+        const message = typeof first === 'string' ? first : (first?.message ?? first?.text ?? '');
+        const name = [testcase.classname, testcase.name].filter(Boolean).join(' › ');
+        report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300) });
+      } else if (testcase.skipped !== undefined) {
+        report.skipped++;
+      } else {
+        report.passed++;
+      }
+    }
+  }
+  return report;
+}
+
+export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDeps) {
+  /** A file of the sandbox, copied to the artifact store; returns its reference. */
+  async function copyOut(sandbox: string, sessionId: string, file: string, name: string): Promise<string> {
+    const content = (await sandboxes.exec(sandbox, ['cat', file])).stdout;
+    return artifacts.put(sessionId, name, content);
+  }
+
+  return {
+    /**
+     * Reads the JUnit XML that the test step (key `stepKey`) wrote: the given
+     * files, or else XML reports in the usual places written during the step.
+     */
+    async readTestReport(input: {
+      sandbox: string;
+      sessionId: string;
+      stepKey: string;
+      files?: string[];
+    }): Promise<TestReport | undefined> {
+      let files = input.files;
+      if (!files) {
+        const found = await sandboxes.exec(input.sandbox, [
+          'find',
+          '.',
+          '(',
+          '-name',
+          'node_modules',
+          '-o',
+          '-name',
+          '.git',
+          ')',
+          '-prune',
+          '-o',
+          '-type',
+          'f',
+          '-name',
+          '*.xml',
+          '-newer',
+          `${STATE_DIR}/steps/${input.stepKey}/started`,
+          '-print',
+        ]);
+        files = found.stdout
+          .toString()
+          .split('\n')
+          .map((f) => f.replace(/^\.\//, ''))
+          .filter((f) => f && USUAL_REPORT.test(`/${f}`));
+      }
+      const documents = [];
+      for (const file of files) {
+        const read = await sandboxes.exec(input.sandbox, ['cat', file]);
+        if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
+      }
+      if (documents.length === 0) return undefined;
+      for (const d of documents) await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
+      return parseJUnit(documents);
+    },
+
+    /**
+     * Starts the app in the sandbox, waits until its URL answers, then lets
+     * the runner in the image drive Chromium through the checks. Screenshots
+     * and the app's log are copied out to the artifact store.
+     */
+    async verifyInBrowser(input: {
+      sandbox: string;
+      sessionId: string;
+      browser: BrowserCheck;
+      readyTimeoutMs: number;
+    }) {
+      const { sandbox, sessionId, browser } = input;
+      const outDir = `${STATE_DIR}/browser`;
+      const started = Date.now();
+      // Idempotent: a retry finds the app it started (pid file) instead of starting a second one.
+      const pid = Number(
+        (
+          await sandboxes.run(sandbox, [
+            'sh',
+            '-c',
+            'mkdir -p "$2"; if [ -f "$2/app.pid" ] && kill -0 "$(cat "$2/app.pid")" 2>/dev/null; then cat "$2/app.pid"; ' +
+              'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
+            'start-app',
+            browser.start,
+            outDir,
+          ])
+        ).trim(),
+      );
+      const run = await sandboxes.exec(sandbox, [
+        'drydock-verify-browser',
+        JSON.stringify({ ...browser, pid, outDir, readyTimeoutMs: input.readyTimeoutMs }),
+      ]);
+      let raw: Omit<BrowserResult, 'url' | 'appLogTail' | 'durationMs'>;
+      try {
+        raw = JSON.parse(run.stdout.toString().trim().split('\n').pop() ?? '');
+      } catch {
+        raw = {
+          outcome: 'browser_crashed',
+          message: `the browser runner failed (exit ${run.exitCode}): ${tail(run.stderr.toString(), 500)}`,
+          checks: [],
+          screenshots: [],
+          consoleErrors: [],
+          failedRequests: [],
+        };
+      }
+      await sandboxes.exec(sandbox, ['sh', '-c', 'kill "$1" 2>/dev/null; true', 'stop-app', String(pid)]);
+      for (const check of raw.checks) {
+        if (check.screenshot) {
+          check.screenshot = await copyOut(
+            sandbox,
+            sessionId,
+            check.screenshot,
+            `browser/${check.screenshot.split('/').pop()}`,
+          );
+        }
+      }
+      const screenshots = [];
+      for (const shot of raw.screenshots as { path: string; file?: string; message?: string }[]) {
+        const { file, ...rest } = shot;
+        screenshots.push(
+          file
+            ? { ...rest, screenshot: await copyOut(sandbox, sessionId, file, `browser/${file.split('/').pop()}`) }
+            : rest,
+        );
+      }
+      const appLog = (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout;
+      const result: BrowserResult = {
+        ...raw,
+        url: browser.url,
+        screenshots,
+        appLogTail: tail(appLog.toString(), 1_000),
+        appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
+        durationMs: Date.now() - started,
+      };
+      log.info({ sessionId, sandboxId: sandbox, outcome: result.outcome }, 'browser verification');
+      return result;
+    },
+  };
+}

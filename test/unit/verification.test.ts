@@ -1,0 +1,63 @@
+import { parseJUnit } from '../../activities/verify';
+import { describeVerification, summarizeVerification } from '../../workflows/verification';
+
+test('JUnit: a bare testsuite root, nested suites, failures and errors and skips', () => {
+  const report = parseJUnit([
+    {
+      file: 'a.xml',
+      content: `<testsuite name="a"><testcase name="one"/><testcase name="two"><skipped/></testcase></testsuite>`,
+    },
+    {
+      file: 'b.xml',
+      content: `<testsuites><testsuite name="outer"><testsuite name="inner">
+        <testcase classname="C" name="three"><failure>assertion failed
+at line 3</failure></testcase>
+      </testsuite></testsuite></testsuites>`,
+    },
+    { file: 'not-junit.xml', content: '<project><name>x</name></project>' },
+  ]);
+  expect(report).toEqual({
+    files: ['a.xml', 'b.xml'],
+    total: 3,
+    passed: 1,
+    failed: 1,
+    skipped: 1,
+    failures: [{ name: 'C › three', message: 'assertion failed' }],
+  });
+});
+
+test('verification passes only when every part passed, and says what failed', () => {
+  expect(summarizeVerification({ command: 'npm test', exitCode: 0 })).toEqual({ passed: true, summary: '' });
+  expect(summarizeVerification({ command: 'npm test', exitCode: 124, timedOut: true })).toEqual({
+    passed: false,
+    summary: "'npm test' timed out",
+  });
+  const browser = {
+    url: 'http://localhost:3000/',
+    outcome: 'browser_crashed' as const,
+    message: 'Chromium did not start',
+    checks: [],
+    screenshots: [],
+    consoleErrors: [],
+    failedRequests: [],
+    appLogTail: '',
+    durationMs: 1,
+  };
+  expect(summarizeVerification({ browser })).toEqual({
+    passed: false,
+    summary: 'the browser crashed: Chromium did not start',
+  });
+  expect(describeVerification(undefined)).toBe('no verification configured');
+  expect(
+    describeVerification({
+      passed: false,
+      summary: '',
+      command: 'npm test',
+      exitCode: 1,
+      report: { files: [], total: 4, passed: 3, failed: 1, skipped: 0, failures: [] },
+      browser,
+    }),
+  ).toBe(
+    'failed: npm test (4 tests: 3 passed, 1 failed, 0 skipped); browser http://localhost:3000/: browser_crashed, 0/0 checks',
+  );
+});
