@@ -2,7 +2,7 @@ import { exec } from 'node:child_process';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import type { ActivityDeps } from './deps';
-import { tail } from './sandbox';
+import { exportBundle, tail } from './sandbox';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
 import { SandboxNotFound } from '../lib/sandbox';
@@ -46,6 +46,7 @@ function githubFailure(err: unknown, repo: string): never {
 
 export function createPublishActivities({
   sandboxes,
+  artifacts,
   mirrorsDir,
   policy,
   github,
@@ -65,23 +66,17 @@ export function createPublishActivities({
      * already has is a no-op, so a retry never pushes twice.
      */
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
-      let bundle: Buffer;
+      let bundle: Buffer | undefined;
       try {
-        const result = await sandboxes.exec(input.sandbox, [
-          'git',
-          'bundle',
-          'create',
-          '-',
-          `${input.baseCommit}..refs/heads/${input.branch}`,
-        ]);
-        if (result.exitCode !== 0) throw new Error(`git bundle failed: ${result.stderr.toString().trim()}`);
-        bundle = result.stdout;
+        bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch);
       } catch (err) {
         if (err instanceof SandboxNotFound) {
           throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
         }
         throw err;
       }
+      if (!bundle)
+        throw ApplicationFailure.nonRetryable(`${input.branch} has no commits to push`, ErrorType.PushRejected);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
@@ -102,9 +97,16 @@ export function createPublishActivities({
             ErrorType.PushRejected,
           );
         }
-        if (err instanceof GitError && /rejected|non-fast-forward|fetch first/.test(err.stderr)) {
+        if (err instanceof GitError && /non-fast-forward|fetch first/.test(err.stderr)) {
           throw ApplicationFailure.nonRetryable(
             `push of ${input.branch} was rejected: the remote branch has other commits (${err.message})`,
+            ErrorType.PushRejected,
+          );
+        }
+        if (err instanceof GitError && /\[remote rejected\]|rejected/.test(err.stderr)) {
+          // Protected branch, a hook, missing permissions...: the remote said why.
+          throw ApplicationFailure.nonRetryable(
+            `the remote refused the push of ${input.branch}: ${err.message}`,
             ErrorType.PushRejected,
           );
         }
@@ -133,7 +135,12 @@ export function createPublishActivities({
       }
     },
 
-    /** Runs the worker's deploy command for the pushed commit. */
+    /**
+     * Runs the worker's deploy command for the pushed commit. Its result is
+     * recorded on the worker: a retry after the command finished (a crash
+     * before the activity completed) returns it instead of deploying again.
+     * The command's environment holds no GitHub or other credentials.
+     */
     async deploy(input: { sessionId: string; repoUrl: string; branch: string; commit: string }) {
       if (!deployCommand) {
         throw ApplicationFailure.nonRetryable(
@@ -141,18 +148,27 @@ export function createPublishActivities({
           ErrorType.DeployFailed,
         );
       }
-      const env = {
-        ...process.env,
-        DRYDOCK_REPO_URL: input.repoUrl,
-        DRYDOCK_BRANCH: input.branch,
-        DRYDOCK_COMMIT: input.commit,
-      };
-      const result = await new Promise<{ exitCode: number; output: string }>((resolve) =>
-        exec(deployCommand, { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
-          resolve({ exitCode: err ? ((err.code as number) ?? 1) : 0, output: stdout + stderr }),
-        ),
-      );
-      log.info({ sessionId: input.sessionId, exitCode: result.exitCode }, 'deploy');
+      const previous = await artifacts.get(input.sessionId, 'deploy.json');
+      let result: { exitCode: number; output: string };
+      if (previous) {
+        result = JSON.parse(previous.toString());
+      } else {
+        const env = Object.fromEntries(
+          Object.entries(process.env).filter(([name]) => !/^GITHUB_|TOKEN|SECRET|PASSWORD|KEY/i.test(name)),
+        );
+        Object.assign(env, {
+          DRYDOCK_REPO_URL: input.repoUrl,
+          DRYDOCK_BRANCH: input.branch,
+          DRYDOCK_COMMIT: input.commit,
+        });
+        result = await new Promise((resolve) =>
+          exec(deployCommand, { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
+            resolve({ exitCode: err ? ((err.code as number) ?? 1) : 0, output: stdout + stderr }),
+          ),
+        );
+        await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(result));
+      }
+      log.info({ sessionId: input.sessionId, exitCode: result.exitCode, repeated: !!previous }, 'deploy');
       if (result.exitCode !== 0) {
         throw ApplicationFailure.nonRetryable(
           `deploy command exited with ${result.exitCode}: ${tail(result.output, 500)}`,

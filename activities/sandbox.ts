@@ -4,7 +4,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import type { ScriptStep } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
+import { GitError, inspectBundle, mirrorOf, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
 import { LABELS, SandboxNotFound } from '../lib/sandbox';
 
@@ -58,6 +58,27 @@ export function sandboxName(sessionId: string): string {
   const safe = sessionId.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 100);
   if (safe === sessionId) return `drydock-${safe}`;
   return `drydock-${safe}-${createHash('sha256').update(sessionId).digest('hex').slice(0, 8)}`;
+}
+
+/** What an approval binds to: the target branch and the whole diff. */
+function changeHash(branch: string, diff: string): string {
+  return createHash('sha256').update(`${branch}\0`).update(diff).digest('hex');
+}
+
+/**
+ * The sandbox's commits on `branch` since `base`, as a git bundle written to
+ * stdout (the sandbox has no network); undefined when there are none.
+ */
+export async function exportBundle(
+  sandboxes: ActivityDeps['sandboxes'],
+  sandbox: string,
+  base: string,
+  branch: string,
+): Promise<Buffer | undefined> {
+  const result = await sandboxes.exec(sandbox, ['git', 'bundle', 'create', '-', `${base}..refs/heads/${branch}`]);
+  if (result.exitCode === 0) return result.stdout;
+  if (/empty bundle/i.test(result.stderr.toString())) return undefined;
+  throw new Error(`git bundle failed: ${result.stderr.toString().trim()}`);
 }
 
 export function tail(text: string, chars = TAIL_CHARS): string {
@@ -151,43 +172,58 @@ export function createSandboxActivities({
         const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
           signal: Context.current().cancellationSignal,
         });
-        const exitCode = Number(run.stdout.toString().trim().split('\n').pop());
+        const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
+        if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
+          // The runner itself failed (missing from the image, killed, no room for its state):
+          // the step did not run to an exit code, so it cannot count as passed.
+          const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
+          return { exitCode: -1, timedOut: false, outputTail: `drydock-run failed: ${why}` };
+        }
+        const exitCode = Number(recorded);
         const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
         const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
-        return {
-          exitCode: Number.isInteger(exitCode) ? exitCode : -1,
-          timedOut: exitCode === 124,
-          outputTail: tail(output.toString()),
-          artifact,
-        };
+        return { exitCode, timedOut: exitCode === 124, outputTail: tail(output.toString()), artifact };
       } catch (err) {
         permanent(err);
       }
     },
 
-    /** Commits whatever the agent changed on the session branch; idempotent. */
+    /**
+     * Commits whatever the agent changed on the session branch (idempotent),
+     * then describes the change from a bundle, with the worker's git.
+     */
     async commitChanges(input: {
       sandbox: string;
+      repoUrl: string;
       branch: string;
       message: string;
       baseCommit: string;
     }): Promise<CommitResult> {
       try {
-        const out = await sandboxes.run(input.sandbox, [
+        await sandboxes.run(input.sandbox, [
           'sh',
           '-c',
-          'set -e; git checkout -q -B "$1"; git add -A; ' +
-            'git diff --cached --quiet || git commit -q -m "$2"; ' +
-            'git rev-parse HEAD; git diff --stat "$3" HEAD',
+          'set -e; git checkout -q -B "$1"; git add -A; git diff --cached --quiet || git commit -q -m "$2"',
           'commit',
           input.branch,
           input.message,
-          input.baseCommit,
         ]);
-        const [commit, ...stat] = out.trimEnd().split('\n');
-        const diff = await sandboxes.run(input.sandbox, ['git', 'diff', '--binary', input.baseCommit, commit]);
-        const changeHash = createHash('sha256').update(`${input.branch}\0`).update(diff).digest('hex');
-        return { commit, changed: commit !== input.baseCommit, diffstat: stat.join('\n'), changeHash };
+        const bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch);
+        if (!bundle) {
+          return { commit: input.baseCommit, changed: false, diffstat: '', changeHash: changeHash(input.branch, '') };
+        }
+        const change = await inspectBundle({
+          mirror: mirrorOf(mirrorsDir, input.repoUrl),
+          bundle,
+          branch: input.branch,
+          base: input.baseCommit,
+        });
+        return {
+          commit: change.commit,
+          changed: true,
+          diffstat: change.diffstat,
+          changeHash: changeHash(input.branch, change.diff),
+        };
       } catch (err) {
         permanent(err);
       }

@@ -17,6 +17,9 @@ const xml = new XMLParser({
 
 type Node = Record<string, any>;
 
+/** Failing tests kept in status and history; the whole reports are in the artifact store. */
+const MAX_FAILURES = 50;
+
 /** Counts and failing tests of JUnit XML documents (testsuites/testsuite/testcase). */
 export function parseJUnit(documents: { file: string; content: string }[]): TestReport {
   const report: TestReport = { files: [], total: 0, passed: 0, failed: 0, skipped: 0, failures: [] };
@@ -38,7 +41,9 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
         const first = Array.isArray(problem) ? problem[0] : problem;
         const message = typeof first === 'string' ? first : (first?.message ?? first?.text ?? '');
         const name = [testcase.classname, testcase.name].filter(Boolean).join(' › ');
-        report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300) });
+        if (report.failures.length < MAX_FAILURES) {
+          report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300) });
+        }
       } else if (testcase.skipped !== undefined) {
         report.skipped++;
       } else {

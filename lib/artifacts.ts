@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -16,6 +16,11 @@ export class ArtifactStore {
     await mkdir(path.dirname(file), { recursive: true });
     await writeFile(file, content);
     return ref;
+  }
+
+  /** The content stored under this name, if any. */
+  async get(sessionId: string, name: string): Promise<Buffer | undefined> {
+    return readFile(path.join(this.root, safeName(sessionId), name)).catch(() => undefined);
   }
 
   pathOf(ref: string): string {

@@ -5,15 +5,18 @@ import { z } from 'zod';
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
 
-/** A comma-separated list; "none" or empty is the empty list. */
-const list = z.string().transform((v) =>
-  v.trim() === 'none'
-    ? []
-    : v
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean),
-);
+/** A comma-separated list; "none" is the empty list; an empty value is refused, so approvals fail closed. */
+const list = z
+  .string()
+  .refine((v) => v.trim() !== '', 'empty: list the values, or write "none"')
+  .transform((v) =>
+    v.trim() === 'none'
+      ? []
+      : v
+          .split(',')
+          .map((x) => x.trim())
+          .filter(Boolean),
+  );
 
 const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),

@@ -33,7 +33,14 @@ export function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promis
       {
         cwd,
         maxBuffer: 64 * 1024 * 1024,
-        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', ...extraEnv },
+        // No prompts; and a URL from a session input may use only these transports (no ext::, fd::, helpers).
+        env: {
+          ...process.env,
+          GIT_TERMINAL_PROMPT: '0',
+          GIT_ASKPASS: 'true',
+          GIT_ALLOW_PROTOCOL: 'file:git:http:https:ssh',
+          ...extraEnv,
+        },
       },
       (err, stdout, stderr) => (err ? reject(new GitError(args, stderr || err.message)) : resolve(stdout)),
     );
@@ -55,15 +62,20 @@ function withMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T> {
  * fetched on every later one: sandboxes get their code from it (they have no
  * network) and pushes go out from it.
  */
+/** Where the worker keeps the mirror of `url`. */
+export function mirrorOf(mirrorsDir: string, url: string): string {
+  return path.join(mirrorsDir, createHash('sha256').update(url).digest('hex').slice(0, 16) + '.git');
+}
+
 export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv = {}): Promise<string> {
-  const mirror = path.join(mirrorsDir, createHash('sha256').update(url).digest('hex').slice(0, 16) + '.git');
+  const mirror = mirrorOf(mirrorsDir, url);
   return withMirrorLock(mirror, async () => {
     if (await exists(mirror)) {
       await git(['remote', 'update', '--prune'], mirror, env);
     } else {
       await mkdir(mirrorsDir, { recursive: true });
       const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
-      await git(['clone', '--quiet', '--mirror', url, partial], undefined, env);
+      await git(['clone', '--quiet', '--mirror', '--', url, partial], undefined, env);
       await rename(partial, mirror);
     }
     return mirror;
@@ -107,6 +119,47 @@ export async function workingTreeTar(
   return { tar: tar.stdout, cleanup };
 }
 
+/** git options that keep a repository's own content from steering how a diff is shown. */
+const PLAIN_DIFF = [
+  '-c',
+  'core.attributesFile=/dev/null',
+  '-c',
+  'diff.external=',
+  'diff',
+  '--no-textconv',
+  '--no-ext-diff',
+];
+
+/**
+ * Reads a bundle of the sandbox's branch into the worker's mirror and
+ * describes the change with the worker's own git, so the evidence a reviewer
+ * sees (diffstat, change hash) cannot be forged by git configuration or
+ * attributes inside the sandbox.
+ */
+export async function inspectBundle(opts: {
+  mirror: string;
+  bundle: Buffer;
+  branch: string;
+  base: string;
+}): Promise<{ commit: string; diffstat: string; diff: string }> {
+  return withMirrorLock(opts.mirror, async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
+    const staging = `refs/drydock-inspect/${opts.branch}`;
+    try {
+      const file = path.join(dir, 'change.bundle');
+      await writeFile(file, opts.bundle);
+      await git(['fetch', '--quiet', file, `+refs/heads/${opts.branch}:${staging}`], opts.mirror);
+      const commit = (await git(['rev-parse', staging], opts.mirror)).trim();
+      const diffstat = (await git([...PLAIN_DIFF, '--stat', opts.base, commit], opts.mirror)).trimEnd();
+      const diff = await git([...PLAIN_DIFF, '--binary', opts.base, commit], opts.mirror);
+      return { commit, diffstat, diff };
+    } finally {
+      await git(['update-ref', '-d', staging], opts.mirror).catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+}
+
 /**
  * Pushes `branch` from a git bundle to the repo's remote, from the worker
  * (the sandbox holds no credentials). Pushing the same commit again is a no-op.
@@ -119,7 +172,7 @@ export async function pushBundle(opts: {
   commit: string;
   env?: GitEnv;
 }): Promise<{ alreadyPushed: boolean }> {
-  const remoteHead = (await git(['ls-remote', opts.url, `refs/heads/${opts.branch}`], undefined, opts.env))
+  const remoteHead = (await git(['ls-remote', '--', opts.url, `refs/heads/${opts.branch}`], undefined, opts.env))
     .split('\t')[0]
     ?.trim();
   if (remoteHead === opts.commit) return { alreadyPushed: true };
@@ -130,7 +183,7 @@ export async function pushBundle(opts: {
       await writeFile(file, opts.bundle);
       const staging = `refs/drydock-outgoing/${opts.branch}`;
       await git(['fetch', '--quiet', file, `+refs/heads/${opts.branch}:${staging}`], opts.mirror);
-      await git(['push', '--quiet', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
+      await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
       await git(['update-ref', '-d', staging], opts.mirror);
       return { alreadyPushed: false };
     } finally {

@@ -283,3 +283,31 @@ test('start and approve with the real temporal CLI as the client, as the README 
   expect(remoteBranch(`drydock/${id}`)).toBe(final.pushed!.commit);
   expect(temporal('workflow', 'list', '--query', `WorkflowId="${id}" AND DrydockPhase="completed"`)).toContain(id);
 });
+
+test('malformed signals are recorded as refused and cannot wedge the session; the first decision is final', async () => {
+  const id = newSessionId('malformed');
+  const handle = await startSession(stack, id, editingSession());
+  await waitForStatus(handle, inPhase('awaiting_approval'));
+  await handle.signal(approve, null as never);
+  await handle.signal(approve, { action: 'push', by: 'alice', change: 123 } as never);
+  await handle.signal(approve, { action: 'push', by: 'alice', comment: { html: '<b>' } } as never);
+  const refusedUpdate = handle.executeUpdate(decide, { args: [{ action: 'push', by: 'alice' } as never] });
+  await expect(refusedUpdate).rejects.toMatchObject({
+    cause: { message: "unknown decision 'undefined'; use approve or reject" },
+  });
+  const waiting = await waitForStatus(handle, (s) => s.refusedDecisions.length === 3);
+  expect(waiting.phase).toBe('awaiting_approval');
+  expect(waiting.refusedDecisions.map((r) => r.reason)).toEqual([
+    "unknown action 'undefined'; known actions: push, pull_request, deploy",
+    "'change' must be a change hash",
+    "'comment' must be text",
+  ]);
+
+  // A rejection and an approval in quick succession: the first one stands.
+  await handle.signal(reject, { action: 'push', by: 'bob' });
+  await handle.signal(approve, { action: 'push', by: 'carol' });
+  const final = (await handle.result()) as SessionStatus;
+  expect(final.phase).toBe('rejected');
+  expect(final.decisions).toMatchObject([{ decision: 'reject', by: 'bob' }]);
+  expect(remoteBranch(`drydock/${id}`)).toBeUndefined();
+});

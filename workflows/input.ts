@@ -20,6 +20,15 @@ const size = z.union([
   z.string().regex(/^\d+(k|m|g)$/i, 'expected a size like "512m" or "2g", or a number of bytes'),
 ]);
 
+/** A git branch name (git check-ref-format's rules). */
+const branchName = z
+  .string()
+  .regex(/^[A-Za-z0-9._/-]+$/, 'letters, digits and . _ / - only')
+  .refine(
+    (b) => !/(^[/.-])|\/[./]|\.\.|\.lock(\/|$)|[/.]$/.test(b),
+    'not a valid branch name (no "..", "//", ".lock", no leading "/", "." or "-", no trailing "/" or ".")',
+  );
+
 /** A path inside /workspace: relative, without "..". */
 const workspacePath = z
   .string()
@@ -88,11 +97,7 @@ export const sessionInputSchema = z.strictObject({
     .prefault({}),
   publish: z
     .strictObject({
-      branch: z
-        .string()
-        .regex(/^[A-Za-z0-9._/-]+$/, 'letters, digits and . _ / - only')
-        .optional()
-        .describe('Default: drydock/<session id>'),
+      branch: branchName.optional().describe('Default: drydock/<session id>'),
       pullRequest: z
         .union([
           z.boolean(),
@@ -128,7 +133,13 @@ export const sessionInputSchema = z.strictObject({
   limits: z
     .strictObject({
       cpus: z.number().positive().max(64).default(2),
-      memory: size.default('2g'),
+      memory: size
+        // zod runs this even when the format check failed: only judge well-formed sizes here.
+        .refine(
+          (m) => !(typeof m === 'number' || /^\d+[kmg]$/i.test(m)) || sizeBytes(m) >= 64 * 1024 ** 2,
+          'at least 64m (0 would mean unlimited to Docker)',
+        )
+        .default('2g'),
       pids: z.number().int().min(16).max(65536).default(512),
       wallTime: duration.default('2h').describe('Provisioning, agent and verification together'),
       network: z.literal('none').default('none'),

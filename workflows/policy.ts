@@ -37,14 +37,16 @@ export function refuseDecision(
   policy: Pick<ApprovalPolicy, 'approvers' | 'forbidSelfApproval'>,
   input: Partial<DecideInput> | undefined,
 ): string | undefined {
-  if (!input || typeof input !== 'object') return 'a decision needs {action, by}';
-  if (input.decision !== undefined && input.decision !== 'approve' && input.decision !== 'reject') {
+  if (!input || typeof input !== 'object') return 'a decision needs {decision, action, by}';
+  if (input.decision !== 'approve' && input.decision !== 'reject') {
     return `unknown decision '${String(input.decision)}'; use approve or reject`;
   }
   if (!ACTIONS.includes(input.action as Action)) {
     return `unknown action '${String(input.action)}'; known actions: ${ACTIONS.join(', ')}`;
   }
   if (typeof input.by !== 'string' || input.by.trim() === '') return "'by' must name who decides";
+  if (input.comment !== undefined && typeof input.comment !== 'string') return "'comment' must be text";
+  if (input.change !== undefined && typeof input.change !== 'string') return "'change' must be a change hash";
   if (policy.approvers.length > 0 && !policy.approvers.includes(input.by)) {
     return `${input.by} is not an approver of this session (approvers: ${policy.approvers.join(', ')})`;
   }

@@ -41,7 +41,6 @@ import { defaultBranch, refuseDecision, tightenPolicy } from './policy';
 import { describeVerification, screenshotsOf, summarizeVerification, type VerificationResults } from './verification';
 
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
-const LEGACY_SERVER_POLICY: ApprovalPolicy = { required: ['push'], approvers: [], forbidSelfApproval: false };
 
 /**
  * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
@@ -51,12 +50,27 @@ const LEGACY_SERVER_POLICY: ApprovalPolicy = { required: ['push'], approvers: []
 const RETRY = { maximumAttempts: 5 };
 const HEARTBEAT_TIMEOUT = '10s';
 
-/** Activities on any worker: provisioning picks the host. */
+/**
+ * Activities on any worker: provisioning picks the host. (A cancelled session
+ * waits for an activity in flight to stop, the SDK's default cancellation
+ * type, so teardown never runs before provisioning has created its container.)
+ */
 const anyHost = proxyActivities<Activities>({
   startToCloseTimeout: '10m',
   heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: RETRY,
 });
+
+/** Teardown gives up after 10 minutes (a host that is gone): the reaper removes what is left. */
+function teardownOn(taskQueue?: string): Activities {
+  return proxyActivities<Activities>({
+    taskQueue,
+    startToCloseTimeout: '2m',
+    scheduleToCloseTimeout: '10m',
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: RETRY,
+  });
+}
 
 /** Activities on the host that owns the sandbox, allowed to run `startToCloseMs`. */
 function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
@@ -105,21 +119,28 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     verdicts.set(input.action, decision);
     return decision;
   };
-  const fromSignal = (decision: DecideInput['decision']) => (input: Omit<DecideInput, 'decision'>) => {
-    const full = { ...input, decision } as DecideInput;
-    const reason = refuseDecision(state, policy, full);
+  /** Why a decision does not count; the first decision on an action is final. */
+  const refusal = (input: DecideInput): string | undefined => {
+    const decided = verdicts.get(input?.action);
+    if (decided) return `${input.action} was already ${PAST[decided.decision]} by ${decided.by}`;
+    return refuseDecision(state, policy, input);
+  };
+  const fromSignal = (decision: DecideInput['decision']) => (raw: unknown) => {
+    // Signals are fire-and-forget from any client: anything malformed is recorded, never thrown.
+    const input = { ...(raw !== null && typeof raw === 'object' ? raw : {}), decision } as DecideInput;
+    const reason = refusal(input);
     if (reason) {
-      log.warn('decision refused', { reason, by: input?.by });
-      state.refusedDecisions.push({ input: full, reason, at: new Date().toISOString() });
+      log.warn('decision refused', { reason });
+      state.refusedDecisions.push({ input, reason, at: new Date().toISOString() });
     } else {
-      accept(full);
+      accept(input);
     }
   };
   setHandler(approve, fromSignal('approve'));
   setHandler(reject, fromSignal('reject'));
   setHandler(decide, accept, {
     validator: (input) => {
-      const reason = refuseDecision(state, policy, input);
+      const reason = refusal(input);
       if (reason) throw new Error(reason);
     },
   });
@@ -147,13 +168,16 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
   if (!parsed.ok) invalid(parsed.problems);
   const input = parsed.input;
   state.requestedBy = input.requestedBy;
-  // Sessions recorded before the server policy existed ran with "push needs approval".
-  const serverPolicy = patched('server-approval-policy') ? await anyHost.approvalPolicy() : LEGACY_SERVER_POLICY;
-  const tightened = tightenPolicy(serverPolicy, {
+  const sessionPolicy = {
     required: input.approval.required,
     approvers: input.approval.approvers,
     forbidSelfApproval: input.approval.forbidSelfApproval,
-  });
+  };
+  // Sessions started before the server policy existed used their own approval.required
+  // as given, with ["push"] when it was absent.
+  const tightened = patched('server-approval-policy')
+    ? tightenPolicy(await anyHost.approvalPolicy(), sessionPolicy)
+    : ({ ok: true, policy: { ...sessionPolicy, required: raw.approval?.required ?? ['push'] } } as const);
   if (!tightened.ok) invalid([tightened.problem]);
   policy = state.policy = tightened.policy;
   const branch = input.publish.branch ?? defaultBranch(sessionId);
@@ -215,6 +239,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       const commit = await track('commit', async (record) => {
         const result = await onHost(sandbox!).commitChanges({
           sandbox: sandbox!.name,
+          repoUrl: input.repo.url,
           branch,
           message: `drydock: ${input.task}`.slice(0, 500),
           baseCommit: sandbox!.baseCommit,
@@ -289,7 +314,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       setPhase('tearing_down');
       // Without a sandbox, provisioning may still have created the container
       // before failing: any worker removes it by its name.
-      const teardown = sandbox ? onHost(sandbox) : anyHost;
+      const teardown = teardownOn(sandbox?.hostQueue);
       try {
         await track('teardown', () => teardown.destroySandbox({ sessionId }));
       } catch (err) {

@@ -14,7 +14,8 @@ export function summarizeVerification(
   }
   if (v.report && v.report.failed > 0) {
     const names = v.report.failures.map((f) => `${f.name}${f.message ? `: ${f.message}` : ''}`);
-    problems.push(`${v.report.failed} of ${v.report.total} tests failed: ${names.join('; ')}`);
+    const more = v.report.failed > names.length ? `; and ${v.report.failed - names.length} more` : '';
+    problems.push(`${v.report.failed} of ${v.report.total} tests failed: ${names.join('; ')}${more}`);
   }
   const b = v.browser;
   if (b) {

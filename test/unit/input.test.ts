@@ -48,6 +48,25 @@ test('a pull request needs a GitHub repository', () => {
   expect(githubRepoOf('file:///srv/app.git')).toBeUndefined();
 });
 
+test('a memory limit below 64m (0 is unlimited to Docker) is refused', () => {
+  for (const memory of ['0g', 1024, '63m']) {
+    expect(parseSessionInput({ repo: { url: 'file:///r' }, task: 't', limits: { memory } })).toEqual({
+      ok: false,
+      problems: ['limits.memory: at least 64m (0 would mean unlimited to Docker)'],
+    });
+  }
+});
+
+test('branch names follow git rules', () => {
+  for (const branch of ['a..b', 'x.lock', 'feature/', '/x', '-x', 'a//b', 'a/.b']) {
+    const parsed = parseSessionInput({ repo: { url: 'file:///r' }, task: 't', publish: { branch } });
+    expect(parsed.ok ? branch : 'refused').toBe('refused');
+  }
+  expect(parseSessionInput({ repo: { url: 'file:///r' }, task: 't', publish: { branch: 'drydock/fix-1.2' } }).ok).toBe(
+    true,
+  );
+});
+
 test('a missing input names the input itself', () => {
   expect(parseSessionInput(undefined)).toEqual({ ok: false, problems: [expect.stringMatching(/^\(input\): /)] });
 });

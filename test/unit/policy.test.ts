@@ -11,15 +11,19 @@ const only = (...approvers: string[]) => ({ approvers, forbidSelfApproval: false
 
 test('a decision by a listed approver for the pending action counts', () => {
   expect(refuseDecision(waiting, only('alice'), { decision: 'approve', action: 'push', by: 'alice' })).toBeUndefined();
-  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'anyone' })).toBeUndefined();
-  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'x', change: CHANGE.slice(0, 12) })).toBeUndefined();
+  expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'anyone' })).toBeUndefined();
+  expect(
+    refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: CHANGE.slice(0, 12) }),
+  ).toBeUndefined();
 });
 
 test('an approval names the change it was given for: any other change is stale', () => {
-  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'x', change: 'ffffffffffff' })).toBe(
-    'stale: change ffffffffffff is not the pending change a1b2c3d4e5f6',
+  expect(
+    refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: 'ffffffffffff' }),
+  ).toBe('stale: change ffffffffffff is not the pending change a1b2c3d4e5f6');
+  expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: 'a1b2' })).toMatch(
+    /^stale/,
   );
-  expect(refuseDecision(waiting, anyone, { action: 'push', by: 'x', change: 'a1b2' })).toMatch(/^stale/);
 });
 
 test('self-approval is refused when the rule is on; self-rejection is allowed', () => {
@@ -64,13 +68,16 @@ test.each([
   [{ decision: 'approve', action: 'deploy', by: 'alice' }, anyone, /no approval is pending for deploy/],
   [{ decision: 'maybe', action: 'push', by: 'alice' }, anyone, /unknown decision 'maybe'/],
   [{ decision: 'approve', action: 'push', by: ' ' }, anyone, /'by' must name who decides/],
-  [undefined, anyone, /needs \{action, by\}/],
+  [undefined, anyone, /needs \{decision, action, by\}/],
+  [{ action: 'push', by: 'alice' }, anyone, /unknown decision 'undefined'/],
+  [{ decision: 'approve', action: 'push', by: 'alice', change: 42 }, anyone, /'change' must be a change hash/],
+  [{ decision: 'approve', action: 'push', by: 'alice', comment: {} }, anyone, /'comment' must be text/],
 ])('refused: %j', (input, policy, reason) => {
   expect(refuseDecision(waiting, policy, input as never)).toMatch(reason);
 });
 
 test('nothing can be approved before the change is shown', () => {
-  expect(refuseDecision({ phase: 'agent' }, anyone, { action: 'push', by: 'alice' })).toBe(
+  expect(refuseDecision({ phase: 'agent' }, anyone, { decision: 'approve', action: 'push', by: 'alice' })).toBe(
     'no approval is pending for push (phase: agent)',
   );
 });
