@@ -19,6 +19,8 @@ export interface ActivityDeps {
   github: GitHubSettings;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
+  /** Whether a session's workflow is still running (the reaper spares its sandbox). */
+  sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Link to a session in the Temporal Web UI, for pull request bodies. */
   sessionLink: (sessionId: string) => string;
   log: Logger;

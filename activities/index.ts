@@ -1,6 +1,7 @@
 import type { ActivityDeps } from './deps';
 import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
+import { createReaperActivities } from './reaper';
 import { createSandboxActivities } from './sandbox';
 import { createVerifyActivities } from './verify';
 
@@ -11,6 +12,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createSandboxActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
+    ...createReaperActivities(deps),
   });
 }
 

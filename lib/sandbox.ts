@@ -176,8 +176,9 @@ export class DockerSandboxes {
     }
   }
 
-  /** Sandboxes (running or not) carrying a drydock session label. */
-  async list(): Promise<Docker.ContainerInfo[]> {
-    return this.docker.listContainers({ all: true, filters: { label: [LABELS.session] } });
+  /** Sandboxes (running or not) carrying a drydock session label, of one host if given. */
+  async list(hostId?: string): Promise<Docker.ContainerInfo[]> {
+    const label = hostId ? [LABELS.session, `${LABELS.host}=${hostId}`] : [LABELS.session];
+    return this.docker.listContainers({ all: true, filters: { label } });
   }
 }

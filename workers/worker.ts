@@ -4,6 +4,8 @@
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
 import path from 'node:path';
+import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
 import {
   DefaultLogger,
   NativeConnection,
@@ -23,6 +25,33 @@ import { baseImageTag } from '../sandbox-images/base-image';
 
 export function hostQueueOf(config: Pick<Config, 'DRYDOCK_TASK_QUEUE' | 'DRYDOCK_HOST_ID'>): string {
   return `${config.DRYDOCK_TASK_QUEUE}@${config.DRYDOCK_HOST_ID}`;
+}
+
+/** How often each host's reaper runs. */
+export const REAP_EVERY = '5m';
+
+/**
+ * The Schedule that runs `reapSandboxes` for this worker's host
+ * (`drydock-reaper-<host id>`, every REAP_EVERY, overlaps skipped); created
+ * once, kept if it exists.
+ */
+export async function ensureReaperSchedule(client: Client, config: Config): Promise<void> {
+  try {
+    await client.schedule.create({
+      scheduleId: `drydock-reaper-${config.DRYDOCK_HOST_ID}`,
+      spec: { intervals: [{ every: REAP_EVERY }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'reapSandboxes',
+        workflowId: `drydock-reap-${config.DRYDOCK_HOST_ID}`,
+        taskQueue: config.DRYDOCK_TASK_QUEUE,
+        args: [{ hostQueue: hostQueueOf(config) }],
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP },
+    });
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
 }
 
 export interface DrydockWorker {
@@ -56,6 +85,9 @@ export async function createWorker(opts: {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   const hostQueue = hostQueueOf(config);
+  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+  await ensureReaperSchedule(client, config);
   const activities = createActivities({
     sandboxes: new DockerSandboxes(),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
@@ -71,6 +103,14 @@ export async function createWorker(opts: {
     github: githubSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
+    sessionIsRunning: async (sessionId) => {
+      try {
+        return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return false;
+        throw err;
+      }
+    },
     log,
   });
   const common = { connection, namespace: config.TEMPORAL_NAMESPACE, activities, shutdownGraceTime: '30s' as const };
@@ -89,14 +129,18 @@ export async function createWorker(opts: {
   return {
     run: async () => {
       // If one poller dies, stop the other so the process does not half-work.
-      await Promise.all(
-        [shared, host].map((w) =>
-          w.run().catch((err: unknown) => {
-            shutdown();
-            throw err;
-          }),
-        ),
-      );
+      try {
+        await Promise.all(
+          [shared, host].map((w) =>
+            w.run().catch((err: unknown) => {
+              shutdown();
+              throw err;
+            }),
+          ),
+        );
+      } finally {
+        await clientConnection.close();
+      }
     },
     shutdown,
   };

@@ -1,1 +1,2 @@
 export { agentSession } from './session';
+export { reapSandboxes } from './reaper';

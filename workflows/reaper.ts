@@ -1,0 +1,15 @@
+/** reapSandboxes: run by a Temporal Schedule per Docker host (drydock-reaper-<host>). */
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { Reaped } from '../activities/reaper';
+
+export async function reapSandboxes(input: { hostQueue: string }): Promise<Reaped[]> {
+  const { reapHostSandboxes } = proxyActivities<Activities>({
+    taskQueue: input.hostQueue,
+    startToCloseTimeout: '5m',
+    scheduleToStartTimeout: '5m',
+    heartbeatTimeout: '10s',
+    retry: { maximumAttempts: 3 },
+  });
+  return reapHostSandboxes();
+}
