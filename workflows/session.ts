@@ -42,12 +42,12 @@ import { describeVerification, screenshotsOf, summarizeVerification, type Verifi
 
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
+/** Permanent failures are thrown as non-retryable where they happen (ErrorType); the rest retry. */
+const RETRY = { maximumAttempts: 5 };
 /**
  * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
- * worker is noticed within the heartbeat timeout, whatever the phase.
+ * worker is noticed within this, whatever the phase.
  */
-// Permanent failures are thrown as non-retryable where they happen (ErrorType); the rest retry.
-const RETRY = { maximumAttempts: 5 };
 const HEARTBEAT_TIMEOUT = '10s';
 
 /**
