@@ -28,6 +28,8 @@ export interface RecordedRequest {
 
 export interface FakeGitHub {
   url: string;
+  /** The next N requests to the REST API get this status (a GitHub outage), then service resumes. */
+  failNext(count: number, status: number): void;
   requests: RecordedRequest[];
   pulls: PullRequest[];
   /** Installation tokens minted so far (they are accepted like the static token). */
@@ -54,6 +56,7 @@ export async function startFakeGitHub(opts: {
   const appKey: KeyObject | undefined = opts.app ? createPublicKey(opts.app.publicKeyPem) : undefined;
   const full = `${opts.owner}/${opts.repo}`;
   let url = '';
+  let failing = { count: 0, status: 503 };
 
   const validJwt = (jwt: string): boolean => {
     const [header, payload, signature] = jwt.split('.');
@@ -75,6 +78,10 @@ export async function startFakeGitHub(opts: {
       res.end(JSON.stringify(data));
     };
     const credential = /^(?:token|bearer) (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (failing.count > 0) {
+      failing.count--;
+      return send(failing.status, { message: 'Service Unavailable' });
+    }
 
     if (path.startsWith('/app/') || (req.method === 'GET' && path === `/repos/${full}/installation`)) {
       if (!credential || !validJwt(credential)) return send(401, { message: 'A JSON web token could not be decoded' });
@@ -178,6 +185,9 @@ export async function startFakeGitHub(opts: {
     requests,
     pulls,
     minted,
+    failNext: (count, status) => {
+      failing = { count, status };
+    },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

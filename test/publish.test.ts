@@ -232,6 +232,26 @@ test('401 from the GitHub API → the session fails at once, the reason in statu
   }
 });
 
+test('GitHub answering 503 is retried by Temporal: the session completes with one PR', async () => {
+  const retryStack = await startStack({
+    GITHUB_TOKEN: TOKEN,
+    GITHUB_API_URL: github.url,
+    DRYDOCK_APPROVAL_REQUIRED: [],
+  });
+  try {
+    const id = newSessionId('pr503');
+    github.failNext(2, 503);
+    const handle = await startSession(retryStack, id, prSession());
+    const final = (await handle.result()) as SessionStatus;
+    expect(final.phase).toBe('completed');
+    expect(github.pulls.filter((p) => p.head === `drydock/${id}`)).toHaveLength(1);
+    const started = (await handle.fetchHistory()).events!.filter((e) => e.activityTaskStartedEventAttributes);
+    expect(Math.max(...started.map((e) => e.activityTaskStartedEventAttributes!.attempt!))).toBe(3);
+  } finally {
+    await retryStack.stop();
+  }
+});
+
 test('a GitHub App: an installation token minted for the one repository opens the PR; deploy runs after its approval', async () => {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const app = await startFakeGitHub({
