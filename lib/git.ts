@@ -57,16 +57,16 @@ function withMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T> {
   return next;
 }
 
-/**
- * A bare mirror of the repo on the worker host, created on first use and
- * fetched on every later one: sandboxes get their code from it (they have no
- * network) and pushes go out from it.
- */
 /** Where the worker keeps the mirror of `url`. */
 export function mirrorOf(mirrorsDir: string, url: string): string {
   return path.join(mirrorsDir, createHash('sha256').update(url).digest('hex').slice(0, 16) + '.git');
 }
 
+/**
+ * A bare mirror of the repo on the worker host, created on first use and
+ * fetched on every later one: sandboxes get their code from it (they have no
+ * network) and pushes go out from it.
+ */
 export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv = {}): Promise<string> {
   const mirror = mirrorOf(mirrorsDir, url);
   return withMirrorLock(mirror, async () => {
@@ -142,19 +142,29 @@ export async function inspectBundle(opts: {
   branch: string;
   base: string;
 }): Promise<{ commit: string; diffstat: string; diff: string }> {
-  return withMirrorLock(opts.mirror, async () => {
+  return withBundle(opts.mirror, opts.bundle, opts.branch, async (staged) => {
+    const commit = (await git(['rev-parse', staged], opts.mirror)).trim();
+    const diffstat = (await git([...PLAIN_DIFF, '--stat', opts.base, commit], opts.mirror)).trimEnd();
+    const diff = await git([...PLAIN_DIFF, '--binary', opts.base, commit], opts.mirror);
+    return { commit, diffstat, diff };
+  });
+}
+
+/**
+ * Fetches the bundle's `branch` into the mirror under a staging ref, runs
+ * `fn` with that ref, then removes it (under the mirror's lock).
+ */
+function withBundle<T>(mirror: string, bundle: Buffer, branch: string, fn: (staged: string) => Promise<T>): Promise<T> {
+  return withMirrorLock(mirror, async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
-    const staging = `refs/drydock-inspect/${opts.branch}`;
+    const staged = `refs/drydock-staging/${branch}`;
     try {
       const file = path.join(dir, 'change.bundle');
-      await writeFile(file, opts.bundle);
-      await git(['fetch', '--quiet', file, `+refs/heads/${opts.branch}:${staging}`], opts.mirror);
-      const commit = (await git(['rev-parse', staging], opts.mirror)).trim();
-      const diffstat = (await git([...PLAIN_DIFF, '--stat', opts.base, commit], opts.mirror)).trimEnd();
-      const diff = await git([...PLAIN_DIFF, '--binary', opts.base, commit], opts.mirror);
-      return { commit, diffstat, diff };
+      await writeFile(file, bundle);
+      await git(['fetch', '--quiet', file, `+refs/heads/${branch}:${staged}`], mirror);
+      return await fn(staged);
     } finally {
-      await git(['update-ref', '-d', staging], opts.mirror).catch(() => undefined);
+      await git(['update-ref', '-d', staged], mirror).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
     }
   });
@@ -176,19 +186,9 @@ export async function pushBundle(opts: {
     .split('\t')[0]
     ?.trim();
   if (remoteHead === opts.commit) return { alreadyPushed: true };
-  return withMirrorLock(opts.mirror, async () => {
-    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
-    try {
-      const file = path.join(dir, 'change.bundle');
-      await writeFile(file, opts.bundle);
-      const staging = `refs/drydock-outgoing/${opts.branch}`;
-      await git(['fetch', '--quiet', file, `+refs/heads/${opts.branch}:${staging}`], opts.mirror);
-      await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
-      await git(['update-ref', '-d', staging], opts.mirror);
-      return { alreadyPushed: false };
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+  return withBundle(opts.mirror, opts.bundle, opts.branch, async () => {
+    await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
+    return { alreadyPushed: false };
   });
 }
 
