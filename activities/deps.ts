@@ -1,5 +1,7 @@
 import type { ApprovalPolicy } from '../workflows/api';
 import type { ArtifactStore } from '../lib/artifacts';
+import type { AuditTrail } from '../lib/audit';
+import type { Database } from '../lib/db';
 import type { GitHubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
 import type { DockerSandboxes } from '../lib/sandbox';
@@ -23,5 +25,8 @@ export interface ActivityDeps {
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Link to a session in the Temporal Web UI, for pull request bodies. */
   sessionLink: (sessionId: string) => string;
+  /** Postgres: the audit trail, snapshot registry and metrics live there. */
+  db: Database;
+  audit: AuditTrail;
   log: Logger;
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
-# CLI), checks types, lint and format, then runs every test against the real
+# CLI, PostgreSQL, Chromium), checks types, lint and format, then runs every test against the real
 # services. Extra arguments go to jest (e.g. npm test -- test/unit).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 prepare_machine
+bash "$ROOT/infra/test-services.sh"
 step "type check, lint, format"
 npx tsc --noEmit
 npx eslint .

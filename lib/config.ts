@@ -57,6 +57,8 @@ const configSchema = z.object({
   GITHUB_APP_ID: z.string().min(1).optional(),
   /** PEM file of the App's private key; installation tokens are minted per repository. */
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
+  /** A Postgres server (audit trail, snapshot registry, metrics); unset: embedded PGlite in the data dir. */
+  DATABASE_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

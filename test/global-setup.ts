@@ -11,10 +11,14 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { freePort } from './helpers';
+import { PostgresServer } from './postgres';
 
 export default async function globalSetup(): Promise<void> {
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-test-'));
   const image = await ensureBaseImage();
+  // A real PostgreSQL server for the whole run (tests of the embedded PGlite path open their own).
+  const postgres = new PostgresServer(await mkdtemp(path.join(tmpdir(), 'drydock-pg-')), await freePort());
+  await postgres.start();
   const address = `127.0.0.1:${await freePort()}`;
   const server = await startDevServer({ address, logFile: path.join(dir, 'temporal.log') });
   const connection = await Connection.connect({ address });
@@ -31,8 +35,10 @@ export default async function globalSetup(): Promise<void> {
     DRYDOCK_BASE_IMAGE: image,
     DRYDOCK_TEST_DIR: dir,
     DRYDOCK_TEST_BUNDLE: bundleFile,
+    DATABASE_URL: postgres.url,
+    DRYDOCK_TEST_PG_DIR: postgres.dir,
     DRYDOCK_TEST_RUN: `test-${Date.now().toString(36)}`,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   });
-  (globalThis as { drydockTemporal?: unknown }).drydockTemporal = server;
+  Object.assign(globalThis, { drydockTemporal: server, drydockPostgres: postgres });
 }

@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import Docker from 'dockerode';
 import { LABELS } from '../lib/sandbox';
+import type { PostgresServer } from './postgres';
 
 /** Stops the dev server; a sandbox left behind by any test fails the run. */
 export default async function globalTeardown(): Promise<void> {
@@ -10,6 +11,7 @@ export default async function globalTeardown(): Promise<void> {
     server.kill();
     await exited;
   }
+  await (globalThis as { drydockPostgres?: PostgresServer }).drydockPostgres?.stop();
   const docker = new Docker();
   const prefix = process.env.DRYDOCK_TEST_RUN!;
   const leaked = (await docker.listContainers({ all: true, filters: { label: [LABELS.session] } })).filter((c) =>

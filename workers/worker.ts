@@ -16,6 +16,9 @@ import {
 } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { ArtifactStore } from '../lib/artifacts';
+import { AuditTrail } from '../lib/audit';
+import { openDatabase } from '../lib/db';
+import { Redactor } from '../lib/redact';
 import type { Config } from '../lib/config';
 import { githubSettings } from '../lib/github';
 import { createLogger, type Logger } from '../lib/log';
@@ -54,6 +57,11 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
   }
 }
 
+/** Scrubs the secrets this worker holds (and token patterns) from what it records. */
+export function redactorOf(config: Config): Redactor {
+  return new Redactor([config.GITHUB_TOKEN]);
+}
+
 export interface DrydockWorker {
   /** Resolves when both pollers stopped (after shutdown, or a fatal error). */
   run(): Promise<void>;
@@ -88,7 +96,10 @@ export async function createWorker(opts: {
   const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
   await ensureReaperSchedule(client, config);
+  const db = await openDatabase(config, log);
   const activities = createActivities({
+    db,
+    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config)),
     sandboxes: new DockerSandboxes(),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),
@@ -140,6 +151,7 @@ export async function createWorker(opts: {
         );
       } finally {
         await clientConnection.close();
+        await db.close();
       }
     },
     shutdown,
