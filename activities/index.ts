@@ -1,3 +1,4 @@
+import { createAuditActivities } from './audit';
 import type { ActivityDeps } from './deps';
 import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
@@ -13,6 +14,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
     ...createReaperActivities(deps),
+    ...createAuditActivities(deps),
   });
 }
 

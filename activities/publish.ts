@@ -1,6 +1,7 @@
 import { exec } from 'node:child_process';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type ApprovalPolicy } from '../workflows/api';
+import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
 import { exportBundle, tail } from './sandbox';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
@@ -52,8 +53,20 @@ export function createPublishActivities({
   github,
   deployCommand,
   sessionLink,
+  audit,
   log,
 }: ActivityDeps) {
+  /**
+   * An irreversible action is recorded before it happens (stage "intent": if
+   * the audit database is down, the action waits) and after (stage "done").
+   */
+  const recordAction = (
+    sessionId: string,
+    kind: 'push' | 'pull_request' | 'deploy',
+    stage: 'intent' | 'done',
+    data: Record<string, unknown>,
+  ) => recordEvent(audit, { sessionId, key: `${kind}/${stage}`, kind, actor: 'drydock', data: { stage, ...data } });
+
   return {
     /** The server's approval policy, read once per session (then it is in the history). */
     async approvalPolicy(): Promise<ApprovalPolicy> {
@@ -77,6 +90,8 @@ export function createPublishActivities({
       }
       if (!bundle)
         throw ApplicationFailure.nonRetryable(`${input.branch} has no commits to push`, ErrorType.PushRejected);
+      const target = { remote: input.repoUrl, branch: input.branch, commit: input.commit };
+      await recordAction(input.sessionId, 'push', 'intent', target);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
@@ -89,6 +104,7 @@ export function createPublishActivities({
           env,
         });
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
+        await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed });
         return { commit: input.commit, alreadyPushed };
       } catch (err) {
         if (err instanceof GitError && err.isAuthFailure) {
@@ -117,6 +133,8 @@ export function createPublishActivities({
     /** Opens or updates the pull request for the pushed branch; never a second one. */
     async openPullRequest(input: PullRequestInput): Promise<{ number: number; url: string; created: boolean }> {
       const [owner, repo] = input.repo.split('/');
+      const target = { repo: input.repo, head: input.head, base: input.base, draft: input.draft };
+      await recordAction(input.sessionId, 'pull_request', 'intent', target);
       try {
         const octokit = await octokitFor(github, owner, repo);
         const pr = await upsertPullRequest(octokit, {
@@ -129,6 +147,7 @@ export function createPublishActivities({
           body: `${input.body}\n\n---\nSession: ${sessionLink(input.sessionId)}\n`,
         });
         log.info({ sessionId: input.sessionId, pr: pr.url, created: pr.created }, 'pull request');
+        await recordAction(input.sessionId, 'pull_request', 'done', { ...target, ...pr });
         return pr;
       } catch (err) {
         githubFailure(err, input.repo);
@@ -148,6 +167,8 @@ export function createPublishActivities({
           ErrorType.DeployFailed,
         );
       }
+      const target = { repo: input.repoUrl, branch: input.branch, commit: input.commit, command: deployCommand };
+      await recordAction(input.sessionId, 'deploy', 'intent', target);
       const previous = await artifacts.get(input.sessionId, 'deploy.json');
       let result: { exitCode: number; output: string };
       if (previous) {
@@ -169,6 +190,7 @@ export function createPublishActivities({
         await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(result));
       }
       log.info({ sessionId: input.sessionId, exitCode: result.exitCode, repeated: !!previous }, 'deploy');
+      await recordAction(input.sessionId, 'deploy', 'done', { ...target, exitCode: result.exitCode });
       if (result.exitCode !== 0) {
         throw ApplicationFailure.nonRetryable(
           `deploy command exited with ${result.exitCode}: ${tail(result.output, 500)}`,

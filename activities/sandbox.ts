@@ -3,6 +3,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import type { ScriptStep } from '../workflows/input';
+import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
 import { GitError, inspectBundle, mirrorOf, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
@@ -100,8 +101,42 @@ export function createSandboxActivities({
   hostQueue,
   baseImage,
   github,
+  audit,
   log,
 }: ActivityDeps) {
+  /** Runs one script step (see runStep). */
+  async function runStepOnce(input: StepInput): Promise<StepResult> {
+    const { sandbox, step } = input;
+    try {
+      if ('write' in step) {
+        const result = await sandboxes.exec(
+          sandbox,
+          ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
+          { stdin: step.write.content },
+        );
+        return { exitCode: result.exitCode, timedOut: false, outputTail: tail(result.stderr.toString()) };
+      }
+      const dir = `${STATE_DIR}/steps/${input.key}`;
+      const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
+      const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
+        signal: Context.current().cancellationSignal,
+      });
+      const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
+      if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
+        // The runner itself failed (missing from the image, killed, no room for its state):
+        // the step did not run to an exit code, so it cannot count as passed.
+        const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
+        return { exitCode: -1, timedOut: false, outputTail: `drydock-run failed: ${why}` };
+      }
+      const exitCode = Number(recorded);
+      const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
+      const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
+      return { exitCode, timedOut: exitCode === 124, outputTail: tail(output.toString()), artifact };
+    } catch (err) {
+      permanent(err);
+    }
+  }
+
   return {
     /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
@@ -152,40 +187,38 @@ export function createSandboxActivities({
         ]);
       }
       log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, created }, 'sandbox ready');
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: 'provision',
+        kind: 'sandbox.provisioned',
+        actor: 'drydock',
+        data: { sandbox: name, image: baseImage, repo: input.repo.url, commit: baseCommit, limits: input.limits },
+      });
       return { name, host: hostId, hostQueue, image: baseImage, baseCommit };
     },
 
-    /** Runs one script step; a retry waits for (or reads) the run already made, never runs it twice. */
+    /**
+     * Runs one script step; a retry waits for (or reads) the run already made,
+     * never runs it twice. Recorded in the audit trail once.
+     */
     async runStep(input: StepInput): Promise<StepResult> {
-      const { sandbox, step } = input;
-      try {
-        if ('write' in step) {
-          const result = await sandboxes.exec(
-            sandbox,
-            ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
-            { stdin: step.write.content },
-          );
-          return { exitCode: result.exitCode, timedOut: false, outputTail: tail(result.stderr.toString()) };
-        }
-        const dir = `${STATE_DIR}/steps/${input.key}`;
-        const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-        const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
-          signal: Context.current().cancellationSignal,
-        });
-        const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-        if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
-          // The runner itself failed (missing from the image, killed, no room for its state):
-          // the step did not run to an exit code, so it cannot count as passed.
-          const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
-          return { exitCode: -1, timedOut: false, outputTail: `drydock-run failed: ${why}` };
-        }
-        const exitCode = Number(recorded);
-        const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
-        const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
-        return { exitCode, timedOut: exitCode === 124, outputTail: tail(output.toString()), artifact };
-      } catch (err) {
-        permanent(err);
-      }
+      const started = Date.now();
+      const result = await runStepOnce(input);
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: `${input.key}/command`,
+        kind: 'command',
+        actor: input.key === 'verify' ? 'drydock' : 'agent',
+        data: {
+          step: input.key,
+          command: 'run' in input.step ? input.step.run : `write ${input.step.write.path}`,
+          exitCode: result.exitCode,
+          timedOut: result.timedOut,
+          durationMs: Date.now() - started,
+          artifact: result.artifact,
+        },
+      });
+      return result;
     },
 
     /**
@@ -234,6 +267,13 @@ export function createSandboxActivities({
       const name = sandboxName(input.sessionId);
       const removed = await sandboxes.destroy(name);
       log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: 'teardown',
+        kind: 'teardown',
+        actor: 'drydock',
+        data: { sandbox: name, removed },
+      });
       return { removed };
     },
   };

@@ -12,6 +12,7 @@ import { createLogger } from '../lib/log';
 import { connectClient, sessionLink } from '../lib/temporal';
 import { createWorker, forwardTemporalLogs } from '../workers/worker';
 import { runDevStack } from '../workers/dev-stack';
+import { addAuditCommands } from './audit';
 import { cancel as cancelSession, list, printStatus, watch } from './sessions';
 import {
   ACTIONS,
@@ -159,6 +160,8 @@ program
   .action(async (opts) =>
     list(await connectClient(config), { phase: opts.phase, limit: Number(opts.limit), json: !!opts.json }),
   );
+
+addAuditCommands(program, config, (message) => new UsageError(message));
 
 async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDraft> {
   let input: Record<string, any> = {};

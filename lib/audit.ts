@@ -69,8 +69,10 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value ?? null);
 }
 
-export function rowHash(row: Omit<AuditRow, 'hash'>): string {
-  const { prevHash, ...content } = row;
+/** sha256 of the previous row's hash and this row's content (its own hash excluded). */
+export function rowHash(row: Omit<AuditRow, 'hash'> & { hash?: string }): string {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  const { prevHash, hash, ...content } = row;
   return createHash('sha256').update(prevHash).update('\n').update(canonicalJson(content)).digest('hex');
 }
 

@@ -16,8 +16,9 @@ function binDir(): string {
   return path.join(root, versions[0], 'bin');
 }
 
-const asPostgresUser = (argv: string[]) =>
-  process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...argv] : argv;
+/** As root, run as the `postgres` user (initdb and postgres refuse root); directly, so signals reach it. */
+const asPostgresUser = () =>
+  process.getuid?.() === 0 ? { uid: idOf('-u'), gid: idOf('-g'), env: { ...process.env, HOME: '/tmp' } } : {};
 
 export class PostgresServer {
   private process?: ChildProcess;
@@ -35,33 +36,14 @@ export class PostgresServer {
     const bin = binDir();
     if (!existsSync(path.join(this.dir, 'PG_VERSION'))) {
       mkdirSync(this.dir, { recursive: true });
-      if (process.getuid?.() === 0) chownSync(this.dir, uidOf('postgres'), gidOf('postgres'));
-      const [cmd, ...args] = asPostgresUser([
-        path.join(bin, 'initdb'),
-        '-D',
-        this.dir,
-        '-U',
-        'postgres',
-        '-A',
-        'trust',
-        '--no-sync',
-      ]);
-      execFileSync(cmd, args, { stdio: 'pipe' });
+      if (process.getuid?.() === 0) chownSync(this.dir, idOf('-u'), idOf('-g'));
+      execFileSync(path.join(bin, 'initdb'), ['-D', this.dir, '-U', 'postgres', '-A', 'trust', '--no-sync'], {
+        stdio: 'pipe',
+        ...asPostgresUser(),
+      });
     }
-    const [cmd, ...args] = asPostgresUser([
-      path.join(bin, 'postgres'),
-      '-D',
-      this.dir,
-      '-p',
-      String(this.port),
-      '-h',
-      '127.0.0.1',
-      '-k',
-      this.dir,
-      '-c',
-      'fsync=off',
-    ]);
-    this.process = spawn(cmd, args, { stdio: 'ignore' });
+    const args = ['-D', this.dir, '-p', String(this.port), '-h', '127.0.0.1', '-k', this.dir, '-c', 'fsync=off'];
+    this.process = spawn(path.join(bin, 'postgres'), args, { stdio: 'ignore', ...asPostgresUser() });
     const deadline = Date.now() + 30_000;
     for (;;) {
       const client = new Client({ connectionString: this.url });
@@ -88,9 +70,6 @@ export class PostgresServer {
   }
 }
 
-function uidOf(user: string): number {
-  return Number(execFileSync('id', ['-u', user], { encoding: 'utf8' }).trim());
-}
-function gidOf(user: string): number {
-  return Number(execFileSync('id', ['-g', user], { encoding: 'utf8' }).trim());
+function idOf(flag: '-u' | '-g'): number {
+  return Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
 }

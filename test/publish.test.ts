@@ -15,6 +15,9 @@ import pino from 'pino';
 import { createPublishActivities } from '../activities/publish';
 import { sandboxName } from '../activities/sandbox';
 import type { ActivityDeps } from '../activities/deps';
+import { AuditTrail } from '../lib/audit';
+import { openDatabase } from '../lib/db';
+import { Redactor } from '../lib/redact';
 import { decide, status, type Action, type DecideInput, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {
@@ -142,21 +145,31 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
 });
 
 test('the pull request activity retried after a crash opens one PR and updates it', async () => {
+  const db = await openDatabase(stack.config);
   const deps = {
+    audit: new AuditTrail(db.pool, 'test-host', new Redactor([TOKEN])),
     github: { apiUrl: github.url, token: TOKEN },
     sessionLink: (id: string) => `ui/${id}`,
     log: pino({ level: 'silent' }),
   };
   const { openPullRequest } = createPublishActivities(deps as unknown as ActivityDeps);
   const env = new MockActivityEnvironment();
-  const input = { sessionId: 's', repo: 'acme/app', head: 'drydock/retried', draft: true, title: 't', body: 'first' };
+  const input = {
+    sessionId: newSessionId('pr-retried'),
+    repo: 'acme/app',
+    head: 'drydock/retried',
+    draft: true,
+    title: 't',
+    body: 'first',
+  };
   const first: { number: number; url: string; created: boolean } = await env.run(openPullRequest, input);
   const second = await env.run(openPullRequest, { ...input, body: 'second' });
   expect(first).toMatchObject({ created: true });
   expect(second).toEqual({ ...first, created: false });
   const prs = github.pulls.filter((p) => p.head === 'drydock/retried');
   expect(prs).toHaveLength(1);
-  expect(prs[0].body).toBe('second\n\n---\nSession: ui/s\n');
+  expect(prs[0].body).toBe(`second\n\n---\nSession: ui/${input.sessionId}\n`);
+  await db.close();
 });
 
 test('reject at the push gate → nothing pushed, no PR', async () => {

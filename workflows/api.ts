@@ -147,6 +147,10 @@ export interface SessionStatus {
   pullRequest?: { number: number; url: string; created: boolean };
   deployed?: { exitCode: number; outputTail: string };
   error?: string;
+  /** Why the session did not complete, as a short key for the metrics ("verification_failed", "PushRejected"...). */
+  failureCause?: string;
+  /** How many times verification ran (more than one when failures went back to the agent). */
+  verificationRounds?: number;
 }
 
 export const status = defineQuery<SessionStatus>('status');

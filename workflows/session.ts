@@ -37,6 +37,7 @@ import {
   type Verification,
 } from './api';
 import { durationMs, githubRepoOf, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
+import { sessionMetricsOf } from './metrics';
 import { defaultBranch, refuseDecision, tightenPolicy } from './policy';
 import { describeVerification, screenshotsOf, summarizeVerification, type VerificationResults } from './verification';
 
@@ -88,6 +89,8 @@ class SessionEnd extends Error {
   constructor(
     readonly outcome: Exclude<Outcome, 'completed'>,
     message: string,
+    /** A short key for the metrics' failures by cause. */
+    readonly cause: string,
   ) {
     super(message);
   }
@@ -168,6 +171,8 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
   if (!parsed.ok) invalid(parsed.problems);
   const input = parsed.input;
   state.requestedBy = input.requestedBy;
+  // Sessions recorded before the audit trail existed have none of its activities.
+  const audited = patched('audit-trail');
   const sessionPolicy = {
     required: input.approval.required,
     approvers: input.approval.approvers,
@@ -252,8 +257,29 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       if (input.verify.test || input.verify.browser) {
         setPhase('verifying');
         state.verification = await verify(sandbox);
+        state.verificationRounds = 1;
+        if (audited) {
+          const { passed, summary, command, exitCode, report } = state.verification;
+          await anyHost.recordAudit({
+            sessionId,
+            key: 'verification-1',
+            kind: 'verification',
+            actor: 'drydock',
+            data: {
+              passed,
+              summary,
+              command,
+              exitCode,
+              tests: report && { total: report.total, failed: report.failed },
+            },
+          });
+        }
         if (!state.verification.passed) {
-          throw new SessionEnd('failed', `verification failed: ${state.verification.summary.split('\n').join('; ')}`);
+          throw new SessionEnd(
+            'failed',
+            `verification failed: ${state.verification.summary.split('\n').join('; ')}`,
+            'verification_failed',
+          );
         }
       }
       return commit;
@@ -301,11 +327,13 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
   } catch (err) {
     outcome = classify(err);
     state.error = describeError(err);
+    state.failureCause = causeOf(err);
     cancellation = err;
     if (outcome === 'cancelled' && !CancellationScope.current().consideredCancelled) {
       // Only our own wall-time scope was cancelled, not the session.
       outcome = 'timed_out';
       state.error = `wall-time limit of ${input.limits.wallTime} reached`;
+      state.failureCause = 'wall_time';
     }
     log.warn('session ending early', { outcome, error: state.error });
   } finally {
@@ -322,6 +350,13 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         log.error('teardown failed', { error: describeError(err) });
       }
       setPhase(outcome);
+      if (audited) {
+        try {
+          await anyHost.recordSessionMetrics(sessionMetricsOf(state, new Date().toISOString()));
+        } catch (err) {
+          log.error('metrics not recorded', { error: describeError(err) });
+        }
+      }
     });
   }
   if (outcome === 'cancelled') throw cancellation; // marks the workflow Canceled
@@ -393,7 +428,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       });
       recordStep(record, result);
       if (failOnExit && result.exitCode !== 0) {
-        throw new SessionEnd('failed', `${name} ${exitText(result)}`);
+        throw new SessionEnd('failed', `${name} ${exitText(result)}`, 'step_failed');
       }
       return result;
     });
@@ -437,16 +472,37 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       return got;
     });
     state.pendingApproval = undefined;
-    if (!decided) throw new SessionEnd('timed_out', `no approval for ${action} within ${input.approval.timeout}`);
-    const verdict = verdicts.get(action)!;
+    const verdict = verdicts.get(action);
+    if (audited && verdict) {
+      await anyHost.recordAudit({
+        sessionId,
+        key: `approval/${action}`,
+        kind: 'approval',
+        actor: verdict.by,
+        at: verdict.at,
+        data: { action, decision: verdict.decision, change: verdict.change, comment: verdict.comment },
+      });
+    }
+    if (!decided || !verdict) {
+      throw new SessionEnd(
+        'timed_out',
+        `no approval for ${action} within ${input.approval.timeout}`,
+        'approval_timeout',
+      );
+    }
     if (verdict.decision === 'reject') {
       throw new SessionEnd(
         'rejected',
         `${action} rejected by ${verdict.by}${verdict.comment ? `: ${verdict.comment}` : ''}`,
+        'rejected',
       );
     }
     if (verdict.change !== change.changeHash) {
-      throw new SessionEnd('failed', `stale approval of ${action}: the change moved after ${verdict.by} approved it`);
+      throw new SessionEnd(
+        'failed',
+        `stale approval of ${action}: the change moved after ${verdict.by} approved it`,
+        'stale_approval',
+      );
     }
     setPhase('publishing');
   }
@@ -488,6 +544,16 @@ function classify(err: unknown): Exclude<Outcome, 'completed'> {
   if (err instanceof SessionEnd) return err.outcome;
   if (isCancellation(err)) return 'cancelled';
   return 'failed';
+}
+
+function causeOf(err: unknown): string {
+  if (err instanceof SessionEnd) return err.cause;
+  if (isCancellation(err)) return 'cancelled';
+  if (err instanceof ActivityFailure) {
+    const type = (err.cause as ApplicationFailure | undefined)?.type;
+    return type ?? err.activityType;
+  }
+  return 'error';
 }
 
 function describeError(err: unknown): string {

@@ -1,0 +1,69 @@
+import { Context } from '@temporalio/activity';
+import type { ActivityDeps } from './deps';
+import type { AuditInput } from '../lib/audit';
+import type { SessionMetrics } from '../workflows/metrics';
+
+/**
+ * Appends an audit event from inside an activity, tagged with the activity's
+ * id and attempt. Waits while the database is away (see AuditTrail.append),
+ * until the activity is cancelled.
+ */
+export function recordEvent(
+  audit: ActivityDeps['audit'],
+  event: Omit<AuditInput, 'activityId' | 'attempt'>,
+): Promise<unknown> {
+  const ctx = Context.current();
+  return audit.append({ ...event, activityId: ctx.info.activityId, attempt: ctx.info.attempt }, ctx.cancellationSignal);
+}
+
+export function createAuditActivities({ audit, db }: ActivityDeps) {
+  return {
+    /** An event the workflow itself witnessed: a verification result, a reviewer's decision. */
+    async recordAudit(event: Omit<AuditInput, 'activityId' | 'attempt' | 'at'> & { at?: string }): Promise<void> {
+      await recordEvent(audit, { ...event, at: event.at ? new Date(event.at) : undefined });
+    },
+
+    /** The session's row of pilot metrics, written (or rewritten, on a retry) when it ends. */
+    async recordSessionMetrics(m: SessionMetrics): Promise<void> {
+      // Retries: every audit row written by an attempt after the first one.
+      const retried = await db.pool.query<{ retries: string }>(
+        'select coalesce(sum(greatest(attempt - 1, 0)), 0) as retries from audit_events where session_id = $1',
+        [m.sessionId],
+      );
+      await db.pool.query(
+        `insert into session_metrics (session_id, repo, requested_by, started_at, ended_at, outcome, failure_cause,
+           time_to_ready_ms, sandbox_ms, snapshot_age_ms, agent_turns, tokens, cost_usd, verification_rounds,
+           verification_passed, retries, review_ms, approved, pr_url)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+         on conflict (session_id) do update set
+           ended_at = excluded.ended_at, outcome = excluded.outcome, failure_cause = excluded.failure_cause,
+           time_to_ready_ms = excluded.time_to_ready_ms, sandbox_ms = excluded.sandbox_ms,
+           snapshot_age_ms = excluded.snapshot_age_ms, agent_turns = excluded.agent_turns, tokens = excluded.tokens,
+           cost_usd = excluded.cost_usd, verification_rounds = excluded.verification_rounds,
+           verification_passed = excluded.verification_passed, retries = excluded.retries,
+           review_ms = excluded.review_ms, approved = excluded.approved, pr_url = excluded.pr_url`,
+        [
+          m.sessionId,
+          m.repo,
+          m.requestedBy ?? null,
+          m.startedAt,
+          m.endedAt,
+          m.outcome,
+          m.failureCause ?? null,
+          m.timeToReadyMs ?? null,
+          m.sandboxMs ?? null,
+          m.snapshotAgeMs ?? null,
+          m.agentTurns,
+          m.tokens,
+          m.costUsd,
+          m.verificationRounds,
+          m.verificationPassed ?? null,
+          Number(retried.rows[0].retries),
+          m.reviewMs,
+          m.approved,
+          m.prUrl ?? null,
+        ],
+      );
+    },
+  };
+}

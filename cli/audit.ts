@@ -1,0 +1,67 @@
+/** `drydock audit verify|show` and `drydock report`: read the audit trail and the metrics in Postgres. */
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { AuditTrail } from '../lib/audit';
+import type { Config } from '../lib/config';
+import { openDatabase, type Database } from '../lib/db';
+import { Redactor } from '../lib/redact';
+import { buildReport, formatReport } from '../lib/report';
+import { durationMs } from '../workflows/input';
+
+async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
+  const db = await openDatabase(config);
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+export function addAuditCommands(program: Command, config: Config, usage: (message: string) => Error): void {
+  const audit = program.command('audit').description('The audit trail: every command, decision and side effect');
+  const trail = (db: Database) => new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, new Redactor());
+
+  audit
+    .command('verify [session]')
+    .description("Recompute the hash chains (all, or one session's) and name the first bad row")
+    .option('--json', 'machine-readable output')
+    .action(async (session: string | undefined, opts) => {
+      const result = await withDatabase(config, (db) => trail(db).verify(session));
+      if (session && result.rows === 0) throw usage(`no audit events for session ${session}`);
+      if (opts.json) console.log(JSON.stringify(result));
+      else if (!result.broken.length) console.log(`ok: ${result.rows} events in ${result.sessions} session chain(s)`);
+      for (const b of opts.json ? [] : result.broken) {
+        console.log(`BROKEN: session ${b.sessionId}, row ${b.seq} (id ${b.id}): ${b.reason}`);
+      }
+      if (result.broken.length) process.exitCode = 1;
+    });
+
+  audit
+    .command('show <session>')
+    .description("A session's audit events, in order")
+    .option('--json', 'machine-readable output')
+    .action(async (session: string, opts) => {
+      const events = await withDatabase(config, (db) => trail(db).events(session));
+      if (!events.length) throw usage(`no audit events for session ${session}`);
+      if (opts.json) return console.log(JSON.stringify(events, null, 2));
+      for (const e of events) {
+        console.log(
+          `${String(e.seq).padStart(3)}  ${e.at}  ${e.kind.padEnd(19)} ${e.actor.padEnd(12)} ${JSON.stringify(e.data)}`,
+        );
+      }
+    });
+
+  program
+    .command('report')
+    .description('Pilot metrics: sessions, acceptance, review minutes, cost per merged PR, failures by cause')
+    .option('--since <duration>', 'window, e.g. 7d, 24h', '7d')
+    .option('--repo <url>', 'only sessions on this repository')
+    .addOption(new Option('--format <format>', 'output format').choices(['table', 'csv', 'json']).default('table'))
+    .action(async (opts) => {
+      if (!/^\d+(ms|s|m|h|d)$/.test(opts.since))
+        throw usage(`--since: expected a duration like 7d or 24h, got "${opts.since}"`);
+      const since = new Date(Date.now() - durationMs(opts.since));
+      const report = await withDatabase(config, (db) => buildReport(db.pool, { since, repo: opts.repo }));
+      console.log(formatReport(report, opts.format));
+    });
+}

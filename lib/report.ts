@@ -1,0 +1,102 @@
+/**
+ * `drydock report`: the pilot's figures over a window, from session_metrics.
+ * Definitions (docs/audit.md): a session is *reviewed* when a person approved
+ * or rejected it; *accepted* when a person approved it; the acceptance rate
+ * is accepted / reviewed.
+ */
+import type { Pool } from 'pg';
+
+export interface Report {
+  since: string;
+  repo?: string;
+  sessions: number;
+  completed: number;
+  approved: number;
+  merged: number;
+  /** accepted / reviewed, null when nothing was reviewed. */
+  acceptanceRate: number | null;
+  medianTimeToReadySeconds: number | null;
+  /** Median over accepted changes of the minutes reviewers took. */
+  medianReviewMinutesPerAcceptedChange: number | null;
+  totalCostUsd: number;
+  /** All sessions' model cost divided by the merged pull requests; null when none merged. */
+  costPerMergedPrUsd: number | null;
+  failuresByCause: Record<string, number>;
+}
+
+function median(values: number[]): number | null {
+  if (!values.length) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+const round = (n: number | null, digits = 2) => (n === null ? null : Number(n.toFixed(digits)));
+
+export async function buildReport(pool: Pool, opts: { since: Date; repo?: string }): Promise<Report> {
+  const { rows } = await pool.query<{
+    outcome: string;
+    failure_cause: string | null;
+    time_to_ready_ms: string | null;
+    cost_usd: string;
+    review_ms: string;
+    approved: boolean;
+    merged: boolean | null;
+  }>(
+    `select outcome, failure_cause, time_to_ready_ms, cost_usd, review_ms, approved, merged
+       from session_metrics where started_at >= $1 and ($2::text is null or repo = $2)`,
+    [opts.since.toISOString(), opts.repo ?? null],
+  );
+  const accepted = rows.filter((r) => r.approved);
+  const reviewed = rows.filter((r) => r.approved || r.outcome === 'rejected');
+  const merged = rows.filter((r) => r.merged === true).length;
+  const totalCost = rows.reduce((sum, r) => sum + Number(r.cost_usd), 0);
+  const failuresByCause: Record<string, number> = {};
+  for (const r of rows) {
+    if (r.outcome === 'completed') continue;
+    const cause = r.failure_cause ?? r.outcome;
+    failuresByCause[cause] = (failuresByCause[cause] ?? 0) + 1;
+  }
+  const ready = rows.filter((r) => r.time_to_ready_ms !== null).map((r) => Number(r.time_to_ready_ms) / 1000);
+  return {
+    since: opts.since.toISOString(),
+    repo: opts.repo,
+    sessions: rows.length,
+    completed: rows.filter((r) => r.outcome === 'completed').length,
+    approved: accepted.length,
+    merged,
+    acceptanceRate: reviewed.length ? round(accepted.length / reviewed.length, 4) : null,
+    medianTimeToReadySeconds: round(median(ready)),
+    medianReviewMinutesPerAcceptedChange: round(median(accepted.map((r) => Number(r.review_ms) / 60_000))),
+    totalCostUsd: round(totalCost, 6)!,
+    costPerMergedPrUsd: merged ? round(totalCost / merged, 6) : null,
+    failuresByCause,
+  };
+}
+
+const LABELS: [keyof Report, string][] = [
+  ['sessions', 'sessions'],
+  ['completed', 'completed'],
+  ['approved', 'approved'],
+  ['merged', 'merged'],
+  ['acceptanceRate', 'acceptance rate'],
+  ['medianTimeToReadySeconds', 'median time to ready (s)'],
+  ['medianReviewMinutesPerAcceptedChange', 'median review minutes per accepted change'],
+  ['totalCostUsd', 'model cost (USD)'],
+  ['costPerMergedPrUsd', 'cost per merged PR (USD)'],
+];
+
+const show = (v: unknown) => (v === null || v === undefined ? '-' : String(v));
+
+export function formatReport(report: Report, format: 'table' | 'csv' | 'json'): string {
+  if (format === 'json') return JSON.stringify(report, null, 2);
+  const rows: [string, string][] = LABELS.map(([key, label]) => [label, show(report[key])]);
+  for (const [cause, n] of Object.entries(report.failuresByCause)) rows.push([`failures: ${cause}`, String(n)]);
+  if (format === 'csv') {
+    const quote = (s: string) => (/[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+    return ['metric,value', ...rows.map(([k, v]) => `${quote(k)},${quote(v)}`)].join('\n');
+  }
+  const width = Math.max(...rows.map(([k]) => k.length));
+  const scope = `since ${report.since}${report.repo ? `, repo ${report.repo}` : ''}`;
+  return [scope, '', ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`)].join('\n');
+}

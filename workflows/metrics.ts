@@ -1,0 +1,67 @@
+/**
+ * A session's pilot metrics, derived from its final status by a pure
+ * function: the workflow hands the result to an activity that writes the
+ * session_metrics row (docs/audit.md).
+ */
+import type { SessionStatus } from './api';
+
+export interface SessionMetrics {
+  sessionId: string;
+  repo: string;
+  requestedBy?: string;
+  startedAt: string;
+  endedAt: string;
+  outcome: string;
+  /** Why it did not complete (undefined when it did). */
+  failureCause?: string;
+  /** From the session's start to its sandbox being ready. */
+  timeToReadyMs?: number;
+  /** How long the sandbox existed: from ready to torn down. */
+  sandboxMs?: number;
+  snapshotAgeMs?: number;
+  agentTurns: number;
+  tokens: number;
+  costUsd: number;
+  verificationRounds: number;
+  verificationPassed?: boolean;
+  /** Time spent waiting on reviewers, over all approval gates. */
+  reviewMs: number;
+  /** A reviewer approved at least one action. */
+  approved: boolean;
+  prUrl?: string;
+}
+
+const endOf = (r: { startedAt: string; durationMs?: number }) => Date.parse(r.startedAt) + (r.durationMs ?? 0);
+
+export function sessionMetricsOf(state: SessionStatus, endedAt: string): SessionMetrics {
+  const started = Date.parse(state.startedAt);
+  const provision = state.timeline.find((r) => r.name === 'provision' && r.ok);
+  const teardown = state.timeline.find((r) => r.name === 'teardown');
+  const ready = provision ? endOf(provision) : undefined;
+  const reviews = state.timeline.filter(
+    (r) => r.name.startsWith('approval: ') && r.detail !== 'not required by policy',
+  );
+  const agent = state.agent as
+    (SessionStatus['agent'] & { turns?: number; tokens?: number; costUsd?: number }) | undefined;
+  const snapshot = (state as { snapshot?: { ageMs?: number } }).snapshot;
+  return {
+    sessionId: state.sessionId,
+    repo: state.repo,
+    requestedBy: state.requestedBy,
+    startedAt: state.startedAt,
+    endedAt,
+    outcome: state.phase,
+    failureCause: state.phase === 'completed' ? undefined : (state.failureCause ?? state.phase),
+    timeToReadyMs: ready === undefined ? undefined : ready - started,
+    sandboxMs: ready === undefined ? undefined : (teardown ? endOf(teardown) : Date.parse(endedAt)) - ready,
+    snapshotAgeMs: snapshot?.ageMs,
+    agentTurns: agent?.turns ?? 0,
+    tokens: agent?.tokens ?? 0,
+    costUsd: agent?.costUsd ?? 0,
+    verificationRounds: state.verification ? (state.verificationRounds ?? 1) : 0,
+    verificationPassed: state.verification?.passed,
+    reviewMs: reviews.reduce((sum, r) => sum + (r.durationMs ?? 0), 0),
+    approved: state.decisions.some((d) => d.decision === 'approve'),
+    prUrl: state.pullRequest?.url,
+  };
+}
