@@ -1,6 +1,7 @@
 import type { ApprovalPolicy } from '../workflows/api';
 import type { ArtifactStore } from '../lib/artifacts';
 import type { GitHubSettings } from '../lib/github';
+import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
 import type { DockerSandboxes } from '../lib/sandbox';
 
@@ -17,6 +18,8 @@ export interface ActivityDeps {
   /** The server's approval policy (sessions can only tighten it). */
   policy: ApprovalPolicy;
   github: GitHubSettings;
+  /** Model endpoints, keys and prices of the built-in agent loop (keys never leave the worker). */
+  models: ModelSettings;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
   /** Whether a session's workflow is still running (the reaper spares its sandbox). */

@@ -1,3 +1,4 @@
+import { createAgentActivities } from './agent';
 import type { ActivityDeps } from './deps';
 import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
@@ -10,6 +11,7 @@ export type { ActivityDeps } from './deps';
 export function createActivities(deps: ActivityDeps) {
   return heartbeating({
     ...createSandboxActivities(deps),
+    ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
     ...createReaperActivities(deps),
