@@ -203,7 +203,14 @@ test('continue-as-new every 2 turns: the session goes on in new runs with its sa
 
   // Four runs of one workflow id; the first three continued as new.
   const runs: string[] = [];
-  for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${id}'` })) runs.push(wf.status.name);
+  for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${id}'` })) {
+    runs.push(wf.status.name);
+    // Each run's history replays, the continued ones included.
+    await Worker.runReplayHistory(
+      { workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } },
+      await stack.client.workflow.getHandle(id, wf.runId).fetchHistory(),
+    );
+  }
   expect(runs.sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW']);
 });
 
