@@ -281,7 +281,9 @@ export function createAgentActivities({ sandboxes, artifacts, models }: Activity
 
     /** Runs one tool call of the model in the sandbox, at most once; its result becomes message `index`. */
     async runTool(input: ToolCallInput): Promise<Extract<AgentCall, { type: 'tool' }>> {
-      const [assistant] = (await readMessages(input.sessionId, input.assistantIndex + 1)).slice(-1);
+      const stored = await artifacts.get(input.sessionId, messageName(input.assistantIndex));
+      if (!stored) throw new Error(`message ${input.assistantIndex} of the conversation is missing`);
+      const assistant = JSON.parse(stored.toString()) as ChatMessage;
       const call = assistant.role === 'assistant' ? assistant.tool_calls?.[input.callIndex] : undefined;
       if (!call)
         throw ApplicationFailure.nonRetryable(`no tool call ${input.callIndex} in message ${input.assistantIndex}`);
