@@ -3,6 +3,7 @@ import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
 import type { Database } from '../lib/db';
 import type { GitHubSettings } from '../lib/github';
+import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
 import type { DockerSandboxes } from '../lib/sandbox';
 
@@ -19,6 +20,8 @@ export interface ActivityDeps {
   /** The server's approval policy (sessions can only tighten it). */
   policy: ApprovalPolicy;
   github: GitHubSettings;
+  /** Model endpoints, keys and prices of the built-in agent loop (keys never leave the worker). */
+  models: ModelSettings;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
   /** Whether a session's workflow is still running (the reaper spares its sandbox). */

@@ -1,3 +1,4 @@
+import { createAgentActivities } from './agent';
 import { createAuditActivities } from './audit';
 import type { ActivityDeps } from './deps';
 import { heartbeating } from './heartbeat';
@@ -11,6 +12,7 @@ export type { ActivityDeps } from './deps';
 export function createActivities(deps: ActivityDeps) {
   return heartbeating({
     ...createSandboxActivities(deps),
+    ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
     ...createReaperActivities(deps),

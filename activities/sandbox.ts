@@ -2,16 +2,19 @@ import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import type { ScriptStep } from '../workflows/input';
+import type { EgressRule, ScriptStep } from '../workflows/input';
 import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
 import { GitError, inspectBundle, mirrorOf, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
 import { LABELS, SandboxNotFound } from '../lib/sandbox';
+import { reportProgress } from './heartbeat';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
 const TAIL_CHARS = 2_000;
+/** How often a running step's output is copied out and heartbeated. */
+const STREAM_INTERVAL_MS = 2_000;
 
 export interface ProvisionInput {
   sessionId: string;
@@ -37,6 +40,11 @@ export interface StepInput {
   key: string;
   step: ScriptStep;
   timeoutMs: number;
+  /**
+   * Hosts the step may reach through the egress proxy (an agent CLI's model
+   * API). Default none: the sandbox has no network.
+   */
+  egress?: EgressRule[];
 }
 
 export interface StepResult {
@@ -52,6 +60,13 @@ export interface CommitResult {
   diffstat: string;
   /** sha256 of the target branch and the whole diff: what an approval binds to. */
   changeHash: string;
+}
+
+/** A step as the audit trail shows it. */
+function describeCommand(step: ScriptStep): string {
+  if ('run' in step) return step.run;
+  if ('write' in step) return `write ${step.write.path}`;
+  return `apply a patch of ${step.patch.split('\n').length} lines`;
 }
 
 /** Container name from the session id: the idempotency key of provisioning. */
@@ -104,6 +119,45 @@ export function createSandboxActivities({
   audit,
   log,
 }: ActivityDeps) {
+  /**
+   * While `running` goes on, copies what the command has written so far to
+   * the artifact `name` and heartbeats with its tail, so a long step (an agent
+   * CLI) can be followed live; returns `running`'s result.
+   */
+  async function streamOutput<T>(
+    sessionId: string,
+    sandbox: string,
+    file: string,
+    name: string,
+    running: Promise<T>,
+  ): Promise<T> {
+    let copied = 0;
+    let last = '';
+    let done = false;
+    const finished = running.finally(() => (done = true));
+    await artifacts.put(sessionId, name, '');
+    while (!done) {
+      await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, STREAM_INTERVAL_MS))]);
+      if (done) break;
+      const chunk = await sandboxes
+        .exec(sandbox, [
+          'sh',
+          '-c',
+          'tail -c +"$1" "$2" 2>/dev/null | head -c 1048576',
+          'tail',
+          String(copied + 1),
+          file,
+        ])
+        .catch(() => undefined);
+      if (!chunk?.stdout.length) continue;
+      copied += chunk.stdout.length;
+      await artifacts.append(sessionId, name, chunk.stdout);
+      last = tail(last + chunk.stdout.toString(), TAIL_CHARS);
+      reportProgress({ outputTail: last, bytes: copied });
+    }
+    return finished;
+  }
+
   /** Runs one script step (see runStep). */
   async function runStepOnce(input: StepInput): Promise<StepResult> {
     const { sandbox, step } = input;
@@ -116,11 +170,26 @@ export function createSandboxActivities({
         );
         return { exitCode: result.exitCode, timedOut: false, outputTail: tail(result.stderr.toString()) };
       }
+      if ('patch' in step) {
+        // Already applied (a retry after a crash) counts as applied.
+        const result = await sandboxes.exec(
+          sandbox,
+          [
+            'sh',
+            '-c',
+            'f=$(mktemp) && cat > "$f" && { git apply -R --check "$f" 2>/dev/null && echo "patch already applied" || git apply --whitespace=nowarn "$f"; }',
+          ],
+          { stdin: step.patch },
+        );
+        const output = `${result.stdout.toString()}${result.stderr.toString()}`;
+        return { exitCode: result.exitCode, timedOut: false, outputTail: tail(output) };
+      }
       const dir = `${STATE_DIR}/steps/${input.key}`;
       const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-      const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
+      const running = sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
         signal: Context.current().cancellationSignal,
       });
+      const run = await streamOutput(input.sessionId, sandbox, `${dir}/output`, `${input.key}.log`, running);
       const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
       if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
         // The runner itself failed (missing from the image, killed, no room for its state):
@@ -211,7 +280,7 @@ export function createSandboxActivities({
         actor: input.key === 'verify' ? 'drydock' : 'agent',
         data: {
           step: input.key,
-          command: 'run' in input.step ? input.step.run : `write ${input.step.write.path}`,
+          command: describeCommand(input.step),
           exitCode: result.exitCode,
           timedOut: result.timedOut,
           durationMs: Date.now() - started,

@@ -70,6 +70,15 @@ program
   .option('--ref <ref>', "branch, tag or commit (default: the remote's default branch)")
   .option('--task <text>', 'what the agent should do')
   .option('--step <command>', 'a scripted agent step (shell); repeatable', collect)
+  .option('--model <name>', 'use the built-in agent loop (agent.kind openai) with this model')
+  .option('--base-url <url>', "the model's chat-completions base URL (default: the worker's)")
+  .addOption(
+    new Option('--agent-cli <template>', 'run an agent CLI from the sandbox image (agent.kind cli)').choices([
+      'opencode',
+      'claude',
+      'codex',
+    ]),
+  )
   .option('--test <command>', 'verification command; its exit code decides')
   .option('--approver <name>', "who may approve; repeatable (a subset of the server's approvers)", collect)
   .option('--pr', 'open a pull request for the branch after the push')
@@ -179,6 +188,15 @@ async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDr
   if (Array.isArray(opts.step)) {
     input.agent = { ...input.agent, kind: 'script', steps: opts.step.map((run: string) => ({ run })) };
   }
+  if (opts.model) {
+    input.agent = {
+      ...input.agent,
+      kind: 'openai',
+      model: opts.model,
+      ...(opts.baseUrl ? { baseUrl: opts.baseUrl } : {}),
+    };
+  }
+  if (opts.agentCli) input.agent = { ...input.agent, kind: 'cli', command: opts.agentCli };
   if (opts.test) input.verify = { ...input.verify, test: opts.test };
   if (Array.isArray(opts.approver)) input.approval = { ...input.approval, approvers: opts.approver };
   if (opts.prRepo) input.publish = { ...input.publish, pullRequest: { repo: opts.prRepo } };

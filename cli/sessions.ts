@@ -3,7 +3,15 @@ import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { sessionLink } from '../lib/temporal';
 import { describeVerification, screenshotsOf } from '../workflows/verification';
-import { OUTCOMES, status, WORKFLOW_TYPE, type Outcome, type SessionStatus, type StepRecord } from '../workflows/api';
+import {
+  OUTCOMES,
+  status,
+  WORKFLOW_TYPE,
+  type AgentProgress,
+  type Outcome,
+  type SessionStatus,
+  type StepRecord,
+} from '../workflows/api';
 
 const isOutcome = (phase: string): phase is Outcome => (OUTCOMES as readonly string[]).includes(phase);
 
@@ -34,6 +42,7 @@ function approvalHint(s: SessionStatus): string {
 export function formatStatus(s: SessionStatus): string {
   const lines = [`session ${s.sessionId}: ${s.phase}`, `  repo: ${s.repo}`, `  task: ${s.task}`];
   if (s.sandbox) lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image})`);
+  if (s.agent?.kind && s.agent.kind !== 'script') lines.push(`  agent: ${agentLine(s.agent)}`);
   lines.push('timeline:', ...s.timeline.map(stepLine));
   if (s.verification) {
     lines.push(`verification: ${s.verification.passed ? 'passed' : 'FAILED'}: ${describeVerification(s.verification)}`);
@@ -45,6 +54,21 @@ export function formatStatus(s: SessionStatus): string {
   if (s.pullRequest) lines.push(`pull request: ${s.pullRequest.url}`);
   if (s.error) lines.push(`error: ${s.error}`);
   return lines.join('\n');
+}
+
+/** The agent's progress: model, turn, round, tokens, cost, last tool, why it stopped. */
+export function agentLine(a: AgentProgress): string {
+  return [
+    a.kind === 'openai' ? `${a.kind} ${a.model ?? ''}`.trim() : a.kind,
+    a.turn !== undefined ? `turn ${a.turn}` : undefined,
+    a.round !== undefined ? `round ${a.round}` : undefined,
+    a.usage ? `${a.usage.totalTokens} tokens` : undefined,
+    a.costUsd ? `$${a.costUsd.toFixed(4)}` : undefined,
+    a.lastTool ? `last: ${a.lastTool}` : undefined,
+    a.stopReason ? `stopped: ${a.stopReason}` : undefined,
+  ]
+    .filter(Boolean)
+    .join(', ');
 }
 
 function indent(text: string): string {

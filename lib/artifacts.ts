@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -15,6 +15,15 @@ export class ArtifactStore {
     const file = path.join(this.root, ref);
     await mkdir(path.dirname(file), { recursive: true });
     await writeFile(file, content);
+    return ref;
+  }
+
+  /** Adds to an artifact being written while a step runs; `put` replaces it with the whole at the end. */
+  async append(sessionId: string, name: string, content: Buffer | string): Promise<string> {
+    const ref = path.join(safeName(sessionId), name);
+    const file = path.join(this.root, ref);
+    await mkdir(path.dirname(file), { recursive: true });
+    await appendFile(file, content);
     return ref;
   }
 

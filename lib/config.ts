@@ -18,6 +18,20 @@ const list = z
           .filter(Boolean),
   );
 
+/** A JSON object in a variable. */
+const json = <T extends z.ZodType>(schema: T) =>
+  z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not valid JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+
 const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
@@ -59,6 +73,16 @@ const configSchema = z.object({
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
   /** A Postgres server (audit trail, snapshot registry, metrics); unset: embedded PGlite in the data dir. */
   DATABASE_URL: z.string().url().optional(),
+  /** The chat-completions API sessions use when they name no agent.baseUrl. */
+  DRYDOCK_MODEL_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  /** Key for DRYDOCK_MODEL_BASE_URL only (never sent to another endpoint). */
+  DRYDOCK_MODEL_API_KEY: z.string().min(1).optional(),
+  /** Other endpoints sessions may use, with their keys: {"http://localhost:11434/v1": ""}. */
+  DRYDOCK_MODEL_ENDPOINTS: json(z.record(z.string().url(), z.string())).default({}),
+  /** USD per million tokens, per model: {"gpt-4.1": {"input": 2, "output": 8}}. */
+  DRYDOCK_MODEL_PRICES: json(
+    z.record(z.string(), z.strictObject({ input: z.number().min(0), output: z.number().min(0) })),
+  ).default({}),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

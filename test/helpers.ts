@@ -40,9 +40,10 @@ export function git(args: string[], cwd?: string): string {
 
 /**
  * A bare repo (the "remote") holding one commit on main: README.md and a
- * `check.sh` test script. Ref updates are logged, so a test can count pushes.
+ * `check.sh` test script, and any `extra` files. Ref updates are logged, so a
+ * test can count pushes.
  */
-export async function makeFixtureRepo(): Promise<{ url: string; bare: string }> {
+export async function makeFixtureRepo(extra: Record<string, string> = {}): Promise<{ url: string; bare: string }> {
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-'));
   const bare = path.join(dir, 'remote.git');
   const work = path.join(dir, 'work');
@@ -51,6 +52,7 @@ export async function makeFixtureRepo(): Promise<{ url: string; bare: string }> 
   git(['init', '--quiet', '--initial-branch=main', work]);
   await writeFile(path.join(work, 'README.md'), '# fixture\n');
   await writeFile(path.join(work, 'check.sh'), '#!/bin/sh\ngrep -q "hello" README.md\n');
+  for (const [file, content] of Object.entries(extra)) await writeFile(path.join(work, file), content);
   git(['add', '.'], work);
   git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', 'initial'], work);
   git(['push', '--quiet', bare, 'main'], work);

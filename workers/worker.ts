@@ -21,10 +21,20 @@ import { openDatabase } from '../lib/db';
 import { Redactor } from '../lib/redact';
 import type { Config } from '../lib/config';
 import { githubSettings } from '../lib/github';
+import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
 import { baseImageTag } from '../sandbox-images/base-image';
+
+export function modelSettings(config: Config): ModelSettings {
+  return {
+    defaultBaseUrl: config.DRYDOCK_MODEL_BASE_URL,
+    defaultApiKey: config.DRYDOCK_MODEL_API_KEY,
+    endpoints: config.DRYDOCK_MODEL_ENDPOINTS,
+    prices: config.DRYDOCK_MODEL_PRICES,
+  };
+}
 
 export function hostQueueOf(config: Pick<Config, 'DRYDOCK_TASK_QUEUE' | 'DRYDOCK_HOST_ID'>): string {
   return `${config.DRYDOCK_TASK_QUEUE}@${config.DRYDOCK_HOST_ID}`;
@@ -59,7 +69,11 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
 
 /** Scrubs the secrets this worker holds (and token patterns) from what it records. */
 export function redactorOf(config: Config): Redactor {
-  return new Redactor([config.GITHUB_TOKEN]);
+  return new Redactor([
+    config.GITHUB_TOKEN,
+    config.DRYDOCK_MODEL_API_KEY,
+    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS),
+  ]);
 }
 
 export interface DrydockWorker {
@@ -112,6 +126,7 @@ export async function createWorker(opts: {
       forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
     },
     github: githubSettings(config),
+    models: modelSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
     sessionIsRunning: async (sessionId) => {

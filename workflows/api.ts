@@ -117,6 +117,69 @@ export interface Verification {
   browser?: BrowserResult;
 }
 
+/** Why the agent phase ended: the agent said it was done, or a budget ran out. */
+export type AgentStopReason = 'done' | 'max_turns' | 'max_tokens' | 'max_cost' | 'max_wall_time';
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+/** One model or tool call of the agent loop, as its activity returned it (for audit and metrics). */
+export type AgentCall =
+  | ({
+      type: 'model';
+      turn: number;
+      model: string;
+      finishReason: string;
+      durationMs: number;
+      /** Undefined when the worker has no price for the model. */
+      costUsd?: number;
+      /** The answer came from the worker's record of an earlier, paid call (a retry after a crash). */
+      reused: boolean;
+    } & TokenUsage)
+  | {
+      type: 'tool';
+      turn: number;
+      tool: string;
+      /** e.g. "edit_file src/app.ts", "run npm test". */
+      summary: string;
+      ok: boolean;
+      exitCode?: number;
+      durationMs: number;
+      outputBytes: number;
+      truncated: boolean;
+    };
+
+/** The agent phase as it goes: the script's steps, or a model's or agent CLI's progress. */
+export interface AgentProgress {
+  steps: number;
+  commit?: string;
+  changed?: boolean;
+  diffstat?: string;
+  kind?: 'script' | 'openai' | 'cli';
+  model?: string;
+  /** Model calls so far (all rounds). */
+  turn?: number;
+  /** 1, then 2... after each failed verification fed back to the agent. */
+  round?: number;
+  lastTool?: string;
+  usage?: TokenUsage;
+  costUsd?: number;
+  stopReason?: AgentStopReason;
+  /** The agent's last words (trimmed). */
+  summary?: string;
+  /** Artifact reference of the whole conversation (openai) or the CLI's output (cli). */
+  transcript?: string;
+  /** Whether the repo's AGENTS.md went into the system prompt. */
+  instructions?: boolean;
+  /** The last calls (at most 20); the whole conversation is in `transcript`. */
+  calls?: AgentCall[];
+  /** Workflow runs of this session so far (continue-as-new starts a new one). */
+  runs?: number;
+}
+
 export interface SessionStatus {
   sessionId: string;
   repo: string;
@@ -125,7 +188,7 @@ export interface SessionStatus {
   startedAt: string;
   timeline: StepRecord[];
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
-  agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string };
+  agent?: AgentProgress;
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;
@@ -174,4 +237,6 @@ export const ErrorType = {
   GitHubAuth: 'GitHubAuth',
   GitHubRequest: 'GitHubRequest',
   DeployFailed: 'DeployFailed',
+  ModelRequest: 'ModelRequest',
+  ModelNotAllowed: 'ModelNotAllowed',
 } as const;

@@ -69,7 +69,84 @@ const runStep = z.strictObject({
 const writeStep = z.strictObject({
   write: z.strictObject({ path: workspacePath, content: z.string() }),
 });
-export const scriptStep = z.union([runStep, writeStep]);
+const patchStep = z.strictObject({
+  patch: z.string().min(1).describe('A unified diff, applied with git apply in /workspace'),
+});
+export const scriptStep = z.union([runStep, writeStep, patchStep]);
+
+/** Where an agent CLI may connect through drydock's egress proxy (lib/egress.ts). */
+export const egressRule = z.strictObject({
+  host: z.string().regex(/^[A-Za-z0-9.-]+$/, 'a host name'),
+  port: z.number().int().min(1).max(65535).optional(),
+  methods: z.array(z.string().regex(/^[A-Z]+$/, 'an HTTP method in capitals')).optional(),
+});
+export type EgressRule = z.infer<typeof egressRule>;
+
+/** Commands of agent CLIs installed in the sandbox image; "{prompt}" is one literal argument. */
+export const CLI_TEMPLATES = {
+  opencode: ['opencode', 'run', '{prompt}'],
+  claude: ['claude', '-p', '{prompt}', '--dangerously-skip-permissions'],
+  codex: ['codex', 'exec', '--full-auto', '--skip-git-repo-check', '{prompt}'],
+} as const;
+
+const budget = z
+  .strictObject({
+    maxTurns: z.number().int().positive().default(50).describe('Model calls in the whole session'),
+    maxTokens: z.number().int().positive().optional().describe('Prompt + completion tokens in the whole session'),
+    maxCost: z
+      .number()
+      .positive()
+      .optional()
+      .describe("US dollars, priced by the worker's DRYDOCK_MODEL_PRICES; a model without a price cannot run"),
+    maxWallTime: duration
+      .default('1h')
+      .describe('From the start of the agent phase, feedback rounds included; limits each run of an agent CLI too'),
+    onExceeded: z
+      .enum(['verify', 'fail'])
+      .default('verify')
+      .describe('verify: go on to verification and approval with what was done; fail: end the session'),
+  })
+  .prefault({});
+
+const agent = z
+  .strictObject({
+    kind: z
+      .enum(['script', 'openai', 'cli'])
+      .default('script')
+      .describe('script: the steps; openai: the built-in tool loop; cli: an agent CLI in the sandbox'),
+    steps: z.array(scriptStep).default([]).describe('script: run in order'),
+    baseUrl: z
+      .string()
+      .regex(/^https?:\/\/[^\s]+$/, 'an http(s) URL')
+      .optional()
+      .describe("openai: the chat-completions API's base URL; default the worker's DRYDOCK_MODEL_BASE_URL"),
+    model: z.string().min(1).optional().describe('openai: the model name (required)'),
+    temperature: z.number().min(0).max(2).optional(),
+    toolOutputLimit: z
+      .number()
+      .int()
+      .min(1000)
+      .max(200_000)
+      .default(10_000)
+      .describe('openai: characters of a tool result the model sees; the rest is cut, and it is told so'),
+    runTimeout: duration.default('5m').describe('openai: limit of one `run` tool call'),
+    continueAsNewEvery: z
+      .number()
+      .int()
+      .min(1)
+      .default(20)
+      .describe('openai: start a fresh workflow run (same session) after this many turns'),
+    command: z
+      .union([z.enum(['opencode', 'claude', 'codex']), z.array(z.string().min(1)).min(1)])
+      .optional()
+      .describe('cli: a template name, or argv with "{prompt}" as one element (passed literally, no shell)'),
+    egress: z
+      .array(egressRule)
+      .default([])
+      .describe('cli: hosts the CLI may reach through the egress proxy (its model API). Weaker isolation: see README'),
+    budget,
+  })
+  .prefault({});
 
 export const sessionInputSchema = z.strictObject({
   repo: z.strictObject({
@@ -78,12 +155,7 @@ export const sessionInputSchema = z.strictObject({
   }),
   task: z.string().min(1).describe('What the agent should do, in words'),
   requestedBy: z.string().min(1).optional().describe('Who asked for the session (the CLI sets your user name)'),
-  agent: z
-    .strictObject({
-      kind: z.literal('script').default('script'),
-      steps: z.array(scriptStep).default([]),
-    })
-    .prefault({}),
+  agent,
   verify: z
     .strictObject({
       test: z.string().min(1).optional().describe("The repo's test command; its exit code decides"),
@@ -93,6 +165,13 @@ export const sessionInputSchema = z.strictObject({
         .optional()
         .describe('JUnit XML files the test command writes; default: XML reports it wrote in the usual places'),
       browser: browserCheck.optional(),
+      maxRounds: z
+        .number()
+        .int()
+        .min(0)
+        .max(10)
+        .default(2)
+        .describe('openai/cli: times a failed verification goes back to the agent'),
     })
     .prefault({}),
   publish: z
@@ -156,6 +235,7 @@ export function githubRepoOf(url: string): string | undefined {
 export type SessionInput = z.infer<typeof sessionInputSchema>;
 export type SessionInputDraft = z.input<typeof sessionInputSchema>;
 export type ScriptStep = z.infer<typeof scriptStep>;
+export type AgentSettings = SessionInput['agent'];
 export type BrowserCheck = z.infer<typeof browserCheck>;
 
 export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
@@ -170,6 +250,21 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
       path: ['publish', 'pullRequest', 'repo'],
       message: 'required ("owner/name") when repo.url is not a GitHub URL',
     });
+  }
+  const { kind, steps, model, command, egress } = input.agent;
+  const misplaced = (field: string, allowed: string) =>
+    ctx.addIssue({ code: 'custom', path: ['agent', field], message: `only for agent.kind ${allowed}` });
+  if (kind === 'openai' && !model) {
+    ctx.addIssue({ code: 'custom', path: ['agent', 'model'], message: 'required for agent.kind "openai"' });
+  }
+  if (kind === 'cli' && !command) {
+    ctx.addIssue({ code: 'custom', path: ['agent', 'command'], message: 'required for agent.kind "cli"' });
+  }
+  if (kind !== 'script' && steps.length) misplaced('steps', '"script"');
+  if (kind !== 'cli' && command) misplaced('command', '"cli"');
+  if (kind !== 'cli' && egress.length) misplaced('egress', '"cli"');
+  if (Array.isArray(command) && !command.includes('{prompt}')) {
+    ctx.addIssue({ code: 'custom', path: ['agent', 'command'], message: 'give "{prompt}" as one element' });
   }
 });
 

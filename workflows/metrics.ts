@@ -41,8 +41,7 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
   const reviews = state.timeline.filter(
     (r) => r.name.startsWith('approval: ') && r.detail !== 'not required by policy',
   );
-  const agent = state.agent as
-    (SessionStatus['agent'] & { turns?: number; tokens?: number; costUsd?: number }) | undefined;
+  const agent = state.agent;
   const snapshot = (state as { snapshot?: { ageMs?: number } }).snapshot;
   return {
     sessionId: state.sessionId,
@@ -55,8 +54,8 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
     timeToReadyMs: ready === undefined ? undefined : ready - started,
     sandboxMs: ready === undefined ? undefined : (teardown ? endOf(teardown) : Date.parse(endedAt)) - ready,
     snapshotAgeMs: snapshot?.ageMs,
-    agentTurns: agent?.turns ?? 0,
-    tokens: agent?.tokens ?? 0,
+    agentTurns: agent?.turn ?? 0,
+    tokens: agent?.usage?.totalTokens ?? 0,
     costUsd: agent?.costUsd ?? 0,
     verificationRounds: state.verification ? (state.verificationRounds ?? 1) : 0,
     verificationPassed: state.verification?.passed,

@@ -4,9 +4,12 @@
  */
 import {
   ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
   condition,
+  ContinueAsNew,
+  continueAsNew,
   isCancellation,
   log,
   patched,
@@ -18,6 +21,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CommitResult, Sandbox, StepResult } from '../activities/sandbox';
+import { budgetStop, cliCommand, cliPrompt, describeStop, feedbackMessage } from './agent';
 import {
   approve,
   decide,
@@ -27,6 +31,7 @@ import {
   REPO_ATTRIBUTE,
   status,
   type Action,
+  type AgentCall,
   type ApprovalPolicy,
   type DecideInput,
   type Decision,
@@ -85,6 +90,34 @@ function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
 }
 
 /** A session that ends with this outcome (and reason) rather than going on. */
+/**
+ * Where the agent phase is, carried over continue-as-new: the next run of the
+ * same session resumes here, with its sandbox, status and budget as they were.
+ */
+export interface AgentLoop {
+  /** Model calls so far. */
+  turn: number;
+  /** Messages of the conversation so far (in the artifact store). */
+  messageCount: number;
+  /** 1, then one more for each failed verification fed back. */
+  round: number;
+  /** When the agent phase began (ms since the epoch, workflow time). */
+  startedAt: number;
+  /** The last failed verification, for an agent CLI's next prompt. */
+  feedback?: string;
+}
+
+export interface ContinuedSession {
+  status: SessionStatus;
+  sandbox: Sandbox;
+  loop: AgentLoop;
+  /** The first run's start: the wall-time limit counts from it. */
+  sessionStartedAt: number;
+}
+
+/** Calls kept in status; the whole conversation is in the transcript artifact. */
+const RECENT_CALLS = 20;
+
 class SessionEnd extends Error {
   constructor(
     readonly outcome: Exclude<Outcome, 'completed'>,
@@ -96,11 +129,11 @@ class SessionEnd extends Error {
   }
 }
 
-export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
+export async function agentSession(rawInput: unknown, continued?: ContinuedSession): Promise<SessionStatus> {
   const info = workflowInfo();
   const sessionId = info.workflowId;
   const raw = (rawInput ?? {}) as Partial<SessionInput>;
-  const state: SessionStatus = {
+  const state: SessionStatus = continued?.status ?? {
     sessionId,
     repo: typeof raw.repo?.url === 'string' ? raw.repo.url : '',
     task: typeof raw.task === 'string' ? raw.task : '',
@@ -159,7 +192,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         : [{ key: PHASE_ATTRIBUTE, value: phase }],
     );
   };
-  setPhase('provisioning');
+  setPhase(continued ? state.phase : 'provisioning');
 
   /** Fails the session at once, before any sandbox exists, naming each bad field. */
   function invalid(problems: string[]): never {
@@ -179,10 +212,12 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     forbidSelfApproval: input.approval.forbidSelfApproval,
   };
   // Sessions started before the server policy existed used their own approval.required
-  // as given, with ["push"] when it was absent.
-  const tightened = patched('server-approval-policy')
-    ? tightenPolicy(await anyHost.approvalPolicy(), sessionPolicy)
-    : ({ ok: true, policy: { ...sessionPolicy, required: raw.approval?.required ?? ['push'] } } as const);
+  // as given, with ["push"] when it was absent. A continued session keeps the policy it had.
+  const tightened = continued?.status.policy
+    ? ({ ok: true, policy: continued.status.policy } as const)
+    : patched('server-approval-policy')
+      ? tightenPolicy(await anyHost.approvalPolicy(), sessionPolicy)
+      : ({ ok: true, policy: { ...sessionPolicy, required: raw.approval?.required ?? ['push'] } } as const);
   if (!tightened.ok) invalid([tightened.problem]);
   policy = state.policy = tightened.policy;
   const branch = input.publish.branch ?? defaultBranch(sessionId);
@@ -212,14 +247,26 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     record.ok = result.exitCode === 0;
   }
 
-  let sandbox: Sandbox | undefined;
+  let sandbox: Sandbox | undefined = continued?.sandbox;
   let outcome: Outcome = 'completed';
   let cancellation: unknown;
+  /** Set when this run hands over to the next one: then nothing is torn down. */
+  let handover: ContinueAsNew | undefined;
   const wallTimeMs = durationMs(input.limits.wallTime);
+  const sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
+  const loop: AgentLoop = continued?.loop ?? { turn: 0, messageCount: 0, round: 1, startedAt: 0 };
   try {
-    // Provisioning, agent and verification run under the session's wall-time limit.
-    const work = new CancellationScope({ cancellable: true, timeout: wallTimeMs });
+    // Provisioning, agent and verification run under the session's wall-time limit
+    // (counted from the session's first run).
+    const work = new CancellationScope({
+      cancellable: true,
+      timeout: continued ? Math.max(1, wallTimeMs - (Date.now() - sessionStartedAt)) : wallTimeMs,
+    });
     const change = await work.run(async () => {
+      if (continued) {
+        state.agent!.runs = (state.agent!.runs ?? 1) + 1;
+        return agentRounds(continued.sandbox);
+      }
       sandbox = await track('provision', async (record) => {
         const expiresAt = new Date(
           Date.now() + wallTimeMs + durationMs(input.approval.timeout) + 60 * 60_000,
@@ -236,53 +283,27 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       state.sandbox = { name: sandbox.name, host: sandbox.host, image: sandbox.image, baseCommit: sandbox.baseCommit };
 
       setPhase('agent');
-      const steps = input.agent.steps;
-      state.agent = { steps: steps.length };
-      for (const [i, step] of steps.entries()) {
-        await runScriptStep(sandbox, `step-${i + 1}`, `step ${i + 1}: ${describeStep(step)}`, step);
-      }
-      const commit = await track('commit', async (record) => {
-        const result = await onHost(sandbox!).commitChanges({
-          sandbox: sandbox!.name,
-          repoUrl: input.repo.url,
-          branch,
-          message: `drydock: ${input.task}`.slice(0, 500),
-          baseCommit: sandbox!.baseCommit,
-        });
-        record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${branch}` : 'no changes';
-        return result;
-      });
-      Object.assign(state.agent, commit);
-
-      if (input.verify.test || input.verify.browser) {
-        setPhase('verifying');
-        state.verification = await verify(sandbox);
-        state.verificationRounds = 1;
-        if (audited) {
-          const { passed, summary, command, exitCode, report } = state.verification;
-          await anyHost.recordAudit({
-            sessionId,
-            key: 'verification-1',
-            kind: 'verification',
-            actor: 'drydock',
-            data: {
-              passed,
-              summary,
-              command,
-              exitCode,
-              tests: report && { total: report.total, failed: report.failed },
-            },
-          });
-        }
-        if (!state.verification.passed) {
-          throw new SessionEnd(
-            'failed',
-            `verification failed: ${state.verification.summary.split('\n').join('; ')}`,
-            'verification_failed',
-          );
-        }
-      }
-      return commit;
+      loop.startedAt = Date.now();
+      const { kind } = input.agent;
+      state.agent =
+        kind === 'script'
+          ? { steps: input.agent.steps.length }
+          : {
+              kind,
+              steps: 0,
+              round: 1,
+              runs: 1,
+              ...(kind === 'openai'
+                ? {
+                    model: input.agent.model,
+                    turn: 0,
+                    usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+                    costUsd: 0,
+                    calls: [],
+                  }
+                : {}),
+            };
+      return agentRounds(sandbox);
     });
 
     if (!change.changed) {
@@ -325,6 +346,10 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       }
     }
   } catch (err) {
+    if (err instanceof ContinueAsNew) {
+      handover = err;
+      throw err;
+    }
     outcome = classify(err);
     state.error = describeError(err);
     state.failureCause = causeOf(err);
@@ -338,41 +363,256 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     log.warn('session ending early', { outcome, error: state.error });
   } finally {
     state.pendingApproval = undefined;
-    await CancellationScope.nonCancellable(async () => {
-      setPhase('tearing_down');
-      // Without a sandbox, provisioning may still have created the container
-      // before failing: any worker removes it by its name.
-      const teardown = teardownOn(sandbox?.hostQueue);
-      try {
-        await track('teardown', () => teardown.destroySandbox({ sessionId }));
-      } catch (err) {
-        // The reaper removes what is left; the session still ends with its outcome.
-        log.error('teardown failed', { error: describeError(err) });
-      }
-      setPhase(outcome);
-      if (audited) {
+    // A hand-over to the next run keeps the sandbox: the session goes on there.
+    if (!handover)
+      await CancellationScope.nonCancellable(async () => {
+        setPhase('tearing_down');
+        // Without a sandbox, provisioning may still have created the container
+        // before failing: any worker removes it by its name.
+        const teardown = teardownOn(sandbox?.hostQueue);
         try {
-          await anyHost.recordSessionMetrics(sessionMetricsOf(state, new Date().toISOString()));
+          await track('teardown', () => teardown.destroySandbox({ sessionId }));
         } catch (err) {
-          log.error('metrics not recorded', { error: describeError(err) });
+          // The reaper removes what is left; the session still ends with its outcome.
+          log.error('teardown failed', { error: describeError(err) });
         }
-      }
-    });
+        setPhase(outcome);
+        if (audited) {
+          try {
+            await anyHost.recordSessionMetrics(sessionMetricsOf(state, new Date().toISOString()));
+          } catch (err) {
+            log.error('metrics not recorded', { error: describeError(err) });
+          }
+        }
+      });
   }
   if (outcome === 'cancelled') throw cancellation; // marks the workflow Canceled
   if (outcome === 'failed')
     throw ApplicationFailure.nonRetryable(state.error ?? 'failed', ErrorType.SessionFailed, state);
   return state;
 
+  /**
+   * The agent's rounds: the agent works, its change is committed and verified;
+   * a failed verification goes back to a model-driven agent up to
+   * verify.maxRounds times. Returns the change that passed (or was not verified).
+   */
+  async function agentRounds(sandbox: Sandbox): Promise<CommitResult> {
+    const { kind } = input.agent;
+    for (;;) {
+      if (kind === 'script') {
+        for (const [i, step] of input.agent.steps.entries()) {
+          await runScriptStep(sandbox, `step-${i + 1}`, `step ${i + 1}: ${describeStep(step)}`, step);
+        }
+      } else {
+        await (kind === 'openai' ? modelAgent(sandbox) : cliAgent(sandbox));
+        const reason = state.agent!.stopReason!;
+        if (reason !== 'done') {
+          await track('agent stopped', async (record) => {
+            record.detail = describeStop(reason, input.agent.budget);
+          });
+          if (input.agent.budget.onExceeded === 'fail') {
+            throw new SessionEnd(
+              'failed',
+              `agent stopped: ${describeStop(reason, input.agent.budget)}`,
+              `budget_${reason}`,
+            );
+          }
+        }
+      }
+      const commit = await track('commit', async (record) => {
+        const result = await onHost(sandbox).commitChanges({
+          sandbox: sandbox.name,
+          repoUrl: input.repo.url,
+          branch,
+          message: `drydock: ${input.task}`.slice(0, 500),
+          baseCommit: sandbox.baseCommit,
+        });
+        record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${branch}` : 'no changes';
+        return result;
+      });
+      Object.assign(state.agent!, commit);
+      if (!(input.verify.test || input.verify.browser)) return commit;
+
+      setPhase('verifying');
+      state.verification = await verify(sandbox, loop.round);
+      state.verificationRounds = loop.round;
+      if (audited) {
+        const { passed, summary, command, exitCode, report } = state.verification;
+        await anyHost.recordAudit({
+          sessionId,
+          key: `verification-${loop.round}`,
+          kind: 'verification',
+          actor: 'drydock',
+          data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
+        });
+      }
+      if (state.verification.passed) return commit;
+      const failure = `verification failed: ${state.verification.summary.split('\n').join('; ')}`;
+      // Only an agent that finished on its own gets another round (a budget stays spent).
+      if (kind === 'script' || state.agent!.stopReason !== 'done' || loop.round > input.verify.maxRounds) {
+        throw new SessionEnd('failed', failure, 'verification_failed');
+      }
+      const feedback = feedbackMessage(state.verification, loop.round, input.verify.maxRounds);
+      loop.round++;
+      state.agent!.round = loop.round;
+      state.agent!.stopReason = undefined;
+      setPhase('agent');
+      await track(`feedback: round ${loop.round}`, async (record) => {
+        record.detail = failure.slice(0, 200);
+        if (kind === 'openai') {
+          await onHost(sandbox).addAgentMessage({ sessionId, index: loop.messageCount, content: feedback });
+          loop.messageCount++;
+        } else {
+          loop.feedback = feedback;
+        }
+      });
+    }
+  }
+
+  /** Ends the agent's work when a budget is spent; true if one is. */
+  function budgetSpent(): boolean {
+    const progress = state.agent!;
+    const reason = budgetStop(input.agent.budget, {
+      turns: loop.turn,
+      tokens: progress.usage?.totalTokens ?? 0,
+      costUsd: progress.costUsd ?? 0,
+      elapsedMs: Date.now() - loop.startedAt,
+    });
+    if (reason) progress.stopReason = reason;
+    return reason !== undefined;
+  }
+
+  /**
+   * The built-in tool loop: each model call and each tool call is an
+   * activity, so a crash resumes after the last completed one without paying
+   * for a model call twice. Continues as new every agent.continueAsNewEvery
+   * turns (or when Temporal suggests it) to keep each run's history small.
+   */
+  async function modelAgent(sandbox: Sandbox): Promise<void> {
+    const agent = input.agent;
+    const progress = state.agent!;
+    const host = onHost(sandbox);
+    if (loop.messageCount === 0) {
+      const started = await track('agent: start', async (record) => {
+        const result = await host.startModelAgent({
+          sandbox: sandbox.name,
+          sessionId,
+          task: input.task,
+          verifyCommand: input.verify.test,
+        });
+        record.detail = result.instructions ? 'with AGENTS.md' : 'no AGENTS.md';
+        return result;
+      });
+      loop.messageCount = started.messageCount;
+      progress.instructions = started.instructions;
+    }
+    const runTimeoutMs = durationMs(agent.runTimeout);
+    for (let turnsThisRun = 0; ; turnsThisRun++) {
+      if (budgetSpent()) return;
+      if (turnsThisRun >= agent.continueAsNewEvery || workflowInfo().continueAsNewSuggested) {
+        await condition(allHandlersFinished);
+        const carry: ContinuedSession = { status: state, sandbox, loop, sessionStartedAt };
+        await continueAsNew<typeof agentSession>(rawInput, carry);
+      }
+      loop.turn++;
+      const finished = await track(`turn ${loop.turn}`, async (record) => {
+        const answer = await host.modelCall({
+          sandbox: sandbox.name,
+          sessionId,
+          baseUrl: agent.baseUrl,
+          model: agent.model!,
+          temperature: agent.temperature,
+          turn: loop.turn,
+          messageCount: loop.messageCount,
+          requirePrice: agent.budget.maxCost !== undefined,
+        });
+        const assistantIndex = loop.messageCount++;
+        progress.turn = loop.turn;
+        progress.usage = {
+          promptTokens: progress.usage!.promptTokens + answer.call.promptTokens,
+          completionTokens: progress.usage!.completionTokens + answer.call.completionTokens,
+          totalTokens: progress.usage!.totalTokens + answer.call.totalTokens,
+        };
+        progress.costUsd = (progress.costUsd ?? 0) + (answer.call.costUsd ?? 0);
+        progress.transcript = answer.transcript;
+        remember(answer.call);
+        for (const [callIndex, call] of answer.toolCalls.entries()) {
+          progress.lastTool = call.summary;
+          const result = await onHost(sandbox, runTimeoutMs + 60_000).runTool({
+            sandbox: sandbox.name,
+            sessionId,
+            turn: loop.turn,
+            assistantIndex,
+            callIndex,
+            index: loop.messageCount,
+            outputLimit: agent.toolOutputLimit,
+            runTimeoutMs,
+          });
+          loop.messageCount++;
+          progress.steps++;
+          remember(result);
+        }
+        record.detail = `${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
+        if (answer.toolCalls.length === 0) progress.summary = answer.content;
+        return answer.toolCalls.length === 0;
+      });
+      if (finished) {
+        progress.stopReason = 'done';
+        return;
+      }
+    }
+  }
+
+  function remember(call: AgentCall): void {
+    state.agent!.calls = [...(state.agent!.calls ?? []), call].slice(-RECENT_CALLS);
+  }
+
+  /**
+   * An agent CLI from the sandbox image, once per round, with the prompt as
+   * one literal argument. It may reach only agent.egress, through the proxy.
+   */
+  async function cliAgent(sandbox: Sandbox): Promise<void> {
+    const agent = input.agent;
+    const progress = state.agent!;
+    if (budgetSpent()) return;
+    const limitMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
+    const command = cliCommand(agent.command!, cliPrompt(input.task, input.verify.test, loop.feedback));
+    const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
+    const result = await track(`agent: ${program} (round ${loop.round})`, async (record) => {
+      const run = await onHost(sandbox, limitMs + 60_000).runStep({
+        sandbox: sandbox.name,
+        sessionId,
+        key: `agent-cli-${loop.round}`,
+        step: { run: command, timeout: limitMs },
+        timeoutMs: limitMs,
+        egress: agent.egress,
+      });
+      recordStep(record, run);
+      return run;
+    });
+    progress.steps++;
+    progress.transcript = result.artifact;
+    progress.summary = result.outputTail.slice(-1000);
+    if (result.timedOut) {
+      progress.stopReason = 'max_wall_time';
+      return;
+    }
+    if (result.exitCode !== 0)
+      throw new SessionEnd('failed', `agent CLI ${program} ${exitText(result)}`, 'agent_failed');
+    progress.stopReason = 'done';
+  }
+
   /** The repo's tests (exit code and JUnit report) and the browser checks, with the evidence. */
-  async function verify(sandbox: Sandbox): Promise<Verification> {
+  async function verify(sandbox: Sandbox, round: number): Promise<Verification> {
     const results: VerificationResults = {};
     const { test, browser } = input.verify;
+    // Each round's verification is its own step (a step runs once per key).
+    const key = round === 1 ? 'verify' : `verify-${round}`;
     if (test) {
       const run = await runScriptStep(
         sandbox,
-        'verify',
-        `verify: ${test}`,
+        key,
+        round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`,
         { run: test, timeout: input.verify.timeout },
         false,
       );
@@ -388,7 +628,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         results.report = await onHost(sandbox).readTestReport({
           sandbox: sandbox.name,
           sessionId,
-          stepKey: 'verify',
+          stepKey: key,
           files: input.verify.junit,
         });
       }
@@ -532,7 +772,7 @@ function pullRequestBody(task: string, state: SessionStatus, change: CommitResul
 }
 
 function describeStep(step: ScriptStep): string {
-  const text = 'run' in step ? step.run : `write ${step.write.path}`;
+  const text = 'run' in step ? step.run : 'write' in step ? `write ${step.write.path}` : 'apply patch';
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 

@@ -10,8 +10,16 @@ test('the minimal input gets every default', () => {
     input: {
       repo: { url: 'file:///r' },
       task: 't',
-      agent: { kind: 'script', steps: [] },
-      verify: { timeout: '10m' },
+      agent: {
+        kind: 'script',
+        steps: [],
+        toolOutputLimit: 10_000,
+        runTimeout: '5m',
+        continueAsNewEvery: 20,
+        egress: [],
+        budget: { maxTurns: 50, maxWallTime: '1h', onExceeded: 'verify' },
+      },
+      verify: { timeout: '10m', maxRounds: 2 },
       publish: { pullRequest: false, deploy: false },
       approval: { required: [], approvers: [], forbidSelfApproval: false, timeout: '24h' },
       limits: { cpus: 2, memory: '2g', pids: 512, wallTime: '2h', network: 'none' },

@@ -1,0 +1,474 @@
+/**
+ * The built-in agent loop's side of the worker: model calls (with the
+ * worker's key, never the sandbox's) and tool calls (in the sandbox). The
+ * conversation lives in the artifact store as one file per message
+ * (`agent/messages/<index>.json`), so workflow history carries only indexes
+ * and summaries, and a retried activity finds what an earlier attempt did.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType, type AgentCall } from '../workflows/api';
+import { shellQuote } from '../workflows/agent';
+import {
+  chatCompletion,
+  costOf,
+  ModelApiError,
+  resolveEndpoint,
+  type ChatMessage,
+  type ChatResponse,
+  type ToolCall,
+  type ToolSpec,
+} from '../lib/llm';
+import { SandboxNotFound } from '../lib/sandbox';
+import { recordEvent } from './audit';
+import type { ActivityDeps } from './deps';
+import { STATE_DIR, tail } from './sandbox';
+
+/** Characters of the repo's AGENTS.md that go into the system prompt. */
+const MAX_INSTRUCTIONS = 20_000;
+
+export const AGENT_TOOLS: ToolSpec[] = [
+  tool('read_file', 'Read a file of the repository.', { path: { type: 'string' } }, ['path']),
+  tool(
+    'write_file',
+    'Create or overwrite a file with the given content.',
+    { path: { type: 'string' }, content: { type: 'string' } },
+    ['path', 'content'],
+  ),
+  tool(
+    'edit_file',
+    'Replace exactly one occurrence of old_string in a file with new_string (give enough context to be unique).',
+    { path: { type: 'string' }, old_string: { type: 'string' }, new_string: { type: 'string' } },
+    ['path', 'old_string', 'new_string'],
+  ),
+  tool(
+    'list_files',
+    'List the files of the repository (tracked and new, not ignored), under a folder if given.',
+    { path: { type: 'string' } },
+    [],
+  ),
+  tool(
+    'search',
+    'Search file contents with a regular expression (grep -E), under a folder if given.',
+    { pattern: { type: 'string' }, path: { type: 'string' } },
+    ['pattern'],
+  ),
+  tool(
+    'run',
+    'Run a shell command in the repository (no network). Returns the exit code and output.',
+    { command: { type: 'string' }, timeout_seconds: { type: 'number' } },
+    ['command'],
+  ),
+];
+
+function tool(name: string, description: string, properties: Record<string, unknown>, required: string[]): ToolSpec {
+  return { type: 'function', function: { name, description, parameters: { type: 'object', properties, required } } };
+}
+
+/** The system prompt: the task's frame, the repo's own instructions, how the change will be checked. */
+export function systemPrompt(opts: { instructions?: string; verifyCommand?: string }): string {
+  return [
+    'You are a coding agent working in a git repository at /workspace, in a sandbox without network.',
+    'Use the tools to read and change files and to run commands. Make the smallest change that does the task.',
+    'Do not commit, push or create branches: drydock commits your change and a person reviews it.',
+    opts.verifyCommand
+      ? `When you are done, the change is verified with: ${opts.verifyCommand}\nRun it yourself before you finish.`
+      : 'There is no verification command; check your change yourself.',
+    'When the task is done, answer with a short summary of what you changed and no tool call.',
+    ...(opts.instructions
+      ? ["The repository's instructions for agents (AGENTS.md):", '<agents-md>', opts.instructions, '</agents-md>']
+      : []),
+  ].join('\n\n');
+}
+
+export interface StartModelAgentInput {
+  sandbox: string;
+  sessionId: string;
+  task: string;
+  verifyCommand?: string;
+}
+
+export interface ModelCallInput {
+  sandbox: string;
+  sessionId: string;
+  baseUrl?: string;
+  model: string;
+  temperature?: number;
+  turn: number;
+  /** Messages so far; the answer becomes message `messageCount`. */
+  messageCount: number;
+  /** The session has a cost budget: refuse to call a model without a price. */
+  requirePrice: boolean;
+}
+
+export interface ModelCallResult {
+  call: Extract<AgentCall, { type: 'model' }>;
+  /** The tool calls the model asked for, in order (their arguments stay in the artifact store). */
+  toolCalls: { id: string; name: string; summary: string }[];
+  /** The model's text, trimmed. */
+  content: string;
+  transcript: string;
+}
+
+export interface ToolCallInput {
+  sandbox: string;
+  sessionId: string;
+  turn: number;
+  /** The assistant message that asked for the call, and which of its calls. */
+  assistantIndex: number;
+  callIndex: number;
+  /** The tool result becomes this message. */
+  index: number;
+  outputLimit: number;
+  runTimeoutMs: number;
+}
+
+interface StoredAnswer {
+  response: ChatResponse;
+  durationMs: number;
+  model: string;
+}
+
+const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
+
+export function createAgentActivities({ sandboxes, artifacts, models, audit }: ActivityDeps) {
+  async function readMessages(sessionId: string, count: number): Promise<ChatMessage[]> {
+    const messages: ChatMessage[] = [];
+    for (let i = 0; i < count; i++) {
+      const stored = await artifacts.get(sessionId, messageName(i));
+      if (!stored) throw new Error(`message ${i} of the conversation is missing from the artifact store`);
+      messages.push(JSON.parse(stored.toString()) as ChatMessage);
+    }
+    return messages;
+  }
+
+  async function writeMessage(sessionId: string, index: number, message: ChatMessage): Promise<void> {
+    await artifacts.put(sessionId, messageName(index), JSON.stringify(message));
+  }
+
+  /** Runs a shell command once per key (drydock-run), with optional stdin staged first; output cut to `limit`. */
+  async function runOnce(
+    sandbox: string,
+    key: string,
+    command: string,
+    opts: { timeoutMs: number; limit: number; stdin?: string },
+  ): Promise<{ exitCode: number; output: string; bytes: number; truncated: boolean }> {
+    const dir = `${STATE_DIR}/steps/${key}`;
+    if (opts.stdin !== undefined) {
+      await sandboxes.run(sandbox, ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'stage', `${dir}.in`], {
+        stdin: opts.stdin,
+      });
+    }
+    const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
+    const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, command], {
+      signal: Context.current().cancellationSignal,
+    });
+    const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
+    if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
+      throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
+    }
+    const shown = await sandboxes.exec(sandbox, [
+      'sh',
+      '-c',
+      'wc -c < "$1"; head -c "$2" "$1"',
+      'read',
+      `${dir}/output`,
+      String(opts.limit),
+    ]);
+    const text = shown.stdout.toString();
+    const newline = text.indexOf('\n');
+    const bytes = Number(text.slice(0, newline));
+    return { exitCode: Number(recorded), output: text.slice(newline + 1), bytes, truncated: bytes > opts.limit };
+  }
+
+  return {
+    /** Writes the first two messages (system prompt with the repo's AGENTS.md, the task). */
+    async startModelAgent(input: StartModelAgentInput): Promise<{ messageCount: number; instructions: boolean }> {
+      const found = await sandboxes
+        .exec(input.sandbox, [
+          'sh',
+          '-c',
+          'test -f AGENTS.md && head -c "$1" AGENTS.md',
+          'read',
+          String(MAX_INSTRUCTIONS),
+        ])
+        .catch((err: unknown) => {
+          if (err instanceof SandboxNotFound)
+            throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
+          throw err;
+        });
+      const instructions = found.exitCode === 0 ? found.stdout.toString() : undefined;
+      await writeMessage(input.sessionId, 0, {
+        role: 'system',
+        content: systemPrompt({ instructions, verifyCommand: input.verifyCommand }),
+      });
+      await writeMessage(input.sessionId, 1, { role: 'user', content: input.task });
+      return { messageCount: 2, instructions: instructions !== undefined };
+    },
+
+    /** Adds a message from drydock (the failed verification) to the conversation. */
+    async addAgentMessage(input: { sessionId: string; index: number; content: string }): Promise<void> {
+      await writeMessage(input.sessionId, input.index, { role: 'user', content: input.content });
+    },
+
+    /**
+     * One model call with the conversation so far. The answer is recorded
+     * before it is returned, so a retry after a crash reuses the paid call.
+     */
+    async modelCall(input: ModelCallInput): Promise<ModelCallResult> {
+      const endpoint = resolveEndpoint(models, input.baseUrl);
+      if (!endpoint) {
+        throw ApplicationFailure.nonRetryable(
+          `agent.baseUrl ${input.baseUrl} is not an endpoint this worker allows (DRYDOCK_MODEL_BASE_URL, DRYDOCK_MODEL_ENDPOINTS)`,
+          ErrorType.ModelNotAllowed,
+        );
+      }
+      if (input.requirePrice && !models.prices[input.model]) {
+        throw ApplicationFailure.nonRetryable(
+          `agent.budget.maxCost needs a price for model ${input.model} in the worker's DRYDOCK_MODEL_PRICES`,
+          ErrorType.ModelNotAllowed,
+        );
+      }
+      const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
+      const messages = await readMessages(input.sessionId, input.messageCount);
+      const earlier = await artifacts.get(input.sessionId, answerName);
+      let answer: StoredAnswer;
+      if (earlier) {
+        answer = JSON.parse(earlier.toString()) as StoredAnswer;
+      } else {
+        const started = Date.now();
+        try {
+          const response = await chatCompletion(
+            endpoint,
+            { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature },
+            { signal: Context.current().cancellationSignal },
+          );
+          answer = { response, durationMs: Date.now() - started, model: input.model };
+        } catch (err) {
+          if (err instanceof ModelApiError && !err.retryable) {
+            throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
+          }
+          throw err;
+        }
+        await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
+      }
+      const { message, finishReason, usage } = answer.response;
+      await writeMessage(input.sessionId, input.messageCount, message);
+      const transcript = await artifacts.put(
+        input.sessionId,
+        'agent/transcript.json',
+        JSON.stringify([...messages, message], null, 1),
+      );
+      const call = {
+        type: 'model' as const,
+        turn: input.turn,
+        model: input.model,
+        finishReason,
+        durationMs: answer.durationMs,
+        costUsd: costOf(models.prices, input.model, usage),
+        reused: !!earlier,
+        ...usage,
+      };
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: `model-${input.messageCount}`,
+        kind: 'model_call',
+        actor: 'drydock',
+        data: {
+          turn: call.turn,
+          model: call.model,
+          endpoint: input.baseUrl,
+          finishReason,
+          promptTokens: usage.promptTokens,
+          completionTokens: usage.completionTokens,
+          costUsd: call.costUsd,
+          durationMs: call.durationMs,
+          toolCalls: (message.tool_calls ?? []).map((c) => c.function.name),
+        },
+      });
+      return {
+        call,
+        toolCalls: (message.tool_calls ?? []).map((c) => ({
+          id: c.id,
+          name: c.function.name,
+          summary: describeToolCall(c),
+        })),
+        content: tail((message.content ?? '').trim(), 1000),
+        transcript,
+      };
+    },
+
+    /** Runs one tool call of the model in the sandbox, at most once; its result becomes message `index`. */
+    async runTool(input: ToolCallInput): Promise<Extract<AgentCall, { type: 'tool' }>> {
+      const stored = await artifacts.get(input.sessionId, messageName(input.assistantIndex));
+      if (!stored) throw new Error(`message ${input.assistantIndex} of the conversation is missing`);
+      const assistant = JSON.parse(stored.toString()) as ChatMessage;
+      const call = assistant.role === 'assistant' ? assistant.tool_calls?.[input.callIndex] : undefined;
+      if (!call)
+        throw ApplicationFailure.nonRetryable(`no tool call ${input.callIndex} in message ${input.assistantIndex}`);
+      const started = Date.now();
+      const key = `agent-${String(input.index).padStart(6, '0')}`;
+      /** Writes the result the model will see; returns what the workflow keeps. */
+      const finish = async (
+        content: string,
+        result: { ok: boolean; exitCode?: number; bytes: number; truncated: boolean },
+      ): Promise<Extract<AgentCall, { type: 'tool' }>> => {
+        await writeMessage(input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
+        await recordEvent(audit, {
+          sessionId: input.sessionId,
+          key: `tool-${input.index}`,
+          kind: 'tool_call',
+          actor: 'agent',
+          data: {
+            turn: input.turn,
+            tool: call.function.name,
+            arguments: tail(call.function.arguments ?? '', 2_000),
+            ok: result.ok,
+            exitCode: result.exitCode,
+            durationMs: Date.now() - started,
+            outputBytes: result.bytes,
+            truncated: result.truncated,
+          },
+        });
+        return {
+          type: 'tool',
+          turn: input.turn,
+          tool: call.function.name,
+          summary: describeToolCall(call),
+          ok: result.ok,
+          exitCode: result.exitCode,
+          durationMs: Date.now() - started,
+          outputBytes: result.bytes,
+          truncated: result.truncated,
+        };
+      };
+      let args: Record<string, unknown>;
+      try {
+        args = JSON.parse(call.function.arguments || '{}');
+        if (typeof args !== 'object' || args === null) throw new Error('not an object');
+      } catch (err) {
+        return finish(`error: the arguments are not a JSON object (${(err as Error).message})`, bad());
+      }
+      const str = (name: string, required = true): string | undefined => {
+        const v = args[name];
+        if (typeof v === 'string') return v;
+        if (required) throw new ToolInputError(`error: "${name}" (a string) is required`);
+        return undefined;
+      };
+      try {
+        const shell = toolCommand(call.function.name, str, args, input);
+        if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
+        const run = await runOnce(input.sandbox, key, shell.command, {
+          timeoutMs: shell.timeoutMs,
+          limit: input.outputLimit,
+          stdin: shell.stdin,
+        });
+        const ok = shell.okCodes.includes(run.exitCode);
+        const cut = run.truncated
+          ? `\n[output truncated: the first ${input.outputLimit} of ${run.bytes} bytes are shown]`
+          : '';
+        const content =
+          call.function.name === 'run'
+            ? `exit code ${run.exitCode}${run.exitCode === 124 ? ' (timed out)' : ''}\n${run.output}${cut}`
+            : `${ok ? '' : `error (exit code ${run.exitCode}): `}${run.output || (ok ? shell.empty : '')}${cut}`;
+        return finish(content, { ok, exitCode: run.exitCode, bytes: run.bytes, truncated: run.truncated });
+      } catch (err) {
+        if (err instanceof ToolInputError) return finish(err.message, bad());
+        if (err instanceof SandboxNotFound)
+          throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
+        throw err;
+      }
+    },
+  };
+}
+
+const bad = () => ({ ok: false, bytes: 0, truncated: false });
+
+class ToolInputError extends Error {}
+
+/** The shell command of a tool call (arguments quoted, never interpreted), or undefined for an unknown tool. */
+function toolCommand(
+  name: string,
+  str: (name: string, required?: boolean) => string | undefined,
+  args: Record<string, unknown>,
+  input: ToolCallInput,
+): { command: string; timeoutMs: number; okCodes: number[]; empty: string; stdin?: string } | undefined {
+  const quick = { timeoutMs: 60_000, okCodes: [0], empty: '' };
+  const staged = `"${STATE_DIR}/steps/agent-${String(input.index).padStart(6, '0')}.in"`;
+  switch (name) {
+    case 'read_file':
+      return { ...quick, command: `cat -- ${shellQuote(str('path')!)}`, empty: '(empty file)' };
+    case 'write_file': {
+      const path = shellQuote(str('path')!);
+      return {
+        ...quick,
+        command: `mkdir -p "$(dirname -- ${path})" && cp ${staged} ${path} && echo "wrote $(wc -c < ${path}) bytes"`,
+        stdin: str('content')!,
+      };
+    }
+    case 'edit_file':
+      return {
+        ...quick,
+        command: `node -e ${shellQuote(EDIT_SCRIPT)} ${staged}`,
+        stdin: JSON.stringify({ path: str('path')!, old: str('old_string')!, new: str('new_string')! }),
+      };
+    case 'list_files': {
+      const under = str('path', false) ?? '.';
+      return {
+        ...quick,
+        command: `git ls-files --cached --others --exclude-standard -- ${shellQuote(under)}`,
+        empty: '(no files)',
+      };
+    }
+    case 'search': {
+      const under = str('path', false) ?? '.';
+      return {
+        ...quick,
+        command: `grep -rnIE --exclude-dir=.git -e ${shellQuote(str('pattern')!)} -- ${shellQuote(under)}`,
+        // grep: 1 = nothing found, which is an answer, not a failure.
+        okCodes: [0, 1],
+        empty: '(no matches)',
+      };
+    }
+    case 'run': {
+      const asked = typeof args.timeout_seconds === 'number' ? args.timeout_seconds * 1000 : input.runTimeoutMs;
+      return {
+        command: str('command')!,
+        timeoutMs: Math.max(1000, Math.min(asked, input.runTimeoutMs)),
+        okCodes: [0],
+        empty: '',
+      };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** edit_file in the sandbox: exactly one occurrence of `old` becomes `new`. */
+const EDIT_SCRIPT = `
+const fs = require('fs');
+const { path, old, new: replacement } = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'));
+let text;
+try { text = fs.readFileSync(path, 'utf8'); } catch (e) { console.log('cannot read ' + path + ': ' + e.code); process.exit(1); }
+const count = old === '' ? 0 : text.split(old).length - 1;
+if (count !== 1) {
+  console.log(count === 0 ? 'old_string not found in ' + path : 'old_string found ' + count + ' times in ' + path + ': give more context');
+  process.exit(1);
+}
+const at = text.indexOf(old);
+fs.writeFileSync(path, text.slice(0, at) + replacement + text.slice(at + old.length));
+console.log('edited ' + path);
+`;
+
+/** "edit_file src/app.ts", "run npm test": for status and the timeline. */
+export function describeToolCall(call: ToolCall): string {
+  let args: Record<string, unknown> = {};
+  try {
+    args = JSON.parse(call.function.arguments || '{}') ?? {};
+  } catch {
+    // shown without arguments
+  }
+  const arg = [args.path, args.command, args.pattern].find((v) => typeof v === 'string') as string | undefined;
+  const text = arg ? `${call.function.name} ${arg.replace(/\s+/g, ' ')}` : call.function.name;
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}

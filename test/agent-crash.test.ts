@@ -1,0 +1,90 @@
+/**
+ * kill -9 of the worker in the middle of the agent loop: a new worker resumes
+ * at the last completed call; no model call is paid for twice and the tool
+ * call that was running ran once.
+ */
+import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { decide, type SessionStatus } from '../workflows/api';
+import { startFakeModel, toolResults } from './fake-model';
+import {
+  containersOf,
+  git,
+  makeFixtureRepo,
+  newSessionId,
+  spawnWorker,
+  startSession,
+  testConfig,
+  waitForStatus,
+} from './helpers';
+
+test('kill -9 the worker during a tool call of the loop → resumed without re-paying completed model calls', async () => {
+  const key = `sk-crash-${randomBytes(8).toString('hex')}`;
+  const model = await startFakeModel({ apiKey: key });
+  model.script((req) => {
+    const done = toolResults(req).length;
+    if (done === 0) return { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] };
+    if (done === 1) {
+      return {
+        toolCalls: [{ name: 'run', arguments: { command: 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md' } }],
+      };
+    }
+    return { content: 'greeted' };
+  });
+  const repo = await makeFixtureRepo();
+  const config = testConfig({ DRYDOCK_TASK_QUEUE: `agentcrash-${randomBytes(4).toString('hex')}` });
+  const env = {
+    TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS,
+    DRYDOCK_TASK_QUEUE: config.DRYDOCK_TASK_QUEUE,
+    DRYDOCK_HOST_ID: 'agentcrashhost',
+    DRYDOCK_DATA_DIR: config.DRYDOCK_DATA_DIR,
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API_KEY: key,
+  };
+  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  const client = new Client({ connection });
+  const id = newSessionId('agentcrash');
+  let worker = spawnWorker(env);
+  try {
+    const handle = await startSession({ client, config }, id, {
+      repo: { url: repo.url },
+      task: 'greet in the README',
+      agent: { kind: 'openai', model: 'fake-1' },
+      verify: { test: 'sh check.sh' },
+    });
+    // The second model call asked for the long command, which is now running in the sandbox.
+    await waitForStatus(handle, (s) => s.agent?.lastTool?.startsWith('run ') ?? false, 90_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(model.requests).toHaveLength(2);
+    worker.kill('SIGKILL');
+    await new Promise((r) => worker.once('exit', r));
+
+    worker = spawnWorker(env);
+    await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 120_000);
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'ops' }] });
+    const final = (await handle.result()) as SessionStatus;
+
+    expect(final.phase).toBe('completed');
+    // Three model calls in all: the two before the crash were not made again.
+    expect(model.requests).toHaveLength(3);
+    expect(final.agent).toMatchObject({ turn: 3, stopReason: 'done' });
+    expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
+    expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
+    expect(await containersOf(id)).toHaveLength(0);
+
+    // The tool call's activity really was cut off and retried on the new worker.
+    const events = (await handle.fetchHistory()).events!;
+    const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTool');
+    const retried = events.filter(
+      (e) =>
+        e.activityTaskStartedEventAttributes &&
+        scheduled.some((s) => String(s.eventId) === String(e.activityTaskStartedEventAttributes!.scheduledEventId)) &&
+        (e.activityTaskStartedEventAttributes.attempt ?? 1) >= 2,
+    );
+    expect(retried).toHaveLength(1);
+  } finally {
+    worker.kill('SIGKILL');
+    await connection.close();
+    await model.close();
+  }
+});
