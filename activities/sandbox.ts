@@ -51,6 +51,8 @@ export interface CommitResult {
   diffstat: string;
   /** sha256 of the target branch and the whole diff: what an approval binds to. */
   changeHash: string;
+  /** Artifact reference of the whole diff, for the review console. */
+  diff?: string;
 }
 
 /** Container name from the session id: the idempotency key of provisioning. */
@@ -194,6 +196,8 @@ export function createSandboxActivities({
      */
     async commitChanges(input: {
       sandbox: string;
+      /** Absent in sessions started before the diff was kept. */
+      sessionId?: string;
       repoUrl: string;
       branch: string;
       message: string;
@@ -218,11 +222,13 @@ export function createSandboxActivities({
           branch: input.branch,
           base: input.baseCommit,
         });
+        const diff = input.sessionId ? await artifacts.put(input.sessionId, 'change.diff', change.diff) : undefined;
         return {
           commit: change.commit,
           changed: true,
           diffstat: change.diffstat,
           changeHash: changeHash(input.branch, change.diff),
+          ...(diff ? { diff } : {}),
         };
       } catch (err) {
         permanent(err);

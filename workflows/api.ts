@@ -125,7 +125,8 @@ export interface SessionStatus {
   startedAt: string;
   timeline: StepRecord[];
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
-  agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string };
+  /** `diff`: artifact reference of the whole diff. */
+  agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string; diff?: string };
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;
@@ -148,6 +149,21 @@ export interface SessionStatus {
   deployed?: { exitCode: number; outputTail: string };
   error?: string;
 }
+
+/**
+ * A drydock pull request was closed (merged or not), as GitHub reported it.
+ * Recorded by the `pullRequestClosed` workflow (id `pr-closed-<session>-<number>`),
+ * whose result the metrics read; the session itself has usually ended by then.
+ */
+export interface PullRequestClosed {
+  sessionId: string;
+  repo: string;
+  number: number;
+  url: string;
+  merged: boolean;
+  by: string;
+}
+export const PR_CLOSED_WORKFLOW_TYPE = 'pullRequestClosed';
 
 export const status = defineQuery<SessionStatus>('status');
 /** Signals for the Temporal UI and `temporal workflow signal`; refused ones are listed in status. */

@@ -239,6 +239,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       const commit = await track('commit', async (record) => {
         const result = await onHost(sandbox!).commitChanges({
           sandbox: sandbox!.name,
+          sessionId,
           repoUrl: input.repo.url,
           branch,
           message: `drydock: ${input.task}`.slice(0, 500),
