@@ -85,11 +85,12 @@ program
 program
   .command('demo')
   .description('Make a sample repo with a failing test and run a session that fixes it, up to the approval')
+  .option('--id <id>', 'session id (default: demo-<time>-<random>)')
   .option('--json', 'print {sessionId, phase, console} as JSON')
   .action(async (opts) => {
     const say = (line: string) => opts.json || console.error(line);
     const client = await connectClient(config);
-    const sessionId = newSessionId().replace(/^session-/, 'demo-');
+    const sessionId: string = opts.id ?? newSessionId().replace(/^session-/, 'demo-');
     const repo = await makeDemoRepo(path.join(config.DRYDOCK_DATA_DIR, 'demo'));
     say(`sample repo with a failing test: ${repo.url}`);
     await client.workflow.start(WORKFLOW_TYPE, {

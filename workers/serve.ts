@@ -494,7 +494,9 @@ export interface RunningServer {
 
 /** Listens on DRYDOCK_HTTP_HOST:DRYDOCK_HTTP_PORT (port 0: any free one). */
 export async function startServer(deps: ServeDeps): Promise<RunningServer> {
-  const handler = createHandler(deps);
+  // The handler reads this config: port 0 becomes the real port once listening.
+  const config = { ...deps.config };
+  const handler = createHandler({ ...deps, config });
   const server = createServer((req, res) => void handler(req, res));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
@@ -503,8 +505,8 @@ export async function startServer(deps: ServeDeps): Promise<RunningServer> {
     server.once('error', reject);
     server.listen(deps.config.DRYDOCK_HTTP_PORT, deps.config.DRYDOCK_HTTP_HOST, () => resolve());
   });
-  const { port } = server.address() as { port: number };
-  const url = consoleUrl({ ...deps.config, DRYDOCK_HTTP_PORT: port, DRYDOCK_CONSOLE_URL: undefined });
+  config.DRYDOCK_HTTP_PORT = (server.address() as { port: number }).port;
+  const url = consoleUrl({ ...config, DRYDOCK_CONSOLE_URL: undefined });
   const tokens = deps.tokens ?? loadApiTokens(deps.config);
   deps.log.info(
     {
