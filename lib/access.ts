@@ -14,10 +14,10 @@ export interface ApiTokens {
   readonly count: number;
 }
 
-/** Parses `name=token` entries (comma- or newline-separated). */
+/** Parses `name=token` entries: comma-separated in the environment, one a line (and # comments) in a file. */
 export function parseTokens(text: string, source: string): [name: string, token: string][] {
   return text
-    .split(/[,\n]/)
+    .split(source.endsWith('_FILE') ? '\n' : ',')
     .map((line) => line.trim())
     .filter((line) => line && !line.startsWith('#'))
     .map((entry) => {

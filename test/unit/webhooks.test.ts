@@ -154,6 +154,9 @@ test('API tokens map to names; a wrong or short token names no one and is never 
   expect(tokens.identify('bbbbbbbbbbbbbbbbbbbb')).toBe('bob');
   expect(tokens.identify('aaaaaaaaaaaaaaaaaaab')).toBeUndefined();
   expect(tokens.identify(undefined)).toBeUndefined();
+  expect(parseTokens('# name=token, one a line\ncarol=cccccccccccccccccccc\n', 'DRYDOCK_API_TOKENS_FILE')).toEqual([
+    ['carol', 'cccccccccccccccccccc'],
+  ]);
   expect(() => parseTokens('carol=tiny', 'X')).toThrow('X: the token of carol is shorter than 16 characters');
   expect(() => parseTokens('carol=tiny', 'X')).not.toThrow(/tiny/);
 });
