@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { ActivityDeps } from './deps';
 import type { AuditInput } from '../lib/audit';
+import type { PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/metrics';
 
 /**
@@ -21,6 +22,21 @@ export function createAuditActivities({ audit, db }: ActivityDeps) {
     /** An event the workflow itself witnessed: a verification result, a reviewer's decision. */
     async recordAudit(event: Omit<AuditInput, 'activityId' | 'attempt' | 'at'> & { at?: string }): Promise<void> {
       await recordEvent(audit, { ...event, at: event.at ? new Date(event.at) : undefined });
+    },
+
+    /** GitHub said a session's pull request was closed: the audit event, and `merged` for the metrics. */
+    async recordPullRequestClosed(record: PullRequestClosed): Promise<void> {
+      await recordEvent(audit, {
+        sessionId: record.sessionId,
+        key: `webhook/pull_request-${record.number}-closed`,
+        kind: 'webhook',
+        actor: record.by,
+        data: { event: 'pull_request', action: 'closed', ...record },
+      });
+      await db.pool.query(
+        'update session_metrics set merged = $1, merged_at = case when $1 then now() end where session_id = $2',
+        [record.merged, record.sessionId],
+      );
     },
 
     /** The session's row of pilot metrics, written (or rewritten, on a retry) when it ends. */

@@ -60,6 +60,8 @@ export interface CommitResult {
   diffstat: string;
   /** sha256 of the target branch and the whole diff: what an approval binds to. */
   changeHash: string;
+  /** Artifact reference of the whole diff, for the review console. */
+  diff?: string;
 }
 
 /** A step as the audit trail shows it. */
@@ -296,6 +298,8 @@ export function createSandboxActivities({
      */
     async commitChanges(input: {
       sandbox: string;
+      /** Absent in sessions started before the diff was kept. */
+      sessionId?: string;
       repoUrl: string;
       branch: string;
       message: string;
@@ -320,11 +324,13 @@ export function createSandboxActivities({
           branch: input.branch,
           base: input.baseCommit,
         });
+        const diff = input.sessionId ? await artifacts.put(input.sessionId, 'change.diff', change.diff) : undefined;
         return {
           commit: change.commit,
           changed: true,
           diffstat: change.diffstat,
           changeHash: changeHash(input.branch, change.diff),
+          ...(diff ? { diff } : {}),
         };
       } catch (err) {
         permanent(err);

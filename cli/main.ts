@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
+import path from 'node:path';
 import { Command, Option } from 'commander';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
@@ -13,7 +14,10 @@ import { connectClient, sessionLink } from '../lib/temporal';
 import { createWorker, forwardTemporalLogs } from '../workers/worker';
 import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
-import { cancel as cancelSession, list, printStatus, watch } from './sessions';
+import { consoleUrl, startServer } from '../workers/serve';
+import { demoInput, makeDemoRepo } from '../lib/demo';
+import { createRepoLookup } from '../lib/repos';
+import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import {
   ACTIONS,
   decide,
@@ -59,6 +63,62 @@ program
     const worker = await createWorker({ config, connection, log });
     await worker.run();
     await connection.close();
+  });
+
+program
+  .command('serve')
+  .description(
+    `HTTP on ${config.DRYDOCK_HTTP_HOST}:${config.DRYDOCK_HTTP_PORT}: GitHub and CI webhooks, the API, the review console`,
+  )
+  .action(async () => {
+    const log = createLogger(config.LOG_LEVEL);
+    const client = await connectClient(config);
+    const server = await startServer({ config, client, log });
+    console.error(`drydock serve: review console and API on ${server.url}`);
+    await new Promise((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    await server.close();
+    await client.connection.close();
+  });
+
+program
+  .command('demo')
+  .description('Make a sample repo with a failing test and run a session that fixes it, up to the approval')
+  .option('--id <id>', 'session id (default: demo-<time>-<random>)')
+  .option('--json', 'print {sessionId, phase, console} as JSON')
+  .action(async (opts) => {
+    const say = (line: string) => opts.json || console.error(line);
+    const client = await connectClient(config);
+    const sessionId: string = opts.id ?? newSessionId().replace(/^session-/, 'demo-');
+    const repo = await makeDemoRepo(path.join(config.DRYDOCK_DATA_DIR, 'demo'));
+    say(`sample repo with a failing test: ${repo.url}`);
+    await client.workflow.start(WORKFLOW_TYPE, {
+      workflowId: sessionId,
+      taskQueue: config.DRYDOCK_TASK_QUEUE,
+      args: [demoInput(repo.url, config.DRYDOCK_USER ?? userInfo().username)],
+      typedSearchAttributes: [{ key: PHASE_ATTRIBUTE, value: 'provisioning' }],
+    });
+    say(`session ${sessionId} started; the scripted agent fixes the bug, then the tests and a browser check run`);
+    const reached = await waitForPhase(client, sessionId, 'awaiting_approval', say);
+    const link = `${consoleUrl(config)}/sessions/${encodeURIComponent(sessionId)}`;
+    if (opts.json) console.log(JSON.stringify({ sessionId, phase: reached.phase, console: link }));
+    if (reached.phase !== 'awaiting_approval') {
+      say(`the demo session ended ${reached.phase}: ${reached.error ?? ''}`);
+      process.exitCode = 1;
+      return;
+    }
+    say(
+      [
+        '',
+        `The session waits for your approval of the push. Review it in the console:`,
+        `  ${link}`,
+        `(sign in with your token: DRYDOCK_API_TOKENS, or the file ${path.join(config.DRYDOCK_DATA_DIR, 'api-tokens')} that 'drydock up' made)`,
+        `or approve here: bin/drydock approve ${sessionId}`,
+        `Temporal UI: ${sessionLink(config, sessionId)}`,
+      ].join('\n'),
+    );
   });
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -158,17 +218,38 @@ for (const decision of ['approve', 'reject'] as const) {
 program
   .command('cancel <session>')
   .description('Cancel a session; its sandbox is torn down')
-  .action(async (id: string) => cancelSession(await connectClient(config), id));
+  .option('--json', 'machine-readable output')
+  .action(async (id: string, opts) => cancelSession(await connectClient(config), id, !!opts.json));
 
 program
   .command('list')
   .description('List sessions, newest first')
   .addOption(new Option('--phase <phase>', 'only sessions in this phase').choices([...RUNNING_PHASES, ...OUTCOMES]))
+  .option('--repo <repo>', 'only sessions of this repo (owner/name from DRYDOCK_REPOS, or its URL)')
   .option('--limit <n>', 'at most this many', '20')
   .option('--json', 'machine-readable output')
-  .action(async (opts) =>
-    list(await connectClient(config), { phase: opts.phase, limit: Number(opts.limit), json: !!opts.json }),
-  );
+  .action(async (opts) => {
+    let repo: string | undefined = opts.repo;
+    if (repo && !repo.includes('://') && !repo.startsWith('/')) {
+      const found = createRepoLookup(config).byName(repo);
+      if (!found.ok) throw new UsageError(found.reason);
+      repo = found.repo.url;
+    }
+    await list(await connectClient(config), { phase: opts.phase, repo, limit: Number(opts.limit), json: !!opts.json });
+  });
+
+program
+  .command('logs <session>')
+  .description("Whole output of a session's steps (from this machine's artifact store, else the last lines)")
+  .option('--step <name>', 'only steps whose name starts with this (e.g. "verify", "step 2")')
+  .option('--json', 'machine-readable output')
+  .action(async (id: string, opts) => {
+    process.exitCode = await logs(await connectClient(config), id, {
+      step: opts.step,
+      json: !!opts.json,
+      artifactsDir: path.join(config.DRYDOCK_DATA_DIR, 'artifacts'),
+    });
+  });
 
 addAuditCommands(program, config, (message) => new UsageError(message));
 

@@ -1,6 +1,9 @@
-/** CLI views of sessions: live watch, status, list, cancel. */
-import { WorkflowFailedError, type Client } from '@temporalio/client';
+/** CLI views of sessions: live watch, status, list, logs, cancel. */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
+import { finalStatus, listSessions } from '../lib/sessions';
 import { sessionLink } from '../lib/temporal';
 import { describeVerification, screenshotsOf } from '../workflows/verification';
 import {
@@ -107,6 +110,13 @@ export async function watch(
   };
   let printed = 0;
   let final: SessionStatus | undefined;
+  // On a terminal, a step running for a while shows its elapsed time on one updating line.
+  const live = !opts.json && process.stderr.isTTY;
+  let progressShown = false;
+  const clearProgress = () => {
+    if (progressShown) process.stderr.write('\r\x1b[2K');
+    progressShown = false;
+  };
   for (;;) {
     const s = await handle.query(status).catch(async (err: unknown) => {
       // A closed workflow whose worker is gone cannot be queried; its result still tells.
@@ -118,12 +128,25 @@ export async function watch(
       // Phases come from the timeline, so a phase shorter than the poll interval still shows.
       while (printed < s.timeline.length && s.timeline[printed].durationMs !== undefined) {
         const step = s.timeline[printed++];
+        clearProgress();
         showPhase(step.phase);
         say(stepLine(step));
       }
-      if (s.phase === 'awaiting_approval' && s.pendingApproval) showPhase(s.phase, ` ${approvalHint(s)}`);
+      const running = s.timeline[printed];
+      if (live && running && !running.name.startsWith('approval')) {
+        const elapsed = Math.round((Date.now() - Date.parse(running.startedAt)) / 1000);
+        if (elapsed >= 3) {
+          process.stderr.write(`\r\x1b[2K  ${running.name}  … ${elapsed}s`);
+          progressShown = true;
+        }
+      }
+      if (s.phase === 'awaiting_approval' && s.pendingApproval) {
+        if (shownPhase !== s.phase) clearProgress();
+        showPhase(s.phase, ` ${approvalHint(s)}`);
+      }
     }
     if (!s || isOutcome(s.phase)) {
+      clearProgress();
       final = s ?? (await finalStatus(client, id));
       break;
     }
@@ -141,32 +164,11 @@ export async function watch(
   return final.phase === 'completed' ? 0 : 1;
 }
 
-async function finalStatus(client: Client, id: string): Promise<SessionStatus | undefined> {
-  try {
-    return (await client.workflow.getHandle(id).result()) as SessionStatus;
-  } catch (err) {
-    if (err instanceof WorkflowFailedError) {
-      const details = (err.cause as { details?: unknown[] } | undefined)?.details?.[0] as SessionStatus | undefined;
-      return details;
-    }
-    throw err;
-  }
-}
-
-export async function list(client: Client, opts: { phase?: string; limit: number; json: boolean }): Promise<void> {
-  const query = `WorkflowType = '${WORKFLOW_TYPE}'${opts.phase ? ` AND DrydockPhase = '${opts.phase}'` : ''}`;
-  const rows: { sessionId: string; phase: string; repo: string; started: string; status: string }[] = [];
-  for await (const wf of client.workflow.list({ query, pageSize: opts.limit })) {
-    const attrs = wf.searchAttributes as Record<string, unknown[] | undefined>;
-    rows.push({
-      sessionId: wf.workflowId,
-      phase: String(attrs.DrydockPhase?.[0] ?? ''),
-      repo: String(attrs.DrydockRepo?.[0] ?? ''),
-      started: wf.startTime.toISOString(),
-      status: wf.status.name,
-    });
-    if (rows.length >= opts.limit) break;
-  }
+export async function list(
+  client: Client,
+  opts: { phase?: string; repo?: string; limit: number; json: boolean },
+): Promise<void> {
+  const rows = await listSessions(client, opts);
   if (opts.json) {
     console.log(JSON.stringify(rows, null, 2));
     return;
@@ -175,7 +177,72 @@ export async function list(client: Client, opts: { phase?: string; limit: number
   for (const r of rows) console.log(`${r.sessionId}  ${r.phase.padEnd(18)} ${r.started}  ${r.repo}`);
 }
 
-export async function cancel(client: Client, id: string): Promise<void> {
+/**
+ * Prints the output of a session's steps: the whole output from this
+ * machine's artifact store when it is there, else the tail kept in status.
+ * Returns the exit code (1 when no step matches).
+ */
+export async function logs(
+  client: Client,
+  id: string,
+  opts: { step?: string; json: boolean; artifactsDir: string },
+): Promise<number> {
+  const s = await client.workflow.getHandle(id).query(status);
+  const steps = s.timeline.filter(
+    (t) => (t.artifact || t.outputTail !== undefined) && (!opts.step || t.name.startsWith(opts.step)),
+  );
+  const entries = await Promise.all(
+    steps.map(async (t) => {
+      const whole = t.artifact
+        ? await readFile(path.join(opts.artifactsDir, t.artifact), 'utf8').catch(() => undefined)
+        : undefined;
+      return { step: t.name, exitCode: t.exitCode, complete: whole !== undefined, output: whole ?? t.outputTail ?? '' };
+    }),
+  );
+  if (opts.json) console.log(JSON.stringify(entries, null, 2));
+  else {
+    for (const e of entries) {
+      console.log(
+        `== ${e.step} (exit ${e.exitCode ?? '?'})${e.complete ? '' : ' [last lines only: the whole log is on the worker]'}`,
+      );
+      process.stdout.write(e.output.endsWith('\n') || !e.output ? e.output : `${e.output}\n`);
+    }
+  }
+  if (entries.length > 0) return 0;
+  console.error(`drydock: ${id} has no step output${opts.step ? ` for a step named '${opts.step}…'` : ''}`);
+  return 1;
+}
+
+/** Polls until the session reaches `phase` or ends; prints finished steps on the way. */
+export async function waitForPhase(
+  client: Client,
+  id: string,
+  phase: string,
+  say: (line: string) => void,
+): Promise<SessionStatus> {
+  const handle = client.workflow.getHandle(id);
+  let printed = 0;
+  for (;;) {
+    const s = await handle.query(status).catch(() => undefined);
+    if (s) {
+      while (printed < s.timeline.length && s.timeline[printed].durationMs !== undefined) {
+        say(stepLine(s.timeline[printed++]));
+      }
+      if (s.phase === phase || isOutcome(s.phase)) return s;
+    } else if ((await handle.describe()).status.name !== 'RUNNING') {
+      const final = await finalStatus(client, id);
+      if (final) return final;
+      throw new Error(`${id} ended without a status`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+export async function cancel(client: Client, id: string, json = false): Promise<void> {
   await client.workflow.getHandle(id).cancel();
-  console.log(`cancellation requested for ${id}; its sandbox is being torn down`);
+  console.log(
+    json
+      ? JSON.stringify({ sessionId: id, cancellationRequested: true })
+      : `cancellation requested for ${id}; its sandbox is being torn down`,
+  );
 }

@@ -83,6 +83,33 @@ const configSchema = z.object({
   DRYDOCK_MODEL_PRICES: json(
     z.record(z.string(), z.strictObject({ input: z.number().min(0), output: z.number().min(0) })),
   ).default({}),
+  /** `drydock serve`: where the HTTP server (webhooks, API, review console) listens. */
+  DRYDOCK_HTTP_HOST: z.string().min(1).default('127.0.0.1'),
+  DRYDOCK_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Base URL of the review console, for links (default: http://<host>:<port>). */
+  DRYDOCK_CONSOLE_URL: z.string().url().optional(),
+  /**
+   * GitHub webhook secrets, comma-separated: the current one first; during a
+   * rotation also the old one, and a delivery signed with either is accepted.
+   */
+  DRYDOCK_WEBHOOK_SECRETS: list.optional(),
+  /** HMAC secret of the generic CI trigger (POST /webhooks/ci). */
+  DRYDOCK_CI_SECRET: z.string().min(16, 'at least 16 characters').optional(),
+  /** Largest webhook or API body read, in bytes (GitHub's own cap is 25 MB). */
+  DRYDOCK_HTTP_MAX_BODY: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(5 * 1024 ** 2),
+  /** API and console tokens: `alice=<token>,bob=<token>`; the name is what approvals record. */
+  DRYDOCK_API_TOKENS: z.string().min(1).optional(),
+  /** The same, one `name=token` a line, from a file (kept out of the environment). */
+  DRYDOCK_API_TOKENS_FILE: z.string().min(1).optional(),
+  /**
+   * Repositories drydock serves: `owner/name=<clone URL>`, comma-separated.
+   * Webhooks and the API start sessions only on these.
+   */
+  DRYDOCK_REPOS: list.optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -4,6 +4,8 @@
  * headers, private keys, credentials in URLs) and by value (the secrets this
  * worker was configured with).
  */
+import type { Config } from './config';
+
 const PATTERNS: RegExp[] = [
   /\bgh[pousr]_[A-Za-z0-9]{20,}\b/g,
   /\bgithub_pat_[A-Za-z0-9_]{20,}\b/g,
@@ -51,4 +53,15 @@ export class Redactor {
     }
     return input;
   }
+}
+
+/** Scrubs the secrets a drydock process holds (and token patterns) from what it records. */
+export function redactorOf(
+  config: Pick<Config, 'GITHUB_TOKEN' | 'DRYDOCK_MODEL_API_KEY' | 'DRYDOCK_MODEL_ENDPOINTS'>,
+): Redactor {
+  return new Redactor([
+    config.GITHUB_TOKEN,
+    config.DRYDOCK_MODEL_API_KEY,
+    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS),
+  ]);
 }

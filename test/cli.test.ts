@@ -93,3 +93,41 @@ test('an unknown session is one clear line', async () => {
   expect(out.stderr.trim().split('\n')).toHaveLength(1);
   expect(out.stderr).toMatch(/^drydock: .*no-such-session/);
 });
+
+test('logs prints the whole output of a step; list --repo and --json filter by repo', async () => {
+  const sessionId = id('logs');
+  const run = await runCli(
+    ['run', '--id', sessionId, '--repo', repo.url, '--task', 'noisy', '--step', 'seq 1 3000; echo hello >> README.md'],
+    env,
+  );
+  expect(run.code).toBe(0);
+  const logsEnv = { ...env, DRYDOCK_DATA_DIR: stack.config.DRYDOCK_DATA_DIR };
+  const out = await runCli(['logs', sessionId, '--step', 'step 1'], logsEnv);
+  expect(out.code).toBe(0);
+  // The whole output (the status keeps only the last 2,000 characters).
+  expect(out.stdout).toMatch(/^== step 1: seq 1 3000; echo hello >> README.md \(exit 0\)\n1\n2\n3\n/);
+  expect(out.stdout).toContain('\n3000\n');
+  const json = JSON.parse((await runCli(['logs', sessionId, '--json', '--step', 'step'], logsEnv)).stdout);
+  expect(json).toMatchObject([{ step: 'step 1: seq 1 3000; echo hello >> README.md', exitCode: 0, complete: true }]);
+  expect((await runCli(['logs', sessionId, '--step', 'nothing'], logsEnv)).code).toBe(1);
+
+  let rows: { sessionId: string; repo: string }[] = [];
+  for (let i = 0; i < 40 && !rows.some((r) => r.sessionId === sessionId); i++) {
+    rows = JSON.parse(
+      (
+        await runCli(['list', '--repo', 'acme/fixture', '--json'], {
+          ...env,
+          DRYDOCK_REPOS: `acme/fixture=${repo.url}`,
+        })
+      ).stdout,
+    );
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  expect(rows.map((r) => r.sessionId)).toContain(sessionId);
+  expect(new Set(rows.map((r) => r.repo))).toEqual(new Set([repo.url]));
+  const unknown = await runCli(['list', '--repo', 'someone/else'], env);
+  expect(unknown).toMatchObject({
+    code: 1,
+    stderr: 'drydock: repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)\n',
+  });
+});

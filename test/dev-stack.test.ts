@@ -3,14 +3,14 @@
  * file), the worker, a session through it, and Ctrl-C stops everything.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { answers } from '../lib/temporal';
 import { freePort, makeFixtureRepo, projectRoot, runCli } from './helpers';
 
-test('up starts a dev server and a worker, runs a session, and Ctrl-C stops all it started', async () => {
+test('up starts a dev server, a worker and the console, runs a session, and Ctrl-C stops all it started', async () => {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-up-'));
   const address = `127.0.0.1:${await freePort()}`;
   const env = {
@@ -20,6 +20,7 @@ test('up starts a dev server and a worker, runs a session, and Ctrl-C stops all 
     DRYDOCK_DATA_DIR: dataDir,
     DRYDOCK_TASK_QUEUE: 'up-test',
     DRYDOCK_APPROVAL_REQUIRED: 'none',
+    DRYDOCK_HTTP_PORT: String(await freePort()),
     LOG_LEVEL: 'warn',
   };
   const up = spawn(path.join(projectRoot, 'bin', 'drydock'), ['up'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -33,6 +34,14 @@ test('up starts a dev server and a worker, runs a session, and Ctrl-C stops all 
     expect(stderr).toMatch(/bin\/drydock run --repo/);
     expect(existsSync(path.join(dataDir, 'temporal.db'))).toBe(true);
     expect(await answers(new URL(env.DRYDOCK_TEMPORAL_UI).host)).toBe(true);
+    // The review console is up too, with a token for the local user in a file only they can read.
+    const consoleUrl = `http://127.0.0.1:${env.DRYDOCK_HTTP_PORT}`;
+    const tokenFile = path.join(dataDir, 'api-tokens');
+    expect(stderr).toContain(`review console   ${consoleUrl}  (your token is in ${tokenFile})`);
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    const token = readFileSync(tokenFile, 'utf8').split('\n')[1].split('=')[1];
+    const sessions = await fetch(`${consoleUrl}/api/sessions`, { headers: { authorization: `Bearer ${token}` } });
+    expect(sessions.status).toBe(200);
 
     const repo = await makeFixtureRepo();
     const run = await runCli(

@@ -11,6 +11,7 @@ import Docker from 'dockerode';
 import { loadConfig, type Config } from '../lib/config';
 import { createLogger, type Logger } from '../lib/log';
 import { LABELS } from '../lib/sandbox';
+import { startServer } from '../workers/serve';
 import { createWorker, type DrydockWorker } from '../workers/worker';
 import { status, WORKFLOW_TYPE, type Phase, type SessionStatus } from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
@@ -197,4 +198,14 @@ export function spawnWorker(env: Record<string, string>): ChildProcess {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+}
+
+/** `drydock serve` in-process on a free port, against the stack's Temporal and task queue. */
+export async function startServe(
+  stack: TestStack,
+  overrides: Partial<Config> = {},
+): Promise<{ url: string; config: Config; close(): Promise<void> }> {
+  const config = { ...stack.config, DRYDOCK_HTTP_HOST: '127.0.0.1', DRYDOCK_HTTP_PORT: 0, ...overrides };
+  const server = await startServer({ config, client: stack.client, log: createLogger(config.LOG_LEVEL) });
+  return { url: server.url, config, close: () => server.close() };
 }

@@ -7,12 +7,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
+import { userInfo } from 'node:os';
+import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/log';
+import { ensureDevTokenFile } from '../lib/access';
 import { answers, ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
+import { startServer } from './serve';
 import { createWorker, forwardTemporalLogs, hostQueueOf } from './worker';
 
 const progress = (line: string) => process.stderr.write(`==> ${line}\n`);
@@ -39,21 +42,34 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
   try {
     progress('checking the sandbox base image');
     if (!config.DRYDOCK_BASE_IMAGE) config.DRYDOCK_BASE_IMAGE = await ensureBaseImage(progress);
-    const client = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-    await ensureSearchAttributes(client, config.TEMPORAL_NAMESPACE);
-    await client.close();
+    const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+    await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
 
     forwardTemporalLogs(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
     const worker = await createWorker({ config, connection, log });
+    // The console needs a token: without configured ones, the local user gets one in a file.
+    let tokenHint = 'tokens from DRYDOCK_API_TOKENS / DRYDOCK_API_TOKENS_FILE';
+    if (!config.DRYDOCK_API_TOKENS && !config.DRYDOCK_API_TOKENS_FILE) {
+      config.DRYDOCK_API_TOKENS_FILE = ensureDevTokenFile(
+        config.DRYDOCK_DATA_DIR,
+        config.DRYDOCK_USER ?? userInfo().username,
+      );
+      tokenHint = `your token is in ${config.DRYDOCK_API_TOKENS_FILE}`;
+    }
+    const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+    const server = await startServer({ config, client, log });
     process.stderr.write(
       [
         '',
         'drydock is up.',
         `  Temporal Web UI  ${config.DRYDOCK_TEMPORAL_UI}`,
         `  worker           task queues ${config.DRYDOCK_TASK_QUEUE} and ${hostQueueOf(config)}`,
+        `  review console   ${server.url}  (${tokenHint})`,
+        `  webhooks         ${server.url}/webhooks/github, ${server.url}/webhooks/ci`,
         '',
-        'Start a session from another terminal, for example:',
+        'Take the tour from another terminal: bin/drydock demo',
+        'or start a session of your own, for example:',
         `  bin/drydock run --repo file://$PWD --task "say hello" --step 'echo hello > HELLO.md' --test 'test -s HELLO.md'`,
         '',
         'Ctrl-C stops everything drydock started.',
@@ -61,8 +77,13 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
       ].join('\n'),
     );
     // The SDK's runtime shuts the worker down on SIGINT/SIGTERM; then we stop the server.
-    await worker.run();
-    await connection.close();
+    try {
+      await worker.run();
+    } finally {
+      await server.close();
+      await clientConnection.close();
+      await connection.close();
+    }
   } finally {
     stopServer();
   }

@@ -18,7 +18,7 @@ import { createActivities } from '../activities';
 import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
-import { Redactor } from '../lib/redact';
+import { redactorOf } from '../lib/redact';
 import type { Config } from '../lib/config';
 import { githubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
@@ -65,15 +65,6 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
   }
-}
-
-/** Scrubs the secrets this worker holds (and token patterns) from what it records. */
-export function redactorOf(config: Config): Redactor {
-  return new Redactor([
-    config.GITHUB_TOKEN,
-    config.DRYDOCK_MODEL_API_KEY,
-    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS),
-  ]);
 }
 
 export interface DrydockWorker {

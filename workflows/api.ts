@@ -158,6 +158,8 @@ export interface AgentProgress {
   commit?: string;
   changed?: boolean;
   diffstat?: string;
+  /** Artifact reference of the whole diff. */
+  diff?: string;
   kind?: 'script' | 'openai' | 'cli';
   model?: string;
   /** Model calls so far (all rounds). */
@@ -215,6 +217,21 @@ export interface SessionStatus {
   /** How many times verification ran (more than one when failures went back to the agent). */
   verificationRounds?: number;
 }
+
+/**
+ * A drydock pull request was closed (merged or not), as GitHub reported it.
+ * Recorded by the `pullRequestClosed` workflow (id `pr-closed-<session>-<number>`),
+ * whose result the metrics read; the session itself has usually ended by then.
+ */
+export interface PullRequestClosed {
+  sessionId: string;
+  repo: string;
+  number: number;
+  url: string;
+  merged: boolean;
+  by: string;
+}
+export const PR_CLOSED_WORKFLOW_TYPE = 'pullRequestClosed';
 
 export const status = defineQuery<SessionStatus>('status');
 /** Signals for the Temporal UI and `temporal workflow signal`; refused ones are listed in status. */

@@ -422,6 +422,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       const commit = await track('commit', async (record) => {
         const result = await onHost(sandbox).commitChanges({
           sandbox: sandbox.name,
+          sessionId,
           repoUrl: input.repo.url,
           branch,
           message: `drydock: ${input.task}`.slice(0, 500),

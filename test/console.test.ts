@@ -1,0 +1,209 @@
+/// <reference lib="dom" />
+/**
+ * The tour: `drydock demo` brings a session to the approval, and a reviewer
+ * approves it in the review console, in a real headless Chromium
+ * (playwright-core, Debian's chromium). Also the JSON API with its tokens.
+ */
+import { chromium, type Browser } from 'playwright-core';
+import { status, type SessionStatus } from '../workflows/api';
+import {
+  git,
+  inPhase,
+  makeFixtureRepo,
+  newSessionId,
+  runCli,
+  startServe,
+  startStack,
+  waitForStatus,
+  type TestStack,
+} from './helpers';
+
+const ALICE = 'alice-token-0123456789abcdef';
+const BOB = 'bob-token-0123456789abcdef01';
+
+let stack: TestStack;
+let serve: Awaited<ReturnType<typeof startServe>>;
+let browser: Browser;
+let fixture: { url: string; bare: string };
+
+beforeAll(async () => {
+  fixture = await makeFixtureRepo();
+  // The server's default policy: every irreversible action waits for a person.
+  stack = await startStack();
+  serve = await startServe(stack, {
+    DRYDOCK_API_TOKENS: `alice=${ALICE},bob=${BOB}`,
+    DRYDOCK_REPOS: [`acme/fixture=${fixture.url}`],
+  });
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+});
+/** Sessions a failed test may leave waiting: cancelled at the end, so their sandboxes go. */
+const sessionsToEnd: string[] = [];
+afterAll(async () => {
+  for (const id of sessionsToEnd) {
+    const handle = stack.client.workflow.getHandle(id);
+    if ((await handle.describe()).status.name === 'RUNNING') await handle.cancel();
+    await handle.result().catch(() => undefined);
+  }
+  await browser?.close();
+  await serve?.close();
+  await stack?.stop();
+});
+
+let demo: { sessionId: string; phase: string; console: string };
+
+test('drydock demo: the agent fixes the failing test, verification passes, the session waits in the console', async () => {
+  const id = newSessionId('demo');
+  sessionsToEnd.push(id);
+  const out = await runCli(['demo', '--id', id, '--json'], {
+    TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS,
+    DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE,
+    DRYDOCK_DATA_DIR: stack.config.DRYDOCK_DATA_DIR,
+    DRYDOCK_HTTP_PORT: new URL(serve.url).port,
+  });
+  expect(out.code).toBe(0);
+  demo = JSON.parse(out.stdout);
+  expect(demo).toEqual({
+    sessionId: expect.stringMatching(/-demo-/),
+    phase: 'awaiting_approval',
+    console: `${serve.url}/sessions/${demo.sessionId}`,
+  });
+  const s = await stack.client.workflow.getHandle(demo.sessionId).query(status);
+  expect(s.verification).toMatchObject({ passed: true, report: { total: 3, passed: 3, failed: 0 } });
+  expect(s.verification!.browser).toMatchObject({ outcome: 'passed' });
+});
+
+test('the console: a wrong token is refused; the awaiting session is listed; its page shows diff, tests and screenshot; Approve completes it', async () => {
+  const page = await browser.newPage();
+  try {
+    await page.goto(serve.url);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await page.fill('input[name=token]', 'not-a-token-anyone-has');
+    await page.click('button[type=submit]');
+    expect(await page.textContent('#message')).toBe('That token is not valid.');
+    expect((await page.request.get(`${serve.url}/api/sessions`)).status()).toBe(401);
+
+    await page.fill('input[name=token]', ALICE);
+    await page.click('button[type=submit]');
+    const awaiting = page.locator('section[data-phase=awaiting_approval]');
+    await awaiting.locator(`a[href="/sessions/${demo.sessionId}"]`).click();
+
+    expect(await page.textContent('#phase')).toBe('awaiting_approval');
+    expect(await page.textContent('#diff')).toContain('+exports.add = (a, b) => a + b;');
+    expect(await page.textContent('#diff')).toContain('-exports.add = (a, b) => a - b;');
+    expect(await page.textContent('#tests')).toContain('passed: node test.js (3 tests: 3 passed, 0 failed, 0 skipped)');
+    const shot = page.locator('#screenshots img').first();
+    // The screenshot really loaded (served from the artifact store), and it is the app's page.
+    expect(await shot.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth)).toBe(1280);
+
+    await page.click('button[data-decision=approve]');
+    await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    expect(await page.textContent('#answer')).toBe('approved push as alice');
+  } finally {
+    await page.close();
+  }
+  const final = (await stack.client.workflow.getHandle(demo.sessionId).result()) as SessionStatus;
+  expect(final.phase).toBe('completed');
+  expect(final.decisions).toMatchObject([{ decision: 'approve', action: 'push', by: 'alice' }]);
+});
+
+describe('the API', () => {
+  const api = (path: string, token: string | undefined, init: { method?: string; body?: unknown } = {}) =>
+    fetch(`${serve.url}${path}`, {
+      method: init.method ?? 'GET',
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
+    }).then(async (res) => ({ status: res.status, body: await res.json() }));
+
+  test('no token or a wrong one → 401, on every endpoint', async () => {
+    expect((await api('/api/sessions', undefined)).status).toBe(401);
+    expect(await api('/api/sessions', 'wrong-token-wrong-token')).toEqual({
+      status: 401,
+      body: { error: 'a valid bearer token is required' },
+    });
+    expect((await api('/api/sessions', 'wrong', { method: 'POST', body: {} })).status).toBe(401);
+    expect((await api('/api/sessions/x/decide', 'wrong', { method: 'POST', body: {} })).status).toBe(401);
+  });
+
+  test('start as alice, list and read it, self-approval refused with the reason, bob approves', async () => {
+    const sessionId = newSessionId('api');
+    sessionsToEnd.push(sessionId);
+    const started = await api('/api/sessions', ALICE, {
+      method: 'POST',
+      body: {
+        sessionId,
+        repo: 'acme/fixture',
+        task: 'say hello',
+        agent: { steps: [{ run: 'echo hello >> README.md' }] },
+        verify: { test: 'sh check.sh' },
+        approval: { forbidSelfApproval: true },
+      },
+    });
+    expect(started).toEqual({
+      status: 201,
+      body: { sessionId, url: `${serve.url}/sessions/${sessionId}` },
+    });
+    const handle = stack.client.workflow.getHandle(sessionId);
+    const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+    expect(waiting.requestedBy).toBe('alice');
+
+    let listed: { sessionId: string }[] = [];
+    for (let i = 0; i < 40 && !listed.some((r) => r.sessionId === sessionId); i++) {
+      listed = (await api('/api/sessions?phase=awaiting_approval&repo=acme/fixture', BOB)).body as typeof listed;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(listed.map((r) => r.sessionId)).toContain(sessionId);
+    expect((await api(`/api/sessions/${sessionId}`, BOB)).body).toMatchObject({
+      sessionId,
+      phase: 'awaiting_approval',
+    });
+
+    const self = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
+      method: 'POST',
+      body: { decision: 'approve' },
+    });
+    expect(self).toEqual({
+      status: 409,
+      body: { error: 'alice requested this session and may not approve it (self-approval is forbidden)' },
+    });
+    const impersonated = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
+      method: 'POST',
+      body: { decision: 'approve', by: 'bob' },
+    });
+    expect(impersonated).toEqual({
+      status: 403,
+      body: { error: 'you are alice; a decision is recorded as its sender' },
+    });
+    const approved = await api(`/api/sessions/${sessionId}/decide`, BOB, {
+      method: 'POST',
+      body: { decision: 'approve', change: waiting.pendingApproval!.change.slice(0, 12), comment: 'fine' },
+    });
+    expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'bob' } });
+    const final = (await handle.result()) as SessionStatus;
+    expect(final.phase).toBe('completed');
+    expect(git(['rev-parse', `drydock/${sessionId}`], fixture.bare).trim()).toBe(final.pushed!.commit);
+  });
+
+  test('an unknown repo → 422, an invalid input → 422 naming the field, bad JSON → 400; nothing starts', async () => {
+    expect(await api('/api/sessions', ALICE, { method: 'POST', body: { repo: 'someone/else', task: 'x' } })).toEqual({
+      status: 422,
+      body: { error: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)' },
+    });
+    expect(
+      await api('/api/sessions', ALICE, { method: 'POST', body: { repo: { url: '/etc' }, task: 'x' } }),
+    ).toMatchObject({ status: 422 });
+    const invalid = await api('/api/sessions', ALICE, { method: 'POST', body: { repo: 'acme/fixture' } });
+    expect(invalid).toEqual({
+      status: 422,
+      body: { error: 'invalid session input: task: Invalid input: expected string, received undefined' },
+    });
+    expect(await api('/api/sessions', ALICE, { method: 'POST', body: '{"repo":' })).toMatchObject({ status: 400 });
+    expect((await api('/api/sessions/no-such-session', ALICE)).status).toBe(404);
+  });
+});

@@ -1,0 +1,189 @@
+/**
+ * The review console: server-rendered HTML, no bundle, no CDN. The only
+ * script is the Approve / Reject handler (inline, allowed by a per-response
+ * nonce in the Content-Security-Policy); everything else works without it.
+ */
+import type { SessionRow } from '../lib/sessions';
+import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord } from '../workflows/api';
+import { describeVerification, screenshotsOf } from '../workflows/verification';
+
+export function esc(value: unknown): string {
+  return String(value ?? '').replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+  );
+}
+
+const STYLE = `
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1rem 1.5rem;color:#222}
+h1{font-size:1.3rem}h2{font-size:1.05rem;margin-top:1.6rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.25rem .5rem;border-bottom:1px solid #eee;vertical-align:top}
+pre{background:#f6f8fa;padding:.6rem;overflow:auto;max-height:32rem}.add{color:#116329}.del{color:#a40e26}
+.phase{font-weight:600}.ok{color:#116329}.bad{color:#a40e26}.pending{background:#fff8c5;padding:.6rem 1rem;border:1px solid #d4a72c}
+img.shot{max-width:100%;border:1px solid #ccc;margin:.3rem 0}button{font-size:1rem;margin-right:.5rem;padding:.3rem .9rem}
+header{display:flex;justify-content:space-between;align-items:baseline}`;
+
+/** A whole page; `nonce` allows its one inline script. */
+export function page(title: string, body: string, opts: { nonce?: string; script?: string; who?: string } = {}) {
+  const script = opts.script && opts.nonce ? `<script nonce="${opts.nonce}">${opts.script}</script>` : '';
+  const who = opts.who
+    ? `<form method="post" action="/logout">${esc(opts.who)} <button type="submit">sign out</button></form>`
+    : '';
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · drydock</title>
+<meta name="viewport" content="width=device-width,initial-scale=1"><style>${STYLE}</style></head>
+<body><header><a href="/">drydock review console</a>${who}</header>${body}${script}</body></html>`;
+}
+
+export function loginPage(message?: string): string {
+  return page(
+    'sign in',
+    `<h1>Sign in</h1>${message ? `<p class="bad" id="message">${esc(message)}</p>` : ''}
+<form method="post" action="/login"><label>API token <input type="password" name="token" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button></form>
+<p>Tokens are configured in <code>DRYDOCK_API_TOKENS</code> or <code>DRYDOCK_API_TOKENS_FILE</code>; yours names you in the approvals you give.</p>`,
+  );
+}
+
+const PHASE_ORDER = ['awaiting_approval', ...RUNNING_PHASES.filter((p) => p !== 'awaiting_approval'), ...OUTCOMES];
+
+/** Sessions grouped by phase, the ones waiting for a person first. */
+export function listPage(rows: SessionRow[], details: Map<string, SessionStatus>, who: string): string {
+  const groups = PHASE_ORDER.map((phase) => [phase, rows.filter((r) => r.phase === phase)] as const).filter(
+    ([, list]) => list.length > 0,
+  );
+  const other = rows.filter((r) => !PHASE_ORDER.includes(r.phase as never));
+  if (other.length) groups.push(['other', other]);
+  const body = groups
+    .map(
+      ([phase, list]) => `<section data-phase="${esc(phase)}"><h2>${esc(phase.replace('_', ' '))} (${list.length})</h2>
+<table><tr><th>session</th><th>repo</th><th>task</th><th>started</th></tr>
+${list
+  .map((r) => {
+    const s = details.get(r.sessionId);
+    const task = s ? s.task.split('\n')[0].slice(0, 100) : '';
+    const pending = s?.pendingApproval ? ` <em>(${esc(s.pendingApproval.action)} waits)</em>` : '';
+    return `<tr><td><a href="/sessions/${encodeURIComponent(r.sessionId)}">${esc(r.sessionId)}</a>${pending}</td><td>${esc(r.repo)}</td><td>${esc(task)}</td><td>${esc(r.started)}</td></tr>`;
+  })
+  .join('\n')}</table></section>`,
+    )
+    .join('\n');
+  return page('sessions', `<h1>Sessions</h1>${body || '<p>No sessions yet. Try <code>bin/drydock demo</code>.</p>'}`, {
+    who,
+  });
+}
+
+function seconds(ms?: number): string {
+  return ms === undefined ? 'running' : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function timelineRow(step: StepRecord): string {
+  const mark = step.ok === undefined ? '…' : step.ok ? '<span class="ok">ok</span>' : '<span class="bad">failed</span>';
+  const exit = step.exitCode !== undefined && step.exitCode !== 0 ? `exit ${step.exitCode}` : '';
+  return `<tr><td>${esc(step.name)}</td><td>${esc(step.phase)}</td><td>${mark}</td><td>${seconds(step.durationMs)}</td><td>${esc(step.detail ?? exit)}</td></tr>`;
+}
+
+function diffHtml(diff: string): string {
+  return diff
+    .split('\n')
+    .map((line) =>
+      /^\+(?!\+\+)/.test(line)
+        ? `<span class="add">${esc(line)}</span>`
+        : /^-(?!--)/.test(line)
+          ? `<span class="del">${esc(line)}</span>`
+          : esc(line),
+    )
+    .join('\n');
+}
+
+/** One session for a reviewer: what was asked, what changed, how it was checked, and the decision. */
+export function sessionPage(
+  s: SessionStatus,
+  extra: { diff?: string; who: string; nonce: string; temporalLink: string },
+): string {
+  const v = s.verification;
+  const p = s.pendingApproval;
+  const approval = p
+    ? `<section class="pending" id="approval"><h2>Waiting for approval: ${esc(p.action)}</h2>
+<p>${esc(p.action)} of <code>${esc(p.evidence.branch)}</code> at <code>${esc(p.evidence.commit.slice(0, 12))}</code>,
+change <code id="change">${esc(p.change.slice(0, 12))}</code>; deadline ${esc(p.deadline)};
+may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You decide as <strong>${esc(extra.who)}</strong>.</p>
+<p><label>Comment <input id="comment" size="60"></label></p>
+<p><button data-decision="approve" data-action="${esc(p.action)}" data-change="${esc(p.change)}">Approve</button>
+<button data-decision="reject" data-action="${esc(p.action)}" data-change="${esc(p.change)}">Reject</button></p>
+<p id="answer" role="status"></p></section>`
+    : '';
+  const report = v?.report
+    ? `<p>${v.report.total} tests: ${v.report.passed} passed, ${v.report.failed} failed, ${v.report.skipped} skipped</p>
+<ul>${v.report.failures.map((f) => `<li class="bad">${esc(f.name)}: ${esc(f.message)}</li>`).join('')}</ul>`
+    : '';
+  const tests = v
+    ? `<p class="${v.passed ? 'ok' : 'bad'}" id="verdict">${v.passed ? 'passed' : 'FAILED'}: ${esc(describeVerification(v))}</p>
+${v.summary ? `<pre>${esc(v.summary)}</pre>` : ''}${report}
+${v.outputTail ? `<details><summary>test output (tail)</summary><pre>${esc(v.outputTail)}</pre></details>` : ''}`
+    : '<p>No verification configured.</p>';
+  const shots = screenshotsOf(v)
+    .map(
+      (ref) =>
+        `<figure><img class="shot" alt="${esc(ref)}" src="/artifacts/${esc(ref)}"><figcaption>${esc(ref)}</figcaption></figure>`,
+    )
+    .join('\n');
+  const decisions = [
+    ...s.decisions.map(
+      (d) =>
+        `<li>${esc(d.decision)} ${esc(d.action)} by ${esc(d.by)} at ${esc(d.at)}${d.comment ? `: ${esc(d.comment)}` : ''}</li>`,
+    ),
+    ...s.refusedDecisions.map((r) => `<li class="bad">refused (${esc(r.input?.by)}): ${esc(r.reason)}</li>`),
+  ].join('');
+  const agent = s.agent
+    ? `<p>${s.agent.steps} scripted step(s); ${s.agent.changed ? `commit <code>${esc(s.agent.commit?.slice(0, 12))}</code> on <code>${esc(s.branch)}</code>` : 'no changes'}.
+Cost: none (scripted agent, no model calls).</p>`
+    : '<p>The agent has not run yet.</p>';
+  const body = `<h1>${esc(s.sessionId)}: <span class="phase" id="phase">${esc(s.phase)}</span></h1>
+<p>${esc(s.repo)} · requested by ${esc(s.requestedBy ?? 'unknown')} · started ${esc(s.startedAt)} · <a href="${esc(extra.temporalLink)}">in the Temporal UI</a></p>
+<pre id="task">${esc(s.task)}</pre>
+${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
+${approval}
+<h2>Agent</h2>${agent}
+<h2>Diff</h2>${
+    extra.diff !== undefined
+      ? `<pre id="diff">${diffHtml(extra.diff)}</pre>`
+      : s.agent?.diffstat
+        ? `<pre id="diff">${esc(s.agent.diffstat)}</pre>`
+        : '<p id="diff">No change.</p>'
+  }
+<h2>Tests</h2><div id="tests">${tests}</div>
+<h2>Screenshots</h2><div id="screenshots">${shots || '<p>None.</p>'}</div>
+<h2>Timeline</h2><table id="timeline"><tr><th>step</th><th>phase</th><th></th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table>
+<h2>Decisions</h2><ul id="decisions">${decisions || '<li>None yet.</li>'}</ul>
+${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
+${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;
+  return page(s.sessionId, body, { nonce: extra.nonce, script: DECIDE_SCRIPT, who: extra.who });
+}
+
+/** Approve / Reject: POST the decision (bound to the change on display) and show the answer. */
+const DECIDE_SCRIPT = `
+for (const button of document.querySelectorAll('button[data-decision]')) {
+  button.addEventListener('click', async () => {
+    const answer = document.getElementById('answer');
+    answer.textContent = 'sending…';
+    const comment = document.getElementById('comment').value.trim();
+    const body = { decision: button.dataset.decision, action: button.dataset.action, change: button.dataset.change };
+    if (comment) body.comment = comment;
+    try {
+      const res = await fetch(location.pathname.replace(/^\\/sessions\\//, '/api/sessions/') + '/decide', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const data = await res.json();
+      answer.textContent = res.ok
+        ? (data.decision === 'approve' ? 'approved ' : 'rejected ') + data.action + ' as ' + data.by
+        : 'refused: ' + data.error;
+      answer.className = res.ok ? 'ok' : 'bad';
+      if (res.ok) for (const b of document.querySelectorAll('button[data-decision]')) b.disabled = true;
+    } catch (err) {
+      answer.textContent = 'failed: ' + err;
+      answer.className = 'bad';
+    }
+  });
+}`;
