@@ -14,6 +14,12 @@ export interface ActivityDeps {
   /** This worker's host queue, `<task queue>@<host id>`. */
   hostQueue: string;
   baseImage: string;
+  /** Docker runtime of sandboxes (e.g. "runsc"); default: the engine's. */
+  runtime?: string;
+  /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
+  egressRoot: string;
+  /** Secrets a session may grant to a step by name; never passed otherwise. */
+  secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */
   policy: ApprovalPolicy;
   github: GitHubSettings;

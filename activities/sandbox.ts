@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
@@ -6,16 +7,29 @@ import type { ScriptStep } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitError, inspectBundle, mirrorOf, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
-import { LABELS, SandboxNotFound } from '../lib/sandbox';
+import {
+  EGRESS_PORT,
+  egressDirOf,
+  openEgressProxy,
+  proxyEnv,
+  SANDBOX_EGRESS_SOCKET,
+  type EgressProxy,
+  type EgressRule,
+} from '../lib/egress';
+import { LABELS, parseCounters, SandboxNotFound, sandboxFault, type SandboxFault } from '../lib/sandbox';
+import { scrub } from '../lib/scrub';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
 const TAIL_CHARS = 2_000;
+/** /tmp's size when a session does not say (it counts against the memory limit). */
+export const DEFAULT_TMP_BYTES = 512 * 1024 ** 2;
 
 export interface ProvisionInput {
   sessionId: string;
   repo: { url: string; ref?: string };
-  limits: { cpus: number; memoryBytes: number; pids: number };
+  /** tmpBytes: the size of /tmp (default 512 MiB; absent in sessions started before it existed). */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes?: number };
   /** ISO time after which the reaper may remove the sandbox. */
   expiresAt: string;
 }
@@ -36,6 +50,20 @@ export interface StepInput {
   key: string;
   step: ScriptStep;
   timeoutMs: number;
+  /**
+   * Hosts (and methods) this step may reach through the egress proxy, which
+   * is open for this step only. Absent or empty: the step has no way out.
+   */
+  egress?: EgressRule[];
+  /** Plain (non-secret) environment of this step only. */
+  env?: Record<string, string>;
+  /**
+   * Names of worker secrets granted to this step only: `DRYDOCK_SECRET_<NAME>`
+   * on the worker becomes `<NAME>` in the step's environment. Values never
+   * travel through Temporal, and are scrubbed from the output, the artifact
+   * and the logs.
+   */
+  secrets?: string[];
 }
 
 export interface StepResult {
@@ -43,6 +71,10 @@ export interface StepResult {
   timedOut: boolean;
   outputTail: string;
   artifact?: string;
+  /** The sandbox limit that stopped the step, when one did. */
+  failure?: SandboxFault;
+  /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
+  egress?: { allowed: number; refused: number; log: string };
 }
 
 export interface CommitResult {
@@ -81,6 +113,18 @@ export async function exportBundle(
   throw new Error(`git bundle failed: ${result.stderr.toString().trim()}`);
 }
 
+/** The step's egress log, to the artifact store; counts for the step's result. */
+async function recordEgressTo(
+  artifacts: ActivityDeps['artifacts'],
+  input: StepInput,
+  proxy: EgressProxy,
+): Promise<StepResult['egress']> {
+  const lines = proxy.records.map((r) => JSON.stringify(r)).join('\n');
+  const log = await artifacts.put(input.sessionId, `${input.key}.egress.jsonl`, lines ? `${lines}\n` : '');
+  const allowed = proxy.records.filter((r) => r.allowed).length;
+  return { allowed, refused: proxy.records.length - allowed, log };
+}
+
 export function tail(text: string, chars = TAIL_CHARS): string {
   return text.length <= chars ? text : `…${text.slice(-chars)}`;
 }
@@ -99,9 +143,16 @@ export function createSandboxActivities({
   hostId,
   hostQueue,
   baseImage,
+  runtime,
+  egressRoot,
+  secrets,
   github,
   log,
 }: ActivityDeps) {
+  const egressDir = (sandbox: string) => egressDirOf(egressRoot, sandbox);
+  /** Values never to show: the secrets a step may hold, and the worker's own token. */
+  const secretValues = (granted: string[]) => [...granted, ...(github.token ? [github.token] : [])];
+
   return {
     /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
@@ -125,9 +176,14 @@ export function createSandboxActivities({
       } catch (err) {
         throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
       }
+      // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
+      await mkdir(egressDir(name), { recursive: true, mode: 0o755 });
       const { created } = await sandboxes.create({
         name,
         image: baseImage,
+        runtime,
+        egressDir: egressDir(name),
+        tmpBytes: input.limits.tmpBytes ?? DEFAULT_TMP_BYTES,
         labels: {
           [LABELS.session]: input.sessionId,
           [LABELS.repo]: input.repo.url,
@@ -155,9 +211,22 @@ export function createSandboxActivities({
       return { name, host: hostId, hostQueue, image: baseImage, baseCommit };
     },
 
-    /** Runs one script step; a retry waits for (or reads) the run already made, never runs it twice. */
+    /**
+     * Runs one script step; a retry waits for (or reads) the run already made,
+     * never runs it twice. With `egress`, the step's proxy is open while it runs.
+     */
     async runStep(input: StepInput): Promise<StepResult> {
       const { sandbox, step } = input;
+      const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
+      if (missing.length) {
+        throw ApplicationFailure.nonRetryable(
+          `secrets not configured on the worker: ${missing.map((n) => `DRYDOCK_SECRET_${n}`).join(', ')}`,
+          ErrorType.InvalidSessionInput,
+        );
+      }
+      const granted = Object.fromEntries((input.secrets ?? []).map((n) => [n, secrets[n]]));
+      const hidden = secretValues(Object.values(granted));
+      let proxy: EgressProxy | undefined;
       try {
         if ('write' in step) {
           const result = await sandboxes.exec(
@@ -165,26 +234,72 @@ export function createSandboxActivities({
             ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
             { stdin: step.write.content },
           );
-          return { exitCode: result.exitCode, timedOut: false, outputTail: tail(result.stderr.toString()) };
+          return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(result.stderr.toString())) };
         }
         const dir = `${STATE_DIR}/steps/${input.key}`;
         const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-        const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
+        let argv = ['drydock-run', dir, seconds, step.run];
+        const env: Record<string, string> = { ...input.env, ...granted };
+        if (input.egress?.length) {
+          proxy = await openEgressProxy({
+            socketPath: `${egressDir(sandbox)}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
+            sessionId: input.sessionId,
+            step: input.key,
+            rules: input.egress,
+            log,
+          });
+          argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), '--', ...argv];
+          Object.assign(env, proxyEnv());
+        }
+        const run = await sandboxes.exec(sandbox, argv, {
           signal: Context.current().cancellationSignal,
+          env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
         });
+        const egress = proxy && (await recordEgressTo(artifacts, input, proxy));
         const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
         if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
           // The runner itself failed (missing from the image, killed, no room for its state):
           // the step did not run to an exit code, so it cannot count as passed.
           const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
-          return { exitCode: -1, timedOut: false, outputTail: `drydock-run failed: ${why}` };
+          return { exitCode: -1, timedOut: false, outputTail: scrub(`drydock-run failed: ${why}`, hidden), egress };
         }
         const exitCode = Number(recorded);
-        const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
+        const output = scrub((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
+        const counters = (
+          await sandboxes.exec(sandbox, [
+            'sh',
+            '-c',
+            'cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
+            'counters',
+            dir,
+          ])
+        ).stdout
+          .toString()
+          .split('---');
+        const failure = sandboxFault({
+          exitCode,
+          output,
+          before: parseCounters(counters[0] ?? ''),
+          after: parseCounters(counters[1] ?? ''),
+        });
         const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
-        return { exitCode, timedOut: exitCode === 124, outputTail: tail(output.toString()), artifact };
+        if (failure)
+          log.warn(
+            { sessionId: input.sessionId, sandboxId: sandbox, step: input.key, failure },
+            'step stopped by a sandbox limit',
+          );
+        return {
+          exitCode,
+          timedOut: exitCode === 124,
+          outputTail: tail(output),
+          artifact,
+          ...(failure ? { failure } : {}),
+          ...(egress ? { egress } : {}),
+        };
       } catch (err) {
         permanent(err);
+      } finally {
+        await proxy?.close();
       }
     },
 
@@ -233,6 +348,7 @@ export function createSandboxActivities({
     async destroySandbox(input: { sessionId: string }): Promise<{ removed: boolean }> {
       const name = sandboxName(input.sessionId);
       const removed = await sandboxes.destroy(name);
+      await rm(egressDir(name), { recursive: true, force: true });
       log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
       return { removed };
     },

@@ -95,6 +95,9 @@ export async function createWorker(opts: {
     hostId: config.DRYDOCK_HOST_ID,
     hostQueue,
     baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
+    runtime: config.DRYDOCK_DOCKER_RUNTIME,
+    egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
+    secrets: config.secrets,
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
       approvers: config.DRYDOCK_APPROVERS,

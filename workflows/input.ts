@@ -141,6 +141,10 @@ export const sessionInputSchema = z.strictObject({
         )
         .default('2g'),
       pids: z.number().int().min(16).max(65536).default(512),
+      tmp: size
+        .refine((m) => !(typeof m === 'number' || /^\d+[kmg]$/i.test(m)) || sizeBytes(m) >= 1024 ** 2, 'at least 1m')
+        .default('512m')
+        .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory'),
       wallTime: duration.default('2h').describe('Provisioning, agent and verification together'),
       network: z.literal('none').default('none'),
     })

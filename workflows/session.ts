@@ -204,6 +204,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     record.exitCode = result.exitCode;
     record.outputTail = result.outputTail;
     record.artifact = result.artifact;
+    if (result.failure) record.failure = result.failure;
     record.ok = result.exitCode === 0;
   }
 
@@ -222,7 +223,12 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         const created = await anyHost.provisionSandbox({
           sessionId,
           repo: input.repo,
-          limits: { cpus: input.limits.cpus, memoryBytes: sizeBytes(input.limits.memory), pids: input.limits.pids },
+          limits: {
+            cpus: input.limits.cpus,
+            memoryBytes: sizeBytes(input.limits.memory),
+            pids: input.limits.pids,
+            tmpBytes: sizeBytes(input.limits.tmp),
+          },
           expiresAt,
         });
         record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
@@ -393,7 +399,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       });
       recordStep(record, result);
       if (failOnExit && result.exitCode !== 0) {
-        throw new SessionEnd('failed', `${name} ${exitText(result)}`);
+        throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, timeoutMs)}`);
       }
       return result;
     });
@@ -480,7 +486,18 @@ function describeStep(step: ScriptStep): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
-function exitText(result: StepResult): string {
+/** How a step ended, in words; a sandbox limit that stopped it is named with its value. */
+function exitText(result: StepResult, limits: SessionInput['limits'], timeoutMs: number): string {
+  switch (result.failure) {
+    case 'oom':
+      return `ran out of memory (limit ${limits.memory})`;
+    case 'pids':
+      return `hit the process limit (pids limit ${limits.pids})`;
+    case 'disk_full':
+      return `filled the disk (No space left on device; /tmp is limited to ${limits.tmp})`;
+    case 'timeout':
+      return `timed out (limit ${Math.round(timeoutMs / 1000)}s)`;
+  }
   return result.timedOut ? 'timed out' : `exited with ${result.exitCode}`;
 }
 
