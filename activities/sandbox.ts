@@ -22,6 +22,7 @@ import { scrub } from '../lib/scrub';
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
 const TAIL_CHARS = 2_000;
+const NO_COUNTS = { oomKills: 0, pidsMax: 0 };
 /** /tmp's size when a session does not say (it counts against the memory limit). */
 export const DEFAULT_TMP_BYTES = 512 * 1024 ** 2;
 
@@ -261,7 +262,15 @@ export function createSandboxActivities({
           // The runner itself failed (missing from the image, killed, no room for its state):
           // the step did not run to an exit code, so it cannot count as passed.
           const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
-          return { exitCode: -1, timedOut: false, outputTail: scrub(`drydock-run failed: ${why}`, hidden), egress };
+          // A step's leftovers holding every process slot is the one limit that stops the runner itself.
+          const failure = sandboxFault({ exitCode: -1, output: why, before: NO_COUNTS, after: NO_COUNTS });
+          return {
+            exitCode: -1,
+            timedOut: false,
+            outputTail: scrub(`drydock-run failed: ${why}`, hidden),
+            ...(failure === 'pids' ? { failure } : {}),
+            egress,
+          };
         }
         const exitCode = Number(recorded);
         const output = scrub((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
