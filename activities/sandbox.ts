@@ -145,6 +145,7 @@ export function createSandboxActivities({
   hostQueue,
   baseImage,
   runtime,
+  readonlyRoot,
   egressRoot,
   secrets,
   github,
@@ -183,6 +184,7 @@ export function createSandboxActivities({
         name,
         image: baseImage,
         runtime,
+        readonlyRoot,
         egressDir: egressDir(name),
         tmpBytes: input.limits.tmpBytes ?? DEFAULT_TMP_BYTES,
         labels: {

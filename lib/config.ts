@@ -67,6 +67,16 @@ const configSchema = z.object({
     .regex(/^[A-Za-z0-9._-]+$/, 'a runtime name as in `docker info`')
     .optional(),
   /**
+   * "false" keeps the sandbox's root filesystem writable (for root only) with
+   * /workspace in the container's copy-on-write layer: much faster to start
+   * from a snapshot image holding many files, since Docker fills a volume by
+   * copying (see docs/security.md for the numbers). Default: read-only.
+   */
+  DRYDOCK_READONLY_ROOTFS: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
+  /**
    * Host folder of the egress proxies' sockets (one short sub-folder per
    * sandbox, mounted read-only at /run/drydock). Default: <data dir>/egress.
    * Unix socket paths are limited to 107 bytes: keep it short.

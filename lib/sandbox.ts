@@ -29,6 +29,13 @@ export interface SandboxSpec {
   egressDir: string;
   /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
+  /**
+   * false: the root filesystem stays writable (by root only: the sandbox user
+   * still cannot write system folders) and /workspace and the home folder stay
+   * in the container's copy-on-write layer instead of volumes, which Docker
+   * fills by copying every file (bench/workspace-volume.ts). @default true
+   */
+  readonlyRoot?: boolean;
 }
 
 export interface ExecOptions {
@@ -119,6 +126,7 @@ function isStatus(err: unknown, code: number): boolean {
  * removes with the container.
  */
 export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
+  const readonlyRoot = spec.readonlyRoot ?? true;
   const volume = (target: string) => ({
     Type: 'volume' as const,
     Source: '',
@@ -142,11 +150,10 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
       SecurityOpt: ['no-new-privileges'],
       Privileged: false,
       IpcMode: 'private',
-      ReadonlyRootfs: true,
+      ReadonlyRootfs: readonlyRoot,
       Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
       Mounts: [
-        volume(WORKSPACE),
-        volume(HOME),
+        ...(readonlyRoot ? [volume(WORKSPACE), volume(HOME)] : []),
         { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
       ],
       Init: true,

@@ -96,6 +96,7 @@ export async function createWorker(opts: {
     hostQueue,
     baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
     runtime: config.DRYDOCK_DOCKER_RUNTIME,
+    readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
     secrets: config.secrets,
     policy: {
