@@ -70,9 +70,10 @@ export function parseCounters(text: string): CgroupCounters {
 }
 
 /**
- * Names the limit that stopped a failed step: an OOM kill or a refused fork
- * during the step (cgroup counters), a full disk (the error message every
- * tool prints for ENOSPC), or the step's time limit (timeout's 124).
+ * Names the limit that stopped a step: an OOM kill or a refused fork during
+ * the step (cgroup counters; whatever the exit code), or, for a failed step,
+ * a full disk (the error message every tool prints for ENOSPC) or the step's
+ * time limit (timeout's 124).
  */
 export function sandboxFault(step: {
   exitCode: number;
@@ -80,12 +81,12 @@ export function sandboxFault(step: {
   before: CgroupCounters;
   after: CgroupCounters;
 }): SandboxFault | undefined {
-  if (step.exitCode === 0) return undefined;
+  // A limit the cgroup enforced during the step counts even when the step exits 0
+  // (a fork bomb's shell returns at once; a killed child may go unnoticed).
   if (step.after.oomKills > step.before.oomKills) return 'oom';
-  if (
-    step.after.pidsMax > step.before.pidsMax ||
-    /fork: (retry: )?Resource temporarily unavailable|Cannot fork|EAGAIN.*spawn|spawn.*EAGAIN/i.test(step.output)
-  ) {
+  if (step.after.pidsMax > step.before.pidsMax) return 'pids';
+  if (step.exitCode === 0) return undefined;
+  if (/fork: (retry: )?Resource temporarily unavailable|Cannot fork|EAGAIN.*spawn|spawn.*EAGAIN/i.test(step.output)) {
     return 'pids';
   }
   if (/No space left on device|ENOSPC|Disk quota exceeded/i.test(step.output)) return 'disk_full';

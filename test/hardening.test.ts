@@ -234,7 +234,8 @@ async function endsFailed(id: string, handle: Awaited<ReturnType<typeof startSes
 }
 
 test('a fork bomb hits the pids limit, the host stays responsive, the session fails naming it', async () => {
-  // The classic bomb returns at once and leaves its children multiplying; then the agent goes on.
+  // The classic bomb returns at once and leaves its children multiplying; the step may
+  // even exit 0 (when its own sleep finds a free slot): hitting the limit is the fault.
   const { id, handle } = await limitSession(
     'forkbomb',
     { pids: 64 },

@@ -205,7 +205,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
     record.outputTail = result.outputTail;
     record.artifact = result.artifact;
     if (result.failure) record.failure = result.failure;
-    record.ok = result.exitCode === 0;
+    record.ok = result.exitCode === 0 && !result.failure;
   }
 
   let sandbox: Sandbox | undefined;
@@ -398,7 +398,7 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         timeoutMs,
       });
       recordStep(record, result);
-      if (failOnExit && result.exitCode !== 0) {
+      if (failOnExit && (result.exitCode !== 0 || result.failure)) {
         throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, timeoutMs)}`);
       }
       return result;

@@ -20,7 +20,9 @@ test.each([
   [{ exitCode: 124, output: '', after: zero }, 'timeout'],
   [{ exitCode: 1, output: 'test failed', after: zero }, undefined],
   [{ exitCode: 137, output: '', after: zero }, undefined],
-  [{ exitCode: 0, output: 'No space left on device (handled)', after: { oomKills: 1, pidsMax: 1 } }, undefined],
+  [{ exitCode: 0, output: 'No space left on device (handled)', after: zero }, undefined],
+  [{ exitCode: 0, output: '', after: { oomKills: 1, pidsMax: 0 } }, 'oom'],
+  [{ exitCode: 0, output: '', after: { oomKills: 0, pidsMax: 3 } }, 'pids'],
 ])('%j is %s', (step, fault) => {
   expect(sandboxFault({ ...step, before: zero })).toBe(fault);
 });
