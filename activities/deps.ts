@@ -17,6 +17,14 @@ export interface ActivityDeps {
   /** This worker's host queue, `<task queue>@<host id>`. */
   hostQueue: string;
   baseImage: string;
+  /** Docker runtime of sandboxes (e.g. "runsc"); default: the engine's. */
+  runtime?: string;
+  /** Read-only root filesystem with /workspace and home as volumes (lib/sandbox.ts). @default true */
+  readonlyRoot?: boolean;
+  /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
+  egressRoot: string;
+  /** Secrets a session may grant to a step by name; never passed otherwise. */
+  secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */
   policy: ApprovalPolicy;
   github: GitHubSettings;

@@ -1,25 +1,40 @@
 import { createHash } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import type { EgressRule, ScriptStep } from '../workflows/input';
+import type { ScriptStep } from '../workflows/input';
 import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
 import { GitError, inspectBundle, mirrorOf, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
-import { LABELS, SandboxNotFound } from '../lib/sandbox';
 import { reportProgress } from './heartbeat';
+import {
+  EGRESS_PORT,
+  egressDirOf,
+  openEgressProxy,
+  proxyEnv,
+  SANDBOX_EGRESS_SOCKET,
+  type EgressProxy,
+  type EgressRule,
+} from '../lib/egress';
+import { LABELS, parseCounters, SandboxNotFound, sandboxFault, type SandboxFault } from '../lib/sandbox';
+import { scrub } from '../lib/scrub';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
 const TAIL_CHARS = 2_000;
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
+const NO_COUNTS = { oomKills: 0, pidsMax: 0 };
+/** /tmp's size when a session does not say (it counts against the memory limit). */
+export const DEFAULT_TMP_BYTES = 512 * 1024 ** 2;
 
 export interface ProvisionInput {
   sessionId: string;
   repo: { url: string; ref?: string };
-  limits: { cpus: number; memoryBytes: number; pids: number };
+  /** tmpBytes: the size of /tmp (default 512 MiB; absent in sessions started before it existed). */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes?: number };
   /** ISO time after which the reaper may remove the sandbox. */
   expiresAt: string;
 }
@@ -41,10 +56,19 @@ export interface StepInput {
   step: ScriptStep;
   timeoutMs: number;
   /**
-   * Hosts the step may reach through the egress proxy (an agent CLI's model
-   * API). Default none: the sandbox has no network.
+   * Hosts (and methods) this step may reach through the egress proxy, which
+   * is open for this step only. Absent or empty: the step has no way out.
    */
   egress?: EgressRule[];
+  /** Plain (non-secret) environment of this step only. */
+  env?: Record<string, string>;
+  /**
+   * Names of worker secrets granted to this step only: `DRYDOCK_SECRET_<NAME>`
+   * on the worker becomes `<NAME>` in the step's environment. Values never
+   * travel through Temporal, and are scrubbed from the output, the artifact
+   * and the logs.
+   */
+  secrets?: string[];
 }
 
 export interface StepResult {
@@ -52,6 +76,10 @@ export interface StepResult {
   timedOut: boolean;
   outputTail: string;
   artifact?: string;
+  /** The sandbox limit that stopped the step, when one did. */
+  failure?: SandboxFault;
+  /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
+  egress?: { allowed: number; refused: number; log: string };
 }
 
 export interface CommitResult {
@@ -99,6 +127,18 @@ export async function exportBundle(
   throw new Error(`git bundle failed: ${result.stderr.toString().trim()}`);
 }
 
+/** The step's egress log, to the artifact store; counts for the step's result. */
+async function recordEgressTo(
+  artifacts: ActivityDeps['artifacts'],
+  input: StepInput,
+  proxy: EgressProxy,
+): Promise<StepResult['egress']> {
+  const lines = proxy.records.map((r) => JSON.stringify(r)).join('\n');
+  const log = await artifacts.put(input.sessionId, `${input.key}.egress.jsonl`, lines ? `${lines}\n` : '');
+  const allowed = proxy.records.filter((r) => r.allowed).length;
+  return { allowed, refused: proxy.records.length - allowed, log };
+}
+
 export function tail(text: string, chars = TAIL_CHARS): string {
   return text.length <= chars ? text : `…${text.slice(-chars)}`;
 }
@@ -117,6 +157,10 @@ export function createSandboxActivities({
   hostId,
   hostQueue,
   baseImage,
+  runtime,
+  readonlyRoot,
+  egressRoot,
+  secrets,
   github,
   audit,
   log,
@@ -132,6 +176,7 @@ export function createSandboxActivities({
     file: string,
     name: string,
     running: Promise<T>,
+    hidden: string[],
   ): Promise<T> {
     let copied = 0;
     let last = '';
@@ -153,16 +198,31 @@ export function createSandboxActivities({
         .catch(() => undefined);
       if (!chunk?.stdout.length) continue;
       copied += chunk.stdout.length;
-      await artifacts.append(sessionId, name, chunk.stdout);
-      last = tail(last + chunk.stdout.toString(), TAIL_CHARS);
+      const text = scrub(chunk.stdout.toString(), hidden);
+      await artifacts.append(sessionId, name, text);
+      last = tail(last + text, TAIL_CHARS);
       reportProgress({ outputTail: last, bytes: copied });
     }
     return finished;
   }
 
+  const egressDir = (sandbox: string) => egressDirOf(egressRoot, sandbox);
+  /** Values never to show: the secrets a step may hold, and the worker's own token. */
+  const secretValues = (granted: string[]) => [...granted, ...(github.token ? [github.token] : [])];
+
   /** Runs one script step (see runStep). */
   async function runStepOnce(input: StepInput): Promise<StepResult> {
     const { sandbox, step } = input;
+    const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
+    if (missing.length) {
+      throw ApplicationFailure.nonRetryable(
+        `secrets not configured on the worker: ${missing.map((n) => `DRYDOCK_SECRET_${n}`).join(', ')}`,
+        ErrorType.InvalidSessionInput,
+      );
+    }
+    const granted = Object.fromEntries((input.secrets ?? []).map((n) => [n, secrets[n]]));
+    const hidden = secretValues(Object.values(granted));
+    let proxy: EgressProxy | undefined;
     try {
       if ('write' in step) {
         const result = await sandboxes.exec(
@@ -170,7 +230,7 @@ export function createSandboxActivities({
           ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
           { stdin: step.write.content },
         );
-        return { exitCode: result.exitCode, timedOut: false, outputTail: tail(result.stderr.toString()) };
+        return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(result.stderr.toString())) };
       }
       if ('patch' in step) {
         // Already applied (a retry after a crash) counts as applied.
@@ -184,27 +244,81 @@ export function createSandboxActivities({
           { stdin: step.patch },
         );
         const output = `${result.stdout.toString()}${result.stderr.toString()}`;
-        return { exitCode: result.exitCode, timedOut: false, outputTail: tail(output) };
+        return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(output, hidden)) };
       }
       const dir = `${STATE_DIR}/steps/${input.key}`;
       const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-      const running = sandboxes.exec(sandbox, ['drydock-run', dir, seconds, step.run], {
+      let argv = ['drydock-run', dir, seconds, step.run];
+      const env: Record<string, string> = { ...input.env, ...granted };
+      if (input.egress?.length) {
+        proxy = await openEgressProxy({
+          socketPath: `${egressDir(sandbox)}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
+          sessionId: input.sessionId,
+          step: input.key,
+          rules: input.egress,
+          log,
+        });
+        argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), '--', ...argv];
+        Object.assign(env, proxyEnv());
+      }
+      const running = sandboxes.exec(sandbox, argv, {
         signal: Context.current().cancellationSignal,
+        env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
       });
-      const run = await streamOutput(input.sessionId, sandbox, `${dir}/output`, `${input.key}.log`, running);
+      const run = await streamOutput(input.sessionId, sandbox, `${dir}/output`, `${input.key}.log`, running, hidden);
+      const egress = proxy && (await recordEgressTo(artifacts, input, proxy));
       const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
       if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
         // The runner itself failed (missing from the image, killed, no room for its state):
         // the step did not run to an exit code, so it cannot count as passed.
         const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
-        return { exitCode: -1, timedOut: false, outputTail: `drydock-run failed: ${why}` };
+        // A step's leftovers holding every process slot is the one limit that stops the runner itself.
+        const failure = sandboxFault({ exitCode: -1, output: why, before: NO_COUNTS, after: NO_COUNTS });
+        return {
+          exitCode: -1,
+          timedOut: false,
+          outputTail: scrub(`drydock-run failed: ${why}`, hidden),
+          ...(failure === 'pids' ? { failure } : {}),
+          egress,
+        };
       }
       const exitCode = Number(recorded);
-      const output = (await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout;
+      const output = scrub((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
+      const counters = (
+        await sandboxes.exec(sandbox, [
+          'sh',
+          '-c',
+          'cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
+          'counters',
+          dir,
+        ])
+      ).stdout
+        .toString()
+        .split('---');
+      const failure = sandboxFault({
+        exitCode,
+        output,
+        before: parseCounters(counters[0] ?? ''),
+        after: parseCounters(counters[1] ?? ''),
+      });
       const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
-      return { exitCode, timedOut: exitCode === 124, outputTail: tail(output.toString()), artifact };
+      if (failure)
+        log.warn(
+          { sessionId: input.sessionId, sandboxId: sandbox, step: input.key, failure },
+          'step stopped by a sandbox limit',
+        );
+      return {
+        exitCode,
+        timedOut: exitCode === 124,
+        outputTail: tail(output),
+        artifact,
+        ...(failure ? { failure } : {}),
+        ...(egress ? { egress } : {}),
+      };
     } catch (err) {
-      permanent(err);
+      return permanent(err);
+    } finally {
+      await proxy?.close();
     }
   }
 
@@ -231,9 +345,15 @@ export function createSandboxActivities({
       } catch (err) {
         throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
       }
+      // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
+      await mkdir(egressDir(name), { recursive: true, mode: 0o755 });
       const { created } = await sandboxes.create({
         name,
         image: baseImage,
+        runtime,
+        readonlyRoot,
+        egressDir: egressDir(name),
+        tmpBytes: input.limits.tmpBytes ?? DEFAULT_TMP_BYTES,
         labels: {
           [LABELS.session]: input.sessionId,
           [LABELS.repo]: input.repo.url,
@@ -341,6 +461,7 @@ export function createSandboxActivities({
     async destroySandbox(input: { sessionId: string }): Promise<{ removed: boolean }> {
       const name = sandboxName(input.sessionId);
       const removed = await sandboxes.destroy(name);
+      await rm(egressDir(name), { recursive: true, force: true });
       log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
       await recordEvent(audit, {
         sessionId: input.sessionId,

@@ -4,7 +4,7 @@ import { Option } from 'commander';
 import { AuditTrail } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase, type Database } from '../lib/db';
-import { Redactor } from '../lib/redact';
+import { Redactor } from '../lib/scrub';
 import { buildReport, formatReport } from '../lib/report';
 import { durationMs } from '../workflows/input';
 

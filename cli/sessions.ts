@@ -9,7 +9,6 @@ import { describeVerification, screenshotsOf } from '../workflows/verification';
 import {
   OUTCOMES,
   status,
-  WORKFLOW_TYPE,
   type AgentProgress,
   type Outcome,
   type SessionStatus,

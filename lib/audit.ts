@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import { withTransaction } from './db';
-import type { Redactor } from './redact';
+import type { Redactor } from './scrub';
 
 export const AUDIT_KINDS = [
   'sandbox.provisioned',

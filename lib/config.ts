@@ -110,10 +110,51 @@ const configSchema = z.object({
    * Webhooks and the API start sessions only on these.
    */
   DRYDOCK_REPOS: list.optional(),
+  /**
+   * Docker runtime of sandboxes, e.g. "runsc" for gVisor (a user-space kernel:
+   * a kernel exploit in the sandbox meets gVisor, not the host's kernel).
+   * Default: the engine's default runtime (runc).
+   */
+  DRYDOCK_DOCKER_RUNTIME: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/, 'a runtime name as in `docker info`')
+    .optional(),
+  /**
+   * "false" keeps the sandbox's root filesystem writable (for root only) with
+   * /workspace in the container's copy-on-write layer: much faster to start
+   * from a snapshot image holding many files, since Docker fills a volume by
+   * copying (see docs/security.md for the numbers). Default: read-only.
+   */
+  DRYDOCK_READONLY_ROOTFS: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
+  /**
+   * Host folder of the egress proxies' sockets (one short sub-folder per
+   * sandbox, mounted read-only at /run/drydock). Default: <data dir>/egress.
+   * Unix socket paths are limited to 107 bytes: keep it short.
+   */
+  DRYDOCK_EGRESS_DIR: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
-export type Config = z.infer<typeof configSchema>;
+export type Config = z.infer<typeof configSchema> & {
+  /**
+   * Secrets a session may grant to a step by name: `DRYDOCK_SECRET_<NAME>`
+   * becomes `<NAME>` in that step's environment, and only there.
+   */
+  secrets: Record<string, string>;
+};
+
+const SECRET_PREFIX = 'DRYDOCK_SECRET_';
+
+function secretsOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env)
+      .filter(([k, v]) => k.startsWith(SECRET_PREFIX) && k.length > SECRET_PREFIX.length && v)
+      .map(([k, v]) => [k.slice(SECRET_PREFIX.length), v!]),
+  );
+}
 
 export class ConfigError extends Error {}
 
@@ -124,5 +165,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`invalid environment: ${problems.join('; ')}`);
   }
-  return parsed.data;
+  return { ...parsed.data, secrets: secretsOf(env) };
 }

@@ -11,6 +11,8 @@ export const LABELS = {
 
 export const SANDBOX_USER = '1000:1000';
 export const WORKSPACE = '/workspace';
+/** The sandbox user's home: git config and drydock-run's state (STATE_DIR). */
+export const HOME = '/home/drydock';
 
 export interface SandboxSpec {
   /** Container name: the idempotency key, derived from the session id. */
@@ -21,6 +23,19 @@ export interface SandboxSpec {
   cpus: number;
   memoryBytes: number;
   pids: number;
+  /** Size of the tmpfs at /tmp (it counts against the memory limit too). */
+  tmpBytes: number;
+  /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
+  egressDir: string;
+  /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
+  runtime?: string;
+  /**
+   * false: the root filesystem stays writable (by root only: the sandbox user
+   * still cannot write system folders) and /workspace and the home folder stay
+   * in the container's copy-on-write layer instead of volumes, which Docker
+   * fills by copying every file (bench/workspace-volume.ts). @default true
+   */
+  readonlyRoot?: boolean;
 }
 
 export interface ExecOptions {
@@ -28,12 +43,55 @@ export interface ExecOptions {
   stdin?: Buffer | string;
   /** Stops waiting (the command goes on until the sandbox is destroyed). */
   signal?: AbortSignal;
+  /** Extra environment of this command only ("NAME=value"). */
+  env?: string[];
 }
 
 export interface ExecResult {
   exitCode: number;
   stdout: Buffer;
   stderr: Buffer;
+}
+
+/** How a step failed because the sandbox's limits stopped it, not the code's own verdict. */
+export type SandboxFault = 'oom' | 'pids' | 'disk_full' | 'timeout';
+
+/** The sandbox cgroup's counters that drydock-run records around a step. */
+export interface CgroupCounters {
+  /** Processes the kernel killed for want of memory (memory.oom_control / memory.events `oom_kill`). */
+  oomKills: number;
+  /** Forks refused at the pids limit (pids.events `max`). */
+  pidsMax: number;
+}
+
+export function parseCounters(text: string): CgroupCounters {
+  const count = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { oomKills: count('oom_kill'), pidsMax: count('max') };
+}
+
+/**
+ * Names the limit that stopped a step: an OOM kill or a refused fork during
+ * the step (cgroup counters; whatever the exit code), or, for a failed step,
+ * a full disk (the error message every tool prints for ENOSPC) or the step's
+ * time limit (timeout's 124).
+ */
+export function sandboxFault(step: {
+  exitCode: number;
+  output: string;
+  before: CgroupCounters;
+  after: CgroupCounters;
+}): SandboxFault | undefined {
+  // A limit the cgroup enforced during the step counts even when the step exits 0
+  // (a fork bomb's shell returns at once; a killed child may go unnoticed).
+  if (step.after.oomKills > step.before.oomKills) return 'oom';
+  if (step.after.pidsMax > step.before.pidsMax) return 'pids';
+  if (step.exitCode === 0) return undefined;
+  if (/fork: (retry: )?Resource temporarily unavailable|Cannot fork|EAGAIN.*spawn|spawn.*EAGAIN/i.test(step.output)) {
+    return 'pids';
+  }
+  if (/No space left on device|ENOSPC|Disk quota exceeded/i.test(step.output)) return 'disk_full';
+  if (step.exitCode === 124) return 'timeout';
+  return undefined;
 }
 
 /** The sandbox is gone (destroyed, reaped or never created): permanent for the step. */
@@ -61,6 +119,54 @@ function isStatus(err: unknown, code: number): boolean {
   return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
 }
 
+/**
+ * Docker's create options of a sandbox: no network, non-root, no capabilities,
+ * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
+ * /workspace and the home folder are anonymous volumes, which Docker fills
+ * from the image on creation (so a snapshot image's /workspace is there) and
+ * removes with the container.
+ */
+export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
+  const readonlyRoot = spec.readonlyRoot ?? true;
+  const volume = (target: string) => ({
+    Type: 'volume' as const,
+    Source: '',
+    Target: target,
+    // NoCopy false: Docker copies the image's content at this path into the new volume.
+    VolumeOptions: { NoCopy: false, Labels: spec.labels, DriverConfig: { Name: 'local', Options: {} } },
+  });
+  return {
+    name: spec.name,
+    Image: spec.image,
+    Cmd: ['sleep', 'infinity'],
+    User: SANDBOX_USER,
+    WorkingDir: WORKSPACE,
+    Labels: spec.labels,
+    HostConfig: {
+      // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
+      // empty, so "localhost" would not resolve for an app and its browser check.)
+      NetworkMode: 'none',
+      CapDrop: ['ALL'],
+      // Docker's default seccomp profile applies (nothing here turns it off).
+      SecurityOpt: ['no-new-privileges'],
+      Privileged: false,
+      IpcMode: 'private',
+      ReadonlyRootfs: readonlyRoot,
+      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
+      Mounts: [
+        ...(readonlyRoot ? [volume(WORKSPACE), volume(HOME)] : []),
+        { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
+      ],
+      Init: true,
+      NanoCpus: Math.round(spec.cpus * 1e9),
+      Memory: spec.memoryBytes,
+      MemorySwap: spec.memoryBytes,
+      PidsLimit: spec.pids,
+      ...(spec.runtime ? { Runtime: spec.runtime } : {}),
+    },
+  };
+}
+
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
 export class DockerSandboxes {
   constructor(readonly docker: Docker = new Docker()) {}
@@ -68,27 +174,7 @@ export class DockerSandboxes {
   /** Creates and starts the sandbox, or returns the one that already has this name. */
   async create(spec: SandboxSpec): Promise<{ id: string; created: boolean }> {
     try {
-      const container = await this.docker.createContainer({
-        name: spec.name,
-        Image: spec.image,
-        Cmd: ['sleep', 'infinity'],
-        User: SANDBOX_USER,
-        WorkingDir: WORKSPACE,
-        Labels: spec.labels,
-        HostConfig: {
-          // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
-          // empty, so "localhost" would not resolve for an app and its browser check.)
-          NetworkMode: 'none',
-          CapDrop: ['ALL'],
-          SecurityOpt: ['no-new-privileges'],
-          Privileged: false,
-          Init: true,
-          NanoCpus: Math.round(spec.cpus * 1e9),
-          Memory: spec.memoryBytes,
-          MemorySwap: spec.memoryBytes,
-          PidsLimit: spec.pids,
-        },
-      });
+      const container = await this.docker.createContainer(sandboxCreateOptions(spec));
       await container.start();
       return { id: container.id, created: true };
     } catch (err) {
@@ -122,6 +208,7 @@ export class DockerSandboxes {
         AttachStdout: true,
         AttachStderr: true,
         AttachStdin: opts.stdin !== undefined,
+        ...(opts.env ? { Env: opts.env } : {}),
       });
     } catch (err) {
       if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name);

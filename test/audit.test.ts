@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
 import { AuditTrail } from '../lib/audit';
-import { Redactor } from '../lib/redact';
+import { Redactor } from '../lib/scrub';
 import { decide, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {

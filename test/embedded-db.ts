@@ -6,7 +6,7 @@
  */
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
-import { Redactor } from '../lib/redact';
+import { Redactor } from '../lib/scrub';
 import { buildReport } from '../lib/report';
 
 const errorOf = (p: Promise<unknown>) =>

@@ -17,7 +17,7 @@ import { sandboxName } from '../activities/sandbox';
 import type { ActivityDeps } from '../activities/deps';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
-import { Redactor } from '../lib/redact';
+import { Redactor } from '../lib/scrub';
 import { decide, status, type Action, type DecideInput, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {

@@ -1,4 +1,7 @@
 /** The reaper: sandboxes that no teardown will remove are found and removed; live ones are kept. */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { LABELS, DockerSandboxes } from '../lib/sandbox';
 import { hostQueueOf } from '../workers/worker';
 import type { Reaped } from '../activities/reaper';
@@ -42,6 +45,8 @@ test('reapSandboxes removes the sandbox of a terminated session and an expired o
       cpus: 0.5,
       memoryBytes: 128 * 1024 ** 2,
       pids: 64,
+      tmpBytes: 16 * 1024 ** 2,
+      egressDir: await mkdtemp(path.join(tmpdir(), 'drydock-egress-')),
     });
 
     const reaped: Reaped[] = await stack.client.workflow.execute('reapSandboxes', {

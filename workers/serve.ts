@@ -27,7 +27,7 @@ import { getStatus, listSessions } from '../lib/sessions';
 import { sessionLink } from '../lib/temporal';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
-import { redactorOf } from '../lib/redact';
+import { redactorOf } from '../lib/scrub';
 import { routeGitHubEvent, signatureMatches, type StartTrigger } from '../lib/webhooks';
 import {
   ACTIONS,

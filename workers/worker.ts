@@ -18,7 +18,7 @@ import { createActivities } from '../activities';
 import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
-import { redactorOf } from '../lib/redact';
+import { redactorOf } from '../lib/scrub';
 import type { Config } from '../lib/config';
 import { githubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
@@ -111,6 +111,10 @@ export async function createWorker(opts: {
     hostId: config.DRYDOCK_HOST_ID,
     hostQueue,
     baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
+    runtime: config.DRYDOCK_DOCKER_RUNTIME,
+    readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
+    egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
+    secrets: config.secrets,
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
       approvers: config.DRYDOCK_APPROVERS,

@@ -66,6 +66,8 @@ export interface StepRecord {
   /** The last lines of the output; the whole output is in `artifact`. */
   outputTail?: string;
   artifact?: string;
+  /** The sandbox limit that stopped the step: out of memory, pids, disk full, time limit. */
+  failure?: 'oom' | 'pids' | 'disk_full' | 'timeout';
   detail?: string;
 }
 

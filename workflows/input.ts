@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { ACTIONS } from './api';
+import { egressRule } from './egress';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
 export const duration = z.union([
@@ -74,13 +75,6 @@ const patchStep = z.strictObject({
 });
 export const scriptStep = z.union([runStep, writeStep, patchStep]);
 
-/** Where an agent CLI may connect through drydock's egress proxy (lib/egress.ts). */
-export const egressRule = z.strictObject({
-  host: z.string().regex(/^[A-Za-z0-9.-]+$/, 'a host name'),
-  port: z.number().int().min(1).max(65535).optional(),
-  methods: z.array(z.string().regex(/^[A-Z]+$/, 'an HTTP method in capitals')).optional(),
-});
-export type EgressRule = z.infer<typeof egressRule>;
 
 /** Commands of agent CLIs installed in the sandbox image; "{prompt}" is one literal argument. */
 export const CLI_TEMPLATES = {
@@ -220,6 +214,10 @@ export const sessionInputSchema = z.strictObject({
         )
         .default('2g'),
       pids: z.number().int().min(16).max(65536).default(512),
+      tmp: size
+        .refine((m) => !(typeof m === 'number' || /^\d+[kmg]$/i.test(m)) || sizeBytes(m) >= 1024 ** 2, 'at least 1m')
+        .default('512m')
+        .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory'),
       wallTime: duration.default('2h').describe('Provisioning, agent and verification together'),
       network: z.literal('none').default('none'),
     })

@@ -244,7 +244,8 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     record.exitCode = result.exitCode;
     record.outputTail = result.outputTail;
     record.artifact = result.artifact;
-    record.ok = result.exitCode === 0;
+    if (result.failure) record.failure = result.failure;
+    record.ok = result.exitCode === 0 && !result.failure;
   }
 
   let sandbox: Sandbox | undefined = continued?.sandbox;
@@ -274,7 +275,12 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         const created = await anyHost.provisionSandbox({
           sessionId,
           repo: input.repo,
-          limits: { cpus: input.limits.cpus, memoryBytes: sizeBytes(input.limits.memory), pids: input.limits.pids },
+          limits: {
+            cpus: input.limits.cpus,
+            memoryBytes: sizeBytes(input.limits.memory),
+            pids: input.limits.pids,
+            tmpBytes: sizeBytes(input.limits.tmp),
+          },
           expiresAt,
         });
         record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
@@ -599,7 +605,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       return;
     }
     if (result.exitCode !== 0)
-      throw new SessionEnd('failed', `agent CLI ${program} ${exitText(result)}`, 'agent_failed');
+      throw new SessionEnd('failed', `agent CLI ${program} ${exitText(result, input.limits, limitMs)}`, 'agent_failed');
     progress.stopReason = 'done';
   }
 
@@ -668,8 +674,12 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         timeoutMs,
       });
       recordStep(record, result);
-      if (failOnExit && result.exitCode !== 0) {
-        throw new SessionEnd('failed', `${name} ${exitText(result)}`, 'step_failed');
+      if (failOnExit && (result.exitCode !== 0 || result.failure)) {
+        throw new SessionEnd(
+          'failed',
+          `${name} ${exitText(result, input.limits, timeoutMs)}`,
+          result.failure ? `sandbox_${result.failure}` : 'step_failed',
+        );
       }
       return result;
     });
@@ -777,7 +787,18 @@ function describeStep(step: ScriptStep): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
-function exitText(result: StepResult): string {
+/** How a step ended, in words; a sandbox limit that stopped it is named with its value. */
+function exitText(result: StepResult, limits: SessionInput['limits'], timeoutMs: number): string {
+  switch (result.failure) {
+    case 'oom':
+      return `ran out of memory (limit ${limits.memory})`;
+    case 'pids':
+      return `hit the process limit (pids limit ${limits.pids})`;
+    case 'disk_full':
+      return `filled the disk (No space left on device; /tmp is limited to ${limits.tmp})`;
+    case 'timeout':
+      return `timed out (limit ${Math.round(timeoutMs / 1000)}s)`;
+  }
   return result.timedOut ? 'timed out' : `exited with ${result.exitCode}`;
 }
 

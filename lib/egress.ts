@@ -1,0 +1,329 @@
+/**
+ * drydock's egress proxy: the only way out of a sandbox (which has no IP
+ * network). Inside, `drydock-egress` (sandbox-images/base) listens on
+ * 127.0.0.1:EGRESS_PORT and relays each connection over a unix socket,
+ * mounted read-only from the host at /run/drydock, to this proxy in the
+ * worker. The proxy speaks HTTP proxy semantics (absolute-URI requests for
+ * plain http, CONNECT tunnels for https), allows only the step's rules,
+ * refuses loopback, private and host addresses unless a rule names that
+ * address itself, and logs every request with the session id.
+ */
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { BlockList, connect, isIP, type Socket } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { chmod, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import type { Logger } from './log';
+import type { EgressRule } from '../workflows/egress';
+
+export type { EgressRule } from '../workflows/egress';
+
+/** Where the host's proxy socket appears inside the sandbox. */
+export const SANDBOX_EGRESS_DIR = '/run/drydock';
+export const SANDBOX_EGRESS_SOCKET = `${SANDBOX_EGRESS_DIR}/egress.sock`;
+/** The forwarder's port on the sandbox's loopback. */
+export const EGRESS_PORT = 3128;
+
+/** Environment of a step with an allowlist: every common client finds the proxy. */
+export function proxyEnv(): Record<string, string> {
+  const url = `http://127.0.0.1:${EGRESS_PORT}`;
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    npm_config_proxy: url,
+    'npm_config_https-proxy': url,
+    // The sandbox's own servers (an app under test) stay direct.
+    NO_PROXY: 'localhost,127.0.0.1,::1',
+    no_proxy: 'localhost,127.0.0.1,::1',
+  };
+}
+
+/**
+ * The host folder mounted at /run/drydock in one sandbox. Short and hashed:
+ * a unix socket path may not exceed 107 bytes.
+ */
+export function egressDirOf(root: string, sandbox: string): string {
+  return path.join(root, createHash('sha256').update(sandbox).digest('hex').slice(0, 16));
+}
+
+export interface Verdict {
+  allowed: boolean;
+  reason: string;
+  rule?: EgressRule;
+}
+
+const WEB_PORTS = [80, 443];
+
+function normalizeHost(host: string): string {
+  return host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '');
+}
+
+function hostMatches(ruleHost: string, host: string): boolean {
+  const pattern = normalizeHost(ruleHost);
+  if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
+  return pattern === host;
+}
+
+/** Which rule allows this request, judged on names alone (before any DNS). */
+export function matchRule(rules: EgressRule[], host: string, port: number, method: string): Verdict {
+  const target = normalizeHost(host);
+  const verb = method.toUpperCase();
+  let refusal: string | undefined;
+  for (const rule of rules) {
+    if (!hostMatches(rule.host, target)) continue;
+    if (!(rule.port === undefined ? WEB_PORTS.includes(port) : rule.port === port)) {
+      refusal ??= `port ${port} not allowed for ${target}`;
+      continue;
+    }
+    if (rule.methods && !rule.methods.includes(verb as never)) {
+      refusal =
+        verb === 'CONNECT'
+          ? `CONNECT (https) not allowed for ${target}: its rule restricts methods to ${rule.methods.join(', ')}, which a tunnel cannot enforce`
+          : `method ${verb} not allowed for ${target} (allowed: ${rule.methods.join(', ')})`;
+      continue;
+    }
+    return { allowed: true, reason: `rule ${rule.host}`, rule };
+  }
+  return { allowed: false, reason: refusal ?? `${target} is not on the allowlist` };
+}
+
+/** Address ranges never reached unless a rule names the address itself. */
+const RESTRICTED = (
+  [
+    ['loopback', '127.0.0.0', 8, 'ipv4'],
+    ['unspecified', '0.0.0.0', 8, 'ipv4'],
+    ['private', '10.0.0.0', 8, 'ipv4'],
+    ['private', '172.16.0.0', 12, 'ipv4'],
+    ['private', '192.168.0.0', 16, 'ipv4'],
+    ['shared (CGNAT)', '100.64.0.0', 10, 'ipv4'],
+    ['link-local', '169.254.0.0', 16, 'ipv4'],
+    ['reserved', '192.0.0.0', 24, 'ipv4'],
+    ['benchmarking', '198.18.0.0', 15, 'ipv4'],
+    ['multicast', '224.0.0.0', 4, 'ipv4'],
+    ['reserved', '240.0.0.0', 4, 'ipv4'],
+    ['loopback', '::1', 128, 'ipv6'],
+    ['unspecified', '::', 128, 'ipv6'],
+    ['private', 'fc00::', 7, 'ipv6'],
+    ['link-local', 'fe80::', 10, 'ipv6'],
+    ['multicast', 'ff00::', 8, 'ipv6'],
+  ] as const
+).map(([name, net, prefix, type]) => {
+  const list = new BlockList();
+  list.addSubnet(net, prefix, type);
+  return { name, list, type };
+});
+
+/** Why this address may not be reached without an explicit rule, or undefined when it may. */
+export function restrictedAddress(address: string): string | undefined {
+  let ip = normalizeHost(address);
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) ip = mapped[1];
+  const type = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  const range = RESTRICTED.find((r) => r.type === type && r.list.check(ip, type));
+  if (range) return range.name;
+  const own = Object.values(networkInterfaces())
+    .flat()
+    .some((i) => i && normalizeHost(i.address) === ip);
+  return own ? "this host's own address" : undefined;
+}
+
+export type Lookup = (host: string) => Promise<string[]>;
+const systemLookup: Lookup = async (host) => (await dnsLookup(host, { all: true })).map((a) => a.address);
+
+/**
+ * The address to connect to. Resolved once here and connected to by address,
+ * so a name cannot resolve to an allowed address when checked and another
+ * when used. Any restricted address refuses, unless the rule names it.
+ */
+export async function resolveTarget(
+  host: string,
+  rule: EgressRule,
+  lookup: Lookup = systemLookup,
+): Promise<{ address: string } | { refused: string }> {
+  const name = normalizeHost(host);
+  let addresses: string[];
+  if (isIP(name)) {
+    addresses = [name];
+  } else {
+    try {
+      addresses = await lookup(name);
+    } catch (err) {
+      return { refused: `cannot resolve ${name}: ${(err as Error).message}` };
+    }
+  }
+  if (addresses.length === 0) return { refused: `cannot resolve ${name}` };
+  for (const address of addresses) {
+    const why = restrictedAddress(address);
+    if (why && normalizeHost(rule.host) !== normalizeHost(address)) {
+      return { refused: `${name} is ${address}, a ${why} address, which no rule names` };
+    }
+  }
+  return { address: addresses[0] };
+}
+
+export interface EgressRecord {
+  sessionId: string;
+  step?: string;
+  method: string;
+  host: string;
+  port: number;
+  allowed: boolean;
+  reason: string;
+  at: string;
+}
+
+export interface EgressProxyOptions {
+  /** Host path of the unix socket (its folder is mounted at /run/drydock). */
+  socketPath: string;
+  sessionId: string;
+  /** The step's key, for the log. */
+  step?: string;
+  rules: EgressRule[];
+  log: Logger;
+  lookup?: Lookup;
+}
+
+export interface EgressProxy {
+  /** Every request so far, allowed or refused (no paths or headers: they may carry secrets). */
+  records: EgressRecord[];
+  /** Stops listening, cuts open tunnels and removes the socket. */
+  close(): Promise<void>;
+}
+
+/** Headers for the proxy alone, or for one hop only. */
+const HOP_HEADERS = ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'upgrade'];
+
+function splitHostPort(authority: string): { host: string; port: number } | undefined {
+  const m = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(authority);
+  return m ? { host: m[1], port: Number(m[2]) } : undefined;
+}
+
+/** Opens the proxy of one step on its unix socket. */
+export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
+  const records: EgressRecord[] = [];
+  const sockets = new Set<Socket>();
+  const lookup = opts.lookup ?? systemLookup;
+
+  /** Decides and logs one request; the address to connect to when allowed. */
+  async function judge(method: string, host: string, port: number): Promise<{ address?: string; reason: string }> {
+    const verdict = matchRule(opts.rules, host, port, method);
+    let address: string | undefined;
+    let reason = verdict.reason;
+    if (verdict.allowed) {
+      const target = await resolveTarget(host, verdict.rule!, lookup);
+      if ('address' in target) address = target.address;
+      else reason = target.refused;
+    }
+    const record: EgressRecord = {
+      sessionId: opts.sessionId,
+      step: opts.step,
+      method,
+      host: normalizeHost(host),
+      port,
+      allowed: address !== undefined,
+      reason,
+      at: new Date().toISOString(),
+    };
+    records.push(record);
+    opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');
+    return { address, reason };
+  }
+
+  const server = createServer((req, res) => {
+    void (async () => {
+      let url: URL;
+      try {
+        url = new URL(req.url ?? '');
+        if (url.protocol !== 'http:') throw new Error('not http');
+      } catch {
+        res
+          .writeHead(400, { 'content-type': 'text/plain' })
+          .end('drydock egress: send absolute http:// URLs, or CONNECT for https\n');
+        return;
+      }
+      const port = url.port ? Number(url.port) : 80;
+      const { address, reason } = await judge(req.method ?? 'GET', url.hostname, port);
+      if (!address) {
+        res.writeHead(403, { 'content-type': 'text/plain' }).end(`drydock egress refused: ${reason}\n`);
+        req.resume();
+        return;
+      }
+      const headers: OutgoingHttpHeaders = { ...req.headers, host: url.host };
+      for (const h of HOP_HEADERS) delete headers[h];
+      const upstream = httpRequest(
+        { host: address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false },
+        (answer: IncomingMessage) => {
+          const back = { ...answer.headers };
+          for (const h of HOP_HEADERS) delete back[h];
+          res.writeHead(answer.statusCode ?? 502, back);
+          answer.pipe(res);
+        },
+      );
+      upstream.on('error', (err) => {
+        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+        res.end(`drydock egress: ${err.message}\n`);
+      });
+      req.pipe(upstream);
+    })();
+  });
+
+  server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
+    sockets.add(client);
+    client.on('error', () => client.destroy());
+    void (async () => {
+      const target = splitHostPort(req.url ?? '');
+      if (!target) {
+        client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+        return;
+      }
+      const { address, reason } = await judge('CONNECT', target.host, target.port);
+      if (!address) {
+        client.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ndrydock egress refused: ${reason}\n`);
+        return;
+      }
+      const upstream = connect(target.port, address, () => {
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        if (head.length) upstream.write(head);
+        upstream.pipe(client).pipe(upstream);
+      });
+      sockets.add(upstream);
+      upstream.on('error', () => {
+        client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+        upstream.destroy();
+      });
+      upstream.on('close', () => client.destroy());
+    })();
+  });
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  await mkdir(path.dirname(opts.socketPath), { recursive: true });
+  // A socket left by an earlier attempt (a crashed worker) is replaced.
+  await rm(opts.socketPath, { force: true });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.socketPath, () => resolve());
+  });
+  // The sandbox user (uid 1000) must be able to connect; the folder is mounted read-only.
+  await chmod(opts.socketPath, 0o666);
+
+  return {
+    records,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      await closed;
+      await rm(opts.socketPath, { force: true });
+    },
+  };
+}

@@ -1,0 +1,47 @@
+/** Naming the sandbox limit that stopped a step, and scrubbing secrets from what leaves the sandbox. */
+import { parseCounters, sandboxFault } from '../../lib/sandbox';
+import { hasTokenPattern, REDACTED, scrub } from '../../lib/scrub';
+
+const zero = { oomKills: 0, pidsMax: 0 };
+
+test('cgroup v1 and v2 counters are read', () => {
+  expect(parseCounters('oom_kill_disable 0\nunder_oom 0\noom_kill 3\nmax 7\n')).toEqual({ oomKills: 3, pidsMax: 7 });
+  expect(parseCounters('low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n')).toEqual({ oomKills: 1, pidsMax: 0 });
+  expect(parseCounters('')).toEqual(zero);
+});
+
+test.each([
+  [{ exitCode: 137, output: 'Killed', after: { oomKills: 1, pidsMax: 0 } }, 'oom'],
+  [{ exitCode: 124, output: '', after: { oomKills: 0, pidsMax: 40 } }, 'pids'],
+  [{ exitCode: 2, output: 'sh: 1: Cannot fork', after: zero }, 'pids'],
+  [{ exitCode: 254, output: 'bash: fork: retry: Resource temporarily unavailable', after: zero }, 'pids'],
+  [{ exitCode: 1, output: 'dd: error writing /tmp/f: No space left on device', after: zero }, 'disk_full'],
+  [{ exitCode: 1, output: 'Error: ENOSPC: no space left on device, write', after: zero }, 'disk_full'],
+  [{ exitCode: 124, output: '', after: zero }, 'timeout'],
+  [{ exitCode: 1, output: 'test failed', after: zero }, undefined],
+  [{ exitCode: 137, output: '', after: zero }, undefined],
+  [{ exitCode: 0, output: 'No space left on device (handled)', after: zero }, undefined],
+  [{ exitCode: 0, output: '', after: { oomKills: 1, pidsMax: 0 } }, 'oom'],
+  [{ exitCode: 0, output: '', after: { oomKills: 0, pidsMax: 3 } }, 'pids'],
+])('%j is %s', (step, fault) => {
+  expect(sandboxFault({ ...step, before: zero })).toBe(fault);
+});
+
+test('counters that moved before the step do not count', () => {
+  const before = { oomKills: 2, pidsMax: 5 };
+  expect(sandboxFault({ exitCode: 1, output: '', before, after: before })).toBeUndefined();
+});
+
+test('secrets are scrubbed by value and by pattern', () => {
+  const key = 'my-model-key-1234567890';
+  const gh = `ghp_${'a1'.repeat(18)}`;
+  const text = `key=${key}\ntoken ${gh}\nsk-proj-${'x'.repeat(30)}\nAKIAABCDEFGHIJKLMNOP\nshort=abc`;
+  const out = scrub(text, [key, 'abc']);
+  expect(out).not.toContain(key);
+  expect(out).not.toContain(gh);
+  expect(out).not.toMatch(/sk-proj|AKIA/);
+  expect(out).toContain('short=abc'); // too short to scrub by value
+  expect(out.split(REDACTED)).toHaveLength(5);
+  expect(hasTokenPattern(text)).toBe(true);
+  expect(hasTokenPattern(out)).toBe(false);
+});
