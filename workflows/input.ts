@@ -75,7 +75,6 @@ const patchStep = z.strictObject({
 });
 export const scriptStep = z.union([runStep, writeStep, patchStep]);
 
-
 /** Commands of agent CLIs installed in the sandbox image; "{prompt}" is one literal argument. */
 export const CLI_TEMPLATES = {
   opencode: ['opencode', 'run', '{prompt}'],
