@@ -88,10 +88,16 @@ const LABELS: [keyof Report, string][] = [
 
 const show = (v: unknown) => (v === null || v === undefined ? '-' : String(v));
 
-export function formatReport(report: Report, format: 'table' | 'csv' | 'json'): string {
-  if (format === 'json') return JSON.stringify(report, null, 2);
+/** The report as labelled rows, failures by cause last. */
+export function reportRows(report: Report): [string, string][] {
   const rows: [string, string][] = LABELS.map(([key, label]) => [label, show(report[key])]);
   for (const [cause, n] of Object.entries(report.failuresByCause)) rows.push([`failures: ${cause}`, String(n)]);
+  return rows;
+}
+
+export function formatReport(report: Report, format: 'table' | 'csv' | 'json'): string {
+  if (format === 'json') return JSON.stringify(report, null, 2);
+  const rows = reportRows(report);
   if (format === 'csv') {
     const quote = (s: string) => (/[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
     return ['metric,value', ...rows.map(([k, v]) => `${quote(k)},${quote(v)}`)].join('\n');

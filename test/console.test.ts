@@ -108,6 +108,19 @@ test('the console: a wrong token is refused; the awaiting session is listed; its
   const final = (await stack.client.workflow.getHandle(demo.sessionId).result()) as SessionStatus;
   expect(final.phase).toBe('completed');
   expect(final.decisions).toMatchObject([{ decision: 'approve', action: 'push', by: 'alice' }]);
+
+  // The metrics page shows the report's figures, this approved session among them.
+  const metrics = await browser.newPage();
+  try {
+    await metrics.goto(serve.url);
+    await metrics.fill('input[name=token]', ALICE);
+    await metrics.click('button[type=submit]');
+    await metrics.goto(`${serve.url}/metrics?since=1h&repo=${encodeURIComponent(final.repo)}`);
+    const cells = await metrics.locator('#metrics tr').allTextContents();
+    expect(cells).toEqual(expect.arrayContaining(['sessions1', 'approved1', 'acceptance rate1']));
+  } finally {
+    await metrics.close();
+  }
 });
 
 describe('the API', () => {

@@ -3,6 +3,7 @@
  * script is the Approve / Reject handler (inline, allowed by a per-response
  * nonce in the Content-Security-Policy); everything else works without it.
  */
+import { reportRows, type Report } from '../lib/report';
 import type { SessionRow } from '../lib/sessions';
 import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord } from '../workflows/api';
 import { describeVerification, screenshotsOf } from '../workflows/verification';
@@ -31,7 +32,7 @@ export function page(title: string, body: string, opts: { nonce?: string; script
     : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · drydock</title>
 <meta name="viewport" content="width=device-width,initial-scale=1"><style>${STYLE}</style></head>
-<body><header><a href="/">drydock review console</a>${who}</header>${body}${script}</body></html>`;
+<body><header><span><a href="/">drydock review console</a> · <a href="/metrics">metrics</a></span>${who}</header>${body}${script}</body></html>`;
 }
 
 export function loginPage(message?: string): string {
@@ -187,3 +188,19 @@ for (const button of document.querySelectorAll('button[data-decision]')) {
     }
   });
 }`;
+
+/** The pilot metrics of `drydock report`, for the window asked for (?since=7d&repo=...). */
+export function metricsPage(report: Report, who: string): string {
+  const rows = reportRows(report)
+    .map(([label, value]) => `<tr><th>${esc(label)}</th><td>${esc(value)}</td></tr>`)
+    .join('\n');
+  return page(
+    'metrics',
+    `<h1>Metrics</h1><p>Sessions started since ${esc(report.since)}${report.repo ? ` on ${esc(report.repo)}` : ''}.</p>
+<form method="get" action="/metrics"><label>since <input name="since" value="7d" size="5"></label>
+<label>repo <input name="repo" value="${esc(report.repo ?? '')}"></label> <button type="submit">show</button></form>
+<table id="metrics">${rows}</table>
+<p>Definitions: <code>docs/audit.md</code>. The same figures: <code>bin/drydock report</code>.</p>`,
+    { who },
+  );
+}

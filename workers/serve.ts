@@ -27,6 +27,8 @@ import { getStatus, listSessions } from '../lib/sessions';
 import { sessionLink } from '../lib/temporal';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
+import { buildReport } from '../lib/report';
+import type { Pool } from 'pg';
 import { redactorOf } from '../lib/scrub';
 import { routeGitHubEvent, signatureMatches, type StartTrigger } from '../lib/webhooks';
 import {
@@ -40,8 +42,8 @@ import {
   type PullRequestClosed,
   type SessionStatus,
 } from '../workflows/api';
-import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
-import { listPage, loginPage, sessionPage } from './console';
+import { durationMs, parseSessionInput, type SessionInputDraft } from '../workflows/input';
+import { listPage, loginPage, metricsPage, sessionPage } from './console';
 
 const COOKIE = 'drydock_token';
 
@@ -63,6 +65,8 @@ export interface ServeDeps {
   repos?: RepoLookupService;
   /** Where webhook deliveries that start a session are recorded (startServer opens one). */
   audit?: AuditTrail;
+  /** The database of the metrics page (startServer opens one). */
+  pool?: Pool;
 }
 
 export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {
@@ -377,6 +381,16 @@ export function createHandler(deps: ServeDeps) {
     res.end();
   }
 
+  async function metrics(res: ServerResponse, url: URL, who: string): Promise<void> {
+    if (!deps.pool) throw new HttpError(503, 'no database configured for metrics');
+    const since = url.searchParams.get('since') || '7d';
+    if (!/^\d+(ms|s|m|h|d)$/.test(since))
+      throw new HttpError(400, `since: expected a duration like 7d, got "${since}"`);
+    const repo = url.searchParams.get('repo') || undefined;
+    const report = await buildReport(deps.pool, { since: new Date(Date.now() - durationMs(since)), repo });
+    sendHtml(res, 200, metricsPage(report, who));
+  }
+
   async function consoleList(res: ServerResponse, who: string): Promise<void> {
     const rows = await listSessions(client, { limit: 100 });
     // Task and pending action of the sessions still running (closed ones would need a replay each).
@@ -454,6 +468,7 @@ export function createHandler(deps: ServeDeps) {
     if (is('GET', /^\/$/)) return consoleList(res, who);
     if ((match = is('GET', /^\/sessions\/([^/]+)$/))) return consoleSession(res, decodeURIComponent(match[1]), who);
     if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(res, decodeURIComponent(match[1]));
+    if (is('GET', /^\/metrics$/)) return metrics(res, url, who);
     throw new HttpError(404, `no such page: ${method} ${p}`);
   }
 
@@ -518,7 +533,7 @@ export async function startServer(deps: ServeDeps): Promise<RunningServer> {
   const config = { ...deps.config };
   const db = deps.audit ? undefined : await openDatabase(config, deps.log);
   const audit = deps.audit ?? new AuditTrail(db!.pool, config.DRYDOCK_HOST_ID, redactorOf(config));
-  const handler = createHandler({ ...deps, config, audit });
+  const handler = createHandler({ ...deps, config, audit, pool: deps.pool ?? db?.pool });
   const server = createServer((req, res) => void handler(req, res));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;

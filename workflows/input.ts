@@ -137,6 +137,10 @@ const agent = z
       .array(egressRule)
       .default([])
       .describe('cli: hosts the CLI may reach through the egress proxy (its model API). Weaker isolation: see README'),
+    secrets: z
+      .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'a name like MODEL_KEY'))
+      .default([])
+      .describe("cli: worker secrets the CLI gets, by name: the worker's DRYDOCK_SECRET_<NAME> becomes <NAME>"),
     budget,
   })
   .prefault({});
@@ -260,6 +264,7 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
   if (kind !== 'script' && steps.length) misplaced('steps', '"script"');
   if (kind !== 'cli' && command) misplaced('command', '"cli"');
   if (kind !== 'cli' && egress.length) misplaced('egress', '"cli"');
+  if (kind !== 'cli' && input.agent.secrets.length) misplaced('secrets', '"cli"');
   if (Array.isArray(command) && !command.includes('{prompt}')) {
     ctx.addIssue({ code: 'custom', path: ['agent', 'command'], message: 'give "{prompt}" as one element' });
   }

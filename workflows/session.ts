@@ -593,6 +593,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         step: { run: command, timeout: limitMs },
         timeoutMs: limitMs,
         egress: agent.egress,
+        secrets: agent.secrets,
       });
       recordStep(record, run);
       return run;

@@ -17,6 +17,7 @@ test('the minimal input gets every default', () => {
         runTimeout: '5m',
         continueAsNewEvery: 20,
         egress: [],
+        secrets: [],
         budget: { maxTurns: 50, maxWallTime: '1h', onExceeded: 'verify' },
       },
       verify: { timeout: '10m', maxRounds: 2 },
