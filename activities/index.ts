@@ -3,6 +3,7 @@ import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
 import { createSandboxActivities } from './sandbox';
+import { createSnapshotActivities } from './snapshot';
 import { createVerifyActivities } from './verify';
 
 export type { ActivityDeps } from './deps';
@@ -13,6 +14,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
     ...createReaperActivities(deps),
+    ...createSnapshotActivities(deps),
   });
 }
 

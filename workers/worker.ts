@@ -24,6 +24,7 @@ import { githubSettings } from '../lib/github';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
+import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
 import { baseImageTag } from '../sandbox-images/base-image';
 
 export function hostQueueOf(config: Pick<Config, 'DRYDOCK_TASK_QUEUE' | 'DRYDOCK_HOST_ID'>): string {
@@ -100,6 +101,8 @@ export async function createWorker(opts: {
   const activities = createActivities({
     db,
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config)),
+    snapshots: new SnapshotRegistry(db.pool),
+    requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
     sandboxes: new DockerSandboxes(),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),

@@ -125,6 +125,12 @@ export interface SessionStatus {
   startedAt: string;
   timeline: StepRecord[];
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
+  /**
+   * The snapshot the session started from: its image and commit, its age at
+   * the start (ms) and how many commits the session's ref had that it lacked.
+   * Absent: the cold path (no snapshot of the repo on that host yet).
+   */
+  snapshot?: { image: string; commit: string; ageMs: number; behind?: number };
   agent?: { steps: number; commit?: string; changed?: boolean; diffstat?: string };
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
@@ -170,4 +176,6 @@ export const ErrorType = {
   GitHubAuth: 'GitHubAuth',
   GitHubRequest: 'GitHubRequest',
   DeployFailed: 'DeployFailed',
+  RepoNotRegistered: 'RepoNotRegistered',
+  SnapshotSetupFailed: 'SnapshotSetupFailed',
 } as const;

@@ -1,2 +1,3 @@
 export { agentSession } from './session';
 export { reapSandboxes } from './reaper';
+export { refreshSnapshot } from './snapshot';

@@ -17,7 +17,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CommitResult, Sandbox, StepResult } from '../activities/sandbox';
+import type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from '../activities/sandbox';
 import {
   approve,
   decide,
@@ -229,6 +229,9 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
         return created;
       });
       state.sandbox = { name: sandbox.name, host: sandbox.host, image: sandbox.image, baseCommit: sandbox.baseCommit };
+      if (sandbox.snapshot) state.snapshot = sandbox.snapshot;
+      // Histories from before snapshots never had a setup plan; the marker keeps them replaying.
+      if (sandbox.setup && patched('snapshot-setup')) await runSetup(sandbox, sandbox.setup);
 
       setPhase('agent');
       const steps = input.agent.steps;
@@ -373,6 +376,39 @@ export async function agentSession(rawInput: unknown): Promise<SessionStatus> {
       });
     }
     return { ...results, ...summarizeVerification(results, browser?.start) };
+  }
+
+  /**
+   * Setup in the session (cold path, or its inputs changed since the
+   * snapshot): the repo's registries through the egress proxy for this step
+   * only, unless the session forbids it.
+   */
+  async function runSetup(sandbox: Sandbox, setup: SetupPlan): Promise<void> {
+    const name = `setup (${setup.reason})`;
+    if (setup.egress.length > 0 && !input.limits.setupEgress) {
+      await track(name, async (record) => {
+        record.ok = false;
+        record.detail = 'refused: limits.setupEgress is false';
+      });
+      throw new SessionEnd(
+        'failed',
+        `setup must run (${setup.reason}) and reach ${setup.egress.map((r) => r.host).join(', ')} through the egress proxy, ` +
+          'but this session forbids it (limits.setupEgress: false)',
+      );
+    }
+    await track(name, async (record) => {
+      const step: StepInput & { egress: SetupPlan['egress'] } = {
+        sandbox: sandbox.name,
+        sessionId,
+        key: 'setup',
+        step: { run: setup.command, timeout: setup.timeoutMs },
+        timeoutMs: setup.timeoutMs,
+        egress: setup.egress,
+      };
+      const result = await onHost(sandbox, setup.timeoutMs + 60_000).runStep(step);
+      recordStep(record, result);
+      if (result.exitCode !== 0) throw new SessionEnd('failed', `${name} ${exitText(result)}`);
+    });
   }
 
   async function runScriptStep(
