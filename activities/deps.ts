@@ -6,6 +6,7 @@ import type { GitHubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
 import type { DockerSandboxes } from '../lib/sandbox';
+import type { SnapshotRegistry } from '../lib/snapshots';
 
 /** What activities need from the process; tests hand in real or local ones. */
 export interface ActivityDeps {
@@ -39,5 +40,9 @@ export interface ActivityDeps {
   /** Postgres: the audit trail, snapshot registry and metrics live there. */
   db: Database;
   audit: AuditTrail;
+  /** The snapshot registry and build history (in `db`). */
+  snapshots: SnapshotRegistry;
+  /** Starts a snapshot build of a repo now (its schedule's trigger); false when it has none. */
+  requestSnapshotBuild: (repo: string) => Promise<boolean>;
   log: Logger;
 }

@@ -5,6 +5,7 @@ import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
 import { createSandboxActivities } from './sandbox';
+import { createSnapshotActivities } from './snapshot';
 import { createVerifyActivities } from './verify';
 
 export type { ActivityDeps } from './deps';
@@ -17,6 +18,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPublishActivities(deps),
     ...createReaperActivities(deps),
     ...createAuditActivities(deps),
+    ...createSnapshotActivities(deps),
   });
 }
 

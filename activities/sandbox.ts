@@ -6,7 +6,17 @@ import { ErrorType } from '../workflows/api';
 import type { ScriptStep } from '../workflows/input';
 import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
-import { GitError, inspectBundle, mirrorOf, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
+import {
+  CATCH_UP_REF,
+  catchUpBundle,
+  commitsBetween,
+  GitError,
+  inspectBundle,
+  mirrorOf,
+  resolveCommit,
+  updateMirror,
+  workingTreeTar,
+} from '../lib/git';
 import { gitCredentials } from '../lib/github';
 import { reportProgress } from './heartbeat';
 import {
@@ -20,6 +30,15 @@ import {
 } from '../lib/egress';
 import { LABELS, parseCounters, SandboxNotFound, sandboxFault, type SandboxFault } from '../lib/sandbox';
 import { scrub } from '../lib/scrub';
+import {
+  changedInputs,
+  SANDBOX_SNAPSHOT_LABEL,
+  setupCommandOf,
+  setupHash,
+  setupInputs,
+  type SetupEgressRule,
+  type SnapshotBuildRow,
+} from '../lib/snapshots';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
@@ -46,6 +65,28 @@ export interface Sandbox {
   hostQueue: string;
   image: string;
   baseCommit: string;
+  /** The snapshot the sandbox started from; absent: the cold path (clone in the session). */
+  snapshot?: SnapshotUse;
+  /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
+  setup?: SetupPlan;
+}
+
+export interface SnapshotUse {
+  image: string;
+  commit: string;
+  /** How old the snapshot was when the session started, in ms. */
+  ageMs: number;
+  /** Commits the session's ref had that the snapshot lacked (absent when unknown: history rewritten). */
+  behind?: number;
+}
+
+export interface SetupPlan {
+  command: string;
+  timeoutMs: number;
+  /** What setup may reach through the egress proxy (the repo's registries). */
+  egress: SetupEgressRule[];
+  /** Why it runs: no snapshot yet, or which setup inputs changed. */
+  reason: string;
 }
 
 export interface StepInput {
@@ -150,21 +191,22 @@ function permanent(err: unknown): never {
   throw err;
 }
 
-export function createSandboxActivities({
-  sandboxes,
-  artifacts,
-  mirrorsDir,
-  hostId,
-  hostQueue,
-  baseImage,
-  runtime,
-  readonlyRoot,
-  egressRoot,
-  secrets,
-  github,
-  audit,
-  log,
-}: ActivityDeps) {
+export function createSandboxActivities(deps: ActivityDeps) {
+  const {
+    sandboxes,
+    artifacts,
+    mirrorsDir,
+    hostId,
+    hostQueue,
+    baseImage,
+    runtime,
+    readonlyRoot,
+    egressRoot,
+    secrets,
+    github,
+    audit,
+    log,
+  } = deps;
   /**
    * While `running` goes on, copies what the command has written so far to
    * the artifact `name` and heartbeats with its tail, so a long step (an agent
@@ -326,30 +368,20 @@ export function createSandboxActivities({
     /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
       const name = sandboxName(input.sessionId);
-      let mirror: string;
+      const mirror = await syncMirror(deps, input.repo.url);
       let baseCommit: string;
-      try {
-        mirror = await updateMirror(mirrorsDir, input.repo.url, await gitCredentials(github, input.repo.url));
-      } catch (err) {
-        if (err instanceof GitError && err.isAuthFailure) {
-          throw ApplicationFailure.nonRetryable(
-            `the remote refused the worker's credentials: ${err.message}`,
-            ErrorType.RepoUnavailable,
-          );
-        }
-        if (err instanceof GitError) throw ApplicationFailure.retryable(err.message, ErrorType.RepoUnavailable);
-        throw err;
-      }
       try {
         baseCommit = await resolveCommit(mirror, input.repo.ref);
       } catch (err) {
         throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
       }
+      const snapshot = await newestSnapshot(deps, input.repo.url);
+      const image = snapshot?.image ?? baseImage;
       // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
       await mkdir(egressDir(name), { recursive: true, mode: 0o755 });
       const { created } = await sandboxes.create({
         name,
-        image: baseImage,
+        image,
         runtime,
         readonlyRoot,
         egressDir: egressDir(name),
@@ -359,17 +391,14 @@ export function createSandboxActivities({
           [LABELS.repo]: input.repo.url,
           [LABELS.host]: hostId,
           [LABELS.expires]: input.expiresAt,
+          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
         },
         ...input.limits,
       });
       const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
       if (ready.exitCode !== 0) {
-        const { tar, cleanup } = await workingTreeTar(mirror, baseCommit, 1000);
-        try {
-          await sandboxes.copyIn(name, tar, '/workspace');
-        } finally {
-          await cleanup();
-        }
+        if (snapshot) await catchUp(deps, name, mirror, snapshot.commit!, baseCommit);
+        else await copyWorkingTree(deps, name, mirror, baseCommit);
         await sandboxes.run(name, [
           'sh',
           '-c',
@@ -377,15 +406,33 @@ export function createSandboxActivities({
             `git config --global --add safe.directory /workspace && mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`,
         ]);
       }
-      log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, created }, 'sandbox ready');
+      const use: SnapshotUse | undefined = snapshot && {
+        image: snapshot.image!,
+        commit: snapshot.commit!,
+        ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
+        behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
+      };
+      const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot);
+      log.info(
+        { sessionId: input.sessionId, sandboxId: name, host: hostId, created, snapshot: use, setup: setup?.reason },
+        'sandbox ready',
+      );
       await recordEvent(audit, {
         sessionId: input.sessionId,
         key: 'provision',
         kind: 'sandbox.provisioned',
         actor: 'drydock',
-        data: { sandbox: name, image: baseImage, repo: input.repo.url, commit: baseCommit, limits: input.limits },
+        data: { sandbox: name, image, repo: input.repo.url, commit: baseCommit, limits: input.limits, snapshot: use },
       });
-      return { name, host: hostId, hostQueue, image: baseImage, baseCommit };
+      return {
+        name,
+        host: hostId,
+        hostQueue,
+        image,
+        baseCommit,
+        ...(use ? { snapshot: use } : {}),
+        ...(setup ? { setup } : {}),
+      };
     },
 
     /**
@@ -472,5 +519,111 @@ export function createSandboxActivities({
       });
       return { removed };
     },
+  };
+}
+
+/** Fetches the repo into the worker's mirror; a refused credential is permanent, the rest retry. */
+export async function syncMirror(deps: Pick<ActivityDeps, 'mirrorsDir' | 'github'>, url: string): Promise<string> {
+  try {
+    return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps.github, url));
+  } catch (err) {
+    if (err instanceof GitError && err.isAuthFailure) {
+      throw ApplicationFailure.nonRetryable(
+        `the remote refused the worker's credentials: ${err.message}`,
+        ErrorType.RepoUnavailable,
+      );
+    }
+    if (err instanceof GitError) throw ApplicationFailure.retryable(err.message, ErrorType.RepoUnavailable);
+    throw err;
+  }
+}
+
+/** The cold path: the repo at `commit`, with history, copied into /workspace. */
+export async function copyWorkingTree(
+  deps: Pick<ActivityDeps, 'sandboxes'>,
+  sandbox: string,
+  mirror: string,
+  commit: string,
+): Promise<void> {
+  const { tar, cleanup } = await workingTreeTar(mirror, commit, 1000);
+  try {
+    await deps.sandboxes.copyIn(sandbox, tar, '/workspace');
+  } finally {
+    await cleanup();
+  }
+}
+
+/** The newest ready snapshot of a repo on this host whose image is still here. */
+async function newestSnapshot(
+  deps: Pick<ActivityDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
+  repo: string,
+): Promise<SnapshotBuildRow | undefined> {
+  for (const row of await deps.snapshots.ready(repo, deps.hostId)) {
+    if (await deps.sandboxes.image(row.image!)) return row;
+    deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
+    await deps.snapshots.markRemoved(row.id);
+  }
+  return undefined;
+}
+
+/**
+ * Brings a sandbox started from a snapshot at `from` to `to`: the commits in
+ * between arrive as a git bundle on stdin (the sandbox has no network), then
+ * a checkout that keeps what setup left in ignored files (node_modules, builds).
+ */
+async function catchUp(
+  deps: Pick<ActivityDeps, 'sandboxes'>,
+  sandbox: string,
+  mirror: string,
+  from: string,
+  to: string,
+): Promise<void> {
+  const has = await deps.sandboxes.exec(sandbox, ['git', 'cat-file', '-e', `${to}^{commit}`]);
+  if (has.exitCode !== 0) {
+    const bundle = await catchUpBundle(mirror, from, to);
+    await deps.sandboxes.run(
+      sandbox,
+      [
+        'sh',
+        '-c',
+        'set -e; f=.git/drydock-catch-up.bundle; cat > "$f"; git fetch --quiet "$f" "$1:$1"; rm -f "$f"; git update-ref -d "$1"',
+        'catch-up',
+        CATCH_UP_REF,
+      ],
+      { stdin: bundle },
+    );
+  }
+  await deps.sandboxes.run(sandbox, ['git', 'checkout', '--quiet', '--force', '--detach', to]);
+}
+
+/**
+ * Whether the session must run setup before the agent: the repo is
+ * registered and there is no snapshot (cold path; a build is started for
+ * next time), or its setup inputs changed since the snapshot.
+ */
+async function setupPlan(
+  deps: Pick<ActivityDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
+  repo: string,
+  mirror: string,
+  commit: string,
+  snapshot: SnapshotBuildRow | undefined,
+): Promise<SetupPlan | undefined> {
+  const reg = await deps.snapshots.repo(repo);
+  if (!reg) return undefined;
+  const inputs = await setupInputs(mirror, commit);
+  const command = setupCommandOf(reg, inputs);
+  if (!command) return undefined;
+  const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
+  if (!snapshot) {
+    const started = await deps.requestSnapshotBuild(repo);
+    deps.log.info({ repo, started }, 'no snapshot yet: cold start, snapshot build requested');
+    return { ...plan, reason: 'no snapshot yet' };
+  }
+  if (setupHash(command, inputs) === snapshot.setupHash) return undefined;
+  const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
+  const changed = changedInputs(before, inputs);
+  return {
+    ...plan,
+    reason: `changed since the snapshot: ${changed.length ? changed.join(', ') : 'the setup command'}`,
   };
 }

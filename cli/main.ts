@@ -18,6 +18,7 @@ import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from '../lib/demo';
 import { createRepoLookup } from '../lib/repos';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
+import { addRepo, buildSnapshot, listRepos, listSnapshots } from './snapshots';
 import {
   ACTIONS,
   decide,
@@ -252,6 +253,61 @@ program
   });
 
 addAuditCommands(program, config, (message) => new UsageError(message));
+
+const repoCommand = program.command('repo').description('Repos whose snapshots drydock keeps ready');
+
+repoCommand
+  .command('add <url>')
+  .description('Register a repo: a Temporal Schedule refreshes its snapshot (clone + setup) in the background')
+  .option(
+    '--setup <command>',
+    'setup run in /workspace, e.g. "npm ci && npm run build" (default: sh .drydock/setup.sh)',
+  )
+  .option('--ref <branch>', "branch the snapshot is built from (default: the remote's default branch)")
+  .option('--every <duration>', 'how often the snapshot is rebuilt', '30m')
+  .option('--keep <n>', 'ready snapshots kept per host (older ones no sandbox uses are removed)', '3')
+  .option('--timeout <duration>', 'how long setup may run', '30m')
+  .option(
+    '--allow <host[:port]>',
+    'what setup may reach through the egress proxy; repeatable (default: registry.npmjs.org)',
+    collect,
+  )
+  .option('--json', 'machine-readable output')
+  .action(async (url: string, opts) => {
+    const { registration, scheduleId } = await addRepo(await connectClient(config), config, url, opts);
+    console.log(
+      opts.json
+        ? JSON.stringify({ ...registration, scheduleId })
+        : `registered ${url}: schedule ${scheduleId} refreshes its snapshot every ${opts.every}; ` +
+            `build one now with: bin/drydock snapshot build ${url}`,
+    );
+  });
+
+repoCommand
+  .command('list')
+  .description('Registered repos, their setup and newest snapshot')
+  .option('--json', 'machine-readable output')
+  .action(async (opts) => listRepos(config, !!opts.json));
+
+const snapshotCommand = program.command('snapshot').description('Prepared images of registered repos');
+
+snapshotCommand
+  .command('build <repo>')
+  .description("Build a repo's snapshot now and wait for it (the previous one serves until it is ready)")
+  .option('--detach', 'print the build id and return at once')
+  .option('--json', 'machine-readable output')
+  .action(async (repo: string, opts) => {
+    process.exitCode = await buildSnapshot(await connectClient(config), config, repo, {
+      detach: !!opts.detach,
+      json: !!opts.json,
+    });
+  });
+
+snapshotCommand
+  .command('list [repo]')
+  .description('Snapshot builds, newest first: ready, failed (and why), removed')
+  .option('--json', 'machine-readable output')
+  .action(async (repo: string | undefined, opts) => listSnapshots(config, repo, !!opts.json));
 
 async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDraft> {
   let input: Record<string, any> = {};

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -189,6 +189,44 @@ export async function pushBundle(opts: {
   return withBundle(opts.mirror, opts.bundle, opts.branch, async () => {
     await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
     return { alreadyPushed: false };
+  });
+}
+
+/** Whether `commit` is in the mirror (a force push and gc can drop an old snapshot's commit). */
+export async function hasCommit(mirror: string, commit: string): Promise<boolean> {
+  return git(['cat-file', '-e', `${commit}^{commit}`], mirror).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Commits in `to` that `from` lacks; undefined when `from` is unknown to the mirror. */
+export async function commitsBetween(mirror: string, from: string, to: string): Promise<number | undefined> {
+  if (!(await hasCommit(mirror, from))) return undefined;
+  return Number((await git(['rev-list', '--count', `${from}..${to}`], mirror)).trim());
+}
+
+/** The ref a catch-up bundle carries its commit under (a staging ref of the mirror, used under its lock). */
+export const CATCH_UP_REF = 'refs/drydock-staging/catch-up';
+
+/**
+ * A git bundle that brings a copy holding `from` up to `to`: only the commits
+ * in between (the whole history of `to` when the mirror no longer knows
+ * `from`). `to` is carried as CATCH_UP_REF.
+ */
+export async function catchUpBundle(mirror: string, from: string, to: string): Promise<Buffer> {
+  return withMirrorLock(mirror, async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-catch-up-'));
+    try {
+      await git(['update-ref', CATCH_UP_REF, to], mirror);
+      const file = path.join(dir, 'catch-up.bundle');
+      const prerequisite = (await hasCommit(mirror, from)) ? [`^${from}`] : [];
+      await git(['bundle', 'create', '--quiet', file, CATCH_UP_REF, ...prerequisite], mirror);
+      return await readFile(file);
+    } finally {
+      await git(['update-ref', '-d', CATCH_UP_REF], mirror).catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 }
 

@@ -263,9 +263,77 @@ export class DockerSandboxes {
     }
   }
 
+  /**
+   * Makes an image of `source`'s /workspace alone: a stopped container of
+   * `baseImage` (carrying `labels`, which the image inherits) receives the
+   * folder as a tar and is committed as `tag`. Nothing else of `source`
+   * (its home, /tmp, a changed root) reaches the image; and it works when
+   * /workspace is a volume, which `docker commit` of `source` would miss.
+   * An existing `tag` is returned as it is (a retry).
+   */
+  async imageFromWorkspace(
+    source: string,
+    opts: { baseImage: string; tag: string; labels: Record<string, string> },
+  ): Promise<{ id: string; sizeBytes: number }> {
+    const existing = await this.image(opts.tag);
+    if (existing) return existing;
+    const staging = await this.docker.createContainer({
+      Image: opts.baseImage,
+      Cmd: ['sleep', 'infinity'],
+      User: SANDBOX_USER,
+      WorkingDir: WORKSPACE,
+      Labels: opts.labels,
+      HostConfig: { NetworkMode: 'none' },
+    });
+    try {
+      const tar = await this.docker.getContainer(source).getArchive({ path: WORKSPACE });
+      await staging.putArchive(tar, { path: '/' });
+      const [repo, tag] = splitTag(opts.tag);
+      await staging.commit({ repo, tag, comment: `drydock snapshot of ${source}'s ${WORKSPACE}` });
+    } finally {
+      await staging.remove({ force: true, v: true });
+    }
+    return (await this.image(opts.tag))!;
+  }
+
+  /** An image's id and size, or undefined when there is none by that name. */
+  async image(ref: string): Promise<{ id: string; sizeBytes: number; labels: Record<string, string> } | undefined> {
+    try {
+      const info = await this.docker.getImage(ref).inspect();
+      return { id: info.Id, sizeBytes: info.Size, labels: info.Config?.Labels ?? {} };
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Containers (any state) created from an image. */
+  async containersOf(image: string): Promise<Docker.ContainerInfo[]> {
+    return this.docker.listContainers({ all: true, filters: { ancestor: [image] } });
+  }
+
+  /** Removes an image no container uses: 'in_use' when one does, 'gone' when it was already gone. */
+  async removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'> {
+    if (!(await this.image(ref))) return 'gone';
+    if ((await this.containersOf(ref)).length > 0) return 'in_use';
+    try {
+      await this.docker.getImage(ref).remove();
+      return 'removed';
+    } catch (err) {
+      if (isStatus(err, 404)) return 'gone';
+      if (isStatus(err, 409)) return 'in_use'; // a container was created meanwhile
+      throw err;
+    }
+  }
+
   /** Sandboxes (running or not) carrying a drydock session label, of one host if given. */
   async list(hostId?: string): Promise<Docker.ContainerInfo[]> {
     const label = hostId ? [LABELS.session, `${LABELS.host}=${hostId}`] : [LABELS.session];
     return this.docker.listContainers({ all: true, filters: { label } });
   }
+}
+
+function splitTag(ref: string): [string, string] {
+  const i = ref.lastIndexOf(':');
+  return i > ref.lastIndexOf('/') ? [ref.slice(0, i), ref.slice(i + 1)] : [ref, 'latest'];
 }

@@ -4,6 +4,7 @@
  * end a session, and what the egress proxy lets through.
  */
 import { AuditTrail } from '../lib/audit';
+import { SnapshotRegistry } from '../lib/snapshots';
 import { loadConfig } from '../lib/config';
 import { modelSettings } from '../workers/worker';
 import { openDatabase, type Database } from '../lib/db';
@@ -349,6 +350,8 @@ describe('the egress proxy, driven through the runStep activity', () => {
       models: modelSettings(loadConfig({})),
       db,
       audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN])),
+      snapshots: new SnapshotRegistry(db.pool),
+      requestSnapshotBuild: async () => false,
       log,
     });
     const created: Sandbox = await env.run(activities.provisionSandbox, {

@@ -1,7 +1,7 @@
 /** Shared test fixtures: git repos, workers, session ids, waiting on phases. */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -208,4 +208,78 @@ export async function startServe(
   const config = { ...stack.config, DRYDOCK_HTTP_HOST: '127.0.0.1', DRYDOCK_HTTP_PORT: 0, ...overrides };
   const server = await startServer({ config, client: stack.client, log: createLogger(config.LOG_LEVEL) });
   return { url: server.url, config, close: () => server.close() };
+}
+
+/**
+ * A bare repo prepared for snapshots: a lockfile, and `.drydock/setup.sh`
+ * that leaves a marker in node_modules (ignored by git) counting its runs and
+ * copying the lockfile it installed. `commit` pushes a change to main.
+ */
+export async function makeSnapshotRepo(setupScript = DEFAULT_SETUP): Promise<{
+  url: string;
+  bare: string;
+  commit(files: Record<string, string>, message?: string): Promise<string>;
+}> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-snaprepo-'));
+  const bare = path.join(dir, 'remote.git');
+  const work = path.join(dir, 'work');
+  git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+  git(['init', '--quiet', '--initial-branch=main', work]);
+  const commit = async (files: Record<string, string>, message = 'change') => {
+    for (const [file, content] of Object.entries(files)) {
+      await mkdir(path.dirname(path.join(work, file)), { recursive: true });
+      await writeFile(path.join(work, file), content);
+    }
+    git(['add', '.'], work);
+    git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', message], work);
+    git(['push', '--quiet', bare, 'main'], work);
+    return git(['rev-parse', 'HEAD'], work).trim();
+  };
+  await commit(
+    {
+      'README.md': '# app\n',
+      '.gitignore': 'node_modules/\n',
+      'package-lock.json': '{ "lockfileVersion": 3, "generation": 1 }\n',
+      '.drydock/setup.sh': setupScript,
+    },
+    'initial',
+  );
+  return { url: `file://${bare}`, bare, commit };
+}
+
+/** Setup that proves whether it ran: one line per run in node_modules/.drydock/setup-runs. */
+export const DEFAULT_SETUP = `set -e
+mkdir -p node_modules/.drydock
+echo "run at $(git rev-parse HEAD)" >> node_modules/.drydock/setup-runs
+cp package-lock.json node_modules/.drydock/installed-lock
+`;
+
+/**
+ * The embedded PGlite database of a fresh data dir, served by a child process
+ * (test/pglite-server.ts) and opened here through its port file, with `pg`.
+ */
+export async function openEmbeddedDatabase(): Promise<import('../lib/db').Database> {
+  const { openDatabase } = await import('../lib/db');
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-pglite-'));
+  const server = spawn(
+    path.join(projectRoot, 'node_modules', '.bin', 'tsx'),
+    [path.join(__dirname, 'pglite-server.ts'), dataDir],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve());
+    server.once('exit', (code) => reject(new Error(`pglite-server exited with ${code}`)));
+  });
+  const db = await openDatabase({ DRYDOCK_DATA_DIR: dataDir, DATABASE_URL: undefined });
+  return {
+    ...db,
+    async close() {
+      await db.close();
+      const exited = new Promise((resolve) => server.once('exit', resolve));
+      server.stdin!.end();
+      await exited;
+    },
+  };
 }

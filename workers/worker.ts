@@ -25,6 +25,7 @@ import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
+import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
 import { baseImageTag } from '../sandbox-images/base-image';
 
 export function modelSettings(config: Config): ModelSettings {
@@ -105,6 +106,8 @@ export async function createWorker(opts: {
   const activities = createActivities({
     db,
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config)),
+    snapshots: new SnapshotRegistry(db.pool),
+    requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
     sandboxes: new DockerSandboxes(),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),

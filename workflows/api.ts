@@ -192,6 +192,12 @@ export interface SessionStatus {
   startedAt: string;
   timeline: StepRecord[];
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
+  /**
+   * The snapshot the session started from: its image and commit, its age at
+   * the start (ms) and how many commits the session's ref had that it lacked.
+   * Absent: the cold path (no snapshot of the repo on that host yet).
+   */
+  snapshot?: { image: string; commit: string; ageMs: number; behind?: number };
   agent?: AgentProgress;
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
@@ -258,4 +264,6 @@ export const ErrorType = {
   DeployFailed: 'DeployFailed',
   ModelRequest: 'ModelRequest',
   ModelNotAllowed: 'ModelNotAllowed',
+  RepoNotRegistered: 'RepoNotRegistered',
+  SnapshotSetupFailed: 'SnapshotSetupFailed',
 } as const;

@@ -223,6 +223,13 @@ export const sessionInputSchema = z.strictObject({
         .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory'),
       wallTime: duration.default('2h').describe('Provisioning, agent and verification together'),
       network: z.literal('none').default('none'),
+      setupEgress: z
+        .boolean()
+        .default(true)
+        .describe(
+          "Whether the repo's setup may run in the session (no snapshot yet, or lockfiles changed since it) " +
+            'with its registries through the egress proxy; false: such a session fails instead',
+        ),
     })
     .prefault({}),
 });

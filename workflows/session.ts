@@ -20,7 +20,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CommitResult, Sandbox, StepResult } from '../activities/sandbox';
+import type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from '../activities/sandbox';
 import { budgetStop, cliCommand, cliPrompt, describeStop, feedbackMessage } from './agent';
 import {
   approve,
@@ -287,6 +287,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         return created;
       });
       state.sandbox = { name: sandbox.name, host: sandbox.host, image: sandbox.image, baseCommit: sandbox.baseCommit };
+      if (sandbox.snapshot) state.snapshot = sandbox.snapshot;
+      // Histories from before snapshots never had a setup plan; the marker keeps them replaying.
+      if (sandbox.setup && patched('snapshot-setup')) await runSetup(sandbox, sandbox.setup);
 
       setPhase('agent');
       loop.startedAt = Date.now();
@@ -656,6 +659,42 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       });
     }
     return { ...results, ...summarizeVerification(results, browser?.start) };
+  }
+
+  /**
+   * Setup in the session (cold path, or its inputs changed since the
+   * snapshot): the repo's registries through the egress proxy for this step
+   * only, unless the session forbids it.
+   */
+  async function runSetup(sandbox: Sandbox, setup: SetupPlan): Promise<void> {
+    const name = `setup (${setup.reason})`;
+    if (setup.egress.length > 0 && !input.limits.setupEgress) {
+      await track(name, async (record) => {
+        record.ok = false;
+        record.detail = 'refused: limits.setupEgress is false';
+      });
+      throw new SessionEnd(
+        'failed',
+        `setup must run (${setup.reason}) and reach ${setup.egress.map((r) => r.host).join(', ')} through the egress proxy, ` +
+          'but this session forbids it (limits.setupEgress: false)',
+        'setup_egress_forbidden',
+      );
+    }
+    await track(name, async (record) => {
+      const step: StepInput & { egress: SetupPlan['egress'] } = {
+        sandbox: sandbox.name,
+        sessionId,
+        key: 'setup',
+        step: { run: setup.command, timeout: setup.timeoutMs },
+        timeoutMs: setup.timeoutMs,
+        egress: setup.egress,
+      };
+      const result = await onHost(sandbox, setup.timeoutMs + 60_000).runStep(step);
+      recordStep(record, result);
+      if (result.exitCode !== 0 || result.failure) {
+        throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, setup.timeoutMs)}`, 'setup_failed');
+      }
+    });
   }
 
   async function runScriptStep(

@@ -1,0 +1,242 @@
+import { mkdir } from 'node:fs/promises';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../workflows/api';
+import type { ActivityDeps } from './deps';
+import { copyWorkingTree, DEFAULT_TMP_BYTES, sandboxName, STATE_DIR, syncMirror, tail } from './sandbox';
+import { egressDirOf } from '../lib/egress';
+import { resolveCommit } from '../lib/git';
+import { LABELS } from '../lib/sandbox';
+import {
+  setupCommandOf,
+  setupHash,
+  setupInputs,
+  SETUP_SCRIPT,
+  SNAPSHOT_LABELS,
+  snapshotAuditId,
+  snapshotImageTag,
+  type SetupEgressRule,
+  type SnapshotBuildRow,
+} from '../lib/snapshots';
+
+/** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
+const BUILD_LIMITS = { cpus: 2, memoryBytes: 4 * 1024 ** 3, pids: 4096 };
+
+/** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
+export interface SnapshotBuildPlan {
+  /** The refreshSnapshot workflow id; also the build container's session label. */
+  buildId: string;
+  repo: string;
+  /** The build container. */
+  sandbox: string;
+  host: string;
+  hostQueue: string;
+  commit: string;
+  setup: string;
+  setupHash: string;
+  setupTimeoutMs: number;
+  egress: SetupEgressRule[];
+  keep: number;
+}
+
+export interface SnapshotBuildResult {
+  buildId: string;
+  repo: string;
+  status: 'ready' | 'failed';
+  commit: string;
+  image?: string;
+  sizeBytes?: number;
+  durationMs?: number;
+  /** Why the build failed (the previous snapshot stays in service). */
+  error?: string;
+  /** Older snapshots removed to keep the newest K. */
+  removed: string[];
+}
+
+export function createSnapshotActivities(deps: ActivityDeps) {
+  const { sandboxes, snapshots, audit, hostId, hostQueue, baseImage, runtime, readonlyRoot, egressRoot, log } = deps;
+
+  /** Keeps the newest `keep` ready snapshots of a repo on this host; older ones go unless a sandbox uses them. */
+  async function collect(repo: string, keep: number): Promise<string[]> {
+    const removed: string[] = [];
+    for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
+      const outcome = await sandboxes.removeImage(row.image!);
+      if (outcome === 'in_use') {
+        log.info({ repo, image: row.image }, 'old snapshot still in use by a sandbox: kept for now');
+        continue;
+      }
+      await snapshots.markRemoved(row.id);
+      removed.push(row.image!);
+    }
+    if (removed.length) log.info({ repo, removed }, 'old snapshots removed');
+    return removed;
+  }
+
+  async function record(row: SnapshotBuildRow, extra: Record<string, unknown>): Promise<void> {
+    await audit.append({
+      sessionId: snapshotAuditId(row.repo),
+      key: `${row.id}/build`,
+      kind: 'snapshot.build',
+      actor: 'drydock',
+      data: {
+        buildId: row.id,
+        repo: row.repo,
+        host: row.host,
+        outcome: row.status,
+        commit: row.commit,
+        setupHash: row.setupHash,
+        image: row.image,
+        sizeBytes: row.sizeBytes,
+        durationMs: row.durationMs,
+        error: row.error,
+        ...extra,
+      },
+    });
+  }
+
+  return {
+    /**
+     * Starts a build of a registered repo on this host: records it, creates
+     * the build container (from the base image, no network) with the repo at
+     * its newest commit. Idempotent by build id (the container name).
+     */
+    async startSnapshotBuild(input: { buildId: string; repo: string }): Promise<SnapshotBuildPlan> {
+      const reg = await snapshots.repo(input.repo);
+      if (!reg) {
+        throw ApplicationFailure.nonRetryable(
+          `repo ${input.repo} is not registered: run 'drydock repo add ${input.repo} --setup "<command>"'`,
+          ErrorType.RepoNotRegistered,
+        );
+      }
+      const mirror = await syncMirror(deps, input.repo);
+      let commit: string;
+      try {
+        commit = await resolveCommit(mirror, reg.ref);
+      } catch (err) {
+        throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
+      }
+      const inputs = await setupInputs(mirror, commit);
+      const setup = setupCommandOf(reg, inputs);
+      const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
+      if (!setup) {
+        const error = `no setup: register one with --setup, or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
+        await record(await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
+        throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
+      }
+      const sandbox = sandboxName(input.buildId);
+      await mkdir(egressDirOf(egressRoot, sandbox), { recursive: true, mode: 0o755 });
+      await sandboxes.create({
+        name: sandbox,
+        image: baseImage,
+        runtime,
+        readonlyRoot,
+        egressDir: egressDirOf(egressRoot, sandbox),
+        tmpBytes: DEFAULT_TMP_BYTES,
+        labels: {
+          [LABELS.session]: input.buildId,
+          [LABELS.repo]: input.repo,
+          [LABELS.host]: hostId,
+          [LABELS.expires]: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
+        },
+        ...BUILD_LIMITS,
+      });
+      const ready = await sandboxes.exec(sandbox, ['test', '-f', `${STATE_DIR}/provisioned`]);
+      if (ready.exitCode !== 0) {
+        await copyWorkingTree(deps, sandbox, mirror, commit);
+        await sandboxes.run(sandbox, ['sh', '-c', `mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`]);
+      }
+      log.info(
+        { buildId: input.buildId, repo: input.repo, commit, sandboxId: sandbox, host: hostId },
+        'snapshot build',
+      );
+      return {
+        buildId: input.buildId,
+        repo: input.repo,
+        sandbox,
+        host: hostId,
+        hostQueue,
+        commit,
+        setup,
+        setupHash: setupHash(setup, inputs),
+        setupTimeoutMs: reg.setupTimeoutMs,
+        egress: reg.egress,
+        keep: reg.keep,
+      };
+    },
+
+    /**
+     * Ends a build after its setup step: on success the build container's
+     * /workspace becomes the snapshot image (labelled with repo, commit, setup
+     * hash and creation time) and older snapshots beyond `keep` go; on failure
+     * the previous snapshot stays in service and the row says why.
+     */
+    async finishSnapshotBuild(input: {
+      plan: SnapshotBuildPlan;
+      setup: { exitCode: number; timedOut: boolean; outputTail: string };
+    }): Promise<SnapshotBuildResult> {
+      const { plan, setup } = input;
+      const done = await snapshots.build(plan.buildId);
+      if (done && done.status !== 'building') return resultOf(done, []); // a retry after the row was written
+      if (setup.exitCode !== 0) {
+        const why = setup.timedOut
+          ? `setup timed out after ${Math.round(plan.setupTimeoutMs / 1000)}s`
+          : `setup exited with ${setup.exitCode}`;
+        const row = await snapshots.finishBuild(plan.buildId, {
+          status: 'failed',
+          commit: plan.commit,
+          setupHash: plan.setupHash,
+          error: `${why}: ${tail(setup.outputTail.trim(), 1_000)}`,
+        });
+        await record(row, {});
+        log.warn({ buildId: plan.buildId, repo: plan.repo, error: row.error }, 'snapshot build failed');
+        return resultOf(row, []);
+      }
+      const tag = snapshotImageTag(plan.repo, plan.commit, plan.buildId);
+      const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
+        baseImage,
+        tag,
+        labels: {
+          [SNAPSHOT_LABELS.image]: 'snapshot',
+          [SNAPSHOT_LABELS.repo]: plan.repo,
+          [SNAPSHOT_LABELS.commit]: plan.commit,
+          [SNAPSHOT_LABELS.setupHash]: plan.setupHash,
+          [SNAPSHOT_LABELS.created]: new Date().toISOString(),
+          [SNAPSHOT_LABELS.build]: plan.buildId,
+          [SNAPSHOT_LABELS.host]: hostId,
+        },
+      });
+      const row = await snapshots.finishBuild(plan.buildId, {
+        status: 'ready',
+        commit: plan.commit,
+        setupHash: plan.setupHash,
+        image: tag,
+        sizeBytes: image.sizeBytes,
+      });
+      const removed = await collect(plan.repo, plan.keep);
+      await record(row, { removed });
+      log.info(
+        { buildId: plan.buildId, repo: plan.repo, image: tag, sizeBytes: image.sizeBytes, ms: row.durationMs },
+        'snapshot ready',
+      );
+      return resultOf(row, removed);
+    },
+
+    /** Garbage collection alone: keeps the newest `keep` ready snapshots of a repo on this host. */
+    async collectSnapshots(input: { repo: string; keep: number }): Promise<string[]> {
+      return collect(input.repo, input.keep);
+    },
+  };
+}
+
+function resultOf(row: SnapshotBuildRow, removed: string[]): SnapshotBuildResult {
+  return {
+    buildId: row.id,
+    repo: row.repo,
+    status: row.status === 'ready' ? 'ready' : 'failed',
+    commit: row.commit ?? '',
+    ...(row.image ? { image: row.image } : {}),
+    ...(row.sizeBytes !== undefined ? { sizeBytes: row.sizeBytes } : {}),
+    ...(row.durationMs !== undefined ? { durationMs: row.durationMs } : {}),
+    ...(row.error ? { error: row.error } : {}),
+    removed,
+  };
+}

@@ -1,0 +1,60 @@
+/**
+ * refreshSnapshot: builds a new snapshot of a registered repo (run by its
+ * Temporal Schedule, `drydock snapshot build`, or a session's cold start).
+ * The setup runs as an ordinary sandbox step, with the repo's egress
+ * allowlist for that step only; the build container is removed on every path.
+ */
+import { ApplicationFailure, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { SnapshotBuildPlan, SnapshotBuildResult } from '../activities/snapshot';
+import type { StepInput } from '../activities/sandbox';
+import { ErrorType } from './api';
+
+const common = { heartbeatTimeout: '10s', retry: { maximumAttempts: 5 } } as const;
+
+export async function refreshSnapshot(input: { repo: string }): Promise<SnapshotBuildResult> {
+  if (typeof input?.repo !== 'string' || !input.repo) {
+    throw ApplicationFailure.nonRetryable('repo: required (the registered URL)', ErrorType.InvalidSessionInput);
+  }
+  const buildId = workflowInfo().workflowId;
+  const anyHost = proxyActivities<Activities>({ startToCloseTimeout: '10m', ...common });
+  let plan: SnapshotBuildPlan | undefined;
+  try {
+    plan = await anyHost.startSnapshotBuild({ buildId, repo: input.repo });
+    const onHost = proxyActivities<Activities>({
+      taskQueue: plan.hostQueue,
+      startToCloseTimeout: plan.setupTimeoutMs + 10 * 60_000,
+      ...common,
+    });
+    // The egress proxy opens for this step only, with the repo's registries (lib/egress.ts).
+    const setupStep: StepInput & { egress: SnapshotBuildPlan['egress'] } = {
+      sandbox: plan.sandbox,
+      sessionId: buildId,
+      key: 'setup',
+      step: { run: plan.setup, timeout: plan.setupTimeoutMs },
+      timeoutMs: plan.setupTimeoutMs,
+      egress: plan.egress,
+    };
+    const setup = await onHost.runStep(setupStep);
+    const result = await onHost.finishSnapshotBuild({ plan, setup });
+    if (result.status === 'failed') {
+      // The previous snapshot stays in service; the failure says why (and is in the registry).
+      throw ApplicationFailure.nonRetryable(
+        `snapshot of ${input.repo} failed: ${result.error}`,
+        ErrorType.SnapshotSetupFailed,
+        result,
+      );
+    }
+    return result;
+  } finally {
+    await CancellationScope.nonCancellable(async () => {
+      const teardown = proxyActivities<Activities>({
+        taskQueue: plan?.hostQueue,
+        startToCloseTimeout: '2m',
+        scheduleToCloseTimeout: '10m',
+        ...common,
+      });
+      await teardown.destroySandbox({ sessionId: buildId });
+    });
+  }
+}
