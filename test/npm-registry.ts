@@ -34,13 +34,25 @@ export interface NpmRegistryStandIn {
   close(): Promise<void>;
 }
 
-/** Reads each .tgz of `dir` (its package/package.json) and serves them on 127.0.0.1. */
+/**
+ * The package.json at the top of a package tarball. Its folder is usually
+ * `package/`, but not always (DefinitelyTyped's @types tarballs use the
+ * package's own name).
+ */
+async function manifestOf(file: string): Promise<unknown> {
+  const { stdout: entries } = await run('tar', ['-tzf', file], { maxBuffer: 64 * 1024 ** 2 });
+  const entry = entries.split('\n').find((e) => /^[^/]+\/package\.json$/.test(e));
+  if (!entry) throw new Error(`${file}: no package.json at the top of the tarball`);
+  const { stdout } = await run('tar', ['-xzOf', file, entry], { maxBuffer: 16 * 1024 ** 2 });
+  return JSON.parse(stdout);
+}
+
+/** Reads each .tgz of `dir` (its package.json) and serves them on 127.0.0.1. */
 export async function startNpmRegistry(dir: string): Promise<NpmRegistryStandIn> {
   const tarballs = new Map<string, Tarball>();
   for (const file of (await readdir(dir)).filter((f) => f.endsWith('.tgz'))) {
     const full = path.join(dir, file);
-    const { stdout } = await run('tar', ['-xzOf', full, 'package/package.json'], { maxBuffer: 16 * 1024 ** 2 });
-    const manifest = JSON.parse(stdout) as Record<string, unknown> & { name: string; version: string };
+    const manifest = (await manifestOf(full)) as Record<string, unknown> & { name: string; version: string };
     const bytes = await readFile(full);
     tarballs.set(`${manifest.name}@${manifest.version}`, {
       name: manifest.name,
@@ -115,8 +127,7 @@ export async function packTinyPackage(dir: string, name: string, version: string
 /** The lockfile entry npm ci needs for a tarball served by the stand-in. */
 export async function lockEntryOf(file: string): Promise<{ version: string; resolved: string; integrity: string }> {
   const bytes = await readFile(file);
-  const { stdout } = await run('tar', ['-xzOf', file, 'package/package.json']);
-  const { name, version } = JSON.parse(stdout) as { name: string; version: string };
+  const { name, version } = (await manifestOf(file)) as { name: string; version: string };
   return {
     version,
     // As a lockfile made against the public registry says it; npm rewrites the host to --registry.
