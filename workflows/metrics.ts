@@ -42,7 +42,6 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
     (r) => r.name.startsWith('approval: ') && r.detail !== 'not required by policy',
   );
   const agent = state.agent;
-  const snapshot = (state as { snapshot?: { ageMs?: number } }).snapshot;
   return {
     sessionId: state.sessionId,
     repo: state.repo,
@@ -53,7 +52,7 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
     failureCause: state.phase === 'completed' ? undefined : (state.failureCause ?? state.phase),
     timeToReadyMs: ready === undefined ? undefined : ready - started,
     sandboxMs: ready === undefined ? undefined : (teardown ? endOf(teardown) : Date.parse(endedAt)) - ready,
-    snapshotAgeMs: snapshot?.ageMs,
+    snapshotAgeMs: state.snapshot?.ageMs,
     agentTurns: agent?.turn ?? 0,
     tokens: agent?.usage?.totalTokens ?? 0,
     costUsd: agent?.costUsd ?? 0,
