@@ -5,8 +5,7 @@ import { AuditTrail } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase, type Database } from '../lib/db';
 import { Redactor } from '../lib/scrub';
-import { buildReport, formatReport } from '../lib/report';
-import { durationMs } from '../workflows/input';
+import { buildReport, formatReport, windowStart } from '../lib/report';
 
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);
@@ -58,9 +57,8 @@ export function addAuditCommands(program: Command, config: Config, usage: (messa
     .option('--repo <url>', 'only sessions on this repository')
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'csv', 'json']).default('table'))
     .action(async (opts) => {
-      if (!/^\d+(ms|s|m|h|d)$/.test(opts.since))
-        throw usage(`--since: expected a duration like 7d or 24h, got "${opts.since}"`);
-      const since = new Date(Date.now() - durationMs(opts.since));
+      const since = windowStart(opts.since);
+      if (!since) throw usage(`--since: expected a duration like 7d or 24h, got "${opts.since}"`);
       const report = await withDatabase(config, (db) => buildReport(db.pool, { since, repo: opts.repo }));
       console.log(formatReport(report, opts.format));
     });

@@ -61,7 +61,7 @@ async function embeddedDatabase(dataDir: string, log?: Logger): Promise<Database
     if (ok) return { ...db, description: `PGlite in ${dir} (served by another drydock process)` };
     await db.close();
   }
-  // ESM-only packages, loaded on demand so a real server needs neither.
+  // Loaded on demand: a process that uses a real server never loads PGlite's WebAssembly.
   const { PGlite } = await import('@electric-sql/pglite');
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
   const pglite = await PGlite.create(dir);

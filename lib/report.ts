@@ -5,6 +5,7 @@
  * is accepted / reviewed.
  */
 import type { Pool } from 'pg';
+import { durationMs } from '../workflows/input';
 
 export interface Report {
   since: string;
@@ -29,6 +30,11 @@ function median(values: number[]): number | null {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** The start of a report window given as "7d", "24h"...; undefined when it is not such a duration. */
+export function windowStart(since: string, now = Date.now()): Date | undefined {
+  return /^\d+(ms|s|m|h|d)$/.test(since) ? new Date(now - durationMs(since)) : undefined;
 }
 
 const round = (n: number | null, digits = 2) => (n === null ? null : Number(n.toFixed(digits)));

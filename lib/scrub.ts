@@ -45,9 +45,9 @@ export function hasTokenPattern(text: string): boolean {
 export class Redactor {
   private readonly values: string[];
 
-  /** `secrets`: exact values to scrub wherever they appear (too short ones are ignored: they would scrub words). */
+  /** `secrets`: exact values to scrub wherever they appear (unset ones are skipped). */
   constructor(secrets: (string | undefined)[] = []) {
-    this.values = secrets.filter((s): s is string => typeof s === 'string' && s.length >= 8);
+    this.values = secrets.filter((s): s is string => typeof s === 'string');
   }
 
   text(input: string): string {

@@ -3,6 +3,7 @@
  * event means to drydock, as a pure function of the event name, the delivery
  * id and the payload (unit-tested without a server).
  */
+import type { PullRequestClosed } from '../workflows/api';
 import { verifyWithFallback } from '@octokit/webhooks-methods';
 
 /**
@@ -34,14 +35,8 @@ export interface StartTrigger {
   source: string;
 }
 
-export interface PullRequestClosedTrigger {
+export interface PullRequestClosedTrigger extends PullRequestClosed {
   kind: 'pr_closed';
-  sessionId: string;
-  repo: string;
-  number: number;
-  url: string;
-  merged: boolean;
-  by: string;
 }
 
 export type Trigger = StartTrigger | PullRequestClosedTrigger | { kind: 'ignore'; reason: string };

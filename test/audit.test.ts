@@ -16,10 +16,10 @@ import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {
   containersOf,
   freePort,
-  git,
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  remoteHasBranch,
   projectRoot,
   runCli,
   startSession,
@@ -54,14 +54,7 @@ const approve = (action: 'push' | 'pull_request') => ({
   ],
 });
 
-const remoteHas = (branch: string) => {
-  try {
-    git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], repo.bare);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
 async function rowsOf(sessionId: string, db: Pool = pool) {
   return (await db.query('select * from audit_events where session_id = $1 order by seq', [sessionId])).rows;

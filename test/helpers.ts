@@ -94,6 +94,16 @@ http
   return { url: `file://${bare}`, bare };
 }
 
+/** Whether a bare repo has this branch (a push reached it). */
+export function remoteHasBranch(bare: string, branch: string): boolean {
+  try {
+    git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], bare);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Test configuration: the dev server of global-setup, a task queue of the caller's choosing. */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   return { ...loadConfig(), DRYDOCK_DATA_DIR: path.join(process.env.DRYDOCK_TEST_DIR!, 'data'), ...overrides };

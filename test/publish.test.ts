@@ -27,6 +27,7 @@ import {
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  remoteHasBranch,
   startSession,
   startStack,
   waitForStatus,
@@ -65,14 +66,7 @@ const approveAs = (by: string, action: Action, change?: string): { args: [Decide
   args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
 });
 
-const remoteHas = (branch: string) => {
-  try {
-    git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], repo.bare);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
 /** Runs a shell command in a live sandbox as root, to look everywhere. */
 async function inSandboxAsRoot(container: string, script: string): Promise<string> {

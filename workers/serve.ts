@@ -27,7 +27,7 @@ import { getStatus, listSessions } from '../lib/sessions';
 import { sessionLink } from '../lib/temporal';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
-import { buildReport } from '../lib/report';
+import { buildReport, windowStart } from '../lib/report';
 import type { Pool } from 'pg';
 import { redactorOf } from '../lib/scrub';
 import { routeGitHubEvent, signatureMatches, type StartTrigger } from '../lib/webhooks';
@@ -42,7 +42,7 @@ import {
   type PullRequestClosed,
   type SessionStatus,
 } from '../workflows/api';
-import { durationMs, parseSessionInput, type SessionInputDraft } from '../workflows/input';
+import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 import { listPage, loginPage, metricsPage, sessionPage } from './console';
 
 const COOKIE = 'drydock_token';
@@ -383,11 +383,11 @@ export function createHandler(deps: ServeDeps) {
 
   async function metrics(res: ServerResponse, url: URL, who: string): Promise<void> {
     if (!deps.pool) throw new HttpError(503, 'no database configured for metrics');
-    const since = url.searchParams.get('since') || '7d';
-    if (!/^\d+(ms|s|m|h|d)$/.test(since))
-      throw new HttpError(400, `since: expected a duration like 7d, got "${since}"`);
+    const asked = url.searchParams.get('since') || '7d';
+    const since = windowStart(asked);
+    if (!since) throw new HttpError(400, `since: expected a duration like 7d, got "${asked}"`);
     const repo = url.searchParams.get('repo') || undefined;
-    const report = await buildReport(deps.pool, { since: new Date(Date.now() - durationMs(since)), repo });
+    const report = await buildReport(deps.pool, { since, repo });
     sendHtml(res, 200, metricsPage(report, who));
   }
 
