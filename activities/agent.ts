@@ -22,7 +22,7 @@ import {
 import { SandboxNotFound } from '../lib/sandbox';
 import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
-import { STATE_DIR, tail } from './sandbox';
+import { STATE_DIR, tail, takeCheckpoint } from './sandbox';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 const MAX_INSTRUCTIONS = 20_000;
@@ -121,6 +121,8 @@ export interface ToolCallInput {
   index: number;
   outputLimit: number;
   runTimeoutMs: number;
+  /** When the call ends, the working tree against this base commit is the session's new checkpoint. */
+  checkpointBase?: string;
 }
 
 interface StoredAnswer {
@@ -131,7 +133,8 @@ interface StoredAnswer {
 
 const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
-export function createAgentActivities({ sandboxes, artifacts, models, audit }: ActivityDeps) {
+export function createAgentActivities(deps: ActivityDeps) {
+  const { sandboxes, artifacts, models, audit } = deps;
   async function readMessages(sessionId: string, count: number): Promise<ChatMessage[]> {
     const messages: ChatMessage[] = [];
     for (let i = 0; i < count; i++) {
@@ -313,6 +316,14 @@ export function createAgentActivities({ sandboxes, artifacts, models, audit }: A
         content: string,
         result: { ok: boolean; exitCode?: number; bytes: number; truncated: boolean },
       ): Promise<Extract<AgentCall, { type: 'tool' }>> => {
+        if (input.checkpointBase) {
+          await takeCheckpoint(deps, {
+            sandbox: input.sandbox,
+            sessionId: input.sessionId,
+            step: key,
+            baseCommit: input.checkpointBase,
+          });
+        }
         await writeMessage(input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
         await recordEvent(audit, {
           sessionId: input.sessionId,

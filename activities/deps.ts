@@ -1,6 +1,7 @@
 import type { ApprovalPolicy } from '../workflows/api';
 import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
+import type { CheckpointStore } from '../lib/checkpoints';
 import type { Database } from '../lib/db';
 import type { GitHubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
@@ -40,6 +41,10 @@ export interface ActivityDeps {
   /** Postgres: the audit trail, snapshot registry and metrics live there. */
   db: Database;
   audit: AuditTrail;
+  /** Each session's newest diff checkpoint (in `db`, so any host can resume from it). */
+  checkpoints: CheckpointStore;
+  /** How long a session waits for this host's queue before it re-provisions elsewhere (DRYDOCK_HOST_TIMEOUT). */
+  hostTimeoutMs: number;
   /** The snapshot registry and build history (in `db`). */
   snapshots: SnapshotRegistry;
   /** Starts a snapshot build of a repo now (its schedule's trigger); false when it has none. */

@@ -56,6 +56,11 @@ export interface ProvisionInput {
   limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes?: number };
   /** ISO time after which the reaper may remove the sandbox. */
   expiresAt: string;
+  /**
+   * 0 (or absent): the session's first sandbox. n > 0: the n-th replacement
+   * of a lost one, which starts from the session's last checkpoint.
+   */
+  generation?: number;
 }
 
 export interface Sandbox {
@@ -69,6 +74,11 @@ export interface Sandbox {
   snapshot?: SnapshotUse;
   /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
   setup?: SetupPlan;
+  /** How long the session waits for `hostQueue` before it counts the host as lost (absent in older sessions). */
+  hostTimeoutMs?: number;
+  /** Which replacement this is (see ProvisionInput.generation) and the checkpoint it started from. */
+  generation?: number;
+  restored?: { step: string; bytes: number };
 }
 
 export interface SnapshotUse {
@@ -110,6 +120,8 @@ export interface StepInput {
    * and the logs.
    */
   secrets?: string[];
+  /** An agent step: when it ends, the working tree against this base commit is the session's new checkpoint. */
+  checkpointBase?: string;
 }
 
 export interface StepResult {
@@ -140,11 +152,34 @@ function describeCommand(step: ScriptStep): string {
   return `apply a patch of ${step.patch.split('\n').length} lines`;
 }
 
-/** Container name from the session id: the idempotency key of provisioning. */
-export function sandboxName(sessionId: string): string {
+/** Container name from the session id (and replacement number): the idempotency key of provisioning. */
+export function sandboxName(sessionId: string, generation = 0): string {
   const safe = sessionId.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 100);
-  if (safe === sessionId) return `drydock-${safe}`;
-  return `drydock-${safe}-${createHash('sha256').update(sessionId).digest('hex').slice(0, 8)}`;
+  const name =
+    safe === sessionId
+      ? `drydock-${safe}`
+      : `drydock-${safe}-${createHash('sha256').update(sessionId).digest('hex').slice(0, 8)}`;
+  return generation ? `${name}-r${generation}` : name;
+}
+
+/**
+ * Saves the sandbox's working tree (untracked files too) as a binary diff
+ * against the base commit: the session's checkpoint. A scratch index keeps
+ * the agent's own staging untouched.
+ */
+export async function takeCheckpoint(
+  deps: Pick<ActivityDeps, 'sandboxes' | 'checkpoints'>,
+  at: { sandbox: string; sessionId: string; step: string; baseCommit: string },
+): Promise<void> {
+  const taken = await deps.sandboxes.exec(at.sandbox, [
+    'sh',
+    '-c',
+    'set -e; i=$(mktemp); cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
+    'checkpoint',
+    at.baseCommit,
+  ]);
+  if (taken.exitCode !== 0) throw new Error(`checkpoint after ${at.step} failed: ${taken.stderr.toString().trim()}`);
+  await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.stdout });
 }
 
 /** What an approval binds to: the target branch and the whole diff. */
@@ -367,7 +402,7 @@ export function createSandboxActivities(deps: ActivityDeps) {
   return {
     /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
-      const name = sandboxName(input.sessionId);
+      const name = sandboxName(input.sessionId, input.generation);
       const mirror = await syncMirror(deps, input.repo.url);
       let baseCommit: string;
       try {
@@ -395,10 +430,19 @@ export function createSandboxActivities(deps: ActivityDeps) {
         },
         ...input.limits,
       });
+      // A replacement starts from where the lost sandbox's last step left the tree.
+      const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
       const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
       if (ready.exitCode !== 0) {
         if (snapshot) await catchUp(deps, name, mirror, snapshot.commit!, baseCommit);
         else await copyWorkingTree(deps, name, mirror, baseCommit);
+        if (checkpoint?.diff.length) {
+          await sandboxes.run(
+            name,
+            ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
+            { stdin: checkpoint.diff },
+          );
+        }
         await sandboxes.run(name, [
           'sh',
           '-c',
@@ -413,16 +457,34 @@ export function createSandboxActivities(deps: ActivityDeps) {
         behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
       };
       const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot);
+      const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
       log.info(
-        { sessionId: input.sessionId, sandboxId: name, host: hostId, created, snapshot: use, setup: setup?.reason },
+        {
+          sessionId: input.sessionId,
+          sandboxId: name,
+          host: hostId,
+          created,
+          snapshot: use,
+          setup: setup?.reason,
+          generation: input.generation,
+          restored,
+        },
         'sandbox ready',
       );
       await recordEvent(audit, {
         sessionId: input.sessionId,
-        key: 'provision',
+        key: input.generation ? `provision-r${input.generation}` : 'provision',
         kind: 'sandbox.provisioned',
         actor: 'drydock',
-        data: { sandbox: name, image, repo: input.repo.url, commit: baseCommit, limits: input.limits, snapshot: use },
+        data: {
+          sandbox: name,
+          image,
+          repo: input.repo.url,
+          commit: baseCommit,
+          limits: input.limits,
+          snapshot: use,
+          ...(input.generation ? { generation: input.generation, restored } : {}),
+        },
       });
       return {
         name,
@@ -430,8 +492,10 @@ export function createSandboxActivities(deps: ActivityDeps) {
         hostQueue,
         image,
         baseCommit,
+        hostTimeoutMs: deps.hostTimeoutMs,
         ...(use ? { snapshot: use } : {}),
         ...(setup ? { setup } : {}),
+        ...(input.generation ? { generation: input.generation, ...(restored ? { restored } : {}) } : {}),
       };
     },
 
@@ -442,6 +506,14 @@ export function createSandboxActivities(deps: ActivityDeps) {
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
       const result = await runStepOnce(input);
+      if (input.checkpointBase) {
+        await takeCheckpoint(deps, {
+          sandbox: input.sandbox,
+          sessionId: input.sessionId,
+          step: input.key,
+          baseCommit: input.checkpointBase,
+        }).catch(permanent);
+      }
       await recordEvent(audit, {
         sessionId: input.sessionId,
         key: `${input.key}/command`,
@@ -471,16 +543,22 @@ export function createSandboxActivities(deps: ActivityDeps) {
       branch: string;
       message: string;
       baseCommit: string;
+      /** The commit's date: the same tree committed again (in a replacement sandbox) is the same commit. */
+      date?: string;
     }): Promise<CommitResult> {
       try {
-        await sandboxes.run(input.sandbox, [
-          'sh',
-          '-c',
-          'set -e; git checkout -q -B "$1"; git add -A; git diff --cached --quiet || git commit -q -m "$2"',
-          'commit',
-          input.branch,
-          input.message,
-        ]);
+        await sandboxes.run(
+          input.sandbox,
+          [
+            'sh',
+            '-c',
+            'set -e; git checkout -q -B "$1"; git add -A; git diff --cached --quiet || git commit -q -m "$2"',
+            'commit',
+            input.branch,
+            input.message,
+          ],
+          input.date ? { env: [`GIT_AUTHOR_DATE=${input.date}`, `GIT_COMMITTER_DATE=${input.date}`] } : {},
+        );
         const bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch);
         if (!bundle) {
           return { commit: input.baseCommit, changed: false, diffstat: '', changeHash: changeHash(input.branch, '') };
@@ -504,18 +582,27 @@ export function createSandboxActivities(deps: ActivityDeps) {
       }
     },
 
-    /** Removes the session's sandbox; already gone counts as done. */
-    async destroySandbox(input: { sessionId: string }): Promise<{ removed: boolean }> {
-      const name = sandboxName(input.sessionId);
+    /**
+     * Removes one of the session's sandboxes; already gone counts as done.
+     * The session's own teardown also drops its checkpoint; a lost sandbox
+     * being replaced (`replaced`) keeps it for the replacement.
+     */
+    async destroySandbox(input: {
+      sessionId: string;
+      generation?: number;
+      replaced?: boolean;
+    }): Promise<{ removed: boolean }> {
+      const name = sandboxName(input.sessionId, input.generation);
       const removed = await sandboxes.destroy(name);
       await rm(egressDir(name), { recursive: true, force: true });
+      if (!input.replaced) await deps.checkpoints.remove(input.sessionId);
       log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
       await recordEvent(audit, {
         sessionId: input.sessionId,
-        key: 'teardown',
+        key: input.replaced ? `teardown/${name}` : 'teardown',
         kind: 'teardown',
         actor: 'drydock',
-        data: { sandbox: name, removed },
+        data: { sandbox: name, removed, ...(input.replaced ? { replaced: true } : {}) },
       });
       return { removed };
     },

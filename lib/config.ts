@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { duration, durationMs } from '../workflows/input';
 
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
@@ -43,6 +44,14 @@ const configSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" and "-" only')
     .default(hostname()),
+  /**
+   * How long a sandbox activity may wait in this host's queue before the
+   * session counts the host as lost and re-provisions elsewhere from its last
+   * checkpoint. Longer than a worker restart, shorter than anyone's patience.
+   */
+  DRYDOCK_HOST_TIMEOUT: duration.default('2m').transform(durationMs),
+  /** On SIGTERM (or a first Ctrl-C) the worker stops polling and lets running activities finish within this. */
+  DRYDOCK_SHUTDOWN_GRACE: duration.default('5m').transform(durationMs),
   /** Sandbox base image; by default the tag built from sandbox-images/base. */
   DRYDOCK_BASE_IMAGE: z.string().min(1).optional(),
   /** Base URL of the Temporal Web UI, for links printed by the CLI. */

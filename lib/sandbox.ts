@@ -94,10 +94,16 @@ export function sandboxFault(step: {
   return undefined;
 }
 
-/** The sandbox is gone (destroyed, reaped or never created): permanent for the step. */
+/**
+ * The sandbox is gone (killed, destroyed, reaped or never created): permanent
+ * for the step. The session replaces it from its last checkpoint.
+ */
 export class SandboxNotFound extends Error {
-  constructor(readonly sandbox: string) {
-    super(`sandbox ${sandbox} does not exist`);
+  constructor(
+    readonly sandbox: string,
+    how = 'does not exist',
+  ) {
+    super(`sandbox ${sandbox} ${how}`);
     this.name = 'SandboxNotFound';
   }
 }
@@ -234,7 +240,19 @@ export class DockerSandboxes {
     }
     await ended;
     const info = await exec.inspect();
-    return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+    const exitCode = info.ExitCode ?? -1;
+    // A command cut off because its container died (docker kill, OOM of init, host trouble).
+    if (exitCode !== 0 && !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
+    return { exitCode, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  }
+
+  private async isRunning(name: string): Promise<boolean> {
+    try {
+      return (await this.docker.getContainer(name).inspect()).State.Running;
+    } catch (err) {
+      if (isStatus(err, 404)) return false;
+      throw err;
+    }
   }
 
   /** Like exec, but a non-zero exit throws CommandExitError. */

@@ -4,6 +4,7 @@
  * end a session, and what the egress proxy lets through.
  */
 import { AuditTrail } from '../lib/audit';
+import { CheckpointStore } from '../lib/checkpoints';
 import { SnapshotRegistry } from '../lib/snapshots';
 import { loadConfig } from '../lib/config';
 import { modelSettings } from '../workers/worker';
@@ -351,6 +352,8 @@ describe('the egress proxy, driven through the runStep activity', () => {
       db,
       audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN])),
       snapshots: new SnapshotRegistry(db.pool),
+      checkpoints: new CheckpointStore(db.pool),
+      hostTimeoutMs: 60_000,
       requestSnapshotBuild: async () => false,
       log,
     });

@@ -16,7 +16,7 @@ import { ensureDevTokenFile } from '../lib/access';
 import { answers, ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { startServer } from './serve';
-import { createWorker, forwardTemporalLogs, hostQueueOf } from './worker';
+import { createWorker, drainOnSignals, forwardTemporalLogs, hostQueueOf } from './worker';
 
 const progress = (line: string) => process.stderr.write(`==> ${line}\n`);
 
@@ -48,6 +48,7 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     forwardTemporalLogs(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
     const worker = await createWorker({ config, connection, log });
+    drainOnSignals(worker, config, log);
     // The console needs a token: without configured ones, the local user gets one in a file.
     let tokenHint = 'tokens from DRYDOCK_API_TOKENS / DRYDOCK_API_TOKENS_FILE';
     if (!config.DRYDOCK_API_TOKENS && !config.DRYDOCK_API_TOKENS_FILE) {
@@ -76,7 +77,7 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
         '',
       ].join('\n'),
     );
-    // The SDK's runtime shuts the worker down on SIGINT/SIGTERM; then we stop the server.
+    // Ctrl-C (or SIGTERM) drains the worker; then we stop the server.
     try {
       await worker.run();
     } finally {

@@ -12,11 +12,13 @@ import {
   Runtime,
   Worker,
   type LogLevel,
+  type ActivityInterceptorsFactory,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
+import { CheckpointStore } from '../lib/checkpoints';
 import { openDatabase } from '../lib/db';
 import { redactorOf } from '../lib/scrub';
 import type { Config } from '../lib/config';
@@ -86,7 +88,33 @@ export function forwardTemporalLogs(log: Logger): void {
   };
   Runtime.install({
     logger: new DefaultLogger('INFO', (entry) => log[levels[entry.level]]({ ...entry.meta }, entry.message)),
+    // drainOnSignals handles them: the SDK's own handler has no "twice forces".
+    shutdownSignals: [],
   });
+}
+
+/**
+ * SIGTERM or a first Ctrl-C drains the worker: it stops polling, lets the
+ * activities it runs finish within DRYDOCK_SHUTDOWN_GRACE (then cancels them:
+ * they retry on another worker), and `run()` returns. A second signal exits at
+ * once; what was running is retried elsewhere after its heartbeat timeout.
+ */
+export function drainOnSignals(worker: DrydockWorker, config: Pick<Config, 'DRYDOCK_SHUTDOWN_GRACE'>, log: Logger) {
+  let received = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (++received === 1) {
+      log.warn(
+        { signal, graceSeconds: config.DRYDOCK_SHUTDOWN_GRACE / 1000 },
+        'draining: no new work; running activities may finish within the grace time (signal again to stop at once)',
+      );
+      worker.shutdown();
+    } else {
+      log.error({ signal }, 'stopping at once: running activities will retry on another worker');
+      process.exit(130);
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 }
 
 export async function createWorker(opts: {
@@ -95,6 +123,8 @@ export async function createWorker(opts: {
   log?: Logger;
   /** Pre-bundled workflow code (tests bundle once); default: bundle workflows/ now. */
   workflowBundle?: WorkflowBundleOption;
+  /** Wrapped around every activity (the fault drills of test/fault-worker.ts). */
+  activityInterceptors?: ActivityInterceptorsFactory[];
 }): Promise<DrydockWorker> {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
@@ -106,6 +136,8 @@ export async function createWorker(opts: {
   const activities = createActivities({
     db,
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config)),
+    checkpoints: new CheckpointStore(db.pool),
+    hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
     snapshots: new SnapshotRegistry(db.pool),
     requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
     sandboxes: new DockerSandboxes(),
@@ -137,7 +169,13 @@ export async function createWorker(opts: {
     },
     log,
   });
-  const common = { connection, namespace: config.TEMPORAL_NAMESPACE, activities, shutdownGraceTime: '30s' as const };
+  const common = {
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    activities,
+    shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
+    ...(opts.activityInterceptors ? { interceptors: { activity: opts.activityInterceptors } } : {}),
+  };
   const shared = await Worker.create({
     ...common,
     taskQueue: config.DRYDOCK_TASK_QUEUE,

@@ -224,6 +224,8 @@ export interface SessionStatus {
   failureCause?: string;
   /** How many times verification ran (more than one when failures went back to the agent). */
   verificationRounds?: number;
+  /** How many times the sandbox was lost (killed, or its host gone) and replaced from the last checkpoint. */
+  restarts?: number;
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   patched,
   proxyActivities,
   setHandler,
+  TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
   type ActivityOptions,
@@ -48,8 +49,13 @@ import { describeVerification, screenshotsOf, summarizeVerification, type Verifi
 
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
-/** Permanent failures are thrown as non-retryable where they happen (ErrorType); the rest retry. */
-const RETRY = { maximumAttempts: 5 };
+/**
+ * Permanent failures are thrown as non-retryable where they happen (ErrorType); the rest retry.
+ * A sandbox that is gone never comes back by retrying: the session replaces it.
+ */
+const RETRY = { maximumAttempts: 5, nonRetryableErrorTypes: [ErrorType.SandboxNotFound] };
+/** Replacements of a lost sandbox before the session gives up. */
+const MAX_SANDBOX_REPLACEMENTS = 3;
 /**
  * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
  * worker is noticed within this, whatever the phase.
@@ -67,26 +73,48 @@ const anyHost = proxyActivities<Activities>({
   retry: RETRY,
 });
 
-/** Teardown gives up after 10 minutes (a host that is gone): the reaper removes what is left. */
-function teardownOn(taskQueue?: string): Activities {
+/**
+ * Teardown gives up after 10 minutes, or when the host does not answer within
+ * its host timeout (a host that is gone): the reaper removes what is left.
+ */
+function teardownOn(sandbox?: Sandbox): Activities {
   return proxyActivities<Activities>({
-    taskQueue,
+    taskQueue: sandbox?.hostQueue,
     startToCloseTimeout: '2m',
     scheduleToCloseTimeout: '10m',
+    ...(sandbox?.hostTimeoutMs ? { scheduleToStartTimeout: sandbox.hostTimeoutMs } : {}),
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: RETRY,
   });
 }
 
-/** Activities on the host that owns the sandbox, allowed to run `startToCloseMs`. */
+/**
+ * Activities on the host that owns the sandbox, allowed to run `startToCloseMs`.
+ * A task nobody picks up within the host timeout means the host is gone (see inSandbox).
+ */
 function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
   const options: ActivityOptions = {
     taskQueue: sandbox.hostQueue,
     startToCloseTimeout: startToCloseMs,
+    ...(sandbox.hostTimeoutMs ? { scheduleToStartTimeout: sandbox.hostTimeoutMs } : {}),
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: RETRY,
   };
   return proxyActivities<Activities>(options);
+}
+
+/** Why a failed sandbox activity means the sandbox is lost: it is gone, or its host stopped answering. */
+function sandboxLoss(err: unknown, sandbox: Sandbox): { why: string; hostLost: boolean } | undefined {
+  if (!(err instanceof ActivityFailure)) return undefined;
+  const cause = err.cause;
+  if (cause instanceof ApplicationFailure && cause.type === ErrorType.SandboxNotFound)
+    return { why: `sandbox ${sandbox.name} is gone`, hostLost: false };
+  if (cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START')
+    return {
+      why: `host ${sandbox.host} did not pick up ${err.activityType} within ${Math.round((sandbox.hostTimeoutMs ?? 0) / 1000)}s`,
+      hostLost: true,
+    };
+  return undefined;
 }
 
 /** A session that ends with this outcome (and reason) rather than going on. */
@@ -249,6 +277,10 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   }
 
   let sandbox: Sandbox | undefined = continued?.sandbox;
+  /** Which sandbox holds the change's commit (a replacement must make it again). */
+  let committedIn: string | undefined;
+  /** Fixed at a round's first commit, so that the same tree committed again is the same commit. */
+  let commitDate: string | undefined;
   let outcome: Outcome = 'completed';
   let cancellation: unknown;
   /** Set when this run hands over to the next one: then nothing is torn down. */
@@ -266,30 +298,22 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     const change = await work.run(async () => {
       if (continued) {
         state.agent!.runs = (state.agent!.runs ?? 1) + 1;
-        return agentRounds(continued.sandbox);
+        return agentRounds();
       }
       sandbox = await track('provision', async (record) => {
-        const expiresAt = new Date(
-          Date.now() + wallTimeMs + durationMs(input.approval.timeout) + 60 * 60_000,
-        ).toISOString();
         const created = await anyHost.provisionSandbox({
           sessionId,
           repo: input.repo,
-          limits: {
-            cpus: input.limits.cpus,
-            memoryBytes: sizeBytes(input.limits.memory),
-            pids: input.limits.pids,
-            tmpBytes: sizeBytes(input.limits.tmp),
-          },
-          expiresAt,
+          limits: sandboxLimits(),
+          expiresAt: new Date(Date.now() + sandboxLifetimeMs()).toISOString(),
         });
         record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
         return created;
       });
-      state.sandbox = { name: sandbox.name, host: sandbox.host, image: sandbox.image, baseCommit: sandbox.baseCommit };
+      showSandbox(sandbox);
       if (sandbox.snapshot) state.snapshot = sandbox.snapshot;
       // Histories from before snapshots never had a setup plan; the marker keeps them replaying.
-      if (sandbox.setup && patched('snapshot-setup')) await runSetup(sandbox, sandbox.setup);
+      if (sandbox.setup && patched('snapshot-setup')) await runSetup(sandbox.setup);
 
       setPhase('agent');
       loop.startedAt = Date.now();
@@ -312,7 +336,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
                   }
                 : {}),
             };
-      return agentRounds(sandbox);
+      return agentRounds();
     });
 
     if (!change.changed) {
@@ -320,13 +344,17 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     } else {
       await gate('push', change);
       state.pushed = await track(`push ${branch}`, () =>
-        onHost(sandbox!).pushBranch({
-          sandbox: sandbox!.name,
-          sessionId,
-          repoUrl: input.repo.url,
-          branch,
-          baseCommit: sandbox!.baseCommit,
-          commit: change.commit,
+        inSandbox(async (sb) => {
+          // A replacement sandbox has the change from the checkpoint, not yet as a commit.
+          const commit = committedIn === sb.name ? change.commit : (await commitChange(sb)).commit;
+          return onHost(sb).pushBranch({
+            sandbox: sb.name,
+            sessionId,
+            repoUrl: input.repo.url,
+            branch,
+            baseCommit: sb.baseCommit,
+            commit,
+          });
         }),
       );
       const pr = input.publish.pullRequest;
@@ -378,9 +406,11 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         setPhase('tearing_down');
         // Without a sandbox, provisioning may still have created the container
         // before failing: any worker removes it by its name.
-        const teardown = teardownOn(sandbox?.hostQueue);
+        const teardown = teardownOn(sandbox);
         try {
-          await track('teardown', () => teardown.destroySandbox({ sessionId }));
+          await track('teardown', () =>
+            teardown.destroySandbox(sandbox?.generation ? { sessionId, generation: sandbox.generation } : { sessionId }),
+          );
         } catch (err) {
           // The reaper removes what is left; the session still ends with its outcome.
           log.error('teardown failed', { error: describeError(err) });
@@ -400,20 +430,109 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     throw ApplicationFailure.nonRetryable(state.error ?? 'failed', ErrorType.SessionFailed, state);
   return state;
 
+  function sandboxLimits() {
+    return {
+      cpus: input.limits.cpus,
+      memoryBytes: sizeBytes(input.limits.memory),
+      pids: input.limits.pids,
+      tmpBytes: sizeBytes(input.limits.tmp),
+    };
+  }
+
+  /** A sandbox lives through the session's work and its approval wait, plus an hour; then the reaper may take it. */
+  function sandboxLifetimeMs(): number {
+    return wallTimeMs + durationMs(input.approval.timeout) + 60 * 60_000;
+  }
+
+  function showSandbox(sb: Sandbox): void {
+    state.sandbox = { name: sb.name, host: sb.host, image: sb.image, baseCommit: sb.baseCommit };
+  }
+
+  /**
+   * Runs `fn` against the session's sandbox. If the sandbox is lost (its
+   * container died, or its host stopped answering), replaces it from the last
+   * checkpoint, on whichever host picks up the provisioning, and runs `fn`
+   * again there: the step that was cut off runs again, the ones before it
+   * are in the checkpoint.
+   */
+  async function inSandbox<T>(fn: (sb: Sandbox) => Promise<T>): Promise<T> {
+    for (;;) {
+      const used = sandbox!;
+      try {
+        return await fn(used);
+      } catch (err) {
+        const loss = sandboxLoss(err, used);
+        // Histories from before replacements ended the session here.
+        if (!loss || !patched('sandbox-replacement')) throw err;
+        await replaceSandbox(used, loss);
+      }
+    }
+  }
+
+  async function replaceSandbox(lost: Sandbox, loss: { why: string; hostLost: boolean }): Promise<void> {
+    const generation = (state.restarts ?? 0) + 1;
+    if (generation > MAX_SANDBOX_REPLACEMENTS) {
+      throw new SessionEnd(
+        'failed',
+        `${loss.why}, and the sandbox was already replaced ${MAX_SANDBOX_REPLACEMENTS} times`,
+        'sandbox_lost',
+      );
+    }
+    state.restarts = generation;
+    log.warn('replacing a lost sandbox', { why: loss.why, generation });
+    await track(`re-provision: ${loss.why}`, async (record) => {
+      // A live host removes the dead container now; a lost host's leftovers are its reaper's.
+      if (!loss.hostLost) {
+        try {
+          await teardownOn(lost).destroySandbox({ sessionId, generation: lost.generation, replaced: true });
+        } catch (err) {
+          log.warn('the lost sandbox was not removed', { error: describeError(err) });
+        }
+      }
+      sandbox = await anyHost.provisionSandbox({
+        sessionId,
+        repo: { url: input.repo.url, ref: lost.baseCommit },
+        limits: sandboxLimits(),
+        expiresAt: new Date(Date.now() + sandboxLifetimeMs()).toISOString(),
+        generation,
+      });
+      record.detail =
+        `${sandbox.name} on ${sandbox.host}, ` +
+        (sandbox.restored ? `from the checkpoint after ${sandbox.restored.step}` : 'no checkpoint yet');
+    });
+    showSandbox(sandbox!);
+    if (sandbox!.setup) await runSetup(sandbox!.setup);
+  }
+
+  async function commitChange(sb: Sandbox): Promise<CommitResult> {
+    commitDate ??= new Date().toISOString();
+    const result = await onHost(sb).commitChanges({
+      sandbox: sb.name,
+      sessionId,
+      repoUrl: input.repo.url,
+      branch,
+      message: `drydock: ${input.task}`.slice(0, 500),
+      baseCommit: sb.baseCommit,
+      date: commitDate,
+    });
+    committedIn = sb.name;
+    return result;
+  }
+
   /**
    * The agent's rounds: the agent works, its change is committed and verified;
    * a failed verification goes back to a model-driven agent up to
    * verify.maxRounds times. Returns the change that passed (or was not verified).
    */
-  async function agentRounds(sandbox: Sandbox): Promise<CommitResult> {
+  async function agentRounds(): Promise<CommitResult> {
     const { kind } = input.agent;
     for (;;) {
       if (kind === 'script') {
         for (const [i, step] of input.agent.steps.entries()) {
-          await runScriptStep(sandbox, `step-${i + 1}`, `step ${i + 1}: ${describeStep(step)}`, step);
+          await runScriptStep(`step-${i + 1}`, `step ${i + 1}: ${describeStep(step)}`, step, true, true);
         }
       } else {
-        await (kind === 'openai' ? modelAgent(sandbox) : cliAgent(sandbox));
+        await (kind === 'openai' ? modelAgent() : cliAgent());
         const reason = state.agent!.stopReason!;
         if (reason !== 'done') {
           await track('agent stopped', async (record) => {
@@ -428,15 +547,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
           }
         }
       }
+      commitDate = undefined; // a new round's commit is a new commit
       const commit = await track('commit', async (record) => {
-        const result = await onHost(sandbox).commitChanges({
-          sandbox: sandbox.name,
-          sessionId,
-          repoUrl: input.repo.url,
-          branch,
-          message: `drydock: ${input.task}`.slice(0, 500),
-          baseCommit: sandbox.baseCommit,
-        });
+        const result = await inSandbox(commitChange);
         record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${branch}` : 'no changes';
         return result;
       });
@@ -444,7 +557,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       if (!(input.verify.test || input.verify.browser)) return commit;
 
       setPhase('verifying');
-      state.verification = await verify(sandbox, loop.round);
+      state.verification = await verify(loop.round);
       state.verificationRounds = loop.round;
       if (audited) {
         const { passed, summary, command, exitCode, report } = state.verification;
@@ -470,7 +583,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       await track(`feedback: round ${loop.round}`, async (record) => {
         record.detail = failure.slice(0, 200);
         if (kind === 'openai') {
-          await onHost(sandbox).addAgentMessage({ sessionId, index: loop.messageCount, content: feedback });
+          await inSandbox((sb) => onHost(sb).addAgentMessage({ sessionId, index: loop.messageCount, content: feedback }));
           loop.messageCount++;
         } else {
           loop.feedback = feedback;
@@ -498,18 +611,19 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
    * for a model call twice. Continues as new every agent.continueAsNewEvery
    * turns (or when Temporal suggests it) to keep each run's history small.
    */
-  async function modelAgent(sandbox: Sandbox): Promise<void> {
+  async function modelAgent(): Promise<void> {
     const agent = input.agent;
     const progress = state.agent!;
-    const host = onHost(sandbox);
     if (loop.messageCount === 0) {
       const started = await track('agent: start', async (record) => {
-        const result = await host.startModelAgent({
-          sandbox: sandbox.name,
-          sessionId,
-          task: input.task,
-          verifyCommand: input.verify.test,
-        });
+        const result = await inSandbox((sb) =>
+          onHost(sb).startModelAgent({
+            sandbox: sb.name,
+            sessionId,
+            task: input.task,
+            verifyCommand: input.verify.test,
+          }),
+        );
         record.detail = result.instructions ? 'with AGENTS.md' : 'no AGENTS.md';
         return result;
       });
@@ -521,21 +635,23 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       if (budgetSpent()) return;
       if (turnsThisRun >= agent.continueAsNewEvery || workflowInfo().continueAsNewSuggested) {
         await condition(allHandlersFinished);
-        const carry: ContinuedSession = { status: state, sandbox, loop, sessionStartedAt };
+        const carry: ContinuedSession = { status: state, sandbox: sandbox!, loop, sessionStartedAt };
         await continueAsNew<typeof agentSession>(rawInput, carry);
       }
       loop.turn++;
       const finished = await track(`turn ${loop.turn}`, async (record) => {
-        const answer = await host.modelCall({
-          sandbox: sandbox.name,
-          sessionId,
-          baseUrl: agent.baseUrl,
-          model: agent.model!,
-          temperature: agent.temperature,
-          turn: loop.turn,
-          messageCount: loop.messageCount,
-          requirePrice: agent.budget.maxCost !== undefined,
-        });
+        const answer = await inSandbox((sb) =>
+          onHost(sb).modelCall({
+            sandbox: sb.name,
+            sessionId,
+            baseUrl: agent.baseUrl,
+            model: agent.model!,
+            temperature: agent.temperature,
+            turn: loop.turn,
+            messageCount: loop.messageCount,
+            requirePrice: agent.budget.maxCost !== undefined,
+          }),
+        );
         const assistantIndex = loop.messageCount++;
         progress.turn = loop.turn;
         progress.usage = {
@@ -548,16 +664,19 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         remember(answer.call);
         for (const [callIndex, call] of answer.toolCalls.entries()) {
           progress.lastTool = call.summary;
-          const result = await onHost(sandbox, runTimeoutMs + 60_000).runTool({
-            sandbox: sandbox.name,
-            sessionId,
-            turn: loop.turn,
-            assistantIndex,
-            callIndex,
-            index: loop.messageCount,
-            outputLimit: agent.toolOutputLimit,
-            runTimeoutMs,
-          });
+          const result = await inSandbox((sb) =>
+            onHost(sb, runTimeoutMs + 60_000).runTool({
+              sandbox: sb.name,
+              sessionId,
+              turn: loop.turn,
+              assistantIndex,
+              callIndex,
+              index: loop.messageCount,
+              outputLimit: agent.toolOutputLimit,
+              runTimeoutMs,
+              checkpointBase: sb.baseCommit,
+            }),
+          );
           loop.messageCount++;
           progress.steps++;
           remember(result);
@@ -581,7 +700,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
    * An agent CLI from the sandbox image, once per round, with the prompt as
    * one literal argument. It may reach only agent.egress, through the proxy.
    */
-  async function cliAgent(sandbox: Sandbox): Promise<void> {
+  async function cliAgent(): Promise<void> {
     const agent = input.agent;
     const progress = state.agent!;
     if (budgetSpent()) return;
@@ -589,15 +708,18 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     const command = cliCommand(agent.command!, cliPrompt(input.task, input.verify.test, loop.feedback));
     const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
     const result = await track(`agent: ${program} (round ${loop.round})`, async (record) => {
-      const run = await onHost(sandbox, limitMs + 60_000).runStep({
-        sandbox: sandbox.name,
-        sessionId,
-        key: `agent-cli-${loop.round}`,
-        step: { run: command, timeout: limitMs },
-        timeoutMs: limitMs,
-        egress: agent.egress,
-        secrets: agent.secrets,
-      });
+      const run = await inSandbox((sb) =>
+        onHost(sb, limitMs + 60_000).runStep({
+          sandbox: sb.name,
+          sessionId,
+          key: `agent-cli-${loop.round}`,
+          step: { run: command, timeout: limitMs },
+          timeoutMs: limitMs,
+          egress: agent.egress,
+          secrets: agent.secrets,
+          checkpointBase: sb.baseCommit,
+        }),
+      );
       recordStep(record, run);
       return run;
     });
@@ -614,14 +736,13 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   }
 
   /** The repo's tests (exit code and JUnit report) and the browser checks, with the evidence. */
-  async function verify(sandbox: Sandbox, round: number): Promise<Verification> {
+  async function verify(round: number): Promise<Verification> {
     const results: VerificationResults = {};
     const { test, browser } = input.verify;
     // Each round's verification is its own step (a step runs once per key).
     const key = round === 1 ? 'verify' : `verify-${round}`;
     if (test) {
       const run = await runScriptStep(
-        sandbox,
         key,
         round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`,
         { run: test, timeout: input.verify.timeout },
@@ -636,23 +757,27 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       });
       // Histories recorded before JUnit reports were read have no such activity.
       if (patched('junit-report')) {
-        results.report = await onHost(sandbox).readTestReport({
-          sandbox: sandbox.name,
-          sessionId,
-          stepKey: key,
-          files: input.verify.junit,
-        });
+        results.report = await inSandbox((sb) =>
+          onHost(sb).readTestReport({
+            sandbox: sb.name,
+            sessionId,
+            stepKey: key,
+            files: input.verify.junit,
+          }),
+        );
       }
     }
     if (browser) {
       const readyTimeoutMs = durationMs(browser.readyTimeout);
       results.browser = await track(`browser: ${browser.url}`, async (record) => {
-        const result = await onHost(sandbox, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
-          sandbox: sandbox.name,
-          sessionId,
-          browser,
-          readyTimeoutMs,
-        });
+        const result = await inSandbox((sb) =>
+          onHost(sb, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
+            sandbox: sb.name,
+            sessionId,
+            browser,
+            readyTimeoutMs,
+          }),
+        );
         record.ok = result.outcome === 'passed';
         record.detail = `${result.outcome}, ${result.checks.filter((c) => c.ok).length}/${result.checks.length} checks`;
         return result;
@@ -666,7 +791,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
    * snapshot): the repo's registries through the egress proxy for this step
    * only, unless the session forbids it.
    */
-  async function runSetup(sandbox: Sandbox, setup: SetupPlan): Promise<void> {
+  async function runSetup(setup: SetupPlan): Promise<void> {
     const name = `setup (${setup.reason})`;
     if (setup.egress.length > 0 && !input.limits.setupEgress) {
       await track(name, async (record) => {
@@ -681,15 +806,17 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       );
     }
     await track(name, async (record) => {
-      const step: StepInput & { egress: SetupPlan['egress'] } = {
-        sandbox: sandbox.name,
-        sessionId,
-        key: 'setup',
-        step: { run: setup.command, timeout: setup.timeoutMs },
-        timeoutMs: setup.timeoutMs,
-        egress: setup.egress,
-      };
-      const result = await onHost(sandbox, setup.timeoutMs + 60_000).runStep(step);
+      const result = await inSandbox((sb) => {
+        const step: StepInput & { egress: SetupPlan['egress'] } = {
+          sandbox: sb.name,
+          sessionId,
+          key: 'setup',
+          step: { run: setup.command, timeout: setup.timeoutMs },
+          timeoutMs: setup.timeoutMs,
+          egress: setup.egress,
+        };
+        return onHost(sb, setup.timeoutMs + 60_000).runStep(step);
+      });
       recordStep(record, result);
       if (result.exitCode !== 0 || result.failure) {
         throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, setup.timeoutMs)}`, 'setup_failed');
@@ -697,22 +824,26 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     });
   }
 
+  /** One script step; an agent's step (`checkpoint`) leaves the session's new checkpoint behind. */
   async function runScriptStep(
-    sandbox: Sandbox,
     key: string,
     name: string,
     step: ScriptStep,
-    failOnExit = true,
+    failOnExit: boolean,
+    checkpoint = false,
   ): Promise<StepResult> {
     const timeoutMs = 'run' in step ? durationMs(step.timeout) : 60_000;
     return track(name, async (record) => {
-      const result = await onHost(sandbox, timeoutMs + 60_000).runStep({
-        sandbox: sandbox.name,
-        sessionId,
-        key,
-        step,
-        timeoutMs,
-      });
+      const result = await inSandbox((sb) =>
+        onHost(sb, timeoutMs + 60_000).runStep({
+          sandbox: sb.name,
+          sessionId,
+          key,
+          step,
+          timeoutMs,
+          ...(checkpoint ? { checkpointBase: sb.baseCommit } : {}),
+        }),
+      );
       recordStep(record, result);
       if (failOnExit && (result.exitCode !== 0 || result.failure)) {
         throw new SessionEnd(

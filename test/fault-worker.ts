@@ -1,0 +1,50 @@
+/**
+ * `drydock worker` for fault drills: the same worker and activities, loading
+ * the test run's workflow bundle (quicker to start), plus one hook. With
+ * DRYDOCK_TEST_HOLD_AFTER=<activity type>, that activity does its work and
+ * then, instead of reporting back, writes "holding after <type>" to stderr and
+ * waits: the test kills the worker at that exact point (the work is done,
+ * Temporal has not heard of it), and a new worker must not do it twice.
+ */
+import { readFileSync } from 'node:fs';
+import { NativeConnection } from '@temporalio/worker';
+import { loadConfig } from '../lib/config';
+import { createLogger } from '../lib/log';
+import { createWorker, drainOnSignals, forwardTemporalLogs } from '../workers/worker';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL);
+  forwardTemporalLogs(log);
+  const holdAfter = process.env.DRYDOCK_TEST_HOLD_AFTER;
+  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const worker = await createWorker({
+    config,
+    connection,
+    log,
+    workflowBundle: { code: readFileSync(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
+    activityInterceptors: [
+      (ctx) => ({
+        inbound: {
+          async execute(input, next) {
+            const result = await next(input);
+            if (ctx.info.activityType === holdAfter) {
+              process.stderr.write(`holding after ${holdAfter}\n`);
+              await new Promise(() => undefined);
+            }
+            return result;
+          },
+        },
+      }),
+    ],
+  });
+  drainOnSignals(worker, config, log);
+  process.stderr.write('worker polling\n');
+  await worker.run();
+  await connection.close();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${String(err)}\n`);
+  process.exit(1);
+});

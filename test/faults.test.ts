@@ -1,0 +1,459 @@
+/**
+ * Fault drills with real processes: kill -9 of the worker in each phase, a
+ * sandbox killed under the agent, the Temporal server restarted, a host lost
+ * among two, SIGTERM and a double SIGINT. Every session completes, with one
+ * push and one pull request, and leaves no container behind. Each drill
+ * prints how long the session took from the fault to its next completed
+ * step, and its history must replay on the current code
+ * (DRYDOCK_RECORD_HISTORY=1 also keeps them in test/fixtures/histories).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import type { Config } from '../lib/config';
+import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
+import { approve, decide, status, type SessionStatus } from '../workflows/api';
+import { startFakeGitHub, type FakeGitHub } from './fake-github';
+import {
+  containersOf,
+  freePort,
+  git,
+  makeFixtureRepo,
+  newSessionId,
+  projectRoot,
+  startSession,
+  waitForStatus,
+} from './helpers';
+
+const startOn = (c: Client, queue: string, id: string, input: Record<string, unknown>) =>
+  startSession({ client: c, config: { DRYDOCK_TASK_QUEUE: queue } as Config }, id, input);
+
+const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
+let github: FakeGitHub;
+let connection: Connection;
+let client: Client;
+
+beforeAll(async () => {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') }); // the replays' worker logs stay quiet
+  } catch {
+    // already installed in this process
+  }
+  github = await startFakeGitHub({ owner: 'acme', repo: 'app', token: TOKEN });
+  connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+  client = new Client({ connection });
+});
+afterAll(async () => {
+  await connection?.close();
+  await github?.close();
+});
+
+const workers = new Set<ChildProcess>();
+afterEach(() => {
+  for (const w of workers) w.kill('SIGKILL');
+  workers.clear();
+});
+
+interface FaultWorker {
+  child: ChildProcess;
+  /** Resolves when it polls. */
+  ready: Promise<void>;
+  /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity. */
+  held: Promise<void>;
+  exited: Promise<number | null>;
+  kill(): Promise<void>;
+}
+
+/** A worker process (test/fault-worker.ts, or `bin/drydock worker` with `cli`). */
+function startWorker(env: Record<string, string>, opts: { holdAfter?: string; cli?: boolean } = {}): FaultWorker {
+  const child = opts.cli
+    ? spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      })
+    : spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'fault-worker.ts')], {
+        env: { ...process.env, ...env, ...(opts.holdAfter ? { DRYDOCK_TEST_HOLD_AFTER: opts.holdAfter } : {}) },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+  workers.add(child);
+  let output = '';
+  const seen = (text: string) =>
+    new Promise<void>((resolve) => {
+      const check = () => output.includes(text) && resolve();
+      child.stderr!.on('data', check);
+      check();
+    });
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    ready: seen('worker polling'),
+    held: seen('holding after'),
+    exited,
+    async kill() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+function workerEnv(host: string, queue: string, dataDir: string, extra: Record<string, string> = {}) {
+  return {
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS!,
+    DRYDOCK_TASK_QUEUE: queue,
+    DRYDOCK_HOST_ID: host,
+    DRYDOCK_DATA_DIR: dataDir,
+    GITHUB_TOKEN: TOKEN,
+    GITHUB_API_URL: github.url,
+    LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+/** Approves every pending action (push, pull request) until the session ends. */
+async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
+  const result = handle.result() as Promise<SessionStatus>;
+  let done = false;
+  void result.finally(() => (done = true)).catch(() => undefined);
+  while (!done) {
+    const s = await handle.query(status).catch(() => undefined);
+    const pending = s?.pendingApproval;
+    if (pending) {
+      await handle
+        .executeUpdate(decide, { args: [{ decision: 'approve', action: pending.action, by: 'ops' }] })
+        .catch(() => undefined);
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return result;
+}
+
+/** From the fault to the end of the first timeline entry that ended after it. */
+function recoveryMs(final: SessionStatus, faultAt: number): number {
+  const ends = final.timeline
+    .map((t) => Date.parse(t.startedAt) + (t.durationMs ?? 0))
+    .filter((end) => end > faultAt)
+    .sort((a, b) => a - b);
+  return ends[0] - faultAt;
+}
+
+const recoveries: Record<string, number> = {};
+afterAll(() => {
+  const rows = Object.entries(recoveries).map(([k, ms]) => `  ${k}: ${(ms / 1000).toFixed(1)} s`);
+  process.stderr.write(`fault → next completed step:\n${rows.join('\n')}\n`);
+});
+
+/** Replays the session's history on the current code; keeps it as a fixture when asked. */
+async function replays(handle: WorkflowHandle, name: string): Promise<void> {
+  const history = await handle.fetchHistory();
+  await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } }, history);
+  if (process.env.DRYDOCK_RECORD_HISTORY) {
+    const dir = path.join(__dirname, 'fixtures', 'histories');
+    await mkdir(dir, { recursive: true });
+    await writeFile(path.join(dir, `agentSession-fault-${name}.json`), historyToJSON(history));
+  }
+}
+
+/** Attempts of each activity type, in the order they were scheduled. */
+async function attempts(handle: WorkflowHandle, type: string): Promise<number[]> {
+  const events = (await handle.fetchHistory()).events!;
+  const scheduled = new Map<string, string>();
+  const result: number[] = [];
+  for (const e of events) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s) scheduled.set(String(e.eventId), s.activityType!.name!);
+    const started = e.activityTaskStartedEventAttributes;
+    if (started && scheduled.get(String(started.scheduledEventId)) === type) result.push(started.attempt!);
+  }
+  return result;
+}
+
+function pushesOf(bare: string, branch: string): number {
+  return git(['reflog', 'show', '--format=%H', `refs/heads/${branch}`], bare).trim().split('\n').length;
+}
+
+const session = (repoUrl: string, extra: Record<string, unknown> = {}) => ({
+  repo: { url: repoUrl },
+  task: 'survive the drill',
+  agent: {
+    steps: [
+      { run: 'echo one >> ONE.md; echo hello >> README.md' },
+      { run: 'echo ran >> RUNS.txt; sleep 6; echo two >> TWO.md' },
+    ],
+  },
+  verify: { test: 'sh check.sh' },
+  publish: { pullRequest: { repo: 'acme/app' } },
+  ...extra,
+});
+
+const stepRunning = (n: number) => (s: SessionStatus) =>
+  s.timeline.some((t) => t.name.startsWith(`step ${n}`) && t.durationMs === undefined);
+
+interface Drill {
+  phase: string;
+  /** Kill once the worker holds after this activity (its work done, not reported). */
+  holdAfter?: string;
+  /** Or kill when this holds (polled every 100 ms), then wait `afterMs`. */
+  when?: (s: SessionStatus) => boolean;
+  afterMs?: number;
+  extra?: Record<string, unknown>;
+  /** The activity whose attempt was cut off: it ran again on the new worker. */
+  retried: string;
+}
+
+const drills: Drill[] = [
+  { phase: 'provisioning', holdAfter: 'provisionSandbox', retried: 'provisionSandbox' },
+  { phase: 'agent', when: stepRunning(2), afterMs: 1500, retried: 'runStep' },
+  {
+    phase: 'verifying',
+    when: (s) => s.phase === 'verifying',
+    afterMs: 1500,
+    extra: { verify: { test: 'sleep 5; sh check.sh' } },
+    retried: 'runStep',
+  },
+  { phase: 'awaiting_approval', when: (s) => s.phase === 'awaiting_approval', retried: '' },
+  { phase: 'publishing-push', holdAfter: 'pushBranch', retried: 'pushBranch' },
+  { phase: 'publishing-pull-request', holdAfter: 'openPullRequest', retried: 'openPullRequest' },
+  { phase: 'tearing_down', holdAfter: 'destroySandbox', retried: 'destroySandbox' },
+];
+
+test.each(drills)(
+  'kill -9 the worker while $phase → a new worker completes the session, one push, one PR',
+  async (drill) => {
+    const repo = await makeFixtureRepo();
+    const queue = `fault-${randomBytes(4).toString('hex')}`;
+    const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')));
+    const id = newSessionId(`fault-${drill.phase}`);
+    const first = startWorker(env, { holdAfter: drill.holdAfter });
+    await first.ready;
+    const handle = await startOn(client, queue, id, {
+      ...session(repo.url, drill.extra),
+    });
+    if (drill.holdAfter) {
+      // Approvals come from outside, as they would; the worker holds after the activity.
+      await Promise.race([approveAll(handle), first.held]);
+    } else {
+      for (;;) {
+        const s = await handle.query(status);
+        if (drill.when!(s)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await new Promise((r) => setTimeout(r, drill.afterMs ?? 0));
+    }
+    await first.kill();
+    const faultAt = Date.now();
+    if (drill.phase === 'awaiting_approval') {
+      // A decision sent while no worker runs waits in Temporal for the next one.
+      await handle.signal(approve, { action: 'push', by: 'ops' });
+    }
+    const second = startWorker(env);
+    const final = await approveAll(handle);
+    recoveries[`kill -9 while ${drill.phase}`] = recoveryMs(final, faultAt);
+
+    expect(final.phase).toBe('completed');
+    const branch = `drydock/${id}`;
+    expect(pushesOf(repo.bare, branch)).toBe(1);
+    expect(github.pulls.filter((p) => p.head === branch)).toHaveLength(1);
+    expect(git(['show', `${branch}:RUNS.txt`], repo.bare)).toBe('ran\n'); // the agent's step ran once
+    if (drill.retried) expect(Math.max(...(await attempts(handle, drill.retried)))).toBeGreaterThanOrEqual(2);
+    expect(final.restarts).toBeUndefined(); // the sandbox outlived the worker: no replacement
+    expect(await containersOf(id)).toHaveLength(0);
+    await replays(handle, `kill-${drill.phase}`);
+    await second.kill();
+  },
+  180_000,
+);
+
+test('docker kill of the sandbox under the agent → a new sandbox from the checkpoint, the session completes', async () => {
+  const repo = await makeFixtureRepo();
+  const queue = `fault-${randomBytes(4).toString('hex')}`;
+  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')));
+  const worker = startWorker(env);
+  await worker.ready;
+  const id = newSessionId('fault-docker-kill');
+  const handle = await startOn(client, queue, id, session(repo.url));
+  await waitForStatus(handle, stepRunning(2), 90_000);
+  await new Promise((r) => setTimeout(r, 1500));
+  const [lost] = await containersOf(id);
+  const faultAt = Date.now();
+  await new Promise<void>((resolve, reject) =>
+    spawn('docker', ['kill', lost.Id], { stdio: 'ignore' }).once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`docker kill exited with ${code}`)),
+    ),
+  );
+  const final = await approveAll(handle);
+  recoveries['docker kill of the sandbox'] = recoveryMs(final, faultAt);
+
+  expect(final.phase).toBe('completed');
+  expect(final.restarts).toBe(1);
+  const replaced = final.timeline.find((t) => t.name.startsWith('re-provision'))!;
+  expect(replaced.name).toContain('is gone');
+  expect(replaced.detail).toContain('from the checkpoint after step-1');
+  const branch = `drydock/${id}`;
+  // Step 1 ran once (its result came back with the checkpoint); step 2 ran again in full.
+  expect(git(['show', `${branch}:ONE.md`], repo.bare)).toBe('one\n');
+  expect(git(['show', `${branch}:RUNS.txt`], repo.bare)).toBe('ran\n');
+  expect(git(['show', `${branch}:TWO.md`], repo.bare)).toBe('two\n');
+  expect(pushesOf(repo.bare, branch)).toBe(1);
+  expect(await containersOf(id)).toHaveLength(0);
+  await replays(handle, 'docker-kill');
+}, 180_000);
+
+test('the Temporal server stops and starts again (same database file) during a step → the session completes', async () => {
+  const address = `127.0.0.1:${await freePort()}`;
+  const dbFile = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-temporal-')), 'temporal.db');
+  let server = await startDevServer({ address, dbFile });
+  const own = await Connection.connect({ address });
+  try {
+    const ownClient = new Client({ connection: own });
+    await ensureSearchAttributes(own, 'default');
+    const repo = await makeFixtureRepo();
+    const queue = `fault-${randomBytes(4).toString('hex')}`;
+    const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
+      TEMPORAL_ADDRESS: address,
+    });
+    const worker = startWorker(env);
+    await worker.ready;
+    const id = newSessionId('fault-temporal-restart');
+    const handle = await startOn(ownClient, queue, id, {
+      ...session(repo.url),
+      publish: {},
+    });
+    await waitForStatus(handle, stepRunning(2), 90_000);
+    server.kill('SIGTERM');
+    await new Promise((r) => server.once('exit', r));
+    const faultAt = Date.now();
+    await new Promise((r) => setTimeout(r, 3000));
+    server = await startDevServer({ address, dbFile });
+    const final = await approveAll(ownClient.workflow.getHandle(id));
+    recoveries['Temporal server restart (3 s down)'] = recoveryMs(final, faultAt);
+
+    expect(final.phase).toBe('completed');
+    expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
+    expect(await containersOf(id)).toHaveLength(0);
+    await replays(ownClient.workflow.getHandle(id), 'temporal-restart');
+  } finally {
+    for (const w of workers) w.kill('SIGKILL');
+    await own.close();
+    server.kill('SIGTERM');
+  }
+}, 180_000);
+
+test('two hosts: sandbox activities stay on the owner; kill it → the session moves to the other host', async () => {
+  const repo = await makeFixtureRepo();
+  const queue = `fault-${randomBytes(4).toString('hex')}`;
+  // A lost host is noticed after the heartbeat timeout (10 s) and this much of silence on its queue.
+  const envs = ['a', 'b'].map(async (h) =>
+    workerEnv(`${queue}-${h}`, queue, await mkdtemp(path.join(tmpdir(), `drydock-host-${h}-`)), {
+      DRYDOCK_HOST_TIMEOUT: '10s',
+    }),
+  );
+  const [envA, envB] = await Promise.all(envs);
+  const hosts = new Map([
+    [envA.DRYDOCK_HOST_ID, { env: envA, worker: startWorker(envA) }],
+    [envB.DRYDOCK_HOST_ID, { env: envB, worker: startWorker(envB) }],
+  ]);
+  await Promise.all([...hosts.values()].map((h) => h.worker.ready));
+  const id = newSessionId('fault-host-lost');
+  const handle = await startOn(client, queue, id, session(repo.url));
+  const running = await waitForStatus(handle, stepRunning(2), 90_000);
+  const owner = running.sandbox!.host;
+  await new Promise((r) => setTimeout(r, 1500));
+  await hosts.get(owner)!.worker.kill();
+  const faultAt = Date.now();
+  const final = await approveAll(handle);
+  recoveries['host lost (its worker killed; 10 s host timeout)'] = recoveryMs(final, faultAt);
+
+  expect(final.phase).toBe('completed');
+  expect(final.restarts).toBe(1);
+  const other = [...hosts.keys()].find((h) => h !== owner)!;
+  expect(final.sandbox!.host).toBe(other);
+  expect(final.timeline.find((t) => t.name.startsWith('re-provision'))!.name).toContain(`host ${owner} did not`);
+  const branch = `drydock/${id}`;
+  expect(git(['show', `${branch}:ONE.md`], repo.bare)).toBe('one\n');
+  expect(git(['show', `${branch}:TWO.md`], repo.bare)).toBe('two\n');
+  expect(pushesOf(repo.bare, branch)).toBe(1);
+
+  // Every sandbox activity went to the queue of the host that owned the sandbox at the time.
+  const sandboxActivities = new Set(['runStep', 'commitChanges', 'pushBranch', 'readTestReport', 'destroySandbox']);
+  const queues = new Set<string>();
+  for (const e of (await handle.fetchHistory()).events!) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s && sandboxActivities.has(s.activityType!.name!)) queues.add(s.taskQueue!.name!);
+  }
+  expect([...queues].sort()).toEqual([`${queue}@${owner}`, `${queue}@${other}`].sort());
+
+  // The lost host's container outlives it; when the host comes back its reaper removes it.
+  expect((await containersOf(id)).map((c) => c.Labels['drydock.host'])).toEqual([owner]);
+  const back = startWorker(hosts.get(owner)!.env);
+  await back.ready;
+  await client.schedule.getHandle(`drydock-reaper-${owner}`).trigger();
+  const deadline = Date.now() + 60_000;
+  while ((await containersOf(id)).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+  expect(await containersOf(id)).toHaveLength(0);
+  await replays(handle, 'host-lost');
+}, 240_000);
+
+test('SIGTERM during a step → the step finishes within the grace time and the worker exits 0', async () => {
+  const repo = await makeFixtureRepo();
+  const queue = `fault-${randomBytes(4).toString('hex')}`;
+  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
+    DRYDOCK_SHUTDOWN_GRACE: '60s',
+  });
+  const worker = startWorker(env, { cli: true });
+  await worker.ready;
+  const id = newSessionId('fault-sigterm');
+  const handle = await startOn(client, queue, id, session(repo.url));
+  await waitForStatus(handle, stepRunning(2), 120_000);
+  await new Promise((r) => setTimeout(r, 1000));
+  const signalledAt = Date.now();
+  worker.child.kill('SIGTERM');
+  expect(await worker.exited).toBe(0);
+  const drainedMs = Date.now() - signalledAt;
+  recoveries['SIGTERM: drained (step finished, worker exited 0)'] = drainedMs;
+  // The step ended on the draining worker, at its first attempt.
+  expect(await attempts(handle, 'runStep')).toEqual([1, 1]);
+  const s = await handle.query(status);
+  expect(s.timeline.find((t) => t.name.startsWith('step 2'))!.ok).toBe(true);
+
+  const next = startWorker(env, { cli: true });
+  const final = await approveAll(handle);
+  expect(final.phase).toBe('completed');
+  expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
+  await next.kill();
+  await replays(handle, 'sigterm');
+}, 180_000);
+
+test('SIGINT twice → the worker stops at once; the step is picked up by the next worker, not run again', async () => {
+  const repo = await makeFixtureRepo();
+  const queue = `fault-${randomBytes(4).toString('hex')}`;
+  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
+    DRYDOCK_SHUTDOWN_GRACE: '5m',
+  });
+  const worker = startWorker(env, { cli: true });
+  await worker.ready;
+  const id = newSessionId('fault-sigint-twice');
+  const handle = await startOn(client, queue, id, {
+    ...session(repo.url),
+    agent: { steps: [{ run: 'echo ran >> RUNS.txt; sleep 15; echo hello >> README.md' }] },
+  });
+  await waitForStatus(handle, stepRunning(1), 120_000);
+  worker.child.kill('SIGINT');
+  await new Promise((r) => setTimeout(r, 1000));
+  worker.child.kill('SIGINT');
+  expect(await worker.exited).toBe(130);
+  // Stopped long before the 15 s step could end.
+  expect((await handle.query(status)).timeline.find((t) => t.name.startsWith('step 1'))!.durationMs).toBeUndefined();
+
+  const next = startWorker(env, { cli: true });
+  const final = await approveAll(handle);
+  expect(final.phase).toBe('completed');
+  expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
+  expect(await attempts(handle, 'runStep')).toContain(2);
+  await next.kill();
+}, 180_000);
