@@ -1,5 +1,6 @@
 import type { ActivityDeps } from './deps';
 import { LABELS } from '../lib/sandbox';
+import { collectSnapshots } from './snapshot';
 
 export interface Reaped {
   sandbox: string;
@@ -7,8 +8,20 @@ export interface Reaped {
   reason: string;
 }
 
-export function createReaperActivities({ sandboxes, hostId, sessionIsRunning, log }: ActivityDeps) {
+export function createReaperActivities(deps: ActivityDeps) {
+  const { sandboxes, hostId, sessionIsRunning, log } = deps;
   return {
+    /**
+     * Removes this host's snapshot images that fell out of their repo's newest
+     * `keep` while a sandbox still used them (the build could not remove them).
+     */
+    async reapSnapshotImages(): Promise<string[]> {
+      const removed: string[] = [];
+      for (const repo of await deps.snapshots.repos())
+        removed.push(...(await collectSnapshots(deps, repo.repo, repo.keep)));
+      return removed;
+    },
+
     /**
      * Removes this host's sandboxes that nothing will tear down: their session
      * is closed (terminated, or teardown never ran) or their expiry passed.

@@ -179,7 +179,12 @@ export async function takeCheckpoint(
     at.baseCommit,
   ]);
   if (taken.exitCode !== 0) throw new Error(`checkpoint after ${at.step} failed: ${taken.stderr.toString().trim()}`);
-  await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.stdout });
+  await deps.checkpoints.save({
+    sessionId: at.sessionId,
+    step: at.step,
+    baseCommit: at.baseCommit,
+    diff: taken.stdout,
+  });
 }
 
 /** What an approval binds to: the target branch and the whole diff. */

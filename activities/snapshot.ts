@@ -52,24 +52,33 @@ export interface SnapshotBuildResult {
   removed: string[];
 }
 
+/**
+ * Keeps the newest `keep` ready snapshots of a repo on this host; older ones
+ * go unless a sandbox uses them (the reaper tries those again later).
+ */
+export async function collectSnapshots(
+  { sandboxes, snapshots, hostId, log }: ActivityDeps,
+  repo: string,
+  keep: number,
+): Promise<string[]> {
+  const removed: string[] = [];
+  for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
+    const outcome = await sandboxes.removeImage(row.image!);
+    if (outcome === 'in_use') {
+      log.info({ repo, image: row.image }, 'old snapshot still in use by a sandbox: kept for now');
+      continue;
+    }
+    await snapshots.markRemoved(row.id);
+    removed.push(row.image!);
+  }
+  if (removed.length) log.info({ repo, removed, host: hostId }, 'old snapshots removed');
+  return removed;
+}
+
 export function createSnapshotActivities(deps: ActivityDeps) {
   const { sandboxes, snapshots, audit, hostId, hostQueue, baseImage, runtime, readonlyRoot, egressRoot, log } = deps;
 
-  /** Keeps the newest `keep` ready snapshots of a repo on this host; older ones go unless a sandbox uses them. */
-  async function collect(repo: string, keep: number): Promise<string[]> {
-    const removed: string[] = [];
-    for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
-      const outcome = await sandboxes.removeImage(row.image!);
-      if (outcome === 'in_use') {
-        log.info({ repo, image: row.image }, 'old snapshot still in use by a sandbox: kept for now');
-        continue;
-      }
-      await snapshots.markRemoved(row.id);
-      removed.push(row.image!);
-    }
-    if (removed.length) log.info({ repo, removed }, 'old snapshots removed');
-    return removed;
-  }
+  const collect = (repo: string, keep: number) => collectSnapshots(deps, repo, keep);
 
   async function record(row: SnapshotBuildRow, extra: Record<string, unknown>): Promise<void> {
     await audit.append({

@@ -43,7 +43,10 @@ function approvalHint(s: SessionStatus): string {
 /** A readable summary of a status. */
 export function formatStatus(s: SessionStatus): string {
   const lines = [`session ${s.sessionId}: ${s.phase}`, `  repo: ${s.repo}`, `  task: ${s.task}`];
-  if (s.sandbox) lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image})`);
+  if (s.sandbox) {
+    const replaced = s.restarts ? `, replaced ${s.restarts}× from its checkpoint` : '';
+    lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image}${replaced})`);
+  }
   if (s.agent?.kind && s.agent.kind !== 'script') lines.push(`  agent: ${agentLine(s.agent)}`);
   lines.push('timeline:', ...s.timeline.map(stepLine));
   if (s.verification) {

@@ -159,22 +159,30 @@ async function replays(handle: WorkflowHandle, name: string): Promise<void> {
   }
 }
 
-/** Attempts of each activity type, in the order they were scheduled. */
+/** The attempts of an activity type that started, in order, and how many of them completed. */
 async function attempts(handle: WorkflowHandle, type: string): Promise<number[]> {
+  return (await activityRuns(handle, type)).started;
+}
+
+async function activityRuns(handle: WorkflowHandle, type: string): Promise<{ started: number[]; completed: number }> {
   const events = (await handle.fetchHistory()).events!;
   const scheduled = new Map<string, string>();
-  const result: number[] = [];
+  const runs = { started: [] as number[], completed: 0 };
   for (const e of events) {
     const s = e.activityTaskScheduledEventAttributes;
     if (s) scheduled.set(String(e.eventId), s.activityType!.name!);
     const started = e.activityTaskStartedEventAttributes;
-    if (started && scheduled.get(String(started.scheduledEventId)) === type) result.push(started.attempt!);
+    if (started && scheduled.get(String(started.scheduledEventId)) === type) runs.started.push(started.attempt!);
+    const completed = e.activityTaskCompletedEventAttributes;
+    if (completed && scheduled.get(String(completed.scheduledEventId)) === type) runs.completed++;
   }
-  return result;
+  return runs;
 }
 
 function pushesOf(bare: string, branch: string): number {
-  return git(['reflog', 'show', '--format=%H', `refs/heads/${branch}`], bare).trim().split('\n').length;
+  return git(['reflog', 'show', '--format=%H', `refs/heads/${branch}`], bare)
+    .trim()
+    .split('\n').length;
 }
 
 const session = (repoUrl: string, extra: Record<string, unknown> = {}) => ({
@@ -416,10 +424,8 @@ test('SIGTERM during a step → the step finishes within the grace time and the 
   expect(await worker.exited).toBe(0);
   const drainedMs = Date.now() - signalledAt;
   recoveries['SIGTERM: drained (step finished, worker exited 0)'] = drainedMs;
-  // The step ended on the draining worker, at its first attempt.
-  expect(await attempts(handle, 'runStep')).toEqual([1, 1]);
-  const s = await handle.query(status);
-  expect(s.timeline.find((t) => t.name.startsWith('step 2'))!.ok).toBe(true);
+  // Step 2 ended on the draining worker, at its first attempt.
+  expect(await activityRuns(handle, 'runStep')).toEqual({ started: [1, 1], completed: 2 });
 
   const next = startWorker(env, { cli: true });
   const final = await approveAll(handle);
@@ -448,7 +454,7 @@ test('SIGINT twice → the worker stops at once; the step is picked up by the ne
   worker.child.kill('SIGINT');
   expect(await worker.exited).toBe(130);
   // Stopped long before the 15 s step could end.
-  expect((await handle.query(status)).timeline.find((t) => t.name.startsWith('step 1'))!.durationMs).toBeUndefined();
+  expect((await activityRuns(handle, 'runStep')).completed).toBe(0);
 
   const next = startWorker(env, { cli: true });
   const final = await approveAll(handle);

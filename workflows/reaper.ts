@@ -1,15 +1,18 @@
 /** reapSandboxes: run by a Temporal Schedule per Docker host (drydock-reaper-<host>). */
-import { proxyActivities } from '@temporalio/workflow';
+import { patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Reaped } from '../activities/reaper';
 
 export async function reapSandboxes(input: { hostQueue: string }): Promise<Reaped[]> {
-  const { reapHostSandboxes } = proxyActivities<Activities>({
+  const { reapHostSandboxes, reapSnapshotImages } = proxyActivities<Activities>({
     taskQueue: input.hostQueue,
     startToCloseTimeout: '5m',
     scheduleToStartTimeout: '5m',
     heartbeatTimeout: '10s',
     retry: { maximumAttempts: 3 },
   });
-  return reapHostSandboxes();
+  const reaped = await reapHostSandboxes();
+  // Images of old snapshots go once no sandbox uses them (runs from before this did not).
+  if (patched('reap-snapshot-images')) await reapSnapshotImages();
+  return reaped;
 }

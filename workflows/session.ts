@@ -409,7 +409,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         const teardown = teardownOn(sandbox);
         try {
           await track('teardown', () =>
-            teardown.destroySandbox(sandbox?.generation ? { sessionId, generation: sandbox.generation } : { sessionId }),
+            teardown.destroySandbox(
+              sandbox?.generation ? { sessionId, generation: sandbox.generation } : { sessionId },
+            ),
           );
         } catch (err) {
           // The reaper removes what is left; the session still ends with its outcome.
@@ -583,7 +585,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       await track(`feedback: round ${loop.round}`, async (record) => {
         record.detail = failure.slice(0, 200);
         if (kind === 'openai') {
-          await inSandbox((sb) => onHost(sb).addAgentMessage({ sessionId, index: loop.messageCount, content: feedback }));
+          await inSandbox((sb) =>
+            onHost(sb).addAgentMessage({ sessionId, index: loop.messageCount, content: feedback }),
+          );
           loop.messageCount++;
         } else {
           loop.feedback = feedback;
