@@ -8,6 +8,14 @@ ns="$TEMPORAL_NAMESPACE"
 for i in $(seq 1 30); do temporal operator cluster health $addr >/dev/null 2>&1 && break; sleep 2; done
 temporal operator namespace describe $addr -n "$ns" >/dev/null 2>&1 \
   || temporal operator namespace create $addr -n "$ns" --retention "$TEMPORAL_RETENTION"
-temporal operator search-attribute create $addr -n "$ns" \
-  --name DrydockPhase --type Keyword --name DrydockRepo --type Keyword
-echo "temporal-setup: namespace $ns ready"
+# A new namespace reaches the server's namespace cache within seconds: retry until it has.
+for i in $(seq 1 30); do
+  if temporal operator search-attribute create $addr -n "$ns" \
+    --name DrydockPhase --type Keyword --name DrydockRepo --type Keyword; then
+    echo "temporal-setup: namespace $ns ready"
+    exit 0
+  fi
+  sleep 2
+done
+echo "temporal-setup: could not add the search attributes to $ns" >&2
+exit 1
