@@ -176,3 +176,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   return { ...parsed.data, secrets: secretsOf(env) };
 }
+
+/**
+ * The variables the schema reads (besides `DRYDOCK_SECRET_<NAME>`), for
+ * checks that deployment files set nothing drydock would silently ignore.
+ */
+export function configVariables(): string[] {
+  return Object.keys(configSchema.shape);
+}

@@ -1,0 +1,508 @@
+/**
+ * The multi-host deployment files against real schemas and against drydock:
+ * - infra/compose/*.yaml: the compose-spec JSON schema (as shipped in dclint);
+ * - infra/k8s/*.yaml: the Kubernetes OpenAPI validators of kubernetes-models,
+ *   and its TypeScript types for unknown fields (OpenAPI allows them; a typo
+ *   such as `mountpath` would otherwise pass and be dropped by the API server);
+ * - what a working deployment depends on: every variable is one lib/config.ts
+ *   reads and the values parse, one image name, the worker's Docker socket and
+ *   egress folder at identical paths, the host id from the node's name, secrets
+ *   only from Secrets or env files, probes on serve's port.
+ * Each check is also run on a broken copy, which it must reject.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import Ajv from 'ajv';
+import ts from 'typescript';
+import * as apps from 'kubernetes-models/apps/v1';
+import * as batch from 'kubernetes-models/batch/v1';
+import * as networking from 'kubernetes-models/networking.k8s.io/v1';
+import * as core from 'kubernetes-models/v1';
+import { parse, parseAllDocuments } from 'yaml';
+import { configVariables, loadConfig } from '../../lib/config';
+import { version } from '../../package.json';
+
+const root = path.resolve(__dirname, '../..');
+const composeDir = path.join(root, 'infra/compose');
+const k8sDir = path.join(root, 'infra/k8s');
+const IMAGE = `drydock:${version}`;
+const DOCKER_SOCKET = '/var/run/docker.sock';
+
+type Obj = Record<string, any>;
+const clone = <T>(x: T): T => structuredClone(x);
+const yamlFiles = (dir: string) => readdirSync(dir).filter((f) => /\.ya?ml$/.test(f));
+
+// ---------------------------------------------------------------- variables
+
+/** Read by drydock outside lib/config.ts: dockerode, and the base image's debootstrap fallback. */
+const OTHER_VARIABLES = ['DOCKER_HOST', 'DRYDOCK_DEBIAN_MIRROR'];
+const SECRET_NAME = /TOKEN|SECRET|PASSWORD|_KEY$|^DATABASE_URL$/;
+
+function unknownVariables(names: string[]): string[] {
+  const known = new Set([...configVariables(), ...OTHER_VARIABLES]);
+  return names.filter((n) => !known.has(n) && !/^DRYDOCK_SECRET_[A-Z0-9_]+$/.test(n));
+}
+
+/** KEY=VALUE lines of an env file (comments and blank lines skipped). */
+function readEnvFile(file: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line.trim());
+    if (m) env[m[1]] = m[2];
+  }
+  return env;
+}
+
+/** Compose's interpolation: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}, $$. */
+function interpolate(value: unknown, vars: Record<string, string>): any {
+  if (typeof value === 'string') {
+    return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g, (all, name, op, arg) => {
+      if (all === '$$') return '$';
+      const v = vars[name];
+      const unset = op?.startsWith(':') ? !v : v === undefined;
+      if (!unset) return v;
+      if (op?.endsWith('?')) throw new Error(`\${${name}} is required: ${arg}`);
+      return op ? arg : '';
+    });
+  }
+  if (Array.isArray(value)) return value.map((v) => interpolate(v, vars));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, vars)]));
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------- compose
+
+const composeSchema = JSON.parse(
+  readFileSync(path.join(path.dirname(require.resolve('dclint/package.json')), 'schemas/compose.schema.json'), 'utf8'),
+);
+// Draft-07, which Ajv's default class implements; its $schema is spelt with https and no "#", which Ajv does not know.
+expect(composeSchema.$schema).toBe('https://json-schema.org/draft-07/schema');
+delete composeSchema.$schema;
+const validateCompose = new Ajv({ allErrors: true, strict: false }).compile(composeSchema);
+
+function composeSchemaProblems(doc: unknown): string[] {
+  if (validateCompose(doc)) return [];
+  return (validateCompose.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`);
+}
+
+const composeFiles = yamlFiles(composeDir);
+const compose: Record<string, Obj> = Object.fromEntries(
+  composeFiles.map((f) => [f, parse(readFileSync(path.join(composeDir, f), 'utf8'))]),
+);
+/** Values for ${...}: the example env file of the control plane, plus a host id. */
+const composeVars = { ...readEnvFile(path.join(composeDir, 'control.env.example')), DRYDOCK_HOST_ID: 'docker-1' };
+
+const environmentOf = (service: Obj): Record<string, string> =>
+  Array.isArray(service.environment)
+    ? Object.fromEntries(service.environment.map((e: string) => [e.split('=')[0], e.split('=').slice(1).join('=')]))
+    : { ...service.environment };
+
+/** The environment a compose service's process gets: its env files (their .example), then `environment`. */
+function composeServiceEnv(service: Obj): Record<string, string> {
+  const files = [service.env_file ?? []]
+    .flat()
+    .map((f: string | { path: string }) => (typeof f === 'string' ? f : f.path));
+  const fromFiles = files.map((f) => readEnvFile(path.join(composeDir, `${f}.example`)));
+  return Object.assign({}, ...fromFiles, interpolate(environmentOf(service), composeVars));
+}
+
+const drydockServices = (doc: Obj): [string, Obj][] =>
+  Object.entries(doc.services as Obj).filter(([, s]) => String(s.image).startsWith('drydock:'));
+
+/** Short-syntax volumes as {source, target}. */
+const composeBinds = (service: Obj) =>
+  (service.volumes ?? []).map((v: string | Obj) => {
+    if (typeof v !== 'string') return { source: v.source, target: v.target };
+    const [source, target] = interpolate(v, composeVars).split(':');
+    return { source, target };
+  });
+
+function composeWorkerProblems(worker: Obj): string[] {
+  const problems: string[] = [];
+  const env = composeServiceEnv(worker);
+  const binds: { source: string; target: string }[] = composeBinds(worker);
+  if (!binds.some((b) => b.source === DOCKER_SOCKET && b.target === DOCKER_SOCKET)) {
+    problems.push(`the Docker socket is not bound at ${DOCKER_SOCKET}`);
+  }
+  const egress = env.DRYDOCK_EGRESS_DIR ?? `${env.DRYDOCK_DATA_DIR}/egress`;
+  const holder = binds.filter((b) => egress.startsWith(`${b.target}/`) || egress === b.target).pop();
+  if (!holder || holder.source !== holder.target) {
+    problems.push(`the egress folder ${egress} is not bound from the same path on the host`);
+  }
+  if (!env.DRYDOCK_HOST_ID) problems.push('DRYDOCK_HOST_ID is not set');
+  if (worker.network_mode !== 'host') problems.push('the worker uses a bridge network');
+  return problems;
+}
+
+// ---------------------------------------------------------------- kubernetes
+
+interface K8sDoc {
+  file: string;
+  doc: Obj;
+}
+const k8sDocs: K8sDoc[] = yamlFiles(k8sDir).flatMap((file) =>
+  parseAllDocuments(readFileSync(path.join(k8sDir, file), 'utf8'))
+    .map((d) => d.toJS())
+    .filter(Boolean)
+    .map((doc) => ({ file, doc })),
+);
+const label = ({ file, doc }: K8sDoc) => `${file}: ${doc.kind}/${doc.metadata?.name}`;
+
+/** The API groups the manifests use, as kubernetes-models' modules. */
+const models: Record<string, Obj> = {
+  v1: core,
+  'apps/v1': apps,
+  'batch/v1': batch,
+  'networking.k8s.io/v1': networking,
+};
+const modelModule = (doc: Obj) => `kubernetes-models/${doc.apiVersion}`;
+
+function k8sSchemaProblems(doc: Obj): string[] {
+  const Model = models[doc.apiVersion]?.[doc.kind];
+  if (!Model) return [`no model of ${doc.apiVersion} ${doc.kind}`];
+  try {
+    new Model(doc).validate();
+    return [];
+  } catch (err) {
+    return [(err as Error).message];
+  }
+}
+
+/**
+ * Type-checks each document as an object literal of its kubernetes-models
+ * interface: excess property checks name every field the API does not have.
+ */
+function k8sUnknownFields(docs: Obj[]): string[] {
+  const fileName = path.join(root, 'test', '__k8s_manifests__.ts');
+  const source = docs
+    .map((doc, i) => {
+      const type = `import('${modelModule(doc)}/${doc.kind}').I${doc.kind}`;
+      return `export const doc${i}: ${type} = ${JSON.stringify(doc)};`;
+    })
+    .join('\n');
+  const options: ts.CompilerOptions = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+    lib: ['lib.es2022.d.ts'],
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.CommonJS,
+    moduleResolution: ts.ModuleResolutionKind.Node10,
+  };
+  const host = ts.createCompilerHost(options);
+  const { getSourceFile, fileExists, readFile } = host;
+  host.getSourceFile = (name, lang, ...rest) =>
+    name === fileName ? ts.createSourceFile(name, source, lang) : getSourceFile.call(host, name, lang, ...rest);
+  host.fileExists = (name) => name === fileName || fileExists.call(host, name);
+  host.readFile = (name) => (name === fileName ? source : readFile.call(host, name));
+  const program = ts.createProgram([fileName], options, host);
+  return ts.getPreEmitDiagnostics(program, program.getSourceFile(fileName)).map((d) => {
+    const line = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line : -1;
+    const doc = docs[line];
+    return `${doc ? `${doc.kind}/${doc.metadata?.name}` : '?'}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`;
+  });
+}
+
+const find = (kind: string, name: string) => {
+  const found = k8sDocs.find((d) => d.doc.kind === kind && d.doc.metadata?.name === name);
+  if (!found) throw new Error(`infra/k8s has no ${kind} ${name}`);
+  return found.doc;
+};
+const workerSet = () => find('DaemonSet', 'drydock-worker');
+const serveDeployment = () => find('Deployment', 'drydock-serve');
+const containerOf = (workload: Obj, name: string): Obj =>
+  workload.spec.template.spec.containers.find((c: Obj) => c.name === name);
+
+/** The environment a container gets: ConfigMaps it loads, then `env` (placeholders for Secrets and the downward API). */
+function k8sContainerEnv(container: Obj): { env: Record<string, string>; names: string[]; problems: string[] } {
+  const env: Record<string, string> = {};
+  const problems: string[] = [];
+  for (const from of container.envFrom ?? []) {
+    if (from.configMapRef) Object.assign(env, find('ConfigMap', from.configMapRef.name).data);
+  }
+  for (const e of container.env ?? []) {
+    if (e.value !== undefined) {
+      env[e.name] = e.value;
+      if (SECRET_NAME.test(e.name)) problems.push(`${e.name} is a literal value, not from a Secret`);
+    } else if (e.valueFrom?.secretKeyRef) {
+      env[e.name] = e.name === 'DATABASE_URL' ? 'postgres://drydock:pw@postgres:5432/drydock' : 'from-a-secret';
+    } else if (e.valueFrom?.fieldRef) {
+      env[e.name] = 'node-1';
+    }
+  }
+  for (const name of Object.keys(env)) {
+    const inConfigMap = !(container.env ?? []).some((e: Obj) => e.name === name);
+    if (inConfigMap && SECRET_NAME.test(name)) problems.push(`${name} is in a ConfigMap, not a Secret`);
+  }
+  return { env, names: Object.keys(env), problems };
+}
+
+/** How long the worker may take to stop after SIGTERM (its shutdown grace), in seconds. */
+function workerShutdownGraceSeconds(): number {
+  const config = loadConfig({}) as Obj;
+  return typeof config.DRYDOCK_SHUTDOWN_GRACE === 'number' ? config.DRYDOCK_SHUTDOWN_GRACE / 1000 : 30;
+}
+
+function k8sWorkerProblems(ds: Obj): string[] {
+  const problems: string[] = [];
+  const pod = ds.spec.template.spec;
+  const worker = containerOf(ds, 'worker');
+  const { env } = k8sContainerEnv(worker);
+  const hostPathOf = (volumeName: string) => pod.volumes.find((v: Obj) => v.name === volumeName)?.hostPath?.path;
+  const mounts: Obj[] = worker.volumeMounts ?? [];
+  if (!mounts.some((m) => m.mountPath === DOCKER_SOCKET && hostPathOf(m.name) === DOCKER_SOCKET)) {
+    problems.push(`the Docker socket is not mounted from the node's ${DOCKER_SOCKET}`);
+  }
+  const egress = env.DRYDOCK_EGRESS_DIR ?? `${env.DRYDOCK_DATA_DIR}/egress`;
+  const holder = mounts
+    .filter((m) => egress === m.mountPath || egress.startsWith(`${m.mountPath}/`))
+    .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+  if (!holder || hostPathOf(holder.name) !== holder.mountPath) {
+    problems.push(`the egress folder ${egress} is not mounted from the same path on the node`);
+  }
+  const hostId = (worker.env ?? []).find((e: Obj) => e.name === 'DRYDOCK_HOST_ID');
+  if (hostId?.valueFrom?.fieldRef?.fieldPath !== 'spec.nodeName') {
+    problems.push('DRYDOCK_HOST_ID does not come from spec.nodeName');
+  }
+  if (!((ds.spec.template.spec.terminationGracePeriodSeconds ?? 30) > workerShutdownGraceSeconds() + 15)) {
+    problems.push(`terminationGracePeriodSeconds is not above the worker's shutdown grace`);
+  }
+  return problems;
+}
+
+// ---------------------------------------------------------------- tests
+
+describe('infra/compose', () => {
+  test('there are the control plane and the worker', () => {
+    expect(composeFiles.sort()).toEqual(['control.yaml', 'worker.yaml']);
+  });
+
+  test.each(composeFiles)('%s is valid against the compose-spec schema, before and after interpolation', (file) => {
+    expect(composeSchemaProblems(compose[file])).toEqual([]);
+    expect(composeSchemaProblems(interpolate(compose[file], composeVars))).toEqual([]);
+  });
+
+  test('the schema rejects a broken file', () => {
+    const broken = clone(compose['control.yaml']);
+    broken.services.temporal.volume = broken.services.temporal.volumes; // typo of a key
+    broken.services.temporal.depends_on['temporal-schema'].condition = 'service_ready';
+    const problems = composeSchemaProblems(broken).join('\n');
+    expect(problems).toMatch(/\/services\/temporal .*additionalProperty.*"volume"/);
+    expect(problems).toMatch(/depends_on\/temporal-schema\/condition must be equal to one of the allowed values/);
+  });
+
+  test.each(composeFiles)('%s: depends_on names services; mounted files and env file examples exist', (file) => {
+    const services = compose[file].services as Obj;
+    for (const [name, s] of Object.entries(services)) {
+      for (const dep of Object.keys(s.depends_on ?? {}))
+        expect(`${name} -> ${dep}: ${dep in services}`).toMatch(/true$/);
+      for (const { source } of composeBinds(s)) {
+        if (source.startsWith('.')) expect(existsSync(path.join(composeDir, source))).toBe(true);
+      }
+      for (const f of [s.env_file ?? []].flat()) expect(existsSync(path.join(composeDir, `${f}.example`))).toBe(true);
+      if (s.build) {
+        expect(path.resolve(composeDir, s.build.context)).toBe(root);
+        expect(existsSync(path.join(root, s.build.dockerfile))).toBe(true);
+      }
+    }
+  });
+
+  test('the scripts the Temporal steps and PostgreSQL run are executable shell scripts', () => {
+    for (const f of ['postgres-init.sh', 'temporal-schema.sh', 'temporal-setup.sh']) {
+      expect(statSync(path.join(composeDir, f)).mode & 0o111).not.toBe(0);
+      expect(readFileSync(path.join(composeDir, f), 'utf8')).toMatch(
+        /^#!\/bin\/sh\nset -eu\n|^#!\/bin\/sh\n(#.*\n)*set -eu\n/,
+      );
+    }
+  });
+
+  test.each(composeFiles)('%s: drydock services set only variables drydock reads, and they parse', (file) => {
+    const services = drydockServices(compose[file]);
+    expect(services.length).toBeGreaterThan(0);
+    for (const [, service] of services) {
+      expect(service.image).toBe(IMAGE);
+      const env = composeServiceEnv(service);
+      expect(unknownVariables(Object.keys(env))).toEqual([]);
+      if (service.command?.[0] === 'worker' || service.command?.[0] === 'serve') {
+        expect(() => loadConfig(env)).not.toThrow();
+        // A multi-host deployment needs the PostgreSQL server; PGlite is one host's.
+        expect(env.DATABASE_URL).toMatch(/^postgres:\/\//);
+      }
+      // Secrets come from env files or ${...} of the operator's env file, never from this file.
+      for (const [name, value] of Object.entries(environmentOf(service))) {
+        if (SECRET_NAME.test(name)) expect(`${name}: ${value}`).toMatch(/\$\{/);
+      }
+    }
+  });
+
+  test('the example env files set only variables drydock reads', () => {
+    for (const f of ['serve.env.example', 'worker.env.example']) {
+      expect(unknownVariables(Object.keys(readEnvFile(path.join(composeDir, f))))).toEqual([]);
+    }
+    expect(unknownVariables(['DRYDOCK_HOSTID'])).toEqual(['DRYDOCK_HOSTID']);
+  });
+
+  test("the worker binds the Docker socket and the egress folder at the host's own paths", () => {
+    const worker = compose['worker.yaml'].services.worker;
+    expect(composeWorkerProblems(worker)).toEqual([]);
+    const moved = clone(worker);
+    moved.volumes = moved.volumes.map((v: string) => v.replace(/^\/var\/lib\/drydock:/, '/srv/drydock:'));
+    expect(composeWorkerProblems(moved)).toEqual([
+      'the egress folder /var/lib/drydock/egress is not bound from the same path on the host',
+    ]);
+  });
+
+  test('workers and serve share the artifact store; serve listens where its port is published', () => {
+    const artifactsOf = (s: Obj) => composeBinds(s).find((b: Obj) => b.target === '/var/lib/drydock/artifacts')?.source;
+    const serve = compose['control.yaml'].services['drydock-serve'];
+    expect(artifactsOf(serve)).toBeDefined();
+    expect(artifactsOf(serve)).toBe(artifactsOf(compose['worker.yaml'].services.worker));
+    const env = composeServiceEnv(serve);
+    expect(env.DRYDOCK_HTTP_HOST).toBe('0.0.0.0');
+    expect(serve.ports.map((p: string) => p.split(':').pop())).toContain(env.DRYDOCK_HTTP_PORT);
+    expect(serve.healthcheck.test.join(' ')).toContain(`:${env.DRYDOCK_HTTP_PORT}/healthz`);
+  });
+
+  test("the worker's stop grace is longer than its shutdown grace", () => {
+    const grace = compose['worker.yaml'].services.worker.stop_grace_period as string;
+    const m = /^(\d+)m$/.exec(grace);
+    expect(m && Number(m[1]) * 60).toBeGreaterThan(workerShutdownGraceSeconds() + 15);
+  });
+});
+
+describe('infra/k8s', () => {
+  test('there are the namespace, config, artifact volume, Temporal setup, worker and serve', () => {
+    expect(k8sDocs.map((d) => `${d.doc.kind}/${d.doc.metadata.name}`).sort()).toEqual([
+      'ConfigMap/drydock-config',
+      'DaemonSet/drydock-worker',
+      'Deployment/drydock-serve',
+      'Ingress/drydock-serve',
+      'Job/drydock-temporal-setup',
+      'Namespace/drydock',
+      'PersistentVolumeClaim/drydock-artifacts',
+      'Service/drydock-serve',
+    ]);
+  });
+
+  test.each(k8sDocs.map((d) => [label(d), d.doc]))('%s is valid against the Kubernetes schema', (_, doc) => {
+    expect(k8sSchemaProblems(doc)).toEqual([]);
+  });
+
+  test('every field is one the Kubernetes API has', () => {
+    expect(k8sUnknownFields(k8sDocs.map((d) => d.doc))).toEqual([]);
+  });
+
+  test('the schema and the field check reject broken manifests', () => {
+    const nameless = clone(workerSet());
+    delete nameless.spec.template.spec.containers[0].name;
+    expect(k8sSchemaProblems(nameless).join()).toMatch(/containers\/0 must have required property name/);
+    const wrongType = clone(serveDeployment());
+    wrongType.spec.replicas = 'two';
+    expect(k8sSchemaProblems(wrongType).join()).toMatch(/replicas must be integer/);
+    const typo = clone(workerSet());
+    const mount = typo.spec.template.spec.containers[0].volumeMounts[0];
+    mount.mountpath = mount.mountPath;
+    delete mount.mountPath;
+    expect(k8sSchemaProblems(typo).join()).toMatch(/volumeMounts\/0 must have required property mountPath/);
+    const extra = clone(workerSet());
+    extra.spec.template.spec.containers[0].volumeMounts[0].readonly = true;
+    expect(k8sUnknownFields([extra]).join()).toMatch(/'"readonly"' does not exist in type 'IVolumeMount'/);
+  });
+
+  test('everything is in the drydock namespace, which is defined', () => {
+    expect(find('Namespace', 'drydock')).toBeDefined();
+    for (const d of k8sDocs.filter((d) => d.doc.kind !== 'Namespace')) expect(d.doc.metadata.namespace).toBe('drydock');
+  });
+
+  test('drydock containers run the drydock image; Temporal images are one server version', () => {
+    const containers = k8sDocs.flatMap(({ doc }) => {
+      const pod = doc.spec?.template?.spec;
+      return pod ? [...(pod.initContainers ?? []), ...pod.containers] : [];
+    });
+    const images = new Set(containers.map((c: Obj) => c.image as string));
+    expect([...images].filter((i) => i.startsWith('drydock:'))).toEqual([IMAGE]);
+    const composeImages = composeFiles.flatMap((f) => Object.values(compose[f].services as Obj).map((s) => s.image));
+    const temporal = [...images, ...composeImages].filter((i: string) => i.startsWith('temporalio/'));
+    const server = composeImages.find((i: string) => i.startsWith('temporalio/server:'))!.split(':')[1];
+    for (const image of temporal) expect(image.split(':')[1].split('-')[0]).toMatch(/^\d+\.\d+\.\d+$/);
+    for (const image of temporal.filter((i: string) => i.startsWith('temporalio/admin-tools:'))) {
+      expect(image).toBe(`temporalio/admin-tools:${server}-tctl-1.18.4-cli-1.5.0`);
+    }
+    for (const image of [...images, ...composeImages]) expect(image).not.toMatch(/:latest$|^[^:]+$/);
+  });
+
+  test('drydock containers set only variables drydock reads, secrets only from Secrets, and they parse', () => {
+    for (const workload of [workerSet(), serveDeployment()]) {
+      for (const container of workload.spec.template.spec.containers) {
+        const { env, names, problems } = k8sContainerEnv(container);
+        expect(unknownVariables(names)).toEqual([]);
+        expect(problems).toEqual([]);
+        expect(() => loadConfig(env)).not.toThrow();
+        expect(names).toContain('DATABASE_URL');
+      }
+    }
+    const leaky = clone(serveDeployment());
+    leaky.spec.template.spec.containers[0].env.push({ name: 'GITHUB_TOKEN', value: 'ghp_x' });
+    expect(k8sContainerEnv(leaky.spec.template.spec.containers[0]).problems).toEqual([
+      'GITHUB_TOKEN is a literal value, not from a Secret',
+    ]);
+  });
+
+  test("the worker DaemonSet mounts the node's Docker socket and egress folder at the same paths, and is named by its node", () => {
+    expect(k8sWorkerProblems(workerSet())).toEqual([]);
+    const broken = clone(workerSet());
+    broken.spec.template.spec.volumes.find((v: Obj) => v.name === 'data').hostPath.path = '/srv/drydock';
+    broken.spec.template.spec.containers[0].env.find((e: Obj) => e.name === 'DRYDOCK_HOST_ID').valueFrom.fieldRef = {
+      fieldPath: 'metadata.name',
+    };
+    broken.spec.template.spec.terminationGracePeriodSeconds = 30;
+    expect(k8sWorkerProblems(broken)).toEqual([
+      'the egress folder /var/lib/drydock/egress is not mounted from the same path on the node',
+      'DRYDOCK_HOST_ID does not come from spec.nodeName',
+      "terminationGracePeriodSeconds is not above the worker's shutdown grace",
+    ]);
+    // The base image is built on the node's engine before the worker starts.
+    const init = broken.spec.template.spec.initContainers[0];
+    expect(init.command.join(' ')).toContain('sandbox-images/base-image.ts');
+    expect(init.volumeMounts.map((m: Obj) => m.mountPath)).toContain(DOCKER_SOCKET);
+  });
+
+  test('selectors, references and ports fit together', () => {
+    for (const workload of [workerSet(), serveDeployment()]) {
+      expect(workload.spec.template.metadata.labels).toMatchObject(workload.spec.selector.matchLabels);
+      for (const v of workload.spec.template.spec.volumes ?? []) {
+        if (v.persistentVolumeClaim)
+          expect(find('PersistentVolumeClaim', v.persistentVolumeClaim.claimName)).toBeDefined();
+      }
+    }
+    const serve = containerOf(serveDeployment(), 'serve');
+    const { env } = k8sContainerEnv(serve);
+    expect(env.DRYDOCK_HTTP_HOST).toBe('0.0.0.0');
+    expect(serve.ports).toEqual([{ name: 'http', containerPort: Number(env.DRYDOCK_HTTP_PORT) }]);
+    expect(serve.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    const service = find('Service', 'drydock-serve');
+    expect(serveDeployment().spec.template.metadata.labels).toMatchObject(service.spec.selector);
+    expect(service.spec.ports[0].targetPort).toBe('http');
+    const backend = find('Ingress', 'drydock-serve').spec.rules[0].http.paths[0].backend.service;
+    expect(backend).toEqual({ name: 'drydock-serve', port: { name: service.spec.ports[0].name } });
+    // Workers and serve share the artifact store.
+    const artifacts = (w: Obj, c: string) => {
+      const m = containerOf(w, c).volumeMounts.find((m: Obj) => m.mountPath === '/var/lib/drydock/artifacts');
+      return w.spec.template.spec.volumes.find((v: Obj) => v.name === m?.name)?.persistentVolumeClaim?.claimName;
+    };
+    expect(artifacts(workerSet(), 'worker')).toBe('drydock-artifacts');
+    expect(artifacts(serveDeployment(), 'serve')).toBe('drydock-artifacts');
+  });
+});
+
+test('the Dockerfile sets only variables drydock reads', () => {
+  const dockerfile = readFileSync(path.join(root, 'infra/Dockerfile'), 'utf8');
+  const names = [...dockerfile.matchAll(/^(?:ENV|\s+)\s*([A-Z_]+)=/gm)]
+    .map((m) => m[1])
+    .filter((n) => n !== 'NODE_ENV');
+  expect(names).toContain('DRYDOCK_DATA_DIR');
+  expect(unknownVariables(names)).toEqual([]);
+});
