@@ -119,13 +119,21 @@ export async function watch(
     if (progressShown) process.stderr.write('\r\x1b[2K');
     progressShown = false;
   };
+  let workerless = false;
   for (;;) {
     const s = await handle.query(status).catch(async (err: unknown) => {
       // A closed workflow whose worker is gone cannot be queried; its result still tells.
-      const description = await handle.describe();
-      if (description.status.name === 'RUNNING') throw err;
-      return undefined;
+      if ((await handle.describe()).status.name !== 'RUNNING') return undefined;
+      // A running one without a worker (restarting, draining) goes on once one is back.
+      if (!workerless) say(`(no worker answers right now: ${(err as Error).message}; still following)`);
+      workerless = true;
+      return 'no worker' as const;
     });
+    if (s === 'no worker') {
+      await new Promise((r) => setTimeout(r, 1000));
+      continue;
+    }
+    workerless = false;
     if (s) {
       // Phases come from the timeline, so a phase shorter than the poll interval still shows.
       while (printed < s.timeline.length && s.timeline[printed].durationMs !== undefined) {

@@ -456,9 +456,19 @@ test('SIGINT twice → the worker stops at once; the step is picked up by the ne
   // Stopped long before the 15 s step could end.
   expect((await activityRuns(handle, 'runStep')).completed).toBe(0);
 
+  // `drydock watch` follows a session while no worker answers, until one is back.
+  const watch = spawn(path.join(projectRoot, 'bin', 'drydock'), ['watch', id], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let watched = '';
+  watch.stderr.on('data', (c: Buffer) => (watched += c.toString()));
+  const watchExit = new Promise<number | null>((resolve) => watch.once('exit', resolve));
+  for (let i = 0; i < 120 && !watched.includes('no worker answers right now'); i++) {
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  expect(watched).toContain('no worker answers right now');
   const next = startWorker(env, { cli: true });
   const final = await approveAll(handle);
   expect(final.phase).toBe('completed');
+  expect(await watchExit).toBe(0);
   expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
   expect(await attempts(handle, 'runStep')).toContain(2);
   await next.kill();

@@ -242,8 +242,7 @@ function k8sContainerEnv(container: Obj): { env: Record<string, string>; names: 
 
 /** How long the worker may take to stop after SIGTERM (its shutdown grace), in seconds. */
 function workerShutdownGraceSeconds(): number {
-  const config = loadConfig({}) as Obj;
-  return typeof config.DRYDOCK_SHUTDOWN_GRACE === 'number' ? config.DRYDOCK_SHUTDOWN_GRACE / 1000 : 30;
+  return loadConfig({}).DRYDOCK_SHUTDOWN_GRACE / 1000;
 }
 
 function k8sWorkerProblems(ds: Obj): string[] {
