@@ -174,9 +174,11 @@ export async function takeCheckpoint(
   const taken = await deps.sandboxes.exec(at.sandbox, [
     'sh',
     '-c',
-    'set -e; i=$(mktemp); cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
+    // Not in /tmp: a step that filled it must still be checkpointed.
+    'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
     'checkpoint',
     at.baseCommit,
+    STATE_DIR,
   ]);
   if (taken.exitCode !== 0) throw new Error(`checkpoint after ${at.step} failed: ${taken.stderr.toString().trim()}`);
   await deps.checkpoints.save({
@@ -511,7 +513,8 @@ export function createSandboxActivities(deps: ActivityDeps) {
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
       const result = await runStepOnce(input);
-      if (input.checkpointBase) {
+      // A failed agent step ends the session: no replacement will need its tree.
+      if (input.checkpointBase && result.exitCode === 0 && !result.failure) {
         await takeCheckpoint(deps, {
           sandbox: input.sandbox,
           sessionId: input.sessionId,
