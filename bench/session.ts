@@ -185,7 +185,10 @@ export function profileTable(profiles: HistoryProfile[]): string {
       String(median(profiles.map((p) => p.activities[type]?.count ?? 0))),
     );
   }
-  add('activity tasks waiting in their queue', profiles.map((p) => p.activityQueueMs));
+  add(
+    'activity tasks waiting in their queue',
+    profiles.map((p) => p.activityQueueMs),
+  );
   add(
     'workflow tasks (queue wait + workflow code)',
     profiles.map((p) => p.workflowTaskMs),

@@ -66,7 +66,8 @@ export function benchMain(title: string, main: () => Promise<string>): void {
   const started = Date.now();
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
+    // A second signal (the terminal's and a parent's forwarded one) must not cut the clean-up short.
+    process.on(signal, () => {
       if (stopping) return;
       stopping = true;
       say(`${signal}: cleaning up`);
@@ -78,7 +79,7 @@ export function benchMain(title: string, main: () => Promise<string>): void {
     const text = await main();
     return `## ${title}\n\n${machine}${text}\n\n_${title}: ${Math.round((Date.now() - started) / 1000)} s in all._\n`;
   };
-  body()
+  void body()
     .then(
       async (text) => {
         await runCleanups();

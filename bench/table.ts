@@ -125,7 +125,12 @@ export async function machineInfo(): Promise<string> {
       ['Docker server', `${docker} (${storage})`],
       ['Temporal CLI', `${temporal}; dev server (SQLite, in memory)`],
       ['Node.js', process.version],
-      ['load average at start (1/5/15 min)', loadavg().map((l) => l.toFixed(2)).join(' / ')],
+      [
+        'load average at start (1/5/15 min)',
+        loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' / '),
+      ],
     ],
   );
 }
