@@ -19,7 +19,17 @@ import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
-import { AGENT_STEPS, git, historyProfile, makeRepo, profileTable, runSession, TEST_COMMAND } from './session';
+import { instrument, operationsTable, resetProfile } from './instrument';
+import {
+  AGENT_STEPS,
+  git,
+  historyProfile,
+  type HistoryProfile,
+  makeRepo,
+  profileTable,
+  runSession,
+  TEST_COMMAND,
+} from './session';
 import { benchMain, startStack, tempDir } from './stack';
 import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, spread, timingTable, type Row } from './table';
 import type { BenchActivities } from './workflows';
@@ -105,6 +115,7 @@ async function plainSession(
 }
 
 async function main(): Promise<string> {
+  instrument();
   const activities: BenchActivities = { noop: async () => undefined };
   const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, benchActivities: { ...activities } });
   const repo = await makeRepo();
@@ -122,11 +133,12 @@ async function main(): Promise<string> {
   say('warm-up: one session and one plain run (not counted)');
   await runSession(stack, repo);
   await plain('warmup');
+  resetProfile();
 
   const session: Row = { name: 'complete session via drydock (start → result)', ms: [] };
   const script: Row = { name: 'plain script, same Docker and git operations', ms: [] };
   const ready: Row = { name: 'session: start → first agent command runs', ms: [] };
-  const profiles = [];
+  const profiles: HistoryProfile[] = [];
   const plainParts: Parts[] = [];
   for (let i = 0; i < RUNS; i++) {
     // Alternated, so a change in the machine's load hits both alike.
@@ -139,6 +151,11 @@ async function main(): Promise<string> {
     plainParts.push(p.parts);
     say(`run ${i + 1}/${RUNS}: session ${fmt(s.ms)}, plain ${fmt(p.ms)}`);
   }
+
+  const meanRun = (type: string) =>
+    profiles.reduce((a, p) => a + (p.activities[type]?.runMs ?? 0), 0) / profiles.length;
+  const types = [...new Set(profiles.flatMap((p) => Object.keys(p.activities)))];
+  const operations = operationsTable(RUNS, Object.fromEntries(types.map((t) => [t, meanRun(t)])));
 
   say(`activity round trips: ${RUNS} runs of ${RT_N}`);
   const roundTrip: Row = { name: `empty activity round trip (per call, ${RT_N} in a row)`, ms: [] };
@@ -184,6 +201,10 @@ async function main(): Promise<string> {
     'Where a drydock session spends its time (workflow history, server timestamps):',
     '',
     profileTable(profiles),
+    '',
+    'The activities by kind of operation (mean per session; count per session in brackets):',
+    '',
+    operations,
     '',
     'The plain script, part by part:',
     '',

@@ -43,11 +43,17 @@ export function atExit(fn: () => Promise<unknown>): void {
   cleanups.push(fn);
 }
 
-async function runCleanups(): Promise<void> {
-  while (cleanups.length) {
-    const fn = cleanups.pop()!;
-    await fn().catch((err: Error) => say(`clean-up: ${err.message}`));
-  }
+let cleaning: Promise<void> | undefined;
+
+/** Once, however many paths (an error, a signal) ask for it; each waits for the end. */
+function runCleanups(): Promise<void> {
+  cleaning ??= (async () => {
+    while (cleanups.length) {
+      const fn = cleanups.pop()!;
+      await fn().catch((err: Error) => say(`clean-up: ${err.message}`));
+    }
+  })();
+  return cleaning;
 }
 
 /** A temp folder removed at exit. */
@@ -64,16 +70,21 @@ export async function tempDir(prefix: string): Promise<string> {
  */
 export function benchMain(title: string, main: () => Promise<string>): void {
   const started = Date.now();
-  let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     // A second signal (the terminal's and a parent's forwarded one) must not cut the clean-up short.
     process.on(signal, () => {
-      if (stopping) return;
-      stopping = true;
+      if (cleaning) return;
       say(`${signal}: cleaning up`);
       void runCleanups().finally(() => process.exit(130));
     });
   }
+  // Work still in flight fails once the clean-up closes its connections: that must not end the clean-up.
+  const stray = (err: unknown) => {
+    say(`${cleaning ? 'during clean-up' : 'error'}: ${(err as Error)?.message ?? String(err)}`);
+    if (!cleaning) void runCleanups().finally(() => process.exit(1));
+  };
+  process.on('uncaughtException', stray);
+  process.on('unhandledRejection', stray);
   const body = async () => {
     const machine = process.env.BENCH_MACHINE === '0' ? '' : `${await machineInfo()}\n\n`;
     const text = await main();
@@ -141,7 +152,8 @@ let runtimeInstalled = false;
 
 export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
   if (!runtimeInstalled) {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
+    // Signals are benchMain's: it stops the workers as part of its clean-up.
+    Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
     runtimeInstalled = true;
   }
   const image = await ensureBaseImage(say);
