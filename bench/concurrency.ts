@@ -8,7 +8,10 @@
  * result, failures, leftover sandboxes, host CPU (busy cores, and CPU time
  * per session by process) and the peak of memory in use.
  *
- *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2
+ * drydock's own database is the embedded PGlite (`npm start`'s default), or
+ * with BENCH_DB=postgres a throwaway PostgreSQL cluster (`npm test`'s).
+ *
+ *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 BENCH_DB=pglite
  */
 import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -16,7 +19,7 @@ import { promisify } from 'node:util';
 import { LABELS } from '../lib/sandbox';
 import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
 import { historyProfile, makeRepo, runSession, type HistoryProfile } from './session';
-import { benchMain, startStack } from './stack';
+import { benchMain, databaseOf, startStack } from './stack';
 import { fmt, markdownTable, median, percentile, ratioTable, runsFromEnv, say, type Ratio } from './table';
 
 const run = promisify(execFile);
@@ -30,6 +33,7 @@ const OURS = [
 /** The machine is shared: other people's containers. */
 const THEIRS = 'other containers on the host';
 const RUNS = runsFromEnv(2);
+const DATABASE = databaseOf();
 const NS = (process.env.NS ?? '1,2,4,8,16').split(',').map((n) => {
   const v = Number(n.trim());
   if (!Number.isInteger(v) || v < 1) throw new Error(`NS: not a positive integer: ${n}`);
@@ -42,6 +46,8 @@ interface Level {
   readyMs: number[];
   sessionMs: number[];
   failures: string[];
+  /** Activity attempts beyond the first, over the level's sessions. */
+  retries: number;
   leftovers: number;
   /** Busy cores during 3 s with no session running, just before: the machine's other load. */
   idleCores: number;
@@ -50,7 +56,7 @@ interface Level {
 }
 
 async function main(): Promise<string> {
-  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] } });
+  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, database: DATABASE });
   const repo = await makeRepo();
   const dockerDaemons = [...pidsOf('dockerd'), ...pidsOf('containerd')];
   /** CPU readers of one batch; the sandboxes' tracker samples with the memory sampler. */
@@ -84,6 +90,7 @@ async function main(): Promise<string> {
       readyMs: [],
       sessionMs: [],
       failures: [],
+      retries: 0,
       leftovers: 0,
       idleCores: 0,
       usage: [],
@@ -103,7 +110,9 @@ async function main(): Promise<string> {
         if (r.status === 'fulfilled') {
           level.readyMs.push(r.value.readyMs);
           level.sessionMs.push(r.value.ms);
-          level.profiles.push(await historyProfile(stack.client, r.value.id));
+          const profile = await historyProfile(stack.client, r.value.id);
+          level.profiles.push(profile);
+          level.retries += profile.retries;
         } else {
           level.failures.push((r.reason as Error).message);
         }
@@ -129,6 +138,7 @@ async function main(): Promise<string> {
       'session p50',
       'session p95',
       'failures',
+      'activity retries',
       'leftover sandboxes',
       'busy cores (idle before)',
       'peak memory in use (+ over idle)',
@@ -142,11 +152,12 @@ async function main(): Promise<string> {
       fmt(percentile(l.sessionMs, 50)),
       fmt(percentile(l.sessionMs, 95)),
       `${l.failures.length} of ${l.n * RUNS}`,
+      l.retries,
       l.leftovers,
       `${median(l.usage.map((u) => u.busyCores)).toFixed(2)} (${l.idleCores.toFixed(2)})`,
       `${gib(Math.max(...l.usage.map((u) => u.memPeak)))} (+${gib(Math.max(...l.usage.map((u) => u.memPeak - u.memBefore)))})`,
     ]),
-    [0, 1, 2, 3, 4, 5, 6, 9],
+    [0, 1, 2, 3, 4, 5, 6, 8, 9, 10],
   );
 
   const cpuTable = markdownTable(
@@ -211,9 +222,13 @@ async function main(): Promise<string> {
       value: median(at(4)!.perMinute) / median(at(1)!.perMinute),
       goal: { min: 1.6 },
     });
-  if (at(16)) ratios.push({ name: 'failures at N=16', value: at(16)!.failures.length, goal: { max: 0 }, digits: 0 });
+  if (at(16)) {
+    ratios.push({ name: 'failed sessions at N=16', value: at(16)!.failures.length, goal: { max: 0 }, digits: 0 });
+    ratios.push({ name: 'activity retries at N=16', value: at(16)!.retries, goal: { max: 0 }, digits: 0 });
+  }
   return [
-    `Each batch starts N sessions at once and waits for all; ${RUNS} batch(es) per N. Temporal: the CLI dev server (SQLite, in memory).`,
+    `Each batch starts N sessions at once and waits for all; ${RUNS} batch(es) per N. Temporal: the CLI dev server ` +
+      `(SQLite, in memory). drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL (Debian, throwaway cluster, fsync off)' : 'embedded PGlite served by the worker process (as `npm start`)'}.`,
     '',
     summary,
     '',
@@ -228,4 +243,4 @@ async function main(): Promise<string> {
   ].join('\n');
 }
 
-benchMain('bench/concurrency', main);
+benchMain(`bench/concurrency (drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL' : 'PGlite'})`, main);

@@ -112,6 +112,8 @@ export interface HistoryProfile {
   /** Workflow tasks: scheduled to completed, summed (queue wait and the worker's workflow code). */
   workflowTaskMs: number;
   workflowTasks: number;
+  /** Activity attempts beyond the first (a failure or timeout Temporal retried). */
+  retries: number;
 }
 
 export async function historyProfile(client: Client, workflowId: string): Promise<HistoryProfile> {
@@ -124,6 +126,7 @@ export async function historyProfile(client: Client, workflowId: string): Promis
     activityQueueMs: 0,
     workflowTaskMs: 0,
     workflowTasks: 0,
+    retries: 0,
   };
   let startedAt = 0;
   for (const e of events) {
@@ -148,6 +151,7 @@ export async function historyProfile(client: Client, workflowId: string): Promis
         const scheduled = byId.get(Number(attrs?.scheduledEventId));
         const started = byId.get(Number(attrs?.startedEventId));
         const type = scheduled?.activityTaskScheduledEventAttributes?.activityType?.name ?? '?';
+        profile.retries += Math.max(0, (started?.activityTaskStartedEventAttributes?.attempt ?? 1) - 1);
         const entry = (profile.activities[type] ??= { runMs: 0, count: 0 });
         entry.runMs += at - ms(started?.eventTime);
         entry.count++;

@@ -146,6 +146,30 @@ export interface StackOptions {
    * with these activities.
    */
   benchActivities?: Record<string, (...args: any[]) => Promise<unknown>>;
+  /**
+   * drydock's own database (audit trail, metrics, snapshot registry):
+   * "pglite", the embedded default of `npm start`, or "postgres", a
+   * throwaway cluster of Debian's PostgreSQL like `npm test`'s (fsync off).
+   * Default: env BENCH_DB, else "pglite".
+   */
+  database?: 'pglite' | 'postgres';
+}
+
+export function databaseOf(opts: Pick<StackOptions, 'database'> = {}): 'pglite' | 'postgres' {
+  const db = opts.database ?? process.env.BENCH_DB ?? 'pglite';
+  if (db !== 'pglite' && db !== 'postgres') throw new Error(`BENCH_DB: "pglite" or "postgres", not "${db}"`);
+  return db;
+}
+
+/** A throwaway PostgreSQL cluster (test/postgres.ts); stopped and removed at exit. */
+async function startPostgres(): Promise<string> {
+  const { PostgresServer } = await import('../test/postgres');
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bench-pg-'));
+  const server = new PostgresServer(dir, await freePort());
+  atExit(() => rm(dir, { recursive: true, force: true }));
+  atExit(() => server.stop());
+  await server.start();
+  return server.url;
 }
 
 let runtimeInstalled = false;
@@ -157,6 +181,7 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     runtimeInstalled = true;
   }
   const image = await ensureBaseImage(say);
+  const databaseUrl = databaseOf(opts) === 'postgres' ? await startPostgres() : undefined;
   const dataDir = await tempDir('data');
   const address = `127.0.0.1:${await freePort()}`;
   const id = randomBytes(3).toString('hex');
@@ -164,11 +189,11 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
   const server = await startDevServer({ address, logFile: path.join(dataDir, 'temporal.log') });
   const stops: (() => Promise<unknown>)[] = [() => stopServer(server)];
   const stop = async () => {
-    while (stops.length) await stops.pop()!().catch((err: Error) => say(`stop: ${err.message}`));
+    while (stops.length) await bounded(stops.pop()!).catch((err: Error) => say(`stop: ${err.message}`));
   };
   atExit(stop);
   const config: Config = {
-    ...loadConfig({ ...process.env, DATABASE_URL: undefined }),
+    ...loadConfig({ ...process.env, DATABASE_URL: databaseUrl }),
     TEMPORAL_ADDRESS: address,
     DRYDOCK_DATA_DIR: dataDir,
     DRYDOCK_TASK_QUEUE: `bench-${id}`,
@@ -223,6 +248,20 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     benchQueue,
     stop,
   };
+}
+
+/** How long one step of stopping may take before the next goes ahead (a worker stuck on a hung query). */
+const STOP_STEP_MS = 60_000;
+
+function bounded(step: () => Promise<unknown>): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      say(`stop: a step is still busy after ${STOP_STEP_MS / 1000} s; going on without it`);
+      resolve(undefined);
+    }, STOP_STEP_MS);
+  });
+  return Promise.race([step(), late]).finally(() => clearTimeout(timer));
 }
 
 async function stopServer(server: ChildProcess): Promise<void> {
