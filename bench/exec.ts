@@ -88,7 +88,8 @@ async function main(): Promise<string> {
   await sandboxes.create({
     name,
     image: stack.image,
-    labels: { [LABELS.host]: stack.config.DRYDOCK_HOST_ID, [LABELS.session]: sessionId },
+    // No session label: the stack's reaper would remove a sandbox whose session is no running workflow.
+    labels: { [LABELS.host]: stack.config.DRYDOCK_HOST_ID },
     cpus: 2,
     memoryBytes: 2 * 1024 ** 3,
     pids: 512,
