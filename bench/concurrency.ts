@@ -1,0 +1,246 @@
+/**
+ * bench/concurrency: N complete sessions at once (the session of
+ * bench/overhead: three scripted steps, the test, the push approved by
+ * policy, push to one shared bare remote, teardown), for N = 1, 2, 4, 8, 16,
+ * against one worker and the Temporal dev server (SQLite). For each N, RUNS
+ * batches: sessions per minute (N / the batch's wall time), p50/p95 time to
+ * ready (start request to the agent's first command running) and to the
+ * result, failures, leftover sandboxes, host CPU (busy cores, and CPU time
+ * per session by process) and the peak of memory in use.
+ *
+ * drydock's own database is the embedded PGlite (`npm start`'s default), or
+ * with BENCH_DB=postgres a throwaway PostgreSQL cluster (`npm test`'s).
+ *
+ *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 BENCH_DB=pglite
+ */
+import { execFile } from 'node:child_process';
+import { cpus } from 'node:os';
+import { promisify } from 'node:util';
+import { LABELS } from '../lib/sandbox';
+import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
+import { historyProfile, makeRepo, runSession, type HistoryProfile } from './session';
+import { benchMain, databaseOf, startStack } from './stack';
+import { fmt, markdownTable, median, percentile, ratioTable, runsFromEnv, say, type Ratio } from './table';
+
+const run = promisify(execFile);
+/** Where drydock's CPU goes (CPU seconds per session). */
+const OURS = [
+  'bench process: worker, PGlite, client, git',
+  'Temporal dev server',
+  'dockerd + containerd',
+  "the sessions' sandboxes",
+] as const;
+/** The machine is shared: other people's containers. */
+const THEIRS = 'other containers on the host';
+const RUNS = runsFromEnv(2);
+const DATABASE = databaseOf();
+const NS = (process.env.NS ?? '1,2,4,8,16').split(',').map((n) => {
+  const v = Number(n.trim());
+  if (!Number.isInteger(v) || v < 1) throw new Error(`NS: not a positive integer: ${n}`);
+  return v;
+});
+
+interface Level {
+  n: number;
+  perMinute: number[];
+  readyMs: number[];
+  sessionMs: number[];
+  failures: string[];
+  /** Activity attempts beyond the first, over the level's sessions. */
+  retries: number;
+  leftovers: number;
+  /** Busy cores during 3 s with no session running, just before: the machine's other load. */
+  idleCores: number;
+  usage: HostUsage[];
+  profiles: HistoryProfile[];
+}
+
+async function main(): Promise<string> {
+  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, database: DATABASE });
+  const repo = await makeRepo();
+  const dockerDaemons = [...pidsOf('dockerd'), ...pidsOf('containerd')];
+  /** CPU readers of one batch; the sandboxes' tracker samples with the memory sampler. */
+  const meterBatch = () => {
+    const sandboxes = containersCpu(LABELS.host, stack.config.DRYDOCK_HOST_ID);
+    const allContainers = cgroupCpu('docker');
+    return measureHost(
+      {
+        [OURS[0]]: processesCpu([process.pid]),
+        [OURS[1]]: processesCpu([stack.serverPid]),
+        [OURS[2]]: processesCpu(dockerDaemons),
+        [OURS[3]]: sandboxes.read,
+        [THEIRS]: () => allContainers() - sandboxes.read(),
+      },
+      sandboxes.sample,
+    );
+  };
+  const sandboxesLeft = async () =>
+    (await run('docker', ['ps', '-aq', '--filter', `label=${LABELS.host}=${stack.config.DRYDOCK_HOST_ID}`])).stdout
+      .split('\n')
+      .filter(Boolean).length;
+
+  say('warm-up: two sessions (not counted)');
+  await Promise.all([runSession(stack, repo), runSession(stack, repo)]);
+
+  const levels: Level[] = [];
+  for (const n of NS) {
+    const level: Level = {
+      n,
+      perMinute: [],
+      readyMs: [],
+      sessionMs: [],
+      failures: [],
+      retries: 0,
+      leftovers: 0,
+      idleCores: 0,
+      usage: [],
+      profiles: [],
+    };
+    const idle = measureHost({});
+    await new Promise((r) => setTimeout(r, 3_000));
+    level.idleCores = idle.stop().busyCores;
+    for (let b = 0; b < RUNS; b++) {
+      const meter = meterBatch();
+      const t = performance.now();
+      const results = await Promise.allSettled(Array.from({ length: n }, () => runSession(stack, repo)));
+      const wall = performance.now() - t;
+      level.usage.push(meter.stop());
+      level.perMinute.push((results.filter((r) => r.status === 'fulfilled').length * 60_000) / wall);
+      for (const r of results) {
+        if (r.status === 'fulfilled') {
+          level.readyMs.push(r.value.readyMs);
+          level.sessionMs.push(r.value.ms);
+          const profile = await historyProfile(stack.client, r.value.id);
+          level.profiles.push(profile);
+          level.retries += profile.retries;
+        } else {
+          level.failures.push((r.reason as Error).message);
+        }
+      }
+      level.leftovers += await sandboxesLeft();
+      say(
+        `N=${n} batch ${b + 1}/${RUNS}: ${fmt(wall)}, ${level.perMinute.at(-1)!.toFixed(1)} sessions/min, ` +
+          `${results.filter((r) => r.status === 'rejected').length} failed`,
+      );
+    }
+    for (const f of level.failures) say(`N=${n} failure: ${f}`);
+    levels.push(level);
+  }
+
+  const gib = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+  const summary = markdownTable(
+    [
+      'N',
+      'sessions/min (median)',
+      'min – max',
+      'ready p50',
+      'ready p95',
+      'session p50',
+      'session p95',
+      'failures',
+      'activity retries',
+      'leftover sandboxes',
+      'busy cores (idle before)',
+      'peak memory in use (+ over idle)',
+    ],
+    levels.map((l) => [
+      l.n,
+      median(l.perMinute).toFixed(1),
+      `${Math.min(...l.perMinute).toFixed(1)} – ${Math.max(...l.perMinute).toFixed(1)}`,
+      fmt(percentile(l.readyMs, 50)),
+      fmt(percentile(l.readyMs, 95)),
+      fmt(percentile(l.sessionMs, 50)),
+      fmt(percentile(l.sessionMs, 95)),
+      `${l.failures.length} of ${l.n * RUNS}`,
+      l.retries,
+      l.leftovers,
+      `${median(l.usage.map((u) => u.busyCores)).toFixed(2)} (${l.idleCores.toFixed(2)})`,
+      `${gib(Math.max(...l.usage.map((u) => u.memPeak)))} (+${gib(Math.max(...l.usage.map((u) => u.memPeak - u.memBefore)))})`,
+    ]),
+    [0, 1, 2, 3, 4, 5, 6, 8, 9, 10],
+  );
+
+  const cpuTable = markdownTable(
+    ['N', ...OURS, "**drydock's in all**", 'sessions/min if CPU-bound on idle cores', THEIRS, 'rest of the host'],
+    levels.map((l) => {
+      const sessions = l.n * RUNS - l.failures.length;
+      const sum = (f: (u: HostUsage) => number) => l.usage.reduce((a, u) => a + f(u), 0) / 1000 / sessions;
+      const ours = OURS.map((k) => sum((u) => u.processes[k]));
+      const total = ours.reduce((a, b) => a + b, 0);
+      return [
+        l.n,
+        ...ours.map((v) => v.toFixed(2)),
+        `**${total.toFixed(2)}**`,
+        ((cpus().length * 60) / total).toFixed(1),
+        sum((u) => u.processes[THEIRS]).toFixed(2),
+        sum((u) => u.otherMs).toFixed(2),
+      ];
+    }),
+    [1, 2, 3, 4, 5, 6, 7, 8],
+  );
+
+  const profileRows = levels.map((l) => {
+    const p = l.profiles;
+    const m = (f: (x: HistoryProfile) => number) => fmt(median(p.map(f)));
+    const act = (x: HistoryProfile) => Object.values(x.activities).reduce((a, v) => a + v.runMs, 0);
+    const one = (type: string) => (x: HistoryProfile) => x.activities[type]?.runMs ?? 0;
+    return [
+      l.n,
+      m((x) => x.totalMs),
+      m(act),
+      m(one('provisionSandbox')),
+      m(one('runStep')),
+      m(one('commitChanges')),
+      m(one('pushBranch')),
+      m(one('destroySandbox')),
+      m((x) => x.activityQueueMs),
+      m((x) => x.workflowTaskMs),
+    ];
+  });
+  const profile = markdownTable(
+    [
+      'N',
+      'workflow',
+      'activities running',
+      'provisionSandbox',
+      'runStep ×4',
+      'commitChanges',
+      'pushBranch',
+      'destroySandbox',
+      'activity queue wait',
+      'workflow tasks',
+    ],
+    profileRows,
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+  );
+
+  const at = (n: number) => levels.find((l) => l.n === n);
+  const ratios: Ratio[] = [];
+  if (at(1) && at(4))
+    ratios.push({
+      name: 'throughput N=4 / N=1',
+      value: median(at(4)!.perMinute) / median(at(1)!.perMinute),
+      goal: { min: 1.6 },
+    });
+  if (at(16)) {
+    ratios.push({ name: 'failed sessions at N=16', value: at(16)!.failures.length, goal: { max: 0 }, digits: 0 });
+    ratios.push({ name: 'activity retries at N=16', value: at(16)!.retries, goal: { max: 0 }, digits: 0 });
+  }
+  return [
+    `Each batch starts N sessions at once and waits for all; ${RUNS} batch(es) per N. Temporal: the CLI dev server ` +
+      `(SQLite, in memory). drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL (Debian, throwaway cluster, fsync off)' : 'embedded PGlite served by the worker process (as `npm start`)'}.`,
+    '',
+    summary,
+    '',
+    ...(ratios.length ? [ratioTable(ratios), ''] : []),
+    'Host CPU per completed session (CPU seconds over all batches of that N / sessions). dockerd and containerd serve every client of the shared Docker engine, so they include some of other users\' work; "rest of the host" is containerd shims, runc and other users\' processes:',
+    '',
+    cpuTable,
+    '',
+    'Where a session spends its time at each N (median per session, from its workflow history):',
+    '',
+    profile,
+  ].join('\n');
+}
+
+benchMain(`bench/concurrency (drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL' : 'PGlite'})`, main);

@@ -1,0 +1,258 @@
+/**
+ * bench/exec: what one command in a sandbox costs, per call (median of RUNS
+ * runs of EXEC_N calls in a row, in one hardened sandbox):
+ *   docker exec      `docker exec <c> true` with the docker CLI: the baseline
+ *   lib/sandbox      DockerSandboxes.exec(['true']): drydock's primitive (dockerode)
+ *   runStep's execs  the three docker execs drydock's runStep makes for a step
+ *                    (drydock-run, read the output, read the cgroup counters),
+ *                    replayed with lib/sandbox.ts, without Temporal
+ *   drydock step     drydock's runStep activity through Temporal, as a session's
+ *                    script step runs (bench workflow `execSteps` on the worker's
+ *                    host queue): what an agent's tool call costs today
+ *   persistent shell one long-lived `docker exec -i <c> sh`, commands written to
+ *                    its stdin, a marker line after each: the floor of what a
+ *                    persistent in-sandbox shell would save. Measured only;
+ *                    drydock does not ship one.
+ *
+ *   npx tsx bench/exec.ts          RUNS=5, EXEC_N=20
+ */
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { DockerSandboxes, LABELS } from '../lib/sandbox';
+import { historyProfile } from './session';
+import { benchMain, startStack, tempDir } from './stack';
+import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';
+import type { BenchActivities, ExecStepsInput } from './workflows';
+
+const run = promisify(execFile);
+const RUNS = runsFromEnv(5);
+const N = Number(process.env.EXEC_N ?? 20);
+/** Where runStep keeps a step's state (activities/sandbox.ts STATE_DIR). */
+const STEPS_DIR = '/home/drydock/.drydock/steps';
+
+/** Per-call milliseconds of `n` calls in a row. */
+async function perCall(n: number, call: (i: number) => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  for (let i = 0; i < n; i++) await call(i);
+  return (performance.now() - t) / n;
+}
+
+/** A long-lived `sh` in the sandbox: each command, then a marker line with its exit code. */
+class PersistentShell {
+  private buffer = '';
+  private waiting?: { marker: string; resolve: (code: number) => void };
+  private count = 0;
+  private constructor(private readonly child: ChildProcessWithoutNullStreams) {
+    child.stdout.on('data', (chunk: Buffer) => {
+      this.buffer += chunk.toString();
+      const w = this.waiting;
+      if (!w) return;
+      const at = this.buffer.indexOf(`${w.marker} `);
+      const end = at < 0 ? -1 : this.buffer.indexOf('\n', at);
+      if (end < 0) return;
+      const code = Number(this.buffer.slice(at + w.marker.length + 1, end));
+      this.buffer = this.buffer.slice(end + 1);
+      this.waiting = undefined;
+      w.resolve(code);
+    });
+  }
+
+  static open(container: string): PersistentShell {
+    return new PersistentShell(spawn('docker', ['exec', '-i', container, 'sh']));
+  }
+
+  run(command: string): Promise<number> {
+    const marker = `__drydock_done_${this.count++}_${randomBytes(4).toString('hex')}__`;
+    return new Promise((resolve) => {
+      this.waiting = { marker, resolve };
+      this.child.stdin.write(`{ ${command}\n} </dev/null 2>&1; echo "${marker} $?"\n`);
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.child.once('exit', () => resolve());
+      this.child.stdin.end();
+    });
+  }
+}
+
+async function main(): Promise<string> {
+  const activities: BenchActivities = { noop: async () => undefined };
+  const stack = await startStack({ benchActivities: { ...activities } });
+  const sandboxes = new DockerSandboxes();
+  const name = `drydock-bench-exec-${randomBytes(3).toString('hex')}`;
+  const sessionId = `bench-exec-${randomBytes(3).toString('hex')}`;
+  // Hardened like a session's sandbox (the input's default limits); removed by the stack's clean-up too.
+  await sandboxes.create({
+    name,
+    image: stack.image,
+    // No session label: the stack's reaper would remove a sandbox whose session is no running workflow.
+    labels: { [LABELS.host]: stack.config.DRYDOCK_HOST_ID },
+    cpus: 2,
+    memoryBytes: 2 * 1024 ** 3,
+    pids: 512,
+    tmpBytes: 512 * 1024 ** 2,
+    egressDir: await tempDir('egress'),
+  });
+  try {
+    const dockerCli: Row = { name: '`docker exec <c> true` (docker CLI)', ms: [] };
+    const primitive: Row = { name: 'lib/sandbox.ts exec `true` (dockerode)', ms: [] };
+    const replay: Row = { name: "runStep's 3 docker execs, replayed with lib/sandbox.ts (no Temporal)", ms: [] };
+    const combined: Row = {
+      name: "runStep's work in one docker exec (drydock-run, output and counters in one stream; not built)",
+      ms: [],
+    };
+    const step: Row = { name: 'drydock step: runStep activity through Temporal (`true`)', ms: [] };
+    const shell: Row = { name: 'persistent shell: `true` written to a long-lived `docker exec -i <c> sh`', ms: [] };
+    const replayParts = {
+      'drydock-run (the command)': [] as number[],
+      'read output': [] as number[],
+      'read cgroup counters': [] as number[],
+    };
+    const profiles = [];
+
+    const execSteps = (n: number, keyPrefix: string) =>
+      stack.client.workflow.execute('execSteps', {
+        workflowId: `bench-exec-${randomBytes(4).toString('hex')}`,
+        taskQueue: stack.benchQueue!,
+        args: [
+          {
+            sandbox: name,
+            sessionId,
+            hostQueue: stack.hostQueue,
+            keyPrefix,
+            command: 'true',
+            n,
+          } satisfies ExecStepsInput,
+        ],
+      });
+
+    say('warm-up');
+    await run('docker', ['exec', name, 'true']);
+    await sandboxes.exec(name, ['true']);
+    await execSteps(2, 'warmup');
+
+    for (let r = 0; r < RUNS; r++) {
+      dockerCli.ms.push(await perCall(N, () => run('docker', ['exec', name, 'true'])));
+      primitive.ms.push(await perCall(N, () => sandboxes.exec(name, ['true'])));
+
+      const parts: number[][] = [[], [], []];
+      replay.ms.push(
+        await perCall(N, async (i) => {
+          const dir = `${STEPS_DIR}/replay-${r}-${i}`;
+          let t = performance.now();
+          const ran = await sandboxes.exec(name, ['drydock-run', dir, '60', 'true']);
+          if (ran.stdout.toString().trim() !== '0') throw new Error(`drydock-run: ${ran.stderr.toString()}`);
+          parts[0].push(performance.now() - t);
+          t = performance.now();
+          await sandboxes.exec(name, ['cat', `${dir}/output`]);
+          parts[1].push(performance.now() - t);
+          t = performance.now();
+          await sandboxes.exec(name, [
+            'sh',
+            '-c',
+            'cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
+            'counters',
+            dir,
+          ]);
+          parts[2].push(performance.now() - t);
+        }),
+      );
+      Object.values(replayParts).forEach((xs, i) => xs.push(median(parts[i])));
+
+      combined.ms.push(
+        await perCall(N, async (i) => {
+          const dir = `${STEPS_DIR}/combined-${r}-${i}`;
+          const ran = await sandboxes.exec(name, [
+            'sh',
+            '-c',
+            'drydock-run "$1" 60 true; echo ---; cat "$1/output"; echo ---; cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
+            'combined',
+            dir,
+          ]);
+          if (!ran.stdout.toString().startsWith('0\n')) throw new Error(`combined: ${ran.stderr.toString()}`);
+        }),
+      );
+
+      let t = performance.now();
+      await execSteps(0, `empty-${r}`);
+      const empty = performance.now() - t;
+      t = performance.now();
+      const id = `bench-exec-${randomBytes(4).toString('hex')}`;
+      const codes = await stack.client.workflow.execute('execSteps', {
+        workflowId: id,
+        taskQueue: stack.benchQueue!,
+        args: [
+          {
+            sandbox: name,
+            sessionId,
+            hostQueue: stack.hostQueue,
+            keyPrefix: `run-${r}`,
+            command: 'true',
+            n: N,
+          } satisfies ExecStepsInput,
+        ],
+      });
+      if ((codes as number[]).some((c) => c !== 0)) throw new Error(`a step failed: ${JSON.stringify(codes)}`);
+      step.ms.push((performance.now() - t - empty) / N);
+      profiles.push(await historyProfile(stack.client, id));
+
+      const sh = PersistentShell.open(name);
+      await sh.run('true'); // the shell's own start is paid once per session, not per call
+      shell.ms.push(
+        await perCall(N, async () => {
+          if ((await sh.run('true')) !== 0) throw new Error('persistent shell: true failed');
+        }),
+      );
+      await sh.close();
+      say(
+        `run ${r + 1}/${RUNS}: docker exec ${fmt(dockerCli.ms[r])}, drydock step ${fmt(step.ms[r])}, shell ${fmt(shell.ms[r])}`,
+      );
+    }
+
+    const base = median(dockerCli.ms);
+    const perStep = (xs: number[]) => fmt(median(xs));
+    const activityRun = profiles.map((p) => (p.activities.runStep?.runMs ?? 0) / N);
+    const dispatch = profiles.map((p) => (p.activityQueueMs + p.workflowTaskMs) / N);
+    const replayTotal = median(replay.ms);
+    const breakdown = markdownTable(
+      ['one drydock step (`true`), per call', 'median'],
+      [
+        ['runStep activity, start → completion (history)', perStep(activityRun)],
+        ...Object.entries(replayParts).map(([part, xs]) => [`of which docker exec: ${part}`, perStep(xs)]),
+        [
+          'of which the rest: artifact files, audit row (PGlite), output streaming, heartbeats',
+          fmt(median(activityRun) - replayTotal),
+        ],
+        ['activity task queue wait + workflow task (history)', perStep(dispatch)],
+        ['**drydock step, client-measured**', `**${fmt(median(step.ms))}**`],
+      ],
+      [1],
+    );
+    return [
+      timingTable(
+        [dockerCli, primitive, replay, combined, step, shell],
+        `one command in the sandbox (per call, ${N} in a row)`,
+      ),
+      '',
+      ratioTable([
+        { name: 'drydock step / docker exec', value: median(step.ms) / base, goal: { max: 1.2 } },
+        { name: 'lib/sandbox.ts exec / docker exec', value: median(primitive.ms) / base },
+        {
+          name: 'estimate: one-exec runStep through Temporal / docker exec',
+          value: (median(combined.ms) + median(step.ms) - median(replay.ms)) / base,
+          goal: { max: 1.2 },
+        },
+        { name: 'persistent shell / docker exec', value: median(shell.ms) / base, goal: { max: 0.3 } },
+      ]),
+      '',
+      breakdown,
+    ].join('\n');
+  } finally {
+    await sandboxes.destroy(name);
+  }
+}
+
+benchMain('bench/exec', main);

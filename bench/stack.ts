@@ -1,0 +1,291 @@
+/**
+ * The drydock stack a benchmark measures, brought up and torn down the same
+ * way every time: a Temporal dev server (headless, SQLite in memory) on a
+ * free loopback port, the embedded PGlite database and the worker's state in
+ * a fresh temp folder, the sandbox base image, a drydock worker on its own
+ * task queue and host id, and optionally a worker for the bench-only
+ * workflows (bench/workflows). `stop()` removes everything it made:
+ * containers and volumes labelled with its host id, the temp folder, the
+ * server. `benchMain` runs a benchmark, prints its tables and exits.
+ */
+import { execFile, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
+import { loadConfig, type Config } from '../lib/config';
+import { createLogger } from '../lib/log';
+import { LABELS } from '../lib/sandbox';
+import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
+import { ensureBaseImage } from '../sandbox-images/base-image';
+import { createWorker, hostQueueOf } from '../workers/worker';
+import { machineInfo, say } from './table';
+
+const run = promisify(execFile);
+
+// ---------------------------------------------------------------- clean-up
+
+const cleanups: (() => Promise<unknown>)[] = [];
+
+/** Runs `fn` when the benchmark ends (last registered first), also on Ctrl-C and errors. */
+export function atExit(fn: () => Promise<unknown>): void {
+  cleanups.push(fn);
+}
+
+let cleaning: Promise<void> | undefined;
+
+/** Once, however many paths (an error, a signal) ask for it; each waits for the end. */
+function runCleanups(): Promise<void> {
+  cleaning ??= (async () => {
+    while (cleanups.length) {
+      const fn = cleanups.pop()!;
+      await fn().catch((err: Error) => say(`clean-up: ${err.message}`));
+    }
+  })();
+  return cleaning;
+}
+
+/** A temp folder removed at exit. */
+export async function tempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), `drydock-bench-${prefix}-`));
+  atExit(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/**
+ * Runs one benchmark: the machine table (unless BENCH_MACHINE=0, set by
+ * bench/index.ts which prints it once), then the markdown `main` returns;
+ * cleans up and exits 0, or 1 with the error.
+ */
+export function benchMain(title: string, main: () => Promise<string>): void {
+  const started = Date.now();
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    // A second signal (the terminal's and a parent's forwarded one) must not cut the clean-up short.
+    process.on(signal, () => {
+      if (cleaning) return;
+      say(`${signal}: cleaning up`);
+      void runCleanups().finally(() => process.exit(130));
+    });
+  }
+  // Work still in flight fails once the clean-up closes its connections: that must not end the clean-up.
+  const stray = (err: unknown) => {
+    say(`${cleaning ? 'during clean-up' : 'error'}: ${(err as Error)?.message ?? String(err)}`);
+    if (!cleaning) void runCleanups().finally(() => process.exit(1));
+  };
+  process.on('uncaughtException', stray);
+  process.on('unhandledRejection', stray);
+  const body = async () => {
+    const machine = process.env.BENCH_MACHINE === '0' ? '' : `${await machineInfo()}\n\n`;
+    const text = await main();
+    return `## ${title}\n\n${machine}${text}\n\n_${title}: ${Math.round((Date.now() - started) / 1000)} s in all._\n`;
+  };
+  void body()
+    .then(
+      async (text) => {
+        await runCleanups();
+        process.stdout.write(text);
+        return 0;
+      },
+      async (err: Error) => {
+        await runCleanups();
+        console.error(`bench: ${err.stack ?? err.message}`);
+        return 1;
+      },
+    )
+    .then((code) => process.exit(code));
+}
+
+// ---------------------------------------------------------------- the stack
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} };
+let sessionBundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+let benchBundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+export interface BenchStack {
+  client: Client;
+  config: Config;
+  /** The drydock worker's shared queue (`agentSession` runs here) and its host queue. */
+  taskQueue: string;
+  hostQueue: string;
+  /** The sandbox base image. */
+  image: string;
+  dataDir: string;
+  /** The Temporal dev server's process id (for CPU accounting). */
+  serverPid: number;
+  /** The queue of the bench workflows and their activities, when asked for. */
+  benchQueue?: string;
+  stop(): Promise<void>;
+}
+
+export interface StackOptions {
+  /** Overrides of the worker's configuration (e.g. DRYDOCK_APPROVAL_REQUIRED: []). */
+  config?: Partial<Config>;
+  /**
+   * Also run the bench workflows (bench/workflows) on a queue of their own,
+   * with these activities.
+   */
+  benchActivities?: Record<string, (...args: any[]) => Promise<unknown>>;
+  /**
+   * drydock's own database (audit trail, metrics, snapshot registry):
+   * "pglite", the embedded default of `npm start`, or "postgres", a
+   * throwaway cluster of Debian's PostgreSQL like `npm test`'s (fsync off).
+   * Default: env BENCH_DB, else "pglite".
+   */
+  database?: 'pglite' | 'postgres';
+}
+
+export function databaseOf(opts: Pick<StackOptions, 'database'> = {}): 'pglite' | 'postgres' {
+  const db = opts.database ?? process.env.BENCH_DB ?? 'pglite';
+  if (db !== 'pglite' && db !== 'postgres') throw new Error(`BENCH_DB: "pglite" or "postgres", not "${db}"`);
+  return db;
+}
+
+/** A throwaway PostgreSQL cluster (test/postgres.ts); stopped and removed at exit. */
+async function startPostgres(): Promise<string> {
+  const { PostgresServer } = await import('../test/postgres');
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bench-pg-'));
+  const server = new PostgresServer(dir, await freePort());
+  atExit(() => rm(dir, { recursive: true, force: true }));
+  atExit(() => server.stop());
+  await server.start();
+  return server.url;
+}
+
+let runtimeInstalled = false;
+
+export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
+  if (!runtimeInstalled) {
+    // Signals are benchMain's: it stops the workers as part of its clean-up.
+    Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+    runtimeInstalled = true;
+  }
+  const image = await ensureBaseImage(say);
+  const databaseUrl = databaseOf(opts) === 'postgres' ? await startPostgres() : undefined;
+  const dataDir = await tempDir('data');
+  const address = `127.0.0.1:${await freePort()}`;
+  const id = randomBytes(3).toString('hex');
+  say(`Temporal dev server on ${address}; worker data in ${dataDir}`);
+  const server = await startDevServer({ address, logFile: path.join(dataDir, 'temporal.log') });
+  const stops: (() => Promise<unknown>)[] = [() => stopServer(server)];
+  const stop = async () => {
+    while (stops.length) await bounded(stops.pop()!).catch((err: Error) => say(`stop: ${err.message}`));
+  };
+  atExit(stop);
+  const config: Config = {
+    ...loadConfig({ ...process.env, DATABASE_URL: databaseUrl }),
+    TEMPORAL_ADDRESS: address,
+    DRYDOCK_DATA_DIR: dataDir,
+    DRYDOCK_TASK_QUEUE: `bench-${id}`,
+    DRYDOCK_HOST_ID: `bench-${id}`,
+    DRYDOCK_BASE_IMAGE: image,
+    LOG_LEVEL: 'warn',
+    ...opts.config,
+  };
+  stops.push(() => removeLeftovers(config.DRYDOCK_HOST_ID));
+  const clientConnection = await Connection.connect({ address });
+  stops.push(() => clientConnection.close());
+  await ensureSearchAttributes(clientConnection, 'default');
+  const client = new Client({ connection: clientConnection });
+  const connection = await NativeConnection.connect({ address });
+  stops.push(() => connection.close());
+  sessionBundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet });
+  const worker = await createWorker({
+    config,
+    connection,
+    log: createLogger(config.LOG_LEVEL),
+    workflowBundle: await sessionBundle,
+  });
+  const running = worker.run();
+  stops.push(async () => {
+    worker.shutdown();
+    await running;
+  });
+  let benchQueue: string | undefined;
+  if (opts.benchActivities) {
+    benchQueue = `bench-${id}-workflows`;
+    benchBundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: quiet });
+    const benchWorker = await Worker.create({
+      connection,
+      taskQueue: benchQueue,
+      workflowBundle: await benchBundle,
+      activities: opts.benchActivities,
+    });
+    const benchRunning = benchWorker.run();
+    stops.push(async () => {
+      benchWorker.shutdown();
+      await benchRunning;
+    });
+  }
+  return {
+    client,
+    config,
+    taskQueue: config.DRYDOCK_TASK_QUEUE,
+    hostQueue: hostQueueOf(config),
+    image,
+    dataDir,
+    serverPid: server.pid!,
+    benchQueue,
+    stop,
+  };
+}
+
+/** How long one step of stopping may take before the next goes ahead (a worker stuck on a hung query). */
+const STOP_STEP_MS = 60_000;
+
+function bounded(step: () => Promise<unknown>): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      say(`stop: a step is still busy after ${STOP_STEP_MS / 1000} s; going on without it`);
+      resolve(undefined);
+    }, STOP_STEP_MS);
+  });
+  return Promise.race([step(), late]).finally(() => clearTimeout(timer));
+}
+
+async function stopServer(server: ChildProcess): Promise<void> {
+  if (server.exitCode !== null || server.signalCode !== null) return;
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  server.kill('SIGTERM');
+  const timer = setTimeout(() => server.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Containers and volumes a crashed or interrupted run left on this host id; says how many. */
+async function removeLeftovers(hostId: string): Promise<void> {
+  const filter = `label=${LABELS.host}=${hostId}`;
+  const ids = async (args: string[]) =>
+    (await run('docker', args)).stdout
+      .split('\n')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  const containers = await ids(['ps', '-aq', '--filter', filter]);
+  if (containers.length) {
+    say(`removing ${containers.length} container(s) left by this run`);
+    await run('docker', ['rm', '-f', '-v', ...containers]);
+  }
+  const volumes = await ids(['volume', 'ls', '-q', '--filter', filter]);
+  if (volumes.length) await run('docker', ['volume', 'rm', '-f', ...volumes]);
+}
