@@ -39,8 +39,8 @@ export async function openDatabase(
   return db;
 }
 
-function serverDatabase(url: string): Database {
-  const pool = new Pool({ connectionString: url, max: 8, connectionTimeoutMillis: 5_000 });
+function serverDatabase(url: string, connections = 8): Database {
+  const pool = new Pool({ connectionString: url, max: connections, connectionTimeoutMillis: 5_000 });
   // An idle client losing its server (a Postgres restart) must not crash the process.
   pool.on('error', () => {});
   const safe = new URL(url);
@@ -48,12 +48,20 @@ function serverDatabase(url: string): Database {
   return { pool, description: safe.toString(), close: () => pool.end() };
 }
 
+/**
+ * One connection per process to the embedded PGlite. Its socket server queues
+ * each protocol message on its own, so two connections' Parse/Bind/Sync can
+ * interleave outside a transaction; under concurrent sessions that showed as
+ * activities hanging until their timeout (bench/RESULTS.md, concurrency).
+ */
+const PGLITE_CONNECTIONS = 1;
+
 async function embeddedDatabase(dataDir: string, log?: Logger): Promise<Database> {
   const dir = path.join(dataDir, 'pglite');
   const portFile = path.join(dataDir, 'pglite.port');
   const served = await readFile(portFile, 'utf8').catch(() => undefined);
   if (served) {
-    const db = serverDatabase(`postgres://postgres@127.0.0.1:${served.trim()}/postgres`);
+    const db = serverDatabase(`postgres://postgres@127.0.0.1:${served.trim()}/postgres`, PGLITE_CONNECTIONS);
     const ok = await db.pool.query('select 1').then(
       () => true,
       () => false,
@@ -70,7 +78,7 @@ async function embeddedDatabase(dataDir: string, log?: Logger): Promise<Database
   await server.start();
   await writeFile(portFile, `${port}\n`);
   log?.info({ dir, port }, 'serving the embedded PGlite database');
-  const db = serverDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`);
+  const db = serverDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, PGLITE_CONNECTIONS);
   return {
     pool: db.pool,
     description: `PGlite in ${dir}`,
