@@ -513,8 +513,10 @@ export function createSandboxActivities(deps: ActivityDeps) {
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
       const result = await runStepOnce(input);
-      // A failed agent step ends the session: no replacement will need its tree.
-      if (input.checkpointBase && result.exitCode === 0 && !result.failure) {
+      // A step stopped by the sandbox's memory, process or disk limit ends the session (and
+      // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
+      const exhausted = result.failure !== undefined && result.failure !== 'timeout';
+      if (input.checkpointBase && !exhausted) {
         await takeCheckpoint(deps, {
           sandbox: input.sandbox,
           sessionId: input.sessionId,
