@@ -242,16 +242,27 @@ export class DockerSandboxes {
     const info = await exec.inspect();
     const exitCode = info.ExitCode ?? -1;
     // A command cut off because its container died (docker kill, OOM of init, host trouble).
-    if (exitCode !== 0 && !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
+    // The exec can end a moment before the container counts as stopped: a command killed
+    // by a signal (no exit code, or 137) gets two seconds to see the container go.
+    const killed = info.ExitCode === null || exitCode === 137;
+    if (exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
+      throw new SandboxNotFound(name, 'stopped');
+    }
     return { exitCode, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
   }
 
-  private async isRunning(name: string): Promise<boolean> {
-    try {
-      return (await this.docker.getContainer(name).inspect()).State.Running;
-    } catch (err) {
-      if (isStatus(err, 404)) return false;
-      throw err;
+  /** Whether the container runs, and still does after `settleMs` (polled). */
+  private async isRunning(name: string, settleMs = 0): Promise<boolean> {
+    const deadline = Date.now() + settleMs;
+    for (;;) {
+      try {
+        if (!(await this.docker.getContainer(name).inspect()).State.Running) return false;
+      } catch (err) {
+        if (isStatus(err, 404)) return false;
+        throw err;
+      }
+      if (Date.now() >= deadline) return true;
+      await new Promise((r) => setTimeout(r, 200));
     }
   }
 
