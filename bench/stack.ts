@@ -11,7 +11,6 @@
 import { execFile, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -30,6 +29,7 @@ import { LABELS } from '../lib/sandbox';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { createWorker, hostQueueOf } from '../workers/worker';
+import { freePort } from '../test/helpers';
 import { machineInfo, say } from './table';
 
 const run = promisify(execFile);
@@ -108,15 +108,7 @@ export function benchMain(title: string, main: () => Promise<string>): void {
 
 // ---------------------------------------------------------------- the stack
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
+export { freePort };
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} };
 let sessionBundle: Promise<WorkflowBundleWithSourceMap> | undefined;

@@ -117,7 +117,6 @@ function sandboxLoss(err: unknown, sandbox: Sandbox): { why: string; hostLost: b
   return undefined;
 }
 
-/** A session that ends with this outcome (and reason) rather than going on. */
 /**
  * Where the agent phase is, carried over continue-as-new: the next run of the
  * same session resumes here, with its sandbox, status and budget as they were.
@@ -146,6 +145,7 @@ export interface ContinuedSession {
 /** Calls kept in status; the whole conversation is in the transcript artifact. */
 const RECENT_CALLS = 20;
 
+/** A session that ends with this outcome (and reason) rather than going on. */
 class SessionEnd extends Error {
   constructor(
     readonly outcome: Exclude<Outcome, 'completed'>,
