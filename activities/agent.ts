@@ -8,7 +8,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type AgentCall } from '../workflows/api';
-import { shellQuote } from '../workflows/agent';
+import { shellQuote } from '../workflows/rules/prompts';
 import {
   chatCompletion,
   costOf,

@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { ActivityDeps } from './deps';
 import type { AuditInput } from '../lib/audit';
 import type { PullRequestClosed } from '../workflows/api';
-import type { SessionMetrics } from '../workflows/metrics';
+import type { SessionMetrics } from '../workflows/rules/metrics';
 
 /**
  * Appends an audit event from inside an activity, tagged with the activity's

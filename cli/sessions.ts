@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
 import { finalStatus, listSessions } from '../lib/sessions';
 import { sessionLink } from '../lib/temporal';
-import { describeVerification, screenshotsOf } from '../workflows/verification';
+import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 import {
   OUTCOMES,
   status,

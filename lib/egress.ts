@@ -16,9 +16,9 @@ import { chmod, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Logger } from './log';
-import type { EgressRule } from '../workflows/egress';
+import type { EgressRule } from '../workflows/rules/egress';
 
-export type { EgressRule } from '../workflows/egress';
+export type { EgressRule } from '../workflows/rules/egress';
 
 /** Where the host's proxy socket appears inside the sandbox. */
 export const SANDBOX_EGRESS_DIR = '/run/drydock';

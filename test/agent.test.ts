@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
-import { cliPrompt } from '../workflows/agent';
+import { cliPrompt } from '../workflows/rules/prompts';
 import { decide, status, type SessionStatus } from '../workflows/api';
 import { lastUserMessage, startFakeModel, toolResults, type FakeModel, type Reply } from './fake-model';
 import {

@@ -25,7 +25,7 @@ import { ArtifactStore } from '../lib/artifacts';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
 import { hasTokenPattern } from '../lib/scrub';
 import { reject, status } from '../workflows/api';
-import type { EgressRule } from '../workflows/egress';
+import type { EgressRule } from '../workflows/rules/egress';
 import {
   containersOf,
   docker,

@@ -6,7 +6,7 @@
 import { reportRows, type Report } from '../lib/report';
 import type { SessionRow } from '../lib/sessions';
 import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord } from '../workflows/api';
-import { describeVerification, screenshotsOf } from '../workflows/verification';
+import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 
 export function esc(value: unknown): string {
   return String(value ?? '').replace(

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { ACTIONS } from './api';
-import { egressRule } from './egress';
+import { egressRule } from './rules/egress';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
 export const duration = z.union([

@@ -22,7 +22,8 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from '../activities/sandbox';
-import { budgetStop, cliCommand, cliPrompt, describeStop, feedbackMessage } from './agent';
+import { budgetStop, describeStop } from './rules/budget';
+import { cliCommand, cliPrompt, feedbackMessage } from './rules/prompts';
 import {
   approve,
   decide,
@@ -43,9 +44,14 @@ import {
   type Verification,
 } from './api';
 import { durationMs, githubRepoOf, parseSessionInput, sizeBytes, type ScriptStep, type SessionInput } from './input';
-import { sessionMetricsOf } from './metrics';
-import { defaultBranch, refuseDecision, tightenPolicy } from './policy';
-import { describeVerification, screenshotsOf, summarizeVerification, type VerificationResults } from './verification';
+import { sessionMetricsOf } from './rules/metrics';
+import { defaultBranch, refuseDecision, tightenPolicy } from './rules/policy';
+import {
+  describeVerification,
+  screenshotsOf,
+  summarizeVerification,
+  type VerificationResults,
+} from './rules/verification';
 
 const PAST = { approve: 'approved', reject: 'rejected' } as const;
 

@@ -1,6 +1,7 @@
 /** The agent's pure parts: budgets, CLI command lines, input rules, endpoints and prices, the model client. */
 import { execFileSync } from 'node:child_process';
-import { budgetStop, cliCommand, cliPrompt, feedbackMessage, shellQuote } from '../../workflows/agent';
+import { budgetStop } from '../../workflows/rules/budget';
+import { cliCommand, cliPrompt, feedbackMessage, shellQuote } from '../../workflows/rules/prompts';
 import { parseSessionInput } from '../../workflows/input';
 import { chatCompletion, costOf, ModelApiError, resolveEndpoint } from '../../lib/llm';
 import { startFakeModel } from '../fake-model';

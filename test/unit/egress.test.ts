@@ -1,6 +1,6 @@
 /** The egress allowlist, judged without any network: names, ports, methods, address ranges. */
 import { matchRule, resolveTarget, restrictedAddress, type EgressRule } from '../../lib/egress';
-import { egressRule } from '../../workflows/egress';
+import { egressRule } from '../../workflows/rules/egress';
 
 const rules: EgressRule[] = [
   { host: 'registry.npmjs.org' },

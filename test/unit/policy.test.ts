@@ -1,4 +1,4 @@
-import { defaultBranch, refuseDecision, tightenPolicy } from '../../workflows/policy';
+import { defaultBranch, refuseDecision, tightenPolicy } from '../../workflows/rules/policy';
 
 const CHANGE = 'a1b2c3d4e5f6'.repeat(5) + 'abcd';
 const waiting = {

@@ -1,5 +1,5 @@
 import { parseJUnit } from '../../activities/verify';
-import { describeVerification, summarizeVerification } from '../../workflows/verification';
+import { describeVerification, summarizeVerification } from '../../workflows/rules/verification';
 
 test('JUnit: a bare testsuite root, nested suites, failures and errors and skips', () => {
   const report = parseJUnit([

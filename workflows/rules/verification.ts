@@ -1,5 +1,5 @@
 /** Pure: what a verification's results mean, in words a reviewer (and later the agent) can act on. */
-import type { Verification } from './api';
+import type { Verification } from '../api';
 
 export type VerificationResults = Omit<Verification, 'passed' | 'summary'>;
 

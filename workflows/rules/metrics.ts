@@ -3,7 +3,7 @@
  * function: the workflow hands the result to an activity that writes the
  * session_metrics row (docs/audit.md).
  */
-import type { SessionStatus } from './api';
+import type { SessionStatus } from '../api';
 
 export interface SessionMetrics {
   sessionId: string;

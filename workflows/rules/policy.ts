@@ -1,5 +1,5 @@
 /** Pure decisions of a session, unit-tested without Temporal. */
-import { ACTIONS, type Action, type ApprovalPolicy, type DecideInput, type SessionStatus } from './api';
+import { ACTIONS, type Action, type ApprovalPolicy, type DecideInput, type SessionStatus } from '../api';
 
 /**
  * The policy a session runs under: the server's, tightened by the session's.

@@ -1,43 +1,9 @@
 /**
- * Pure decisions and texts of the agent phase: budgets, the prompts of agent
- * CLIs and the feedback after a failed verification. No Temporal here, so
- * they are unit-tested on their own.
+ * Texts of the agent phase: the prompts of agent CLIs and the feedback after
+ * a failed verification. Pure, so they are unit-tested on their own.
  */
-import type { AgentStopReason, Verification } from './api';
-import { CLI_TEMPLATES, durationMs, type AgentSettings } from './input';
-
-/** What the agent has used so far in the session. */
-export interface BudgetUsed {
-  turns: number;
-  tokens: number;
-  costUsd: number;
-  elapsedMs: number;
-}
-
-/** The budget that stops the agent before its next model call, if any. */
-export function budgetStop(budget: AgentSettings['budget'], used: BudgetUsed): AgentStopReason | undefined {
-  if (used.turns >= budget.maxTurns) return 'max_turns';
-  if (budget.maxTokens !== undefined && used.tokens >= budget.maxTokens) return 'max_tokens';
-  if (budget.maxCost !== undefined && used.costUsd >= budget.maxCost) return 'max_cost';
-  if (used.elapsedMs >= durationMs(budget.maxWallTime)) return 'max_wall_time';
-  return undefined;
-}
-
-/** Says which budget ran out, with its limit. */
-export function describeStop(reason: AgentStopReason, budget: AgentSettings['budget']): string {
-  switch (reason) {
-    case 'done':
-      return 'the agent finished';
-    case 'max_turns':
-      return `budget: ${budget.maxTurns} turns used`;
-    case 'max_tokens':
-      return `budget: ${budget.maxTokens} tokens used`;
-    case 'max_cost':
-      return `budget: $${budget.maxCost} spent`;
-    case 'max_wall_time':
-      return `budget: wall time of ${budget.maxWallTime} used`;
-  }
-}
+import type { Verification } from '../api';
+import { CLI_TEMPLATES, type AgentSettings } from '../input';
 
 /** One argument for sh, taken literally whatever it contains. */
 export function shellQuote(arg: string): string {
