@@ -74,8 +74,8 @@ export interface Sandbox {
   snapshot?: SnapshotUse;
   /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
   setup?: SetupPlan;
-  /** How long the session waits for `hostQueue` before it counts the host as lost (absent in older sessions). */
-  hostTimeoutMs?: number;
+  /** How long the session waits for `hostQueue` before it counts the host as lost. */
+  hostTimeoutMs: number;
   /** Which replacement this is (see ProvisionInput.generation) and the checkpoint it started from. */
   generation?: number;
   restored?: { step: string; bytes: number };

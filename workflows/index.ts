@@ -1,4 +1,4 @@
-export { agentSession } from './session';
+export { agentSession } from './session/workflow';
 export { reapSandboxes } from './reaper';
 export { pullRequestClosed } from './pull-request';
 export { refreshSnapshot } from './snapshot';

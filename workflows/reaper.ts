@@ -1,5 +1,5 @@
 /** reapSandboxes: run by a Temporal Schedule per Docker host (drydock-reaper-<host>). */
-import { patched, proxyActivities } from '@temporalio/workflow';
+import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { Reaped } from '../activities/reaper';
 
@@ -12,7 +12,7 @@ export async function reapSandboxes(input: { hostQueue: string }): Promise<Reape
     retry: { maximumAttempts: 3 },
   });
   const reaped = await reapHostSandboxes();
-  // Images of old snapshots go once no sandbox uses them (runs from before this did not).
-  if (patched('reap-snapshot-images')) await reapSnapshotImages();
+  // Images of old snapshots go once no sandbox uses them.
+  await reapSnapshotImages();
   return reaped;
 }

@@ -1,0 +1,2 @@
+// Temporary: replaced by the split of activities/sandbox.ts.
+export type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from './sandbox';

@@ -1,0 +1,127 @@
+/**
+ * The approval gates of irreversible actions and the messages that decide
+ * them: signals from the Temporal UI and `temporal workflow signal`, the
+ * `decide` update (with a validator) from the CLI and HTTP, the `status` query.
+ */
+import { condition, log, setHandler } from '@temporalio/workflow';
+import type { CommitResult } from '../../activities/types';
+import { approve, decide, reject, status, type Action, type DecideInput, type Decision } from '../api';
+import { durationMs } from '../input';
+import { refuseDecision } from '../rules/policy';
+import { describeVerification, screenshotsOf } from '../rules/verification';
+import { SessionEnd } from './outcome';
+import { anyHost } from './proxies';
+import type { SessionRun } from './state';
+
+export const PAST = { approve: 'approved', reject: 'rejected' } as const;
+
+/** Signals and updates only record decisions; the gate that waits decides what they mean. */
+export function installHandlers(run: SessionRun): void {
+  setHandler(status, () => run.status);
+  const fromSignal = (decision: DecideInput['decision']) => (raw: unknown) => {
+    // Signals are fire-and-forget from any client: anything malformed is recorded, never thrown.
+    const input = { ...(raw !== null && typeof raw === 'object' ? raw : {}), decision } as DecideInput;
+    const reason = refusal(run, input);
+    if (reason) {
+      log.warn('decision refused', { reason });
+      run.status.refusedDecisions.push({ input, reason, at: new Date().toISOString() });
+    } else {
+      accept(run, input);
+    }
+  };
+  setHandler(approve, fromSignal('approve'));
+  setHandler(reject, fromSignal('reject'));
+  setHandler(decide, (input) => accept(run, input), {
+    validator: (input) => {
+      const reason = refusal(run, input);
+      if (reason) throw new Error(reason);
+    },
+  });
+}
+
+function accept(run: SessionRun, input: DecideInput): Decision {
+  // Bound to the change on display: a later change needs a new decision.
+  const decision: Decision = { ...input, change: run.status.pendingApproval!.change, at: new Date().toISOString() };
+  run.status.decisions.push(decision);
+  run.verdicts.set(input.action, decision);
+  return decision;
+}
+
+/** Why a decision does not count; the first decision on an action is final. */
+function refusal(run: SessionRun, input: DecideInput): string | undefined {
+  const decided = run.verdicts.get(input?.action);
+  if (decided) return `${input.action} was already ${PAST[decided.decision]} by ${decided.by}`;
+  return refuseDecision(run.status, run.policy, input);
+}
+
+/**
+ * The approval gate of one irreversible action. Required by policy: wait for
+ * a decision on this change (or the timeout); then the action may run only
+ * if the approval is for exactly this change.
+ */
+export async function gate(run: SessionRun, action: Action, change: CommitResult): Promise<void> {
+  if (!run.policy.required.includes(action)) {
+    await run.note(`approval: ${action}`, 'not required by policy');
+    run.setPhase('publishing');
+    return;
+  }
+  const verdict = await awaitDecision(run, action, change);
+  if (!verdict) {
+    const { timeout } = run.input.approval;
+    throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
+  }
+  if (verdict.decision === 'reject') {
+    const comment = verdict.comment ? `: ${verdict.comment}` : '';
+    throw new SessionEnd('rejected', `${action} rejected by ${verdict.by}${comment}`, 'rejected');
+  }
+  if (verdict.change !== change.changeHash) {
+    throw new SessionEnd(
+      'failed',
+      `stale approval of ${action}: the change moved after ${verdict.by} approved it`,
+      'stale_approval',
+    );
+  }
+  run.setPhase('publishing');
+}
+
+/** Shows the change with its evidence, waits for a decision (or the timeout) and audits it. */
+async function awaitDecision(run: SessionRun, action: Action, change: CommitResult): Promise<Decision | undefined> {
+  const { status: state, input } = run;
+  run.setPhase('awaiting_approval');
+  const timeoutMs = durationMs(input.approval.timeout);
+  state.pendingApproval = {
+    action,
+    change: change.changeHash,
+    approvers: run.policy.approvers,
+    deadline: new Date(Date.now() + timeoutMs).toISOString(),
+    evidence: {
+      branch: run.branch,
+      commit: change.commit,
+      diffstat: change.diffstat,
+      tests: describeVerification(state.verification),
+      screenshots: screenshotsOf(state.verification),
+    },
+  };
+  const decided = await run.track(`approval: ${action}`, async (record) => {
+    const got = await condition(() => run.verdicts.has(action), timeoutMs);
+    const verdict = run.verdicts.get(action);
+    record.detail = verdict
+      ? `${PAST[verdict.decision]} by ${verdict.by}`
+      : `no decision within ${input.approval.timeout}`;
+    record.ok = verdict?.decision === 'approve';
+    return got;
+  });
+  state.pendingApproval = undefined;
+  const verdict = run.verdicts.get(action);
+  if (verdict) {
+    await anyHost.recordAudit({
+      sessionId: run.sessionId,
+      key: `approval/${action}`,
+      kind: 'approval',
+      actor: verdict.by,
+      at: verdict.at,
+      data: { action, decision: verdict.decision, change: verdict.change, comment: verdict.comment },
+    });
+  }
+  return decided ? verdict : undefined;
+}

@@ -1,0 +1,116 @@
+/**
+ * The built-in tool loop: each model call and each tool call is an activity,
+ * so a crash resumes after the last completed one without paying for a model
+ * call twice. Continues as new every agent.continueAsNewEvery turns (or when
+ * Temporal suggests it) to keep each run's history small.
+ */
+import { allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
+import type { AgentCall } from '../api';
+import { durationMs } from '../input';
+import { onHost } from './proxies';
+import { inSandbox } from './sandbox';
+import type { ContinuedSession, SessionRun } from './state';
+import type { agentSession } from './workflow';
+
+/** Calls kept in status; the whole conversation is in the transcript artifact. */
+const RECENT_CALLS = 20;
+
+export async function modelAgent(run: SessionRun): Promise<void> {
+  if (run.loop.messageCount === 0) await startConversation(run);
+  for (let turnsThisRun = 0; ; turnsThisRun++) {
+    if (run.budgetSpent()) return;
+    if (turnsThisRun >= run.input.agent.continueAsNewEvery || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      const { status, sandbox, loop, sessionStartedAt } = run;
+      const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt };
+      await continueAsNew<typeof agentSession>(run.rawInput, carry);
+    }
+    run.loop.turn++;
+    if (await turn(run)) {
+      run.status.agent!.stopReason = 'done';
+      return;
+    }
+  }
+}
+
+/** The conversation's first messages: the task, the repo's AGENTS.md. */
+async function startConversation(run: SessionRun): Promise<void> {
+  const started = await run.track('agent: start', async (record) => {
+    const result = await inSandbox(run, (sb) =>
+      onHost(sb).startModelAgent({
+        sandbox: sb.name,
+        sessionId: run.sessionId,
+        task: run.input.task,
+        verifyCommand: run.input.verify.test,
+      }),
+    );
+    record.detail = result.instructions ? 'with AGENTS.md' : 'no AGENTS.md';
+    return result;
+  });
+  run.loop.messageCount = started.messageCount;
+  run.status.agent!.instructions = started.instructions;
+}
+
+/** One model call and the tool calls it asked for; true when the model answered without tools (done). */
+async function turn(run: SessionRun): Promise<boolean> {
+  const { input, loop, sessionId } = run;
+  const agent = input.agent;
+  const progress = run.status.agent!;
+  return run.track(`turn ${loop.turn}`, async (record) => {
+    const answer = await inSandbox(run, (sb) =>
+      onHost(sb).modelCall({
+        sandbox: sb.name,
+        sessionId,
+        baseUrl: agent.baseUrl,
+        model: agent.model!,
+        temperature: agent.temperature,
+        turn: loop.turn,
+        messageCount: loop.messageCount,
+        requirePrice: agent.budget.maxCost !== undefined,
+      }),
+    );
+    const assistantIndex = loop.messageCount++;
+    progress.turn = loop.turn;
+    progress.usage = {
+      promptTokens: progress.usage!.promptTokens + answer.call.promptTokens,
+      completionTokens: progress.usage!.completionTokens + answer.call.completionTokens,
+      totalTokens: progress.usage!.totalTokens + answer.call.totalTokens,
+    };
+    progress.costUsd = (progress.costUsd ?? 0) + (answer.call.costUsd ?? 0);
+    progress.transcript = answer.transcript;
+    remember(run, answer.call);
+    for (const [callIndex, call] of answer.toolCalls.entries()) {
+      progress.lastTool = call.summary;
+      await runTool(run, assistantIndex, callIndex);
+    }
+    record.detail = `${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
+    if (answer.toolCalls.length === 0) progress.summary = answer.content;
+    return answer.toolCalls.length === 0;
+  });
+}
+
+async function runTool(run: SessionRun, assistantIndex: number, callIndex: number): Promise<void> {
+  const { input, loop } = run;
+  const runTimeoutMs = durationMs(input.agent.runTimeout);
+  const result = await inSandbox(run, (sb) =>
+    onHost(sb, runTimeoutMs + 60_000).runTool({
+      sandbox: sb.name,
+      sessionId: run.sessionId,
+      turn: loop.turn,
+      assistantIndex,
+      callIndex,
+      index: loop.messageCount,
+      outputLimit: input.agent.toolOutputLimit,
+      runTimeoutMs,
+      checkpointBase: sb.baseCommit,
+    }),
+  );
+  loop.messageCount++;
+  run.status.agent!.steps++;
+  remember(run, result);
+}
+
+function remember(run: SessionRun, call: AgentCall): void {
+  const progress = run.status.agent!;
+  progress.calls = [...(progress.calls ?? []), call].slice(-RECENT_CALLS);
+}

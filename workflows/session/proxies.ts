@@ -1,0 +1,86 @@
+/**
+ * The session's activity proxies and their timeout presets: on any worker
+ * (provisioning picks the host), on the sandbox's host, and for teardown.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  proxyActivities,
+  TimeoutFailure,
+  type ActivityOptions,
+} from '@temporalio/workflow';
+import type { Activities } from '../../activities';
+import type { Sandbox } from '../../activities/types';
+import { ErrorType } from '../api';
+
+/**
+ * Permanent failures are thrown as non-retryable where they happen (ErrorType); the rest retry.
+ * A sandbox that is gone never comes back by retrying: the session replaces it.
+ */
+const RETRY = { maximumAttempts: 5, nonRetryableErrorTypes: [ErrorType.SandboxNotFound] };
+/**
+ * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
+ * worker is noticed within this, whatever the phase.
+ */
+const HEARTBEAT_TIMEOUT = '10s';
+
+/**
+ * Activities on any worker: provisioning picks the host. (A cancelled session
+ * waits for an activity in flight to stop, the SDK's default cancellation
+ * type, so teardown never runs before provisioning has created its container.)
+ */
+export const anyHost = proxyActivities<Activities>({
+  startToCloseTimeout: '10m',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: RETRY,
+});
+
+/**
+ * Activities on the host that owns the sandbox, allowed to run `startToCloseMs`.
+ * A task nobody picks up within the host timeout means the host is gone (see sandboxLoss).
+ */
+export function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
+  const options: ActivityOptions = {
+    taskQueue: sandbox.hostQueue,
+    startToCloseTimeout: startToCloseMs,
+    scheduleToStartTimeout: sandbox.hostTimeoutMs,
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: RETRY,
+  };
+  return proxyActivities<Activities>(options);
+}
+
+/**
+ * Teardown gives up after 10 minutes, or when the host does not answer within
+ * its host timeout (a host that is gone): the reaper removes what is left.
+ * Without a sandbox (provisioning failed) any worker removes it by name.
+ */
+export function teardownOn(sandbox?: Sandbox): Activities {
+  return proxyActivities<Activities>({
+    taskQueue: sandbox?.hostQueue,
+    startToCloseTimeout: '2m',
+    scheduleToCloseTimeout: '10m',
+    ...(sandbox ? { scheduleToStartTimeout: sandbox.hostTimeoutMs } : {}),
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
+    retry: RETRY,
+  });
+}
+
+export interface SandboxLoss {
+  why: string;
+  hostLost: boolean;
+}
+
+/** Why a failed sandbox activity means the sandbox is lost: it is gone, or its host stopped answering. */
+export function sandboxLoss(err: unknown, sandbox: Sandbox): SandboxLoss | undefined {
+  if (!(err instanceof ActivityFailure)) return undefined;
+  const cause = err.cause;
+  if (cause instanceof ApplicationFailure && cause.type === ErrorType.SandboxNotFound)
+    return { why: `sandbox ${sandbox.name} is gone`, hostLost: false };
+  if (cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START')
+    return {
+      why: `host ${sandbox.host} did not pick up ${err.activityType} within ${Math.round(sandbox.hostTimeoutMs / 1000)}s`,
+      hostLost: true,
+    };
+  return undefined;
+}

@@ -1,0 +1,111 @@
+/**
+ * The change and its irreversible actions: the commit (made again in a
+ * replacement sandbox), then push, pull request and deploy, each behind its
+ * approval gate. Publishing runs on the worker; credentials never enter the sandbox.
+ */
+import type { CommitResult, Sandbox } from '../../activities/types';
+import type { SessionStatus } from '../api';
+import { githubRepoOf } from '../input';
+import { describeVerification, screenshotsOf } from '../rules/verification';
+import { gate, PAST } from './approval';
+import { anyHost, onHost } from './proxies';
+import { inSandbox } from './sandbox';
+import type { SessionRun } from './state';
+
+/** Commits the sandbox's change on the session's branch (the same tree and date give the same commit). */
+export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
+  const { input } = run;
+  run.commitDate ??= new Date().toISOString();
+  const result = await onHost(sb).commitChanges({
+    sandbox: sb.name,
+    sessionId: run.sessionId,
+    repoUrl: input.repo.url,
+    branch: run.branch,
+    message: `drydock: ${input.task}`.slice(0, 500),
+    baseCommit: sb.baseCommit,
+    date: run.commitDate,
+  });
+  run.committedIn = sb.name;
+  return result;
+}
+
+/** Push, then the pull request and the deploy if the session asks for them: each once approved. */
+export async function publish(run: SessionRun, change: CommitResult): Promise<void> {
+  await gate(run, 'push', change);
+  await push(run, change);
+  const pr = run.input.publish.pullRequest;
+  if (pr) {
+    await gate(run, 'pull_request', change);
+    await openPullRequest(run, change, pr === true ? { draft: false } : pr);
+  }
+  if (run.input.publish.deploy) {
+    await gate(run, 'deploy', change);
+    run.status.deployed = await run.track('deploy', () =>
+      anyHost.deploy({
+        sessionId: run.sessionId,
+        repoUrl: run.input.repo.url,
+        branch: run.branch,
+        commit: change.commit,
+      }),
+    );
+  }
+}
+
+async function push(run: SessionRun, change: CommitResult): Promise<void> {
+  run.status.pushed = await run.track(`push ${run.branch}`, () =>
+    inSandbox(run, async (sb) => {
+      // A replacement sandbox has the change from the checkpoint, not yet as a commit.
+      const commit = run.committedIn === sb.name ? change.commit : (await commitChange(run, sb)).commit;
+      return onHost(sb).pushBranch({
+        sandbox: sb.name,
+        sessionId: run.sessionId,
+        repoUrl: run.input.repo.url,
+        branch: run.branch,
+        baseCommit: sb.baseCommit,
+        commit,
+      });
+    }),
+  );
+}
+
+type PullRequestSpec = { draft: boolean; repo?: string; base?: string };
+
+async function openPullRequest(run: SessionRun, change: CommitResult, spec: PullRequestSpec): Promise<void> {
+  const { input } = run;
+  run.status.pullRequest = await run.track('pull request', async (record) => {
+    const opened = await anyHost.openPullRequest({
+      sessionId: run.sessionId,
+      repo: spec.repo ?? githubRepoOf(input.repo.url)!,
+      head: run.branch,
+      base: spec.base,
+      draft: spec.draft,
+      title: `drydock: ${input.task.split('\n')[0]}`.slice(0, 120),
+      body: pullRequestBody(input.task, run.status, change),
+    });
+    record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
+    return opened;
+  });
+}
+
+/** The pull request's description: what was asked, what changed, how it was checked, who approved. */
+function pullRequestBody(task: string, state: SessionStatus, change: CommitResult): string {
+  const approvals = state.decisions.map((d) => `- ${d.action}: ${PAST[d.decision]} by ${d.by} at ${d.at}`);
+  const screenshots = screenshotsOf(state.verification).map((ref) => `- screenshot: \`${ref}\` (artifact store)`);
+  return [
+    '## Task',
+    task,
+    '',
+    '## Change',
+    '```',
+    change.diffstat || '(no diffstat)',
+    '```',
+    `Commit \`${change.commit}\` on \`${state.branch}\`, change ${change.changeHash.slice(0, 12)}.`,
+    '',
+    '## Verification',
+    describeVerification(state.verification),
+    ...screenshots,
+    '',
+    '## Approvals',
+    ...(approvals.length ? approvals : ['- none required by policy']),
+  ].join('\n');
+}

@@ -1,0 +1,138 @@
+/**
+ * The session's sandbox: provisioning (with the setup a snapshot lacks), and
+ * replacing a lost one from the last checkpoint, on whichever host answers.
+ */
+import { log } from '@temporalio/workflow';
+import type { Sandbox, SetupPlan } from '../../activities/types';
+import { durationMs, sizeBytes } from '../input';
+import { describeError, exitText, SessionEnd } from './outcome';
+import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
+import { recordStep, type SessionRun } from './state';
+
+/** Replacements of a lost sandbox before the session gives up. */
+const MAX_SANDBOX_REPLACEMENTS = 3;
+
+/** Creates the session's sandbox from the newest snapshot of the repo, and runs any setup it still needs. */
+export async function provision(run: SessionRun): Promise<void> {
+  const { input, sessionId } = run;
+  const sandbox = await run.track('provision', async (record) => {
+    const created = await anyHost.provisionSandbox({
+      sessionId,
+      repo: input.repo,
+      limits: sandboxLimits(run),
+      expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
+    });
+    record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
+    return created;
+  });
+  run.useSandbox(sandbox);
+  if (sandbox.snapshot) run.status.snapshot = sandbox.snapshot;
+  if (sandbox.setup) await runSetup(run, sandbox.setup);
+}
+
+/**
+ * Runs `fn` against the session's sandbox. If the sandbox is lost (its
+ * container died, or its host stopped answering), replaces it from the last
+ * checkpoint, on whichever host picks up the provisioning, and runs `fn`
+ * again there: the step that was cut off runs again, the ones before it
+ * are in the checkpoint.
+ */
+export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise<T>): Promise<T> {
+  for (;;) {
+    const used = run.sandbox!;
+    try {
+      return await fn(used);
+    } catch (err) {
+      const loss = sandboxLoss(err, used);
+      if (!loss) throw err;
+      await replaceSandbox(run, used, loss);
+    }
+  }
+}
+
+async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss): Promise<void> {
+  const { input, sessionId, status } = run;
+  const generation = (status.restarts ?? 0) + 1;
+  if (generation > MAX_SANDBOX_REPLACEMENTS) {
+    throw new SessionEnd(
+      'failed',
+      `${loss.why}, and the sandbox was already replaced ${MAX_SANDBOX_REPLACEMENTS} times`,
+      'sandbox_lost',
+    );
+  }
+  status.restarts = generation;
+  log.warn('replacing a lost sandbox', { why: loss.why, generation });
+  const sandbox = await run.track(`re-provision: ${loss.why}`, async (record) => {
+    // A live host removes the dead container now; a lost host's leftovers are its reaper's.
+    if (!loss.hostLost) {
+      try {
+        await teardownOn(lost).destroySandbox({ sessionId, generation: lost.generation, replaced: true });
+      } catch (err) {
+        log.warn('the lost sandbox was not removed', { error: describeError(err) });
+      }
+    }
+    const created = await anyHost.provisionSandbox({
+      sessionId,
+      repo: { url: input.repo.url, ref: lost.baseCommit },
+      limits: sandboxLimits(run),
+      expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
+      generation,
+    });
+    record.detail =
+      `${created.name} on ${created.host}, ` +
+      (created.restored ? `from the checkpoint after ${created.restored.step}` : 'no checkpoint yet');
+    return created;
+  });
+  run.useSandbox(sandbox);
+  if (sandbox.setup) await runSetup(run, sandbox.setup);
+}
+
+/**
+ * Setup in the session (cold path, or its inputs changed since the
+ * snapshot): the repo's registries through the egress proxy for this step
+ * only, unless the session forbids it.
+ */
+async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
+  const { input, sessionId } = run;
+  const name = `setup (${setup.reason})`;
+  if (setup.egress.length > 0 && !input.limits.setupEgress) {
+    await run.note(name, 'refused: limits.setupEgress is false', false);
+    throw new SessionEnd(
+      'failed',
+      `setup must run (${setup.reason}) and reach ${setup.egress.map((r) => r.host).join(', ')} through the egress proxy, ` +
+        'but this session forbids it (limits.setupEgress: false)',
+      'setup_egress_forbidden',
+    );
+  }
+  await run.track(name, async (record) => {
+    const result = await inSandbox(run, (sb) =>
+      onHost(sb, setup.timeoutMs + 60_000).runStep({
+        sandbox: sb.name,
+        sessionId,
+        key: 'setup',
+        step: { run: setup.command, timeout: setup.timeoutMs },
+        timeoutMs: setup.timeoutMs,
+        egress: setup.egress,
+      }),
+    );
+    recordStep(record, result);
+    if (result.exitCode !== 0 || result.failure) {
+      throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, setup.timeoutMs)}`, 'setup_failed');
+    }
+  });
+}
+
+function sandboxLimits(run: SessionRun) {
+  const { limits } = run.input;
+  return {
+    cpus: limits.cpus,
+    memoryBytes: sizeBytes(limits.memory),
+    pids: limits.pids,
+    tmpBytes: sizeBytes(limits.tmp),
+  };
+}
+
+/** A sandbox lives through the session's work and its approval wait, plus an hour; then the reaper may take it. */
+function sandboxLifetimeMs(run: SessionRun): number {
+  return durationMs(run.input.limits.wallTime) + durationMs(run.input.approval.timeout) + 60 * 60_000;
+}

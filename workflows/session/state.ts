@@ -1,0 +1,150 @@
+/**
+ * The run state of one agent session: its status (what the `status` query
+ * answers), its phase and timeline, and what the phases share. One object,
+ * handed to every phase module, instead of variables shared by closures.
+ */
+import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { Sandbox, StepResult } from '../../activities/types';
+import {
+  PHASE_ATTRIBUTE,
+  REPO_ATTRIBUTE,
+  type Action,
+  type ApprovalPolicy,
+  type Decision,
+  type Phase,
+  type SessionStatus,
+  type StepRecord,
+} from '../api';
+import type { SessionInput } from '../input';
+import { budgetStop } from '../rules/budget';
+
+/**
+ * Where the agent phase is, carried over continue-as-new: the next run of the
+ * same session resumes here, with its sandbox, status and budget as they were.
+ */
+export interface AgentLoop {
+  /** Model calls so far. */
+  turn: number;
+  /** Messages of the conversation so far (in the artifact store). */
+  messageCount: number;
+  /** 1, then one more for each failed verification fed back. */
+  round: number;
+  /** When the agent phase began (ms since the epoch, workflow time). */
+  startedAt: number;
+  /** The last failed verification, for an agent CLI's next prompt. */
+  feedback?: string;
+}
+
+/** What one run of a session hands to the next (continue-as-new). */
+export interface ContinuedSession {
+  status: SessionStatus;
+  sandbox: Sandbox;
+  loop: AgentLoop;
+  /** The first run's start: the wall-time limit counts from it. */
+  sessionStartedAt: number;
+}
+
+export class SessionRun {
+  readonly sessionId = workflowInfo().workflowId;
+  readonly status: SessionStatus;
+  readonly loop: AgentLoop;
+  /** The first run's start (ms): the wall-time limit counts from it. */
+  readonly sessionStartedAt: number;
+  /** The validated input; set right after parsing (nothing runs before it). */
+  input!: SessionInput;
+  branch = '';
+  /** Until the session's policy is known nothing is pending, so every decision is refused. */
+  policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false };
+  /** The first decision on each action (it is final). */
+  readonly verdicts = new Map<Action, Decision>();
+  sandbox?: Sandbox;
+  /** Which sandbox holds the change's commit (a replacement must make it again). */
+  committedIn?: string;
+  /** Fixed at a round's first commit, so that the same tree committed again is the same commit. */
+  commitDate?: string;
+
+  constructor(
+    /** The input as given: a continued run starts from it again. */
+    readonly rawInput: unknown,
+    readonly continued?: ContinuedSession,
+  ) {
+    const info = workflowInfo();
+    const raw = (rawInput ?? {}) as Partial<SessionInput>;
+    this.status = continued?.status ?? {
+      sessionId: this.sessionId,
+      repo: typeof raw.repo?.url === 'string' ? raw.repo.url : '',
+      task: typeof raw.task === 'string' ? raw.task : '',
+      phase: 'provisioning',
+      startedAt: new Date(info.startTime).toISOString(),
+      timeline: [],
+      decisions: [],
+      refusedDecisions: [],
+    };
+    this.sandbox = continued?.sandbox;
+    this.loop = continued?.loop ?? { turn: 0, messageCount: 0, round: 1, startedAt: 0 };
+    this.sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
+  }
+
+  /** The phase, in status and in the search attributes (so lists and filters see it). */
+  setPhase(phase: Phase): void {
+    this.status.phase = phase;
+    const repo = this.status.repo;
+    upsertSearchAttributes([
+      { key: PHASE_ATTRIBUTE, value: phase },
+      ...(repo ? [{ key: REPO_ATTRIBUTE, value: repo }] : []),
+    ]);
+  }
+
+  /** Runs one timeline entry: its duration, and whether it ended well. */
+  async track<T>(name: string, fn: (record: StepRecord) => Promise<T>): Promise<T> {
+    const record: StepRecord = { name, phase: this.status.phase, startedAt: new Date().toISOString() };
+    this.status.timeline.push(record);
+    const started = Date.now();
+    try {
+      const result = await fn(record);
+      record.ok ??= true;
+      return result;
+    } catch (err) {
+      record.ok = false;
+      throw err;
+    } finally {
+      record.durationMs = Date.now() - started;
+    }
+  }
+
+  /** A timeline entry for something that was decided, not run. */
+  async note(name: string, detail: string, ok = true): Promise<void> {
+    await this.track(name, async (record) => {
+      record.detail = detail;
+      record.ok = ok;
+    });
+  }
+
+  /** Ends the agent's work when a budget is spent; true if one is (the reason goes into status). */
+  budgetSpent(): boolean {
+    const progress = this.status.agent!;
+    const reason = budgetStop(this.input.agent.budget, {
+      turns: this.loop.turn,
+      tokens: progress.usage?.totalTokens ?? 0,
+      costUsd: progress.costUsd ?? 0,
+      elapsedMs: Date.now() - this.loop.startedAt,
+    });
+    if (reason) progress.stopReason = reason;
+    return reason !== undefined;
+  }
+
+  useSandbox(sandbox: Sandbox): void {
+    this.sandbox = sandbox;
+    const { name, host, image, baseCommit } = sandbox;
+    this.status.sandbox = { name, host, image, baseCommit };
+  }
+}
+
+/** A step's result on its timeline entry. */
+export function recordStep(record: StepRecord, result: StepResult): void {
+  record.exitCode = result.exitCode;
+  record.outputTail = result.outputTail;
+  record.artifact = result.artifact;
+  if (result.failure) record.failure = result.failure;
+  record.ok = result.exitCode === 0 && !result.failure;
+}

@@ -1,0 +1,50 @@
+/** One script step in the sandbox: a script agent's step, or the test command of verification. */
+import type { StepResult } from '../../activities/types';
+import { durationMs, type ScriptStep } from '../input';
+import { exitText, SessionEnd } from './outcome';
+import { onHost } from './proxies';
+import { inSandbox } from './sandbox';
+import { recordStep, type SessionRun } from './state';
+
+export interface StepOptions {
+  /** The step's key: it runs once per key, even when retried after a crash. */
+  key: string;
+  /** Its timeline entry. */
+  name: string;
+  /** A failed step ends the session (an agent's step) or is only reported (verification). */
+  failOnExit: boolean;
+  /** An agent's step leaves the session's new checkpoint behind. */
+  checkpoint?: boolean;
+}
+
+export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: StepOptions): Promise<StepResult> {
+  const { input, sessionId } = run;
+  const timeoutMs = 'run' in step ? durationMs(step.timeout) : 60_000;
+  return run.track(opts.name, async (record) => {
+    const result = await inSandbox(run, (sb) =>
+      onHost(sb, timeoutMs + 60_000).runStep({
+        sandbox: sb.name,
+        sessionId,
+        key: opts.key,
+        step,
+        timeoutMs,
+        ...(opts.checkpoint ? { checkpointBase: sb.baseCommit } : {}),
+      }),
+    );
+    recordStep(record, result);
+    if (opts.failOnExit && (result.exitCode !== 0 || result.failure)) {
+      throw new SessionEnd(
+        'failed',
+        `${opts.name} ${exitText(result, input.limits, timeoutMs)}`,
+        result.failure ? `sandbox_${result.failure}` : 'step_failed',
+      );
+    }
+    return result;
+  });
+}
+
+/** A script step in a few words, for its timeline entry. */
+export function describeStep(step: ScriptStep): string {
+  const text = 'run' in step ? step.run : 'write' in step ? `write ${step.write.path}` : 'apply patch';
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}

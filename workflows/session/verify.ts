@@ -1,0 +1,67 @@
+/** Verification: the repo's tests (exit code and JUnit report) and the browser checks, with the evidence. */
+import type { Verification } from '../api';
+import { durationMs } from '../input';
+import { summarizeVerification, type VerificationResults } from '../rules/verification';
+import { anyHost, onHost } from './proxies';
+import { inSandbox } from './sandbox';
+import type { SessionRun } from './state';
+import { runScriptStep } from './steps';
+
+/** Verifies the change of this round, records it in status and the audit trail, and returns it. */
+export async function verify(run: SessionRun): Promise<Verification> {
+  const { round } = run.loop;
+  run.setPhase('verifying');
+  const results: VerificationResults = {};
+  await runTests(run, round, results);
+  await runBrowserChecks(run, results);
+  const verification = { ...results, ...summarizeVerification(results, run.input.verify.browser?.start) };
+  run.status.verification = verification;
+  run.status.verificationRounds = round;
+  const { passed, summary, command, exitCode, report } = verification;
+  await anyHost.recordAudit({
+    sessionId: run.sessionId,
+    key: `verification-${round}`,
+    kind: 'verification',
+    actor: 'drydock',
+    data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
+  });
+  return verification;
+}
+
+async function runTests(run: SessionRun, round: number, results: VerificationResults): Promise<void> {
+  const { test, timeout, junit } = run.input.verify;
+  if (!test) return;
+  // Each round's verification is its own step (a step runs once per key).
+  const key = round === 1 ? 'verify' : `verify-${round}`;
+  const name = round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`;
+  const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false });
+  Object.assign(results, {
+    command: test,
+    exitCode: step.exitCode,
+    timedOut: step.timedOut,
+    outputTail: step.outputTail,
+    artifact: step.artifact,
+  });
+  results.report = await inSandbox(run, (sb) =>
+    onHost(sb).readTestReport({ sandbox: sb.name, sessionId: run.sessionId, stepKey: key, files: junit }),
+  );
+}
+
+async function runBrowserChecks(run: SessionRun, results: VerificationResults): Promise<void> {
+  const { browser } = run.input.verify;
+  if (!browser) return;
+  const readyTimeoutMs = durationMs(browser.readyTimeout);
+  results.browser = await run.track(`browser: ${browser.url}`, async (record) => {
+    const result = await inSandbox(run, (sb) =>
+      onHost(sb, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
+        sandbox: sb.name,
+        sessionId: run.sessionId,
+        browser,
+        readyTimeoutMs,
+      }),
+    );
+    record.ok = result.outcome === 'passed';
+    record.detail = `${result.outcome}, ${result.checks.filter((c) => c.ok).length}/${result.checks.length} checks`;
+    return result;
+  });
+}

@@ -1,0 +1,83 @@
+/**
+ * agentSession: one agent session = one workflow = one disposable sandbox.
+ * Reads like the architecture diagram: parse, provision, agent rounds,
+ * verify, gate, publish, always tear down. Each phase lives in its own module
+ * over one run-state object (state.ts). Deterministic code only.
+ */
+import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
+import { ErrorType, type Outcome, type SessionStatus } from '../api';
+import { durationMs, parseSessionInput } from '../input';
+import { defaultBranch, tightenPolicy } from '../rules/policy';
+import { agentRounds, startAgent } from './agents';
+import { installHandlers } from './approval';
+import { endEarly, tearDown } from './outcome';
+import { anyHost } from './proxies';
+import { publish } from './publish';
+import { provision } from './sandbox';
+import { SessionRun, type ContinuedSession } from './state';
+
+export type { AgentLoop, ContinuedSession } from './state';
+
+export async function agentSession(rawInput: unknown, continued?: ContinuedSession): Promise<SessionStatus> {
+  const run = new SessionRun(rawInput, continued);
+  installHandlers(run);
+  run.setPhase(continued ? run.status.phase : 'provisioning');
+  await parse(run);
+  let outcome: Outcome = 'completed';
+  try {
+    const change = await withinWallTime(run, async () => {
+      if (continued) {
+        run.status.agent!.runs = (run.status.agent!.runs ?? 1) + 1;
+      } else {
+        await provision(run);
+        startAgent(run);
+      }
+      return agentRounds(run);
+    });
+    if (change.changed) await publish(run, change);
+    else log.info('the agent changed nothing; nothing to publish');
+  } catch (err) {
+    // A hand-over to the next run keeps the sandbox: the session goes on there.
+    if (err instanceof ContinueAsNew) throw err;
+    outcome = endEarly(run, err);
+    if (outcome === 'cancelled') {
+      await tearDown(run, outcome);
+      throw err; // marks the workflow Canceled
+    }
+  }
+  await tearDown(run, outcome);
+  if (outcome === 'failed')
+    throw ApplicationFailure.nonRetryable(run.status.error ?? 'failed', ErrorType.SessionFailed, run.status);
+  return run.status;
+}
+
+/** Validates the input and settles the approval policy; an invalid one fails at once, naming each bad field. */
+async function parse(run: SessionRun): Promise<void> {
+  const { status, continued } = run;
+  const parsed = parseSessionInput(run.rawInput);
+  if (!parsed.ok) invalid(run, parsed.problems);
+  const input = (run.input = parsed.input);
+  status.requestedBy = input.requestedBy;
+  // The server's policy, tightened by the session's; a continued session keeps the policy it had.
+  const { required, approvers, forbidSelfApproval } = input.approval;
+  const tightened = continued?.status.policy
+    ? ({ ok: true, policy: continued.status.policy } as const)
+    : tightenPolicy(await anyHost.approvalPolicy(), { required, approvers, forbidSelfApproval });
+  if (!tightened.ok) invalid(run, [tightened.problem]);
+  run.policy = status.policy = tightened.policy;
+  run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
+}
+
+/** Fails the session at once, before any sandbox exists, naming each bad field. */
+function invalid(run: SessionRun, problems: string[]): never {
+  run.status.error = `invalid input: ${problems.join('; ')}`;
+  run.setPhase('failed');
+  throw ApplicationFailure.nonRetryable(run.status.error, ErrorType.InvalidSessionInput, { problems });
+}
+
+/** Provisioning, agent and verification run under the session's wall-time limit, counted from its first run. */
+function withinWallTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
+  const wallTimeMs = durationMs(run.input.limits.wallTime);
+  const timeout = run.continued ? Math.max(1, wallTimeMs - (Date.now() - run.sessionStartedAt)) : wallTimeMs;
+  return new CancellationScope({ cancellable: true, timeout }).run(fn);
+}
