@@ -35,7 +35,11 @@ export class CheckpointStore {
     return row && { sessionId, step: row.step, baseCommit: row.base_commit, diff: row.diff };
   }
 
-  /** Once the session is over its checkpoint has no use (the reaper calls this). */
+  /**
+   * Once the session is over its checkpoint has no use: the session's own teardown
+   * (`destroySandbox`, not for a replaced sandbox) calls this. The reaper does not,
+   * so a session whose teardown never ran keeps its row.
+   */
   async remove(sessionId: string): Promise<void> {
     await this.pool.query('delete from sandbox_checkpoints where session_id = $1', [sessionId]);
   }
