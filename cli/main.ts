@@ -17,18 +17,10 @@ import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from '../lib/demo';
 import { createRepoLookup } from '../lib/repos';
+import { startSession } from '../lib/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import { addRepo, buildSnapshot, listRepos, listSnapshots } from './snapshots';
-import {
-  ACTIONS,
-  decide,
-  PHASE_ATTRIBUTE,
-  RUNNING_PHASES,
-  OUTCOMES,
-  status,
-  WORKFLOW_TYPE,
-  type DecideInput,
-} from '../workflows/api';
+import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } from '../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
 class UsageError extends Error {}
@@ -97,11 +89,9 @@ program
     const sessionId: string = opts.id ?? newSessionId().replace(/^session-/, 'demo-');
     const repo = await makeDemoRepo(path.join(config.DRYDOCK_DATA_DIR, 'demo'));
     say(`sample repo with a failing test: ${repo.url}`);
-    await client.workflow.start(WORKFLOW_TYPE, {
-      workflowId: sessionId,
+    await startSession(client, demoInput(repo.url, config.DRYDOCK_USER ?? userInfo().username), {
+      sessionId,
       taskQueue: config.DRYDOCK_TASK_QUEUE,
-      args: [demoInput(repo.url, config.DRYDOCK_USER ?? userInfo().username)],
-      typedSearchAttributes: [{ key: PHASE_ATTRIBUTE, value: 'provisioning' }],
     });
     say(`session ${sessionId} started; the scripted agent fixes the bug, then the tests and a browser check run`);
     const reached = await waitForPhase(client, sessionId, 'awaiting_approval', say);
@@ -154,12 +144,7 @@ program
     const input = await buildInput(opts);
     const client = await connectClient(config);
     const sessionId = opts.id ?? newSessionId();
-    await client.workflow.start(WORKFLOW_TYPE, {
-      workflowId: sessionId,
-      taskQueue: config.DRYDOCK_TASK_QUEUE,
-      args: [input],
-      typedSearchAttributes: [{ key: PHASE_ATTRIBUTE, value: 'provisioning' }],
-    });
+    await startSession(client, input, { sessionId, taskQueue: config.DRYDOCK_TASK_QUEUE });
     if (opts.detach) {
       console.log(opts.json ? JSON.stringify({ sessionId }) : sessionId);
       return;

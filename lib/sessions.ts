@@ -1,8 +1,70 @@
-/** Reading sessions from Temporal, shared by the CLI and the HTTP server. */
-import { WorkflowFailedError, type Client } from '@temporalio/client';
-import { OUTCOMES, RUNNING_PHASES, status, WORKFLOW_TYPE, type SessionStatus } from '../workflows/api';
+/** Starting and reading sessions in Temporal, shared by the CLI and the HTTP server. */
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowIdConflictPolicy,
+  WorkflowIdReusePolicy,
+  type Client,
+} from '@temporalio/client';
+import {
+  OUTCOMES,
+  PHASE_ATTRIBUTE,
+  REPO_ATTRIBUTE,
+  RUNNING_PHASES,
+  status,
+  WORKFLOW_TYPE,
+  type SessionStatus,
+} from '../workflows/api';
+import type { SessionInputDraft } from '../workflows/input';
 
 export const PHASES: readonly string[] = [...RUNNING_PHASES, ...OUTCOMES];
+
+/** A session id that is taken, by a running or a closed session. */
+export class SessionExists extends Error {
+  constructor(readonly sessionId: string) {
+    super(`session ${sessionId} already exists`);
+    this.name = 'SessionExists';
+  }
+}
+
+export interface StartOptions {
+  sessionId: string;
+  taskQueue: string;
+  /**
+   * What a session already under the id means. `fail`: it is an error
+   * (SessionExists). `reuse`: a running one is the answer and a closed one is
+   * not started again, so a webhook redelivered days later starts nothing.
+   * @default 'fail'
+   */
+  ifExists?: 'fail' | 'reuse';
+}
+
+/**
+ * Starts an agentSession: the one way every trigger (CLI, API, webhooks, demo)
+ * does it. A session id is never used twice, not even after its session
+ * closed: branch, container and audit chain are keyed by it. The search
+ * attributes are set at once so `list --phase/--repo` finds the session
+ * before its first phase change.
+ */
+export async function startSession(client: Client, input: SessionInputDraft, opts: StartOptions): Promise<void> {
+  const reuse = opts.ifExists === 'reuse';
+  try {
+    await client.workflow.start(WORKFLOW_TYPE, {
+      workflowId: opts.sessionId,
+      taskQueue: opts.taskQueue,
+      args: [input],
+      workflowIdConflictPolicy: reuse ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      typedSearchAttributes: [
+        { key: PHASE_ATTRIBUTE, value: 'provisioning' },
+        { key: REPO_ATTRIBUTE, value: input.repo.url },
+      ],
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    if (!reuse) throw new SessionExists(opts.sessionId);
+  }
+}
 
 export interface SessionRow {
   sessionId: string;

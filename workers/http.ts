@@ -1,0 +1,121 @@
+/**
+ * What the routes of `drydock serve` share: their dependencies, the error that
+ * becomes an answer, reading bodies, identifying the caller, writing answers.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Pool } from 'pg';
+import type { ApiTokens } from '../lib/access';
+import type { ArtifactStore } from '../lib/artifacts';
+import type { AuditTrail } from '../lib/audit';
+import type { Config } from '../lib/config';
+import type { Logger } from '../lib/log';
+import type { RepoLookupService } from '../lib/repos';
+import { getStatus } from '../lib/sessions';
+import type { SessionStatus } from '../workflows/api';
+
+/** The console's cookie; it holds the same token as `Authorization: Bearer`. */
+export const COOKIE = 'drydock_token';
+
+/** An answer with a status code; thrown anywhere in a handler. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Everything a route needs, built once per handler. */
+export interface ServeContext {
+  config: Config;
+  client: Client;
+  log: Logger;
+  tokens: ApiTokens;
+  repos: RepoLookupService;
+  artifacts: ArtifactStore;
+  /** Where webhook deliveries that start a session are recorded. */
+  audit?: AuditTrail;
+  /** The database of the metrics page. */
+  pool?: Pool;
+}
+
+export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {
+  if (config.DRYDOCK_CONSOLE_URL) return config.DRYDOCK_CONSOLE_URL.replace(/\/$/, '');
+  const host = config.DRYDOCK_HTTP_HOST.includes(':') ? `[${config.DRYDOCK_HTTP_HOST}]` : config.DRYDOCK_HTTP_HOST;
+  return `http://${host}:${config.DRYDOCK_HTTP_PORT}`;
+}
+
+/** The body, up to `maxBody` bytes; over it → 413 without reading the rest. */
+export async function readBody(req: IncomingMessage, maxBody: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (declared > maxBody) throw new HttpError(413, `body over ${maxBody} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBody) throw new HttpError(413, `body over ${maxBody} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function parseJson(body: Buffer): any {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new HttpError(400, `body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+/** The caller's name from `Authorization: Bearer` or the console cookie; undefined when neither is valid. */
+export function identify(req: IncomingMessage, tokens: ApiTokens): string | undefined {
+  const bearer = /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1];
+  return tokens.identify(bearer ?? cookieOf(req, COOKIE));
+}
+
+/** Cookie-authenticated writes need a JSON body: a cross-site form cannot send one. */
+export function requireJsonRequest(req: IncomingMessage): void {
+  if (!/^application\/json\b/i.test(header(req, 'content-type') ?? '')) {
+    throw new HttpError(415, 'send Content-Type: application/json');
+  }
+}
+
+export async function statusOr404(client: Client, id: string): Promise<SessionStatus> {
+  try {
+    return await getStatus(client, id);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new HttpError(404, `no session ${id}`);
+    throw err;
+  }
+}
+
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function cookieOf(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const [key, ...value] = part.trim().split('=');
+    if (key === name) return decodeURIComponent(value.join('='));
+  }
+  return undefined;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(JSON.stringify(body));
+}
+
+export function sendHtml(res: ServerResponse, status: number, html: string, nonce?: string): void {
+  res.writeHead(status, {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'content-security-policy': `default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
+  });
+  res.end(html);
+}

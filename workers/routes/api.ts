@@ -1,0 +1,106 @@
+/**
+ * The JSON API under /api/sessions: list, start, status and decide. The
+ * caller is already identified (bearer token or console cookie).
+ */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { listSessions, SessionExists, startSession } from '../../lib/sessions';
+import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
+import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
+import {
+  consoleUrl,
+  HttpError,
+  parseJson,
+  readBody,
+  requireJsonRequest,
+  statusOr404,
+  type ServeContext,
+} from '../http';
+
+type Answer = [number, unknown];
+
+/** GET /api/sessions?phase&repo&limit; `repo` as "owner/name" or a URL. */
+export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
+  let repo = url.searchParams.get('repo') ?? undefined;
+  if (repo && !repo.includes('://')) {
+    const found = ctx.repos.byName(repo);
+    if (!found.ok) throw new HttpError(422, found.reason);
+    repo = found.repo.url;
+  }
+  const limit = Number(url.searchParams.get('limit') ?? 50);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new HttpError(400, 'limit: 1 to 1000');
+  try {
+    return await listSessions(ctx.client, { phase: url.searchParams.get('phase') ?? undefined, repo, limit });
+  } catch (err) {
+    if (err instanceof RangeError) throw new HttpError(400, err.message);
+    throw err;
+  }
+}
+
+/** POST /api/sessions: a session input, with `repo` as "owner/name" or {name|url, ref}; only repos drydock serves. */
+export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: string): Promise<Answer> {
+  requireJsonRequest(req);
+  const body = parseJson(await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY));
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new HttpError(400, 'body must be a JSON object');
+  }
+  const { sessionId: requestedId, repo, ...rest } = body;
+  const spec = typeof repo === 'string' ? { name: repo } : (repo ?? {});
+  const found = spec.name !== undefined ? ctx.repos.byName(spec.name) : ctx.repos.byUrl(spec.url);
+  if (!found.ok) throw new HttpError(422, found.reason);
+  const input = {
+    ...rest,
+    repo: { url: found.repo.url, ...(spec.ref ? { ref: spec.ref } : {}) },
+    requestedBy: who,
+  };
+  const parsed = parseSessionInput(input);
+  if (!parsed.ok) throw new HttpError(422, `invalid session input: ${parsed.problems.join('; ')}`);
+  if (requestedId !== undefined && (typeof requestedId !== 'string' || !/^[A-Za-z0-9._-]{1,100}$/.test(requestedId))) {
+    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only');
+  }
+  const sessionId = requestedId ?? `api-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+  try {
+    await startSession(ctx.client, input as SessionInputDraft, { sessionId, taskQueue: ctx.config.DRYDOCK_TASK_QUEUE });
+  } catch (err) {
+    if (err instanceof SessionExists) throw new HttpError(409, err.message);
+    throw err;
+  }
+  ctx.log.info({ sessionId, by: who, repo: found.repo.name }, 'API started a session');
+  return [201, { sessionId, url: `${consoleUrl(ctx.config)}/sessions/${encodeURIComponent(sessionId)}` }];
+}
+
+/** POST /api/sessions/:id/decide `{decision, action?, change?, comment?}`; the decider is the token's owner. */
+export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: string, who: string): Promise<Answer> {
+  requireJsonRequest(req);
+  const body = parseJson(await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY));
+  if (body === null || typeof body !== 'object') throw new HttpError(400, 'body must be a JSON object');
+  if (body.by !== undefined && body.by !== who) {
+    throw new HttpError(403, `you are ${who}; a decision is recorded as its sender`);
+  }
+  let action = body.action;
+  if (action === undefined) {
+    const current = await statusOr404(ctx.client, id);
+    if (!current.pendingApproval) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
+    action = current.pendingApproval.action;
+  }
+  if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
+  const input: DecideInput = {
+    decision: body.decision,
+    action,
+    by: who,
+    ...(body.comment !== undefined ? { comment: body.comment } : {}),
+    ...(body.change !== undefined ? { change: body.change } : {}),
+  };
+  try {
+    const decision = await ctx.client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
+    ctx.log.info({ sessionId: id, by: who, decision: decision.decision, action }, 'decision accepted');
+    return [200, decision];
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) {
+      throw new HttpError(409, (err.cause as Error | undefined)?.message ?? err.message);
+    }
+    if (err instanceof WorkflowNotFoundError) throw new HttpError(404, `no session ${id}`);
+    throw err;
+  }
+}
