@@ -1,22 +1,34 @@
 /**
- * `drydock serve`'s webhooks on real Temporal, Docker and git: GitHub's own
- * example payloads, signed with a test secret, start the right sessions; a
- * redelivery starts nothing new; and every refusal starts nothing at all.
+ * `drydock serve`'s webhooks on real Temporal, Docker and git, against a fake
+ * GitHub speaking the REST API: GitHub's own example payloads, signed with a
+ * test secret, start the repo's agent; a redelivery or a replayed body starts
+ * nothing new; and every refusal starts nothing at all.
  */
 import { Pool } from 'pg';
 import { request } from 'node:http';
 import { sign } from '@octokit/webhooks-methods';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { bodyHash, routeGitHubEvent } from '../lib/webhooks';
+import { PAYLOADS, type PayloadEvent } from '../lib/webhook-payloads';
 import { status, type PullRequestClosed, type SessionStatus } from '../workflows/api';
-import { example, EXAMPLE_REPO } from './github-examples';
+import { triggerSessionSchema } from '../workflows/input';
+import { startFakeGitHub, type FakeGitHub } from './fake-github';
+import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from './github-examples';
 import { git, makeFixtureRepo, startServe, startStack, type TestStack } from './helpers';
 
 const SECRET = 'new-webhook-secret-for-tests';
 const OLD_SECRET = 'old-webhook-secret-for-tests';
 const CI_SECRET = 'ci-secret-for-the-tests';
 const MAX_BODY = 64 * 1024;
+const TOKEN = 'ghp_webhookTestToken0123456789abcdefABCDEF';
+/** The repo's agent: a script that makes the change check.sh wants. */
+const TRIGGER_SESSION = triggerSessionSchema.parse({
+  agent: { kind: 'script', steps: [{ run: 'echo hello >> README.md' }] },
+  verify: { test: 'sh check.sh' },
+});
 
 let stack: TestStack;
+let github: FakeGitHub;
 let serve: Awaited<ReturnType<typeof startServe>>;
 let repo: { url: string; bare: string };
 let head: string;
@@ -42,17 +54,35 @@ beforeAll(async () => {
     repo.bare,
   ).trim();
   git(['update-ref', 'refs/pull/1/head', prHead], repo.bare);
-  stack = await startStack({ DRYDOCK_APPROVAL_REQUIRED: [] });
-  serve = await startServe(stack, {
-    DRYDOCK_WEBHOOK_SECRETS: [SECRET, OLD_SECRET],
-    DRYDOCK_CI_SECRET: CI_SECRET,
-    DRYDOCK_REPOS: [`${EXAMPLE_REPO}=${repo.url}`],
-    DRYDOCK_HTTP_MAX_BODY: MAX_BODY,
+  const [owner, name] = EXAMPLE_REPO.split('/');
+  github = await startFakeGitHub({ owner, repo: name, token: TOKEN });
+  Object.assign(github.state.branches, { main: head, changes: head });
+  github.state.permissions.Codertocat = 'admin';
+  github.pulls.push({
+    number: 1,
+    head: 'changes',
+    base: 'main',
+    title: 'the pull request',
+    body: '',
+    draft: false,
+    html_url: `${github.url}/${EXAMPLE_REPO}/pull/1`,
   });
+  github.state.issues[1] = { title: 'Spelling error in the README file', body: 'commit has two ts' };
+  stack = await startStack({ DRYDOCK_APPROVAL_REQUIRED: [], GITHUB_TOKEN: TOKEN, GITHUB_API_URL: github.url });
+  serve = await startServe(stack, serveConfig());
 });
 afterAll(async () => {
   await serve?.close();
   await stack?.stop();
+  await github?.close();
+});
+
+const serveConfig = () => ({
+  DRYDOCK_WEBHOOK_SECRETS: [SECRET, OLD_SECRET],
+  DRYDOCK_CI_SECRET: CI_SECRET,
+  DRYDOCK_REPOS: [`${EXAMPLE_REPO}=${repo?.url}`],
+  DRYDOCK_HTTP_MAX_BODY: MAX_BODY,
+  DRYDOCK_TRIGGER_SESSION: TRIGGER_SESSION,
 });
 
 let deliveries = 0;
@@ -65,9 +95,14 @@ interface Sent {
 }
 
 /** POSTs raw bytes with the given headers (node:http, so nothing rewrites them). */
-function post(path: string, body: Buffer | string, headers: Record<string, string>): Promise<Sent> {
+function post(
+  path: string,
+  body: Buffer | string,
+  headers: Record<string, string>,
+  to: { url: string } = serve,
+): Promise<Sent> {
   return new Promise((resolve, reject) => {
-    const req = request(`${serve.url}${path}`, { method: 'POST', headers }, (res) => {
+    const req = request(`${to.url}${path}`, { method: 'POST', headers }, (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode!, body: text ? JSON.parse(text) : undefined }));
@@ -77,16 +112,32 @@ function post(path: string, body: Buffer | string, headers: Record<string, strin
   });
 }
 
-async function deliver(event: string, payload: unknown, opts: { delivery?: string; secret?: string } = {}) {
+async function deliver(
+  event: string,
+  payload: unknown,
+  opts: { delivery?: string; secret?: string; to?: { url: string } } = {},
+) {
   const body = JSON.stringify(payload);
   const delivery = opts.delivery ?? newDelivery();
-  const sent = await post('/webhooks/github', body, {
-    'content-type': 'application/json',
-    'x-github-event': event,
-    'x-github-delivery': delivery,
-    'x-hub-signature-256': await sign(opts.secret ?? SECRET, body),
-  });
+  const sent = await post(
+    '/webhooks/github',
+    body,
+    {
+      'content-type': 'application/json',
+      'x-github-event': event,
+      'x-github-delivery': delivery,
+      'x-hub-signature-256': await sign(opts.secret ?? SECRET, body),
+    },
+    opts.to,
+  );
   return { ...sent, delivery };
+}
+
+/** The session id a payload would start, whether or not it was started. */
+function sessionIdOf(event: string, payload: unknown): string {
+  const trigger = routeGitHubEvent(event, bodyHash(JSON.stringify(payload)), payload);
+  if (trigger.kind !== 'start') throw new Error(`${event} starts nothing: ${JSON.stringify(trigger)}`);
+  return trigger.sessionId;
 }
 
 async function exists(workflowId: string): Promise<boolean> {
@@ -105,50 +156,60 @@ async function finalStatus(sessionId: string): Promise<SessionStatus> {
   return handle.query(status);
 }
 
+let issueNumber = 100;
+/** GitHub's labelled-issue example, on a fresh issue of the fake GitHub. */
 const labelled = () => {
-  const payload = example('issues', (p) => p.action === 'labeled');
-  payload.label.name = 'drydock';
+  const payload = actionable('issues');
+  payload.issue.number = ++issueNumber;
+  github.state.issues[issueNumber] = { title: payload.issue.title, body: payload.issue.body };
   return payload;
 };
 
-describe('GitHub events start the right session', () => {
-  test('an issue labelled drydock: title and body are the task, the sender requested it', async () => {
+let commentId = 1000;
+/** GitHub's new-comment example: a fresh comment on issue 1. */
+const command = (text: string, by = 'Codertocat') => {
+  const payload = actionable('issue_comment');
+  Object.assign(payload.comment, { id: ++commentId, body: text });
+  payload.comment.user.login = by;
+  return payload;
+};
+
+describe('GitHub events start the repo agent', () => {
+  test('an issue labelled drydock: the configured agent changes the repo, tests pass, a pull request opens', async () => {
     const sent = await deliver('issues', labelled());
     expect(sent.status).toBe(202);
-    expect(sent.body).toEqual({ sessionId: `gh-${sent.delivery.toLowerCase()}` });
+    expect(sent.body.sessionId).toMatch(new RegExp(`^gh-codertocat-hello-world-issue-${issueNumber}-[0-9a-f]{16}$`));
     const final = await finalStatus(sent.body.sessionId);
-    expect(final).toMatchObject({
-      phase: 'completed',
-      repo: repo.url,
-      task: "Spelling error in the README file\n\nIt looks like you accidently spelled 'commit' with two 't's.",
-      requestedBy: 'Codertocat',
-    });
+    expect(final).toMatchObject({ phase: 'completed', repo: repo.url, requestedBy: 'Codertocat' });
+    expect(final.task).toContain('Spelling error in the README file');
+    expect(final.verification?.passed).toBe(true);
     expect(final.sandbox!.baseCommit).toBe(head);
+    expect(final.pullRequest?.url).toMatch(/\/Codertocat\/Hello-World\/pull\/\d+$/);
   });
 
   test('/drydock in a pull request comment: the task, on the PR head', async () => {
-    const payload = example('issue_comment', (p) => p.action === 'created');
-    payload.comment.body = '/drydock fix the spelling';
+    const payload = command('/drydock fix the spelling');
     payload.issue.pull_request = { url: 'https://api.github.com/repos/Codertocat/Hello-World/pulls/1' };
     const sent = await deliver('issue_comment', payload);
     expect(sent.status).toBe(202);
     const final = await finalStatus(sent.body.sessionId);
     expect(final.phase).toBe('completed');
-    expect(final.task).toMatch(/^fix the spelling\n\n\(asked on /);
+    expect(final.task).toContain('fix the spelling');
     expect(final.sandbox!.baseCommit).toBe(prHead);
   });
 
   test('a failed check_run and a failed workflow_run of one commit: one "make CI green" session, from that commit', async () => {
     const check = example('check_run', (p) => p.action === 'completed' && p.check_run.conclusion === 'failure');
     check.check_run.head_sha = head;
-    const run = example('workflow_run', (p) => p.action === 'completed');
-    Object.assign(run.workflow_run, { conclusion: 'failure', head_sha: head });
+    const run = actionable('workflow_run');
+    Object.assign(run.workflow_run, { head_sha: head });
+    run.workflow_run.head_repository.full_name = EXAMPLE_REPO;
     const first = await deliver('check_run', check);
     const second = await deliver('workflow_run', run);
     expect(first.status).toBe(202);
     expect(second.body.sessionId).toBe(first.body.sessionId);
     const final = await finalStatus(first.body.sessionId);
-    expect(final.task).toMatch(/^Make CI green on changes: "Octocoders-linter" failed at /);
+    expect(final.task).toMatch(/Make CI green on changes: "Octocoders-linter" failed at /);
     expect(final.sandbox!.baseCommit).toBe(head);
   });
 
@@ -196,15 +257,18 @@ describe('GitHub events start the right session', () => {
   });
 });
 
-test('the same delivery twice → one workflow, during the session and after it ended', async () => {
+test('the same body twice, under its delivery id or a new one (a replay) → one workflow, during the session and after it', async () => {
   const payload = labelled();
   const first = await deliver('issues', payload);
   const handle = stack.client.workflow.getHandle(first.body.sessionId);
   const { runId } = await handle.describe();
   const again = await deliver('issues', payload, { delivery: first.delivery });
   expect(again.body.sessionId).toBe(first.body.sessionId);
+  const replayed = await deliver('issues', payload);
+  expect(replayed.delivery).not.toBe(first.delivery);
+  expect(replayed.body.sessionId).toBe(first.body.sessionId);
   await handle.result();
-  const later = await deliver('issues', payload, { delivery: first.delivery });
+  const later = await deliver('issues', payload);
   expect(later).toMatchObject({ status: 202, body: { sessionId: first.body.sessionId } });
   expect((await handle.describe()).runId).toBe(runId);
   const runs: string[] = [];
@@ -223,53 +287,64 @@ describe('refusals start nothing', () => {
   });
 
   test('a one-byte change in the body → 401', async () => {
-    const body = JSON.stringify(labelled());
-    const delivery = newDelivery();
-    const headers = await signedHeaders(body, delivery);
+    const payload = labelled();
+    const body = JSON.stringify(payload);
+    const headers = await signedHeaders(body, newDelivery());
     const tampered = body.replace('Spelling error', 'Spelling errer');
     expect(Buffer.byteLength(tampered)).toBe(Buffer.byteLength(body));
     expect(await post('/webhooks/github', tampered, headers)).toEqual({
       status: 401,
       body: { error: 'signature does not match' },
     });
-    expect(await exists(`gh-${delivery}`)).toBe(false);
+    expect(await exists(sessionIdOf('issues', JSON.parse(tampered)))).toBe(false);
   });
 
   test('a missing signature header, or a sha1 one → 401', async () => {
-    const body = JSON.stringify(labelled());
-    const delivery = newDelivery();
-    const { 'x-hub-signature-256': signature, ...unsigned } = await signedHeaders(body, delivery);
+    const payload = labelled();
+    const body = JSON.stringify(payload);
+    const { 'x-hub-signature-256': signature, ...unsigned } = await signedHeaders(body, newDelivery());
     expect((await post('/webhooks/github', body, unsigned)).status).toBe(401);
     const sha1 = { ...unsigned, 'x-hub-signature-256': signature.replace('sha256=', 'sha1=') };
     expect((await post('/webhooks/github', body, sha1)).status).toBe(401);
-    expect(await exists(`gh-${delivery}`)).toBe(false);
+    expect(await exists(sessionIdOf('issues', payload))).toBe(false);
   });
 
   test('an oversized body → 413, declared or streamed', async () => {
     const payload = labelled();
     payload.issue.body = 'x'.repeat(MAX_BODY);
     const body = JSON.stringify(payload);
-    const delivery = newDelivery();
-    const headers = await signedHeaders(body, delivery);
+    const headers = await signedHeaders(body, newDelivery());
     expect(await post('/webhooks/github', body, headers)).toEqual({
       status: 413,
       body: { error: `body over ${MAX_BODY} bytes` },
     });
     // Without a Content-Length (chunked), the server stops at the limit too.
     expect((await post('/webhooks/github', body, { ...headers, 'transfer-encoding': 'chunked' })).status).toBe(413);
-    expect(await exists(`gh-${delivery}`)).toBe(false);
+    expect(await exists(sessionIdOf('issues', payload))).toBe(false);
   });
 
   test('a signed body that is not JSON → 400', async () => {
-    const delivery = newDelivery();
     const sent = await post(
       '/webhooks/github',
       '{"action": "labeled",',
-      await signedHeaders('{"action": "labeled",', delivery),
+      await signedHeaders('{"action": "labeled",', newDelivery()),
     );
     expect(sent.status).toBe(400);
     expect(sent.body.error).toMatch(/^body is not JSON/);
-    expect(await exists(`gh-${delivery}`)).toBe(false);
+  });
+
+  test('every signed payload without a field drydock reads → 422 naming the field', async () => {
+    const cases = (Object.keys(PAYLOADS) as PayloadEvent[]).flatMap((event) =>
+      requiredPaths(PAYLOADS[event].schema).map((path) => ({ event, path })),
+    );
+    const answers = [];
+    for (const { event, path } of cases) {
+      const sent = await deliver(event, without(actionable(event), path));
+      answers.push(`${event} ${sent.status} ${sent.body.error}`);
+    }
+    expect(answers).toEqual(
+      cases.map(({ event, path }) => `${event} 422 ${event} payload: ${path.join('.')}: required`),
+    );
   });
 
   test('an unknown repo → 422 with the reason', async () => {
@@ -280,7 +355,77 @@ describe('refusals start nothing', () => {
       status: 422,
       body: { error: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)' },
     });
-    expect(await exists(`gh-${sent.delivery}`)).toBe(false);
+    expect(await exists(sessionIdOf('issues', payload))).toBe(false);
+  });
+
+  test('a repo without an agent configured → 422 with the reason, said once on the issue', async () => {
+    const bare = await startServe(stack, { ...serveConfig(), DRYDOCK_TRIGGER_SESSION: undefined });
+    try {
+      const payload = labelled();
+      const reason = `no agent is configured for ${EXAMPLE_REPO} (set DRYDOCK_TRIGGER_SESSION)`;
+      for (let i = 0; i < 2; i++) {
+        expect(await deliver('issues', payload, { to: bare })).toMatchObject({ status: 422, body: { error: reason } });
+      }
+      expect(await exists(sessionIdOf('issues', payload))).toBe(false);
+      const answers = github.state.comments.filter((c) => c.issue === issueNumber);
+      expect(answers).toHaveLength(1);
+      expect(answers[0].body).toContain(reason);
+    } finally {
+      await bare.close();
+    }
+  });
+
+  test('/drydock from someone without write permission → 403, answered once on the issue', async () => {
+    github.state.permissions.reader = 'read';
+    const payload = command('/drydock delete everything', 'reader');
+    payload.comment.author_association = 'COLLABORATOR'; // what the payload says is not what is checked
+    const before = github.state.comments.filter((c) => c.issue === 1).length;
+    for (let i = 0; i < 2; i++) {
+      expect(await deliver('issue_comment', payload)).toMatchObject({
+        status: 403,
+        body: { error: `reader has read permission on ${EXAMPLE_REPO}, not write` },
+      });
+    }
+    expect(await exists(sessionIdOf('issue_comment', payload))).toBe(false);
+    const answers = github.state.comments.filter((c) => c.issue === 1).slice(before);
+    expect(answers).toHaveLength(1);
+    expect(answers[0].body).toMatch(/did not start a session: reader has read permission/);
+  });
+
+  test("/drydock on drydock's own pull request → 422: no second, unrelated session", async () => {
+    github.pulls.push({
+      number: 50,
+      head: 'drydock/gh-some-session',
+      base: 'main',
+      title: 'drydock: x',
+      body: '',
+      draft: false,
+      html_url: `${github.url}/${EXAMPLE_REPO}/pull/50`,
+    });
+    const payload = command('/drydock also fix the typo');
+    payload.issue.number = 50;
+    payload.issue.pull_request = { url: 'https://api.github.com/repos/Codertocat/Hello-World/pulls/50' };
+    const sent = await deliver('issue_comment', payload);
+    expect(sent).toMatchObject({ status: 422, body: { error: expect.stringMatching(/is drydock's own/) } });
+    expect(await exists(sessionIdOf('issue_comment', payload))).toBe(false);
+  });
+
+  test("a fork's failed run starts nothing: by its head repository, or a commit that is not the branch's head", async () => {
+    const run = actionable('workflow_run');
+    Object.assign(run.workflow_run, { head_sha: prHead });
+    run.workflow_run.head_repository.full_name = 'outsider/Hello-World';
+    const fromFork = await deliver('workflow_run', run);
+    expect(fromFork).toMatchObject({ status: 202, body: { ignored: expect.stringMatching(/a fork/) } });
+    // A check_run does not say where its commit lives: the branch of the repo itself must be at it.
+    const check = example('check_run', (p) => p.action === 'completed' && p.check_run.conclusion === 'failure');
+    check.check_run.head_sha = prHead;
+    check.check_run.pull_requests = [];
+    const sent = await deliver('check_run', check);
+    expect(sent).toMatchObject({
+      status: 202,
+      body: { ignored: expect.stringMatching(/is not the head of Codertocat\/Hello-World's branch changes/) },
+    });
+    expect(await exists(sessionIdOf('check_run', check))).toBe(false);
   });
 
   test('events drydock does not act on → 202 ignored; ping → 200', async () => {
@@ -290,40 +435,51 @@ describe('refusals start nothing', () => {
       'issues',
       example('issues', (p) => p.action === 'opened'),
     );
-    expect(opened).toMatchObject({ status: 202, body: { ignored: "issues.opened: only 'labeled' starts a session" } });
-    expect(await exists(`gh-${opened.delivery}`)).toBe(false);
+    expect(opened).toMatchObject({ status: 202, body: { ignored: "issues.opened: only 'labeled' is read" } });
     const ping = await deliver('ping', example('ping'));
     expect(ping.status).toBe(200);
   });
 });
 
 describe('the generic CI trigger', () => {
-  const ciPost = async (payload: unknown, secret = CI_SECRET, delivery = newDelivery()) => {
+  const ciPost = async (payload: unknown, opts: { secret?: string; at?: number } = {}) => {
     const body = JSON.stringify(payload);
-    const sent = await post('/webhooks/ci', body, {
+    const timestamp = String(Math.floor((opts.at ?? Date.now()) / 1000));
+    return post('/webhooks/ci', body, {
       'content-type': 'application/json',
-      'x-drydock-delivery': delivery,
-      'x-drydock-signature-256': await sign(secret, body),
+      'x-drydock-timestamp': timestamp,
+      'x-drydock-signature-256': await sign(opts.secret ?? CI_SECRET, `${timestamp}.${body}`),
     });
-    return { ...sent, delivery };
   };
+  const id = () => `nightly-${newDelivery()}`.slice(0, 64);
 
-  test('a signed request starts a session on the ref; the same delivery again starts nothing new', async () => {
-    const request = { repo: EXAMPLE_REPO, ref: 'main', task: 'make the nightly build green', requestedBy: 'ci-bot' };
+  test('a signed request starts a session on the ref; the same body signed again starts nothing new', async () => {
+    const request = {
+      repo: EXAMPLE_REPO,
+      ref: 'main',
+      task: 'make the nightly build green',
+      requestedBy: 'ci-bot',
+      id: id(),
+    };
     const sent = await ciPost(request);
-    expect(sent).toMatchObject({ status: 202, body: { sessionId: `ci-${sent.delivery.toLowerCase()}` } });
-    const again = await ciPost(request, CI_SECRET, sent.delivery);
+    expect(sent).toMatchObject({ status: 202, body: { sessionId: `ci-${request.id.toLowerCase()}` } });
+    const again = await ciPost(request, { at: Date.now() + 2000 });
     expect(again.body).toEqual(sent.body);
     const final = await finalStatus(sent.body.sessionId);
     expect(final).toMatchObject({ phase: 'completed', task: 'make the nightly build green', requestedBy: 'ci-bot' });
   });
 
-  test('a wrong signature → 401, an unknown repo → 422; neither starts anything', async () => {
-    const wrong = await ciPost({ repo: EXAMPLE_REPO, task: 'x' }, 'not-the-ci-secret-at-all');
-    expect(wrong.status).toBe(401);
-    expect(await exists(`ci-${wrong.delivery}`)).toBe(false);
-    const unknown = await ciPost({ repo: 'someone/else', task: 'x' });
+  test('a captured request replayed after the window → 401; a wrong signature → 401; a bad body → 422', async () => {
+    const request = { repo: EXAMPLE_REPO, task: 'x', id: id() };
+    const stale = await ciPost(request, { at: Date.now() - 6 * 60_000 });
+    expect(stale).toMatchObject({ status: 401, body: { error: expect.stringMatching(/outside the replay window/) } });
+    expect((await ciPost(request, { secret: 'not-the-ci-secret-at-all' })).status).toBe(401);
+    expect(await exists(`ci-${request.id}`)).toBe(false);
+    expect(await ciPost({ repo: EXAMPLE_REPO, id: id() })).toMatchObject({
+      status: 422,
+      body: { error: 'task: required' },
+    });
+    const unknown = await ciPost({ repo: 'someone/else', task: 'x', id: id() });
     expect(unknown.status).toBe(422);
-    expect(await exists(`ci-${unknown.delivery}`)).toBe(false);
   });
 });

@@ -15,6 +15,7 @@ import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
+import { githubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
 import { createRepoLookup, type RepoLookupService } from '../lib/repos';
 import { redactorOf } from '../lib/scrub';
@@ -44,6 +45,7 @@ export function createHandler(deps: ServeDeps) {
     ...deps,
     tokens: deps.tokens ?? loadApiTokens(deps.config),
     repos: deps.repos ?? createRepoLookup(deps.config),
+    github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
   };
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
