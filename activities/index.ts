@@ -1,6 +1,7 @@
 import { createAgentActivities } from './agent';
 import { createAuditActivities } from './audit';
 import type { ActivityDeps } from './deps';
+import { createGitHubActivities } from './github';
 import { heartbeating } from './heartbeat';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
@@ -16,6 +17,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
+    ...createGitHubActivities(deps),
     ...createReaperActivities(deps),
     ...createAuditActivities(deps),
     ...createSnapshotActivities(deps),

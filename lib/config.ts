@@ -71,6 +71,14 @@ const configSchema = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((v) => v === 'true'),
+  /**
+   * "true": pushing a change waits for its own approval even when its pull
+   * request's approval would cover it. Default: one review per change.
+   */
+  DRYDOCK_SEPARATE_APPROVALS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
   /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
   DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
   /** GitHub REST API base URL (GitHub Enterprise: https://<host>/api/v3). */

@@ -8,6 +8,7 @@ import { verifyWithFallback } from '@octokit/webhooks-methods';
 import { z } from 'zod';
 import type { PullRequestClosed } from '../workflows/api';
 import type { TriggerOrigin } from '../workflows/input';
+import { scrub } from './scrub';
 import { parsePayload, PAYLOADS, type PayloadEvent, type PayloadOf } from './webhook-payloads';
 
 /**
@@ -65,6 +66,8 @@ export type Trigger =
 export const LABEL = 'drydock';
 export const COMMAND = '/drydock';
 export const BRANCH_PREFIX = 'drydock/';
+/** Characters of a /drydock command that become the task. */
+const COMMAND_LIMIT = 4_000;
 
 /** Workflow-id-safe and branch-safe: lower-case letters, digits and '-'. */
 function slug(...parts: (string | number)[]): string {
@@ -144,7 +147,8 @@ function fromComment(p: PayloadOf<'issue_comment'>): Trigger {
     repo,
     // A PR comment works on the PR's head; GitHub keeps it at refs/pull/<n>/head.
     ref: onPullRequest ? `refs/pull/${number}/head` : undefined,
-    task: task.split('\n')[0].slice(0, 200),
+    // A writer's own words are the task; still bounded, and scrubbed of anything token-shaped.
+    task: scrub(task).slice(0, COMMAND_LIMIT),
     requestedBy: p.comment.user.login,
     source: `${COMMAND} on ${onPullRequest ? 'pull request' : 'issue'} #${number}`,
     origin: { repo, kind: 'comment', issue: number, pullRequest: onPullRequest, comment: p.comment.id },

@@ -52,6 +52,7 @@ afterAll(async () => {
   await github?.close();
 });
 
+/** A session that opens a pull request, with a gate for the push and one for the pull request. */
 const prSession = (extra: Record<string, unknown> = {}) => ({
   repo: { url: repo.url },
   task: 'greet in the README',
@@ -60,6 +61,7 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
   verify: { test: 'sh check.sh' },
   publish: { pullRequest: { repo: 'acme/app' } },
   ...extra,
+  approval: { separateGates: true, ...(extra.approval as object | undefined) },
 });
 
 const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({

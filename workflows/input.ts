@@ -222,6 +222,10 @@ export const sessionInputSchema = z.strictObject({
         .default([])
         .describe("Who may approve or reject: a subset of the server's approvers; empty: the server's list, or anyone"),
       forbidSelfApproval: z.boolean().default(false).describe('requestedBy may not approve'),
+      separateGates: z
+        .boolean()
+        .default(false)
+        .describe('Approve the push separately, even when approving the pull request would cover it'),
       timeout: duration.default('24h'),
     })
     .prefault({}),

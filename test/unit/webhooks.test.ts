@@ -68,7 +68,7 @@ test('/drydock comments: keyed by the comment id, the PR head for PR comments, t
   expect(routeGitHubEvent('issue_comment', HASH, payload)).toMatchObject({
     kind: 'start',
     sessionId: 'gh-codertocat-hello-world-comment-492700400',
-    task: 'fix the spelling',
+    task: 'fix the spelling\nin README.md',
     requestedBy: 'Codertocat',
     origin: { kind: 'comment', issue: 1, comment: 492700400, pullRequest: false },
     check: { writer: 'Codertocat' },
