@@ -103,7 +103,8 @@ test('one review per change: approving the pull request covers its push, unless 
   expect(reviewedTogether(tightened.policy, true)).toBe(false);
   expect(reviewedTogether({ ...policy, separateGates: true }, true)).toBe(false);
   // A policy recorded before the setting existed had two gates.
-  const { separateGates: _, ...recorded } = policy;
+  const recorded: ApprovalPolicy = { ...policy };
+  delete recorded.separateGates;
   expect(reviewedTogether(recorded, true)).toBe(false);
   expect((tightenPolicy(recorded, session) as { policy: ApprovalPolicy }).policy.separateGates).toBe(true);
 });
