@@ -87,7 +87,6 @@ export async function gate(run: SessionRun, action: Action, change: CommitResult
 /** Shows the change with its evidence, waits for a decision (or the timeout) and audits it. */
 async function awaitDecision(run: SessionRun, action: Action, change: CommitResult): Promise<Decision | undefined> {
   const { status: state, input } = run;
-  run.setPhase('awaiting_approval');
   const timeoutMs = durationMs(input.approval.timeout);
   state.pendingApproval = {
     action,
@@ -102,6 +101,7 @@ async function awaitDecision(run: SessionRun, action: Action, change: CommitResu
       screenshots: screenshotsOf(state.verification),
     },
   };
+  run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
   const decided = await run.track(`approval: ${action}`, async (record) => {
     const got = await condition(() => run.verdicts.has(action), timeoutMs);
     const verdict = run.verdicts.get(action);
