@@ -21,7 +21,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from '../activities/sandbox';
+import type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from '../activities/types';
 import { budgetStop, describeStop } from './rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage } from './rules/prompts';
 import {
