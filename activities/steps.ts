@@ -15,8 +15,7 @@ import {
   SANDBOX_EGRESS_SOCKET,
   type EgressProxy,
 } from '../lib/egress';
-import type { ExecResult } from '../lib/sandbox';
-import { parseCounters, sandboxFault } from '../lib/sandbox';
+import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
 import { scrub } from '../lib/scrub';
 import { recordEvent } from './audit';
 import { permanent, STATE_DIR } from './container';
