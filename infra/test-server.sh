@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Prints the path of a launcher for Temporal's time-skipping test server (the
 # Java SDK's in-memory server), which test/workflow runs through
-# TestWorkflowEnvironment.createTimeSkipping. The SDK would download it from a
-# CDN we cannot reach; Maven Central serves the same server as a jar, so this
-# fetches it with its dependencies into .tools/temporal-test-server once.
+# TestWorkflowEnvironment.createTimeSkipping. The SDK would download it at run
+# time, which the tests must not do; Maven Central serves the same server as a
+# jar, so this fetches it with its dependencies into .tools/temporal-test-server
+# once (idempotent: later runs only print the path).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 VERSION=1.33.0
 DIR="$TOOLS_DIR/temporal-test-server"
 LAUNCHER="$DIR/run-$VERSION"
 if [ -x "$LAUNCHER" ]; then echo "$LAUNCHER"; exit 0; fi
-command -v mvn >/dev/null || fail "no mvn to fetch the Temporal test server: apt-get install maven (needs Java >= 11)"
-command -v java >/dev/null || fail "no java to run the Temporal test server: apt-get install default-jre-headless"
+missing=()
+command -v java >/dev/null || missing+=(default-jre-headless)
+command -v mvn >/dev/null || missing+=(maven)
+if [ ${#missing[@]} -gt 0 ]; then
+  is_debian_root || fail "the workflow tests need ${missing[*]} (Java >= 11 and Maven): install them"
+  apt_install "${missing[@]}"
+fi
 step "fetching the Temporal test server $VERSION and its dependencies from Maven into .tools (first run only)"
 mkdir -p "$DIR"
 cat >"$DIR/pom.xml" <<EOF
@@ -30,7 +36,7 @@ cat >"$DIR/pom.xml" <<EOF
 </project>
 EOF
 rm -rf "$DIR/lib-$VERSION"
-mvn -B -q -f "$DIR/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+mvn -B -q -Dstyle.color=never -f "$DIR/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
   -DoutputDirectory="$DIR/lib-$VERSION" >&2 || fail "fetching the Temporal test server from Maven failed (see above)"
 # The SDK runs the launcher as `<launcher> <port> [extra args]` and gives it 5 s
 # to answer, so keep the JVM's start short: the client compiler tier and the serial collector.

@@ -9,9 +9,17 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import type { History } from '@temporalio/common/lib/proto-utils';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, Worker, type WorkflowBundle } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  Runtime,
+  Worker,
+  type WorkflowBundle,
+} from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type SessionStatus } from '../../workflows/api';
@@ -33,6 +41,11 @@ function testServerPath(): string {
 }
 
 export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment; bundle: WorkflowBundle }> {
+  // The sessions' own warnings (a rejected session "ending early") are expected here.
+  Runtime.install({
+    logger: new DefaultLogger('ERROR'),
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
+  });
   const [env, bundle] = await Promise.all([
     TestWorkflowEnvironment.createTimeSkipping({
       server: { executable: { type: 'existing-path', path: testServerPath() } },
@@ -128,6 +141,8 @@ export interface SessionRun {
   /** How the workflow ended when it did not return. */
   error?: Error;
   calls: string[];
+  /** Activities scheduled on another task queue than the worker's (a host's that no worker polls), as `type@queue`. */
+  elsewhere: string[];
   /** The arguments of each call, by activity name. */
   args: Record<string, unknown[]>;
 }
@@ -170,17 +185,22 @@ export async function runSession(
       (final: SessionStatus) => ({ status: final }),
       async (error: Error) => ({ error, status: await handle.query(status) }),
     );
-    await recordHistory(name, handle);
-    return { ...ended, id: taskQueue, calls, args };
+    const history = await handle.fetchHistory();
+    await recordHistory(name, history);
+    const elsewhere = history
+      .events!.map((e) => e.activityTaskScheduledEventAttributes)
+      .filter((a) => a && a.taskQueue?.name !== taskQueue)
+      .map((a) => `${a!.activityType?.name}@${a!.taskQueue?.name}`);
+    return { ...ended, id: taskQueue, calls, elsewhere, args };
   });
 }
 
 /** DRYDOCK_RECORD_HISTORY=1 keeps each case's history as a replay fixture. */
-async function recordHistory(name: string, handle: WorkflowHandle): Promise<void> {
+async function recordHistory(name: string, history: History): Promise<void> {
   if (!process.env.DRYDOCK_RECORD_HISTORY) return;
   const dir = path.join(__dirname, '..', 'fixtures', 'histories');
   await mkdir(dir, { recursive: true });
-  await writeFile(path.join(dir, `agentSession-wf-${name}.json`), historyToJSON(await handle.fetchHistory()));
+  await writeFile(path.join(dir, `agentSession-wf-${name}.json`), historyToJSON(history));
 }
 
 /** Waits (in real time: no time is skipped meanwhile) until the session asks for approval of `action`. */

@@ -298,6 +298,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     'destroySandbox 1',
     'recordSessionMetrics',
   ]);
+  expect(run.elsewhere).toEqual(['runStep@drydock@host-a']);
   expect(run.status).toMatchObject({ phase: 'completed', restarts: 1, sandbox: { name: 'sandbox-1', host: 'host-b' } });
   expect(run.status.timeline[2]).toMatchObject({
     name: 're-provision: host host-a did not pick up runStep within 2s',
