@@ -73,6 +73,7 @@ function defaultStubs(hostQueue: string): Activities {
       hostQueue,
       image: 'drydock-base:test',
       baseCommit: BASE_COMMIT,
+      hostTimeoutMs: 120_000,
       ...(generation ? { generation, restored: { step: 'step-1', bytes: 10 } } : {}),
     }),
     runStep: async ({ key }) => ({
