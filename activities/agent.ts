@@ -19,10 +19,11 @@ import {
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
-import { SandboxNotFound } from '../lib/sandbox';
 import { recordEvent } from './audit';
+import { permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
-import { STATE_DIR, tail, takeCheckpoint } from './sandbox';
+import { tail } from './output';
+import { takeCheckpoint } from './steps';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 const MAX_INSTRUCTIONS = 20_000;
@@ -122,7 +123,7 @@ export interface ToolCallInput {
   outputLimit: number;
   runTimeoutMs: number;
   /** When the call ends, the working tree against this base commit is the session's new checkpoint. */
-  checkpointBase?: string;
+  checkpointBase: string;
 }
 
 interface StoredAnswer {
@@ -131,59 +132,12 @@ interface StoredAnswer {
   model: string;
 }
 
+type ToolCallRecord = Extract<AgentCall, { type: 'tool' }>;
+
 const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
 export function createAgentActivities(deps: ActivityDeps) {
-  const { sandboxes, artifacts, models, audit } = deps;
-  async function readMessages(sessionId: string, count: number): Promise<ChatMessage[]> {
-    const messages: ChatMessage[] = [];
-    for (let i = 0; i < count; i++) {
-      const stored = await artifacts.get(sessionId, messageName(i));
-      if (!stored) throw new Error(`message ${i} of the conversation is missing from the artifact store`);
-      messages.push(JSON.parse(stored.toString()) as ChatMessage);
-    }
-    return messages;
-  }
-
-  async function writeMessage(sessionId: string, index: number, message: ChatMessage): Promise<void> {
-    await artifacts.put(sessionId, messageName(index), JSON.stringify(message));
-  }
-
-  /** Runs a shell command once per key (drydock-run), with optional stdin staged first; output cut to `limit`. */
-  async function runOnce(
-    sandbox: string,
-    key: string,
-    command: string,
-    opts: { timeoutMs: number; limit: number; stdin?: string },
-  ): Promise<{ exitCode: number; output: string; bytes: number; truncated: boolean }> {
-    const dir = `${STATE_DIR}/steps/${key}`;
-    if (opts.stdin !== undefined) {
-      await sandboxes.run(sandbox, ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'stage', `${dir}.in`], {
-        stdin: opts.stdin,
-      });
-    }
-    const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
-    const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, command], {
-      signal: Context.current().cancellationSignal,
-    });
-    const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-    if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
-      throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
-    }
-    const shown = await sandboxes.exec(sandbox, [
-      'sh',
-      '-c',
-      'wc -c < "$1"; head -c "$2" "$1"',
-      'read',
-      `${dir}/output`,
-      String(opts.limit),
-    ]);
-    const text = shown.stdout.toString();
-    const newline = text.indexOf('\n');
-    const bytes = Number(text.slice(0, newline));
-    return { exitCode: Number(recorded), output: text.slice(newline + 1), bytes, truncated: bytes > opts.limit };
-  }
-
+  const { sandboxes, artifacts } = deps;
   return {
     /** Writes the first two messages (system prompt with the repo's AGENTS.md, the task). */
     async startModelAgent(input: StartModelAgentInput): Promise<{ messageCount: number; instructions: boolean }> {
@@ -195,23 +149,19 @@ export function createAgentActivities(deps: ActivityDeps) {
           'read',
           String(MAX_INSTRUCTIONS),
         ])
-        .catch((err: unknown) => {
-          if (err instanceof SandboxNotFound)
-            throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
-          throw err;
-        });
+        .catch(permanent);
       const instructions = found.exitCode === 0 ? found.stdout.toString() : undefined;
-      await writeMessage(input.sessionId, 0, {
+      await writeMessage(artifacts, input.sessionId, 0, {
         role: 'system',
         content: systemPrompt({ instructions, verifyCommand: input.verifyCommand }),
       });
-      await writeMessage(input.sessionId, 1, { role: 'user', content: input.task });
+      await writeMessage(artifacts, input.sessionId, 1, { role: 'user', content: input.task });
       return { messageCount: 2, instructions: instructions !== undefined };
     },
 
     /** Adds a message from drydock (the failed verification) to the conversation. */
     async addAgentMessage(input: { sessionId: string; index: number; content: string }): Promise<void> {
-      await writeMessage(input.sessionId, input.index, { role: 'user', content: input.content });
+      await writeMessage(artifacts, input.sessionId, input.index, { role: 'user', content: input.content });
     },
 
     /**
@@ -219,178 +169,269 @@ export function createAgentActivities(deps: ActivityDeps) {
      * before it is returned, so a retry after a crash reuses the paid call.
      */
     async modelCall(input: ModelCallInput): Promise<ModelCallResult> {
-      const endpoint = resolveEndpoint(models, input.baseUrl);
-      if (!endpoint) {
-        throw ApplicationFailure.nonRetryable(
-          `agent.baseUrl ${input.baseUrl} is not an endpoint this worker allows (DRYDOCK_MODEL_BASE_URL, DRYDOCK_MODEL_ENDPOINTS)`,
-          ErrorType.ModelNotAllowed,
-        );
-      }
-      if (input.requirePrice && !models.prices[input.model]) {
-        throw ApplicationFailure.nonRetryable(
-          `agent.budget.maxCost needs a price for model ${input.model} in the worker's DRYDOCK_MODEL_PRICES`,
-          ErrorType.ModelNotAllowed,
-        );
-      }
-      const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
-      const messages = await readMessages(input.sessionId, input.messageCount);
-      const earlier = await artifacts.get(input.sessionId, answerName);
-      let answer: StoredAnswer;
-      if (earlier) {
-        answer = JSON.parse(earlier.toString()) as StoredAnswer;
-      } else {
-        const started = Date.now();
-        try {
-          const response = await chatCompletion(
-            endpoint,
-            { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature },
-            { signal: Context.current().cancellationSignal },
-          );
-          answer = { response, durationMs: Date.now() - started, model: input.model };
-        } catch (err) {
-          if (err instanceof ModelApiError && !err.retryable) {
-            throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
-          }
-          throw err;
-        }
-        await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
-      }
-      const { message, finishReason, usage } = answer.response;
-      await writeMessage(input.sessionId, input.messageCount, message);
-      const transcript = await artifacts.put(
-        input.sessionId,
-        'agent/transcript.json',
-        JSON.stringify([...messages, message], null, 1),
-      );
-      const call = {
-        type: 'model' as const,
-        turn: input.turn,
-        model: input.model,
-        finishReason,
-        durationMs: answer.durationMs,
-        costUsd: costOf(models.prices, input.model, usage),
-        reused: !!earlier,
-        ...usage,
-      };
-      await recordEvent(audit, {
-        sessionId: input.sessionId,
-        key: `model-${input.messageCount}`,
-        kind: 'model_call',
-        actor: 'drydock',
-        data: {
-          turn: call.turn,
-          model: call.model,
-          endpoint: input.baseUrl,
-          finishReason,
-          promptTokens: usage.promptTokens,
-          completionTokens: usage.completionTokens,
-          costUsd: call.costUsd,
-          durationMs: call.durationMs,
-          toolCalls: (message.tool_calls ?? []).map((c) => c.function.name),
-        },
-      });
-      return {
-        call,
-        toolCalls: (message.tool_calls ?? []).map((c) => ({
-          id: c.id,
-          name: c.function.name,
-          summary: describeToolCall(c),
-        })),
-        content: tail((message.content ?? '').trim(), 1000),
-        transcript,
-      };
+      return callModel(deps, input);
     },
 
     /** Runs one tool call of the model in the sandbox, at most once; its result becomes message `index`. */
-    async runTool(input: ToolCallInput): Promise<Extract<AgentCall, { type: 'tool' }>> {
-      const stored = await artifacts.get(input.sessionId, messageName(input.assistantIndex));
-      if (!stored) throw new Error(`message ${input.assistantIndex} of the conversation is missing`);
-      const assistant = JSON.parse(stored.toString()) as ChatMessage;
-      const call = assistant.role === 'assistant' ? assistant.tool_calls?.[input.callIndex] : undefined;
-      if (!call)
-        throw ApplicationFailure.nonRetryable(`no tool call ${input.callIndex} in message ${input.assistantIndex}`);
-      const started = Date.now();
-      const key = `agent-${String(input.index).padStart(6, '0')}`;
-      /** Writes the result the model will see; returns what the workflow keeps. */
-      const finish = async (
-        content: string,
-        result: { ok: boolean; exitCode?: number; bytes: number; truncated: boolean },
-      ): Promise<Extract<AgentCall, { type: 'tool' }>> => {
-        if (input.checkpointBase) {
-          await takeCheckpoint(deps, {
-            sandbox: input.sandbox,
-            sessionId: input.sessionId,
-            step: key,
-            baseCommit: input.checkpointBase,
-          });
-        }
-        await writeMessage(input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
-        await recordEvent(audit, {
-          sessionId: input.sessionId,
-          key: `tool-${input.index}`,
-          kind: 'tool_call',
-          actor: 'agent',
-          data: {
-            turn: input.turn,
-            tool: call.function.name,
-            arguments: tail(call.function.arguments ?? '', 2_000),
-            ok: result.ok,
-            exitCode: result.exitCode,
-            durationMs: Date.now() - started,
-            outputBytes: result.bytes,
-            truncated: result.truncated,
-          },
-        });
-        return {
-          type: 'tool',
-          turn: input.turn,
-          tool: call.function.name,
-          summary: describeToolCall(call),
-          ok: result.ok,
-          exitCode: result.exitCode,
-          durationMs: Date.now() - started,
-          outputBytes: result.bytes,
-          truncated: result.truncated,
-        };
-      };
-      let args: Record<string, unknown>;
-      try {
-        args = JSON.parse(call.function.arguments || '{}');
-        if (typeof args !== 'object' || args === null) throw new Error('not an object');
-      } catch (err) {
-        return finish(`error: the arguments are not a JSON object (${(err as Error).message})`, bad());
-      }
-      const str = (name: string, required = true): string | undefined => {
-        const v = args[name];
-        if (typeof v === 'string') return v;
-        if (required) throw new ToolInputError(`error: "${name}" (a string) is required`);
-        return undefined;
-      };
-      try {
-        const shell = toolCommand(call.function.name, str, args, input);
-        if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
-        const run = await runOnce(input.sandbox, key, shell.command, {
-          timeoutMs: shell.timeoutMs,
-          limit: input.outputLimit,
-          stdin: shell.stdin,
-        });
-        const ok = shell.okCodes.includes(run.exitCode);
-        const cut = run.truncated
-          ? `\n[output truncated: the first ${input.outputLimit} of ${run.bytes} bytes are shown]`
-          : '';
-        const content =
-          call.function.name === 'run'
-            ? `exit code ${run.exitCode}${run.exitCode === 124 ? ' (timed out)' : ''}\n${run.output}${cut}`
-            : `${ok ? '' : `error (exit code ${run.exitCode}): `}${run.output || (ok ? shell.empty : '')}${cut}`;
-        return finish(content, { ok, exitCode: run.exitCode, bytes: run.bytes, truncated: run.truncated });
-      } catch (err) {
-        if (err instanceof ToolInputError) return finish(err.message, bad());
-        if (err instanceof SandboxNotFound)
-          throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
-        throw err;
-      }
+    async runTool(input: ToolCallInput): Promise<ToolCallRecord> {
+      return runToolCall(deps, input);
     },
   };
+}
+
+async function readMessages(artifacts: ActivityDeps['artifacts'], sessionId: string, count: number) {
+  const messages: ChatMessage[] = [];
+  for (let i = 0; i < count; i++) {
+    const stored = await artifacts.get(sessionId, messageName(i));
+    if (!stored) throw new Error(`message ${i} of the conversation is missing from the artifact store`);
+    messages.push(JSON.parse(stored.toString()) as ChatMessage);
+  }
+  return messages;
+}
+
+async function writeMessage(
+  artifacts: ActivityDeps['artifacts'],
+  sessionId: string,
+  index: number,
+  message: ChatMessage,
+): Promise<void> {
+  await artifacts.put(sessionId, messageName(index), JSON.stringify(message));
+}
+
+/** The endpoint the session asked for, if this worker allows it and can price the model when it must. */
+function allowedEndpoint(models: ActivityDeps['models'], input: ModelCallInput) {
+  const endpoint = resolveEndpoint(models, input.baseUrl);
+  if (!endpoint) {
+    throw ApplicationFailure.nonRetryable(
+      `agent.baseUrl ${input.baseUrl} is not an endpoint this worker allows (DRYDOCK_MODEL_BASE_URL, DRYDOCK_MODEL_ENDPOINTS)`,
+      ErrorType.ModelNotAllowed,
+    );
+  }
+  if (input.requirePrice && !models.prices[input.model]) {
+    throw ApplicationFailure.nonRetryable(
+      `agent.budget.maxCost needs a price for model ${input.model} in the worker's DRYDOCK_MODEL_PRICES`,
+      ErrorType.ModelNotAllowed,
+    );
+  }
+  return endpoint;
+}
+
+/** See modelCall. */
+async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<ModelCallResult> {
+  const { artifacts, models, audit } = deps;
+  const endpoint = allowedEndpoint(models, input);
+  const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
+  const messages = await readMessages(artifacts, input.sessionId, input.messageCount);
+  const earlier = await artifacts.get(input.sessionId, answerName);
+  let answer: StoredAnswer;
+  if (earlier) {
+    answer = JSON.parse(earlier.toString()) as StoredAnswer;
+  } else {
+    answer = await askModel(endpoint, input, messages);
+    await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
+  }
+  const { message, finishReason, usage } = answer.response;
+  await writeMessage(artifacts, input.sessionId, input.messageCount, message);
+  const transcript = await artifacts.put(
+    input.sessionId,
+    'agent/transcript.json',
+    JSON.stringify([...messages, message], null, 1),
+  );
+  const call = {
+    type: 'model' as const,
+    turn: input.turn,
+    model: input.model,
+    finishReason,
+    durationMs: answer.durationMs,
+    costUsd: costOf(models.prices, input.model, usage),
+    reused: !!earlier,
+    ...usage,
+  };
+  await recordEvent(audit, {
+    sessionId: input.sessionId,
+    key: `model-${input.messageCount}`,
+    kind: 'model_call',
+    actor: 'drydock',
+    data: {
+      turn: call.turn,
+      model: call.model,
+      endpoint: input.baseUrl,
+      finishReason,
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      costUsd: call.costUsd,
+      durationMs: call.durationMs,
+      toolCalls: (message.tool_calls ?? []).map((c) => c.function.name),
+    },
+  });
+  return {
+    call,
+    toolCalls: (message.tool_calls ?? []).map((c) => ({
+      id: c.id,
+      name: c.function.name,
+      summary: describeToolCall(c),
+    })),
+    content: tail((message.content ?? '').trim(), 1000),
+    transcript,
+  };
+}
+
+/** One chat-completions call; an answer a retry cannot change (a 4xx) is permanent. */
+async function askModel(
+  endpoint: { baseUrl: string; apiKey?: string },
+  input: ModelCallInput,
+  messages: ChatMessage[],
+): Promise<StoredAnswer> {
+  const started = Date.now();
+  try {
+    const response = await chatCompletion(
+      endpoint,
+      { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature },
+      { signal: Context.current().cancellationSignal },
+    );
+    return { response, durationMs: Date.now() - started, model: input.model };
+  } catch (err) {
+    if (err instanceof ModelApiError && !err.retryable) {
+      throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
+    }
+    throw err;
+  }
+}
+
+/** See runTool. */
+async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<ToolCallRecord> {
+  const stored = await deps.artifacts.get(input.sessionId, messageName(input.assistantIndex));
+  if (!stored) throw new Error(`message ${input.assistantIndex} of the conversation is missing`);
+  const assistant = JSON.parse(stored.toString()) as ChatMessage;
+  const call = assistant.role === 'assistant' ? assistant.tool_calls?.[input.callIndex] : undefined;
+  if (!call)
+    throw ApplicationFailure.nonRetryable(`no tool call ${input.callIndex} in message ${input.assistantIndex}`);
+  const started = Date.now();
+  const key = `agent-${String(input.index).padStart(6, '0')}`;
+  const finish = (content: string, result: ToolOutcome) =>
+    finishToolCall(deps, input, { call, key, started }, content, result);
+  let args: Record<string, unknown>;
+  try {
+    args = JSON.parse(call.function.arguments || '{}');
+    if (typeof args !== 'object' || args === null) throw new Error('not an object');
+  } catch (err) {
+    return finish(`error: the arguments are not a JSON object (${(err as Error).message})`, bad());
+  }
+  const str = (name: string, required = true): string | undefined => {
+    const v = args[name];
+    if (typeof v === 'string') return v;
+    if (required) throw new ToolInputError(`error: "${name}" (a string) is required`);
+    return undefined;
+  };
+  try {
+    const shell = toolCommand(call.function.name, str, args, input);
+    if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
+    const run = await runOnce(deps.sandboxes, input.sandbox, key, shell.command, {
+      timeoutMs: shell.timeoutMs,
+      limit: input.outputLimit,
+      stdin: shell.stdin,
+    });
+    const ok = shell.okCodes.includes(run.exitCode);
+    const cut = run.truncated
+      ? `\n[output truncated: the first ${input.outputLimit} of ${run.bytes} bytes are shown]`
+      : '';
+    const content =
+      call.function.name === 'run'
+        ? `exit code ${run.exitCode}${run.exitCode === 124 ? ' (timed out)' : ''}\n${run.output}${cut}`
+        : `${ok ? '' : `error (exit code ${run.exitCode}): `}${run.output || (ok ? shell.empty : '')}${cut}`;
+    return finish(content, { ok, exitCode: run.exitCode, bytes: run.bytes, truncated: run.truncated });
+  } catch (err) {
+    if (err instanceof ToolInputError) return finish(err.message, bad());
+    return permanent(err);
+  }
+}
+
+interface ToolOutcome {
+  ok: boolean;
+  exitCode?: number;
+  bytes: number;
+  truncated: boolean;
+}
+
+/** Checkpoints the tree, writes the result the model will see, and returns what the workflow keeps. */
+async function finishToolCall(
+  deps: ActivityDeps,
+  input: ToolCallInput,
+  at: { call: ToolCall; key: string; started: number },
+  content: string,
+  result: ToolOutcome,
+): Promise<ToolCallRecord> {
+  const { call } = at;
+  await takeCheckpoint(deps, {
+    sandbox: input.sandbox,
+    sessionId: input.sessionId,
+    step: at.key,
+    baseCommit: input.checkpointBase,
+  });
+  await writeMessage(deps.artifacts, input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
+  await recordEvent(deps.audit, {
+    sessionId: input.sessionId,
+    key: `tool-${input.index}`,
+    kind: 'tool_call',
+    actor: 'agent',
+    data: {
+      turn: input.turn,
+      tool: call.function.name,
+      arguments: tail(call.function.arguments ?? '', 2_000),
+      ok: result.ok,
+      exitCode: result.exitCode,
+      durationMs: Date.now() - at.started,
+      outputBytes: result.bytes,
+      truncated: result.truncated,
+    },
+  });
+  return {
+    type: 'tool',
+    turn: input.turn,
+    tool: call.function.name,
+    summary: describeToolCall(call),
+    ok: result.ok,
+    exitCode: result.exitCode,
+    durationMs: Date.now() - at.started,
+    outputBytes: result.bytes,
+    truncated: result.truncated,
+  };
+}
+
+/** Runs a shell command once per key (drydock-run), with optional stdin staged first; output cut to `limit`. */
+async function runOnce(
+  sandboxes: ActivityDeps['sandboxes'],
+  sandbox: string,
+  key: string,
+  command: string,
+  opts: { timeoutMs: number; limit: number; stdin?: string },
+): Promise<{ exitCode: number; output: string; bytes: number; truncated: boolean }> {
+  const dir = `${STATE_DIR}/steps/${key}`;
+  if (opts.stdin !== undefined) {
+    await sandboxes.run(sandbox, ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'stage', `${dir}.in`], {
+      stdin: opts.stdin,
+    });
+  }
+  const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
+  const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, command], {
+    signal: Context.current().cancellationSignal,
+  });
+  const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
+  if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
+    throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
+  }
+  const shown = await sandboxes.exec(sandbox, [
+    'sh',
+    '-c',
+    'wc -c < "$1"; head -c "$2" "$1"',
+    'read',
+    `${dir}/output`,
+    String(opts.limit),
+  ]);
+  const text = shown.stdout.toString();
+  const newline = text.indexOf('\n');
+  const bytes = Number(text.slice(0, newline));
+  return { exitCode: Number(recorded), output: text.slice(newline + 1), bytes, truncated: bytes > opts.limit };
 }
 
 const bad = () => ({ ok: false, bytes: 0, truncated: false });

@@ -1,19 +1,23 @@
 import { createAgentActivities } from './agent';
 import { createAuditActivities } from './audit';
+import { createCommitActivities } from './commit';
 import type { ActivityDeps } from './deps';
 import { createGitHubActivities } from './github';
 import { heartbeating } from './heartbeat';
+import { createProvisionActivities } from './provision';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
-import { createSandboxActivities } from './sandbox';
 import { createSnapshotActivities } from './snapshot';
+import { createStepActivities } from './steps';
 import { createVerifyActivities } from './verify';
 
 export type { ActivityDeps } from './deps';
 
 export function createActivities(deps: ActivityDeps) {
   return heartbeating({
-    ...createSandboxActivities(deps),
+    ...createProvisionActivities(deps),
+    ...createStepActivities(deps),
+    ...createCommitActivities(deps),
     ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),

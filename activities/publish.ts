@@ -3,10 +3,11 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import { recordEvent } from './audit';
 import type { ActivityDeps } from './deps';
-import { exportBundle, tail } from './sandbox';
+import { exportBundle } from './commit';
+import { permanent } from './container';
+import { tail } from './output';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
-import { SandboxNotFound } from '../lib/sandbox';
 
 export interface PushInput {
   sandbox: string;
@@ -45,6 +46,50 @@ function githubFailure(err: unknown, repo: string): never {
   throw err;
 }
 
+/** Push failures a retry cannot change become non-retryable, with the remote's reason. */
+function pushFailure(err: unknown, branch: string): never {
+  if (err instanceof GitError && err.isAuthFailure) {
+    throw ApplicationFailure.nonRetryable(
+      `the remote refused the worker's credentials: ${err.message}`,
+      ErrorType.PushRejected,
+    );
+  }
+  if (err instanceof GitError && /non-fast-forward|fetch first/.test(err.stderr)) {
+    throw ApplicationFailure.nonRetryable(
+      `push of ${branch} was rejected: the remote branch has other commits (${err.message})`,
+      ErrorType.PushRejected,
+    );
+  }
+  if (err instanceof GitError && /\[remote rejected\]|rejected/.test(err.stderr)) {
+    // Protected branch, a hook, missing permissions...: the remote said why.
+    throw ApplicationFailure.nonRetryable(
+      `the remote refused the push of ${branch}: ${err.message}`,
+      ErrorType.PushRejected,
+    );
+  }
+  throw err;
+}
+
+/** The worker's deploy command, with the target in its environment and no credentials. */
+function runDeployCommand(
+  command: string,
+  target: { repoUrl: string; branch: string; commit: string },
+): Promise<{ exitCode: number; output: string }> {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !/^GITHUB_|TOKEN|SECRET|PASSWORD|KEY/i.test(name)),
+  );
+  Object.assign(env, {
+    DRYDOCK_REPO_URL: target.repoUrl,
+    DRYDOCK_BRANCH: target.branch,
+    DRYDOCK_COMMIT: target.commit,
+  });
+  return new Promise((resolve) =>
+    exec(command, { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
+      resolve({ exitCode: err ? ((err.code as number) ?? 1) : 0, output: stdout + stderr }),
+    ),
+  );
+}
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -79,15 +124,7 @@ export function createPublishActivities({
      * already has is a no-op, so a retry never pushes twice.
      */
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
-      let bundle: Buffer | undefined;
-      try {
-        bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch);
-      } catch (err) {
-        if (err instanceof SandboxNotFound) {
-          throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
-        }
-        throw err;
-      }
+      const bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch).catch(permanent);
       if (!bundle)
         throw ApplicationFailure.nonRetryable(`${input.branch} has no commits to push`, ErrorType.PushRejected);
       const target = { remote: input.repoUrl, branch: input.branch, commit: input.commit };
@@ -107,26 +144,7 @@ export function createPublishActivities({
         await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed });
         return { commit: input.commit, alreadyPushed };
       } catch (err) {
-        if (err instanceof GitError && err.isAuthFailure) {
-          throw ApplicationFailure.nonRetryable(
-            `the remote refused the worker's credentials: ${err.message}`,
-            ErrorType.PushRejected,
-          );
-        }
-        if (err instanceof GitError && /non-fast-forward|fetch first/.test(err.stderr)) {
-          throw ApplicationFailure.nonRetryable(
-            `push of ${input.branch} was rejected: the remote branch has other commits (${err.message})`,
-            ErrorType.PushRejected,
-          );
-        }
-        if (err instanceof GitError && /\[remote rejected\]|rejected/.test(err.stderr)) {
-          // Protected branch, a hook, missing permissions...: the remote said why.
-          throw ApplicationFailure.nonRetryable(
-            `the remote refused the push of ${input.branch}: ${err.message}`,
-            ErrorType.PushRejected,
-          );
-        }
-        throw err;
+        pushFailure(err, input.branch);
       }
     },
 
@@ -174,19 +192,7 @@ export function createPublishActivities({
       if (previous) {
         result = JSON.parse(previous.toString());
       } else {
-        const env = Object.fromEntries(
-          Object.entries(process.env).filter(([name]) => !/^GITHUB_|TOKEN|SECRET|PASSWORD|KEY/i.test(name)),
-        );
-        Object.assign(env, {
-          DRYDOCK_REPO_URL: input.repoUrl,
-          DRYDOCK_BRANCH: input.branch,
-          DRYDOCK_COMMIT: input.commit,
-        });
-        result = await new Promise((resolve) =>
-          exec(deployCommand, { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
-            resolve({ exitCode: err ? ((err.code as number) ?? 1) : 0, output: stdout + stderr }),
-          ),
-        );
+        result = await runDeployCommand(deployCommand, input);
         await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(result));
       }
       log.info({ sessionId: input.sessionId, exitCode: result.exitCode, repeated: !!previous }, 'deploy');

@@ -1,10 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
+import { sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
-import { copyWorkingTree, DEFAULT_TMP_BYTES, sandboxName, STATE_DIR, syncMirror, tail } from './sandbox';
+import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import { tail } from './output';
 import { egressDirOf } from '../lib/egress';
-import { resolveCommit } from '../lib/git';
 import { LABELS } from '../lib/sandbox';
 import {
   setupCommandOf,
@@ -19,7 +20,7 @@ import {
 } from '../lib/snapshots';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
-const BUILD_LIMITS = { cpus: 2, memoryBytes: 4 * 1024 ** 3, pids: 4096 };
+const BUILD_LIMITS = { cpus: 2, memoryBytes: 4 * 1024 ** 3, pids: 4096, tmpBytes: 512 * 1024 ** 2 };
 
 /** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
 export interface SnapshotBuildPlan {
@@ -76,31 +77,9 @@ export async function collectSnapshots(
 }
 
 export function createSnapshotActivities(deps: ActivityDeps) {
-  const { sandboxes, snapshots, audit, hostId, hostQueue, baseImage, runtime, readonlyRoot, egressRoot, log } = deps;
+  const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
 
   const collect = (repo: string, keep: number) => collectSnapshots(deps, repo, keep);
-
-  async function record(row: SnapshotBuildRow, extra: Record<string, unknown>): Promise<void> {
-    await audit.append({
-      sessionId: snapshotAuditId(row.repo),
-      key: `${row.id}/build`,
-      kind: 'snapshot.build',
-      actor: 'drydock',
-      data: {
-        buildId: row.id,
-        repo: row.repo,
-        host: row.host,
-        outcome: row.status,
-        commit: row.commit,
-        setupHash: row.setupHash,
-        image: row.image,
-        sizeBytes: row.sizeBytes,
-        durationMs: row.durationMs,
-        error: row.error,
-        ...extra,
-      },
-    });
-  }
 
   return {
     /**
@@ -117,37 +96,17 @@ export function createSnapshotActivities(deps: ActivityDeps) {
         );
       }
       const mirror = await syncMirror(deps, input.repo);
-      let commit: string;
-      try {
-        commit = await resolveCommit(mirror, reg.ref);
-      } catch (err) {
-        throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
-      }
+      const commit = await resolveRef(mirror, reg.ref);
       const inputs = await setupInputs(mirror, commit);
       const setup = setupCommandOf(reg, inputs);
       const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
       if (!setup) {
         const error = `no setup: register one with --setup, or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
-        await record(await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
+        await recordBuild(audit, await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
         throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
       }
       const sandbox = sandboxName(input.buildId);
-      await mkdir(egressDirOf(egressRoot, sandbox), { recursive: true, mode: 0o755 });
-      await sandboxes.create({
-        name: sandbox,
-        image: baseImage,
-        runtime,
-        readonlyRoot,
-        egressDir: egressDirOf(egressRoot, sandbox),
-        tmpBytes: DEFAULT_TMP_BYTES,
-        labels: {
-          [LABELS.session]: input.buildId,
-          [LABELS.repo]: input.repo,
-          [LABELS.host]: hostId,
-          [LABELS.expires]: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
-        },
-        ...BUILD_LIMITS,
-      });
+      await createBuildContainer(deps, { ...input, sandbox, setupTimeoutMs: reg.setupTimeoutMs });
       const ready = await sandboxes.exec(sandbox, ['test', '-f', `${STATE_DIR}/provisioned`]);
       if (ready.exitCode !== 0) {
         await copyWorkingTree(deps, sandbox, mirror, commit);
@@ -195,24 +154,12 @@ export function createSnapshotActivities(deps: ActivityDeps) {
           setupHash: plan.setupHash,
           error: `${why}: ${tail(setup.outputTail.trim(), 1_000)}`,
         });
-        await record(row, {});
+        await recordBuild(audit, row, {});
         log.warn({ buildId: plan.buildId, repo: plan.repo, error: row.error }, 'snapshot build failed');
         return resultOf(row, []);
       }
       const tag = snapshotImageTag(plan.repo, plan.commit, plan.buildId);
-      const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
-        baseImage,
-        tag,
-        labels: {
-          [SNAPSHOT_LABELS.image]: 'snapshot',
-          [SNAPSHOT_LABELS.repo]: plan.repo,
-          [SNAPSHOT_LABELS.commit]: plan.commit,
-          [SNAPSHOT_LABELS.setupHash]: plan.setupHash,
-          [SNAPSHOT_LABELS.created]: new Date().toISOString(),
-          [SNAPSHOT_LABELS.build]: plan.buildId,
-          [SNAPSHOT_LABELS.host]: hostId,
-        },
-      });
+      const image = await imageOfBuild(deps, plan, tag);
       const row = await snapshots.finishBuild(plan.buildId, {
         status: 'ready',
         commit: plan.commit,
@@ -221,7 +168,7 @@ export function createSnapshotActivities(deps: ActivityDeps) {
         sizeBytes: image.sizeBytes,
       });
       const removed = await collect(plan.repo, plan.keep);
-      await record(row, { removed });
+      await recordBuild(audit, row, { removed });
       log.info(
         { buildId: plan.buildId, repo: plan.repo, image: tag, sizeBytes: image.sizeBytes, ms: row.durationMs },
         'snapshot ready',
@@ -234,6 +181,72 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       return collect(input.repo, input.keep);
     },
   };
+}
+
+/** The build container: from the base image, no network, labelled so the reaper finds it after its expiry. */
+async function createBuildContainer(
+  { sandboxes, hostId, baseImage, runtime, readonlyRoot, egressRoot }: ActivityDeps,
+  build: { buildId: string; repo: string; sandbox: string; setupTimeoutMs: number },
+): Promise<void> {
+  await mkdir(egressDirOf(egressRoot, build.sandbox), { recursive: true, mode: 0o755 });
+  await sandboxes.create({
+    name: build.sandbox,
+    image: baseImage,
+    runtime,
+    readonlyRoot,
+    egressDir: egressDirOf(egressRoot, build.sandbox),
+    labels: {
+      [LABELS.session]: build.buildId,
+      [LABELS.repo]: build.repo,
+      [LABELS.host]: hostId,
+      [LABELS.expires]: new Date(Date.now() + build.setupTimeoutMs + 60 * 60_000).toISOString(),
+    },
+    ...BUILD_LIMITS,
+  });
+}
+
+/** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */
+function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
+  return sandboxes.imageFromWorkspace(plan.sandbox, {
+    baseImage,
+    tag,
+    labels: {
+      [SNAPSHOT_LABELS.image]: 'snapshot',
+      [SNAPSHOT_LABELS.repo]: plan.repo,
+      [SNAPSHOT_LABELS.commit]: plan.commit,
+      [SNAPSHOT_LABELS.setupHash]: plan.setupHash,
+      [SNAPSHOT_LABELS.created]: new Date().toISOString(),
+      [SNAPSHOT_LABELS.build]: plan.buildId,
+      [SNAPSHOT_LABELS.host]: hostId,
+    },
+  });
+}
+
+/** A build's outcome in the audit trail, under the repo's snapshot audit id. */
+async function recordBuild(
+  audit: ActivityDeps['audit'],
+  row: SnapshotBuildRow,
+  extra: Record<string, unknown>,
+): Promise<void> {
+  await audit.append({
+    sessionId: snapshotAuditId(row.repo),
+    key: `${row.id}/build`,
+    kind: 'snapshot.build',
+    actor: 'drydock',
+    data: {
+      buildId: row.id,
+      repo: row.repo,
+      host: row.host,
+      outcome: row.status,
+      commit: row.commit,
+      setupHash: row.setupHash,
+      image: row.image,
+      sizeBytes: row.sizeBytes,
+      durationMs: row.durationMs,
+      error: row.error,
+      ...extra,
+    },
+  });
 }
 
 function resultOf(row: SnapshotBuildRow, removed: string[]): SnapshotBuildResult {

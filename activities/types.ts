@@ -1,2 +1,123 @@
-// Temporary: replaced by the split of activities/sandbox.ts.
-export type { CommitResult, Sandbox, SetupPlan, StepInput, StepResult } from './sandbox';
+/**
+ * The sandbox activities' contract with workflows and clients: what goes in
+ * and comes out of provisioning, steps, commits and teardown. Types only, so
+ * workflow code can `import type` them.
+ */
+import type { ScriptStep } from '../workflows/input';
+import type { EgressRule } from '../lib/egress';
+import type { SandboxFault } from '../lib/sandbox';
+import type { SetupEgressRule } from '../lib/snapshots';
+
+export interface ProvisionInput {
+  sessionId: string;
+  repo: { url: string; ref?: string };
+  /** tmpBytes: the size of /tmp (it counts against the memory limit). */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number };
+  /** ISO time after which the reaper may remove the sandbox. */
+  expiresAt: string;
+  /**
+   * 0 (or absent): the session's first sandbox. n > 0: the n-th replacement
+   * of a lost one, which starts from the session's last checkpoint.
+   */
+  generation?: number;
+}
+
+export interface Sandbox {
+  name: string;
+  host: string;
+  /** The task queue of the host that owns the sandbox: later sandbox activities go there. */
+  hostQueue: string;
+  image: string;
+  baseCommit: string;
+  /** The snapshot the sandbox started from; absent: the cold path (clone in the session). */
+  snapshot?: SnapshotUse;
+  /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
+  setup?: SetupPlan;
+  /** How long the session waits for `hostQueue` before it counts the host as lost. */
+  hostTimeoutMs: number;
+  /** Which replacement this is (see ProvisionInput.generation) and the checkpoint it started from. */
+  generation?: number;
+  restored?: { step: string; bytes: number };
+}
+
+export interface SnapshotUse {
+  image: string;
+  commit: string;
+  /** How old the snapshot was when the session started, in ms. */
+  ageMs: number;
+  /** Commits the session's ref had that the snapshot lacked (absent when unknown: history rewritten). */
+  behind?: number;
+}
+
+export interface SetupPlan {
+  command: string;
+  timeoutMs: number;
+  /** What setup may reach through the egress proxy (the repo's registries). */
+  egress: SetupEgressRule[];
+  /** Why it runs: no snapshot yet, or which setup inputs changed. */
+  reason: string;
+}
+
+export interface StepInput {
+  sandbox: string;
+  sessionId: string;
+  /** Unique per session and step ("step-1", "verify"): a retry finds the earlier run by it. */
+  key: string;
+  step: ScriptStep;
+  timeoutMs: number;
+  /**
+   * Hosts (and methods) this step may reach through the egress proxy, which
+   * is open for this step only. Absent or empty: the step has no way out.
+   */
+  egress?: EgressRule[];
+  /** Plain (non-secret) environment of this step only. */
+  env?: Record<string, string>;
+  /**
+   * Names of worker secrets granted to this step only: `DRYDOCK_SECRET_<NAME>`
+   * on the worker becomes `<NAME>` in the step's environment. Values never
+   * travel through Temporal, and are scrubbed from the output, the artifact
+   * and the logs.
+   */
+  secrets?: string[];
+  /** An agent step: when it ends, the working tree against this base commit is the session's new checkpoint. */
+  checkpointBase?: string;
+}
+
+export interface StepResult {
+  exitCode: number;
+  timedOut: boolean;
+  outputTail: string;
+  artifact?: string;
+  /** The sandbox limit that stopped the step, when one did. */
+  failure?: SandboxFault;
+  /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
+  egress?: { allowed: number; refused: number; log: string };
+}
+
+export interface CommitInput {
+  sandbox: string;
+  sessionId: string;
+  repoUrl: string;
+  branch: string;
+  message: string;
+  baseCommit: string;
+  /** The commit's date: the same tree committed again (in a replacement sandbox) is the same commit. */
+  date: string;
+}
+
+export interface CommitResult {
+  commit: string;
+  changed: boolean;
+  diffstat: string;
+  /** sha256 of the target branch and the whole diff: what an approval binds to. */
+  changeHash: string;
+  /** Artifact reference of the whole diff, for the review console. */
+  diff?: string;
+}
+
+export interface DestroyInput {
+  sessionId: string;
+  generation?: number;
+  /** A lost sandbox being replaced: its checkpoint stays for the replacement. */
+  replaced?: boolean;
+}

@@ -2,7 +2,8 @@ import { XMLParser } from 'fast-xml-parser';
 import type { BrowserResult, TestReport } from '../workflows/api';
 import type { BrowserCheck } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { STATE_DIR, tail } from './sandbox';
+import { STATE_DIR } from './container';
+import { tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
 const USUAL_REPORT =
@@ -54,6 +55,39 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
   return report;
 }
 
+/** XML reports in the usual places that the step `stepKey` wrote (newer than its start). */
+async function reportsWrittenDuring(
+  sandboxes: ActivityDeps['sandboxes'],
+  sandbox: string,
+  stepKey: string,
+): Promise<string[]> {
+  const found = await sandboxes.exec(sandbox, [
+    'find',
+    '.',
+    '(',
+    '-name',
+    'node_modules',
+    '-o',
+    '-name',
+    '.git',
+    ')',
+    '-prune',
+    '-o',
+    '-type',
+    'f',
+    '-name',
+    '*.xml',
+    '-newer',
+    `${STATE_DIR}/steps/${stepKey}/started`,
+    '-print',
+  ]);
+  return found.stdout
+    .toString()
+    .split('\n')
+    .map((f) => f.replace(/^\.\//, ''))
+    .filter((f) => f && USUAL_REPORT.test(`/${f}`));
+}
+
 export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDeps) {
   /** A file of the sandbox, copied to the artifact store; returns its reference. */
   async function copyOut(sandbox: string, sessionId: string, file: string, name: string): Promise<string> {
@@ -72,34 +106,7 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
       stepKey: string;
       files?: string[];
     }): Promise<TestReport | undefined> {
-      let files = input.files;
-      if (!files) {
-        const found = await sandboxes.exec(input.sandbox, [
-          'find',
-          '.',
-          '(',
-          '-name',
-          'node_modules',
-          '-o',
-          '-name',
-          '.git',
-          ')',
-          '-prune',
-          '-o',
-          '-type',
-          'f',
-          '-name',
-          '*.xml',
-          '-newer',
-          `${STATE_DIR}/steps/${input.stepKey}/started`,
-          '-print',
-        ]);
-        files = found.stdout
-          .toString()
-          .split('\n')
-          .map((f) => f.replace(/^\.\//, ''))
-          .filter((f) => f && USUAL_REPORT.test(`/${f}`));
-      }
+      const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepKey));
       const documents = [];
       for (const file of files) {
         const read = await sandboxes.exec(input.sandbox, ['cat', file]);
@@ -156,24 +163,14 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
         };
       }
       await sandboxes.exec(sandbox, ['sh', '-c', 'kill "$1" 2>/dev/null; true', 'stop-app', String(pid)]);
+      const copy = (file: string) => copyOut(sandbox, sessionId, file, `browser/${file.split('/').pop()}`);
       for (const check of raw.checks) {
-        if (check.screenshot) {
-          check.screenshot = await copyOut(
-            sandbox,
-            sessionId,
-            check.screenshot,
-            `browser/${check.screenshot.split('/').pop()}`,
-          );
-        }
+        if (check.screenshot) check.screenshot = await copy(check.screenshot);
       }
       const screenshots = [];
       for (const shot of raw.screenshots as { path: string; file?: string; message?: string }[]) {
         const { file, ...rest } = shot;
-        screenshots.push(
-          file
-            ? { ...rest, screenshot: await copyOut(sandbox, sessionId, file, `browser/${file.split('/').pop()}`) }
-            : rest,
-        );
+        screenshots.push(file ? { ...rest, screenshot: await copy(file) } : rest);
       }
       const appLog = (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout;
       const result: BrowserResult = {

@@ -28,7 +28,7 @@ import type { BenchActivities, ExecStepsInput } from './workflows';
 const run = promisify(execFile);
 const RUNS = runsFromEnv(5);
 const N = Number(process.env.EXEC_N ?? 20);
-/** Where runStep keeps a step's state (activities/sandbox.ts STATE_DIR). */
+/** Where runStep keeps a step's state (activities/container.ts STATE_DIR). */
 const STEPS_DIR = '/home/drydock/.drydock/steps';
 
 /** Per-call milliseconds of `n` calls in a row. */

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../lib/config';
-import { finalStatus, listSessions } from '../lib/sessions';
+import { finalStatus, getStatus, listSessions } from '../lib/sessions';
 import { sessionLink } from '../lib/temporal';
 import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 import {
@@ -13,6 +13,7 @@ import {
   type Outcome,
   type SessionStatus,
   type StepRecord,
+  type Unanswered,
 } from '../workflows/api';
 
 const isOutcome = (phase: string): phase is Outcome => (OUTCOMES as readonly string[]).includes(phase);
@@ -43,6 +44,7 @@ function approvalHint(s: SessionStatus): string {
 /** A readable summary of a status. */
 export function formatStatus(s: SessionStatus): string {
   const lines = [`session ${s.sessionId}: ${s.phase}`, `  repo: ${s.repo}`, `  task: ${s.task}`];
+  if (s.unanswered) lines.push(unansweredText(s.unanswered));
   if (s.sandbox) {
     const replaced = s.restarts ? `, replaced ${s.restarts}× from its checkpoint` : '';
     lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image}${replaced})`);
@@ -50,8 +52,8 @@ export function formatStatus(s: SessionStatus): string {
   if (s.agent?.kind && s.agent.kind !== 'script') lines.push(`  agent: ${agentLine(s.agent)}`);
   lines.push('timeline:', ...s.timeline.map(stepLine));
   if (s.verification) {
-    lines.push(`verification: ${s.verification.passed ? 'passed' : 'FAILED'}: ${describeVerification(s.verification)}`);
-    if (!s.verification.passed) lines.push(indent(s.verification.summary));
+    lines.push(`verification: ${describeVerification(s.verification)}`);
+    if (!s.verification.passed) lines.push('  FAILED:', indent(s.verification.summary));
     for (const shot of screenshotsOf(s.verification)) lines.push(`  screenshot: ${shot}`);
   }
   if (s.pendingApproval) lines.push(approvalHint(s));
@@ -59,6 +61,19 @@ export function formatStatus(s: SessionStatus): string {
   if (s.pullRequest) lines.push(`pull request: ${s.pullRequest.url}`);
   if (s.error) lines.push(`error: ${s.error}`);
   return lines.join('\n');
+}
+
+/** Why this status is the last known state, and what Temporal says is pending. */
+function unansweredText(u: Unanswered): string {
+  return [
+    `  (last known state: ${u.message}${u.since ? `; a worker last polled at ${u.since}` : ''})`,
+    ...(u.pendingApproval
+      ? [`  waiting for approval of ${u.pendingApproval.action}, change ${u.pendingApproval.change.slice(0, 12)}`]
+      : []),
+    ...u.pendingActivities.map(
+      (a) => `  pending: ${a.activity} (${a.state}, attempt ${a.attempt})${a.lastFailure ? `: ${a.lastFailure}` : ''}`,
+    ),
+  ].join('\n');
 }
 
 /** The agent's progress: model, turn, round, tokens, cost, last tool, why it stopped. */
@@ -82,11 +97,6 @@ function indent(text: string): string {
     .split('\n')
     .map((l) => `    ${l}`)
     .join('\n');
-}
-
-/** Status of a running or closed session (queries replay closed ones). */
-export async function getStatus(client: Client, id: string): Promise<SessionStatus> {
-  return client.workflow.getHandle(id).query(status);
 }
 
 export async function printStatus(client: Client, id: string, json: boolean): Promise<void> {

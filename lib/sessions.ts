@@ -6,14 +6,18 @@ import {
   WorkflowIdReusePolicy,
   type Client,
 } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import {
+  MEMO_KEY,
   OUTCOMES,
   PHASE_ATTRIBUTE,
   REPO_ATTRIBUTE,
   RUNNING_PHASES,
   status,
   WORKFLOW_TYPE,
+  type LastKnown,
   type SessionStatus,
+  type Unanswered,
 } from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
 
@@ -59,6 +63,15 @@ export async function startSession(client: Client, input: SessionInputDraft, opt
         { key: PHASE_ATTRIBUTE, value: 'provisioning' },
         { key: REPO_ATTRIBUTE, value: input.repo.url },
       ],
+      // What lists and a worker-less status show until the workflow writes its own.
+      memo: {
+        [MEMO_KEY]: {
+          phase: 'provisioning',
+          task: input.task.slice(0, 500),
+          repo: input.repo.url,
+          at: new Date().toISOString(),
+        } satisfies LastKnown,
+      },
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -70,12 +83,19 @@ export interface SessionRow {
   sessionId: string;
   phase: string;
   repo: string;
+  /** The task (its first 500 characters), from the session's memo. */
+  task: string;
+  /** The action waiting for a person's decision, if any. */
+  pending?: string;
   started: string;
   /** Temporal's own status: RUNNING, COMPLETED, FAILED, CANCELLED, TERMINATED... */
   status: string;
 }
 
-/** Sessions, newest first, through the visibility store (search attributes DrydockPhase, DrydockRepo). */
+/**
+ * Sessions, newest first, through the visibility store (search attributes
+ * DrydockPhase, DrydockRepo, and the memo): no worker is asked.
+ */
 export async function listSessions(
   client: Client,
   opts: { phase?: string; repo?: string; limit: number },
@@ -89,10 +109,13 @@ export async function listSessions(
   if (opts.limit <= 0) return rows;
   for await (const wf of client.workflow.list({ query, pageSize: Math.min(opts.limit, 1000) })) {
     const attrs = wf.searchAttributes as Record<string, unknown[] | undefined>;
+    const memo = memoOf(wf.memo);
     rows.push({
       sessionId: wf.workflowId,
       phase: String(attrs.DrydockPhase?.[0] ?? ''),
       repo: String(attrs.DrydockRepo?.[0] ?? ''),
+      task: memo?.task ?? '',
+      ...(memo?.pending && wf.status.name === 'RUNNING' ? { pending: memo.pending.action } : {}),
       started: wf.startTime.toISOString(),
       status: wf.status.name,
     });
@@ -101,22 +124,89 @@ export async function listSessions(
   return rows;
 }
 
+/** How long a status query may wait for a worker before the memo answers. */
+const QUERY_DEADLINE_MS = 2_000;
+/** A worker polls at least this often (long polls last about a minute). */
+const POLL_INTERVAL_MS = 90_000;
+
 /**
- * The status of a running or closed session: the query (a worker replays a
- * closed one), else, when no worker can answer for a closed session, its
- * result or the status carried by its failure.
+ * The status of a session. A closed one: its result (or the status carried
+ * by its failure). A running one: the query, when a worker answers within a
+ * few seconds; otherwise the last known state from its memo, marked
+ * `unanswered` with what Temporal says is pending. A session with no live
+ * worker answers at once (no query is tried).
  */
 export async function getStatus(client: Client, id: string): Promise<SessionStatus> {
   const handle = client.workflow.getHandle(id);
-  try {
-    return await handle.query(status);
-  } catch (err) {
-    const description = await handle.describe();
-    if (description.status.name === 'RUNNING') throw err;
+  const description = await handle.describe();
+  if (description.status.name !== 'RUNNING') {
     const final = await finalStatus(client, id);
-    if (!final) throw err;
-    return final;
+    if (final) return final;
   }
+  const lastPoll = await lastWorkerPoll(client, description.taskQueue);
+  const polling = lastPoll !== undefined && Date.now() - lastPoll.getTime() < POLL_INTERVAL_MS;
+  if (polling) {
+    try {
+      return await client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(status));
+    } catch {
+      // No answer in time (the worker is busy, restarting or gone): the memo answers.
+    }
+  }
+  const message = polling
+    ? `no worker answered within ${QUERY_DEADLINE_MS / 1000} s`
+    : `no worker is polling task queue ${description.taskQueue}`;
+  return lastKnownStatus(id, description, { message, since: lastPoll?.toISOString(), pendingActivities: [] });
+}
+
+/** When a worker last polled the task queue for workflow tasks, if the server remembers one. */
+async function lastWorkerPoll(client: Client, taskQueue: string): Promise<Date | undefined> {
+  const { pollers } = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  const times = (pollers ?? []).map((p) => timestampMs(p.lastAccessTime)).filter((t) => t > 0);
+  return times.length ? new Date(Math.max(...times)) : undefined;
+}
+
+type Description = Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>>;
+
+/** A status from the memo the workflow writes at every phase change, and Temporal's description. */
+function lastKnownStatus(id: string, description: Description, unanswered: Unanswered): SessionStatus {
+  const memo = memoOf(description.memo);
+  const pendingActivities = (description.raw.pendingActivities ?? []).map((a) => ({
+    activity: a.activityType?.name ?? '?',
+    state: temporal.api.enums.v1.PendingActivityState[a.state ?? 0].replace('PENDING_ACTIVITY_STATE_', ''),
+    attempt: a.attempt ?? 0,
+    ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
+  }));
+  return {
+    sessionId: id,
+    repo: memo?.repo ?? '',
+    task: memo?.task ?? '',
+    phase: memo?.phase ?? 'provisioning',
+    startedAt: description.startTime.toISOString(),
+    timeline: memo?.step ? [{ name: memo.step, phase: memo.phase, startedAt: memo.at }] : [],
+    decisions: [],
+    refusedDecisions: [],
+    ...(memo?.branch ? { branch: memo.branch } : {}),
+    ...(memo?.error ? { error: memo.error } : {}),
+    ...(memo?.restarts ? { restarts: memo.restarts } : {}),
+    unanswered: { ...unanswered, pendingActivities, ...(memo?.pending ? { pendingApproval: memo.pending } : {}) },
+  };
+}
+
+function memoOf(memo: Record<string, unknown> | undefined): LastKnown | undefined {
+  const value = memo?.[MEMO_KEY];
+  return value !== null && typeof value === 'object' ? (value as LastKnown) : undefined;
+}
+
+function timestampMs(
+  t: { seconds?: { toNumber(): number } | number | null; nanos?: number | null } | null | undefined,
+): number {
+  if (!t?.seconds) return 0;
+  const seconds = typeof t.seconds === 'number' ? t.seconds : t.seconds.toNumber();
+  return seconds * 1000 + Math.floor((t.nanos ?? 0) / 1e6);
 }
 
 /** What a closed session ended with: its result, or the status in its failure's details. */

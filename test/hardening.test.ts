@@ -20,7 +20,8 @@ import { PassThrough } from 'node:stream';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { createActivities } from '../activities';
-import { sandboxName, type Sandbox, type StepResult } from '../activities/sandbox';
+import { sandboxName } from '../activities/container';
+import type { Sandbox, StepResult } from '../activities/types';
 import { ArtifactStore } from '../lib/artifacts';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
 import { hasTokenPattern } from '../lib/scrub';
@@ -360,7 +361,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
     const created: Sandbox = await env.run(activities.provisionSandbox, {
       sessionId,
       repo: { url: repo.url },
-      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256 },
+      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2 },
       expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     sandbox = created.name;

@@ -13,7 +13,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { createPublishActivities } from '../activities/publish';
-import { sandboxName } from '../activities/sandbox';
+import { sandboxName } from '../activities/container';
 import type { ActivityDeps } from '../activities/deps';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';

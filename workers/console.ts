@@ -5,7 +5,7 @@
  */
 import { reportRows, type Report } from '../lib/report';
 import type { SessionRow } from '../lib/sessions';
-import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord } from '../workflows/api';
+import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord, type Unanswered } from '../workflows/api';
 import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 
 export function esc(value: unknown): string {
@@ -48,7 +48,7 @@ export function loginPage(message?: string): string {
 const PHASE_ORDER = ['awaiting_approval', ...RUNNING_PHASES.filter((p) => p !== 'awaiting_approval'), ...OUTCOMES];
 
 /** Sessions grouped by phase, the ones waiting for a person first. */
-export function listPage(rows: SessionRow[], details: Map<string, SessionStatus>, who: string): string {
+export function listPage(rows: SessionRow[], who: string): string {
   const groups = PHASE_ORDER.map((phase) => [phase, rows.filter((r) => r.phase === phase)] as const).filter(
     ([, list]) => list.length > 0,
   );
@@ -60,9 +60,8 @@ export function listPage(rows: SessionRow[], details: Map<string, SessionStatus>
 <table><tr><th>session</th><th>repo</th><th>task</th><th>started</th></tr>
 ${list
   .map((r) => {
-    const s = details.get(r.sessionId);
-    const task = s ? s.task.split('\n')[0].slice(0, 100) : '';
-    const pending = s?.pendingApproval ? ` <em>(${esc(s.pendingApproval.action)} waits)</em>` : '';
+    const task = r.task.split('\n')[0].slice(0, 100);
+    const pending = r.pending ? ` <em>(${esc(r.pending)} waits)</em>` : '';
     return `<tr><td><a href="/sessions/${encodeURIComponent(r.sessionId)}">${esc(r.sessionId)}</a>${pending}</td><td>${esc(r.repo)}</td><td>${esc(task)}</td><td>${esc(r.started)}</td></tr>`;
   })
   .join('\n')}</table></section>`,
@@ -96,6 +95,18 @@ function diffHtml(diff: string): string {
     .join('\n');
 }
 
+/** A status without a worker: the last known state, said plainly. */
+function unansweredBanner(u: Unanswered): string {
+  const since = u.since ? `; a worker last polled at ${esc(u.since)}` : '';
+  const pending = u.pendingActivities
+    .map(
+      (a) =>
+        `<li>${esc(a.activity)} (${esc(a.state)}, attempt ${a.attempt})${a.lastFailure ? `: ${esc(a.lastFailure)}` : ''}</li>`,
+    )
+    .join('');
+  return `<section class="pending" id="unanswered"><p>Last known state: ${esc(u.message)}${since}.</p>${pending ? `<ul>${pending}</ul>` : ''}</section>`;
+}
+
 /** One session for a reviewer: what was asked, what changed, how it was checked, and the decision. */
 export function sessionPage(
   s: SessionStatus,
@@ -118,7 +129,7 @@ may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You
 <ul>${v.report.failures.map((f) => `<li class="bad">${esc(f.name)}: ${esc(f.message)}</li>`).join('')}</ul>`
     : '';
   const tests = v
-    ? `<p class="${v.passed ? 'ok' : 'bad'}" id="verdict">${v.passed ? 'passed' : 'FAILED'}: ${esc(describeVerification(v))}</p>
+    ? `<p class="${v.passed ? 'ok' : 'bad'}" id="verdict">${esc(describeVerification(v))}</p>
 ${v.summary ? `<pre>${esc(v.summary)}</pre>` : ''}${report}
 ${v.outputTail ? `<details><summary>test output (tail)</summary><pre>${esc(v.outputTail)}</pre></details>` : ''}`
     : '<p>No verification configured.</p>';
@@ -142,6 +153,7 @@ Cost: none (scripted agent, no model calls).</p>`
   const body = `<h1>${esc(s.sessionId)}: <span class="phase" id="phase">${esc(s.phase)}</span></h1>
 <p>${esc(s.repo)} · requested by ${esc(s.requestedBy ?? 'unknown')} · started ${esc(s.startedAt)} · <a href="${esc(extra.temporalLink)}">in the Temporal UI</a></p>
 <pre id="task">${esc(s.task)}</pre>
+${s.unanswered ? unansweredBanner(s.unanswered) : ''}
 ${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
 ${approval}
 <h2>Agent</h2>${agent}

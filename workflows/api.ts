@@ -235,6 +235,38 @@ export interface SessionStatus {
   verificationRounds?: number;
   /** How many times the sandbox was lost (killed, or its host gone) and replaced from the last checkpoint. */
   restarts?: number;
+  /**
+   * Set only when no worker answered the status query: this status is the
+   * last known state from the session's memo, with what Temporal says is pending.
+   */
+  unanswered?: Unanswered;
+}
+
+/** The session's last known state, kept in its memo under MEMO_KEY at every phase change. */
+export interface LastKnown {
+  phase: Phase;
+  task: string;
+  repo: string;
+  branch?: string;
+  /** The timeline's last entry when the phase changed. */
+  step?: string;
+  pending?: { action: Action; change: string; deadline: string };
+  pullRequest?: string;
+  restarts?: number;
+  error?: string;
+  /** When the memo was written (workflow time). */
+  at: string;
+}
+export const MEMO_KEY = 'drydock';
+
+export interface Unanswered {
+  /** In words: no worker is polling, or none answered in time. */
+  message: string;
+  /** When a worker was last seen polling the session's task queue, if known. */
+  since?: string;
+  pendingActivities: { activity: string; state: string; attempt: number; lastFailure?: string }[];
+  /** The approval the session was waiting for when it was last seen. */
+  pendingApproval?: LastKnown['pending'];
 }
 
 /**

@@ -7,7 +7,7 @@
 import { ApplicationFailure, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { SnapshotBuildPlan, SnapshotBuildResult } from '../activities/snapshot';
-import type { StepInput } from '../activities/sandbox';
+import type { StepInput } from '../activities/types';
 import { ErrorType } from './api';
 
 const common = { heartbeatTimeout: '10s', retry: { maximumAttempts: 5 } } as const;

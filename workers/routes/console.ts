@@ -7,9 +7,8 @@ import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
 import { buildReport, windowStart } from '../../lib/report';
-import { getStatus, listSessions } from '../../lib/sessions';
+import { listSessions } from '../../lib/sessions';
 import { sessionLink } from '../../lib/temporal';
-import type { SessionStatus } from '../../workflows/api';
 import { listPage, loginPage, metricsPage, sessionPage } from '../console';
 import { COOKIE, HttpError, readBody, sendHtml, statusOr404, type ServeContext } from '../http';
 
@@ -42,18 +41,7 @@ export function logout(res: ServerResponse): void {
 /** GET /: the newest sessions. */
 export async function consoleList(ctx: ServeContext, res: ServerResponse, who: string): Promise<void> {
   const rows = await listSessions(ctx.client, { limit: 100 });
-  // Task and pending action of the sessions still running (closed ones would need a replay each).
-  const details = new Map<string, SessionStatus>();
-  await Promise.all(
-    rows
-      .filter((r) => r.status === 'RUNNING')
-      .slice(0, 30)
-      .map(async (r) => {
-        const s = await getStatus(ctx.client, r.sessionId).catch(() => undefined);
-        if (s) details.set(r.sessionId, s);
-      }),
-  );
-  sendHtml(res, 200, listPage(rows, details, who));
+  sendHtml(res, 200, listPage(rows, who));
 }
 
 /** GET /sessions/:id: status, diff and the approval buttons. */

@@ -99,7 +99,6 @@ async function awaitDecision(
   covers: Action[],
 ): Promise<Decision | undefined> {
   const { status: state, input } = run;
-  run.setPhase('awaiting_approval');
   const timeoutMs = durationMs(input.approval.timeout);
   state.pendingApproval = {
     action,
@@ -115,6 +114,7 @@ async function awaitDecision(
       screenshots: screenshotsOf(state.verification),
     },
   };
+  run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
   await report(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
     const got = await condition(() => run.verdicts.has(action), timeoutMs);

@@ -3,14 +3,16 @@
  * answers), its phase and timeline, and what the phases share. One object,
  * handed to every phase module, instead of variables shared by closures.
  */
-import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Sandbox, StepResult } from '../../activities/types';
 import {
+  MEMO_KEY,
   PHASE_ATTRIBUTE,
   REPO_ATTRIBUTE,
   type Action,
   type ApprovalPolicy,
   type Decision,
+  type LastKnown,
   type Phase,
   type SessionStatus,
   type StepRecord,
@@ -85,7 +87,10 @@ export class SessionRun {
     this.sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
   }
 
-  /** The phase, in status and in the search attributes (so lists and filters see it). */
+  /**
+   * The phase, in status and in the search attributes (so lists and filters
+   * see it), with the last known state in the memo (read when no worker answers).
+   */
   setPhase(phase: Phase): void {
     this.status.phase = phase;
     const repo = this.status.repo;
@@ -93,6 +98,7 @@ export class SessionRun {
       { key: PHASE_ATTRIBUTE, value: phase },
       ...(repo ? [{ key: REPO_ATTRIBUTE, value: repo }] : []),
     ]);
+    upsertMemo({ [MEMO_KEY]: lastKnown(this.status) });
   }
 
   /** Runs one timeline entry: its duration, and whether it ended well. */
@@ -138,6 +144,25 @@ export class SessionRun {
     const { name, host, image, baseCommit } = sandbox;
     this.status.sandbox = { name, host, image, baseCommit };
   }
+}
+
+/** Bounds of the memo's texts: it travels with every list and describe. */
+const MEMO_TEXT = 500;
+
+function lastKnown(s: SessionStatus): LastKnown {
+  const pending = s.pendingApproval;
+  return {
+    phase: s.phase,
+    task: s.task.slice(0, MEMO_TEXT),
+    repo: s.repo,
+    ...(s.branch ? { branch: s.branch } : {}),
+    ...(s.timeline.length ? { step: s.timeline[s.timeline.length - 1].name.slice(0, MEMO_TEXT) } : {}),
+    ...(pending ? { pending: { action: pending.action, change: pending.change, deadline: pending.deadline } } : {}),
+    ...(s.pullRequest ? { pullRequest: s.pullRequest.url } : {}),
+    ...(s.restarts ? { restarts: s.restarts } : {}),
+    ...(s.error ? { error: s.error.slice(0, MEMO_TEXT) } : {}),
+    at: new Date().toISOString(),
+  };
 }
 
 /** A step's result on its timeline entry. */

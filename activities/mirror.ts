@@ -1,0 +1,46 @@
+/** The worker's bare mirror of a repo (sandboxes have no network) and copying the repo from it into a sandbox. */
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../workflows/api';
+import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
+import { gitCredentials } from '../lib/github';
+import type { ActivityDeps } from './deps';
+
+/** Fetches the repo into the worker's mirror; a refused credential is permanent, the rest retry. */
+export async function syncMirror(deps: Pick<ActivityDeps, 'mirrorsDir' | 'github'>, url: string): Promise<string> {
+  try {
+    return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps.github, url));
+  } catch (err) {
+    if (err instanceof GitError && err.isAuthFailure) {
+      throw ApplicationFailure.nonRetryable(
+        `the remote refused the worker's credentials: ${err.message}`,
+        ErrorType.RepoUnavailable,
+      );
+    }
+    if (err instanceof GitError) throw ApplicationFailure.retryable(err.message, ErrorType.RepoUnavailable);
+    throw err;
+  }
+}
+
+/** The cold path: the repo at `commit`, with history, copied into /workspace. */
+export async function copyWorkingTree(
+  deps: Pick<ActivityDeps, 'sandboxes'>,
+  sandbox: string,
+  mirror: string,
+  commit: string,
+): Promise<void> {
+  const { tar, cleanup } = await workingTreeTar(mirror, commit, 1000);
+  try {
+    await deps.sandboxes.copyIn(sandbox, tar, '/workspace');
+  } finally {
+    await cleanup();
+  }
+}
+
+/** The commit `ref` names in the mirror; a ref the repo lacks is permanent. */
+export async function resolveRef(mirror: string, ref: string | undefined): Promise<string> {
+  try {
+    return await resolveCommit(mirror, ref);
+  } catch (err) {
+    throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
+  }
+}

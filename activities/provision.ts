@@ -1,0 +1,244 @@
+/**
+ * A session's sandbox: created from the newest snapshot of the repo (caught
+ * up to the session's commit) or, on the cold path, from the worker's mirror;
+ * a replacement re-applies the session's last checkpoint. And its removal.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { egressDirOf } from '../lib/egress';
+import { CATCH_UP_REF, catchUpBundle, commitsBetween } from '../lib/git';
+import { LABELS } from '../lib/sandbox';
+import {
+  changedInputs,
+  SANDBOX_SNAPSHOT_LABEL,
+  setupCommandOf,
+  setupHash,
+  setupInputs,
+  type SnapshotBuildRow,
+} from '../lib/snapshots';
+import type { Checkpoint } from '../lib/checkpoints';
+import { recordEvent } from './audit';
+import { sandboxName, STATE_DIR } from './container';
+import type { ActivityDeps } from './deps';
+import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from './types';
+
+export function createProvisionActivities(deps: ActivityDeps) {
+  const { sandboxes, egressRoot, hostId, hostQueue, audit, log } = deps;
+  return {
+    /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
+    async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
+      const name = sandboxName(input.sessionId, input.generation);
+      const mirror = await syncMirror(deps, input.repo.url);
+      const baseCommit = await resolveRef(mirror, input.repo.ref);
+      const snapshot = await newestSnapshot(deps, input.repo.url);
+      const image = snapshot?.image ?? deps.baseImage;
+      const created = await createContainer(deps, input, name, image, snapshot);
+      // A replacement starts from where the lost sandbox's last step left the tree.
+      const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
+      const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
+      if (ready.exitCode !== 0) await fillWorkspace(deps, name, mirror, baseCommit, snapshot, checkpoint);
+      const use: SnapshotUse | undefined = snapshot && {
+        image: snapshot.image!,
+        commit: snapshot.commit!,
+        ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
+        behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
+      };
+      const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot);
+      const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
+      const { generation } = input;
+      log.info(
+        {
+          sessionId: input.sessionId,
+          sandboxId: name,
+          host: hostId,
+          created,
+          snapshot: use,
+          setup: setup?.reason,
+          generation,
+          restored,
+        },
+        'sandbox ready',
+      );
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: generation ? `provision-r${generation}` : 'provision',
+        kind: 'sandbox.provisioned',
+        actor: 'drydock',
+        data: {
+          sandbox: name,
+          image,
+          repo: input.repo.url,
+          commit: baseCommit,
+          limits: input.limits,
+          snapshot: use,
+          ...(generation ? { generation, restored } : {}),
+        },
+      });
+      return {
+        name,
+        host: hostId,
+        hostQueue,
+        image,
+        baseCommit,
+        hostTimeoutMs: deps.hostTimeoutMs,
+        ...(use ? { snapshot: use } : {}),
+        ...(setup ? { setup } : {}),
+        ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
+      };
+    },
+
+    /**
+     * Removes one of the session's sandboxes; already gone counts as done.
+     * The session's own teardown also drops its checkpoint; a lost sandbox
+     * being replaced (`replaced`) keeps it for the replacement.
+     */
+    async destroySandbox(input: DestroyInput): Promise<{ removed: boolean }> {
+      const name = sandboxName(input.sessionId, input.generation);
+      const removed = await sandboxes.destroy(name);
+      await rm(egressDirOf(egressRoot, name), { recursive: true, force: true });
+      if (!input.replaced) await deps.checkpoints.remove(input.sessionId);
+      log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: input.replaced ? `teardown/${name}` : 'teardown',
+        kind: 'teardown',
+        actor: 'drydock',
+        data: { sandbox: name, removed, ...(input.replaced ? { replaced: true } : {}) },
+      });
+      return { removed };
+    },
+  };
+}
+
+/** The sandbox's container, labelled with its session, repo, host and expiry; an existing one is reused. */
+async function createContainer(
+  { sandboxes, egressRoot, runtime, readonlyRoot, hostId }: ActivityDeps,
+  input: ProvisionInput,
+  name: string,
+  image: string,
+  snapshot: SnapshotBuildRow | undefined,
+): Promise<boolean> {
+  // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
+  await mkdir(egressDirOf(egressRoot, name), { recursive: true, mode: 0o755 });
+  const { created } = await sandboxes.create({
+    name,
+    image,
+    runtime,
+    readonlyRoot,
+    egressDir: egressDirOf(egressRoot, name),
+    labels: {
+      [LABELS.session]: input.sessionId,
+      [LABELS.repo]: input.repo.url,
+      [LABELS.host]: hostId,
+      [LABELS.expires]: input.expiresAt,
+      ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
+    },
+    ...input.limits,
+  });
+  return created;
+}
+
+/**
+ * Puts the repo at `baseCommit` into a new sandbox's /workspace (from the
+ * snapshot, or copied from the mirror), re-applies the checkpoint of a
+ * replacement, and marks the sandbox provisioned.
+ */
+async function fillWorkspace(
+  { sandboxes }: ActivityDeps,
+  name: string,
+  mirror: string,
+  baseCommit: string,
+  snapshot: SnapshotBuildRow | undefined,
+  checkpoint: Checkpoint | undefined,
+): Promise<void> {
+  if (snapshot) await catchUp({ sandboxes }, name, mirror, snapshot.commit!, baseCommit);
+  else await copyWorkingTree({ sandboxes }, name, mirror, baseCommit);
+  if (checkpoint?.diff.length) {
+    await sandboxes.run(
+      name,
+      ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
+      { stdin: checkpoint.diff },
+    );
+  }
+  await sandboxes.run(name, [
+    'sh',
+    '-c',
+    `git config --global user.name drydock && git config --global user.email drydock@localhost && ` +
+      `git config --global --add safe.directory /workspace && mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`,
+  ]);
+}
+
+/** The newest ready snapshot of a repo on this host whose image is still here. */
+async function newestSnapshot(
+  deps: Pick<ActivityDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
+  repo: string,
+): Promise<SnapshotBuildRow | undefined> {
+  for (const row of await deps.snapshots.ready(repo, deps.hostId)) {
+    if (await deps.sandboxes.image(row.image!)) return row;
+    deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
+    await deps.snapshots.markRemoved(row.id);
+  }
+  return undefined;
+}
+
+/**
+ * Brings a sandbox started from a snapshot at `from` to `to`: the commits in
+ * between arrive as a git bundle on stdin (the sandbox has no network), then
+ * a checkout that keeps what setup left in ignored files (node_modules, builds).
+ */
+async function catchUp(
+  deps: Pick<ActivityDeps, 'sandboxes'>,
+  sandbox: string,
+  mirror: string,
+  from: string,
+  to: string,
+): Promise<void> {
+  const has = await deps.sandboxes.exec(sandbox, ['git', 'cat-file', '-e', `${to}^{commit}`]);
+  if (has.exitCode !== 0) {
+    const bundle = await catchUpBundle(mirror, from, to);
+    await deps.sandboxes.run(
+      sandbox,
+      [
+        'sh',
+        '-c',
+        'set -e; f=.git/drydock-catch-up.bundle; cat > "$f"; git fetch --quiet "$f" "$1:$1"; rm -f "$f"; git update-ref -d "$1"',
+        'catch-up',
+        CATCH_UP_REF,
+      ],
+      { stdin: bundle },
+    );
+  }
+  await deps.sandboxes.run(sandbox, ['git', 'checkout', '--quiet', '--force', '--detach', to]);
+}
+
+/**
+ * Whether the session must run setup before the agent: the repo is
+ * registered and there is no snapshot (cold path; a build is started for
+ * next time), or its setup inputs changed since the snapshot.
+ */
+async function setupPlan(
+  deps: Pick<ActivityDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
+  repo: string,
+  mirror: string,
+  commit: string,
+  snapshot: SnapshotBuildRow | undefined,
+): Promise<SetupPlan | undefined> {
+  const reg = await deps.snapshots.repo(repo);
+  if (!reg) return undefined;
+  const inputs = await setupInputs(mirror, commit);
+  const command = setupCommandOf(reg, inputs);
+  if (!command) return undefined;
+  const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
+  if (!snapshot) {
+    const started = await deps.requestSnapshotBuild(repo);
+    deps.log.info({ repo, started }, 'no snapshot yet: cold start, snapshot build requested');
+    return { ...plan, reason: 'no snapshot yet' };
+  }
+  if (setupHash(command, inputs) === snapshot.setupHash) return undefined;
+  const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
+  const changed = changedInputs(before, inputs);
+  return {
+    ...plan,
+    reason: `changed since the snapshot: ${changed.length ? changed.join(', ') : 'the setup command'}`,
+  };
+}

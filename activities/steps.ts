@@ -1,0 +1,301 @@
+/**
+ * The step runner: one script step in the sandbox (a file write, a patch, or
+ * a command under drydock-run with its output streamed out), at most once per
+ * key, with the session's checkpoint taken after an agent step.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../workflows/api';
+import type { ScriptStep } from '../workflows/input';
+import {
+  EGRESS_PORT,
+  egressDirOf,
+  openEgressProxy,
+  proxyEnv,
+  SANDBOX_EGRESS_SOCKET,
+  type EgressProxy,
+} from '../lib/egress';
+import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
+import { scrub } from '../lib/scrub';
+import { recordEvent } from './audit';
+import { permanent, STATE_DIR } from './container';
+import type { ActivityDeps } from './deps';
+import { reportProgress } from './heartbeat';
+import { tail } from './output';
+import type { StepInput, StepResult } from './types';
+
+/** How often a running step's output is copied out and heartbeated. */
+const STREAM_INTERVAL_MS = 2_000;
+const NO_COUNTS = { oomKills: 0, pidsMax: 0 };
+
+/** A step as the audit trail shows it. */
+function describeCommand(step: ScriptStep): string {
+  if ('run' in step) return step.run;
+  if ('write' in step) return `write ${step.write.path}`;
+  return `apply a patch of ${step.patch.split('\n').length} lines`;
+}
+
+/**
+ * Saves the sandbox's working tree (untracked files too) as a binary diff
+ * against the base commit: the session's checkpoint. A scratch index keeps
+ * the agent's own staging untouched.
+ */
+export async function takeCheckpoint(
+  deps: Pick<ActivityDeps, 'sandboxes' | 'checkpoints'>,
+  at: { sandbox: string; sessionId: string; step: string; baseCommit: string },
+): Promise<void> {
+  const taken = await deps.sandboxes.exec(at.sandbox, [
+    'sh',
+    '-c',
+    // Not in /tmp: a step that filled it must still be checkpointed.
+    'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
+    'checkpoint',
+    at.baseCommit,
+    STATE_DIR,
+  ]);
+  if (taken.exitCode !== 0) throw new Error(`checkpoint after ${at.step} failed: ${taken.stderr.toString().trim()}`);
+  await deps.checkpoints.save({
+    sessionId: at.sessionId,
+    step: at.step,
+    baseCommit: at.baseCommit,
+    diff: taken.stdout,
+  });
+}
+
+export function createStepActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Runs one script step; a retry waits for (or reads) the run already made,
+     * never runs it twice. Recorded in the audit trail once.
+     */
+    async runStep(input: StepInput): Promise<StepResult> {
+      const started = Date.now();
+      const result = await runStepOnce(deps, input);
+      // A step stopped by the sandbox's memory, process or disk limit ends the session (and
+      // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
+      const exhausted = result.failure !== undefined && result.failure !== 'timeout';
+      if (input.checkpointBase && !exhausted) {
+        await takeCheckpoint(deps, {
+          sandbox: input.sandbox,
+          sessionId: input.sessionId,
+          step: input.key,
+          baseCommit: input.checkpointBase,
+        }).catch(permanent);
+      }
+      await recordEvent(deps.audit, {
+        sessionId: input.sessionId,
+        key: `${input.key}/command`,
+        kind: 'command',
+        actor: input.key === 'verify' ? 'drydock' : 'agent',
+        data: {
+          step: input.key,
+          command: describeCommand(input.step),
+          exitCode: result.exitCode,
+          timedOut: result.timedOut,
+          durationMs: Date.now() - started,
+          artifact: result.artifact,
+        },
+      });
+      return result;
+    },
+  };
+}
+
+/** Runs one script step (see runStep). */
+async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepResult> {
+  const { sandboxes, secrets, github } = deps;
+  const { sandbox, step } = input;
+  const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
+  if (missing.length) {
+    throw ApplicationFailure.nonRetryable(
+      `secrets not configured on the worker: ${missing.map((n) => `DRYDOCK_SECRET_${n}`).join(', ')}`,
+      ErrorType.InvalidSessionInput,
+    );
+  }
+  const granted = Object.fromEntries((input.secrets ?? []).map((n) => [n, secrets[n]]));
+  // Values never to show: the secrets the step holds, and the worker's own token.
+  const hidden = [...Object.values(granted), ...(github.token ? [github.token] : [])];
+  try {
+    if ('write' in step) {
+      const result = await sandboxes.exec(
+        sandbox,
+        ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
+        { stdin: step.write.content },
+      );
+      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(result.stderr.toString())) };
+    }
+    if ('patch' in step) {
+      // Already applied (a retry after a crash) counts as applied.
+      const result = await sandboxes.exec(
+        sandbox,
+        [
+          'sh',
+          '-c',
+          'f=$(mktemp) && cat > "$f" && { git apply -R --check "$f" 2>/dev/null && echo "patch already applied" || git apply --whitespace=nowarn "$f"; }',
+        ],
+        { stdin: step.patch },
+      );
+      const output = `${result.stdout.toString()}${result.stderr.toString()}`;
+      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(output, hidden)) };
+    }
+    return await runCommand(deps, input, step.run, granted, hidden);
+  } catch (err) {
+    return permanent(err);
+  }
+}
+
+/**
+ * A command step under drydock-run, behind the step's egress proxy when it
+ * has an allowlist, with `granted` secrets in its environment.
+ */
+async function runCommand(
+  deps: ActivityDeps,
+  input: StepInput,
+  command: string,
+  granted: Record<string, string>,
+  hidden: string[],
+): Promise<StepResult> {
+  const { sandbox } = input;
+  const dir = `${STATE_DIR}/steps/${input.key}`;
+  const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
+  let argv = ['drydock-run', dir, seconds, command];
+  const env: Record<string, string> = { ...input.env, ...granted };
+  let proxy: EgressProxy | undefined;
+  try {
+    if (input.egress?.length) {
+      proxy = await openEgressProxy({
+        socketPath: `${egressDirOf(deps.egressRoot, sandbox)}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
+        sessionId: input.sessionId,
+        step: input.key,
+        rules: input.egress,
+        log: deps.log,
+      });
+      argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), '--', ...argv];
+      Object.assign(env, proxyEnv());
+    }
+    const running = deps.sandboxes.exec(sandbox, argv, {
+      signal: Context.current().cancellationSignal,
+      env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    });
+    const output = { sessionId: input.sessionId, sandbox, file: `${dir}/output`, name: `${input.key}.log` };
+    const run = await streamOutput(deps, output, running, hidden);
+    const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
+    const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
+    if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) return runnerFailed(run, hidden, egress);
+    return await commandResult(deps, input, dir, Number(recorded), hidden, egress);
+  } finally {
+    await proxy?.close();
+  }
+}
+
+/**
+ * The runner itself failed (missing from the image, killed, no room for its
+ * state): the step did not run to an exit code, so it cannot count as passed.
+ */
+function runnerFailed(run: ExecResult, hidden: string[], egress: StepResult['egress']): StepResult {
+  const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
+  // A step's leftovers holding every process slot is the one limit that stops the runner itself.
+  const failure = sandboxFault({ exitCode: -1, output: why, before: NO_COUNTS, after: NO_COUNTS });
+  return {
+    exitCode: -1,
+    timedOut: false,
+    outputTail: scrub(`drydock-run failed: ${why}`, hidden),
+    ...(failure === 'pids' ? { failure } : {}),
+    egress,
+  };
+}
+
+/** A command that ran to `exitCode`: its whole output to the artifact store, and the limit that stopped it, if any. */
+async function commandResult(
+  { sandboxes, artifacts, log }: ActivityDeps,
+  input: StepInput,
+  dir: string,
+  exitCode: number,
+  hidden: string[],
+  egress: StepResult['egress'],
+): Promise<StepResult> {
+  const { sandbox } = input;
+  const output = scrub((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
+  const counters = (
+    await sandboxes.exec(sandbox, [
+      'sh',
+      '-c',
+      'cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
+      'counters',
+      dir,
+    ])
+  ).stdout
+    .toString()
+    .split('---');
+  const failure = sandboxFault({
+    exitCode,
+    output,
+    before: parseCounters(counters[0] ?? ''),
+    after: parseCounters(counters[1] ?? ''),
+  });
+  const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
+  if (failure)
+    log.warn(
+      { sessionId: input.sessionId, sandboxId: sandbox, step: input.key, failure },
+      'step stopped by a sandbox limit',
+    );
+  return {
+    exitCode,
+    timedOut: exitCode === 124,
+    outputTail: tail(output),
+    artifact,
+    ...(failure ? { failure } : {}),
+    ...(egress ? { egress } : {}),
+  };
+}
+
+/**
+ * While `running` goes on, copies what the command has written so far to
+ * the artifact `name` and heartbeats with its tail, so a long step (an agent
+ * CLI) can be followed live; returns `running`'s result.
+ */
+async function streamOutput<T>(
+  { sandboxes, artifacts }: Pick<ActivityDeps, 'sandboxes' | 'artifacts'>,
+  to: { sessionId: string; sandbox: string; file: string; name: string },
+  running: Promise<T>,
+  hidden: string[],
+): Promise<T> {
+  let copied = 0;
+  let last = '';
+  let done = false;
+  const finished = running.finally(() => (done = true));
+  await artifacts.put(to.sessionId, to.name, '');
+  while (!done) {
+    await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, STREAM_INTERVAL_MS))]);
+    if (done) break;
+    const chunk = await sandboxes
+      .exec(to.sandbox, [
+        'sh',
+        '-c',
+        'tail -c +"$1" "$2" 2>/dev/null | head -c 1048576',
+        'tail',
+        String(copied + 1),
+        to.file,
+      ])
+      .catch(() => undefined);
+    if (!chunk?.stdout.length) continue;
+    copied += chunk.stdout.length;
+    const text = scrub(chunk.stdout.toString(), hidden);
+    await artifacts.append(to.sessionId, to.name, text);
+    last = tail(last + text);
+    reportProgress({ outputTail: last, bytes: copied });
+  }
+  return finished;
+}
+
+/** The step's egress log, to the artifact store; counts for the step's result. */
+async function recordEgressTo(
+  artifacts: ActivityDeps['artifacts'],
+  input: StepInput,
+  proxy: EgressProxy,
+): Promise<StepResult['egress']> {
+  const lines = proxy.records.map((r) => JSON.stringify(r)).join('\n');
+  const log = await artifacts.put(input.sessionId, `${input.key}.egress.jsonl`, lines ? `${lines}\n` : '');
+  const allowed = proxy.records.filter((r) => r.allowed).length;
+  return { allowed, refused: proxy.records.length - allowed, log };
+}
