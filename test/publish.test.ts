@@ -95,6 +95,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
     required: ['push', 'pull_request', 'deploy'],
     approvers: [],
     forbidSelfApproval: false,
+    separateGates: true,
   });
   await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change.slice(0, 12)));
 
