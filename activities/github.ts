@@ -10,7 +10,8 @@ import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitHubCredentialsError, octokitFor } from '../lib/github';
 import { readTriggerContext, taskWithContext } from '../lib/github-context';
-import { commentOnce, reactOnce, repoRef, setStatusOnce, type StatusState } from '../lib/github-report';
+import type { Octokit } from '@octokit/rest';
+import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../lib/github-report';
 
 /** Moments of a session that GitHub hears about. */
 export type ReportStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
@@ -36,6 +37,27 @@ const STATUS: Record<ReportStage, [StatusState, string]> = {
   rejected: ['failure', 'rejected in review'],
   timed_out: ['failure', 'timed out'],
   cancelled: ['error', 'cancelled'],
+};
+
+/** What the issue hears besides the acknowledgement: the pull request, or why there is none. */
+async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, input: ReportInput, link: string) {
+  const { stage, sessionId } = input;
+  if (stage === 'pull_request' && input.pullRequestUrl) {
+    const body = `drydock opened a pull request for this: ${input.pullRequestUrl} (session: ${link})`;
+    await commentOnce(octokit, where, `pr/${sessionId}`, body);
+  } else if (stage === 'completed' && !input.pullRequestUrl) {
+    await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session made no change: ${link}`);
+  } else if (ENDED[stage]) {
+    const why = input.detail ? `: ${input.detail}` : '';
+    await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session ${ENDED[stage]}${why} (${link})`);
+  }
+}
+
+const ENDED: Partial<Record<ReportStage, string>> = {
+  failed: 'failed',
+  rejected: 'was rejected in review',
+  timed_out: 'timed out',
+  cancelled: 'was cancelled',
 };
 
 /** GitHub refusing the worker's credentials or the request will not change on a retry. */
@@ -84,10 +106,7 @@ export function createGitHubActivities({ github, sessionLink, reviewLink, secret
             `drydock is working on this: ${link}`,
           );
         }
-        if (stage === 'pull_request' && trigger.issue && input.pullRequestUrl) {
-          const body = `drydock opened a pull request for this: ${input.pullRequestUrl} (session: ${link})`;
-          await commentOnce(octokit, { ...where, issue: trigger.issue }, `pr/${sessionId}`, body);
-        }
+        if (trigger.issue) await commentOn(octokit, { ...where, issue: trigger.issue }, input, link);
         const commit = trigger.commit ?? input.commit;
         if (commit) {
           const [state, words] = STATUS[stage];

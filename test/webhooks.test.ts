@@ -348,6 +348,30 @@ describe('full loops', () => {
     }
   });
 
+  test('a session that fails: the issue hears why, once, and the status says failed', async () => {
+    const failing = await startServe(stack, {
+      ...serveConfig(),
+      DRYDOCK_TRIGGER_SESSION: triggerSessionSchema.parse({ ...TRIGGER_SESSION, verify: { test: 'exit 3' } }),
+    });
+    try {
+      const payload = labelled();
+      const sent = await deliver('issues', payload, { to: failing });
+      const final = await finalStatus(sent.body.sessionId);
+      expect(final.phase).toBe('failed');
+      const ours = ourComments(issueNumber);
+      expect(ours.map((c) => c.body.split('\n')[0])).toEqual([
+        expect.stringMatching(/^drydock is working on this: /),
+        expect.stringMatching(/^drydock's session failed: .*exit 3/),
+      ]);
+      expect(statusesOf(sent.body.sessionId)).toEqual([
+        'pending: in progress',
+        expect.stringMatching(/^failure: failed: /),
+      ]);
+    } finally {
+      await failing.close();
+    }
+  });
+
   test("a failed workflow run: the task names the failing job, step and test, with the log's last lines", async () => {
     // A commit of its own on a branch "nightly" (one session per commit).
     const sha = git(

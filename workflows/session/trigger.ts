@@ -9,21 +9,17 @@ import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 
 /**
- * Reads the context once, on the worker; the task with it is in status, so
- * the next run of a continued session keeps the same task.
+ * Reads the context once, on the worker, into the status's task: what the
+ * agent is asked (the input's task stays the request, for the commit and the
+ * pull request). A continued run keeps the status, and so the task.
  */
 export async function addTriggerContext(run: SessionRun): Promise<void> {
   const { trigger } = run.input;
   if (!trigger) return;
-  if (run.continued) {
-    run.input.task = run.status.task;
-    return;
-  }
-  const task = await run.track('context from GitHub', async (record) => {
+  run.status.task = await run.track('context from GitHub', async (record) => {
     record.detail = `${trigger.kind} on ${trigger.repo}`;
     return anyHost.triggerTask({ sessionId: run.sessionId, task: run.input.task, trigger });
   });
-  run.input.task = run.status.task = task;
 }
 
 /** Reports a stage to GitHub; GitHub being down never fails the session. */
@@ -38,7 +34,7 @@ export async function report(run: SessionRun, stage: ReportStage): Promise<void>
       stage,
       commit: status.sandbox?.baseCommit,
       pullRequestUrl: status.pullRequest?.url,
-      detail: stage === 'failed' || stage === 'timed_out' ? status.error?.slice(0, 100) : undefined,
+      detail: stage === 'failed' || stage === 'timed_out' ? status.error?.slice(0, 300) : undefined,
     });
   } catch (err) {
     log.warn('could not report to GitHub', { stage, error: err instanceof Error ? err.message : String(err) });
