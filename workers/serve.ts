@@ -1,7 +1,7 @@
 /**
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
- *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256, same scheme)
+ *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
