@@ -226,6 +226,10 @@ export async function startFakeGitHub(opts: {
   ): boolean {
     const at = (pattern: string, verb = 'GET') => (method === verb ? new RegExp(`^${pattern}$`).exec(sub) : null);
     const now = () => new Date().toISOString();
+    const notFound = () => {
+      send(404, { message: 'Not Found' });
+      return true;
+    };
     let m: RegExpExecArray | null;
     if ((m = at('/branches/([^/]+)'))) {
       const sha = state.branches[decodeURIComponent(m[1])];
@@ -235,7 +239,7 @@ export async function startFakeGitHub(opts: {
       send(200, { permission, role_name: permission, user: { login: m[1] } });
     } else if ((m = at('/pulls/(\\d+)'))) {
       const pr = pulls.find((p) => p.number === Number(m![1]));
-      if (!pr) return (send(404, { message: 'Not Found' }), true);
+      if (!pr) return notFound();
       const repo = { full_name: pr.headRepo ?? full };
       send(200, { ...pr, head: { ref: pr.head, repo }, base: { ref: pr.base, repo: { full_name: full } } });
     } else if ((m = at('/pulls/(\\d+)/files'))) {
@@ -249,7 +253,10 @@ export async function startFakeGitHub(opts: {
         state.comments.filter((c) => c.issue === Number(m![1])),
       );
     } else if ((m = at('/issues/(\\d+)/comments', 'POST'))) {
-      if (typeof body?.body !== 'string') return (send(422, { message: 'Validation Failed' }), true);
+      if (typeof body?.body !== 'string') {
+        send(422, { message: 'Validation Failed' });
+        return true;
+      }
       const id = 9000 + state.comments.length;
       const issue = Number(m[1]);
       const html_url = `${url}/${full}/issues/${issue}#issuecomment-${id}`;
@@ -284,7 +291,7 @@ export async function startFakeGitHub(opts: {
       send(201, status);
     } else if ((m = at('/check-runs/(\\d+)'))) {
       const job = state.jobs[Number(m[1])];
-      if (!job) return (send(404, { message: 'Not Found' }), true);
+      if (!job) return notFound();
       send(200, { id: Number(m[1]), name: job.name, conclusion: job.conclusion, output: job.output ?? null });
     } else if ((m = at('/check-runs/(\\d+)/annotations'))) {
       send(200, state.jobs[Number(m[1])]?.annotations ?? []);
@@ -292,7 +299,7 @@ export async function startFakeGitHub(opts: {
       const jobs = (state.workflowRuns[Number(m[1])] ?? []).map((id) => ({ id, ...state.jobs[id], log: undefined }));
       send(200, { total_count: jobs.length, jobs });
     } else if ((m = at('/actions/jobs/(\\d+)/logs'))) {
-      if (!state.jobs[Number(m[1])]) return (send(404, { message: 'Not Found' }), true);
+      if (!state.jobs[Number(m[1])]) return notFound();
       res.writeHead(302, { location: `${url}/_logs/${m[1]}` });
       res.end();
     } else {
