@@ -565,7 +565,7 @@ describe('refusals start nothing', () => {
     expect(answers[0].body).toMatch(/did not start a session: reader has read permission/);
   });
 
-  test("/drydock on drydock's own pull request → 422: no second, unrelated session", async () => {
+  test("/drydock on drydock's own pull request, or on a fork's → 422: no second, unrelated session", async () => {
     github.pulls.push({
       number: 50,
       head: 'drydock/gh-some-session',
@@ -581,6 +581,16 @@ describe('refusals start nothing', () => {
     const sent = await deliver('issue_comment', payload);
     expect(sent).toMatchObject({ status: 422, body: { error: expect.stringMatching(/is drydock's own/) } });
     expect(await exists(sessionIdOf('issue_comment', payload))).toBe(false);
+    // A fork's pull request: its head is an outsider's, which drydock would push upstream.
+    github.pulls.push({ ...github.pulls.at(-1)!, number: 51, head: 'patch-1', headRepo: 'outsider/Hello-World' });
+    const onFork = command('/drydock finish this');
+    onFork.issue.number = 51;
+    onFork.issue.pull_request = { url: 'https://api.github.com/repos/Codertocat/Hello-World/pulls/51' };
+    expect(await deliver('issue_comment', onFork)).toMatchObject({
+      status: 422,
+      body: { error: 'pull request #51 comes from a fork (outsider/Hello-World)' },
+    });
+    expect(await exists(sessionIdOf('issue_comment', onFork))).toBe(false);
   });
 
   test("a fork's failed run starts nothing: by its head repository, or a commit that is not the branch's head", async () => {

@@ -116,11 +116,6 @@ export async function ciWebhook(ctx: ServeContext, req: IncomingMessage): Promis
 async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string): Promise<Answer> {
   const found = ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
-  const configured = ctx.repos.triggerSession(found.repo);
-  if (!configured.ok) {
-    await answerOnGitHub(ctx, trigger, configured.reason);
-    throw new HttpError(422, configured.reason);
-  }
   if (trigger.check) {
     const refusal = await refusalFromGitHub(await serverOctokit(ctx, trigger.repo), trigger);
     if (refusal) {
@@ -129,6 +124,12 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
       if (refusal.status === 202) return [202, { ignored: refusal.reason }];
       throw new HttpError(refusal.status, refusal.reason);
     }
+  }
+  // After the checks: only someone who may start work hears how this repo is configured.
+  const configured = ctx.repos.triggerSession(found.repo);
+  if (!configured.ok) {
+    await answerOnGitHub(ctx, trigger, configured.reason);
+    throw new HttpError(422, configured.reason);
   }
   const input = triggeredInput(trigger, found.repo, configured.session);
   const parsed = parseSessionInput(input);
