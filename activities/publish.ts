@@ -7,6 +7,7 @@ import { exportBundle, tail } from './sandbox';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
 import { SandboxNotFound } from '../lib/sandbox';
+import { redactUrl } from '../workflows/rules/repo-url';
 
 export interface PushInput {
   sandbox: string;
@@ -90,7 +91,7 @@ export function createPublishActivities({
       }
       if (!bundle)
         throw ApplicationFailure.nonRetryable(`${input.branch} has no commits to push`, ErrorType.PushRejected);
-      const target = { remote: input.repoUrl, branch: input.branch, commit: input.commit };
+      const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
       await recordAction(input.sessionId, 'push', 'intent', target);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
@@ -167,7 +168,12 @@ export function createPublishActivities({
           ErrorType.DeployFailed,
         );
       }
-      const target = { repo: input.repoUrl, branch: input.branch, commit: input.commit, command: deployCommand };
+      const target = {
+        repo: redactUrl(input.repoUrl),
+        branch: input.branch,
+        commit: input.commit,
+        command: deployCommand,
+      };
       await recordAction(input.sessionId, 'deploy', 'intent', target);
       const previous = await artifacts.get(input.sessionId, 'deploy.json');
       let result: { exitCode: number; output: string };

@@ -5,6 +5,7 @@ import type { ActivityDeps } from './deps';
 import { copyWorkingTree, DEFAULT_TMP_BYTES, sandboxName, STATE_DIR, syncMirror, tail } from './sandbox';
 import { egressDirOf } from '../lib/egress';
 import { resolveCommit } from '../lib/git';
+import { redactUrl } from '../workflows/rules/repo-url';
 import { LABELS } from '../lib/sandbox';
 import {
   setupCommandOf,
@@ -112,7 +113,7 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const reg = await snapshots.repo(input.repo);
       if (!reg) {
         throw ApplicationFailure.nonRetryable(
-          `repo ${input.repo} is not registered: run 'drydock repo add ${input.repo} --setup "<command>"'`,
+          `repo ${redactUrl(input.repo)} is not registered: run 'drydock repo add ${redactUrl(input.repo)} --setup "<command>"'`,
           ErrorType.RepoNotRegistered,
         );
       }

@@ -1,5 +1,6 @@
 /** Reading sessions from Temporal, shared by the CLI and the HTTP server. */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { redactUrl } from '../workflows/rules/repo-url';
 import { OUTCOMES, RUNNING_PHASES, status, WORKFLOW_TYPE, type SessionStatus } from '../workflows/api';
 
 export const PHASES: readonly string[] = [...RUNNING_PHASES, ...OUTCOMES];
@@ -22,7 +23,8 @@ export async function listSessions(
   if (opts.repo && /['"\\]/.test(opts.repo)) throw new RangeError('repo: quotes and backslashes are not allowed');
   let query = `WorkflowType = '${WORKFLOW_TYPE}'`;
   if (opts.phase) query += ` AND DrydockPhase = '${opts.phase}'`;
-  if (opts.repo) query += ` AND DrydockRepo = '${opts.repo}'`;
+  // The workflow records the URL without credentials (redactUrl), so the filter must match that form.
+  if (opts.repo) query += ` AND DrydockRepo = '${redactUrl(opts.repo)}'`;
   const rows: SessionRow[] = [];
   if (opts.limit <= 0) return rows;
   for await (const wf of client.workflow.list({ query, pageSize: Math.min(opts.limit, 1000) })) {
