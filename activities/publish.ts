@@ -46,6 +46,26 @@ function githubFailure(err: unknown, repo: string): never {
   throw err;
 }
 
+/** What any command expects of its environment; nothing here carries a credential. */
+const BASIC_ENV = /^(PATH|HOME|USER|LOGNAME|SHELL|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR)$/;
+
+/**
+ * The deploy command's environment: an allowlist (the basic variables and
+ * the operator's DRYDOCK_DEPLOY_ENV names) of the worker's, plus what drydock
+ * tells it. A denylist let DATABASE_URL and model endpoints with keys through.
+ */
+export function deployEnv(
+  worker: NodeJS.ProcessEnv,
+  declared: readonly string[],
+  target: Record<string, string>,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(worker)) {
+    if (value !== undefined && (BASIC_ENV.test(name) || declared.includes(name))) env[name] = value;
+  }
+  return { ...env, ...target };
+}
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -53,6 +73,7 @@ export function createPublishActivities({
   policy,
   github,
   deployCommand,
+  deployEnvNames = [],
   sessionLink,
   audit,
   log,
@@ -159,7 +180,7 @@ export function createPublishActivities({
      * Runs the worker's deploy command for the pushed commit. Its result is
      * recorded on the worker: a retry after the command finished (a crash
      * before the activity completed) returns it instead of deploying again.
-     * The command's environment holds no GitHub or other credentials.
+     * Its environment is an allowlist (deployEnv): none of the worker's credentials.
      */
     async deploy(input: { sessionId: string; repoUrl: string; branch: string; commit: string }) {
       if (!deployCommand) {
@@ -180,11 +201,8 @@ export function createPublishActivities({
       if (previous) {
         result = JSON.parse(previous.toString());
       } else {
-        const env = Object.fromEntries(
-          Object.entries(process.env).filter(([name]) => !/^GITHUB_|TOKEN|SECRET|PASSWORD|KEY/i.test(name)),
-        );
-        Object.assign(env, {
-          DRYDOCK_REPO_URL: input.repoUrl,
+        const env = deployEnv(process.env, deployEnvNames, {
+          DRYDOCK_REPO_URL: redactUrl(input.repoUrl),
           DRYDOCK_BRANCH: input.branch,
           DRYDOCK_COMMIT: input.commit,
         });
