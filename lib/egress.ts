@@ -113,7 +113,9 @@ const RESTRICTED = (
     ['unspecified', '::', 128, 'ipv6'],
     ['private', 'fc00::', 7, 'ipv6'],
     ['link-local', 'fe80::', 10, 'ipv6'],
+    ['site-local', 'fec0::', 10, 'ipv6'],
     ['multicast', 'ff00::', 8, 'ipv6'],
+    ['NAT64 local-use', '64:ff9b:1::', 48, 'ipv6'],
   ] as const
 ).map(([name, net, prefix, type]) => {
   const list = new BlockList();
@@ -121,17 +123,64 @@ const RESTRICTED = (
   return { name, list, type };
 });
 
+/**
+ * An address in its one canonical text (WHATWG URL host parsing): IPv4 as a
+ * dotted quad whatever the form ("127.1", "0x7f.0.0.1", "2130706433"), IPv6
+ * compressed and lower-case with any dotted tail in hex. Undefined for a name.
+ */
+function canonicalIp(address: string): { ip: string; type: 'ipv4' | 'ipv6' } | undefined {
+  // A zone id ("fe80::1%eth0") names an interface, not another address.
+  const bare = normalizeHost(address).replace(/%.*$/, '');
+  let host: string;
+  try {
+    host = new URL(`http://${bare.includes(':') ? `[${bare}]` : bare}/`).hostname;
+  } catch {
+    return undefined;
+  }
+  if (isIP(host) === 4) return { ip: host, type: 'ipv4' };
+  if (host.startsWith('[')) return { ip: host.slice(1, -1), type: 'ipv6' };
+  return undefined;
+}
+
+/** The eight 16-bit words of a canonical IPv6 address. */
+function ipv6Words(ip: string): number[] {
+  const [head, tail] = ip.split('::');
+  const words = (part: string | undefined) => (part ? part.split(':').map((w) => parseInt(w, 16)) : []);
+  const before = words(head);
+  const after = words(tail);
+  return [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+/**
+ * The IPv4 address an IPv6 one carries to the IPv4 internet, judged as that:
+ * IPv4-mapped (::ffff:0:0/96) and -compatible (::/96), NAT64 (64:ff9b::/96)
+ * and 6to4 (2002::/16).
+ */
+function embeddedIpv4(ip: string): string | undefined {
+  const w = ipv6Words(ip);
+  const quad = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  const zeros = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 5) && (w[5] === 0xffff || w[5] === 0)) return quad(w[6], w[7]);
+  if (w[0] === 0x64 && w[1] === 0xff9b && zeros(2, 6)) return quad(w[6], w[7]);
+  if (w[0] === 0x2002) return quad(w[1], w[2]);
+  return undefined;
+}
+
 /** Why this address may not be reached without an explicit rule, or undefined when it may. */
 export function restrictedAddress(address: string): string | undefined {
-  let ip = normalizeHost(address);
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped) ip = mapped[1];
-  const type = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  const canonical = canonicalIp(address);
+  if (!canonical) return isIP(normalizeHost(address)) ? 'an address drydock cannot parse' : undefined;
+  const { ip, type } = canonical;
   const range = RESTRICTED.find((r) => r.type === type && r.list.check(ip, type));
   if (range) return range.name;
+  const v4 = type === 'ipv6' ? embeddedIpv4(ip) : undefined;
+  if (v4) {
+    const inner = restrictedAddress(v4);
+    if (inner) return inner;
+  }
   const own = Object.values(networkInterfaces())
     .flat()
-    .some((i) => i && normalizeHost(i.address) === ip);
+    .some((i) => i && canonicalIp(i.address)?.ip === ip);
   return own ? "this host's own address" : undefined;
 }
 
