@@ -6,7 +6,8 @@
  * worker. The proxy speaks HTTP proxy semantics (absolute-URI requests for
  * plain http, CONNECT tunnels for https), allows only the step's rules,
  * refuses loopback, private and host addresses unless a rule names that
- * address itself, and logs every request with the session id.
+ * address itself, and logs every request with the session id. Bounded: a
+ * cap on open connections, an idle timeout, a capped log (EGRESS_DEFAULTS).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
@@ -238,11 +239,27 @@ export interface EgressProxyOptions {
   rules: EgressRule[];
   log: Logger;
   lookup?: Lookup;
+  /**
+   * Connections open at once through this proxy (one sandbox step); more are
+   * closed as they arrive. @default 64
+   */
+  maxConnections?: number;
+  /**
+   * Milliseconds without a byte either way after which a connection (a
+   * tunnel, a request, one that never sends its headers) is cut. @default 300_000
+   */
+  idleTimeoutMs?: number;
+  /** Requests kept in `records`; later ones are only counted. @default 1_000 */
+  maxRecords?: number;
 }
 
+export const EGRESS_DEFAULTS = { maxConnections: 64, idleTimeoutMs: 300_000, maxRecords: 1_000 } as const;
+
 export interface EgressProxy {
-  /** Every request so far, allowed or refused (no paths or headers: they may carry secrets). */
+  /** The first `maxRecords` requests, allowed or refused (no paths or headers: they may carry secrets). */
   records: EgressRecord[];
+  /** Every request, kept or not. */
+  counts: { allowed: number; refused: number; dropped: number };
   /** Stops listening, cuts open tunnels and removes the socket. */
   close(): Promise<void>;
 }
@@ -258,8 +275,24 @@ function splitHostPort(authority: string): { host: string; port: number } | unde
 /** Opens the proxy of one step on its unix socket. */
 export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
   const records: EgressRecord[] = [];
+  const counts = { allowed: 0, refused: 0, dropped: 0 };
   const sockets = new Set<Socket>();
   const lookup = opts.lookup ?? systemLookup;
+  const maxConnections = opts.maxConnections ?? EGRESS_DEFAULTS.maxConnections;
+  const idleTimeoutMs = opts.idleTimeoutMs ?? EGRESS_DEFAULTS.idleTimeoutMs;
+  const maxRecords = opts.maxRecords ?? EGRESS_DEFAULTS.maxRecords;
+
+  /** Keeps and logs a record while there is room; past it, counts only (a flood must not grow the worker). */
+  function keep(record: EgressRecord): void {
+    counts[record.allowed ? 'allowed' : 'refused']++;
+    if (records.length < maxRecords) {
+      records.push(record);
+      opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');
+      return;
+    }
+    if (counts.dropped++ === 0)
+      opts.log.warn({ sessionId: opts.sessionId, step: opts.step, maxRecords }, 'egress log full');
+  }
 
   /** Decides and logs one request; the address to connect to when allowed. */
   async function judge(method: string, host: string, port: number): Promise<{ address?: string; reason: string }> {
@@ -281,8 +314,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
       reason,
       at: new Date().toISOString(),
     };
-    records.push(record);
-    opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');
+    keep(record);
     return { address, reason };
   }
 
@@ -327,6 +359,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
     sockets.add(client);
     client.on('error', () => client.destroy());
+    client.setTimeout(idleTimeoutMs, () => client.destroy());
     void (async () => {
       const target = splitHostPort(req.url ?? '');
       if (!target) {
@@ -344,6 +377,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
         upstream.pipe(client).pipe(upstream);
       });
       sockets.add(upstream);
+      upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
       upstream.on('error', () => {
         client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
         upstream.destroy();
@@ -354,7 +388,12 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
+    socket.setTimeout(idleTimeoutMs, () => socket.destroy());
   });
+  // Node closes connections past this count as they arrive; tunnels count until they close.
+  server.maxConnections = maxConnections;
+  server.headersTimeout = Math.min(idleTimeoutMs, 60_000);
+  server.requestTimeout = 0; // an upload may be long; idleness is what ends a connection
 
   await mkdir(path.dirname(opts.socketPath), { recursive: true });
   // A socket left by an earlier attempt (a crashed worker) is replaced.
@@ -368,6 +407,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
 
   return {
     records,
+    counts,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sockets) s.destroy();
