@@ -14,6 +14,7 @@ import { Redactor } from '../lib/scrub';
 import { decide, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {
+  approveAs,
   containersOf,
   freePort,
   inPhase,
@@ -48,11 +49,7 @@ afterAll(async () => {
   await pool?.end();
 });
 
-const approve = (action: 'push' | 'pull_request') => ({
-  args: [{ decision: 'approve' as const, action, by: 'rita' }] as [
-    { decision: 'approve'; action: typeof action; by: string },
-  ],
-});
+const approve = (action: 'push' | 'pull_request') => approveAs('rita', action);
 
 const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 

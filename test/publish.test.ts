@@ -7,7 +7,6 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -18,9 +17,10 @@ import type { ActivityDeps } from '../activities/deps';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
 import { Redactor } from '../lib/scrub';
-import { decide, status, type Action, type DecideInput, type SessionStatus } from '../workflows/api';
+import { decide, status, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {
+  approveAs,
   containersOf,
   docker,
   git,
@@ -33,6 +33,7 @@ import {
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { inSandbox } from './docker';
 
 // Shaped like a real classic token, so pattern scanners would also catch it.
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
@@ -62,27 +63,10 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({
-  args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
-});
-
 const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
 /** Runs a shell command in a live sandbox as root, to look everywhere. */
-async function inSandboxAsRoot(container: string, script: string): Promise<string> {
-  const exec = await docker.getContainer(container).exec({
-    Cmd: ['sh', '-c', script],
-    User: 'root',
-    AttachStdout: true,
-    AttachStderr: true,
-  });
-  const stream = await exec.start({});
-  const chunks: Buffer[] = [];
-  const sink = new PassThrough().on('data', (c: Buffer) => chunks.push(c));
-  docker.modem.demuxStream(stream, sink, sink);
-  await new Promise((resolve) => stream.on('end', resolve));
-  return Buffer.concat(chunks).toString();
-}
+const inSandboxAsRoot = (container: string, script: string) => inSandbox(container, script, 'root');
 
 test('approve push, then the pull request: pushed, PR opened with the evidence; the token is nowhere but the worker', async () => {
   const id = newSessionId('pr');

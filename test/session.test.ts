@@ -2,12 +2,8 @@
  * agentSession end to end on the real Temporal dev server, real Docker and
  * real git: every outcome, the approval gate, and teardown on every path.
  */
-import { writeFile, mkdir } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
-import path from 'node:path';
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
 import { findTemporalCli } from '../lib/temporal';
 import { approve, decide, reject, status, type SessionStatus } from '../workflows/api';
 import {
@@ -22,6 +18,7 @@ import {
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { recordHistory, replayHistory } from './histories';
 
 let stack: TestStack;
 let repo: { url: string; bare: string };
@@ -87,15 +84,8 @@ test('happy path: edit, test, approve via decide → branch pushed, sandbox gone
 
   // Closed sessions still answer the status query, and the history replays deterministically.
   expect((await handle.query(status)).phase).toBe('completed');
-  await Worker.runReplayHistory(
-    { workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } },
-    await handle.fetchHistory(),
-  );
-  if (process.env.DRYDOCK_RECORD_HISTORY) {
-    const dir = path.join(__dirname, 'fixtures', 'histories');
-    await mkdir(dir, { recursive: true });
-    await writeFile(path.join(dir, 'agentSession-happy.json'), historyToJSON(await handle.fetchHistory()));
-  }
+  await replayHistory(await handle.fetchHistory());
+  await recordHistory(handle, 'happy');
 });
 
 test('reject → nothing pushed, outcome rejected, sandbox gone', async () => {
