@@ -23,6 +23,7 @@ import {
   remoteHasBranch,
   projectRoot,
   runCli,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
@@ -151,11 +152,7 @@ test('with the audit database stopped, the approved push waits; once it is back 
   db.on('error', () => {});
   try {
     const id = newSessionId('audit-outage');
-    const handle = await startSession(outageStack, id, {
-      repo: { url: repo.url },
-      task: 'greet',
-      agent: { steps: [{ run: 'echo hello >> README.md' }] },
-    });
+    const handle = await startSession(outageStack, id, scriptedSession(repo.url, 'greet', 'echo hello >> README.md'));
     await waitForStatus(handle, inPhase('awaiting_approval'));
     await server.stop();
     await handle.executeUpdate(decide, approve('push'));

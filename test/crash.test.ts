@@ -9,6 +9,7 @@ import {
   git,
   makeFixtureRepo,
   newSessionId,
+  scriptedSession,
   startSession,
   waitForStatus,
 } from './helpers';
@@ -22,12 +23,13 @@ test('kill -9 the worker during a long step → a new worker completes the sessi
 
   let worker = startWorkerProcess(env, { cli: true });
   try {
-    const handle = await startSession({ client, config: env }, id, {
-      repo: { url: repo.url },
-      task: 'survive a crash',
-      agent: { steps: [{ run: 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md' }] },
-      verify: { test: 'sh check.sh' },
-    });
+    const handle = await startSession(
+      { client, config: env },
+      id,
+      scriptedSession(repo.url, 'survive a crash', 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md', {
+        verify: { test: 'sh check.sh' },
+      }),
+    );
     await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1')), 90_000);
     await new Promise((r) => setTimeout(r, 1500)); // the step is running inside the sandbox
     const before = (await containersOf(id)).map((c) => c.Id);

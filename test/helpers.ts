@@ -190,6 +190,16 @@ export function startSession(
   });
 }
 
+/** A scripted session input on the repo at `url`: one shell step per command. */
+export function scriptedSession(
+  url: string,
+  task: string,
+  run: string | string[],
+  extra: Record<string, unknown> = {},
+) {
+  return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
+}
+
 /** Polls the status query until `until` holds; fails with the last status after `timeoutMs`. */
 export async function waitForStatus(
   handle: WorkflowHandle,

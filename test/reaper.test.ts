@@ -6,6 +6,7 @@ import {
   makeFixtureRepo,
   newSessionId,
   runReaper,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
@@ -15,7 +16,7 @@ import { createSandbox } from './docker';
 test('reapSandboxes removes the sandbox of a terminated session and an expired one, and spares a running session', async () => {
   const stack = await startStack();
   const repo = await makeFixtureRepo();
-  const longSession = { repo: { url: repo.url }, task: 'wait', agent: { steps: [{ run: 'sleep 300' }] } };
+  const longSession = scriptedSession(repo.url, 'wait', 'sleep 300');
   try {
     const schedule = await stack.client.schedule.getHandle(`drydock-reaper-${stack.config.DRYDOCK_HOST_ID}`).describe();
     expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'reapSandboxes' });

@@ -13,6 +13,7 @@ import {
   makeFixtureRepo,
   newSessionId,
   runCli,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
@@ -185,11 +186,7 @@ test.each([
 
 test('cancel during a long step → teardown ran, container gone, cancelled', async () => {
   const id = newSessionId('cancel');
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'take forever',
-    agent: { steps: [{ run: 'sleep 300' }] },
-  });
+  const handle = await startSession(stack, id, scriptedSession(repo.url, 'take forever', 'sleep 300'));
   await waitForStatus(handle, (s) => s.phase === 'agent' && s.timeline.some((t) => t.name.startsWith('step 1')));
   expect(await containersOf(id)).toHaveLength(1);
   await handle.cancel();
@@ -204,11 +201,11 @@ test('cancel during a long step → teardown ran, container gone, cancelled', as
 
 test('a step that fails ends the session as failed, with its exit code and output', async () => {
   const id = newSessionId('stepfail');
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'break',
-    agent: { steps: [{ run: 'echo about to fail; exit 7' }, { run: 'echo never' }] },
-  });
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'break', ['echo about to fail; exit 7', 'echo never']),
+  );
   await handle.result().catch(() => undefined);
   const final = await handle.query(status);
   expect(final.phase).toBe('failed');
@@ -221,12 +218,11 @@ test('a step that fails ends the session as failed, with its exit code and outpu
 
 test('wall-time limit → timed_out with the reason, sandbox gone', async () => {
   const id = newSessionId('walltime');
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'too slow',
-    agent: { steps: [{ run: 'sleep 120' }] },
-    limits: { wallTime: '4s' },
-  });
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'too slow', 'sleep 120', { limits: { wallTime: '4s' } }),
+  );
   const final = (await handle.result()) as SessionStatus;
   expect(final.phase).toBe('timed_out');
   expect(final.error).toBe('wall-time limit of 4s reached');

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { addRepo } from '../cli/snapshots';
 import type { SessionStatus } from '../workflows/api';
-import { makeSnapshotRepo, newSessionId, startSession, startStack, type TestStack } from './helpers';
+import { makeSnapshotRepo, newSessionId, scriptedSession, startSession, startStack, type TestStack } from './helpers';
 import { buildSnapshot, removeSnapshots } from './snapshots';
 import { lockEntryOf, packTinyPackage, startNpmRegistry, type NpmRegistryStandIn } from './npm-registry';
 
@@ -66,11 +66,11 @@ test('setup installs from an allowlisted registry stand-in on loopback through t
   expect(registry.requests).toContain('GET /drydock-tiny/-/drydock-tiny-1.0.0.tgz 200');
 
   const session = (await (
-    await startSession(stack, newSessionId('egress-session'), {
-      repo: { url: repo.url },
-      task: 'use the dependency',
-      agent: { steps: [{ run: `node -e "console.log(require('drydock-tiny'))"` }] },
-    })
+    await startSession(
+      stack,
+      newSessionId('egress-session'),
+      scriptedSession(repo.url, 'use the dependency', `node -e "console.log(require('drydock-tiny'))"`),
+    )
   ).result()) as SessionStatus;
   expect(session.snapshot?.image).toBe(built.image);
   expect(session.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail).toContain('tiny from the stand-in');

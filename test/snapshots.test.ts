@@ -22,6 +22,7 @@ import {
   openEmbeddedDatabase,
   runCli,
   runReaper,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
@@ -272,11 +273,7 @@ test('garbage collection keeps the newest K and never removes a snapshot a sandb
   await register(repo.url, { keep: '2' });
   const first = await build(repo.url);
   const id = newSessionId('holds-first');
-  const holder = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'hold the sandbox',
-    agent: { steps: [{ run: 'sleep 300' }] },
-  });
+  const holder = await startSession(stack, id, scriptedSession(repo.url, 'hold the sandbox', 'sleep 300'));
   await waitForStatus(holder, inPhase('agent'));
   const [sandbox] = await docker.listContainers({ filters: { label: [`drydock.session=${id}`] } });
   expect(sandbox.Labels[SANDBOX_SNAPSHOT_LABEL]).toBe(first.image);
