@@ -65,6 +65,10 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
 
 const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
+/** Another stack, publishing with this token to this GitHub, with no approval required. */
+const unattendedStack = (token: string, apiUrl: string) =>
+  startStack({ GITHUB_TOKEN: token, GITHUB_API_URL: apiUrl, DRYDOCK_APPROVAL_REQUIRED: [] });
+
 /** Runs a shell command in a live sandbox as root, to look everywhere. */
 const inSandboxAsRoot = (container: string, script: string) => inSandbox(container, script, 'root');
 
@@ -198,11 +202,7 @@ test('a stale change, self-approval (rule on) and an unknown approver are refuse
 });
 
 test('401 from the GitHub API → the session fails at once, the reason in status', async () => {
-  const badStack = await startStack({
-    GITHUB_TOKEN: 'ghp_wrong',
-    GITHUB_API_URL: github.url,
-    DRYDOCK_APPROVAL_REQUIRED: [],
-  });
+  const badStack = await unattendedStack('ghp_wrong', github.url);
   try {
     const id = newSessionId('pr401');
     const handle = await startSession(badStack, id, prSession());
@@ -224,11 +224,7 @@ test('401 from the GitHub API → the session fails at once, the reason in statu
 });
 
 test('GitHub answering 503 is retried by Temporal: the session completes with one PR', async () => {
-  const retryStack = await startStack({
-    GITHUB_TOKEN: TOKEN,
-    GITHUB_API_URL: github.url,
-    DRYDOCK_APPROVAL_REQUIRED: [],
-  });
+  const retryStack = await unattendedStack(TOKEN, github.url);
   try {
     const id = newSessionId('pr503');
     github.failNext(2, 503);
@@ -327,7 +323,7 @@ test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the t
   await mkdir(path.join(root, 'acme'));
   git(['clone', '--quiet', '--bare', repo.bare, path.join(root, 'acme', 'app.git')]);
   const host = await startFakeGitHub({ owner: 'acme', repo: 'app', token: TOKEN, gitRoot: root });
-  const gitStack = await startStack({ GITHUB_TOKEN: TOKEN, GITHUB_API_URL: host.url, DRYDOCK_APPROVAL_REQUIRED: [] });
+  const gitStack = await unattendedStack(TOKEN, host.url);
   try {
     const id = newSessionId('https');
     const handle = await startSession(gitStack, id, {
@@ -355,11 +351,7 @@ test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the t
     await gitStack.stop();
   }
 
-  const wrong = await startStack({
-    GITHUB_TOKEN: 'ghp_wrong',
-    GITHUB_API_URL: host.url,
-    DRYDOCK_APPROVAL_REQUIRED: [],
-  });
+  const wrong = await unattendedStack('ghp_wrong', host.url);
   try {
     const id = newSessionId('https401');
     const handle = await startSession(wrong, id, { ...prSession(), repo: { url: `${host.url}/acme/app.git` } });
