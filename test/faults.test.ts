@@ -29,7 +29,7 @@ import {
   waitForStatus,
 } from './helpers';
 import { recordHistory, replayHistory } from './histories';
-import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv, type WorkerEnv } from './workers';
+import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from './workers';
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 let github: FakeGitHub;
@@ -58,8 +58,9 @@ async function startDrill(extra: Record<string, string> = {}, opts: { holdAfter?
   return { repo, env, worker };
 }
 
-const startOn = (c: Client, env: WorkerEnv, id: string, input: Record<string, unknown>) =>
-  startSession({ client: c, config: env }, id, input);
+/** Starts a session on the task queue of `on` (a worker's env). */
+const startOn = (c: Client, on: { DRYDOCK_TASK_QUEUE: string }, id: string, input: Record<string, unknown>) =>
+  startSession({ client: c, config: on }, id, input);
 
 /** Approves every pending action (push, pull request) until the session ends. */
 async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
@@ -289,7 +290,7 @@ test('two hosts: sandbox activities stay on the owner; kill it → the session m
   ]);
   await Promise.all([...hosts.values()].map((h) => h.worker.ready));
   const id = newSessionId('fault-host-lost');
-  const handle = await startOn(client, envA, id, session(repo.url));
+  const handle = await startOn(client, { DRYDOCK_TASK_QUEUE: queue }, id, session(repo.url));
   const running = await waitForStatus(handle, stepRunning(2), 90_000);
   const owner = running.sandbox!.host;
   await new Promise((r) => setTimeout(r, 1500));
