@@ -5,6 +5,7 @@
  */
 import type { TriggerSession } from '../workflows/input';
 import type { Config } from './config';
+import { redactUrl } from '../workflows/rules/repo-url';
 
 export interface KnownRepo {
   /** "owner/name", as GitHub names it. */
@@ -59,7 +60,10 @@ export function createRepoLookup(
       const repo = repos.find((r) => r.url === url);
       return repo
         ? { ok: true, repo }
-        : { ok: false, reason: `repo.url ${String(url)} is not served by this drydock (add it to DRYDOCK_REPOS)` };
+        : {
+            ok: false,
+            reason: `repo.url ${redactUrl(String(url))} is not served by this drydock (add it to DRYDOCK_REPOS)`,
+          };
     },
   };
 }

@@ -159,6 +159,7 @@ export async function createWorker(opts: {
     github: githubSettings(config),
     models: modelSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
+    deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
     reviewLink: config.DRYDOCK_CONSOLE_URL
       ? (sessionId) => `${config.DRYDOCK_CONSOLE_URL!.replace(/\/$/, '')}/sessions/${encodeURIComponent(sessionId)}`
