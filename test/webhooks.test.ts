@@ -7,6 +7,10 @@
 import { Pool } from 'pg';
 import { request } from 'node:http';
 import { sign } from '@octokit/webhooks-methods';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import pino from 'pino';
+import type { ActivityDeps } from '../activities/deps';
+import { createGitHubActivities, type ReportInput } from '../activities/github';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyHash, routeGitHubEvent } from '../lib/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../lib/webhook-payloads';
@@ -370,6 +374,29 @@ describe('full loops', () => {
     } finally {
       await failing.close();
     }
+  });
+
+  test('a report retried after it reached GitHub adds nothing: comments are found by their marker, statuses by their text', async () => {
+    const { reportToGitHub } = createGitHubActivities({
+      github: { apiUrl: github.url, token: TOKEN },
+      sessionLink: (id: string) => `ui/${id}`,
+      secrets: {},
+      log: pino({ level: 'silent' }),
+    } as unknown as ActivityDeps);
+    const env = new MockActivityEnvironment();
+    const issue = ++issueNumber;
+    const sessionId = `retried-${issue}`;
+    const trigger = { repo: EXAMPLE_REPO, kind: 'issue' as const, issue, pullRequest: false };
+    const report = (stage: ReportInput['stage']) =>
+      env.run(reportToGitHub, { sessionId, trigger, stage, commit: head, pullRequestUrl: 'https://x/pull/9' });
+    for (const stage of ['started', 'started', 'pull_request', 'pull_request', 'completed', 'completed'] as const) {
+      await report(stage);
+    }
+    expect(ourComments(issue).map((c) => c.body.split('\n')[0])).toEqual([
+      `drydock is working on this: ui/${sessionId}`,
+      `drydock opened a pull request for this: https://x/pull/9 (session: ui/${sessionId})`,
+    ]);
+    expect(statusesOf(sessionId)).toEqual(['pending: in progress', 'pending: pull request opened', 'success: done']);
   });
 
   test("a failed workflow run: the task names the failing job, step and test, with the log's last lines", async () => {
