@@ -4,13 +4,13 @@
  * idempotently (a retried activity looks before it writes).
  */
 import { randomBytes } from 'node:crypto';
+import type { Octokit } from '@octokit/rest';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type Outcome } from '../workflows/api';
 import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitHubCredentialsError, octokitFor } from '../lib/github';
 import { readTriggerContext, taskWithContext } from '../lib/github-context';
-import type { Octokit } from '@octokit/rest';
 import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../lib/github-report';
 
 /** Moments of a session that GitHub hears about. */

@@ -123,7 +123,8 @@ function fromLabel(p: PayloadOf<'issues'>, hash: string): Trigger {
     // The same label event is the same body; labelling again later is a new body, and a new session.
     sessionId: slug('gh', repo, 'issue', p.issue.number, hash),
     repo,
-    task: `Resolve issue #${p.issue.number}: ${p.issue.title}`,
+    // The title is GitHub text too: bounded and scrubbed here, and in the context as data.
+    task: `Resolve issue #${p.issue.number}: ${scrub(p.issue.title).replace(/\s+/g, ' ').slice(0, 200)}`,
     requestedBy: p.sender.login,
     source: `issue #${p.issue.number} labelled ${LABEL}`,
     origin: { repo, kind: 'issue', issue: p.issue.number, pullRequest: Boolean(p.issue.pull_request) },
