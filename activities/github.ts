@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type Outcome } from '../workflows/api';
 import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { GitHubCredentialsError, octokitFor } from '../lib/github';
+import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../lib/github';
 import { readTriggerContext, taskWithContext } from '../lib/github-context';
 import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../lib/github-report';
 
@@ -26,6 +26,15 @@ export interface ReportInput {
   /** Why the session ended, for a failed outcome. */
   detail?: string;
 }
+
+/** A GitHub App's token for reading the context, and for reporting. */
+const CONTEXT_PERMISSIONS: TokenPermissions = {
+  issues: 'read',
+  pull_requests: 'read',
+  checks: 'read',
+  actions: 'read',
+};
+const REPORT_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write' };
 
 /** The commit status of each stage. */
 const STATUS: Record<ReportStage, [StatusState, string]> = {
@@ -75,13 +84,15 @@ function permanent(err: unknown): never {
 
 export function createGitHubActivities({ github, sessionLink, reviewLink, secrets, log }: ActivityDeps) {
   const linkTo = (sessionId: string) => (reviewLink ?? sessionLink)(sessionId);
-  const octokitOf = (repo: string) => octokitFor(github, repoRef(repo).owner, repoRef(repo).repo);
+  const octokitOf = (repo: string, permissions: TokenPermissions) =>
+    octokitFor(github, repoRef(repo).owner, repoRef(repo).repo, permissions);
 
   return {
     /** The task with what GitHub holds about its origin, bounded, scrubbed and delimited as data. */
     async triggerTask(input: { sessionId: string; task: string; trigger: TriggerOrigin }): Promise<string> {
       try {
-        const sections = await readTriggerContext(await octokitOf(input.trigger.repo), input.trigger);
+        const octokit = await octokitOf(input.trigger.repo, CONTEXT_PERMISSIONS);
+        const sections = await readTriggerContext(octokit, input.trigger);
         const known = [github.token, ...Object.values(secrets)].filter((s): s is string => Boolean(s));
         return taskWithContext(input.task, sections, randomBytes(8).toString('hex'), known);
       } catch (err) {
@@ -95,7 +106,7 @@ export function createGitHubActivities({ github, sessionLink, reviewLink, secret
       const where = repoRef(trigger.repo);
       const link = linkTo(sessionId);
       try {
-        const octokit = await octokitOf(trigger.repo);
+        const octokit = await octokitOf(trigger.repo, REPORT_PERMISSIONS);
         if (stage === 'started' && trigger.comment) {
           await reactOnce(octokit, { ...where, comment: trigger.comment }, 'eyes');
         } else if (stage === 'started' && trigger.issue) {

@@ -1,6 +1,7 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
 import { parseTokens, loadApiTokens } from '../../lib/access';
+import { loadConfig } from '../../lib/config';
 import { createRepoLookup } from '../../lib/repos';
 import { routeGitHubEvent, signatureMatches } from '../../lib/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../lib/webhook-payloads';
@@ -205,4 +206,24 @@ test('API tokens map to names; a wrong or short token names no one and is never 
   ]);
   expect(() => parseTokens('carol=tiny', 'X')).toThrow('X: the token of carol is shorter than 16 characters');
   expect(() => parseTokens('carol=tiny', 'X')).not.toThrow(/tiny/);
+});
+
+test("DRYDOCK_TRIGGER_SESSION: the session input's schemas; a bad value stops the process naming the field", () => {
+  const load = (value: unknown) => loadConfig({ DRYDOCK_TRIGGER_SESSION: JSON.stringify(value) });
+  expect(() => load({ agent: { kind: 'openai' } })).toThrow(
+    'DRYDOCK_TRIGGER_SESSION.agent.model: required for agent.kind "openai"',
+  );
+  expect(() => load({ verify: { test: 'npm test' } })).toThrow('DRYDOCK_TRIGGER_SESSION.agent: Invalid input');
+  expect(() => load({ agent: {}, limits: {} })).toThrow(/unrecognized key/i);
+  const config = load({ agent: { kind: 'script', steps: [{ run: 'make fix' }] }, verify: { test: 'make test' } });
+  const repos = createRepoLookup({ ...config, DRYDOCK_REPOS: ['a/b=file:///srv/b.git'] });
+  const repo = { name: 'a/b', url: 'file:///srv/b.git' };
+  expect(repos.triggerSession(repo)).toMatchObject({
+    ok: true,
+    session: { agent: { kind: 'script', steps: [{ run: 'make fix', timeout: '10m' }] }, verify: { test: 'make test' } },
+  });
+  expect(createRepoLookup({ DRYDOCK_REPOS: [] }).triggerSession(repo)).toEqual({
+    ok: false,
+    reason: 'no agent is configured for a/b (set DRYDOCK_TRIGGER_SESSION)',
+  });
 });

@@ -13,7 +13,7 @@ import {
 } from '@temporalio/client';
 import { z } from 'zod';
 import { refusalFromGitHub } from '../../lib/github-checks';
-import { GitHubCredentialsError, octokitFor } from '../../lib/github';
+import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../lib/github';
 import { commentOnce, repoRef } from '../../lib/github-report';
 import type { KnownRepo } from '../../lib/repos';
 import { startSession } from '../../lib/sessions';
@@ -188,11 +188,14 @@ async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery
     );
 }
 
+/** A GitHub App's token on the server: read a branch, a pull request, a permission; answer on an issue. */
+const SERVER_PERMISSIONS: TokenPermissions = { contents: 'read', pull_requests: 'read', issues: 'write' };
+
 /** The server's GitHub client for checks; without credentials a trigger that needs one cannot start. */
 async function serverOctokit(ctx: ServeContext, repo: string): Promise<Octokit> {
   const { owner, repo: name } = repoRef(repo);
   try {
-    return await octokitFor(ctx.github, owner, name);
+    return await octokitFor(ctx.github, owner, name, SERVER_PERMISSIONS);
   } catch (err) {
     if (err instanceof GitHubCredentialsError) throw new HttpError(503, `cannot check with GitHub: ${err.message}`);
     throw err;
@@ -204,7 +207,8 @@ async function answerOnGitHub(ctx: ServeContext, trigger: StartTrigger, reason: 
   const issue = trigger.origin?.issue;
   if (!issue) return;
   try {
-    const octokit = await octokitFor(ctx.github, ...(trigger.repo.split('/') as [string, string]));
+    const { owner, repo } = repoRef(trigger.repo);
+    const octokit = await octokitFor(ctx.github, owner, repo, SERVER_PERMISSIONS);
     await commentOnce(
       octokit,
       { ...repoRef(trigger.repo), issue },
