@@ -317,7 +317,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
       baseImage: stack.config.DRYDOCK_BASE_IMAGE!,
       egressRoot: path.join(dataDir, 'egress'),
       secrets: { MODEL_KEY },
-      policy: { required: [], approvers: [], forbidSelfApproval: false },
+      policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
       github: { apiUrl: 'http://127.0.0.1:1', token: TOKEN },
       sessionIsRunning: async () => true,
       sessionLink: () => '',

@@ -57,9 +57,8 @@ export interface ApprovalPolicy {
    * Whether pushing a change waits for its own approval even when the
    * session opens a pull request. False: one review per change, approving
    * the pull request approves the push that opens it (same change hash).
-   * Absent (policies recorded before this setting): separate gates.
    */
-  separateGates?: boolean;
+  separateGates: boolean;
 }
 
 export interface StepRecord {

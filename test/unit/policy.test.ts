@@ -37,25 +37,41 @@ test('self-approval is refused when the rule is on; self-rejection is allowed', 
 });
 
 test('a session can tighten the server policy, never loosen it', () => {
-  const server = { required: ['push' as const], approvers: ['alice', 'bob'], forbidSelfApproval: true };
+  const server = {
+    required: ['push' as const],
+    approvers: ['alice', 'bob'],
+    forbidSelfApproval: true,
+    separateGates: true,
+  };
   expect(
-    tightenPolicy(server, { required: ['deploy'], approvers: ['bob', 'mallory'], forbidSelfApproval: false }),
+    tightenPolicy(server, {
+      required: ['deploy'],
+      approvers: ['bob', 'mallory'],
+      forbidSelfApproval: false,
+      separateGates: false,
+    }),
   ).toEqual({
     ok: true,
     policy: { required: ['push', 'deploy'], approvers: ['bob'], forbidSelfApproval: true, separateGates: true },
   });
-  expect(tightenPolicy(server, { required: [], approvers: [], forbidSelfApproval: false })).toEqual({
+  expect(
+    tightenPolicy(server, { required: [], approvers: [], forbidSelfApproval: false, separateGates: false }),
+  ).toEqual({
     ok: true,
     policy: { required: ['push'], approvers: ['alice', 'bob'], forbidSelfApproval: true, separateGates: true },
   });
-  expect(tightenPolicy(server, { required: [], approvers: ['mallory'], forbidSelfApproval: false })).toEqual({
+  expect(
+    tightenPolicy(server, { required: [], approvers: ['mallory'], forbidSelfApproval: false, separateGates: false }),
+  ).toEqual({
     ok: false,
     problem: 'approval.approvers: none of mallory is a server approver (alice, bob)',
   });
-  const open = { required: [], approvers: [], forbidSelfApproval: false };
-  expect(tightenPolicy(open, { required: [], approvers: ['carol'], forbidSelfApproval: true })).toEqual({
+  const open = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
+  expect(
+    tightenPolicy(open, { required: [], approvers: ['carol'], forbidSelfApproval: true, separateGates: false }),
+  ).toEqual({
     ok: true,
-    policy: { required: [], approvers: ['carol'], forbidSelfApproval: true, separateGates: true },
+    policy: { required: [], approvers: ['carol'], forbidSelfApproval: true, separateGates: false },
   });
 });
 
@@ -92,7 +108,7 @@ test('branch names are valid git refs', () => {
 test('one review per change: approving the pull request covers its push, unless policy keeps two gates', () => {
   const both = ['push' as const, 'pull_request' as const];
   const server = { required: both, approvers: [], forbidSelfApproval: false, separateGates: false };
-  const session = { required: [], approvers: [], forbidSelfApproval: false };
+  const session = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
   const policy = (tightenPolicy(server, session) as { policy: ApprovalPolicy }).policy;
   expect(policy.separateGates).toBe(false);
   expect(reviewedTogether(policy, true)).toBe(true);
@@ -102,11 +118,6 @@ test('one review per change: approving the pull request covers its push, unless 
   const tightened = tightenPolicy(server, { ...session, separateGates: true }) as { policy: ApprovalPolicy };
   expect(reviewedTogether(tightened.policy, true)).toBe(false);
   expect(reviewedTogether({ ...policy, separateGates: true }, true)).toBe(false);
-  // A policy recorded before the setting existed had two gates.
-  const recorded: ApprovalPolicy = { ...policy };
-  delete recorded.separateGates;
-  expect(reviewedTogether(recorded, true)).toBe(false);
-  expect((tightenPolicy(recorded, session) as { policy: ApprovalPolicy }).policy.separateGates).toBe(true);
 });
 
 test('a decision on an action covered by the pending one names the action to decide on', () => {

@@ -64,7 +64,7 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
 /** What each activity returns when a test does not say otherwise: a session that goes well. */
 function defaultStubs(hostQueue: string): Activities {
   const stubs: Stubs = {
-    approvalPolicy: async () => ({ required: [], approvers: [], forbidSelfApproval: false }),
+    approvalPolicy: async () => ({ required: [], approvers: [], forbidSelfApproval: false, separateGates: false }),
     provisionSandbox: async ({ generation }) => ({
       name: `sandbox-${generation ?? 0}`,
       host: 'host-a',

@@ -69,7 +69,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
   const input: SessionInputDraft = {
     ...scripted,
     publish: { pullRequest: true },
-    approval: { required: ['push', 'pull_request'], approvers: ['alice'] },
+    approval: { required: ['push', 'pull_request'], approvers: ['alice'], separateGates: true },
   };
   const run = await runSession(harness, 'happy', input, {}, async (handle) => {
     await awaitApproval(handle, 'push');
@@ -118,7 +118,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     ],
     decisions: [decision('push'), decision('pull_request')],
     refusedDecisions: [],
-    // The stub's server policy predates the setting: two gates.
+    // The session asked for two gates.
     policy: {
       required: ['push', 'pull_request'],
       approvers: ['alice'],

@@ -27,7 +27,7 @@ export function tightenPolicy(
       required,
       approvers,
       forbidSelfApproval: server.forbidSelfApproval || session.forbidSelfApproval,
-      separateGates: server.separateGates !== false || session.separateGates === true,
+      separateGates: server.separateGates || session.separateGates,
     },
   };
 }
@@ -39,7 +39,7 @@ export function tightenPolicy(
  * Policies with separate gates ask for each.
  */
 export function reviewedTogether(policy: ApprovalPolicy, opensPullRequest: boolean): boolean {
-  return opensPullRequest && policy.separateGates === false && policy.required.includes('pull_request');
+  return opensPullRequest && !policy.separateGates && policy.required.includes('pull_request');
 }
 
 /**
