@@ -6,6 +6,7 @@ import { heartbeating } from './heartbeat';
 import { createProvisionActivities } from './provision';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
+import { createRepoPolicyActivities } from './repo-policy';
 import { createSnapshotActivities } from './snapshot';
 import { createStepActivities } from './steps';
 import { createVerifyActivities } from './verify';
@@ -20,6 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
+    ...createRepoPolicyActivities(deps),
     ...createReaperActivities(deps),
     ...createAuditActivities(deps),
     ...createSnapshotActivities(deps),

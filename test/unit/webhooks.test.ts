@@ -1,7 +1,7 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
 import { parseTokens, loadApiTokens } from '../../lib/access';
-import { createRepoLookup } from '../../lib/repos';
+import { parseRepoList, repoNameOf } from '../../lib/repos';
 import { routeGitHubEvent, signatureMatches } from '../../lib/webhooks';
 import { example, EXAMPLE_REPO } from '../github-examples';
 
@@ -134,18 +134,15 @@ test('other events are ignored with a reason', () => {
   });
 });
 
-test('repos are looked up by name (case-insensitive) or URL; unknown ones say how to add them', () => {
-  const repos = createRepoLookup({ DRYDOCK_REPOS: ['Codertocat/Hello-World=file:///srv/hello.git'] });
-  expect(repos.byName('codertocat/hello-world')).toEqual({
-    ok: true,
-    repo: { name: 'Codertocat/Hello-World', url: 'file:///srv/hello.git' },
-  });
-  expect(repos.byUrl('file:///srv/hello.git')).toMatchObject({ ok: true });
-  expect(repos.byName('someone/else')).toEqual({
-    ok: false,
-    reason: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)',
-  });
-  expect(() => createRepoLookup({ DRYDOCK_REPOS: ['nonsense'] })).toThrow(/DRYDOCK_REPOS: 'nonsense'/);
+test('DRYDOCK_REPOS entries are owner/name=<url>; a repo added without a name gets one from its URL', () => {
+  expect(parseRepoList(['Codertocat/Hello-World=file:///srv/hello.git'])).toEqual([
+    { name: 'Codertocat/Hello-World', url: 'file:///srv/hello.git' },
+  ]);
+  expect(() => parseRepoList(['nonsense'])).toThrow(/DRYDOCK_REPOS: 'nonsense'/);
+  expect(repoNameOf('https://github.com/acme/shop.git')).toBe('acme/shop');
+  expect(repoNameOf('git@github.com:acme/shop.git')).toBe('acme/shop');
+  expect(repoNameOf('file:///tmp/drydock-repo-x1/remote.git')).toBe('drydock-repo-x1/remote');
+  expect(repoNameOf('file:///repo.git')).toBe('file/repo');
 });
 
 test('API tokens map to names; a wrong or short token names no one and is never echoed', () => {

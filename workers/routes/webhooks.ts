@@ -76,7 +76,7 @@ export async function ciWebhook(ctx: ServeContext, req: IncomingMessage): Promis
 
 /** Starts the trigger's session, or finds it again for a redelivery, and records the delivery. */
 async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string) {
-  const found = ctx.repos.byName(trigger.repo);
+  const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
   const input: SessionInputDraft = {
     repo: { url: found.repo.url, ...(trigger.ref ? { ref: trigger.ref } : {}) },
@@ -125,7 +125,7 @@ async function recordPullRequestClosed(
   event: string,
   delivery: string,
 ): Promise<Answer> {
-  const found = ctx.repos.byName(trigger.repo);
+  const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
   try {
     await ctx.client.workflow.getHandle(trigger.sessionId).describe();
