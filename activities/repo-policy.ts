@@ -70,7 +70,7 @@ export function createRepoPolicyActivities(deps: ActivityDeps) {
 }
 
 /** A literal address only an operator's rule may name; host names are judged by the proxy when resolved. */
-function restrictedHost(host: string): string | undefined {
+export function restrictedHost(host: string): string | undefined {
   return isIP(host) ? restrictedAddress(host) : undefined;
 }
 
@@ -95,4 +95,3 @@ export async function readRepoConfig(
   const checked = checkRepoConfig(data);
   return checked.ok ? { ok: true, config: checked.config } : checked;
 }
-

@@ -255,7 +255,7 @@ repoCommand
     collect,
   )
   .option('--name <owner/name>', 'how webhooks and the API name it (default: from the URL)')
-  .option('--secret <NAME>', "a worker secret (DRYDOCK_SECRET_<NAME>) its sessions may be granted; repeatable", collect)
+  .option('--secret <NAME>', 'a worker secret (DRYDOCK_SECRET_<NAME>) its sessions may be granted; repeatable', collect)
   .option('--approver <name>', "who may approve its sessions' actions; repeatable (default: the server's)", collect)
   .option('--max-cpus <n>', 'most CPUs a session may have')
   .option('--max-memory <size>', 'most memory a session may have, e.g. "4g"')

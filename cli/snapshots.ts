@@ -19,10 +19,7 @@ import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
 
 export class SnapshotUsageError extends Error {}
 
-async function withRegistry<T>(
-  config: Config,
-  fn: (registry: SnapshotRegistry, pool: Pool) => Promise<T>,
-): Promise<T> {
+async function withRegistry<T>(config: Config, fn: (registry: SnapshotRegistry, pool: Pool) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);
   try {
     return await fn(new SnapshotRegistry(db.pool), db.pool);
@@ -84,7 +81,11 @@ export async function addRepo(
     setupTimeoutMs: opts.timeout ? parseDuration('--timeout', opts.timeout) : REGISTRATION_DEFAULTS.setupTimeoutMs,
     egress: opts.allow?.length ? opts.allow.map(parseAllow) : REGISTRATION_DEFAULTS.egress,
   };
-  const limits = { secrets: parseSecrets(opts.secret ?? []), maxima: parseMaxima(opts), approvers: opts.approver ?? [] };
+  const limits = {
+    secrets: parseSecrets(opts.secret ?? []),
+    maxima: parseMaxima(opts),
+    approvers: opts.approver ?? [],
+  };
   await withRegistry(config, async (registry, pool) => {
     await registry.upsertRepo(registration);
     await new RepoRegistry(pool).setLimits(url, name, limits);
@@ -99,7 +100,8 @@ export async function addRepo(
 
 function parseSecrets(names: string[]): string[] {
   for (const n of names) {
-    if (!secretName.safeParse(n).success) throw new SnapshotUsageError(`--secret: expected a name like MODEL_KEY, got "${n}"`);
+    if (!secretName.safeParse(n).success)
+      throw new SnapshotUsageError(`--secret: expected a name like MODEL_KEY, got "${n}"`);
   }
   return names;
 }
@@ -141,7 +143,13 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         const builds = await registry.builds({ repo: reg.repo, limit: 20 });
         const { name, limits } = known.find((k) => k.url === reg.repo)!;
         const { egress: _, ...operator } = limits;
-        return { name, ...reg, ...operator, lastBuild: builds[0], newestReady: builds.find((b) => b.status === 'ready') };
+        return {
+          name,
+          ...reg,
+          ...operator,
+          lastBuild: builds[0],
+          newestReady: builds.find((b) => b.status === 'ready'),
+        };
       }),
     );
   });

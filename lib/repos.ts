@@ -97,7 +97,8 @@ export function createRepoLookup(registry: RepoRegistry) {
   return {
     /** The repo called `name` ("owner/name", case-insensitive like GitHub), or why not. */
     async byName(name: unknown): Promise<RepoLookup> {
-      if (typeof name !== 'string' || !REPO_NAME.test(name)) return { ok: false, reason: 'repo: expected "owner/name"' };
+      if (typeof name !== 'string' || !REPO_NAME.test(name))
+        return { ok: false, reason: 'repo: expected "owner/name"' };
       const repo = (await registry.list()).find((r) => r.name.toLowerCase() === name.toLowerCase());
       return repo ? { ok: true, repo } : { ok: false, reason: notServed(`repo ${name}`) };
     },

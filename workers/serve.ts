@@ -123,7 +123,9 @@ export interface RunningServer {
 }
 
 /** Listens on DRYDOCK_HTTP_HOST:DRYDOCK_HTTP_PORT (port 0: any free one). */
-export async function startServer(deps: Omit<ServeDeps, 'repos'> & Partial<Pick<ServeDeps, 'repos'>>): Promise<RunningServer> {
+export async function startServer(
+  deps: Omit<ServeDeps, 'repos'> & Partial<Pick<ServeDeps, 'repos'>>,
+): Promise<RunningServer> {
   // The handler reads this config: port 0 becomes the real port once listening.
   const config = { ...deps.config };
   const db = deps.audit && deps.pool ? undefined : await openDatabase(config, deps.log);

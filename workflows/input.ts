@@ -148,7 +148,7 @@ const agent = z
       .array(secretName)
       .default([])
       .describe(
-        "cli: worker secrets the CLI gets, by name (DRYDOCK_SECRET_<NAME> becomes <NAME>); only those the operator grants the repo",
+        'cli: worker secrets the CLI gets, by name (DRYDOCK_SECRET_<NAME> becomes <NAME>); only those the operator grants the repo',
       ),
     budget,
   })

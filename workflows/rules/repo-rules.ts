@@ -68,11 +68,15 @@ export function egressBeyond(
     const why = restricted(host);
     const named = operator !== 'any-public' && operator.some((o) => normalizeHost(o.host) === host);
     if (why && !named) {
-      return [`${field}.${i}.host: ${rule.host} is a ${why} address; only the operator's rules for ${grant.name} may name it`];
+      return [
+        `${field}.${i}.host: ${rule.host} is a ${why} address; only the operator's rules for ${grant.name} may name it`,
+      ];
     }
     if (operator === 'any-public' || operator.some((o) => ruleWithin(rule, o))) return [];
     const allowed = operator.map(describeRule).join(', ') || 'none';
-    return [`${field}.${i}: ${describeRule(rule)} is beyond the operator's egress rules for ${grant.name} (${allowed})`];
+    return [
+      `${field}.${i}: ${describeRule(rule)} is beyond the operator's egress rules for ${grant.name} (${allowed})`,
+    ];
   });
 }
 
@@ -92,15 +96,20 @@ export function ruleWithin(rule: EgressRule, outer: EgressRule): boolean {
   const host = normalizeHost(rule.host);
   const pattern = normalizeHost(outer.host);
   const hostOk =
-    host === pattern || (pattern.startsWith('*.') && host.endsWith(pattern.slice(1)) && host.length > pattern.length);
+    host === pattern || (pattern.startsWith('*.') && host.endsWith(pattern.slice(1)) && host.length >= pattern.length);
   const portOk =
-    outer.port === undefined ? rule.port === undefined || rule.port === 80 || rule.port === 443 : rule.port === outer.port;
+    outer.port === undefined
+      ? rule.port === undefined || rule.port === 80 || rule.port === 443
+      : rule.port === outer.port;
   const methodsOk = !outer.methods || (rule.methods?.every((m) => outer.methods!.includes(m)) ?? false);
   return hostOk && portOk && methodsOk;
 }
 
 function normalizeHost(host: string): string {
-  return host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  return host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
 }
 
 function describeRule(rule: EgressRule): string {
@@ -140,7 +149,8 @@ function withRepoDefaults(raw: unknown, file: RepoConfig | undefined): unknown {
     ...(sameKind && kind === 'cli' ? { command, secrets, egress: file.egress } : {}),
     ...(sameKind && kind === 'openai' ? { model, baseUrl } : {}),
   };
-  const defined = (o: object | undefined) => Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined));
+  const defined = (o: object | undefined) =>
+    Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined));
   return {
     ...r,
     agent: { ...defined(agentDefaults), ...agentRaw },
@@ -150,5 +160,8 @@ function withRepoDefaults(raw: unknown, file: RepoConfig | undefined): unknown {
 }
 
 function valueAt(o: unknown, path: string[]): unknown {
-  return path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), o);
+  return path.reduce<unknown>(
+    (v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined),
+    o,
+  );
 }

@@ -4,8 +4,8 @@
  * verify, gate, publish, always tear down. Each phase lives in its own module
  * over one run-state object (state.ts). Deterministic code only.
  */
-import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
-import { ErrorType, type Outcome, type SessionStatus } from '../api';
+import { ApplicationFailure, CancellationScope, ContinueAsNew, log, patched } from '@temporalio/workflow';
+import { ErrorType, type ApprovalPolicy, type Outcome, type SessionStatus } from '../api';
 import { durationMs, parseSessionInput } from '../input';
 import { defaultBranch, tightenPolicy } from '../rules/policy';
 import { agentRounds, startAgent } from './agents';
@@ -51,21 +51,39 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   return run.status;
 }
 
-/** Validates the input and settles the approval policy; an invalid one fails at once, naming each bad field. */
+/**
+ * Validates the input, settles it against the repo's configuration (the
+ * operator's limits, then the repo's file, then the input) and settles the
+ * approval policy; an invalid one fails at once, naming each bad field.
+ */
 async function parse(run: SessionRun): Promise<void> {
   const { status, continued } = run;
   const parsed = parseSessionInput(run.rawInput);
   if (!parsed.ok) invalid(run, parsed.problems);
-  const input = (run.input = parsed.input);
+  let input = parsed.input;
+  let repoApprovers: string[] = [];
+  // A continued run was handed the settled input; histories from before the registry have no repoPolicy.
+  if (!continued && patched('repo-policy')) {
+    const settled = await anyHost.repoPolicy(run.rawInput);
+    if (!settled.ok) invalid(run, settled.problems);
+    ({ input, approvers: repoApprovers } = settled);
+    if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
+  }
+  run.input = input;
   status.requestedBy = input.requestedBy;
-  // The server's policy, tightened by the session's; a continued session keeps the policy it had.
+  // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
   const { required, approvers, forbidSelfApproval } = input.approval;
   const tightened = continued?.status.policy
     ? ({ ok: true, policy: continued.status.policy } as const)
-    : tightenPolicy(await anyHost.approvalPolicy(), { required, approvers, forbidSelfApproval });
+    : repoPolicyOf(await anyHost.approvalPolicy(), repoApprovers, { required, approvers, forbidSelfApproval });
   if (!tightened.ok) invalid(run, [tightened.problem]);
   run.policy = status.policy = tightened.policy;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
+}
+
+function repoPolicyOf(server: ApprovalPolicy, repoApprovers: string[], session: ApprovalPolicy) {
+  const repo = tightenPolicy(server, { required: [], approvers: repoApprovers, forbidSelfApproval: false });
+  return repo.ok ? tightenPolicy(repo.policy, session) : repo;
 }
 
 /** Fails the session at once, before any sandbox exists, naming each bad field. */
