@@ -142,11 +142,12 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
       (await registry.repos()).map(async (reg) => {
         const builds = await registry.builds({ repo: reg.repo, limit: 20 });
         const { name, limits } = known.find((k) => k.url === reg.repo)!;
-        const { egress: _, ...operator } = limits;
         return {
           name,
           ...reg,
-          ...operator,
+          secrets: limits.secrets,
+          maxima: limits.maxima,
+          approvers: limits.approvers,
           lastBuild: builds[0],
           newestReady: builds.find((b) => b.status === 'ready'),
         };
