@@ -67,23 +67,33 @@ export class RepoRegistry {
 
   /** Sets a registered repo's name and limits (its row exists: SnapshotRegistry.upsertRepo wrote it). */
   async setLimits(url: string, name: string, limits: Omit<KnownRepo['limits'], 'egress'>): Promise<void> {
-    await this.pool.query(
-      `update snapshot_repos set name = $2, secrets = $3, maxima = $4, approvers = $5, updated_at = now() where repo = $1`,
-      [url, name, JSON.stringify(limits.secrets), JSON.stringify(limits.maxima), JSON.stringify(limits.approvers)],
-    );
+    try {
+      await this.pool.query(
+        `update snapshot_repos set name = $2, secrets = $3, maxima = $4, approvers = $5, updated_at = now()
+         where repo = $1`,
+        [url, name, JSON.stringify(limits.secrets), JSON.stringify(limits.maxima), JSON.stringify(limits.approvers)],
+      );
+    } catch (err) {
+      if ((err as { code?: string }).code !== '23505') throw err;
+      throw new Error(`the name ${name} belongs to another registered repo; choose another with --name`);
+    }
   }
 
   /**
-   * Registers DRYDOCK_REPOS entries not registered yet, with the defaults of
-   * `drydock repo add` (no snapshot schedule: `drydock repo add` makes one).
-   * A registered repo keeps its limits.
+   * Registers DRYDOCK_REPOS entries with the defaults of `drydock repo add`
+   * (no snapshot schedule: `drydock repo add` makes one). A registered repo
+   * keeps its limits; the entry's name moves to its URL if another repo had it.
    */
   async seed(entries: string[] | undefined): Promise<void> {
     for (const { name, url } of parseRepoList(entries ?? [])) {
       const d = REGISTRATION_DEFAULTS;
+      await this.pool.query('update snapshot_repos set name = null where lower(name) = lower($2) and repo <> $1', [
+        url,
+        name,
+      ]);
       await this.pool.query(
         `insert into snapshot_repos (repo, name, every_ms, keep, setup_timeout_ms, egress) values ($1, $2, $3, $4, $5, $6)
-         on conflict (repo) do update set name = coalesce(snapshot_repos.name, excluded.name)`,
+         on conflict (repo) do update set name = excluded.name`,
         [url, name, d.everyMs, d.keep, d.setupTimeoutMs, JSON.stringify(d.egress)],
       );
     }
