@@ -4,7 +4,10 @@
  * defaults; the session overrides them. Security issue 21, finding 1: egress
  * and secrets of a session input only within the operator's grant.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { restrictedHost } from '../../activities/repo-policy';
+import { repoConfigJsonSchema } from '../../cli/schema';
 import { checkRepoConfig, DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../../workflows/repo-config';
 import { ruleWithin, settleSessionInput } from '../../workflows/rules/repo-rules';
 
@@ -157,4 +160,10 @@ test('the repo file: every bad field is named', () => {
     ],
   });
   expect(checkRepoConfig(null)).toEqual({ ok: true, config: {} });
+});
+
+test('the shipped JSON Schema of the repo file is the one generated from the zod schema (run npm run schema)', () => {
+  const shipped = JSON.parse(readFileSync(path.join(__dirname, '../../workflows/repo-config.schema.json'), 'utf8'));
+  expect(shipped).toEqual(repoConfigJsonSchema());
+  expect(Object.keys(shipped.properties)).toEqual(['setup', 'verify', 'egress', 'agent', 'limits', 'environment']);
 });
