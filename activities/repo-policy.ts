@@ -10,9 +10,11 @@
  * is in the workflow history, so a retry or replay sees the same settings.
  */
 import { isIP } from 'node:net';
+import { ApplicationFailure } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import { restrictedAddress } from '../lib/egress';
 import { git } from '../lib/git';
+import { ErrorType } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
 import {
   checkRepoConfig,
@@ -94,4 +96,11 @@ export async function readRepoConfig(
   }
   const checked = checkRepoConfig(data);
   return checked.ok ? { ok: true, config: checked.config } : checked;
+}
+
+/** The `setup` of the repo file at `commit`, if any; a bad file fails the caller, naming each problem. */
+export async function repoFileSetup(mirror: string, commit: string): Promise<string | undefined> {
+  const file = await readRepoConfig(mirror, commit);
+  if (!file.ok) throw ApplicationFailure.nonRetryable(file.problems.join('; '), ErrorType.SnapshotSetupFailed);
+  return file.config?.setup;
 }

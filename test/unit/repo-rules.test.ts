@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { restrictedHost } from '../../activities/repo-policy';
 import { repoConfigJsonSchema } from '../../cli/schema';
+import { setupCommandOf } from '../../lib/snapshots';
 import { checkRepoConfig, DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../../workflows/repo-config';
 import { ruleWithin, settleSessionInput } from '../../workflows/rules/repo-rules';
 
@@ -166,4 +167,12 @@ test('the shipped JSON Schema of the repo file is the one generated from the zod
   const shipped = JSON.parse(readFileSync(path.join(__dirname, '../../workflows/repo-config.schema.json'), 'utf8'));
   expect(shipped).toEqual(repoConfigJsonSchema());
   expect(Object.keys(shipped.properties)).toEqual(['setup', 'verify', 'egress', 'agent', 'limits', 'environment']);
+});
+
+test("setup: the operator's command, else the repo file's, else the repo's setup script", () => {
+  const script = { '.drydock/setup.sh': 'abc' };
+  expect(setupCommandOf({ setup: 'make deps' }, script, 'npm ci')).toBe('make deps');
+  expect(setupCommandOf({}, script, 'npm ci')).toBe('npm ci');
+  expect(setupCommandOf({}, script)).toBe('sh .drydock/setup.sh');
+  expect(setupCommandOf({}, {})).toBeUndefined();
 });
