@@ -1,6 +1,7 @@
 /** The worker's bare mirror of a repo (sandboxes have no network) and copying the repo from it into a sandbox. */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
+import { redactUrl } from '../workflows/rules/repo-url';
 import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
 import type { ActivityDeps } from './deps';
@@ -16,8 +17,9 @@ export async function requireRegistered(deps: Pick<ActivityDeps, 'repos' | 'devM
 }
 
 export function notRegistered(url: string): string {
+  const shown = redactUrl(url);
   return (
-    `repo.url ${url} is not a registered repository: register it with 'drydock repo add ${url}' ` +
+    `repo.url ${shown} is not a registered repository: register it with 'drydock repo add ${shown}' ` +
     '(or run the worker in development mode, DRYDOCK_DEV_MODE=1, as drydock up does)'
   );
 }

@@ -24,6 +24,7 @@ import {
   type RepoGrant,
 } from '../workflows/repo-config';
 import { settleSessionInput } from '../workflows/rules/repo-rules';
+import { redactUrl } from '../workflows/rules/repo-url';
 import type { ActivityDeps } from './deps';
 import { notRegistered, resolveRef, syncMirror } from './mirror';
 
@@ -55,7 +56,7 @@ export function createRepoPolicyActivities(deps: ActivityDeps) {
       if (!found.ok && !deps.devMode) return { ok: false, problems: [notRegistered(url)] };
       const grant: RepoGrant = found.ok
         ? { name: found.repo.name, limits: found.repo.limits }
-        : { name: url, limits: DEV_MODE_LIMITS };
+        : { name: redactUrl(url), limits: DEV_MODE_LIMITS };
       const mirror = await syncMirror(deps, url);
       const file = await readRepoConfig(mirror, await resolveRef(mirror, ref));
       if (!file.ok) return file;

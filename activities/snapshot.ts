@@ -9,6 +9,7 @@ import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
 import { egressDirOf } from '../lib/egress';
 import { LABELS } from '../lib/sandbox';
+import { redactUrl } from '../workflows/rules/repo-url';
 import {
   setupCommandOf,
   setupHash,
@@ -93,7 +94,7 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const reg = await snapshots.repo(input.repo);
       if (!reg) {
         throw ApplicationFailure.nonRetryable(
-          `repo ${input.repo} is not registered: run 'drydock repo add ${input.repo} --setup "<command>"'`,
+          `repo ${redactUrl(input.repo)} is not registered: run 'drydock repo add ${redactUrl(input.repo)} --setup "<command>"'`,
           ErrorType.RepoNotRegistered,
         );
       }

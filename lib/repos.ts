@@ -9,6 +9,7 @@
 import type { Pool } from 'pg';
 import type { Config } from './config';
 import { githubRepoOf } from '../workflows/input';
+import { redactUrl } from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
 import { REGISTRATION_DEFAULTS } from './snapshots';
@@ -115,7 +116,7 @@ export function createRepoLookup(registry: RepoRegistry) {
     /** The repo cloned from `url`, or why not. */
     async byUrl(url: unknown): Promise<RepoLookup> {
       const repo = (await registry.list()).find((r) => r.url === url);
-      return repo ? { ok: true, repo } : { ok: false, reason: notServed(`repo.url ${String(url)}`) };
+      return repo ? { ok: true, repo } : { ok: false, reason: notServed(`repo.url ${redactUrl(String(url))}`) };
     },
   };
 }

@@ -5,14 +5,12 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Worker } from '@temporalio/worker';
+import { HISTORIES_DIR, replayHistory } from './histories';
 
-const dir = path.join(__dirname, 'fixtures', 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+const files = readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 
 test('there is at least one recorded history', () => expect(files.length).toBeGreaterThan(0));
 
 test.each(files)('%s replays without nondeterminism', async (file) => {
-  const history = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
-  await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } }, history);
+  await replayHistory(JSON.parse(readFileSync(path.join(HISTORIES_DIR, file), 'utf8')));
 });
