@@ -244,11 +244,15 @@ program
 
 addAuditCommands(program, config, (message) => new UsageError(message));
 
-const repoCommand = program.command('repo').description('Repos whose snapshots drydock keeps ready');
+const repoCommand = program
+  .command('repo')
+  .description('The repo registry: the repos drydock works on, the limits of each, and their snapshots');
 
 repoCommand
   .command('add <url>')
-  .description('Register a repo: a Temporal Schedule refreshes its snapshot (clone + setup) in the background')
+  .description(
+    "Register a repo with the operator's limits; a Temporal Schedule refreshes its snapshot (clone + setup) in the background",
+  )
   .option(
     '--setup <command>',
     'setup run in /workspace, e.g. "npm ci && npm run build" (default: sh .drydock/setup.sh)',
@@ -284,7 +288,7 @@ repoCommand
 
 repoCommand
   .command('list')
-  .description('Registered repos, their setup and newest snapshot')
+  .description('Registered repos: their limits, setup and newest snapshot')
   .option('--json', 'machine-readable output')
   .action(async (opts) => listRepos(config, !!opts.json));
 
