@@ -7,6 +7,7 @@ import { heartbeating } from './heartbeat';
 import { createProvisionActivities } from './provision';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
+import { createRepoPolicyActivities } from './repo-policy';
 import { createSnapshotActivities } from './snapshot';
 import { createStepActivities } from './steps';
 import { createVerifyActivities } from './verify';
@@ -22,6 +23,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
     ...createGitHubActivities(deps),
+    ...createRepoPolicyActivities(deps),
     ...createReaperActivities(deps),
     ...createAuditActivities(deps),
     ...createSnapshotActivities(deps),

@@ -20,6 +20,7 @@ import { recordEvent } from './audit';
 import { sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import { repoFileSetup } from './repo-policy';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from './types';
 
 export function createProvisionActivities(deps: ActivityDeps) {
@@ -226,7 +227,7 @@ async function setupPlan(
   const reg = await deps.snapshots.repo(repo);
   if (!reg) return undefined;
   const inputs = await setupInputs(mirror, commit);
-  const command = setupCommandOf(reg, inputs);
+  const command = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit));
   if (!command) return undefined;
   const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
   if (!snapshot) {

@@ -1,9 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
+import { REPO_CONFIG_FILE } from '../workflows/repo-config';
 import { sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
 import { egressDirOf } from '../lib/egress';
 import { LABELS } from '../lib/sandbox';
@@ -99,10 +101,10 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const mirror = await syncMirror(deps, input.repo);
       const commit = await resolveRef(mirror, reg.ref);
       const inputs = await setupInputs(mirror, commit);
-      const setup = setupCommandOf(reg, inputs);
+      const setup = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit));
       const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
       if (!setup) {
-        const error = `no setup: register one with --setup, or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
+        const error = `no setup: register one with --setup, or give setup in ${REPO_CONFIG_FILE} or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
         await recordBuild(audit, await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
         throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
       }

@@ -129,8 +129,9 @@ const configSchema = z.object({
   /** The same, one `name=token` a line, from a file (kept out of the environment). */
   DRYDOCK_API_TOKENS_FILE: z.string().min(1).optional(),
   /**
-   * Repositories drydock serves: `owner/name=<clone URL>`, comma-separated.
-   * Webhooks and the API start sessions only on these.
+   * Seeds the repo registry (`drydock repo add` is the other way in):
+   * `owner/name=<clone URL>`, comma-separated. A repo already registered keeps
+   * its limits. Webhooks, the API and sessions use only registered repos.
    */
   DRYDOCK_REPOS: list.optional(),
   /**
@@ -141,6 +142,15 @@ const configSchema = z.object({
   DRYDOCK_TRIGGER_SESSION: json(triggerSessionSchema).optional(),
   /** How old a signed CI trigger (X-Drydock-Timestamp) may be; older ones are replays and refused. */
   DRYDOCK_CI_REPLAY_WINDOW: duration.default('5m').transform(durationMs),
+  /**
+   * Development mode ("1"/"true"; `drydock up` turns it on): sessions may
+   * clone repos that are not registered (file:// included), under the
+   * development limits of docs/configuration.md. Off in production.
+   */
+  DRYDOCK_DEV_MODE: z
+    .enum(['0', '1', 'true', 'false'])
+    .default('0')
+    .transform((v) => v === '1' || v === 'true'),
   /**
    * Docker runtime of sandboxes, e.g. "runsc" for gVisor (a user-space kernel:
    * a kernel exploit in the sandbox meets gVisor, not the host's kernel).

@@ -39,6 +39,8 @@ export default async function globalSetup(): Promise<void> {
     DRYDOCK_TEST_PG_DIR: postgres.dir,
     DRYDOCK_TEST_RUN: `test-${Date.now().toString(36)}`,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    // Fixture repos are file:// URLs nobody registers; tests of the registry turn it off.
+    DRYDOCK_DEV_MODE: '1',
   });
   Object.assign(globalThis, { drydockTemporal: server, drydockPostgres: postgres });
 }

@@ -5,6 +5,7 @@
  */
 import { AuditTrail } from '../lib/audit';
 import { CheckpointStore } from '../lib/checkpoints';
+import { createRepoLookup, RepoRegistry } from '../lib/repos';
 import { SnapshotRegistry } from '../lib/snapshots';
 import { loadConfig } from '../lib/config';
 import { modelSettings } from '../workers/worker';
@@ -325,6 +326,8 @@ describe('the egress proxy, driven through the runStep activity', () => {
       db,
       audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN])),
       snapshots: new SnapshotRegistry(db.pool),
+      repos: createRepoLookup(new RepoRegistry(db.pool)),
+      devMode: true,
       checkpoints: new CheckpointStore(db.pool),
       hostTimeoutMs: 60_000,
       requestSnapshotBuild: async () => false,

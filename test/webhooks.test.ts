@@ -553,7 +553,10 @@ describe('refusals start nothing', () => {
     const sent = await deliver('issues', payload);
     expect(sent).toMatchObject({
       status: 422,
-      body: { error: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)' },
+      body: {
+        error:
+          'repo someone/else is not served by this drydock (register it: drydock repo add <url> --name owner/name)',
+      },
     });
     expect(await exists(sessionIdOf('issues', payload))).toBe(false);
   });

@@ -17,7 +17,7 @@ import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
 import { githubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
-import { createRepoLookup, type RepoLookupService } from '../lib/repos';
+import { seededRepoLookup, type RepoLookupService } from '../lib/repos';
 import { redactorOf } from '../lib/scrub';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
@@ -32,7 +32,8 @@ export interface ServeDeps {
   client: Client;
   log: Logger;
   tokens?: ApiTokens;
-  repos?: RepoLookupService;
+  /** The repo registry (startServer opens it over the database, seeded from DRYDOCK_REPOS). */
+  repos: RepoLookupService;
   /** Where webhook deliveries that start a session are recorded (startServer opens one). */
   audit?: AuditTrail;
   /** The database of the metrics page (startServer opens one). */
@@ -44,7 +45,6 @@ export function createHandler(deps: ServeDeps) {
   const ctx: ServeContext = {
     ...deps,
     tokens: deps.tokens ?? loadApiTokens(deps.config),
-    repos: deps.repos ?? createRepoLookup(deps.config),
     github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
   };
@@ -125,12 +125,16 @@ export interface RunningServer {
 }
 
 /** Listens on DRYDOCK_HTTP_HOST:DRYDOCK_HTTP_PORT (port 0: any free one). */
-export async function startServer(deps: ServeDeps): Promise<RunningServer> {
+export async function startServer(
+  deps: Omit<ServeDeps, 'repos'> & Partial<Pick<ServeDeps, 'repos'>>,
+): Promise<RunningServer> {
   // The handler reads this config: port 0 becomes the real port once listening.
   const config = { ...deps.config };
-  const db = deps.audit ? undefined : await openDatabase(config, deps.log);
-  const audit = deps.audit ?? new AuditTrail(db!.pool, config.DRYDOCK_HOST_ID, redactorOf(config));
-  const handler = createHandler({ ...deps, config, audit, pool: deps.pool ?? db?.pool });
+  const db = deps.audit && deps.pool ? undefined : await openDatabase(config, deps.log);
+  const pool = deps.pool ?? db!.pool;
+  const audit = deps.audit ?? new AuditTrail(pool, config.DRYDOCK_HOST_ID, redactorOf(config));
+  const repos = deps.repos ?? (await seededRepoLookup(pool, config));
+  const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;

@@ -27,6 +27,7 @@ import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
+import { seededRepoLookup } from '../lib/repos';
 import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
 import { baseImageTag } from '../sandbox-images/base-image';
 
@@ -139,6 +140,8 @@ export async function createWorker(opts: {
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
     snapshots: new SnapshotRegistry(db.pool),
+    repos: await seededRepoLookup(db.pool, config),
+    devMode: config.DRYDOCK_DEV_MODE,
     requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
     sandboxes: new DockerSandboxes(),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),

@@ -16,7 +16,7 @@ export const duration = z.union([
 ]);
 
 /** A size in bytes, or a string like "512m", "2g". */
-const size = z.union([
+export const size = z.union([
   z.number().int().positive(),
   z.string().regex(/^\d+(k|m|g)$/i, 'expected a size like "512m" or "2g", or a number of bytes'),
 ]);
@@ -48,12 +48,12 @@ const branchName = z
   );
 
 /** A path inside /workspace: relative, without "..". */
-const workspacePath = z
+export const workspacePath = z
   .string()
   .min(1)
   .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'must be relative to the repo, without ".."');
 
-const browserCheck = z.strictObject({
+export const browserCheck = z.strictObject({
   start: z.string().min(1).describe('Shell command that starts the app in the sandbox, e.g. "npm start"'),
   url: z
     .string()
@@ -98,6 +98,14 @@ export const CLI_TEMPLATES = {
   claude: ['claude', '-p', '{prompt}', '--dangerously-skip-permissions'],
   codex: ['codex', 'exec', '--full-auto', '--skip-git-repo-check', '{prompt}'],
 } as const;
+
+/** An agent CLI: a template name, or argv with "{prompt}" as one element. */
+export const agentCommand = z
+  .union([z.enum(['opencode', 'claude', 'codex']), z.array(z.string().min(1)).min(1)])
+  .describe('cli: a template name, or argv with "{prompt}" as one element (passed literally, no shell)');
+
+/** The name of a worker secret: the worker's DRYDOCK_SECRET_<NAME> becomes <NAME>. */
+export const secretName = z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'a name like MODEL_KEY');
 
 const budget = z
   .strictObject({
@@ -148,18 +156,19 @@ const agent = z
       .min(1)
       .default(20)
       .describe('openai: start a fresh workflow run (same session) after this many turns'),
-    command: z
-      .union([z.enum(['opencode', 'claude', 'codex']), z.array(z.string().min(1)).min(1)])
-      .optional()
-      .describe('cli: a template name, or argv with "{prompt}" as one element (passed literally, no shell)'),
+    command: agentCommand.optional(),
     egress: z
       .array(egressRule)
       .default([])
-      .describe('cli: hosts the CLI may reach through the egress proxy (its model API). Weaker isolation: see README'),
+      .describe(
+        "cli: hosts the CLI may reach through the egress proxy (its model API), within the operator's rules for the repo",
+      ),
     secrets: z
-      .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'a name like MODEL_KEY'))
+      .array(secretName)
       .default([])
-      .describe("cli: worker secrets the CLI gets, by name: the worker's DRYDOCK_SECRET_<NAME> becomes <NAME>"),
+      .describe(
+        'cli: worker secrets the CLI gets, by name (DRYDOCK_SECRET_<NAME> becomes <NAME>); only those the operator grants the repo',
+      ),
     budget,
   })
   .prefault({});
@@ -185,7 +194,10 @@ export const triggerOrigin = z.strictObject({
 
 export const sessionInputSchema = z.strictObject({
   repo: z.strictObject({
-    url: z.string().min(1).describe('Any URL git can clone from the worker, file:// included'),
+    url: z
+      .string()
+      .min(1)
+      .describe('A registered repo (drydock repo add); in development mode any URL git can clone, file:// included'),
     ref: z.string().min(1).optional().describe("Branch, tag or commit; default: the remote's default branch"),
   }),
   task: z.string().min(1).describe('What the agent should do, in words'),

@@ -2,7 +2,7 @@
 import { sign } from '@octokit/webhooks-methods';
 import { parseTokens, loadApiTokens } from '../../lib/access';
 import { loadConfig } from '../../lib/config';
-import { createRepoLookup } from '../../lib/repos';
+import { parseRepoList, repoNameOf, triggerSessionFor } from '../../lib/repos';
 import { routeGitHubEvent, signatureMatches } from '../../lib/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../lib/webhook-payloads';
 import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../github-examples';
@@ -181,18 +181,15 @@ describe('a payload without a field drydock reads is invalid, naming the field',
   });
 });
 
-test('repos are looked up by name (case-insensitive) or URL; unknown ones say how to add them', () => {
-  const repos = createRepoLookup({ DRYDOCK_REPOS: ['Codertocat/Hello-World=file:///srv/hello.git'] });
-  expect(repos.byName('codertocat/hello-world')).toEqual({
-    ok: true,
-    repo: { name: 'Codertocat/Hello-World', url: 'file:///srv/hello.git' },
-  });
-  expect(repos.byUrl('file:///srv/hello.git')).toMatchObject({ ok: true });
-  expect(repos.byName('someone/else')).toEqual({
-    ok: false,
-    reason: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)',
-  });
-  expect(() => createRepoLookup({ DRYDOCK_REPOS: ['nonsense'] })).toThrow(/DRYDOCK_REPOS: 'nonsense'/);
+test('DRYDOCK_REPOS entries are owner/name=<url>; a repo added without a name gets one from its URL', () => {
+  expect(parseRepoList(['Codertocat/Hello-World=file:///srv/hello.git'])).toEqual([
+    { name: 'Codertocat/Hello-World', url: 'file:///srv/hello.git' },
+  ]);
+  expect(() => parseRepoList(['nonsense'])).toThrow(/DRYDOCK_REPOS: 'nonsense'/);
+  expect(repoNameOf('https://github.com/acme/shop.git')).toBe('acme/shop');
+  expect(repoNameOf('git@github.com:acme/shop.git')).toBe('acme/shop');
+  expect(repoNameOf('file:///tmp/drydock-repo-x1/remote.git')).toBe('drydock-repo-x1/remote');
+  expect(repoNameOf('file:///repo.git')).toBe('file/repo');
 });
 
 test('API tokens map to names; a wrong or short token names no one and is never echoed', () => {
@@ -216,13 +213,12 @@ test("DRYDOCK_TRIGGER_SESSION: the session input's schemas; a bad value stops th
   expect(() => load({ verify: { test: 'npm test' } })).toThrow('DRYDOCK_TRIGGER_SESSION.agent: Invalid input');
   expect(() => load({ agent: {}, limits: {} })).toThrow(/unrecognized key/i);
   const config = load({ agent: { kind: 'script', steps: [{ run: 'make fix' }] }, verify: { test: 'make test' } });
-  const repos = createRepoLookup({ ...config, DRYDOCK_REPOS: ['a/b=file:///srv/b.git'] });
-  const repo = { name: 'a/b', url: 'file:///srv/b.git' };
-  expect(repos.triggerSession(repo)).toMatchObject({
+  const repo = { name: 'a/b' };
+  expect(triggerSessionFor(repo, config.DRYDOCK_TRIGGER_SESSION)).toMatchObject({
     ok: true,
     session: { agent: { kind: 'script', steps: [{ run: 'make fix', timeout: '10m' }] }, verify: { test: 'make test' } },
   });
-  expect(createRepoLookup({ DRYDOCK_REPOS: [] }).triggerSession(repo)).toEqual({
+  expect(triggerSessionFor(repo, undefined)).toEqual({
     ok: false,
     reason: 'no agent is configured for a/b (set DRYDOCK_TRIGGER_SESSION)',
   });

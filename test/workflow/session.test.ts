@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import { approve, decide, reject } from '../../workflows/api';
-import type { SessionInputDraft } from '../../workflows/input';
+import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   awaitApproval,
   BASE_COMMIT,
@@ -46,6 +46,7 @@ const openai = (agent: Record<string, unknown>): SessionInputDraft => ({
 
 /** The calls of a scripted session up to its push gate. */
 const UNTIL_GATE = [
+  'repoPolicy',
   'approvalPolicy',
   'provisionSandbox',
   'runStep step-1',
@@ -284,6 +285,7 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
   };
   const run = await runSession(harness, 'sandbox-lost-once', scripted, stubs);
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'runStep step-1',
@@ -326,6 +328,7 @@ test('sandbox lost too often: after 3 replacements the session fails with sandbo
     'runStep step-1',
   ];
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'runStep step-1',
@@ -358,6 +361,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     }),
   });
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     // No destroySandbox on the lost host: its reaper removes what is left.
@@ -383,7 +387,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
 test('wall-time limit: the running step is cancelled, the session timed_out, torn down', async () => {
   const input: SessionInputDraft = { ...scripted, limits: { wallTime: '3s' } };
   const run = await runSession(harness, 'wall-time', input, { runStep: runUntilCancelled });
-  expect(run.calls).toEqual(['approvalPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
+  expect(run.calls).toEqual(['repoPolicy', 'approvalPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
   expect(run.status).toMatchObject({
     phase: 'timed_out',
     error: 'wall-time limit of 3s reached',
@@ -402,6 +406,7 @@ test("budget with onExceeded 'fail': the session fails when the agent runs out o
     modelCall: async ({ turn }) => modelAnswer(turn, ['run: npm test']),
   });
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
@@ -437,6 +442,7 @@ test('feedback round: the first verification fails, the model agent hears why an
         : { files: ['junit.xml'], total: 2, passed: 2, failed: 0, skipped: 0, failures: [] },
   });
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
@@ -470,6 +476,39 @@ test('feedback round: the first verification fails, the model agent hears why an
   expect(run.status.timeline.map((r) => r.name)).toContain('feedback: round 2');
 });
 
+test("the repo's configuration refuses: the session fails at once, naming why, before any sandbox", async () => {
+  const problem =
+    "agent.egress.0.host: 127.0.0.1 is a loopback address; only the operator's rules for acme/app may name it";
+  const run = await runSession(harness, 'repo-refused', scripted, {
+    repoPolicy: async () => ({ ok: false, problems: [problem] }),
+  });
+  expect(run.calls).toEqual(['repoPolicy']);
+  expect(run.error).toBeInstanceOf(WorkflowFailedError);
+  expect(run.status).toMatchObject({ phase: 'failed', error: `invalid input: ${problem}` });
+});
+
+test("the settled input is the one the session runs: the repo file's test command, the operator's approvers", async () => {
+  const run = await runSession(
+    harness,
+    'repo-settled',
+    { ...scripted, verify: {} },
+    {
+      repoPolicy: async (raw) => {
+        const parsed = parseSessionInput(raw);
+        if (!parsed.ok) return parsed;
+        const input = { ...parsed.input, verify: { ...parsed.input.verify, test: 'make check' } };
+        return { ok: true, input, repo: 'acme/app', approvers: ['alice'] };
+      },
+    },
+  );
+  expect(run.calls).toContain('runStep verify');
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    verification: { command: 'make check' },
+    policy: { approvers: ['alice'] },
+  });
+});
+
 test('continue-as-new carries the agent loop: turns, messages and the sandbox go on in the next run', async () => {
   const input = openai({ continueAsNewEvery: 2 });
   const run = await runSession(harness, 'continue-as-new', input, {
@@ -477,6 +516,7 @@ test('continue-as-new carries the agent loop: turns, messages and the sandbox go
   });
   const turn = (n: number) => [`modelCall ${n}`, `runTool ${n}`];
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',

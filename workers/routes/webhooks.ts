@@ -114,7 +114,7 @@ export async function ciWebhook(ctx: ServeContext, req: IncomingMessage): Promis
  * repo, a repo without an agent, and what GitHub's API says no to.
  */
 async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string): Promise<Answer> {
-  const found = ctx.repos.byName(trigger.repo);
+  const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
   if (trigger.check) {
     const refusal = await refusalFromGitHub(await serverOctokit(ctx, trigger.repo), trigger);
@@ -231,7 +231,7 @@ async function recordPullRequestClosed(
   event: string,
   delivery: string,
 ): Promise<Answer> {
-  const found = ctx.repos.byName(trigger.repo);
+  const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
   try {
     await ctx.client.workflow.getHandle(trigger.sessionId).describe();

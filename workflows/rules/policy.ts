@@ -32,6 +32,17 @@ export function tightenPolicy(
   };
 }
 
+/** The server's policy, narrowed by the repo's approvers (from the registry), then tightened by the session's. */
+export function settlePolicy(server: ApprovalPolicy, repoApprovers: string[], session: ApprovalPolicy) {
+  const repo = tightenPolicy(server, {
+    required: [],
+    approvers: repoApprovers,
+    forbidSelfApproval: false,
+    separateGates: false,
+  });
+  return repo.ok ? tightenPolicy(repo.policy, session) : repo;
+}
+
 /**
  * One review per change: a session that opens a pull request, under a policy
  * that requires approving it, asks once, and that approval also covers the

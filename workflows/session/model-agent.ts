@@ -23,7 +23,8 @@ export async function modelAgent(run: SessionRun): Promise<void> {
       await condition(allHandlersFinished);
       const { status, sandbox, loop, sessionStartedAt } = run;
       const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt };
-      await continueAsNew<typeof agentSession>(run.rawInput, carry);
+      // The settled input (repo defaults and limits applied): the next run does not settle it again.
+      await continueAsNew<typeof agentSession>(run.input, carry);
     }
     run.loop.turn++;
     if (await turn(run)) {
