@@ -203,7 +203,7 @@ test('a webhook-started session: its task gets the GitHub context, and GitHub he
   expect(run.args.triggerTask).toEqual([
     { sessionId: run.id, task: 'Resolve issue #5: greet', trigger: { ...input.trigger, pullRequest: false } },
   ]);
-  expect(run.calls.slice(0, 3)).toEqual(['approvalPolicy', 'triggerTask', 'provisionSandbox']);
+  expect(run.calls.slice(0, 4)).toEqual(['repoPolicy', 'approvalPolicy', 'triggerTask', 'provisionSandbox']);
   expect(stages).toEqual([
     'started bbbb -',
     'pull_request bbbb https://github.com/acme/app/pull/7',
