@@ -25,6 +25,8 @@ export interface ActivityDeps {
   readonlyRoot?: boolean;
   /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
   egressRoot: string;
+  /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, lib/ca.ts). */
+  extraCaCerts?: string;
   /** Secrets a session may grant to a step by name; never passed otherwise. */
   secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */
