@@ -94,6 +94,16 @@ test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git and Python trust the network; a s
   expect(log).toMatch(/repository '[^']+' not found/);
   expect(log).not.toMatch(/certificate/i);
   expect(log).toContain('pypi 200');
+  // The bundle was mounted, never part of the build's filesystem: the snapshot has none of it.
+  const probe = await docker.createContainer({ Image: built.image!, Cmd: ['true'] });
+  try {
+    await expect(probe.getArchive({ path: '/run/drydock/ca-certificates.crt' })).rejects.toThrow();
+    expect((await docker.getImage(built.image!).inspect()).Config.Env ?? []).not.toContainEqual(
+      expect.stringContaining('NODE_EXTRA_CA_CERTS'),
+    );
+  } finally {
+    await probe.remove({ force: true });
+  }
 
   const session = (await (
     await startSession(trusting, newSessionId('realreg-session'), {
@@ -108,7 +118,7 @@ test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git and Python trust the network; a s
 
 test('without it, the build fails with a message that names the certificate problem and the setting', async () => {
   // A failed build fails its workflow (non-retryable); the reason is its cause.
-  const failure = await build(plain, 'npm ci --no-audit --no-fund --loglevel=error').then(
+  const failure = await build(plain, 'npm ci --fetch-retries=0 --no-audit --no-fund --loglevel=error').then(
     ({ built }) => `built: ${built.status}`,
     (err: WorkflowFailedError) => err.cause?.message ?? String(err),
   );
