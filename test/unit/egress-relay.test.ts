@@ -57,7 +57,7 @@ test('a tunnel delivers every byte its upstream sent before it closed, to a slow
     });
     client.on('error', () => resolve(bytes));
     client.on('close', () => resolve(bytes));
-    setTimeout(() => resolve(bytes), 20_000);
+    setTimeout(() => resolve(bytes), 20_000).unref();
   });
   expect(received - 'HTTP/1.1 200 Connection Established\r\n\r\n'.length).toBe(size);
 }, 30_000);
