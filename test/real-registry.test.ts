@@ -78,11 +78,13 @@ test('the lockfile resolves at least 150 real packages', () => {
   expect(Object.keys(lock.packages).length - 1).toBeGreaterThanOrEqual(150);
 });
 
-test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git and Python trust the network; a session runs the tests', async () => {
-  // git: TLS must pass for the registry's 404 to come back ("not found"); Python: OpenSSL's store.
+test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git, corepack and Python trust the network; a session runs the tests', async () => {
+  // git: TLS must pass for the registry's 404 to come back ("not found"); corepack fetches pnpm;
+  // Python: OpenSSL's store (the image has no pip).
   const setup = [
     'npm ci --no-audit --no-fund --loglevel=error',
     '(git ls-remote https://registry.npmjs.org/drydock-probe.git 2>&1 || true)',
+    'COREPACK_ENABLE_DOWNLOAD_PROMPT=0 corepack pnpm@9.15.0 --version',
     `python3 -c "import urllib.request; print('pypi', urllib.request.urlopen('https://pypi.org/simple/pip/').status)"`,
   ].join(' && ');
   const { url, built } = await build(trusting, setup);
@@ -94,6 +96,7 @@ test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git and Python trust the network; a s
   expect(log).toMatch(/repository '[^']+' not found/);
   expect(log).not.toMatch(/certificate/i);
   expect(log).toContain('pypi 200');
+  expect(log).toMatch(/^9\.15\.0$/m);
   // The bundle was mounted, never part of the build's filesystem: the snapshot has none of it.
   const probe = await docker.createContainer({ Image: built.image!, Cmd: ['true'] });
   try {
