@@ -42,6 +42,8 @@ export interface ActivityDeps {
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Link to a session in the Temporal Web UI, for pull request bodies. */
   sessionLink: (sessionId: string) => string;
+  /** Link to a session in the review console, for GitHub (default: sessionLink). */
+  reviewLink?: (sessionId: string) => string;
   /** Postgres: the audit trail, snapshot registry and metrics live there. */
   db: Database;
   audit: AuditTrail;

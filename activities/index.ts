@@ -2,6 +2,7 @@ import { createAgentActivities } from './agent';
 import { createAuditActivities } from './audit';
 import { createCommitActivities } from './commit';
 import type { ActivityDeps } from './deps';
+import { createGitHubActivities } from './github';
 import { heartbeating } from './heartbeat';
 import { createProvisionActivities } from './provision';
 import { createPublishActivities } from './publish';
@@ -20,6 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
+    ...createGitHubActivities(deps),
     ...createReaperActivities(deps),
     ...createAuditActivities(deps),
     ...createSnapshotActivities(deps),

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { duration, durationMs } from '../workflows/input';
+import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
 
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
@@ -71,6 +71,14 @@ const configSchema = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((v) => v === 'true'),
+  /**
+   * "true": pushing a change waits for its own approval even when its pull
+   * request's approval would cover it. Default: one review per change.
+   */
+  DRYDOCK_SEPARATE_APPROVALS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
   /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
   DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
   /**
@@ -125,6 +133,14 @@ const configSchema = z.object({
    * Webhooks and the API start sessions only on these.
    */
   DRYDOCK_REPOS: list.optional(),
+  /**
+   * What sessions started by a webhook run until repos carry their own
+   * configuration: JSON with `agent` and optionally `verify`, `publish`,
+   * `approval`, as in the session input. Unset: webhooks start nothing (422).
+   */
+  DRYDOCK_TRIGGER_SESSION: json(triggerSessionSchema).optional(),
+  /** How old a signed CI trigger (X-Drydock-Timestamp) may be; older ones are replays and refused. */
+  DRYDOCK_CI_REPLAY_WINDOW: duration.default('5m').transform(durationMs),
   /**
    * Docker runtime of sandboxes, e.g. "runsc" for gVisor (a user-space kernel:
    * a kernel exploit in the sandbox meets gVisor, not the host's kernel).

@@ -3,6 +3,7 @@
  * (DRYDOCK_REPOS); later the Postgres repo registry answers the same question
  * behind the same function.
  */
+import type { TriggerSession } from '../workflows/input';
 import type { Config } from './config';
 import { redactUrl } from '../workflows/rules/repo-url';
 
@@ -30,9 +31,22 @@ export function parseRepoList(entries: string[]): KnownRepo[] {
   });
 }
 
-export function createRepoLookup(config: Pick<Config, 'DRYDOCK_REPOS'>) {
+export function createRepoLookup(
+  config: Pick<Config, 'DRYDOCK_REPOS'> & Partial<Pick<Config, 'DRYDOCK_TRIGGER_SESSION'>>,
+) {
   const repos = parseRepoList(config.DRYDOCK_REPOS ?? []);
   return {
+    /**
+     * What a webhook-started session on `repo` runs (its agent, checks,
+     * approvals), or why nothing may start. Today the server's default
+     * (DRYDOCK_TRIGGER_SESSION); the repo registry answers here later.
+     */
+    triggerSession(repo: KnownRepo): { ok: true; session: TriggerSession } | { ok: false; reason: string } {
+      const session = config.DRYDOCK_TRIGGER_SESSION;
+      return session
+        ? { ok: true, session }
+        : { ok: false, reason: `no agent is configured for ${repo.name} (set DRYDOCK_TRIGGER_SESSION)` };
+    },
     /** The repo called `name` ("owner/name", case-insensitive like GitHub), or why not. */
     byName(name: unknown): RepoLookup {
       if (typeof name !== 'string' || !NAME.test(name)) return { ok: false, reason: 'repo: expected "owner/name"' };

@@ -18,9 +18,15 @@ export function replayHistory(history: Parameters<typeof Worker.runReplayHistory
   return Worker.runReplayHistory({ workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } }, history);
 }
 
-/** With DRYDOCK_RECORD_HISTORY set, writes the history to fixtures/histories/agentSession-<name>.json. */
-export async function recordHistory(handle: WorkflowHandle, name: string): Promise<void> {
+type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
+
+/**
+ * With DRYDOCK_RECORD_HISTORY set, writes the session's history (or the one
+ * given) to fixtures/histories/agentSession-<name>.json.
+ */
+export async function recordHistory(source: WorkflowHandle | History, name: string): Promise<void> {
   if (!process.env.DRYDOCK_RECORD_HISTORY) return;
+  const history = 'fetchHistory' in source ? await source.fetchHistory() : source;
   await mkdir(HISTORIES_DIR, { recursive: true });
-  await writeFile(path.join(HISTORIES_DIR, `agentSession-${name}.json`), historyToJSON(await handle.fetchHistory()));
+  await writeFile(path.join(HISTORIES_DIR, `agentSession-${name}.json`), historyToJSON(history));
 }

@@ -1,7 +1,11 @@
 /**
- * Determinism guard: histories recorded from earlier versions of agentSession
- * must replay on the current code (regenerate with DRYDOCK_RECORD_HISTORY=1
- * npx jest test/session.test.ts -t 'happy path' only for a deliberate, patched change).
+ * Determinism guard: recorded histories of agentSession must replay on the
+ * current code. Every branch of the workflow tests (agentSession-wf-*) plus a
+ * real happy path and a real model loop. Before the first release they are
+ * re-recorded whenever the workflow changes:
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/workflow
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/session.test.ts test/agent.test.ts -t 'happy path|openai'
+ * After it, a release's histories are kept and never re-recorded (docs/operations.md).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';

@@ -1,7 +1,7 @@
 /**
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
- *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256, same scheme)
+ *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
@@ -15,6 +15,7 @@ import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
+import { githubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
 import { createRepoLookup, type RepoLookupService } from '../lib/repos';
 import { redactorOf } from '../lib/scrub';
@@ -44,6 +45,7 @@ export function createHandler(deps: ServeDeps) {
     ...deps,
     tokens: deps.tokens ?? loadApiTokens(deps.config),
     repos: deps.repos ?? createRepoLookup(deps.config),
+    github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
   };
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {

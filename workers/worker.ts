@@ -155,12 +155,16 @@ export async function createWorker(opts: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
       approvers: config.DRYDOCK_APPROVERS,
       forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
+      separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
     },
     github: githubSettings(config),
     models: modelSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
+    reviewLink: config.DRYDOCK_CONSOLE_URL
+      ? (sessionId) => `${config.DRYDOCK_CONSOLE_URL!.replace(/\/$/, '')}/sessions/${encodeURIComponent(sessionId)}`
+      : undefined,
     sessionIsRunning: async (sessionId) => {
       try {
         return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';

@@ -164,6 +164,25 @@ const agent = z
   })
   .prefault({});
 
+/**
+ * Where a webhook-started session came from on GitHub: the worker reads the
+ * task's context from it (issue, comments, pull request, failed run) and
+ * reports the session's progress back to it.
+ */
+export const triggerOrigin = z.strictObject({
+  repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"'),
+  kind: z.enum(['issue', 'comment', 'check_run', 'workflow_run']),
+  issue: z.number().int().positive().optional().describe('The issue or pull request number'),
+  pullRequest: z.boolean().default(false).describe('Whether `issue` is a pull request'),
+  comment: z.number().int().positive().optional().describe('The /drydock comment'),
+  run: z.number().int().positive().optional().describe('The failed check run or workflow run'),
+  commit: z
+    .string()
+    .regex(/^[0-9a-f]{40}$/, 'a commit sha')
+    .optional()
+    .describe('The commit of the failed run'),
+});
+
 export const sessionInputSchema = z.strictObject({
   repo: z.strictObject({
     url: z.string().min(1).describe('Any URL git can clone from the worker, file:// included'),
@@ -222,9 +241,14 @@ export const sessionInputSchema = z.strictObject({
         .default([])
         .describe("Who may approve or reject: a subset of the server's approvers; empty: the server's list, or anyone"),
       forbidSelfApproval: z.boolean().default(false).describe('requestedBy may not approve'),
+      separateGates: z
+        .boolean()
+        .default(false)
+        .describe('Approve the push separately, even when approving the pull request would cover it'),
       timeout: durationUpTo('30d').default('24h').describe('How long an approval may wait; at most 30d'),
     })
     .prefault({}),
+  trigger: triggerOrigin.optional().describe('Set by drydock serve for sessions started by a GitHub webhook'),
   limits: z
     .strictObject({
       cpus: z.number().positive().max(16).default(2).describe('CPUs of the sandbox; at most 16'),
@@ -261,6 +285,7 @@ export type SessionInputDraft = z.input<typeof sessionInputSchema>;
 export type ScriptStep = z.infer<typeof scriptStep>;
 export type AgentSettings = SessionInput['agent'];
 export type BrowserCheck = z.infer<typeof browserCheck>;
+export type TriggerOrigin = z.infer<typeof triggerOrigin>;
 
 export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
 
@@ -305,6 +330,26 @@ export function parseSessionInput(raw: unknown): ParsedInput {
     }),
   };
 }
+
+/**
+ * What a webhook-started session runs: the agent and its budget, the checks,
+ * and optionally publishing and approval. The same schemas as the session
+ * input; the webhook adds the repo, the task and the pull request.
+ */
+export const triggerSessionSchema = z
+  .strictObject({
+    agent: sessionInputSchema.shape.agent.unwrap(),
+    verify: sessionInputSchema.shape.verify,
+    publish: sessionInputSchema.shape.publish,
+    approval: sessionInputSchema.shape.approval,
+  })
+  .superRefine((settings, ctx) => {
+    // The rules that span sections, on a session these settings would start.
+    const probe = { repo: { url: 'https://github.com/o/r' }, task: 'probe', ...settings };
+    const parsed = sessionInputChecked.safeParse(probe);
+    for (const issue of parsed.success ? [] : parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom' });
+  });
+export type TriggerSession = z.infer<typeof triggerSessionSchema>;
 
 const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 

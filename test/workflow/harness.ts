@@ -6,11 +6,8 @@
  * the final status.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import type { History } from '@temporalio/common/lib/proto-utils';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import {
   bundleWorkflowCode,
@@ -24,6 +21,7 @@ import type { Activities } from '../../activities';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type SessionStatus } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
+import { recordHistory } from '../histories';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
@@ -187,21 +185,13 @@ export async function runSession(
       async (error: Error) => ({ error, status: await handle.query(status) }),
     );
     const history = await handle.fetchHistory();
-    await recordHistory(name, history);
+    await recordHistory(history, `wf-${name}`);
     const elsewhere = history
       .events!.map((e) => e.activityTaskScheduledEventAttributes)
       .filter((a) => a && a.taskQueue?.name !== taskQueue)
       .map((a) => `${a!.activityType?.name}@${a!.taskQueue?.name}`);
     return { ...ended, id: taskQueue, calls, elsewhere, args };
   });
-}
-
-/** DRYDOCK_RECORD_HISTORY=1 keeps each case's history as a replay fixture. */
-async function recordHistory(name: string, history: History): Promise<void> {
-  if (!process.env.DRYDOCK_RECORD_HISTORY) return;
-  const dir = path.join(__dirname, '..', 'fixtures', 'histories');
-  await mkdir(dir, { recursive: true });
-  await writeFile(path.join(dir, `agentSession-wf-${name}.json`), historyToJSON(history));
 }
 
 /** Waits (in real time: no time is skipped meanwhile) until the session asks for approval of `action`. */

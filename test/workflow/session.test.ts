@@ -118,7 +118,13 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     ],
     decisions: [decision('push'), decision('pull_request')],
     refusedDecisions: [],
-    policy: { required: ['push', 'pull_request'], approvers: ['alice'], forbidSelfApproval: false },
+    // The stub's server policy predates the setting: two gates.
+    policy: {
+      required: ['push', 'pull_request'],
+      approvers: ['alice'],
+      forbidSelfApproval: false,
+      separateGates: true,
+    },
     branch,
     sandbox: { name: 'sandbox-0', host: 'host-a', image: 'drydock-base:test', baseCommit: BASE_COMMIT },
     agent: { steps: 1, commit: COMMIT, changed: true, diffstat: ' hello.txt | 1 +', changeHash: CHANGE },
@@ -139,6 +145,73 @@ test('happy path: script agent, tests pass, push and pull request approved → c
   expect(run.args.pushBranch).toEqual([
     { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },
   ]);
+});
+
+test('one review per change: the approval of the pull request also approves its push', async () => {
+  const input: SessionInputDraft = { ...scripted, publish: { pullRequest: true } };
+  const oneReview: Stubs = {
+    approvalPolicy: async () => ({
+      required: ['push', 'pull_request'],
+      approvers: ['alice'],
+      forbidSelfApproval: false,
+      separateGates: false,
+    }),
+  };
+  const run = await runSession(harness, 'one-review', input, oneReview, async (handle) => {
+    const waiting = await awaitApproval(handle, 'pull_request');
+    expect(waiting.pendingApproval!.covers).toEqual(['push']);
+    // Deciding on the push alone is refused with what to do instead.
+    await expect(
+      handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'pull_request', by: 'alice' }] });
+  });
+  expect(run.calls).toEqual([
+    ...UNTIL_GATE,
+    'recordAudit approval/pull_request',
+    'pushBranch',
+    'openPullRequest',
+    ...TEARDOWN,
+  ]);
+  expect(run.status.phase).toBe('completed');
+  expect(run.status.decisions.map((d) => d.action)).toEqual(['pull_request']);
+  expect(run.status.timeline.map((t) => `${t.name}: ${t.detail ?? ''}`)).toContain(
+    'approval: push: approved with pull_request by alice',
+  );
+});
+
+test('a webhook-started session: its task gets the GitHub context, and GitHub hears each stage; a GitHub outage fails nothing', async () => {
+  const input: SessionInputDraft = {
+    ...scripted,
+    task: 'Resolve issue #5: greet',
+    publish: { pullRequest: true },
+    trigger: { repo: 'acme/app', kind: 'issue', issue: 5 },
+  };
+  const stages: string[] = [];
+  const stubs: Stubs = {
+    triggerTask: async ({ task }) =>
+      `${task}\n\n=== BEGIN GITHUB DATA n: issue #5: description ===\nsay hi\n=== END GITHUB DATA n ===`,
+    reportToGitHub: async ({ stage, commit, pullRequestUrl }) => {
+      stages.push(`${stage} ${commit?.slice(0, 4) ?? '-'} ${pullRequestUrl ?? '-'}`);
+      if (stage === 'pull_request') throw ApplicationFailure.nonRetryable('GitHub is down', 'GitHubRequest');
+    },
+  };
+  const run = await runSession(harness, 'trigger', input, stubs);
+  expect(run.status.phase).toBe('completed');
+  expect(run.status.task).toMatch(/^Resolve issue #5: greet\n\n=== BEGIN GITHUB DATA n: issue #5/);
+  expect(run.args.triggerTask).toEqual([
+    { sessionId: run.id, task: 'Resolve issue #5: greet', trigger: { ...input.trigger, pullRequest: false } },
+  ]);
+  expect(run.calls.slice(0, 3)).toEqual(['approvalPolicy', 'triggerTask', 'provisionSandbox']);
+  expect(stages).toEqual([
+    'started bbbb -',
+    'pull_request bbbb https://github.com/acme/app/pull/7',
+    'completed bbbb https://github.com/acme/app/pull/7',
+  ]);
+  expect(run.status.timeline.find((t) => t.name === 'context from GitHub')).toMatchObject({
+    ok: true,
+    detail: 'issue on acme/app',
+  });
 });
 
 test('reject: nothing is pushed, the session ends rejected and tears down', async () => {

@@ -40,7 +40,7 @@ async function startConversation(run: SessionRun): Promise<void> {
       onHost(sb).startModelAgent({
         sandbox: sb.name,
         sessionId: run.sessionId,
-        task: run.input.task,
+        task: run.status.task, // with its GitHub context, for a webhook session
         verifyCommand: run.input.verify.test,
       }),
     );

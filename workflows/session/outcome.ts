@@ -9,6 +9,7 @@ import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
+import { report } from './trigger';
 
 /** A session that ends with this outcome (and reason) rather than going on. */
 export class SessionEnd extends Error {
@@ -59,6 +60,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
       log.error('teardown failed', { error: describeError(err) });
     }
     run.setPhase(outcome);
+    await report(run, outcome);
     try {
       await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
     } catch (err) {

@@ -15,6 +15,7 @@ import { anyHost } from './proxies';
 import { publish } from './publish';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
+import { addTriggerContext, report } from './trigger';
 
 export type { AgentLoop, ContinuedSession } from './state';
 
@@ -29,7 +30,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       if (continued) {
         run.status.agent!.runs = (run.status.agent!.runs ?? 1) + 1;
       } else {
+        await addTriggerContext(run);
         await provision(run);
+        await report(run, 'started');
         startAgent(run);
       }
       return agentRounds(run);
@@ -59,10 +62,10 @@ async function parse(run: SessionRun): Promise<void> {
   const input = (run.input = parsed.input);
   status.requestedBy = input.requestedBy;
   // The server's policy, tightened by the session's; a continued session keeps the policy it had.
-  const { required, approvers, forbidSelfApproval } = input.approval;
+  const { required, approvers, forbidSelfApproval, separateGates } = input.approval;
   const tightened = continued?.status.policy
     ? ({ ok: true, policy: continued.status.policy } as const)
-    : tightenPolicy(await anyHost.approvalPolicy(), { required, approvers, forbidSelfApproval });
+    : tightenPolicy(await anyHost.approvalPolicy(), { required, approvers, forbidSelfApproval, separateGates });
   if (!tightened.ok) invalid(run, [tightened.problem]);
   run.policy = status.policy = tightened.policy;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
