@@ -30,6 +30,8 @@ export interface ActivityDeps {
   repos: RepoLookupService;
   /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */
   devMode: boolean;
+  /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, lib/ca.ts). */
+  extraCaCerts?: string;
   /** Secrets a session may grant to a step by name; never passed otherwise. */
   secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */

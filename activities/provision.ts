@@ -4,6 +4,7 @@
  * a replacement re-applies the session's last checkpoint. And its removal.
  */
 import { mkdir, rm } from 'node:fs/promises';
+import { caEnv, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
 import { CATCH_UP_REF, catchUpBundle, commitsBetween } from '../lib/git';
 import { LABELS } from '../lib/sandbox';
@@ -113,20 +114,22 @@ export function createProvisionActivities(deps: ActivityDeps) {
 
 /** The sandbox's container, labelled with its session, repo, host and expiry; an existing one is reused. */
 async function createContainer(
-  { sandboxes, egressRoot, runtime, readonlyRoot, hostId }: ActivityDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId }: ActivityDeps,
   input: ProvisionInput,
   name: string,
   image: string,
   snapshot: SnapshotBuildRow | undefined,
 ): Promise<boolean> {
   // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
-  await mkdir(egressDirOf(egressRoot, name), { recursive: true, mode: 0o755 });
+  const egressDir = egressDirOf(egressRoot, name);
+  await mkdir(egressDir, { recursive: true, mode: 0o755 });
   const { created } = await sandboxes.create({
     name,
     image,
     runtime,
     readonlyRoot,
-    egressDir: egressDirOf(egressRoot, name),
+    egressDir,
+    env: extraCaCerts ? caEnv() : undefined,
     labels: {
       [LABELS.session]: input.sessionId,
       [LABELS.repo]: input.repo.url,
@@ -136,6 +139,7 @@ async function createContainer(
     },
     ...input.limits,
   });
+  if (extraCaCerts) await installCaBundle(sandboxes, name, egressDir, extraCaCerts);
   return created;
 }
 

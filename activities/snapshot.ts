@@ -7,6 +7,7 @@ import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
+import { caEnv, certificateProblem, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
 import { LABELS } from '../lib/sandbox';
 import { redactUrl } from '../workflows/rules/repo-url';
@@ -148,9 +149,11 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const done = await snapshots.build(plan.buildId);
       if (done && done.status !== 'building') return resultOf(done, []); // a retry after the row was written
       if (setup.exitCode !== 0) {
-        const why = setup.timedOut
+        const exited = setup.timedOut
           ? `setup timed out after ${Math.round(plan.setupTimeoutMs / 1000)}s`
           : `setup exited with ${setup.exitCode}`;
+        const certificate = certificateProblem(setup.outputTail);
+        const why = certificate ? `${exited}: ${certificate}` : exited;
         const row = await snapshots.finishBuild(plan.buildId, {
           status: 'failed',
           commit: plan.commit,
@@ -188,16 +191,18 @@ export function createSnapshotActivities(deps: ActivityDeps) {
 
 /** The build container: from the base image, no network, labelled so the reaper finds it after its expiry. */
 async function createBuildContainer(
-  { sandboxes, hostId, baseImage, runtime, readonlyRoot, egressRoot }: ActivityDeps,
+  { sandboxes, hostId, baseImage, runtime, readonlyRoot, egressRoot, extraCaCerts }: ActivityDeps,
   build: { buildId: string; repo: string; sandbox: string; setupTimeoutMs: number },
 ): Promise<void> {
-  await mkdir(egressDirOf(egressRoot, build.sandbox), { recursive: true, mode: 0o755 });
+  const egressDir = egressDirOf(egressRoot, build.sandbox);
+  await mkdir(egressDir, { recursive: true, mode: 0o755 });
   await sandboxes.create({
     name: build.sandbox,
     image: baseImage,
     runtime,
     readonlyRoot,
-    egressDir: egressDirOf(egressRoot, build.sandbox),
+    egressDir,
+    env: extraCaCerts ? caEnv() : undefined,
     labels: {
       [LABELS.session]: build.buildId,
       [LABELS.repo]: build.repo,
@@ -206,6 +211,7 @@ async function createBuildContainer(
     },
     ...BUILD_LIMITS,
   });
+  if (extraCaCerts) await installCaBundle(sandboxes, build.sandbox, egressDir, extraCaCerts);
 }
 
 /** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */

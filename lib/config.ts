@@ -176,6 +176,12 @@ const configSchema = z.object({
    * Unix socket paths are limited to 107 bytes: keep it short.
    */
   DRYDOCK_EGRESS_DIR: z.string().min(1).optional(),
+  /**
+   * A PEM file of extra CA certificates (a network that intercepts TLS)
+   * trusted by Node.js, npm, corepack, git, curl, pip and OpenSSL in every
+   * sandbox and snapshot build (lib/ca.ts). Mounted, never put in an image.
+   */
+  DRYDOCK_EXTRA_CA_CERTS: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

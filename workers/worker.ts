@@ -152,6 +152,7 @@ export async function createWorker(opts: {
     runtime: config.DRYDOCK_DOCKER_RUNTIME,
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
+    extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,
     secrets: config.secrets,
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
