@@ -361,7 +361,8 @@ test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the t
     await handle.result().catch(() => undefined);
     const final = await handle.query(status);
     expect(final.phase).toBe('failed');
-    expect(final.error).toMatch(/^provisionSandbox: the remote refused the worker's credentials/);
+    // The worker reads the repo's configuration at the session's start: that fetch is refused first.
+    expect(final.error).toMatch(/^repoPolicy: the remote refused the worker's credentials/);
     expect(await containersOf(id)).toHaveLength(0);
   } finally {
     await wrong.stop();

@@ -23,9 +23,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   const run = new SessionRun(rawInput, continued);
   installHandlers(run);
   run.setPhase(continued ? run.status.phase : 'provisioning');
-  await parse(run);
   let outcome: Outcome = 'completed';
   try {
+    await parse(run);
     const change = await withinWallTime(run, async () => {
       if (continued) {
         run.status.agent!.runs = (run.status.agent!.runs ?? 1) + 1;
@@ -41,7 +41,8 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     else log.info('the agent changed nothing; nothing to publish');
   } catch (err) {
     // A hand-over to the next run keeps the sandbox: the session goes on there.
-    if (err instanceof ContinueAsNew) throw err;
+    // An invalid input has failed already, before anything could need tearing down.
+    if (err instanceof ContinueAsNew || isInvalidInput(err)) throw err;
     outcome = endEarly(run, err);
     if (outcome === 'cancelled') {
       await tearDown(run, outcome);
@@ -88,6 +89,9 @@ async function parse(run: SessionRun): Promise<void> {
   run.policy = status.policy = tightened.policy;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
 }
+
+const isInvalidInput = (err: unknown) =>
+  err instanceof ApplicationFailure && err.type === ErrorType.InvalidSessionInput;
 
 /** Fails the session at once, before any sandbox exists, naming each bad field. */
 function invalid(run: SessionRun, problems: string[]): never {
