@@ -11,7 +11,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
 import { connectClient, sessionLink } from '../lib/temporal';
-import { createWorker, drainOnSignals, forwardTemporalLogs } from '../workers/worker';
+import { createWorker, drainOnSignals, forwardTemporalLogs, logUnhandledRejections } from '../workers/worker';
 import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
@@ -52,6 +52,7 @@ program
   .action(async () => {
     const log = createLogger(config.LOG_LEVEL);
     forwardTemporalLogs(log);
+    logUnhandledRejections(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
     const worker = await createWorker({ config, connection, log });
     drainOnSignals(worker, config, log);
