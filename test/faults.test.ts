@@ -309,8 +309,50 @@ test('docker kill of the sandbox under the agent → a new sandbox from the chec
   expect(git(['show', `${branch}:TWO.md`], repo.bare)).toBe('two\n');
   expect(pushesOf(repo.bare, branch)).toBe(1);
   expect(await containersOf(id)).toHaveLength(0);
+  expect(final.removedSandboxes).toEqual([lost.Names[0].replace(/^\//, ''), final.sandbox!.name]);
   await replays(handle, 'docker-kill');
 }, 180_000);
+
+test('the only worker down longer than the host timeout → a replacement on the same host, and the first sandbox removed when it answers', async () => {
+  const repo = await makeFixtureRepo();
+  const queue = `fault-${randomBytes(4).toString('hex')}`;
+  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
+    DRYDOCK_HOST_TIMEOUT: '10s',
+  });
+  const worker = startWorker(env);
+  await worker.ready;
+  const id = newSessionId('fault-host-timeout');
+  const handle = await startOn(client, queue, id, session(repo.url));
+  const running = await waitForStatus(handle, stepRunning(2), 90_000);
+  await worker.kill();
+  // Heartbeat timeout (10 s), then 10 s of silence on the host queue: the session re-provisions.
+  await waitForRestart(handle);
+  const back = startWorker(env);
+  await back.ready;
+  const final = await approveAll(handle);
+  await back.kill();
+
+  expect(final.phase).toBe('completed');
+  expect(final.restarts).toBe(1);
+  expect(final.sandbox!.host).toBe(running.sandbox!.host);
+  // No reaper ran: the session itself removed both sandboxes.
+  expect(final.removedSandboxes).toEqual([running.sandbox!.name, final.sandbox!.name]);
+  expect(await containersOf(id)).toHaveLength(0);
+  expect(pushesOf(repo.bare, `drydock/${id}`)).toBe(1);
+}, 240_000);
+
+/** Until the session has scheduled a replacement sandbox (which waits for any worker). */
+async function waitForRestart(handle: WorkflowHandle): Promise<void> {
+  const deadline = Date.now() + 90_000;
+  while (Date.now() < deadline) {
+    const scheduled = (await handle.fetchHistory()).events!.filter(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'provisionSandbox',
+    );
+    if (scheduled.length > 1) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error('the session never replaced its sandbox');
+}
 
 test('the Temporal server stops and starts again (same database file) during a step → the session completes', async () => {
   const address = `127.0.0.1:${await freePort()}`;

@@ -21,8 +21,8 @@ export async function modelAgent(run: SessionRun): Promise<void> {
     if (run.budgetSpent()) return;
     if (turnsThisRun >= run.input.agent.continueAsNewEvery || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      const { status, sandbox, loop, sessionStartedAt } = run;
-      const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt };
+      const { status, sandbox, loop, sessionStartedAt, earlier } = run;
+      const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt, earlier };
       await continueAsNew<typeof agentSession>(run.rawInput, carry);
     }
     run.loop.turn++;
