@@ -44,13 +44,13 @@ const program = new Command('drydock')
 program
   .command('up')
   .description('Run the whole dev stack: Temporal dev server (unless one answers), base image, worker')
-  .action(async () => runDevStack(config, createLogger(config.LOG_LEVEL)));
+  .action(async () => runDevStack(config, createLogger(config.LOG_LEVEL, config.LOG_FORMAT)));
 
 program
   .command('worker')
   .description(`Run a worker on the task queue (${config.DRYDOCK_TASK_QUEUE}) and this host's queue`)
   .action(async () => {
-    const log = createLogger(config.LOG_LEVEL);
+    const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
     forwardTemporalLogs(log);
     logUnhandledRejections(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
@@ -67,7 +67,7 @@ program
     `HTTP on ${config.DRYDOCK_HTTP_HOST}:${config.DRYDOCK_HTTP_PORT}: GitHub and CI webhooks, the API, the review console`,
   )
   .action(async () => {
-    const log = createLogger(config.LOG_LEVEL);
+    const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
     const client = await connectClient(config);
     const server = await startServer({ config, client, log });
     console.error(`drydock serve: review console and API on ${server.url}`);

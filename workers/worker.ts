@@ -141,7 +141,7 @@ export async function createWorker(opts: {
   activityInterceptors?: ActivityInterceptorsFactory[];
 }): Promise<DrydockWorker> {
   const { config, connection } = opts;
-  const log = opts.log ?? createLogger(config.LOG_LEVEL);
+  const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
   const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
