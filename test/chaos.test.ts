@@ -31,6 +31,7 @@ import {
   type Outcome,
   type SessionStatus,
 } from '../workflows/api';
+import { ownProcess } from './leftovers';
 import { containersOf, docker, freePort, git, makeFixtureRepo, newSessionId, testConfig } from './helpers';
 
 const SEED = Number(process.env.DRYDOCK_CHAOS_SEED ?? randomBytes(4).readUInt32BE());
@@ -91,6 +92,7 @@ class Supervisor {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.child = child;
+    ownProcess(child.pid);
     child.stderr!.on('data', (c: Buffer) => {
       appendFileSync(this.logFile, c);
       if (c.toString().includes('worker polling')) this.polling = true;
@@ -108,7 +110,7 @@ class Supervisor {
 
   /** `kill -9`, then a restart after `downMs`. */
   kill(downMs: number): void {
-    if (!this.child || this.child.exitCode !== null || this.killing) return;
+    if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null || this.killing) return;
     this.killing = true;
     this.kills++;
     this.restartAt = Date.now() + downMs;
@@ -246,6 +248,8 @@ test(
     const address = `127.0.0.1:${await freePort()}`;
     const dbFile = path.join(dir, 'temporal.db');
     let server = await startDevServer({ address, dbFile, logFile: path.join(dir, 'temporal.log') });
+    ownProcess(server.pid);
+    ownProcess(server.pid);
     const connection = await Connection.connect({ address });
     const client = new Client({ connection });
     await ensureSearchAttributes(connection, 'default');
@@ -332,6 +336,7 @@ test(
         pushes: pushesOf(r.bare, `drydock/${r.id}`),
         restarts: typeof r.final === 'string' ? undefined : r.final.restarts,
         removed: typeof r.final === 'string' ? undefined : r.final.removedSandboxes?.length,
+        teardown: typeof r.final === 'string' ? undefined : r.final.timeline.find((t) => t.name === 'teardown')?.ok,
       }));
       process.stderr.write(`outcomes:\n${outcomes.map((o) => `  ${JSON.stringify(o)}`).join('\n')}\n`);
       for (const [r, o] of results.map((r, i) => [r, outcomes[i]] as const)) {

@@ -14,11 +14,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { approve, decide, status, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
+import { ownProcess } from './leftovers';
 import {
   containersOf,
   freePort,
@@ -81,6 +83,7 @@ function startWorker(env: Record<string, string>, opts: { holdAfter?: string; cl
         stdio: ['ignore', 'ignore', 'pipe'],
       });
   workers.add(child);
+  ownProcess(child.pid);
   let output = '';
   const seen = (text: string) =>
     new Promise<void>((resolve) => {
@@ -325,8 +328,8 @@ test('the only worker down longer than the host timeout → a replacement on the
   const handle = await startOn(client, queue, id, session(repo.url));
   const running = await waitForStatus(handle, stepRunning(2), 90_000);
   await worker.kill();
-  // Heartbeat timeout (10 s), then 10 s of silence on the host queue: the session re-provisions.
-  await waitForRestart(handle);
+  // Heartbeat timeout (10 s), then 10 s of silence on the host queue: the host counts as lost.
+  await waitForHostTimeout(handle);
   const back = startWorker(env);
   await back.ready;
   const final = await approveAll(handle);
@@ -341,23 +344,26 @@ test('the only worker down longer than the host timeout → a replacement on the
   expect(pushesOf(repo.bare, `drydock/${id}`)).toBe(1);
 }, 240_000);
 
-/** Until the session has scheduled a replacement sandbox (which waits for any worker). */
-async function waitForRestart(handle: WorkflowHandle): Promise<void> {
+/** Until a sandbox activity timed out waiting for its host's queue (the next workflow task replaces the sandbox). */
+async function waitForHostTimeout(handle: WorkflowHandle): Promise<void> {
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    const scheduled = (await handle.fetchHistory()).events!.filter(
-      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'provisionSandbox',
+    const timedOut = (await handle.fetchHistory()).events!.some(
+      (e) =>
+        e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType ===
+        temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
     );
-    if (scheduled.length > 1) return;
+    if (timedOut) return;
     await new Promise((r) => setTimeout(r, 500));
   }
-  throw new Error('the session never replaced its sandbox');
+  throw new Error('no activity timed out waiting for the host');
 }
 
 test('the Temporal server stops and starts again (same database file) during a step → the session completes', async () => {
   const address = `127.0.0.1:${await freePort()}`;
   const dbFile = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-temporal-')), 'temporal.db');
   let server = await startDevServer({ address, dbFile });
+  ownProcess(server.pid);
   const own = await Connection.connect({ address });
   try {
     const ownClient = new Client({ connection: own });
@@ -380,6 +386,7 @@ test('the Temporal server stops and starts again (same database file) during a s
     const faultAt = Date.now();
     await new Promise((r) => setTimeout(r, 3000));
     server = await startDevServer({ address, dbFile });
+    ownProcess(server.pid);
     const final = await approveAll(ownClient.workflow.getHandle(id));
     recoveries['Temporal server restart (3 s down)'] = recoveryMs(final, faultAt);
 

@@ -15,6 +15,7 @@ import { startServer } from '../workers/serve';
 import { createWorker, type DrydockWorker } from '../workers/worker';
 import { status, WORKFLOW_TYPE, type Phase, type SessionStatus } from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
+import { ownProcess } from './leftovers';
 
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..');
@@ -204,10 +205,12 @@ export function runCli(
 
 /** Starts `drydock worker` as a separate process (to kill it for real). */
 export function spawnWorker(env: Record<string, string>): ChildProcess {
-  return spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
+  const child = spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  ownProcess(child.pid); // killed by the next run if this one is killed
+  return child;
 }
 
 /** `drydock serve` in-process on a free port, against the stack's Temporal and task queue. */
