@@ -1,10 +1,29 @@
-/** Real Temporal, Docker and git: see test/global-setup.ts for what is started. */
-module.exports = {
+/**
+ * Two projects: `fast` (unit and workflow tests: no Docker, no services) and
+ * `e2e` (real Temporal, Docker, Postgres and git: see test/global-setup.ts for
+ * what is started). A project's global setup runs only when one of its tests
+ * is selected, so `npx jest test/workflow` starts none of the services.
+ */
+const shared = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['@swc/jest'] },
-  testMatch: ['<rootDir>/test/**/*.test.ts'],
-  globalSetup: '<rootDir>/test/global-setup.ts',
-  globalTeardown: '<rootDir>/test/global-teardown.ts',
+};
+
+module.exports = {
   testTimeout: 180_000,
   maxWorkers: 1,
+  projects: [
+    {
+      ...shared,
+      displayName: 'fast',
+      testMatch: ['<rootDir>/test/unit/**/*.test.ts', '<rootDir>/test/workflow/**/*.test.ts'],
+    },
+    {
+      ...shared,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/*.test.ts'],
+      globalSetup: '<rootDir>/test/global-setup.ts',
+      globalTeardown: '<rootDir>/test/global-teardown.ts',
+    },
+  ],
 };

@@ -34,6 +34,8 @@ export interface ActivityDeps {
   models: ModelSettings;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
+  /** Worker variables the deploy command gets besides the basic ones (DRYDOCK_DEPLOY_ENV). @default [] */
+  deployEnvNames?: string[];
   /** Whether a session's workflow is still running (the reaper spares its sandbox). */
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Link to a session in the Temporal Web UI, for pull request bodies. */

@@ -8,6 +8,7 @@ import { permanent } from './container';
 import { tail } from './output';
 import { GitError, pushBundle, updateMirror } from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
+import { redactUrl } from '../workflows/rules/repo-url';
 
 export interface PushInput {
   sandbox: string;
@@ -70,19 +71,28 @@ function pushFailure(err: unknown, branch: string): never {
   throw err;
 }
 
-/** The worker's deploy command, with the target in its environment and no credentials. */
-function runDeployCommand(
-  command: string,
-  target: { repoUrl: string; branch: string; commit: string },
-): Promise<{ exitCode: number; output: string }> {
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !/^GITHUB_|TOKEN|SECRET|PASSWORD|KEY/i.test(name)),
-  );
-  Object.assign(env, {
-    DRYDOCK_REPO_URL: target.repoUrl,
-    DRYDOCK_BRANCH: target.branch,
-    DRYDOCK_COMMIT: target.commit,
-  });
+/** What any command expects of its environment; nothing here carries a credential. */
+const BASIC_ENV = /^(PATH|HOME|USER|LOGNAME|SHELL|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR)$/;
+
+/**
+ * The deploy command's environment: an allowlist (the basic variables and
+ * the operator's DRYDOCK_DEPLOY_ENV names) of the worker's, plus what drydock
+ * tells it. A denylist let DATABASE_URL and model endpoints with keys through.
+ */
+export function deployEnv(
+  worker: NodeJS.ProcessEnv,
+  declared: readonly string[],
+  target: Record<string, string>,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(worker)) {
+    if (value !== undefined && (BASIC_ENV.test(name) || declared.includes(name))) env[name] = value;
+  }
+  return { ...env, ...target };
+}
+
+/** The worker's deploy command, with the target in its environment and none of the worker's credentials. */
+function runDeployCommand(command: string, env: Record<string, string>): Promise<{ exitCode: number; output: string }> {
   return new Promise((resolve) =>
     exec(command, { env, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
       resolve({ exitCode: err ? ((err.code as number) ?? 1) : 0, output: stdout + stderr }),
@@ -97,6 +107,7 @@ export function createPublishActivities({
   policy,
   github,
   deployCommand,
+  deployEnvNames = [],
   sessionLink,
   audit,
   log,
@@ -127,7 +138,7 @@ export function createPublishActivities({
       const bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch).catch(permanent);
       if (!bundle)
         throw ApplicationFailure.nonRetryable(`${input.branch} has no commits to push`, ErrorType.PushRejected);
-      const target = { remote: input.repoUrl, branch: input.branch, commit: input.commit };
+      const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
       await recordAction(input.sessionId, 'push', 'intent', target);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
@@ -176,7 +187,7 @@ export function createPublishActivities({
      * Runs the worker's deploy command for the pushed commit. Its result is
      * recorded on the worker: a retry after the command finished (a crash
      * before the activity completed) returns it instead of deploying again.
-     * The command's environment holds no GitHub or other credentials.
+     * Its environment is an allowlist (deployEnv): none of the worker's credentials.
      */
     async deploy(input: { sessionId: string; repoUrl: string; branch: string; commit: string }) {
       if (!deployCommand) {
@@ -185,14 +196,24 @@ export function createPublishActivities({
           ErrorType.DeployFailed,
         );
       }
-      const target = { repo: input.repoUrl, branch: input.branch, commit: input.commit, command: deployCommand };
+      const target = {
+        repo: redactUrl(input.repoUrl),
+        branch: input.branch,
+        commit: input.commit,
+        command: deployCommand,
+      };
       await recordAction(input.sessionId, 'deploy', 'intent', target);
       const previous = await artifacts.get(input.sessionId, 'deploy.json');
       let result: { exitCode: number; output: string };
       if (previous) {
         result = JSON.parse(previous.toString());
       } else {
-        result = await runDeployCommand(deployCommand, input);
+        const env = deployEnv(process.env, deployEnvNames, {
+          DRYDOCK_REPO_URL: redactUrl(input.repoUrl),
+          DRYDOCK_BRANCH: input.branch,
+          DRYDOCK_COMMIT: input.commit,
+        });
+        result = await runDeployCommand(deployCommand, env);
         await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(result));
       }
       log.info({ sessionId: input.sessionId, exitCode: result.exitCode, repeated: !!previous }, 'deploy');

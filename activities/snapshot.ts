@@ -7,6 +7,7 @@ import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { tail } from './output';
 import { egressDirOf } from '../lib/egress';
 import { LABELS } from '../lib/sandbox';
+import { redactUrl } from '../workflows/rules/repo-url';
 import {
   setupCommandOf,
   setupHash,
@@ -91,7 +92,7 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const reg = await snapshots.repo(input.repo);
       if (!reg) {
         throw ApplicationFailure.nonRetryable(
-          `repo ${input.repo} is not registered: run 'drydock repo add ${input.repo} --setup "<command>"'`,
+          `repo ${redactUrl(input.repo)} is not registered: run 'drydock repo add ${redactUrl(input.repo)} --setup "<command>"'`,
           ErrorType.RepoNotRegistered,
         );
       }

@@ -16,7 +16,7 @@ import {
   type EgressProxy,
 } from '../lib/egress';
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
-import { scrub } from '../lib/scrub';
+import { scrub, scrubLarge } from '../lib/scrub';
 import { recordEvent } from './audit';
 import { permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
@@ -215,7 +215,7 @@ async function commandResult(
   egress: StepResult['egress'],
 ): Promise<StepResult> {
   const { sandbox } = input;
-  const output = scrub((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
+  const output = await scrubLarge((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
   const counters = (
     await sandboxes.exec(sandbox, [
       'sh',
@@ -299,6 +299,6 @@ async function recordEgressTo(
 ): Promise<StepResult['egress']> {
   const lines = proxy.records.map((r) => JSON.stringify(r)).join('\n');
   const log = await artifacts.put(input.sessionId, `${input.key}.egress.jsonl`, lines ? `${lines}\n` : '');
-  const allowed = proxy.records.filter((r) => r.allowed).length;
-  return { allowed, refused: proxy.records.length - allowed, log };
+  // Counted by the proxy: its record list stops growing at its bound.
+  return { allowed: proxy.counts.allowed, refused: proxy.counts.refused, log };
 }

@@ -21,6 +21,26 @@ type Node = Record<string, any>;
 /** Failing tests kept in status and history; the whole reports are in the artifact store. */
 const MAX_FAILURES = 50;
 
+/** Console errors (and failed requests) kept of one browser check, and characters of each. */
+export const MAX_BROWSER_MESSAGES = 50;
+export const MAX_BROWSER_MESSAGE_CHARS = 1_000;
+
+/**
+ * The browser runner's messages, bounded in count and length: the runner
+ * runs in the sandbox, so a page can log without end, and the result goes
+ * into workflow history and status. What is cut is counted.
+ */
+export function boundMessages(messages: unknown): string[] {
+  const list: unknown[] = Array.isArray(messages) ? messages : [];
+  const kept = list.slice(0, MAX_BROWSER_MESSAGES).map((m) => {
+    const text = String(m);
+    const cut = text.length - MAX_BROWSER_MESSAGE_CHARS;
+    return cut > 0 ? `${text.slice(0, MAX_BROWSER_MESSAGE_CHARS)}… (${cut} more characters)` : text;
+  });
+  if (list.length > MAX_BROWSER_MESSAGES) kept.push(`… and ${list.length - MAX_BROWSER_MESSAGES} more`);
+  return kept;
+}
+
 /** Counts and failing tests of JUnit XML documents (testsuites/testsuite/testcase). */
 export function parseJUnit(documents: { file: string; content: string }[]): TestReport {
   const report: TestReport = { files: [], total: 0, passed: 0, failed: 0, skipped: 0, failures: [] };
@@ -162,6 +182,8 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
           failedRequests: [],
         };
       }
+      raw.consoleErrors = boundMessages(raw.consoleErrors);
+      raw.failedRequests = boundMessages(raw.failedRequests);
       await sandboxes.exec(sandbox, ['sh', '-c', 'kill "$1" 2>/dev/null; true', 'stop-app', String(pid)]);
       const copy = (file: string) => copyOut(sandbox, sessionId, file, `browser/${file.split('/').pop()}`);
       for (const check of raw.checks) {

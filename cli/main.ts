@@ -5,9 +5,10 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { isSafeSessionId } from '../lib/artifacts';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
 import { connectClient, sessionLink } from '../lib/temporal';
@@ -40,6 +41,13 @@ const config = (() => {
 const program = new Command('drydock')
   .description('Background coding agents as durable Temporal workflows, in disposable Docker sandboxes')
   .configureOutput({ outputError: (text, write) => write(text) });
+
+/** A session id names its artifact folder: letters, digits, ".", "_", "-", and not "." or "..". */
+function sessionIdArg(id: string): string {
+  if (!isSafeSessionId(id))
+    throw new InvalidArgumentError('letters, digits, ".", "_" and "-" (1 to 100), not "." or ".."');
+  return id;
+}
 
 program
   .command('up')
@@ -82,7 +90,7 @@ program
 program
   .command('demo')
   .description('Make a sample repo with a failing test and run a session that fixes it, up to the approval')
-  .option('--id <id>', 'session id (default: demo-<time>-<random>)')
+  .option('--id <id>', 'session id (default: demo-<time>-<random>)', sessionIdArg)
   .option('--json', 'print {sessionId, phase, console} as JSON')
   .action(async (opts) => {
     const say = (line: string) => opts.json || console.error(line);
@@ -138,7 +146,7 @@ program
   .option('--pr', 'open a pull request for the branch after the push')
   .option('--pr-repo <owner/name>', 'GitHub repository of the pull request (default: from --repo)')
   .option('--input <file>', "a whole session input as JSON ('-' for stdin); flags override its fields")
-  .option('--id <id>', 'session id (default: session-<time>-<random>)')
+  .option('--id <id>', 'session id (default: session-<time>-<random>)', sessionIdArg)
   .option('--detach', 'print the session id and return at once')
   .option('--json', 'print the final status as JSON')
   .action(async (opts) => {

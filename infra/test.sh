@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
-# CLI, PostgreSQL, Chromium), checks types, lint and format, then runs every test against the real
-# services. Extra arguments go to jest (e.g. npm test -- test/unit).
+# CLI, Temporal's Java test server, PostgreSQL, Chromium), checks types, lint
+# and format, then runs every test against the real services. Extra arguments go to jest (e.g. npm test -- test/unit).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 prepare_machine
 bash "$ROOT/infra/test-services.sh"
+bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
 step "type check, lint, format"
 npx tsc --noEmit
 npx eslint .

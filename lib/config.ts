@@ -73,6 +73,12 @@ const configSchema = z.object({
     .transform((v) => v === 'true'),
   /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
   DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
+  /**
+   * Names of the worker's variables the deploy command also gets, besides
+   * PATH, HOME, USER, SHELL, LANG, LC_*, TZ and TMPDIR: nothing else of the
+   * worker's environment (database URL, model keys, tokens) reaches it.
+   */
+  DRYDOCK_DEPLOY_ENV: list.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names'))).default([]),
   /** GitHub REST API base URL (GitHub Enterprise: https://<host>/api/v3). */
   GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   /** A token with contents and pull-requests write; or use a GitHub App below. */

@@ -6,7 +6,8 @@
  * worker. The proxy speaks HTTP proxy semantics (absolute-URI requests for
  * plain http, CONNECT tunnels for https), allows only the step's rules,
  * refuses loopback, private and host addresses unless a rule names that
- * address itself, and logs every request with the session id.
+ * address itself, and logs every request with the session id. Bounded: a
+ * cap on open connections, an idle timeout, a capped log (EGRESS_DEFAULTS).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
@@ -113,7 +114,9 @@ const RESTRICTED = (
     ['unspecified', '::', 128, 'ipv6'],
     ['private', 'fc00::', 7, 'ipv6'],
     ['link-local', 'fe80::', 10, 'ipv6'],
+    ['site-local', 'fec0::', 10, 'ipv6'],
     ['multicast', 'ff00::', 8, 'ipv6'],
+    ['NAT64 local-use', '64:ff9b:1::', 48, 'ipv6'],
   ] as const
 ).map(([name, net, prefix, type]) => {
   const list = new BlockList();
@@ -121,17 +124,64 @@ const RESTRICTED = (
   return { name, list, type };
 });
 
+/**
+ * An address in its one canonical text (WHATWG URL host parsing): IPv4 as a
+ * dotted quad whatever the form ("127.1", "0x7f.0.0.1", "2130706433"), IPv6
+ * compressed and lower-case with any dotted tail in hex. Undefined for a name.
+ */
+function canonicalIp(address: string): { ip: string; type: 'ipv4' | 'ipv6' } | undefined {
+  // A zone id ("fe80::1%eth0") names an interface, not another address.
+  const bare = normalizeHost(address).replace(/%.*$/, '');
+  let host: string;
+  try {
+    host = new URL(`http://${bare.includes(':') ? `[${bare}]` : bare}/`).hostname;
+  } catch {
+    return undefined;
+  }
+  if (isIP(host) === 4) return { ip: host, type: 'ipv4' };
+  if (host.startsWith('[')) return { ip: host.slice(1, -1), type: 'ipv6' };
+  return undefined;
+}
+
+/** The eight 16-bit words of a canonical IPv6 address. */
+function ipv6Words(ip: string): number[] {
+  const [head, tail] = ip.split('::');
+  const words = (part: string | undefined) => (part ? part.split(':').map((w) => parseInt(w, 16)) : []);
+  const before = words(head);
+  const after = words(tail);
+  return [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+/**
+ * The IPv4 address an IPv6 one carries to the IPv4 internet, judged as that:
+ * IPv4-mapped (::ffff:0:0/96) and -compatible (::/96), NAT64 (64:ff9b::/96)
+ * and 6to4 (2002::/16).
+ */
+function embeddedIpv4(ip: string): string | undefined {
+  const w = ipv6Words(ip);
+  const quad = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  const zeros = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 5) && (w[5] === 0xffff || w[5] === 0)) return quad(w[6], w[7]);
+  if (w[0] === 0x64 && w[1] === 0xff9b && zeros(2, 6)) return quad(w[6], w[7]);
+  if (w[0] === 0x2002) return quad(w[1], w[2]);
+  return undefined;
+}
+
 /** Why this address may not be reached without an explicit rule, or undefined when it may. */
 export function restrictedAddress(address: string): string | undefined {
-  let ip = normalizeHost(address);
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped) ip = mapped[1];
-  const type = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  const canonical = canonicalIp(address);
+  if (!canonical) return isIP(normalizeHost(address)) ? 'an address drydock cannot parse' : undefined;
+  const { ip, type } = canonical;
   const range = RESTRICTED.find((r) => r.type === type && r.list.check(ip, type));
   if (range) return range.name;
+  const v4 = type === 'ipv6' ? embeddedIpv4(ip) : undefined;
+  if (v4) {
+    const inner = restrictedAddress(v4);
+    if (inner) return inner;
+  }
   const own = Object.values(networkInterfaces())
     .flat()
-    .some((i) => i && normalizeHost(i.address) === ip);
+    .some((i) => i && canonicalIp(i.address)?.ip === ip);
   return own ? "this host's own address" : undefined;
 }
 
@@ -189,11 +239,27 @@ export interface EgressProxyOptions {
   rules: EgressRule[];
   log: Logger;
   lookup?: Lookup;
+  /**
+   * Connections open at once through this proxy (one sandbox step); more are
+   * closed as they arrive. @default 64
+   */
+  maxConnections?: number;
+  /**
+   * Milliseconds without a byte either way after which a connection (a
+   * tunnel, a request, one that never sends its headers) is cut. @default 300_000
+   */
+  idleTimeoutMs?: number;
+  /** Requests kept in `records`; later ones are only counted. @default 1_000 */
+  maxRecords?: number;
 }
 
+export const EGRESS_DEFAULTS = { maxConnections: 64, idleTimeoutMs: 300_000, maxRecords: 1_000 } as const;
+
 export interface EgressProxy {
-  /** Every request so far, allowed or refused (no paths or headers: they may carry secrets). */
+  /** The first `maxRecords` requests, allowed or refused (no paths or headers: they may carry secrets). */
   records: EgressRecord[];
+  /** Every request, kept or not. */
+  counts: { allowed: number; refused: number; dropped: number };
   /** Stops listening, cuts open tunnels and removes the socket. */
   close(): Promise<void>;
 }
@@ -209,8 +275,24 @@ function splitHostPort(authority: string): { host: string; port: number } | unde
 /** Opens the proxy of one step on its unix socket. */
 export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
   const records: EgressRecord[] = [];
+  const counts = { allowed: 0, refused: 0, dropped: 0 };
   const sockets = new Set<Socket>();
   const lookup = opts.lookup ?? systemLookup;
+  const maxConnections = opts.maxConnections ?? EGRESS_DEFAULTS.maxConnections;
+  const idleTimeoutMs = opts.idleTimeoutMs ?? EGRESS_DEFAULTS.idleTimeoutMs;
+  const maxRecords = opts.maxRecords ?? EGRESS_DEFAULTS.maxRecords;
+
+  /** Keeps and logs a record while there is room; past it, counts only (a flood must not grow the worker). */
+  function keep(record: EgressRecord): void {
+    counts[record.allowed ? 'allowed' : 'refused']++;
+    if (records.length < maxRecords) {
+      records.push(record);
+      opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');
+      return;
+    }
+    if (counts.dropped++ === 0)
+      opts.log.warn({ sessionId: opts.sessionId, step: opts.step, maxRecords }, 'egress log full');
+  }
 
   /** Decides and logs one request; the address to connect to when allowed. */
   async function judge(method: string, host: string, port: number): Promise<{ address?: string; reason: string }> {
@@ -232,8 +314,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
       reason,
       at: new Date().toISOString(),
     };
-    records.push(record);
-    opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');
+    keep(record);
     return { address, reason };
   }
 
@@ -283,6 +364,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
     sockets.add(client);
     client.on('error', () => client.destroy());
+    client.setTimeout(idleTimeoutMs, () => client.destroy());
     (async () => {
       const target = splitHostPort(req.url ?? '');
       if (!target) {
@@ -300,6 +382,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
         upstream.pipe(client).pipe(upstream);
       });
       sockets.add(upstream);
+      upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
       upstream.on('error', () => {
         client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
         upstream.destroy();
@@ -313,7 +396,12 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
+    socket.setTimeout(idleTimeoutMs, () => socket.destroy());
   });
+  // Node closes connections past this count as they arrive; tunnels count until they close.
+  server.maxConnections = maxConnections;
+  server.headersTimeout = Math.min(idleTimeoutMs, 60_000);
+  server.requestTimeout = 0; // an upload may be long; idleness is what ends a connection
 
   await mkdir(path.dirname(opts.socketPath), { recursive: true });
   // A socket left by an earlier attempt (a crashed worker) is replaced.
@@ -327,6 +415,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
 
   return {
     records,
+    counts,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sockets) s.destroy();

@@ -4,15 +4,24 @@ import { access, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { redactUrl } from '../workflows/rules/repo-url';
 
-/** git failed; `stderr` says why (bad URL, missing ref, refused credentials, rejected push...). */
+/**
+ * git failed; `stderr` says why (bad URL, missing ref, refused credentials,
+ * rejected push...). Credentials in URLs are removed from all three, since
+ * the message reaches the workflow's history and status.
+ */
 export class GitError extends Error {
-  constructor(
-    readonly args: string[],
-    readonly stderr: string,
-  ) {
-    super(`git ${args.join(' ')} failed: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
+  readonly args: string[];
+  readonly stderr: string;
+
+  constructor(args: string[], stderr: string) {
+    const shown = args.map(redactUrl);
+    const said = redactUrl(stderr);
+    super(`git ${shown.join(' ')} failed: ${said.trim().split('\n').slice(-3).join(' | ')}`);
     this.name = 'GitError';
+    this.args = shown;
+    this.stderr = said;
   }
 
   /** The remote refused or asked for credentials: retrying will not help. */

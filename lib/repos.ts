@@ -4,6 +4,7 @@
  * behind the same function.
  */
 import type { Config } from './config';
+import { redactUrl } from '../workflows/rules/repo-url';
 
 export interface KnownRepo {
   /** "owner/name", as GitHub names it. */
@@ -45,7 +46,10 @@ export function createRepoLookup(config: Pick<Config, 'DRYDOCK_REPOS'>) {
       const repo = repos.find((r) => r.url === url);
       return repo
         ? { ok: true, repo }
-        : { ok: false, reason: `repo.url ${String(url)} is not served by this drydock (add it to DRYDOCK_REPOS)` };
+        : {
+            ok: false,
+            reason: `repo.url ${redactUrl(String(url))} is not served by this drydock (add it to DRYDOCK_REPOS)`,
+          };
     },
   };
 }

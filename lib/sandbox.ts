@@ -1,5 +1,6 @@
 import { PassThrough, Readable } from 'node:stream';
 import Docker from 'dockerode';
+import { redactUrl } from '../workflows/rules/repo-url';
 
 /** Labels on every sandbox container, so orphans can be found and reaped. */
 export const LABELS = {
@@ -132,14 +133,20 @@ function isStatus(err: unknown, code: number): boolean {
  * from the image on creation (so a snapshot image's /workspace is there) and
  * removes with the container.
  */
+/** Labels as Docker stores them: anyone who can list containers reads them, so no URL credentials. */
+function shownLabels(labels: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, redactUrl(v)]));
+}
+
 export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
+  const labels = shownLabels(spec.labels);
   const readonlyRoot = spec.readonlyRoot ?? true;
   const volume = (target: string) => ({
     Type: 'volume' as const,
     Source: '',
     Target: target,
     // NoCopy false: Docker copies the image's content at this path into the new volume.
-    VolumeOptions: { NoCopy: false, Labels: spec.labels, DriverConfig: { Name: 'local', Options: {} } },
+    VolumeOptions: { NoCopy: false, Labels: labels, DriverConfig: { Name: 'local', Options: {} } },
   });
   return {
     name: spec.name,
@@ -147,7 +154,7 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
     Cmd: ['sleep', 'infinity'],
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE,
-    Labels: spec.labels,
+    Labels: labels,
     HostConfig: {
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)
@@ -325,7 +332,7 @@ export class DockerSandboxes {
       Cmd: ['sleep', 'infinity'],
       User: SANDBOX_USER,
       WorkingDir: WORKSPACE,
-      Labels: opts.labels,
+      Labels: shownLabels(opts.labels),
       HostConfig: { NetworkMode: 'none' },
     });
     try {

@@ -20,6 +20,7 @@ import {
   type Unanswered,
 } from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
+import { redactUrl } from '../workflows/rules/repo-url';
 
 export const PHASES: readonly string[] = [...RUNNING_PHASES, ...OUTCOMES];
 
@@ -61,14 +62,14 @@ export async function startSession(client: Client, input: SessionInputDraft, opt
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       typedSearchAttributes: [
         { key: PHASE_ATTRIBUTE, value: 'provisioning' },
-        { key: REPO_ATTRIBUTE, value: input.repo.url },
+        { key: REPO_ATTRIBUTE, value: redactUrl(input.repo.url) },
       ],
       // What lists and a worker-less status show until the workflow writes its own.
       memo: {
         [MEMO_KEY]: {
           phase: 'provisioning',
           task: input.task.slice(0, 500),
-          repo: input.repo.url,
+          repo: redactUrl(input.repo.url),
           at: new Date().toISOString(),
         } satisfies LastKnown,
       },
@@ -104,7 +105,8 @@ export async function listSessions(
   if (opts.repo && /['"\\]/.test(opts.repo)) throw new RangeError('repo: quotes and backslashes are not allowed');
   let query = `WorkflowType = '${WORKFLOW_TYPE}'`;
   if (opts.phase) query += ` AND DrydockPhase = '${opts.phase}'`;
-  if (opts.repo) query += ` AND DrydockRepo = '${opts.repo}'`;
+  // The workflow records the URL without credentials (redactUrl), so the filter must match that form.
+  if (opts.repo) query += ` AND DrydockRepo = '${redactUrl(opts.repo)}'`;
   const rows: SessionRow[] = [];
   if (opts.limit <= 0) return rows;
   for await (const wf of client.workflow.list({ query, pageSize: Math.min(opts.limit, 1000) })) {

@@ -4,19 +4,18 @@
  * call that was running ran once.
  */
 import { randomBytes } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
-import { decide, type SessionStatus } from '../workflows/api';
 import { startFakeModel, toolResults } from './fake-model';
 import {
+  approvePush,
+  connectClient,
   containersOf,
   git,
   makeFixtureRepo,
   newSessionId,
-  spawnWorker,
   startSession,
-  testConfig,
   waitForStatus,
 } from './helpers';
+import { newQueue, startWorkerProcess, workerEnv } from './workers';
 
 test('kill -9 the worker during a tool call of the loop → resumed without re-paying completed model calls', async () => {
   const key = `sk-crash-${randomBytes(8).toString('hex')}`;
@@ -32,21 +31,15 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     return { content: 'greeted' };
   });
   const repo = await makeFixtureRepo();
-  const config = testConfig({ DRYDOCK_TASK_QUEUE: `agentcrash-${randomBytes(4).toString('hex')}` });
-  const env = {
-    TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS,
-    DRYDOCK_TASK_QUEUE: config.DRYDOCK_TASK_QUEUE,
-    DRYDOCK_HOST_ID: 'agentcrashhost',
-    DRYDOCK_DATA_DIR: config.DRYDOCK_DATA_DIR,
+  const env = await workerEnv(newQueue('agentcrash'), {
     DRYDOCK_MODEL_BASE_URL: model.baseUrl,
     DRYDOCK_MODEL_API_KEY: key,
-  };
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection });
+  });
+  const client = await connectClient();
   const id = newSessionId('agentcrash');
-  let worker = spawnWorker(env);
+  let worker = startWorkerProcess(env, { cli: true });
   try {
-    const handle = await startSession({ client, config }, id, {
+    const handle = await startSession({ client, config: env }, id, {
       repo: { url: repo.url },
       task: 'greet in the README',
       agent: { kind: 'openai', model: 'fake-1' },
@@ -56,13 +49,10 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     await waitForStatus(handle, (s) => s.agent?.lastTool?.startsWith('run ') ?? false, 90_000);
     await new Promise((r) => setTimeout(r, 1500));
     expect(model.requests).toHaveLength(2);
-    worker.kill('SIGKILL');
-    await new Promise((r) => worker.once('exit', r));
+    await worker.kill();
 
-    worker = spawnWorker(env);
-    await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 120_000);
-    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'ops' }] });
-    const final = (await handle.result()) as SessionStatus;
+    worker = startWorkerProcess(env, { cli: true });
+    const final = await approvePush(handle, 'ops');
 
     expect(final.phase).toBe('completed');
     // Three model calls in all: the two before the crash were not made again.
@@ -83,8 +73,8 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     );
     expect(retried).toHaveLength(1);
   } finally {
-    worker.kill('SIGKILL');
-    await connection.close();
+    await worker.kill();
+    await client.connection.close();
     await model.close();
   }
 });

@@ -5,15 +5,15 @@
  * the patch step.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
 import { cliPrompt } from '../workflows/rules/prompts';
-import { decide, status, type SessionStatus } from '../workflows/api';
+import { status, type SessionStatus } from '../workflows/api';
 import { lastUserMessage, startFakeModel, toolResults, type FakeModel, type Reply } from './fake-model';
 import {
+  approvePush,
   containersOf,
   git,
   inPhase,
@@ -24,6 +24,7 @@ import {
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { recordHistory, replayHistory } from './histories';
 
 const KEY = `sk-test-${randomBytes(12).toString('hex')}`;
 const AGENTS_MD = 'Always end files with a newline. Marker: AGENTS-MD-7f3a.\n';
@@ -45,12 +46,6 @@ afterAll(async () => {
   await stack?.stop();
   await model?.close();
 });
-
-const approvePush = async (handle: WorkflowHandle) => {
-  await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
-  await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
-  return (await handle.result()) as SessionStatus;
-};
 
 const pushedFile = (id: string, file: string) => git(['show', `drydock/${id}:${file}`], repo.bare);
 
@@ -162,15 +157,8 @@ test('openai agent: the model reads, edits and tests through tools; verified, ap
   expect(await historyText(handle)).not.toContain(KEY);
   expect(JSON.stringify(final)).not.toContain(KEY);
 
-  await Worker.runReplayHistory(
-    { workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } },
-    await handle.fetchHistory(),
-  );
-  if (process.env.DRYDOCK_RECORD_HISTORY) {
-    const dir = path.join(__dirname, 'fixtures', 'histories');
-    await mkdir(dir, { recursive: true });
-    await writeFile(path.join(dir, 'agentSession-openai-loop.json'), historyToJSON(await handle.fetchHistory()));
-  }
+  await replayHistory(await handle.fetchHistory());
+  await recordHistory(handle, 'openai-loop');
 });
 
 test('continue-as-new every 2 turns: the session goes on in new runs with its sandbox, status and budget', async () => {
@@ -206,10 +194,7 @@ test('continue-as-new every 2 turns: the session goes on in new runs with its sa
   for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${id}'` })) {
     runs.push(wf.status.name);
     // Each run's history replays, the continued ones included.
-    await Worker.runReplayHistory(
-      { workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } },
-      await stack.client.workflow.getHandle(id, wf.runId).fetchHistory(),
-    );
+    await replayHistory(await stack.client.workflow.getHandle(id, wf.runId).fetchHistory());
   }
   expect(runs.sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW']);
 });

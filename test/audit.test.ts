@@ -14,6 +14,7 @@ import { Redactor } from '../lib/scrub';
 import { decide, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {
+  approveAs,
   containersOf,
   freePort,
   inPhase,
@@ -22,6 +23,7 @@ import {
   remoteHasBranch,
   projectRoot,
   runCli,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
@@ -48,11 +50,7 @@ afterAll(async () => {
   await pool?.end();
 });
 
-const approve = (action: 'push' | 'pull_request') => ({
-  args: [{ decision: 'approve' as const, action, by: 'rita' }] as [
-    { decision: 'approve'; action: typeof action; by: string },
-  ],
-});
+const approve = (action: 'push' | 'pull_request') => approveAs('rita', action);
 
 const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
@@ -154,11 +152,7 @@ test('with the audit database stopped, the approved push waits; once it is back 
   db.on('error', () => {});
   try {
     const id = newSessionId('audit-outage');
-    const handle = await startSession(outageStack, id, {
-      repo: { url: repo.url },
-      task: 'greet',
-      agent: { steps: [{ run: 'echo hello >> README.md' }] },
-    });
+    const handle = await startSession(outageStack, id, scriptedSession(repo.url, 'greet', 'echo hello >> README.md'));
     await waitForStatus(handle, inPhase('awaiting_approval'));
     await server.stop();
     await handle.executeUpdate(decide, approve('push'));

@@ -1,6 +1,5 @@
 /** The drydock command as a user runs it: start, follow, list by phase, approve, errors. */
-import { randomBytes } from 'node:crypto';
-import { git, makeFixtureRepo, runCli, startStack, type TestStack } from './helpers';
+import { git, makeFixtureRepo, newSessionId, runCli, startStack, type TestStack } from './helpers';
 
 let stack: TestStack;
 let env: Record<string, string>;
@@ -13,26 +12,25 @@ beforeAll(async () => {
 });
 afterAll(() => stack?.stop());
 
-const id = (name: string) => `${process.env.DRYDOCK_TEST_RUN}-cli-${name}-${randomBytes(3).toString('hex')}`;
+const id = (name: string) => newSessionId(`cli-${name}`);
+
+/** `drydock run` of a session that says hello in the README, with `options` added. */
+const runHello = (sessionId: string, options: string[]) => [
+  'run',
+  ...options,
+  '--id',
+  sessionId,
+  '--repo',
+  repo.url,
+  '--task',
+  'hello',
+  '--step',
+  'echo hello >> README.md',
+];
 
 test('run follows the phases live and exits 0 when completed (the server requires no approval)', async () => {
   const sessionId = id('run');
-  const out = await runCli(
-    [
-      'run',
-      '--id',
-      sessionId,
-      '--repo',
-      repo.url,
-      '--task',
-      'hello',
-      '--step',
-      'echo hello >> README.md',
-      '--test',
-      'sh check.sh',
-    ],
-    env,
-  );
+  const out = await runCli(runHello(sessionId, ['--test', 'sh check.sh']), env);
   expect(out.stderr).toMatch(/\[agent\]/);
   expect(out.stderr).toMatch(/verify: sh check.sh {2}ok/);
   expect(out.stderr).toMatch(new RegExp(`session ${sessionId}: completed`));
@@ -43,22 +41,9 @@ test('run follows the phases live and exits 0 when completed (the server require
 test('run --detach, list by phase, status, approve: the session completes', async () => {
   const sessionId = id('approve');
   const started = await runCli(
-    // The session asks for an approval the server does not require: a session may tighten.
-    [
-      'run',
-      '--detach',
-      '--id',
-      sessionId,
-      '--repo',
-      repo.url,
-      '--task',
-      'hello',
-      '--step',
-      'echo hello >> README.md',
-      '--input',
-      '-',
-    ],
+    runHello(sessionId, ['--detach', '--input', '-']),
     env,
+    // The session asks for an approval the server does not require: a session may tighten.
     JSON.stringify({ approval: { required: ['push'] } }),
   );
   expect(started).toMatchObject({ code: 0, stdout: `${sessionId}\n` });

@@ -2,54 +2,45 @@
  * kill -9 of the worker process in the middle of a long step: a new worker
  * finishes the session; one container, the step ran once, one push.
  */
-import { randomBytes } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
-import { decide, type SessionStatus } from '../workflows/api';
 import {
+  approvePush,
+  connectClient,
   containersOf,
   git,
   makeFixtureRepo,
   newSessionId,
-  spawnWorker,
+  scriptedSession,
   startSession,
-  testConfig,
   waitForStatus,
 } from './helpers';
+import { newQueue, startWorkerProcess, workerEnv } from './workers';
 
 test('kill -9 the worker during a long step → a new worker completes the session, exactly once', async () => {
   const repo = await makeFixtureRepo();
-  const config = testConfig({ DRYDOCK_TASK_QUEUE: `crash-${randomBytes(4).toString('hex')}` });
-  const env = {
-    TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS,
-    DRYDOCK_TASK_QUEUE: config.DRYDOCK_TASK_QUEUE,
-    DRYDOCK_HOST_ID: 'crashhost',
-    DRYDOCK_DATA_DIR: config.DRYDOCK_DATA_DIR,
-  };
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection });
+  const env = await workerEnv(newQueue('crash'));
+  const client = await connectClient();
   const id = newSessionId('crash');
 
-  let worker = spawnWorker(env);
+  let worker = startWorkerProcess(env, { cli: true });
   try {
-    const handle = await startSession({ client, config }, id, {
-      repo: { url: repo.url },
-      task: 'survive a crash',
-      agent: { steps: [{ run: 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md' }] },
-      verify: { test: 'sh check.sh' },
-    });
+    const handle = await startSession(
+      { client, config: env },
+      id,
+      scriptedSession(repo.url, 'survive a crash', 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md', {
+        verify: { test: 'sh check.sh' },
+      }),
+    );
     await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1')), 90_000);
     await new Promise((r) => setTimeout(r, 1500)); // the step is running inside the sandbox
     const before = (await containersOf(id)).map((c) => c.Id);
-    worker.kill('SIGKILL');
-    await new Promise((r) => worker.once('exit', r));
+    await worker.kill();
 
-    worker = spawnWorker(env);
+    worker = startWorkerProcess(env, { cli: true });
     await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 90_000);
     // The same container all along: the new worker found it, made no other.
     expect((await containersOf(id)).map((c) => c.Id)).toEqual(before);
     expect(before).toHaveLength(1);
-    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'ops' }] });
-    const final = (await handle.result()) as SessionStatus;
+    const final = await approvePush(handle, 'ops');
 
     expect(final.phase).toBe('completed');
     const branch = `drydock/${id}`;
@@ -71,7 +62,7 @@ test('kill -9 the worker during a long step → a new worker completes the sessi
     );
     expect(started[stepIndex].activityTaskStartedEventAttributes!.attempt).toBeGreaterThanOrEqual(2);
   } finally {
-    worker.kill('SIGKILL');
-    await connection.close();
+    await worker.kill();
+    await client.connection.close();
   }
 });

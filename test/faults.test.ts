@@ -7,21 +7,20 @@
  * step, and its history must replay on the current code
  * (DRYDOCK_RECORD_HISTORY=1 also keeps them in test/fixtures/histories).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { temporal } from '@temporalio/proto';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import type { Config } from '../lib/config';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { approve, decide, status, type SessionStatus } from '../workflows/api';
+import { temporal } from '@temporalio/proto';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import { ownProcess } from './leftovers';
 import {
+  approveAs,
+  connectClient,
   containersOf,
   freePort,
   git,
@@ -31,92 +30,39 @@ import {
   startSession,
   waitForStatus,
 } from './helpers';
-
-const startOn = (c: Client, queue: string, id: string, input: Record<string, unknown>) =>
-  startSession({ client: c, config: { DRYDOCK_TASK_QUEUE: queue } as Config }, id, input);
+import { recordHistory, replayHistory } from './histories';
+import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from './workers';
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 let github: FakeGitHub;
-let connection: Connection;
 let client: Client;
 
 beforeAll(async () => {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') }); // the replays' worker logs stay quiet
-  } catch {
-    // already installed in this process
-  }
   github = await startFakeGitHub({ owner: 'acme', repo: 'app', token: TOKEN });
-  connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
-  client = new Client({ connection });
+  client = await connectClient();
 });
 afterAll(async () => {
-  await connection?.close();
+  await client?.connection.close();
   await github?.close();
 });
+afterEach(killWorkerProcesses);
 
-const workers = new Set<ChildProcess>();
-afterEach(() => {
-  for (const w of workers) w.kill('SIGKILL');
-  workers.clear();
-});
+/** A worker on `queue` that reaches the fake GitHub. */
+const faultEnv = (queue: string, extra: Record<string, string> = {}) =>
+  workerEnv(queue, { GITHUB_TOKEN: TOKEN, GITHUB_API_URL: github.url, ...extra });
 
-interface FaultWorker {
-  child: ChildProcess;
-  /** Resolves when it polls. */
-  ready: Promise<void>;
-  /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity. */
-  held: Promise<void>;
-  exited: Promise<number | null>;
-  kill(): Promise<void>;
+/** A drill's fixture repo, and a worker process polling a queue of its own. */
+async function startDrill(extra: Record<string, string> = {}, opts: { holdAfter?: string; cli?: boolean } = {}) {
+  const repo = await makeFixtureRepo();
+  const env = await faultEnv(newQueue('fault'), extra);
+  const worker = startWorkerProcess(env, opts);
+  await worker.ready;
+  return { repo, env, worker };
 }
 
-/** A worker process (test/fault-worker.ts, or `bin/drydock worker` with `cli`). */
-function startWorker(env: Record<string, string>, opts: { holdAfter?: string; cli?: boolean } = {}): FaultWorker {
-  const child = opts.cli
-    ? spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
-        env: { ...process.env, ...env },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      })
-    : spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'fault-worker.ts')], {
-        env: { ...process.env, ...env, ...(opts.holdAfter ? { DRYDOCK_TEST_HOLD_AFTER: opts.holdAfter } : {}) },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-  workers.add(child);
-  ownProcess(child.pid);
-  let output = '';
-  const seen = (text: string) =>
-    new Promise<void>((resolve) => {
-      const check = () => output.includes(text) && resolve();
-      child.stderr!.on('data', check);
-      check();
-    });
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return {
-    child,
-    ready: seen('worker polling'),
-    held: seen('holding after'),
-    exited,
-    async kill() {
-      child.kill('SIGKILL');
-      await exited;
-    },
-  };
-}
-
-function workerEnv(host: string, queue: string, dataDir: string, extra: Record<string, string> = {}) {
-  return {
-    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS!,
-    DRYDOCK_TASK_QUEUE: queue,
-    DRYDOCK_HOST_ID: host,
-    DRYDOCK_DATA_DIR: dataDir,
-    GITHUB_TOKEN: TOKEN,
-    GITHUB_API_URL: github.url,
-    LOG_LEVEL: 'info',
-    ...extra,
-  };
-}
+/** Starts a session on the task queue of `on` (a worker's env). */
+const startOn = (c: Client, on: { DRYDOCK_TASK_QUEUE: string }, id: string, input: Record<string, unknown>) =>
+  startSession({ client: c, config: on }, id, input);
 
 /** Approves every pending action (push, pull request) until the session ends. */
 async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
@@ -127,9 +73,7 @@ async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
     const s = await handle.query(status).catch(() => undefined);
     const pending = s?.pendingApproval;
     if (pending) {
-      await handle
-        .executeUpdate(decide, { args: [{ decision: 'approve', action: pending.action, by: 'ops' }] })
-        .catch(() => undefined);
+      await handle.executeUpdate(decide, approveAs('ops', pending.action)).catch(() => undefined);
     }
     await new Promise((r) => setTimeout(r, 300));
   }
@@ -153,13 +97,8 @@ afterAll(() => {
 
 /** Replays the session's history on the current code; keeps it as a fixture when asked. */
 async function replays(handle: WorkflowHandle, name: string): Promise<void> {
-  const history = await handle.fetchHistory();
-  await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } }, history);
-  if (process.env.DRYDOCK_RECORD_HISTORY) {
-    const dir = path.join(__dirname, 'fixtures', 'histories');
-    await mkdir(dir, { recursive: true });
-    await writeFile(path.join(dir, `agentSession-fault-${name}.json`), historyToJSON(history));
-  }
+  await replayHistory(await handle.fetchHistory());
+  await recordHistory(handle, `fault-${name}`);
 }
 
 /** The attempts of an activity type that started, in order, and how many of them completed. */
@@ -236,15 +175,9 @@ const drills: Drill[] = [
 test.each(drills)(
   'kill -9 the worker while $phase → a new worker completes the session, one push, one PR',
   async (drill) => {
-    const repo = await makeFixtureRepo();
-    const queue = `fault-${randomBytes(4).toString('hex')}`;
-    const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')));
     const id = newSessionId(`fault-${drill.phase}`);
-    const first = startWorker(env, { holdAfter: drill.holdAfter });
-    await first.ready;
-    const handle = await startOn(client, queue, id, {
-      ...session(repo.url, drill.extra),
-    });
+    const { repo, env, worker: first } = await startDrill({}, { holdAfter: drill.holdAfter });
+    const handle = await startOn(client, env, id, session(repo.url, drill.extra));
     if (drill.holdAfter) {
       // Approvals come from outside, as they would; the worker holds after the activity.
       await Promise.race([approveAll(handle), first.held]);
@@ -262,7 +195,7 @@ test.each(drills)(
       // A decision sent while no worker runs waits in Temporal for the next one.
       await handle.signal(approve, { action: 'push', by: 'ops' });
     }
-    const second = startWorker(env);
+    const second = startWorkerProcess(env);
     const final = await approveAll(handle);
     recoveries[`kill -9 while ${drill.phase}`] = recoveryMs(final, faultAt);
 
@@ -281,13 +214,9 @@ test.each(drills)(
 );
 
 test('docker kill of the sandbox under the agent → a new sandbox from the checkpoint, the session completes', async () => {
-  const repo = await makeFixtureRepo();
-  const queue = `fault-${randomBytes(4).toString('hex')}`;
-  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')));
-  const worker = startWorker(env);
-  await worker.ready;
+  const { repo, env } = await startDrill();
   const id = newSessionId('fault-docker-kill');
-  const handle = await startOn(client, queue, id, session(repo.url));
+  const handle = await startOn(client, env, id, session(repo.url));
   await waitForStatus(handle, stepRunning(2), 90_000);
   await new Promise((r) => setTimeout(r, 1500));
   const [lost] = await containersOf(id);
@@ -317,23 +246,15 @@ test('docker kill of the sandbox under the agent → a new sandbox from the chec
 }, 180_000);
 
 test('the only worker down longer than the host timeout → a replacement on the same host, and the first sandbox removed when it answers', async () => {
-  const repo = await makeFixtureRepo();
-  const queue = `fault-${randomBytes(4).toString('hex')}`;
-  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
-    DRYDOCK_HOST_TIMEOUT: '10s',
-  });
-  const worker = startWorker(env);
-  await worker.ready;
+  const { repo, env, worker } = await startDrill({ DRYDOCK_HOST_TIMEOUT: '10s' });
   const id = newSessionId('fault-host-timeout');
-  const handle = await startOn(client, queue, id, session(repo.url));
+  const handle = await startOn(client, env, id, session(repo.url));
   const running = await waitForStatus(handle, stepRunning(2), 90_000);
   await worker.kill();
   // Heartbeat timeout (10 s), then 10 s of silence on the host queue: the host counts as lost.
   await waitForHostTimeout(handle);
-  const back = startWorker(env);
-  await back.ready;
+  await startWorkerProcess(env).ready;
   const final = await approveAll(handle);
-  await back.kill();
 
   expect(final.phase).toBe('completed');
   expect(final.restarts).toBe(1);
@@ -368,15 +289,9 @@ test('the Temporal server stops and starts again (same database file) during a s
   try {
     const ownClient = new Client({ connection: own });
     await ensureSearchAttributes(own, 'default');
-    const repo = await makeFixtureRepo();
-    const queue = `fault-${randomBytes(4).toString('hex')}`;
-    const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
-      TEMPORAL_ADDRESS: address,
-    });
-    const worker = startWorker(env);
-    await worker.ready;
+    const { repo, env } = await startDrill({ TEMPORAL_ADDRESS: address });
     const id = newSessionId('fault-temporal-restart');
-    const handle = await startOn(ownClient, queue, id, {
+    const handle = await startOn(ownClient, env, id, {
       ...session(repo.url),
       publish: {},
     });
@@ -395,7 +310,7 @@ test('the Temporal server stops and starts again (same database file) during a s
     expect(await containersOf(id)).toHaveLength(0);
     await replays(ownClient.workflow.getHandle(id), 'temporal-restart');
   } finally {
-    for (const w of workers) w.kill('SIGKILL');
+    killWorkerProcesses();
     await own.close();
     server.kill('SIGTERM');
   }
@@ -403,21 +318,19 @@ test('the Temporal server stops and starts again (same database file) during a s
 
 test('two hosts: sandbox activities stay on the owner; kill it → the session moves to the other host', async () => {
   const repo = await makeFixtureRepo();
-  const queue = `fault-${randomBytes(4).toString('hex')}`;
+  const queue = newQueue('fault');
   // A lost host is noticed after the heartbeat timeout (10 s) and this much of silence on its queue.
-  const envs = ['a', 'b'].map(async (h) =>
-    workerEnv(`${queue}-${h}`, queue, await mkdtemp(path.join(tmpdir(), `drydock-host-${h}-`)), {
-      DRYDOCK_HOST_TIMEOUT: '10s',
-    }),
+  const envs = ['a', 'b'].map((h) =>
+    faultEnv(queue, { DRYDOCK_HOST_ID: `${queue}-${h}`, DRYDOCK_HOST_TIMEOUT: '10s' }),
   );
   const [envA, envB] = await Promise.all(envs);
   const hosts = new Map([
-    [envA.DRYDOCK_HOST_ID, { env: envA, worker: startWorker(envA) }],
-    [envB.DRYDOCK_HOST_ID, { env: envB, worker: startWorker(envB) }],
+    [envA.DRYDOCK_HOST_ID, { env: envA, worker: startWorkerProcess(envA) }],
+    [envB.DRYDOCK_HOST_ID, { env: envB, worker: startWorkerProcess(envB) }],
   ]);
   await Promise.all([...hosts.values()].map((h) => h.worker.ready));
   const id = newSessionId('fault-host-lost');
-  const handle = await startOn(client, queue, id, session(repo.url));
+  const handle = await startOn(client, { DRYDOCK_TASK_QUEUE: queue }, id, session(repo.url));
   const running = await waitForStatus(handle, stepRunning(2), 90_000);
   const owner = running.sandbox!.host;
   await new Promise((r) => setTimeout(r, 1500));
@@ -447,7 +360,7 @@ test('two hosts: sandbox activities stay on the owner; kill it → the session m
 
   // The lost host's container outlives it; when the host comes back its reaper removes it.
   expect((await containersOf(id)).map((c) => c.Labels['drydock.host'])).toEqual([owner]);
-  const back = startWorker(hosts.get(owner)!.env);
+  const back = startWorkerProcess(hosts.get(owner)!.env);
   await back.ready;
   await client.schedule.getHandle(`drydock-reaper-${owner}`).trigger();
   const deadline = Date.now() + 60_000;
@@ -457,15 +370,9 @@ test('two hosts: sandbox activities stay on the owner; kill it → the session m
 }, 240_000);
 
 test('SIGTERM during a step → the step finishes within the grace time and the worker exits 0', async () => {
-  const repo = await makeFixtureRepo();
-  const queue = `fault-${randomBytes(4).toString('hex')}`;
-  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
-    DRYDOCK_SHUTDOWN_GRACE: '60s',
-  });
-  const worker = startWorker(env, { cli: true });
-  await worker.ready;
+  const { repo, env, worker } = await startDrill({ DRYDOCK_SHUTDOWN_GRACE: '60s' }, { cli: true });
   const id = newSessionId('fault-sigterm');
-  const handle = await startOn(client, queue, id, session(repo.url));
+  const handle = await startOn(client, env, id, session(repo.url));
   await waitForStatus(handle, stepRunning(2), 120_000);
   await new Promise((r) => setTimeout(r, 1000));
   const signalledAt = Date.now();
@@ -476,7 +383,7 @@ test('SIGTERM during a step → the step finishes within the grace time and the 
   // Step 2 ended on the draining worker, at its first attempt.
   expect(await activityRuns(handle, 'runStep')).toEqual({ started: [1, 1], completed: 2 });
 
-  const next = startWorker(env, { cli: true });
+  const next = startWorkerProcess(env, { cli: true });
   const final = await approveAll(handle);
   expect(final.phase).toBe('completed');
   expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
@@ -485,15 +392,9 @@ test('SIGTERM during a step → the step finishes within the grace time and the 
 }, 180_000);
 
 test('SIGINT twice → the worker stops at once; the step is picked up by the next worker, not run again', async () => {
-  const repo = await makeFixtureRepo();
-  const queue = `fault-${randomBytes(4).toString('hex')}`;
-  const env = workerEnv(`${queue}-host`, queue, await mkdtemp(path.join(tmpdir(), 'drydock-fault-')), {
-    DRYDOCK_SHUTDOWN_GRACE: '5m',
-  });
-  const worker = startWorker(env, { cli: true });
-  await worker.ready;
+  const { repo, env, worker } = await startDrill({ DRYDOCK_SHUTDOWN_GRACE: '5m' }, { cli: true });
   const id = newSessionId('fault-sigint-twice');
-  const handle = await startOn(client, queue, id, {
+  const handle = await startOn(client, env, id, {
     ...session(repo.url),
     agent: { steps: [{ run: 'echo ran >> RUNS.txt; sleep 15; echo hello >> README.md' }] },
   });
@@ -514,7 +415,7 @@ test('SIGINT twice → the worker stops at once; the step is picked up by the ne
     await new Promise((r) => setTimeout(r, 500));
   }
   expect(watched).toContain('no worker answers right now');
-  const next = startWorker(env, { cli: true });
+  const next = startWorkerProcess(env, { cli: true });
   const final = await approveAll(handle);
   expect(final.phase).toBe('completed');
   expect(await watchExit).toBe(0);

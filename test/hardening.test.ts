@@ -16,7 +16,6 @@ import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { createActivities } from '../activities';
@@ -39,6 +38,7 @@ import {
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { createSandbox, inSandbox } from './docker';
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 const MODEL_KEY = `sk-test-${randomBytes(16).toString('hex')}`;
@@ -75,22 +75,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
-
-/** Runs a shell script in a live sandbox as the sandbox user (or root, to look everywhere). */
-async function inSandbox(container: string, script: string, user = '1000:1000'): Promise<string> {
-  const exec = await docker.getContainer(container).exec({
-    Cmd: ['sh', '-c', script],
-    User: user,
-    AttachStdout: true,
-    AttachStderr: true,
-  });
-  const stream = await exec.start({});
-  const chunks: Buffer[] = [];
-  const sink = new PassThrough().on('data', (c: Buffer) => chunks.push(c));
-  docker.modem.demuxStream(stream, sink, sink);
-  await new Promise((resolve) => stream.on('end', resolve));
-  return Buffer.concat(chunks).toString();
-}
 
 describe('a prompt-injected agent in a live sandbox', () => {
   const id = newSessionId('hostile');
@@ -293,19 +277,7 @@ test('a step past its time limit is killed and reported as timed out', async () 
 
 test('DRYDOCK_DOCKER_RUNTIME reaches Docker as the container runtime', async () => {
   // gVisor is not installed here: Docker refusing the unknown runtime proves it was asked for it.
-  await expect(
-    new DockerSandboxes().create({
-      name: `drydock-${newSessionId('runsc')}`,
-      image: stack.config.DRYDOCK_BASE_IMAGE!,
-      labels: {},
-      cpus: 1,
-      memoryBytes: 128 * 1024 ** 2,
-      pids: 64,
-      tmpBytes: 1024 ** 2,
-      egressDir: await mkdtemp(path.join(tmpdir(), 'drydock-egress-')),
-      runtime: 'runsc',
-    }),
-  ).rejects.toThrow(/runsc/);
+  await expect(createSandbox(`drydock-${newSessionId('runsc')}`, { runtime: 'runsc' })).rejects.toThrow(/runsc/);
 });
 
 describe('the egress proxy, driven through the runStep activity', () => {

@@ -1,5 +1,5 @@
-/** Shared test fixtures: git repos, workers, session ids, waiting on phases. */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+/** Shared test fixtures: git repos, workers, session ids, waiting on phases, approving. */
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -12,10 +12,18 @@ import { loadConfig, type Config } from '../lib/config';
 import { createLogger, type Logger } from '../lib/log';
 import { LABELS } from '../lib/sandbox';
 import { startServer } from '../workers/serve';
-import { createWorker, type DrydockWorker } from '../workers/worker';
-import { status, WORKFLOW_TYPE, type Phase, type SessionStatus } from '../workflows/api';
+import { createWorker, hostQueueOf, type DrydockWorker } from '../workers/worker';
+import type { Reaped } from '../activities/reaper';
+import {
+  decide,
+  status,
+  WORKFLOW_TYPE,
+  type Action,
+  type DecideInput,
+  type Phase,
+  type SessionStatus,
+} from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
-import { ownProcess } from './leftovers';
 
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..');
@@ -40,41 +48,60 @@ export function git(args: string[], cwd?: string): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
+export interface FixtureRepo {
+  /** `file://` URL of the bare repo. */
+  url: string;
+  bare: string;
+  /** Writes the files in the work tree, commits and pushes to main; resolves with the commit. */
+  commit(files: Record<string, string>, message?: string): Promise<string>;
+}
+
 /**
- * A bare repo (the "remote") holding one commit on main: README.md and a
- * `check.sh` test script, and any `extra` files. Ref updates are logged, so a
- * test can count pushes.
+ * An empty bare repo (the "remote", its ref updates logged so a test can count
+ * pushes) and a work tree that commits to it.
  */
-export async function makeFixtureRepo(extra: Record<string, string> = {}): Promise<{ url: string; bare: string }> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-'));
+async function newRepo(prefix: string): Promise<FixtureRepo> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
   const bare = path.join(dir, 'remote.git');
   const work = path.join(dir, 'work');
   git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
   git(['config', 'core.logAllRefUpdates', 'always'], bare);
   git(['init', '--quiet', '--initial-branch=main', work]);
-  await writeFile(path.join(work, 'README.md'), '# fixture\n');
-  await writeFile(path.join(work, 'check.sh'), '#!/bin/sh\ngrep -q "hello" README.md\n');
-  for (const [file, content] of Object.entries(extra)) await writeFile(path.join(work, file), content);
-  git(['add', '.'], work);
-  git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', 'initial'], work);
-  git(['push', '--quiet', bare, 'main'], work);
-  return { url: `file://${bare}`, bare };
+  const commit = async (files: Record<string, string>, message = 'change') => {
+    for (const [file, content] of Object.entries(files)) {
+      await mkdir(path.dirname(path.join(work, file)), { recursive: true });
+      await writeFile(path.join(work, file), content);
+    }
+    git(['add', '.'], work);
+    git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', message], work);
+    git(['push', '--quiet', bare, 'main'], work);
+    return git(['rev-parse', 'HEAD'], work).trim();
+  };
+  return { url: `file://${bare}`, bare, commit };
+}
+
+/** A repo holding one commit on main: README.md and a `check.sh` test script, and any `extra` files. */
+export async function makeFixtureRepo(extra: Record<string, string> = {}): Promise<FixtureRepo> {
+  const repo = await newRepo('drydock-repo-');
+  await repo.commit(
+    { 'README.md': '# fixture\n', 'check.sh': '#!/bin/sh\ngrep -q "hello" README.md\n', ...extra },
+    'initial',
+  );
+  return repo;
 }
 
 /**
- * A bare repo holding a small web app (node, no dependencies): `node server.js`
+ * A repo holding a small web app (node, no dependencies): `node server.js`
  * serves "/" (a heading "Hello drydock"), "/about" (a large red block), and
  * "/broken" (a console error and a missing image); PORT defaults to 3000.
  */
-export async function makeWebAppRepo(): Promise<{ url: string; bare: string }> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-webapp-'));
-  const bare = path.join(dir, 'remote.git');
-  const work = path.join(dir, 'work');
-  git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
-  git(['init', '--quiet', '--initial-branch=main', work]);
-  await writeFile(
-    path.join(work, 'server.js'),
-    `const http = require('node:http');
+export async function makeWebAppRepo(): Promise<FixtureRepo> {
+  const repo = await newRepo('drydock-webapp-');
+  await repo.commit({ 'server.js': WEB_APP }, 'web app');
+  return repo;
+}
+
+const WEB_APP = `const http = require('node:http');
 const pages = {
   '/': '<h1 id="title">Hello drydock</h1><p>Welcome aboard.</p>',
   '/about': '<h1>About</h1><p style="background:#c00;color:#fff;height:400px">A red page about us.</p>',
@@ -87,13 +114,7 @@ http
     res.end(body ? '<!doctype html><title>fixture</title>' + body : 'not found');
   })
   .listen(process.env.PORT || 3000, '127.0.0.1', () => console.log('listening'));
-`,
-  );
-  git(['add', '.'], work);
-  git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', 'web app'], work);
-  git(['push', '--quiet', bare, 'main'], work);
-  return { url: `file://${bare}`, bare };
-}
+`;
 
 /** Whether a bare repo has this branch (a push reached it). */
 export function remoteHasBranch(bare: string, branch: string): boolean {
@@ -117,7 +138,7 @@ export interface TestStack {
 }
 
 /** The SDK's own log lines only from warnings up, so test output stays readable. */
-function quietSdkLogs(): void {
+export function quietSdkLogs(): void {
   try {
     Runtime.install({ logger: new DefaultLogger('WARN') });
   } catch {
@@ -138,21 +159,27 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
     workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
   });
   const running = worker.run();
-  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
+  const client = await connectClient(config.TEMPORAL_ADDRESS);
   return {
-    client: new Client({ connection: clientConnection }),
+    client,
     config,
     async stop() {
       worker.shutdown();
       await running;
       await connection.close();
-      await clientConnection.close();
+      await client.connection.close();
     },
   };
 }
 
+/** A client of the suite's Temporal server (or of `address`); close it with `client.connection.close()`. */
+export async function connectClient(address = process.env.TEMPORAL_ADDRESS!): Promise<Client> {
+  return new Client({ connection: await Connection.connect({ address }) });
+}
+
+/** Starts an agentSession on the task queue of `config` (a test stack's, or a worker process's env). */
 export function startSession(
-  stack: Pick<TestStack, 'client' | 'config'>,
+  stack: { client: Client; config: Pick<Config, 'DRYDOCK_TASK_QUEUE'> },
   sessionId: string,
   input: SessionInputDraft | Record<string, unknown>,
 ): Promise<WorkflowHandle> {
@@ -161,6 +188,16 @@ export function startSession(
     taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
     args: [input],
   });
+}
+
+/** A scripted session input on the repo at `url`: one shell step per command. */
+export function scriptedSession(
+  url: string,
+  task: string,
+  run: string | string[],
+  extra: Record<string, unknown> = {},
+) {
+  return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
 }
 
 /** Polls the status query until `until` holds; fails with the last status after `timeoutMs`. */
@@ -180,6 +217,27 @@ export async function waitForStatus(
 }
 
 export const inPhase = (phase: Phase) => (s: SessionStatus) => s.phase === phase;
+
+/** The arguments of the `decide` update that approves `action` as `by` (bound to `change` when given). */
+export const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({
+  args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
+});
+
+/** Waits for the push to await approval, approves it as `by`, and resolves with the final status. */
+export async function approvePush(handle: WorkflowHandle, by = 'alice', timeoutMs = 120_000): Promise<SessionStatus> {
+  await waitForStatus(handle, inPhase('awaiting_approval'), timeoutMs);
+  await handle.executeUpdate(decide, approveAs(by, 'push'));
+  return (await handle.result()) as SessionStatus;
+}
+
+/** Runs the reaper of the stack's host once, as its schedule would. */
+export function runReaper(stack: TestStack): Promise<Reaped[]> {
+  return stack.client.workflow.execute('reapSandboxes', {
+    workflowId: newSessionId('reap'),
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [{ hostQueue: hostQueueOf(stack.config) }],
+  });
+}
 
 /** Containers (any state) of a session. */
 export async function containersOf(sessionId: string): Promise<Docker.ContainerInfo[]> {
@@ -203,16 +261,6 @@ export function runCli(
   });
 }
 
-/** Starts `drydock worker` as a separate process (to kill it for real). */
-export function spawnWorker(env: Record<string, string>): ChildProcess {
-  const child = spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  ownProcess(child.pid); // killed by the next run if this one is killed
-  return child;
-}
-
 /** `drydock serve` in-process on a free port, against the stack's Temporal and task queue. */
 export async function startServe(
   stack: TestStack,
@@ -228,27 +276,9 @@ export async function startServe(
  * that leaves a marker in node_modules (ignored by git) counting its runs and
  * copying the lockfile it installed. `commit` pushes a change to main.
  */
-export async function makeSnapshotRepo(setupScript = DEFAULT_SETUP): Promise<{
-  url: string;
-  bare: string;
-  commit(files: Record<string, string>, message?: string): Promise<string>;
-}> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-snaprepo-'));
-  const bare = path.join(dir, 'remote.git');
-  const work = path.join(dir, 'work');
-  git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
-  git(['init', '--quiet', '--initial-branch=main', work]);
-  const commit = async (files: Record<string, string>, message = 'change') => {
-    for (const [file, content] of Object.entries(files)) {
-      await mkdir(path.dirname(path.join(work, file)), { recursive: true });
-      await writeFile(path.join(work, file), content);
-    }
-    git(['add', '.'], work);
-    git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', message], work);
-    git(['push', '--quiet', bare, 'main'], work);
-    return git(['rev-parse', 'HEAD'], work).trim();
-  };
-  await commit(
+export async function makeSnapshotRepo(setupScript = DEFAULT_SETUP): Promise<FixtureRepo> {
+  const repo = await newRepo('drydock-snaprepo-');
+  await repo.commit(
     {
       'README.md': '# app\n',
       '.gitignore': 'node_modules/\n',
@@ -257,7 +287,7 @@ export async function makeSnapshotRepo(setupScript = DEFAULT_SETUP): Promise<{
     },
     'initial',
   );
-  return { url: `file://${bare}`, bare, commit };
+  return repo;
 }
 
 /** Setup that proves whether it ran: one line per run in node_modules/.drydock/setup-runs. */

@@ -7,7 +7,6 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -18,9 +17,10 @@ import type { ActivityDeps } from '../activities/deps';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
 import { Redactor } from '../lib/scrub';
-import { decide, status, type Action, type DecideInput, type SessionStatus } from '../workflows/api';
+import { decide, status, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import {
+  approveAs,
   containersOf,
   docker,
   git,
@@ -33,6 +33,7 @@ import {
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { inSandbox } from './docker';
 
 // Shaped like a real classic token, so pattern scanners would also catch it.
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
@@ -62,27 +63,14 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({
-  args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
-});
-
 const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
+/** Another stack, publishing with this token to this GitHub, with no approval required. */
+const unattendedStack = (token: string, apiUrl: string) =>
+  startStack({ GITHUB_TOKEN: token, GITHUB_API_URL: apiUrl, DRYDOCK_APPROVAL_REQUIRED: [] });
+
 /** Runs a shell command in a live sandbox as root, to look everywhere. */
-async function inSandboxAsRoot(container: string, script: string): Promise<string> {
-  const exec = await docker.getContainer(container).exec({
-    Cmd: ['sh', '-c', script],
-    User: 'root',
-    AttachStdout: true,
-    AttachStderr: true,
-  });
-  const stream = await exec.start({});
-  const chunks: Buffer[] = [];
-  const sink = new PassThrough().on('data', (c: Buffer) => chunks.push(c));
-  docker.modem.demuxStream(stream, sink, sink);
-  await new Promise((resolve) => stream.on('end', resolve));
-  return Buffer.concat(chunks).toString();
-}
+const inSandboxAsRoot = (container: string, script: string) => inSandbox(container, script, 'root');
 
 test('approve push, then the pull request: pushed, PR opened with the evidence; the token is nowhere but the worker', async () => {
   const id = newSessionId('pr');
@@ -214,11 +202,7 @@ test('a stale change, self-approval (rule on) and an unknown approver are refuse
 });
 
 test('401 from the GitHub API → the session fails at once, the reason in status', async () => {
-  const badStack = await startStack({
-    GITHUB_TOKEN: 'ghp_wrong',
-    GITHUB_API_URL: github.url,
-    DRYDOCK_APPROVAL_REQUIRED: [],
-  });
+  const badStack = await unattendedStack('ghp_wrong', github.url);
   try {
     const id = newSessionId('pr401');
     const handle = await startSession(badStack, id, prSession());
@@ -240,11 +224,7 @@ test('401 from the GitHub API → the session fails at once, the reason in statu
 });
 
 test('GitHub answering 503 is retried by Temporal: the session completes with one PR', async () => {
-  const retryStack = await startStack({
-    GITHUB_TOKEN: TOKEN,
-    GITHUB_API_URL: github.url,
-    DRYDOCK_APPROVAL_REQUIRED: [],
-  });
+  const retryStack = await unattendedStack(TOKEN, github.url);
   try {
     const id = newSessionId('pr503');
     github.failNext(2, 503);
@@ -343,7 +323,7 @@ test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the t
   await mkdir(path.join(root, 'acme'));
   git(['clone', '--quiet', '--bare', repo.bare, path.join(root, 'acme', 'app.git')]);
   const host = await startFakeGitHub({ owner: 'acme', repo: 'app', token: TOKEN, gitRoot: root });
-  const gitStack = await startStack({ GITHUB_TOKEN: TOKEN, GITHUB_API_URL: host.url, DRYDOCK_APPROVAL_REQUIRED: [] });
+  const gitStack = await unattendedStack(TOKEN, host.url);
   try {
     const id = newSessionId('https');
     const handle = await startSession(gitStack, id, {
@@ -371,11 +351,7 @@ test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the t
     await gitStack.stop();
   }
 
-  const wrong = await startStack({
-    GITHUB_TOKEN: 'ghp_wrong',
-    GITHUB_API_URL: host.url,
-    DRYDOCK_APPROVAL_REQUIRED: [],
-  });
+  const wrong = await unattendedStack('ghp_wrong', host.url);
   try {
     const id = newSessionId('https401');
     const handle = await startSession(wrong, id, { ...prSession(), repo: { url: `${host.url}/acme/app.git` } });

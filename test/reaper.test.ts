@@ -1,24 +1,22 @@
 /** The reaper: sandboxes that no teardown will remove are found and removed; live ones are kept. */
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { LABELS, DockerSandboxes } from '../lib/sandbox';
-import { hostQueueOf } from '../workers/worker';
-import type { Reaped } from '../activities/reaper';
+import { LABELS } from '../lib/sandbox';
 import {
   containersOf,
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  runReaper,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
 } from './helpers';
+import { createSandbox } from './docker';
 
 test('reapSandboxes removes the sandbox of a terminated session and an expired one, and spares a running session', async () => {
   const stack = await startStack();
   const repo = await makeFixtureRepo();
-  const longSession = { repo: { url: repo.url }, task: 'wait', agent: { steps: [{ run: 'sleep 300' }] } };
+  const longSession = scriptedSession(repo.url, 'wait', 'sleep 300');
   try {
     const schedule = await stack.client.schedule.getHandle(`drydock-reaper-${stack.config.DRYDOCK_HOST_ID}`).describe();
     expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'reapSandboxes' });
@@ -34,26 +32,15 @@ test('reapSandboxes removes the sandbox of a terminated session and an expired o
 
     // A leftover of the running session, past its expiry: removed although the session runs.
     const expired = 'drydock-expired-leftover';
-    await new DockerSandboxes().create({
-      name: expired,
-      image: stack.config.DRYDOCK_BASE_IMAGE!,
+    await createSandbox(expired, {
       labels: {
         [LABELS.session]: runningId,
         [LABELS.host]: stack.config.DRYDOCK_HOST_ID,
         [LABELS.expires]: new Date(Date.now() - 60_000).toISOString(),
       },
-      cpus: 0.5,
-      memoryBytes: 128 * 1024 ** 2,
-      pids: 64,
-      tmpBytes: 16 * 1024 ** 2,
-      egressDir: await mkdtemp(path.join(tmpdir(), 'drydock-egress-')),
     });
 
-    const reaped: Reaped[] = await stack.client.workflow.execute('reapSandboxes', {
-      workflowId: newSessionId('reap'),
-      taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
-      args: [{ hostQueue: hostQueueOf(stack.config) }],
-    });
+    const reaped = await runReaper(stack);
     expect(reaped.sort((a, b) => a.sandbox.localeCompare(b.sandbox))).toEqual([
       { sandbox: expired, sessionId: runningId, reason: expect.stringMatching(/^expired at /) },
       { sandbox: `drydock-${terminatedId}`, sessionId: terminatedId, reason: 'its session is closed' },

@@ -1,18 +1,20 @@
 /**
- * Determinism guard: histories recorded from earlier versions of agentSession
- * must replay on the current code (regenerate with DRYDOCK_RECORD_HISTORY=1
- * npx jest test/session.test.ts -t 'happy path' only for a deliberate, patched change).
+ * Determinism guard: recorded histories of agentSession must replay on the
+ * current code. Every branch of the workflow tests (agentSession-wf-*) plus a
+ * real happy path and a real model loop. Before the first release they are
+ * re-recorded whenever the workflow changes:
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/workflow
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/session.test.ts test/agent.test.ts -t 'happy path|openai'
+ * After it, a release's histories are kept and never re-recorded (docs/operations.md).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Worker } from '@temporalio/worker';
+import { HISTORIES_DIR, replayHistory } from './histories';
 
-const dir = path.join(__dirname, 'fixtures', 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+const files = readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 
 test('there is at least one recorded history', () => expect(files.length).toBeGreaterThan(0));
 
 test.each(files)('%s replays without nondeterminism', async (file) => {
-  const history = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
-  await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } }, history);
+  await replayHistory(JSON.parse(readFileSync(path.join(HISTORIES_DIR, file), 'utf8')));
 });

@@ -2,12 +2,8 @@
  * agentSession end to end on the real Temporal dev server, real Docker and
  * real git: every outcome, the approval gate, and teardown on every path.
  */
-import { writeFile, mkdir } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
-import path from 'node:path';
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
 import { findTemporalCli } from '../lib/temporal';
 import { approve, decide, reject, status, type SessionStatus } from '../workflows/api';
 import {
@@ -17,11 +13,13 @@ import {
   makeFixtureRepo,
   newSessionId,
   runCli,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { recordHistory, replayHistory } from './histories';
 
 let stack: TestStack;
 let repo: { url: string; bare: string };
@@ -87,15 +85,8 @@ test('happy path: edit, test, approve via decide → branch pushed, sandbox gone
 
   // Closed sessions still answer the status query, and the history replays deterministically.
   expect((await handle.query(status)).phase).toBe('completed');
-  await Worker.runReplayHistory(
-    { workflowBundle: { codePath: process.env.DRYDOCK_TEST_BUNDLE! } },
-    await handle.fetchHistory(),
-  );
-  if (process.env.DRYDOCK_RECORD_HISTORY) {
-    const dir = path.join(__dirname, 'fixtures', 'histories');
-    await mkdir(dir, { recursive: true });
-    await writeFile(path.join(dir, 'agentSession-happy.json'), historyToJSON(await handle.fetchHistory()));
-  }
+  await replayHistory(await handle.fetchHistory());
+  await recordHistory(handle, 'happy');
 });
 
 test('reject → nothing pushed, outcome rejected, sandbox gone', async () => {
@@ -195,11 +186,7 @@ test.each([
 
 test('cancel during a long step → teardown ran, container gone, cancelled', async () => {
   const id = newSessionId('cancel');
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'take forever',
-    agent: { steps: [{ run: 'sleep 300' }] },
-  });
+  const handle = await startSession(stack, id, scriptedSession(repo.url, 'take forever', 'sleep 300'));
   await waitForStatus(handle, (s) => s.phase === 'agent' && s.timeline.some((t) => t.name.startsWith('step 1')));
   expect(await containersOf(id)).toHaveLength(1);
   await handle.cancel();
@@ -214,11 +201,11 @@ test('cancel during a long step → teardown ran, container gone, cancelled', as
 
 test('a step that fails ends the session as failed, with its exit code and output', async () => {
   const id = newSessionId('stepfail');
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'break',
-    agent: { steps: [{ run: 'echo about to fail; exit 7' }, { run: 'echo never' }] },
-  });
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'break', ['echo about to fail; exit 7', 'echo never']),
+  );
   await handle.result().catch(() => undefined);
   const final = await handle.query(status);
   expect(final.phase).toBe('failed');
@@ -231,12 +218,11 @@ test('a step that fails ends the session as failed, with its exit code and outpu
 
 test('wall-time limit → timed_out with the reason, sandbox gone', async () => {
   const id = newSessionId('walltime');
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'too slow',
-    agent: { steps: [{ run: 'sleep 120' }] },
-    limits: { wallTime: '4s' },
-  });
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'too slow', 'sleep 120', { limits: { wallTime: '4s' } }),
+  );
   const final = (await handle.result()) as SessionStatus;
   expect(final.phase).toBe('timed_out');
   expect(final.error).toBe('wall-time limit of 4s reached');

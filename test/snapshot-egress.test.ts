@@ -7,11 +7,10 @@
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { SnapshotBuildResult } from '../activities/snapshot';
 import { addRepo } from '../cli/snapshots';
-import { snapshotScheduleId, SNAPSHOT_LABELS } from '../lib/snapshots';
 import type { SessionStatus } from '../workflows/api';
-import { docker, makeSnapshotRepo, newSessionId, startSession, startStack, type TestStack } from './helpers';
+import { makeSnapshotRepo, newSessionId, scriptedSession, startSession, startStack, type TestStack } from './helpers';
+import { buildSnapshot, removeSnapshots } from './snapshots';
 import { lockEntryOf, packTinyPackage, startNpmRegistry, type NpmRegistryStandIn } from './npm-registry';
 
 let stack: TestStack;
@@ -26,16 +25,7 @@ beforeAll(async () => {
   registry = await startNpmRegistry(dir);
 });
 afterAll(async () => {
-  for (const image of await docker.listImages({ filters: { label: [`${SNAPSHOT_LABELS.image}=snapshot`] } })) {
-    if (repos.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? ''))
-      await docker.getImage(image.Id).remove({ force: true });
-  }
-  for (const repo of repos) {
-    await stack.client.schedule
-      .getHandle(snapshotScheduleId(repo))
-      .delete()
-      .catch(() => undefined);
-  }
+  if (stack) await removeSnapshots(stack, repos);
   await registry?.close();
   await stack?.stop();
 });
@@ -44,13 +34,7 @@ afterAll(async () => {
 const npmCi = () =>
   `npm_config_noproxy=none.invalid npm ci --registry ${registry.url} --no-audit --no-fund --loglevel=error`;
 
-function buildOf(repo: string): Promise<SnapshotBuildResult> {
-  return stack.client.workflow.execute('refreshSnapshot', {
-    workflowId: newSessionId('egress-snap'),
-    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
-    args: [{ repo }],
-  });
-}
+const buildOf = (repo: string) => buildSnapshot(stack, repo);
 
 const artifact = (buildId: string, name: string) =>
   readFile(path.join(stack.config.DRYDOCK_DATA_DIR, 'artifacts', buildId, name), 'utf8');
@@ -82,11 +66,11 @@ test('setup installs from an allowlisted registry stand-in on loopback through t
   expect(registry.requests).toContain('GET /drydock-tiny/-/drydock-tiny-1.0.0.tgz 200');
 
   const session = (await (
-    await startSession(stack, newSessionId('egress-session'), {
-      repo: { url: repo.url },
-      task: 'use the dependency',
-      agent: { steps: [{ run: `node -e "console.log(require('drydock-tiny'))"` }] },
-    })
+    await startSession(
+      stack,
+      newSessionId('egress-session'),
+      scriptedSession(repo.url, 'use the dependency', `node -e "console.log(require('drydock-tiny'))"`),
+    )
   ).result()) as SessionStatus;
   expect(session.snapshot?.image).toBe(built.image);
   expect(session.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail).toContain('tiny from the stand-in');

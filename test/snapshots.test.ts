@@ -14,7 +14,6 @@ import { openDatabase, type Database } from '../lib/db';
 import { Redactor } from '../lib/scrub';
 import { SANDBOX_SNAPSHOT_LABEL, SnapshotRegistry, snapshotScheduleId, SNAPSHOT_LABELS } from '../lib/snapshots';
 import type { SessionStatus } from '../workflows/api';
-import { hostQueueOf } from '../workers/worker';
 import {
   docker,
   inPhase,
@@ -22,11 +21,14 @@ import {
   newSessionId,
   openEmbeddedDatabase,
   runCli,
+  runReaper,
+  scriptedSession,
   startSession,
   startStack,
   waitForStatus,
   type TestStack,
 } from './helpers';
+import { buildSnapshot, removeSnapshots } from './snapshots';
 
 let stack: TestStack;
 let db: Database;
@@ -39,18 +41,7 @@ beforeAll(async () => {
   registry = new SnapshotRegistry(db.pool);
 });
 afterAll(async () => {
-  // Snapshot images of this file's repos (each test's repo is a fresh temp dir).
-  for (const image of await docker.listImages({ filters: { label: [`${SNAPSHOT_LABELS.image}=snapshot`] } })) {
-    if (repos.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? '')) {
-      await docker.getImage(image.Id).remove({ force: true });
-    }
-  }
-  for (const repo of repos) {
-    await stack.client.schedule
-      .getHandle(snapshotScheduleId(repo))
-      .delete()
-      .catch(() => undefined);
-  }
+  if (stack) await removeSnapshots(stack, repos);
   await db?.close();
   await stack?.stop();
 });
@@ -60,13 +51,7 @@ async function register(url: string, opts: { setup?: string; keep?: string; ever
   await addRepo(stack.client, stack.config, url, { every: '1h', ...opts });
 }
 
-function build(repo: string): Promise<SnapshotBuildResult> {
-  return stack.client.workflow.execute('refreshSnapshot', {
-    workflowId: newSessionId('snap'),
-    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
-    args: [{ repo }],
-  });
-}
+const build = (repo: string) => buildSnapshot(stack, repo);
 
 /** A session whose one step prints what the sandbox holds: setup runs, installed lockfile, HEAD, README. */
 const inspectingSession = (url: string, extra: Record<string, unknown> = {}) => ({
@@ -288,11 +273,7 @@ test('garbage collection keeps the newest K and never removes a snapshot a sandb
   await register(repo.url, { keep: '2' });
   const first = await build(repo.url);
   const id = newSessionId('holds-first');
-  const holder = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'hold the sandbox',
-    agent: { steps: [{ run: 'sleep 300' }] },
-  });
+  const holder = await startSession(stack, id, scriptedSession(repo.url, 'hold the sandbox', 'sleep 300'));
   await waitForStatus(holder, inPhase('agent'));
   const [sandbox] = await docker.listContainers({ filters: { label: [`drydock.session=${id}`] } });
   expect(sandbox.Labels[SANDBOX_SNAPSHOT_LABEL]).toBe(first.image);
@@ -316,11 +297,7 @@ test('garbage collection keeps the newest K and never removes a snapshot a sandb
   await holder.cancel();
   await holder.result().catch(() => undefined);
   // Once no sandbox uses it, the host's reaper removes it, without waiting for the next build.
-  await stack.client.workflow.execute('reapSandboxes', {
-    workflowId: newSessionId('reap-images'),
-    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
-    args: [{ hostQueue: hostQueueOf(stack.config) }],
-  });
+  await runReaper(stack);
   expect(await images()).toEqual([third.image, fourth.image].sort());
   const fifth = await build(repo.url);
   expect(fifth.removed).toEqual([third.image]);

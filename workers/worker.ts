@@ -172,6 +172,7 @@ export async function createWorker(opts: {
     github: githubSettings(config),
     models: modelSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
+    deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
     sessionIsRunning: async (sessionId) => {
       try {

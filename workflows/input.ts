@@ -21,6 +21,23 @@ const size = z.union([
   z.string().regex(/^\d+(k|m|g)$/i, 'expected a size like "512m" or "2g", or a number of bytes'),
 ]);
 
+// zod runs refinements even when the format check failed: only judge well-formed values.
+const wellFormedDuration = (d: unknown) => typeof d === 'number' || /^\d+(ms|s|m|h|d)$/.test(String(d));
+const wellFormedSize = (s: unknown) => typeof s === 'number' || /^\d+[kmg]$/i.test(String(s));
+
+/**
+ * A duration of at most `max` (written like "24h"): the server's bound, so a
+ * session cannot hold a sandbox or a worker slot for years.
+ */
+const durationUpTo = (max: string) =>
+  duration.refine((d) => !wellFormedDuration(d) || durationMs(d) <= durationMs(max), `at most ${max}`);
+
+/** A size between `min` and `max` (written like "64m", "64g"). */
+const sizeBetween = (min: string, max: string, tooSmall = `at least ${min}`) =>
+  size
+    .refine((s) => !wellFormedSize(s) || sizeBytes(s) >= sizeBytes(min), tooSmall)
+    .refine((s) => !wellFormedSize(s) || sizeBytes(s) <= sizeBytes(max), `at most ${max}`);
+
 /** A git branch name (git check-ref-format's rules). */
 const branchName = z
   .string()
@@ -45,7 +62,7 @@ const browserCheck = z.strictObject({
       'must be http://localhost:<port>/...: the sandbox has no network',
     )
     .describe('Where the app answers inside the sandbox'),
-  readyTimeout: duration.default('60s').describe('How long the app may take to answer'),
+  readyTimeout: durationUpTo('10m').default('60s').describe('How long the app may take to answer; at most 10m'),
   checks: z
     .array(
       z
@@ -65,7 +82,7 @@ const browserCheck = z.strictObject({
 
 const runStep = z.strictObject({
   run: z.string().min(1).describe('Shell command, run with sh -c in /workspace'),
-  timeout: duration.default('10m'),
+  timeout: durationUpTo('6h').default('10m').describe('At most 6h'),
 });
 const writeStep = z.strictObject({
   write: z.strictObject({ path: workspacePath, content: z.string() }),
@@ -91,9 +108,11 @@ const budget = z
       .positive()
       .optional()
       .describe("US dollars, priced by the worker's DRYDOCK_MODEL_PRICES; a model without a price cannot run"),
-    maxWallTime: duration
+    maxWallTime: durationUpTo('24h')
       .default('1h')
-      .describe('From the start of the agent phase, feedback rounds included; limits each run of an agent CLI too'),
+      .describe(
+        'From the start of the agent phase, feedback rounds included; limits each run of an agent CLI too; at most 24h',
+      ),
     onExceeded: z
       .enum(['verify', 'fail'])
       .default('verify')
@@ -122,7 +141,7 @@ const agent = z
       .max(200_000)
       .default(10_000)
       .describe('openai: characters of a tool result the model sees; the rest is cut, and it is told so'),
-    runTimeout: duration.default('5m').describe('openai: limit of one `run` tool call'),
+    runTimeout: durationUpTo('1h').default('5m').describe('openai: limit of one `run` tool call; at most 1h'),
     continueAsNewEvery: z
       .number()
       .int()
@@ -156,7 +175,7 @@ export const sessionInputSchema = z.strictObject({
   verify: z
     .strictObject({
       test: z.string().min(1).optional().describe("The repo's test command; its exit code decides"),
-      timeout: duration.default('10m'),
+      timeout: durationUpTo('6h').default('10m').describe('Of the test command; at most 6h'),
       junit: z
         .array(workspacePath)
         .optional()
@@ -203,25 +222,22 @@ export const sessionInputSchema = z.strictObject({
         .default([])
         .describe("Who may approve or reject: a subset of the server's approvers; empty: the server's list, or anyone"),
       forbidSelfApproval: z.boolean().default(false).describe('requestedBy may not approve'),
-      timeout: duration.default('24h'),
+      timeout: durationUpTo('30d').default('24h').describe('How long an approval may wait; at most 30d'),
     })
     .prefault({}),
   limits: z
     .strictObject({
-      cpus: z.number().positive().max(64).default(2),
-      memory: size
-        // zod runs this even when the format check failed: only judge well-formed sizes here.
-        .refine(
-          (m) => !(typeof m === 'number' || /^\d+[kmg]$/i.test(m)) || sizeBytes(m) >= 64 * 1024 ** 2,
-          'at least 64m (0 would mean unlimited to Docker)',
-        )
-        .default('2g'),
-      pids: z.number().int().min(16).max(65536).default(512),
-      tmp: size
-        .refine((m) => !(typeof m === 'number' || /^\d+[kmg]$/i.test(m)) || sizeBytes(m) >= 1024 ** 2, 'at least 1m')
+      cpus: z.number().positive().max(16).default(2).describe('CPUs of the sandbox; at most 16'),
+      memory: sizeBetween('64m', '64g', 'at least 64m (0 would mean unlimited to Docker)')
+        .default('2g')
+        .describe('Memory of the sandbox; 64m to 64g'),
+      pids: z.number().int().min(16).max(4096).default(512).describe('Processes of the sandbox; 16 to 4096'),
+      tmp: sizeBetween('1m', '16g')
         .default('512m')
-        .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory'),
-      wallTime: duration.default('2h').describe('Provisioning, agent and verification together'),
+        .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory; 1m to 16g'),
+      wallTime: durationUpTo('24h')
+        .default('2h')
+        .describe('Provisioning, agent and verification together; at most 24h'),
       network: z.literal('none').default('none'),
       setupEgress: z
         .boolean()

@@ -66,6 +66,29 @@ test('a memory limit below 64m (0 is unlimited to Docker) is refused', () => {
   }
 });
 
+const base = { repo: { url: 'file:///r' }, task: 't' };
+
+test.each([
+  [{ limits: { memory: '1000000g' } }, 'limits.memory: at most 64g'],
+  [{ limits: { memory: 100 * 1024 ** 3 } }, 'limits.memory: at most 64g'],
+  [{ limits: { cpus: 64 } }, 'limits.cpus: Too big: expected number to be <=16'],
+  [{ limits: { pids: 65536 } }, 'limits.pids: Too big: expected number to be <=4096'],
+  [{ limits: { tmp: '100g' } }, 'limits.tmp: at most 16g'],
+  [{ limits: { wallTime: '3650d' } }, 'limits.wallTime: at most 24h'],
+  [{ verify: { timeout: '7h' } }, 'verify.timeout: at most 6h'],
+  [{ approval: { timeout: '31d' } }, 'approval.timeout: at most 30d'],
+  [{ agent: { steps: [{ run: 'x', timeout: 7 * 3_600_000 }] } }, 'agent.steps.0.timeout: at most 6h'],
+  [{ agent: { budget: { maxWallTime: '2d' } } }, 'agent.budget.maxWallTime: at most 24h'],
+  [{ agent: { kind: 'openai', model: 'm', runTimeout: '2h' } }, 'agent.runTimeout: at most 1h'],
+])('server-side bound: %j is refused with %j', (part, problem) => {
+  expect(parseSessionInput({ ...base, ...part })).toEqual({ ok: false, problems: [problem] });
+});
+
+test('values at the bounds are accepted', () => {
+  const limits = { cpus: 16, memory: '64g', pids: 4096, tmp: '16g', wallTime: '24h' };
+  expect(parseSessionInput({ ...base, limits, approval: { timeout: '30d' } }).ok).toBe(true);
+});
+
 test('branch names follow git rules', () => {
   for (const branch of ['a..b', 'x.lock', 'feature/', '/x', '-x', 'a//b', 'a/.b']) {
     const parsed = parseSessionInput({ repo: { url: 'file:///r' }, task: 't', publish: { branch } });

@@ -1,4 +1,4 @@
-import { parseJUnit } from '../../activities/verify';
+import { boundMessages, MAX_BROWSER_MESSAGE_CHARS, MAX_BROWSER_MESSAGES, parseJUnit } from '../../activities/verify';
 import { describeVerification, summarizeVerification } from '../../workflows/rules/verification';
 
 test('JUnit: a bare testsuite root, nested suites, failures and errors and skips', () => {
@@ -60,4 +60,16 @@ test('verification passes only when every part passed, and says what failed', ()
   ).toBe(
     'failed: npm test (4 tests: 3 passed, 1 failed, 0 skipped); browser http://localhost:3000/: browser_crashed, 0/0 checks',
   );
+});
+
+test("the browser runner's console errors are bounded in count and length, and the cut is counted", () => {
+  const flood = Array.from({ length: 10_000 }, (_, i) => `error ${i} ${'x'.repeat(i === 0 ? 50_000 : 10)}`);
+  const kept = boundMessages(flood);
+  expect(kept).toHaveLength(MAX_BROWSER_MESSAGES + 1);
+  expect(kept[0]).toHaveLength(MAX_BROWSER_MESSAGE_CHARS + '… (49008 more characters)'.length);
+  expect(kept[0]).toMatch(/… \(49008 more characters\)$/);
+  expect(kept[1]).toBe(`error 1 ${'x'.repeat(10)}`);
+  expect(kept.at(-1)).toBe(`… and ${10_000 - MAX_BROWSER_MESSAGES} more`);
+  expect(boundMessages('not a list')).toEqual([]);
+  expect(boundMessages(['a', 2])).toEqual(['a', '2']);
 });

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { isSafeSessionId } from '../../lib/artifacts';
 import { listSessions, SessionExists, startSession } from '../../lib/sessions';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
@@ -56,8 +57,8 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   };
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `invalid session input: ${parsed.problems.join('; ')}`);
-  if (requestedId !== undefined && (typeof requestedId !== 'string' || !/^[A-Za-z0-9._-]{1,100}$/.test(requestedId))) {
-    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only');
+  if (requestedId !== undefined && (typeof requestedId !== 'string' || !isSafeSessionId(requestedId))) {
+    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
   }
   const sessionId = requestedId ?? `api-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   try {

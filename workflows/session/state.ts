@@ -19,6 +19,7 @@ import {
 } from '../api';
 import type { SessionInput } from '../input';
 import { budgetStop } from '../rules/budget';
+import { redactUrl } from '../rules/repo-url';
 
 /**
  * Where the agent phase is, carried over continue-as-new: the next run of the
@@ -78,7 +79,8 @@ export class SessionRun {
     const raw = (rawInput ?? {}) as Partial<SessionInput>;
     this.status = continued?.status ?? {
       sessionId: this.sessionId,
-      repo: typeof raw.repo?.url === 'string' ? raw.repo.url : '',
+      // Shown and searchable without any credentials the URL carries.
+      repo: typeof raw.repo?.url === 'string' ? redactUrl(raw.repo.url) : '',
       task: typeof raw.task === 'string' ? raw.task : '',
       phase: 'provisioning',
       startedAt: new Date(info.startTime).toISOString(),

@@ -1,0 +1,214 @@
+/**
+ * Runs agentSession against Temporal's time-skipping test server with stub
+ * activities: every branch of the workflow in seconds, without Docker. The
+ * stubs return what the real activities return (same names, same shapes) and
+ * log each call, so a test asserts the sequence of side effects as well as
+ * the final status.
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  Runtime,
+  Worker,
+  type WorkflowBundle,
+} from '@temporalio/worker';
+import type { Activities } from '../../activities';
+import { temporal } from '@temporalio/proto';
+import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type SessionStatus } from '../../workflows/api';
+import type { SessionInputDraft } from '../../workflows/input';
+import { recordHistory } from '../histories';
+
+export type Stubs = Partial<Activities>;
+export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
+
+const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+
+export const BASE_COMMIT = 'b'.repeat(40);
+export const COMMIT = 'c'.repeat(40);
+export const CHANGE = 'd'.repeat(64);
+
+/** The launcher of the Java test server, fetched from Maven once by infra/test-server.sh. */
+function testServerPath(): string {
+  const script = path.join(__dirname, '..', '..', 'infra', 'test-server.sh');
+  return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
+
+export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment; bundle: WorkflowBundle }> {
+  // The sessions' own warnings (a rejected session "ending early") are expected here.
+  Runtime.install({
+    logger: new DefaultLogger('ERROR'),
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
+  });
+  const [env, bundle] = await Promise.all([
+    TestWorkflowEnvironment.createTimeSkipping({
+      server: { executable: { type: 'existing-path', path: testServerPath() } },
+    }),
+    bundleWorkflowCode({
+      workflowsPath: require.resolve('../../workflows'),
+      logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+    }),
+  ]);
+  // The test server implements adding search attributes, not listing them.
+  await env.connection.operatorService.addSearchAttributes({
+    namespace: env.namespace ?? 'default',
+    searchAttributes: { [PHASE_ATTRIBUTE.name]: KEYWORD, [REPO_ATTRIBUTE.name]: KEYWORD },
+  });
+  return { env, bundle };
+}
+
+/** What each activity returns when a test does not say otherwise: a session that goes well. */
+function defaultStubs(hostQueue: string): Activities {
+  const stubs: Stubs = {
+    approvalPolicy: async () => ({ required: [], approvers: [], forbidSelfApproval: false }),
+    provisionSandbox: async ({ generation }) => ({
+      name: `sandbox-${generation ?? 0}`,
+      host: 'host-a',
+      hostQueue,
+      image: 'drydock-base:test',
+      baseCommit: BASE_COMMIT,
+      hostTimeoutMs: 120_000,
+      ...(generation ? { generation, restored: { step: 'step-1', bytes: 10 } } : {}),
+    }),
+    runStep: async ({ key }) => ({
+      exitCode: 0,
+      timedOut: false,
+      outputTail: `${key} ok`,
+      artifact: `steps/${key}.log`,
+    }),
+    readTestReport: async () => ({ files: ['junit.xml'], total: 3, passed: 3, failed: 0, skipped: 0, failures: [] }),
+    commitChanges: async () => ({ commit: COMMIT, changed: true, diffstat: ' hello.txt | 1 +', changeHash: CHANGE }),
+    pushBranch: async ({ commit }) => ({ commit, alreadyPushed: false }),
+    openPullRequest: async ({ repo }) => ({ number: 7, url: `https://github.com/${repo}/pull/7`, created: true }),
+    deploy: async () => ({ exitCode: 0, outputTail: 'deployed' }),
+    destroySandbox: async () => ({ removed: true }),
+    recordAudit: async () => {},
+    recordSessionMetrics: async () => {},
+    startModelAgent: async () => ({ messageCount: 2, instructions: false }),
+    modelCall: async ({ turn }) => modelAnswer(turn, []),
+    runTool: async ({ turn }) => ({
+      type: 'tool',
+      turn,
+      tool: 'run',
+      summary: 'run: npm test',
+      ok: true,
+      exitCode: 0,
+      durationMs: 5,
+      outputBytes: 10,
+      truncated: false,
+    }),
+    addAgentMessage: async () => {},
+  };
+  return stubs as Activities;
+}
+
+/** A model's answer at `turn`: the tool calls it asks for (by summary), or none: it is done. */
+export function modelAnswer(turn: number, tools: string[]): ModelAnswer {
+  return {
+    call: {
+      type: 'model',
+      turn,
+      model: 'gpt-test',
+      finishReason: tools.length ? 'tool_calls' : 'stop',
+      durationMs: 5,
+      reused: false,
+      promptTokens: 100,
+      completionTokens: 20,
+      totalTokens: 120,
+    },
+    toolCalls: tools.map((summary, i) => ({ id: `call-${turn}-${i}`, name: 'run', summary })),
+    content: tools.length ? '' : 'done',
+    transcript: 'agent/transcript.jsonl',
+  };
+}
+
+/** One line per activity call (retries included): its name and what tells the calls apart. */
+function callLabel(name: string, arg: Record<string, unknown> | undefined): string {
+  const detail = arg?.key ?? arg?.stepKey ?? arg?.turn ?? arg?.generation;
+  return detail === undefined ? name : `${name} ${String(detail)}`;
+}
+
+export interface SessionRun {
+  /** The workflow id, which is the session id. */
+  id: string;
+  /** The session's final status: the workflow's result, or the status a failed session carries. */
+  status: SessionStatus;
+  /** How the workflow ended when it did not return. */
+  error?: Error;
+  calls: string[];
+  /** Activities scheduled on another task queue than the worker's (a host's that no worker polls), as `type@queue`. */
+  elsewhere: string[];
+  /** The arguments of each call, by activity name. */
+  args: Record<string, unknown[]>;
+}
+
+/**
+ * Starts a session on a fresh task queue with the default stubs overridden
+ * by `stubs`, lets `drive` talk to it (approvals, cancellation), and waits
+ * for its end (skipping time while it waits).
+ */
+export async function runSession(
+  { env, bundle }: { env: TestWorkflowEnvironment; bundle: WorkflowBundle },
+  name: string,
+  input: SessionInputDraft,
+  stubs: Stubs = {},
+  drive: (handle: WorkflowHandle) => Promise<void> = async () => {},
+): Promise<SessionRun> {
+  const taskQueue = `wf-${name}-${Date.now().toString(36)}`;
+  const calls: string[] = [];
+  const args: Record<string, unknown[]> = {};
+  const activities = Object.fromEntries(
+    Object.entries({ ...defaultStubs(taskQueue), ...stubs }).map(([activity, fn]) => [
+      activity,
+      (arg: Record<string, unknown>) => {
+        calls.push(callLabel(activity, arg));
+        (args[activity] ??= []).push(arg);
+        return (fn as (a: unknown) => Promise<unknown>)(arg);
+      },
+    ]),
+  );
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities,
+  });
+  return worker.runUntil(async () => {
+    const handle = await env.client.workflow.start('agentSession', { taskQueue, workflowId: taskQueue, args: [input] });
+    await drive(handle);
+    const ended = await handle.result().then(
+      (final: SessionStatus) => ({ status: final }),
+      async (error: Error) => ({ error, status: await handle.query(status) }),
+    );
+    const history = await handle.fetchHistory();
+    await recordHistory(history, `wf-${name}`);
+    const elsewhere = history
+      .events!.map((e) => e.activityTaskScheduledEventAttributes)
+      .filter((a) => a && a.taskQueue?.name !== taskQueue)
+      .map((a) => `${a!.activityType?.name}@${a!.taskQueue?.name}`);
+    return { ...ended, id: taskQueue, calls, elsewhere, args };
+  });
+}
+
+/** Waits (in real time: no time is skipped meanwhile) until the session asks for approval of `action`. */
+export async function awaitApproval(handle: WorkflowHandle, action: string): Promise<SessionStatus> {
+  for (let i = 0; i < 500; i++) {
+    const now = await handle.query(status);
+    if (now.pendingApproval?.action === action) return now;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`the session never asked for approval of ${action}`);
+}
+
+/** The status without its clock readings, which depend on the run. */
+export function withoutTimes(value: unknown): unknown {
+  return JSON.parse(
+    JSON.stringify(value, (key, v) =>
+      ['startedAt', 'at', 'deadline'].includes(key) ? '<time>' : key === 'durationMs' ? '<ms>' : v,
+    ),
+  );
+}

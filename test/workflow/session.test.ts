@@ -1,0 +1,445 @@
+/**
+ * The behaviour of agentSession, pinned with stub activities on the
+ * time-skipping test server (see harness.ts): each case asserts the activity
+ * calls in order and the session's final status.
+ */
+import { CancelledFailure, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { WorkflowBundle } from '@temporalio/worker';
+import { approve, decide, reject } from '../../workflows/api';
+import type { SessionInputDraft } from '../../workflows/input';
+import {
+  awaitApproval,
+  BASE_COMMIT,
+  CHANGE,
+  COMMIT,
+  modelAnswer,
+  runSession,
+  startEnvironment,
+  withoutTimes,
+  type Stubs,
+} from './harness';
+
+let harness: { env: TestWorkflowEnvironment; bundle: WorkflowBundle };
+beforeAll(async () => {
+  harness = await startEnvironment();
+});
+afterAll(async () => {
+  await harness?.env.teardown();
+});
+
+const repo = { url: 'https://github.com/acme/app.git' };
+const scripted: SessionInputDraft = {
+  repo,
+  task: 'Add a greeting',
+  agent: { kind: 'script', steps: [{ run: 'echo hi > hello.txt' }] },
+  verify: { test: 'npm test' },
+};
+const pushGate: SessionInputDraft = { ...scripted, approval: { required: ['push'], approvers: ['alice'] } };
+const openai = (agent: Record<string, unknown>): SessionInputDraft => ({
+  repo,
+  task: 'Make the tests pass',
+  agent: { kind: 'openai', model: 'gpt-test', ...agent },
+});
+
+/** The calls of a scripted session up to its push gate. */
+const UNTIL_GATE = [
+  'approvalPolicy',
+  'provisionSandbox',
+  'runStep step-1',
+  'commitChanges',
+  'runStep verify',
+  'readTestReport verify',
+  'recordAudit verification-1',
+];
+const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
+
+const sandboxGone = () => ApplicationFailure.nonRetryable('no such container', 'SandboxNotFound');
+/** A step that runs until the session cancels it, heartbeating as the real ones do. */
+async function runUntilCancelled(): Promise<never> {
+  for (;;) {
+    Context.current().heartbeat();
+    await Context.current().sleep(100);
+  }
+}
+
+test('happy path: script agent, tests pass, push and pull request approved → completed', async () => {
+  const input: SessionInputDraft = {
+    ...scripted,
+    publish: { pullRequest: true },
+    approval: { required: ['push', 'pull_request'], approvers: ['alice'] },
+  };
+  const run = await runSession(harness, 'happy', input, {}, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
+    await awaitApproval(handle, 'pull_request');
+    await handle.signal(approve, { action: 'pull_request', by: 'alice', change: CHANGE.slice(0, 12) });
+  });
+  const branch = `drydock/${run.id}`;
+  expect(run.calls).toEqual([
+    ...UNTIL_GATE,
+    'recordAudit approval/push',
+    'pushBranch',
+    'recordAudit approval/pull_request',
+    'openPullRequest',
+    ...TEARDOWN,
+  ]);
+  const step = (phase: string, name: string, more: object = {}) => ({
+    name,
+    phase,
+    startedAt: '<time>',
+    durationMs: '<ms>',
+    ok: true,
+    ...more,
+  });
+  const decision = (action: string) => ({ decision: 'approve', action, by: 'alice', change: CHANGE, at: '<time>' });
+  expect(withoutTimes(run.status)).toEqual({
+    sessionId: run.id,
+    repo: repo.url,
+    task: 'Add a greeting',
+    phase: 'completed',
+    startedAt: '<time>',
+    timeline: [
+      step('provisioning', 'provision', { detail: `sandbox-0 on host-a at ${BASE_COMMIT.slice(0, 12)}` }),
+      step('agent', 'step 1: echo hi > hello.txt', {
+        exitCode: 0,
+        outputTail: 'step-1 ok',
+        artifact: 'steps/step-1.log',
+      }),
+      step('agent', 'commit', { detail: `${COMMIT.slice(0, 12)} on ${branch}` }),
+      step('verifying', 'verify: npm test', { exitCode: 0, outputTail: 'verify ok', artifact: 'steps/verify.log' }),
+      step('awaiting_approval', 'approval: push', { detail: 'approved by alice' }),
+      step('publishing', `push ${branch}`),
+      step('awaiting_approval', 'approval: pull_request', { detail: 'approved by alice' }),
+      step('publishing', 'pull request', { detail: 'opened https://github.com/acme/app/pull/7' }),
+      step('tearing_down', 'teardown'),
+    ],
+    decisions: [decision('push'), decision('pull_request')],
+    refusedDecisions: [],
+    policy: { required: ['push', 'pull_request'], approvers: ['alice'], forbidSelfApproval: false },
+    branch,
+    sandbox: { name: 'sandbox-0', host: 'host-a', image: 'drydock-base:test', baseCommit: BASE_COMMIT },
+    agent: { steps: 1, commit: COMMIT, changed: true, diffstat: ' hello.txt | 1 +', changeHash: CHANGE },
+    verification: {
+      command: 'npm test',
+      exitCode: 0,
+      timedOut: false,
+      outputTail: 'verify ok',
+      artifact: 'steps/verify.log',
+      report: { files: ['junit.xml'], total: 3, passed: 3, failed: 0, skipped: 0, failures: [] },
+      passed: true,
+      summary: '',
+    },
+    verificationRounds: 1,
+    pushed: { commit: COMMIT, alreadyPushed: false },
+    pullRequest: { number: 7, url: 'https://github.com/acme/app/pull/7', created: true },
+  });
+  expect(run.args.pushBranch).toEqual([
+    { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },
+  ]);
+});
+
+test('reject: nothing is pushed, the session ends rejected and tears down', async () => {
+  const run = await runSession(harness, 'reject', pushGate, {}, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await handle.signal(reject, { action: 'push', by: 'alice', comment: 'not like this' });
+  });
+  expect(run.calls).toEqual([...UNTIL_GATE, 'recordAudit approval/push', ...TEARDOWN]);
+  expect(run.status).toMatchObject({
+    phase: 'rejected',
+    error: 'push rejected by alice: not like this',
+    failureCause: 'rejected',
+    decisions: [{ decision: 'reject', action: 'push', by: 'alice', comment: 'not like this', change: CHANGE }],
+  });
+  expect(run.status.pushed).toBeUndefined();
+  expect(run.status.pendingApproval).toBeUndefined();
+});
+
+test('approval timeout: no decision within 24h → timed_out, torn down', async () => {
+  const run = await runSession(harness, 'approval-timeout', pushGate);
+  expect(run.calls).toEqual([...UNTIL_GATE, ...TEARDOWN]);
+  expect(run.status).toMatchObject({
+    phase: 'timed_out',
+    error: 'no approval for push within 24h',
+    failureCause: 'approval_timeout',
+  });
+  const gate = run.status.timeline.find((r) => r.name === 'approval: push')!;
+  expect(gate).toMatchObject({ ok: false, detail: 'no decision within 24h' });
+  expect(gate.durationMs).toBeGreaterThanOrEqual(24 * 3600_000);
+});
+
+test('stale approval: a decision on another change is refused, the approval of this one publishes', async () => {
+  const old = 'e'.repeat(12);
+  const run = await runSession(harness, 'stale-approval', pushGate, {}, async (handle) => {
+    await awaitApproval(handle, 'push');
+    // The update is refused by its validator; the signal is recorded as refused.
+    const refused = handle.executeUpdate(decide, {
+      args: [{ decision: 'approve', action: 'push', by: 'alice', change: old }],
+    });
+    await expect(refused).rejects.toThrow(WorkflowUpdateFailedError);
+    await handle.signal(approve, { action: 'push', by: 'alice', change: old });
+    await handle.executeUpdate(decide, {
+      args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],
+    });
+  });
+  expect(run.calls).toEqual([...UNTIL_GATE, 'recordAudit approval/push', 'pushBranch', ...TEARDOWN]);
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    refusedDecisions: [
+      {
+        input: { action: 'push', by: 'alice', change: old, decision: 'approve' },
+        reason: `stale: change ${old} is not the pending change ${CHANGE.slice(0, 12)}`,
+      },
+    ],
+    decisions: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],
+    pushed: { commit: COMMIT },
+  });
+});
+
+test('sandbox lost once: replaced from the checkpoint, the step runs again, completed', async () => {
+  let lost = false;
+  const stubs: Stubs = {
+    runStep: async ({ key }) => {
+      if (!lost) {
+        lost = true;
+        throw sandboxGone();
+      }
+      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
+    },
+  };
+  const run = await runSession(harness, 'sandbox-lost-once', scripted, stubs);
+  expect(run.calls).toEqual([
+    'approvalPolicy',
+    'provisionSandbox',
+    'runStep step-1',
+    'destroySandbox', // the lost one, by the host that still answers
+    'provisionSandbox 1',
+    'runStep step-1',
+    'commitChanges',
+    'runStep verify',
+    'readTestReport verify',
+    'recordAudit verification-1',
+    'pushBranch',
+    'destroySandbox 1',
+    'recordSessionMetrics',
+  ]);
+  expect(run.args.destroySandbox[0]).toEqual({ sessionId: run.id, replaced: true });
+  expect(run.args.provisionSandbox[1]).toMatchObject({ generation: 1, repo: { url: repo.url, ref: BASE_COMMIT } });
+  expect(run.status).toMatchObject({ phase: 'completed', restarts: 1, sandbox: { name: 'sandbox-1' } });
+  expect(run.status.timeline.map((r) => [r.name, r.ok])).toEqual([
+    ['provision', true],
+    ['step 1: echo hi > hello.txt', true],
+    ['re-provision: sandbox sandbox-0 is gone', true],
+    ['commit', true],
+    ['verify: npm test', true],
+    ['approval: push', true],
+    [`push drydock/${run.id}`, true],
+    ['teardown', true],
+  ]);
+  expect(run.status.timeline[2].detail).toBe('sandbox-1 on host-a, from the checkpoint after step-1');
+});
+
+test('sandbox lost too often: after 3 replacements the session fails with sandbox_lost', async () => {
+  const run = await runSession(harness, 'sandbox-lost-often', scripted, {
+    runStep: async () => {
+      throw sandboxGone();
+    },
+  });
+  const replace = (n: number) => [
+    'destroySandbox' + (n > 1 ? ` ${n - 1}` : ''),
+    `provisionSandbox ${n}`,
+    'runStep step-1',
+  ];
+  expect(run.calls).toEqual([
+    'approvalPolicy',
+    'provisionSandbox',
+    'runStep step-1',
+    ...replace(1),
+    ...replace(2),
+    ...replace(3),
+    'destroySandbox 3',
+    'recordSessionMetrics',
+  ]);
+  expect(run.error).toBeInstanceOf(WorkflowFailedError);
+  expect(run.status).toMatchObject({
+    phase: 'failed',
+    restarts: 3,
+    failureCause: 'sandbox_lost',
+    error: 'sandbox sandbox-3 is gone, and the sandbox was already replaced 3 times',
+  });
+});
+
+test('host lost: nobody picks up the host queue within its timeout → re-provisioned elsewhere, completed', async () => {
+  const run = await runSession(harness, 'host-lost', scripted, {
+    provisionSandbox: async ({ generation }) => ({
+      name: `sandbox-${generation ?? 0}`,
+      image: 'drydock-base:test',
+      baseCommit: BASE_COMMIT,
+      // The first host's queue has no worker: it is gone.
+      ...(generation
+        ? { host: 'host-b', hostQueue: Context.current().info.taskQueue, generation }
+        : { host: 'host-a', hostQueue: 'drydock@host-a' }),
+      hostTimeoutMs: 2000,
+    }),
+  });
+  expect(run.calls).toEqual([
+    'approvalPolicy',
+    'provisionSandbox',
+    // No destroySandbox on the lost host: its reaper removes what is left.
+    'provisionSandbox 1',
+    'runStep step-1',
+    'commitChanges',
+    'runStep verify',
+    'readTestReport verify',
+    'recordAudit verification-1',
+    'pushBranch',
+    'destroySandbox 1',
+    'recordSessionMetrics',
+  ]);
+  expect(run.elsewhere).toEqual(['runStep@drydock@host-a']);
+  expect(run.status).toMatchObject({ phase: 'completed', restarts: 1, sandbox: { name: 'sandbox-1', host: 'host-b' } });
+  expect(run.status.timeline[2]).toMatchObject({
+    name: 're-provision: host host-a did not pick up runStep within 2s',
+    ok: true,
+    detail: 'sandbox-1 on host-b, no checkpoint yet',
+  });
+});
+
+test('wall-time limit: the running step is cancelled, the session timed_out, torn down', async () => {
+  const input: SessionInputDraft = { ...scripted, limits: { wallTime: '3s' } };
+  const run = await runSession(harness, 'wall-time', input, { runStep: runUntilCancelled });
+  expect(run.calls).toEqual(['approvalPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
+  expect(run.status).toMatchObject({
+    phase: 'timed_out',
+    error: 'wall-time limit of 3s reached',
+    failureCause: 'wall_time',
+  });
+  expect(run.status.timeline.map((r) => [r.name, r.ok])).toEqual([
+    ['provision', true],
+    ['step 1: echo hi > hello.txt', false],
+    ['teardown', true],
+  ]);
+});
+
+test("budget with onExceeded 'fail': the session fails when the agent runs out of turns", async () => {
+  const input = openai({ budget: { maxTurns: 1, onExceeded: 'fail' } });
+  const run = await runSession(harness, 'budget-fail', input, {
+    modelCall: async ({ turn }) => modelAnswer(turn, ['run: npm test']),
+  });
+  expect(run.calls).toEqual([
+    'approvalPolicy',
+    'provisionSandbox',
+    'startModelAgent',
+    'modelCall 1',
+    'runTool 1',
+    ...TEARDOWN,
+  ]);
+  expect(run.error).toBeInstanceOf(WorkflowFailedError);
+  expect(run.status).toMatchObject({
+    phase: 'failed',
+    failureCause: 'budget_max_turns',
+    error: 'agent stopped: budget: 1 turns used',
+    agent: { kind: 'openai', turn: 1, stopReason: 'max_turns', steps: 1 },
+  });
+  expect(run.status.timeline.at(-2)).toMatchObject({ name: 'agent stopped', detail: 'budget: 1 turns used' });
+});
+
+test('feedback round: the first verification fails, the model agent hears why and the second passes', async () => {
+  const input: SessionInputDraft = { ...openai({}), verify: { test: 'npm test' } };
+  const run = await runSession(harness, 'feedback-round', input, {
+    modelCall: async ({ turn }) => modelAnswer(turn, turn === 1 ? ['run: npm test'] : []),
+    runStep: async ({ key }) => ({ exitCode: key === 'verify' ? 1 : 0, timedOut: false, outputTail: `${key} done` }),
+    readTestReport: async ({ stepKey }) =>
+      stepKey === 'verify'
+        ? {
+            files: ['junit.xml'],
+            total: 2,
+            passed: 1,
+            failed: 1,
+            skipped: 0,
+            failures: [{ name: 'greets', message: 'expected hi' }],
+          }
+        : { files: ['junit.xml'], total: 2, passed: 2, failed: 0, skipped: 0, failures: [] },
+  });
+  expect(run.calls).toEqual([
+    'approvalPolicy',
+    'provisionSandbox',
+    'startModelAgent',
+    'modelCall 1',
+    'runTool 1',
+    'modelCall 2',
+    'commitChanges',
+    'runStep verify',
+    'readTestReport verify',
+    'recordAudit verification-1',
+    'addAgentMessage',
+    'modelCall 3',
+    'commitChanges',
+    'runStep verify-2',
+    'readTestReport verify-2',
+    'recordAudit verification-2',
+    'pushBranch',
+    ...TEARDOWN,
+  ]);
+  // The feedback is the next message of the conversation, and the model's next call sees it.
+  expect(run.args.addAgentMessage).toEqual([
+    { sessionId: run.id, index: 5, content: expect.stringContaining('greets') },
+  ]);
+  expect(run.args.modelCall.map((a) => (a as { messageCount: number }).messageCount)).toEqual([2, 4, 6]);
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    verificationRounds: 2,
+    verification: { passed: true, command: 'npm test', exitCode: 0 },
+    agent: { kind: 'openai', round: 2, turn: 3, stopReason: 'done', usage: { totalTokens: 360 } },
+  });
+  expect(run.status.timeline.map((r) => r.name)).toContain('feedback: round 2');
+});
+
+test('continue-as-new carries the agent loop: turns, messages and the sandbox go on in the next run', async () => {
+  const input = openai({ continueAsNewEvery: 2 });
+  const run = await runSession(harness, 'continue-as-new', input, {
+    modelCall: async ({ turn }) => modelAnswer(turn, turn < 5 ? [`run: step ${turn}`] : []),
+  });
+  const turn = (n: number) => [`modelCall ${n}`, `runTool ${n}`];
+  expect(run.calls).toEqual([
+    'approvalPolicy',
+    'provisionSandbox',
+    'startModelAgent',
+    ...turn(1),
+    ...turn(2),
+    ...turn(3),
+    ...turn(4),
+    'modelCall 5',
+    'commitChanges',
+    'pushBranch',
+    ...TEARDOWN,
+  ]);
+  expect(run.args.modelCall.map((a) => (a as { messageCount: number }).messageCount)).toEqual([2, 4, 6, 8, 10]);
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    sandbox: { name: 'sandbox-0' },
+    agent: { runs: 3, turn: 5, steps: 4, stopReason: 'done', usage: { totalTokens: 600 } },
+  });
+  expect(run.status.timeline.filter((r) => r.name.startsWith('turn ')).map((r) => r.name)).toEqual([
+    'turn 1',
+    'turn 2',
+    'turn 3',
+    'turn 4',
+    'turn 5',
+  ]);
+});
+
+test('cancellation while awaiting approval still tears the sandbox down', async () => {
+  const run = await runSession(harness, 'cancel', pushGate, {}, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await handle.cancel();
+  });
+  expect(run.error).toBeInstanceOf(WorkflowFailedError);
+  expect(run.error!.cause).toBeInstanceOf(CancelledFailure);
+  expect(run.calls).toEqual([...UNTIL_GATE, ...TEARDOWN]);
+  expect(run.status).toMatchObject({ phase: 'cancelled', failureCause: 'cancelled', error: 'cancelled' });
+  expect(run.status.pendingApproval).toBeUndefined();
+  expect(run.status.timeline.at(-1)).toMatchObject({ name: 'teardown', ok: true });
+});
