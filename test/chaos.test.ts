@@ -31,6 +31,7 @@ import {
   type Outcome,
   type SessionStatus,
 } from '../workflows/api';
+import { getStatus } from '../lib/sessions';
 import { ownProcess } from './leftovers';
 import { containersOf, docker, freePort, git, makeFixtureRepo, newSessionId, testConfig } from './helpers';
 
@@ -190,6 +191,24 @@ async function startRetrying(
   }
 }
 
+/**
+ * `drydock status` of a running session 3 s into a worker outage: noted with
+ * how long it took; undefined when it did not say that no worker answers.
+ */
+async function statusWithoutWorker(client: Client, sessionIds: Set<string>): Promise<number | undefined> {
+  await sleep(3_000);
+  for (const id of sessionIds) {
+    const described = await client.workflow.getHandle(id).describe();
+    if (described.status.name !== 'RUNNING') continue;
+    const asked = Date.now();
+    const answer = await getStatus(client, id);
+    const ms = Date.now() - asked;
+    note(`status of ${id} with no worker: ${ms} ms (${answer.unanswered?.message ?? 'answered by a worker'})`);
+    return answer.unanswered ? ms : undefined;
+  }
+  return 0; // no session running at that moment
+}
+
 function pushesOf(bare: string, branch: string): number {
   try {
     return git(['reflog', 'show', '--format=%H', `refs/heads/${branch}`], bare)
@@ -272,6 +291,7 @@ test(
     const runs: Promise<{ id: string; bare: string; rejecting: boolean; final: SessionStatus | string }>[] = [];
     const deadline = Date.now() + SPREAD_MS + 6 * 60_000;
     let ended = 0;
+    const statusChecks: Promise<number | undefined>[] = [];
     try {
       // The sessions, started at random moments over SPREAD_MS; about one in four is rejected.
       const starting = (async () => {
@@ -322,10 +342,19 @@ test(
         if (sandboxKillsAt.length && elapsed > sandboxKillsAt[0] && (await killRandomSandbox(ids))) {
           sandboxKillsAt.shift();
         }
-        supervisor.kill(random() < 0.15 ? between(20_000, 30_000) : between(200, 3_000));
+        const longOutage = random() < 0.15;
+        supervisor.kill(longOutage ? between(20_000, 30_000) : between(200, 3_000));
+        if (longOutage) {
+          // Handled at once (it is awaited only at the end): a failure counts as a check that failed.
+          statusChecks.push(
+            statusWithoutWorker(client, ids).catch((err: unknown) => void note(`status failed: ${String(err)}`)),
+          );
+        }
       }
       await starting;
       const results = await Promise.all(runs);
+      // Status answered from the memo (`unanswered` set) while no worker ran, each time.
+      expect((await Promise.all(statusChecks)).filter((ms) => ms === undefined)).toEqual([]);
       atStepStart.stop();
       note('all sessions ended');
       process.stderr.write(`chaos seed ${SEED}:\n  ${events.join('\n  ')}\n`);
