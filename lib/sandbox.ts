@@ -298,7 +298,12 @@ export class DockerSandboxes {
 
   /** Extracts a tar stream into a folder of the sandbox (ownership from the tar headers). */
   async copyIn(name: string, tar: Readable, dest: string): Promise<void> {
-    await this.docker.getContainer(name).putArchive(tar, { path: dest });
+    try {
+      await this.docker.getContainer(name).putArchive(tar, { path: dest });
+    } catch (err) {
+      if (isStatus(err, 404) || !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
+      throw err;
+    }
   }
 
   /** Removes the sandbox; returns false when it was already gone. */

@@ -11,7 +11,9 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
+import { spawn } from 'node:child_process';
 import { createActivities } from '../activities';
+import { sandboxName } from '../activities/container';
 import type { Sandbox } from '../activities/types';
 import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
@@ -44,6 +46,42 @@ async function failureOf(run: Promise<unknown>): Promise<string> {
     if (err instanceof ApplicationFailure) return `${err.type}${err.nonRetryable ? ' (non-retryable)' : ''}`;
     return `${(err as Error).name}: ${(err as Error).message}`;
   }
+}
+
+/**
+ * Provisions a sandbox that is killed as provisioning runs its first command
+ * in it (seen in `docker events`), then provisions again, as Temporal's retry would.
+ */
+async function killedWhileProvisioned(
+  env: MockActivityEnvironment,
+  activities: ReturnType<typeof createActivities>,
+  sandboxes: DockerSandboxes,
+  sessionId: string,
+  repoUrl: string,
+): Promise<{ provisioning: string; leftAfterFailure: number; retry: string }> {
+  const name = sandboxName(sessionId);
+  const watch = spawn('docker', ['events', '--filter', 'event=exec_start', '--filter', `container=${name}`]);
+  watch.stdout.once(
+    'data',
+    () =>
+      void sandboxes.docker
+        .getContainer(name)
+        .kill()
+        .catch(() => undefined),
+  );
+  await new Promise((r) => setTimeout(r, 500)); // docker events is listening
+  const input = {
+    sessionId,
+    repo: { url: repoUrl },
+    limits: { cpus: 1, memoryBytes: 256 * 1024 ** 2, pids: 128, tmpBytes: 64 * 1024 ** 2 },
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  };
+  const provisioning = await failureOf(env.run(activities.provisionSandbox, input));
+  watch.kill();
+  const leftAfterFailure = (await sandboxes.list()).filter((c) => c.Names[0] === `/${name}`).length;
+  const retry = await failureOf(env.run(activities.provisionSandbox, input));
+  await env.run(activities.destroySandbox, { sessionId });
+  return { provisioning, leftAfterFailure, retry };
 }
 
 async function main(repoUrl: string, sessionId: string): Promise<void> {
@@ -92,8 +130,9 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     testReport: await failureOf(env.run(activities.readTestReport, { sandbox, sessionId, stepKey: 'verify' })),
   };
   await env.run(activities.destroySandbox, { sessionId });
+  const provisioning = await killedWhileProvisioned(env, activities, sandboxes, `${sessionId}-p`, repoUrl);
   await db.close();
-  process.stdout.write(`${JSON.stringify(failures)}\n`);
+  process.stdout.write(`${JSON.stringify({ ...failures, ...provisioning })}\n`);
 }
 
 main(process.argv[2], process.argv[3]).catch((err: unknown) => {

@@ -34,6 +34,11 @@ test('steps and verification on a killed sandbox fail with SandboxNotFound, and 
     command: 'SandboxNotFound (non-retryable)',
     write: 'SandboxNotFound (non-retryable)',
     testReport: 'SandboxNotFound (non-retryable)',
+    // Killed while being provisioned: removed, and provisioned again by the retry.
+    provisioning: 'SandboxLostInProvisioning',
+    leftAfterFailure: 0,
+    retry: 'succeeded',
   });
   expect(await containersOf(sessionId)).toEqual([]);
+  expect(await containersOf(`${sessionId}-p`)).toEqual([]);
 });

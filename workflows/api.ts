@@ -296,6 +296,8 @@ export const ErrorType = {
   InvalidSessionInput: 'InvalidSessionInput',
   SessionFailed: 'SessionFailed',
   SandboxNotFound: 'SandboxNotFound',
+  /** Killed while being provisioned: removed, and provisioned again by the retry (transient). */
+  SandboxLostInProvisioning: 'SandboxLostInProvisioning',
   RepoUnavailable: 'RepoUnavailable',
   PushRejected: 'PushRejected',
   StaleApproval: 'StaleApproval',
