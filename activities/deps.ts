@@ -7,6 +7,7 @@ import type { GitHubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
 import type { DockerSandboxes } from '../lib/sandbox';
+import type { RepoLookupService } from '../lib/repos';
 import type { SnapshotRegistry } from '../lib/snapshots';
 
 /** What activities need from the process; tests hand in real or local ones. */
@@ -25,6 +26,12 @@ export interface ActivityDeps {
   readonlyRoot?: boolean;
   /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
   egressRoot: string;
+  /** The repo registry: only its repos are cloned, under their operator's limits. */
+  repos: RepoLookupService;
+  /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */
+  devMode: boolean;
+  /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, lib/ca.ts). */
+  extraCaCerts?: string;
   /** Secrets a session may grant to a step by name; never passed otherwise. */
   secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */
@@ -40,6 +47,8 @@ export interface ActivityDeps {
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Link to a session in the Temporal Web UI, for pull request bodies. */
   sessionLink: (sessionId: string) => string;
+  /** Link to a session in the review console, for GitHub (default: sessionLink). */
+  reviewLink?: (sessionId: string) => string;
   /** Postgres: the audit trail, snapshot registry and metrics live there. */
   db: Database;
   audit: AuditTrail;

@@ -2,10 +2,12 @@ import { createAgentActivities } from './agent';
 import { createAuditActivities } from './audit';
 import { createCommitActivities } from './commit';
 import type { ActivityDeps } from './deps';
+import { createGitHubActivities } from './github';
 import { heartbeating } from './heartbeat';
 import { createProvisionActivities } from './provision';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
+import { createRepoPolicyActivities } from './repo-policy';
 import { createSnapshotActivities } from './snapshot';
 import { createStepActivities } from './steps';
 import { createVerifyActivities } from './verify';
@@ -20,6 +22,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createAgentActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
+    ...createGitHubActivities(deps),
+    ...createRepoPolicyActivities(deps),
     ...createReaperActivities(deps),
     ...createAuditActivities(deps),
     ...createSnapshotActivities(deps),

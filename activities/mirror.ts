@@ -1,12 +1,35 @@
 /** The worker's bare mirror of a repo (sandboxes have no network) and copying the repo from it into a sandbox. */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
+import { redactUrl } from '../workflows/rules/repo-url';
 import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
 import type { ActivityDeps } from './deps';
 
-/** Fetches the repo into the worker's mirror; a refused credential is permanent, the rest retry. */
-export async function syncMirror(deps: Pick<ActivityDeps, 'mirrorsDir' | 'github'>, url: string): Promise<string> {
+/**
+ * Refuses a URL that is not in the registry, unless the worker runs in
+ * development mode: a session started from the CLI or the Temporal UI must
+ * not make the worker clone whatever it can reach (paths on its disk included).
+ */
+export async function requireRegistered(deps: Pick<ActivityDeps, 'repos' | 'devMode'>, url: string): Promise<void> {
+  if (deps.devMode || (await deps.repos.byUrl(url)).ok) return;
+  throw ApplicationFailure.nonRetryable(notRegistered(url), ErrorType.RepoNotRegistered);
+}
+
+export function notRegistered(url: string): string {
+  const shown = redactUrl(url);
+  return (
+    `repo.url ${shown} is not a registered repository: register it with 'drydock repo add ${shown}' ` +
+    '(or run the worker in development mode, DRYDOCK_DEV_MODE=1, as drydock up does)'
+  );
+}
+
+/** Fetches a registered repo into the worker's mirror; a refused credential is permanent, the rest retry. */
+export async function syncMirror(
+  deps: Pick<ActivityDeps, 'mirrorsDir' | 'github' | 'repos' | 'devMode'>,
+  url: string,
+): Promise<string> {
+  await requireRegistered(deps, url);
   try {
     return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps.github, url));
   } catch (err) {

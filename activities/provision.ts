@@ -4,6 +4,7 @@
  * a replacement re-applies the session's last checkpoint. And its removal.
  */
 import { mkdir, rm } from 'node:fs/promises';
+import { caEnv, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
 import { CATCH_UP_REF, catchUpBundle, commitsBetween } from '../lib/git';
 import { ApplicationFailure } from '@temporalio/common';
@@ -22,6 +23,7 @@ import { recordEvent } from './audit';
 import { sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import { repoFileSetup } from './repo-policy';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from './types';
 
 export function createProvisionActivities(deps: ActivityDeps) {
@@ -133,20 +135,22 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
 
 /** The sandbox's container, labelled with its session, repo, host and expiry; an existing one is reused. */
 async function createContainer(
-  { sandboxes, egressRoot, runtime, readonlyRoot, hostId }: ActivityDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId }: ActivityDeps,
   input: ProvisionInput,
   name: string,
   image: string,
   snapshot: SnapshotBuildRow | undefined,
 ): Promise<boolean> {
   // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
-  await mkdir(egressDirOf(egressRoot, name), { recursive: true, mode: 0o755 });
+  const egressDir = egressDirOf(egressRoot, name);
+  await mkdir(egressDir, { recursive: true, mode: 0o755 });
   const { created } = await sandboxes.create({
     name,
     image,
     runtime,
     readonlyRoot,
-    egressDir: egressDirOf(egressRoot, name),
+    egressDir,
+    env: extraCaCerts ? caEnv() : undefined,
     labels: {
       [LABELS.session]: input.sessionId,
       [LABELS.repo]: input.repo.url,
@@ -156,6 +160,7 @@ async function createContainer(
     },
     ...input.limits,
   });
+  if (extraCaCerts) await installCaBundle(sandboxes, name, egressDir, extraCaCerts);
   return created;
 }
 
@@ -247,7 +252,7 @@ async function setupPlan(
   const reg = await deps.snapshots.repo(repo);
   if (!reg) return undefined;
   const inputs = await setupInputs(mirror, commit);
-  const command = setupCommandOf(reg, inputs);
+  const command = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit));
   if (!command) return undefined;
   const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
   if (!snapshot) {

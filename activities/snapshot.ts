@@ -1,10 +1,13 @@
 import { mkdir } from 'node:fs/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
+import { REPO_CONFIG_FILE } from '../workflows/repo-config';
 import { sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
+import { caEnv, certificateProblem, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
 import { LABELS } from '../lib/sandbox';
 import { redactUrl } from '../workflows/rules/repo-url';
@@ -99,10 +102,10 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const mirror = await syncMirror(deps, input.repo);
       const commit = await resolveRef(mirror, reg.ref);
       const inputs = await setupInputs(mirror, commit);
-      const setup = setupCommandOf(reg, inputs);
+      const setup = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit));
       const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
       if (!setup) {
-        const error = `no setup: register one with --setup, or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
+        const error = `no setup: register one with --setup, or give setup in ${REPO_CONFIG_FILE} or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
         await recordBuild(audit, await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
         throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
       }
@@ -146,9 +149,11 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const done = await snapshots.build(plan.buildId);
       if (done && done.status !== 'building') return resultOf(done, []); // a retry after the row was written
       if (setup.exitCode !== 0) {
-        const why = setup.timedOut
+        const exited = setup.timedOut
           ? `setup timed out after ${Math.round(plan.setupTimeoutMs / 1000)}s`
           : `setup exited with ${setup.exitCode}`;
+        const certificate = certificateProblem(setup.outputTail);
+        const why = certificate ? `${exited}: ${certificate}` : exited;
         const row = await snapshots.finishBuild(plan.buildId, {
           status: 'failed',
           commit: plan.commit,
@@ -186,16 +191,18 @@ export function createSnapshotActivities(deps: ActivityDeps) {
 
 /** The build container: from the base image, no network, labelled so the reaper finds it after its expiry. */
 async function createBuildContainer(
-  { sandboxes, hostId, baseImage, runtime, readonlyRoot, egressRoot }: ActivityDeps,
+  { sandboxes, hostId, baseImage, runtime, readonlyRoot, egressRoot, extraCaCerts }: ActivityDeps,
   build: { buildId: string; repo: string; sandbox: string; setupTimeoutMs: number },
 ): Promise<void> {
-  await mkdir(egressDirOf(egressRoot, build.sandbox), { recursive: true, mode: 0o755 });
+  const egressDir = egressDirOf(egressRoot, build.sandbox);
+  await mkdir(egressDir, { recursive: true, mode: 0o755 });
   await sandboxes.create({
     name: build.sandbox,
     image: baseImage,
     runtime,
     readonlyRoot,
-    egressDir: egressDirOf(egressRoot, build.sandbox),
+    egressDir,
+    env: extraCaCerts ? caEnv() : undefined,
     labels: {
       [LABELS.session]: build.buildId,
       [LABELS.repo]: build.repo,
@@ -204,6 +211,7 @@ async function createBuildContainer(
     },
     ...BUILD_LIMITS,
   });
+  if (extraCaCerts) await installCaBundle(sandboxes, build.sandbox, egressDir, extraCaCerts);
 }
 
 /** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */

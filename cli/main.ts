@@ -17,10 +17,9 @@ import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from '../lib/demo';
-import { createRepoLookup } from '../lib/repos';
 import { startSession } from '../lib/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
-import { addRepo, buildSnapshot, listRepos, listSnapshots } from './snapshots';
+import { addRepo, buildSnapshot, listRepos, listSnapshots, resolveRepo } from './snapshots';
 import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } from '../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
@@ -128,7 +127,7 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 program
   .command('run')
   .description('Start a session, follow its phases live, and say how to approve it')
-  .option('--repo <url>', 'repository URL (any URL git can clone from the worker, file:// included)')
+  .option('--repo <repo>', 'a registered repo: owner/name or its URL (any URL in development mode, file:// included)')
   .option('--ref <ref>', "branch, tag or commit (default: the remote's default branch)")
   .option('--task <text>', 'what the agent should do')
   .option('--step <command>', 'a scripted agent step (shell); repeatable', collect)
@@ -150,6 +149,7 @@ program
   .option('--detach', 'print the session id and return at once')
   .option('--json', 'print the final status as JSON')
   .action(async (opts) => {
+    if (opts.repo) opts.repo = await resolveRepo(config, opts.repo);
     const input = await buildInput(opts);
     const client = await connectClient(config);
     const sessionId = opts.id ?? newSessionId();
@@ -222,16 +222,11 @@ program
   .command('list')
   .description('List sessions, newest first')
   .addOption(new Option('--phase <phase>', 'only sessions in this phase').choices([...RUNNING_PHASES, ...OUTCOMES]))
-  .option('--repo <repo>', 'only sessions of this repo (owner/name from DRYDOCK_REPOS, or its URL)')
+  .option('--repo <repo>', 'only sessions of this repo (its registered owner/name, or its URL)')
   .option('--limit <n>', 'at most this many', '20')
   .option('--json', 'machine-readable output')
   .action(async (opts) => {
-    let repo: string | undefined = opts.repo;
-    if (repo && !repo.includes('://') && !repo.startsWith('/')) {
-      const found = createRepoLookup(config).byName(repo);
-      if (!found.ok) throw new UsageError(found.reason);
-      repo = found.repo.url;
-    }
+    const repo = opts.repo && (await resolveRepo(config, opts.repo));
     await list(await connectClient(config), { phase: opts.phase, repo, limit: Number(opts.limit), json: !!opts.json });
   });
 
@@ -250,11 +245,15 @@ program
 
 addAuditCommands(program, config, (message) => new UsageError(message));
 
-const repoCommand = program.command('repo').description('Repos whose snapshots drydock keeps ready');
+const repoCommand = program
+  .command('repo')
+  .description('The repo registry: the repos drydock works on, the limits of each, and their snapshots');
 
 repoCommand
   .command('add <url>')
-  .description('Register a repo: a Temporal Schedule refreshes its snapshot (clone + setup) in the background')
+  .description(
+    "Register a repo with the operator's limits; a Temporal Schedule refreshes its snapshot (clone + setup) in the background",
+  )
   .option(
     '--setup <command>',
     'setup run in /workspace, e.g. "npm ci && npm run build" (default: sh .drydock/setup.sh)',
@@ -265,23 +264,32 @@ repoCommand
   .option('--timeout <duration>', 'how long setup may run', '30m')
   .option(
     '--allow <host[:port]>',
-    'what setup may reach through the egress proxy; repeatable (default: registry.npmjs.org)',
+    "what its sandboxes may reach through the egress proxy (setup, and an agent CLI's model API); repeatable (default: registry.npmjs.org)",
     collect,
   )
+  .option('--name <owner/name>', 'how webhooks and the API name it (default: from the URL)')
+  .option('--secret <NAME>', 'a worker secret (DRYDOCK_SECRET_<NAME>) its sessions may be granted; repeatable', collect)
+  .option('--approver <name>', "who may approve its sessions' actions; repeatable (default: the server's)", collect)
+  .option('--max-cpus <n>', 'most CPUs a session may have')
+  .option('--max-memory <size>', 'most memory a session may have, e.g. "4g"')
+  .option('--max-pids <n>', 'most processes a session may have')
+  .option('--max-tmp <size>', 'largest /tmp a session may have')
+  .option('--max-wall-time <duration>', 'longest a session may run, e.g. "2h"')
+  .option('--max-disk <size>', 'most disk a session may use')
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
     const { registration, scheduleId } = await addRepo(await connectClient(config), config, url, opts);
     console.log(
       opts.json
         ? JSON.stringify({ ...registration, scheduleId })
-        : `registered ${url}: schedule ${scheduleId} refreshes its snapshot every ${opts.every}; ` +
+        : `registered ${registration.name} (${url}): schedule ${scheduleId} refreshes its snapshot every ${opts.every}; ` +
             `build one now with: bin/drydock snapshot build ${url}`,
     );
   });
 
 repoCommand
   .command('list')
-  .description('Registered repos, their setup and newest snapshot')
+  .description('Registered repos: their limits, setup and newest snapshot')
   .option('--json', 'machine-readable output')
   .action(async (opts) => listRepos(config, !!opts.json));
 

@@ -1,6 +1,10 @@
-/** The JSON Schema of the session input, generated from the zod schema (npm run schema). */
+/**
+ * JSON Schemas generated from the zod schemas (npm run schema): the session
+ * input, and with the argument "repo-config", a repo's .drydock/config.yaml.
+ */
 import { z } from 'zod';
 import { sessionInputSchema } from '../workflows/input';
+import { repoConfigSchema } from '../workflows/repo-config';
 
 export function sessionInputJsonSchema(): Record<string, unknown> {
   return {
@@ -10,6 +14,16 @@ export function sessionInputJsonSchema(): Record<string, unknown> {
   };
 }
 
+export function repoConfigJsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(repoConfigSchema, { io: 'input', target: 'draft-2020-12' }),
+    title: 'drydock repo configuration (.drydock/config.yaml)',
+    description:
+      "A repo's own drydock settings; every field is optional and can only ask for less than the operator's limits.",
+  };
+}
+
 if (require.main === module) {
-  process.stdout.write(JSON.stringify(sessionInputJsonSchema(), null, 2) + '\n');
+  const schema = process.argv[2] === 'repo-config' ? repoConfigJsonSchema() : sessionInputJsonSchema();
+  process.stdout.write(JSON.stringify(schema, null, 2) + '\n');
 }

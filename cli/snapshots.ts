@@ -1,8 +1,10 @@
 /** CLI verbs of snapshots: `repo add|list`, `snapshot build|list`. */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { SnapshotBuildResult } from '../activities/snapshot';
+import type { Pool } from 'pg';
 import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
+import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../lib/repos';
 import {
   ensureSnapshotSchedule,
   REGISTRATION_DEFAULTS,
@@ -12,14 +14,15 @@ import {
   type SetupEgressRule,
   type SnapshotBuildRow,
 } from '../lib/snapshots';
-import { duration, durationMs } from '../workflows/input';
+import { duration, durationMs, secretName } from '../workflows/input';
+import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
 
 export class SnapshotUsageError extends Error {}
 
-async function withRegistry<T>(config: Config, fn: (registry: SnapshotRegistry) => Promise<T>): Promise<T> {
+async function withRegistry<T>(config: Config, fn: (registry: SnapshotRegistry, pool: Pool) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);
   try {
-    return await fn(new SnapshotRegistry(db.pool));
+    return await fn(new SnapshotRegistry(db.pool), db.pool);
   } finally {
     await db.close();
   }
@@ -40,14 +43,35 @@ export function parseAllow(value: string): SetupEgressRule {
   return { host: m[1].replace(/^\[|\]$/g, ''), ...(m[2] ? { port: Number(m[2]) } : {}) };
 }
 
+export interface AddRepoOptions {
+  name?: string;
+  setup?: string;
+  ref?: string;
+  every?: string;
+  keep?: string;
+  timeout?: string;
+  allow?: string[];
+  secret?: string[];
+  approver?: string[];
+  maxCpus?: string;
+  maxMemory?: string;
+  maxPids?: string;
+  maxTmp?: string;
+  maxWallTime?: string;
+  maxDisk?: string;
+}
+
+/** Registers (or updates) a repo: its snapshot settings, its name and the operator's limits. */
 export async function addRepo(
   client: Client,
   config: Config,
   url: string,
-  opts: { setup?: string; ref?: string; every?: string; keep?: string; timeout?: string; allow?: string[] },
-): Promise<{ registration: RepoRegistration; scheduleId: string }> {
+  opts: AddRepoOptions,
+): Promise<{ registration: RepoRegistration & { name: string }; scheduleId: string }> {
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
   if (!Number.isInteger(keep) || keep < 1) throw new SnapshotUsageError(`--keep: expected a whole number ≥ 1`);
+  const name = opts.name ?? repoNameOf(url);
+  if (!REPO_NAME.test(name)) throw new SnapshotUsageError(`--name: expected "owner/name", got "${name}"`);
   const registration: RepoRegistration = {
     repo: url,
     ...(opts.setup ? { setup: opts.setup } : {}),
@@ -57,37 +81,102 @@ export async function addRepo(
     setupTimeoutMs: opts.timeout ? parseDuration('--timeout', opts.timeout) : REGISTRATION_DEFAULTS.setupTimeoutMs,
     egress: opts.allow?.length ? opts.allow.map(parseAllow) : REGISTRATION_DEFAULTS.egress,
   };
-  await withRegistry(config, (registry) => registry.upsertRepo(registration));
+  const limits = {
+    secrets: parseSecrets(opts.secret ?? []),
+    maxima: parseMaxima(opts),
+    approvers: opts.approver ?? [],
+  };
+  await withRegistry(config, async (registry, pool) => {
+    await registry.upsertRepo(registration);
+    await new RepoRegistry(pool).setLimits(url, name, limits);
+  });
   const scheduleId = await ensureSnapshotSchedule(client, {
     repo: url,
     everyMs: registration.everyMs,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
   });
-  return { registration, scheduleId };
+  return { registration: { ...registration, name, ...limits }, scheduleId };
+}
+
+function parseSecrets(names: string[]): string[] {
+  for (const n of names) {
+    if (!secretName.safeParse(n).success)
+      throw new SnapshotUsageError(`--secret: expected a name like MODEL_KEY, got "${n}"`);
+  }
+  return names;
+}
+
+/** --max-* flags → the operator's maxima; numbers given as digits count as numbers (ms, bytes, CPUs). */
+function parseMaxima(opts: AddRepoOptions): RepoMaxima {
+  const flags = {
+    cpus: opts.maxCpus,
+    memory: opts.maxMemory,
+    pids: opts.maxPids,
+    tmp: opts.maxTmp,
+    wallTime: opts.maxWallTime,
+    disk: opts.maxDisk,
+  };
+  const raw = Object.fromEntries(
+    Object.entries(flags)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k, /^\d+(\.\d+)?$/.test(v!) ? Number(v) : v]),
+  );
+  const parsed = repoMaxima.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  const dashed = (k: PropertyKey) => `--max-${String(k).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+  throw new SnapshotUsageError(parsed.error.issues.map((i) => `${dashed(i.path[0])}: ${i.message}`).join('; '));
+}
+
+/** A repo given as "owner/name" is looked up in the registry; a URL is passed on as it is (the worker refuses unregistered ones). */
+export async function resolveRepo(config: Config, repo: string): Promise<string> {
+  if (!REPO_NAME.test(repo) || repo.includes('://')) return repo;
+  const found = await withRegistry(config, async (_, pool) => (await seededRepoLookup(pool, config)).byName(repo));
+  if (!found.ok) throw new SnapshotUsageError(found.reason);
+  return found.repo.url;
 }
 
 export async function listRepos(config: Config, json: boolean): Promise<void> {
-  const rows = await withRegistry(config, async (registry) =>
-    Promise.all(
+  const rows = await withRegistry(config, async (registry, pool) => {
+    const known = await (await seededRegistry(pool, config)).list();
+    return Promise.all(
       (await registry.repos()).map(async (reg) => {
         const builds = await registry.builds({ repo: reg.repo, limit: 20 });
-        return { ...reg, lastBuild: builds[0], newestReady: builds.find((b) => b.status === 'ready') };
+        const { name, limits } = known.find((k) => k.url === reg.repo)!;
+        return {
+          name,
+          ...reg,
+          secrets: limits.secrets,
+          maxima: limits.maxima,
+          approvers: limits.approvers,
+          lastBuild: builds[0],
+          newestReady: builds.find((b) => b.status === 'ready'),
+        };
       }),
-    ),
-  );
+    );
+  });
   if (json) {
     console.log(JSON.stringify(rows, null, 2));
     return;
   }
   if (rows.length === 0) console.log('no repos registered (drydock repo add <url> --setup "<command>")');
   for (const r of rows) {
+    const maxima = Object.entries(r.maxima).map(([k, v]) => `${k} ${v}`);
     console.log(
-      `${r.repo}\n  setup: ${r.setup ?? 'sh .drydock/setup.sh'}  every ${minutes(r.everyMs)}  keep ${r.keep}  ` +
-        `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ')}\n` +
+      `${r.name}  ${r.repo}\n  setup: ${r.setup ?? 'sh .drydock/setup.sh'}  every ${minutes(r.everyMs)}  keep ${r.keep}  ` +
+        `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
+        `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
+        `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
         `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) : 'none yet'}` +
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),
     );
   }
+}
+
+/** The registry over a pool, seeded from DRYDOCK_REPOS first. */
+async function seededRegistry(pool: Pool, config: Config): Promise<RepoRegistry> {
+  const registry = new RepoRegistry(pool);
+  await registry.seed(config.DRYDOCK_REPOS);
+  return registry;
 }
 
 export async function listSnapshots(config: Config, repo: string | undefined, json: boolean): Promise<void> {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { duration, durationMs } from '../workflows/input';
+import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
 
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
@@ -71,6 +71,14 @@ const configSchema = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((v) => v === 'true'),
+  /**
+   * "true": pushing a change waits for its own approval even when its pull
+   * request's approval would cover it. Default: one review per change.
+   */
+  DRYDOCK_SEPARATE_APPROVALS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
   /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
   DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
   /**
@@ -121,10 +129,28 @@ const configSchema = z.object({
   /** The same, one `name=token` a line, from a file (kept out of the environment). */
   DRYDOCK_API_TOKENS_FILE: z.string().min(1).optional(),
   /**
-   * Repositories drydock serves: `owner/name=<clone URL>`, comma-separated.
-   * Webhooks and the API start sessions only on these.
+   * Seeds the repo registry (`drydock repo add` is the other way in):
+   * `owner/name=<clone URL>`, comma-separated. A repo already registered keeps
+   * its limits. Webhooks, the API and sessions use only registered repos.
    */
   DRYDOCK_REPOS: list.optional(),
+  /**
+   * What sessions started by a webhook run until repos carry their own
+   * configuration: JSON with `agent` and optionally `verify`, `publish`,
+   * `approval`, as in the session input. Unset: webhooks start nothing (422).
+   */
+  DRYDOCK_TRIGGER_SESSION: json(triggerSessionSchema).optional(),
+  /** How old a signed CI trigger (X-Drydock-Timestamp) may be; older ones are replays and refused. */
+  DRYDOCK_CI_REPLAY_WINDOW: duration.default('5m').transform(durationMs),
+  /**
+   * Development mode ("1"/"true"; `drydock up` turns it on): sessions may
+   * clone repos that are not registered (file:// included), under the
+   * development limits of docs/configuration.md. Off in production.
+   */
+  DRYDOCK_DEV_MODE: z
+    .enum(['0', '1', 'true', 'false'])
+    .default('0')
+    .transform((v) => v === '1' || v === 'true'),
   /**
    * Docker runtime of sandboxes, e.g. "runsc" for gVisor (a user-space kernel:
    * a kernel exploit in the sandbox meets gVisor, not the host's kernel).
@@ -150,6 +176,12 @@ const configSchema = z.object({
    * Unix socket paths are limited to 107 bytes: keep it short.
    */
   DRYDOCK_EGRESS_DIR: z.string().min(1).optional(),
+  /**
+   * A PEM file of extra CA certificates (a network that intercepts TLS)
+   * trusted by Node.js, npm, corepack, git, curl, pip and OpenSSL in every
+   * sandbox and snapshot build (lib/ca.ts). Mounted, never put in an image.
+   */
+  DRYDOCK_EXTRA_CA_CERTS: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `auto`: readable lines on a terminal, JSON otherwise; `json` or `pretty` always. */
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),

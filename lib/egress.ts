@@ -188,6 +188,28 @@ export function restrictedAddress(address: string): string | undefined {
 export type Lookup = (host: string) => Promise<string[]>;
 const systemLookup: Lookup = async (host) => (await dnsLookup(host, { all: true })).map((a) => a.address);
 
+/** How long a proxy reuses an answer: a step's burst of tunnels to one registry asks once. */
+const LOOKUP_TTL_MS = 30_000;
+
+/**
+ * One lookup per name at a time, its answer kept for a while. npm opens a
+ * tunnel per request, dozens at once: a lookup each made bursts that this
+ * host's resolver dropped, and each dropped query cost its 5 s retry (a
+ * 200-package install spent most of its time there). Failures are not kept.
+ * Only allowed names are looked up, so the cache is bounded by the allowlist.
+ */
+export function cachedLookup(lookup: Lookup, ttlMs = LOOKUP_TTL_MS): Lookup {
+  const answers = new Map<string, { at: number; addresses: Promise<string[]> }>();
+  return (host) => {
+    const kept = answers.get(host);
+    if (kept && Date.now() - kept.at < ttlMs) return kept.addresses;
+    const entry = { at: Date.now(), addresses: lookup(host) };
+    answers.set(host, entry);
+    entry.addresses.catch(() => answers.get(host) === entry && answers.delete(host));
+    return entry.addresses;
+  };
+}
+
 /**
  * The address to connect to. Resolved once here and connected to by address,
  * so a name cannot resolve to an allowed address when checked and another
@@ -272,12 +294,31 @@ function splitHostPort(authority: string): { host: string; port: number } | unde
   return m ? { host: m[1], port: Number(m[2]) } : undefined;
 }
 
+/**
+ * Relays the bytes of a tunnel both ways, with backpressure (pipe). The end
+ * of one side reaches the other as a half-close: `end()` sends what is still
+ * buffered, then FIN. Destroying the client as soon as its upstream closed
+ * dropped the tail of a response still in the client's write buffer (tens of
+ * KB with a fast registry and a slower sandbox): npm saw "ECONNRESET ...
+ * aborted". Only an error cuts both at once.
+ */
+function relay(client: Socket, upstream: Socket): void {
+  const cut = () => {
+    client.destroy();
+    upstream.destroy();
+  };
+  client.on('error', cut);
+  upstream.on('error', cut);
+  upstream.pipe(client);
+  client.pipe(upstream);
+}
+
 /** Opens the proxy of one step on its unix socket. */
 export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
   const records: EgressRecord[] = [];
   const counts = { allowed: 0, refused: 0, dropped: 0 };
   const sockets = new Set<Socket>();
-  const lookup = opts.lookup ?? systemLookup;
+  const lookup = cachedLookup(opts.lookup ?? systemLookup);
   const maxConnections = opts.maxConnections ?? EGRESS_DEFAULTS.maxConnections;
   const idleTimeoutMs = opts.idleTimeoutMs ?? EGRESS_DEFAULTS.idleTimeoutMs;
   const maxRecords = opts.maxRecords ?? EGRESS_DEFAULTS.maxRecords;
@@ -376,19 +417,23 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
         client.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ndrydock egress refused: ${reason}\n`);
         return;
       }
-      const upstream = connect(target.port, address, () => {
+      if (client.destroyed) return;
+      // noDelay: a TLS handshake is many small writes; Nagle would hold each for an ACK.
+      const upstream = connect({ port: target.port, host: address, noDelay: true, allowHalfOpen: true });
+      sockets.add(upstream);
+      upstream.on('close', () => sockets.delete(upstream));
+      // The client gone (its end or its idle timeout): nobody is left to read.
+      client.on('close', () => upstream.destroy());
+      upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
+      upstream.once('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'));
+      upstream.once('connect', () => {
+        upstream.removeAllListeners('error');
         client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
         if (head.length) upstream.write(head);
-        upstream.pipe(client).pipe(upstream);
+        relay(client, upstream);
       });
-      sockets.add(upstream);
-      upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
-      upstream.on('error', () => {
-        client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
-        upstream.destroy();
-      });
-      upstream.on('close', () => client.destroy());
     })().catch((err: unknown) => {
+      // Never an unhandled rejection in the worker: the tunnel fails, the proxy goes on.
       opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress tunnel failed');
       client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
     });

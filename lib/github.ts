@@ -30,8 +30,17 @@ export class GitHubCredentialsError extends Error {
   name = 'GitHubCredentialsError';
 }
 
+/** What an installation token may do: publishing by default; each use asks for what it needs. */
+export type TokenPermissions = Record<string, 'read' | 'write'>;
+export const PUBLISHING: TokenPermissions = { contents: 'write', pull_requests: 'write' };
+
 /** The worker's token for one repository: the configured one, or an App installation token minted for it. */
-async function tokenFor(settings: GitHubSettings, owner: string, repo: string): Promise<string> {
+async function tokenFor(
+  settings: GitHubSettings,
+  owner: string,
+  repo: string,
+  permissions: TokenPermissions = PUBLISHING,
+): Promise<string> {
   if (settings.token) return settings.token;
   if (!settings.app) {
     throw new GitHubCredentialsError(
@@ -49,14 +58,20 @@ async function tokenFor(settings: GitHubSettings, owner: string, repo: string): 
     type: 'installation',
     installationId: installation.id,
     repositoryNames: [repo],
-    permissions: { contents: 'write', pull_requests: 'write' },
+    permissions,
   })) as { token: string };
   return token;
 }
 
-/** An Octokit authenticated for one repository. */
-export async function octokitFor(settings: GitHubSettings, owner: string, repo: string): Promise<Octokit> {
-  return new Octokit({ baseUrl: settings.apiUrl, userAgent: 'drydock', auth: await tokenFor(settings, owner, repo) });
+/** An Octokit authenticated for one repository (an App's token limited to `permissions`). */
+export async function octokitFor(
+  settings: GitHubSettings,
+  owner: string,
+  repo: string,
+  permissions: TokenPermissions = PUBLISHING,
+): Promise<Octokit> {
+  const auth = await tokenFor(settings, owner, repo, permissions);
+  return new Octokit({ baseUrl: settings.apiUrl, userAgent: 'drydock', auth });
 }
 
 /** Where git lives for the configured API: github.com for api.github.com, else the API's own host. */

@@ -28,6 +28,8 @@ export interface SandboxSpec {
   tmpBytes: number;
   /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
   egressDir: string;
+  /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
+  env?: string[];
   /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
   /**
@@ -155,6 +157,7 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE,
     Labels: labels,
+    ...(spec.env?.length ? { Env: spec.env } : {}),
     HostConfig: {
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)

@@ -118,12 +118,17 @@ export async function setupInputs(mirror: string, commit: string): Promise<Recor
   return inputs;
 }
 
-/** The setup command of a registration at a commit, or undefined when it has none. */
+/**
+ * The setup command of a registration at a commit, or undefined when it has
+ * none: the operator's, else the repo file's `setup`, else the setup script.
+ */
 export function setupCommandOf(
   reg: Pick<RepoRegistration, 'setup'>,
   inputs: Record<string, string>,
+  repoFileSetup?: string,
 ): string | undefined {
   if (reg.setup) return reg.setup;
+  if (repoFileSetup) return repoFileSetup;
   return inputs[SETUP_SCRIPT] ? `sh ${SETUP_SCRIPT}` : undefined;
 }
 

@@ -1,10 +1,15 @@
 /**
  * Webhook triggers: signature checks over the raw body, and what each GitHub
- * event means to drydock, as a pure function of the event name, the delivery
- * id and the payload (unit-tested without a server).
+ * event means to drydock, as a pure function of the event name, the signed
+ * body's hash and the payload (unit-tested without a server).
  */
-import type { PullRequestClosed } from '../workflows/api';
+import { createHash } from 'node:crypto';
 import { verifyWithFallback } from '@octokit/webhooks-methods';
+import { z } from 'zod';
+import type { PullRequestClosed } from '../workflows/api';
+import type { TriggerOrigin } from '../workflows/input';
+import { scrub } from './scrub';
+import { parsePayload, PAYLOADS, type PayloadEvent, type PayloadOf } from './webhook-payloads';
 
 /**
  * True when `signature` ("sha256=<hex>") is the HMAC-SHA256 of exactly these
@@ -23,32 +28,49 @@ export async function signatureMatches(secrets: string[], body: Buffer, signatur
 /** Where a triggered session publishes: a pull request on the repo, onto `base` when given. */
 export interface StartTrigger {
   kind: 'start';
-  /** Deterministic, so a redelivery finds the session the first delivery started. */
+  /**
+   * From signed content only (the issue and the body's hash, the comment id,
+   * the commit), never from the unsigned delivery header: a redelivery, or a
+   * captured body replayed under a new delivery id, finds the same session.
+   */
   sessionId: string;
   /** "owner/name": must be a repo drydock serves. */
   repo: string;
   ref?: string;
+  /** The request in a line; the worker adds the context (issue, comments, failed run). */
   task: string;
   requestedBy: string;
   pullRequestBase?: string;
   /** For the log: which event started it. */
   source: string;
+  /** Where on GitHub it came from: the worker reads context there and reports back. */
+  origin?: TriggerOrigin;
+  /** Checks against GitHub's API before starting (the payload cannot prove these). */
+  check?: {
+    /** This user must have write permission on the repo (author_association does not imply it). */
+    writer?: string;
+    /** This pull request must not be one of drydock's own (its session would get the follow-up). */
+    pullRequest?: number;
+    /** The run's commit must be the head of this branch of the repo itself, not a fork's. */
+    branchHead?: { branch: string; sha: string };
+  };
 }
 
 export interface PullRequestClosedTrigger extends PullRequestClosed {
   kind: 'pr_closed';
 }
 
-export type Trigger = StartTrigger | PullRequestClosedTrigger | { kind: 'ignore'; reason: string };
+export type Trigger =
+  StartTrigger | PullRequestClosedTrigger | { kind: 'ignore'; reason: string } | { kind: 'invalid'; problem: string };
 
 export const LABEL = 'drydock';
 export const COMMAND = '/drydock';
-/** Comment authors who may start a session: people with write access to the repo. */
-const TRUSTED = ['OWNER', 'MEMBER', 'COLLABORATOR'];
-const BRANCH_PREFIX = 'drydock/';
+export const BRANCH_PREFIX = 'drydock/';
+/** Characters of a /drydock command that become the task. */
+const COMMAND_LIMIT = 4_000;
 
 /** Workflow-id-safe and branch-safe: lower-case letters, digits and '-'. */
-function slug(...parts: string[]): string {
+function slug(...parts: (string | number)[]): string {
   return parts
     .join('-')
     .toLowerCase()
@@ -57,100 +79,167 @@ function slug(...parts: string[]): string {
     .replace(/^-|-$/g, '');
 }
 
+/** The first 16 hex digits of the body's SHA-256: names what was signed. */
+export function bodyHash(body: Buffer | string): string {
+  return createHash('sha256').update(body).digest('hex').slice(0, 16);
+}
+
 const ignore = (reason: string): Trigger => ({ kind: 'ignore', reason });
 
-/** What a GitHub delivery asks of drydock. */
-export function routeGitHubEvent(event: string, delivery: string, payload: any): Trigger {
-  const repo: string | undefined = payload?.repository?.full_name;
-  const sender: string = payload?.sender?.login ?? 'github';
-  if (!repo) return ignore(`${event}: no repository in the payload`);
-  const action = payload.action;
-
-  if (event === 'issues') {
-    if (action !== 'labeled') return ignore(`issues.${action}: only 'labeled' starts a session`);
-    if (payload.label?.name !== LABEL)
-      return ignore(`issues.labeled: label '${payload.label?.name}' is not '${LABEL}'`);
-    const issue = payload.issue;
-    return {
-      kind: 'start',
-      sessionId: slug('gh', delivery),
-      repo,
-      task: [issue.title, issue.body].filter(Boolean).join('\n\n'),
-      requestedBy: sender,
-      source: `issue #${issue.number} labelled ${LABEL}`,
-    };
+/**
+ * What a GitHub delivery asks of drydock: the event's payload is validated
+ * first (`invalid` names the field), then read. `hash` is the signed body's
+ * (bodyHash).
+ */
+export function routeGitHubEvent(event: string, hash: string, payload: unknown): Trigger {
+  if (!(event in PAYLOADS)) return ignore(`event '${event}' is not one drydock acts on`);
+  const expected = PAYLOADS[event as PayloadEvent];
+  const action = parsePayload(z.object({ action: z.string() }), payload);
+  if (!action.ok) return { kind: 'invalid', problem: action.problem };
+  if (action.payload.action !== expected.action) {
+    return ignore(`${event}.${action.payload.action}: only '${expected.action}' is read`);
   }
-
-  if (event === 'issue_comment') {
-    if (action !== 'created') return ignore(`issue_comment.${action}: only new comments are read`);
-    const comment = payload.comment;
-    const body: string = (comment?.body ?? '').trim();
-    if (!body.startsWith(`${COMMAND} `) && !body.startsWith(`${COMMAND}\n`)) {
-      return ignore(`issue_comment: not a ${COMMAND} command`);
-    }
-    if (comment.user?.type === 'Bot') return ignore('issue_comment: written by a bot');
-    if (!TRUSTED.includes(comment.author_association)) {
-      return ignore(`issue_comment: ${comment.user?.login} is ${comment.author_association}, not a collaborator`);
-    }
-    const task = body.slice(COMMAND.length).trim();
-    if (!task) return ignore(`issue_comment: ${COMMAND} without a task`);
-    const issue = payload.issue;
-    const onPullRequest = Boolean(issue.pull_request);
-    return {
-      kind: 'start',
-      sessionId: slug('gh', delivery),
-      repo,
-      // A PR comment works on the PR's head; GitHub keeps it at refs/pull/<n>/head.
-      ref: onPullRequest ? `refs/pull/${issue.number}/head` : undefined,
-      task: `${task}\n\n(asked on ${issue.html_url ?? `#${issue.number}`}: ${issue.title})`,
-      requestedBy: comment.user?.login ?? sender,
-      source: `${COMMAND} on ${onPullRequest ? 'pull request' : 'issue'} #${issue.number}`,
-    };
+  const parsed = parsePayload(expected.schema, payload);
+  if (!parsed.ok) return { kind: 'invalid', problem: parsed.problem };
+  switch (event as PayloadEvent) {
+    case 'issues':
+      return fromLabel(parsed.payload as PayloadOf<'issues'>, hash);
+    case 'issue_comment':
+      return fromComment(parsed.payload as PayloadOf<'issue_comment'>);
+    case 'check_run':
+      return fromCheckRun(parsed.payload as PayloadOf<'check_run'>);
+    case 'workflow_run':
+      return fromWorkflowRun(parsed.payload as PayloadOf<'workflow_run'>);
+    case 'pull_request':
+      return fromClosedPullRequest(parsed.payload as PayloadOf<'pull_request'>);
   }
+}
 
-  if (event === 'check_run' || event === 'workflow_run') {
-    const run = event === 'check_run' ? payload.check_run : payload.workflow_run;
-    if (action !== 'completed') return ignore(`${event}.${action}: only completed runs are read`);
-    if (run?.conclusion !== 'failure' && run?.conclusion !== 'timed_out') {
-      return ignore(`${event}: conclusion ${run?.conclusion}, nothing to fix`);
-    }
-    const branch: string | null = event === 'check_run' ? run.check_suite?.head_branch : run.head_branch;
-    const sha: string = run.head_sha;
-    if (!branch) return ignore(`${event}: not on a branch of this repository`);
-    // drydock's own branches are left alone, so a failing fix never starts another session.
-    if (branch.startsWith(BRANCH_PREFIX)) return ignore(`${event}: ${branch} is a drydock branch`);
-    return {
-      kind: 'start',
-      // Keyed by the commit, not the delivery: every failed check of one commit
-      // (check_run and workflow_run alike) is one session.
-      sessionId: slug('gh-ci', repo, sha.slice(0, 12)),
-      repo,
-      ref: sha,
-      task: `Make CI green on ${branch}: "${run.name}" ${run.conclusion === 'timed_out' ? 'timed out' : 'failed'} at ${sha.slice(0, 12)} (${run.html_url}).`,
-      requestedBy: sender,
-      pullRequestBase: branch,
-      source: `${event} ${run.name} ${run.conclusion} on ${branch}`,
-    };
+function fromLabel(p: PayloadOf<'issues'>, hash: string): Trigger {
+  if (p.label.name !== LABEL) return ignore(`issues.labeled: label '${p.label.name}' is not '${LABEL}'`);
+  const repo = p.repository.full_name;
+  return {
+    kind: 'start',
+    // The same label event is the same body; labelling again later is a new body, and a new session.
+    sessionId: slug('gh', repo, 'issue', p.issue.number, hash),
+    repo,
+    // The title is GitHub text too: bounded and scrubbed here, and in the context as data.
+    task: `Resolve issue #${p.issue.number}: ${scrub(p.issue.title).replace(/\s+/g, ' ').slice(0, 200)}`,
+    requestedBy: p.sender.login,
+    source: `issue #${p.issue.number} labelled ${LABEL}`,
+    origin: { repo, kind: 'issue', issue: p.issue.number, pullRequest: Boolean(p.issue.pull_request) },
+  };
+}
+
+function fromComment(p: PayloadOf<'issue_comment'>): Trigger {
+  const body = p.comment.body.trim();
+  if (!body.startsWith(`${COMMAND} `) && !body.startsWith(`${COMMAND}\n`)) {
+    return ignore(`issue_comment: not a ${COMMAND} command`);
   }
+  if (p.comment.user.type === 'Bot') return ignore('issue_comment: written by a bot');
+  const task = body.slice(COMMAND.length).trim();
+  if (!task) return ignore(`issue_comment: ${COMMAND} without a task`);
+  const repo = p.repository.full_name;
+  const number = p.issue.number;
+  const onPullRequest = Boolean(p.issue.pull_request);
+  return {
+    kind: 'start',
+    sessionId: slug('gh', repo, 'comment', p.comment.id),
+    repo,
+    // A PR comment works on the PR's head; GitHub keeps it at refs/pull/<n>/head.
+    ref: onPullRequest ? `refs/pull/${number}/head` : undefined,
+    // A writer's own words are the task; still bounded, and scrubbed of anything token-shaped.
+    task: scrub(task).slice(0, COMMAND_LIMIT),
+    requestedBy: p.comment.user.login,
+    source: `${COMMAND} on ${onPullRequest ? 'pull request' : 'issue'} #${number}`,
+    origin: { repo, kind: 'comment', issue: number, pullRequest: onPullRequest, comment: p.comment.id },
+    check: { writer: p.comment.user.login, ...(onPullRequest ? { pullRequest: number } : {}) },
+  };
+}
 
-  if (event === 'pull_request') {
-    if (action !== 'closed') return ignore(`pull_request.${action}: only 'closed' is recorded`);
-    const pr = payload.pull_request;
-    const head: string = pr.head?.ref ?? '';
-    if (!head.startsWith(BRANCH_PREFIX) || pr.head?.repo?.full_name !== repo) {
-      return ignore(`pull_request.closed: ${head} is not a drydock branch of ${repo}`);
-    }
-    return {
-      kind: 'pr_closed',
-      // Branches are drydock/<session id> (defaultBranch), and webhook ids are branch-safe.
-      sessionId: head.slice(BRANCH_PREFIX.length),
-      repo,
-      number: pr.number,
-      url: pr.html_url,
-      merged: pr.merged === true,
-      by: sender,
-    };
+interface FailedRun {
+  event: 'check_run' | 'workflow_run';
+  repo: string;
+  id: number;
+  name: string;
+  sha: string;
+  branch: string | null;
+  conclusion: string | null;
+  url: string;
+  sender: string;
+}
+
+function fromCheckRun(p: PayloadOf<'check_run'>): Trigger {
+  const run = p.check_run;
+  // GitHub lists only same-repo pull requests here; one whose head is elsewhere is a fork's.
+  if (run.pull_requests.some((pr) => pr.head.repo.id !== p.repository.id)) {
+    return ignore(`check_run: ${run.name} ran on a fork's pull request; drydock does not start from a fork`);
   }
+  const { id, name, head_sha: sha, conclusion, html_url: url } = run;
+  const branch = run.check_suite.head_branch;
+  return fromFailedRun({
+    event: 'check_run',
+    repo: p.repository.full_name,
+    id,
+    name,
+    sha,
+    branch,
+    conclusion,
+    url,
+    sender: p.sender.login,
+  });
+}
 
-  return ignore(`event '${event}' is not one drydock acts on`);
+function fromWorkflowRun(p: PayloadOf<'workflow_run'>): Trigger {
+  const run = p.workflow_run;
+  const repo = p.repository.full_name;
+  if (run.head_repository.full_name.toLowerCase() !== repo.toLowerCase()) {
+    return ignore(
+      `workflow_run: ${run.name} ran on ${run.head_repository.full_name}, a fork; drydock does not start from a fork`,
+    );
+  }
+  const { id, name, head_sha: sha, head_branch: branch, conclusion, html_url: url } = run;
+  return fromFailedRun({ event: 'workflow_run', repo, id, name, sha, branch, conclusion, url, sender: p.sender.login });
+}
+
+function fromFailedRun(run: FailedRun): Trigger {
+  const { event, repo, sha, branch } = run;
+  if (run.conclusion !== 'failure' && run.conclusion !== 'timed_out') {
+    return ignore(`${event}: conclusion ${run.conclusion}, nothing to fix`);
+  }
+  if (!branch) return ignore(`${event}: not on a branch of this repository`);
+  // drydock's own branches are left alone, so a failing fix never starts another session.
+  if (branch.startsWith(BRANCH_PREFIX)) return ignore(`${event}: ${branch} is a drydock branch`);
+  return {
+    kind: 'start',
+    // Keyed by the commit: every failed check of one commit (check_run and workflow_run alike) is one session.
+    sessionId: slug('gh-ci', repo, sha.slice(0, 12)),
+    repo,
+    ref: sha,
+    task: `Make CI green on ${branch}: "${run.name}" ${run.conclusion === 'timed_out' ? 'timed out' : 'failed'} at ${sha.slice(0, 12)} (${run.url}).`,
+    requestedBy: run.sender,
+    pullRequestBase: branch,
+    source: `${event} ${run.name} ${run.conclusion} on ${branch}`,
+    origin: { repo, kind: event, run: run.id, commit: sha, pullRequest: false },
+    check: { branchHead: { branch, sha } },
+  };
+}
+
+function fromClosedPullRequest(p: PayloadOf<'pull_request'>): Trigger {
+  const repo = p.repository.full_name;
+  const pr = p.pull_request;
+  const head = pr.head.ref;
+  if (!head.startsWith(BRANCH_PREFIX) || pr.head.repo?.full_name !== repo) {
+    return ignore(`pull_request.closed: ${head} is not a drydock branch of ${repo}`);
+  }
+  return {
+    kind: 'pr_closed',
+    // Branches are drydock/<session id> (defaultBranch), and webhook ids are branch-safe.
+    sessionId: head.slice(BRANCH_PREFIX.length),
+    repo,
+    number: pr.number,
+    url: pr.html_url,
+    merged: pr.merged === true,
+    by: p.sender.login,
+  };
 }

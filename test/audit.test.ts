@@ -69,6 +69,7 @@ test('a full session writes each event once, in order, even when an activity is 
     agent: { steps: [{ run: `echo "ghp_${'x'.repeat(36)}" > /dev/null; echo hello >> README.md` }] },
     verify: { test: 'sh check.sh' },
     publish: { pullRequest: { repo: 'acme/app' } },
+    approval: { separateGates: true },
   });
   await waitForStatus(handle, inPhase('awaiting_approval'));
   await handle.executeUpdate(decide, approve('push'));

@@ -113,6 +113,7 @@ test('logs prints the whole output of a step; list --repo and --json filter by r
   const unknown = await runCli(['list', '--repo', 'someone/else'], env);
   expect(unknown).toMatchObject({
     code: 1,
-    stderr: 'drydock: repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)\n',
+    stderr:
+      'drydock: repo someone/else is not served by this drydock (register it: drydock repo add <url> --name owner/name)\n',
   });
 });

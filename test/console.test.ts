@@ -206,7 +206,10 @@ describe('the API', () => {
   test('an unknown repo → 422, an invalid input → 422 naming the field, bad JSON → 400; nothing starts', async () => {
     expect(await api('/api/sessions', ALICE, { method: 'POST', body: { repo: 'someone/else', task: 'x' } })).toEqual({
       status: 422,
-      body: { error: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)' },
+      body: {
+        error:
+          'repo someone/else is not served by this drydock (register it: drydock repo add <url> --name owner/name)',
+      },
     });
     expect(
       await api('/api/sessions', ALICE, { method: 'POST', body: { repo: { url: '/etc' }, task: 'x' } }),

@@ -20,6 +20,7 @@ import { AuditTrail } from '../lib/audit';
 import { CheckpointStore } from '../lib/checkpoints';
 import { loadConfig } from '../lib/config';
 import { openDatabase } from '../lib/db';
+import { createRepoLookup, RepoRegistry } from '../lib/repos';
 import { DockerSandboxes } from '../lib/sandbox';
 import { Redactor } from '../lib/scrub';
 import { SnapshotRegistry } from '../lib/snapshots';
@@ -98,7 +99,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     baseImage: config.DRYDOCK_BASE_IMAGE!,
     egressRoot: path.join(dataDir, 'egress'),
     secrets: {},
-    policy: { required: [], approvers: [], forbidSelfApproval: false },
+    policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
     github: { apiUrl: 'http://127.0.0.1:1' },
     sessionIsRunning: async () => true,
     sessionLink: () => '',
@@ -106,6 +107,8 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     db,
     audit: new AuditTrail(db.pool, 'dead-sandbox-test', new Redactor([])),
     snapshots: new SnapshotRegistry(db.pool),
+    repos: createRepoLookup(new RepoRegistry(db.pool)),
+    devMode: true,
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: 60_000,
     requestSnapshotBuild: async () => false,

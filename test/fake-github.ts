@@ -1,9 +1,11 @@
 /**
  * A local HTTP server speaking the subset of the GitHub REST API drydock uses:
- * repo lookup, pulls list/create/update, and a GitHub App's installation
- * lookup and token endpoint (JWT verified with the App's public key). It
- * checks paths, bodies and the Authorization header like GitHub does, and
- * records every request.
+ * repo lookup, pulls list/create/update/get/files, branches, collaborator
+ * permission, issues and their comments, comment reactions, commit statuses,
+ * check runs and their annotations, workflow-run jobs and job logs (a 302 to
+ * the log, like GitHub), and a GitHub App's installation lookup and token
+ * endpoint (JWT verified with the App's public key). It checks paths, bodies
+ * and the Authorization header like GitHub does, and records every request.
  */
 import { spawn } from 'node:child_process';
 import { createPublicKey, createVerify, type KeyObject } from 'node:crypto';
@@ -12,11 +14,67 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 export interface PullRequest {
   number: number;
   head: string;
+  /** "owner/name" of the head's repository; default: the repo itself. */
+  headRepo?: string;
+  /** The changed files, for GET .../pulls/<n>/files. */
+  files?: { filename: string; status: string; additions: number; deletions: number }[];
   base: string;
   title: string;
   body: string;
   draft: boolean;
   html_url: string;
+}
+
+export interface IssueComment {
+  id: number;
+  issue: number;
+  body: string;
+  user: { login: string; type: string };
+  html_url: string;
+  created_at: string;
+}
+
+export interface CommitStatus {
+  id: number;
+  sha: string;
+  state: string;
+  description: string | null;
+  context: string;
+  target_url: string | null;
+  created_at: string;
+}
+
+/** A job of a workflow run; on GitHub it is also a check run with the same id. */
+export interface Job {
+  name: string;
+  conclusion: string;
+  steps: { name: string; number: number; conclusion: string }[];
+  output?: { title: string; summary: string };
+  annotations: {
+    path: string;
+    start_line: number;
+    end_line: number;
+    annotation_level: string;
+    title: string;
+    message: string;
+  }[];
+  log: string;
+}
+
+/** What the tests seed and read: the repo's state on the fake GitHub. */
+export interface FakeRepoState {
+  /** Branch name → head commit. */
+  branches: Record<string, string>;
+  /** Login → "admin" | "write" | "read" | "none" (unknown users: "none"). */
+  permissions: Record<string, string>;
+  issues: Record<number, { title: string; body: string | null }>;
+  comments: IssueComment[];
+  reactions: { comment: number; content: string; user: string }[];
+  statuses: CommitStatus[];
+  /** Job (= check run) id → job. */
+  jobs: Record<number, Job>;
+  /** Workflow run id → its job ids. */
+  workflowRuns: Record<number, number[]>;
 }
 
 export interface RecordedRequest {
@@ -32,6 +90,9 @@ export interface FakeGitHub {
   failNext(count: number, status: number): void;
   requests: RecordedRequest[];
   pulls: PullRequest[];
+  state: FakeRepoState;
+  /** Requests that changed something (POST, PATCH, PUT, DELETE), for "nothing changed" checks. */
+  writes(): RecordedRequest[];
   /** Installation tokens minted so far (they are accepted like the static token). */
   minted: string[];
   close(): Promise<void>;
@@ -53,6 +114,16 @@ export async function startFakeGitHub(opts: {
   const requests: RecordedRequest[] = [];
   const pulls: PullRequest[] = [];
   const minted: string[] = [];
+  const state: FakeRepoState = {
+    branches: {},
+    permissions: {},
+    issues: {},
+    comments: [],
+    reactions: [],
+    statuses: [],
+    jobs: {},
+    workflowRuns: {},
+  };
   const appKey: KeyObject | undefined = opts.app ? createPublicKey(opts.app.publicKeyPem) : undefined;
   const full = `${opts.owner}/${opts.repo}`;
   let url = '';
@@ -93,6 +164,12 @@ export async function startFakeGitHub(opts: {
       }
       return send(404, { message: 'Not Found' });
     }
+    // The log download GitHub redirects to is a signed URL: no credentials.
+    const logs = /^\/_logs\/(\d+)$/.exec(path);
+    if (logs && req.method === 'GET' && state.jobs[Number(logs[1])]) {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      return void res.end(state.jobs[Number(logs[1])].log);
+    }
     if (!credential || (credential !== opts.token && !minted.includes(credential))) {
       return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' });
     }
@@ -125,6 +202,8 @@ export async function startFakeGitHub(opts: {
       pulls.push(pr);
       return send(201, pr);
     }
+    const routed = repoRoutes(req.method!, path.slice(`/repos/${full}`.length), body, send, res);
+    if (path.startsWith(`/repos/${full}/`) && routed) return;
     const update = new RegExp(`^/repos/${full}/pulls/(\\d+)$`).exec(path);
     if (update && req.method === 'PATCH') {
       const pr = pulls.find((p) => p.number === Number(update[1]));
@@ -134,6 +213,101 @@ export async function startFakeGitHub(opts: {
     }
     send(404, { message: 'Not Found' });
   });
+  /**
+   * The endpoints of a session's trigger: checks, context and reports.
+   * `sub` is the path under /repos/<owner>/<repo>. False: not one of these.
+   */
+  function repoRoutes(
+    method: string,
+    sub: string,
+    body: any,
+    send: (status: number, data: unknown) => void,
+    res: ServerResponse,
+  ): boolean {
+    const at = (pattern: string, verb = 'GET') => (method === verb ? new RegExp(`^${pattern}$`).exec(sub) : null);
+    const now = () => new Date().toISOString();
+    const notFound = () => {
+      send(404, { message: 'Not Found' });
+      return true;
+    };
+    let m: RegExpExecArray | null;
+    if ((m = at('/branches/([^/]+)'))) {
+      const sha = state.branches[decodeURIComponent(m[1])];
+      send(sha ? 200 : 404, sha ? { name: m[1], commit: { sha } } : { message: 'Branch not found' });
+    } else if ((m = at('/collaborators/([^/]+)/permission'))) {
+      const permission = state.permissions[m[1]] ?? 'none';
+      send(200, { permission, role_name: permission, user: { login: m[1] } });
+    } else if ((m = at('/pulls/(\\d+)'))) {
+      const pr = pulls.find((p) => p.number === Number(m![1]));
+      if (!pr) return notFound();
+      const repo = { full_name: pr.headRepo ?? full };
+      send(200, { ...pr, head: { ref: pr.head, repo }, base: { ref: pr.base, repo: { full_name: full } } });
+    } else if ((m = at('/pulls/(\\d+)/files'))) {
+      send(200, pulls.find((p) => p.number === Number(m![1]))?.files ?? []);
+    } else if ((m = at('/issues/(\\d+)'))) {
+      const issue = state.issues[Number(m[1])];
+      send(issue ? 200 : 404, issue ? { number: Number(m[1]), ...issue } : { message: 'Not Found' });
+    } else if ((m = at('/issues/(\\d+)/comments'))) {
+      send(
+        200,
+        state.comments.filter((c) => c.issue === Number(m![1])),
+      );
+    } else if ((m = at('/issues/(\\d+)/comments', 'POST'))) {
+      if (typeof body?.body !== 'string') {
+        send(422, { message: 'Validation Failed' });
+        return true;
+      }
+      const id = 9000 + state.comments.length;
+      const issue = Number(m[1]);
+      const html_url = `${url}/${full}/issues/${issue}#issuecomment-${id}`;
+      const comment = {
+        id,
+        issue,
+        body: body.body,
+        user: { login: 'drydock[bot]', type: 'Bot' },
+        html_url,
+        created_at: now(),
+      };
+      state.comments.push(comment);
+      send(201, comment);
+    } else if ((m = at('/issues/comments/(\\d+)/reactions', 'POST'))) {
+      const found = state.reactions.find((r) => r.comment === Number(m![1]) && r.content === body?.content);
+      const reaction = { comment: Number(m[1]), content: body?.content, user: 'drydock[bot]' };
+      if (!found) state.reactions.push(reaction);
+      send(found ? 200 : 201, { id: 1, content: reaction.content, user: { login: reaction.user } });
+    } else if ((m = at('/commits/([^/]+)/statuses'))) {
+      send(200, state.statuses.filter((s) => s.sha === m![1]).reverse());
+    } else if ((m = at('/statuses/([0-9a-f]{40})', 'POST'))) {
+      const status: CommitStatus = {
+        id: state.statuses.length + 1,
+        sha: m[1],
+        state: body.state,
+        description: body.description ?? null,
+        context: body.context ?? 'default',
+        target_url: body.target_url ?? null,
+        created_at: now(),
+      };
+      state.statuses.push(status);
+      send(201, status);
+    } else if ((m = at('/check-runs/(\\d+)'))) {
+      const job = state.jobs[Number(m[1])];
+      if (!job) return notFound();
+      send(200, { id: Number(m[1]), name: job.name, conclusion: job.conclusion, output: job.output ?? null });
+    } else if ((m = at('/check-runs/(\\d+)/annotations'))) {
+      send(200, state.jobs[Number(m[1])]?.annotations ?? []);
+    } else if ((m = at('/actions/runs/(\\d+)/jobs'))) {
+      const jobs = (state.workflowRuns[Number(m[1])] ?? []).map((id) => ({ id, ...state.jobs[id], log: undefined }));
+      send(200, { total_count: jobs.length, jobs });
+    } else if ((m = at('/actions/jobs/(\\d+)/logs'))) {
+      if (!state.jobs[Number(m[1])]) return notFound();
+      res.writeHead(302, { location: `${url}/_logs/${m[1]}` });
+      res.end();
+    } else {
+      return false;
+    }
+    return true;
+  }
+
   /** git http-backend as CGI, after checking the Basic credentials GitHub accepts. */
   function serveGit(req: IncomingMessage, res: ServerResponse): void {
     const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
@@ -184,6 +358,8 @@ export async function startFakeGitHub(opts: {
     url,
     requests,
     pulls,
+    state,
+    writes: () => requests.filter((r) => r.method !== 'GET' && r.method !== 'HEAD'),
     minted,
     failNext: (count, status) => {
       failing = { count, status };

@@ -138,6 +138,8 @@ const session = (repoUrl: string, extra: Record<string, unknown> = {}) => ({
   },
   verify: { test: 'sh check.sh' },
   publish: { pullRequest: { repo: 'acme/app' } },
+  // The drills kill the worker at each gate: the push's and the pull request's.
+  approval: { separateGates: true },
   ...extra,
 });
 

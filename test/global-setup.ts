@@ -49,6 +49,8 @@ export default async function globalSetup(): Promise<void> {
     DATABASE_URL: postgres.url,
     DRYDOCK_TEST_PG_DIR: postgres.dir,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    // Fixture repos are file:// URLs nobody registers; tests of the registry turn it off.
+    DRYDOCK_DEV_MODE: '1',
   });
   Object.assign(globalThis, { drydockTemporal: server, drydockPostgres: postgres });
 }

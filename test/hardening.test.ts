@@ -5,6 +5,7 @@
  */
 import { AuditTrail } from '../lib/audit';
 import { CheckpointStore } from '../lib/checkpoints';
+import { createRepoLookup, RepoRegistry } from '../lib/repos';
 import { SnapshotRegistry } from '../lib/snapshots';
 import { loadConfig } from '../lib/config';
 import { modelSettings } from '../workers/worker';
@@ -317,7 +318,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
       baseImage: stack.config.DRYDOCK_BASE_IMAGE!,
       egressRoot: path.join(dataDir, 'egress'),
       secrets: { MODEL_KEY },
-      policy: { required: [], approvers: [], forbidSelfApproval: false },
+      policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
       github: { apiUrl: 'http://127.0.0.1:1', token: TOKEN },
       sessionIsRunning: async () => true,
       sessionLink: () => '',
@@ -325,6 +326,8 @@ describe('the egress proxy, driven through the runStep activity', () => {
       db,
       audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN])),
       snapshots: new SnapshotRegistry(db.pool),
+      repos: createRepoLookup(new RepoRegistry(db.pool)),
+      devMode: true,
       checkpoints: new CheckpointStore(db.pool),
       hostTimeoutMs: 60_000,
       requestSnapshotBuild: async () => false,

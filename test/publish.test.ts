@@ -53,6 +53,7 @@ afterAll(async () => {
   await github?.close();
 });
 
+/** A session that opens a pull request, with a gate for the push and one for the pull request. */
 const prSession = (extra: Record<string, unknown> = {}) => ({
   repo: { url: repo.url },
   task: 'greet in the README',
@@ -61,6 +62,7 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
   verify: { test: 'sh check.sh' },
   publish: { pullRequest: { repo: 'acme/app' } },
   ...extra,
+  approval: { separateGates: true, ...(extra.approval as object | undefined) },
 });
 
 const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
@@ -81,6 +83,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
     required: ['push', 'pull_request', 'deploy'],
     approvers: [],
     forbidSelfApproval: false,
+    separateGates: true,
   });
   await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change.slice(0, 12)));
 

@@ -115,7 +115,7 @@ export function sessionPage(
   const v = s.verification;
   const p = s.pendingApproval;
   const approval = p
-    ? `<section class="pending" id="approval"><h2>Waiting for approval: ${esc(p.action)}</h2>
+    ? `<section class="pending" id="approval"><h2>Waiting for approval: ${esc([p.action, ...(p.covers ?? [])].join(' and '))}</h2>
 <p>${esc(p.action)} of <code>${esc(p.evidence.branch)}</code> at <code>${esc(p.evidence.commit.slice(0, 12))}</code>,
 change <code id="change">${esc(p.change.slice(0, 12))}</code>; deadline ${esc(p.deadline)};
 may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You decide as <strong>${esc(extra.who)}</strong>.</p>

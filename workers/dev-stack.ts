@@ -22,6 +22,8 @@ const progress = (line: string) => process.stderr.write(`==> ${line}\n`);
 
 export async function runDevStack(config: Config, log: Logger): Promise<void> {
   await mkdir(config.DRYDOCK_DATA_DIR, { recursive: true });
+  // Development mode: sessions may use repos that are not registered (file:// on this machine included).
+  config.DRYDOCK_DEV_MODE = true;
   let server: ChildProcess | undefined;
   if (await answers(config.TEMPORAL_ADDRESS)) {
     progress(`using the Temporal server at ${config.TEMPORAL_ADDRESS}`);
@@ -69,6 +71,7 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
         `  worker           task queues ${config.DRYDOCK_TASK_QUEUE} and ${hostQueueOf(config)}`,
         `  review console   ${server.url}  (${tokenHint})`,
         `  webhooks         ${server.url}/webhooks/github, ${server.url}/webhooks/ci`,
+        '  development mode on: sessions may use unregistered repos (drydock repo add registers one)',
         '',
         'Take the tour from another terminal: bin/drydock demo',
         'or start a session of your own, for example:',

@@ -9,6 +9,7 @@ import type { ApiTokens } from '../lib/access';
 import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
 import type { Config } from '../lib/config';
+import type { GitHubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
 import type { RepoLookupService } from '../lib/repos';
 import { getStatus } from '../lib/sessions';
@@ -35,6 +36,8 @@ export interface ServeContext {
   tokens: ApiTokens;
   repos: RepoLookupService;
   artifacts: ArtifactStore;
+  /** The server's GitHub credentials: checks before a trigger starts, and answers on GitHub when it may not. */
+  github: GitHubSettings;
   /** Where webhook deliveries that start a session are recorded. */
   audit?: AuditTrail;
   /** The database of the metrics page. */

@@ -1,7 +1,7 @@
 /**
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
- *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256, same scheme)
+ *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
@@ -15,8 +15,9 @@ import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
+import { githubSettings } from '../lib/github';
 import type { Logger } from '../lib/log';
-import { createRepoLookup, type RepoLookupService } from '../lib/repos';
+import { seededRepoLookup, type RepoLookupService } from '../lib/repos';
 import { redactorOf } from '../lib/scrub';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
@@ -31,7 +32,8 @@ export interface ServeDeps {
   client: Client;
   log: Logger;
   tokens?: ApiTokens;
-  repos?: RepoLookupService;
+  /** The repo registry (startServer opens it over the database, seeded from DRYDOCK_REPOS). */
+  repos: RepoLookupService;
   /** Where webhook deliveries that start a session are recorded (startServer opens one). */
   audit?: AuditTrail;
   /** The database of the metrics page (startServer opens one). */
@@ -43,7 +45,7 @@ export function createHandler(deps: ServeDeps) {
   const ctx: ServeContext = {
     ...deps,
     tokens: deps.tokens ?? loadApiTokens(deps.config),
-    repos: deps.repos ?? createRepoLookup(deps.config),
+    github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
   };
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -123,12 +125,16 @@ export interface RunningServer {
 }
 
 /** Listens on DRYDOCK_HTTP_HOST:DRYDOCK_HTTP_PORT (port 0: any free one). */
-export async function startServer(deps: ServeDeps): Promise<RunningServer> {
+export async function startServer(
+  deps: Omit<ServeDeps, 'repos'> & Partial<Pick<ServeDeps, 'repos'>>,
+): Promise<RunningServer> {
   // The handler reads this config: port 0 becomes the real port once listening.
   const config = { ...deps.config };
-  const db = deps.audit ? undefined : await openDatabase(config, deps.log);
-  const audit = deps.audit ?? new AuditTrail(db!.pool, config.DRYDOCK_HOST_ID, redactorOf(config));
-  const handler = createHandler({ ...deps, config, audit, pool: deps.pool ?? db?.pool });
+  const db = deps.audit && deps.pool ? undefined : await openDatabase(config, deps.log);
+  const pool = deps.pool ?? db!.pool;
+  const audit = deps.audit ?? new AuditTrail(pool, config.DRYDOCK_HOST_ID, redactorOf(config));
+  const repos = deps.repos ?? (await seededRepoLookup(pool, config));
+  const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;

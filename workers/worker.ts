@@ -27,6 +27,7 @@ import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
+import { seededRepoLookup } from '../lib/repos';
 import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
 import { baseImageTag } from '../sandbox-images/base-image';
 
@@ -153,6 +154,8 @@ export async function createWorker(opts: {
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
     snapshots: new SnapshotRegistry(db.pool),
+    repos: await seededRepoLookup(db.pool, config),
+    devMode: config.DRYDOCK_DEV_MODE,
     requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
     sandboxes: new DockerSandboxes(),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
@@ -163,17 +166,22 @@ export async function createWorker(opts: {
     runtime: config.DRYDOCK_DOCKER_RUNTIME,
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
+    extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,
     secrets: config.secrets,
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
       approvers: config.DRYDOCK_APPROVERS,
       forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
+      separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
     },
     github: githubSettings(config),
     models: modelSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
+    reviewLink: config.DRYDOCK_CONSOLE_URL
+      ? (sessionId) => `${config.DRYDOCK_CONSOLE_URL!.replace(/\/$/, '')}/sessions/${encodeURIComponent(sessionId)}`
+      : undefined,
     sessionIsRunning: async (sessionId) => {
       try {
         return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';

@@ -53,6 +53,12 @@ export interface ApprovalPolicy {
   /** Empty: anyone who names themselves. */
   approvers: string[];
   forbidSelfApproval: boolean;
+  /**
+   * Whether pushing a change waits for its own approval even when the
+   * session opens a pull request. False: one review per change, approving
+   * the pull request approves the push that opens it (same change hash).
+   */
+  separateGates: boolean;
 }
 
 export interface StepRecord {
@@ -206,6 +212,8 @@ export interface SessionStatus {
   /** The approval the session is waiting for, with what a reviewer needs to decide. */
   pendingApproval?: {
     action: Action;
+    /** Other actions this approval also approves (one review per change: the push of a pull request). */
+    covers?: Action[];
     /** Hash of the diff and target branch; an approval binds to it. */
     change: string;
     approvers: string[];

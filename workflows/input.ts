@@ -16,7 +16,7 @@ export const duration = z.union([
 ]);
 
 /** A size in bytes, or a string like "512m", "2g". */
-const size = z.union([
+export const size = z.union([
   z.number().int().positive(),
   z.string().regex(/^\d+(k|m|g)$/i, 'expected a size like "512m" or "2g", or a number of bytes'),
 ]);
@@ -48,12 +48,12 @@ const branchName = z
   );
 
 /** A path inside /workspace: relative, without "..". */
-const workspacePath = z
+export const workspacePath = z
   .string()
   .min(1)
   .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'must be relative to the repo, without ".."');
 
-const browserCheck = z.strictObject({
+export const browserCheck = z.strictObject({
   start: z.string().min(1).describe('Shell command that starts the app in the sandbox, e.g. "npm start"'),
   url: z
     .string()
@@ -98,6 +98,14 @@ export const CLI_TEMPLATES = {
   claude: ['claude', '-p', '{prompt}', '--dangerously-skip-permissions'],
   codex: ['codex', 'exec', '--full-auto', '--skip-git-repo-check', '{prompt}'],
 } as const;
+
+/** An agent CLI: a template name, or argv with "{prompt}" as one element. */
+export const agentCommand = z
+  .union([z.enum(['opencode', 'claude', 'codex']), z.array(z.string().min(1)).min(1)])
+  .describe('cli: a template name, or argv with "{prompt}" as one element (passed literally, no shell)');
+
+/** The name of a worker secret: the worker's DRYDOCK_SECRET_<NAME> becomes <NAME>. */
+export const secretName = z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'a name like MODEL_KEY');
 
 const budget = z
   .strictObject({
@@ -148,25 +156,48 @@ const agent = z
       .min(1)
       .default(20)
       .describe('openai: start a fresh workflow run (same session) after this many turns'),
-    command: z
-      .union([z.enum(['opencode', 'claude', 'codex']), z.array(z.string().min(1)).min(1)])
-      .optional()
-      .describe('cli: a template name, or argv with "{prompt}" as one element (passed literally, no shell)'),
+    command: agentCommand.optional(),
     egress: z
       .array(egressRule)
       .default([])
-      .describe('cli: hosts the CLI may reach through the egress proxy (its model API). Weaker isolation: see README'),
+      .describe(
+        "cli: hosts the CLI may reach through the egress proxy (its model API), within the operator's rules for the repo",
+      ),
     secrets: z
-      .array(z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'a name like MODEL_KEY'))
+      .array(secretName)
       .default([])
-      .describe("cli: worker secrets the CLI gets, by name: the worker's DRYDOCK_SECRET_<NAME> becomes <NAME>"),
+      .describe(
+        'cli: worker secrets the CLI gets, by name (DRYDOCK_SECRET_<NAME> becomes <NAME>); only those the operator grants the repo',
+      ),
     budget,
   })
   .prefault({});
 
+/**
+ * Where a webhook-started session came from on GitHub: the worker reads the
+ * task's context from it (issue, comments, pull request, failed run) and
+ * reports the session's progress back to it.
+ */
+export const triggerOrigin = z.strictObject({
+  repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"'),
+  kind: z.enum(['issue', 'comment', 'check_run', 'workflow_run']),
+  issue: z.number().int().positive().optional().describe('The issue or pull request number'),
+  pullRequest: z.boolean().default(false).describe('Whether `issue` is a pull request'),
+  comment: z.number().int().positive().optional().describe('The /drydock comment'),
+  run: z.number().int().positive().optional().describe('The failed check run or workflow run'),
+  commit: z
+    .string()
+    .regex(/^[0-9a-f]{40}$/, 'a commit sha')
+    .optional()
+    .describe('The commit of the failed run'),
+});
+
 export const sessionInputSchema = z.strictObject({
   repo: z.strictObject({
-    url: z.string().min(1).describe('Any URL git can clone from the worker, file:// included'),
+    url: z
+      .string()
+      .min(1)
+      .describe('A registered repo (drydock repo add); in development mode any URL git can clone, file:// included'),
     ref: z.string().min(1).optional().describe("Branch, tag or commit; default: the remote's default branch"),
   }),
   task: z.string().min(1).describe('What the agent should do, in words'),
@@ -222,9 +253,14 @@ export const sessionInputSchema = z.strictObject({
         .default([])
         .describe("Who may approve or reject: a subset of the server's approvers; empty: the server's list, or anyone"),
       forbidSelfApproval: z.boolean().default(false).describe('requestedBy may not approve'),
+      separateGates: z
+        .boolean()
+        .default(false)
+        .describe('Approve the push separately, even when approving the pull request would cover it'),
       timeout: durationUpTo('30d').default('24h').describe('How long an approval may wait; at most 30d'),
     })
     .prefault({}),
+  trigger: triggerOrigin.optional().describe('Set by drydock serve for sessions started by a GitHub webhook'),
   limits: z
     .strictObject({
       cpus: z.number().positive().max(16).default(2).describe('CPUs of the sandbox; at most 16'),
@@ -261,6 +297,7 @@ export type SessionInputDraft = z.input<typeof sessionInputSchema>;
 export type ScriptStep = z.infer<typeof scriptStep>;
 export type AgentSettings = SessionInput['agent'];
 export type BrowserCheck = z.infer<typeof browserCheck>;
+export type TriggerOrigin = z.infer<typeof triggerOrigin>;
 
 export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
 
@@ -305,6 +342,26 @@ export function parseSessionInput(raw: unknown): ParsedInput {
     }),
   };
 }
+
+/**
+ * What a webhook-started session runs: the agent and its budget, the checks,
+ * and optionally publishing and approval. The same schemas as the session
+ * input; the webhook adds the repo, the task and the pull request.
+ */
+export const triggerSessionSchema = z
+  .strictObject({
+    agent: sessionInputSchema.shape.agent.unwrap(),
+    verify: sessionInputSchema.shape.verify,
+    publish: sessionInputSchema.shape.publish,
+    approval: sessionInputSchema.shape.approval,
+  })
+  .superRefine((settings, ctx) => {
+    // The rules that span sections, on a session these settings would start.
+    const probe = { repo: { url: 'https://github.com/o/r' }, task: 'probe', ...settings };
+    const parsed = sessionInputChecked.safeParse(probe);
+    for (const issue of parsed.success ? [] : parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom' });
+  });
+export type TriggerSession = z.infer<typeof triggerSessionSchema>;
 
 const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 

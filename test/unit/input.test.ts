@@ -22,7 +22,7 @@ test('the minimal input gets every default', () => {
       },
       verify: { timeout: '10m', maxRounds: 2 },
       publish: { pullRequest: false, deploy: false },
-      approval: { required: [], approvers: [], forbidSelfApproval: false, timeout: '24h' },
+      approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
       limits: { cpus: 2, memory: '2g', pids: 512, tmp: '512m', wallTime: '2h', network: 'none', setupEgress: true },
     },
   });

@@ -1,4 +1,5 @@
-import { defaultBranch, refuseDecision, tightenPolicy } from '../../workflows/rules/policy';
+import type { ApprovalPolicy } from '../../workflows/api';
+import { defaultBranch, refuseDecision, reviewedTogether, tightenPolicy } from '../../workflows/rules/policy';
 
 const CHANGE = 'a1b2c3d4e5f6'.repeat(5) + 'abcd';
 const waiting = {
@@ -36,25 +37,41 @@ test('self-approval is refused when the rule is on; self-rejection is allowed', 
 });
 
 test('a session can tighten the server policy, never loosen it', () => {
-  const server = { required: ['push' as const], approvers: ['alice', 'bob'], forbidSelfApproval: true };
+  const server = {
+    required: ['push' as const],
+    approvers: ['alice', 'bob'],
+    forbidSelfApproval: true,
+    separateGates: true,
+  };
   expect(
-    tightenPolicy(server, { required: ['deploy'], approvers: ['bob', 'mallory'], forbidSelfApproval: false }),
+    tightenPolicy(server, {
+      required: ['deploy'],
+      approvers: ['bob', 'mallory'],
+      forbidSelfApproval: false,
+      separateGates: false,
+    }),
   ).toEqual({
     ok: true,
-    policy: { required: ['push', 'deploy'], approvers: ['bob'], forbidSelfApproval: true },
+    policy: { required: ['push', 'deploy'], approvers: ['bob'], forbidSelfApproval: true, separateGates: true },
   });
-  expect(tightenPolicy(server, { required: [], approvers: [], forbidSelfApproval: false })).toEqual({
+  expect(
+    tightenPolicy(server, { required: [], approvers: [], forbidSelfApproval: false, separateGates: false }),
+  ).toEqual({
     ok: true,
-    policy: { required: ['push'], approvers: ['alice', 'bob'], forbidSelfApproval: true },
+    policy: { required: ['push'], approvers: ['alice', 'bob'], forbidSelfApproval: true, separateGates: true },
   });
-  expect(tightenPolicy(server, { required: [], approvers: ['mallory'], forbidSelfApproval: false })).toEqual({
+  expect(
+    tightenPolicy(server, { required: [], approvers: ['mallory'], forbidSelfApproval: false, separateGates: false }),
+  ).toEqual({
     ok: false,
     problem: 'approval.approvers: none of mallory is a server approver (alice, bob)',
   });
-  const open = { required: [], approvers: [], forbidSelfApproval: false };
-  expect(tightenPolicy(open, { required: [], approvers: ['carol'], forbidSelfApproval: true })).toEqual({
+  const open = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
+  expect(
+    tightenPolicy(open, { required: [], approvers: ['carol'], forbidSelfApproval: true, separateGates: false }),
+  ).toEqual({
     ok: true,
-    policy: { required: [], approvers: ['carol'], forbidSelfApproval: true },
+    policy: { required: [], approvers: ['carol'], forbidSelfApproval: true, separateGates: false },
   });
 });
 
@@ -86,4 +103,38 @@ test('branch names are valid git refs', () => {
   expect(defaultBranch('session-20261130-ab12')).toBe('drydock/session-20261130-ab12');
   expect(defaultBranch('a b..c~d^e:f.lock')).toBe('drydock/a-b.c-d-e-f');
   expect(defaultBranch('...')).toBe('drydock/session');
+});
+
+test('one review per change: approving the pull request covers its push, unless policy keeps two gates', () => {
+  const both = ['push' as const, 'pull_request' as const];
+  const server = { required: both, approvers: [], forbidSelfApproval: false, separateGates: false };
+  const session = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
+  const policy = (tightenPolicy(server, session) as { policy: ApprovalPolicy }).policy;
+  expect(policy.separateGates).toBe(false);
+  expect(reviewedTogether(policy, true)).toBe(true);
+  expect(reviewedTogether(policy, false)).toBe(false); // no pull request: the push has its own gate
+  expect(reviewedTogether({ ...policy, required: ['push'] }, true)).toBe(false);
+  // A session may ask for two gates; a server with two gates keeps them.
+  const tightened = tightenPolicy(server, { ...session, separateGates: true }) as { policy: ApprovalPolicy };
+  expect(reviewedTogether(tightened.policy, true)).toBe(false);
+  expect(reviewedTogether({ ...policy, separateGates: true }, true)).toBe(false);
+});
+
+test('a decision on an action covered by the pending one names the action to decide on', () => {
+  const waiting = {
+    phase: 'awaiting_approval' as const,
+    pendingApproval: {
+      action: 'pull_request' as const,
+      covers: ['push' as const],
+      change: 'c'.repeat(64),
+      approvers: [],
+      deadline: '',
+      evidence: { branch: '', commit: '', diffstat: '', tests: '', screenshots: [] },
+    },
+  };
+  const open = { approvers: [], forbidSelfApproval: false };
+  expect(refuseDecision(waiting, open, { decision: 'approve', action: 'push', by: 'alice' })).toBe(
+    'push is approved together with pull_request (one review per change): decide on pull_request',
+  );
+  expect(refuseDecision(waiting, open, { decision: 'approve', action: 'pull_request', by: 'alice' })).toBeUndefined();
 });

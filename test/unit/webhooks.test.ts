@@ -1,9 +1,11 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
 import { parseTokens, loadApiTokens } from '../../lib/access';
-import { createRepoLookup } from '../../lib/repos';
+import { loadConfig } from '../../lib/config';
+import { parseRepoList, repoNameOf, triggerSessionFor } from '../../lib/repos';
 import { routeGitHubEvent, signatureMatches } from '../../lib/webhooks';
-import { example, EXAMPLE_REPO } from '../github-examples';
+import { PAYLOADS, type PayloadEvent } from '../../lib/webhook-payloads';
+import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../github-examples';
 
 test("GitHub's known-answer vector verifies, and nothing else does", async () => {
   // From GitHub's docs, "Validating webhook deliveries".
@@ -36,76 +38,94 @@ test('a body that is not UTF-8 never verifies (two such bodies could decode to o
   ).toBe(false);
 });
 
-test('an issue labelled drydock starts a session with title and body as the task', () => {
+const HASH = 'abcdef0123456789';
+
+test('an issue labelled drydock: a session keyed by the issue and the signed body, its origin for context', () => {
   const payload = example('issues', (p) => p.action === 'labeled');
   payload.label.name = 'drydock';
-  expect(routeGitHubEvent('issues', 'ABC-123', payload)).toEqual({
+  expect(routeGitHubEvent('issues', HASH, payload)).toEqual({
     kind: 'start',
-    sessionId: 'gh-abc-123',
+    sessionId: `gh-codertocat-hello-world-issue-1-${HASH}`,
     repo: EXAMPLE_REPO,
-    task: "Spelling error in the README file\n\nIt looks like you accidently spelled 'commit' with two 't's.",
+    task: 'Resolve issue #1: Spelling error in the README file',
     requestedBy: 'Codertocat',
     source: 'issue #1 labelled drydock',
+    origin: { repo: EXAMPLE_REPO, kind: 'issue', issue: 1, pullRequest: false },
   });
   payload.label.name = 'bug';
-  expect(routeGitHubEvent('issues', 'x', payload)).toMatchObject({ kind: 'ignore' });
+  expect(routeGitHubEvent('issues', HASH, payload)).toMatchObject({ kind: 'ignore' });
   expect(
     routeGitHubEvent(
       'issues',
-      'x',
+      HASH,
       example('issues', (p) => p.action === 'opened'),
     ),
-  ).toMatchObject({
-    kind: 'ignore',
-  });
+  ).toEqual({ kind: 'ignore', reason: "issues.opened: only 'labeled' is read" });
 });
 
-test('/drydock comments: the task, the PR head for PR comments, only from collaborators', () => {
+test('/drydock comments: keyed by the comment id, the PR head for PR comments, the writer checked through the API', () => {
   const payload = example('issue_comment', (p) => p.action === 'created');
   payload.comment.body = '/drydock fix the spelling\nin README.md';
-  expect(routeGitHubEvent('issue_comment', 'd1', payload)).toMatchObject({
+  expect(routeGitHubEvent('issue_comment', HASH, payload)).toMatchObject({
     kind: 'start',
-    sessionId: 'gh-d1',
-    task: expect.stringMatching(
-      /^fix the spelling\nin README.md\n\n\(asked on https:\/\/github.com\/Codertocat\/Hello-World\/issues\/1: Spelling error/,
-    ),
+    sessionId: 'gh-codertocat-hello-world-comment-492700400',
+    task: 'fix the spelling\nin README.md',
     requestedBy: 'Codertocat',
+    origin: { kind: 'comment', issue: 1, comment: 492700400, pullRequest: false },
+    check: { writer: 'Codertocat' },
+  });
+  // Another body (a replay with other bytes) is the same comment, the same session.
+  expect(routeGitHubEvent('issue_comment', 'another-hash', payload)).toMatchObject({
+    sessionId: 'gh-codertocat-hello-world-comment-492700400',
   });
   payload.issue.pull_request = { url: 'https://api.github.com/repos/Codertocat/Hello-World/pulls/1' };
-  expect(routeGitHubEvent('issue_comment', 'd2', payload)).toMatchObject({ kind: 'start', ref: 'refs/pull/1/head' });
-  payload.comment.author_association = 'NONE';
-  expect(routeGitHubEvent('issue_comment', 'd3', payload)).toMatchObject({
-    kind: 'ignore',
-    reason: expect.stringMatching(/not a collaborator/),
+  expect(routeGitHubEvent('issue_comment', HASH, payload)).toMatchObject({
+    kind: 'start',
+    ref: 'refs/pull/1/head',
+    check: { writer: 'Codertocat', pullRequest: 1 },
   });
-  payload.comment.author_association = 'OWNER';
   payload.comment.body = 'You are totally right!';
-  expect(routeGitHubEvent('issue_comment', 'd4', payload)).toMatchObject({ kind: 'ignore' });
+  expect(routeGitHubEvent('issue_comment', HASH, payload)).toMatchObject({ kind: 'ignore' });
   payload.comment.body = '/drydock';
-  expect(routeGitHubEvent('issue_comment', 'd5', payload)).toMatchObject({ kind: 'ignore' });
+  expect(routeGitHubEvent('issue_comment', HASH, payload)).toMatchObject({ kind: 'ignore' });
 });
 
-test('failed check runs and workflow runs: one session per commit, never on drydock branches', () => {
+test('failed check runs and workflow runs: one session per commit, never on drydock branches or from forks', () => {
   const check = example('check_run', (p) => p.action === 'completed' && p.check_run.conclusion === 'failure');
-  const fromCheck = routeGitHubEvent('check_run', 'c1', check);
+  const fromCheck = routeGitHubEvent('check_run', HASH, check);
   expect(fromCheck).toMatchObject({
     kind: 'start',
     sessionId: 'gh-ci-codertocat-hello-world-ec26c3e57ca3',
     ref: 'ec26c3e57ca3a959ca5aad62de7213c562f8c821',
     pullRequestBase: 'changes',
     task: expect.stringMatching(/^Make CI green on changes: "Octocoders-linter" failed at ec26c3e57ca3/),
+    origin: { kind: 'check_run', run: 128620228, commit: 'ec26c3e57ca3a959ca5aad62de7213c562f8c821' },
+    check: { branchHead: { branch: 'changes', sha: 'ec26c3e57ca3a959ca5aad62de7213c562f8c821' } },
   });
   const run = example('workflow_run', (p) => p.action === 'completed');
   run.workflow_run.conclusion = 'failure';
   run.workflow_run.head_sha = check.check_run.head_sha;
-  expect(routeGitHubEvent('workflow_run', 'w1', run)).toMatchObject({
+  run.workflow_run.head_repository.full_name = EXAMPLE_REPO;
+  expect(routeGitHubEvent('workflow_run', HASH, run)).toMatchObject({
     kind: 'start',
     sessionId: fromCheck.kind === 'start' && fromCheck.sessionId,
   });
+  run.workflow_run.head_repository.full_name = 'outsider/Hello-World';
+  expect(routeGitHubEvent('workflow_run', HASH, run)).toMatchObject({
+    kind: 'ignore',
+    reason: expect.stringMatching(/a fork/),
+  });
+  check.check_run.pull_requests[0].head.repo.id = 4242;
+  expect(routeGitHubEvent('check_run', HASH, check)).toMatchObject({
+    kind: 'ignore',
+    reason: expect.stringMatching(/fork/),
+  });
+  run.workflow_run.head_repository.full_name = EXAMPLE_REPO;
   run.workflow_run.conclusion = 'success';
-  expect(routeGitHubEvent('workflow_run', 'w2', run)).toMatchObject({ kind: 'ignore' });
+  expect(routeGitHubEvent('workflow_run', HASH, run)).toMatchObject({ kind: 'ignore' });
+  check.check_run.pull_requests = [];
   check.check_run.check_suite.head_branch = 'drydock/gh-abc';
-  expect(routeGitHubEvent('check_run', 'c2', check)).toMatchObject({
+  expect(routeGitHubEvent('check_run', HASH, check)).toMatchObject({
     kind: 'ignore',
     reason: expect.stringMatching(/drydock branch/),
   });
@@ -113,10 +133,10 @@ test('failed check runs and workflow runs: one session per commit, never on dryd
 
 test('a closed pull request of a drydock branch is recorded, merged or not', () => {
   const payload = example('pull_request', (p) => p.action === 'closed');
-  expect(routeGitHubEvent('pull_request', 'p1', payload)).toMatchObject({ kind: 'ignore' }); // head "changes"
+  expect(routeGitHubEvent('pull_request', HASH, payload)).toMatchObject({ kind: 'ignore' }); // head "changes"
   payload.pull_request.head.ref = 'drydock/gh-abc-123';
   payload.pull_request.merged = true;
-  expect(routeGitHubEvent('pull_request', 'p1', payload)).toEqual({
+  expect(routeGitHubEvent('pull_request', HASH, payload)).toEqual({
     kind: 'pr_closed',
     sessionId: 'gh-abc-123',
     repo: EXAMPLE_REPO,
@@ -128,24 +148,48 @@ test('a closed pull request of a drydock branch is recorded, merged or not', () 
 });
 
 test('other events are ignored with a reason', () => {
-  expect(routeGitHubEvent('star', 'x', { action: 'created', repository: { full_name: 'a/b' } })).toEqual({
+  expect(routeGitHubEvent('star', HASH, { action: 'created', repository: { full_name: 'a/b' } })).toEqual({
     kind: 'ignore',
     reason: "event 'star' is not one drydock acts on",
   });
 });
 
-test('repos are looked up by name (case-insensitive) or URL; unknown ones say how to add them', () => {
-  const repos = createRepoLookup({ DRYDOCK_REPOS: ['Codertocat/Hello-World=file:///srv/hello.git'] });
-  expect(repos.byName('codertocat/hello-world')).toEqual({
-    ok: true,
-    repo: { name: 'Codertocat/Hello-World', url: 'file:///srv/hello.git' },
+describe('a payload without a field drydock reads is invalid, naming the field', () => {
+  const cases = (Object.keys(PAYLOADS) as PayloadEvent[]).flatMap((event) =>
+    requiredPaths(PAYLOADS[event].schema).map((path) => [event, path.join('.'), path] as const),
+  );
+  test('the example payloads themselves are valid', () => {
+    for (const event of Object.keys(PAYLOADS) as PayloadEvent[]) {
+      expect(routeGitHubEvent(event, HASH, actionable(event)).kind).not.toBe('invalid');
+    }
+    expect(cases.length).toBeGreaterThan(40);
   });
-  expect(repos.byUrl('file:///srv/hello.git')).toMatchObject({ ok: true });
-  expect(repos.byName('someone/else')).toEqual({
-    ok: false,
-    reason: 'repo someone/else is not served by this drydock (add it to DRYDOCK_REPOS)',
+  test.each(cases)('%s without %s', (event, field, path) => {
+    expect(routeGitHubEvent(event, HASH, without(actionable(event), [...path]))).toEqual({
+      kind: 'invalid',
+      problem: `${field}: required`,
+    });
   });
-  expect(() => createRepoLookup({ DRYDOCK_REPOS: ['nonsense'] })).toThrow(/DRYDOCK_REPOS: 'nonsense'/);
+  test('a wrong type names the field and what it expected', () => {
+    const payload = actionable('issues');
+    payload.issue.number = 'one';
+    expect(routeGitHubEvent('issues', HASH, payload)).toEqual({
+      kind: 'invalid',
+      problem: 'issue.number: Invalid input: expected number, received string',
+    });
+    expect(routeGitHubEvent('issues', HASH, null)).toMatchObject({ kind: 'invalid' });
+  });
+});
+
+test('DRYDOCK_REPOS entries are owner/name=<url>; a repo added without a name gets one from its URL', () => {
+  expect(parseRepoList(['Codertocat/Hello-World=file:///srv/hello.git'])).toEqual([
+    { name: 'Codertocat/Hello-World', url: 'file:///srv/hello.git' },
+  ]);
+  expect(() => parseRepoList(['nonsense'])).toThrow(/DRYDOCK_REPOS: 'nonsense'/);
+  expect(repoNameOf('https://github.com/acme/shop.git')).toBe('acme/shop');
+  expect(repoNameOf('git@github.com:acme/shop.git')).toBe('acme/shop');
+  expect(repoNameOf('file:///tmp/drydock-repo-x1/remote.git')).toBe('drydock-repo-x1/remote');
+  expect(repoNameOf('file:///repo.git')).toBe('file/repo');
 });
 
 test('API tokens map to names; a wrong or short token names no one and is never echoed', () => {
@@ -159,4 +203,23 @@ test('API tokens map to names; a wrong or short token names no one and is never 
   ]);
   expect(() => parseTokens('carol=tiny', 'X')).toThrow('X: the token of carol is shorter than 16 characters');
   expect(() => parseTokens('carol=tiny', 'X')).not.toThrow(/tiny/);
+});
+
+test("DRYDOCK_TRIGGER_SESSION: the session input's schemas; a bad value stops the process naming the field", () => {
+  const load = (value: unknown) => loadConfig({ DRYDOCK_TRIGGER_SESSION: JSON.stringify(value) });
+  expect(() => load({ agent: { kind: 'openai' } })).toThrow(
+    'DRYDOCK_TRIGGER_SESSION.agent.model: required for agent.kind "openai"',
+  );
+  expect(() => load({ verify: { test: 'npm test' } })).toThrow('DRYDOCK_TRIGGER_SESSION.agent: Invalid input');
+  expect(() => load({ agent: {}, limits: {} })).toThrow(/unrecognized key/i);
+  const config = load({ agent: { kind: 'script', steps: [{ run: 'make fix' }] }, verify: { test: 'make test' } });
+  const repo = { name: 'a/b' };
+  expect(triggerSessionFor(repo, config.DRYDOCK_TRIGGER_SESSION)).toMatchObject({
+    ok: true,
+    session: { agent: { kind: 'script', steps: [{ run: 'make fix', timeout: '10m' }] }, verify: { test: 'make test' } },
+  });
+  expect(triggerSessionFor(repo, undefined)).toEqual({
+    ok: false,
+    reason: 'no agent is configured for a/b (set DRYDOCK_TRIGGER_SESSION)',
+  });
 });

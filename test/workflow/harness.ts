@@ -20,7 +20,7 @@ import {
 import type { Activities } from '../../activities';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type SessionStatus } from '../../workflows/api';
-import type { SessionInputDraft } from '../../workflows/input';
+import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../histories';
 
 export type Stubs = Partial<Activities>;
@@ -64,7 +64,12 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
 /** What each activity returns when a test does not say otherwise: a session that goes well. */
 function defaultStubs(hostQueue: string): Activities {
   const stubs: Stubs = {
-    approvalPolicy: async () => ({ required: [], approvers: [], forbidSelfApproval: false }),
+    // The input as given, within limits that allow it (the rules are in test/unit/repo-rules.test.ts).
+    repoPolicy: async (raw) => {
+      const parsed = parseSessionInput(raw);
+      return parsed.ok ? { ok: true, input: parsed.input, repo: 'acme/app', approvers: [] } : parsed;
+    },
+    approvalPolicy: async () => ({ required: [], approvers: [], forbidSelfApproval: false, separateGates: false }),
     provisionSandbox: async ({ generation }) => ({
       name: `sandbox-${generation ?? 0}`,
       host: 'host-a',

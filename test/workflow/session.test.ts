@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import { approve, decide, reject } from '../../workflows/api';
-import type { SessionInputDraft } from '../../workflows/input';
+import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   awaitApproval,
   BASE_COMMIT,
@@ -46,6 +46,7 @@ const openai = (agent: Record<string, unknown>): SessionInputDraft => ({
 
 /** The calls of a scripted session up to its push gate. */
 const UNTIL_GATE = [
+  'repoPolicy',
   'approvalPolicy',
   'provisionSandbox',
   'runStep step-1',
@@ -69,7 +70,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
   const input: SessionInputDraft = {
     ...scripted,
     publish: { pullRequest: true },
-    approval: { required: ['push', 'pull_request'], approvers: ['alice'] },
+    approval: { required: ['push', 'pull_request'], approvers: ['alice'], separateGates: true },
   };
   const run = await runSession(harness, 'happy', input, {}, async (handle) => {
     await awaitApproval(handle, 'push');
@@ -118,7 +119,13 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     ],
     decisions: [decision('push'), decision('pull_request')],
     refusedDecisions: [],
-    policy: { required: ['push', 'pull_request'], approvers: ['alice'], forbidSelfApproval: false },
+    // The session asked for two gates.
+    policy: {
+      required: ['push', 'pull_request'],
+      approvers: ['alice'],
+      forbidSelfApproval: false,
+      separateGates: true,
+    },
     branch,
     sandbox: { name: 'sandbox-0', host: 'host-a', image: 'drydock-base:test', baseCommit: BASE_COMMIT },
     agent: { steps: 1, commit: COMMIT, changed: true, diffstat: ' hello.txt | 1 +', changeHash: CHANGE },
@@ -140,6 +147,73 @@ test('happy path: script agent, tests pass, push and pull request approved → c
   expect(run.args.pushBranch).toEqual([
     { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },
   ]);
+});
+
+test('one review per change: the approval of the pull request also approves its push', async () => {
+  const input: SessionInputDraft = { ...scripted, publish: { pullRequest: true } };
+  const oneReview: Stubs = {
+    approvalPolicy: async () => ({
+      required: ['push', 'pull_request'],
+      approvers: ['alice'],
+      forbidSelfApproval: false,
+      separateGates: false,
+    }),
+  };
+  const run = await runSession(harness, 'one-review', input, oneReview, async (handle) => {
+    const waiting = await awaitApproval(handle, 'pull_request');
+    expect(waiting.pendingApproval!.covers).toEqual(['push']);
+    // Deciding on the push alone is refused with what to do instead.
+    await expect(
+      handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'pull_request', by: 'alice' }] });
+  });
+  expect(run.calls).toEqual([
+    ...UNTIL_GATE,
+    'recordAudit approval/pull_request',
+    'pushBranch',
+    'openPullRequest',
+    ...TEARDOWN,
+  ]);
+  expect(run.status.phase).toBe('completed');
+  expect(run.status.decisions.map((d) => d.action)).toEqual(['pull_request']);
+  expect(run.status.timeline.map((t) => `${t.name}: ${t.detail ?? ''}`)).toContain(
+    'approval: push: approved with pull_request by alice',
+  );
+});
+
+test('a webhook-started session: its task gets the GitHub context, and GitHub hears each stage; a GitHub outage fails nothing', async () => {
+  const input: SessionInputDraft = {
+    ...scripted,
+    task: 'Resolve issue #5: greet',
+    publish: { pullRequest: true },
+    trigger: { repo: 'acme/app', kind: 'issue', issue: 5 },
+  };
+  const stages: string[] = [];
+  const stubs: Stubs = {
+    triggerTask: async ({ task }) =>
+      `${task}\n\n=== BEGIN GITHUB DATA n: issue #5: description ===\nsay hi\n=== END GITHUB DATA n ===`,
+    reportToGitHub: async ({ stage, commit, pullRequestUrl }) => {
+      stages.push(`${stage} ${commit?.slice(0, 4) ?? '-'} ${pullRequestUrl ?? '-'}`);
+      if (stage === 'pull_request') throw ApplicationFailure.nonRetryable('GitHub is down', 'GitHubRequest');
+    },
+  };
+  const run = await runSession(harness, 'trigger', input, stubs);
+  expect(run.status.phase).toBe('completed');
+  expect(run.status.task).toMatch(/^Resolve issue #5: greet\n\n=== BEGIN GITHUB DATA n: issue #5/);
+  expect(run.args.triggerTask).toEqual([
+    { sessionId: run.id, task: 'Resolve issue #5: greet', trigger: { ...input.trigger, pullRequest: false } },
+  ]);
+  expect(run.calls.slice(0, 4)).toEqual(['repoPolicy', 'approvalPolicy', 'triggerTask', 'provisionSandbox']);
+  expect(stages).toEqual([
+    'started bbbb -',
+    'pull_request bbbb https://github.com/acme/app/pull/7',
+    'completed bbbb https://github.com/acme/app/pull/7',
+  ]);
+  expect(run.status.timeline.find((t) => t.name === 'context from GitHub')).toMatchObject({
+    ok: true,
+    detail: 'issue on acme/app',
+  });
 });
 
 test('reject: nothing is pushed, the session ends rejected and tears down', async () => {
@@ -212,6 +286,7 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
   };
   const run = await runSession(harness, 'sandbox-lost-once', scripted, stubs);
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'runStep step-1',
@@ -255,6 +330,7 @@ test('sandbox lost too often: after 3 replacements the session fails with sandbo
     'runStep step-1',
   ];
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'runStep step-1',
@@ -287,6 +363,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     }),
   });
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'provisionSandbox 1',
@@ -317,7 +394,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
 test('wall-time limit: the running step is cancelled, the session timed_out, torn down', async () => {
   const input: SessionInputDraft = { ...scripted, limits: { wallTime: '3s' } };
   const run = await runSession(harness, 'wall-time', input, { runStep: runUntilCancelled });
-  expect(run.calls).toEqual(['approvalPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
+  expect(run.calls).toEqual(['repoPolicy', 'approvalPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
   expect(run.status).toMatchObject({
     phase: 'timed_out',
     error: 'wall-time limit of 3s reached',
@@ -336,6 +413,7 @@ test("budget with onExceeded 'fail': the session fails when the agent runs out o
     modelCall: async ({ turn }) => modelAnswer(turn, ['run: npm test']),
   });
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
@@ -371,6 +449,7 @@ test('feedback round: the first verification fails, the model agent hears why an
         : { files: ['junit.xml'], total: 2, passed: 2, failed: 0, skipped: 0, failures: [] },
   });
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
@@ -404,6 +483,39 @@ test('feedback round: the first verification fails, the model agent hears why an
   expect(run.status.timeline.map((r) => r.name)).toContain('feedback: round 2');
 });
 
+test("the repo's configuration refuses: the session fails at once, naming why, before any sandbox", async () => {
+  const problem =
+    "agent.egress.0.host: 127.0.0.1 is a loopback address; only the operator's rules for acme/app may name it";
+  const run = await runSession(harness, 'repo-refused', scripted, {
+    repoPolicy: async () => ({ ok: false, problems: [problem] }),
+  });
+  expect(run.calls).toEqual(['repoPolicy']);
+  expect(run.error).toBeInstanceOf(WorkflowFailedError);
+  expect(run.status).toMatchObject({ phase: 'failed', error: `invalid input: ${problem}` });
+});
+
+test("the settled input is the one the session runs: the repo file's test command, the operator's approvers", async () => {
+  const run = await runSession(
+    harness,
+    'repo-settled',
+    { ...scripted, verify: {} },
+    {
+      repoPolicy: async (raw) => {
+        const parsed = parseSessionInput(raw);
+        if (!parsed.ok) return parsed;
+        const input = { ...parsed.input, verify: { ...parsed.input.verify, test: 'make check' } };
+        return { ok: true, input, repo: 'acme/app', approvers: ['alice'] };
+      },
+    },
+  );
+  expect(run.calls).toContain('runStep verify');
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    verification: { command: 'make check' },
+    policy: { approvers: ['alice'] },
+  });
+});
+
 test('continue-as-new carries the agent loop: turns, messages and the sandbox go on in the next run', async () => {
   const input = openai({ continueAsNewEvery: 2 });
   const run = await runSession(harness, 'continue-as-new', input, {
@@ -411,6 +523,7 @@ test('continue-as-new carries the agent loop: turns, messages and the sandbox go
   });
   const turn = (n: number) => [`modelCall ${n}`, `runTool ${n}`];
   expect(run.calls).toEqual([
+    'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',

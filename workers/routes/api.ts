@@ -25,7 +25,7 @@ type Answer = [number, unknown];
 export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
   let repo = url.searchParams.get('repo') ?? undefined;
   if (repo && !repo.includes('://')) {
-    const found = ctx.repos.byName(repo);
+    const found = await ctx.repos.byName(repo);
     if (!found.ok) throw new HttpError(422, found.reason);
     repo = found.repo.url;
   }
@@ -48,7 +48,7 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   }
   const { sessionId: requestedId, repo, ...rest } = body;
   const spec = typeof repo === 'string' ? { name: repo } : (repo ?? {});
-  const found = spec.name !== undefined ? ctx.repos.byName(spec.name) : ctx.repos.byUrl(spec.url);
+  const found = await (spec.name !== undefined ? ctx.repos.byName(spec.name) : ctx.repos.byUrl(spec.url));
   if (!found.ok) throw new HttpError(422, found.reason);
   const input = {
     ...rest,

@@ -1,24 +1,32 @@
 /**
  * POST /webhooks/github and POST /webhooks/ci: signed deliveries that start a
- * session once per delivery, or record that a drydock pull request closed.
+ * session with the repo's agent once per signed trigger, or record that a
+ * drydock pull request closed.
  */
-import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { Octokit } from '@octokit/rest';
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowIdConflictPolicy,
   WorkflowIdReusePolicy,
   WorkflowNotFoundError,
 } from '@temporalio/client';
+import { z } from 'zod';
+import { refusalFromGitHub } from '../../lib/github-checks';
+import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../lib/github';
+import { commentOnce, repoRef } from '../../lib/github-report';
+import type { KnownRepo } from '../../lib/repos';
 import { startSession } from '../../lib/sessions';
+import { parsePayload } from '../../lib/webhook-payloads';
 import {
+  bodyHash,
   routeGitHubEvent,
   signatureMatches,
   type PullRequestClosedTrigger,
   type StartTrigger,
 } from '../../lib/webhooks';
 import { PR_CLOSED_WORKFLOW_TYPE, REPO_ATTRIBUTE, type PullRequestClosed } from '../../workflows/api';
-import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
+import { parseSessionInput, type SessionInputDraft, type TriggerSession } from '../../workflows/input';
 import { header, HttpError, parseJson, readBody, type ServeContext } from '../http';
 
 type Answer = [number, unknown];
@@ -31,61 +39,99 @@ export async function githubWebhook(ctx: ServeContext, req: IncomingMessage): Pr
   const body = await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY);
   if (!(await signatureMatches(secrets, body, signature))) throw new HttpError(401, 'signature does not match');
   const event = header(req, 'x-github-event');
+  // Not signed: for the logs only, never for an id.
   const delivery = header(req, 'x-github-delivery');
   if (!event || !delivery || !/^[A-Za-z0-9-]{1,100}$/.test(delivery)) {
     throw new HttpError(400, 'missing X-GitHub-Event or a well-formed X-GitHub-Delivery');
   }
   const payload = parseJson(body);
   if (event === 'ping') return [200, { ok: true, zen: payload?.zen }];
-  const trigger = routeGitHubEvent(event, delivery, payload);
+  const trigger = routeGitHubEvent(event, bodyHash(body), payload);
+  if (trigger.kind === 'invalid') throw new HttpError(422, `${event} payload: ${trigger.problem}`);
   if (trigger.kind === 'ignore') {
     ctx.log.info({ event, delivery, reason: trigger.reason }, 'webhook ignored');
     return [202, { ignored: trigger.reason }];
   }
-  if (trigger.kind === 'start') return [202, await startFromTrigger(ctx, trigger, delivery)];
+  if (trigger.kind === 'start') return startFromTrigger(ctx, trigger, delivery);
   return recordPullRequestClosed(ctx, trigger, event, delivery);
 }
 
-/** `{repo: "owner/name", ref?, task, sha?, requestedBy?}`, HMAC-signed like GitHub's deliveries. */
+/** What the CI trigger reads from its (signed) body. */
+const ciRequest = z.object({
+  repo: z.string().min(1),
+  task: z.string().trim().min(1),
+  ref: z.string().min(1).optional(),
+  sha: z.string().min(1).optional(),
+  requestedBy: z.string().min(1).optional(),
+  /** The caller's id for this request; default: the body's hash. */
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,64}$/, 'letters, digits and -')
+    .optional(),
+});
+
+/**
+ * `{repo: "owner/name", task, ref?, sha?, requestedBy?, id?}`, HMAC-signed
+ * together with X-Drydock-Timestamp: sha256 over "<timestamp>.<body>". A
+ * signed request older than the replay window is refused; within it, the same
+ * body is the same session.
+ */
 export async function ciWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
   const secret = ctx.config.DRYDOCK_CI_SECRET;
   if (!secret) throw new HttpError(503, 'the CI trigger is not configured (DRYDOCK_CI_SECRET)');
   const signature = header(req, 'x-drydock-signature-256');
   if (!signature?.startsWith('sha256=')) throw new HttpError(401, 'missing or malformed X-Drydock-Signature-256');
+  const timestamp = header(req, 'x-drydock-timestamp');
+  if (!timestamp || !/^\d{1,12}$/.test(timestamp)) {
+    throw new HttpError(401, 'missing X-Drydock-Timestamp (seconds since the epoch, signed with the body)');
+  }
   const body = await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY);
-  if (!(await signatureMatches([secret], body, signature))) throw new HttpError(401, 'signature does not match');
-  const payload = parseJson(body);
-  if (payload === null || typeof payload !== 'object') throw new HttpError(400, 'body must be a JSON object');
-  if (typeof payload.task !== 'string' || !payload.task.trim()) throw new HttpError(422, 'task: required text');
-  // The same delivery (or, without an id, the same body) starts one session.
-  const delivery = header(req, 'x-drydock-delivery') ?? createHash('sha256').update(body).digest('hex').slice(0, 20);
-  if (!/^[A-Za-z0-9-]{1,100}$/.test(delivery)) throw new HttpError(400, 'X-Drydock-Delivery: letters, digits, -');
-  const ref = payload.sha ?? payload.ref;
+  const signed = Buffer.concat([Buffer.from(`${timestamp}.`), body]);
+  if (!(await signatureMatches([secret], signed, signature))) throw new HttpError(401, 'signature does not match');
+  if (Math.abs(Date.now() - Number(timestamp) * 1000) > ctx.config.DRYDOCK_CI_REPLAY_WINDOW) {
+    throw new HttpError(401, 'X-Drydock-Timestamp is outside the replay window: sign the request again');
+  }
+  const parsed = parsePayload(ciRequest, parseJson(body));
+  if (!parsed.ok) throw new HttpError(422, parsed.problem);
+  const request = parsed.payload;
+  const ref = request.sha ?? request.ref;
   const trigger: StartTrigger = {
     kind: 'start',
-    sessionId: `ci-${delivery.toLowerCase()}`,
-    repo: payload.repo,
-    ...(typeof ref === 'string' && ref ? { ref } : {}),
-    task: payload.task,
-    requestedBy: typeof payload.requestedBy === 'string' ? payload.requestedBy : 'ci',
-    ...(typeof payload.ref === 'string' && payload.ref ? { pullRequestBase: payload.ref } : {}),
+    sessionId: `ci-${(request.id ?? bodyHash(body)).toLowerCase()}`,
+    repo: request.repo,
+    ...(ref ? { ref } : {}),
+    task: request.task,
+    requestedBy: request.requestedBy ?? 'ci',
+    ...(request.ref ? { pullRequestBase: request.ref } : {}),
     source: 'CI trigger',
   };
-  return [202, await startFromTrigger(ctx, trigger, delivery)];
+  return startFromTrigger(ctx, trigger, header(req, 'x-drydock-delivery') ?? trigger.sessionId);
 }
 
-/** Starts the trigger's session, or finds it again for a redelivery, and records the delivery. */
-async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string) {
-  const found = ctx.repos.byName(trigger.repo);
+/**
+ * Starts the trigger's session with the repo's agent, or finds it again for a
+ * redelivery, and records the delivery. Refused (nothing starts): an unknown
+ * repo, a repo without an agent, and what GitHub's API says no to.
+ */
+async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string): Promise<Answer> {
+  const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
-  const input: SessionInputDraft = {
-    repo: { url: found.repo.url, ...(trigger.ref ? { ref: trigger.ref } : {}) },
-    task: trigger.task,
-    requestedBy: trigger.requestedBy,
-    publish: {
-      pullRequest: { repo: found.repo.name, ...(trigger.pullRequestBase ? { base: trigger.pullRequestBase } : {}) },
-    },
-  };
+  if (trigger.check) {
+    const refusal = await refusalFromGitHub(await serverOctokit(ctx, trigger.repo), trigger);
+    if (refusal) {
+      ctx.log.info({ sessionId: trigger.sessionId, delivery, reason: refusal.reason }, 'webhook refused');
+      if (refusal.answer) await answerOnGitHub(ctx, trigger, refusal.reason);
+      if (refusal.status === 202) return [202, { ignored: refusal.reason }];
+      throw new HttpError(refusal.status, refusal.reason);
+    }
+  }
+  // After the checks: only someone who may start work hears how this repo is configured.
+  const configured = ctx.repos.triggerSession(found.repo);
+  if (!configured.ok) {
+    await answerOnGitHub(ctx, trigger, configured.reason);
+    throw new HttpError(422, configured.reason);
+  }
+  const input = triggeredInput(trigger, found.repo, configured.session);
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `cannot start a session: ${parsed.problems.join('; ')}`);
   await startSession(ctx.client, input, {
@@ -93,15 +139,44 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
     taskQueue: ctx.config.DRYDOCK_TASK_QUEUE,
     ifExists: 'reuse',
   });
-  // Recorded in the session's chain; GitHub waits ~10 s for an answer, so this waits at most 5 s.
+  await recordDelivery(ctx, trigger, delivery, found.repo.name);
+  ctx.log.info(
+    { sessionId: trigger.sessionId, delivery, repo: found.repo.name, source: trigger.source },
+    'webhook: session started (or found, for a redelivery)',
+  );
+  return [202, { sessionId: trigger.sessionId }];
+}
+
+/** The session a trigger starts: the repo's agent and checks, the trigger's task, a pull request at the end. */
+function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
+  const pr = session.publish.pullRequest;
+  return {
+    ...session,
+    repo: { url: repo.url, ...(trigger.ref ? { ref: trigger.ref } : {}) },
+    task: trigger.task,
+    requestedBy: trigger.requestedBy,
+    publish: {
+      ...session.publish,
+      pullRequest: {
+        repo: repo.name,
+        draft: typeof pr === 'object' && pr.draft,
+        ...(trigger.pullRequestBase ? { base: trigger.pullRequestBase } : {}),
+      },
+    },
+    ...(trigger.origin ? { trigger: trigger.origin } : {}),
+  };
+}
+
+/** Recorded in the session's chain, once per signed body; GitHub waits ~10 s for an answer, so at most 5 s. */
+async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
   await ctx.audit
     ?.append(
       {
         sessionId: trigger.sessionId,
-        key: `webhook/${delivery}`,
+        key: `webhook/${trigger.sessionId}`,
         kind: 'webhook',
         actor: trigger.requestedBy,
-        data: { source: trigger.source, delivery, repo: found.repo.name, ref: trigger.ref, task: trigger.task },
+        data: { source: trigger.source, delivery, repo, ref: trigger.ref, task: trigger.task },
       },
       AbortSignal.timeout(5_000),
     )
@@ -111,11 +186,42 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
         'webhook delivery not recorded in the audit trail',
       ),
     );
-  ctx.log.info(
-    { sessionId: trigger.sessionId, delivery, repo: found.repo.name, source: trigger.source },
-    'webhook: session started (or found, for a redelivery)',
-  );
-  return { sessionId: trigger.sessionId };
+}
+
+/** A GitHub App's token on the server: read a branch, a pull request, a permission; answer on an issue. */
+const SERVER_PERMISSIONS: TokenPermissions = { contents: 'read', pull_requests: 'read', issues: 'write' };
+
+/** The server's GitHub client for checks; without credentials a trigger that needs one cannot start. */
+async function serverOctokit(ctx: ServeContext, repo: string): Promise<Octokit> {
+  const { owner, repo: name } = repoRef(repo);
+  try {
+    return await octokitFor(ctx.github, owner, name, SERVER_PERMISSIONS);
+  } catch (err) {
+    if (err instanceof GitHubCredentialsError) throw new HttpError(503, `cannot check with GitHub: ${err.message}`);
+    throw err;
+  }
+}
+
+/** Says on the issue why nothing started, once per trigger (a redelivery finds the comment). */
+async function answerOnGitHub(ctx: ServeContext, trigger: StartTrigger, reason: string): Promise<void> {
+  const issue = trigger.origin?.issue;
+  if (!issue) return;
+  try {
+    const { owner, repo } = repoRef(trigger.repo);
+    const octokit = await octokitFor(ctx.github, owner, repo, SERVER_PERMISSIONS);
+    await commentOnce(
+      octokit,
+      { ...repoRef(trigger.repo), issue },
+      `refused/${trigger.sessionId}`,
+      refusalText(reason),
+    );
+  } catch (err) {
+    ctx.log.warn({ sessionId: trigger.sessionId, err }, 'could not answer on GitHub');
+  }
+}
+
+function refusalText(reason: string): string {
+  return `drydock did not start a session: ${reason}.`;
 }
 
 /** A pull request closed on a drydock branch: record merged or not for the metrics, once. */
@@ -125,7 +231,7 @@ async function recordPullRequestClosed(
   event: string,
   delivery: string,
 ): Promise<Answer> {
-  const found = ctx.repos.byName(trigger.repo);
+  const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
   try {
     await ctx.client.workflow.getHandle(trigger.sessionId).describe();

@@ -23,8 +23,34 @@ export function tightenPolicy(
   }
   return {
     ok: true,
-    policy: { required, approvers, forbidSelfApproval: server.forbidSelfApproval || session.forbidSelfApproval },
+    policy: {
+      required,
+      approvers,
+      forbidSelfApproval: server.forbidSelfApproval || session.forbidSelfApproval,
+      separateGates: server.separateGates || session.separateGates,
+    },
   };
+}
+
+/** The server's policy, narrowed by the repo's approvers (from the registry), then tightened by the session's. */
+export function settlePolicy(server: ApprovalPolicy, repoApprovers: string[], session: ApprovalPolicy) {
+  const repo = tightenPolicy(server, {
+    required: [],
+    approvers: repoApprovers,
+    forbidSelfApproval: false,
+    separateGates: false,
+  });
+  return repo.ok ? tightenPolicy(repo.policy, session) : repo;
+}
+
+/**
+ * One review per change: a session that opens a pull request, under a policy
+ * that requires approving it, asks once, and that approval also covers the
+ * push (part of opening the pull request, bound to the same change hash).
+ * Policies with separate gates ask for each.
+ */
+export function reviewedTogether(policy: ApprovalPolicy, opensPullRequest: boolean): boolean {
+  return opensPullRequest && !policy.separateGates && policy.required.includes('pull_request');
 }
 
 /**
@@ -51,6 +77,9 @@ export function refuseDecision(
     return `${input.by} is not an approver of this session (approvers: ${policy.approvers.join(', ')})`;
   }
   const pending = state.pendingApproval;
+  if (pending?.covers?.includes(input.action as Action)) {
+    return `${input.action} is approved together with ${pending.action} (one review per change): decide on ${pending.action}`;
+  }
   if (!pending || pending.action !== input.action) {
     return `no approval is pending for ${input.action} (phase: ${state.phase})`;
   }

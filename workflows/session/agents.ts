@@ -111,7 +111,7 @@ async function cliAgent(run: SessionRun): Promise<void> {
   const progress = run.status.agent!;
   if (run.budgetSpent()) return;
   const limitMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
-  const command = cliCommand(agent.command!, cliPrompt(input.task, input.verify.test, loop.feedback));
+  const command = cliCommand(agent.command!, cliPrompt(run.status.task, input.verify.test, loop.feedback));
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
   const result = await run.track(`agent: ${program} (round ${loop.round})`, async (record) => {
     const step = await inSandbox(run, (sb) =>

@@ -12,6 +12,7 @@ import { describeVerification, screenshotsOf } from '../rules/verification';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
+import { report } from './trigger';
 
 export const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
@@ -55,17 +56,22 @@ function refusal(run: SessionRun, input: DecideInput): string | undefined {
 }
 
 /**
- * The approval gate of one irreversible action. Required by policy: wait for
- * a decision on this change (or the timeout); then the action may run only
- * if the approval is for exactly this change.
+ * The approval gate of one irreversible action (and the actions it `covers`).
+ * Required by policy: wait for a decision on this change (or the timeout);
+ * then the action may run only if the approval is for exactly this change.
  */
-export async function gate(run: SessionRun, action: Action, change: CommitResult): Promise<void> {
+export async function gate(
+  run: SessionRun,
+  action: Action,
+  change: CommitResult,
+  covers: Action[] = [],
+): Promise<void> {
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
     return;
   }
-  const verdict = await awaitDecision(run, action, change);
+  const verdict = await awaitDecision(run, action, change, covers);
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -81,15 +87,22 @@ export async function gate(run: SessionRun, action: Action, change: CommitResult
       'stale_approval',
     );
   }
+  for (const also of covers) await run.note(`approval: ${also}`, `approved with ${action} by ${verdict.by}`);
   run.setPhase('publishing');
 }
 
 /** Shows the change with its evidence, waits for a decision (or the timeout) and audits it. */
-async function awaitDecision(run: SessionRun, action: Action, change: CommitResult): Promise<Decision | undefined> {
+async function awaitDecision(
+  run: SessionRun,
+  action: Action,
+  change: CommitResult,
+  covers: Action[],
+): Promise<Decision | undefined> {
   const { status: state, input } = run;
   const timeoutMs = durationMs(input.approval.timeout);
   state.pendingApproval = {
     action,
+    ...(covers.length ? { covers } : {}),
     change: change.changeHash,
     approvers: run.policy.approvers,
     deadline: new Date(Date.now() + timeoutMs).toISOString(),
@@ -102,6 +115,7 @@ async function awaitDecision(run: SessionRun, action: Action, change: CommitResu
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
+  await report(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
     const got = await condition(() => run.verdicts.has(action), timeoutMs);
     const verdict = run.verdicts.get(action);

@@ -23,7 +23,8 @@ export async function modelAgent(run: SessionRun): Promise<void> {
       await condition(allHandlersFinished);
       const { status, sandbox, loop, sessionStartedAt, earlier } = run;
       const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt, earlier };
-      await continueAsNew<typeof agentSession>(run.rawInput, carry);
+      // The settled input (repo defaults and limits applied): the next run does not settle it again.
+      await continueAsNew<typeof agentSession>(run.input, carry);
     }
     run.loop.turn++;
     if (await turn(run)) {
@@ -40,7 +41,7 @@ async function startConversation(run: SessionRun): Promise<void> {
       onHost(sb).startModelAgent({
         sandbox: sb.name,
         sessionId: run.sessionId,
-        task: run.input.task,
+        task: run.status.task, // with its GitHub context, for a webhook session
         verifyCommand: run.input.verify.test,
       }),
     );

@@ -17,6 +17,7 @@ import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
+import { report } from './trigger';
 
 /** A session that ends with this outcome (and reason) rather than going on. */
 export class SessionEnd extends Error {
@@ -70,6 +71,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
     }
     await removeEarlier(run);
     run.setPhase(outcome);
+    await report(run, outcome);
     try {
       await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
     } catch (err) {

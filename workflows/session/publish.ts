@@ -6,11 +6,13 @@
 import type { CommitResult, Sandbox } from '../../activities/types';
 import type { SessionStatus } from '../api';
 import { githubRepoOf } from '../input';
+import { reviewedTogether } from '../rules/policy';
 import { describeVerification, screenshotsOf } from '../rules/verification';
 import { gate, PAST } from './approval';
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
+import { report } from './trigger';
 
 /** Commits the sandbox's change on the session's branch (the same tree and date give the same commit). */
 export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
@@ -31,13 +33,16 @@ export async function commitChange(run: SessionRun, sb: Sandbox): Promise<Commit
 
 /** Push, then the pull request and the deploy if the session asks for them: each once approved. */
 export async function publish(run: SessionRun, change: CommitResult): Promise<void> {
-  await gate(run, 'push', change);
-  await push(run, change);
   const pr = run.input.publish.pullRequest;
-  if (pr) {
-    await gate(run, 'pull_request', change);
-    await openPullRequest(run, change, pr === true ? { draft: false } : pr);
+  if (reviewedTogether(run.policy, Boolean(pr))) {
+    await gate(run, 'pull_request', change, ['push']);
+    await push(run, change);
+  } else {
+    await gate(run, 'push', change);
+    await push(run, change);
+    if (pr) await gate(run, 'pull_request', change);
   }
+  if (pr) await openPullRequest(run, change, pr === true ? { draft: false } : pr);
   if (run.input.publish.deploy) {
     await gate(run, 'deploy', change);
     run.status.deployed = await run.track('deploy', () =>
@@ -85,6 +90,7 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
   });
+  await report(run, 'pull_request');
 }
 
 /** The pull request's description: what was asked, what changed, how it was checked, who approved. */

@@ -59,7 +59,7 @@ export class SessionRun {
   input!: SessionInput;
   branch = '';
   /** Until the session's policy is known nothing is pending, so every decision is refused. */
-  policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false };
+  policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
   /** The first decision on each action (it is final). */
   readonly verdicts = new Map<Action, Decision>();
   sandbox?: Sandbox;

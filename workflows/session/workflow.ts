@@ -7,7 +7,7 @@
 import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
 import { ErrorType, type Outcome, type SessionStatus } from '../api';
 import { durationMs, parseSessionInput } from '../input';
-import { defaultBranch, tightenPolicy } from '../rules/policy';
+import { defaultBranch, settlePolicy } from '../rules/policy';
 import { agentRounds, startAgent } from './agents';
 import { installHandlers } from './approval';
 import { endEarly, tearDown } from './outcome';
@@ -15,6 +15,7 @@ import { anyHost } from './proxies';
 import { publish } from './publish';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
+import { addTriggerContext, report } from './trigger';
 
 export type { AgentLoop, ContinuedSession } from './state';
 
@@ -29,7 +30,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
       if (continued) {
         run.status.agent!.runs = (run.status.agent!.runs ?? 1) + 1;
       } else {
+        await addTriggerContext(run);
         await provision(run);
+        await report(run, 'started');
         startAgent(run);
       }
       return agentRounds(run);
@@ -51,18 +54,36 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   return run.status;
 }
 
-/** Validates the input and settles the approval policy; an invalid one fails at once, naming each bad field. */
+/**
+ * Validates the input, settles it against the repo's configuration (the
+ * operator's limits, then the repo's file, then the input) and settles the
+ * approval policy; an invalid one fails at once, naming each bad field.
+ */
 async function parse(run: SessionRun): Promise<void> {
   const { status, continued } = run;
   const parsed = parseSessionInput(run.rawInput);
   if (!parsed.ok) invalid(run, parsed.problems);
-  const input = (run.input = parsed.input);
+  let input = parsed.input;
+  let repoApprovers: string[] = [];
+  // A continued run was handed the settled input.
+  if (!continued) {
+    const settled = await anyHost.repoPolicy(run.rawInput);
+    if (!settled.ok) invalid(run, settled.problems);
+    ({ input, approvers: repoApprovers } = settled);
+    if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
+  }
+  run.input = input;
   status.requestedBy = input.requestedBy;
-  // The server's policy, tightened by the session's; a continued session keeps the policy it had.
-  const { required, approvers, forbidSelfApproval } = input.approval;
+  // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
+  const { required, approvers, forbidSelfApproval, separateGates } = input.approval;
   const tightened = continued?.status.policy
     ? ({ ok: true, policy: continued.status.policy } as const)
-    : tightenPolicy(await anyHost.approvalPolicy(), { required, approvers, forbidSelfApproval });
+    : settlePolicy(await anyHost.approvalPolicy(), repoApprovers, {
+        required,
+        approvers,
+        forbidSelfApproval,
+        separateGates,
+      });
   if (!tightened.ok) invalid(run, [tightened.problem]);
   run.policy = status.policy = tightened.policy;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);

@@ -1,0 +1,133 @@
+/**
+ * A webhook-started session's dealings with GitHub, on the worker (which holds
+ * the credentials): reading the task's context, and reporting progress back
+ * idempotently (a retried activity looks before it writes).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Octokit } from '@octokit/rest';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType, type Outcome } from '../workflows/api';
+import type { TriggerOrigin } from '../workflows/input';
+import type { ActivityDeps } from './deps';
+import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../lib/github';
+import { readTriggerContext, taskWithContext } from '../lib/github-context';
+import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../lib/github-report';
+
+/** Moments of a session that GitHub hears about. */
+export type ReportStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
+
+export interface ReportInput {
+  sessionId: string;
+  trigger: TriggerOrigin;
+  stage: ReportStage;
+  /** The commit the session started from: its `drydock` status follows the session. */
+  commit?: string;
+  pullRequestUrl?: string;
+  /** Why the session ended, for a failed outcome. */
+  detail?: string;
+}
+
+/** A GitHub App's token for reading the context, and for reporting. */
+const CONTEXT_PERMISSIONS: TokenPermissions = {
+  issues: 'read',
+  pull_requests: 'read',
+  checks: 'read',
+  actions: 'read',
+};
+const REPORT_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write' };
+
+/** The commit status of each stage. */
+const STATUS: Record<ReportStage, [StatusState, string]> = {
+  started: ['pending', 'in progress'],
+  awaiting_approval: ['pending', 'waiting for review'],
+  pull_request: ['pending', 'pull request opened'],
+  completed: ['success', 'done'],
+  failed: ['failure', 'failed'],
+  rejected: ['failure', 'rejected in review'],
+  timed_out: ['failure', 'timed out'],
+  cancelled: ['error', 'cancelled'],
+};
+
+/** What the issue hears besides the acknowledgement: the pull request, or why there is none. */
+async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, input: ReportInput, link: string) {
+  const { stage, sessionId } = input;
+  if (stage === 'pull_request' && input.pullRequestUrl) {
+    const body = `drydock opened a pull request for this: ${input.pullRequestUrl} (session: ${link})`;
+    await commentOnce(octokit, where, `pr/${sessionId}`, body);
+  } else if (stage === 'completed' && !input.pullRequestUrl) {
+    await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session made no change: ${link}`);
+  } else if (ENDED[stage]) {
+    const why = input.detail ? `: ${input.detail}` : '';
+    await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session ${ENDED[stage]}${why} (${link})`);
+  }
+}
+
+const ENDED: Partial<Record<ReportStage, string>> = {
+  failed: 'failed',
+  rejected: 'was rejected in review',
+  timed_out: 'timed out',
+  cancelled: 'was cancelled',
+};
+
+/** GitHub refusing the worker's credentials or the request will not change on a retry. */
+function permanent(err: unknown): never {
+  if (err instanceof GitHubCredentialsError) throw ApplicationFailure.nonRetryable(err.message, ErrorType.GitHubAuth);
+  const status = (err as { status?: number }).status;
+  if (status && status >= 400 && status < 500 && status !== 429) {
+    throw ApplicationFailure.nonRetryable(
+      `GitHub answered ${status}: ${(err as Error).message}`,
+      ErrorType.GitHubRequest,
+    );
+  }
+  throw err;
+}
+
+export function createGitHubActivities({ github, sessionLink, reviewLink, secrets, log }: ActivityDeps) {
+  const linkTo = (sessionId: string) => (reviewLink ?? sessionLink)(sessionId);
+  const octokitOf = (repo: string, permissions: TokenPermissions) =>
+    octokitFor(github, repoRef(repo).owner, repoRef(repo).repo, permissions);
+
+  return {
+    /** The task with what GitHub holds about its origin, bounded, scrubbed and delimited as data. */
+    async triggerTask(input: { sessionId: string; task: string; trigger: TriggerOrigin }): Promise<string> {
+      try {
+        const octokit = await octokitOf(input.trigger.repo, CONTEXT_PERMISSIONS);
+        const sections = await readTriggerContext(octokit, input.trigger);
+        const known = [github.token, ...Object.values(secrets)].filter((s): s is string => Boolean(s));
+        return taskWithContext(input.task, sections, randomBytes(8).toString('hex'), known);
+      } catch (err) {
+        permanent(err);
+      }
+    },
+
+    /** Tells GitHub where the session is: an acknowledgement, the commit's status, the pull request's link. */
+    async reportToGitHub(input: ReportInput): Promise<void> {
+      const { sessionId, trigger, stage } = input;
+      const where = repoRef(trigger.repo);
+      const link = linkTo(sessionId);
+      try {
+        const octokit = await octokitOf(trigger.repo, REPORT_PERMISSIONS);
+        if (stage === 'started' && trigger.comment) {
+          await reactOnce(octokit, { ...where, comment: trigger.comment }, 'eyes');
+        } else if (stage === 'started' && trigger.issue) {
+          await commentOnce(
+            octokit,
+            { ...where, issue: trigger.issue },
+            `ack/${sessionId}`,
+            `drydock is working on this: ${link}`,
+          );
+        }
+        if (trigger.issue) await commentOn(octokit, { ...where, issue: trigger.issue }, input, link);
+        const commit = trigger.commit ?? input.commit;
+        if (commit) {
+          const [state, words] = STATUS[stage];
+          const description = input.detail && state !== 'success' ? `${words}: ${input.detail}` : words;
+          await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
+        }
+        log.info({ sessionId, stage, repo: trigger.repo }, 'reported to GitHub');
+      } catch (err) {
+        permanent(err);
+      }
+    },
+  };
+}

@@ -1,0 +1,68 @@
+/**
+ * What `drydock serve` asks GitHub before a trigger may start a session: the
+ * payload cannot prove these. Read-only calls with the server's credentials.
+ */
+import type { Octokit } from '@octokit/rest';
+import { BRANCH_PREFIX, type StartTrigger } from './webhooks';
+import { repoRef } from './github-report';
+
+/** The API's `permission` (maintain counts as write, triage as read): who may push. */
+const WRITERS = ['admin', 'write'];
+
+/** Why the trigger must not start a session, or undefined when it may. */
+export async function refusalFromGitHub(
+  octokit: Octokit,
+  trigger: StartTrigger,
+): Promise<{ reason: string; status: 202 | 403 | 422; answer: boolean } | undefined> {
+  const where = repoRef(trigger.repo);
+  const { writer, pullRequest, branchHead } = trigger.check ?? {};
+  if (writer) {
+    const { data } = await octokit.repos.getCollaboratorPermissionLevel({ ...where, username: writer });
+    if (!WRITERS.includes(data.permission)) {
+      return {
+        reason: `${writer} has ${data.permission} permission on ${trigger.repo}, not write`,
+        status: 403,
+        answer: true,
+      };
+    }
+  }
+  if (pullRequest) {
+    const { data: pr } = await octokit.pulls.get({ ...where, pull_number: pullRequest });
+    if (pr.head.repo?.full_name !== trigger.repo) {
+      return {
+        reason: `pull request #${pullRequest} comes from a fork (${pr.head.repo?.full_name})`,
+        status: 422,
+        answer: true,
+      };
+    }
+    if (pr.head.ref.startsWith(BRANCH_PREFIX)) {
+      return {
+        reason: `pull request #${pullRequest} is drydock's own (${pr.head.ref}); follow-ups to its session are not supported yet`,
+        status: 422,
+        answer: true,
+      };
+    }
+  }
+  if (branchHead) {
+    const head = await branchHeadOf(octokit, trigger.repo, branchHead.branch);
+    if (head !== branchHead.sha) {
+      // A fork's branch, or a branch that moved on (its newer commit has its own runs).
+      return {
+        reason: `${branchHead.sha.slice(0, 12)} is not the head of ${trigger.repo}'s branch ${branchHead.branch} (a fork's run, or the branch moved on)`,
+        status: 202,
+        answer: false,
+      };
+    }
+  }
+  return undefined;
+}
+
+async function branchHeadOf(octokit: Octokit, repo: string, branch: string): Promise<string | undefined> {
+  try {
+    const { data } = await octokit.repos.getBranch({ ...repoRef(repo), branch });
+    return data.commit.sha;
+  } catch (err) {
+    if ((err as { status?: number }).status === 404) return undefined;
+    throw err;
+  }
+}
