@@ -99,6 +99,7 @@ class Supervisor {
       if (c.toString().includes('worker polling')) this.polling = true;
     });
     child.once('exit', (code, signal) => {
+      this.polling = false;
       if (this.stopping) return;
       if (!this.killing) {
         this.ownExits.push(`pid ${child.pid} exited by itself (code ${code}, signal ${signal})`);
