@@ -24,3 +24,10 @@ export function permanent(err: unknown): never {
   }
   throw err;
 }
+
+/** The activities of a group that work in a session's sandbox, failing permanently (see permanent) when it is gone. */
+export function inSandbox<T extends Record<string, (...args: any[]) => Promise<unknown>>>(group: T): T {
+  return Object.fromEntries(
+    Object.entries(group).map(([name, fn]) => [name, (...args: unknown[]) => fn(...args).catch(permanent)]),
+  ) as T;
+}

@@ -7,7 +7,9 @@ import { mkdir, rm } from 'node:fs/promises';
 import { caEnv, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
 import { CATCH_UP_REF, catchUpBundle, commitsBetween } from '../lib/git';
-import { LABELS } from '../lib/sandbox';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../workflows/api';
+import { LABELS, SandboxNotFound } from '../lib/sandbox';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -25,68 +27,24 @@ import { repoFileSetup } from './repo-policy';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from './types';
 
 export function createProvisionActivities(deps: ActivityDeps) {
-  const { sandboxes, egressRoot, hostId, hostQueue, audit, log } = deps;
+  const { sandboxes, egressRoot, hostId, audit, log } = deps;
   return {
-    /** Creates the session's sandbox (or finds it after a retry) with the repo at the requested ref. */
+    /**
+     * Creates the session's sandbox (or finds it after a retry) with the repo
+     * at the requested ref. A sandbox killed meanwhile is removed, and the
+     * retry provisions it again under the same name.
+     */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
-      const name = sandboxName(input.sessionId, input.generation);
-      const mirror = await syncMirror(deps, input.repo.url);
-      const baseCommit = await resolveRef(mirror, input.repo.ref);
-      const snapshot = await newestSnapshot(deps, input.repo.url);
-      const image = snapshot?.image ?? deps.baseImage;
-      const created = await createContainer(deps, input, name, image, snapshot);
-      // A replacement starts from where the lost sandbox's last step left the tree.
-      const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
-      const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
-      if (ready.exitCode !== 0) await fillWorkspace(deps, name, mirror, baseCommit, snapshot, checkpoint);
-      const use: SnapshotUse | undefined = snapshot && {
-        image: snapshot.image!,
-        commit: snapshot.commit!,
-        ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
-        behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
-      };
-      const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot);
-      const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
-      const { generation } = input;
-      log.info(
-        {
-          sessionId: input.sessionId,
-          sandboxId: name,
-          host: hostId,
-          created,
-          snapshot: use,
-          setup: setup?.reason,
-          generation,
-          restored,
-        },
-        'sandbox ready',
-      );
-      await recordEvent(audit, {
-        sessionId: input.sessionId,
-        key: generation ? `provision-r${generation}` : 'provision',
-        kind: 'sandbox.provisioned',
-        actor: 'drydock',
-        data: {
-          sandbox: name,
-          image,
-          repo: input.repo.url,
-          commit: baseCommit,
-          limits: input.limits,
-          snapshot: use,
-          ...(generation ? { generation, restored } : {}),
-        },
-      });
-      return {
-        name,
-        host: hostId,
-        hostQueue,
-        image,
-        baseCommit,
-        hostTimeoutMs: deps.hostTimeoutMs,
-        ...(use ? { snapshot: use } : {}),
-        ...(setup ? { setup } : {}),
-        ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
-      };
+      try {
+        return await provisionOnce(deps, input);
+      } catch (err) {
+        if (!(err instanceof SandboxNotFound)) throw err;
+        await sandboxes.destroy(sandboxName(input.sessionId, input.generation));
+        throw ApplicationFailure.retryable(
+          `${err.message} while being provisioned; provisioning it again`,
+          ErrorType.SandboxLostInProvisioning,
+        );
+      }
     },
 
     /**
@@ -109,6 +67,69 @@ export function createProvisionActivities(deps: ActivityDeps) {
       });
       return { removed };
     },
+  };
+}
+
+/** provisionSandbox's work, once. */
+async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise<Sandbox> {
+  const { sandboxes, hostId, hostQueue, audit, log } = deps;
+  const name = sandboxName(input.sessionId, input.generation);
+  const mirror = await syncMirror(deps, input.repo.url);
+  const baseCommit = await resolveRef(mirror, input.repo.ref);
+  const snapshot = await newestSnapshot(deps, input.repo.url);
+  const image = snapshot?.image ?? deps.baseImage;
+  const created = await createContainer(deps, input, name, image, snapshot);
+  // A replacement starts from where the lost sandbox's last step left the tree.
+  const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
+  const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
+  if (ready.exitCode !== 0) await fillWorkspace(deps, name, mirror, baseCommit, snapshot, checkpoint);
+  const use: SnapshotUse | undefined = snapshot && {
+    image: snapshot.image!,
+    commit: snapshot.commit!,
+    ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
+    behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
+  };
+  const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot);
+  const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
+  const { generation } = input;
+  log.info(
+    {
+      sessionId: input.sessionId,
+      sandboxId: name,
+      host: hostId,
+      created,
+      snapshot: use,
+      setup: setup?.reason,
+      generation,
+      restored,
+    },
+    'sandbox ready',
+  );
+  await recordEvent(audit, {
+    sessionId: input.sessionId,
+    key: generation ? `provision-r${generation}` : 'provision',
+    kind: 'sandbox.provisioned',
+    actor: 'drydock',
+    data: {
+      sandbox: name,
+      image,
+      repo: input.repo.url,
+      commit: baseCommit,
+      limits: input.limits,
+      snapshot: use,
+      ...(generation ? { generation, restored } : {}),
+    },
+  });
+  return {
+    name,
+    host: hostId,
+    hostQueue,
+    image,
+    baseCommit,
+    hostTimeoutMs: deps.hostTimeoutMs,
+    ...(use ? { snapshot: use } : {}),
+    ...(setup ? { setup } : {}),
+    ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
   };
 }
 

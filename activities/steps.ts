@@ -264,6 +264,9 @@ async function streamOutput<T>(
   let last = '';
   let done = false;
   const finished = running.finally(() => (done = true));
+  // Handled at once: an exec on a dead sandbox rejects within milliseconds, while the
+  // put below is still awaited; the caller still gets the rejection from the return.
+  finished.catch(() => undefined);
   await artifacts.put(to.sessionId, to.name, '');
   while (!done) {
     await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, STREAM_INTERVAL_MS))]);

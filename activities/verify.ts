@@ -2,7 +2,7 @@ import { XMLParser } from 'fast-xml-parser';
 import type { BrowserResult, TestReport } from '../workflows/api';
 import type { BrowserCheck } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { STATE_DIR } from './container';
+import { inSandbox, STATE_DIR } from './container';
 import { tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
@@ -115,7 +115,7 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
     return artifacts.put(sessionId, name, content);
   }
 
-  return {
+  return inSandbox({
     /**
      * Reads the JUnit XML that the test step (key `stepKey`) wrote: the given
      * files, or else XML reports in the usual places written during the step.
@@ -206,5 +206,5 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
       log.info({ sessionId, sandboxId: sandbox, outcome: result.outcome }, 'browser verification');
       return result;
     },
-  };
+  });
 }

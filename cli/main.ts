@@ -12,7 +12,7 @@ import { isSafeSessionId } from '../lib/artifacts';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
 import { connectClient, sessionLink } from '../lib/temporal';
-import { createWorker, drainOnSignals, forwardTemporalLogs } from '../workers/worker';
+import { createWorker, drainOnSignals, forwardTemporalLogs, logUnhandledRejections } from '../workers/worker';
 import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
@@ -51,14 +51,15 @@ function sessionIdArg(id: string): string {
 program
   .command('up')
   .description('Run the whole dev stack: Temporal dev server (unless one answers), base image, worker')
-  .action(async () => runDevStack(config, createLogger(config.LOG_LEVEL)));
+  .action(async () => runDevStack(config, createLogger(config.LOG_LEVEL, config.LOG_FORMAT)));
 
 program
   .command('worker')
   .description(`Run a worker on the task queue (${config.DRYDOCK_TASK_QUEUE}) and this host's queue`)
   .action(async () => {
-    const log = createLogger(config.LOG_LEVEL);
+    const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
     forwardTemporalLogs(log);
+    logUnhandledRejections(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
     const worker = await createWorker({ config, connection, log });
     drainOnSignals(worker, config, log);
@@ -73,7 +74,7 @@ program
     `HTTP on ${config.DRYDOCK_HTTP_HOST}:${config.DRYDOCK_HTTP_PORT}: GitHub and CI webhooks, the API, the review console`,
   )
   .action(async () => {
-    const log = createLogger(config.LOG_LEVEL);
+    const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
     const client = await connectClient(config);
     const server = await startServer({ config, client, log });
     console.error(`drydock serve: review console and API on ${server.url}`);

@@ -183,6 +183,8 @@ const configSchema = z.object({
    */
   DRYDOCK_EXTRA_CA_CERTS: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `auto`: readable lines on a terminal, JSON otherwise; `json` or `pretty` always. */
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 });
 
 export type Config = z.infer<typeof configSchema> & {

@@ -360,7 +360,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   }
 
   const server = createServer((req, res) => {
-    void (async () => {
+    (async () => {
       let url: URL;
       try {
         url = new URL(req.url ?? '');
@@ -394,14 +394,19 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
         res.end(`drydock egress: ${err.message}\n`);
       });
       req.pipe(upstream);
-    })();
+    })().catch((err: unknown) => {
+      // Never an unhandled rejection in the worker: the request fails, the proxy goes on.
+      opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress request failed');
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end('drydock egress: internal error\n');
+    });
   });
 
   server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
     sockets.add(client);
     client.on('error', () => client.destroy());
     client.setTimeout(idleTimeoutMs, () => client.destroy());
-    void (async () => {
+    (async () => {
       const target = splitHostPort(req.url ?? '');
       if (!target) {
         client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
@@ -427,7 +432,11 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
         if (head.length) upstream.write(head);
         relay(client, upstream);
       });
-    })();
+    })().catch((err: unknown) => {
+      // Never an unhandled rejection in the worker: the tunnel fails, the proxy goes on.
+      opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress tunnel failed');
+      client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+    });
   });
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);

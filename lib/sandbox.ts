@@ -212,53 +212,67 @@ export class DockerSandboxes {
     }
   }
 
-  /** Runs argv as the sandbox user; stdout and stderr demultiplexed. */
+  /**
+   * Runs argv as the sandbox user; stdout and stderr demultiplexed. Throws
+   * SandboxNotFound when the container is gone or stopped, whenever that is
+   * noticed: before the command starts, while it runs, or as it ends.
+   */
   async exec(name: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-    const container = this.docker.getContainer(name);
-    let exec: Docker.Exec;
+    let result: ExecResult;
     try {
-      exec = await container.exec({
-        Cmd: argv,
-        User: SANDBOX_USER,
-        WorkingDir: WORKSPACE,
-        AttachStdout: true,
-        AttachStderr: true,
-        AttachStdin: opts.stdin !== undefined,
-        ...(opts.env ? { Env: opts.env } : {}),
-      });
+      result = await this.execOnce(name, argv, opts);
     } catch (err) {
-      if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name);
+      if (err instanceof SandboxNotFound || opts.signal?.aborted) throw err;
+      // 404/409 from creating, starting or inspecting the exec, or its stream cut off: a dead container.
+      if (isStatus(err, 404) || isStatus(err, 409) || !(await this.isRunning(name))) {
+        throw new SandboxNotFound(name, 'stopped');
+      }
       throw err;
     }
+    // A command cut off because its container died (docker kill, OOM of init, host trouble).
+    // The exec can end a moment before the container counts as stopped: a command killed
+    // by a signal (no exit code, or 137) gets two seconds to see the container go.
+    const killed = result.exitCode === -1 || result.exitCode === 137;
+    if (result.exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
+      throw new SandboxNotFound(name, 'stopped');
+    }
+    return result;
+  }
+
+  /** One exec: its exit code (-1 when Docker has none) and demultiplexed output. */
+  private async execOnce(name: string, argv: string[], opts: ExecOptions): Promise<ExecResult> {
+    const exec = await this.docker.getContainer(name).exec({
+      Cmd: argv,
+      User: SANDBOX_USER,
+      WorkingDir: WORKSPACE,
+      AttachStdout: true,
+      AttachStderr: true,
+      AttachStdin: opts.stdin !== undefined,
+      ...(opts.env ? { Env: opts.env } : {}),
+    });
     const stream = await exec.start({ hijack: true, stdin: opts.stdin !== undefined });
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     const outSink = new PassThrough().on('data', (c: Buffer) => stdout.push(c));
     const errSink = new PassThrough().on('data', (c: Buffer) => stderr.push(c));
     this.docker.modem.demuxStream(stream, outSink, errSink);
-    const ended = new Promise<void>((resolve, reject) => {
-      stream.on('end', resolve);
-      stream.on('close', resolve);
-      stream.on('error', reject);
-      opts.signal?.addEventListener('abort', () => {
-        stream.destroy();
-        reject(opts.signal?.reason ?? new Error('aborted'));
+    const onAbort = () => stream.destroy(opts.signal?.reason ?? new Error('aborted'));
+    try {
+      // Awaited right here, so its rejection is never left without a handler.
+      await new Promise<void>((resolve, reject) => {
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.on('error', reject);
+        if (opts.signal?.aborted) onAbort();
+        opts.signal?.addEventListener('abort', onAbort);
+        if (opts.stdin !== undefined) stream.end(opts.stdin);
       });
-    });
-    if (opts.stdin !== undefined) {
-      stream.end(opts.stdin);
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
     }
-    await ended;
+    if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
     const info = await exec.inspect();
-    const exitCode = info.ExitCode ?? -1;
-    // A command cut off because its container died (docker kill, OOM of init, host trouble).
-    // The exec can end a moment before the container counts as stopped: a command killed
-    // by a signal (no exit code, or 137) gets two seconds to see the container go.
-    const killed = info.ExitCode === null || exitCode === 137;
-    if (exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
-      throw new SandboxNotFound(name, 'stopped');
-    }
-    return { exitCode, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+    return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
   }
 
   /** Whether the container runs, and still does after `settleMs` (polled). */
@@ -287,7 +301,12 @@ export class DockerSandboxes {
 
   /** Extracts a tar stream into a folder of the sandbox (ownership from the tar headers). */
   async copyIn(name: string, tar: Readable, dest: string): Promise<void> {
-    await this.docker.getContainer(name).putArchive(tar, { path: dest });
+    try {
+      await this.docker.getContainer(name).putArchive(tar, { path: dest });
+    } catch (err) {
+      if (isStatus(err, 404) || !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
+      throw err;
+    }
   }
 
   /** Removes the sandbox; returns false when it was already gone. */

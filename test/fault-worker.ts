@@ -10,12 +10,13 @@ import { readFileSync } from 'node:fs';
 import { NativeConnection } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
-import { createWorker, drainOnSignals, forwardTemporalLogs } from '../workers/worker';
+import { createWorker, drainOnSignals, forwardTemporalLogs, logUnhandledRejections } from '../workers/worker';
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL);
   forwardTemporalLogs(log);
+  logUnhandledRejections(log);
   const holdAfter = process.env.DRYDOCK_TEST_HOLD_AFTER;
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const worker = await createWorker({

@@ -15,7 +15,9 @@ import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { approve, decide, status, type SessionStatus } from '../workflows/api';
+import { temporal } from '@temporalio/proto';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
+import { ownProcess } from './leftovers';
 import {
   approveAs,
   connectClient,
@@ -241,13 +243,50 @@ test('docker kill of the sandbox under the agent → a new sandbox from the chec
   expect(git(['show', `${branch}:TWO.md`], repo.bare)).toBe('two\n');
   expect(pushesOf(repo.bare, branch)).toBe(1);
   expect(await containersOf(id)).toHaveLength(0);
+  expect(final.removedSandboxes).toEqual([lost.Names[0].replace(/^\//, ''), final.sandbox!.name]);
   await replays(handle, 'docker-kill');
 }, 180_000);
+
+test('the only worker down longer than the host timeout → a replacement on the same host, and the first sandbox removed when it answers', async () => {
+  const { repo, env, worker } = await startDrill({ DRYDOCK_HOST_TIMEOUT: '10s' });
+  const id = newSessionId('fault-host-timeout');
+  const handle = await startOn(client, env, id, session(repo.url));
+  const running = await waitForStatus(handle, stepRunning(2), 90_000);
+  await worker.kill();
+  // Heartbeat timeout (10 s), then 10 s of silence on the host queue: the host counts as lost.
+  await waitForHostTimeout(handle);
+  await startWorkerProcess(env).ready;
+  const final = await approveAll(handle);
+
+  expect(final.phase).toBe('completed');
+  expect(final.restarts).toBe(1);
+  expect(final.sandbox!.host).toBe(running.sandbox!.host);
+  // No reaper ran: the session itself removed both sandboxes.
+  expect(final.removedSandboxes).toEqual([running.sandbox!.name, final.sandbox!.name]);
+  expect(await containersOf(id)).toHaveLength(0);
+  expect(pushesOf(repo.bare, `drydock/${id}`)).toBe(1);
+}, 240_000);
+
+/** Until a sandbox activity timed out waiting for its host's queue (the next workflow task replaces the sandbox). */
+async function waitForHostTimeout(handle: WorkflowHandle): Promise<void> {
+  const deadline = Date.now() + 90_000;
+  while (Date.now() < deadline) {
+    const timedOut = (await handle.fetchHistory()).events!.some(
+      (e) =>
+        e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType ===
+        temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
+    );
+    if (timedOut) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error('no activity timed out waiting for the host');
+}
 
 test('the Temporal server stops and starts again (same database file) during a step → the session completes', async () => {
   const address = `127.0.0.1:${await freePort()}`;
   const dbFile = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-temporal-')), 'temporal.db');
   let server = await startDevServer({ address, dbFile });
+  ownProcess(server.pid);
   const own = await Connection.connect({ address });
   try {
     const ownClient = new Client({ connection: own });
@@ -264,6 +303,7 @@ test('the Temporal server stops and starts again (same database file) during a s
     const faultAt = Date.now();
     await new Promise((r) => setTimeout(r, 3000));
     server = await startDevServer({ address, dbFile });
+    ownProcess(server.pid);
     const final = await approveAll(ownClient.workflow.getHandle(id));
     recoveries['Temporal server restart (3 s down)'] = recoveryMs(final, faultAt);
 

@@ -11,16 +11,28 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { freePort } from './helpers';
+import { own, ownProcess, reapLeftovers } from './leftovers';
 import { PostgresServer } from './postgres';
 
 export default async function globalSetup(): Promise<void> {
+  // What killed runs left behind goes first (their owner process is gone).
+  const reaped = await reapLeftovers();
+  if (reaped.length) process.stderr.write(`removed what earlier test runs left: ${reaped.join(', ')}\n`);
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-test-'));
+  // Set first: everything started from here on is listed in `dir` under this process.
+  Object.assign(process.env, {
+    DRYDOCK_TEST_OWNER: String(process.pid),
+    DRYDOCK_TEST_DIR: dir,
+    DRYDOCK_TEST_RUN: `test-${Date.now().toString(36)}`,
+  });
+  own(dir);
   const image = await ensureBaseImage();
   // A real PostgreSQL server for the whole run (tests of the embedded PGlite path open their own).
   const postgres = new PostgresServer(await mkdtemp(path.join(tmpdir(), 'drydock-pg-')), await freePort());
   await postgres.start();
   const address = `127.0.0.1:${await freePort()}`;
   const server = await startDevServer({ address, logFile: path.join(dir, 'temporal.log') });
+  ownProcess(server.pid);
   const connection = await Connection.connect({ address });
   await ensureSearchAttributes(connection, 'default');
   await connection.close();
@@ -33,11 +45,9 @@ export default async function globalSetup(): Promise<void> {
   Object.assign(process.env, {
     TEMPORAL_ADDRESS: address,
     DRYDOCK_BASE_IMAGE: image,
-    DRYDOCK_TEST_DIR: dir,
     DRYDOCK_TEST_BUNDLE: bundleFile,
     DATABASE_URL: postgres.url,
     DRYDOCK_TEST_PG_DIR: postgres.dir,
-    DRYDOCK_TEST_RUN: `test-${Date.now().toString(36)}`,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
     // Fixture repos are file:// URLs nobody registers; tests of the registry turn it off.
     DRYDOCK_DEV_MODE: '1',

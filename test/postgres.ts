@@ -8,6 +8,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from 'pg';
+import { own, ownProcess } from './leftovers';
 
 function binDir(): string {
   const root = '/usr/lib/postgresql';
@@ -44,6 +45,9 @@ export class PostgresServer {
     }
     const args = ['-D', this.dir, '-p', String(this.port), '-h', '127.0.0.1', '-k', this.dir, '-c', 'fsync=off'];
     this.process = spawn(path.join(bin, 'postgres'), args, { stdio: 'ignore', ...asPostgresUser() });
+    // A killed test run leaves the cluster running: the next run stops and removes it.
+    own(this.dir);
+    ownProcess(this.process.pid);
     const deadline = Date.now() + 30_000;
     for (;;) {
       const client = new Client({ connectionString: this.url });

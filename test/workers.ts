@@ -9,6 +9,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot } from './helpers';
+import { ownProcess } from './leftovers';
 
 export interface WorkerProcess {
   child: ChildProcess;
@@ -62,6 +63,7 @@ export function startWorkerProcess(
         stdio: ['ignore', 'ignore', 'pipe'],
       });
   started.add(child);
+  ownProcess(child.pid); // killed by the next run if this one is killed
   // Read stderr always: a full pipe would block the worker.
   let output = '';
   const seen = (text: string) =>

@@ -16,7 +16,7 @@ import { ensureDevTokenFile } from '../lib/access';
 import { answers, ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { startServer } from './serve';
-import { createWorker, drainOnSignals, forwardTemporalLogs, hostQueueOf } from './worker';
+import { createWorker, drainOnSignals, forwardTemporalLogs, hostQueueOf, logUnhandledRejections } from './worker';
 
 const progress = (line: string) => process.stderr.write(`==> ${line}\n`);
 
@@ -48,6 +48,7 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
 
     forwardTemporalLogs(log);
+    logUnhandledRejections(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
     const worker = await createWorker({ config, connection, log });
     drainOnSignals(worker, config, log);

@@ -118,6 +118,20 @@ export function drainOnSignals(worker: DrydockWorker, config: Pick<Config, 'DRYD
   process.on('SIGTERM', onSignal);
 }
 
+/**
+ * A promise rejected with nobody listening (a bug: every promise of the
+ * sandbox code is awaited or handled) is logged as an error with its stack,
+ * and the worker keeps serving. Nobody awaited it, so no activity's result
+ * depended on it, while exiting would cut off every session's activities on
+ * this host. Synchronous uncaught exceptions still end the process (Node's
+ * default): they may leave a handler half done. See docs/operations.md.
+ */
+export function logUnhandledRejections(log: Logger): void {
+  process.on('unhandledRejection', (reason) => {
+    log.error({ err: reason }, 'unhandled rejection (a drydock bug; the worker keeps serving)');
+  });
+}
+
 export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
@@ -128,7 +142,7 @@ export async function createWorker(opts: {
   activityInterceptors?: ActivityInterceptorsFactory[];
 }): Promise<DrydockWorker> {
   const { config, connection } = opts;
-  const log = opts.log ?? createLogger(config.LOG_LEVEL);
+  const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
   const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });

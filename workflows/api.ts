@@ -235,6 +235,12 @@ export interface SessionStatus {
   /** How many times the sandbox was lost (killed, or its host gone) and replaced from the last checkpoint. */
   restarts?: number;
   /**
+   * The session's sandboxes removed so far (already gone counts), in order: a
+   * lost one as soon as its host answers, the rest at teardown. A sandbox
+   * missing here at the end was left to its host's reaper.
+   */
+  removedSandboxes?: string[];
+  /**
    * Set only when no worker answered the status query: this status is the
    * last known state from the session's memo, with what Temporal says is pending.
    */
@@ -298,6 +304,8 @@ export const ErrorType = {
   InvalidSessionInput: 'InvalidSessionInput',
   SessionFailed: 'SessionFailed',
   SandboxNotFound: 'SandboxNotFound',
+  /** Killed while being provisioned: removed, and provisioned again by the retry (transient). */
+  SandboxLostInProvisioning: 'SandboxLostInProvisioning',
   RepoUnavailable: 'RepoUnavailable',
   PushRejected: 'PushRejected',
   StaleApproval: 'StaleApproval',

@@ -142,6 +142,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     verificationRounds: 1,
     pushed: { commit: COMMIT, alreadyPushed: false },
     pullRequest: { number: 7, url: 'https://github.com/acme/app/pull/7', created: true },
+    removedSandboxes: ['sandbox-0'],
   });
   expect(run.args.pushBranch).toEqual([
     { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },
@@ -314,6 +315,7 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
     ['teardown', true],
   ]);
   expect(run.status.timeline[2].detail).toBe('sandbox-1 on host-a, from the checkpoint after step-1');
+  expect(run.status.removedSandboxes).toEqual(['sandbox-0', 'sandbox-1']);
 });
 
 test('sandbox lost too often: after 3 replacements the session fails with sandbox_lost', async () => {
@@ -364,7 +366,6 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     'repoPolicy',
     'approvalPolicy',
     'provisionSandbox',
-    // No destroySandbox on the lost host: its reaper removes what is left.
     'provisionSandbox 1',
     'runStep step-1',
     'commitChanges',
@@ -375,8 +376,14 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     'destroySandbox 1',
     'recordSessionMetrics',
   ]);
-  expect(run.elsewhere).toEqual(['runStep@drydock@host-a']);
+  // Teardown tries the lost host's sandbox on its queue too; still no answer: its reaper removes it.
+  expect(run.elsewhere).toEqual(['runStep@drydock@host-a', 'destroySandbox@drydock@host-a']);
   expect(run.status).toMatchObject({ phase: 'completed', restarts: 1, sandbox: { name: 'sandbox-1', host: 'host-b' } });
+  expect(run.status.removedSandboxes).toEqual(['sandbox-1']);
+  expect(run.status.timeline.slice(-2).map((r) => [r.name, r.ok])).toEqual([
+    ['teardown', true],
+    ['remove sandbox-0', false],
+  ]);
   expect(run.status.timeline[2]).toMatchObject({
     name: 're-provision: host host-a did not pick up runStep within 2s',
     ok: true,

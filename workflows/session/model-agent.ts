@@ -21,8 +21,8 @@ export async function modelAgent(run: SessionRun): Promise<void> {
     if (run.budgetSpent()) return;
     if (turnsThisRun >= run.input.agent.continueAsNewEvery || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      const { status, sandbox, loop, sessionStartedAt } = run;
-      const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt };
+      const { status, sandbox, loop, sessionStartedAt, earlier } = run;
+      const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt, earlier };
       // The settled input (repo defaults and limits applied): the next run does not settle it again.
       await continueAsNew<typeof agentSession>(run.input, carry);
     }

@@ -2,7 +2,15 @@
  * How a session ends: the outcome an error stands for, in words and as a
  * metrics key, and the teardown that runs on every exit path.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  log,
+  patched,
+} from '@temporalio/workflow';
+import type { Sandbox } from '../../activities/types';
 import type { StepResult } from '../../activities/types';
 import type { Outcome } from '../api';
 import type { SessionInput } from '../input';
@@ -41,8 +49,9 @@ export function endEarly(run: SessionRun, err: unknown): Exclude<Outcome, 'compl
 
 /**
  * Removes the session's sandbox (by name when provisioning failed after
- * creating it), then records the outcome and the session's metrics. Runs in a
- * non-cancellable scope, so a cancelled session still tears down.
+ * creating it) and every earlier one not removed yet, then records the
+ * outcome and the session's metrics. Runs in a non-cancellable scope, so a
+ * cancelled session still tears down.
  */
 export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void> {
   await CancellationScope.nonCancellable(async () => {
@@ -55,10 +64,12 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
           sandbox?.generation ? { sessionId, generation: sandbox.generation } : { sessionId },
         ),
       );
+      if (sandbox) run.removed(sandbox);
     } catch (err) {
       // The reaper removes what is left; the session still ends with its outcome.
       log.error('teardown failed', { error: describeError(err) });
     }
+    await removeEarlier(run);
     run.setPhase(outcome);
     await report(run, outcome);
     try {
@@ -67,6 +78,40 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
       log.error('metrics not recorded', { error: describeError(err) });
     }
   });
+}
+
+/** Sessions recorded before teardown removed replaced sandboxes replay without it. */
+const REMOVE_EARLIER_PATCH = 'remove-earlier-sandboxes';
+
+/**
+ * Removes the sandboxes this session replaced whose removal has not succeeded
+ * yet, each on its own host's queue (those on `onQueue` only, when given: a
+ * host that has just answered). A host that still does not answer within its
+ * host timeout leaves its sandbox to its reaper.
+ */
+export async function removeEarlier(run: SessionRun, onQueue?: string): Promise<void> {
+  const due = run.earlier.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
+  if (due.length === 0 || !patched(REMOVE_EARLIER_PATCH)) return;
+  await Promise.all(due.map((sandbox) => removeReplaced(run, sandbox)));
+}
+
+async function removeReplaced(run: SessionRun, sandbox: Sandbox): Promise<void> {
+  const { sessionId } = run;
+  try {
+    await run.track(`remove ${sandbox.name}`, () =>
+      teardownOn(sandbox).destroySandbox({
+        sessionId,
+        ...(sandbox.generation ? { generation: sandbox.generation } : {}),
+        replaced: true,
+      }),
+    );
+    run.removed(sandbox);
+  } catch (err) {
+    log.warn('a replaced sandbox was not removed; its host reaper will', {
+      sandbox: sandbox.name,
+      error: describeError(err),
+    });
+  }
 }
 
 /** How a step ended, in words; a sandbox limit that stopped it is named with its value. */

@@ -5,7 +5,7 @@
 import { log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../activities/types';
 import { durationMs, sizeBytes } from '../input';
-import { describeError, exitText, SessionEnd } from './outcome';
+import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { recordStep, type SessionRun } from './state';
 
@@ -63,12 +63,16 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
   status.restarts = generation;
   log.warn('replacing a lost sandbox', { why: loss.why, generation });
   const sandbox = await run.track(`re-provision: ${loss.why}`, async (record) => {
-    // A live host removes the dead container now; a lost host's leftovers are its reaper's.
-    if (!loss.hostLost) {
+    // A live host removes the dead container now; a lost host's, once it answers again (or teardown's).
+    if (loss.hostLost) {
+      run.earlier.push(lost);
+    } else {
       try {
         await teardownOn(lost).destroySandbox({ sessionId, generation: lost.generation, replaced: true });
+        run.removed(lost);
       } catch (err) {
         log.warn('the lost sandbox was not removed', { error: describeError(err) });
+        run.earlier.push(lost);
       }
     }
     const created = await anyHost.provisionSandbox({
@@ -84,6 +88,8 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
     return created;
   });
   run.useSandbox(sandbox);
+  // The replacement's host answers: an earlier sandbox of the session there goes now.
+  await removeEarlier(run, sandbox.hostQueue);
   if (sandbox.setup) await runSetup(run, sandbox.setup);
 }
 

@@ -45,6 +45,8 @@ export interface ContinuedSession {
   loop: AgentLoop;
   /** The first run's start: the wall-time limit counts from it. */
   sessionStartedAt: number;
+  /** Replaced sandboxes not removed yet (SessionRun.earlier). */
+  earlier?: Sandbox[];
 }
 
 export class SessionRun {
@@ -61,6 +63,8 @@ export class SessionRun {
   /** The first decision on each action (it is final). */
   readonly verdicts = new Map<Action, Decision>();
   sandbox?: Sandbox;
+  /** Sandboxes this session replaced whose removal has not succeeded yet (their host did not answer). */
+  readonly earlier: Sandbox[];
   /** Which sandbox holds the change's commit (a replacement must make it again). */
   committedIn?: string;
   /** Fixed at a round's first commit, so that the same tree committed again is the same commit. */
@@ -85,6 +89,7 @@ export class SessionRun {
       refusedDecisions: [],
     };
     this.sandbox = continued?.sandbox;
+    this.earlier = [...(continued?.earlier ?? [])];
     this.loop = continued?.loop ?? { turn: 0, messageCount: 0, round: 1, startedAt: 0 };
     this.sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
   }
@@ -139,6 +144,13 @@ export class SessionRun {
     });
     if (reason) progress.stopReason = reason;
     return reason !== undefined;
+  }
+
+  /** A sandbox of this session is gone for good (removed, or found already gone). */
+  removed(sandbox: Sandbox): void {
+    (this.status.removedSandboxes ??= []).push(sandbox.name);
+    const i = this.earlier.findIndex((s) => s.name === sandbox.name);
+    if (i >= 0) this.earlier.splice(i, 1);
   }
 
   useSandbox(sandbox: Sandbox): void {
