@@ -2,16 +2,8 @@
  * How a session ends: the outcome an error stands for, in words and as a
  * metrics key, and the teardown that runs on every exit path.
  */
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  CancellationScope,
-  isCancellation,
-  log,
-  patched,
-} from '@temporalio/workflow';
-import type { Sandbox } from '../../activities/types';
-import type { StepResult } from '../../activities/types';
+import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log } from '@temporalio/workflow';
+import type { Sandbox, StepResult } from '../../activities/types';
 import type { Outcome } from '../api';
 import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';
@@ -80,9 +72,6 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
   });
 }
 
-/** Sessions recorded before teardown removed replaced sandboxes replay without it. */
-const REMOVE_EARLIER_PATCH = 'remove-earlier-sandboxes';
-
 /**
  * Removes the sandboxes this session replaced whose removal has not succeeded
  * yet, each on its own host's queue (those on `onQueue` only, when given: a
@@ -91,7 +80,7 @@ const REMOVE_EARLIER_PATCH = 'remove-earlier-sandboxes';
  */
 export async function removeEarlier(run: SessionRun, onQueue?: string): Promise<void> {
   const due = run.earlier.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
-  if (due.length === 0 || !patched(REMOVE_EARLIER_PATCH)) return;
+  if (due.length === 0) return;
   await Promise.all(due.map((sandbox) => removeReplaced(run, sandbox)));
 }
 
