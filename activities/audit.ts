@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { ActivityDeps } from './deps';
 import type { AuditInput } from '../lib/audit';
-import type { PullRequestClosed } from '../workflows/api';
+import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
 
 /**
@@ -39,8 +39,11 @@ export function createAuditActivities({ audit, db }: ActivityDeps) {
       );
     },
 
-    /** The session's row of pilot metrics, written (or rewritten, on a retry) when it ends. */
-    async recordSessionMetrics(m: SessionMetrics): Promise<void> {
+    /**
+     * The session's row of pilot metrics, written (or rewritten, on a retry)
+     * when it ends; returns the audit chain's seal then, for the session's result.
+     */
+    async recordSessionMetrics(m: SessionMetrics): Promise<AuditSeal> {
       // Retries: every audit row written by an attempt after the first one.
       const retried = await db.pool.query<{ retries: string }>(
         'select coalesce(sum(greatest(attempt - 1, 0)), 0) as retries from audit_events where session_id = $1',
@@ -80,6 +83,7 @@ export function createAuditActivities({ audit, db }: ActivityDeps) {
           m.prUrl ?? null,
         ],
       );
+      return audit.seal(m.sessionId);
     },
   };
 }

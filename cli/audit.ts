@@ -1,11 +1,15 @@
 /** `drydock audit verify|show` and `drydock report`: read the audit trail and the metrics in Postgres. */
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { AuditTrail } from '../lib/audit';
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { AuditTrail, loadAuditKey, type SealLookup } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase, type Database } from '../lib/db';
 import { Redactor } from '../lib/scrub';
 import { buildReport, formatReport, windowStart } from '../lib/report';
+import { finalStatus } from '../lib/sessions';
+import { connectClient } from '../lib/temporal';
 
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);
@@ -16,21 +20,51 @@ async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>)
   }
 }
 
+/**
+ * The seal a closed session's result holds (workflows/api.ts AuditSeal).
+ * Sessions still running, snapshot builds and workflows Temporal no longer
+ * keeps have none: their chains are checked by their hashes alone.
+ */
+function sealsIn(client: Client): SealLookup {
+  return async (sessionId) => {
+    if (sessionId.startsWith('snapshot:')) return undefined;
+    try {
+      const { status } = await client.workflow.getHandle(sessionId).describe();
+      if (status.name === 'RUNNING') return undefined;
+      return (await finalStatus(client, sessionId))?.audit;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return undefined;
+      throw err;
+    }
+  };
+}
+
 export function addAuditCommands(program: Command, config: Config, usage: (message: string) => Error): void {
   const audit = program.command('audit').description('The audit trail: every command, decision and side effect');
-  const trail = (db: Database) => new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, new Redactor());
+  const trail = (db: Database) => new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, new Redactor(), loadAuditKey(config));
 
   audit
     .command('verify [session]')
-    .description("Recompute the hash chains (all, or one session's) and name the first bad row")
+    .description(
+      "Recompute the keyed hash chains (all, or one session's), check each closed session's end against " +
+        'its Temporal result, and name the first bad row',
+    )
     .option('--json', 'machine-readable output')
     .action(async (session: string | undefined, opts) => {
-      const result = await withDatabase(config, (db) => trail(db).verify(session));
-      if (session && result.rows === 0) throw usage(`no audit events for session ${session}`);
+      const client = await connectClient(config);
+      const result = await withDatabase(config, (db) => trail(db).verify(session, sealsIn(client))).finally(() =>
+        client.connection.close(),
+      );
+      if (session && result.rows === 0 && !result.broken.length) throw usage(`no audit events for session ${session}`);
       if (opts.json) console.log(JSON.stringify(result));
-      else if (!result.broken.length) console.log(`ok: ${result.rows} events in ${result.sessions} session chain(s)`);
+      else if (!result.broken.length) {
+        console.log(
+          `ok: ${result.rows} events in ${result.sessions} session chain(s); ` +
+            `${result.sealed} closed session(s) end where their Temporal result says`,
+        );
+      }
       for (const b of opts.json ? [] : result.broken) {
-        console.log(`BROKEN: session ${b.sessionId}, row ${b.seq} (id ${b.id}): ${b.reason}`);
+        console.log(`BROKEN: session ${b.sessionId}, row ${b.seq}${b.id === null ? '' : ` (id ${b.id})`}: ${b.reason}`);
       }
       if (result.broken.length) process.exitCode = 1;
     });

@@ -1,12 +1,18 @@
 /**
- * The audit trail: append-only rows in Postgres, one hash chain per session.
- * Each row's hash covers its content and the previous row's hash, so an edit
- * made behind the database's back (the append-only trigger disabled) is found
- * by `verify`, which names the first row that does not match. Secrets are
- * scrubbed before anything is written. See docs/audit.md.
+ * The audit trail: append-only rows in Postgres, one HMAC chain per session.
+ * Each row's hash is keyed (the key is not in the database) and covers its
+ * content and the previous row's hash, so an edit made behind the database's
+ * back (the append-only trigger disabled) is found by `verify`, which names
+ * the first row that does not match; the session's own result in Temporal
+ * records its last row, so removing rows from the end is found too. Secrets
+ * are scrubbed before anything is written. See docs/audit.md.
  */
-import { createHash } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Pool } from 'pg';
+import type { AuditSeal } from '../workflows/api';
+import { ConfigError, type Config } from './config';
 import { withTransaction } from './db';
 import type { Redactor } from './scrub';
 
@@ -69,11 +75,46 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value ?? null);
 }
 
-/** sha256 of the previous row's hash and this row's content (its own hash excluded). */
-export function rowHash(row: Omit<AuditRow, 'hash'> & { hash?: string }): string {
+/** HMAC-SHA256, under the audit key, of the previous row's hash and this row's content (its own hash excluded). */
+export function rowHash(key: Buffer, row: Omit<AuditRow, 'hash'> & { hash?: string }): string {
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   const { prevHash, hash, ...content } = row;
-  return createHash('sha256').update(prevHash).update('\n').update(canonicalJson(content)).digest('hex');
+  return createHmac('sha256', key).update(prevHash).update('\n').update(canonicalJson(content)).digest('hex');
+}
+
+const MIN_KEY_BYTES = 32;
+
+/**
+ * The audit key: DRYDOCK_AUDIT_KEY, else the file DRYDOCK_AUDIT_KEY_FILE, else `<data dir>/audit-key`.
+ * In development mode a missing file is created once (mode 0600, 32 random
+ * bytes, hex); otherwise a missing or short key stops the process: an
+ * unkeyed chain could be recomputed by anyone who can write the database.
+ */
+export function loadAuditKey(
+  config: Pick<Config, 'DRYDOCK_AUDIT_KEY' | 'DRYDOCK_AUDIT_KEY_FILE' | 'DRYDOCK_DATA_DIR' | 'DRYDOCK_DEV_MODE'>,
+): Buffer {
+  if (config.DRYDOCK_AUDIT_KEY) return Buffer.from(config.DRYDOCK_AUDIT_KEY);
+  const file = config.DRYDOCK_AUDIT_KEY_FILE ?? path.join(config.DRYDOCK_DATA_DIR, 'audit-key');
+  if (!existsSync(file)) {
+    if (!config.DRYDOCK_DEV_MODE) {
+      throw new ConfigError(
+        `DRYDOCK_AUDIT_KEY: no audit key (and no file ${file}); set DRYDOCK_AUDIT_KEY or DRYDOCK_AUDIT_KEY_FILE ` +
+          'to 32+ random characters (openssl rand -hex 32), the same for every worker, serve and the CLI',
+      );
+    }
+    mkdirSync(path.dirname(file), { recursive: true });
+    try {
+      writeFileSync(file, `${randomBytes(MIN_KEY_BYTES).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      // Another drydock process of the same data dir made it first: use that one.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+  const key = Buffer.from(readFileSync(file, 'utf8').trim());
+  if (key.length < MIN_KEY_BYTES) {
+    throw new ConfigError(`DRYDOCK_AUDIT_KEY_FILE: the key in ${file} is shorter than ${MIN_KEY_BYTES} characters`);
+  }
+  return key;
 }
 
 /** Errors that mean "the database is not there right now", worth waiting out. */
@@ -93,15 +134,22 @@ function isUnavailable(err: unknown): boolean {
 export interface VerifyResult {
   sessions: number;
   rows: number;
-  /** The first row whose hash or link does not match, per broken session. */
-  broken: { sessionId: string; seq: number; id: number; reason: string }[];
+  /** Sessions whose last row was checked against the seal in their Temporal result. */
+  sealed: number;
+  /** The first row whose hash or link does not match, or the missing end, per broken session. */
+  broken: { sessionId: string; seq: number; id: number | null; reason: string }[];
 }
+
+/** A closed session's seal (its result's `audit`), if it has one; undefined for others. */
+export type SealLookup = (sessionId: string) => Promise<AuditSeal | undefined>;
 
 export class AuditTrail {
   constructor(
     private readonly pool: Pool,
     private readonly host: string,
     private readonly redactor: Redactor,
+    /** The HMAC key of the chain (loadAuditKey). */
+    private readonly key: Buffer,
   ) {}
 
   /**
@@ -144,7 +192,7 @@ export class AuditTrail {
         data: this.redactor.value(input.data),
         prevHash: last.rows[0]?.hash ?? GENESIS,
       };
-      const hash = rowHash(row);
+      const hash = rowHash(this.key, row);
       await client.query(
         `insert into audit_events (session_id, seq, event_key, kind, at, actor, host, activity_id, attempt, data, prev_hash, hash)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
@@ -172,42 +220,85 @@ export class AuditTrail {
     return result.rows.map(fromDb);
   }
 
-  /** Recomputes every chain (or one session's) and names the first bad row of each. */
-  async verify(sessionId?: string): Promise<VerifyResult> {
+  /** The session's last row now: what its workflow records in its result when it ends. */
+  async seal(sessionId: string): Promise<AuditSeal> {
+    const last = await this.pool.query<{ seq: number; hash: string }>(
+      'select seq, hash from audit_events where session_id = $1 order by seq desc limit 1',
+      [sessionId],
+    );
+    return { events: last.rows[0]?.seq ?? 0, head: last.rows[0]?.hash ?? GENESIS };
+  }
+
+  /**
+   * Recomputes every chain (or one session's) and names the first bad row of
+   * each; with `sealOf`, also checks that each closed session's trail still
+   * holds the last row its Temporal result recorded.
+   */
+  async verify(sessionId?: string, sealOf?: SealLookup): Promise<VerifyResult> {
     const result = await this.pool.query(
       sessionId
         ? 'select * from audit_events where session_id = $1 order by session_id, seq'
         : 'select * from audit_events order by session_id, seq',
       sessionId ? [sessionId] : [],
     );
-    const out: VerifyResult = { sessions: 0, rows: result.rows.length, broken: [] };
-    let current: string | undefined;
-    let prev = GENESIS;
-    let expectedSeq = 1;
-    let brokenSession: string | undefined;
+    const chains = new Map<string, { id: number; row: AuditRow }[]>();
+    if (sessionId) chains.set(sessionId, []);
     for (const raw of result.rows) {
       const row = fromDb(raw);
-      if (row.sessionId !== current) {
-        current = row.sessionId;
-        prev = GENESIS;
-        expectedSeq = 1;
-        out.sessions++;
-      }
-      if (brokenSession === row.sessionId) continue;
-      let reason: string | undefined;
-      if (row.seq !== expectedSeq)
-        reason = `expected row ${expectedSeq} of the chain, found ${row.seq} (a row is missing)`;
-      else if (row.prevHash !== prev) reason = 'its link to the previous row does not match';
-      else if (rowHash(row) !== row.hash) reason = 'its content does not match its hash (edited)';
-      if (reason) {
-        out.broken.push({ sessionId: row.sessionId, seq: row.seq, id: Number(raw.id), reason });
-        brokenSession = row.sessionId;
-      }
-      prev = row.hash;
-      expectedSeq = row.seq + 1;
+      chains.set(row.sessionId, [...(chains.get(row.sessionId) ?? []), { id: Number(raw.id), row }]);
+    }
+    const out: VerifyResult = { sessions: 0, rows: result.rows.length, sealed: 0, broken: [] };
+    for (const [id, rows] of chains) {
+      if (rows.length) out.sessions++;
+      const seal = await sealOf?.(id);
+      if (seal) out.sealed++;
+      const broken = this.firstBreak(rows) ?? (seal && sealBreak(rows, seal));
+      if (broken) out.broken.push({ sessionId: id, ...broken });
     }
     return out;
   }
+
+  /** The first row of a chain whose position, link or keyed hash does not match. */
+  private firstBreak(rows: { id: number; row: AuditRow }[]): { seq: number; id: number; reason: string } | undefined {
+    let prev = GENESIS;
+    for (const [i, { id, row }] of rows.entries()) {
+      let reason: string | undefined;
+      if (row.seq !== i + 1) reason = `expected row ${i + 1} of the chain, found ${row.seq} (a row is missing)`;
+      else if (row.prevHash !== prev) reason = 'its link to the previous row does not match';
+      else if (rowHash(this.key, row) !== row.hash) reason = 'its content does not match its hash (edited)';
+      if (reason) return { seq: row.seq, id, reason };
+      prev = row.hash;
+    }
+    return undefined;
+  }
+}
+
+/**
+ * A whole chain against the seal its session's result recorded: the sealed
+ * row must still be there with the same hash. Rows after it are allowed (a
+ * pull request closed later appends a webhook event).
+ */
+function sealBreak(
+  rows: { id: number; row: AuditRow }[],
+  seal: AuditSeal,
+): { seq: number; id: number | null; reason: string } | undefined {
+  const sealed = rows[seal.events - 1];
+  if (seal.events === 0) return undefined;
+  if (!sealed) {
+    return {
+      seq: seal.events,
+      id: null,
+      reason: `the session's Temporal result records ${seal.events} events, the trail has ${rows.length} (rows removed from the end)`,
+    };
+  }
+  if (sealed.row.hash !== seal.head) {
+    return {
+      seq: seal.events,
+      id: sealed.id,
+      reason: "its hash is not the head the session's Temporal result records (the chain was rewritten)",
+    };
+  }
+  return undefined;
 }
 
 function fromDb(r: Record<string, unknown>): AuditRow {

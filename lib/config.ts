@@ -96,6 +96,16 @@ const configSchema = z.object({
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
   /** A Postgres server (audit trail, snapshot registry, metrics); unset: embedded PGlite in the data dir. */
   DATABASE_URL: z.string().url().optional(),
+  /**
+   * The audit chain's HMAC key, the same for every worker, `drydock serve` and
+   * `drydock audit verify`; kept out of the database and its backups.
+   */
+  DRYDOCK_AUDIT_KEY: z.string().min(32, 'at least 32 characters (openssl rand -hex 32)').optional(),
+  /**
+   * The same, from a file. With neither, `<data dir>/audit-key`, which only
+   * development mode creates; elsewhere a missing key stops the process.
+   */
+  DRYDOCK_AUDIT_KEY_FILE: z.string().min(1).optional(),
   /** The chat-completions API sessions use when they name no agent.baseUrl. */
   DRYDOCK_MODEL_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   /** Key for DRYDOCK_MODEL_BASE_URL only (never sent to another endpoint). */

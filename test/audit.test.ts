@@ -4,12 +4,12 @@
  * embedded PGlite path.
  */
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
-import { AuditTrail } from '../lib/audit';
+import { AuditTrail, canonicalJson } from '../lib/audit';
 import { Redactor } from '../lib/scrub';
 import { decide, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
@@ -26,6 +26,7 @@ import {
   scriptedSession,
   startSession,
   startStack,
+  testAuditKey,
   waitForStatus,
   type TestStack,
 } from './helpers';
@@ -56,6 +57,49 @@ const remoteHas = (branch: string) => remoteHasBranch(repo.bare, branch);
 
 async function rowsOf(sessionId: string, db: Pool = pool) {
   return (await db.query('select * from audit_events where session_id = $1 order by seq', [sessionId])).rows;
+}
+
+/** What a superuser can do behind the append-only triggers: run `sql` with them off. */
+async function behindTheTriggers(sql: string, params: unknown[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('set session_replication_role = replica');
+    await client.query(sql, params);
+    await client.query('set session_replication_role = origin');
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Edits row `seq`'s data and recomputes that row's hash and every later one
+ * as an unkeyed chain would: sha256(prev_hash + "\n" + canonical content).
+ */
+async function forgeRow(sessionId: string, seq: number, data: Record<string, unknown>): Promise<void> {
+  let prev: string | undefined;
+  for (const r of await rowsOf(sessionId)) {
+    if (r.seq < seq) continue;
+    const content = {
+      sessionId: r.session_id,
+      seq: r.seq,
+      key: r.event_key,
+      kind: r.kind,
+      at: r.at.toISOString(),
+      actor: r.actor,
+      host: r.host,
+      activityId: r.activity_id,
+      attempt: r.attempt,
+      data: r.seq === seq ? data : r.data,
+    };
+    const prevHash = prev ?? r.prev_hash;
+    prev = createHash('sha256').update(prevHash).update('\n').update(canonicalJson(content)).digest('hex');
+    await behindTheTriggers('update audit_events set data = $1, prev_hash = $2, hash = $3 where id = $4', [
+      JSON.stringify(content.data),
+      prevHash,
+      prev,
+      r.id,
+    ]);
+  }
 }
 
 test('a full session writes each event once, in order, even when an activity is retried; no token in any row', async () => {
@@ -117,7 +161,7 @@ test('a full session writes each event once, in order, even when an activity is 
 
 test('UPDATE and DELETE are refused; a row edited behind the trigger is named by audit verify', async () => {
   const id = newSessionId('audit-tamper');
-  const trail = new AuditTrail(pool, 'test-host', new Redactor());
+  const trail = new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey());
   for (const [i, kind] of (['sandbox.provisioned', 'command', 'teardown'] as const).entries()) {
     await trail.append({ sessionId: id, key: `e${i}`, kind, actor: 'drydock', data: { i } });
   }
@@ -131,18 +175,52 @@ test('UPDATE and DELETE are refused; a row edited behind the trigger is named by
   expect((await runCli(['audit', 'verify', id], {})).code).toBe(0);
 
   // A superuser disables triggers for the session and edits row 2.
-  const client = await pool.connect();
-  try {
-    await client.query('set session_replication_role = replica');
-    await client.query(`update audit_events set data = '{"i": 99}' where session_id = $1 and seq = 2`, [id]);
-    await client.query('set session_replication_role = origin');
-  } finally {
-    client.release();
-  }
+  await behindTheTriggers(`update audit_events set data = '{"i": 99}' where session_id = $1 and seq = 2`, [id]);
   const result = await runCli(['audit', 'verify', id], {});
   expect(result.code).toBe(1);
   expect(result.stdout).toContain(`BROKEN: session ${id}, row 2`);
   expect(result.stdout).toContain('edited');
+});
+
+test('a row edited with every later hash recomputed (unkeyed SHA-256) is named by audit verify: the chain is keyed', async () => {
+  const id = newSessionId('audit-forge');
+  const trail = new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey());
+  for (const [i, kind] of (['sandbox.provisioned', 'command', 'teardown'] as const).entries()) {
+    await trail.append({ sessionId: id, key: `e${i}`, kind, actor: 'drydock', data: { i } });
+  }
+  await forgeRow(id, 2, { i: 99 });
+  const rows = await rowsOf(id);
+  expect(rows[1].data).toEqual({ i: 99 });
+  expect(rows[2].prev_hash).toBe(rows[1].hash); // the forged chain links up
+
+  const result = await runCli(['audit', 'verify', id], {});
+  expect(result.code).toBe(1);
+  expect(result.stdout).toContain(`BROKEN: session ${id}, row 2`);
+  expect(result.stdout).toContain('edited');
+});
+
+test("a session's last rows removed are named by audit verify against the end its Temporal result records", async () => {
+  const id = newSessionId('audit-truncate');
+  const handle = await startSession(stack, id, scriptedSession(repo.url, 'greet', 'echo hello >> README.md'));
+  await waitForStatus(handle, inPhase('awaiting_approval'));
+  await handle.executeUpdate(decide, approve('push'));
+  const final = (await handle.result()) as SessionStatus;
+  const rows = await rowsOf(id);
+  expect(final.audit).toEqual({ events: rows.length, head: rows[rows.length - 1].hash });
+  const whole = await runCli(['audit', 'verify', id], {});
+  expect(whole.stdout).toContain(`ok: ${rows.length} events in 1 session chain(s); 1 closed session(s) end`);
+
+  // The push's "done" row and the teardown go: what is left is a whole chain, one push short.
+  await behindTheTriggers('delete from audit_events where session_id = $1 and seq > $2', [id, rows.length - 2]);
+  const result = await runCli(['audit', 'verify', id], {});
+  expect(result.code).toBe(1);
+  expect(result.stdout).toContain(
+    `BROKEN: session ${id}, row ${rows.length}: the session's Temporal result records ${rows.length} events, the trail has ${rows.length - 2}`,
+  );
+  // Across all sessions too.
+  const all = await runCli(['audit', 'verify'], {});
+  expect(all.code).toBe(1);
+  expect(all.stdout).toContain(`BROKEN: session ${id}, row ${rows.length}`);
 });
 
 test('with the audit database stopped, the approved push waits; once it is back the session completes and the trail is whole', async () => {

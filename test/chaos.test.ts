@@ -33,7 +33,16 @@ import {
 } from '../workflows/api';
 import { getStatus } from '../lib/sessions';
 import { ownProcess } from './leftovers';
-import { containersOf, docker, freePort, git, makeFixtureRepo, newSessionId, testConfig } from './helpers';
+import {
+  containersOf,
+  docker,
+  freePort,
+  git,
+  makeFixtureRepo,
+  newSessionId,
+  testAuditKey,
+  testConfig,
+} from './helpers';
 
 const SEED = Number(process.env.DRYDOCK_CHAOS_SEED ?? randomBytes(4).readUInt32BE());
 const SESSIONS = Number(process.env.DRYDOCK_CHAOS_SESSIONS ?? 4);
@@ -396,7 +405,7 @@ test(
       expect(sandboxKillsAt.length).toBeLessThan(2); // at least one random sandbox kill
       const db = await openDatabase(testConfig());
       try {
-        const audit = new AuditTrail(db.pool, 'chaos-test', new Redactor([]));
+        const audit = new AuditTrail(db.pool, 'chaos-test', new Redactor([]), testAuditKey());
         for (const id of ids) expect((await audit.verify(id)).broken).toEqual([]);
       } finally {
         await db.close();

@@ -5,6 +5,7 @@
  * a promise left rejected without a handler ends this process with an error,
  * as it ended the worker.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -105,7 +106,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     sessionLink: () => '',
     models: modelSettings(config),
     db,
-    audit: new AuditTrail(db.pool, 'dead-sandbox-test', new Redactor([])),
+    audit: new AuditTrail(db.pool, 'dead-sandbox-test', new Redactor([]), randomBytes(32)),
     snapshots: new SnapshotRegistry(db.pool),
     repos: createRepoLookup(new RepoRegistry(db.pool)),
     devMode: true,

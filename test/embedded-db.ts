@@ -4,6 +4,7 @@
  * jest's module sandbox does not support. Exercises the embedded path as
  * drydock processes use it and prints what it observed as JSON.
  */
+import { randomBytes } from 'node:crypto';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
 import { Redactor } from '../lib/scrub';
@@ -18,8 +19,9 @@ const errorOf = (p: Promise<unknown>) =>
 async function main(dataDir: string): Promise<void> {
   const first = await openDatabase({ DRYDOCK_DATA_DIR: dataDir, DATABASE_URL: undefined });
   const second = await openDatabase({ DRYDOCK_DATA_DIR: dataDir, DATABASE_URL: undefined });
+  const key = randomBytes(32);
   try {
-    const trail = new AuditTrail(first.pool, 'h', new Redactor(['s3cret-value-123']));
+    const trail = new AuditTrail(first.pool, 'h', new Redactor(['s3cret-value-123']), key);
     await trail.append({
       sessionId: 's',
       key: 'a',
@@ -28,7 +30,7 @@ async function main(dataDir: string): Promise<void> {
       data: { command: 'echo s3cret-value-123' },
     });
     await trail.append({ sessionId: 's', key: 'a', kind: 'command', actor: 'agent', data: { command: 'again' } });
-    await new AuditTrail(second.pool, 'h', new Redactor()).append({
+    await new AuditTrail(second.pool, 'h', new Redactor(), key).append({
       sessionId: 's',
       key: 'b',
       kind: 'teardown',

@@ -3,6 +3,7 @@
  * in memory, on a free port) with drydock's search attributes, and one bundle
  * of the workflow code that every in-process test worker loads.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -40,6 +41,7 @@ export default async function globalSetup(): Promise<void> {
     workflowsPath: require.resolve('../workflows'),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
+  await writeFile(path.join(dir, 'audit-key'), randomBytes(32).toString('hex'), { mode: 0o600 });
   const bundleFile = path.join(dir, 'workflow-bundle.js');
   await writeFile(bundleFile, bundle.code);
   Object.assign(process.env, {
@@ -47,6 +49,8 @@ export default async function globalSetup(): Promise<void> {
     DRYDOCK_BASE_IMAGE: image,
     DRYDOCK_TEST_BUNDLE: bundleFile,
     DATABASE_URL: postgres.url,
+    // One audit key for every worker, server and CLI of the run (each has its own data dir).
+    DRYDOCK_AUDIT_KEY_FILE: path.join(dir, 'audit-key'),
     DRYDOCK_TEST_PG_DIR: postgres.dir,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
     // Fixture repos are file:// URLs nobody registers; tests of the registry turn it off.

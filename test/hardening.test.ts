@@ -38,6 +38,7 @@ import {
   startStack,
   waitForStatus,
   type TestStack,
+  testAuditKey,
 } from './helpers';
 import { createSandbox, inSandbox } from './docker';
 
@@ -324,7 +325,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
       sessionLink: () => '',
       models: modelSettings(loadConfig({})),
       db,
-      audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN])),
+      audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN]), testAuditKey()),
       snapshots: new SnapshotRegistry(db.pool),
       repos: createRepoLookup(new RepoRegistry(db.pool)),
       devMode: true,

@@ -10,6 +10,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../lib/config';
 import { createLogger, type Logger } from '../lib/log';
+import { loadAuditKey } from '../lib/audit';
 import { LABELS } from '../lib/sandbox';
 import { startServer } from '../workers/serve';
 import { createWorker, hostQueueOf, type DrydockWorker } from '../workers/worker';
@@ -125,6 +126,9 @@ export function remoteHasBranch(bare: string, branch: string): boolean {
     return false;
   }
 }
+
+/** The audit key of the run's workers and CLI (global-setup writes it). */
+export const testAuditKey = (): Buffer => loadAuditKey(testConfig());
 
 /** Test configuration: the dev server of global-setup, a task queue of the caller's choosing. */
 export function testConfig(overrides: Partial<Config> = {}): Config {

@@ -32,6 +32,7 @@ import {
   startStack,
   waitForStatus,
   type TestStack,
+  testAuditKey,
 } from './helpers';
 import { inSandbox } from './docker';
 
@@ -132,7 +133,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
 test('the pull request activity retried after a crash opens one PR and updates it', async () => {
   const db = await openDatabase(stack.config);
   const deps = {
-    audit: new AuditTrail(db.pool, 'test-host', new Redactor([TOKEN])),
+    audit: new AuditTrail(db.pool, 'test-host', new Redactor([TOKEN]), testAuditKey()),
     github: { apiUrl: github.url, token: TOKEN },
     sessionLink: (id: string) => `ui/${id}`,
     log: pino({ level: 'silent' }),

@@ -27,6 +27,7 @@ import {
   startStack,
   waitForStatus,
   type TestStack,
+  testAuditKey,
 } from './helpers';
 import { buildSnapshot, removeSnapshots } from './snapshots';
 
@@ -134,7 +135,7 @@ test('repo add (CLI) creates the schedule and registration; snapshot build (CLI)
     sizeBytes: image.Size,
   });
   expect(row.durationMs).toBeGreaterThan(0);
-  const audit = await new AuditTrail(db.pool, 'test', new Redactor([])).events(`snapshot:${repo.url}`);
+  const audit = await new AuditTrail(db.pool, 'test', new Redactor([]), testAuditKey()).events(`snapshot:${repo.url}`);
   expect(audit.at(-1)).toMatchObject({
     kind: 'snapshot.build',
     actor: 'drydock',

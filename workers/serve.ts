@@ -12,7 +12,7 @@ import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { loadApiTokens, type ApiTokens } from '../lib/access';
 import { ArtifactStore } from '../lib/artifacts';
-import { AuditTrail } from '../lib/audit';
+import { AuditTrail, loadAuditKey } from '../lib/audit';
 import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
 import { githubSettings } from '../lib/github';
@@ -130,9 +130,10 @@ export async function startServer(
 ): Promise<RunningServer> {
   // The handler reads this config: port 0 becomes the real port once listening.
   const config = { ...deps.config };
+  const auditKey = deps.audit ? undefined : loadAuditKey(config);
   const db = deps.audit && deps.pool ? undefined : await openDatabase(config, deps.log);
   const pool = deps.pool ?? db!.pool;
-  const audit = deps.audit ?? new AuditTrail(pool, config.DRYDOCK_HOST_ID, redactorOf(config));
+  const audit = deps.audit ?? new AuditTrail(pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey!);
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
   const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));

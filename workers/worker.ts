@@ -17,7 +17,7 @@ import {
 } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { ArtifactStore } from '../lib/artifacts';
-import { AuditTrail } from '../lib/audit';
+import { AuditTrail, loadAuditKey } from '../lib/audit';
 import { CheckpointStore } from '../lib/checkpoints';
 import { openDatabase } from '../lib/db';
 import { redactorOf } from '../lib/scrub';
@@ -144,13 +144,14 @@ export async function createWorker(opts: {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
+  const auditKey = loadAuditKey(config);
   const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
   const activities = createActivities({
     db,
-    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config)),
+    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey),
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
     snapshots: new SnapshotRegistry(db.pool),

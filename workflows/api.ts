@@ -241,10 +241,22 @@ export interface SessionStatus {
    */
   removedSandboxes?: string[];
   /**
+   * The audit chain as the session ended (set at teardown): kept in Temporal's
+   * history, outside the database, so `drydock audit verify` finds rows
+   * removed from its end or a rewritten chain.
+   */
+  audit?: AuditSeal;
+  /**
    * Set only when no worker answered the status query: this status is the
    * last known state from the session's memo, with what Temporal says is pending.
    */
   unanswered?: Unanswered;
+}
+
+/** A session's audit chain at its end: how many events, and the last one's hash. */
+export interface AuditSeal {
+  events: number;
+  head: string;
 }
 
 /** The session's last known state, kept in its memo under MEMO_KEY at every phase change. */

@@ -31,6 +31,8 @@ const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWOR
 export const BASE_COMMIT = 'b'.repeat(40);
 export const COMMIT = 'c'.repeat(40);
 export const CHANGE = 'd'.repeat(64);
+/** The audit chain's end that recordSessionMetrics reports; the final status keeps it. */
+export const AUDIT_SEAL = { events: 9, head: 'e'.repeat(64) };
 
 /** The launcher of the Java test server, fetched from Maven once by infra/test-server.sh. */
 function testServerPath(): string {
@@ -92,7 +94,7 @@ function defaultStubs(hostQueue: string): Activities {
     deploy: async () => ({ exitCode: 0, outputTail: 'deployed' }),
     destroySandbox: async () => ({ removed: true }),
     recordAudit: async () => {},
-    recordSessionMetrics: async () => {},
+    recordSessionMetrics: async () => AUDIT_SEAL,
     startModelAgent: async () => ({ messageCount: 2, instructions: false }),
     modelCall: async ({ turn }) => modelAnswer(turn, []),
     runTool: async ({ turn }) => ({

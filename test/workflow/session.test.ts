@@ -20,6 +20,7 @@ import {
   startEnvironment,
   withoutTimes,
   type Stubs,
+  AUDIT_SEAL,
 } from './harness';
 
 let harness: { env: TestWorkflowEnvironment; bundle: WorkflowBundle };
@@ -143,6 +144,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     pushed: { commit: COMMIT, alreadyPushed: false },
     pullRequest: { number: 7, url: 'https://github.com/acme/app/pull/7', created: true },
     removedSandboxes: ['sandbox-0'],
+    audit: AUDIT_SEAL,
   });
   expect(run.args.pushBranch).toEqual([
     { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },

@@ -42,7 +42,8 @@ export function endEarly(run: SessionRun, err: unknown): Exclude<Outcome, 'compl
 /**
  * Removes the session's sandbox (by name when provisioning failed after
  * creating it) and every earlier one not removed yet, then records the
- * outcome and the session's metrics. Runs in a non-cancellable scope, so a
+ * outcome and the session's metrics, keeping the audit chain's seal in the
+ * status (the workflow's result). Runs in a non-cancellable scope, so a
  * cancelled session still tears down.
  */
 export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void> {
@@ -65,7 +66,9 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
     run.setPhase(outcome);
     await report(run, outcome);
     try {
-      await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
+      // Older histories replay with no seal in the activity's result.
+      const seal = await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
+      if (seal) status.audit = seal;
     } catch (err) {
       log.error('metrics not recorded', { error: describeError(err) });
     }
