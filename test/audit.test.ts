@@ -9,7 +9,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
-import { AuditTrail, canonicalJson } from '../lib/audit';
+import { AuditTrail, canonicalJson, rowHash, type AuditRow } from '../lib/audit';
 import { Redactor } from '../lib/scrub';
 import { decide, type SessionStatus } from '../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
@@ -71,15 +71,22 @@ async function behindTheTriggers(sql: string, params: unknown[]): Promise<void> 
   }
 }
 
-/**
- * Edits row `seq`'s data and recomputes that row's hash and every later one
- * as an unkeyed chain would: sha256(prev_hash + "\n" + canonical content).
- */
-async function forgeRow(sessionId: string, seq: number, data: Record<string, unknown>): Promise<void> {
+type RowContent = Omit<AuditRow, 'prevHash' | 'hash'>;
+/** The hash of an unkeyed chain: sha256(prev_hash + "\n" + canonical content). */
+const unkeyed = (prevHash: string, content: RowContent) =>
+  createHash('sha256').update(prevHash).update('\n').update(canonicalJson(content)).digest('hex');
+
+/** Edits row `seq`'s data and recomputes that row's hash and every later one with `hashOf`. */
+async function forgeRow(
+  sessionId: string,
+  seq: number,
+  data: Record<string, unknown>,
+  hashOf: (prevHash: string, content: RowContent) => string,
+): Promise<void> {
   let prev: string | undefined;
   for (const r of await rowsOf(sessionId)) {
     if (r.seq < seq) continue;
-    const content = {
+    const content: RowContent = {
       sessionId: r.session_id,
       seq: r.seq,
       key: r.event_key,
@@ -92,7 +99,7 @@ async function forgeRow(sessionId: string, seq: number, data: Record<string, unk
       data: r.seq === seq ? data : r.data,
     };
     const prevHash = prev ?? r.prev_hash;
-    prev = createHash('sha256').update(prevHash).update('\n').update(canonicalJson(content)).digest('hex');
+    prev = hashOf(prevHash, content);
     await behindTheTriggers('update audit_events set data = $1, prev_hash = $2, hash = $3 where id = $4', [
       JSON.stringify(content.data),
       prevHash,
@@ -188,7 +195,7 @@ test('a row edited with every later hash recomputed (unkeyed SHA-256) is named b
   for (const [i, kind] of (['sandbox.provisioned', 'command', 'teardown'] as const).entries()) {
     await trail.append({ sessionId: id, key: `e${i}`, kind, actor: 'drydock', data: { i } });
   }
-  await forgeRow(id, 2, { i: 99 });
+  await forgeRow(id, 2, { i: 99 }, unkeyed);
   const rows = await rowsOf(id);
   expect(rows[1].data).toEqual({ i: 99 });
   expect(rows[2].prev_hash).toBe(rows[1].hash); // the forged chain links up
@@ -209,6 +216,15 @@ test("a session's last rows removed are named by audit verify against the end it
   expect(final.audit).toEqual({ events: rows.length, head: rows[rows.length - 1].hash });
   const whole = await runCli(['audit', 'verify', id], {});
   expect(whole.stdout).toContain(`ok: ${rows.length} events in 1 session chain(s); 1 closed session(s) end`);
+
+  // With the key, a rewritten chain verifies by its hashes, but no longer ends where Temporal says.
+  const key = testAuditKey();
+  await forgeRow(id, 2, { command: 'true' }, (prevHash, content) => rowHash(key, { ...content, prevHash }));
+  const rewritten = await runCli(['audit', 'verify', id], {});
+  expect(rewritten.code).toBe(1);
+  expect(rewritten.stdout).toContain(
+    `BROKEN: session ${id}, row ${rows.length} (id ${rows[rows.length - 1].id}): its hash is not the head`,
+  );
 
   // The push's "done" row and the teardown go: what is left is a whole chain, one push short.
   await behindTheTriggers('delete from audit_events where session_id = $1 and seq > $2', [id, rows.length - 2]);
