@@ -20,7 +20,7 @@ import {
   type ToolSpec,
 } from '../lib/llm';
 import { recordEvent } from './audit';
-import { permanent, STATE_DIR } from './container';
+import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { tail } from './output';
 import { takeCheckpoint } from './steps';
@@ -416,6 +416,7 @@ async function runOnce(
   const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, command], {
     signal: Context.current().cancellationSignal,
   });
+  await endStrayProcesses(sandboxes, sandbox);
   const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
   if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
     throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);

@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import type { ActivityDeps } from './deps';
-import type { AuditInput } from '../lib/audit';
+import type { AuditInput, AuditRow } from '../lib/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
 
@@ -12,7 +12,7 @@ import type { SessionMetrics } from '../workflows/rules/metrics';
 export function recordEvent(
   audit: ActivityDeps['audit'],
   event: Omit<AuditInput, 'activityId' | 'attempt'>,
-): Promise<unknown> {
+): Promise<AuditRow> {
   const ctx = Context.current();
   return audit.append({ ...event, activityId: ctx.info.activityId, attempt: ctx.info.attempt }, ctx.cancellationSignal);
 }

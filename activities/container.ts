@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { SandboxNotFound } from '../lib/sandbox';
+import { SandboxNotFound, type DockerSandboxes } from '../lib/sandbox';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
@@ -30,4 +30,48 @@ export function inSandbox<T extends Record<string, (...args: any[]) => Promise<u
   return Object.fromEntries(
     Object.entries(group).map(([name, fn]) => [name, (...args: unknown[]) => fn(...args).catch(permanent)]),
   ) as T;
+}
+
+/**
+ * Kills every process of the sandbox user but the container's init (pid 1),
+ * the `sleep infinity` that keeps the container up (pid 1's child that
+ * started first) and itself, until none is left. `kill -1` would take the
+ * keeper too, and root in the sandbox has no CAP_KILL, so the sandbox user
+ * does it. Builtins only (read, kill): it works when no fork is possible.
+ */
+const END_STRAY_PROCESSES = `
+keep= first=
+for d in /proc/[0-9]*; do
+  read -r s < "$d/stat" 2>/dev/null || continue
+  set -- \${s##*) }
+  [ "$2" = 1 ] || continue
+  if [ -z "$first" ] || [ "\${20}" -lt "$first" ]; then first=\${20} keep=\${d#/proc/}; fi
+done
+round=0
+while [ $round -lt 50 ]; do
+  left=0
+  for d in /proc/[0-9]*; do
+    p=\${d#/proc/}
+    case $p in 1|$$|$keep) continue ;; esac
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- \${s##*) }
+    [ "$1" = Z ] && continue
+    kill -KILL "$p" 2>/dev/null && left=1
+  done
+  [ $left = 0 ] && exit 0
+  round=$((round + 1))
+done
+echo "processes of the sandbox user still running after 50 rounds of kill" >&2
+exit 1`;
+
+/**
+ * Ends whatever a step left running (a setsid daemon, a background job), so
+ * nothing of one step can act during the next or during verification, read
+ * a later step's secrets from /proc, or hold the egress forwarder's port.
+ */
+export async function endStrayProcesses(sandboxes: DockerSandboxes, sandbox: string): Promise<void> {
+  const result = await sandboxes.exec(sandbox, ['sh', '-c', END_STRAY_PROCESSES]);
+  if (result.exitCode !== 0) {
+    throw new Error(`could not end the processes a step left in ${sandbox}: ${result.stderr.toString().trim()}`);
+  }
 }

@@ -1,7 +1,9 @@
 import { exec } from 'node:child_process';
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import { recordEvent } from './audit';
+import type { AuditRow } from '../lib/audit';
 import type { ActivityDeps } from './deps';
 import { exportBundle } from './commit';
 import { permanent } from './container';
@@ -100,6 +102,28 @@ function runDeployCommand(command: string, env: Record<string, string>): Promise
   );
 }
 
+/**
+ * The result an earlier attempt of this session's deploy recorded. Without
+ * one, that attempt may have run the command (fully or partly): deploy is at
+ * most once, so this fails rather than run it again.
+ */
+async function earlierDeploy(
+  audit: ActivityDeps['audit'],
+  sessionId: string,
+  intent: AuditRow,
+  commit: string,
+): Promise<{ exitCode: number; outputTail: string }> {
+  const done = (await audit.events(sessionId)).find((row) => row.key === `${sessionId}/deploy/done`);
+  if (done) return { exitCode: done.data.exitCode as number, outputTail: (done.data.outputTail as string) ?? '' };
+  throw ApplicationFailure.nonRetryable(
+    `the deploy may have run: an earlier attempt started the deploy command at ${intent.at} on ${intent.host} ` +
+      `and recorded no result (the worker stopped while it ran). drydock deploys at most once, so it does not ` +
+      `run it again: check the deployment target for commit ${commit} (and that worker's log), then finish ` +
+      `the deploy by hand if it is incomplete.`,
+    ErrorType.DeployFailed,
+  );
+}
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -184,9 +208,12 @@ export function createPublishActivities({
     },
 
     /**
-     * Runs the worker's deploy command for the pushed commit. Its result is
-     * recorded on the worker: a retry after the command finished (a crash
-     * before the activity completed) returns it instead of deploying again.
+     * Runs the worker's deploy command for the pushed commit, at most once per
+     * session. The intent is recorded in the audit trail (Postgres, shared by
+     * every worker) before the command starts and the result after it ends. A
+     * retry that finds another attempt's intent returns that attempt's result
+     * if it has one; without one the command may have run (the worker died
+     * while it ran), so the retry fails non-retryably instead of deploying again.
      * Its environment is an allowlist (deployEnv): none of the worker's credentials.
      */
     async deploy(input: { sessionId: string; repoUrl: string; branch: string; commit: string }) {
@@ -202,29 +229,31 @@ export function createPublishActivities({
         commit: input.commit,
         command: deployCommand,
       };
-      await recordAction(input.sessionId, 'deploy', 'intent', target);
-      const previous = await artifacts.get(input.sessionId, 'deploy.json');
-      let result: { exitCode: number; output: string };
-      if (previous) {
-        result = JSON.parse(previous.toString());
-      } else {
+      const intent = await recordAction(input.sessionId, 'deploy', 'intent', target);
+      const { activityId, attempt } = Context.current().info;
+      const ours = intent.activityId === activityId && intent.attempt === attempt;
+      let result: { exitCode: number; outputTail: string };
+      if (ours) {
         const env = deployEnv(process.env, deployEnvNames, {
           DRYDOCK_REPO_URL: redactUrl(input.repoUrl),
           DRYDOCK_BRANCH: input.branch,
           DRYDOCK_COMMIT: input.commit,
         });
-        result = await runDeployCommand(deployCommand, env);
-        await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(result));
+        const ran = await runDeployCommand(deployCommand, env);
+        await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(ran));
+        result = { exitCode: ran.exitCode, outputTail: tail(ran.output) };
+        await recordAction(input.sessionId, 'deploy', 'done', { ...target, ...result });
+      } else {
+        result = await earlierDeploy(audit, input.sessionId, intent, input.commit);
       }
-      log.info({ sessionId: input.sessionId, exitCode: result.exitCode, repeated: !!previous }, 'deploy');
-      await recordAction(input.sessionId, 'deploy', 'done', { ...target, exitCode: result.exitCode });
+      log.info({ sessionId: input.sessionId, exitCode: result.exitCode, repeated: !ours }, 'deploy');
       if (result.exitCode !== 0) {
         throw ApplicationFailure.nonRetryable(
-          `deploy command exited with ${result.exitCode}: ${tail(result.output, 500)}`,
+          `deploy command exited with ${result.exitCode}: ${tail(result.outputTail, 500)}`,
           ErrorType.DeployFailed,
         );
       }
-      return { exitCode: result.exitCode, outputTail: tail(result.output) };
+      return result;
     },
   };
 }

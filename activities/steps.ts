@@ -18,7 +18,7 @@ import {
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
 import { scrub, scrubLarge } from '../lib/scrub';
 import { recordEvent } from './audit';
-import { permanent, STATE_DIR } from './container';
+import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
 import { tail } from './output';
@@ -71,6 +71,8 @@ export function createStepActivities(deps: ActivityDeps) {
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
       const result = await runStepOnce(deps, input);
+      // Before the checkpoint, so nothing the step left running can change what is taken.
+      await endStrayProcesses(deps.sandboxes, input.sandbox).catch(permanent);
       // A step stopped by the sandbox's memory, process or disk limit ends the session (and
       // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
       const exhausted = result.failure !== undefined && result.failure !== 'timeout';
@@ -170,7 +172,9 @@ async function runCommand(
         rules: input.egress,
         log: deps.log,
       });
-      argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), '--', ...argv];
+      // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
+      const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
+      argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
       Object.assign(env, proxyEnv());
     }
     const running = deps.sandboxes.exec(sandbox, argv, {

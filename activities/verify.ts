@@ -2,7 +2,7 @@ import { XMLParser } from 'fast-xml-parser';
 import type { BrowserResult, TestReport } from '../workflows/api';
 import type { BrowserCheck } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { inSandbox, STATE_DIR } from './container';
+import { endStrayProcesses, inSandbox, STATE_DIR } from './container';
 import { tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
@@ -184,7 +184,8 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
       }
       raw.consoleErrors = boundMessages(raw.consoleErrors);
       raw.failedRequests = boundMessages(raw.failedRequests);
-      await sandboxes.exec(sandbox, ['sh', '-c', 'kill "$1" 2>/dev/null; true', 'stop-app', String(pid)]);
+      // The app, and whatever it started: nothing of it runs on while the change is exported.
+      await endStrayProcesses(sandboxes, sandbox);
       const copy = (file: string) => copyOut(sandbox, sessionId, file, `browser/${file.split('/').pop()}`);
       for (const check of raw.checks) {
         if (check.screenshot) check.screenshot = await copy(check.screenshot);

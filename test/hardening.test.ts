@@ -423,6 +423,39 @@ describe('the egress proxy, driven through the runStep activity', () => {
     await expect(step('unknown-secret', 'true', { secrets: ['NOPE'] })).rejects.toThrow(/DRYDOCK_SECRET_NOPE/);
     expect(logLines.join('\n')).not.toContain(MODEL_KEY);
   });
+
+  /** The sandbox user's processes (as root sees them), without the container's init and keeper. */
+  const leftovers = async () =>
+    (await inSandbox(sandbox, 'ps -o user=,args= -u 1000', 'root'))
+      .trim()
+      .split('\n')
+      .filter((line) => line && !/docker-init -- sleep infinity$|^\S+\s+sleep infinity$/.test(line));
+
+  test('daemons end with their step: none is left, and none writes into the workspace during the next step', async () => {
+    const daemons = await step(
+      'daemons',
+      "setsid sh -c 'sleep 1000' & setsid sh -c 'while :; do date >> tampered; sleep 0.1; done' </dev/null >/dev/null 2>&1 & echo left",
+    );
+    expect(daemons.outputTail.trim()).toBe('left');
+    expect(await leftovers()).toEqual([]);
+    // The next step (verification is one too) sees nothing change under it.
+    const next = await step('after-daemons', 'rm -f tampered; sleep 1; test ! -e tampered && echo untouched');
+    expect(next.outputTail.trim()).toBe('untouched');
+  });
+
+  test("a process holding the egress forwarder's port fails the step, which does not run", async () => {
+    // Planted from outside, as a daemon of an earlier step would have been.
+    await inSandbox(
+      sandbox,
+      "setsid node -e \"require('net').createServer().listen(3128, '127.0.0.1')\" </dev/null >/dev/null 2>&1 & sleep 1",
+    );
+    const rules: EgressRule[] = [{ host: '127.0.0.1', port: standInPort, methods: ['GET'] }];
+    const result = await step('squatted', 'echo ran', { egress: rules });
+    expect(result.exitCode).toBe(-1);
+    expect(result.outputTail).toContain("the egress forwarder's port 127.0.0.1:3128 is already taken");
+    expect(result.outputTail).not.toContain('ran');
+    expect(await leftovers()).toEqual([]);
+  });
 });
 
 /**

@@ -14,6 +14,7 @@ import pino from 'pino';
 import { createPublishActivities } from '../activities/publish';
 import { sandboxName } from '../activities/container';
 import type { ActivityDeps } from '../activities/deps';
+import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
 import { Redactor } from '../lib/scrub';
@@ -155,6 +156,35 @@ test('the pull request activity retried after a crash opens one PR and updates i
   const prs = github.pulls.filter((p) => p.head === 'drydock/retried');
   expect(prs).toHaveLength(1);
   expect(prs[0].body).toBe(`second\n\n---\nSession: ui/${input.sessionId}\n`);
+  await db.close();
+});
+
+test('deploy is at most once: a retry while the first attempt may still be deploying fails and does not deploy again', async () => {
+  const db = await openDatabase(stack.config);
+  const dir = await mkdtemp(path.join(tmpdir(), 'deploy-once-'));
+  const runs = path.join(dir, 'runs');
+  const deps = {
+    audit: new AuditTrail(db.pool, 'test-host', new Redactor([TOKEN]), testAuditKey()),
+    artifacts: new ArtifactStore(path.join(dir, 'artifacts')),
+    // Long enough for the retry to start while it runs, as when its worker died mid-deploy.
+    deployCommand: `echo "$DRYDOCK_COMMIT" >> ${runs}; sleep 2; echo deployed`,
+    log: pino({ level: 'silent' }),
+  };
+  const { deploy } = createPublishActivities(deps as unknown as ActivityDeps);
+  const input = { sessionId: newSessionId('deploy-once'), repoUrl: repo.url, branch: 'drydock/once', commit: 'c0ffee' };
+  const first = new MockActivityEnvironment({ attempt: 1 }).run(deploy, input);
+  while (!(await readFile(runs, 'utf8').catch(() => ''))) await new Promise((r) => setTimeout(r, 50));
+
+  const retry = new MockActivityEnvironment({ attempt: 2 }).run(deploy, input);
+  await expect(retry).rejects.toMatchObject({
+    nonRetryable: true,
+    message: expect.stringMatching(/deploy may have run.*check the deployment target for commit c0ffee/s),
+  });
+  expect(await first).toMatchObject({ exitCode: 0 });
+  // Once the first attempt recorded its result, a later retry returns it without deploying.
+  const later = await new MockActivityEnvironment({ attempt: 3 }).run(deploy, input);
+  expect(later).toEqual({ exitCode: 0, outputTail: 'deployed\n' });
+  expect(await readFile(runs, 'utf8')).toBe('c0ffee\n');
   await db.close();
 });
 
