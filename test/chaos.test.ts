@@ -234,9 +234,16 @@ function pushesOf(bare: string, branch: string): number {
  * Decides every pending action (approve, or reject for `rejecting`) until the
  * session ends: as a signal, which Temporal keeps while no worker runs, or
  * else as the `decide` update. The pending action is read from the status,
- * or from the memo when no worker answers.
+ * or from the memo when no worker answers. Nothing is decided before
+ * `mayDecide()`: sessions wait at their gate until the planned faults fired,
+ * so a fast run cannot end before them.
  */
-async function drive(handle: WorkflowHandle, rejecting: boolean, deadline: number): Promise<SessionStatus | string> {
+async function drive(
+  handle: WorkflowHandle,
+  rejecting: boolean,
+  deadline: number,
+  mayDecide: () => boolean,
+): Promise<SessionStatus | string> {
   const sent = new Set<string>();
   for (;;) {
     const described = await handle.describe().catch(() => undefined);
@@ -249,7 +256,7 @@ async function drive(handle: WorkflowHandle, rejecting: boolean, deadline: numbe
     const memo = described?.memo?.[MEMO_KEY] as LastKnown | undefined;
     const s = await handle.query(status).catch(() => undefined);
     const pending = s?.pendingApproval ?? memo?.pending;
-    if (pending && !sent.has(pending.change)) {
+    if (pending && !sent.has(pending.change) && mayDecide()) {
       const input = { action: pending.action, by: 'ops' };
       const asSignal = random() < 0.5;
       note(
@@ -305,6 +312,8 @@ test(
     const runs: Promise<{ id: string; bare: string; rejecting: boolean; final: SessionStatus | string }>[] = [];
     const deadline = Date.now() + SPREAD_MS + 6 * 60_000;
     let ended = 0;
+    /** The dev-server restart and a random sandbox kill happened: sessions may pass their gates. */
+    let faultsFired = false;
     const statusChecks: Promise<number | undefined>[] = [];
     try {
       // The sessions, started at random moments over SPREAD_MS; about one in four is rejected.
@@ -322,7 +331,7 @@ test(
             args: [session(repo.url, n)],
           });
           runs.push(
-            drive(handle, rejecting, deadline).then((final) => {
+            drive(handle, rejecting, deadline, () => faultsFired).then((final) => {
               ended++;
               return { id, bare: repo.bare, rejecting, final };
             }),
@@ -355,6 +364,7 @@ test(
         if (sandboxKillsAt.length && elapsed > sandboxKillsAt[0] && (await killRandomSandbox(ids))) {
           sandboxKillsAt.shift();
         }
+        faultsFired ||= restarted && sandboxKillsAt.length < 2;
         const longOutage = random() < 0.15;
         const killed = supervisor.kill(longOutage ? between(20_000, 30_000) : between(200, 3_000));
         if (killed && longOutage) {
