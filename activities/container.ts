@@ -1,8 +1,13 @@
 /** What every drydock container shares: its name, where drydock keeps state inside it, and how its loss fails. */
 import { createHash } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { SandboxNotFound, type DockerSandboxes } from '../lib/sandbox';
+import { caEnv, installCaBundle } from '../lib/ca';
+import { egressDirOf } from '../lib/egress';
+import { LABELS, SandboxNotFound, type DockerSandboxes } from '../lib/sandbox';
+import type { ActivityDeps } from './deps';
+import type { ProvisionInput } from './types';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
@@ -15,6 +20,50 @@ export function sandboxName(sessionId: string, generation = 0): string {
       ? `drydock-${safe}`
       : `drydock-${safe}-${createHash('sha256').update(sessionId).digest('hex').slice(0, 8)}`;
   return generation ? `${name}-r${generation}` : name;
+}
+
+export interface OwnedContainer {
+  name: string;
+  image: string;
+  /** The session (or snapshot build) it belongs to: teardown and the reaper find it by this label. */
+  owner: string;
+  repo: string;
+  /** After this the reaper may remove it (ISO time). */
+  expiresAt: string;
+  limits: ProvisionInput['limits'];
+  labels?: Record<string, string>;
+}
+
+/**
+ * Creates a sandbox or build container (an existing one is reused; true if
+ * created): its egress folder, mounted read-only at /run/drydock where a
+ * step's egress proxy puts its socket; labels naming owner, repo, host and
+ * expiry; and the extra CA bundle when one is configured.
+ */
+export async function createOwnedContainer(
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId }: ActivityDeps,
+  spec: OwnedContainer,
+): Promise<boolean> {
+  const egressDir = egressDirOf(egressRoot, spec.name);
+  await mkdir(egressDir, { recursive: true, mode: 0o755 });
+  const { created } = await sandboxes.create({
+    name: spec.name,
+    image: spec.image,
+    runtime,
+    readonlyRoot,
+    egressDir,
+    env: extraCaCerts ? caEnv() : undefined,
+    labels: {
+      [LABELS.session]: spec.owner,
+      [LABELS.repo]: spec.repo,
+      [LABELS.host]: hostId,
+      [LABELS.expires]: spec.expiresAt,
+      ...spec.labels,
+    },
+    ...spec.limits,
+  });
+  if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts);
+  return created;
 }
 
 /** A sandbox that is gone stays gone: no retry, the workflow replaces it. Other errors pass as they are. */

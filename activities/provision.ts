@@ -3,13 +3,12 @@
  * up to the session's commit) or, on the cold path, from the worker's mirror;
  * a replacement re-applies the session's last checkpoint. And its removal.
  */
-import { mkdir, rm } from 'node:fs/promises';
-import { caEnv, installCaBundle } from '../lib/ca';
+import { rm } from 'node:fs/promises';
 import { egressDirOf } from '../lib/egress';
 import { CATCH_UP_REF, catchUpBundle, commitsBetween } from '../lib/git';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { LABELS, SandboxNotFound } from '../lib/sandbox';
+import { SandboxNotFound } from '../lib/sandbox';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -20,7 +19,7 @@ import {
 } from '../lib/snapshots';
 import type { Checkpoint } from '../lib/checkpoints';
 import { recordEvent } from './audit';
-import { sandboxName, STATE_DIR } from './container';
+import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { repoFileSetup } from './repo-policy';
@@ -78,7 +77,15 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
   const baseCommit = await resolveRef(mirror, input.repo.ref);
   const snapshot = await newestSnapshot(deps, input.repo.url);
   const image = snapshot?.image ?? deps.baseImage;
-  const created = await createContainer(deps, input, name, image, snapshot);
+  const created = await createOwnedContainer(deps, {
+    name,
+    image,
+    owner: input.sessionId,
+    repo: input.repo.url,
+    expiresAt: input.expiresAt,
+    limits: input.limits,
+    ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
+  });
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
@@ -131,37 +138,6 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
     ...(setup ? { setup } : {}),
     ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
   };
-}
-
-/** The sandbox's container, labelled with its session, repo, host and expiry; an existing one is reused. */
-async function createContainer(
-  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId }: ActivityDeps,
-  input: ProvisionInput,
-  name: string,
-  image: string,
-  snapshot: SnapshotBuildRow | undefined,
-): Promise<boolean> {
-  // Mounted read-only at /run/drydock: a step's egress proxy puts its socket here.
-  const egressDir = egressDirOf(egressRoot, name);
-  await mkdir(egressDir, { recursive: true, mode: 0o755 });
-  const { created } = await sandboxes.create({
-    name,
-    image,
-    runtime,
-    readonlyRoot,
-    egressDir,
-    env: extraCaCerts ? caEnv() : undefined,
-    labels: {
-      [LABELS.session]: input.sessionId,
-      [LABELS.repo]: input.repo.url,
-      [LABELS.host]: hostId,
-      [LABELS.expires]: input.expiresAt,
-      ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
-    },
-    ...input.limits,
-  });
-  if (extraCaCerts) await installCaBundle(sandboxes, name, egressDir, extraCaCerts);
-  return created;
 }
 
 /**

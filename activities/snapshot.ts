@@ -1,15 +1,12 @@
-import { mkdir } from 'node:fs/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { REPO_CONFIG_FILE } from '../workflows/repo-config';
-import { sandboxName, STATE_DIR } from './container';
+import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
-import { caEnv, certificateProblem, installCaBundle } from '../lib/ca';
-import { egressDirOf } from '../lib/egress';
-import { LABELS } from '../lib/sandbox';
+import { certificateProblem } from '../lib/ca';
 import { redactUrl } from '../workflows/rules/repo-url';
 import {
   setupCommandOf,
@@ -110,7 +107,15 @@ export function createSnapshotActivities(deps: ActivityDeps) {
         throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
       }
       const sandbox = sandboxName(input.buildId);
-      await createBuildContainer(deps, { ...input, sandbox, setupTimeoutMs: reg.setupTimeoutMs });
+      // From the base image, no network, labelled so the reaper finds it after its expiry.
+      await createOwnedContainer(deps, {
+        name: sandbox,
+        image: deps.baseImage,
+        owner: input.buildId,
+        repo: input.repo,
+        expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
+        limits: BUILD_LIMITS,
+      });
       const ready = await sandboxes.exec(sandbox, ['test', '-f', `${STATE_DIR}/provisioned`]);
       if (ready.exitCode !== 0) {
         await copyWorkingTree(deps, sandbox, mirror, commit);
@@ -187,31 +192,6 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       return collect(input.repo, input.keep);
     },
   };
-}
-
-/** The build container: from the base image, no network, labelled so the reaper finds it after its expiry. */
-async function createBuildContainer(
-  { sandboxes, hostId, baseImage, runtime, readonlyRoot, egressRoot, extraCaCerts }: ActivityDeps,
-  build: { buildId: string; repo: string; sandbox: string; setupTimeoutMs: number },
-): Promise<void> {
-  const egressDir = egressDirOf(egressRoot, build.sandbox);
-  await mkdir(egressDir, { recursive: true, mode: 0o755 });
-  await sandboxes.create({
-    name: build.sandbox,
-    image: baseImage,
-    runtime,
-    readonlyRoot,
-    egressDir,
-    env: extraCaCerts ? caEnv() : undefined,
-    labels: {
-      [LABELS.session]: build.buildId,
-      [LABELS.repo]: build.repo,
-      [LABELS.host]: hostId,
-      [LABELS.expires]: new Date(Date.now() + build.setupTimeoutMs + 60 * 60_000).toISOString(),
-    },
-    ...BUILD_LIMITS,
-  });
-  if (extraCaCerts) await installCaBundle(sandboxes, build.sandbox, egressDir, extraCaCerts);
 }
 
 /** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */
