@@ -12,7 +12,8 @@ import { isSafeSessionId } from '../lib/artifacts';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
 import { connectClient, sessionLink } from '../lib/temporal';
-import { createWorker, drainOnSignals, forwardTemporalLogs, logUnhandledRejections } from '../workers/worker';
+import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
+import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
@@ -58,10 +59,10 @@ program
   .description(`Run a worker on the task queue (${config.DRYDOCK_TASK_QUEUE}) and this host's queue`)
   .action(async () => {
     const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
-    forwardTemporalLogs(log);
+    const sdkMetricsUrl = await installTemporalRuntime(log, config);
     logUnhandledRejections(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-    const worker = await createWorker({ config, connection, log });
+    const worker = await createWorker({ config, connection, log, sdkMetricsUrl });
     drainOnSignals(worker, config, log);
     await worker.run();
     await connection.close();

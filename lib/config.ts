@@ -116,6 +116,12 @@ const configSchema = z.object({
   DRYDOCK_MODEL_PRICES: json(
     z.record(z.string(), z.strictObject({ input: z.number().min(0), output: z.number().min(0) })),
   ).default({}),
+  /** A worker's Prometheus endpoint (GET /metrics: drydock's and the Temporal SDK's metrics); unset: none. */
+  DRYDOCK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  DRYDOCK_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /** An OpenTelemetry collector (OTLP over HTTP): traces of workflows and activities go there; unset: no tracing. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default('drydock'),
   /** `drydock serve`: where the HTTP server (webhooks, API, review console) listens. */
   DRYDOCK_HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   DRYDOCK_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),

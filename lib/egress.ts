@@ -18,6 +18,7 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Logger } from './log';
 import type { EgressRule } from '../workflows/rules/egress';
+import { egressRefusals } from './metrics';
 
 export type { EgressRule } from '../workflows/rules/egress';
 
@@ -326,6 +327,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   /** Keeps and logs a record while there is room; past it, counts only (a flood must not grow the worker). */
   function keep(record: EgressRecord): void {
     counts[record.allowed ? 'allowed' : 'refused']++;
+    if (!record.allowed) egressRefusals.inc();
     if (records.length < maxRecords) {
       records.push(record);
       opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');

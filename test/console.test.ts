@@ -115,7 +115,7 @@ test('the console: a wrong token is refused; the awaiting session is listed; its
     await metrics.goto(serve.url);
     await metrics.fill('input[name=token]', ALICE);
     await metrics.click('button[type=submit]');
-    await metrics.goto(`${serve.url}/metrics?since=1h&repo=${encodeURIComponent(final.repo)}`);
+    await metrics.goto(`${serve.url}/report?since=1h&repo=${encodeURIComponent(final.repo)}`);
     const cells = await metrics.locator('#metrics tr').allTextContents();
     expect(cells).toEqual(expect.arrayContaining(['sessions1', 'approved1', 'acceptance rate1']));
   } finally {

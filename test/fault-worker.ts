@@ -10,12 +10,13 @@ import { readFileSync } from 'node:fs';
 import { NativeConnection } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
-import { createWorker, drainOnSignals, forwardTemporalLogs, logUnhandledRejections } from '../workers/worker';
+import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
+import { installTemporalRuntime } from '../workers/telemetry';
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.LOG_LEVEL);
-  forwardTemporalLogs(log);
+  const sdkMetricsUrl = await installTemporalRuntime(log, config);
   logUnhandledRejections(log);
   const holdAfter = process.env.DRYDOCK_TEST_HOLD_AFTER;
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
@@ -23,6 +24,7 @@ async function main(): Promise<void> {
     config,
     connection,
     log,
+    sdkMetricsUrl,
     workflowBundle: { code: readFileSync(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
     activityInterceptors: [
       (ctx) => ({

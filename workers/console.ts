@@ -32,7 +32,7 @@ export function page(title: string, body: string, opts: { nonce?: string; script
     : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · drydock</title>
 <meta name="viewport" content="width=device-width,initial-scale=1"><style>${STYLE}</style></head>
-<body><header><span><a href="/">drydock review console</a> · <a href="/metrics">metrics</a></span>${who}</header>${body}${script}</body></html>`;
+<body><header><span><a href="/">drydock review console</a> · <a href="/report">report</a></span>${who}</header>${body}${script}</body></html>`;
 }
 
 export function loginPage(message?: string): string {
@@ -202,14 +202,14 @@ for (const button of document.querySelectorAll('button[data-decision]')) {
 }`;
 
 /** The pilot metrics of `drydock report`, for the window asked for (?since=7d&repo=...). */
-export function metricsPage(report: Report, who: string): string {
+export function reportPage(report: Report, who: string): string {
   const rows = reportRows(report)
     .map(([label, value]) => `<tr><th>${esc(label)}</th><td>${esc(value)}</td></tr>`)
     .join('\n');
   return page(
-    'metrics',
-    `<h1>Metrics</h1><p>Sessions started since ${esc(report.since)}${report.repo ? ` on ${esc(report.repo)}` : ''}.</p>
-<form method="get" action="/metrics"><label>since <input name="since" value="7d" size="5"></label>
+    'report',
+    `<h1>Report</h1><p>Sessions started since ${esc(report.since)}${report.repo ? ` on ${esc(report.repo)}` : ''}.</p>
+<form method="get" action="/report"><label>since <input name="since" value="7d" size="5"></label>
 <label>repo <input name="repo" value="${esc(report.repo ?? '')}"></label> <button type="submit">show</button></form>
 <table id="metrics">${rows}</table>
 <p>Definitions: <code>docs/audit.md</code>. The same figures: <code>bin/drydock report</code>.</p>`,

@@ -16,7 +16,8 @@ import { ensureDevTokenFile } from '../lib/access';
 import { answers, ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { startServer } from './serve';
-import { createWorker, drainOnSignals, forwardTemporalLogs, hostQueueOf, logUnhandledRejections } from './worker';
+import { createWorker, drainOnSignals, hostQueueOf, logUnhandledRejections } from './worker';
+import { installTemporalRuntime } from './telemetry';
 
 const progress = (line: string) => process.stderr.write(`==> ${line}\n`);
 
@@ -47,10 +48,10 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
 
-    forwardTemporalLogs(log);
+    const sdkMetricsUrl = await installTemporalRuntime(log, config);
     logUnhandledRejections(log);
     const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-    const worker = await createWorker({ config, connection, log });
+    const worker = await createWorker({ config, connection, log, sdkMetricsUrl });
     drainOnSignals(worker, config, log);
     // The console needs a token: without configured ones, the local user gets one in a file.
     let tokenHint = 'tokens from DRYDOCK_API_TOKENS / DRYDOCK_API_TOKENS_FILE';

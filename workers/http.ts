@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
+import type { Registry } from 'prom-client';
 import type { ApiTokens } from '../lib/access';
 import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
@@ -40,8 +41,10 @@ export interface ServeContext {
   github: GitHubSettings;
   /** Where webhook deliveries that start a session are recorded. */
   audit?: AuditTrail;
-  /** The database of the metrics page. */
+  /** The database of the report page. */
   pool?: Pool;
+  /** Sessions by phase, for Prometheus (GET /metrics). */
+  sessionMetrics: Registry;
 }
 
 export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {

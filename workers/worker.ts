@@ -3,15 +3,14 @@
  * provisioning) and this host's queue (`drydock@<host>`: every later activity
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
+import type { Server } from 'node:http';
 import path from 'node:path';
+import type { Pool } from 'pg';
 import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import {
-  DefaultLogger,
   NativeConnection,
-  Runtime,
   Worker,
-  type LogLevel,
   type ActivityInterceptorsFactory,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
@@ -20,6 +19,7 @@ import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail, loadAuditKey } from '../lib/audit';
 import { CheckpointStore } from '../lib/checkpoints';
 import { openDatabase } from '../lib/db';
+import { hostGauges, serveMetrics, workerMetrics } from '../lib/metrics';
 import { redactorOf } from '../lib/scrub';
 import type { Config } from '../lib/config';
 import { githubSettings } from '../lib/github';
@@ -30,6 +30,7 @@ import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
 import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
 import { baseImageTag } from '../sandbox-images/base-image';
+import { tracing } from './telemetry';
 
 export function modelSettings(config: Config): ModelSettings {
   return {
@@ -78,22 +79,6 @@ export interface DrydockWorker {
   shutdown(): void;
 }
 
-/** Sends the Temporal SDK's own log lines to pino; call once, before any worker. */
-export function forwardTemporalLogs(log: Logger): void {
-  const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
-    TRACE: 'trace',
-    DEBUG: 'debug',
-    INFO: 'info',
-    WARN: 'warn',
-    ERROR: 'error',
-  };
-  Runtime.install({
-    logger: new DefaultLogger('INFO', (entry) => log[levels[entry.level]]({ ...entry.meta }, entry.message)),
-    // drainOnSignals handles them: the SDK's own handler has no "twice forces".
-    shutdownSignals: [],
-  });
-}
-
 /**
  * SIGTERM or a first Ctrl-C drains the worker: it stops polling, lets the
  * activities it runs finish within DRYDOCK_SHUTDOWN_GRACE (then cancels them:
@@ -132,6 +117,29 @@ export function logUnhandledRejections(log: Logger): void {
   });
 }
 
+/** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
+async function startWorkerMetrics(
+  config: Config,
+  read: { sandboxes: DockerSandboxes; pool: Pool },
+  sdkMetricsUrl: string | undefined,
+  log: Logger,
+): Promise<Server | undefined> {
+  if (config.DRYDOCK_METRICS_PORT === undefined) return undefined;
+  hostGauges(config.DRYDOCK_HOST_ID, {
+    sandboxes: async () => (await read.sandboxes.list(config.DRYDOCK_HOST_ID)).length,
+    pool: read.pool,
+  });
+  const sdk = sdkMetricsUrl ? async () => (await fetch(sdkMetricsUrl)).text() : undefined;
+  const { server, port } = await serveMetrics(
+    workerMetrics,
+    config.DRYDOCK_METRICS_PORT,
+    config.DRYDOCK_METRICS_HOST,
+    sdk,
+  );
+  log.info({ port, sdkMetrics: Boolean(sdk) }, 'metrics on /metrics');
+  return server;
+}
+
 export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
@@ -140,15 +148,21 @@ export async function createWorker(opts: {
   workflowBundle?: WorkflowBundleOption;
   /** Wrapped around every activity (the fault drills of test/fault-worker.ts). */
   activityInterceptors?: ActivityInterceptorsFactory[];
+  /** The SDK runtime's metrics exporter (installTemporalRuntime), added to this worker's /metrics. */
+  sdkMetricsUrl?: string;
 }): Promise<DrydockWorker> {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
   const auditKey = loadAuditKey(config);
+  const traces = tracing(config);
+  const plugins = traces ? [traces.plugin] : [];
   const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, plugins });
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
+  const sandboxes = new DockerSandboxes();
+  const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
     db,
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey),
@@ -158,7 +172,7 @@ export async function createWorker(opts: {
     repos: await seededRepoLookup(db.pool, config),
     devMode: config.DRYDOCK_DEV_MODE,
     requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
-    sandboxes: new DockerSandboxes(),
+    sandboxes,
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),
     hostId: config.DRYDOCK_HOST_ID,
@@ -195,6 +209,7 @@ export async function createWorker(opts: {
   });
   const common = {
     connection,
+    plugins,
     namespace: config.TEMPORAL_NAMESPACE,
     activities,
     shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
@@ -225,6 +240,8 @@ export async function createWorker(opts: {
           ),
         );
       } finally {
+        metrics?.close();
+        await traces?.shutdown();
         await clientConnection.close();
         await db.close();
       }

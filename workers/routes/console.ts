@@ -9,7 +9,7 @@ import path from 'node:path';
 import { buildReport, windowStart } from '../../lib/report';
 import { listSessions } from '../../lib/sessions';
 import { sessionLink } from '../../lib/temporal';
-import { listPage, loginPage, metricsPage, sessionPage } from '../console';
+import { listPage, loginPage, reportPage, sessionPage } from '../console';
 import { COOKIE, HttpError, readBody, sendHtml, statusOr404, type ServeContext } from '../http';
 
 /** POST /login: a token from the form becomes the console cookie. */
@@ -64,13 +64,13 @@ export async function artifact(ctx: ServeContext, res: ServerResponse, ref: stri
   res.end(content);
 }
 
-/** GET /metrics?since&repo: the pilot report. */
-export async function metrics(ctx: ServeContext, res: ServerResponse, url: URL, who: string): Promise<void> {
+/** GET /report?since&repo: the pilot report (the figures of `drydock report`). */
+export async function report(ctx: ServeContext, res: ServerResponse, url: URL, who: string): Promise<void> {
   if (!ctx.pool) throw new HttpError(503, 'no database configured for metrics');
   const asked = url.searchParams.get('since') || '7d';
   const since = windowStart(asked);
   if (!since) throw new HttpError(400, `since: expected a duration like 7d, got "${asked}"`);
   const repo = url.searchParams.get('repo') || undefined;
-  const report = await buildReport(ctx.pool, { since, repo });
-  sendHtml(res, 200, metricsPage(report, who));
+  const figures = await buildReport(ctx.pool, { since, repo });
+  sendHtml(res, 200, reportPage(figures, who));
 }
