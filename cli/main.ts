@@ -279,12 +279,14 @@ repoCommand
   .option('--max-disk <size>', 'most disk a session may use')
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
-    const { registration, scheduleId } = await addRepo(await connectClient(config), config, url, opts);
+    const { registration, scheduleIds } = await addRepo(await connectClient(config), config, url, opts);
+    const hosts = scheduleIds.length
+      ? `each host (${scheduleIds.length} now) refreshes its snapshot every ${opts.every}`
+      : 'no worker has started yet: each refreshes its snapshot once it does';
     console.log(
       opts.json
-        ? JSON.stringify({ ...registration, scheduleId })
-        : `registered ${registration.name} (${url}): schedule ${scheduleId} refreshes its snapshot every ${opts.every}; ` +
-            `build one now with: bin/drydock snapshot build ${url}`,
+        ? JSON.stringify({ ...registration, scheduleIds })
+        : `registered ${registration.name} (${url}): ${hosts}; build one now with: bin/drydock snapshot build ${url}`,
     );
   });
 

@@ -28,7 +28,7 @@ import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
-import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
+import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { tracing } from './telemetry';
 
@@ -70,6 +70,20 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
   }
+}
+
+/**
+ * Records this host and gives it a refresh schedule for every registered
+ * repo (`drydock-snapshot-<repo>@<host>`), so it builds its own snapshots.
+ */
+async function scheduleHostSnapshots(client: Client, snapshots: SnapshotRegistry, config: Config): Promise<void> {
+  const host = { id: config.DRYDOCK_HOST_ID, queue: hostQueueOf(config) };
+  await snapshots.recordHost(host);
+  await ensureSnapshotSchedules(client, {
+    repos: await snapshots.repos(),
+    hosts: [host],
+    taskQueue: config.DRYDOCK_TASK_QUEUE,
+  });
 }
 
 export interface DrydockWorker {
@@ -161,6 +175,8 @@ export async function createWorker(opts: {
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, plugins });
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
+  const snapshots = new SnapshotRegistry(db.pool);
+  await scheduleHostSnapshots(client, snapshots, config);
   const sandboxes = new DockerSandboxes();
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
@@ -168,10 +184,10 @@ export async function createWorker(opts: {
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey),
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
-    snapshots: new SnapshotRegistry(db.pool),
+    snapshots,
     repos: await seededRepoLookup(db.pool, config),
     devMode: config.DRYDOCK_DEV_MODE,
-    requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
+    requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo, config.DRYDOCK_HOST_ID),
     sandboxes,
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),
