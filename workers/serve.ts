@@ -22,7 +22,16 @@ import { redactorOf } from '../lib/scrub';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiList, apiStart } from './routes/api';
-import { artifact, consoleList, consoleSession, login, logout, report } from './routes/console';
+import {
+  artifact,
+  consoleEvents,
+  consoleList,
+  consoleSession,
+  diffStylesheet,
+  login,
+  logout,
+  report,
+} from './routes/console';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
 import { sessionGauge } from '../lib/metrics';
 
@@ -91,6 +100,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }
 
+  if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage());
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
   if (is('POST', /^\/logout$/)) return logout(res);
@@ -103,6 +113,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('GET', /^\/$/)) return consoleList(ctx, res, who);
   if ((match = is('GET', /^\/sessions\/([^/]+)$/))) {
     return consoleSession(ctx, res, decodeURIComponent(match[1]), who);
+  }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/events$/))) {
+    return consoleEvents(ctx, req, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]));
   if (is('GET', /^\/report$/)) return report(ctx, res, url, who);
