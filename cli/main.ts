@@ -134,7 +134,7 @@ program
   .option('--model <name>', 'use the built-in agent loop (agent.kind openai) with this model')
   .option('--base-url <url>', "the model's chat-completions base URL (default: the worker's)")
   .addOption(
-    new Option('--agent-cli <template>', 'run an agent CLI from the sandbox image (agent.kind cli)').choices([
+    new Option('--agent-cli <name>', 'run Claude Code, Codex or opencode (agent.kind cli; --model picks its model)').choices([
       'opencode',
       'claude',
       'codex',

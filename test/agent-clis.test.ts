@@ -59,6 +59,9 @@ const PROBE = [
   `echo "other-path=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:3129/v1/files)"`,
 ].join('; ');
 
+const addFile = (file: string, content: string) =>
+  `*** Begin Patch\n*** Add File: ${file}\n+${content.trimEnd()}\n*** End Patch`;
+
 /** Each CLI's own tools: a file edit, then a shell command. */
 function toolsOf(cli: AgentCliName, file: string, content: string): Turn['toolCalls'][] {
   switch (cli) {
@@ -67,15 +70,17 @@ function toolsOf(cli: AgentCliName, file: string, content: string): Turn['toolCa
         [{ name: 'Write', arguments: { file_path: `/workspace/${file}`, content } }],
         [{ name: 'Bash', arguments: { command: PROBE, description: 'probe' } }],
       ];
+    // With a GPT model opencode offers apply_patch (not write/edit), as Codex does through its shell.
     case 'opencode':
       return [
-        [{ name: 'write', arguments: { filePath: `/workspace/${file}`, content } }],
+        [{ name: 'apply_patch', arguments: { patchText: addFile(file, content) } }],
         [{ name: 'bash', arguments: { command: PROBE, description: 'probe' } }],
       ];
-    case 'codex': {
-      const patch = `apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: ${file}\n+${content.trimEnd()}\n*** End Patch\nEOF`;
-      return [[{ name: 'exec_command', arguments: { cmd: patch } }], [{ name: 'exec_command', arguments: { cmd: PROBE } }]];
-    }
+    case 'codex':
+      return [
+        [{ name: 'exec_command', arguments: { cmd: `apply_patch <<'EOF'\n${addFile(file, content)}\nEOF` } }],
+        [{ name: 'exec_command', arguments: { cmd: PROBE } }],
+      ];
   }
 }
 

@@ -141,7 +141,7 @@ export function agentCliRun(name: AgentCliName, binary: string, model: string, p
           model,
           prompt,
         ],
-        env: { OPENAI_API_KEY: PLACEHOLDER_KEY, CODEX_HOME: '/home/drydock/.codex' },
+        env: { OPENAI_API_KEY: PLACEHOLDER_KEY },
       };
     }
     case 'opencode':
