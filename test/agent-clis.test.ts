@@ -54,10 +54,18 @@ const PROBE = [
   `echo "placeholder=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ${PLACEHOLDER_KEY})"`,
   `echo "key-env=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c "$k")"`,
   `echo "key-files=$(grep -rlsF "$k" /home /workspace /tmp /opt/drydock /run 2>/dev/null | wc -l)"`,
-  `echo "other-host=$(curl -s -o /dev/null -w '%{http_code}' -x http://127.0.0.1:3129 http://example.com/)"`,
-  `echo "tunnel=$(curl -s -o /dev/null -w '%{http_connect}' -x http://127.0.0.1:3129 https://example.com/)"`,
-  `echo "other-path=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:3129/v1/files)"`,
-].join('; ');
+  // The image has no curl: Python's http.client speaks to the gateway's forwarder.
+  `python3 - <<'PY'
+import http.client
+def status(method, target, host='127.0.0.1'):
+    c = http.client.HTTPConnection('127.0.0.1', 3129, timeout=20)
+    c.request(method, target, headers={'Host': host})
+    return c.getresponse().status
+print('other-host=%d' % status('GET', 'http://example.com/', 'example.com'))
+print('tunnel=%d' % status('CONNECT', 'example.com:443', 'example.com:443'))
+print('other-path=%d' % status('POST', '/v1/files'))
+PY`,
+].join('\n');
 
 const addFile = (file: string, content: string) =>
   `*** Begin Patch\n*** Add File: ${file}\n+${content.trimEnd()}\n*** End Patch`;

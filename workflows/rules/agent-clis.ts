@@ -98,7 +98,8 @@ export interface AgentCliRun {
  *   approvals never asked (`--dangerously-bypass-approvals-and-sandbox`:
  *   `--full-auto` turns that sandbox on, which fails in a locked-down
  *   container), a model provider that is the gateway (Responses API);
- * - opencode: `run --format json` with every permission allowed and a
+ * - opencode: `run --format json --auto` with edit, bash and paths outside
+ *   the repo allowed (web fetches denied), and a
  *   provider "drydock" (OpenAI-compatible chat completions) at the gateway,
  *   given in OPENCODE_CONFIG_CONTENT; no models.dev fetch, no auto-update.
  */
@@ -146,7 +147,7 @@ export function agentCliRun(name: AgentCliName, binary: string, model: string, p
     }
     case 'opencode':
       return {
-        argv: [binary, 'run', '--format', 'json', '-m', `drydock/${model}`, prompt],
+        argv: [binary, 'run', '--format', 'json', '--auto', '-m', `drydock/${model}`, prompt],
         env: {
           OPENCODE_CONFIG_CONTENT: JSON.stringify({
             provider: {
@@ -157,7 +158,7 @@ export function agentCliRun(name: AgentCliName, binary: string, model: string, p
                 models: { [model]: { name: model } },
               },
             },
-            permission: { edit: 'allow', bash: 'allow', webfetch: 'deny' },
+            permission: { edit: 'allow', bash: 'allow', external_directory: 'allow', webfetch: 'deny' },
             autoupdate: false,
             share: 'disabled',
           }),
