@@ -6,6 +6,7 @@ import type { Database } from '../lib/db';
 import type { GitHubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
+import type { AgentCliSettings } from '../lib/model-gateway';
 import type { DockerSandboxes } from '../lib/sandbox';
 import type { RepoLookupService } from '../lib/repos';
 import type { SnapshotRegistry } from '../lib/snapshots';
@@ -39,6 +40,8 @@ export interface ActivityDeps {
   github: GitHubSettings;
   /** Model endpoints, keys and prices of the built-in agent loop (keys never leave the worker). */
   models: ModelSettings;
+  /** Agent CLIs: their per-host cache and the model gateway's endpoints and keys (absent: no CLI template runs). */
+  agentClis?: AgentCliSettings;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
   /** Worker variables the deploy command gets besides the basic ones (DRYDOCK_DEPLOY_ENV). @default [] */

@@ -1,4 +1,5 @@
 import { createAgentActivities } from './agent';
+import { createAgentCliActivities } from './agent-cli';
 import { createAuditActivities } from './audit';
 import { createCommitActivities } from './commit';
 import type { ActivityDeps } from './deps';
@@ -20,6 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createStepActivities(deps),
     ...createCommitActivities(deps),
     ...createAgentActivities(deps),
+    ...createAgentCliActivities(deps),
     ...createVerifyActivities(deps),
     ...createPublishActivities(deps),
     ...createGitHubActivities(deps),

@@ -13,16 +13,20 @@ import {
   openEgressProxy,
   proxyEnv,
   SANDBOX_EGRESS_SOCKET,
+  SANDBOX_GATEWAY_SOCKET,
   type EgressProxy,
 } from '../lib/egress';
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
+import { cliProgress } from '../lib/agent-cli-events';
+import { openModelGateway, type ModelGateway } from '../lib/model-gateway';
+import { GATEWAY_PORT, type AgentCliName } from '../workflows/rules/agent-clis';
 import { scrub, scrubLarge } from '../lib/scrub';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
 import { tail } from './output';
-import type { StepInput, StepResult } from './types';
+import type { GatewayResult, StepInput, StepResult } from './types';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
@@ -163,33 +167,107 @@ async function runCommand(
   let argv = ['drydock-run', dir, seconds, command];
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
+  let gateway: ModelGateway | undefined;
+  // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
+  const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
+  const socketDir = egressDirOf(deps.egressRoot, sandbox);
   try {
     if (input.egress?.length) {
       proxy = await openEgressProxy({
-        socketPath: `${egressDirOf(deps.egressRoot, sandbox)}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
+        socketPath: `${socketDir}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
         sessionId: input.sessionId,
         step: input.key,
         rules: input.egress,
         log: deps.log,
       });
-      // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
-      const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
       argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
       Object.assign(env, proxyEnv());
+    }
+    if (input.gateway) {
+      gateway = await openGatewayFor(deps, input, `${socketDir}/${SANDBOX_GATEWAY_SOCKET.split('/').pop()}`);
+      argv = ['drydock-egress', SANDBOX_GATEWAY_SOCKET, String(GATEWAY_PORT), ...retry, '--', ...argv];
     }
     const running = deps.sandboxes.exec(sandbox, argv, {
       signal: Context.current().cancellationSignal,
       env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     });
     const output = { sessionId: input.sessionId, sandbox, file: `${dir}/output`, name: `${input.key}.log` };
-    const run = await streamOutput(deps, output, running, hidden);
+    const run = await streamOutput(deps, output, running, hidden, input.gateway?.cli);
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
+    const models = gateway && (await recordGatewayTo(deps, input, gateway));
     const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-    if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) return runnerFailed(run, hidden, egress);
-    return await commandResult(deps, input, dir, Number(recorded), hidden, egress);
+    const result =
+      run.exitCode !== 0 || !/^\d+$/.test(recorded)
+        ? runnerFailed(run, hidden, egress)
+        : await commandResult(deps, input, dir, Number(recorded), hidden, egress);
+    if (!models) return result;
+    const progress = cliProgress(
+      input.gateway!.cli,
+      (await deps.artifacts.get(input.sessionId, `${input.key}.log`))?.toString() ?? '',
+    );
+    return {
+      ...result,
+      outputTail: tail(progress.lines.join('\n')) || result.outputTail,
+      gateway: { ...models, lastTool: progress.lastTool, final: progress.final && tail(progress.final, 1000) },
+    };
   } finally {
     await proxy?.close();
+    await gateway?.close();
   }
+}
+
+/** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
+async function openGatewayFor(deps: ActivityDeps, input: StepInput, socketPath: string): Promise<ModelGateway> {
+  const settings = deps.agentClis;
+  if (!settings) {
+    throw ApplicationFailure.nonRetryable(
+      'this worker runs no agent CLIs (no agentClis settings)',
+      ErrorType.ModelNotAllowed,
+    );
+  }
+  const { protocol, maxCalls, maxTokens, maxCostUsd } = input.gateway!;
+  return openModelGateway({
+    socketPath,
+    protocol,
+    upstream: protocol === 'anthropic' ? settings.upstreams.anthropic : settings.upstreams.openai,
+    budget: { maxCalls, maxTokens, maxCostUsd },
+    prices: settings.prices,
+    log: deps.log,
+    sessionId: input.sessionId,
+  });
+}
+
+/** The gateway's calls and refusals: to the artifact store and the audit trail (once per call, keyed by the step). */
+async function recordGatewayTo(
+  deps: ActivityDeps,
+  input: StepInput,
+  gateway: ModelGateway,
+): Promise<Omit<GatewayResult, 'lastTool' | 'final'>> {
+  const lines = [
+    ...gateway.calls.map((c) => JSON.stringify({ type: 'call', ...c })),
+    ...gateway.refusals.map((r) => JSON.stringify({ type: 'refused', ...r })),
+  ].join('\n');
+  const log = await deps.artifacts.put(input.sessionId, `${input.key}.models.jsonl`, lines ? `${lines}\n` : '');
+  for (const [i, call] of gateway.calls.entries()) {
+    await recordEvent(deps.audit, {
+      sessionId: input.sessionId,
+      key: `${input.key}/model-${i}`,
+      kind: 'model_call',
+      actor: 'agent',
+      data: { step: input.key, via: 'gateway', ...call },
+    });
+  }
+  const sum = (k: 'inputTokens' | 'outputTokens' | 'cachedTokens') => gateway.calls.reduce((n, c) => n + c[k], 0);
+  return {
+    calls: gateway.calls.length,
+    inputTokens: sum('inputTokens'),
+    outputTokens: sum('outputTokens'),
+    cachedTokens: sum('cachedTokens'),
+    costUsd: gateway.used.costUsd,
+    refused: gateway.refusals.length,
+    ...(gateway.stopped ? { stopped: gateway.stopped } : {}),
+    log,
+  };
 }
 
 /**
@@ -263,10 +341,14 @@ async function streamOutput<T>(
   to: { sessionId: string; sandbox: string; file: string; name: string },
   running: Promise<T>,
   hidden: string[],
+  cli?: AgentCliName,
 ): Promise<T> {
   let copied = 0;
   let last = '';
   let done = false;
+  let partial = '';
+  let lines: string[] = [];
+  let lastTool: string | undefined;
   const finished = running.finally(() => (done = true));
   // Handled at once: an exec on a dead sandbox rejects within milliseconds, while the
   // put below is still awaited; the caller still gets the rejection from the return.
@@ -290,7 +372,19 @@ async function streamOutput<T>(
     const text = scrub(chunk.stdout.toString(), hidden);
     await artifacts.append(to.sessionId, to.name, text);
     last = tail(last + text);
-    reportProgress({ outputTail: last, bytes: copied });
+    if (!cli) {
+      reportProgress({ outputTail: last, bytes: copied });
+      continue;
+    }
+    // An agent CLI's JSON events, as lines for people; a line cut by the chunk's end is read next time.
+    partial += text;
+    const complete = partial.lastIndexOf('\n') + 1;
+    const progress = cliProgress(cli, partial.slice(0, complete));
+    partial = partial.slice(complete);
+    if (partial.length > 1 << 20) partial = ''; // one line over 1 MiB is not progress
+    lines = [...lines, ...progress.lines].slice(-10);
+    lastTool = progress.lastTool ?? lastTool;
+    reportProgress({ progress: lines, lastTool, bytes: copied });
   }
   return finished;
 }

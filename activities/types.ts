@@ -7,6 +7,7 @@ import type { ScriptStep } from '../workflows/input';
 import type { EgressRule } from '../lib/egress';
 import type { SandboxFault } from '../lib/sandbox';
 import type { SetupEgressRule } from '../lib/snapshots';
+import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
 
 export interface ProvisionInput {
   sessionId: string;
@@ -81,6 +82,30 @@ export interface StepInput {
   secrets?: string[];
   /** An agent step: when it ends, the working tree against this base commit is the session's new checkpoint. */
   checkpointBase?: string;
+  /**
+   * An agent CLI's step: its model calls go through the model gateway
+   * (lib/model-gateway.ts), open for this step only, with what the session
+   * may still spend; `cli` names the CLI whose JSON events become progress.
+   */
+  gateway?: { cli: AgentCliName; protocol: ModelProtocol; maxCalls?: number; maxTokens?: number; maxCostUsd?: number };
+}
+
+/** What an agent CLI's model calls used through the gateway in one step. */
+export interface GatewayResult {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  costUsd: number;
+  /** Requests refused: another path or host, a tunnel, or a spent budget. */
+  refused: number;
+  /** The budget that made the gateway stop forwarding. */
+  stopped?: 'max_turns' | 'max_tokens' | 'max_cost';
+  /** Every call and refusal (artifact). */
+  log: string;
+  /** The CLI's progress: its last tool call and its final answer. */
+  lastTool?: string;
+  final?: string;
 }
 
 export interface StepResult {
@@ -92,6 +117,7 @@ export interface StepResult {
   failure?: SandboxFault;
   /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
   egress?: { allowed: number; refused: number; log: string };
+  gateway?: GatewayResult;
 }
 
 export interface CommitInput {

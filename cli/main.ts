@@ -135,11 +135,10 @@ program
   .option('--model <name>', 'use the built-in agent loop (agent.kind openai) with this model')
   .option('--base-url <url>', "the model's chat-completions base URL (default: the worker's)")
   .addOption(
-    new Option('--agent-cli <template>', 'run an agent CLI from the sandbox image (agent.kind cli)').choices([
-      'opencode',
-      'claude',
-      'codex',
-    ]),
+    new Option(
+      '--agent-cli <name>',
+      'run Claude Code, Codex or opencode (agent.kind cli; --model picks its model)',
+    ).choices(['opencode', 'claude', 'codex']),
   )
   .option('--test <command>', 'verification command; its exit code decides')
   .option('--approver <name>', "who may approve; repeatable (a subset of the server's approvers)", collect)

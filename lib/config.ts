@@ -122,6 +122,19 @@ const configSchema = z.object({
   /** An OpenTelemetry collector (OTLP over HTTP): traces of workflows and activities go there; unset: no tracing. */
   OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
   OTEL_SERVICE_NAME: z.string().min(1).default('drydock'),
+  /** The Anthropic Messages API that Claude Code sessions reach through the model gateway (lib/model-gateway.ts). */
+  DRYDOCK_ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
+  /** Key for DRYDOCK_ANTHROPIC_BASE_URL only; added by the gateway on the worker, never in a sandbox. */
+  DRYDOCK_ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  /**
+   * Host folder of the agent CLIs (Claude Code, Codex, opencode), each pinned
+   * version installed once per host and mounted read-only in every sandbox at
+   * /opt/drydock/agents. Default: <project>/.tools/agents.
+   */
+  DRYDOCK_AGENTS_DIR: z
+    .string()
+    .min(1)
+    .default(path.join(projectRoot, '.tools', 'agents')),
   /** `drydock serve`: where the HTTP server (webhooks, API, review console) listens. */
   DRYDOCK_HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   DRYDOCK_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),

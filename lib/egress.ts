@@ -25,6 +25,8 @@ export type { EgressRule } from '../workflows/rules/egress';
 /** Where the host's proxy socket appears inside the sandbox. */
 export const SANDBOX_EGRESS_DIR = '/run/drydock';
 export const SANDBOX_EGRESS_SOCKET = `${SANDBOX_EGRESS_DIR}/egress.sock`;
+/** The model gateway's socket (lib/model-gateway.ts), beside the egress proxy's. */
+export const SANDBOX_GATEWAY_SOCKET = `${SANDBOX_EGRESS_DIR}/model.sock`;
 /** The forwarder's port on the sandbox's loopback. */
 export const EGRESS_PORT = 3128;
 

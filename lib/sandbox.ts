@@ -1,5 +1,6 @@
 import { PassThrough, Readable } from 'node:stream';
 import Docker from 'dockerode';
+import { SANDBOX_AGENTS_DIR } from '../workflows/rules/agent-clis';
 import { redactUrl } from '../workflows/rules/repo-url';
 
 /** Labels on every sandbox container, so orphans can be found and reaped. */
@@ -28,6 +29,8 @@ export interface SandboxSpec {
   tmpBytes: number;
   /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
   egressDir: string;
+  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock/agents (lib/agent-clis.ts). */
+  agentsDir?: string;
   /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
   env?: string[];
   /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
@@ -172,6 +175,9 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
       Mounts: [
         ...(readonlyRoot ? [volume(WORKSPACE), volume(HOME)] : []),
         { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
+        ...(spec.agentsDir
+          ? [{ Type: 'bind' as const, Source: spec.agentsDir, Target: SANDBOX_AGENTS_DIR, ReadOnly: true }]
+          : []),
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),

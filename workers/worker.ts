@@ -29,6 +29,8 @@ import { sessionLink } from '../lib/temporal';
 import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
+
+import { agentCliSettings } from '../lib/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { tracing } from './telemetry';
 
@@ -207,6 +209,7 @@ export async function createWorker(opts: {
     },
     github: githubSettings(config),
     models: modelSettings(config),
+    agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),

@@ -7,7 +7,7 @@
  * the same limits (workflows/rules/repo-rules.ts).
  */
 import { z } from 'zod';
-import { agentCommand, browserCheck, duration, secretName, size, workspacePath } from './input';
+import { agentCliVersion, agentCommand, browserCheck, duration, secretName, size, workspacePath } from './input';
 import { egressRule, type EgressRule } from './rules/egress';
 
 /** Where a repo keeps its drydock configuration. */
@@ -75,6 +75,7 @@ export const repoConfigSchema = z.strictObject({
     .strictObject({
       kind: z.enum(['script', 'openai', 'cli']).optional(),
       command: agentCommand.optional(),
+      version: agentCliVersion.optional(),
       model: z.string().min(1).optional(),
       baseUrl: z
         .string()

@@ -28,7 +28,7 @@ test('the prompt is one literal argument to the CLI, whatever it contains', () =
   const command = cliCommand(['printf', '%s', '{prompt}'], nasty);
   expect(execFileSync('sh', ['-c', command], { encoding: 'utf8' })).toBe(nasty);
   expect(execFileSync('sh', ['-c', `printf %s ${shellQuote("'")}`], { encoding: 'utf8' })).toBe("'");
-  expect(cliCommand('codex', 'p')).toBe(`'codex' 'exec' '--full-auto' '--skip-git-repo-check' 'p'`);
+  expect(cliCommand(['codex', 'exec', '{prompt}'], 'p')).toBe(`'codex' 'exec' 'p'`);
   expect(cliCommand(['x', '{prompt}'], 'a\0b')).toBe(`'x' 'ab'`);
 });
 
