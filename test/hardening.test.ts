@@ -294,6 +294,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
   const env = new MockActivityEnvironment();
   let sandbox: string;
   let artifactsDir: string;
+  const redactor = new Redactor([TOKEN, MODEL_KEY]);
 
   const listen = async (name: string) => {
     const server = createServer((req, res) => {
@@ -325,7 +326,9 @@ describe('the egress proxy, driven through the runStep activity', () => {
       sessionLink: () => '',
       models: modelSettings(loadConfig({})),
       db,
-      audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN]), testAuditKey()),
+      // The worker's one redactor: its own token and every secret it may grant.
+      redactor,
+      audit: new AuditTrail(db.pool, 'egress-test', redactor, testAuditKey()),
       snapshots: new SnapshotRegistry(db.pool),
       repos: createRepoLookup(new RepoRegistry(db.pool)),
       devMode: true,
