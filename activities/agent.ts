@@ -326,7 +326,7 @@ async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<To
   try {
     const shell = toolCommand(call.function.name, str, args, input);
     if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
-    const run = await runOnce(deps.sandboxes, input.sandbox, key, shell.command, {
+    const run = await runOnce(deps, input.sandbox, key, shell.command, {
       timeoutMs: shell.timeoutMs,
       limit: input.outputLimit,
       stdin: shell.stdin,
@@ -398,9 +398,12 @@ async function finishToolCall(
   };
 }
 
-/** Runs a shell command once per key (drydock-run), with optional stdin staged first; output cut to `limit`. */
+/**
+ * Runs a shell command once per key (drydock-run), with optional stdin staged
+ * first; output cut to `limit` and scrubbed (it goes to the model and the history).
+ */
 async function runOnce(
-  sandboxes: ActivityDeps['sandboxes'],
+  { sandboxes, redactor }: Pick<ActivityDeps, 'sandboxes' | 'redactor'>,
   sandbox: string,
   key: string,
   command: string,
@@ -432,7 +435,8 @@ async function runOnce(
   const text = shown.stdout.toString();
   const newline = text.indexOf('\n');
   const bytes = Number(text.slice(0, newline));
-  return { exitCode: Number(recorded), output: text.slice(newline + 1), bytes, truncated: bytes > opts.limit };
+  const output = redactor.text(text.slice(newline + 1));
+  return { exitCode: Number(recorded), output, bytes, truncated: bytes > opts.limit };
 }
 
 const bad = () => ({ ok: false, bytes: 0, truncated: false });

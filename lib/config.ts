@@ -211,6 +211,19 @@ const configSchema = z.object({
    * sandbox and snapshot build (lib/ca.ts). Mounted, never put in an image.
    */
   DRYDOCK_EXTRA_CA_CERTS: z.string().min(1).optional(),
+  /** Author and committer of the commits drydock pushes (the agent is named in a trailer). */
+  DRYDOCK_COMMIT_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .regex(/^[^<>\n]+$/, 'no "<", ">" or newline')
+    .default('drydock'),
+  DRYDOCK_COMMIT_EMAIL: z
+    .string()
+    .trim()
+    .regex(/^[^\s<>@]+@[^\s<>@]+$/, 'an email address')
+    .default('drydock@localhost'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `auto`: readable lines on a terminal, JSON otherwise; `json` or `pretty` always. */
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),

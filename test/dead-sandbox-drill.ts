@@ -100,6 +100,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     baseImage: config.DRYDOCK_BASE_IMAGE!,
     egressRoot: path.join(dataDir, 'egress'),
     secrets: {},
+    redactor: new Redactor([]),
     policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
     github: { apiUrl: 'http://127.0.0.1:1' },
     sessionIsRunning: async () => true,

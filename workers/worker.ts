@@ -177,13 +177,16 @@ export async function createWorker(opts: {
   const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, plugins });
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
+  const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
   const sandboxes = new DockerSandboxes();
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
     db,
-    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey),
+    redactor,
+    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactor, auditKey),
+    commitIdentity: { name: config.DRYDOCK_COMMIT_NAME, email: config.DRYDOCK_COMMIT_EMAIL },
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
     snapshots,
