@@ -136,6 +136,6 @@ export function redactorOf(
   return new Redactor([
     config.GITHUB_TOKEN,
     config.DRYDOCK_MODEL_API_KEY,
-    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS),
+    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS).map((e) => (typeof e === 'string' ? e : e.key)),
   ]);
 }

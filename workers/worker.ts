@@ -34,6 +34,7 @@ import { baseImageTag } from '../sandbox-images/base-image';
 export function modelSettings(config: Config): ModelSettings {
   return {
     defaultBaseUrl: config.DRYDOCK_MODEL_BASE_URL,
+    defaultApi: config.DRYDOCK_MODEL_API,
     defaultApiKey: config.DRYDOCK_MODEL_API_KEY,
     endpoints: config.DRYDOCK_MODEL_ENDPOINTS,
     prices: config.DRYDOCK_MODEL_PRICES,
