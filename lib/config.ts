@@ -3,6 +3,13 @@ import path from 'node:path';
 import { z } from 'zod';
 import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
 
+/**
+ * The wire protocols of the built-in loop's model endpoints: anthropic (Messages API), openai
+ * (Responses API), openai-chat (OpenAI's chat completions), compatible (any OpenAI-compatible
+ * chat-completions server: vLLM, Ollama, llama.cpp, gateways).
+ */
+export const MODEL_APIS = ['anthropic', 'openai', 'openai-chat', 'compatible'] as const;
+
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
 
@@ -106,15 +113,36 @@ const configSchema = z.object({
    * development mode creates; elsewhere a missing key stops the process.
    */
   DRYDOCK_AUDIT_KEY_FILE: z.string().min(1).optional(),
-  /** The chat-completions API sessions use when they name no agent.baseUrl. */
+  /** The model API sessions use when they name no agent.baseUrl. */
   DRYDOCK_MODEL_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  /** Its protocol: anthropic (Messages), openai (Responses), openai-chat, compatible (any chat-completions server). */
+  DRYDOCK_MODEL_API: z.enum(MODEL_APIS).default('openai'),
   /** Key for DRYDOCK_MODEL_BASE_URL only (never sent to another endpoint). */
   DRYDOCK_MODEL_API_KEY: z.string().min(1).optional(),
-  /** Other endpoints sessions may use, with their keys: {"http://localhost:11434/v1": ""}. */
-  DRYDOCK_MODEL_ENDPOINTS: json(z.record(z.string().url(), z.string())).default({}),
-  /** USD per million tokens, per model: {"gpt-4.1": {"input": 2, "output": 8}}. */
+  /**
+   * Other endpoints sessions may use: a key (a compatible server), or API and key:
+   * {"http://localhost:11434/v1": "", "https://api.anthropic.com/v1": {"api": "anthropic", "key": "sk-ant-..."}}.
+   */
+  DRYDOCK_MODEL_ENDPOINTS: json(
+    z.record(
+      z.string().url(),
+      z.union([z.string(), z.strictObject({ api: z.enum(MODEL_APIS), key: z.string().optional() })]),
+    ),
+  ).default({}),
+  /**
+   * USD per million tokens, per model: {"gpt-4.1": {"input": 2, "output": 8, "cachedInput": 0.5}};
+   * cached prompt tokens (cachedInput) and Anthropic's cache writes (cacheWrite) cost `input` unless given.
+   */
   DRYDOCK_MODEL_PRICES: json(
-    z.record(z.string(), z.strictObject({ input: z.number().min(0), output: z.number().min(0) })),
+    z.record(
+      z.string(),
+      z.strictObject({
+        input: z.number().min(0),
+        output: z.number().min(0),
+        cachedInput: z.number().min(0).optional(),
+        cacheWrite: z.number().min(0).optional(),
+      }),
+    ),
   ).default({}),
   /** A worker's Prometheus endpoint (GET /metrics: drydock's and the Temporal SDK's metrics); unset: none. */
   DRYDOCK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),

@@ -264,7 +264,7 @@ export function redactorOf(
     config.GITHUB_TOKEN,
     config.DRYDOCK_MODEL_API_KEY,
     config.DRYDOCK_ANTHROPIC_API_KEY,
-    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS),
+    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS).map((e) => (typeof e === 'string' ? e : e.key)),
     ...Object.values(config.secrets),
   ]);
 }

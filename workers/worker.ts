@@ -37,6 +37,7 @@ import { tracing } from './telemetry';
 export function modelSettings(config: Config): ModelSettings {
   return {
     defaultBaseUrl: config.DRYDOCK_MODEL_BASE_URL,
+    defaultApi: config.DRYDOCK_MODEL_API,
     defaultApiKey: config.DRYDOCK_MODEL_API_KEY,
     endpoints: config.DRYDOCK_MODEL_ENDPOINTS,
     prices: config.DRYDOCK_MODEL_PRICES,

@@ -141,7 +141,7 @@ const agent = z
       .string()
       .regex(/^https?:\/\/[^\s]+$/, 'an http(s) URL')
       .optional()
-      .describe("openai: the chat-completions API's base URL; default the worker's DRYDOCK_MODEL_BASE_URL"),
+      .describe("openai: the model API's base URL (one the worker lists); default the worker's DRYDOCK_MODEL_BASE_URL"),
     model: z
       .string()
       .min(1)
@@ -149,6 +149,13 @@ const agent = z
       .optional()
       .describe('openai: the model name (required); cli: the model of "claude", "codex" or "opencode"'),
     temperature: z.number().min(0).max(2).optional(),
+    maxOutputTokens: z
+      .number()
+      .int()
+      .min(16)
+      .max(200_000)
+      .default(8192)
+      .describe('openai: the limit of one answer (max_tokens), lowered to what the token and cost budgets leave'),
     toolOutputLimit: z
       .number()
       .int()

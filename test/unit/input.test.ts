@@ -12,6 +12,7 @@ test('the minimal input gets every default', () => {
       task: 't',
       agent: {
         kind: 'script',
+        maxOutputTokens: 8192,
         steps: [],
         toolOutputLimit: 10_000,
         runTimeout: '5m',
