@@ -21,7 +21,13 @@ import {
 } from '../lib/snapshots';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
-const BUILD_LIMITS = { cpus: 2, memoryBytes: 4 * 1024 ** 3, pids: 4096, tmpBytes: 512 * 1024 ** 2 };
+const BUILD_LIMITS = {
+  cpus: 2,
+  memoryBytes: 4 * 1024 ** 3,
+  pids: 4096,
+  tmpBytes: 512 * 1024 ** 2,
+  diskBytes: 64 * 1024 ** 3,
+};
 
 /** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
 export interface SnapshotBuildPlan {

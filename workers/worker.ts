@@ -158,7 +158,7 @@ export async function createWorker(opts: {
     repos: await seededRepoLookup(db.pool, config),
     devMode: config.DRYDOCK_DEV_MODE,
     requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
-    sandboxes: new DockerSandboxes(),
+    sandboxes: new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes')),
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),
     hostId: config.DRYDOCK_HOST_ID,
