@@ -200,9 +200,13 @@ export function createSnapshotActivities(deps: ActivityDeps) {
   };
 }
 
-/** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */
-function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
-  return sandboxes.imageFromWorkspace(plan.sandbox, {
+/**
+ * The build container's /workspace as the snapshot image `tag`, labelled with
+ * what it was built from, and its copy-on-write lower layers made on this host
+ * now, so that no session start pays for them.
+ */
+async function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
+  const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage,
     tag,
     labels: {
@@ -215,6 +219,8 @@ function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: Snap
       [SNAPSHOT_LABELS.host]: hostId,
     },
   });
+  await sandboxes.prepareImage(tag);
+  return image;
 }
 
 /** A build's outcome in the audit trail, under the repo's snapshot audit id. */

@@ -3,8 +3,8 @@
  * kernel enforces (docs/security.md, "Disk").
  *
  * - The lower layer: the image's /workspace and home, copied by Docker once
- *   per image per host into two named volumes (keyed by the image id; a
- *   marker file in the storage root names them). No sandbox mounts them: they
+ *   per image per host into two named volumes (labelled with the image id; a
+ *   marker volume names them). No sandbox mounts them: they
  *   are only an overlay's read-only lowerdir, so no sandbox can change them.
  * - The upper layer: a sparse ext4 image file of `diskBytes`, loop-mounted
  *   per sandbox under the storage root; a write beyond it fails with ENOSPC.
@@ -43,6 +43,10 @@ interface Lowers {
 
 /** The label on the lower volumes: the image id they were copied from. */
 export const LOWER_LABEL = 'drydock.lower';
+/** On the marker volume of a finished copy: the image id, and the names of its two volumes. */
+const READY_LABEL = 'drydock.lower.ready';
+const WORKSPACE_LABEL = 'drydock.lower.workspace';
+const HOME_LABEL = 'drydock.lower.home';
 
 const SANDBOX_UID = 1000;
 
@@ -55,19 +59,16 @@ async function mounted(dir: string): Promise<boolean> {
   return info.split('\n').some((line) => line.split(' ')[4] === dir);
 }
 
+/** Where a sandbox's copy-on-write storage comes from and goes. */
 export class SandboxStorageRoot {
   constructor(
     private readonly docker: Docker,
-    /** Host folder (same path in the worker) holding the upper layers and the lower markers. */
+    /** Host folder (same path in the worker) holding the sandboxes' upper layers. */
     readonly root: string,
   ) {}
 
   private sandboxDir(name: string): string {
     return path.join(this.root, 'sandboxes', name);
-  }
-
-  private markerOf(imageId: string): string {
-    return path.join(this.root, 'lower', `${imageId.replace(/^sha256:/, '')}.json`);
   }
 
   /**
@@ -132,47 +133,44 @@ export class SandboxStorageRoot {
 
   /**
    * The image's /workspace and home as lower layers: copied by the engine once
-   * per image (two racing workers: the first marker written wins, the other
-   * drops its copy). A marker whose volume is gone is made again.
+   * per image per host. A third, empty volume marks a finished copy (its
+   * labels name the two); when two workers race, the marker first by name
+   * wins and the other drops its copy. A marker whose volumes are gone goes.
    */
   async lowers(image: string, workspace: string, home: string): Promise<Lowers> {
     const imageId = (await this.docker.getImage(image).inspect()).Id;
-    const marker = this.markerOf(imageId);
-    const existing = await this.readMarker(marker);
-    if (existing) return existing;
-    await mkdir(path.dirname(marker), { recursive: true });
+    const found = await this.readyLowers(imageId);
+    if (found) return found;
     const made = await this.copyLowers(imageId, workspace, home);
-    try {
-      await writeFile(marker, JSON.stringify(made), { flag: 'wx' });
-      return made;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      await this.removeVolumes([made.workspace.volume, made.home.volume]);
-      return (await this.readMarker(marker)) ?? this.lowers(image, workspace, home);
+    const winner = await this.readyLowers(imageId);
+    if (winner && winner.workspace.volume !== made.workspace.volume) {
+      await this.removeVolumes([made.marker, made.workspace.volume, made.home.volume]);
+      return winner;
     }
+    return made;
   }
 
-  private async readMarker(marker: string): Promise<Lowers | undefined> {
-    let lowers: Lowers;
-    try {
-      lowers = JSON.parse(await readFile(marker, 'utf8')) as Lowers;
-    } catch {
-      return undefined;
-    }
-    for (const { volume } of [lowers.workspace, lowers.home]) {
+  private async readyLowers(imageId: string): Promise<(Lowers & { marker: string }) | undefined> {
+    const listed = await this.docker.listVolumes({ filters: { label: [`${READY_LABEL}=${imageId}`] } });
+    for (const marker of (listed.Volumes ?? []).sort((a, b) => a.Name.localeCompare(b.Name))) {
       try {
-        await this.docker.getVolume(volume).inspect();
+        const path = async (name: string) => (await this.docker.getVolume(name).inspect()).Mountpoint;
+        const [ws, home] = [marker.Labels[WORKSPACE_LABEL], marker.Labels[HOME_LABEL]];
+        return {
+          marker: marker.Name,
+          workspace: { volume: ws, path: await path(ws) },
+          home: { volume: home, path: await path(home) },
+        };
       } catch (err) {
         if (!isStatus(err, 404)) throw err;
-        await rm(marker, { force: true });
-        return undefined;
+        await this.removeVolumes([marker.Name]);
       }
     }
-    return lowers;
+    return undefined;
   }
 
   /** Docker fills an empty named volume from the image when a container mounting it is created. */
-  private async copyLowers(imageId: string, workspace: string, home: string): Promise<Lowers> {
+  private async copyLowers(imageId: string, workspace: string, home: string): Promise<Lowers & { marker: string }> {
     const key = `${imageId.replace(/^sha256:/, '').slice(0, 12)}-${randomBytes(3).toString('hex')}`;
     const labels = { [LOWER_LABEL]: imageId };
     const volumes = { workspace: `drydock-lower-${key}-workspace`, home: `drydock-lower-${key}-home` };
@@ -191,11 +189,12 @@ export class SandboxStorageRoot {
       },
     });
     await this.docker.getContainer(filler.id).remove({ force: true });
-    const mountpoint = async (name: string) => (await this.docker.getVolume(name).inspect()).Mountpoint;
-    return {
-      workspace: { volume: volumes.workspace, path: await mountpoint(volumes.workspace) },
-      home: { volume: volumes.home, path: await mountpoint(volumes.home) },
-    };
+    const marker = `drydock-lower-${key}-ready`;
+    await this.docker.createVolume({
+      Name: marker,
+      Labels: { ...labels, [READY_LABEL]: imageId, [WORKSPACE_LABEL]: volumes.workspace, [HOME_LABEL]: volumes.home },
+    });
+    return (await this.readyLowers(imageId))!;
   }
 
   /**
@@ -205,8 +204,17 @@ export class SandboxStorageRoot {
    */
   async removeLowers(imageId: string): Promise<void> {
     const volumes = await this.docker.listVolumes({ filters: { label: [`${LOWER_LABEL}=${imageId}`] } });
-    await this.removeVolumes((volumes.Volumes ?? []).map((v) => v.Name));
-    await rm(this.markerOf(imageId), { force: true });
+    // The markers first: a half-removed set is never handed out.
+    const names = (volumes.Volumes ?? [])
+      .map((v) => v.Name)
+      .sort((a, b) => Number(b.endsWith('-ready')) - Number(a.endsWith('-ready')));
+    await this.removeVolumes(names);
+  }
+
+  /** Images that have lower layers on this host. */
+  async lowerImages(): Promise<string[]> {
+    const volumes = await this.docker.listVolumes({ filters: { label: [LOWER_LABEL] } });
+    return [...new Set((volumes.Volumes ?? []).map((v) => v.Labels[LOWER_LABEL]))];
   }
 
   private async removeVolumes(names: string[]): Promise<void> {

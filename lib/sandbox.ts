@@ -334,6 +334,11 @@ export class DockerSandboxes {
     }
   }
 
+  /** Makes the image's copy-on-write lower layers on this host now (idempotent), instead of at its first sandbox. */
+  async prepareImage(ref: string): Promise<void> {
+    await this.storage.lowers(ref, WORKSPACE, HOME);
+  }
+
   /** Removes the sandbox (by name or id) and its storage; returns false when it was already gone. */
   async destroy(nameOrId: string): Promise<boolean> {
     let name = nameOrId;
@@ -414,6 +419,26 @@ export class DockerSandboxes {
       if (isStatus(err, 409)) return 'in_use'; // a container was created meanwhile
       throw err;
     }
+  }
+
+  /**
+   * Removes storage that no container uses any more: upper layers of
+   * sandboxes that are gone (made more than `graceMs` ago, so a sandbox being
+   * created keeps its own), and lower layers of images that are gone.
+   */
+  async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
+    const removed: string[] = [];
+    for (const { name, createdMs } of await this.storage.list()) {
+      if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
+      await this.storage.remove(name);
+      removed.push(name);
+    }
+    for (const imageId of await this.storage.lowerImages()) {
+      if (await this.image(imageId)) continue;
+      await this.storage.removeLowers(imageId);
+      removed.push(`lower layers of ${imageId}`);
+    }
+    return removed;
   }
 
   /** Sandboxes (running or not) carrying a drydock session label, of one host if given. */
