@@ -13,8 +13,8 @@ import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis'
 export interface ProvisionInput {
   sessionId: string;
   repo: { url: string; ref?: string };
-  /** tmpBytes: the size of /tmp (it counts against the memory limit). */
-  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number };
+  /** tmpBytes: the size of /tmp (it counts against the memory limit); diskBytes: /workspace and home together. */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number; diskBytes: number };
   /** ISO time after which the reaper may remove the sandbox. */
   expiresAt: string;
   /**

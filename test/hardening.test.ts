@@ -344,7 +344,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
     const created: Sandbox = await env.run(activities.provisionSandbox, {
       sessionId,
       repo: { url: repo.url },
-      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2 },
+      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2, diskBytes: 1024 ** 3 },
       expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     sandbox = created.name;

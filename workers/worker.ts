@@ -181,7 +181,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerSandboxes();
+  const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
     db,

@@ -286,6 +286,12 @@ export const sessionInputSchema = z.strictObject({
       tmp: sizeBetween('1m', '16g')
         .default('512m')
         .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory; 1m to 16g'),
+      disk: sizeBetween('64m', '256g')
+        .default('10g')
+        .describe(
+          'Room for what the sandbox writes to /workspace and its home (a filesystem of its own: a write beyond it ' +
+            'fails with "No space left on device"); 64m to 256g',
+        ),
       wallTime: durationUpTo('24h')
         .default('2h')
         .describe('Provisioning, agent and verification together; at most 24h'),

@@ -24,7 +24,16 @@ test('the minimal input gets every default', () => {
       verify: { timeout: '10m', maxRounds: 2 },
       publish: { pullRequest: false, deploy: false },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
-      limits: { cpus: 2, memory: '2g', pids: 512, tmp: '512m', wallTime: '2h', network: 'none', setupEgress: true },
+      limits: {
+        cpus: 2,
+        memory: '2g',
+        pids: 512,
+        tmp: '512m',
+        disk: '10g',
+        wallTime: '2h',
+        network: 'none',
+        setupEgress: true,
+      },
     },
   });
 });
