@@ -63,7 +63,10 @@ start_postgres() {
   if [ ! -f "$STATE/pg/PG_VERSION" ]; then
     step "creating a PostgreSQL cluster in $STATE/pg"
     mkdir -p "$STATE/pg"
-    [ "$(id -u)" = 0 ] && chown postgres: "$STATE/pg"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres: "$STATE/pg"
+      chmod o+x "$STATE"
+    fi
     "${AS_PG[@]}" "$bin/initdb" -D "$STATE/pg" -U postgres -A trust --no-sync >"$STATE/initdb.log" \
       || fail "initdb failed (see $STATE/initdb.log)"
   fi
@@ -254,6 +257,7 @@ run() {
   step "starting the Temporal server on 127.0.0.1:$PORT${TEMPORAL_PG_TLS:+ (mTLS)} (log: $STATE/temporal.log)"
   "$SERVER_DIR/temporal-server" -config "$STATE/temporal.yaml" >>"$STATE/temporal.log" 2>&1 &
   SERVER_PID=$!
+  echo "$SERVER_PID" >"$STATE/temporal-server.pid"
   register
   step "Temporal on PostgreSQL is up in $((SECONDS - start)) s"
   echo "ready 127.0.0.1:$PORT"

@@ -4,7 +4,7 @@
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
 import path from 'node:path';
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import {
   DefaultLogger,
@@ -26,6 +26,7 @@ import { githubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
+import { connectClient } from '../lib/temporal-connection';
 import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
 import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
@@ -145,8 +146,7 @@ export async function createWorker(opts: {
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
   const auditKey = loadAuditKey(config);
-  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+  const client = await connectClient(config);
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
   const activities = createActivities({
@@ -225,7 +225,7 @@ export async function createWorker(opts: {
           ),
         );
       } finally {
-        await clientConnection.close();
+        await client.connection.close();
         await db.close();
       }
     },
