@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
+import { loadTemporalSettings, TEMPORAL_VARIABLES, type TemporalSettings } from './temporal-connection';
 
 /**
  * The wire protocols of the built-in loop's model endpoints: anthropic (Messages API), openai
@@ -41,8 +42,6 @@ const json = <T extends z.ZodType>(schema: T) =>
     .pipe(schema);
 
 const configSchema = z.object({
-  TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
-  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   DRYDOCK_TASK_QUEUE: z.string().min(1).default('drydock'),
   /** Local state: Temporal's database file, artifacts, git mirrors. */
   DRYDOCK_DATA_DIR: z.string().min(1).default(path.join(projectRoot, 'data')),
@@ -257,13 +256,15 @@ const configSchema = z.object({
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 });
 
-export type Config = z.infer<typeof configSchema> & {
-  /**
-   * Secrets a session may grant to a step by name: `DRYDOCK_SECRET_<NAME>`
-   * becomes `<NAME>` in that step's environment, and only there.
-   */
-  secrets: Record<string, string>;
-};
+/** TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and how to authenticate there come from lib/temporal-connection.ts. */
+export type Config = z.infer<typeof configSchema> &
+  TemporalSettings & {
+    /**
+     * Secrets a session may grant to a step by name: `DRYDOCK_SECRET_<NAME>`
+     * becomes `<NAME>` in that step's environment, and only there.
+     */
+    secrets: Record<string, string>;
+  };
 
 const SECRET_PREFIX = 'DRYDOCK_SECRET_';
 
@@ -284,7 +285,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`invalid environment: ${problems.join('; ')}`);
   }
-  return { ...parsed.data, secrets: secretsOf(env) };
+  let temporal: TemporalSettings;
+  try {
+    temporal = loadTemporalSettings(env);
+  } catch (err) {
+    throw new ConfigError(`invalid environment: ${(err as Error).message}`);
+  }
+  return { ...parsed.data, ...temporal, secrets: secretsOf(env) };
 }
 
 /**
@@ -292,5 +299,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
  * checks that deployment files set nothing drydock would silently ignore.
  */
 export function configVariables(): string[] {
-  return Object.keys(configSchema.shape);
+  return [...Object.keys(configSchema.shape), ...TEMPORAL_VARIABLES];
 }

@@ -6,7 +6,7 @@
 import type { Server } from 'node:http';
 import path from 'node:path';
 import type { Pool } from 'pg';
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import {
   NativeConnection,
@@ -26,6 +26,7 @@ import { githubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
+import { connectClient } from '../lib/temporal-connection';
 import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
@@ -174,8 +175,7 @@ export async function createWorker(opts: {
   const auditKey = loadAuditKey(config);
   const traces = tracing(config);
   const plugins = traces ? [traces.plugin] : [];
-  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, plugins });
+  const client = await connectClient(config, plugins);
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
   const redactor = redactorOf(config);
@@ -265,7 +265,7 @@ export async function createWorker(opts: {
       } finally {
         metrics?.close();
         await traces?.shutdown();
-        await clientConnection.close();
+        await client.connection.close();
         await db.close();
       }
     },
