@@ -247,6 +247,8 @@ run() {
   CLI=$(bash "$ROOT/infra/temporal.sh")
   STATE=$(mkdir -p "${TEMPORAL_PG_DIR:-$DATA_DIR/temporal-pg}" && cd "${TEMPORAL_PG_DIR:-$DATA_DIR/temporal-pg}" && pwd)
   PORT=${TEMPORAL_PG_PORT:-7333}
+  # Temporal's PostgreSQL schema stores each service's membership port in a smallint.
+  [ "$PORT" -le 32757 ] || fail "TEMPORAL_PG_PORT: at most 32757 (Temporal keeps its ports in a smallint), got $PORT"
   PG_PORT=$((PORT + 10))
   trap stop EXIT
   trap 'exit 130' INT

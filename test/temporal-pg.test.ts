@@ -84,7 +84,8 @@ async function freePortRange(count: number): Promise<number> {
       s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
     });
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 40_000);
+    // Below 32768: Temporal's PostgreSQL schema keeps each service's membership port in a smallint.
+    const base = 20_000 + Math.floor(Math.random() * (32_767 - 20_000 - count));
     let ok = true;
     for (let p = base; p < base + count && ok; p++) ok = await free(p);
     if (ok) return base;
