@@ -17,6 +17,7 @@ import {
 } from '../lib/egress';
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
 import { scrub, scrubLarge } from '../lib/scrub';
+import { HELPER } from '../lib/toolchains';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
@@ -160,7 +161,7 @@ async function runCommand(
   const { sandbox } = input;
   const dir = `${STATE_DIR}/steps/${input.key}`;
   const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-  let argv = ['drydock-run', dir, seconds, command];
+  let argv = [HELPER.run, dir, seconds, command];
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
   try {
@@ -174,7 +175,7 @@ async function runCommand(
       });
       // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
       const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
-      argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
+      argv = [HELPER.egress, SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
       Object.assign(env, proxyEnv());
     }
     const running = deps.sandboxes.exec(sandbox, argv, {

@@ -30,6 +30,10 @@ export interface SandboxSpec {
   egressDir: string;
   /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
   env?: string[];
+  /** Host folders mounted read-only (drydock's helpers, a Node.js build: lib/toolchains.ts). */
+  mounts?: { source: string; target: string }[];
+  /** Join this container's network namespace (its loopback only) instead of a network of its own. */
+  networkOf?: string;
   /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
   /**
@@ -161,7 +165,7 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
     HostConfig: {
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)
-      NetworkMode: 'none',
+      NetworkMode: spec.networkOf ? `container:${spec.networkOf}` : 'none',
       CapDrop: ['ALL'],
       // Docker's default seccomp profile applies (nothing here turns it off).
       SecurityOpt: ['no-new-privileges'],
@@ -172,6 +176,12 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
       Mounts: [
         ...(readonlyRoot ? [volume(WORKSPACE), volume(HOME)] : []),
         { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
+        ...(spec.mounts ?? []).map((m) => ({
+          Type: 'bind' as const,
+          Source: m.source,
+          Target: m.target,
+          ReadOnly: true,
+        })),
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),
