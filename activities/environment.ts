@@ -69,7 +69,7 @@ async function environmentOf(
   const corepackOnly = !request && usesPackageManager(packageJson);
   if (request || corepackOnly) {
     const dir = await toolchains.node(request ?? { range: HELPER_NODE_VERSION, source: 'packageManager' });
-    node = path.basename(dir).replace(/^node-/, '');
+    node = path.basename(dir).replace(/^node-|-corepack-.*$/g, '');
     mounts.push({ source: dir, target: NODE_MOUNT });
     const own = await imagePath(deps, image);
     env.push(
@@ -77,6 +77,8 @@ async function environmentOf(
       `COREPACK_HOME=${COREPACK_HOME}`,
       'COREPACK_ENABLE_DOWNLOAD_PROMPT=0',
       'COREPACK_ENABLE_AUTO_PIN=0',
+      // corepack fetches with Node's own fetch, which takes HTTPS_PROXY (the egress forwarder) only when told.
+      'NODE_USE_ENV_PROXY=1',
     );
   }
   return {

