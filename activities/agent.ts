@@ -21,6 +21,7 @@ import {
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
+import { HELPER } from '../lib/toolchains';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
@@ -479,7 +480,7 @@ async function runOnce(
     });
   }
   const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
-  const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, command], {
+  const run = await sandboxes.exec(sandbox, [HELPER.run, dir, seconds, command], {
     signal: Context.current().cancellationSignal,
   });
   await endStrayProcesses(sandboxes, sandbox);

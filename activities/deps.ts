@@ -29,6 +29,11 @@ export interface ActivityDeps {
   readonlyRoot?: boolean;
   /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
   egressRoot: string;
+  /**
+   * Host folder of Node.js builds and drydock's helpers, mounted read-only into
+   * sandboxes (lib/toolchains.ts). @default <egressRoot>/../tools
+   */
+  toolsRoot?: string;
   /** The repo registry: only its repos are cloned, under their operator's limits. */
   repos: RepoLookupService;
   /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */

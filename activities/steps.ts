@@ -19,6 +19,7 @@ import {
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
 import { cliProgress } from '../lib/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../lib/model-gateway';
+import { HELPER } from '../lib/toolchains';
 import { GATEWAY_PORT, type AgentCliName } from '../workflows/rules/agent-clis';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
@@ -161,7 +162,7 @@ async function runCommand(
   const { sandbox } = input;
   const dir = `${STATE_DIR}/steps/${input.key}`;
   const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-  let argv = ['drydock-run', dir, seconds, command];
+  let argv = [HELPER.run, dir, seconds, command];
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
   let gateway: ModelGateway | undefined;
@@ -177,7 +178,7 @@ async function runCommand(
         rules: input.egress,
         log: deps.log,
       });
-      argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
+      argv = [HELPER.egress, SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
       Object.assign(env, proxyEnv());
     }
     if (input.gateway) {

@@ -38,6 +38,10 @@ export interface SandboxSpec {
   agentsDir?: string;
   /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
   env?: string[];
+  /** Host folders mounted read-only (drydock's helpers, a Node.js build: lib/toolchains.ts). */
+  mounts?: { source: string; target: string }[];
+  /** Join this container's network namespace (its loopback only) instead of a network of its own. */
+  networkOf?: string;
   /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
   /**
@@ -178,7 +182,7 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
     HostConfig: {
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)
-      NetworkMode: 'none',
+      NetworkMode: spec.networkOf ? `container:${spec.networkOf}` : 'none',
       CapDrop: ['ALL'],
       // Docker's default seccomp profile applies (nothing here turns it off).
       SecurityOpt: ['no-new-privileges'],
@@ -193,6 +197,12 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
         ...(spec.agentsDir
           ? [{ Type: 'bind' as const, Source: spec.agentsDir, Target: SANDBOX_AGENTS_DIR, ReadOnly: true }]
           : []),
+        ...(spec.mounts ?? []).map((m) => ({
+          Type: 'bind' as const,
+          Source: m.source,
+          Target: m.target,
+          ReadOnly: true,
+        })),
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),

@@ -141,11 +141,12 @@ describe('a prompt-injected agent in a live sandbox', () => {
     expect(host.PidsLimit).toBe(256);
     expect(host.Devices ?? []).toEqual([]);
     expect(host.Binds ?? []).toEqual([]);
-    // Mounts: the two volumes filled from the image, the egress socket folder and the agent CLIs, read-only.
+    // Mounts: the two volumes filled from the image, drydock's helpers, the agent CLIs and the egress socket folder, read-only.
     const mounts = info.Mounts.map((m) => ({ type: m.Type, to: m.Destination, rw: m.RW }));
     expect(mounts.sort((a, b) => a.to.localeCompare(b.to))).toEqual([
       { type: 'volume', to: '/home/drydock', rw: true },
       { type: 'bind', to: '/opt/drydock/agents', rw: false },
+      { type: 'bind', to: '/opt/drydock', rw: false },
       { type: 'bind', to: '/run/drydock', rw: false },
       { type: 'volume', to: '/workspace', rw: true },
     ]);

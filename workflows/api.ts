@@ -332,4 +332,6 @@ export const ErrorType = {
   ModelNotAllowed: 'ModelNotAllowed',
   RepoNotRegistered: 'RepoNotRegistered',
   SnapshotSetupFailed: 'SnapshotSetupFailed',
+  /** The repo's environment cannot be a sandbox (no sh or git, a Dockerfile that fails, features). */
+  EnvironmentUnusable: 'EnvironmentUnusable',
 } as const;
