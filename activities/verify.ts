@@ -3,6 +3,7 @@ import type { BrowserResult, TestReport } from '../workflows/api';
 import type { BrowserCheck } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { endStrayProcesses, inSandbox, STATE_DIR } from './container';
+import { runDir } from './run-once';
 import { tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
@@ -75,11 +76,11 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
   return report;
 }
 
-/** XML reports in the usual places that the step `stepKey` wrote (newer than its start). */
+/** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
 async function reportsWrittenDuring(
   sandboxes: ActivityDeps['sandboxes'],
   sandbox: string,
-  stepKey: string,
+  stepNonce: string,
 ): Promise<string[]> {
   const found = await sandboxes.exec(sandbox, [
     'find',
@@ -98,7 +99,7 @@ async function reportsWrittenDuring(
     '-name',
     '*.xml',
     '-newer',
-    `${STATE_DIR}/steps/${stepKey}/started`,
+    `${runDir(stepNonce)}/started`,
     '-print',
   ]);
   return found.stdout
@@ -124,9 +125,11 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
       sandbox: string;
       sessionId: string;
       stepKey: string;
+      /** The test step's nonce (StepInput.nonce): where its start time is recorded. */
+      stepNonce: string;
       files?: string[];
     }): Promise<TestReport | undefined> {
-      const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepKey));
+      const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
       const documents = [];
       for (const file of files) {
         const read = await sandboxes.exec(input.sandbox, ['cat', file]);
@@ -165,10 +168,12 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
           ])
         ).trim(),
       );
-      const run = await sandboxes.exec(sandbox, [
-        'drydock-verify-browser',
-        JSON.stringify({ ...browser, pid, outDir, readyTimeoutMs: input.readyTimeoutMs }),
-      ]);
+      const run = await sandboxes.exec(
+        sandbox,
+        ['drydock-verify-browser', JSON.stringify({ ...browser, pid, outDir, readyTimeoutMs: input.readyTimeoutMs })],
+        // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
+        { env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${outDir}`] },
+      );
       let raw: Omit<BrowserResult, 'url' | 'appLogTail' | 'durationMs'>;
       try {
         raw = JSON.parse(run.stdout.toString().trim().split('\n').pop() ?? '');

@@ -345,6 +345,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
       sandbox,
       sessionId,
       key: 'write-probe',
+      nonce: randomBytes(16).toString('hex'),
       timeoutMs: 10_000,
       step: { write: { path: 'probe.js', content: PROBE } },
     });
@@ -357,7 +358,15 @@ describe('the egress proxy, driven through the runStep activity', () => {
   });
 
   const step = (key: string, run: string, extra: Record<string, unknown> = {}): Promise<StepResult> =>
-    env.run(activities.runStep, { sandbox, sessionId, key, timeoutMs: 60_000, step: { run, timeout: '1m' }, ...extra });
+    env.run(activities.runStep, {
+      sandbox,
+      sessionId,
+      key,
+      nonce: randomBytes(16).toString('hex'),
+      timeoutMs: 60_000,
+      step: { run, timeout: '1m' },
+      ...extra,
+    });
 
   test('allowlisted stand-in reachable; everything else refused before connecting, and logged', async () => {
     const rules: EgressRule[] = [

@@ -7,6 +7,7 @@
 import { allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
 import type { AgentCall } from '../api';
 import { durationMs } from '../input';
+import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { ContinuedSession, SessionRun } from './state';
@@ -101,6 +102,7 @@ async function runTool(run: SessionRun, assistantIndex: number, callIndex: numbe
       assistantIndex,
       callIndex,
       index: loop.messageCount,
+      nonce: stepNonce(),
       outputLimit: input.agent.toolOutputLimit,
       runTimeoutMs,
       checkpointBase: sb.baseCommit,
