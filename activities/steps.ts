@@ -18,7 +18,7 @@ import {
 import { sandboxFault, type ExecResult } from '../lib/sandbox';
 import { scrub, scrubLarge } from '../lib/scrub';
 import { recordEvent } from './audit';
-import { permanent, STATE_DIR } from './container';
+import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
 import { tail } from './output';
@@ -186,7 +186,11 @@ async function runCommand(
     const run = await streamOutput(deps, output, running, hidden);
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
     const answer = parseRunOnce(run.stdout, nonce);
-    if (!answer) return runnerFailed(run, hidden, egress);
+    if (!answer) {
+      // drydock-run did not get to end what was running (the forwarder's port was taken, say): do it here.
+      await endStrayProcesses(deps.sandboxes, sandbox);
+      return runnerFailed(run, hidden, egress);
+    }
     return await commandResult(deps, input, answer, hidden, egress);
   } finally {
     await proxy?.close();
