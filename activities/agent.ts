@@ -21,12 +21,13 @@ import {
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
-import { HELPER } from '../lib/toolchains';
 import { recordEvent } from './audit';
-import { endStrayProcesses, permanent, STATE_DIR } from './container';
+import { permanent } from './container';
 import type { ActivityDeps } from './deps';
 import { tail } from './output';
+import { parseRunOnce, runOnceCommand } from './run-once';
 import { takeCheckpoint } from './steps';
+import { toolExecutors } from './tool-exec';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 const MAX_INSTRUCTIONS = 20_000;
@@ -132,6 +133,8 @@ export interface ToolCallInput {
   callIndex: number;
   /** The tool result becomes this message. */
   index: number;
+  /** The call's nonce (32 hex digits, from the workflow): names its run-once record in the sandbox. */
+  nonce: string;
   outputLimit: number;
   runTimeoutMs: number;
   /** When the call ends, the working tree against this base commit is the session's new checkpoint. */
@@ -390,7 +393,7 @@ async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<To
   try {
     const shell = toolCommand(call.function.name, str, args, input);
     if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
-    const run = await runOnce(deps, input.sandbox, key, shell.command, {
+    const run = await runOnce(deps, input.sandbox, input.nonce, shell.command, {
       timeoutMs: shell.timeoutMs,
       limit: input.outputLimit,
       stdin: shell.stdin,
@@ -426,12 +429,17 @@ async function finishToolCall(
   result: ToolOutcome,
 ): Promise<ToolCallRecord> {
   const { call } = at;
-  await takeCheckpoint(deps, {
-    sandbox: input.sandbox,
-    sessionId: input.sessionId,
-    step: at.key,
-    baseCommit: input.checkpointBase,
-  });
+  // Through the executor too: a tool call and its checkpoint together cost no docker exec.
+  const exec = toolExecutors(deps.sandboxes);
+  await takeCheckpoint(
+    { ...deps, sandboxes: exec },
+    {
+      sandbox: input.sandbox,
+      sessionId: input.sessionId,
+      step: at.key,
+      baseCommit: input.checkpointBase,
+    },
+  );
   await writeMessage(deps.artifacts, input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
   await recordEvent(deps.audit, {
     sessionId: input.sessionId,
@@ -463,44 +471,31 @@ async function finishToolCall(
 }
 
 /**
- * Runs a shell command once per key (drydock-run), with optional stdin staged
- * first; output cut to `limit` and scrubbed (it goes to the model and the history).
+ * Runs a shell command once per nonce (drydock-run) through the sandbox's
+ * tool executor, with `stdin` as its input ($DRYDOCK_INPUT); output cut to
+ * `limit` and scrubbed (it goes to the model and the history).
  */
 async function runOnce(
   { sandboxes, redactor }: Pick<ActivityDeps, 'sandboxes' | 'redactor'>,
   sandbox: string,
-  key: string,
+  nonce: string,
   command: string,
   opts: { timeoutMs: number; limit: number; stdin?: string },
 ): Promise<{ exitCode: number; output: string; bytes: number; truncated: boolean }> {
-  const dir = `${STATE_DIR}/steps/${key}`;
-  if (opts.stdin !== undefined) {
-    await sandboxes.run(sandbox, ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'stage', `${dir}.in`], {
-      stdin: opts.stdin,
-    });
-  }
-  const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
-  const run = await sandboxes.exec(sandbox, [HELPER.run, dir, seconds, command], {
+  const once = runOnceCommand(nonce, command, { ...opts, withInput: opts.stdin !== undefined });
+  const run = await toolExecutors(sandboxes).exec(sandbox, once.argv, {
+    env: once.env,
+    stdin: opts.stdin,
     signal: Context.current().cancellationSignal,
   });
-  await endStrayProcesses(sandboxes, sandbox);
-  const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-  if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
-    throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
-  }
-  const shown = await sandboxes.exec(sandbox, [
-    'sh',
-    '-c',
-    'wc -c < "$1"; head -c "$2" "$1"',
-    'read',
-    `${dir}/output`,
-    String(opts.limit),
-  ]);
-  const text = shown.stdout.toString();
-  const newline = text.indexOf('\n');
-  const bytes = Number(text.slice(0, newline));
-  const output = redactor.text(text.slice(newline + 1));
-  return { exitCode: Number(recorded), output, bytes, truncated: bytes > opts.limit };
+  const answer = parseRunOnce(run.stdout, nonce);
+  if (!answer) throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
+  return {
+    exitCode: answer.exitCode,
+    output: redactor.text(answer.output.toString()),
+    bytes: answer.bytes,
+    truncated: answer.bytes > opts.limit,
+  };
 }
 
 const bad = () => ({ ok: false, bytes: 0, truncated: false });
@@ -515,7 +510,7 @@ function toolCommand(
   input: ToolCallInput,
 ): { command: string; timeoutMs: number; okCodes: number[]; empty: string; stdin?: string } | undefined {
   const quick = { timeoutMs: 60_000, okCodes: [0], empty: '' };
-  const staged = `"${STATE_DIR}/steps/agent-${String(input.index).padStart(6, '0')}.in"`;
+  const staged = '"$DRYDOCK_INPUT"';
   switch (name) {
     case 'read_file':
       return { ...quick, command: `cat -- ${shellQuote(str('path')!)}`, empty: '(empty file)' };

@@ -26,7 +26,16 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     if (done === 0) return { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] };
     if (done === 1) {
       return {
-        toolCalls: [{ name: 'run', arguments: { command: 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md' } }],
+        toolCalls: [
+          {
+            name: 'run',
+            // EXECUTOR.txt: whether the persistent executor (drydock-exec) is what runs the call.
+            arguments: {
+              command:
+                'echo ran >> RUNS.txt; ps -eo args | grep -c "^node /usr/local/bin/drydock-exec" > EXECUTOR.txt; sleep 8; echo hello >> README.md',
+            },
+          },
+        ],
       };
     }
     return { text: 'greeted' };
@@ -61,6 +70,7 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     expect(model.requests).toHaveLength(3);
     expect(final.agent).toMatchObject({ turn: 3, stopReason: 'done' });
     expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
+    expect(git(['show', `drydock/${id}:EXECUTOR.txt`], repo.bare)).toBe('1\n');
     expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
     expect(await containersOf(id)).toHaveLength(0);
 

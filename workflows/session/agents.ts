@@ -12,6 +12,7 @@ import { describeStop } from '../rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { exitText, SessionEnd } from './outcome';
 import { modelAgent } from './model-agent';
+import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import { recordStep, type SessionRun } from './state';
@@ -125,6 +126,7 @@ async function cliAgent(run: SessionRun): Promise<void> {
         sandbox: sb.name,
         sessionId,
         key: `agent-cli-${loop.round}`,
+        nonce: stepNonce(),
         step: { run: plan.command, timeout: limitMs },
         timeoutMs: limitMs,
         egress: agent.egress,

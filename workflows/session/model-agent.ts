@@ -9,6 +9,7 @@ import { RetryState } from '@temporalio/common';
 import type { ModelCallResult } from '../../activities/agent';
 import type { AgentCall } from '../api';
 import { durationMs } from '../input';
+import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { ContinuedSession, SessionRun } from './state';
@@ -138,6 +139,7 @@ async function runTool(run: SessionRun, assistantIndex: number, callIndex: numbe
       assistantIndex,
       callIndex,
       index: loop.messageCount,
+      nonce: stepNonce(),
       outputLimit: input.agent.toolOutputLimit,
       runTimeoutMs,
       checkpointBase: sb.baseCommit,

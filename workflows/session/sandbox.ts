@@ -7,6 +7,7 @@ import type { Sandbox, SetupPlan } from '../../activities/types';
 import { durationMs, sizeBytes } from '../input';
 import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
+import { stepNonce } from './nonce';
 import { recordStep, type SessionRun } from './state';
 
 /** Replacements of a lost sandbox before the session gives up. */
@@ -116,6 +117,7 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
         sandbox: sb.name,
         sessionId,
         key: 'setup',
+        nonce: stepNonce(),
         step: { run: setup.command, timeout: setup.timeoutMs },
         timeoutMs: setup.timeoutMs,
         egress: setup.egress,
