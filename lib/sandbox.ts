@@ -34,7 +34,7 @@ export interface SandboxSpec {
   diskBytes: number;
   /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
   egressDir: string;
-  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock/agents (lib/agent-clis.ts). */
+  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock-agents (lib/agent-clis.ts). */
   agentsDir?: string;
   /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
   env?: string[];
