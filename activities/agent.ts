@@ -21,7 +21,7 @@ import {
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
-import { compact, tighter } from '../lib/compaction';
+import { compact, FIRST_COMPACTABLE, tighter } from '../lib/compaction';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
@@ -111,7 +111,7 @@ export interface ModelCallInput {
   previous?: { promptTokens: number; completionTokens: number };
   /** The model's context window in tokens (agent.contextWindow): older turns are compacted to fit it. */
   contextWindow: number;
-  /** Messages before this index are already compacted (lib/compaction.ts). */
+  /** Messages before this index are already compacted (lib/compaction.ts); 0 at first. */
   compactedBefore: number;
 }
 
@@ -125,8 +125,10 @@ export interface ModelAnswer {
   /** The model's text, trimmed. */
   content: string;
   transcript: string;
-  /** Messages before this index were compacted for the call (more than asked: a new compaction). */
+  /** Messages before this index were compacted for the call (lib/compaction.ts). */
   compactedBefore: number;
+  /** Further than asked: a new compaction. */
+  compacted: boolean;
 }
 
 export interface ToolCallInput {
@@ -323,6 +325,7 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
     content: tail((message.content ?? '').trim(), 1000),
     transcript,
     compactedBefore: answer.compactedBefore,
+    compacted: answer.compactedBefore > Math.max(input.compactedBefore, FIRST_COMPACTABLE),
   };
 }
 
@@ -341,7 +344,7 @@ async function askWithinWindow(
   messages: ChatMessage[],
   price: ModelPrice | undefined,
 ): Promise<StoredAnswer | { stopped: 'max_tokens' | 'max_cost' }> {
-  for (let atLeast = input.compactedBefore; ; ) {
+  for (let atLeast = input.compactedBefore; ;) {
     const fitted = compact(messages, input.contextWindow, atLeast, TOOLS_CHARS);
     if (!fitted) {
       throw ApplicationFailure.nonRetryable(

@@ -61,11 +61,10 @@ export function compact(
   atLeast: number,
   extraChars = 0,
 ): Compaction | undefined {
-  if (atLeast > messages.length) return undefined;
+  const from = Math.max(atLeast, FIRST_COMPACTABLE);
+  if (from > messages.length) return undefined;
   const limit = Math.floor(window * PROMPT_SHARE);
-  const candidates = [atLeast, ...KEEP_RECENT.map((keep) => messages.length - keep)]
-    .map((before) => Math.max(before, FIRST_COMPACTABLE))
-    .filter((before) => before >= atLeast);
+  const candidates = [from, ...KEEP_RECENT.map((keep) => messages.length - keep)].filter((before) => before >= from);
   for (const before of [...new Set(candidates)].sort((a, b) => a - b)) {
     const view = compactedView(messages, before);
     const tokens = estimateTokens(view, extraChars);

@@ -339,7 +339,12 @@ test('a conversation longer than the context window is compacted, also after a c
   const run = (n: number): Turn => ({ toolCalls: [{ name: 'run', arguments: { command: `seq ${n} 600 # ${n}` } }] });
   // Ten long tool outputs (~2000 characters each) are more than the fake's 4000 tokens; one
   // answer in the middle is the provider's context-length error.
-  windowed.script([...[1, 2, 3, 4, 5, 6, 7].map(run), { contextLengthExceeded: true }, ...[8, 9, 10].map(run), { text: 'Counted.' }]);
+  windowed.script([
+    ...[1, 2, 3, 4, 5, 6, 7].map(run),
+    { contextLengthExceeded: true },
+    ...[8, 9, 10].map(run),
+    { text: 'Counted.' },
+  ]);
   const handle = await startSession(stack, id, {
     repo: { url: repo.url },
     task: 'count to 600, ten times',
@@ -374,6 +379,25 @@ test('a conversation longer than the context window is compacted, also after a c
   expect(outputs).toHaveLength(10);
   expect(outputs[0].content).toMatch(/^exit code 0\n1\n2\n/);
   await handle.cancel().catch(() => undefined);
+});
+
+test('a prompt the provider keeps refusing as too long, compacted as far as it goes, fails the session saying so', async () => {
+  const before = windowed.requests.length;
+  windowed.script(() => ({ contextLengthExceeded: true }));
+  const handle = await startSession(stack, newSessionId('toolong'), {
+    repo: { url: repo.url },
+    task: 'x',
+    agent: { kind: 'openai', model: 'fake-1', baseUrl: windowed.baseUrl, contextWindow: 4000 },
+  });
+  await expect(handle.result()).rejects.toThrow();
+  expect((await handle.query(status)).error).toMatch(
+    /does not fit agent\.contextWindow 4000 tokens even with older tool outputs compacted/,
+  );
+  // Bounded: the first prompt, then one for each tighter compaction that changes it.
+  const asked = windowed.requests.slice(before);
+  expect(asked.length).toBeGreaterThanOrEqual(1);
+  expect(asked.length).toBeLessThanOrEqual(4);
+  expect(asked.every((r) => r.status === 400)).toBe(true);
 });
 
 test('a cost budget needs a price: an unpriced model fails the session before any call', async () => {

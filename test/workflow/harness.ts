@@ -137,6 +137,7 @@ export function modelAnswer(turn: number, tools: string[]): ModelAnswer {
     content: tools.length ? '' : 'done',
     transcript: 'agent/transcript.jsonl',
     compactedBefore: 2,
+    compacted: false,
   };
 }
 

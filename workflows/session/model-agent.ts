@@ -8,7 +8,6 @@ import { ActivityFailure, allHandlersFinished, condition, continueAsNew, workflo
 import { RetryState } from '@temporalio/common';
 import type { ModelCallResult } from '../../activities/agent';
 import type { AgentCall } from '../api';
-import { FIRST_COMPACTABLE } from '../../lib/compaction';
 import { durationMs } from '../input';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
@@ -80,7 +79,7 @@ async function modelCall(run: SessionRun): Promise<ModelCallResult | 'max_wall_t
         requirePrice: maxCost !== undefined,
         maxOutputTokens: agent.maxOutputTokens,
         contextWindow: agent.contextWindow,
-        compactedBefore: loop.compactedBefore ?? FIRST_COMPACTABLE,
+        compactedBefore: loop.compactedBefore ?? 0,
         remaining: {
           ...(maxTokens !== undefined ? { tokens: maxTokens - progress.usage!.totalTokens } : {}),
           ...(maxCost !== undefined ? { costUsd: maxCost - (progress.costUsd ?? 0) } : {}),
@@ -119,17 +118,14 @@ async function turn(run: SessionRun): Promise<boolean> {
     };
     progress.costUsd = (progress.costUsd ?? 0) + (answer.call.costUsd ?? 0);
     progress.transcript = answer.transcript;
-    if (answer.compactedBefore > (loop.compactedBefore ?? FIRST_COMPACTABLE)) {
-      loop.compactedBefore = answer.compactedBefore;
-      progress.compactions = (progress.compactions ?? 0) + 1;
-    }
+    loop.compactedBefore = answer.compactedBefore;
+    if (answer.compacted) progress.compactions = (progress.compactions ?? 0) + 1;
     remember(run, answer.call);
     for (const [callIndex, call] of answer.toolCalls.entries()) {
       progress.lastTool = call.summary;
       await runTool(run, assistantIndex, callIndex);
     }
-    const compacted = loop.compactedBefore === answer.compactedBefore && answer.compactedBefore > FIRST_COMPACTABLE;
-    record.detail = `${compacted ? `compacted before message ${answer.compactedBefore}; ` : ''}${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
+    record.detail = `${answer.compacted ? `compacted before message ${answer.compactedBefore}; ` : ''}${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
     if (answer.toolCalls.length === 0) progress.summary = answer.content;
     return answer.toolCalls.length === 0;
   });
