@@ -21,6 +21,7 @@ import {
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
+import { compact, FIRST_COMPACTABLE, tighter } from '../lib/compaction';
 import { recordEvent } from './audit';
 import { permanent } from './container';
 import type { ActivityDeps } from './deps';
@@ -110,6 +111,10 @@ export interface ModelCallInput {
   remaining: { tokens?: number; costUsd?: number };
   /** Usage of the previous model call: the next prompt holds at least its prompt and answer. */
   previous?: { promptTokens: number; completionTokens: number };
+  /** The model's context window in tokens (agent.contextWindow): older turns are compacted to fit it. */
+  contextWindow: number;
+  /** Messages before this index are already compacted (lib/compaction.ts); 0 at first. */
+  compactedBefore: number;
 }
 
 export type ModelCallResult = ModelAnswer | { stopped: 'max_tokens' | 'max_cost' };
@@ -122,6 +127,10 @@ export interface ModelAnswer {
   /** The model's text, trimmed. */
   content: string;
   transcript: string;
+  /** Messages before this index were compacted for the call (lib/compaction.ts). */
+  compactedBefore: number;
+  /** Further than asked: a new compaction. */
+  compacted: boolean;
 }
 
 export interface ToolCallInput {
@@ -142,9 +151,11 @@ export interface ToolCallInput {
 }
 
 interface StoredAnswer {
+  stopped?: undefined;
   response: ChatResponse;
   durationMs: number;
   model: string;
+  compactedBefore: number;
 }
 
 type ToolCallRecord = Extract<AgentCall, { type: 'tool' }>;
@@ -268,16 +279,11 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
   const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
   const messages = await readMessages(artifacts, input.sessionId, input.messageCount);
   const earlier = await artifacts.get(input.sessionId, answerName);
-  let answer: StoredAnswer;
-  if (earlier) {
-    answer = JSON.parse(earlier.toString()) as StoredAnswer;
-  } else {
-    const chars = JSON.stringify(messages).length + JSON.stringify(AGENT_TOOLS).length;
-    const limit = outputLimit(input, chars, models.prices[input.model]);
-    if (typeof limit === 'string') return { stopped: limit };
-    answer = await askModel(endpoint, input, messages, limit);
-    await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
-  }
+  const answer: StoredAnswer | { stopped: 'max_tokens' | 'max_cost' } = earlier
+    ? (JSON.parse(earlier.toString()) as StoredAnswer)
+    : await askWithinWindow(endpoint, input, messages, models.prices[input.model]);
+  if (answer.stopped) return answer;
+  if (!earlier) await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
   const { message, finishReason, usage } = answer.response;
   await writeMessage(artifacts, input.sessionId, input.messageCount, message);
   const transcript = await artifacts.put(
@@ -322,7 +328,48 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
     })),
     content: tail((message.content ?? '').trim(), 1000),
     transcript,
+    compactedBefore: answer.compactedBefore,
+    compacted: answer.compactedBefore > Math.max(input.compactedBefore, FIRST_COMPACTABLE),
   };
+}
+
+const TOOLS_CHARS = JSON.stringify(AGENT_TOOLS).length;
+
+/**
+ * The call on the conversation compacted to fit the context window. A
+ * context-length error from the provider (its count is the one that matters)
+ * compacts further and asks again; when nothing more can be compacted the
+ * session fails, saying so. Compaction needs no model call: nothing is paid
+ * for it, and a retry after a crash compacts the same way again.
+ */
+async function askWithinWindow(
+  endpoint: Endpoint,
+  input: ModelCallInput,
+  messages: ChatMessage[],
+  price: ModelPrice | undefined,
+): Promise<StoredAnswer | { stopped: 'max_tokens' | 'max_cost' }> {
+  for (let atLeast = input.compactedBefore; ;) {
+    const fitted = compact(messages, input.contextWindow, atLeast, TOOLS_CHARS);
+    if (!fitted) {
+      throw ApplicationFailure.nonRetryable(
+        `the conversation (${messages.length} messages) does not fit agent.contextWindow ${input.contextWindow} tokens even with older tool outputs compacted: raise agent.contextWindow if the model allows, or split the task`,
+        ErrorType.ModelContextTooLong,
+      );
+    }
+    const limit = outputLimit(input, JSON.stringify(fitted.messages).length + TOOLS_CHARS, price);
+    if (typeof limit === 'string') return { stopped: limit };
+    try {
+      const asked = await askModel(endpoint, input, fitted.messages, limit);
+      return { ...asked, compactedBefore: fitted.compactedBefore };
+    } catch (err) {
+      if (!(err instanceof ModelApiError && err.contextTooLong)) throw err;
+      Context.current().log.info('context too long for the provider: compacting further', {
+        compactedBefore: fitted.compactedBefore,
+        estimatedTokens: fitted.tokens,
+      });
+      atLeast = tighter(messages, fitted.compactedBefore);
+    }
+  }
 }
 
 /** Attempts of a model call that failed for another reason than a rate limit, before it is given up. */
@@ -339,7 +386,7 @@ async function askModel(
   input: ModelCallInput,
   messages: ChatMessage[],
   maxOutputTokens: number,
-): Promise<StoredAnswer> {
+): Promise<Omit<StoredAnswer, 'compactedBefore'>> {
   const started = Date.now();
   try {
     const response = await chatCompletion(
@@ -349,7 +396,7 @@ async function askModel(
     );
     return { response, durationMs: Date.now() - started, model: input.model };
   } catch (err) {
-    if (!(err instanceof ModelApiError)) throw err;
+    if (!(err instanceof ModelApiError) || err.contextTooLong) throw err; // askWithinWindow compacts
     if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
     if (err.status === 429) {
       throw ApplicationFailure.create({

@@ -190,6 +190,8 @@ export interface AgentProgress {
   calls?: AgentCall[];
   /** Workflow runs of this session so far (continue-as-new starts a new one). */
   runs?: number;
+  /** Times older turns were compacted to fit the context window (openai). */
+  compactions?: number;
 }
 
 export interface SessionStatus {
@@ -330,6 +332,8 @@ export const ErrorType = {
   /** The provider's rate limit (429): retried after its Retry-After while the wall time lasts. */
   ModelRateLimited: 'ModelRateLimited',
   ModelNotAllowed: 'ModelNotAllowed',
+  /** The conversation does not fit agent.contextWindow even compacted. */
+  ModelContextTooLong: 'ModelContextTooLong',
   RepoNotRegistered: 'RepoNotRegistered',
   SnapshotSetupFailed: 'SnapshotSetupFailed',
   /** The repo's environment cannot be a sandbox (no sh or git, a Dockerfile that fails, features). */

@@ -156,6 +156,15 @@ const agent = z
       .max(200_000)
       .default(8192)
       .describe('openai: the limit of one answer (max_tokens), lowered to what the token and cost budgets leave'),
+    contextWindow: z
+      .number()
+      .int()
+      .min(4000)
+      .max(2_000_000)
+      .default(128_000)
+      .describe(
+        "openai: the model's context window in tokens; older tool outputs are compacted to keep the prompt within 3/4 of it",
+      ),
     toolOutputLimit: z
       .number()
       .int()

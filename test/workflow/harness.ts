@@ -136,6 +136,8 @@ export function modelAnswer(turn: number, tools: string[]): ModelAnswer {
     toolCalls: tools.map((summary, i) => ({ id: `call-${turn}-${i}`, name: 'run', summary })),
     content: tools.length ? '' : 'done',
     transcript: 'agent/transcript.jsonl',
+    compactedBefore: 2,
+    compacted: false,
   };
 }
 

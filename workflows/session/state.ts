@@ -30,6 +30,8 @@ export interface AgentLoop {
   turn: number;
   /** Messages of the conversation so far (in the artifact store). */
   messageCount: number;
+  /** Messages before this index are compacted in the model's prompts (lib/compaction.ts); grows only. */
+  compactedBefore?: number;
   /** 1, then one more for each failed verification fed back. */
   round: number;
   /** When the agent phase began (ms since the epoch, workflow time). */
