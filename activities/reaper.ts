@@ -87,7 +87,10 @@ async function poolSandboxFate(
   }
   if (!row.claimedBy) {
     const expired = Date.parse(container.Labels[LABELS.expires] ?? '') < Date.now();
-    return { sessionId: container.Labels[LABELS.session], reason: expired && (await pools.retire(name)) ? 'an idle pool sandbox past its time' : undefined };
+    return {
+      sessionId: container.Labels[LABELS.session],
+      reason: expired && (await pools.retire(name)) ? 'an idle pool sandbox past its time' : undefined,
+    };
   }
   if (row.expiresAt && Date.parse(row.expiresAt) < Date.now()) {
     return { sessionId: row.claimedBy, reason: `expired at ${row.expiresAt}` };
