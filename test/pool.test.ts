@@ -26,9 +26,9 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   if (stack) {
-    for (const c of await docker.listContainers({ all: true, filters: { label: [POOL_LABEL] } })) {
-      if (repos.includes(c.Labels[POOL_LABEL])) await docker.getContainer(c.Id).remove({ force: true, v: true });
-    }
+    // Pools of size 0: the reaper's fill retires their sandboxes, storage included.
+    for (const repo of repos) await pools.setSize(repo, 0);
+    await runReaper(stack);
     await removeSnapshots(stack, repos);
   }
   await db?.close();
