@@ -83,8 +83,9 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
   const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
   if (pooled) {
     name = pooled;
-    // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below).
-    await catchUp(deps, name, mirror, snapshot.commit!, baseCommit);
+    // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below);
+    // an idle pool sandbox is at the snapshot's commit, untouched, so at 0 commits there is nothing to do.
+    if (baseCommit !== snapshot.commit) await catchUp(deps, name, mirror, snapshot.commit!, baseCommit);
   }
   const created =
     !pooled &&
@@ -99,7 +100,8 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
     }));
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
-  const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
+  // A pool sandbox was marked provisioned by its fill.
+  const ready = pooled ? { exitCode: 0 } : await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
   if (ready.exitCode !== 0) await fillWorkspace(deps, name, mirror, baseCommit, snapshot, checkpoint);
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
