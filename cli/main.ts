@@ -276,6 +276,7 @@ repoCommand
   .option('--max-tmp <size>', 'largest /tmp a session may have')
   .option('--max-wall-time <duration>', 'longest a session may run, e.g. "2h"')
   .option('--max-disk <size>', 'most disk a session may use')
+  .option('--pool <n>', 'idle sandboxes each host keeps ready from its newest snapshot, 0 to 16 (default: 0)')
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
     const { registration, scheduleIds } = await addRepo(await connectClient(config), config, url, opts);

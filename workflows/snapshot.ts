@@ -57,6 +57,8 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
         result,
       );
     }
+    // The host's warm pool moves to the new snapshot (a failure here leaves it to the reaper's run).
+    await onHost.fillPools({ repo: input.repo }).catch(() => undefined);
     return result;
   } finally {
     await CancellationScope.nonCancellable(async () => {
