@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import { inspectBundle, mirrorOf } from '../lib/git';
 import { permanent } from './container';
+import { bringCommit } from './provision';
 import type { ActivityDeps } from './deps';
 import type { CommitInput, CommitResult } from './types';
 
@@ -29,20 +30,30 @@ export async function exportBundle(
 export function createCommitActivities({ sandboxes, artifacts, mirrorsDir }: ActivityDeps) {
   return {
     /**
-     * Commits whatever the agent changed on the session branch (idempotent),
-     * then describes the change from a bundle, with the worker's git.
+     * Commits whatever the agent changed on the session branch, on top of
+     * `parent` (idempotent: the same tree, parent, message and date are the
+     * same commit; a tree equal to the parent's makes none), then describes
+     * the change since the base from a bundle, with the worker's git.
      */
     async commitChanges(input: CommitInput): Promise<CommitResult> {
       try {
+        if (input.parent !== input.baseCommit) {
+          // A follow-up round in a new sandbox: the pushed commit is in the mirror (fetched with the branch).
+          const mirror = mirrorOf(mirrorsDir, input.repoUrl);
+          await bringCommit({ sandboxes }, input.sandbox, mirror, input.baseCommit, input.parent);
+        }
         await sandboxes.run(
           input.sandbox,
           [
             'sh',
             '-c',
-            'set -e; git checkout -q -B "$1"; git add -A; git diff --cached --quiet || git commit -q -m "$2"',
+            'set -e; git add -A; t=$(git write-tree); c="$3"; ' +
+              '[ "$(git rev-parse "$3^{tree}")" = "$t" ] || c=$(git commit-tree "$t" -p "$3" -m "$2"); ' +
+              'git update-ref "refs/heads/$1" "$c"; git symbolic-ref HEAD "refs/heads/$1"',
             'commit',
             input.branch,
             input.message,
+            input.parent,
           ],
           { env: [`GIT_AUTHOR_DATE=${input.date}`, `GIT_COMMITTER_DATE=${input.date}`] },
         );

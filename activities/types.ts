@@ -101,6 +101,12 @@ export interface CommitInput {
   branch: string;
   message: string;
   baseCommit: string;
+  /**
+   * The new commit's parent: baseCommit for a session's first round, the
+   * commit pushed last for a follow-up round (fetched from the worker's
+   * mirror when the sandbox lacks it), so the branch moves forward only.
+   */
+  parent: string;
   /** The commit's date: the same tree committed again (in a replacement sandbox) is the same commit. */
   date: string;
 }

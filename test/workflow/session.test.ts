@@ -8,10 +8,11 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
-import { approve, decide, reject } from '../../workflows/api';
+import { approve, decide, pullRequestClosed, reject } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   awaitApproval,
+  awaitStatus,
   BASE_COMMIT,
   CHANGE,
   COMMIT,
@@ -78,6 +79,9 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
     await awaitApproval(handle, 'pull_request');
     await handle.signal(approve, { action: 'pull_request', by: 'alice', change: CHANGE.slice(0, 12) });
+    // Published: the session waits for follow-ups, without its sandbox, until the PR is merged.
+    await awaitStatus(handle, (s) => s.phase === 'awaiting_followup', 'awaiting_followup');
+    await handle.signal(pullRequestClosed, { merged: true, by: 'bob' });
   });
   const branch = `drydock/${run.id}`;
   expect(run.calls).toEqual([
@@ -86,6 +90,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     'pushBranch',
     'recordAudit approval/pull_request',
     'openPullRequest',
+    'destroySandbox', // until a follow-up; the teardown drops the checkpoint
     ...TEARDOWN,
   ]);
   const step = (phase: string, name: string, more: object = {}) => ({
@@ -116,6 +121,8 @@ test('happy path: script agent, tests pass, push and pull request approved → c
       step('publishing', `push ${branch}`),
       step('awaiting_approval', 'approval: pull_request', { detail: 'approved by alice' }),
       step('publishing', 'pull request', { detail: 'opened https://github.com/acme/app/pull/7' }),
+      step('publishing', 'teardown (until a follow-up)'),
+      step('awaiting_followup', 'pull request', { detail: 'merged by bob' }),
       step('tearing_down', 'teardown'),
     ],
     decisions: [decision('push'), decision('pull_request')],
@@ -143,11 +150,24 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     verificationRounds: 1,
     pushed: { commit: COMMIT, alreadyPushed: false },
     pullRequest: { number: 7, url: 'https://github.com/acme/app/pull/7', created: true },
+    round: 1,
+    rounds: [
+      { round: 1, request: 'Add a greeting', startedAt: '<time>', commit: COMMIT, change: CHANGE, pushed: true },
+    ],
+    closedBy: { merged: true, by: 'bob' },
     removedSandboxes: ['sandbox-0'],
     audit: AUDIT_SEAL,
   });
   expect(run.args.pushBranch).toEqual([
-    { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },
+    {
+      sandbox: 'sandbox-0',
+      sessionId: run.id,
+      repoUrl: repo.url,
+      branch,
+      baseCommit: BASE_COMMIT,
+      commit: COMMIT,
+      round: 1,
+    },
   ]);
 });
 
@@ -175,9 +195,11 @@ test('one review per change: the approval of the pull request also approves its 
     'recordAudit approval/pull_request',
     'pushBranch',
     'openPullRequest',
+    'destroySandbox', // until a follow-up, which never comes: publish.openFor passes
     ...TEARDOWN,
   ]);
   expect(run.status.phase).toBe('completed');
+  expect(run.status.timeline.at(-2)).toMatchObject({ name: 'open for follow-ups', detail: 'no follow-up within 7d' });
   expect(run.status.decisions.map((d) => d.action)).toEqual(['pull_request']);
   expect(run.status.timeline.map((t) => `${t.name}: ${t.detail ?? ''}`)).toContain(
     'approval: push: approved with pull_request by alice',

@@ -14,17 +14,25 @@ import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { report } from './trigger';
 
-/** Commits the sandbox's change on the session's branch (the same tree and date give the same commit). */
+/**
+ * Commits the sandbox's change on the session's branch (the same tree, parent
+ * and date give the same commit). The parent is explicit: the session's base
+ * for the first round, the commit pushed last for a follow-up round, so the
+ * branch only ever moves forward.
+ */
 export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
   const { input } = run;
   run.commitDate ??= new Date().toISOString();
+  const round = run.status.round ?? 1;
+  const request = round > 1 ? run.status.rounds?.at(-1)?.request.split('\n')[0] : undefined;
   const result = await onHost(sb).commitChanges({
     sandbox: sb.name,
     sessionId: run.sessionId,
     repoUrl: input.repo.url,
     branch: run.branch,
-    message: `drydock: ${input.task}`.slice(0, 500),
+    message: (request ? `drydock: follow-up ${round}: ${request}` : `drydock: ${input.task}`).slice(0, 500),
     baseCommit: sb.baseCommit,
+    parent: run.status.pushed?.commit ?? sb.baseCommit,
     date: run.commitDate,
   });
   run.committedIn = sb.name;
@@ -68,9 +76,12 @@ async function push(run: SessionRun, change: CommitResult): Promise<void> {
         branch: run.branch,
         baseCommit: sb.baseCommit,
         commit,
+        round: run.status.round ?? 1,
       });
     }),
   );
+  const round = run.status.rounds?.at(-1);
+  if (round) round.pushed = true;
 }
 
 type PullRequestSpec = { draft: boolean; repo?: string; base?: string };
@@ -86,6 +97,7 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
       draft: spec.draft,
       title: `drydock: ${input.task.split('\n')[0]}`.slice(0, 120),
       body: pullRequestBody(input.task, run.status, change),
+      round: run.status.round ?? 1,
     });
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
@@ -113,5 +125,12 @@ function pullRequestBody(task: string, state: SessionStatus, change: CommitResul
     '',
     '## Approvals',
     ...(approvals.length ? approvals : ['- none required by policy']),
+    ...followupLines(state),
   ].join('\n');
+}
+
+function followupLines(state: SessionStatus): string[] {
+  const later = (state.rounds ?? []).filter((r) => r.round > 1);
+  if (later.length === 0) return [];
+  return ['', '## Follow-ups', ...later.map((r) => `- round ${r.round} (${r.by}): ${r.request.split('\n')[0]}`)];
 }
