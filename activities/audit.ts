@@ -3,6 +3,7 @@ import type { ActivityDeps } from './deps';
 import type { AuditInput, AuditRow } from '../lib/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
+import { approvalWait } from '../lib/metrics';
 
 /**
  * Appends an audit event from inside an activity, tagged with the activity's
@@ -44,6 +45,7 @@ export function createAuditActivities({ audit, db }: ActivityDeps) {
      * when it ends; returns the audit chain's seal then, for the session's result.
      */
     async recordSessionMetrics(m: SessionMetrics): Promise<AuditSeal> {
+      if (m.reviewMs > 0) approvalWait.observe(m.reviewMs / 1000);
       // Retries: every audit row written by an attempt after the first one.
       const retried = await db.pool.query<{ retries: string }>(
         'select coalesce(sum(greatest(attempt - 1, 0)), 0) as retries from audit_events where session_id = $1',

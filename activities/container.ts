@@ -41,17 +41,19 @@ export interface OwnedContainer {
  * expiry; and the extra CA bundle when one is configured.
  */
 export async function createOwnedContainer(
-  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId }: ActivityDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: ActivityDeps,
   spec: OwnedContainer,
 ): Promise<boolean> {
   const egressDir = egressDirOf(egressRoot, spec.name);
   await mkdir(egressDir, { recursive: true, mode: 0o755 });
+  if (agentClis) await mkdir(agentClis.dir, { recursive: true });
   const { created } = await sandboxes.create({
     name: spec.name,
     image: spec.image,
     runtime,
     readonlyRoot,
     egressDir,
+    agentsDir: agentClis?.dir,
     env: extraCaCerts ? caEnv() : undefined,
     labels: {
       [LABELS.session]: spec.owner,

@@ -3,11 +3,14 @@ import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
 import type { CheckpointStore } from '../lib/checkpoints';
 import type { Database } from '../lib/db';
+import type { GitIdentity } from '../lib/git';
 import type { GitHubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
+import type { AgentCliSettings } from '../lib/model-gateway';
 import type { DockerSandboxes } from '../lib/sandbox';
 import type { RepoLookupService } from '../lib/repos';
+import type { Redactor } from '../lib/scrub';
 import type { SnapshotRegistry } from '../lib/snapshots';
 
 /** What activities need from the process; tests hand in real or local ones. */
@@ -32,6 +35,13 @@ export interface ActivityDeps {
   devMode: boolean;
   /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, lib/ca.ts). */
   extraCaCerts?: string;
+  /**
+   * The worker's one redactor (lib/scrub.ts): every secret the worker holds,
+   * granted ones included. Whatever leaves a sandbox passes through it.
+   */
+  redactor: Redactor;
+  /** Author and committer of drydock's commits (DRYDOCK_COMMIT_NAME/EMAIL). @default drydock <drydock@localhost> */
+  commitIdentity?: GitIdentity;
   /** Secrets a session may grant to a step by name; never passed otherwise. */
   secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */
@@ -39,6 +49,8 @@ export interface ActivityDeps {
   github: GitHubSettings;
   /** Model endpoints, keys and prices of the built-in agent loop (keys never leave the worker). */
   models: ModelSettings;
+  /** Agent CLIs: their per-host cache and the model gateway's endpoints and keys (absent: no CLI template runs). */
+  agentClis?: AgentCliSettings;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
   /** Worker variables the deploy command gets besides the basic ones (DRYDOCK_DEPLOY_ENV). @default [] */

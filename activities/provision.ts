@@ -195,36 +195,22 @@ async function catchUp(
   from: string,
   to: string,
 ): Promise<void> {
-  await bringCommit(deps, sandbox, mirror, from, to);
-  await deps.sandboxes.run(sandbox, ['git', 'checkout', '--quiet', '--force', '--detach', to]);
-}
-
-/**
- * Makes commit `to` (and what it needs since `from`) present in the sandbox's
- * repository, from the worker's mirror as a git bundle on stdin: the sandbox
- * has no network. Nothing happens when it is there already.
- */
-export async function bringCommit(
-  deps: Pick<ActivityDeps, 'sandboxes'>,
-  sandbox: string,
-  mirror: string,
-  from: string,
-  to: string,
-): Promise<void> {
   const has = await deps.sandboxes.exec(sandbox, ['git', 'cat-file', '-e', `${to}^{commit}`]);
-  if (has.exitCode === 0) return;
-  const bundle = await catchUpBundle(mirror, from, to);
-  await deps.sandboxes.run(
-    sandbox,
-    [
-      'sh',
-      '-c',
-      'set -e; f=.git/drydock-catch-up.bundle; cat > "$f"; git fetch --quiet "$f" "$1:$1"; rm -f "$f"; git update-ref -d "$1"',
-      'catch-up',
-      CATCH_UP_REF,
-    ],
-    { stdin: bundle },
-  );
+  if (has.exitCode !== 0) {
+    const bundle = await catchUpBundle(mirror, from, to);
+    await deps.sandboxes.run(
+      sandbox,
+      [
+        'sh',
+        '-c',
+        'set -e; f=.git/drydock-catch-up.bundle; cat > "$f"; git fetch --quiet "$f" "$1:$1"; rm -f "$f"; git update-ref -d "$1"',
+        'catch-up',
+        CATCH_UP_REF,
+      ],
+      { stdin: bundle },
+    );
+  }
+  await deps.sandboxes.run(sandbox, ['git', 'checkout', '--quiet', '--force', '--detach', to]);
 }
 
 /**

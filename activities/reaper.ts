@@ -14,8 +14,10 @@ export function createReaperActivities(deps: ActivityDeps) {
     /**
      * Removes this host's snapshot images that fell out of their repo's newest
      * `keep` while a sandbox still used them (the build could not remove them).
+     * Its run also marks the host as alive for new repos' refresh schedules.
      */
     async reapSnapshotImages(): Promise<string[]> {
+      await deps.snapshots.recordHost({ id: hostId, queue: deps.hostQueue });
       const removed: string[] = [];
       for (const repo of await deps.snapshots.repos())
         removed.push(...(await collectSnapshots(deps, repo.repo, repo.keep)));
@@ -41,6 +43,8 @@ export function createReaperActivities(deps: ActivityDeps) {
           reaped.push({ sandbox, sessionId, reason });
         }
       }
+      const storage = await sandboxes.reapStorage();
+      if (storage.length) log.info({ host: hostId, storage }, 'reaped sandbox storage');
       return reaped;
     },
   };

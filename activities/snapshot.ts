@@ -21,7 +21,13 @@ import {
 } from '../lib/snapshots';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
-const BUILD_LIMITS = { cpus: 2, memoryBytes: 4 * 1024 ** 3, pids: 4096, tmpBytes: 512 * 1024 ** 2 };
+const BUILD_LIMITS = {
+  cpus: 2,
+  memoryBytes: 4 * 1024 ** 3,
+  pids: 4096,
+  tmpBytes: 512 * 1024 ** 2,
+  diskBytes: 64 * 1024 ** 3,
+};
 
 /** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
 export interface SnapshotBuildPlan {
@@ -194,9 +200,13 @@ export function createSnapshotActivities(deps: ActivityDeps) {
   };
 }
 
-/** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */
-function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
-  return sandboxes.imageFromWorkspace(plan.sandbox, {
+/**
+ * The build container's /workspace as the snapshot image `tag`, labelled with
+ * what it was built from, and its copy-on-write lower layers made on this host
+ * now, so that no session start pays for them.
+ */
+async function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
+  const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage,
     tag,
     labels: {
@@ -209,6 +219,8 @@ function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: Snap
       [SNAPSHOT_LABELS.host]: hostId,
     },
   });
+  await sandboxes.prepareImage(tag);
+  return image;
 }
 
 /** A build's outcome in the audit trail, under the repo's snapshot audit id. */

@@ -13,16 +13,20 @@ import {
   openEgressProxy,
   proxyEnv,
   SANDBOX_EGRESS_SOCKET,
+  SANDBOX_GATEWAY_SOCKET,
   type EgressProxy,
 } from '../lib/egress';
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
-import { scrub, scrubLarge } from '../lib/scrub';
+import { cliProgress } from '../lib/agent-cli-events';
+import { openModelGateway, type ModelGateway } from '../lib/model-gateway';
+import { GATEWAY_PORT, type AgentCliName } from '../workflows/rules/agent-clis';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
 import { tail } from './output';
-import type { StepInput, StepResult } from './types';
+import type { GatewayResult, StepInput, StepResult } from './types';
+import type { Redactor } from '../lib/scrub';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
@@ -105,7 +109,7 @@ export function createStepActivities(deps: ActivityDeps) {
 
 /** Runs one script step (see runStep). */
 async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepResult> {
-  const { sandboxes, secrets, github } = deps;
+  const { sandboxes, secrets, redactor } = deps;
   const { sandbox, step } = input;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
   if (missing.length) {
@@ -115,8 +119,6 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
     );
   }
   const granted = Object.fromEntries((input.secrets ?? []).map((n) => [n, secrets[n]]));
-  // Values never to show: the secrets the step holds, and the worker's own token.
-  const hidden = [...Object.values(granted), ...(github.token ? [github.token] : [])];
   try {
     if ('write' in step) {
       const result = await sandboxes.exec(
@@ -124,7 +126,7 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
         ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
         { stdin: step.write.content },
       );
-      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(result.stderr.toString())) };
+      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(result.stderr.toString())) };
     }
     if ('patch' in step) {
       // Already applied (a retry after a crash) counts as applied.
@@ -138,9 +140,9 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
         { stdin: step.patch },
       );
       const output = `${result.stdout.toString()}${result.stderr.toString()}`;
-      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(output, hidden)) };
+      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(output)) };
     }
-    return await runCommand(deps, input, step.run, granted, hidden);
+    return await runCommand(deps, input, step.run, granted);
   } catch (err) {
     return permanent(err);
   }
@@ -155,7 +157,6 @@ async function runCommand(
   input: StepInput,
   command: string,
   granted: Record<string, string>,
-  hidden: string[],
 ): Promise<StepResult> {
   const { sandbox } = input;
   const dir = `${STATE_DIR}/steps/${input.key}`;
@@ -163,47 +164,121 @@ async function runCommand(
   let argv = ['drydock-run', dir, seconds, command];
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
+  let gateway: ModelGateway | undefined;
+  // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
+  const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
+  const socketDir = egressDirOf(deps.egressRoot, sandbox);
   try {
     if (input.egress?.length) {
       proxy = await openEgressProxy({
-        socketPath: `${egressDirOf(deps.egressRoot, sandbox)}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
+        socketPath: `${socketDir}/${SANDBOX_EGRESS_SOCKET.split('/').pop()}`,
         sessionId: input.sessionId,
         step: input.key,
         rules: input.egress,
         log: deps.log,
       });
-      // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
-      const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
       argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
       Object.assign(env, proxyEnv());
+    }
+    if (input.gateway) {
+      gateway = await openGatewayFor(deps, input, `${socketDir}/${SANDBOX_GATEWAY_SOCKET.split('/').pop()}`);
+      argv = ['drydock-egress', SANDBOX_GATEWAY_SOCKET, String(GATEWAY_PORT), ...retry, '--', ...argv];
     }
     const running = deps.sandboxes.exec(sandbox, argv, {
       signal: Context.current().cancellationSignal,
       env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     });
     const output = { sessionId: input.sessionId, sandbox, file: `${dir}/output`, name: `${input.key}.log` };
-    const run = await streamOutput(deps, output, running, hidden);
+    const run = await streamOutput(deps, output, running, input.gateway?.cli);
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
+    const models = gateway && (await recordGatewayTo(deps, input, gateway));
     const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-    if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) return runnerFailed(run, hidden, egress);
-    return await commandResult(deps, input, dir, Number(recorded), hidden, egress);
+    const result =
+      run.exitCode !== 0 || !/^\d+$/.test(recorded)
+        ? runnerFailed(run, deps.redactor, egress)
+        : await commandResult(deps, input, dir, Number(recorded), egress);
+    if (!models) return result;
+    const progress = cliProgress(
+      input.gateway!.cli,
+      (await deps.artifacts.get(input.sessionId, `${input.key}.log`))?.toString() ?? '',
+    );
+    return {
+      ...result,
+      outputTail: tail(progress.lines.join('\n')) || result.outputTail,
+      gateway: { ...models, lastTool: progress.lastTool, final: progress.final && tail(progress.final, 1000) },
+    };
   } finally {
     await proxy?.close();
+    await gateway?.close();
   }
+}
+
+/** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
+async function openGatewayFor(deps: ActivityDeps, input: StepInput, socketPath: string): Promise<ModelGateway> {
+  const settings = deps.agentClis;
+  if (!settings) {
+    throw ApplicationFailure.nonRetryable(
+      'this worker runs no agent CLIs (no agentClis settings)',
+      ErrorType.ModelNotAllowed,
+    );
+  }
+  const { protocol, maxCalls, maxTokens, maxCostUsd } = input.gateway!;
+  return openModelGateway({
+    socketPath,
+    protocol,
+    upstream: protocol === 'anthropic' ? settings.upstreams.anthropic : settings.upstreams.openai,
+    budget: { maxCalls, maxTokens, maxCostUsd },
+    prices: settings.prices,
+    log: deps.log,
+    sessionId: input.sessionId,
+  });
+}
+
+/** The gateway's calls and refusals: to the artifact store and the audit trail (once per call, keyed by the step). */
+async function recordGatewayTo(
+  deps: ActivityDeps,
+  input: StepInput,
+  gateway: ModelGateway,
+): Promise<Omit<GatewayResult, 'lastTool' | 'final'>> {
+  const lines = [
+    ...gateway.calls.map((c) => JSON.stringify({ type: 'call', ...c })),
+    ...gateway.refusals.map((r) => JSON.stringify({ type: 'refused', ...r })),
+  ].join('\n');
+  const log = await deps.artifacts.put(input.sessionId, `${input.key}.models.jsonl`, lines ? `${lines}\n` : '');
+  for (const [i, call] of gateway.calls.entries()) {
+    await recordEvent(deps.audit, {
+      sessionId: input.sessionId,
+      key: `${input.key}/model-${i}`,
+      kind: 'model_call',
+      actor: 'agent',
+      data: { step: input.key, via: 'gateway', ...call },
+    });
+  }
+  const sum = (k: 'inputTokens' | 'outputTokens' | 'cachedTokens') => gateway.calls.reduce((n, c) => n + c[k], 0);
+  return {
+    calls: gateway.calls.length,
+    inputTokens: sum('inputTokens'),
+    outputTokens: sum('outputTokens'),
+    cachedTokens: sum('cachedTokens'),
+    costUsd: gateway.used.costUsd,
+    refused: gateway.refusals.length,
+    ...(gateway.stopped ? { stopped: gateway.stopped } : {}),
+    log,
+  };
 }
 
 /**
  * The runner itself failed (missing from the image, killed, no room for its
  * state): the step did not run to an exit code, so it cannot count as passed.
  */
-function runnerFailed(run: ExecResult, hidden: string[], egress: StepResult['egress']): StepResult {
+function runnerFailed(run: ExecResult, redactor: Redactor, egress: StepResult['egress']): StepResult {
   const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
   // A step's leftovers holding every process slot is the one limit that stops the runner itself.
   const failure = sandboxFault({ exitCode: -1, output: why, before: NO_COUNTS, after: NO_COUNTS });
   return {
     exitCode: -1,
     timedOut: false,
-    outputTail: scrub(`drydock-run failed: ${why}`, hidden),
+    outputTail: redactor.text(`drydock-run failed: ${why}`),
     ...(failure === 'pids' ? { failure } : {}),
     egress,
   };
@@ -211,15 +286,14 @@ function runnerFailed(run: ExecResult, hidden: string[], egress: StepResult['egr
 
 /** A command that ran to `exitCode`: its whole output to the artifact store, and the limit that stopped it, if any. */
 async function commandResult(
-  { sandboxes, artifacts, log }: ActivityDeps,
+  { sandboxes, artifacts, log, redactor }: ActivityDeps,
   input: StepInput,
   dir: string,
   exitCode: number,
-  hidden: string[],
   egress: StepResult['egress'],
 ): Promise<StepResult> {
   const { sandbox } = input;
-  const output = await scrubLarge((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
+  const output = await redactor.large((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString());
   const counters = (
     await sandboxes.exec(sandbox, [
       'sh',
@@ -259,14 +333,19 @@ async function commandResult(
  * CLI) can be followed live; returns `running`'s result.
  */
 async function streamOutput<T>(
-  { sandboxes, artifacts }: Pick<ActivityDeps, 'sandboxes' | 'artifacts'>,
+  { sandboxes, artifacts, redactor }: Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   to: { sessionId: string; sandbox: string; file: string; name: string },
   running: Promise<T>,
-  hidden: string[],
+  cli?: AgentCliName,
 ): Promise<T> {
+  // A secret cut in two by a chunk boundary is held until it can be recognised whole.
+  const stream = redactor.stream();
   let copied = 0;
   let last = '';
   let done = false;
+  let partial = '';
+  let lines: string[] = [];
+  let lastTool: string | undefined;
   const finished = running.finally(() => (done = true));
   // Handled at once: an exec on a dead sandbox rejects within milliseconds, while the
   // put below is still awaited; the caller still gets the rejection from the return.
@@ -287,10 +366,22 @@ async function streamOutput<T>(
       .catch(() => undefined);
     if (!chunk?.stdout.length) continue;
     copied += chunk.stdout.length;
-    const text = scrub(chunk.stdout.toString(), hidden);
+    const text = stream.push(chunk.stdout.toString());
     await artifacts.append(to.sessionId, to.name, text);
     last = tail(last + text);
-    reportProgress({ outputTail: last, bytes: copied });
+    if (!cli) {
+      reportProgress({ outputTail: last, bytes: copied });
+      continue;
+    }
+    // An agent CLI's JSON events, as lines for people; a line cut by the chunk's end is read next time.
+    partial += text;
+    const complete = partial.lastIndexOf('\n') + 1;
+    const progress = cliProgress(cli, partial.slice(0, complete));
+    partial = partial.slice(complete);
+    if (partial.length > 1 << 20) partial = ''; // one line over 1 MiB is not progress
+    lines = [...lines, ...progress.lines].slice(-10);
+    lastTool = progress.lastTool ?? lastTool;
+    reportProgress({ progress: lines, lastTool, bytes: copied });
   }
   return finished;
 }

@@ -3,16 +3,18 @@
  * and comes out of provisioning, steps, commits and teardown. Types only, so
  * workflow code can `import type` them.
  */
+import type { GitIdentity } from '../lib/git';
 import type { ScriptStep } from '../workflows/input';
 import type { EgressRule } from '../lib/egress';
 import type { SandboxFault } from '../lib/sandbox';
 import type { SetupEgressRule } from '../lib/snapshots';
+import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
 
 export interface ProvisionInput {
   sessionId: string;
   repo: { url: string; ref?: string };
-  /** tmpBytes: the size of /tmp (it counts against the memory limit). */
-  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number };
+  /** tmpBytes: the size of /tmp (it counts against the memory limit); diskBytes: /workspace and home together. */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number; diskBytes: number };
   /** ISO time after which the reaper may remove the sandbox. */
   expiresAt: string;
   /**
@@ -81,6 +83,30 @@ export interface StepInput {
   secrets?: string[];
   /** An agent step: when it ends, the working tree against this base commit is the session's new checkpoint. */
   checkpointBase?: string;
+  /**
+   * An agent CLI's step: its model calls go through the model gateway
+   * (lib/model-gateway.ts), open for this step only, with what the session
+   * may still spend; `cli` names the CLI whose JSON events become progress.
+   */
+  gateway?: { cli: AgentCliName; protocol: ModelProtocol; maxCalls?: number; maxTokens?: number; maxCostUsd?: number };
+}
+
+/** What an agent CLI's model calls used through the gateway in one step. */
+export interface GatewayResult {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  costUsd: number;
+  /** Requests refused: another path or host, a tunnel, or a spent budget. */
+  refused: number;
+  /** The budget that made the gateway stop forwarding. */
+  stopped?: 'max_turns' | 'max_tokens' | 'max_cost';
+  /** Every call and refusal (artifact). */
+  log: string;
+  /** The CLI's progress: its last tool call and its final answer. */
+  lastTool?: string;
+  final?: string;
 }
 
 export interface StepResult {
@@ -92,31 +118,39 @@ export interface StepResult {
   failure?: SandboxFault;
   /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
   egress?: { allowed: number; refused: number; log: string };
+  gateway?: GatewayResult;
 }
 
-export interface CommitInput {
-  sandbox: string;
+/** The change of a session as drydock commits it (activities/commit.ts). */
+export interface ChangeSpec {
   sessionId: string;
   repoUrl: string;
   branch: string;
+  /** The commit's subject; drydock adds the trailers. */
   message: string;
+  /** Names the agent in the commit's Drydock-Agent trailer. */
+  agent: string;
+  /** The commit the sandbox was provisioned at (its snapshot's base). */
   baseCommit: string;
-  /**
-   * The new commit's parent: baseCommit for a session's first round, the
-   * commit pushed last for a follow-up round (fetched from the worker's
-   * mirror when the sandbox lacks it), so the branch moves forward only.
-   */
+  /** The only parent of drydock's commit: the base, or in a later round the commit pushed before. */
   parent: string;
   /** The commit's date: the same tree committed again (in a replacement sandbox) is the same commit. */
   date: string;
 }
 
+export interface CommitInput extends ChangeSpec {
+  sandbox: string;
+}
+
 export interface CommitResult {
+  /** drydock's commit: the approved tree on the parent, by `author`, with the session's trailers. */
   commit: string;
   changed: boolean;
   diffstat: string;
-  /** sha256 of the target branch and the whole diff: what an approval binds to. */
+  /** sha256 of the target branch, the parent and the tree: what an approval binds to. */
   changeHash: string;
+  /** Author and committer of the commit (the worker's identity). */
+  author: GitIdentity;
   /** Artifact reference of the whole diff, for the review console. */
   diff?: string;
 }

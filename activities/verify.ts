@@ -108,7 +108,7 @@ async function reportsWrittenDuring(
     .filter((f) => f && USUAL_REPORT.test(`/${f}`));
 }
 
-export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDeps) {
+export function createVerifyActivities({ sandboxes, artifacts, log, redactor }: ActivityDeps) {
   /** A file of the sandbox, copied to the artifact store; returns its reference. */
   async function copyOut(sandbox: string, sessionId: string, file: string, name: string): Promise<string> {
     const content = (await sandboxes.exec(sandbox, ['cat', file])).stdout;
@@ -133,8 +133,12 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
         if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
       }
       if (documents.length === 0) return undefined;
-      for (const d of documents) await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
-      return parseJUnit(documents);
+      for (const d of documents) {
+        d.content = await redactor.large(d.content);
+        await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
+      }
+      // Scrubbed again once parsed: an XML escape in the file can hide a secret from the first pass.
+      return redactor.value(parseJUnit(documents));
     },
 
     /**
@@ -182,6 +186,7 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
           failedRequests: [],
         };
       }
+      raw = redactor.value(raw);
       raw.consoleErrors = boundMessages(raw.consoleErrors);
       raw.failedRequests = boundMessages(raw.failedRequests);
       // The app, and whatever it started: nothing of it runs on while the change is exported.
@@ -195,12 +200,14 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
         const { file, ...rest } = shot;
         screenshots.push(file ? { ...rest, screenshot: await copy(file) } : rest);
       }
-      const appLog = (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout;
+      const appLog = await redactor.large(
+        (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout.toString(),
+      );
       const result: BrowserResult = {
         ...raw,
         url: browser.url,
         screenshots,
-        appLogTail: tail(appLog.toString(), 1_000),
+        appLogTail: tail(appLog, 1_000),
         appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
         durationMs: Date.now() - started,
       };

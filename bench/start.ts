@@ -17,7 +17,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { SnapshotBuildResult } from '../activities/snapshot';
 import { addRepo } from '../cli/snapshots';
-import { snapshotScheduleId } from '../lib/snapshots';
+import { deleteSnapshotSchedules } from '../lib/snapshots';
 import { startNpmRegistry } from '../test/npm-registry';
 import type { SessionStatus } from '../workflows/api';
 import { atExit, benchMain, startStack } from './stack';
@@ -37,7 +37,7 @@ async function main(): Promise<string> {
   const setup = `npm_config_noproxy=none.invalid npm ci --registry ${registry.url} --no-audit --no-fund --loglevel=error && npm run build`;
   await addRepo(client, config, repo.url, { setup, every: '30m', allow: [`127.0.0.1:${registry.port}`] });
   // Cold runs must not race a build their own cold start would request.
-  await client.schedule.getHandle(snapshotScheduleId(repo.url)).delete();
+  await deleteSnapshotSchedules(client, repo.url, [config.DRYDOCK_HOST_ID]);
 
   /** Milliseconds from starting the session to its first command running in the sandbox. */
   async function sessionStart(ref?: string): Promise<{ ms: number; status: SessionStatus }> {

@@ -7,12 +7,13 @@ import { userInfo } from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { isSafeSessionId } from '../lib/artifacts';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
-import { connectClient, sessionLink } from '../lib/temporal';
-import { createWorker, drainOnSignals, forwardTemporalLogs, logUnhandledRejections } from '../workers/worker';
+import { sessionLink } from '../lib/temporal';
+import { connectClient, connectWorker } from '../lib/temporal-connection';
+import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
+import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
@@ -58,10 +59,10 @@ program
   .description(`Run a worker on the task queue (${config.DRYDOCK_TASK_QUEUE}) and this host's queue`)
   .action(async () => {
     const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
-    forwardTemporalLogs(log);
+    const sdkMetricsUrl = await installTemporalRuntime(log, config);
     logUnhandledRejections(log);
-    const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-    const worker = await createWorker({ config, connection, log });
+    const connection = await connectWorker(config);
+    const worker = await createWorker({ config, connection, log, sdkMetricsUrl });
     drainOnSignals(worker, config, log);
     await worker.run();
     await connection.close();
@@ -134,11 +135,10 @@ program
   .option('--model <name>', 'use the built-in agent loop (agent.kind openai) with this model')
   .option('--base-url <url>', "the model's chat-completions base URL (default: the worker's)")
   .addOption(
-    new Option('--agent-cli <template>', 'run an agent CLI from the sandbox image (agent.kind cli)').choices([
-      'opencode',
-      'claude',
-      'codex',
-    ]),
+    new Option(
+      '--agent-cli <name>',
+      'run Claude Code, Codex or opencode (agent.kind cli; --model picks its model)',
+    ).choices(['opencode', 'claude', 'codex']),
   )
   .option('--test <command>', 'verification command; its exit code decides')
   .option('--approver <name>', "who may approve; repeatable (a subset of the server's approvers)", collect)
@@ -300,12 +300,14 @@ repoCommand
   .option('--max-disk <size>', 'most disk a session may use')
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
-    const { registration, scheduleId } = await addRepo(await connectClient(config), config, url, opts);
+    const { registration, scheduleIds } = await addRepo(await connectClient(config), config, url, opts);
+    const hosts = scheduleIds.length
+      ? `each host (${scheduleIds.length} now) refreshes its snapshot every ${opts.every}`
+      : 'no worker has started yet: each refreshes its snapshot once it does';
     console.log(
       opts.json
-        ? JSON.stringify({ ...registration, scheduleId })
-        : `registered ${registration.name} (${url}): schedule ${scheduleId} refreshes its snapshot every ${opts.every}; ` +
-            `build one now with: bin/drydock snapshot build ${url}`,
+        ? JSON.stringify({ ...registration, scheduleIds })
+        : `registered ${registration.name} (${url}): ${hosts}; build one now with: bin/drydock snapshot build ${url}`,
     );
   });
 

@@ -79,7 +79,7 @@ function unansweredText(u: Unanswered): string {
 /** The agent's progress: model, turn, round, tokens, cost, last tool, why it stopped. */
 export function agentLine(a: AgentProgress): string {
   return [
-    a.kind === 'openai' ? `${a.kind} ${a.model ?? ''}`.trim() : a.kind,
+    a.kind && a.kind !== 'script' ? `${a.kind} ${a.model ?? ''}`.trim() : a.kind,
     a.turn !== undefined ? `turn ${a.turn}` : undefined,
     a.round !== undefined ? `round ${a.round}` : undefined,
     a.usage ? `${a.usage.totalTokens} tokens` : undefined,

@@ -6,10 +6,10 @@ import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
 import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../lib/repos';
 import {
-  ensureSnapshotSchedule,
+  ensureSnapshotSchedules,
   REGISTRATION_DEFAULTS,
   SnapshotRegistry,
-  snapshotScheduleId,
+  repoSlug,
   type RepoRegistration,
   type SetupEgressRule,
   type SnapshotBuildRow,
@@ -67,7 +67,7 @@ export async function addRepo(
   config: Config,
   url: string,
   opts: AddRepoOptions,
-): Promise<{ registration: RepoRegistration & { name: string }; scheduleId: string }> {
+): Promise<{ registration: RepoRegistration & { name: string }; scheduleIds: string[] }> {
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
   if (!Number.isInteger(keep) || keep < 1) throw new SnapshotUsageError(`--keep: expected a whole number ≥ 1`);
   const name = opts.name ?? repoNameOf(url);
@@ -86,16 +86,18 @@ export async function addRepo(
     maxima: parseMaxima(opts),
     approvers: opts.approver ?? [],
   };
-  await withRegistry(config, async (registry, pool) => {
+  const hosts = await withRegistry(config, async (registry, pool) => {
     await registry.upsertRepo(registration);
     await new RepoRegistry(pool).setLimits(url, name, limits);
+    return registry.hosts();
   });
-  const scheduleId = await ensureSnapshotSchedule(client, {
-    repo: url,
-    everyMs: registration.everyMs,
+  // Every known host refreshes it on its own schedule; a host whose worker starts later adds its own.
+  const scheduleIds = await ensureSnapshotSchedules(client, {
+    repos: [registration],
+    hosts,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
   });
-  return { registration: { ...registration, name, ...limits }, scheduleId };
+  return { registration: { ...registration, name, ...limits }, scheduleIds };
 }
 
 function parseSecrets(names: string[]): string[] {
@@ -196,7 +198,7 @@ export async function buildSnapshot(
   repo: string,
   opts: { detach: boolean; json: boolean },
 ): Promise<number> {
-  const workflowId = `${snapshotScheduleId(repo)}-manual-${Date.now().toString(36)}`;
+  const workflowId = `drydock-snapshot-${repoSlug(repo)}-manual-${Date.now().toString(36)}`;
   const handle = await client.workflow.start('refreshSnapshot', {
     workflowId,
     taskQueue: config.DRYDOCK_TASK_QUEUE,

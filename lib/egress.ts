@@ -18,12 +18,15 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Logger } from './log';
 import type { EgressRule } from '../workflows/rules/egress';
+import { egressRefusals } from './metrics';
 
 export type { EgressRule } from '../workflows/rules/egress';
 
 /** Where the host's proxy socket appears inside the sandbox. */
 export const SANDBOX_EGRESS_DIR = '/run/drydock';
 export const SANDBOX_EGRESS_SOCKET = `${SANDBOX_EGRESS_DIR}/egress.sock`;
+/** The model gateway's socket (lib/model-gateway.ts), beside the egress proxy's. */
+export const SANDBOX_GATEWAY_SOCKET = `${SANDBOX_EGRESS_DIR}/model.sock`;
 /** The forwarder's port on the sandbox's loopback. */
 export const EGRESS_PORT = 3128;
 
@@ -326,6 +329,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   /** Keeps and logs a record while there is room; past it, counts only (a flood must not grow the worker). */
   function keep(record: EgressRecord): void {
     counts[record.allowed ? 'allowed' : 'refused']++;
+    if (!record.allowed) egressRefusals.inc();
     if (records.length < maxRecords) {
       records.push(record);
       opts.log.info(record, record.allowed ? 'egress allowed' : 'egress refused');

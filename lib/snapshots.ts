@@ -95,10 +95,19 @@ export function snapshotImageTag(repo: string, commit: string, buildId: string):
   return `drydock-snapshot-${repoSlug(repo)}:${commit.slice(0, 12)}-${build}`;
 }
 
-/** The Temporal Schedule that refreshes a repo's snapshot. */
-export function snapshotScheduleId(repo: string): string {
-  return `drydock-snapshot-${repoSlug(repo)}`;
+/** The Temporal Schedule that refreshes a repo's snapshot on one host. */
+export function snapshotScheduleId(repo: string, host: string): string {
+  return `drydock-snapshot-${repoSlug(repo)}@${host}`;
 }
+
+/** A Docker host with a worker: its id and its task queue (`<queue>@<host id>`). */
+export interface HostRow {
+  id: string;
+  queue: string;
+}
+
+/** Hosts not seen for this long (no worker start, no reaper run) get no new schedules. */
+const HOST_SEEN_WITHIN = '1 day';
 
 /** The audit chain of a repo's snapshot builds. */
 export function snapshotAuditId(repo: string): string {
@@ -174,6 +183,22 @@ export class SnapshotRegistry {
   async repos(): Promise<RepoRegistration[]> {
     const { rows } = await this.pool.query('select * from snapshot_repos order by repo');
     return rows.map(repoFromDb);
+  }
+
+  /** This host runs a worker now (its start, each reaper run). */
+  async recordHost(host: HostRow): Promise<void> {
+    await this.pool.query(
+      `insert into hosts (id, queue) values ($1, $2) on conflict (id) do update set queue = $2, seen_at = now()`,
+      [host.id, host.queue],
+    );
+  }
+
+  /** The hosts seen lately: each gets a refresh schedule for every repo. */
+  async hosts(): Promise<HostRow[]> {
+    const { rows } = await this.pool.query<HostRow>(
+      `select id, queue from hosts where seen_at > now() - interval '${HOST_SEEN_WITHIN}' order by id`,
+    );
+    return rows;
   }
 
   /** Records a build as started; a retry finds the row it wrote. */
@@ -272,20 +297,21 @@ function buildFromDb(r: Record<string, any>): SnapshotBuildRow {
 }
 
 /**
- * Creates (or updates) the Schedule that runs `refreshSnapshot` for a repo
- * every `everyMs`, overlaps skipped.
+ * Creates (or updates) the Schedule that runs `refreshSnapshot` for a repo on
+ * one host every `everyMs`, overlaps skipped. Each host builds its own
+ * snapshot: images stay on the engine that built them (there is no registry).
  */
-export async function ensureSnapshotSchedule(
+async function ensureSnapshotSchedule(
   client: Client,
-  opts: { repo: string; everyMs: number; taskQueue: string },
+  opts: { repo: string; everyMs: number; taskQueue: string; host: HostRow },
 ): Promise<string> {
-  const scheduleId = snapshotScheduleId(opts.repo);
+  const scheduleId = snapshotScheduleId(opts.repo, opts.host.id);
   const action = {
     type: 'startWorkflow' as const,
     workflowType: 'refreshSnapshot',
     workflowId: scheduleId,
     taskQueue: opts.taskQueue,
-    args: [{ repo: opts.repo }],
+    args: [{ repo: opts.repo, hostQueue: opts.host.queue }],
   };
   try {
     await client.schedule.create({
@@ -306,10 +332,41 @@ export async function ensureSnapshotSchedule(
   return scheduleId;
 }
 
-/** Runs the repo's refresh now (skipped if one is running); false when the repo has no schedule. */
-export async function triggerSnapshotBuild(client: Client, repo: string): Promise<boolean> {
+/**
+ * The refresh schedules of these repos on these hosts: a new repo on every
+ * known host (`repo add`), every repo on a host whose worker starts.
+ */
+export async function ensureSnapshotSchedules(
+  client: Client,
+  opts: { repos: RepoRegistration[]; hosts: HostRow[]; taskQueue: string },
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const reg of opts.repos) {
+    for (const host of opts.hosts) {
+      ids.push(
+        await ensureSnapshotSchedule(client, { repo: reg.repo, everyMs: reg.everyMs, taskQueue: opts.taskQueue, host }),
+      );
+    }
+  }
+  return ids;
+}
+
+/** Deletes a repo's refresh schedule on each of these hosts (those already gone are skipped). */
+export async function deleteSnapshotSchedules(client: Client, repo: string, hosts: string[]): Promise<void> {
+  for (const host of hosts) {
+    await client.schedule
+      .getHandle(snapshotScheduleId(repo, host))
+      .delete()
+      .catch((err: unknown) => {
+        if (!(err instanceof ScheduleNotFoundError)) throw err;
+      });
+  }
+}
+
+/** Runs the repo's refresh on this host now (skipped if one is running); false when it has no schedule there. */
+export async function triggerSnapshotBuild(client: Client, repo: string, host: string): Promise<boolean> {
   try {
-    await client.schedule.getHandle(snapshotScheduleId(repo)).trigger();
+    await client.schedule.getHandle(snapshotScheduleId(repo, host)).trigger();
     return true;
   } catch (err) {
     if (err instanceof ScheduleNotFoundError) return false;

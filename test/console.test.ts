@@ -4,15 +4,18 @@
  * approves it in the review console, in a real headless Chromium
  * (playwright-core, Debian's chromium). Also the JSON API with its tokens.
  */
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { status, type SessionStatus } from '../workflows/api';
+import { startFakeProviders, type FakeProviders } from './fake-providers';
 import {
   git,
   inPhase,
   makeFixtureRepo,
   newSessionId,
   runCli,
+  scriptedSession,
   startServe,
+  startSession,
   startStack,
   waitForStatus,
   type TestStack,
@@ -26,10 +29,19 @@ let serve: Awaited<ReturnType<typeof startServe>>;
 let browser: Browser;
 let fixture: { url: string; bare: string };
 
+const MODEL_KEY = 'sk-console-0123456789abcdef';
+let model: FakeProviders;
+
 beforeAll(async () => {
   fixture = await makeFixtureRepo();
+  model = await startFakeProviders({ apiKey: MODEL_KEY });
   // The server's default policy: every irreversible action waits for a person.
-  stack = await startStack();
+  stack = await startStack({
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'anthropic',
+    DRYDOCK_MODEL_API_KEY: MODEL_KEY,
+    DRYDOCK_MODEL_PRICES: { 'fake-1': { input: 1, output: 2 } },
+  });
   serve = await startServe(stack, {
     DRYDOCK_API_TOKENS: `alice=${ALICE},bob=${BOB}`,
     DRYDOCK_REPOS: [`acme/fixture=${fixture.url}`],
@@ -51,6 +63,99 @@ afterAll(async () => {
   await browser?.close();
   await serve?.close();
   await stack?.stop();
+  await model?.close();
+});
+
+/** A signed-in console page (alice). */
+async function signedIn(): Promise<Page> {
+  const page = await browser.newPage();
+  await page.goto(serve.url);
+  await page.fill('input[name=token]', ALICE);
+  await page.click('button[type=submit]');
+  return page;
+}
+
+test('the session page keeps up without a reload: phases and the running step stream in; the diff is per file with line numbers', async () => {
+  const id = newSessionId('live');
+  sessionsToEnd.push(id);
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(
+      fixture.url,
+      'a slow change',
+      'echo step-started; sleep 6; echo "<b>live</b>" >> README.md; echo x > NEW.txt',
+    ),
+  );
+  const page = await signedIn();
+  try {
+    await page.goto(`${serve.url}/sessions/${id}`);
+    // Marks this document: a reload would lose it.
+    await page.evaluate(() => Object.assign(window, { drydockMarker: 1 }));
+    expect(await page.textContent('#phase')).not.toBe('awaiting_approval');
+    await page.waitForFunction(() => document.getElementById('running')?.textContent?.includes('step-started'), null, {
+      timeout: 90_000,
+    });
+    await page.waitForFunction(() => document.getElementById('phase')?.textContent === 'awaiting_approval', null, {
+      timeout: 90_000,
+    });
+    expect(await page.evaluate(() => (window as unknown as { drydockMarker?: number }).drydockMarker)).toBe(1);
+    // One collapsible section per file, with line numbers; the change's HTML is shown as text.
+    expect(await page.locator('#diff details.file summary').allTextContents()).toEqual([
+      expect.stringContaining('NEW.txt'),
+      expect.stringContaining('README.md'),
+    ]);
+    expect(await page.locator('#diff .d2h-code-linenumber').count()).toBeGreaterThan(0);
+    expect(await page.locator('#diff b').count()).toBe(0);
+    expect(await page.textContent('#diff')).toContain('<b>live</b>');
+    await page.click('#diff details.file summary >> nth=0');
+    expect(await page.locator('#diff details.file >> nth=0').evaluate((d: HTMLDetailsElement) => d.open)).toBe(false);
+    // The approve button still works on the redrawn part.
+    await page.click('button[data-decision=reject]');
+    await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    await page.waitForFunction(() => document.getElementById('live-state')?.textContent === 'ended', null, {
+      timeout: 60_000,
+    });
+    expect(await page.textContent('#phase')).toBe('rejected');
+  } finally {
+    await page.close();
+  }
+  expect((await handle.result()) as SessionStatus).toMatchObject({ phase: 'rejected' });
+});
+
+test("a model-driven session's agent panel shows its model, turns, tokens and cost, live", async () => {
+  const id = newSessionId('live-model');
+  sessionsToEnd.push(id);
+  model.script([
+    { text: 'Reading.', toolCalls: [{ name: 'run', arguments: { command: 'sleep 4; cat README.md' } }] },
+    { text: 'Nothing to change: the README is fine.' },
+  ]);
+  const page = await signedIn();
+  try {
+    const handle = await startSession(stack, id, {
+      repo: { url: fixture.url },
+      task: 'look at the README',
+      agent: { kind: 'openai', model: 'fake-1' },
+    });
+    await page.goto(`${serve.url}/sessions/${id}`);
+    await page.waitForFunction(() => document.getElementById('live-state')?.textContent === 'ended', null, {
+      timeout: 120_000,
+    });
+    const final = (await handle.result()) as SessionStatus;
+    expect(final.agent).toMatchObject({ kind: 'openai', model: 'fake-1', turn: 2 });
+    expect(await page.textContent('#agent .agent-kind')).toBe('openai');
+    expect(await page.textContent('#agent .agent-model')).toBe('fake-1');
+    expect(await page.textContent('#agent .agent-turns')).toBe('2');
+    expect(await page.textContent('#agent .agent-tokens')).toBe(
+      `${final.agent!.usage!.totalTokens} (${final.agent!.usage!.promptTokens} in, ${final.agent!.usage!.completionTokens} out)`,
+    );
+    expect(await page.textContent('#agent .agent-cost')).toBe(`$${final.agent!.costUsd!.toFixed(4)}`);
+    expect(final.agent!.costUsd).toBeGreaterThan(0);
+    expect(await page.textContent('#summary')).toContain('Nothing to change');
+    expect(await page.locator('#agent a', { hasText: 'transcript' }).count()).toBe(1);
+  } finally {
+    await page.close();
+  }
 });
 
 let demo: { sessionId: string; phase: string; console: string };
@@ -92,8 +197,9 @@ test('the console: a wrong token is refused; the awaiting session is listed; its
     await awaiting.locator(`a[href="/sessions/${demo.sessionId}"]`).click();
 
     expect(await page.textContent('#phase')).toBe('awaiting_approval');
-    expect(await page.textContent('#diff')).toContain('+exports.add = (a, b) => a + b;');
-    expect(await page.textContent('#diff')).toContain('-exports.add = (a, b) => a - b;');
+    const lines = (kind: string) => page.locator(`#diff .d2h-${kind} .d2h-code-line-ctn`).allTextContents();
+    expect(await lines('ins')).toContain('exports.add = (a, b) => a + b;');
+    expect(await lines('del')).toContain('exports.add = (a, b) => a - b;');
     expect(await page.textContent('#tests')).toContain('passed: node test.js (3 tests: 3 passed, 0 failed, 0 skipped)');
     const shot = page.locator('#screenshots img').first();
     // The screenshot really loaded (served from the artifact store), and it is the app's page.
@@ -115,7 +221,7 @@ test('the console: a wrong token is refused; the awaiting session is listed; its
     await metrics.goto(serve.url);
     await metrics.fill('input[name=token]', ALICE);
     await metrics.click('button[type=submit]');
-    await metrics.goto(`${serve.url}/metrics?since=1h&repo=${encodeURIComponent(final.repo)}`);
+    await metrics.goto(`${serve.url}/report?since=1h&repo=${encodeURIComponent(final.repo)}`);
     const cells = await metrics.locator('#metrics tr').allTextContents();
     expect(cells).toEqual(expect.arrayContaining(['sessions1', 'approved1', 'acceptance rate1']));
   } finally {

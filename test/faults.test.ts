@@ -22,6 +22,7 @@ import {
   approveAs,
   connectClient,
   containersOf,
+  docker,
   freePort,
   git,
   makeFixtureRepo,
@@ -30,6 +31,7 @@ import {
   startSession,
   waitForStatus,
 } from './helpers';
+import { containersOn, secondDockerHost } from './docker-hosts';
 import { recordHistory, replayHistory } from './histories';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from './workers';
 
@@ -318,12 +320,19 @@ test('the Temporal server stops and starts again (same database file) during a s
   }
 }, 180_000);
 
-test('two hosts: sandbox activities stay on the owner; kill it → the session moves to the other host', async () => {
+test('two Docker hosts: sandbox activities stay on the owner; kill it → the session moves to the other host', async () => {
   const repo = await makeFixtureRepo();
   const queue = newQueue('fault');
+  // Host a is this machine's engine, host b a second engine with its own socket and data root.
+  const second = await secondDockerHost();
+  const engines = { [`${queue}-a`]: docker, [`${queue}-b`]: second.docker };
   // A lost host is noticed after the heartbeat timeout (10 s) and this much of silence on its queue.
-  const envs = ['a', 'b'].map((h) =>
-    faultEnv(queue, { DRYDOCK_HOST_ID: `${queue}-${h}`, DRYDOCK_HOST_TIMEOUT: '10s' }),
+  const envs = (['a', 'b'] as const).map((h) =>
+    faultEnv(queue, {
+      DRYDOCK_HOST_ID: `${queue}-${h}`,
+      DRYDOCK_HOST_TIMEOUT: '10s',
+      ...(h === 'b' ? { DOCKER_HOST: second.dockerHost } : {}),
+    }),
   );
   const [envA, envB] = await Promise.all(envs);
   const hosts = new Map([
@@ -335,6 +344,10 @@ test('two hosts: sandbox activities stay on the owner; kill it → the session m
   const handle = await startOn(client, { DRYDOCK_TASK_QUEUE: queue }, id, session(repo.url));
   const running = await waitForStatus(handle, stepRunning(2), 90_000);
   const owner = running.sandbox!.host;
+  // The sandbox is on its host's own engine, and only there.
+  const notOwner = Object.keys(engines).find((h) => h !== owner)!;
+  expect(await containersOn(engines[owner]!, id)).toHaveLength(1);
+  expect(await containersOn(engines[notOwner]!, id)).toHaveLength(0);
   await new Promise((r) => setTimeout(r, 1500));
   await hosts.get(owner)!.worker.kill();
   const faultAt = Date.now();
@@ -361,13 +374,14 @@ test('two hosts: sandbox activities stay on the owner; kill it → the session m
   expect([...queues].sort()).toEqual([`${queue}@${owner}`, `${queue}@${other}`].sort());
 
   // The lost host's container outlives it; when the host comes back its reaper removes it.
-  expect((await containersOf(id)).map((c) => c.Labels['drydock.host'])).toEqual([owner]);
+  expect((await containersOn(engines[owner]!, id)).map((c) => c.Labels['drydock.host'])).toEqual([owner]);
   const back = startWorkerProcess(hosts.get(owner)!.env);
   await back.ready;
   await client.schedule.getHandle(`drydock-reaper-${owner}`).trigger();
   const deadline = Date.now() + 60_000;
-  while ((await containersOf(id)).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
-  expect(await containersOf(id)).toHaveLength(0);
+  const left = () => containersOn(engines[owner]!, id);
+  while ((await left()).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+  expect(await left()).toHaveLength(0);
   await replays(handle, 'host-lost');
 }, 240_000);
 

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import type { WorkflowFailedError } from '@temporalio/client';
 import type { SnapshotBuildResult } from '../activities/snapshot';
 import { addRepo } from '../cli/snapshots';
-import { snapshotScheduleId, SNAPSHOT_LABELS } from '../lib/snapshots';
+import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../lib/snapshots';
 import type { SessionStatus } from '../workflows/api';
 import { docker, makeSnapshotRepo, newSessionId, startSession, startStack, type TestStack } from './helpers';
 
@@ -50,12 +50,7 @@ afterAll(async () => {
     if (urls.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? ''))
       await docker.getImage(image.Id).remove({ force: true });
   }
-  for (const { url, stack } of repos) {
-    await stack.client.schedule
-      .getHandle(snapshotScheduleId(url))
-      .delete()
-      .catch(() => undefined);
-  }
+  for (const { url, stack } of repos) await deleteSnapshotSchedules(stack.client, url, [stack.config.DRYDOCK_HOST_ID]);
   await Promise.all([trusting?.stop(), plain?.stop()]);
 });
 

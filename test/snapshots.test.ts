@@ -87,11 +87,13 @@ test('repo add (CLI) creates the schedule and registration; snapshot build (CLI)
     env,
   );
   expect(added).toMatchObject({ code: 0, stderr: '' });
-  const schedule = await stack.client.schedule.getHandle(snapshotScheduleId(repo.url)).describe();
+  // The stack's worker recorded its host at start: the repo gets a refresh schedule there.
+  const host = stack.config.DRYDOCK_HOST_ID;
+  const schedule = await stack.client.schedule.getHandle(snapshotScheduleId(repo.url, host)).describe();
   expect(schedule.action).toMatchObject({
     type: 'startWorkflow',
     workflowType: 'refreshSnapshot',
-    args: [{ repo: repo.url }],
+    args: [{ repo: repo.url, hostQueue: `${stack.config.DRYDOCK_TASK_QUEUE}@${host}` }],
     taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
   });
   expect(schedule.spec.intervals).toMatchObject([{ every: 45 * 60_000 }]);

@@ -1,6 +1,6 @@
 /** Snapshot builds for tests, and their removal afterwards. */
 import type { SnapshotBuildResult } from '../activities/snapshot';
-import { snapshotScheduleId, SNAPSHOT_LABELS } from '../lib/snapshots';
+import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../lib/snapshots';
 import { docker, newSessionId, type TestStack } from './helpers';
 
 /** Builds a snapshot of `repo` now, as its schedule would: one refreshSnapshot workflow. */
@@ -19,10 +19,5 @@ export async function removeSnapshots(stack: TestStack, repos: string[]): Promis
       await docker.getImage(image.Id).remove({ force: true });
     }
   }
-  for (const repo of repos) {
-    await stack.client.schedule
-      .getHandle(snapshotScheduleId(repo))
-      .delete()
-      .catch(() => undefined);
-  }
+  for (const repo of repos) await deleteSnapshotSchedules(stack.client, repo, [stack.config.DRYDOCK_HOST_ID]);
 }

@@ -3,6 +3,7 @@
  * script is the Approve / Reject handler (inline, allowed by a per-response
  * nonce in the Content-Security-Policy); everything else works without it.
  */
+import { html as diffToHtml, parse as parseDiff } from 'diff2html';
 import { reportRows, type Report } from '../lib/report';
 import type { SessionRow } from '../lib/sessions';
 import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord, type Unanswered } from '../workflows/api';
@@ -22,17 +23,21 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.25rem .
 pre{background:#f6f8fa;padding:.6rem;overflow:auto;max-height:32rem}.add{color:#116329}.del{color:#a40e26}
 .phase{font-weight:600}.ok{color:#116329}.bad{color:#a40e26}.pending{background:#fff8c5;padding:.6rem 1rem;border:1px solid #d4a72c}
 img.shot{max-width:100%;border:1px solid #ccc;margin:.3rem 0}button{font-size:1rem;margin-right:.5rem;padding:.3rem .9rem}
-header{display:flex;justify-content:space-between;align-items:baseline}`;
+header{display:flex;justify-content:space-between;align-items:baseline}details.file{margin:.4rem 0}details.file>summary{cursor:pointer;padding:.2rem 0}`;
 
 /** A whole page; `nonce` allows its one inline script. */
-export function page(title: string, body: string, opts: { nonce?: string; script?: string; who?: string } = {}) {
+export function page(
+  title: string,
+  body: string,
+  opts: { nonce?: string; script?: string; who?: string; head?: string } = {},
+) {
   const script = opts.script && opts.nonce ? `<script nonce="${opts.nonce}">${opts.script}</script>` : '';
   const who = opts.who
     ? `<form method="post" action="/logout">${esc(opts.who)} <button type="submit">sign out</button></form>`
     : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · drydock</title>
-<meta name="viewport" content="width=device-width,initial-scale=1"><style>${STYLE}</style></head>
-<body><header><span><a href="/">drydock review console</a> · <a href="/metrics">metrics</a></span>${who}</header>${body}${script}</body></html>`;
+<meta name="viewport" content="width=device-width,initial-scale=1">${opts.head ?? ''}<style>${STYLE}</style></head>
+<body><header><span><a href="/">drydock review console</a> · <a href="/report">report</a></span>${who}</header>${body}${script}</body></html>`;
 }
 
 export function loginPage(message?: string): string {
@@ -82,16 +87,24 @@ function timelineRow(step: StepRecord): string {
   return `<tr><td>${esc(step.name)}</td><td>${esc(step.phase)}</td><td>${mark}</td><td>${seconds(step.durationMs)}</td><td>${esc(step.detail ?? exit)}</td></tr>`;
 }
 
-function diffHtml(diff: string): string {
-  return diff
-    .split('\n')
-    .map((line) =>
-      /^\+(?!\+\+)/.test(line)
-        ? `<span class="add">${esc(line)}</span>`
-        : /^-(?!--)/.test(line)
-          ? `<span class="del">${esc(line)}</span>`
-          : esc(line),
-    )
+/**
+ * The change, one collapsible section per file with line numbers, rendered
+ * here by diff2html (its stylesheet is served from the project, /assets).
+ */
+export function diffHtml(diff: string): string {
+  const files = parseDiff(diff);
+  if (files.length === 0) return `<pre>${esc(diff)}</pre>`;
+  return files
+    .map((file) => {
+      const name =
+        file.oldName !== file.newName && file.oldName !== '/dev/null' && file.newName !== '/dev/null'
+          ? `${file.oldName} → ${file.newName}`
+          : file.newName === '/dev/null'
+            ? file.oldName
+            : file.newName;
+      const body = diffToHtml([file], { drawFileList: false, outputFormat: 'line-by-line', matching: 'none' });
+      return `<details open class="file"><summary><code>${esc(name)}</code> <span class="add">+${file.addedLines}</span> <span class="del">−${file.deletedLines}</span></summary>${body}</details>`;
+    })
     .join('\n');
 }
 
@@ -107,72 +120,131 @@ function unansweredBanner(u: Unanswered): string {
   return `<section class="pending" id="unanswered"><p>Last known state: ${esc(u.message)}${since}.</p>${pending ? `<ul>${pending}</ul>` : ''}</section>`;
 }
 
+/** What a session page shows besides the status: the whole diff, and the running step's output so far. */
+export interface LiveExtras {
+  diff?: string;
+  /** The tail of the running step's streamed output. */
+  running?: string;
+}
+
 /** One session for a reviewer: what was asked, what changed, how it was checked, and the decision. */
 export function sessionPage(
   s: SessionStatus,
-  extra: { diff?: string; who: string; nonce: string; temporalLink: string },
+  extra: LiveExtras & { who: string; nonce: string; temporalLink: string },
 ): string {
-  const v = s.verification;
+  const body = `<h1>${esc(s.sessionId)}: <span class="phase" id="phase">${esc(s.phase)}</span></h1>
+<p>${esc(s.repo)} · requested by ${esc(s.requestedBy ?? 'unknown')} · started ${esc(s.startedAt)} · <a href="${esc(extra.temporalLink)}">in the Temporal UI</a>
+· <span id="live-state">${OUTCOMES.includes(s.phase as never) ? 'ended' : 'live'}</span></p>
+<pre id="task">${esc(s.task)}</pre>
+<div id="live">${sessionLive(s, extra, extra.who)}</div>`;
+  return page(s.sessionId, body, {
+    nonce: extra.nonce,
+    script: DECIDE_SCRIPT + FOLLOWUP_SCRIPT + LIVE_SCRIPT,
+    who: extra.who,
+    head: '<link rel="stylesheet" href="/assets/diff2html.css">',
+  });
+}
+
+/** The part of a session page that changes while it runs; the events stream sends it again on each change. */
+export function sessionLive(s: SessionStatus, extra: LiveExtras, who: string): string {
+  const running = extra.running ? `<h2>Running now</h2><pre id="running">${esc(extra.running)}</pre>` : '';
+  return `${s.unanswered ? unansweredBanner(s.unanswered) : ''}
+${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
+${approvalSection(s, who)}
+${followupBox(s, who)}
+<h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
+${running}
+<h2>Diff</h2>${
+    extra.diff !== undefined
+      ? `<div id="diff">${diffHtml(extra.diff)}</div>`
+      : s.agent?.diffstat
+        ? `<pre id="diff">${esc(s.agent.diffstat)}</pre>`
+        : '<p id="diff">No change.</p>'
+  }
+<h2>Tests</h2><div id="tests">${testsSection(s)}</div>
+<h2>Screenshots</h2><div id="screenshots">${screenshotsSection(s)}</div>
+<h2>Timeline</h2><table id="timeline"><tr><th>step</th><th>phase</th><th></th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table>
+<h2>Decisions</h2><ul id="decisions">${decisionsList(s)}</ul>
+${roundsList(s)}
+${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
+${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;
+}
+
+function approvalSection(s: SessionStatus, who: string): string {
   const p = s.pendingApproval;
-  const approval = p
-    ? `<section class="pending" id="approval"><h2>Waiting for approval: ${esc([p.action, ...(p.covers ?? [])].join(' and '))}</h2>
+  if (!p) return '';
+  return `<section class="pending" id="approval"><h2>Waiting for approval: ${esc([p.action, ...(p.covers ?? [])].join(' and '))}</h2>
 <p>${esc(p.action)} of <code>${esc(p.evidence.branch)}</code> at <code>${esc(p.evidence.commit.slice(0, 12))}</code>,
 change <code id="change">${esc(p.change.slice(0, 12))}</code>; deadline ${esc(p.deadline)};
-may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You decide as <strong>${esc(extra.who)}</strong>.</p>
+may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You decide as <strong>${esc(who)}</strong>.</p>
 <p><label>Comment <input id="comment" size="60"></label></p>
 <p><button data-decision="approve" data-action="${esc(p.action)}" data-change="${esc(p.change)}">Approve</button>
 <button data-decision="reject" data-action="${esc(p.action)}" data-change="${esc(p.change)}">Reject</button></p>
-<p id="answer" role="status"></p></section>`
-    : '';
-  const report = v?.report
+<p id="answer" role="status"></p></section>`;
+}
+
+/** The agent as it is: a script's steps, or a model's or CLI's turns, tokens, cost and summary. */
+function agentPanel(s: SessionStatus): string {
+  const a = s.agent;
+  if (!a) return '<p>The agent has not run yet.</p>';
+  const change = a.changed
+    ? `commit <code>${esc(a.commit?.slice(0, 12))}</code> on <code>${esc(s.branch)}</code>`
+    : 'no changes yet';
+  if (!a.kind || a.kind === 'script') {
+    return `<p>${a.steps} scripted step(s); ${change}. Cost: none (scripted agent, no model calls).</p>`;
+  }
+  const u = a.usage;
+  const rows: [string, string][] = [
+    ['kind', a.kind],
+    ['model', a.model ?? 'unknown'],
+    ['turns', `${a.turn ?? 0}${a.round && a.round > 1 ? ` (round ${a.round})` : ''}`],
+    ['tokens', u ? `${u.totalTokens} (${u.promptTokens} in, ${u.completionTokens} out)` : 'none yet'],
+    ['cost', a.costUsd === undefined ? 'unknown' : `$${a.costUsd.toFixed(4)}`],
+    ['change', change],
+    ...(a.lastTool ? [['last tool', a.lastTool] as [string, string]] : []),
+    ...(a.stopReason ? [['stopped', a.stopReason] as [string, string]] : []),
+  ];
+  const table = rows
+    .map(
+      ([k, v]) =>
+        `<tr><th>${esc(k)}</th><td class="agent-${esc(k.replace(' ', '-'))}">${k === 'change' ? v : esc(v)}</td></tr>`,
+    )
+    .join('');
+  const transcript = a.transcript ? `<p><a href="/artifacts/${esc(a.transcript)}">transcript</a></p>` : '';
+  return `<table id="agent-facts">${table}</table>${a.summary ? `<pre id="summary">${esc(a.summary)}</pre>` : ''}${transcript}`;
+}
+
+function testsSection(s: SessionStatus): string {
+  const v = s.verification;
+  if (!v) return '<p>No verification configured.</p>';
+  const report = v.report
     ? `<p>${v.report.total} tests: ${v.report.passed} passed, ${v.report.failed} failed, ${v.report.skipped} skipped</p>
 <ul>${v.report.failures.map((f) => `<li class="bad">${esc(f.name)}: ${esc(f.message)}</li>`).join('')}</ul>`
     : '';
-  const tests = v
-    ? `<p class="${v.passed ? 'ok' : 'bad'}" id="verdict">${esc(describeVerification(v))}</p>
+  return `<p class="${v.passed ? 'ok' : 'bad'}" id="verdict">${esc(describeVerification(v))}</p>
 ${v.summary ? `<pre>${esc(v.summary)}</pre>` : ''}${report}
-${v.outputTail ? `<details><summary>test output (tail)</summary><pre>${esc(v.outputTail)}</pre></details>` : ''}`
-    : '<p>No verification configured.</p>';
-  const shots = screenshotsOf(v)
+${v.outputTail ? `<details><summary>test output (tail)</summary><pre>${esc(v.outputTail)}</pre></details>` : ''}`;
+}
+
+function screenshotsSection(s: SessionStatus): string {
+  const shots = screenshotsOf(s.verification)
     .map(
       (ref) =>
         `<figure><img class="shot" alt="${esc(ref)}" src="/artifacts/${esc(ref)}"><figcaption>${esc(ref)}</figcaption></figure>`,
     )
     .join('\n');
-  const decisions = [
+  return shots || '<p>None.</p>';
+}
+
+function decisionsList(s: SessionStatus): string {
+  const items = [
     ...s.decisions.map(
       (d) =>
         `<li>${esc(d.decision)} ${esc(d.action)} by ${esc(d.by)} at ${esc(d.at)}${d.comment ? `: ${esc(d.comment)}` : ''}</li>`,
     ),
     ...s.refusedDecisions.map((r) => `<li class="bad">refused (${esc(r.input?.by)}): ${esc(r.reason)}</li>`),
   ].join('');
-  const agent = s.agent
-    ? `<p>${s.agent.steps} scripted step(s); ${s.agent.changed ? `commit <code>${esc(s.agent.commit?.slice(0, 12))}</code> on <code>${esc(s.branch)}</code>` : 'no changes'}.
-Cost: none (scripted agent, no model calls).</p>`
-    : '<p>The agent has not run yet.</p>';
-  const body = `<h1>${esc(s.sessionId)}: <span class="phase" id="phase">${esc(s.phase)}</span></h1>
-<p>${esc(s.repo)} · requested by ${esc(s.requestedBy ?? 'unknown')} · started ${esc(s.startedAt)} · <a href="${esc(extra.temporalLink)}">in the Temporal UI</a></p>
-<pre id="task">${esc(s.task)}</pre>
-${s.unanswered ? unansweredBanner(s.unanswered) : ''}
-${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
-${approval}
-${followupBox(s, extra.who)}
-<h2>Agent</h2>${agent}
-<h2>Diff</h2>${
-    extra.diff !== undefined
-      ? `<pre id="diff">${diffHtml(extra.diff)}</pre>`
-      : s.agent?.diffstat
-        ? `<pre id="diff">${esc(s.agent.diffstat)}</pre>`
-        : '<p id="diff">No change.</p>'
-  }
-<h2>Tests</h2><div id="tests">${tests}</div>
-<h2>Screenshots</h2><div id="screenshots">${shots || '<p>None.</p>'}</div>
-<h2>Timeline</h2><table id="timeline"><tr><th>step</th><th>phase</th><th></th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table>
-<h2>Decisions</h2><ul id="decisions">${decisions || '<li>None yet.</li>'}</ul>
-${roundsList(s)}
-${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
-${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;
-  return page(s.sessionId, body, { nonce: extra.nonce, script: DECIDE_SCRIPT + FOLLOWUP_SCRIPT, who: extra.who });
+  return items || '<li>None yet.</li>';
 }
 
 /** Phases in which the session takes a follow-up (the validator has the last word). */
@@ -202,10 +274,14 @@ function roundsList(s: SessionStatus): string {
   return `<h2>Rounds</h2><ol id="rounds">${items.join('')}</ol>`;
 }
 
-/** Send follow-up: POST it as JSON (the same rule as the decision: no cross-site form can) and show the answer. */
+/**
+ * Send follow-up: POST it as JSON (the same rule as the decision: no
+ * cross-site form can) and show the answer. Delegated: the live part is redrawn.
+ */
 const FOLLOWUP_SCRIPT = `
-const send = document.getElementById('followup-send');
-if (send) send.addEventListener('click', async () => {
+document.addEventListener('click', async (event) => {
+  const send = event.target.closest && event.target.closest('#followup-send');
+  if (!send) return;
   const box = document.getElementById('followup-text');
   const answer = document.getElementById('followup-answer');
   let body;
@@ -226,50 +302,75 @@ if (send) send.addEventListener('click', async () => {
     const data = await res.json();
     answer.textContent = res.ok ? 'accepted for round ' + data.round : 'refused: ' + data.error;
     answer.className = res.ok ? 'ok' : 'bad';
-    if (res.ok) send.disabled = true;
+    if (res.ok) box.value = '';
   } catch (err) {
     answer.textContent = 'failed: ' + err;
     answer.className = 'bad';
   }
 });`;
 
-/** Approve / Reject: POST the decision (bound to the change on display) and show the answer. */
+/**
+ * Approve / Reject: POST the decision (bound to the change on display) and
+ * show the answer. Delegated from the document: the live part is redrawn.
+ */
 const DECIDE_SCRIPT = `
-for (const button of document.querySelectorAll('button[data-decision]')) {
-  button.addEventListener('click', async () => {
-    const answer = document.getElementById('answer');
-    answer.textContent = 'sending…';
-    const comment = document.getElementById('comment').value.trim();
-    const body = { decision: button.dataset.decision, action: button.dataset.action, change: button.dataset.change };
-    if (comment) body.comment = comment;
-    try {
-      const res = await fetch(location.pathname.replace(/^\\/sessions\\//, '/api/sessions/') + '/decide', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      const data = await res.json();
-      answer.textContent = res.ok
-        ? (data.decision === 'approve' ? 'approved ' : 'rejected ') + data.action + ' as ' + data.by
-        : 'refused: ' + data.error;
-      answer.className = res.ok ? 'ok' : 'bad';
-      if (res.ok) for (const b of document.querySelectorAll('button[data-decision]')) b.disabled = true;
-    } catch (err) {
-      answer.textContent = 'failed: ' + err;
-      answer.className = 'bad';
-    }
-  });
-}`;
+document.addEventListener('click', async (event) => {
+  const button = event.target.closest && event.target.closest('button[data-decision]');
+  if (!button) return;
+  const answer = document.getElementById('answer');
+  answer.textContent = 'sending…';
+  const comment = document.getElementById('comment').value.trim();
+  const body = { decision: button.dataset.decision, action: button.dataset.action, change: button.dataset.change };
+  if (comment) body.comment = comment;
+  try {
+    const res = await fetch(location.pathname.replace(/^\\/sessions\\//, '/api/sessions/') + '/decide', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const data = await res.json();
+    answer.textContent = res.ok
+      ? (data.decision === 'approve' ? 'approved ' : 'rejected ') + data.action + ' as ' + data.by
+      : 'refused: ' + data.error;
+    answer.className = res.ok ? 'ok' : 'bad';
+    if (res.ok) for (const b of document.querySelectorAll('button[data-decision]')) b.disabled = true;
+  } catch (err) {
+    answer.textContent = 'failed: ' + err;
+    answer.className = 'bad';
+  }
+});`;
+
+/**
+ * Keeps the page current: server-sent events from /sessions/<id>/events carry
+ * the phase and the live part, already rendered and escaped by the server. A
+ * comment being typed survives a redraw; the stream ends when the session does.
+ */
+const LIVE_SCRIPT = `
+const events = new EventSource(location.pathname + '/events');
+events.addEventListener('update', (event) => {
+  const update = JSON.parse(event.data);
+  const kept = ['comment', 'followup-text'].map((id) => [id, document.getElementById(id)?.value ?? '']);
+  document.getElementById('phase').textContent = update.phase;
+  document.getElementById('live').innerHTML = update.html;
+  for (const [id, typed] of kept) {
+    const again = document.getElementById(id);
+    if (again) again.value = typed;
+  }
+});
+events.addEventListener('end', () => {
+  events.close();
+  document.getElementById('live-state').textContent = 'ended';
+});`;
 
 /** The pilot metrics of `drydock report`, for the window asked for (?since=7d&repo=...). */
-export function metricsPage(report: Report, who: string): string {
+export function reportPage(report: Report, who: string): string {
   const rows = reportRows(report)
     .map(([label, value]) => `<tr><th>${esc(label)}</th><td>${esc(value)}</td></tr>`)
     .join('\n');
   return page(
-    'metrics',
-    `<h1>Metrics</h1><p>Sessions started since ${esc(report.since)}${report.repo ? ` on ${esc(report.repo)}` : ''}.</p>
-<form method="get" action="/metrics"><label>since <input name="since" value="7d" size="5"></label>
+    'report',
+    `<h1>Report</h1><p>Sessions started since ${esc(report.since)}${report.repo ? ` on ${esc(report.repo)}` : ''}.</p>
+<form method="get" action="/report"><label>since <input name="since" value="7d" size="5"></label>
 <label>repo <input name="repo" value="${esc(report.repo ?? '')}"></label> <button type="submit">show</button></form>
 <table id="metrics">${rows}</table>
 <p>Definitions: <code>docs/audit.md</code>. The same figures: <code>bin/drydock report</code>.</p>`,

@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
+import type { Registry } from 'prom-client';
 import type { ApiTokens } from '../lib/access';
 import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
@@ -40,8 +41,10 @@ export interface ServeContext {
   github: GitHubSettings;
   /** Where webhook deliveries that start a session are recorded. */
   audit?: AuditTrail;
-  /** The database of the metrics page. */
+  /** The database of the report page. */
   pool?: Pool;
+  /** Sessions by phase, for Prometheus (GET /metrics). */
+  sessionMetrics: Registry;
 }
 
 export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {
@@ -118,7 +121,7 @@ export function sendHtml(res: ServerResponse, status: number, html: string, nonc
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
     'x-frame-options': 'DENY',
-    'content-security-policy': `default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
+    'content-security-policy': `default-src 'none'; img-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
   });
   res.end(html);
 }

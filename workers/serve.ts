@@ -22,8 +22,18 @@ import { redactorOf } from '../lib/scrub';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
-import { artifact, consoleList, consoleSession, login, logout, metrics } from './routes/console';
+import {
+  artifact,
+  consoleEvents,
+  consoleList,
+  consoleSession,
+  diffStylesheet,
+  login,
+  logout,
+  report,
+} from './routes/console';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
+import { sessionGauge } from '../lib/metrics';
 
 export { consoleUrl } from './http';
 
@@ -36,7 +46,7 @@ export interface ServeDeps {
   repos: RepoLookupService;
   /** Where webhook deliveries that start a session are recorded (startServer opens one). */
   audit?: AuditTrail;
-  /** The database of the metrics page (startServer opens one). */
+  /** The database of the report page (startServer opens one). */
   pool?: Pool;
 }
 
@@ -47,6 +57,7 @@ export function createHandler(deps: ServeDeps) {
     tokens: deps.tokens ?? loadApiTokens(deps.config),
     github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
+    sessionMetrics: sessionGauge(deps.client),
   };
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
@@ -69,6 +80,12 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/ci$/)) return sendJson(res, ...(await ciWebhook(ctx, req)));
 
+  if (is('GET', /^\/metrics$/)) {
+    // Prometheus scrapes with the same bearer tokens as the API (its `authorization` setting).
+    if (!identify(req, ctx.tokens)) throw new HttpError(401, 'a valid bearer token is required');
+    res.writeHead(200, { 'content-type': ctx.sessionMetrics.contentType, 'cache-control': 'no-store' });
+    return void res.end(await ctx.sessionMetrics.metrics());
+  }
   if (p.startsWith('/api/')) {
     const who = identify(req, ctx.tokens);
     if (!who) throw new HttpError(401, 'a valid bearer token is required');
@@ -86,6 +103,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }
 
+  if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage());
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
   if (is('POST', /^\/logout$/)) return logout(res);
@@ -99,8 +117,11 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if ((match = is('GET', /^\/sessions\/([^/]+)$/))) {
     return consoleSession(ctx, res, decodeURIComponent(match[1]), who);
   }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/events$/))) {
+    return consoleEvents(ctx, req, res, decodeURIComponent(match[1]), who);
+  }
   if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]));
-  if (is('GET', /^\/metrics$/)) return metrics(ctx, res, url, who);
+  if (is('GET', /^\/report$/)) return report(ctx, res, url, who);
   throw new HttpError(404, `no such page: ${method} ${p}`);
 }
 

@@ -3,15 +3,14 @@
  * provisioning) and this host's queue (`drydock@<host>`: every later activity
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
+import type { Server } from 'node:http';
 import path from 'node:path';
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import type { Pool } from 'pg';
+import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import {
-  DefaultLogger,
   NativeConnection,
-  Runtime,
   Worker,
-  type LogLevel,
   type ActivityInterceptorsFactory,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
@@ -20,20 +19,26 @@ import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail, loadAuditKey } from '../lib/audit';
 import { CheckpointStore } from '../lib/checkpoints';
 import { openDatabase } from '../lib/db';
+import { hostGauges, serveMetrics, workerMetrics } from '../lib/metrics';
 import { redactorOf } from '../lib/scrub';
 import type { Config } from '../lib/config';
 import { githubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
+import { connectClient } from '../lib/temporal-connection';
 import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
-import { SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
+import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
+
+import { agentCliSettings } from '../lib/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
+import { tracing } from './telemetry';
 
 export function modelSettings(config: Config): ModelSettings {
   return {
     defaultBaseUrl: config.DRYDOCK_MODEL_BASE_URL,
+    defaultApi: config.DRYDOCK_MODEL_API,
     defaultApiKey: config.DRYDOCK_MODEL_API_KEY,
     endpoints: config.DRYDOCK_MODEL_ENDPOINTS,
     prices: config.DRYDOCK_MODEL_PRICES,
@@ -71,27 +76,25 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
   }
 }
 
+/**
+ * Records this host and gives it a refresh schedule for every registered
+ * repo (`drydock-snapshot-<repo>@<host>`), so it builds its own snapshots.
+ */
+async function scheduleHostSnapshots(client: Client, snapshots: SnapshotRegistry, config: Config): Promise<void> {
+  const host = { id: config.DRYDOCK_HOST_ID, queue: hostQueueOf(config) };
+  await snapshots.recordHost(host);
+  await ensureSnapshotSchedules(client, {
+    repos: await snapshots.repos(),
+    hosts: [host],
+    taskQueue: config.DRYDOCK_TASK_QUEUE,
+  });
+}
+
 export interface DrydockWorker {
   /** Resolves when both pollers stopped (after shutdown, or a fatal error). */
   run(): Promise<void>;
   /** Stops polling and lets in-flight activities finish (up to the grace time). */
   shutdown(): void;
-}
-
-/** Sends the Temporal SDK's own log lines to pino; call once, before any worker. */
-export function forwardTemporalLogs(log: Logger): void {
-  const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
-    TRACE: 'trace',
-    DEBUG: 'debug',
-    INFO: 'info',
-    WARN: 'warn',
-    ERROR: 'error',
-  };
-  Runtime.install({
-    logger: new DefaultLogger('INFO', (entry) => log[levels[entry.level]]({ ...entry.meta }, entry.message)),
-    // drainOnSignals handles them: the SDK's own handler has no "twice forces".
-    shutdownSignals: [],
-  });
 }
 
 /**
@@ -132,6 +135,29 @@ export function logUnhandledRejections(log: Logger): void {
   });
 }
 
+/** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
+async function startWorkerMetrics(
+  config: Config,
+  read: { sandboxes: DockerSandboxes; pool: Pool },
+  sdkMetricsUrl: string | undefined,
+  log: Logger,
+): Promise<Server | undefined> {
+  if (config.DRYDOCK_METRICS_PORT === undefined) return undefined;
+  hostGauges(config.DRYDOCK_HOST_ID, {
+    sandboxes: async () => (await read.sandboxes.list(config.DRYDOCK_HOST_ID)).length,
+    pool: read.pool,
+  });
+  const sdk = sdkMetricsUrl ? async () => (await fetch(sdkMetricsUrl)).text() : undefined;
+  const { server, port } = await serveMetrics(
+    workerMetrics,
+    config.DRYDOCK_METRICS_PORT,
+    config.DRYDOCK_METRICS_HOST,
+    sdk,
+  );
+  log.info({ port, sdkMetrics: Boolean(sdk) }, 'metrics on /metrics');
+  return server;
+}
+
 export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
@@ -140,25 +166,35 @@ export async function createWorker(opts: {
   workflowBundle?: WorkflowBundleOption;
   /** Wrapped around every activity (the fault drills of test/fault-worker.ts). */
   activityInterceptors?: ActivityInterceptorsFactory[];
+  /** The SDK runtime's metrics exporter (installTemporalRuntime), added to this worker's /metrics. */
+  sdkMetricsUrl?: string;
 }): Promise<DrydockWorker> {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
   const auditKey = loadAuditKey(config);
-  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+  const traces = tracing(config);
+  const plugins = traces ? [traces.plugin] : [];
+  const client = await connectClient(config, plugins);
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
+  const redactor = redactorOf(config);
+  const snapshots = new SnapshotRegistry(db.pool);
+  await scheduleHostSnapshots(client, snapshots, config);
+  const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
     db,
-    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey),
+    redactor,
+    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactor, auditKey),
+    commitIdentity: { name: config.DRYDOCK_COMMIT_NAME, email: config.DRYDOCK_COMMIT_EMAIL },
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
-    snapshots: new SnapshotRegistry(db.pool),
+    snapshots,
     repos: await seededRepoLookup(db.pool, config),
     devMode: config.DRYDOCK_DEV_MODE,
-    requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo),
-    sandboxes: new DockerSandboxes(),
+    requestSnapshotBuild: (repo) => triggerSnapshotBuild(client, repo, config.DRYDOCK_HOST_ID),
+    sandboxes,
     artifacts: new ArtifactStore(path.join(config.DRYDOCK_DATA_DIR, 'artifacts')),
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),
     hostId: config.DRYDOCK_HOST_ID,
@@ -177,6 +213,7 @@ export async function createWorker(opts: {
     },
     github: githubSettings(config),
     models: modelSettings(config),
+    agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
@@ -195,6 +232,7 @@ export async function createWorker(opts: {
   });
   const common = {
     connection,
+    plugins,
     namespace: config.TEMPORAL_NAMESPACE,
     activities,
     shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
@@ -225,7 +263,9 @@ export async function createWorker(opts: {
           ),
         );
       } finally {
-        await clientConnection.close();
+        metrics?.close();
+        await traces?.shutdown();
+        await client.connection.close();
         await db.close();
       }
     },

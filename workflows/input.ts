@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { ACTIONS } from './api';
+import { EXACT_VERSION } from './rules/agent-clis';
 import { egressRule } from './rules/egress';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
@@ -95,17 +96,18 @@ const patchStep = z.strictObject({
 });
 export const scriptStep = z.union([runStep, writeStep, patchStep]);
 
-/** Commands of agent CLIs installed in the sandbox image; "{prompt}" is one literal argument. */
-export const CLI_TEMPLATES = {
-  opencode: ['opencode', 'run', '{prompt}'],
-  claude: ['claude', '-p', '{prompt}', '--dangerously-skip-permissions'],
-  codex: ['codex', 'exec', '--full-auto', '--skip-git-repo-check', '{prompt}'],
-} as const;
-
-/** An agent CLI: a template name, or argv with "{prompt}" as one element. */
+/** An agent CLI: a pinned CLI drydock runs for real (workflows/rules/agent-clis.ts), or argv with "{prompt}" as one element. */
 export const agentCommand = z
   .union([z.enum(['opencode', 'claude', 'codex']), z.array(z.string().min(1)).min(1)])
-  .describe('cli: a template name, or argv with "{prompt}" as one element (passed literally, no shell)');
+  .describe(
+    'cli: "claude", "codex" or "opencode" (installed per host, model calls through the worker\'s gateway), or argv with "{prompt}" as one element (passed literally, no shell)',
+  );
+
+/** An exact npm version of an agent CLI, e.g. "2.1.332": nothing floats. */
+export const agentCliVersion = z
+  .string()
+  .regex(EXACT_VERSION, 'an exact version like 2.1.332')
+  .describe('cli: the version of "claude", "codex" or "opencode"; default the one this drydock pins');
 
 /** The name of a worker secret: the worker's DRYDOCK_SECRET_<NAME> becomes <NAME>. */
 export const secretName = z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'a name like MODEL_KEY');
@@ -142,9 +144,21 @@ const agent = z
       .string()
       .regex(/^https?:\/\/[^\s]+$/, 'an http(s) URL')
       .optional()
-      .describe("openai: the chat-completions API's base URL; default the worker's DRYDOCK_MODEL_BASE_URL"),
-    model: z.string().min(1).optional().describe('openai: the model name (required)'),
+      .describe("openai: the model API's base URL (one the worker lists); default the worker's DRYDOCK_MODEL_BASE_URL"),
+    model: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('openai: the model name (required); cli: the model of "claude", "codex" or "opencode"'),
     temperature: z.number().min(0).max(2).optional(),
+    maxOutputTokens: z
+      .number()
+      .int()
+      .min(16)
+      .max(200_000)
+      .default(8192)
+      .describe('openai: the limit of one answer (max_tokens), lowered to what the token and cost budgets leave'),
     toolOutputLimit: z
       .number()
       .int()
@@ -160,6 +174,7 @@ const agent = z
       .default(20)
       .describe('openai: start a fresh workflow run (same session) after this many turns'),
     command: agentCommand.optional(),
+    version: agentCliVersion.optional(),
     egress: z
       .array(egressRule)
       .default([])
@@ -280,6 +295,12 @@ export const sessionInputSchema = z.strictObject({
       tmp: sizeBetween('1m', '16g')
         .default('512m')
         .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory; 1m to 16g'),
+      disk: sizeBetween('64m', '256g')
+        .default('10g')
+        .describe(
+          'Room for what the sandbox writes to /workspace and its home (a filesystem of its own: a write beyond it ' +
+            'fails with "No space left on device"); 64m to 256g',
+        ),
       wallTime: durationUpTo('24h')
         .default('2h')
         .describe('Provisioning, agent and verification together; at most 24h'),
@@ -321,7 +342,7 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
       message: 'required ("owner/name") when repo.url is not a GitHub URL',
     });
   }
-  const { kind, steps, model, command, egress } = input.agent;
+  const { kind, steps, model, command, egress, version } = input.agent;
   const misplaced = (field: string, allowed: string) =>
     ctx.addIssue({ code: 'custom', path: ['agent', field], message: `only for agent.kind ${allowed}` });
   if (kind === 'openai' && !model) {
@@ -332,6 +353,10 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
   }
   if (kind !== 'script' && steps.length) misplaced('steps', '"script"');
   if (kind !== 'cli' && command) misplaced('command', '"cli"');
+  const template = kind === 'cli' && typeof command === 'string';
+  if (version && !template) misplaced('version', '"cli" with "claude", "codex" or "opencode"');
+  if (kind === 'cli' && model && !template)
+    misplaced('model', '"openai", or "cli" with "claude", "codex" or "opencode"');
   if (kind !== 'cli' && egress.length) misplaced('egress', '"cli"');
   if (kind !== 'cli' && input.agent.secrets.length) misplaced('secrets', '"cli"');
   if (Array.isArray(command) && !command.includes('{prompt}')) {

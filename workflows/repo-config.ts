@@ -7,7 +7,7 @@
  * the same limits (workflows/rules/repo-rules.ts).
  */
 import { z } from 'zod';
-import { agentCommand, browserCheck, duration, secretName, size, workspacePath } from './input';
+import { agentCliVersion, agentCommand, browserCheck, duration, secretName, size, workspacePath } from './input';
 import { egressRule, type EgressRule } from './rules/egress';
 
 /** Where a repo keeps its drydock configuration. */
@@ -51,6 +51,7 @@ const sessionLimits = z.strictObject({
   pids: z.number().int().positive().optional(),
   tmp: size.optional(),
   wallTime: duration.optional(),
+  disk: size.optional(),
 });
 
 export const repoConfigSchema = z.strictObject({
@@ -75,6 +76,7 @@ export const repoConfigSchema = z.strictObject({
     .strictObject({
       kind: z.enum(['script', 'openai', 'cli']).optional(),
       command: agentCommand.optional(),
+      version: agentCliVersion.optional(),
       model: z.string().min(1).optional(),
       baseUrl: z
         .string()

@@ -12,15 +12,25 @@ import { ErrorType } from './api';
 
 const common = { heartbeatTimeout: '10s', retry: { maximumAttempts: 5 } } as const;
 
-export async function refreshSnapshot(input: { repo: string }): Promise<SnapshotBuildResult> {
+/** `hostQueue`: build on that host (its own refresh schedule); absent: on whichever host picks it up. */
+export async function refreshSnapshot(input: { repo: string; hostQueue?: string }): Promise<SnapshotBuildResult> {
   if (typeof input?.repo !== 'string' || !input.repo) {
     throw ApplicationFailure.nonRetryable('repo: required (the registered URL)', ErrorType.InvalidSessionInput);
   }
+  if (input.hostQueue !== undefined && (typeof input.hostQueue !== 'string' || !input.hostQueue)) {
+    throw ApplicationFailure.nonRetryable('hostQueue: a host task queue, or absent', ErrorType.InvalidSessionInput);
+  }
   const buildId = workflowInfo().workflowId;
-  const anyHost = proxyActivities<Activities>({ startToCloseTimeout: '10m', ...common });
+  const planner = proxyActivities<Activities>({
+    taskQueue: input.hostQueue,
+    // A host that is gone fails its scheduled build instead of holding it (and, overlaps skipped, the next ones).
+    ...(input.hostQueue ? { scheduleToStartTimeout: '10m' } : {}),
+    startToCloseTimeout: '10m',
+    ...common,
+  });
   let plan: SnapshotBuildPlan | undefined;
   try {
-    plan = await anyHost.startSnapshotBuild({ buildId, repo: input.repo });
+    plan = await planner.startSnapshotBuild({ buildId, repo: input.repo });
     const onHost = proxyActivities<Activities>({
       taskQueue: plan.hostQueue,
       startToCloseTimeout: plan.setupTimeoutMs + 10 * 60_000,

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { openEgressProxy, type EgressProxy, type EgressProxyOptions } from '../../lib/egress';
 import { createLogger } from '../../lib/log';
+import { egressRefusals, workerMetrics } from '../../lib/metrics';
 
 let socketPath: string;
 let proxy: EgressProxy | undefined;
@@ -105,4 +106,25 @@ test('the request log keeps maxRecords records and counts the rest', async () =>
   expect(proxy.records).toHaveLength(10);
   expect(proxy.records[0].host).toBe('refused-0.example');
   expect(proxy.counts).toEqual({ allowed: 0, refused: 120, dropped: 110 });
+});
+
+test('each refusal counts in drydock_egress_refusals_total', async () => {
+  const before = (await egressRefusals.get()).values[0]?.value ?? 0;
+  proxy = await open({});
+  const statuses = await Promise.all(
+    [1, 2, 3].map(
+      () =>
+        new Promise<number | undefined>((resolve) =>
+          request({ socketPath, path: 'http://example.com/', method: 'GET' }, (res) => {
+            res.resume();
+            resolve(res.statusCode);
+          }).end(),
+        ),
+    ),
+  );
+  expect(statuses).toEqual([403, 403, 403]);
+  expect((await egressRefusals.get()).values[0]?.value).toBe(before + 3);
+  expect(await workerMetrics.getSingleMetricAsString('drydock_egress_refusals_total')).toContain(
+    `drydock_egress_refusals_total ${before + 3}`,
+  );
 });

@@ -164,8 +164,13 @@ test('happy path: script agent, tests pass, push and pull request approved → c
       sessionId: run.id,
       repoUrl: repo.url,
       branch,
+      message: 'drydock: Add a greeting',
+      agent: 'script',
       baseCommit: BASE_COMMIT,
+      parent: BASE_COMMIT,
+      date: expect.any(String),
       commit: COMMIT,
+      author: { name: 'drydock', email: 'drydock@localhost' },
       round: 1,
     },
   ]);

@@ -3,13 +3,14 @@
  * session, its artifacts and the metrics. The HTML itself is in ../console.
  */
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
 import { buildReport, windowStart } from '../../lib/report';
 import { listSessions } from '../../lib/sessions';
 import { sessionLink } from '../../lib/temporal';
-import { listPage, loginPage, metricsPage, sessionPage } from '../console';
+import { OUTCOMES, type SessionStatus } from '../../workflows/api';
+import { listPage, loginPage, reportPage, sessionLive, sessionPage, type LiveExtras } from '../console';
 import { COOKIE, HttpError, readBody, sendHtml, statusOr404, type ServeContext } from '../http';
 
 /** POST /login: a token from the form becomes the console cookie. */
@@ -47,9 +48,81 @@ export async function consoleList(ctx: ServeContext, res: ServerResponse, who: s
 /** GET /sessions/:id: status, diff and the approval buttons. */
 export async function consoleSession(ctx: ServeContext, res: ServerResponse, id: string, who: string): Promise<void> {
   const s = await statusOr404(ctx.client, id);
-  const diff = s.agent?.diff ? (await ctx.artifacts.get(s.sessionId, 'change.diff'))?.toString('utf8') : undefined;
   const nonce = randomBytes(16).toString('base64');
-  sendHtml(res, 200, sessionPage(s, { diff, who, nonce, temporalLink: sessionLink(ctx.config, id) }), nonce);
+  const live = await liveExtras(ctx, s);
+  sendHtml(res, 200, sessionPage(s, { ...live, who, nonce, temporalLink: sessionLink(ctx.config, id) }), nonce);
+}
+
+/** How often the events stream looks at the session, and how long one stream lasts (the browser reconnects). */
+const LIVE_POLL_MS = 1_000;
+const LIVE_STREAM_MS = 10 * 60_000;
+const KEEP_ALIVE_MS = 15_000;
+
+/**
+ * GET /sessions/:id/events: server-sent events. `update` carries the phase and
+ * the page's live part whenever it changed; `end` when the session has ended.
+ */
+export async function consoleEvents(
+  ctx: ServeContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  who: string,
+): Promise<void> {
+  await statusOr404(ctx.client, id);
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+  let open = true;
+  req.on('close', () => (open = false));
+  const send = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  let last = '';
+  let wrote = Date.now();
+  for (const until = Date.now() + LIVE_STREAM_MS; open && Date.now() < until;) {
+    const s = await statusOr404(ctx.client, id).catch(() => undefined);
+    if (s) {
+      const html = sessionLive(s, await liveExtras(ctx, s), who);
+      if (html !== last) {
+        send('update', { phase: s.phase, html });
+        last = html;
+        wrote = Date.now();
+      }
+      if ((OUTCOMES as readonly string[]).includes(s.phase)) {
+        send('end', { phase: s.phase });
+        break;
+      }
+    }
+    if (Date.now() - wrote > KEEP_ALIVE_MS) {
+      res.write(': keep-alive\n\n');
+      wrote = Date.now();
+    }
+    await new Promise((r) => setTimeout(r, LIVE_POLL_MS));
+  }
+  res.end();
+}
+
+/** The whole diff, and while a step runs the tail of its streamed output (the newest log of the session). */
+async function liveExtras(ctx: ServeContext, s: SessionStatus): Promise<LiveExtras> {
+  const diff = s.agent?.diff ? (await ctx.artifacts.get(s.sessionId, 'change.diff'))?.toString('utf8') : undefined;
+  const stepRunning = s.timeline.some((t) => t.ok === undefined && t.name.startsWith('step'));
+  return { diff, running: stepRunning ? await newestLogTail(ctx, s.sessionId) : undefined };
+}
+
+async function newestLogTail(ctx: ServeContext, sessionId: string): Promise<string | undefined> {
+  const dir = ctx.artifacts.pathOf(sessionId);
+  const logs = await readdir(dir).catch(() => [] as string[]);
+  const dated = await Promise.all(
+    logs.filter((f) => f.endsWith('.log')).map(async (f) => ({ f, at: (await stat(path.join(dir, f))).mtimeMs })),
+  );
+  const newest = dated.sort((a, b) => b.at - a.at)[0];
+  if (!newest) return undefined;
+  const text = (await readFile(path.join(dir, newest.f))).subarray(-4096).toString('utf8');
+  return text || undefined;
+}
+
+/** GET /assets/diff2html.css: the diff renderer's stylesheet, from the project (no CDN). */
+export async function diffStylesheet(res: ServerResponse): Promise<void> {
+  const css = await readFile(require.resolve('diff2html/bundles/css/diff2html.min.css'));
+  res.writeHead(200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'public, max-age=86400' });
+  res.end(css);
 }
 
 /** GET /artifacts/:ref: screenshots and logs from the artifact store, confined to it. */
@@ -64,13 +137,13 @@ export async function artifact(ctx: ServeContext, res: ServerResponse, ref: stri
   res.end(content);
 }
 
-/** GET /metrics?since&repo: the pilot report. */
-export async function metrics(ctx: ServeContext, res: ServerResponse, url: URL, who: string): Promise<void> {
+/** GET /report?since&repo: the pilot report (the figures of `drydock report`). */
+export async function report(ctx: ServeContext, res: ServerResponse, url: URL, who: string): Promise<void> {
   if (!ctx.pool) throw new HttpError(503, 'no database configured for metrics');
   const asked = url.searchParams.get('since') || '7d';
   const since = windowStart(asked);
   if (!since) throw new HttpError(400, `since: expected a duration like 7d, got "${asked}"`);
   const repo = url.searchParams.get('repo') || undefined;
-  const report = await buildReport(ctx.pool, { since, repo });
-  sendHtml(res, 200, metricsPage(report, who));
+  const figures = await buildReport(ctx.pool, { since, repo });
+  sendHtml(res, 200, reportPage(figures, who));
 }

@@ -3,7 +3,6 @@
  * a failed verification. Pure, so they are unit-tested on their own.
  */
 import type { Verification } from '../api';
-import { CLI_TEMPLATES, type AgentSettings } from '../input';
 
 /** One argument for sh, taken literally whatever it contains. */
 export function shellQuote(arg: string): string {
@@ -11,12 +10,11 @@ export function shellQuote(arg: string): string {
 }
 
 /**
- * The shell command that runs an agent CLI with `prompt` as one literal
- * argument: every element is single-quoted, so nothing in the prompt (or the
- * template) is interpreted by the shell.
+ * The shell command of an argv with `prompt` as one literal argument where
+ * it says "{prompt}": every element is single-quoted, so nothing in the
+ * prompt (or the argv) is interpreted by the shell.
  */
-export function cliCommand(command: NonNullable<AgentSettings['command']>, prompt: string): string {
-  const argv = typeof command === 'string' ? CLI_TEMPLATES[command] : command;
+export function cliCommand(argv: readonly string[], prompt: string): string {
   // NUL cannot be in an argument; nothing else needs care inside single quotes.
   const literal = prompt.replace(/\0/g, '');
   return argv.map((arg) => shellQuote(arg === '{prompt}' ? literal : arg)).join(' ');

@@ -142,11 +142,11 @@ function withRepoDefaults(raw: unknown, file: RepoConfig | undefined): unknown {
   const r = raw as Record<string, Record<string, unknown> | undefined>;
   const agentRaw = r.agent ?? {};
   const kind = agentRaw.kind ?? file.agent?.kind ?? 'script';
-  const { kind: fileKind, command, model, baseUrl, secrets } = file.agent ?? {};
+  const { kind: fileKind, command, version, model, baseUrl, secrets } = file.agent ?? {};
   const sameKind = (fileKind ?? kind) === kind;
   const agentDefaults = {
     ...(fileKind && sameKind ? { kind: fileKind } : {}),
-    ...(sameKind && kind === 'cli' ? { command, secrets, egress: file.egress } : {}),
+    ...(sameKind && kind === 'cli' ? { command, version, model, secrets, egress: file.egress } : {}),
     ...(sameKind && kind === 'openai' ? { model, baseUrl } : {}),
   };
   const defined = (o: object | undefined) =>

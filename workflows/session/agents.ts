@@ -5,8 +5,9 @@
  * agent up to verify.maxRounds times.
  */
 import { log } from '@temporalio/workflow';
-import type { CommitResult } from '../../activities/types';
+import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../activities/types';
 import { durationMs } from '../input';
+import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { exitText, SessionEnd } from './outcome';
@@ -49,7 +50,9 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
       record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${run.branch}` : 'no changes';
       return result;
     });
-    Object.assign(status.agent!, commit);
+    // The commit's author is drydock's, not the agent's: not shown among the agent's results.
+    const { commit: made, changed, diffstat, changeHash, diff } = commit;
+    Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, ...(diff ? { diff } : {}) });
     if (!(input.verify.test || input.verify.browser)) return commit;
     const verification = await verify(run);
     if (verification.passed) return commit;
@@ -104,8 +107,10 @@ async function feedBack(run: SessionRun, failure: string, feedback: string): Pro
 }
 
 /**
- * An agent CLI from the sandbox image, once per round, with the prompt as
- * one literal argument. It may reach only agent.egress, through the proxy.
+ * An agent CLI, once per round, with the prompt as one literal argument.
+ * "claude", "codex" and "opencode" come from the host's cache and reach their
+ * model only through the worker's gateway, which holds the key and the
+ * budget; any other argv reaches only agent.egress, through the proxy.
  */
 async function cliAgent(run: SessionRun): Promise<void> {
   const { input, loop, sessionId } = run;
@@ -114,30 +119,35 @@ async function cliAgent(run: SessionRun): Promise<void> {
   if (run.budgetSpent()) return;
   const limitMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
   // A follow-up round asks for the follow-up; the agent's earlier work is in the tree.
-  const command = cliCommand(
-    agent.command!,
-    cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback),
-  );
+  const prompt = cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback);
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
   const result = await run.track(`agent: ${program} (round ${loop.round})`, async (record) => {
-    const step = await inSandbox(run, (sb) =>
-      onHost(sb, limitMs + 60_000).runStep({
+    const step = await inSandbox(run, async (sb) => {
+      const plan = await cliPlan(run, sb, prompt);
+      return onHost(sb, limitMs + 60_000).runStep({
         sandbox: sb.name,
         sessionId,
         key: `${run.keyPrefix}agent-cli-${loop.round}`,
-        step: { run: command, timeout: limitMs },
+        step: { run: plan.command, timeout: limitMs },
         timeoutMs: limitMs,
         egress: agent.egress,
         secrets: agent.secrets,
+        env: plan.env,
+        gateway: plan.gateway,
         checkpointBase: sb.baseCommit,
-      }),
-    );
+      });
+    });
     recordStep(record, step);
     return step;
   });
   progress.steps++;
   progress.transcript = result.artifact;
-  progress.summary = result.outputTail.slice(-1000);
+  progress.summary = (result.gateway?.final ?? result.outputTail).slice(-1000);
+  if (result.gateway) countGatewayUsage(run, result.gateway);
+  if (result.gateway?.stopped) {
+    progress.stopReason = result.gateway.stopped;
+    return;
+  }
   if (result.timedOut) {
     progress.stopReason = 'max_wall_time';
     return;
@@ -145,4 +155,46 @@ async function cliAgent(run: SessionRun): Promise<void> {
   if (result.exitCode !== 0)
     throw new SessionEnd('failed', `agent CLI ${program} ${exitText(result, input.limits, limitMs)}`, 'agent_failed');
   progress.stopReason = 'done';
+}
+
+/** The shell command of this round's CLI run, its environment, and its gateway with the budget left. */
+async function cliPlan(
+  run: SessionRun,
+  sb: Sandbox,
+  prompt: string,
+): Promise<{ command: string; env?: Record<string, string>; gateway?: StepInput['gateway'] }> {
+  const { agent } = run.input;
+  if (typeof agent.command !== 'string') return { command: cliCommand(agent.command!, prompt) };
+  const name = agent.command;
+  const spec = AGENT_CLIS[name];
+  const version = agent.version ?? spec.version;
+  const { binary } = await onHost(sb, 15 * 60_000).installAgentCli({ name, version });
+  const model = agent.model ?? spec.defaultModel;
+  const { argv, env } = agentCliRun(name, binary, model, prompt);
+  const used = run.status.agent!;
+  const { maxTurns, maxTokens, maxCost } = agent.budget;
+  const gateway = {
+    cli: name,
+    protocol: spec.protocol,
+    maxCalls: maxTurns - run.loop.turn,
+    ...(maxTokens !== undefined ? { maxTokens: maxTokens - (used.usage?.totalTokens ?? 0) } : {}),
+    ...(maxCost !== undefined ? { maxCostUsd: maxCost - (used.costUsd ?? 0) } : {}),
+  };
+  run.status.agent!.model = model;
+  return { command: cliCommand(argv, prompt), env, gateway };
+}
+
+/** What a CLI's model calls used, counted like the built-in loop's, so budgets and status see it. */
+function countGatewayUsage(run: SessionRun, used: GatewayResult): void {
+  const progress = run.status.agent!;
+  const before = progress.usage ?? { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+  progress.usage = {
+    promptTokens: before.promptTokens + used.inputTokens,
+    completionTokens: before.completionTokens + used.outputTokens,
+    totalTokens: before.totalTokens + used.inputTokens + used.outputTokens,
+  };
+  progress.costUsd = (progress.costUsd ?? 0) + used.costUsd;
+  progress.turn = (progress.turn ?? 0) + used.calls;
+  run.loop.turn += used.calls;
+  if (used.lastTool) progress.lastTool = used.lastTool;
 }

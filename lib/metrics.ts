@@ -1,0 +1,103 @@
+/**
+ * drydock's Prometheus metrics (docs/operations.md lists them with their
+ * units). Counters and histograms are recorded where the event happens, in
+ * this process; gauges are read when scraped. A worker serves them, with the
+ * Temporal SDK runtime's own metrics, on DRYDOCK_METRICS_PORT; `drydock
+ * serve` serves the session counts on its /metrics.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Client } from '@temporalio/client';
+import type { Pool } from 'pg';
+import { OUTCOMES, RUNNING_PHASES, WORKFLOW_TYPE } from '../workflows/api';
+
+/** What a worker process records. */
+export const workerMetrics = new Registry();
+
+export const egressRefusals = new Counter({
+  name: 'drydock_egress_refusals_total',
+  help: 'Connections and requests from sandboxes that the egress proxy refused',
+  registers: [workerMetrics],
+});
+
+export const approvalWait = new Histogram({
+  name: 'drydock_approval_wait_seconds',
+  help: "Time a session waited on reviewers, over all its approval gates, recorded when it ends (sessions that needed a reviewer's decision)",
+  buckets: [60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600],
+  registers: [workerMetrics],
+});
+
+/** The gauges of one host, read at each scrape: its sandboxes and the age of its newest snapshot per repo. */
+export function hostGauges(host: string, read: { sandboxes(): Promise<number>; pool: Pool }): void {
+  new Gauge({
+    name: 'drydock_sandboxes',
+    help: 'Session sandboxes (running or stopped) on this Docker host',
+    labelNames: ['host'],
+    registers: [workerMetrics],
+    async collect() {
+      this.set({ host }, await read.sandboxes());
+    },
+  });
+  new Gauge({
+    name: 'drydock_snapshot_age_seconds',
+    help: "Age of each repository's newest ready snapshot on this host",
+    labelNames: ['host', 'repo'],
+    registers: [workerMetrics],
+    async collect() {
+      this.reset();
+      const { rows } = await read.pool.query<{ repo: string; age: number }>(
+        `select repo, extract(epoch from now() - max(finished_at))::float8 as age
+           from snapshot_builds where host = $1 and status = 'ready' group by repo`,
+        [host],
+      );
+      for (const row of rows) this.set({ host, repo: row.repo }, row.age);
+    },
+  });
+}
+
+/**
+ * Sessions by phase: running ones by their current phase, closed ones by
+ * outcome (as long as Temporal keeps them: its retention period). Counted from
+ * Temporal's visibility store at each scrape, one count per phase.
+ */
+export function sessionGauge(client: Client): Registry {
+  const registry = new Registry();
+  new Gauge({
+    name: 'drydock_sessions',
+    help: 'Sessions by phase (running) or outcome (closed, within the namespace retention)',
+    labelNames: ['phase'],
+    registers: [registry],
+    async collect() {
+      const phases = [...RUNNING_PHASES, ...OUTCOMES];
+      const counts = await Promise.all(
+        phases.map((phase) => client.workflow.count(`WorkflowType = '${WORKFLOW_TYPE}' AND DrydockPhase = '${phase}'`)),
+      );
+      phases.forEach((phase, i) => this.set({ phase }, counts[i]!.count));
+    },
+  });
+  return registry;
+}
+
+/**
+ * Serves GET /metrics: `registry`, then the text of `more` (the SDK
+ * runtime's exporter). Only that path; nothing else is exposed.
+ */
+export async function serveMetrics(
+  registry: Registry,
+  port: number,
+  host: string,
+  more?: () => Promise<string>,
+): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || req.url !== '/metrics') return void res.writeHead(404).end();
+    Promise.all([registry.metrics(), more?.() ?? ''])
+      .then(([own, extra]) => {
+        res.writeHead(200, { 'content-type': registry.contentType });
+        res.end(own + extra);
+      })
+      .catch((err: Error) => res.writeHead(500).end(`metrics failed: ${err.message}\n`));
+  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, resolve));
+  return { server, port: (server.address() as AddressInfo).port };
+}
