@@ -119,7 +119,7 @@ test('a full session writes each event once, in order, even when an activity is 
     // A token-shaped string in a command: the trail must not keep it.
     agent: { steps: [{ run: `echo "ghp_${'x'.repeat(36)}" > /dev/null; echo hello >> README.md` }] },
     verify: { test: 'sh check.sh' },
-    publish: { pullRequest: { repo: 'acme/app' } },
+    publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' }, // not open for follow-ups a week
     approval: { separateGates: true },
   });
   await waitForStatus(handle, inPhase('awaiting_approval'));

@@ -62,7 +62,8 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
   requestedBy: 'rita',
   agent: { steps: [{ run: 'echo hello >> README.md' }] },
   verify: { test: 'sh check.sh' },
-  publish: { pullRequest: { repo: 'acme/app' } },
+  // Open for follow-ups one second, not the default week (test/followup.test.ts covers follow-ups).
+  publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' },
   ...extra,
   approval: { separateGates: true, ...(extra.approval as object | undefined) },
 });
@@ -299,7 +300,7 @@ test('a GitHub App: an installation token minted for the one repository opens th
     const handle = await startSession(
       appStack,
       id,
-      prSession({ publish: { pullRequest: { repo: 'acme/app' }, deploy: true } }),
+      prSession({ publish: { pullRequest: { repo: 'acme/app' }, deploy: true, openFor: '1s' } }),
     );
     const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
     expect(waiting.pendingApproval!.action).toBe('deploy');

@@ -38,6 +38,8 @@ const TOKEN = 'ghp_webhookTestToken0123456789abcdefABCDEF';
 const TRIGGER_SESSION = triggerSessionSchema.parse({
   agent: { kind: 'script', steps: [{ run: 'echo hello >> README.md' }] },
   verify: { test: 'sh check.sh' },
+  // Not open for follow-ups for the default week: these sessions end a second after their last round.
+  publish: { openFor: '1s' },
 });
 
 let stack: TestStack;

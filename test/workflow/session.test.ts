@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
-import { approve, decide, pullRequestClosed, reject } from '../../workflows/api';
+import { approve, decide, followup, pullRequestClosed, reject } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   awaitApproval,
@@ -300,6 +300,54 @@ test('stale approval: a decision on another change is refused, the approval of t
     decisions: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],
     pushed: { commit: COMMIT },
   });
+});
+
+test('a follow-up at the gate: a new round and commit; approving the old change is stale; a stranger is refused', async () => {
+  const NEXT = { commit: 'f'.repeat(40), change: 'a'.repeat(64) };
+  let commits = 0;
+  const stubs: Stubs = {
+    commitChanges: async () => ({
+      ...(++commits === 1 ? { commit: COMMIT, changeHash: CHANGE } : { commit: NEXT.commit, changeHash: NEXT.change }),
+      changed: true,
+      diffstat: ' hello.txt | 1 +',
+      author: { name: 'drydock', email: 'drydock@localhost' },
+    }),
+  };
+  const input: SessionInputDraft = { ...pushGate, requestedBy: 'rita' };
+  const run = await runSession(harness, 'followup-gate', input, stubs, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await expect(
+      handle.executeUpdate(followup, { args: [{ by: 'mallory', steps: [{ run: 'rm -rf .' }] }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    const accepted = await handle.executeUpdate(followup, {
+      args: [{ by: 'rita', steps: [{ run: 'echo more >> hello.txt' }] }],
+    });
+    expect(accepted).toEqual({ round: 2, queued: 1 });
+    await awaitStatus(handle, (s) => s.pendingApproval?.change === NEXT.change, 'the new change at the gate');
+    await expect(
+      handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    await handle.executeUpdate(decide, {
+      args: [{ decision: 'approve', action: 'push', by: 'alice', change: NEXT.change }],
+    });
+  });
+  expect(run.calls.filter((c) => c === 'commitChanges')).toHaveLength(2);
+  expect(run.calls.filter((c) => c === 'pushBranch')).toHaveLength(1);
+  // Nothing was pushed before: round 2's commit still goes on the base.
+  expect(run.args.commitChanges).toMatchObject([{ parent: BASE_COMMIT }, { parent: BASE_COMMIT }]);
+  expect(run.args.pushBranch).toMatchObject([{ commit: NEXT.commit, parent: BASE_COMMIT, round: 2 }]);
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    round: 2,
+    pushed: { commit: NEXT.commit },
+    decisions: [{ decision: 'approve', action: 'push', by: 'alice', change: NEXT.change }],
+  });
+  expect(run.status.rounds?.map((r) => [r.round, r.by, r.commit])).toEqual([
+    [1, 'rita', COMMIT],
+    [2, 'rita', NEXT.commit],
+  ]);
+  // The same sandbox: no re-provision.
+  expect(run.calls.filter((c) => c === 'provisionSandbox')).toHaveLength(1);
 });
 
 test('sandbox lost once: replaced from the checkpoint, the step runs again, completed', async () => {
