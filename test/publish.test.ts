@@ -267,7 +267,9 @@ test('GitHub answering 503 is retried by Temporal: the session completes with on
     const final = (await handle.result()) as SessionStatus;
     expect(final.phase).toBe('completed');
     expect(github.pulls.filter((p) => p.head === `drydock/${id}`)).toHaveLength(1);
-    const started = (await handle.fetchHistory()).events!.filter((e) => e.activityTaskStartedEventAttributes);
+    // The PR was opened in the first run; waiting for follow-ups continued as new.
+    const firstRun = retryStack.client.workflow.getHandle(id, handle.firstExecutionRunId);
+    const started = (await firstRun.fetchHistory()).events!.filter((e) => e.activityTaskStartedEventAttributes);
     expect(Math.max(...started.map((e) => e.activityTaskStartedEventAttributes!.attempt!))).toBe(3);
   } finally {
     await retryStack.stop();
