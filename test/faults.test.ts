@@ -139,7 +139,7 @@ const session = (repoUrl: string, extra: Record<string, unknown> = {}) => ({
     ],
   },
   verify: { test: 'sh check.sh' },
-  publish: { pullRequest: { repo: 'acme/app' } },
+  publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' }, // not open for follow-ups a week
   // The drills kill the worker at each gate: the push's and the pull request's.
   approval: { separateGates: true },
   ...extra,

@@ -5,7 +5,12 @@ import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  type WorkflowHandle,
+  type WorkflowHandleWithFirstExecutionRunId,
+} from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../lib/config';
@@ -187,7 +192,7 @@ export function startSession(
   stack: { client: Client; config: Pick<Config, 'DRYDOCK_TASK_QUEUE'> },
   sessionId: string,
   input: SessionInputDraft | Record<string, unknown>,
-): Promise<WorkflowHandle> {
+): Promise<WorkflowHandleWithFirstExecutionRunId> {
   return stack.client.workflow.start(WORKFLOW_TYPE, {
     workflowId: sessionId,
     taskQueue: stack.config.DRYDOCK_TASK_QUEUE,

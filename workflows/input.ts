@@ -16,6 +16,9 @@ export const duration = z.union([
   z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration like "30s", "10m", "24h" or a number of ms'),
 ]);
 
+/** The longest a published session stays open for follow-ups after its last round. */
+export const MAX_OPEN_FOR_MS = 30 * 86_400_000;
+
 /** A size in bytes, or a string like "512m", "2g". */
 export const size = z.union([
   z.number().int().positive(),
@@ -264,6 +267,12 @@ export const sessionInputSchema = z.strictObject({
         .default(false)
         .describe('Open (or update) a pull request for the branch after the push'),
       deploy: z.boolean().default(false).describe("Run the worker's configured deploy command after the push"),
+      openFor: duration
+        .default('7d')
+        .refine((d) => durationMs(d) <= MAX_OPEN_FOR_MS, 'at most 30d')
+        .describe(
+          'With a pull request: how long the session waits for a follow-up after its last round (no sandbox meanwhile); it ends sooner when the PR is merged or closed',
+        ),
     })
     .prefault({}),
   approval: z
@@ -399,7 +408,7 @@ export type TriggerSession = z.infer<typeof triggerSessionSchema>;
 
 const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-export function durationMs(d: z.infer<typeof duration>): number {
+export function durationMs(d: number | string): number {
   if (typeof d === 'number') return d;
   const [, n, unit] = /^(\d+)(ms|s|m|h|d)$/.exec(d)!;
   return Number(n) * MS[unit as keyof typeof MS];

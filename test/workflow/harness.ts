@@ -227,3 +227,17 @@ export function withoutTimes(value: unknown): unknown {
     ),
   );
 }
+
+/** Waits (in real time) until the session's status satisfies `ready`. */
+export async function awaitStatus(
+  handle: WorkflowHandle,
+  ready: (s: SessionStatus) => boolean,
+  what: string,
+): Promise<SessionStatus> {
+  for (let i = 0; i < 500; i++) {
+    const now = await handle.query(status);
+    if (ready(now)) return now;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`the session never got to: ${what}`);
+}

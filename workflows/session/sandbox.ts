@@ -52,18 +52,18 @@ export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise
 }
 
 async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss): Promise<void> {
-  const { input, sessionId, status } = run;
-  const generation = (status.restarts ?? 0) + 1;
-  if (generation > MAX_SANDBOX_REPLACEMENTS) {
+  const { sessionId, status } = run;
+  const restarts = (status.restarts ?? 0) + 1;
+  if (restarts > MAX_SANDBOX_REPLACEMENTS) {
     throw new SessionEnd(
       'failed',
       `${loss.why}, and the sandbox was already replaced ${MAX_SANDBOX_REPLACEMENTS} times`,
       'sandbox_lost',
     );
   }
-  status.restarts = generation;
-  log.warn('replacing a lost sandbox', { why: loss.why, generation });
-  const sandbox = await run.track(`re-provision: ${loss.why}`, async (record) => {
+  status.restarts = restarts;
+  log.warn('replacing a lost sandbox', { why: loss.why, restarts });
+  await reprovision(run, lost, `re-provision: ${loss.why}`, async () => {
     // A live host removes the dead container now; a lost host's, once it answers again (or teardown's).
     if (loss.hostLost) {
       run.earlier.push(lost);
@@ -76,12 +76,29 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
         run.earlier.push(lost);
       }
     }
+  });
+}
+
+/**
+ * A new sandbox in place of `earlier` (lost, or torn down while the session
+ * waited for a follow-up): the next generation, from the newest snapshot at
+ * the session's base commit plus the session's last checkpoint.
+ */
+export async function reprovision(
+  run: SessionRun,
+  earlier: Sandbox,
+  name: string,
+  before: () => Promise<void> = async () => undefined,
+): Promise<void> {
+  const { input, sessionId } = run;
+  const sandbox = await run.track(name, async (record) => {
+    await before();
     const created = await anyHost.provisionSandbox({
       sessionId,
-      repo: { url: input.repo.url, ref: lost.baseCommit },
+      repo: { url: input.repo.url, ref: earlier.baseCommit },
       limits: sandboxLimits(run),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
-      generation,
+      generation: (earlier.generation ?? 0) + 1,
     });
     record.detail =
       `${created.name} on ${created.host}, ` +

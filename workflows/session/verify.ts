@@ -21,7 +21,7 @@ export async function verify(run: SessionRun): Promise<Verification> {
   const { passed, summary, command, exitCode, report } = verification;
   await anyHost.recordAudit({
     sessionId: run.sessionId,
-    key: `verification-${round}`,
+    key: `${run.keyPrefix}verification-${round}`,
     kind: 'verification',
     actor: 'drydock',
     data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
@@ -33,7 +33,7 @@ async function runTests(run: SessionRun, round: number, results: VerificationRes
   const { test, timeout, junit } = run.input.verify;
   if (!test) return;
   // Each round's verification is its own step (a step runs once per key).
-  const key = round === 1 ? 'verify' : `verify-${round}`;
+  const key = run.keyPrefix + (round === 1 ? 'verify' : `verify-${round}`);
   const name = round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`;
   const nonce = stepNonce();
   const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false, nonce });
