@@ -161,7 +161,7 @@ test('a full session writes each event once, in order, even when an activity is 
 
   const verified = await runCli(['audit', 'verify', id], {});
   expect(verified).toMatchObject({ code: 0 });
-  expect(verified.stdout).toContain('ok: 11 events in 1 session chain(s)');
+  expect(verified.stdout).toContain('ok: 12 events in 1 session chain(s)');
 
   const metrics = (await pool.query('select * from session_metrics where session_id = $1', [id])).rows[0];
   expect(metrics).toMatchObject({ outcome: 'completed', approved: true, pr_url: final.pullRequest!.url, retries: 1 });
