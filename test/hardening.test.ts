@@ -145,8 +145,8 @@ describe('a prompt-injected agent in a live sandbox', () => {
     const mounts = info.Mounts.map((m) => ({ type: m.Type, to: m.Destination, rw: m.RW }));
     expect(mounts.sort((a, b) => a.to.localeCompare(b.to))).toEqual([
       { type: 'volume', to: '/home/drydock', rw: true },
-      { type: 'bind', to: '/opt/drydock-agents', rw: false },
       { type: 'bind', to: '/opt/drydock', rw: false },
+      { type: 'bind', to: '/opt/drydock-agents', rw: false },
       { type: 'bind', to: '/run/drydock', rw: false },
       { type: 'volume', to: '/workspace', rw: true },
     ]);
