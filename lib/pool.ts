@@ -6,6 +6,7 @@
  */
 import type { Pool } from 'pg';
 import type { ProvisionInput } from '../activities/types';
+import { sandboxLimitsOf, sessionInputSchema } from '../workflows/input';
 
 /** The most idle sandboxes `drydock repo add --pool` may ask each host to keep per repo. */
 export const POOL_MAX = 16;
@@ -13,14 +14,8 @@ export const POOL_MAX = 16;
 /** Label of a pool sandbox: the repo it is kept for (with drydock.snapshot and drydock.host). */
 export const POOL_LABEL = 'drydock.pool';
 
-/** The limits of a pooled sandbox: a default session's (workflows/input.ts). */
-export const POOL_LIMITS: ProvisionInput['limits'] = {
-  cpus: 2,
-  memoryBytes: 2 * 1024 ** 3,
-  pids: 512,
-  tmpBytes: 512 * 1024 ** 2,
-  diskBytes: 10 * 1024 ** 3,
-};
+/** The limits of a pooled sandbox: a default session's. */
+export const POOL_LIMITS: ProvisionInput['limits'] = sandboxLimitsOf(sessionInputSchema.shape.limits.parse(undefined));
 
 export interface PoolSandboxRow {
   name: string;

@@ -419,3 +419,14 @@ export function sizeBytes(s: z.infer<typeof size>): number {
   const [, n, unit] = /^(\d+)([kmg])$/i.exec(s)!;
   return Number(n) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[unit.toLowerCase() as 'k' | 'm' | 'g'];
 }
+
+/** A session's limits as the sandbox takes them: numbers and bytes. */
+export function sandboxLimitsOf(limits: SessionInput['limits']) {
+  return {
+    cpus: limits.cpus,
+    memoryBytes: sizeBytes(limits.memory),
+    pids: limits.pids,
+    tmpBytes: sizeBytes(limits.tmp),
+    diskBytes: sizeBytes(limits.disk),
+  };
+}

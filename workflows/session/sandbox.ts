@@ -4,7 +4,7 @@
  */
 import { log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../activities/types';
-import { durationMs, sizeBytes } from '../input';
+import { durationMs, sandboxLimitsOf } from '../input';
 import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { stepNonce } from './nonce';
@@ -20,7 +20,7 @@ export async function provision(run: SessionRun): Promise<void> {
     const created = await anyHost.provisionSandbox({
       sessionId,
       repo: input.repo,
-      limits: sandboxLimits(run),
+      limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
     });
     record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
@@ -96,7 +96,7 @@ export async function reprovision(
     const created = await anyHost.provisionSandbox({
       sessionId,
       repo: { url: input.repo.url, ref: earlier.baseCommit },
-      limits: sandboxLimits(run),
+      limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
       generation: (earlier.generation ?? 0) + 1,
     });
@@ -145,17 +145,6 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
       throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, setup.timeoutMs)}`, 'setup_failed');
     }
   });
-}
-
-function sandboxLimits(run: SessionRun) {
-  const { limits } = run.input;
-  return {
-    cpus: limits.cpus,
-    memoryBytes: sizeBytes(limits.memory),
-    pids: limits.pids,
-    tmpBytes: sizeBytes(limits.tmp),
-    diskBytes: sizeBytes(limits.disk),
-  };
 }
 
 /** A sandbox lives through the session's work and its approval wait, plus an hour; then the reaper may take it. */
