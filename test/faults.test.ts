@@ -12,7 +12,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  type WorkflowHandle,
+  type WorkflowHandleWithFirstExecutionRunId,
+} from '@temporalio/client';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { approve, decide, status, type SessionStatus } from '../workflows/api';
 import { temporal } from '@temporalio/proto';
@@ -66,6 +71,13 @@ async function startDrill(extra: Record<string, string> = {}, opts: { holdAfter?
 const startOn = (c: Client, on: { DRYDOCK_TASK_QUEUE: string }, id: string, input: Record<string, unknown>) =>
   startSession({ client: c, config: on }, id, input);
 
+/**
+ * The session's first run, where its work happened: once published it waits
+ * for follow-ups in a new run (continue-as-new), whose history starts there.
+ */
+const firstRun = (handle: WorkflowHandle) =>
+  client.workflow.getHandle(handle.workflowId, (handle as WorkflowHandleWithFirstExecutionRunId).firstExecutionRunId);
+
 /** Approves every pending action (push, pull request) until the session ends. */
 async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
   const result = handle.result() as Promise<SessionStatus>;
@@ -99,7 +111,7 @@ afterAll(() => {
 
 /** Replays the session's history on the current code; keeps it as a fixture when asked. */
 async function replays(handle: WorkflowHandle, name: string): Promise<void> {
-  await replayHistory(await handle.fetchHistory());
+  await replayHistory(await firstRun(handle).fetchHistory());
   await recordHistory(handle, `fault-${name}`);
 }
 
@@ -109,7 +121,7 @@ async function attempts(handle: WorkflowHandle, type: string): Promise<number[]>
 }
 
 async function activityRuns(handle: WorkflowHandle, type: string): Promise<{ started: number[]; completed: number }> {
-  const events = (await handle.fetchHistory()).events!;
+  const events = (await firstRun(handle).fetchHistory()).events!;
   const scheduled = new Map<string, string>();
   const runs = { started: [] as number[], completed: 0 };
   for (const e of events) {
@@ -273,7 +285,7 @@ test('the only worker down longer than the host timeout → a replacement on the
 async function waitForHostTimeout(handle: WorkflowHandle): Promise<void> {
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    const timedOut = (await handle.fetchHistory()).events!.some(
+    const timedOut = (await firstRun(handle).fetchHistory()).events!.some(
       (e) =>
         e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType ===
         temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
@@ -367,7 +379,7 @@ test('two Docker hosts: sandbox activities stay on the owner; kill it → the se
   // Every sandbox activity went to the queue of the host that owned the sandbox at the time.
   const sandboxActivities = new Set(['runStep', 'commitChanges', 'pushBranch', 'readTestReport', 'destroySandbox']);
   const queues = new Set<string>();
-  for (const e of (await handle.fetchHistory()).events!) {
+  for (const e of (await firstRun(handle).fetchHistory()).events!) {
     const s = e.activityTaskScheduledEventAttributes;
     if (s && sandboxActivities.has(s.activityType!.name!)) queues.add(s.taskQueue!.name!);
   }
