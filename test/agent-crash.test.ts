@@ -32,7 +32,7 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
             // EXECUTOR.txt: whether the persistent executor (drydock-exec) is what runs the call.
             arguments: {
               command:
-                'echo ran >> RUNS.txt; ps -eo args | grep -c "^node /usr/local/bin/drydock-exec" > EXECUTOR.txt; sleep 8; echo hello >> README.md',
+                'echo ran >> RUNS.txt; ps -eo args | grep -c "^/opt/drydock/lib/node /opt/drydock/lib/drydock-exec.js" > EXECUTOR.txt; sleep 8; echo hello >> README.md',
             },
           },
         ],
