@@ -12,12 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import {
-  Client,
-  Connection,
-  type WorkflowHandle,
-  type WorkflowHandleWithFirstExecutionRunId,
-} from '@temporalio/client';
+import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { approve, decide, status, type SessionStatus } from '../workflows/api';
 import { temporal } from '@temporalio/proto';
@@ -25,6 +20,7 @@ import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import { ownProcess } from './leftovers';
 import {
   approveAs,
+  clientSettings,
   connectClient,
   containersOf,
   docker,
@@ -36,6 +32,7 @@ import {
   startSession,
   waitForStatus,
 } from './helpers';
+import { connectTemporal } from '../lib/temporal-connection';
 import { containersOn, secondDockerHost } from './docker-hosts';
 import { recordHistory, replayHistory } from './histories';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from './workers';
@@ -76,7 +73,7 @@ const startOn = (c: Client, on: { DRYDOCK_TASK_QUEUE: string }, id: string, inpu
  * for follow-ups in a new run (continue-as-new), whose history starts there.
  */
 const firstRun = (handle: WorkflowHandle) =>
-  client.workflow.getHandle(handle.workflowId, (handle as WorkflowHandleWithFirstExecutionRunId).firstExecutionRunId);
+  handle.client.getHandle(handle.workflowId, (handle as WorkflowHandleWithFirstExecutionRunId).firstExecutionRunId);
 
 /** Approves every pending action (push, pull request) until the session ends. */
 async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
@@ -301,7 +298,7 @@ test('the Temporal server stops and starts again (same database file) during a s
   const dbFile = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-temporal-')), 'temporal.db');
   let server = await startDevServer({ address, dbFile });
   ownProcess(server.pid);
-  const own = await Connection.connect({ address });
+  const own = await connectTemporal(clientSettings(address));
   try {
     const ownClient = new Client({ connection: own });
     await ensureSearchAttributes(own, 'default');
@@ -324,7 +321,7 @@ test('the Temporal server stops and starts again (same database file) during a s
     expect(final.phase).toBe('completed');
     expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
     expect(await containersOf(id)).toHaveLength(0);
-    await replays(ownClient.workflow.getHandle(id), 'temporal-restart');
+    await replays(handle, 'temporal-restart');
   } finally {
     killWorkerProcesses();
     await own.close();
