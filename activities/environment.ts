@@ -11,12 +11,14 @@ import { git } from '../lib/git';
 import {
   DEVCONTAINER_FILE,
   dockerfileEnvironment,
+  ENVIRONMENT_FROM_LABEL,
+  environmentImageNames,
   ensureEnvironmentImage,
   EnvironmentError,
   parseDevcontainer,
   type RepoEnvironment,
 } from '../lib/environment';
-import { repoSlug } from '../lib/snapshots';
+import { repoSlug, SNAPSHOT_LABELS } from '../lib/snapshots';
 import { HELPER_NODE_VERSION, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../lib/toolchains';
 import type { ActivityDeps } from './deps';
 import { readRepoConfig } from './repo-policy';
@@ -125,6 +127,48 @@ async function imagePath({ sandboxes }: ActivityDeps, image: string): Promise<st
   const found = (info.Config?.Env ?? []).find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 }
+
+/**
+ * Removes this host's images of a repo's environment that a newer one
+ * replaced: made before the newest ready snapshot's build started, and used
+ * neither by a snapshot still kept (its environment, and the image that one
+ * is built FROM) nor by a container (removeImage refuses; the reaper tries
+ * again). Images made since (a build running or failed) stay: nothing has
+ * replaced them yet. Returns the images removed.
+ */
+export async function collectEnvironmentImages(
+  { sandboxes, snapshots, hostId, log }: ActivityDeps,
+  repo: string,
+): Promise<string[]> {
+  const kept = await snapshots.ready(repo, hostId);
+  if (!kept.length) return [];
+  const used = new Set<string>();
+  for (const row of kept) {
+    const environment = (await sandboxes.image(row.image!))?.labels[SNAPSHOT_LABELS.environment];
+    if (!environment) continue;
+    used.add(environment);
+    const from = (await sandboxes.image(environment))?.labels[ENVIRONMENT_FROM_LABEL];
+    if (from) used.add(from);
+  }
+  const replacedBefore = Date.parse(kept[0].startedAt) / 1000;
+  const names = environmentImageNames(repoSlug(repo));
+  const images = await sandboxes.docker.listImages({ filters: { reference: [names.env, names.repo] } });
+  const removed: string[] = [];
+  // drydock's layers first: the repo's own image goes once no layer of it is left.
+  for (const image of images.sort((a, b) => Number(isRepoImage(a, names.repo)) - Number(isRepoImage(b, names.repo)))) {
+    if (image.Created >= replacedBefore) continue;
+    for (const tag of (image.RepoTags ?? []).filter((t) => !used.has(t))) {
+      const outcome = await sandboxes.removeImage(tag);
+      if (outcome === 'removed') removed.push(tag);
+      else if (outcome === 'in_use') log.info({ repo, image: tag }, 'old environment image still in use: kept for now');
+    }
+  }
+  if (removed.length) log.info({ repo, removed, host: hostId }, 'old environment images removed');
+  return removed;
+}
+
+const isRepoImage = (image: { RepoTags?: string[] }, name: string) =>
+  (image.RepoTags ?? []).some((t) => t.startsWith(`${name}:`));
 
 const caches = new Map<string, Toolchains>();
 /** The host's toolchain cache (one per folder, so the registry's version list is asked once). */

@@ -8,7 +8,7 @@ import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
 import { certificateProblem } from '../lib/ca';
 import { nodeVersionProblem } from '../lib/toolchains';
-import { sandboxEnvironment } from './environment';
+import { collectEnvironmentImages, sandboxEnvironment } from './environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import {
   setupCommandOf,
@@ -60,19 +60,18 @@ export interface SnapshotBuildResult {
   durationMs?: number;
   /** Why the build failed (the previous snapshot stays in service). */
   error?: string;
-  /** Older snapshots removed to keep the newest K. */
+  /** Images removed: older snapshots beyond the newest K, and the environment images newer ones replaced. */
   removed: string[];
 }
 
 /**
  * Keeps the newest `keep` ready snapshots of a repo on this host; older ones
- * go unless a sandbox uses them (the reaper tries those again later).
+ * go unless a sandbox uses them (the reaper tries those again later). Then
+ * the environment images that newer ones replaced go the same way. Returns
+ * the images removed.
  */
-export async function collectSnapshots(
-  { sandboxes, snapshots, hostId, log }: ActivityDeps,
-  repo: string,
-  keep: number,
-): Promise<string[]> {
+export async function collectSnapshots(deps: ActivityDeps, repo: string, keep: number): Promise<string[]> {
+  const { sandboxes, snapshots, hostId, log } = deps;
   const removed: string[] = [];
   for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
     const outcome = await sandboxes.removeImage(row.image!);
@@ -84,7 +83,7 @@ export async function collectSnapshots(
     removed.push(row.image!);
   }
   if (removed.length) log.info({ repo, removed, host: hostId }, 'old snapshots removed');
-  return removed;
+  return [...removed, ...(await collectEnvironmentImages(deps, repo))];
 }
 
 export function createSnapshotActivities(deps: ActivityDeps) {
@@ -231,6 +230,7 @@ async function imageOfBuild({ sandboxes, hostId }: ActivityDeps, plan: SnapshotB
       [SNAPSHOT_LABELS.setupHash]: plan.setupHash,
       [SNAPSHOT_LABELS.created]: new Date().toISOString(),
       [SNAPSHOT_LABELS.build]: plan.buildId,
+      [SNAPSHOT_LABELS.environment]: plan.image,
       [SNAPSHOT_LABELS.host]: hostId,
     },
   });

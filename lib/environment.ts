@@ -32,6 +32,17 @@ import { HOME, WORKSPACE } from './sandbox';
 const run = promisify(execFile);
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
+/** The label an environment image carries naming the image it is built FROM (the repo's own, or a named one). */
+export const ENVIRONMENT_FROM_LABEL = 'drydock.environment.from';
+
+/**
+ * The names of a repo's images on a host: its Dockerfile's build
+ * (`drydock-repo-<slug>`) and drydock's layer on top (`drydock-env-<slug>`),
+ * each tagged by a hash of what it is made of.
+ */
+export function environmentImageNames(slug: string): { repo: string; env: string } {
+  return { repo: `drydock-repo-${slug}`, env: `drydock-env-${slug}` };
+}
 /** The user every sandbox runs as; a dev container's remoteUser must be this uid. */
 const SANDBOX_UID = 1000;
 
@@ -177,9 +188,10 @@ export async function ensureEnvironmentImage(
     );
   }
   const dockerfile = layerDockerfile(from, env);
-  const tag = `drydock-env-${slug}:${hashOf([fromId, dockerfile]).slice(0, 12)}`;
+  const tag = `${environmentImageNames(slug).env}:${hashOf([fromId, dockerfile]).slice(0, 12)}`;
   if (await imageId(tag)) return tag;
-  await docker(['build', '--network', 'none', '--label', 'drydock.image=environment', '-t', tag, '-'], dockerfile, env);
+  const labels = ['--label', 'drydock.image=environment', '--label', `${ENVIRONMENT_FROM_LABEL}=${from}`];
+  await docker(['build', '--network', 'none', ...labels, '-t', tag, '-'], dockerfile, env);
   return tag;
 }
 
@@ -214,7 +226,7 @@ async function buildRepoImage(mirror: string, commit: string, env: RepoEnvironme
   const tree = await git(['rev-parse', `${commit}:${env.context ?? ''}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: build context ${env.context || '.'} is not in the repository`);
   });
-  const tag = `drydock-repo-${slug}:${hashOf([blob.trim(), tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
+  const tag = `${environmentImageNames(slug).repo}:${hashOf([blob.trim(), tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
   if (await imageId(tag)) return tag;
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {

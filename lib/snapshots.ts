@@ -72,6 +72,8 @@ export const SNAPSHOT_LABELS = {
   setupHash: 'drydock.snapshot.setup-hash',
   created: 'drydock.snapshot.created',
   build: 'drydock.snapshot.build',
+  /** The image the snapshot sits on (its repo's environment, or the base image). */
+  environment: 'drydock.snapshot.environment',
   host: 'drydock.host',
 } as const;
 

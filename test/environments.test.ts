@@ -11,13 +11,15 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { SnapshotBuildResult } from '../activities/snapshot';
 import { addRepo } from '../cli/snapshots';
-import { repoSlug, deleteSnapshotSchedules } from '../lib/snapshots';
+import { ENVIRONMENT_FROM_LABEL } from '../lib/environment';
+import { repoSlug, deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../lib/snapshots';
 import { status, type SessionStatus } from '../workflows/api';
 import {
   containersOf,
   docker,
   makeFixtureRepo,
   newSessionId,
+  runReaper,
   startSession,
   startStack,
   type FixtureRepo,
@@ -82,10 +84,11 @@ async function fixture(files: Record<string, string>): Promise<FixtureRepo> {
 }
 
 /** Registers the repo (setup from `setup`, else the repo's own) and builds its snapshot. */
-async function buildSnapshot(repo: FixtureRepo, setup?: string): Promise<SnapshotBuildResult> {
+async function buildSnapshot(repo: FixtureRepo, setup?: string, keep?: string): Promise<SnapshotBuildResult> {
   await addRepo(stack.client, stack.config, repo.url, {
     every: '1h',
     ...(setup ? { setup } : {}),
+    ...(keep ? { keep } : {}),
     allow: ['registry.npmjs.org'],
   });
   return stack.client.workflow.execute('refreshSnapshot', {
@@ -220,3 +223,50 @@ test('without a declaration nothing changes: the base image and its own Node.js'
   expect(output).toMatch(/^v20\./m);
   expect(output).toMatch(/^pip \d+/m);
 }, 120_000);
+
+test('an environment image a newer one replaced goes once no sandbox uses it; the ones in use stay', async () => {
+  const dockerfile = (generation: number) => `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nENV GENERATION=${generation}\n`;
+  const repo = await fixture({
+    '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+    '.devcontainer/Dockerfile': dockerfile(1),
+  });
+  const labels = async (image: string) => (await docker.getImage(image).inspect()).Config.Labels ?? {};
+  const exists = (image: string) =>
+    docker
+      .getImage(image)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      );
+  /** The snapshot's environment image and the repo's own image under it. */
+  const imagesOf = async (built: SnapshotBuildResult) => {
+    const env = (await labels(built.image!))[SNAPSHOT_LABELS.environment];
+    return { env, own: (await labels(env))[ENVIRONMENT_FROM_LABEL] };
+  };
+
+  const first = await buildSnapshot(repo, 'true', '1');
+  const old = await imagesOf(first);
+  expect(old.env).toMatch(/^drydock-env-/);
+  expect(old.own).toMatch(/^drydock-repo-/);
+  // A sandbox still on the old environment (a cold session's) holds it.
+  const holder = await docker.createContainer({ Image: old.env, Cmd: ['true'] });
+  let current: { env: string; own: string };
+  try {
+    await repo.commit({ '.devcontainer/Dockerfile': dockerfile(2) }, 'generation 2');
+    const second = await buildSnapshot(repo, 'true', '1');
+    current = await imagesOf(second);
+    expect(current.env).not.toBe(old.env);
+    expect(second.removed).toEqual([first.image]); // the old environment is in use
+    expect(await exists(old.env)).toBe(true);
+    expect(await exists(old.own)).toBe(true);
+  } finally {
+    await holder.remove({ force: true });
+  }
+  // Nothing uses it now: the reaper's run removes it, and nothing the newest snapshot stands on.
+  await runReaper(stack);
+  expect(await exists(old.env)).toBe(false);
+  expect(await exists(old.own)).toBe(false);
+  expect(await exists(current.env)).toBe(true);
+  expect(await exists(current.own)).toBe(true);
+}, 300_000);

@@ -1,48 +1,37 @@
 /**
  * A real project from the real npm registry, through drydock's egress proxy,
- * behind this machine's TLS-intercepting network (its CA is in the host's
- * system bundle, which is what DRYDOCK_EXTRA_CA_CERTS names here: the
- * corporate-proxy case, for real). The lockfile is generated on the host,
- * so it resolves today's versions of express, vitest and typescript.
+ * behind this machine's TLS-intercepting network (test/real-registry-project.ts):
+ * with DRYDOCK_EXTRA_CA_CERTS its snapshot builds and a session runs its tests;
+ * without, the build fails naming the certificate problem and the setting.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import type { WorkflowFailedError } from '@temporalio/client';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { SnapshotBuildResult } from '../activities/snapshot';
 import { addRepo } from '../cli/snapshots';
 import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../lib/snapshots';
 import type { SessionStatus } from '../workflows/api';
 import { docker, makeSnapshotRepo, newSessionId, startSession, startStack, type TestStack } from './helpers';
+import {
+  HOST_CA_BUNDLE,
+  lockedPackages,
+  REAL_REGISTRY_ALLOW,
+  REAL_REGISTRY_SETUP,
+  REAL_REGISTRY_TEST,
+  realRegistryProject,
+} from './real-registry-project';
 
-const HOST_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
-const ALLOW = ['registry.npmjs.org', 'pypi.org'];
 let trusting: TestStack;
 let plain: TestStack;
-const project: Record<string, string> = {};
+let project: Record<string, string>;
 const repos: Array<{ url: string; stack: TestStack }> = [];
 
 beforeAll(async () => {
-  [trusting, plain] = await Promise.all([startStack({ DRYDOCK_EXTRA_CA_CERTS: HOST_CA_BUNDLE }), startStack()]);
-  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-realreg-'));
-  const manifest = {
-    name: 'realreg',
-    version: '1.0.0',
-    private: true,
-    type: 'module',
-    dependencies: { express: '^4.21.0' },
-    devDependencies: { vitest: '^2.1.0', typescript: '^5.6.0' },
-  };
-  await writeFile(path.join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
-  await promisify(execFile)('npm', ['install', '--package-lock-only', '--no-audit', '--no-fund'], { cwd: dir });
-  project['package.json'] = JSON.stringify(manifest, null, 2);
-  project['package-lock.json'] = await readFile(path.join(dir, 'package-lock.json'), 'utf8');
-  project['app.test.js'] = `import { expect, test } from 'vitest';
-import express from 'express';
-test('express builds an app', () => expect(typeof express()).toBe('function'));
-`;
+  [trusting, plain, project] = await Promise.all([
+    startStack({ DRYDOCK_EXTRA_CA_CERTS: HOST_CA_BUNDLE }),
+    startStack(),
+    realRegistryProject(),
+  ]);
 }, 120_000);
 afterAll(async () => {
   const urls = repos.map((r) => r.url);
@@ -59,7 +48,7 @@ async function build(stack: TestStack, setup: string): Promise<{ url: string; bu
   const repo = await makeSnapshotRepo();
   repos.push({ url: repo.url, stack });
   await repo.commit(project);
-  await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup, allow: ALLOW });
+  await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup, allow: REAL_REGISTRY_ALLOW });
   const built: SnapshotBuildResult = await stack.client.workflow.execute('refreshSnapshot', {
     workflowId: newSessionId('realreg-snap'),
     taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
@@ -69,15 +58,14 @@ async function build(stack: TestStack, setup: string): Promise<{ url: string; bu
 }
 
 test('the lockfile resolves at least 150 real packages', () => {
-  const lock = JSON.parse(project['package-lock.json']) as { packages: Record<string, unknown> };
-  expect(Object.keys(lock.packages).length - 1).toBeGreaterThanOrEqual(150);
+  expect(lockedPackages(project)).toBeGreaterThanOrEqual(150);
 });
 
 test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git, corepack and Python trust the network; a session runs the tests', async () => {
   // git: TLS must pass for the registry's 404 to come back ("not found"); corepack fetches pnpm;
   // Python: OpenSSL's store (the image has no pip).
   const setup = [
-    'npm ci --no-audit --no-fund --loglevel=error',
+    REAL_REGISTRY_SETUP,
     '(git ls-remote https://registry.npmjs.org/drydock-probe.git 2>&1 || true)',
     'COREPACK_ENABLE_DOWNLOAD_PROMPT=0 corepack pnpm@9.15.0 --version',
     `python3 -c "import urllib.request; print('pypi', urllib.request.urlopen('https://pypi.org/simple/pip/').status)"`,
@@ -107,7 +95,7 @@ test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git, corepack and Python trust the ne
     await startSession(trusting, newSessionId('realreg-session'), {
       repo: { url },
       task: 'run the tests',
-      agent: { steps: [{ run: 'npx vitest run' }] },
+      agent: { steps: [{ run: REAL_REGISTRY_TEST }] },
     })
   ).result()) as SessionStatus;
   expect(session.phase).toBe('completed');
@@ -116,7 +104,7 @@ test('with DRYDOCK_EXTRA_CA_CERTS: npm ci, git, corepack and Python trust the ne
 
 test('without it, the build fails with a message that names the certificate problem and the setting', async () => {
   // A failed build fails its workflow (non-retryable); the reason is its cause.
-  const failure = await build(plain, 'npm ci --fetch-retries=0 --no-audit --no-fund --loglevel=error').then(
+  const failure = await build(plain, `${REAL_REGISTRY_SETUP} --fetch-retries=0`).then(
     ({ built }) => `built: ${built.status}`,
     (err: WorkflowFailedError) => err.cause?.message ?? String(err),
   );
