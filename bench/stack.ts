@@ -191,6 +191,8 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     DRYDOCK_TASK_QUEUE: `bench-${id}`,
     DRYDOCK_HOST_ID: `bench-${id}`,
     DRYDOCK_BASE_IMAGE: image,
+    // As `drydock up`: unregistered file:// repos may be used, and the audit key is made in the data folder.
+    DRYDOCK_DEV_MODE: true,
     LOG_LEVEL: 'warn',
     ...opts.config,
   };
