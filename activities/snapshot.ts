@@ -1,3 +1,4 @@
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { REPO_CONFIG_FILE } from '../workflows/repo-config';
@@ -110,11 +111,11 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const inputs = await setupInputs(mirror, commit);
       const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
       const environment = await sandboxEnvironment(deps, mirror, commit, input.repo).catch(async (err: Error) => {
-        await recordBuild(
-          audit,
-          await snapshots.finishBuild(row.id, { status: 'failed', commit, error: err.message }),
-          {},
-        );
+        // A transient failure (a download, a full disk) is retried: the row stays open for the retry to finish.
+        if (isFinal(err)) {
+          const failed = await snapshots.finishBuild(row.id, { status: 'failed', commit, error: err.message });
+          await recordBuild(audit, failed, {});
+        }
         throw err;
       });
       const setup = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup);
@@ -212,6 +213,15 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       return collect(input.repo, input.keep);
     },
   };
+}
+
+/** Attempts of the refreshSnapshot workflow's activities (its `common.retry`, workflows/snapshot.ts). */
+const BUILD_ACTIVITY_ATTEMPTS = 5;
+
+/** Whether a failure ends the build: a permanent one, or a transient one on the last attempt. */
+function isFinal(err: unknown): boolean {
+  if (err instanceof ApplicationFailure && err.nonRetryable) return true;
+  return Context.current().info.attempt >= BUILD_ACTIVITY_ATTEMPTS;
 }
 
 /**
