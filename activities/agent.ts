@@ -15,10 +15,13 @@ import {
   ModelApiError,
   resolveEndpoint,
   type ChatMessage,
+  type Endpoint,
+  type ModelPrice,
   type ChatResponse,
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
+import { HELPER } from '../lib/toolchains';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
@@ -100,9 +103,18 @@ export interface ModelCallInput {
   messageCount: number;
   /** The session has a cost budget: refuse to call a model without a price. */
   requirePrice: boolean;
+  /** The answer's limit (max_tokens), lowered further to fit what is left of the budgets. */
+  maxOutputTokens: number;
+  /** What is left of the token and cost budgets, if the session has them. */
+  remaining: { tokens?: number; costUsd?: number };
+  /** Usage of the previous model call: the next prompt holds at least its prompt and answer. */
+  previous?: { promptTokens: number; completionTokens: number };
 }
 
-export interface ModelCallResult {
+export type ModelCallResult = ModelAnswer | { stopped: 'max_tokens' | 'max_cost' };
+
+export interface ModelAnswer {
+  stopped?: undefined;
   call: Extract<AgentCall, { type: 'model' }>;
   /** The tool calls the model asked for, in order (their arguments stay in the artifact store). */
   toolCalls: { id: string; name: string; summary: string }[];
@@ -216,6 +228,36 @@ function allowedEndpoint(models: ActivityDeps['models'], input: ModelCallInput) 
   return endpoint;
 }
 
+/** Answers below this many tokens are not worth a call: the budget is spent. */
+const MIN_OUTPUT_TOKENS = 16;
+
+/**
+ * The answer's limit so that the call stays within the token and cost budgets,
+ * or which budget it cannot fit. The prompt is estimated from below: at least
+ * the previous prompt and its answer, or a character count / 4.
+ */
+export function outputLimit(
+  input: Pick<ModelCallInput, 'maxOutputTokens' | 'remaining' | 'previous'>,
+  promptChars: number,
+  price: ModelPrice | undefined,
+): number | 'max_tokens' | 'max_cost' {
+  const prompt = Math.max(
+    Math.ceil(promptChars / 4),
+    (input.previous?.promptTokens ?? 0) + (input.previous?.completionTokens ?? 0),
+  );
+  let limit = input.maxOutputTokens;
+  if (input.remaining.tokens !== undefined) {
+    limit = Math.min(limit, input.remaining.tokens - prompt);
+    if (limit < MIN_OUTPUT_TOKENS) return 'max_tokens';
+  }
+  if (input.remaining.costUsd !== undefined && price) {
+    const left = input.remaining.costUsd * 1_000_000 - prompt * price.input;
+    if (price.output > 0) limit = Math.min(limit, Math.floor(left / price.output));
+    if (limit < MIN_OUTPUT_TOKENS || left <= 0) return 'max_cost';
+  }
+  return limit;
+}
+
 /** See modelCall. */
 async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<ModelCallResult> {
   const { artifacts, models, audit } = deps;
@@ -227,7 +269,10 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
   if (earlier) {
     answer = JSON.parse(earlier.toString()) as StoredAnswer;
   } else {
-    answer = await askModel(endpoint, input, messages);
+    const chars = JSON.stringify(messages).length + JSON.stringify(AGENT_TOOLS).length;
+    const limit = outputLimit(input, chars, models.prices[input.model]);
+    if (typeof limit === 'string') return { stopped: limit };
+    answer = await askModel(endpoint, input, messages, limit);
     await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
   }
   const { message, finishReason, usage } = answer.response;
@@ -259,6 +304,7 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
       finishReason,
       promptTokens: usage.promptTokens,
       completionTokens: usage.completionTokens,
+      cachedTokens: usage.cachedTokens,
       costUsd: call.costUsd,
       durationMs: call.durationMs,
       toolCalls: (message.tool_calls ?? []).map((c) => c.function.name),
@@ -276,22 +322,40 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
   };
 }
 
-/** One chat-completions call; an answer a retry cannot change (a 4xx) is permanent. */
+/** Attempts of a model call that failed for another reason than a rate limit, before it is given up. */
+const MODEL_CALL_ATTEMPTS = 5;
+
+/**
+ * One model call. An answer a retry cannot change (a 4xx) is permanent; a rate
+ * limit is retried when the provider says (Retry-After), for as long as the
+ * session's wall time lasts (the workflow bounds the activity by it); other
+ * failures a few times.
+ */
 async function askModel(
-  endpoint: { baseUrl: string; apiKey?: string },
+  endpoint: Endpoint,
   input: ModelCallInput,
   messages: ChatMessage[],
+  maxOutputTokens: number,
 ): Promise<StoredAnswer> {
   const started = Date.now();
   try {
     const response = await chatCompletion(
       endpoint,
-      { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature },
+      { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature, maxOutputTokens },
       { signal: Context.current().cancellationSignal },
     );
     return { response, durationMs: Date.now() - started, model: input.model };
   } catch (err) {
-    if (err instanceof ModelApiError && !err.retryable) {
+    if (!(err instanceof ModelApiError)) throw err;
+    if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
+    if (err.status === 429) {
+      throw ApplicationFailure.create({
+        message: err.message,
+        type: ErrorType.ModelRateLimited,
+        ...(err.retryAfterMs !== undefined ? { nextRetryDelay: Math.max(1000, err.retryAfterMs) } : {}),
+      });
+    }
+    if (Context.current().info.attempt >= MODEL_CALL_ATTEMPTS) {
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
     }
     throw err;
@@ -326,7 +390,7 @@ async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<To
   try {
     const shell = toolCommand(call.function.name, str, args, input);
     if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
-    const run = await runOnce(deps.sandboxes, input.sandbox, key, shell.command, {
+    const run = await runOnce(deps, input.sandbox, key, shell.command, {
       timeoutMs: shell.timeoutMs,
       limit: input.outputLimit,
       stdin: shell.stdin,
@@ -398,9 +462,12 @@ async function finishToolCall(
   };
 }
 
-/** Runs a shell command once per key (drydock-run), with optional stdin staged first; output cut to `limit`. */
+/**
+ * Runs a shell command once per key (drydock-run), with optional stdin staged
+ * first; output cut to `limit` and scrubbed (it goes to the model and the history).
+ */
 async function runOnce(
-  sandboxes: ActivityDeps['sandboxes'],
+  { sandboxes, redactor }: Pick<ActivityDeps, 'sandboxes' | 'redactor'>,
   sandbox: string,
   key: string,
   command: string,
@@ -413,7 +480,7 @@ async function runOnce(
     });
   }
   const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
-  const run = await sandboxes.exec(sandbox, ['drydock-run', dir, seconds, command], {
+  const run = await sandboxes.exec(sandbox, [HELPER.run, dir, seconds, command], {
     signal: Context.current().cancellationSignal,
   });
   await endStrayProcesses(sandboxes, sandbox);
@@ -432,7 +499,8 @@ async function runOnce(
   const text = shown.stdout.toString();
   const newline = text.indexOf('\n');
   const bytes = Number(text.slice(0, newline));
-  return { exitCode: Number(recorded), output: text.slice(newline + 1), bytes, truncated: bytes > opts.limit };
+  const output = redactor.text(text.slice(newline + 1));
+  return { exitCode: Number(recorded), output, bytes, truncated: bytes > opts.limit };
 }
 
 const bad = () => ({ ok: false, bytes: 0, truncated: false });

@@ -1,68 +1,114 @@
-/** Committing the agent's change in the sandbox and describing it from a git bundle, with the worker's git. */
+/**
+ * The agent's change as drydock's own commit: the sandbox snapshots its
+ * working tree, the worker commits that tree on the parent with its own
+ * identity, and describes it with its own git.
+ */
 import { createHash } from 'node:crypto';
-import { inspectBundle, mirrorOf } from '../lib/git';
-import { permanent } from './container';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../workflows/api';
+import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../lib/git';
+import { permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
-import type { CommitInput, CommitResult } from './types';
+import type { ChangeSpec, CommitInput, CommitResult } from './types';
 
-/** What an approval binds to: the target branch and the whole diff. */
-function changeHash(branch: string, diff: string): string {
-  return createHash('sha256').update(`${branch}\0`).update(diff).digest('hex');
+/** Author and committer of drydock's commits unless the worker names its own (DRYDOCK_COMMIT_NAME/EMAIL). */
+export const DEFAULT_COMMIT_IDENTITY: GitIdentity = { name: 'drydock', email: 'drydock@localhost' };
+
+/** What an approval binds to: the target branch, the parent and the tree (so the exact commit pushed). */
+function changeHash(branch: string, parent: string, tree: string): string {
+  return createHash('sha256').update(`${branch}\0${parent}\0${tree}`).digest('hex');
+}
+
+/** The commit message: the subject, then trailers naming the session and the agent. */
+export function commitMessage(spec: ChangeSpec): string {
+  // A NUL cannot be passed to git; the trailers are the last paragraph, so the subject cannot forge them.
+  const subject = spec.message.replace(/\0/g, '').trim() || 'drydock change';
+  return `${subject}\n\nDrydock-Session: ${spec.sessionId}\nDrydock-Agent: ${spec.agent}\n`;
+}
+
+/** The fields of drydock's commit of this change. */
+export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
+  return { parent: spec.parent, author, date: spec.date, message: commitMessage(spec) };
 }
 
 /**
- * The sandbox's commits on `branch` since `base`, as a git bundle written to
- * stdout (the sandbox has no network); undefined when there are none.
+ * Snapshots the sandbox's working tree (untracked files too, through a
+ * scratch index so the agent's own staging stays untouched) as one commit on
+ * the base under CHANGE_REF. Prints "unchanged" when its tree is the base's.
  */
-export async function exportBundle(
+const SNAPSHOT = [
+  'set -e',
+  'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
+  'git add -A; t=$(git write-tree); rm -f "$i"',
+  'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
+  'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
+  'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
+  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"; echo changed',
+].join('\n');
+
+/** Takes the snapshot; false when the working tree is the base's. */
+async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput): Promise<boolean> {
+  const out = await sandboxes.run(input.sandbox, [
+    'sh',
+    '-c',
+    SNAPSHOT,
+    'snapshot',
+    input.baseCommit,
+    input.date,
+    STATE_DIR,
+    CHANGE_REF,
+  ]);
+  return out.trim().split('\n').pop() === 'changed';
+}
+
+/**
+ * The sandbox's snapshot (CHANGE_REF) as a git bundle written to stdout (the
+ * sandbox has no network): the snapshot commit and the objects it adds to the base.
+ */
+export async function exportSnapshot(
   sandboxes: ActivityDeps['sandboxes'],
   sandbox: string,
   base: string,
-  branch: string,
-): Promise<Buffer | undefined> {
-  const result = await sandboxes.exec(sandbox, ['git', 'bundle', 'create', '-', `${base}..refs/heads/${branch}`]);
+): Promise<Buffer> {
+  const result = await sandboxes.exec(sandbox, ['git', 'bundle', 'create', '-', `${base}..${CHANGE_REF}`]);
   if (result.exitCode === 0) return result.stdout;
-  if (/empty bundle/i.test(result.stderr.toString())) return undefined;
-  throw new Error(`git bundle failed: ${result.stderr.toString().trim()}`);
+  throw ApplicationFailure.nonRetryable(
+    `the sandbox has no snapshot of the change to export: ${result.stderr.toString().trim()}`,
+    ErrorType.PushRejected,
+  );
 }
 
-export function createCommitActivities({ sandboxes, artifacts, mirrorsDir }: ActivityDeps) {
+export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: ActivityDeps) {
+  const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
   return {
     /**
-     * Commits whatever the agent changed on the session branch (idempotent),
-     * then describes the change from a bundle, with the worker's git.
+     * Makes drydock's commit of the sandbox's working tree (idempotent: the
+     * same tree, parent and date give the same commit) and describes it.
      */
     async commitChanges(input: CommitInput): Promise<CommitResult> {
       try {
-        await sandboxes.run(
-          input.sandbox,
-          [
-            'sh',
-            '-c',
-            'set -e; git checkout -q -B "$1"; git add -A; git diff --cached --quiet || git commit -q -m "$2"',
-            'commit',
-            input.branch,
-            input.message,
-          ],
-          { env: [`GIT_AUTHOR_DATE=${input.date}`, `GIT_COMMITTER_DATE=${input.date}`] },
-        );
-        const bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch);
-        if (!bundle) {
-          return { commit: input.baseCommit, changed: false, diffstat: '', changeHash: changeHash(input.branch, '') };
+        if (!(await snapshot(sandboxes, input))) {
+          return {
+            commit: input.parent,
+            changed: false,
+            diffstat: '',
+            changeHash: changeHash(input.branch, input.parent, ''),
+            author,
+          };
         }
-        const change = await inspectBundle({
-          mirror: mirrorOf(mirrorsDir, input.repoUrl),
-          bundle,
-          branch: input.branch,
-          base: input.baseCommit,
+        const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit);
+        const mirror = mirrorOf(mirrorsDir, input.repoUrl);
+        return await sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
+          const change = await describeChange(mirror, input.parent, commit);
+          return {
+            commit,
+            changed: true,
+            diffstat: redactor.text(change.diffstat),
+            changeHash: changeHash(input.branch, input.parent, tree),
+            author,
+            diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
+          };
         });
-        return {
-          commit: change.commit,
-          changed: true,
-          diffstat: change.diffstat,
-          changeHash: changeHash(input.branch, change.diff),
-          diff: await artifacts.put(input.sessionId, 'change.diff', change.diff),
-        };
       } catch (err) {
         permanent(err);
       }

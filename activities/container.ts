@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { caEnv, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
-import { LABELS, SandboxNotFound, type DockerSandboxes } from '../lib/sandbox';
+import { LABELS, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../lib/sandbox';
 import type { ActivityDeps } from './deps';
 import type { ProvisionInput } from './types';
 
@@ -22,6 +22,11 @@ export function sandboxName(sessionId: string, generation = 0): string {
   return generation ? `${name}-r${generation}` : name;
 }
 
+/** The drydock-owned container that runs a sandbox's browser check in the sandbox's network namespace. */
+export function browserContainerName(sandbox: string): string {
+  return `${sandbox}-browser`;
+}
+
 export interface OwnedContainer {
   name: string;
   image: string;
@@ -32,6 +37,11 @@ export interface OwnedContainer {
   expiresAt: string;
   limits: ProvisionInput['limits'];
   labels?: Record<string, string>;
+  /** Host folders mounted read-only and environment variables (activities/environment.ts). */
+  mounts?: SandboxSpec['mounts'];
+  env?: string[];
+  /** Join this container's network namespace (the browser container of a sandbox). */
+  networkOf?: string;
 }
 
 /**
@@ -47,14 +57,16 @@ export async function createOwnedContainer(
   const egressDir = egressDirOf(egressRoot, spec.name);
   await mkdir(egressDir, { recursive: true, mode: 0o755 });
   if (agentClis) await mkdir(agentClis.dir, { recursive: true });
-  const { created } = await sandboxes.create({
+  const { created } = await createOrExplain(sandboxes, spec.image, {
     name: spec.name,
     image: spec.image,
     runtime,
     readonlyRoot,
     egressDir,
     agentsDir: agentClis?.dir,
-    env: extraCaCerts ? caEnv() : undefined,
+    env: [...(extraCaCerts ? caEnv() : []), ...(spec.env ?? [])],
+    ...(spec.mounts ? { mounts: spec.mounts } : {}),
+    ...(spec.networkOf ? { networkOf: spec.networkOf } : {}),
     labels: {
       [LABELS.session]: spec.owner,
       [LABELS.repo]: spec.repo,
@@ -64,8 +76,41 @@ export async function createOwnedContainer(
     },
     ...spec.limits,
   });
+  if (created) await requireShellAndGit(sandboxes, spec.name, spec.image);
   if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts);
   return created;
+}
+
+/** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
+async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: SandboxSpec) {
+  try {
+    return await sandboxes.create(spec);
+  } catch (err) {
+    if (!/executable file not found|no such file or directory/i.test((err as Error).message)) throw err;
+    await sandboxes.destroy(spec.name);
+    throw ApplicationFailure.nonRetryable(
+      `the sandbox image ${image} has no sh (nor sleep): drydock needs sh and git in the sandbox image`,
+      ErrorType.EnvironmentUnusable,
+    );
+  }
+}
+
+/** drydock's helpers and workspace need sh and git in the image: without them provisioning fails, saying so. */
+async function requireShellAndGit(sandboxes: DockerSandboxes, name: string, image: string): Promise<void> {
+  const lacks = (what: string) =>
+    ApplicationFailure.nonRetryable(
+      `the sandbox image ${image} has no ${what}; drydock needs sh and git in the sandbox image`,
+      ErrorType.EnvironmentUnusable,
+    );
+  let found;
+  try {
+    found = await sandboxes.exec(name, ['sh', '-c', 'command -v git >/dev/null']);
+  } catch (err) {
+    if (err instanceof SandboxNotFound) throw err;
+    throw lacks('sh');
+  }
+  if (found.exitCode === 127 || found.exitCode === 126) throw lacks('sh');
+  if (found.exitCode !== 0) throw lacks('git');
 }
 
 /** A sandbox that is gone stays gone: no retry, the workflow replaces it. Other errors pass as they are. */

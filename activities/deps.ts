@@ -3,12 +3,14 @@ import type { ArtifactStore } from '../lib/artifacts';
 import type { AuditTrail } from '../lib/audit';
 import type { CheckpointStore } from '../lib/checkpoints';
 import type { Database } from '../lib/db';
+import type { GitIdentity } from '../lib/git';
 import type { GitHubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import type { Logger } from '../lib/log';
 import type { AgentCliSettings } from '../lib/model-gateway';
 import type { DockerSandboxes } from '../lib/sandbox';
 import type { RepoLookupService } from '../lib/repos';
+import type { Redactor } from '../lib/scrub';
 import type { SnapshotRegistry } from '../lib/snapshots';
 
 /** What activities need from the process; tests hand in real or local ones. */
@@ -27,12 +29,24 @@ export interface ActivityDeps {
   readonlyRoot?: boolean;
   /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
   egressRoot: string;
+  /**
+   * Host folder of Node.js builds and drydock's helpers, mounted read-only into
+   * sandboxes (lib/toolchains.ts). @default <egressRoot>/../tools
+   */
+  toolsRoot?: string;
   /** The repo registry: only its repos are cloned, under their operator's limits. */
   repos: RepoLookupService;
   /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */
   devMode: boolean;
   /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, lib/ca.ts). */
   extraCaCerts?: string;
+  /**
+   * The worker's one redactor (lib/scrub.ts): every secret the worker holds,
+   * granted ones included. Whatever leaves a sandbox passes through it.
+   */
+  redactor: Redactor;
+  /** Author and committer of drydock's commits (DRYDOCK_COMMIT_NAME/EMAIL). @default drydock <drydock@localhost> */
+  commitIdentity?: GitIdentity;
   /** Secrets a session may grant to a step by name; never passed otherwise. */
   secrets: Record<string, string>;
   /** The server's approval policy (sessions can only tighten it). */

@@ -16,20 +16,23 @@ import { createVerifyActivities } from './verify';
 export type { ActivityDeps } from './deps';
 
 export function createActivities(deps: ActivityDeps) {
-  return heartbeating({
-    ...createProvisionActivities(deps),
-    ...createStepActivities(deps),
-    ...createCommitActivities(deps),
-    ...createAgentActivities(deps),
-    ...createAgentCliActivities(deps),
-    ...createVerifyActivities(deps),
-    ...createPublishActivities(deps),
-    ...createGitHubActivities(deps),
-    ...createRepoPolicyActivities(deps),
-    ...createReaperActivities(deps),
-    ...createAuditActivities(deps),
-    ...createSnapshotActivities(deps),
-  });
+  return heartbeating(
+    {
+      ...createProvisionActivities(deps),
+      ...createStepActivities(deps),
+      ...createCommitActivities(deps),
+      ...createAgentActivities(deps),
+      ...createAgentCliActivities(deps),
+      ...createVerifyActivities(deps),
+      ...createPublishActivities(deps),
+      ...createGitHubActivities(deps),
+      ...createRepoPolicyActivities(deps),
+      ...createReaperActivities(deps),
+      ...createAuditActivities(deps),
+      ...createSnapshotActivities(deps),
+    },
+    deps.redactor,
+  );
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -19,7 +19,8 @@ import {
 } from '../lib/snapshots';
 import type { Checkpoint } from '../lib/checkpoints';
 import { recordEvent } from './audit';
-import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
+import { browserContainerName, createOwnedContainer, sandboxName, STATE_DIR } from './container';
+import { sandboxEnvironment, type SandboxEnvironment } from './environment';
 import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { repoFileSetup } from './repo-policy';
@@ -53,6 +54,7 @@ export function createProvisionActivities(deps: ActivityDeps) {
      */
     async destroySandbox(input: DestroyInput): Promise<{ removed: boolean }> {
       const name = sandboxName(input.sessionId, input.generation);
+      await sandboxes.destroy(browserContainerName(name));
       const removed = await sandboxes.destroy(name);
       await rm(egressDirOf(egressRoot, name), { recursive: true, force: true });
       if (!input.replaced) await deps.checkpoints.remove(input.sessionId);
@@ -76,10 +78,13 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
   const mirror = await syncMirror(deps, input.repo.url);
   const baseCommit = await resolveRef(mirror, input.repo.ref);
   const snapshot = await newestSnapshot(deps, input.repo.url);
-  const image = snapshot?.image ?? deps.baseImage;
+  const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
+  const image = snapshot?.image ?? environment.image;
   const created = await createOwnedContainer(deps, {
     name,
     image,
+    mounts: environment.mounts,
+    env: environment.env,
     owner: input.sessionId,
     repo: input.repo.url,
     expiresAt: input.expiresAt,
@@ -96,7 +101,7 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
     ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
     behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
   };
-  const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot);
+  const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
   const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
   const { generation } = input;
   log.info(
@@ -124,6 +129,7 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
       commit: baseCommit,
       limits: input.limits,
       snapshot: use,
+      ...(environment.node ? { node: environment.node } : {}),
       ...(generation ? { generation, restored } : {}),
     },
   });
@@ -224,11 +230,12 @@ async function setupPlan(
   mirror: string,
   commit: string,
   snapshot: SnapshotBuildRow | undefined,
+  environment: Pick<SandboxEnvironment, 'setup' | 'key'>,
 ): Promise<SetupPlan | undefined> {
   const reg = await deps.snapshots.repo(repo);
   if (!reg) return undefined;
   const inputs = await setupInputs(mirror, commit);
-  const command = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit));
+  const command = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup);
   if (!command) return undefined;
   const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
   if (!snapshot) {
@@ -236,7 +243,7 @@ async function setupPlan(
     deps.log.info({ repo, started }, 'no snapshot yet: cold start, snapshot build requested');
     return { ...plan, reason: 'no snapshot yet' };
   }
-  if (setupHash(command, inputs) === snapshot.setupHash) return undefined;
+  if (setupHash(command, inputs, environment.key) === snapshot.setupHash) return undefined;
   const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
   const changed = changedInputs(before, inputs);
   return {

@@ -5,20 +5,19 @@ import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import { recordEvent } from './audit';
 import type { AuditRow } from '../lib/audit';
 import type { ActivityDeps } from './deps';
-import { exportBundle } from './commit';
+import type { ChangeSpec } from './types';
+import { commitSpec, exportSnapshot } from './commit';
 import { permanent } from './container';
 import { tail } from './output';
-import { GitError, pushBundle, updateMirror } from '../lib/git';
+import { GitError, pushCommit, sealChange, updateMirror, type GitIdentity } from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
 import { redactUrl } from '../workflows/rules/repo-url';
 
-export interface PushInput {
+/** The approved change to push: drydock's commit, made again from its spec, must be `commit`. */
+export interface PushInput extends ChangeSpec {
   sandbox: string;
-  sessionId: string;
-  repoUrl: string;
-  branch: string;
-  baseCommit: string;
   commit: string;
+  author: GitIdentity;
 }
 
 export interface PullRequestInput {
@@ -154,26 +153,26 @@ export function createPublishActivities({
     },
 
     /**
-     * Exports the branch from the sandbox as a git bundle and pushes it from
-     * the worker, which holds any credentials. Pushing a commit the remote
-     * already has is a no-op, so a retry never pushes twice.
+     * Makes drydock's commit of the sandbox's snapshot again and pushes
+     * exactly it from the worker, which holds any credentials; only if it is
+     * the approved commit (same tree, parent, author, date, message). Pushing
+     * a commit the remote already has is a no-op, so a retry never pushes twice.
      */
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
-      const bundle = await exportBundle(sandboxes, input.sandbox, input.baseCommit, input.branch).catch(permanent);
-      if (!bundle)
-        throw ApplicationFailure.nonRetryable(`${input.branch} has no commits to push`, ErrorType.PushRejected);
+      const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit).catch(permanent);
       const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
       await recordAction(input.sessionId, 'push', 'intent', target);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
-        const { alreadyPushed } = await pushBundle({
-          mirror,
-          url: input.repoUrl,
-          bundle,
-          branch: input.branch,
-          commit: input.commit,
-          env,
+        const { alreadyPushed } = await sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
+          if (commit !== input.commit) {
+            throw ApplicationFailure.nonRetryable(
+              `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
+              ErrorType.PushRejected,
+            );
+          }
+          return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit, env });
         });
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
         await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed });

@@ -43,6 +43,8 @@ export function createReaperActivities(deps: ActivityDeps) {
           reaped.push({ sandbox, sessionId, reason });
         }
       }
+      const storage = await sandboxes.reapStorage();
+      if (storage.length) log.info({ host: hostId, storage }, 'reaped sandbox storage');
       return reaped;
     },
   };

@@ -7,6 +7,8 @@ import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { repoFileSetup } from './repo-policy';
 import { tail } from './output';
 import { certificateProblem } from '../lib/ca';
+import { nodeVersionProblem } from '../lib/toolchains';
+import { sandboxEnvironment } from './environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import {
   setupCommandOf,
@@ -21,7 +23,13 @@ import {
 } from '../lib/snapshots';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
-const BUILD_LIMITS = { cpus: 2, memoryBytes: 4 * 1024 ** 3, pids: 4096, tmpBytes: 512 * 1024 ** 2 };
+const BUILD_LIMITS = {
+  cpus: 2,
+  memoryBytes: 4 * 1024 ** 3,
+  pids: 4096,
+  tmpBytes: 512 * 1024 ** 2,
+  diskBytes: 64 * 1024 ** 3,
+};
 
 /** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
 export interface SnapshotBuildPlan {
@@ -30,6 +38,8 @@ export interface SnapshotBuildPlan {
   repo: string;
   /** The build container. */
   sandbox: string;
+  /** The image the build container runs (the repo's environment or the base image): the snapshot's base. */
+  image: string;
   host: string;
   hostQueue: string;
   commit: string;
@@ -99,18 +109,28 @@ export function createSnapshotActivities(deps: ActivityDeps) {
       const mirror = await syncMirror(deps, input.repo);
       const commit = await resolveRef(mirror, reg.ref);
       const inputs = await setupInputs(mirror, commit);
-      const setup = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit));
       const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
+      const environment = await sandboxEnvironment(deps, mirror, commit, input.repo).catch(async (err: Error) => {
+        await recordBuild(
+          audit,
+          await snapshots.finishBuild(row.id, { status: 'failed', commit, error: err.message }),
+          {},
+        );
+        throw err;
+      });
+      const setup = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup);
       if (!setup) {
         const error = `no setup: register one with --setup, or give setup in ${REPO_CONFIG_FILE} or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
         await recordBuild(audit, await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
         throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
       }
       const sandbox = sandboxName(input.buildId);
-      // From the base image, no network, labelled so the reaper finds it after its expiry.
+      // From the repo's environment, no network, labelled so the reaper finds it after its expiry.
       await createOwnedContainer(deps, {
         name: sandbox,
-        image: deps.baseImage,
+        image: environment.image,
+        mounts: environment.mounts,
+        env: environment.env,
         owner: input.buildId,
         repo: input.repo,
         expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
@@ -129,11 +149,12 @@ export function createSnapshotActivities(deps: ActivityDeps) {
         buildId: input.buildId,
         repo: input.repo,
         sandbox,
+        image: environment.image,
         host: hostId,
         hostQueue,
         commit,
         setup,
-        setupHash: setupHash(setup, inputs),
+        setupHash: setupHash(setup, inputs, environment.key),
         setupTimeoutMs: reg.setupTimeoutMs,
         egress: reg.egress,
         keep: reg.keep,
@@ -157,8 +178,8 @@ export function createSnapshotActivities(deps: ActivityDeps) {
         const exited = setup.timedOut
           ? `setup timed out after ${Math.round(plan.setupTimeoutMs / 1000)}s`
           : `setup exited with ${setup.exitCode}`;
-        const certificate = certificateProblem(setup.outputTail);
-        const why = certificate ? `${exited}: ${certificate}` : exited;
+        const explained = certificateProblem(setup.outputTail) ?? nodeVersionProblem(setup.outputTail);
+        const why = explained ? `${exited}: ${explained}` : exited;
         const row = await snapshots.finishBuild(plan.buildId, {
           status: 'failed',
           commit: plan.commit,
@@ -194,10 +215,14 @@ export function createSnapshotActivities(deps: ActivityDeps) {
   };
 }
 
-/** The build container's /workspace as the snapshot image `tag`, labelled with what it was built from. */
-function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
-  return sandboxes.imageFromWorkspace(plan.sandbox, {
-    baseImage,
+/**
+ * The build container's /workspace as the snapshot image `tag`, labelled with
+ * what it was built from, and its copy-on-write lower layers made on this host
+ * now, so that no session start pays for them.
+ */
+async function imageOfBuild({ sandboxes, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
+  const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
+    baseImage: plan.image,
     tag,
     labels: {
       [SNAPSHOT_LABELS.image]: 'snapshot',
@@ -209,6 +234,8 @@ function imageOfBuild({ sandboxes, baseImage, hostId }: ActivityDeps, plan: Snap
       [SNAPSHOT_LABELS.host]: hostId,
     },
   });
+  await sandboxes.prepareImage(tag);
+  return image;
 }
 
 /** A build's outcome in the audit trail, under the repo's snapshot audit id. */

@@ -19,14 +19,15 @@ import {
 import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
 import { cliProgress } from '../lib/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../lib/model-gateway';
+import { HELPER } from '../lib/toolchains';
 import { GATEWAY_PORT, type AgentCliName } from '../workflows/rules/agent-clis';
-import { scrub, scrubLarge } from '../lib/scrub';
 import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
 import { tail } from './output';
 import type { GatewayResult, StepInput, StepResult } from './types';
+import type { Redactor } from '../lib/scrub';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
@@ -109,7 +110,7 @@ export function createStepActivities(deps: ActivityDeps) {
 
 /** Runs one script step (see runStep). */
 async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepResult> {
-  const { sandboxes, secrets, github } = deps;
+  const { sandboxes, secrets, redactor } = deps;
   const { sandbox, step } = input;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
   if (missing.length) {
@@ -119,8 +120,6 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
     );
   }
   const granted = Object.fromEntries((input.secrets ?? []).map((n) => [n, secrets[n]]));
-  // Values never to show: the secrets the step holds, and the worker's own token.
-  const hidden = [...Object.values(granted), ...(github.token ? [github.token] : [])];
   try {
     if ('write' in step) {
       const result = await sandboxes.exec(
@@ -128,7 +127,7 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
         ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
         { stdin: step.write.content },
       );
-      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(result.stderr.toString())) };
+      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(result.stderr.toString())) };
     }
     if ('patch' in step) {
       // Already applied (a retry after a crash) counts as applied.
@@ -142,9 +141,9 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
         { stdin: step.patch },
       );
       const output = `${result.stdout.toString()}${result.stderr.toString()}`;
-      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(scrub(output, hidden)) };
+      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(output)) };
     }
-    return await runCommand(deps, input, step.run, granted, hidden);
+    return await runCommand(deps, input, step.run, granted);
   } catch (err) {
     return permanent(err);
   }
@@ -159,12 +158,11 @@ async function runCommand(
   input: StepInput,
   command: string,
   granted: Record<string, string>,
-  hidden: string[],
 ): Promise<StepResult> {
   const { sandbox } = input;
   const dir = `${STATE_DIR}/steps/${input.key}`;
   const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-  let argv = ['drydock-run', dir, seconds, command];
+  let argv = [HELPER.run, dir, seconds, command];
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
   let gateway: ModelGateway | undefined;
@@ -180,7 +178,7 @@ async function runCommand(
         rules: input.egress,
         log: deps.log,
       });
-      argv = ['drydock-egress', SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
+      argv = [HELPER.egress, SANDBOX_EGRESS_SOCKET, String(EGRESS_PORT), ...retry, '--', ...argv];
       Object.assign(env, proxyEnv());
     }
     if (input.gateway) {
@@ -192,14 +190,14 @@ async function runCommand(
       env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     });
     const output = { sessionId: input.sessionId, sandbox, file: `${dir}/output`, name: `${input.key}.log` };
-    const run = await streamOutput(deps, output, running, hidden, input.gateway?.cli);
+    const run = await streamOutput(deps, output, running, input.gateway?.cli);
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
     const models = gateway && (await recordGatewayTo(deps, input, gateway));
     const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
     const result =
       run.exitCode !== 0 || !/^\d+$/.test(recorded)
-        ? runnerFailed(run, hidden, egress)
-        : await commandResult(deps, input, dir, Number(recorded), hidden, egress);
+        ? runnerFailed(run, deps.redactor, egress)
+        : await commandResult(deps, input, dir, Number(recorded), egress);
     if (!models) return result;
     const progress = cliProgress(
       input.gateway!.cli,
@@ -274,14 +272,14 @@ async function recordGatewayTo(
  * The runner itself failed (missing from the image, killed, no room for its
  * state): the step did not run to an exit code, so it cannot count as passed.
  */
-function runnerFailed(run: ExecResult, hidden: string[], egress: StepResult['egress']): StepResult {
+function runnerFailed(run: ExecResult, redactor: Redactor, egress: StepResult['egress']): StepResult {
   const why = tail(`${run.stderr.toString()}${run.stdout.toString()}`.trim() || `exit ${run.exitCode}`, 500);
   // A step's leftovers holding every process slot is the one limit that stops the runner itself.
   const failure = sandboxFault({ exitCode: -1, output: why, before: NO_COUNTS, after: NO_COUNTS });
   return {
     exitCode: -1,
     timedOut: false,
-    outputTail: scrub(`drydock-run failed: ${why}`, hidden),
+    outputTail: redactor.text(`drydock-run failed: ${why}`),
     ...(failure === 'pids' ? { failure } : {}),
     egress,
   };
@@ -289,15 +287,14 @@ function runnerFailed(run: ExecResult, hidden: string[], egress: StepResult['egr
 
 /** A command that ran to `exitCode`: its whole output to the artifact store, and the limit that stopped it, if any. */
 async function commandResult(
-  { sandboxes, artifacts, log }: ActivityDeps,
+  { sandboxes, artifacts, log, redactor }: ActivityDeps,
   input: StepInput,
   dir: string,
   exitCode: number,
-  hidden: string[],
   egress: StepResult['egress'],
 ): Promise<StepResult> {
   const { sandbox } = input;
-  const output = await scrubLarge((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString(), hidden);
+  const output = await redactor.large((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString());
   const counters = (
     await sandboxes.exec(sandbox, [
       'sh',
@@ -337,12 +334,13 @@ async function commandResult(
  * CLI) can be followed live; returns `running`'s result.
  */
 async function streamOutput<T>(
-  { sandboxes, artifacts }: Pick<ActivityDeps, 'sandboxes' | 'artifacts'>,
+  { sandboxes, artifacts, redactor }: Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   to: { sessionId: string; sandbox: string; file: string; name: string },
   running: Promise<T>,
-  hidden: string[],
   cli?: AgentCliName,
 ): Promise<T> {
+  // A secret cut in two by a chunk boundary is held until it can be recognised whole.
+  const stream = redactor.stream();
   let copied = 0;
   let last = '';
   let done = false;
@@ -369,7 +367,7 @@ async function streamOutput<T>(
       .catch(() => undefined);
     if (!chunk?.stdout.length) continue;
     copied += chunk.stdout.length;
-    const text = scrub(chunk.stdout.toString(), hidden);
+    const text = stream.push(chunk.stdout.toString());
     await artifacts.append(to.sessionId, to.name, text);
     last = tail(last + text);
     if (!cli) {

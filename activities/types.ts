@@ -3,6 +3,7 @@
  * and comes out of provisioning, steps, commits and teardown. Types only, so
  * workflow code can `import type` them.
  */
+import type { GitIdentity } from '../lib/git';
 import type { ScriptStep } from '../workflows/input';
 import type { EgressRule } from '../lib/egress';
 import type { SandboxFault } from '../lib/sandbox';
@@ -12,8 +13,8 @@ import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis'
 export interface ProvisionInput {
   sessionId: string;
   repo: { url: string; ref?: string };
-  /** tmpBytes: the size of /tmp (it counts against the memory limit). */
-  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number };
+  /** tmpBytes: the size of /tmp (it counts against the memory limit); diskBytes: /workspace and home together. */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number; diskBytes: number };
   /** ISO time after which the reaper may remove the sandbox. */
   expiresAt: string;
   /**
@@ -120,23 +121,36 @@ export interface StepResult {
   gateway?: GatewayResult;
 }
 
-export interface CommitInput {
-  sandbox: string;
+/** The change of a session as drydock commits it (activities/commit.ts). */
+export interface ChangeSpec {
   sessionId: string;
   repoUrl: string;
   branch: string;
+  /** The commit's subject; drydock adds the trailers. */
   message: string;
+  /** Names the agent in the commit's Drydock-Agent trailer. */
+  agent: string;
+  /** The commit the sandbox was provisioned at (its snapshot's base). */
   baseCommit: string;
+  /** The only parent of drydock's commit: the base, or in a later round the commit pushed before. */
+  parent: string;
   /** The commit's date: the same tree committed again (in a replacement sandbox) is the same commit. */
   date: string;
 }
 
+export interface CommitInput extends ChangeSpec {
+  sandbox: string;
+}
+
 export interface CommitResult {
+  /** drydock's commit: the approved tree on the parent, by `author`, with the session's trailers. */
   commit: string;
   changed: boolean;
   diffstat: string;
-  /** sha256 of the target branch and the whole diff: what an approval binds to. */
+  /** sha256 of the target branch, the parent and the tree: what an approval binds to. */
   changeHash: string;
+  /** Author and committer of the commit (the worker's identity). */
+  author: GitIdentity;
   /** Artifact reference of the whole diff, for the review console. */
   diff?: string;
 }

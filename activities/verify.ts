@@ -1,8 +1,13 @@
+import { rm } from 'node:fs/promises';
 import { XMLParser } from 'fast-xml-parser';
+import { egressDirOf } from '../lib/egress';
 import type { BrowserResult, TestReport } from '../workflows/api';
 import type { BrowserCheck } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { endStrayProcesses, inSandbox, STATE_DIR } from './container';
+import { LABELS, type ExecResult } from '../lib/sandbox';
+import { HELPER, HELPERS_MOUNT } from '../lib/toolchains';
+import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
+import { toolchainsOf } from './environment';
 import { tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
@@ -108,12 +113,80 @@ async function reportsWrittenDuring(
     .filter((f) => f && USUAL_REPORT.test(`/${f}`));
 }
 
-export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDeps) {
-  /** A file of the sandbox, copied to the artifact store; returns its reference. */
-  async function copyOut(sandbox: string, sessionId: string, file: string, name: string): Promise<string> {
-    const content = (await sandboxes.exec(sandbox, ['cat', file])).stdout;
-    return artifacts.put(sessionId, name, content);
+type RunnerResult = Omit<BrowserResult, 'url' | 'appLogTail' | 'durationMs'>;
+
+/** Where the browser container writes screenshots (its own /tmp). */
+const BROWSER_OUT = '/tmp/drydock-browser';
+/** Limits of a browser container: Chromium with one page. */
+const BROWSER_LIMITS = {
+  cpus: 1,
+  memoryBytes: 1536 * 1024 ** 2,
+  pids: 512,
+  tmpBytes: 256 * 1024 ** 2,
+  diskBytes: 1024 ** 3,
+};
+
+/** Starts the app in the sandbox; a retry finds the app it started (pid file) instead of starting a second one. */
+async function startApp(sandboxes: ActivityDeps['sandboxes'], sandbox: string, start: string, outDir: string) {
+  const out = await sandboxes.run(sandbox, [
+    'sh',
+    '-c',
+    'mkdir -p "$2"; if [ -f "$2/app.pid" ] && kill -0 "$(cat "$2/app.pid")" 2>/dev/null; then cat "$2/app.pid"; ' +
+      'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
+    'start-app',
+    start,
+    outDir,
+  ]);
+  return Number(out.trim());
+}
+
+/** The runner's one JSON line, or a browser_crashed result naming how it failed. */
+function runnerResult(run: ExecResult): RunnerResult {
+  try {
+    return JSON.parse(run.stdout.toString().trim().split('\n').pop() ?? '') as RunnerResult;
+  } catch {
+    return {
+      outcome: 'browser_crashed',
+      message: `the browser runner failed (exit ${run.exitCode}): ${tail(`${run.stderr}${run.stdout}`, 500)}`,
+      checks: [],
+      screenshots: [],
+      consoleErrors: [],
+      failedRequests: [],
+    };
   }
+}
+
+/**
+ * Runs `work` with a browser container of the sandbox: drydock's base image
+ * (Chromium, playwright-core), the helpers mounted, in the sandbox's network
+ * namespace (no IP network of its own), as hardened as a sandbox and
+ * labelled with the same owner and expiry, so teardown and the reaper find
+ * it. Removed afterwards, whatever happened.
+ */
+async function inBrowserContainer<T>(deps: ActivityDeps, sandbox: string, work: (name: string) => Promise<T>) {
+  const name = browserContainerName(sandbox);
+  const info = await deps.sandboxes.docker.getContainer(sandbox).inspect();
+  const labels = info.Config.Labels ?? {};
+  try {
+    await createOwnedContainer(deps, {
+      name,
+      image: deps.baseImage,
+      owner: labels[LABELS.session] ?? sandbox,
+      repo: labels[LABELS.repo] ?? '',
+      expiresAt: labels[LABELS.expires] ?? new Date(Date.now() + 60 * 60_000).toISOString(),
+      limits: BROWSER_LIMITS,
+      mounts: [{ source: await toolchainsOf(deps).helpers(), target: HELPERS_MOUNT }],
+      networkOf: sandbox,
+    });
+    return await work(name);
+  } finally {
+    await deps.sandboxes.destroy(name);
+    await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
+  }
+}
+
+export function createVerifyActivities(deps: ActivityDeps) {
+  const { sandboxes, artifacts, log, redactor } = deps;
 
   return inSandbox({
     /**
@@ -133,14 +206,21 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
         if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
       }
       if (documents.length === 0) return undefined;
-      for (const d of documents) await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
-      return parseJUnit(documents);
+      for (const d of documents) {
+        d.content = await redactor.large(d.content);
+        await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
+      }
+      // Scrubbed again once parsed: an XML escape in the file can hide a secret from the first pass.
+      return redactor.value(parseJUnit(documents));
     },
 
     /**
-     * Starts the app in the sandbox, waits until its URL answers, then lets
-     * the runner in the image drive Chromium through the checks. Screenshots
-     * and the app's log are copied out to the artifact store.
+     * Starts the app in the sandbox and waits until its URL answers (the
+     * helper, in the sandbox), then drives Chromium through the checks in a
+     * drydock-owned browser container that joins the sandbox's network
+     * namespace: the app is on its loopback, and the sandbox image needs
+     * neither Node.js nor Chromium. Screenshots and the app's log are copied
+     * out to the artifact store; the browser container is removed.
      */
     async verifyInBrowser(input: {
       sandbox: string;
@@ -151,56 +231,52 @@ export function createVerifyActivities({ sandboxes, artifacts, log }: ActivityDe
       const { sandbox, sessionId, browser } = input;
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
-      // Idempotent: a retry finds the app it started (pid file) instead of starting a second one.
-      const pid = Number(
-        (
-          await sandboxes.run(sandbox, [
-            'sh',
-            '-c',
-            'mkdir -p "$2"; if [ -f "$2/app.pid" ] && kill -0 "$(cat "$2/app.pid")" 2>/dev/null; then cat "$2/app.pid"; ' +
-              'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
-            'start-app',
-            browser.start,
-            outDir,
-          ])
-        ).trim(),
-      );
-      const run = await sandboxes.exec(sandbox, [
-        'drydock-verify-browser',
-        JSON.stringify({ ...browser, pid, outDir, readyTimeoutMs: input.readyTimeoutMs }),
+      const pid = await startApp(sandboxes, sandbox, browser.start, outDir);
+      const ready = await sandboxes.exec(sandbox, [
+        HELPER.browser,
+        JSON.stringify({ phase: 'ready', url: browser.url, pid, readyTimeoutMs: input.readyTimeoutMs }),
       ]);
-      let raw: Omit<BrowserResult, 'url' | 'appLogTail' | 'durationMs'>;
-      try {
-        raw = JSON.parse(run.stdout.toString().trim().split('\n').pop() ?? '');
-      } catch {
-        raw = {
-          outcome: 'browser_crashed',
-          message: `the browser runner failed (exit ${run.exitCode}): ${tail(run.stderr.toString(), 500)}`,
-          checks: [],
-          screenshots: [],
-          consoleErrors: [],
-          failedRequests: [],
-        };
+      let raw = runnerResult(ready);
+      const copies: { file: string; ref: string }[] = [];
+      if (raw.outcome === 'passed') {
+        const browsed = await inBrowserContainer(deps, sandbox, async (name) => {
+          const run = await sandboxes.exec(name, [
+            HELPER.browser,
+            JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT }),
+          ]);
+          const result = runnerResult(run);
+          const files = [
+            ...result.checks.map((c) => c.screenshot),
+            ...(result.screenshots as { file?: string }[]).map((s) => s.file),
+          ];
+          for (const file of files.filter((f): f is string => Boolean(f))) {
+            const content = (await sandboxes.exec(name, ['cat', file])).stdout;
+            copies.push({ file, ref: await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, content) });
+          }
+          return result;
+        });
+        raw = browsed;
       }
+      raw = redactor.value(raw);
       raw.consoleErrors = boundMessages(raw.consoleErrors);
       raw.failedRequests = boundMessages(raw.failedRequests);
       // The app, and whatever it started: nothing of it runs on while the change is exported.
       await endStrayProcesses(sandboxes, sandbox);
-      const copy = (file: string) => copyOut(sandbox, sessionId, file, `browser/${file.split('/').pop()}`);
+      const copied = (file: string) => copies.find((c) => c.file === file)?.ref ?? file;
       for (const check of raw.checks) {
-        if (check.screenshot) check.screenshot = await copy(check.screenshot);
+        if (check.screenshot) check.screenshot = copied(check.screenshot);
       }
-      const screenshots = [];
-      for (const shot of raw.screenshots as { path: string; file?: string; message?: string }[]) {
-        const { file, ...rest } = shot;
-        screenshots.push(file ? { ...rest, screenshot: await copy(file) } : rest);
-      }
-      const appLog = (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout;
+      const screenshots = (raw.screenshots as { path: string; file?: string; message?: string }[]).map(
+        ({ file, ...rest }) => (file ? { ...rest, screenshot: copied(file) } : rest),
+      );
+      const appLog = await redactor.large(
+        (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout.toString(),
+      );
       const result: BrowserResult = {
         ...raw,
         url: browser.url,
         screenshots,
-        appLogTail: tail(appLog.toString(), 1_000),
+        appLogTail: tail(appLog, 1_000),
         appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
         durationMs: Date.now() - started,
       };

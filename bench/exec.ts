@@ -94,6 +94,7 @@ async function main(): Promise<string> {
     memoryBytes: 2 * 1024 ** 3,
     pids: 512,
     tmpBytes: 512 * 1024 ** 2,
+    diskBytes: 10 * 1024 ** 3,
     egressDir: await tempDir('egress'),
   });
   try {

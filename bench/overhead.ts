@@ -67,6 +67,7 @@ async function plainSession(
     memoryBytes: 2 * 1024 ** 3,
     pids: 512,
     tmpBytes: 512 * 1024 ** 2,
+    diskBytes: 10 * 1024 ** 3,
     egressDir: opts.egressDir,
   });
   mark('container create + start');

@@ -44,6 +44,7 @@ async function startTimes(sandboxes: DockerSandboxes, image: string, readonlyRoo
       memoryBytes: 512 * 1024 ** 2,
       pids: 128,
       tmpBytes: 64 * 1024 ** 2,
+      diskBytes: 10 * 1024 ** 3,
       egressDir,
       readonlyRoot,
     });

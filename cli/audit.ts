@@ -9,7 +9,7 @@ import { openDatabase, type Database } from '../lib/db';
 import { Redactor } from '../lib/scrub';
 import { buildReport, formatReport, windowStart } from '../lib/report';
 import { finalStatus } from '../lib/sessions';
-import { connectClient } from '../lib/temporal';
+import { connectClient } from '../lib/temporal-connection';
 
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);

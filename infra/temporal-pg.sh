@@ -63,7 +63,10 @@ start_postgres() {
   if [ ! -f "$STATE/pg/PG_VERSION" ]; then
     step "creating a PostgreSQL cluster in $STATE/pg"
     mkdir -p "$STATE/pg"
-    [ "$(id -u)" = 0 ] && chown postgres: "$STATE/pg"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres: "$STATE/pg"
+      chmod o+x "$STATE"
+    fi
     "${AS_PG[@]}" "$bin/initdb" -D "$STATE/pg" -U postgres -A trust --no-sync >"$STATE/initdb.log" \
       || fail "initdb failed (see $STATE/initdb.log)"
   fi
@@ -244,6 +247,8 @@ run() {
   CLI=$(bash "$ROOT/infra/temporal.sh")
   STATE=$(mkdir -p "${TEMPORAL_PG_DIR:-$DATA_DIR/temporal-pg}" && cd "${TEMPORAL_PG_DIR:-$DATA_DIR/temporal-pg}" && pwd)
   PORT=${TEMPORAL_PG_PORT:-7333}
+  # Temporal's PostgreSQL schema stores each service's membership port in a smallint.
+  [ "$PORT" -le 32757 ] || fail "TEMPORAL_PG_PORT: at most 32757 (Temporal keeps its ports in a smallint), got $PORT"
   PG_PORT=$((PORT + 10))
   trap stop EXIT
   trap 'exit 130' INT
@@ -254,6 +259,7 @@ run() {
   step "starting the Temporal server on 127.0.0.1:$PORT${TEMPORAL_PG_TLS:+ (mTLS)} (log: $STATE/temporal.log)"
   "$SERVER_DIR/temporal-server" -config "$STATE/temporal.yaml" >>"$STATE/temporal.log" 2>&1 &
   SERVER_PID=$!
+  echo "$SERVER_PID" >"$STATE/temporal-server.pid"
   register
   step "Temporal on PostgreSQL is up in $((SECONDS - start)) s"
   echo "ready 127.0.0.1:$PORT"

@@ -2,6 +2,14 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
+import { loadTemporalSettings, TEMPORAL_VARIABLES, type TemporalSettings } from './temporal-connection';
+
+/**
+ * The wire protocols of the built-in loop's model endpoints: anthropic (Messages API), openai
+ * (Responses API), openai-chat (OpenAI's chat completions), compatible (any OpenAI-compatible
+ * chat-completions server: vLLM, Ollama, llama.cpp, gateways).
+ */
+export const MODEL_APIS = ['anthropic', 'openai', 'openai-chat', 'compatible'] as const;
 
 /** The project folder; `data/` and `.tools/` live under it unless configured. */
 export const projectRoot = path.resolve(__dirname, '..');
@@ -34,8 +42,6 @@ const json = <T extends z.ZodType>(schema: T) =>
     .pipe(schema);
 
 const configSchema = z.object({
-  TEMPORAL_ADDRESS: z.string().min(1).default('localhost:7233'),
-  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   DRYDOCK_TASK_QUEUE: z.string().min(1).default('drydock'),
   /** Local state: Temporal's database file, artifacts, git mirrors. */
   DRYDOCK_DATA_DIR: z.string().min(1).default(path.join(projectRoot, 'data')),
@@ -106,15 +112,36 @@ const configSchema = z.object({
    * development mode creates; elsewhere a missing key stops the process.
    */
   DRYDOCK_AUDIT_KEY_FILE: z.string().min(1).optional(),
-  /** The chat-completions API sessions use when they name no agent.baseUrl. */
+  /** The model API sessions use when they name no agent.baseUrl. */
   DRYDOCK_MODEL_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  /** Its protocol: anthropic (Messages), openai (Responses), openai-chat, compatible (any chat-completions server). */
+  DRYDOCK_MODEL_API: z.enum(MODEL_APIS).default('openai'),
   /** Key for DRYDOCK_MODEL_BASE_URL only (never sent to another endpoint). */
   DRYDOCK_MODEL_API_KEY: z.string().min(1).optional(),
-  /** Other endpoints sessions may use, with their keys: {"http://localhost:11434/v1": ""}. */
-  DRYDOCK_MODEL_ENDPOINTS: json(z.record(z.string().url(), z.string())).default({}),
-  /** USD per million tokens, per model: {"gpt-4.1": {"input": 2, "output": 8}}. */
+  /**
+   * Other endpoints sessions may use: a key (a compatible server), or API and key:
+   * {"http://localhost:11434/v1": "", "https://api.anthropic.com/v1": {"api": "anthropic", "key": "sk-ant-..."}}.
+   */
+  DRYDOCK_MODEL_ENDPOINTS: json(
+    z.record(
+      z.string().url(),
+      z.union([z.string(), z.strictObject({ api: z.enum(MODEL_APIS), key: z.string().optional() })]),
+    ),
+  ).default({}),
+  /**
+   * USD per million tokens, per model: {"gpt-4.1": {"input": 2, "output": 8, "cachedInput": 0.5}};
+   * cached prompt tokens (cachedInput) and Anthropic's cache writes (cacheWrite) cost `input` unless given.
+   */
   DRYDOCK_MODEL_PRICES: json(
-    z.record(z.string(), z.strictObject({ input: z.number().min(0), output: z.number().min(0) })),
+    z.record(
+      z.string(),
+      z.strictObject({
+        input: z.number().min(0),
+        output: z.number().min(0),
+        cachedInput: z.number().min(0).optional(),
+        cacheWrite: z.number().min(0).optional(),
+      }),
+    ),
   ).default({}),
   /** A worker's Prometheus endpoint (GET /metrics: drydock's and the Temporal SDK's metrics); unset: none. */
   DRYDOCK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
@@ -211,18 +238,33 @@ const configSchema = z.object({
    * sandbox and snapshot build (lib/ca.ts). Mounted, never put in an image.
    */
   DRYDOCK_EXTRA_CA_CERTS: z.string().min(1).optional(),
+  /** Author and committer of the commits drydock pushes (the agent is named in a trailer). */
+  DRYDOCK_COMMIT_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .regex(/^[^<>\n]+$/, 'no "<", ">" or newline')
+    .default('drydock'),
+  DRYDOCK_COMMIT_EMAIL: z
+    .string()
+    .trim()
+    .regex(/^[^\s<>@]+@[^\s<>@]+$/, 'an email address')
+    .default('drydock@localhost'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `auto`: readable lines on a terminal, JSON otherwise; `json` or `pretty` always. */
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 });
 
-export type Config = z.infer<typeof configSchema> & {
-  /**
-   * Secrets a session may grant to a step by name: `DRYDOCK_SECRET_<NAME>`
-   * becomes `<NAME>` in that step's environment, and only there.
-   */
-  secrets: Record<string, string>;
-};
+/** TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and how to authenticate there come from lib/temporal-connection.ts. */
+export type Config = z.infer<typeof configSchema> &
+  TemporalSettings & {
+    /**
+     * Secrets a session may grant to a step by name: `DRYDOCK_SECRET_<NAME>`
+     * becomes `<NAME>` in that step's environment, and only there.
+     */
+    secrets: Record<string, string>;
+  };
 
 const SECRET_PREFIX = 'DRYDOCK_SECRET_';
 
@@ -243,7 +285,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`invalid environment: ${problems.join('; ')}`);
   }
-  return { ...parsed.data, secrets: secretsOf(env) };
+  let temporal: TemporalSettings;
+  try {
+    temporal = loadTemporalSettings(env);
+  } catch (err) {
+    throw new ConfigError(`invalid environment: ${(err as Error).message}`);
+  }
+  return { ...parsed.data, ...temporal, secrets: secretsOf(env) };
 }
 
 /**
@@ -251,5 +299,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
  * checks that deployment files set nothing drydock would silently ignore.
  */
 export function configVariables(): string[] {
-  return Object.keys(configSchema.shape);
+  return [...Object.keys(configSchema.shape), ...TEMPORAL_VARIABLES];
 }

@@ -139,38 +139,84 @@ const PLAIN_DIFF = [
   '--no-ext-diff',
 ];
 
+/** Who drydock's commits are by (author and committer): the worker's, never the sandbox's. */
+export interface GitIdentity {
+  name: string;
+  email: string;
+}
+
+/** The sandbox ref holding its snapshot of the change: one commit of the working tree on the base. */
+export const CHANGE_REF = 'refs/drydock/change';
+
+/** What drydock's commit of a change is made of; the same fields make the same commit. */
+export interface CommitSpec {
+  /** The commit's only parent: the session's base (a later round: the commit pushed before). */
+  parent: string;
+  author: GitIdentity;
+  /** ISO date, for author and committer: the same tree committed again is the same commit. */
+  date: string;
+  /** The whole message, trailers included. */
+  message: string;
+}
+
 /**
- * Reads a bundle of the sandbox's branch into the worker's mirror and
- * describes the change with the worker's own git, so the evidence a reviewer
- * sees (diffstat, change hash) cannot be forged by git configuration or
- * attributes inside the sandbox.
+ * Reads the sandbox's snapshot bundle (CHANGE_REF) into the mirror and makes
+ * drydock's own commit of its tree: one parent, drydock's identity, drydock's
+ * message. Nothing but the tree is taken from the sandbox: its commits, their
+ * authors and parents (and the objects only they reach) never reach a remote.
+ * Runs `fn` with the commit under the mirror's lock (the commit is not kept
+ * under any ref: a later push makes it again from the same spec).
  */
-export async function inspectBundle(opts: {
-  mirror: string;
-  bundle: Buffer;
-  branch: string;
-  base: string;
-}): Promise<{ commit: string; diffstat: string; diff: string }> {
-  return withBundle(opts.mirror, opts.bundle, opts.branch, async (staged) => {
-    const commit = (await git(['rev-parse', staged], opts.mirror)).trim();
-    const diffstat = (await git([...PLAIN_DIFF, '--stat', opts.base, commit], opts.mirror)).trimEnd();
-    const diff = await git([...PLAIN_DIFF, '--binary', opts.base, commit], opts.mirror);
-    return { commit, diffstat, diff };
+export function sealChange<T>(
+  mirror: string,
+  bundle: Buffer,
+  spec: CommitSpec,
+  fn: (sealed: { commit: string; tree: string }) => Promise<T>,
+): Promise<T> {
+  return withBundle(mirror, bundle, CHANGE_REF, async (staged) => {
+    const tree = (await git(['rev-parse', '--verify', `${staged}^{tree}`], mirror)).trim();
+    const who = spec.author;
+    const env = {
+      GIT_AUTHOR_NAME: who.name,
+      GIT_AUTHOR_EMAIL: who.email,
+      GIT_AUTHOR_DATE: spec.date,
+      GIT_COMMITTER_NAME: who.name,
+      GIT_COMMITTER_EMAIL: who.email,
+      GIT_COMMITTER_DATE: spec.date,
+    };
+    const args = ['commit-tree', '--no-gpg-sign', tree, '-p', spec.parent, '-m', spec.message];
+    const commit = (await git(args, mirror, env)).trim();
+    return fn({ commit, tree });
   });
 }
 
 /**
- * Fetches the bundle's `branch` into the mirror under a staging ref, runs
+ * The change from `parent` to `commit` as the worker's own git shows it, so
+ * the evidence a reviewer sees (diffstat, diff) cannot be forged by git
+ * configuration or attributes inside the sandbox.
+ */
+export async function describeChange(
+  mirror: string,
+  parent: string,
+  commit: string,
+): Promise<{ diffstat: string; diff: string }> {
+  const diffstat = (await git([...PLAIN_DIFF, '--stat', parent, commit], mirror)).trimEnd();
+  const diff = await git([...PLAIN_DIFF, '--binary', parent, commit], mirror);
+  return { diffstat, diff };
+}
+
+/**
+ * Fetches the bundle's `ref` into the mirror under a staging ref, runs
  * `fn` with that ref, then removes it (under the mirror's lock).
  */
-function withBundle<T>(mirror: string, bundle: Buffer, branch: string, fn: (staged: string) => Promise<T>): Promise<T> {
+function withBundle<T>(mirror: string, bundle: Buffer, ref: string, fn: (staged: string) => Promise<T>): Promise<T> {
   return withMirrorLock(mirror, async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
-    const staged = `refs/drydock-staging/${branch}`;
+    const staged = `refs/drydock-staging/${path.basename(dir)}`;
     try {
       const file = path.join(dir, 'change.bundle');
       await writeFile(file, bundle);
-      await git(['fetch', '--quiet', file, `+refs/heads/${branch}:${staged}`], mirror);
+      await git(['fetch', '--quiet', file, `+${ref}:${staged}`], mirror);
       return await fn(staged);
     } finally {
       await git(['update-ref', '-d', staged], mirror).catch(() => undefined);
@@ -180,13 +226,13 @@ function withBundle<T>(mirror: string, bundle: Buffer, branch: string, fn: (stag
 }
 
 /**
- * Pushes `branch` from a git bundle to the repo's remote, from the worker
- * (the sandbox holds no credentials). Pushing the same commit again is a no-op.
+ * Pushes `commit` (drydock's, made by sealChange) to `branch` of the repo's
+ * remote, from the worker (the sandbox holds no credentials): exactly the
+ * objects it reaches that the remote lacks. Pushing it again is a no-op.
  */
-export async function pushBundle(opts: {
+export async function pushCommit(opts: {
   mirror: string;
   url: string;
-  bundle: Buffer;
   branch: string;
   commit: string;
   env?: GitEnv;
@@ -195,10 +241,8 @@ export async function pushBundle(opts: {
     .split('\t')[0]
     ?.trim();
   if (remoteHead === opts.commit) return { alreadyPushed: true };
-  return withBundle(opts.mirror, opts.bundle, opts.branch, async () => {
-    await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
-    return { alreadyPushed: false };
-  });
+  await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
+  return { alreadyPushed: false };
 }
 
 /** Whether `commit` is in the mirror (a force push and gc can drop an old snapshot's commit). */

@@ -1,6 +1,9 @@
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { SANDBOX_AGENTS_DIR } from '../workflows/rules/agent-clis';
+import { SandboxStorageRoot, type OverlayDirs, type SandboxStorage } from './sandbox-storage';
 import { redactUrl } from '../workflows/rules/repo-url';
 
 /** Labels on every sandbox container, so orphans can be found and reaped. */
@@ -27,19 +30,24 @@ export interface SandboxSpec {
   pids: number;
   /** Size of the tmpfs at /tmp (it counts against the memory limit too). */
   tmpBytes: number;
+  /** Room for what the sandbox writes to /workspace and its home (its own filesystem; ENOSPC beyond). */
+  diskBytes: number;
   /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
   egressDir: string;
   /** Host folder of the agent CLIs, mounted read-only at /opt/drydock/agents (lib/agent-clis.ts). */
   agentsDir?: string;
   /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
   env?: string[];
+  /** Host folders mounted read-only (drydock's helpers, a Node.js build: lib/toolchains.ts). */
+  mounts?: { source: string; target: string }[];
+  /** Join this container's network namespace (its loopback only) instead of a network of its own. */
+  networkOf?: string;
   /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
   /**
    * false: the root filesystem stays writable (by root only: the sandbox user
-   * still cannot write system folders) and /workspace and the home folder stay
-   * in the container's copy-on-write layer instead of volumes, which Docker
-   * fills by copying every file (bench/workspace-volume.ts). @default true
+   * still cannot write system folders). /workspace and the home folder are
+   * copy-on-write overlays either way. @default true
    */
   readonlyRoot?: boolean;
 }
@@ -131,27 +139,37 @@ function isStatus(err: unknown, code: number): boolean {
   return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
 }
 
-/**
- * Docker's create options of a sandbox: no network, non-root, no capabilities,
- * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
- * /workspace and the home folder are anonymous volumes, which Docker fills
- * from the image on creation (so a snapshot image's /workspace is there) and
- * removes with the container.
- */
 /** Labels as Docker stores them: anyone who can list containers reads them, so no URL credentials. */
 function shownLabels(labels: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, redactUrl(v)]));
 }
 
-export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateOptions {
+/**
+ * Docker's create options of a sandbox: no network, non-root, no capabilities,
+ * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
+ * /workspace and the home folder are anonymous volumes of type overlay over
+ * the image's copy (lib/sandbox-storage.ts), removed with the container.
+ */
+export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
   const labels = shownLabels(spec.labels);
   const readonlyRoot = spec.readonlyRoot ?? true;
-  const volume = (target: string) => ({
+  const volume = (target: string, dirs: OverlayDirs) => ({
     Type: 'volume' as const,
     Source: '',
     Target: target,
-    // NoCopy false: Docker copies the image's content at this path into the new volume.
-    VolumeOptions: { NoCopy: false, Labels: labels, DriverConfig: { Name: 'local', Options: {} } },
+    // NoCopy: the overlay's lower layer already is the image's content; nothing is copied.
+    VolumeOptions: {
+      NoCopy: true,
+      Labels: labels,
+      DriverConfig: {
+        Name: 'local',
+        Options: {
+          type: 'overlay',
+          device: 'overlay',
+          o: `lowerdir=${dirs.lower},upperdir=${dirs.upper},workdir=${dirs.work},nosuid,nodev`,
+        },
+      },
+    },
   });
   return {
     name: spec.name,
@@ -164,7 +182,7 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
     HostConfig: {
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)
-      NetworkMode: 'none',
+      NetworkMode: spec.networkOf ? `container:${spec.networkOf}` : 'none',
       CapDrop: ['ALL'],
       // Docker's default seccomp profile applies (nothing here turns it off).
       SecurityOpt: ['no-new-privileges'],
@@ -173,11 +191,18 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
       ReadonlyRootfs: readonlyRoot,
       Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
       Mounts: [
-        ...(readonlyRoot ? [volume(WORKSPACE), volume(HOME)] : []),
+        volume(WORKSPACE, storage.workspace),
+        volume(HOME, storage.home),
         { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
         ...(spec.agentsDir
           ? [{ Type: 'bind' as const, Source: spec.agentsDir, Target: SANDBOX_AGENTS_DIR, ReadOnly: true }]
           : []),
+        ...(spec.mounts ?? []).map((m) => ({
+          Type: 'bind' as const,
+          Source: m.source,
+          Target: m.target,
+          ReadOnly: true,
+        })),
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),
@@ -191,12 +216,22 @@ export function sandboxCreateOptions(spec: SandboxSpec): Docker.ContainerCreateO
 
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
 export class DockerSandboxes {
-  constructor(readonly docker: Docker = new Docker()) {}
+  readonly storage: SandboxStorageRoot;
+
+  constructor(
+    readonly docker: Docker = new Docker(),
+    /** Where sandboxes' upper layers live: the same path on the host and here. */
+    storageRoot = path.join(tmpdir(), 'drydock-sandbox-storage'),
+  ) {
+    this.storage = new SandboxStorageRoot(docker, storageRoot);
+  }
 
   /** Creates and starts the sandbox, or returns the one that already has this name. */
   async create(spec: SandboxSpec): Promise<{ id: string; created: boolean }> {
     try {
-      const container = await this.docker.createContainer(sandboxCreateOptions(spec));
+      if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
+      const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
+      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage));
       await container.start();
       return { id: container.id, created: true };
     } catch (err) {
@@ -315,16 +350,25 @@ export class DockerSandboxes {
     }
   }
 
-  /** Removes the sandbox; returns false when it was already gone. */
-  async destroy(name: string): Promise<boolean> {
+  /** Makes the image's copy-on-write lower layers on this host now (idempotent), instead of at its first sandbox. */
+  async prepareImage(ref: string): Promise<void> {
+    await this.storage.lowers(ref, WORKSPACE, HOME);
+  }
+
+  /** Removes the sandbox (by name or id) and its storage; returns false when it was already gone. */
+  async destroy(nameOrId: string): Promise<boolean> {
+    let name = nameOrId;
+    let removed = true;
     try {
-      await this.docker.getContainer(name).remove({ force: true, v: true });
-      return true;
+      name = (await this.docker.getContainer(nameOrId).inspect()).Name.replace(/^\//, '');
+      await this.docker.getContainer(nameOrId).remove({ force: true, v: true });
     } catch (err) {
-      if (isStatus(err, 404)) return false;
-      if (isStatus(err, 409)) return true; // removal already in progress
-      throw err;
+      if (isStatus(err, 404)) removed = false;
+      else if (!isStatus(err, 409)) throw err; // 409: removal already in progress
     }
+    if (await this.exists(name)) return true; // another call's removal still runs; its storage goes with it
+    await this.storage.remove(name);
+    return removed;
   }
 
   /**
@@ -378,16 +422,39 @@ export class DockerSandboxes {
 
   /** Removes an image no container uses: 'in_use' when one does, 'gone' when it was already gone. */
   async removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'> {
-    if (!(await this.image(ref))) return 'gone';
+    const image = await this.image(ref);
+    if (!image) return 'gone';
     if ((await this.containersOf(ref)).length > 0) return 'in_use';
     try {
       await this.docker.getImage(ref).remove();
+      // No sandbox of it is left (the engine refuses while one is): its lower layers can go.
+      await this.storage.removeLowers(image.id);
       return 'removed';
     } catch (err) {
       if (isStatus(err, 404)) return 'gone';
       if (isStatus(err, 409)) return 'in_use'; // a container was created meanwhile
       throw err;
     }
+  }
+
+  /**
+   * Removes storage that no container uses any more: upper layers of
+   * sandboxes that are gone (made more than `graceMs` ago, so a sandbox being
+   * created keeps its own), and lower layers of images that are gone.
+   */
+  async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
+    const removed: string[] = [];
+    for (const { name, createdMs } of await this.storage.list()) {
+      if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
+      await this.storage.remove(name);
+      removed.push(name);
+    }
+    for (const imageId of await this.storage.lowerImages()) {
+      if (await this.image(imageId)) continue;
+      await this.storage.removeLowers(imageId);
+      removed.push(`lower layers of ${imageId}`);
+    }
+    return removed;
   }
 
   /** Sandboxes (running or not) carrying a drydock session label, of one host if given. */

@@ -34,20 +34,64 @@ export const REDACTED = '[redacted]';
 /** Values shorter than this are not scrubbed by value (they would blank ordinary words). */
 const MIN_SECRET_LENGTH = 8;
 
+/**
+ * The part of `value`'s base64 that does not depend on its neighbours, for
+ * each of the three alignments it can have in a longer encoded text (the
+ * characters mixing its first or last bits with a neighbour's are left out),
+ * in both alphabets (standard and URL-safe).
+ */
+function base64Forms(value: string): string[] {
+  const forms: string[] = [];
+  for (const offset of [0, 1, 2]) {
+    const bytes = Buffer.concat([Buffer.alloc(offset), Buffer.from(value)]);
+    const encoded = bytes.toString('base64').replace(/=+$/, '');
+    const start = [0, 2, 3][offset];
+    const end = bytes.length % 3 === 0 ? encoded.length : encoded.length - 1;
+    const form = encoded.slice(start, end);
+    forms.push(form, form.replace(/\+/g, '-').replace(/\//g, '_'));
+  }
+  return forms;
+}
+
+/** `value` as it appears URL-encoded: percent-encoded (either hex case), and as a form field. */
+function urlForms(value: string): string[] {
+  const encoded = encodeURIComponent(value);
+  if (encoded === value) return [];
+  return [encoded, encoded.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()), encoded.replace(/%20/g, '+')];
+}
+
+/**
+ * What to search for to scrub `secrets`: each value long enough to scrub,
+ * its base64 and URL-encoded forms; distinct, longest first (so a longer
+ * match wins over a shorter one inside it).
+ */
+export function needlesOf(secrets: readonly (string | undefined)[]): string[] {
+  const values = secrets.filter((s): s is string => typeof s === 'string' && s.length >= MIN_SECRET_LENGTH);
+  const forms = values.flatMap((v) => [v, ...base64Forms(v), ...urlForms(v)]);
+  return [...new Set(forms.filter((f) => f.length >= MIN_SECRET_LENGTH - 2))].sort((a, b) => b.length - a.length);
+}
+
 /** Scrubs one piece of text, in time linear in its length. For large texts, `scrubLarge`. */
 export function scrub(text: string, secrets: readonly string[] = []): string {
-  let out = scrubValues(text, secrets);
+  return scrubNeedles(text, needlesOf(secrets));
+}
+
+function scrubNeedles(text: string, needles: readonly string[]): string {
+  return scrubPatterns(replaceNeedles(text, needles));
+}
+
+function scrubPatterns(text: string): string {
+  let out = text;
   for (const pattern of TOKEN_PATTERNS) {
     out = out.replace(pattern, (_match, kept: unknown) => (typeof kept === 'string' ? kept : '') + REDACTED);
   }
   return out;
 }
 
-function scrubValues(text: string, secrets: readonly string[]): string {
+/** Each needle (longest first) replaced wherever it occurs: a native search per needle. */
+function replaceNeedles(text: string, needles: readonly string[]): string {
   let out = text;
-  for (const value of [...secrets].sort((a, b) => b.length - a.length)) {
-    if (value.length >= MIN_SECRET_LENGTH) out = out.split(value).join(REDACTED);
-  }
+  for (const needle of needles) if (out.includes(needle)) out = out.split(needle).join(REDACTED);
   return out;
 }
 
@@ -88,12 +132,16 @@ function pieceEnd(text: string, start: number): number {
  * between pieces so heartbeats and other activities go on.
  */
 export async function scrubLarge(text: string, secrets: readonly string[] = []): Promise<string> {
-  if (text.length <= SCRUB_CHUNK_CHARS) return scrub(text, secrets);
-  const byValue = scrubValues(text, secrets);
+  return scrubLargeNeedles(text, needlesOf(secrets));
+}
+
+async function scrubLargeNeedles(text: string, needles: readonly string[]): Promise<string> {
+  if (text.length <= SCRUB_CHUNK_CHARS) return scrubNeedles(text, needles);
+  const byValue = replaceNeedles(text, needles);
   const pieces: string[] = [];
   for (let start = 0; start < byValue.length;) {
     const end = pieceEnd(byValue, start);
-    pieces.push(scrub(byValue.slice(start, end)));
+    pieces.push(scrubPatterns(byValue.slice(start, end)));
     start = end;
     await new Promise((resolve) => setImmediate(resolve));
   }
@@ -105,37 +153,118 @@ export function hasTokenPattern(text: string): boolean {
   return TOKEN_PATTERNS.some((p) => new RegExp(p.source, p.flags.replace('g', '')).test(text));
 }
 
-/** Scrubs a fixed set of secret values and every token pattern, from text or any JSON-like value. */
+/**
+ * The worker's one redactor: every string that leaves a sandbox (step output,
+ * streamed and final, heartbeats, verification output and reports, browser
+ * logs, the change's diff, activity results and errors) and every audit
+ * record passes through it. It scrubs a fixed set of secret values, in their
+ * plain, base64 and URL-encoded forms, and every token pattern.
+ */
 export class Redactor {
-  private readonly values: string[];
+  /** The values and their encoded forms, longest first (see needlesOf). */
+  readonly needles: readonly string[];
 
   /** `secrets`: exact values to scrub wherever they appear (unset ones are skipped). */
-  constructor(secrets: (string | undefined)[] = []) {
-    this.values = secrets.filter((s): s is string => typeof s === 'string');
+  constructor(secrets: readonly (string | undefined)[] = []) {
+    this.needles = needlesOf(secrets);
   }
 
   text(input: string): string {
-    return scrub(input, this.values);
+    return scrubNeedles(input, this.needles);
   }
 
-  /** Every string inside a JSON-like value, scrubbed. */
+  /** `text` for text of any size, leaving the event loop free (see scrubLarge). */
+  large(input: string): Promise<string> {
+    return scrubLargeNeedles(input, this.needles);
+  }
+
+  /** Every string inside a JSON-like value (arrays and plain objects), scrubbed; anything else as it is. */
   value<T>(input: T): T {
     if (typeof input === 'string') return this.text(input) as T;
     if (Array.isArray(input)) return input.map((v) => this.value(v)) as T;
-    if (input && typeof input === 'object') {
+    if (input && typeof input === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(input))) {
       return Object.fromEntries(Object.entries(input).map(([k, v]) => [k, this.value(v)])) as T;
     }
     return input;
   }
+
+  /** A redactor for one stream of text that arrives in chunks (see StreamRedactor). */
+  stream(): StreamRedactor {
+    return new StreamRedactor(this);
+  }
 }
 
-/** Scrubs the secrets a drydock process holds (and token patterns) from what it records. */
+/**
+ * Scrubs a stream whose chunks may cut a secret in two: of what has arrived,
+ * it gives out only what can no longer be part of a secret (or of one of its
+ * encoded forms), and holds the rest, at most the longest needle's length − 1
+ * characters, until the next chunk or `end`. (Token patterns are scrubbed
+ * per chunk given out: a token cut by a chunk boundary can pass.)
+ */
+export class StreamRedactor {
+  private pending = '';
+  private readonly longest: number;
+
+  constructor(private readonly redactor: Redactor) {
+    this.longest = redactor.needles[0]?.length ?? 0;
+  }
+
+  /** Takes the next chunk; returns the scrubbed text that is safe to give out now. */
+  push(chunk: string): string {
+    const text = this.pending + chunk;
+    const cut = this.safeEnd(text);
+    this.pending = text.slice(cut);
+    return this.redactor.text(text.slice(0, cut));
+  }
+
+  /** The stream is over: the scrubbed rest. */
+  end(): string {
+    const rest = this.pending;
+    this.pending = '';
+    return this.redactor.text(rest);
+  }
+
+  /**
+   * Where `text` can be cut so that no needle occurrence crosses the cut and
+   * nothing after it could still become one: past every occurrence that
+   * starts in the first length − (longest − 1) characters, then up to the
+   * first position whose rest is the start of a needle (or holds one whole).
+   */
+  private safeEnd(text: string): number {
+    const needles = this.redactor.needles;
+    let cut = Math.max(0, text.length - Math.max(0, this.longest - 1));
+    for (let moved = true; moved;) {
+      moved = false;
+      for (const needle of needles) {
+        for (let at = text.indexOf(needle, Math.max(0, cut - needle.length + 1)); at !== -1 && at < cut;) {
+          if (at + needle.length > cut) {
+            cut = at + needle.length;
+            moved = true;
+          }
+          at = text.indexOf(needle, at + 1);
+        }
+      }
+    }
+    for (let at = cut; at < text.length; at++) {
+      const rest = text.length - at;
+      if (needles.some((n) => text.startsWith(n.slice(0, Math.min(n.length, rest)), at))) return at;
+    }
+    return text.length;
+  }
+}
+
+/** The secrets a drydock process holds: its tokens, model keys and the secrets sessions may be granted. */
 export function redactorOf(
-  config: Pick<Config, 'GITHUB_TOKEN' | 'DRYDOCK_MODEL_API_KEY' | 'DRYDOCK_MODEL_ENDPOINTS'>,
+  config: Pick<
+    Config,
+    'GITHUB_TOKEN' | 'DRYDOCK_MODEL_API_KEY' | 'DRYDOCK_ANTHROPIC_API_KEY' | 'DRYDOCK_MODEL_ENDPOINTS' | 'secrets'
+  >,
 ): Redactor {
   return new Redactor([
     config.GITHUB_TOKEN,
     config.DRYDOCK_MODEL_API_KEY,
-    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS),
+    config.DRYDOCK_ANTHROPIC_API_KEY,
+    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS).map((e) => (typeof e === 'string' ? e : e.key)),
+    ...Object.values(config.secrets),
   ]);
 }

@@ -129,21 +129,28 @@ export async function setupInputs(mirror: string, commit: string): Promise<Recor
 
 /**
  * The setup command of a registration at a commit, or undefined when it has
- * none: the operator's, else the repo file's `setup`, else the setup script.
+ * none: the operator's, else the repo file's `setup`, else the dev
+ * container's lifecycle commands, else the setup script.
  */
 export function setupCommandOf(
   reg: Pick<RepoRegistration, 'setup'>,
   inputs: Record<string, string>,
   repoFileSetup?: string,
+  devcontainerSetup?: string,
 ): string | undefined {
   if (reg.setup) return reg.setup;
   if (repoFileSetup) return repoFileSetup;
+  if (devcontainerSetup) return devcontainerSetup;
   return inputs[SETUP_SCRIPT] ? `sh ${SETUP_SCRIPT}` : undefined;
 }
 
-/** What a snapshot's setup depended on: the command and the inputs' contents. */
-export function setupHash(command: string, inputs: Record<string, string>): string {
+/**
+ * What a snapshot's setup depended on: the command, the inputs' contents and
+ * the environment (image and Node.js version, activities/environment.ts).
+ */
+export function setupHash(command: string, inputs: Record<string, string>, environment = ''): string {
   const hash = createHash('sha256').update(command).update('\0');
+  if (environment) hash.update(`environment\0${environment}\0`);
   for (const file of Object.keys(inputs).sort()) hash.update(`${file}\0${inputs[file]}\0`);
   return hash.digest('hex');
 }

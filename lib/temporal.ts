@@ -2,21 +2,16 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { connect } from 'node:net';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import type { ConnectionLike } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE } from '../workflows/api';
 import { projectRoot, type Config } from './config';
-
-export async function connectClient(config: Pick<Config, 'TEMPORAL_ADDRESS' | 'TEMPORAL_NAMESPACE'>): Promise<Client> {
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: '5s' });
-  return new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-}
 
 /**
  * Registers drydock's search attributes (DrydockPhase, DrydockRepo) on the
  * namespace, also on an existing database; already registered is fine.
  */
-export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<void> {
+export async function ensureSearchAttributes(connection: ConnectionLike, namespace: string): Promise<void> {
   const keyword = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
   const existing = await connection.operatorService.listSearchAttributes({ namespace });
   const missing = [PHASE_ATTRIBUTE.name, REPO_ATTRIBUTE.name].filter((name) => !existing.customAttributes?.[name]);

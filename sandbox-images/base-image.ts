@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -21,16 +21,11 @@ const toStderr: Progress = (line) => process.stderr.write(`==> ${line}\n`);
 /** drydock's pinned playwright-core, copied into the image (see the Dockerfile). */
 const PLAYWRIGHT = path.dirname(require.resolve('playwright-core/package.json'));
 
-/** `drydock-base:<first 12 hex of the sha256 of the build context and the playwright-core version>`. */
+/** `drydock-base:<first 12 hex of the sha256 of the Dockerfile and the playwright-core version>`. */
 export async function baseImageTag(): Promise<string> {
   const hash = createHash('sha256');
-  for (const name of (await readdir(CONTEXT)).sort()) {
-    hash
-      .update(name)
-      .update('\0')
-      .update(await readFile(path.join(CONTEXT, name)))
-      .update('\0');
-  }
+  // The Dockerfile alone: the helpers beside it are mounted, not copied (lib/toolchains.ts).
+  hash.update(await readFile(path.join(CONTEXT, 'Dockerfile')));
   hash.update(await readFile(path.join(PLAYWRIGHT, 'package.json')));
   return `drydock-base:${hash.digest('hex').slice(0, 12)}`;
 }
@@ -43,7 +38,7 @@ export async function ensureBaseImage(progress: Progress = toStderr): Promise<st
   progress(`building sandbox image ${tag} (first run only; a few minutes)`);
   const context = await mkdtemp(path.join(tmpdir(), 'drydock-image-'));
   try {
-    await cp(CONTEXT, context, { recursive: true });
+    await cp(path.join(CONTEXT, 'Dockerfile'), path.join(context, 'Dockerfile'));
     await cp(PLAYWRIGHT, path.join(context, 'playwright-core'), { recursive: true });
     await run('docker', ['build', '--network', 'host', '--label', 'drydock.image=base', '-t', tag, context], true);
   } finally {

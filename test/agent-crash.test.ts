@@ -1,10 +1,11 @@
 /**
  * kill -9 of the worker in the middle of the agent loop: a new worker resumes
  * at the last completed call; no model call is paid for twice and the tool
- * call that was running ran once.
+ * call that was running ran once. And a provider that rate-limits for longer
+ * than Temporal's usual retries last is waited out, as its Retry-After says.
  */
 import { randomBytes } from 'node:crypto';
-import { startFakeModel, toolResults } from './fake-model';
+import { startFakeProviders, toolResults } from './fake-providers';
 import {
   approvePush,
   connectClient,
@@ -19,7 +20,7 @@ import { newQueue, startWorkerProcess, workerEnv } from './workers';
 
 test('kill -9 the worker during a tool call of the loop → resumed without re-paying completed model calls', async () => {
   const key = `sk-crash-${randomBytes(8).toString('hex')}`;
-  const model = await startFakeModel({ apiKey: key });
+  const model = await startFakeProviders({ apiKey: key });
   model.script((req) => {
     const done = toolResults(req).length;
     if (done === 0) return { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] };
@@ -28,11 +29,12 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
         toolCalls: [{ name: 'run', arguments: { command: 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md' } }],
       };
     }
-    return { content: 'greeted' };
+    return { text: 'greeted' };
   });
   const repo = await makeFixtureRepo();
   const env = await workerEnv(newQueue('agentcrash'), {
     DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'anthropic',
     DRYDOCK_MODEL_API_KEY: key,
   });
   const client = await connectClient();
@@ -72,6 +74,92 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
         (e.activityTaskStartedEventAttributes.attempt ?? 1) >= 2,
     );
     expect(retried).toHaveLength(1);
+  } finally {
+    await worker.kill();
+    await client.connection.close();
+    await model.close();
+  }
+});
+
+test('kill -9 the worker right after a model call was paid, before Temporal heard of it → the answer is reused, not bought again', async () => {
+  const key = `sk-crash-${randomBytes(8).toString('hex')}`;
+  const model = await startFakeProviders({ apiKey: key });
+  model.script((req) =>
+    toolResults(req).length === 0
+      ? { toolCalls: [{ name: 'run', arguments: { command: 'echo hello >> README.md' } }] }
+      : { text: 'greeted' },
+  );
+  const repo = await makeFixtureRepo();
+  const env = await workerEnv(newQueue('modelcrash'), {
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'openai',
+    DRYDOCK_MODEL_API_KEY: key,
+  });
+  const client = await connectClient();
+  const id = newSessionId('modelcrash');
+  let worker = startWorkerProcess(env, { holdAfter: 'modelCall' });
+  try {
+    const handle = await startSession({ client, config: env }, id, {
+      repo: { url: repo.url },
+      task: 'greet in the README',
+      agent: { kind: 'openai', model: 'fake-1' },
+      verify: { test: 'sh check.sh' },
+    });
+    await worker.held; // the first model call is answered and stored; the activity has not reported
+    expect(model.requests).toHaveLength(1);
+    await worker.kill();
+
+    worker = startWorkerProcess(env, { cli: true });
+    const final = await approvePush(handle, 'ops');
+    expect(final.phase).toBe('completed');
+    // Two model calls paid in all: the retried first call reused the stored answer.
+    expect(model.requests).toHaveLength(2);
+    expect(final.agent!.calls!.filter((c) => c.type === 'model').map((c) => (c as { reused: boolean }).reused)).toEqual(
+      [true, false],
+    );
+    expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
+  } finally {
+    await worker.kill();
+    await client.connection.close();
+    await model.close();
+  }
+});
+
+test('a provider rate-limiting 8 times in a row (Retry-After: 3) is waited out, within the wall-time budget', async () => {
+  const key = `sk-429-${randomBytes(8).toString('hex')}`;
+  const model = await startFakeProviders({ apiKey: key });
+  const limited = Array.from({ length: 8 }, () => ({
+    error: { status: 429, message: 'Rate limit reached', headers: { 'retry-after': '3' } },
+  }));
+  model.script([
+    ...limited,
+    { toolCalls: [{ name: 'run', arguments: { command: 'echo hello >> README.md' } }] },
+    { text: 'greeted' },
+  ]);
+  const repo = await makeFixtureRepo();
+  const env = await workerEnv(newQueue('ratelimit'), {
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'compatible',
+    DRYDOCK_MODEL_API_KEY: key,
+  });
+  const client = await connectClient();
+  const worker = startWorkerProcess(env, { cli: true });
+  try {
+    const handle = await startSession({ client, config: env }, newSessionId('ratelimit'), {
+      repo: { url: repo.url },
+      task: 'greet in the README',
+      agent: { kind: 'openai', model: 'fake-1', budget: { maxWallTime: '10m' } },
+      verify: { test: 'sh check.sh' },
+    });
+    const final = await approvePush(handle, 'ops');
+    expect(final.phase).toBe('completed');
+    expect(model.requests.map((r) => r.status)).toEqual([...limited.map(() => 429), 200, 200]);
+    // One activity, retried past the five attempts other failures get.
+    const events = (await handle.fetchHistory()).events!;
+    const attempts = events
+      .filter((e) => e.activityTaskStartedEventAttributes)
+      .map((e) => e.activityTaskStartedEventAttributes!.attempt ?? 1);
+    expect(Math.max(...attempts)).toBe(9);
   } finally {
     await worker.kill();
     await client.connection.close();

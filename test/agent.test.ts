@@ -1,8 +1,9 @@
 /**
- * The agent backends end to end on real Temporal, Docker and git, with a
- * local server speaking the chat-completions protocol in place of the model:
- * the tool loop, budgets, continue-as-new, feedback rounds, an agent CLI and
- * the patch step.
+ * The agent backends end to end on real Temporal, Docker and git, with local
+ * servers speaking the model APIs in place of the models (Anthropic Messages
+ * by default, the OpenAI Responses API and a chat-completions server as
+ * listed endpoints): the tool loop, budgets, continue-as-new, feedback
+ * rounds, an agent CLI and the patch step.
  */
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -11,7 +12,14 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { cliPrompt } from '../workflows/rules/prompts';
 import { status, type SessionStatus } from '../workflows/api';
-import { lastUserMessage, startFakeModel, toolResults, type FakeModel, type Reply } from './fake-model';
+import {
+  lastUserMessage,
+  promptTokens,
+  startFakeProviders,
+  toolResults,
+  type FakeProviders,
+  type Turn,
+} from './fake-providers';
 import {
   approvePush,
   containersOf,
@@ -29,22 +37,36 @@ import { recordHistory, replayHistory } from './histories';
 const KEY = `sk-test-${randomBytes(12).toString('hex')}`;
 const AGENTS_MD = 'Always end files with a newline. Marker: AGENTS-MD-7f3a.\n';
 
-let model: FakeModel;
+const RESPONSES_KEY = `sk-resp-${randomBytes(12).toString('hex')}`;
+const COMPATIBLE_KEY = `sk-compat-${randomBytes(12).toString('hex')}`;
+
+/** The worker's default endpoint speaks Anthropic's Messages API. */
+let model: FakeProviders;
+/** Listed endpoints: the OpenAI Responses API, and an OpenAI-compatible chat-completions server. */
+let responses: FakeProviders;
+let compatible: FakeProviders;
 let stack: TestStack;
 let repo: { url: string; bare: string };
 
 beforeAll(async () => {
-  model = await startFakeModel({ apiKey: KEY });
+  model = await startFakeProviders({ apiKey: KEY });
+  responses = await startFakeProviders({ apiKey: RESPONSES_KEY });
+  compatible = await startFakeProviders({ apiKey: COMPATIBLE_KEY });
   stack = await startStack({
     DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'anthropic',
     DRYDOCK_MODEL_API_KEY: KEY,
+    DRYDOCK_MODEL_ENDPOINTS: {
+      [responses.baseUrl]: { api: 'openai', key: RESPONSES_KEY },
+      [compatible.baseUrl]: COMPATIBLE_KEY,
+    },
     DRYDOCK_MODEL_PRICES: { 'fake-1': { input: 1, output: 2 }, 'fake-cost': { input: 1, output: 0 } },
   });
   repo = await makeFixtureRepo({ 'AGENTS.md': AGENTS_MD });
 });
 afterAll(async () => {
   await stack?.stop();
-  await model?.close();
+  await Promise.all([model, responses, compatible].map((m) => m?.close()));
 });
 
 const pushedFile = (id: string, file: string) => git(['show', `drydock/${id}:${file}`], repo.bare);
@@ -58,108 +80,134 @@ async function historyText(handle: WorkflowHandle): Promise<string> {
   return `${json}\n${decoded.join('\n')}`;
 }
 
-test('openai agent: the model reads, edits and tests through tools; verified, approved, pushed; the key stays on the worker', async () => {
-  const id = newSessionId('llm');
-  const before = model.requests.length;
-  model.script([
-    { content: 'Looking around.', toolCalls: [{ name: 'list_files', arguments: {} }] },
-    { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] },
-    {
-      toolCalls: [
-        {
-          name: 'edit_file',
-          arguments: { path: 'README.md', old_string: '# fixture\n', new_string: "# fixture\nhello $(it's) `me`\n" },
-        },
-        { name: 'edit_file', arguments: { path: 'README.md', old_string: 'not there', new_string: 'x' } },
-      ],
-    },
-    { toolCalls: [{ name: 'run', arguments: { command: 'seq 1 20000; sh check.sh && echo CHECK-OK' } }] },
-    {
-      toolCalls: [
-        { name: 'search', arguments: { pattern: 'hel+o' } },
-        { name: 'nonsense', arguments: {} },
-      ],
-    },
-    { content: 'Added a greeting to README.md.' },
-  ]);
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'greet in the README',
-    agent: { kind: 'openai', model: 'fake-1', toolOutputLimit: 1000 },
-    verify: { test: 'sh check.sh' },
-  });
-  const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
-  expect(waiting.agent).toMatchObject({ kind: 'openai', turn: 6, stopReason: 'done', round: 1, instructions: true });
-  const final = await approvePush(handle);
+const protocols = [
+  { api: 'anthropic', server: () => model, key: () => KEY, protocol: 'anthropic' },
+  { api: 'openai (Responses)', server: () => responses, key: () => RESPONSES_KEY, protocol: 'responses' },
+  { api: 'compatible', server: () => compatible, key: () => COMPATIBLE_KEY, protocol: 'chat' },
+] as const;
 
-  expect(final.phase).toBe('completed');
-  expect(pushedFile(id, 'README.md')).toBe("# fixture\nhello $(it's) `me`\n");
-  expect(await containersOf(id)).toHaveLength(0);
-  const requests = model.requests.slice(before);
-  expect(requests).toHaveLength(6);
-  for (const r of requests) expect(r.authorization).toBe(`Bearer ${KEY}`);
+test.each(protocols)(
+  'built-in loop on $api: the model reads, edits and tests through tools; verified, approved, pushed; the key stays on the worker',
+  async ({ api, server, key, protocol }) => {
+    const model = server();
+    const KEY = key();
+    const id = newSessionId('llm');
+    const before = model.requests.length;
+    model.script([
+      { text: 'Looking around.', toolCalls: [{ name: 'list_files', arguments: {} }] },
+      { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] },
+      {
+        toolCalls: [
+          {
+            name: 'edit_file',
+            arguments: { path: 'README.md', old_string: '# fixture\n', new_string: "# fixture\nhello $(it's) `me`\n" },
+          },
+          { name: 'edit_file', arguments: { path: 'README.md', old_string: 'not there', new_string: 'x' } },
+        ],
+      },
+      { toolCalls: [{ name: 'run', arguments: { command: 'seq 1 20000; sh check.sh && echo CHECK-OK' } }] },
+      {
+        toolCalls: [
+          { name: 'search', arguments: { pattern: 'hel+o' } },
+          { name: 'nonsense', arguments: {} },
+        ],
+      },
+      { text: 'Added a greeting to README.md.' },
+    ]);
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: 'greet in the README',
+      agent: {
+        kind: 'openai',
+        model: 'fake-1',
+        toolOutputLimit: 1000,
+        ...(api === 'anthropic' ? {} : { baseUrl: model.baseUrl }),
+      },
+      verify: { test: 'sh check.sh' },
+    });
+    const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
+    expect(waiting.agent).toMatchObject({ kind: 'openai', turn: 6, stopReason: 'done', round: 1, instructions: true });
+    const final = await approvePush(handle);
 
-  // What the model saw: the system prompt with AGENTS.md and the test command, the task, tool results.
-  const first = requests[0].body;
-  expect(first.model).toBe('fake-1');
-  expect(first.tools!.map((t) => t.function.name).sort()).toEqual(
-    ['edit_file', 'list_files', 'read_file', 'run', 'search', 'write_file'].sort(),
-  );
-  expect(first.messages[0].content).toContain('AGENTS-MD-7f3a');
-  expect(first.messages[0].content).toContain('sh check.sh');
-  expect(lastUserMessage(first)).toBe('greet in the README');
-  const results = toolResults(requests[5].body);
-  expect(results[0].trim().split('\n').sort()).toEqual(['AGENTS.md', 'README.md', 'check.sh']);
-  expect(results[1]).toBe('# fixture\n');
-  expect(results[2]).toBe('edited README.md\n');
-  expect(results[3]).toMatch(/^error \(exit code 1\): old_string not found in README\.md/);
-  // The long output is cut to the limit, and the model is told so.
-  expect(results[4]).toMatch(/^exit code 0\n1\n2\n/);
-  expect(results[4]).toMatch(/\[output truncated: the first 1000 of \d+ bytes are shown\]$/);
-  expect(results[5]).toContain("README.md:2:hello $(it's) `me`");
-  expect(results[6]).toBe('error: unknown tool "nonsense"');
+    expect(final.phase).toBe('completed');
+    expect(pushedFile(id, 'README.md')).toBe("# fixture\nhello $(it's) `me`\n");
+    expect(await containersOf(id)).toHaveLength(0);
+    const requests = model.requests.slice(before);
+    expect(requests).toHaveLength(6);
+    for (const r of requests) {
+      expect(r.protocol).toBe(protocol);
+      expect(r.headers[protocol === 'anthropic' ? 'x-api-key' : 'authorization']).toBe(
+        protocol === 'anthropic' ? KEY : `Bearer ${KEY}`,
+      );
+      // Each call is bounded (max_tokens), so one call cannot spend more than that on its answer.
+      expect(r.maxTokens).toBe(8192);
+    }
 
-  // Status: progress, usage, cost at the configured price, the calls, the transcript.
-  const agent = final.agent!;
-  const usage = requests.reduce((sum, r) => sum + Math.ceil(JSON.stringify(r.body.messages).length / 4), 0);
-  expect(agent.usage).toEqual({ promptTokens: usage, completionTokens: 60, totalTokens: usage + 60 });
-  expect(agent.costUsd).toBeCloseTo((usage * 1 + 60 * 2) / 1e6, 12);
-  expect(agent.summary).toBe('Added a greeting to README.md.');
-  expect(agent.lastTool).toBe('nonsense');
-  expect(agent.steps).toBe(7);
-  expect(agent.calls!.filter((c) => c.type === 'model')).toHaveLength(6);
-  expect(agent.calls!.find((c) => c.type === 'tool' && c.tool === 'run')).toMatchObject({
-    ok: true,
-    exitCode: 0,
-    truncated: true,
-  });
-  const transcript = JSON.parse(
-    await readFile(path.join(stack.config.DRYDOCK_DATA_DIR, 'artifacts', agent.transcript!), 'utf8'),
-  );
-  expect(transcript).toHaveLength(2 + 6 + 7);
-  expect(final.timeline.map((s) => s.name)).toEqual([
-    'provision',
-    'agent: start',
-    'turn 1',
-    'turn 2',
-    'turn 3',
-    'turn 4',
-    'turn 5',
-    'turn 6',
-    'commit',
-    'verify: sh check.sh',
-    'approval: push',
-    `push drydock/${id}`,
-    'teardown',
-  ]);
+    // What the model saw: the system prompt with AGENTS.md and the test command, the task, tool results.
+    const first = requests[0];
+    expect(first.model).toBe('fake-1');
+    expect(first.tools.sort()).toEqual(['edit_file', 'list_files', 'read_file', 'run', 'search', 'write_file'].sort());
+    expect(first.messages[0].text).toContain('AGENTS-MD-7f3a');
+    expect(first.messages[0].text).toContain('sh check.sh');
+    expect(lastUserMessage(first)).toBe('greet in the README');
+    const results = toolResults(requests[5]);
+    expect(results[0].trim().split('\n').sort()).toEqual(['AGENTS.md', 'README.md', 'check.sh']);
+    expect(results[1]).toBe('# fixture\n');
+    expect(results[2]).toBe('edited README.md\n');
+    expect(results[3]).toMatch(/^error \(exit code 1\): old_string not found in README\.md/);
+    // The long output is cut to the limit, and the model is told so.
+    expect(results[4]).toMatch(/^exit code 0\n1\n2\n/);
+    expect(results[4]).toMatch(/\[output truncated: the first 1000 of \d+ bytes are shown\]$/);
+    expect(results[5]).toContain("README.md:2:hello $(it's) `me`");
+    expect(results[6]).toBe('error: unknown tool "nonsense"');
 
-  // The key is in no history payload and no status.
-  expect(await historyText(handle)).not.toContain(KEY);
-  expect(JSON.stringify(final)).not.toContain(KEY);
+    // Status: progress, usage, cost at the configured price, the calls, the transcript.
+    const agent = final.agent!;
+    const usage = requests.reduce((sum, r) => sum + promptTokens(r), 0);
+    expect(agent.usage).toEqual({
+      promptTokens: usage,
+      completionTokens: 60,
+      totalTokens: usage + 60,
+      cachedTokens: 0,
+    });
+    expect(agent.costUsd).toBeCloseTo((usage * 1 + 60 * 2) / 1e6, 12);
+    expect(agent.summary).toBe('Added a greeting to README.md.');
+    expect(agent.lastTool).toBe('nonsense');
+    expect(agent.steps).toBe(7);
+    expect(agent.calls!.filter((c) => c.type === 'model')).toHaveLength(6);
+    expect(agent.calls!.find((c) => c.type === 'tool' && c.tool === 'run')).toMatchObject({
+      ok: true,
+      exitCode: 0,
+      truncated: true,
+    });
+    const transcript = JSON.parse(
+      await readFile(path.join(stack.config.DRYDOCK_DATA_DIR, 'artifacts', agent.transcript!), 'utf8'),
+    );
+    expect(transcript).toHaveLength(2 + 6 + 7);
+    expect(final.timeline.map((s) => s.name)).toEqual([
+      'provision',
+      'agent: start',
+      'turn 1',
+      'turn 2',
+      'turn 3',
+      'turn 4',
+      'turn 5',
+      'turn 6',
+      'commit',
+      'verify: sh check.sh',
+      'approval: push',
+      `push drydock/${id}`,
+      'teardown',
+    ]);
 
-  await replayHistory(await handle.fetchHistory());
-  await recordHistory(handle, 'openai-loop');
-});
+    // The key is in no history payload and no status.
+    expect(await historyText(handle)).not.toContain(KEY);
+    expect(JSON.stringify(final)).not.toContain(KEY);
+
+    await replayHistory(await handle.fetchHistory());
+    if (api === 'anthropic') await recordHistory(handle, 'openai-loop');
+  },
+);
 
 test('continue-as-new every 2 turns: the session goes on in new runs with its sandbox, status and budget', async () => {
   const id = newSessionId('can');
@@ -169,7 +217,7 @@ test('continue-as-new every 2 turns: the session goes on in new runs with its sa
     if (written < 5)
       return { toolCalls: [{ name: 'write_file', arguments: { path: `f${written}.txt`, content: `${written}\n` } }] };
     if (written === 5) return { toolCalls: [{ name: 'run', arguments: { command: 'echo hello >> README.md' } }] };
-    return { content: 'wrote five files' };
+    return { text: 'wrote five files' };
   });
   const handle = await startSession(stack, id, {
     repo: { url: repo.url },
@@ -204,12 +252,12 @@ test('a failed verification goes back to the model, which fixes the change in ro
   const before = model.requests.length;
   model.script((req) => {
     const last = req.messages[req.messages.length - 1];
-    if (last.role === 'user' && /verification of your change failed/.test(last.content ?? '')) {
+    if (last.role === 'user' && /verification of your change failed/.test(last.text)) {
       return { toolCalls: [{ name: 'run', arguments: { command: 'echo hello >> README.md' } }] };
     }
     if (toolResults(req).length === 0)
       return { toolCalls: [{ name: 'write_file', arguments: { path: 'NOTE.md', content: 'hi\n' } }] };
-    return { content: 'done' };
+    return { text: 'done' };
   });
   const handle = await startSession(stack, id, {
     repo: { url: repo.url },
@@ -227,17 +275,17 @@ test('a failed verification goes back to the model, which fixes the change in ro
   expect(final.timeline.find((s) => s.name === 'verify: sh check.sh')!.ok).toBe(false);
   const feedback = model.requests
     .slice(before)
-    .map((r) => r.body.messages.find((m) => m.role === 'user' && /verification/.test(m.content ?? '')))
+    .map((r) => r.messages.find((m) => m.role === 'user' && /verification/.test(m.text)))
     .find(Boolean)!;
-  expect(feedback.content).toMatch(/attempt 1 of 3[\s\S]*sh check\.sh/);
+  expect(feedback.text).toMatch(/attempt 1 of 3[\s\S]*sh check\.sh/);
   expect(pushedFile(id, 'README.md')).toBe('# fixture\nhello\n');
   expect(pushedFile(id, 'NOTE.md')).toBe('hi\n');
 });
 
 test('each budget ends the agent phase with its reason; onExceeded "fail" ends the session', async () => {
-  const runForever = (model: string): Reply => ({
+  const runForever = (model: string): Turn => ({
     toolCalls: [{ name: 'run', arguments: { command: model === 'fake-wall' ? 'sleep 2' : 'true' } }],
-    usage: model === 'fake-cost' ? { prompt: 100_000, completion: 0 } : { prompt: 900, completion: 100 },
+    usage: model === 'fake-cost' ? { input: 100_000, output: 0 } : { input: 900, output: 100 },
   });
   model.script((req) => runForever(req.model));
   const session = (name: string, modelName: string, budget: Record<string, unknown>) => {
@@ -258,15 +306,18 @@ test('each budget ends the agent phase with its reason; onExceeded "fail" ends t
   const [turns, tokens, cost, wall] = (await Promise.all(
     handles.slice(0, 4).map((h) => h.result()),
   )) as SessionStatus[];
-  const made = (name: string) => model.requests.filter((r) => r.body.model === name).length;
+  const made = (name: string) => model.requests.filter((r) => r.model === name).length;
 
   // Nothing changed, so nothing to publish: the sessions complete after the agent phase.
   expect(turns).toMatchObject({ phase: 'completed', agent: { stopReason: 'max_turns', turn: 2 } });
   expect(made('fake-turns')).toBe(2);
-  expect(tokens).toMatchObject({ phase: 'completed', agent: { stopReason: 'max_tokens', turn: 3 } });
-  expect(tokens.agent!.usage!.totalTokens).toBe(3000);
-  expect(cost).toMatchObject({ phase: 'completed', agent: { stopReason: 'max_cost', turn: 3 } });
-  expect(cost.agent!.costUsd).toBeCloseTo(0.3, 10);
+  // The budget is not overshot: the third call (at least 900 + 100 more) would not fit in the 500 left, so it is not made.
+  expect(tokens).toMatchObject({ phase: 'completed', agent: { stopReason: 'max_tokens', turn: 2 } });
+  expect(tokens.agent!.usage!.totalTokens).toBe(2000);
+  expect(made('fake-tokens')).toBe(2);
+  // $0.10 a call: the third ($0.30 in all) would cross $0.25, so it is not made.
+  expect(cost).toMatchObject({ phase: 'completed', agent: { stopReason: 'max_cost', turn: 2 } });
+  expect(cost.agent!.costUsd).toBeCloseTo(0.2, 10);
   expect(wall).toMatchObject({ phase: 'completed', agent: { stopReason: 'max_wall_time' } });
   expect(made('fake-wall')).toBe(wall.agent!.turn);
   expect(wall.agent!.turn).toBeGreaterThanOrEqual(1);
@@ -292,7 +343,7 @@ test('a cost budget needs a price: an unpriced model fails the session before an
 });
 
 test('a session cannot send the worker key to an endpoint the worker does not allow', async () => {
-  const other = await startFakeModel();
+  const other = await startFakeProviders();
   try {
     const handle = await startSession(stack, newSessionId('endpoint'), {
       repo: { url: repo.url },

@@ -6,7 +6,7 @@
  */
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { status, type SessionStatus } from '../workflows/api';
-import { startFakeModel, type FakeModel } from './fake-model';
+import { startFakeProviders, type FakeProviders } from './fake-providers';
 import {
   git,
   inPhase,
@@ -30,14 +30,15 @@ let browser: Browser;
 let fixture: { url: string; bare: string };
 
 const MODEL_KEY = 'sk-console-0123456789abcdef';
-let model: FakeModel;
+let model: FakeProviders;
 
 beforeAll(async () => {
   fixture = await makeFixtureRepo();
-  model = await startFakeModel({ apiKey: MODEL_KEY });
+  model = await startFakeProviders({ apiKey: MODEL_KEY });
   // The server's default policy: every irreversible action waits for a person.
   stack = await startStack({
     DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'anthropic',
     DRYDOCK_MODEL_API_KEY: MODEL_KEY,
     DRYDOCK_MODEL_PRICES: { 'fake-1': { input: 1, output: 2 } },
   });
@@ -126,8 +127,8 @@ test("a model-driven session's agent panel shows its model, turns, tokens and co
   const id = newSessionId('live-model');
   sessionsToEnd.push(id);
   model.script([
-    { content: 'Reading.', toolCalls: [{ name: 'run', arguments: { command: 'sleep 4; cat README.md' } }] },
-    { content: 'Nothing to change: the README is fine.' },
+    { text: 'Reading.', toolCalls: [{ name: 'run', arguments: { command: 'sleep 4; cat README.md' } }] },
+    { text: 'Nothing to change: the README is fine.' },
   ]);
   const page = await signedIn();
   try {

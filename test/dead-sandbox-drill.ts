@@ -75,7 +75,7 @@ async function killedWhileProvisioned(
   const input = {
     sessionId,
     repo: { url: repoUrl },
-    limits: { cpus: 1, memoryBytes: 256 * 1024 ** 2, pids: 128, tmpBytes: 64 * 1024 ** 2 },
+    limits: { cpus: 1, memoryBytes: 256 * 1024 ** 2, pids: 128, tmpBytes: 64 * 1024 ** 2, diskBytes: 1024 ** 3 },
     expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
   };
   const provisioning = await failureOf(env.run(activities.provisionSandbox, input));
@@ -100,6 +100,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     baseImage: config.DRYDOCK_BASE_IMAGE!,
     egressRoot: path.join(dataDir, 'egress'),
     secrets: {},
+    redactor: new Redactor([]),
     policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
     github: { apiUrl: 'http://127.0.0.1:1' },
     sessionIsRunning: async () => true,
@@ -119,7 +120,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
   const { name: sandbox }: Sandbox = await env.run(activities.provisionSandbox, {
     sessionId,
     repo: { url: repoUrl },
-    limits: { cpus: 1, memoryBytes: 256 * 1024 ** 2, pids: 128, tmpBytes: 64 * 1024 ** 2 },
+    limits: { cpus: 1, memoryBytes: 256 * 1024 ** 2, pids: 128, tmpBytes: 64 * 1024 ** 2, diskBytes: 1024 ** 3 },
     expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
   });
   await sandboxes.docker.getContainer(sandbox).kill();

@@ -35,6 +35,7 @@ export async function createSandbox(
     memoryBytes: 128 * 1024 ** 2,
     pids: 64,
     tmpBytes: 16 * 1024 ** 2,
+    diskBytes: 1024 ** 3,
     egressDir: await mkdtemp(path.join(tmpdir(), 'drydock-egress-')),
     ...spec,
   });

@@ -7,8 +7,8 @@
  * Temporal has not heard of it), and a new worker must not do it twice.
  */
 import { readFileSync } from 'node:fs';
-import { NativeConnection } from '@temporalio/worker';
 import { loadConfig } from '../lib/config';
+import { connectWorker } from '../lib/temporal-connection';
 import { createLogger } from '../lib/log';
 import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
 import { installTemporalRuntime } from '../workers/telemetry';
@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const sdkMetricsUrl = await installTemporalRuntime(log, config);
   logUnhandledRejections(log);
   const holdAfter = process.env.DRYDOCK_TEST_HOLD_AFTER;
-  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const connection = await connectWorker(config);
   const worker = await createWorker({
     config,
     connection,

@@ -21,7 +21,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { createActivities } from '../activities';
 import { sandboxName } from '../activities/container';
-import type { Sandbox, StepResult } from '../activities/types';
+import type { CommitResult, Sandbox, StepResult } from '../activities/types';
+import type { TestReport } from '../workflows/api';
 import { ArtifactStore } from '../lib/artifacts';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
 import { hasTokenPattern } from '../lib/scrub';
@@ -44,6 +45,8 @@ import { createSandbox, inSandbox } from './docker';
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 const MODEL_KEY = `sk-test-${randomBytes(16).toString('hex')}`;
+/** A granted secret with characters that URL encoding changes. */
+const DB_PASS = `p@ss/w0rd+${randomBytes(8).toString('hex')} &=?`;
 let stack: TestStack;
 let repo: { url: string; bare: string };
 const logLines: string[] = [];
@@ -138,11 +141,12 @@ describe('a prompt-injected agent in a live sandbox', () => {
     expect(host.PidsLimit).toBe(256);
     expect(host.Devices ?? []).toEqual([]);
     expect(host.Binds ?? []).toEqual([]);
-    // Mounts: the two volumes filled from the image, the egress socket folder and the agent CLIs, read-only.
+    // Mounts: the two volumes filled from the image, drydock's helpers, the agent CLIs and the egress socket folder, read-only.
     const mounts = info.Mounts.map((m) => ({ type: m.Type, to: m.Destination, rw: m.RW }));
     expect(mounts.sort((a, b) => a.to.localeCompare(b.to))).toEqual([
       { type: 'volume', to: '/home/drydock', rw: true },
       { type: 'bind', to: '/opt/drydock/agents', rw: false },
+      { type: 'bind', to: '/opt/drydock', rw: false },
       { type: 'bind', to: '/run/drydock', rw: false },
       { type: 'volume', to: '/workspace', rw: true },
     ]);
@@ -295,6 +299,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
   const env = new MockActivityEnvironment();
   let sandbox: string;
   let artifactsDir: string;
+  const redactor = new Redactor([TOKEN, MODEL_KEY, DB_PASS]);
 
   const listen = async (name: string) => {
     const server = createServer((req, res) => {
@@ -319,14 +324,16 @@ describe('the egress proxy, driven through the runStep activity', () => {
       hostQueue: 'unused',
       baseImage: stack.config.DRYDOCK_BASE_IMAGE!,
       egressRoot: path.join(dataDir, 'egress'),
-      secrets: { MODEL_KEY },
+      secrets: { MODEL_KEY, DB_PASS },
       policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
       github: { apiUrl: 'http://127.0.0.1:1', token: TOKEN },
       sessionIsRunning: async () => true,
       sessionLink: () => '',
       models: modelSettings(loadConfig({})),
       db,
-      audit: new AuditTrail(db.pool, 'egress-test', new Redactor([TOKEN]), testAuditKey()),
+      // The worker's one redactor: its own token and every secret it may grant.
+      redactor,
+      audit: new AuditTrail(db.pool, 'egress-test', redactor, testAuditKey()),
       snapshots: new SnapshotRegistry(db.pool),
       repos: createRepoLookup(new RepoRegistry(db.pool)),
       devMode: true,
@@ -338,7 +345,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
     const created: Sandbox = await env.run(activities.provisionSandbox, {
       sessionId,
       repo: { url: repo.url },
-      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2 },
+      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2, diskBytes: 1024 ** 3 },
       expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     sandbox = created.name;
@@ -423,6 +430,82 @@ describe('the egress proxy, driven through the runStep activity', () => {
     expect(notGranted.outputTail.trim()).toBe('key is []');
     await expect(step('unknown-secret', 'true', { secrets: ['NOPE'] })).rejects.toThrow(/DRYDOCK_SECRET_NOPE/);
     expect(logLines.join('\n')).not.toContain(MODEL_KEY);
+  });
+
+  test('a granted secret split across a flush, in base64, URL-encoded, in a JUnit failure and in the diff is nowhere outside', async () => {
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const leak = [
+      // Half, then (after more than one copy-out interval) the rest: the two halves reach the worker in two chunks.
+      `node -e 'const s = process.env.DB_PASS; process.stdout.write("split:" + s.slice(0, 9)); setTimeout(() => console.log(s.slice(9) + ":end"), 5000)'`,
+      'printf "b64:%s\\n" "$(printf "x%s" "$DB_PASS" | base64 -w0)"',
+      `node -e 'console.log("url:" + encodeURIComponent(process.env.DB_PASS))'`,
+      'node mkjunit.js',
+      'printf "%s\\n" "$DB_PASS" > config.txt',
+    ].join('; ');
+    const junit = [
+      "const s = process.env.DB_PASS.replace(/&/g, '&amp;');",
+      'const xml = `<testsuite><testcase name="t"><failure message="expected ${s}"/></testcase></testsuite>`;',
+      "require('fs').writeFileSync('junit.xml', xml);",
+    ].join('\n');
+    await env.run(activities.runStep, {
+      sandbox,
+      sessionId,
+      key: 'write-junit',
+      timeoutMs: 10_000,
+      step: { write: { path: 'mkjunit.js', content: junit } },
+    });
+    const result = await step('leak', leak, { secrets: ['DB_PASS'] });
+    expect(result.exitCode).toBe(0);
+    expect(result.outputTail).toMatch(/split:\[redacted\]:end/);
+    expect(result.outputTail).toMatch(/b64:\S*\[redacted\]/);
+    expect(result.outputTail).toMatch(/url:\[redacted\]/);
+    const streamed = JSON.stringify(beats);
+    expect(streamed).toContain('split:'); // the streamed log did carry the first half's chunk
+    const report: TestReport | undefined = await env.run(activities.readTestReport, {
+      sandbox,
+      sessionId,
+      stepKey: 'leak',
+      files: ['junit.xml'],
+    });
+    expect(report!.failures[0].message).toBe('expected [redacted]');
+    const created = (await inSandbox(sandbox, 'git -C /workspace rev-parse HEAD')).trim();
+    const change: CommitResult = await env.run(activities.commitChanges, {
+      sandbox,
+      sessionId,
+      repoUrl: repo.url,
+      branch: `drydock/${sessionId}`,
+      message: 'leak',
+      agent: 'script',
+      baseCommit: created,
+      parent: created,
+      date: new Date().toISOString(),
+    });
+    expect(change.changed).toBe(true);
+    // An agent-written command holding the secret: the audit trail records it scrubbed.
+    await step('audited', `echo ${JSON.stringify(DB_PASS)} > /dev/null`);
+    const audit = JSON.stringify(await db.pool.query('select * from audit_events where session_id = $1', [sessionId]));
+    const artifacts = await Promise.all(
+      (await readdir(path.join(artifactsDir, sessionId), { recursive: true, withFileTypes: true }))
+        .filter((e) => e.isFile())
+        .map((e) => readFile(path.join(e.parentPath, e.name), 'utf8')),
+    );
+    expect(artifacts.join('\n')).toContain('[redacted]');
+    const encoded = [
+      DB_PASS,
+      encodeURIComponent(DB_PASS),
+      Buffer.from(`x${DB_PASS}`).toString('base64').slice(4, -4),
+      DB_PASS.slice(9),
+    ];
+    for (const [where, text] of Object.entries({
+      status: JSON.stringify({ result, report, change }),
+      heartbeats: streamed,
+      artifacts: artifacts.join('\n'),
+      audit,
+      log: logLines.join('\n'),
+    })) {
+      for (const form of encoded) expect([where, text.includes(form)]).toEqual([where, false]);
+    }
   });
 
   /** The sandbox user's processes (as root sees them), without the container's init and keeper. */

@@ -6,9 +6,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../lib/config';
+import { connectTemporal, connectWorker } from '../lib/temporal-connection';
 import { createLogger, type Logger } from '../lib/log';
 import { loadAuditKey } from '../lib/audit';
 import { LABELS } from '../lib/sandbox';
@@ -155,7 +156,7 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
   quietSdkLogs();
   const taskQueue = `q-${randomBytes(4).toString('hex')}`;
   const config = testConfig({ DRYDOCK_TASK_QUEUE: taskQueue, DRYDOCK_HOST_ID: `h-${taskQueue}`, ...overrides });
-  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const connection = await connectWorker(config);
   const worker: DrydockWorker = await createWorker({
     config,
     connection,
@@ -163,7 +164,7 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
     workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
   });
   const running = worker.run();
-  const client = await connectClient(config.TEMPORAL_ADDRESS);
+  const client = new Client({ connection: await connectTemporal(config), namespace: config.TEMPORAL_NAMESPACE });
   return {
     client,
     config,

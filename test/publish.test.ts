@@ -322,34 +322,54 @@ test('a GitHub App: an installation token minted for the one repository opens th
   }
 });
 
-test('the branch moves in the sandbox after the change was shown → only the approved commit is published', async () => {
-  const id = newSessionId('moved');
+test("the pushed branch is drydock's one commit of the approved tree: no sandbox commit, author or object reaches the remote", async () => {
+  const id = newSessionId('seal');
+  const before = new Set(git(['rev-list', '--objects', '--all'], repo.bare).split('\n'));
+  const base = git(['rev-parse', 'main'], repo.bare).trim();
+  const mallory =
+    'GIT_AUTHOR_NAME=Mallory GIT_AUTHOR_EMAIL=m@evil GIT_COMMITTER_NAME=Mallory GIT_COMMITTER_EMAIL=m@evil';
   const handle = await startSession(stack, id, {
     repo: { url: repo.url },
-    task: 'sneak a commit in',
+    task: 'greet in the README',
     agent: {
       steps: [
-        { run: 'echo hello >> README.md' },
-        // Left running after the step: commits on the session branch once the change has been shown.
-        { run: '(sleep 3; echo evil >> README.md; git commit -qam evil) >/dev/null 2>&1 &' },
+        { run: `echo "the leaked secret" > leak.txt && git add leak.txt && ${mallory} git commit -qm leak` },
+        { run: `git rm -q leak.txt && echo hello >> README.md && ${mallory} git commit -qam tidy` },
+        // A merge parent: a side branch with its own object, merged in.
+        {
+          run: `git checkout -qb side HEAD~2 && echo side > side.txt && git add side.txt && ${mallory} git commit -qm side && git checkout -q - && ${mallory} git merge -q --no-edit side && git rm -q side.txt && ${mallory} git commit -qm unside`,
+        },
       ],
     },
   });
   const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
-  const approved = waiting.pendingApproval!.evidence.commit;
-  const container = sandboxName(id);
-  let head = approved;
-  for (let i = 0; i < 40 && head === approved; i++) {
-    await new Promise((r) => setTimeout(r, 250));
-    head = (await inSandboxAsRoot(container, `git -C /workspace rev-parse refs/heads/drydock/${id}`)).trim();
-  }
-  expect(head).not.toBe(approved); // the branch did move
-
+  expect(waiting.pendingApproval!.evidence.diffstat).toMatch(/README\.md \| 1 \+\n 1 file changed/);
   await handle.executeUpdate(decide, approveAs('alice', 'push', waiting.pendingApproval!.change));
   const final = (await handle.result()) as SessionStatus;
-  expect(final.pushed!.commit).toBe(approved);
-  expect(git(['rev-parse', `drydock/${id}`], repo.bare).trim()).toBe(approved);
-  expect(git(['show', `drydock/${id}:README.md`], repo.bare)).not.toContain('evil');
+  expect(final.phase).toBe('completed');
+  const pushed = final.pushed!.commit;
+  expect(pushed).toBe(waiting.pendingApproval!.evidence.commit);
+  const branch = `drydock/${id}`;
+  expect(git(['rev-parse', branch], repo.bare).trim()).toBe(pushed);
+  expect(git(['rev-list', `${base}..${branch}`], repo.bare).trim()).toBe(pushed); // exactly one new commit
+  expect(git(['log', '-1', '--format=%P|%an <%ae>|%cn <%ce>', pushed], repo.bare).trim()).toBe(
+    `${base}|drydock <drydock@localhost>|drydock <drydock@localhost>`,
+  );
+  const trailers = git(['log', '-1', '--format=%(trailers:only,unfold)', pushed], repo.bare);
+  expect(trailers).toContain(`Drydock-Session: ${id}`);
+  expect(trailers).toContain('Drydock-Agent: script');
+  expect(git(['ls-tree', '-r', '--name-only', pushed], repo.bare)).not.toMatch(/leak\.txt|side\.txt/);
+  // Nothing else of the sandbox reached the remote: only the commit, its trees and the new README blob.
+  const added = git(['rev-list', '--objects', '--all'], repo.bare)
+    .split('\n')
+    .filter((line) => line && !before.has(line));
+  expect(added.join('\n')).not.toMatch(/leak\.txt|side\.txt/);
+  const blobs = added.filter((line) => git(['cat-file', '-t', line.split(' ')[0]], repo.bare).trim() === 'blob');
+  // (Earlier tests may have pushed the same README already: then no blob is new.)
+  expect(blobs.map((line) => line.split(' ')[1]).filter((name) => name !== 'README.md')).toEqual([]);
+  const everything = git(['cat-file', '--batch-all-objects', '--batch'], repo.bare);
+  expect(everything).not.toContain('the leaked secret');
+  expect(everything).not.toContain('Mallory');
 });
 
 test("git over HTTP(S) with the worker's GitHub token: clone, push and PR; the token stays out of git config", async () => {

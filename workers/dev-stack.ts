@@ -8,12 +8,11 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { userInfo } from 'node:os';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/log';
 import { ensureDevTokenFile } from '../lib/access';
 import { answers, ensureSearchAttributes, startDevServer } from '../lib/temporal';
+import { connectClient, connectWorker } from '../lib/temporal-connection';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { startServer } from './serve';
 import { createWorker, drainOnSignals, hostQueueOf, logUnhandledRejections } from './worker';
@@ -45,12 +44,12 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
   try {
     progress('checking the sandbox base image');
     if (!config.DRYDOCK_BASE_IMAGE) config.DRYDOCK_BASE_IMAGE = await ensureBaseImage(progress);
-    const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-    await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
+    const client = await connectClient(config);
+    await ensureSearchAttributes(client.connection, config.TEMPORAL_NAMESPACE);
 
     const sdkMetricsUrl = await installTemporalRuntime(log, config);
     logUnhandledRejections(log);
-    const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+    const connection = await connectWorker(config);
     const worker = await createWorker({ config, connection, log, sdkMetricsUrl });
     drainOnSignals(worker, config, log);
     // The console needs a token: without configured ones, the local user gets one in a file.
@@ -62,7 +61,6 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
       );
       tokenHint = `your token is in ${config.DRYDOCK_API_TOKENS_FILE}`;
     }
-    const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
     const server = await startServer({ config, client, log });
     process.stderr.write(
       [
@@ -87,7 +85,7 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
       await worker.run();
     } finally {
       await server.close();
-      await clientConnection.close();
+      await client.connection.close();
       await connection.close();
     }
   } finally {

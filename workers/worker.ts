@@ -6,7 +6,7 @@
 import type { Server } from 'node:http';
 import path from 'node:path';
 import type { Pool } from 'pg';
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import {
   NativeConnection,
@@ -26,6 +26,7 @@ import { githubSettings } from '../lib/github';
 import type { ModelSettings } from '../lib/llm';
 import { createLogger, type Logger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
+import { connectClient } from '../lib/temporal-connection';
 import { DockerSandboxes } from '../lib/sandbox';
 import { seededRepoLookup } from '../lib/repos';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
@@ -37,6 +38,7 @@ import { tracing } from './telemetry';
 export function modelSettings(config: Config): ModelSettings {
   return {
     defaultBaseUrl: config.DRYDOCK_MODEL_BASE_URL,
+    defaultApi: config.DRYDOCK_MODEL_API,
     defaultApiKey: config.DRYDOCK_MODEL_API_KEY,
     endpoints: config.DRYDOCK_MODEL_ENDPOINTS,
     prices: config.DRYDOCK_MODEL_PRICES,
@@ -173,17 +175,19 @@ export async function createWorker(opts: {
   const auditKey = loadAuditKey(config);
   const traces = tracing(config);
   const plugins = traces ? [traces.plugin] : [];
-  const clientConnection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-  const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE, plugins });
+  const client = await connectClient(config, plugins);
   await ensureReaperSchedule(client, config);
   const db = await openDatabase(config, log);
+  const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerSandboxes();
+  const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
     db,
-    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey),
+    redactor,
+    audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactor, auditKey),
+    commitIdentity: { name: config.DRYDOCK_COMMIT_NAME, email: config.DRYDOCK_COMMIT_EMAIL },
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
     snapshots,
@@ -261,7 +265,7 @@ export async function createWorker(opts: {
       } finally {
         metrics?.close();
         await traces?.shutdown();
-        await clientConnection.close();
+        await client.connection.close();
         await db.close();
       }
     },

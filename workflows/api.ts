@@ -132,6 +132,8 @@ export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  /** Of the prompt, read from the provider's cache (priced at its own rate), where reported. */
+  cachedTokens?: number;
 }
 
 /** One model or tool call of the agent loop, as its activity returned it (for audit and metrics). */
@@ -325,7 +327,11 @@ export const ErrorType = {
   GitHubRequest: 'GitHubRequest',
   DeployFailed: 'DeployFailed',
   ModelRequest: 'ModelRequest',
+  /** The provider's rate limit (429): retried after its Retry-After while the wall time lasts. */
+  ModelRateLimited: 'ModelRateLimited',
   ModelNotAllowed: 'ModelNotAllowed',
   RepoNotRegistered: 'RepoNotRegistered',
   SnapshotSetupFailed: 'SnapshotSetupFailed',
+  /** The repo's environment cannot be a sandbox (no sh or git, a Dockerfile that fails, features). */
+  EnvironmentUnusable: 'EnvironmentUnusable',
 } as const;

@@ -141,7 +141,7 @@ const agent = z
       .string()
       .regex(/^https?:\/\/[^\s]+$/, 'an http(s) URL')
       .optional()
-      .describe("openai: the chat-completions API's base URL; default the worker's DRYDOCK_MODEL_BASE_URL"),
+      .describe("openai: the model API's base URL (one the worker lists); default the worker's DRYDOCK_MODEL_BASE_URL"),
     model: z
       .string()
       .min(1)
@@ -149,6 +149,13 @@ const agent = z
       .optional()
       .describe('openai: the model name (required); cli: the model of "claude", "codex" or "opencode"'),
     temperature: z.number().min(0).max(2).optional(),
+    maxOutputTokens: z
+      .number()
+      .int()
+      .min(16)
+      .max(200_000)
+      .default(8192)
+      .describe('openai: the limit of one answer (max_tokens), lowered to what the token and cost budgets leave'),
     toolOutputLimit: z
       .number()
       .int()
@@ -279,6 +286,12 @@ export const sessionInputSchema = z.strictObject({
       tmp: sizeBetween('1m', '16g')
         .default('512m')
         .describe('Size of the tmpfs at /tmp (the root filesystem is read-only); counts against memory; 1m to 16g'),
+      disk: sizeBetween('64m', '256g')
+        .default('10g')
+        .describe(
+          'Room for what the sandbox writes to /workspace and its home (a filesystem of its own: a write beyond it ' +
+            'fails with "No space left on device"); 64m to 256g',
+        ),
       wallTime: durationUpTo('24h')
         .default('2h')
         .describe('Provisioning, agent and verification together; at most 24h'),

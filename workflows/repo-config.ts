@@ -51,6 +51,7 @@ const sessionLimits = z.strictObject({
   pids: z.number().int().positive().optional(),
   tmp: size.optional(),
   wallTime: duration.optional(),
+  disk: size.optional(),
 });
 
 export const repoConfigSchema = z.strictObject({

@@ -3,8 +3,16 @@ import { execFileSync } from 'node:child_process';
 import { budgetStop } from '../../workflows/rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage, shellQuote } from '../../workflows/rules/prompts';
 import { parseSessionInput } from '../../workflows/input';
-import { chatCompletion, costOf, ModelApiError, resolveEndpoint } from '../../lib/llm';
-import { startFakeModel } from '../fake-model';
+import {
+  chatCompletion,
+  costOf,
+  ModelApiError,
+  normalizeChatAnswer,
+  resolveEndpoint,
+  retryAfterMs,
+} from '../../lib/llm';
+import { outputLimit } from '../../activities/agent';
+import { startFakeProviders } from '../fake-providers';
 
 const budget = { maxTurns: 10, maxTokens: 1000, maxCost: 0.5, maxWallTime: '10m', onExceeded: 'verify' } as const;
 const used = { turns: 0, tokens: 0, costUsd: 0, elapsedMs: 0 };
@@ -67,69 +75,132 @@ test('agent input: each kind requires its fields and refuses the others', () => 
   expect(problems({ steps: [{ patch: '' }] })[0]).toMatch(/^agent\.steps\.0/);
 });
 
-test('the worker key goes only to its own endpoint; others must be listed', () => {
+test('the worker key goes only to its own endpoint; others must be listed, with their API', () => {
   const settings = {
     defaultBaseUrl: 'https://api.openai.com/v1',
+    defaultApi: 'openai' as const,
     defaultApiKey: 'sk-main',
-    endpoints: { 'http://localhost:11434/v1/': '', 'https://gw.example/v1': 'sk-gw' },
-    prices: { m: { input: 2, output: 8 } },
+    endpoints: {
+      'http://localhost:11434/v1/': '',
+      'https://gw.example/v1': { api: 'anthropic' as const, key: 'sk-gw' },
+    },
+    prices: { m: { input: 2, output: 8, cachedInput: 0.5 } },
   };
-  expect(resolveEndpoint(settings, undefined)).toEqual({ baseUrl: 'https://api.openai.com/v1', apiKey: 'sk-main' });
-  expect(resolveEndpoint(settings, 'https://api.openai.com/v1/')).toEqual({
-    baseUrl: 'https://api.openai.com/v1',
-    apiKey: 'sk-main',
+  const main = { baseUrl: 'https://api.openai.com/v1', api: 'openai', apiKey: 'sk-main' };
+  expect(resolveEndpoint(settings, undefined)).toEqual(main);
+  expect(resolveEndpoint(settings, 'https://api.openai.com/v1/')).toEqual(main);
+  expect(resolveEndpoint(settings, 'http://localhost:11434/v1')).toEqual({
+    baseUrl: 'http://localhost:11434/v1',
+    api: 'compatible',
   });
-  expect(resolveEndpoint(settings, 'http://localhost:11434/v1')).toEqual({ baseUrl: 'http://localhost:11434/v1' });
   expect(resolveEndpoint(settings, 'https://gw.example/v1')).toEqual({
     baseUrl: 'https://gw.example/v1',
+    api: 'anthropic',
     apiKey: 'sk-gw',
   });
   expect(resolveEndpoint(settings, 'https://evil.example/v1')).toBeUndefined();
-  expect(costOf(settings.prices, 'm', { promptTokens: 1_000_000, completionTokens: 500_000, totalTokens: 0 })).toBe(6);
-  expect(costOf(settings.prices, 'unpriced', { promptTokens: 1, completionTokens: 1, totalTokens: 2 })).toBeUndefined();
+  const usage = {
+    promptTokens: 1_000_000,
+    completionTokens: 500_000,
+    totalTokens: 0,
+    cachedTokens: 0,
+    cacheWriteTokens: 0,
+  };
+  expect(costOf(settings.prices, 'm', usage)).toBe(6);
+  // Cached prompt tokens at their own rate: 600k fresh at $2, 400k cached at $0.5, 500k out at $8.
+  expect(costOf(settings.prices, 'm', { ...usage, cachedTokens: 400_000 })).toBeCloseTo(1.2 + 0.2 + 4, 10);
+  expect(costOf(settings.prices, 'unpriced', usage)).toBeUndefined();
 });
 
-test('the model client: tool calls and usage; 4xx is permanent, 429/5xx retryable', async () => {
-  const server = await startFakeModel({ apiKey: 'k' });
-  try {
-    const endpoint = { baseUrl: server.baseUrl, apiKey: 'k' };
-    const request = { model: 'm', messages: [{ role: 'user' as const, content: 'hi' }] };
-    server.script([
-      { toolCalls: [{ name: 'read_file', arguments: { path: 'a' } }], usage: { prompt: 7, completion: 3 } },
-      { status: 429, error: 'slow down' },
-      { status: 503 },
-    ]);
-    expect(await chatCompletion(endpoint, request)).toEqual({
-      message: {
-        role: 'assistant',
-        content: null,
-        tool_calls: [{ id: 'call_1_0', type: 'function', function: { name: 'read_file', arguments: '{"path":"a"}' } }],
-      },
-      finishReason: 'tool_calls',
-      usage: { promptTokens: 7, completionTokens: 3, totalTokens: 10 },
-    });
-    await expect(chatCompletion(endpoint, request)).rejects.toMatchObject({ status: 429, retryable: true });
-    await expect(chatCompletion(endpoint, request)).rejects.toMatchObject({ status: 503, retryable: true });
-    const wrongKey = chatCompletion({ ...endpoint, apiKey: 'nope' }, request);
-    await expect(wrongKey).rejects.toBeInstanceOf(ModelApiError);
-    await expect(wrongKey).rejects.toMatchObject({ status: 401, retryable: false });
-    // A conversation with an unanswered tool call is refused, like the real API does.
-    const unanswered = chatCompletion(endpoint, {
-      model: 'm',
-      messages: [
-        { role: 'user', content: 'hi' },
-        {
+test('the answer limit keeps a call within the token and cost budgets', () => {
+  const base = { maxOutputTokens: 4096, remaining: {} };
+  expect(outputLimit(base, 4000, undefined)).toBe(4096);
+  // 2500 tokens left, a prompt of at least 1000 (previous prompt + answer): 1500 for the answer.
+  const previous = { promptTokens: 900, completionTokens: 100 };
+  expect(outputLimit({ ...base, remaining: { tokens: 2500 }, previous }, 400, undefined)).toBe(1500);
+  expect(outputLimit({ ...base, remaining: { tokens: 500 }, previous }, 400, undefined)).toBe('max_tokens');
+  // $0.01 left at $1/M in and $2/M out, 1000 prompt tokens: (10000 - 1000) / 2 = 4500 → 4096.
+  const price = { input: 1, output: 2 };
+  expect(outputLimit({ ...base, remaining: { costUsd: 0.01 }, previous }, 0, price)).toBe(4096);
+  expect(outputLimit({ ...base, remaining: { costUsd: 0.003 }, previous }, 0, price)).toBe(1000);
+  expect(outputLimit({ ...base, remaining: { costUsd: 0.001 }, previous }, 0, price)).toBe('max_cost');
+});
+
+test('Retry-After in seconds, as a date, or in ms', () => {
+  expect(retryAfterMs({ 'retry-after': '7' })).toBe(7000);
+  expect(retryAfterMs({ 'retry-after-ms': '250', 'retry-after': '7' })).toBe(250);
+  expect(retryAfterMs({ 'retry-after': 'Tue, 01 Dec 2026 00:00:30 GMT' }, Date.parse('2026-12-01T00:00:00Z'))).toBe(
+    30_000,
+  );
+  expect(retryAfterMs({})).toBeUndefined();
+});
+
+test('a compatible server answering outside the schema: content parts joined, object arguments kept as JSON', () => {
+  const body = normalizeChatAnswer({
+    choices: [
+      {
+        message: {
           role: 'assistant',
-          content: null,
-          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'x', arguments: '{}' } }],
+          content: [
+            { type: 'text', text: 'part one, ' },
+            { type: 'text', text: 'part two' },
+          ],
+          tool_calls: [{ id: 'c', type: 'function', function: { name: 'run', arguments: { command: 'ls', n: 2 } } }],
         },
-      ],
-    });
-    await expect(unanswered).rejects.toMatchObject({ status: 400, retryable: false });
-    await expect(chatCompletion({ baseUrl: 'http://127.0.0.1:1/v1' }, request)).rejects.toMatchObject({
-      retryable: true,
-    });
-  } finally {
-    await server.close();
-  }
+      },
+    ],
+  });
+  expect(body.choices[0].message.content).toBe('part one, part two');
+  expect(JSON.parse(body.choices[0].message.tool_calls[0].function.arguments)).toEqual({ command: 'ls', n: 2 });
+});
+
+describe.each(['anthropic', 'openai', 'openai-chat', 'compatible'] as const)('the model client on %s', (api) => {
+  test('tool calls (object arguments kept) and usage with cached tokens; 4xx permanent, 429 with its Retry-After', async () => {
+    const server = await startFakeProviders({ apiKey: 'k', contextWindow: 5000 });
+    try {
+      const endpoint = { baseUrl: server.baseUrl, api, apiKey: 'k' };
+      const request = { model: 'm', messages: [{ role: 'user' as const, content: 'hi' }], maxOutputTokens: 100 };
+      const tools = [
+        { type: 'function' as const, function: { name: 'run', description: 'run', parameters: { type: 'object' } } },
+      ];
+      server.script([
+        {
+          toolCalls: [{ name: 'run', arguments: { command: 'ls', options: { all: true } } }],
+          usage: { input: 70, output: 3, cachedInput: 40 },
+        },
+        { error: { status: 429, message: 'slow down', headers: { 'retry-after': '9' } } },
+        { error: { status: 503 } },
+      ]);
+      const answer = await chatCompletion(endpoint, { ...request, tools });
+      expect(answer.message.tool_calls).toHaveLength(1);
+      expect(answer.message.tool_calls![0].function.name).toBe('run');
+      expect(JSON.parse(answer.message.tool_calls![0].function.arguments)).toEqual({
+        command: 'ls',
+        options: { all: true },
+      });
+      expect(answer.finishReason).toBe('tool-calls');
+      expect(answer.usage).toMatchObject({ promptTokens: 70, completionTokens: 3, totalTokens: 73 });
+      if (api !== 'compatible') expect(answer.usage.cachedTokens).toBe(40);
+      expect(server.requests[0].maxTokens).toBe(100);
+      await expect(chatCompletion(endpoint, request)).rejects.toMatchObject({
+        status: 429,
+        retryable: true,
+        retryAfterMs: 9000,
+      });
+      await expect(chatCompletion(endpoint, request)).rejects.toMatchObject({ status: 503, retryable: true });
+      const wrongKey = chatCompletion({ ...endpoint, apiKey: 'nope' }, request);
+      await expect(wrongKey).rejects.toBeInstanceOf(ModelApiError);
+      await expect(wrongKey).rejects.toMatchObject({ status: 401, retryable: false });
+      const tooLong = chatCompletion(endpoint, {
+        ...request,
+        messages: [{ role: 'user', content: 'x '.repeat(20_000) }],
+      });
+      await expect(tooLong).rejects.toMatchObject({ status: 400, retryable: false, contextTooLong: true });
+      await expect(chatCompletion({ ...endpoint, baseUrl: 'http://127.0.0.1:1/v1' }, request)).rejects.toMatchObject({
+        retryable: true,
+      });
+    } finally {
+      await server.close();
+    }
+  });
 });

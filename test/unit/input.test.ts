@@ -12,6 +12,7 @@ test('the minimal input gets every default', () => {
       task: 't',
       agent: {
         kind: 'script',
+        maxOutputTokens: 8192,
         steps: [],
         toolOutputLimit: 10_000,
         runTimeout: '5m',
@@ -23,7 +24,16 @@ test('the minimal input gets every default', () => {
       verify: { timeout: '10m', maxRounds: 2 },
       publish: { pullRequest: false, deploy: false },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
-      limits: { cpus: 2, memory: '2g', pids: 512, tmp: '512m', wallTime: '2h', network: 'none', setupEgress: true },
+      limits: {
+        cpus: 2,
+        memory: '2g',
+        pids: 512,
+        tmp: '512m',
+        disk: '10g',
+        wallTime: '2h',
+        network: 'none',
+        setupEgress: true,
+      },
     },
   });
 });

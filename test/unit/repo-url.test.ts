@@ -37,16 +37,20 @@ test("a git failure's message, args and stderr hold no URL credentials", async (
 });
 
 test('container and volume labels hold no URL credentials', () => {
-  const options = sandboxCreateOptions({
-    name: 'drydock-s',
-    image: 'drydock-base:x',
-    labels: { 'drydock.session': 's', 'drydock.repo': `https://oauth2:${SECRET}@github.com/acme/app.git` },
-    cpus: 1,
-    memoryBytes: 1024 ** 3,
-    pids: 100,
-    tmpBytes: 1024 ** 2,
-    egressDir: '/data/egress/abc',
-  });
+  const options = sandboxCreateOptions(
+    {
+      name: 'drydock-s',
+      image: 'drydock-base:x',
+      labels: { 'drydock.session': 's', 'drydock.repo': `https://oauth2:${SECRET}@github.com/acme/app.git` },
+      cpus: 1,
+      memoryBytes: 1024 ** 3,
+      pids: 100,
+      tmpBytes: 1024 ** 2,
+      diskBytes: 1024 ** 3,
+      egressDir: '/data/egress/abc',
+    },
+    { workspace: { lower: '/l', upper: '/u', work: '/w' }, home: { lower: '/l', upper: '/u', work: '/w' } },
+  );
   expect(options.Labels!['drydock.repo']).toBe('https://github.com/acme/app.git');
   expect(JSON.stringify(options)).not.toContain(SECRET);
 });

@@ -10,11 +10,14 @@ const spec: SandboxSpec = {
   memoryBytes: 1024 ** 3,
   pids: 100,
   tmpBytes: 1024 ** 2,
+  diskBytes: 1024 ** 3,
   egressDir: '/data/egress/abc',
 };
+const dirs = (which: string) => ({ lower: `/l/${which}`, upper: `/u/${which}/upper`, work: `/u/${which}/work` });
+const storage = { workspace: dirs('workspace'), home: dirs('home') };
 
-test('defaults: read-only root, volumes for /workspace and home, the engine default runtime', () => {
-  const host = sandboxCreateOptions(spec).HostConfig!;
+test('defaults: read-only root, overlay volumes for /workspace and home, the engine default runtime', () => {
+  const host = sandboxCreateOptions(spec, storage).HostConfig!;
   expect(host.ReadonlyRootfs).toBe(true);
   expect(host.Runtime).toBeUndefined();
   expect(host.Mounts!.map((m) => `${m.Type} ${m.Target}`)).toEqual([
@@ -22,18 +25,30 @@ test('defaults: read-only root, volumes for /workspace and home, the engine defa
     'volume /home/drydock',
     'bind /run/drydock',
   ]);
+  // Nothing copied: the engine mounts an overlay over the image's lower layer.
+  const workspace = host.Mounts![0].VolumeOptions!;
+  expect(workspace.NoCopy).toBe(true);
+  expect(workspace.DriverConfig!.Options).toEqual({
+    type: 'overlay',
+    device: 'overlay',
+    o: 'lowerdir=/l/workspace,upperdir=/u/workspace/upper,workdir=/u/workspace/work,nosuid,nodev',
+  });
 });
 
 test('DRYDOCK_DOCKER_RUNTIME and DRYDOCK_READONLY_ROOTFS reach the container options', () => {
   const config = loadConfig({ DRYDOCK_DOCKER_RUNTIME: 'runsc', DRYDOCK_READONLY_ROOTFS: 'false' });
-  const host = sandboxCreateOptions({
-    ...spec,
-    runtime: config.DRYDOCK_DOCKER_RUNTIME,
-    readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
-  }).HostConfig!;
+  const host = sandboxCreateOptions(
+    {
+      ...spec,
+      runtime: config.DRYDOCK_DOCKER_RUNTIME,
+      readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
+    },
+    storage,
+  ).HostConfig!;
   expect(host.Runtime).toBe('runsc');
   expect(host.ReadonlyRootfs).toBe(false);
-  expect(host.Mounts!.map((m) => m.Target)).toEqual(['/run/drydock']);
+  // The overlays stay: the disk limit holds with a writable root too.
+  expect(host.Mounts!.map((m) => m.Target)).toEqual(['/workspace', '/home/drydock', '/run/drydock']);
   expect(host.CapDrop).toEqual(['ALL']); // the rest stays
   expect(() => loadConfig({ DRYDOCK_DOCKER_RUNTIME: 'run sc' })).toThrow(/DRYDOCK_DOCKER_RUNTIME/);
 });

@@ -3,7 +3,7 @@
  * input (a complexity guard with a generous bound, not a benchmark) and must
  * leave the worker's event loop free on large outputs.
  */
-import { hasTokenPattern, REDACTED, scrub, scrubLarge, SCRUB_CHUNK_CHARS } from '../../lib/scrub';
+import { hasTokenPattern, REDACTED, Redactor, scrub, scrubLarge, SCRUB_CHUNK_CHARS } from '../../lib/scrub';
 
 const MiB = 1024 * 1024;
 /** Generous: linear scrubbing does a MiB in milliseconds; the quadratic one took 8 s on 80 k spaces. */
@@ -92,4 +92,97 @@ test('scrubLarge cuts a text without newlines or whitespace and stays linear', a
   const out = await scrubLarge(text);
   expect(performance.now() - started).toBeLessThan(bound(text.length));
   expect(out).toBe(`${'q'.repeat(3 * MiB)} ${REDACTED}`);
+});
+
+describe('the worker redactor', () => {
+  const secret = 'S3cr3t/v4lue+with spaces&symbols?';
+  const redactor = new Redactor([secret, 'short']);
+  const hidden = (text: string) => !text.includes(secret) && !text.includes('v4lue');
+
+  test.each([0, 1, 2])('finds the secret base64-encoded after %i bytes, in either alphabet', (offset) => {
+    const encoded = Buffer.from(`${'x'.repeat(offset)}${secret} and more`).toString('base64');
+    const out = redactor.text(`data: ${encoded}`);
+    expect(out).toContain(REDACTED);
+    expect(out).not.toContain(Buffer.from(secret).toString('base64').slice(4, -4));
+    const urlSafe = encoded.replace(/\+/g, '-').replace(/\//g, '_');
+    expect(redactor.text(urlSafe)).toContain(REDACTED);
+  });
+
+  test('finds the secret URL-encoded, with either hex case and as a form field', () => {
+    const encoded = encodeURIComponent(secret);
+    expect(encoded).not.toBe(secret);
+    for (const form of [
+      encoded,
+      encoded.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()),
+      encoded.replace(/%20/g, '+'),
+    ]) {
+      expect(redactor.text(`GET /?token=${form}&x=1`)).toBe(`GET /?token=${REDACTED}&x=1`);
+    }
+  });
+
+  test('values too short to scrub are left alone, and so are words that merely start like a secret', () => {
+    expect(redactor.text('a short word; S3cr3t is not the secret')).toBe('a short word; S3cr3t is not the secret');
+  });
+
+  test('scrubs strings inside plain objects and arrays, and leaves buffers and dates as they are', () => {
+    const buffer = Buffer.from(secret);
+    const date = new Date(0);
+    const out = redactor.value({ a: [secret, { b: `x${secret}y` }], buffer, date, n: 1 });
+    expect(out).toEqual({ a: [REDACTED, { b: `x${REDACTED}y` }], buffer, date, n: 1 });
+    expect(out.buffer).toBe(buffer);
+  });
+
+  /** Streams `text` through a fresh stream redactor cut at each of `cuts`; returns what was given out each time. */
+  const streamed = (text: string, cuts: number[]) => {
+    const stream = redactor.stream();
+    const given: string[] = [];
+    let from = 0;
+    for (const cut of [...cuts, text.length]) {
+      given.push(stream.push(text.slice(from, cut)));
+      from = cut;
+    }
+    given.push(stream.end());
+    return given;
+  };
+
+  test('a secret cut in two by every possible chunk boundary is caught, and nothing else is lost', () => {
+    const text = `before ${secret} middle ${Buffer.from(secret).toString('base64')} after ${encodeURIComponent(secret)}.`;
+    for (let cut = 0; cut <= text.length; cut++) {
+      const given = streamed(text, [cut]);
+      expect(given.every(hidden)).toBe(true);
+      expect(given.join('')).toBe(redactor.text(text));
+    }
+  });
+
+  test('a secret given one character per chunk is caught; text that cannot begin a secret is given out at once', () => {
+    const given = streamed(
+      `ok ${secret}!`,
+      [...Array(secret.length + 4).keys()].map((i) => i + 1),
+    );
+    expect(given.every(hidden)).toBe(true);
+    expect(given.join('')).toBe(`ok ${REDACTED}!`);
+    // "ok " cannot start any needle: out with its own chunk, not held for the window.
+    const stream = redactor.stream();
+    expect(stream.push('ok, plain text. ')).toBe('ok, plain text. ');
+    // A possible beginning is held, then given out once it stops matching.
+    expect(stream.push('S3cr')).toBe('');
+    expect(stream.push('ew')).toBe('S3crew');
+  });
+
+  test('the held part is at most the longest needle less one character', () => {
+    const stream = redactor.stream();
+    const longest = redactor.needles[0].length;
+    const given = stream.push(`x${secret.slice(0, -1)}`);
+    expect(given).toBe('x');
+    expect(longest).toBeGreaterThanOrEqual(secret.length);
+    expect(stream.end()).toBe(secret.slice(0, -1));
+  });
+
+  test('streaming stays linear on adversarial input: a MiB of a secret prefix repeated', () => {
+    const text = secret.slice(0, -1).repeat(Math.ceil(MiB / secret.length));
+    const started = performance.now();
+    const given = streamed(text, [1000, 4096, 65_536, 500_000]);
+    expect(performance.now() - started).toBeLessThan(bound(text.length));
+    expect(given.join('')).toBe(text);
+  });
 });

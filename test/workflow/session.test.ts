@@ -147,7 +147,19 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     audit: AUDIT_SEAL,
   });
   expect(run.args.pushBranch).toEqual([
-    { sandbox: 'sandbox-0', sessionId: run.id, repoUrl: repo.url, branch, baseCommit: BASE_COMMIT, commit: COMMIT },
+    {
+      sandbox: 'sandbox-0',
+      sessionId: run.id,
+      repoUrl: repo.url,
+      branch,
+      message: 'drydock: Add a greeting',
+      agent: 'script',
+      baseCommit: BASE_COMMIT,
+      parent: BASE_COMMIT,
+      date: expect.any(String),
+      commit: COMMIT,
+      author: { name: 'drydock', email: 'drydock@localhost' },
+    },
   ]);
 });
 

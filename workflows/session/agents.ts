@@ -49,7 +49,9 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
       record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${run.branch}` : 'no changes';
       return result;
     });
-    Object.assign(status.agent!, commit);
+    // The commit's author is drydock's, not the agent's: not shown among the agent's results.
+    const { commit: made, changed, diffstat, changeHash, diff } = commit;
+    Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, ...(diff ? { diff } : {}) });
     if (!(input.verify.test || input.verify.browser)) return commit;
     const verification = await verify(run);
     if (verification.passed) return commit;

@@ -4,7 +4,9 @@
  * call twice. Continues as new every agent.continueAsNewEvery turns (or when
  * Temporal suggests it) to keep each run's history small.
  */
-import { allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
+import { RetryState } from '@temporalio/common';
+import type { ModelCallResult } from '../../activities/agent';
 import type { AgentCall } from '../api';
 import { durationMs } from '../input';
 import { onHost } from './proxies';
@@ -28,7 +30,7 @@ export async function modelAgent(run: SessionRun): Promise<void> {
     }
     run.loop.turn++;
     if (await turn(run)) {
-      run.status.agent!.stopReason = 'done';
+      run.status.agent!.stopReason ??= 'done';
       return;
     }
   }
@@ -52,14 +54,21 @@ async function startConversation(run: SessionRun): Promise<void> {
   run.status.agent!.instructions = started.instructions;
 }
 
-/** One model call and the tool calls it asked for; true when the model answered without tools (done). */
-async function turn(run: SessionRun): Promise<boolean> {
+/**
+ * The model call of a turn, on a proxy that retries a rate limit (after its
+ * Retry-After) for as long as the wall-time budget lasts, and not after it:
+ * the activity gives up other failures itself after a few attempts.
+ */
+async function modelCall(run: SessionRun): Promise<ModelCallResult | 'max_wall_time'> {
   const { input, loop, sessionId } = run;
   const agent = input.agent;
   const progress = run.status.agent!;
-  return run.track(`turn ${loop.turn}`, async (record) => {
-    const answer = await inSandbox(run, (sb) =>
-      onHost(sb).modelCall({
+  const { maxTokens, maxCost } = agent.budget;
+  const leftMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
+  const previous = [...(progress.calls ?? [])].reverse().find((c) => c.type === 'model');
+  try {
+    return await inSandbox(run, (sb) =>
+      onHost(sb, undefined, { scheduleToCloseMs: Math.max(1000, leftMs) }).modelCall({
         sandbox: sb.name,
         sessionId,
         baseUrl: agent.baseUrl,
@@ -67,15 +76,43 @@ async function turn(run: SessionRun): Promise<boolean> {
         temperature: agent.temperature,
         turn: loop.turn,
         messageCount: loop.messageCount,
-        requirePrice: agent.budget.maxCost !== undefined,
+        requirePrice: maxCost !== undefined,
+        maxOutputTokens: agent.maxOutputTokens,
+        remaining: {
+          ...(maxTokens !== undefined ? { tokens: maxTokens - progress.usage!.totalTokens } : {}),
+          ...(maxCost !== undefined ? { costUsd: maxCost - (progress.costUsd ?? 0) } : {}),
+        },
+        ...(previous?.type === 'model'
+          ? { previous: { promptTokens: previous.promptTokens, completionTokens: previous.completionTokens } }
+          : {}),
       }),
     );
+  } catch (err) {
+    if (err instanceof ActivityFailure && err.retryState === RetryState.TIMEOUT) return 'max_wall_time';
+    throw err;
+  }
+}
+
+/** One model call and the tool calls it asked for; true when the model answered without tools (done). */
+async function turn(run: SessionRun): Promise<boolean> {
+  const { loop } = run;
+  const progress = run.status.agent!;
+  return run.track(`turn ${loop.turn}`, async (record) => {
+    const result = await modelCall(run);
+    if (result === 'max_wall_time' || result.stopped) {
+      progress.stopReason = result === 'max_wall_time' ? result : result.stopped;
+      record.detail = `not called: ${progress.stopReason}`;
+      loop.turn--;
+      return true;
+    }
+    const answer = result;
     const assistantIndex = loop.messageCount++;
     progress.turn = loop.turn;
     progress.usage = {
       promptTokens: progress.usage!.promptTokens + answer.call.promptTokens,
       completionTokens: progress.usage!.completionTokens + answer.call.completionTokens,
       totalTokens: progress.usage!.totalTokens + answer.call.totalTokens,
+      cachedTokens: (progress.usage!.cachedTokens ?? 0) + (answer.call.cachedTokens ?? 0),
     };
     progress.costUsd = (progress.costUsd ?? 0) + (answer.call.costUsd ?? 0);
     progress.transcript = answer.transcript;

@@ -38,14 +38,20 @@ export const anyHost = proxyActivities<Activities>({
 /**
  * Activities on the host that owns the sandbox, allowed to run `startToCloseMs`.
  * A task nobody picks up within the host timeout means the host is gone (see sandboxLoss).
+ * `retrying` lifts the attempt limit and bounds all attempts together instead.
  */
-export function onHost(sandbox: Sandbox, startToCloseMs = 10 * 60_000): Activities {
+export function onHost(
+  sandbox: Sandbox,
+  startToCloseMs = 10 * 60_000,
+  retrying?: { scheduleToCloseMs: number },
+): Activities {
   const options: ActivityOptions = {
     taskQueue: sandbox.hostQueue,
     startToCloseTimeout: startToCloseMs,
     scheduleToStartTimeout: sandbox.hostTimeoutMs,
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    retry: RETRY,
+    retry: retrying ? { nonRetryableErrorTypes: RETRY.nonRetryableErrorTypes } : RETRY,
+    ...(retrying ? { scheduleToCloseTimeout: retrying.scheduleToCloseMs } : {}),
   };
   return proxyActivities<Activities>(options);
 }

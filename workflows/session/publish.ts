@@ -3,7 +3,7 @@
  * replacement sandbox), then push, pull request and deploy, each behind its
  * approval gate. Publishing runs on the worker; credentials never enter the sandbox.
  */
-import type { CommitResult, Sandbox } from '../../activities/types';
+import type { ChangeSpec, CommitResult, Sandbox } from '../../activities/types';
 import type { SessionStatus } from '../api';
 import { githubRepoOf } from '../input';
 import { reviewedTogether } from '../rules/policy';
@@ -14,19 +14,33 @@ import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { report } from './trigger';
 
-/** Commits the sandbox's change on the session's branch (the same tree and date give the same commit). */
-export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
+/** The agent as the commit's Drydock-Agent trailer names it. */
+function agentName(agent: SessionRun['input']['agent']): string {
+  if (agent.kind === 'openai') return `openai ${agent.model ?? ''}`.trim();
+  if (agent.kind === 'cli')
+    return `cli ${typeof agent.command === 'string' ? agent.command : (agent.command?.[0] ?? '')}`;
+  return 'script';
+}
+
+/** What drydock's commit of the session's change is made of in sandbox `sb`. */
+function changeSpec(run: SessionRun, sb: Sandbox): ChangeSpec {
   const { input } = run;
   run.commitDate ??= new Date().toISOString();
-  const result = await onHost(sb).commitChanges({
-    sandbox: sb.name,
+  return {
     sessionId: run.sessionId,
     repoUrl: input.repo.url,
     branch: run.branch,
     message: `drydock: ${input.task}`.slice(0, 500),
+    agent: agentName(input.agent),
     baseCommit: sb.baseCommit,
+    parent: sb.baseCommit,
     date: run.commitDate,
-  });
+  };
+}
+
+/** drydock's commit of the sandbox's change (the same tree, parent and date give the same commit). */
+export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
+  const result = await onHost(sb).commitChanges({ sandbox: sb.name, ...changeSpec(run, sb) });
   run.committedIn = sb.name;
   return result;
 }
@@ -59,15 +73,13 @@ export async function publish(run: SessionRun, change: CommitResult): Promise<vo
 async function push(run: SessionRun, change: CommitResult): Promise<void> {
   run.status.pushed = await run.track(`push ${run.branch}`, () =>
     inSandbox(run, async (sb) => {
-      // A replacement sandbox has the change from the checkpoint, not yet as a commit.
-      const commit = run.committedIn === sb.name ? change.commit : (await commitChange(run, sb)).commit;
+      // A replacement sandbox has the change from the checkpoint, not yet as a snapshot.
+      if (run.committedIn !== sb.name) await commitChange(run, sb);
       return onHost(sb).pushBranch({
         sandbox: sb.name,
-        sessionId: run.sessionId,
-        repoUrl: run.input.repo.url,
-        branch: run.branch,
-        baseCommit: sb.baseCommit,
-        commit,
+        ...changeSpec(run, sb),
+        commit: change.commit,
+        author: change.author,
       });
     }),
   );

@@ -135,6 +135,7 @@ function sandboxLimits(run: SessionRun) {
     memoryBytes: sizeBytes(limits.memory),
     pids: limits.pids,
     tmpBytes: sizeBytes(limits.tmp),
+    diskBytes: sizeBytes(limits.disk),
   };
 }
 

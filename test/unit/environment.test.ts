@@ -1,0 +1,103 @@
+import { dockerfileEnvironment, parseDevcontainer } from '../../lib/environment';
+import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../lib/toolchains';
+
+const FILE = '.devcontainer/devcontainer.json';
+
+describe('parseDevcontainer', () => {
+  test('reads a build with comments, trailing commas, args, env, user and the lifecycle commands in order', () => {
+    const env = parseDevcontainer(
+      `{
+        // the app's dev container
+        "build": { "dockerfile": "Dockerfile", "context": "..", "args": { "BASE": "x" }, },
+        "containerEnv": { "APP_MODE": "test" },
+        "remoteUser": "vscode",
+        "postCreateCommand": "make setup",
+        "onCreateCommand": ["npm", "ci", "it's"],
+        "updateContentCommand": { "a": "echo a", "b": ["echo", "b"] },
+      }`,
+      FILE,
+    );
+    expect(env).toEqual({
+      source: FILE,
+      dockerfile: '.devcontainer/Dockerfile',
+      context: '',
+      args: { BASE: 'x' },
+      containerEnv: { APP_MODE: 'test' },
+      remoteUser: 'vscode',
+      setup: `'npm' 'ci' 'it'\\''s' && (echo a) && 'echo' 'b' && make setup`,
+    });
+  });
+
+  test('an image alone', () => {
+    expect(parseDevcontainer('{"image": "debian:trixie-slim"}', FILE)).toEqual({
+      source: FILE,
+      image: 'debian:trixie-slim',
+      args: {},
+      containerEnv: {},
+    });
+  });
+
+  test.each([
+    [
+      '{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}}}',
+      /features \(ghcr.io.*need a container registry/,
+    ],
+    ['{}', /give image or build.dockerfile/],
+    ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
+    [
+      '{"build": {"dockerfile": "../../Dockerfile"}}',
+      /build.dockerfile "..\/..\/Dockerfile" is outside the repository/,
+    ],
+    ['{"image": 3}', /devcontainer.json: image: /],
+    ['{"image": "x",, }', /not valid JSON with comments/],
+  ])('refuses %s, naming the file and field', (text, message) => {
+    expect(() => parseDevcontainer(text, FILE)).toThrow(message);
+  });
+
+  test('a plain Dockerfile builds from its folder', () => {
+    expect(dockerfileEnvironment('docker/Dockerfile')).toMatchObject({
+      dockerfile: 'docker/Dockerfile',
+      context: 'docker',
+    });
+    expect(dockerfileEnvironment('Dockerfile')).toMatchObject({ context: '' });
+  });
+});
+
+describe('Node.js declarations', () => {
+  test('.nvmrc first, then .node-version, then engines.node', () => {
+    expect(nodeRequestOf({ nvmrc: 'v22.12.0\n', nodeVersion: '20', packageJson: '{}' })).toEqual({
+      range: '22.12.0',
+      source: '.nvmrc',
+    });
+    expect(nodeRequestOf({ nodeVersion: '# pinned\n20\n' })).toEqual({ range: '20', source: '.node-version' });
+    expect(nodeRequestOf({ packageJson: '{"engines": {"node": ">=22.12"}}' })).toEqual({
+      range: '>=22.12',
+      source: 'package.json engines.node',
+    });
+    expect(nodeRequestOf({ packageJson: '{"name": "x"}' })).toBeUndefined();
+    expect(() => nodeRequestOf({ nvmrc: 'lts/*' })).toThrow(/\.nvmrc: "lts\/\*" is not a Node.js version/);
+  });
+
+  test('the newest release of the lowest fitting major', () => {
+    const versions = ['20.19.0', '22.11.0', '22.12.0', '22.23.5', '24.1.0'];
+    expect(pickNodeVersion('>=22.12', versions)).toBe('22.23.5');
+    expect(pickNodeVersion('22', versions)).toBe('22.23.5');
+    expect(pickNodeVersion('^20 || ^24', versions)).toBe('20.19.0');
+    expect(pickNodeVersion('>=30', versions)).toBeUndefined();
+  });
+
+  test('a setup that failed on the engine says so plainly', () => {
+    const npm9 = `npm ERR! code EBADENGINE
+npm ERR! engine Unsupported engine
+npm ERR! notsup Required: {"node":">=22.12"}
+npm ERR! notsup Actual:   {"npm":"9.2.0","node":"v20.19.2"}`;
+    const npmWarn = `npm warn EBADENGINE Unsupported engine {
+npm warn EBADENGINE   package: 'x@1.0.0',
+npm warn EBADENGINE   required: { node: '>=22.12' },
+npm warn EBADENGINE   current: { node: 'v20.19.2', npm: '9.2.0' }`;
+    const pnpm = ' ERR_PNPM_UNSUPPORTED_ENGINE  Unsupported environment\nExpected version: >=22.12\nGot: v20.19.2';
+    const plain = 'the repo asks for Node.js >=22.12; the sandbox has 20.19; declare it in .nvmrc or a dev container';
+    for (const output of [npm9, npmWarn, pnpm]) expect(nodeVersionProblem(output)).toBe(plain);
+    expect(nodeVersionProblem('npm ERR! 404 Not Found')).toBeUndefined();
+  });
+});
