@@ -194,8 +194,15 @@ beforeAll(async () => {
         DRYDOCK_EGRESS_DIR: path.join(dataDir, 'egress'),
         DRYDOCK_AGENTS_DIR: path.join(dataDir, 'agents'),
         DRYDOCK_BASE_IMAGE: process.env.DRYDOCK_BASE_IMAGE!,
+        // The worker fetches Node.js builds from the npm registry; this network intercepts TLS.
+        NODE_EXTRA_CA_CERTS: '/etc/drydock/extra-ca.pem',
       },
-      mounts: [same(socket), same(shared), same(path.dirname(fixture.bare))],
+      mounts: [
+        same(socket),
+        same(shared),
+        same(path.dirname(fixture.bare)),
+        '/etc/ssl/certs/ca-certificates.crt:/etc/drydock/extra-ca.pem:ro',
+      ],
       args: ['worker'],
     });
   }
