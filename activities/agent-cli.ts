@@ -1,7 +1,7 @@
 /**
  * The agent CLI a session runs, present on its sandbox's host: installed
  * into the host's cache once per pinned version (lib/agent-clis.ts), never
- * per session, and seen by the sandbox read-only at /opt/drydock/agents.
+ * per session, and seen by the sandbox read-only at /opt/drydock-agents.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';

@@ -21,12 +21,14 @@ import {
   type ToolCall,
   type ToolSpec,
 } from '../lib/llm';
-import { HELPER } from '../lib/toolchains';
+import { compact, FIRST_COMPACTABLE, tighter } from '../lib/compaction';
 import { recordEvent } from './audit';
-import { endStrayProcesses, permanent, STATE_DIR } from './container';
+import { permanent } from './container';
 import type { ActivityDeps } from './deps';
 import { tail } from './output';
+import { parseRunOnce, runOnceCommand } from './run-once';
 import { takeCheckpoint } from './steps';
+import { toolExecutors } from './tool-exec';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 const MAX_INSTRUCTIONS = 20_000;
@@ -109,6 +111,10 @@ export interface ModelCallInput {
   remaining: { tokens?: number; costUsd?: number };
   /** Usage of the previous model call: the next prompt holds at least its prompt and answer. */
   previous?: { promptTokens: number; completionTokens: number };
+  /** The model's context window in tokens (agent.contextWindow): older turns are compacted to fit it. */
+  contextWindow: number;
+  /** Messages before this index are already compacted (lib/compaction.ts); 0 at first. */
+  compactedBefore: number;
 }
 
 export type ModelCallResult = ModelAnswer | { stopped: 'max_tokens' | 'max_cost' };
@@ -121,6 +127,10 @@ export interface ModelAnswer {
   /** The model's text, trimmed. */
   content: string;
   transcript: string;
+  /** Messages before this index were compacted for the call (lib/compaction.ts). */
+  compactedBefore: number;
+  /** Further than asked: a new compaction. */
+  compacted: boolean;
 }
 
 export interface ToolCallInput {
@@ -132,6 +142,8 @@ export interface ToolCallInput {
   callIndex: number;
   /** The tool result becomes this message. */
   index: number;
+  /** The call's nonce (32 hex digits, from the workflow): names its run-once record in the sandbox. */
+  nonce: string;
   outputLimit: number;
   runTimeoutMs: number;
   /** When the call ends, the working tree against this base commit is the session's new checkpoint. */
@@ -139,9 +151,11 @@ export interface ToolCallInput {
 }
 
 interface StoredAnswer {
+  stopped?: undefined;
   response: ChatResponse;
   durationMs: number;
   model: string;
+  compactedBefore: number;
 }
 
 type ToolCallRecord = Extract<AgentCall, { type: 'tool' }>;
@@ -265,16 +279,11 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
   const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
   const messages = await readMessages(artifacts, input.sessionId, input.messageCount);
   const earlier = await artifacts.get(input.sessionId, answerName);
-  let answer: StoredAnswer;
-  if (earlier) {
-    answer = JSON.parse(earlier.toString()) as StoredAnswer;
-  } else {
-    const chars = JSON.stringify(messages).length + JSON.stringify(AGENT_TOOLS).length;
-    const limit = outputLimit(input, chars, models.prices[input.model]);
-    if (typeof limit === 'string') return { stopped: limit };
-    answer = await askModel(endpoint, input, messages, limit);
-    await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
-  }
+  const answer: StoredAnswer | { stopped: 'max_tokens' | 'max_cost' } = earlier
+    ? (JSON.parse(earlier.toString()) as StoredAnswer)
+    : await askWithinWindow(endpoint, input, messages, models.prices[input.model]);
+  if (answer.stopped) return answer;
+  if (!earlier) await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
   const { message, finishReason, usage } = answer.response;
   await writeMessage(artifacts, input.sessionId, input.messageCount, message);
   const transcript = await artifacts.put(
@@ -319,7 +328,48 @@ async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<Mod
     })),
     content: tail((message.content ?? '').trim(), 1000),
     transcript,
+    compactedBefore: answer.compactedBefore,
+    compacted: answer.compactedBefore > Math.max(input.compactedBefore, FIRST_COMPACTABLE),
   };
+}
+
+const TOOLS_CHARS = JSON.stringify(AGENT_TOOLS).length;
+
+/**
+ * The call on the conversation compacted to fit the context window. A
+ * context-length error from the provider (its count is the one that matters)
+ * compacts further and asks again; when nothing more can be compacted the
+ * session fails, saying so. Compaction needs no model call: nothing is paid
+ * for it, and a retry after a crash compacts the same way again.
+ */
+async function askWithinWindow(
+  endpoint: Endpoint,
+  input: ModelCallInput,
+  messages: ChatMessage[],
+  price: ModelPrice | undefined,
+): Promise<StoredAnswer | { stopped: 'max_tokens' | 'max_cost' }> {
+  for (let atLeast = input.compactedBefore; ;) {
+    const fitted = compact(messages, input.contextWindow, atLeast, TOOLS_CHARS);
+    if (!fitted) {
+      throw ApplicationFailure.nonRetryable(
+        `the conversation (${messages.length} messages) does not fit agent.contextWindow ${input.contextWindow} tokens even with older tool outputs compacted: raise agent.contextWindow if the model allows, or split the task`,
+        ErrorType.ModelContextTooLong,
+      );
+    }
+    const limit = outputLimit(input, JSON.stringify(fitted.messages).length + TOOLS_CHARS, price);
+    if (typeof limit === 'string') return { stopped: limit };
+    try {
+      const asked = await askModel(endpoint, input, fitted.messages, limit);
+      return { ...asked, compactedBefore: fitted.compactedBefore };
+    } catch (err) {
+      if (!(err instanceof ModelApiError && err.contextTooLong)) throw err;
+      Context.current().log.info('context too long for the provider: compacting further', {
+        compactedBefore: fitted.compactedBefore,
+        estimatedTokens: fitted.tokens,
+      });
+      atLeast = tighter(messages, fitted.compactedBefore);
+    }
+  }
 }
 
 /** Attempts of a model call that failed for another reason than a rate limit, before it is given up. */
@@ -336,7 +386,7 @@ async function askModel(
   input: ModelCallInput,
   messages: ChatMessage[],
   maxOutputTokens: number,
-): Promise<StoredAnswer> {
+): Promise<Omit<StoredAnswer, 'compactedBefore'>> {
   const started = Date.now();
   try {
     const response = await chatCompletion(
@@ -346,7 +396,7 @@ async function askModel(
     );
     return { response, durationMs: Date.now() - started, model: input.model };
   } catch (err) {
-    if (!(err instanceof ModelApiError)) throw err;
+    if (!(err instanceof ModelApiError) || err.contextTooLong) throw err; // askWithinWindow compacts
     if (!err.retryable) throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
     if (err.status === 429) {
       throw ApplicationFailure.create({
@@ -390,7 +440,7 @@ async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<To
   try {
     const shell = toolCommand(call.function.name, str, args, input);
     if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
-    const run = await runOnce(deps, input.sandbox, key, shell.command, {
+    const run = await runOnce(deps, input.sandbox, input.nonce, shell.command, {
       timeoutMs: shell.timeoutMs,
       limit: input.outputLimit,
       stdin: shell.stdin,
@@ -426,12 +476,17 @@ async function finishToolCall(
   result: ToolOutcome,
 ): Promise<ToolCallRecord> {
   const { call } = at;
-  await takeCheckpoint(deps, {
-    sandbox: input.sandbox,
-    sessionId: input.sessionId,
-    step: at.key,
-    baseCommit: input.checkpointBase,
-  });
+  // Through the executor too: a tool call and its checkpoint together cost no docker exec.
+  const exec = toolExecutors(deps.sandboxes);
+  await takeCheckpoint(
+    { ...deps, sandboxes: exec },
+    {
+      sandbox: input.sandbox,
+      sessionId: input.sessionId,
+      step: at.key,
+      baseCommit: input.checkpointBase,
+    },
+  );
   await writeMessage(deps.artifacts, input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
   await recordEvent(deps.audit, {
     sessionId: input.sessionId,
@@ -463,44 +518,31 @@ async function finishToolCall(
 }
 
 /**
- * Runs a shell command once per key (drydock-run), with optional stdin staged
- * first; output cut to `limit` and scrubbed (it goes to the model and the history).
+ * Runs a shell command once per nonce (drydock-run) through the sandbox's
+ * tool executor, with `stdin` as its input ($DRYDOCK_INPUT); output cut to
+ * `limit` and scrubbed (it goes to the model and the history).
  */
 async function runOnce(
   { sandboxes, redactor }: Pick<ActivityDeps, 'sandboxes' | 'redactor'>,
   sandbox: string,
-  key: string,
+  nonce: string,
   command: string,
   opts: { timeoutMs: number; limit: number; stdin?: string },
 ): Promise<{ exitCode: number; output: string; bytes: number; truncated: boolean }> {
-  const dir = `${STATE_DIR}/steps/${key}`;
-  if (opts.stdin !== undefined) {
-    await sandboxes.run(sandbox, ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'stage', `${dir}.in`], {
-      stdin: opts.stdin,
-    });
-  }
-  const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
-  const run = await sandboxes.exec(sandbox, [HELPER.run, dir, seconds, command], {
+  const once = runOnceCommand(nonce, command, { ...opts, withInput: opts.stdin !== undefined });
+  const run = await toolExecutors(sandboxes).exec(sandbox, once.argv, {
+    env: once.env,
+    stdin: opts.stdin,
     signal: Context.current().cancellationSignal,
   });
-  await endStrayProcesses(sandboxes, sandbox);
-  const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-  if (run.exitCode !== 0 || !/^\d+$/.test(recorded)) {
-    throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
-  }
-  const shown = await sandboxes.exec(sandbox, [
-    'sh',
-    '-c',
-    'wc -c < "$1"; head -c "$2" "$1"',
-    'read',
-    `${dir}/output`,
-    String(opts.limit),
-  ]);
-  const text = shown.stdout.toString();
-  const newline = text.indexOf('\n');
-  const bytes = Number(text.slice(0, newline));
-  const output = redactor.text(text.slice(newline + 1));
-  return { exitCode: Number(recorded), output, bytes, truncated: bytes > opts.limit };
+  const answer = parseRunOnce(run.stdout, nonce);
+  if (!answer) throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
+  return {
+    exitCode: answer.exitCode,
+    output: redactor.text(answer.output.toString()),
+    bytes: answer.bytes,
+    truncated: answer.bytes > opts.limit,
+  };
 }
 
 const bad = () => ({ ok: false, bytes: 0, truncated: false });
@@ -515,7 +557,7 @@ function toolCommand(
   input: ToolCallInput,
 ): { command: string; timeoutMs: number; okCodes: number[]; empty: string; stdin?: string } | undefined {
   const quick = { timeoutMs: 60_000, okCodes: [0], empty: '' };
-  const staged = `"${STATE_DIR}/steps/agent-${String(input.index).padStart(6, '0')}.in"`;
+  const staged = '"$DRYDOCK_INPUT"';
   switch (name) {
     case 'read_file':
       return { ...quick, command: `cat -- ${shellQuote(str('path')!)}`, empty: '(empty file)' };

@@ -80,6 +80,13 @@ export async function exportSnapshot(
 
 export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: ActivityDeps) {
   const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
+  const unchanged = (input: CommitInput): CommitResult => ({
+    commit: input.parent,
+    changed: false,
+    diffstat: '',
+    changeHash: changeHash(input.branch, input.parent, ''),
+    author,
+  });
   return {
     /**
      * Makes drydock's commit of the sandbox's working tree (idempotent: the
@@ -87,19 +94,13 @@ export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commi
      */
     async commitChanges(input: CommitInput): Promise<CommitResult> {
       try {
-        if (!(await snapshot(sandboxes, input))) {
-          return {
-            commit: input.parent,
-            changed: false,
-            diffstat: '',
-            changeHash: changeHash(input.branch, input.parent, ''),
-            author,
-          };
-        }
+        if (!(await snapshot(sandboxes, input))) return unchanged(input);
         const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit);
         const mirror = mirrorOf(mirrorsDir, input.repoUrl);
         return await sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
           const change = await describeChange(mirror, input.parent, commit);
+          // A follow-up round that changed nothing since the pushed commit makes no commit.
+          if (!change.diff) return unchanged(input);
           return {
             commit,
             changed: true,

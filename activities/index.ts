@@ -8,6 +8,7 @@ import { heartbeating } from './heartbeat';
 import { createProvisionActivities } from './provision';
 import { createPublishActivities } from './publish';
 import { createReaperActivities } from './reaper';
+import { createPoolActivities } from './pool';
 import { createRepoPolicyActivities } from './repo-policy';
 import { createSnapshotActivities } from './snapshot';
 import { createStepActivities } from './steps';
@@ -28,6 +29,7 @@ export function createActivities(deps: ActivityDeps) {
       ...createGitHubActivities(deps),
       ...createRepoPolicyActivities(deps),
       ...createReaperActivities(deps),
+      ...createPoolActivities(deps),
       ...createAuditActivities(deps),
       ...createSnapshotActivities(deps),
     },

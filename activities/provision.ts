@@ -25,6 +25,8 @@ import type { ActivityDeps } from './deps';
 import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
 import { repoFileSetup } from './repo-policy';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from './types';
+import { PoolRegistry } from '../lib/pool';
+import { fillPool } from './pool';
 
 export function createProvisionActivities(deps: ActivityDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
@@ -40,6 +42,7 @@ export function createProvisionActivities(deps: ActivityDeps) {
       } catch (err) {
         if (!(err instanceof SandboxNotFound)) throw err;
         await sandboxes.destroy(sandboxName(input.sessionId, input.generation));
+        await dropClaimed(deps, input);
         throw ApplicationFailure.retryable(
           `${err.message} while being provisioned; provisioning it again`,
           ErrorType.SandboxLostInProvisioning,
@@ -55,7 +58,7 @@ export function createProvisionActivities(deps: ActivityDeps) {
     async destroySandbox(input: DestroyInput): Promise<{ removed: boolean }> {
       const name = sandboxName(input.sessionId, input.generation);
       await sandboxes.destroy(browserContainerName(name));
-      const removed = await sandboxes.destroy(name);
+      const removed = (await sandboxes.destroy(name)) || (await dropClaimed(deps, input));
       await rm(egressDirOf(egressRoot, name), { recursive: true, force: true });
       if (!input.replaced) await deps.checkpoints.remove(input.sessionId);
       log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
@@ -74,26 +77,36 @@ export function createProvisionActivities(deps: ActivityDeps) {
 /** provisionSandbox's work, once. */
 async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise<Sandbox> {
   const { sandboxes, hostId, hostQueue, audit, log } = deps;
-  const name = sandboxName(input.sessionId, input.generation);
+  let name = sandboxName(input.sessionId, input.generation);
   const mirror = await syncMirror(deps, input.repo.url);
   const baseCommit = await resolveRef(mirror, input.repo.ref);
   const snapshot = await newestSnapshot(deps, input.repo.url);
   const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
   const image = snapshot?.image ?? environment.image;
-  const created = await createOwnedContainer(deps, {
-    name,
-    image,
-    mounts: environment.mounts,
-    env: environment.env,
-    owner: input.sessionId,
-    repo: input.repo.url,
-    expiresAt: input.expiresAt,
-    limits: input.limits,
-    ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
-  });
+  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
+  if (pooled) {
+    name = pooled;
+    // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below);
+    // an idle pool sandbox is at the snapshot's commit, untouched, so at 0 commits there is nothing to do.
+    if (baseCommit !== snapshot.commit) await catchUp(deps, name, mirror, snapshot.commit!, baseCommit);
+  }
+  const created =
+    !pooled &&
+    (await createOwnedContainer(deps, {
+      name,
+      image,
+      mounts: environment.mounts,
+      env: environment.env,
+      owner: input.sessionId,
+      repo: input.repo.url,
+      expiresAt: input.expiresAt,
+      limits: input.limits,
+      ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
+    }));
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
-  const ready = await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
+  // A pool sandbox was marked provisioned by its fill.
+  const ready = pooled ? { exitCode: 0 } : await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
   if (ready.exitCode !== 0) await fillWorkspace(deps, name, mirror, baseCommit, snapshot, checkpoint);
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
@@ -110,6 +123,7 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
       sandboxId: name,
       host: hostId,
       created,
+      pooled: Boolean(pooled),
       snapshot: use,
       setup: setup?.reason,
       generation,
@@ -130,6 +144,7 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
       limits: input.limits,
       snapshot: use,
       ...(environment.node ? { node: environment.node } : {}),
+      ...(pooled ? { pooled: true } : {}),
       ...(generation ? { generation, restored } : {}),
     },
   });
@@ -168,6 +183,11 @@ async function fillWorkspace(
       { stdin: checkpoint.diff },
     );
   }
+  await markProvisioned(sandboxes, name);
+}
+
+/** drydock's git identity in the sandbox, and the marker a retried provisioning checks. */
+export async function markProvisioned(sandboxes: ActivityDeps['sandboxes'], name: string): Promise<void> {
   await sandboxes.run(name, [
     'sh',
     '-c',
@@ -176,8 +196,59 @@ async function fillWorkspace(
   ]);
 }
 
+/**
+ * The warm-pool sandbox this session gets: the one it claimed before (a
+ * retry), or a newly claimed idle one of the host's newest snapshot with the
+ * session's exact limits; undefined (provision as usual) for a replacement,
+ * a session already provisioned the usual way, or an empty pool. A claim
+ * starts a refill in the background (the reaper's run is the durable one).
+ */
+async function claimPooled(
+  deps: ActivityDeps,
+  input: ProvisionInput,
+  ownName: string,
+  newestImage: string,
+): Promise<string | undefined> {
+  if (input.generation) return undefined;
+  const pools = new PoolRegistry(deps.db.pool);
+  const before = await pools.claimedBy(input.sessionId);
+  if (before) {
+    // Claimed by an earlier attempt: still current, or dropped for the usual path.
+    if ((await pools.get(before))?.image === newestImage) return before;
+    await dropClaimed(deps, input);
+    return undefined;
+  }
+  if (await deps.sandboxes.exists(ownName)) return undefined;
+  const claimed = await pools.claim({
+    sessionId: input.sessionId,
+    repo: input.repo.url,
+    host: deps.hostId,
+    image: newestImage,
+    limits: input.limits,
+    expiresAt: input.expiresAt,
+  });
+  if (!claimed) return undefined;
+  const size = await pools.size(input.repo.url);
+  fillPool(deps, input.repo.url, size).catch((err: unknown) =>
+    deps.log.warn({ repo: input.repo.url, err: String(err) }, 'warm pool refill failed; the reaper will retry'),
+  );
+  return claimed;
+}
+
+/** Removes the pool sandbox a session claimed, and its row; true if there was one. */
+async function dropClaimed(deps: ActivityDeps, input: Pick<ProvisionInput, 'sessionId' | 'generation'>) {
+  if (input.generation) return false;
+  const pools = new PoolRegistry(deps.db.pool);
+  const claimed = await pools.claimedBy(input.sessionId);
+  if (!claimed) return false;
+  await deps.sandboxes.destroy(claimed);
+  await rm(egressDirOf(deps.egressRoot, claimed), { recursive: true, force: true });
+  await pools.forget(claimed);
+  return true;
+}
+
 /** The newest ready snapshot of a repo on this host whose image is still here. */
-async function newestSnapshot(
+export async function newestSnapshot(
   deps: Pick<ActivityDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
   repo: string,
 ): Promise<SnapshotBuildRow | undefined> {

@@ -17,6 +17,8 @@ import { redactUrl } from '../workflows/rules/repo-url';
 export interface PushInput extends ChangeSpec {
   sandbox: string;
   commit: string;
+  /** The session's round (1, then each follow-up's): each round's push is audited on its own. */
+  round?: number;
   author: GitIdentity;
 }
 
@@ -30,6 +32,8 @@ export interface PullRequestInput {
   title: string;
   /** The body without the session link, which the worker adds. */
   body: string;
+  /** The session's round: a follow-up round updates the same pull request, audited on its own. */
+  round?: number;
 }
 
 /** GitHub's answers that a retry cannot change become non-retryable; 5xx and rate limits are retried. */
@@ -144,7 +148,15 @@ export function createPublishActivities({
     kind: 'push' | 'pull_request' | 'deploy',
     stage: 'intent' | 'done',
     data: Record<string, unknown>,
-  ) => recordEvent(audit, { sessionId, key: `${kind}/${stage}`, kind, actor: 'drydock', data: { stage, ...data } });
+    round = 1,
+  ) =>
+    recordEvent(audit, {
+      sessionId,
+      key: round > 1 ? `${kind}/r${round}/${stage}` : `${kind}/${stage}`,
+      kind,
+      actor: 'drydock',
+      data: { stage, ...data, ...(round > 1 ? { round } : {}) },
+    });
 
   return {
     /** The server's approval policy, read once per session (then it is in the history). */
@@ -161,7 +173,7 @@ export function createPublishActivities({
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
       const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit).catch(permanent);
       const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
-      await recordAction(input.sessionId, 'push', 'intent', target);
+      await recordAction(input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
@@ -175,7 +187,7 @@ export function createPublishActivities({
           return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit, env });
         });
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
-        await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed });
+        await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed }, input.round);
         return { commit: input.commit, alreadyPushed };
       } catch (err) {
         pushFailure(err, input.branch);
@@ -186,7 +198,7 @@ export function createPublishActivities({
     async openPullRequest(input: PullRequestInput): Promise<{ number: number; url: string; created: boolean }> {
       const [owner, repo] = input.repo.split('/');
       const target = { repo: input.repo, head: input.head, base: input.base, draft: input.draft };
-      await recordAction(input.sessionId, 'pull_request', 'intent', target);
+      await recordAction(input.sessionId, 'pull_request', 'intent', target, input.round);
       try {
         const octokit = await octokitFor(github, owner, repo);
         const pr = await upsertPullRequest(octokit, {
@@ -199,7 +211,7 @@ export function createPublishActivities({
           body: `${input.body}\n\n---\nSession: ${sessionLink(input.sessionId)}\n`,
         });
         log.info({ sessionId: input.sessionId, pr: pr.url, created: pr.created }, 'pull request');
-        await recordAction(input.sessionId, 'pull_request', 'done', { ...target, ...pr });
+        await recordAction(input.sessionId, 'pull_request', 'done', { ...target, ...pr }, input.round);
         return pr;
       } catch (err) {
         githubFailure(err, input.repo);

@@ -16,7 +16,7 @@ import {
   SANDBOX_GATEWAY_SOCKET,
   type EgressProxy,
 } from '../lib/egress';
-import { parseCounters, sandboxFault, type ExecResult } from '../lib/sandbox';
+import { sandboxFault, type ExecResult } from '../lib/sandbox';
 import { cliProgress } from '../lib/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../lib/model-gateway';
 import { HELPER } from '../lib/toolchains';
@@ -26,12 +26,15 @@ import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
 import { tail } from './output';
+import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from './types';
 import type { Redactor } from '../lib/scrub';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
 const NO_COUNTS = { oomKills: 0, pidsMax: 0 };
+/** The end of a step's output that comes back from the sandbox and goes to the artifact store (bytes). */
+export const STEP_OUTPUT_LIMIT = 8 * 1024 ** 2;
 
 /** A step as the audit trail shows it. */
 function describeCommand(step: ScriptStep): string {
@@ -46,7 +49,7 @@ function describeCommand(step: ScriptStep): string {
  * the agent's own staging untouched.
  */
 export async function takeCheckpoint(
-  deps: Pick<ActivityDeps, 'sandboxes' | 'checkpoints'>,
+  deps: { sandboxes: Pick<ActivityDeps['sandboxes'], 'exec'>; checkpoints: ActivityDeps['checkpoints'] },
   at: { sandbox: string; sessionId: string; step: string; baseCommit: string },
 ): Promise<void> {
   const taken = await deps.sandboxes.exec(at.sandbox, [
@@ -75,9 +78,8 @@ export function createStepActivities(deps: ActivityDeps) {
      */
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
+      // drydock-run ended whatever the step left running, before the checkpoint is taken.
       const result = await runStepOnce(deps, input);
-      // Before the checkpoint, so nothing the step left running can change what is taken.
-      await endStrayProcesses(deps.sandboxes, input.sandbox).catch(permanent);
       // A step stopped by the sandbox's memory, process or disk limit ends the session (and
       // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
       const exhausted = result.failure !== undefined && result.failure !== 'timeout';
@@ -159,10 +161,9 @@ async function runCommand(
   command: string,
   granted: Record<string, string>,
 ): Promise<StepResult> {
-  const { sandbox } = input;
-  const dir = `${STATE_DIR}/steps/${input.key}`;
-  const seconds = String(Math.max(1, Math.ceil(input.timeoutMs / 1000)));
-  let argv = [HELPER.run, dir, seconds, command];
+  const { sandbox, nonce } = input;
+  const once = runOnceCommand(nonce, command, { timeoutMs: input.timeoutMs, limit: STEP_OUTPUT_LIMIT, fromEnd: true });
+  let argv = once.argv;
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
   let gateway: ModelGateway | undefined;
@@ -183,21 +184,23 @@ async function runCommand(
     }
     if (input.gateway) {
       gateway = await openGatewayFor(deps, input, `${socketDir}/${SANDBOX_GATEWAY_SOCKET.split('/').pop()}`);
-      argv = ['drydock-egress', SANDBOX_GATEWAY_SOCKET, String(GATEWAY_PORT), ...retry, '--', ...argv];
+      argv = [HELPER.egress, SANDBOX_GATEWAY_SOCKET, String(GATEWAY_PORT), ...retry, '--', ...argv];
     }
     const running = deps.sandboxes.exec(sandbox, argv, {
       signal: Context.current().cancellationSignal,
       env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     });
-    const output = { sessionId: input.sessionId, sandbox, file: `${dir}/output`, name: `${input.key}.log` };
+    const output = { sessionId: input.sessionId, sandbox, file: `${runDir(nonce)}/output`, name: `${input.key}.log` };
     const run = await streamOutput(deps, output, running, input.gateway?.cli);
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
     const models = gateway && (await recordGatewayTo(deps, input, gateway));
-    const recorded = run.stdout.toString().trim().split('\n').pop() ?? '';
-    const result =
-      run.exitCode !== 0 || !/^\d+$/.test(recorded)
-        ? runnerFailed(run, deps.redactor, egress)
-        : await commandResult(deps, input, dir, Number(recorded), egress);
+    const answer = parseRunOnce(run.stdout, nonce);
+    if (!answer) {
+      // drydock-run did not get to end what was running (the forwarder's port was taken, say): do it here.
+      await endStrayProcesses(deps.sandboxes, sandbox);
+      return runnerFailed(run, deps.redactor, egress);
+    }
+    const result = await commandResult(deps, input, answer, egress);
     if (!models) return result;
     const progress = cliProgress(
       input.gateway!.cli,
@@ -285,37 +288,22 @@ function runnerFailed(run: ExecResult, redactor: Redactor, egress: StepResult['e
   };
 }
 
-/** A command that ran to `exitCode`: its whole output to the artifact store, and the limit that stopped it, if any. */
+/** A command that ran to its exit code: its output (the end, bounded) to the artifact store, and the limit that stopped it, if any. */
 async function commandResult(
-  { sandboxes, artifacts, log, redactor }: ActivityDeps,
+  { artifacts, log, redactor }: ActivityDeps,
   input: StepInput,
-  dir: string,
-  exitCode: number,
+  answer: RunOnceResult,
   egress: StepResult['egress'],
 ): Promise<StepResult> {
-  const { sandbox } = input;
-  const output = await redactor.large((await sandboxes.exec(sandbox, ['cat', `${dir}/output`])).stdout.toString());
-  const counters = (
-    await sandboxes.exec(sandbox, [
-      'sh',
-      '-c',
-      'cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
-      'counters',
-      dir,
-    ])
-  ).stdout
-    .toString()
-    .split('---');
-  const failure = sandboxFault({
-    exitCode,
-    output,
-    before: parseCounters(counters[0] ?? ''),
-    after: parseCounters(counters[1] ?? ''),
-  });
+  const { exitCode } = answer;
+  const cut = answer.bytes - answer.output.length;
+  const kept = await redactor.large(answer.output.toString());
+  const output = cut > 0 ? `[the first ${cut} of ${answer.bytes} bytes of output are not kept]\n${kept}` : kept;
+  const failure = sandboxFault({ exitCode, output, before: answer.before, after: answer.after });
   const artifact = await artifacts.put(input.sessionId, `${input.key}.log`, output);
   if (failure)
     log.warn(
-      { sessionId: input.sessionId, sandboxId: sandbox, step: input.key, failure },
+      { sessionId: input.sessionId, sandboxId: input.sandbox, step: input.key, failure },
       'step stopped by a sandbox limit',
     );
   return {

@@ -63,8 +63,14 @@ export interface SetupPlan {
 export interface StepInput {
   sandbox: string;
   sessionId: string;
-  /** Unique per session and step ("step-1", "verify"): a retry finds the earlier run by it. */
+  /** Unique per session and step ("step-1", "verify"): names the step in logs, artifacts and the audit trail. */
   key: string;
+  /**
+   * 32 hex digits the workflow chose for this step alone (uuid4): names the
+   * run's state in the sandbox, where a retry finds the earlier run. An
+   * earlier step cannot know it, so it cannot have prepared a fake result.
+   */
+  nonce: string;
   step: ScriptStep;
   timeoutMs: number;
   /**

@@ -8,6 +8,7 @@ import { LABELS, type ExecResult } from '../lib/sandbox';
 import { HELPER, HELPERS_MOUNT } from '../lib/toolchains';
 import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
 import { toolchainsOf } from './environment';
+import { runDir } from './run-once';
 import { tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
@@ -80,11 +81,11 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
   return report;
 }
 
-/** XML reports in the usual places that the step `stepKey` wrote (newer than its start). */
+/** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
 async function reportsWrittenDuring(
   sandboxes: ActivityDeps['sandboxes'],
   sandbox: string,
-  stepKey: string,
+  stepNonce: string,
 ): Promise<string[]> {
   const found = await sandboxes.exec(sandbox, [
     'find',
@@ -103,7 +104,7 @@ async function reportsWrittenDuring(
     '-name',
     '*.xml',
     '-newer',
-    `${STATE_DIR}/steps/${stepKey}/started`,
+    `${runDir(stepNonce)}/started`,
     '-print',
   ]);
   return found.stdout
@@ -197,9 +198,11 @@ export function createVerifyActivities(deps: ActivityDeps) {
       sandbox: string;
       sessionId: string;
       stepKey: string;
+      /** The test step's nonce (StepInput.nonce): where its start time is recorded. */
+      stepNonce: string;
       files?: string[];
     }): Promise<TestReport | undefined> {
-      const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepKey));
+      const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
       const documents = [];
       for (const file of files) {
         const read = await sandboxes.exec(input.sandbox, ['cat', file]);
@@ -232,18 +235,25 @@ export function createVerifyActivities(deps: ActivityDeps) {
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
       const pid = await startApp(sandboxes, sandbox, browser.start, outDir);
-      const ready = await sandboxes.exec(sandbox, [
-        HELPER.browser,
-        JSON.stringify({ phase: 'ready', url: browser.url, pid, readyTimeoutMs: input.readyTimeoutMs }),
-      ]);
+      // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
+      const cleanNode = (home: string) => ({ env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${home}`] });
+      const ready = await sandboxes.exec(
+        sandbox,
+        [
+          HELPER.browser,
+          JSON.stringify({ phase: 'ready', url: browser.url, pid, readyTimeoutMs: input.readyTimeoutMs }),
+        ],
+        cleanNode(outDir),
+      );
       let raw = runnerResult(ready);
       const copies: { file: string; ref: string }[] = [];
       if (raw.outcome === 'passed') {
         const browsed = await inBrowserContainer(deps, sandbox, async (name) => {
-          const run = await sandboxes.exec(name, [
-            HELPER.browser,
-            JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT }),
-          ]);
+          const run = await sandboxes.exec(
+            name,
+            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT })],
+            cleanNode(BROWSER_OUT),
+          );
           const result = runnerResult(run);
           const files = [
             ...result.checks.map((c) => c.screenshot),

@@ -3,22 +3,26 @@
  * runs of EXEC_N calls in a row, in one hardened sandbox):
  *   docker exec      `docker exec <c> true` with the docker CLI: the baseline
  *   lib/sandbox      DockerSandboxes.exec(['true']): drydock's primitive (dockerode)
- *   runStep's execs  the three docker execs drydock's runStep makes for a step
- *                    (drydock-run, read the output, read the cgroup counters),
- *                    replayed with lib/sandbox.ts, without Temporal
+ *   drydock-run      runStep's one docker exec (drydock-run: the command, its exit
+ *                    code, output and cgroup counters in one answer), with
+ *                    lib/sandbox.ts, without Temporal
  *   drydock step     drydock's runStep activity through Temporal, as a session's
  *                    script step runs (bench workflow `execSteps` on the worker's
- *                    host queue): what an agent's tool call costs today
+ *                    host queue)
+ *   tool call        a built-in-loop tool call's command (drydock-run `true`)
+ *                    through the sandbox's persistent executor, drydock-exec
+ *                    (activities/tool-exec.ts), as runTool sends it
  *   persistent shell one long-lived `docker exec -i <c> sh`, commands written to
- *                    its stdin, a marker line after each: the floor of what a
- *                    persistent in-sandbox shell would save. Measured only;
- *                    drydock does not ship one.
+ *                    its stdin, a marker line after each: the floor of any
+ *                    persistent in-sandbox process.
  *
  *   npx tsx bench/exec.ts          RUNS=5, EXEC_N=20
  */
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
+import { parseRunOnce, runOnceCommand } from '../activities/run-once';
+import { toolExecutors } from '../activities/tool-exec';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
 import { historyProfile } from './session';
 import { benchMain, startStack, tempDir } from './stack';
@@ -28,8 +32,7 @@ import type { BenchActivities, ExecStepsInput } from './workflows';
 const run = promisify(execFile);
 const RUNS = runsFromEnv(5);
 const N = Number(process.env.EXEC_N ?? 20);
-/** Where runStep keeps a step's state (activities/container.ts STATE_DIR). */
-const STEPS_DIR = '/home/drydock/.drydock/steps';
+const nonce = () => randomBytes(16).toString('hex');
 
 /** Per-call milliseconds of `n` calls in a row. */
 async function perCall(n: number, call: (i: number) => Promise<unknown>): Promise<number> {
@@ -100,18 +103,13 @@ async function main(): Promise<string> {
   try {
     const dockerCli: Row = { name: '`docker exec <c> true` (docker CLI)', ms: [] };
     const primitive: Row = { name: 'lib/sandbox.ts exec `true` (dockerode)', ms: [] };
-    const replay: Row = { name: "runStep's 3 docker execs, replayed with lib/sandbox.ts (no Temporal)", ms: [] };
-    const combined: Row = {
-      name: "runStep's work in one docker exec (drydock-run, output and counters in one stream; not built)",
+    const oneExec: Row = {
+      name: "runStep's one docker exec: drydock-run `true` with lib/sandbox.ts (no Temporal)",
       ms: [],
     };
+    const tool: Row = { name: 'tool call: drydock-run `true` through drydock-exec (the persistent executor)', ms: [] };
     const step: Row = { name: 'drydock step: runStep activity through Temporal (`true`)', ms: [] };
     const shell: Row = { name: 'persistent shell: `true` written to a long-lived `docker exec -i <c> sh`', ms: [] };
-    const replayParts = {
-      'drydock-run (the command)': [] as number[],
-      'read output': [] as number[],
-      'read cgroup counters': [] as number[],
-    };
     const profiles = [];
 
     const execSteps = (n: number, keyPrefix: string) =>
@@ -139,43 +137,20 @@ async function main(): Promise<string> {
       dockerCli.ms.push(await perCall(N, () => run('docker', ['exec', name, 'true'])));
       primitive.ms.push(await perCall(N, () => sandboxes.exec(name, ['true'])));
 
-      const parts: number[][] = [[], [], []];
-      replay.ms.push(
-        await perCall(N, async (i) => {
-          const dir = `${STEPS_DIR}/replay-${r}-${i}`;
-          let t = performance.now();
-          const ran = await sandboxes.exec(name, ['drydock-run', dir, '60', 'true']);
-          if (ran.stdout.toString().trim() !== '0') throw new Error(`drydock-run: ${ran.stderr.toString()}`);
-          parts[0].push(performance.now() - t);
-          t = performance.now();
-          await sandboxes.exec(name, ['cat', `${dir}/output`]);
-          parts[1].push(performance.now() - t);
-          t = performance.now();
-          await sandboxes.exec(name, [
-            'sh',
-            '-c',
-            'cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
-            'counters',
-            dir,
-          ]);
-          parts[2].push(performance.now() - t);
-        }),
-      );
-      Object.values(replayParts).forEach((xs, i) => xs.push(median(parts[i])));
-
-      combined.ms.push(
-        await perCall(N, async (i) => {
-          const dir = `${STEPS_DIR}/combined-${r}-${i}`;
-          const ran = await sandboxes.exec(name, [
-            'sh',
-            '-c',
-            'drydock-run "$1" 60 true; echo ---; cat "$1/output"; echo ---; cat "$1/cgroup.before"; echo ---; cat "$1/cgroup.after"',
-            'combined',
-            dir,
-          ]);
-          if (!ran.stdout.toString().startsWith('0\n')) throw new Error(`combined: ${ran.stderr.toString()}`);
-        }),
-      );
+      /** drydock-run `true` once, through `exec`; checks its answer. */
+      const runTrue = async (exec: (argv: string[]) => Promise<{ stdout: Buffer }>) => {
+        const n = nonce();
+        const answer = parseRunOnce(
+          (await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv)).stdout,
+          n,
+        );
+        if (answer?.exitCode !== 0) throw new Error('drydock-run true failed');
+      };
+      oneExec.ms.push(await perCall(N, () => runTrue((argv) => sandboxes.exec(name, argv))));
+      const executors = toolExecutors(sandboxes);
+      await executors.exec(name, ['true']); // the executor's start is paid once per sandbox, not per call
+      tool.ms.push(await perCall(N, () => runTrue((argv) => executors.exec(name, argv))));
+      // The next runStep's drydock-run ends the executor (it is no ancestor of that step).
 
       let t = performance.now();
       await execSteps(0, `empty-${r}`);
@@ -209,7 +184,7 @@ async function main(): Promise<string> {
       );
       await sh.close();
       say(
-        `run ${r + 1}/${RUNS}: docker exec ${fmt(dockerCli.ms[r])}, drydock step ${fmt(step.ms[r])}, shell ${fmt(shell.ms[r])}`,
+        `run ${r + 1}/${RUNS}: docker exec ${fmt(dockerCli.ms[r])}, drydock step ${fmt(step.ms[r])}, tool call ${fmt(tool.ms[r])}, shell ${fmt(shell.ms[r])}`,
       );
     }
 
@@ -217,15 +192,14 @@ async function main(): Promise<string> {
     const perStep = (xs: number[]) => fmt(median(xs));
     const activityRun = profiles.map((p) => (p.activities.runStep?.runMs ?? 0) / N);
     const dispatch = profiles.map((p) => (p.activityQueueMs + p.workflowTaskMs) / N);
-    const replayTotal = median(replay.ms);
     const breakdown = markdownTable(
       ['one drydock step (`true`), per call', 'median'],
       [
         ['runStep activity, start → completion (history)', perStep(activityRun)],
-        ...Object.entries(replayParts).map(([part, xs]) => [`of which docker exec: ${part}`, perStep(xs)]),
+        ["of which runStep's one docker exec (drydock-run)", perStep(oneExec.ms)],
         [
-          'of which the rest: artifact files, audit row (PGlite), output streaming, heartbeats',
-          fmt(median(activityRun) - replayTotal),
+          'of which the rest: artifact files, audit row, output streaming, heartbeats',
+          fmt(median(activityRun) - median(oneExec.ms)),
         ],
         ['activity task queue wait + workflow task (history)', perStep(dispatch)],
         ['**drydock step, client-measured**', `**${fmt(median(step.ms))}**`],
@@ -234,24 +208,22 @@ async function main(): Promise<string> {
     );
     return [
       timingTable(
-        [dockerCli, primitive, replay, combined, step, shell],
+        [dockerCli, primitive, oneExec, step, tool, shell],
         `one command in the sandbox (per call, ${N} in a row)`,
       ),
       '',
       ratioTable([
         { name: 'drydock step / docker exec', value: median(step.ms) / base, goal: { max: 1.2 } },
         { name: 'lib/sandbox.ts exec / docker exec', value: median(primitive.ms) / base },
-        {
-          name: 'estimate: one-exec runStep through Temporal / docker exec',
-          value: (median(combined.ms) + median(step.ms) - median(replay.ms)) / base,
-          goal: { max: 1.2 },
-        },
-        { name: 'persistent shell / docker exec', value: median(shell.ms) / base, goal: { max: 0.3 } },
+        { name: "runStep's one exec (drydock-run) / docker exec", value: median(oneExec.ms) / base },
+        { name: 'built-in-loop tool call / docker exec', value: median(tool.ms) / base, goal: { max: 0.3 } },
+        { name: 'persistent shell (the floor) / docker exec', value: median(shell.ms) / base },
       ]),
       '',
       breakdown,
     ].join('\n');
   } finally {
+    toolExecutors(sandboxes).closeAll();
     await sandboxes.destroy(name);
   }
 }

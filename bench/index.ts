@@ -22,6 +22,7 @@ import { machineInfo, say } from './table';
 /** name -> extra environment; concurrency also against PostgreSQL when it is installed (as for npm test). */
 const ALL: [string, Record<string, string>][] = [
   ['start', {}],
+  ['pool', {}],
   ['overhead', {}],
   ['exec', {}],
   ['concurrency', { BENCH_DB: 'pglite' }],

@@ -18,7 +18,7 @@ import { runDevStack } from '../workers/dev-stack';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from '../lib/demo';
-import { startSession } from '../lib/sessions';
+import { FollowupRefused, sendFollowup, startSession } from '../lib/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import { addRepo, buildSnapshot, listRepos, listSnapshots, resolveRepo } from './snapshots';
 import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } from '../workflows/api';
@@ -213,6 +213,28 @@ for (const decision of ['approve', 'reject'] as const) {
 }
 
 program
+  .command('followup <session> [text]')
+  .description('Ask a session for more on its change: a new round in its sandbox, verified and approved again')
+  .option('--steps <json>', 'for a script agent: the steps to run, as a JSON array')
+  .option('--by <name>', 'who asks (default: DRYDOCK_USER or the OS user); an approver or the requester')
+  .option('--json', 'machine-readable output')
+  .action(async (id: string, text: string | undefined, opts) => {
+    if ((text === undefined) === (opts.steps === undefined))
+      throw new UsageError('give the follow-up text, or --steps');
+    let steps: unknown[] | undefined;
+    if (opts.steps !== undefined) {
+      try {
+        steps = JSON.parse(opts.steps);
+      } catch (err) {
+        throw new UsageError(`--steps is not JSON: ${(err as Error).message}`);
+      }
+    }
+    const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
+    const result = await sendFollowup(await connectClient(config), id, { by, ...(text ? { text } : { steps }) });
+    console.log(opts.json ? JSON.stringify(result) : `follow-up for round ${result.round} of ${id} sent as ${by}`);
+  });
+
+program
   .command('cancel <session>')
   .description('Cancel a session; its sandbox is torn down')
   .option('--json', 'machine-readable output')
@@ -276,6 +298,7 @@ repoCommand
   .option('--max-tmp <size>', 'largest /tmp a session may have')
   .option('--max-wall-time <duration>', 'longest a session may run, e.g. "2h"')
   .option('--max-disk <size>', 'most disk a session may use')
+  .option('--pool <n>', 'idle sandboxes each host keeps ready from its newest snapshot, 0 to 16 (default: 0)')
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
     const { registration, scheduleIds } = await addRepo(await connectClient(config), config, url, opts);
@@ -365,6 +388,7 @@ function newSessionId(): string {
 /** One line for any error: the update's refusal reason, Temporal's message, or ours. */
 function explain(err: unknown): string {
   if (err instanceof WorkflowUpdateFailedError) return `refused: ${err.cause?.message ?? err.message}`;
+  if (err instanceof FollowupRefused) return `refused: ${err.message}`;
   const e = err as Error & { code?: number; details?: string };
   if (e?.name === 'WorkflowNotFoundError') return e.message;
   if (e?.code === 14 || /Failed to connect/.test(e?.message ?? '')) {

@@ -5,6 +5,7 @@ import type { Pool } from 'pg';
 import type { Config } from '../lib/config';
 import { openDatabase } from '../lib/db';
 import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../lib/repos';
+import { POOL_MAX, PoolRegistry } from '../lib/pool';
 import {
   ensureSnapshotSchedules,
   REGISTRATION_DEFAULTS,
@@ -59,6 +60,7 @@ export interface AddRepoOptions {
   maxTmp?: string;
   maxWallTime?: string;
   maxDisk?: string;
+  pool?: string;
 }
 
 /** Registers (or updates) a repo: its snapshot settings, its name and the operator's limits. */
@@ -67,9 +69,13 @@ export async function addRepo(
   config: Config,
   url: string,
   opts: AddRepoOptions,
-): Promise<{ registration: RepoRegistration & { name: string }; scheduleIds: string[] }> {
+): Promise<{ registration: RepoRegistration & { name: string; pool: number }; scheduleIds: string[] }> {
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
   if (!Number.isInteger(keep) || keep < 1) throw new SnapshotUsageError(`--keep: expected a whole number ≥ 1`);
+  const poolSize = opts.pool === undefined ? 0 : /^\d+$/.test(opts.pool) ? Number(opts.pool) : NaN;
+  if (!(poolSize >= 0 && poolSize <= POOL_MAX)) {
+    throw new SnapshotUsageError(`--pool: expected a whole number from 0 to ${POOL_MAX}, got "${opts.pool}"`);
+  }
   const name = opts.name ?? repoNameOf(url);
   if (!REPO_NAME.test(name)) throw new SnapshotUsageError(`--name: expected "owner/name", got "${name}"`);
   const registration: RepoRegistration = {
@@ -89,6 +95,7 @@ export async function addRepo(
   const hosts = await withRegistry(config, async (registry, pool) => {
     await registry.upsertRepo(registration);
     await new RepoRegistry(pool).setLimits(url, name, limits);
+    await new PoolRegistry(pool).setSize(url, poolSize);
     return registry.hosts();
   });
   // Every known host refreshes it on its own schedule; a host whose worker starts later adds its own.
@@ -97,7 +104,7 @@ export async function addRepo(
     hosts,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
   });
-  return { registration: { ...registration, name, ...limits }, scheduleIds };
+  return { registration: { ...registration, name, ...limits, pool: poolSize }, scheduleIds };
 }
 
 function parseSecrets(names: string[]): string[] {
@@ -150,6 +157,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
           secrets: limits.secrets,
           maxima: limits.maxima,
           approvers: limits.approvers,
+          pool: await new PoolRegistry(pool).size(reg.repo),
           lastBuild: builds[0],
           newestReady: builds.find((b) => b.status === 'ready'),
         };

@@ -2,7 +2,7 @@
  * The host's cache of agent CLIs: each pinned package version installed once
  * per host with the host's npm (through its registry) into
  * `<root>/<pkg>@<version>`, which every sandbox sees read-only at
- * /opt/drydock/agents. An install goes to a scratch folder first and is
+ * /opt/drydock-agents. An install goes to a scratch folder first and is
  * renamed into place when complete, so a sandbox never sees half a CLI and a
  * crash mid-install only leaves scratch behind. Concurrent installs of the
  * same version (two sessions, two workers of one host) take turns on a lock

@@ -23,6 +23,7 @@ export const AUDIT_KINDS = [
   'model_call',
   'verification',
   'approval',
+  'followup',
   'push',
   'pull_request',
   'deploy',

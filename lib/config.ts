@@ -156,7 +156,7 @@ const configSchema = z.object({
   /**
    * Host folder of the agent CLIs (Claude Code, Codex, opencode), each pinned
    * version installed once per host and mounted read-only in every sandbox at
-   * /opt/drydock/agents. Default: <project>/.tools/agents.
+   * /opt/drydock-agents. Default: <project>/.tools/agents.
    */
   DRYDOCK_AGENTS_DIR: z
     .string()

@@ -10,7 +10,13 @@
  * cap on open connections, an idle timeout, a capped log (EGRESS_DEFAULTS).
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+} from 'node:http';
 import { BlockList, connect, isIP, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { chmod, mkdir, rm } from 'node:fs/promises';
@@ -316,6 +322,21 @@ function relay(client: Socket, upstream: Socket): void {
   client.pipe(upstream);
 }
 
+/**
+ * Listens on a unix socket of a folder a sandbox sees read-only: a socket
+ * left by an earlier attempt (a crashed worker) is replaced, and the sandbox
+ * user (uid 1000) may connect.
+ */
+export async function listenForSandbox(server: Server, socketPath: string): Promise<void> {
+  await mkdir(path.dirname(socketPath), { recursive: true });
+  await rm(socketPath, { force: true });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => resolve());
+  });
+  await chmod(socketPath, 0o666);
+}
+
 /** Opens the proxy of one step on its unix socket. */
 export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
   const records: EgressRecord[] = [];
@@ -452,15 +473,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
   server.headersTimeout = Math.min(idleTimeoutMs, 60_000);
   server.requestTimeout = 0; // an upload may be long; idleness is what ends a connection
 
-  await mkdir(path.dirname(opts.socketPath), { recursive: true });
-  // A socket left by an earlier attempt (a crashed worker) is replaced.
-  await rm(opts.socketPath, { force: true });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.socketPath, () => resolve());
-  });
-  // The sandbox user (uid 1000) must be able to connect; the folder is mounted read-only.
-  await chmod(opts.socketPath, 0o666);
+  await listenForSandbox(server, opts.socketPath);
 
   return {
     records,

@@ -17,27 +17,14 @@ export async function refusalFromGitHub(
   const where = repoRef(trigger.repo);
   const { writer, pullRequest, branchHead } = trigger.check ?? {};
   if (writer) {
-    const { data } = await octokit.repos.getCollaboratorPermissionLevel({ ...where, username: writer });
-    if (!WRITERS.includes(data.permission)) {
-      return {
-        reason: `${writer} has ${data.permission} permission on ${trigger.repo}, not write`,
-        status: 403,
-        answer: true,
-      };
-    }
+    const refused = await writerRefusal(octokit, trigger.repo, writer);
+    if (refused) return { reason: refused, status: 403, answer: true };
   }
   if (pullRequest) {
     const { data: pr } = await octokit.pulls.get({ ...where, pull_number: pullRequest });
     if (pr.head.repo?.full_name !== trigger.repo) {
       return {
         reason: `pull request #${pullRequest} comes from a fork (${pr.head.repo?.full_name})`,
-        status: 422,
-        answer: true,
-      };
-    }
-    if (pr.head.ref.startsWith(BRANCH_PREFIX)) {
-      return {
-        reason: `pull request #${pullRequest} is drydock's own (${pr.head.ref}); follow-ups to its session are not supported yet`,
         status: 422,
         answer: true,
       };
@@ -55,6 +42,25 @@ export async function refusalFromGitHub(
     }
   }
   return undefined;
+}
+
+/** Why `user` may not act on `repo` through a comment (no write permission), or undefined when they may. */
+export async function writerRefusal(octokit: Octokit, repo: string, user: string): Promise<string | undefined> {
+  const { data } = await octokit.repos.getCollaboratorPermissionLevel({ ...repoRef(repo), username: user });
+  return WRITERS.includes(data.permission)
+    ? undefined
+    : `${user} has ${data.permission} permission on ${repo}, not write`;
+}
+
+/** The session whose pull request this is (its branch is drydock/<session> in the repo itself), if any. */
+export async function sessionOfPullRequest(
+  octokit: Octokit,
+  repo: string,
+  number: number,
+): Promise<string | undefined> {
+  const { data: pr } = await octokit.pulls.get({ ...repoRef(repo), pull_number: number });
+  if (pr.head.repo?.full_name !== repo || !pr.head.ref.startsWith(BRANCH_PREFIX)) return undefined;
+  return pr.head.ref.slice(BRANCH_PREFIX.length);
 }
 
 async function branchHeadOf(octokit: Octokit, repo: string, branch: string): Promise<string | undefined> {

@@ -16,10 +16,10 @@
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { chmod, mkdir, rm } from 'node:fs/promises';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import type { Config } from './config';
+import { listenForSandbox } from './egress';
 import type { Logger } from './log';
 import { PROTOCOL_PATHS, type ModelProtocol } from '../workflows/rules/agent-clis';
 
@@ -397,13 +397,6 @@ export async function openModelGateway(opts: ModelGatewayOptions): Promise<Model
     socket.on('close', () => sockets.delete(socket));
   });
   server.requestTimeout = 0; // a model's answer may stream for minutes
-  await mkdir(path.dirname(opts.socketPath), { recursive: true });
-  await rm(opts.socketPath, { force: true });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.socketPath, () => resolve());
-  });
-  // The sandbox user (uid 1000) connects through the read-only mount.
-  await chmod(opts.socketPath, 0o666);
+  await listenForSandbox(server, opts.socketPath);
   return gateway;
 }

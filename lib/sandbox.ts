@@ -34,7 +34,7 @@ export interface SandboxSpec {
   diskBytes: number;
   /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
   egressDir: string;
-  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock/agents (lib/agent-clis.ts). */
+  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock-agents (lib/agent-clis.ts). */
   agentsDir?: string;
   /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
   env?: string[];
@@ -65,6 +65,17 @@ export interface ExecResult {
   exitCode: number;
   stdout: Buffer;
   stderr: Buffer;
+}
+
+/** A process started by attach: its stdin, its demultiplexed output, and a way to let go of it. */
+export interface AttachedProcess {
+  stdin: NodeJS.WritableStream;
+  stdout: Readable;
+  stderr: Readable;
+  /** Closes the connection: the process sees its stdin end. */
+  close(): void;
+  /** Whether the connection keeps the worker's process alive (only while an answer is awaited). */
+  busy(busy: boolean): void;
 }
 
 /** How a step failed because the sandbox's limits stopped it, not the code's own verdict. */
@@ -314,6 +325,44 @@ export class DockerSandboxes {
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
     const info = await exec.inspect();
     return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  }
+
+  /**
+   * Starts argv as the sandbox user and keeps its stdin and stdout open (one
+   * hijacked exec): for a long-lived helper the worker talks to in lines.
+   * `stdout`/`stderr` end when the process does.
+   */
+  async attach(name: string, argv: string[]): Promise<AttachedProcess> {
+    try {
+      const exec = await this.docker.getContainer(name).exec({
+        Cmd: argv,
+        User: SANDBOX_USER,
+        WorkingDir: WORKSPACE,
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+      });
+      const stream = await exec.start({ hijack: true, stdin: true });
+      const stdout = new PassThrough();
+      const stderr = new PassThrough();
+      this.docker.modem.demuxStream(stream, stdout, stderr);
+      const ended = () => {
+        stdout.end();
+        stderr.end();
+      };
+      stream.on('end', ended).on('close', ended).on('error', ended);
+      const socket = stream as { ref?: () => void; unref?: () => void };
+      return {
+        stdin: stream,
+        stdout,
+        stderr,
+        close: () => stream.destroy(),
+        busy: (busy) => (busy ? socket.ref?.() : socket.unref?.()),
+      };
+    } catch (err) {
+      if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name, 'stopped');
+      throw err;
+    }
   }
 
   /** Whether the container runs, and still does after `settleMs` (polled). */

@@ -4,6 +4,7 @@ import {
   WorkflowFailedError,
   WorkflowIdConflictPolicy,
   WorkflowIdReusePolicy,
+  WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
@@ -11,10 +12,13 @@ import {
   MEMO_KEY,
   OUTCOMES,
   PHASE_ATTRIBUTE,
+  followup,
   REPO_ATTRIBUTE,
   RUNNING_PHASES,
   status,
   WORKFLOW_TYPE,
+  type FollowupAccepted,
+  type FollowupInput,
   type LastKnown,
   type SessionStatus,
   type Unanswered,
@@ -218,6 +222,33 @@ export async function finalStatus(client: Client, id: string): Promise<SessionSt
   } catch (err) {
     if (err instanceof WorkflowFailedError) {
       return (err.cause as { details?: unknown[] } | undefined)?.details?.[0] as SessionStatus | undefined;
+    }
+    throw err;
+  }
+}
+
+/** A follow-up the session refused (who sent it, what it carried, or the session's phase): the reason says which. */
+export class FollowupRefused extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'FollowupRefused';
+  }
+}
+
+/**
+ * Sends a follow-up to a session: the one way the CLI, the API, the console
+ * and the webhooks do it. The session's validator answers at once; a refusal
+ * is a FollowupRefused with its reason, a closed or unknown session a
+ * WorkflowNotFoundError.
+ */
+export async function sendFollowup(client: Client, id: string, input: FollowupInput): Promise<FollowupAccepted> {
+  try {
+    return await client.workflow
+      .getHandle(id)
+      .executeUpdate(followup, { args: [input], ...(input.id ? { updateId: `followup-${input.id}` } : {}) });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) {
+      throw new FollowupRefused((err.cause as Error | undefined)?.message ?? err.message);
     }
     throw err;
   }

@@ -11,7 +11,16 @@
  */
 import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { Client, Connection, type ClientPlugin, type Metadata, type TLSConfig } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  defaultGrpcRetryOptions,
+  makeGrpcRetryInterceptor,
+  type ClientPlugin,
+  type ConnectionOptions,
+  type Metadata,
+  type TLSConfig,
+} from '@temporalio/client';
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
 
@@ -80,9 +89,34 @@ const optionsOf = (settings: Settings) => ({ address: settings.TEMPORAL_ADDRESS,
 /** A client connection (workflow clients, operator calls); fails with one line if Temporal refuses it. */
 export async function connectTemporal(settings: Settings): Promise<Connection> {
   try {
-    return await Connection.connect({ ...optionsOf(settings), connectTimeout: '5s' });
+    return await ClosableConnection.open({ ...optionsOf(settings), connectTimeout: '5s' });
   } catch (err) {
     throw await failure(settings, err);
+  }
+}
+
+/**
+ * The SDK retries a failed call from a timer that close() does not clear; a retry that starts
+ * on the closed channel throws out of that timer and takes the process down. So a closed
+ * connection retries nothing.
+ */
+class ClosableConnection extends Connection {
+  private closed = false;
+
+  static async open(options: ConnectionOptions): Promise<ClosableConnection> {
+    const retry = defaultGrpcRetryOptions();
+    const interceptor = makeGrpcRetryInterceptor({
+      ...retry,
+      retryableDecider: (attempt, status) => !connection.closed && retry.retryableDecider(attempt, status),
+    });
+    const connection = ClosableConnection.lazy({ ...options, interceptors: [interceptor] }) as ClosableConnection;
+    await connection.ensureConnected();
+    return connection;
+  }
+
+  override async close(): Promise<void> {
+    this.closed = true;
+    await super.close();
   }
 }
 

@@ -29,6 +29,7 @@ export const NODE_MOUNT = '/opt/drydock-node';
 /** The helpers, by the absolute path every caller uses (the image's PATH does not matter). */
 export const HELPER = {
   run: `${HELPERS_MOUNT}/bin/drydock-run`,
+  exec: `${HELPERS_MOUNT}/bin/drydock-exec`,
   egress: `${HELPERS_MOUNT}/bin/drydock-egress`,
   browser: `${HELPERS_MOUNT}/bin/drydock-verify-browser`,
 } as const;
@@ -125,7 +126,7 @@ export class Toolchains {
 
   /** The host folder of the helpers (bin/ with the helper commands and their node), built once per content. */
   async helpers(): Promise<string> {
-    const names = ['drydock-run', 'drydock-egress', 'drydock-verify-browser'];
+    const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser'];
     const hash = createHash('sha256').update(HELPER_NODE_VERSION);
     for (const name of names) hash.update(name).update(await readFile(path.join(HELPER_SOURCES, name)));
     const dir = path.join(this.root, `helpers-${hash.digest('hex').slice(0, 12)}`);

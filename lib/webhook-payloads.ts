@@ -80,6 +80,20 @@ export const pullRequestClosed = z.object({
   }),
 });
 
+export const reviewCommentCreated = z.object({
+  ...envelope,
+  action: z.literal('created'),
+  pull_request: z.object({
+    number: z.number().int().positive(),
+    head: z.object({ ref: z.string(), repo: z.object({ full_name: z.string() }).nullable() }),
+  }),
+  comment: z.object({
+    id: z.number().int().positive(),
+    body: z.string(),
+    user: z.object({ login: z.string().min(1), type: z.string() }),
+  }),
+});
+
 /** Per event: the action that is read, and the schema of that action's payload. */
 export const PAYLOADS = {
   issues: { action: 'labeled', schema: issueLabeled },
@@ -87,6 +101,7 @@ export const PAYLOADS = {
   check_run: { action: 'completed', schema: checkRunCompleted },
   workflow_run: { action: 'completed', schema: workflowRunCompleted },
   pull_request: { action: 'closed', schema: pullRequestClosed },
+  pull_request_review_comment: { action: 'created', schema: reviewCommentCreated },
 } as const;
 
 export type PayloadEvent = keyof typeof PAYLOADS;

@@ -60,8 +60,30 @@ export interface PullRequestClosedTrigger extends PullRequestClosed {
   kind: 'pr_closed';
 }
 
+/**
+ * A `/drydock …` comment on one of drydock's own pull requests: a follow-up
+ * to its session. A review comment names the PR's branch (so the session); an
+ * issue comment only the PR's number, so the server reads its branch first.
+ */
+export interface FollowupTrigger {
+  kind: 'followup';
+  repo: string;
+  pullRequest: number;
+  /** Known from a review comment's payload; otherwise from the PR's branch. */
+  sessionId?: string;
+  text: string;
+  /** Who commented: must have write permission, and be an approver or the requester. */
+  by: string;
+  /** The comment's id: a redelivery is the same follow-up. */
+  comment: number;
+}
+
 export type Trigger =
-  StartTrigger | PullRequestClosedTrigger | { kind: 'ignore'; reason: string } | { kind: 'invalid'; problem: string };
+  | StartTrigger
+  | PullRequestClosedTrigger
+  | FollowupTrigger
+  | { kind: 'ignore'; reason: string }
+  | { kind: 'invalid'; problem: string };
 
 export const LABEL = 'drydock';
 export const COMMAND = '/drydock';
@@ -112,6 +134,8 @@ export function routeGitHubEvent(event: string, hash: string, payload: unknown):
       return fromWorkflowRun(parsed.payload as PayloadOf<'workflow_run'>);
     case 'pull_request':
       return fromClosedPullRequest(parsed.payload as PayloadOf<'pull_request'>);
+    case 'pull_request_review_comment':
+      return fromReviewComment(parsed.payload as PayloadOf<'pull_request_review_comment'>);
   }
 }
 
@@ -131,14 +155,46 @@ function fromLabel(p: PayloadOf<'issues'>, hash: string): Trigger {
   };
 }
 
-function fromComment(p: PayloadOf<'issue_comment'>): Trigger {
-  const body = p.comment.body.trim();
+/** The words after /drydock in a comment, or why the comment is not a command. */
+function commandOf(
+  event: string,
+  comment: { body: string; user: { type: string } },
+): { text: string } | { ignored: string } {
+  const body = comment.body.trim();
   if (!body.startsWith(`${COMMAND} `) && !body.startsWith(`${COMMAND}\n`)) {
-    return ignore(`issue_comment: not a ${COMMAND} command`);
+    return { ignored: `${event}: not a ${COMMAND} command` };
   }
-  if (p.comment.user.type === 'Bot') return ignore('issue_comment: written by a bot');
-  const task = body.slice(COMMAND.length).trim();
-  if (!task) return ignore(`issue_comment: ${COMMAND} without a task`);
+  if (comment.user.type === 'Bot') return { ignored: `${event}: written by a bot` };
+  const text = body.slice(COMMAND.length).trim();
+  return text ? { text } : { ignored: `${event}: ${COMMAND} without a task` };
+}
+
+/** A review comment on a drydock pull request: a follow-up to its session (on other PRs it starts nothing). */
+function fromReviewComment(p: PayloadOf<'pull_request_review_comment'>): Trigger {
+  const command = commandOf('pull_request_review_comment', p.comment);
+  if ('ignored' in command) return ignore(command.ignored);
+  const repo = p.repository.full_name;
+  const head = p.pull_request.head.ref;
+  if (!head.startsWith(BRANCH_PREFIX) || p.pull_request.head.repo?.full_name !== repo) {
+    return ignore(
+      `pull_request_review_comment: ${head} is not a drydock branch of ${repo}; only issue comments start sessions`,
+    );
+  }
+  return {
+    kind: 'followup',
+    repo,
+    pullRequest: p.pull_request.number,
+    sessionId: head.slice(BRANCH_PREFIX.length),
+    text: scrub(command.text).slice(0, COMMAND_LIMIT),
+    by: p.comment.user.login,
+    comment: p.comment.id,
+  };
+}
+
+function fromComment(p: PayloadOf<'issue_comment'>): Trigger {
+  const command = commandOf('issue_comment', p.comment);
+  if ('ignored' in command) return ignore(command.ignored);
+  const task = command.text;
   const repo = p.repository.full_name;
   const number = p.issue.number;
   const onPullRequest = Boolean(p.issue.pull_request);

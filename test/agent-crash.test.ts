@@ -26,7 +26,16 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     if (done === 0) return { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] };
     if (done === 1) {
       return {
-        toolCalls: [{ name: 'run', arguments: { command: 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md' } }],
+        toolCalls: [
+          {
+            name: 'run',
+            // EXECUTOR.txt: whether the persistent executor (drydock-exec) is what runs the call.
+            arguments: {
+              command:
+                'echo ran >> RUNS.txt; ps -eo args | grep -c "^/opt/drydock/lib/node /opt/drydock/lib/drydock-exec.js" > EXECUTOR.txt; sleep 8; echo hello >> README.md',
+            },
+          },
+        ],
       };
     }
     return { text: 'greeted' };
@@ -61,6 +70,7 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     expect(model.requests).toHaveLength(3);
     expect(final.agent).toMatchObject({ turn: 3, stopReason: 'done' });
     expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
+    expect(git(['show', `drydock/${id}:EXECUTOR.txt`], repo.bare)).toBe('1\n');
     expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
     expect(await containersOf(id)).toHaveLength(0);
 
@@ -118,6 +128,58 @@ test('kill -9 the worker right after a model call was paid, before Temporal hear
       [true, false],
     );
     expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
+  } finally {
+    await worker.kill();
+    await client.connection.close();
+    await model.close();
+  }
+});
+
+test('kill -9 the worker right after a compacting model call → the compaction and the answer are reused, counted once', async () => {
+  const key = `sk-compactcrash-${randomBytes(8).toString('hex')}`;
+  const model = await startFakeProviders({ apiKey: key, contextWindow: 4000 });
+  // Long outputs until the window forces a compaction, then done.
+  model.script((req) =>
+    toolResults(req).length < 8
+      ? { toolCalls: [{ name: 'run', arguments: { command: `seq 1 600 # ${toolResults(req).length}` } }] }
+      : { text: 'counted' },
+  );
+  const repo = await makeFixtureRepo();
+  const env = await workerEnv(newQueue('compactcrash'), {
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'openai',
+    DRYDOCK_MODEL_API_KEY: key,
+  });
+  const client = await connectClient();
+  const id = newSessionId('compactcrash');
+  let worker = startWorkerProcess(env, { holdAfter: 'modelCall:compacted' });
+  try {
+    const handle = await startSession({ client, config: env }, id, {
+      repo: { url: repo.url },
+      task: 'count to 600 eight times',
+      agent: { kind: 'openai', model: 'fake-1', contextWindow: 4000, toolOutputLimit: 2000 },
+    });
+    await worker.held; // the compacting call is answered and stored; the activity has not reported
+    const paid = model.requests.length;
+    await worker.kill();
+
+    worker = startWorkerProcess(env, { cli: true });
+    const settled = await waitForStatus(handle, (s) => s.agent?.stopReason === 'done', 180_000);
+    expect(settled.error).toBeUndefined();
+    // Each compaction counted once (the reused one not again): as many as the timeline shows, each further on.
+    const steps = settled.timeline.flatMap((t) => /compacted before message (\d+)/.exec(t.detail ?? '')?.[1] ?? []);
+    expect(steps.length).toBeGreaterThanOrEqual(1);
+    expect(settled.agent!.compactions).toBe(steps.length);
+    expect(new Set(steps).size).toBe(steps.length);
+    expect(model.requests.every((r) => r.status === 200)).toBe(true);
+    // Nothing bought twice: one request per turn, the held one reused.
+    expect(model.requests).toHaveLength(settled.agent!.turn!);
+    expect(model.requests.length).toBeGreaterThan(paid);
+    const reused = settled.agent!.calls!.filter((c) => c.type === 'model' && c.reused);
+    expect(reused).toHaveLength(1);
+    await handle.cancel();
+    await handle.result().catch(() => undefined); // teardown runs before the cancelled session ends
+    expect(await containersOf(id)).toHaveLength(0);
   } finally {
     await worker.kill();
     await client.connection.close();

@@ -45,6 +45,8 @@ let model: FakeProviders;
 /** Listed endpoints: the OpenAI Responses API, and an OpenAI-compatible chat-completions server. */
 let responses: FakeProviders;
 let compatible: FakeProviders;
+/** A listed compatible endpoint whose model has a small context window (4000 tokens, estimated). */
+let windowed: FakeProviders;
 let stack: TestStack;
 let repo: { url: string; bare: string };
 
@@ -52,6 +54,7 @@ beforeAll(async () => {
   model = await startFakeProviders({ apiKey: KEY });
   responses = await startFakeProviders({ apiKey: RESPONSES_KEY });
   compatible = await startFakeProviders({ apiKey: COMPATIBLE_KEY });
+  windowed = await startFakeProviders({ apiKey: COMPATIBLE_KEY, contextWindow: 4000 });
   stack = await startStack({
     DRYDOCK_MODEL_BASE_URL: model.baseUrl,
     DRYDOCK_MODEL_API: 'anthropic',
@@ -59,6 +62,7 @@ beforeAll(async () => {
     DRYDOCK_MODEL_ENDPOINTS: {
       [responses.baseUrl]: { api: 'openai', key: RESPONSES_KEY },
       [compatible.baseUrl]: COMPATIBLE_KEY,
+      [windowed.baseUrl]: COMPATIBLE_KEY,
     },
     DRYDOCK_MODEL_PRICES: { 'fake-1': { input: 1, output: 2 }, 'fake-cost': { input: 1, output: 0 } },
   });
@@ -66,7 +70,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.stop();
-  await Promise.all([model, responses, compatible].map((m) => m?.close()));
+  await Promise.all([model, responses, compatible, windowed].map((m) => m?.close()));
 });
 
 const pushedFile = (id: string, file: string) => git(['show', `drydock/${id}:${file}`], repo.bare);
@@ -328,6 +332,73 @@ test('each budget ends the agent phase with its reason; onExceeded "fail" ends t
   const failed = await handles[4].query(status);
   expect(failed).toMatchObject({ phase: 'failed', error: 'agent stopped: budget: 1 turns used' });
   for (const h of handles) expect(await containersOf(h.workflowId)).toHaveLength(0);
+});
+
+test('a conversation longer than the context window is compacted, also after a context-length error, and completes', async () => {
+  const id = newSessionId('compact');
+  const run = (n: number): Turn => ({ toolCalls: [{ name: 'run', arguments: { command: `seq ${n} 600 # ${n}` } }] });
+  // Ten long tool outputs (~2000 characters each) are more than the fake's 4000 tokens; one
+  // answer in the middle is the provider's context-length error.
+  windowed.script([
+    ...[1, 2, 3, 4, 5, 6, 7].map(run),
+    { contextLengthExceeded: true },
+    ...[8, 9, 10].map(run),
+    { text: 'Counted.' },
+  ]);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'count to 600, ten times',
+    agent: { kind: 'openai', model: 'fake-1', baseUrl: windowed.baseUrl, contextWindow: 4000, toolOutputLimit: 2000 },
+  });
+  const settled = (st: SessionStatus) => ['awaiting_approval', 'completed', 'failed'].includes(st.phase);
+  const waiting = await waitForStatus(handle, settled, 180_000);
+  expect(waiting.error).toBeUndefined();
+  expect(waiting.agent).toMatchObject({ stopReason: 'done', turn: 11, summary: 'Counted.' });
+  // At least one compaction before the window, and one more after the provider's error.
+  expect(waiting.agent!.compactions).toBeGreaterThanOrEqual(2);
+  expect(waiting.timeline.some((s) => /compacted before message \d+/.test(s.detail ?? ''))).toBe(true);
+
+  // The provider answered over-window only once: the scripted error.
+  const requests = windowed.requests;
+  expect(requests.filter((r) => r.status === 400)).toHaveLength(1);
+  expect(requests.filter((r) => r.status === 200)).toHaveLength(11);
+  const last = requests[requests.length - 1];
+  // The task and the instructions are kept, older outputs are stubs, the latest output is whole.
+  expect(last.messages[0].text).toContain('AGENTS-MD-7f3a');
+  expect(last.messages[1].text).toBe('count to 600, ten times');
+  const results = toolResults(last);
+  expect(results).toHaveLength(10);
+  expect(results[0]).toMatch(/^\[\d+ characters of tool output removed to save context\]$/);
+  expect(results[9]).toMatch(/^exit code 0\n10\n11\n/);
+  expect(promptTokens(last)).toBeLessThanOrEqual(4000);
+  // The stored conversation is whole: compaction is only a view of it.
+  const transcript = JSON.parse(
+    await readFile(path.join(stack.config.DRYDOCK_DATA_DIR, 'artifacts', waiting.agent!.transcript!), 'utf8'),
+  ) as { role: string; content: string }[];
+  const outputs = transcript.filter((m) => m.role === 'tool');
+  expect(outputs).toHaveLength(10);
+  expect(outputs[0].content).toMatch(/^exit code 0\n1\n2\n/);
+  await handle.cancel();
+  await handle.result().catch(() => undefined); // teardown runs before the cancelled session ends
+});
+
+test('a prompt the provider keeps refusing as too long, compacted as far as it goes, fails the session saying so', async () => {
+  const before = windowed.requests.length;
+  windowed.script(() => ({ contextLengthExceeded: true }));
+  const handle = await startSession(stack, newSessionId('toolong'), {
+    repo: { url: repo.url },
+    task: 'x',
+    agent: { kind: 'openai', model: 'fake-1', baseUrl: windowed.baseUrl, contextWindow: 4000 },
+  });
+  await expect(handle.result()).rejects.toThrow();
+  expect((await handle.query(status)).error).toMatch(
+    /does not fit agent\.contextWindow 4000 tokens even with older tool outputs compacted/,
+  );
+  // Bounded: the first prompt, then one for each tighter compaction that changes it.
+  const asked = windowed.requests.slice(before);
+  expect(asked.length).toBeGreaterThanOrEqual(1);
+  expect(asked.length).toBeLessThanOrEqual(4);
+  expect(asked.every((r) => r.status === 400)).toBe(true);
 });
 
 test('a cost budget needs a price: an unpriced model fails the session before any call', async () => {

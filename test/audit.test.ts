@@ -119,7 +119,7 @@ test('a full session writes each event once, in order, even when an activity is 
     // A token-shaped string in a command: the trail must not keep it.
     agent: { steps: [{ run: `echo "ghp_${'x'.repeat(36)}" > /dev/null; echo hello >> README.md` }] },
     verify: { test: 'sh check.sh' },
-    publish: { pullRequest: { repo: 'acme/app' } },
+    publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' }, // not open for follow-ups a week
     approval: { separateGates: true },
   });
   await waitForStatus(handle, inPhase('awaiting_approval'));
@@ -141,8 +141,11 @@ test('a full session writes each event once, in order, even when an activity is 
     'approval',
     'pull_request:intent',
     'pull_request:done',
+    // Parked for follow-ups: the sandbox goes (its checkpoint stays); then the session's own teardown.
+    'teardown',
     'teardown',
   ]);
+  expect(rows.filter((r) => r.kind === 'teardown').map((r) => r.data.replaced ?? false)).toEqual([true, false]);
   expect(rows.map((r) => r.seq)).toEqual(rows.map((_, i) => i + 1));
   const prDone = rows.find((r) => r.kind === 'pull_request' && r.data.stage === 'done');
   expect(prDone.attempt).toBe(2);
@@ -158,7 +161,7 @@ test('a full session writes each event once, in order, even when an activity is 
 
   const verified = await runCli(['audit', 'verify', id], {});
   expect(verified).toMatchObject({ code: 0 });
-  expect(verified.stdout).toContain('ok: 11 events in 1 session chain(s)');
+  expect(verified.stdout).toContain('ok: 12 events in 1 session chain(s)');
 
   const metrics = (await pool.query('select * from session_metrics where session_id = $1', [id])).rows[0];
   expect(metrics).toMatchObject({ outcome: 'completed', approved: true, pr_url: final.pullRequest!.url, retries: 1 });

@@ -16,7 +16,7 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
+import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import { AuditTrail } from '../lib/audit';
 import { openDatabase } from '../lib/db';
 import { Redactor } from '../lib/scrub';
@@ -34,6 +34,7 @@ import {
 import { getStatus } from '../lib/sessions';
 import { ownProcess } from './leftovers';
 import {
+  clientSettings,
   containersOf,
   docker,
   freePort,
@@ -43,6 +44,7 @@ import {
   testAuditKey,
   testConfig,
 } from './helpers';
+import { connectTemporal } from '../lib/temporal-connection';
 
 const SEED = Number(process.env.DRYDOCK_CHAOS_SEED ?? randomBytes(4).readUInt32BE());
 const SESSIONS = Number(process.env.DRYDOCK_CHAOS_SESSIONS ?? 4);
@@ -290,7 +292,7 @@ test(
     let server = await startDevServer({ address, dbFile, logFile: path.join(dir, 'temporal.log') });
     ownProcess(server.pid);
     ownProcess(server.pid);
-    const connection = await Connection.connect({ address });
+    const connection = await connectTemporal(clientSettings(address));
     const client = new Client({ connection });
     await ensureSearchAttributes(connection, 'default');
     const queue = `chaos-${randomBytes(4).toString('hex')}`;

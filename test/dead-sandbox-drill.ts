@@ -124,15 +124,28 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
     expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
   });
   await sandboxes.docker.getContainer(sandbox).kill();
+  const nonce = () => randomBytes(16).toString('hex');
   const step = { sandbox, sessionId, timeoutMs: 10_000 };
   const failures = {
     command: await failureOf(
-      env.run(activities.runStep, { ...step, key: 'step-1', step: { run: 'echo hello', timeout: 10_000 } }),
+      env.run(activities.runStep, {
+        ...step,
+        key: 'step-1',
+        nonce: nonce(),
+        step: { run: 'echo hello', timeout: 10_000 },
+      }),
     ),
     write: await failureOf(
-      env.run(activities.runStep, { ...step, key: 'step-2', step: { write: { path: 'a.txt', content: 'a' } } }),
+      env.run(activities.runStep, {
+        ...step,
+        key: 'step-2',
+        nonce: nonce(),
+        step: { write: { path: 'a.txt', content: 'a' } },
+      }),
     ),
-    testReport: await failureOf(env.run(activities.readTestReport, { sandbox, sessionId, stepKey: 'verify' })),
+    testReport: await failureOf(
+      env.run(activities.readTestReport, { sandbox, sessionId, stepKey: 'verify', stepNonce: nonce() }),
+    ),
   };
   await env.run(activities.destroySandbox, { sessionId });
   const provisioning = await killedWhileProvisioned(env, activities, sandboxes, `${sessionId}-p`, repoUrl);

@@ -5,6 +5,8 @@
  * then, instead of reporting back, writes "holding after <type>" to stderr and
  * waits: the test kills the worker at that exact point (the work is done,
  * Temporal has not heard of it), and a new worker must not do it twice.
+ * `<type>:<field>` holds only after a call whose result has that field truthy
+ * (e.g. `modelCall:compacted`).
  */
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../lib/config';
@@ -18,7 +20,7 @@ async function main(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL);
   const sdkMetricsUrl = await installTemporalRuntime(log, config);
   logUnhandledRejections(log);
-  const holdAfter = process.env.DRYDOCK_TEST_HOLD_AFTER;
+  const [holdAfter, holdField] = (process.env.DRYDOCK_TEST_HOLD_AFTER ?? '').split(':');
   const connection = await connectWorker(config);
   const worker = await createWorker({
     config,
@@ -31,7 +33,8 @@ async function main(): Promise<void> {
         inbound: {
           async execute(input, next) {
             const result = await next(input);
-            if (ctx.info.activityType === holdAfter) {
+            const field = holdField ? (result as Record<string, unknown> | undefined)?.[holdField] : true;
+            if (ctx.info.activityType === holdAfter && field) {
               process.stderr.write(`holding after ${holdAfter}\n`);
               await new Promise(() => undefined);
             }

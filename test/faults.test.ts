@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { approve, decide, status, type SessionStatus } from '../workflows/api';
 import { temporal } from '@temporalio/proto';
@@ -20,6 +20,7 @@ import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import { ownProcess } from './leftovers';
 import {
   approveAs,
+  clientSettings,
   connectClient,
   containersOf,
   docker,
@@ -31,6 +32,7 @@ import {
   startSession,
   waitForStatus,
 } from './helpers';
+import { connectTemporal } from '../lib/temporal-connection';
 import { containersOn, secondDockerHost } from './docker-hosts';
 import { recordHistory, replayHistory } from './histories';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from './workers';
@@ -66,6 +68,13 @@ async function startDrill(extra: Record<string, string> = {}, opts: { holdAfter?
 const startOn = (c: Client, on: { DRYDOCK_TASK_QUEUE: string }, id: string, input: Record<string, unknown>) =>
   startSession({ client: c, config: on }, id, input);
 
+/**
+ * The session's first run, where its work happened: once published it waits
+ * for follow-ups in a new run (continue-as-new), whose history starts there.
+ */
+const firstRun = (handle: WorkflowHandle) =>
+  handle.client.getHandle(handle.workflowId, (handle as WorkflowHandleWithFirstExecutionRunId).firstExecutionRunId);
+
 /** Approves every pending action (push, pull request) until the session ends. */
 async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
   const result = handle.result() as Promise<SessionStatus>;
@@ -99,7 +108,7 @@ afterAll(() => {
 
 /** Replays the session's history on the current code; keeps it as a fixture when asked. */
 async function replays(handle: WorkflowHandle, name: string): Promise<void> {
-  await replayHistory(await handle.fetchHistory());
+  await replayHistory(await firstRun(handle).fetchHistory());
   await recordHistory(handle, `fault-${name}`);
 }
 
@@ -109,7 +118,7 @@ async function attempts(handle: WorkflowHandle, type: string): Promise<number[]>
 }
 
 async function activityRuns(handle: WorkflowHandle, type: string): Promise<{ started: number[]; completed: number }> {
-  const events = (await handle.fetchHistory()).events!;
+  const events = (await firstRun(handle).fetchHistory()).events!;
   const scheduled = new Map<string, string>();
   const runs = { started: [] as number[], completed: 0 };
   for (const e of events) {
@@ -139,7 +148,7 @@ const session = (repoUrl: string, extra: Record<string, unknown> = {}) => ({
     ],
   },
   verify: { test: 'sh check.sh' },
-  publish: { pullRequest: { repo: 'acme/app' } },
+  publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' }, // not open for follow-ups a week
   // The drills kill the worker at each gate: the push's and the pull request's.
   approval: { separateGates: true },
   ...extra,
@@ -273,7 +282,7 @@ test('the only worker down longer than the host timeout → a replacement on the
 async function waitForHostTimeout(handle: WorkflowHandle): Promise<void> {
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    const timedOut = (await handle.fetchHistory()).events!.some(
+    const timedOut = (await firstRun(handle).fetchHistory()).events!.some(
       (e) =>
         e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType ===
         temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
@@ -289,7 +298,7 @@ test('the Temporal server stops and starts again (same database file) during a s
   const dbFile = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-temporal-')), 'temporal.db');
   let server = await startDevServer({ address, dbFile });
   ownProcess(server.pid);
-  const own = await Connection.connect({ address });
+  const own = await connectTemporal(clientSettings(address));
   try {
     const ownClient = new Client({ connection: own });
     await ensureSearchAttributes(own, 'default');
@@ -312,7 +321,7 @@ test('the Temporal server stops and starts again (same database file) during a s
     expect(final.phase).toBe('completed');
     expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
     expect(await containersOf(id)).toHaveLength(0);
-    await replays(ownClient.workflow.getHandle(id), 'temporal-restart');
+    await replays(handle, 'temporal-restart');
   } finally {
     killWorkerProcesses();
     await own.close();
@@ -367,7 +376,7 @@ test('two Docker hosts: sandbox activities stay on the owner; kill it → the se
   // Every sandbox activity went to the queue of the host that owned the sandbox at the time.
   const sandboxActivities = new Set(['runStep', 'commitChanges', 'pushBranch', 'readTestReport', 'destroySandbox']);
   const queues = new Set<string>();
-  for (const e of (await handle.fetchHistory()).events!) {
+  for (const e of (await firstRun(handle).fetchHistory()).events!) {
     const s = e.activityTaskScheduledEventAttributes;
     if (s && sandboxActivities.has(s.activityType!.name!)) queues.add(s.taskQueue!.name!);
   }

@@ -145,8 +145,8 @@ describe('a prompt-injected agent in a live sandbox', () => {
     const mounts = info.Mounts.map((m) => ({ type: m.Type, to: m.Destination, rw: m.RW }));
     expect(mounts.sort((a, b) => a.to.localeCompare(b.to))).toEqual([
       { type: 'volume', to: '/home/drydock', rw: true },
-      { type: 'bind', to: '/opt/drydock/agents', rw: false },
       { type: 'bind', to: '/opt/drydock', rw: false },
+      { type: 'bind', to: '/opt/drydock-agents', rw: false },
       { type: 'bind', to: '/run/drydock', rw: false },
       { type: 'volume', to: '/workspace', rw: true },
     ]);
@@ -353,6 +353,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
       sandbox,
       sessionId,
       key: 'write-probe',
+      nonce: randomBytes(16).toString('hex'),
       timeoutMs: 10_000,
       step: { write: { path: 'probe.js', content: PROBE } },
     });
@@ -365,7 +366,15 @@ describe('the egress proxy, driven through the runStep activity', () => {
   });
 
   const step = (key: string, run: string, extra: Record<string, unknown> = {}): Promise<StepResult> =>
-    env.run(activities.runStep, { sandbox, sessionId, key, timeoutMs: 60_000, step: { run, timeout: '1m' }, ...extra });
+    env.run(activities.runStep, {
+      sandbox,
+      sessionId,
+      key,
+      nonce: randomBytes(16).toString('hex'),
+      timeoutMs: 60_000,
+      step: { run, timeout: '1m' },
+      ...extra,
+    });
 
   test('allowlisted stand-in reachable; everything else refused before connecting, and logged', async () => {
     const rules: EgressRule[] = [
@@ -452,10 +461,12 @@ describe('the egress proxy, driven through the runStep activity', () => {
       sandbox,
       sessionId,
       key: 'write-junit',
+      nonce: randomBytes(16).toString('hex'),
       timeoutMs: 10_000,
       step: { write: { path: 'mkjunit.js', content: junit } },
     });
-    const result = await step('leak', leak, { secrets: ['DB_PASS'] });
+    const leakNonce = randomBytes(16).toString('hex');
+    const result = await step('leak', leak, { secrets: ['DB_PASS'], nonce: leakNonce });
     expect(result.exitCode).toBe(0);
     expect(result.outputTail).toMatch(/split:\[redacted\]:end/);
     expect(result.outputTail).toMatch(/b64:\S*\[redacted\]/);
@@ -466,6 +477,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
       sandbox,
       sessionId,
       stepKey: 'leak',
+      stepNonce: leakNonce,
       files: ['junit.xml'],
     });
     expect(report!.failures[0].message).toBe('expected [redacted]');
@@ -525,6 +537,55 @@ describe('the egress proxy, driven through the runStep activity', () => {
     // The next step (verification is one too) sees nothing change under it.
     const next = await step('after-daemons', 'rm -f tampered; sleep 1; test ! -e tampered && echo untouched');
     expect(next.outputTail.trim()).toBe('untouched');
+  });
+
+  test('state an earlier step prepared for a later one does not fake its result', async () => {
+    // The run-once records as the old runner named them (by step key), and the like by guessed names.
+    await step(
+      'plant',
+      'for d in verify verify-2 step-1 0123456789abcdef0123456789abcdef; do s=~/.drydock/steps/$d; ' +
+        'mkdir -p $s/started; echo 0 > $s/exit; echo "all tests passed" > $s/output; echo "0 0 0 0" > $s/counters; done',
+    );
+    const verified = await step('verify', 'echo really ran; exit 3');
+    expect(verified.exitCode).toBe(3);
+    expect(verified.outputTail.trim()).toBe('really ran');
+    // The nonce names the state; one that is not 32 hex digits is refused before anything runs.
+    await expect(
+      env.run(activities.runStep, {
+        sandbox,
+        sessionId,
+        key: 'bad-nonce',
+        nonce: '../verify',
+        timeoutMs: 10_000,
+        step: { run: 'true', timeout: '10s' },
+      }),
+    ).rejects.toThrow(/nonce must be 32 hex digits/);
+  });
+
+  test('a playwright-core planted in ~/.node_modules is not what the browser check loads', async () => {
+    await step(
+      'plant-module',
+      "mkdir -p ~/.node_modules/playwright-core && cat > ~/.node_modules/playwright-core/index.js <<'EOF'\n" +
+        "require('fs').writeFileSync('/tmp/planted-loaded', 'yes');\n" +
+        "console.log(JSON.stringify({ outcome: 'passed', message: 'planted', checks: [], screenshots: [], consoleErrors: [], failedRequests: [] }));\n" +
+        'process.exit(0);\nEOF\n' +
+        'cp -r ~/.node_modules ~/.node_libraries; echo planted',
+    );
+    const result: { outcome: string; message?: string } = await env.run(activities.verifyInBrowser, {
+      sandbox,
+      sessionId,
+      browser: {
+        start: "node -e \"require('http').createServer((q, s) => s.end('real page')).listen(4173)\"",
+        url: 'http://127.0.0.1:4173/',
+        readyTimeout: '30s',
+        checks: [{ path: '/', expectText: 'text the page does not have' }],
+        screenshots: [],
+      },
+      readyTimeoutMs: 30_000,
+    });
+    expect(result.message).not.toBe('planted');
+    expect(result.outcome).toBe('check_failed');
+    expect(await inSandbox(sandbox, 'cat /tmp/planted-loaded 2>/dev/null || echo absent')).toBe('absent\n');
   });
 
   test("a process holding the egress forwarder's port fails the step, which does not run", async () => {

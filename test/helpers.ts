@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../lib/config';
@@ -177,9 +177,16 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
   };
 }
 
+/** Settings for a plain connection to `address` (default namespace, no auth). */
+export const clientSettings = (address: string) => ({
+  TEMPORAL_ADDRESS: address,
+  TEMPORAL_NAMESPACE: 'default',
+  temporalAuth: {},
+});
+
 /** A client of the suite's Temporal server (or of `address`); close it with `client.connection.close()`. */
 export async function connectClient(address = process.env.TEMPORAL_ADDRESS!): Promise<Client> {
-  return new Client({ connection: await Connection.connect({ address }) });
+  return new Client({ connection: await connectTemporal(clientSettings(address)) });
 }
 
 /** Starts an agentSession on the task queue of `config` (a test stack's, or a worker process's env). */
@@ -187,7 +194,7 @@ export function startSession(
   stack: { client: Client; config: Pick<Config, 'DRYDOCK_TASK_QUEUE'> },
   sessionId: string,
   input: SessionInputDraft | Record<string, unknown>,
-): Promise<WorkflowHandle> {
+): Promise<WorkflowHandleWithFirstExecutionRunId> {
   return stack.client.workflow.start(WORKFLOW_TYPE, {
     workflowId: sessionId,
     taskQueue: stack.config.DRYDOCK_TASK_QUEUE,

@@ -62,7 +62,8 @@ const prSession = (extra: Record<string, unknown> = {}) => ({
   requestedBy: 'rita',
   agent: { steps: [{ run: 'echo hello >> README.md' }] },
   verify: { test: 'sh check.sh' },
-  publish: { pullRequest: { repo: 'acme/app' } },
+  // Open for follow-ups one second, not the default week (test/followup.test.ts covers follow-ups).
+  publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' },
   ...extra,
   approval: { separateGates: true, ...(extra.approval as object | undefined) },
 });
@@ -266,7 +267,9 @@ test('GitHub answering 503 is retried by Temporal: the session completes with on
     const final = (await handle.result()) as SessionStatus;
     expect(final.phase).toBe('completed');
     expect(github.pulls.filter((p) => p.head === `drydock/${id}`)).toHaveLength(1);
-    const started = (await handle.fetchHistory()).events!.filter((e) => e.activityTaskStartedEventAttributes);
+    // The PR was opened in the first run; waiting for follow-ups continued as new.
+    const firstRun = retryStack.client.workflow.getHandle(id, handle.firstExecutionRunId);
+    const started = (await firstRun.fetchHistory()).events!.filter((e) => e.activityTaskStartedEventAttributes);
     expect(Math.max(...started.map((e) => e.activityTaskStartedEventAttributes!.attempt!))).toBe(3);
   } finally {
     await retryStack.stop();
@@ -299,7 +302,7 @@ test('a GitHub App: an installation token minted for the one repository opens th
     const handle = await startSession(
       appStack,
       id,
-      prSession({ publish: { pullRequest: { repo: 'acme/app' }, deploy: true } }),
+      prSession({ publish: { pullRequest: { repo: 'acme/app' }, deploy: true, openFor: '1s' } }),
     );
     const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
     expect(waiting.pendingApproval!.action).toBe('deploy');

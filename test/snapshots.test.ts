@@ -229,8 +229,10 @@ test('no snapshot yet: the cold path clones and runs setup in the session, and s
     await new Promise((r) => setTimeout(r, 500));
   }
   // Let that build finish its teardown before the suite checks for leaked containers.
+  // Only this repo's: other suites' schedules may start builds on queues whose workers are gone.
+  const schedule = snapshotScheduleId(repo.url, stack.config.DRYDOCK_HOST_ID);
   const builds = stack.client.workflow.list({
-    query: `WorkflowType = 'refreshSnapshot' AND ExecutionStatus = 'Running'`,
+    query: `TemporalScheduledById = '${schedule}' AND ExecutionStatus = 'Running'`,
   });
   for await (const wf of builds) await stack.client.workflow.getHandle(wf.workflowId).result();
 });

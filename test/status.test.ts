@@ -6,12 +6,13 @@ import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { getStatus, listSessions, startSession } from '../lib/sessions';
 import { reject, type SessionStatus } from '../workflows/api';
-import { inPhase, makeFixtureRepo, newSessionId, runCli, startStack, waitForStatus } from './helpers';
+import { clientSettings, inPhase, makeFixtureRepo, newSessionId, runCli, startStack, waitForStatus } from './helpers';
+import { connectTemporal } from '../lib/temporal-connection';
 
 let client: Client;
 let connection: Connection;
 beforeAll(async () => {
-  connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+  connection = await connectTemporal(clientSettings(process.env.TEMPORAL_ADDRESS!));
   client = new Client({ connection });
 });
 afterAll(() => connection?.close());

@@ -38,6 +38,8 @@ const TOKEN = 'ghp_webhookTestToken0123456789abcdefABCDEF';
 const TRIGGER_SESSION = triggerSessionSchema.parse({
   agent: { kind: 'script', steps: [{ run: 'echo hello >> README.md' }] },
   verify: { test: 'sh check.sh' },
+  // Not open for follow-ups for the default week: these sessions end a second after their last round.
+  publish: { openFor: '1s' },
 });
 
 let stack: TestStack;
@@ -470,12 +472,15 @@ test('the same body twice, under its delivery id or a new one (a replay) → one
   await handle.result();
   const later = await deliver('issues', payload);
   expect(later).toMatchObject({ status: 202, body: { sessionId: first.body.sessionId } });
-  expect((await handle.describe()).runId).toBe(runId);
-  const runs: string[] = [];
+  // One workflow: its first run, continued as new while it waited for follow-ups, and nothing started after.
+  const runs: { runId: string; status: string }[] = [];
   for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${first.body.sessionId}'` })) {
-    runs.push(wf.runId);
+    runs.push({ runId: wf.runId, status: wf.status.name });
   }
-  expect(runs).toEqual([runId]);
+  expect(runs.map((r) => r.runId)).toContain(runId);
+  expect(runs.filter((r) => r.status !== 'CONTINUED_AS_NEW')).toEqual([
+    { runId: (await handle.describe()).runId, status: 'COMPLETED' },
+  ]);
 });
 
 describe('refusals start nothing', () => {
@@ -595,7 +600,7 @@ describe('refusals start nothing', () => {
     expect(answers[0].body).toMatch(/did not start a session: reader has read permission/);
   });
 
-  test("/drydock on drydock's own pull request, or on a fork's → 422: no second, unrelated session", async () => {
+  test("/drydock on drydock's own pull request of no running session → ignored; on a fork's → 422: no new session", async () => {
     github.pulls.push({
       number: 50,
       head: 'drydock/gh-some-session',
@@ -609,7 +614,8 @@ describe('refusals start nothing', () => {
     payload.issue.number = 50;
     payload.issue.pull_request = { url: 'https://api.github.com/repos/Codertocat/Hello-World/pulls/50' };
     const sent = await deliver('issue_comment', payload);
-    expect(sent).toMatchObject({ status: 422, body: { error: expect.stringMatching(/is drydock's own/) } });
+    // On drydock's own PR it is a follow-up to that PR's session, which is not running.
+    expect(sent).toMatchObject({ status: 202, body: { ignored: 'no running drydock session gh-some-session' } });
     expect(await exists(sessionIdOf('issue_comment', payload))).toBe(false);
     // A fork's pull request: its head is an outsider's, which drydock would push upstream.
     github.pulls.push({ ...github.pulls.at(-1)!, number: 51, head: 'patch-1', headRepo: 'outsider/Hello-World' });

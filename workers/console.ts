@@ -139,7 +139,7 @@ export function sessionPage(
 <div id="live">${sessionLive(s, extra, extra.who)}</div>`;
   return page(s.sessionId, body, {
     nonce: extra.nonce,
-    script: DECIDE_SCRIPT + LIVE_SCRIPT,
+    script: DECIDE_SCRIPT + FOLLOWUP_SCRIPT + LIVE_SCRIPT,
     who: extra.who,
     head: '<link rel="stylesheet" href="/assets/diff2html.css">',
   });
@@ -151,6 +151,7 @@ export function sessionLive(s: SessionStatus, extra: LiveExtras, who: string): s
   return `${s.unanswered ? unansweredBanner(s.unanswered) : ''}
 ${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
 ${approvalSection(s, who)}
+${followupBox(s, who)}
 <h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
 ${running}
 <h2>Diff</h2>${
@@ -164,6 +165,7 @@ ${running}
 <h2>Screenshots</h2><div id="screenshots">${screenshotsSection(s)}</div>
 <h2>Timeline</h2><table id="timeline"><tr><th>step</th><th>phase</th><th></th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table>
 <h2>Decisions</h2><ul id="decisions">${decisionsList(s)}</ul>
+${roundsList(s)}
 ${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
 ${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;
 }
@@ -245,6 +247,68 @@ function decisionsList(s: SessionStatus): string {
   return items || '<li>None yet.</li>';
 }
 
+/** Phases in which the session takes a follow-up (the validator has the last word). */
+const OPEN_PHASES = ['agent', 'verifying', 'awaiting_approval', 'publishing', 'awaiting_followup'];
+
+/** A box for a follow-up: text for a model or CLI agent, steps (JSON) for a script agent. */
+function followupBox(s: SessionStatus, who: string): string {
+  if (!OPEN_PHASES.includes(s.phase)) return '';
+  const script = !s.agent?.kind || s.agent.kind === 'script';
+  const open = s.openUntil ? ` The session is open for follow-ups until ${esc(s.openUntil)}.` : '';
+  return `<section id="followup"><h2>Follow-up</h2>
+<p>Ask for more on this change: the agent continues in the session's sandbox, a new commit is verified and waits for approval again.${open}
+You send it as <strong>${esc(who)}</strong> (an approver or the requester may).</p>
+<p><textarea id="followup-text" data-script="${script ? 'yes' : 'no'}" rows="4" cols="80" maxlength="8000"
+placeholder="${script ? '[{&quot;run&quot;: &quot;…&quot;}] (script steps as JSON)' : 'what to change'}"></textarea></p>
+<p><button id="followup-send">Send follow-up</button></p><p id="followup-answer" role="status"></p></section>`;
+}
+
+/** The session's rounds: the task, then each follow-up, with the change it ended with. */
+function roundsList(s: SessionStatus): string {
+  if (!s.rounds?.length) return '';
+  const items = s.rounds.map(
+    (r) =>
+      `<li>round ${r.round} by ${esc(r.by ?? 'unknown')}: ${esc(r.request.split('\n')[0].slice(0, 200))}` +
+      `${r.commit ? ` → <code>${esc(r.commit.slice(0, 12))}</code>` : ''}${r.pushed ? ' (pushed)' : ''}</li>`,
+  );
+  return `<h2>Rounds</h2><ol id="rounds">${items.join('')}</ol>`;
+}
+
+/**
+ * Send follow-up: POST it as JSON (the same rule as the decision: no
+ * cross-site form can) and show the answer. Delegated: the live part is redrawn.
+ */
+const FOLLOWUP_SCRIPT = `
+document.addEventListener('click', async (event) => {
+  const send = event.target.closest && event.target.closest('#followup-send');
+  if (!send) return;
+  const box = document.getElementById('followup-text');
+  const answer = document.getElementById('followup-answer');
+  let body;
+  try {
+    body = box.dataset.script === 'yes' ? { steps: JSON.parse(box.value) } : { text: box.value };
+  } catch (err) {
+    answer.textContent = 'steps must be JSON: ' + err.message;
+    answer.className = 'bad';
+    return;
+  }
+  answer.textContent = 'sending…';
+  try {
+    const res = await fetch(location.pathname.replace(/^\\/sessions\\//, '/api/sessions/') + '/followups', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const data = await res.json();
+    answer.textContent = res.ok ? 'accepted for round ' + data.round : 'refused: ' + data.error;
+    answer.className = res.ok ? 'ok' : 'bad';
+    if (res.ok) box.value = '';
+  } catch (err) {
+    answer.textContent = 'failed: ' + err;
+    answer.className = 'bad';
+  }
+});`;
+
 /**
  * Approve / Reject: POST the decision (bound to the change on display) and
  * show the answer. Delegated from the document: the live part is redrawn.
@@ -285,12 +349,13 @@ const LIVE_SCRIPT = `
 const events = new EventSource(location.pathname + '/events');
 events.addEventListener('update', (event) => {
   const update = JSON.parse(event.data);
-  const comment = document.getElementById('comment');
-  const typed = comment ? comment.value : '';
+  const kept = ['comment', 'followup-text'].map((id) => [id, document.getElementById(id)?.value ?? '']);
   document.getElementById('phase').textContent = update.phase;
   document.getElementById('live').innerHTML = update.html;
-  const again = document.getElementById('comment');
-  if (again) again.value = typed;
+  for (const [id, typed] of kept) {
+    const again = document.getElementById(id);
+    if (again) again.value = typed;
+  }
 });
 events.addEventListener('end', () => {
   events.close();

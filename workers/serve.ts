@@ -21,7 +21,7 @@ import { seededRepoLookup, type RepoLookupService } from '../lib/repos';
 import { redactorOf } from '../lib/scrub';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
-import { apiDecide, apiList, apiStart } from './routes/api';
+import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
 import {
   artifact,
   consoleEvents,
@@ -96,6 +96,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     }
     if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/decide$/))) {
       return sendJson(res, ...(await apiDecide(ctx, req, decodeURIComponent(match[1]), who)));
+    }
+    if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/followups$/))) {
+      return sendJson(res, ...(await apiFollowup(ctx, req, decodeURIComponent(match[1]), who)));
     }
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }

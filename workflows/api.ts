@@ -14,6 +14,8 @@ export const RUNNING_PHASES = [
   'verifying',
   'awaiting_approval',
   'publishing',
+  /** Published; the sandbox is gone and the session waits for a follow-up until its PR closes or it idles out. */
+  'awaiting_followup',
   'tearing_down',
 ] as const;
 export const OUTCOMES = ['completed', 'failed', 'rejected', 'cancelled', 'timed_out'] as const;
@@ -190,6 +192,46 @@ export interface AgentProgress {
   calls?: AgentCall[];
   /** Workflow runs of this session so far (continue-as-new starts a new one). */
   runs?: number;
+  /** Times older turns were compacted to fit the context window (openai). */
+  compactions?: number;
+}
+
+/**
+ * A follow-up to a session: more work on the same change, from an approver or
+ * the requester. `text` for a model or CLI agent, `steps` for a script agent.
+ */
+export interface FollowupInput {
+  by: string;
+  text?: string;
+  /** Script steps, validated like the input's agent.steps. */
+  steps?: unknown[];
+  /**
+   * The sender's id for this follow-up (e.g. the GitHub comment's): sent
+   * again, it is the same follow-up and is not queued twice.
+   */
+  id?: string;
+}
+
+export interface FollowupAccepted {
+  /** The round the follow-up will be worked on in. */
+  round: number;
+  /** Follow-ups waiting for that round, this one included. */
+  queued: number;
+}
+
+/** One round of a session: the first is the task, each later one a follow-up. */
+export interface RoundRecord {
+  round: number;
+  /** Who asked: the requester for round 1, the follow-up's sender after. */
+  by?: string;
+  /** What was asked (trimmed). */
+  request: string;
+  startedAt: string;
+  /** The change the round ended with (its commit and hash). */
+  commit?: string;
+  change?: string;
+  /** Whether its change was pushed (and so updated the pull request). */
+  pushed?: boolean;
 }
 
 export interface SessionStatus {
@@ -226,6 +268,16 @@ export interface SessionStatus {
   /** Decisions that were sent but refused (unknown approver, nothing pending...). */
   refusedDecisions: { input: DecideInput; reason: string; at: string }[];
   branch?: string;
+  /** The round under way: 1, then one more for each follow-up round. */
+  round?: number;
+  /** The last rounds (at most 20), newest last. */
+  rounds?: RoundRecord[];
+  /** While the session waits for follow-ups (phase awaiting_followup): until when, at the latest. */
+  openUntil?: string;
+  /** Ids of the follow-ups received (the last 100): a redelivery is not queued again. */
+  followupIds?: string[];
+  /** The pull request was merged or closed: the session ended with it. */
+  closedBy?: { merged: boolean; by: string };
   pushed?: { commit: string; alreadyPushed: boolean };
   pullRequest?: { number: number; url: string; created: boolean };
   deployed?: { exitCode: number; outputTail: string };
@@ -310,6 +362,11 @@ export const reject = defineSignal<[DecisionInput]>('reject');
 /** Update for the CLI and HTTP: the validator answers at once, with the reason when refused. */
 export const decide = defineUpdate<Decision, [DecideInput]>('decide');
 
+/** Update for every client: the validator refuses senders who are neither approvers nor the requester. */
+export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followup');
+/** The session's pull request was merged or closed (sent by the webhook): the session ends. */
+export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string }]>('pullRequestClosed');
+
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
 
@@ -330,6 +387,8 @@ export const ErrorType = {
   /** The provider's rate limit (429): retried after its Retry-After while the wall time lasts. */
   ModelRateLimited: 'ModelRateLimited',
   ModelNotAllowed: 'ModelNotAllowed',
+  /** The conversation does not fit agent.contextWindow even compacted. */
+  ModelContextTooLong: 'ModelContextTooLong',
   RepoNotRegistered: 'RepoNotRegistered',
   SnapshotSetupFailed: 'SnapshotSetupFailed',
   /** The repo's environment cannot be a sandbox (no sh or git, a Dockerfile that fails, features). */

@@ -16,6 +16,9 @@ export const duration = z.union([
   z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration like "30s", "10m", "24h" or a number of ms'),
 ]);
 
+/** The longest a published session stays open for follow-ups after its last round. */
+export const MAX_OPEN_FOR_MS = 30 * 86_400_000;
+
 /** A size in bytes, or a string like "512m", "2g". */
 export const size = z.union([
   z.number().int().positive(),
@@ -156,6 +159,15 @@ const agent = z
       .max(200_000)
       .default(8192)
       .describe('openai: the limit of one answer (max_tokens), lowered to what the token and cost budgets leave'),
+    contextWindow: z
+      .number()
+      .int()
+      .min(4000)
+      .max(2_000_000)
+      .default(128_000)
+      .describe(
+        "openai: the model's context window in tokens; older tool outputs are compacted to keep the prompt within 3/4 of it",
+      ),
     toolOutputLimit: z
       .number()
       .int()
@@ -255,6 +267,12 @@ export const sessionInputSchema = z.strictObject({
         .default(false)
         .describe('Open (or update) a pull request for the branch after the push'),
       deploy: z.boolean().default(false).describe("Run the worker's configured deploy command after the push"),
+      openFor: duration
+        .default('7d')
+        .refine((d) => durationMs(d) <= MAX_OPEN_FOR_MS, 'at most 30d')
+        .describe(
+          'With a pull request: how long the session waits for a follow-up after its last round (no sandbox meanwhile); it ends sooner when the PR is merged or closed',
+        ),
     })
     .prefault({}),
   approval: z
@@ -390,7 +408,7 @@ export type TriggerSession = z.infer<typeof triggerSessionSchema>;
 
 const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-export function durationMs(d: z.infer<typeof duration>): number {
+export function durationMs(d: number | string): number {
   if (typeof d === 'number') return d;
   const [, n, unit] = /^(\d+)(ms|s|m|h|d)$/.exec(d)!;
   return Number(n) * MS[unit as keyof typeof MS];
@@ -400,4 +418,15 @@ export function sizeBytes(s: z.infer<typeof size>): number {
   if (typeof s === 'number') return s;
   const [, n, unit] = /^(\d+)([kmg])$/i.exec(s)!;
   return Number(n) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[unit.toLowerCase() as 'k' | 'm' | 'g'];
+}
+
+/** A session's limits as the sandbox takes them: numbers and bytes. */
+export function sandboxLimitsOf(limits: SessionInput['limits']) {
+  return {
+    cpus: limits.cpus,
+    memoryBytes: sizeBytes(limits.memory),
+    pids: limits.pids,
+    tmpBytes: sizeBytes(limits.tmp),
+    diskBytes: sizeBytes(limits.disk),
+  };
 }

@@ -4,7 +4,7 @@ import type { Activities } from '../activities';
 import type { Reaped } from '../activities/reaper';
 
 export async function reapSandboxes(input: { hostQueue: string }): Promise<Reaped[]> {
-  const { reapHostSandboxes, reapSnapshotImages } = proxyActivities<Activities>({
+  const { reapHostSandboxes, reapSnapshotImages, fillPools } = proxyActivities<Activities>({
     taskQueue: input.hostQueue,
     startToCloseTimeout: '5m',
     scheduleToStartTimeout: '5m',
@@ -14,5 +14,7 @@ export async function reapSandboxes(input: { hostQueue: string }): Promise<Reape
   const reaped = await reapHostSandboxes();
   // Images of old snapshots go once no sandbox uses them.
   await reapSnapshotImages();
+  // Warm pools: idle sandboxes of an older snapshot replaced, claimed ones refilled.
+  await fillPools({});
   return reaped;
 }

@@ -9,6 +9,7 @@ import type { Activities } from '../activities';
 import type { SnapshotBuildPlan, SnapshotBuildResult } from '../activities/snapshot';
 import type { StepInput } from '../activities/types';
 import { ErrorType } from './api';
+import { stepNonce } from './session/nonce';
 
 const common = { heartbeatTimeout: '10s', retry: { maximumAttempts: 5 } } as const;
 
@@ -41,6 +42,7 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
       sandbox: plan.sandbox,
       sessionId: buildId,
       key: 'setup',
+      nonce: stepNonce(),
       step: { run: plan.setup, timeout: plan.setupTimeoutMs },
       timeoutMs: plan.setupTimeoutMs,
       egress: plan.egress,
@@ -55,6 +57,8 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
         result,
       );
     }
+    // The host's warm pool moves to the new snapshot (a failure here leaves it to the reaper's run).
+    await onHost.fillPools({ repo: input.repo }).catch(() => undefined);
     return result;
   } finally {
     await CancellationScope.nonCancellable(async () => {

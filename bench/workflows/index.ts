@@ -4,6 +4,7 @@
  */
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
+import { stepNonce } from '../../workflows/session/nonce';
 
 /** The bench worker's own activities. */
 export interface BenchActivities {
@@ -46,6 +47,7 @@ export async function execSteps(input: ExecStepsInput): Promise<number[]> {
       sandbox: input.sandbox,
       sessionId: input.sessionId,
       key: `${input.keyPrefix}-${i}`,
+      nonce: stepNonce(),
       step: { run: input.command, timeout: 60_000 },
       timeoutMs: 60_000,
     });

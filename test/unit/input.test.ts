@@ -16,13 +16,14 @@ test('the minimal input gets every default', () => {
         steps: [],
         toolOutputLimit: 10_000,
         runTimeout: '5m',
+        contextWindow: 128_000,
         continueAsNewEvery: 20,
         egress: [],
         secrets: [],
         budget: { maxTurns: 50, maxWallTime: '1h', onExceeded: 'verify' },
       },
       verify: { timeout: '10m', maxRounds: 2 },
-      publish: { pullRequest: false, deploy: false },
+      publish: { pullRequest: false, deploy: false, openFor: '7d' },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
       limits: {
         cpus: 2,
@@ -90,6 +91,14 @@ test.each([
   [{ agent: { steps: [{ run: 'x', timeout: 7 * 3_600_000 }] } }, 'agent.steps.0.timeout: at most 6h'],
   [{ agent: { budget: { maxWallTime: '2d' } } }, 'agent.budget.maxWallTime: at most 24h'],
   [{ agent: { kind: 'openai', model: 'm', runTimeout: '2h' } }, 'agent.runTimeout: at most 1h'],
+  [
+    { agent: { kind: 'openai', model: 'm', contextWindow: 3_000_000 } },
+    'agent.contextWindow: Too big: expected number to be <=2000000',
+  ],
+  [
+    { agent: { kind: 'openai', model: 'm', contextWindow: 1000 } },
+    'agent.contextWindow: Too small: expected number to be >=4000',
+  ],
 ])('server-side bound: %j is refused with %j', (part, problem) => {
   expect(parseSessionInput({ ...base, ...part })).toEqual({ ok: false, problems: [problem] });
 });

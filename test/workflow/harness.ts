@@ -136,6 +136,8 @@ export function modelAnswer(turn: number, tools: string[]): ModelAnswer {
     toolCalls: tools.map((summary, i) => ({ id: `call-${turn}-${i}`, name: 'run', summary })),
     content: tools.length ? '' : 'done',
     transcript: 'agent/transcript.jsonl',
+    compactedBefore: 2,
+    compacted: false,
   };
 }
 
@@ -224,4 +226,18 @@ export function withoutTimes(value: unknown): unknown {
       ['startedAt', 'at', 'deadline'].includes(key) ? '<time>' : key === 'durationMs' ? '<ms>' : v,
     ),
   );
+}
+
+/** Waits (in real time) until the session's status satisfies `ready`. */
+export async function awaitStatus(
+  handle: WorkflowHandle,
+  ready: (s: SessionStatus) => boolean,
+  what: string,
+): Promise<SessionStatus> {
+  for (let i = 0; i < 500; i++) {
+    const now = await handle.query(status);
+    if (ready(now)) return now;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`the session never got to: ${what}`);
 }

@@ -8,10 +8,11 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
-import { approve, decide, reject } from '../../workflows/api';
+import { approve, decide, followup, pullRequestClosed, reject } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   awaitApproval,
+  awaitStatus,
   BASE_COMMIT,
   CHANGE,
   COMMIT,
@@ -78,6 +79,9 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
     await awaitApproval(handle, 'pull_request');
     await handle.signal(approve, { action: 'pull_request', by: 'alice', change: CHANGE.slice(0, 12) });
+    // Published: the session waits for follow-ups, without its sandbox, until the PR is merged.
+    await awaitStatus(handle, (s) => s.phase === 'awaiting_followup', 'awaiting_followup');
+    await handle.signal(pullRequestClosed, { merged: true, by: 'bob' });
   });
   const branch = `drydock/${run.id}`;
   expect(run.calls).toEqual([
@@ -86,6 +90,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     'pushBranch',
     'recordAudit approval/pull_request',
     'openPullRequest',
+    'destroySandbox', // until a follow-up; the teardown drops the checkpoint
     ...TEARDOWN,
   ]);
   const step = (phase: string, name: string, more: object = {}) => ({
@@ -116,6 +121,8 @@ test('happy path: script agent, tests pass, push and pull request approved → c
       step('publishing', `push ${branch}`),
       step('awaiting_approval', 'approval: pull_request', { detail: 'approved by alice' }),
       step('publishing', 'pull request', { detail: 'opened https://github.com/acme/app/pull/7' }),
+      step('publishing', 'teardown (until a follow-up)'),
+      step('awaiting_followup', 'pull request', { detail: 'merged by bob' }),
       step('tearing_down', 'teardown'),
     ],
     decisions: [decision('push'), decision('pull_request')],
@@ -143,6 +150,11 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     verificationRounds: 1,
     pushed: { commit: COMMIT, alreadyPushed: false },
     pullRequest: { number: 7, url: 'https://github.com/acme/app/pull/7', created: true },
+    round: 1,
+    rounds: [
+      { round: 1, request: 'Add a greeting', startedAt: '<time>', commit: COMMIT, change: CHANGE, pushed: true },
+    ],
+    closedBy: { merged: true, by: 'bob' },
     removedSandboxes: ['sandbox-0'],
     audit: AUDIT_SEAL,
   });
@@ -159,6 +171,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
       date: expect.any(String),
       commit: COMMIT,
       author: { name: 'drydock', email: 'drydock@localhost' },
+      round: 1,
     },
   ]);
 });
@@ -187,9 +200,11 @@ test('one review per change: the approval of the pull request also approves its 
     'recordAudit approval/pull_request',
     'pushBranch',
     'openPullRequest',
+    'destroySandbox', // until a follow-up, which never comes: publish.openFor passes
     ...TEARDOWN,
   ]);
   expect(run.status.phase).toBe('completed');
+  expect(run.status.timeline.at(-2)).toMatchObject({ name: 'open for follow-ups', detail: 'no follow-up within 7d' });
   expect(run.status.decisions.map((d) => d.action)).toEqual(['pull_request']);
   expect(run.status.timeline.map((t) => `${t.name}: ${t.detail ?? ''}`)).toContain(
     'approval: push: approved with pull_request by alice',
@@ -285,6 +300,54 @@ test('stale approval: a decision on another change is refused, the approval of t
     decisions: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],
     pushed: { commit: COMMIT },
   });
+});
+
+test('a follow-up at the gate: a new round and commit; approving the old change is stale; a stranger is refused', async () => {
+  const NEXT = { commit: 'f'.repeat(40), change: 'a'.repeat(64) };
+  let commits = 0;
+  const stubs: Stubs = {
+    commitChanges: async () => ({
+      ...(++commits === 1 ? { commit: COMMIT, changeHash: CHANGE } : { commit: NEXT.commit, changeHash: NEXT.change }),
+      changed: true,
+      diffstat: ' hello.txt | 1 +',
+      author: { name: 'drydock', email: 'drydock@localhost' },
+    }),
+  };
+  const input: SessionInputDraft = { ...pushGate, requestedBy: 'rita' };
+  const run = await runSession(harness, 'followup-gate', input, stubs, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await expect(
+      handle.executeUpdate(followup, { args: [{ by: 'mallory', steps: [{ run: 'rm -rf .' }] }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    const accepted = await handle.executeUpdate(followup, {
+      args: [{ by: 'rita', steps: [{ run: 'echo more >> hello.txt' }] }],
+    });
+    expect(accepted).toEqual({ round: 2, queued: 1 });
+    await awaitStatus(handle, (s) => s.pendingApproval?.change === NEXT.change, 'the new change at the gate');
+    await expect(
+      handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    await handle.executeUpdate(decide, {
+      args: [{ decision: 'approve', action: 'push', by: 'alice', change: NEXT.change }],
+    });
+  });
+  expect(run.calls.filter((c) => c === 'commitChanges')).toHaveLength(2);
+  expect(run.calls.filter((c) => c === 'pushBranch')).toHaveLength(1);
+  // Nothing was pushed before: round 2's commit still goes on the base.
+  expect(run.args.commitChanges).toMatchObject([{ parent: BASE_COMMIT }, { parent: BASE_COMMIT }]);
+  expect(run.args.pushBranch).toMatchObject([{ commit: NEXT.commit, parent: BASE_COMMIT, round: 2 }]);
+  expect(run.status).toMatchObject({
+    phase: 'completed',
+    round: 2,
+    pushed: { commit: NEXT.commit },
+    decisions: [{ decision: 'approve', action: 'push', by: 'alice', change: NEXT.change }],
+  });
+  expect(run.status.rounds?.map((r) => [r.round, r.by, r.commit])).toEqual([
+    [1, 'rita', COMMIT],
+    [2, 'rita', NEXT.commit],
+  ]);
+  // The same sandbox: no re-provision.
+  expect(run.calls.filter((c) => c === 'provisionSandbox')).toHaveLength(1);
 });
 
 test('sandbox lost once: replaced from the checkpoint, the step runs again, completed', async () => {

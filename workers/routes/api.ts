@@ -1,12 +1,12 @@
 /**
- * The JSON API under /api/sessions: list, start, status and decide. The
+ * The JSON API under /api/sessions: list, start, status, decide and follow-ups. The
  * caller is already identified (bearer token or console cookie).
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../../lib/artifacts';
-import { listSessions, SessionExists, startSession } from '../../lib/sessions';
+import { FollowupRefused, listSessions, sendFollowup, SessionExists, startSession } from '../../lib/sessions';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
@@ -101,6 +101,30 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
     if (err instanceof WorkflowUpdateFailedError) {
       throw new HttpError(409, (err.cause as Error | undefined)?.message ?? err.message);
     }
+    if (err instanceof WorkflowNotFoundError) throw new HttpError(404, `no session ${id}`);
+    throw err;
+  }
+}
+
+/**
+ * POST /api/sessions/:id/followups `{text}` (or `{steps}` for a script agent);
+ * the sender is the token's owner, who must be an approver or the requester.
+ */
+export async function apiFollowup(ctx: ServeContext, req: IncomingMessage, id: string, who: string): Promise<Answer> {
+  requireJsonRequest(req);
+  const body = parseJson(await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY));
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new HttpError(400, 'body must be a JSON object');
+  }
+  if (body.by !== undefined && body.by !== who) {
+    throw new HttpError(403, `you are ${who}; a follow-up is recorded as its sender`);
+  }
+  try {
+    const accepted = await sendFollowup(ctx.client, id, { by: who, text: body.text, steps: body.steps });
+    ctx.log.info({ sessionId: id, by: who, round: accepted.round }, 'follow-up accepted');
+    return [202, accepted];
+  } catch (err) {
+    if (err instanceof FollowupRefused) throw new HttpError(409, err.message);
     if (err instanceof WorkflowNotFoundError) throw new HttpError(404, `no session ${id}`);
     throw err;
   }

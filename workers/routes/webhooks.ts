@@ -12,20 +12,26 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { z } from 'zod';
-import { refusalFromGitHub } from '../../lib/github-checks';
+import { refusalFromGitHub, sessionOfPullRequest, writerRefusal } from '../../lib/github-checks';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../lib/github';
 import { commentOnce, repoRef } from '../../lib/github-report';
 import type { KnownRepo } from '../../lib/repos';
-import { startSession } from '../../lib/sessions';
+import { FollowupRefused, sendFollowup, startSession } from '../../lib/sessions';
 import { parsePayload } from '../../lib/webhook-payloads';
 import {
   bodyHash,
   routeGitHubEvent,
   signatureMatches,
+  type FollowupTrigger,
   type PullRequestClosedTrigger,
   type StartTrigger,
 } from '../../lib/webhooks';
-import { PR_CLOSED_WORKFLOW_TYPE, REPO_ATTRIBUTE, type PullRequestClosed } from '../../workflows/api';
+import {
+  PR_CLOSED_WORKFLOW_TYPE,
+  pullRequestClosed,
+  REPO_ATTRIBUTE,
+  type PullRequestClosed,
+} from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft, type TriggerSession } from '../../workflows/input';
 import { header, HttpError, parseJson, readBody, type ServeContext } from '../http';
 
@@ -53,6 +59,7 @@ export async function githubWebhook(ctx: ServeContext, req: IncomingMessage): Pr
     return [202, { ignored: trigger.reason }];
   }
   if (trigger.kind === 'start') return startFromTrigger(ctx, trigger, delivery);
+  if (trigger.kind === 'followup') return followupFromComment(ctx, trigger, delivery);
   return recordPullRequestClosed(ctx, trigger, event, delivery);
 }
 
@@ -116,6 +123,21 @@ export async function ciWebhook(ctx: ServeContext, req: IncomingMessage): Promis
 async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string): Promise<Answer> {
   const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
+  const onPullRequest = trigger.check?.pullRequest;
+  if (onPullRequest && trigger.origin?.comment) {
+    // A comment on one of drydock's own pull requests is a follow-up to its session.
+    const octokit = await serverOctokit(ctx, trigger.repo);
+    const sessionId = await sessionOfPullRequest(octokit, trigger.repo, onPullRequest);
+    if (sessionId) {
+      const { repo, task: text, requestedBy: by } = trigger;
+      const comment = trigger.origin.comment;
+      return followupFromComment(
+        ctx,
+        { kind: 'followup', repo, pullRequest: onPullRequest, sessionId, text, by, comment },
+        delivery,
+      );
+    }
+  }
   if (trigger.check) {
     const refusal = await refusalFromGitHub(await serverOctokit(ctx, trigger.repo), trigger);
     if (refusal) {
@@ -224,6 +246,51 @@ function refusalText(reason: string): string {
   return `drydock did not start a session: ${reason}.`;
 }
 
+/**
+ * A /drydock comment on a drydock pull request: the commenter must have write
+ * permission (as for starting a session), then the session's validator decides
+ * (an approver or the requester). The comment's id makes a redelivery the same
+ * follow-up. A refusal is answered on the pull request.
+ */
+async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, delivery: string): Promise<Answer> {
+  const found = await ctx.repos.byName(trigger.repo);
+  if (!found.ok) throw new HttpError(422, found.reason);
+  const octokit = await serverOctokit(ctx, trigger.repo);
+  const sessionId = trigger.sessionId ?? (await sessionOfPullRequest(octokit, trigger.repo, trigger.pullRequest));
+  if (!sessionId) return [202, { ignored: `pull request #${trigger.pullRequest} is not drydock's` }];
+  const answer = async (reason: string) => {
+    try {
+      await commentOnce(
+        octokit,
+        { ...repoRef(trigger.repo), issue: trigger.pullRequest },
+        `followup-refused/${trigger.comment}`,
+        `drydock did not take this follow-up: ${reason}.`,
+      );
+    } catch (err) {
+      ctx.log.warn({ sessionId, err }, 'could not answer on GitHub');
+    }
+  };
+  const notWriter = await writerRefusal(octokit, trigger.repo, trigger.by);
+  if (notWriter) {
+    await answer(notWriter);
+    throw new HttpError(403, notWriter);
+  }
+  try {
+    const accepted = await sendFollowup(ctx.client, sessionId, {
+      by: trigger.by,
+      text: trigger.text,
+      id: `github-comment-${trigger.comment}`,
+    });
+    ctx.log.info({ delivery, sessionId, by: trigger.by, round: accepted.round }, 'webhook: follow-up sent');
+    return [202, { sessionId, ...accepted }];
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return [202, { ignored: `no running drydock session ${sessionId}` }];
+    if (!(err instanceof FollowupRefused)) throw err;
+    await answer(err.message);
+    throw new HttpError(409, err.message);
+  }
+}
+
 /** A pull request closed on a drydock branch: record merged or not for the metrics, once. */
 async function recordPullRequestClosed(
   ctx: ServeContext,
@@ -260,6 +327,14 @@ async function recordPullRequestClosed(
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  // A session still open for follow-ups ends with its pull request.
+  try {
+    await ctx.client.workflow
+      .getHandle(trigger.sessionId)
+      .signal(pullRequestClosed, { merged: trigger.merged, by: trigger.by });
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
   ctx.log.info({ delivery, sessionId: trigger.sessionId, merged: trigger.merged, recordId }, 'pull request closed');
   return [202, { recorded: recordId, merged: trigger.merged }];

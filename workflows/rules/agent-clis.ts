@@ -7,7 +7,7 @@
  */
 
 /** Where the host's cache of agent CLIs is mounted, read-only, in every sandbox. */
-export const SANDBOX_AGENTS_DIR = '/opt/drydock/agents';
+export const SANDBOX_AGENTS_DIR = '/opt/drydock-agents';
 /** The port of the model gateway's forwarder on the sandbox's loopback (the egress one is 3128). */
 export const GATEWAY_PORT = 3129;
 /** The only key a CLI ever holds: the gateway replaces it with the worker's. */

@@ -12,6 +12,7 @@ import { describeStop } from '../rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { exitText, SessionEnd } from './outcome';
 import { modelAgent } from './model-agent';
+import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import { recordStep, type SessionRun } from './state';
@@ -23,6 +24,7 @@ import { verify } from './verify';
 export function startAgent(run: SessionRun): void {
   run.setPhase('agent');
   run.loop.startedAt = Date.now();
+  run.scriptSteps = run.input.agent.steps;
   const { kind } = run.input.agent;
   const model =
     kind === 'openai'
@@ -68,8 +70,9 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
 async function agentWorks(run: SessionRun): Promise<void> {
   const { agent } = run.input;
   if (agent.kind === 'script') {
-    for (const [i, step] of agent.steps.entries()) {
-      const options = { key: `step-${i + 1}`, name: `step ${i + 1}: ${describeStep(step)}` };
+    const prefix = run.keyPrefix;
+    for (const [i, step] of run.scriptSteps.entries()) {
+      const options = { key: `${prefix}step-${i + 1}`, name: `${prefix}step ${i + 1}: ${describeStep(step)}` };
       await runScriptStep(run, step, { ...options, failOnExit: true, checkpoint: true });
     }
     return;
@@ -116,7 +119,8 @@ async function cliAgent(run: SessionRun): Promise<void> {
   const progress = run.status.agent!;
   if (run.budgetSpent()) return;
   const limitMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
-  const prompt = cliPrompt(run.status.task, input.verify.test, loop.feedback);
+  // A follow-up round asks for the follow-up; the agent's earlier work is in the tree.
+  const prompt = cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback);
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
   const result = await run.track(`agent: ${program} (round ${loop.round})`, async (record) => {
     const step = await inSandbox(run, async (sb) => {
@@ -124,7 +128,8 @@ async function cliAgent(run: SessionRun): Promise<void> {
       return onHost(sb, limitMs + 60_000).runStep({
         sandbox: sb.name,
         sessionId,
-        key: `agent-cli-${loop.round}`,
+        key: `${run.keyPrefix}agent-cli-${loop.round}`,
+        nonce: stepNonce(),
         step: { run: plan.command, timeout: limitMs },
         timeoutMs: limitMs,
         egress: agent.egress,

@@ -5,7 +5,18 @@
  */
 import { condition, log, setHandler } from '@temporalio/workflow';
 import type { CommitResult } from '../../activities/types';
-import { approve, decide, reject, status, type Action, type DecideInput, type Decision } from '../api';
+import {
+  approve,
+  decide,
+  followup,
+  pullRequestClosed,
+  reject,
+  status,
+  type Action,
+  type DecideInput,
+  type Decision,
+} from '../api';
+import { checkFollowup } from '../rules/followup';
 import { durationMs } from '../input';
 import { refuseDecision } from '../rules/policy';
 import { describeVerification, screenshotsOf } from '../rules/verification';
@@ -13,6 +24,9 @@ import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 import { report } from './trigger';
+
+/** Follow-up ids remembered against redelivery. */
+const FOLLOWUP_IDS = 100;
 
 export const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
@@ -38,7 +52,46 @@ export function installHandlers(run: SessionRun): void {
       if (reason) throw new Error(reason);
     },
   });
+  const checked = (input: Parameters<typeof checkFollowup>[2]) =>
+    checkFollowup(
+      {
+        phase: run.status.phase,
+        requestedBy: run.status.requestedBy,
+        queued: run.followups.length,
+        agentKind: run.input?.agent.kind ?? 'script',
+      },
+      run.policy,
+      input,
+    );
+  setHandler(
+    followup,
+    (input) => {
+      const result = checked(input);
+      if (!result.ok) throw new Error(result.reason); // the validator ran on the same state
+      const { id } = input;
+      if (!id || !run.status.followupIds?.includes(id)) {
+        run.followups.push(result.followup);
+        if (id) run.status.followupIds = [...(run.status.followupIds ?? []), id].slice(-FOLLOWUP_IDS);
+      }
+      return { round: (run.status.round ?? 1) + 1, queued: run.followups.length };
+    },
+    {
+      validator: (input) => {
+        const result = checked(input);
+        if (!result.ok) throw new Error(result.reason);
+        if (input.id !== undefined && (typeof input.id !== 'string' || input.id.length > 100)) {
+          throw new Error("'id' must be text of at most 100 characters");
+        }
+      },
+    },
+  );
+  setHandler(pullRequestClosed, (closed) => {
+    run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
+  });
 }
+
+/** A follow-up came while a change waited for approval: its round starts, and the pending approval is void. */
+export class FollowupArrived extends Error {}
 
 function accept(run: SessionRun, input: DecideInput): Decision {
   // Bound to the change on display: a later change needs a new decision.
@@ -66,12 +119,14 @@ export async function gate(
   change: CommitResult,
   covers: Action[] = [],
 ): Promise<void> {
+  if (run.followups.length > 0) throw new FollowupArrived();
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
     return;
   }
   const verdict = await awaitDecision(run, action, change, covers);
+  if (!verdict && run.followups.length > 0) throw new FollowupArrived();
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -117,20 +172,22 @@ async function awaitDecision(
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
   await report(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(() => run.verdicts.has(action), timeoutMs);
+    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0, timeoutMs);
     const verdict = run.verdicts.get(action);
     record.detail = verdict
       ? `${PAST[verdict.decision]} by ${verdict.by}`
-      : `no decision within ${input.approval.timeout}`;
-    record.ok = verdict?.decision === 'approve';
-    return got;
+      : run.followups.length > 0
+        ? `superseded by a follow-up from ${run.followups[0].by}`
+        : `no decision within ${input.approval.timeout}`;
+    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0;
+    return got && verdict !== undefined;
   });
   state.pendingApproval = undefined;
   const verdict = run.verdicts.get(action);
   if (verdict) {
     await anyHost.recordAudit({
       sessionId: run.sessionId,
-      key: `approval/${action}`,
+      key: `${run.keyPrefix}approval/${action}`,
       kind: 'approval',
       actor: verdict.by,
       at: verdict.at,

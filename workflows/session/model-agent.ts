@@ -9,6 +9,7 @@ import { RetryState } from '@temporalio/common';
 import type { ModelCallResult } from '../../activities/agent';
 import type { AgentCall } from '../api';
 import { durationMs } from '../input';
+import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { ContinuedSession, SessionRun } from './state';
@@ -78,6 +79,8 @@ async function modelCall(run: SessionRun): Promise<ModelCallResult | 'max_wall_t
         messageCount: loop.messageCount,
         requirePrice: maxCost !== undefined,
         maxOutputTokens: agent.maxOutputTokens,
+        contextWindow: agent.contextWindow,
+        compactedBefore: loop.compactedBefore ?? 0,
         remaining: {
           ...(maxTokens !== undefined ? { tokens: maxTokens - progress.usage!.totalTokens } : {}),
           ...(maxCost !== undefined ? { costUsd: maxCost - (progress.costUsd ?? 0) } : {}),
@@ -116,12 +119,14 @@ async function turn(run: SessionRun): Promise<boolean> {
     };
     progress.costUsd = (progress.costUsd ?? 0) + (answer.call.costUsd ?? 0);
     progress.transcript = answer.transcript;
+    loop.compactedBefore = answer.compactedBefore;
+    if (answer.compacted) progress.compactions = (progress.compactions ?? 0) + 1;
     remember(run, answer.call);
     for (const [callIndex, call] of answer.toolCalls.entries()) {
       progress.lastTool = call.summary;
       await runTool(run, assistantIndex, callIndex);
     }
-    record.detail = `${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
+    record.detail = `${answer.compacted ? `compacted before message ${answer.compactedBefore}; ` : ''}${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
     if (answer.toolCalls.length === 0) progress.summary = answer.content;
     return answer.toolCalls.length === 0;
   });
@@ -138,6 +143,7 @@ async function runTool(run: SessionRun, assistantIndex: number, callIndex: numbe
       assistantIndex,
       callIndex,
       index: loop.messageCount,
+      nonce: stepNonce(),
       outputLimit: input.agent.toolOutputLimit,
       runTimeoutMs,
       checkpointBase: sb.baseCommit,

@@ -57,7 +57,8 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
           sandbox?.generation ? { sessionId, generation: sandbox.generation } : { sessionId },
         ),
       );
-      if (sandbox) run.removed(sandbox);
+      // A session parked for follow-ups removed its sandbox already; this drops its checkpoint.
+      if (sandbox && !status.removedSandboxes?.includes(sandbox.name)) run.removed(sandbox);
     } catch (err) {
       // The reaper removes what is left; the session still ends with its outcome.
       log.error('teardown failed', { error: describeError(err) });

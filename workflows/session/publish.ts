@@ -26,14 +26,17 @@ function agentName(agent: SessionRun['input']['agent']): string {
 function changeSpec(run: SessionRun, sb: Sandbox): ChangeSpec {
   const { input } = run;
   run.commitDate ??= new Date().toISOString();
+  const round = run.status.round ?? 1;
+  const request = round > 1 ? run.status.rounds?.at(-1)?.request.split('\n')[0] : undefined;
   return {
     sessionId: run.sessionId,
     repoUrl: input.repo.url,
     branch: run.branch,
-    message: `drydock: ${input.task}`.slice(0, 500),
+    message: (request ? `drydock: follow-up ${round}: ${request}` : `drydock: ${input.task}`).slice(0, 500),
     agent: agentName(input.agent),
     baseCommit: sb.baseCommit,
-    parent: sb.baseCommit,
+    // A follow-up round's commit goes on the one pushed last, so the branch only moves forward.
+    parent: run.status.pushed?.commit ?? sb.baseCommit,
     date: run.commitDate,
   };
 }
@@ -80,9 +83,12 @@ async function push(run: SessionRun, change: CommitResult): Promise<void> {
         ...changeSpec(run, sb),
         commit: change.commit,
         author: change.author,
+        round: run.status.round ?? 1,
       });
     }),
   );
+  const round = run.status.rounds?.at(-1);
+  if (round) round.pushed = true;
 }
 
 type PullRequestSpec = { draft: boolean; repo?: string; base?: string };
@@ -98,6 +104,7 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
       draft: spec.draft,
       title: `drydock: ${input.task.split('\n')[0]}`.slice(0, 120),
       body: pullRequestBody(input.task, run.status, change),
+      round: run.status.round ?? 1,
     });
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
@@ -125,5 +132,12 @@ function pullRequestBody(task: string, state: SessionStatus, change: CommitResul
     '',
     '## Approvals',
     ...(approvals.length ? approvals : ['- none required by policy']),
+    ...followupLines(state),
   ].join('\n');
+}
+
+function followupLines(state: SessionStatus): string[] {
+  const later = (state.rounds ?? []).filter((r) => r.round > 1);
+  if (later.length === 0) return [];
+  return ['', '## Follow-ups', ...later.map((r) => `- round ${r.round} (${r.by}): ${r.request.split('\n')[0]}`)];
 }

@@ -4,9 +4,10 @@
  */
 import { log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../activities/types';
-import { durationMs, sizeBytes } from '../input';
+import { durationMs, sandboxLimitsOf } from '../input';
 import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
+import { stepNonce } from './nonce';
 import { recordStep, type SessionRun } from './state';
 
 /** Replacements of a lost sandbox before the session gives up. */
@@ -19,7 +20,7 @@ export async function provision(run: SessionRun): Promise<void> {
     const created = await anyHost.provisionSandbox({
       sessionId,
       repo: input.repo,
-      limits: sandboxLimits(run),
+      limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
     });
     record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
@@ -51,18 +52,18 @@ export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise
 }
 
 async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss): Promise<void> {
-  const { input, sessionId, status } = run;
-  const generation = (status.restarts ?? 0) + 1;
-  if (generation > MAX_SANDBOX_REPLACEMENTS) {
+  const { sessionId, status } = run;
+  const restarts = (status.restarts ?? 0) + 1;
+  if (restarts > MAX_SANDBOX_REPLACEMENTS) {
     throw new SessionEnd(
       'failed',
       `${loss.why}, and the sandbox was already replaced ${MAX_SANDBOX_REPLACEMENTS} times`,
       'sandbox_lost',
     );
   }
-  status.restarts = generation;
-  log.warn('replacing a lost sandbox', { why: loss.why, generation });
-  const sandbox = await run.track(`re-provision: ${loss.why}`, async (record) => {
+  status.restarts = restarts;
+  log.warn('replacing a lost sandbox', { why: loss.why, restarts });
+  await reprovision(run, lost, `re-provision: ${loss.why}`, async () => {
     // A live host removes the dead container now; a lost host's, once it answers again (or teardown's).
     if (loss.hostLost) {
       run.earlier.push(lost);
@@ -75,12 +76,29 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
         run.earlier.push(lost);
       }
     }
+  });
+}
+
+/**
+ * A new sandbox in place of `earlier` (lost, or torn down while the session
+ * waited for a follow-up): the next generation, from the newest snapshot at
+ * the session's base commit plus the session's last checkpoint.
+ */
+export async function reprovision(
+  run: SessionRun,
+  earlier: Sandbox,
+  name: string,
+  before: () => Promise<void> = async () => undefined,
+): Promise<void> {
+  const { input, sessionId } = run;
+  const sandbox = await run.track(name, async (record) => {
+    await before();
     const created = await anyHost.provisionSandbox({
       sessionId,
-      repo: { url: input.repo.url, ref: lost.baseCommit },
-      limits: sandboxLimits(run),
+      repo: { url: input.repo.url, ref: earlier.baseCommit },
+      limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
-      generation,
+      generation: (earlier.generation ?? 0) + 1,
     });
     record.detail =
       `${created.name} on ${created.host}, ` +
@@ -116,6 +134,7 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
         sandbox: sb.name,
         sessionId,
         key: 'setup',
+        nonce: stepNonce(),
         step: { run: setup.command, timeout: setup.timeoutMs },
         timeoutMs: setup.timeoutMs,
         egress: setup.egress,
@@ -126,17 +145,6 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
       throw new SessionEnd('failed', `${name} ${exitText(result, input.limits, setup.timeoutMs)}`, 'setup_failed');
     }
   });
-}
-
-function sandboxLimits(run: SessionRun) {
-  const { limits } = run.input;
-  return {
-    cpus: limits.cpus,
-    memoryBytes: sizeBytes(limits.memory),
-    pids: limits.pids,
-    tmpBytes: sizeBytes(limits.tmp),
-    diskBytes: sizeBytes(limits.disk),
-  };
 }
 
 /** A sandbox lives through the session's work and its approval wait, plus an hour; then the reaper may take it. */

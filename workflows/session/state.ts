@@ -17,8 +17,9 @@ import {
   type SessionStatus,
   type StepRecord,
 } from '../api';
-import type { SessionInput } from '../input';
+import type { ScriptStep, SessionInput } from '../input';
 import { budgetStop } from '../rules/budget';
+import type { Followup } from '../rules/followup';
 import { redactUrl } from '../rules/repo-url';
 
 /**
@@ -30,12 +31,16 @@ export interface AgentLoop {
   turn: number;
   /** Messages of the conversation so far (in the artifact store). */
   messageCount: number;
+  /** Messages before this index are compacted in the model's prompts (lib/compaction.ts); grows only. */
+  compactedBefore?: number;
   /** 1, then one more for each failed verification fed back. */
   round: number;
   /** When the agent phase began (ms since the epoch, workflow time). */
   startedAt: number;
   /** The last failed verification, for an agent CLI's next prompt. */
   feedback?: string;
+  /** A follow-up round's request: an agent CLI's prompt instead of the task. */
+  request?: string;
 }
 
 /** What one run of a session hands to the next (continue-as-new). */
@@ -47,6 +52,10 @@ export interface ContinuedSession {
   sessionStartedAt: number;
   /** Replaced sandboxes not removed yet (SessionRun.earlier). */
   earlier?: Sandbox[];
+  /** The session was published and its sandbox torn down: the next run waits for a follow-up. */
+  parked?: boolean;
+  /** Follow-ups not worked on yet. */
+  followups?: Followup[];
 }
 
 export class SessionRun {
@@ -69,6 +78,12 @@ export class SessionRun {
   committedIn?: string;
   /** Fixed at a round's first commit, so that the same tree committed again is the same commit. */
   commitDate?: string;
+  /** Follow-ups sent and not worked on yet: the next round takes them all. */
+  readonly followups: Followup[];
+  /** The script steps of this round: the input's, then a follow-up's. */
+  scriptSteps: ScriptStep[] = [];
+  /** The pull request was merged or closed. */
+  closed?: { merged: boolean; by: string };
 
   constructor(
     /** The input as given: a continued run starts from it again. */
@@ -90,6 +105,7 @@ export class SessionRun {
     };
     this.sandbox = continued?.sandbox;
     this.earlier = [...(continued?.earlier ?? [])];
+    this.followups = [...(continued?.followups ?? [])];
     this.loop = continued?.loop ?? { turn: 0, messageCount: 0, round: 1, startedAt: 0 };
     this.sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
   }
@@ -106,6 +122,12 @@ export class SessionRun {
       ...(repo ? [{ key: REPO_ATTRIBUTE, value: repo }] : []),
     ]);
     upsertMemo({ [MEMO_KEY]: lastKnown(this.status) });
+  }
+
+  /** Prefixes the keys of a follow-up round's steps and audit events (a key runs, or is recorded, once). */
+  get keyPrefix(): string {
+    const round = this.status.round ?? 1;
+    return round > 1 ? `r${round}-` : '';
   }
 
   /** Runs one timeline entry: its duration, and whether it ended well. */

@@ -2,6 +2,7 @@
 import type { StepResult } from '../../activities/types';
 import { durationMs, type ScriptStep } from '../input';
 import { exitText, SessionEnd } from './outcome';
+import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import { recordStep, type SessionRun } from './state';
@@ -15,17 +16,21 @@ export interface StepOptions {
   failOnExit: boolean;
   /** An agent's step leaves the session's new checkpoint behind. */
   checkpoint?: boolean;
+  /** The step's nonce (see StepInput), when the caller needs it later; else a fresh one. */
+  nonce?: string;
 }
 
 export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: StepOptions): Promise<StepResult> {
   const { input, sessionId } = run;
   const timeoutMs = 'run' in step ? durationMs(step.timeout) : 60_000;
+  const nonce = opts.nonce ?? stepNonce();
   return run.track(opts.name, async (record) => {
     const result = await inSandbox(run, (sb) =>
       onHost(sb, timeoutMs + 60_000).runStep({
         sandbox: sb.name,
         sessionId,
         key: opts.key,
+        nonce,
         step,
         timeoutMs,
         ...(opts.checkpoint ? { checkpointBase: sb.baseCommit } : {}),

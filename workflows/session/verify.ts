@@ -5,6 +5,7 @@ import { summarizeVerification, type VerificationResults } from '../rules/verifi
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
+import { stepNonce } from './nonce';
 import { runScriptStep } from './steps';
 
 /** Verifies the change of this round, records it in status and the audit trail, and returns it. */
@@ -20,7 +21,7 @@ export async function verify(run: SessionRun): Promise<Verification> {
   const { passed, summary, command, exitCode, report } = verification;
   await anyHost.recordAudit({
     sessionId: run.sessionId,
-    key: `verification-${round}`,
+    key: `${run.keyPrefix}verification-${round}`,
     kind: 'verification',
     actor: 'drydock',
     data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
@@ -32,9 +33,10 @@ async function runTests(run: SessionRun, round: number, results: VerificationRes
   const { test, timeout, junit } = run.input.verify;
   if (!test) return;
   // Each round's verification is its own step (a step runs once per key).
-  const key = round === 1 ? 'verify' : `verify-${round}`;
+  const key = run.keyPrefix + (round === 1 ? 'verify' : `verify-${round}`);
   const name = round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`;
-  const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false });
+  const nonce = stepNonce();
+  const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false, nonce });
   Object.assign(results, {
     command: test,
     exitCode: step.exitCode,
@@ -43,7 +45,13 @@ async function runTests(run: SessionRun, round: number, results: VerificationRes
     artifact: step.artifact,
   });
   results.report = await inSandbox(run, (sb) =>
-    onHost(sb).readTestReport({ sandbox: sb.name, sessionId: run.sessionId, stepKey: key, files: junit }),
+    onHost(sb).readTestReport({
+      sandbox: sb.name,
+      sessionId: run.sessionId,
+      stepKey: key,
+      stepNonce: nonce,
+      files: junit,
+    }),
   );
 }
 

@@ -1,7 +1,7 @@
 /**
  * agentSession: one agent session = one workflow = one disposable sandbox.
  * Reads like the architecture diagram: parse, provision, agent rounds,
- * verify, gate, publish, always tear down. Each phase lives in its own module
+ * verify, gate, publish, stay open for follow-ups, always tear down. Each phase lives in its own module
  * over one run-state object (state.ts). Deterministic code only.
  */
 import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
@@ -12,7 +12,7 @@ import { agentRounds, startAgent } from './agents';
 import { installHandlers } from './approval';
 import { endEarly, tearDown } from './outcome';
 import { anyHost } from './proxies';
-import { publish } from './publish';
+import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { addTriggerContext, report } from './trigger';
@@ -26,19 +26,21 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   let outcome: Outcome = 'completed';
   try {
     await parse(run);
-    const change = await withinWallTime(run, async () => {
-      if (continued) {
-        run.status.agent!.runs = (run.status.agent!.runs ?? 1) + 1;
-      } else {
-        await addTriggerContext(run);
-        await provision(run);
-        await report(run, 'started');
-        startAgent(run);
-      }
-      return agentRounds(run);
-    });
-    if (change.changed) await publish(run, change);
-    else log.info('the agent changed nothing; nothing to publish');
+    if (!continued?.parked) {
+      const change = await withinWallTime(run, async () => {
+        if (continued) {
+          run.status.agent!.runs = (run.status.agent!.runs ?? 1) + 1;
+        } else {
+          await addTriggerContext(run);
+          await provision(run);
+          await report(run, 'started');
+          startAgent(run);
+        }
+        return agentRounds(run);
+      });
+      await publishRounds(run, change);
+    }
+    await stayOpen(run, continued?.parked === true);
   } catch (err) {
     // A hand-over to the next run keeps the sandbox: the session goes on there.
     // An invalid input has failed already, before anything could need tearing down.
@@ -100,9 +102,13 @@ function invalid(run: SessionRun, problems: string[]): never {
   throw ApplicationFailure.nonRetryable(run.status.error, ErrorType.InvalidSessionInput, { problems });
 }
 
-/** Provisioning, agent and verification run under the session's wall-time limit, counted from its first run. */
+/**
+ * Provisioning, agent and verification run under the session's wall-time
+ * limit, counted from its first run (a follow-up round's from the round's start).
+ */
 function withinWallTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
   const wallTimeMs = durationMs(run.input.limits.wallTime);
-  const timeout = run.continued ? Math.max(1, wallTimeMs - (Date.now() - run.sessionStartedAt)) : wallTimeMs;
+  const since = (run.status.round ?? 1) > 1 ? run.loop.startedAt : run.sessionStartedAt;
+  const timeout = run.continued ? Math.max(1, wallTimeMs - (Date.now() - since)) : wallTimeMs;
   return new CancellationScope({ cancellable: true, timeout }).run(fn);
 }

@@ -1,0 +1,70 @@
+/** Who may send a follow-up to a session, and what it may carry: pure, unit-tested without Temporal. */
+import { z } from 'zod';
+import type { ApprovalPolicy, FollowupInput, Phase } from '../api';
+import { scriptStep, type ScriptStep } from '../input';
+
+/** Characters of a follow-up's text (a comment on GitHub may be longer: it is refused, not cut). */
+export const FOLLOWUP_TEXT_LIMIT = 8_000;
+/** Steps of a script follow-up. */
+export const FOLLOWUP_STEPS_LIMIT = 50;
+/** Follow-ups queued for one round. */
+export const FOLLOWUP_QUEUE_LIMIT = 10;
+
+/** Phases in which a follow-up is taken: it is worked on at the next gate, or at once when the session is open. */
+const TAKES_FOLLOWUPS: readonly Phase[] = [
+  'agent',
+  'verifying',
+  'awaiting_approval',
+  'publishing',
+  'awaiting_followup',
+];
+
+const steps = z.array(scriptStep).min(1).max(FOLLOWUP_STEPS_LIMIT);
+
+export type Followup = { by: string; text?: string; steps?: ScriptStep[] };
+
+/**
+ * The follow-up as the session takes it, or why it is refused: the sender must
+ * be an approver or the requester (with no approvers listed, the requester
+ * only, or anyone when there is no requester either); a script agent takes
+ * steps, the others text; both are bounded.
+ */
+export function checkFollowup(
+  state: { phase: Phase; requestedBy?: string; queued: number; agentKind: 'script' | 'openai' | 'cli' },
+  policy: Pick<ApprovalPolicy, 'approvers'>,
+  input: FollowupInput | undefined,
+): { ok: true; followup: Followup } | { ok: false; reason: string } {
+  const refuse = (reason: string) => ({ ok: false, reason }) as const;
+  if (!input || typeof input !== 'object')
+    return refuse('a follow-up needs {by, text} (or {by, steps} for a script agent)');
+  if (typeof input.by !== 'string' || input.by.trim() === '') return refuse("'by' must name who sends the follow-up");
+  const allowed = [...policy.approvers, ...(state.requestedBy ? [state.requestedBy] : [])];
+  if (allowed.length > 0 && !allowed.includes(input.by)) {
+    return refuse(`${input.by} may not send follow-ups to this session (allowed: ${allowed.join(', ')})`);
+  }
+  if (!TAKES_FOLLOWUPS.includes(state.phase)) return refuse(`the session takes no follow-ups in phase ${state.phase}`);
+  if (state.queued >= FOLLOWUP_QUEUE_LIMIT) return refuse(`${FOLLOWUP_QUEUE_LIMIT} follow-ups are already waiting`);
+  if (state.agentKind === 'script') {
+    if (input.text !== undefined) return refuse("'text': a script agent takes 'steps', not text");
+    const parsed = steps.safeParse(input.steps);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return refuse(`'steps${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);
+    }
+    return { ok: true, followup: { by: input.by, steps: parsed.data } };
+  }
+  if (input.steps !== undefined) return refuse(`'steps': a ${state.agentKind} agent takes 'text', not steps`);
+  if (typeof input.text !== 'string' || input.text.trim() === '') return refuse("'text' must say what to change");
+  if (input.text.length > FOLLOWUP_TEXT_LIMIT) {
+    return refuse(`'text' is ${input.text.length} characters; at most ${FOLLOWUP_TEXT_LIMIT}`);
+  }
+  return { ok: true, followup: { by: input.by, text: input.text.trim() } };
+}
+
+/** What a round of queued follow-ups asks, in one line per follow-up (for status and the audit). */
+export function describeFollowups(followups: Followup[]): string {
+  return followups
+    .map((f) => `${f.by}: ${f.text ?? `${f.steps!.length} step(s)`}`)
+    .join('\n')
+    .slice(0, 1_000);
+}
