@@ -3,18 +3,22 @@
  * `docker run --network host` (this engine has no bridge network, and no compose
  * plugin is installed): the images infra/images.sh builds, the compose folder's
  * own scripts (PostgreSQL init, Temporal schema and set-up), the control plane
- * (PostgreSQL, Temporal on PostgreSQL, `drydock serve`) and a worker on each of
- * two Docker engines. A session goes through serve's API to its approval, is
- * approved there, and its branch is pushed. Throwaway ports and folders;
- * everything it started is removed at the end.
+ * (PostgreSQL, Temporal on PostgreSQL, `drydock serve`) and a worker for each of
+ * two Docker engines (both worker containers run on the first engine; each drives
+ * its own engine through that engine's socket), with the privileges worker.yaml
+ * gives it for the sandboxes' loop-mounted storage, read from that file. A session
+ * goes through serve's API to its approval, is approved there, and its branch is
+ * pushed. Throwaway ports and folders; everything it started is removed at the end.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { parse } from 'yaml';
 import { version } from '../package.json';
 import { secondDockerHost } from './docker-hosts';
 import { freePort, git, makeFixtureRepo, newSessionId, projectRoot } from './helpers';
@@ -37,7 +41,7 @@ async function docker(args: string[], dockerHost = process.env.DOCKER_HOST): Pro
 async function container(
   role: string,
   image: string,
-  options: { env: Record<string, string>; mounts?: string[]; dockerHost?: string; args?: string[] },
+  options: { env: Record<string, string>; mounts?: string[]; flags?: string[]; dockerHost?: string; args?: string[] },
 ): Promise<string> {
   const name = `${PREFIX}-${role}`;
   started.push({ name, dockerHost: options.dockerHost });
@@ -51,6 +55,7 @@ async function container(
       'host',
       ...Object.entries(options.env).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
       ...(options.mounts ?? []).flatMap((m) => ['-v', m]),
+      ...(options.flags ?? []),
       image,
       ...(options.args ?? []),
     ],
@@ -96,6 +101,25 @@ async function temporalPorts(): Promise<number> {
   }
 }
 
+/**
+ * What infra/compose/worker.yaml gives the worker for lib/sandbox-storage.ts (loop mounts that
+ * reach the host), as `docker run` flags, and the options of its data folder's bind.
+ */
+function workerPrivileges(): { flags: string[]; dataBind: string } {
+  const worker = parse(readFileSync(path.join(compose, 'worker.yaml'), 'utf8')).services.worker;
+  const volumes: string[] = worker.volumes;
+  const flags = [
+    ...(worker.cap_add as string[]).flatMap((c) => ['--cap-add', c]),
+    ...(worker.security_opt as string[]).flatMap((o) => ['--security-opt', o]),
+    ...(worker.device_cgroup_rules as string[]).flatMap((r) => ['--device-cgroup-rule', r]),
+    ...volumes.filter((v) => v === '/dev:/dev').flatMap((v) => ['-v', v]),
+  ];
+  const dataBind = volumes.find((v) => v.startsWith('/var/lib/drydock:/var/lib/drydock'))!.split(':')[2];
+  expect(dataBind).toBe('rshared');
+  return { flags, dataBind };
+}
+
+let shared: string;
 let images: { drydock: string; temporal: string; postgresql: string };
 let serveUrl: string;
 let temporalAddress: string;
@@ -149,7 +173,11 @@ beforeAll(async () => {
   ).toContain('namespace default ready');
 
   fixture = await makeFixtureRepo();
-  const shared = await mkdtemp(path.join(tmpdir(), 'drydock-deploy-'));
+  shared = await mkdtemp(path.join(tmpdir(), 'drydock-deploy-'));
+  // A shared mount, as systemd makes / on a host: the workers' loop mounts under it reach
+  // this namespace, where the engines mount the sandboxes' overlays on them.
+  await run('mount', ['--bind', shared, shared]);
+  await run('mount', ['--make-rshared', shared]);
   const auditKey = path.join(shared, 'audit-key');
   await writeFile(auditKey, randomBytes(32).toString('hex'), { mode: 0o600 });
   const common = {
@@ -165,6 +193,7 @@ beforeAll(async () => {
   };
   // Folders bound at identical paths, as in worker.yaml: the engine resolves the sandboxes' mounts on the host.
   const same = (dir: string) => `${dir}:${dir}`;
+  const privileges = workerPrivileges();
   await container('serve', images.drydock, {
     env: {
       ...common,
@@ -199,10 +228,11 @@ beforeAll(async () => {
       },
       mounts: [
         same(socket),
-        same(shared),
+        `${same(shared)}:${privileges.dataBind}`,
         same(path.dirname(fixture.bare)),
         '/etc/ssl/certs/ca-certificates.crt:/etc/drydock/extra-ca.pem:ro',
       ],
+      flags: privileges.flags,
       args: ['worker'],
     });
   }
@@ -215,6 +245,8 @@ afterAll(async () => {
     if (process.env.DRYDOCK_KEEP_DEPLOY) continue;
     await docker(['rm', '-f', '-v', name], dockerHost).catch(() => undefined);
   }
+  // The shared mount, and any sandbox storage a failed session left mounted under it.
+  if (shared && !process.env.DRYDOCK_KEEP_DEPLOY) await run('umount', ['--recursive', '--lazy', shared]);
 }, 120_000);
 
 async function api(route: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
