@@ -13,6 +13,8 @@ import { ownProcess } from './leftovers';
 export interface TemporalPg {
   /** host:port of the frontend. */
   address: string;
+  /** The server's process, and PostgreSQL's postmaster (for CPU accounting). */
+  pids: { server: number; postgres: number };
   /** SIGTERM to the script, which stops the server and PostgreSQL; resolves when it exited. */
   stop(): Promise<void>;
 }
@@ -63,11 +65,16 @@ export async function startTemporalPg(dir: string, opts: { tls?: string } = {}):
     });
     server.once('exit', (code) => reject(new Error(`infra/temporal-pg.sh exited with ${code}:\n${stderr}`)));
   });
+  const pids = {
+    server: Number(readFileSync(path.join(state, 'temporal-server.pid'), 'utf8')),
+    postgres: Number(readFileSync(path.join(state, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]),
+  };
   // If this run is killed, the next one stops the server and PostgreSQL too.
-  ownProcess(Number(readFileSync(path.join(state, 'temporal-server.pid'), 'utf8')));
-  ownProcess(Number(readFileSync(path.join(state, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]));
+  ownProcess(pids.server);
+  ownProcess(pids.postgres);
   return {
     address,
+    pids,
     async stop() {
       if (server.exitCode === null && server.signalCode === null) server.kill('SIGTERM');
       await exited;
