@@ -22,6 +22,7 @@ import { parse } from 'yaml';
 import { version } from '../package.json';
 import { secondDockerHost } from './docker-hosts';
 import { freePort, git, makeFixtureRepo, newSessionId, projectRoot } from './helpers';
+import { own } from './leftovers';
 
 const run = promisify(execFile);
 const compose = path.join(projectRoot, 'infra/compose');
@@ -174,6 +175,7 @@ beforeAll(async () => {
 
   fixture = await makeFixtureRepo();
   shared = await mkdtemp(path.join(tmpdir(), 'drydock-deploy-'));
+  own(shared); // removed at the end of the run (or by the next one, if this one is killed)
   // A shared mount, as systemd makes / on a host: the workers' loop mounts under it reach
   // this namespace, where the engines mount the sandboxes' overlays on them.
   await run('mount', ['--bind', shared, shared]);
