@@ -166,7 +166,7 @@ test('a host drained with SIGTERM → its step finishes there and the worker exi
   drained.child.kill('SIGTERM');
   // New work while the host drains: only the other host takes it.
   const laterId = newSessionId('multihost-drain-later');
-  const later = await start(laterId, session(repo.url, { agent: { steps: [{ run: 'echo later >> LATER.md' }] } }));
+  const later = await start(laterId, session(repo.url, { agent: { steps: [{ run: 'echo hello >> README.md' }] } }));
   expect(await drained.exited).toBe(0);
   recoveries['drain: SIGTERM → step finished on the draining host, worker exited 0'] = Date.now() - signalledAt;
   // Step 2 ended on the draining worker, at its first attempt.
