@@ -164,6 +164,7 @@ test('a host drained with SIGTERM → its step finishes there and the worker exi
   const drained = workers.get(owner)!;
   const signalledAt = Date.now();
   drained.child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 1000)); // the signal handled: its pollers stopped
   // New work while the host drains: only the other host takes it.
   const laterId = newSessionId('multihost-drain-later');
   const later = await start(laterId, session(repo.url, { agent: { steps: [{ run: 'echo hello >> README.md' }] } }));
