@@ -10,8 +10,12 @@
  *
  * drydock's own database is the embedded PGlite (`npm start`'s default), or
  * with BENCH_DB=postgres a throwaway PostgreSQL cluster (`npm test`'s).
+ * BENCH_TEMPORAL=postgres runs Temporal on PostgreSQL (infra/temporal-pg.sh)
+ * instead of the dev server; BENCH_HOSTS=2 adds a second Docker host with its
+ * own worker process (needs BENCH_DB=postgres).
  *
  *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 BENCH_DB=pglite
+ *   BENCH_TEMPORAL=postgres BENCH_HOSTS=2 BENCH_DB=postgres npx tsx bench/concurrency.ts
  */
 import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -19,17 +23,14 @@ import { promisify } from 'node:util';
 import { LABELS } from '../lib/sandbox';
 import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
 import { historyProfile, makeRepo, runSession, type HistoryProfile } from './session';
-import { benchMain, databaseOf, startStack } from './stack';
+import { benchMain, databaseOf, hostsOf, startStack, temporalOf } from './stack';
 import { fmt, markdownTable, median, percentile, ratioTable, runsFromEnv, say, type Ratio } from './table';
 
 const run = promisify(execFile);
-/** Where drydock's CPU goes (CPU seconds per session). */
-const OURS = [
-  'bench process: worker, PGlite, client, git',
-  'Temporal dev server',
-  'dockerd + containerd',
-  "the sessions' sandboxes",
-] as const;
+const BENCH_PROCESS = 'bench process: worker, PGlite, client, git';
+const SECOND_WORKER = "second host's worker process";
+const DOCKER_DAEMONS = 'dockerd + containerd';
+const SANDBOXES = "the sessions' sandboxes";
 /** The machine is shared: other people's containers. */
 const THEIRS = 'other containers on the host';
 const RUNS = runsFromEnv(2);
@@ -53,34 +54,62 @@ interface Level {
   idleCores: number;
   usage: HostUsage[];
   profiles: HistoryProfile[];
+  /** Completed sessions by the host their sandbox ran on. */
+  byHost: Record<string, number>;
 }
 
 async function main(): Promise<string> {
   const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, database: DATABASE });
+  const second = stack.secondHost;
   const repo = await makeRepo();
   const dockerDaemons = [...pidsOf('dockerd'), ...pidsOf('containerd')];
-  /** CPU readers of one batch; the sandboxes' tracker samples with the memory sampler. */
+  /** Where drydock's CPU goes (CPU seconds per session), in the order of the table. */
+  const OURS = [
+    BENCH_PROCESS,
+    ...Object.keys(stack.temporal.cpu),
+    ...(second ? [SECOND_WORKER] : []),
+    DOCKER_DAEMONS,
+    SANDBOXES,
+  ];
+  /** CPU readers of one batch; the sandboxes' trackers sample with the memory sampler. */
   const meterBatch = () => {
-    const sandboxes = containersCpu(LABELS.host, stack.config.DRYDOCK_HOST_ID);
+    const trackers = [
+      containersCpu(LABELS.host, stack.config.DRYDOCK_HOST_ID),
+      ...(second ? [containersCpu(LABELS.host, second.hostId, second.dataRoot)] : []),
+    ];
+    const sandboxes = () => trackers.reduce((sum, t) => sum + t.read(), 0);
     const allContainers = cgroupCpu('docker');
     return measureHost(
       {
-        [OURS[0]]: processesCpu([process.pid]),
-        [OURS[1]]: processesCpu([stack.serverPid]),
-        [OURS[2]]: processesCpu(dockerDaemons),
-        [OURS[3]]: sandboxes.read,
-        [THEIRS]: () => allContainers() - sandboxes.read(),
+        [BENCH_PROCESS]: processesCpu([process.pid]),
+        ...stack.temporal.cpu,
+        ...(second ? { [SECOND_WORKER]: second.workerCpu } : {}),
+        [DOCKER_DAEMONS]: processesCpu(dockerDaemons),
+        [SANDBOXES]: sandboxes,
+        [THEIRS]: () => allContainers() - sandboxes(),
       },
-      sandboxes.sample,
+      () => trackers.forEach((t) => t.sample()),
     );
   };
-  const sandboxesLeft = async () =>
-    (await run('docker', ['ps', '-aq', '--filter', `label=${LABELS.host}=${stack.config.DRYDOCK_HOST_ID}`])).stdout
+  const leftOn = async (hostId: string, dockerHost = process.env.DOCKER_HOST) =>
+    (
+      await run('docker', ['ps', '-aq', '--filter', `label=${LABELS.host}=${hostId}`], {
+        env: { ...process.env, ...(dockerHost ? { DOCKER_HOST: dockerHost } : {}) },
+      })
+    ).stdout
       .split('\n')
       .filter(Boolean).length;
+  const sandboxesLeft = async () =>
+    (await leftOn(stack.config.DRYDOCK_HOST_ID)) + (second ? await leftOn(second.hostId, second.dockerHost) : 0);
 
-  say('warm-up: two sessions (not counted)');
-  await Promise.all([runSession(stack, repo), runSession(stack, repo)]);
+  // Each host's first session copies the image's lower layers (lib/sandbox-storage.ts): not counted.
+  const warmed = new Set<string>();
+  for (let round = 0; round < 6 && (round === 0 || warmed.size < (second ? 2 : 1)); round++) {
+    say(`warm-up: two sessions (not counted)${second ? `; hosts warmed so far: ${warmed.size} of 2` : ''}`);
+    for (const r of await Promise.all([runSession(stack, repo), runSession(stack, repo)])) {
+      warmed.add(r.status.sandbox!.host);
+    }
+  }
 
   const levels: Level[] = [];
   for (const n of NS) {
@@ -95,6 +124,7 @@ async function main(): Promise<string> {
       idleCores: 0,
       usage: [],
       profiles: [],
+      byHost: {},
     };
     const idle = measureHost({});
     await new Promise((r) => setTimeout(r, 3_000));
@@ -109,6 +139,8 @@ async function main(): Promise<string> {
       for (const r of results) {
         if (r.status === 'fulfilled') {
           level.readyMs.push(r.value.readyMs);
+          const host = r.value.status.sandbox!.host === second?.hostId ? 'second' : 'first';
+          level.byHost[host] = (level.byHost[host] ?? 0) + 1;
           level.sessionMs.push(r.value.ms);
           const profile = await historyProfile(stack.client, r.value.id);
           level.profiles.push(profile);
@@ -176,7 +208,7 @@ async function main(): Promise<string> {
         sum((u) => u.otherMs).toFixed(2),
       ];
     }),
-    [1, 2, 3, 4, 5, 6, 7, 8],
+    Array.from({ length: OURS.length + 4 }, (_, i) => i + 1),
   );
 
   const profileRows = levels.map((l) => {
@@ -226,12 +258,24 @@ async function main(): Promise<string> {
     ratios.push({ name: 'failed sessions at N=16', value: at(16)!.failures.length, goal: { max: 0 }, digits: 0 });
     ratios.push({ name: 'activity retries at N=16', value: at(16)!.retries, goal: { max: 0 }, digits: 0 });
   }
+  const temporalText =
+    Object.keys(stack.temporal.cpu).length > 1
+      ? 'the server built from Go modules on its own PostgreSQL (infra/temporal-pg.sh, fsync off)'
+      : 'the CLI dev server (SQLite, in memory)';
+  const hostsText = second
+    ? ` Two Docker hosts: this machine's engine (the bench process's worker) and a second dockerd (infra/docker-host.sh, \`drydock worker\` as a process); a session's sandbox goes to whichever worker takes its provisioning.`
+    : '';
   return [
-    `Each batch starts N sessions at once and waits for all; ${RUNS} batch(es) per N. Temporal: the CLI dev server ` +
-      `(SQLite, in memory). drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL (Debian, throwaway cluster, fsync off)' : 'embedded PGlite served by the worker process (as `npm start`)'}.`,
+    `Each batch starts N sessions at once and waits for all; ${RUNS} batch(es) per N. Temporal: ${temporalText}.${hostsText} drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL (Debian, throwaway cluster, fsync off)' : 'embedded PGlite served by the worker process (as `npm start`)'}.`,
     '',
     summary,
     '',
+    ...(second
+      ? [
+          `Sessions by host (first engine / second): ${levels.map((l) => `N=${l.n}: ${l.byHost.first ?? 0}/${l.byHost.second ?? 0}`).join(', ')}.`,
+          '',
+        ]
+      : []),
     ...(ratios.length ? [ratioTable(ratios), ''] : []),
     'Host CPU per completed session (CPU seconds over all batches of that N / sessions). dockerd and containerd serve every client of the shared Docker engine, so they include some of other users\' work; "rest of the host" is containerd shims, runc and other users\' processes:',
     '',
@@ -243,4 +287,9 @@ async function main(): Promise<string> {
   ].join('\n');
 }
 
-benchMain(`bench/concurrency (drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL' : 'PGlite'})`, main);
+benchMain(
+  `bench/concurrency (drydock's database: ${DATABASE === 'postgres' ? 'PostgreSQL' : 'PGlite'}${
+    temporalOf() === 'postgres' ? '; Temporal on PostgreSQL' : ''
+  }${hostsOf() === 2 ? '; two Docker hosts' : ''})`,
+  main,
+);

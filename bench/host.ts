@@ -42,6 +42,35 @@ export const processesCpu =
   () =>
     pids.reduce((sum, pid) => sum + processCpu(pid), 0);
 
+/**
+ * A reader of CPU ms: a process and all its descendants alive at the reading
+ * (PostgreSQL forks a backend per connection; one that exited is in its
+ * parent's waited-for children).
+ */
+export const processTreeCpu =
+  (root: number): (() => number) =>
+  () => {
+    const children = new Map<number, number[]>();
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const text = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const ppid = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]);
+        children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    let sum = 0;
+    const stack = [root];
+    while (stack.length) {
+      const pid = stack.pop()!;
+      sum += processCpu(pid);
+      stack.push(...(children.get(pid) ?? []));
+    }
+    return sum;
+  };
+
 /** A reader of CPU ms: a cgroup v1 cpuacct group (hierarchical: removed children's time stays counted). */
 export const cgroupCpu =
   (group: string): (() => number) =>
@@ -75,7 +104,12 @@ const DOCKER_CGROUP = '/sys/fs/cgroup/cpuacct/docker';
  * removed counts, so up to one sampling period of each may be missed. Reads
  * cgroup v1 cpuacct and Docker's own container configs; 0 where unavailable.
  */
-export function containersCpu(label: string, value: string): { sample(): void; read(): number } {
+export function containersCpu(
+  label: string,
+  value: string,
+  /** The engine's data root, where its container configs are (another engine of infra/docker-host.sh). */
+  dataRoot = '/var/lib/docker',
+): { sample(): void; read(): number } {
   const mine = new Map<string, { first: number; last: number }>();
   const foreign = new Set<string>();
   const usage = (id: string) => Number(readFileSync(`${DOCKER_CGROUP}/${id}/cpuacct.usage`, 'utf8')) / 1e6;
@@ -91,7 +125,7 @@ export function containersCpu(label: string, value: string): { sample(): void; r
       try {
         let seen = mine.get(id);
         if (!seen) {
-          const config = JSON.parse(readFileSync(`/var/lib/docker/containers/${id}/config.v2.json`, 'utf8')) as {
+          const config = JSON.parse(readFileSync(`${dataRoot}/containers/${id}/config.v2.json`, 'utf8')) as {
             Config?: { Labels?: Record<string, string> };
           };
           if (config.Config?.Labels?.[label] !== value) {

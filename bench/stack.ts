@@ -1,14 +1,17 @@
 /**
  * The drydock stack a benchmark measures, brought up and torn down the same
  * way every time: a Temporal dev server (headless, SQLite in memory) on a
- * free loopback port, the embedded PGlite database and the worker's state in
- * a fresh temp folder, the sandbox base image, a drydock worker on its own
- * task queue and host id, and optionally a worker for the bench-only
- * workflows (bench/workflows). `stop()` removes everything it made:
+ * free loopback port, or with BENCH_TEMPORAL=postgres the server built from Go
+ * modules on its own PostgreSQL (infra/temporal-pg.sh); the embedded PGlite
+ * database and the worker's state in a fresh temp folder, the sandbox base
+ * image, a drydock worker on its own task queue and host id, with
+ * BENCH_HOSTS=2 a second host (`drydock worker` as a process, on a second
+ * Docker engine of infra/docker-host.sh), and optionally a worker for the
+ * bench-only workflows (bench/workflows). `stop()` removes everything it made:
  * containers and volumes labelled with its host id, the temp folder, the
  * server. `benchMain` runs a benchmark, prints its tables and exits.
  */
-import { execFile, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,7 +32,10 @@ import { LABELS } from '../lib/sandbox';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { createWorker, hostQueueOf } from '../workers/worker';
-import { freePort } from '../test/helpers';
+import { dockerHost } from '../test/docker-hosts';
+import { freePort, projectRoot } from '../test/helpers';
+import { startTemporalPg } from '../test/temporal-pg';
+import { processesCpu, processTreeCpu } from './host';
 import { machineInfo, say } from './table';
 
 const run = promisify(execFile);
@@ -123,8 +129,10 @@ export interface BenchStack {
   /** The sandbox base image. */
   image: string;
   dataDir: string;
-  /** The Temporal dev server's process id (for CPU accounting). */
-  serverPid: number;
+  /** Temporal: what it is, and readers of its CPU ms by part (the server; its PostgreSQL). */
+  temporal: { name: string; cpu: Record<string, () => number> };
+  /** The second host, with BENCH_HOSTS=2. */
+  secondHost?: SecondHost;
   /** The queue of the bench workflows and their activities, when asked for. */
   benchQueue?: string;
   stop(): Promise<void>;
@@ -145,6 +153,31 @@ export interface StackOptions {
    * Default: env BENCH_DB, else "pglite".
    */
   database?: 'pglite' | 'postgres';
+  /** Temporal: the CLI's dev server, or the server of infra/temporal-pg.sh. Default: env BENCH_TEMPORAL, else "dev". */
+  temporal?: 'dev' | 'postgres';
+  /** Docker hosts, each with its worker: 1, or 2 (needs the PostgreSQL database). Default: env BENCH_HOSTS, else 1. */
+  hosts?: 1 | 2;
+}
+
+export interface SecondHost {
+  hostId: string;
+  /** Its engine's DOCKER_HOST and data root. */
+  dockerHost: string;
+  dataRoot: string;
+  /** Reads the CPU ms of its worker process. */
+  workerCpu: () => number;
+}
+
+export function temporalOf(opts: Pick<StackOptions, 'temporal'> = {}): 'dev' | 'postgres' {
+  const t = opts.temporal ?? process.env.BENCH_TEMPORAL ?? 'dev';
+  if (t !== 'dev' && t !== 'postgres') throw new Error(`BENCH_TEMPORAL: "dev" or "postgres", not "${t}"`);
+  return t;
+}
+
+export function hostsOf(opts: Pick<StackOptions, 'hosts'> = {}): 1 | 2 {
+  const n = opts.hosts ?? Number(process.env.BENCH_HOSTS ?? 1);
+  if (n !== 1 && n !== 2) throw new Error(`BENCH_HOSTS: 1 or 2, not "${process.env.BENCH_HOSTS}"`);
+  return n;
 }
 
 export function databaseOf(opts: Pick<StackOptions, 'database'> = {}): 'pglite' | 'postgres' {
@@ -173,17 +206,20 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     runtimeInstalled = true;
   }
   const image = await ensureBaseImage(say);
+  const hosts = hostsOf(opts);
+  if (hosts === 2 && databaseOf(opts) !== 'postgres') {
+    throw new Error("BENCH_HOSTS=2 needs BENCH_DB=postgres: PGlite is one process's database");
+  }
   const databaseUrl = databaseOf(opts) === 'postgres' ? await startPostgres() : undefined;
   const dataDir = await tempDir('data');
-  const address = `127.0.0.1:${await freePort()}`;
   const id = randomBytes(3).toString('hex');
-  say(`Temporal dev server on ${address}; worker data in ${dataDir}`);
-  const server = await startDevServer({ address, logFile: path.join(dataDir, 'temporal.log') });
-  const stops: (() => Promise<unknown>)[] = [() => stopServer(server)];
+  const stops: (() => Promise<unknown>)[] = [];
   const stop = async () => {
     while (stops.length) await bounded(stops.pop()!).catch((err: Error) => say(`stop: ${err.message}`));
   };
   atExit(stop);
+  const { address, temporal } = await startTemporal(opts, dataDir, stops);
+  say(`${temporal.name} on ${address}; worker data in ${dataDir}`);
   const config: Config = {
     ...loadConfig({ ...process.env, DATABASE_URL: databaseUrl }),
     TEMPORAL_ADDRESS: address,
@@ -215,6 +251,8 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     worker.shutdown();
     await running;
   });
+  const secondHost =
+    hosts === 2 ? await startSecondHost({ ...config, DATABASE_URL: databaseUrl }, image, stops) : undefined;
   let benchQueue: string | undefined;
   if (opts.benchActivities) {
     benchQueue = `bench-${id}-workflows`;
@@ -238,10 +276,89 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     hostQueue: hostQueueOf(config),
     image,
     dataDir,
-    serverPid: server.pid!,
+    temporal,
+    secondHost,
     benchQueue,
     stop,
   };
+}
+
+/** The Temporal server of `opts`, stopped by `stops`; its address, and readers of its CPU. */
+async function startTemporal(
+  opts: StackOptions,
+  dataDir: string,
+  stops: (() => Promise<unknown>)[],
+): Promise<{ address: string; temporal: BenchStack['temporal'] }> {
+  if (temporalOf(opts) === 'postgres') {
+    say('Temporal on PostgreSQL (infra/temporal-pg.sh): building if needed, starting');
+    const server = await startTemporalPg(await tempDir('temporal-pg'));
+    stops.push(() => server.stop());
+    return {
+      address: server.address,
+      temporal: {
+        name: 'Temporal server on PostgreSQL (infra/temporal-pg.sh)',
+        cpu: {
+          'Temporal server': processesCpu([server.pids.server]),
+          "Temporal's PostgreSQL": processTreeCpu(server.pids.postgres),
+        },
+      },
+    };
+  }
+  const address = `127.0.0.1:${await freePort()}`;
+  const server = await startDevServer({ address, logFile: path.join(dataDir, 'temporal.log') });
+  stops.push(() => stopServer(server));
+  return {
+    address,
+    temporal: { name: 'Temporal dev server', cpu: { 'Temporal dev server': processesCpu([server.pid!]) } },
+  };
+}
+
+/**
+ * A second Docker host: infra/docker-host.sh's engine "bench-b" (the base image
+ * copied over once), and `drydock worker` as a process driving it, on the same
+ * queue and database as the first, with host id `<first>-b`.
+ */
+async function startSecondHost(config: Config, image: string, stops: (() => Promise<unknown>)[]): Promise<SecondHost> {
+  say('second Docker host: infra/docker-host.sh bench-b, the base image copied over once');
+  const engine = await dockerHost('bench-b', image);
+  const hostId = `${config.DRYDOCK_HOST_ID}-b`;
+  const dataDir = await tempDir('data-b');
+  const child = spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
+    env: {
+      ...process.env,
+      DOCKER_HOST: engine.dockerHost,
+      TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS,
+      DATABASE_URL: config.DATABASE_URL,
+      DRYDOCK_TASK_QUEUE: config.DRYDOCK_TASK_QUEUE,
+      DRYDOCK_HOST_ID: hostId,
+      DRYDOCK_DATA_DIR: dataDir,
+      DRYDOCK_BASE_IMAGE: image,
+      DRYDOCK_AUDIT_KEY_FILE: config.DRYDOCK_AUDIT_KEY_FILE ?? path.join(config.DRYDOCK_DATA_DIR, 'audit-key'),
+      DRYDOCK_APPROVAL_REQUIRED: config.DRYDOCK_APPROVAL_REQUIRED.join(',') || 'none',
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let output = '';
+  child.stderr!.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-20_000)));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  stops.push(() => removeLeftovers(hostId, engine.dockerHost));
+  stops.push(async () => {
+    child.kill('SIGTERM');
+    await exited;
+  });
+  for (let i = 0; !output.includes('worker polling'); i++) {
+    if (child.exitCode !== null || i > 600) throw new Error(`the second host's worker did not start:\n${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const info = JSON.parse(
+    (
+      await run('docker', ['info', '--format', '{{json .DockerRootDir}}'], {
+        env: { ...process.env, DOCKER_HOST: engine.dockerHost },
+      })
+    ).stdout,
+  ) as string;
+  return { hostId, dockerHost: engine.dockerHost, dataRoot: info, workerCpu: processesCpu([child.pid!]) };
 }
 
 /** How long one step of stopping may take before the next goes ahead (a worker stuck on a hung query). */
@@ -268,18 +385,19 @@ async function stopServer(server: ChildProcess): Promise<void> {
 }
 
 /** Containers and volumes a crashed or interrupted run left on this host id; says how many. */
-async function removeLeftovers(hostId: string): Promise<void> {
+async function removeLeftovers(hostId: string, dockerHost = process.env.DOCKER_HOST): Promise<void> {
   const filter = `label=${LABELS.host}=${hostId}`;
+  const env = { ...process.env, ...(dockerHost ? { DOCKER_HOST: dockerHost } : {}) };
   const ids = async (args: string[]) =>
-    (await run('docker', args)).stdout
+    (await run('docker', args, { env })).stdout
       .split('\n')
       .map((s) => s.trim())
       .filter(Boolean);
   const containers = await ids(['ps', '-aq', '--filter', filter]);
   if (containers.length) {
     say(`removing ${containers.length} container(s) left by this run`);
-    await run('docker', ['rm', '-f', '-v', ...containers]);
+    await run('docker', ['rm', '-f', '-v', ...containers], { env });
   }
   const volumes = await ids(['volume', 'ls', '-q', '--filter', filter]);
-  if (volumes.length) await run('docker', ['volume', 'rm', '-f', ...volumes]);
+  if (volumes.length) await run('docker', ['volume', 'rm', '-f', ...volumes], { env });
 }

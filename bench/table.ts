@@ -3,7 +3,9 @@
  * markdown tables, ratios against their goals, and the machine they ran on.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { findTemporalCli } from '../lib/temporal';
 
@@ -123,7 +125,12 @@ export async function machineInfo(): Promise<string> {
       ['CPU', model],
       ['memory', `${(totalmem() / 1024 ** 3).toFixed(1)} GiB`],
       ['Docker server', `${docker} (${storage})`],
-      ['Temporal CLI', `${temporal}; dev server (SQLite, in memory)`],
+      [
+        'Temporal CLI',
+        process.env.BENCH_TEMPORAL === 'postgres'
+          ? `${temporal}; not used: Temporal ${temporalServerVersion()} on PostgreSQL (infra/temporal-pg.sh)`
+          : `${temporal}; dev server (SQLite, in memory)`,
+      ],
       ['Node.js', process.version],
       [
         'load average at start (1/5/15 min)',
@@ -133,4 +140,10 @@ export async function machineInfo(): Promise<string> {
       ],
     ],
   );
+}
+
+/** The Go-built server's version, from infra/temporal-server/go.mod. */
+function temporalServerVersion(): string {
+  const mod = readFileSync(path.join(__dirname, '..', 'infra', 'temporal-server', 'go.mod'), 'utf8');
+  return /^require go\.temporal\.io\/server (v\S+)$/m.exec(mod)?.[1] ?? 'unknown';
 }

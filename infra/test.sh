@@ -8,7 +8,7 @@ cd "$ROOT"
 prepare_machine
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
-bash "$ROOT/infra/temporal-pg.sh" build      # Temporal on PostgreSQL, for test/temporal-pg.test.ts
+bash "$ROOT/infra/temporal-pg.sh" build      # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 step "type check, lint, format"
 npx tsc --noEmit
 npx eslint .

@@ -17,18 +17,28 @@ export interface DockerHost {
   docker: Docker;
 }
 
-let second: Promise<DockerHost> | undefined;
+const engines = new Map<string, Promise<DockerHost>>();
 
 /** The second engine, started (or found running) once per test file, with the base image. */
 export function secondDockerHost(): Promise<DockerHost> {
-  second ??= (async () => {
-    const { stdout } = await promisify(execFile)('bash', [path.join(projectRoot, 'infra', 'docker-host.sh'), 'test-b']);
-    const dockerHost = stdout.trim();
-    const engine = new Docker({ socketPath: dockerHost.replace(/^unix:\/\//, '') });
-    await copyImage(process.env.DRYDOCK_BASE_IMAGE!, docker, engine);
-    return { dockerHost, docker: engine };
-  })();
-  return second;
+  return dockerHost('test-b', process.env.DRYDOCK_BASE_IMAGE!);
+}
+
+/** infra/docker-host.sh's engine `name` (started, or found running), with `image` copied from this machine's. */
+export function dockerHost(name: string, image: string): Promise<DockerHost> {
+  if (!engines.has(name)) {
+    engines.set(
+      name,
+      (async () => {
+        const { stdout } = await promisify(execFile)('bash', [path.join(projectRoot, 'infra', 'docker-host.sh'), name]);
+        const dockerHost = stdout.trim();
+        const engine = new Docker({ socketPath: dockerHost.replace(/^unix:\/\//, '') });
+        await copyImage(image, docker, engine);
+        return { dockerHost, docker: engine };
+      })(),
+    );
+  }
+  return engines.get(name)!;
 }
 
 /** Streams an image from one engine into another, unless it is there already. */

@@ -1,7 +1,8 @@
 /**
  * Fault drills with real processes: kill -9 of the worker in each phase, a
- * sandbox killed under the agent, the Temporal server restarted, a host lost
- * among two, SIGTERM and a double SIGINT. Every session completes, with one
+ * sandbox killed under the agent, the Temporal server restarted, a double
+ * SIGINT (the drills across two hosts, the host lost and the drain with
+ * SIGTERM, are test/multi-host.test.ts). Every session completes, with one
  * push and one pull request, and leaves no container behind. Each drill
  * prints how long the session took from the fault to its next completed
  * step, and its history must replay on the current code
@@ -12,18 +13,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { Client, type WorkflowHandle } from '@temporalio/client';
 import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
-import { approve, decide, status, type SessionStatus } from '../workflows/api';
+import { approve, status, type SessionStatus } from '../workflows/api';
 import { temporal } from '@temporalio/proto';
 import { startFakeGitHub, type FakeGitHub } from './fake-github';
 import { ownProcess } from './leftovers';
 import {
-  approveAs,
   clientSettings,
   connectClient,
   containersOf,
-  docker,
   freePort,
   git,
   makeFixtureRepo,
@@ -33,8 +32,18 @@ import {
   waitForStatus,
 } from './helpers';
 import { connectTemporal } from '../lib/temporal-connection';
-import { containersOn, secondDockerHost } from './docker-hosts';
-import { recordHistory, replayHistory } from './histories';
+import {
+  activityRuns,
+  approveAll,
+  attempts,
+  firstRun,
+  pushesOf,
+  recoveryMs,
+  recoveryTable,
+  replays,
+  session,
+  stepRunning,
+} from './drills';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from './workers';
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
@@ -68,94 +77,7 @@ async function startDrill(extra: Record<string, string> = {}, opts: { holdAfter?
 const startOn = (c: Client, on: { DRYDOCK_TASK_QUEUE: string }, id: string, input: Record<string, unknown>) =>
   startSession({ client: c, config: on }, id, input);
 
-/**
- * The session's first run, where its work happened: once published it waits
- * for follow-ups in a new run (continue-as-new), whose history starts there.
- */
-const firstRun = (handle: WorkflowHandle) =>
-  handle.client.getHandle(handle.workflowId, (handle as WorkflowHandleWithFirstExecutionRunId).firstExecutionRunId);
-
-/** Approves every pending action (push, pull request) until the session ends. */
-async function approveAll(handle: WorkflowHandle): Promise<SessionStatus> {
-  const result = handle.result() as Promise<SessionStatus>;
-  let done = false;
-  void result.finally(() => (done = true)).catch(() => undefined);
-  while (!done) {
-    const s = await handle.query(status).catch(() => undefined);
-    const pending = s?.pendingApproval;
-    if (pending) {
-      await handle.executeUpdate(decide, approveAs('ops', pending.action)).catch(() => undefined);
-    }
-    await new Promise((r) => setTimeout(r, 300));
-  }
-  return result;
-}
-
-/** From the fault to the end of the first timeline entry that ended after it. */
-function recoveryMs(final: SessionStatus, faultAt: number): number {
-  const ends = final.timeline
-    .map((t) => Date.parse(t.startedAt) + (t.durationMs ?? 0))
-    .filter((end) => end > faultAt)
-    .sort((a, b) => a - b);
-  return ends[0] - faultAt;
-}
-
-const recoveries: Record<string, number> = {};
-afterAll(() => {
-  const rows = Object.entries(recoveries).map(([k, ms]) => `  ${k}: ${(ms / 1000).toFixed(1)} s`);
-  process.stderr.write(`fault → next completed step:\n${rows.join('\n')}\n`);
-});
-
-/** Replays the session's history on the current code; keeps it as a fixture when asked. */
-async function replays(handle: WorkflowHandle, name: string): Promise<void> {
-  await replayHistory(await firstRun(handle).fetchHistory());
-  await recordHistory(handle, `fault-${name}`);
-}
-
-/** The attempts of an activity type that started, in order, and how many of them completed. */
-async function attempts(handle: WorkflowHandle, type: string): Promise<number[]> {
-  return (await activityRuns(handle, type)).started;
-}
-
-async function activityRuns(handle: WorkflowHandle, type: string): Promise<{ started: number[]; completed: number }> {
-  const events = (await firstRun(handle).fetchHistory()).events!;
-  const scheduled = new Map<string, string>();
-  const runs = { started: [] as number[], completed: 0 };
-  for (const e of events) {
-    const s = e.activityTaskScheduledEventAttributes;
-    if (s) scheduled.set(String(e.eventId), s.activityType!.name!);
-    const started = e.activityTaskStartedEventAttributes;
-    if (started && scheduled.get(String(started.scheduledEventId)) === type) runs.started.push(started.attempt!);
-    const completed = e.activityTaskCompletedEventAttributes;
-    if (completed && scheduled.get(String(completed.scheduledEventId)) === type) runs.completed++;
-  }
-  return runs;
-}
-
-function pushesOf(bare: string, branch: string): number {
-  return git(['reflog', 'show', '--format=%H', `refs/heads/${branch}`], bare)
-    .trim()
-    .split('\n').length;
-}
-
-const session = (repoUrl: string, extra: Record<string, unknown> = {}) => ({
-  repo: { url: repoUrl },
-  task: 'survive the drill',
-  agent: {
-    steps: [
-      { run: 'echo one >> ONE.md; echo hello >> README.md' },
-      { run: 'echo ran >> RUNS.txt; sleep 6; echo two >> TWO.md' },
-    ],
-  },
-  verify: { test: 'sh check.sh' },
-  publish: { pullRequest: { repo: 'acme/app' }, openFor: '1s' }, // not open for follow-ups a week
-  // The drills kill the worker at each gate: the push's and the pull request's.
-  approval: { separateGates: true },
-  ...extra,
-});
-
-const stepRunning = (n: number) => (s: SessionStatus) =>
-  s.timeline.some((t) => t.name.startsWith(`step ${n}`) && t.durationMs === undefined);
+const recoveries = recoveryTable();
 
 interface Drill {
   phase: string;
@@ -327,93 +249,6 @@ test('the Temporal server stops and starts again (same database file) during a s
     await own.close();
     server.kill('SIGTERM');
   }
-}, 180_000);
-
-test('two Docker hosts: sandbox activities stay on the owner; kill it → the session moves to the other host', async () => {
-  const repo = await makeFixtureRepo();
-  const queue = newQueue('fault');
-  // Host a is this machine's engine, host b a second engine with its own socket and data root.
-  const second = await secondDockerHost();
-  const engines = { [`${queue}-a`]: docker, [`${queue}-b`]: second.docker };
-  // A lost host is noticed after the heartbeat timeout (10 s) and this much of silence on its queue.
-  const envs = (['a', 'b'] as const).map((h) =>
-    faultEnv(queue, {
-      DRYDOCK_HOST_ID: `${queue}-${h}`,
-      DRYDOCK_HOST_TIMEOUT: '10s',
-      ...(h === 'b' ? { DOCKER_HOST: second.dockerHost } : {}),
-    }),
-  );
-  const [envA, envB] = await Promise.all(envs);
-  const hosts = new Map([
-    [envA.DRYDOCK_HOST_ID, { env: envA, worker: startWorkerProcess(envA) }],
-    [envB.DRYDOCK_HOST_ID, { env: envB, worker: startWorkerProcess(envB) }],
-  ]);
-  await Promise.all([...hosts.values()].map((h) => h.worker.ready));
-  const id = newSessionId('fault-host-lost');
-  const handle = await startOn(client, { DRYDOCK_TASK_QUEUE: queue }, id, session(repo.url));
-  const running = await waitForStatus(handle, stepRunning(2), 90_000);
-  const owner = running.sandbox!.host;
-  // The sandbox is on its host's own engine, and only there.
-  const notOwner = Object.keys(engines).find((h) => h !== owner)!;
-  expect(await containersOn(engines[owner]!, id)).toHaveLength(1);
-  expect(await containersOn(engines[notOwner]!, id)).toHaveLength(0);
-  await new Promise((r) => setTimeout(r, 1500));
-  await hosts.get(owner)!.worker.kill();
-  const faultAt = Date.now();
-  const final = await approveAll(handle);
-  recoveries['host lost (its worker killed; 10 s host timeout)'] = recoveryMs(final, faultAt);
-
-  expect(final.phase).toBe('completed');
-  expect(final.restarts).toBe(1);
-  const other = [...hosts.keys()].find((h) => h !== owner)!;
-  expect(final.sandbox!.host).toBe(other);
-  expect(final.timeline.find((t) => t.name.startsWith('re-provision'))!.name).toContain(`host ${owner} did not`);
-  const branch = `drydock/${id}`;
-  expect(git(['show', `${branch}:ONE.md`], repo.bare)).toBe('one\n');
-  expect(git(['show', `${branch}:TWO.md`], repo.bare)).toBe('two\n');
-  expect(pushesOf(repo.bare, branch)).toBe(1);
-
-  // Every sandbox activity went to the queue of the host that owned the sandbox at the time.
-  const sandboxActivities = new Set(['runStep', 'commitChanges', 'pushBranch', 'readTestReport', 'destroySandbox']);
-  const queues = new Set<string>();
-  for (const e of (await firstRun(handle).fetchHistory()).events!) {
-    const s = e.activityTaskScheduledEventAttributes;
-    if (s && sandboxActivities.has(s.activityType!.name!)) queues.add(s.taskQueue!.name!);
-  }
-  expect([...queues].sort()).toEqual([`${queue}@${owner}`, `${queue}@${other}`].sort());
-
-  // The lost host's container outlives it; when the host comes back its reaper removes it.
-  expect((await containersOn(engines[owner]!, id)).map((c) => c.Labels['drydock.host'])).toEqual([owner]);
-  const back = startWorkerProcess(hosts.get(owner)!.env);
-  await back.ready;
-  await client.schedule.getHandle(`drydock-reaper-${owner}`).trigger();
-  const deadline = Date.now() + 60_000;
-  const left = () => containersOn(engines[owner]!, id);
-  while ((await left()).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
-  expect(await left()).toHaveLength(0);
-  await replays(handle, 'host-lost');
-}, 240_000);
-
-test('SIGTERM during a step → the step finishes within the grace time and the worker exits 0', async () => {
-  const { repo, env, worker } = await startDrill({ DRYDOCK_SHUTDOWN_GRACE: '60s' }, { cli: true });
-  const id = newSessionId('fault-sigterm');
-  const handle = await startOn(client, env, id, session(repo.url));
-  await waitForStatus(handle, stepRunning(2), 120_000);
-  await new Promise((r) => setTimeout(r, 1000));
-  const signalledAt = Date.now();
-  worker.child.kill('SIGTERM');
-  expect(await worker.exited).toBe(0);
-  const drainedMs = Date.now() - signalledAt;
-  recoveries['SIGTERM: drained (step finished, worker exited 0)'] = drainedMs;
-  // Step 2 ended on the draining worker, at its first attempt.
-  expect(await activityRuns(handle, 'runStep')).toEqual({ started: [1, 1], completed: 2 });
-
-  const next = startWorkerProcess(env, { cli: true });
-  const final = await approveAll(handle);
-  expect(final.phase).toBe('completed');
-  expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
-  await next.kill();
-  await replays(handle, 'sigterm');
 }, 180_000);
 
 test('SIGINT twice → the worker stops at once; the step is picked up by the next worker, not run again', async () => {

@@ -6,6 +6,7 @@
  * folder (`ownProcess`). Global setup reaps the folders whose owner is gone.
  * A process is named by its pid and start time, so a reused pid is never killed.
  */
+import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -91,8 +92,23 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
     }
   }
   for (const { dir } of orphans) {
+    unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
     done.push(dir);
   }
   return done;
+}
+
+/**
+ * Unmounts what is mounted under `dir`, deepest first: a sandbox's storage
+ * (lib/sandbox-storage.ts) is an ext4 image loop-mounted in the worker's data
+ * dir, and removing the folder over it fails with EBUSY.
+ */
+function unmountUnder(dir: string): void {
+  const points = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4])
+    .filter((point) => point?.startsWith(`${dir}/`) || point === dir)
+    .sort((a, b) => b.length - a.length);
+  for (const point of points) execFileSync('umount', ['--lazy', point]);
 }

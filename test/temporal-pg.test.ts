@@ -5,10 +5,9 @@
  * certificate; the CLI and a worker without one, or with one from a CA the
  * server does not trust, stop with one line that says so.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadTemporalSettings } from '../lib/temporal-connection';
@@ -17,18 +16,18 @@ import {
   git,
   makeFixtureRepo,
   newSessionId,
-  projectRoot,
   runCli,
   scriptedSession,
   startSession,
   startStack,
   type TestStack,
 } from './helpers';
-import { own, ownProcess } from './leftovers';
+import { own } from './leftovers';
+import { startTemporalPg, type TemporalPg } from './temporal-pg';
 
 let dir: string;
 let address: string;
-let server: ChildProcess;
+let server: TemporalPg | undefined;
 let stack: TestStack | undefined;
 
 /** A CA, a server and a client certificate it signed, and a stranger's self-signed one. */
@@ -76,64 +75,17 @@ function tlsEnv(cert?: 'client' | 'stranger'): Record<string, string> {
   };
 }
 
-/** 11 consecutive free loopback ports: the server's 10 and PostgreSQL's. */
-async function freePortRange(count: number): Promise<number> {
-  const free = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const s = createServer().once('error', () => resolve(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // Below 32768: Temporal's PostgreSQL schema keeps each service's membership port in a smallint.
-    const base = 20_000 + Math.floor(Math.random() * (32_767 - 20_000 - count));
-    let ok = true;
-    for (let p = base; p < base + count && ok; p++) ok = await free(p);
-    if (ok) return base;
-  }
-  throw new Error(`no ${count} consecutive free ports found`);
-}
-
-/** Starts infra/temporal-pg.sh; resolves with the address of its "ready" line. */
-function startTemporalPg(env: Record<string, string>): Promise<string> {
-  server = spawn('bash', [path.join(projectRoot, 'infra/temporal-pg.sh'), 'run'], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  ownProcess(server.pid);
-  let stderr = '';
-  server.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve, reject) => {
-    server.stdout!.on('data', (c: Buffer) => {
-      const ready = /^ready (\S+)$/m.exec(c.toString());
-      if (ready) resolve(ready[1]);
-    });
-    server.once('exit', (code) => reject(new Error(`infra/temporal-pg.sh exited with ${code}:\n${stderr}`)));
-  });
-}
-
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'drydock-tpg-'));
   own(dir);
-  chmodSync(dir, 0o755); // as root, PostgreSQL runs as the postgres user and must reach its folder
   makeCertificates(path.join(dir, 'tls'));
-  const state = path.join(dir, 'state');
-  address = await startTemporalPg({
-    TEMPORAL_PG_DIR: state,
-    TEMPORAL_PG_PORT: String(await freePortRange(11)),
-    TEMPORAL_PG_TLS: path.join(dir, 'tls'),
-  });
-  // If this run is killed, the next one stops the server and PostgreSQL too.
-  ownProcess(Number(readFileSync(path.join(state, 'temporal-server.pid'), 'utf8')));
-  ownProcess(Number(readFileSync(path.join(state, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]));
+  server = await startTemporalPg(dir, { tls: path.join(dir, 'tls') });
+  address = server.address;
 }, 20 * 60_000); // the first run on a machine builds the server (minutes); later ones start in seconds
 
 afterAll(async () => {
   await stack?.stop();
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once('exit', resolve));
-    server.kill('SIGTERM');
-    await exited;
-  }
+  await server?.stop();
 });
 
 test('a session runs through Temporal on PostgreSQL over mTLS, and the CLI lists it', async () => {

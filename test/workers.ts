@@ -9,7 +9,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot } from './helpers';
-import { ownProcess } from './leftovers';
+import { own, ownProcess } from './leftovers';
 
 export interface WorkerProcess {
   child: ChildProcess;
@@ -40,10 +40,17 @@ export async function workerEnv(queue: string, extra: Record<string, string> = {
     TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS!,
     DRYDOCK_TASK_QUEUE: queue,
     DRYDOCK_HOST_ID: host,
-    DRYDOCK_DATA_DIR: await mkdtemp(path.join(tmpdir(), `drydock-${host}-`)),
+    DRYDOCK_DATA_DIR: await ownedTempDir(`drydock-${host}-`),
     LOG_LEVEL: 'info',
     ...extra,
   };
+}
+
+/** A temp folder of this run: a later run removes it (a worker's tools and mirrors are hundreds of MB). */
+async function ownedTempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  own(dir);
+  return dir;
 }
 
 const started = new Set<ChildProcess>();

@@ -111,23 +111,53 @@ function composeServiceEnv(service: Obj): Record<string, string> {
 const drydockServices = (doc: Obj): [string, Obj][] =>
   Object.entries(doc.services as Obj).filter(([, s]) => String(s.image).startsWith('drydock:'));
 
-/** Short-syntax volumes as {source, target}. */
-const composeBinds = (service: Obj) =>
+/** Short-syntax volumes as {source, target, options}. */
+const composeBinds = (service: Obj): { source: string; target: string; options: string[] }[] =>
   (service.volumes ?? []).map((v: string | Obj) => {
-    if (typeof v !== 'string') return { source: v.source, target: v.target };
-    const [source, target] = interpolate(v, composeVars).split(':');
-    return { source, target };
+    if (typeof v !== 'string') return { source: v.source, target: v.target, options: [v.bind?.propagation ?? ''] };
+    const [source, target, options = ''] = interpolate(v, composeVars).split(':');
+    return { source, target, options: options.split(',') };
   });
+
+/** The bind that holds a path in the container: the longest target above it. */
+const holderOf = <T extends { target: string }>(binds: T[], dir: string): T | undefined =>
+  binds
+    .filter((b) => dir === b.target || dir.startsWith(`${b.target}/`))
+    .sort((a, b) => b.target.length - a.target.length)[0];
+
+/** lib/sandbox-storage.ts loop-mounts each sandbox's upper layer here; the host's engine mounts overlays on it. */
+const storageDir = (env: Record<string, string>) => `${env.DRYDOCK_DATA_DIR}/sandboxes`;
+const LOOP_DEVICE_RULES = ['b 7:* rmw', 'c 10:237 rmw'];
+
+/** What the copy-on-write workspace needs of the worker's container, and only that (no privileged). */
+function composeStorageProblems(worker: Obj): string[] {
+  const problems: string[] = [];
+  const binds = composeBinds(worker);
+  const storage = holderOf(binds, storageDir(composeServiceEnv(worker)));
+  if (!storage || storage.source !== storage.target || !storage.options.includes('rshared')) {
+    problems.push(
+      `the sandbox storage ${storageDir(composeServiceEnv(worker))} is not bound rshared from the same path`,
+    );
+  }
+  if (!(worker.cap_add ?? []).includes('SYS_ADMIN')) problems.push('the worker cannot mount (no SYS_ADMIN)');
+  if (!LOOP_DEVICE_RULES.every((r) => (worker.device_cgroup_rules ?? []).includes(r))) {
+    problems.push('the worker may not use the loop devices');
+  }
+  if (!binds.some((b) => b.source === '/dev' && b.target === '/dev')) problems.push("the host's /dev is not bound");
+  if (!(worker.security_opt ?? []).includes('apparmor=unconfined')) problems.push("AppArmor's profile refuses mount");
+  if (worker.privileged) problems.push('the worker is privileged');
+  return problems;
+}
 
 function composeWorkerProblems(worker: Obj): string[] {
   const problems: string[] = [];
   const env = composeServiceEnv(worker);
-  const binds: { source: string; target: string }[] = composeBinds(worker);
+  const binds = composeBinds(worker);
   if (!binds.some((b) => b.source === DOCKER_SOCKET && b.target === DOCKER_SOCKET)) {
     problems.push(`the Docker socket is not bound at ${DOCKER_SOCKET}`);
   }
   const egress = env.DRYDOCK_EGRESS_DIR ?? `${env.DRYDOCK_DATA_DIR}/egress`;
-  const holder = binds.filter((b) => egress.startsWith(`${b.target}/`) || egress === b.target).pop();
+  const holder = holderOf(binds, egress);
   if (!holder || holder.source !== holder.target) {
     problems.push(`the egress folder ${egress} is not bound from the same path on the host`);
   }
@@ -266,6 +296,18 @@ function k8sWorkerProblems(ds: Obj): string[] {
   if (hostId?.valueFrom?.fieldRef?.fieldPath !== 'spec.nodeName') {
     problems.push('DRYDOCK_HOST_ID does not come from spec.nodeName');
   }
+  const storage = holderOf<Obj & { target: string }>(
+    mounts.map((m) => ({ ...m, target: m.mountPath })),
+    storageDir(env),
+  );
+  if (!storage || hostPathOf(storage.name) !== storage.mountPath || storage.mountPropagation !== 'Bidirectional') {
+    problems.push(`the sandbox storage ${storageDir(env)} is not mounted Bidirectional from the same path on the node`);
+  }
+  if (!mounts.some((m) => m.mountPath === '/dev' && hostPathOf(m.name) === '/dev')) {
+    problems.push("the node's /dev is not mounted");
+  }
+  // Kubernetes allows Bidirectional propagation only to privileged containers.
+  if (worker.securityContext?.privileged !== true) problems.push('the worker is not privileged');
   if (!((ds.spec.template.spec.terminationGracePeriodSeconds ?? 30) > workerShutdownGraceSeconds() + 15)) {
     problems.push(`terminationGracePeriodSeconds is not above the worker's shutdown grace`);
   }
@@ -302,10 +344,8 @@ describe('infra/compose', () => {
         if (source.startsWith('.')) expect(existsSync(path.join(composeDir, source))).toBe(true);
       }
       for (const f of [s.env_file ?? []].flat()) expect(existsSync(path.join(composeDir, `${f}.example`))).toBe(true);
-      if (s.build) {
-        expect(path.resolve(composeDir, s.build.context)).toBe(root);
-        expect(existsSync(path.join(root, s.build.dockerfile))).toBe(true);
-      }
+      // Images come from infra/images.sh (its staged context holds the build CA), not compose's build.
+      expect(s.build).toBeUndefined();
     }
   });
 
@@ -351,6 +391,23 @@ describe('infra/compose', () => {
     moved.volumes = moved.volumes.map((v: string) => v.replace(/^\/var\/lib\/drydock:/, '/srv/drydock:'));
     expect(composeWorkerProblems(moved)).toEqual([
       'the egress folder /var/lib/drydock/egress is not bound from the same path on the host',
+    ]);
+  });
+
+  test('the worker can loop-mount sandbox storage that reaches the host, without being privileged', () => {
+    const worker = compose['worker.yaml'].services.worker;
+    expect(composeStorageProblems(worker)).toEqual([]);
+    const bare = clone(worker);
+    for (const key of ['cap_add', 'device_cgroup_rules', 'security_opt']) delete bare[key];
+    bare.volumes = bare.volumes.filter((v: string) => v !== '/dev:/dev').map((v: string) => v.replace(/:rshared$/, ''));
+    bare.privileged = true;
+    expect(composeStorageProblems(bare)).toEqual([
+      'the sandbox storage /var/lib/drydock/sandboxes is not bound rshared from the same path',
+      'the worker cannot mount (no SYS_ADMIN)',
+      'the worker may not use the loop devices',
+      "the host's /dev is not bound",
+      "AppArmor's profile refuses mount",
+      'the worker is privileged',
     ]);
   });
 
@@ -416,7 +473,7 @@ describe('infra/k8s', () => {
     for (const d of k8sDocs.filter((d) => d.doc.kind !== 'Namespace')) expect(d.doc.metadata.namespace).toBe('drydock');
   });
 
-  test('drydock containers run the drydock image; Temporal images are one server version', () => {
+  test('every image is one infra/images.sh builds, but the Temporal UI; Temporal images are the Go-built server version', () => {
     const containers = k8sDocs.flatMap(({ doc }) => {
       const pod = doc.spec?.template?.spec;
       return pod ? [...(pod.initContainers ?? []), ...pod.containers] : [];
@@ -424,12 +481,16 @@ describe('infra/k8s', () => {
     const images = new Set(containers.map((c: Obj) => c.image as string));
     expect([...images].filter((i) => i.startsWith('drydock:'))).toEqual([IMAGE]);
     const composeImages = composeFiles.flatMap((f) => Object.values(compose[f].services as Obj).map((s) => s.image));
-    const temporal = [...images, ...composeImages].filter((i: string) => i.startsWith('temporalio/'));
-    const server = composeImages.find((i: string) => i.startsWith('temporalio/server:'))!.split(':')[1];
-    for (const image of temporal) expect(image.split(':')[1].split('-')[0]).toMatch(/^\d+\.\d+\.\d+$/);
-    for (const image of temporal.filter((i: string) => i.startsWith('temporalio/admin-tools:'))) {
-      expect(image).toBe(`temporalio/admin-tools:${server}-tctl-1.18.4-cli-1.5.0`);
-    }
+    const goModule = readFileSync(path.join(root, 'infra/temporal-server/go.mod'), 'utf8');
+    const serverVersion = /^require go\.temporal\.io\/server v(\S+)$/m.exec(goModule)![1];
+    const built = [IMAGE, `drydock-temporal:${serverVersion}`, 'drydock-postgresql:17'];
+    const script = readFileSync(path.join(root, 'infra/images.sh'), 'utf8');
+    expect(script).toContain('"drydock-temporal:$TEMPORAL_VERSION"');
+    expect(script).toContain('"drydock-postgresql:17"');
+    // The UI has no source to build from here (docs/operations.md): the one image pulled.
+    const pulled = [...images, ...composeImages].filter((i: string) => !built.includes(i));
+    expect([...new Set(pulled)]).toEqual(['temporalio/ui:2.42.1']);
+    expect(composeImages.filter((i: string) => i.startsWith('drydock-temporal:')).length).toBe(3);
     for (const image of [...images, ...composeImages]) expect(image).not.toMatch(/:latest$|^[^:]+$/);
   });
 
@@ -450,7 +511,7 @@ describe('infra/k8s', () => {
     ]);
   });
 
-  test("the worker DaemonSet mounts the node's Docker socket and egress folder at the same paths, and is named by its node", () => {
+  test("the worker DaemonSet mounts the node's Docker socket, egress folder and sandbox storage at the same paths, and is named by its node", () => {
     expect(k8sWorkerProblems(workerSet())).toEqual([]);
     const broken = clone(workerSet());
     broken.spec.template.spec.volumes.find((v: Obj) => v.name === 'data').hostPath.path = '/srv/drydock';
@@ -458,9 +519,15 @@ describe('infra/k8s', () => {
       fieldPath: 'metadata.name',
     };
     broken.spec.template.spec.terminationGracePeriodSeconds = 30;
+    const worker = broken.spec.template.spec.containers[0];
+    worker.volumeMounts = worker.volumeMounts.filter((m: Obj) => m.mountPath !== '/dev');
+    delete worker.securityContext;
     expect(k8sWorkerProblems(broken)).toEqual([
       'the egress folder /var/lib/drydock/egress is not mounted from the same path on the node',
       'DRYDOCK_HOST_ID does not come from spec.nodeName',
+      'the sandbox storage /var/lib/drydock/sandboxes is not mounted Bidirectional from the same path on the node',
+      "the node's /dev is not mounted",
+      'the worker is not privileged',
       "terminationGracePeriodSeconds is not above the worker's shutdown grace",
     ]);
     // The base image is built on the node's engine before the worker starts.

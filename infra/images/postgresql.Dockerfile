@@ -1,0 +1,17 @@
+# PostgreSQL for the control plane: Debian 13's postgresql (17), so it builds
+# here from debian:trixie-slim with apt alone. Its entrypoint keeps the parts of
+# the official image's contract that infra/compose/control.yaml uses:
+# POSTGRES_USER/POSTGRES_PASSWORD, /docker-entrypoint-initdb.d/*.sh on the first
+# start of an empty data folder, data in /var/lib/postgresql/data.
+ARG BASE_IMAGE=debian:trixie-slim
+FROM ${BASE_IMAGE}
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-17 \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /docker-entrypoint-initdb.d /var/lib/postgresql/data /var/run/postgresql \
+ && chown -R postgres: /var/lib/postgresql /var/run/postgresql
+ENV PATH=/usr/lib/postgresql/17/bin:$PATH PGDATA=/var/lib/postgresql/data
+COPY postgres-entrypoint.sh /usr/local/bin/
+USER postgres
+STOPSIGNAL SIGINT
+ENTRYPOINT ["/usr/local/bin/postgres-entrypoint.sh"]

@@ -1,0 +1,83 @@
+/**
+ * Temporal on PostgreSQL for a test file: infra/temporal-pg.sh run (the server
+ * built from Go modules, on a throwaway PostgreSQL cluster of its own), on free
+ * loopback ports, owned by the test run (a killed run's next one stops it).
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { projectRoot } from './helpers';
+import { ownProcess } from './leftovers';
+
+export interface TemporalPg {
+  /** host:port of the frontend. */
+  address: string;
+  /** The server's process, and PostgreSQL's postmaster (for CPU accounting). */
+  pids: { server: number; postgres: number };
+  /** SIGTERM to the script, which stops the server and PostgreSQL; resolves when it exited. */
+  stop(): Promise<void>;
+}
+
+/** `count` consecutive free loopback ports: the server's 10 and PostgreSQL's. */
+async function freePortRange(count: number): Promise<number> {
+  const free = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const s = createServer().once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+  for (let attempt = 0; attempt < 50; attempt++) {
+    // Below 32768: Temporal's PostgreSQL schema keeps each service's membership port in a smallint.
+    const base = 20_000 + Math.floor(Math.random() * (32_767 - 20_000 - count));
+    let ok = true;
+    for (let p = base; p < base + count && ok; p++) ok = await free(p);
+    if (ok) return base;
+  }
+  throw new Error(`no ${count} consecutive free ports found`);
+}
+
+/**
+ * Starts the server with its state in `dir`/state (`dir` is made reachable for the
+ * postgres user when run as root); `tls`: a folder of certificates for mTLS.
+ * Resolves once it printed "ready <address>". The first run on a machine builds
+ * the server (minutes); later ones start in seconds.
+ */
+export async function startTemporalPg(dir: string, opts: { tls?: string } = {}): Promise<TemporalPg> {
+  chmodSync(dir, 0o755); // as root, PostgreSQL runs as the postgres user and must reach its folder
+  const state = path.join(dir, 'state');
+  const server = spawn('bash', [path.join(projectRoot, 'infra/temporal-pg.sh'), 'run'], {
+    env: {
+      ...process.env,
+      TEMPORAL_PG_DIR: state,
+      TEMPORAL_PG_PORT: String(await freePortRange(11)),
+      ...(opts.tls ? { TEMPORAL_PG_TLS: opts.tls } : {}),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  ownProcess(server.pid);
+  let stderr = '';
+  server.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
+  const address = await new Promise<string>((resolve, reject) => {
+    server.stdout!.on('data', (c: Buffer) => {
+      const ready = /^ready (\S+)$/m.exec(c.toString());
+      if (ready) resolve(ready[1]);
+    });
+    server.once('exit', (code) => reject(new Error(`infra/temporal-pg.sh exited with ${code}:\n${stderr}`)));
+  });
+  const pids = {
+    server: Number(readFileSync(path.join(state, 'temporal-server.pid'), 'utf8')),
+    postgres: Number(readFileSync(path.join(state, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]),
+  };
+  // If this run is killed, the next one stops the server and PostgreSQL too.
+  ownProcess(pids.server);
+  ownProcess(pids.postgres);
+  return {
+    address,
+    pids,
+    async stop() {
+      if (server.exitCode === null && server.signalCode === null) server.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
