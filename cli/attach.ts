@@ -28,19 +28,25 @@ export function addAttachCommands(program: Command, config: Config): void {
         if (!token) throw new AttachRefused('--server needs your API token in DRYDOCK_API_TOKEN');
         await shellVia(opts.server, token, id, io);
         process.stderr.write(`drydock: detached from ${id}; the session goes on to verify your edits\n`);
-        return;
+        process.exit(0);
       }
       const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
       const client = await connectClient(config);
       const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
       const name = await reachableSandbox(client, sandboxes, id);
+      // A refusal comes at once; an answer that takes longer waits for the step under way.
+      const waiting = setTimeout(
+        () => process.stderr.write(`drydock: attaching to ${id} once the agent's step under way has ended...\n`),
+        1_000,
+      );
       // The terminal going away ends the shell, and so detaches: the session must not stay paused.
       const gone = new AbortController();
       for (const signal of ['SIGHUP', 'SIGTERM'] as const) process.once(signal, () => gone.abort());
       const detached = await attached(client, id, by, async () => {
+        clearTimeout(waiting);
         process.stderr.write(`drydock: attached to ${id} (${name}) as ${by}; exit the shell to detach\n`);
         await shellHere(sandboxes, name, io, gone.signal);
-      });
+      }).finally(() => clearTimeout(waiting));
       process.stderr.write(
         `drydock: detached from ${id} after ${seconds(detached.durationMs)}; the session goes on to verify your edits\n`,
       );

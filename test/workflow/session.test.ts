@@ -427,14 +427,15 @@ test('attach at the gate: phase attached, nothing runs until the detach, then th
   expect((audit as { data: { durationMs: number } }).data.durationMs).toBeGreaterThanOrEqual(0);
 });
 
-test('attach while the agent works: the step under way ends, the next one starts only after the detach', async () => {
+test('attach while the agent works: answered once the step under way ended; the next one starts after the detach', async () => {
   const events: string[] = [];
   let release!: () => void;
-  const attachedNow = new Promise<void>((resolve) => (release = resolve));
+  const held = new Promise<void>((resolve) => (release = resolve));
   const stubs: Stubs = {
     runStep: async ({ key }) => {
       events.push(`start ${key}`);
-      if (key === 'step-1') await attachedNow;
+      if (key === 'step-1') await held;
+      events.push(`end ${key}`);
       return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
     },
   };
@@ -445,14 +446,26 @@ test('attach while the agent works: the step under way ends, the next one starts
   };
   const run = await runSession(harness, 'attach-agent', input, stubs, async (handle) => {
     await awaitStatus(handle, () => events.includes('start step-1'), 'step 1 running');
-    await handle.executeUpdate(attach, { args: [{ by: 'rita' }] });
+    const answered = handle
+      .executeUpdate(attach, { args: [{ by: 'rita' }] })
+      .then(() => events.push('attach answered'));
+    await awaitStatus(handle, (s) => s.phase === 'attached', 'phase attached');
     release();
-    await awaitStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1') && t.ok), 'step 1 done');
-    expect(await handle.query(status)).toMatchObject({ phase: 'attached' });
+    await answered;
+    expect(await handle.query(status)).toMatchObject({ phase: 'attached', attached: { by: 'rita', during: 'agent' } });
     events.push('detach');
     await handle.executeUpdate(detach, { args: [{ by: 'rita' }] });
   });
-  expect(events).toEqual(['start step-1', 'detach', 'start step-2', 'start verify']);
+  expect(events).toEqual([
+    'start step-1',
+    'end step-1',
+    'attach answered',
+    'detach',
+    'start step-2',
+    'end step-2',
+    'start verify',
+    'end verify',
+  ]);
   expect(run.status).toMatchObject({ phase: 'completed', round: 1, attaches: 1 });
   expect(run.status.timeline.map((t) => `${t.phase}: ${t.name}`)).toContain('attached: attached: rita');
 });

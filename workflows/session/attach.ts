@@ -1,8 +1,9 @@
 /**
  * Takeover: a person in the session's sandbox (drydock attach). The attach
- * update shows phase `attached` at once; the step under way finishes, and the
- * agent's next step, the commit and verification wait in inSandbox until the
- * detach. Edits made after the change was committed void its approval: the
+ * update shows phase `attached` at once and answers once the step under way
+ * has ended (the person and the agent never work in the sandbox at the same
+ * time); the agent's next step, the commit and verification wait in inSandbox
+ * until the detach. Edits made after the change was committed void its approval: the
  * session commits and verifies them (a round of their own) before anyone
  * approves. The CLI or `drydock serve` runs the shell; the workflow only
  * records who is in, which is what survives a crash of either.
@@ -26,9 +27,12 @@ export function installAttachHandlers(run: SessionRun): void {
   };
   setHandler(
     attach,
-    (input) => {
+    async (input) => {
       validate(checkAttach)(input); // the validator ran on the same state
-      return run.status.attached ?? begin(run, input.by);
+      const attachment = run.status.attached ?? begin(run, input.by);
+      // The step under way ends first (a step's end stops every process it left, a shell too): then the answer.
+      await condition(() => run.sandboxBusy === 0 || run.status.attached !== attachment);
+      return attachment;
     },
     { validator: validate(checkAttach) },
   );
@@ -97,7 +101,6 @@ async function end(run: SessionRun, by: string): Promise<Detached> {
     data: {
       sandbox: attached.sandbox,
       host: attached.host,
-      during: attached.during,
       detachedAt: new Date().toISOString(),
       detachedBy: by,
       durationMs,

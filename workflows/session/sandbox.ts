@@ -41,15 +41,20 @@ export async function provision(run: SessionRun): Promise<void> {
  */
 export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise<T>): Promise<T> {
   await handsOff(run); // nothing starts in the sandbox while a person works in it
-  for (;;) {
-    const used = run.sandbox!;
-    try {
-      return await fn(used);
-    } catch (err) {
-      const loss = sandboxLoss(err, used);
-      if (!loss) throw err;
-      await replaceSandbox(run, used, loss);
+  run.sandboxBusy++;
+  try {
+    for (;;) {
+      const used = run.sandbox!;
+      try {
+        return await fn(used);
+      } catch (err) {
+        const loss = sandboxLoss(err, used);
+        if (!loss) throw err;
+        await replaceSandbox(run, used, loss);
+      }
     }
+  } finally {
+    run.sandboxBusy--;
   }
 }
 

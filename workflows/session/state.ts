@@ -83,6 +83,8 @@ export class SessionRun {
   readonly followups: Followup[];
   /** The script steps of this round: the input's, then a follow-up's. */
   scriptSteps: ScriptStep[] = [];
+  /** Calls into the sandbox under way (inSandbox): a person gets in once there are none. */
+  sandboxBusy = 0;
   /** This round's change is a person's (drydock attach): the agent does not work on it. */
   byHandRound = false;
   /** Who edited the sandbox by hand (drydock attach) since the change was last committed. */
