@@ -173,18 +173,24 @@ test('attach through drydock serve with a token, at the approval gate: the edit 
     const nobody = await runCli(['attach', id, '--server', serve.url], { DRYDOCK_API_TOKEN: 'not-a-token' });
     expect(nobody.stderr).toBe('drydock: refused: 401: a valid bearer token is required\n');
 
+    const asked = Date.now();
     const pty = underPty(['attach', id, '--server', serve.url], { DRYDOCK_API_TOKEN: tokens.rita });
     // The change on display is no longer the sandbox's: its approval goes.
     const held = await waitForStatus(handle, (s) => s.phase === 'attached' && !s.pendingApproval);
     expect(held.attached).toMatchObject({ by: 'rita', sandbox: first.sandbox!.name });
+    await pty.waitFor(/\/workspace\$ /);
+    const promptMs = Date.now() - asked;
     pty.type('echo through-serve > remote.txt; exit\n');
     expect(await pty.exited).toBe(0);
+    const detachedAt = Date.now();
 
     const second = await waitForStatus(
       handle,
-      (s) => s.phase === 'awaiting_approval' && s.pendingApproval?.change !== first.pendingApproval!.change,
+      (s) => s.pendingApproval !== undefined && s.pendingApproval.change !== first.pendingApproval!.change,
       120_000,
     );
+    // The measurements, not asserted: attach through serve to a prompt, and detach to the edit awaiting review.
+    console.log(`attach → prompt: ${promptMs} ms; detach → new change awaiting review: ${Date.now() - detachedAt} ms`);
     expect(second.pendingApproval!.evidence.diffstat).toMatch(/remote\.txt/);
     expect(second.rounds?.map((r) => [r.round, r.by, r.request])).toEqual([
       [1, 'rita', 'greet in the README'],
