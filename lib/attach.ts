@@ -180,7 +180,7 @@ export function bridgeShell(socket: Duplex, shell: SandboxShell): Promise<void> 
     try {
       for (const { type, payload } of reader.push(chunk)) {
         if (type === FRAME.data) shell.stream.write(payload);
-        else if (type === FRAME.resize) void shell.resize(parseSize(payload));
+        else if (type === FRAME.resize) void shell.resize(boundedSize(JSON.parse(payload.toString('utf8'))));
       }
     } catch {
       socket.destroy();
@@ -198,9 +198,8 @@ export function bridgeShell(socket: Duplex, shell: SandboxShell): Promise<void> 
   });
 }
 
-/** A resize frame's size, bounded. */
-export function parseSize(payload: Buffer): TtySize {
-  const raw = JSON.parse(payload.toString('utf8')) as Partial<TtySize>;
+/** A terminal size from the client, bounded (1 to 1000 each; anything else is 80). */
+export function boundedSize(raw: { cols?: unknown; rows?: unknown }): TtySize {
   const bounded = (n: unknown) =>
     Number.isInteger(n) && (n as number) > 0 && (n as number) <= 1000 ? (n as number) : 80;
   return { cols: bounded(raw.cols), rows: bounded(raw.rows) };

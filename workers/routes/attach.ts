@@ -12,13 +12,13 @@ import {
   ATTACH_PROTOCOL,
   AttachRefused,
   bridgeShell,
-  parseSize,
+  boundedSize,
   reachableSandbox,
   requestAttach,
   requestDetach,
 } from '../../lib/attach';
 import type { DockerSandboxes } from '../../lib/sandbox';
-import { header, HttpError, identify, type ServeContext } from '../http';
+import { header, HttpError, type ServeContext } from '../http';
 
 const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;
 
@@ -58,15 +58,20 @@ function checkRequest(ctx: ServeContext, req: IncomingMessage) {
     throw new HttpError(426, `send Upgrade: ${ATTACH_PROTOCOL}`);
   }
   // The bearer header only: a page's cookie must not open a shell.
-  const by = header(req, 'authorization') ? identify(req, ctx.tokens) : undefined;
+  const bearer = /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1];
+  const by = bearer ? ctx.tokens.identify(bearer) : undefined;
   if (!by) throw new HttpError(401, 'a valid bearer token is required');
-  const id = decodeURIComponent(ATTACH_PATH.exec(url.pathname)![1]);
-  const size = parseSize(
-    Buffer.from(
-      JSON.stringify({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) }),
-    ),
-  );
+  const id = sessionIdOf(url.pathname);
+  const size = boundedSize({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) });
   return { id, by, size };
+}
+
+function sessionIdOf(pathname: string): string {
+  try {
+    return decodeURIComponent(ATTACH_PATH.exec(pathname)![1]);
+  } catch {
+    throw new HttpError(400, 'the session id in the path is not valid percent-encoding');
+  }
 }
 
 /** An error before the Upgrade is an HTTP answer on the raw socket; after it, the connection just ends. */
