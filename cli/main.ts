@@ -8,6 +8,7 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../lib/artifacts';
+import { AttachRefused } from '../lib/attach';
 import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/log';
 import { sessionLink } from '../lib/temporal';
@@ -15,6 +16,7 @@ import { connectClient, connectWorker } from '../lib/temporal-connection';
 import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
 import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
+import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from '../lib/demo';
@@ -265,6 +267,7 @@ program
     });
   });
 
+addAttachCommands(program, config);
 addAuditCommands(program, config, (message) => new UsageError(message));
 
 const repoCommand = program
@@ -388,7 +391,7 @@ function newSessionId(): string {
 /** One line for any error: the update's refusal reason, Temporal's message, or ours. */
 function explain(err: unknown): string {
   if (err instanceof WorkflowUpdateFailedError) return `refused: ${err.cause?.message ?? err.message}`;
-  if (err instanceof FollowupRefused) return `refused: ${err.message}`;
+  if (err instanceof FollowupRefused || err instanceof AttachRefused) return `refused: ${err.message}`;
   const e = err as Error & { code?: number; details?: string };
   if (e?.name === 'WorkflowNotFoundError') return e.message;
   if (e?.code === 14 || /Failed to connect/.test(e?.message ?? '')) {

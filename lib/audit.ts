@@ -24,6 +24,7 @@ export const AUDIT_KINDS = [
   'verification',
   'approval',
   'followup',
+  'attach',
   'push',
   'pull_request',
   'deploy',

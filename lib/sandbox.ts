@@ -78,6 +78,19 @@ export interface AttachedProcess {
   busy(busy: boolean): void;
 }
 
+export interface TtySize {
+  cols: number;
+  rows: number;
+}
+
+/** A shell on a TTY (see DockerSandboxes.shell): one raw stream both ways. */
+export interface SandboxShell {
+  stream: NodeJS.ReadWriteStream;
+  resize(size: TtySize): Promise<void>;
+  /** Once the stream ended: the shell's exit code (-1 when Docker has none). */
+  exitCode(): Promise<number>;
+}
+
 /** How a step failed because the sandbox's limits stopped it, not the code's own verdict. */
 export type SandboxFault = 'oom' | 'pids' | 'disk_full' | 'timeout';
 
@@ -359,6 +372,36 @@ export class DockerSandboxes {
         close: () => stream.destroy(),
         busy: (busy) => (busy ? socket.ref?.() : socket.unref?.()),
       };
+    } catch (err) {
+      if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name, 'stopped');
+      throw err;
+    }
+  }
+
+  /**
+   * An interactive shell on a TTY as the sandbox user in /workspace, with the
+   * sandbox's own environment (no secrets are in it) and its limits: a person
+   * in the sandbox (drydock attach). bash when the image has it, else sh.
+   */
+  async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
+    try {
+      const exec = await this.docker.getContainer(name).exec({
+        Cmd: ['sh', '-c', 'if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi'],
+        User: SANDBOX_USER,
+        WorkingDir: WORKSPACE,
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`],
+        Tty: true,
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+      });
+      const stream = await exec.start({ hijack: true, stdin: true, Tty: true });
+      const resize = async (size: TtySize) => {
+        // A resize that races the shell's exit is of no consequence.
+        await exec.resize({ h: size.rows, w: size.cols }).catch(() => undefined);
+      };
+      await resize(tty);
+      return { stream, resize, exitCode: async () => (await exec.inspect()).ExitCode ?? -1 };
     } catch (err) {
       if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name, 'stopped');
       throw err;

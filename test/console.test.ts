@@ -160,6 +160,47 @@ test("a model-driven session's agent panel shows its model, turns, tokens and co
 
 let demo: { sessionId: string; phase: string; console: string };
 
+test('a follow-up from the page: a new round, and the page shows the new change; the page says how to attach', async () => {
+  const id = newSessionId('followup-page');
+  sessionsToEnd.push(id);
+  const handle = await startSession(stack, id, scriptedSession(fixture.url, 'say hello', 'echo hello >> README.md'));
+  const first = await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
+  const page = await signedIn();
+  try {
+    await page.goto(`${serve.url}/sessions/${id}`);
+    // The exact commands to take over, on the sandbox's host and through this server.
+    expect(await page.textContent('#attach-command')).toBe(`drydock attach ${id}`);
+    expect(await page.textContent('#attach-remote')).toBe(
+      `DRYDOCK_API_TOKEN=<your token> drydock attach ${id} --server ${serve.url}`,
+    );
+    // The events stream's first update redraws the live part: the box is used after it.
+    await page.evaluate(() => document.getElementById('attach')!.setAttribute('data-first', ''));
+    await page.waitForFunction(() => !document.querySelector('#attach[data-first]'), null, { timeout: 30_000 });
+    await page.fill('#followup-text', '[{"run": "echo more >> README.md"}]');
+    await page.click('#followup-send');
+    await page.waitForFunction(() => document.getElementById('followup-answer')?.textContent?.startsWith('accepted'));
+    const second = await waitForStatus(
+      handle,
+      (s) => s.pendingApproval !== undefined && s.pendingApproval.change !== first.pendingApproval!.change,
+      120_000,
+    );
+    expect(second.rounds?.map((r) => [r.round, r.by])).toEqual([
+      [1, undefined],
+      [2, 'alice'],
+    ]);
+    // The page keeps up: the new change is the one on display, without a reload.
+    const shown = second.pendingApproval!.change.slice(0, 12);
+    await page.waitForFunction((c) => document.getElementById('change')?.textContent === c, shown, {
+      timeout: 30_000,
+    });
+    await page.click('button[data-decision=reject]');
+    await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+  } finally {
+    await page.close();
+  }
+  expect((await handle.result()) as SessionStatus).toMatchObject({ phase: 'rejected', round: 2 });
+});
+
 test('drydock demo: the agent fixes the failing test, verification passes, the session waits in the console', async () => {
   const id = newSessionId('demo');
   sessionsToEnd.push(id);

@@ -125,6 +125,8 @@ export interface LiveExtras {
   diff?: string;
   /** The tail of the running step's streamed output. */
   running?: string;
+  /** This server's address, for `drydock attach --server`. */
+  server?: string;
 }
 
 /** One session for a reviewer: what was asked, what changed, how it was checked, and the decision. */
@@ -152,6 +154,7 @@ export function sessionLive(s: SessionStatus, extra: LiveExtras, who: string): s
 ${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
 ${approvalSection(s, who)}
 ${followupBox(s, who)}
+${attachSection(s, extra.server)}
 <h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
 ${running}
 <h2>Diff</h2>${
@@ -248,7 +251,7 @@ function decisionsList(s: SessionStatus): string {
 }
 
 /** Phases in which the session takes a follow-up (the validator has the last word). */
-const OPEN_PHASES = ['agent', 'verifying', 'awaiting_approval', 'publishing', 'awaiting_followup'];
+const OPEN_PHASES = ['agent', 'verifying', 'awaiting_approval', 'publishing', 'awaiting_followup', 'attached'];
 
 /** A box for a follow-up: text for a model or CLI agent, steps (JSON) for a script agent. */
 function followupBox(s: SessionStatus, who: string): string {
@@ -261,6 +264,31 @@ You send it as <strong>${esc(who)}</strong> (an approver or the requester may).<
 <p><textarea id="followup-text" data-script="${script ? 'yes' : 'no'}" rows="4" cols="80" maxlength="8000"
 placeholder="${script ? '[{&quot;run&quot;: &quot;…&quot;}] (script steps as JSON)' : 'what to change'}"></textarea></p>
 <p><button id="followup-send">Send follow-up</button></p><p id="followup-answer" role="status"></p></section>`;
+}
+
+/** Phases in which a person may attach (the validator has the last word). */
+const ATTACH_PHASES = ['agent', 'verifying', 'awaiting_approval', 'attached'];
+
+/** Who is in the sandbox, or the exact commands to get in: on the sandbox's host, or through this server. */
+function attachSection(s: SessionStatus, server?: string): string {
+  const a = s.attached;
+  if (a) {
+    return `<section class="pending" id="attach"><h2>Attached</h2><p><strong>${esc(a.by)}</strong> is in the sandbox
+<code>${esc(a.sandbox)}</code> since ${esc(a.at)}: the agent waits until they exit the shell; then the session
+commits and verifies their edits.</p></section>`;
+  }
+  if (!ATTACH_PHASES.includes(s.phase) || !s.sandbox) return '';
+  const id = shellQuote(s.sessionId);
+  const remote = server ? `DRYDOCK_API_TOKEN=&lt;your token&gt; drydock attach ${esc(id)} --server ${esc(server)}` : '';
+  return `<section id="attach"><h2>Take over</h2><p>A shell in the sandbox (its user, in /workspace); the agent waits
+until you exit, then your edits are committed and verified as part of the change. On the sandbox's host
+(<code>${esc(s.sandbox.host)}</code>):</p><pre id="attach-command">drydock attach ${esc(id)}</pre>
+${remote ? `<p>From another machine, through this server:</p><pre id="attach-remote">${remote}</pre>` : ''}</section>`;
+}
+
+/** A session id as one shell word (ids are letters, digits, ".", "_" and "-": quoting is for safety only). */
+function shellQuote(word: string): string {
+  return /^[A-Za-z0-9._-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
 }
 
 /** The session's rounds: the task, then each follow-up, with the change it ended with. */

@@ -3,14 +3,17 @@
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
  *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
+ *   GET /api/sessions/:id/attach   Upgrade: drydock-attach, a shell in the session's sandbox
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { loadApiTokens, type ApiTokens } from '../lib/access';
+import { DockerSandboxes } from '../lib/sandbox';
 import { ArtifactStore } from '../lib/artifacts';
 import { AuditTrail, loadAuditKey } from '../lib/audit';
 import type { Config } from '../lib/config';
@@ -32,6 +35,7 @@ import {
   logout,
   report,
 } from './routes/console';
+import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
 import { sessionGauge } from '../lib/metrics';
 
@@ -48,6 +52,8 @@ export interface ServeDeps {
   audit?: AuditTrail;
   /** The database of the report page (startServer opens one). */
   pool?: Pool;
+  /** The Docker engine whose sandboxes `drydock attach --server` reaches (default: DOCKER_HOST's). */
+  sandboxes?: DockerSandboxes;
 }
 
 /** The request handler, separate from listening so tests and `drydock up` share it. */
@@ -59,13 +65,26 @@ export function createHandler(deps: ServeDeps) {
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
   };
-  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
       await route(ctx, req, res);
     } catch (err) {
       answerError(ctx, req, res, err);
     }
   };
+  return Object.assign(handler, { context: ctx });
+}
+
+/** `drydock attach --server`: Upgrade requests to the attach endpoint; the connections, to end them on close. */
+function acceptAttach(server: Server, ctx: ServeContext, sandboxes: DockerSandboxes): Set<Duplex> {
+  const upgraded = new Set<Duplex>();
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    if (!isAttachUpgrade(req)) return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
+    upgraded.add(socket);
+    socket.on('close', () => upgraded.delete(socket));
+    void attachUpgrade(ctx, sandboxes, req, socket);
+  });
+  return upgraded;
 }
 
 /** Every URL of the server: webhooks (signed), the API (bearer token), the console (cookie). */
@@ -161,6 +180,7 @@ export async function startServer(
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
   const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));
+  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? new DockerSandboxes());
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;
@@ -187,6 +207,7 @@ export async function startServer(
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
+        for (const socket of upgraded) socket.destroy();
       });
       await db?.close();
     },

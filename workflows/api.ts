@@ -16,6 +16,8 @@ export const RUNNING_PHASES = [
   'publishing',
   /** Published; the sandbox is gone and the session waits for a follow-up until its PR closes or it idles out. */
   'awaiting_followup',
+  /** A person is in the sandbox (drydock attach): the agent's next step and verification wait for the detach. */
+  'attached',
   'tearing_down',
 ] as const;
 export const OUTCOMES = ['completed', 'failed', 'rejected', 'cancelled', 'timed_out'] as const;
@@ -219,6 +221,33 @@ export interface FollowupAccepted {
   queued: number;
 }
 
+/** Who attaches to (or detaches from) a session's sandbox: an approver or the requester. */
+export interface AttachInput {
+  by: string;
+}
+
+/**
+ * A person in the session's sandbox (drydock attach), as status shows it and
+ * `attach` answers: the shell runs as the sandbox user in /workspace.
+ */
+export interface Attachment {
+  by: string;
+  /** When the attach was accepted. */
+  at: string;
+  /** The sandbox's container and the drydock host (Docker engine) it runs on. */
+  sandbox: string;
+  host: string;
+  /** The phase the session was in, and goes back to at the detach. */
+  during: Phase;
+}
+
+export interface Detached {
+  by: string;
+  /** Who attached, and for how long (ms). */
+  attachedBy: string;
+  durationMs: number;
+}
+
 /** One round of a session: the first is the task, each later one a follow-up. */
 export interface RoundRecord {
   round: number;
@@ -276,6 +305,10 @@ export interface SessionStatus {
   openUntil?: string;
   /** Ids of the follow-ups received (the last 100): a redelivery is not queued again. */
   followupIds?: string[];
+  /** Someone is attached to the sandbox (phase attached). */
+  attached?: Attachment;
+  /** Attaches so far (each is in the audit trail with its duration). */
+  attaches?: number;
   /** The pull request was merged or closed: the session ended with it. */
   closedBy?: { merged: boolean; by: string };
   pushed?: { commit: string; alreadyPushed: boolean };
@@ -364,6 +397,13 @@ export const decide = defineUpdate<Decision, [DecideInput]>('decide');
 
 /** Update for every client: the validator refuses senders who are neither approvers nor the requester. */
 export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followup');
+/**
+ * Updates for `drydock attach`: the validators refuse anyone who is neither an
+ * approver nor the requester, and a session without a live sandbox; attach by
+ * the person already attached answers the same attachment again.
+ */
+export const attach = defineUpdate<Attachment, [AttachInput]>('attach');
+export const detach = defineUpdate<Detached, [AttachInput]>('detach');
 /** The session's pull request was merged or closed (sent by the webhook): the session ends. */
 export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string }]>('pullRequestClosed');
 

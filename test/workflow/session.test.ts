@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
-import { approve, decide, followup, pullRequestClosed, reject } from '../../workflows/api';
+import { approve, attach, decide, detach, followup, pullRequestClosed, reject, status } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   awaitApproval,
@@ -348,6 +348,126 @@ test('a follow-up at the gate: a new round and commit; approving the old change 
   ]);
   // The same sandbox: no re-provision.
   expect(run.calls.filter((c) => c === 'provisionSandbox')).toHaveLength(1);
+});
+
+/** Why an update was refused (its validator's message). */
+const refusal = (update: Promise<unknown>) =>
+  update.then(
+    () => 'accepted',
+    (err: WorkflowUpdateFailedError) => err.cause?.message,
+  );
+
+test('attach at the gate: phase attached, nothing runs until the detach, then the edits are committed, verified and shown', async () => {
+  const NEXT = { commit: 'f'.repeat(40), change: 'a'.repeat(64) };
+  let commits = 0;
+  const events: string[] = [];
+  const stubs: Stubs = {
+    commitChanges: async () => ({
+      ...(events.push('commit') && ++commits === 1
+        ? { commit: COMMIT, changeHash: CHANGE }
+        : { commit: NEXT.commit, changeHash: NEXT.change }),
+      changed: true,
+      diffstat: ' hello.txt | 2 +',
+      author: { name: 'drydock', email: 'drydock@localhost' },
+    }),
+  };
+  const input: SessionInputDraft = { ...pushGate, requestedBy: 'rita' };
+  const run = await runSession(harness, 'attach-gate', input, stubs, async (handle) => {
+    await awaitApproval(handle, 'push');
+    expect(await refusal(handle.executeUpdate(attach, { args: [{ by: 'mallory' }] }))).toBe(
+      'mallory may not attach to this session (allowed: alice, rita)',
+    );
+    expect(await refusal(handle.executeUpdate(detach, { args: [{ by: 'rita' }] }))).toBe(
+      'nobody is attached (phase awaiting_approval)',
+    );
+    const attachment = await handle.executeUpdate(attach, { args: [{ by: 'rita' }] });
+    expect(attachment).toMatchObject({ by: 'rita', sandbox: 'sandbox-0', host: 'host-a', during: 'awaiting_approval' });
+    // A reconnect is the same attach; someone else waits their turn.
+    expect(await handle.executeUpdate(attach, { args: [{ by: 'rita' }] })).toMatchObject({
+      by: 'rita',
+      at: attachment.at,
+      sandbox: 'sandbox-0',
+    });
+    expect(await refusal(handle.executeUpdate(attach, { args: [{ by: 'alice' }] }))).toMatch(
+      /^rita is attached since .*; one person at a time$/,
+    );
+    const held = await awaitStatus(handle, (s) => s.round === 2, 'the round of the edits');
+    expect(held).toMatchObject({ phase: 'attached', attached: { by: 'rita' } });
+    expect(held.pendingApproval).toBeUndefined();
+    // The approval on display went with the attach.
+    await expect(
+      handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    events.push('detach');
+    const detached = await handle.executeUpdate(detach, { args: [{ by: 'rita' }] });
+    expect(detached).toMatchObject({ by: 'rita', attachedBy: 'rita' });
+    await awaitStatus(handle, (s) => s.pendingApproval?.change === NEXT.change, 'the edits at the gate');
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
+  });
+  expect(events).toEqual(['commit', 'detach', 'commit']);
+  // The attach is recorded as the detach lets the session go on (so in either order with the commit).
+  expect(run.calls.filter((c) => c !== 'recordAudit attach-1')).toEqual([
+    ...UNTIL_GATE,
+    'commitChanges',
+    'runStep r2-verify',
+    'readTestReport r2-verify',
+    'recordAudit r2-verification-1',
+    'recordAudit r2-approval/push',
+    'pushBranch',
+    ...TEARDOWN,
+  ]);
+  expect(run.status).toMatchObject({ phase: 'completed', round: 2, attaches: 1, pushed: { commit: NEXT.commit } });
+  expect(run.status.attached).toBeUndefined();
+  expect(run.status.rounds?.map((r) => [r.round, r.by, r.request])).toEqual([
+    [1, 'rita', 'Add a greeting'],
+    [2, 'rita', 'edited by hand in the sandbox (drydock attach)'],
+  ]);
+  const audit = run.args.recordAudit.find((a) => (a as { key: string }).key === 'attach-1');
+  expect(audit).toMatchObject({ kind: 'attach', actor: 'rita', data: { sandbox: 'sandbox-0', detachedBy: 'rita' } });
+  expect((audit as { data: { durationMs: number } }).data.durationMs).toBeGreaterThanOrEqual(0);
+});
+
+test('attach while the agent works: answered once the step under way ended; the next one starts after the detach', async () => {
+  const events: string[] = [];
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const stubs: Stubs = {
+    runStep: async ({ key }) => {
+      events.push(`start ${key}`);
+      if (key === 'step-1') await held;
+      events.push(`end ${key}`);
+      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
+    },
+  };
+  const input: SessionInputDraft = {
+    ...scripted,
+    requestedBy: 'rita',
+    agent: { kind: 'script', steps: [{ run: 'echo one > a.txt' }, { run: 'echo two > b.txt' }] },
+  };
+  const run = await runSession(harness, 'attach-agent', input, stubs, async (handle) => {
+    await awaitStatus(handle, () => events.includes('start step-1'), 'step 1 running');
+    const answered = handle
+      .executeUpdate(attach, { args: [{ by: 'rita' }] })
+      .then(() => events.push('attach answered'));
+    await awaitStatus(handle, (s) => s.phase === 'attached', 'phase attached');
+    release();
+    await answered;
+    expect(await handle.query(status)).toMatchObject({ phase: 'attached', attached: { by: 'rita', during: 'agent' } });
+    events.push('detach');
+    await handle.executeUpdate(detach, { args: [{ by: 'rita' }] });
+  });
+  expect(events).toEqual([
+    'start step-1',
+    'end step-1',
+    'attach answered',
+    'detach',
+    'start step-2',
+    'end step-2',
+    'start verify',
+    'end verify',
+  ]);
+  expect(run.status).toMatchObject({ phase: 'completed', round: 1, attaches: 1 });
+  expect(run.status.timeline.map((t) => `${t.phase}: ${t.name}`)).toContain('attached: attached: rita');
 });
 
 test('sandbox lost once: replaced from the checkpoint, the step runs again, completed', async () => {

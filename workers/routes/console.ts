@@ -11,7 +11,7 @@ import { listSessions } from '../../lib/sessions';
 import { sessionLink } from '../../lib/temporal';
 import { OUTCOMES, type SessionStatus } from '../../workflows/api';
 import { listPage, loginPage, reportPage, sessionLive, sessionPage, type LiveExtras } from '../console';
-import { COOKIE, HttpError, readBody, sendHtml, statusOr404, type ServeContext } from '../http';
+import { consoleUrl, COOKIE, HttpError, readBody, sendHtml, statusOr404, type ServeContext } from '../http';
 
 /** POST /login: a token from the form becomes the console cookie. */
 export async function login(ctx: ServeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -103,7 +103,11 @@ export async function consoleEvents(
 async function liveExtras(ctx: ServeContext, s: SessionStatus): Promise<LiveExtras> {
   const diff = s.agent?.diff ? (await ctx.artifacts.get(s.sessionId, 'change.diff'))?.toString('utf8') : undefined;
   const stepRunning = s.timeline.some((t) => t.ok === undefined && t.name.startsWith('step'));
-  return { diff, running: stepRunning ? await newestLogTail(ctx, s.sessionId) : undefined };
+  return {
+    diff,
+    running: stepRunning ? await newestLogTail(ctx, s.sessionId) : undefined,
+    server: consoleUrl(ctx.config),
+  };
 }
 
 async function newestLogTail(ctx: ServeContext, sessionId: string): Promise<string | undefined> {

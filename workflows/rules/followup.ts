@@ -17,6 +17,7 @@ const TAKES_FOLLOWUPS: readonly Phase[] = [
   'awaiting_approval',
   'publishing',
   'awaiting_followup',
+  'attached',
 ];
 
 const steps = z.array(scriptStep).min(1).max(FOLLOWUP_STEPS_LIMIT);
@@ -38,10 +39,8 @@ export function checkFollowup(
   if (!input || typeof input !== 'object')
     return refuse('a follow-up needs {by, text} (or {by, steps} for a script agent)');
   if (typeof input.by !== 'string' || input.by.trim() === '') return refuse("'by' must name who sends the follow-up");
-  const allowed = [...policy.approvers, ...(state.requestedBy ? [state.requestedBy] : [])];
-  if (allowed.length > 0 && !allowed.includes(input.by)) {
-    return refuse(`${input.by} may not send follow-ups to this session (allowed: ${allowed.join(', ')})`);
-  }
+  const notAllowed = refuseSender(policy, state.requestedBy, input.by, 'send follow-ups to');
+  if (notAllowed) return refuse(notAllowed);
   if (!TAKES_FOLLOWUPS.includes(state.phase)) return refuse(`the session takes no follow-ups in phase ${state.phase}`);
   if (state.queued >= FOLLOWUP_QUEUE_LIMIT) return refuse(`${FOLLOWUP_QUEUE_LIMIT} follow-ups are already waiting`);
   if (state.agentKind === 'script') {
@@ -59,6 +58,21 @@ export function checkFollowup(
     return refuse(`'text' is ${input.text.length} characters; at most ${FOLLOWUP_TEXT_LIMIT}`);
   }
   return { ok: true, followup: { by: input.by, text: input.text.trim() } };
+}
+
+/**
+ * Who may work on a session besides deciding (follow-ups, attach): its
+ * approvers and its requester; anyone when neither is known. The refusal, or undefined.
+ */
+export function refuseSender(
+  policy: Pick<ApprovalPolicy, 'approvers'>,
+  requestedBy: string | undefined,
+  by: string,
+  what: string,
+): string | undefined {
+  const allowed = [...policy.approvers, ...(requestedBy ? [requestedBy] : [])];
+  if (allowed.length === 0 || allowed.includes(by)) return undefined;
+  return `${by} may not ${what} this session (allowed: ${allowed.join(', ')})`;
 }
 
 /** What a round of queued follow-ups asks, in one line per follow-up (for status and the audit). */

@@ -10,6 +10,7 @@ import { durationMs } from '../input';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
+import { handsOn } from './attach';
 import { exitText, SessionEnd } from './outcome';
 import { modelAgent } from './model-agent';
 import { stepNonce } from './nonce';
@@ -57,6 +58,10 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
     if (!(input.verify.test || input.verify.browser)) return commit;
     const verification = await verify(run);
     if (verification.passed) return commit;
+    if (handsOn(run)) {
+      await byHandNext(run, verification.summary);
+      continue;
+    }
     const failure = `verification failed: ${verification.summary.split('\n').join('; ')}`;
     // Only an agent that finished on its own gets another round (a budget stays spent).
     if (input.agent.kind === 'script' || status.agent!.stopReason !== 'done' || loop.round > input.verify.maxRounds) {
@@ -69,6 +74,12 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
 /** One round of the agent's work; a spent budget ends the session or just the agent, as onExceeded says. */
 async function agentWorks(run: SessionRun): Promise<void> {
   const { agent } = run.input;
+  if (run.byHandRound) {
+    run.byHandRound = false;
+    // Had the agent finished on its own: a failed verification of the person's edits goes back to it.
+    if (agent.kind !== 'script') run.status.agent!.stopReason = 'done';
+    return;
+  }
   if (agent.kind === 'script') {
     const prefix = run.keyPrefix;
     for (const [i, step] of run.scriptSteps.entries()) {
@@ -84,6 +95,14 @@ async function agentWorks(run: SessionRun): Promise<void> {
   if (agent.budget.onExceeded === 'fail') {
     throw new SessionEnd('failed', `agent stopped: ${describeStop(reason, agent.budget)}`, `budget_${reason}`);
   }
+}
+
+/** A person attached while verification ran: their edits are committed and verified next, not the agent's. */
+async function byHandNext(run: SessionRun, summary: string): Promise<void> {
+  run.loop.round++;
+  run.status.agent!.round = run.loop.round;
+  run.byHandRound = true;
+  await run.note('verification failed', `${summary.split('\n')[0].slice(0, 200)}; verifying the edits by hand next`);
 }
 
 /** The next round starts with the failed verification: a message to the model, or the CLI's next prompt. */

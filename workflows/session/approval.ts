@@ -20,6 +20,7 @@ import { checkFollowup } from '../rules/followup';
 import { durationMs } from '../input';
 import { refuseDecision } from '../rules/policy';
 import { describeVerification, screenshotsOf } from '../rules/verification';
+import { handsOn, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
@@ -85,12 +86,16 @@ export function installHandlers(run: SessionRun): void {
       },
     },
   );
+  installAttachHandlers(run);
   setHandler(pullRequestClosed, (closed) => {
     run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
   });
 }
 
-/** A follow-up came while a change waited for approval: its round starts, and the pending approval is void. */
+/**
+ * A follow-up came, or a person attached, while a change waited for approval:
+ * the next round starts, and the pending approval is void.
+ */
 export class FollowupArrived extends Error {}
 
 function accept(run: SessionRun, input: DecideInput): Decision {
@@ -119,14 +124,15 @@ export async function gate(
   change: CommitResult,
   covers: Action[] = [],
 ): Promise<void> {
-  if (run.followups.length > 0) throw new FollowupArrived();
+  if (run.followups.length > 0 || handsOn(run)) throw new FollowupArrived();
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
     return;
   }
   const verdict = await awaitDecision(run, action, change, covers);
-  if (!verdict && run.followups.length > 0) throw new FollowupArrived();
+  // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
+  if (handsOn(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -172,14 +178,16 @@ async function awaitDecision(
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
   await report(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0, timeoutMs);
+    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run), timeoutMs);
     const verdict = run.verdicts.get(action);
     record.detail = verdict
       ? `${PAST[verdict.decision]} by ${verdict.by}`
       : run.followups.length > 0
         ? `superseded by a follow-up from ${run.followups[0].by}`
-        : `no decision within ${input.approval.timeout}`;
-    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0;
+        : handsOn(run)
+          ? `superseded: ${run.status.attached?.by ?? run.handEdits} attached to the sandbox`
+          : `no decision within ${input.approval.timeout}`;
+    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
     return got && verdict !== undefined;
   });
   state.pendingApproval = undefined;

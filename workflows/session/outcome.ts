@@ -7,6 +7,7 @@ import type { Sandbox, StepResult } from '../../activities/types';
 import type { Outcome } from '../api';
 import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';
+import { endAttach } from './attach';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
 import { report } from './trigger';
@@ -51,6 +52,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
     const { sandbox, sessionId, status } = run;
     status.pendingApproval = undefined;
     run.setPhase('tearing_down');
+    await endAttach(run);
     try {
       await run.track('teardown', () =>
         teardownOn(sandbox).destroySandbox(

@@ -43,8 +43,11 @@ function changeSpec(run: SessionRun, sb: Sandbox): ChangeSpec {
 
 /** drydock's commit of the sandbox's change (the same tree, parent and date give the same commit). */
 export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
+  const attaches = run.status.attaches;
   const result = await onHost(sb).commitChanges({ sandbox: sb.name, ...changeSpec(run, sb) });
   run.committedIn = sb.name;
+  // The edits made by hand before this commit are in it (unless someone attached during it).
+  if (!run.status.attached && run.status.attaches === attaches) run.handEdits = undefined;
   return result;
 }
 

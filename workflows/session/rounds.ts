@@ -11,6 +11,7 @@ import type { CommitResult } from '../../activities/types';
 import { durationMs } from '../input';
 import { describeFollowups } from '../rules/followup';
 import { agentRounds } from './agents';
+import { handsOff } from './attach';
 import { FollowupArrived } from './approval';
 import { describeError } from './outcome';
 import { anyHost, onHost, teardownOn } from './proxies';
@@ -117,24 +118,30 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
   const taken = run.followups.splice(0);
   const round = (status.round ?? 1) + 1;
   status.round = round;
-  const request = describeFollowups(taken);
-  status.rounds = [
-    ...(status.rounds ?? []),
-    { round, by: taken[0].by, request, startedAt: new Date().toISOString() },
-  ].slice(-RECENT_ROUNDS);
+  // No follow-up: a person attached at the gate, and their edits are the round's change (the attach is audited).
+  run.byHandRound = taken.length === 0;
+  const by = run.byHandRound ? (status.attached?.by ?? run.handEdits) : taken[0].by;
+  const request = run.byHandRound ? 'edited by hand in the sandbox (drydock attach)' : describeFollowups(taken);
+  status.rounds = [...(status.rounds ?? []), { round, by, request, startedAt: new Date().toISOString() }].slice(
+    -RECENT_ROUNDS,
+  );
   run.verdicts.clear(); // each round's change is decided on anew
   run.commitDate = undefined;
-  await anyHost.recordAudit({
-    sessionId: run.sessionId,
-    key: `followup-${round}`,
-    kind: 'followup',
-    actor: taken[0].by,
-    data: { round, followups: taken },
-  });
+  if (!run.byHandRound) {
+    await anyHost.recordAudit({
+      sessionId: run.sessionId,
+      key: `followup-${round}`,
+      kind: 'followup',
+      actor: taken[0].by,
+      data: { round, followups: taken },
+    });
+  }
   run.setPhase('agent');
   Object.assign(loop, { round: 1, startedAt: Date.now(), feedback: undefined, request: undefined });
   Object.assign(status.agent!, { round: 1, stopReason: undefined });
-  if (input.agent.kind === 'script') {
+  if (run.byHandRound) {
+    await handsOff(run); // the round's time starts at the detach
+  } else if (input.agent.kind === 'script') {
     run.scriptSteps = taken.flatMap((f) => f.steps ?? []);
   } else {
     const text = taken.map((f) => f.text).join('\n\n');

@@ -6,6 +6,7 @@ import { log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../activities/types';
 import { durationMs, sandboxLimitsOf } from '../input';
 import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
+import { handsOff } from './attach';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { stepNonce } from './nonce';
 import { recordStep, type SessionRun } from './state';
@@ -36,18 +37,24 @@ export async function provision(run: SessionRun): Promise<void> {
  * container died, or its host stopped answering), replaces it from the last
  * checkpoint, on whichever host picks up the provisioning, and runs `fn`
  * again there: the step that was cut off runs again, the ones before it
- * are in the checkpoint.
+ * are in the checkpoint. While someone is attached, it waits for the detach first.
  */
 export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise<T>): Promise<T> {
-  for (;;) {
-    const used = run.sandbox!;
-    try {
-      return await fn(used);
-    } catch (err) {
-      const loss = sandboxLoss(err, used);
-      if (!loss) throw err;
-      await replaceSandbox(run, used, loss);
+  await handsOff(run); // nothing starts in the sandbox while a person works in it
+  run.sandboxBusy++;
+  try {
+    for (;;) {
+      const used = run.sandbox!;
+      try {
+        return await fn(used);
+      } catch (err) {
+        const loss = sandboxLoss(err, used);
+        if (!loss) throw err;
+        await replaceSandbox(run, used, loss);
+      }
     }
+  } finally {
+    run.sandboxBusy--;
   }
 }
 

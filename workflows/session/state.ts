@@ -7,6 +7,7 @@ import { upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/wo
 import type { Sandbox, StepResult } from '../../activities/types';
 import {
   MEMO_KEY,
+  OUTCOMES,
   PHASE_ATTRIBUTE,
   REPO_ATTRIBUTE,
   type Action,
@@ -82,6 +83,12 @@ export class SessionRun {
   readonly followups: Followup[];
   /** The script steps of this round: the input's, then a follow-up's. */
   scriptSteps: ScriptStep[] = [];
+  /** Calls into the sandbox under way (inSandbox): a person gets in once there are none. */
+  sandboxBusy = 0;
+  /** This round's change is a person's (drydock attach): the agent does not work on it. */
+  byHandRound = false;
+  /** Who edited the sandbox by hand (drydock attach) since the change was last committed. */
+  handEdits?: string;
   /** The pull request was merged or closed. */
   closed?: { merged: boolean; by: string };
 
@@ -115,6 +122,11 @@ export class SessionRun {
    * see it), with the last known state in the memo (read when no worker answers).
    */
   setPhase(phase: Phase): void {
+    // While a person is attached the session shows it; the phase it is in comes back at the detach.
+    const attached = this.status.attached;
+    const held = attached !== undefined && !ENDS_ATTACH.includes(phase);
+    if (held && phase !== 'attached') attached.during = phase;
+    phase = held ? 'attached' : phase;
     this.status.phase = phase;
     const repo = this.status.repo;
     upsertSearchAttributes([
@@ -181,6 +193,9 @@ export class SessionRun {
     this.status.sandbox = { name, host, image, baseCommit };
   }
 }
+
+/** Phases that end an attach: the sandbox goes. */
+const ENDS_ATTACH: readonly Phase[] = ['tearing_down', ...OUTCOMES];
 
 /** Bounds of the memo's texts: it travels with every list and describe. */
 const MEMO_TEXT = 500;

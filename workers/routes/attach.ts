@@ -1,0 +1,106 @@
+/**
+ * GET /api/sessions/:id/attach with `Upgrade: drydock-attach` and a bearer
+ * token (`drydock attach --server`): attaches as the token's owner, bridges
+ * the connection to a shell in the sandbox on the Docker engine this server
+ * reaches, and detaches when either side ends, so a client that vanishes does
+ * not leave the session paused.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import {
+  ATTACH_PROTOCOL,
+  AttachRefused,
+  bridgeShell,
+  boundedSize,
+  reachableSandbox,
+  requestAttach,
+  requestDetach,
+} from '../../lib/attach';
+import type { DockerSandboxes } from '../../lib/sandbox';
+import { header, HttpError, type ServeContext } from '../http';
+
+const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;
+
+/** Whether an Upgrade request is for the attach endpoint (others are refused). */
+export function isAttachUpgrade(req: IncomingMessage): boolean {
+  const path = new URL(req.url ?? '/', 'http://drydock').pathname;
+  return ATTACH_PATH.test(path);
+}
+
+export async function attachUpgrade(
+  ctx: ServeContext,
+  sandboxes: DockerSandboxes,
+  req: IncomingMessage,
+  socket: Duplex,
+): Promise<void> {
+  let attachedAs: { id: string; by: string } | undefined;
+  try {
+    const { id, by, size } = checkRequest(ctx, req);
+    const name = await reachableSandbox(ctx.client, sandboxes, id);
+    await requestAttach(ctx.client, id, by);
+    attachedAs = { id, by };
+    const shell = await sandboxes.shell(name, size);
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${ATTACH_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
+    ctx.log.info({ sessionId: id, by, sandbox: name }, 'attached through serve');
+    await bridgeShell(socket, shell);
+  } catch (err) {
+    answer(ctx, socket, err);
+  } finally {
+    if (attachedAs) await detachQuietly(ctx, attachedAs.id, attachedAs.by);
+  }
+}
+
+function checkRequest(ctx: ServeContext, req: IncomingMessage) {
+  const url = new URL(req.url ?? '/', 'http://drydock');
+  if (req.method !== 'GET') throw new HttpError(405, 'attach is GET with Upgrade');
+  if (header(req, 'upgrade')?.toLowerCase() !== ATTACH_PROTOCOL) {
+    throw new HttpError(426, `send Upgrade: ${ATTACH_PROTOCOL}`);
+  }
+  // The bearer header only: a page's cookie must not open a shell.
+  const bearer = /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1];
+  const by = bearer ? ctx.tokens.identify(bearer) : undefined;
+  if (!by) throw new HttpError(401, 'a valid bearer token is required');
+  const id = sessionIdOf(url.pathname);
+  const size = boundedSize({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) });
+  return { id, by, size };
+}
+
+function sessionIdOf(pathname: string): string {
+  try {
+    return decodeURIComponent(ATTACH_PATH.exec(pathname)![1]);
+  } catch {
+    throw new HttpError(400, 'the session id in the path is not valid percent-encoding');
+  }
+}
+
+/** An error before the Upgrade is an HTTP answer on the raw socket; after it, the connection just ends. */
+function answer(ctx: ServeContext, socket: Duplex, err: unknown): void {
+  const status =
+    err instanceof HttpError
+      ? err.status
+      : err instanceof AttachRefused
+        ? 409
+        : err instanceof WorkflowNotFoundError
+          ? 404
+          : 500;
+  const message = status === 500 ? 'internal error' : (err as Error).message;
+  if (status === 500) ctx.log.error({ err }, 'attach failed');
+  else ctx.log.info({ status, reason: message }, 'attach refused');
+  if (!socket.writable) return;
+  const body = JSON.stringify({ error: message });
+  socket.end(
+    `HTTP/1.1 ${status} ${status === 409 ? 'Conflict' : 'Error'}\r\ncontent-type: application/json\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+async function detachQuietly(ctx: ServeContext, id: string, by: string): Promise<void> {
+  try {
+    const detached = await requestDetach(ctx.client, id, by);
+    ctx.log.info({ sessionId: id, by, durationMs: detached.durationMs }, 'detached through serve');
+  } catch (err) {
+    // Already detached (by someone else, or the session ended): nothing to undo.
+    ctx.log.info({ sessionId: id, by, reason: (err as Error).message }, 'detach after the shell ended refused');
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Takeover: a person in the session's sandbox (drydock attach). The attach
+ * update shows phase `attached` at once and answers once the step under way
+ * has ended (the person and the agent never work in the sandbox at the same
+ * time); the agent's next step, the commit and verification wait in inSandbox
+ * until the detach. Edits made after the change was committed void its approval: the
+ * session commits and verifies them (a round of their own) before anyone
+ * approves. The CLI or `drydock serve` runs the shell; the workflow only
+ * records who is in, which is what survives a crash of either.
+ */
+import { condition, log, setHandler } from '@temporalio/workflow';
+import { attach, detach, type AttachInput, type Attachment, type Detached } from '../api';
+import { checkAttach, checkDetach, type AttachState } from '../rules/attach';
+import { anyHost } from './proxies';
+import type { SessionRun } from './state';
+
+export function installAttachHandlers(run: SessionRun): void {
+  const state = (): AttachState => ({
+    phase: run.status.phase,
+    requestedBy: run.status.requestedBy,
+    attached: run.status.attached,
+    sandbox: run.sandbox,
+  });
+  const validate = (check: typeof checkAttach) => (input: AttachInput) => {
+    const checked = check(state(), run.policy, input);
+    if (!checked.ok) throw new Error(checked.reason);
+  };
+  setHandler(
+    attach,
+    async (input) => {
+      validate(checkAttach)(input); // the validator ran on the same state
+      const attachment = run.status.attached ?? begin(run, input.by);
+      // The step under way ends first (a step's end stops every process it left, a shell too): then the answer.
+      await condition(() => run.sandboxBusy === 0 || run.status.attached !== attachment);
+      return attachment;
+    },
+    { validator: validate(checkAttach) },
+  );
+  setHandler(
+    detach,
+    (input) => {
+      validate(checkDetach)(input);
+      return end(run, input.by);
+    },
+    { validator: validate(checkDetach) },
+  );
+}
+
+/** Waits while someone is attached: nothing runs in the sandbox under their hands. */
+export async function handsOff(run: SessionRun): Promise<void> {
+  if (run.status.attached) await condition(() => run.status.attached === undefined);
+}
+
+/** Whether the change on display is not the sandbox's any more: someone is in it, or was since the commit. */
+export function handsOn(run: SessionRun): boolean {
+  return run.status.attached !== undefined || run.handEdits !== undefined;
+}
+
+/** At teardown: an attach still open ends with the sandbox, and is recorded. */
+export async function endAttach(run: SessionRun): Promise<void> {
+  if (!run.status.attached) return;
+  try {
+    await end(run, 'drydock (the session ended)');
+  } catch (err) {
+    log.error('the attach was not recorded', { error: err instanceof Error ? err.message : String(err) });
+  }
+}
+
+function begin(run: SessionRun, by: string): Attachment {
+  const { name, host } = run.sandbox!;
+  const attached = { by, at: new Date().toISOString(), sandbox: name, host, during: run.status.phase };
+  run.status.attached = attached;
+  run.setPhase('attached');
+  log.info('attached', { by, sandbox: name });
+  return attached;
+}
+
+/** Ends the attach: the phase it held comes back, its edits await the next commit, the audit trail gets it. */
+async function end(run: SessionRun, by: string): Promise<Detached> {
+  const attached = run.status.attached!;
+  run.status.attached = undefined;
+  run.handEdits = attached.by;
+  const durationMs = Date.now() - Date.parse(attached.at);
+  const n = (run.status.attaches = (run.status.attaches ?? 0) + 1);
+  run.status.timeline.push({
+    name: `attached: ${attached.by}`,
+    phase: 'attached',
+    startedAt: attached.at,
+    durationMs,
+    ok: true,
+    detail: `${attached.sandbox} on ${attached.host}${by === attached.by ? '' : `; detached by ${by}`}`,
+  });
+  run.setPhase(attached.during);
+  log.info('detached', { by, attachedBy: attached.by, durationMs });
+  await anyHost.recordAudit({
+    sessionId: run.sessionId,
+    key: `attach-${n}`,
+    kind: 'attach',
+    actor: attached.by,
+    at: attached.at,
+    data: {
+      sandbox: attached.sandbox,
+      host: attached.host,
+      detachedAt: new Date().toISOString(),
+      detachedBy: by,
+      durationMs,
+    },
+  });
+  return { by, attachedBy: attached.by, durationMs };
+}
