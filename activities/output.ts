@@ -28,5 +28,5 @@ export const OUTPUT_CAPS = {
   /** Each file; streamed to the artifact store. */
   screenshot: { bytes: 16 * MiB, what: 'a screenshot' },
   /** Only the end of the app's log is kept (the start is dropped, and said so). */
-  appLog: { bytes: 16 * MiB, what: "the app's log" },
+  appLog: { bytes: 4 * MiB, what: "the app's log" },
 } as const;

@@ -642,17 +642,17 @@ describe('the egress proxy, driven through the runStep activity', () => {
 
   test('a huge checkpoint diff and a huge JUnit file fail naming their cap, and never sit whole in worker memory', async () => {
     const base = (await inSandbox(sandbox, 'git -C /workspace rev-parse HEAD')).trim();
-    // 160 MiB of text in the workspace: its checkpoint diff is bigger still.
+    // 128 MiB of text in the workspace: its checkpoint diff is bigger still.
     const line = 'x'.repeat(99);
     const [diffed, diffGrowth] = await peakGrowth(() =>
-      step('huge-diff', `yes ${line} | head -c 160M > huge.txt`, { checkpointBase: base }),
+      step('huge-diff', `yes ${line} | head -c 128M > huge.txt`, { checkpointBase: base }),
     );
     expect(diffed.status === 'rejected' && String(diffed.reason.cause?.message ?? diffed.reason.message)).toMatch(
       /the checkpoint diff is over 64 MiB/,
     );
-    expect(diffGrowth).toBeLessThan(160);
-    // A 200 MiB JUnit file.
-    const wrote = await step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 200M > huge.xml`);
+    expect(diffGrowth).toBeLessThan(128);
+    // A 64 MiB JUnit file.
+    const wrote = await step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 64M > huge.xml`);
     expect([wrote.exitCode, wrote.outputTail]).toEqual([0, '']);
     const [read, junitGrowth] = await peakGrowth(() =>
       env.run(activities.readTestReport, {
@@ -666,19 +666,19 @@ describe('the egress proxy, driven through the runStep activity', () => {
     expect(read.status === 'rejected' ? String(read.reason.message) : JSON.stringify(read)).toMatch(
       /the JUnit report huge.xml is over 16 MiB/,
     );
-    expect(junitGrowth).toBeLessThan(100);
+    expect(junitGrowth).toBeLessThan(48);
     await step('huge-cleanup', 'rm -f huge.xml');
   });
 
-  test("a huge app log is cut to its last 16 MiB on the worker's disk, said so, with a bounded tail in the result", async () => {
+  test("a huge app log is cut to its last 4 MiB on the worker's disk, said so, with a bounded tail in the result", async () => {
     const [browsed, growth] = await peakGrowth(() =>
       env.run(activities.verifyInBrowser, {
         sandbox,
         sessionId,
         browser: {
-          // 64 MiB of log before it listens.
+          // 96 MiB of log before it listens.
           start:
-            "node -e \"const b = Buffer.alloc(1 << 20, 97); for (let i = 0; i < 64; i++) require('fs').writeSync(1, b); require('http').createServer((q, s) => s.end('ok')).listen(4175)\"",
+            "node -e \"const b = Buffer.alloc(1 << 20, 97); for (let i = 0; i < 96; i++) require('fs').writeSync(1, b); require('http').createServer((q, s) => s.end('ok')).listen(4175)\"",
           url: 'http://127.0.0.1:4175/',
           readyTimeout: '60s',
           checks: [],
@@ -692,10 +692,10 @@ describe('the egress proxy, driven through the runStep activity', () => {
     expect(result.appLogTail.length).toBeLessThanOrEqual(1_001);
     const stored = await readFile(path.join(artifactsDir, result.appLog));
     expect(stored.subarray(0, 200).toString()).toMatch(
-      /^\[the app's log is over 16 MiB: its first \d+ bytes are not kept\]\n/,
+      /^\[the app's log is over 4 MiB: its first \d+ bytes are not kept\]\n/,
     );
-    expect(stored.length).toBeLessThan(16 * 1024 ** 2 + 200);
-    expect(growth).toBeLessThan(48);
+    expect(stored.length).toBeLessThan(4 * 1024 ** 2 + 200);
+    expect(growth).toBeLessThan(64);
   });
 
   test("a process holding the egress forwarder's port fails the step, which does not run", async () => {
