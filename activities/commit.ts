@@ -66,7 +66,7 @@ async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput
 
 /**
  * Runs `fn` with the sandbox's snapshot (CHANGE_REF) as a git bundle file on
- * the worker's disk (`<mirrors>/.bundles`, removed afterwards): the snapshot
+ * the worker's disk (`<data dir>/spool`, beside the mirrors; removed afterwards): the snapshot
  * commit and the objects it adds to the base. The sandbox (no network) writes
  * it to stdout; it streams to the file, at most OUTPUT_CAPS.bundle of it.
  */
@@ -75,8 +75,10 @@ export async function withSnapshotBundle<T>(
   at: { sandbox: string; base: string },
   fn: (bundle: string) => Promise<T>,
 ): Promise<T> {
-  await mkdir(path.join(mirrorsDir, '.bundles'), { recursive: true });
-  const dir = await mkdtemp(path.join(mirrorsDir, '.bundles', 'change-'));
+  // Not in the mirrors folder itself: every entry there is a mirror.
+  const spool = path.join(path.dirname(mirrorsDir), 'spool');
+  await mkdir(spool, { recursive: true });
+  const dir = await mkdtemp(path.join(spool, 'change-'));
   try {
     const file = path.join(dir, 'change.bundle');
     const argv = ['git', 'bundle', 'create', '-', `${at.base}..${CHANGE_REF}`];
