@@ -535,7 +535,7 @@ async function runOnce(
     stdin: opts.stdin,
     signal: Context.current().cancellationSignal,
   });
-  const answer = parseRunOnce(run.stdout, nonce);
+  const answer = parseRunOnce(run, nonce);
   if (!answer) throw new Error(`drydock-run failed: ${tail(`${run.stderr}${run.stdout}`.trim(), 500)}`);
   return {
     exitCode: answer.exitCode,

@@ -4,11 +4,14 @@
  * identity, and describes it with its own git.
  */
 import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../lib/git';
 import { permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
+import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from './types';
 
 /** Author and committer of drydock's commits unless the worker names its own (DRYDOCK_COMMIT_NAME/EMAIL). */
@@ -62,20 +65,34 @@ async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput
 }
 
 /**
- * The sandbox's snapshot (CHANGE_REF) as a git bundle written to stdout (the
- * sandbox has no network): the snapshot commit and the objects it adds to the base.
+ * Runs `fn` with the sandbox's snapshot (CHANGE_REF) as a git bundle file on
+ * the worker's disk (`<data dir>/spool`, beside the mirrors; removed afterwards): the snapshot
+ * commit and the objects it adds to the base. The sandbox (no network) writes
+ * it to stdout; it streams to the file, at most OUTPUT_CAPS.bundle of it.
  */
-export async function exportSnapshot(
-  sandboxes: ActivityDeps['sandboxes'],
-  sandbox: string,
-  base: string,
-): Promise<Buffer> {
-  const result = await sandboxes.exec(sandbox, ['git', 'bundle', 'create', '-', `${base}..${CHANGE_REF}`]);
-  if (result.exitCode === 0) return result.stdout;
-  throw ApplicationFailure.nonRetryable(
-    `the sandbox has no snapshot of the change to export: ${result.stderr.toString().trim()}`,
-    ErrorType.PushRejected,
-  );
+export async function withSnapshotBundle<T>(
+  { sandboxes, mirrorsDir }: Pick<ActivityDeps, 'sandboxes' | 'mirrorsDir'>,
+  at: { sandbox: string; base: string },
+  fn: (bundle: string) => Promise<T>,
+): Promise<T> {
+  // Not in the mirrors folder itself: every entry there is a mirror.
+  const spool = path.join(path.dirname(mirrorsDir), 'spool');
+  await mkdir(spool, { recursive: true });
+  const dir = await mkdtemp(path.join(spool, 'change-'));
+  try {
+    const file = path.join(dir, 'change.bundle');
+    const argv = ['git', 'bundle', 'create', '-', `${at.base}..${CHANGE_REF}`];
+    const result = await sandboxes.execToFile(at.sandbox, argv, file, OUTPUT_CAPS.bundle).catch(permanent);
+    if (result.exitCode !== 0) {
+      throw ApplicationFailure.nonRetryable(
+        `the sandbox has no snapshot of the change to export: ${result.stderr.toString().trim()}`,
+        ErrorType.PushRejected,
+      );
+    }
+    return await fn(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: ActivityDeps) {
@@ -95,21 +112,23 @@ export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commi
     async commitChanges(input: CommitInput): Promise<CommitResult> {
       try {
         if (!(await snapshot(sandboxes, input))) return unchanged(input);
-        const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit);
         const mirror = mirrorOf(mirrorsDir, input.repoUrl);
-        return await sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
-          const change = await describeChange(mirror, input.parent, commit);
-          // A follow-up round that changed nothing since the pushed commit makes no commit.
-          if (!change.diff) return unchanged(input);
-          return {
-            commit,
-            changed: true,
-            diffstat: redactor.text(change.diffstat),
-            changeHash: changeHash(input.branch, input.parent, tree),
-            author,
-            diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
-          };
-        });
+        const at = { sandbox: input.sandbox, base: input.baseCommit };
+        return await withSnapshotBundle({ sandboxes, mirrorsDir }, at, (bundle) =>
+          sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
+            const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
+            // A follow-up round that changed nothing since the pushed commit makes no commit.
+            if (!change.diff) return unchanged(input);
+            return {
+              commit,
+              changed: true,
+              diffstat: redactor.text(change.diffstat),
+              changeHash: changeHash(input.branch, input.parent, tree),
+              author,
+              diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
+            };
+          }),
+        );
       } catch (err) {
         permanent(err);
       }

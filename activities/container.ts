@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { caEnv, installCaBundle } from '../lib/ca';
 import { egressDirOf } from '../lib/egress';
-import { LABELS, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../lib/sandbox';
+import { LABELS, OutputOverCap, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../lib/sandbox';
 import type { ActivityDeps } from './deps';
 import type { ProvisionInput } from './types';
 
@@ -118,6 +118,8 @@ export function permanent(err: unknown): never {
   if (err instanceof SandboxNotFound) {
     throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
   }
+  // A retry would meet the same data.
+  if (err instanceof OutputOverCap) throw ApplicationFailure.nonRetryable(err.message, ErrorType.OutputTooLarge);
   throw err;
 }
 
@@ -144,7 +146,9 @@ for d in /proc/[0-9]*; do
   if [ -z "$first" ] || [ "\${20}" -lt "$first" ]; then first=\${20} keep=\${d#/proc/}; fi
 done
 round=0
-while [ $round -lt 50 ]; do
+while [ $round -lt 200 ]; do
+  # A killed process with much memory takes a while to go: later rounds wait a little (when a fork is possible).
+  [ $round -lt 20 ] || sleep 0.1 2>/dev/null
   left=0
   for d in /proc/[0-9]*; do
     p=\${d#/proc/}
@@ -157,7 +161,7 @@ while [ $round -lt 50 ]; do
   [ $left = 0 ] && exit 0
   round=$((round + 1))
 done
-echo "processes of the sandbox user still running after 50 rounds of kill" >&2
+echo "processes of the sandbox user still running after 200 rounds of kill" >&2
 exit 1`;
 
 /**

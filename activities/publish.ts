@@ -6,8 +6,7 @@ import { recordEvent } from './audit';
 import type { AuditRow } from '../lib/audit';
 import type { ActivityDeps } from './deps';
 import type { ChangeSpec } from './types';
-import { commitSpec, exportSnapshot } from './commit';
-import { permanent } from './container';
+import { commitSpec, withSnapshotBundle } from './commit';
 import { tail } from './output';
 import { GitError, pushCommit, sealChange, updateMirror, type GitIdentity } from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
@@ -171,21 +170,23 @@ export function createPublishActivities({
      * a commit the remote already has is a no-op, so a retry never pushes twice.
      */
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
-      const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit).catch(permanent);
       const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
       await recordAction(input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(github, input.repoUrl);
       const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
-        const { alreadyPushed } = await sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
-          if (commit !== input.commit) {
-            throw ApplicationFailure.nonRetryable(
-              `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
-              ErrorType.PushRejected,
-            );
-          }
-          return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit, env });
-        });
+        const at = { sandbox: input.sandbox, base: input.baseCommit };
+        const { alreadyPushed } = await withSnapshotBundle({ sandboxes, mirrorsDir }, at, (bundle) =>
+          sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
+            if (commit !== input.commit) {
+              throw ApplicationFailure.nonRetryable(
+                `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
+                ErrorType.PushRejected,
+              );
+            }
+            return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit, env });
+          }),
+        );
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
         await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed }, input.round);
         return { commit: input.commit, alreadyPushed };

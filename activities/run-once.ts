@@ -57,22 +57,32 @@ export interface RunOnceResult {
 }
 
 /**
- * drydock-run's answer for `nonce`, or undefined when stdout does not start
- * with its header (the runner did not get to report: missing, killed, no
- * room for its state).
+ * drydock-run's answer for `nonce`, or undefined when the runner did not
+ * exit 0 or stdout does not end with its trailer (the runner did not get
+ * to report: missing, killed, no room for its state). Only the last line of
+ * a run that exited 0 counts: the step can write into the runner's stdout
+ * (through /proc/<pid>/fd/1) while it runs, or kill the runner after
+ * writing a trailer, but the runner writes its own trailer after every
+ * process of the step is gone and exits 0 only then. The output is the
+ * SENT bytes before it; anything the step wrote before that is ignored.
  */
-export function parseRunOnce(stdout: Buffer, nonce: string): RunOnceResult | undefined {
-  const end = stdout.indexOf(10);
-  if (end < 0) return undefined;
-  const header = new RegExp(`^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+)$`).exec(
-    stdout.subarray(0, end).toString(),
+export function parseRunOnce(
+  { exitCode: runner, stdout }: { exitCode: number; stdout: Buffer },
+  nonce: string,
+): RunOnceResult | undefined {
+  if (runner !== 0 || stdout.length === 0 || stdout[stdout.length - 1] !== 10) return undefined;
+  const start = stdout.lastIndexOf(10, stdout.length - 2);
+  if (start < 0) return undefined;
+  const trailer = new RegExp(`^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+)$`).exec(
+    stdout.subarray(start + 1, stdout.length - 1).toString(),
   );
-  if (!header) return undefined;
-  const [exitCode, bytes, oomBefore, oomAfter, pidsBefore, pidsAfter] = header.slice(1).map(Number);
+  if (!trailer) return undefined;
+  const [exitCode, bytes, sent, oomBefore, oomAfter, pidsBefore, pidsAfter] = trailer.slice(1).map(Number);
+  if (sent > start) return undefined;
   return {
     exitCode,
     bytes,
-    output: stdout.subarray(end + 1),
+    output: stdout.subarray(start - sent, start),
     before: { oomKills: oomBefore, pidsMax: pidsBefore },
     after: { oomKills: oomAfter, pidsMax: pidsAfter },
   };

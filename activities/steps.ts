@@ -25,7 +25,7 @@ import { recordEvent } from './audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from './heartbeat';
-import { tail } from './output';
+import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from './types';
 import type { Redactor } from '../lib/scrub';
@@ -52,15 +52,19 @@ export async function takeCheckpoint(
   deps: { sandboxes: Pick<ActivityDeps['sandboxes'], 'exec'>; checkpoints: ActivityDeps['checkpoints'] },
   at: { sandbox: string; sessionId: string; step: string; baseCommit: string },
 ): Promise<void> {
-  const taken = await deps.sandboxes.exec(at.sandbox, [
-    'sh',
-    '-c',
-    // Not in /tmp: a step that filled it must still be checkpointed.
-    'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
-    'checkpoint',
-    at.baseCommit,
-    STATE_DIR,
-  ]);
+  const taken = await deps.sandboxes.exec(
+    at.sandbox,
+    [
+      'sh',
+      '-c',
+      // Not in /tmp: a step that filled it must still be checkpointed.
+      'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
+      'checkpoint',
+      at.baseCommit,
+      STATE_DIR,
+    ],
+    { stdoutCap: OUTPUT_CAPS.checkpoint },
+  );
   if (taken.exitCode !== 0) throw new Error(`checkpoint after ${at.step} failed: ${taken.stderr.toString().trim()}`);
   await deps.checkpoints.save({
     sessionId: at.sessionId,
@@ -194,7 +198,7 @@ async function runCommand(
     const run = await streamOutput(deps, output, running, input.gateway?.cli);
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
     const models = gateway && (await recordGatewayTo(deps, input, gateway));
-    const answer = parseRunOnce(run.stdout, nonce);
+    const answer = parseRunOnce(run, nonce);
     if (!answer) {
       // drydock-run did not get to end what was running (the forwarder's port was taken, say): do it here.
       await endStrayProcesses(deps.sandboxes, sandbox);

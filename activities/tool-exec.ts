@@ -11,11 +11,18 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import type { DockerSandboxes, ExecOptions, ExecResult } from '../lib/sandbox';
+import { OutputOverCap, STDOUT_CAP, type DockerSandboxes, type ExecOptions, type ExecResult } from '../lib/sandbox';
 import { HELPER } from '../lib/toolchains';
 
 /** How long a new executor may take to say it is ready before the call falls back to exec. */
 const READY_TIMEOUT_MS = 10_000;
+/**
+ * The longest answer line taken from an executor: drydock-exec keeps 64 MiB
+ * per stream, base64 in JSON. A longer line (a step can write into the
+ * executor's stdout through /proc) ends the executor instead of filling the
+ * worker's memory.
+ */
+const MAX_LINE = 192 * 1024 ** 2;
 
 interface Answer {
   id: string;
@@ -33,6 +40,15 @@ class Executor {
   onEnd?: () => void;
 
   constructor(private readonly process: Awaited<ReturnType<DockerSandboxes['attach']>>) {
+    let pending = 0;
+    process.stdout.on('data', (chunk: Buffer) => {
+      const end = chunk.lastIndexOf(10);
+      pending = end < 0 ? pending + chunk.length : chunk.length - end - 1;
+      if (pending > MAX_LINE) {
+        this.end(new Error(`drydock-exec sent a line over ${MAX_LINE / 1024 ** 2} MiB`));
+        this.process.close();
+      }
+    });
     createInterface({ input: process.stdout }).on('line', (line) => this.onLine(line));
     process.stdout.on('end', () => this.end(new Error('drydock-exec ended')));
     process.stdout.on('error', (err: Error) => this.end(err));
@@ -75,11 +91,13 @@ class Executor {
     });
     aborted.catch(() => undefined);
     return Promise.race([answered, aborted])
-      .then((a) => ({
-        exitCode: a.exitCode,
-        stdout: Buffer.from(a.stdout, 'base64'),
-        stderr: Buffer.from(a.stderr, 'base64'),
-      }))
+      .then((a) => {
+        const stdout = Buffer.from(a.stdout, 'base64');
+        // drydock-exec cuts at 64 MiB without a word: as long as a cap is as good as over it.
+        const cap = opts.stdoutCap ?? STDOUT_CAP;
+        if (stdout.length >= cap.bytes) throw new OutputOverCap(cap);
+        return { exitCode: a.exitCode, stdout, stderr: Buffer.from(a.stderr, 'base64') };
+      })
       .finally(() => {
         this.waiting.delete(id);
         // An idle executor does not keep the worker's process alive.

@@ -9,7 +9,7 @@ import { HELPER, HELPERS_MOUNT } from '../lib/toolchains';
 import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
 import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
-import { tail } from './output';
+import { OUTPUT_CAPS, tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
 const USUAL_REPORT =
@@ -205,7 +205,9 @@ export function createVerifyActivities(deps: ActivityDeps) {
       const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
       const documents = [];
       for (const file of files) {
-        const read = await sandboxes.exec(input.sandbox, ['cat', file]);
+        const read = await sandboxes.exec(input.sandbox, ['cat', file], {
+          stdoutCap: { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` },
+        });
         if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
       }
       if (documents.length === 0) return undefined;
@@ -260,8 +262,11 @@ export function createVerifyActivities(deps: ActivityDeps) {
             ...(result.screenshots as { file?: string }[]).map((s) => s.file),
           ];
           for (const file of files.filter((f): f is string => Boolean(f))) {
-            const content = (await sandboxes.exec(name, ['cat', file])).stdout;
-            copies.push({ file, ref: await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, content) });
+            const ref = await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, '');
+            // Straight to the artifact store on disk, never whole in memory.
+            const cap = { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
+            await sandboxes.execToFile(name, ['cat', file], artifacts.pathOf(ref), cap);
+            copies.push({ file, ref });
           }
           return result;
         });
@@ -279,9 +284,7 @@ export function createVerifyActivities(deps: ActivityDeps) {
       const screenshots = (raw.screenshots as { path: string; file?: string; message?: string }[]).map(
         ({ file, ...rest }) => (file ? { ...rest, screenshot: copied(file) } : rest),
       );
-      const appLog = await redactor.large(
-        (await sandboxes.exec(sandbox, ['cat', `${outDir}/app.log`])).stdout.toString(),
-      );
+      const appLog = await redactor.large(await appLogEnd(sandboxes, sandbox, `${outDir}/app.log`));
       const result: BrowserResult = {
         ...raw,
         url: browser.url,
@@ -294,4 +297,23 @@ export function createVerifyActivities(deps: ActivityDeps) {
       return result;
     },
   });
+}
+
+/** The end of the app's log, at most OUTPUT_CAPS.appLog of it; a cut start is said so. */
+async function appLogEnd(sandboxes: ActivityDeps['sandboxes'], sandbox: string, file: string): Promise<string> {
+  const { bytes, what } = OUTPUT_CAPS.appLog;
+  const read = await sandboxes.exec(sandbox, [
+    'sh',
+    '-c',
+    'wc -c <"$1" 2>/dev/null || echo 0; tail -c "$2" "$1" 2>/dev/null',
+    'app-log',
+    file,
+    String(bytes),
+  ]);
+  const out = read.stdout.toString();
+  const size = Number(out.slice(0, out.indexOf('\n')).trim()) || 0;
+  const kept = out.slice(out.indexOf('\n') + 1);
+  return size > bytes
+    ? `[${what} is over ${bytes / 1024 ** 2} MiB: its first ${size - bytes} bytes are not kept]\n${kept}`
+    : kept;
 }

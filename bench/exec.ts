@@ -138,12 +138,9 @@ async function main(): Promise<string> {
       primitive.ms.push(await perCall(N, () => sandboxes.exec(name, ['true'])));
 
       /** drydock-run `true` once, through `exec`; checks its answer. */
-      const runTrue = async (exec: (argv: string[]) => Promise<{ stdout: Buffer }>) => {
+      const runTrue = async (exec: (argv: string[]) => Promise<{ exitCode: number; stdout: Buffer }>) => {
         const n = nonce();
-        const answer = parseRunOnce(
-          (await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv)).stdout,
-          n,
-        );
+        const answer = parseRunOnce(await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv), n);
         if (answer?.exitCode !== 0) throw new Error('drydock-run true failed');
       };
       oneExec.ms.push(await perCall(N, () => runTrue((argv) => sandboxes.exec(name, argv))));

@@ -1,10 +1,11 @@
 import { execFile, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { access, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createHash, randomUUID } from 'node:crypto';
+import { access, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { redactUrl } from '../workflows/rules/repo-url';
+import { OutputOverCap, type OutputCap } from './sandbox';
 
 /**
  * git failed; `stderr` says why (bad URL, missing ref, refused credentials,
@@ -169,7 +170,8 @@ export interface CommitSpec {
  */
 export function sealChange<T>(
   mirror: string,
-  bundle: Buffer,
+  /** A git bundle file on the worker's disk (exportSnapshot). */
+  bundle: string,
   spec: CommitSpec,
   fn: (sealed: { commit: string; tree: string }) => Promise<T>,
 ): Promise<T> {
@@ -199,28 +201,33 @@ export async function describeChange(
   mirror: string,
   parent: string,
   commit: string,
+  diffCap: OutputCap,
 ): Promise<{ diffstat: string; diff: string }> {
   const diffstat = (await git([...PLAIN_DIFF, '--stat', parent, commit], mirror)).trimEnd();
-  const diff = await git([...PLAIN_DIFF, '--binary', parent, commit], mirror);
-  return { diffstat, diff };
+  // To a file first: only a diff within the cap is read into memory.
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-diff-'));
+  try {
+    const file = path.join(dir, 'change.diff');
+    await git([...PLAIN_DIFF, '--binary', `--output=${file}`, parent, commit], mirror);
+    if ((await stat(file)).size > diffCap.bytes) throw new OutputOverCap(diffCap);
+    return { diffstat, diff: await readFile(file, 'utf8') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /**
  * Fetches the bundle's `ref` into the mirror under a staging ref, runs
  * `fn` with that ref, then removes it (under the mirror's lock).
  */
-function withBundle<T>(mirror: string, bundle: Buffer, ref: string, fn: (staged: string) => Promise<T>): Promise<T> {
+function withBundle<T>(mirror: string, bundle: string, ref: string, fn: (staged: string) => Promise<T>): Promise<T> {
   return withMirrorLock(mirror, async () => {
-    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bundle-'));
-    const staged = `refs/drydock-staging/${path.basename(dir)}`;
+    const staged = `refs/drydock-staging/${randomUUID()}`;
     try {
-      const file = path.join(dir, 'change.bundle');
-      await writeFile(file, bundle);
-      await git(['fetch', '--quiet', file, `+${ref}:${staged}`], mirror);
+      await git(['fetch', '--quiet', bundle, `+${ref}:${staged}`], mirror);
       return await fn(staged);
     } finally {
       await git(['update-ref', '-d', staged], mirror).catch(() => undefined);
-      await rm(dir, { recursive: true, force: true });
     }
   });
 }

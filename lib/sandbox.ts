@@ -1,3 +1,5 @@
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -59,6 +61,29 @@ export interface ExecOptions {
   signal?: AbortSignal;
   /** Extra environment of this command only ("NAME=value"). */
   env?: string[];
+  /** What of stdout the worker accepts; more throws OutputOverCap. @default STDOUT_CAP */
+  stdoutCap?: OutputCap;
+}
+
+/** A bound on what one exec may send the worker, and what to call it in the error. */
+export interface OutputCap {
+  bytes: number;
+  /** e.g. "the checkpoint diff": the error reads "the checkpoint diff is over 64 MiB". */
+  what: string;
+}
+
+const MiB = 1024 ** 2;
+/** Any exec's stdout, unless it names its own cap: it is held in the worker's memory. */
+export const STDOUT_CAP: OutputCap = { bytes: 64 * MiB, what: "a sandbox command's output" };
+/** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
+export const STDERR_KEPT = 1 * MiB;
+
+/** A sandbox sent more than its cap: the exec is cut off, nothing past the cap was kept. */
+export class OutputOverCap extends Error {
+  constructor(readonly cap: OutputCap) {
+    super(`${cap.what} is over ${cap.bytes % MiB === 0 ? `${cap.bytes / MiB} MiB` : `${cap.bytes} bytes`}`);
+    this.name = 'OutputOverCap';
+  }
 }
 
 export interface ExecResult {
@@ -283,11 +308,42 @@ export class DockerSandboxes {
    * noticed: before the command starts, while it runs, or as it ends.
    */
   async exec(name: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    return this.checked(name, () => this.execOnce(name, argv, opts), opts.signal);
+  }
+
+  /**
+   * Like exec, but stdout streams to `file` on the worker's disk (never held
+   * in memory), at most `cap.bytes` of it: past that the exec is cut off,
+   * the file removed and OutputOverCap thrown. Returns the exit code,
+   * stdout's size and stderr.
+   */
+  async execToFile(
+    name: string,
+    argv: string[],
+    file: string,
+    cap: OutputCap,
+  ): Promise<{ exitCode: number; bytes: number; stderr: Buffer }> {
+    const out = createWriteStream(file);
+    const closed = () => new Promise((resolve) => out.end(resolve));
     let result: ExecResult;
     try {
-      result = await this.execOnce(name, argv, opts);
+      result = await this.checked(name, () => this.execOnce(name, argv, { stdoutCap: cap }, out));
     } catch (err) {
-      if (err instanceof SandboxNotFound || opts.signal?.aborted) throw err;
+      await closed();
+      await rm(file, { force: true });
+      throw err;
+    }
+    await closed();
+    return { exitCode: result.exitCode, bytes: out.bytesWritten, stderr: result.stderr };
+  }
+
+  /** One exec, with a dead container reported as SandboxNotFound (see exec). */
+  private async checked(name: string, once: () => Promise<ExecResult>, signal?: AbortSignal): Promise<ExecResult> {
+    let result: ExecResult;
+    try {
+      result = await once();
+    } catch (err) {
+      if (err instanceof SandboxNotFound || err instanceof OutputOverCap || signal?.aborted) throw err;
       // 404/409 from creating, starting or inspecting the exec, or its stream cut off: a dead container.
       if (isStatus(err, 404) || isStatus(err, 409) || !(await this.isRunning(name))) {
         throw new SandboxNotFound(name, 'stopped');
@@ -304,8 +360,12 @@ export class DockerSandboxes {
     return result;
   }
 
-  /** One exec: its exit code (-1 when Docker has none) and demultiplexed output. */
-  private async execOnce(name: string, argv: string[], opts: ExecOptions): Promise<ExecResult> {
+  /**
+   * One exec: its exit code (-1 when Docker has none) and demultiplexed
+   * output; stdout to `toFile` instead of memory when given. Past the stdout
+   * cap the stream is cut (OutputOverCap); stderr past STDERR_KEPT is dropped.
+   */
+  private async execOnce(name: string, argv: string[], opts: ExecOptions, toFile?: WriteStream): Promise<ExecResult> {
     const exec = await this.docker.getContainer(name).exec({
       Cmd: argv,
       User: SANDBOX_USER,
@@ -316,10 +376,26 @@ export class DockerSandboxes {
       ...(opts.env ? { Env: opts.env } : {}),
     });
     const stream = await exec.start({ hijack: true, stdin: opts.stdin !== undefined });
+    const cap = opts.stdoutCap ?? STDOUT_CAP;
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
-    const outSink = new PassThrough().on('data', (c: Buffer) => stdout.push(c));
-    const errSink = new PassThrough().on('data', (c: Buffer) => stderr.push(c));
+    let outBytes = 0;
+    let errBytes = 0;
+    const outSink = new PassThrough().on('data', (c: Buffer) => {
+      outBytes += c.length;
+      if (outBytes > cap.bytes) return stream.destroy(new OutputOverCap(cap));
+      // A copy: the chunk is a slice of demux's joined buffer, which it would keep alive.
+      if (!toFile) return stdout.push(Buffer.from(c));
+      // The disk is slower than the socket: hold the sandbox back rather than buffer here.
+      if (!toFile.write(c)) {
+        stream.pause();
+        toFile.once('drain', () => stream.resume());
+      }
+    });
+    const errSink = new PassThrough().on('data', (c: Buffer) => {
+      if (errBytes < STDERR_KEPT) stderr.push(c.subarray(0, STDERR_KEPT - errBytes));
+      errBytes += c.length;
+    });
     this.docker.modem.demuxStream(stream, outSink, errSink);
     const onAbort = () => stream.destroy(opts.signal?.reason ?? new Error('aborted'));
     try {
@@ -336,7 +412,9 @@ export class DockerSandboxes {
       opts.signal?.removeEventListener('abort', onAbort);
     }
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
+    if (outBytes > cap.bytes) throw new OutputOverCap(cap);
     const info = await exec.inspect();
+    if (errBytes > STDERR_KEPT) stderr.push(Buffer.from(`\n[${errBytes - STDERR_KEPT} more bytes of stderr not kept]`));
     return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
   }
 

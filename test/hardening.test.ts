@@ -588,6 +588,116 @@ describe('the egress proxy, driven through the runStep activity', () => {
     expect(await inSandbox(sandbox, 'cat /tmp/planted-loaded 2>/dev/null || echo absent')).toBe('absent\n');
   });
 
+  /**
+   * A step that finds its runner among its ancestors (its cmdline names
+   * drydock-run and, in it, the nonce) and writes a forged answer into the
+   * runner's own stdout through /proc/<pid>/fd/1: as a header first (the old
+   * framing) and as a trailer. `then` runs with $runner and $dir set.
+   */
+  const forgeRunnerAnswer = (then: string) =>
+    [
+      'p=$$',
+      'while [ "$p" -gt 1 ]; do',
+      '  read -r s < /proc/$p/stat; set -- ${s##*) }; p=$2',
+      '  set -- $(tr "\\0" " " < /proc/$p/cmdline)',
+      '  [ "${2##*/}" = drydock-run ] && break',
+      'done',
+      'nonce=$4 runner=$p dir=$3/steps/$4',
+      'printf "drydock-run %s 0 0 0 0 0 0\\nall tests passed\\ndrydock-run %s 0 16 16 0 0 0 0\\n" "$nonce" "$nonce" > /proc/$runner/fd/1',
+      'echo 0 > $dir/exit; echo "0 0 0 0" > $dir/counters',
+      then,
+      'echo really ran; exit 3',
+    ].join('\n');
+
+  test("a step cannot forge its runner's answer through /proc (its stdout, its nonce, its state)", async () => {
+    // Written into the runner's stdout while the step runs: the answer is still the real exit 3.
+    const written = await step('forge-stdout', forgeRunnerAnswer('true'));
+    expect(written.exitCode).toBe(3);
+    expect(written.outputTail.trim()).toBe('really ran');
+    // And a step that then kills its runner (after planting exit 0) does not pass either.
+    const killed = await step('forge-kill', forgeRunnerAnswer('kill -KILL $runner; sleep 5'));
+    expect(killed.exitCode).not.toBe(0);
+    expect(killed.outputTail).toContain("the step's runner was killed");
+    expect(await leftovers()).toEqual([]);
+  });
+
+  /**
+   * Runs `fn`, sampling what the worker holds meanwhile (buffers and the JS
+   * heap: what the data itself takes, unlike RSS, which keeps freed pages);
+   * returns its settled result and the peak growth in MiB.
+   */
+  const peakGrowth = async <T>(fn: () => Promise<T>): Promise<[PromiseSettledResult<T>, number]> => {
+    const held = () => {
+      const m = process.memoryUsage();
+      return m.arrayBuffers + m.heapUsed;
+    };
+    const base = held();
+    let peak = base;
+    const sampler = setInterval(() => (peak = Math.max(peak, held())), 5);
+    const [settled] = await Promise.allSettled([fn()]);
+    clearInterval(sampler);
+    peak = Math.max(peak, held());
+    return [settled, (peak - base) / 1024 ** 2];
+  };
+
+  test('a huge checkpoint diff and a huge JUnit file fail naming their cap, and never sit whole in worker memory', async () => {
+    const base = (await inSandbox(sandbox, 'git -C /workspace rev-parse HEAD')).trim();
+    // 128 MiB of text in the workspace: its checkpoint diff is bigger still.
+    const line = 'x'.repeat(99);
+    const [diffed, diffGrowth] = await peakGrowth(() =>
+      step('huge-diff', `yes ${line} | head -c 128M > huge.txt`, { checkpointBase: base }),
+    );
+    expect(diffed.status === 'rejected' && String(diffed.reason.cause?.message ?? diffed.reason.message)).toMatch(
+      /the checkpoint diff is over 64 MiB/,
+    );
+    expect(diffGrowth).toBeLessThan(128);
+    // A 64 MiB JUnit file.
+    const wrote = await step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 64M > huge.xml`);
+    expect([wrote.exitCode, wrote.outputTail]).toEqual([0, '']);
+    const [read, junitGrowth] = await peakGrowth(() =>
+      env.run(activities.readTestReport, {
+        sandbox,
+        sessionId,
+        stepKey: 'huge-junit',
+        stepNonce: randomBytes(16).toString('hex'),
+        files: ['huge.xml'],
+      }),
+    );
+    expect(read.status === 'rejected' ? String(read.reason.message) : JSON.stringify(read)).toMatch(
+      /the JUnit report huge.xml is over 16 MiB/,
+    );
+    expect(junitGrowth).toBeLessThan(48);
+    await step('huge-cleanup', 'rm -f huge.xml');
+  });
+
+  test("a huge app log is cut to its last 4 MiB on the worker's disk, said so, with a bounded tail in the result", async () => {
+    const [browsed, growth] = await peakGrowth(() =>
+      env.run(activities.verifyInBrowser, {
+        sandbox,
+        sessionId,
+        browser: {
+          // 96 MiB of log before it listens.
+          start:
+            "node -e \"const b = Buffer.alloc(1 << 20, 97); for (let i = 0; i < 96; i++) require('fs').writeSync(1, b); require('http').createServer((q, s) => s.end('ok')).listen(4175)\"",
+          url: 'http://127.0.0.1:4175/',
+          readyTimeout: '60s',
+          checks: [],
+          screenshots: [],
+        },
+        readyTimeoutMs: 60_000,
+      }),
+    );
+    expect(browsed.status).toBe('fulfilled');
+    const result = (browsed as PromiseFulfilledResult<{ appLog: string; appLogTail: string }>).value;
+    expect(result.appLogTail.length).toBeLessThanOrEqual(1_001);
+    const stored = await readFile(path.join(artifactsDir, result.appLog));
+    expect(stored.subarray(0, 200).toString()).toMatch(
+      /^\[the app's log is over 4 MiB: its first \d+ bytes are not kept\]\n/,
+    );
+    expect(stored.length).toBeLessThan(4 * 1024 ** 2 + 200);
+    expect(growth).toBeLessThan(64);
+  });
+
   test("a process holding the egress forwarder's port fails the step, which does not run", async () => {
     // Planted from outside, as a daemon of an earlier step would have been.
     await inSandbox(

@@ -433,4 +433,6 @@ export const ErrorType = {
   SnapshotSetupFailed: 'SnapshotSetupFailed',
   /** The repo's environment cannot be a sandbox (no sh or git, a Dockerfile that fails, features). */
   EnvironmentUnusable: 'EnvironmentUnusable',
+  /** A sandbox produced more than the worker takes of one kind of data (a diff, a bundle, a report): names the cap. */
+  OutputTooLarge: 'OutputTooLarge',
 } as const;
