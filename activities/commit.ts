@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../lib/git';
+import { CommandExitError } from '../lib/sandbox';
 import { permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import type { ChangeSpec, CommitInput, CommitResult } from './types';
@@ -34,7 +35,8 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
 /**
  * Snapshots the sandbox's working tree (untracked files too, through a
  * scratch index so the agent's own staging stays untouched) as one commit on
- * the base under CHANGE_REF. Prints "unchanged" when its tree is the base's.
+ * the base under CHANGE_REF, and writes it out as a git bundle (see
+ * exportSnapshot), in the same exec. Prints "unchanged" when its tree is the base's.
  */
 const SNAPSHOT = [
   'set -e',
@@ -43,12 +45,13 @@ const SNAPSHOT = [
   'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
   'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
   'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
-  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"; echo changed',
+  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
+  'git bundle create - "$5..$4"',
 ].join('\n');
 
-/** Takes the snapshot; false when the working tree is the base's. */
-async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput): Promise<boolean> {
-  const out = await sandboxes.run(input.sandbox, [
+/** Takes the snapshot and returns its bundle; undefined when the working tree is the base's. */
+async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput): Promise<Buffer | undefined> {
+  const taken = await sandboxes.exec(input.sandbox, [
     'sh',
     '-c',
     SNAPSHOT,
@@ -57,8 +60,13 @@ async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput
     input.date,
     STATE_DIR,
     CHANGE_REF,
+    input.baseCommit,
   ]);
-  return out.trim().split('\n').pop() === 'changed';
+  if (taken.exitCode !== 0) {
+    throw new CommandExitError('snapshot of the change', taken.exitCode, '', taken.stderr.toString());
+  }
+  // A bundle starts "# v2 git bundle" (or v3); anything else is the "unchanged" answer.
+  return taken.stdout.subarray(0, 3).toString() === '# v' ? taken.stdout : undefined;
 }
 
 /**
@@ -94,8 +102,8 @@ export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commi
      */
     async commitChanges(input: CommitInput): Promise<CommitResult> {
       try {
-        if (!(await snapshot(sandboxes, input))) return unchanged(input);
-        const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit);
+        const bundle = await snapshot(sandboxes, input);
+        if (!bundle) return unchanged(input);
         const mirror = mirrorOf(mirrorsDir, input.repoUrl);
         return await sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
           const change = await describeChange(mirror, input.parent, commit);

@@ -9,7 +9,16 @@ import type { ChangeSpec } from './types';
 import { commitSpec, exportSnapshot } from './commit';
 import { permanent } from './container';
 import { tail } from './output';
-import { GitError, pushCommit, sealChange, updateMirror, type GitIdentity } from '../lib/git';
+import {
+  GitError,
+  hasWholeCommit,
+  mirrorOf,
+  pushCommit,
+  sealChange,
+  updateMirror,
+  type GitEnv,
+  type GitIdentity,
+} from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
 import { redactUrl } from '../workflows/rules/repo-url';
 
@@ -127,6 +136,27 @@ async function earlierDeploy(
   );
 }
 
+/** Makes drydock's commit again from the sandbox's snapshot bundle and pushes it, if it is the approved one. */
+async function remakeAndPush(
+  mirrorsDir: string,
+  bundle: Buffer,
+  input: PushInput,
+  env: GitEnv,
+  push: () => Promise<{ alreadyPushed: boolean }>,
+): Promise<{ alreadyPushed: boolean }> {
+  // The mirror may lack the parent (a follow-up's, pushed from another host).
+  const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
+  return sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
+    if (commit !== input.commit) {
+      throw ApplicationFailure.nonRetryable(
+        `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
+        ErrorType.PushRejected,
+      );
+    }
+    return push();
+  });
+}
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -171,21 +201,20 @@ export function createPublishActivities({
      * a commit the remote already has is a no-op, so a retry never pushes twice.
      */
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
-      const bundle = await exportSnapshot(sandboxes, input.sandbox, input.baseCommit).catch(permanent);
       const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
+      const mirror = mirrorOf(mirrorsDir, input.repoUrl);
+      // commitChanges made the approved commit in this host's mirror: pushed as it is, it is exactly what was
+      // approved (its id names its tree, parent, author, date and message). Otherwise it is made again
+      // from the sandbox's snapshot, and pushed only if it comes out the same.
+      const made = await hasWholeCommit(mirror, input.commit);
+      const bundle = made
+        ? undefined
+        : await exportSnapshot(sandboxes, input.sandbox, input.baseCommit).catch(permanent);
       await recordAction(input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(github, input.repoUrl);
-      const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
-        const { alreadyPushed } = await sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
-          if (commit !== input.commit) {
-            throw ApplicationFailure.nonRetryable(
-              `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
-              ErrorType.PushRejected,
-            );
-          }
-          return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit, env });
-        });
+        const push = () => pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
+        const { alreadyPushed } = bundle ? await remakeAndPush(mirrorsDir, bundle, input, env, push) : await push();
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
         await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed }, input.round);
         return { commit: input.commit, alreadyPushed };

@@ -30,6 +30,8 @@ export interface RunOnceOptions {
   fromEnd?: boolean;
   /** The run's input is the exec's stdin ($DRYDOCK_INPUT in the command). */
   withInput?: boolean;
+  /** Each call also takes the session's checkpoint: the working tree as a diff against this commit. */
+  checkpointBase?: string;
 }
 
 /** drydock-run's argv (and environment) for `command`, run once per `nonce`. */
@@ -42,7 +44,15 @@ export function runOnceCommand(
   const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
   const limit = String(opts.fromEnd ? -opts.limit : opts.limit);
   return {
-    argv: [HELPER.run, STATE_DIR, nonce, seconds, limit, command],
+    argv: [
+      HELPER.run,
+      STATE_DIR,
+      nonce,
+      seconds,
+      limit,
+      command,
+      ...(opts.checkpointBase ? [opts.checkpointBase] : []),
+    ],
     env: opts.withInput ? ['DRYDOCK_STDIN=1'] : [],
   };
 }
@@ -54,14 +64,27 @@ export interface RunOnceResult {
   output: Buffer;
   before: CgroupCounters;
   after: CgroupCounters;
+  /** With checkpointBase: the diff (ok), or why git could not take it. */
+  checkpoint?: { ok: boolean; data: Buffer };
+}
+
+const CHECKPOINT_LINE = /^drydock-checkpoint ([01]) (\d+)$/;
+
+/** The checkpoint drydock-run put right after its header, and where the output starts after it. */
+function checkpointAt(stdout: Buffer, start: number): { checkpoint: RunOnceResult['checkpoint']; next: number } {
+  const end = stdout.indexOf(10, start);
+  const line = end < 0 ? undefined : CHECKPOINT_LINE.exec(stdout.subarray(start, end).toString());
+  if (!line || end + 1 + Number(line[2]) > stdout.length) return { checkpoint: undefined, next: start };
+  const next = end + 1 + Number(line[2]);
+  return { checkpoint: { ok: line[1] === '0', data: stdout.subarray(end + 1, next) }, next };
 }
 
 /**
- * drydock-run's answer for `nonce`, or undefined when stdout does not start
- * with its header (the runner did not get to report: missing, killed, no
+ * drydock-run's answer for `nonce` (`withCheckpoint`: asked with a
+ * checkpoint base), or undefined when stdout does not start with its header (the runner did not get to report: missing, killed, no
  * room for its state).
  */
-export function parseRunOnce(stdout: Buffer, nonce: string): RunOnceResult | undefined {
+export function parseRunOnce(stdout: Buffer, nonce: string, withCheckpoint = false): RunOnceResult | undefined {
   const end = stdout.indexOf(10);
   if (end < 0) return undefined;
   const header = new RegExp(`^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+)$`).exec(
@@ -69,10 +92,14 @@ export function parseRunOnce(stdout: Buffer, nonce: string): RunOnceResult | und
   );
   if (!header) return undefined;
   const [exitCode, bytes, oomBefore, oomAfter, pidsBefore, pidsAfter] = header.slice(1).map(Number);
+  const { checkpoint, next } = withCheckpoint
+    ? checkpointAt(stdout, end + 1)
+    : { checkpoint: undefined, next: end + 1 };
   return {
     exitCode,
     bytes,
-    output: stdout.subarray(end + 1),
+    output: stdout.subarray(next),
+    ...(checkpoint ? { checkpoint } : {}),
     before: { oomKills: oomBefore, pidsMax: pidsBefore },
     after: { oomKills: oomAfter, pidsMax: pidsAfter },
   };
