@@ -191,6 +191,8 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     DRYDOCK_TASK_QUEUE: `bench-${id}`,
     DRYDOCK_HOST_ID: `bench-${id}`,
     DRYDOCK_BASE_IMAGE: image,
+    // The worker refuses to start without an audit key (it signs the audit chains); one per bench stack.
+    DRYDOCK_AUDIT_KEY: process.env.DRYDOCK_AUDIT_KEY ?? randomBytes(32).toString('hex'),
     LOG_LEVEL: 'warn',
     ...opts.config,
   };
