@@ -193,6 +193,8 @@ export async function startStack(opts: StackOptions = {}): Promise<BenchStack> {
     DRYDOCK_BASE_IMAGE: image,
     // The worker refuses to start without an audit key (it signs the audit chains); one per bench stack.
     DRYDOCK_AUDIT_KEY: process.env.DRYDOCK_AUDIT_KEY ?? randomBytes(32).toString('hex'),
+    // The benchmarks' throwaway repos are not registered (bench/start and bench/pool register theirs), as under `drydock up`.
+    DRYDOCK_DEV_MODE: true,
     LOG_LEVEL: 'warn',
     ...opts.config,
   };
