@@ -141,13 +141,11 @@ async function main(): Promise<string> {
       primitive.ms.push(await perCall(N, () => sandboxes.exec(name, ['true'])));
 
       /** drydock-run `true` once, through `exec`; checks its answer. */
-      const runTrue = async (exec: (argv: string[]) => Promise<{ stdout: Buffer }>) => {
+      const runTrue = async (exec: (argv: string[]) => Promise<{ stdout: Buffer; stderr: Buffer }>) => {
         const n = nonce();
-        const answer = parseRunOnce(
-          (await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv)).stdout,
-          n,
-        );
-        if (answer?.exitCode !== 0) throw new Error('drydock-run true failed');
+        const ran = await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv);
+        const answer = parseRunOnce(ran.stdout, n);
+        if (answer?.exitCode !== 0) throw new Error(`drydock-run true failed: ${ran.stdout}${ran.stderr}`.trim());
       };
       oneExec.ms.push(await perCall(N, () => runTrue((argv) => sandboxes.exec(name, argv))));
       const executors = toolExecutors(sandboxes);
