@@ -4,11 +4,10 @@
  * identity, and describes it with its own git.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
-import { ErrorType } from '../workflows/api';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../lib/git';
+import { CommandExitError } from '../lib/sandbox';
 import { permanent, STATE_DIR } from './container';
 import type { ActivityDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
@@ -37,7 +36,8 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
 /**
  * Snapshots the sandbox's working tree (untracked files too, through a
  * scratch index so the agent's own staging stays untouched) as one commit on
- * the base under CHANGE_REF. Prints "unchanged" when its tree is the base's.
+ * the base under CHANGE_REF, and writes it out as a git bundle (see
+ * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
  */
 const SNAPSHOT = [
   'set -e',
@@ -46,34 +46,30 @@ const SNAPSHOT = [
   'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
   'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
   'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
-  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"; echo changed',
+  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
+  'git bundle create - "$5..$4"',
 ].join('\n');
 
-/** Takes the snapshot; false when the working tree is the base's. */
-async function snapshot(sandboxes: ActivityDeps['sandboxes'], input: CommitInput): Promise<boolean> {
-  const out = await sandboxes.run(input.sandbox, [
-    'sh',
-    '-c',
-    SNAPSHOT,
-    'snapshot',
-    input.baseCommit,
-    input.date,
-    STATE_DIR,
-    CHANGE_REF,
-  ]);
-  return out.trim().split('\n').pop() === 'changed';
+/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout. */
+function snapshotArgv(input: CommitInput): string[] {
+  const base = input.baseCommit;
+  return ['sh', '-c', SNAPSHOT, 'snapshot', base, input.date, STATE_DIR, CHANGE_REF, base];
 }
 
+/** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
+export const exportArgv = (base: string): string[] => ['git', 'bundle', 'create', '-', `${base}..${CHANGE_REF}`];
+
 /**
- * Runs `fn` with the sandbox's snapshot (CHANGE_REF) as a git bundle file on
- * the worker's disk (`<data dir>/spool`, beside the mirrors; removed afterwards): the snapshot
- * commit and the objects it adds to the base. The sandbox (no network) writes
- * it to stdout; it streams to the file, at most OUTPUT_CAPS.bundle of it.
+ * Runs `fn` with the git bundle that `argv` writes to stdout in the sandbox
+ * (which has no network), as a file on the worker's disk (`<data dir>/spool`,
+ * beside the mirrors; removed afterwards); it streams there, at most
+ * OUTPUT_CAPS.bundle of it. `fn` gets undefined when the output is not a bundle
+ * (the snapshot's "unchanged"); `failed` makes the error of an exec that failed.
  */
-export async function withSnapshotBundle<T>(
+export async function withSandboxBundle<T>(
   { sandboxes, mirrorsDir }: Pick<ActivityDeps, 'sandboxes' | 'mirrorsDir'>,
-  at: { sandbox: string; base: string },
-  fn: (bundle: string) => Promise<T>,
+  at: { sandbox: string; argv: string[]; failed: (stderr: string, exitCode: number) => Error },
+  fn: (bundle: string | undefined) => Promise<T>,
 ): Promise<T> {
   // Not in the mirrors folder itself: every entry there is a mirror.
   const spool = path.join(path.dirname(mirrorsDir), 'spool');
@@ -81,17 +77,22 @@ export async function withSnapshotBundle<T>(
   const dir = await mkdtemp(path.join(spool, 'change-'));
   try {
     const file = path.join(dir, 'change.bundle');
-    const argv = ['git', 'bundle', 'create', '-', `${at.base}..${CHANGE_REF}`];
-    const result = await sandboxes.execToFile(at.sandbox, argv, file, OUTPUT_CAPS.bundle).catch(permanent);
-    if (result.exitCode !== 0) {
-      throw ApplicationFailure.nonRetryable(
-        `the sandbox has no snapshot of the change to export: ${result.stderr.toString().trim()}`,
-        ErrorType.PushRejected,
-      );
-    }
-    return await fn(file);
+    const result = await sandboxes.execToFile(at.sandbox, at.argv, file, OUTPUT_CAPS.bundle).catch(permanent);
+    if (result.exitCode !== 0) throw at.failed(result.stderr.toString().trim(), result.exitCode);
+    return await fn((await isBundle(file)) ? file : undefined);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** A bundle starts "# v2 git bundle" (or v3). */
+async function isBundle(file: string): Promise<boolean> {
+  const handle = await open(file, 'r');
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(3), 0, 3, 0);
+    return bytesRead === 3 && buffer.toString() === '# v';
+  } finally {
+    await handle.close();
   }
 }
 
@@ -111,11 +112,13 @@ export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commi
      */
     async commitChanges(input: CommitInput): Promise<CommitResult> {
       try {
-        if (!(await snapshot(sandboxes, input))) return unchanged(input);
         const mirror = mirrorOf(mirrorsDir, input.repoUrl);
-        const at = { sandbox: input.sandbox, base: input.baseCommit };
-        return await withSnapshotBundle({ sandboxes, mirrorsDir }, at, (bundle) =>
-          sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
+        const failed = (stderr: string, code: number) =>
+          new CommandExitError('snapshot of the change', code, '', stderr);
+        const at = { sandbox: input.sandbox, argv: snapshotArgv(input), failed };
+        return await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
+          if (!bundle) return unchanged(input);
+          return sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
@@ -127,8 +130,8 @@ export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commi
               author,
               diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
             };
-          }),
-        );
+          });
+        });
       } catch (err) {
         permanent(err);
       }

@@ -7,7 +7,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import path from 'node:path';
 import { ErrorType } from '../workflows/api';
-import { git } from '../lib/git';
+import { readAtCommit } from '../lib/git';
 import {
   DEVCONTAINER_FILE,
   dockerfileEnvironment,
@@ -59,7 +59,8 @@ async function environmentOf(
   repo: string,
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
-  const read = (file: string) => git(['cat-file', 'blob', `${commit}:${file}`], mirror).catch(() => undefined);
+  const read = (file: string) =>
+    readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
   const declared = await declaredEnvironment(mirror, commit, read);
   const image = declared ? await ensureEnvironmentImage(mirror, commit, declared, repoSlug(repo)) : deps.baseImage;
   const packageJson = await read('package.json');

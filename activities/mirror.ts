@@ -2,7 +2,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { redactUrl } from '../workflows/rules/repo-url';
-import { GitError, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
+import { GitError, hasCommit, mirrorOf, OBJECT_ID, resolveCommit, updateMirror, workingTreeTar } from '../lib/git';
 import { gitCredentials } from '../lib/github';
 import type { ActivityDeps } from './deps';
 
@@ -66,4 +66,24 @@ export async function resolveRef(mirror: string, ref: string | undefined): Promi
   } catch (err) {
     throw ApplicationFailure.nonRetryable((err as Error).message, ErrorType.RepoUnavailable);
   }
+}
+
+/**
+ * The mirror holding the commit `ref` names, and that commit: fetched first,
+ * unless `ref` is a full commit id the mirror has already (a commit never
+ * changes): the session's start resolved its ref to one (repoPolicy) moments
+ * before, and a replacement sandbox names its session's base commit.
+ */
+export async function mirrorAt(
+  deps: Pick<ActivityDeps, 'mirrorsDir' | 'github' | 'repos' | 'devMode'>,
+  url: string,
+  ref: string | undefined,
+): Promise<{ mirror: string; commit: string }> {
+  if (ref && OBJECT_ID.test(ref)) {
+    await requireRegistered(deps, url);
+    const mirror = mirrorOf(deps.mirrorsDir, url);
+    if (await hasCommit(mirror, ref)) return { mirror, commit: ref };
+  }
+  const mirror = await syncMirror(deps, url);
+  return { mirror, commit: await resolveRef(mirror, ref) };
 }

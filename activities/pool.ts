@@ -12,7 +12,7 @@ import { POOL_LABEL, POOL_LIMITS, PoolRegistry } from '../lib/pool';
 import { repoSlug, SANDBOX_SNAPSHOT_LABEL } from '../lib/snapshots';
 import { createOwnedContainer } from './container';
 import { sandboxEnvironment } from './environment';
-import { syncMirror } from './mirror';
+import { mirrorAt } from './mirror';
 import type { ActivityDeps } from './deps';
 import { markProvisioned, newestSnapshot } from './provision';
 
@@ -81,7 +81,8 @@ async function fillPoolOnce(deps: ActivityDeps, repo: string, size: number): Pro
   const added: string[] = [];
   // The helpers and a declared Node.js, mounted as in a session's own sandbox (at the snapshot's commit).
   const environment =
-    snapshot && (await sandboxEnvironment(deps, await syncMirror(deps, repo), snapshot.commit!, repo));
+    snapshot &&
+    (await sandboxEnvironment(deps, (await mirrorAt(deps, repo, snapshot.commit!)).mirror, snapshot.commit!, repo));
   for (let i = Math.min(current.length, size); snapshot && environment && i < size; i++) {
     const name = `drydock-pool-${repoSlug(repo).slice(0, 60)}-${randomUUID().slice(0, 8)}`;
     try {

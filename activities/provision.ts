@@ -22,7 +22,7 @@ import { recordEvent } from './audit';
 import { browserContainerName, createOwnedContainer, sandboxName, STATE_DIR } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
 import type { ActivityDeps } from './deps';
-import { copyWorkingTree, resolveRef, syncMirror } from './mirror';
+import { copyWorkingTree, mirrorAt } from './mirror';
 import { repoFileSetup } from './repo-policy';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from './types';
 import { PoolRegistry } from '../lib/pool';
@@ -78,8 +78,7 @@ export function createProvisionActivities(deps: ActivityDeps) {
 async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise<Sandbox> {
   const { sandboxes, hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
-  const mirror = await syncMirror(deps, input.repo.url);
-  const baseCommit = await resolveRef(mirror, input.repo.ref);
+  const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
   const snapshot = await newestSnapshot(deps, input.repo.url);
   const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
   const image = snapshot?.image ?? environment.image;
@@ -148,6 +147,8 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
       ...(generation ? { generation, restored } : {}),
     },
   });
+  // Only now, so that its docker create does not compete with this claim for the host's cores.
+  if (pooled) refillAfterClaim(deps, input.repo.url);
   return {
     name,
     host: hostId,
@@ -200,8 +201,7 @@ export async function markProvisioned(sandboxes: ActivityDeps['sandboxes'], name
  * The warm-pool sandbox this session gets: the one it claimed before (a
  * retry), or a newly claimed idle one of the host's newest snapshot with the
  * session's exact limits; undefined (provision as usual) for a replacement,
- * a session already provisioned the usual way, or an empty pool. A claim
- * starts a refill in the background (the reaper's run is the durable one).
+ * a session already provisioned the usual way, or an empty pool.
  */
 async function claimPooled(
   deps: ActivityDeps,
@@ -227,12 +227,17 @@ async function claimPooled(
     limits: input.limits,
     expiresAt: input.expiresAt,
   });
-  if (!claimed) return undefined;
-  const size = await pools.size(input.repo.url);
-  fillPool(deps, input.repo.url, size).catch((err: unknown) =>
-    deps.log.warn({ repo: input.repo.url, err: String(err) }, 'warm pool refill failed; the reaper will retry'),
-  );
   return claimed;
+}
+
+/** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
+function refillAfterClaim(deps: ActivityDeps, repo: string): void {
+  new PoolRegistry(deps.db.pool)
+    .size(repo)
+    .then((size) => fillPool(deps, repo, size))
+    .catch((err: unknown) =>
+      deps.log.warn({ repo, err: String(err) }, 'warm pool refill failed; the reaper will retry'),
+    );
 }
 
 /** Removes the pool sandbox a session claimed, and its row; true if there was one. */

@@ -6,9 +6,18 @@ import { recordEvent } from './audit';
 import type { AuditRow } from '../lib/audit';
 import type { ActivityDeps } from './deps';
 import type { ChangeSpec } from './types';
-import { commitSpec, withSnapshotBundle } from './commit';
+import { commitSpec, exportArgv, withSandboxBundle } from './commit';
 import { tail } from './output';
-import { GitError, pushCommit, sealChange, updateMirror, type GitIdentity } from '../lib/git';
+import {
+  GitError,
+  hasWholeCommit,
+  mirrorOf,
+  pushCommit,
+  sealChange,
+  updateMirror,
+  type GitEnv,
+  type GitIdentity,
+} from '../lib/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
 import { redactUrl } from '../workflows/rules/repo-url';
 
@@ -126,6 +135,35 @@ async function earlierDeploy(
   );
 }
 
+/** Makes drydock's commit again from the sandbox's snapshot bundle and pushes it, if it is the approved one. */
+/** The sandbox has no snapshot of the change (CHANGE_REF) to make the approved commit from again. */
+const noSnapshot = (stderr: string) =>
+  ApplicationFailure.nonRetryable(
+    `the sandbox has no snapshot of the change to export: ${stderr}`,
+    ErrorType.PushRejected,
+  );
+
+async function remakeAndPush(
+  mirrorsDir: string,
+  /** A git bundle file on the worker's disk. */
+  bundle: string,
+  input: PushInput,
+  env: GitEnv,
+  push: () => Promise<{ alreadyPushed: boolean }>,
+): Promise<{ alreadyPushed: boolean }> {
+  // The mirror may lack the parent (a follow-up's, pushed from another host).
+  const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
+  return sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
+    if (commit !== input.commit) {
+      throw ApplicationFailure.nonRetryable(
+        `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
+        ErrorType.PushRejected,
+      );
+    }
+    return push();
+  });
+}
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -171,22 +209,22 @@ export function createPublishActivities({
      */
     async pushBranch(input: PushInput): Promise<{ commit: string; alreadyPushed: boolean }> {
       const target = { remote: redactUrl(input.repoUrl), branch: input.branch, commit: input.commit };
+      const mirror = mirrorOf(mirrorsDir, input.repoUrl);
+      // commitChanges made the approved commit in this host's mirror: pushed as it is, it is exactly what was
+      // approved (its id names its tree, parent, author, date and message). Otherwise it is made again
+      // from the sandbox's snapshot, and pushed only if it comes out the same.
+      const made = await hasWholeCommit(mirror, input.commit);
       await recordAction(input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(github, input.repoUrl);
-      const mirror = await updateMirror(mirrorsDir, input.repoUrl, env);
       try {
-        const at = { sandbox: input.sandbox, base: input.baseCommit };
-        const { alreadyPushed } = await withSnapshotBundle({ sandboxes, mirrorsDir }, at, (bundle) =>
-          sealChange(mirror, bundle, commitSpec(input, input.author), ({ commit }) => {
-            if (commit !== input.commit) {
-              throw ApplicationFailure.nonRetryable(
-                `the change in the sandbox is not the approved one (commit ${commit}, approved ${input.commit}): nothing pushed`,
-                ErrorType.PushRejected,
-              );
-            }
-            return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit, env });
-          }),
-        );
+        const push = () => pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
+        const at = { sandbox: input.sandbox, argv: exportArgv(input.baseCommit), failed: noSnapshot };
+        const { alreadyPushed } = made
+          ? await push()
+          : await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
+              if (!bundle) throw noSnapshot('its output is not a git bundle');
+              return remakeAndPush(mirrorsDir, bundle, input, env, push);
+            });
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
         await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed }, input.round);
         return { commit: input.commit, alreadyPushed };

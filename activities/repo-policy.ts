@@ -13,7 +13,7 @@ import { isIP } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import { restrictedAddress } from '../lib/egress';
-import { git } from '../lib/git';
+import { readAtCommit } from '../lib/git';
 import { ErrorType } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
 import {
@@ -39,6 +39,8 @@ export type RepoPolicy =
       approvers: string[];
       /** The repo file's environment, recorded (images are not built from it yet). */
       environment?: RepoConfig['environment'];
+      /** The commit the session's ref names now (the repo file was read there): the session starts from it. */
+      commit?: string;
     }
   | { ok: false; problems: string[] };
 
@@ -58,7 +60,8 @@ export function createRepoPolicyActivities(deps: ActivityDeps) {
         ? { name: found.repo.name, limits: found.repo.limits }
         : { name: redactUrl(url), limits: DEV_MODE_LIMITS };
       const mirror = await syncMirror(deps, url);
-      const file = await readRepoConfig(mirror, await resolveRef(mirror, ref));
+      const commit = await resolveRef(mirror, ref);
+      const file = await readRepoConfig(mirror, commit);
       if (!file.ok) return file;
       const settled = settleSessionInput({ grant, file: file.config, raw, restricted: restrictedHost });
       if (!settled.ok) return settled;
@@ -66,6 +69,7 @@ export function createRepoPolicyActivities(deps: ActivityDeps) {
         ...settled,
         repo: grant.name,
         approvers: grant.limits.approvers,
+        commit,
         ...(file.config?.environment ? { environment: file.config.environment } : {}),
       };
     },
@@ -82,7 +86,7 @@ export async function readRepoConfig(
   mirror: string,
   commit: string,
 ): Promise<{ ok: true; config?: RepoConfig } | { ok: false; problems: string[] }> {
-  const entry = (await git(['ls-tree', '-l', commit, '--', REPO_CONFIG_FILE], mirror)).trim();
+  const entry = (await readAtCommit(mirror, commit, ['ls-tree', '-l', commit, '--', REPO_CONFIG_FILE])).trim();
   if (!entry) return { ok: true };
   const m = /^\d+ blob ([0-9a-f]+)\s+(\d+)\t/.exec(entry);
   if (!m) return { ok: false, problems: [`${REPO_CONFIG_FILE}: not a file`] };
@@ -91,7 +95,7 @@ export async function readRepoConfig(
   }
   let data: unknown;
   try {
-    data = parseYaml(await git(['cat-file', 'blob', m[1]], mirror));
+    data = parseYaml(await readAtCommit(mirror, m[1], ['cat-file', 'blob', m[1]]));
   } catch (err) {
     return { ok: false, problems: [`${REPO_CONFIG_FILE}: not valid YAML: ${(err as Error).message.split('\n')[0]}`] };
   }

@@ -30,6 +30,8 @@ export interface RunOnceOptions {
   fromEnd?: boolean;
   /** The run's input is the exec's stdin ($DRYDOCK_INPUT in the command). */
   withInput?: boolean;
+  /** Each call also takes the session's checkpoint: the working tree as a diff against this commit. */
+  checkpointBase?: string;
 }
 
 /** drydock-run's argv (and environment) for `command`, run once per `nonce`. */
@@ -42,7 +44,15 @@ export function runOnceCommand(
   const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
   const limit = String(opts.fromEnd ? -opts.limit : opts.limit);
   return {
-    argv: [HELPER.run, STATE_DIR, nonce, seconds, limit, command],
+    argv: [
+      HELPER.run,
+      STATE_DIR,
+      nonce,
+      seconds,
+      limit,
+      command,
+      ...(opts.checkpointBase ? [opts.checkpointBase] : []),
+    ],
     env: opts.withInput ? ['DRYDOCK_STDIN=1'] : [],
   };
 }
@@ -54,6 +64,8 @@ export interface RunOnceResult {
   output: Buffer;
   before: CgroupCounters;
   after: CgroupCounters;
+  /** With checkpointBase: the diff (ok), or why git could not take it. */
+  checkpoint?: { ok: boolean; data: Buffer };
 }
 
 /**
@@ -64,7 +76,8 @@ export interface RunOnceResult {
  * (through /proc/<pid>/fd/1) while it runs, or kill the runner after
  * writing a trailer, but the runner writes its own trailer after every
  * process of the step is gone and exits 0 only then. The output is the
- * SENT bytes before it; anything the step wrote before that is ignored.
+ * SENT bytes before it, the checkpoint (when asked) the bytes before those;
+ * anything the step wrote before that is ignored.
  */
 export function parseRunOnce(
   { exitCode: runner, stdout }: { exitCode: number; stdout: Buffer },
@@ -73,16 +86,23 @@ export function parseRunOnce(
   if (runner !== 0 || stdout.length === 0 || stdout[stdout.length - 1] !== 10) return undefined;
   const start = stdout.lastIndexOf(10, stdout.length - 2);
   if (start < 0) return undefined;
-  const trailer = new RegExp(`^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+)$`).exec(
-    stdout.subarray(start + 1, stdout.length - 1).toString(),
-  );
+  const trailer = new RegExp(
+    `^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+)(?: ([01]) (\\d+))?$`,
+  ).exec(stdout.subarray(start + 1, stdout.length - 1).toString());
   if (!trailer) return undefined;
-  const [exitCode, bytes, sent, oomBefore, oomAfter, pidsBefore, pidsAfter] = trailer.slice(1).map(Number);
-  if (sent > start) return undefined;
+  const [exitCode, bytes, sent, oomBefore, oomAfter, pidsBefore, pidsAfter] = trailer.slice(1, 8).map(Number);
+  const checkpointSize = trailer[9] === undefined ? 0 : Number(trailer[9]);
+  const outputStart = start - sent;
+  if (outputStart - checkpointSize < 0) return undefined;
+  const checkpoint =
+    trailer[8] === undefined
+      ? undefined
+      : { ok: trailer[8] === '0', data: stdout.subarray(outputStart - checkpointSize, outputStart) };
   return {
     exitCode,
     bytes,
-    output: stdout.subarray(start - sent, start),
+    output: stdout.subarray(outputStart, start),
+    ...(checkpoint ? { checkpoint } : {}),
     before: { oomKills: oomBefore, pidsMax: pidsBefore },
     after: { oomKills: oomAfter, pidsMax: pidsAfter },
   };

@@ -16,7 +16,7 @@ import {
   SANDBOX_GATEWAY_SOCKET,
   type EgressProxy,
 } from '../lib/egress';
-import { sandboxFault, type ExecResult } from '../lib/sandbox';
+import { OutputOverCap, sandboxFault, type ExecResult } from '../lib/sandbox';
 import { cliProgress } from '../lib/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../lib/model-gateway';
 import { HELPER } from '../lib/toolchains';
@@ -50,7 +50,7 @@ function describeCommand(step: ScriptStep): string {
  */
 export async function takeCheckpoint(
   deps: { sandboxes: Pick<ActivityDeps['sandboxes'], 'exec'>; checkpoints: ActivityDeps['checkpoints'] },
-  at: { sandbox: string; sessionId: string; step: string; baseCommit: string },
+  at: CheckpointAt,
 ): Promise<void> {
   const taken = await deps.sandboxes.exec(
     at.sandbox,
@@ -65,13 +65,26 @@ export async function takeCheckpoint(
     ],
     { stdoutCap: OUTPUT_CAPS.checkpoint },
   );
-  if (taken.exitCode !== 0) throw new Error(`checkpoint after ${at.step} failed: ${taken.stderr.toString().trim()}`);
-  await deps.checkpoints.save({
-    sessionId: at.sessionId,
-    step: at.step,
-    baseCommit: at.baseCommit,
-    diff: taken.stdout,
-  });
+  const ok = taken.exitCode === 0;
+  await keepCheckpoint(deps, at, { ok, data: ok ? taken.stdout : taken.stderr });
+}
+
+interface CheckpointAt {
+  sandbox: string;
+  sessionId: string;
+  step: string;
+  baseCommit: string;
+}
+
+/** Saves a checkpoint taken in the sandbox (by takeCheckpoint, or by drydock-run after its step). */
+async function keepCheckpoint(
+  deps: { checkpoints: ActivityDeps['checkpoints'] },
+  at: CheckpointAt,
+  taken: { ok: boolean; data: Buffer },
+): Promise<void> {
+  if (!taken.ok) throw new Error(`checkpoint after ${at.step} failed: ${taken.data.toString().trim()}`);
+  if (taken.data.length > OUTPUT_CAPS.checkpoint.bytes) throw new OutputOverCap(OUTPUT_CAPS.checkpoint);
+  await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.data });
 }
 
 export function createStepActivities(deps: ActivityDeps) {
@@ -82,18 +95,19 @@ export function createStepActivities(deps: ActivityDeps) {
      */
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
-      // drydock-run ended whatever the step left running, before the checkpoint is taken.
-      const result = await runStepOnce(deps, input);
+      // drydock-run ended whatever the step left running, before the checkpoint is taken (by it, for a command).
+      const { result, checkpoint } = await runStepOnce(deps, input);
       // A step stopped by the sandbox's memory, process or disk limit ends the session (and
       // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
       const exhausted = result.failure !== undefined && result.failure !== 'timeout';
       if (input.checkpointBase && !exhausted) {
-        await takeCheckpoint(deps, {
+        const at = {
           sandbox: input.sandbox,
           sessionId: input.sessionId,
           step: input.key,
           baseCommit: input.checkpointBase,
-        }).catch(permanent);
+        };
+        await (checkpoint ? keepCheckpoint(deps, at, checkpoint) : takeCheckpoint(deps, at)).catch(permanent);
       }
       await recordEvent(deps.audit, {
         sessionId: input.sessionId,
@@ -114,8 +128,14 @@ export function createStepActivities(deps: ActivityDeps) {
   };
 }
 
+/** What a step's run gives back: its result, and the checkpoint drydock-run took after it (a command's). */
+interface StepRun {
+  result: StepResult;
+  checkpoint?: RunOnceResult['checkpoint'];
+}
+
 /** Runs one script step (see runStep). */
-async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepResult> {
+async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRun> {
   const { sandboxes, secrets, redactor } = deps;
   const { sandbox, step } = input;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
@@ -133,7 +153,13 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
         ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
         { stdin: step.write.content },
       );
-      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(result.stderr.toString())) };
+      return {
+        result: {
+          exitCode: result.exitCode,
+          timedOut: false,
+          outputTail: tail(redactor.text(result.stderr.toString())),
+        },
+      };
     }
     if ('patch' in step) {
       // Already applied (a retry after a crash) counts as applied.
@@ -147,7 +173,7 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRe
         { stdin: step.patch },
       );
       const output = `${result.stdout.toString()}${result.stderr.toString()}`;
-      return { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(output)) };
+      return { result: { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(output)) } };
     }
     return await runCommand(deps, input, step.run, granted);
   } catch (err) {
@@ -164,9 +190,14 @@ async function runCommand(
   input: StepInput,
   command: string,
   granted: Record<string, string>,
-): Promise<StepResult> {
-  const { sandbox, nonce } = input;
-  const once = runOnceCommand(nonce, command, { timeoutMs: input.timeoutMs, limit: STEP_OUTPUT_LIMIT, fromEnd: true });
+): Promise<StepRun> {
+  const { sandbox, nonce, checkpointBase } = input;
+  const once = runOnceCommand(nonce, command, {
+    timeoutMs: input.timeoutMs,
+    limit: STEP_OUTPUT_LIMIT,
+    fromEnd: true,
+    checkpointBase,
+  });
   let argv = once.argv;
   const env: Record<string, string> = { ...input.env, ...granted };
   let proxy: EgressProxy | undefined;
@@ -202,18 +233,22 @@ async function runCommand(
     if (!answer) {
       // drydock-run did not get to end what was running (the forwarder's port was taken, say): do it here.
       await endStrayProcesses(deps.sandboxes, sandbox);
-      return runnerFailed(run, deps.redactor, egress);
+      return { result: runnerFailed(run, deps.redactor, egress) };
     }
     const result = await commandResult(deps, input, answer, egress);
-    if (!models) return result;
+    const { checkpoint } = answer;
+    if (!models) return { result, checkpoint };
     const progress = cliProgress(
       input.gateway!.cli,
       (await deps.artifacts.get(input.sessionId, `${input.key}.log`))?.toString() ?? '',
     );
     return {
-      ...result,
-      outputTail: tail(progress.lines.join('\n')) || result.outputTail,
-      gateway: { ...models, lastTool: progress.lastTool, final: progress.final && tail(progress.final, 1000) },
+      result: {
+        ...result,
+        outputTail: tail(progress.lines.join('\n')) || result.outputTail,
+        gateway: { ...models, lastTool: progress.lastTool, final: progress.final && tail(progress.final, 1000) },
+      },
+      checkpoint,
     };
   } finally {
     await proxy?.close();

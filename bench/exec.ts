@@ -24,6 +24,7 @@ import { promisify } from 'node:util';
 import { parseRunOnce, runOnceCommand } from '../activities/run-once';
 import { toolExecutors } from '../activities/tool-exec';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
+import { HELPERS_MOUNT, Toolchains } from '../lib/toolchains';
 import { historyProfile } from './session';
 import { benchMain, startStack, tempDir } from './stack';
 import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';
@@ -99,6 +100,8 @@ async function main(): Promise<string> {
     tmpBytes: 512 * 1024 ** 2,
     diskBytes: 10 * 1024 ** 3,
     egressDir: await tempDir('egress'),
+    // drydock's helpers (drydock-run, drydock-exec), mounted from the host as in a session's sandbox.
+    mounts: [{ source: await new Toolchains(await tempDir('tools')).helpers(), target: HELPERS_MOUNT }],
   });
   try {
     const dockerCli: Row = { name: '`docker exec <c> true` (docker CLI)', ms: [] };
@@ -138,10 +141,13 @@ async function main(): Promise<string> {
       primitive.ms.push(await perCall(N, () => sandboxes.exec(name, ['true'])));
 
       /** drydock-run `true` once, through `exec`; checks its answer. */
-      const runTrue = async (exec: (argv: string[]) => Promise<{ exitCode: number; stdout: Buffer }>) => {
+      const runTrue = async (
+        exec: (argv: string[]) => Promise<{ exitCode: number; stdout: Buffer; stderr: Buffer }>,
+      ) => {
         const n = nonce();
-        const answer = parseRunOnce(await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv), n);
-        if (answer?.exitCode !== 0) throw new Error('drydock-run true failed');
+        const ran = await exec(runOnceCommand(n, 'true', { timeoutMs: 60_000, limit: 4096 }).argv);
+        const answer = parseRunOnce(ran, n);
+        if (answer?.exitCode !== 0) throw new Error(`drydock-run true failed: ${ran.stdout}${ran.stderr}`.trim());
       };
       oneExec.ms.push(await perCall(N, () => runTrue((argv) => sandboxes.exec(name, argv))));
       const executors = toolExecutors(sandboxes);

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { access, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -35,7 +35,17 @@ export class GitError extends Error {
 export type GitEnv = Record<string, string>;
 
 /** Runs git on the worker; never prompts for credentials. */
-export function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promise<string> {
+export async function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promise<string> {
+  return (await gitWithOutput(args, cwd, extraEnv)).stdout;
+}
+
+/** git, answering both streams; a failure's GitError says what git printed on either (`failureOutput`). */
+function gitWithOutput(
+  args: string[],
+  cwd?: string,
+  extraEnv: GitEnv = {},
+  failureOutput: 'stderr' | 'both' = 'stderr',
+): Promise<{ stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     execFile(
       'git',
@@ -52,7 +62,11 @@ export function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promis
           ...extraEnv,
         },
       },
-      (err, stdout, stderr) => (err ? reject(new GitError(args, stderr || err.message)) : resolve(stdout)),
+      (err, stdout, stderr) => {
+        if (!err) return resolve({ stdout, stderr });
+        const said = failureOutput === 'both' ? `${stderr}\n${stdout}` : stderr;
+        reject(new GitError(args, said.trim() ? said : err.message));
+      },
     );
   });
 }
@@ -81,7 +95,8 @@ export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv 
   const mirror = mirrorOf(mirrorsDir, url);
   return withMirrorLock(mirror, async () => {
     if (await exists(mirror)) {
-      await git(['remote', 'update', '--prune'], mirror, env);
+      // fetch itself, not `remote update`, which only starts a fetch in a second process.
+      await git(['fetch', '--quiet', '--prune', 'origin'], mirror, env);
     } else {
       await mkdir(mirrorsDir, { recursive: true });
       const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
@@ -90,6 +105,50 @@ export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv 
     }
     return mirror;
   });
+}
+
+/** A full object id: what names the same content for ever. */
+export const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/** Answers of readAtCommit, by mirror and arguments; the oldest go first past this many characters. */
+const IMMUTABLE_READS = new Map<string, { out: string } | { err: GitError }>();
+const IMMUTABLE_READS_MAX_CHARS = 32 * 1024 * 1024;
+let immutableChars = 0;
+
+/**
+ * git `args` that read only what the full object id `object` names
+ * (`ls-tree <commit>`, `cat-file blob <commit>:<path>`): the answer can never change, so each is asked once
+ * per process. Provisioning, the warm pool's fill and snapshot builds read
+ * the same few files at the same commits; each read is otherwise a process.
+ * "No such path" is remembered too; a git that could not run is not.
+ */
+export async function readAtCommit(mirror: string, object: string, args: string[]): Promise<string> {
+  // A ref or an abbreviation can name another object tomorrow: asked every time.
+  if (!OBJECT_ID.test(object)) return git(args, mirror);
+  const key = `${mirror}\0${args.join('\0')}`;
+  const known = IMMUTABLE_READS.get(key);
+  if (known) {
+    if ('err' in known) throw known.err;
+    return known.out;
+  }
+  let answer: { out: string } | { err: GitError };
+  try {
+    answer = { out: await git(args, mirror) };
+  } catch (err) {
+    if (!(err instanceof GitError && /does not exist|not a valid object name|exists on disk/i.test(err.stderr)))
+      throw err;
+    answer = { err };
+  }
+  const size = key.length + ('out' in answer ? answer.out.length : 0);
+  IMMUTABLE_READS.set(key, answer);
+  immutableChars += size;
+  for (const [k, v] of IMMUTABLE_READS) {
+    if (immutableChars <= IMMUTABLE_READS_MAX_CHARS) break;
+    immutableChars -= k.length + ('out' in v ? v.out.length : 0);
+    IMMUTABLE_READS.delete(k);
+  }
+  if ('err' in answer) throw answer.err;
+  return answer.out;
 }
 
 /** The commit a ref names in the mirror (default: the remote's default branch). */
@@ -170,13 +229,15 @@ export interface CommitSpec {
  */
 export function sealChange<T>(
   mirror: string,
-  /** A git bundle file on the worker's disk (exportSnapshot). */
+  /** A git bundle file on the worker's disk (withSandboxBundle). */
   bundle: string,
   spec: CommitSpec,
   fn: (sealed: { commit: string; tree: string }) => Promise<T>,
 ): Promise<T> {
-  return withBundle(mirror, bundle, CHANGE_REF, async (staged) => {
-    const tree = (await git(['rev-parse', '--verify', `${staged}^{tree}`], mirror)).trim();
+  return withMirrorLock(mirror, async () => {
+    // Into FETCH_HEAD only (the mirror's lock is held): no staging ref to make and remove.
+    await git(['fetch', '--quiet', bundle, CHANGE_REF], mirror);
+    const tree = (await git(['rev-parse', '--verify', 'FETCH_HEAD^{tree}'], mirror)).trim();
     const who = spec.author;
     const env = {
       GIT_AUTHOR_NAME: who.name,
@@ -195,7 +256,9 @@ export function sealChange<T>(
 /**
  * The change from `parent` to `commit` as the worker's own git shows it, so
  * the evidence a reviewer sees (diffstat, diff) cannot be forged by git
- * configuration or attributes inside the sandbox.
+ * configuration or attributes inside the sandbox. One git process: the
+ * diffstat, then the patch (file names with a newline are quoted, so the
+ * first line that starts "diff --git " starts the patch).
  */
 export async function describeChange(
   mirror: string,
@@ -203,33 +266,19 @@ export async function describeChange(
   commit: string,
   diffCap: OutputCap,
 ): Promise<{ diffstat: string; diff: string }> {
-  const diffstat = (await git([...PLAIN_DIFF, '--stat', parent, commit], mirror)).trimEnd();
   // To a file first: only a diff within the cap is read into memory.
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-diff-'));
   try {
     const file = path.join(dir, 'change.diff');
-    await git([...PLAIN_DIFF, '--binary', `--output=${file}`, parent, commit], mirror);
+    await git([...PLAIN_DIFF, '--patch-with-stat', '--binary', `--output=${file}`, parent, commit], mirror);
     if ((await stat(file)).size > diffCap.bytes) throw new OutputOverCap(diffCap);
-    return { diffstat, diff: await readFile(file, 'utf8') };
+    const both = await readFile(file, 'utf8');
+    const at = both.indexOf('\ndiff --git ') + 1;
+    if (at === 0) return { diffstat: both.trimEnd(), diff: '' };
+    return { diffstat: both.slice(0, at).trimEnd(), diff: both.slice(at) };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-/**
- * Fetches the bundle's `ref` into the mirror under a staging ref, runs
- * `fn` with that ref, then removes it (under the mirror's lock).
- */
-function withBundle<T>(mirror: string, bundle: string, ref: string, fn: (staged: string) => Promise<T>): Promise<T> {
-  return withMirrorLock(mirror, async () => {
-    const staged = `refs/drydock-staging/${randomUUID()}`;
-    try {
-      await git(['fetch', '--quiet', bundle, `+${ref}:${staged}`], mirror);
-      return await fn(staged);
-    } finally {
-      await git(['update-ref', '-d', staged], mirror).catch(() => undefined);
-    }
-  });
 }
 
 /**
@@ -244,12 +293,24 @@ export async function pushCommit(opts: {
   commit: string;
   env?: GitEnv;
 }): Promise<{ alreadyPushed: boolean }> {
-  const remoteHead = (await git(['ls-remote', '--', opts.url, `refs/heads/${opts.branch}`], undefined, opts.env))
-    .split('\t')[0]
-    ?.trim();
-  if (remoteHead === opts.commit) return { alreadyPushed: true };
-  await git(['push', '--quiet', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`], opts.mirror, opts.env);
-  return { alreadyPushed: false };
+  // One process and one connection: --porcelain says "=" for a ref the remote has at `commit` already,
+  // and names a refused ref ("[rejected] (non-fast-forward)") on stdout, which the error carries too.
+  const args = ['push', '--porcelain', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`];
+  const { stdout } = await gitWithOutput(args, opts.mirror, opts.env, 'both');
+  return { alreadyPushed: /^=\t/m.test(stdout) };
+}
+
+/**
+ * Whether the mirror holds `commit` and every object it reaches (objects
+ * that no ref reaches can be pruned by gc after two weeks): then it can be
+ * pushed as it is.
+ */
+export async function hasWholeCommit(mirror: string, commit: string): Promise<boolean> {
+  if (!OBJECT_ID.test(commit)) return false;
+  return git(['rev-list', '--objects', '--quiet', commit, '--not', '--all'], mirror).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Whether `commit` is in the mirror (a force push and gc can drop an old snapshot's commit). */
@@ -262,6 +323,7 @@ export async function hasCommit(mirror: string, commit: string): Promise<boolean
 
 /** Commits in `to` that `from` lacks; undefined when `from` is unknown to the mirror. */
 export async function commitsBetween(mirror: string, from: string, to: string): Promise<number | undefined> {
+  if (from === to) return 0;
   if (!(await hasCommit(mirror, from))) return undefined;
   return Number((await git(['rev-list', '--count', `${from}..${to}`], mirror)).trim());
 }

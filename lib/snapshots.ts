@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
-import { git } from './git';
+import { readAtCommit } from './git';
 
 /**
  * Hosts (and ports) the setup step may reach through the egress proxy; the
@@ -118,7 +118,7 @@ export function snapshotAuditId(repo: string): string {
 
 /** The setup inputs at a commit: each lockfile and the setup script, by blob id. */
 export async function setupInputs(mirror: string, commit: string): Promise<Record<string, string>> {
-  const listing = await git(['ls-tree', '-r', '-z', commit], mirror);
+  const listing = await readAtCommit(mirror, commit, ['ls-tree', '-r', '-z', commit]);
   const inputs: Record<string, string> = {};
   for (const entry of listing.split('\0')) {
     const m = /^\d+ blob ([0-9a-f]+)\t(.+)$/.exec(entry);

@@ -20,7 +20,8 @@ export async function provision(run: SessionRun): Promise<void> {
   const sandbox = await run.track('provision', async (record) => {
     const created = await anyHost.provisionSandbox({
       sessionId,
-      repo: input.repo,
+      // Where repoPolicy resolved the ref: the host need not fetch again, and the repo file read is this commit's.
+      repo: { url: input.repo.url, ref: run.startCommit ?? input.repo.ref },
       limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
     });

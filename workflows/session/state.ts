@@ -68,6 +68,8 @@ export class SessionRun {
   /** The validated input; set right after parsing (nothing runs before it). */
   input!: SessionInput;
   branch = '';
+  /** The commit the session's ref named at its start (repoPolicy): its first sandbox starts there. */
+  startCommit?: string;
   /** Until the session's policy is known nothing is pending, so every decision is refused. */
   policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
   /** The first decision on each action (it is final). */

@@ -73,6 +73,7 @@ async function parse(run: SessionRun): Promise<void> {
     const settled = await anyHost.repoPolicy(run.rawInput);
     if (!settled.ok) invalid(run, settled.problems);
     ({ input, approvers: repoApprovers } = settled);
+    run.startCommit = settled.commit;
     if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
   }
   run.input = input;

@@ -1,0 +1,41 @@
+/** drydock-run's one-call answer as the worker reads it: whatever came first, the checkpoint when asked for, the output, then the trailer. */
+import { parseRunOnce } from '../../activities/run-once';
+
+const nonce = '0123456789abcdef0123456789abcdef';
+const trailer = (sent: number, checkpoint = '') => `\ndrydock-run ${nonce} 0 5 ${sent} 0 0 1 1${checkpoint}\n`;
+const answerOf = (stdout: string | Buffer, exitCode = 0) =>
+  parseRunOnce({ exitCode, stdout: Buffer.isBuffer(stdout) ? stdout : Buffer.from(stdout) }, nonce);
+
+test('without a checkpoint: the SENT bytes before the trailer are the output', () => {
+  const answer = answerOf(`hello${trailer(5)}`)!;
+  expect(answer).toMatchObject({ exitCode: 0, bytes: 5, before: { pidsMax: 1 }, after: { pidsMax: 1 } });
+  expect(answer.output.toString()).toBe('hello');
+  expect(answer.checkpoint).toBeUndefined();
+});
+
+test('with a checkpoint: its bytes (newlines and NULs too) come right before the output', () => {
+  const diff = 'diff --git a/x b/x\n\0binary\n';
+  const answer = answerOf(`${diff}hello${trailer(5, ` 0 ${Buffer.byteLength(diff)}`)}`)!;
+  expect(answer.checkpoint).toEqual({ ok: true, data: Buffer.from(diff) });
+  expect(answer.output.toString()).toBe('hello');
+});
+
+test("a checkpoint git could not take carries git's error", () => {
+  const answer = answerOf(`no space lefthello${trailer(5, ' 1 13')}`)!;
+  expect(answer.checkpoint).toEqual({ ok: false, data: Buffer.from('no space left') });
+  expect(answer.output.toString()).toBe('hello');
+});
+
+test('what a step wrote into the runner’s stdout before the answer is not part of it', () => {
+  const forged = `drydock-run ${nonce} 0 0 0 0 0 0 0\n`;
+  const answer = answerOf(`${forged}hello${trailer(5)}`)!;
+  expect(answer.output.toString()).toBe('hello');
+  expect(answer.exitCode).toBe(0);
+});
+
+test('a runner that did not exit 0, another nonce, a trailer claiming more than was sent, or none: no answer', () => {
+  expect(answerOf(`hello${trailer(5)}`, 137)).toBeUndefined();
+  expect(parseRunOnce({ exitCode: 0, stdout: Buffer.from(`hello${trailer(5)}`) }, 'f'.repeat(32))).toBeUndefined();
+  expect(answerOf(`hi${trailer(5, ' 0 9')}`)).toBeUndefined();
+  expect(answerOf('sh: drydock-run: not found\n')).toBeUndefined();
+});
