@@ -221,12 +221,17 @@ async function runCommand(
       gateway = await openGatewayFor(deps, input, `${socketDir}/${SANDBOX_GATEWAY_SOCKET.split('/').pop()}`);
       argv = [HELPER.egress, SANDBOX_GATEWAY_SOCKET, String(GATEWAY_PORT), ...retry, '--', ...argv];
     }
+    // With a checkpoint the answer carries it: the output is cut to STEP_OUTPUT_LIMIT, so only the checkpoint can pass the cap.
+    const cap = OUTPUT_CAPS.checkpoint;
     const running = deps.sandboxes.exec(sandbox, argv, {
       signal: Context.current().cancellationSignal,
       env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+      ...(checkpointBase ? { stdoutCap: { bytes: cap.bytes + STEP_OUTPUT_LIMIT + 4096, what: cap.what } } : {}),
     });
     const output = { sessionId: input.sessionId, sandbox, file: `${runDir(nonce)}/output`, name: `${input.key}.log` };
-    const run = await streamOutput(deps, output, running, input.gateway?.cli);
+    const run = await streamOutput(deps, output, running, input.gateway?.cli).catch((err: unknown) => {
+      throw checkpointBase && err instanceof OutputOverCap ? new OutputOverCap(cap) : err;
+    });
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
     const models = gateway && (await recordGatewayTo(deps, input, gateway));
     const answer = parseRunOnce(run, nonce);
