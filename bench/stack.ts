@@ -334,6 +334,7 @@ async function startSecondHost(config: Config, image: string, stops: (() => Prom
       DRYDOCK_DATA_DIR: dataDir,
       DRYDOCK_BASE_IMAGE: image,
       DRYDOCK_AUDIT_KEY_FILE: config.DRYDOCK_AUDIT_KEY_FILE ?? path.join(config.DRYDOCK_DATA_DIR, 'audit-key'),
+      DRYDOCK_DEV_MODE: '1', // as the first host's: the bench's file:// repo is not registered
       DRYDOCK_APPROVAL_REQUIRED: config.DRYDOCK_APPROVAL_REQUIRED.join(',') || 'none',
       LOG_LEVEL: 'info',
     },
