@@ -95,6 +95,15 @@ export async function connectTemporal(settings: Settings): Promise<Connection> {
   }
 }
 
+/** The SDK's retry of failed calls, but none once `closed()` (see ClosableConnection). */
+export function retryUnless(closed: () => boolean): ReturnType<typeof makeGrpcRetryInterceptor> {
+  const retry = defaultGrpcRetryOptions();
+  return makeGrpcRetryInterceptor({
+    ...retry,
+    retryableDecider: (attempt, status) => !closed() && retry.retryableDecider(attempt, status),
+  });
+}
+
 /**
  * The SDK retries a failed call from a timer that close() does not clear; a retry that starts
  * on the closed channel throws out of that timer and takes the process down. So a closed
@@ -104,11 +113,7 @@ class ClosableConnection extends Connection {
   private closed = false;
 
   static async open(options: ConnectionOptions): Promise<ClosableConnection> {
-    const retry = defaultGrpcRetryOptions();
-    const interceptor = makeGrpcRetryInterceptor({
-      ...retry,
-      retryableDecider: (attempt, status) => !connection.closed && retry.retryableDecider(attempt, status),
-    });
+    const interceptor = retryUnless(() => connection.closed);
     const connection = ClosableConnection.lazy({ ...options, interceptors: [interceptor] }) as ClosableConnection;
     await connection.ensureConnected();
     return connection;

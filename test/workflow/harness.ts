@@ -9,6 +9,8 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { ConnectionPlugin } from '@temporalio/client';
+import { retryUnless } from '../../lib/temporal-connection';
 import {
   bundleWorkflowCode,
   DefaultLogger,
@@ -40,6 +42,28 @@ function testServerPath(): string {
   return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
+let closing = false;
+
+/** Ends the environment; its client retries nothing from then on (see lib/temporal-connection.ts). */
+export async function stopEnvironment(env: TestWorkflowEnvironment | undefined): Promise<void> {
+  closing = true;
+  await env?.teardown();
+}
+
+/**
+ * The client connection to the Java test server: keepalive pings no more often than the
+ * server permits (grpc-java: at most every 5 minutes; more often and it closes the connection for "excess
+ * pings", failing the calls under way), and no retry once the environment is being torn down.
+ */
+const testServerConnection: ConnectionPlugin = {
+  name: 'drydock-test-server-connection',
+  configureConnection: (options) => ({
+    ...options,
+    channelArgs: { ...options.channelArgs, 'grpc.keepalive_time_ms': 600_000 },
+    interceptors: [retryUnless(() => closing)],
+  }),
+};
+
 export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment; bundle: WorkflowBundle }> {
   // The sessions' own warnings (a rejected session "ending early") are expected here.
   Runtime.install({
@@ -49,6 +73,7 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
   const [env, bundle] = await Promise.all([
     TestWorkflowEnvironment.createTimeSkipping({
       server: { executable: { type: 'existing-path', path: testServerPath() } },
+      plugins: [testServerConnection],
     }),
     bundleWorkflowCode({
       workflowsPath: require.resolve('../../workflows'),

@@ -19,6 +19,7 @@ import {
   modelAnswer,
   runSession,
   startEnvironment,
+  stopEnvironment,
   withoutTimes,
   type Stubs,
   AUDIT_SEAL,
@@ -29,7 +30,7 @@ beforeAll(async () => {
   harness = await startEnvironment();
 });
 afterAll(async () => {
-  await harness?.env.teardown();
+  await stopEnvironment(harness?.env);
 });
 
 const repo = { url: 'https://github.com/acme/app.git' };
