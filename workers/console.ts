@@ -371,18 +371,27 @@ document.addEventListener('click', async (event) => {
 /**
  * Keeps the page current: server-sent events from /sessions/<id>/events carry
  * the phase and the live part, already rendered and escaped by the server. A
- * comment being typed survives a redraw; the stream ends when the session does.
+ * comment or follow-up being typed, and the answer to the last one sent, survive a
+ * redraw; the stream ends when the session does.
  */
 const LIVE_SCRIPT = `
 const events = new EventSource(location.pathname + '/events');
 events.addEventListener('update', (event) => {
   const update = JSON.parse(event.data);
   const kept = ['comment', 'followup-text'].map((id) => [id, document.getElementById(id)?.value ?? '']);
+  const said = ['answer', 'followup-answer'].map((id) => [id, document.getElementById(id)]);
   document.getElementById('phase').textContent = update.phase;
   document.getElementById('live').innerHTML = update.html;
   for (const [id, typed] of kept) {
     const again = document.getElementById(id);
     if (again) again.value = typed;
+  }
+  for (const [id, before] of said) {
+    const again = document.getElementById(id);
+    if (again && before && before.textContent) {
+      again.textContent = before.textContent;
+      again.className = before.className;
+    }
   }
 });
 events.addEventListener('end', () => {
