@@ -76,10 +76,18 @@ export async function createOwnedContainer(
     },
     ...spec.limits,
   });
-  if (created) await requireShellAndGit(sandboxes, spec.name, spec.image);
-  if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts);
+  // What an image holds never changes: its id is checked once per worker (an exec saved on every start).
+  const imageId = created || extraCaCerts ? (await sandboxes.image(spec.image))?.id : undefined;
+  if (created && !(imageId && IMAGES_WITH_SHELL_AND_GIT.has(imageId))) {
+    await requireShellAndGit(sandboxes, spec.name, spec.image);
+    if (imageId) IMAGES_WITH_SHELL_AND_GIT.add(imageId);
+  }
+  if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts, imageId);
   return created;
 }
+
+/** Image ids whose sandbox had sh and git (see requireShellAndGit). */
+const IMAGES_WITH_SHELL_AND_GIT = new Set<string>();
 
 /** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
 async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: SandboxSpec) {

@@ -14,7 +14,7 @@ import { createOwnedContainer } from './container';
 import { sandboxEnvironment } from './environment';
 import { mirrorAt } from './mirror';
 import type { ActivityDeps } from './deps';
-import { markProvisioned, newestSnapshot } from './provision';
+import { newestSnapshot, prepareWorkspace } from './provision';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
 export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
@@ -97,7 +97,7 @@ async function fillPoolOnce(deps: ActivityDeps, repo: string, size: number): Pro
         limits: POOL_LIMITS,
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
       });
-      await markProvisioned(deps.sandboxes, name);
+      await prepareWorkspace(deps, name, { mark: true });
       await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
       added.push(name);
     } catch (err) {

@@ -76,19 +76,19 @@ export function createProvisionActivities(deps: ActivityDeps) {
 
 /** provisionSandbox's work, once. */
 async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise<Sandbox> {
-  const { sandboxes, hostId, hostQueue, audit, log } = deps;
+  const { hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
   const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
   const snapshot = await newestSnapshot(deps, input.repo.url);
   const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
   const image = snapshot?.image ?? environment.image;
   const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
-  if (pooled) {
-    name = pooled;
-    // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below);
-    // an idle pool sandbox is at the snapshot's commit, untouched, so at 0 commits there is nothing to do.
-    if (baseCommit !== snapshot.commit) await catchUp(deps, name, mirror, snapshot.commit!, baseCommit);
-  }
+  const behind = snapshot && (await commitsBetween(mirror, snapshot.commit!, baseCommit));
+  // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below); an idle
+  // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
+  if (pooled) name = pooled;
+  if (pooled && baseCommit !== snapshot.commit)
+    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark: false });
   const created =
     !pooled &&
     (await createOwnedContainer(deps, {
@@ -104,14 +104,15 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
     }));
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
-  // A pool sandbox was marked provisioned by its fill.
-  const ready = pooled ? { exitCode: 0 } : await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`]);
-  if (ready.exitCode !== 0) await fillWorkspace(deps, name, mirror, baseCommit, snapshot, checkpoint);
+  // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
+  if (!pooled && (created || !(await isProvisioned(deps, name)))) {
+    await fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint });
+  }
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
     commit: snapshot.commit!,
     ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
-    behind: await commitsBetween(mirror, snapshot.commit!, baseCommit),
+    behind,
   };
   const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
   const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
@@ -165,36 +166,83 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
 /**
  * Puts the repo at `baseCommit` into a new sandbox's /workspace (from the
  * snapshot, or copied from the mirror), re-applies the checkpoint of a
- * replacement, and marks the sandbox provisioned.
+ * replacement, and marks the sandbox provisioned: one exec on a snapshot.
  */
 async function fillWorkspace(
-  { sandboxes }: ActivityDeps,
+  deps: Pick<ActivityDeps, 'sandboxes'>,
   name: string,
-  mirror: string,
-  baseCommit: string,
-  snapshot: SnapshotBuildRow | undefined,
-  checkpoint: Checkpoint | undefined,
+  at: {
+    mirror: string;
+    baseCommit: string;
+    snapshot: SnapshotBuildRow | undefined;
+    behind: number | undefined;
+    checkpoint: Checkpoint | undefined;
+  },
 ): Promise<void> {
-  if (snapshot) await catchUp({ sandboxes }, name, mirror, snapshot.commit!, baseCommit);
-  else await copyWorkingTree({ sandboxes }, name, mirror, baseCommit);
-  if (checkpoint?.diff.length) {
-    await sandboxes.run(
-      name,
-      ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
-      { stdin: checkpoint.diff },
-    );
+  const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
+  const mark = !checkpoint?.diff.length;
+  if (snapshot) {
+    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
+  } else {
+    await copyWorkingTree(deps, name, mirror, baseCommit);
+    await prepareWorkspace(deps, name, { mark });
   }
-  await markProvisioned(sandboxes, name);
+  if (mark) return;
+  await deps.sandboxes.run(
+    name,
+    ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
+    { stdin: checkpoint!.diff },
+  );
+  await prepareWorkspace(deps, name, { mark: true });
 }
 
-/** drydock's git identity in the sandbox, and the marker a retried provisioning checks. */
-export async function markProvisioned(sandboxes: ActivityDeps['sandboxes'], name: string): Promise<void> {
-  await sandboxes.run(name, [
-    'sh',
-    '-c',
-    `git config --global user.name drydock && git config --global user.email drydock@localhost && ` +
-      `git config --global --add safe.directory /workspace && mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`,
-  ]);
+/** Whether a sandbox was marked provisioned (prepareWorkspace's last write). */
+async function isProvisioned({ sandboxes }: Pick<ActivityDeps, 'sandboxes'>, name: string): Promise<boolean> {
+  return (await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`])).exitCode === 0;
+}
+
+/**
+ * The workspace's preparation in one exec: the commits from the snapshot's
+ * `from` to `to` arrive as a git bundle on stdin (the sandbox has no
+ * network) when the snapshot lacks them; a checkout that keeps what setup
+ * left in ignored files (node_modules, builds); drydock's git identity; and,
+ * with `mark`, the marker a retried provisioning checks.
+ */
+const PREPARE_WORKSPACE = `set -e
+to=$1 bundle=$2 mark=$3
+if [ "$bundle" = 1 ]; then
+  f=.git/drydock-catch-up.bundle
+  cat > "$f"; git fetch --quiet "$f" "$4:$4"; rm -f "$f"; git update-ref -d "$4"
+fi
+[ -z "$to" ] || git checkout --quiet --force --detach "$to"
+git config --global user.name drydock
+git config --global user.email drydock@localhost
+git config --global --add safe.directory /workspace
+[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`;
+
+export async function prepareWorkspace(
+  deps: Pick<ActivityDeps, 'sandboxes'>,
+  name: string,
+  opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean },
+): Promise<void> {
+  const { mirror, from, to } = opts;
+  // Commits the snapshot lacks come in a bundle; `to` at or behind the snapshot's commit is in it already.
+  const bundle = mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
+  await deps.sandboxes.run(
+    name,
+    [
+      'sh',
+      '-c',
+      PREPARE_WORKSPACE,
+      'prepare',
+      to ?? '',
+      bundle ? '1' : '0',
+      opts.mark ? '1' : '0',
+      CATCH_UP_REF,
+      STATE_DIR,
+    ],
+    bundle ? { stdin: bundle } : {},
+  );
 }
 
 /**
@@ -263,36 +311,6 @@ export async function newestSnapshot(
     await deps.snapshots.markRemoved(row.id);
   }
   return undefined;
-}
-
-/**
- * Brings a sandbox started from a snapshot at `from` to `to`: the commits in
- * between arrive as a git bundle on stdin (the sandbox has no network), then
- * a checkout that keeps what setup left in ignored files (node_modules, builds).
- */
-async function catchUp(
-  deps: Pick<ActivityDeps, 'sandboxes'>,
-  sandbox: string,
-  mirror: string,
-  from: string,
-  to: string,
-): Promise<void> {
-  const has = await deps.sandboxes.exec(sandbox, ['git', 'cat-file', '-e', `${to}^{commit}`]);
-  if (has.exitCode !== 0) {
-    const bundle = await catchUpBundle(mirror, from, to);
-    await deps.sandboxes.run(
-      sandbox,
-      [
-        'sh',
-        '-c',
-        'set -e; f=.git/drydock-catch-up.bundle; cat > "$f"; git fetch --quiet "$f" "$1:$1"; rm -f "$f"; git update-ref -d "$1"',
-        'catch-up',
-        CATCH_UP_REF,
-      ],
-      { stdin: bundle },
-    );
-  }
-  await deps.sandboxes.run(sandbox, ['git', 'checkout', '--quiet', '--force', '--detach', to]);
 }
 
 /**

@@ -33,24 +33,41 @@ export function caEnv(): string[] {
 
 /**
  * Writes the sandbox's combined bundle into its egress folder (mounted at
- * /run/drydock): the image's bundle, read from the sandbox itself, then the
- * extra PEM. Runs after the sandbox starts and before any step, so every
- * process of a step finds it. Replaces the file whole (a retry rewrites it).
+ * /run/drydock): the image's bundle, read from the sandbox itself (once per
+ * image id: an image's files never change), then the extra PEM. Runs after
+ * the sandbox starts and before any step, so every process of a step finds
+ * it. Replaces the file whole (a retry rewrites it).
  */
 export async function installCaBundle(
   sandboxes: DockerSandboxes,
   sandbox: string,
   egressDir: string,
   extraPemPath: string,
+  imageId?: string,
 ): Promise<void> {
   const extra = await readFile(extraPemPath, 'utf8');
   if (!extra.includes('-----BEGIN CERTIFICATE-----'))
     throw new Error(`DRYDOCK_EXTRA_CA_CERTS (${extraPemPath}) holds no PEM certificate`);
-  const own = await sandboxes.exec(sandbox, ['cat', IMAGE_BUNDLE]);
-  const imageBundle = own.exitCode === 0 ? own.stdout.toString('utf8') : '';
+  const imageBundle = (imageId && IMAGE_BUNDLES.get(imageId)) ?? (await readImageBundle(sandboxes, sandbox));
+  if (imageId) rememberBundle(imageId, imageBundle);
   const file = path.join(egressDir, BUNDLE_NAME);
   await writeFile(`${file}.tmp`, `${imageBundle.trimEnd()}\n${extra.trimEnd()}\n`, { mode: 0o644 });
   await rename(`${file}.tmp`, file);
+}
+
+async function readImageBundle(sandboxes: DockerSandboxes, sandbox: string): Promise<string> {
+  const own = await sandboxes.exec(sandbox, ['cat', IMAGE_BUNDLE]);
+  return own.exitCode === 0 ? own.stdout.toString('utf8') : '';
+}
+
+/** The image bundles read so far, by image id: a few hundred KiB each, so only the last few images'. */
+const IMAGE_BUNDLES = new Map<string, string>();
+const IMAGE_BUNDLES_KEPT = 16;
+
+function rememberBundle(imageId: string, bundle: string): void {
+  IMAGE_BUNDLES.delete(imageId);
+  IMAGE_BUNDLES.set(imageId, bundle);
+  if (IMAGE_BUNDLES.size > IMAGE_BUNDLES_KEPT) IMAGE_BUNDLES.delete(IMAGE_BUNDLES.keys().next().value!);
 }
 
 /** What clients print when a certificate chain ends in a CA they do not trust. */
