@@ -529,10 +529,10 @@ async function runOnce(
   command: string,
   opts: { timeoutMs: number; limit: number; stdin?: string },
 ): Promise<{ exitCode: number; output: string; bytes: number; truncated: boolean }> {
-  const once = runOnceCommand(nonce, command, { ...opts, withInput: opts.stdin !== undefined });
+  const once = runOnceCommand(nonce, command, opts);
   const run = await toolExecutors(sandboxes).exec(sandbox, once.argv, {
     env: once.env,
-    stdin: opts.stdin,
+    stdin: once.stdin,
     signal: Context.current().cancellationSignal,
   });
   const answer = parseRunOnce(run, nonce);

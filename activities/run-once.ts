@@ -28,18 +28,18 @@ export interface RunOnceOptions {
   /** Bytes of output returned: the first `limit`, or with `fromEnd` the last. */
   limit: number;
   fromEnd?: boolean;
-  /** The run's input is the exec's stdin ($DRYDOCK_INPUT in the command). */
-  withInput?: boolean;
+  /** The run's input ($DRYDOCK_INPUT in the command): the exec's stdin, saved by the first run only. */
+  stdin?: string;
   /** Each call also takes the session's checkpoint: the working tree as a diff against this commit. */
   checkpointBase?: string;
 }
 
-/** drydock-run's argv (and environment) for `command`, run once per `nonce`. */
+/** drydock-run's argv, environment and stdin (for the exec) for `command`, run once per `nonce`. */
 export function runOnceCommand(
   nonce: string,
   command: string,
   opts: RunOnceOptions,
-): { argv: string[]; env: string[] } {
+): { argv: string[]; env: string[]; stdin?: string } {
   runDir(nonce);
   const seconds = String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)));
   const limit = String(opts.fromEnd ? -opts.limit : opts.limit);
@@ -53,7 +53,7 @@ export function runOnceCommand(
       command,
       ...(opts.checkpointBase ? [opts.checkpointBase] : []),
     ],
-    env: opts.withInput ? ['DRYDOCK_STDIN=1'] : [],
+    ...(opts.stdin === undefined ? { env: [] } : { env: ['DRYDOCK_STDIN=1'], stdin: opts.stdin }),
   };
 }
 

@@ -1,7 +1,7 @@
 /**
- * The step runner: one script step in the sandbox (a file write, a patch, or
- * a command under drydock-run with its output streamed out), at most once per
- * key, with the session's checkpoint taken after an agent step.
+ * The step runner: one script step in the sandbox (a command, a file write or
+ * a patch) under drydock-run, at most once per nonce, with its output streamed
+ * out and, after an agent step, the session's checkpoint: all in one exec.
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -95,7 +95,7 @@ export function createStepActivities(deps: ActivityDeps) {
      */
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
-      // drydock-run ended whatever the step left running, before the checkpoint is taken (by it, for a command).
+      // drydock-run ended whatever the step left running, then took the checkpoint in the same exec.
       const { result, checkpoint } = await runStepOnce(deps, input);
       // A step stopped by the sandbox's memory, process or disk limit ends the session (and
       // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
@@ -107,6 +107,7 @@ export function createStepActivities(deps: ActivityDeps) {
           step: input.key,
           baseCommit: input.checkpointBase,
         };
+        // Taken here only when drydock-run did not get to report (it failed, or was killed).
         await (checkpoint ? keepCheckpoint(deps, at, checkpoint) : takeCheckpoint(deps, at)).catch(permanent);
       }
       await recordEvent(deps.audit, {
@@ -128,7 +129,7 @@ export function createStepActivities(deps: ActivityDeps) {
   };
 }
 
-/** What a step's run gives back: its result, and the checkpoint drydock-run took after it (a command's). */
+/** What a step's run gives back: its result, and the checkpoint drydock-run took after it. */
 interface StepRun {
   result: StepResult;
   checkpoint?: RunOnceResult['checkpoint'];
@@ -136,8 +137,7 @@ interface StepRun {
 
 /** Runs one script step (see runStep). */
 async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRun> {
-  const { sandboxes, secrets, redactor } = deps;
-  const { sandbox, step } = input;
+  const { secrets } = deps;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
   if (missing.length) {
     throw ApplicationFailure.nonRetryable(
@@ -147,48 +147,49 @@ async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRu
   }
   const granted = Object.fromEntries((input.secrets ?? []).map((n) => [n, secrets[n]]));
   try {
-    if ('write' in step) {
-      const result = await sandboxes.exec(
-        sandbox,
-        ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
-        { stdin: step.write.content },
-      );
-      return {
-        result: {
-          exitCode: result.exitCode,
-          timedOut: false,
-          outputTail: tail(redactor.text(result.stderr.toString())),
-        },
-      };
-    }
-    if ('patch' in step) {
-      // Already applied (a retry after a crash) counts as applied.
-      const result = await sandboxes.exec(
-        sandbox,
-        [
-          'sh',
-          '-c',
-          'f=$(mktemp) && cat > "$f" && { git apply -R --check "$f" 2>/dev/null && echo "patch already applied" || git apply --whitespace=nowarn "$f"; }',
-        ],
-        { stdin: step.patch },
-      );
-      const output = `${result.stdout.toString()}${result.stderr.toString()}`;
-      return { result: { exitCode: result.exitCode, timedOut: false, outputTail: tail(redactor.text(output)) } };
-    }
-    return await runCommand(deps, input, step.run, granted);
+    return await runCommand(deps, input, stepCommand(input.step), granted);
   } catch (err) {
     return permanent(err);
   }
 }
 
+/** What drydock-run runs for a script step: the shell command, its own environment, and its input. */
+interface StepCommand {
+  command: string;
+  env: Record<string, string>;
+  /** Saved by the first run as $DRYDOCK_INPUT: a retry neither writes nor applies it again. */
+  stdin?: string;
+}
+
+/** A script step as a command: a write's path and content, a patch's diff never pass through the shell's parsing. */
+function stepCommand(step: ScriptStep): StepCommand {
+  if ('run' in step) return { command: step.run, env: {} };
+  if ('write' in step) {
+    return {
+      // The path (relative, no "..": workflows/input.ts) is a variable's value, so it is taken literally.
+      command:
+        'case $DRYDOCK_WRITE_TO in */*) mkdir -p -- "${DRYDOCK_WRITE_TO%/*}" ;; esac && cat -- "$DRYDOCK_INPUT" > "$DRYDOCK_WRITE_TO"',
+      env: { DRYDOCK_WRITE_TO: step.write.path },
+      stdin: step.write.content,
+    };
+  }
+  return {
+    // Already applied counts as applied: the step again in a replacement sandbox restored from the checkpoint taken after it.
+    command:
+      'git apply -R --check "$DRYDOCK_INPUT" 2>/dev/null && echo "patch already applied" || git apply --whitespace=nowarn "$DRYDOCK_INPUT"',
+    env: {},
+    stdin: step.patch,
+  };
+}
+
 /**
- * A command step under drydock-run, behind the step's egress proxy when it
+ * A script step under drydock-run, behind the step's egress proxy when it
  * has an allowlist, with `granted` secrets in its environment.
  */
 async function runCommand(
   deps: ActivityDeps,
   input: StepInput,
-  command: string,
+  { command, env: own, stdin }: StepCommand,
   granted: Record<string, string>,
 ): Promise<StepRun> {
   const { sandbox, nonce, checkpointBase } = input;
@@ -197,9 +198,10 @@ async function runCommand(
     limit: STEP_OUTPUT_LIMIT,
     fromEnd: true,
     checkpointBase,
+    stdin,
   });
   let argv = once.argv;
-  const env: Record<string, string> = { ...input.env, ...granted };
+  const env: Record<string, string> = { ...input.env, ...granted, ...own };
   let proxy: EgressProxy | undefined;
   let gateway: ModelGateway | undefined;
   // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
@@ -225,7 +227,8 @@ async function runCommand(
     const cap = OUTPUT_CAPS.checkpoint;
     const running = deps.sandboxes.exec(sandbox, argv, {
       signal: Context.current().cancellationSignal,
-      env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+      env: [...once.env, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)],
+      ...(once.stdin === undefined ? {} : { stdin: once.stdin }),
       ...(checkpointBase ? { stdoutCap: { bytes: cap.bytes + STEP_OUTPUT_LIMIT + 4096, what: cap.what } } : {}),
     });
     const output = { sessionId: input.sessionId, sandbox, file: `${runDir(nonce)}/output`, name: `${input.key}.log` };

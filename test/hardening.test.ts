@@ -25,9 +25,11 @@ import type { CommitResult, Sandbox, StepResult } from '../activities/types';
 import type { TestReport } from '../workflows/api';
 import { ArtifactStore } from '../lib/artifacts';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
+import { HELPER } from '../lib/toolchains';
 import { hasTokenPattern } from '../lib/scrub';
 import { reject, status } from '../workflows/api';
 import type { EgressRule } from '../workflows/rules/egress';
+import type { ScriptStep } from '../workflows/input';
 import {
   containersOf,
   docker,
@@ -287,7 +289,16 @@ test('DRYDOCK_DOCKER_RUNTIME reaches Docker as the container runtime', async () 
   await expect(createSandbox(`drydock-${newSessionId('runsc')}`, { runtime: 'runsc' })).rejects.toThrow(/runsc/);
 });
 
-describe('the egress proxy, driven through the runStep activity', () => {
+/** Sandboxes that remember every exec's argv: how many a step cost. */
+class CountedSandboxes extends DockerSandboxes {
+  readonly execs: string[][] = [];
+  override exec(...args: Parameters<DockerSandboxes['exec']>): ReturnType<DockerSandboxes['exec']> {
+    this.execs.push(args[1]);
+    return super.exec(...args);
+  }
+}
+
+describe('the runStep activity: the egress proxy, secrets, run-once, write and patch steps', () => {
   const sessionId = newSessionId('egress');
   const requests: string[] = [];
   let standIn: Server;
@@ -298,8 +309,16 @@ describe('the egress proxy, driven through the runStep activity', () => {
   let db: Database;
   const env = new MockActivityEnvironment();
   let sandbox: string;
+  let baseCommit: string;
   let artifactsDir: string;
   const redactor = new Redactor([TOKEN, MODEL_KEY, DB_PASS]);
+  const sandboxes = new CountedSandboxes();
+  const provisionInput = {
+    sessionId,
+    repo: { url: '' },
+    limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2, diskBytes: 1024 ** 3 },
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  };
 
   const listen = async (name: string) => {
     const server = createServer((req, res) => {
@@ -317,7 +336,7 @@ describe('the egress proxy, driven through the runStep activity', () => {
     artifactsDir = path.join(dataDir, 'artifacts');
     db = await openDatabase(stack.config);
     activities = createActivities({
-      sandboxes: new DockerSandboxes(),
+      sandboxes,
       artifacts: new ArtifactStore(artifactsDir),
       mirrorsDir: path.join(dataDir, 'mirrors'),
       hostId: 'egress-test',
@@ -342,13 +361,10 @@ describe('the egress proxy, driven through the runStep activity', () => {
       requestSnapshotBuild: async () => false,
       log,
     });
-    const created: Sandbox = await env.run(activities.provisionSandbox, {
-      sessionId,
-      repo: { url: repo.url },
-      limits: { cpus: 1, memoryBytes: 512 * 1024 ** 2, pids: 256, tmpBytes: 512 * 1024 ** 2, diskBytes: 1024 ** 3 },
-      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
+    provisionInput.repo.url = repo.url;
+    const created: Sandbox = await env.run(activities.provisionSandbox, provisionInput);
     sandbox = created.name;
+    baseCommit = created.baseCommit;
     await env.run(activities.runStep, {
       sandbox,
       sessionId,
@@ -696,6 +712,82 @@ describe('the egress proxy, driven through the runStep activity', () => {
     );
     expect(stored.length).toBeLessThan(4 * 1024 ** 2 + 200);
     expect(growth).toBeLessThan(64);
+  });
+
+  /** A script step of its own (write or patch) under `nonce`: the same nonce again is a retried activity. */
+  const scriptStep = (
+    key: string,
+    nonce: string,
+    run: ScriptStep,
+    extra: Record<string, unknown> = {},
+  ): Promise<StepResult> =>
+    env.run(activities.runStep, { sandbox, sessionId, key, nonce, timeoutMs: 60_000, step: run, ...extra });
+  /** A file of the sandbox's /workspace, its name passed as one argument (no shell). */
+  const readBack = async (name: string, file: string) =>
+    (await sandboxes.exec(name, ['cat', '--', file])).stdout.toString();
+
+  test('a write step writes its path literally, in one exec with the checkpoint, and a replacement sandbox has the file', async () => {
+    const file = `-dash dir/it's "quoted" $(touch pwned) \`touch pwned\` $HOME; x.txt`;
+    const before = sandboxes.execs.length;
+    const written = await scriptStep(
+      'write-odd',
+      randomBytes(16).toString('hex'),
+      {
+        write: { path: file, content: 'literal\n' },
+      },
+      { checkpointBase: baseCommit },
+    );
+    expect(written).toMatchObject({ exitCode: 0, timedOut: false, outputTail: '' });
+    // One drydock-run exec for the write and the checkpoint; any other is a copy-out of its log.
+    const execs = sandboxes.execs.slice(before);
+    expect(execs.filter((argv) => argv[0] === HELPER.run)).toHaveLength(1);
+    expect(execs.filter((argv) => argv[0] !== HELPER.run && !argv[2]?.startsWith('tail -c'))).toEqual([]);
+    expect(await readBack(sandbox, file)).toBe('literal\n');
+    expect(await inSandbox(sandbox, 'find /workspace /tmp ~ -name pwned')).toBe('');
+    // The sandbox is lost: its replacement starts from the checkpoint the write's exec took.
+    const replacement: Sandbox = await env.run(activities.provisionSandbox, { ...provisionInput, generation: 1 });
+    try {
+      expect(replacement.restored?.step).toBe('write-odd');
+      expect(await readBack(replacement.name, file)).toBe('literal\n');
+    } finally {
+      await env.run(activities.destroySandbox, { sessionId, generation: 1, replaced: true });
+    }
+  });
+
+  test('a write or a patch runs once per nonce: a retried activity neither writes nor applies again', async () => {
+    const write = randomBytes(16).toString('hex');
+    expect((await scriptStep('write-once', write, { write: { path: 'once.txt', content: 'first\n' } })).exitCode).toBe(
+      0,
+    );
+    await step('overwrite', 'echo later > once.txt');
+    expect(await scriptStep('write-once', write, { write: { path: 'once.txt', content: 'first\n' } })).toMatchObject({
+      exitCode: 0,
+    });
+    expect(await readBack(sandbox, 'once.txt')).toBe('later\n');
+
+    await step('patch-base', 'printf "one\\n" > patched.txt');
+    const patch = ['--- a/patched.txt', '+++ b/patched.txt', '@@ -1 +1,2 @@', ' one', '+two', ''].join('\n');
+    const nonce = randomBytes(16).toString('hex');
+    const applied = await scriptStep('patch-once', nonce, { patch });
+    expect(applied).toMatchObject({ exitCode: 0, outputTail: '' });
+    expect(applied.failure).toBeUndefined();
+    expect(await readBack(sandbox, 'patched.txt')).toBe('one\ntwo\n');
+    // Undone, so that applying it again would succeed: the retry reads the first run's answer instead.
+    await step('patch-undo', 'printf "one\\n" > patched.txt');
+    const retried = await scriptStep('patch-once', nonce, { patch });
+    expect(retried).toEqual(applied);
+    expect(await readBack(sandbox, 'patched.txt')).toBe('one\n');
+    // A patch already in the tree (the step again in a replacement restored after it) counts as applied.
+    expect((await scriptStep('patch-again', randomBytes(16).toString('hex'), { patch })).exitCode).toBe(0);
+    const again = await scriptStep('patch-twice', randomBytes(16).toString('hex'), { patch });
+    expect([again.exitCode, again.outputTail.trim()]).toEqual([0, 'patch already applied']);
+    expect(await readBack(sandbox, 'patched.txt')).toBe('one\ntwo\n');
+    // One that does not apply fails with git's reason.
+    const broken = await scriptStep('patch-broken', randomBytes(16).toString('hex'), {
+      patch: patch.replace(' one', ' nine'),
+    });
+    expect(broken.exitCode).not.toBe(0);
+    expect(broken.outputTail).toMatch(/patch failed/);
   });
 
   test("a process holding the egress forwarder's port fails the step, which does not run", async () => {

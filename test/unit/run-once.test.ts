@@ -1,5 +1,5 @@
 /** drydock-run's one-call answer as the worker reads it: whatever came first, the checkpoint when asked for, the output, then the trailer. */
-import { parseRunOnce } from '../../activities/run-once';
+import { parseRunOnce, runOnceCommand } from '../../activities/run-once';
 
 const nonce = '0123456789abcdef0123456789abcdef';
 const trailer = (sent: number, checkpoint = '') => `\ndrydock-run ${nonce} 0 5 ${sent} 0 0 1 1${checkpoint}\n`;
@@ -38,4 +38,15 @@ test('a runner that did not exit 0, another nonce, a trailer claiming more than 
   expect(parseRunOnce({ exitCode: 0, stdout: Buffer.from(`hello${trailer(5)}`) }, 'f'.repeat(32))).toBeUndefined();
   expect(answerOf(`hi${trailer(5, ' 0 9')}`)).toBeUndefined();
   expect(answerOf('sh: drydock-run: not found\n')).toBeUndefined();
+});
+
+test('a run with an input asks drydock-run to save stdin, and hands the exec that stdin; one without does neither', () => {
+  const opts = { timeoutMs: 60_000, limit: 4096 };
+  expect(runOnceCommand(nonce, 'cat "$DRYDOCK_INPUT"', { ...opts, stdin: '' })).toMatchObject({
+    env: ['DRYDOCK_STDIN=1'],
+    stdin: '',
+  });
+  const plain = runOnceCommand(nonce, 'true', opts);
+  expect(plain.env).toEqual([]);
+  expect('stdin' in plain).toBe(false);
 });
