@@ -1,7 +1,7 @@
 import { exec } from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { ErrorType, type ApprovalPolicy } from '../workflows/api';
+import { ErrorType } from '../workflows/api';
 import { recordEvent } from './audit';
 import type { AuditRow } from '../lib/audit';
 import type { ActivityDeps } from './deps';
@@ -168,7 +168,6 @@ export function createPublishActivities({
   sandboxes,
   artifacts,
   mirrorsDir,
-  policy,
   github,
   deployCommand,
   deployEnvNames = [],
@@ -196,11 +195,6 @@ export function createPublishActivities({
     });
 
   return {
-    /** The server's approval policy, read once per session (then it is in the history). */
-    async approvalPolicy(): Promise<ApprovalPolicy> {
-      return policy;
-    },
-
     /**
      * Makes drydock's commit of the sandbox's snapshot again and pushes
      * exactly it from the worker, which holds any credentials; only if it is

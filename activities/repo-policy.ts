@@ -8,13 +8,14 @@
  * (CPUs, memory, pids) and what the egress proxy allows, and a refused
  * configuration must fail the session before any sandbox exists. The result
  * is in the workflow history, so a retry or replay sees the same settings.
+ * The server's approval policy comes with it, fixed in the history the same way.
  */
 import { isIP } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import { restrictedAddress } from '../lib/egress';
 import { readAtCommit } from '../lib/git';
-import { ErrorType } from '../workflows/api';
+import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
 import {
   checkRepoConfig,
@@ -37,6 +38,8 @@ export type RepoPolicy =
       repo: string;
       /** The operator's approvers of the repo (empty: the server's). */
       approvers: string[];
+      /** The server's approval policy (the worker's configuration), which the session can only tighten. */
+      serverPolicy: ApprovalPolicy;
       /** The repo file's environment, recorded (images are not built from it yet). */
       environment?: RepoConfig['environment'];
       /** The commit the session's ref names now (the repo file was read there): the session starts from it. */
@@ -69,6 +72,7 @@ export function createRepoPolicyActivities(deps: ActivityDeps) {
         ...settled,
         repo: grant.name,
         approvers: grant.limits.approvers,
+        serverPolicy: deps.policy,
         commit,
         ...(file.config?.environment ? { environment: file.config.environment } : {}),
       };

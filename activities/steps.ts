@@ -29,6 +29,7 @@ import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from './types';
 import type { Redactor } from '../lib/scrub';
+import { readTestReport } from './verify';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
@@ -91,7 +92,8 @@ export function createStepActivities(deps: ActivityDeps) {
   return {
     /**
      * Runs one script step; a retry waits for (or reads) the run already made,
-     * never runs it twice. Recorded in the audit trail once.
+     * never runs it twice. Recorded in the audit trail once. A test command's
+     * step returns the JUnit report it wrote with its result (one round trip).
      */
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
@@ -124,7 +126,10 @@ export function createStepActivities(deps: ActivityDeps) {
           artifact: result.artifact,
         },
       });
-      return result;
+      if (!input.testReport) return result;
+      const at = { sandbox: input.sandbox, sessionId: input.sessionId, stepNonce: input.nonce };
+      const report = await readTestReport(deps, { ...at, files: input.testReport.files }).catch(permanent);
+      return report ? { ...result, report } : result;
     },
   };
 }

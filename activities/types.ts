@@ -9,6 +9,7 @@ import type { EgressRule } from '../lib/egress';
 import type { SandboxFault } from '../lib/sandbox';
 import type { SetupEgressRule } from '../lib/snapshots';
 import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
+import type { TestReport } from '../workflows/api';
 
 export interface ProvisionInput {
   sessionId: string;
@@ -95,6 +96,11 @@ export interface StepInput {
    * may still spend; `cli` names the CLI whose JSON events become progress.
    */
   gateway?: { cli: AgentCliName; protocol: ModelProtocol; maxCalls?: number; maxTokens?: number; maxCostUsd?: number };
+  /**
+   * A test command's step: once its result is known, the JUnit XML it wrote comes back with it
+   * (StepResult.report): these files, or else XML reports in the usual places written during the step.
+   */
+  testReport?: { files?: string[] };
 }
 
 /** What an agent CLI's model calls used through the gateway in one step. */
@@ -125,6 +131,8 @@ export interface StepResult {
   /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
   egress?: { allowed: number; refused: number; log: string };
   gateway?: GatewayResult;
+  /** With StepInput.testReport: the JUnit report the step wrote, if it wrote one. */
+  report?: TestReport;
 }
 
 /** The change of a session as drydock commits it (activities/commit.ts). */

@@ -114,6 +114,32 @@ async function reportsWrittenDuring(
     .filter((f) => f && USUAL_REPORT.test(`/${f}`));
 }
 
+/**
+ * The JUnit XML that the test step `stepNonce` wrote: the given files, or else
+ * XML reports in the usual places written during the step; scrubbed, and kept
+ * in the artifact store. Called by runStep once the step's result is known.
+ */
+export async function readTestReport(
+  { sandboxes, artifacts, redactor }: Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
+  input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
+): Promise<TestReport | undefined> {
+  const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
+  const documents = [];
+  for (const file of files) {
+    const read = await sandboxes.exec(input.sandbox, ['cat', file], {
+      stdoutCap: { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` },
+    });
+    if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
+  }
+  if (documents.length === 0) return undefined;
+  for (const d of documents) {
+    d.content = await redactor.large(d.content);
+    await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
+  }
+  // Scrubbed again once parsed: an XML escape in the file can hide a secret from the first pass.
+  return redactor.value(parseJUnit(documents));
+}
+
 type RunnerResult = Omit<BrowserResult, 'url' | 'appLogTail' | 'durationMs'>;
 
 /** Where the browser container writes screenshots (its own /tmp). */
@@ -190,35 +216,6 @@ export function createVerifyActivities(deps: ActivityDeps) {
   const { sandboxes, artifacts, log, redactor } = deps;
 
   return inSandbox({
-    /**
-     * Reads the JUnit XML that the test step (key `stepKey`) wrote: the given
-     * files, or else XML reports in the usual places written during the step.
-     */
-    async readTestReport(input: {
-      sandbox: string;
-      sessionId: string;
-      stepKey: string;
-      /** The test step's nonce (StepInput.nonce): where its start time is recorded. */
-      stepNonce: string;
-      files?: string[];
-    }): Promise<TestReport | undefined> {
-      const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
-      const documents = [];
-      for (const file of files) {
-        const read = await sandboxes.exec(input.sandbox, ['cat', file], {
-          stdoutCap: { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` },
-        });
-        if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
-      }
-      if (documents.length === 0) return undefined;
-      for (const d of documents) {
-        d.content = await redactor.large(d.content);
-        await artifacts.put(input.sessionId, `junit/${d.file.replace(/\//g, '_')}`, d.content);
-      }
-      // Scrubbed again once parsed: an XML escape in the file can hide a secret from the first pass.
-      return redactor.value(parseJUnit(documents));
-    },
-
     /**
      * Starts the app in the sandbox and waits until its URL answers (the
      * helper, in the sandbox), then drives Chromium through the checks in a

@@ -143,8 +143,14 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
         step: { write: { path: 'a.txt', content: 'a' } },
       }),
     ),
-    testReport: await failureOf(
-      env.run(activities.readTestReport, { sandbox, sessionId, stepKey: 'verify', stepNonce: nonce() }),
+    verify: await failureOf(
+      env.run(activities.runStep, {
+        ...step,
+        key: 'verify',
+        nonce: nonce(),
+        step: { run: 'npm test', timeout: 10_000 },
+        testReport: {},
+      }),
     ),
   };
   await env.run(activities.destroySandbox, { sessionId });

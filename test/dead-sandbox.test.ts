@@ -33,7 +33,7 @@ test('steps and verification on a killed sandbox fail with SandboxNotFound, and 
   expect(JSON.parse(run.stdout)).toEqual({
     command: 'SandboxNotFound (non-retryable)',
     write: 'SandboxNotFound (non-retryable)',
-    testReport: 'SandboxNotFound (non-retryable)',
+    verify: 'SandboxNotFound (non-retryable)',
     // Killed while being provisioned: removed, and provisioned again by the retry.
     provisioning: 'SandboxLostInProvisioning',
     leftAfterFailure: 0,

@@ -22,7 +22,6 @@ import pino from 'pino';
 import { createActivities } from '../activities';
 import { sandboxName } from '../activities/container';
 import type { CommitResult, Sandbox, StepResult } from '../activities/types';
-import type { TestReport } from '../workflows/api';
 import { ArtifactStore } from '../lib/artifacts';
 import { DockerSandboxes, LABELS } from '../lib/sandbox';
 import { HELPER } from '../lib/toolchains';
@@ -481,21 +480,14 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       timeoutMs: 10_000,
       step: { write: { path: 'mkjunit.js', content: junit } },
     });
-    const leakNonce = randomBytes(16).toString('hex');
-    const result = await step('leak', leak, { secrets: ['DB_PASS'], nonce: leakNonce });
+    const result = await step('leak', leak, { secrets: ['DB_PASS'], testReport: { files: ['junit.xml'] } });
     expect(result.exitCode).toBe(0);
     expect(result.outputTail).toMatch(/split:\[redacted\]:end/);
     expect(result.outputTail).toMatch(/b64:\S*\[redacted\]/);
     expect(result.outputTail).toMatch(/url:\[redacted\]/);
     const streamed = JSON.stringify(beats);
     expect(streamed).toContain('split:'); // the streamed log did carry the first half's chunk
-    const report: TestReport | undefined = await env.run(activities.readTestReport, {
-      sandbox,
-      sessionId,
-      stepKey: 'leak',
-      stepNonce: leakNonce,
-      files: ['junit.xml'],
-    });
+    const { report } = result;
     expect(report!.failures[0].message).toBe('expected [redacted]');
     const created = (await inSandbox(sandbox, 'git -C /workspace rev-parse HEAD')).trim();
     const change: CommitResult = await env.run(activities.commitChanges, {
@@ -534,6 +526,35 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
     })) {
       for (const form of encoded) expect([where, text.includes(form)]).toEqual([where, false]);
     }
+  });
+
+  test("a test step's JUnit report comes with its result: written during the step, in the usual places, and the same when a retry reads the recorded run", async () => {
+    const suite = (cases: string) => `<testsuite>${cases}</testsuite>`;
+    await step('stale-report', `echo '${suite('<testcase name="old"/>')}' > TEST-stale.xml`);
+    const tests = [
+      'echo ran >> runs.txt',
+      'mkdir -p test-results',
+      `echo '${suite('<testcase name="a"/><testcase name="b"><failure message="no"/></testcase>')}' > test-results/junit.xml`,
+      "echo '<note/>' > notes.xml", // XML, but not where reports go
+      'exit 1',
+    ].join('; ');
+    const nonce = randomBytes(16).toString('hex');
+    const first = await step('usual-report', tests, { nonce, testReport: {} });
+    expect([first.exitCode, first.report]).toEqual([
+      1,
+      {
+        files: ['test-results/junit.xml'],
+        total: 2,
+        passed: 1,
+        failed: 1,
+        skipped: 0,
+        failures: [{ name: 'b', message: 'no' }],
+      },
+    ]);
+    // A retry of the activity (same nonce) reads the recorded run: the same result and report, the tests ran once.
+    expect(await step('usual-report', tests, { nonce, testReport: {} })).toEqual(first);
+    expect(await inSandbox(sandbox, 'cat /workspace/runs.txt')).toBe('ran\n');
+    await step('usual-report-cleanup', 'rm -rf runs.txt test-results notes.xml TEST-stale.xml');
   });
 
   /** The sandbox user's processes (as root sees them), without the container's init and keeper. */
@@ -667,16 +688,10 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       /the checkpoint diff is over 64 MiB/,
     );
     expect(diffGrowth).toBeLessThan(128);
-    // A 64 MiB JUnit file.
-    const wrote = await step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 64M > huge.xml`);
-    expect([wrote.exitCode, wrote.outputTail]).toEqual([0, '']);
+    // A 64 MiB JUnit file, read with the test step's result.
     const [read, junitGrowth] = await peakGrowth(() =>
-      env.run(activities.readTestReport, {
-        sandbox,
-        sessionId,
-        stepKey: 'huge-junit',
-        stepNonce: randomBytes(16).toString('hex'),
-        files: ['huge.xml'],
+      step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 64M > huge.xml`, {
+        testReport: { files: ['huge.xml'] },
       }),
     );
     expect(read.status === 'rejected' ? String(read.reason.message) : JSON.stringify(read)).toMatch(

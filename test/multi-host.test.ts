@@ -130,7 +130,7 @@ test('a host lost → the session moves to the other engine; the lost host reaps
   expect(github.pulls.filter((p) => p.head === branch)).toHaveLength(1);
 
   // Every sandbox activity went to the queue of the host that owned the sandbox at the time.
-  const sandboxActivities = new Set(['runStep', 'commitChanges', 'pushBranch', 'readTestReport', 'destroySandbox']);
+  const sandboxActivities = new Set(['runStep', 'commitChanges', 'pushBranch', 'destroySandbox']);
   const queues = new Set<string>();
   for (const e of (await firstRun(handle).fetchHistory()).events!) {
     const s = e.activityTaskScheduledEventAttributes;

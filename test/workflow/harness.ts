@@ -21,7 +21,7 @@ import {
 } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import { temporal } from '@temporalio/proto';
-import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type SessionStatus } from '../../workflows/api';
+import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../histories';
 
@@ -35,6 +35,25 @@ export const COMMIT = 'c'.repeat(40);
 export const CHANGE = 'd'.repeat(64);
 /** The audit chain's end that recordSessionMetrics reports; the final status keeps it. */
 export const AUDIT_SEAL = { events: 9, head: 'e'.repeat(64) };
+
+/** The JUnit report of the default test step. */
+export const PASSING_REPORT = { files: ['junit.xml'], total: 3, passed: 3, failed: 0, skipped: 0, failures: [] };
+
+/** The server's approval policy the default repoPolicy returns: nothing needs approval. */
+export const OPEN_POLICY: ApprovalPolicy = {
+  required: [],
+  approvers: [],
+  forbidSelfApproval: false,
+  separateGates: false,
+};
+
+/** A repoPolicy that accepts the input as given, within limits that allow it (the rules are in test/unit/repo-rules.test.ts). */
+export function acceptAsGiven(serverPolicy: ApprovalPolicy = OPEN_POLICY): Activities['repoPolicy'] {
+  return async (raw) => {
+    const parsed = parseSessionInput(raw);
+    return parsed.ok ? { ok: true, input: parsed.input, repo: 'acme/app', approvers: [], serverPolicy } : parsed;
+  };
+}
 
 /** The launcher of the Java test server, fetched from Maven once by infra/test-server.sh. */
 function testServerPath(): string {
@@ -91,12 +110,7 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
 /** What each activity returns when a test does not say otherwise: a session that goes well. */
 function defaultStubs(hostQueue: string): Activities {
   const stubs: Stubs = {
-    // The input as given, within limits that allow it (the rules are in test/unit/repo-rules.test.ts).
-    repoPolicy: async (raw) => {
-      const parsed = parseSessionInput(raw);
-      return parsed.ok ? { ok: true, input: parsed.input, repo: 'acme/app', approvers: [] } : parsed;
-    },
-    approvalPolicy: async () => ({ required: [], approvers: [], forbidSelfApproval: false, separateGates: false }),
+    repoPolicy: acceptAsGiven(),
     provisionSandbox: async ({ generation }) => ({
       name: `sandbox-${generation ?? 0}`,
       host: 'host-a',
@@ -106,13 +120,13 @@ function defaultStubs(hostQueue: string): Activities {
       hostTimeoutMs: 120_000,
       ...(generation ? { generation, restored: { step: 'step-1', bytes: 10 } } : {}),
     }),
-    runStep: async ({ key }) => ({
+    runStep: async ({ key, testReport }) => ({
       exitCode: 0,
       timedOut: false,
       outputTail: `${key} ok`,
       artifact: `steps/${key}.log`,
+      ...(testReport ? { report: PASSING_REPORT } : {}),
     }),
-    readTestReport: async () => ({ files: ['junit.xml'], total: 3, passed: 3, failed: 0, skipped: 0, failures: [] }),
     commitChanges: async () => ({
       commit: COMMIT,
       changed: true,

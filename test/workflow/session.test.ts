@@ -11,12 +11,15 @@ import type { WorkflowBundle } from '@temporalio/worker';
 import { approve, attach, decide, detach, followup, pullRequestClosed, reject, status } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
+  acceptAsGiven,
   awaitApproval,
   awaitStatus,
   BASE_COMMIT,
   CHANGE,
   COMMIT,
   modelAnswer,
+  OPEN_POLICY,
+  PASSING_REPORT,
   runSession,
   startEnvironment,
   stopEnvironment,
@@ -50,12 +53,10 @@ const openai = (agent: Record<string, unknown>): SessionInputDraft => ({
 /** The calls of a scripted session up to its push gate. */
 const UNTIL_GATE = [
   'repoPolicy',
-  'approvalPolicy',
   'provisionSandbox',
   'runStep step-1',
   'commitChanges',
   'runStep verify',
-  'readTestReport verify',
   'recordAudit verification-1',
 ];
 const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
@@ -180,7 +181,7 @@ test('happy path: script agent, tests pass, push and pull request approved → c
 test('one review per change: the approval of the pull request also approves its push', async () => {
   const input: SessionInputDraft = { ...scripted, publish: { pullRequest: true } };
   const oneReview: Stubs = {
-    approvalPolicy: async () => ({
+    repoPolicy: acceptAsGiven({
       required: ['push', 'pull_request'],
       approvers: ['alice'],
       forbidSelfApproval: false,
@@ -234,7 +235,7 @@ test('a webhook-started session: its task gets the GitHub context, and GitHub he
   expect(run.args.triggerTask).toEqual([
     { sessionId: run.id, task: 'Resolve issue #5: greet', trigger: { ...input.trigger, pullRequest: false } },
   ]);
-  expect(run.calls.slice(0, 4)).toEqual(['repoPolicy', 'approvalPolicy', 'triggerTask', 'provisionSandbox']);
+  expect(run.calls.slice(0, 3)).toEqual(['repoPolicy', 'triggerTask', 'provisionSandbox']);
   expect(stages).toEqual([
     'started bbbb -',
     'pull_request bbbb https://github.com/acme/app/pull/7',
@@ -411,7 +412,6 @@ test('attach at the gate: phase attached, nothing runs until the detach, then th
     ...UNTIL_GATE,
     'commitChanges',
     'runStep r2-verify',
-    'readTestReport r2-verify',
     'recordAudit r2-verification-1',
     'recordAudit r2-approval/push',
     'pushBranch',
@@ -485,7 +485,6 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
   const run = await runSession(harness, 'sandbox-lost-once', scripted, stubs);
   expect(run.calls).toEqual([
     'repoPolicy',
-    'approvalPolicy',
     'provisionSandbox',
     'runStep step-1',
     'destroySandbox', // the lost one, by the host that still answers
@@ -493,7 +492,6 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
     'runStep step-1',
     'commitChanges',
     'runStep verify',
-    'readTestReport verify',
     'recordAudit verification-1',
     'pushBranch',
     'destroySandbox 1',
@@ -529,7 +527,6 @@ test('sandbox lost too often: after 3 replacements the session fails with sandbo
   ];
   expect(run.calls).toEqual([
     'repoPolicy',
-    'approvalPolicy',
     'provisionSandbox',
     'runStep step-1',
     ...replace(1),
@@ -562,13 +559,11 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
   });
   expect(run.calls).toEqual([
     'repoPolicy',
-    'approvalPolicy',
     'provisionSandbox',
     'provisionSandbox 1',
     'runStep step-1',
     'commitChanges',
     'runStep verify',
-    'readTestReport verify',
     'recordAudit verification-1',
     'pushBranch',
     'destroySandbox 1',
@@ -592,7 +587,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
 test('wall-time limit: the running step is cancelled, the session timed_out, torn down', async () => {
   const input: SessionInputDraft = { ...scripted, limits: { wallTime: '3s' } };
   const run = await runSession(harness, 'wall-time', input, { runStep: runUntilCancelled });
-  expect(run.calls).toEqual(['repoPolicy', 'approvalPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
+  expect(run.calls).toEqual(['repoPolicy', 'provisionSandbox', 'runStep step-1', ...TEARDOWN]);
   expect(run.status).toMatchObject({
     phase: 'timed_out',
     error: 'wall-time limit of 3s reached',
@@ -612,7 +607,6 @@ test("budget with onExceeded 'fail': the session fails when the agent runs out o
   });
   expect(run.calls).toEqual([
     'repoPolicy',
-    'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
     'modelCall 1',
@@ -633,22 +627,25 @@ test('feedback round: the first verification fails, the model agent hears why an
   const input: SessionInputDraft = { ...openai({}), verify: { test: 'npm test' } };
   const run = await runSession(harness, 'feedback-round', input, {
     modelCall: async ({ turn }) => modelAnswer(turn, turn === 1 ? ['run: npm test'] : []),
-    runStep: async ({ key }) => ({ exitCode: key === 'verify' ? 1 : 0, timedOut: false, outputTail: `${key} done` }),
-    readTestReport: async ({ stepKey }) =>
-      stepKey === 'verify'
-        ? {
-            files: ['junit.xml'],
-            total: 2,
-            passed: 1,
-            failed: 1,
-            skipped: 0,
-            failures: [{ name: 'greets', message: 'expected hi' }],
-          }
-        : { files: ['junit.xml'], total: 2, passed: 2, failed: 0, skipped: 0, failures: [] },
+    runStep: async ({ key }) => ({
+      exitCode: key === 'verify' ? 1 : 0,
+      timedOut: false,
+      outputTail: `${key} done`,
+      report:
+        key === 'verify'
+          ? {
+              files: ['junit.xml'],
+              total: 2,
+              passed: 1,
+              failed: 1,
+              skipped: 0,
+              failures: [{ name: 'greets', message: 'expected hi' }],
+            }
+          : { files: ['junit.xml'], total: 2, passed: 2, failed: 0, skipped: 0, failures: [] },
+    }),
   });
   expect(run.calls).toEqual([
     'repoPolicy',
-    'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
     'modelCall 1',
@@ -656,13 +653,11 @@ test('feedback round: the first verification fails, the model agent hears why an
     'modelCall 2',
     'commitChanges',
     'runStep verify',
-    'readTestReport verify',
     'recordAudit verification-1',
     'addAgentMessage',
     'modelCall 3',
     'commitChanges',
     'runStep verify-2',
-    'readTestReport verify-2',
     'recordAudit verification-2',
     'pushBranch',
     ...TEARDOWN,
@@ -701,15 +696,17 @@ test("the settled input is the one the session runs: the repo file's test comman
       repoPolicy: async (raw) => {
         const parsed = parseSessionInput(raw);
         if (!parsed.ok) return parsed;
-        const input = { ...parsed.input, verify: { ...parsed.input.verify, test: 'make check' } };
-        return { ok: true, input, repo: 'acme/app', approvers: ['alice'] };
+        const verify = { ...parsed.input.verify, test: 'make check', junit: ['out/junit.xml'] };
+        const input = { ...parsed.input, verify };
+        return { ok: true, input, repo: 'acme/app', approvers: ['alice'], serverPolicy: OPEN_POLICY };
       },
     },
   );
-  expect(run.calls).toContain('runStep verify');
+  // The test step reads the repo file's JUnit report with its result (one round trip).
+  expect(run.args.runStep.at(-1)).toMatchObject({ key: 'verify', testReport: { files: ['out/junit.xml'] } });
   expect(run.status).toMatchObject({
     phase: 'completed',
-    verification: { command: 'make check' },
+    verification: { command: 'make check', report: PASSING_REPORT },
     policy: { approvers: ['alice'] },
   });
 });
@@ -722,7 +719,6 @@ test('continue-as-new carries the agent loop: turns, messages and the sandbox go
   const turn = (n: number) => [`modelCall ${n}`, `runTool ${n}`];
   expect(run.calls).toEqual([
     'repoPolicy',
-    'approvalPolicy',
     'provisionSandbox',
     'startModelAgent',
     ...turn(1),

@@ -16,14 +16,14 @@ export interface StepOptions {
   failOnExit: boolean;
   /** An agent's step leaves the session's new checkpoint behind. */
   checkpoint?: boolean;
-  /** The step's nonce (see StepInput), when the caller needs it later; else a fresh one. */
-  nonce?: string;
+  /** A test command's step: its result carries the JUnit report it wrote (see StepInput). */
+  testReport?: { files?: string[] };
 }
 
 export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: StepOptions): Promise<StepResult> {
   const { input, sessionId } = run;
   const timeoutMs = 'run' in step ? durationMs(step.timeout) : 60_000;
-  const nonce = opts.nonce ?? stepNonce();
+  const nonce = stepNonce();
   return run.track(opts.name, async (record) => {
     const result = await inSandbox(run, (sb) =>
       onHost(sb, timeoutMs + 60_000).runStep({
@@ -34,6 +34,7 @@ export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: Ste
         step,
         timeoutMs,
         ...(opts.checkpoint ? { checkpointBase: sb.baseCommit } : {}),
+        ...(opts.testReport ? { testReport: opts.testReport } : {}),
       }),
     );
     recordStep(record, result);

@@ -5,7 +5,6 @@ import { summarizeVerification, type VerificationResults } from '../rules/verifi
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
-import { stepNonce } from './nonce';
 import { runScriptStep } from './steps';
 
 /** Verifies the change of this round, records it in status and the audit trail, and returns it. */
@@ -35,24 +34,16 @@ async function runTests(run: SessionRun, round: number, results: VerificationRes
   // Each round's verification is its own step (a step runs once per key).
   const key = run.keyPrefix + (round === 1 ? 'verify' : `verify-${round}`);
   const name = round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`;
-  const nonce = stepNonce();
-  const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false, nonce });
+  const testReport = junit ? { files: junit } : {};
+  const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false, testReport });
   Object.assign(results, {
     command: test,
     exitCode: step.exitCode,
     timedOut: step.timedOut,
     outputTail: step.outputTail,
     artifact: step.artifact,
+    report: step.report,
   });
-  results.report = await inSandbox(run, (sb) =>
-    onHost(sb).readTestReport({
-      sandbox: sb.name,
-      sessionId: run.sessionId,
-      stepKey: key,
-      stepNonce: nonce,
-      files: junit,
-    }),
-  );
 }
 
 async function runBrowserChecks(run: SessionRun, results: VerificationResults): Promise<void> {

@@ -67,29 +67,28 @@ async function parse(run: SessionRun): Promise<void> {
   const parsed = parseSessionInput(run.rawInput);
   if (!parsed.ok) invalid(run, parsed.problems);
   let input = parsed.input;
-  let repoApprovers: string[] = [];
-  // A continued run was handed the settled input.
+  // A continued run was handed the settled input and policy (its first run set status.policy).
+  let policy = continued?.status.policy;
   if (!continued) {
     const settled = await anyHost.repoPolicy(run.rawInput);
     if (!settled.ok) invalid(run, settled.problems);
-    ({ input, approvers: repoApprovers } = settled);
+    input = settled.input;
     run.startCommit = settled.commit;
     if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
+    // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
+    const { required, approvers, forbidSelfApproval, separateGates } = input.approval;
+    const tightened = settlePolicy(settled.serverPolicy, settled.approvers, {
+      required,
+      approvers,
+      forbidSelfApproval,
+      separateGates,
+    });
+    if (!tightened.ok) invalid(run, [tightened.problem]);
+    policy = tightened.policy;
   }
   run.input = input;
   status.requestedBy = input.requestedBy;
-  // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
-  const { required, approvers, forbidSelfApproval, separateGates } = input.approval;
-  const tightened = continued?.status.policy
-    ? ({ ok: true, policy: continued.status.policy } as const)
-    : settlePolicy(await anyHost.approvalPolicy(), repoApprovers, {
-        required,
-        approvers,
-        forbidSelfApproval,
-        separateGates,
-      });
-  if (!tightened.ok) invalid(run, [tightened.problem]);
-  run.policy = status.policy = tightened.policy;
+  run.policy = status.policy = policy!;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
 }
 
