@@ -11,7 +11,7 @@
  * A batch has a ramp-up (all N do the same phase at once) and a drain (cores
  * idle while the last session finishes). So after the batches of each N comes
  * a sustained (closed-loop) run: N sessions kept in flight, the next started as
- * soon as one ends, SUSTAINED·N sessions in all (default 6; 0 skips it). Its
+ * soon as one ends, SUSTAINED·N sessions in all (default 8, so the N=1 window holds 6 sessions; 0 skips it). Its
  * throughput counts only a window without the first wave and the drain: from
  * the N-th completion to the (SUSTAINED·N − N)-th, after which fewer than N run.
  *
@@ -21,7 +21,7 @@
  * instead of the dev server; BENCH_HOSTS=2 adds a second Docker host with its
  * own worker process (needs BENCH_DB=postgres).
  *
- *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 SUSTAINED=6 BENCH_DB=pglite
+ *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 SUSTAINED=8 BENCH_DB=pglite
  *   BENCH_TEMPORAL=postgres BENCH_HOSTS=2 BENCH_DB=postgres npx tsx bench/concurrency.ts
  */
 import { execFile } from 'node:child_process';
@@ -48,7 +48,7 @@ const NS = (process.env.NS ?? '1,2,4,8,16').split(',').map((n) => {
   return v;
 });
 /** Sessions per N of the sustained run, in units of N; 0: no sustained run. */
-const SUSTAINED = Number(process.env.SUSTAINED ?? 6);
+const SUSTAINED = Number(process.env.SUSTAINED ?? 8);
 if (!Number.isInteger(SUSTAINED) || (SUSTAINED !== 0 && SUSTAINED < 3)) {
   throw new Error(
     `SUSTAINED: 0 or an integer of at least 3 (a window needs a first wave and a drain), not ${process.env.SUSTAINED}`,
