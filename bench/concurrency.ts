@@ -11,9 +11,10 @@
  * A batch has a ramp-up (all N do the same phase at once) and a drain (cores
  * idle while the last session finishes). So after the batches of each N comes
  * a sustained (closed-loop) run: N sessions kept in flight, the next started as
- * soon as one ends, SUSTAINED·N sessions in all (default 8, so the N=1 window holds 6 sessions; 0 skips it). Its
+ * soon as one ends, SUSTAINED·N sessions in all (default 8; 0 skips it). Its
  * throughput counts only a window without the first wave and the drain: from
- * the N-th completion to the (SUSTAINED·N − N)-th, after which fewer than N run.
+ * the N-th completion to the (SUSTAINED·N − N)-th, after which fewer than N
+ * run; the N=1 window holds SUSTAINED − 2 sessions.
  *
  * drydock's own database is the embedded PGlite (`npm start`'s default), or
  * with BENCH_DB=postgres a throwaway PostgreSQL cluster (`npm test`'s).
