@@ -8,13 +8,21 @@
  * result, failures, leftover sandboxes, host CPU (busy cores, and CPU time
  * per session by process) and the peak of memory in use.
  *
+ * A batch has a ramp-up (all N do the same phase at once) and a drain (cores
+ * idle while the last session finishes). So after the batches of each N comes
+ * a sustained (closed-loop) run: N sessions kept in flight, the next started as
+ * soon as one ends, SUSTAINED·N sessions in all (default 8; 0 skips it). Its
+ * throughput counts only a window without the first wave and the drain: from
+ * the N-th completion to the (SUSTAINED·N − N)-th, after which fewer than N
+ * run; the N=1 window holds SUSTAINED − 2 sessions.
+ *
  * drydock's own database is the embedded PGlite (`npm start`'s default), or
  * with BENCH_DB=postgres a throwaway PostgreSQL cluster (`npm test`'s).
  * BENCH_TEMPORAL=postgres runs Temporal on PostgreSQL (infra/temporal-pg.sh)
  * instead of the dev server; BENCH_HOSTS=2 adds a second Docker host with its
  * own worker process (needs BENCH_DB=postgres).
  *
- *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 BENCH_DB=pglite
+ *   npx tsx bench/concurrency.ts        NS=1,2,4,8,16 RUNS=2 SUSTAINED=8 BENCH_DB=pglite
  *   BENCH_TEMPORAL=postgres BENCH_HOSTS=2 BENCH_DB=postgres npx tsx bench/concurrency.ts
  */
 import { execFile } from 'node:child_process';
@@ -22,7 +30,7 @@ import { cpus } from 'node:os';
 import { promisify } from 'node:util';
 import { LABELS } from '../lib/sandbox';
 import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
-import { historyProfile, makeRepo, runSession, type HistoryProfile } from './session';
+import { historyProfile, makeRepo, runSession, type HistoryProfile, type SessionRun } from './session';
 import { benchMain, databaseOf, hostsOf, startStack, temporalOf } from './stack';
 import { fmt, markdownTable, median, percentile, ratioTable, runsFromEnv, say, type Ratio } from './table';
 
@@ -40,6 +48,25 @@ const NS = (process.env.NS ?? '1,2,4,8,16').split(',').map((n) => {
   if (!Number.isInteger(v) || v < 1) throw new Error(`NS: not a positive integer: ${n}`);
   return v;
 });
+/** Sessions per N of the sustained run, in units of N; 0: no sustained run. */
+const SUSTAINED = Number(process.env.SUSTAINED ?? 8);
+if (!Number.isInteger(SUSTAINED) || (SUSTAINED !== 0 && SUSTAINED < 3)) {
+  throw new Error(
+    `SUSTAINED: 0 or an integer of at least 3 (a window needs a first wave and a drain), not ${process.env.SUSTAINED}`,
+  );
+}
+
+/** The sustained run of one N: only its window counts. */
+interface Sustained {
+  perMinute: number;
+  windowMs: number;
+  /** Sessions completed in the window. */
+  completed: number;
+  failures: string[];
+  sessionMs: number[];
+  usage: HostUsage;
+  profiles: HistoryProfile[];
+}
 
 interface Level {
   n: number;
@@ -56,6 +83,42 @@ interface Level {
   profiles: HistoryProfile[];
   /** Completed sessions by the host their sandbox ran on. */
   byHost: Record<string, number>;
+  sustained?: Sustained;
+}
+
+/**
+ * Keeps `n` sessions of `runOne` in flight until `total` have started; meters
+ * from the n-th completion to the (total − n)-th (the window), and returns the
+ * window's sessions with their time stamps.
+ */
+async function closedLoop(
+  n: number,
+  total: number,
+  runOne: () => Promise<SessionRun>,
+  meter: () => { stop(): HostUsage },
+): Promise<{ window: PromiseSettledResult<SessionRun>[]; windowMs: number; usage: HostUsage }> {
+  const ends: { at: number; result: PromiseSettledResult<SessionRun> }[] = [];
+  let started = 0;
+  let metering: { stop(): HostUsage } | undefined;
+  let usage: HostUsage | undefined;
+  const slot = async () => {
+    while (started < total) {
+      started++;
+      const result = await runOne().then(
+        (value): PromiseSettledResult<SessionRun> => ({ status: 'fulfilled', value }),
+        (reason): PromiseSettledResult<SessionRun> => ({ status: 'rejected', reason }),
+      );
+      ends.push({ at: performance.now(), result });
+      if (ends.length === n) metering = meter();
+      if (ends.length === total - n) usage = metering!.stop();
+    }
+  };
+  await Promise.all(Array.from({ length: n }, slot));
+  return {
+    window: ends.slice(n, total - n).map((e) => e.result),
+    windowMs: ends[total - n - 1].at - ends[n - 1].at,
+    usage: usage!,
+  };
 }
 
 async function main(): Promise<string> {
@@ -155,7 +218,26 @@ async function main(): Promise<string> {
           `${results.filter((r) => r.status === 'rejected').length} failed`,
       );
     }
-    for (const f of level.failures) say(`N=${n} failure: ${f}`);
+    if (SUSTAINED) {
+      const { window, windowMs, usage } = await closedLoop(n, SUSTAINED * n, () => runSession(stack, repo), meterBatch);
+      const done = window.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      level.sustained = {
+        perMinute: (done.length * 60_000) / windowMs,
+        windowMs,
+        completed: done.length,
+        failures: window.flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error).message] : [])),
+        sessionMs: done.map((r) => r.ms),
+        usage,
+        // Read after the run: fetching histories must not load the window.
+        profiles: await Promise.all(done.map((r) => historyProfile(stack.client, r.id))),
+      };
+      say(
+        `N=${n} sustained: ${SUSTAINED * n} sessions, ${done.length} in a window of ${fmt(windowMs)}: ` +
+          `${level.sustained.perMinute.toFixed(1)} sessions/min, ${level.sustained.failures.length} failed`,
+      );
+      level.leftovers += await sandboxesLeft();
+    }
+    for (const f of [...level.failures, ...(level.sustained?.failures ?? [])]) say(`N=${n} failure: ${f}`);
     levels.push(level);
   }
 
@@ -192,15 +274,33 @@ async function main(): Promise<string> {
     [0, 1, 2, 3, 4, 5, 6, 8, 9, 10],
   );
 
+  /** A row label: the batches of N, or N's sustained window. */
+  const parts = levels.flatMap((l) => [
+    {
+      label: SUSTAINED ? `${l.n} batches` : String(l.n),
+      usage: l.usage,
+      sessions: l.n * RUNS - l.failures.length,
+      profiles: l.profiles,
+    },
+    ...(l.sustained
+      ? [
+          {
+            label: `${l.n} sustained`,
+            usage: [l.sustained.usage],
+            sessions: l.sustained.completed,
+            profiles: l.sustained.profiles,
+          },
+        ]
+      : []),
+  ]);
   const cpuTable = markdownTable(
     ['N', ...OURS, "**drydock's in all**", 'sessions/min if CPU-bound on idle cores', THEIRS, 'rest of the host'],
-    levels.map((l) => {
-      const sessions = l.n * RUNS - l.failures.length;
-      const sum = (f: (u: HostUsage) => number) => l.usage.reduce((a, u) => a + f(u), 0) / 1000 / sessions;
+    parts.map((p) => {
+      const sum = (f: (u: HostUsage) => number) => p.usage.reduce((a, u) => a + f(u), 0) / 1000 / p.sessions;
       const ours = OURS.map((k) => sum((u) => u.processes[k]));
       const total = ours.reduce((a, b) => a + b, 0);
       return [
-        l.n,
+        p.label,
         ...ours.map((v) => v.toFixed(2)),
         `**${total.toFixed(2)}**`,
         ((cpus().length * 60) / total).toFixed(1),
@@ -211,13 +311,12 @@ async function main(): Promise<string> {
     Array.from({ length: OURS.length + 4 }, (_, i) => i + 1),
   );
 
-  const profileRows = levels.map((l) => {
-    const p = l.profiles;
+  const profileRows = parts.map(({ label, profiles: p }) => {
     const m = (f: (x: HistoryProfile) => number) => fmt(median(p.map(f)));
     const act = (x: HistoryProfile) => Object.values(x.activities).reduce((a, v) => a + v.runMs, 0);
     const one = (type: string) => (x: HistoryProfile) => x.activities[type]?.runMs ?? 0;
     return [
-      l.n,
+      label,
       m((x) => x.totalMs),
       m(act),
       m(one('provisionSandbox')),
@@ -243,17 +342,55 @@ async function main(): Promise<string> {
       'workflow tasks',
     ],
     profileRows,
-    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    [1, 2, 3, 4, 5, 6, 7, 8, 9],
+  );
+
+  const sustainedTable = markdownTable(
+    [
+      'N',
+      'batches: sessions/min (median)',
+      'sustained: sessions/min',
+      'sustained: sessions in the window / its length',
+      'session p50',
+      'session p95',
+      'failures in the window',
+      'busy cores',
+    ],
+    levels.flatMap(({ n, perMinute, sustained: s }) =>
+      s
+        ? [
+            [
+              n,
+              median(perMinute).toFixed(1),
+              s.perMinute.toFixed(1),
+              `${s.completed} / ${fmt(s.windowMs)}`,
+              fmt(percentile(s.sessionMs, 50)),
+              fmt(percentile(s.sessionMs, 95)),
+              s.failures.length,
+              s.usage.busyCores.toFixed(2),
+            ],
+          ]
+        : [],
+    ),
+    [0, 1, 2, 3, 4, 5, 6, 7],
   );
 
   const at = (n: number) => levels.find((l) => l.n === n);
   const ratios: Ratio[] = [];
-  if (at(1) && at(4))
+  if (at(1) && at(4)) {
     ratios.push({
-      name: 'throughput N=4 / N=1',
+      name: `throughput N=4 / N=1${SUSTAINED ? ', batches (as the reference run)' : ''}`,
       value: median(at(4)!.perMinute) / median(at(1)!.perMinute),
       goal: { min: 1.6 },
     });
+    if (SUSTAINED) {
+      ratios.push({
+        name: 'throughput N=4 / N=1, sustained',
+        value: at(4)!.sustained!.perMinute / at(1)!.sustained!.perMinute,
+        goal: { min: 1.6 },
+      });
+    }
+  }
   if (at(16)) {
     ratios.push({ name: 'failed sessions at N=16', value: at(16)!.failures.length, goal: { max: 0 }, digits: 0 });
     ratios.push({ name: 'activity retries at N=16', value: at(16)!.retries, goal: { max: 0 }, digits: 0 });
@@ -276,12 +413,20 @@ async function main(): Promise<string> {
           '',
         ]
       : []),
+    ...(SUSTAINED
+      ? [
+          `Sustained (closed loop), after the batches of each N: N sessions kept in flight, the next started as soon as one ends, ${SUSTAINED}·N in all. Counted: the sessions completed between the N-th completion (the first wave, started together, is over) and the ${SUSTAINED - 1}·N-th (the last session starts then; after it fewer than N run), over that window's length; its CPU is metered over the same window. The batch figure (the reference run's measure) beside it:`,
+          '',
+          sustainedTable,
+          '',
+        ]
+      : []),
     ...(ratios.length ? [ratioTable(ratios), ''] : []),
-    'Host CPU per completed session (CPU seconds over all batches of that N / sessions). dockerd and containerd serve every client of the shared Docker engine, so they include some of other users\' work; "rest of the host" is containerd shims, runc and other users\' processes:',
+    `Host CPU per completed session (CPU seconds over all batches of that N / sessions${SUSTAINED ? "; sustained: over the window / the window's sessions" : ''}). dockerd and containerd serve every client of the shared Docker engine, so they include some of other users' work; "rest of the host" is containerd shims, runc and other users' processes:`,
     '',
     cpuTable,
     '',
-    'Where a session spends its time at each N (median per session, from its workflow history):',
+    `Where a session spends its time at each N (median per session, from its workflow history${SUSTAINED ? "; sustained: the window's sessions" : ''}):`,
     '',
     profile,
   ].join('\n');

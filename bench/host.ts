@@ -101,7 +101,8 @@ const DOCKER_CGROUP = '/sys/fs/cgroup/cpuacct/docker';
 /**
  * CPU ms of the containers carrying `label=value` (e.g. drydock.host=<the
  * bench's host id>), sampled: a container's last reading before it is
- * removed counts, so up to one sampling period of each may be missed. Reads
+ * removed counts, so up to one sampling period of each may be missed; of a
+ * container already running at the first sample (made now), only the CPU after it. Reads
  * cgroup v1 cpuacct and Docker's own container configs; 0 where unavailable.
  */
 export function containersCpu(
@@ -113,6 +114,8 @@ export function containersCpu(
   const mine = new Map<string, { first: number; last: number }>();
   const foreign = new Set<string>();
   const usage = (id: string) => Number(readFileSync(`${DOCKER_CGROUP}/${id}/cpuacct.usage`, 'utf8')) / 1e6;
+  /** The first sample takes the containers already running as a baseline: only their CPU from then on counts. */
+  let baseline = true;
   const sample = () => {
     let ids: string[];
     try {
@@ -132,7 +135,7 @@ export function containersCpu(
             foreign.add(id);
             continue;
           }
-          seen = { first: 0, last: 0 };
+          seen = { first: baseline ? usage(id) : 0, last: 0 };
           mine.set(id, seen);
         }
         seen.last = usage(id);
@@ -140,7 +143,9 @@ export function containersCpu(
         // created or removed meanwhile
       }
     }
+    baseline = false;
   };
+  sample();
   return { sample, read: () => [...mine.values()].reduce((a, v) => a + v.last - v.first, 0) };
 }
 

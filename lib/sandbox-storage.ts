@@ -17,7 +17,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type Docker from 'dockerode';
@@ -90,7 +90,9 @@ export class SandboxStorageRoot {
       const disk = path.join(dir, 'disk.img');
       await rm(disk, { force: true });
       await writeFile(disk, '');
-      await run('truncate', ['-s', String(diskBytes), disk]);
+      // Not `truncate(1)`: every process the worker starts forks the whole worker (its page
+      // tables; ~6 ms at one session on 2 cores, ~15 ms at four, the event loop blocked meanwhile).
+      await truncate(disk, diskBytes);
       // Lazy init and no reserved blocks: a 10 GiB sparse file formats in ~30 ms and uses ~20 MB.
       await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', disk]);
       await run('mount', ['-o', 'loop,nosuid,nodev,noatime', disk, fs]);
