@@ -174,9 +174,26 @@ test('a follow-up from the page: a new round, and the page shows the new change;
       `DRYDOCK_API_TOKEN=<your token> drydock attach ${id} --server ${serve.url}`,
     );
     // The events stream may redraw the live part at any time: what is typed and the answer survive it.
+    // Here the answer is held until the live part has been redrawn (the element of the click is gone).
+    await page.evaluate(() => {
+      (window as unknown as { clicked: unknown }).clicked = document.getElementById('followup-answer');
+    });
+    await page.route('**/followups', async (route) => {
+      const response = await route.fetch();
+      await page.waitForFunction(
+        () => document.getElementById('followup-answer') !== (window as unknown as { clicked: unknown }).clicked,
+        undefined,
+        { timeout: 60_000 },
+      );
+      await route.fulfill({ response });
+    });
     await page.fill('#followup-text', '[{"run": "echo more >> README.md"}]');
     await page.click('#followup-send');
-    await page.waitForFunction(() => document.getElementById('followup-answer')?.textContent?.startsWith('accepted'));
+    await page.waitForFunction(
+      () => document.getElementById('followup-answer')?.textContent?.startsWith('accepted'),
+      undefined,
+      { timeout: 60_000 },
+    );
     const second = await waitForStatus(
       handle,
       (s) => s.pendingApproval !== undefined && s.pendingApproval.change !== first.pendingApproval!.change,
@@ -194,6 +211,7 @@ test('a follow-up from the page: a new round, and the page shows the new change;
     await page.click('button[data-decision=reject]');
     await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
   } finally {
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
     await page.close();
   }
   expect((await handle.result()) as SessionStatus).toMatchObject({ phase: 'rejected', round: 2 });

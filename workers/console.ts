@@ -141,7 +141,7 @@ export function sessionPage(
 <div id="live">${sessionLive(s, extra, extra.who)}</div>`;
   return page(s.sessionId, body, {
     nonce: extra.nonce,
-    script: DECIDE_SCRIPT + FOLLOWUP_SCRIPT + LIVE_SCRIPT,
+    script: SAY_SCRIPT + DECIDE_SCRIPT + FOLLOWUP_SCRIPT + LIVE_SCRIPT,
     who: extra.who,
     head: '<link rel="stylesheet" href="/assets/diff2html.css">',
   });
@@ -311,16 +311,14 @@ document.addEventListener('click', async (event) => {
   const send = event.target.closest && event.target.closest('#followup-send');
   if (!send) return;
   const box = document.getElementById('followup-text');
-  const answer = document.getElementById('followup-answer');
   let body;
   try {
     body = box.dataset.script === 'yes' ? { steps: JSON.parse(box.value) } : { text: box.value };
   } catch (err) {
-    answer.textContent = 'steps must be JSON: ' + err.message;
-    answer.className = 'bad';
+    say('followup-answer', 'steps must be JSON: ' + err.message, 'bad');
     return;
   }
-  answer.textContent = 'sending…';
+  say('followup-answer', 'sending…', '');
   try {
     const res = await fetch(location.pathname.replace(/^\\/sessions\\//, '/api/sessions/') + '/followups', {
       method: 'POST',
@@ -328,12 +326,10 @@ document.addEventListener('click', async (event) => {
       body: JSON.stringify(body),
     });
     const data = await res.json();
-    answer.textContent = res.ok ? 'accepted for round ' + data.round : 'refused: ' + data.error;
-    answer.className = res.ok ? 'ok' : 'bad';
-    if (res.ok) box.value = '';
+    say('followup-answer', res.ok ? 'accepted for round ' + data.round : 'refused: ' + data.error, res.ok ? 'ok' : 'bad');
+    if (res.ok) document.getElementById('followup-text').value = '';
   } catch (err) {
-    answer.textContent = 'failed: ' + err;
-    answer.className = 'bad';
+    say('followup-answer', 'failed: ' + err, 'bad');
   }
 });`;
 
@@ -345,8 +341,7 @@ const DECIDE_SCRIPT = `
 document.addEventListener('click', async (event) => {
   const button = event.target.closest && event.target.closest('button[data-decision]');
   if (!button) return;
-  const answer = document.getElementById('answer');
-  answer.textContent = 'sending…';
+  say('answer', 'sending…', '');
   const comment = document.getElementById('comment').value.trim();
   const body = { decision: button.dataset.decision, action: button.dataset.action, change: button.dataset.change };
   if (comment) body.comment = comment;
@@ -357,16 +352,27 @@ document.addEventListener('click', async (event) => {
       body: JSON.stringify(body),
     });
     const data = await res.json();
-    answer.textContent = res.ok
+    const text = res.ok
       ? (data.decision === 'approve' ? 'approved ' : 'rejected ') + data.action + ' as ' + data.by
       : 'refused: ' + data.error;
-    answer.className = res.ok ? 'ok' : 'bad';
+    say('answer', text, res.ok ? 'ok' : 'bad');
     if (res.ok) for (const b of document.querySelectorAll('button[data-decision]')) b.disabled = true;
   } catch (err) {
-    answer.textContent = 'failed: ' + err;
-    answer.className = 'bad';
+    say('answer', 'failed: ' + err, 'bad');
   }
 });`;
+
+/**
+ * Writes an answer into the element that has the id now: the live part may have been
+ * redrawn while a request was under way, and the element of the click is then gone.
+ */
+const SAY_SCRIPT = `
+function say(id, text, className) {
+  const answer = document.getElementById(id);
+  if (!answer) return;
+  answer.textContent = text;
+  answer.className = className;
+}`;
 
 /**
  * Keeps the page current: server-sent events from /sessions/<id>/events carry
