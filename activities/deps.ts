@@ -12,6 +12,8 @@ import type { DockerSandboxes } from '../lib/sandbox';
 import type { RepoLookupService } from '../lib/repos';
 import type { Redactor } from '../lib/scrub';
 import type { SnapshotRegistry } from '../lib/snapshots';
+import type { LinearSettings } from '../linear/client';
+import type { SlackSettings } from '../slack/client';
 
 /** What activities need from the process; tests hand in real or local ones. */
 export interface ActivityDeps {
@@ -52,6 +54,10 @@ export interface ActivityDeps {
   /** The server's approval policy (sessions can only tighten it). */
   policy: ApprovalPolicy;
   github: GitHubSettings;
+  /** Slack's Web API and the bot token, for sessions started from Slack (absent: not configured). */
+  slack?: SlackSettings;
+  /** Linear's API and key, for sessions started from Linear (absent: not configured). */
+  linear?: LinearSettings;
   /** Model endpoints, keys and prices of the built-in agent loop (keys never leave the worker). */
   models: ModelSettings;
   /** Agent CLIs: their per-host cache and the model gateway's endpoints and keys (absent: no CLI template runs). */

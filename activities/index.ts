@@ -13,6 +13,8 @@ import { createRepoPolicyActivities } from './repo-policy';
 import { createSnapshotActivities } from './snapshot';
 import { createStepActivities } from './steps';
 import { createVerifyActivities } from './verify';
+import { createLinearActivities } from '../linear/activities';
+import { createSlackActivities } from '../slack/activities';
 
 export type { ActivityDeps } from './deps';
 
@@ -27,6 +29,8 @@ export function createActivities(deps: ActivityDeps) {
       ...createVerifyActivities(deps),
       ...createPublishActivities(deps),
       ...createGitHubActivities(deps),
+      ...createSlackActivities(deps),
+      ...createLinearActivities(deps),
       ...createRepoPolicyActivities(deps),
       ...createReaperActivities(deps),
       ...createPoolActivities(deps),

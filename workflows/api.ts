@@ -281,6 +281,8 @@ export interface SessionStatus {
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;
+  /** The Slack message that shows the session (a session started from Slack). */
+  slackMessage?: { channel: string; ts: string };
   policy?: ApprovalPolicy;
   /** The approval the session is waiting for, with what a reviewer needs to decide. */
   pendingApproval?: {
