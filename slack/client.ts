@@ -21,7 +21,7 @@ const CLOCK_SLACK_S = 120;
 
 export class SlackThreads {
   private readonly web: WebClient;
-  private self?: Promise<string>;
+  private self?: Promise<{ botId: string; userId: string }>;
 
   constructor(settings: SlackSettings) {
     this.web = new WebClient(settings.token, {
@@ -33,10 +33,10 @@ export class SlackThreads {
     });
   }
 
-  /** drydock's bot id (auth.test), asked once: only its own messages are read for metadata. */
-  private botId(): Promise<string> {
+  /** drydock's bot and user ids (auth.test), asked once: only its own messages are read for metadata. */
+  whoami(): Promise<{ botId: string; userId: string }> {
     this.self ??= this.web.auth.test().then(
-      (r) => r.bot_id ?? '',
+      (r) => ({ botId: r.bot_id ?? '', userId: r.user_id ?? '' }),
       (err: unknown) => {
         this.self = undefined;
         throw err;
@@ -52,7 +52,7 @@ export class SlackThreads {
       ? (await this.web.conversations.replies({ channel, ts: where.thread, include_all_metadata: true, limit: 200 }))
           .messages
       : (await this.web.conversations.history({ channel, oldest, include_all_metadata: true, limit: 200 })).messages;
-    const bot = await this.botId();
+    const bot = (await this.whoami()).botId;
     return (messages ?? []).find((m) => sessionOf(m, bot) === sessionId)?.ts;
   }
 
@@ -87,7 +87,7 @@ export class SlackThreads {
       include_all_metadata: true,
       limit: 50,
     });
-    const bot = await this.botId();
+    const bot = (await this.whoami()).botId;
     for (const m of messages ?? []) {
       const session = sessionOf(m, bot);
       if (session) return session;

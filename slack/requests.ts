@@ -79,15 +79,15 @@ export function problemOf(error: z.ZodError): string {
 }
 
 /**
- * `[owner/name] <task>`: a leading word shaped like a repo names it (when it
- * is one drydock serves), else the channel's repo is meant. A mention of the
- * app is dropped first.
+ * `[owner/name] <task>`: a leading word shaped like a repo may name it (the
+ * caller checks that drydock serves it; if not, `whole` is the task). A
+ * mention of the app is dropped first; the texts are bounded and scrubbed.
  */
-export function splitRequest(text: string): { repo?: string; task: string } {
+export function splitRequest(text: string): { repo?: string; task: string; whole: string } {
   const words = text.replace(/<@[A-Z0-9]+(\|[^>]*)?>/g, ' ').trim();
+  const clean = (s: string) => scrub(s.trim()).slice(0, TASK_LIMIT);
   const m = /^([A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+)\s+([\s\S]+)$/.exec(words);
-  const task = (m ? m[2] : words).trim();
-  return { ...(m ? { repo: m[1] } : {}), task: scrub(task).slice(0, TASK_LIMIT) };
+  return { ...(m ? { repo: m[1] } : {}), task: clean(m ? m[2] : words), whole: clean(words) };
 }
 
 /** A session id from signed content only: the same request (a retry, a redelivery) is the same session. */

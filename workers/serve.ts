@@ -2,6 +2,8 @@
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
  *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
+ *   POST /webhooks/linear   Linear deliveries (Linear-Signature over the raw body)
+ *   POST /slack/*           the Slack app: commands, events, interactions (X-Slack-Signature, v0)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   GET /api/sessions/:id/attach   Upgrade: drydock-attach, a shell in the session's sandbox
  *   /                       the review console (same tokens, as a cookie)
@@ -30,6 +32,8 @@ import { artifact, consoleEvents, consoleList, consoleSession, diffStylesheet, r
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
+import { linearWebhook } from './routes/linear';
+import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../lib/metrics';
 
 export { consoleUrl } from './http';
@@ -92,6 +96,10 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('GET', /^\/healthz$/)) return sendJson(res, 200, { ok: true });
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/ci$/)) return sendJson(res, ...(await ciWebhook(ctx, req)));
+  if (is('POST', /^\/webhooks\/linear$/)) return sendJson(res, ...(await linearWebhook(ctx, req)));
+  if (is('POST', /^\/slack\/commands$/)) return sendJson(res, ...(await slackCommand(ctx, req)));
+  if (is('POST', /^\/slack\/events$/)) return sendJson(res, ...(await slackEvents(ctx, req)));
+  if (is('POST', /^\/slack\/interactions$/)) return sendJson(res, ...(await slackInteractions(ctx, req)));
 
   if (is('GET', /^\/metrics$/)) {
     // Prometheus scrapes with the same bearer tokens as the API (its `authorization` setting).
@@ -199,6 +207,8 @@ export async function startServer(
       oidc: Boolean(handler.context.identities.oidc),
       githubWebhook: Boolean(deps.config.DRYDOCK_WEBHOOK_SECRETS?.length),
       ciWebhook: Boolean(deps.config.DRYDOCK_CI_SECRET),
+      slack: Boolean(deps.config.DRYDOCK_SLACK_SIGNING_SECRET),
+      linearWebhook: Boolean(deps.config.DRYDOCK_LINEAR_WEBHOOK_SECRET),
     },
     'drydock serve listening',
   );

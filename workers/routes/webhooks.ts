@@ -172,7 +172,7 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
 }
 
 /** The session a trigger starts: the repo's agent and checks, the trigger's task, a pull request at the end. */
-function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
+export function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
   const pr = session.publish.pullRequest;
   return {
     ...session,
@@ -192,7 +192,7 @@ function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: Trigger
 }
 
 /** Recorded in the session's chain, once per signed body; GitHub waits ~10 s for an answer, so at most 5 s. */
-async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
+export async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
   await ctx.audit
     ?.append(
       {
