@@ -88,7 +88,8 @@ export interface TestReport {
   passed: number;
   failed: number;
   skipped: number;
-  failures: { name: string; message: string }[];
+  /** Failing tests; `file` (repo-relative) and `line` where the report or its stack trace says (check run annotations). */
+  failures: { name: string; message: string; file?: string; line?: number }[];
 }
 
 export type BrowserOutcome = 'passed' | 'check_failed' | 'app_did_not_start' | 'not_ready' | 'browser_crashed';
