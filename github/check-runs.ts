@@ -70,7 +70,14 @@ export async function upsertCheckRun(
     ? { status: 'completed' as const, conclusion: report.conclusion, completed_at: new Date().toISOString() }
     : { status: 'in_progress' as const };
   if (found) {
-    await octokit.checks.update({ owner, repo, check_run_id: found.id, ...state, output, details_url: report.detailsUrl });
+    await octokit.checks.update({
+      owner,
+      repo,
+      check_run_id: found.id,
+      ...state,
+      output,
+      details_url: report.detailsUrl,
+    });
     return { id: found.id, created: false };
   }
   const { data: run } = await octokit.checks.create({

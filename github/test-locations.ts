@@ -19,7 +19,12 @@ export function repoPath(path: string): string | undefined {
   let p = path.trim().replace(/^file:\/\//, '');
   if (p.startsWith(WORKSPACE)) p = p.slice(WORKSPACE.length);
   p = p.replace(/^(\.\/)+/, '');
-  if (!p || p.startsWith('/') || p.startsWith('node:') || p.split('/').some((s) => s === '..' || s === 'node_modules')) {
+  if (
+    !p ||
+    p.startsWith('/') ||
+    p.startsWith('node:') ||
+    p.split('/').some((s) => s === '..' || s === 'node_modules')
+  ) {
     return undefined;
   }
   return p.length <= 500 ? p : undefined;
@@ -28,10 +33,7 @@ export function repoPath(path: string): string | undefined {
 /** `path:line` (and `:column`) in a stack trace or a runner's message; the first one in the repo. */
 const PLACE = /([A-Za-z0-9_./@+-]{1,500}\.[A-Za-z0-9]{1,10}):(\d{1,7})(?::\d{1,7})?/g;
 
-export function locateFailure(
-  testcase: { file?: unknown; line?: unknown },
-  text: string,
-): TestLocation | undefined {
+export function locateFailure(testcase: { file?: unknown; line?: unknown }, text: string): TestLocation | undefined {
   const file = typeof testcase.file === 'string' ? repoPath(testcase.file) : undefined;
   const line = Number(testcase.line);
   if (file && Number.isInteger(line) && line > 0) return { file, line };

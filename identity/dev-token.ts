@@ -12,7 +12,9 @@ const A_YEAR_MS = 365 * 24 * 3600_000;
 
 export async function ensureDevToken(tokens: PersonalTokens, dataDir: string, user: string): Promise<string> {
   const file = path.join(dataDir, 'dev-token');
-  const person = isPersonName(user) ? user : user.replace(/[^A-Za-z0-9._@-]/g, '-').replace(/^[^A-Za-z0-9]+/, '') || 'developer';
+  const person = isPersonName(user)
+    ? user
+    : user.replace(/[^A-Za-z0-9._@-]/g, '-').replace(/^[^A-Za-z0-9]+/, '') || 'developer';
   const existing = (await readFile(file, 'utf8').catch(() => '')).trim();
   if (existing && (await tokens.identify(existing))?.person === person) return file;
   const issued = await tokens.issue(person, 'cli', A_YEAR_MS);

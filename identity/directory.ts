@@ -21,14 +21,25 @@ import { ACCOUNT_KINDS, githubName, PERSON_NAME, type AccountKind } from './name
 
 const accounts = z.union([z.string().min(1).max(200), z.array(z.string().min(1).max(200)).min(1).max(20)]);
 
+const person = z.strictObject(
+  Object.fromEntries(ACCOUNT_KINDS.map((k) => [k, accounts.optional()])) as Record<
+    AccountKind,
+    z.ZodOptional<typeof accounts>
+  >,
+);
+
 const fileSchema = z.strictObject({
-  people: z.record(
-    z.string().regex(PERSON_NAME, 'a person: letters, digits, ".", "_", "@" and "-" (no ":")'),
-    z.strictObject(Object.fromEntries(ACCOUNT_KINDS.map((k) => [k, accounts.optional()])) as Record<
-      AccountKind,
-      z.ZodOptional<typeof accounts>
-    >),
-  ),
+  people: z.record(z.string(), person).superRefine((people, ctx) => {
+    for (const name of Object.keys(people)) {
+      if (!PERSON_NAME.test(name)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [name],
+          message: 'a person: letters, digits, ".", "_", "@" and "-" (no ":")',
+        });
+      }
+    }
+  }),
 });
 
 /** GitHub logins and e-mail addresses are case-insensitive; Slack and Linear ids are compared as given. */
@@ -38,7 +49,10 @@ const normal = (kind: AccountKind, account: string) =>
 export class Directory {
   private readonly byAccount = new Map<string, string>();
 
-  constructor(readonly people: ReadonlySet<string>, entries: [AccountKind, string, string][] = []) {
+  constructor(
+    readonly people: ReadonlySet<string>,
+    entries: [AccountKind, string, string][] = [],
+  ) {
     for (const [kind, account, person] of entries) {
       const key = `${kind}:${normal(kind, account)}`;
       const other = this.byAccount.get(key);

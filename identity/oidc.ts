@@ -84,7 +84,7 @@ export class OidcSignIn {
     const pending = parsePending(pendingCookie);
     const config = await this.configuration();
     const current = new URL(`${this.settings.redirectUri()}${search}`);
-    let claims: oidc.IDToken | undefined;
+    let claims: Record<string, unknown> | undefined;
     try {
       const tokens = await oidc.authorizationCodeGrant(config, current, {
         pkceCodeVerifier: pending.verifier,
@@ -93,6 +93,10 @@ export class OidcSignIn {
         idTokenExpected: true,
       });
       claims = tokens.claims();
+      // Providers that keep scope claims out of the ID token answer them at the userinfo endpoint.
+      if (claims && claims[this.settings.claim] === undefined) {
+        claims = { ...(await oidc.fetchUserInfo(config, tokens.access_token, String(claims.sub))), ...claims };
+      }
     } catch (err) {
       throw new SignInRefused(`the provider's answer did not check out: ${(err as Error).message}`);
     }

@@ -29,7 +29,11 @@ export function milestoneOf(r: ThreadReport, link: string): { key: string; body:
     const pr = r.pullRequest ? ` Pull request: ${r.pullRequest}` : '';
     return { key: 'end', body: `drydock's session ${ENDED[r.phase]}${why}.${pr} ([session](${link}))` };
   }
-  if (r.pullRequest) return { key: `pr-${r.round}`, body: `drydock opened a pull request for this: ${r.pullRequest} ([session](${link}))` };
+  if (r.pullRequest)
+    return {
+      key: `pr-${r.round}`,
+      body: `drydock opened a pull request for this: ${r.pullRequest} ([session](${link}))`,
+    };
   if (r.phase === 'awaiting_approval' && r.pending) {
     const tests = r.pending.tests ? ` Tests: ${r.pending.tests}.` : '';
     return {
@@ -49,7 +53,10 @@ export function createLinearActivities({ linear, sessionLink, reviewLink, log }:
     /** Comments on the issue at the report's milestone, once. */
     async reportToLinear(input: LinearReportInput): Promise<void> {
       if (!issues) {
-        throw ApplicationFailure.nonRetryable('Linear is not configured on this worker (DRYDOCK_LINEAR_API_KEY)', 'LinearRequest');
+        throw ApplicationFailure.nonRetryable(
+          'Linear is not configured on this worker (DRYDOCK_LINEAR_API_KEY)',
+          'LinearRequest',
+        );
       }
       const { sessionId } = input.report;
       const milestone = milestoneOf(input.report, (reviewLink ?? sessionLink)(sessionId));
@@ -58,7 +65,13 @@ export function createLinearActivities({ linear, sessionLink, reviewLink, log }:
         const { created } = await issues.commentOnce(input.issue, `${sessionId}/${milestone.key}`, milestone.body);
         log.info({ sessionId, issue: input.identifier, milestone: milestone.key, created }, 'reported to Linear');
       } catch (err) {
-        if (err instanceof LinearError && err.status >= 400 && err.status < 500 && err.status !== 429 && err.type !== 'ratelimited') {
+        if (
+          err instanceof LinearError &&
+          err.status >= 400 &&
+          err.status < 500 &&
+          err.status !== 429 &&
+          err.type !== 'ratelimited'
+        ) {
           throw ApplicationFailure.nonRetryable(err.message, 'LinearRequest');
         }
         throw err;

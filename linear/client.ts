@@ -60,7 +60,11 @@ export class LinearIssues {
     };
     if (!res.ok || body.errors?.length || !body.data) {
       const first = body.errors?.[0];
-      throw new LinearError(`Linear answered ${res.status}: ${first?.message ?? res.statusText}`, res.status, first?.extensions?.type);
+      throw new LinearError(
+        `Linear answered ${res.status}: ${first?.message ?? res.statusText}`,
+        res.status,
+        first?.extensions?.type,
+      );
     }
     return body.data;
   }

@@ -32,7 +32,10 @@ export const issueEvent = z.object({
     description: z.string().max(200_000).nullish(),
     url: z.string().url().optional(),
     team: z.object({ key: z.string().min(1).max(10) }),
-    labels: z.array(z.object({ id: uuid, name: z.string().max(200) })).max(200).default([]),
+    labels: z
+      .array(z.object({ id: uuid, name: z.string().max(200) }))
+      .max(200)
+      .default([]),
     assigneeId: uuid.nullish(),
   }),
   updatedFrom: z
@@ -43,23 +46,29 @@ export const issueEvent = z.object({
 export type IssueEvent = z.infer<typeof issueEvent>;
 
 export type LinearTrigger =
-  | { kind: 'start'; issue: IssueEvent['data']; actor?: string; why: string }
-  | { kind: 'ignore'; reason: string };
+  { kind: 'start'; issue: IssueEvent['data']; actor?: string; why: string } | { kind: 'ignore'; reason: string };
 
 /** Whether an Issue event hands the issue to drydock: the label newly on it, or drydock newly its assignee. */
 export function routeIssueEvent(e: IssueEvent, label: string, assignee?: string): LinearTrigger {
   if (e.action === 'remove') return { kind: 'ignore', reason: 'Issue.remove' };
   const created = e.action === 'create';
   const ours = e.data.labels.find((l) => l.name.toLowerCase() === label.toLowerCase());
-  const labelled = ours && (created || (e.updatedFrom?.labelIds !== undefined && !e.updatedFrom.labelIds.includes(ours.id)));
+  const labelled =
+    ours && (created || (e.updatedFrom?.labelIds !== undefined && !e.updatedFrom.labelIds.includes(ours.id)));
   const assigned =
     assignee !== undefined &&
     e.data.assigneeId === assignee &&
-    (created || (e.updatedFrom !== undefined && 'assigneeId' in e.updatedFrom && e.updatedFrom.assigneeId !== assignee));
+    (created ||
+      (e.updatedFrom !== undefined && 'assigneeId' in e.updatedFrom && e.updatedFrom.assigneeId !== assignee));
   if (!labelled && !assigned) {
     return { kind: 'ignore', reason: `Issue.${e.action}: neither the label '${label}' nor drydock as assignee is new` };
   }
-  return { kind: 'start', issue: e.data, actor: e.actor?.id, why: labelled ? `labelled ${label}` : 'assigned to drydock' };
+  return {
+    kind: 'start',
+    issue: e.data,
+    actor: e.actor?.id,
+    why: labelled ? `labelled ${label}` : 'assigned to drydock',
+  };
 }
 
 /** Characters of an issue's description that go to the agent. */
@@ -72,7 +81,10 @@ const DESCRIPTION_LIMIT = 6_000;
 export function linearTask(issue: IssueEvent['data'], nonce = randomBytes(8).toString('hex')): string {
   const title = scrub(issue.title).replace(/\s+/g, ' ').slice(0, 200);
   const task = `Resolve Linear issue ${issue.identifier}: ${title}`;
-  const description = scrub(issue.description ?? '').split(nonce).join('').slice(0, DESCRIPTION_LIMIT);
+  const description = scrub(issue.description ?? '')
+    .split(nonce)
+    .join('')
+    .slice(0, DESCRIPTION_LIMIT);
   if (!description.trim()) return task;
   return [
     task,

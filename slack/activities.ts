@@ -33,7 +33,10 @@ export function createSlackActivities({ slack, sessionLink, reviewLink, log }: A
     /** Shows the session in its Slack message; resolves with the message's ts. */
     async reportToSlack(input: SlackReportInput): Promise<{ ts: string }> {
       if (!threads) {
-        throw ApplicationFailure.nonRetryable('Slack is not configured on this worker (DRYDOCK_SLACK_BOT_TOKEN)', 'SlackRequest');
+        throw ApplicationFailure.nonRetryable(
+          'Slack is not configured on this worker (DRYDOCK_SLACK_BOT_TOKEN)',
+          'SlackRequest',
+        );
       }
       const { sessionId } = input.report;
       const links = { console: (reviewLink ?? sessionLink)(sessionId), temporal: sessionLink(sessionId) };

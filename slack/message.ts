@@ -30,7 +30,10 @@ const ICON: Record<string, string> = {
 /** Slack's mrkdwn: &, < and > are its only control characters in text. */
 export const escapeText = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-const section = (text: string): KnownBlock => ({ type: 'section', text: { type: 'mrkdwn', text: text.slice(0, 3000) } });
+const section = (text: string): KnownBlock => ({
+  type: 'section',
+  text: { type: 'mrkdwn', text: text.slice(0, 3000) },
+});
 
 export interface StatusMessage {
   text: string;
@@ -41,13 +44,13 @@ export interface StatusMessage {
 export function statusMessage(r: ThreadReport, links: { console: string; temporal: string }): StatusMessage {
   const round = r.round > 1 ? ` (round ${r.round})` : '';
   const headline = `${ICON[r.phase] ?? ''} *${r.phase.replace(/_/g, ' ')}*${round} · \`${escapeText(r.repo)}\``;
-  const blocks: (KnownBlock | Block)[] = [
-    section(`${headline}\n>${escapeText(r.task).replace(/\n/g, '\n>')}`),
-  ];
+  const blocks: (KnownBlock | Block)[] = [section(`${headline}\n>${escapeText(r.task).replace(/\n/g, '\n>')}`)];
   if (r.pending) blocks.push(...approvalBlocks(r.sessionId, r.pending));
   const facts = [
     r.requestedBy ? `requested by ${escapeText(r.requestedBy)}` : '',
-    r.lastDecision ? `${r.lastDecision.action} ${r.lastDecision.decision === 'approve' ? 'approved' : 'rejected'} by ${escapeText(r.lastDecision.by)}` : '',
+    r.lastDecision
+      ? `${r.lastDecision.action} ${r.lastDecision.decision === 'approve' ? 'approved' : 'rejected'} by ${escapeText(r.lastDecision.by)}`
+      : '',
     r.pullRequest ? `<${r.pullRequest}|pull request>` : '',
     `<${links.console}|review console>`,
     `<${links.temporal}|Temporal UI>`,
@@ -74,8 +77,20 @@ function approvalBlocks(sessionId: string, pending: NonNullable<ThreadReport['pe
       type: 'actions',
       block_id: `decide-${pending.change.slice(0, 12)}`,
       elements: [
-        { type: 'button', action_id: 'approve', style: 'primary', text: { type: 'plain_text', text: 'Approve' }, value: value(carried) },
-        { type: 'button', action_id: 'reject', style: 'danger', text: { type: 'plain_text', text: 'Reject' }, value: value(carried) },
+        {
+          type: 'button',
+          action_id: 'approve',
+          style: 'primary',
+          text: { type: 'plain_text', text: 'Approve' },
+          value: value(carried),
+        },
+        {
+          type: 'button',
+          action_id: 'reject',
+          style: 'danger',
+          text: { type: 'plain_text', text: 'Reject' },
+          value: value(carried),
+        },
       ],
     },
   ];

@@ -37,7 +37,10 @@ export const channelMessage = z.object({
   subtype: z.string().optional(),
   bot_id: z.string().optional(),
   user: id.optional(),
-  text: z.string().max(TASK_LIMIT * 2).optional(),
+  text: z
+    .string()
+    .max(TASK_LIMIT * 2)
+    .optional(),
   ts,
   channel: id,
   thread_ts: ts.optional(),

@@ -18,9 +18,13 @@ export function checkSlackSignature(
 ): SignatureCheck {
   const { timestamp, signature } = headers;
   if (!timestamp || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: 'missing X-Slack-Request-Timestamp' };
-  if (!signature || !/^v0=[0-9a-f]{64}$/.test(signature)) return { ok: false, reason: 'missing or malformed X-Slack-Signature' };
+  if (!signature || !/^v0=[0-9a-f]{64}$/.test(signature))
+    return { ok: false, reason: 'missing or malformed X-Slack-Signature' };
   if (Math.abs(now - Number(timestamp) * 1000) > SLACK_REPLAY_WINDOW_MS) {
-    return { ok: false, reason: 'X-Slack-Request-Timestamp is more than 5 minutes away: a replay, or a clock that is off' };
+    return {
+      ok: false,
+      reason: 'X-Slack-Request-Timestamp is more than 5 minutes away: a replay, or a clock that is off',
+    };
   }
   const base = Buffer.concat([Buffer.from(`v0:${timestamp}:`), body]);
   const expected = Buffer.from(`v0=${createHmac('sha256', secret).update(base).digest('hex')}`);

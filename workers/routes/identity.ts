@@ -7,7 +7,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CLI_TOKEN_MS, CONSOLE_SESSION_MS } from '../../identity/identities';
 import { SignInRefused } from '../../identity/oidc';
 import { loginPage, signedInPage } from '../console';
-import { consoleUrl, cookieOf, COOKIE, HttpError, readBody, requireJsonRequest, sendHtml, tokenOf, type ServeContext } from '../http';
+import {
+  consoleUrl,
+  cookieOf,
+  COOKIE,
+  HttpError,
+  readBody,
+  requireJsonRequest,
+  sendHtml,
+  tokenOf,
+  type ServeContext,
+} from '../http';
 
 /** The pending OpenID Connect sign-in; Lax, so the provider's redirect back brings it. */
 const PENDING_COOKIE = 'drydock_oidc';
@@ -35,7 +45,10 @@ export async function logout(ctx: ServeContext, req: IncomingMessage, res: Serve
   const token = cookieOf(req, COOKIE);
   const found = token ? await ctx.identities.personal?.identify(token) : undefined;
   if (token && found?.purpose === 'console') await ctx.identities.personal?.revoke(token);
-  res.writeHead(303, { location: '/login', 'set-cookie': cookie(ctx, COOKIE, '', 'SameSite=Strict; Path=/; Max-Age=0') });
+  res.writeHead(303, {
+    location: '/login',
+    'set-cookie': cookie(ctx, COOKIE, '', 'SameSite=Strict; Path=/; Max-Age=0'),
+  });
   res.end();
 }
 

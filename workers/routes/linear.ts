@@ -49,7 +49,8 @@ export async function linearWebhook(ctx: ServeContext, req: IncomingMessage): Pr
     throw new HttpError(status, reason);
   };
   const person = trigger.actor ? ctx.identities.directory.personOf('linear', trigger.actor) : undefined;
-  if (!person) return refuse(403, `Linear user ${trigger.actor ?? '(unknown)'} is not anyone in drydock's identities file`);
+  if (!person)
+    return refuse(403, `Linear user ${trigger.actor ?? '(unknown)'} is not anyone in drydock's identities file`);
   const repo = boundRepo(ctx.config.DRYDOCK_LINEAR_TEAMS, issue.team.key);
   if (!repo) return refuse(422, `no repository is bound to Linear team ${issue.team.key} (DRYDOCK_LINEAR_TEAMS)`);
   const sessionId = linearSessionId(issue.identifier, body);

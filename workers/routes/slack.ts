@@ -76,7 +76,14 @@ export async function slackCommand(ctx: ServeContext, req: IncomingMessage): Pro
   const sessionId = slackSessionId(c.team_id, c.trigger_id);
   const started = await startFromChat(
     ctx,
-    { sessionId, repo, task, requestedBy: person, source: `Slack ${c.command}`, notify: { slack: { channel: c.channel_id } } },
+    {
+      sessionId,
+      repo,
+      task,
+      requestedBy: person,
+      source: `Slack ${c.command}`,
+      notify: { slack: { channel: c.channel_id } },
+    },
     c.trigger_id,
   );
   if (!started.ok) return ephemeral(`drydock did not start a session: ${started.reason}`);
@@ -96,7 +103,8 @@ export async function slackEvents(ctx: ServeContext, req: IncomingMessage): Prom
     const mention = appMention.safeParse(e.event);
     if (!mention.success) throw new HttpError(422, `app_mention: ${problemOf(mention.error)}`);
     const m = mention.data;
-    if (m.thread_ts) return threadReply(ctx, { channel: m.channel, thread: m.thread_ts, ts: m.ts, user: m.user, text: m.text });
+    if (m.thread_ts)
+      return threadReply(ctx, { channel: m.channel, thread: m.thread_ts, ts: m.ts, user: m.user, text: m.text });
     return startFromMention(ctx, e.team_id, m);
   }
   if (e.event.type === 'message') {
@@ -124,14 +132,28 @@ async function startFromMention(
   if (!person) return refusedInThread(threads, m.channel, m.ts, notMapped(m.user));
   const { repo, task } = await repoOf(ctx, m.channel, m.text);
   if (!task) return refusedInThread(threads, m.channel, m.ts, 'Say what to do: @drydock [owner/name] <task>');
-  if (!repo) return refusedInThread(threads, m.channel, m.ts, 'No repository is bound to this channel: name one, @drydock owner/name <task>');
+  if (!repo)
+    return refusedInThread(
+      threads,
+      m.channel,
+      m.ts,
+      'No repository is bound to this channel: name one, @drydock owner/name <task>',
+    );
   const sessionId = slackSessionId(team, m.channel, m.ts);
   const started = await startFromChat(
     ctx,
-    { sessionId, repo, task, requestedBy: person, source: 'Slack mention', notify: { slack: { channel: m.channel, thread: m.ts } } },
+    {
+      sessionId,
+      repo,
+      task,
+      requestedBy: person,
+      source: 'Slack mention',
+      notify: { slack: { channel: m.channel, thread: m.ts } },
+    },
     `${m.channel}/${m.ts}`,
   );
-  if (!started.ok) return refusedInThread(threads, m.channel, m.ts, `drydock did not start a session: ${started.reason}`);
+  if (!started.ok)
+    return refusedInThread(threads, m.channel, m.ts, `drydock did not start a session: ${started.reason}`);
   return [200, { sessionId }];
 }
 
@@ -157,8 +179,10 @@ async function threadReply(
     await threads.say(r.channel, r.thread, `Follow-up from ${person} taken: round ${accepted.round}.`);
     return [200, { sessionId, ...accepted }];
   } catch (err) {
-    if (err instanceof FollowupRefused) return refusedInThread(threads, r.channel, r.thread, `Follow-up not taken: ${err.message}`);
-    if (err instanceof WorkflowNotFoundError) return refusedInThread(threads, r.channel, r.thread, `Session ${sessionId} has ended.`);
+    if (err instanceof FollowupRefused)
+      return refusedInThread(threads, r.channel, r.thread, `Follow-up not taken: ${err.message}`);
+    if (err instanceof WorkflowNotFoundError)
+      return refusedInThread(threads, r.channel, r.thread, `Session ${sessionId} has ended.`);
     throw err;
   }
 }

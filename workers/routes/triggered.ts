@@ -42,7 +42,10 @@ export async function startFromChat(
     ifExists: 'reuse',
   });
   await recordDelivery(ctx, trigger, delivery, found.repo.name);
-  ctx.log.info({ sessionId: request.sessionId, repo: found.repo.name, source: request.source }, 'session started (or found again)');
+  ctx.log.info(
+    { sessionId: request.sessionId, repo: found.repo.name, source: request.source },
+    'session started (or found again)',
+  );
   return { ok: true };
 }
 
