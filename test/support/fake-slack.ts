@@ -64,8 +64,10 @@ export async function startFakeSlack(opts: { token: string; signingSecret: strin
   const nextTs = () => `${clock}.${String(++seq).padStart(6, '0')}`;
   const find = (channel: string, ts: string) => messages.find((m) => m.channel === channel && m.ts === ts);
   const shown = (m: SlackMessage, withMetadata: boolean) => {
-    const { versions: _v, metadata, ...rest } = m;
-    return { type: 'message', ...rest, ...(withMetadata && metadata ? { metadata } : {}) };
+    const rest: Partial<SlackMessage> = { ...m };
+    delete rest.versions;
+    if (!withMetadata) delete rest.metadata;
+    return { type: 'message', ...rest };
   };
 
   const methods: Record<string, (b: Record<string, any>) => Record<string, unknown>> = {
