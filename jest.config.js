@@ -4,9 +4,16 @@
  * what is started). A project's global setup runs only when one of its tests
  * is selected, so `npx jest test/workflow` starts none of the services.
  */
+/** ESM-only packages drydock loads (openid-client and its dependencies): made CommonJS for jest. */
+const ESM_ONLY = ['openid-client', 'oauth4webapi', 'jose'];
+
 const shared = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': ['@swc/jest'] },
+  transform: {
+    '^.+\\.ts$': ['@swc/jest'],
+    [`/node_modules/(${ESM_ONLY.join('|')})/.+\\.js$`]: ['@swc/jest', { module: { type: 'commonjs' } }],
+  },
+  transformIgnorePatterns: [`/node_modules/(?!(${ESM_ONLY.join('|')})/)`],
 };
 
 module.exports = {
