@@ -22,29 +22,32 @@ const ENDED: Record<string, string> = {
   timed_out: 'timed out',
 };
 
-/** The milestone a report is, with its comment; undefined for the phases in between. */
-export function milestoneOf(r: ThreadReport, link: string): { key: string; body: string } | undefined {
-  if (ENDED[r.phase]) {
-    const why = r.error ? `: ${r.error}` : '';
-    const pr = r.pullRequest ? ` Pull request: ${r.pullRequest}` : '';
-    return { key: 'end', body: `drydock's session ${ENDED[r.phase]}${why}.${pr} ([session](${link}))` };
-  }
-  if (r.pullRequest)
-    return {
-      key: `pr-${r.round}`,
-      body: `drydock opened a pull request for this: ${r.pullRequest} ([session](${link}))`,
-    };
+/**
+ * The milestones a report has reached, each with its comment: the start, a
+ * change waiting for review, the pull request, the end. Posted once each (by
+ * key), so a report that comes late still leaves none out.
+ */
+export function milestonesOf(r: ThreadReport, link: string): { key: string; body: string }[] {
+  const reached: { key: string; body: string }[] = [{ key: 'started', body: `drydock is working on this: ${link}` }];
   if (r.phase === 'awaiting_approval' && r.pending) {
     const tests = r.pending.tests ? ` Tests: ${r.pending.tests}.` : '';
-    return {
-      key: `review-${r.pending.change.slice(0, 12)}`,
-      body: `A change is ready for review (${r.pending.action}, change \`${r.pending.change.slice(0, 12)}\`).${tests} Review it in the console: ${link}`,
-    };
+    const change = r.pending.change.slice(0, 12);
+    reached.push({
+      key: `review-${change}`,
+      body: `A change is ready for review (${r.pending.action}, change \`${change}\`).${tests} Review it in the console: ${link}`,
+    });
   }
-  if (r.phase === 'provisioning' || r.phase === 'agent') {
-    return { key: 'started', body: `drydock is working on this: ${link}` };
+  if (r.pullRequest) {
+    reached.push({
+      key: `pr-${r.pullRequest}`,
+      body: `drydock opened a pull request for this: ${r.pullRequest} ([session](${link}))`,
+    });
   }
-  return undefined;
+  if (ENDED[r.phase]) {
+    const why = r.error ? `: ${r.error}` : '';
+    reached.push({ key: 'end', body: `drydock's session ${ENDED[r.phase]}${why}. ([session](${link}))` });
+  }
+  return reached;
 }
 
 export function createLinearActivities({ linear, sessionLink, reviewLink, log }: ActivityDeps) {
@@ -59,11 +62,11 @@ export function createLinearActivities({ linear, sessionLink, reviewLink, log }:
         );
       }
       const { sessionId } = input.report;
-      const milestone = milestoneOf(input.report, (reviewLink ?? sessionLink)(sessionId));
-      if (!milestone) return;
       try {
-        const { created } = await issues.commentOnce(input.issue, `${sessionId}/${milestone.key}`, milestone.body);
-        log.info({ sessionId, issue: input.identifier, milestone: milestone.key, created }, 'reported to Linear');
+        for (const milestone of milestonesOf(input.report, (reviewLink ?? sessionLink)(sessionId))) {
+          const { created } = await issues.commentOnce(input.issue, `${sessionId}/${milestone.key}`, milestone.body);
+          if (created) log.info({ sessionId, issue: input.identifier, milestone: milestone.key }, 'reported to Linear');
+        }
       } catch (err) {
         if (
           err instanceof LinearError &&
