@@ -110,6 +110,8 @@ beforeAll(async () => {
     },
   });
   stack = await startStack({
+    // The thread messages link the console (its port is chosen before it starts).
+    DRYDOCK_CONSOLE_URL: `http://127.0.0.1:${port}`,
     DRYDOCK_APPROVERS: ['alice', 'bob'],
     GITHUB_API_URL: github.url,
     GITHUB_APP_ID: '4242',
