@@ -237,7 +237,11 @@ describe('Slack', () => {
     });
     expect(reply).toMatchObject({ status: 200, body: { sessionId, round: 2 } });
     expect(drydockSaid(message.ts, /Follow-up from alice taken: round 2/)).toBeTruthy();
-    const second = await waitForStatus(handle, (s) => s.round === 2 && s.phase === 'awaiting_approval', 120_000);
+    const second = await waitForStatus(
+      handle,
+      (s) => s.round === 2 && s.phase === 'awaiting_approval' && s.pendingApproval !== undefined,
+      120_000,
+    );
     expect(second.pendingApproval!.change).not.toBe(first.pendingApproval!.change);
     await until('the message shows the new change', () =>
       buttonValue(message, 'approve')?.includes(second.pendingApproval!.change),
