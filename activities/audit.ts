@@ -1,9 +1,9 @@
 import { Context } from '@temporalio/activity';
 import type { ActivityDeps } from './deps';
-import type { AuditInput, AuditRow } from '../lib/audit';
+import type { AuditInput, AuditRow } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
-import { approvalWait } from '../lib/metrics';
+import { approvalWait } from '../platform/metrics';
 
 /**
  * Appends an audit event from inside an activity, tagged with the activity's

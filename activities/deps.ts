@@ -1,17 +1,17 @@
 import type { ApprovalPolicy } from '../workflows/api';
-import type { ArtifactStore } from '../lib/artifacts';
-import type { AuditTrail } from '../lib/audit';
-import type { CheckpointStore } from '../lib/checkpoints';
-import type { Database } from '../lib/db';
-import type { GitIdentity } from '../lib/git';
-import type { GitHubSettings } from '../lib/github';
-import type { ModelSettings } from '../lib/llm';
-import type { Logger } from '../lib/log';
-import type { AgentCliSettings } from '../lib/model-gateway';
-import type { DockerSandboxes } from '../lib/sandbox';
-import type { RepoLookupService } from '../lib/repos';
-import type { Redactor } from '../lib/scrub';
-import type { SnapshotRegistry } from '../lib/snapshots';
+import type { ArtifactStore } from '../store/artifacts';
+import type { AuditTrail } from '../store/audit';
+import type { CheckpointStore } from '../sandbox/checkpoints';
+import type { Database } from '../store/db';
+import type { GitIdentity } from '../repos/git';
+import type { GitHubSettings } from '../github/client';
+import type { ModelSettings } from '../models/llm';
+import type { Logger } from '../platform/log';
+import type { AgentCliSettings } from '../sandbox/model-gateway';
+import type { DockerSandboxes } from '../sandbox/docker';
+import type { RepoLookupService } from '../repos/registry';
+import type { Redactor } from '../platform/scrub';
+import type { SnapshotRegistry } from '../sandbox/snapshots';
 
 /** What activities need from the process; tests hand in real or local ones. */
 export interface ActivityDeps {
@@ -25,23 +25,23 @@ export interface ActivityDeps {
   baseImage: string;
   /** Docker runtime of sandboxes (e.g. "runsc"); default: the engine's. */
   runtime?: string;
-  /** Read-only root filesystem with /workspace and home as volumes (lib/sandbox.ts). @default true */
+  /** Read-only root filesystem with /workspace and home as volumes (sandbox/docker.ts). @default true */
   readonlyRoot?: boolean;
-  /** Host folder of the per-sandbox egress socket folders (lib/egress.ts). */
+  /** Host folder of the per-sandbox egress socket folders (sandbox/egress.ts). */
   egressRoot: string;
   /**
    * Host folder of Node.js builds and drydock's helpers, mounted read-only into
-   * sandboxes (lib/toolchains.ts). @default <egressRoot>/../tools
+   * sandboxes (sandbox/toolchains.ts). @default <egressRoot>/../tools
    */
   toolsRoot?: string;
   /** The repo registry: only its repos are cloned, under their operator's limits. */
   repos: RepoLookupService;
   /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */
   devMode: boolean;
-  /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, lib/ca.ts). */
+  /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, sandbox/ca.ts). */
   extraCaCerts?: string;
   /**
-   * The worker's one redactor (lib/scrub.ts): every secret the worker holds,
+   * The worker's one redactor (platform/scrub.ts): every secret the worker holds,
    * granted ones included. Whatever leaves a sandbox passes through it.
    */
   redactor: Redactor;

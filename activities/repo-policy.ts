@@ -13,8 +13,8 @@
 import { isIP } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
-import { restrictedAddress } from '../lib/egress';
-import { readAtCommit } from '../lib/git';
+import { restrictedAddress } from '../sandbox/egress';
+import { readAtCommit } from '../repos/git';
 import { ErrorType, type ApprovalPolicy } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
 import {
@@ -27,7 +27,7 @@ import {
 import { settleSessionInput } from '../workflows/rules/repo-rules';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { ActivityDeps } from './deps';
-import { notRegistered, resolveRef, syncMirror } from './mirror';
+import { notRegistered, resolveRef, syncMirror } from '../repos/mirror';
 
 export type RepoPolicy =
   | {
