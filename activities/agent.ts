@@ -22,7 +22,7 @@ import {
   type ToolSpec,
 } from '../models/llm';
 import { compact, FIRST_COMPACTABLE, tighter } from '../models/compaction';
-import { recordEvent } from './audit';
+import { recordEvent } from '../store/audit';
 import { permanent } from '../sandbox/activities/container';
 import type { ActivityDeps } from './deps';
 import { tail } from '../sandbox/activities/output';

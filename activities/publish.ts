@@ -2,7 +2,7 @@ import { exec } from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { recordEvent } from './audit';
+import { recordEvent } from '../store/audit';
 import type { AuditRow } from '../store/audit';
 import type { ActivityDeps } from './deps';
 import type { ChangeSpec } from '../sandbox/contract';

@@ -6,15 +6,8 @@ import type { Config } from '../platform/config';
 import { openDatabase } from '../store/db';
 import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../repos/registry';
 import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
-import {
-  ensureSnapshotSchedules,
-  REGISTRATION_DEFAULTS,
-  SnapshotRegistry,
-  repoSlug,
-  type RepoRegistration,
-  type SetupEgressRule,
-  type SnapshotBuildRow,
-} from '../sandbox/snapshots';
+import { ensureSnapshotSchedules, SnapshotRegistry, repoSlug, type SnapshotBuildRow } from '../sandbox/snapshots';
+import { REGISTRATION_DEFAULTS, type RepoRegistration, type SetupEgressRule } from '../repos/registry';
 import { duration, durationMs, secretName } from '../workflows/input';
 import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
 

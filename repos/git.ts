@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { redactUrl } from '../workflows/rules/repo-url';
-import { OutputOverCap, type OutputCap } from '../sandbox/docker';
+import { OutputOverCap, type OutputCap } from '../platform/output-cap';
 
 /**
  * git failed; `stderr` says why (bad URL, missing ref, refused credentials,

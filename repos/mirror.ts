@@ -1,17 +1,29 @@
-/** The worker's bare mirror of a repo (sandboxes have no network) and copying the repo from it into a sandbox. */
+/** The worker's bare mirror of each repo: sandboxes have no network, so the repo reaches them from here. */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { redactUrl } from '../workflows/rules/repo-url';
-import { GitError, hasCommit, mirrorOf, OBJECT_ID, resolveCommit, updateMirror, workingTreeTar } from './git';
+import { GitError, hasCommit, mirrorOf, OBJECT_ID, resolveCommit, updateMirror } from './git';
 import { gitCredentials } from '../github/client';
-import type { ActivityDeps } from '../activities/deps';
+import type { GitHubSettings } from '../github/client';
+import type { RepoLookupService } from './registry';
+
+/** What the mirrors need from the worker. */
+export interface MirrorDeps {
+  /** Host-side bare mirrors of repos (sandboxes have no network). */
+  mirrorsDir: string;
+  github: GitHubSettings;
+  /** The repo registry: only its repos are cloned, under their operator's limits. */
+  repos: RepoLookupService;
+  /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */
+  devMode: boolean;
+}
 
 /**
  * Refuses a URL that is not in the registry, unless the worker runs in
  * development mode: a session started from the CLI or the Temporal UI must
  * not make the worker clone whatever it can reach (paths on its disk included).
  */
-export async function requireRegistered(deps: Pick<ActivityDeps, 'repos' | 'devMode'>, url: string): Promise<void> {
+export async function requireRegistered(deps: Pick<MirrorDeps, 'repos' | 'devMode'>, url: string): Promise<void> {
   if (deps.devMode || (await deps.repos.byUrl(url)).ok) return;
   throw ApplicationFailure.nonRetryable(notRegistered(url), ErrorType.RepoNotRegistered);
 }
@@ -25,10 +37,7 @@ export function notRegistered(url: string): string {
 }
 
 /** Fetches a registered repo into the worker's mirror; a refused credential is permanent, the rest retry. */
-export async function syncMirror(
-  deps: Pick<ActivityDeps, 'mirrorsDir' | 'github' | 'repos' | 'devMode'>,
-  url: string,
-): Promise<string> {
+export async function syncMirror(deps: MirrorDeps, url: string): Promise<string> {
   await requireRegistered(deps, url);
   try {
     return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps.github, url));
@@ -41,21 +50,6 @@ export async function syncMirror(
     }
     if (err instanceof GitError) throw ApplicationFailure.retryable(err.message, ErrorType.RepoUnavailable);
     throw err;
-  }
-}
-
-/** The cold path: the repo at `commit`, with history, copied into /workspace. */
-export async function copyWorkingTree(
-  deps: Pick<ActivityDeps, 'sandboxes'>,
-  sandbox: string,
-  mirror: string,
-  commit: string,
-): Promise<void> {
-  const { tar, cleanup } = await workingTreeTar(mirror, commit, 1000);
-  try {
-    await deps.sandboxes.copyIn(sandbox, tar, '/workspace');
-  } finally {
-    await cleanup();
   }
 }
 
@@ -75,7 +69,7 @@ export async function resolveRef(mirror: string, ref: string | undefined): Promi
  * before, and a replacement sandbox names its session's base commit.
  */
 export async function mirrorAt(
-  deps: Pick<ActivityDeps, 'mirrorsDir' | 'github' | 'repos' | 'devMode'>,
+  deps: MirrorDeps,
   url: string,
   ref: string | undefined,
 ): Promise<{ mirror: string; commit: string }> {

@@ -12,7 +12,39 @@ import { githubRepoOf, type TriggerSession } from '../workflows/input';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
-import { REGISTRATION_DEFAULTS } from '../sandbox/snapshots';
+
+/**
+ * Hosts (and ports) the setup step may reach through the egress proxy; the
+ * same shape as the proxy's EgressRule (sandbox/egress.ts), without methods.
+ */
+export interface SetupEgressRule {
+  host: string;
+  /** Default: 80 and 443. */
+  port?: number;
+}
+
+export interface RepoRegistration {
+  /** The URL, as sessions name it (`repo.url`). */
+  repo: string;
+  /** Shell command run in /workspace; undefined: `sh .drydock/setup.sh` from the repo. */
+  setup?: string;
+  /** Branch the snapshot is built from; undefined: the remote's default branch. */
+  ref?: string;
+  /** Period of the refresh schedule, in ms. @default 30 minutes */
+  everyMs: number;
+  /** Ready snapshots kept per repo and host. @default 3 */
+  keep: number;
+  /** How long setup may run, in ms. @default 30 minutes */
+  setupTimeoutMs: number;
+  egress: SetupEgressRule[];
+}
+
+export const REGISTRATION_DEFAULTS = {
+  everyMs: 30 * 60_000,
+  keep: 3,
+  setupTimeoutMs: 30 * 60_000,
+  egress: [{ host: 'registry.npmjs.org' }] as SetupEgressRule[],
+};
 
 export interface KnownRepo {
   /** "owner/name", as GitHub names it. */

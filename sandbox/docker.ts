@@ -7,6 +7,7 @@ import Docker from 'dockerode';
 import { SANDBOX_AGENTS_DIR } from '../workflows/rules/agent-clis';
 import { SandboxStorageRoot, type OverlayDirs, type SandboxStorage } from './docker-storage';
 import { redactUrl } from '../workflows/rules/repo-url';
+import { OutputOverCap, type OutputCap } from '../platform/output-cap';
 
 /** Labels on every sandbox container, so orphans can be found and reaped. */
 export const LABELS = {
@@ -65,26 +66,11 @@ export interface ExecOptions {
   stdoutCap?: OutputCap;
 }
 
-/** A bound on what one exec may send the worker, and what to call it in the error. */
-export interface OutputCap {
-  bytes: number;
-  /** e.g. "the checkpoint diff": the error reads "the checkpoint diff is over 64 MiB". */
-  what: string;
-}
-
 const MiB = 1024 ** 2;
 /** Any exec's stdout, unless it names its own cap: it is held in the worker's memory. */
 export const STDOUT_CAP: OutputCap = { bytes: 64 * MiB, what: "a sandbox command's output" };
 /** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
 export const STDERR_KEPT = 1 * MiB;
-
-/** A sandbox sent more than its cap: the exec is cut off, nothing past the cap was kept. */
-export class OutputOverCap extends Error {
-  constructor(readonly cap: OutputCap) {
-    super(`${cap.what} is over ${cap.bytes % MiB === 0 ? `${cap.bytes / MiB} MiB` : `${cap.bytes} bytes`}`);
-    this.name = 'OutputOverCap';
-  }
-}
 
 export interface ExecResult {
   exitCode: number;

@@ -7,6 +7,7 @@
  * records its last row, so removing rows from the end is found too. Secrets
  * are scrubbed before anything is written. See docs/audit.md.
  */
+import { Context } from '@temporalio/activity';
 import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -318,4 +319,14 @@ function fromDb(r: Record<string, unknown>): AuditRow {
     prevHash: r.prev_hash as string,
     hash: r.hash as string,
   };
+}
+
+/**
+ * Appends an audit event from inside an activity, tagged with the activity's
+ * id and attempt. Waits while the database is away (see AuditTrail.append),
+ * until the activity is cancelled.
+ */
+export function recordEvent(audit: AuditTrail, event: Omit<AuditInput, 'activityId' | 'attempt'>): Promise<AuditRow> {
+  const ctx = Context.current();
+  return audit.append({ ...event, activityId: ctx.info.activityId, attempt: ctx.info.attempt }, ctx.cancellationSignal);
 }

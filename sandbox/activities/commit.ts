@@ -9,7 +9,7 @@ import path from 'node:path';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
 import { CommandExitError } from '../docker';
 import { permanent, STATE_DIR } from './container';
-import type { ActivityDeps } from '../../activities/deps';
+import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
 
@@ -67,7 +67,7 @@ export const exportArgv = (base: string): string[] => ['git', 'bundle', 'create'
  * (the snapshot's "unchanged"); `failed` makes the error of an exec that failed.
  */
 export async function withSandboxBundle<T>(
-  { sandboxes, mirrorsDir }: Pick<ActivityDeps, 'sandboxes' | 'mirrorsDir'>,
+  { sandboxes, mirrorsDir }: Pick<SandboxDeps, 'sandboxes' | 'mirrorsDir'>,
   at: { sandbox: string; argv: string[]; failed: (stderr: string, exitCode: number) => Error },
   fn: (bundle: string | undefined) => Promise<T>,
 ): Promise<T> {
@@ -96,7 +96,7 @@ async function isBundle(file: string): Promise<boolean> {
   }
 }
 
-export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: ActivityDeps) {
+export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: SandboxDeps) {
   const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
   const unchanged = (input: CommitInput): CommitResult => ({
     commit: input.parent,

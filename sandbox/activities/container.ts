@@ -5,8 +5,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { caEnv, installCaBundle } from '../ca';
 import { egressDirOf } from '../egress';
-import { LABELS, OutputOverCap, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../docker';
-import type { ActivityDeps } from '../../activities/deps';
+import { LABELS, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../docker';
+import { OutputOverCap } from '../../platform/output-cap';
+import type { SandboxDeps } from './deps';
 import type { ProvisionInput } from '../contract';
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
@@ -51,7 +52,7 @@ export interface OwnedContainer {
  * expiry; and the extra CA bundle when one is configured.
  */
 export async function createOwnedContainer(
-  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: ActivityDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: SandboxDeps,
   spec: OwnedContainer,
 ): Promise<boolean> {
   const egressDir = egressDirOf(egressRoot, spec.name);

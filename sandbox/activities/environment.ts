@@ -20,8 +20,8 @@ import {
 } from '../repo-image';
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
 import { HELPER_NODE_VERSION, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
-import type { ActivityDeps } from '../../activities/deps';
-import { readRepoConfig } from '../../activities/repo-policy';
+import type { SandboxDeps } from './deps';
+import { readRepoConfig } from '../../repos/config-file';
 
 /** What a sandbox of the repo is made of. */
 export interface SandboxEnvironment {
@@ -42,7 +42,7 @@ export interface SandboxEnvironment {
 const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
 
 /** The repo's environment at `commit`; a problem with it fails permanently, naming the file. */
-export async function sandboxEnvironment(deps: ActivityDeps, mirror: string, commit: string, repo: string) {
+export async function sandboxEnvironment(deps: SandboxDeps, mirror: string, commit: string, repo: string) {
   try {
     return await environmentOf(deps, mirror, commit, repo);
   } catch (err) {
@@ -53,7 +53,7 @@ export async function sandboxEnvironment(deps: ActivityDeps, mirror: string, com
 }
 
 async function environmentOf(
-  deps: ActivityDeps,
+  deps: SandboxDeps,
   mirror: string,
   commit: string,
   repo: string,
@@ -123,7 +123,7 @@ function usesPackageManager(packageJson: string | undefined): boolean {
 }
 
 /** The image's own PATH (the declared Node.js goes before it). */
-async function imagePath({ sandboxes }: ActivityDeps, image: string): Promise<string> {
+async function imagePath({ sandboxes }: SandboxDeps, image: string): Promise<string> {
   const info = await sandboxes.docker.getImage(image).inspect();
   const found = (info.Config?.Env ?? []).find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -138,7 +138,7 @@ async function imagePath({ sandboxes }: ActivityDeps, image: string): Promise<st
  * replaced them yet. Returns the images removed.
  */
 export async function collectEnvironmentImages(
-  { sandboxes, snapshots, hostId, log }: ActivityDeps,
+  { sandboxes, snapshots, hostId, log }: SandboxDeps,
   repo: string,
 ): Promise<string[]> {
   const kept = await snapshots.ready(repo, hostId);
@@ -173,7 +173,7 @@ const isRepoImage = (image: { RepoTags?: string[] }, name: string) =>
 
 const caches = new Map<string, Toolchains>();
 /** The host's toolchain cache (one per folder, so the registry's version list is asked once). */
-export function toolchainsOf(deps: Pick<ActivityDeps, 'toolsRoot' | 'egressRoot' | 'log'>): Toolchains {
+export function toolchainsOf(deps: Pick<SandboxDeps, 'toolsRoot' | 'egressRoot' | 'log'>): Toolchains {
   const root = deps.toolsRoot ?? path.join(path.dirname(deps.egressRoot), 'tools');
   let cache = caches.get(root);
   if (!cache) caches.set(root, (cache = new Toolchains(root, deps.log)));

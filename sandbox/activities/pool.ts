@@ -13,8 +13,8 @@ import { repoSlug, SANDBOX_SNAPSHOT_LABEL } from '../snapshots';
 import { createOwnedContainer } from './container';
 import { sandboxEnvironment } from './environment';
 import { mirrorAt } from '../../repos/mirror';
-import type { ActivityDeps } from '../../activities/deps';
-import { newestSnapshot, prepareWorkspace } from './provision';
+import type { SandboxDeps } from './deps';
+import { newestSnapshot, prepareWorkspace } from './workspace';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
 export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
@@ -25,7 +25,7 @@ export interface PoolFill {
   retired: string[];
 }
 
-export function createPoolActivities(deps: ActivityDeps) {
+export function createPoolActivities(deps: SandboxDeps) {
   return {
     /** Brings every repo's pool on this host to its size (one repo's when given). Idempotent. */
     async fillPools(input: { repo?: string } = {}): Promise<PoolFill[]> {
@@ -41,7 +41,7 @@ export function createPoolActivities(deps: ActivityDeps) {
 }
 
 /** Repos with a pool, and repos whose pool was set to 0 but still has idle sandboxes here. */
-async function allRepoSizes(deps: ActivityDeps, pools: PoolRegistry): Promise<{ repo: string; size: number }[]> {
+async function allRepoSizes(deps: SandboxDeps, pools: PoolRegistry): Promise<{ repo: string; size: number }[]> {
   const sizes = await pools.sizes();
   for (const row of await pools.idle(deps.hostId)) {
     if (!sizes.some((s) => s.repo === row.repo)) sizes.push({ repo: row.repo, size: 0 });
@@ -57,7 +57,7 @@ const filling = new Map<string, Promise<PoolFill>>();
  * same repo in this worker share one run (so a claim's refill and the
  * reaper's do not both add).
  */
-export function fillPool(deps: ActivityDeps, repo: string, size: number): Promise<PoolFill> {
+export function fillPool(deps: SandboxDeps, repo: string, size: number): Promise<PoolFill> {
   const running = filling.get(repo);
   if (running) return running;
   const run = fillPoolOnce(deps, repo, size).finally(() => filling.delete(repo));
@@ -65,7 +65,7 @@ export function fillPool(deps: ActivityDeps, repo: string, size: number): Promis
   return run;
 }
 
-async function fillPoolOnce(deps: ActivityDeps, repo: string, size: number): Promise<PoolFill> {
+async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Promise<PoolFill> {
   const pools = new PoolRegistry(deps.db.pool);
   const snapshot = size > 0 ? await newestSnapshot(deps, repo) : undefined;
   const idle = await pools.idle(deps.hostId, repo);
@@ -109,7 +109,7 @@ async function fillPoolOnce(deps: ActivityDeps, repo: string, size: number): Pro
   return { repo, added, retired };
 }
 
-async function removePoolSandbox(deps: ActivityDeps, name: string): Promise<void> {
+async function removePoolSandbox(deps: SandboxDeps, name: string): Promise<void> {
   await deps.sandboxes.destroy(name);
   await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
 }

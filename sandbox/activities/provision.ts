@@ -5,7 +5,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { egressDirOf } from '../egress';
-import { CATCH_UP_REF, catchUpBundle, commitsBetween } from '../../repos/git';
+import { commitsBetween } from '../../repos/git';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound } from '../docker';
@@ -17,18 +17,18 @@ import {
   setupInputs,
   type SnapshotBuildRow,
 } from '../snapshots';
-import type { Checkpoint } from '../checkpoints';
-import { recordEvent } from '../../activities/audit';
-import { browserContainerName, createOwnedContainer, sandboxName, STATE_DIR } from './container';
+import { recordEvent } from '../../store/audit';
+import { browserContainerName, createOwnedContainer, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
-import type { ActivityDeps } from '../../activities/deps';
-import { copyWorkingTree, mirrorAt } from '../../repos/mirror';
-import { repoFileSetup } from '../../activities/repo-policy';
+import type { SandboxDeps } from './deps';
+import { mirrorAt } from '../../repos/mirror';
+import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
 import { fillPool } from './pool';
+import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 
-export function createProvisionActivities(deps: ActivityDeps) {
+export function createProvisionActivities(deps: SandboxDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
   return {
     /**
@@ -75,7 +75,7 @@ export function createProvisionActivities(deps: ActivityDeps) {
 }
 
 /** provisionSandbox's work, once. */
-async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise<Sandbox> {
+async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<Sandbox> {
   const { hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
   const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
@@ -164,95 +164,13 @@ async function provisionOnce(deps: ActivityDeps, input: ProvisionInput): Promise
 }
 
 /**
- * Puts the repo at `baseCommit` into a new sandbox's /workspace (from the
- * snapshot, or copied from the mirror), re-applies the checkpoint of a
- * replacement, and marks the sandbox provisioned: one exec on a snapshot.
- */
-async function fillWorkspace(
-  deps: Pick<ActivityDeps, 'sandboxes'>,
-  name: string,
-  at: {
-    mirror: string;
-    baseCommit: string;
-    snapshot: SnapshotBuildRow | undefined;
-    behind: number | undefined;
-    checkpoint: Checkpoint | undefined;
-  },
-): Promise<void> {
-  const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
-  const mark = !checkpoint?.diff.length;
-  if (snapshot) {
-    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
-  } else {
-    await copyWorkingTree(deps, name, mirror, baseCommit);
-    await prepareWorkspace(deps, name, { mark });
-  }
-  if (mark) return;
-  await deps.sandboxes.run(
-    name,
-    ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
-    { stdin: checkpoint!.diff },
-  );
-  await prepareWorkspace(deps, name, { mark: true });
-}
-
-/** Whether a sandbox was marked provisioned (prepareWorkspace's last write). */
-async function isProvisioned({ sandboxes }: Pick<ActivityDeps, 'sandboxes'>, name: string): Promise<boolean> {
-  return (await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`])).exitCode === 0;
-}
-
-/**
- * The workspace's preparation in one exec: the commits from the snapshot's
- * `from` to `to` arrive as a git bundle on stdin (the sandbox has no
- * network) when the snapshot lacks them; a checkout that keeps what setup
- * left in ignored files (node_modules, builds); drydock's git identity; and,
- * with `mark`, the marker a retried provisioning checks.
- */
-const PREPARE_WORKSPACE = `set -e
-to=$1 bundle=$2 mark=$3
-if [ "$bundle" = 1 ]; then
-  f=.git/drydock-catch-up.bundle
-  cat > "$f"; git fetch --quiet "$f" "$4:$4"; rm -f "$f"; git update-ref -d "$4"
-fi
-[ -z "$to" ] || git checkout --quiet --force --detach "$to"
-git config --global user.name drydock
-git config --global user.email drydock@localhost
-git config --global --add safe.directory /workspace
-[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`;
-
-export async function prepareWorkspace(
-  deps: Pick<ActivityDeps, 'sandboxes'>,
-  name: string,
-  opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean },
-): Promise<void> {
-  const { mirror, from, to } = opts;
-  // Commits the snapshot lacks come in a bundle; `to` at or behind the snapshot's commit is in it already.
-  const bundle = mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
-  await deps.sandboxes.run(
-    name,
-    [
-      'sh',
-      '-c',
-      PREPARE_WORKSPACE,
-      'prepare',
-      to ?? '',
-      bundle ? '1' : '0',
-      opts.mark ? '1' : '0',
-      CATCH_UP_REF,
-      STATE_DIR,
-    ],
-    bundle ? { stdin: bundle } : {},
-  );
-}
-
-/**
  * The warm-pool sandbox this session gets: the one it claimed before (a
  * retry), or a newly claimed idle one of the host's newest snapshot with the
  * session's exact limits; undefined (provision as usual) for a replacement,
  * a session already provisioned the usual way, or an empty pool.
  */
 async function claimPooled(
-  deps: ActivityDeps,
+  deps: SandboxDeps,
   input: ProvisionInput,
   ownName: string,
   newestImage: string,
@@ -279,7 +197,7 @@ async function claimPooled(
 }
 
 /** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
-function refillAfterClaim(deps: ActivityDeps, repo: string): void {
+function refillAfterClaim(deps: SandboxDeps, repo: string): void {
   new PoolRegistry(deps.db.pool)
     .size(repo)
     .then((size) => fillPool(deps, repo, size))
@@ -289,7 +207,7 @@ function refillAfterClaim(deps: ActivityDeps, repo: string): void {
 }
 
 /** Removes the pool sandbox a session claimed, and its row; true if there was one. */
-async function dropClaimed(deps: ActivityDeps, input: Pick<ProvisionInput, 'sessionId' | 'generation'>) {
+async function dropClaimed(deps: SandboxDeps, input: Pick<ProvisionInput, 'sessionId' | 'generation'>) {
   if (input.generation) return false;
   const pools = new PoolRegistry(deps.db.pool);
   const claimed = await pools.claimedBy(input.sessionId);
@@ -300,26 +218,13 @@ async function dropClaimed(deps: ActivityDeps, input: Pick<ProvisionInput, 'sess
   return true;
 }
 
-/** The newest ready snapshot of a repo on this host whose image is still here. */
-export async function newestSnapshot(
-  deps: Pick<ActivityDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
-  repo: string,
-): Promise<SnapshotBuildRow | undefined> {
-  for (const row of await deps.snapshots.ready(repo, deps.hostId)) {
-    if (await deps.sandboxes.image(row.image!)) return row;
-    deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
-    await deps.snapshots.markRemoved(row.id);
-  }
-  return undefined;
-}
-
 /**
  * Whether the session must run setup before the agent: the repo is
  * registered and there is no snapshot (cold path; a build is started for
  * next time), or its setup inputs changed since the snapshot.
  */
 async function setupPlan(
-  deps: Pick<ActivityDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
+  deps: Pick<SandboxDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
   repo: string,
   mirror: string,
   commit: string,

@@ -1,4 +1,4 @@
-import type { ActivityDeps } from '../../activities/deps';
+import type { SandboxDeps } from './deps';
 import { LABELS } from '../docker';
 import { collectSnapshots } from './snapshot-build';
 import { POOL_LABEL, PoolRegistry } from '../pool-registry';
@@ -10,7 +10,7 @@ export interface Reaped {
   reason: string;
 }
 
-export function createReaperActivities(deps: ActivityDeps) {
+export function createReaperActivities(deps: SandboxDeps) {
   const { sandboxes, hostId, sessionIsRunning, log } = deps;
   return {
     /**
@@ -57,7 +57,7 @@ type Fate = { sessionId: string; reason?: string };
 /** Why a session's sandbox goes (its expiry passed, its session is closed), or undefined: it stays. */
 async function sandboxFate(
   container: Docker.ContainerInfo,
-  sessionIsRunning: ActivityDeps['sessionIsRunning'],
+  sessionIsRunning: SandboxDeps['sessionIsRunning'],
 ): Promise<Fate> {
   const sessionId = container.Labels[LABELS.session];
   const expires = Date.parse(container.Labels[LABELS.expires] ?? '');
@@ -78,7 +78,7 @@ async function poolSandboxFate(
   pools: PoolRegistry,
   name: string,
   container: Docker.ContainerInfo,
-  sessionIsRunning: ActivityDeps['sessionIsRunning'],
+  sessionIsRunning: SandboxDeps['sessionIsRunning'],
 ): Promise<Fate> {
   const row = await pools.get(name);
   if (!row) {

@@ -3,9 +3,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { REPO_CONFIG_FILE } from '../../workflows/repo-config';
 import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
-import type { ActivityDeps } from '../../activities/deps';
-import { copyWorkingTree, resolveRef, syncMirror } from '../../repos/mirror';
-import { repoFileSetup } from '../../activities/repo-policy';
+import type { SandboxDeps } from './deps';
+import { resolveRef, syncMirror } from '../../repos/mirror';
+import { copyWorkingTree } from './workspace';
+import { repoFileSetup } from '../../repos/config-file';
 import { tail } from './output';
 import { certificateProblem } from '../ca';
 import { nodeVersionProblem } from '../toolchains';
@@ -19,9 +20,9 @@ import {
   SNAPSHOT_LABELS,
   snapshotAuditId,
   snapshotImageTag,
-  type SetupEgressRule,
   type SnapshotBuildRow,
 } from '../snapshots';
+import { type SetupEgressRule } from '../../repos/registry';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
 const BUILD_LIMITS = {
@@ -71,7 +72,7 @@ export interface SnapshotBuildResult {
  * the environment images that newer ones replaced go the same way. Returns
  * the images removed.
  */
-export async function collectSnapshots(deps: ActivityDeps, repo: string, keep: number): Promise<string[]> {
+export async function collectSnapshots(deps: SandboxDeps, repo: string, keep: number): Promise<string[]> {
   const { sandboxes, snapshots, hostId, log } = deps;
   const removed: string[] = [];
   for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
@@ -87,7 +88,7 @@ export async function collectSnapshots(deps: ActivityDeps, repo: string, keep: n
   return [...removed, ...(await collectEnvironmentImages(deps, repo))];
 }
 
-export function createSnapshotActivities(deps: ActivityDeps) {
+export function createSnapshotActivities(deps: SandboxDeps) {
   const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
 
   const collect = (repo: string, keep: number) => collectSnapshots(deps, repo, keep);
@@ -229,7 +230,7 @@ function isFinal(err: unknown): boolean {
  * what it was built from, and its copy-on-write lower layers made on this host
  * now, so that no session start pays for them.
  */
-async function imageOfBuild({ sandboxes, hostId }: ActivityDeps, plan: SnapshotBuildPlan, tag: string) {
+async function imageOfBuild({ sandboxes, hostId }: SandboxDeps, plan: SnapshotBuildPlan, tag: string) {
   const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,
@@ -250,7 +251,7 @@ async function imageOfBuild({ sandboxes, hostId }: ActivityDeps, plan: SnapshotB
 
 /** A build's outcome in the audit trail, under the repo's snapshot audit id. */
 async function recordBuild(
-  audit: ActivityDeps['audit'],
+  audit: SandboxDeps['audit'],
   row: SnapshotBuildRow,
   extra: Record<string, unknown>,
 ): Promise<void> {

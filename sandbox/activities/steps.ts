@@ -16,14 +16,15 @@ import {
   SANDBOX_GATEWAY_SOCKET,
   type EgressProxy,
 } from '../egress';
-import { OutputOverCap, sandboxFault, type ExecResult } from '../docker';
+import { sandboxFault, type ExecResult } from '../docker';
+import { OutputOverCap } from '../../platform/output-cap';
 import { cliProgress } from '../../models/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../model-gateway';
 import { HELPER } from '../toolchains';
 import { GATEWAY_PORT, type AgentCliName } from '../../workflows/rules/agent-clis';
-import { recordEvent } from '../../activities/audit';
+import { recordEvent } from '../../store/audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
-import type { ActivityDeps } from '../../activities/deps';
+import type { SandboxDeps } from './deps';
 import { reportProgress } from '../../platform/heartbeat';
 import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
@@ -50,7 +51,7 @@ function describeCommand(step: ScriptStep): string {
  * the agent's own staging untouched.
  */
 export async function takeCheckpoint(
-  deps: { sandboxes: Pick<ActivityDeps['sandboxes'], 'exec'>; checkpoints: ActivityDeps['checkpoints'] },
+  deps: { sandboxes: Pick<SandboxDeps['sandboxes'], 'exec'>; checkpoints: SandboxDeps['checkpoints'] },
   at: CheckpointAt,
 ): Promise<void> {
   const taken = await deps.sandboxes.exec(
@@ -79,7 +80,7 @@ interface CheckpointAt {
 
 /** Saves a checkpoint taken in the sandbox (by takeCheckpoint, or by drydock-run after its step). */
 async function keepCheckpoint(
-  deps: { checkpoints: ActivityDeps['checkpoints'] },
+  deps: { checkpoints: SandboxDeps['checkpoints'] },
   at: CheckpointAt,
   taken: { ok: boolean; data: Buffer },
 ): Promise<void> {
@@ -88,7 +89,7 @@ async function keepCheckpoint(
   await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.data });
 }
 
-export function createStepActivities(deps: ActivityDeps) {
+export function createStepActivities(deps: SandboxDeps) {
   return {
     /**
      * Runs one script step; a retry waits for (or reads) the run already made,
@@ -141,7 +142,7 @@ interface StepRun {
 }
 
 /** Runs one script step (see runStep). */
-async function runStepOnce(deps: ActivityDeps, input: StepInput): Promise<StepRun> {
+async function runStepOnce(deps: SandboxDeps, input: StepInput): Promise<StepRun> {
   const { secrets } = deps;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
   if (missing.length) {
@@ -192,7 +193,7 @@ function stepCommand(step: ScriptStep): StepCommand {
  * has an allowlist, with `granted` secrets in its environment.
  */
 async function runCommand(
-  deps: ActivityDeps,
+  deps: SandboxDeps,
   input: StepInput,
   { command, env: own, stdin }: StepCommand,
   granted: Record<string, string>,
@@ -270,7 +271,7 @@ async function runCommand(
 }
 
 /** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
-async function openGatewayFor(deps: ActivityDeps, input: StepInput, socketPath: string): Promise<ModelGateway> {
+async function openGatewayFor(deps: SandboxDeps, input: StepInput, socketPath: string): Promise<ModelGateway> {
   const settings = deps.agentClis;
   if (!settings) {
     throw ApplicationFailure.nonRetryable(
@@ -292,7 +293,7 @@ async function openGatewayFor(deps: ActivityDeps, input: StepInput, socketPath: 
 
 /** The gateway's calls and refusals: to the artifact store and the audit trail (once per call, keyed by the step). */
 async function recordGatewayTo(
-  deps: ActivityDeps,
+  deps: SandboxDeps,
   input: StepInput,
   gateway: ModelGateway,
 ): Promise<Omit<GatewayResult, 'lastTool' | 'final'>> {
@@ -342,7 +343,7 @@ function runnerFailed(run: ExecResult, redactor: Redactor, egress: StepResult['e
 
 /** A command that ran to its exit code: its output (the end, bounded) to the artifact store, and the limit that stopped it, if any. */
 async function commandResult(
-  { artifacts, log, redactor }: ActivityDeps,
+  { artifacts, log, redactor }: SandboxDeps,
   input: StepInput,
   answer: RunOnceResult,
   egress: StepResult['egress'],
@@ -374,7 +375,7 @@ async function commandResult(
  * CLI) can be followed live; returns `running`'s result.
  */
 async function streamOutput<T>(
-  { sandboxes, artifacts, redactor }: Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
+  { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   to: { sessionId: string; sandbox: string; file: string; name: string },
   running: Promise<T>,
   cli?: AgentCliName,
@@ -429,7 +430,7 @@ async function streamOutput<T>(
 
 /** The step's egress log, to the artifact store; counts for the step's result. */
 async function recordEgressTo(
-  artifacts: ActivityDeps['artifacts'],
+  artifacts: SandboxDeps['artifacts'],
   input: StepInput,
   proxy: EgressProxy,
 ): Promise<StepResult['egress']> {

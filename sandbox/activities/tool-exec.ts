@@ -11,7 +11,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { OutputOverCap, STDOUT_CAP, type DockerSandboxes, type ExecOptions, type ExecResult } from '../docker';
+import { STDOUT_CAP, type DockerSandboxes, type ExecOptions, type ExecResult } from '../docker';
+import { OutputOverCap } from '../../platform/output-cap';
 import { HELPER } from '../toolchains';
 
 /** How long a new executor may take to say it is ready before the call falls back to exec. */

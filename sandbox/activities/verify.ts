@@ -3,7 +3,7 @@ import { XMLParser } from 'fast-xml-parser';
 import { egressDirOf } from '../egress';
 import type { BrowserResult, TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
-import type { ActivityDeps } from '../../activities/deps';
+import type { SandboxDeps } from './deps';
 import { LABELS, type ExecResult } from '../docker';
 import { HELPER, HELPERS_MOUNT } from '../toolchains';
 import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
@@ -83,7 +83,7 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
 
 /** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
 async function reportsWrittenDuring(
-  sandboxes: ActivityDeps['sandboxes'],
+  sandboxes: SandboxDeps['sandboxes'],
   sandbox: string,
   stepNonce: string,
 ): Promise<string[]> {
@@ -120,7 +120,7 @@ async function reportsWrittenDuring(
  * in the artifact store. Called by runStep once the step's result is known.
  */
 export async function readTestReport(
-  { sandboxes, artifacts, redactor }: Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
+  { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
 ): Promise<TestReport | undefined> {
   const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
@@ -154,7 +154,7 @@ const BROWSER_LIMITS = {
 };
 
 /** Starts the app in the sandbox; a retry finds the app it started (pid file) instead of starting a second one. */
-async function startApp(sandboxes: ActivityDeps['sandboxes'], sandbox: string, start: string, outDir: string) {
+async function startApp(sandboxes: SandboxDeps['sandboxes'], sandbox: string, start: string, outDir: string) {
   const out = await sandboxes.run(sandbox, [
     'sh',
     '-c',
@@ -190,7 +190,7 @@ function runnerResult(run: ExecResult): RunnerResult {
  * labelled with the same owner and expiry, so teardown and the reaper find
  * it. Removed afterwards, whatever happened.
  */
-async function inBrowserContainer<T>(deps: ActivityDeps, sandbox: string, work: (name: string) => Promise<T>) {
+async function inBrowserContainer<T>(deps: SandboxDeps, sandbox: string, work: (name: string) => Promise<T>) {
   const name = browserContainerName(sandbox);
   const info = await deps.sandboxes.docker.getContainer(sandbox).inspect();
   const labels = info.Config.Labels ?? {};
@@ -212,7 +212,7 @@ async function inBrowserContainer<T>(deps: ActivityDeps, sandbox: string, work: 
   }
 }
 
-export function createVerifyActivities(deps: ActivityDeps) {
+export function createVerifyActivities(deps: SandboxDeps) {
   const { sandboxes, artifacts, log, redactor } = deps;
 
   return inSandbox({
@@ -297,7 +297,7 @@ export function createVerifyActivities(deps: ActivityDeps) {
 }
 
 /** The end of the app's log, at most OUTPUT_CAPS.appLog of it; a cut start is said so. */
-async function appLogEnd(sandboxes: ActivityDeps['sandboxes'], sandbox: string, file: string): Promise<string> {
+async function appLogEnd(sandboxes: SandboxDeps['sandboxes'], sandbox: string, file: string): Promise<string> {
   const { bytes, what } = OUTPUT_CAPS.appLog;
   const read = await sandboxes.exec(sandbox, [
     'sh',

@@ -38,7 +38,7 @@ export default async function globalSetup(): Promise<void> {
   await ensureSearchAttributes(connection, 'default');
   await connection.close();
   const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../workflows'),
+    workflowsPath: require.resolve('../../workflows'),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
   await writeFile(path.join(dir, 'audit-key'), randomBytes(32).toString('hex'), { mode: 0o600 });
