@@ -13,8 +13,8 @@ import type { Command } from 'commander';
 import { loadDirectory } from '../identity/directory';
 import { isPersonName } from '../identity/names';
 import { PersonalTokens } from '../identity/personal-tokens';
-import type { Config } from '../lib/config';
-import { openDatabase } from '../lib/db';
+import type { Config } from '../platform/config';
+import { openDatabase } from '../store/db';
 import { durationMs } from '../workflows/input';
 
 export interface Login {

@@ -7,7 +7,7 @@
  */
 import type { Octokit } from '@octokit/rest';
 import type { TestReport } from '../workflows/api';
-import type { RepoRef } from '../lib/github-report';
+import type { RepoRef } from './writes';
 
 export const CHECK_NAME = 'drydock';
 

@@ -5,7 +5,7 @@
  * built once per server.
  */
 import type { Pool } from 'pg';
-import type { Config } from '../lib/config';
+import type { Config } from '../platform/config';
 import { loadDirectory, type Directory } from './directory';
 import { loadMachineTokens, type MachineTokens } from './machine-tokens';
 import type { Principal } from './names';

@@ -6,7 +6,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Config } from '../lib/config';
+import type { Config } from '../platform/config';
 import { machineName } from './names';
 
 export interface MachineTokens {

@@ -6,7 +6,7 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { scrub } from '../lib/scrub';
+import { scrub } from '../platform/scrub';
 
 /** How old a delivery's webhookTimestamp may be (Linear's advice: a minute). */
 export const LINEAR_REPLAY_WINDOW_MS = 60_000;

@@ -4,7 +4,7 @@
  * Reject buttons). Pure: unit-tested with Slack's documented payloads.
  */
 import { z } from 'zod';
-import { scrub } from '../lib/scrub';
+import { scrub } from '../platform/scrub';
 
 const id = z.string().regex(/^[A-Z0-9]{1,30}$/, 'a Slack id');
 const ts = z.string().regex(/^\d{1,12}\.\d{1,8}$/, 'a Slack message ts');

@@ -4,8 +4,8 @@
  * nonce in the Content-Security-Policy); everything else works without it.
  */
 import { html as diffToHtml, parse as parseDiff } from 'diff2html';
-import { reportRows, type Report } from '../lib/report';
-import type { SessionRow } from '../lib/sessions';
+import { reportRows, type Report } from '../store/pilot-report';
+import type { SessionRow } from '../platform/sessions';
 import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord, type Unanswered } from '../workflows/api';
 import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 
@@ -41,7 +41,9 @@ export function page(
 }
 
 export function loginPage(sso: boolean, message?: string): string {
-  const single = sso ? '<p><a class="button" id="sso" href="/auth/login">Sign in with single sign-on</a></p><p>or with a token:</p>' : '';
+  const single = sso
+    ? '<p><a class="button" id="sso" href="/auth/login">Sign in with single sign-on</a></p><p>or with a token:</p>'
+    : '';
   return page(
     'sign in',
     `<h1>Sign in</h1>${message ? `<p class="bad" id="message">${esc(message)}</p>` : ''}${single}

@@ -1,7 +1,7 @@
 /** Personal tokens for test people, issued in the suite's database as `drydock token issue` would. */
 import { Pool } from 'pg';
 import { PersonalTokens } from '../../identity/personal-tokens';
-import { migrate } from '../../lib/db';
+import { migrate } from '../../store/db';
 
 export async function personalTokens<P extends string>(...people: P[]): Promise<Record<P, string>> {
   const pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 1 });

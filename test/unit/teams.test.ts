@@ -15,7 +15,7 @@ import { issueEvent, linearSignatureMatches, linearTask, routeIssueEvent } from 
 import { statusMessage } from '../../slack/message';
 import { buttonValue, slackSessionId, splitRequest } from '../../slack/requests';
 import { checkSlackSignature, signSlackRequest } from '../../slack/signature';
-import { parseJUnit } from '../../activities/verify';
+import { parseJUnit } from '../../sandbox/activities/verify';
 import type { ThreadReport } from '../../workflows/session/threads';
 
 // Slack's worked example in "Verifying requests from Slack".

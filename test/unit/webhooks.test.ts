@@ -1,11 +1,11 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
 import { parseTokens, loadMachineTokens } from '../../identity/machine-tokens';
-import { loadConfig } from '../../lib/config';
-import { parseRepoList, repoNameOf, triggerSessionFor } from '../../lib/repos';
-import { routeGitHubEvent, signatureMatches } from '../../lib/webhooks';
-import { PAYLOADS, type PayloadEvent } from '../../lib/webhook-payloads';
-import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../github-examples';
+import { loadConfig } from '../../platform/config';
+import { parseRepoList, repoNameOf, triggerSessionFor } from '../../repos/registry';
+import { routeGitHubEvent, signatureMatches } from '../../github/webhooks';
+import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
+import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../support/github-examples';
 
 test("GitHub's known-answer vector verifies, and nothing else does", async () => {
   // From GitHub's docs, "Validating webhook deliveries".
@@ -192,7 +192,7 @@ test('DRYDOCK_REPOS entries are owner/name=<url>; a repo added without a name ge
   expect(repoNameOf('file:///repo.git')).toBe('file/repo');
 });
 
-test("API tokens map to machines, in a namespace of their own; a wrong or short token names no one and is never echoed", () => {
+test('API tokens map to machines, in a namespace of their own; a wrong or short token names no one and is never echoed', () => {
   const tokens = loadMachineTokens({ DRYDOCK_API_TOKENS: 'ci=aaaaaaaaaaaaaaaaaaaa,bob=bbbbbbbbbbbbbbbbbbbb' });
   expect(tokens.identify('aaaaaaaaaaaaaaaaaaaa')).toBe('machine:ci');
   expect(tokens.identify('bbbbbbbbbbbbbbbbbbbb')).toBe('machine:bob');

@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { FollowupRefused, sendFollowup } from '../../lib/sessions';
+import { FollowupRefused, sendFollowup } from '../../platform/sessions';
 import { SlackThreads } from '../../slack/client';
 import {
   appMention,

@@ -4,8 +4,8 @@
  * requester's identity, and where the session reports back. Started once per
  * signed request: a retry or a redelivery finds the same session.
  */
-import type { StartTrigger } from '../../lib/webhooks';
-import { startSession } from '../../lib/sessions';
+import type { StartTrigger } from '../../github/webhooks';
+import { startSession } from '../../platform/sessions';
 import { parseSessionInput, type NotifyTargets } from '../../workflows/input';
 import type { ServeContext } from '../http';
 import { recordDelivery, triggeredInput } from './webhooks';
