@@ -49,8 +49,6 @@ async function signedBody(ctx: ServeContext, req: IncomingMessage): Promise<Buff
   return body;
 }
 
-const ephemeral = (text: string): Answer => [200, { response_type: 'ephemeral', text }];
-
 function notMapped(user: string): string {
   return `<@${user}> is not anyone in drydock's identities file: ask the operator to add your Slack member id ${user}`;
 }
@@ -62,32 +60,43 @@ async function repoOf(ctx: ServeContext, channel: string, text: string) {
   return { repo: boundRepo(ctx.config.DRYDOCK_SLACK_CHANNELS, channel), task: whole };
 }
 
+/**
+ * A request to start a session, from a command or a mention: its person, its
+ * repo and task, then the session. Resolves with what to tell the person.
+ */
+async function startFromSlack(
+  ctx: ServeContext,
+  r: { user: string; channel: string; text: string; sessionId: string; thread?: string; source: string; usage: string },
+): Promise<{ started: boolean; say: string }> {
+  const person = ctx.identities.directory.personOf('slack', r.user);
+  if (!person) return { started: false, say: notMapped(r.user) };
+  const { repo, task } = await repoOf(ctx, r.channel, r.text);
+  if (!task) return { started: false, say: `Say what to do: ${r.usage} [owner/name] <task>` };
+  if (!repo)
+    return { started: false, say: `No repository is bound to this channel: name one, ${r.usage} owner/name <task>` };
+  const notify = { slack: { channel: r.channel, ...(r.thread ? { thread: r.thread } : {}) } };
+  const { sessionId, source } = r;
+  const started = await startFromChat(ctx, { sessionId, repo, task, requestedBy: person, source, notify }, sessionId);
+  if (!started.ok) return { started: false, say: `drydock did not start a session: ${started.reason}` };
+  return { started: true, say: `Session ${sessionId} on ${repo} is starting; its message follows it.` };
+}
+
 /** POST /slack/commands: `/drydock [owner/name] <task>`. Answered in the channel by the session's own message. */
 export async function slackCommand(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
   const body = await signedBody(ctx, req);
   const parsed = slashCommand.safeParse(Object.fromEntries(new URLSearchParams(body.toString('utf8'))));
   if (!parsed.success) throw new HttpError(422, `slash command: ${problemOf(parsed.error)}`);
   const c = parsed.data;
-  const person = ctx.identities.directory.personOf('slack', c.user_id);
-  if (!person) return ephemeral(notMapped(c.user_id));
-  const { repo, task } = await repoOf(ctx, c.channel_id, c.text);
-  if (!task) return ephemeral(`Say what to do: ${c.command} [owner/name] <task>`);
-  if (!repo) return ephemeral(`No repository is bound to this channel: name one, ${c.command} owner/name <task>`);
   const sessionId = slackSessionId(c.team_id, c.trigger_id);
-  const started = await startFromChat(
-    ctx,
-    {
-      sessionId,
-      repo,
-      task,
-      requestedBy: person,
-      source: `Slack ${c.command}`,
-      notify: { slack: { channel: c.channel_id } },
-    },
-    c.trigger_id,
-  );
-  if (!started.ok) return ephemeral(`drydock did not start a session: ${started.reason}`);
-  return ephemeral(`Session ${sessionId} on ${repo} is starting; its message in this channel follows it.`);
+  const { say } = await startFromSlack(ctx, {
+    user: c.user_id,
+    channel: c.channel_id,
+    text: c.text,
+    sessionId,
+    source: `Slack ${c.command}`,
+    usage: c.command,
+  });
+  return [200, { response_type: 'ephemeral', text: say }];
 }
 
 /** POST /slack/events: the URL check, mentions of the app and replies in a session's thread. */
@@ -103,9 +112,17 @@ export async function slackEvents(ctx: ServeContext, req: IncomingMessage): Prom
     const mention = appMention.safeParse(e.event);
     if (!mention.success) throw new HttpError(422, `app_mention: ${problemOf(mention.error)}`);
     const m = mention.data;
-    if (m.thread_ts)
-      return threadReply(ctx, { channel: m.channel, thread: m.thread_ts, ts: m.ts, user: m.user, text: m.text });
-    return startFromMention(ctx, e.team_id, m);
+    const reply = { channel: m.channel, ts: m.ts, user: m.user, text: m.text };
+    if (m.thread_ts) return threadReply(ctx, { ...reply, thread: m.thread_ts });
+    const sessionId = slackSessionId(e.team_id, m.channel, m.ts);
+    const { started, say } = await startFromSlack(ctx, {
+      ...reply,
+      sessionId,
+      thread: m.ts,
+      source: 'Slack mention',
+      usage: '@drydock',
+    });
+    return started ? [200, { sessionId }] : refusedInThread(threadsOf(ctx), m.channel, m.ts, say);
   }
   if (e.event.type === 'message') {
     const message = channelMessage.safeParse(e.event);
@@ -120,41 +137,6 @@ export async function slackEvents(ctx: ServeContext, req: IncomingMessage): Prom
     return threadReply(ctx, { channel: m.channel, thread: m.thread_ts, ts: m.ts, user: m.user, text: m.text });
   }
   return [200, { ignored: `event ${e.event.type}` }];
-}
-
-async function startFromMention(
-  ctx: ServeContext,
-  team: string,
-  m: { user: string; text: string; ts: string; channel: string },
-): Promise<Answer> {
-  const threads = threadsOf(ctx);
-  const person = ctx.identities.directory.personOf('slack', m.user);
-  if (!person) return refusedInThread(threads, m.channel, m.ts, notMapped(m.user));
-  const { repo, task } = await repoOf(ctx, m.channel, m.text);
-  if (!task) return refusedInThread(threads, m.channel, m.ts, 'Say what to do: @drydock [owner/name] <task>');
-  if (!repo)
-    return refusedInThread(
-      threads,
-      m.channel,
-      m.ts,
-      'No repository is bound to this channel: name one, @drydock owner/name <task>',
-    );
-  const sessionId = slackSessionId(team, m.channel, m.ts);
-  const started = await startFromChat(
-    ctx,
-    {
-      sessionId,
-      repo,
-      task,
-      requestedBy: person,
-      source: 'Slack mention',
-      notify: { slack: { channel: m.channel, thread: m.ts } },
-    },
-    `${m.channel}/${m.ts}`,
-  );
-  if (!started.ok)
-    return refusedInThread(threads, m.channel, m.ts, `drydock did not start a session: ${started.reason}`);
-  return [200, { sessionId }];
 }
 
 async function refusedInThread(threads: SlackThreads, channel: string, thread: string, text: string): Promise<Answer> {
