@@ -24,6 +24,7 @@ import {
   makeFixtureRepo,
   newSessionId,
   remoteHasBranch,
+  runCli,
   startServe,
   startSession,
   startStack,
@@ -43,6 +44,7 @@ const MODEL_KEY = 'sk-teams-0123456789abcdef';
 const CHANNEL = 'C0SHOP';
 const [ALICE, BOB, MALLORY] = ['U0ALICE', 'U0BOB', 'U0MALLORY'];
 const ALICE_LINEAR = '0b6d2f4e-1111-4aaa-8bbb-000000000001';
+const MACHINE_TOKEN = 'ci-machine-token-0123456789abcdef';
 
 const IDENTITIES = `people:
   alice:
@@ -137,6 +139,7 @@ beforeAll(async () => {
     DRYDOCK_HTTP_PORT: port,
     DRYDOCK_TRIGGER_SESSION: { ...TRIGGER, agent: { kind: 'openai', model: 'fake-1' } } as never,
     DRYDOCK_OIDC_ISSUER: provider.issuer,
+    DRYDOCK_API_TOKENS: `ci=${MACHINE_TOKEN}`,
     DRYDOCK_OIDC_CLIENT_ID: 'drydock-console',
     DRYDOCK_OIDC_CLIENT_SECRET: 'drydock-console-secret',
   });
@@ -265,6 +268,23 @@ describe('Slack', () => {
     expect(JSON.stringify(message.blocks)).not.toContain('"actions"');
     // Exactly one status message for the session, in the channel.
     expect(statusMessages().filter((m) => m.metadata?.event_payload.session_id === sessionId)).toHaveLength(1);
+  });
+
+  test("a mention starts a session whose message is in the mention's thread", async () => {
+    model.script([{ text: 'The README is fine as it is.' }]);
+    const sent = await slack.mention(chat.url, { user: ALICE, channel: CHANNEL, text: 'is the README fine?' });
+    expect(sent).toMatchObject({ status: 200, body: { sessionId: expect.stringMatching(/^slack-/) } });
+    const { sessionId } = sent.body;
+    toEnd.push(sessionId);
+    const mention = slack.messages.find((m) => m.user === ALICE && m.text.endsWith('is the README fine?'))!;
+    const final = (await stack.client.workflow.getHandle(sessionId).result()) as SessionStatus;
+    expect(final).toMatchObject({ phase: 'completed', requestedBy: 'alice', task: 'is the README fine?' });
+    const status = await until('the message shows the end', () =>
+      statusMessages().find(
+        (m) => m.metadata?.event_payload.session_id === sessionId && m.metadata?.event_payload.phase === 'completed',
+      ),
+    );
+    expect(status.thread_ts).toBe(mention.ts);
   });
 
   test('a forged or replayed Slack request answers 401 and starts nothing', async () => {
@@ -400,6 +420,29 @@ describe('one identity per person', () => {
       expect(issued).toMatchObject({ person: 'alice', token: expect.stringMatching(/^ddp_/) });
       const whoami = await fetch(`${chat.url}/api/whoami`, { headers: { authorization: `Bearer ${issued.token}` } });
       expect(await whoami.json()).toEqual({ name: 'alice', kind: 'person' });
+      // The CLI keeps it, and decides as alice through the server, whatever its OS user.
+      const cli = {
+        XDG_CONFIG_HOME: await mkdtemp(path.join(tmpdir(), 'drydock-cli-')),
+        DRYDOCK_USER: 'root-on-laptop',
+      };
+      const login = await runCli(['login', '--server', chat.url], cli, `${issued.token}\n`);
+      expect(login).toMatchObject({ code: 0, stdout: expect.stringContaining(`as alice`) });
+      const next = newSessionId('cli-login');
+      toEnd.push(next);
+      const second = await startSession(stack, next, {
+        repo: { url: repo.url },
+        task: 'say hello again',
+        agent: { steps: [{ run: 'echo hello >> README.md' }] },
+        verify: { test: 'sh check.sh' },
+        approval: { approvers: ['alice'] },
+      });
+      await waitForStatus(second, inPhase('awaiting_approval'), 120_000);
+      const approved = await runCli(['approve', next], cli);
+      expect(approved).toMatchObject({ code: 0, stdout: `approved push of ${next} as alice\n` });
+      expect(((await second.result()) as SessionStatus).decisions).toMatchObject([{ by: 'alice' }]);
+      // A machine's token names a machine.
+      const machine = await fetch(`${chat.url}/api/whoami`, { headers: { authorization: `Bearer ${MACHINE_TOKEN}` } });
+      expect(await machine.json()).toEqual({ name: 'machine:ci', kind: 'machine' });
     } finally {
       await context.close();
     }
