@@ -270,21 +270,27 @@ describe('Slack', () => {
     expect(statusMessages().filter((m) => m.metadata?.event_payload.session_id === sessionId)).toHaveLength(1);
   });
 
-  test("a mention starts a session whose message is in the mention's thread", async () => {
-    model.script([{ text: 'The README is fine as it is.' }]);
-    const sent = await slack.mention(chat.url, { user: ALICE, channel: CHANNEL, text: 'is the README fine?' });
+  test("a mention starts a session whose message is in the mention's thread; Reject ends it", async () => {
+    model.script([
+      { text: 'Adding it.', toolCalls: [{ name: 'run', arguments: { command: 'echo hello >> README.md' } }] },
+      { text: 'Done.' },
+    ]);
+    const sent = await slack.mention(chat.url, { user: ALICE, channel: CHANNEL, text: 'greet the reader' });
     expect(sent).toMatchObject({ status: 200, body: { sessionId: expect.stringMatching(/^slack-/) } });
     const { sessionId } = sent.body;
     toEnd.push(sessionId);
-    const mention = slack.messages.find((m) => m.user === ALICE && m.text.endsWith('is the README fine?'))!;
-    const final = (await stack.client.workflow.getHandle(sessionId).result()) as SessionStatus;
-    expect(final).toMatchObject({ phase: 'completed', requestedBy: 'alice', task: 'is the README fine?' });
-    const status = await until('the message shows the end', () =>
+    const mention = slack.messages.find((m) => m.user === ALICE && m.text.endsWith('greet the reader'))!;
+    const message = await until('the message waits for approval', () =>
       statusMessages().find(
-        (m) => m.metadata?.event_payload.session_id === sessionId && m.metadata?.event_payload.phase === 'completed',
+        (m) =>
+          m.metadata?.event_payload.session_id === sessionId && m.metadata?.event_payload.phase === 'awaiting_approval',
       ),
     );
-    expect(status.thread_ts).toBe(mention.ts);
+    expect(message.thread_ts).toBe(mention.ts);
+    await slack.click(chat.url, { user: ALICE, message, action: 'reject' });
+    const final = (await stack.client.workflow.getHandle(sessionId).result()) as SessionStatus;
+    expect(final).toMatchObject({ phase: 'rejected', requestedBy: 'alice', task: 'greet the reader' });
+    expect(final.decisions).toMatchObject([{ decision: 'reject', by: 'alice' }]);
   });
 
   test('a forged or replayed Slack request answers 401 and starts nothing', async () => {
