@@ -232,7 +232,7 @@ export const notifyTargets = z.strictObject({
         .string()
         .regex(/^\d{1,12}\.\d{1,8}$/, 'a Slack message ts')
         .optional()
-        .describe("The message in whose thread the status goes (an app mention); unset: a new message in the channel"),
+        .describe('The message in whose thread the status goes (an app mention); unset: a new message in the channel'),
     })
     .optional(),
   linear: z
