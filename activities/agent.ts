@@ -27,6 +27,7 @@ import { permanent } from '../sandbox/activities/container';
 import type { ActivityDeps } from './deps';
 import { tail } from '../sandbox/activities/output';
 import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
+import { sandboxOf, type ShellScript } from '../sandbox/handle';
 import { takeCheckpoint } from '../sandbox/activities/steps';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
 
@@ -160,6 +161,9 @@ interface StoredAnswer {
 
 type ToolCallRecord = Extract<AgentCall, { type: 'tool' }>;
 
+/** The repo's AGENTS.md, at most $1 bytes of it; exit 1 when there is none. */
+const READ_INSTRUCTIONS: ShellScript = { name: 'read', text: 'test -f AGENTS.md && head -c "$1" AGENTS.md' };
+
 const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
 export function createAgentActivities(deps: ActivityDeps) {
@@ -167,14 +171,8 @@ export function createAgentActivities(deps: ActivityDeps) {
   return {
     /** Writes the first two messages (system prompt with the repo's AGENTS.md, the task). */
     async startModelAgent(input: StartModelAgentInput): Promise<{ messageCount: number; instructions: boolean }> {
-      const found = await sandboxes
-        .exec(input.sandbox, [
-          'sh',
-          '-c',
-          'test -f AGENTS.md && head -c "$1" AGENTS.md',
-          'read',
-          String(MAX_INSTRUCTIONS),
-        ])
+      const found = await sandboxOf(sandboxes, input.sandbox)
+        .commands.script(READ_INSTRUCTIONS, [String(MAX_INSTRUCTIONS)])
         .catch(permanent);
       const instructions = found.exitCode === 0 ? found.stdout.toString() : undefined;
       await writeMessage(artifacts, input.sessionId, 0, {
@@ -477,16 +475,12 @@ async function finishToolCall(
 ): Promise<ToolCallRecord> {
   const { call } = at;
   // Through the executor too: a tool call and its checkpoint together cost no docker exec.
-  const exec = toolExecutors(deps.sandboxes);
-  await takeCheckpoint(
-    { ...deps, sandboxes: exec },
-    {
-      sandbox: input.sandbox,
-      sessionId: input.sessionId,
-      step: at.key,
-      baseCommit: input.checkpointBase,
-    },
-  );
+  await takeCheckpoint(deps, toolExecutors(deps.sandboxes).sandbox(input.sandbox), {
+    sandbox: input.sandbox,
+    sessionId: input.sessionId,
+    step: at.key,
+    baseCommit: input.checkpointBase,
+  });
   await writeMessage(deps.artifacts, input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
   await recordEvent(deps.audit, {
     sessionId: input.sessionId,

@@ -2,10 +2,10 @@
  * bench/exec: what one command in a sandbox costs, per call (median of RUNS
  * runs of EXEC_N calls in a row, in one hardened sandbox):
  *   docker exec      `docker exec <c> true` with the docker CLI: the baseline
- *   lib/sandbox      DockerSandboxes.exec(['true']): drydock's primitive (dockerode)
+ *   lib/sandbox      DockerProvider.exec(['true']): drydock's primitive (dockerode)
  *   drydock-run      runStep's one docker exec (drydock-run: the command, its exit
  *                    code, output and cgroup counters in one answer), with
- *                    sandbox/docker.ts, without Temporal
+ *                    sandbox/docker/provider.ts, without Temporal
  *   drydock step     drydock's runStep activity through Temporal, as a session's
  *                    script step runs (bench workflow `execSteps` on the worker's
  *                    host queue)
@@ -23,7 +23,8 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
-import { DockerSandboxes, LABELS } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
+import { LABELS } from '../sandbox/provider';
 import { HELPERS_MOUNT, Toolchains } from '../sandbox/toolchains';
 import { historyProfile } from './session';
 import { benchMain, startStack, tempDir } from './stack';
@@ -85,7 +86,7 @@ class PersistentShell {
 async function main(): Promise<string> {
   const activities: BenchActivities = { noop: async () => undefined };
   const stack = await startStack({ benchActivities: { ...activities } });
-  const sandboxes = new DockerSandboxes();
+  const sandboxes = new DockerProvider();
   const name = `drydock-bench-exec-${randomBytes(3).toString('hex')}`;
   const sessionId = `bench-exec-${randomBytes(3).toString('hex')}`;
   // Hardened like a session's sandbox (the input's default limits); removed by the stack's clean-up too.
@@ -105,9 +106,9 @@ async function main(): Promise<string> {
   });
   try {
     const dockerCli: Row = { name: '`docker exec <c> true` (docker CLI)', ms: [] };
-    const primitive: Row = { name: 'sandbox/docker.ts exec `true` (dockerode)', ms: [] };
+    const primitive: Row = { name: 'sandbox/docker/provider.ts exec `true` (dockerode)', ms: [] };
     const oneExec: Row = {
-      name: "runStep's one docker exec: drydock-run `true` with sandbox/docker.ts (no Temporal)",
+      name: "runStep's one docker exec: drydock-run `true` with sandbox/docker/provider.ts (no Temporal)",
       ms: [],
     };
     const tool: Row = { name: 'tool call: drydock-run `true` through drydock-exec (the persistent executor)', ms: [] };
@@ -217,7 +218,7 @@ async function main(): Promise<string> {
       '',
       ratioTable([
         { name: 'drydock step / docker exec', value: median(step.ms) / base, goal: { max: 1.2 } },
-        { name: 'sandbox/docker.ts exec / docker exec', value: median(primitive.ms) / base },
+        { name: 'sandbox/docker/provider.ts exec / docker exec', value: median(primitive.ms) / base },
         { name: "runStep's one exec (drydock-run) / docker exec", value: median(oneExec.ms) / base },
         { name: 'built-in-loop tool call / docker exec', value: median(tool.ms) / base, goal: { max: 0.3 } },
         { name: 'persistent shell (the floor) / docker exec', value: median(shell.ms) / base },

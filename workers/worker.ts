@@ -27,7 +27,7 @@ import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { DockerSandboxes } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -138,7 +138,7 @@ export function logUnhandledRejections(log: Logger): void {
 /** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
 async function startWorkerMetrics(
   config: Config,
-  read: { sandboxes: DockerSandboxes; pool: Pool },
+  read: { sandboxes: DockerProvider; pool: Pool },
   sdkMetricsUrl: string | undefined,
   log: Logger,
 ): Promise<Server | undefined> {
@@ -181,7 +181,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const activities = createActivities({
     db,

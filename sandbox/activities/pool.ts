@@ -15,6 +15,7 @@ import { sandboxEnvironment } from './environment';
 import { mirrorAt } from '../../repos/mirror';
 import type { SandboxDeps } from './deps';
 import { newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxOf } from '../handle';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
 export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
@@ -97,7 +98,7 @@ async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Prom
         limits: POOL_LIMITS,
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
       });
-      await prepareWorkspace(deps, name, { mark: true });
+      await prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true });
       await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
       added.push(name);
     } catch (err) {

@@ -8,7 +8,7 @@ import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound } from '../docker';
+import { SandboxNotFound } from '../provider';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -27,6 +27,7 @@ import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } fr
 import { PoolRegistry } from '../pool-registry';
 import { fillPool } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxOf } from '../handle';
 
 export function createProvisionActivities(deps: SandboxDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
@@ -88,7 +89,13 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
-    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark: false });
+    await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
+      mirror,
+      from: snapshot.commit!,
+      to: baseCommit,
+      behind,
+      mark: false,
+    });
   const created =
     !pooled &&
     (await createOwnedContainer(deps, {
@@ -105,8 +112,9 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
-  if (!pooled && (created || !(await isProvisioned(deps, name)))) {
-    await fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint });
+  const sandbox = sandboxOf(deps.sandboxes, name);
+  if (!pooled && (created || !(await isProvisioned(sandbox)))) {
+    await fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint });
   }
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,

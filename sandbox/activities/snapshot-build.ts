@@ -2,10 +2,11 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { REPO_CONFIG_FILE } from '../../workflows/repo-config';
-import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
+import { createOwnedContainer, sandboxName } from './container';
 import type { SandboxDeps } from './deps';
 import { resolveRef, syncMirror } from '../../repos/mirror';
-import { copyWorkingTree } from './workspace';
+import { copyWorkingTree, isProvisioned, markProvisioned } from './workspace';
+import { sandboxOf } from '../handle';
 import { repoFileSetup } from '../../repos/config-file';
 import { tail } from './output';
 import { certificateProblem } from '../ca';
@@ -137,10 +138,10 @@ export function createSnapshotActivities(deps: SandboxDeps) {
         expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
         limits: BUILD_LIMITS,
       });
-      const ready = await sandboxes.exec(sandbox, ['test', '-f', `${STATE_DIR}/provisioned`]);
-      if (ready.exitCode !== 0) {
-        await copyWorkingTree(deps, sandbox, mirror, commit);
-        await sandboxes.run(sandbox, ['sh', '-c', `mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`]);
+      const handle = sandboxOf(sandboxes, sandbox);
+      if (!(await isProvisioned(handle))) {
+        await copyWorkingTree(handle, mirror, commit);
+        await markProvisioned(handle);
       }
       log.info(
         { buildId: input.buildId, repo: input.repo, commit, sandboxId: sandbox, host: hostId },
