@@ -166,7 +166,10 @@ const READ_INSTRUCTIONS: ShellScript = { name: 'read', text: 'test -f AGENTS.md 
 
 const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
-export function createAgentActivities(deps: ActivityDeps) {
+/** What the built-in loop needs: the model settings, the sandbox for its tools, its stores. */
+type AgentDeps = Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'models' | 'redactor'>;
+
+export function createAgentActivities(deps: AgentDeps) {
   const { sandboxes, artifacts } = deps;
   return {
     /** Writes the first two messages (system prompt with the repo's AGENTS.md, the task). */
@@ -271,7 +274,7 @@ export function outputLimit(
 }
 
 /** See modelCall. */
-async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<ModelCallResult> {
+async function callModel(deps: AgentDeps, input: ModelCallInput): Promise<ModelCallResult> {
   const { artifacts, models, audit } = deps;
   const endpoint = allowedEndpoint(models, input);
   const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
@@ -411,7 +414,7 @@ async function askModel(
 }
 
 /** See runTool. */
-async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<ToolCallRecord> {
+async function runToolCall(deps: AgentDeps, input: ToolCallInput): Promise<ToolCallRecord> {
   const stored = await deps.artifacts.get(input.sessionId, messageName(input.assistantIndex));
   if (!stored) throw new Error(`message ${input.assistantIndex} of the conversation is missing`);
   const assistant = JSON.parse(stored.toString()) as ChatMessage;
@@ -467,7 +470,7 @@ interface ToolOutcome {
 
 /** Checkpoints the tree, writes the result the model will see, and returns what the workflow keeps. */
 async function finishToolCall(
-  deps: ActivityDeps,
+  deps: AgentDeps,
   input: ToolCallInput,
   at: { call: ToolCall; key: string; started: number },
   content: string,

@@ -99,7 +99,13 @@ async function isBundle(file: string): Promise<boolean> {
   }
 }
 
-export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: SandboxDeps) {
+export function createCommitActivities({
+  sandboxes,
+  artifacts,
+  mirrorsDir,
+  commitIdentity,
+  redactor,
+}: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'mirrorsDir' | 'commitIdentity' | 'redactor'>) {
   const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
   const unchanged = (input: CommitInput): CommitResult => ({
     commit: input.parent,

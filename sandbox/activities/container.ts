@@ -11,6 +11,12 @@ import { OutputOverCap } from '../../platform/output-cap';
 import type { SandboxDeps } from './deps';
 import type { ProvisionInput } from '../contract';
 
+/** What creating a drydock container needs. */
+export type ContainerDeps = Pick<
+  SandboxDeps,
+  'sandboxes' | 'egressRoot' | 'extraCaCerts' | 'runtime' | 'readonlyRoot' | 'hostId' | 'agentClis'
+>;
+
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
 
@@ -53,7 +59,7 @@ export interface OwnedContainer {
  * expiry; and the extra CA bundle when one is configured.
  */
 export async function createOwnedContainer(
-  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: SandboxDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: ContainerDeps,
   spec: OwnedContainer,
 ): Promise<boolean> {
   const egressDir = egressDirOf(egressRoot, spec.name);

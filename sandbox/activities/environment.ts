@@ -24,6 +24,9 @@ import type { SandboxDeps } from './deps';
 import type { ImageSummary } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 
+/** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
+export type EnvironmentDeps = Pick<SandboxDeps, 'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log'>;
+
 /** What a sandbox of the repo is made of. */
 export interface SandboxEnvironment {
   image: string;
@@ -43,7 +46,7 @@ export interface SandboxEnvironment {
 const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
 
 /** The repo's environment at `commit`; a problem with it fails permanently, naming the file. */
-export async function sandboxEnvironment(deps: SandboxDeps, mirror: string, commit: string, repo: string) {
+export async function sandboxEnvironment(deps: EnvironmentDeps, mirror: string, commit: string, repo: string) {
   try {
     return await environmentOf(deps, mirror, commit, repo);
   } catch (err) {
@@ -54,7 +57,7 @@ export async function sandboxEnvironment(deps: SandboxDeps, mirror: string, comm
 }
 
 async function environmentOf(
-  deps: SandboxDeps,
+  deps: EnvironmentDeps,
   mirror: string,
   commit: string,
   repo: string,
@@ -126,7 +129,7 @@ function usesPackageManager(packageJson: string | undefined): boolean {
 }
 
 /** The image's own PATH (the declared Node.js goes before it). */
-async function imagePath({ sandboxes }: SandboxDeps, image: string): Promise<string> {
+async function imagePath({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string> {
   const info = await sandboxes.image(image);
   if (!info) throw new Error(`no such image: ${image}`);
   const found = info.env.find((e) => e.startsWith('PATH='));
@@ -142,7 +145,7 @@ async function imagePath({ sandboxes }: SandboxDeps, image: string): Promise<str
  * replaced them yet. Returns the images removed.
  */
 export async function collectEnvironmentImages(
-  { sandboxes, snapshots, hostId, log }: SandboxDeps,
+  { sandboxes, snapshots, hostId, log }: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'hostId' | 'log'>,
   repo: string,
 ): Promise<string[]> {
   const kept = await snapshots.ready(repo, hostId);

@@ -9,7 +9,9 @@ export interface Reaped {
   reason: string;
 }
 
-export function createReaperActivities(deps: SandboxDeps) {
+export function createReaperActivities(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'db' | 'hostId' | 'hostQueue' | 'sessionIsRunning' | 'log'>,
+) {
   const { sandboxes, hostId, sessionIsRunning, log } = deps;
   return {
     /**

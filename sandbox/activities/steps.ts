@@ -83,7 +83,13 @@ async function keepCheckpoint(
   await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.data });
 }
 
-export function createStepActivities(deps: SandboxDeps) {
+/** What a step needs: the sandbox, the egress proxy and model gateway, the stores its results go to. */
+export type StepDeps = Pick<
+  SandboxDeps,
+  'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'secrets' | 'egressRoot' | 'agentClis' | 'redactor' | 'log'
+>;
+
+export function createStepActivities(deps: StepDeps) {
   return {
     /**
      * Runs one script step; a retry waits for (or reads) the run already made,
@@ -140,7 +146,7 @@ interface StepRun {
 }
 
 /** Runs one script step (see runStep). */
-async function runStepOnce(deps: SandboxDeps, input: StepInput): Promise<StepRun> {
+async function runStepOnce(deps: StepDeps, input: StepInput): Promise<StepRun> {
   const { secrets } = deps;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
   if (missing.length) {
@@ -191,7 +197,7 @@ function stepCommand(step: ScriptStep): StepCommand {
  * has an allowlist, with `granted` secrets in its environment.
  */
 async function runCommand(
-  deps: SandboxDeps,
+  deps: StepDeps,
   input: StepInput,
   { command, env: own, stdin }: StepCommand,
   granted: Record<string, string>,
@@ -269,7 +275,11 @@ async function runCommand(
 }
 
 /** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
-async function openGatewayFor(deps: SandboxDeps, input: StepInput, socketPath: string): Promise<ModelGateway> {
+async function openGatewayFor(
+  deps: Pick<StepDeps, 'agentClis' | 'log'>,
+  input: StepInput,
+  socketPath: string,
+): Promise<ModelGateway> {
   const settings = deps.agentClis;
   if (!settings) {
     throw ApplicationFailure.nonRetryable(
@@ -291,7 +301,7 @@ async function openGatewayFor(deps: SandboxDeps, input: StepInput, socketPath: s
 
 /** The gateway's calls and refusals: to the artifact store and the audit trail (once per call, keyed by the step). */
 async function recordGatewayTo(
-  deps: SandboxDeps,
+  deps: StepDeps,
   input: StepInput,
   gateway: ModelGateway,
 ): Promise<Omit<GatewayResult, 'lastTool' | 'final'>> {
@@ -341,7 +351,7 @@ function runnerFailed(run: ExecResult, redactor: Redactor, egress: StepResult['e
 
 /** A command that ran to its exit code: its output (the end, bounded) to the artifact store, and the limit that stopped it, if any. */
 async function commandResult(
-  { artifacts, log, redactor }: SandboxDeps,
+  { artifacts, log, redactor }: Pick<StepDeps, 'artifacts' | 'log' | 'redactor'>,
   input: StepInput,
   answer: RunOnceResult,
   egress: StepResult['egress'],

@@ -7,7 +7,14 @@ import type { SandboxDeps } from './deps';
 import { LABELS, SandboxNotFound, type ExecResult } from '../provider';
 import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { HELPER, HELPERS_MOUNT } from '../toolchains';
-import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
+import {
+  browserContainerName,
+  createOwnedContainer,
+  endStrayProcesses,
+  inSandbox,
+  STATE_DIR,
+  type ContainerDeps,
+} from './container';
 import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
@@ -186,7 +193,7 @@ function runnerResult(run: ExecResult): RunnerResult {
  * it. Removed afterwards, whatever happened.
  */
 async function inBrowserContainer<T>(
-  deps: SandboxDeps,
+  deps: VerifyDeps,
   sandbox: string,
   work: (browser: SandboxHandle) => Promise<T>,
 ): Promise<T> {
@@ -212,7 +219,11 @@ async function inBrowserContainer<T>(
   }
 }
 
-export function createVerifyActivities(deps: SandboxDeps) {
+/** What verification needs: the sandbox, a browser container beside it, the artifact store. */
+export type VerifyDeps = ContainerDeps &
+  Pick<SandboxDeps, 'baseImage' | 'toolsRoot' | 'egressRoot' | 'artifacts' | 'redactor' | 'log'>;
+
+export function createVerifyActivities(deps: VerifyDeps) {
   const { sandboxes, artifacts, log, redactor } = deps;
 
   return inSandbox({
