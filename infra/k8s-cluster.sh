@@ -100,7 +100,7 @@ ctr_() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
 alive() {
   local pid
   pid=$(cat "$RUN/$1.pid" 2>/dev/null) || return 1
-  [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR"
+  [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$DIR"
 }
 
 daemon() {
@@ -383,9 +383,10 @@ teardown() {
   if alive containerd; then remove_containers; fi
   local d pid
   for d in kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do stop "$d"; done
-  # A shim outlives containerd by design; each of this cluster's names its socket.
-  for pid in $(cat "$RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid 2>/dev/null); do
-    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$SOCK"; then kill -KILL "$pid"; fi
+  # A shim outlives containerd by design (and keeps no pid file): each of this
+  # cluster's names its containerd's socket, which no other process does.
+  for d in /proc/[0-9]*; do
+    if tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -qF -- "-address $SOCK "; then kill -KILL "${d#/proc/}" || true; fi
   done
   awk -v a="$DIR/" -v b="$RUN/" 'index($5, a) == 1 || index($5, b) == 1 { print $5 }' /proc/self/mountinfo \
     | sort -r | while read -r d; do umount -l "$d" 2>/dev/null || true; done
