@@ -7,7 +7,7 @@
  * session ends. A service being down never fails the session.
  */
 import { CancellationScope, condition, log, proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
+import type { SharedActivities } from '../../activities';
 import type { Action, Phase } from '../api';
 import type { SessionRun } from './state';
 
@@ -29,7 +29,7 @@ export interface ThreadReport {
 }
 
 /** Quick calls to a chat or tracker API: a few tries, then the session goes on without. */
-const services = proxyActivities<Activities>({
+const services = proxyActivities<SharedActivities>({
   startToCloseTimeout: '30s',
   retry: { maximumAttempts: 5, initialInterval: '1s', maximumInterval: '20s' },
 });
