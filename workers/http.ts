@@ -13,6 +13,7 @@ import type { Config } from '../platform/config';
 import type { GitHubSettings } from '../github/client';
 import type { Logger } from '../platform/log';
 import type { RepoLookupService } from '../repos/registry';
+import type { ReviewTimes } from '../review/review-time';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
 
@@ -43,6 +44,8 @@ export interface ServeContext {
   audit?: AuditTrail;
   /** The database of the report page. */
   pool?: Pool;
+  /** Where review time is kept (with the database). */
+  reviews?: ReviewTimes;
   /** Sessions by phase, for Prometheus (GET /metrics). */
   sessionMetrics: Registry;
 }

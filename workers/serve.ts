@@ -22,9 +22,11 @@ import { githubSettings } from '../github/client';
 import type { Logger } from '../platform/log';
 import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
+import { ReviewTimes } from '../review/review-time';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
+import { apiReviewTime } from './routes/review';
 import {
   artifact,
   consoleEvents,
@@ -64,6 +66,7 @@ export function createHandler(deps: ServeDeps) {
     github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
+    reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
@@ -118,6 +121,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     }
     if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/followups$/))) {
       return sendJson(res, ...(await apiFollowup(ctx, req, decodeURIComponent(match[1]), who)));
+    }
+    if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/review-time$/))) {
+      return sendJson(res, ...(await apiReviewTime(ctx, req, decodeURIComponent(match[1]), who)));
     }
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }

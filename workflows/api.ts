@@ -41,8 +41,23 @@ export interface DecisionInput {
   change?: string;
 }
 
+/**
+ * The decider's measured time on the change (docs/audit.md, review minutes):
+ * the console's review clock, or the CLI from its view to the decision.
+ */
+export interface ReviewTime {
+  ms: number;
+  via: 'console' | 'cli';
+}
+
 export interface DecideInput extends DecisionInput {
   decision: 'approve' | 'reject';
+  /**
+   * Set by drydock's console and CLI only; a signal's is dropped. Absent: the
+   * decision is unmeasured (made in the Temporal UI, by `temporal workflow
+   * signal`, or through the API without a view).
+   */
+  review?: ReviewTime;
 }
 
 export interface Decision extends DecideInput {
