@@ -124,6 +124,10 @@ export interface BrowserResult {
   screenshots: { path: string; screenshot?: string; message?: string }[];
   consoleErrors: string[];
   failedRequests: string[];
+  /** Artifact reference of the video of the whole check (WebM), when one was recorded. */
+  video?: string;
+  /** Why there is no video, when one was asked for. */
+  videoMessage?: string;
   /** The app's own output: the tail here, the whole in `appLog`. */
   appLogTail: string;
   appLog?: string;
@@ -293,6 +297,11 @@ export interface SessionStatus {
    */
   snapshot?: { image: string; commit: string; ageMs: number; behind?: number };
   agent?: AgentProgress;
+  /**
+   * The browser checks on the base, before the agent's change: the pages as
+   * they were, for before-and-after screenshots (none without verify.browser).
+   */
+  before?: BrowserResult;
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;

@@ -153,6 +153,22 @@ const BROWSER_LIMITS = {
   diskBytes: 1024 ** 3,
 };
 
+/** The workspace's state, one line per changed or untracked file (mkdir first: the state folder may be new). */
+const KEEP_STATUS = 'mkdir -p "$(dirname "$1")"; cd /workspace && git status --porcelain=v1 --untracked-files=all';
+
+/**
+ * Undoes what the app changed in the workspace since KEEP_STATUS: files it
+ * added are removed, tracked files it changed are restored (names git would
+ * quote are left: the change shows them to the reviewer).
+ */
+const UNDO_APP_WRITES = [
+  'cd /workspace || exit 0',
+  `${KEEP_STATUS.split('&& ')[1]} | grep -vxF -f "$1" | while IFS= read -r line; do`,
+  '  p=${line#???}',
+  '  case "$line" in "??"*) rm -rf -- "$p" ;; *) git checkout -q -- "$p" 2>/dev/null || true ;; esac',
+  'done; true',
+].join('\n');
+
 /** Starts the app in the sandbox; a retry finds the app it started (pid file) instead of starting a second one. */
 async function startApp(sandboxes: SandboxDeps['sandboxes'], sandbox: string, start: string, outDir: string) {
   const out = await sandboxes.run(sandbox, [
@@ -229,10 +245,18 @@ export function createVerifyActivities(deps: SandboxDeps) {
       sessionId: string;
       browser: BrowserCheck;
       readyTimeoutMs: number;
+      /** Names this run's artifacts (browser/<label>/…): "before" the agent's change, or the round's. */
+      label?: string;
+      /** Record a video of the check (Playwright's, within OUTPUT_CAPS.video). */
+      video?: boolean;
     }) {
       const { sandbox, sessionId, browser } = input;
+      const label = input.label ?? 'after';
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
+      // Before the agent's change, the workspace is the session's to be: what the app writes there is undone.
+      if (label === 'before')
+        await sandboxes.run(sandbox, ['sh', '-c', `${KEEP_STATUS} >"$1"`, 'status', `${outDir}.status`]);
       const pid = await startApp(sandboxes, sandbox, browser.start, outDir);
       // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
       const cleanNode = (home: string) => ({ env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${home}`] });
@@ -250,18 +274,24 @@ export function createVerifyActivities(deps: SandboxDeps) {
         const browsed = await inBrowserContainer(deps, sandbox, async (name) => {
           const run = await sandboxes.exec(
             name,
-            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT })],
+            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video })],
             cleanNode(BROWSER_OUT),
           );
           const result = runnerResult(run);
           const files = [
             ...result.checks.map((c) => c.screenshot),
             ...(result.screenshots as { file?: string }[]).map((s) => s.file),
+            result.video,
           ];
           for (const file of files.filter((f): f is string => Boolean(f))) {
-            const ref = await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, '');
+            const video = file === result.video;
+            const ref = await artifacts.put(
+              sessionId,
+              `browser/${label}/${video ? 'video.webm' : file.split('/').pop()}`,
+              '',
+            );
             // Straight to the artifact store on disk, never whole in memory.
-            const cap = { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
+            const cap = video ? OUTPUT_CAPS.video : { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
             await sandboxes.execToFile(name, ['cat', file], artifacts.pathOf(ref), cap);
             copies.push({ file, ref });
           }
@@ -274,7 +304,9 @@ export function createVerifyActivities(deps: SandboxDeps) {
       raw.failedRequests = boundMessages(raw.failedRequests);
       // The app, and whatever it started: nothing of it runs on while the change is exported.
       await endStrayProcesses(sandboxes, sandbox);
+      if (label === 'before') await sandboxes.run(sandbox, ['sh', '-c', UNDO_APP_WRITES, 'undo', `${outDir}.status`]);
       const copied = (file: string) => copies.find((c) => c.file === file)?.ref ?? file;
+      if (raw.video) raw.video = copied(raw.video);
       for (const check of raw.checks) {
         if (check.screenshot) check.screenshot = copied(check.screenshot);
       }
@@ -287,7 +319,7 @@ export function createVerifyActivities(deps: SandboxDeps) {
         url: browser.url,
         screenshots,
         appLogTail: tail(appLog, 1_000),
-        appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
+        appLog: await artifacts.put(sessionId, `browser/${label}/app.log`, appLog),
         durationMs: Date.now() - started,
       };
       log.info({ sessionId, sandboxId: sandbox, outcome: result.outcome }, 'browser verification');

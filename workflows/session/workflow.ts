@@ -16,6 +16,7 @@ import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { addTriggerContext, report } from './trigger';
+import { captureBefore } from './verify';
 
 export type { AgentLoop, ContinuedSession } from './state';
 
@@ -34,6 +35,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
           await addTriggerContext(run);
           await provision(run);
           await report(run, 'started');
+          await captureBefore(run);
           startAgent(run);
         }
         return agentRounds(run);
