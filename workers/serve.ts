@@ -31,6 +31,7 @@ import {
   artifact,
   consoleEvents,
   consoleList,
+  consoleScript,
   consoleSession,
   diffStylesheet,
   login,
@@ -129,6 +130,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
 
   if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
+  if ((match = is('GET', /^\/assets\/console\/([a-z-]+\.js)$/))) return consoleScript(res, match[1]);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage());
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
   if (is('POST', /^\/logout$/)) return logout(res);

@@ -1,5 +1,8 @@
 /** The rules of the review summary: what kind each changed file is, and what needs attention first. */
 import { attentionOf, changeKinds, kindOf, type ChangedFile, type WhatRan } from '../../review/change-kinds';
+import { testCasesOf } from '../../review/test-cases';
+import { whatRanOf } from '../../review/what-ran';
+import type { SessionStatus } from '../../workflows/api';
 
 const file = (path: string, extra: Partial<ChangedFile> = {}): ChangedFile => ({
   path,
@@ -100,4 +103,43 @@ test('a long list of files is cut, with the count of the rest', () => {
   expect(attentionOf(kinds, nothingRan, { failedTests: 0, failedChecks: 0 })[0].what).toBe(
     'dependency manifest: a/package.json, b/package.json, c/package.json and 2 more',
   );
+});
+
+test('verification per test: every case of the reports, failures first', () => {
+  const report = `<testsuites><testsuite name="s"><testcase classname="math" name="adds"/>
+<testcase classname="math" name="subtracts"><failure message="expected 1, got 3">trace</failure></testcase>
+<testcase name="later"><skipped/></testcase></testsuite></testsuites>`;
+  expect(testCasesOf([report, 'not xml <'])).toEqual([
+    { name: 'math › subtracts', outcome: 'failed', message: 'expected 1, got 3' },
+    { name: 'later', outcome: 'skipped' },
+    { name: 'math › adds', outcome: 'passed' },
+  ]);
+});
+
+test('what ran: commands, egress, secrets and each place a value was redacted', () => {
+  const s = {
+    timeline: [{ name: 'step 1: echo', outputTail: 'token [redacted] and [redacted]' }],
+    verification: { outputTail: 'ok' },
+    agent: { summary: 'done' },
+  } as unknown as SessionStatus;
+  const rows = [
+    { kind: 'command', data: { step: 'step-1', command: 'echo [redacted]', exitCode: 0, secrets: ['NPM_TOKEN'] } },
+    {
+      kind: 'command',
+      data: { step: 'agent-cli-1', command: 'claude', egress: { allowed: 2, refused: 1 }, hosts: ['a.example'] },
+    },
+  ];
+  expect(whatRanOf(rows, s, '+key=[redacted]\n')).toEqual({
+    commands: [
+      { step: 'step-1', command: 'echo [redacted]', exitCode: 0 },
+      { step: 'agent-cli-1', command: 'claude' },
+    ],
+    egress: { allowed: 2, refused: 1, hosts: ['a.example'] },
+    secrets: ['NPM_TOKEN'],
+    redactions: [
+      { where: 'the command of step-1', count: 1 },
+      { where: 'the output of step 1: echo', count: 2 },
+      { where: 'the diff', count: 1 },
+    ],
+  });
 });
