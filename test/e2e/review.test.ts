@@ -141,17 +141,19 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
     expect(await accessibilityProblems(page)).toEqual([]);
 
     // Comments on two lines (a scripted agent: each is its command), sent together as one review.
-    const comment = async (file: string, line: number, text: string) => {
-      await page
-        .locator(`#diff details.file[data-path="${file}"] .d2h-code-linenumber`)
-        .nth(line - 1)
-        .click();
+    const comment = async (file: string, text: string) => {
+      // The file's first added line: a click on its number opens the comment form at that line.
+      await page.locator(`#diff details.file[data-path="${file}"] td.d2h-code-linenumber.d2h-ins`).first().click();
       await page.fill(`#diff details.file[data-path="${file}"] .comment-body`, text);
       await page.click(`#diff details.file[data-path="${file}"] form.line-comment button[type=submit]`);
     };
-    await comment('calc.js', 1, 'echo "// reviewed" >> calc.js');
-    await comment('package-lock.json', 1, 'echo "checked the lockfile" > NOTES.md');
+    await comment('calc.js', 'echo "// reviewed" >> calc.js');
+    await comment('package-lock.json', 'echo "checked the lockfile" > NOTES.md');
     expect(await page.textContent('#pending-count')).toBe('2');
+    expect(await page.locator('#pending-comments li').allTextContents()).toEqual([
+      expect.stringMatching(/^calc\.js, line \d+: echo "\/\/ reviewed" >> calc\.js/),
+      expect.stringMatching(/^package-lock\.json, line 1: echo "checked the lockfile" > NOTES\.md/),
+    ]);
     await page.click('#followup-send');
     await page.waitForFunction(
       () => document.getElementById('followup-answer')?.textContent === 'accepted for round 2',

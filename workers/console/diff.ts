@@ -37,10 +37,11 @@ export function diffHtml(diff: string, opts: { id: string; commentable: boolean 
       const path = nameOf(file);
       const i = `${opts.id}-${n}`;
       const body = diffToHtml([file], { drawFileList: false, outputFormat: 'line-by-line', matching: 'none' });
+      // Beside the summary, not in it: a control inside a <summary> is not reachable on its own.
       const viewed = opts.commentable
-        ? ` <label class="viewed-box"><input type="checkbox" class="viewed" data-path="${esc(path)}"> viewed</label>`
+        ? `<label class="viewed-box"><input type="checkbox" class="viewed" data-path="${esc(path)}"> viewed</label>`
         : '';
-      return `<details open class="file" data-path="${esc(path)}"><summary tabindex="0"><code>${esc(title(file))}</code> <span class="add">+${file.addedLines}</span> <span class="del">−${file.deletedLines}</span>${viewed}</summary>${body}${opts.commentable ? commentForm(path, i) : ''}</details>`;
+      return `<div class="file-block" data-path="${esc(path)}">${viewed}<details open class="file" data-path="${esc(path)}"><summary><code>${esc(title(file))}</code> <span class="add">+${file.addedLines}</span> <span class="del">−${file.deletedLines}</span></summary>${body}${opts.commentable ? commentForm(path, i) : ''}</details></div>`;
     })
     .join('\n');
 }

@@ -23,7 +23,8 @@ pre{background:#f6f8fa;padding:.6rem;overflow:auto;max-height:32rem;white-space:
 img.shot,video.shot{max-width:100%;border:1px solid #ccc;margin:.3rem 0}button{font-size:1rem;margin:.15rem .5rem .15rem 0;padding:.3rem .9rem}
 header{display:flex;flex-wrap:wrap;gap:.5rem;justify-content:space-between;align-items:baseline}
 details.file{margin:.4rem 0}details.file>summary{cursor:pointer;padding:.2rem 0;overflow-wrap:anywhere}details.file.viewed>summary{opacity:.6}
-.scroll{overflow-x:auto}.d2h-file-wrapper{overflow-x:auto}.d2h-code-linenumber{cursor:pointer}
+.scroll{overflow-x:auto}.viewed-box{float:right;font-size:.85rem}
+:root{--d2h-dim-color:#595959;--d2h-ins-label-color:#0f5323;--d2h-del-label-color:#8a0c21;--d2h-change-label-color:#6a4a00;--d2h-moved-label-color:#2c5d91}.d2h-file-wrapper{overflow-x:auto}.d2h-code-linenumber{cursor:pointer}
 .attention .high{color:#a40e26;font-weight:600}.attention .medium{color:#7a4d00}.pair{display:grid;grid-template-columns:1fr 1fr;gap:.6rem}
 textarea,input[type=text]{max-width:100%;box-sizing:border-box}:focus-visible{outline:3px solid #0969da;outline-offset:2px}
 .keys{font-size:.85rem;color:#555}kbd{border:1px solid #bbb;border-radius:3px;padding:0 .25rem;font-size:.85rem}
@@ -71,7 +72,7 @@ export function listPage(rows: SessionRow[], who: string): string {
   const body = groups
     .map(
       ([phase, list]) => `<section data-phase="${esc(phase)}"><h2>${esc(phase.replace('_', ' '))} (${list.length})</h2>
-<div class="scroll"><table><tr><th>session</th><th>repo</th><th>task</th><th>started</th></tr>
+<div class="scroll" tabindex="0" role="region" aria-label="${esc(phase.replace('_', ' '))} sessions"><table><tr><th>session</th><th>repo</th><th>task</th><th>started</th></tr>
 ${list
   .map((r) => {
     const task = r.task.split('\n')[0].slice(0, 100);

@@ -70,7 +70,7 @@ ${roundsSection(s)}
 ${attachSection(s, extra.server)}
 <h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
 ${running}
-<h2>Timeline</h2><div class="scroll"><table id="timeline"><tr><th>step</th><th>phase</th><th>result</th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table></div>
+<h2>Timeline</h2><div class="scroll" tabindex="0" role="region" aria-label="timeline"><table id="timeline"><tr><th>step</th><th>phase</th><th>result</th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table></div>
 <h2>Decisions</h2><ul id="decisions">${decisionsList(s)}</ul>
 ${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
 ${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;

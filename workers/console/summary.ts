@@ -34,7 +34,7 @@ function touches(files: ChangedFile[]): string {
       `<tr data-kind="${kind}"><th scope="row">${label}</th><td>${kinds.byKind[kind].length ? codes(kinds.byKind[kind]) : 'none'}</td></tr>`,
   ).join('');
   return `<p id="size">${kinds.files} file(s), <span class="add">+${kinds.added}</span> <span class="del">−${kinds.deleted}</span></p>
-<div class="scroll"><table id="touches">${rows}</table></div>`;
+<div class="scroll" tabindex="0" role="region" aria-label="files by kind"><table id="touches">${rows}</table></div>`;
 }
 
 function ranList(ran: WhatRan): string {

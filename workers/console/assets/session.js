@@ -159,13 +159,14 @@
   }
 
   // ---- files marked viewed, per change ----
+  const fileOf = (box) => box.closest('.file-block').querySelector('details.file');
   const viewedKey = () => 'drydock-viewed:' + sessionKey + ':' + counting;
   const viewed = () => new Set(JSON.parse(localStorage.getItem(viewedKey()) || '[]'));
   function applyViewed() {
     const seen = viewed();
     for (const box of document.querySelectorAll('#diff input.viewed')) {
       box.checked = seen.has(box.dataset.path);
-      box.closest('details').classList.toggle('viewed', box.checked);
+      fileOf(box).classList.toggle('viewed', box.checked);
     }
   }
   function markViewed(box) {
@@ -173,7 +174,7 @@
     if (box.checked) seen.add(box.dataset.path);
     else seen.delete(box.dataset.path);
     localStorage.setItem(viewedKey(), JSON.stringify([...seen]));
-    const file = box.closest('details');
+    const file = fileOf(box);
     file.classList.toggle('viewed', box.checked);
     if (box.checked) file.open = false;
   }
@@ -196,7 +197,7 @@
     const actions = {
       j: () => goTo(1),
       k: () => goTo(-1),
-      v: () => file && file.querySelector('input.viewed')?.click(),
+      v: () => file && file.closest('.file-block')?.querySelector('input.viewed')?.click(),
       c: () => file && openComment(file),
       A: () => document.querySelector('button[data-decision=approve]:not(:disabled)')?.click(),
       R: () => document.querySelector('button[data-decision=reject]:not(:disabled)')?.click(),
