@@ -69,6 +69,12 @@ async function signedIn(opts: { width?: number } = {}): Promise<Page> {
   return page;
 }
 
+/** A folder for a walk-through's screenshots (DRYDOCK_REVIEW_SHOTS): each step of the review, full page. */
+const SHOTS = process.env.DRYDOCK_REVIEW_SHOTS;
+const shot = async (page: Page, name: string) => {
+  if (SHOTS) await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+};
+
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 /** axe-core's violations on the page, as "rule: target" lines (evaluated over CDP: the page's CSP allows no other script). */
@@ -139,6 +145,7 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
     expect(served.headers()['content-type']).toBe('video/webm');
     expect((await served.body()).subarray(0, 4)).toEqual(Buffer.from([0x1a, 0x45, 0xdf, 0xa3])); // EBML: a WebM file
     expect(await accessibilityProblems(page)).toEqual([]);
+    await shot(page, '1-summary-and-evidence');
 
     // Comments on two lines (a scripted agent: each is its command), sent together as one review.
     const comment = async (file: string, text: string) => {
@@ -150,6 +157,7 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
     await comment('calc.js', 'echo "// reviewed" >> calc.js');
     await comment('package-lock.json', 'echo "checked the lockfile" > NOTES.md');
     expect(await page.textContent('#pending-count')).toBe('2');
+    await shot(page, '2-two-line-comments');
     expect(await page.locator('#pending-comments li').allTextContents()).toEqual([
       expect.stringMatching(/^calc\.js, line \d+: echo "\/\/ reviewed" >> calc\.js/),
       expect.stringMatching(/^package-lock\.json, line 1: echo "checked the lockfile" > NOTES\.md/),
@@ -169,7 +177,7 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
   expect(second.rounds!.map((r) => r.round)).toEqual([1, 2]);
   const followups = await auditRows(id, 'followup');
   expect(followups).toHaveLength(1);
-  expect(followups[0].data.followups).toEqual([
+  expect(followups[0].data.followups).toMatchObject([
     {
       by: 'alice',
       steps: [{ run: 'echo "// reviewed" >> calc.js' }, { run: 'echo "checked the lockfile" > NOTES.md' }],
@@ -188,11 +196,12 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
       .evaluateAll((d) => d.map((e) => e.getAttribute('data-path')));
     expect(sinceFiles.sort()).toEqual(['NOTES.md', 'calc.js']);
     const added = await review.locator('#interdiff .d2h-ins .d2h-code-line-ctn').allTextContents();
-    expect(added).toEqual(['// reviewed', 'checked the lockfile']);
+    expect(added.sort()).toEqual(['// reviewed', 'checked the lockfile']);
     expect(await review.locator('#interdiff .d2h-del').count()).toBe(0);
     // Earlier rounds' decisions and comments beside the change.
     expect(await review.textContent('#rounds li[data-round="1"]')).toContain('comments that started round 2');
     expect(await accessibilityProblems(review)).toEqual([]);
+    await shot(review, '3-round-2-interdiff');
 
     // The keys: next and previous file, a file marked viewed, approval with the bound change.
     await review.locator('body').focus();
@@ -215,6 +224,7 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
     const sent = (await decided).postDataJSON();
     expect(sent).toMatchObject({ decision: 'approve', action: 'push', change: second.pendingApproval!.change });
     await review.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    await shot(review, '4-approved-from-the-keyboard');
   } finally {
     await review.close();
   }
@@ -240,6 +250,7 @@ test('at phone width the session page fits and passes the accessibility check', 
   try {
     await page.goto(`${serve.url}/sessions/${id}`);
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
+    await shot(page, '5-phone-width');
     expect(await accessibilityProblems(page)).toEqual([]);
   } finally {
     await page.close();
