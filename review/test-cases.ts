@@ -35,18 +35,26 @@ function caseOf(c: Node): TestCase {
 
 const ORDER = { failed: 0, skipped: 1, passed: 2 } as const;
 
+/**
+ * The test cases of one JUnit XML document (testsuites/testsuite/testcase, at
+ * any depth), in its order; undefined when it has no test suite. The
+ * verification's counts (sandbox/activities/verify.ts) are made from these too.
+ */
+export function junitCases(report: string): TestCase[] | undefined {
+  const doc = xml.parse(report) as Node;
+  const suites = suitesOf(doc.testsuites ?? { testsuite: doc.testsuite ?? [] });
+  return suites.length ? suites.flatMap((suite) => (suite.testcase ?? []).map(caseOf)) : undefined;
+}
+
 /** Every test case of the reports, failures first (then skipped, then passed), at most MAX_CASES. */
 export function testCasesOf(reports: string[]): TestCase[] {
   const cases: TestCase[] = [];
   for (const report of reports) {
-    let doc: Node;
     try {
-      doc = xml.parse(report) as Node;
+      cases.push(...(junitCases(report) ?? []));
     } catch {
-      continue; // a report that is not XML: its counts in status still tell
+      // a report that is not XML: its counts in status still tell
     }
-    const root: Node = doc.testsuites ?? { testsuite: doc.testsuite ?? [] };
-    for (const suite of suitesOf(root)) for (const c of suite.testcase ?? []) cases.push(caseOf(c));
   }
   return cases.sort((a, b) => ORDER[a.outcome] - ORDER[b.outcome]).slice(0, MAX_CASES);
 }

@@ -1,5 +1,5 @@
 import { rm } from 'node:fs/promises';
-import { XMLParser } from 'fast-xml-parser';
+import { junitCases } from '../../review/test-cases';
 import { egressDirOf } from '../egress';
 import type { BrowserResult, TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
@@ -14,15 +14,6 @@ import { OUTPUT_CAPS, tail } from './output';
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
 const USUAL_REPORT =
   /(^|\/)(junit[^/]*|TEST-[^/]*|[^/]*results?[^/]*)\.xml$|\/(test-results|test-reports|surefire-reports)\//i;
-
-const xml = new XMLParser({
-  ignoreAttributes: false,
-  attributeNamePrefix: '',
-  textNodeName: 'text',
-  isArray: (name) => ['testsuite', 'testcase'].includes(name),
-});
-
-type Node = Record<string, any>;
 
 /** Failing tests kept in status and history; the whole reports are in the artifact store. */
 const MAX_FAILURES = 50;
@@ -50,31 +41,15 @@ export function boundMessages(messages: unknown): string[] {
 /** Counts and failing tests of JUnit XML documents (testsuites/testsuite/testcase). */
 export function parseJUnit(documents: { file: string; content: string }[]): TestReport {
   const report: TestReport = { files: [], total: 0, passed: 0, failed: 0, skipped: 0, failures: [] };
-  const suitesOf = (node: Node): Node[] => [
-    ...((node.testsuite as Node[] | undefined) ?? []),
-    ...((node.testsuite as Node[] | undefined) ?? []).flatMap(suitesOf),
-  ];
   for (const { file, content } of documents) {
-    const doc = xml.parse(content) as Node;
-    const root: Node = doc.testsuites ?? { testsuite: doc.testsuite ?? [] };
-    const suites = suitesOf(root);
-    if (suites.length === 0) continue;
+    const cases = junitCases(content);
+    if (!cases) continue;
     report.files.push(file);
-    for (const testcase of suites.flatMap((s) => (s.testcase as Node[] | undefined) ?? [])) {
+    for (const c of cases) {
       report.total++;
-      const problem = testcase.failure ?? testcase.error;
-      if (problem !== undefined) {
-        report.failed++;
-        const first = Array.isArray(problem) ? problem[0] : problem;
-        const message = typeof first === 'string' ? first : (first?.message ?? first?.text ?? '');
-        const name = [testcase.classname, testcase.name].filter(Boolean).join(' › ');
-        if (report.failures.length < MAX_FAILURES) {
-          report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300) });
-        }
-      } else if (testcase.skipped !== undefined) {
-        report.skipped++;
-      } else {
-        report.passed++;
+      report[c.outcome]++;
+      if (c.outcome === 'failed' && report.failures.length < MAX_FAILURES) {
+        report.failures.push({ name: c.name, message: c.message ?? '' });
       }
     }
   }
