@@ -5,7 +5,7 @@ import type { SessionMetrics } from '../workflows/rules/metrics';
 import { approvalWait, decisionsUnmeasured, reviewTime } from '../platform/metrics';
 import { sessionReviewMs } from '../review/review-time';
 
-export function createAuditActivities({ audit, db }: ActivityDeps) {
+export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' | 'db'>) {
   return {
     /** An event the workflow itself witnessed: a verification result, a reviewer's decision. */
     async recordAudit(event: Omit<AuditInput, 'activityId' | 'attempt' | 'at'> & { at?: string }): Promise<void> {
