@@ -17,6 +17,7 @@ import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { startThreadReports } from './threads';
 import { addTriggerContext, report } from './trigger';
+import { captureBefore } from './verify';
 
 export type { AgentLoop, ContinuedSession } from './state';
 
@@ -36,6 +37,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
           await addTriggerContext(run);
           await provision(run);
           await report(run, 'started');
+          await captureBefore(run);
           startAgent(run);
         }
         return agentRounds(run);
