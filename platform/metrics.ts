@@ -38,6 +38,8 @@ export const reviewTime = new Histogram({
 export const decisionsUnmeasured = new Counter({
   name: 'drydock_decisions_unmeasured_total',
   help: 'Decisions made without a measured review time (a signal from the Temporal UI or CLI, the API without a view), counted when their session ends',
+  registers: [workerMetrics],
+});
 
 /**
  * The figures over time as counters (docs/pilot.md), recorded when a session
