@@ -2,6 +2,7 @@
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
+  WorkflowNotFoundError,
   WorkflowIdConflictPolicy,
   WorkflowIdReusePolicy,
   WorkflowUpdateFailedError,
@@ -20,6 +21,7 @@ import {
   type FollowupAccepted,
   type FollowupInput,
   type LastKnown,
+  type Phase,
   type SessionStatus,
   type Unanswered,
 } from '../workflows/api';
@@ -250,6 +252,18 @@ export async function sendFollowup(client: Client, id: string, input: FollowupIn
     if (err instanceof WorkflowUpdateFailedError) {
       throw new FollowupRefused((err.cause as Error | undefined)?.message ?? err.message);
     }
+    throw err;
+  }
+}
+
+/** What Temporal knows of a session: its phase (the search attribute it keeps), running or closed. */
+export async function sessionState(client: Client, sessionId: string): Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase }> {
+  try {
+    const described = await client.workflow.getHandle(sessionId).describe();
+    const phase = described.typedSearchAttributes.get(PHASE_ATTRIBUTE) as Phase | undefined;
+    return { state: described.status.name === 'RUNNING' ? 'running' : 'closed', ...(phase ? { phase } : {}) };
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return { state: 'missing' };
     throw err;
   }
 }

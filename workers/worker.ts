@@ -25,6 +25,7 @@ import type { Config } from '../platform/config';
 import { githubSettings } from '../github/client';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
+import { sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
 import { DockerProvider } from '../sandbox/docker/provider';
@@ -221,6 +222,12 @@ export async function createWorker(opts: {
     reviewLink: config.DRYDOCK_CONSOLE_URL
       ? (sessionId) => `${config.DRYDOCK_CONSOLE_URL!.replace(/\/$/, '')}/sessions/${encodeURIComponent(sessionId)}`
       : undefined,
+    operator: {
+      maxAttempts: config.DRYDOCK_MAX_ATTEMPTS,
+      pilotConcurrency: config.DRYDOCK_PILOT_CONCURRENCY,
+      rotateCommand: config.DRYDOCK_ROTATE_COMMAND,
+    },
+    sessionState: (sessionId) => sessionState(client, sessionId),
     sessionIsRunning: async (sessionId) => {
       try {
         return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';

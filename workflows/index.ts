@@ -1,4 +1,6 @@
 export { agentSession } from './session/workflow';
+export { agentAttempts } from './attempts';
+export { pilot } from './pilot/workflow';
 export { reapSandboxes } from './reaper';
 export { pullRequestClosed } from './pull-request';
 export { refreshSnapshot } from './snapshot';

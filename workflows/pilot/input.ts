@@ -5,7 +5,7 @@
  * (workflows/pilot.schema.json) is generated from this module.
  */
 import { z } from 'zod';
-import { scriptStep, sessionInputSchema } from '../input';
+import { problemsOf, scriptStep, sessionInputSchema } from '../input';
 
 /** A name that goes into session ids: lower-case letters, digits and "-". */
 const name = (max: number) =>
@@ -134,13 +134,5 @@ export type PilotConfiguration = z.infer<typeof pilotConfigurationSchema>;
 
 export function parsePilotInput(raw: unknown): { ok: true; input: PilotInput } | { ok: false; problems: string[] } {
   const parsed = pilotInputSchema.safeParse(raw);
-  if (parsed.success) return { ok: true, input: parsed.data };
-  return {
-    ok: false,
-    problems: parsed.error.issues.map((issue) => {
-      const field = issue.path.length ? issue.path.join('.') : '(input)';
-      const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-      return `${field}: ${issue.message}${keys}`;
-    }),
-  };
+  return parsed.success ? { ok: true, input: parsed.data } : { ok: false, problems: problemsOf(parsed.error) };
 }

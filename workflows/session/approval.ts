@@ -25,6 +25,7 @@ import { handsOn, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
+import { installAttemptHandlers, setAsideMessage } from './parent';
 import { report } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
@@ -90,6 +91,11 @@ export function installHandlers(run: SessionRun): void {
     },
   );
   installAttachHandlers(run);
+  installAttemptHandlers(run, (input) => {
+    const reason = refusal(run, input);
+    if (!reason) accept(run, input);
+    return reason;
+  });
   setHandler(pullRequestClosed, (closed) => {
     run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
   });
@@ -134,12 +140,14 @@ export async function gate(
   covers: Action[] = [],
 ): Promise<void> {
   if (run.followups.length > 0 || handsOn(run)) throw new FollowupArrived();
+  endIfSetAside(run);
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
     return;
   }
   const verdict = await awaitDecision(run, action, change, covers);
+  endIfSetAside(run);
   // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
   if (handsOn(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
@@ -159,6 +167,12 @@ export async function gate(
   }
   for (const also of covers) await run.note(`approval: ${also}`, `approved with ${action} by ${verdict.by}`);
   run.setPhase('publishing');
+}
+
+/** An attempt whose sibling was picked ends here, before anything is published. */
+function endIfSetAside(run: SessionRun): void {
+  const aside = run.status.setAside;
+  if (aside) throw new SessionEnd('cancelled', setAsideMessage(aside), 'not_picked');
 }
 
 /** Shows the change with its evidence, waits for a decision (or the timeout) and audits it. */
@@ -187,7 +201,10 @@ async function awaitDecision(
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
   await report(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run), timeoutMs);
+    const got = await condition(
+      () => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run) || run.status.setAside !== undefined,
+      timeoutMs,
+    );
     const verdict = run.verdicts.get(action);
     record.detail = verdict
       ? `${PAST[verdict.decision]} by ${verdict.by}`
@@ -195,7 +212,9 @@ async function awaitDecision(
         ? `superseded by a follow-up from ${run.followups[0].by}`
         : handsOn(run)
           ? `superseded: ${run.status.attached?.by ?? run.handEdits} attached to the sandbox`
-          : `no decision within ${input.approval.timeout}`;
+          : run.status.setAside
+            ? `set aside: ${run.status.setAside.by} picked ${run.status.setAside.picked}`
+            : `no decision within ${input.approval.timeout}`;
     record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
     return got && verdict !== undefined;
   });
