@@ -257,7 +257,10 @@ export async function sendFollowup(client: Client, id: string, input: FollowupIn
 }
 
 /** What Temporal knows of a session: its phase (the search attribute it keeps), running or closed. */
-export async function sessionState(client: Client, sessionId: string): Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase }> {
+export async function sessionState(
+  client: Client,
+  sessionId: string,
+): Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase }> {
   try {
     const described = await client.workflow.getHandle(sessionId).describe();
     const phase = described.typedSearchAttributes.get(PHASE_ATTRIBUTE) as Phase | undefined;
