@@ -10,7 +10,7 @@ import { sign } from '@octokit/webhooks-methods';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import type { ActivityDeps } from '../../activities/deps';
-import { createGitHubActivities, type ReportInput } from '../../activities/github';
+import { createGitHubActivities, type ProgressInput } from '../../activities/github';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyHash, routeGitHubEvent } from '../../github/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
@@ -392,7 +392,7 @@ describe('full loops', () => {
     const issue = ++issueNumber;
     const sessionId = `retried-${issue}`;
     const trigger = { repo: EXAMPLE_REPO, kind: 'issue' as const, issue, pullRequest: false };
-    const report = (stage: ReportInput['stage']) =>
+    const report = (stage: ProgressInput['stage']) =>
       env.run(reportToGitHub, { sessionId, trigger, stage, commit: head, pullRequestUrl: 'https://x/pull/9' });
     for (const stage of ['started', 'started', 'pull_request', 'pull_request', 'completed', 'completed'] as const) {
       await report(stage);

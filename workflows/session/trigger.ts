@@ -4,7 +4,7 @@
  * Sessions without a trigger skip both.
  */
 import { log } from '@temporalio/workflow';
-import type { ReportStage } from '../../activities/github';
+import type { ProgressStage } from '../../activities/github';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 
@@ -23,7 +23,7 @@ export async function addTriggerContext(run: SessionRun): Promise<void> {
 }
 
 /** Reports a stage to GitHub; GitHub being down never fails the session. */
-export async function report(run: SessionRun, stage: ReportStage): Promise<void> {
+export async function report(run: SessionRun, stage: ProgressStage): Promise<void> {
   const { trigger } = run.input ?? {};
   if (!trigger) return;
   const { status } = run;
