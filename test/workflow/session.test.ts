@@ -711,40 +711,6 @@ test("the settled input is the one the session runs: the repo file's test comman
   });
 });
 
-test('continue-as-new carries the agent loop: turns, messages and the sandbox go on in the next run', async () => {
-  const input = openai({ continueAsNewEvery: 2 });
-  const run = await runSession(harness, 'continue-as-new', input, {
-    modelCall: async ({ turn }) => modelAnswer(turn, turn < 5 ? [`run: step ${turn}`] : []),
-  });
-  const turn = (n: number) => [`modelCall ${n}`, `runTool ${n}`];
-  expect(run.calls).toEqual([
-    'repoPolicy',
-    'provisionSandbox',
-    'startModelAgent',
-    ...turn(1),
-    ...turn(2),
-    ...turn(3),
-    ...turn(4),
-    'modelCall 5',
-    'commitChanges',
-    'pushBranch',
-    ...TEARDOWN,
-  ]);
-  expect(run.args.modelCall.map((a) => (a as { messageCount: number }).messageCount)).toEqual([2, 4, 6, 8, 10]);
-  expect(run.status).toMatchObject({
-    phase: 'completed',
-    sandbox: { name: 'sandbox-0' },
-    agent: { runs: 3, turn: 5, steps: 4, stopReason: 'done', usage: { totalTokens: 600 } },
-  });
-  expect(run.status.timeline.filter((r) => r.name.startsWith('turn ')).map((r) => r.name)).toEqual([
-    'turn 1',
-    'turn 2',
-    'turn 3',
-    'turn 4',
-    'turn 5',
-  ]);
-});
-
 test('cancellation while awaiting approval still tears the sandbox down', async () => {
   const run = await runSession(harness, 'cancel', pushGate, {}, async (handle) => {
     await awaitApproval(handle, 'push');

@@ -74,8 +74,8 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
 /** One round of the agent's work; a spent budget ends the session or just the agent, as onExceeded says. */
 async function agentWorks(run: SessionRun): Promise<void> {
   const { agent } = run.input;
-  if (run.byHandRound) {
-    run.byHandRound = false;
+  if (run.nextChangeByHand) {
+    run.nextChangeByHand = false;
     // Had the agent finished on its own: a failed verification of the person's edits goes back to it.
     if (agent.kind !== 'script') run.status.agent!.stopReason = 'done';
     return;
@@ -101,7 +101,7 @@ async function agentWorks(run: SessionRun): Promise<void> {
 async function byHandNext(run: SessionRun, summary: string): Promise<void> {
   run.loop.round++;
   run.status.agent!.round = run.loop.round;
-  run.byHandRound = true;
+  run.nextChangeByHand = true;
   await run.note('verification failed', `${summary.split('\n')[0].slice(0, 200)}; verifying the edits by hand next`);
 }
 

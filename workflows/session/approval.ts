@@ -88,7 +88,10 @@ export function installHandlers(run: SessionRun): void {
   );
   installAttachHandlers(run);
   setHandler(pullRequestClosed, (closed) => {
-    run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
+    run.pullRequestClosed ??= {
+      merged: closed?.merged === true,
+      by: typeof closed?.by === 'string' ? closed.by : 'unknown',
+    };
   });
 }
 
@@ -185,7 +188,7 @@ async function awaitDecision(
       : run.followups.length > 0
         ? `superseded by a follow-up from ${run.followups[0].by}`
         : handsOn(run)
-          ? `superseded: ${run.status.attached?.by ?? run.handEdits} attached to the sandbox`
+          ? `superseded: ${run.status.attached?.by ?? run.uncommittedEditsBy} attached to the sandbox`
           : `no decision within ${input.approval.timeout}`;
     record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
     return got && verdict !== undefined;

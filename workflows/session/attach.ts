@@ -53,7 +53,7 @@ export async function handsOff(run: SessionRun): Promise<void> {
 
 /** Whether the change on display is not the sandbox's any more: someone is in it, or was since the commit. */
 export function handsOn(run: SessionRun): boolean {
-  return run.status.attached !== undefined || run.handEdits !== undefined;
+  return run.status.attached !== undefined || run.uncommittedEditsBy !== undefined;
 }
 
 /** At teardown: an attach still open ends with the sandbox, and is recorded. */
@@ -79,7 +79,7 @@ function begin(run: SessionRun, by: string): Attachment {
 async function end(run: SessionRun, by: string): Promise<Detached> {
   const attached = run.status.attached!;
   run.status.attached = undefined;
-  run.handEdits = attached.by;
+  run.uncommittedEditsBy = attached.by;
   const durationMs = Date.now() - Date.parse(attached.at);
   const n = (run.status.attaches = (run.status.attaches ?? 0) + 1);
   run.status.timeline.push({

@@ -60,7 +60,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
         ),
       );
       // A session parked for follow-ups removed its sandbox already; this drops its checkpoint.
-      if (sandbox && !status.removedSandboxes?.includes(sandbox.name)) run.removed(sandbox);
+      if (sandbox && !status.removedSandboxes?.includes(sandbox.name)) run.markRemoved(sandbox);
     } catch (err) {
       // The reaper removes what is left; the session still ends with its outcome.
       log.error('teardown failed', { error: describeError(err) });
@@ -83,7 +83,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
  * host timeout leaves its sandbox to its reaper.
  */
 export async function removeEarlier(run: SessionRun, onQueue?: string): Promise<void> {
-  const due = run.earlier.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
+  const due = run.sandboxesToRemove.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
   if (due.length === 0) return;
   await Promise.all(due.map((sandbox) => removeReplaced(run, sandbox)));
 }
@@ -98,7 +98,7 @@ async function removeReplaced(run: SessionRun, sandbox: Sandbox): Promise<void> 
         replaced: true,
       }),
     );
-    run.removed(sandbox);
+    run.markRemoved(sandbox);
   } catch (err) {
     log.warn('a replaced sandbox was not removed; its host reaper will', {
       sandbox: sandbox.name,

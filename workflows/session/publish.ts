@@ -47,7 +47,7 @@ export async function commitChange(run: SessionRun, sb: Sandbox): Promise<Commit
   const result = await onHost(sb).commitChanges({ sandbox: sb.name, ...changeSpec(run, sb) });
   run.committedIn = sb.name;
   // The edits made by hand before this commit are in it (unless someone attached during it).
-  if (!run.status.attached && run.status.attaches === attaches) run.handEdits = undefined;
+  if (!run.status.attached && run.status.attaches === attaches) run.uncommittedEditsBy = undefined;
   return result;
 }
 

@@ -74,14 +74,14 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
   await reprovision(run, lost, `re-provision: ${loss.why}`, async () => {
     // A live host removes the dead container now; a lost host's, once it answers again (or teardown's).
     if (loss.hostLost) {
-      run.earlier.push(lost);
+      run.deferRemoval(lost);
     } else {
       try {
         await teardownOn(lost).destroySandbox({ sessionId, generation: lost.generation, replaced: true });
-        run.removed(lost);
+        run.markRemoved(lost);
       } catch (err) {
         log.warn('the lost sandbox was not removed', { error: describeError(err) });
-        run.earlier.push(lost);
+        run.deferRemoval(lost);
       }
     }
   });
