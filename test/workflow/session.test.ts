@@ -623,7 +623,7 @@ test("budget with onExceeded 'fail': the session fails when the agent runs out o
   expect(run.status.timeline.at(-2)).toMatchObject({ name: 'agent stopped', detail: 'budget: 1 turns used' });
 });
 
-test('feedback round: the first verification fails, the model agent hears why and the second passes', async () => {
+test('feedback: the first verification fails, the model agent hears why and its second attempt passes', async () => {
   const input: SessionInputDraft = { ...openai({}), verify: { test: 'npm test' } };
   const run = await runSession(harness, 'feedback-round', input, {
     modelCall: async ({ turn }) => modelAnswer(turn, turn === 1 ? ['run: npm test'] : []),
@@ -671,9 +671,9 @@ test('feedback round: the first verification fails, the model agent hears why an
     phase: 'completed',
     verificationRounds: 2,
     verification: { passed: true, command: 'npm test', exitCode: 0 },
-    agent: { kind: 'openai', round: 2, turn: 3, stopReason: 'done', usage: { totalTokens: 360 } },
+    agent: { kind: 'openai', attempt: 2, turn: 3, stopReason: 'done', usage: { totalTokens: 360 } },
   });
-  expect(run.status.timeline.map((r) => r.name)).toContain('feedback: round 2');
+  expect(run.status.timeline.map((r) => r.name)).toContain('feedback: attempt 2');
 });
 
 test("the repo's configuration refuses: the session fails at once, naming why, before any sandbox", async () => {

@@ -20,11 +20,11 @@ import { checkFollowup } from '../rules/followup';
 import { durationMs } from '../input';
 import { refuseDecision } from '../rules/policy';
 import { describeVerification, screenshotsOf } from '../rules/verification';
-import { handsOn, installAttachHandlers } from './attach';
+import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
 const FOLLOWUP_IDS = 100;
@@ -127,7 +127,7 @@ export async function gate(
   change: CommitResult,
   covers: Action[] = [],
 ): Promise<void> {
-  if (run.followups.length > 0 || handsOn(run)) throw new FollowupArrived();
+  if (run.followups.length > 0 || editedByHand(run)) throw new FollowupArrived();
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
@@ -135,7 +135,7 @@ export async function gate(
   }
   const verdict = await awaitDecision(run, action, change, covers);
   // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
-  if (handsOn(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
+  if (editedByHand(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -179,18 +179,21 @@ async function awaitDecision(
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
-  await report(run, 'awaiting_approval');
+  await tellGitHub(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run), timeoutMs);
+    const got = await condition(
+      () => run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run),
+      timeoutMs,
+    );
     const verdict = run.verdicts.get(action);
     record.detail = verdict
       ? `${PAST[verdict.decision]} by ${verdict.by}`
       : run.followups.length > 0
         ? `superseded by a follow-up from ${run.followups[0].by}`
-        : handsOn(run)
+        : editedByHand(run)
           ? `superseded: ${run.status.attached?.by ?? run.uncommittedEditsBy} attached to the sandbox`
           : `no decision within ${input.approval.timeout}`;
-    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
+    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || editedByHand(run);
     return got && verdict !== undefined;
   });
   state.pendingApproval = undefined;

@@ -47,12 +47,12 @@ export function installAttachHandlers(run: SessionRun): void {
 }
 
 /** Waits while someone is attached: nothing runs in the sandbox under their hands. */
-export async function handsOff(run: SessionRun): Promise<void> {
+export async function awaitDetach(run: SessionRun): Promise<void> {
   if (run.status.attached) await condition(() => run.status.attached === undefined);
 }
 
-/** Whether the change on display is not the sandbox's any more: someone is in it, or was since the commit. */
-export function handsOn(run: SessionRun): boolean {
+/** Whether the change on display is not the sandbox's any more: someone is in it, or edited it since the commit. */
+export function editedByHand(run: SessionRun): boolean {
   return run.status.attached !== undefined || run.uncommittedEditsBy !== undefined;
 }
 

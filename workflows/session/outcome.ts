@@ -10,7 +10,7 @@ import { sessionMetricsOf } from '../rules/metrics';
 import { endAttach } from './attach';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** A session that ends with this outcome (and reason) rather than going on. */
 export class SessionEnd extends Error {
@@ -42,7 +42,7 @@ export function endEarly(run: SessionRun, err: unknown): Exclude<Outcome, 'compl
 
 /**
  * Removes the session's sandbox (by name when provisioning failed after
- * creating it) and every earlier one not removed yet, then records the
+ * creating it) and every replaced one not removed yet, then records the
  * outcome and the session's metrics, keeping the audit chain's seal in the
  * status (the workflow's result). Runs in a non-cancellable scope, so a
  * cancelled session still tears down.
@@ -65,9 +65,9 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
       // The reaper removes what is left; the session still ends with its outcome.
       log.error('teardown failed', { error: describeError(err) });
     }
-    await removeEarlier(run);
+    await removeReplaced(run);
     run.setPhase(outcome);
-    await report(run, outcome);
+    await tellGitHub(run, outcome);
     try {
       status.audit = await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
     } catch (err) {
@@ -82,13 +82,13 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
  * host that has just answered). A host that still does not answer within its
  * host timeout leaves its sandbox to its reaper.
  */
-export async function removeEarlier(run: SessionRun, onQueue?: string): Promise<void> {
+export async function removeReplaced(run: SessionRun, onQueue?: string): Promise<void> {
   const due = run.sandboxesToRemove.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
   if (due.length === 0) return;
-  await Promise.all(due.map((sandbox) => removeReplaced(run, sandbox)));
+  await Promise.all(due.map((sandbox) => removeReplacedSandbox(run, sandbox)));
 }
 
-async function removeReplaced(run: SessionRun, sandbox: Sandbox): Promise<void> {
+async function removeReplacedSandbox(run: SessionRun, sandbox: Sandbox): Promise<void> {
   const { sessionId } = run;
   try {
     await run.track(`remove ${sandbox.name}`, () =>

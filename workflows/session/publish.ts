@@ -12,7 +12,7 @@ import { gate, PAST } from './approval';
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** The agent as the commit's Drydock-Agent trailer names it. */
 function agentName(agent: SessionRun['input']['agent']): string {
@@ -112,7 +112,7 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
   });
-  await report(run, 'pull_request');
+  await tellGitHub(run, 'pull_request');
 }
 
 /** The pull request's description: what was asked, what changed, how it was checked, who approved. */

@@ -10,8 +10,8 @@ import { allHandlersFinished, CancellationScope, condition, log } from '@tempora
 import type { CommitResult } from '../../sandbox/contract';
 import { durationMs } from '../input';
 import { describeFollowups } from '../rules/followup';
-import { agentRounds } from './agents';
-import { handsOff } from './attach';
+import { workUntilVerified } from './agents';
+import { awaitDetach } from './attach';
 import { FollowupArrived } from './approval';
 import { describeError } from './outcome';
 import { anyHost, onHost, teardownOn } from './proxies';
@@ -130,10 +130,10 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
     });
   }
   run.setPhase('agent');
-  Object.assign(loop, { round: 1, startedAt: Date.now(), feedback: undefined, request: undefined });
-  Object.assign(status.agent!, { round: 1, stopReason: undefined });
+  Object.assign(loop, { attempt: 1, startedAt: Date.now(), feedback: undefined, request: undefined });
+  Object.assign(status.agent!, { attempt: 1, stopReason: undefined });
   if (run.nextChangeByHand) {
-    await handsOff(run); // the round's time starts at the detach
+    await awaitDetach(run); // the round's time starts at the detach
   } else if (input.agent.kind === 'script') {
     run.scriptSteps = taken.flatMap((f) => f.steps ?? []);
   } else {
@@ -142,7 +142,7 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
     else await addUserTurn(run, text);
   }
   log.info('follow-up round', { round, followups: taken.length });
-  return withinRoundTime(run, () => agentRounds(run));
+  return withinRoundTime(run, () => workUntilVerified(run));
 }
 
 /** The model loop hears the follow-up as the conversation's next user turn. */

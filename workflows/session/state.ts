@@ -41,8 +41,8 @@ export interface AgentLoop {
   messageCount: number;
   /** Messages before this index are compacted in the model's prompts (models/compaction.ts); grows only. */
   compactedBefore?: number;
-  /** 1, then one more for each failed verification fed back. */
-  round: number;
+  /** The agent's attempt at a change that passes verification: 1, then one more for each failed verification fed back. */
+  attempt: number;
   /** When the agent phase began (ms since the epoch, workflow time). */
   startedAt: number;
   /** The last failed verification, for an agent CLI's next prompt. */
@@ -134,7 +134,7 @@ export class SessionRun {
     const info = workflowInfo();
     this.status = continued?.status ?? firstStatus(this.sessionId, rawInput, info.startTime);
     this.sandbox = continued?.sandbox;
-    this.loop = continued?.loop ?? { turn: 0, messageCount: 0, round: 1, startedAt: 0 };
+    this.loop = continued?.loop ?? { turn: 0, messageCount: 0, attempt: 1, startedAt: 0 };
     this.sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
     this.sandboxesToRemove = [...(continued?.sandboxesToRemove ?? [])];
     this.followups = [...(continued?.followups ?? [])];

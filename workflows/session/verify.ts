@@ -7,20 +7,20 @@ import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { runScriptStep } from './steps';
 
-/** Verifies the change of this round, records it in status and the audit trail, and returns it. */
+/** Verifies the change of the agent's attempt, records it in status and the audit trail, and returns it. */
 export async function verify(run: SessionRun): Promise<Verification> {
-  const { round } = run.loop;
+  const { attempt } = run.loop;
   run.setPhase('verifying');
   const results: VerificationResults = {};
-  await runTests(run, round, results);
+  await runTests(run, attempt, results);
   await runBrowserChecks(run, results);
   const verification = { ...results, ...summarizeVerification(results, run.input.verify.browser?.start) };
   run.status.verification = verification;
-  run.status.verificationRounds = round;
+  run.status.verificationRounds = attempt;
   const { passed, summary, command, exitCode, report } = verification;
   await anyHost.recordAudit({
     sessionId: run.sessionId,
-    key: `${run.keyPrefix}verification-${round}`,
+    key: `${run.keyPrefix}verification-${attempt}`,
     kind: 'verification',
     actor: 'drydock',
     data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
@@ -28,12 +28,12 @@ export async function verify(run: SessionRun): Promise<Verification> {
   return verification;
 }
 
-async function runTests(run: SessionRun, round: number, results: VerificationResults): Promise<void> {
+async function runTests(run: SessionRun, attempt: number, results: VerificationResults): Promise<void> {
   const { test, timeout, junit } = run.input.verify;
   if (!test) return;
-  // Each round's verification is its own step (a step runs once per key).
-  const key = run.keyPrefix + (round === 1 ? 'verify' : `verify-${round}`);
-  const name = round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`;
+  // Each attempt's verification is its own step (a step runs once per key).
+  const key = run.keyPrefix + (attempt === 1 ? 'verify' : `verify-${attempt}`);
+  const name = attempt === 1 ? `verify: ${test}` : `verify: ${test} (attempt ${attempt})`;
   const testReport = junit ? { files: junit } : {};
   const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false, testReport });
   Object.assign(results, {
