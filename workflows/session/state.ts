@@ -1,7 +1,8 @@
 /**
  * The run state of one agent session: its status (what the `status` query
  * answers), its phase and timeline, and what the phases share. One object,
- * handed to every phase module, instead of variables shared by closures.
+ * handed to every phase module, instead of variables shared by closures; it
+ * also owns the hand-over to the session's next run (continue-as-new).
  */
 import {
   allHandlersFinished,
