@@ -64,7 +64,9 @@ export interface AgentLoop {
  * script agent (which never continues as new), `sandboxBusy` is 0,
  * `nextChangeByHand` was taken before the agent worked, `uncommittedEditsBy`
  * goes into the round's commit (made after the agent), and `startCommit`
- * served the first provisioning only.
+ * served the first provisioning only. The thread reports' loop (`phaseChanges`,
+ * `threadReports`, `reportsClosing`) is each run's own: the next run's reports
+ * the state it starts in, to the Slack message status.slackMessage names.
  */
 export interface ContinuedSession {
   status: SessionStatus;
@@ -126,6 +128,11 @@ export class SessionRun {
   uncommittedEditsBy?: string;
   /** The pull request was merged or closed: the session ends after the round under way. */
   pullRequestClosed?: PullRequestEnd;
+  /** Phase changes so far: the thread reports (threads.ts) follow it. */
+  phaseChanges = 0;
+  /** The loop reporting to Slack or Linear, and whether it should stop once it has caught up. */
+  threadReports?: Promise<void>;
+  reportsClosing = false;
 
   constructor(
     /** The input as given: a continued run starts from it again. */
@@ -177,6 +184,7 @@ export class SessionRun {
     if (held && phase !== 'attached') attached.during = phase;
     phase = held ? 'attached' : phase;
     this.status.phase = phase;
+    this.phaseChanges++;
     const repo = this.status.repo;
     upsertSearchAttributes([
       { key: PHASE_ATTRIBUTE, value: phase },

@@ -16,6 +16,7 @@ import { anyHost } from './proxies';
 import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
+import { startThreadReports } from './threads';
 import { addTriggerContext, tellGitHub } from './trigger';
 
 export type { AgentLoop, ContinuedSession } from './state';
@@ -27,6 +28,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   let outcome: Outcome = 'completed';
   try {
     await parse(run);
+    startThreadReports(run);
     if (!continued?.parked) {
       const change = await withinWallTime(run, async () => {
         if (continued) {
