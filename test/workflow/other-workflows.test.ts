@@ -108,6 +108,14 @@ const failureOf = (ended: Ended<unknown>) => ended.error?.cause;
 
 describe('refreshSnapshot', () => {
   const repo = 'https://github.com/acme/app.git';
+  /** The activities of a build that gets to its end, in order. */
+  const WHOLE_BUILD = [
+    'startSnapshotBuild@here',
+    'runStep@here',
+    'finishSnapshotBuild@here',
+    'fillPools@here',
+    'destroySandbox@here',
+  ];
   /** A build planned on the worker's own queue (the "host" the build runs on). */
   const planOn =
     (hostQueue: () => string): Activities['startSnapshotBuild'] =>
@@ -145,13 +153,7 @@ describe('refreshSnapshot', () => {
 
   test('builds on the host that planned it: setup as a step with the egress allowlist, the pool refilled, the build container removed', async () => {
     const ended = await runWorkflow<SnapshotBuildResult>('refreshSnapshot', { repo }, stubs());
-    expect(ended.calls).toEqual([
-      'startSnapshotBuild@here',
-      'runStep@here',
-      'finishSnapshotBuild@here',
-      'fillPools@here',
-      'destroySandbox@here',
-    ]);
+    expect(ended.calls).toEqual(WHOLE_BUILD);
     const [plan] = ended.args.startSnapshotBuild as { buildId: string }[];
     expect(ended.args.runStep).toEqual([
       {
@@ -218,25 +220,13 @@ describe('refreshSnapshot', () => {
         },
       }),
     );
-    expect(ended.calls).toEqual([
-      'startSnapshotBuild@here',
-      'runStep@here',
-      'finishSnapshotBuild@here',
-      'fillPools@here',
-      'destroySandbox@here',
-    ]);
+    expect(ended.calls).toEqual(WHOLE_BUILD);
     expect(ended.result).toMatchObject({ status: 'ready' });
   });
 
   test("a host's own schedule builds there, and gives up on a host that does not pick it up within 10 minutes", async () => {
     const ended = await runWorkflow<SnapshotBuildResult>('refreshSnapshot', { repo, hostQueue: HERE }, stubs());
-    expect(ended.calls).toEqual([
-      'startSnapshotBuild@here',
-      'runStep@here',
-      'finishSnapshotBuild@here',
-      'fillPools@here',
-      'destroySandbox@here',
-    ]);
+    expect(ended.calls).toEqual(WHOLE_BUILD);
     // The test server skips no time while an activity waits for a worker: the timeout is read from the history.
     expect(ended.scheduled[0]).toEqual({ call: 'startSnapshotBuild@here', scheduleToStartS: 600 });
     expect(ended.result).toMatchObject({ status: 'ready' });

@@ -17,13 +17,13 @@ export async function verify(run: SessionRun): Promise<Verification> {
   const verification = { ...results, ...summarizeVerification(results, run.input.verify.browser?.start) };
   run.status.verification = verification;
   run.status.verificationRounds = attempt;
-  const { passed, summary, command, exitCode, report } = verification;
+  const { passed, summary, command, exitCode, report: tests } = verification;
   await anyHost.recordAudit({
     sessionId: run.sessionId,
     key: `${run.keyPrefix}verification-${attempt}`,
     kind: 'verification',
     actor: 'drydock',
-    data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
+    data: { passed, summary, command, exitCode, tests: tests && { total: tests.total, failed: tests.failed } },
   });
   return verification;
 }
