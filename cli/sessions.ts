@@ -99,9 +99,11 @@ function indent(text: string): string {
     .join('\n');
 }
 
-export async function printStatus(client: Client, id: string, json: boolean): Promise<void> {
+/** Prints a session's status and returns it. */
+export async function printStatus(client: Client, id: string, json: boolean): Promise<SessionStatus> {
   const s = await getStatus(client, id);
   console.log(json ? JSON.stringify(s, null, 2) : formatStatus(s));
+  return s;
 }
 
 /**

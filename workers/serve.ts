@@ -25,10 +25,20 @@ import { githubSettings } from '../github/client';
 import type { Logger } from '../platform/log';
 import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
+import { ReviewTimes } from '../review/review-time';
 import { loginPage, tokensPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
-import { artifact, consoleEvents, consoleList, consoleSession, diffStylesheet, report } from './routes/console';
+import { apiReviewTime } from './routes/review';
+import {
+  artifact,
+  consoleEvents,
+  consoleList,
+  consoleScript,
+  consoleSession,
+  diffStylesheet,
+  report,
+} from './routes/console';
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
@@ -62,6 +72,7 @@ export function createHandler(deps: ServeDeps) {
     github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
+    reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
@@ -123,10 +134,14 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/followups$/))) {
       return sendJson(res, ...(await apiFollowup(ctx, req, decodeURIComponent(match[1]), who)));
     }
+    if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/review-time$/))) {
+      return sendJson(res, ...(await apiReviewTime(ctx, req, decodeURIComponent(match[1]), who)));
+    }
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }
 
   if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
+  if ((match = is('GET', /^\/assets\/console\/([a-z-]+\.js)$/))) return consoleScript(res, match[1]);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage(Boolean(ctx.identities.oidc)));
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
   if (is('POST', /^\/logout$/)) return logout(ctx, req, res);

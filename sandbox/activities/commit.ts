@@ -6,7 +6,16 @@
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
+import {
+  CHANGE_REF,
+  describeChange,
+  hasCommit,
+  mirrorOf,
+  sealChange,
+  type CommitSpec,
+  type GitIdentity,
+} from '../../repos/git';
+import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
 import { sandboxOf } from '../handle';
@@ -99,6 +108,26 @@ async function isBundle(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * A later round's change since each earlier round's commit, as the worker's
+ * git shows it (within the diff's cap), kept for the reviewer who saw that
+ * round (review/rounds.ts names them). A commit the mirror no longer has
+ * (another host made it) has no interdiff; the console says so.
+ */
+async function keepInterdiffs(
+  { artifacts, redactor }: Pick<SandboxDeps, 'artifacts' | 'redactor'>,
+  mirror: string,
+  input: CommitInput,
+  commit: string,
+): Promise<void> {
+  const { round, since } = input.interdiffs ?? { round: 1, since: [] };
+  for (const earlier of since) {
+    if (!(await hasCommit(mirror, earlier.commit))) continue;
+    const { diff } = await describeChange(mirror, earlier.commit, commit, OUTPUT_CAPS.changeDiff);
+    await artifacts.put(input.sessionId, roundDiffName(round, earlier.round), await redactor.large(diff));
+  }
+}
+
 export function createCommitActivities({
   sandboxes,
   artifacts,
@@ -131,6 +160,7 @@ export function createCommitActivities({
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
+            await keepInterdiffs({ artifacts, redactor }, mirror, input, commit);
             return {
               commit,
               changed: true,

@@ -129,6 +129,10 @@ export function createStepActivities(deps: StepDeps) {
           timedOut: result.timedOut,
           durationMs: Date.now() - started,
           artifact: result.artifact,
+          // What the reviewer's summary lists as what ran (names only: values never leave the worker).
+          ...(input.secrets?.length ? { secrets: input.secrets } : {}),
+          ...(result.egress ? { egress: { allowed: result.egress.allowed, refused: result.egress.refused } } : {}),
+          ...(input.egress?.length ? { hosts: input.egress.map((r) => r.host) } : {}),
         },
       });
       if (!input.testReport) return result;

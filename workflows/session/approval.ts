@@ -19,6 +19,7 @@ import {
 import { checkFollowup } from '../rules/followup';
 import { durationMs } from '../input';
 import { refuseDecision } from '../rules/policy';
+import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
 import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
@@ -37,6 +38,8 @@ export function installHandlers(run: SessionRun): void {
   const fromSignal = (decision: DecideInput['decision']) => (raw: unknown) => {
     // Signals are fire-and-forget from any client: anything malformed is recorded, never thrown.
     const input = { ...(raw !== null && typeof raw === 'object' ? raw : {}), decision } as DecideInput;
+    // Made elsewhere (the Temporal UI, `temporal workflow signal`): unmeasured, whatever it says.
+    delete input.review;
     const reason = refusal(run, input);
     if (reason) {
       log.warn('decision refused', { reason });
@@ -103,7 +106,13 @@ export class FollowupArrived extends Error {}
 
 function accept(run: SessionRun, input: DecideInput): Decision {
   // Bound to the change on display: a later change needs a new decision.
-  const decision: Decision = { ...input, change: run.status.pendingApproval!.change, at: new Date().toISOString() };
+  const { review, ...rest } = input;
+  const decision: Decision = {
+    ...rest,
+    ...(isReviewTime(review) ? { review: { ms: review.ms, via: review.via } } : {}),
+    change: run.status.pendingApproval!.change,
+    at: new Date().toISOString(),
+  };
   run.status.decisions.push(decision);
   run.verdicts.set(input.action, decision);
   return decision;
@@ -205,7 +214,13 @@ async function awaitDecision(
       kind: 'approval',
       actor: verdict.by,
       at: verdict.at,
-      data: { action, decision: verdict.decision, change: verdict.change, comment: verdict.comment },
+      data: {
+        action,
+        decision: verdict.decision,
+        change: verdict.change,
+        comment: verdict.comment,
+        review: verdict.review ?? 'unmeasured',
+      },
     });
   }
   return decided ? verdict : undefined;

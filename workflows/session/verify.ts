@@ -49,17 +49,39 @@ async function runTests(run: SessionRun, attempt: number, results: VerificationR
 async function runBrowserChecks(run: SessionRun, results: VerificationResults): Promise<void> {
   const { browser } = run.input.verify;
   if (!browser) return;
+  const { attempt } = run.loop;
+  // The artifacts' names: the round, and the agent's attempt in it after the first.
+  const label = `round-${run.status.round ?? 1}${attempt > 1 ? `-try-${attempt}` : ''}`;
+  results.browser = await browserRun(run, `browser: ${browser.url}`, label);
+}
+
+/**
+ * The browser checks on the base, before the agent changes anything: the
+ * pages as they were, beside the round's for the reviewer. Only evidence: an
+ * app that does not start on the base fails nothing.
+ */
+export async function captureBefore(run: SessionRun): Promise<void> {
+  const { browser } = run.input.verify;
+  if (!browser || run.status.before) return;
+  run.status.before = await browserRun(run, `browser before the change: ${browser.url}`, 'before', true);
+}
+
+/** One run of the browser checks (with a video), as a timeline step; `evidence`: its failure is no failure. */
+async function browserRun(run: SessionRun, name: string, label: string, evidence = false) {
+  const browser = run.input.verify.browser!;
   const readyTimeoutMs = durationMs(browser.readyTimeout);
-  results.browser = await run.track(`browser: ${browser.url}`, async (record) => {
+  return run.track(name, async (record) => {
     const result = await inSandbox(run, (sb) =>
       onHost(sb, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
         sandbox: sb.name,
         sessionId: run.sessionId,
         browser,
         readyTimeoutMs,
+        label,
+        video: true,
       }),
     );
-    record.ok = result.outcome === 'passed';
+    record.ok = evidence || result.outcome === 'passed';
     record.detail = `${result.outcome}, ${result.checks.filter((c) => c.ok).length}/${result.checks.length} checks`;
     return result;
   });

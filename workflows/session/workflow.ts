@@ -18,6 +18,7 @@ import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { startThreadReports } from './threads';
 import { addTriggerContext, tellGitHub } from './trigger';
+import { captureBefore } from './verify';
 
 export type { AgentLoop, ContinuedSession } from './state';
 
@@ -37,6 +38,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
           await addTriggerContext(run);
           await provision(run);
           await tellGitHub(run, 'started');
+          await captureBefore(run);
           startAgent(run);
         }
         return workUntilVerified(run);
