@@ -712,7 +712,7 @@ test("a review submitted on drydock's pull request: its line comments and body b
     stack,
     sessionId,
     scriptedSession(repo.url, 'say hello', 'echo hello >> README.md', {
-      requestedBy: 'Codertocat',
+      requestedBy: 'github:Codertocat',
       verify: { test: 'sh check.sh' },
       approval: { required: ['push'] },
     }),
@@ -748,8 +748,8 @@ test("a review submitted on drydock's pull request: its line comments and body b
     }
     const second = await waitForStatus(handle, (s) => s.round === 2 && s.phase === 'awaiting_approval', 120_000);
     expect(second.rounds!.map((r) => [r.round, r.by])).toEqual([
-      [1, 'Codertocat'],
-      [2, 'Codertocat'],
+      [1, 'github:Codertocat'],
+      [2, 'github:Codertocat'],
     ]);
     expect(second.timeline.filter((t) => /step \d+:/.test(t.name)).map((t) => t.name)).toEqual(
       expect.arrayContaining([
