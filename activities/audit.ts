@@ -1,3 +1,8 @@
+/**
+ * The audit trail and pilot metrics as activities: events the workflow itself
+ * witnessed (a verification result, a reviewer's decision), a pull request
+ * GitHub reports closed, and a session's row of metrics when it ends.
+ */
 import type { ActivityDeps } from './deps';
 import { recordEvent, type AuditInput } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';

@@ -28,7 +28,8 @@ import { createLogger, type Logger } from '../platform/log';
 import { sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { DockerProvider } from '../sandbox/docker/provider';
+import { hostProvider } from '../sandbox/host-provider';
+import type { SandboxProvider } from '../sandbox/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -139,7 +140,7 @@ export function logUnhandledRejections(log: Logger): void {
 /** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
 async function startWorkerMetrics(
   config: Config,
-  read: { sandboxes: DockerProvider; pool: Pool },
+  read: { sandboxes: SandboxProvider; pool: Pool },
   sdkMetricsUrl: string | undefined,
   log: Logger,
 ): Promise<Server | undefined> {
@@ -182,7 +183,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = hostProvider(config.DRYDOCK_DATA_DIR);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const deps: ActivityDeps = {
     db,

@@ -1,3 +1,4 @@
+/** The workflows a worker registers (bundled from here). */
 export { agentSession } from './session/workflow';
 export { agentAttempts } from './attempts';
 export { pilot } from './pilot/workflow';

@@ -1,3 +1,9 @@
+/**
+ * Verification's side in the sandbox: the JUnit reports a test step wrote,
+ * read back and parsed; and the browser check, which starts the app in the
+ * sandbox and drives Chromium from a companion container in its network
+ * namespace.
+ */
 import { rm } from 'node:fs/promises';
 import { junitCases } from '../../review/test-cases';
 import { egressDirOf } from '../egress';
@@ -20,7 +26,7 @@ import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
-const USUAL_REPORT =
+const USUAL_JUNIT_FILE =
   /(^|\/)(junit[^/]*|TEST-[^/]*|[^/]*results?[^/]*)\.xml$|\/(test-results|test-reports|surefire-reports)\//i;
 
 /** Failing tests kept in status and history; the whole reports are in the artifact store. */
@@ -65,7 +71,7 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
 }
 
 /** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
-async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
+async function junitWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
   const found = await sandbox.commands.exec([
     'find',
     '.',
@@ -90,7 +96,7 @@ async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): 
     .toString()
     .split('\n')
     .map((f) => f.replace(/^\.\//, ''))
-    .filter((f) => f && USUAL_REPORT.test(`/${f}`));
+    .filter((f) => f && USUAL_JUNIT_FILE.test(`/${f}`));
 }
 
 /**
@@ -98,12 +104,12 @@ async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): 
  * XML reports in the usual places written during the step; scrubbed, and kept
  * in the artifact store. Called by runStep once the step's result is known.
  */
-export async function readTestReport(
+export async function readJUnitResults(
   { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
 ): Promise<TestReport | undefined> {
   const sandbox = sandboxOf(sandboxes, input.sandbox);
-  const files = input.files ?? (await reportsWrittenDuring(sandbox, input.stepNonce));
+  const files = input.files ?? (await junitWrittenDuring(sandbox, input.stepNonce));
   const documents = [];
   for (const file of files) {
     const read = await sandbox.files.read(file, { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` });

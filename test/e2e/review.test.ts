@@ -27,8 +27,10 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { personalTokens } from '../support/identity';
 
-const ALICE = 'alice-token-0123456789abcdef';
+/** Alice's personal token (as `drydock token issue` makes it). */
+let ALICE: string;
 /** Shaped like a GitHub token: scrubbed from whatever the step prints. */
 const TOKEN = 'ghp_0123456789abcdefghijklmnopqrstuvwxyzAB';
 
@@ -40,7 +42,8 @@ const sessionsToEnd: string[] = [];
 
 beforeAll(async () => {
   stack = await startStack();
-  serve = await startServe(stack, { DRYDOCK_API_TOKENS: `alice=${ALICE}` });
+  ({ alice: ALICE } = await personalTokens('alice'));
+  serve = await startServe(stack);
   pool = new Pool({ connectionString: process.env.DATABASE_URL, max: 2 });
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',

@@ -10,7 +10,7 @@ import { sign } from '@octokit/webhooks-methods';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import type { ActivityDeps } from '../../activities/deps';
-import { createGitHubActivities, type ReportInput } from '../../activities/github';
+import { createGitHubActivities, type ProgressInput } from '../../activities/github';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyHash, routeGitHubEvent } from '../../github/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
@@ -392,7 +392,7 @@ describe('full loops', () => {
     const issue = ++issueNumber;
     const sessionId = `retried-${issue}`;
     const trigger = { repo: EXAMPLE_REPO, kind: 'issue' as const, issue, pullRequest: false };
-    const report = (stage: ReportInput['stage']) =>
+    const report = (stage: ProgressInput['stage']) =>
       env.run(reportToGitHub, { sessionId, trigger, stage, commit: head, pullRequestUrl: 'https://x/pull/9' });
     for (const stage of ['started', 'started', 'pull_request', 'pull_request', 'completed', 'completed'] as const) {
       await report(stage);
@@ -712,7 +712,7 @@ test("a review submitted on drydock's pull request: its line comments and body b
     stack,
     sessionId,
     scriptedSession(repo.url, 'say hello', 'echo hello >> README.md', {
-      requestedBy: 'Codertocat',
+      requestedBy: 'github:Codertocat',
       verify: { test: 'sh check.sh' },
       approval: { required: ['push'] },
     }),
@@ -748,8 +748,8 @@ test("a review submitted on drydock's pull request: its line comments and body b
     }
     const second = await waitForStatus(handle, (s) => s.round === 2 && s.phase === 'awaiting_approval', 120_000);
     expect(second.rounds!.map((r) => [r.round, r.by])).toEqual([
-      [1, 'Codertocat'],
-      [2, 'Codertocat'],
+      [1, 'github:Codertocat'],
+      [2, 'github:Codertocat'],
     ]);
     expect(second.timeline.filter((t) => /step \d+:/.test(t.name)).map((t) => t.name)).toEqual(
       expect.arrayContaining([

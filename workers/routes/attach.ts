@@ -17,7 +17,8 @@ import {
   requestAttach,
   requestDetach,
 } from '../../sandbox/attach';
-import type { DockerProvider } from '../../sandbox/docker/provider';
+import { sandboxOf } from '../../sandbox/handle';
+import type { SandboxProvider } from '../../sandbox/provider';
 import { header, HttpError, type ServeContext } from '../http';
 
 const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;
@@ -30,7 +31,7 @@ export function isAttachUpgrade(req: IncomingMessage): boolean {
 
 export async function attachUpgrade(
   ctx: ServeContext,
-  sandboxes: DockerProvider,
+  sandboxes: SandboxProvider,
   req: IncomingMessage,
   socket: Duplex,
 ): Promise<void> {
@@ -40,7 +41,7 @@ export async function attachUpgrade(
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     await requestAttach(ctx.client, id, by);
     attachedAs = { id, by };
-    const shell = await sandboxes.shell(name, size);
+    const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${ATTACH_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
     ctx.log.info({ sessionId: id, by, sandbox: name }, 'attached through serve');
     await bridgeShell(socket, shell);

@@ -21,12 +21,12 @@ import { durationMs } from '../input';
 import { refuseDecision } from '../rules/policy';
 import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
-import { handsOn, installAttachHandlers } from './attach';
+import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 import { installAttemptHandlers, setAsideMessage } from './parent';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
 const FOLLOWUP_IDS = 100;
@@ -97,7 +97,10 @@ export function installHandlers(run: SessionRun): void {
     return reason;
   });
   setHandler(pullRequestClosed, (closed) => {
-    run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
+    run.pullRequestClosed ??= {
+      merged: closed?.merged === true,
+      by: typeof closed?.by === 'string' ? closed.by : 'unknown',
+    };
   });
 }
 
@@ -139,7 +142,7 @@ export async function gate(
   change: CommitResult,
   covers: Action[] = [],
 ): Promise<void> {
-  if (run.followups.length > 0 || handsOn(run)) throw new FollowupArrived();
+  if (run.followups.length > 0 || editedByHand(run)) throw new FollowupArrived();
   endIfSetAside(run);
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
@@ -149,7 +152,7 @@ export async function gate(
   const verdict = await awaitDecision(run, action, change, covers);
   endIfSetAside(run);
   // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
-  if (handsOn(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
+  if (editedByHand(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -199,10 +202,11 @@ async function awaitDecision(
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
-  await report(run, 'awaiting_approval');
+  await tellGitHub(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
     const got = await condition(
-      () => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run) || run.status.setAside !== undefined,
+      () =>
+        run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run) || run.status.setAside !== undefined,
       timeoutMs,
     );
     const verdict = run.verdicts.get(action);
@@ -210,12 +214,12 @@ async function awaitDecision(
       ? `${PAST[verdict.decision]} by ${verdict.by}`
       : run.followups.length > 0
         ? `superseded by a follow-up from ${run.followups[0].by}`
-        : handsOn(run)
-          ? `superseded: ${run.status.attached?.by ?? run.handEdits} attached to the sandbox`
+        : editedByHand(run)
+          ? `superseded: ${run.status.attached?.by ?? run.uncommittedEditsBy} attached to the sandbox`
           : run.status.setAside
             ? `set aside: ${run.status.setAside.by} picked ${run.status.setAside.picked}`
             : `no decision within ${input.approval.timeout}`;
-    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
+    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || editedByHand(run);
     return got && verdict !== undefined;
   });
   state.pendingApproval = undefined;
