@@ -26,6 +26,7 @@ import {
   type Unanswered,
 } from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
+import { asksForAttempts, followupTarget, startAttempts } from './attempts';
 import { redactUrl } from '../workflows/rules/repo-url';
 
 export const PHASES: readonly string[] = [...RUNNING_PHASES, ...OUTCOMES];
@@ -60,6 +61,7 @@ export interface StartOptions {
 export async function startSession(client: Client, input: SessionInputDraft, opts: StartOptions): Promise<void> {
   const reuse = opts.ifExists === 'reuse';
   try {
+    if (asksForAttempts(input)) return await startAttempts(client, input, opts);
     await client.workflow.start(WORKFLOW_TYPE, {
       workflowId: opts.sessionId,
       taskQueue: opts.taskQueue,
@@ -244,9 +246,12 @@ export class FollowupRefused extends Error {
  * WorkflowNotFoundError.
  */
 export async function sendFollowup(client: Client, id: string, input: FollowupInput): Promise<FollowupAccepted> {
+  // Parallel attempts: the follow-up goes to the attempt picked.
+  const target = await followupTarget(client, id);
+  if (typeof target !== 'string') throw new FollowupRefused(target.refused);
   try {
     return await client.workflow
-      .getHandle(id)
+      .getHandle(target)
       .executeUpdate(followup, { args: [input], ...(input.id ? { updateId: `followup-${input.id}` } : {}) });
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {

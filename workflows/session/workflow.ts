@@ -118,7 +118,7 @@ async function parse(run: SessionRun): Promise<void> {
  * session that publishes nothing (the decision is what it is for).
  */
 function decidedAnyway(input: SessionInput): Action[] {
-  return !input.publish.push || input.attemptOf ? ['push'] : [];
+  return input.publish.push === false || input.attemptOf ? ['push'] : [];
 }
 
 const isInvalidInput = (err: unknown) =>
