@@ -11,6 +11,8 @@ import type { Phase } from '../workflows/api';
 import type { ActivityDeps } from './deps';
 import { deployEnv } from './publish';
 import { tail } from '../sandbox/activities/output';
+import { sweepEscapedDefects } from '../figures/defects';
+import { octokitFor } from '../github/client';
 
 /** A session as Temporal knows it: not started, running in a phase, or closed with an outcome. */
 export type KnownSession =
@@ -26,7 +28,9 @@ export interface PilotSessionRow {
   faults: string[];
 }
 
-export function createPilotActivities(deps: Pick<ActivityDeps, 'db' | 'audit' | 'operator' | 'sessionState' | 'log'>) {
+export function createPilotActivities(
+  deps: Pick<ActivityDeps, 'db' | 'audit' | 'operator' | 'sessionState' | 'github' | 'defectWindowMs' | 'log'>,
+) {
   const { db, audit, log } = deps;
   const operator = deps.operator ?? { maxAttempts: 4, pilotConcurrency: 4 };
   return {
@@ -67,6 +71,18 @@ export function createPilotActivities(deps: Pick<ActivityDeps, 'db' | 'audit' | 
       );
       log.warn({ sessionId: input.sessionId, exitCode: ran.code }, 'fault on purpose: credentials rotated');
       return { rotated: ran.code === 0, detail: `exit ${ran.code}: ${tail(ran.output, 300).trim()}` };
+    },
+
+    /** Merged drydock changes searched for escaped defects (the hourly schedule's run). */
+    async sweepEscapedDefects(): Promise<{ searched: number; found: number }> {
+      const github = deps.github;
+      const { searched, found } = await sweepEscapedDefects({
+        pool: db.pool,
+        octokitFor: (owner, repo) => octokitFor(github, owner, repo, { contents: 'read', pull_requests: 'read' }),
+        windowMs: deps.defectWindowMs ?? 14 * 86_400_000,
+      });
+      if (found.length) log.warn({ searched, found }, 'escaped defects found');
+      return { searched, found: found.length };
     },
 
     /** A fault done to a session, in its audit trail (once per session and kind). */

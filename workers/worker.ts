@@ -78,6 +78,32 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
   }
 }
 
+/** How often merged changes are searched for escaped defects. */
+export const DEFECTS_EVERY = '1h';
+
+/**
+ * The Schedule that runs `findEscapedDefects` (`drydock-escaped-defects-<task queue>`:
+ * one per deployment, whichever worker starts first makes it); kept if it exists.
+ */
+export async function ensureDefectSchedule(client: Client, config: Config): Promise<void> {
+  try {
+    await client.schedule.create({
+      scheduleId: `drydock-escaped-defects-${config.DRYDOCK_TASK_QUEUE}`,
+      spec: { intervals: [{ every: DEFECTS_EVERY }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'findEscapedDefects',
+        workflowId: `drydock-escaped-defects-${config.DRYDOCK_TASK_QUEUE}`,
+        taskQueue: config.DRYDOCK_TASK_QUEUE,
+        args: [],
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP },
+    });
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
+}
+
 /**
  * Records this host and gives it a refresh schedule for every registered
  * repo (`drydock-snapshot-<repo>@<host>`), so it builds its own snapshots.
@@ -179,6 +205,7 @@ export async function createWorker(opts: {
   const plugins = traces ? [traces.plugin] : [];
   const client = await connectClient(config, plugins);
   await ensureReaperSchedule(client, config);
+  await ensureDefectSchedule(client, config);
   const db = await openDatabase(config, log);
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
@@ -229,6 +256,7 @@ export async function createWorker(opts: {
       rotateCommand: config.DRYDOCK_ROTATE_COMMAND,
     },
     sessionState: (sessionId) => sessionState(client, sessionId),
+    defectWindowMs: config.DRYDOCK_DEFECT_WINDOW,
     sessionIsRunning: async (sessionId) => {
       try {
         return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';
