@@ -474,6 +474,7 @@ export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttr
 export interface SessionProgress {
   sessionId: string;
   phase: Phase;
+  /** Grows with every report of the session, across its runs. */
   seq: number;
   at: string;
   startedAt: string;

@@ -28,10 +28,11 @@ import {
   setAside,
   WORKFLOW_TYPE,
   type AttemptsStatus,
+  type Phase,
   type PickInput,
 } from './api';
 import { parseSessionInput } from './input';
-import { allEnded, finalOutcome, plannedAttempts, refusePick, type PlannedAttempt } from './rules/attempts';
+import { allEnded, finalOutcome, isOutcome, plannedAttempts, refusePick, type PlannedAttempt } from './rules/attempts';
 import { redactUrl } from './rules/repo-url';
 
 type SessionWorkflow = (input: unknown) => Promise<unknown>;
@@ -57,8 +58,13 @@ export async function agentAttempts(rawInput: unknown): Promise<AttemptsStatus> 
   installHandlers(status, (input) => (picked = input));
   const planned = await plan(status, raw);
   const children = await Promise.all(planned.map(startAttempt));
-  // A child's end is also its last report; its result only says it closed.
-  const closed = children.map((child) => child.result().then(ended, ended));
+  // A child's end is also its last report; its result stands in if that report did not come.
+  const closed = children.map((child, i) =>
+    child.result().then(
+      (final) => endedAs(status, i, (final as { phase?: Phase }).phase ?? 'failed'),
+      () => endedAs(status, i, 'failed'),
+    ),
+  );
   await condition(() => picked !== undefined || allEnded(status.attempts.map((a) => a.progress)));
   if (picked) await signalPick(status, picked);
   await Promise.all(closed);
@@ -66,7 +72,14 @@ export async function agentAttempts(rawInput: unknown): Promise<AttemptsStatus> 
   return status;
 }
 
-function ended(): void {}
+function endedAs(status: AttemptsStatus, i: number, phase: Phase): void {
+  const attempt = status.attempts[i];
+  if (isOutcome(attempt.progress?.phase)) return;
+  attempt.progress = {
+    ...(attempt.progress ?? { sessionId: attempt.sessionId, seq: 0, at: '', startedAt: '' }),
+    phase,
+  };
+}
 
 function installHandlers(status: AttemptsStatus, onPick: (input: PickInput) => void): void {
   setHandler(attemptsStatus, () => status);
@@ -146,7 +159,7 @@ async function signalPick(status: AttemptsStatus, input: PickInput): Promise<voi
     ...(input.review ? { review: input.review } : {}),
   };
   await getExternalWorkflowHandle(chosen.sessionId).signal(attemptPicked, decision);
-  const others = status.attempts.filter((a) => a.index !== chosen.attempt && a.progress?.phase !== 'completed');
+  const others = status.attempts.filter((a) => a.index !== chosen.attempt && !isOutcome(a.progress?.phase));
   await Promise.all(
     others.map(
       (a) =>

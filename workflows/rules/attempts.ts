@@ -64,7 +64,7 @@ export function refusePick(status: AttemptsStatus, input: Partial<PickInput> | u
   );
 }
 
-const isOutcome = (phase: string | undefined): phase is Outcome =>
+export const isOutcome = (phase: string | undefined): phase is Outcome =>
   (OUTCOMES as readonly string[]).includes(phase ?? '');
 
 /** Whether every attempt has ended (its last report is an outcome). */

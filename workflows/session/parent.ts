@@ -28,7 +28,8 @@ export function progressOf(run: SessionRun): SessionProgress {
   return {
     sessionId: run.sessionId,
     phase: s.phase,
-    seq: run.phaseChanges,
+    // Workflow time goes on across continue-as-new; the phase changes of one moment keep their order.
+    seq: Date.now() * 1000 + (run.phaseChanges % 1000),
     at: new Date().toISOString(),
     startedAt: s.startedAt,
     ...(run.sandbox ? { hostQueue: run.sandbox.hostQueue } : {}),
