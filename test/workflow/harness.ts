@@ -24,6 +24,7 @@ import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
+import { watched, within, type ServerTime } from '../support/waits';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
@@ -83,6 +84,24 @@ const testServerConnection: ConnectionPlugin = {
   }),
 };
 
+/** The time-skipping test server, with drydock's search attributes; `serverTime` reads its clock. */
+export async function startTestServer(): Promise<TestWorkflowEnvironment> {
+  const env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: testServerPath() } },
+    plugins: [testServerConnection],
+  });
+  // The test server implements adding search attributes, not listing them.
+  await env.connection.operatorService.addSearchAttributes({
+    namespace: env.namespace ?? 'default',
+    searchAttributes: { [PHASE_ATTRIBUTE.name]: KEYWORD, [REPO_ATTRIBUTE.name]: KEYWORD },
+  });
+  serverTime = () => env.currentTimeMs();
+  return env;
+}
+
+/** The test server's clock (skipped time included), for the explanation of a wait that got no answer. */
+let serverTime: ServerTime | undefined;
+
 export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment; bundle: WorkflowBundle }> {
   // The sessions' own warnings (a rejected session "ending early") are expected here.
   Runtime.install({
@@ -90,20 +109,12 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
   });
   const [env, bundle] = await Promise.all([
-    TestWorkflowEnvironment.createTimeSkipping({
-      server: { executable: { type: 'existing-path', path: testServerPath() } },
-      plugins: [testServerConnection],
-    }),
+    startTestServer(),
     bundleWorkflowCode({
       workflowsPath: require.resolve('../../workflows'),
       logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
     }),
   ]);
-  // The test server implements adding search attributes, not listing them.
-  await env.connection.operatorService.addSearchAttributes({
-    namespace: env.namespace ?? 'default',
-    searchAttributes: { [PHASE_ATTRIBUTE.name]: KEYWORD, [REPO_ATTRIBUTE.name]: KEYWORD },
-  });
   return { env, bundle };
 }
 
@@ -232,7 +243,13 @@ export async function runSession(
     activities,
   });
   return worker.runUntil(async () => {
-    const handle = await env.client.workflow.start('agentSession', { taskQueue, workflowId: taskQueue, args: [input] });
+    const started = await env.client.workflow.start('agentSession', {
+      taskQueue,
+      workflowId: taskQueue,
+      args: [input],
+    });
+    // Every call on the server fails with an explanation if it gets no answer (see test/support/waits.ts).
+    const handle = watched(started, serverTime);
     await drive(handle);
     const ended = await handle.result().then(
       (final: SessionStatus) => ({ status: final }),
@@ -249,13 +266,8 @@ export async function runSession(
 }
 
 /** Waits (in real time: no time is skipped meanwhile) until the session asks for approval of `action`. */
-export async function awaitApproval(handle: WorkflowHandle, action: string): Promise<SessionStatus> {
-  for (let i = 0; i < 500; i++) {
-    const now = await handle.query(status);
-    if (now.pendingApproval?.action === action) return now;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`the session never asked for approval of ${action}`);
+export function awaitApproval(handle: WorkflowHandle, action: string): Promise<SessionStatus> {
+  return awaitStatus(handle, (s) => s.pendingApproval?.action === action, `it asks for approval of ${action}`);
 }
 
 /** The status without its clock readings, which depend on the run. */
@@ -267,16 +279,37 @@ export function withoutTimes(value: unknown): unknown {
   );
 }
 
-/** Waits (in real time) until the session's status satisfies `ready`. */
+/**
+ * Waits (in real time) until the session's status satisfies `ready`, polling
+ * the status query; without it within WAIT_MS, fails naming `what`, the last
+ * status seen and the workflow's state on the server.
+ */
 export async function awaitStatus(
   handle: WorkflowHandle,
   ready: (s: SessionStatus) => boolean,
   what: string,
 ): Promise<SessionStatus> {
-  for (let i = 0; i < 500; i++) {
-    const now = await handle.query(status);
-    if (ready(now)) return now;
-    await new Promise((resolve) => setTimeout(resolve, 20));
+  let last: SessionStatus | undefined;
+  let waiting = true;
+  const poll = async () => {
+    while (waiting) {
+      last = await handle.query(status);
+      if (ready(last)) return last;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return last!;
+  };
+  const until = () => `the session's status until: ${what}; last seen: ${lastSeen(last)}`;
+  try {
+    return await within(handle, until, poll(), { serverTime });
+  } finally {
+    waiting = false;
   }
-  throw new Error(`the session never got to: ${what}`);
 }
+
+const lastSeen = (s: SessionStatus | undefined) =>
+  s
+    ? `phase ${s.phase}, round ${s.round ?? 1}, pending approval ${s.pendingApproval?.action ?? 'none'}, last step ${
+        s.timeline.at(-1)?.name ?? 'none'
+      }`
+    : 'none (no query answered)';
