@@ -146,16 +146,21 @@ class Supervisor {
   }
 }
 
-/** Kills the container of the next step that starts (its `drydock-run` exec), `count` times. */
-function killAtStepStart(sessionIds: Set<string>, count: number): { stop(): void; kills: () => number } {
+/**
+ * Kills the container of the next step that starts (its `drydock-run` exec), `count` times.
+ * Resolves once the engine streams its events to us, so no step can start unseen.
+ */
+async function killAtStepStart(sessionIds: Set<string>, count: number): Promise<{ stop(): void; kills: () => number }> {
   let kills = 0;
-  const watch = spawn('docker', ['events', '--filter', 'event=exec_start', '--format', '{{json .}}']);
+  const watch = (await docker.getEvents({ filters: { event: ['exec_start'] } })) as NodeJS.ReadableStream & {
+    destroy(): void;
+  };
   let buffer = '';
-  watch.stdout.on('data', (c: Buffer) => {
+  watch.on('data', (c: Buffer) => {
     buffer += c.toString();
     const lines = buffer.split('\n');
     buffer = lines.pop()!;
-    for (const line of lines) {
+    for (const line of lines.filter(Boolean)) {
       const e = JSON.parse(line) as { Action: string; Actor: { ID: string; Attributes: Record<string, string> } };
       if (kills >= count || !e.Action.includes('drydock-run')) continue;
       if (!sessionIds.has(e.Actor.Attributes['drydock.session'])) continue;
@@ -167,7 +172,7 @@ function killAtStepStart(sessionIds: Set<string>, count: number): { stop(): void
         .catch(() => undefined);
     }
   });
-  return { stop: () => watch.kill(), kills: () => kills };
+  return { stop: () => watch.destroy(), kills: () => kills };
 }
 
 /** A `docker kill` of one running sandbox of these sessions; false when none runs. */
@@ -314,7 +319,7 @@ test(
     );
     supervisor.start();
     const ids = new Set<string>();
-    const atStepStart = killAtStepStart(ids, 1);
+    const atStepStart = await killAtStepStart(ids, 1);
     const runs: Promise<{ id: string; bare: string; rejecting: boolean; final: SessionStatus | string }>[] = [];
     const deadline = Date.now() + SPREAD_MS + 6 * 60_000;
     let ended = 0;
