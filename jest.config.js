@@ -12,6 +12,7 @@ const shared = {
 module.exports = {
   testTimeout: 180_000,
   maxWorkers: 1,
+  reporters: ['default', '<rootDir>/test/support/slowest-files.mjs'],
   projects: [
     {
       ...shared,

@@ -1,11 +1,31 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
 # CLI, Temporal's Java test server, PostgreSQL, Chromium), checks types, lint
-# and format, then runs every test against the real services. Extra arguments go to jest (e.g. npm test -- test/unit).
+# and format, runs the fast suite under load (infra/load-check.sh, one round)
+# and then the end-to-end suites against the real services. The sandbox image,
+# the longest first-run build, is built in the background meanwhile. Extra
+# arguments go to jest instead (e.g. npm test -- test/unit).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-prepare_machine
+
+# Needs only Docker and the network: it builds beside the other first-run builds and the checks.
+image_log="$DATA_DIR/base-image.log"
+image_build=
+start_image_build() {
+  mkdir -p "$DATA_DIR"
+  step "building the sandbox image in the background if it is missing (log: ${image_log#"$ROOT/"})"
+  setsid npx tsx sandbox-images/base-image.ts >/dev/null 2>"$image_log" &
+  image_build=$!
+}
+await_image() {
+  [ -n "$image_build" ] || return 0
+  wait "$image_build" || { tail -30 "$image_log" >&2; fail "building the sandbox image failed (log: $image_log)"; }
+  image_build=
+}
+trap '[ -z "$image_build" ] || kill -- "-$image_build" 2>/dev/null || true' EXIT
+
+prepare_machine start_image_build
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
 bash "$ROOT/infra/temporal-pg.sh" build      # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
@@ -13,5 +33,12 @@ step "type check, lint, format"
 npx tsc --noEmit
 npx eslint .
 npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
-step "tests: real Temporal dev server, Docker and git (the first run builds the sandbox image)"
-npx jest --runInBand "$@"
+if [ $# -gt 0 ]; then
+  await_image
+  npx jest --runInBand "$@"
+  exit
+fi
+bash "$ROOT/infra/load-check.sh" "${DRYDOCK_LOAD_ROUNDS:-1}"
+await_image
+step "end-to-end tests: real Temporal dev server, Docker and git"
+npx jest --selectProjects e2e --runInBand

@@ -35,14 +35,7 @@ import {
   stopGates,
 } from '../support/drills';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
-import {
-  connectClient,
-  docker,
-  git,
-  makeFixtureRepo,
-  newSessionId,
-  startSession,
-} from '../support/helpers';
+import { connectClient, docker, git, makeFixtureRepo, newSessionId, startSession } from '../support/helpers';
 import { own } from '../support/leftovers';
 import { startTemporalPg, type TemporalPg } from '../support/temporal-pg';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv, type WorkerEnv } from '../support/workers';

@@ -11,20 +11,14 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { ConnectionPlugin } from '@temporalio/client';
 import { retryUnless } from '../../platform/temporal-connection';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  makeTelemetryFilterString,
-  Runtime,
-  Worker,
-  type WorkflowBundle,
-} from '@temporalio/worker';
+import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
 import { watched, within, type ServerTime } from '../support/waits';
+import { workflowBundle } from '../support/workflow-bundle';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
@@ -108,13 +102,7 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
     logger: new DefaultLogger('ERROR'),
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
   });
-  const [env, bundle] = await Promise.all([
-    startTestServer(),
-    bundleWorkflowCode({
-      workflowsPath: require.resolve('../../workflows'),
-      logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-    }),
-  ]);
+  const [env, bundle] = await Promise.all([startTestServer(), workflowBundle()]);
   return { env, bundle };
 }
 

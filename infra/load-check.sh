@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The fast suite (test/unit and test/workflow) under load: it runs ROUNDS times
+# in a row while one CPU burner per core and a disk writer (256 MiB files,
+# fsync'd, over and over) keep the machine busy. A round that fails, or runs
+# past DRYDOCK_LOAD_ROUND_LIMIT_S (default 900 s: a hang), fails the check.
+# Each round's jest output is kept in data/load-check/round-<n>.log; a table of
+# the rounds (time, outcome, jest's counts) is printed at the end.
+#
+#   bash infra/load-check.sh [rounds] [jest arguments...]    (default: 10 rounds)
+#   npm run test:load -- 3
+#
+# npm test runs one round of it in place of a plain run of the fast suite.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+ROUNDS=${1:-10}
+shift || true
+LIMIT_S=${DRYDOCK_LOAD_ROUND_LIMIT_S:-900}
+LOGS="$DATA_DIR/load-check"
+mkdir -p "$LOGS"
+bash "$ROOT/infra/test-server.sh" >/dev/null
+
+# The load, each part in a process group of its own (setsid), ended by its id.
+load=()
+stop_load() {
+  for pgid in "${load[@]}"; do kill -- "-$pgid" 2>/dev/null || true; done
+  rm -rf "$scratch"
+}
+scratch=$(mktemp -d)
+trap stop_load EXIT
+cores=$(nproc)
+for _ in $(seq "$cores"); do
+  setsid sh -c 'while :; do :; done' &
+  load+=($!)
+done
+setsid sh -c 'while :; do dd if=/dev/zero of="$1/load" bs=1M count=256 conv=fsync status=none; rm -f "$1/load"; done' \
+  sh "$scratch" &
+load+=($!)
+step "fast suite × $ROUNDS beside $cores CPU burners and a disk writer (logs: ${LOGS#"$ROOT/"})"
+
+# One round: jest in its own process group, so a hang is ended with everything it started.
+round() {
+  setsid npx jest --selectProjects fast "$@" >"$log" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$waited" -ge "$LIMIT_S" ]; then
+      kill -- "-$pid" 2>/dev/null || true
+      sleep 5
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      return 124
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  wait "$pid"
+}
+
+failed=0
+rows=()
+for n in $(seq "$ROUNDS"); do
+  log="$LOGS/round-$n.log"
+  start=$SECONDS
+  code=0
+  round "$@" || code=$?
+  secs=$((SECONDS - start))
+  counts=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^Tests:' | tail -1 | sed 's/^Tests: *//')
+  case $code in
+    0) outcome=pass ;;
+    124) outcome="HUNG (stopped after ${LIMIT_S} s)" ;;
+    *) outcome="FAILED (exit $code)" ;;
+  esac
+  [ "$code" -eq 0 ] || failed=$((failed + 1))
+  rows+=("$(printf 'round %2d  %4d s  %-28s %s' "$n" "$secs" "$outcome" "$counts")")
+  step "${rows[-1]}"
+done
+printf '%s\n' "fast suite under load ($cores CPU burners + disk writer, $(date -u +%FT%TZ)):" "${rows[@]}" >&2
+[ "$failed" -eq 0 ] || fail "$failed of $ROUNDS rounds failed: see ${LOGS#"$ROOT/"}/round-<n>.log"
