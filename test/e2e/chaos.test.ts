@@ -231,6 +231,24 @@ async function statusWithoutWorker(client: Client, sessionIds: Set<string>): Pro
   return 0; // no session running at that moment
 }
 
+/**
+ * Whether a worker kill now leaves every session within its retry budget: each kill cuts the
+ * attempts under way, and an activity has 5 (a slow machine, where provisioning takes minutes,
+ * would otherwise see one attempt cut again and again). No kill while a pending activity is past
+ * its second attempt, or while the server does not answer.
+ */
+async function mayKillWorker(client: Client, ids: Set<string>): Promise<boolean> {
+  for (const id of ids) {
+    const described = await client.workflow
+      .getHandle(id)
+      .describe()
+      .catch(() => undefined);
+    if (!described) return false;
+    if ((described.raw.pendingActivities ?? []).some((a) => (a.attempt ?? 1) > 2)) return false;
+  }
+  return true;
+}
+
 function pushesOf(bare: string, branch: string): number {
   try {
     return git(['reflog', 'show', '--format=%H', `refs/heads/${branch}`], bare)
@@ -379,6 +397,7 @@ test(
         }
         faultsFired ||= restarted && sandboxKillsAt.length < 2;
         if (Date.now() > faultsUntil) continue; // only the planned faults still due
+        if (!(await mayKillWorker(client, ids))) continue;
         const longOutage = random() < 0.15;
         const killed = supervisor.kill(longOutage ? between(20_000, 30_000) : between(200, 3_000));
         if (killed && longOutage) {
