@@ -22,13 +22,17 @@ bash "$ROOT/infra/test-server.sh" >/dev/null
 
 # The load: plain processes, ended by their ids (the disk writer ends its dd too).
 load=()
+round_pid=
 scratch=$(mktemp -d)
 stop_load() {
+  # timeout relays the signal to the round's whole process group.
+  [ -z "$round_pid" ] || kill "$round_pid" 2>/dev/null || true
   for pid in "${load[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$scratch"
 }
 trap stop_load EXIT
+trap 'exit 130' INT TERM
 cores=$(nproc)
 for _ in $(seq "$cores"); do
   sh -c 'while :; do :; done' &
@@ -49,7 +53,10 @@ for n in $(seq "$ROUNDS"); do
   start=$SECONDS
   code=0
   # timeout signals jest's whole process group: a hung round ends with what it started (the test servers).
-  timeout -k 10 "$LIMIT_S" npx jest --selectProjects fast "$@" >"$log" 2>&1 || code=$?
+  timeout -k 10 "$LIMIT_S" npx jest --selectProjects fast "$@" >"$log" 2>&1 &
+  round_pid=$!
+  wait "$round_pid" || code=$?
+  round_pid=
   secs=$((SECONDS - start))
   counts=$(sed -n 's/\x1b\[[0-9;]*m//g; s/^Tests: *//p' "$log" | tail -1)
   case $code in

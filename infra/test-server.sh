@@ -63,8 +63,8 @@ files=$(grep '^+++ b/' "$PATCH" | sed 's|^+++ b/||')
   || fail "compiling the patched test server failed (see above)"
 rm -rf "$classes"
 mv "$work/classes" "$classes"
-# The SDK runs the launcher as `<launcher> <port> [extra args]` and gives it 5 s
-# to answer, so keep the JVM's start short: the client compiler tier and the serial collector.
+# Run as `<launcher> <port>` (test/workflow/server.ts). A short JVM start: the
+# client compiler tier and the serial collector.
 cat >"$LAUNCHER.tmp" <<EOF
 #!/bin/sh
 here=\$(dirname "\$0")

@@ -26,6 +26,7 @@ import {
   type SessionStatus,
 } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
+import { explain } from './waits';
 
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..', '..');
@@ -212,7 +213,7 @@ export function scriptedSession(
   return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
 }
 
-/** Polls the status query until `until` holds; fails with the last status after `timeoutMs`. */
+/** Polls the status query until `until` holds; fails with the last status and the workflow's state after `timeoutMs`. */
 export async function waitForStatus(
   handle: WorkflowHandle,
   until: (s: SessionStatus) => boolean,
@@ -223,7 +224,9 @@ export async function waitForStatus(
   for (;;) {
     last = await handle.query(status).catch(() => last);
     if (last && until(last)) return last;
-    if (Date.now() > deadline) throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}`);
+    if (Date.now() > deadline) {
+      throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}\n${await explain(handle)}`);
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
 }

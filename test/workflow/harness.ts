@@ -5,25 +5,21 @@
  * log each call, so a test asserts the sequence of side effects as well as
  * the final status.
  */
-import { execFileSync } from 'node:child_process';
-import path from 'node:path';
-import type { WorkflowHandle } from '@temporalio/client';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { ConnectionPlugin } from '@temporalio/client';
-import { retryUnless } from '../../platform/temporal-connection';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
-import { temporal } from '@temporalio/proto';
-import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
+import { status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
-import { watched, within, type ServerTime } from '../support/waits';
+import { watched, within } from '../support/waits';
+import { serverTime, startTestServer } from './server';
+
+export { startTestServer, stopEnvironment } from './server';
 import { workflowBundle } from '../support/workflow-bundle';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
-
-const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
 
 export const BASE_COMMIT = 'b'.repeat(40);
 export const COMMIT = 'c'.repeat(40);
@@ -49,52 +45,6 @@ export function acceptAsGiven(serverPolicy: ApprovalPolicy = OPEN_POLICY): Activ
     return parsed.ok ? { ok: true, input: parsed.input, repo: 'acme/app', approvers: [], serverPolicy } : parsed;
   };
 }
-
-/** The launcher of the Java test server, fetched from Maven once by infra/test-server.sh. */
-function testServerPath(): string {
-  const script = path.join(__dirname, '..', '..', 'infra', 'test-server.sh');
-  return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
-
-let closing = false;
-
-/** Ends the environment; its client retries nothing from then on (see platform/temporal-connection.ts). */
-export async function stopEnvironment(env: TestWorkflowEnvironment | undefined): Promise<void> {
-  closing = true;
-  await env?.teardown();
-}
-
-/**
- * The client connection to the Java test server: keepalive pings no more often than the
- * server permits (grpc-java: at most every 5 minutes; more often and it closes the connection for "excess
- * pings", failing the calls under way), and no retry once the environment is being torn down.
- */
-const testServerConnection: ConnectionPlugin = {
-  name: 'drydock-test-server-connection',
-  configureConnection: (options) => ({
-    ...options,
-    channelArgs: { ...options.channelArgs, 'grpc.keepalive_time_ms': 600_000 },
-    interceptors: [retryUnless(() => closing)],
-  }),
-};
-
-/** The time-skipping test server, with drydock's search attributes; `serverTime` reads its clock. */
-export async function startTestServer(): Promise<TestWorkflowEnvironment> {
-  const env = await TestWorkflowEnvironment.createTimeSkipping({
-    server: { executable: { type: 'existing-path', path: testServerPath() } },
-    plugins: [testServerConnection],
-  });
-  // The test server implements adding search attributes, not listing them.
-  await env.connection.operatorService.addSearchAttributes({
-    namespace: env.namespace ?? 'default',
-    searchAttributes: { [PHASE_ATTRIBUTE.name]: KEYWORD, [REPO_ATTRIBUTE.name]: KEYWORD },
-  });
-  serverTime = () => env.currentTimeMs();
-  return env;
-}
-
-/** The test server's clock (skipped time included), for the explanation of a wait that got no answer. */
-let serverTime: ServerTime | undefined;
 
 export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment; bundle: WorkflowBundle }> {
   // The sessions' own warnings (a rejected session "ending early") are expected here.
@@ -241,7 +191,10 @@ export async function runSession(
     await drive(handle);
     const ended = await handle.result().then(
       (final: SessionStatus) => ({ status: final }),
-      async (error: Error) => ({ error, status: await handle.query(status) }),
+      async (error: Error) => {
+        if (!(error instanceof WorkflowFailedError)) throw error; // a wait that got no answer, say
+        return { error, status: await handle.query(status) };
+      },
     );
     const history = await handle.fetchHistory();
     await recordHistory(history, `wf-${name}`);

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { WorkflowService } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { startTestServer, stopEnvironment } from './harness';
+import { startTestServer, stopEnvironment } from './server';
 
 const { CommandType, QueryResultType } = temporal.api.enums.v1;
 type Task = temporal.api.workflowservice.v1.IPollWorkflowTaskQueueResponse;
