@@ -172,7 +172,8 @@ test('a host drained with SIGTERM → its step finishes there and the worker exi
   const drained = workers.get(owner)!;
   const signalledAt = Date.now();
   drained.child.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 1000)); // the signal handled: its pollers stopped
+  // Its two workers (the shared queue's and the host's) stopped polling.
+  await drained.logged(/"state":"DRAINING"[\s\S]*"state":"DRAINING"/);
   step2.open(); // the step under way at the signal ends on the draining host
   // New work while the host drains: only the other host takes it.
   const laterId = newSessionId('multihost-drain-later');

@@ -18,6 +18,8 @@ export interface WorkerProcess {
   /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity, with the call it holds. */
   held: Promise<HeldCall>;
   exited: Promise<number | null>;
+  /** Resolves once its stderr (its log) matches `pattern`. */
+  logged(pattern: RegExp): Promise<RegExpExecArray>;
   /** SIGKILL, resolved once it has exited (at once if it already had). */
   kill(): Promise<void>;
 }
@@ -97,6 +99,7 @@ export function startWorkerProcess(
     ready: seen(/worker polling/).then(() => undefined),
     held: seen(/holding after \S+ (.*)\n/).then((m) => JSON.parse(m[1]) as HeldCall),
     exited,
+    logged: seen,
     async kill() {
       child.kill('SIGKILL');
       await exited;
