@@ -2,7 +2,7 @@
 # The fast suite (test/unit and test/workflow) under load: it runs ROUNDS times
 # in a row while one CPU burner per core and a disk writer (256 MiB files,
 # fsync'd, over and over) keep the machine busy. A round that fails, or runs
-# past DRYDOCK_LOAD_ROUND_LIMIT_S (default 900 s: a hang), fails the check.
+# past DRYDOCK_LOAD_ROUND_LIMIT_S (default 1800 s: a hang), fails the check.
 # Each round's jest output is kept in data/load-check/round-<n>.log; a table of
 # the rounds (time, outcome, jest's counts) is printed at the end.
 #
@@ -15,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 ROUNDS=${1:-10}
 shift || true
-LIMIT_S=${DRYDOCK_LOAD_ROUND_LIMIT_S:-900}
+LIMIT_S=${DRYDOCK_LOAD_ROUND_LIMIT_S:-1800}
 LOGS="$DATA_DIR/load-check"
 mkdir -p "$LOGS"
 bash "$ROOT/infra/test-server.sh" >/dev/null
