@@ -1,13 +1,22 @@
 /**
- * Two projects: `fast` (unit and workflow tests: no Docker, no services) and
- * `e2e` (real Temporal, Docker, Postgres and git: see test/support/global-setup.ts for
- * what is started). A project's global setup runs only when one of its tests
- * is selected, so `npx jest test/workflow` starts none of the services.
+ * Three projects: `fast` (unit and workflow tests: no Docker, no services),
+ * `e2e` (real Temporal, Docker, Postgres and git: see test/support/global-setup.ts
+ * for what is started) and `drills` (the end-to-end fault drills: kills and
+ * restarts of their own workers, sandboxes and servers, mostly waiting out
+ * heartbeat timeouts). A project's global setup runs only when one of its tests
+ * is selected, so `npx jest test/workflow` starts none of the services; npm test
+ * runs `drills` beside `e2e` (each with its own services), since the drills
+ * mostly wait.
  */
 const shared = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['@swc/jest'] },
 };
+const services = {
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+};
+const DRILLS = ['faults', 'chaos', 'crash', 'agent-crash', 'dead-sandbox'].map((f) => `test/e2e/${f}.test.ts`);
 
 module.exports = {
   testTimeout: 180_000,
@@ -21,10 +30,16 @@ module.exports = {
     },
     {
       ...shared,
+      ...services,
       displayName: 'e2e',
       testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
-      globalSetup: '<rootDir>/test/support/global-setup.ts',
-      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testPathIgnorePatterns: ['/node_modules/', ...DRILLS.map((f) => `<rootDir>/${f}$`)],
+    },
+    {
+      ...shared,
+      ...services,
+      displayName: 'drills',
+      testMatch: DRILLS.map((f) => `<rootDir>/${f}`),
     },
   ],
 };

@@ -2,7 +2,8 @@
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
 # CLI, Temporal's Java test server, PostgreSQL, Chromium), checks types, lint
 # and format, runs the fast suite under load (infra/load-check.sh, one round)
-# and then the end-to-end suites against the real services. The sandbox image,
+# and then the end-to-end suites against the real services, the fault drills
+# beside the others (DRYDOCK_E2E_LANES=1: one after the other). The sandbox image,
 # the longest first-run build, is built in the background meanwhile. Extra
 # arguments go to jest instead (e.g. npm test -- test/unit).
 set -euo pipefail
@@ -23,7 +24,8 @@ await_image() {
   wait "$image_build" || { tail -30 "$image_log" >&2; fail "building the sandbox image failed (log: $image_log)"; }
   image_build=
 }
-trap '[ -z "$image_build" ] || kill -- "-$image_build" 2>/dev/null || true' EXIT
+drills=
+trap 'for g in $image_build $drills; do kill -- "-$g" 2>/dev/null || true; done' EXIT
 
 prepare_machine start_image_build
 bash "$ROOT/infra/test-services.sh"
@@ -40,5 +42,21 @@ if [ $# -gt 0 ]; then
 fi
 bash "$ROOT/infra/load-check.sh" "${DRYDOCK_LOAD_ROUNDS:-1}"
 await_image
-step "end-to-end tests: real Temporal dev server, Docker and git"
-npx jest --selectProjects e2e --runInBand
+if [ "${DRYDOCK_E2E_LANES:-2}" = 1 ]; then
+  step "end-to-end tests and fault drills: real Temporal dev server, Docker and git"
+  exec npx jest --selectProjects e2e drills --runInBand
+fi
+# The fault drills mostly wait out heartbeat and host timeouts: they run beside the other
+# suites, in a jest of their own (its own dev server and PostgreSQL), their output kept until the end.
+drills_log="$DATA_DIR/test-drills.log"
+step "end-to-end tests: real Temporal dev server, Docker and git; the fault drills beside them (log: ${drills_log#"$ROOT/"})"
+setsid npx jest --selectProjects drills --runInBand >"$drills_log" 2>&1 &
+drills=$!
+code=0
+npx jest --selectProjects e2e --runInBand || code=$?
+drills_code=0
+wait "$drills" || drills_code=$?
+drills=
+step "the fault drills, run beside the suites above:"
+cat "$drills_log" >&2
+[ "$code" -eq 0 ] && [ "$drills_code" -eq 0 ] || fail "end-to-end tests failed (e2e: exit $code, drills: exit $drills_code)"
