@@ -6,13 +6,14 @@
  * always make ("ephemeral server ... did not start within 5s").
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import path from 'node:path';
 import type { ConnectionPlugin } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { retryUnless } from '../../platform/temporal-connection';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE } from '../../workflows/api';
+import { freePort } from '../support/ports';
 
 const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
 /** How long the server may take to listen: minutes only on a machine that is very busy indeed. */
@@ -120,13 +121,3 @@ const listens = (port: number) =>
     });
     socket.once('error', () => resolve(false));
   });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
