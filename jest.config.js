@@ -8,9 +8,17 @@
  * runs `drills` beside `e2e` (each with its own services), since the drills
  * mostly wait.
  */
+// ES-module-only packages (the Kubernetes client and what it imports): Jest's own
+// module loader cannot require them, so they are compiled to CommonJS like our code.
+const esmOnly = ['@kubernetes/client-node', 'openid-client', 'oauth4webapi', 'jose'];
+
 const shared = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': ['@swc/jest'] },
+  transform: {
+    '^.+\\.ts$': ['@swc/jest'],
+    [`/node_modules/(${esmOnly.join('|')})/.+\\.js$`]: ['@swc/jest', { module: { type: 'commonjs' } }],
+  },
+  transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
 };
 const services = {
   globalSetup: '<rootDir>/test/support/global-setup.ts',

@@ -1,3 +1,9 @@
+/**
+ * The irreversible actions, done by the worker (which holds the credentials)
+ * after approval: push drydock's commit of the approved change, open or
+ * update its pull request, run the deploy command. Each is recorded in the
+ * audit trail before and after it happens, and idempotent by session.
+ */
 import { exec } from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -164,6 +170,20 @@ async function remakeAndPush(
   });
 }
 
+/** What publishing needs: the sandbox's change, the mirror, GitHub, the deploy command, the audit trail. */
+type PublishDeps = Pick<
+  ActivityDeps,
+  | 'sandboxes'
+  | 'artifacts'
+  | 'mirrorsDir'
+  | 'github'
+  | 'deployCommand'
+  | 'deployEnvNames'
+  | 'sessionLink'
+  | 'audit'
+  | 'log'
+>;
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -174,7 +194,7 @@ export function createPublishActivities({
   sessionLink,
   audit,
   log,
-}: ActivityDeps) {
+}: PublishDeps) {
   /**
    * An irreversible action is recorded before it happens (stage "intent": if
    * the audit database is down, the action waits) and after (stage "done").

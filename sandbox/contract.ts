@@ -6,7 +6,7 @@
 import type { GitIdentity } from '../repos/git';
 import type { ScriptStep } from '../workflows/input';
 import type { EgressRule } from './egress';
-import type { SandboxFault } from './docker';
+import type { SandboxFault } from './faults';
 import type { SetupEgressRule } from '../repos/registry';
 import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
 import type { TestReport } from '../workflows/api';
@@ -154,6 +154,11 @@ export interface ChangeSpec {
 
 export interface CommitInput extends ChangeSpec {
   sandbox: string;
+  /**
+   * A later round's change: besides the whole diff, what changed since each
+   * earlier round's commit (an interdiff each), kept as artifacts for the reviewer.
+   */
+  interdiffs?: { round: number; since: { round: number; commit: string }[] };
 }
 
 export interface CommitResult {

@@ -14,7 +14,7 @@ import {
   type ActivityInterceptorsFactory,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
-import { createActivities } from '../activities';
+import { createHostActivities, createSharedActivities, type ActivityDeps } from '../activities';
 import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import { CheckpointStore } from '../sandbox/checkpoints';
@@ -27,7 +27,8 @@ import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { DockerSandboxes } from '../sandbox/docker';
+import { hostProvider } from '../sandbox/host-provider';
+import type { SandboxProvider } from '../sandbox/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -138,7 +139,7 @@ export function logUnhandledRejections(log: Logger): void {
 /** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
 async function startWorkerMetrics(
   config: Config,
-  read: { sandboxes: DockerSandboxes; pool: Pool },
+  read: { sandboxes: SandboxProvider; pool: Pool },
   sdkMetricsUrl: string | undefined,
   log: Logger,
 ): Promise<Server | undefined> {
@@ -181,9 +182,9 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = hostProvider(config.DRYDOCK_DATA_DIR);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
-  const activities = createActivities({
+  const deps: ActivityDeps = {
     db,
     redactor,
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactor, auditKey),
@@ -212,6 +213,7 @@ export async function createWorker(opts: {
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
     },
     github: githubSettings(config),
+    ...chatSettings(config),
     models: modelSettings(config),
     agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
@@ -229,23 +231,23 @@ export async function createWorker(opts: {
       }
     },
     log,
-  });
+  };
   const common = {
     connection,
     plugins,
     namespace: config.TEMPORAL_NAMESPACE,
-    activities,
     shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
     ...(opts.activityInterceptors ? { interceptors: { activity: opts.activityInterceptors } } : {}),
   };
   const shared = await Worker.create({
     ...common,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
+    activities: createSharedActivities(deps),
     ...(opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
   });
-  const host = await Worker.create({ ...common, taskQueue: hostQueue });
+  const host = await Worker.create({ ...common, taskQueue: hostQueue, activities: createHostActivities(deps) });
   log.info({ taskQueue: config.DRYDOCK_TASK_QUEUE, hostQueue, host: config.DRYDOCK_HOST_ID }, 'worker polling');
   const shutdown = () => {
     for (const w of [shared, host]) if (w.getState() === 'RUNNING') w.shutdown();
@@ -270,5 +272,17 @@ export async function createWorker(opts: {
       }
     },
     shutdown,
+  };
+}
+
+/** Slack's and Linear's API settings, where their tokens are configured. */
+function chatSettings(config: Config): Partial<Pick<ActivityDeps, 'slack' | 'linear'>> {
+  return {
+    ...(config.DRYDOCK_SLACK_BOT_TOKEN
+      ? { slack: { token: config.DRYDOCK_SLACK_BOT_TOKEN, apiUrl: config.DRYDOCK_SLACK_API_URL } }
+      : {}),
+    ...(config.DRYDOCK_LINEAR_API_KEY
+      ? { linear: { apiKey: config.DRYDOCK_LINEAR_API_KEY, apiUrl: config.DRYDOCK_LINEAR_API_URL } }
+      : {}),
   };
 }

@@ -14,7 +14,7 @@ const MiB = 1024 ** 2;
  * copy stops and the activity fails naming it ("the checkpoint diff is over
  * 64 MiB"); the app log alone is cut to its end instead, since a long-running
  * app's log is expected to grow. Every other exec's stdout is capped by
- * STDOUT_CAP (sandbox/docker.ts).
+ * STDOUT_CAP (sandbox/provider.ts).
  */
 export const OUTPUT_CAPS = {
   /** Held in memory on its way to the database (sandbox_checkpoints). */
@@ -27,6 +27,8 @@ export const OUTPUT_CAPS = {
   junit: { bytes: 16 * MiB, what: 'a JUnit report' },
   /** Each file; streamed to the artifact store. */
   screenshot: { bytes: 16 * MiB, what: 'a screenshot' },
+  /** The browser check's video (WebM, half size); streamed to the artifact store. */
+  video: { bytes: 64 * MiB, what: "the browser check's video" },
   /** Only the end of the app's log is kept (the start is dropped, and said so). */
   appLog: { bytes: 4 * MiB, what: "the app's log" },
 } as const;

@@ -1,28 +1,33 @@
+/**
+ * Verification's side in the sandbox: the JUnit reports a test step wrote,
+ * read back and parsed; and the browser check, which starts the app in the
+ * sandbox and drives Chromium from a companion container in its network
+ * namespace.
+ */
 import { rm } from 'node:fs/promises';
-import { XMLParser } from 'fast-xml-parser';
+import { junitCases } from '../../review/test-cases';
 import { egressDirOf } from '../egress';
 import type { BrowserResult, TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
 import type { SandboxDeps } from './deps';
-import { LABELS, type ExecResult } from '../docker';
+import { LABELS, SandboxNotFound, type ExecResult } from '../provider';
+import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { HELPER, HELPERS_MOUNT } from '../toolchains';
-import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
+import {
+  browserContainerName,
+  createOwnedContainer,
+  endStrayProcesses,
+  inSandbox,
+  STATE_DIR,
+  type ContainerDeps,
+} from './container';
 import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
-const USUAL_REPORT =
+const USUAL_JUNIT_FILE =
   /(^|\/)(junit[^/]*|TEST-[^/]*|[^/]*results?[^/]*)\.xml$|\/(test-results|test-reports|surefire-reports)\//i;
-
-const xml = new XMLParser({
-  ignoreAttributes: false,
-  attributeNamePrefix: '',
-  textNodeName: 'text',
-  isArray: (name) => ['testsuite', 'testcase'].includes(name),
-});
-
-type Node = Record<string, any>;
 
 /** Failing tests kept in status and history; the whole reports are in the artifact store. */
 const MAX_FAILURES = 50;
@@ -50,31 +55,15 @@ export function boundMessages(messages: unknown): string[] {
 /** Counts and failing tests of JUnit XML documents (testsuites/testsuite/testcase). */
 export function parseJUnit(documents: { file: string; content: string }[]): TestReport {
   const report: TestReport = { files: [], total: 0, passed: 0, failed: 0, skipped: 0, failures: [] };
-  const suitesOf = (node: Node): Node[] => [
-    ...((node.testsuite as Node[] | undefined) ?? []),
-    ...((node.testsuite as Node[] | undefined) ?? []).flatMap(suitesOf),
-  ];
   for (const { file, content } of documents) {
-    const doc = xml.parse(content) as Node;
-    const root: Node = doc.testsuites ?? { testsuite: doc.testsuite ?? [] };
-    const suites = suitesOf(root);
-    if (suites.length === 0) continue;
+    const cases = junitCases(content);
+    if (!cases) continue;
     report.files.push(file);
-    for (const testcase of suites.flatMap((s) => (s.testcase as Node[] | undefined) ?? [])) {
+    for (const c of cases) {
       report.total++;
-      const problem = testcase.failure ?? testcase.error;
-      if (problem !== undefined) {
-        report.failed++;
-        const first = Array.isArray(problem) ? problem[0] : problem;
-        const message = typeof first === 'string' ? first : (first?.message ?? first?.text ?? '');
-        const name = [testcase.classname, testcase.name].filter(Boolean).join(' › ');
-        if (report.failures.length < MAX_FAILURES) {
-          report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300) });
-        }
-      } else if (testcase.skipped !== undefined) {
-        report.skipped++;
-      } else {
-        report.passed++;
+      report[c.outcome]++;
+      if (c.outcome === 'failed' && report.failures.length < MAX_FAILURES) {
+        report.failures.push({ name: c.name, message: c.message ?? '', ...c.place });
       }
     }
   }
@@ -82,12 +71,8 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
 }
 
 /** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
-async function reportsWrittenDuring(
-  sandboxes: SandboxDeps['sandboxes'],
-  sandbox: string,
-  stepNonce: string,
-): Promise<string[]> {
-  const found = await sandboxes.exec(sandbox, [
+async function junitWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
+  const found = await sandbox.commands.exec([
     'find',
     '.',
     '(',
@@ -111,7 +96,7 @@ async function reportsWrittenDuring(
     .toString()
     .split('\n')
     .map((f) => f.replace(/^\.\//, ''))
-    .filter((f) => f && USUAL_REPORT.test(`/${f}`));
+    .filter((f) => f && USUAL_JUNIT_FILE.test(`/${f}`));
 }
 
 /**
@@ -119,17 +104,16 @@ async function reportsWrittenDuring(
  * XML reports in the usual places written during the step; scrubbed, and kept
  * in the artifact store. Called by runStep once the step's result is known.
  */
-export async function readTestReport(
+export async function readJUnitResults(
   { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
 ): Promise<TestReport | undefined> {
-  const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
+  const sandbox = sandboxOf(sandboxes, input.sandbox);
+  const files = input.files ?? (await junitWrittenDuring(sandbox, input.stepNonce));
   const documents = [];
   for (const file of files) {
-    const read = await sandboxes.exec(input.sandbox, ['cat', file], {
-      stdoutCap: { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` },
-    });
-    if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
+    const read = await sandbox.files.read(file, { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` });
+    if (read) documents.push({ file, content: read.toString() });
   }
   if (documents.length === 0) return undefined;
   for (const d of documents) {
@@ -153,18 +137,42 @@ const BROWSER_LIMITS = {
   diskBytes: 1024 ** 3,
 };
 
-/** Starts the app in the sandbox; a retry finds the app it started (pid file) instead of starting a second one. */
-async function startApp(sandboxes: SandboxDeps['sandboxes'], sandbox: string, start: string, outDir: string) {
-  const out = await sandboxes.run(sandbox, [
-    'sh',
-    '-c',
+/** The workspace's state, one line per changed or untracked file. */
+const STATUS = 'git status --porcelain=v1 --untracked-files=all';
+
+/** Keeps the workspace's state in $1 (before the app runs on the base). */
+const KEEP_STATUS: ShellScript = {
+  name: 'keep-status',
+  text: `mkdir -p "$(dirname "$1")"; cd /workspace && ${STATUS} >"$1"`,
+};
+
+/**
+ * Undoes what the app changed in the workspace since KEEP_STATUS ($1): files
+ * it added are removed, tracked files it changed are restored (names git
+ * would quote are left: the change shows them to the reviewer).
+ */
+const UNDO_APP_WRITES: ShellScript = {
+  name: 'undo-app-writes',
+  text: [
+    'cd /workspace || exit 0',
+    `${STATUS} | grep -vxF -f "$1" | while IFS= read -r line; do`,
+    '  p=${line#???}',
+    '  case "$line" in "??"*) rm -rf -- "$p" ;; *) git checkout -q -- "$p" 2>/dev/null || true ;; esac',
+    'done; true',
+  ].join('\n'),
+};
+
+/** Starts the app ($1) with its log and pid in $2; a retry finds the app it started instead of starting a second one. */
+const START_APP: ShellScript = {
+  name: 'start-app',
+  text:
     'mkdir -p "$2"; if [ -f "$2/app.pid" ] && kill -0 "$(cat "$2/app.pid")" 2>/dev/null; then cat "$2/app.pid"; ' +
-      'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
-    'start-app',
-    start,
-    outDir,
-  ]);
-  return Number(out.trim());
+    'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
+};
+
+/** Starts the app in the sandbox; returns its pid. */
+async function startApp(sandbox: SandboxHandle, start: string, outDir: string): Promise<number> {
+  return Number((await sandbox.commands.runScript(START_APP, [start, outDir])).trim());
 }
 
 /** The runner's one JSON line, or a browser_crashed result naming how it failed. */
@@ -190,10 +198,15 @@ function runnerResult(run: ExecResult): RunnerResult {
  * labelled with the same owner and expiry, so teardown and the reaper find
  * it. Removed afterwards, whatever happened.
  */
-async function inBrowserContainer<T>(deps: SandboxDeps, sandbox: string, work: (name: string) => Promise<T>) {
+async function inBrowserContainer<T>(
+  deps: VerifyDeps,
+  sandbox: string,
+  work: (browser: SandboxHandle) => Promise<T>,
+): Promise<T> {
   const name = browserContainerName(sandbox);
-  const info = await deps.sandboxes.docker.getContainer(sandbox).inspect();
-  const labels = info.Config.Labels ?? {};
+  const info = await deps.sandboxes.info(sandbox);
+  if (!info) throw new SandboxNotFound(sandbox);
+  const { labels } = info;
   try {
     await createOwnedContainer(deps, {
       name,
@@ -203,16 +216,20 @@ async function inBrowserContainer<T>(deps: SandboxDeps, sandbox: string, work: (
       expiresAt: labels[LABELS.expires] ?? new Date(Date.now() + 60 * 60_000).toISOString(),
       limits: BROWSER_LIMITS,
       mounts: [{ source: await toolchainsOf(deps).helpers(), target: HELPERS_MOUNT }],
-      networkOf: sandbox,
+      companionOf: sandbox,
     });
-    return await work(name);
+    return await work(sandboxOf(deps.sandboxes, name));
   } finally {
     await deps.sandboxes.destroy(name);
     await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
   }
 }
 
-export function createVerifyActivities(deps: SandboxDeps) {
+/** What verification needs: the sandbox, a browser container beside it, the artifact store. */
+export type VerifyDeps = ContainerDeps &
+  Pick<SandboxDeps, 'baseImage' | 'toolsRoot' | 'egressRoot' | 'artifacts' | 'redactor' | 'log'>;
+
+export function createVerifyActivities(deps: VerifyDeps) {
   const { sandboxes, artifacts, log, redactor } = deps;
 
   return inSandbox({
@@ -229,15 +246,22 @@ export function createVerifyActivities(deps: SandboxDeps) {
       sessionId: string;
       browser: BrowserCheck;
       readyTimeoutMs: number;
+      /** Names this run's artifacts (browser/<label>/…): "before" the agent's change, or the round's. */
+      label?: string;
+      /** Record a video of the check (Playwright's, within OUTPUT_CAPS.video). */
+      video?: boolean;
     }) {
-      const { sandbox, sessionId, browser } = input;
+      const { sessionId, browser } = input;
+      const label = input.label ?? 'after';
+      const sandbox = sandboxOf(sandboxes, input.sandbox);
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
-      const pid = await startApp(sandboxes, sandbox, browser.start, outDir);
+      // Before the agent's change, the workspace is the session's to be: what the app writes there is undone.
+      if (label === 'before') await sandbox.commands.runScript(KEEP_STATUS, [`${outDir}.status`]);
+      const pid = await startApp(sandbox, browser.start, outDir);
       // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
       const cleanNode = (home: string) => ({ env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${home}`] });
-      const ready = await sandboxes.exec(
-        sandbox,
+      const ready = await sandbox.commands.exec(
         [
           HELPER.browser,
           JSON.stringify({ phase: 'ready', url: browser.url, pid, readyTimeoutMs: input.readyTimeoutMs }),
@@ -247,22 +271,27 @@ export function createVerifyActivities(deps: SandboxDeps) {
       let raw = runnerResult(ready);
       const copies: { file: string; ref: string }[] = [];
       if (raw.outcome === 'passed') {
-        const browsed = await inBrowserContainer(deps, sandbox, async (name) => {
-          const run = await sandboxes.exec(
-            name,
-            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT })],
+        const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
+          const run = await container.commands.exec(
+            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video })],
             cleanNode(BROWSER_OUT),
           );
           const result = runnerResult(run);
           const files = [
             ...result.checks.map((c) => c.screenshot),
             ...(result.screenshots as { file?: string }[]).map((s) => s.file),
+            result.video,
           ];
           for (const file of files.filter((f): f is string => Boolean(f))) {
-            const ref = await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, '');
+            const video = file === result.video;
+            const ref = await artifacts.put(
+              sessionId,
+              `browser/${label}/${video ? 'video.webm' : file.split('/').pop()}`,
+              '',
+            );
             // Straight to the artifact store on disk, never whole in memory.
-            const cap = { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
-            await sandboxes.execToFile(name, ['cat', file], artifacts.pathOf(ref), cap);
+            const cap = video ? OUTPUT_CAPS.video : { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
+            await container.files.readToFile(file, artifacts.pathOf(ref), cap);
             copies.push({ file, ref });
           }
           return result;
@@ -273,43 +302,35 @@ export function createVerifyActivities(deps: SandboxDeps) {
       raw.consoleErrors = boundMessages(raw.consoleErrors);
       raw.failedRequests = boundMessages(raw.failedRequests);
       // The app, and whatever it started: nothing of it runs on while the change is exported.
-      await endStrayProcesses(sandboxes, sandbox);
+      await endStrayProcesses(sandbox);
+      if (label === 'before') await sandbox.commands.runScript(UNDO_APP_WRITES, [`${outDir}.status`]);
       const copied = (file: string) => copies.find((c) => c.file === file)?.ref ?? file;
+      if (raw.video) raw.video = copied(raw.video);
       for (const check of raw.checks) {
         if (check.screenshot) check.screenshot = copied(check.screenshot);
       }
       const screenshots = (raw.screenshots as { path: string; file?: string; message?: string }[]).map(
         ({ file, ...rest }) => (file ? { ...rest, screenshot: copied(file) } : rest),
       );
-      const appLog = await redactor.large(await appLogEnd(sandboxes, sandbox, `${outDir}/app.log`));
+      const appLog = await redactor.large(await appLogEnd(sandbox, `${outDir}/app.log`));
       const result: BrowserResult = {
         ...raw,
         url: browser.url,
         screenshots,
         appLogTail: tail(appLog, 1_000),
-        appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
+        appLog: await artifacts.put(sessionId, `browser/${label}/app.log`, appLog),
         durationMs: Date.now() - started,
       };
-      log.info({ sessionId, sandboxId: sandbox, outcome: result.outcome }, 'browser verification');
+      log.info({ sessionId, sandboxId: input.sandbox, outcome: result.outcome }, 'browser verification');
       return result;
     },
   });
 }
 
 /** The end of the app's log, at most OUTPUT_CAPS.appLog of it; a cut start is said so. */
-async function appLogEnd(sandboxes: SandboxDeps['sandboxes'], sandbox: string, file: string): Promise<string> {
+async function appLogEnd(sandbox: SandboxHandle, file: string): Promise<string> {
   const { bytes, what } = OUTPUT_CAPS.appLog;
-  const read = await sandboxes.exec(sandbox, [
-    'sh',
-    '-c',
-    'wc -c <"$1" 2>/dev/null || echo 0; tail -c "$2" "$1" 2>/dev/null',
-    'app-log',
-    file,
-    String(bytes),
-  ]);
-  const out = read.stdout.toString();
-  const size = Number(out.slice(0, out.indexOf('\n')).trim()) || 0;
-  const kept = out.slice(out.indexOf('\n') + 1);
+  const { size, text: kept } = await sandbox.files.tail(file, bytes);
   return size > bytes
     ? `[${what} is over ${bytes / 1024 ** 2} MiB: its first ${size - bytes} bytes are not kept]\n${kept}`
     : kept;

@@ -8,7 +8,8 @@
  */
 import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import type Docker from 'dockerode';
-import { DockerSandboxes } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
+import { sandboxOf } from '../../sandbox/handle';
 import { decide, status, type SessionStatus } from '../../workflows/api';
 import { containersOn } from './docker-hosts';
 import { approveAs, docker, git } from './helpers';
@@ -142,19 +143,18 @@ export function gate(sessionId: string, name: string, engines: Docker[] = [docke
   void (async () => {
     while (!stopped) {
       for (const engine of engines) {
-        const sandboxes = new DockerSandboxes(engine);
+        const provider = new DockerProvider(engine);
         const running = (await containersOn(engine, sessionId).catch(() => [])).filter((c) => c.State === 'running');
         for (const c of running.filter((c) => !open.has(c.Id))) {
-          const at = (file: string) => ['sh', '-c', `test -e /tmp/${name}.running && touch /tmp/${file}`];
-          if (
-            await sandboxes.run(c.Id, at(opened ? `${name}.go` : `${name}.seen`)).then(
-              () => true,
-              () => false,
-            )
-          ) {
-            if (opened) open.add(c.Id);
-            reach(c.Names[0].replace(/^\//, ''));
+          const sandbox = sandboxOf(provider, c.Id);
+          if (!(await sandbox.files.exists(`/tmp/${name}.running`).catch(() => false))) continue;
+          if (opened) {
+            await sandbox.commands.run(['touch', `/tmp/${name}.go`]).then(
+              () => open.add(c.Id),
+              () => undefined,
+            );
           }
+          reach(c.Names[0].replace(/^\//, ''));
         }
       }
       await new Promise((r) => setTimeout(r, 250));

@@ -1,6 +1,7 @@
+/** The end-to-end project's global teardown: stops what global-setup.ts started and checks nothing was left. */
 import type { ChildProcess } from 'node:child_process';
 import Docker from 'dockerode';
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 import type { PostgresServer } from './postgres';
 
 /** Stops the dev server; a sandbox left behind by any test fails the run. */
