@@ -13,10 +13,10 @@ import { status, type ApprovalPolicy, type SessionStatus } from '../../workflows
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
 import { watched, within } from '../support/waits';
+import { workflowBundle } from '../support/workflow-bundle';
 import { serverTime, startTestServer } from './server';
 
 export { startTestServer, stopEnvironment } from './server';
-import { workflowBundle } from '../support/workflow-bundle';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
