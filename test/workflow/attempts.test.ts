@@ -17,7 +17,9 @@ import {
   type SessionStatus,
 } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
+import { watched } from '../support/waits';
 import { startEnvironment, stopEnvironment, withStubWorker, type StubWorker, type Stubs } from './harness';
+import { serverTime } from './server';
 
 let harness: { env: TestWorkflowEnvironment; bundle: WorkflowBundle };
 beforeAll(async () => {
@@ -74,11 +76,13 @@ async function run(
   drive: (handle: WorkflowHandle) => Promise<void>,
 ): Promise<{ status: AttemptsStatus; children: SessionStatus[]; worker: StubWorker }> {
   return withStubWorker(harness, name, { ...perAttempt, ...stubs }, async (worker) => {
-    const handle = await harness.env.client.workflow.start(ATTEMPTS_WORKFLOW_TYPE, {
+    const started = await harness.env.client.workflow.start(ATTEMPTS_WORKFLOW_TYPE, {
       taskQueue: worker.taskQueue,
       workflowId: worker.taskQueue,
       args: [input],
     });
+    // Its result, queries and updates fail with an explanation if they get no answer (see test/support/waits.ts).
+    const handle = watched(started, serverTime);
     await drive(handle);
     const final = (await handle.result()) as AttemptsStatus;
     const children = await Promise.all(

@@ -22,7 +22,9 @@ import {
   type SessionStatus,
 } from '../../workflows/api';
 import type { PilotInputDraft } from '../../workflows/pilot/input';
+import { watched } from '../support/waits';
 import { modelAnswer, startEnvironment, stopEnvironment, withStubWorker, type Stubs } from './harness';
+import { serverTime } from './server';
 
 let harness: { env: TestWorkflowEnvironment; bundle: WorkflowBundle };
 beforeAll(async () => {
@@ -116,8 +118,16 @@ test('stopped half-way and started again: finished sessions are not run again; f
         (s) => s.phase === 'awaiting_approval',
         `${task} ${config} at its gate`,
       ).then(() => child(task, config).executeUpdate(decide, { args: [{ decision, action: 'push', by: 'alice' }] }));
-    const start = () =>
-      harness.env.client.workflow.start(PILOT_WORKFLOW_TYPE, { taskQueue, workflowId: `pilot-${name}`, args: [input] });
+    // The pilot's result and queries fail with an explanation if they get no answer (see test/support/waits.ts).
+    const start = async () =>
+      watched(
+        await harness.env.client.workflow.start(PILOT_WORKFLOW_TYPE, {
+          taskQueue,
+          workflowId: `pilot-${name}`,
+          args: [input],
+        }),
+        serverTime,
+      );
     const closed = async (handle: WorkflowHandle) => {
       await until(
         () => handle.describe(),
