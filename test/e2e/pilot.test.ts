@@ -261,7 +261,7 @@ test('a pilot of 6 tasks × 2 configurations × 2 attempts, stopped half-way and
   } finally {
     await review.stop();
   }
-});
+}, 2_400_000); // 24 sessions at 4 at a time, on a shared machine
 
 /** The report as Markdown, and the console's pilot and trends pages' first chart as PNG. */
 async function saveShots(name: string, markdown: string): Promise<void> {
