@@ -11,7 +11,7 @@ import { InvalidArgumentError, Option } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../platform/config';
-import { openDatabase, type Database } from '../store/db';
+import { withDatabase } from './audit';
 import { connectClient } from '../platform/temporal-connection';
 import { attemptsOf, pickAttempt, startPilot, pilotOf, stopPilotRun } from '../platform/attempts';
 import { buildPilotReport, pilotReportCsv, pilotReportMarkdown } from '../figures/pilot-report';
@@ -21,15 +21,6 @@ import { githubSettings, octokitFor } from '../github/client';
 import { windowStart } from '../store/pilot-report';
 import { parsePilotInput, type PilotInput } from '../workflows/pilot/input';
 import type { AttemptsStatus, PilotStatus } from '../workflows/api';
-
-async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
-  const db = await openDatabase(config);
-  try {
-    return await fn(db);
-  } finally {
-    await db.close();
-  }
-}
 
 /** Reads and validates a pilot file; each problem names its field. */
 export async function readPilotFile(file: string): Promise<PilotInput> {

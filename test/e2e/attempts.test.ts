@@ -22,6 +22,7 @@ import {
   startStack,
   testAuditKey,
   testConfig,
+  pollUntil,
   type FixtureRepo,
   type TestStack,
 } from '../support/helpers';
@@ -56,15 +57,8 @@ const api = (path: string, body: unknown) =>
     body: JSON.stringify(body),
   });
 
-async function until<T>(read: () => Promise<T>, ready: (t: T) => boolean, what: string, ms = 240_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const now = await read().catch(() => undefined);
-    if (now !== undefined && ready(now)) return now;
-    if (Date.now() > deadline) throw new Error(`never: ${what}; last: ${JSON.stringify(now)?.slice(0, 2000)}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
+const until = <T>(read: () => Promise<T>, ready: (t: T) => boolean, what: string) =>
+  pollUntil(read, ready, what, 240_000);
 
 test('three attempts: one picked and pushed with its pull request, two end without a push, one approval; a follow-up goes to the picked', async () => {
   const id = newSessionId('attempts');

@@ -20,7 +20,15 @@ import { status, type PilotStatus, type SessionStatus } from '../../workflows/ap
 import type { PilotInputDraft } from '../../workflows/pilot/input';
 import { startFakeProviders, toolResults, type FakeProviders } from '../support/fake-providers';
 import { personalTokens } from '../support/identity';
-import { makeFixtureRepo, newSessionId, startServe, startStack, testConfig, type TestStack } from '../support/helpers';
+import {
+  makeFixtureRepo,
+  newSessionId,
+  startServe,
+  startStack,
+  testConfig,
+  pollUntil,
+  type TestStack,
+} from '../support/helpers';
 
 const KEY = 'sk-pilot-0123456789abcdef';
 const SHOTS = process.env.DRYDOCK_PILOT_SHOTS;
@@ -60,15 +68,8 @@ afterAll(async () => {
   await model?.close();
 });
 
-async function until<T>(read: () => Promise<T>, ready: (t: T) => boolean, what: string, ms = 900_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const now = await read().catch(() => undefined);
-    if (now !== undefined && ready(now)) return now;
-    if (Date.now() > deadline) throw new Error(`never: ${what}; last: ${JSON.stringify(now)?.slice(0, 3000)}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
+const until = <T>(read: () => Promise<T>, ready: (t: T) => boolean, what: string) =>
+  pollUntil(read, ready, what, 900_000);
 
 const post = (p: string, body: unknown) =>
   fetch(`${serve.url}${p}`, {
