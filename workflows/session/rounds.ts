@@ -8,7 +8,7 @@
  */
 import { allHandlersFinished, CancellationScope, condition, continueAsNew, log } from '@temporalio/workflow';
 import type { CommitResult } from '../../sandbox/contract';
-import { durationMs } from '../input';
+import { durationMs } from '../units';
 import { describeFollowups } from '../rules/followup';
 import { agentRounds } from './agents';
 import { handsOff } from './attach';

@@ -6,7 +6,8 @@
  */
 import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
 import { ErrorType, type Outcome, type SessionStatus } from '../api';
-import { durationMs, parseSessionInput } from '../input';
+import type { SessionInput } from '../input';
+import { durationMs } from '../units';
 import { defaultBranch, settlePolicy } from '../rules/policy';
 import { agentRounds, startAgent } from './agents';
 import { installHandlers } from './approval';
@@ -64,14 +65,14 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
 /**
  * Validates the input, settles it against the repo's configuration (the
  * operator's limits, then the repo's file, then the input) and settles the
- * approval policy; an invalid one fails at once, naming each bad field.
+ * approval policy; an invalid one fails at once, naming each bad field. The
+ * activity repoPolicy validates it (before it reads anything): the workflow
+ * carries no schema code, which a new workflow would evaluate at every start.
  */
 async function parse(run: SessionRun): Promise<void> {
   const { status, continued } = run;
-  const parsed = parseSessionInput(run.rawInput);
-  if (!parsed.ok) invalid(run, parsed.problems);
-  let input = parsed.input;
-  // A continued run was handed the settled input and policy (its first run set status.policy).
+  // A continued run is handed the input its first run settled (continueAsNew's first argument) and the policy.
+  let input = run.rawInput as SessionInput;
   let policy = continued?.status.policy;
   if (!continued) {
     const settled = await anyHost.repoPolicy(run.rawInput);
