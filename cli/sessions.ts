@@ -76,12 +76,12 @@ function unansweredText(u: Unanswered): string {
   ].join('\n');
 }
 
-/** The agent's progress: model, turn, round, tokens, cost, last tool, why it stopped. */
+/** The agent's progress: model, turn, attempt, tokens, cost, last tool, why it stopped. */
 export function agentLine(a: AgentProgress): string {
   return [
     a.kind && a.kind !== 'script' ? `${a.kind} ${a.model ?? ''}`.trim() : a.kind,
     a.turn !== undefined ? `turn ${a.turn}` : undefined,
-    a.round !== undefined ? `round ${a.round}` : undefined,
+    a.attempt !== undefined ? `attempt ${a.attempt}` : undefined,
     a.usage ? `${a.usage.totalTokens} tokens` : undefined,
     a.costUsd ? `$${a.costUsd.toFixed(4)}` : undefined,
     a.lastTool ? `last: ${a.lastTool}` : undefined,

@@ -196,10 +196,13 @@ export interface AgentProgress {
   diff?: string;
   kind?: 'script' | 'openai' | 'cli';
   model?: string;
-  /** Model calls so far (all rounds). */
+  /** Model calls so far (all attempts and rounds). */
   turn?: number;
-  /** 1, then 2... after each failed verification fed back to the agent. */
-  round?: number;
+  /**
+   * The agent's attempt at a change that passes verification of this round: 1,
+   * then 2... after each failed verification fed back to it (status.round counts follow-ups).
+   */
+  attempt?: number;
   lastTool?: string;
   usage?: TokenUsage;
   costUsd?: number;
@@ -344,7 +347,7 @@ export interface SessionStatus {
   error?: string;
   /** Why the session did not complete, as a short key for the metrics ("verification_failed", "PushRejected"...). */
   failureCause?: string;
-  /** How many times verification ran (more than one when failures went back to the agent). */
+  /** How many times verification ran in the last round: the agent's attempts (more than one when failures went back to it). */
   verificationRounds?: number;
   /** How many times the sandbox was lost (killed, or its host gone) and replaced from the last checkpoint. */
   restarts?: number;

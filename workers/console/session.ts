@@ -144,7 +144,7 @@ function agentPanel(s: SessionStatus): string {
   const rows: [string, string][] = [
     ['kind', a.kind],
     ['model', a.model ?? 'unknown'],
-    ['turns', `${a.turn ?? 0}${a.round && a.round > 1 ? ` (round ${a.round})` : ''}`],
+    ['turns', `${a.turn ?? 0}${a.attempt && a.attempt > 1 ? ` (attempt ${a.attempt})` : ''}`],
     ['tokens', u ? `${u.totalTokens} (${u.promptTokens} in, ${u.completionTokens} out)` : 'none yet'],
     ['cost', a.costUsd === undefined ? 'unknown' : `$${a.costUsd.toFixed(4)}`],
     ['change', change],

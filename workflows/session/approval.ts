@@ -21,11 +21,11 @@ import { durationMs } from '../units';
 import { refuseDecision } from '../rules/policy';
 import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
-import { handsOn, installAttachHandlers } from './attach';
+import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
 const FOLLOWUP_IDS = 100;
@@ -91,7 +91,10 @@ export function installHandlers(run: SessionRun): void {
   );
   installAttachHandlers(run);
   setHandler(pullRequestClosed, (closed) => {
-    run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
+    run.pullRequestClosed ??= {
+      merged: closed?.merged === true,
+      by: typeof closed?.by === 'string' ? closed.by : 'unknown',
+    };
   });
 }
 
@@ -133,7 +136,7 @@ export async function gate(
   change: CommitResult,
   covers: Action[] = [],
 ): Promise<void> {
-  if (run.followups.length > 0 || handsOn(run)) throw new FollowupArrived();
+  if (run.followups.length > 0 || editedByHand(run)) throw new FollowupArrived();
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
@@ -141,7 +144,7 @@ export async function gate(
   }
   const verdict = await awaitDecision(run, action, change, covers);
   // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
-  if (handsOn(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
+  if (editedByHand(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -185,18 +188,21 @@ async function awaitDecision(
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
-  await report(run, 'awaiting_approval');
+  await tellGitHub(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run), timeoutMs);
+    const got = await condition(
+      () => run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run),
+      timeoutMs,
+    );
     const verdict = run.verdicts.get(action);
     record.detail = verdict
       ? `${PAST[verdict.decision]} by ${verdict.by}`
       : run.followups.length > 0
         ? `superseded by a follow-up from ${run.followups[0].by}`
-        : handsOn(run)
-          ? `superseded: ${run.status.attached?.by ?? run.handEdits} attached to the sandbox`
+        : editedByHand(run)
+          ? `superseded: ${run.status.attached?.by ?? run.uncommittedEditsBy} attached to the sandbox`
           : `no decision within ${input.approval.timeout}`;
-    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
+    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || editedByHand(run);
     return got && verdict !== undefined;
   });
   state.pendingApproval = undefined;

@@ -12,7 +12,7 @@ import { gate, PAST } from './approval';
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** The agent as the commit's Drydock-Agent trailer names it. */
 function agentName(agent: SessionRun['input']['agent']): string {
@@ -60,7 +60,7 @@ export async function commitChange(run: SessionRun, sb: Sandbox): Promise<Commit
   });
   run.committedIn = sb.name;
   // The edits made by hand before this commit are in it (unless someone attached during it).
-  if (!run.status.attached && run.status.attaches === attaches) run.handEdits = undefined;
+  if (!run.status.attached && run.status.attaches === attaches) run.uncommittedEditsBy = undefined;
   return result;
 }
 
@@ -125,7 +125,7 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
   });
-  await report(run, 'pull_request');
+  await tellGitHub(run, 'pull_request');
 }
 
 /** The pull request's description: what was asked, what changed, how it was checked, who approved. */
