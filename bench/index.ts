@@ -24,6 +24,7 @@ const ALL: [string, Record<string, string>][] = [
   ['start', {}],
   ['pool', {}],
   ['overhead', {}],
+  ['round-trip', {}],
   ['exec', {}],
   ['concurrency', { BENCH_DB: 'pglite' }],
   ...(existsSync('/usr/lib/postgresql')

@@ -1,15 +1,15 @@
 /**
  * A profile of the worker's activities by kind of operation, for benchmarks
  * that run the worker in their own process: Docker API calls of
- * sandbox/docker/provider.ts, git subprocesses and database queries are timed and
+ * sandbox/docker/provider.ts, the worker's commands (git, mkfs, mount) and database queries are timed and
  * charged to the activity that made them (from the activity context).
- * Bench-only: it wraps DockerProvider' methods, child_process.execFile and
+ * Bench-only: it wraps DockerProvider' methods, observes platform/processes.ts and
  * pg's Client.query in this process; call `instrument()` before the worker starts.
  */
-import childProcess from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import pg from 'pg';
 import { DockerProvider } from '../sandbox/docker/provider';
+import { processObservers } from '../platform/processes';
 import { fmt, markdownTable } from './table';
 
 export const KINDS = [
@@ -19,6 +19,7 @@ export const KINDS = [
   'docker rm',
   'docker inspect/list',
   'git (host)',
+  'other processes (host)',
   'database',
 ] as const;
 type Kind = (typeof KINDS)[number];
@@ -71,21 +72,10 @@ export function instrument(): void {
     };
   }
 
-  // repos/git.ts calls execFile('git', args, options, callback) through the module object.
-  const cp = childProcess as unknown as { execFile: (...args: unknown[]) => unknown };
-  const execFile = cp.execFile;
-  cp.execFile = function (...args: unknown[]) {
-    const callback = args.at(-1);
-    if (args[0] === 'git' && typeof callback === 'function') {
-      const activity = activityType();
-      const t = performance.now();
-      args[args.length - 1] = (...result: unknown[]) => {
-        record(activity, 'git (host)', performance.now() - t);
-        return (callback as (...a: unknown[]) => unknown)(...result);
-      };
-    }
-    return execFile.apply(this, args);
-  };
+  // Every short command of the worker goes through platform/processes.ts.
+  processObservers.push((file, _args, ms) =>
+    record(activityType(), file === 'git' ? 'git (host)' : 'other processes (host)', ms),
+  );
 
   // Pool.query goes through Client.query too (with a callback); direct client use returns a promise.
   const clientProto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
@@ -135,6 +125,6 @@ export function operationsTable(sessions: number, activityMs: Record<string, num
   return markdownTable(
     ['activity', 'run time', ...KINDS, 'rest (Node: files, bundles, JSON; event loop waits)'],
     rows,
-    [1, 2, 3, 4, 5, 6, 7, 8, 9],
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
   );
 }

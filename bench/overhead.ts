@@ -7,12 +7,12 @@
  *              no Temporal: clone, create + start the sandbox with the same
  *              hardening (sandbox/docker/provider.ts, i.e. dockerode, as drydock), copy
  *              the repo in, the steps, the test, commit, bundle out, push, rm;
- *   round trip one empty activity through the dev server (bench workflow
- *              `roundTrips` + a no-op activity on a worker of its own).
  * Prints medians, spreads, the ratio session/plain, and where a session's
  * time goes (from its workflow history, and the plain script's parts).
  *
- *   npx tsx bench/overhead.ts        RUNS=5, RT_N=50 round trips a run
+ * Temporal's own cost per activity is bench/round-trip.ts's.
+ *
+ *   npx tsx bench/overhead.ts        RUNS=5
  */
 import { sandboxOf } from '../sandbox/handle';
 import { spawn } from 'node:child_process';
@@ -34,10 +34,8 @@ import {
 } from './session';
 import { benchMain, startStack, tempDir } from './stack';
 import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, spread, timingTable, type Row } from './table';
-import type { BenchActivities } from './workflows';
 
 const RUNS = runsFromEnv(5);
-const RT_N = Number(process.env.RT_N ?? 50);
 
 /** The plain script's parts, in order, with their durations. */
 type Parts = [string, number][];
@@ -122,8 +120,7 @@ async function plainSession(
 
 async function main(): Promise<string> {
   instrument();
-  const activities: BenchActivities = { noop: async () => undefined };
-  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, benchActivities: { ...activities } });
+  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] } });
   const repo = await makeRepo();
   const sandboxes = new DockerProvider();
   const egressDir = await tempDir('egress');
@@ -163,27 +160,6 @@ async function main(): Promise<string> {
   const types = [...new Set(profiles.flatMap((p) => Object.keys(p.activities)))];
   const operations = operationsTable(RUNS, Object.fromEntries(types.map((t) => [t, meanRun(t)])));
 
-  say(`activity round trips: ${RUNS} runs of ${RT_N}`);
-  const roundTrip: Row = { name: `empty activity round trip (per call, ${RT_N} in a row)`, ms: [] };
-  const workflow = (n: number) =>
-    stack.client.workflow.execute('roundTrips', {
-      workflowId: `bench-rt-${randomBytes(4).toString('hex')}`,
-      taskQueue: stack.benchQueue!,
-      args: [n],
-    });
-  await workflow(5); // warm-up
-  const emptyWorkflow: Row = { name: 'workflow with no activity (start → result)', ms: [] };
-  for (let i = 0; i < RUNS; i++) {
-    let t = performance.now();
-    await workflow(0);
-    const empty = performance.now() - t;
-    t = performance.now();
-    await workflow(RT_N);
-    const full = performance.now() - t;
-    emptyWorkflow.ms.push(empty);
-    roundTrip.ms.push((full - empty) / RT_N);
-  }
-
   const ratio = median(session.ms) / median(script.ms);
   const partNames = plainParts[0].map(([n]) => n);
   const partsTable = markdownTable(
@@ -200,9 +176,7 @@ async function main(): Promise<string> {
   return [
     timingTable([session, ready, script], 'complete session'),
     '',
-    ratioTable([{ name: 'session via drydock / plain script', value: ratio, goal: { max: 1.1 } }]),
-    '',
-    timingTable([roundTrip, emptyWorkflow], 'Temporal dev server'),
+    ratioTable([{ name: 'session via drydock / plain script', value: ratio, goal: { max: 1.2 } }]),
     '',
     'Where a drydock session spends its time (workflow history, server timestamps):',
     '',

@@ -15,7 +15,7 @@ import { isPersonName } from '../identity/names';
 import { PersonalTokens } from '../identity/personal-tokens';
 import type { Config } from '../platform/config';
 import { openDatabase } from '../store/db';
-import { durationMs } from '../workflows/input';
+import { durationMs } from '../workflows/units';
 
 export interface Login {
   server: string;

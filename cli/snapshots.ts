@@ -8,7 +8,8 @@ import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../repos/
 import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, repoSlug, type SnapshotBuildRow } from '../sandbox/snapshots';
 import { REGISTRATION_DEFAULTS, type RepoRegistration, type SetupEgressRule } from '../repos/registry';
-import { duration, durationMs, secretName } from '../workflows/input';
+import { duration, secretName } from '../workflows/input';
+import { durationMs } from '../workflows/units';
 import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
 
 export class SnapshotUsageError extends Error {}

@@ -16,6 +16,8 @@
 #   TEMPORAL_PG_TLS    a folder with ca.pem, server.pem, server-key.pem: the frontend and
 #                      internode traffic use mTLS (clients need a certificate signed by ca.pem)
 #   TEMPORAL_NAMESPACE the namespace to register (default "default")
+#   TEMPORAL_PG_DYNAMIC_CONFIG  dynamic configuration to run with (default drydock's,
+#                      infra/compose/dynamicconfig/drydock.yaml; /dev/null: the server's defaults)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 SERVER_DIR="$TOOLS_DIR/temporal-server"
@@ -194,10 +196,13 @@ dynamicConfigClient:
   pollInterval: 10s
 EOF
   # A new namespace and its search attributes become usable within a second, not ten.
-  cat >"$STATE/dynamicconfig.yaml" <<EOF
+  {
+    cat <<EOF
 system.namespaceCacheRefreshInterval:
   - value: 1s
 EOF
+    cat "${TEMPORAL_PG_DYNAMIC_CONFIG:-$ROOT/infra/compose/dynamicconfig/drydock.yaml}"
+  } >"$STATE/dynamicconfig.yaml"
 }
 
 # The Temporal CLI reads the same TEMPORAL_* settings as drydock.

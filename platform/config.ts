@@ -6,7 +6,8 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
+import { duration, triggerSessionSchema } from '../workflows/input';
+import { durationMs } from '../workflows/units';
 import { loadTemporalSettings, TEMPORAL_VARIABLES, type TemporalSettings } from './temporal-connection';
 
 /**

@@ -4,9 +4,10 @@
  * tests start.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import type { ConnectionLike } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE } from '../workflows/api';
@@ -73,10 +74,30 @@ export interface DevServerOptions {
   dbFile?: string;
   /** Where the server's own log goes (default: discarded). */
   logFile?: string;
+  /** Run with drydock's dynamic configuration (serverSettings); false: the server's defaults. Default true. */
+  tuned?: boolean;
+}
+
+/** drydock's dynamic configuration of the Temporal server: one file for every server it runs. */
+export const SERVER_SETTINGS_FILE = path.join(projectRoot, 'infra', 'compose', 'dynamicconfig', 'drydock.yaml');
+
+/**
+ * The settings of SERVER_SETTINGS_FILE that hold for every namespace and
+ * task queue (no constraints), by key: the dev server takes them as flags.
+ */
+export function serverSettings(file = SERVER_SETTINGS_FILE): Record<string, unknown> {
+  const doc = parseYaml(readFileSync(file, 'utf8')) as Record<string, { value: unknown; constraints?: object }[]>;
+  const settings: Record<string, unknown> = {};
+  for (const [key, values] of Object.entries(doc)) {
+    const general = values.find((v) => !v.constraints || Object.keys(v.constraints).length === 0);
+    if (general) settings[key] = general.value;
+  }
+  return settings;
 }
 
 /**
- * Starts `temporal server start-dev` and waits until its frontend answers.
+ * Starts `temporal server start-dev` (with drydock's dynamic configuration
+ * unless told otherwise) and waits until its frontend answers.
  * The caller stops it with `child.kill()`.
  */
 export async function startDevServer(opts: DevServerOptions): Promise<ChildProcess> {
@@ -86,6 +107,11 @@ export async function startDevServer(opts: DevServerOptions): Promise<ChildProce
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
   args.push(...(opts.uiPort ? ['--ui-port', String(opts.uiPort)] : ['--headless']));
   if (opts.dbFile) args.push('--db-filename', opts.dbFile);
+  if (opts.tuned !== false) {
+    for (const [key, value] of Object.entries(serverSettings())) {
+      args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+    }
+  }
   const out = opts.logFile ? openSync(opts.logFile, 'a') : 'ignore';
   const child = spawn(cli, args, { stdio: ['ignore', out, out] });
   if (typeof out === 'number') closeSync(out); // the child has its own copy

@@ -3,14 +3,15 @@
  * sandboxes (which have no network), and drydock's own commit of a change,
  * made on the worker from the tree a sandbox snapshot holds.
  */
-import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { access, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { redactUrl } from '../workflows/rules/repo-url';
 import { OutputOverCap, type OutputCap } from '../platform/output-cap';
+import { ProcessFailed, runProcess } from '../platform/processes';
 
 /**
  * git failed; `stderr` says why (bad URL, missing ref, refused credentials,
@@ -45,35 +46,29 @@ export async function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): 
 }
 
 /** git, answering both streams; a failure's GitError says what git printed on either (`failureOutput`). */
-function gitWithOutput(
+async function gitWithOutput(
   args: string[],
   cwd?: string,
   extraEnv: GitEnv = {},
   failureOutput: 'stderr' | 'both' = 'stderr',
 ): Promise<{ stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'git',
-      args,
-      {
-        cwd,
-        maxBuffer: 64 * 1024 * 1024,
-        // No prompts; and a URL from a session input may use only these transports (no ext::, fd::, helpers).
-        env: {
-          ...process.env,
-          GIT_TERMINAL_PROMPT: '0',
-          GIT_ASKPASS: 'true',
-          GIT_ALLOW_PROTOCOL: 'file:git:http:https:ssh',
-          ...extraEnv,
-        },
+  try {
+    return await runProcess('git', args, {
+      cwd,
+      // No prompts; and a URL from a session input may use only these transports (no ext::, fd::, helpers).
+      env: {
+        ...process.env,
+        GIT_TERMINAL_PROMPT: '0',
+        GIT_ASKPASS: 'true',
+        GIT_ALLOW_PROTOCOL: 'file:git:http:https:ssh',
+        ...extraEnv,
       },
-      (err, stdout, stderr) => {
-        if (!err) return resolve({ stdout, stderr });
-        const said = failureOutput === 'both' ? `${stderr}\n${stdout}` : stderr;
-        reject(new GitError(args, said.trim() ? said : err.message));
-      },
-    );
-  });
+    });
+  } catch (err) {
+    if (!(err instanceof ProcessFailed)) throw new GitError(args, (err as Error).message);
+    const said = failureOutput === 'both' ? `${err.stderr}\n${err.stdout}` : err.stderr;
+    throw new GitError(args, said.trim() ? said : err.message);
+  }
 }
 
 const mirrorLocks = new Map<string, Promise<unknown>>();
@@ -171,7 +166,7 @@ export async function resolveCommit(mirror: string, ref?: string): Promise<strin
 
 /**
  * A working tree at `commit` (with history, for commits and bundles inside the
- * sandbox), as a tar stream owned by the sandbox user. Call `cleanup` after.
+ * sandbox), as a tar file owned by the sandbox user. Call `cleanup` after.
  */
 export async function workingTreeTar(
   mirror: string,
@@ -180,17 +175,17 @@ export async function workingTreeTar(
 ): Promise<{ tar: Readable; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-tree-'));
   const cleanup = () => rm(dir, { recursive: true, force: true });
+  const tree = path.join(dir, 'tree');
+  const file = path.join(dir, 'tree.tar');
   try {
-    await git(['clone', '--quiet', '--no-checkout', mirror, dir]);
-    await git(['checkout', '--quiet', '--detach', commit], dir);
+    await git(['clone', '--quiet', '--no-checkout', mirror, tree]);
+    await git(['checkout', '--quiet', '--detach', commit], tree);
+    await runProcess('tar', ['-C', tree, `--owner=${uid}`, `--group=${uid}`, '--numeric-owner', '-cf', file, '.']);
   } catch (err) {
     await cleanup();
     throw err;
   }
-  const tar = spawn('tar', ['-C', dir, `--owner=${uid}`, `--group=${uid}`, '--numeric-owner', '-cf', '-', '.'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return { tar: tar.stdout, cleanup };
+  return { tar: createReadStream(file), cleanup };
 }
 
 /** git options that keep a repository's own content from steering how a diff is shown. */

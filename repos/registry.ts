@@ -8,8 +8,8 @@
  */
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
-import { githubRepoOf, type TriggerSession } from '../workflows/input';
-import { redactUrl } from '../workflows/rules/repo-url';
+import type { TriggerSession } from '../workflows/input';
+import { githubRepoOf, redactUrl } from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
 

@@ -6,7 +6,8 @@
  */
 import type { Pool } from 'pg';
 import type { ProvisionInput } from './contract';
-import { sandboxLimitsOf, sessionInputSchema } from '../workflows/input';
+import { sessionInputSchema } from '../workflows/input';
+import { sandboxLimitsOf } from '../workflows/units';
 
 /** The most idle sandboxes `drydock repo add --pool` may ask each host to keep per repo. */
 export const POOL_MAX = 16;

@@ -12,15 +12,12 @@
  * holds the official binary; corepack is its own package), fetched by the
  * worker once per host and version into `root`, never per session.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import semver from 'semver';
+import { runProcess as run } from '../platform/processes';
 import { EnvironmentError } from './repo-image';
-
-const run = promisify(execFile);
 
 /** Where the helpers appear in a sandbox. */
 export const HELPERS_MOUNT = '/opt/drydock';

@@ -6,7 +6,7 @@
  * waiting for review is its own figure.
  */
 import type { Pool } from 'pg';
-import { durationMs } from '../workflows/input';
+import { durationMs } from '../workflows/units';
 
 export interface Report {
   since: string;

@@ -31,7 +31,7 @@ import {
   type Phase,
   type PickInput,
 } from './api';
-import { parseSessionInput } from './input';
+import { sessionSchemas } from './schemas';
 import { allEnded, finalOutcome, isOutcome, plannedAttempts, refusePick, type PlannedAttempt } from './rules/attempts';
 import { redactUrl } from './rules/repo-url';
 
@@ -121,7 +121,7 @@ async function plan(status: AttemptsStatus, raw: Record<string, unknown>): Promi
     status.error = `invalid input: ${problems.join('; ')}`;
     throw ApplicationFailure.nonRetryable(status.error, ErrorType.InvalidSessionInput, { problems });
   };
-  const parsed = parseSessionInput(raw);
+  const parsed = sessionSchemas().parseSessionInput(raw);
   if (!parsed.ok) return invalid(parsed.problems);
   if (parsed.input.attempts === undefined) return invalid(['attempts: required (a number, or one agent per attempt)']);
   status.requestedBy = parsed.input.requestedBy;

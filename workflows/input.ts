@@ -3,12 +3,16 @@
  * the workflow, the CLI, the HTTP server and the generated JSON Schema
  * (workflows/session-input.schema.json, for pasting into the Temporal UI).
  * No transforms, so the schema stays representable: durations and sizes are
- * kept as written and converted by the pure functions below.
+ * kept as written and converted by the pure functions of units.ts. Workflow
+ * code imports only types from here: the activity repoPolicy validates a
+ * session's input (see session/workflow.ts).
  */
 import { z } from 'zod';
 import { ACTIONS } from './api';
 import { EXACT_VERSION } from './rules/agent-clis';
 import { egressRule } from './rules/egress';
+import { githubRepoOf } from './rules/repo-url';
+import { durationMs, sizeBytes } from './units';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
 export const duration = z.union([
@@ -98,6 +102,9 @@ const patchStep = z.strictObject({
   patch: z.string().min(1).describe('A unified diff, applied with git apply in /workspace'),
 });
 export const scriptStep = z.union([runStep, writeStep, patchStep]);
+
+/** One to `max` script steps (a follow-up's). */
+export const scriptSteps = (max: number) => z.array(scriptStep).min(1).max(max);
 
 /** An agent CLI: a pinned CLI drydock runs for real (workflows/rules/agent-clis.ts), or argv with "{prompt}" as one element. */
 export const agentCommand = z
@@ -395,12 +402,6 @@ export const sessionInputSchema = z.strictObject({
     .prefault({}),
 });
 
-/** "owner/name" of a GitHub URL (https or ssh), if it is one. */
-export function githubRepoOf(url: string): string | undefined {
-  const m = /github\.com[/:]([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+?)(?:\.git)?\/?$/.exec(url);
-  return m ? `${m[1]}/${m[2]}` : undefined;
-}
-
 export type SessionInput = z.infer<typeof sessionInputSchema>;
 export type SessionInputDraft = z.input<typeof sessionInputSchema>;
 export type ScriptStep = z.infer<typeof scriptStep>;
@@ -487,28 +488,3 @@ export const triggerSessionSchema = z
     for (const issue of parsed.success ? [] : parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom' });
   });
 export type TriggerSession = z.infer<typeof triggerSessionSchema>;
-
-const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-
-export function durationMs(d: number | string): number {
-  if (typeof d === 'number') return d;
-  const [, n, unit] = /^(\d+)(ms|s|m|h|d)$/.exec(d)!;
-  return Number(n) * MS[unit as keyof typeof MS];
-}
-
-export function sizeBytes(s: z.infer<typeof size>): number {
-  if (typeof s === 'number') return s;
-  const [, n, unit] = /^(\d+)([kmg])$/i.exec(s)!;
-  return Number(n) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[unit.toLowerCase() as 'k' | 'm' | 'g'];
-}
-
-/** A session's limits as the sandbox takes them: numbers and bytes. */
-export function sandboxLimitsOf(limits: SessionInput['limits']) {
-  return {
-    cpus: limits.cpus,
-    memoryBytes: sizeBytes(limits.memory),
-    pids: limits.pids,
-    tmpBytes: sizeBytes(limits.tmp),
-    diskBytes: sizeBytes(limits.disk),
-  };
-}

@@ -12,9 +12,17 @@ export interface BenchActivities {
   noop(): Promise<void>;
 }
 
-/** `n` no-op activities in a row, on this workflow's own task queue. */
-export async function roundTrips(n: number): Promise<void> {
-  const { noop } = proxyActivities<BenchActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 1 } });
+/**
+ * `n` no-op activities in a row: on this workflow's own task queue (where the
+ * server may hand each out with the workflow task that schedules it), or on
+ * `taskQueue` (never handed out so, like a session's activities on its host).
+ */
+export async function roundTrips(n: number, taskQueue?: string): Promise<void> {
+  const { noop } = proxyActivities<BenchActivities>({
+    startToCloseTimeout: '1m',
+    retry: { maximumAttempts: 1 },
+    ...(taskQueue ? { taskQueue } : {}),
+  });
   for (let i = 0; i < n; i++) await noop();
 }
 

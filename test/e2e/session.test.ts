@@ -172,17 +172,22 @@ test.each([
     { repo: { url: 'file:///x' }, task: 'x', limits: { cpu: 2 } },
     /limits: Unrecognized key.*\(cpu\)/,
   ],
-])('invalid input (%s) → fails at once, non-retryable, field named, no container', async (_name, input, message) => {
-  const id = newSessionId('invalid');
-  const handle = await startSession(stack, id, input);
-  const err: WorkflowFailedError = await handle.result().catch((e) => e);
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  expect(err.cause).toMatchObject({ type: 'InvalidSessionInput', nonRetryable: true });
-  expect(err.cause!.message).toMatch(message);
-  expect(await containersOf(id)).toHaveLength(0);
-  const history = await handle.fetchHistory();
-  expect(history.events!.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
-});
+])(
+  'invalid input (%s) → fails at once, non-retryable, field named, no container, only repoPolicy ran',
+  async (_name, input, message) => {
+    const id = newSessionId('invalid');
+    const handle = await startSession(stack, id, input);
+    const err: WorkflowFailedError = await handle.result().catch((e) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect(err.cause).toMatchObject({ type: 'InvalidSessionInput', nonRetryable: true });
+    expect(err.cause!.message).toMatch(message);
+    expect(await containersOf(id)).toHaveLength(0);
+    // The input is validated by repoPolicy before it reads anything: no other activity runs.
+    const history = await handle.fetchHistory();
+    const scheduled = history.events!.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+    expect(scheduled).toEqual(['repoPolicy']);
+  },
+);
 
 test('cancel during a long step → teardown ran, container gone, cancelled', async () => {
   const id = newSessionId('cancel');

@@ -42,7 +42,11 @@ async function freePortRange(count: number): Promise<number> {
  * Resolves once it printed "ready <address>". The first run on a machine builds
  * the server (minutes); later ones start in seconds.
  */
-export async function startTemporalPg(dir: string, opts: { tls?: string } = {}): Promise<TemporalPg> {
+export async function startTemporalPg(
+  dir: string,
+  /** `tuned: false`: the server's default dynamic configuration, not drydock's. */
+  opts: { tls?: string; tuned?: boolean } = {},
+): Promise<TemporalPg> {
   chmodSync(dir, 0o755); // as root, PostgreSQL runs as the postgres user and must reach its folder
   const state = path.join(dir, 'state');
   const server = spawn('bash', [path.join(projectRoot, 'infra/temporal-pg.sh'), 'run'], {
@@ -51,6 +55,7 @@ export async function startTemporalPg(dir: string, opts: { tls?: string } = {}):
       TEMPORAL_PG_DIR: state,
       TEMPORAL_PG_PORT: String(await freePortRange(11)),
       ...(opts.tls ? { TEMPORAL_PG_TLS: opts.tls } : {}),
+      ...(opts.tuned === false ? { TEMPORAL_PG_DYNAMIC_CONFIG: '/dev/null' } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

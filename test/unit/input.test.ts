@@ -1,7 +1,9 @@
 /** The session input's schema (workflows/input.ts): defaults, bounds, and each bad field named. */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { durationMs, githubRepoOf, parseSessionInput, sizeBytes } from '../../workflows/input';
+import { parseSessionInput } from '../../workflows/input';
+import { githubRepoOf } from '../../workflows/rules/repo-url';
+import { durationMs, sizeBytes } from '../../workflows/units';
 import { sessionInputJsonSchema } from '../../cli/schema';
 
 test('the minimal input gets every default', () => {

@@ -23,14 +23,14 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ErrorType, pilotStatus, sessionProgress, stopPilot, WORKFLOW_TYPE, type PilotStatus } from '../api';
 import { dueFaults, missedFaults, nextToStart } from '../rules/pilot';
 import { applyFault, recordMissed } from './faults';
-import { parsePilotInput } from './input';
+import { pilotSchemas } from '../schemas';
 import { pilotActivities } from './proxies';
 import { PilotRun, type PilotCarry } from './state';
 
 type SessionWorkflow = (input: unknown) => Promise<{ phase: PilotStatus['sessions'][number]['phase'] }>;
 
 export async function pilot(rawInput: unknown, carry?: PilotCarry): Promise<PilotStatus> {
-  const parsed = parsePilotInput(rawInput);
+  const parsed = pilotSchemas().parsePilotInput(rawInput);
   if (!parsed.ok) {
     const message = `invalid pilot: ${parsed.problems.join('; ')}`;
     throw ApplicationFailure.nonRetryable(message, ErrorType.InvalidPilotInput, { problems: parsed.problems });

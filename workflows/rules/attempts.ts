@@ -4,7 +4,8 @@
  */
 import type { AttemptsStatus, Outcome, PickInput, SessionProgress } from '../api';
 import { OUTCOMES } from '../api';
-import { parseSessionInput, type SessionInput, type SessionInputDraft } from '../input';
+import type { SessionInput, SessionInputDraft } from '../input';
+import { sessionSchemas } from '../schemas';
 import { agentLabel } from './metrics';
 import { defaultBranch, refuseDecision } from './policy';
 
@@ -38,7 +39,7 @@ export function plannedAttempts(
       publish: { ...rawPublish, branch: input.publish.branch ?? defaultBranch(parentId) },
       attemptOf: { session: parentId, index: i + 1, count: agents.length },
     } as SessionInputDraft;
-    const parsed = parseSessionInput(childInput);
+    const parsed = sessionSchemas().parseSessionInput(childInput);
     if (!parsed.ok) problems.push(...parsed.problems.map((p) => `attempts.${i}: ${p}`));
     const agent = parsed.ok ? agentLabel(parsed.input.agent) : '?';
     return { index: i + 1, sessionId: `${parentId}.${i + 1}`, agent, input: childInput };

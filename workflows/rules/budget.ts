@@ -1,6 +1,7 @@
 /** Pure decisions of the agent phase: which budget stops the agent, in words. */
 import type { AgentStopReason } from '../api';
-import { durationMs, type AgentSettings } from '../input';
+import type { AgentSettings } from '../input';
+import { durationMs } from '../units';
 
 /** What the agent has used so far in the session. */
 export interface BudgetUsed {

@@ -1,7 +1,8 @@
 /** Who may send a follow-up to a session, and what it may carry: pure, unit-tested without Temporal. */
-import { z } from 'zod';
+import type { ZodType } from 'zod';
 import type { ApprovalPolicy, FollowupInput, Phase } from '../api';
-import { scriptStep, type ScriptStep } from '../input';
+import type { ScriptStep } from '../input';
+import { sessionSchemas } from '../schemas';
 
 /** Characters of a follow-up's text (a comment on GitHub may be longer: it is refused, not cut). */
 export const FOLLOWUP_TEXT_LIMIT = 8_000;
@@ -20,7 +21,17 @@ const TAKES_FOLLOWUPS: readonly Phase[] = [
   'attached',
 ];
 
-const steps = z.array(scriptStep).min(1).max(FOLLOWUP_STEPS_LIMIT);
+let steps: ZodType<ScriptStep[]> | undefined;
+
+/**
+ * The schema of a follow-up's steps, loaded on first use: a workflow
+ * evaluates every module it imports at each start, and the input's schemas
+ * (zod) would cost every new session 15–40 ms (units.ts) for the few that get
+ * a script follow-up. A synchronous load: update validators are synchronous.
+ */
+function stepsSchema(): ZodType<ScriptStep[]> {
+  return (steps ??= sessionSchemas().scriptSteps(FOLLOWUP_STEPS_LIMIT));
+}
 
 export type Followup = { by: string; text?: string; steps?: ScriptStep[] };
 
@@ -45,7 +56,7 @@ export function checkFollowup(
   if (state.queued >= FOLLOWUP_QUEUE_LIMIT) return refuse(`${FOLLOWUP_QUEUE_LIMIT} follow-ups are already waiting`);
   if (state.agentKind === 'script') {
     if (input.text !== undefined) return refuse("'text': a script agent takes 'steps', not text");
-    const parsed = steps.safeParse(input.steps);
+    const parsed = stepsSchema().safeParse(input.steps);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       return refuse(`'steps${issue.path.map((p) => `.${String(p)}`).join('')}': ${issue.message}`);

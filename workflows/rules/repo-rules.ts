@@ -6,7 +6,8 @@
  * the field, the value and the limit. Pure: the caller hands in the address
  * classifier (sandbox/egress.ts) so this stays free of Node.
  */
-import { durationMs, parseSessionInput, sizeBytes, type SessionInput } from '../input';
+import { parseSessionInput, type SessionInput } from '../input';
+import { durationMs, sizeBytes } from '../units';
 import { REPO_CONFIG_FILE, type RepoConfig, type RepoGrant, type RepoMaxima } from '../repo-config';
 import type { EgressRule } from './egress';
 

@@ -15,3 +15,9 @@
 export function redactUrl(text: string): string {
   return text.replace(/\b([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)[^\s/?#@]{1,2000}@/g, '$1');
 }
+
+/** "owner/name" of a GitHub URL (https or ssh), if it is one. */
+export function githubRepoOf(url: string): string | undefined {
+  const m = /github\.com[/:]([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+?)(?:\.git)?\/?$/.exec(url);
+  return m ? `${m[1]}/${m[2]}` : undefined;
+}

@@ -7,7 +7,7 @@
  */
 import { log } from '@temporalio/workflow';
 import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sandbox/contract';
-import { durationMs } from '../input';
+import { durationMs } from '../units';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
 import { agentLabel } from '../rules/metrics';

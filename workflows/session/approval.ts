@@ -17,7 +17,7 @@ import {
   type Decision,
 } from '../api';
 import { checkFollowup } from '../rules/followup';
-import { durationMs } from '../input';
+import { durationMs } from '../units';
 import { refuseDecision } from '../rules/policy';
 import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';

@@ -8,7 +8,7 @@ import { ActivityFailure, workflowInfo } from '@temporalio/workflow';
 import { RetryState } from '@temporalio/common';
 import type { ModelCallResult } from '../../activities/agent';
 import type { AgentCall } from '../api';
-import { durationMs } from '../input';
+import { durationMs } from '../units';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';

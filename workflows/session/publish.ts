@@ -5,7 +5,7 @@
  */
 import type { ChangeSpec, CommitInput, CommitResult, Sandbox } from '../../sandbox/contract';
 import type { SessionStatus } from '../api';
-import { githubRepoOf } from '../input';
+import { githubRepoOf } from '../rules/repo-url';
 import { reviewedTogether } from '../rules/policy';
 import { describeVerification, screenshotsOf } from '../rules/verification';
 import { gate, PAST } from './approval';

@@ -8,7 +8,7 @@
  */
 import { allHandlersFinished, CancellationScope, condition, log } from '@temporalio/workflow';
 import type { CommitResult } from '../../sandbox/contract';
-import { durationMs } from '../input';
+import { durationMs } from '../units';
 import { describeFollowups } from '../rules/followup';
 import { workUntilVerified } from './agents';
 import { awaitDetach } from './attach';

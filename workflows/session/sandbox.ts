@@ -4,7 +4,7 @@
  */
 import { log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../sandbox/contract';
-import { durationMs, sandboxLimitsOf } from '../input';
+import { durationMs, sandboxLimitsOf } from '../units';
 import { describeError, exitText, removeReplaced, SessionEnd } from './outcome';
 import { awaitDetach } from './attach';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';

@@ -1,6 +1,7 @@
 /** One script step in the sandbox: a script agent's step, or the test command of verification. */
 import type { StepResult } from '../../sandbox/contract';
-import { durationMs, type ScriptStep } from '../input';
+import type { ScriptStep } from '../input';
+import { durationMs } from '../units';
 import { exitText, SessionEnd } from './outcome';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';

@@ -1,6 +1,6 @@
 /** Verification: the repo's tests (exit code and JUnit report) and the browser checks, with the evidence. */
 import type { Verification } from '../api';
-import { durationMs } from '../input';
+import { durationMs } from '../units';
 import { summarizeVerification, type VerificationResults } from '../rules/verification';
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';

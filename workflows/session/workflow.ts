@@ -14,7 +14,8 @@ import {
   type Outcome,
   type SessionStatus,
 } from '../api';
-import { durationMs, parseSessionInput, type SessionInput } from '../input';
+import type { SessionInput } from '../input';
+import { durationMs } from '../units';
 import { defaultBranch, settlePolicy } from '../rules/policy';
 import { checkAcceptance } from './acceptance';
 import { startAgent, workUntilVerified } from './agents';
@@ -76,23 +77,24 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
 /**
  * Validates the input, settles it against the repo's configuration (the
  * operator's limits, then the repo's file, then the input) and settles the
- * approval policy; an invalid one fails at once, naming each bad field.
+ * approval policy; an invalid one fails at once, naming each bad field. The
+ * activity repoPolicy validates it (before it reads anything): the workflow
+ * carries no schema code, which a new workflow would evaluate at every start.
  */
 async function parse(run: SessionRun): Promise<void> {
   const { status, continued } = run;
-  const parsed = parseSessionInput(run.rawInput);
-  if (!parsed.ok) invalid(run, parsed.problems);
-  let input = parsed.input;
-  if (input.attempts !== undefined && input.attempts !== 1) {
-    invalid(run, [`attempts: parallel attempts run as workflow type ${ATTEMPTS_WORKFLOW_TYPE}, not ${WORKFLOW_TYPE}`]);
-  }
-  if (input.attemptOf) status.attemptOf = input.attemptOf.session;
-  // A continued run was handed the settled input and policy (its first run set status.policy).
+  // A continued run is handed the input its first run settled (continueAsNew's first argument) and the policy.
+  let input = run.rawInput as SessionInput;
   let policy = continued?.status.policy;
   if (!continued) {
     const settled = await anyHost.repoPolicy(run.rawInput);
     if (!settled.ok) invalid(run, settled.problems);
     input = settled.input;
+    if (input.attempts !== undefined && input.attempts !== 1) {
+      invalid(run, [
+        `attempts: parallel attempts run as workflow type ${ATTEMPTS_WORKFLOW_TYPE}, not ${WORKFLOW_TYPE}`,
+      ]);
+    }
     run.startCommit = settled.commit;
     if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
     // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
@@ -107,6 +109,7 @@ async function parse(run: SessionRun): Promise<void> {
     policy = tightened.policy;
   }
   run.input = input;
+  if (input.attemptOf) status.attemptOf = input.attemptOf.session;
   status.requestedBy = input.requestedBy;
   run.policy = status.policy = policy!;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
