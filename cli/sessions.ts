@@ -11,6 +11,7 @@ import {
   status,
   type AgentProgress,
   type Outcome,
+  type QueuedFor,
   type SessionStatus,
   type StepRecord,
   type Unanswered,
@@ -45,6 +46,7 @@ function approvalHint(s: SessionStatus): string {
 export function formatStatus(s: SessionStatus): string {
   const lines = [`session ${s.sessionId}: ${s.phase}`, `  repo: ${s.repo}`, `  task: ${s.task}`];
   if (s.unanswered) lines.push(unansweredText(s.unanswered));
+  if (s.queued) lines.push(queuedText(s.queued));
   if (s.sandbox) {
     const replaced = s.restarts ? `, replaced ${s.restarts}× from its checkpoint` : '';
     lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image}${replaced})`);
@@ -61,6 +63,13 @@ export function formatStatus(s: SessionStatus): string {
   if (s.pullRequest) lines.push(`pull request: ${s.pullRequest.url}`);
   if (s.error) lines.push(`error: ${s.error}`);
   return lines.join('\n');
+}
+
+/** What a queued session waits for and its place in line. */
+function queuedText(q: QueuedFor): string {
+  const place =
+    q.position === undefined ? '' : `, ${q.position === 1 ? 'next in line' : `number ${q.position} in line`}`;
+  return `  queued since ${q.since}${place}: ${q.reason} (asked ${q.tries}×)`;
 }
 
 /** Why this status is the last known state, and what Temporal says is pending. */

@@ -62,6 +62,17 @@ const configSchema = z.object({
    * checkpoint. Longer than a worker restart, shorter than anyone's patience.
    */
   DRYDOCK_HOST_TIMEOUT: duration.default('2m').transform(durationMs),
+  /**
+   * This host's sandbox slots: sessions beyond it wait in the `queued` phase
+   * until a sandbox of this host (or another) is torn down. Nothing running is
+   * ever evicted (docs/operations.md, admission).
+   */
+  DRYDOCK_MAX_SANDBOXES: z.coerce.number().int().positive().default(16),
+  /**
+   * The HTTP API's bound on queued sessions per repo: a start beyond it is
+   * refused with 429 and Retry-After instead of queueing without end. 0: no bound.
+   */
+  DRYDOCK_MAX_QUEUED_PER_REPO: z.coerce.number().int().min(0).default(20),
   /** On SIGTERM (or a first Ctrl-C) the worker stops polling and lets running activities finish within this. */
   DRYDOCK_SHUTDOWN_GRACE: duration.default('5m').transform(durationMs),
   /** Sandbox base image; by default the tag built from sandbox-images/base. */

@@ -107,7 +107,7 @@ export interface SessionRow {
  */
 export async function listSessions(
   client: Client,
-  opts: { phase?: string; repo?: string; limit: number },
+  opts: { phase?: string; repo?: string; limit: number; taskQueue?: string },
 ): Promise<SessionRow[]> {
   if (opts.phase && !PHASES.includes(opts.phase)) throw new RangeError(`phase: unknown phase '${opts.phase}'`);
   if (opts.repo && /['"\\]/.test(opts.repo)) throw new RangeError('repo: quotes and backslashes are not allowed');
@@ -115,6 +115,8 @@ export async function listSessions(
   if (opts.phase) query += ` AND DrydockPhase = '${opts.phase}'`;
   // The workflow records the URL without credentials (redactUrl), so the filter must match that form.
   if (opts.repo) query += ` AND DrydockRepo = '${redactUrl(opts.repo)}'`;
+  if (opts.taskQueue && /['"\\]/.test(opts.taskQueue)) throw new RangeError('taskQueue: no quotes or backslashes');
+  if (opts.taskQueue) query += ` AND TaskQueue = '${opts.taskQueue}'`;
   const rows: SessionRow[] = [];
   if (opts.limit <= 0) return rows;
   for await (const wf of client.workflow.list({ query, pageSize: Math.min(opts.limit, 1000) })) {
@@ -157,7 +159,10 @@ export async function getStatus(client: Client, id: string): Promise<SessionStat
   const polling = lastPoll !== undefined && Date.now() - lastPoll.getTime() < POLL_INTERVAL_MS;
   if (polling) {
     try {
-      return await client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(status));
+      const s = await client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(status));
+      return s.queued
+        ? { ...s, queued: { ...s.queued, position: await queuePosition(client, id, description.taskQueue) } }
+        : s;
     } catch {
       // No answer in time (the worker is busy, restarting or gone): the memo answers.
     }
@@ -166,6 +171,35 @@ export async function getStatus(client: Client, id: string): Promise<SessionStat
     ? `no worker answered within ${QUERY_DEADLINE_MS / 1000} s`
     : `no worker is polling task queue ${description.taskQueue}`;
   return lastKnownStatus(id, description, { message, since: lastPoll?.toISOString(), pendingActivities: [] });
+}
+
+/** The most queued sessions counted for a place in line or a bound. */
+const QUEUE_SCAN = 1000;
+
+/**
+ * The running sessions in the phase `queued`, first in line first (by start
+ * time), as Temporal's visibility lists them: eventually consistent, so a
+ * session that just queued may be missing for a second.
+ */
+export async function queuedSessions(
+  client: Client,
+  opts: { taskQueue?: string; repo?: string } = {},
+): Promise<SessionRow[]> {
+  const rows = await listSessions(client, { phase: 'queued', ...opts, limit: QUEUE_SCAN });
+  return rows
+    .filter((r) => r.status === 'RUNNING')
+    .sort((a, b) => a.started.localeCompare(b.started) || a.sessionId.localeCompare(b.sessionId));
+}
+
+/** The session's place in its task queue's line (1: next); undefined when visibility does not list it yet. */
+export async function queuePosition(client: Client, id: string, taskQueue: string): Promise<number | undefined> {
+  const i = (await queuedSessions(client, { taskQueue })).findIndex((r) => r.sessionId === id);
+  return i < 0 ? undefined : i + 1;
+}
+
+/** How many sessions of `repo` (its URL) are queued now. */
+export async function queuedOf(client: Client, repo: string): Promise<number> {
+  return (await queuedSessions(client, { repo })).length;
 }
 
 /** When a worker last polled the task queue for workflow tasks, if the server remembers one. */

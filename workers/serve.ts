@@ -187,7 +187,7 @@ function answerError(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     res.end(JSON.stringify({ error: message }), () => req.destroy());
     return;
   }
-  sendJson(res, status, { error: message });
+  sendJson(res, status, { error: message }, err instanceof HttpError ? err.headers : {});
 }
 
 export interface RunningServer {

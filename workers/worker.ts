@@ -3,6 +3,7 @@
  * provisioning) and this host's queue (`drydock@<host>`: every later activity
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
+import { queuedSessions } from '../platform/sessions';
 import type { Server } from 'node:http';
 import path from 'node:path';
 import type { Pool } from 'pg';
@@ -219,6 +220,9 @@ export async function createWorker(opts: {
     commitIdentity: { name: config.DRYDOCK_COMMIT_NAME, email: config.DRYDOCK_COMMIT_EMAIL },
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
+    maxSandboxes: config.DRYDOCK_MAX_SANDBOXES,
+    // Only this deployment's line (its task queue); without an answer from visibility, no line is kept.
+    queuedSessions: () => queuedSessions(client, { taskQueue: config.DRYDOCK_TASK_QUEUE }).catch(() => []),
     snapshots,
     repos: await seededRepoLookup(db.pool, config),
     devMode: config.DRYDOCK_DEV_MODE,

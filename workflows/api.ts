@@ -9,6 +9,8 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 export const WORKFLOW_TYPE = 'agentSession';
 
 export const RUNNING_PHASES = [
+  /** Every sandbox slot of every host that answered is taken: the session waits for one (status.queued says why). */
+  'queued',
   'provisioning',
   'agent',
   'verifying',
@@ -288,6 +290,17 @@ export interface RoundRecord {
   pushed?: boolean;
 }
 
+/** A session that no host could take yet. */
+export interface QueuedFor {
+  /** In words, from the last host that refused: e.g. "host h1 holds 4 of 4 sandboxes". */
+  reason: string;
+  since: string;
+  /** Hosts asked so far. */
+  tries: number;
+  /** 1 = next in line, among the queued sessions by start time; added by the API and CLI (Temporal visibility), not the workflow. */
+  position?: number;
+}
+
 export interface SessionStatus {
   sessionId: string;
   repo: string;
@@ -295,6 +308,8 @@ export interface SessionStatus {
   phase: Phase;
   startedAt: string;
   timeline: StepRecord[];
+  /** While the phase is `queued`: what it waits for, since when, and (from the API and CLI) its place in line. */
+  queued?: QueuedFor;
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
   /**
    * The snapshot the session started from: its image and commit, its age at
@@ -578,6 +593,8 @@ export const ErrorType = {
   InvalidSessionInput: 'InvalidSessionInput',
   SessionFailed: 'SessionFailed',
   SandboxNotFound: 'SandboxNotFound',
+  /** The host's sandbox slots are all taken: the session queues and asks again (never evicts anything). */
+  HostFull: 'HostFull',
   /** Killed while being provisioned: removed, and provisioned again by the retry (transient). */
   SandboxLostInProvisioning: 'SandboxLostInProvisioning',
   RepoUnavailable: 'RepoUnavailable',

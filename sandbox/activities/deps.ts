@@ -56,6 +56,10 @@ export interface SandboxDeps extends MirrorDeps {
   checkpoints: CheckpointStore;
   /** How long a session waits for this host's queue before it re-provisions elsewhere (DRYDOCK_HOST_TIMEOUT). */
   hostTimeoutMs: number;
+  /** This host's sandbox slots (DRYDOCK_MAX_SANDBOXES); absent: no bound. */
+  maxSandboxes?: number;
+  /** The sessions waiting for a slot, first in line first (Temporal visibility): a free slot goes to them in order. */
+  queuedSessions?: () => Promise<{ sessionId: string }[]>;
   /** The snapshot registry and build history (in `db`). */
   snapshots: SnapshotRegistry;
   /** Starts a snapshot build of a repo now (its schedule's trigger); false when it has none. */

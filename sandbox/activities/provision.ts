@@ -8,7 +8,7 @@ import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound } from '../provider';
+import { LABELS, SandboxNotFound } from '../provider';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -24,24 +24,31 @@ import type { SandboxDeps } from './deps';
 import { mirrorAt } from '../../repos/mirror';
 import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
-import { PoolRegistry } from '../pool-registry';
+import { POOL_LABEL, PoolRegistry } from '../pool-registry';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxOf } from '../handle';
 
 /** What provisioning and teardown need: the pool's and the registry's besides their own. */
 export type ProvisionDeps = PoolDeps &
-  Pick<SandboxDeps, 'audit' | 'checkpoints' | 'hostQueue' | 'hostTimeoutMs' | 'requestSnapshotBuild'>;
+  Pick<
+    SandboxDeps,
+    'audit' | 'checkpoints' | 'hostQueue' | 'hostTimeoutMs' | 'requestSnapshotBuild' | 'maxSandboxes' | 'queuedSessions'
+  >;
 
 export function createProvisionActivities(deps: ProvisionDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
+  // Sessions this worker is provisioning now: not all of them have a container to count yet.
+  const admitting = new Set<string>();
   return {
     /**
      * Creates the session's sandbox (or finds it after a retry) with the repo
-     * at the requested ref. A sandbox killed meanwhile is removed, and the
+     * at the requested ref, when this host has a free slot (else HostFull:
+     * the session queues). A sandbox killed meanwhile is removed, and the
      * retry provisions it again under the same name.
      */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
+      await admit(deps, admitting, input.sessionId);
       try {
         return await provisionOnce(deps, input);
       } catch (err) {
@@ -52,6 +59,8 @@ export function createProvisionActivities(deps: ProvisionDeps) {
           `${err.message} while being provisioned; provisioning it again`,
           ErrorType.SandboxLostInProvisioning,
         );
+      } finally {
+        admitting.delete(input.sessionId);
       }
     },
 
@@ -77,6 +86,39 @@ export function createProvisionActivities(deps: ProvisionDeps) {
       return { removed };
     },
   };
+}
+
+/**
+ * Refuses (HostFull, not retried here: the workflow queues and asks any host
+ * again) when the sessions holding a sandbox on this host, or being given one
+ * by this worker, fill its slots. A session that holds one already (a retry, a
+ * replacement) always passes. Pool sandboxes (warm spares, pool.ts) are not
+ * counted: their own bound is POOL_LIMITS. A free slot goes to the queued
+ * sessions in their order (queuedSessions), so a later one does not overtake.
+ * Admitted, the session is counted at once (in the same turn as the check), so
+ * two provisions cannot take one slot.
+ */
+async function admit(deps: ProvisionDeps, admitting: Set<string>, sessionId: string): Promise<void> {
+  const capacity = deps.maxSandboxes;
+  if (capacity === undefined) return void admitting.add(sessionId);
+  const live = await deps.sandboxes.list(deps.hostId);
+  const holders = new Set([
+    ...live.filter((s) => !(POOL_LABEL in s.labels)).map((s) => s.labels[LABELS.session]),
+    ...admitting,
+  ]);
+  if (holders.has(sessionId)) return void admitting.add(sessionId);
+  // The free slots go to the queued sessions in their order: one asking now waits behind those ahead of it.
+  const line = holders.size < capacity ? ((await deps.queuedSessions?.()) ?? []).map((q) => q.sessionId) : [];
+  const held = new Set([...holders, ...admitting]); // admitting may have grown meanwhile
+  const place = line.indexOf(sessionId);
+  const ahead = (place < 0 ? line : line.slice(0, place)).filter((id) => !held.has(id));
+  if (held.size + ahead.length < capacity) return void admitting.add(sessionId);
+  const kept = held.size < capacity ? `; the free ones are kept for ${ahead.length} queued sessions ahead in line` : '';
+  throw ApplicationFailure.create({
+    message: `host ${deps.hostId} holds ${held.size} of ${capacity} sandboxes${kept}`,
+    type: ErrorType.HostFull,
+    nonRetryable: true,
+  });
 }
 
 /** provisionSandbox's work, once. */

@@ -239,16 +239,22 @@ async function runCommand(
     }
     // With a checkpoint the answer carries it: the output is cut to STEP_OUTPUT_LIMIT, so only the checkpoint can pass the cap.
     const cap = OUTPUT_CAPS.checkpoint;
-    const running = sandboxOf(deps.sandboxes, sandbox).commands.exec(argv, {
-      signal: Context.current().cancellationSignal,
-      env: [...once.env, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)],
-      ...(once.stdin === undefined ? {} : { stdin: once.stdin }),
-      ...(checkpointBase ? { stdoutCap: { bytes: cap.bytes + STEP_OUTPUT_LIMIT + 4096, what: cap.what } } : {}),
-    });
     const output = { sessionId: input.sessionId, sandbox, file: `${runDir(nonce)}/output`, name: `${input.key}.log` };
-    const run = await streamOutput(deps, output, running, input.gateway?.cli).catch((err: unknown) => {
-      throw checkpointBase && err instanceof OutputOverCap ? new OutputOverCap(cap) : err;
-    });
+    const call = () =>
+      streamOutput(
+        deps,
+        output,
+        sandboxOf(deps.sandboxes, sandbox).commands.exec(argv, {
+          signal: Context.current().cancellationSignal,
+          env: [...once.env, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)],
+          ...(once.stdin === undefined ? {} : { stdin: once.stdin }),
+          ...(checkpointBase ? { stdoutCap: { bytes: cap.bytes + STEP_OUTPUT_LIMIT + 4096, what: cap.what } } : {}),
+        }),
+        input.gateway?.cli,
+      ).catch((err: unknown) => {
+        throw checkpointBase && err instanceof OutputOverCap ? new OutputOverCap(cap) : err;
+      });
+    const run = await callUntilAnswered(call, nonce, retry.length > 0 && (await startedEarlier(deps, input)));
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
     const models = gateway && (await recordGatewayTo(deps, input, gateway));
     const answer = parseRunOnce(run, nonce);
@@ -276,6 +282,36 @@ async function runCommand(
     await proxy?.close();
     await gateway?.close();
   }
+}
+
+/** How many times a retried attempt calls drydock-run again after its waiting call was killed. */
+const WAITER_CALLS = 5;
+
+/**
+ * Whether an earlier attempt's drydock-run started this step (a retry after
+ * a worker crash): then this attempt's call only waits for that run and reads
+ * its result. A step that never started, or a sandbox that cannot say, is
+ * run by this attempt as by the first.
+ */
+async function startedEarlier(deps: Pick<StepDeps, 'sandboxes'>, input: StepInput): Promise<boolean> {
+  const sandbox = sandboxOf(deps.sandboxes, input.sandbox);
+  return sandbox.files.exists(`${runDir(input.nonce)}/started`).catch(() => false);
+}
+
+/**
+ * drydock-run's call, made again while it only waited for an earlier
+ * attempt's run (`waiting`) and was killed: that run, once its step ends,
+ * kills every other process of the sandbox user, this waiting call too. The
+ * waiter's death is a worker crash's echo, never the step's exit; the next
+ * call finds the run's recorded result. A call that ran the step itself is
+ * never made again (the step may have killed it: then it has no answer).
+ */
+async function callUntilAnswered(call: () => Promise<ExecResult>, nonce: string, waiting: boolean) {
+  let run = await call();
+  for (let left = waiting ? WAITER_CALLS : 0; left > 0 && run.exitCode === 137 && !parseRunOnce(run, nonce); left--) {
+    run = await call();
+  }
+  return run;
 }
 
 /** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */

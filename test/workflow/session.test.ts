@@ -8,7 +8,18 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
-import { approve, attach, decide, detach, followup, pullRequestClosed, reject, status } from '../../workflows/api';
+import {
+  approve,
+  attach,
+  decide,
+  detach,
+  ErrorType,
+  followup,
+  pullRequestClosed,
+  reject,
+  status,
+  type SessionStatus,
+} from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
   acceptAsGiven,
@@ -729,4 +740,36 @@ test('cancellation while awaiting approval still tears the sandbox down', async 
   expect(run.status).toMatchObject({ phase: 'cancelled', failureCause: 'cancelled', error: 'cancelled' });
   expect(run.status.pendingApproval).toBeUndefined();
   expect(run.status.timeline.at(-1)).toMatchObject({ name: 'teardown', ok: true });
+});
+
+test('every host full: the session is queued (what it waits for, how often it asked), asks again, and runs once a host takes it', async () => {
+  let refusals = 0;
+  const queued: SessionStatus[] = [];
+  const run = await runSession(
+    harness,
+    'queued',
+    scripted,
+    {
+      provisionSandbox: async () => {
+        if (refusals++ < 2) {
+          throw ApplicationFailure.create({
+            message: 'host host-a holds 1 of 1 sandboxes',
+            type: ErrorType.HostFull,
+            nonRetryable: true,
+          });
+        }
+        const { taskQueue } = Context.current().info;
+        const sandbox = { name: 'sandbox-0', host: 'host-a', hostQueue: taskQueue, image: 'drydock-base:test' };
+        return { ...sandbox, baseCommit: BASE_COMMIT, hostTimeoutMs: 120_000 };
+      },
+    },
+    async (handle) => {
+      queued.push(await awaitStatus(handle, (s) => s.queued?.tries === 2, 'the second refusal'));
+    },
+  );
+  expect(queued[0]).toMatchObject({ phase: 'queued', queued: { reason: 'host host-a holds 1 of 1 sandboxes' } });
+  expect(run.calls.filter((c) => c === 'provisionSandbox')).toHaveLength(3);
+  expect(run.status.phase).toBe('completed');
+  expect(run.status.queued).toBeUndefined();
+  expect(run.status.timeline[0]).toMatchObject({ name: 'provision', ok: true });
 });

@@ -6,7 +6,7 @@
  * changes while the session runs is sent again by the events stream.
  */
 import { REVIEW_IDLE_MS } from '../../review/review-time';
-import { OUTCOMES, type SessionStatus, type StepRecord, type Unanswered } from '../../workflows/api';
+import { OUTCOMES, type QueuedFor, type SessionStatus, type StepRecord, type Unanswered } from '../../workflows/api';
 import { diffHtml } from './diff';
 import { roundsSection, screenshotsSection, testsSection } from './evidence';
 import { esc, page } from './page';
@@ -64,6 +64,7 @@ export function sessionLive(s: SessionStatus, extra: LiveExtras, who: string): s
   const open = !OUTCOMES.includes(s.phase as never);
   return `<span id="review-change" hidden data-idle="${REVIEW_IDLE_MS}" data-change="${esc(open ? (change ?? '') : '')}"></span>
 ${s.unanswered ? unansweredBanner(s.unanswered) : ''}
+${s.queued ? queuedBanner(s.queued) : ''}
 ${s.error ? `<p class="bad" id="error">${esc(s.error)}</p>` : ''}
 ${extra.facts ? summarySection(s, extra.facts) : ''}
 ${approvalSection(s, who)}
@@ -107,6 +108,12 @@ function timelineRow(step: StepRecord): string {
   const mark = step.ok === undefined ? '…' : step.ok ? '<span class="ok">ok</span>' : '<span class="bad">failed</span>';
   const exit = step.exitCode !== undefined && step.exitCode !== 0 ? `exit ${step.exitCode}` : '';
   return `<tr><td>${esc(step.name)}</td><td>${esc(step.phase)}</td><td>${mark}</td><td>${seconds(step.durationMs)}</td><td>${esc(step.detail ?? exit)}</td></tr>`;
+}
+
+/** A session waiting for a sandbox slot: what for, since when, its place in line. */
+function queuedBanner(q: QueuedFor): string {
+  const place = q.position === undefined ? '' : ` It is number ${q.position} in line.`;
+  return `<section class="pending" id="queued"><p>Queued since ${esc(q.since)}: ${esc(q.reason)}.${place}</p></section>`;
 }
 
 /** A status without a worker: the last known state, said plainly. */

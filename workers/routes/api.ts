@@ -7,7 +7,14 @@ import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../../store/artifacts';
 import { followupTarget } from '../../platform/attempts';
-import { FollowupRefused, listSessions, sendFollowup, SessionExists, startSession } from '../../platform/sessions';
+import {
+  FollowupRefused,
+  listSessions,
+  queuedOf,
+  sendFollowup,
+  SessionExists,
+  startSession,
+} from '../../platform/sessions';
 import { parseComments, reviewFollowup } from '../../review/line-comments';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
@@ -42,6 +49,20 @@ export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
   }
 }
 
+/** What a refused start is told to wait before it asks again (seconds): about a queued session's recheck. */
+export const QUEUE_RETRY_AFTER_S = 30;
+
+/** 429 with Retry-After when DRYDOCK_MAX_QUEUED_PER_REPO sessions of the repo are queued already. */
+async function refuseOverBound(ctx: ServeContext, repo: { name: string; url: string }): Promise<void> {
+  const bound = ctx.config.DRYDOCK_MAX_QUEUED_PER_REPO;
+  if (bound === 0 || (await queuedOf(ctx.client, repo.url)) < bound) return;
+  throw new HttpError(
+    429,
+    `${bound} sessions of ${repo.name} are queued for a sandbox already (DRYDOCK_MAX_QUEUED_PER_REPO); try again later`,
+    { 'retry-after': String(QUEUE_RETRY_AFTER_S) },
+  );
+}
+
 /** POST /api/sessions: a session input, with `repo` as "owner/name" or {name|url, ref}; only repos drydock serves. */
 export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: string): Promise<Answer> {
   requireJsonRequest(req);
@@ -60,6 +81,7 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   };
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `invalid session input: ${parsed.problems.join('; ')}`);
+  await refuseOverBound(ctx, found.repo);
   if (requestedId !== undefined && (typeof requestedId !== 'string' || !isSafeSessionId(requestedId))) {
     throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
   }

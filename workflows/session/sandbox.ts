@@ -9,6 +9,7 @@ import { describeError, exitText, removeReplaced, SessionEnd } from './outcome';
 import { awaitDetach } from './attach';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { stepNonce } from './nonce';
+import { whenAdmitted } from './queue';
 import { recordStep, type SessionRun } from './state';
 
 /** Replacements of a lost sandbox before the session gives up. */
@@ -18,14 +19,16 @@ const MAX_SANDBOX_REPLACEMENTS = 3;
 export async function provision(run: SessionRun): Promise<void> {
   const { input, sessionId } = run;
   const sandbox = await run.track('provision', async (record) => {
-    const created = await anyHost.provisionSandbox({
-      sessionId,
-      // Where repoPolicy resolved the ref: the host need not fetch again, and the repo file read is this commit's.
-      repo: { url: input.repo.url, ref: run.startCommit ?? input.repo.ref },
-      limits: sandboxLimitsOf(run.input.limits),
-      expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
-      ...(input.drill?.staleSnapshot ? { snapshot: 'oldest' as const } : {}),
-    });
+    const created = await whenAdmitted(run, () =>
+      anyHost.provisionSandbox({
+        sessionId,
+        // Where repoPolicy resolved the ref: the host need not fetch again, and the repo file read is this commit's.
+        repo: { url: input.repo.url, ref: run.startCommit ?? input.repo.ref },
+        limits: sandboxLimitsOf(run.input.limits),
+        expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
+        ...(input.drill?.staleSnapshot ? { snapshot: 'oldest' as const } : {}),
+      }),
+    );
     record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
     return created;
   });
@@ -102,13 +105,15 @@ export async function reprovision(
   const { input, sessionId } = run;
   const sandbox = await run.track(name, async (record) => {
     await before();
-    const created = await anyHost.provisionSandbox({
-      sessionId,
-      repo: { url: input.repo.url, ref: replaced.baseCommit },
-      limits: sandboxLimitsOf(run.input.limits),
-      expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
-      generation: (replaced.generation ?? 0) + 1,
-    });
+    const created = await whenAdmitted(run, () =>
+      anyHost.provisionSandbox({
+        sessionId,
+        repo: { url: input.repo.url, ref: replaced.baseCommit },
+        limits: sandboxLimitsOf(run.input.limits),
+        expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
+        generation: (replaced.generation ?? 0) + 1,
+      }),
+    );
     record.detail =
       `${created.name} on ${created.host}, ` +
       (created.restored ? `from the checkpoint after ${created.restored.step}` : 'no checkpoint yet');

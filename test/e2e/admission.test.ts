@@ -1,0 +1,123 @@
+/**
+ * Admission: a host with one sandbox slot (DRYDOCK_MAX_SANDBOXES=1) gives it
+ * to one session; the next ones wait in the `queued` phase with their place
+ * in line (status, the API, the CLI), which moves up when the slot frees; a
+ * start beyond the per-repo bound (DRYDOCK_MAX_QUEUED_PER_REPO) is refused
+ * with 429 and Retry-After. The session holding the slot is never evicted.
+ */
+import { decide, type SessionStatus } from '../../workflows/api';
+import { personalTokens } from '../support/identity';
+import { watched } from '../support/waits';
+import {
+  docker,
+  makeFixtureRepo,
+  newSessionId,
+  runCli,
+  startServe,
+  startStack,
+  waitForStatus,
+  type TestStack,
+} from '../support/helpers';
+import { LABELS } from '../../sandbox/provider';
+
+let ALICE: string;
+let stack: TestStack;
+let serve: Awaited<ReturnType<typeof startServe>>;
+const sessions: string[] = [];
+
+beforeAll(async () => {
+  const fixture = await makeFixtureRepo();
+  ({ alice: ALICE } = await personalTokens('alice'));
+  stack = await startStack({ DRYDOCK_MAX_SANDBOXES: 1 });
+  serve = await startServe(stack, { DRYDOCK_REPOS: [`acme/fixture=${fixture.url}`], DRYDOCK_MAX_QUEUED_PER_REPO: 2 });
+});
+afterAll(async () => {
+  for (const id of sessions) {
+    const handle = stack.client.workflow.getHandle(id);
+    if ((await handle.describe()).status.name === 'RUNNING') await handle.cancel();
+    await handle.result().catch(() => undefined);
+  }
+  await serve?.close();
+  await stack?.stop();
+});
+
+const api = (path: string, body?: unknown) =>
+  fetch(`${serve.url}${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: {
+      authorization: `Bearer ${ALICE}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+
+/** Starts a one-step session through the API; the answer as it came. */
+async function start(name: string): Promise<Response> {
+  const sessionId = newSessionId(name);
+  const res = await api('/api/sessions', {
+    sessionId,
+    repo: 'acme/fixture',
+    task: `admission ${name}`,
+    agent: { steps: [{ run: `echo ${name} >> ${name}.md` }] },
+  });
+  if (res.status === 201) sessions.push(sessionId);
+  return res;
+}
+
+/** Polls the API's status of `id` until `until` holds. */
+async function apiStatusUntil(id: string, until: (s: SessionStatus) => boolean): Promise<SessionStatus> {
+  const handle = watched(stack.client.workflow.getHandle(id));
+  await waitForStatus(handle, () => true); // the workflow answers at all
+  for (let polls = 0; ; polls++) {
+    const s = (await (await api(`/api/sessions/${id}`)).json()) as SessionStatus;
+    if (until(s)) return s;
+    if (polls > 480) throw new Error(`the API's status never matched; last: ${JSON.stringify(s)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const sandboxesOnHost = async () =>
+  (await docker.listContainers({ filters: { label: [`${LABELS.host}=${stack.config.DRYDOCK_HOST_ID}`] } })).length;
+
+test('one slot: the next sessions queue in line, move up when it frees, and the bound answers 429 with Retry-After', async () => {
+  expect((await start('holder')).status).toBe(201);
+  const [holder] = sessions;
+  // The holder keeps its sandbox while it waits for the push's approval.
+  await waitForStatus(
+    watched(stack.client.workflow.getHandle(holder)),
+    (s) => s.phase === 'awaiting_approval',
+    120_000,
+  );
+
+  expect((await start('second')).status).toBe(201);
+  expect((await start('third')).status).toBe(201);
+  const [, second, third] = sessions;
+  const first = await apiStatusUntil(second, (s) => s.queued?.position === 1);
+  expect(first.phase).toBe('queued');
+  expect(first.queued!.reason).toBe(`host ${stack.config.DRYDOCK_HOST_ID} holds 1 of 1 sandboxes`);
+  expect((await apiStatusUntil(third, (s) => s.queued?.position === 2)).phase).toBe('queued');
+  expect(await sandboxesOnHost()).toBe(1);
+
+  const cli = await runCli(['status', third], {});
+  expect(cli.stdout).toContain(`session ${third}: queued`);
+  expect(cli.stdout).toContain('number 2 in line: host');
+
+  // Two of the repo's sessions are queued: the bound.
+  const refused = await start('fourth');
+  expect(refused.status).toBe(429);
+  expect(refused.headers.get('retry-after')).toBe('30');
+  expect(((await refused.json()) as { error: string }).error).toContain('DRYDOCK_MAX_QUEUED_PER_REPO');
+
+  // The holder was never evicted; once it ends, its slot goes to the next in line.
+  expect((await apiStatusUntil(holder, () => true)).phase).toBe('awaiting_approval');
+  await stack.client.workflow
+    .getHandle(holder)
+    .executeUpdate(decide, { args: [{ decision: 'reject', action: 'push', by: 'ops' }] });
+  await waitForStatus(
+    watched(stack.client.workflow.getHandle(second)),
+    (s) => s.phase === 'awaiting_approval',
+    150_000,
+  );
+  expect((await apiStatusUntil(third, (s) => s.queued?.position === 1)).phase).toBe('queued');
+  expect(await sandboxesOnHost()).toBe(1);
+}, 420_000);
