@@ -6,7 +6,14 @@ import { recordEvent } from '../store/audit';
 import type { AuditRow } from '../store/audit';
 import type { ActivityDeps } from './deps';
 import type { ChangeSpec } from '../sandbox/contract';
-import { commitSpec, exportArgv, withSandboxBundle } from '../sandbox/activities/commit';
+import {
+  commitMessage,
+  commitSpec,
+  exportArgv,
+  secretsInCommit,
+  withSandboxBundle,
+} from '../sandbox/activities/commit';
+import { permanent } from '../sandbox/activities/container';
 import { tail } from '../sandbox/activities/output';
 import {
   GitError,
@@ -20,6 +27,7 @@ import {
 } from '../repos/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../github/client';
 import { redactUrl } from '../workflows/rules/repo-url';
+import { describeSecrets } from '../workflows/rules/change-secrets';
 
 /** The approved change to push: drydock's commit, made again from its spec, must be `commit`. */
 export interface PushInput extends ChangeSpec {
@@ -173,6 +181,7 @@ export function createPublishActivities({
   deployEnvNames = [],
   sessionLink,
   audit,
+  redactor,
   log,
 }: ActivityDeps) {
   /**
@@ -211,7 +220,12 @@ export function createPublishActivities({
       await recordAction(input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(github, input.repoUrl);
       try {
-        const push = () => pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
+        const push = async () => {
+          const message = commitMessage(input);
+          const secrets = await secretsInCommit(mirror, input.parent, input.commit, message, redactor).catch(permanent);
+          if (secrets.length) throw ApplicationFailure.nonRetryable(describeSecrets(secrets), ErrorType.SecretInChange);
+          return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
+        };
         const at = { sandbox: input.sandbox, argv: exportArgv(input.baseCommit), failed: noSnapshot };
         const { alreadyPushed } = made
           ? await push()

@@ -236,7 +236,8 @@ export function sealChange<T>(
 ): Promise<T> {
   return withMirrorLock(mirror, async () => {
     // Into FETCH_HEAD only (the mirror's lock is held): no staging ref to make and remove.
-    await git(['fetch', '--quiet', bundle, CHANGE_REF], mirror);
+    // Objects past 1 MiB are hashed as a stream, never inflated whole (a bundle's blob may inflate to gigabytes).
+    await git(['-c', 'core.bigFileThreshold=1m', 'fetch', '--quiet', bundle, CHANGE_REF], mirror);
     const tree = (await git(['rev-parse', '--verify', 'FETCH_HEAD^{tree}'], mirror)).trim();
     const who = spec.author;
     const env = {

@@ -174,6 +174,8 @@ export interface AgentProgress {
   diffstat?: string;
   /** Artifact reference of the whole diff. */
   diff?: string;
+  /** The last change held a secret the worker knows: named with where, never shown or published. */
+  blocked?: string;
   kind?: 'script' | 'openai' | 'cli';
   model?: string;
   /** Model calls so far (all rounds). */
@@ -435,4 +437,6 @@ export const ErrorType = {
   EnvironmentUnusable: 'EnvironmentUnusable',
   /** A sandbox produced more than the worker takes of one kind of data (a diff, a bundle, a report): names the cap. */
   OutputTooLarge: 'OutputTooLarge',
+  /** The change holds the value of a secret the worker knows: never pushed. */
+  SecretInChange: 'SecretInChange',
 } as const;

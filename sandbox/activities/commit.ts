@@ -6,6 +6,9 @@
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { changedFiles, checkChangeSize, secretsInChange } from '../../repos/change-check';
+import type { SecretFound } from '../../workflows/rules/change-secrets';
+import type { Redactor } from '../../platform/scrub';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
 import { CommandExitError } from '../docker';
 import { permanent, STATE_DIR } from './container';
@@ -96,6 +99,23 @@ async function isBundle(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * The secrets drydock's commit `commit` holds against `parent` (its files
+ * within the size cap, their paths, its message): checked again right before
+ * a push, with the worker's secrets of that moment.
+ */
+export async function secretsInCommit(
+  mirror: string,
+  parent: string,
+  commit: string,
+  message: string,
+  redactor: Redactor,
+): Promise<SecretFound[]> {
+  const files = await changedFiles(mirror, parent, commit);
+  checkChangeSize(files, OUTPUT_CAPS.changeFiles);
+  return secretsInChange(mirror, files, message, (c) => redactor.holds(c));
+}
+
 export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: SandboxDeps) {
   const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
   const unchanged = (input: CommitInput): CommitResult => ({
@@ -118,18 +138,21 @@ export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commi
         const at = { sandbox: input.sandbox, argv: snapshotArgv(input), failed };
         return await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
           if (!bundle) return unchanged(input);
-          return sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
+          const spec = commitSpec(input, author);
+          return sealChange(mirror, bundle, spec, async ({ commit, tree }) => {
+            // Sizes from the objects' headers first: only a change within its cap is ever inflated.
+            const files = await changedFiles(mirror, input.parent, commit);
+            checkChangeSize(files, OUTPUT_CAPS.changeFiles);
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
-            return {
-              commit,
-              changed: true,
-              diffstat: redactor.text(change.diffstat),
-              changeHash: changeHash(input.branch, input.parent, tree),
-              author,
-              diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
-            };
+            const made = { commit, changed: true, changeHash: changeHash(input.branch, input.parent, tree), author };
+            const secrets = await secretsInChange(mirror, files, spec.message, (c) => redactor.holds(c));
+            // Never published, so never shown: the status says which secret, and where.
+            if (secrets.length) return { ...made, diffstat: redactor.text(change.diffstat), blocked: secrets };
+            // The reviewer's diff is the pushed tree, byte for byte: nothing in it is scrubbed.
+            const diff = await artifacts.put(input.sessionId, 'change.diff', change.diff);
+            return { ...made, diffstat: change.diffstat, diff };
           });
         });
       } catch (err) {

@@ -502,6 +502,9 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       date: new Date().toISOString(),
     });
     expect(change.changed).toBe(true);
+    // Refused, never hidden: no diff of it is stored (test/e2e/review-diff.test.ts).
+    expect(change.blocked).toEqual([{ secret: 'a secret the worker holds', where: 'config.txt' }]);
+    expect(change.diff).toBeUndefined();
     // An agent-written command holding the secret: the audit trail records it scrubbed.
     await step('audited', `echo ${JSON.stringify(DB_PASS)} > /dev/null`);
     const audit = JSON.stringify(await db.pool.query('select * from audit_events where session_id = $1', [sessionId]));

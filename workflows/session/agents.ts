@@ -9,6 +9,7 @@ import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sand
 import { durationMs } from '../input';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
+import { describeSecrets, secretFeedback, type SecretFound } from '../rules/change-secrets';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { handsOn } from './attach';
 import { exitText, SessionEnd } from './outcome';
@@ -55,6 +56,12 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
     // The commit's author is drydock's, not the agent's: not shown among the agent's results.
     const { commit: made, changed, diffstat, changeHash, diff } = commit;
     Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, ...(diff ? { diff } : {}) });
+    status.agent!.blocked = commit.blocked && describeSecrets(commit.blocked);
+    if (commit.blocked) {
+      status.agent!.diff = undefined; // the last round's diff is not this change
+      await refused(run, commit.blocked);
+      continue;
+    }
     if (!(input.verify.test || input.verify.browser)) return commit;
     const verification = await verify(run);
     if (verification.passed) return commit;
@@ -69,6 +76,21 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
     }
     await feedBack(run, failure, feedbackMessage(verification, loop.round, input.verify.maxRounds));
   }
+}
+
+/**
+ * The change holds a secret the worker knows: never verified, shown or
+ * published. A model-driven agent that finished on its own gets another
+ * round to remove it (within verify.maxRounds); otherwise the session fails.
+ */
+async function refused(run: SessionRun, found: SecretFound[]): Promise<void> {
+  const { input, loop, status } = run;
+  const failure = describeSecrets(found);
+  await run.note('change refused', failure, false);
+  if (input.agent.kind === 'script' || status.agent!.stopReason !== 'done' || loop.round > input.verify.maxRounds) {
+    throw new SessionEnd('failed', failure, 'secret_in_change');
+  }
+  await feedBack(run, failure, secretFeedback(found, loop.round, input.verify.maxRounds));
 }
 
 /** One round of the agent's work; a spent budget ends the session or just the agent, as onExceeded says. */
