@@ -10,8 +10,9 @@ import { changedFiles, checkChangeSize, secretsInChange } from '../../repos/chan
 import type { SecretFound } from '../../workflows/rules/change-secrets';
 import type { Redactor } from '../../platform/scrub';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
-import { CommandExitError } from '../docker';
+import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
+import { sandboxOf } from '../handle';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -80,7 +81,9 @@ export async function withSandboxBundle<T>(
   const dir = await mkdtemp(path.join(spool, 'change-'));
   try {
     const file = path.join(dir, 'change.bundle');
-    const result = await sandboxes.execToFile(at.sandbox, at.argv, file, OUTPUT_CAPS.bundle).catch(permanent);
+    const result = await sandboxOf(sandboxes, at.sandbox)
+      .commands.toFile(at.argv, file, OUTPUT_CAPS.bundle)
+      .catch(permanent);
     if (result.exitCode !== 0) throw at.failed(result.stderr.toString().trim(), result.exitCode);
     return await fn((await isBundle(file)) ? file : undefined);
   } finally {
@@ -116,7 +119,13 @@ export async function secretsInCommit(
   return secretsInChange(mirror, files, message, (c) => redactor.holds(c));
 }
 
-export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: SandboxDeps) {
+export function createCommitActivities({
+  sandboxes,
+  artifacts,
+  mirrorsDir,
+  commitIdentity,
+  redactor,
+}: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'mirrorsDir' | 'commitIdentity' | 'redactor'>) {
   const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
   const unchanged = (input: CommitInput): CommitResult => ({
     commit: input.parent,

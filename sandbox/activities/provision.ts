@@ -8,7 +8,7 @@ import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound } from '../docker';
+import { SandboxNotFound } from '../provider';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -25,10 +25,15 @@ import { mirrorAt } from '../../repos/mirror';
 import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
-import { fillPool } from './pool';
+import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxOf } from '../handle';
 
-export function createProvisionActivities(deps: SandboxDeps) {
+/** What provisioning and teardown need: the pool's and the registry's besides their own. */
+export type ProvisionDeps = PoolDeps &
+  Pick<SandboxDeps, 'audit' | 'checkpoints' | 'hostQueue' | 'hostTimeoutMs' | 'requestSnapshotBuild'>;
+
+export function createProvisionActivities(deps: ProvisionDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
   return {
     /**
@@ -75,7 +80,7 @@ export function createProvisionActivities(deps: SandboxDeps) {
 }
 
 /** provisionSandbox's work, once. */
-async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<Sandbox> {
+async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promise<Sandbox> {
   const { hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
   const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
@@ -88,7 +93,13 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
-    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark: false });
+    await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
+      mirror,
+      from: snapshot.commit!,
+      to: baseCommit,
+      behind,
+      mark: false,
+    });
   const created =
     !pooled &&
     (await createOwnedContainer(deps, {
@@ -105,8 +116,9 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
-  if (!pooled && (created || !(await isProvisioned(deps, name)))) {
-    await fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint });
+  const sandbox = sandboxOf(deps.sandboxes, name);
+  if (!pooled && (created || !(await isProvisioned(sandbox)))) {
+    await fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint });
   }
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
@@ -170,7 +182,7 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
  * a session already provisioned the usual way, or an empty pool.
  */
 async function claimPooled(
-  deps: SandboxDeps,
+  deps: ProvisionDeps,
   input: ProvisionInput,
   ownName: string,
   newestImage: string,
@@ -197,7 +209,7 @@ async function claimPooled(
 }
 
 /** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
-function refillAfterClaim(deps: SandboxDeps, repo: string): void {
+function refillAfterClaim(deps: PoolDeps, repo: string): void {
   new PoolRegistry(deps.db.pool)
     .size(repo)
     .then((size) => fillPool(deps, repo, size))
@@ -207,7 +219,10 @@ function refillAfterClaim(deps: SandboxDeps, repo: string): void {
 }
 
 /** Removes the pool sandbox a session claimed, and its row; true if there was one. */
-async function dropClaimed(deps: SandboxDeps, input: Pick<ProvisionInput, 'sessionId' | 'generation'>) {
+async function dropClaimed(
+  deps: Pick<SandboxDeps, 'db' | 'sandboxes' | 'egressRoot'>,
+  input: Pick<ProvisionInput, 'sessionId' | 'generation'>,
+) {
   if (input.generation) return false;
   const pools = new PoolRegistry(deps.db.pool);
   const claimed = await pools.claimedBy(input.sessionId);

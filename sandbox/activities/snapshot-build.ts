@@ -2,15 +2,16 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { REPO_CONFIG_FILE } from '../../workflows/repo-config';
-import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
+import { createOwnedContainer, sandboxName, type ContainerDeps } from './container';
 import type { SandboxDeps } from './deps';
-import { resolveRef, syncMirror } from '../../repos/mirror';
-import { copyWorkingTree } from './workspace';
+import { resolveRef, syncMirror, type MirrorDeps } from '../../repos/mirror';
+import { copyWorkingTree, isProvisioned, markProvisioned } from './workspace';
+import { sandboxOf } from '../handle';
 import { repoFileSetup } from '../../repos/config-file';
 import { tail } from './output';
 import { certificateProblem } from '../ca';
 import { nodeVersionProblem } from '../toolchains';
-import { collectEnvironmentImages, sandboxEnvironment } from './environment';
+import { collectEnvironmentImages, sandboxEnvironment, type EnvironmentDeps } from './environment';
 import { redactUrl } from '../../workflows/rules/repo-url';
 import {
   setupCommandOf,
@@ -72,7 +73,11 @@ export interface SnapshotBuildResult {
  * the environment images that newer ones replaced go the same way. Returns
  * the images removed.
  */
-export async function collectSnapshots(deps: SandboxDeps, repo: string, keep: number): Promise<string[]> {
+export async function collectSnapshots(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'hostId' | 'log'>,
+  repo: string,
+  keep: number,
+): Promise<string[]> {
   const { sandboxes, snapshots, hostId, log } = deps;
   const removed: string[] = [];
   for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
@@ -88,7 +93,13 @@ export async function collectSnapshots(deps: SandboxDeps, repo: string, keep: nu
   return [...removed, ...(await collectEnvironmentImages(deps, repo))];
 }
 
-export function createSnapshotActivities(deps: SandboxDeps) {
+/** What a snapshot build needs: a build container of the repo's environment, the registry, the audit trail. */
+export type SnapshotDeps = ContainerDeps &
+  EnvironmentDeps &
+  MirrorDeps &
+  Pick<SandboxDeps, 'snapshots' | 'audit' | 'hostQueue' | 'log'>;
+
+export function createSnapshotActivities(deps: SnapshotDeps) {
   const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
 
   const collect = (repo: string, keep: number) => collectSnapshots(deps, repo, keep);
@@ -137,10 +148,10 @@ export function createSnapshotActivities(deps: SandboxDeps) {
         expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
         limits: BUILD_LIMITS,
       });
-      const ready = await sandboxes.exec(sandbox, ['test', '-f', `${STATE_DIR}/provisioned`]);
-      if (ready.exitCode !== 0) {
-        await copyWorkingTree(deps, sandbox, mirror, commit);
-        await sandboxes.run(sandbox, ['sh', '-c', `mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`]);
+      const handle = sandboxOf(sandboxes, sandbox);
+      if (!(await isProvisioned(handle))) {
+        await copyWorkingTree(handle, mirror, commit);
+        await markProvisioned(handle);
       }
       log.info(
         { buildId: input.buildId, repo: input.repo, commit, sandboxId: sandbox, host: hostId },
@@ -230,7 +241,11 @@ function isFinal(err: unknown): boolean {
  * what it was built from, and its copy-on-write lower layers made on this host
  * now, so that no session start pays for them.
  */
-async function imageOfBuild({ sandboxes, hostId }: SandboxDeps, plan: SnapshotBuildPlan, tag: string) {
+async function imageOfBuild(
+  { sandboxes, hostId }: Pick<SandboxDeps, 'sandboxes' | 'hostId'>,
+  plan: SnapshotBuildPlan,
+  tag: string,
+) {
   const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,

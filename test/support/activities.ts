@@ -16,7 +16,7 @@ import { Redactor } from '../../platform/scrub';
 import { createRepoLookup, RepoRegistry } from '../../repos/registry';
 import { CheckpointStore } from '../../sandbox/checkpoints';
 import type { Sandbox } from '../../sandbox/contract';
-import { DockerSandboxes } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
 import { SnapshotRegistry } from '../../sandbox/snapshots';
 import { ArtifactStore } from '../../store/artifacts';
 import { AuditTrail } from '../../store/audit';
@@ -51,7 +51,7 @@ export async function testActivities(
   );
   const log = opts.log ?? pino({ level: 'silent' });
   const activities = createActivities({
-    sandboxes: new DockerSandboxes(),
+    sandboxes: new DockerProvider(),
     artifacts: new ArtifactStore(artifactsDir),
     mirrorsDir,
     hostId: 'activities-test',
