@@ -12,7 +12,7 @@ import type { Redactor } from '../../platform/scrub';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { sandboxOf } from '../handle';
+import { DRYDOCK_GIT, sandboxOf } from '../handle';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -45,6 +45,7 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  */
 const SNAPSHOT = [
   'set -e',
+  DRYDOCK_GIT,
   'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
   'git add -A; t=$(git write-tree); rm -f "$i"',
   'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
@@ -61,7 +62,14 @@ function snapshotArgv(input: CommitInput): string[] {
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
-export const exportArgv = (base: string): string[] => ['git', 'bundle', 'create', '-', `${base}..${CHANGE_REF}`];
+export const exportArgv = (base: string): string[] => [
+  'sh',
+  '-c',
+  `${DRYDOCK_GIT}; exec git bundle create - "$1..$2"`,
+  'export',
+  base,
+  CHANGE_REF,
+];
 
 /**
  * Runs `fn` with the git bundle that `argv` writes to stdout in the sandbox

@@ -117,3 +117,37 @@ test('a change whose files inflate past 64 MiB is refused from the objects’ he
     message: 'the change, uncompressed, is over 64 MiB',
   });
 });
+
+test("drydock's own git in the sandbox runs no command the repository's config names (fsmonitor, hooks, external diff)", async () => {
+  const marker = (what: string) => `echo ${what} >> /tmp/ran; touch /workspace/planted-by-${what}`;
+  const script = [
+    `git config core.fsmonitor '${marker('fsmonitor')}; false'`,
+    `git config diff.external '${marker('external-diff')}; true'`,
+    'mkdir -p .git/hooks',
+    ...['post-checkout', 'pre-commit', 'reference-transaction'].map(
+      (hook) => `printf '#!/bin/sh\\n${marker(hook)}\\n' > .git/hooks/${hook} && chmod +x .git/hooks/${hook}`,
+    ),
+    'echo change > changed.txt',
+  ].join('\n');
+  const c = await change('git-config', script);
+  const made = await c.commit();
+  const tree = git(['ls-tree', '--name-only', made.commit], path.join(t.mirrorsDir, await mirrorName()));
+  expect(tree.split('\n').filter((f) => f.startsWith('planted-by-'))).toEqual([]);
+  expect(tree).toContain('changed.txt');
+  await c.push(made);
+  const ran: StepResult = await t.env.run(t.activities.runStep, {
+    sandbox: c.sb.name,
+    sessionId: c.sessionId,
+    key: 'look',
+    nonce: randomBytes(16).toString('hex'),
+    timeoutMs: 60_000,
+    step: { run: 'cat /tmp/ran 2>/dev/null; ls /workspace | grep planted || true', timeout: '1m' },
+  });
+  expect(ran.outputTail.trim()).toBe('');
+});
+
+/** The mirror folder of the fixture (one per test run's worker). */
+async function mirrorName(): Promise<string> {
+  const [mirror] = await readdir(t.mirrorsDir);
+  return mirror;
+}
