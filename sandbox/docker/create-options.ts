@@ -47,7 +47,11 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
   return {
     name: spec.name,
     Image: spec.image,
+    // drydock's keeper, never the image's ENTRYPOINT (which would outlive every step, read later
+    // steps' environments and answer for their runners) nor its HEALTHCHECK (a command run between steps).
+    Entrypoint: [],
     Cmd: ['sleep', 'infinity'],
+    Healthcheck: { Test: ['NONE'] },
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE,
     Labels: labels,

@@ -284,6 +284,32 @@ test('a step past its time limit is killed and reported as timed out', async () 
   expect(final.timeline.find((r) => r.name.startsWith('step 1'))).toMatchObject({ failure: 'timeout', exitCode: 124 });
 });
 
+test("an image's ENTRYPOINT and HEALTHCHECK never run in a sandbox: the keeper is drydock's sleep", async () => {
+  const image = `drydock-test-entrypoint:${randomBytes(4).toString('hex')}`;
+  const dockerfile = [
+    `FROM ${stack.config.DRYDOCK_BASE_IMAGE}`,
+    `ENTRYPOINT ["/bin/sh", "-c", "echo entrypoint >> /tmp/ran; exec \\"$@\\"", "--"]`,
+    'HEALTHCHECK --interval=1s CMD echo healthcheck >> /tmp/ran',
+  ].join('\n');
+  execFileSync('docker', ['build', '-q', '--network', 'none', '-t', image, '-'], { input: dockerfile });
+  const name = `drydock-${newSessionId('entrypoint')}`;
+  const provider = new DockerProvider();
+  try {
+    await createSandbox(name, { image });
+    const info = await docker.getContainer(name).inspect();
+    expect(info.Config.Entrypoint ?? []).toEqual([]);
+    expect(info.Config.Healthcheck?.Test).toEqual(['NONE']);
+    // pid 1 is Docker's init; its one child, the keeper, is drydock's sleep.
+    const processes = await inSandbox(name, 'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline; echo; done', '0:0');
+    expect(processes).toContain('sleep infinity');
+    expect(processes).not.toContain('entrypoint');
+    expect(await inSandbox(name, 'cat /tmp/ran 2>/dev/null || echo none')).toBe('none\n');
+  } finally {
+    await provider.destroy(name);
+    await docker.getImage(image).remove();
+  }
+});
+
 test('DRYDOCK_DOCKER_RUNTIME reaches Docker as the container runtime', async () => {
   // gVisor is not installed here: Docker refusing the unknown runtime proves it was asked for it.
   await expect(createSandbox(`drydock-${newSessionId('runsc')}`, { runtime: 'runsc' })).rejects.toThrow(/runsc/);
