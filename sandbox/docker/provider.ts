@@ -379,7 +379,11 @@ export class DockerProvider implements SandboxProvider {
     return found.map((i) => ({ id: i.Id, tags: i.RepoTags ?? [], createdMs: i.Created * 1000 }));
   }
 
-  /** Builds with the docker CLI (BuildKit where the engine has it), with no network. */
+  /**
+   * Builds with the docker CLI's classic builder (BuildKit would pull a
+   * `# syntax=` frontend and honour cache mounts), with no network, for at most
+   * BUILD_TIME_LIMIT_MS. What is built never runs anything (sandbox/repo-dockerfile.ts).
+   */
   async buildImage(build: ImageBuild): Promise<void> {
     const labels = Object.entries(build.labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
     const args = Object.entries(build.args ?? {}).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
@@ -466,14 +470,26 @@ function splitTag(ref: string): [string, string] {
 }
 
 /** Runs `docker build`, its Dockerfile on stdin when given; a failure carries the builder's output. */
+/** How long one image build may take: without RUN a build only copies files. */
+export const BUILD_TIME_LIMIT_MS = 10 * 60_000;
+
 function dockerBuild(args: string[], stdin?: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const env = { ...process.env, DOCKER_BUILDKIT: '0' };
+    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'], env });
     let output = '';
+    const timer = setTimeout(() => {
+      output += `\nthe build took longer than ${BUILD_TIME_LIMIT_MS / 60_000} minutes`;
+      child.kill('SIGKILL');
+    }, BUILD_TIME_LIMIT_MS);
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));
     child.stdin.end(stdin ?? '');
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new ImageBuildFailed(output))));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new ImageBuildFailed(output));
+    });
   });
 }
