@@ -197,6 +197,15 @@ export class DockerProvider implements SandboxProvider {
     });
     this.docker.modem.demuxStream(stream, outSink, errSink);
     const onAbort = () => stream.destroy(opts.signal?.reason ?? new Error('aborted'));
+    // Under gVisor an exec's stream outlives its container (killed, or its memory limit hit): end it then.
+    const stopped = new AbortController();
+    this.docker
+      .getContainer(name)
+      .wait({ abortSignal: stopped.signal })
+      .then(
+        () => stream.destroy(new SandboxNotFound(name, 'stopped')),
+        () => undefined,
+      );
     try {
       // Awaited right here, so its rejection is never left without a handler.
       await new Promise<void>((resolve, reject) => {
@@ -209,6 +218,7 @@ export class DockerProvider implements SandboxProvider {
       });
     } finally {
       opts.signal?.removeEventListener('abort', onAbort);
+      stopped.abort();
     }
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
     if (outBytes > cap.bytes) throw new OutputOverCap(cap);
