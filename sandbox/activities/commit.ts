@@ -9,10 +9,19 @@ import path from 'node:path';
 import { changedFiles, checkChangeSize, secretsInChange } from '../../repos/change-check';
 import type { SecretFound } from '../../workflows/rules/change-secrets';
 import type { Redactor } from '../../platform/scrub';
-import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
+import {
+  CHANGE_REF,
+  describeChange,
+  hasCommit,
+  mirrorOf,
+  sealChange,
+  type CommitSpec,
+  type GitIdentity,
+} from '../../repos/git';
+import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { DRYDOCK_GIT, sandboxOf } from '../handle';
+import { DRYDOCK_GIT, sandboxOf, scriptArgv, type ShellScript } from '../handle';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -43,22 +52,25 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  * the base under CHANGE_REF, and writes it out as a git bundle (see
  * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
  */
-const SNAPSHOT = [
-  'set -e',
-  DRYDOCK_GIT,
-  'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
-  'git add -A; t=$(git write-tree); rm -f "$i"',
-  'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
-  'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
-  'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
-  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
-  'git bundle create - "$5..$4"',
-].join('\n');
+const SNAPSHOT: ShellScript = {
+  name: 'snapshot',
+  text: [
+    'set -e',
+    DRYDOCK_GIT,
+    'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
+    'git add -A; t=$(git write-tree); rm -f "$i"',
+    'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
+    'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
+    'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
+    'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
+    'git bundle create - "$5..$4"',
+  ].join('\n'),
+};
 
 /** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout. */
 function snapshotArgv(input: CommitInput): string[] {
   const base = input.baseCommit;
-  return ['sh', '-c', SNAPSHOT, 'snapshot', base, input.date, STATE_DIR, CHANGE_REF, base];
+  return scriptArgv(SNAPSHOT, [base, input.date, STATE_DIR, CHANGE_REF, base]);
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
@@ -127,6 +139,27 @@ export async function secretsInCommit(
   return secretsInChange(mirror, files, message, (c) => redactor.holds(c));
 }
 
+/**
+ * A later round's change since each earlier round's commit, as the worker's
+ * git shows it (within the diff's cap, unscrubbed like change.diff: the
+ * change was checked for secrets first), kept for the reviewer who saw that
+ * round (review/rounds.ts names them). A commit the mirror no longer has
+ * (another host made it) has no interdiff; the console says so.
+ */
+async function keepInterdiffs(
+  artifacts: SandboxDeps['artifacts'],
+  mirror: string,
+  input: CommitInput,
+  commit: string,
+): Promise<void> {
+  const { round, since } = input.interdiffs ?? { round: 1, since: [] };
+  for (const earlier of since) {
+    if (!(await hasCommit(mirror, earlier.commit))) continue;
+    const { diff } = await describeChange(mirror, earlier.commit, commit, OUTPUT_CAPS.changeDiff);
+    await artifacts.put(input.sessionId, roundDiffName(round, earlier.round), diff);
+  }
+}
+
 export function createCommitActivities({
   sandboxes,
   artifacts,
@@ -167,6 +200,7 @@ export function createCommitActivities({
             const secrets = await secretsInChange(mirror, files, spec.message, (c) => redactor.holds(c));
             // Never published, so never shown: the status says which secret, and where.
             if (secrets.length) return { ...made, diffstat: redactor.text(change.diffstat), blocked: secrets };
+            await keepInterdiffs(artifacts, mirror, input, commit);
             // The reviewer's diff is the pushed tree, byte for byte: nothing in it is scrubbed.
             const diff = await artifacts.put(input.sessionId, 'change.diff', change.diff);
             return { ...made, diffstat: change.diffstat, diff };

@@ -18,9 +18,9 @@ export function describeSecrets(found: SecretFound[]): string {
 }
 
 /** What an agent is told when its change was refused for a secret, so its next round can remove it. */
-export function secretFeedback(found: SecretFound[], round: number, maxRounds: number): string {
+export function secretFeedback(found: SecretFound[], attempt: number, maxRounds: number): string {
   return [
-    `Your change was refused (attempt ${round} of ${maxRounds + 1}): ${describeSecrets(found)}.`,
+    `Your change was refused (attempt ${attempt} of ${maxRounds + 1}): ${describeSecrets(found)}.`,
     'Remove the secret from every file of the change (do not print it or encode it), then finish again.',
   ].join('\n\n');
 }
