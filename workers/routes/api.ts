@@ -23,6 +23,32 @@ import { addConsoleTime, changeNamed, reviewOf } from './review';
 
 type Answer = [number, unknown];
 
+/**
+ * Session ids drydock serve gives triggered sessions (github/webhooks.ts,
+ * workers/routes/webhooks.ts, linear/webhook.ts, slack/requests.ts): an API
+ * caller's id there would absorb a later delivery's session.
+ */
+const TRIGGER_ID_PREFIXES = ['gh-', 'ci-', 'linear-', 'slack-'];
+
+/**
+ * What an API caller may not choose: the fields drydock serve sets for a
+ * triggered session (`trigger` makes the worker read and comment on that
+ * GitHub repository with its own identity; `notify` posts to Slack or
+ * Linear), and an id in a trigger's namespace.
+ */
+export function refuseServeOnlyChoices(body: Record<string, unknown>): void {
+  for (const field of ['trigger', 'notify']) {
+    if (body[field] !== undefined) throw new HttpError(422, `${field}: set by drydock serve, not by an API caller`);
+  }
+  const id = body.sessionId;
+  if (id === undefined) return;
+  if (typeof id !== 'string' || !isSafeSessionId(id)) {
+    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
+  }
+  const reserved = TRIGGER_ID_PREFIXES.find((p) => id.toLowerCase().startsWith(p));
+  if (reserved) throw new HttpError(422, `sessionId: "${reserved}" ids are the triggered sessions' own`);
+}
+
 /** GET /api/sessions?phase&repo&limit; `repo` as "owner/name" or a URL. */
 export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
   let repo = url.searchParams.get('repo') ?? undefined;
@@ -48,6 +74,7 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new HttpError(400, 'body must be a JSON object');
   }
+  refuseServeOnlyChoices(body);
   const { sessionId: requestedId, repo, ...rest } = body;
   const spec = typeof repo === 'string' ? { name: repo } : (repo ?? {});
   const found = await (spec.name !== undefined ? ctx.repos.byName(spec.name) : ctx.repos.byUrl(spec.url));
@@ -59,9 +86,6 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   };
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `invalid session input: ${parsed.problems.join('; ')}`);
-  if (requestedId !== undefined && (typeof requestedId !== 'string' || !isSafeSessionId(requestedId))) {
-    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
-  }
   const sessionId = requestedId ?? `api-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   try {
     await startSession(ctx.client, input as SessionInputDraft, { sessionId, taskQueue: ctx.config.DRYDOCK_TASK_QUEUE });
