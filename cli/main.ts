@@ -26,7 +26,15 @@ import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import { addRepo, buildSnapshot, listRepos, listSnapshots, resolveRepo } from './snapshots';
-import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } from '../workflows/api';
+import {
+  ACTIONS,
+  decide,
+  RUNNING_PHASES,
+  OUTCOMES,
+  status,
+  type DecideInput,
+  type SessionStatus,
+} from '../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
 class UsageError extends Error {}
@@ -202,6 +210,22 @@ program
     });
   });
 
+/**
+ * An approval names the change that was reviewed (a follow-up or an attach
+ * could swap the pending one first): without --change, the pending change
+ * and how to approve exactly it.
+ */
+function unnamedChange(id: string, pending: NonNullable<SessionStatus['pendingApproval']>): UsageError {
+  const { branch, commit, diffstat } = pending.evidence;
+  return new UsageError(
+    [
+      `name the change you reviewed: ${pending.action} of ${commit.slice(0, 12)} on ${branch}`,
+      diffstat,
+      `approve it: drydock approve ${id} --change ${pending.change.slice(0, 12)} (drydock diff ${id} shows it)`,
+    ].join('\n'),
+  );
+}
+
 for (const decision of ['approve', 'reject'] as const) {
   program
     .command(`${decision} <session>`)
@@ -229,6 +253,9 @@ for (const decision of ['approve', 'reject'] as const) {
       const current = await client.workflow.getHandle(id).query(status);
       const action = opts.action ?? current.pendingApproval?.action;
       if (!action) throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
+      if (decision === 'approve' && !opts.change && current.pendingApproval) {
+        throw unnamedChange(id, current.pendingApproval);
+      }
       const by = opts.by ?? whoAmI();
       // Counted from this person's `status` or `diff` view of the change on display; none: unmeasured.
       const change = current.pendingApproval?.change;

@@ -108,6 +108,10 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
   const current = await statusOr404(ctx.client, id);
   const action = body.action ?? current.pendingApproval?.action;
   if (action === undefined) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
+  // An approval names what was reviewed: without it, a follow-up or an attach could swap the change first.
+  if (body.decision === 'approve' && body.change === undefined) {
+    throw new HttpError(400, 'change: the change you approve (12+ characters of pendingApproval.change)');
+  }
   if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
   // The console's last count first; then the decider's own total goes with the decision (none: unmeasured).
   const onDisplay = changeNamed(current, body.change) ?? current.pendingApproval?.change;
