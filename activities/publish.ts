@@ -34,6 +34,7 @@ import {
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../github/client';
 import { redactUrl } from '../workflows/rules/repo-url';
 import { describeSecrets } from '../workflows/rules/change-secrets';
+import { Redactor } from '../platform/scrub';
 
 /** The approved change to push: drydock's commit, made again from its spec, must be `commit`. */
 export interface PushInput extends ChangeSpec {
@@ -116,6 +117,21 @@ export function deployEnv(
     if (value !== undefined && (BASIC_ENV.test(name) || declared.includes(name))) env[name] = value;
   }
   return { ...env, ...target };
+}
+
+/**
+ * What the deploy command printed, as it may be kept and shown (deploy.json,
+ * the session's error, the audit trail): scrubbed of the worker's secrets
+ * and of the values of the variables it was given (DRYDOCK_DEPLOY_ENV: a
+ * deploy credential echoed by the command was readable by any token holder).
+ */
+export function deployOutput(
+  output: string,
+  redactor: Redactor,
+  env: Record<string, string>,
+  declared: readonly string[],
+) {
+  return new Redactor(Object.fromEntries(declared.map((name) => [name, env[name]]))).text(redactor.text(output));
 }
 
 /** The worker's deploy command, with the target in its environment and none of the worker's credentials. */
@@ -318,7 +334,8 @@ export function createPublishActivities({
           DRYDOCK_BRANCH: input.branch,
           DRYDOCK_COMMIT: input.commit,
         });
-        const ran = await runDeployCommand(deployCommand, env);
+        const run = await runDeployCommand(deployCommand, env);
+        const ran = { ...run, output: deployOutput(run.output, redactor, env, deployEnvNames) };
         await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(ran));
         result = { exitCode: ran.exitCode, outputTail: tail(ran.output) };
         await recordAction(input.sessionId, 'deploy', 'done', { ...target, ...result });
