@@ -259,13 +259,14 @@ test('a fork bomb hits the pids limit, the host stays responsive, the session fa
   expect(execFileSync('sh', ['-c', 'echo alive']).toString()).toBe('alive\n');
   expect((await docker.ping()).toString()).toBe('OK');
   const final = await endsFailed(id, handle);
-  if (RUNTIME?.startsWith('runsc')) {
-    // Under gVisor 20221219 the sandbox stops while the bomb rages (open: docs/security.md, "gVisor"): it is
-    // replaced, and the session fails; the bomb stayed inside (the host answered above).
+  const limit = /^step 1: .* hit the process limit \(pids limit 64\)$/;
+  if (RUNTIME?.startsWith('runsc') && !limit.test(final.error!)) {
+    // Under gVisor 20221219 on a loaded host the sandbox was seen to stop while the bomb raged (open:
+    // docs/security.md, "gVisor"): replaced, then the session fails; the bomb stayed inside (the host answered).
     expect(final.error).toMatch(/is gone, and the sandbox was already replaced 3 times$/);
     return;
   }
-  expect(final.error).toMatch(/^step 1: .* hit the process limit \(pids limit 64\)$/);
+  expect(final.error).toMatch(limit);
   expect(final.timeline.find((r) => r.name.startsWith('step 1'))?.failure).toBe('pids');
 });
 
