@@ -98,7 +98,7 @@ export const isGvisor = (runtime: string | undefined): boolean => runtime?.start
  * Host tasks gVisor (runsc, ptrace platform) uses: its own (about 40), and
  * up to about 12 per process of the sandbox (the process's stub and the
  * threads that trace it), all in the container's pids cgroup. Measured with
- * runsc 20221219 (bench/gvisor.ts); past the cgroup's limit gVisor panics
+ * runsc 20221219 (docs/security.md, "gVisor"); past the cgroup's limit gVisor panics
  * and the whole sandbox is lost.
  */
 export const GVISOR_TASKS = { base: 128, perProcess: 48 };
