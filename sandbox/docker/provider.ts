@@ -37,6 +37,10 @@ import {
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 
+/** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
+const ATTACH_SHELL =
+  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; exec sh; fi';
+
 /** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
 export const STDERR_KEPT = 1024 ** 2;
 
@@ -273,10 +277,11 @@ export class DockerProvider implements SandboxProvider {
   async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
     try {
       const exec = await this.docker.getContainer(name).exec({
-        Cmd: ['sh', '-c', 'if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi'],
+        // The agent wrote ~/.bashrc and ~/.profile: no startup file runs (ENV is sh's), the prompt is drydock's.
+        Cmd: ['sh', '-c', ATTACH_SHELL],
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`],
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=sandbox$ '],
         Tty: true,
         AttachStdin: true,
         AttachStdout: true,
