@@ -39,7 +39,7 @@ import { SandboxStorageRoot } from './storage';
 
 /** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
 const ATTACH_SHELL =
-  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; exec sh; fi';
+  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
 
 /** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
 export const STDERR_KEPT = 1024 ** 2;
@@ -281,7 +281,7 @@ export class DockerProvider implements SandboxProvider {
         Cmd: ['sh', '-c', ATTACH_SHELL],
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=sandbox$ '],
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=\\w\\$ '],
         Tty: true,
         AttachStdin: true,
         AttachStdout: true,
