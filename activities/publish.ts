@@ -22,6 +22,7 @@ import {
 import { permanent } from '../sandbox/activities/container';
 import { tail } from '../sandbox/activities/output';
 import {
+  defaultBranchOf,
   GitError,
   hasWholeCommit,
   mirrorOf,
@@ -97,6 +98,15 @@ function pushFailure(err: unknown, branch: string): never {
     );
   }
   throw err;
+}
+
+/** A push to the repository's default branch, refused (approved or not) unless the operator allows it. */
+async function refuseDefaultBranch(mirror: string, branch: string, allowed: boolean): Promise<void> {
+  if (allowed || branch !== (await defaultBranchOf(mirror))) return;
+  throw ApplicationFailure.nonRetryable(
+    `${branch} is the repository's default branch: drydock pushes there only with DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH=true`,
+    ErrorType.PushRejected,
+  );
 }
 
 /** What any command expects of its environment; nothing here carries a credential. */
@@ -203,6 +213,7 @@ type PublishDeps = Pick<
   | 'github'
   | 'deployCommand'
   | 'deployEnvNames'
+  | 'allowDefaultBranchPush'
   | 'sessionLink'
   | 'audit'
   | 'redactor'
@@ -216,6 +227,7 @@ export function createPublishActivities({
   github,
   deployCommand,
   deployEnvNames = [],
+  allowDefaultBranchPush = false,
   sessionLink,
   audit,
   redactor,
@@ -261,6 +273,7 @@ export function createPublishActivities({
           const message = commitMessage(input);
           const secrets = await secretsInCommit(mirror, input.parent, input.commit, message, redactor).catch(permanent);
           if (secrets.length) throw ApplicationFailure.nonRetryable(describeSecrets(secrets), ErrorType.SecretInChange);
+          await refuseDefaultBranch(mirror, input.branch, allowDefaultBranchPush);
           return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
         };
         const at = { sandbox: input.sandbox, argv: exportArgv(input.baseCommit), failed: noSnapshot };

@@ -156,6 +156,12 @@ export async function readAtCommit(mirror: string, object: string, args: string[
   return answer.out;
 }
 
+/** The remote's default branch as the mirror's clone recorded it ("main"), if it has one. */
+export async function defaultBranchOf(mirror: string): Promise<string | undefined> {
+  const ref = await git(['symbolic-ref', '--quiet', 'HEAD'], mirror).catch(() => '');
+  return ref.trim().replace(/^refs\/heads\//, '') || undefined;
+}
+
 /** The commit a ref names in the mirror (default: the remote's default branch). */
 export async function resolveCommit(mirror: string, ref?: string): Promise<string> {
   const candidates = ref ? [ref, `refs/heads/${ref}`, `refs/tags/${ref}`] : ['HEAD'];

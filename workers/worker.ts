@@ -217,6 +217,7 @@ export async function createWorker(opts: {
     models: modelSettings(config),
     agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
+    allowDefaultBranchPush: config.DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
     reviewLink: config.DRYDOCK_CONSOLE_URL
