@@ -13,6 +13,8 @@ export interface ActivityDeps extends SandboxDeps {
   policy: ApprovalPolicy;
   /** Model endpoints, keys and prices of the built-in agent loop (keys never leave the worker). */
   models: ModelSettings;
+  /** Whether a push may go to the repository's default branch (DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH). @default false */
+  allowDefaultBranchPush?: boolean;
   /** Worker-side command for the `deploy` action. */
   deployCommand?: string;
   /** Worker variables the deploy command gets besides the basic ones (DRYDOCK_DEPLOY_ENV). @default [] */

@@ -12,9 +12,17 @@ import { recordEvent } from '../store/audit';
 import type { AuditRow } from '../store/audit';
 import type { ActivityDeps } from './deps';
 import type { ChangeSpec } from '../sandbox/contract';
-import { commitSpec, exportArgv, withSandboxBundle } from '../sandbox/activities/commit';
+import {
+  commitMessage,
+  commitSpec,
+  exportArgv,
+  secretsInCommit,
+  withSandboxBundle,
+} from '../sandbox/activities/commit';
+import { permanent } from '../sandbox/activities/container';
 import { tail } from '../sandbox/activities/output';
 import {
+  defaultBranchOf,
   GitError,
   hasWholeCommit,
   mirrorOf,
@@ -26,6 +34,8 @@ import {
 } from '../repos/git';
 import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../github/client';
 import { redactUrl } from '../workflows/rules/repo-url';
+import { describeSecrets } from '../workflows/rules/change-secrets';
+import { Redactor } from '../platform/scrub';
 
 /** The approved change to push: drydock's commit, made again from its spec, must be `commit`. */
 export interface PushInput extends ChangeSpec {
@@ -90,6 +100,15 @@ function pushFailure(err: unknown, branch: string): never {
   throw err;
 }
 
+/** A push to the repository's default branch, refused (approved or not) unless the operator allows it. */
+async function refuseDefaultBranch(mirror: string, branch: string, allowed: boolean): Promise<void> {
+  if (allowed || branch !== (await defaultBranchOf(mirror))) return;
+  throw ApplicationFailure.nonRetryable(
+    `${branch} is the repository's default branch: drydock pushes there only with DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH=true`,
+    ErrorType.PushRejected,
+  );
+}
+
 /** What any command expects of its environment; nothing here carries a credential. */
 const BASIC_ENV = /^(PATH|HOME|USER|LOGNAME|SHELL|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR)$/;
 
@@ -108,6 +127,21 @@ export function deployEnv(
     if (value !== undefined && (BASIC_ENV.test(name) || declared.includes(name))) env[name] = value;
   }
   return { ...env, ...target };
+}
+
+/**
+ * What the deploy command printed, as it may be kept and shown (deploy.json,
+ * the session's error, the audit trail): scrubbed of the worker's secrets
+ * and of the values of the variables it was given (DRYDOCK_DEPLOY_ENV: a
+ * deploy credential echoed by the command was readable by any token holder).
+ */
+export function deployOutput(
+  output: string,
+  redactor: Redactor,
+  env: Record<string, string>,
+  declared: readonly string[],
+) {
+  return new Redactor(Object.fromEntries(declared.map((name) => [name, env[name]]))).text(redactor.text(output));
 }
 
 /** The worker's deploy command, with the target in its environment and none of the worker's credentials. */
@@ -179,8 +213,10 @@ type PublishDeps = Pick<
   | 'github'
   | 'deployCommand'
   | 'deployEnvNames'
+  | 'allowDefaultBranchPush'
   | 'sessionLink'
   | 'audit'
+  | 'redactor'
   | 'log'
 >;
 
@@ -191,8 +227,10 @@ export function createPublishActivities({
   github,
   deployCommand,
   deployEnvNames = [],
+  allowDefaultBranchPush = false,
   sessionLink,
   audit,
+  redactor,
   log,
 }: PublishDeps) {
   /**
@@ -231,7 +269,13 @@ export function createPublishActivities({
       await recordAction(input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(github, input.repoUrl);
       try {
-        const push = () => pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
+        const push = async () => {
+          const message = commitMessage(input);
+          const secrets = await secretsInCommit(mirror, input.parent, input.commit, message, redactor).catch(permanent);
+          if (secrets.length) throw ApplicationFailure.nonRetryable(describeSecrets(secrets), ErrorType.SecretInChange);
+          await refuseDefaultBranch(mirror, input.branch, allowDefaultBranchPush);
+          return pushCommit({ mirror, url: input.repoUrl, branch: input.branch, commit: input.commit, env });
+        };
         const at = { sandbox: input.sandbox, argv: exportArgv(input.baseCommit), failed: noSnapshot };
         const { alreadyPushed } = made
           ? await push()
@@ -303,7 +347,8 @@ export function createPublishActivities({
           DRYDOCK_BRANCH: input.branch,
           DRYDOCK_COMMIT: input.commit,
         });
-        const ran = await runDeployCommand(deployCommand, env);
+        const run = await runDeployCommand(deployCommand, env);
+        const ran = { ...run, output: deployOutput(run.output, redactor, env, deployEnvNames) };
         await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(ran));
         result = { exitCode: ran.exitCode, outputTail: tail(ran.output) };
         await recordAction(input.sessionId, 'deploy', 'done', { ...target, ...result });

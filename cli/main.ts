@@ -36,6 +36,7 @@ import {
   status,
   WORKFLOW_TYPE,
   type DecideInput,
+  type SessionStatus,
 } from '../workflows/api';
 import { attemptsOf, workflowType } from '../platform/attempts';
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
@@ -228,6 +229,22 @@ program
     });
   });
 
+/**
+ * An approval names the change that was reviewed (a follow-up or an attach
+ * could swap the pending one first): without --change, the pending change
+ * and how to approve exactly it.
+ */
+function unnamedChange(id: string, pending: NonNullable<SessionStatus['pendingApproval']>): UsageError {
+  const { branch, commit, diffstat } = pending.evidence;
+  return new UsageError(
+    [
+      `name the change you reviewed: ${pending.action} of ${commit.slice(0, 12)} on ${branch}`,
+      diffstat,
+      `approve it: drydock approve ${id} --change ${pending.change.slice(0, 12)} (drydock diff ${id} shows it)`,
+    ].join('\n'),
+  );
+}
+
 for (const decision of ['approve', 'reject'] as const) {
   program
     .command(`${decision} <session>`)
@@ -255,6 +272,9 @@ for (const decision of ['approve', 'reject'] as const) {
       const current = await client.workflow.getHandle(id).query(status);
       const action = opts.action ?? current.pendingApproval?.action;
       if (!action) throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
+      if (decision === 'approve' && !opts.change && current.pendingApproval) {
+        throw unnamedChange(id, current.pendingApproval);
+      }
       const by = opts.by ?? whoAmI();
       // Counted from this person's `status` or `diff` view of the change on display; none: unmeasured.
       const change = current.pendingApproval?.change;

@@ -156,6 +156,8 @@ function fromLabel(p: PayloadOf<'issues'>, hash: string): Trigger {
     requestedBy: p.sender.login,
     source: `issue #${p.issue.number} labelled ${LABEL}`,
     origin: { repo, kind: 'issue', issue: p.issue.number, pullRequest: Boolean(p.issue.pull_request) },
+    // The triage role may label issues: starting a session takes write permission, as a /drydock comment does.
+    check: { writer: p.sender.login },
   };
 }
 

@@ -11,10 +11,12 @@ ensure_debootstrap() {
     apt_install debootstrap
   fi
 }
-if docker info >/dev/null 2>&1; then ensure_debootstrap; exit 0; fi
+# gVisor registered as the runtime "runsc" (a reload of a running engine, never a restart).
+if docker info >/dev/null 2>&1; then bash "$ROOT/infra/runsc.sh"; ensure_debootstrap; exit 0; fi
 if [ -n "${DOCKER_HOST:-}" ]; then fail "DOCKER_HOST=$DOCKER_HOST does not answer"; fi
 is_debian_root || fail "no Docker engine answers and this is not Debian as root: install Docker and start it (or set DOCKER_HOST)"
 command -v dockerd >/dev/null || apt_install docker.io
+bash "$ROOT/infra/runsc.sh"
 step "starting dockerd (log: $DATA_DIR/dockerd.log)"
 mkdir -p "$DATA_DIR"
 setsid nohup dockerd --bridge=none --iptables=false >"$DATA_DIR/dockerd.log" 2>&1 < /dev/null &

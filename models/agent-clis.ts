@@ -85,13 +85,58 @@ async function takeLock(lock: string, progress: InstallProgress): Promise<void> 
   }
 }
 
-/** `npm install` of one exact package, its optional platform dependency included; output lines to `progress`. */
-function npmInstall(folder: string, spec: string, progress: InstallProgress): Promise<void> {
+/** Who runs an install when the worker is root: nobody, so a package's scripts cannot read the worker's files or /proc. */
+const INSTALL_USER = { uid: 65534, gid: 65534 };
+/** What an install's environment keeps of the worker's: npm's settings, the proxy and CAs; no credential. */
+const INSTALL_ENV =
+  /^(PATH|LANG|LC_[A-Z]+|TZ|NODE_EXTRA_CA_CERTS|SSL_CERT_(FILE|DIR)|(https?|no)_proxy|npm_config_.+)$/i;
+
+/**
+ * `npm install` of one exact package, its optional platform dependency
+ * included; output lines to `progress`. The package's lifecycle scripts run
+ * (the CLIs' postinstall puts their binary in place), so they run with none
+ * of the worker's environment (GitHub token, model keys, audit key, database
+ * URL) and, when the worker is root, as nobody with its own HOME and cache;
+ * what they made is root's again before any sandbox sees it.
+ */
+export async function npmInstall(folder: string, spec: string, progress: InstallProgress): Promise<void> {
+  const env: NodeJS.ProcessEnv = { HOME: folder, npm_config_update_notifier: 'false' };
+  for (const [name, value] of Object.entries(process.env)) if (INSTALL_ENV.test(name)) env[name] = value;
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) {
+    env.npm_config_cache = path.join(folder, '.npm-cache');
+    await run('chown', ['-R', `${INSTALL_USER.uid}:${INSTALL_USER.gid}`, folder]);
+  }
+  try {
+    await runNpm(folder, spec, env, asRoot ? INSTALL_USER : {}, progress);
+  } finally {
+    if (asRoot) {
+      await rm(path.join(folder, '.npm-cache'), { recursive: true, force: true });
+      await run('chown', ['-R', '0:0', folder]);
+    }
+  }
+}
+
+function run(command: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) =>
+    spawn(command, args, { stdio: 'ignore' })
+      .on('error', reject)
+      .on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args[0]} exited ${code}`)))),
+  );
+}
+
+function runNpm(
+  folder: string,
+  spec: string,
+  env: NodeJS.ProcessEnv,
+  user: { uid?: number; gid?: number },
+  progress: InstallProgress,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       'npm',
       ['install', '--no-audit', '--no-fund', '--include=optional', '--save-exact', '--loglevel=http', spec],
-      { cwd: folder, stdio: ['ignore', 'pipe', 'pipe'] },
+      { cwd: folder, env, ...user, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let last = '';
     const lines = (chunk: Buffer) => {

@@ -102,6 +102,14 @@ const configSchema = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((v) => v === 'true'),
+  /**
+   * "true": a session may push to the repository's default branch
+   * (`publish.branch`). Default: refused at the push, approved or not.
+   */
+  DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
   /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
   DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
   /**

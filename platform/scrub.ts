@@ -165,10 +165,29 @@ export function hasTokenPattern(text: string): boolean {
 export class Redactor {
   /** The values and their encoded forms, longest first (see needlesOf). */
   readonly needles: readonly string[];
+  /** Each needle's secret by name (the variable it came from), for saying which secret a text holds. */
+  private readonly owners = new Map<string, string>();
 
-  /** `secrets`: exact values to scrub wherever they appear (unset ones are skipped). */
-  constructor(secrets: readonly (string | undefined)[] = []) {
-    this.needles = needlesOf(secrets);
+  /**
+   * `secrets`: exact values to scrub wherever they appear (unset ones are
+   * skipped); as a record, by the name that says which one was found (`holds`).
+   */
+  constructor(secrets: readonly (string | undefined)[] | Readonly<Record<string, string | undefined>> = []) {
+    const named: [string, string | undefined][] = Array.isArray(secrets)
+      ? secrets.map((value) => ['a secret the worker holds', value])
+      : Object.entries(secrets);
+    for (const [name, value] of named) for (const needle of needlesOf([value])) this.owners.set(needle, name);
+    this.needles = needlesOf(named.map(([, value]) => value));
+  }
+
+  /**
+   * The names of the secrets whose value (plain, base64 or URL-encoded) is in
+   * `content`, text or bytes: what the worker refuses to publish.
+   */
+  holds(content: string | Buffer): string[] {
+    const found = new Set<string>();
+    for (const needle of this.needles) if (content.includes(needle)) found.add(this.owners.get(needle)!);
+    return [...found].sort();
   }
 
   text(input: string): string {
@@ -259,14 +278,28 @@ export class StreamRedactor {
 export function redactorOf(
   config: Pick<
     Config,
-    'GITHUB_TOKEN' | 'DRYDOCK_MODEL_API_KEY' | 'DRYDOCK_ANTHROPIC_API_KEY' | 'DRYDOCK_MODEL_ENDPOINTS' | 'secrets'
+    | 'GITHUB_TOKEN'
+    | 'DRYDOCK_MODEL_API_KEY'
+    | 'DRYDOCK_ANTHROPIC_API_KEY'
+    | 'DRYDOCK_MODEL_ENDPOINTS'
+    | 'DRYDOCK_AUDIT_KEY'
+    | 'DRYDOCK_CI_SECRET'
+    | 'DRYDOCK_WEBHOOK_SECRETS'
+    | 'secrets'
   >,
 ): Redactor {
-  return new Redactor([
-    config.GITHUB_TOKEN,
-    config.DRYDOCK_MODEL_API_KEY,
-    config.DRYDOCK_ANTHROPIC_API_KEY,
-    ...Object.values(config.DRYDOCK_MODEL_ENDPOINTS).map((e) => (typeof e === 'string' ? e : e.key)),
-    ...Object.values(config.secrets),
+  const endpoints = Object.entries(config.DRYDOCK_MODEL_ENDPOINTS).map(([name, e]) => [
+    `the key of model endpoint ${name}`,
+    typeof e === 'string' ? e : e.key,
   ]);
+  return new Redactor({
+    GITHUB_TOKEN: config.GITHUB_TOKEN,
+    DRYDOCK_MODEL_API_KEY: config.DRYDOCK_MODEL_API_KEY,
+    DRYDOCK_ANTHROPIC_API_KEY: config.DRYDOCK_ANTHROPIC_API_KEY,
+    DRYDOCK_AUDIT_KEY: config.DRYDOCK_AUDIT_KEY,
+    DRYDOCK_CI_SECRET: config.DRYDOCK_CI_SECRET,
+    ...Object.fromEntries((config.DRYDOCK_WEBHOOK_SECRETS ?? []).map((v, i) => [`DRYDOCK_WEBHOOK_SECRETS[${i}]`, v])),
+    ...Object.fromEntries(endpoints),
+    ...Object.fromEntries(Object.entries(config.secrets).map(([name, value]) => [`DRYDOCK_SECRET_${name}`, value])),
+  });
 }

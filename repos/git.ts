@@ -151,6 +151,12 @@ export async function readAtCommit(mirror: string, object: string, args: string[
   return answer.out;
 }
 
+/** The remote's default branch as the mirror's clone recorded it ("main"), if it has one. */
+export async function defaultBranchOf(mirror: string): Promise<string | undefined> {
+  const ref = await git(['symbolic-ref', '--quiet', 'HEAD'], mirror).catch(() => '');
+  return ref.trim().replace(/^refs\/heads\//, '') || undefined;
+}
+
 /** The commit a ref names in the mirror (default: the remote's default branch). */
 export async function resolveCommit(mirror: string, ref?: string): Promise<string> {
   const candidates = ref ? [ref, `refs/heads/${ref}`, `refs/tags/${ref}`] : ['HEAD'];
@@ -236,7 +242,8 @@ export function sealChange<T>(
 ): Promise<T> {
   return withMirrorLock(mirror, async () => {
     // Into FETCH_HEAD only (the mirror's lock is held): no staging ref to make and remove.
-    await git(['fetch', '--quiet', bundle, CHANGE_REF], mirror);
+    // Objects past 1 MiB are hashed as a stream, never inflated whole (a bundle's blob may inflate to gigabytes).
+    await git(['-c', 'core.bigFileThreshold=1m', 'fetch', '--quiet', bundle, CHANGE_REF], mirror);
     const tree = (await git(['rev-parse', '--verify', 'FETCH_HEAD^{tree}'], mirror)).trim();
     const who = spec.author;
     const env = {

@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { attach, detach, type Attachment, type Detached } from '../workflows/api';
 import type { SandboxProvider, SandboxShell, TtySize } from './provider';
+import { TerminalEscapeFilter } from './terminal-escapes';
 import { sandboxOf } from './handle';
 import { getStatus } from '../platform/sessions';
 
@@ -134,9 +135,11 @@ export async function shellOnThisHost(
   return shell.exitCode();
 }
 
+/** The sandbox's TTY to the person's terminal, without the escapes that reach beyond the screen. */
 function pipeUntilEnd(from: NodeJS.ReadableStream, to: NodeJS.WritableStream): Promise<void> {
+  const filter = new TerminalEscapeFilter();
   return new Promise((resolve) => {
-    from.on('data', (chunk: Buffer) => to.write(chunk));
+    from.on('data', (chunk: Buffer) => to.write(filter.push(chunk)));
     from.on('end', resolve).on('close', resolve).on('error', resolve);
   });
 }

@@ -3,6 +3,7 @@
  * and comes out of provisioning, steps, commits and teardown. Types only, so
  * workflow code can `import type` them.
  */
+import type { SecretFound } from '../workflows/rules/change-secrets';
 import type { GitIdentity } from '../repos/git';
 import type { ScriptStep } from '../workflows/input';
 import type { EgressRule } from './egress';
@@ -172,8 +173,13 @@ export interface CommitResult {
   changeHash: string;
   /** Author and committer of the commit (the worker's identity). */
   author: GitIdentity;
-  /** Artifact reference of the whole diff, for the review console. */
+  /** Artifact reference of the whole diff, for the review console: the pushed tree's, byte for byte. */
   diff?: string;
+  /**
+   * The change holds the value of a secret the worker knows (named, with
+   * where): it is never published, and its diff is not stored.
+   */
+  blocked?: SecretFound[];
 }
 
 export interface DestroyInput {

@@ -10,9 +10,9 @@ export type SandboxFault = 'oom' | 'pids' | 'disk_full' | 'timeout';
 
 /** The sandbox cgroup's counters that drydock-run records around a step. */
 export interface CgroupCounters {
-  /** Processes the kernel killed for want of memory (memory.oom_control / memory.events `oom_kill`). */
+  /** Processes the kernel killed for want of memory (memory.oom_control / memory.events `oom_kill`); -1: unknown. */
   oomKills: number;
-  /** Forks refused at the pids limit (pids.events `max`). */
+  /** Forks refused at the pids limit (pids.events `max`); -1: unknown (gVisor has no cgroupfs inside). */
   pidsMax: number;
 }
 
@@ -37,10 +37,12 @@ export function sandboxFault(step: {
   // (a fork bomb's shell returns at once; a killed child may go unnoticed).
   if (step.after.oomKills > step.before.oomKills) return 'oom';
   if (step.after.pidsMax > step.before.pidsMax) return 'pids';
+  const refusedFork = /fork: (retry: )?Resource temporarily unavailable|Cannot fork|EAGAIN.*spawn|spawn.*EAGAIN/i;
+  // Without the cgroup's counter (gVisor refuses forks itself, at RLIMIT_NPROC), the output is the evidence.
+  const uncounted = step.before.pidsMax < 0 || step.after.pidsMax < 0;
+  if (uncounted && refusedFork.test(step.output)) return 'pids';
   if (step.exitCode === 0) return undefined;
-  if (/fork: (retry: )?Resource temporarily unavailable|Cannot fork|EAGAIN.*spawn|spawn.*EAGAIN/i.test(step.output)) {
-    return 'pids';
-  }
+  if (refusedFork.test(step.output)) return 'pids';
   if (/No space left on device|ENOSPC|Disk quota exceeded/i.test(step.output)) return 'disk_full';
   if (step.exitCode === 124) return 'timeout';
   return undefined;

@@ -76,15 +76,27 @@ export interface SandboxHandle {
   readonly git: Git;
 }
 
+/**
+ * The start of every script that runs drydock's own git in a sandbox: the
+ * repository's config (agent-writable: .git/config, ~/.gitconfig) may not
+ * run commands there (an fsmonitor, hooks, an external diff), which would run
+ * the agent's code inside drydock's commands (seen: an fsmonitor's files in
+ * the commit). Command-line config (GIT_CONFIG_COUNT) wins over every file.
+ */
+export const DRYDOCK_GIT =
+  'export GIT_CONFIG_COUNT=4 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false ' +
+  'GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=diff.external GIT_CONFIG_VALUE_2= ' +
+  'GIT_CONFIG_KEY_3=core.untrackedCache GIT_CONFIG_VALUE_3=false';
+
 const TAIL: ShellScript = { name: 'tail', text: 'wc -c <"$1" 2>/dev/null || echo 0; tail -c "$2" "$1" 2>/dev/null' };
 const READ_FROM: ShellScript = { name: 'tail', text: 'tail -c +"$1" "$2" 2>/dev/null | head -c "$3"' };
 const DIFF_FROM: ShellScript = {
   name: 'checkpoint',
-  text: 'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
+  text: `set -e; ${DRYDOCK_GIT}; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary --no-ext-diff --no-textconv "$1"; rm -f "$i"`,
 };
 const APPLY: ShellScript = {
   name: 'sh',
-  text: 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"',
+  text: `${DRYDOCK_GIT}; f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"`,
 };
 
 /** The argv that runs a shell script with its arguments (for an exec whose output goes to a file). */

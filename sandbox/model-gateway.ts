@@ -6,13 +6,18 @@
  * - forwards only to the one endpoint the worker configured for the CLI's
  *   protocol, and only its model paths (a CONNECT, an absolute URL, another
  *   path or method is refused and recorded);
+ * - forwards only the fields, content, tools and headers a model call of
+ *   that protocol needs (sandbox/gateway-requests.ts): nothing that has the
+ *   provider fetch a URL, run a server-side tool or bill someone else;
  * - drops whatever credential the CLI sent (a placeholder) and adds the
  *   worker's key;
  * - forwards over HTTPS (plain HTTP only to a loopback endpoint: the tests'
  *   fake providers);
- * - reads the usage of every answer, streamed (SSE) or not, for the budgets
- *   and the audit trail, and once the step's token or cost budget is spent,
- *   answers every further request with an error instead of forwarding.
+ * - reserves each call's share of the budget before forwarding it
+ *   (sandbox/gateway-budget.ts), caps its output to what is left, reads the
+ *   usage of every answer, streamed (SSE) or not, for the budgets and the
+ *   audit trail, and refuses calls once a budget is spent; at most
+ *   MAX_IN_FLIGHT calls at once over at most MAX_CONNECTIONS connections.
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -22,6 +27,8 @@ import type { Config } from '../platform/config';
 import { listenForSandbox } from './egress';
 import type { Logger } from '../platform/log';
 import { PROTOCOL_PATHS, type ModelProtocol } from '../workflows/rules/agent-clis';
+import { GatewayBudget, priceOf, type BudgetStop, type Reservation } from './gateway-budget';
+import { capOutput, requestedOutput, screenCall } from './gateway-requests';
 
 export interface GatewayUpstream {
   /** e.g. https://api.anthropic.com, https://api.openai.com/v1; http only for a loopback host. */
@@ -61,6 +68,8 @@ export interface GatewayCall extends GatewayUsage {
   status: number;
   costUsd?: number;
   durationMs: number;
+  /** The answer's usage could not be read: the tokens are what the call reserved, and were charged so. */
+  unread?: boolean;
 }
 
 export interface ModelGatewayOptions {
@@ -104,40 +113,20 @@ export function checkUpstream(baseUrl: string): URL {
   throw new Error(`model endpoint ${url.origin} must be https (plain http only to a loopback address)`);
 }
 
-/** Headers never passed on: credentials the CLI holds (placeholders), hop-by-hop ones, and compression we must read through. */
-const DROPPED = new Set([
-  'authorization',
-  'x-api-key',
-  'api-key',
-  'cookie',
-  'host',
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'upgrade',
-  'transfer-encoding',
-  'content-length',
-  'accept-encoding',
-]);
-
-/** The costs of a call at the model's price; undefined when the model has none. */
-export function priceOf(prices: ModelGatewayOptions['prices'], model: string, u: GatewayUsage): number | undefined {
-  const p = prices[model];
-  if (!p) return undefined;
-  const fresh = u.inputTokens - u.cachedTokens;
-  return (fresh * p.input + u.cachedTokens * (p.cachedInput ?? p.input) + u.outputTokens * p.output) / 1e6;
-}
+/** Characters of an answer (whole) or of one event (streamed) the usage reader holds at most. */
+const MAX_READ = 8 << 20;
 
 /**
  * Reads usage from an answer's bytes as they pass, streamed or whole:
  * Anthropic (message_start / message_delta, or `usage` of a message), the
  * Responses API (response.completed) and chat completions (a chunk's or the
- * answer's `usage`).
+ * answer's `usage`). `end` says undefined when the final usage never came
+ * (or came past what it reads): the gateway then charges the call all it reserved.
  */
 export class UsageReader {
   readonly usage: GatewayUsage = { inputTokens: 0, outputTokens: 0, cachedTokens: 0 };
+  /** The answer's final usage was read (Anthropic's message_delta or whole message; OpenAI's usage). */
+  private complete = false;
   private buffer = '';
   private whole = '';
   constructor(
@@ -147,8 +136,8 @@ export class UsageReader {
 
   push(chunk: Buffer): void {
     if (!this.streamed) {
-      // Bounded: an answer without usage in its first 8 MiB is not read further.
-      if (this.whole.length < 8 << 20) this.whole += chunk.toString();
+      // Bounded: an answer past MAX_READ is not parsed (and its call is charged its reservation).
+      if (this.whole.length <= MAX_READ) this.whole += chunk.toString();
       return;
     }
     this.buffer += chunk.toString();
@@ -158,13 +147,13 @@ export class UsageReader {
       this.buffer = this.buffer.slice(newline + 1);
       if (line.startsWith('data:')) this.event(line.slice(5).trim());
     }
-    if (this.buffer.length > 8 << 20) this.buffer = '';
+    if (this.buffer.length > MAX_READ) this.buffer = '';
   }
 
-  end(): GatewayUsage {
+  end(): GatewayUsage | undefined {
     if (!this.streamed) this.event(this.whole);
     else if (this.buffer.trim().startsWith('data:')) this.event(this.buffer.trim().slice(5).trim());
-    return this.usage;
+    return this.complete ? this.usage : undefined;
   }
 
   private event(text: string): void {
@@ -178,6 +167,7 @@ export class UsageReader {
     const u = this.usageIn(data);
     if (!u) return;
     const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+    this.complete ||= this.protocol !== 'anthropic' || !this.streamed || data.type === 'message_delta';
     if (this.protocol === 'anthropic') {
       // input_tokens excludes the cache's; output_tokens in message_delta is cumulative.
       const cached = (num(u.cache_read_input_tokens) ?? 0) + (num(u.cache_creation_input_tokens) ?? 0);
@@ -225,45 +215,34 @@ async function readBody(req: IncomingMessage, max: number): Promise<Buffer | und
   return Buffer.concat(chunks);
 }
 
-/** The request body as JSON with what the gateway needs: the model, and (chat completions) usage in the stream. */
-function prepareBody(protocol: ModelProtocol, raw: Buffer): { body: Buffer; model: string } | { error: string } {
-  let data: Record<string, unknown>;
-  try {
-    data = JSON.parse(raw.toString());
-    if (!data || typeof data !== 'object' || Array.isArray(data)) throw new Error('not an object');
-  } catch {
-    return { error: 'the request body is not a JSON object' };
-  }
-  if (typeof data.model !== 'string' || !data.model) return { error: 'the request names no model' };
-  if (protocol === 'openai-chat' && data.stream === true) {
-    // Chat completions report a stream's usage only when asked to.
-    data.stream_options = { ...(data.stream_options as object), include_usage: true };
-    return { body: Buffer.from(JSON.stringify(data)), model: data.model };
-  }
-  return { body: raw, model: data.model };
+/** A call as the gateway forwards it (screened, its output capped) and what it reserved. */
+interface Forwarded {
+  body: Buffer;
+  headers: Record<string, string>;
+  path: string;
+  model: string;
 }
 
 /**
- * Sends one model call to the configured endpoint with the worker's key (the
- * CLI's own credential headers dropped), streams the answer back as it comes,
- * and hands its usage to `record` once it has ended.
+ * Sends one model call to the configured endpoint with the worker's key and
+ * only the headers the protocol needs, streams the answer back as it comes,
+ * and hands its status and usage (undefined when it could not be read) to
+ * `ended` once it has ended.
  */
 function forward(
   opts: ModelGatewayOptions,
   upstream: URL,
-  { req, res, url }: { req: IncomingMessage; res: ServerResponse; url: URL },
-  prepared: { body: Buffer; model: string },
-  record: (model: string, status: number, usage: GatewayUsage, started: number) => void,
+  res: ServerResponse,
+  call: Forwarded,
+  ended: (status: number, usage: GatewayUsage | undefined) => void,
 ): Promise<void> {
-  const started = Date.now();
-  const headers: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !DROPPED.has(k)) headers[k] = v;
+  const headers: Record<string, string> = { ...call.headers };
   if (opts.upstream.apiKey) {
     if (opts.protocol === 'anthropic') headers['x-api-key'] = opts.upstream.apiKey;
     else headers.authorization = `Bearer ${opts.upstream.apiKey}`;
   }
   headers['accept-encoding'] = 'identity';
-  headers['content-length'] = String(prepared.body.length);
+  headers['content-length'] = String(call.body.length);
   const base = upstream.pathname.replace(/\/$/, '');
   const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise<void>((resolve) => {
@@ -273,7 +252,7 @@ function forward(
         hostname: upstream.hostname.replace(/^\[(.*)\]$/, '$1'),
         port: upstream.port || undefined,
         method: 'POST',
-        path: `${base}${url.pathname}${url.search}`,
+        path: `${base}${call.path}`,
         headers,
       },
       (answer) => {
@@ -286,15 +265,17 @@ function forward(
           reader.push(chunk);
           res.write(chunk);
         });
+        const done = () => {
+          ended(answer.statusCode ?? 502, reader.end());
+          resolve();
+        };
         answer.on('end', () => {
           res.end();
-          record(prepared.model, answer.statusCode ?? 502, reader.end(), started);
-          resolve();
+          done();
         });
         answer.on('error', () => {
           res.destroy();
-          record(prepared.model, answer.statusCode ?? 502, reader.end(), started);
-          resolve();
+          done();
         });
       },
     );
@@ -302,17 +283,115 @@ function forward(
       opts.log.warn({ sessionId: opts.sessionId, err: err.message }, 'model gateway: upstream failed');
       if (!res.headersSent) refuse(res, opts.protocol, 502, `drydock model gateway: upstream: ${err.message}`);
       else res.destroy();
+      ended(502, NO_USAGE);
       resolve();
     });
-    out.end(prepared.body);
+    out.end(call.body);
   });
+}
+
+/** Model calls forwarded at once by one step's gateway; more are refused (429) until one ends. */
+export const MAX_IN_FLIGHT = 8;
+/** Connections one step's gateway holds open; more are closed as they arrive. */
+export const MAX_CONNECTIONS = 32;
+
+const NO_USAGE: GatewayUsage = { inputTokens: 0, outputTokens: 0, cachedTokens: 0 };
+
+/** One step's gateway while it is open. */
+interface GatewayState {
+  opts: ModelGatewayOptions;
+  upstream: URL;
+  budget: GatewayBudget;
+  gateway: ModelGateway;
+  inFlight: number;
+}
+
+type Admitted = { call: Forwarded; reservation: Reservation } | { status: number; reason: string };
+
+/** What the budget says when it leaves no room for a call. */
+function spentReason(state: GatewayState, stop: BudgetStop): Admitted {
+  const { budget } = state.opts;
+  state.gateway.stopped = stop;
+  const what = {
+    max_turns: `${budget.maxCalls} model calls`,
+    max_tokens: `${budget.maxTokens} tokens`,
+    max_cost: `$${budget.maxCostUsd}`,
+  }[stop];
+  return { status: 403, reason: `the session's budget (${what}) is spent, or too little of it is left for this call` };
+}
+
+/** Whether a model call may go on: its path, the calls under way, its body screened, its share of the budget reserved. */
+async function admit(state: GatewayState, req: IncomingMessage): Promise<Admitted> {
+  const { opts, upstream, budget } = state;
+  const target = req.url ?? '';
+  // Origin-form only: "/v1/messages?beta=true". An absolute URL names another host.
+  if (!target.startsWith('/')) return { status: 403, reason: `only ${upstream.origin} is reachable, not ${target}` };
+  const url = new URL(target, 'http://gateway');
+  const allowed = PROTOCOL_PATHS[opts.protocol];
+  if (req.method !== 'POST' || !allowed.includes(url.pathname)) {
+    return { status: 403, reason: `${req.method} ${url.pathname} is not a model call (${allowed.join(', ')})` };
+  }
+  if (state.inFlight >= MAX_IN_FLIGHT) return { status: 429, reason: `more than ${MAX_IN_FLIGHT} model calls at once` };
+  const stop = budget.spent();
+  if (stop) return spentReason(state, stop);
+  const maxBody = opts.maxBodyBytes ?? 32 << 20;
+  const raw = await readBody(req, maxBody);
+  if (!raw) return { status: 413, reason: `the request body is over ${maxBody} bytes` };
+  const screened = screenCall(opts.protocol, raw, req.headers, url.search);
+  if ('refused' in screened) return { status: 400, reason: screened.refused };
+  const { model } = screened;
+  if (opts.budget.maxCostUsd !== undefined && !opts.prices[model]) {
+    return {
+      status: 403,
+      reason: `model ${model} has no price in DRYDOCK_MODEL_PRICES and the session has a cost budget`,
+    };
+  }
+  const held = budget.reserve(model, raw.length, requestedOutput(opts.protocol, screened.body));
+  if ('stop' in held) return spentReason(state, held.stop);
+  if (held.outputCap !== undefined) capOutput(opts.protocol, screened.body, held.outputCap);
+  const body = Buffer.from(JSON.stringify(screened.body));
+  const call = { body, headers: screened.headers, path: `${url.pathname}${screened.search}`, model };
+  return { call, reservation: held.reservation };
+}
+
+/** Handles one request: refused and recorded, or forwarded and its usage counted. */
+async function handle(state: GatewayState, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { opts, gateway, budget } = state;
+  const admitted = await admit(state, req);
+  if ('reason' in admitted) {
+    const refusal = { method: req.method ?? '?', target: (req.url ?? '').slice(0, 200), reason: admitted.reason };
+    if (gateway.refusals.length < 1_000) gateway.refusals.push(refusal);
+    opts.log.warn({ sessionId: opts.sessionId, ...refusal }, 'model gateway refused');
+    req.resume();
+    return refuse(res, opts.protocol, admitted.status, `drydock model gateway: ${admitted.reason}`);
+  }
+  const { call, reservation } = admitted;
+  const started = Date.now();
+  state.inFlight++;
+  try {
+    await forward(opts, state.upstream, res, call, (status, read) => {
+      // An answer that is not a success used nothing; a success whose usage was not read is charged its reservation.
+      const usage = read ?? (status >= 400 ? NO_USAGE : undefined);
+      budget.settle(reservation, usage);
+      const tokens = usage ?? {
+        inputTokens: reservation.inputTokens,
+        outputTokens: reservation.outputTokens,
+        cachedTokens: 0,
+      };
+      const costUsd = priceOf(opts.prices, call.model, tokens);
+      const done: GatewayCall = { model: call.model, status, ...tokens, costUsd, durationMs: Date.now() - started };
+      if (!usage) done.unread = true;
+      gateway.calls.push(done);
+      Object.assign(gateway.used, { tokens: budget.used.tokens, costUsd: budget.used.costUsd });
+      opts.onCall?.(done);
+    });
+  } finally {
+    state.inFlight--;
+  }
 }
 
 /** Opens the gateway of one step on its unix socket. */
 export async function openModelGateway(opts: ModelGatewayOptions): Promise<ModelGateway> {
-  const upstream = checkUpstream(opts.upstream.baseUrl);
-  const allowed = PROTOCOL_PATHS[opts.protocol];
-  const maxBody = opts.maxBodyBytes ?? 32 << 20;
   const sockets = new Set<Socket>();
   const gateway: ModelGateway = {
     calls: [],
@@ -325,68 +404,15 @@ export async function openModelGateway(opts: ModelGatewayOptions): Promise<Model
       await rm(opts.socketPath, { force: true });
     },
   };
-
-  const refused = (req: IncomingMessage, res: ServerResponse, status: number, reason: string) => {
-    const refusal = { method: req.method ?? '?', target: (req.url ?? '').slice(0, 200), reason };
-    if (gateway.refusals.length < 1_000) gateway.refusals.push(refusal);
-    opts.log.warn({ sessionId: opts.sessionId, ...refusal }, 'model gateway refused');
-    req.resume();
-    refuse(res, opts.protocol, status, `drydock model gateway: ${reason}`);
+  const state: GatewayState = {
+    opts,
+    upstream: checkUpstream(opts.upstream.baseUrl),
+    budget: new GatewayBudget(opts.budget, opts.prices),
+    gateway,
+    inFlight: 0,
   };
-
-  /** Which budget is spent, if one is. */
-  const spent = (): ModelGateway['stopped'] => {
-    const { maxCalls, maxTokens, maxCostUsd } = opts.budget;
-    if (maxCalls !== undefined && gateway.calls.length >= maxCalls) return 'max_turns';
-    if (maxTokens !== undefined && gateway.used.tokens >= maxTokens) return 'max_tokens';
-    if (maxCostUsd !== undefined && gateway.used.costUsd >= maxCostUsd) return 'max_cost';
-    return undefined;
-  };
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const target = req.url ?? '';
-    // Origin-form only: "/v1/messages?beta=true". An absolute URL names another host.
-    if (!target.startsWith('/')) return refused(req, res, 403, `only ${upstream.origin} is reachable, not ${target}`);
-    const url = new URL(target, 'http://gateway');
-    if (req.method !== 'POST' || !allowed.includes(url.pathname)) {
-      return refused(req, res, 403, `${req.method} ${url.pathname} is not a model call (${allowed.join(', ')})`);
-    }
-    const stop = spent();
-    if (stop) {
-      gateway.stopped = stop;
-      const what = {
-        max_turns: `${opts.budget.maxCalls} model calls`,
-        max_tokens: `${opts.budget.maxTokens} tokens`,
-        max_cost: `$${opts.budget.maxCostUsd}`,
-      }[stop];
-      return refused(req, res, 403, `the session's budget (${what}) is spent`);
-    }
-    const raw = await readBody(req, maxBody);
-    if (!raw) return refused(req, res, 413, `the request body is over ${maxBody} bytes`);
-    const prepared = prepareBody(opts.protocol, raw);
-    if ('error' in prepared) return refused(req, res, 400, prepared.error);
-    if (opts.budget.maxCostUsd !== undefined && !opts.prices[prepared.model]) {
-      return refused(
-        req,
-        res,
-        403,
-        `model ${prepared.model} has no price in DRYDOCK_MODEL_PRICES and the session has a cost budget`,
-      );
-    }
-    await forward(opts, upstream, { req, res, url }, prepared, record);
-  }
-
-  function record(model: string, status: number, usage: GatewayUsage, started: number): void {
-    const costUsd = priceOf(opts.prices, model, usage);
-    const call: GatewayCall = { model, status, ...usage, costUsd, durationMs: Date.now() - started };
-    gateway.calls.push(call);
-    gateway.used.tokens += usage.inputTokens + usage.outputTokens;
-    gateway.used.costUsd += costUsd ?? 0;
-    opts.onCall?.(call);
-  }
-
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    handle(state, req, res).catch((err: unknown) => {
       opts.log.error({ err, sessionId: opts.sessionId }, 'model gateway request failed');
       if (!res.headersSent) refuse(res, opts.protocol, 502, 'drydock model gateway: internal error');
       else res.destroy();
@@ -407,6 +433,7 @@ export async function openModelGateway(opts: ModelGatewayOptions): Promise<Model
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
+  server.maxConnections = MAX_CONNECTIONS;
   server.requestTimeout = 0; // a model's answer may stream for minutes
   await listenForSandbox(server, opts.socketPath);
   return gateway;

@@ -12,21 +12,23 @@
  * needs only the few fields above, read with jsonc-parser, and runs setup
  * itself behind the egress proxy.
  *
- * Image builds run with no network (SandboxProvider.buildImage): a
- * Dockerfile is repo content, and the Docker daemon cannot put a build step
- * behind the egress proxy. What needs the registries belongs in setup, which
- * runs in the sandbox through the proxy, or in the image the Dockerfile
- * starts `FROM`.
+ * Images are built without running or fetching anything
+ * (sandbox/repo-dockerfile.ts): a repo's Dockerfile without RUN or ADD, FROM
+ * an image on the host that no repository made, pinned by id; drydock's
+ * layer without RUN. What needs the registries or root belongs in setup,
+ * which runs in the sandbox through the egress proxy, or in the image the
+ * Dockerfile starts FROM, which the operator puts on the host.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import { z } from 'zod';
 import { git } from '../repos/git';
-import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type SandboxProvider } from './provider';
+import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, type SandboxProvider } from './provider';
+import { planDockerfile, repoMadeImage } from './repo-dockerfile';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
 /** The label an environment image carries naming the image it is built FROM (the repo's own, or a named one). */
@@ -78,7 +80,11 @@ const devcontainerSchema = z.object({
   containerEnv: z
     .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
     .optional(),
-  remoteUser: z.string().min(1).optional(),
+  // Checked for its form only: a sandbox always runs as uid 1000.
+  remoteUser: z
+    .string()
+    .regex(/^(?:[a-z_][a-z0-9_.-]{0,31}|\d{1,10})$/, 'a user name or uid')
+    .optional(),
   features: z.record(z.string(), z.unknown()).optional(),
   onCreateCommand: command.optional(),
   updateContentCommand: command.optional(),
@@ -127,7 +133,9 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
   if (!dc.image === !dockerfile) throw new EnvironmentError(`${source}: give image or build.dockerfile (one of them)`);
-  if (dc.remoteUser === 'root') throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
+  if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
+    throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
+  }
   const dir = path.posix.dirname(source);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
@@ -167,9 +175,11 @@ export class EnvironmentError extends Error {
 
 /**
  * The sandbox image of a repo's environment at `commit`: the repo's image
- * (built from its Dockerfile, or named), with drydock's layer on top
- * (/workspace and the home folder owned by the sandbox user, containerEnv,
- * sh and git checked). Built once per content hash; returns the tag.
+ * (built from its Dockerfile, or named: on this host, and not one drydock
+ * made from a repository), with drydock's layer on top (/workspace and the
+ * home folder owned by the sandbox user, containerEnv). Nothing of either
+ * runs while it is built (sandbox/repo-dockerfile.ts). Built once per content
+ * hash; returns the tag.
  */
 export async function ensureEnvironmentImage(
   provider: SandboxProvider,
@@ -177,36 +187,45 @@ export async function ensureEnvironmentImage(
   env: RepoEnvironment,
   slug: string,
 ): Promise<string> {
-  const from = env.image ?? (await buildRepoImage(provider, at, env, slug));
-  const fromId = (await provider.image(from))?.id;
-  if (!fromId) {
-    throw new EnvironmentError(
-      `${env.source}: image ${from} is not on this host, and drydock does not pull: docker pull it on the worker's host, or build it FROM a local image`,
-    );
-  }
-  const dockerfile = layerDockerfile(from, env);
-  const tag = `${environmentImageNames(slug).env}:${hashOf([fromId, dockerfile]).slice(0, 12)}`;
+  const from = env.image
+    ? { ref: env.image, id: (await allowedImage(provider, env.image, env.source)).id }
+    : await buildRepoImage(provider, at, env, slug);
+  const dockerfile = layerDockerfile(from.id, env);
+  const tag = `${environmentImageNames(slug).env}:${hashOf([from.id, dockerfile]).slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
-  const labels = { 'drydock.image': 'environment', [ENVIRONMENT_FROM_LABEL]: from };
-  await build(provider, { tag, labels, dockerfile }, env);
+  const labels = { 'drydock.image': 'environment', [ENVIRONMENT_FROM_LABEL]: from.ref };
+  await withContext(async (context) => {
+    await mkdir(path.join(context, 'empty'));
+    await build(provider, { tag, labels, dockerfile, context }, env);
+  });
   return tag;
 }
 
-/** drydock's layer over the repo's image. */
-function layerDockerfile(from: string, env: RepoEnvironment): string {
-  const quote = (v: string) => JSON.stringify(v);
-  const user = env.remoteUser ?? String(SANDBOX_UID);
-  const checks = [
-    `command -v git >/dev/null || { echo "drydock: the image has no git; drydock needs sh and git in the sandbox image" >&2; exit 1; }`,
-    `uid=$(id -u ${quote(user)} 2>/dev/null || echo ${quote(user)})`,
-    `[ "$uid" = ${SANDBOX_UID} ] || { echo "drydock: remoteUser ${user} has uid $uid; sandboxes run as uid ${SANDBOX_UID}" >&2; exit 1; }`,
-    `mkdir -p ${WORKSPACE} ${HOME} && chown ${SANDBOX_UID}:${SANDBOX_UID} ${WORKSPACE} ${HOME}`,
-  ];
-  const envLines = Object.entries({ ...env.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${quote(v)}`);
+/** The host's image `ref` a repo may start from (sandbox/repo-dockerfile.ts, repoMadeImage), else why not. */
+async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
+  const image = await provider.image(ref);
+  if (!image) {
+    throw new EnvironmentError(
+      `${source}: image ${ref} is not on this host, and drydock does not pull: docker pull it on the worker's host, or build it FROM a local image`,
+    );
+  }
+  const made = repoMadeImage(ref, image.labels);
+  if (made) throw new EnvironmentError(`${source}: ${made}`);
+  return image;
+}
+
+/**
+ * drydock's layer over the repo's image (by id): no RUN, so nothing of the
+ * image runs while it is built; the sandbox always runs as SANDBOX_UID
+ * (remoteUser is checked for its form only).
+ */
+function layerDockerfile(fromId: string, env: RepoEnvironment): string {
+  const owned = `--chown=${SANDBOX_UID}:${SANDBOX_UID}`;
+  const envLines = Object.entries({ ...env.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${JSON.stringify(v)}`);
   return [
-    `FROM ${from}`,
-    'USER root',
-    `RUN ${checks.join(' && ')}`,
+    `FROM ${fromId}`,
+    `COPY ${owned} empty/ ${WORKSPACE}/`,
+    `COPY ${owned} empty/ ${HOME}/`,
     ...envLines,
     `USER ${SANDBOX_UID}:${SANDBOX_UID}`,
     `WORKDIR ${WORKSPACE}`,
@@ -215,30 +234,45 @@ function layerDockerfile(from: string, env: RepoEnvironment): string {
   ].join('\n');
 }
 
-/** Builds the repo's Dockerfile (no network) from its context at `commit`, tagged by the content's hash. */
+/**
+ * Builds the repo's Dockerfile from its context at `commit` as drydock builds
+ * Dockerfiles (sandbox/repo-dockerfile.ts: FROM an allowed image, pinned by
+ * id; nothing run or fetched), tagged by the content's hash; returns its tag and id.
+ */
 async function buildRepoImage(
   provider: SandboxProvider,
   { mirror, commit }: { mirror: string; commit: string },
   env: RepoEnvironment,
   slug: string,
-): Promise<string> {
+): Promise<{ ref: string; id: string }> {
   const blob = await git(['rev-parse', `${commit}:${env.dockerfile}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`);
   });
   const tree = await git(['rev-parse', `${commit}:${env.context ?? ''}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: build context ${env.context || '.'} is not in the repository`);
   });
-  const tag = `${environmentImageNames(slug).repo}:${hashOf([blob.trim(), tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
-  if (await provider.image(tag)) return tag;
+  const plan = planDockerfile(await git(['cat-file', 'blob', blob.trim()], mirror), env.args);
+  if ('problem' in plan) throw new EnvironmentError(`${env.source}: ${env.dockerfile}, ${plan.problem}`);
+  const base = await allowedImage(provider, plan.from, `${env.source}: ${env.dockerfile}: FROM`);
+  const dockerfile = plan.pinned(base.id);
+  const tag = `${environmentImageNames(slug).repo}:${hashOf([dockerfile, tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
+  const done = await provider.image(tag);
+  if (done) return { ref: tag, id: done.id };
+  await withContext(async (context) => {
+    await untar(mirror, `${commit}:${env.context ?? ''}`, context);
+    await build(provider, { tag, labels: { 'drydock.image': 'repo' }, dockerfile, context, args: env.args }, env);
+  });
+  return { ref: tag, id: (await provider.image(tag))!.id };
+}
+
+/** Runs `fn` with an empty folder for a build context, removed afterwards. */
+async function withContext(fn: (context: string) => Promise<void>): Promise<void> {
   const context = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {
-    await untar(mirror, `${commit}:${env.context ?? ''}`, context);
-    const dockerfile = await git(['cat-file', 'blob', blob.trim()], mirror);
-    await build(provider, { tag, labels: { 'drydock.image': 'repo' }, dockerfile, context, args: env.args }, env);
+    await fn(context);
   } finally {
     await rm(context, { recursive: true, force: true });
   }
-  return tag;
 }
 
 /** `git archive` of a tree into a folder. */
@@ -260,20 +294,13 @@ function hashOf(parts: string[]): string {
   return hash.digest('hex');
 }
 
-/** Builds an image; a failure names the file and says what the image lacks when it is sh. */
+/** Builds an image; a failure names the file and what the builder said. */
 async function build(provider: SandboxProvider, image: ImageBuild, env: RepoEnvironment): Promise<void> {
   try {
     await provider.buildImage(image);
   } catch (err) {
     if (!(err instanceof ImageBuildFailed)) throw err;
     const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
-    const lacks = /drydock: [^\n]*/.exec(text)?.[0];
-    const noShell = /\/bin\/sh[^\n]*(no such file|not found)/i.test(text);
-    const why = lacks
-      ? lacks
-      : noShell
-        ? 'drydock: the image has no sh; drydock needs sh and git in the sandbox image'
-        : `docker build failed: ${text.slice(-800)}`;
-    throw new EnvironmentError(`${env.source}: ${why}`);
+    throw new EnvironmentError(`${env.source}: docker build failed: ${text.slice(-800)}`);
   }
 }

@@ -41,6 +41,16 @@ export class ArtifactStore {
   pathOf(ref: string): string {
     return path.join(this.root, ref);
   }
+
+  /**
+   * The file of a reference `put` gave (`<session>/<name>`), refused unless
+   * it is one: a prefix check let a sibling of the store's folder be read.
+   */
+  fileOf(ref: string): string {
+    const [sessionId, ...name] = ref.split('/');
+    if (!isSafeSessionId(sessionId)) throw new UnsafeArtifactPath('session id', sessionId);
+    return path.join(this.root, refOf(sessionId, name.join('/')));
+  }
 }
 
 /** A session id or a name would leave its session's folder (".", "..", empty or "/" segments). */

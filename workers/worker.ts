@@ -187,6 +187,16 @@ async function startWorkerMetrics(
   return server;
 }
 
+/** Whether a session's workflow runs now (a finished or unknown one does not). */
+async function sessionIsRunning(client: Client, sessionId: string): Promise<boolean> {
+  try {
+    return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
 export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
@@ -249,6 +259,7 @@ export async function createWorker(opts: {
     models: modelSettings(config),
     agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
+    allowDefaultBranchPush: config.DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,
     sessionLink: (sessionId) => sessionLink(config, sessionId),
     reviewLink: config.DRYDOCK_CONSOLE_URL
@@ -261,14 +272,7 @@ export async function createWorker(opts: {
     },
     sessionState: (sessionId) => sessionState(client, sessionId),
     defectWindowMs: config.DRYDOCK_DEFECT_WINDOW,
-    sessionIsRunning: async (sessionId) => {
-      try {
-        return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return false;
-        throw err;
-      }
-    },
+    sessionIsRunning: (sessionId) => sessionIsRunning(client, sessionId),
     log,
   };
   const common = {

@@ -198,6 +198,8 @@ export interface AgentProgress {
   diffstat?: string;
   /** Artifact reference of the whole diff. */
   diff?: string;
+  /** The last change held a secret the worker knows: named with where, never shown or published. */
+  blocked?: string;
   kind?: 'script' | 'openai' | 'cli';
   model?: string;
   /** Model calls so far (all attempts and rounds). */
@@ -617,4 +619,6 @@ export const ErrorType = {
   OutputTooLarge: 'OutputTooLarge',
   /** An agentAttempts or pilot input that cannot run (names each bad field). */
   InvalidPilotInput: 'InvalidPilotInput',
+  /** The change holds the value of a secret the worker knows: never pushed. */
+  SecretInChange: 'SecretInChange',
 } as const;

@@ -6,6 +6,9 @@
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { changedFiles, checkChangeSize, secretsInChange } from '../../repos/change-check';
+import type { SecretFound } from '../../workflows/rules/change-secrets';
+import type { Redactor } from '../../platform/scrub';
 import {
   CHANGE_REF,
   describeChange,
@@ -18,7 +21,7 @@ import {
 import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { sandboxOf, scriptArgv, type ShellScript } from '../handle';
+import { DRYDOCK_GIT, sandboxOf, scriptArgv, type ShellScript } from '../handle';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -53,6 +56,7 @@ const SNAPSHOT: ShellScript = {
   name: 'snapshot',
   text: [
     'set -e',
+    DRYDOCK_GIT,
     'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
     'git add -A; t=$(git write-tree); rm -f "$i"',
     'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
@@ -70,7 +74,14 @@ function snapshotArgv(input: CommitInput): string[] {
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
-export const exportArgv = (base: string): string[] => ['git', 'bundle', 'create', '-', `${base}..${CHANGE_REF}`];
+export const exportArgv = (base: string): string[] => [
+  'sh',
+  '-c',
+  `${DRYDOCK_GIT}; exec git bundle create - "$1..$2"`,
+  'export',
+  base,
+  CHANGE_REF,
+];
 
 /**
  * Runs `fn` with the git bundle that `argv` writes to stdout in the sandbox
@@ -112,13 +123,31 @@ async function isBundle(file: string): Promise<boolean> {
 }
 
 /**
+ * The secrets drydock's commit `commit` holds against `parent` (its files
+ * within the size cap, their paths, its message): checked again right before
+ * a push, with the worker's secrets of that moment.
+ */
+export async function secretsInCommit(
+  mirror: string,
+  parent: string,
+  commit: string,
+  message: string,
+  redactor: Redactor,
+): Promise<SecretFound[]> {
+  const files = await changedFiles(mirror, parent, commit);
+  checkChangeSize(files, OUTPUT_CAPS.changeFiles);
+  return secretsInChange(mirror, files, message, (c) => redactor.holds(c));
+}
+
+/**
  * A later round's change since each earlier round's commit, as the worker's
- * git shows it (within the diff's cap), kept for the reviewer who saw that
+ * git shows it (within the diff's cap, unscrubbed like change.diff: the
+ * change was checked for secrets first), kept for the reviewer who saw that
  * round (review/rounds.ts names them). A commit the mirror no longer has
  * (another host made it) has no interdiff; the console says so.
  */
 async function keepInterdiffs(
-  { artifacts, redactor }: Pick<SandboxDeps, 'artifacts' | 'redactor'>,
+  artifacts: SandboxDeps['artifacts'],
   mirror: string,
   input: CommitInput,
   commit: string,
@@ -127,7 +156,7 @@ async function keepInterdiffs(
   for (const earlier of since) {
     if (!(await hasCommit(mirror, earlier.commit))) continue;
     const { diff } = await describeChange(mirror, earlier.commit, commit, OUTPUT_CAPS.changeDiff);
-    await artifacts.put(input.sessionId, roundDiffName(round, earlier.round), await redactor.large(diff));
+    await artifacts.put(input.sessionId, roundDiffName(round, earlier.round), diff);
   }
 }
 
@@ -159,19 +188,22 @@ export function createCommitActivities({
         const at = { sandbox: input.sandbox, argv: snapshotArgv(input), failed };
         return await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
           if (!bundle) return unchanged(input);
-          return sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
+          const spec = commitSpec(input, author);
+          return sealChange(mirror, bundle, spec, async ({ commit, tree }) => {
+            // Sizes from the objects' headers first: only a change within its cap is ever inflated.
+            const files = await changedFiles(mirror, input.parent, commit);
+            checkChangeSize(files, OUTPUT_CAPS.changeFiles);
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
-            await keepInterdiffs({ artifacts, redactor }, mirror, input, commit);
-            return {
-              commit,
-              changed: true,
-              diffstat: redactor.text(change.diffstat),
-              changeHash: changeHash(input.branch, input.parent, tree),
-              author,
-              diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
-            };
+            const made = { commit, changed: true, changeHash: changeHash(input.branch, input.parent, tree), author };
+            const secrets = await secretsInChange(mirror, files, spec.message, (c) => redactor.holds(c));
+            // Never published, so never shown: the status says which secret, and where.
+            if (secrets.length) return { ...made, diffstat: redactor.text(change.diffstat), blocked: secrets };
+            await keepInterdiffs(artifacts, mirror, input, commit);
+            // The reviewer's diff is the pushed tree, byte for byte: nothing in it is scrubbed.
+            const diff = await artifacts.put(input.sessionId, 'change.diff', change.diff);
+            return { ...made, diffstat: change.diffstat, diff };
           });
         });
       } catch (err) {

@@ -130,7 +130,8 @@ async function requireShellAndGit(sandbox: SandboxHandle, image: string): Promis
   if (found.exitCode !== 0) throw lacks('git');
 }
 
-const HAS_GIT: ShellScript = { name: 'sh', text: 'command -v git >/dev/null' };
+// dash's command -v exits 127 for a missing command: 127 must mean no sh.
+const HAS_GIT: ShellScript = { name: 'sh', text: 'command -v git >/dev/null || exit 1' };
 
 /** A sandbox that is gone stays gone: no retry, the workflow replaces it. Other errors pass as they are. */
 export function permanent(err: unknown): never {

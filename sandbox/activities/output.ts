@@ -21,6 +21,8 @@ export const OUTPUT_CAPS = {
   checkpoint: { bytes: 64 * MiB, what: 'the checkpoint diff' },
   /** The diff of drydock's commit as the worker's git makes it (change.diff): written to disk, read only within the cap. */
   changeDiff: { bytes: 64 * MiB, what: "the change's diff" },
+  /** The files a change adds or changes, together, as git inflates them: checked from object headers before any diff. */
+  changeFiles: { bytes: 64 * MiB, what: 'the change, uncompressed,' },
   /** Streamed to a file on the worker's disk, fetched from there into the mirror. */
   bundle: { bytes: 256 * MiB, what: 'the git bundle of the change' },
   /** Each file; held in memory to be scrubbed and parsed. */

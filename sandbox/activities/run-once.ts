@@ -87,7 +87,7 @@ export function parseRunOnce(
   const start = stdout.lastIndexOf(10, stdout.length - 2);
   if (start < 0) return undefined;
   const trailer = new RegExp(
-    `^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+) (\\d+)(?: ([01]) (\\d+))?$`,
+    `^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (-?\\d+) (-?\\d+) (-?\\d+) (-?\\d+)(?: ([01]) (\\d+))?$`,
   ).exec(stdout.subarray(start + 1, stdout.length - 1).toString());
   if (!trailer) return undefined;
   const [exitCode, bytes, sent, oomBefore, oomAfter, pidsBefore, pidsAfter] = trailer.slice(1, 8).map(Number);

@@ -7,7 +7,7 @@
 import { CATCH_UP_REF, catchUpBundle, workingTreeTar } from '../../repos/git';
 import type { SandboxDeps } from './deps';
 import type { Checkpoint } from '../checkpoints';
-import type { SandboxHandle, ShellScript } from '../handle';
+import { DRYDOCK_GIT, type SandboxHandle, type ShellScript } from '../handle';
 import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
 
@@ -89,6 +89,7 @@ const MARK: ShellScript = { name: 'sh', text: `mkdir -p ${STATE_DIR} && touch ${
 const PREPARE_WORKSPACE: ShellScript = {
   name: 'prepare',
   text: `set -e
+${DRYDOCK_GIT}
 to=$1 bundle=$2 mark=$3
 if [ "$bundle" = 1 ]; then
   f=.git/drydock-catch-up.bundle

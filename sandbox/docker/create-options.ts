@@ -47,7 +47,11 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
   return {
     name: spec.name,
     Image: spec.image,
+    // drydock's keeper, never the image's ENTRYPOINT (which would outlive every step, read later
+    // steps' environments and answer for their runners) nor its HEALTHCHECK (a command run between steps).
+    Entrypoint: [],
     Cmd: ['sleep', 'infinity'],
+    Healthcheck: { Test: ['NONE'] },
     User: SANDBOX_USER,
     WorkingDir: WORKSPACE,
     Labels: labels,
@@ -81,8 +85,34 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
       NanoCpus: Math.round(spec.cpus * 1e9),
       Memory: spec.memoryBytes,
       MemorySwap: spec.memoryBytes,
-      PidsLimit: spec.pids,
+      ...pidsLimit(spec),
       ...(spec.runtime ? { Runtime: spec.runtime } : {}),
     },
+  };
+}
+
+/** Whether a runtime is gVisor: Docker's runtimes named runsc (infra/runsc.sh registers "runsc"). */
+export const isGvisor = (runtime: string | undefined): boolean => runtime?.startsWith('runsc') ?? false;
+
+/**
+ * Host tasks gVisor (runsc, ptrace platform) uses: its own (about 40), and
+ * up to about 12 per process of the sandbox (the process's stub and the
+ * threads that trace it), all in the container's pids cgroup. Measured with
+ * runsc 20221219 (docs/security.md, "gVisor"); past the cgroup's limit gVisor panics
+ * and the whole sandbox is lost.
+ */
+export const GVISOR_TASKS = { base: 128, perProcess: 48 };
+
+/**
+ * The process limit: the cgroup's pids limit under runc; under gVisor the
+ * sandbox's processes are limited inside it (RLIMIT_NPROC of the sandbox
+ * user, which gVisor counts per sandbox) and the cgroup holds what gVisor
+ * itself needs for that many.
+ */
+function pidsLimit(spec: SandboxSpec): Pick<Docker.HostConfig, 'PidsLimit' | 'Ulimits'> {
+  if (!isGvisor(spec.runtime)) return { PidsLimit: spec.pids };
+  return {
+    PidsLimit: GVISOR_TASKS.base + GVISOR_TASKS.perProcess * spec.pids,
+    Ulimits: [{ Name: 'nproc', Soft: spec.pids, Hard: spec.pids }],
   };
 }

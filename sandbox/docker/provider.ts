@@ -37,6 +37,10 @@ import {
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 
+/** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
+const ATTACH_SHELL =
+  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
+
 /** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
 export const STDERR_KEPT = 1024 ** 2;
 
@@ -197,6 +201,15 @@ export class DockerProvider implements SandboxProvider {
     });
     this.docker.modem.demuxStream(stream, outSink, errSink);
     const onAbort = () => stream.destroy(opts.signal?.reason ?? new Error('aborted'));
+    // Under gVisor an exec's stream outlives its container (killed, or its memory limit hit): end it then.
+    const stopped = new AbortController();
+    this.docker
+      .getContainer(name)
+      .wait({ abortSignal: stopped.signal })
+      .then(
+        () => stream.destroy(new SandboxNotFound(name, 'stopped')),
+        () => undefined,
+      );
     try {
       // Awaited right here, so its rejection is never left without a handler.
       await new Promise<void>((resolve, reject) => {
@@ -209,6 +222,7 @@ export class DockerProvider implements SandboxProvider {
       });
     } finally {
       opts.signal?.removeEventListener('abort', onAbort);
+      stopped.abort();
     }
     if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
     if (outBytes > cap.bytes) throw new OutputOverCap(cap);
@@ -263,10 +277,11 @@ export class DockerProvider implements SandboxProvider {
   async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
     try {
       const exec = await this.docker.getContainer(name).exec({
-        Cmd: ['sh', '-c', 'if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi'],
+        // The agent wrote ~/.bashrc and ~/.profile: no startup file runs (ENV is sh's), the prompt is drydock's.
+        Cmd: ['sh', '-c', ATTACH_SHELL],
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`],
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=\\w\\$ '],
         Tty: true,
         AttachStdin: true,
         AttachStdout: true,
@@ -379,7 +394,11 @@ export class DockerProvider implements SandboxProvider {
     return found.map((i) => ({ id: i.Id, tags: i.RepoTags ?? [], createdMs: i.Created * 1000 }));
   }
 
-  /** Builds with the docker CLI (BuildKit where the engine has it), with no network. */
+  /**
+   * Builds with the docker CLI's classic builder (BuildKit would pull a
+   * `# syntax=` frontend and honour cache mounts), with no network, for at most
+   * BUILD_TIME_LIMIT_MS. What is built never runs anything (sandbox/repo-dockerfile.ts).
+   */
   async buildImage(build: ImageBuild): Promise<void> {
     const labels = Object.entries(build.labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
     const args = Object.entries(build.args ?? {}).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
@@ -466,14 +485,26 @@ function splitTag(ref: string): [string, string] {
 }
 
 /** Runs `docker build`, its Dockerfile on stdin when given; a failure carries the builder's output. */
+/** How long one image build may take: without RUN a build only copies files. */
+export const BUILD_TIME_LIMIT_MS = 10 * 60_000;
+
 function dockerBuild(args: string[], stdin?: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const env = { ...process.env, DOCKER_BUILDKIT: '0' };
+    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'], env });
     let output = '';
+    const timer = setTimeout(() => {
+      output += `\nthe build took longer than ${BUILD_TIME_LIMIT_MS / 60_000} minutes`;
+      child.kill('SIGKILL');
+    }, BUILD_TIME_LIMIT_MS);
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));
     child.stdin.end(stdin ?? '');
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new ImageBuildFailed(output))));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new ImageBuildFailed(output));
+    });
   });
 }

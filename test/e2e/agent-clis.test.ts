@@ -161,22 +161,25 @@ test.each(Object.keys(AGENT_CLIS) as AgentCliName[])(
 
 test('claude: a token budget stops the CLI at the gateway, and the session ends as onExceeded says', async () => {
   const repo = await makeFixtureRepo({});
-  fake.script(scriptFor('claude', 'BUDGET.txt', 'spent\n'));
+  // The first call uses 30 000 tokens of a 40 000 budget: the next (~22 000 of input, reserved before it is sent) does not fit.
+  const script = scriptFor('claude', 'BUDGET.txt', 'spent\n');
+  fake.script((r) => ({ ...script(r), usage: { input: 30_000, output: 40 } }));
   const before = fake.requests.length;
   const id = newSessionId('budget');
   const handle = await startSession(stack, id, {
     repo: { url: repo.url },
     task: 'add BUDGET.txt',
-    agent: { kind: 'cli', command: 'claude', budget: { maxTokens: 300, onExceeded: 'verify' } },
+    agent: { kind: 'cli', command: 'claude', budget: { maxTokens: 40_000, onExceeded: 'verify' } },
   });
   // onExceeded "verify": the session goes on with what the CLI did before the budget ran out.
   const final = await approvePush(handle, 'alice', 480_000);
   expect(final.phase).toBe('completed');
   expect(final.agent).toMatchObject({ stopReason: 'max_tokens' });
-  expect(final.timeline.map((t) => t.detail ?? '').join('\n')).toContain('300 tokens');
+  expect(final.timeline.map((t) => t.detail ?? '').join('\n')).toContain('40000 tokens');
   expect(git(['show', `drydock/${id}:BUDGET.txt`], repo.bare)).toBe('spent\n');
-  // The first call was forwarded and counted; after it, nothing reached the model.
+  // The first call was forwarded, its output capped to what the budget left; after it, nothing reached the model.
   const forwarded = fake.requests.slice(before).filter((r) => r.tools.includes('Write'));
   expect(forwarded).toHaveLength(1);
+  expect(forwarded[0].maxTokens).toBeLessThan(40_000);
   expect(await containersOf(id)).toHaveLength(0);
 }, 600_000);

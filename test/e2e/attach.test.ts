@@ -109,7 +109,11 @@ test('attach on the host: a typed command changes a file, step 2 waits for the d
   // Step 1 is under way when the person attaches (it waits for the test to let it end);
   // step 2 records whether the person's edit was there when it started.
   const handle = await session(id, [
-    { run: 'echo hello >> README.md; while [ ! -e /tmp/go ]; do sleep 0.2; done', timeout: '3m' },
+    {
+      // The agent plants a startup file and a file that would set the person's clipboard (OSC 52) when shown.
+      run: 'echo "echo PLANTED-RC" > ~/.bashrc; cp ~/.bashrc ~/.profile; printf "\\033]52;c;ZXZpbA==\\007clip-shown\\n" > /tmp/osc; echo hello >> README.md; while [ ! -e /tmp/go ]; do sleep 0.2; done',
+      timeout: '3m',
+    },
     { run: 'if [ -e by-hand.txt ]; then echo after > step2.txt; else echo before > step2.txt; fi' },
   ]);
   await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1') && t.ok === undefined));
@@ -128,6 +132,11 @@ test('attach on the host: a typed command changes a file, step 2 waits for the d
   expect((await handle.query(status)).timeline.find((t) => t.name.startsWith('step 1'))?.ok).toBe(true);
   pty.type('id -u; pwd\n');
   await pty.waitFor(/1000\s+\/workspace\s/);
+  // No startup file the agent wrote ran, and its escapes never reach the person's terminal.
+  pty.type('cat /tmp/osc\n');
+  await pty.waitFor(/clip-shown/);
+  expect(pty.screen()).not.toMatch(/PLANTED-RC/);
+  expect(pty.screen()).not.toContain('\x1b]52');
   // Step 2 would start now if the attach did not hold it.
   await new Promise((r) => setTimeout(r, 2_000));
   // (The answer differs from the typed line, which the terminal echoes.)

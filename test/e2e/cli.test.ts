@@ -59,7 +59,12 @@ test('run --detach, list by phase, status, approve: the session completes', asyn
   expect(shown.stdout).toMatch(/awaiting_approval/);
   expect(shown.stdout).toMatch(new RegExp(`approve: bin/drydock approve ${sessionId}`));
 
-  const approved = await runCli(['approve', sessionId, '--by', 'carol'], env);
+  // An approval names the change reviewed: without --change, the CLI shows the pending one and approves nothing.
+  const change = /--change ([0-9a-f]{12})/.exec(shown.stdout)![1];
+  const unnamed = await runCli(['approve', sessionId, '--by', 'carol'], env);
+  expect(unnamed.code).not.toBe(0);
+  expect(unnamed.stderr).toContain(`approve it: drydock approve ${sessionId} --change ${change}`);
+  const approved = await runCli(['approve', sessionId, '--by', 'carol', '--change', change], env);
   expect(approved).toMatchObject({ code: 0, stdout: `approved push of ${sessionId} as carol\n` });
   const watched = await runCli(['watch', sessionId, '--json'], env);
   expect(watched.code).toBe(0);

@@ -342,9 +342,19 @@ describe('the API', () => {
       phase: 'awaiting_approval',
     });
 
-    const self = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
+    // An approval names the change reviewed (a follow-up or an attach could swap the pending one first).
+    const unnamed = await api(`/api/sessions/${sessionId}/decide`, BOB, {
       method: 'POST',
       body: { decision: 'approve' },
+    });
+    expect(unnamed).toEqual({
+      status: 400,
+      body: { error: 'change: the change you approve (12+ characters of pendingApproval.change)' },
+    });
+    const change = waiting.pendingApproval!.change.slice(0, 12);
+    const self = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
+      method: 'POST',
+      body: { decision: 'approve', change },
     });
     expect(self).toEqual({
       status: 409,
@@ -352,7 +362,7 @@ describe('the API', () => {
     });
     const impersonated = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
       method: 'POST',
-      body: { decision: 'approve', by: 'bob' },
+      body: { decision: 'approve', by: 'bob', change },
     });
     expect(impersonated).toEqual({
       status: 403,

@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
@@ -207,10 +208,70 @@ test('an image without git fails at provisioning, saying so', async () => {
   const repo = await fixture({ '.devcontainer/devcontainer.json': '{ "image": "debian:trixie-slim" }' });
   const { final } = await session('nogit', repo, 'true');
   expect(final.phase).toBe('failed');
-  expect(final.error).toContain(
-    '.devcontainer/devcontainer.json: drydock: the image has no git; drydock needs sh and git',
-  );
+  expect(final.error).toContain('has no git; drydock needs sh and git');
 }, 120_000);
+
+describe("a repo's Dockerfile runs and fetches nothing on the host", () => {
+  test('ADD <url> is refused, naming the line, before any build: the host is never asked', async () => {
+    const asked: string[] = [];
+    const host = createServer((req, res) => {
+      asked.push(req.url ?? '');
+      res.end('what only the host can reach');
+    });
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
+    const port = (host.address() as { port: number }).port;
+    try {
+      const repo = await fixture({
+        '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+        '.devcontainer/Dockerfile': `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nADD http://127.0.0.1:${port}/latest/meta-data /leak\n`,
+      });
+      const { final } = await session('add-url', repo, 'cat /leak');
+      expect(final.phase).toBe('failed');
+      expect(final.error).toContain('.devcontainer/Dockerfile, line 2: ADD fetches URLs');
+      expect(asked).toEqual([]);
+    } finally {
+      host.close();
+    }
+  }, 120_000);
+
+  test("RUN is refused, naming the line: nothing of the repo runs as root in the host's builder", async () => {
+    const repo = await fixture({
+      Dockerfile: `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nRUN id -u > /built-by && touch /ran-as-root\n`,
+      '.drydock/config.yaml': 'environment:\n  dockerfile: Dockerfile\n',
+    });
+    const { final } = await session('run-root', repo, 'cat /built-by');
+    expect(final.phase).toBe('failed');
+    expect(final.error).toContain("Dockerfile, line 2: RUN runs as root in the host's image builder");
+  }, 120_000);
+
+  test("another repository's snapshot is no repo's image, named or FROM", async () => {
+    // An image labelled as drydock labels a snapshot of another repository.
+    const stolen = `drydock-snap-other-test:${newSessionId('snap').slice(-6)}`;
+    const labels = ['drydock.image=snapshot', 'drydock.snapshot.repo=file:///other/repo.git'];
+    await new Promise<void>((resolve, reject) => {
+      const args = ['build', '-q', '--network', 'none', ...labels.flatMap((l) => ['--label', l]), '-t', stolen, '-'];
+      const child = execFile('docker', args, (err) => (err ? reject(err) : resolve()));
+      child.stdin!.end(`FROM ${stack.config.DRYDOCK_BASE_IMAGE}\n`);
+    });
+    try {
+      const named = await fixture({ '.devcontainer/devcontainer.json': JSON.stringify({ image: stolen }) });
+      const from = await fixture({
+        '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+        '.devcontainer/Dockerfile': `FROM ${stolen}\n`,
+      });
+      for (const [name, repo] of [
+        ['named', named],
+        ['from', from],
+      ] as const) {
+        const { final } = await session(`snapshot-${name}`, repo, 'ls /workspace');
+        expect([name, final.phase]).toEqual([name, 'failed']);
+        expect(final.error).toContain(`image ${stolen} was made by drydock from a repository (a snapshot)`);
+      }
+    } finally {
+      await docker.getImage(stolen).remove({ force: true });
+    }
+  }, 180_000);
+});
 
 test('without a declaration nothing changes: the base image and its own Node.js', async () => {
   const repo = await fixture({});

@@ -26,6 +26,7 @@ import { ArtifactStore } from '../../store/artifacts';
 import { DockerProvider } from '../../sandbox/docker/provider';
 import { LABELS } from '../../sandbox/provider';
 import { HELPER } from '../../sandbox/toolchains';
+import { GVISOR_TASKS } from '../../sandbox/docker/create-options';
 import { hasTokenPattern } from '../../platform/scrub';
 import { reject, status } from '../../workflows/api';
 import type { EgressRule } from '../../workflows/rules/egress';
@@ -45,6 +46,8 @@ import {
 } from '../support/helpers';
 import { createSandbox, inSandbox } from '../support/docker';
 
+/** The container runtime every sandbox of this run uses: the engine's (runc), or gVisor when gvisor.test.ts runs this file. */
+const RUNTIME = process.env.DRYDOCK_TEST_RUNTIME;
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 const MODEL_KEY = `sk-test-${randomBytes(16).toString('hex')}`;
 /** A granted secret with characters that URL encoding changes. */
@@ -77,7 +80,7 @@ async function makeHostileRepo(): Promise<{ url: string; bare: string }> {
 
 beforeAll(async () => {
   repo = await makeHostileRepo();
-  stack = await startStack({ GITHUB_TOKEN: TOKEN }, log);
+  stack = await startStack({ GITHUB_TOKEN: TOKEN, ...(RUNTIME ? { DRYDOCK_DOCKER_RUNTIME: RUNTIME } : {}) }, log);
 });
 afterAll(async () => {
   await stack?.stop();
@@ -136,11 +139,17 @@ describe('a prompt-injected agent in a live sandbox', () => {
     expect(host.IpcMode).toBe('private');
     expect(host.UTSMode).toBe('');
     expect(host.UsernsMode).toBe('');
-    expect(host.Runtime).toBe('runc');
+    expect(host.Runtime).toBe(RUNTIME ?? 'runc');
     expect(host.Memory).toBe(1024 ** 3);
     expect(host.MemorySwap).toBe(1024 ** 3);
     expect(host.NanoCpus).toBe(1e9);
-    expect(host.PidsLimit).toBe(256);
+    if (RUNTIME?.startsWith('runsc')) {
+      // gVisor counts the sandbox's processes itself; the cgroup holds gVisor's own tasks for that many.
+      expect(host.Ulimits).toEqual([{ Name: 'nproc', Soft: 256, Hard: 256 }]);
+      expect(host.PidsLimit).toBe(GVISOR_TASKS.base + GVISOR_TASKS.perProcess * 256);
+    } else {
+      expect(host.PidsLimit).toBe(256);
+    }
     expect(host.Devices ?? []).toEqual([]);
     expect(host.Binds ?? []).toEqual([]);
     // Mounts: the two volumes filled from the image, drydock's helpers, the agent CLIs and the egress socket folder, read-only.
@@ -173,7 +182,9 @@ describe('a prompt-injected agent in a live sandbox', () => {
       'refused /var/x',
       'writable ok',
     ]);
-    expect((await inSandbox(container, 'ls /sys/class/net')).trim()).toBe('lo');
+    // The interfaces the kernel (or gVisor's netstack) gives the sandbox: loopback alone.
+    const interfaces = await inSandbox(container, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+    expect(interfaces.trim()).toBe('lo');
     // The host's Temporal, Postgres and a host service: the sandbox's loopback is its own.
     const ports = [temporalPort(), 5432, workerPort];
     const probe = await inSandbox(
@@ -248,7 +259,14 @@ test('a fork bomb hits the pids limit, the host stays responsive, the session fa
   expect(execFileSync('sh', ['-c', 'echo alive']).toString()).toBe('alive\n');
   expect((await docker.ping()).toString()).toBe('OK');
   const final = await endsFailed(id, handle);
-  expect(final.error).toMatch(/^step 1: .* hit the process limit \(pids limit 64\)$/);
+  const limit = /^step 1: .* hit the process limit \(pids limit 64\)$/;
+  if (RUNTIME?.startsWith('runsc') && !limit.test(final.error!)) {
+    // Under gVisor 20221219 on a loaded host the sandbox was seen to stop while the bomb raged (open:
+    // docs/security.md, "gVisor"): replaced, then the session fails; the bomb stayed inside (the host answered).
+    expect(final.error).toMatch(/is gone, and the sandbox was already replaced 3 times$/);
+    return;
+  }
+  expect(final.error).toMatch(limit);
   expect(final.timeline.find((r) => r.name.startsWith('step 1'))?.failure).toBe('pids');
 });
 
@@ -259,6 +277,11 @@ test('a memory hog is OOM-killed and reported as out of memory', async () => {
     `node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"`,
   );
   const final = await endsFailed(id, handle);
+  if (RUNTIME?.startsWith('runsc')) {
+    // gVisor 20221219 has no OOM killer of its own: the host's kills the whole sandbox (docs/security.md, "gVisor").
+    expect(final.error).toMatch(/is gone, and the sandbox was already replaced 3 times$/);
+    return;
+  }
   expect(final.error).toMatch(/^step 1: .* ran out of memory \(limit 128m\)$/);
   const step = final.timeline.find((r) => r.name.startsWith('step 1'))!;
   expect(step).toMatchObject({ failure: 'oom', exitCode: 137 });
@@ -284,9 +307,37 @@ test('a step past its time limit is killed and reported as timed out', async () 
   expect(final.timeline.find((r) => r.name.startsWith('step 1'))).toMatchObject({ failure: 'timeout', exitCode: 124 });
 });
 
+test("an image's ENTRYPOINT and HEALTHCHECK never run in a sandbox: the keeper is drydock's sleep", async () => {
+  const image = `drydock-test-entrypoint:${randomBytes(4).toString('hex')}`;
+  const dockerfile = [
+    `FROM ${stack.config.DRYDOCK_BASE_IMAGE}`,
+    `ENTRYPOINT ["/bin/sh", "-c", "echo entrypoint >> /tmp/ran; exec \\"$@\\"", "--"]`,
+    'HEALTHCHECK --interval=1s CMD echo healthcheck >> /tmp/ran',
+  ].join('\n');
+  execFileSync('docker', ['build', '-q', '--network', 'none', '-t', image, '-'], { input: dockerfile });
+  const name = `drydock-${newSessionId('entrypoint')}`;
+  const provider = new DockerProvider();
+  try {
+    await createSandbox(name, { image });
+    const info = await docker.getContainer(name).inspect();
+    expect(info.Config.Entrypoint ?? []).toEqual([]);
+    expect(info.Config.Healthcheck?.Test).toEqual(['NONE']);
+    // pid 1 is Docker's init; its one child, the keeper, is drydock's sleep.
+    const processes = await inSandbox(name, 'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline; echo; done', '0:0');
+    expect(processes).toContain('sleep infinity');
+    expect(processes).not.toContain('entrypoint');
+    expect(await inSandbox(name, 'cat /tmp/ran 2>/dev/null || echo none')).toBe('none\n');
+  } finally {
+    await provider.destroy(name);
+    await docker.getImage(image).remove();
+  }
+});
+
 test('DRYDOCK_DOCKER_RUNTIME reaches Docker as the container runtime', async () => {
-  // gVisor is not installed here: Docker refusing the unknown runtime proves it was asked for it.
-  await expect(createSandbox(`drydock-${newSessionId('runsc')}`, { runtime: 'runsc' })).rejects.toThrow(/runsc/);
+  // A runtime the engine does not know: Docker refusing it by name proves it was asked for it.
+  await expect(createSandbox(`drydock-${newSessionId('runtime')}`, { runtime: 'no-such-runtime' })).rejects.toThrow(
+    /no-such-runtime/,
+  );
 });
 
 /** Sandboxes that remember every exec's argv: how many a step cost. */
@@ -337,6 +388,7 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
     db = await openDatabase(stack.config);
     activities = createActivities({
       sandboxes,
+      runtime: RUNTIME,
       artifacts: new ArtifactStore(artifactsDir),
       mirrorsDir: path.join(dataDir, 'mirrors'),
       hostId: 'egress-test',
@@ -434,7 +486,8 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
   test('a step without an allowlist has no way out, not even to the stand-in', async () => {
     const result = await step(
       'no-egress',
-      `node probe.js ${standInPort} ${tunnelPort} 5432 direct; ls -A /run/drydock`,
+      // The egress folder holds nothing (a shell glob: gVisor 20221219 refuses the statx of coreutils' ls).
+      `node probe.js ${standInPort} ${tunnelPort} 5432 direct; for f in /run/drydock/* /run/drydock/.[!.]*; do [ -e "$f" ] && echo "$f"; done; true`,
     );
     expect(result.outputTail.trim()).toBe('proxy env undefined\nGET failed ECONNREFUSED');
     expect(result.egress).toBeUndefined();
@@ -503,6 +556,9 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       date: new Date().toISOString(),
     });
     expect(change.changed).toBe(true);
+    // Refused, never hidden: no diff of it is stored (test/e2e/review-diff.test.ts).
+    expect(change.blocked).toEqual([{ secret: 'a secret the worker holds', where: 'config.txt' }]);
+    expect(change.diff).toBeUndefined();
     // An agent-written command holding the secret: the audit trail records it scrubbed.
     await step('audited', `echo ${JSON.stringify(DB_PASS)} > /dev/null`);
     const audit = JSON.stringify(await db.pool.query('select * from audit_events where session_id = $1', [sessionId]));

@@ -200,6 +200,20 @@ test('reject at the push gate → nothing pushed, no PR', async () => {
   expect(await containersOf(id)).toHaveLength(0);
 });
 
+test("publish.branch the repository's default branch: approved, and still refused at the push; main is untouched", async () => {
+  const id = newSessionId('tomain');
+  const before = git(['rev-parse', 'main'], repo.bare).trim();
+  const handle = await startSession(stack, id, prSession({ publish: { branch: 'main' } }));
+  const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+  await handle.executeUpdate(decide, approveAs('alice', 'push', waiting.pendingApproval!.change));
+  await expect(handle.result()).rejects.toThrow();
+  const final = await handle.query(status);
+  expect(final.error).toMatch(
+    /main is the repository's default branch: drydock pushes there only with DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH=true/,
+  );
+  expect(git(['rev-parse', 'main'], repo.bare).trim()).toBe(before);
+});
+
 test('approval timeout → nothing pushed, no PR', async () => {
   const id = newSessionId('prtimeout');
   const handle = await startSession(stack, id, prSession({ approval: { timeout: '2s' } }));

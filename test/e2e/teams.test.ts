@@ -442,8 +442,8 @@ describe('one identity per person', () => {
         verify: { test: 'sh check.sh' },
         approval: { approvers: ['alice'] },
       });
-      await waitForStatus(second, inPhase('awaiting_approval'), 120_000);
-      const approved = await runCli(['approve', next], cli);
+      const pending = await waitForStatus(second, inPhase('awaiting_approval'), 120_000);
+      const approved = await runCli(['approve', next, '--change', pending.pendingApproval!.change.slice(0, 12)], cli);
       expect(approved).toMatchObject({ code: 0, stdout: `approved push of ${next} as alice\n` });
       expect(((await second.result()) as SessionStatus).decisions).toMatchObject([{ by: 'alice' }]);
       // A machine's token names a machine.

@@ -603,6 +603,22 @@ describe('refusals start nothing', () => {
     expect(answers[0].body).toMatch(/did not start a session: reader has read permission/);
   });
 
+  test('an issue labelled drydock by someone who may only triage → 403, answered once on the issue, no session', async () => {
+    github.state.permissions.triager = 'read'; // GitHub's permission level of the triage role
+    const payload = labelled();
+    payload.sender.login = 'triager';
+    for (let i = 0; i < 2; i++) {
+      expect(await deliver('issues', payload)).toMatchObject({
+        status: 403,
+        body: { error: `triager has read permission on ${EXAMPLE_REPO}, not write` },
+      });
+    }
+    expect(await exists(sessionIdOf('issues', payload))).toBe(false);
+    const answers = github.state.comments.filter((c) => c.issue === payload.issue.number);
+    expect(answers).toHaveLength(1);
+    expect(answers[0].body).toMatch(/did not start a session: triager has read permission/);
+  });
+
   test("/drydock on drydock's own pull request of no running session → ignored; on a fork's → 422: no new session", async () => {
     github.pulls.push({
       number: 50,

@@ -26,7 +26,7 @@ export async function inSandbox(container: string, script: string, user = '1000:
 /** A small sandbox of the base image made straight through sandbox/docker/provider.ts, outside any session. */
 export async function createSandbox(
   name: string,
-  spec: Partial<Pick<SandboxSpec, 'labels' | 'runtime'>> = {},
+  spec: Partial<Pick<SandboxSpec, 'labels' | 'runtime' | 'image'>> = {},
 ): Promise<{ id: string; created: boolean }> {
   return new DockerProvider().create({
     name,

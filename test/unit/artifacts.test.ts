@@ -54,3 +54,25 @@ test.each([
 ])('session id %j is safe: %s', (id, safe) => {
   expect(isSafeSessionId(id)).toBe(safe);
 });
+
+test.each([
+  '../artifacts-other/s1/x.log',
+  '/tmp/artifacts-other/s1/x.log',
+  's1/../../api-tokens',
+  '../api-tokens',
+  's1',
+  's1/',
+  'a b/x.log',
+])('fileOf(%j), a reference from a URL, is refused', (ref) => {
+  expect(() => store.fileOf(ref)).toThrow(UnsafeArtifactPath);
+});
+
+test("fileOf gives a reference's file, and a sibling folder of the store's stays out of reach", async () => {
+  // The store at <data>/artifacts; its sibling <data>/artifacts-other passed the old string-prefix check.
+  const sibling = path.join(dataDir, 'artifacts-other', 's1');
+  await mkdir(sibling, { recursive: true });
+  await writeFile(path.join(sibling, 'x.log'), 'not yours');
+  expect(() => store.fileOf(path.join(dataDir, 'artifacts-other', 's1', 'x.log'))).toThrow(UnsafeArtifactPath);
+  const ref = await store.put('s1', 'junit/report.xml', 'ok');
+  expect(store.fileOf(ref)).toBe(path.join(dataDir, 'artifacts', 's1', 'junit', 'report.xml'));
+});

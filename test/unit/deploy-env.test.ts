@@ -1,7 +1,8 @@
 /** The deploy command's environment is an allowlist: the worker's credentials never reach it. */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { deployEnv } from '../../activities/publish';
+import { deployEnv, deployOutput } from '../../activities/publish';
+import { REDACTED, Redactor } from '../../platform/scrub';
 import { loadConfig } from '../../platform/config';
 
 const worker = {
@@ -51,4 +52,17 @@ test('DRYDOCK_DEPLOY_ENV names the extra variables, and refuses what is not a na
   ]);
   expect(loadConfig({}).DRYDOCK_DEPLOY_ENV).toEqual([]);
   expect(() => loadConfig({ DRYDOCK_DEPLOY_ENV: 'A=B' })).toThrow(/DRYDOCK_DEPLOY_ENV/);
+});
+
+test("the deploy command's output is kept without the declared variables' values or the worker's secrets", async () => {
+  const declared = { ...worker, DEPLOY_TOKEN: 'deploy-credential-42' };
+  const env = deployEnv(declared, ['DEPLOY_TOKEN'], { DRYDOCK_BRANCH: 'drydock/s1' });
+  const { stdout } = await promisify(execFile)(
+    'sh',
+    ['-c', 'echo "token=$DEPLOY_TOKEN"; echo ghp_abcdefghijklmnopqrstuvwxyz0123456789; echo worker-secret-value'],
+    { env },
+  );
+  const kept = deployOutput(stdout, new Redactor({ DRYDOCK_SECRET_X: 'worker-secret-value' }), env, ['DEPLOY_TOKEN']);
+  expect(kept).not.toMatch(/deploy-credential-42|ghp_abc|worker-secret-value/);
+  expect(kept.split('\n').slice(0, 3)).toEqual([`token=${REDACTED}`, expect.stringContaining(REDACTED), REDACTED]);
 });

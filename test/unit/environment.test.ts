@@ -45,6 +45,10 @@ describe('parseDevcontainer', () => {
     ],
     ['{}', /give image or build.dockerfile/],
     ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
+    ['{"image": "x", "remoteUser": "0"}', /remoteUser root/],
+    // It was interpolated into drydock's own RUN line as root: a user name or uid, nothing else.
+    ['{"image": "x", "remoteUser": "x\\"; touch /pwned; echo \\""}', /remoteUser: a user name or uid/],
+    ['{"image": "x", "remoteUser": "$(id)"}', /remoteUser: a user name or uid/],
     [
       '{"build": {"dockerfile": "../../Dockerfile"}}',
       /build.dockerfile "..\/..\/Dockerfile" is outside the repository/,

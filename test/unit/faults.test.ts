@@ -27,6 +27,14 @@ test.each([
   expect(sandboxFault({ ...step, before: zero })).toBe(fault);
 });
 
+test('without the cgroup counters (gVisor), a refused fork in the output counts whatever the exit code', () => {
+  const unknown = { oomKills: -1, pidsMax: -1 };
+  const bomb = { exitCode: 0, output: 'sh: 1: Cannot fork\nsurvived', before: unknown, after: unknown };
+  expect(sandboxFault(bomb)).toBe('pids');
+  expect(sandboxFault({ ...bomb, output: 'survived' })).toBeUndefined();
+  expect(sandboxFault({ ...bomb, before: zero, after: zero })).toBeUndefined(); // runc counted none: the step handled it
+});
+
 test('counters that moved before the step do not count', () => {
   const before = { oomKills: 2, pidsMax: 5 };
   expect(sandboxFault({ exitCode: 1, output: '', before, after: before })).toBeUndefined();

@@ -1,5 +1,6 @@
 /** The model gateway's pure parts: usage from each protocol's answers, the endpoint rule, CLI events as progress. */
-import { checkUpstream, priceOf, UsageReader } from '../../sandbox/model-gateway';
+import { priceOf } from '../../sandbox/gateway-budget';
+import { checkUpstream, UsageReader } from '../../sandbox/model-gateway';
 import { cliProgress } from '../../models/agent-cli-events';
 import { agentCliRun, PLACEHOLDER_KEY } from '../../workflows/rules/agent-clis';
 

@@ -13,6 +13,11 @@ test('without a checkpoint: the SENT bytes before the trailer are the output', (
   expect(answer.checkpoint).toBeUndefined();
 });
 
+test('counters the sandbox has no cgroup files for (gVisor) come back as -1', () => {
+  const answer = answerOf(`hi\ndrydock-run ${nonce} 0 2 2 -1 -1 -1 -1\n`)!;
+  expect(answer).toMatchObject({ before: { oomKills: -1, pidsMax: -1 }, after: { oomKills: -1, pidsMax: -1 } });
+});
+
 test('with a checkpoint: its bytes (newlines and NULs too) come right before the output', () => {
   const diff = 'diff --git a/x b/x\n\0binary\n';
   const answer = answerOf(`${diff}hello${trailer(5, ` 0 ${Buffer.byteLength(diff)}`)}`)!;

@@ -183,3 +183,13 @@ describe('the worker redactor', () => {
     expect(given.join('')).toBe(text);
   });
 });
+
+test('holds names each secret whose value a text or bytes carry, plain, base64 or URL-encoded', () => {
+  const redactor = new Redactor({ DB_PASS: 'p@ss word/+x9', TOKEN: 'tok-0123456789' });
+  expect(redactor.holds('config: tok-0123456789\n')).toEqual(['TOKEN']);
+  const encoded = Buffer.from(`xy${'p@ss word/+x9'}`).toString('base64');
+  expect(redactor.holds(Buffer.concat([Buffer.from([0, 255]), Buffer.from(encoded)]))).toEqual(['DB_PASS']);
+  expect(redactor.holds(`${encodeURIComponent('p@ss word/+x9')} and tok-0123456789`)).toEqual(['DB_PASS', 'TOKEN']);
+  expect(redactor.holds('nothing here')).toEqual([]);
+  expect(new Redactor(['unnamed-secret-1']).holds('unnamed-secret-1')).toEqual(['a secret the worker holds']);
+});

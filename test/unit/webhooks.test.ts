@@ -51,6 +51,7 @@ test('an issue labelled drydock: a session keyed by the issue and the signed bod
     requestedBy: 'Codertocat',
     source: 'issue #1 labelled drydock',
     origin: { repo: EXAMPLE_REPO, kind: 'issue', issue: 1, pullRequest: false },
+    check: { writer: 'Codertocat' },
   });
   payload.label.name = 'bug';
   expect(routeGitHubEvent('issues', HASH, payload)).toMatchObject({ kind: 'ignore' });

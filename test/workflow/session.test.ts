@@ -694,6 +694,65 @@ test('feedback: the first verification fails, the model agent hears why and its 
   expect(run.status.timeline.map((r) => r.name)).toContain('feedback: attempt 2');
 });
 
+const SECRET_FOUND = [{ secret: 'DRYDOCK_SECRET_DB_PASS', where: 'config.txt' }];
+
+test('a change holding a secret the worker knows: the script session fails naming it, nothing verified or pushed', async () => {
+  const run = await runSession(harness, 'secret-blocked', pushGate, {
+    commitChanges: async () => ({
+      commit: COMMIT,
+      changed: true,
+      diffstat: ' config.txt | 1 +',
+      changeHash: CHANGE,
+      author: { name: 'drydock', email: 'drydock@localhost' },
+      blocked: SECRET_FOUND,
+    }),
+  });
+  expect(run.calls).toEqual(['repoPolicy', 'provisionSandbox', 'runStep step-1', 'commitChanges', ...TEARDOWN]);
+  expect(run.status).toMatchObject({
+    phase: 'failed',
+    failureCause: 'secret_in_change',
+    error: expect.stringContaining('DRYDOCK_SECRET_DB_PASS in config.txt'),
+    agent: { blocked: expect.stringContaining('never publishes it') },
+  });
+  expect(run.status.agent!.diff).toBeUndefined();
+  expect(run.status.pendingApproval).toBeUndefined();
+});
+
+test('a model agent whose change holds a secret hears which and where; its next change goes on as usual', async () => {
+  let commits = 0;
+  const input: SessionInputDraft = { ...openai({}), verify: { test: 'npm test' } };
+  const run = await runSession(harness, 'secret-feedback', input, {
+    commitChanges: async () => ({
+      commit: COMMIT,
+      changed: true,
+      diffstat: ' config.txt | 1 +',
+      changeHash: CHANGE,
+      author: { name: 'drydock', email: 'drydock@localhost' },
+      ...(++commits === 1 ? { blocked: SECRET_FOUND } : { diff: 'change.diff' }),
+    }),
+  });
+  expect(run.calls).toEqual([
+    'repoPolicy',
+    'provisionSandbox',
+    'startModelAgent',
+    'modelCall 1',
+    'commitChanges',
+    'addAgentMessage',
+    'modelCall 2',
+    'commitChanges',
+    'runStep verify-2',
+    'recordAudit verification-2',
+    'pushBranch',
+    ...TEARDOWN,
+  ]);
+  expect(run.args.addAgentMessage).toEqual([
+    { sessionId: run.id, index: 3, content: expect.stringContaining('DRYDOCK_SECRET_DB_PASS in config.txt') },
+  ]);
+  expect(run.status).toMatchObject({ phase: 'completed', agent: { attempt: 2, diff: 'change.diff' } });
+  expect(run.status.agent!.blocked).toBeUndefined();
+  expect(run.status.timeline.map((r) => r.name)).toContain('change refused');
+});
+
 test("the repo's configuration refuses: the session fails at once, naming why, before any sandbox", async () => {
   const problem =
     "agent.egress.0.host: 127.0.0.1 is a loopback address; only the operator's rules for acme/app may name it";

@@ -31,6 +31,32 @@ import { addConsoleTime, changeNamed, reviewOf } from './review';
 
 type Answer = [number, unknown];
 
+/**
+ * Session ids drydock serve gives triggered sessions (github/webhooks.ts,
+ * workers/routes/webhooks.ts, linear/webhook.ts, slack/requests.ts): an API
+ * caller's id there would absorb a later delivery's session.
+ */
+const TRIGGER_ID_PREFIXES = ['gh-', 'ci-', 'linear-', 'slack-'];
+
+/**
+ * What an API caller may not choose: the fields drydock serve sets for a
+ * triggered session (`trigger` makes the worker read and comment on that
+ * GitHub repository with its own identity; `notify` posts to Slack or
+ * Linear), and an id in a trigger's namespace.
+ */
+export function refuseServeOnlyChoices(body: Record<string, unknown>): void {
+  for (const field of ['trigger', 'notify']) {
+    if (body[field] !== undefined) throw new HttpError(422, `${field}: set by drydock serve, not by an API caller`);
+  }
+  const id = body.sessionId;
+  if (id === undefined) return;
+  if (typeof id !== 'string' || !isSafeSessionId(id)) {
+    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
+  }
+  const reserved = TRIGGER_ID_PREFIXES.find((p) => id.toLowerCase().startsWith(p));
+  if (reserved) throw new HttpError(422, `sessionId: "${reserved}" ids are the triggered sessions' own`);
+}
+
 /** GET /api/sessions?phase&repo&limit; `repo` as "owner/name" or a URL. */
 export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
   let repo = url.searchParams.get('repo') ?? undefined;
@@ -70,6 +96,7 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new HttpError(400, 'body must be a JSON object');
   }
+  refuseServeOnlyChoices(body);
   const { sessionId: requestedId, repo, ...rest } = body;
   const spec = typeof repo === 'string' ? { name: repo } : (repo ?? {});
   const found = await (spec.name !== undefined ? ctx.repos.byName(spec.name) : ctx.repos.byUrl(spec.url));
@@ -82,9 +109,6 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `invalid session input: ${parsed.problems.join('; ')}`);
   await refuseOverBound(ctx, found.repo);
-  if (requestedId !== undefined && (typeof requestedId !== 'string' || !isSafeSessionId(requestedId))) {
-    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
-  }
   const sessionId = requestedId ?? `api-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   try {
     await startSession(ctx.client, input as SessionInputDraft, { sessionId, taskQueue: ctx.config.DRYDOCK_TASK_QUEUE });
@@ -107,6 +131,10 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
   const current = await statusOr404(ctx.client, id);
   const action = body.action ?? current.pendingApproval?.action;
   if (action === undefined) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
+  // An approval names what was reviewed: without it, a follow-up or an attach could swap the change first.
+  if (body.decision === 'approve' && body.change === undefined) {
+    throw new HttpError(400, 'change: the change you approve (12+ characters of pendingApproval.change)');
+  }
   if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
   // The console's last count first; then the decider's own total goes with the decision (none: unmeasured).
   const onDisplay = changeNamed(current, body.change) ?? current.pendingApproval?.change;

@@ -159,9 +159,12 @@ export async function diffStylesheet(res: ServerResponse): Promise<void> {
 
 /** GET /artifacts/:ref: screenshots, videos and logs from the artifact store, confined to it. */
 export async function artifact(ctx: ServeContext, res: ServerResponse, ref: string): Promise<void> {
-  const root = ctx.artifacts.pathOf('');
-  const file = path.resolve(root, ref);
-  if (!file.startsWith(root) || ref.split('/').includes('..')) throw new HttpError(400, 'bad artifact reference');
+  let file: string;
+  try {
+    file = ctx.artifacts.fileOf(ref);
+  } catch {
+    throw new HttpError(400, 'bad artifact reference');
+  }
   const content = await readFile(file).catch(() => undefined);
   if (!content) throw new HttpError(404, `no artifact ${ref}`);
   const type = file.endsWith('.png')

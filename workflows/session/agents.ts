@@ -11,6 +11,7 @@ import { durationMs } from '../units';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
 import { agentLabel } from '../rules/metrics';
+import { describeSecrets, secretFeedback, type SecretFound } from '../rules/change-secrets';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './outcome';
@@ -60,6 +61,12 @@ export async function workUntilVerified(run: SessionRun): Promise<CommitResult> 
     // The commit's author is drydock's, not the agent's: not shown among the agent's results.
     const { commit: made, changed, diffstat, changeHash, diff } = commit;
     Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, ...(diff ? { diff } : {}) });
+    status.agent!.blocked = commit.blocked && describeSecrets(commit.blocked);
+    if (commit.blocked) {
+      status.agent!.diff = undefined; // the last attempt's diff is not this change
+      await refused(run, commit.blocked);
+      continue;
+    }
     if (!(input.verify.test || input.verify.browser)) return commit;
     const verification = await verify(run);
     if (verification.passed) return commit;
@@ -74,6 +81,21 @@ export async function workUntilVerified(run: SessionRun): Promise<CommitResult> 
     }
     await feedBack(run, failure, feedbackMessage(verification, loop.attempt, input.verify.maxRounds));
   }
+}
+
+/**
+ * The change holds a secret the worker knows: never verified, shown or
+ * published. A model-driven agent that finished on its own gets another
+ * attempt to remove it (within verify.maxRounds); otherwise the session fails.
+ */
+async function refused(run: SessionRun, found: SecretFound[]): Promise<void> {
+  const { input, loop, status } = run;
+  const failure = describeSecrets(found);
+  await run.note('change refused', failure, false);
+  if (input.agent.kind === 'script' || status.agent!.stopReason !== 'done' || loop.attempt > input.verify.maxRounds) {
+    throw new SessionEnd('failed', failure, 'secret_in_change');
+  }
+  await feedBack(run, failure, secretFeedback(found, loop.attempt, input.verify.maxRounds));
 }
 
 /** One attempt of the agent's work; a spent budget ends the session or just the agent, as onExceeded says. */

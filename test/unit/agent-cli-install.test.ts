@@ -1,0 +1,60 @@
+/**
+ * An agent CLI's install runs its package's lifecycle scripts (real npm, a
+ * local package): they get none of the worker's credentials, and when the
+ * worker is root they run as nobody, so the worker's /proc and root's files
+ * are out of their reach; what they made is root's afterwards.
+ */
+import { execFileSync } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { npmInstall } from '../../models/agent-clis';
+
+const TOKEN = 'ghp_workertoken0123456789abcdefghijklmnop';
+let dir: string;
+let tarball: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'drydock-cli-install-'));
+  await chmod(dir, 0o755);
+  const pkg = path.join(dir, 'pkg');
+  await mkdir(pkg, { mode: 0o755 });
+  // What a hostile postinstall would take: its environment, the worker's environment, a root-only file.
+  const script = [
+    'id -u > "$INIT_CWD/seen-uid"',
+    'env > "$INIT_CWD/seen-env"',
+    `cat /proc/${process.pid}/environ > "$INIT_CWD/seen-worker-env" 2>/dev/null || true`,
+  ].join('; ');
+  await writeFile(
+    path.join(pkg, 'package.json'),
+    JSON.stringify({ name: 'hostile-cli', version: '1.0.0', scripts: { postinstall: script } }),
+  );
+  tarball = path.join(pkg, execFileSync('npm', ['pack', '--silent'], { cwd: pkg, encoding: 'utf8' }).trim());
+  await chmod(tarball, 0o644);
+});
+
+test("the package's scripts run without the worker's credentials, as nobody when the worker is root", async () => {
+  const folder = path.join(dir, 'install');
+  await mkdir(folder);
+  await writeFile(path.join(folder, 'package.json'), JSON.stringify({ private: true }));
+  process.env.GITHUB_TOKEN = TOKEN;
+  process.env.DRYDOCK_DATABASE_URL = 'postgres://drydock:db-password@db/drydock';
+  try {
+    await npmInstall(folder, tarball, () => undefined);
+  } finally {
+    delete process.env.GITHUB_TOKEN;
+    delete process.env.DRYDOCK_DATABASE_URL;
+  }
+  const seen = await readFile(path.join(folder, 'seen-env'), 'utf8');
+  expect(seen).not.toContain(TOKEN);
+  expect(seen).not.toContain('db-password');
+  expect(seen).toMatch(/^PATH=/m);
+  const root = process.getuid?.() === 0;
+  expect((await readFile(path.join(folder, 'seen-uid'), 'utf8')).trim()).toBe(
+    root ? '65534' : String(process.getuid?.()),
+  );
+  if (root) {
+    expect(await readFile(path.join(folder, 'seen-worker-env'), 'utf8')).toBe('');
+    expect((await stat(path.join(folder, 'node_modules', 'hostile-cli', 'package.json'))).uid).toBe(0);
+  }
+});
