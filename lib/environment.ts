@@ -60,6 +60,10 @@ export interface RepoEnvironment {
   remoteUser?: string;
   /** The dev container's lifecycle commands as one shell command. */
   setup?: string;
+  /** A compose dev container: its files (repo paths), its own service, the services to run beside it. */
+  compose?: { files: string[]; service: string; runServices?: string[] };
+  /** The app: `postStartCommand` started, `forwardPorts`' first port of the dev container. */
+  app?: { start: string; port: number };
 }
 
 const command = z.union([
@@ -86,6 +90,11 @@ const devcontainerSchema = z.object({
   onCreateCommand: command.optional(),
   updateContentCommand: command.optional(),
   postCreateCommand: command.optional(),
+  dockerComposeFile: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(8)]).optional(),
+  service: z.string().min(1).optional(),
+  runServices: z.array(z.string().min(1)).optional(),
+  forwardPorts: z.array(z.union([z.number().int().min(1).max(65535), z.string()])).optional(),
+  postStartCommand: command.optional(),
 });
 
 /** A lifecycle command as shell: a string as it is, an array as quoted argv, an object's commands in turn. */
@@ -129,9 +138,15 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     );
   }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
-  if (!dc.image === !dockerfile) throw new EnvironmentError(`${source}: give image or build.dockerfile (one of them)`);
-  if (dc.remoteUser === 'root') throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   const dir = path.posix.dirname(source);
+  const compose = composeOf(dc, source, dir);
+  if (!compose && !dc.image === !dockerfile) {
+    throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile (one of them)`);
+  }
+  if (compose && (dc.image || dockerfile)) {
+    throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile, not more than one`);
+  }
+  if (dc.remoteUser === 'root') throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
     .map(shellOf)
@@ -149,7 +164,34 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     containerEnv: dc.containerEnv ?? {},
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
+    ...(compose ? { compose } : {}),
+    ...appOf(dc, source),
   };
+}
+
+/** The compose files (repo paths), service and runServices of a compose dev container; undefined when not one. */
+function composeOf(dc: z.infer<typeof devcontainerSchema>, source: string, dir: string): RepoEnvironment['compose'] {
+  if (!dc.dockerComposeFile) {
+    if (dc.service || dc.runServices) throw new EnvironmentError(`${source}: service needs dockerComposeFile`);
+    return undefined;
+  }
+  if (!dc.service) throw new EnvironmentError(`${source}: service: name the compose service that is the dev container`);
+  const files = [dc.dockerComposeFile].flat().map((f, i) => repoPath(dir, f, `dockerComposeFile.${i}`, source));
+  return { files, service: dc.service, ...(dc.runServices ? { runServices: dc.runServices } : {}) };
+}
+
+/**
+ * The app of a dev container: postStartCommand, on the first port of
+ * forwardPorts that is the dev container's own. Without such a port the
+ * command starts no app drydock can check, and is not run.
+ */
+function appOf(dc: z.infer<typeof devcontainerSchema>, source: string): Pick<RepoEnvironment, 'app'> {
+  const own = (dc.forwardPorts ?? []).find((p) => typeof p === 'number' || p.startsWith(`${dc.service}:`));
+  if (!dc.postStartCommand || own === undefined) return {};
+  const port = typeof own === 'number' ? own : Number(own.split(':')[1]);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new EnvironmentError(`${source}: forwardPorts: "${own}" is not a port`);
+  return { app: { start: shellOf(dc.postStartCommand), port } };
 }
 
 /** A plain Dockerfile of the repo as an environment; its context defaults to its folder. */

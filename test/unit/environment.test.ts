@@ -42,7 +42,7 @@ describe('parseDevcontainer', () => {
       '{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}}}',
       /features \(ghcr.io.*need a container registry/,
     ],
-    ['{}', /give image or build.dockerfile/],
+    ['{}', /give image, build.dockerfile or dockerComposeFile/],
     ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
     [
       '{"build": {"dockerfile": "../../Dockerfile"}}',
