@@ -48,7 +48,7 @@ export const serviceLimits = z.strictObject({
   cpus: z.number().positive().max(16).optional().describe("CPUs of this service; at most the session's"),
   memory: sizeBetween('16m', '64g')
     .optional()
-    .describe("Memory of this service, taken from the session's memory (default 512m)"),
+    .describe("Memory of this service, taken from the session's memory (default 256m)"),
   pids: z.number().int().min(16).max(4096).optional().describe("Processes of this service, taken from the session's"),
 });
 
