@@ -1,6 +1,6 @@
 /**
  * Two projects: `fast` (unit and workflow tests: no Docker, no services) and
- * `e2e` (real Temporal, Docker, Postgres and git: see test/global-setup.ts for
+ * `e2e` (real Temporal, Docker, Postgres and git: see test/support/global-setup.ts for
  * what is started). A project's global setup runs only when one of its tests
  * is selected, so `npx jest test/workflow` starts none of the services.
  */
@@ -21,9 +21,9 @@ module.exports = {
     {
       ...shared,
       displayName: 'e2e',
-      testMatch: ['<rootDir>/test/*.test.ts'],
-      globalSetup: '<rootDir>/test/global-setup.ts',
-      globalTeardown: '<rootDir>/test/global-teardown.ts',
+      testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],
 };

@@ -1,14 +1,14 @@
 /**
  * The agent CLI a session runs, present on its sandbox's host: installed
- * into the host's cache once per pinned version (lib/agent-clis.ts), never
+ * into the host's cache once per pinned version (models/agent-clis.ts), never
  * per session, and seen by the sandbox read-only at /opt/drydock-agents.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { AGENT_CLIS, EXACT_VERSION, sandboxBinary, type AgentCliName } from '../workflows/rules/agent-clis';
-import { ensureAgentCli } from '../lib/agent-clis';
+import { ensureAgentCli } from '../models/agent-clis';
 import type { ActivityDeps } from './deps';
-import { reportProgress } from './heartbeat';
+import { reportProgress } from '../platform/heartbeat';
 
 export function createAgentCliActivities(deps: ActivityDeps) {
   return {

@@ -20,15 +20,15 @@ import {
   type ChatResponse,
   type ToolCall,
   type ToolSpec,
-} from '../lib/llm';
-import { compact, FIRST_COMPACTABLE, tighter } from '../lib/compaction';
-import { recordEvent } from './audit';
-import { permanent } from './container';
+} from '../models/llm';
+import { compact, FIRST_COMPACTABLE, tighter } from '../models/compaction';
+import { recordEvent } from '../store/audit';
+import { permanent } from '../sandbox/activities/container';
 import type { ActivityDeps } from './deps';
-import { tail } from './output';
-import { parseRunOnce, runOnceCommand } from './run-once';
-import { takeCheckpoint } from './steps';
-import { toolExecutors } from './tool-exec';
+import { tail } from '../sandbox/activities/output';
+import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
+import { takeCheckpoint } from '../sandbox/activities/steps';
+import { toolExecutors } from '../sandbox/activities/tool-exec';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 const MAX_INSTRUCTIONS = 20_000;
@@ -113,7 +113,7 @@ export interface ModelCallInput {
   previous?: { promptTokens: number; completionTokens: number };
   /** The model's context window in tokens (agent.contextWindow): older turns are compacted to fit it. */
   contextWindow: number;
-  /** Messages before this index are already compacted (lib/compaction.ts); 0 at first. */
+  /** Messages before this index are already compacted (models/compaction.ts); 0 at first. */
   compactedBefore: number;
 }
 
@@ -127,7 +127,7 @@ export interface ModelAnswer {
   /** The model's text, trimmed. */
   content: string;
   transcript: string;
-  /** Messages before this index were compacted for the call (lib/compaction.ts). */
+  /** Messages before this index were compacted for the call (models/compaction.ts). */
   compactedBefore: number;
   /** Further than asked: a new compaction. */
   compacted: boolean;

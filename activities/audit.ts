@@ -1,22 +1,8 @@
-import { Context } from '@temporalio/activity';
 import type { ActivityDeps } from './deps';
-import type { AuditInput, AuditRow } from '../lib/audit';
+import { recordEvent, type AuditInput } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
-import { approvalWait } from '../lib/metrics';
-
-/**
- * Appends an audit event from inside an activity, tagged with the activity's
- * id and attempt. Waits while the database is away (see AuditTrail.append),
- * until the activity is cancelled.
- */
-export function recordEvent(
-  audit: ActivityDeps['audit'],
-  event: Omit<AuditInput, 'activityId' | 'attempt'>,
-): Promise<AuditRow> {
-  const ctx = Context.current();
-  return audit.append({ ...event, activityId: ctx.info.activityId, attempt: ctx.info.attempt }, ctx.cancellationSignal);
-}
+import { approvalWait } from '../platform/metrics';
 
 export function createAuditActivities({ audit, db }: ActivityDeps) {
   return {

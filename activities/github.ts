@@ -9,9 +9,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type Outcome } from '../workflows/api';
 import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
-import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../lib/github';
-import { readTriggerContext, taskWithContext } from '../lib/github-context';
-import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../lib/github-report';
+import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../github/client';
+import { readTriggerContext, taskWithContext } from '../github/task-context';
+import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../github/writes';
 
 /** Moments of a session that GitHub hears about. */
 export type ReportStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;

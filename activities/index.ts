@@ -1,18 +1,18 @@
 import { createAgentActivities } from './agent';
 import { createAgentCliActivities } from './agent-cli';
 import { createAuditActivities } from './audit';
-import { createCommitActivities } from './commit';
+import { createCommitActivities } from '../sandbox/activities/commit';
 import type { ActivityDeps } from './deps';
 import { createGitHubActivities } from './github';
-import { heartbeating } from './heartbeat';
-import { createProvisionActivities } from './provision';
+import { heartbeating } from '../platform/heartbeat';
+import { createProvisionActivities } from '../sandbox/activities/provision';
 import { createPublishActivities } from './publish';
-import { createReaperActivities } from './reaper';
-import { createPoolActivities } from './pool';
+import { createReaperActivities } from '../sandbox/activities/reaper';
+import { createPoolActivities } from '../sandbox/activities/pool';
 import { createRepoPolicyActivities } from './repo-policy';
-import { createSnapshotActivities } from './snapshot';
-import { createStepActivities } from './steps';
-import { createVerifyActivities } from './verify';
+import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
+import { createStepActivities } from '../sandbox/activities/steps';
+import { createVerifyActivities } from '../sandbox/activities/verify';
 
 export type { ActivityDeps } from './deps';
 

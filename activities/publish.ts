@@ -2,12 +2,12 @@ import { exec } from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { recordEvent } from './audit';
-import type { AuditRow } from '../lib/audit';
+import { recordEvent } from '../store/audit';
+import type { AuditRow } from '../store/audit';
 import type { ActivityDeps } from './deps';
-import type { ChangeSpec } from './types';
-import { commitSpec, exportArgv, withSandboxBundle } from './commit';
-import { tail } from './output';
+import type { ChangeSpec } from '../sandbox/contract';
+import { commitSpec, exportArgv, withSandboxBundle } from '../sandbox/activities/commit';
+import { tail } from '../sandbox/activities/output';
 import {
   GitError,
   hasWholeCommit,
@@ -17,8 +17,8 @@ import {
   updateMirror,
   type GitEnv,
   type GitIdentity,
-} from '../lib/git';
-import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../lib/github';
+} from '../repos/git';
+import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../github/client';
 import { redactUrl } from '../workflows/rules/repo-url';
 
 /** The approved change to push: drydock's commit, made again from its spec, must be `commit`. */

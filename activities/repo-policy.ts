@@ -11,23 +11,15 @@
  * The server's approval policy comes with it, fixed in the history the same way.
  */
 import { isIP } from 'node:net';
-import { ApplicationFailure } from '@temporalio/common';
-import { parse as parseYaml } from 'yaml';
-import { restrictedAddress } from '../lib/egress';
-import { readAtCommit } from '../lib/git';
-import { ErrorType, type ApprovalPolicy } from '../workflows/api';
+import { restrictedAddress } from '../sandbox/egress';
+import { readRepoConfig } from '../repos/config-file';
+import type { ApprovalPolicy } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
-import {
-  checkRepoConfig,
-  DEV_MODE_LIMITS,
-  REPO_CONFIG_FILE,
-  type RepoConfig,
-  type RepoGrant,
-} from '../workflows/repo-config';
+import { DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../workflows/repo-config';
 import { settleSessionInput } from '../workflows/rules/repo-rules';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { ActivityDeps } from './deps';
-import { notRegistered, resolveRef, syncMirror } from './mirror';
+import { notRegistered, resolveRef, syncMirror } from '../repos/mirror';
 
 export type RepoPolicy =
   | {
@@ -46,9 +38,6 @@ export type RepoPolicy =
       commit?: string;
     }
   | { ok: false; problems: string[] };
-
-/** A repo file larger than this is refused rather than parsed. */
-const MAX_REPO_FILE_BYTES = 64 * 1024;
 
 export function createRepoPolicyActivities(deps: ActivityDeps) {
   return {
@@ -83,33 +72,4 @@ export function createRepoPolicyActivities(deps: ActivityDeps) {
 /** A literal address only an operator's rule may name; host names are judged by the proxy when resolved. */
 export function restrictedHost(host: string): string | undefined {
   return isIP(host) ? restrictedAddress(host) : undefined;
-}
-
-/** The repo's `.drydock/config.yaml` at `commit`, validated; none is an empty configuration. */
-export async function readRepoConfig(
-  mirror: string,
-  commit: string,
-): Promise<{ ok: true; config?: RepoConfig } | { ok: false; problems: string[] }> {
-  const entry = (await readAtCommit(mirror, commit, ['ls-tree', '-l', commit, '--', REPO_CONFIG_FILE])).trim();
-  if (!entry) return { ok: true };
-  const m = /^\d+ blob ([0-9a-f]+)\s+(\d+)\t/.exec(entry);
-  if (!m) return { ok: false, problems: [`${REPO_CONFIG_FILE}: not a file`] };
-  if (Number(m[2]) > MAX_REPO_FILE_BYTES) {
-    return { ok: false, problems: [`${REPO_CONFIG_FILE}: larger than ${MAX_REPO_FILE_BYTES / 1024} KiB`] };
-  }
-  let data: unknown;
-  try {
-    data = parseYaml(await readAtCommit(mirror, m[1], ['cat-file', 'blob', m[1]]));
-  } catch (err) {
-    return { ok: false, problems: [`${REPO_CONFIG_FILE}: not valid YAML: ${(err as Error).message.split('\n')[0]}`] };
-  }
-  const checked = checkRepoConfig(data);
-  return checked.ok ? { ok: true, config: checked.config } : checked;
-}
-
-/** The `setup` of the repo file at `commit`, if any; a bad file fails the caller, naming each problem. */
-export async function repoFileSetup(mirror: string, commit: string): Promise<string | undefined> {
-  const file = await readRepoConfig(mirror, commit);
-  if (!file.ok) throw ApplicationFailure.nonRetryable(file.problems.join('; '), ErrorType.SnapshotSetupFailed);
-  return file.config?.setup;
 }

@@ -28,7 +28,7 @@
 import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
 import { promisify } from 'node:util';
-import { LABELS } from '../lib/sandbox';
+import { LABELS } from '../sandbox/docker';
 import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
 import { historyProfile, makeRepo, runSession, type HistoryProfile, type SessionRun } from './session';
 import { benchMain, databaseOf, hostsOf, startStack, temporalOf } from './stack';
@@ -165,7 +165,7 @@ async function main(): Promise<string> {
   const sandboxesLeft = async () =>
     (await leftOn(stack.config.DRYDOCK_HOST_ID)) + (second ? await leftOn(second.hostId, second.dockerHost) : 0);
 
-  // Each host's first session copies the image's lower layers (lib/sandbox-storage.ts): not counted.
+  // Each host's first session copies the image's lower layers (sandbox/docker-storage.ts): not counted.
   const warmed = new Set<string>();
   for (let round = 0; round < 6 && (round === 0 || warmed.size < (second ? 2 : 1)); round++) {
     say(`warm-up: two sessions (not counted)${second ? `; hosts warmed so far: ${warmed.size} of 2` : ''}`);

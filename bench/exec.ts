@@ -5,13 +5,13 @@
  *   lib/sandbox      DockerSandboxes.exec(['true']): drydock's primitive (dockerode)
  *   drydock-run      runStep's one docker exec (drydock-run: the command, its exit
  *                    code, output and cgroup counters in one answer), with
- *                    lib/sandbox.ts, without Temporal
+ *                    sandbox/docker.ts, without Temporal
  *   drydock step     drydock's runStep activity through Temporal, as a session's
  *                    script step runs (bench workflow `execSteps` on the worker's
  *                    host queue)
  *   tool call        a built-in-loop tool call's command (drydock-run `true`)
  *                    through the sandbox's persistent executor, drydock-exec
- *                    (activities/tool-exec.ts), as runTool sends it
+ *                    (sandbox/activities/tool-exec.ts), as runTool sends it
  *   persistent shell one long-lived `docker exec -i <c> sh`, commands written to
  *                    its stdin, a marker line after each: the floor of any
  *                    persistent in-sandbox process.
@@ -21,10 +21,10 @@
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { parseRunOnce, runOnceCommand } from '../activities/run-once';
-import { toolExecutors } from '../activities/tool-exec';
-import { DockerSandboxes, LABELS } from '../lib/sandbox';
-import { HELPERS_MOUNT, Toolchains } from '../lib/toolchains';
+import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
+import { toolExecutors } from '../sandbox/activities/tool-exec';
+import { DockerSandboxes, LABELS } from '../sandbox/docker';
+import { HELPERS_MOUNT, Toolchains } from '../sandbox/toolchains';
 import { historyProfile } from './session';
 import { benchMain, startStack, tempDir } from './stack';
 import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';
@@ -105,9 +105,9 @@ async function main(): Promise<string> {
   });
   try {
     const dockerCli: Row = { name: '`docker exec <c> true` (docker CLI)', ms: [] };
-    const primitive: Row = { name: 'lib/sandbox.ts exec `true` (dockerode)', ms: [] };
+    const primitive: Row = { name: 'sandbox/docker.ts exec `true` (dockerode)', ms: [] };
     const oneExec: Row = {
-      name: "runStep's one docker exec: drydock-run `true` with lib/sandbox.ts (no Temporal)",
+      name: "runStep's one docker exec: drydock-run `true` with sandbox/docker.ts (no Temporal)",
       ms: [],
     };
     const tool: Row = { name: 'tool call: drydock-run `true` through drydock-exec (the persistent executor)', ms: [] };
@@ -217,7 +217,7 @@ async function main(): Promise<string> {
       '',
       ratioTable([
         { name: 'drydock step / docker exec', value: median(step.ms) / base, goal: { max: 1.2 } },
-        { name: 'lib/sandbox.ts exec / docker exec', value: median(primitive.ms) / base },
+        { name: 'sandbox/docker.ts exec / docker exec', value: median(primitive.ms) / base },
         { name: "runStep's one exec (drydock-run) / docker exec", value: median(oneExec.ms) / base },
         { name: 'built-in-loop tool call / docker exec', value: median(tool.ms) / base, goal: { max: 0.3 } },
         { name: 'persistent shell (the floor) / docker exec', value: median(shell.ms) / base },

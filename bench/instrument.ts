@@ -1,7 +1,7 @@
 /**
  * A profile of the worker's activities by kind of operation, for benchmarks
  * that run the worker in their own process: Docker API calls of
- * lib/sandbox.ts, git subprocesses and database queries are timed and
+ * sandbox/docker.ts, git subprocesses and database queries are timed and
  * charged to the activity that made them (from the activity context).
  * Bench-only: it wraps DockerSandboxes' methods, child_process.execFile and
  * pg's Client.query in this process; call `instrument()` before the worker starts.
@@ -9,7 +9,7 @@
 import childProcess from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import pg from 'pg';
-import { DockerSandboxes } from '../lib/sandbox';
+import { DockerSandboxes } from '../sandbox/docker';
 import { fmt, markdownTable } from './table';
 
 export const KINDS = [
@@ -71,7 +71,7 @@ export function instrument(): void {
     };
   }
 
-  // lib/git.ts calls execFile('git', args, options, callback) through the module object.
+  // repos/git.ts calls execFile('git', args, options, callback) through the module object.
   const cp = childProcess as unknown as { execFile: (...args: unknown[]) => unknown };
   const execFile = cp.execFile;
   cp.execFile = function (...args: unknown[]) {

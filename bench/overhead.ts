@@ -5,7 +5,7 @@
  *              remote, teardown), from the start request to the result;
  *   plain      a script doing the same Docker and git operations in sequence,
  *              no Temporal: clone, create + start the sandbox with the same
- *              hardening (lib/sandbox.ts, i.e. dockerode, as drydock), copy
+ *              hardening (sandbox/docker.ts, i.e. dockerode, as drydock), copy
  *              the repo in, the steps, the test, commit, bundle out, push, rm;
  *   round trip one empty activity through the dev server (bench workflow
  *              `roundTrips` + a no-op activity on a worker of its own).
@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { DockerSandboxes, LABELS } from '../lib/sandbox';
+import { DockerSandboxes, LABELS } from '../sandbox/docker';
 import { instrument, operationsTable, resetProfile } from './instrument';
 import {
   AGENT_STEPS,

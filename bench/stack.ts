@@ -26,15 +26,15 @@ import {
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
-import { loadConfig, type Config } from '../lib/config';
-import { createLogger } from '../lib/log';
-import { LABELS } from '../lib/sandbox';
-import { ensureSearchAttributes, startDevServer } from '../lib/temporal';
+import { loadConfig, type Config } from '../platform/config';
+import { createLogger } from '../platform/log';
+import { LABELS } from '../sandbox/docker';
+import { ensureSearchAttributes, startDevServer } from '../platform/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { createWorker, hostQueueOf } from '../workers/worker';
-import { dockerHost } from '../test/docker-hosts';
-import { freePort, projectRoot } from '../test/helpers';
-import { startTemporalPg } from '../test/temporal-pg';
+import { dockerHost } from '../test/support/docker-hosts';
+import { freePort, projectRoot } from '../test/support/helpers';
+import { startTemporalPg } from '../test/support/temporal-pg';
 import { processesCpu, processTreeCpu } from './host';
 import { machineInfo, say } from './table';
 
@@ -186,9 +186,9 @@ export function databaseOf(opts: Pick<StackOptions, 'database'> = {}): 'pglite' 
   return db;
 }
 
-/** A throwaway PostgreSQL cluster (test/postgres.ts); stopped and removed at exit. */
+/** A throwaway PostgreSQL cluster (test/support/postgres.ts); stopped and removed at exit. */
 async function startPostgres(): Promise<string> {
-  const { PostgresServer } = await import('../test/postgres');
+  const { PostgresServer } = await import('../test/support/postgres');
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-bench-pg-'));
   const server = new PostgresServer(dir, await freePort());
   atExit(() => rm(dir, { recursive: true, force: true }));

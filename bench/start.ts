@@ -8,7 +8,7 @@
  * is local: a Temporal dev server, embedded PGlite, a worker, and the npm
  * registry stand-in on loopback, reached through the egress proxy.
  *
- * Then the real-registry project (test/real-registry-project.ts: 150+
+ * Then the real-registry project (test/support/real-registry-project.ts: 150+
  * packages from the real npm registry, through the egress proxy, with
  * DRYDOCK_EXTRA_CA_CERTS = the host's system bundle):
  *   onboard   `repo add` → its first ready snapshot (what a new user waits)
@@ -22,18 +22,18 @@ import { randomBytes } from 'node:crypto';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { SnapshotBuildResult } from '../activities/snapshot';
+import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import { addRepo } from '../cli/snapshots';
-import { deleteSnapshotSchedules } from '../lib/snapshots';
-import { makeFixtureRepo } from '../test/helpers';
-import { startNpmRegistry } from '../test/npm-registry';
+import { deleteSnapshotSchedules } from '../sandbox/snapshots';
+import { makeFixtureRepo } from '../test/support/helpers';
+import { startNpmRegistry } from '../test/support/npm-registry';
 import {
   HOST_CA_BUNDLE,
   lockedPackages,
   REAL_REGISTRY_ALLOW,
   REAL_REGISTRY_SETUP,
   realRegistryProject,
-} from '../test/real-registry-project';
+} from '../test/support/real-registry-project';
 import type { SessionStatus } from '../workflows/api';
 import { atExit, benchMain, startStack, type BenchStack } from './stack';
 import { fmt, median, ratioTable, runsFromEnv, say, timingTable, type Ratio, type Row } from './table';

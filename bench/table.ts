@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { findTemporalCli } from '../lib/temporal';
+import { findTemporalCli } from '../platform/temporal';
 
 const run = promisify(execFile);
 

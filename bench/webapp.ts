@@ -2,7 +2,7 @@
  * The benchmark repo: a TypeScript web app with real npm dependencies (a web
  * framework, a test runner, TypeScript, a bundler), as a bare git repo, plus
  * the tarballs of every dependency its lockfile names for linux-x64, for the
- * loopback registry stand-in (test/npm-registry.ts). Generating it asks the
+ * loopback registry stand-in (test/support/npm-registry.ts). Generating it asks the
  * npm registry (with the host's normal npm config) for the lockfile and the
  * tarballs, once; later runs reuse `<dir>`. Sandboxes never reach the registry:
  * their setup installs from the stand-in through the egress proxy.

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DockerSandboxes } from '../lib/sandbox';
+import { DockerSandboxes } from '../sandbox/docker';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 
 const FILES = Number(process.argv[2] ?? 20_000);

@@ -1,11 +1,11 @@
-/** `drydock attach` and `drydock detach`: a person's shell in a session's live sandbox (lib/attach.ts). */
+/** `drydock attach` and `drydock detach`: a person's shell in a session's live sandbox (sandbox/attach.ts). */
 import path from 'node:path';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { attached, AttachRefused, reachableSandbox, requestDetach, shellHere, shellVia } from '../lib/attach';
-import type { Config } from '../lib/config';
-import { DockerSandboxes } from '../lib/sandbox';
-import { connectClient } from '../lib/temporal-connection';
+import { attached, AttachRefused, reachableSandbox, requestDetach, shellHere, shellVia } from '../sandbox/attach';
+import type { Config } from '../platform/config';
+import { DockerSandboxes } from '../sandbox/docker';
+import { connectClient } from '../platform/temporal-connection';
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
 

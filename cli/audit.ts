@@ -3,13 +3,13 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { AuditTrail, loadAuditKey, type SealLookup } from '../lib/audit';
-import type { Config } from '../lib/config';
-import { openDatabase, type Database } from '../lib/db';
-import { Redactor } from '../lib/scrub';
-import { buildReport, formatReport, windowStart } from '../lib/report';
-import { finalStatus } from '../lib/sessions';
-import { connectClient } from '../lib/temporal-connection';
+import { AuditTrail, loadAuditKey, type SealLookup } from '../store/audit';
+import type { Config } from '../platform/config';
+import { openDatabase, type Database } from '../store/db';
+import { Redactor } from '../platform/scrub';
+import { buildReport, formatReport, windowStart } from '../store/pilot-report';
+import { finalStatus } from '../platform/sessions';
+import { connectClient } from '../platform/temporal-connection';
 
 async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);

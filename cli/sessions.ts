@@ -2,9 +2,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import type { Config } from '../lib/config';
-import { finalStatus, getStatus, listSessions } from '../lib/sessions';
-import { sessionLink } from '../lib/temporal';
+import type { Config } from '../platform/config';
+import { finalStatus, getStatus, listSessions } from '../platform/sessions';
+import { sessionLink } from '../platform/temporal';
 import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 import {
   OUTCOMES,

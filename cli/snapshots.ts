@@ -1,20 +1,13 @@
 /** CLI verbs of snapshots: `repo add|list`, `snapshot build|list`. */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
-import type { SnapshotBuildResult } from '../activities/snapshot';
+import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import type { Pool } from 'pg';
-import type { Config } from '../lib/config';
-import { openDatabase } from '../lib/db';
-import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../lib/repos';
-import { POOL_MAX, PoolRegistry } from '../lib/pool';
-import {
-  ensureSnapshotSchedules,
-  REGISTRATION_DEFAULTS,
-  SnapshotRegistry,
-  repoSlug,
-  type RepoRegistration,
-  type SetupEgressRule,
-  type SnapshotBuildRow,
-} from '../lib/snapshots';
+import type { Config } from '../platform/config';
+import { openDatabase } from '../store/db';
+import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../repos/registry';
+import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
+import { ensureSnapshotSchedules, SnapshotRegistry, repoSlug, type SnapshotBuildRow } from '../sandbox/snapshots';
+import { REGISTRATION_DEFAULTS, type RepoRegistration, type SetupEgressRule } from '../repos/registry';
 import { duration, durationMs, secretName } from '../workflows/input';
 import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
 

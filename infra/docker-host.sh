@@ -2,7 +2,7 @@
 # infra/docker-host.sh NAME: one more Docker engine on this machine, as a
 # second Docker host would be: its own socket, data root, exec root and
 # containerd (started by it). Idempotent; prints its DOCKER_HOST. The
-# multi-host drills (test/faults.test.ts) and snapshot tests use it.
+# multi-host drills (test/e2e/faults.test.ts) and snapshot tests use it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 name=${1:?usage: infra/docker-host.sh NAME}

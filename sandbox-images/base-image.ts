@@ -24,7 +24,7 @@ const PLAYWRIGHT = path.dirname(require.resolve('playwright-core/package.json'))
 /** `drydock-base:<first 12 hex of the sha256 of the Dockerfile and the playwright-core version>`. */
 export async function baseImageTag(): Promise<string> {
   const hash = createHash('sha256');
-  // The Dockerfile alone: the helpers beside it are mounted, not copied (lib/toolchains.ts).
+  // The Dockerfile alone: the helpers beside it are mounted, not copied (sandbox/toolchains.ts).
   hash.update(await readFile(path.join(CONTEXT, 'Dockerfile')));
   hash.update(await readFile(path.join(PLAYWRIGHT, 'package.json')));
   return `drydock-base:${hash.digest('hex').slice(0, 12)}`;

@@ -4,8 +4,8 @@
  * nonce in the Content-Security-Policy); everything else works without it.
  */
 import { html as diffToHtml, parse as parseDiff } from 'diff2html';
-import { reportRows, type Report } from '../lib/report';
-import type { SessionRow } from '../lib/sessions';
+import { reportRows, type Report } from '../store/pilot-report';
+import type { SessionRow } from '../platform/sessions';
 import { OUTCOMES, RUNNING_PHASES, type SessionStatus, type StepRecord, type Unanswered } from '../workflows/api';
 import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 

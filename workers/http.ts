@@ -6,14 +6,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import type { Registry } from 'prom-client';
-import type { ApiTokens } from '../lib/access';
-import type { ArtifactStore } from '../lib/artifacts';
-import type { AuditTrail } from '../lib/audit';
-import type { Config } from '../lib/config';
-import type { GitHubSettings } from '../lib/github';
-import type { Logger } from '../lib/log';
-import type { RepoLookupService } from '../lib/repos';
-import { getStatus } from '../lib/sessions';
+import type { ApiTokens } from './access';
+import type { ArtifactStore } from '../store/artifacts';
+import type { AuditTrail } from '../store/audit';
+import type { Config } from '../platform/config';
+import type { GitHubSettings } from '../github/client';
+import type { Logger } from '../platform/log';
+import type { RepoLookupService } from '../repos/registry';
+import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
 
 /** The console's cookie; it holds the same token as `Authorization: Bearer`. */

@@ -12,16 +12,16 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
-import { loadApiTokens, type ApiTokens } from '../lib/access';
-import { DockerSandboxes } from '../lib/sandbox';
-import { ArtifactStore } from '../lib/artifacts';
-import { AuditTrail, loadAuditKey } from '../lib/audit';
-import type { Config } from '../lib/config';
-import { openDatabase } from '../lib/db';
-import { githubSettings } from '../lib/github';
-import type { Logger } from '../lib/log';
-import { seededRepoLookup, type RepoLookupService } from '../lib/repos';
-import { redactorOf } from '../lib/scrub';
+import { loadApiTokens, type ApiTokens } from './access';
+import { DockerSandboxes } from '../sandbox/docker';
+import { ArtifactStore } from '../store/artifacts';
+import { AuditTrail, loadAuditKey } from '../store/audit';
+import type { Config } from '../platform/config';
+import { openDatabase } from '../store/db';
+import { githubSettings } from '../github/client';
+import type { Logger } from '../platform/log';
+import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
+import { redactorOf } from '../platform/scrub';
 import { loginPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
@@ -37,7 +37,7 @@ import {
 } from './routes/console';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
-import { sessionGauge } from '../lib/metrics';
+import { sessionGauge } from '../platform/metrics';
 
 export { consoleUrl } from './http';
 

@@ -11,8 +11,8 @@ import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/log';
+import type { Config } from '../platform/config';
+import type { Logger } from '../platform/log';
 
 /** A free port on loopback, for the SDK's own exporter (it takes an address, not port 0). */
 async function freeLoopbackPort(): Promise<number> {

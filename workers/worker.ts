@@ -15,23 +15,23 @@ import {
   type WorkflowBundleOption,
 } from '@temporalio/worker';
 import { createActivities } from '../activities';
-import { ArtifactStore } from '../lib/artifacts';
-import { AuditTrail, loadAuditKey } from '../lib/audit';
-import { CheckpointStore } from '../lib/checkpoints';
-import { openDatabase } from '../lib/db';
-import { hostGauges, serveMetrics, workerMetrics } from '../lib/metrics';
-import { redactorOf } from '../lib/scrub';
-import type { Config } from '../lib/config';
-import { githubSettings } from '../lib/github';
-import type { ModelSettings } from '../lib/llm';
-import { createLogger, type Logger } from '../lib/log';
-import { sessionLink } from '../lib/temporal';
-import { connectClient } from '../lib/temporal-connection';
-import { DockerSandboxes } from '../lib/sandbox';
-import { seededRepoLookup } from '../lib/repos';
-import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../lib/snapshots';
+import { ArtifactStore } from '../store/artifacts';
+import { AuditTrail, loadAuditKey } from '../store/audit';
+import { CheckpointStore } from '../sandbox/checkpoints';
+import { openDatabase } from '../store/db';
+import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
+import { redactorOf } from '../platform/scrub';
+import type { Config } from '../platform/config';
+import { githubSettings } from '../github/client';
+import type { ModelSettings } from '../models/llm';
+import { createLogger, type Logger } from '../platform/log';
+import { sessionLink } from '../platform/temporal';
+import { connectClient } from '../platform/temporal-connection';
+import { DockerSandboxes } from '../sandbox/docker';
+import { seededRepoLookup } from '../repos/registry';
+import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
-import { agentCliSettings } from '../lib/model-gateway';
+import { agentCliSettings } from '../sandbox/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { tracing } from './telemetry';
 
@@ -164,7 +164,7 @@ export async function createWorker(opts: {
   log?: Logger;
   /** Pre-bundled workflow code (tests bundle once); default: bundle workflows/ now. */
   workflowBundle?: WorkflowBundleOption;
-  /** Wrapped around every activity (the fault drills of test/fault-worker.ts). */
+  /** Wrapped around every activity (the fault drills of test/support/fault-worker.ts). */
   activityInterceptors?: ActivityInterceptorsFactory[];
   /** The SDK runtime's metrics exporter (installTemporalRuntime), added to this worker's /metrics. */
   sdkMetricsUrl?: string;

@@ -1,7 +1,7 @@
 /** reapSandboxes: run by a Temporal Schedule per Docker host (drydock-reaper-<host>). */
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { Reaped } from '../activities/reaper';
+import type { Reaped } from '../sandbox/activities/reaper';
 
 export async function reapSandboxes(input: { hostQueue: string }): Promise<Reaped[]> {
   const { reapHostSandboxes, reapSnapshotImages, fillPools } = proxyActivities<Activities>({

@@ -2,7 +2,7 @@
  * A repo's services and app (docs/services.md): the `services:` and `app:`
  * blocks of .drydock/config.yaml, validated here with zod (their JSON Schema
  * is part of workflows/repo-config.schema.json), and the one shape both they
- * and a dev container's compose file (lib/compose.ts) become: `ServiceSpec`.
+ * and a dev container's compose file (sandbox/compose.ts) become: `ServiceSpec`.
  * Each service is a container of its own in the sandbox's network namespace:
  * it reaches the sandbox and the other services on localhost, nothing else.
  */

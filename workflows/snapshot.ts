@@ -6,8 +6,8 @@
  */
 import { ApplicationFailure, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { SnapshotBuildPlan, SnapshotBuildResult } from '../activities/snapshot';
-import type { StepInput } from '../activities/types';
+import type { SnapshotBuildPlan, SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
+import type { StepInput } from '../sandbox/contract';
 import { ErrorType } from './api';
 import { stepNonce } from './session/nonce';
 
@@ -37,7 +37,7 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
       startToCloseTimeout: plan.setupTimeoutMs + 10 * 60_000,
       ...common,
     });
-    // The egress proxy opens for this step only, with the repo's registries (lib/egress.ts).
+    // The egress proxy opens for this step only, with the repo's registries (sandbox/egress.ts).
     const setupStep: StepInput & { egress: SnapshotBuildPlan['egress'] } = {
       sandbox: plan.sandbox,
       sessionId: buildId,

@@ -10,9 +10,9 @@ import {
   normalizeChatAnswer,
   resolveEndpoint,
   retryAfterMs,
-} from '../../lib/llm';
+} from '../../models/llm';
 import { outputLimit } from '../../activities/agent';
-import { startFakeProviders } from '../fake-providers';
+import { startFakeProviders } from '../support/fake-providers';
 
 const budget = { maxTurns: 10, maxTokens: 1000, maxCost: 0.5, maxWallTime: '10m', onExceeded: 'verify' } as const;
 const used = { turns: 0, tokens: 0, costUsd: 0, elapsedMs: 0 };

@@ -2,7 +2,7 @@
 import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ArtifactStore, isSafeSessionId, UnsafeArtifactPath } from '../../lib/artifacts';
+import { ArtifactStore, isSafeSessionId, UnsafeArtifactPath } from '../../store/artifacts';
 
 let dataDir: string;
 let store: ArtifactStore;

@@ -3,8 +3,8 @@ import { statSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadAuditKey, rowHash } from '../../lib/audit';
-import { ConfigError } from '../../lib/config';
+import { loadAuditKey, rowHash } from '../../store/audit';
+import { ConfigError } from '../../platform/config';
 
 let dataDir: string;
 const config = (more: Partial<Parameters<typeof loadAuditKey>[0]> = {}) => ({

@@ -1,5 +1,5 @@
-import { compact, compactedView, estimateTokens, FIRST_COMPACTABLE, tighter } from '../../lib/compaction';
-import type { ChatMessage } from '../../lib/llm';
+import { compact, compactedView, estimateTokens, FIRST_COMPACTABLE, tighter } from '../../models/compaction';
+import type { ChatMessage } from '../../models/llm';
 
 /** System, task, then `turns` turns of one tool call with a 2000-character output each. */
 function conversation(turns: number): ChatMessage[] {

@@ -2,7 +2,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { deployEnv } from '../../activities/publish';
-import { loadConfig } from '../../lib/config';
+import { loadConfig } from '../../platform/config';
 
 const worker = {
   PATH: process.env.PATH,

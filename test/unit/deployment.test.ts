@@ -4,7 +4,7 @@
  * - infra/k8s/*.yaml: the Kubernetes OpenAPI validators of kubernetes-models,
  *   and its TypeScript types for unknown fields (OpenAPI allows them; a typo
  *   such as `mountpath` would otherwise pass and be dropped by the API server);
- * - what a working deployment depends on: every variable is one lib/config.ts
+ * - what a working deployment depends on: every variable is one platform/config.ts
  *   reads and the values parse, one image name, the worker's Docker socket and
  *   egress folder at identical paths, the host id from the node's name, secrets
  *   only from Secrets or env files, probes on serve's port.
@@ -19,7 +19,7 @@ import * as batch from 'kubernetes-models/batch/v1';
 import * as networking from 'kubernetes-models/networking.k8s.io/v1';
 import * as core from 'kubernetes-models/v1';
 import { parse, parseAllDocuments } from 'yaml';
-import { configVariables, loadConfig } from '../../lib/config';
+import { configVariables, loadConfig } from '../../platform/config';
 import { version } from '../../package.json';
 
 const root = path.resolve(__dirname, '../..');
@@ -34,7 +34,7 @@ const yamlFiles = (dir: string) => readdirSync(dir).filter((f) => /\.ya?ml$/.tes
 
 // ---------------------------------------------------------------- variables
 
-/** Read by drydock outside lib/config.ts: dockerode, and the base image's debootstrap fallback. */
+/** Read by drydock outside platform/config.ts: dockerode, and the base image's debootstrap fallback. */
 const OTHER_VARIABLES = ['DOCKER_HOST', 'DRYDOCK_DEBIAN_MIRROR'];
 const SECRET_NAME = /TOKEN|SECRET|PASSWORD|_KEY$|^DATABASE_URL$/;
 
@@ -125,7 +125,7 @@ const holderOf = <T extends { target: string }>(binds: T[], dir: string): T | un
     .filter((b) => dir === b.target || dir.startsWith(`${b.target}/`))
     .sort((a, b) => b.target.length - a.target.length)[0];
 
-/** lib/sandbox-storage.ts loop-mounts each sandbox's upper layer here; the host's engine mounts overlays on it. */
+/** sandbox/docker-storage.ts loop-mounts each sandbox's upper layer here; the host's engine mounts overlays on it. */
 const storageDir = (env: Record<string, string>) => `${env.DRYDOCK_DATA_DIR}/sandboxes`;
 const LOOP_DEVICE_RULES = ['b 7:* rmw', 'c 10:237 rmw'];
 

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { networkInterfaces } from 'node:os';
-import { restrictedAddress } from '../../lib/egress';
+import { restrictedAddress } from '../../sandbox/egress';
 
 type Quad = [number, number, number, number];
 

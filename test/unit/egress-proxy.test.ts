@@ -8,9 +8,9 @@ import { request } from 'node:http';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { openEgressProxy, type EgressProxy, type EgressProxyOptions } from '../../lib/egress';
-import { createLogger } from '../../lib/log';
-import { egressRefusals, workerMetrics } from '../../lib/metrics';
+import { openEgressProxy, type EgressProxy, type EgressProxyOptions } from '../../sandbox/egress';
+import { createLogger } from '../../platform/log';
+import { egressRefusals, workerMetrics } from '../../platform/metrics';
 
 let socketPath: string;
 let proxy: EgressProxy | undefined;

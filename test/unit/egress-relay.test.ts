@@ -1,6 +1,6 @@
 /**
  * The tunnels of the egress path under a real client's load, with real
- * sockets: the proxy (lib/egress.ts) on its unix socket, the sandbox's
+ * sockets: the proxy (sandbox/egress.ts) on its unix socket, the sandbox's
  * forwarder (sandbox-images/base/drydock-egress) run by node on the host, and
  * TCP servers on loopback as upstreams. Every wait is bounded.
  */
@@ -9,8 +9,8 @@ import { mkdtemp } from 'node:fs/promises';
 import { createConnection, createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { cachedLookup, openEgressProxy, type EgressProxy } from '../../lib/egress';
-import { createLogger } from '../../lib/log';
+import { cachedLookup, openEgressProxy, type EgressProxy } from '../../sandbox/egress';
+import { createLogger } from '../../platform/log';
 
 const FORWARDER = path.join(__dirname, '../../sandbox-images/base/drydock-egress');
 let socketPath: string;

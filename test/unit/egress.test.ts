@@ -1,5 +1,5 @@
 /** The egress allowlist, judged without any network: names, ports, methods, address ranges. */
-import { matchRule, resolveTarget, restrictedAddress, type EgressRule } from '../../lib/egress';
+import { matchRule, resolveTarget, restrictedAddress, type EgressRule } from '../../sandbox/egress';
 import { egressRule } from '../../workflows/rules/egress';
 
 const rules: EgressRule[] = [

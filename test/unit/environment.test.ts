@@ -1,5 +1,5 @@
-import { dockerfileEnvironment, parseDevcontainer } from '../../lib/environment';
-import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../lib/toolchains';
+import { dockerfileEnvironment, parseDevcontainer } from '../../sandbox/repo-image';
+import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
 
 const FILE = '.devcontainer/devcontainer.json';
 

@@ -8,7 +8,7 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { APICallError, generateText, jsonSchema, streamText, tool, type LanguageModel } from 'ai';
-import { startFakeProviders, toolResults, type FakeProviders, type Protocol } from '../fake-providers';
+import { startFakeProviders, toolResults, type FakeProviders, type Protocol } from '../support/fake-providers';
 
 let fake: FakeProviders;
 beforeAll(async () => {

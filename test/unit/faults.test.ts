@@ -1,6 +1,6 @@
 /** Naming the sandbox limit that stopped a step, and scrubbing secrets from what leaves the sandbox. */
-import { parseCounters, sandboxFault } from '../../lib/sandbox';
-import { hasTokenPattern, REDACTED, scrub } from '../../lib/scrub';
+import { parseCounters, sandboxFault } from '../../sandbox/docker';
+import { hasTokenPattern, REDACTED, scrub } from '../../platform/scrub';
 
 const zero = { oomKills: 0, pidsMax: 0 };
 

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describeChange, hasWholeCommit, pushCommit, readAtCommit, sealChange, type CommitSpec } from '../../lib/git';
+import { describeChange, hasWholeCommit, pushCommit, readAtCommit, sealChange, type CommitSpec } from '../../repos/git';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'drydock-git-change-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

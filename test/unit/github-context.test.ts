@@ -1,5 +1,5 @@
 /** GitHub text in a task: bounded, scrubbed, and delimited so that it cannot end its own section. */
-import { CONTEXT_LIMITS, logTail, taskWithContext } from '../../lib/github-context';
+import { CONTEXT_LIMITS, logTail, taskWithContext } from '../../github/task-context';
 
 const NONCE = '0123456789abcdef';
 

@@ -1,4 +1,4 @@
-import { prettyLine } from '../../lib/log';
+import { prettyLine } from '../../platform/log';
 
 const time = Date.parse('2026-01-02T03:04:05.678Z');
 

@@ -1,6 +1,6 @@
 /** The model gateway's pure parts: usage from each protocol's answers, the endpoint rule, CLI events as progress. */
-import { checkUpstream, priceOf, UsageReader } from '../../lib/model-gateway';
-import { cliProgress } from '../../lib/agent-cli-events';
+import { checkUpstream, priceOf, UsageReader } from '../../sandbox/model-gateway';
+import { cliProgress } from '../../models/agent-cli-events';
 import { agentCliRun, PLACEHOLDER_KEY } from '../../workflows/rules/agent-clis';
 
 const sse = (events: unknown[]) => Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(''));

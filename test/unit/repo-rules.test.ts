@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { restrictedHost } from '../../activities/repo-policy';
 import { repoConfigJsonSchema } from '../../cli/schema';
-import { setupCommandOf } from '../../lib/snapshots';
+import { setupCommandOf } from '../../sandbox/snapshots';
 import { checkRepoConfig, DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../../workflows/repo-config';
 import { ruleWithin, settleSessionInput } from '../../workflows/rules/repo-rules';
 

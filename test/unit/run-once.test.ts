@@ -1,5 +1,5 @@
 /** drydock-run's one-call answer as the worker reads it: whatever came first, the checkpoint when asked for, the output, then the trailer. */
-import { parseRunOnce, runOnceCommand } from '../../activities/run-once';
+import { parseRunOnce, runOnceCommand } from '../../sandbox/activities/run-once';
 
 const nonce = '0123456789abcdef0123456789abcdef';
 const trailer = (sent: number, checkpoint = '') => `\ndrydock-run ${nonce} 0 5 ${sent} 0 0 1 1${checkpoint}\n`;

@@ -1,6 +1,6 @@
 /** The switches of sandbox creation, from the environment to Docker's options. */
-import { loadConfig } from '../../lib/config';
-import { sandboxCreateOptions, type SandboxSpec } from '../../lib/sandbox';
+import { loadConfig } from '../../platform/config';
+import { sandboxCreateOptions, type SandboxSpec } from '../../sandbox/docker';
 
 const spec: SandboxSpec = {
   name: 'drydock-s',

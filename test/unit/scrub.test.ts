@@ -3,7 +3,7 @@
  * input (a complexity guard with a generous bound, not a benchmark) and must
  * leave the worker's event loop free on large outputs.
  */
-import { hasTokenPattern, REDACTED, Redactor, scrub, scrubLarge, SCRUB_CHUNK_CHARS } from '../../lib/scrub';
+import { hasTokenPattern, REDACTED, Redactor, scrub, scrubLarge, SCRUB_CHUNK_CHARS } from '../../platform/scrub';
 
 const MiB = 1024 * 1024;
 /** Generous: linear scrubbing does a MiB in milliseconds; the quadratic one took 8 s on 80 k spaces. */

@@ -1,11 +1,11 @@
 /**
  * A repo's services and app, declared in .drydock/config.yaml or a dev
- * container's compose file (workflows/services.ts, lib/compose.ts): both
+ * container's compose file (workflows/services.ts, sandbox/compose.ts): both
  * become the same spec; every bad declaration is refused naming the file and
  * the field, and what to do.
  */
-import { ComposeError, parseCompose, shellWords } from '../../lib/compose';
-import { parseDevcontainer } from '../../lib/environment';
+import { ComposeError, parseCompose, shellWords } from '../../sandbox/compose';
+import { parseDevcontainer } from '../../sandbox/repo-image';
 import { checkRepoConfig } from '../../workflows/repo-config';
 import { appOfConfig, dependencyProblems, servicesOfConfig, startOrder } from '../../workflows/services';
 

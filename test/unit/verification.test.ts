@@ -1,4 +1,9 @@
-import { boundMessages, MAX_BROWSER_MESSAGE_CHARS, MAX_BROWSER_MESSAGES, parseJUnit } from '../../activities/verify';
+import {
+  boundMessages,
+  MAX_BROWSER_MESSAGE_CHARS,
+  MAX_BROWSER_MESSAGES,
+  parseJUnit,
+} from '../../sandbox/activities/verify';
 import { describeVerification, summarizeVerification } from '../../workflows/rules/verification';
 
 test('JUnit: a bare testsuite root, nested suites, failures and errors and skips', () => {

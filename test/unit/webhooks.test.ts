@@ -1,11 +1,11 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
-import { parseTokens, loadApiTokens } from '../../lib/access';
-import { loadConfig } from '../../lib/config';
-import { parseRepoList, repoNameOf, triggerSessionFor } from '../../lib/repos';
-import { routeGitHubEvent, signatureMatches } from '../../lib/webhooks';
-import { PAYLOADS, type PayloadEvent } from '../../lib/webhook-payloads';
-import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../github-examples';
+import { parseTokens, loadApiTokens } from '../../workers/access';
+import { loadConfig } from '../../platform/config';
+import { parseRepoList, repoNameOf, triggerSessionFor } from '../../repos/registry';
+import { routeGitHubEvent, signatureMatches } from '../../github/webhooks';
+import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
+import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../support/github-examples';
 
 test("GitHub's known-answer vector verifies, and nothing else does", async () => {
   // From GitHub's docs, "Validating webhook deliveries".

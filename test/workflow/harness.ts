@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { ConnectionPlugin } from '@temporalio/client';
-import { retryUnless } from '../../lib/temporal-connection';
+import { retryUnless } from '../../platform/temporal-connection';
 import {
   bundleWorkflowCode,
   DefaultLogger,
@@ -23,7 +23,7 @@ import type { Activities } from '../../activities';
 import { temporal } from '@temporalio/proto';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
-import { recordHistory } from '../histories';
+import { recordHistory } from '../support/histories';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
@@ -63,7 +63,7 @@ function testServerPath(): string {
 
 let closing = false;
 
-/** Ends the environment; its client retries nothing from then on (see lib/temporal-connection.ts). */
+/** Ends the environment; its client retries nothing from then on (see platform/temporal-connection.ts). */
 export async function stopEnvironment(env: TestWorkflowEnvironment | undefined): Promise<void> {
   closing = true;
   await env?.teardown();

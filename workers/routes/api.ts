@@ -5,8 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { isSafeSessionId } from '../../lib/artifacts';
-import { FollowupRefused, listSessions, sendFollowup, SessionExists, startSession } from '../../lib/sessions';
+import { isSafeSessionId } from '../../store/artifacts';
+import { FollowupRefused, listSessions, sendFollowup, SessionExists, startSession } from '../../platform/sessions';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {

@@ -16,8 +16,8 @@ import {
   reachableSandbox,
   requestAttach,
   requestDetach,
-} from '../../lib/attach';
-import type { DockerSandboxes } from '../../lib/sandbox';
+} from '../../sandbox/attach';
+import type { DockerSandboxes } from '../../sandbox/docker';
 import { header, HttpError, type ServeContext } from '../http';
 
 const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;

@@ -12,12 +12,12 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { z } from 'zod';
-import { refusalFromGitHub, sessionOfPullRequest, writerRefusal } from '../../lib/github-checks';
-import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../lib/github';
-import { commentOnce, repoRef } from '../../lib/github-report';
-import type { KnownRepo } from '../../lib/repos';
-import { FollowupRefused, sendFollowup, startSession } from '../../lib/sessions';
-import { parsePayload } from '../../lib/webhook-payloads';
+import { refusalFromGitHub, sessionOfPullRequest, writerRefusal } from '../../github/trigger-checks';
+import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../github/client';
+import { commentOnce, repoRef } from '../../github/writes';
+import type { KnownRepo } from '../../repos/registry';
+import { FollowupRefused, sendFollowup, startSession } from '../../platform/sessions';
+import { parsePayload } from '../../github/webhook-payloads';
 import {
   bodyHash,
   routeGitHubEvent,
@@ -25,7 +25,7 @@ import {
   type FollowupTrigger,
   type PullRequestClosedTrigger,
   type StartTrigger,
-} from '../../lib/webhooks';
+} from '../../github/webhooks';
 import {
   PR_CLOSED_WORKFLOW_TYPE,
   pullRequestClosed,

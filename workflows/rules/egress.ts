@@ -1,6 +1,6 @@
 /**
  * Egress allowlist rules: which hosts (and methods) a sandbox step may reach
- * through drydock's egress proxy (lib/egress.ts). Here, in workflows/, so
+ * through drydock's egress proxy (sandbox/egress.ts). Here, in workflows/, so
  * session inputs and workflows can carry rules; the proxy imports the type.
  */
 import { z } from 'zod';

@@ -4,7 +4,7 @@
  * file (.drydock/config.yaml) gives defaults within them; the session input
  * overrides those, within the same limits. Anything beyond is refused, naming
  * the field, the value and the limit. Pure: the caller hands in the address
- * classifier (lib/egress.ts) so this stays free of Node.
+ * classifier (sandbox/egress.ts) so this stays free of Node.
  */
 import { durationMs, parseSessionInput, sizeBytes, type SessionInput } from '../input';
 import { REPO_CONFIG_FILE, type RepoConfig, type RepoGrant, type RepoMaxima } from '../repo-config';

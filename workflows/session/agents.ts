@@ -5,7 +5,7 @@
  * agent up to verify.maxRounds times.
  */
 import { log } from '@temporalio/workflow';
-import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../activities/types';
+import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sandbox/contract';
 import { durationMs } from '../input';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';

@@ -4,7 +4,7 @@
  * `decide` update (with a validator) from the CLI and HTTP, the `status` query.
  */
 import { condition, log, setHandler } from '@temporalio/workflow';
-import type { CommitResult } from '../../activities/types';
+import type { CommitResult } from '../../sandbox/contract';
 import {
   approve,
   decide,

@@ -3,7 +3,7 @@
  * metrics key, and the teardown that runs on every exit path.
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log } from '@temporalio/workflow';
-import type { Sandbox, StepResult } from '../../activities/types';
+import type { Sandbox, StepResult } from '../../sandbox/contract';
 import type { Outcome } from '../api';
 import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';

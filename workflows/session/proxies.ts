@@ -10,7 +10,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
-import type { Sandbox } from '../../activities/types';
+import type { Sandbox } from '../../sandbox/contract';
 import { ErrorType } from '../api';
 
 /**
@@ -19,7 +19,7 @@ import { ErrorType } from '../api';
  */
 const RETRY = { maximumAttempts: 5, nonRetryableErrorTypes: [ErrorType.SandboxNotFound] };
 /**
- * Every activity heartbeats while it runs (activities/heartbeat.ts), so a dead
+ * Every activity heartbeats while it runs (platform/heartbeat.ts), so a dead
  * worker is noticed within this, whatever the phase.
  */
 const HEARTBEAT_TIMEOUT = '10s';

@@ -3,7 +3,7 @@
  * replacement sandbox), then push, pull request and deploy, each behind its
  * approval gate. Publishing runs on the worker; credentials never enter the sandbox.
  */
-import type { ChangeSpec, CommitResult, Sandbox } from '../../activities/types';
+import type { ChangeSpec, CommitResult, Sandbox } from '../../sandbox/contract';
 import type { SessionStatus } from '../api';
 import { githubRepoOf } from '../input';
 import { reviewedTogether } from '../rules/policy';

@@ -7,7 +7,7 @@
  * the gate with the new change hash, and publishing to the same branch and PR.
  */
 import { allHandlersFinished, CancellationScope, condition, continueAsNew, log } from '@temporalio/workflow';
-import type { CommitResult } from '../../activities/types';
+import type { CommitResult } from '../../sandbox/contract';
 import { durationMs } from '../input';
 import { describeFollowups } from '../rules/followup';
 import { agentRounds } from './agents';

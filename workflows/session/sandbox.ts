@@ -3,7 +3,7 @@
  * replacing a lost one from the last checkpoint, on whichever host answers.
  */
 import { log } from '@temporalio/workflow';
-import type { Sandbox, SetupPlan } from '../../activities/types';
+import type { Sandbox, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../input';
 import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
 import { handsOff } from './attach';

@@ -4,7 +4,7 @@
  * handed to every phase module, instead of variables shared by closures.
  */
 import { upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import type { Sandbox, StepResult } from '../../activities/types';
+import type { Sandbox, StepResult } from '../../sandbox/contract';
 import {
   MEMO_KEY,
   OUTCOMES,
@@ -32,7 +32,7 @@ export interface AgentLoop {
   turn: number;
   /** Messages of the conversation so far (in the artifact store). */
   messageCount: number;
-  /** Messages before this index are compacted in the model's prompts (lib/compaction.ts); grows only. */
+  /** Messages before this index are compacted in the model's prompts (models/compaction.ts); grows only. */
   compactedBefore?: number;
   /** 1, then one more for each failed verification fed back. */
   round: number;

@@ -1,5 +1,5 @@
 /** One script step in the sandbox: a script agent's step, or the test command of verification. */
-import type { StepResult } from '../../activities/types';
+import type { StepResult } from '../../sandbox/contract';
 import { durationMs, type ScriptStep } from '../input';
 import { exitText, SessionEnd } from './outcome';
 import { stepNonce } from './nonce';

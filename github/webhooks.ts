@@ -1,0 +1,301 @@
+/**
+ * Webhook triggers: signature checks over the raw body, and what each GitHub
+ * event means to drydock, as a pure function of the event name, the signed
+ * body's hash and the payload (unit-tested without a server).
+ */
+import { createHash } from 'node:crypto';
+import { verifyWithFallback } from '@octokit/webhooks-methods';
+import { z } from 'zod';
+import type { PullRequestClosed } from '../workflows/api';
+import type { TriggerOrigin } from '../workflows/input';
+import { scrub } from '../platform/scrub';
+import { parsePayload, PAYLOADS, type PayloadEvent, type PayloadOf } from './webhook-payloads';
+
+/**
+ * True when `signature` ("sha256=<hex>") is the HMAC-SHA256 of exactly these
+ * bytes under one of `secrets` (current first, then the old one while it is
+ * rotated out). Constant-time comparison (@octokit/webhooks-methods).
+ */
+export async function signatureMatches(secrets: string[], body: Buffer, signature: string | undefined) {
+  if (secrets.length === 0 || !signature?.startsWith('sha256=') || body.length === 0) return false;
+  // The library signs strings; only a body that round-trips through UTF-8 unchanged
+  // is one string, so a changed byte can never verify as the same text.
+  const text = body.toString('utf8');
+  if (!Buffer.from(text, 'utf8').equals(body)) return false;
+  return (await verifyWithFallback(secrets[0], text, signature, secrets.slice(1))) === true;
+}
+
+/** Where a triggered session publishes: a pull request on the repo, onto `base` when given. */
+export interface StartTrigger {
+  kind: 'start';
+  /**
+   * From signed content only (the issue and the body's hash, the comment id,
+   * the commit), never from the unsigned delivery header: a redelivery, or a
+   * captured body replayed under a new delivery id, finds the same session.
+   */
+  sessionId: string;
+  /** "owner/name": must be a repo drydock serves. */
+  repo: string;
+  ref?: string;
+  /** The request in a line; the worker adds the context (issue, comments, failed run). */
+  task: string;
+  requestedBy: string;
+  pullRequestBase?: string;
+  /** For the log: which event started it. */
+  source: string;
+  /** Where on GitHub it came from: the worker reads context there and reports back. */
+  origin?: TriggerOrigin;
+  /** Checks against GitHub's API before starting (the payload cannot prove these). */
+  check?: {
+    /** This user must have write permission on the repo (author_association does not imply it). */
+    writer?: string;
+    /** This pull request must not be one of drydock's own (its session would get the follow-up). */
+    pullRequest?: number;
+    /** The run's commit must be the head of this branch of the repo itself, not a fork's. */
+    branchHead?: { branch: string; sha: string };
+  };
+}
+
+export interface PullRequestClosedTrigger extends PullRequestClosed {
+  kind: 'pr_closed';
+}
+
+/**
+ * A `/drydock …` comment on one of drydock's own pull requests: a follow-up
+ * to its session. A review comment names the PR's branch (so the session); an
+ * issue comment only the PR's number, so the server reads its branch first.
+ */
+export interface FollowupTrigger {
+  kind: 'followup';
+  repo: string;
+  pullRequest: number;
+  /** Known from a review comment's payload; otherwise from the PR's branch. */
+  sessionId?: string;
+  text: string;
+  /** Who commented: must have write permission, and be an approver or the requester. */
+  by: string;
+  /** The comment's id: a redelivery is the same follow-up. */
+  comment: number;
+}
+
+export type Trigger =
+  | StartTrigger
+  | PullRequestClosedTrigger
+  | FollowupTrigger
+  | { kind: 'ignore'; reason: string }
+  | { kind: 'invalid'; problem: string };
+
+export const LABEL = 'drydock';
+export const COMMAND = '/drydock';
+export const BRANCH_PREFIX = 'drydock/';
+/** Characters of a /drydock command that become the task. */
+const COMMAND_LIMIT = 4_000;
+
+/** Workflow-id-safe and branch-safe: lower-case letters, digits and '-'. */
+function slug(...parts: (string | number)[]): string {
+  return parts
+    .join('-')
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/-+/g, '-')
+    .replace(/^-|-$/g, '');
+}
+
+/** The first 16 hex digits of the body's SHA-256: names what was signed. */
+export function bodyHash(body: Buffer | string): string {
+  return createHash('sha256').update(body).digest('hex').slice(0, 16);
+}
+
+const ignore = (reason: string): Trigger => ({ kind: 'ignore', reason });
+
+/**
+ * What a GitHub delivery asks of drydock: the event's payload is validated
+ * first (`invalid` names the field), then read. `hash` is the signed body's
+ * (bodyHash).
+ */
+export function routeGitHubEvent(event: string, hash: string, payload: unknown): Trigger {
+  if (!(event in PAYLOADS)) return ignore(`event '${event}' is not one drydock acts on`);
+  const expected = PAYLOADS[event as PayloadEvent];
+  const action = parsePayload(z.object({ action: z.string() }), payload);
+  if (!action.ok) return { kind: 'invalid', problem: action.problem };
+  if (action.payload.action !== expected.action) {
+    return ignore(`${event}.${action.payload.action}: only '${expected.action}' is read`);
+  }
+  const parsed = parsePayload(expected.schema, payload);
+  if (!parsed.ok) return { kind: 'invalid', problem: parsed.problem };
+  switch (event as PayloadEvent) {
+    case 'issues':
+      return fromLabel(parsed.payload as PayloadOf<'issues'>, hash);
+    case 'issue_comment':
+      return fromComment(parsed.payload as PayloadOf<'issue_comment'>);
+    case 'check_run':
+      return fromCheckRun(parsed.payload as PayloadOf<'check_run'>);
+    case 'workflow_run':
+      return fromWorkflowRun(parsed.payload as PayloadOf<'workflow_run'>);
+    case 'pull_request':
+      return fromClosedPullRequest(parsed.payload as PayloadOf<'pull_request'>);
+    case 'pull_request_review_comment':
+      return fromReviewComment(parsed.payload as PayloadOf<'pull_request_review_comment'>);
+  }
+}
+
+function fromLabel(p: PayloadOf<'issues'>, hash: string): Trigger {
+  if (p.label.name !== LABEL) return ignore(`issues.labeled: label '${p.label.name}' is not '${LABEL}'`);
+  const repo = p.repository.full_name;
+  return {
+    kind: 'start',
+    // The same label event is the same body; labelling again later is a new body, and a new session.
+    sessionId: slug('gh', repo, 'issue', p.issue.number, hash),
+    repo,
+    // The title is GitHub text too: bounded and scrubbed here, and in the context as data.
+    task: `Resolve issue #${p.issue.number}: ${scrub(p.issue.title).replace(/\s+/g, ' ').slice(0, 200)}`,
+    requestedBy: p.sender.login,
+    source: `issue #${p.issue.number} labelled ${LABEL}`,
+    origin: { repo, kind: 'issue', issue: p.issue.number, pullRequest: Boolean(p.issue.pull_request) },
+  };
+}
+
+/** The words after /drydock in a comment, or why the comment is not a command. */
+function commandOf(
+  event: string,
+  comment: { body: string; user: { type: string } },
+): { text: string } | { ignored: string } {
+  const body = comment.body.trim();
+  if (!body.startsWith(`${COMMAND} `) && !body.startsWith(`${COMMAND}\n`)) {
+    return { ignored: `${event}: not a ${COMMAND} command` };
+  }
+  if (comment.user.type === 'Bot') return { ignored: `${event}: written by a bot` };
+  const text = body.slice(COMMAND.length).trim();
+  return text ? { text } : { ignored: `${event}: ${COMMAND} without a task` };
+}
+
+/** A review comment on a drydock pull request: a follow-up to its session (on other PRs it starts nothing). */
+function fromReviewComment(p: PayloadOf<'pull_request_review_comment'>): Trigger {
+  const command = commandOf('pull_request_review_comment', p.comment);
+  if ('ignored' in command) return ignore(command.ignored);
+  const repo = p.repository.full_name;
+  const head = p.pull_request.head.ref;
+  if (!head.startsWith(BRANCH_PREFIX) || p.pull_request.head.repo?.full_name !== repo) {
+    return ignore(
+      `pull_request_review_comment: ${head} is not a drydock branch of ${repo}; only issue comments start sessions`,
+    );
+  }
+  return {
+    kind: 'followup',
+    repo,
+    pullRequest: p.pull_request.number,
+    sessionId: head.slice(BRANCH_PREFIX.length),
+    text: scrub(command.text).slice(0, COMMAND_LIMIT),
+    by: p.comment.user.login,
+    comment: p.comment.id,
+  };
+}
+
+function fromComment(p: PayloadOf<'issue_comment'>): Trigger {
+  const command = commandOf('issue_comment', p.comment);
+  if ('ignored' in command) return ignore(command.ignored);
+  const task = command.text;
+  const repo = p.repository.full_name;
+  const number = p.issue.number;
+  const onPullRequest = Boolean(p.issue.pull_request);
+  return {
+    kind: 'start',
+    sessionId: slug('gh', repo, 'comment', p.comment.id),
+    repo,
+    // A PR comment works on the PR's head; GitHub keeps it at refs/pull/<n>/head.
+    ref: onPullRequest ? `refs/pull/${number}/head` : undefined,
+    // A writer's own words are the task; still bounded, and scrubbed of anything token-shaped.
+    task: scrub(task).slice(0, COMMAND_LIMIT),
+    requestedBy: p.comment.user.login,
+    source: `${COMMAND} on ${onPullRequest ? 'pull request' : 'issue'} #${number}`,
+    origin: { repo, kind: 'comment', issue: number, pullRequest: onPullRequest, comment: p.comment.id },
+    check: { writer: p.comment.user.login, ...(onPullRequest ? { pullRequest: number } : {}) },
+  };
+}
+
+interface FailedRun {
+  event: 'check_run' | 'workflow_run';
+  repo: string;
+  id: number;
+  name: string;
+  sha: string;
+  branch: string | null;
+  conclusion: string | null;
+  url: string;
+  sender: string;
+}
+
+function fromCheckRun(p: PayloadOf<'check_run'>): Trigger {
+  const run = p.check_run;
+  // GitHub lists only same-repo pull requests here; one whose head is elsewhere is a fork's.
+  if (run.pull_requests.some((pr) => pr.head.repo.id !== p.repository.id)) {
+    return ignore(`check_run: ${run.name} ran on a fork's pull request; drydock does not start from a fork`);
+  }
+  const { id, name, head_sha: sha, conclusion, html_url: url } = run;
+  const branch = run.check_suite.head_branch;
+  return fromFailedRun({
+    event: 'check_run',
+    repo: p.repository.full_name,
+    id,
+    name,
+    sha,
+    branch,
+    conclusion,
+    url,
+    sender: p.sender.login,
+  });
+}
+
+function fromWorkflowRun(p: PayloadOf<'workflow_run'>): Trigger {
+  const run = p.workflow_run;
+  const repo = p.repository.full_name;
+  if (run.head_repository.full_name.toLowerCase() !== repo.toLowerCase()) {
+    return ignore(
+      `workflow_run: ${run.name} ran on ${run.head_repository.full_name}, a fork; drydock does not start from a fork`,
+    );
+  }
+  const { id, name, head_sha: sha, head_branch: branch, conclusion, html_url: url } = run;
+  return fromFailedRun({ event: 'workflow_run', repo, id, name, sha, branch, conclusion, url, sender: p.sender.login });
+}
+
+function fromFailedRun(run: FailedRun): Trigger {
+  const { event, repo, sha, branch } = run;
+  if (run.conclusion !== 'failure' && run.conclusion !== 'timed_out') {
+    return ignore(`${event}: conclusion ${run.conclusion}, nothing to fix`);
+  }
+  if (!branch) return ignore(`${event}: not on a branch of this repository`);
+  // drydock's own branches are left alone, so a failing fix never starts another session.
+  if (branch.startsWith(BRANCH_PREFIX)) return ignore(`${event}: ${branch} is a drydock branch`);
+  return {
+    kind: 'start',
+    // Keyed by the commit: every failed check of one commit (check_run and workflow_run alike) is one session.
+    sessionId: slug('gh-ci', repo, sha.slice(0, 12)),
+    repo,
+    ref: sha,
+    task: `Make CI green on ${branch}: "${run.name}" ${run.conclusion === 'timed_out' ? 'timed out' : 'failed'} at ${sha.slice(0, 12)} (${run.url}).`,
+    requestedBy: run.sender,
+    pullRequestBase: branch,
+    source: `${event} ${run.name} ${run.conclusion} on ${branch}`,
+    origin: { repo, kind: event, run: run.id, commit: sha, pullRequest: false },
+    check: { branchHead: { branch, sha } },
+  };
+}
+
+function fromClosedPullRequest(p: PayloadOf<'pull_request'>): Trigger {
+  const repo = p.repository.full_name;
+  const pr = p.pull_request;
+  const head = pr.head.ref;
+  if (!head.startsWith(BRANCH_PREFIX) || pr.head.repo?.full_name !== repo) {
+    return ignore(`pull_request.closed: ${head} is not a drydock branch of ${repo}`);
+  }
+  return {
+    kind: 'pr_closed',
+    // Branches are drydock/<session id> (defaultBranch), and webhook ids are branch-safe.
+    sessionId: head.slice(BRANCH_PREFIX.length),
+    repo,
+    number: pr.number,
+    url: pr.html_url,
+    merged: pr.merged === true,
+    by: p.sender.login,
+  };
+}

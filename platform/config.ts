@@ -1,0 +1,303 @@
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { duration, durationMs, triggerSessionSchema } from '../workflows/input';
+import { loadTemporalSettings, TEMPORAL_VARIABLES, type TemporalSettings } from './temporal-connection';
+
+/**
+ * The wire protocols of the built-in loop's model endpoints: anthropic (Messages API), openai
+ * (Responses API), openai-chat (OpenAI's chat completions), compatible (any OpenAI-compatible
+ * chat-completions server: vLLM, Ollama, llama.cpp, gateways).
+ */
+export const MODEL_APIS = ['anthropic', 'openai', 'openai-chat', 'compatible'] as const;
+
+/** The project folder; `data/` and `.tools/` live under it unless configured. */
+export const projectRoot = path.resolve(__dirname, '..');
+
+/** A comma-separated list; "none" is the empty list; an empty value is refused, so approvals fail closed. */
+const list = z
+  .string()
+  .refine((v) => v.trim() !== '', 'empty: list the values, or write "none"')
+  .transform((v) =>
+    v.trim() === 'none'
+      ? []
+      : v
+          .split(',')
+          .map((x) => x.trim())
+          .filter(Boolean),
+  );
+
+/** A JSON object in a variable. */
+const json = <T extends z.ZodType>(schema: T) =>
+  z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not valid JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+
+const configSchema = z.object({
+  DRYDOCK_TASK_QUEUE: z.string().min(1).default('drydock'),
+  /** Local state: Temporal's database file, artifacts, git mirrors. */
+  DRYDOCK_DATA_DIR: z.string().min(1).default(path.join(projectRoot, 'data')),
+  /** Names this Docker host; sandbox activities of a session run on `<queue>@<host id>`. */
+  DRYDOCK_HOST_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" and "-" only')
+    .default(hostname()),
+  /**
+   * How long a sandbox activity may wait in this host's queue before the
+   * session counts the host as lost and re-provisions elsewhere from its last
+   * checkpoint. Longer than a worker restart, shorter than anyone's patience.
+   */
+  DRYDOCK_HOST_TIMEOUT: duration.default('2m').transform(durationMs),
+  /** On SIGTERM (or a first Ctrl-C) the worker stops polling and lets running activities finish within this. */
+  DRYDOCK_SHUTDOWN_GRACE: duration.default('5m').transform(durationMs),
+  /** Sandbox base image; by default the tag built from sandbox-images/base. */
+  DRYDOCK_BASE_IMAGE: z.string().min(1).optional(),
+  /** Base URL of the Temporal Web UI, for links printed by the CLI. */
+  DRYDOCK_TEMPORAL_UI: z.string().url().default('http://localhost:8233'),
+  /** Who the CLI acts as when approving or rejecting (default: the OS user). */
+  DRYDOCK_USER: z.string().min(1).optional(),
+  /**
+   * Server approval policy. Sessions may add actions, narrow approvers and
+   * forbid self-approval, never the reverse.
+   */
+  DRYDOCK_APPROVAL_REQUIRED: list
+    .pipe(z.array(z.enum(['push', 'pull_request', 'deploy'])))
+    .default(['push', 'pull_request', 'deploy']),
+  /** Who may approve any session (empty: each session's own list, or anyone). */
+  DRYDOCK_APPROVERS: list.default([]),
+  DRYDOCK_FORBID_SELF_APPROVAL: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
+  /**
+   * "true": pushing a change waits for its own approval even when its pull
+   * request's approval would cover it. Default: one review per change.
+   */
+  DRYDOCK_SEPARATE_APPROVALS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
+  /** The `deploy` action: a shell command the worker runs (env DRYDOCK_REPO_URL, DRYDOCK_BRANCH, DRYDOCK_COMMIT). */
+  DRYDOCK_DEPLOY_COMMAND: z.string().min(1).optional(),
+  /**
+   * Names of the worker's variables the deploy command also gets, besides
+   * PATH, HOME, USER, SHELL, LANG, LC_*, TZ and TMPDIR: nothing else of the
+   * worker's environment (database URL, model keys, tokens) reaches it.
+   */
+  DRYDOCK_DEPLOY_ENV: list.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names'))).default([]),
+  /** GitHub REST API base URL (GitHub Enterprise: https://<host>/api/v3). */
+  GITHUB_API_URL: z.string().url().default('https://api.github.com'),
+  /** A token with contents and pull-requests write; or use a GitHub App below. */
+  GITHUB_TOKEN: z.string().min(1).optional(),
+  GITHUB_APP_ID: z.string().min(1).optional(),
+  /** PEM file of the App's private key; installation tokens are minted per repository. */
+  GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
+  /** A Postgres server (audit trail, snapshot registry, metrics); unset: embedded PGlite in the data dir. */
+  DATABASE_URL: z.string().url().optional(),
+  /**
+   * The audit chain's HMAC key, the same for every worker, `drydock serve` and
+   * `drydock audit verify`; kept out of the database and its backups.
+   */
+  DRYDOCK_AUDIT_KEY: z.string().min(32, 'at least 32 characters (openssl rand -hex 32)').optional(),
+  /**
+   * The same, from a file. With neither, `<data dir>/audit-key`, which only
+   * development mode creates; elsewhere a missing key stops the process.
+   */
+  DRYDOCK_AUDIT_KEY_FILE: z.string().min(1).optional(),
+  /** The model API sessions use when they name no agent.baseUrl. */
+  DRYDOCK_MODEL_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  /** Its protocol: anthropic (Messages), openai (Responses), openai-chat, compatible (any chat-completions server). */
+  DRYDOCK_MODEL_API: z.enum(MODEL_APIS).default('openai'),
+  /** Key for DRYDOCK_MODEL_BASE_URL only (never sent to another endpoint). */
+  DRYDOCK_MODEL_API_KEY: z.string().min(1).optional(),
+  /**
+   * Other endpoints sessions may use: a key (a compatible server), or API and key:
+   * {"http://localhost:11434/v1": "", "https://api.anthropic.com/v1": {"api": "anthropic", "key": "sk-ant-..."}}.
+   */
+  DRYDOCK_MODEL_ENDPOINTS: json(
+    z.record(
+      z.string().url(),
+      z.union([z.string(), z.strictObject({ api: z.enum(MODEL_APIS), key: z.string().optional() })]),
+    ),
+  ).default({}),
+  /**
+   * USD per million tokens, per model: {"gpt-4.1": {"input": 2, "output": 8, "cachedInput": 0.5}};
+   * cached prompt tokens (cachedInput) and Anthropic's cache writes (cacheWrite) cost `input` unless given.
+   */
+  DRYDOCK_MODEL_PRICES: json(
+    z.record(
+      z.string(),
+      z.strictObject({
+        input: z.number().min(0),
+        output: z.number().min(0),
+        cachedInput: z.number().min(0).optional(),
+        cacheWrite: z.number().min(0).optional(),
+      }),
+    ),
+  ).default({}),
+  /** A worker's Prometheus endpoint (GET /metrics: drydock's and the Temporal SDK's metrics); unset: none. */
+  DRYDOCK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  DRYDOCK_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /** An OpenTelemetry collector (OTLP over HTTP): traces of workflows and activities go there; unset: no tracing. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default('drydock'),
+  /** The Anthropic Messages API that Claude Code sessions reach through the model gateway (sandbox/model-gateway.ts). */
+  DRYDOCK_ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
+  /** Key for DRYDOCK_ANTHROPIC_BASE_URL only; added by the gateway on the worker, never in a sandbox. */
+  DRYDOCK_ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  /**
+   * Host folder of the agent CLIs (Claude Code, Codex, opencode), each pinned
+   * version installed once per host and mounted read-only in every sandbox at
+   * /opt/drydock-agents. Default: <project>/.tools/agents.
+   */
+  DRYDOCK_AGENTS_DIR: z
+    .string()
+    .min(1)
+    .default(path.join(projectRoot, '.tools', 'agents')),
+  /** `drydock serve`: where the HTTP server (webhooks, API, review console) listens. */
+  DRYDOCK_HTTP_HOST: z.string().min(1).default('127.0.0.1'),
+  DRYDOCK_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Base URL of the review console, for links (default: http://<host>:<port>). */
+  DRYDOCK_CONSOLE_URL: z.string().url().optional(),
+  /**
+   * GitHub webhook secrets, comma-separated: the current one first; during a
+   * rotation also the old one, and a delivery signed with either is accepted.
+   */
+  DRYDOCK_WEBHOOK_SECRETS: list.optional(),
+  /** HMAC secret of the generic CI trigger (POST /webhooks/ci). */
+  DRYDOCK_CI_SECRET: z.string().min(16, 'at least 16 characters').optional(),
+  /** Largest webhook or API body read, in bytes (GitHub's own cap is 25 MB). */
+  DRYDOCK_HTTP_MAX_BODY: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(5 * 1024 ** 2),
+  /** API and console tokens: `alice=<token>,bob=<token>`; the name is what approvals record. */
+  DRYDOCK_API_TOKENS: z.string().min(1).optional(),
+  /** The same, one `name=token` a line, from a file (kept out of the environment). */
+  DRYDOCK_API_TOKENS_FILE: z.string().min(1).optional(),
+  /**
+   * Seeds the repo registry (`drydock repo add` is the other way in):
+   * `owner/name=<clone URL>`, comma-separated. A repo already registered keeps
+   * its limits. Webhooks, the API and sessions use only registered repos.
+   */
+  DRYDOCK_REPOS: list.optional(),
+  /**
+   * What sessions started by a webhook run until repos carry their own
+   * configuration: JSON with `agent` and optionally `verify`, `publish`,
+   * `approval`, as in the session input. Unset: webhooks start nothing (422).
+   */
+  DRYDOCK_TRIGGER_SESSION: json(triggerSessionSchema).optional(),
+  /** How old a signed CI trigger (X-Drydock-Timestamp) may be; older ones are replays and refused. */
+  DRYDOCK_CI_REPLAY_WINDOW: duration.default('5m').transform(durationMs),
+  /**
+   * Development mode ("1"/"true"; `drydock up` turns it on): sessions may
+   * clone repos that are not registered (file:// included), under the
+   * development limits of docs/configuration.md. Off in production.
+   */
+  DRYDOCK_DEV_MODE: z
+    .enum(['0', '1', 'true', 'false'])
+    .default('0')
+    .transform((v) => v === '1' || v === 'true'),
+  /**
+   * Docker runtime of sandboxes, e.g. "runsc" for gVisor (a user-space kernel:
+   * a kernel exploit in the sandbox meets gVisor, not the host's kernel).
+   * Default: the engine's default runtime (runc).
+   */
+  DRYDOCK_DOCKER_RUNTIME: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/, 'a runtime name as in `docker info`')
+    .optional(),
+  /**
+   * "false" keeps the sandbox's root filesystem writable (for root only) with
+   * /workspace in the container's copy-on-write layer: much faster to start
+   * from a snapshot image holding many files, since Docker fills a volume by
+   * copying (see docs/security.md for the numbers). Default: read-only.
+   */
+  DRYDOCK_READONLY_ROOTFS: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
+  /**
+   * Host folder of the egress proxies' sockets (one short sub-folder per
+   * sandbox, mounted read-only at /run/drydock). Default: <data dir>/egress.
+   * Unix socket paths are limited to 107 bytes: keep it short.
+   */
+  DRYDOCK_EGRESS_DIR: z.string().min(1).optional(),
+  /**
+   * A PEM file of extra CA certificates (a network that intercepts TLS)
+   * trusted by Node.js, npm, corepack, git, curl, pip and OpenSSL in every
+   * sandbox and snapshot build (sandbox/ca.ts). Mounted, never put in an image.
+   */
+  DRYDOCK_EXTRA_CA_CERTS: z.string().min(1).optional(),
+  /** Author and committer of the commits drydock pushes (the agent is named in a trailer). */
+  DRYDOCK_COMMIT_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .regex(/^[^<>\n]+$/, 'no "<", ">" or newline')
+    .default('drydock'),
+  DRYDOCK_COMMIT_EMAIL: z
+    .string()
+    .trim()
+    .regex(/^[^\s<>@]+@[^\s<>@]+$/, 'an email address')
+    .default('drydock@localhost'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `auto`: readable lines on a terminal, JSON otherwise; `json` or `pretty` always. */
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+});
+
+/** TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and how to authenticate there come from platform/temporal-connection.ts. */
+export type Config = z.infer<typeof configSchema> &
+  TemporalSettings & {
+    /**
+     * Secrets a session may grant to a step by name: `DRYDOCK_SECRET_<NAME>`
+     * becomes `<NAME>` in that step's environment, and only there.
+     */
+    secrets: Record<string, string>;
+  };
+
+const SECRET_PREFIX = 'DRYDOCK_SECRET_';
+
+function secretsOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env)
+      .filter(([k, v]) => k.startsWith(SECRET_PREFIX) && k.length > SECRET_PREFIX.length && v)
+      .map(([k, v]) => [k.slice(SECRET_PREFIX.length), v!]),
+  );
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the environment once; a bad value names the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid environment: ${problems.join('; ')}`);
+  }
+  let temporal: TemporalSettings;
+  try {
+    temporal = loadTemporalSettings(env);
+  } catch (err) {
+    throw new ConfigError(`invalid environment: ${(err as Error).message}`);
+  }
+  return { ...parsed.data, ...temporal, secrets: secretsOf(env) };
+}
+
+/**
+ * The variables the schema reads (besides `DRYDOCK_SECRET_<NAME>`), for
+ * checks that deployment files set nothing drydock would silently ignore.
+ */
+export function configVariables(): string[] {
+  return [...Object.keys(configSchema.shape), ...TEMPORAL_VARIABLES];
+}

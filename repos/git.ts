@@ -1,0 +1,360 @@
+import { execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { access, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { redactUrl } from '../workflows/rules/repo-url';
+import { OutputOverCap, type OutputCap } from '../platform/output-cap';
+
+/**
+ * git failed; `stderr` says why (bad URL, missing ref, refused credentials,
+ * rejected push...). Credentials in URLs are removed from all three, since
+ * the message reaches the workflow's history and status.
+ */
+export class GitError extends Error {
+  readonly args: string[];
+  readonly stderr: string;
+
+  constructor(args: string[], stderr: string) {
+    const shown = args.map(redactUrl);
+    const said = redactUrl(stderr);
+    super(`git ${shown.join(' ')} failed: ${said.trim().split('\n').slice(-3).join(' | ')}`);
+    this.name = 'GitError';
+    this.args = shown;
+    this.stderr = said;
+  }
+
+  /** The remote refused or asked for credentials: retrying will not help. */
+  get isAuthFailure(): boolean {
+    return /Authentication failed|could not read Username|returned error: 40[13]|Permission denied/.test(this.stderr);
+  }
+}
+
+/** Extra environment for git (credentials from github/client.ts). */
+export type GitEnv = Record<string, string>;
+
+/** Runs git on the worker; never prompts for credentials. */
+export async function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promise<string> {
+  return (await gitWithOutput(args, cwd, extraEnv)).stdout;
+}
+
+/** git, answering both streams; a failure's GitError says what git printed on either (`failureOutput`). */
+function gitWithOutput(
+  args: string[],
+  cwd?: string,
+  extraEnv: GitEnv = {},
+  failureOutput: 'stderr' | 'both' = 'stderr',
+): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'git',
+      args,
+      {
+        cwd,
+        maxBuffer: 64 * 1024 * 1024,
+        // No prompts; and a URL from a session input may use only these transports (no ext::, fd::, helpers).
+        env: {
+          ...process.env,
+          GIT_TERMINAL_PROMPT: '0',
+          GIT_ASKPASS: 'true',
+          GIT_ALLOW_PROTOCOL: 'file:git:http:https:ssh',
+          ...extraEnv,
+        },
+      },
+      (err, stdout, stderr) => {
+        if (!err) return resolve({ stdout, stderr });
+        const said = failureOutput === 'both' ? `${stderr}\n${stdout}` : stderr;
+        reject(new GitError(args, said.trim() ? said : err.message));
+      },
+    );
+  });
+}
+
+const mirrorLocks = new Map<string, Promise<unknown>>();
+
+/** Serialises work on one mirror inside this process (git's own locks would fail a parallel fetch). */
+function withMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T> {
+  const previous = mirrorLocks.get(mirror) ?? Promise.resolve();
+  const next = previous.catch(() => undefined).then(fn);
+  mirrorLocks.set(mirror, next);
+  return next;
+}
+
+/** Where the worker keeps the mirror of `url`. */
+export function mirrorOf(mirrorsDir: string, url: string): string {
+  return path.join(mirrorsDir, createHash('sha256').update(url).digest('hex').slice(0, 16) + '.git');
+}
+
+/**
+ * A bare mirror of the repo on the worker host, created on first use and
+ * fetched on every later one: sandboxes get their code from it (they have no
+ * network) and pushes go out from it.
+ */
+export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv = {}): Promise<string> {
+  const mirror = mirrorOf(mirrorsDir, url);
+  return withMirrorLock(mirror, async () => {
+    if (await exists(mirror)) {
+      // fetch itself, not `remote update`, which only starts a fetch in a second process.
+      await git(['fetch', '--quiet', '--prune', 'origin'], mirror, env);
+    } else {
+      await mkdir(mirrorsDir, { recursive: true });
+      const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
+      await git(['clone', '--quiet', '--mirror', '--', url, partial], undefined, env);
+      await rename(partial, mirror);
+    }
+    return mirror;
+  });
+}
+
+/** A full object id: what names the same content for ever. */
+export const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+/** Answers of readAtCommit, by mirror and arguments; the oldest go first past this many characters. */
+const IMMUTABLE_READS = new Map<string, { out: string } | { err: GitError }>();
+const IMMUTABLE_READS_MAX_CHARS = 32 * 1024 * 1024;
+let immutableChars = 0;
+
+/**
+ * git `args` that read only what the full object id `object` names
+ * (`ls-tree <commit>`, `cat-file blob <commit>:<path>`): the answer can never change, so each is asked once
+ * per process. Provisioning, the warm pool's fill and snapshot builds read
+ * the same few files at the same commits; each read is otherwise a process.
+ * "No such path" is remembered too; a git that could not run is not.
+ */
+export async function readAtCommit(mirror: string, object: string, args: string[]): Promise<string> {
+  // A ref or an abbreviation can name another object tomorrow: asked every time.
+  if (!OBJECT_ID.test(object)) return git(args, mirror);
+  const key = `${mirror}\0${args.join('\0')}`;
+  const known = IMMUTABLE_READS.get(key);
+  if (known) {
+    if ('err' in known) throw known.err;
+    return known.out;
+  }
+  let answer: { out: string } | { err: GitError };
+  try {
+    answer = { out: await git(args, mirror) };
+  } catch (err) {
+    if (!(err instanceof GitError && /does not exist|not a valid object name|exists on disk/i.test(err.stderr)))
+      throw err;
+    answer = { err };
+  }
+  const size = key.length + ('out' in answer ? answer.out.length : 0);
+  IMMUTABLE_READS.set(key, answer);
+  immutableChars += size;
+  for (const [k, v] of IMMUTABLE_READS) {
+    if (immutableChars <= IMMUTABLE_READS_MAX_CHARS) break;
+    immutableChars -= k.length + ('out' in v ? v.out.length : 0);
+    IMMUTABLE_READS.delete(k);
+  }
+  if ('err' in answer) throw answer.err;
+  return answer.out;
+}
+
+/** The commit a ref names in the mirror (default: the remote's default branch). */
+export async function resolveCommit(mirror: string, ref?: string): Promise<string> {
+  const candidates = ref ? [ref, `refs/heads/${ref}`, `refs/tags/${ref}`] : ['HEAD'];
+  for (const candidate of candidates) {
+    try {
+      return (await git(['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`], mirror)).trim();
+    } catch {
+      // try the next spelling
+    }
+  }
+  throw new GitError(['rev-parse', ref ?? 'HEAD'], `ref '${ref ?? 'HEAD'}' not found in the repository`);
+}
+
+/**
+ * A working tree at `commit` (with history, for commits and bundles inside the
+ * sandbox), as a tar stream owned by the sandbox user. Call `cleanup` after.
+ */
+export async function workingTreeTar(
+  mirror: string,
+  commit: string,
+  uid: number,
+): Promise<{ tar: Readable; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-tree-'));
+  const cleanup = () => rm(dir, { recursive: true, force: true });
+  try {
+    await git(['clone', '--quiet', '--no-checkout', mirror, dir]);
+    await git(['checkout', '--quiet', '--detach', commit], dir);
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  const tar = spawn('tar', ['-C', dir, `--owner=${uid}`, `--group=${uid}`, '--numeric-owner', '-cf', '-', '.'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return { tar: tar.stdout, cleanup };
+}
+
+/** git options that keep a repository's own content from steering how a diff is shown. */
+const PLAIN_DIFF = [
+  '-c',
+  'core.attributesFile=/dev/null',
+  '-c',
+  'diff.external=',
+  'diff',
+  '--no-textconv',
+  '--no-ext-diff',
+];
+
+/** Who drydock's commits are by (author and committer): the worker's, never the sandbox's. */
+export interface GitIdentity {
+  name: string;
+  email: string;
+}
+
+/** The sandbox ref holding its snapshot of the change: one commit of the working tree on the base. */
+export const CHANGE_REF = 'refs/drydock/change';
+
+/** What drydock's commit of a change is made of; the same fields make the same commit. */
+export interface CommitSpec {
+  /** The commit's only parent: the session's base (a later round: the commit pushed before). */
+  parent: string;
+  author: GitIdentity;
+  /** ISO date, for author and committer: the same tree committed again is the same commit. */
+  date: string;
+  /** The whole message, trailers included. */
+  message: string;
+}
+
+/**
+ * Reads the sandbox's snapshot bundle (CHANGE_REF) into the mirror and makes
+ * drydock's own commit of its tree: one parent, drydock's identity, drydock's
+ * message. Nothing but the tree is taken from the sandbox: its commits, their
+ * authors and parents (and the objects only they reach) never reach a remote.
+ * Runs `fn` with the commit under the mirror's lock (the commit is not kept
+ * under any ref: a later push makes it again from the same spec).
+ */
+export function sealChange<T>(
+  mirror: string,
+  /** A git bundle file on the worker's disk (withSandboxBundle). */
+  bundle: string,
+  spec: CommitSpec,
+  fn: (sealed: { commit: string; tree: string }) => Promise<T>,
+): Promise<T> {
+  return withMirrorLock(mirror, async () => {
+    // Into FETCH_HEAD only (the mirror's lock is held): no staging ref to make and remove.
+    await git(['fetch', '--quiet', bundle, CHANGE_REF], mirror);
+    const tree = (await git(['rev-parse', '--verify', 'FETCH_HEAD^{tree}'], mirror)).trim();
+    const who = spec.author;
+    const env = {
+      GIT_AUTHOR_NAME: who.name,
+      GIT_AUTHOR_EMAIL: who.email,
+      GIT_AUTHOR_DATE: spec.date,
+      GIT_COMMITTER_NAME: who.name,
+      GIT_COMMITTER_EMAIL: who.email,
+      GIT_COMMITTER_DATE: spec.date,
+    };
+    const args = ['commit-tree', '--no-gpg-sign', tree, '-p', spec.parent, '-m', spec.message];
+    const commit = (await git(args, mirror, env)).trim();
+    return fn({ commit, tree });
+  });
+}
+
+/**
+ * The change from `parent` to `commit` as the worker's own git shows it, so
+ * the evidence a reviewer sees (diffstat, diff) cannot be forged by git
+ * configuration or attributes inside the sandbox. One git process: the
+ * diffstat, then the patch (file names with a newline are quoted, so the
+ * first line that starts "diff --git " starts the patch).
+ */
+export async function describeChange(
+  mirror: string,
+  parent: string,
+  commit: string,
+  diffCap: OutputCap,
+): Promise<{ diffstat: string; diff: string }> {
+  // To a file first: only a diff within the cap is read into memory.
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-diff-'));
+  try {
+    const file = path.join(dir, 'change.diff');
+    await git([...PLAIN_DIFF, '--patch-with-stat', '--binary', `--output=${file}`, parent, commit], mirror);
+    if ((await stat(file)).size > diffCap.bytes) throw new OutputOverCap(diffCap);
+    const both = await readFile(file, 'utf8');
+    const at = both.indexOf('\ndiff --git ') + 1;
+    if (at === 0) return { diffstat: both.trimEnd(), diff: '' };
+    return { diffstat: both.slice(0, at).trimEnd(), diff: both.slice(at) };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Pushes `commit` (drydock's, made by sealChange) to `branch` of the repo's
+ * remote, from the worker (the sandbox holds no credentials): exactly the
+ * objects it reaches that the remote lacks. Pushing it again is a no-op.
+ */
+export async function pushCommit(opts: {
+  mirror: string;
+  url: string;
+  branch: string;
+  commit: string;
+  env?: GitEnv;
+}): Promise<{ alreadyPushed: boolean }> {
+  // One process and one connection: --porcelain says "=" for a ref the remote has at `commit` already,
+  // and names a refused ref ("[rejected] (non-fast-forward)") on stdout, which the error carries too.
+  const args = ['push', '--porcelain', '--', opts.url, `${opts.commit}:refs/heads/${opts.branch}`];
+  const { stdout } = await gitWithOutput(args, opts.mirror, opts.env, 'both');
+  return { alreadyPushed: /^=\t/m.test(stdout) };
+}
+
+/**
+ * Whether the mirror holds `commit` and every object it reaches (objects
+ * that no ref reaches can be pruned by gc after two weeks): then it can be
+ * pushed as it is.
+ */
+export async function hasWholeCommit(mirror: string, commit: string): Promise<boolean> {
+  if (!OBJECT_ID.test(commit)) return false;
+  return git(['rev-list', '--objects', '--quiet', commit, '--not', '--all'], mirror).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Whether `commit` is in the mirror (a force push and gc can drop an old snapshot's commit). */
+export async function hasCommit(mirror: string, commit: string): Promise<boolean> {
+  return git(['cat-file', '-e', `${commit}^{commit}`], mirror).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Commits in `to` that `from` lacks; undefined when `from` is unknown to the mirror. */
+export async function commitsBetween(mirror: string, from: string, to: string): Promise<number | undefined> {
+  if (from === to) return 0;
+  if (!(await hasCommit(mirror, from))) return undefined;
+  return Number((await git(['rev-list', '--count', `${from}..${to}`], mirror)).trim());
+}
+
+/** The ref a catch-up bundle carries its commit under (a staging ref of the mirror, used under its lock). */
+export const CATCH_UP_REF = 'refs/drydock-staging/catch-up';
+
+/**
+ * A git bundle that brings a copy holding `from` up to `to`: only the commits
+ * in between (the whole history of `to` when the mirror no longer knows
+ * `from`). `to` is carried as CATCH_UP_REF.
+ */
+export async function catchUpBundle(mirror: string, from: string, to: string): Promise<Buffer> {
+  return withMirrorLock(mirror, async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-catch-up-'));
+    try {
+      await git(['update-ref', CATCH_UP_REF, to], mirror);
+      const file = path.join(dir, 'catch-up.bundle');
+      const prerequisite = (await hasCommit(mirror, from)) ? [`^${from}`] : [];
+      await git(['bundle', 'create', '--quiet', file, CATCH_UP_REF, ...prerequisite], mirror);
+      return await readFile(file);
+    } finally {
+      await git(['update-ref', '-d', CATCH_UP_REF], mirror).catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+async function exists(p: string): Promise<boolean> {
+  return access(p).then(
+    () => true,
+    () => false,
+  );
+}

@@ -1,0 +1,140 @@
+/**
+ * The agent's change as drydock's own commit: the sandbox snapshots its
+ * working tree, the worker commits that tree on the parent with its own
+ * identity, and describes it with its own git.
+ */
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
+import { CommandExitError } from '../docker';
+import { permanent, STATE_DIR } from './container';
+import type { SandboxDeps } from './deps';
+import { OUTPUT_CAPS } from './output';
+import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
+
+/** Author and committer of drydock's commits unless the worker names its own (DRYDOCK_COMMIT_NAME/EMAIL). */
+export const DEFAULT_COMMIT_IDENTITY: GitIdentity = { name: 'drydock', email: 'drydock@localhost' };
+
+/** What an approval binds to: the target branch, the parent and the tree (so the exact commit pushed). */
+function changeHash(branch: string, parent: string, tree: string): string {
+  return createHash('sha256').update(`${branch}\0${parent}\0${tree}`).digest('hex');
+}
+
+/** The commit message: the subject, then trailers naming the session and the agent. */
+export function commitMessage(spec: ChangeSpec): string {
+  // A NUL cannot be passed to git; the trailers are the last paragraph, so the subject cannot forge them.
+  const subject = spec.message.replace(/\0/g, '').trim() || 'drydock change';
+  return `${subject}\n\nDrydock-Session: ${spec.sessionId}\nDrydock-Agent: ${spec.agent}\n`;
+}
+
+/** The fields of drydock's commit of this change. */
+export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
+  return { parent: spec.parent, author, date: spec.date, message: commitMessage(spec) };
+}
+
+/**
+ * Snapshots the sandbox's working tree (untracked files too, through a
+ * scratch index so the agent's own staging stays untouched) as one commit on
+ * the base under CHANGE_REF, and writes it out as a git bundle (see
+ * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
+ */
+const SNAPSHOT = [
+  'set -e',
+  'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
+  'git add -A; t=$(git write-tree); rm -f "$i"',
+  'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
+  'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
+  'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
+  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
+  'git bundle create - "$5..$4"',
+].join('\n');
+
+/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout. */
+function snapshotArgv(input: CommitInput): string[] {
+  const base = input.baseCommit;
+  return ['sh', '-c', SNAPSHOT, 'snapshot', base, input.date, STATE_DIR, CHANGE_REF, base];
+}
+
+/** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
+export const exportArgv = (base: string): string[] => ['git', 'bundle', 'create', '-', `${base}..${CHANGE_REF}`];
+
+/**
+ * Runs `fn` with the git bundle that `argv` writes to stdout in the sandbox
+ * (which has no network), as a file on the worker's disk (`<data dir>/spool`,
+ * beside the mirrors; removed afterwards); it streams there, at most
+ * OUTPUT_CAPS.bundle of it. `fn` gets undefined when the output is not a bundle
+ * (the snapshot's "unchanged"); `failed` makes the error of an exec that failed.
+ */
+export async function withSandboxBundle<T>(
+  { sandboxes, mirrorsDir }: Pick<SandboxDeps, 'sandboxes' | 'mirrorsDir'>,
+  at: { sandbox: string; argv: string[]; failed: (stderr: string, exitCode: number) => Error },
+  fn: (bundle: string | undefined) => Promise<T>,
+): Promise<T> {
+  // Not in the mirrors folder itself: every entry there is a mirror.
+  const spool = path.join(path.dirname(mirrorsDir), 'spool');
+  await mkdir(spool, { recursive: true });
+  const dir = await mkdtemp(path.join(spool, 'change-'));
+  try {
+    const file = path.join(dir, 'change.bundle');
+    const result = await sandboxes.execToFile(at.sandbox, at.argv, file, OUTPUT_CAPS.bundle).catch(permanent);
+    if (result.exitCode !== 0) throw at.failed(result.stderr.toString().trim(), result.exitCode);
+    return await fn((await isBundle(file)) ? file : undefined);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** A bundle starts "# v2 git bundle" (or v3). */
+async function isBundle(file: string): Promise<boolean> {
+  const handle = await open(file, 'r');
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(3), 0, 3, 0);
+    return bytesRead === 3 && buffer.toString() === '# v';
+  } finally {
+    await handle.close();
+  }
+}
+
+export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: SandboxDeps) {
+  const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
+  const unchanged = (input: CommitInput): CommitResult => ({
+    commit: input.parent,
+    changed: false,
+    diffstat: '',
+    changeHash: changeHash(input.branch, input.parent, ''),
+    author,
+  });
+  return {
+    /**
+     * Makes drydock's commit of the sandbox's working tree (idempotent: the
+     * same tree, parent and date give the same commit) and describes it.
+     */
+    async commitChanges(input: CommitInput): Promise<CommitResult> {
+      try {
+        const mirror = mirrorOf(mirrorsDir, input.repoUrl);
+        const failed = (stderr: string, code: number) =>
+          new CommandExitError('snapshot of the change', code, '', stderr);
+        const at = { sandbox: input.sandbox, argv: snapshotArgv(input), failed };
+        return await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
+          if (!bundle) return unchanged(input);
+          return sealChange(mirror, bundle, commitSpec(input, author), async ({ commit, tree }) => {
+            const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
+            // A follow-up round that changed nothing since the pushed commit makes no commit.
+            if (!change.diff) return unchanged(input);
+            return {
+              commit,
+              changed: true,
+              diffstat: redactor.text(change.diffstat),
+              changeHash: changeHash(input.branch, input.parent, tree),
+              author,
+              diff: await artifacts.put(input.sessionId, 'change.diff', await redactor.large(change.diff)),
+            };
+          });
+        });
+      } catch (err) {
+        permanent(err);
+      }
+    },
+  };
+}

@@ -1,0 +1,186 @@
+/** What every drydock container shares: its name, where drydock keeps state inside it, and how its loss fails. */
+import { createHash } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../../workflows/api';
+import { caEnv, installCaBundle } from '../ca';
+import { egressDirOf } from '../egress';
+import { LABELS, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../docker';
+import { OutputOverCap } from '../../platform/output-cap';
+import type { SandboxDeps } from './deps';
+import type { ProvisionInput } from '../contract';
+
+/** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
+export const STATE_DIR = '/home/drydock/.drydock';
+
+/** Container name from the session id (and replacement number): the idempotency key of provisioning. */
+export function sandboxName(sessionId: string, generation = 0): string {
+  const safe = sessionId.replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 100);
+  const name =
+    safe === sessionId
+      ? `drydock-${safe}`
+      : `drydock-${safe}-${createHash('sha256').update(sessionId).digest('hex').slice(0, 8)}`;
+  return generation ? `${name}-r${generation}` : name;
+}
+
+/** The drydock-owned container that runs a sandbox's browser check in the sandbox's network namespace. */
+export function browserContainerName(sandbox: string): string {
+  return `${sandbox}-browser`;
+}
+
+export interface OwnedContainer {
+  name: string;
+  image: string;
+  /** The session (or snapshot build) it belongs to: teardown and the reaper find it by this label. */
+  owner: string;
+  repo: string;
+  /** After this the reaper may remove it (ISO time). */
+  expiresAt: string;
+  limits: ProvisionInput['limits'];
+  labels?: Record<string, string>;
+  /** Host folders mounted read-only and environment variables (sandbox/activities/environment.ts). */
+  mounts?: SandboxSpec['mounts'];
+  env?: string[];
+  /** Join this container's network namespace (the browser container of a sandbox). */
+  networkOf?: string;
+}
+
+/**
+ * Creates a sandbox or build container (an existing one is reused; true if
+ * created): its egress folder, mounted read-only at /run/drydock where a
+ * step's egress proxy puts its socket; labels naming owner, repo, host and
+ * expiry; and the extra CA bundle when one is configured.
+ */
+export async function createOwnedContainer(
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: SandboxDeps,
+  spec: OwnedContainer,
+): Promise<boolean> {
+  const egressDir = egressDirOf(egressRoot, spec.name);
+  await mkdir(egressDir, { recursive: true, mode: 0o755 });
+  if (agentClis) await mkdir(agentClis.dir, { recursive: true });
+  const { created } = await createOrExplain(sandboxes, spec.image, {
+    name: spec.name,
+    image: spec.image,
+    runtime,
+    readonlyRoot,
+    egressDir,
+    agentsDir: agentClis?.dir,
+    env: [...(extraCaCerts ? caEnv() : []), ...(spec.env ?? [])],
+    ...(spec.mounts ? { mounts: spec.mounts } : {}),
+    ...(spec.networkOf ? { networkOf: spec.networkOf } : {}),
+    labels: {
+      [LABELS.session]: spec.owner,
+      [LABELS.repo]: spec.repo,
+      [LABELS.host]: hostId,
+      [LABELS.expires]: spec.expiresAt,
+      ...spec.labels,
+    },
+    ...spec.limits,
+  });
+  // What an image holds never changes: its id is checked once per worker (an exec saved on every start).
+  const imageId = created || extraCaCerts ? (await sandboxes.image(spec.image))?.id : undefined;
+  if (created && !(imageId && IMAGES_WITH_SHELL_AND_GIT.has(imageId))) {
+    await requireShellAndGit(sandboxes, spec.name, spec.image);
+    if (imageId) IMAGES_WITH_SHELL_AND_GIT.add(imageId);
+  }
+  if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts, imageId);
+  return created;
+}
+
+/** Image ids whose sandbox had sh and git (see requireShellAndGit). */
+const IMAGES_WITH_SHELL_AND_GIT = new Set<string>();
+
+/** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
+async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: SandboxSpec) {
+  try {
+    return await sandboxes.create(spec);
+  } catch (err) {
+    if (!/executable file not found|no such file or directory/i.test((err as Error).message)) throw err;
+    await sandboxes.destroy(spec.name);
+    throw ApplicationFailure.nonRetryable(
+      `the sandbox image ${image} has no sh (nor sleep): drydock needs sh and git in the sandbox image`,
+      ErrorType.EnvironmentUnusable,
+    );
+  }
+}
+
+/** drydock's helpers and workspace need sh and git in the image: without them provisioning fails, saying so. */
+async function requireShellAndGit(sandboxes: DockerSandboxes, name: string, image: string): Promise<void> {
+  const lacks = (what: string) =>
+    ApplicationFailure.nonRetryable(
+      `the sandbox image ${image} has no ${what}; drydock needs sh and git in the sandbox image`,
+      ErrorType.EnvironmentUnusable,
+    );
+  let found;
+  try {
+    found = await sandboxes.exec(name, ['sh', '-c', 'command -v git >/dev/null']);
+  } catch (err) {
+    if (err instanceof SandboxNotFound) throw err;
+    throw lacks('sh');
+  }
+  if (found.exitCode === 127 || found.exitCode === 126) throw lacks('sh');
+  if (found.exitCode !== 0) throw lacks('git');
+}
+
+/** A sandbox that is gone stays gone: no retry, the workflow replaces it. Other errors pass as they are. */
+export function permanent(err: unknown): never {
+  if (err instanceof SandboxNotFound) {
+    throw ApplicationFailure.nonRetryable(err.message, ErrorType.SandboxNotFound);
+  }
+  // A retry would meet the same data.
+  if (err instanceof OutputOverCap) throw ApplicationFailure.nonRetryable(err.message, ErrorType.OutputTooLarge);
+  throw err;
+}
+
+/** The activities of a group that work in a session's sandbox, failing permanently (see permanent) when it is gone. */
+export function inSandbox<T extends Record<string, (...args: any[]) => Promise<unknown>>>(group: T): T {
+  return Object.fromEntries(
+    Object.entries(group).map(([name, fn]) => [name, (...args: unknown[]) => fn(...args).catch(permanent)]),
+  ) as T;
+}
+
+/**
+ * Kills every process of the sandbox user but the container's init (pid 1),
+ * the `sleep infinity` that keeps the container up (pid 1's child that
+ * started first) and itself, until none is left. `kill -1` would take the
+ * keeper too, and root in the sandbox has no CAP_KILL, so the sandbox user
+ * does it. Builtins only (read, kill): it works when no fork is possible.
+ */
+const END_STRAY_PROCESSES = `
+keep= first=
+for d in /proc/[0-9]*; do
+  read -r s < "$d/stat" 2>/dev/null || continue
+  set -- \${s##*) }
+  [ "$2" = 1 ] || continue
+  if [ -z "$first" ] || [ "\${20}" -lt "$first" ]; then first=\${20} keep=\${d#/proc/}; fi
+done
+round=0
+while [ $round -lt 200 ]; do
+  # A killed process with much memory takes a while to go: later rounds wait a little (when a fork is possible).
+  [ $round -lt 20 ] || sleep 0.1 2>/dev/null
+  left=0
+  for d in /proc/[0-9]*; do
+    p=\${d#/proc/}
+    case $p in 1|$$|$keep) continue ;; esac
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- \${s##*) }
+    [ "$1" = Z ] && continue
+    kill -KILL "$p" 2>/dev/null && left=1
+  done
+  [ $left = 0 ] && exit 0
+  round=$((round + 1))
+done
+echo "processes of the sandbox user still running after 200 rounds of kill" >&2
+exit 1`;
+
+/**
+ * Ends whatever a step left running (a setsid daemon, a background job), so
+ * nothing of one step can act during the next or during verification, read
+ * a later step's secrets from /proc, or hold the egress forwarder's port.
+ */
+export async function endStrayProcesses(sandboxes: DockerSandboxes, sandbox: string): Promise<void> {
+  const result = await sandboxes.exec(sandbox, ['sh', '-c', END_STRAY_PROCESSES]);
+  if (result.exitCode !== 0) {
+    throw new Error(`could not end the processes a step left in ${sandbox}: ${result.stderr.toString().trim()}`);
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * What the sandbox's activities need from the worker process: the sandbox
+ * runtime, the host's folders and identity, the stores, and the repo mirrors
+ * (MirrorDeps). Tests hand in real or local ones.
+ */
+import type { ArtifactStore } from '../../store/artifacts';
+import type { AuditTrail } from '../../store/audit';
+import type { Database } from '../../store/db';
+import type { GitIdentity } from '../../repos/git';
+import type { MirrorDeps } from '../../repos/mirror';
+import type { Logger } from '../../platform/log';
+import type { Redactor } from '../../platform/scrub';
+import type { CheckpointStore } from '../checkpoints';
+import type { DockerSandboxes } from '../docker';
+import type { AgentCliSettings } from '../model-gateway';
+import type { SnapshotRegistry } from '../snapshots';
+
+export interface SandboxDeps extends MirrorDeps {
+  sandboxes: DockerSandboxes;
+  artifacts: ArtifactStore;
+  hostId: string;
+  /** This worker's host queue, `<task queue>@<host id>`. */
+  hostQueue: string;
+  baseImage: string;
+  /** Docker runtime of sandboxes (e.g. "runsc"); default: the engine's. */
+  runtime?: string;
+  /** Read-only root filesystem with /workspace and home as volumes (sandbox/docker.ts). @default true */
+  readonlyRoot?: boolean;
+  /** Host folder of the per-sandbox egress socket folders (sandbox/egress.ts). */
+  egressRoot: string;
+  /**
+   * Host folder of Node.js builds and drydock's helpers, mounted read-only into
+   * sandboxes (sandbox/toolchains.ts). @default <egressRoot>/../tools
+   */
+  toolsRoot?: string;
+  /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, sandbox/ca.ts). */
+  extraCaCerts?: string;
+  /**
+   * The worker's one redactor (platform/scrub.ts): every secret the worker holds,
+   * granted ones included. Whatever leaves a sandbox passes through it.
+   */
+  redactor: Redactor;
+  /** Author and committer of drydock's commits (DRYDOCK_COMMIT_NAME/EMAIL). @default drydock <drydock@localhost> */
+  commitIdentity?: GitIdentity;
+  /** Secrets a session may grant to a step by name; never passed otherwise. */
+  secrets: Record<string, string>;
+  /** Agent CLIs: their per-host cache and the model gateway's endpoints and keys (absent: no CLI template runs). */
+  agentClis?: AgentCliSettings;
+  /** Whether a session's workflow is still running (the reaper spares its sandbox). */
+  sessionIsRunning: (sessionId: string) => Promise<boolean>;
+  /** Postgres: the audit trail, snapshot registry and metrics live there. */
+  db: Database;
+  audit: AuditTrail;
+  /** Each session's newest diff checkpoint (in `db`, so any host can resume from it). */
+  checkpoints: CheckpointStore;
+  /** How long a session waits for this host's queue before it re-provisions elsewhere (DRYDOCK_HOST_TIMEOUT). */
+  hostTimeoutMs: number;
+  /** The snapshot registry and build history (in `db`). */
+  snapshots: SnapshotRegistry;
+  /** Starts a snapshot build of a repo now (its schedule's trigger); false when it has none. */
+  requestSnapshotBuild: (repo: string) => Promise<boolean>;
+  log: Logger;
+}

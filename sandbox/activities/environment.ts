@@ -1,0 +1,181 @@
+/**
+ * The sandbox a repo asks for at a commit: the image of its environment (its
+ * dev container or Dockerfile, else drydock's base image), its declared
+ * Node.js, and drydock's helpers, the last two mounted read-only from the
+ * host (sandbox/toolchains.ts).
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import path from 'node:path';
+import { ErrorType } from '../../workflows/api';
+import { readAtCommit } from '../../repos/git';
+import {
+  DEVCONTAINER_FILE,
+  dockerfileEnvironment,
+  ENVIRONMENT_FROM_LABEL,
+  environmentImageNames,
+  ensureEnvironmentImage,
+  EnvironmentError,
+  parseDevcontainer,
+  type RepoEnvironment,
+} from '../repo-image';
+import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
+import { HELPER_NODE_VERSION, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
+import type { SandboxDeps } from './deps';
+import { readRepoConfig } from '../../repos/config-file';
+
+/** What a sandbox of the repo is made of. */
+export interface SandboxEnvironment {
+  image: string;
+  /** Host folders mounted read-only: the helpers, and the repo's Node.js when it declares one. */
+  mounts: { source: string; target: string }[];
+  /** Environment of every process ("NAME=value"): PATH with the declared Node.js first, corepack's settings. */
+  env: string[];
+  /** The dev container's lifecycle commands, as setup. */
+  setup?: string;
+  /** Node.js version mounted, when the repo declares one. */
+  node?: string;
+  /** What decides the image and toolchain: part of the snapshot's setup hash. */
+  key: string;
+}
+
+/** Where corepack keeps the package managers it fetched: in the snapshot (node_modules is), not in home (it is not). */
+const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
+
+/** The repo's environment at `commit`; a problem with it fails permanently, naming the file. */
+export async function sandboxEnvironment(deps: SandboxDeps, mirror: string, commit: string, repo: string) {
+  try {
+    return await environmentOf(deps, mirror, commit, repo);
+  } catch (err) {
+    if (err instanceof EnvironmentError)
+      throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
+    throw err;
+  }
+}
+
+async function environmentOf(
+  deps: SandboxDeps,
+  mirror: string,
+  commit: string,
+  repo: string,
+): Promise<SandboxEnvironment> {
+  const toolchains = toolchainsOf(deps);
+  const read = (file: string) =>
+    readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
+  const declared = await declaredEnvironment(mirror, commit, read);
+  const image = declared ? await ensureEnvironmentImage(mirror, commit, declared, repoSlug(repo)) : deps.baseImage;
+  const packageJson = await read('package.json');
+  const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
+  const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
+  const env: string[] = [];
+  let node: string | undefined;
+  // A packageManager alone gets corepack (on a Node.js of drydock's choice) after the image's own tools.
+  const corepackOnly = !request && usesPackageManager(packageJson);
+  if (request || corepackOnly) {
+    const dir = await toolchains.node(request ?? { range: HELPER_NODE_VERSION, source: 'packageManager' });
+    node = path.basename(dir).replace(/^node-|-corepack-.*$/g, '');
+    mounts.push({ source: dir, target: NODE_MOUNT });
+    const own = await imagePath(deps, image);
+    env.push(
+      corepackOnly ? `PATH=${own}:${NODE_MOUNT}/bin` : `PATH=${NODE_MOUNT}/bin:${own}`,
+      `COREPACK_HOME=${COREPACK_HOME}`,
+      'COREPACK_ENABLE_DOWNLOAD_PROMPT=0',
+      'COREPACK_ENABLE_AUTO_PIN=0',
+      // corepack fetches with Node's own fetch, which takes HTTPS_PROXY (the egress forwarder) only when told.
+      'NODE_USE_ENV_PROXY=1',
+    );
+  }
+  return {
+    image,
+    mounts,
+    env,
+    ...(declared?.setup ? { setup: declared.setup } : {}),
+    ...(node ? { node } : {}),
+    key: `${image}${node ? ` node ${node}` : ''}`,
+  };
+}
+
+/** The environment the repo declares: its config file's choice, else its dev container; none: the base image. */
+async function declaredEnvironment(
+  mirror: string,
+  commit: string,
+  read: (file: string) => Promise<string | undefined>,
+): Promise<RepoEnvironment | undefined> {
+  const file = await readRepoConfig(mirror, commit);
+  if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
+  const chosen = file.config?.environment;
+  if (chosen?.dockerfile) return dockerfileEnvironment(chosen.dockerfile, chosen.context);
+  const devcontainer = chosen?.devcontainer ?? DEVCONTAINER_FILE;
+  const text = await read(devcontainer);
+  if (text === undefined) {
+    if (chosen?.devcontainer)
+      throw new EnvironmentError(`${devcontainer}: not in the repository (named in .drydock/config.yaml)`);
+    return undefined;
+  }
+  return parseDevcontainer(text, devcontainer);
+}
+
+function usesPackageManager(packageJson: string | undefined): boolean {
+  try {
+    return typeof (JSON.parse(packageJson ?? '{}') as { packageManager?: unknown }).packageManager === 'string';
+  } catch {
+    return false;
+  }
+}
+
+/** The image's own PATH (the declared Node.js goes before it). */
+async function imagePath({ sandboxes }: SandboxDeps, image: string): Promise<string> {
+  const info = await sandboxes.docker.getImage(image).inspect();
+  const found = (info.Config?.Env ?? []).find((e) => e.startsWith('PATH='));
+  return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+}
+
+/**
+ * Removes this host's images of a repo's environment that a newer one
+ * replaced: made before the newest ready snapshot's build started, and used
+ * neither by a snapshot still kept (its environment, and the image that one
+ * is built FROM) nor by a container (removeImage refuses; the reaper tries
+ * again). Images made since (a build running or failed) stay: nothing has
+ * replaced them yet. Returns the images removed.
+ */
+export async function collectEnvironmentImages(
+  { sandboxes, snapshots, hostId, log }: SandboxDeps,
+  repo: string,
+): Promise<string[]> {
+  const kept = await snapshots.ready(repo, hostId);
+  if (!kept.length) return [];
+  const used = new Set<string>();
+  for (const row of kept) {
+    const environment = (await sandboxes.image(row.image!))?.labels[SNAPSHOT_LABELS.environment];
+    if (!environment) continue;
+    used.add(environment);
+    const from = (await sandboxes.image(environment))?.labels[ENVIRONMENT_FROM_LABEL];
+    if (from) used.add(from);
+  }
+  const replacedBefore = Date.parse(kept[0].startedAt) / 1000;
+  const names = environmentImageNames(repoSlug(repo));
+  const images = await sandboxes.docker.listImages({ filters: { reference: [names.env, names.repo] } });
+  const removed: string[] = [];
+  // drydock's layers first: the repo's own image goes once no layer of it is left.
+  for (const image of images.sort((a, b) => Number(isRepoImage(a, names.repo)) - Number(isRepoImage(b, names.repo)))) {
+    if (image.Created >= replacedBefore) continue;
+    for (const tag of (image.RepoTags ?? []).filter((t) => !used.has(t))) {
+      const outcome = await sandboxes.removeImage(tag);
+      if (outcome === 'removed') removed.push(tag);
+      else if (outcome === 'in_use') log.info({ repo, image: tag }, 'old environment image still in use: kept for now');
+    }
+  }
+  if (removed.length) log.info({ repo, removed, host: hostId }, 'old environment images removed');
+  return removed;
+}
+
+const isRepoImage = (image: { RepoTags?: string[] }, name: string) =>
+  (image.RepoTags ?? []).some((t) => t.startsWith(`${name}:`));
+
+const caches = new Map<string, Toolchains>();
+/** The host's toolchain cache (one per folder, so the registry's version list is asked once). */
+export function toolchainsOf(deps: Pick<SandboxDeps, 'toolsRoot' | 'egressRoot' | 'log'>): Toolchains {
+  const root = deps.toolsRoot ?? path.join(path.dirname(deps.egressRoot), 'tools');
+  let cache = caches.get(root);
+  if (!cache) caches.set(root, (cache = new Toolchains(root, deps.log)));
+  return cache;
+}

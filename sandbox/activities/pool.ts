@@ -1,0 +1,115 @@
+/**
+ * The warm pool (docs/operations.md, "Sizing the warm pool"): each host keeps
+ * `pool` idle sandboxes per registered repo, started from its newest ready
+ * snapshot with a default session's limits. Filled after each snapshot build
+ * on the host, at every reaper run, and (in the background) after a claim;
+ * idle sandboxes of an older snapshot, or beyond the size, are retired first.
+ */
+import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { egressDirOf } from '../egress';
+import { POOL_LABEL, POOL_LIMITS, PoolRegistry } from '../pool-registry';
+import { repoSlug, SANDBOX_SNAPSHOT_LABEL } from '../snapshots';
+import { createOwnedContainer } from './container';
+import { sandboxEnvironment } from './environment';
+import { mirrorAt } from '../../repos/mirror';
+import type { SandboxDeps } from './deps';
+import { newestSnapshot, prepareWorkspace } from './workspace';
+
+/** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
+export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
+
+export interface PoolFill {
+  repo: string;
+  added: string[];
+  retired: string[];
+}
+
+export function createPoolActivities(deps: SandboxDeps) {
+  return {
+    /** Brings every repo's pool on this host to its size (one repo's when given). Idempotent. */
+    async fillPools(input: { repo?: string } = {}): Promise<PoolFill[]> {
+      const pools = new PoolRegistry(deps.db.pool);
+      const sizes = input.repo
+        ? [{ repo: input.repo, size: await pools.size(input.repo) }]
+        : await allRepoSizes(deps, pools);
+      const out: PoolFill[] = [];
+      for (const { repo, size } of sizes) out.push(await fillPool(deps, repo, size));
+      return out;
+    },
+  };
+}
+
+/** Repos with a pool, and repos whose pool was set to 0 but still has idle sandboxes here. */
+async function allRepoSizes(deps: SandboxDeps, pools: PoolRegistry): Promise<{ repo: string; size: number }[]> {
+  const sizes = await pools.sizes();
+  for (const row of await pools.idle(deps.hostId)) {
+    if (!sizes.some((s) => s.repo === row.repo)) sizes.push({ repo: row.repo, size: 0 });
+  }
+  return sizes;
+}
+
+const filling = new Map<string, Promise<PoolFill>>();
+
+/**
+ * One repo's pool on this host: retires idle sandboxes of an older snapshot
+ * and those beyond `size`, then provisions the missing ones. Calls for the
+ * same repo in this worker share one run (so a claim's refill and the
+ * reaper's do not both add).
+ */
+export function fillPool(deps: SandboxDeps, repo: string, size: number): Promise<PoolFill> {
+  const running = filling.get(repo);
+  if (running) return running;
+  const run = fillPoolOnce(deps, repo, size).finally(() => filling.delete(repo));
+  filling.set(repo, run);
+  return run;
+}
+
+async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Promise<PoolFill> {
+  const pools = new PoolRegistry(deps.db.pool);
+  const snapshot = size > 0 ? await newestSnapshot(deps, repo) : undefined;
+  const idle = await pools.idle(deps.hostId, repo);
+  const current = idle.filter((r) => r.image === snapshot?.image);
+  const stale = [...idle.filter((r) => r.image !== snapshot?.image), ...current.slice(size)];
+  const retired: string[] = [];
+  for (const row of stale) {
+    // The row goes first: once it is gone, no session can claim the sandbox being removed.
+    if (!(await pools.retire(row.name))) continue;
+    await removePoolSandbox(deps, row.name);
+    retired.push(row.name);
+  }
+  const added: string[] = [];
+  // The helpers and a declared Node.js, mounted as in a session's own sandbox (at the snapshot's commit).
+  const environment =
+    snapshot &&
+    (await sandboxEnvironment(deps, (await mirrorAt(deps, repo, snapshot.commit!)).mirror, snapshot.commit!, repo));
+  for (let i = Math.min(current.length, size); snapshot && environment && i < size; i++) {
+    const name = `drydock-pool-${repoSlug(repo).slice(0, 60)}-${randomUUID().slice(0, 8)}`;
+    try {
+      await createOwnedContainer(deps, {
+        name,
+        image: snapshot.image!,
+        mounts: environment.mounts,
+        env: environment.env,
+        owner: `pool:${repo}`,
+        repo,
+        expiresAt: new Date(Date.now() + POOL_IDLE_TTL_MS).toISOString(),
+        limits: POOL_LIMITS,
+        labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
+      });
+      await prepareWorkspace(deps, name, { mark: true });
+      await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
+      added.push(name);
+    } catch (err) {
+      await removePoolSandbox(deps, name);
+      throw err;
+    }
+  }
+  if (added.length || retired.length) deps.log.info({ repo, host: deps.hostId, added, retired }, 'warm pool filled');
+  return { repo, added, retired };
+}
+
+async function removePoolSandbox(deps: SandboxDeps, name: string): Promise<void> {
+  await deps.sandboxes.destroy(name);
+  await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
+}

@@ -1,0 +1,252 @@
+/**
+ * A session's sandbox: created from the newest snapshot of the repo (caught
+ * up to the session's commit) or, on the cold path, from the worker's mirror;
+ * a replacement re-applies the session's last checkpoint. And its removal.
+ */
+import { rm } from 'node:fs/promises';
+import { egressDirOf } from '../egress';
+import { commitsBetween } from '../../repos/git';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../../workflows/api';
+import { SandboxNotFound } from '../docker';
+import {
+  changedInputs,
+  SANDBOX_SNAPSHOT_LABEL,
+  setupCommandOf,
+  setupHash,
+  setupInputs,
+  type SnapshotBuildRow,
+} from '../snapshots';
+import { recordEvent } from '../../store/audit';
+import { browserContainerName, createOwnedContainer, sandboxName } from './container';
+import { sandboxEnvironment, type SandboxEnvironment } from './environment';
+import type { SandboxDeps } from './deps';
+import { mirrorAt } from '../../repos/mirror';
+import { repoFileSetup } from '../../repos/config-file';
+import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
+import { PoolRegistry } from '../pool-registry';
+import { fillPool } from './pool';
+import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+
+export function createProvisionActivities(deps: SandboxDeps) {
+  const { sandboxes, egressRoot, hostId, audit, log } = deps;
+  return {
+    /**
+     * Creates the session's sandbox (or finds it after a retry) with the repo
+     * at the requested ref. A sandbox killed meanwhile is removed, and the
+     * retry provisions it again under the same name.
+     */
+    async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
+      try {
+        return await provisionOnce(deps, input);
+      } catch (err) {
+        if (!(err instanceof SandboxNotFound)) throw err;
+        await sandboxes.destroy(sandboxName(input.sessionId, input.generation));
+        await dropClaimed(deps, input);
+        throw ApplicationFailure.retryable(
+          `${err.message} while being provisioned; provisioning it again`,
+          ErrorType.SandboxLostInProvisioning,
+        );
+      }
+    },
+
+    /**
+     * Removes one of the session's sandboxes; already gone counts as done.
+     * The session's own teardown also drops its checkpoint; a lost sandbox
+     * being replaced (`replaced`) keeps it for the replacement.
+     */
+    async destroySandbox(input: DestroyInput): Promise<{ removed: boolean }> {
+      const name = sandboxName(input.sessionId, input.generation);
+      await sandboxes.destroy(browserContainerName(name));
+      const removed = (await sandboxes.destroy(name)) || (await dropClaimed(deps, input));
+      await rm(egressDirOf(egressRoot, name), { recursive: true, force: true });
+      if (!input.replaced) await deps.checkpoints.remove(input.sessionId);
+      log.info({ sessionId: input.sessionId, sandboxId: name, host: hostId, removed }, 'sandbox destroyed');
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: input.replaced ? `teardown/${name}` : 'teardown',
+        kind: 'teardown',
+        actor: 'drydock',
+        data: { sandbox: name, removed, ...(input.replaced ? { replaced: true } : {}) },
+      });
+      return { removed };
+    },
+  };
+}
+
+/** provisionSandbox's work, once. */
+async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<Sandbox> {
+  const { hostId, hostQueue, audit, log } = deps;
+  let name = sandboxName(input.sessionId, input.generation);
+  const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
+  const snapshot = await newestSnapshot(deps, input.repo.url);
+  const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
+  const image = snapshot?.image ?? environment.image;
+  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
+  const behind = snapshot && (await commitsBetween(mirror, snapshot.commit!, baseCommit));
+  // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below); an idle
+  // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
+  if (pooled) name = pooled;
+  if (pooled && baseCommit !== snapshot.commit)
+    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark: false });
+  const created =
+    !pooled &&
+    (await createOwnedContainer(deps, {
+      name,
+      image,
+      mounts: environment.mounts,
+      env: environment.env,
+      owner: input.sessionId,
+      repo: input.repo.url,
+      expiresAt: input.expiresAt,
+      limits: input.limits,
+      ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
+    }));
+  // A replacement starts from where the lost sandbox's last step left the tree.
+  const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
+  // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
+  if (!pooled && (created || !(await isProvisioned(deps, name)))) {
+    await fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint });
+  }
+  const use: SnapshotUse | undefined = snapshot && {
+    image: snapshot.image!,
+    commit: snapshot.commit!,
+    ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
+    behind,
+  };
+  const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
+  const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
+  const { generation } = input;
+  log.info(
+    {
+      sessionId: input.sessionId,
+      sandboxId: name,
+      host: hostId,
+      created,
+      pooled: Boolean(pooled),
+      snapshot: use,
+      setup: setup?.reason,
+      generation,
+      restored,
+    },
+    'sandbox ready',
+  );
+  await recordEvent(audit, {
+    sessionId: input.sessionId,
+    key: generation ? `provision-r${generation}` : 'provision',
+    kind: 'sandbox.provisioned',
+    actor: 'drydock',
+    data: {
+      sandbox: name,
+      image,
+      repo: input.repo.url,
+      commit: baseCommit,
+      limits: input.limits,
+      snapshot: use,
+      ...(environment.node ? { node: environment.node } : {}),
+      ...(pooled ? { pooled: true } : {}),
+      ...(generation ? { generation, restored } : {}),
+    },
+  });
+  // Only now, so that its docker create does not compete with this claim for the host's cores.
+  if (pooled) refillAfterClaim(deps, input.repo.url);
+  return {
+    name,
+    host: hostId,
+    hostQueue,
+    image,
+    baseCommit,
+    hostTimeoutMs: deps.hostTimeoutMs,
+    ...(use ? { snapshot: use } : {}),
+    ...(setup ? { setup } : {}),
+    ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
+  };
+}
+
+/**
+ * The warm-pool sandbox this session gets: the one it claimed before (a
+ * retry), or a newly claimed idle one of the host's newest snapshot with the
+ * session's exact limits; undefined (provision as usual) for a replacement,
+ * a session already provisioned the usual way, or an empty pool.
+ */
+async function claimPooled(
+  deps: SandboxDeps,
+  input: ProvisionInput,
+  ownName: string,
+  newestImage: string,
+): Promise<string | undefined> {
+  if (input.generation) return undefined;
+  const pools = new PoolRegistry(deps.db.pool);
+  const before = await pools.claimedBy(input.sessionId);
+  if (before) {
+    // Claimed by an earlier attempt: still current, or dropped for the usual path.
+    if ((await pools.get(before))?.image === newestImage) return before;
+    await dropClaimed(deps, input);
+    return undefined;
+  }
+  if (await deps.sandboxes.exists(ownName)) return undefined;
+  const claimed = await pools.claim({
+    sessionId: input.sessionId,
+    repo: input.repo.url,
+    host: deps.hostId,
+    image: newestImage,
+    limits: input.limits,
+    expiresAt: input.expiresAt,
+  });
+  return claimed;
+}
+
+/** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
+function refillAfterClaim(deps: SandboxDeps, repo: string): void {
+  new PoolRegistry(deps.db.pool)
+    .size(repo)
+    .then((size) => fillPool(deps, repo, size))
+    .catch((err: unknown) =>
+      deps.log.warn({ repo, err: String(err) }, 'warm pool refill failed; the reaper will retry'),
+    );
+}
+
+/** Removes the pool sandbox a session claimed, and its row; true if there was one. */
+async function dropClaimed(deps: SandboxDeps, input: Pick<ProvisionInput, 'sessionId' | 'generation'>) {
+  if (input.generation) return false;
+  const pools = new PoolRegistry(deps.db.pool);
+  const claimed = await pools.claimedBy(input.sessionId);
+  if (!claimed) return false;
+  await deps.sandboxes.destroy(claimed);
+  await rm(egressDirOf(deps.egressRoot, claimed), { recursive: true, force: true });
+  await pools.forget(claimed);
+  return true;
+}
+
+/**
+ * Whether the session must run setup before the agent: the repo is
+ * registered and there is no snapshot (cold path; a build is started for
+ * next time), or its setup inputs changed since the snapshot.
+ */
+async function setupPlan(
+  deps: Pick<SandboxDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
+  repo: string,
+  mirror: string,
+  commit: string,
+  snapshot: SnapshotBuildRow | undefined,
+  environment: Pick<SandboxEnvironment, 'setup' | 'key'>,
+): Promise<SetupPlan | undefined> {
+  const reg = await deps.snapshots.repo(repo);
+  if (!reg) return undefined;
+  const inputs = await setupInputs(mirror, commit);
+  const command = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup);
+  if (!command) return undefined;
+  const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
+  if (!snapshot) {
+    const started = await deps.requestSnapshotBuild(repo);
+    deps.log.info({ repo, started }, 'no snapshot yet: cold start, snapshot build requested');
+    return { ...plan, reason: 'no snapshot yet' };
+  }
+  if (setupHash(command, inputs, environment.key) === snapshot.setupHash) return undefined;
+  const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
+  const changed = changedInputs(before, inputs);
+  return {
+    ...plan,
+    reason: `changed since the snapshot: ${changed.length ? changed.join(', ') : 'the setup command'}`,
+  };
+}

@@ -1,0 +1,100 @@
+import type { SandboxDeps } from './deps';
+import { LABELS } from '../docker';
+import { collectSnapshots } from './snapshot-build';
+import { POOL_LABEL, PoolRegistry } from '../pool-registry';
+import type Docker from 'dockerode';
+
+export interface Reaped {
+  sandbox: string;
+  sessionId: string;
+  reason: string;
+}
+
+export function createReaperActivities(deps: SandboxDeps) {
+  const { sandboxes, hostId, sessionIsRunning, log } = deps;
+  return {
+    /**
+     * Removes this host's snapshot images that fell out of their repo's newest
+     * `keep` while a sandbox still used them (the build could not remove them).
+     * Its run also marks the host as alive for new repos' refresh schedules.
+     */
+    async reapSnapshotImages(): Promise<string[]> {
+      await deps.snapshots.recordHost({ id: hostId, queue: deps.hostQueue });
+      const removed: string[] = [];
+      for (const repo of await deps.snapshots.repos())
+        removed.push(...(await collectSnapshots(deps, repo.repo, repo.keep)));
+      return removed;
+    },
+
+    /**
+     * Removes this host's sandboxes that nothing will tear down: their session
+     * is closed (terminated, or teardown never ran) or their expiry passed.
+     */
+    async reapHostSandboxes(): Promise<Reaped[]> {
+      const reaped: Reaped[] = [];
+      const pools = new PoolRegistry(deps.db.pool);
+      for (const container of await sandboxes.list(hostId)) {
+        const sandbox = container.Names[0]?.replace(/^\//, '') ?? container.Id;
+        const { sessionId, reason } = container.Labels[POOL_LABEL]
+          ? await poolSandboxFate(pools, sandbox, container, sessionIsRunning)
+          : await sandboxFate(container, sessionIsRunning);
+        if (!reason) continue;
+        if (await sandboxes.destroy(container.Id)) {
+          if (container.Labels[POOL_LABEL]) await pools.forget(sandbox);
+          log.info({ sessionId, sandboxId: sandbox, host: hostId, reason }, 'reaped sandbox');
+          reaped.push({ sandbox, sessionId, reason });
+        }
+      }
+      const storage = await sandboxes.reapStorage();
+      if (storage.length) log.info({ host: hostId, storage }, 'reaped sandbox storage');
+      return reaped;
+    },
+  };
+}
+
+type Fate = { sessionId: string; reason?: string };
+
+/** Why a session's sandbox goes (its expiry passed, its session is closed), or undefined: it stays. */
+async function sandboxFate(
+  container: Docker.ContainerInfo,
+  sessionIsRunning: SandboxDeps['sessionIsRunning'],
+): Promise<Fate> {
+  const sessionId = container.Labels[LABELS.session];
+  const expires = Date.parse(container.Labels[LABELS.expires] ?? '');
+  if (expires < Date.now()) return { sessionId, reason: `expired at ${container.Labels[LABELS.expires]}` };
+  if (!(await sessionIsRunning(sessionId))) return { sessionId, reason: 'its session is closed' };
+  return { sessionId };
+}
+
+/** Orphaned pool containers older than this go (younger ones may be a fill between create and record). */
+const POOL_ORPHAN_AFTER_MS = 10 * 60_000;
+
+/**
+ * A pool sandbox: claimed, it is its session's (the claim's expiry, the
+ * session's state); idle, the pool's fill retires it (the reaper's run fills
+ * right after); with no row, an interrupted fill left it.
+ */
+async function poolSandboxFate(
+  pools: PoolRegistry,
+  name: string,
+  container: Docker.ContainerInfo,
+  sessionIsRunning: SandboxDeps['sessionIsRunning'],
+): Promise<Fate> {
+  const row = await pools.get(name);
+  if (!row) {
+    const orphan = Date.now() - container.Created * 1000 > POOL_ORPHAN_AFTER_MS;
+    return { sessionId: container.Labels[LABELS.session], reason: orphan ? 'a pool sandbox no pool holds' : undefined };
+  }
+  if (!row.claimedBy) {
+    const expired = Date.parse(container.Labels[LABELS.expires] ?? '') < Date.now();
+    return {
+      sessionId: container.Labels[LABELS.session],
+      reason: expired && (await pools.retire(name)) ? 'an idle pool sandbox past its time' : undefined,
+    };
+  }
+  if (row.expiresAt && Date.parse(row.expiresAt) < Date.now()) {
+    return { sessionId: row.claimedBy, reason: `expired at ${row.expiresAt}` };
+  }
+  if (!(await sessionIsRunning(row.claimedBy))) return { sessionId: row.claimedBy, reason: 'its session is closed' };
+  return { sessionId: row.claimedBy };
+}

@@ -1,0 +1,120 @@
+/**
+ * A sandbox's /workspace: the snapshot it starts from, the repo put in (from
+ * the snapshot caught up with a git bundle, or copied from the worker's
+ * mirror), a replacement's checkpoint re-applied, and the "provisioned"
+ * marker, written last, that a retried provisioning checks.
+ */
+import { CATCH_UP_REF, catchUpBundle, workingTreeTar } from '../../repos/git';
+import type { SandboxDeps } from './deps';
+import type { Checkpoint } from '../checkpoints';
+import type { SnapshotBuildRow } from '../snapshots';
+import { STATE_DIR } from './container';
+/** The newest ready snapshot of a repo on this host whose image is still here. */
+export async function newestSnapshot(
+  deps: Pick<SandboxDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
+  repo: string,
+): Promise<SnapshotBuildRow | undefined> {
+  for (const row of await deps.snapshots.ready(repo, deps.hostId)) {
+    if (await deps.sandboxes.image(row.image!)) return row;
+    deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
+    await deps.snapshots.markRemoved(row.id);
+  }
+  return undefined;
+}
+
+/** The cold path: the repo at `commit`, with history, copied into /workspace. */
+export async function copyWorkingTree(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  sandbox: string,
+  mirror: string,
+  commit: string,
+): Promise<void> {
+  const { tar, cleanup } = await workingTreeTar(mirror, commit, 1000);
+  try {
+    await deps.sandboxes.copyIn(sandbox, tar, '/workspace');
+  } finally {
+    await cleanup();
+  }
+}
+
+/**
+ * Puts the repo at `baseCommit` into a new sandbox's /workspace (from the
+ * snapshot, or copied from the mirror), re-applies the checkpoint of a
+ * replacement, and marks the sandbox provisioned: one exec on a snapshot.
+ */
+export async function fillWorkspace(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  name: string,
+  at: {
+    mirror: string;
+    baseCommit: string;
+    snapshot: SnapshotBuildRow | undefined;
+    behind: number | undefined;
+    checkpoint: Checkpoint | undefined;
+  },
+): Promise<void> {
+  const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
+  const mark = !checkpoint?.diff.length;
+  if (snapshot) {
+    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
+  } else {
+    await copyWorkingTree(deps, name, mirror, baseCommit);
+    await prepareWorkspace(deps, name, { mark });
+  }
+  if (mark) return;
+  await deps.sandboxes.run(
+    name,
+    ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
+    { stdin: checkpoint!.diff },
+  );
+  await prepareWorkspace(deps, name, { mark: true });
+}
+
+/** Whether a sandbox was marked provisioned (prepareWorkspace's last write). */
+export async function isProvisioned({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, name: string): Promise<boolean> {
+  return (await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`])).exitCode === 0;
+}
+
+/**
+ * The workspace's preparation in one exec: the commits from the snapshot's
+ * `from` to `to` arrive as a git bundle on stdin (the sandbox has no
+ * network) when the snapshot lacks them; a checkout that keeps what setup
+ * left in ignored files (node_modules, builds); drydock's git identity; and,
+ * with `mark`, the marker a retried provisioning checks.
+ */
+const PREPARE_WORKSPACE = `set -e
+to=$1 bundle=$2 mark=$3
+if [ "$bundle" = 1 ]; then
+  f=.git/drydock-catch-up.bundle
+  cat > "$f"; git fetch --quiet "$f" "$4:$4"; rm -f "$f"; git update-ref -d "$4"
+fi
+[ -z "$to" ] || git checkout --quiet --force --detach "$to"
+git config --global user.name drydock
+git config --global user.email drydock@localhost
+git config --global --add safe.directory /workspace
+[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`;
+
+export async function prepareWorkspace(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  name: string,
+  opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean },
+): Promise<void> {
+  const { mirror, from, to } = opts;
+  // Commits the snapshot lacks come in a bundle; `to` at or behind the snapshot's commit is in it already.
+  const bundle = mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
+  await deps.sandboxes.run(
+    name,
+    [
+      'sh',
+      '-c',
+      PREPARE_WORKSPACE,
+      'prepare',
+      to ?? '',
+      bundle ? '1' : '0',
+      opts.mark ? '1' : '0',
+      CATCH_UP_REF,
+      STATE_DIR,
+    ],
+    bundle ? { stdin: bundle } : {},
+  );
+}

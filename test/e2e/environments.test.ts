@@ -1,0 +1,272 @@
+/**
+ * The repo's environment as the sandbox: a declared Node.js from the npm
+ * registry, pnpm through corepack and the egress proxy, a dev container whose
+ * Dockerfile is built FROM a local image, the browser check of an image with
+ * neither Node.js nor Chromium, and an image without git refused. Real
+ * Docker, real registry (through the proxy, with this machine's CA).
+ */
+import { createHash } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import { addRepo } from '../../cli/snapshots';
+import { ENVIRONMENT_FROM_LABEL } from '../../sandbox/repo-image';
+import { repoSlug, deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
+import { status, type SessionStatus } from '../../workflows/api';
+import {
+  containersOf,
+  docker,
+  makeFixtureRepo,
+  newSessionId,
+  runReaper,
+  startSession,
+  startStack,
+  type FixtureRepo,
+  type TestStack,
+} from '../support/helpers';
+
+/** An image with git, Python and pytest, and neither Node.js nor Chromium; built once per host. */
+const NO_NODE_DOCKERFILE = `FROM debian:trixie-slim
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+      ca-certificates git python3 python3-pytest && rm -rf /var/lib/apt/lists/*
+`;
+const NO_NODE = `drydock-test-nonode:${createHash('sha256').update(NO_NODE_DOCKERFILE).digest('hex').slice(0, 12)}`;
+
+let stack: TestStack;
+const repos: FixtureRepo[] = [];
+
+async function ensureNoNodeImage(): Promise<void> {
+  if (
+    await docker
+      .getImage(NO_NODE)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      )
+  )
+    return;
+  // The test's own trusted image, so it may use the host network (apt); repo builds never do.
+  await new Promise<void>((resolve, reject) => {
+    const child = execFile('docker', ['build', '--network', 'host', '-t', NO_NODE, '-'], (err) =>
+      err ? reject(err) : resolve(),
+    );
+    child.stdin!.end(NO_NODE_DOCKERFILE);
+  });
+}
+
+beforeAll(async () => {
+  [stack] = await Promise.all([
+    startStack({ DRYDOCK_APPROVAL_REQUIRED: [], DRYDOCK_EXTRA_CA_CERTS: '/etc/ssl/certs/ca-certificates.crt' }),
+    ensureNoNodeImage(),
+  ]);
+}, 600_000);
+
+afterAll(async () => {
+  const slugs = repos.map((r) => repoSlug(r.url));
+  for (const image of await docker.listImages()) {
+    const ours = (image.RepoTags ?? []).some((t) => slugs.some((s) => t.includes(s)));
+    if (ours)
+      await docker
+        .getImage(image.Id)
+        .remove({ force: true })
+        .catch(() => undefined);
+  }
+  for (const r of repos) await deleteSnapshotSchedules(stack.client, r.url, [stack.config.DRYDOCK_HOST_ID]);
+  await stack?.stop();
+});
+
+async function fixture(files: Record<string, string>): Promise<FixtureRepo> {
+  const repo = await makeFixtureRepo(files);
+  repos.push(repo);
+  return repo;
+}
+
+/** Registers the repo (setup from `setup`, else the repo's own) and builds its snapshot. */
+async function buildSnapshot(repo: FixtureRepo, setup?: string, keep?: string): Promise<SnapshotBuildResult> {
+  await addRepo(stack.client, stack.config, repo.url, {
+    every: '1h',
+    ...(setup ? { setup } : {}),
+    ...(keep ? { keep } : {}),
+    allow: ['registry.npmjs.org'],
+  });
+  return stack.client.workflow.execute('refreshSnapshot', {
+    workflowId: newSessionId('env-snap'),
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [{ repo: repo.url }],
+  });
+}
+
+async function session(name: string, repo: FixtureRepo, run: string, extra: Record<string, unknown> = {}) {
+  const id = newSessionId(name);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: name,
+    agent: { steps: [{ run }] },
+    ...extra,
+  });
+  await handle.result().catch(() => undefined);
+  expect(await containersOf(id)).toHaveLength(0);
+  const final: SessionStatus = await handle.query(status);
+  return { final, output: final.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail ?? '' };
+}
+
+test('a repo that declares Node.js 22 (.nvmrc) runs on Node.js 22 from the npm registry, mounted first on PATH', async () => {
+  const repo = await fixture({ '.nvmrc': '22\n' });
+  const { final, output } = await session('node22', repo, 'node --version && command -v node');
+  expect(final.phase).toBe('completed');
+  expect(output).toMatch(/^v22\.\d+\.\d+$/m);
+  expect(output).toContain('/opt/drydock-node/bin/node');
+}, 300_000);
+
+test('a packageManager: pnpm repo installs with pnpm (corepack through the proxy); sessions use it offline', async () => {
+  const repo = await fixture({
+    '.gitignore': 'node_modules/\n',
+    'package.json': JSON.stringify({
+      name: 'pnpm-fixture',
+      private: true,
+      packageManager: 'pnpm@9.15.0',
+      dependencies: { 'is-number': '7.0.0' },
+    }),
+  });
+  const built = await buildSnapshot(repo, 'pnpm install --no-frozen-lockfile');
+  expect(built).toMatchObject({ status: 'ready' });
+  const log = await readFile(path.join(stack.config.DRYDOCK_DATA_DIR, 'artifacts', built.buildId, 'setup.log'), 'utf8');
+  expect(log).toMatch(/is-number 7\.0\.0/);
+  const { final, output } = await session(
+    'pnpm',
+    repo,
+    `pnpm --version && node -e "console.log('is-number', require('is-number')(5))" && ls node_modules/.pnpm`,
+  );
+  expect(final.phase).toBe('completed');
+  expect(output).toMatch(/^9\.15\.0$/m);
+  expect(output).toContain('is-number true');
+  expect(output).toContain('is-number@7.0.0');
+}, 300_000);
+
+test('a dev container built FROM a local image, with its env and postCreateCommand, runs its pytest suite', async () => {
+  const repo = await fixture({
+    '.gitignore': '.setup-version\n.pytest_cache/\n__pycache__/\n',
+    '.devcontainer/devcontainer.json': `{
+      // built from the repo root, FROM an image given as an argument
+      "build": { "dockerfile": "Dockerfile", "context": "..", "args": { "BASE": "${NO_NODE}" } },
+      "containerEnv": { "APP_MODE": "pytest" },
+      "postCreateCommand": "python3 -c 'import pytest; print(pytest.__version__)' > .setup-version",
+    }`,
+    '.devcontainer/Dockerfile': 'ARG BASE\nFROM ${BASE}\nCOPY requirements.txt /opt/app-requirements.txt\n',
+    'requirements.txt': 'pytest\n',
+    'test_app.py': `import os
+
+def test_mode():
+    assert os.environ["APP_MODE"] == "pytest"
+
+def test_requirements_in_image():
+    assert open("/opt/app-requirements.txt").read() == "pytest\\n"
+`,
+  });
+  const built = await buildSnapshot(repo);
+  expect(built).toMatchObject({ status: 'ready' });
+  const { final, output } = await session(
+    'pytest',
+    repo,
+    'cat .setup-version && python3 -m pytest -q -p no:cacheprovider',
+  );
+  expect(final.phase).toBe('completed');
+  expect(output).toMatch(/^\d+\.\d+\.\d+$/m);
+  expect(output).toMatch(/2 passed/);
+}, 300_000);
+
+test('an image without Node.js or Chromium passes the browser check through the browser container', async () => {
+  const repo = await fixture({
+    '.devcontainer/devcontainer.json': JSON.stringify({ image: NO_NODE }),
+    'index.html': '<!doctype html><title>plain</title><h1>Hello drydock</h1>',
+  });
+  const { final, output } = await session(
+    'nonode-browser',
+    repo,
+    'for c in node chromium; do command -v $c >/dev/null || echo "no $c"; done',
+    {
+      verify: {
+        browser: {
+          start: 'python3 -m http.server 3000 --bind 127.0.0.1',
+          url: 'http://localhost:3000/',
+          readyTimeout: '20s',
+          checks: [{ path: '/', expectText: 'Hello drydock' }],
+        },
+      },
+    },
+  );
+  expect(output).toContain('no node');
+  expect(output).toContain('no chromium');
+  expect(final.verification?.browser).toMatchObject({ outcome: 'passed', checks: [{ path: '/', ok: true }] });
+  expect(final.phase).toBe('completed');
+}, 300_000);
+
+test('an image without git fails at provisioning, saying so', async () => {
+  const repo = await fixture({ '.devcontainer/devcontainer.json': '{ "image": "debian:trixie-slim" }' });
+  const { final } = await session('nogit', repo, 'true');
+  expect(final.phase).toBe('failed');
+  expect(final.error).toContain(
+    '.devcontainer/devcontainer.json: drydock: the image has no git; drydock needs sh and git',
+  );
+}, 120_000);
+
+test('without a declaration nothing changes: the base image and its own Node.js', async () => {
+  const repo = await fixture({});
+  const { final, output } = await session(
+    'plain',
+    repo,
+    'node --version; python3 -m venv .venv && .venv/bin/pip --version',
+  );
+  expect(final.phase).toBe('completed');
+  expect(output).toMatch(/^v20\./m);
+  expect(output).toMatch(/^pip \d+/m);
+}, 120_000);
+
+test('an environment image a newer one replaced goes once no sandbox uses it; the ones in use stay', async () => {
+  const dockerfile = (generation: number) => `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nENV GENERATION=${generation}\n`;
+  const repo = await fixture({
+    '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+    '.devcontainer/Dockerfile': dockerfile(1),
+  });
+  const labels = async (image: string) => (await docker.getImage(image).inspect()).Config.Labels ?? {};
+  const exists = (image: string) =>
+    docker
+      .getImage(image)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      );
+  /** The snapshot's environment image and the repo's own image under it. */
+  const imagesOf = async (built: SnapshotBuildResult) => {
+    const env = (await labels(built.image!))[SNAPSHOT_LABELS.environment];
+    return { env, own: (await labels(env))[ENVIRONMENT_FROM_LABEL] };
+  };
+
+  const first = await buildSnapshot(repo, 'true', '1');
+  const old = await imagesOf(first);
+  expect(old.env).toMatch(/^drydock-env-/);
+  expect(old.own).toMatch(/^drydock-repo-/);
+  // A sandbox still on the old environment (a cold session's) holds it.
+  const holder = await docker.createContainer({ Image: old.env, Cmd: ['true'] });
+  let current: { env: string; own: string };
+  try {
+    await repo.commit({ '.devcontainer/Dockerfile': dockerfile(2) }, 'generation 2');
+    const second = await buildSnapshot(repo, 'true', '1');
+    current = await imagesOf(second);
+    expect(current.env).not.toBe(old.env);
+    expect(second.removed).toEqual([first.image]); // the old environment is in use
+    expect(await exists(old.env)).toBe(true);
+    expect(await exists(old.own)).toBe(true);
+  } finally {
+    await holder.remove({ force: true });
+  }
+  // Nothing uses it now: the reaper's run removes it, and nothing the newest snapshot stands on.
+  await runReaper(stack);
+  expect(await exists(old.env)).toBe(false);
+  expect(await exists(old.own)).toBe(false);
+  expect(await exists(current.env)).toBe(true);
+  expect(await exists(current.own)).toBe(true);
+}, 300_000);

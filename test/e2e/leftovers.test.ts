@@ -1,0 +1,61 @@
+/**
+ * A test run killed with its servers running: the next run's reaper stops
+ * its processes, removes its sandboxes and its temp folders, and leaves alone
+ * what belongs to a run whose owner still lives (this one).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { LABELS } from '../../sandbox/docker';
+import { own, reapLeftovers } from '../support/leftovers';
+import { docker, projectRoot } from '../support/helpers';
+
+/** Like a killed run: a process that marks `dir`, starts a server (sleep) that outlives it, and is gone. */
+async function killedRun(dir: string, run: string): Promise<number> {
+  const script =
+    `require('tsx/cjs'); const l = require(${JSON.stringify(path.join(__dirname, '..', 'support', 'leftovers.ts'))});` +
+    `const s = require('node:child_process').spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });` +
+    `s.unref(); l.own(process.env.DRYDOCK_TEST_DIR); l.ownProcess(s.pid); console.log(s.pid);`;
+  const env: NodeJS.ProcessEnv = { ...process.env, DRYDOCK_TEST_DIR: dir, DRYDOCK_TEST_RUN: run };
+  delete env.DRYDOCK_TEST_OWNER;
+  const out = execFileSync(process.execPath, ['-e', script], { env, cwd: projectRoot, encoding: 'utf8' });
+  return Number(out.trim());
+}
+
+const running = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return (
+      existsSync(`/proc/${pid}`) && !/\) Z /.test(execFileSync('cat', [`/proc/${pid}/stat`], { encoding: 'utf8' }))
+    );
+  } catch {
+    return false;
+  }
+};
+
+test("a killed run's servers, sandboxes and folders are removed; a live run's are kept", async () => {
+  const run = `leftover-${Date.now().toString(36)}`;
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-leftover-'));
+  const server = await killedRun(dir, run);
+  const sandbox = await docker.createContainer({
+    Image: process.env.DRYDOCK_BASE_IMAGE!,
+    Cmd: ['sleep', 'infinity'],
+    Labels: { [LABELS.session]: `${run}-session` },
+    HostConfig: { NetworkMode: 'none' },
+  });
+  const mine = await mkdtemp(path.join(tmpdir(), 'drydock-leftover-live-'));
+  own(mine);
+  expect(running(server)).toBe(true);
+
+  const reaped = await reapLeftovers();
+
+  expect(reaped).toEqual(expect.arrayContaining([`process ${server}`, dir]));
+  await new Promise((r) => setTimeout(r, 200));
+  expect(running(server)).toBe(false);
+  expect(existsSync(dir)).toBe(false);
+  expect(await docker.listContainers({ all: true, filters: { id: [sandbox.id] } })).toEqual([]);
+  expect(existsSync(mine)).toBe(true);
+  spawn('rm', ['-rf', mine]);
+});

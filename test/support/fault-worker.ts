@@ -1,0 +1,56 @@
+/**
+ * `drydock worker` for fault drills: the same worker and activities, loading
+ * the test run's workflow bundle (quicker to start), plus one hook. With
+ * DRYDOCK_TEST_HOLD_AFTER=<activity type>, that activity does its work and
+ * then, instead of reporting back, writes "holding after <type>" to stderr and
+ * waits: the test kills the worker at that exact point (the work is done,
+ * Temporal has not heard of it), and a new worker must not do it twice.
+ * `<type>:<field>` holds only after a call whose result has that field truthy
+ * (e.g. `modelCall:compacted`).
+ */
+import { readFileSync } from 'node:fs';
+import { loadConfig } from '../../platform/config';
+import { connectWorker } from '../../platform/temporal-connection';
+import { createLogger } from '../../platform/log';
+import { createWorker, drainOnSignals, logUnhandledRejections } from '../../workers/worker';
+import { installTemporalRuntime } from '../../workers/telemetry';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL);
+  const sdkMetricsUrl = await installTemporalRuntime(log, config);
+  logUnhandledRejections(log);
+  const [holdAfter, holdField] = (process.env.DRYDOCK_TEST_HOLD_AFTER ?? '').split(':');
+  const connection = await connectWorker(config);
+  const worker = await createWorker({
+    config,
+    connection,
+    log,
+    sdkMetricsUrl,
+    workflowBundle: { code: readFileSync(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
+    activityInterceptors: [
+      (ctx) => ({
+        inbound: {
+          async execute(input, next) {
+            const result = await next(input);
+            const field = holdField ? (result as Record<string, unknown> | undefined)?.[holdField] : true;
+            if (ctx.info.activityType === holdAfter && field) {
+              process.stderr.write(`holding after ${holdAfter}\n`);
+              await new Promise(() => undefined);
+            }
+            return result;
+          },
+        },
+      }),
+    ],
+  });
+  drainOnSignals(worker, config, log);
+  process.stderr.write('worker polling\n');
+  await worker.run();
+  await connection.close();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,24 @@
+import type { ChildProcess } from 'node:child_process';
+import Docker from 'dockerode';
+import { LABELS } from '../../sandbox/docker';
+import type { PostgresServer } from './postgres';
+
+/** Stops the dev server; a sandbox left behind by any test fails the run. */
+export default async function globalTeardown(): Promise<void> {
+  const server = (globalThis as { drydockTemporal?: ChildProcess }).drydockTemporal;
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once('exit', resolve));
+    server.kill();
+    await exited;
+  }
+  await (globalThis as { drydockPostgres?: PostgresServer }).drydockPostgres?.stop();
+  const docker = new Docker();
+  const prefix = process.env.DRYDOCK_TEST_RUN!;
+  const leaked = (await docker.listContainers({ all: true, filters: { label: [LABELS.session] } })).filter((c) =>
+    c.Labels[LABELS.session]?.startsWith(prefix),
+  );
+  for (const c of leaked) await docker.getContainer(c.Id).remove({ force: true });
+  if (leaked.length > 0) {
+    throw new Error(`leaked sandboxes: ${leaked.map((c) => c.Names.join(',')).join('; ')}`);
+  }
+}

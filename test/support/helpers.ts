@@ -1,0 +1,340 @@
+/** Shared test fixtures: git repos, workers, session ids, waiting on phases, approving. */
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import Docker from 'dockerode';
+import { loadConfig, type Config } from '../../platform/config';
+import { connectTemporal, connectWorker } from '../../platform/temporal-connection';
+import { createLogger, type Logger } from '../../platform/log';
+import { loadAuditKey } from '../../store/audit';
+import { LABELS } from '../../sandbox/docker';
+import { startServer } from '../../workers/serve';
+import { createWorker, hostQueueOf, type DrydockWorker } from '../../workers/worker';
+import type { Reaped } from '../../sandbox/activities/reaper';
+import {
+  decide,
+  status,
+  WORKFLOW_TYPE,
+  type Action,
+  type DecideInput,
+  type Phase,
+  type SessionStatus,
+} from '../../workflows/api';
+import type { SessionInputDraft } from '../../workflows/input';
+
+export const docker = new Docker();
+export const projectRoot = path.resolve(__dirname, '..', '..');
+
+/** A TCP port nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+/** A fresh id per test, under this run's prefix (the teardown looks for leaks by it). */
+export function newSessionId(name: string): string {
+  return `${process.env.DRYDOCK_TEST_RUN}-${name}-${randomBytes(3).toString('hex')}`;
+}
+
+export function git(args: string[], cwd?: string): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+export interface FixtureRepo {
+  /** `file://` URL of the bare repo. */
+  url: string;
+  bare: string;
+  /** Writes the files in the work tree, commits and pushes to main; resolves with the commit. */
+  commit(files: Record<string, string>, message?: string): Promise<string>;
+}
+
+/**
+ * An empty bare repo (the "remote", its ref updates logged so a test can count
+ * pushes) and a work tree that commits to it.
+ */
+async function newRepo(prefix: string): Promise<FixtureRepo> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  const bare = path.join(dir, 'remote.git');
+  const work = path.join(dir, 'work');
+  git(['init', '--quiet', '--bare', '--initial-branch=main', bare]);
+  git(['config', 'core.logAllRefUpdates', 'always'], bare);
+  git(['init', '--quiet', '--initial-branch=main', work]);
+  const commit = async (files: Record<string, string>, message = 'change') => {
+    for (const [file, content] of Object.entries(files)) {
+      await mkdir(path.dirname(path.join(work, file)), { recursive: true });
+      await writeFile(path.join(work, file), content);
+    }
+    git(['add', '.'], work);
+    git(['-c', 'user.name=fixture', '-c', 'user.email=f@x', 'commit', '--quiet', '-m', message], work);
+    git(['push', '--quiet', bare, 'main'], work);
+    return git(['rev-parse', 'HEAD'], work).trim();
+  };
+  return { url: `file://${bare}`, bare, commit };
+}
+
+/** A repo holding one commit on main: README.md and a `check.sh` test script, and any `extra` files. */
+export async function makeFixtureRepo(extra: Record<string, string> = {}): Promise<FixtureRepo> {
+  const repo = await newRepo('drydock-repo-');
+  await repo.commit(
+    { 'README.md': '# fixture\n', 'check.sh': '#!/bin/sh\ngrep -q "hello" README.md\n', ...extra },
+    'initial',
+  );
+  return repo;
+}
+
+/**
+ * A repo holding a small web app (node, no dependencies): `node server.js`
+ * serves "/" (a heading "Hello drydock"), "/about" (a large red block), and
+ * "/broken" (a console error and a missing image); PORT defaults to 3000.
+ */
+export async function makeWebAppRepo(): Promise<FixtureRepo> {
+  const repo = await newRepo('drydock-webapp-');
+  await repo.commit({ 'server.js': WEB_APP }, 'web app');
+  return repo;
+}
+
+const WEB_APP = `const http = require('node:http');
+const pages = {
+  '/': '<h1 id="title">Hello drydock</h1><p>Welcome aboard.</p>',
+  '/about': '<h1>About</h1><p style="background:#c00;color:#fff;height:400px">A red page about us.</p>',
+  '/broken': '<h1>Broken</h1><img src="/missing.png"><script>console.error("widget failed to load")</script>',
+};
+http
+  .createServer((req, res) => {
+    const body = pages[req.url];
+    res.writeHead(body ? 200 : 404, { 'content-type': 'text/html' });
+    res.end(body ? '<!doctype html><title>fixture</title>' + body : 'not found');
+  })
+  .listen(process.env.PORT || 3000, '127.0.0.1', () => console.log('listening'));
+`;
+
+/** Whether a bare repo has this branch (a push reached it). */
+export function remoteHasBranch(bare: string, branch: string): boolean {
+  try {
+    git(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], bare);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The audit key of the run's workers and CLI (global-setup writes it). */
+export const testAuditKey = (): Buffer => loadAuditKey(testConfig());
+
+/** Test configuration: the dev server of global-setup, a task queue of the caller's choosing. */
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return { ...loadConfig(), DRYDOCK_DATA_DIR: path.join(process.env.DRYDOCK_TEST_DIR!, 'data'), ...overrides };
+}
+
+export interface TestStack {
+  client: Client;
+  config: Config;
+  stop(): Promise<void>;
+}
+
+/** The SDK's own log lines only from warnings up, so test output stays readable. */
+export function quietSdkLogs(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // already installed in this process
+  }
+}
+
+/** An in-process worker on its own task queue, and a client. */
+export async function startStack(overrides: Partial<Config> = {}, log?: Logger): Promise<TestStack> {
+  quietSdkLogs();
+  const taskQueue = `q-${randomBytes(4).toString('hex')}`;
+  const config = testConfig({ DRYDOCK_TASK_QUEUE: taskQueue, DRYDOCK_HOST_ID: `h-${taskQueue}`, ...overrides });
+  const connection = await connectWorker(config);
+  const worker: DrydockWorker = await createWorker({
+    config,
+    connection,
+    log: log ?? createLogger(config.LOG_LEVEL),
+    workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
+  });
+  const running = worker.run();
+  const client = new Client({ connection: await connectTemporal(config), namespace: config.TEMPORAL_NAMESPACE });
+  return {
+    client,
+    config,
+    async stop() {
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await client.connection.close();
+    },
+  };
+}
+
+/** Settings for a plain connection to `address` (default namespace, no auth). */
+export const clientSettings = (address: string) => ({
+  TEMPORAL_ADDRESS: address,
+  TEMPORAL_NAMESPACE: 'default',
+  temporalAuth: {},
+});
+
+/** A client of the suite's Temporal server (or of `address`); close it with `client.connection.close()`. */
+export async function connectClient(address = process.env.TEMPORAL_ADDRESS!): Promise<Client> {
+  return new Client({ connection: await connectTemporal(clientSettings(address)) });
+}
+
+/** Starts an agentSession on the task queue of `config` (a test stack's, or a worker process's env). */
+export function startSession(
+  stack: { client: Client; config: Pick<Config, 'DRYDOCK_TASK_QUEUE'> },
+  sessionId: string,
+  input: SessionInputDraft | Record<string, unknown>,
+): Promise<WorkflowHandleWithFirstExecutionRunId> {
+  return stack.client.workflow.start(WORKFLOW_TYPE, {
+    workflowId: sessionId,
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [input],
+  });
+}
+
+/** A scripted session input on the repo at `url`: one shell step per command. */
+export function scriptedSession(
+  url: string,
+  task: string,
+  run: string | string[],
+  extra: Record<string, unknown> = {},
+) {
+  return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
+}
+
+/** Polls the status query until `until` holds; fails with the last status after `timeoutMs`. */
+export async function waitForStatus(
+  handle: WorkflowHandle,
+  until: (s: SessionStatus) => boolean,
+  timeoutMs = 60_000,
+): Promise<SessionStatus> {
+  const deadline = Date.now() + timeoutMs;
+  let last: SessionStatus | undefined;
+  for (;;) {
+    last = await handle.query(status).catch(() => last);
+    if (last && until(last)) return last;
+    if (Date.now() > deadline) throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+export const inPhase = (phase: Phase) => (s: SessionStatus) => s.phase === phase;
+
+/** The arguments of the `decide` update that approves `action` as `by` (bound to `change` when given). */
+export const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({
+  args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
+});
+
+/** Waits for the push to await approval, approves it as `by`, and resolves with the final status. */
+export async function approvePush(handle: WorkflowHandle, by = 'alice', timeoutMs = 120_000): Promise<SessionStatus> {
+  await waitForStatus(handle, inPhase('awaiting_approval'), timeoutMs);
+  await handle.executeUpdate(decide, approveAs(by, 'push'));
+  return (await handle.result()) as SessionStatus;
+}
+
+/** Runs the reaper of the stack's host once, as its schedule would. */
+export function runReaper(stack: TestStack): Promise<Reaped[]> {
+  return stack.client.workflow.execute('reapSandboxes', {
+    workflowId: newSessionId('reap'),
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [{ hostQueue: hostQueueOf(stack.config) }],
+  });
+}
+
+/** Containers (any state) of a session. */
+export async function containersOf(sessionId: string): Promise<Docker.ContainerInfo[]> {
+  return docker.listContainers({ all: true, filters: { label: [`${LABELS.session}=${sessionId}`] } });
+}
+
+/** Runs the drydock CLI; resolves with its exit code and output. */
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+  stdin = '',
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(path.join(projectRoot, 'bin', 'drydock'), args, { env: { ...process.env, ...env } });
+    child.stdin.end(stdin);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** `drydock serve` in-process on a free port, against the stack's Temporal and task queue. */
+export async function startServe(
+  stack: TestStack,
+  overrides: Partial<Config> = {},
+): Promise<{ url: string; config: Config; close(): Promise<void> }> {
+  const config = { ...stack.config, DRYDOCK_HTTP_HOST: '127.0.0.1', DRYDOCK_HTTP_PORT: 0, ...overrides };
+  const server = await startServer({ config, client: stack.client, log: createLogger(config.LOG_LEVEL) });
+  return { url: server.url, config, close: () => server.close() };
+}
+
+/**
+ * A bare repo prepared for snapshots: a lockfile, and `.drydock/setup.sh`
+ * that leaves a marker in node_modules (ignored by git) counting its runs and
+ * copying the lockfile it installed. `commit` pushes a change to main.
+ */
+export async function makeSnapshotRepo(setupScript = DEFAULT_SETUP): Promise<FixtureRepo> {
+  const repo = await newRepo('drydock-snaprepo-');
+  await repo.commit(
+    {
+      'README.md': '# app\n',
+      '.gitignore': 'node_modules/\n',
+      'package-lock.json': '{ "lockfileVersion": 3, "generation": 1 }\n',
+      '.drydock/setup.sh': setupScript,
+    },
+    'initial',
+  );
+  return repo;
+}
+
+/** Setup that proves whether it ran: one line per run in node_modules/.drydock/setup-runs. */
+export const DEFAULT_SETUP = `set -e
+mkdir -p node_modules/.drydock
+echo "run at $(git rev-parse HEAD)" >> node_modules/.drydock/setup-runs
+cp package-lock.json node_modules/.drydock/installed-lock
+`;
+
+/**
+ * The embedded PGlite database of a fresh data dir, served by a child process
+ * (test/support/pglite-server.ts) and opened here through its port file, with `pg`.
+ */
+export async function openEmbeddedDatabase(): Promise<import('../../store/db').Database> {
+  const { openDatabase } = await import('../../store/db');
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-pglite-'));
+  const server = spawn(
+    path.join(projectRoot, 'node_modules', '.bin', 'tsx'),
+    [path.join(__dirname, 'pglite-server.ts'), dataDir],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve());
+    server.once('exit', (code) => reject(new Error(`pglite-server exited with ${code}`)));
+  });
+  const db = await openDatabase({ DRYDOCK_DATA_DIR: dataDir, DATABASE_URL: undefined });
+  return {
+    ...db,
+    async close() {
+      await db.close();
+      const exited = new Promise((resolve) => server.once('exit', resolve));
+      server.stdin!.end();
+      await exited;
+    },
+  };
+}

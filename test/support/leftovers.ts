@@ -1,0 +1,114 @@
+/**
+ * What a killed test run leaves behind (PostgreSQL clusters, Temporal dev
+ * servers, worker processes, sandboxes, temp folders), found and removed by
+ * the next run. Each temp folder a run creates names its owner, the jest
+ * process (`own`); each server or worker a run starts is listed in the run's
+ * folder (`ownProcess`). Global setup reaps the folders whose owner is gone.
+ * A process is named by its pid and start time, so a reused pid is never killed.
+ */
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Docker from 'dockerode';
+import { LABELS } from '../../sandbox/docker';
+
+const OWNER_FILE = '.drydock-owner';
+const PROCESSES_FILE = '.drydock-processes';
+
+interface Proc {
+  pid: number;
+  /** Start time in clock ticks since boot (/proc/<pid>/stat, field 22). */
+  start: string;
+}
+
+function procOf(pid: number): Proc | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at field 3.
+    return { pid, start: stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] };
+  } catch {
+    return undefined;
+  }
+}
+
+const alive = (p: Proc) => procOf(p.pid)?.start === p.start;
+
+/** The test run's owner: the jest process that ran global setup. */
+function owner(): Proc {
+  return procOf(Number(process.env.DRYDOCK_TEST_OWNER ?? process.pid))!;
+}
+
+/** Marks a temp folder as this run's: the next run removes it once this run's owner is gone. */
+export function own(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, OWNER_FILE);
+  if (!existsSync(file)) writeFileSync(file, JSON.stringify({ owner: owner(), run: process.env.DRYDOCK_TEST_RUN }));
+}
+
+/** Lists a process this run started, to be killed by the next run if it outlives this one. */
+export function ownProcess(pid: number | undefined): void {
+  const dir = process.env.DRYDOCK_TEST_DIR;
+  const proc = pid === undefined ? undefined : procOf(pid);
+  if (dir && proc) appendFileSync(path.join(dir, PROCESSES_FILE), `${JSON.stringify(proc)}\n`);
+}
+
+/**
+ * Removes what runs whose owner is gone left behind: kills their processes,
+ * removes their sandboxes (by the run's session prefix) and their temp
+ * folders. Returns what it removed, for the log.
+ */
+export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
+  const done: string[] = [];
+  const orphans: { dir: string; run?: string }[] = [];
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith('drydock-')) continue;
+    const dir = path.join(tmpdir(), name);
+    let mark: { owner: Proc; run?: string };
+    try {
+      mark = JSON.parse(readFileSync(path.join(dir, OWNER_FILE), 'utf8')) as typeof mark;
+    } catch {
+      continue; // not a test run's folder, or not marked
+    }
+    if (!alive(mark.owner)) orphans.push({ dir, run: mark.run });
+  }
+  // Processes first, so no server still writes into a folder being removed.
+  for (const { dir } of orphans) {
+    const listed = existsSync(path.join(dir, PROCESSES_FILE))
+      ? readFileSync(path.join(dir, PROCESSES_FILE), 'utf8').split('\n').filter(Boolean)
+      : [];
+    for (const proc of listed.map((l) => JSON.parse(l) as Proc).filter(alive)) {
+      process.kill(proc.pid, 'SIGKILL');
+      done.push(`process ${proc.pid}`);
+    }
+  }
+  const runs = new Set(orphans.map((o) => o.run).filter((r): r is string => Boolean(r)));
+  if (runs.size) {
+    for (const c of await docker.listContainers({ all: true, filters: { label: [LABELS.session] } })) {
+      const session = c.Labels[LABELS.session] ?? '';
+      if (![...runs].some((run) => session.startsWith(`${run}-`))) continue;
+      await docker.getContainer(c.Id).remove({ force: true, v: true });
+      done.push(`sandbox ${c.Names[0]}`);
+    }
+  }
+  for (const { dir } of orphans) {
+    unmountUnder(dir);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+    done.push(dir);
+  }
+  return done;
+}
+
+/**
+ * Unmounts what is mounted under `dir`, deepest first: a sandbox's storage
+ * (sandbox/docker-storage.ts) is an ext4 image loop-mounted in the worker's data
+ * dir, and removing the folder over it fails with EBUSY.
+ */
+function unmountUnder(dir: string): void {
+  const points = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4])
+    .filter((point) => point?.startsWith(`${dir}/`) || point === dir)
+    .sort((a, b) => b.length - a.length);
+  for (const point of points) execFileSync('umount', ['--lazy', point]);
+}

@@ -1,0 +1,23 @@
+/** Snapshot builds for tests, and their removal afterwards. */
+import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
+import { docker, newSessionId, type TestStack } from './helpers';
+
+/** Builds a snapshot of `repo` now, as its schedule would: one refreshSnapshot workflow. */
+export function buildSnapshot(stack: TestStack, repo: string): Promise<SnapshotBuildResult> {
+  return stack.client.workflow.execute('refreshSnapshot', {
+    workflowId: newSessionId('snap'),
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [{ repo }],
+  });
+}
+
+/** Removes the snapshot images and the schedules of these repos (each test's repo is a fresh temp dir). */
+export async function removeSnapshots(stack: TestStack, repos: string[]): Promise<void> {
+  for (const image of await docker.listImages({ filters: { label: [`${SNAPSHOT_LABELS.image}=snapshot`] } })) {
+    if (repos.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? '')) {
+      await docker.getImage(image.Id).remove({ force: true });
+    }
+  }
+  for (const repo of repos) await deleteSnapshotSchedules(stack.client, repo, [stack.config.DRYDOCK_HOST_ID]);
+}

@@ -1,0 +1,100 @@
+/**
+ * Workers as separate processes, so a test can kill one for real: `bin/drydock
+ * worker`, or test/support/fault-worker.ts (the same worker with a hook that holds it
+ * after a chosen activity).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { projectRoot } from './helpers';
+import { own, ownProcess } from './leftovers';
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Resolves when it polls. */
+  ready: Promise<void>;
+  /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity. */
+  held: Promise<void>;
+  exited: Promise<number | null>;
+  /** SIGKILL, resolved once it has exited (at once if it already had). */
+  kill(): Promise<void>;
+}
+
+/** The variables a worker process needs; any others may be added. */
+export type WorkerEnv = Record<string, string> & {
+  TEMPORAL_ADDRESS: string;
+  DRYDOCK_TASK_QUEUE: string;
+  DRYDOCK_HOST_ID: string;
+  DRYDOCK_DATA_DIR: string;
+};
+
+/** A task queue of its own for a test: `<prefix>-<random>`. */
+export const newQueue = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
+
+/** A worker on `queue` against the suite's Temporal server, host `<queue>-host` unless `extra` names one, own data dir. */
+export async function workerEnv(queue: string, extra: Record<string, string> = {}): Promise<WorkerEnv> {
+  const host = extra.DRYDOCK_HOST_ID ?? `${queue}-host`;
+  return {
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS!,
+    DRYDOCK_TASK_QUEUE: queue,
+    DRYDOCK_HOST_ID: host,
+    DRYDOCK_DATA_DIR: await ownedTempDir(`drydock-${host}-`),
+    LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+/** A temp folder of this run: a later run removes it (a worker's tools and mirrors are hundreds of MB). */
+async function ownedTempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  own(dir);
+  return dir;
+}
+
+const started = new Set<ChildProcess>();
+
+/** Starts test/support/fault-worker.ts, or `bin/drydock worker` with `cli`. */
+export function startWorkerProcess(
+  env: Record<string, string>,
+  opts: { holdAfter?: string; cli?: boolean } = {},
+): WorkerProcess {
+  const child = opts.cli
+    ? spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      })
+    : spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'fault-worker.ts')], {
+        env: { ...process.env, ...env, ...(opts.holdAfter ? { DRYDOCK_TEST_HOLD_AFTER: opts.holdAfter } : {}) },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+  started.add(child);
+  ownProcess(child.pid); // killed by the next run if this one is killed
+  // Read stderr always: a full pipe would block the worker.
+  let output = '';
+  const seen = (text: string) =>
+    new Promise<void>((resolve) => {
+      const check = () => output.includes(text) && resolve();
+      child.stderr!.on('data', check);
+      check();
+    });
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    ready: seen('worker polling'),
+    held: seen('holding after'),
+    exited,
+    async kill() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** SIGKILL to every worker process started so far (for afterEach and finally blocks). */
+export function killWorkerProcesses(): void {
+  for (const child of started) child.kill('SIGKILL');
+  started.clear();
+}
