@@ -214,7 +214,7 @@ export class EnvironmentError extends Error {
  * The sandbox image of a repo's environment at `commit`: the repo's image
  * (built from its Dockerfile, or named), with drydock's layer on top
  * (/workspace and the home folder owned by the sandbox user, containerEnv,
- * sh and git checked). Built once per content hash; returns the tag.
+ * the user checked). Built once per content hash; returns the tag.
  */
 export async function ensureEnvironmentImage(
   mirror: string,
@@ -242,7 +242,6 @@ function layerDockerfile(from: string, env: RepoEnvironment): string {
   const quote = (v: string) => JSON.stringify(v);
   const user = env.remoteUser ?? String(SANDBOX_UID);
   const checks = [
-    `command -v git >/dev/null || { echo "drydock: the image has no git; drydock needs sh and git in the sandbox image" >&2; exit 1; }`,
     `uid=$(id -u ${quote(user)} 2>/dev/null || echo ${quote(user)})`,
     `[ "$uid" = ${SANDBOX_UID} ] || { echo "drydock: remoteUser ${user} has uid $uid; sandboxes run as uid ${SANDBOX_UID}" >&2; exit 1; }`,
     `mkdir -p ${WORKSPACE} ${HOME} && chown ${SANDBOX_UID}:${SANDBOX_UID} ${WORKSPACE} ${HOME}`,
@@ -334,7 +333,7 @@ function docker(args: string[], stdin: string | undefined, env: RepoEnvironment)
       const why = lacks
         ? lacks
         : noShell
-          ? 'drydock: the image has no sh; drydock needs sh and git in the sandbox image'
+          ? 'drydock: the image has no sh; drydock needs sh in the sandbox image'
           : `docker build failed: ${text.slice(-800)}`;
       reject(new EnvironmentError(`${env.source}: ${why}`));
     });

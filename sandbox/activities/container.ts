@@ -79,16 +79,16 @@ export async function createOwnedContainer(
   });
   // What an image holds never changes: its id is checked once per worker (an exec saved on every start).
   const imageId = created || extraCaCerts ? (await sandboxes.image(spec.image))?.id : undefined;
-  if (created && !(imageId && IMAGES_WITH_SHELL_AND_GIT.has(imageId))) {
-    await requireShellAndGit(sandboxes, spec.name, spec.image);
-    if (imageId) IMAGES_WITH_SHELL_AND_GIT.add(imageId);
+  if (created && !(imageId && IMAGES_WITH_SHELL.has(imageId))) {
+    await requireShell(sandboxes, spec.name, spec.image);
+    if (imageId) IMAGES_WITH_SHELL.add(imageId);
   }
   if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts, imageId);
   return created;
 }
 
-/** Image ids whose sandbox had sh and git (see requireShellAndGit). */
-const IMAGES_WITH_SHELL_AND_GIT = new Set<string>();
+/** Image ids whose sandbox had sh (see requireShell). */
+const IMAGES_WITH_SHELL = new Set<string>();
 
 /** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
 async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: SandboxSpec) {
@@ -98,17 +98,20 @@ async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: 
     if (!/executable file not found|no such file or directory/i.test((err as Error).message)) throw err;
     await sandboxes.destroy(spec.name);
     throw ApplicationFailure.nonRetryable(
-      `the sandbox image ${image} has no sh (nor sleep): drydock needs sh and git in the sandbox image`,
+      `the sandbox image ${image} has no sh (nor sleep): drydock needs sh in the sandbox image (it brings its own git)`,
       ErrorType.EnvironmentUnusable,
     );
   }
 }
 
-/** drydock's helpers and workspace need sh and git in the image: without them provisioning fails, saying so. */
-async function requireShellAndGit(sandboxes: DockerSandboxes, name: string, image: string): Promise<void> {
-  const lacks = (what: string) =>
+/**
+ * drydock's helpers need sh in the image (git they bring: last on PATH);
+ * without it provisioning fails, saying so.
+ */
+async function requireShell(sandboxes: DockerSandboxes, name: string, image: string): Promise<void> {
+  const lacks = () =>
     ApplicationFailure.nonRetryable(
-      `the sandbox image ${image} has no ${what}; drydock needs sh and git in the sandbox image`,
+      `the sandbox image ${image} has no sh; drydock needs sh in the sandbox image`,
       ErrorType.EnvironmentUnusable,
     );
   let found;
@@ -116,10 +119,15 @@ async function requireShellAndGit(sandboxes: DockerSandboxes, name: string, imag
     found = await sandboxes.exec(name, ['sh', '-c', 'command -v git >/dev/null']);
   } catch (err) {
     if (err instanceof SandboxNotFound) throw err;
-    throw lacks('sh');
+    throw lacks();
   }
-  if (found.exitCode === 127 || found.exitCode === 126) throw lacks('sh');
-  if (found.exitCode !== 0) throw lacks('git');
+  if (found.exitCode === 127 || found.exitCode === 126) throw lacks();
+  if (found.exitCode !== 0) {
+    throw ApplicationFailure.nonRetryable(
+      `the sandbox image ${image} finds no git on its PATH, not even drydock's own`,
+      ErrorType.EnvironmentUnusable,
+    );
+  }
 }
 
 /** A sandbox that is gone stays gone: no retry, the workflow replaces it. Other errors pass as they are. */

@@ -19,7 +19,7 @@ import {
   type RepoEnvironment,
 } from '../repo-image';
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
-import { HELPER_NODE_VERSION, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
+import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
 import type { SandboxDeps } from './deps';
 import { readRepoConfig } from '../../repos/config-file';
 
@@ -68,15 +68,18 @@ async function environmentOf(
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
   const env: string[] = [];
   let node: string | undefined;
+  const own = await imagePath(deps, image);
+  // The helpers' git comes last: an image with its own git keeps using it.
+  let searchPath = `${own}:${HELPERS_GIT}`;
   // A packageManager alone gets corepack (on a Node.js of drydock's choice) after the image's own tools.
+  // A musl image (Alpine) cannot run the official builds: it brings its own Node.js.
   const corepackOnly = !request && usesPackageManager(packageJson);
-  if (request || corepackOnly) {
+  if ((request || corepackOnly) && !(await isMuslImage(deps, image))) {
     const dir = await toolchains.node(request ?? { range: HELPER_NODE_VERSION, source: 'packageManager' });
     node = path.basename(dir).replace(/^node-|-corepack-.*$/g, '');
     mounts.push({ source: dir, target: NODE_MOUNT });
-    const own = await imagePath(deps, image);
+    searchPath = corepackOnly ? `${own}:${NODE_MOUNT}/bin:${HELPERS_GIT}` : `${NODE_MOUNT}/bin:${searchPath}`;
     env.push(
-      corepackOnly ? `PATH=${own}:${NODE_MOUNT}/bin` : `PATH=${NODE_MOUNT}/bin:${own}`,
       `COREPACK_HOME=${COREPACK_HOME}`,
       'COREPACK_ENABLE_DOWNLOAD_PROMPT=0',
       'COREPACK_ENABLE_AUTO_PIN=0',
@@ -84,6 +87,7 @@ async function environmentOf(
       'NODE_USE_ENV_PROXY=1',
     );
   }
+  env.unshift(`PATH=${searchPath}`);
   return {
     image,
     mounts,
@@ -127,6 +131,30 @@ async function imagePath({ sandboxes }: SandboxDeps, image: string): Promise<str
   const info = await sandboxes.docker.getImage(image).inspect();
   const found = (info.Config?.Env ?? []).find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+}
+
+const musl = new Map<string, boolean>();
+/** Whether an image's programs link musl (Alpine): its loader is there. Asked once per image and process. */
+async function isMuslImage({ sandboxes }: SandboxDeps, image: string): Promise<boolean> {
+  const id = (await sandboxes.docker.getImage(image).inspect()).Id;
+  let known = musl.get(id);
+  if (known === undefined) {
+    const probe = await sandboxes.docker.createContainer({
+      Image: id,
+      Cmd: ['true'],
+      HostConfig: { NetworkMode: 'none' },
+    });
+    try {
+      known = await probe.getArchive({ path: '/lib/ld-musl-x86_64.so.1' }).then(
+        () => true,
+        () => false,
+      );
+    } finally {
+      await probe.remove({ force: true });
+    }
+    musl.set(id, known);
+  }
+  return known;
 }
 
 /**
