@@ -17,6 +17,9 @@ export const LABELS = {
   expires: 'drydock.expires',
 } as const;
 
+/** On a container that lives in a sandbox's network namespace (a service, the app): the sandbox's name. */
+export const COMPANION_LABEL = 'drydock.companion-of';
+
 export const SANDBOX_USER = '1000:1000';
 export const WORKSPACE = '/workspace';
 /** The sandbox user's home: git config and drydock-run's state (STATE_DIR). */
@@ -517,14 +520,30 @@ export class DockerSandboxes {
     let removed = true;
     try {
       name = (await this.docker.getContainer(nameOrId).inspect()).Name.replace(/^\//, '');
+      // Its services first: they live in its network namespace and keep their data on its disk.
+      await this.destroyCompanions(name);
       await this.docker.getContainer(nameOrId).remove({ force: true, v: true });
     } catch (err) {
       if (isStatus(err, 404)) removed = false;
       else if (!isStatus(err, 409)) throw err; // 409: removal already in progress
     }
+    if (!removed) await this.destroyCompanions(name); // services a crash left without their sandbox
     if (await this.exists(name)) return true; // another call's removal still runs; its storage goes with it
     await this.storage.remove(name);
     return removed;
+  }
+
+  /** Removes the containers in a sandbox's network namespace (services, the app), with their volumes. */
+  async destroyCompanions(sandbox: string): Promise<void> {
+    const found = await this.docker.listContainers({ all: true, filters: { label: [`${COMPANION_LABEL}=${sandbox}`] } });
+    for (const c of found) {
+      await this.docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .catch((err: unknown) => {
+          if (!isStatus(err, 404) && !isStatus(err, 409)) throw err;
+        });
+    }
   }
 
   /**
