@@ -27,6 +27,8 @@ export interface RunnableService extends ServiceSpec {
 export const SERVICES_LABEL = 'drydock.snapshot.services';
 /** On a service container: the service's name. */
 export const SERVICE_NAME_LABEL = 'drydock.service';
+/** On a service container: the data image its folders' lower layers come from (kept while it runs). */
+export const SERVICE_DATA_LABEL = 'drydock.service.data';
 /** A service's /tmp (counted in its memory). */
 const SERVICE_TMP = '64m';
 /** How long a service without a health check of its own may take to listen on its ports. */
@@ -105,7 +107,12 @@ async function createOptions(
   const share = opts.shares[s.name];
   const info = await sandboxes.docker.getImage(s.image).inspect();
   const test = s.healthcheck?.test ?? imageHealthcheck(info);
-  const labels = { ...opts.labels, [COMPANION_LABEL]: sandbox, [SERVICE_NAME_LABEL]: s.name };
+  const labels = {
+    ...opts.labels,
+    [COMPANION_LABEL]: sandbox,
+    [SERVICE_NAME_LABEL]: s.name,
+    ...(s.dataImage ? { [SERVICE_DATA_LABEL]: s.dataImage } : {}),
+  };
   return {
     name: serviceContainerName(sandbox, s.name),
     Image: s.image,

@@ -22,6 +22,8 @@ import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
 import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
 import type { SandboxDeps } from './deps';
 import { readRepoConfig } from '../../repos/config-file';
+import type { RepoConfig } from '../../workflows/repo-config';
+import { declaredStack, type DeclaredStack } from './services';
 
 /** What a sandbox of the repo is made of. */
 export interface SandboxEnvironment {
@@ -34,8 +36,10 @@ export interface SandboxEnvironment {
   setup?: string;
   /** Node.js version mounted, when the repo declares one. */
   node?: string;
-  /** What decides the image and toolchain: part of the snapshot's setup hash. */
+  /** What decides the image, toolchain and services: part of the snapshot's setup hash. */
   key: string;
+  /** The services and the app the repo declares (sandbox/activities/services.ts). */
+  stack: DeclaredStack;
 }
 
 /** Where corepack keeps the package managers it fetched: in the snapshot (node_modules is), not in home (it is not). */
@@ -61,7 +65,13 @@ async function environmentOf(
   const toolchains = toolchainsOf(deps);
   const read = (file: string) =>
     readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
-  const declared = await declaredEnvironment(mirror, commit, read);
+  const file = await readRepoConfig(mirror, commit);
+  if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
+  const { environment: declared, stack } = await declaredStack(
+    read,
+    await declaredEnvironment(file.config, read),
+    file.config,
+  );
   const image = declared ? await ensureEnvironmentImage(mirror, commit, declared, repoSlug(repo)) : deps.baseImage;
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
@@ -94,19 +104,17 @@ async function environmentOf(
     env,
     ...(declared?.setup ? { setup: declared.setup } : {}),
     ...(node ? { node } : {}),
-    key: `${image}${node ? ` node ${node}` : ''}`,
+    key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
+    stack,
   };
 }
 
 /** The environment the repo declares: its config file's choice, else its dev container; none: the base image. */
 async function declaredEnvironment(
-  mirror: string,
-  commit: string,
+  config: RepoConfig | undefined,
   read: (file: string) => Promise<string | undefined>,
 ): Promise<RepoEnvironment | undefined> {
-  const file = await readRepoConfig(mirror, commit);
-  if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
-  const chosen = file.config?.environment;
+  const chosen = config?.environment;
   if (chosen?.dockerfile) return dockerfileEnvironment(chosen.dockerfile, chosen.context);
   const devcontainer = chosen?.devcontainer ?? DEVCONTAINER_FILE;
   const text = await read(devcontainer);

@@ -15,6 +15,7 @@ import { sandboxEnvironment } from './environment';
 import { mirrorAt } from '../../repos/mirror';
 import type { SandboxDeps } from './deps';
 import { newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
 export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
@@ -83,6 +84,9 @@ async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Prom
   const environment =
     snapshot &&
     (await sandboxEnvironment(deps, (await mirrorAt(deps, repo, snapshot.commit!)).mirror, snapshot.commit!, repo));
+  // Its services too, started and ready: a claim gets a sandbox whose database is up with setup's data.
+  const services = snapshot ? await sandboxServices(deps, snapshot.image!, [], repo) : [];
+  const shares = sharesOf(POOL_LIMITS, services);
   for (let i = Math.min(current.length, size); snapshot && environment && i < size; i++) {
     const name = `drydock-pool-${repoSlug(repo).slice(0, 60)}-${randomUUID().slice(0, 8)}`;
     try {
@@ -90,14 +94,17 @@ async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Prom
         name,
         image: snapshot.image!,
         mounts: environment.mounts,
-        env: environment.env,
+        env: await snapshotEnv(deps, snapshot.image!, environment.env),
         owner: `pool:${repo}`,
         repo,
         expiresAt: new Date(Date.now() + POOL_IDLE_TTL_MS).toISOString(),
-        limits: POOL_LIMITS,
+        limits: { ...POOL_LIMITS, ...shares.sandbox },
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
       });
-      await prepareWorkspace(deps, name, { mark: true });
+      await Promise.all([
+        prepareWorkspace(deps, name, { mark: true }),
+        startSandboxServices(deps, name, services, shares.services),
+      ]);
       await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
       added.push(name);
     } catch (err) {

@@ -27,6 +27,7 @@ import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } fr
 import { PoolRegistry } from '../pool-registry';
 import { fillPool } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 
 export function createProvisionActivities(deps: SandboxDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
@@ -89,25 +90,32 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
     await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark: false });
+  // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
+  const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
+  const shares = sharesOf(input.limits, services);
   const created =
     !pooled &&
     (await createOwnedContainer(deps, {
       name,
       image,
       mounts: environment.mounts,
-      env: environment.env,
+      env: await snapshotEnv(deps, snapshot?.image, environment.env),
       owner: input.sessionId,
       repo: input.repo.url,
       expiresAt: input.expiresAt,
-      limits: input.limits,
+      limits: { ...input.limits, ...shares.sandbox },
       ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
     }));
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
-  if (!pooled && (created || !(await isProvisioned(deps, name)))) {
-    await fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint });
-  }
+  // Its services start meanwhile: each is ready before the session's first step (and before setup).
+  await Promise.all([
+    !pooled && (created || !(await isProvisioned(deps, name)))
+      ? fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint })
+      : undefined,
+    startSandboxServices(deps, name, services, shares.services),
+  ]);
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
     commit: snapshot.commit!,
@@ -144,6 +152,7 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
       limits: input.limits,
       snapshot: use,
       ...(environment.node ? { node: environment.node } : {}),
+      ...(services.length ? { services: services.map((sv) => ({ name: sv.name, image: sv.image })) } : {}),
       ...(pooled ? { pooled: true } : {}),
       ...(generation ? { generation, restored } : {}),
     },

@@ -12,11 +12,14 @@ export function buildSnapshot(stack: TestStack, repo: string): Promise<SnapshotB
   });
 }
 
-/** Removes the snapshot images and the schedules of these repos (each test's repo is a fresh temp dir). */
+/** Removes the snapshot images (and their services' data images) and the schedules of these repos (each test's repo is a fresh temp dir). */
 export async function removeSnapshots(stack: TestStack, repos: string[]): Promise<void> {
-  for (const image of await docker.listImages({ filters: { label: [`${SNAPSHOT_LABELS.image}=snapshot`] } })) {
-    if (repos.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? '')) {
-      await docker.getImage(image.Id).remove({ force: true });
+  // Snapshots, and their services' data images.
+  for (const kind of ['snapshot', 'service-data']) {
+    for (const image of await docker.listImages({ filters: { label: [`${SNAPSHOT_LABELS.image}=${kind}`] } })) {
+      if (repos.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? '')) {
+        await docker.getImage(image.Id).remove({ force: true });
+      }
     }
   }
   for (const repo of repos) await deleteSnapshotSchedules(stack.client, repo, [stack.config.DRYDOCK_HOST_ID]);

@@ -1,0 +1,265 @@
+/**
+ * A repo's services and app as the sandbox's activities see them
+ * (docs/services.md): read from its dev container's compose file and its
+ * .drydock/config.yaml, their images resolved (the host's own, or pulled from
+ * an allowed registry at a snapshot build only, and pinned by digest), and
+ * checked after each step, a dead or unhealthy service failing the step with
+ * its name so the session replaces the sandbox with its services.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ErrorType } from '../../workflows/api';
+import type { RepoConfig } from '../../workflows/repo-config';
+import { imageSource, parseImageReference, pinnedReference } from '../../workflows/rules/images';
+import { shareLimits, type Share } from '../../workflows/rules/service-limits';
+import {
+  appOfConfig,
+  dependencyProblems,
+  servicesOfConfig,
+  type AppSpec,
+  type ServiceSpec,
+} from '../../workflows/services';
+import { ComposeError, parseCompose } from '../compose';
+import type { DockerSandboxes } from '../docker';
+import { EnvironmentError, type RepoEnvironment } from '../repo-image';
+import {
+  containerLog,
+  recordedServices,
+  SERVICE_NAME_LABEL,
+  ServiceFailure,
+  serviceProblems,
+  servicesOf,
+  startServices,
+  type RunnableService,
+} from '../services';
+import { egressDirOf } from '../egress';
+import { SNAPSHOT_ENV_LABEL } from '../snapshots';
+import type { SandboxDeps } from './deps';
+
+/** What a repo declares beside its sandbox. */
+export interface DeclaredStack {
+  services: ServiceSpec[];
+  app?: AppSpec;
+}
+
+/**
+ * The sandbox environment of a compose dev container (its own service's
+ * image or build) and every service declared: the compose file's and the
+ * config file's (one name, one service). Problems name the file and field.
+ */
+export async function declaredStack(
+  read: (file: string) => Promise<string | undefined>,
+  declared: RepoEnvironment | undefined,
+  config: RepoConfig | undefined,
+): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack }> {
+  const services = config?.services ? servicesOfConfig(config.services) : [];
+  let environment = declared;
+  if (declared?.compose) {
+    const { files, service, runServices } = declared.compose;
+    if (files.length > 1) throw new EnvironmentError(`${declared.source}: dockerComposeFile: give one compose file`);
+    const text = await read(files[0]);
+    if (text === undefined)
+      throw new EnvironmentError(`${declared.source}: dockerComposeFile: ${files[0]} is not in the repository`);
+    try {
+      const parsed = parseCompose(text, files[0], { devService: service, ...(runServices ? { runServices } : {}) });
+      environment = {
+        ...declared,
+        ...(parsed.dev.image ? { image: parsed.dev.image } : {}),
+        ...(parsed.dev.dockerfile !== undefined
+          ? { dockerfile: parsed.dev.dockerfile, context: parsed.dev.context }
+          : {}),
+        args: parsed.dev.args,
+        containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
+      };
+      const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));
+      if (clash)
+        throw new EnvironmentError(
+          `${clash.source}: also declared as services.${clash.name} in .drydock/config.yaml: keep one`,
+        );
+      services.unshift(...parsed.services);
+    } catch (err) {
+      if (err instanceof ComposeError) throw new EnvironmentError(err.message);
+      throw err;
+    }
+  }
+  const cycle = services.length ? dependencyProblems(services) : [];
+  if (cycle.length) throw new EnvironmentError(cycle.join('; '));
+  const app = config?.app
+    ? appOfConfig(config.app)
+    : declared?.app && {
+        ...declared.app,
+        readyPath: '/',
+        readyTimeoutMs: 60_000,
+        source: `${declared.source} postStartCommand`,
+      };
+  return { ...(environment ? { environment } : {}), stack: { services, ...(app ? { app } : {}) } };
+}
+
+/**
+ * The images of `services`: the host's own as they are; from an allowed
+ * registry pulled (only when `pull`: a snapshot build) and pinned by digest;
+ * anything else refused naming the image and the setting.
+ */
+export async function resolveServiceImages(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'log'>,
+  services: ServiceSpec[],
+  opts: { repo: string; allowed: string[]; pull: boolean },
+): Promise<RunnableService[]> {
+  const out: RunnableService[] = [];
+  for (const s of services) {
+    const onHost = await hasImage(deps.sandboxes, s.image);
+    const source = imageSource({
+      image: s.image,
+      field: `${s.source}.image`,
+      onHost,
+      allowed: opts.allowed,
+      repo: opts.repo,
+    });
+    if (source.from === 'refused') throw new EnvironmentError(source.problem);
+    if (source.from === 'host') {
+      out.push({ ...s });
+      continue;
+    }
+    if (!opts.pull) {
+      throw new EnvironmentError(
+        `${s.source}.image: ${s.image} is pulled only by a snapshot build, never during a session: build one ('drydock snapshot build')`,
+      );
+    }
+    out.push({ ...s, image: await pullPinned(deps, s) });
+  }
+  return out;
+}
+
+async function hasImage(sandboxes: DockerSandboxes, ref: string): Promise<boolean> {
+  return sandboxes.docker
+    .getImage(ref)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );
+}
+
+/** Pulls an allowed image and returns it pinned by the digest the registry gave. */
+async function pullPinned(deps: Pick<SandboxDeps, 'sandboxes' | 'log'>, s: ServiceSpec): Promise<string> {
+  const { docker } = deps.sandboxes;
+  const ref = parseImageReference(s.image);
+  if ('problem' in ref) throw new EnvironmentError(`${s.source}.image: ${ref.problem}`);
+  deps.log.info({ image: s.image }, 'pulling a service image from an allowed registry (snapshot build)');
+  try {
+    const stream = await docker.pull(s.image);
+    await new Promise<void>((resolve, reject) =>
+      docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())),
+    );
+  } catch (err) {
+    throw new EnvironmentError(`${s.source}.image: pulling ${s.image} failed: ${(err as Error).message}`);
+  }
+  const info = await docker.getImage(s.image).inspect();
+  const prefix = `${ref.registry === 'docker.io' ? 'docker.io/' : `${ref.registry}/`}${ref.repository}@`;
+  const digest = (info.RepoDigests ?? [])
+    .map((d) => (d.startsWith('docker.io/') || ref.registry !== 'docker.io' ? d : `docker.io/${d}`))
+    .find((d) => d.startsWith(prefix) || d.startsWith(prefix.replace(/^docker\.io\/library\//, '')));
+  if (!digest) throw new EnvironmentError(`${s.source}.image: ${s.image} was pulled but has no digest to pin`);
+  return pinnedReference(ref, digest.slice(digest.indexOf('@') + 1));
+}
+
+/** The session's limits shared with its services; a share that does not fit fails the session, naming the field. */
+export function sharesOf(limits: Share, services: ServiceSpec[]): { sandbox: Share; services: Record<string, Share> } {
+  const shared = shareLimits(limits, services);
+  if (!shared.ok) throw ApplicationFailure.nonRetryable(shared.problems.join('; '), ErrorType.InvalidSessionInput);
+  return shared;
+}
+
+/** After a step: a service that died or turned unhealthy fails it, named, so the session replaces the sandbox. */
+export async function checkServices(sandboxes: DockerSandboxes, sandbox: string): Promise<void> {
+  const problems = await serviceProblems(sandboxes, sandbox);
+  if (!problems.length) return;
+  throw ApplicationFailure.nonRetryable(
+    `${problems.map((p) => p.message).join('; ')} (sandbox ${sandbox})`,
+    ErrorType.ServiceLost,
+  );
+}
+
+/**
+ * The services a sandbox runs: its snapshot's (pinned images, setup's data),
+ * else the repo's declarations with images already on the host (a session
+ * never pulls).
+ */
+export async function sandboxServices(
+  deps: SandboxDeps,
+  snapshotImage: string | undefined,
+  declared: ServiceSpec[],
+  repo: string,
+): Promise<RunnableService[]> {
+  if (snapshotImage) return recordedServices((await deps.sandboxes.image(snapshotImage))?.labels);
+  if (!declared.length) return [];
+  try {
+    return await resolveServiceImages(deps, declared, { repo, allowed: [], pull: false });
+  } catch (err) {
+    if (err instanceof EnvironmentError)
+      throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
+    throw err;
+  }
+}
+
+/**
+ * Starts a sandbox's services (with its labels, so the reaper finds them
+ * too). One that will not start fails provisioning, named, with its log.
+ */
+export async function startSandboxServices(
+  deps: SandboxDeps,
+  sandbox: string,
+  services: RunnableService[],
+  shares: Record<string, Share>,
+): Promise<void> {
+  if (!services.length) return;
+  const labels = (await deps.sandboxes.docker.getContainer(sandbox).inspect()).Config.Labels ?? {};
+  try {
+    await startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime });
+  } catch (err) {
+    if (err instanceof ServiceFailure)
+      throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
+    throw err;
+  }
+}
+
+/** The environment a snapshot's inferred setup left for sessions (its label), as "NAME=value" entries. */
+export async function snapshotEnv(
+  deps: SandboxDeps,
+  snapshotImage: string | undefined,
+  env: string[],
+): Promise<string[]> {
+  const label = snapshotImage && (await deps.sandboxes.image(snapshotImage))?.labels[SNAPSHOT_ENV_LABEL];
+  if (!label) return env;
+  const extra = JSON.parse(label) as Record<string, string>;
+  // A virtualenv's bin goes first on PATH, as activating it would.
+  const venv = extra.VIRTUAL_ENV;
+  const withPath = env.map((e) => (venv && e.startsWith('PATH=') ? `PATH=${venv}/bin:${e.slice(5)}` : e));
+  return [...withPath, ...Object.entries(extra).map(([k, v]) => `${k}=${v}`)];
+}
+
+/** Where the sandbox finds its services' logs: a folder of its /run/drydock (the host's egress folder). */
+export const SERVICE_LOGS_IN_SANDBOX = '/run/drydock/services';
+/** The most of a service's log kept in that file. */
+const SERVICE_LOG_BYTES = 1024 * 1024;
+
+/**
+ * Copies each service's log into the sandbox's read-only /run/drydock/services/<name>.log,
+ * for agent CLIs and steps to read (every few seconds while a step runs).
+ */
+export async function syncServiceLogs(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'egressRoot'>,
+  sandbox: string,
+): Promise<void> {
+  const services = await servicesOf(deps.sandboxes, sandbox);
+  if (!services.length) return;
+  const dir = path.join(egressDirOf(deps.egressRoot, sandbox), 'services');
+  await mkdir(dir, { recursive: true, mode: 0o755 });
+  for (const c of services) {
+    const text = await containerLog(deps.sandboxes.docker, c.Id, 5_000).catch(() => '');
+    const file = path.join(dir, `${c.Labels[SERVICE_NAME_LABEL]}.log`);
+    await writeFile(`${file}.tmp`, text.slice(-SERVICE_LOG_BYTES), { mode: 0o644 });
+    await rename(`${file}.tmp`, file);
+  }
+}
