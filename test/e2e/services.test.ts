@@ -61,7 +61,8 @@ async function session(name: string, url: string, steps: string[]) {
   await handle.result().catch(() => undefined);
   expect(await containersOf(id)).toHaveLength(0);
   const final: SessionStatus = await handle.query('status');
-  const output = (n: number) => final.timeline.filter((t) => t.name.startsWith(`step ${n}`)).at(-1)?.outputTail ?? '';
+  const output = (n: number) =>
+    (final.timeline.filter((t) => t.name.startsWith(`step ${n}`)).at(-1)?.outputTail ?? '').trim();
   return { id, final, output };
 }
 
@@ -88,7 +89,7 @@ test('PostgreSQL 17 and Redis declared in .drydock/config.yaml: setup migrates o
   const row = (await snapshots.build(built.buildId))!;
   expect(row.services).toEqual([
     { name: 'db', image: images.postgres, dataImage: expect.stringMatching(/^drydock-data-.*:db$/) },
-    { name: 'cache', image: images.redis },
+    { name: 'cache', image: images.redis, dataImage: expect.stringMatching(/^drydock-data-.*:cache$/) },
   ]);
   expect(row.setupSource).toBe('.drydock/config.yaml');
   await everySessionStartsFromTheSnapshot(built.repo);
@@ -118,7 +119,12 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
   expect(final.phase).toBe('completed');
   const replaced = final.timeline.find((t) => t.name.startsWith('re-provision'));
   expect(replaced?.name).toMatch(/service db exited \(code 137/);
-  expect(final.timeline.filter((t) => t.name.startsWith('step 2')).at(-1)?.outputTail).toBe('seeded\nseeded');
+  expect(
+    final.timeline
+      .filter((t) => t.name.startsWith('step 2'))
+      .at(-1)
+      ?.outputTail?.trim(),
+  ).toBe('seeded\nseeded');
   expect(await containersOf(id)).toHaveLength(0);
 }, 600_000);
 

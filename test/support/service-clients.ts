@@ -89,6 +89,7 @@ services:
   cache:
     image: ${images.redis}
     ports: [6379]
+    data: [/data]
 `;
 }
 
@@ -123,8 +124,10 @@ export function composeServices(images: { postgres: string; redis: string; dev: 
   cache:
     image: ${images.redis}
     expose: [6379]
+    volumes: [cachedata:/data]
 volumes:
   pgdata:
+  cachedata:
 `,
   };
 }
