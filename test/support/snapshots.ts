@@ -2,6 +2,7 @@
 import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
 import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
 import { docker, newSessionId, type TestStack } from './helpers';
+import { LOWER_LABEL } from '../../sandbox/docker-storage';
 
 /** Builds a snapshot of `repo` now, as its schedule would: one refreshSnapshot workflow. */
 export function buildSnapshot(stack: TestStack, repo: string): Promise<SnapshotBuildResult> {
@@ -19,6 +20,9 @@ export async function removeSnapshots(stack: TestStack, repos: string[]): Promis
     for (const image of await docker.listImages({ filters: { label: [`${SNAPSHOT_LABELS.image}=${kind}`] } })) {
       if (repos.includes(image.Labels?.[SNAPSHOT_LABELS.repo] ?? '')) {
         await docker.getImage(image.Id).remove({ force: true });
+        // Its copy-on-write lower layers, which no sandbox of the test uses any more.
+        const lowers = await docker.listVolumes({ filters: { label: [`${LOWER_LABEL}=${image.Id}`] } });
+        for (const v of lowers.Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => undefined);
       }
     }
   }
