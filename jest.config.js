@@ -4,9 +4,17 @@
  * what is started). A project's global setup runs only when one of its tests
  * is selected, so `npx jest test/workflow` starts none of the services.
  */
+// ES-module-only packages (the Kubernetes client and what it imports): Jest's own
+// module loader cannot require them, so they are compiled to CommonJS like our code.
+const esmOnly = ['@kubernetes/client-node', 'openid-client', 'oauth4webapi', 'jose'];
+
 const shared = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': ['@swc/jest'] },
+  transform: {
+    '^.+\\.ts$': ['@swc/jest'],
+    [`/node_modules/(${esmOnly.join('|')})/.+\\.js$`]: ['@swc/jest', { module: { type: 'commonjs' } }],
+  },
+  transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
 };
 
 module.exports = {

@@ -10,7 +10,7 @@ import { ensureAgentCli } from '../models/agent-clis';
 import type { ActivityDeps } from './deps';
 import { reportProgress } from '../platform/heartbeat';
 
-export function createAgentCliActivities(deps: ActivityDeps) {
+export function createAgentCliActivities(deps: Pick<ActivityDeps, 'agentClis' | 'hostId' | 'log'>) {
   return {
     /** The CLI's binary as the sandbox sees it; installs the version on this host first when it is missing. */
     async installAgentCli(input: {

@@ -27,6 +27,7 @@ import { permanent } from '../sandbox/activities/container';
 import type { ActivityDeps } from './deps';
 import { tail } from '../sandbox/activities/output';
 import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
+import { sandboxOf, type ShellScript } from '../sandbox/handle';
 import { takeCheckpoint } from '../sandbox/activities/steps';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
 
@@ -160,21 +161,21 @@ interface StoredAnswer {
 
 type ToolCallRecord = Extract<AgentCall, { type: 'tool' }>;
 
+/** The repo's AGENTS.md, at most $1 bytes of it; exit 1 when there is none. */
+const READ_INSTRUCTIONS: ShellScript = { name: 'read', text: 'test -f AGENTS.md && head -c "$1" AGENTS.md' };
+
 const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
-export function createAgentActivities(deps: ActivityDeps) {
+/** What the built-in loop needs: the model settings, the sandbox for its tools, its stores. */
+type AgentDeps = Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'models' | 'redactor'>;
+
+export function createAgentActivities(deps: AgentDeps) {
   const { sandboxes, artifacts } = deps;
   return {
     /** Writes the first two messages (system prompt with the repo's AGENTS.md, the task). */
     async startModelAgent(input: StartModelAgentInput): Promise<{ messageCount: number; instructions: boolean }> {
-      const found = await sandboxes
-        .exec(input.sandbox, [
-          'sh',
-          '-c',
-          'test -f AGENTS.md && head -c "$1" AGENTS.md',
-          'read',
-          String(MAX_INSTRUCTIONS),
-        ])
+      const found = await sandboxOf(sandboxes, input.sandbox)
+        .commands.script(READ_INSTRUCTIONS, [String(MAX_INSTRUCTIONS)])
         .catch(permanent);
       const instructions = found.exitCode === 0 ? found.stdout.toString() : undefined;
       await writeMessage(artifacts, input.sessionId, 0, {
@@ -273,7 +274,7 @@ export function outputLimit(
 }
 
 /** See modelCall. */
-async function callModel(deps: ActivityDeps, input: ModelCallInput): Promise<ModelCallResult> {
+async function callModel(deps: AgentDeps, input: ModelCallInput): Promise<ModelCallResult> {
   const { artifacts, models, audit } = deps;
   const endpoint = allowedEndpoint(models, input);
   const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
@@ -413,7 +414,7 @@ async function askModel(
 }
 
 /** See runTool. */
-async function runToolCall(deps: ActivityDeps, input: ToolCallInput): Promise<ToolCallRecord> {
+async function runToolCall(deps: AgentDeps, input: ToolCallInput): Promise<ToolCallRecord> {
   const stored = await deps.artifacts.get(input.sessionId, messageName(input.assistantIndex));
   if (!stored) throw new Error(`message ${input.assistantIndex} of the conversation is missing`);
   const assistant = JSON.parse(stored.toString()) as ChatMessage;
@@ -469,7 +470,7 @@ interface ToolOutcome {
 
 /** Checkpoints the tree, writes the result the model will see, and returns what the workflow keeps. */
 async function finishToolCall(
-  deps: ActivityDeps,
+  deps: AgentDeps,
   input: ToolCallInput,
   at: { call: ToolCall; key: string; started: number },
   content: string,
@@ -477,16 +478,12 @@ async function finishToolCall(
 ): Promise<ToolCallRecord> {
   const { call } = at;
   // Through the executor too: a tool call and its checkpoint together cost no docker exec.
-  const exec = toolExecutors(deps.sandboxes);
-  await takeCheckpoint(
-    { ...deps, sandboxes: exec },
-    {
-      sandbox: input.sandbox,
-      sessionId: input.sessionId,
-      step: at.key,
-      baseCommit: input.checkpointBase,
-    },
-  );
+  await takeCheckpoint(deps, toolExecutors(deps.sandboxes).sandbox(input.sandbox), {
+    sandbox: input.sandbox,
+    sessionId: input.sessionId,
+    step: at.key,
+    baseCommit: input.checkpointBase,
+  });
   await writeMessage(deps.artifacts, input.sessionId, input.index, { role: 'tool', tool_call_id: call.id, content });
   await recordEvent(deps.audit, {
     sessionId: input.sessionId,

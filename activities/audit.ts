@@ -4,7 +4,7 @@ import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
 import { approvalWait } from '../platform/metrics';
 
-export function createAuditActivities({ audit, db }: ActivityDeps) {
+export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' | 'db'>) {
   return {
     /** An event the workflow itself witnessed: a verification result, a reviewer's decision. */
     async recordAudit(event: Omit<AuditInput, 'activityId' | 'attempt' | 'at'> & { at?: string }): Promise<void> {

@@ -82,7 +82,13 @@ function permanent(err: unknown): never {
   throw err;
 }
 
-export function createGitHubActivities({ github, sessionLink, reviewLink, secrets, log }: ActivityDeps) {
+export function createGitHubActivities({
+  github,
+  sessionLink,
+  reviewLink,
+  secrets,
+  log,
+}: Pick<ActivityDeps, 'github' | 'sessionLink' | 'reviewLink' | 'secrets' | 'log'>) {
   const linkTo = (sessionId: string) => (reviewLink ?? sessionLink)(sessionId);
   const octokitOf = (repo: string, permissions: TokenPermissions) =>
     octokitFor(github, repoRef(repo).owner, repoRef(repo).repo, permissions);

@@ -1,40 +1,81 @@
+/**
+ * Every activity of drydock, as the two sets a worker registers (model: the
+ * Temporal samples' worker-specific task queues):
+ * - the shared queue's (`drydock`), which any worker serves: provisioning
+ *   (the worker that runs it becomes the sandbox's host), the session's
+ *   settings, GitHub, the pull request and deploy, the audit trail;
+ * - a host queue's (`drydock@<host>`), which only the worker on the
+ *   sandbox's Docker host serves: whatever works in an existing sandbox.
+ * Workflows proxy each set with its own type (workflows/session/proxies.ts),
+ * so a host-bound activity on the shared queue does not compile.
+ * Each factory takes only the dependencies it uses; the worker hands in one
+ * ActivityDeps, which has them all.
+ */
 import { createAgentActivities } from './agent';
 import { createAgentCliActivities } from './agent-cli';
 import { createAuditActivities } from './audit';
-import { createCommitActivities } from '../sandbox/activities/commit';
 import type { ActivityDeps } from './deps';
 import { createGitHubActivities } from './github';
-import { heartbeating } from '../platform/heartbeat';
-import { createProvisionActivities } from '../sandbox/activities/provision';
 import { createPublishActivities } from './publish';
-import { createReaperActivities } from '../sandbox/activities/reaper';
-import { createPoolActivities } from '../sandbox/activities/pool';
 import { createRepoPolicyActivities } from './repo-policy';
+import { heartbeating } from '../platform/heartbeat';
+import { createCommitActivities } from '../sandbox/activities/commit';
+import { createPoolActivities } from '../sandbox/activities/pool';
+import { createProvisionActivities } from '../sandbox/activities/provision';
+import { createReaperActivities } from '../sandbox/activities/reaper';
 import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
 import { createStepActivities } from '../sandbox/activities/steps';
 import { createVerifyActivities } from '../sandbox/activities/verify';
 
 export type { ActivityDeps } from './deps';
 
-export function createActivities(deps: ActivityDeps) {
+/** The shared queue's activities. */
+export function createSharedActivities(deps: ActivityDeps) {
+  const { provisionSandbox, destroySandbox } = createProvisionActivities(deps);
+  const { openPullRequest, deploy } = createPublishActivities(deps);
   return heartbeating(
     {
-      ...createProvisionActivities(deps),
-      ...createStepActivities(deps),
-      ...createCommitActivities(deps),
-      ...createAgentActivities(deps),
-      ...createAgentCliActivities(deps),
-      ...createVerifyActivities(deps),
-      ...createPublishActivities(deps),
-      ...createGitHubActivities(deps),
+      provisionSandbox,
+      // A sandbox whose provisioning failed has no host yet: any worker removes it by name.
+      destroySandbox,
+      // A build without a host of its own (a session's cold start) is planned on whichever worker picks it up.
+      startSnapshotBuild: createSnapshotActivities(deps).startSnapshotBuild,
       ...createRepoPolicyActivities(deps),
-      ...createReaperActivities(deps),
-      ...createPoolActivities(deps),
+      ...createGitHubActivities(deps),
+      openPullRequest,
+      deploy,
       ...createAuditActivities(deps),
-      ...createSnapshotActivities(deps),
     },
     deps.redactor,
   );
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+/** A host queue's activities: they work in a sandbox on this worker's host. */
+export function createHostActivities(deps: ActivityDeps) {
+  const { pushBranch } = createPublishActivities(deps);
+  return heartbeating(
+    {
+      destroySandbox: createProvisionActivities(deps).destroySandbox,
+      ...createStepActivities(deps),
+      ...createCommitActivities(deps),
+      ...createAgentActivities(deps),
+      ...createAgentCliActivities(deps),
+      ...createVerifyActivities(deps),
+      pushBranch,
+      ...createSnapshotActivities(deps),
+      ...createPoolActivities(deps),
+      ...createReaperActivities(deps),
+    },
+    deps.redactor,
+  );
+}
+
+export type SharedActivities = ReturnType<typeof createSharedActivities>;
+export type HostActivities = ReturnType<typeof createHostActivities>;
+/** Both sets: what a single test worker that serves both queues registers. */
+export type Activities = SharedActivities & HostActivities;
+
+/** Both sets in one object, for a worker (or a test) that serves the shared queue and its host's as one. */
+export function createActivities(deps: ActivityDeps): Activities {
+  return { ...createSharedActivities(deps), ...createHostActivities(deps) };
+}

@@ -164,6 +164,20 @@ async function remakeAndPush(
   });
 }
 
+/** What publishing needs: the sandbox's change, the mirror, GitHub, the deploy command, the audit trail. */
+type PublishDeps = Pick<
+  ActivityDeps,
+  | 'sandboxes'
+  | 'artifacts'
+  | 'mirrorsDir'
+  | 'github'
+  | 'deployCommand'
+  | 'deployEnvNames'
+  | 'sessionLink'
+  | 'audit'
+  | 'log'
+>;
+
 export function createPublishActivities({
   sandboxes,
   artifacts,
@@ -174,7 +188,7 @@ export function createPublishActivities({
   sessionLink,
   audit,
   log,
-}: ActivityDeps) {
+}: PublishDeps) {
   /**
    * An irreversible action is recorded before it happens (stage "intent": if
    * the audit database is down, the action waits) and after (stage "done").

@@ -19,7 +19,7 @@ import { DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../workflows/r
 import { settleSessionInput } from '../workflows/rules/repo-rules';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { ActivityDeps } from './deps';
-import { notRegistered, resolveRef, syncMirror } from '../repos/mirror';
+import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
 
 export type RepoPolicy =
   | {
@@ -39,7 +39,7 @@ export type RepoPolicy =
     }
   | { ok: false; problems: string[] };
 
-export function createRepoPolicyActivities(deps: ActivityDeps) {
+export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps, 'policy'>) {
   return {
     /** The session input settled against its repo's configuration, or the problems that refuse it. */
     async repoPolicy(raw: unknown): Promise<RepoPolicy> {

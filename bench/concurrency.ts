@@ -28,7 +28,7 @@
 import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
 import { promisify } from 'node:util';
-import { LABELS } from '../sandbox/docker';
+import { LABELS } from '../sandbox/provider';
 import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
 import { historyProfile, makeRepo, runSession, type HistoryProfile, type SessionRun } from './session';
 import { benchMain, databaseOf, hostsOf, startStack, temporalOf } from './stack';
@@ -121,10 +121,12 @@ async function closedLoop(
   };
 }
 
-async function main(): Promise<string> {
-  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, database: DATABASE });
+type Stack = Awaited<ReturnType<typeof startStack>>;
+type Repo = Awaited<ReturnType<typeof makeRepo>>;
+
+/** The CPU meters of a batch, what counts as drydock's (OURS, in the table's order), and the sandboxes left behind. */
+function metersOf(stack: Stack) {
   const second = stack.secondHost;
-  const repo = await makeRepo();
   const dockerDaemons = [...pidsOf('dockerd'), ...pidsOf('containerd')];
   /** Where drydock's CPU goes (CPU seconds per session), in the order of the table. */
   const OURS = [
@@ -165,7 +167,13 @@ async function main(): Promise<string> {
   const sandboxesLeft = async () =>
     (await leftOn(stack.config.DRYDOCK_HOST_ID)) + (second ? await leftOn(second.hostId, second.dockerHost) : 0);
 
-  // Each host's first session copies the image's lower layers (sandbox/docker-storage.ts): not counted.
+  return { OURS, meterBatch, sandboxesLeft };
+}
+type Meters = ReturnType<typeof metersOf>;
+
+/** Two sessions at a time until each host ran one: a host's first session copies the image's lower layers. */
+async function warmUp(stack: Stack, repo: Repo): Promise<void> {
+  const second = stack.secondHost;
   const warmed = new Set<string>();
   for (let round = 0; round < 6 && (round === 0 || warmed.size < (second ? 2 : 1)); round++) {
     say(`warm-up: two sessions (not counted)${second ? `; hosts warmed so far: ${warmed.size} of 2` : ''}`);
@@ -173,76 +181,81 @@ async function main(): Promise<string> {
       warmed.add(r.status.sandbox!.host);
     }
   }
+}
 
-  const levels: Level[] = [];
-  for (const n of NS) {
-    const level: Level = {
-      n,
-      perMinute: [],
-      readyMs: [],
-      sessionMs: [],
-      failures: [],
-      retries: 0,
-      leftovers: 0,
-      idleCores: 0,
-      usage: [],
-      profiles: [],
-      byHost: {},
-    };
-    const idle = measureHost({});
-    await new Promise((r) => setTimeout(r, 3_000));
-    level.idleCores = idle.stop().busyCores;
-    for (let b = 0; b < RUNS; b++) {
-      const meter = meterBatch();
-      const t = performance.now();
-      const results = await Promise.allSettled(Array.from({ length: n }, () => runSession(stack, repo)));
-      const wall = performance.now() - t;
-      level.usage.push(meter.stop());
-      level.perMinute.push((results.filter((r) => r.status === 'fulfilled').length * 60_000) / wall);
-      for (const r of results) {
-        if (r.status === 'fulfilled') {
-          level.readyMs.push(r.value.readyMs);
-          const host = r.value.status.sandbox!.host === second?.hostId ? 'second' : 'first';
-          level.byHost[host] = (level.byHost[host] ?? 0) + 1;
-          level.sessionMs.push(r.value.ms);
-          const profile = await historyProfile(stack.client, r.value.id);
-          level.profiles.push(profile);
-          level.retries += profile.retries;
-        } else {
-          level.failures.push((r.reason as Error).message);
-        }
+/** One N: RUNS batches of N sessions at once, then (with SUSTAINED) a closed loop of N in flight. */
+async function measureLevel(n: number, stack: Stack, repo: Repo, meters: Meters): Promise<Level> {
+  const second = stack.secondHost;
+  const { meterBatch, sandboxesLeft } = meters;
+  const level: Level = {
+    n,
+    perMinute: [],
+    readyMs: [],
+    sessionMs: [],
+    failures: [],
+    retries: 0,
+    leftovers: 0,
+    idleCores: 0,
+    usage: [],
+    profiles: [],
+    byHost: {},
+  };
+  const idle = measureHost({});
+  await new Promise((r) => setTimeout(r, 3_000));
+  level.idleCores = idle.stop().busyCores;
+  for (let b = 0; b < RUNS; b++) {
+    const meter = meterBatch();
+    const t = performance.now();
+    const results = await Promise.allSettled(Array.from({ length: n }, () => runSession(stack, repo)));
+    const wall = performance.now() - t;
+    level.usage.push(meter.stop());
+    level.perMinute.push((results.filter((r) => r.status === 'fulfilled').length * 60_000) / wall);
+    for (const r of results) {
+      if (r.status === 'fulfilled') {
+        level.readyMs.push(r.value.readyMs);
+        const host = r.value.status.sandbox!.host === second?.hostId ? 'second' : 'first';
+        level.byHost[host] = (level.byHost[host] ?? 0) + 1;
+        level.sessionMs.push(r.value.ms);
+        const profile = await historyProfile(stack.client, r.value.id);
+        level.profiles.push(profile);
+        level.retries += profile.retries;
+      } else {
+        level.failures.push((r.reason as Error).message);
       }
-      level.leftovers += await sandboxesLeft();
-      say(
-        `N=${n} batch ${b + 1}/${RUNS}: ${fmt(wall)}, ${level.perMinute.at(-1)!.toFixed(1)} sessions/min, ` +
-          `${results.filter((r) => r.status === 'rejected').length} failed`,
-      );
     }
-    if (SUSTAINED) {
-      const { window, windowMs, usage } = await closedLoop(n, SUSTAINED * n, () => runSession(stack, repo), meterBatch);
-      const done = window.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-      level.sustained = {
-        perMinute: (done.length * 60_000) / windowMs,
-        windowMs,
-        completed: done.length,
-        failures: window.flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error).message] : [])),
-        sessionMs: done.map((r) => r.ms),
-        usage,
-        // Read after the run: fetching histories must not load the window.
-        profiles: await Promise.all(done.map((r) => historyProfile(stack.client, r.id))),
-      };
-      say(
-        `N=${n} sustained: ${SUSTAINED * n} sessions, ${done.length} in a window of ${fmt(windowMs)}: ` +
-          `${level.sustained.perMinute.toFixed(1)} sessions/min, ${level.sustained.failures.length} failed`,
-      );
-      level.leftovers += await sandboxesLeft();
-    }
-    for (const f of [...level.failures, ...(level.sustained?.failures ?? [])]) say(`N=${n} failure: ${f}`);
-    levels.push(level);
+    level.leftovers += await sandboxesLeft();
+    say(
+      `N=${n} batch ${b + 1}/${RUNS}: ${fmt(wall)}, ${level.perMinute.at(-1)!.toFixed(1)} sessions/min, ` +
+        `${results.filter((r) => r.status === 'rejected').length} failed`,
+    );
   }
+  if (SUSTAINED) {
+    const { window, windowMs, usage } = await closedLoop(n, SUSTAINED * n, () => runSession(stack, repo), meterBatch);
+    const done = window.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    level.sustained = {
+      perMinute: (done.length * 60_000) / windowMs,
+      windowMs,
+      completed: done.length,
+      failures: window.flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error).message] : [])),
+      sessionMs: done.map((r) => r.ms),
+      usage,
+      // Read after the run: fetching histories must not load the window.
+      profiles: await Promise.all(done.map((r) => historyProfile(stack.client, r.id))),
+    };
+    say(
+      `N=${n} sustained: ${SUSTAINED * n} sessions, ${done.length} in a window of ${fmt(windowMs)}: ` +
+        `${level.sustained.perMinute.toFixed(1)} sessions/min, ${level.sustained.failures.length} failed`,
+    );
+    level.leftovers += await sandboxesLeft();
+  }
+  for (const f of [...level.failures, ...(level.sustained?.failures ?? [])]) say(`N=${n} failure: ${f}`);
+  return level;
+}
 
+/** Throughput, latency, failures and memory at each N. */
+function summaryTable(levels: Level[]): string {
   const gib = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
-  const summary = markdownTable(
+  return markdownTable(
     [
       'N',
       'sessions/min (median)',
@@ -273,9 +286,12 @@ async function main(): Promise<string> {
     ]),
     [0, 1, 2, 3, 4, 5, 6, 8, 9, 10],
   );
+}
 
+/** The batches and the sustained window of each N, as rows of the CPU and profile tables. */
+function partsOf(levels: Level[]) {
   /** A row label: the batches of N, or N's sustained window. */
-  const parts = levels.flatMap((l) => [
+  return levels.flatMap((l) => [
     {
       label: SUSTAINED ? `${l.n} batches` : String(l.n),
       usage: l.usage,
@@ -293,7 +309,12 @@ async function main(): Promise<string> {
         ]
       : []),
   ]);
-  const cpuTable = markdownTable(
+}
+type Part = ReturnType<typeof partsOf>[number];
+
+/** Host CPU per completed session, by process. */
+function cpuTable(parts: Part[], OURS: string[]): string {
+  return markdownTable(
     ['N', ...OURS, "**drydock's in all**", 'sessions/min if CPU-bound on idle cores', THEIRS, 'rest of the host'],
     parts.map((p) => {
       const sum = (f: (u: HostUsage) => number) => p.usage.reduce((a, u) => a + f(u), 0) / 1000 / p.sessions;
@@ -310,7 +331,10 @@ async function main(): Promise<string> {
     }),
     Array.from({ length: OURS.length + 4 }, (_, i) => i + 1),
   );
+}
 
+/** Where a session spends its time (median per session, from its history). */
+function profileTable(parts: Part[]): string {
   const profileRows = parts.map(({ label, profiles: p }) => {
     const m = (f: (x: HistoryProfile) => number) => fmt(median(p.map(f)));
     const act = (x: HistoryProfile) => Object.values(x.activities).reduce((a, v) => a + v.runMs, 0);
@@ -328,7 +352,7 @@ async function main(): Promise<string> {
       m((x) => x.workflowTaskMs),
     ];
   });
-  const profile = markdownTable(
+  return markdownTable(
     [
       'N',
       'workflow',
@@ -344,8 +368,11 @@ async function main(): Promise<string> {
     profileRows,
     [1, 2, 3, 4, 5, 6, 7, 8, 9],
   );
+}
 
-  const sustainedTable = markdownTable(
+/** Each N's sustained throughput beside its batches'. */
+function sustainedTable(levels: Level[]): string {
+  return markdownTable(
     [
       'N',
       'batches: sessions/min (median)',
@@ -374,7 +401,10 @@ async function main(): Promise<string> {
     ),
     [0, 1, 2, 3, 4, 5, 6, 7],
   );
+}
 
+/** The ratios with goals: throughput at 4 over 1, and no failure or retry at 16. */
+function ratiosOf(levels: Level[]): Ratio[] {
   const at = (n: number) => levels.find((l) => l.n === n);
   const ratios: Ratio[] = [];
   if (at(1) && at(4)) {
@@ -395,6 +425,20 @@ async function main(): Promise<string> {
     ratios.push({ name: 'failed sessions at N=16', value: at(16)!.failures.length, goal: { max: 0 }, digits: 0 });
     ratios.push({ name: 'activity retries at N=16', value: at(16)!.retries, goal: { max: 0 }, digits: 0 });
   }
+  return ratios;
+}
+
+async function main(): Promise<string> {
+  const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, database: DATABASE });
+  const second = stack.secondHost;
+  const repo = await makeRepo();
+  const meters = metersOf(stack);
+  await warmUp(stack, repo);
+  const levels: Level[] = [];
+  for (const n of NS) levels.push(await measureLevel(n, stack, repo, meters));
+  const parts = partsOf(levels);
+  const summary = summaryTable(levels);
+  const ratios = ratiosOf(levels);
   const temporalText =
     Object.keys(stack.temporal.cpu).length > 1
       ? 'the server built from Go modules on its own PostgreSQL (infra/temporal-pg.sh, fsync off)'
@@ -417,18 +461,18 @@ async function main(): Promise<string> {
       ? [
           `Sustained (closed loop), after the batches of each N: N sessions kept in flight, the next started as soon as one ends, ${SUSTAINED}·N in all. Counted: the sessions completed between the N-th completion (the first wave, started together, is over) and the ${SUSTAINED - 1}·N-th (the last session starts then; after it fewer than N run), over that window's length; its CPU is metered over the same window. The batch figure (the reference run's measure) beside it:`,
           '',
-          sustainedTable,
+          sustainedTable(levels),
           '',
         ]
       : []),
     ...(ratios.length ? [ratioTable(ratios), ''] : []),
     `Host CPU per completed session (CPU seconds over all batches of that N / sessions${SUSTAINED ? "; sustained: over the window / the window's sessions" : ''}). dockerd and containerd serve every client of the shared Docker engine, so they include some of other users' work; "rest of the host" is containerd shims, runc and other users' processes:`,
     '',
-    cpuTable,
+    cpuTable(parts, meters.OURS),
     '',
     `Where a session spends its time at each N (median per session, from its workflow history${SUSTAINED ? "; sustained: the window's sessions" : ''}):`,
     '',
-    profile,
+    profileTable(parts),
   ].join('\n');
 }
 

@@ -2,10 +2,10 @@
  * bench/exec: what one command in a sandbox costs, per call (median of RUNS
  * runs of EXEC_N calls in a row, in one hardened sandbox):
  *   docker exec      `docker exec <c> true` with the docker CLI: the baseline
- *   lib/sandbox      DockerSandboxes.exec(['true']): drydock's primitive (dockerode)
+ *   lib/sandbox      DockerProvider.exec(['true']): drydock's primitive (dockerode)
  *   drydock-run      runStep's one docker exec (drydock-run: the command, its exit
  *                    code, output and cgroup counters in one answer), with
- *                    sandbox/docker.ts, without Temporal
+ *                    sandbox/docker/provider.ts, without Temporal
  *   drydock step     drydock's runStep activity through Temporal, as a session's
  *                    script step runs (bench workflow `execSteps` on the worker's
  *                    host queue)
@@ -23,7 +23,8 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
-import { DockerSandboxes, LABELS } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
+import { LABELS } from '../sandbox/provider';
 import { HELPERS_MOUNT, Toolchains } from '../sandbox/toolchains';
 import { historyProfile } from './session';
 import { benchMain, startStack, tempDir } from './stack';
@@ -82,13 +83,12 @@ class PersistentShell {
   }
 }
 
-async function main(): Promise<string> {
-  const activities: BenchActivities = { noop: async () => undefined };
-  const stack = await startStack({ benchActivities: { ...activities } });
-  const sandboxes = new DockerSandboxes();
-  const name = `drydock-bench-exec-${randomBytes(3).toString('hex')}`;
-  const sessionId = `bench-exec-${randomBytes(3).toString('hex')}`;
-  // Hardened like a session's sandbox (the input's default limits); removed by the stack's clean-up too.
+/** A sandbox hardened like a session's (the input's default limits); removed by the stack's clean-up too. */
+async function createBenchSandbox(
+  sandboxes: DockerProvider,
+  name: string,
+  stack: Awaited<ReturnType<typeof startStack>>,
+) {
   await sandboxes.create({
     name,
     image: stack.image,
@@ -103,11 +103,62 @@ async function main(): Promise<string> {
     // drydock's helpers (drydock-run, drydock-exec), mounted from the host as in a session's sandbox.
     mounts: [{ source: await new Toolchains(await tempDir('tools')).helpers(), target: HELPERS_MOUNT }],
   });
+}
+
+/** The timing and ratio tables, and where one drydock step's time goes. */
+function report(
+  rows: Record<'dockerCli' | 'primitive' | 'oneExec' | 'step' | 'tool' | 'shell', Row>,
+  profiles: Awaited<ReturnType<typeof historyProfile>>[],
+): string {
+  const { dockerCli, primitive, oneExec, step, tool, shell } = rows;
+  const base = median(dockerCli.ms);
+  const perStep = (xs: number[]) => fmt(median(xs));
+  const activityRun = profiles.map((p) => (p.activities.runStep?.runMs ?? 0) / N);
+  const dispatch = profiles.map((p) => (p.activityQueueMs + p.workflowTaskMs) / N);
+  const breakdown = markdownTable(
+    ['one drydock step (`true`), per call', 'median'],
+    [
+      ['runStep activity, start → completion (history)', perStep(activityRun)],
+      ["of which runStep's one docker exec (drydock-run)", perStep(oneExec.ms)],
+      [
+        'of which the rest: artifact files, audit row, output streaming, heartbeats',
+        fmt(median(activityRun) - median(oneExec.ms)),
+      ],
+      ['activity task queue wait + workflow task (history)', perStep(dispatch)],
+      ['**drydock step, client-measured**', `**${fmt(median(step.ms))}**`],
+    ],
+    [1],
+  );
+  return [
+    timingTable(
+      [dockerCli, primitive, oneExec, step, tool, shell],
+      `one command in the sandbox (per call, ${N} in a row)`,
+    ),
+    '',
+    ratioTable([
+      { name: 'drydock step / docker exec', value: median(step.ms) / base, goal: { max: 1.2 } },
+      { name: 'sandbox/docker/provider.ts exec / docker exec', value: median(primitive.ms) / base },
+      { name: "runStep's one exec (drydock-run) / docker exec", value: median(oneExec.ms) / base },
+      { name: 'built-in-loop tool call / docker exec', value: median(tool.ms) / base, goal: { max: 0.3 } },
+      { name: 'persistent shell (the floor) / docker exec', value: median(shell.ms) / base },
+    ]),
+    '',
+    breakdown,
+  ].join('\n');
+}
+
+async function main(): Promise<string> {
+  const activities: BenchActivities = { noop: async () => undefined };
+  const stack = await startStack({ benchActivities: { ...activities } });
+  const sandboxes = new DockerProvider();
+  const name = `drydock-bench-exec-${randomBytes(3).toString('hex')}`;
+  const sessionId = `bench-exec-${randomBytes(3).toString('hex')}`;
+  await createBenchSandbox(sandboxes, name, stack);
   try {
     const dockerCli: Row = { name: '`docker exec <c> true` (docker CLI)', ms: [] };
-    const primitive: Row = { name: 'sandbox/docker.ts exec `true` (dockerode)', ms: [] };
+    const primitive: Row = { name: 'sandbox/docker/provider.ts exec `true` (dockerode)', ms: [] };
     const oneExec: Row = {
-      name: "runStep's one docker exec: drydock-run `true` with sandbox/docker.ts (no Temporal)",
+      name: "runStep's one docker exec: drydock-run `true` with sandbox/docker/provider.ts (no Temporal)",
       ms: [],
     };
     const tool: Row = { name: 'tool call: drydock-run `true` through drydock-exec (the persistent executor)', ms: [] };
@@ -191,40 +242,7 @@ async function main(): Promise<string> {
       );
     }
 
-    const base = median(dockerCli.ms);
-    const perStep = (xs: number[]) => fmt(median(xs));
-    const activityRun = profiles.map((p) => (p.activities.runStep?.runMs ?? 0) / N);
-    const dispatch = profiles.map((p) => (p.activityQueueMs + p.workflowTaskMs) / N);
-    const breakdown = markdownTable(
-      ['one drydock step (`true`), per call', 'median'],
-      [
-        ['runStep activity, start → completion (history)', perStep(activityRun)],
-        ["of which runStep's one docker exec (drydock-run)", perStep(oneExec.ms)],
-        [
-          'of which the rest: artifact files, audit row, output streaming, heartbeats',
-          fmt(median(activityRun) - median(oneExec.ms)),
-        ],
-        ['activity task queue wait + workflow task (history)', perStep(dispatch)],
-        ['**drydock step, client-measured**', `**${fmt(median(step.ms))}**`],
-      ],
-      [1],
-    );
-    return [
-      timingTable(
-        [dockerCli, primitive, oneExec, step, tool, shell],
-        `one command in the sandbox (per call, ${N} in a row)`,
-      ),
-      '',
-      ratioTable([
-        { name: 'drydock step / docker exec', value: median(step.ms) / base, goal: { max: 1.2 } },
-        { name: 'sandbox/docker.ts exec / docker exec', value: median(primitive.ms) / base },
-        { name: "runStep's one exec (drydock-run) / docker exec", value: median(oneExec.ms) / base },
-        { name: 'built-in-loop tool call / docker exec', value: median(tool.ms) / base, goal: { max: 0.3 } },
-        { name: 'persistent shell (the floor) / docker exec', value: median(shell.ms) / base },
-      ]),
-      '',
-      breakdown,
-    ].join('\n');
+    return report({ dockerCli, primitive, oneExec, step, tool, shell }, profiles);
   } finally {
     toolExecutors(sandboxes).closeAll();
     await sandboxes.destroy(name);

@@ -1,15 +1,15 @@
 /**
  * A profile of the worker's activities by kind of operation, for benchmarks
  * that run the worker in their own process: Docker API calls of
- * sandbox/docker.ts, git subprocesses and database queries are timed and
+ * sandbox/docker/provider.ts, git subprocesses and database queries are timed and
  * charged to the activity that made them (from the activity context).
- * Bench-only: it wraps DockerSandboxes' methods, child_process.execFile and
+ * Bench-only: it wraps DockerProvider' methods, child_process.execFile and
  * pg's Client.query in this process; call `instrument()` before the worker starts.
  */
 import childProcess from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import pg from 'pg';
-import { DockerSandboxes } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
 import { fmt, markdownTable } from './table';
 
 export const KINDS = [
@@ -48,7 +48,7 @@ let installed = false;
 export function instrument(): void {
   if (installed) return;
   installed = true;
-  const proto = DockerSandboxes.prototype as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+  const proto = DockerProvider.prototype as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
   const methods: [string, Kind][] = [
     ['exec', 'docker exec'],
     ['create', 'docker create + start'],

@@ -5,7 +5,7 @@
  *              remote, teardown), from the start request to the result;
  *   plain      a script doing the same Docker and git operations in sequence,
  *              no Temporal: clone, create + start the sandbox with the same
- *              hardening (sandbox/docker.ts, i.e. dockerode, as drydock), copy
+ *              hardening (sandbox/docker/provider.ts, i.e. dockerode, as drydock), copy
  *              the repo in, the steps, the test, commit, bundle out, push, rm;
  *   round trip one empty activity through the dev server (bench workflow
  *              `roundTrips` + a no-op activity on a worker of its own).
@@ -14,11 +14,13 @@
  *
  *   npx tsx bench/overhead.ts        RUNS=5, RT_N=50 round trips a run
  */
+import { sandboxOf } from '../sandbox/handle';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { DockerSandboxes, LABELS } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
+import { LABELS } from '../sandbox/provider';
 import { instrument, operationsTable, resetProfile } from './instrument';
 import {
   AGENT_STEPS,
@@ -41,7 +43,7 @@ const RT_N = Number(process.env.RT_N ?? 50);
 type Parts = [string, number][];
 
 async function plainSession(
-  sandboxes: DockerSandboxes,
+  sandboxes: DockerProvider,
   opts: { image: string; hostId: string; egressDir: string; bare: string; label: string },
 ): Promise<{ ms: number; parts: Parts }> {
   const parts: Parts = [];
@@ -76,23 +78,26 @@ async function plainSession(
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     await sandboxes.copyIn(name, tar.stdout, '/workspace');
-    await sandboxes.run(name, [
+    await sandboxOf(sandboxes, name).commands.run([
       'sh',
       '-c',
       'git config --global user.name bench && git config --global user.email bench@localhost && git config --global --add safe.directory /workspace',
     ]);
     mark('copy repo in + git config');
     for (const step of AGENT_STEPS) {
-      if ('run' in step) await sandboxes.run(name, ['sh', '-c', step.run]);
+      if ('run' in step) await sandboxOf(sandboxes, name).commands.run(['sh', '-c', step.run]);
       else
-        await sandboxes.run(name, ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path], {
-          stdin: step.write.content,
-        });
+        await sandboxOf(sandboxes, name).commands.run(
+          ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'write', step.write.path],
+          {
+            stdin: step.write.content,
+          },
+        );
     }
     mark('agent steps (3 docker exec)');
-    await sandboxes.run(name, ['sh', '-c', TEST_COMMAND]);
+    await sandboxOf(sandboxes, name).commands.run(['sh', '-c', TEST_COMMAND]);
     mark('test (docker exec)');
-    await sandboxes.run(name, [
+    await sandboxOf(sandboxes, name).commands.run([
       'sh',
       '-c',
       'set -e; git checkout -q -B "$1"; git add -A; git commit -q -m "$2"',
@@ -120,7 +125,7 @@ async function main(): Promise<string> {
   const activities: BenchActivities = { noop: async () => undefined };
   const stack = await startStack({ config: { DRYDOCK_APPROVAL_REQUIRED: [] }, benchActivities: { ...activities } });
   const repo = await makeRepo();
-  const sandboxes = new DockerSandboxes();
+  const sandboxes = new DockerProvider();
   const egressDir = await tempDir('egress');
   const plain = (label: string) =>
     plainSession(sandboxes, {

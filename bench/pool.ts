@@ -18,7 +18,7 @@ import { promisify } from 'node:util';
 import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import { addRepo } from '../cli/snapshots';
 import { POOL_LABEL } from '../sandbox/pool-registry';
-import { DockerSandboxes } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
 import { startNpmRegistry } from '../test/support/npm-registry';
 import type { SessionStatus } from '../workflows/api';
 import { atExit, benchMain, startStack, type BenchStack } from './stack';
@@ -99,7 +99,7 @@ async function main(): Promise<string> {
 
   await register('1');
   // At exit the idle pool sandbox goes with its storage (atExit runs last-in first: before the stack stops).
-  const sandboxes = new DockerSandboxes(undefined, path.join(stack.config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = new DockerProvider(undefined, path.join(stack.config.DRYDOCK_DATA_DIR, 'sandboxes'));
   atExit(async () => {
     const { stdout } = await run('docker', ['ps', '-aq', '--filter', `label=${POOL_LABEL}=${repo.url}`]);
     for (const id of stdout.split('\n').filter(Boolean)) await sandboxes.destroy(id);

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DockerSandboxes } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 
 const FILES = Number(process.argv[2] ?? 20_000);
@@ -30,7 +30,7 @@ async function imageWithFiles(base: string, files: number): Promise<string> {
   return tag;
 }
 
-async function startTimes(sandboxes: DockerSandboxes, image: string, readonlyRoot = true): Promise<number[]> {
+async function startTimes(sandboxes: DockerProvider, image: string, readonlyRoot = true): Promise<number[]> {
   const egressDir = await mkdtemp(path.join(tmpdir(), 'drydock-bench-egress-'));
   const times: number[] = [];
   for (let i = 0; i < RUNS; i++) {
@@ -59,7 +59,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 async function main(): Promise<void> {
   const base = await ensureBaseImage();
-  const sandboxes = new DockerSandboxes();
+  const sandboxes = new DockerProvider();
   const full = await imageWithFiles(base, FILES);
   const empty = await startTimes(sandboxes, base);
   const filled = await startTimes(sandboxes, full);

@@ -4,7 +4,7 @@ import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { attached, AttachRefused, reachableSandbox, requestDetach, shellHere, shellVia } from '../sandbox/attach';
 import type { Config } from '../platform/config';
-import { DockerSandboxes } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
 import { connectClient } from '../platform/temporal-connection';
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
@@ -32,7 +32,7 @@ export function addAttachCommands(program: Command, config: Config): void {
       }
       const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
       const client = await connectClient(config);
-      const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+      const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
       const name = await reachableSandbox(client, sandboxes, id);
       // A refusal comes at once; an answer that takes longer waits for the step under way.
       const waiting = setTimeout(

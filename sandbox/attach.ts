@@ -10,7 +10,8 @@ import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { attach, detach, type Attachment, type Detached } from '../workflows/api';
-import type { DockerSandboxes, SandboxShell, TtySize } from './docker';
+import type { DockerProvider } from './docker/provider';
+import type { SandboxShell, TtySize } from './provider';
 import { getStatus } from '../platform/sessions';
 
 /** A refusal with its reason in one line: by the session's validator, or because the sandbox is out of reach. */
@@ -47,7 +48,7 @@ export function requestDetach(client: Client, id: string, by: string): Promise<D
  * The session's sandbox, checked to be on the Docker engine this process
  * reaches (before anyone attaches: the agent would wait for nothing).
  */
-export async function reachableSandbox(client: Client, sandboxes: DockerSandboxes, id: string): Promise<string> {
+export async function reachableSandbox(client: Client, sandboxes: DockerProvider, id: string): Promise<string> {
   const current = await getStatus(client, id);
   const sandbox = current.sandbox;
   if (!sandbox) throw new AttachRefused(`${id} has no sandbox (phase ${current.phase})`);
@@ -112,7 +113,7 @@ function takeTerminal(io: Terminal, send: (bytes: Buffer) => void, resize: (size
 
 /** Bridges this terminal to a shell of the sandbox until the shell exits; its exit code. */
 export async function shellHere(
-  sandboxes: DockerSandboxes,
+  sandboxes: DockerProvider,
   name: string,
   io: Terminal,
   signal?: AbortSignal,

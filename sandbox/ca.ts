@@ -9,7 +9,7 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SANDBOX_EGRESS_DIR } from './egress';
-import type { DockerSandboxes } from './docker';
+import type { SandboxHandle } from './handle';
 
 const BUNDLE_NAME = 'ca-certificates.crt';
 /** Where the combined bundle appears inside the sandbox. */
@@ -39,8 +39,7 @@ export function caEnv(): string[] {
  * it. Replaces the file whole (a retry rewrites it).
  */
 export async function installCaBundle(
-  sandboxes: DockerSandboxes,
-  sandbox: string,
+  sandbox: SandboxHandle,
   egressDir: string,
   extraPemPath: string,
   imageId?: string,
@@ -48,16 +47,15 @@ export async function installCaBundle(
   const extra = await readFile(extraPemPath, 'utf8');
   if (!extra.includes('-----BEGIN CERTIFICATE-----'))
     throw new Error(`DRYDOCK_EXTRA_CA_CERTS (${extraPemPath}) holds no PEM certificate`);
-  const imageBundle = (imageId && IMAGE_BUNDLES.get(imageId)) ?? (await readImageBundle(sandboxes, sandbox));
+  const imageBundle = (imageId && IMAGE_BUNDLES.get(imageId)) ?? (await readImageBundle(sandbox));
   if (imageId) rememberBundle(imageId, imageBundle);
   const file = path.join(egressDir, BUNDLE_NAME);
   await writeFile(`${file}.tmp`, `${imageBundle.trimEnd()}\n${extra.trimEnd()}\n`, { mode: 0o644 });
   await rename(`${file}.tmp`, file);
 }
 
-async function readImageBundle(sandboxes: DockerSandboxes, sandbox: string): Promise<string> {
-  const own = await sandboxes.exec(sandbox, ['cat', IMAGE_BUNDLE]);
-  return own.exitCode === 0 ? own.stdout.toString('utf8') : '';
+async function readImageBundle(sandbox: SandboxHandle): Promise<string> {
+  return (await sandbox.files.read(IMAGE_BUNDLE))?.toString('utf8') ?? '';
 }
 
 /** The image bundles read so far, by image id: a few hundred KiB each, so only the last few images'. */

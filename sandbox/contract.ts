@@ -6,7 +6,7 @@
 import type { GitIdentity } from '../repos/git';
 import type { ScriptStep } from '../workflows/input';
 import type { EgressRule } from './egress';
-import type { SandboxFault } from './docker';
+import type { SandboxFault } from './faults';
 import type { SetupEgressRule } from '../repos/registry';
 import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
 import type { TestReport } from '../workflows/api';

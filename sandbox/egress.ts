@@ -16,6 +16,7 @@ import {
   type IncomingMessage,
   type OutgoingHttpHeaders,
   type Server,
+  type ServerResponse,
 } from 'node:http';
 import { BlockList, connect, isIP, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -337,17 +338,18 @@ export async function listenForSandbox(server: Server, socketPath: string): Prom
   await chmod(socketPath, 0o666);
 }
 
-/** Opens the proxy of one step on its unix socket. */
-export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
+/**
+ * The proxy's verdicts and their log: decides each request by the step's
+ * rules (resolving the host name only when a rule allows it) and keeps its
+ * record while there is room; past it, counts only (a flood must not grow
+ * the worker).
+ */
+function egressJudge(opts: EgressProxyOptions) {
   const records: EgressRecord[] = [];
   const counts = { allowed: 0, refused: 0, dropped: 0 };
-  const sockets = new Set<Socket>();
   const lookup = cachedLookup(opts.lookup ?? systemLookup);
-  const maxConnections = opts.maxConnections ?? EGRESS_DEFAULTS.maxConnections;
-  const idleTimeoutMs = opts.idleTimeoutMs ?? EGRESS_DEFAULTS.idleTimeoutMs;
   const maxRecords = opts.maxRecords ?? EGRESS_DEFAULTS.maxRecords;
 
-  /** Keeps and logs a record while there is room; past it, counts only (a flood must not grow the worker). */
   function keep(record: EgressRecord): void {
     counts[record.allowed ? 'allowed' : 'refused']++;
     if (!record.allowed) egressRefusals.inc();
@@ -370,7 +372,7 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
       if ('address' in target) address = target.address;
       else reason = target.refused;
     }
-    const record: EgressRecord = {
+    keep({
       sessionId: opts.sessionId,
       step: opts.step,
       method,
@@ -379,90 +381,116 @@ export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressP
       allowed: address !== undefined,
       reason,
       at: new Date().toISOString(),
-    };
-    keep(record);
+    });
     return { address, reason };
   }
 
-  const server = createServer((req, res) => {
-    (async () => {
-      let url: URL;
-      try {
-        url = new URL(req.url ?? '');
-        if (url.protocol !== 'http:') throw new Error('not http');
-      } catch {
-        res
-          .writeHead(400, { 'content-type': 'text/plain' })
-          .end('drydock egress: send absolute http:// URLs, or CONNECT for https\n');
-        return;
-      }
-      const port = url.port ? Number(url.port) : 80;
-      const { address, reason } = await judge(req.method ?? 'GET', url.hostname, port);
-      if (!address) {
-        res.writeHead(403, { 'content-type': 'text/plain' }).end(`drydock egress refused: ${reason}\n`);
-        req.resume();
-        return;
-      }
-      const headers: OutgoingHttpHeaders = { ...req.headers, host: url.host };
-      for (const h of HOP_HEADERS) delete headers[h];
-      const upstream = httpRequest(
-        { host: address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false },
-        (answer: IncomingMessage) => {
-          const back = { ...answer.headers };
-          for (const h of HOP_HEADERS) delete back[h];
-          res.writeHead(answer.statusCode ?? 502, back);
-          answer.pipe(res);
-        },
-      );
-      upstream.on('error', (err) => {
-        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-        res.end(`drydock egress: ${err.message}\n`);
-      });
-      req.pipe(upstream);
-    })().catch((err: unknown) => {
-      // Never an unhandled rejection in the worker: the request fails, the proxy goes on.
-      opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress request failed');
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-      res.end('drydock egress: internal error\n');
-    });
-  });
+  return { records, counts, judge };
+}
 
-  server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
-    sockets.add(client);
-    client.on('error', () => client.destroy());
-    client.setTimeout(idleTimeoutMs, () => client.destroy());
-    (async () => {
-      const target = splitHostPort(req.url ?? '');
-      if (!target) {
-        client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
-        return;
-      }
-      const { address, reason } = await judge('CONNECT', target.host, target.port);
-      if (!address) {
-        client.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ndrydock egress refused: ${reason}\n`);
-        return;
-      }
-      if (client.destroyed) return;
-      // noDelay: a TLS handshake is many small writes; Nagle would hold each for an ACK.
-      const upstream = connect({ port: target.port, host: address, noDelay: true, allowHalfOpen: true });
-      sockets.add(upstream);
-      upstream.on('close', () => sockets.delete(upstream));
-      // The client gone (its end or its idle timeout): nobody is left to read.
-      client.on('close', () => upstream.destroy());
-      upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
-      upstream.once('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'));
-      upstream.once('connect', () => {
-        upstream.removeAllListeners('error');
-        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        if (head.length) upstream.write(head);
-        relay(client, upstream);
-      });
-    })().catch((err: unknown) => {
-      // Never an unhandled rejection in the worker: the tunnel fails, the proxy goes on.
-      opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress tunnel failed');
-      client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+type Judge = ReturnType<typeof egressJudge>['judge'];
+
+/** A plain http:// request: judged, then forwarded to the allowed address without the hop-by-hop headers. */
+function forwardRequest(judge: Judge, opts: EgressProxyOptions, req: IncomingMessage, res: ServerResponse): void {
+  (async () => {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '');
+      if (url.protocol !== 'http:') throw new Error('not http');
+    } catch {
+      res
+        .writeHead(400, { 'content-type': 'text/plain' })
+        .end('drydock egress: send absolute http:// URLs, or CONNECT for https\n');
+      return;
+    }
+    const port = url.port ? Number(url.port) : 80;
+    const { address, reason } = await judge(req.method ?? 'GET', url.hostname, port);
+    if (!address) {
+      res.writeHead(403, { 'content-type': 'text/plain' }).end(`drydock egress refused: ${reason}\n`);
+      req.resume();
+      return;
+    }
+    const headers: OutgoingHttpHeaders = { ...req.headers, host: url.host };
+    for (const h of HOP_HEADERS) delete headers[h];
+    const upstream = httpRequest(
+      { host: address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false },
+      (answer: IncomingMessage) => {
+        const back = { ...answer.headers };
+        for (const h of HOP_HEADERS) delete back[h];
+        res.writeHead(answer.statusCode ?? 502, back);
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', (err) => {
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end(`drydock egress: ${err.message}\n`);
     });
+    req.pipe(upstream);
+  })().catch((err: unknown) => {
+    // Never an unhandled rejection in the worker: the request fails, the proxy goes on.
+    opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress request failed');
+    if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+    res.end('drydock egress: internal error\n');
   });
+}
+
+/** A CONNECT tunnel (https): judged, then relayed byte for byte; every socket is tracked for close(). */
+function openTunnel(
+  judge: Judge,
+  opts: EgressProxyOptions,
+  conn: { sockets: Set<Socket>; idleTimeoutMs: number },
+  req: IncomingMessage,
+  client: Socket,
+  head: Buffer,
+): void {
+  const { sockets, idleTimeoutMs } = conn;
+  sockets.add(client);
+  client.on('error', () => client.destroy());
+  client.setTimeout(idleTimeoutMs, () => client.destroy());
+  (async () => {
+    const target = splitHostPort(req.url ?? '');
+    if (!target) {
+      client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+      return;
+    }
+    const { address, reason } = await judge('CONNECT', target.host, target.port);
+    if (!address) {
+      client.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ndrydock egress refused: ${reason}\n`);
+      return;
+    }
+    if (client.destroyed) return;
+    // noDelay: a TLS handshake is many small writes; Nagle would hold each for an ACK.
+    const upstream = connect({ port: target.port, host: address, noDelay: true, allowHalfOpen: true });
+    sockets.add(upstream);
+    upstream.on('close', () => sockets.delete(upstream));
+    // The client gone (its end or its idle timeout): nobody is left to read.
+    client.on('close', () => upstream.destroy());
+    upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
+    upstream.once('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'));
+    upstream.once('connect', () => {
+      upstream.removeAllListeners('error');
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length) upstream.write(head);
+      relay(client, upstream);
+    });
+  })().catch((err: unknown) => {
+    // Never an unhandled rejection in the worker: the tunnel fails, the proxy goes on.
+    opts.log.error({ err, sessionId: opts.sessionId, step: opts.step }, 'egress tunnel failed');
+    client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+  });
+}
+
+/** Opens the proxy of one step on its unix socket. */
+export async function openEgressProxy(opts: EgressProxyOptions): Promise<EgressProxy> {
+  const { records, counts, judge } = egressJudge(opts);
+  const sockets = new Set<Socket>();
+  const maxConnections = opts.maxConnections ?? EGRESS_DEFAULTS.maxConnections;
+  const idleTimeoutMs = opts.idleTimeoutMs ?? EGRESS_DEFAULTS.idleTimeoutMs;
+
+  const server = createServer((req, res) => forwardRequest(judge, opts, req, res));
+  server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) =>
+    openTunnel(judge, opts, { sockets, idleTimeoutMs }, req, client, head),
+  );
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));

@@ -243,6 +243,71 @@ function prepareBody(protocol: ModelProtocol, raw: Buffer): { body: Buffer; mode
   return { body: raw, model: data.model };
 }
 
+/**
+ * Sends one model call to the configured endpoint with the worker's key (the
+ * CLI's own credential headers dropped), streams the answer back as it comes,
+ * and hands its usage to `record` once it has ended.
+ */
+function forward(
+  opts: ModelGatewayOptions,
+  upstream: URL,
+  { req, res, url }: { req: IncomingMessage; res: ServerResponse; url: URL },
+  prepared: { body: Buffer; model: string },
+  record: (model: string, status: number, usage: GatewayUsage, started: number) => void,
+): Promise<void> {
+  const started = Date.now();
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !DROPPED.has(k)) headers[k] = v;
+  if (opts.upstream.apiKey) {
+    if (opts.protocol === 'anthropic') headers['x-api-key'] = opts.upstream.apiKey;
+    else headers.authorization = `Bearer ${opts.upstream.apiKey}`;
+  }
+  headers['accept-encoding'] = 'identity';
+  headers['content-length'] = String(prepared.body.length);
+  const base = upstream.pathname.replace(/\/$/, '');
+  const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise<void>((resolve) => {
+    const out = send(
+      {
+        protocol: upstream.protocol,
+        hostname: upstream.hostname.replace(/^\[(.*)\]$/, '$1'),
+        port: upstream.port || undefined,
+        method: 'POST',
+        path: `${base}${url.pathname}${url.search}`,
+        headers,
+      },
+      (answer) => {
+        const streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
+        const reader = new UsageReader(opts.protocol, streamed);
+        const back = { ...answer.headers };
+        for (const h of ['connection', 'keep-alive', 'transfer-encoding']) delete back[h];
+        res.writeHead(answer.statusCode ?? 502, back);
+        answer.on('data', (chunk: Buffer) => {
+          reader.push(chunk);
+          res.write(chunk);
+        });
+        answer.on('end', () => {
+          res.end();
+          record(prepared.model, answer.statusCode ?? 502, reader.end(), started);
+          resolve();
+        });
+        answer.on('error', () => {
+          res.destroy();
+          record(prepared.model, answer.statusCode ?? 502, reader.end(), started);
+          resolve();
+        });
+      },
+    );
+    out.on('error', (err) => {
+      opts.log.warn({ sessionId: opts.sessionId, err: err.message }, 'model gateway: upstream failed');
+      if (!res.headersSent) refuse(res, opts.protocol, 502, `drydock model gateway: upstream: ${err.message}`);
+      else res.destroy();
+      resolve();
+    });
+    out.end(prepared.body);
+  });
+}
+
 /** Opens the gateway of one step on its unix socket. */
 export async function openModelGateway(opts: ModelGatewayOptions): Promise<ModelGateway> {
   const upstream = checkUpstream(opts.upstream.baseUrl);
@@ -308,61 +373,7 @@ export async function openModelGateway(opts: ModelGatewayOptions): Promise<Model
         `model ${prepared.model} has no price in DRYDOCK_MODEL_PRICES and the session has a cost budget`,
       );
     }
-    await forward(req, res, url, prepared);
-  }
-
-  function forward(req: IncomingMessage, res: ServerResponse, url: URL, prepared: { body: Buffer; model: string }) {
-    const started = Date.now();
-    const headers: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !DROPPED.has(k)) headers[k] = v;
-    if (opts.upstream.apiKey) {
-      if (opts.protocol === 'anthropic') headers['x-api-key'] = opts.upstream.apiKey;
-      else headers.authorization = `Bearer ${opts.upstream.apiKey}`;
-    }
-    headers['accept-encoding'] = 'identity';
-    headers['content-length'] = String(prepared.body.length);
-    const base = upstream.pathname.replace(/\/$/, '');
-    const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
-    return new Promise<void>((resolve) => {
-      const out = send(
-        {
-          protocol: upstream.protocol,
-          hostname: upstream.hostname.replace(/^\[(.*)\]$/, '$1'),
-          port: upstream.port || undefined,
-          method: 'POST',
-          path: `${base}${url.pathname}${url.search}`,
-          headers,
-        },
-        (answer) => {
-          const streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
-          const reader = new UsageReader(opts.protocol, streamed);
-          const back = { ...answer.headers };
-          for (const h of ['connection', 'keep-alive', 'transfer-encoding']) delete back[h];
-          res.writeHead(answer.statusCode ?? 502, back);
-          answer.on('data', (chunk: Buffer) => {
-            reader.push(chunk);
-            res.write(chunk);
-          });
-          answer.on('end', () => {
-            res.end();
-            record(prepared.model, answer.statusCode ?? 502, reader.end(), started);
-            resolve();
-          });
-          answer.on('error', () => {
-            res.destroy();
-            record(prepared.model, answer.statusCode ?? 502, reader.end(), started);
-            resolve();
-          });
-        },
-      );
-      out.on('error', (err) => {
-        opts.log.warn({ sessionId: opts.sessionId, err: err.message }, 'model gateway: upstream failed');
-        if (!res.headersSent) refuse(res, opts.protocol, 502, `drydock model gateway: upstream: ${err.message}`);
-        else res.destroy();
-        resolve();
-      });
-      out.end(prepared.body);
-    });
+    await forward(opts, upstream, { req, res, url }, prepared, record);
   }
 
   function record(model: string, status: number, usage: GatewayUsage, started: number): void {

@@ -12,24 +12,21 @@
  * needs only the few fields above, read with jsonc-parser, and runs setup
  * itself behind the egress proxy.
  *
- * Image builds run with no network (`docker build --network none`): a
+ * Image builds run with no network (SandboxProvider.buildImage): a
  * Dockerfile is repo content, and the Docker daemon cannot put a build step
  * behind the egress proxy. What needs the registries belongs in setup, which
  * runs in the sandbox through the proxy, or in the image the Dockerfile
  * starts `FROM`.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import { z } from 'zod';
 import { git } from '../repos/git';
-import { HOME, WORKSPACE } from './docker';
-
-const run = promisify(execFile);
+import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type SandboxProvider } from './provider';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
 /** The label an environment image carries naming the image it is built FROM (the repo's own, or a named one). */
@@ -217,13 +214,13 @@ export class EnvironmentError extends Error {
  * the user checked). Built once per content hash; returns the tag.
  */
 export async function ensureEnvironmentImage(
-  mirror: string,
-  commit: string,
+  provider: SandboxProvider,
+  at: { mirror: string; commit: string },
   env: RepoEnvironment,
   slug: string,
 ): Promise<string> {
-  const from = env.image ?? (await buildRepoImage(mirror, commit, env, slug));
-  const fromId = await imageId(from);
+  const from = env.image ?? (await buildRepoImage(provider, at, env, slug));
+  const fromId = (await provider.image(from))?.id;
   if (!fromId) {
     throw new EnvironmentError(
       `${env.source}: image ${from} is not on this host, and drydock does not pull: docker pull it on the worker's host, or build it FROM a local image`,
@@ -231,9 +228,9 @@ export async function ensureEnvironmentImage(
   }
   const dockerfile = layerDockerfile(from, env);
   const tag = `${environmentImageNames(slug).env}:${hashOf([fromId, dockerfile]).slice(0, 12)}`;
-  if (await imageId(tag)) return tag;
-  const labels = ['--label', 'drydock.image=environment', '--label', `${ENVIRONMENT_FROM_LABEL}=${from}`];
-  await docker(['build', '--network', 'none', ...labels, '-t', tag, '-'], dockerfile, env);
+  if (await provider.image(tag)) return tag;
+  const labels = { 'drydock.image': 'environment', [ENVIRONMENT_FROM_LABEL]: from };
+  await build(provider, { tag, labels, dockerfile }, env);
   return tag;
 }
 
@@ -260,7 +257,12 @@ function layerDockerfile(from: string, env: RepoEnvironment): string {
 }
 
 /** Builds the repo's Dockerfile (no network) from its context at `commit`, tagged by the content's hash. */
-async function buildRepoImage(mirror: string, commit: string, env: RepoEnvironment, slug: string): Promise<string> {
+async function buildRepoImage(
+  provider: SandboxProvider,
+  { mirror, commit }: { mirror: string; commit: string },
+  env: RepoEnvironment,
+  slug: string,
+): Promise<string> {
   const blob = await git(['rev-parse', `${commit}:${env.dockerfile}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`);
   });
@@ -268,22 +270,14 @@ async function buildRepoImage(mirror: string, commit: string, env: RepoEnvironme
     throw new EnvironmentError(`${env.source}: build context ${env.context || '.'} is not in the repository`);
   });
   const tag = `${environmentImageNames(slug).repo}:${hashOf([blob.trim(), tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
-  if (await imageId(tag)) return tag;
-  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
+  if (await provider.image(tag)) return tag;
+  const context = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {
-    const context = path.join(dir, 'context');
-    await run('mkdir', [context]);
     await untar(mirror, `${commit}:${env.context ?? ''}`, context);
-    const dockerfile = path.join(dir, 'Dockerfile');
-    await writeFile(dockerfile, await git(['cat-file', 'blob', blob.trim()], mirror));
-    const args = Object.entries(env.args).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
-    await docker(
-      ['build', '--network', 'none', '--label', 'drydock.image=repo', ...args, '-f', dockerfile, '-t', tag, context],
-      undefined,
-      env,
-    );
+    const dockerfile = await git(['cat-file', 'blob', blob.trim()], mirror);
+    await build(provider, { tag, labels: { 'drydock.image': 'repo' }, dockerfile, context, args: env.args }, env);
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await rm(context, { recursive: true, force: true });
   }
   return tag;
 }
@@ -307,35 +301,20 @@ function hashOf(parts: string[]): string {
   return hash.digest('hex');
 }
 
-async function imageId(ref: string): Promise<string | undefined> {
+/** Builds an image; a failure names the file and says what the image lacks when it is sh. */
+async function build(provider: SandboxProvider, image: ImageBuild, env: RepoEnvironment): Promise<void> {
   try {
-    const { stdout } = await run('docker', ['image', 'inspect', '--format', '{{.Id}}', ref]);
-    return stdout.trim();
-  } catch {
-    return undefined;
+    await provider.buildImage(image);
+  } catch (err) {
+    if (!(err instanceof ImageBuildFailed)) throw err;
+    const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
+    const lacks = /drydock: [^\n]*/.exec(text)?.[0];
+    const noShell = /\/bin\/sh[^\n]*(no such file|not found)/i.test(text);
+    const why = lacks
+      ? lacks
+      : noShell
+        ? 'drydock: the image has no sh; drydock needs sh in the sandbox image'
+        : `docker build failed: ${text.slice(-800)}`;
+    throw new EnvironmentError(`${env.source}: ${why}`);
   }
-}
-
-/** Runs a docker build; a failure names the file and says what the image lacks when it is sh. */
-function docker(args: string[], stdin: string | undefined, env: RepoEnvironment): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-    child.stdin.end(stdin ?? '');
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      if (code === 0) return resolve();
-      const text = output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
-      const lacks = /drydock: [^\n]*/.exec(text)?.[0];
-      const noShell = /\/bin\/sh[^\n]*(no such file|not found)/i.test(text);
-      const why = lacks
-        ? lacks
-        : noShell
-          ? 'drydock: the image has no sh; drydock needs sh in the sandbox image'
-          : `docker build failed: ${text.slice(-800)}`;
-      reject(new EnvironmentError(`${env.source}: ${why}`));
-    });
-  });
 }

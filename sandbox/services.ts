@@ -1,37 +1,31 @@
 /**
- * A sandbox's services (docs/services.md): each a container of its own in
- * the sandbox's network namespace (the app reaches it on localhost, nothing
- * else is reachable), hardened like the sandbox (no capabilities, no new
- * privileges, read-only root, its share of the session's limits, the
- * sandbox's runtime), labelled as the sandbox's companion so every removal
- * of the sandbox removes it first (DockerSandboxes.destroy), and its folders
- * copy-on-write on the sandbox's disk (sandbox/service-storage.ts). Started
- * in dependency order; each is ready once its health check passes (its own,
- * else its image's), else once its ports listen, else once it keeps running.
+ * A sandbox's services (docs/services.md), on any provider with a
+ * ServiceRuntime (sandbox/provider.ts; the Docker engine's is
+ * sandbox/docker/services.ts): started in dependency order, each in the
+ * sandbox's network namespace, with its data folders copy-on-write over the
+ * snapshot's data (or its image's content) and its image's other volumes
+ * fresh. Each is ready once its health check passes (its own, else its
+ * image's), else once its ports listen, else once it keeps running; one that
+ * exits or never gets there fails, named, with its log's tail.
  */
-import type Docker from 'dockerode';
-import { COMPANION_LABEL, type DockerSandboxes } from './docker';
-import { dataPath, pathLower, serviceOverlay } from './service-storage';
+import { dataPath, type ServiceRuntime, type ServiceState, type SandboxProvider } from './provider';
 import { startOrder, type ServiceSpec } from '../workflows/services';
 import type { Share } from '../workflows/rules/service-limits';
+import { sandboxOf } from './handle';
 
 /** A service as a sandbox runs it: its spec with the image to run, and the snapshot's data image. */
 export interface RunnableService extends ServiceSpec {
   /** On the host, or pinned by digest at the snapshot's build. */
   image: string;
-  /** What setup left in its data folders (sandbox/service-storage.ts captureData); absent: the image's own. */
+  /** What setup left in its data folders (ServiceRuntime.captureData); absent: the image's own. */
   dataImage?: string;
 }
 
 /** On a snapshot image: its services as JSON (RunnableService[]). */
 export const SERVICES_LABEL = 'drydock.snapshot.services';
-/** On a service container: the service's name. */
-export const SERVICE_NAME_LABEL = 'drydock.service';
-/** On a service container: the data image its folders' lower layers come from (kept while it runs). */
+/** On a service: the data image its folders' lower layers come from (kept while it runs). */
 export const SERVICE_DATA_LABEL = 'drydock.service.data';
-/** A service's /tmp (counted in its memory). */
-const SERVICE_TMP = '64m';
-/** How long a service without a health check of its own may take to listen on its ports. */
+/** How long a service without a health check may take to listen on its ports. */
 const PORTS_TIMEOUT_MS = 60_000;
 
 /** A service that would not start, died or failed its health check: names it, with its log's tail. */
@@ -46,14 +40,16 @@ export class ServiceFailure extends Error {
   }
 }
 
-export function serviceContainerName(sandbox: string, service: string): string {
-  return `${sandbox}-svc-${service}`;
-}
-
 /** The snapshot image's services, or none. */
 export function recordedServices(labels: Record<string, string> | undefined): RunnableService[] {
   const text = labels?.[SERVICES_LABEL];
   return text ? (JSON.parse(text) as RunnableService[]) : [];
+}
+
+/** The provider's services, or why it has none. */
+export function serviceRuntime(provider: SandboxProvider): ServiceRuntime {
+  if (!provider.services) throw new Error(`the ${provider.name} provider runs no services`);
+  return provider.services;
 }
 
 export interface StartOptions {
@@ -64,12 +60,12 @@ export interface StartOptions {
 }
 
 /**
- * Starts `services` in `sandbox`'s network namespace, each level of the
- * dependency order together, and waits until each is ready. Idempotent: a
- * retry finds the containers it made and starts any that stopped.
+ * Starts `services` beside `sandbox`, each level of the dependency order
+ * together, and waits until each is ready. Idempotent: a retry finds what it
+ * made and starts any that stopped.
  */
 export async function startServices(
-  sandboxes: DockerSandboxes,
+  provider: SandboxProvider,
   sandbox: string,
   services: RunnableService[],
   opts: StartOptions,
@@ -78,135 +74,60 @@ export async function startServices(
   const started = new Set<string>();
   while (started.size < order.length) {
     const level = order.filter((s) => !started.has(s.name) && s.dependsOn.every((d) => started.has(d)));
-    await Promise.all(level.map((s) => startOne(sandboxes, sandbox, s, opts)));
-    await Promise.all(level.map((s) => waitReady(sandboxes, sandbox, s)));
+    await Promise.all(level.map((s) => startOne(provider, sandbox, s, opts)));
+    await Promise.all(level.map((s) => waitReady(provider, sandbox, s)));
     for (const s of level) started.add(s.name);
   }
 }
 
-async function startOne(sandboxes: DockerSandboxes, sandbox: string, s: RunnableService, opts: StartOptions) {
-  const name = serviceContainerName(sandbox, s.name);
-  const existing = sandboxes.docker.getContainer(name);
-  const state = await existing.inspect().then(
-    (info) => info.State,
-    () => undefined,
-  );
-  if (state?.Running) return;
-  if (state) return existing.start();
-  const container = await sandboxes.docker.createContainer(await createOptions(sandboxes, sandbox, s, opts));
-  await container.start();
-}
-
-/** Docker's create options of one service. */
-async function createOptions(
-  sandboxes: DockerSandboxes,
-  sandbox: string,
-  s: RunnableService,
-  opts: StartOptions,
-): Promise<Docker.ContainerCreateOptions> {
+async function startOne(provider: SandboxProvider, sandbox: string, s: RunnableService, opts: StartOptions) {
   const share = opts.shares[s.name];
-  const info = await sandboxes.docker.getImage(s.image).inspect();
-  const test = s.healthcheck?.test ?? imageHealthcheck(info);
-  const labels = {
-    ...opts.labels,
-    [COMPANION_LABEL]: sandbox,
-    [SERVICE_NAME_LABEL]: s.name,
-    ...(s.dataImage ? { [SERVICE_DATA_LABEL]: s.dataImage } : {}),
-  };
-  return {
-    name: serviceContainerName(sandbox, s.name),
-    Image: s.image,
-    Labels: labels,
-    Env: Object.entries(s.environment).map(([k, v]) => `${k}=${v}`),
-    ...(s.command ? { Cmd: s.command } : {}),
-    ...(s.entrypoint ? { Entrypoint: s.entrypoint } : {}),
-    ...(s.user ? { User: s.user } : {}),
-    ...(s.workingDir ? { WorkingDir: s.workingDir } : {}),
-    // Docker keeps checking while the session runs (an unhealthy service is named after a step);
-    // readiness at the start is polled faster than Docker's first check (waitReady).
-    Healthcheck: test
+  const image = await provider.image(s.image);
+  if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
+  // Data folders over setup's data, the image's other volumes over its own content (fresh each time).
+  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
+  const folders = [
+    ...s.data.map((path, n) => ({
+      path,
+      from: s.dataImage ? { image: s.dataImage, path: dataPath(n, path) } : { image: s.image, path },
+    })),
+    ...volumes.map((path) => ({ path, from: { image: s.image, path } })),
+  ];
+  const test = s.healthcheck?.test ?? image.healthcheck;
+  await serviceRuntime(provider).start({
+    sandbox,
+    service: s.name,
+    image: s.image,
+    labels: { ...opts.labels, ...(s.dataImage ? { [SERVICE_DATA_LABEL]: s.dataImage } : {}) },
+    env: Object.entries(s.environment).map(([k, v]) => `${k}=${v}`),
+    ...(s.command ? { command: s.command } : {}),
+    ...(s.entrypoint ? { entrypoint: s.entrypoint } : {}),
+    ...(s.user ? { user: s.user } : {}),
+    ...(s.workingDir ? { workingDir: s.workingDir } : {}),
+    // The provider keeps checking while the session runs (an unhealthy service is named after a
+    // step); readiness at the start is polled faster than a provider's first check (waitReady).
+    ...(test
       ? {
-          Test: ['CMD', ...test],
-          Interval: Math.max(s.healthcheck?.intervalMs ?? 5_000, 1_000) * 1e6,
-          Timeout: (s.healthcheck?.timeoutMs ?? 10_000) * 1e6,
-          Retries: s.healthcheck?.retries ?? 3,
-        }
-      : { Test: ['NONE'] },
-    HostConfig: {
-      NetworkMode: `container:${sandbox}`,
-      CapDrop: ['ALL'],
-      SecurityOpt: ['no-new-privileges'],
-      Privileged: false,
-      IpcMode: 'private',
-      ReadonlyRootfs: true,
-      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${SERVICE_TMP},mode=1777` },
-      Mounts: await folderMounts(sandboxes, sandbox, s, Object.keys(info.Config?.Volumes ?? {}), labels),
-      Init: true,
-      NanoCpus: Math.round(share.cpus * 1e9),
-      Memory: share.memoryBytes,
-      MemorySwap: share.memoryBytes,
-      PidsLimit: share.pids,
-      ...(opts.runtime ? { Runtime: opts.runtime } : {}),
-    },
-  };
-}
-
-/** The image's own HEALTHCHECK as argv, or undefined. */
-function imageHealthcheck(info: Docker.ImageInspectInfo): string[] | undefined {
-  const test = (info.Config as { Healthcheck?: { Test?: string[] } } | undefined)?.Healthcheck?.Test;
-  if (!test?.length || test[0] === 'NONE') return undefined;
-  if (test[0] === 'CMD-SHELL') return ['sh', '-c', test.slice(1).join(' ')];
-  return test[0] === 'CMD' ? test.slice(1) : test;
-}
-
-/**
- * Each data folder and each VOLUME of the image as a copy-on-write overlay:
- * data folders over the snapshot's data (or the image's content at first),
- * the image's other volumes over the image's content, fresh every time.
- */
-async function folderMounts(
-  sandboxes: DockerSandboxes,
-  sandbox: string,
-  s: RunnableService,
-  imageVolumes: string[],
-  labels: Record<string, string>,
-): Promise<Docker.MountSettings[]> {
-  const folders = [...new Set([...s.data, ...imageVolumes.map((v) => v.replace(/\/+$/, ''))])];
-  const mounts: Docker.MountSettings[] = [];
-  for (const [i, folder] of folders.entries()) {
-    const n = s.data.indexOf(folder);
-    const lower =
-      n >= 0 && s.dataImage
-        ? await pathLower(sandboxes.docker, s.dataImage, dataPath(n, folder))
-        : await pathLower(sandboxes.docker, s.image, folder);
-    const dirs = await serviceOverlay(sandboxes.storage, sandbox, `${s.name}/${i}`, lower);
-    mounts.push({
-      Type: 'volume',
-      Source: '',
-      Target: folder,
-      VolumeOptions: {
-        NoCopy: true,
-        Labels: labels,
-        DriverConfig: {
-          Name: 'local',
-          Options: {
-            type: 'overlay',
-            device: 'overlay',
-            o: `lowerdir=${dirs.lower},upperdir=${dirs.upper},workdir=${dirs.work},nosuid,nodev`,
+          healthcheck: {
+            test,
+            intervalMs: Math.max(s.healthcheck?.intervalMs ?? 5_000, 1_000),
+            timeoutMs: s.healthcheck?.timeoutMs ?? 10_000,
+            retries: s.healthcheck?.retries ?? 3,
           },
-        },
-      },
-    } as Docker.MountSettings);
-  }
-  return mounts;
+        }
+      : {}),
+    folders,
+    cpus: share.cpus,
+    memoryBytes: share.memoryBytes,
+    pids: share.pids,
+    ...(opts.runtime ? { runtime: opts.runtime } : {}),
+  });
 }
 
-/** Waits until a service is ready (see the module's header); one that exits or never gets there fails, named. */
-async function waitReady(sandboxes: DockerSandboxes, sandbox: string, s: RunnableService): Promise<void> {
-  const name = serviceContainerName(sandbox, s.name);
-  const container = sandboxes.docker.getContainer(name);
-  const info = await sandboxes.docker.getImage(s.image).inspect();
-  const test = s.healthcheck?.test ?? imageHealthcheck(info);
+/** Waits until a service is ready (see the module's header). */
+async function waitReady(provider: SandboxProvider, sandbox: string, s: RunnableService): Promise<void> {
+  const runtime = serviceRuntime(provider);
+  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
   const hc = s.healthcheck;
   const budget = test
     ? Math.max((hc?.startPeriodMs ?? 0) + (hc?.retries ?? 60) * (hc?.intervalMs ?? 1_000), 10_000)
@@ -214,110 +135,64 @@ async function waitReady(sandboxes: DockerSandboxes, sandbox: string, s: Runnabl
   const deadline = Date.now() + budget;
   const poll = Math.min(hc?.intervalMs ?? 1_000, 100);
   for (;;) {
-    const state = (await container.inspect()).State;
-    if (!state.Running)
-      throw new ServiceFailure(
-        s.name,
-        `exited with code ${state.ExitCode} before it was ready`,
-        await logTail(sandboxes, name),
-      );
-    if (await isReady(sandboxes, sandbox, name, s, test)) return;
+    const state = await runtime.state(sandbox, s.name);
+    if (!state?.running) {
+      const how = `exited with code ${state?.exitCode ?? '?'} before it was ready`;
+      throw new ServiceFailure(s.name, how, await logTail(runtime, sandbox, s.name));
+    }
+    if (test ? (await runtime.exec(sandbox, s.name, test)) === 0 : await listening(provider, sandbox, s.ports)) return;
     if (Date.now() > deadline) {
       const how = test
         ? `did not pass its health check (${test.join(' ')})`
         : `did not listen on ${s.ports.join(', ')}`;
-      throw new ServiceFailure(s.name, `${how} within ${Math.round(budget / 1000)}s`, await logTail(sandboxes, name));
+      throw new ServiceFailure(
+        s.name,
+        `${how} within ${Math.round(budget / 1000)}s`,
+        await logTail(runtime, sandbox, s.name),
+      );
     }
     await new Promise((r) => setTimeout(r, poll));
   }
 }
 
-async function isReady(
-  sandboxes: DockerSandboxes,
-  sandbox: string,
-  container: string,
-  s: RunnableService,
-  test: string[] | undefined,
-): Promise<boolean> {
-  if (test) return (await execIn(sandboxes.docker, container, test)) === 0;
-  if (!s.ports.length) return true;
-  // The sandbox shares the service's network namespace: its /proc/net lists the service's sockets.
-  const hex = s.ports.map((p) => `:${p.toString(16).toUpperCase().padStart(4, '0')} `);
-  const listening = await sandboxes.exec(sandbox, ['sh', '-c', 'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null']);
-  const lines = listening.stdout
+/** Whether every port listens: the sandbox shares the services' network namespace, so its /proc/net lists them. */
+async function listening(provider: SandboxProvider, sandbox: string, ports: number[]): Promise<boolean> {
+  if (!ports.length) return true;
+  const { stdout } = await sandboxOf(provider, sandbox).commands.script({
+    name: 'ports',
+    text: 'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null',
+  });
+  const listen = stdout
     .toString()
     .split('\n')
-    .filter((l) => / 0A /.test(l));
-  return hex.every((h) => lines.some((l) => l.split(/\s+/)[2]?.endsWith(h.trim())));
+    .filter((l) => l.split(/\s+/)[4] === '0A')
+    .map((l) => parseInt(l.split(/\s+/)[2]?.split(':')[1] ?? '', 16));
+  return ports.every((p) => listen.includes(p));
 }
 
-/** Runs argv in a service container as its own user; its exit code (-1 when Docker has none). */
-async function execIn(docker: Docker, container: string, argv: string[]): Promise<number> {
-  try {
-    const exec = await docker.getContainer(container).exec({ Cmd: argv, AttachStdout: true, AttachStderr: true });
-    const stream = await exec.start({ hijack: true, stdin: false });
-    await new Promise<void>((resolve) => {
-      stream
-        .on('end', resolve)
-        .on('close', resolve)
-        .on('error', () => resolve());
-      stream.resume();
-    });
-    return (await exec.inspect()).ExitCode ?? -1;
-  } catch {
-    return -1;
-  }
-}
-
-/** The last `bytes` of a container's log (stdout and stderr, as they came). */
-export async function logTail(sandboxes: DockerSandboxes, container: string, bytes = 1_500): Promise<string> {
-  const text = await containerLog(sandboxes.docker, container, 200).catch(() => '');
+/** The last `bytes` of a service's log. */
+export async function logTail(runtime: ServiceRuntime, sandbox: string, service: string, bytes = 1_500) {
+  const text = await runtime.log(sandbox, service, 200).catch(() => '');
   return text.slice(-bytes).trim();
 }
 
-/** A container's log, the last `lines` lines (all when undefined), stdout and stderr together. */
-export async function containerLog(docker: Docker, container: string, lines?: number): Promise<string> {
-  const raw = (await docker
-    .getContainer(container)
-    .logs({ stdout: true, stderr: true, follow: false, ...(lines ? { tail: lines } : {}) })) as unknown as Buffer;
-  return demux(raw);
-}
-
-/** Docker's multiplexed log frames (8-byte headers) as text. */
-function demux(buf: Buffer): string {
-  const parts: Buffer[] = [];
-  let i = 0;
-  while (i + 8 <= buf.length) {
-    const size = buf.readUInt32BE(i + 4);
-    parts.push(buf.subarray(i + 8, i + 8 + size));
-    i += 8 + size;
-  }
-  return Buffer.concat(parts).toString('utf8');
-}
-
-/** A sandbox's service containers: name → container name. */
-export async function servicesOf(sandboxes: DockerSandboxes, sandbox: string): Promise<Docker.ContainerInfo[]> {
-  const all = await sandboxes.docker.listContainers({
-    all: true,
-    filters: { label: [`${COMPANION_LABEL}=${sandbox}`] },
-  });
-  return all.filter((c) => c.Labels[SERVICE_NAME_LABEL]);
-}
-
-/** What is wrong with a sandbox's services now: one that exited or that Docker finds unhealthy, named. */
-export async function serviceProblems(sandboxes: DockerSandboxes, sandbox: string): Promise<ServiceFailure[]> {
+/** What is wrong with a sandbox's services now: one that exited or that its provider finds unhealthy, named. */
+export async function serviceProblems(provider: SandboxProvider, sandbox: string): Promise<ServiceFailure[]> {
+  if (!provider.services) return [];
+  const runtime = provider.services;
   const problems: ServiceFailure[] = [];
-  for (const c of await servicesOf(sandboxes, sandbox)) {
-    const service = c.Labels[SERVICE_NAME_LABEL];
-    const info = await sandboxes.docker.getContainer(c.Id).inspect();
-    const tail = () => logTail(sandboxes, c.Id, 800);
-    if (!info.State.Running) {
-      const oom = info.State.OOMKilled ? ', out of memory' : '';
-      problems.push(new ServiceFailure(service, `exited (code ${info.State.ExitCode}${oom})`, await tail()));
-    } else if (info.State.Health?.Status === 'unhealthy') {
-      const last = info.State.Health.Log?.at(-1)?.Output?.trim().slice(-300) ?? '';
-      problems.push(new ServiceFailure(service, `failed its health check${last ? ` (${last})` : ''}`, await tail()));
-    }
+  for (const service of await runtime.list(sandbox)) {
+    const state = await runtime.state(sandbox, service);
+    const why = state && problemOf(state);
+    if (why) problems.push(new ServiceFailure(service, why, await logTail(runtime, sandbox, service, 800)));
   }
   return problems;
+}
+
+function problemOf(state: ServiceState): string | undefined {
+  if (!state.running) return `exited (code ${state.exitCode}${state.oomKilled ? ', out of memory' : ''})`;
+  if (state.health === 'unhealthy') {
+    return `failed its health check${state.healthOutput ? ` (${state.healthOutput})` : ''}`;
+  }
+  return undefined;
 }

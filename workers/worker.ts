@@ -14,7 +14,7 @@ import {
   type ActivityInterceptorsFactory,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
-import { createActivities } from '../activities';
+import { createHostActivities, createSharedActivities, type ActivityDeps } from '../activities';
 import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import { CheckpointStore } from '../sandbox/checkpoints';
@@ -27,7 +27,7 @@ import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { DockerSandboxes } from '../sandbox/docker';
+import { DockerProvider } from '../sandbox/docker/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -138,7 +138,7 @@ export function logUnhandledRejections(log: Logger): void {
 /** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
 async function startWorkerMetrics(
   config: Config,
-  read: { sandboxes: DockerSandboxes; pool: Pool },
+  read: { sandboxes: DockerProvider; pool: Pool },
   sdkMetricsUrl: string | undefined,
   log: Logger,
 ): Promise<Server | undefined> {
@@ -181,9 +181,9 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerSandboxes(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
-  const activities = createActivities({
+  const deps: ActivityDeps = {
     db,
     redactor,
     audit: new AuditTrail(db.pool, config.DRYDOCK_HOST_ID, redactor, auditKey),
@@ -230,23 +230,23 @@ export async function createWorker(opts: {
       }
     },
     log,
-  });
+  };
   const common = {
     connection,
     plugins,
     namespace: config.TEMPORAL_NAMESPACE,
-    activities,
     shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
     ...(opts.activityInterceptors ? { interceptors: { activity: opts.activityInterceptors } } : {}),
   };
   const shared = await Worker.create({
     ...common,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
+    activities: createSharedActivities(deps),
     ...(opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
   });
-  const host = await Worker.create({ ...common, taskQueue: hostQueue });
+  const host = await Worker.create({ ...common, taskQueue: hostQueue, activities: createHostActivities(deps) });
   log.info({ taskQueue: config.DRYDOCK_TASK_QUEUE, hostQueue, host: config.DRYDOCK_HOST_ID }, 'worker polling');
   const shutdown = () => {
     for (const w of [shared, host]) if (w.getState() === 'RUNNING') w.shutdown();

@@ -7,10 +7,10 @@
  * away), and its result is the record.
  */
 import { proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { SharedActivities } from '../activities';
 import type { PullRequestClosed } from './api';
 
-const { recordPullRequestClosed } = proxyActivities<Activities>({
+const { recordPullRequestClosed } = proxyActivities<SharedActivities>({
   startToCloseTimeout: '10m',
   heartbeatTimeout: '10s',
   retry: { maximumAttempts: 10 },

@@ -1,10 +1,10 @@
 /** reapSandboxes: run by a Temporal Schedule per Docker host (drydock-reaper-<host>). */
 import { proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { HostActivities } from '../activities';
 import type { Reaped } from '../sandbox/activities/reaper';
 
 export async function reapSandboxes(input: { hostQueue: string }): Promise<Reaped[]> {
-  const { reapHostSandboxes, reapSnapshotImages, fillPools } = proxyActivities<Activities>({
+  const { reapHostSandboxes, reapSnapshotImages, fillPools } = proxyActivities<HostActivities>({
     taskQueue: input.hostQueue,
     startToCloseTimeout: '5m',
     scheduleToStartTimeout: '5m',

@@ -5,7 +5,7 @@
  * allowlist for that step only; the build container is removed on every path.
  */
 import { ApplicationFailure, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { HostActivities, SharedActivities } from '../activities';
 import type { SnapshotBuildPlan, SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import type { StepInput } from '../sandbox/contract';
 import { ErrorType } from './api';
@@ -22,7 +22,8 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
     throw ApplicationFailure.nonRetryable('hostQueue: a host task queue, or absent', ErrorType.InvalidSessionInput);
   }
   const buildId = workflowInfo().workflowId;
-  const planner = proxyActivities<Activities>({
+  // On the host's queue, or the shared one: either serves startSnapshotBuild.
+  const planner = proxyActivities<Pick<SharedActivities & HostActivities, 'startSnapshotBuild'>>({
     taskQueue: input.hostQueue,
     // A host that is gone fails its scheduled build instead of holding it (and, overlaps skipped, the next ones).
     ...(input.hostQueue ? { scheduleToStartTimeout: '10m' } : {}),
@@ -32,7 +33,7 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
   let plan: SnapshotBuildPlan | undefined;
   try {
     plan = await planner.startSnapshotBuild({ buildId, repo: input.repo });
-    const onHost = proxyActivities<Activities>({
+    const onHost = proxyActivities<HostActivities>({
       taskQueue: plan.hostQueue,
       startToCloseTimeout: plan.setupTimeoutMs + 10 * 60_000,
       ...common,
@@ -62,7 +63,7 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
     return result;
   } finally {
     await CancellationScope.nonCancellable(async () => {
-      const teardown = proxyActivities<Activities>({
+      const teardown = proxyActivities<Pick<SharedActivities & HostActivities, 'destroySandbox'>>({
         taskQueue: plan?.hostQueue,
         startToCloseTimeout: '2m',
         scheduleToCloseTimeout: '10m',

@@ -3,7 +3,7 @@
  * worker of their own): activity round trips with nothing else in them.
  */
 import { proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
+import type { HostActivities } from '../../activities';
 import { stepNonce } from '../../workflows/session/nonce';
 
 /** The bench worker's own activities. */
@@ -35,7 +35,7 @@ export interface ExecStepsInput {
  * script steps run: same activity, same task queue, same options.
  */
 export async function execSteps(input: ExecStepsInput): Promise<number[]> {
-  const { runStep } = proxyActivities<Activities>({
+  const { runStep } = proxyActivities<HostActivities>({
     taskQueue: input.hostQueue,
     startToCloseTimeout: '2m',
     heartbeatTimeout: '10s',

@@ -7,8 +7,9 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
-import { CommandExitError } from '../docker';
+import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
+import { sandboxOf } from '../handle';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -77,7 +78,9 @@ export async function withSandboxBundle<T>(
   const dir = await mkdtemp(path.join(spool, 'change-'));
   try {
     const file = path.join(dir, 'change.bundle');
-    const result = await sandboxes.execToFile(at.sandbox, at.argv, file, OUTPUT_CAPS.bundle).catch(permanent);
+    const result = await sandboxOf(sandboxes, at.sandbox)
+      .commands.toFile(at.argv, file, OUTPUT_CAPS.bundle)
+      .catch(permanent);
     if (result.exitCode !== 0) throw at.failed(result.stderr.toString().trim(), result.exitCode);
     return await fn((await isBundle(file)) ? file : undefined);
   } finally {
@@ -96,7 +99,13 @@ async function isBundle(file: string): Promise<boolean> {
   }
 }
 
-export function createCommitActivities({ sandboxes, artifacts, mirrorsDir, commitIdentity, redactor }: SandboxDeps) {
+export function createCommitActivities({
+  sandboxes,
+  artifacts,
+  mirrorsDir,
+  commitIdentity,
+  redactor,
+}: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'mirrorsDir' | 'commitIdentity' | 'redactor'>) {
   const author = commitIdentity ?? DEFAULT_COMMIT_IDENTITY;
   const unchanged = (input: CommitInput): CommitResult => ({
     commit: input.parent,

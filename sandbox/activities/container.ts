@@ -5,10 +5,17 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { caEnv, installCaBundle } from '../ca';
 import { egressDirOf } from '../egress';
-import { LABELS, SandboxNotFound, type DockerSandboxes, type SandboxSpec } from '../docker';
+import { LABELS, SandboxNotFound, type SandboxProvider, type SandboxSpec } from '../provider';
+import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { OutputOverCap } from '../../platform/output-cap';
 import type { SandboxDeps } from './deps';
 import type { ProvisionInput } from '../contract';
+
+/** What creating a drydock container needs. */
+export type ContainerDeps = Pick<
+  SandboxDeps,
+  'sandboxes' | 'egressRoot' | 'extraCaCerts' | 'runtime' | 'readonlyRoot' | 'hostId' | 'agentClis'
+>;
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
 export const STATE_DIR = '/home/drydock/.drydock';
@@ -41,8 +48,8 @@ export interface OwnedContainer {
   /** Host folders mounted read-only and environment variables (sandbox/activities/environment.ts). */
   mounts?: SandboxSpec['mounts'];
   env?: string[];
-  /** Join this container's network namespace (the browser container of a sandbox). */
-  networkOf?: string;
+  /** The sandbox this container is a companion of, in its network namespace (the browser of a check). */
+  companionOf?: string;
 }
 
 /**
@@ -52,7 +59,7 @@ export interface OwnedContainer {
  * expiry; and the extra CA bundle when one is configured.
  */
 export async function createOwnedContainer(
-  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: SandboxDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: ContainerDeps,
   spec: OwnedContainer,
 ): Promise<boolean> {
   const egressDir = egressDirOf(egressRoot, spec.name);
@@ -67,7 +74,7 @@ export async function createOwnedContainer(
     agentsDir: agentClis?.dir,
     env: [...(extraCaCerts ? caEnv() : []), ...(spec.env ?? [])],
     ...(spec.mounts ? { mounts: spec.mounts } : {}),
-    ...(spec.networkOf ? { networkOf: spec.networkOf } : {}),
+    ...(spec.companionOf ? { companionOf: spec.companionOf } : {}),
     labels: {
       [LABELS.session]: spec.owner,
       [LABELS.repo]: spec.repo,
@@ -79,11 +86,12 @@ export async function createOwnedContainer(
   });
   // What an image holds never changes: its id is checked once per worker (an exec saved on every start).
   const imageId = created || extraCaCerts ? (await sandboxes.image(spec.image))?.id : undefined;
+  const sandbox = sandboxOf(sandboxes, spec.name);
   if (created && !(imageId && IMAGES_WITH_SHELL.has(imageId))) {
-    await requireShell(sandboxes, spec.name, spec.image);
+    await requireShell(sandbox, spec.image);
     if (imageId) IMAGES_WITH_SHELL.add(imageId);
   }
-  if (extraCaCerts) await installCaBundle(sandboxes, spec.name, egressDir, extraCaCerts, imageId);
+  if (extraCaCerts) await installCaBundle(sandbox, egressDir, extraCaCerts, imageId);
   return created;
 }
 
@@ -91,7 +99,7 @@ export async function createOwnedContainer(
 const IMAGES_WITH_SHELL = new Set<string>();
 
 /** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
-async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: SandboxSpec) {
+async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: SandboxSpec) {
   try {
     return await sandboxes.create(spec);
   } catch (err) {
@@ -108,7 +116,7 @@ async function createOrExplain(sandboxes: DockerSandboxes, image: string, spec: 
  * drydock's helpers need sh in the image (git they bring: last on PATH);
  * without it provisioning fails, saying so.
  */
-async function requireShell(sandboxes: DockerSandboxes, name: string, image: string): Promise<void> {
+async function requireShell(sandbox: SandboxHandle, image: string): Promise<void> {
   const lacks = () =>
     ApplicationFailure.nonRetryable(
       `the sandbox image ${image} has no sh; drydock needs sh in the sandbox image`,
@@ -116,7 +124,7 @@ async function requireShell(sandboxes: DockerSandboxes, name: string, image: str
     );
   let found;
   try {
-    found = await sandboxes.exec(name, ['sh', '-c', 'command -v git >/dev/null']);
+    found = await sandbox.commands.script(HAS_GIT);
   } catch (err) {
     if (err instanceof SandboxNotFound) throw err;
     throw lacks();
@@ -129,6 +137,8 @@ async function requireShell(sandboxes: DockerSandboxes, name: string, image: str
     );
   }
 }
+
+const HAS_GIT: ShellScript = { name: 'sh', text: 'command -v git >/dev/null' };
 
 /** A sandbox that is gone stays gone: no retry, the workflow replaces it. Other errors pass as they are. */
 export function permanent(err: unknown): never {
@@ -154,7 +164,9 @@ export function inSandbox<T extends Record<string, (...args: any[]) => Promise<u
  * keeper too, and root in the sandbox has no CAP_KILL, so the sandbox user
  * does it. Builtins only (read, kill): it works when no fork is possible.
  */
-const END_STRAY_PROCESSES = `
+const END_STRAY_PROCESSES: ShellScript = {
+  name: 'sh',
+  text: `
 keep= first=
 for d in /proc/[0-9]*; do
   read -r s < "$d/stat" 2>/dev/null || continue
@@ -179,16 +191,17 @@ while [ $round -lt 200 ]; do
   round=$((round + 1))
 done
 echo "processes of the sandbox user still running after 200 rounds of kill" >&2
-exit 1`;
+exit 1`,
+};
 
 /**
  * Ends whatever a step left running (a setsid daemon, a background job), so
  * nothing of one step can act during the next or during verification, read
  * a later step's secrets from /proc, or hold the egress forwarder's port.
  */
-export async function endStrayProcesses(sandboxes: DockerSandboxes, sandbox: string): Promise<void> {
-  const result = await sandboxes.exec(sandbox, ['sh', '-c', END_STRAY_PROCESSES]);
+export async function endStrayProcesses(sandbox: SandboxHandle): Promise<void> {
+  const result = await sandbox.commands.script(END_STRAY_PROCESSES);
   if (result.exitCode !== 0) {
-    throw new Error(`could not end the processes a step left in ${sandbox}: ${result.stderr.toString().trim()}`);
+    throw new Error(`could not end the processes a step left in ${sandbox.name}: ${result.stderr.toString().trim()}`);
   }
 }

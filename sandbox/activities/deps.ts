@@ -11,12 +11,13 @@ import type { MirrorDeps } from '../../repos/mirror';
 import type { Logger } from '../../platform/log';
 import type { Redactor } from '../../platform/scrub';
 import type { CheckpointStore } from '../checkpoints';
-import type { DockerSandboxes } from '../docker';
+import type { SandboxProvider } from '../provider';
 import type { AgentCliSettings } from '../model-gateway';
 import type { SnapshotRegistry } from '../snapshots';
 
 export interface SandboxDeps extends MirrorDeps {
-  sandboxes: DockerSandboxes;
+  /** Makes, runs and removes this host's sandboxes (sandbox/provider.ts). */
+  sandboxes: SandboxProvider;
   artifacts: ArtifactStore;
   hostId: string;
   /** This worker's host queue, `<task queue>@<host id>`. */
@@ -24,7 +25,7 @@ export interface SandboxDeps extends MirrorDeps {
   baseImage: string;
   /** Docker runtime of sandboxes (e.g. "runsc"); default: the engine's. */
   runtime?: string;
-  /** Read-only root filesystem with /workspace and home as volumes (sandbox/docker.ts). @default true */
+  /** Read-only root filesystem with /workspace and home as volumes (sandbox/provider.ts). @default true */
   readonlyRoot?: boolean;
   /** Host folder of the per-sandbox egress socket folders (sandbox/egress.ts). */
   egressRoot: string;

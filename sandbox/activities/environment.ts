@@ -21,9 +21,13 @@ import {
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
 import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
 import type { SandboxDeps } from './deps';
+import type { ImageSummary } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import type { RepoConfig } from '../../workflows/repo-config';
 import { declaredStack, type DeclaredStack } from './services';
+
+/** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
+export type EnvironmentDeps = Pick<SandboxDeps, 'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log'>;
 
 /** What a sandbox of the repo is made of. */
 export interface SandboxEnvironment {
@@ -46,7 +50,7 @@ export interface SandboxEnvironment {
 const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
 
 /** The repo's environment at `commit`; a problem with it fails permanently, naming the file. */
-export async function sandboxEnvironment(deps: SandboxDeps, mirror: string, commit: string, repo: string) {
+export async function sandboxEnvironment(deps: EnvironmentDeps, mirror: string, commit: string, repo: string) {
   try {
     return await environmentOf(deps, mirror, commit, repo);
   } catch (err) {
@@ -57,7 +61,7 @@ export async function sandboxEnvironment(deps: SandboxDeps, mirror: string, comm
 }
 
 async function environmentOf(
-  deps: SandboxDeps,
+  deps: EnvironmentDeps,
   mirror: string,
   commit: string,
   repo: string,
@@ -72,7 +76,9 @@ async function environmentOf(
     await declaredEnvironment(file.config, read),
     file.config,
   );
-  const image = declared ? await ensureEnvironmentImage(mirror, commit, declared, repoSlug(repo)) : deps.baseImage;
+  const image = declared
+    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo))
+    : deps.baseImage;
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
@@ -135,31 +141,20 @@ function usesPackageManager(packageJson: string | undefined): boolean {
 }
 
 /** The image's own PATH (the declared Node.js goes before it). */
-async function imagePath({ sandboxes }: SandboxDeps, image: string): Promise<string> {
-  const info = await sandboxes.docker.getImage(image).inspect();
-  const found = (info.Config?.Env ?? []).find((e) => e.startsWith('PATH='));
+async function imagePath({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string> {
+  const info = await sandboxes.image(image);
+  if (!info) throw new Error(`no such image: ${image}`);
+  const found = info.env.find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 }
 
 const musl = new Map<string, boolean>();
 /** Whether an image's programs link musl (Alpine): its loader is there. Asked once per image and process. */
-async function isMuslImage({ sandboxes }: SandboxDeps, image: string): Promise<boolean> {
-  const id = (await sandboxes.docker.getImage(image).inspect()).Id;
+async function isMuslImage({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<boolean> {
+  const id = (await sandboxes.image(image))?.id ?? image;
   let known = musl.get(id);
   if (known === undefined) {
-    const probe = await sandboxes.docker.createContainer({
-      Image: id,
-      Cmd: ['true'],
-      HostConfig: { NetworkMode: 'none' },
-    });
-    try {
-      known = await probe.getArchive({ path: '/lib/ld-musl-x86_64.so.1' }).then(
-        () => true,
-        () => false,
-      );
-    } finally {
-      await probe.remove({ force: true });
-    }
+    known = await sandboxes.imageHasFile(id, '/lib/ld-musl-x86_64.so.1');
     musl.set(id, known);
   }
   return known;
@@ -174,7 +169,7 @@ async function isMuslImage({ sandboxes }: SandboxDeps, image: string): Promise<b
  * replaced them yet. Returns the images removed.
  */
 export async function collectEnvironmentImages(
-  { sandboxes, snapshots, hostId, log }: SandboxDeps,
+  { sandboxes, snapshots, hostId, log }: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'hostId' | 'log'>,
   repo: string,
 ): Promise<string[]> {
   const kept = await snapshots.ready(repo, hostId);
@@ -187,14 +182,14 @@ export async function collectEnvironmentImages(
     const from = (await sandboxes.image(environment))?.labels[ENVIRONMENT_FROM_LABEL];
     if (from) used.add(from);
   }
-  const replacedBefore = Date.parse(kept[0].startedAt) / 1000;
+  const replacedBefore = Date.parse(kept[0].startedAt);
   const names = environmentImageNames(repoSlug(repo));
-  const images = await sandboxes.docker.listImages({ filters: { reference: [names.env, names.repo] } });
+  const images = await sandboxes.images([names.env, names.repo]);
   const removed: string[] = [];
   // drydock's layers first: the repo's own image goes once no layer of it is left.
   for (const image of images.sort((a, b) => Number(isRepoImage(a, names.repo)) - Number(isRepoImage(b, names.repo)))) {
-    if (image.Created >= replacedBefore) continue;
-    for (const tag of (image.RepoTags ?? []).filter((t) => !used.has(t))) {
+    if (image.createdMs >= replacedBefore) continue;
+    for (const tag of image.tags.filter((t) => !used.has(t))) {
       const outcome = await sandboxes.removeImage(tag);
       if (outcome === 'removed') removed.push(tag);
       else if (outcome === 'in_use') log.info({ repo, image: tag }, 'old environment image still in use: kept for now');
@@ -204,8 +199,7 @@ export async function collectEnvironmentImages(
   return removed;
 }
 
-const isRepoImage = (image: { RepoTags?: string[] }, name: string) =>
-  (image.RepoTags ?? []).some((t) => t.startsWith(`${name}:`));
+const isRepoImage = (image: ImageSummary, name: string) => image.tags.some((t) => t.startsWith(`${name}:`));
 
 const caches = new Map<string, Toolchains>();
 /** The host's toolchain cache (one per folder, so the registry's version list is asked once). */

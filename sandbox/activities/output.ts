@@ -14,7 +14,7 @@ const MiB = 1024 ** 2;
  * copy stops and the activity fails naming it ("the checkpoint diff is over
  * 64 MiB"); the app log alone is cut to its end instead, since a long-running
  * app's log is expected to grow. Every other exec's stdout is capped by
- * STDOUT_CAP (sandbox/docker.ts).
+ * STDOUT_CAP (sandbox/provider.ts).
  */
 export const OUTPUT_CAPS = {
   /** Held in memory on its way to the database (sandbox_checkpoints). */

@@ -10,15 +10,20 @@ import { rm } from 'node:fs/promises';
 import { egressDirOf } from '../egress';
 import { POOL_LABEL, POOL_LIMITS, PoolRegistry } from '../pool-registry';
 import { repoSlug, SANDBOX_SNAPSHOT_LABEL } from '../snapshots';
-import { createOwnedContainer } from './container';
-import { sandboxEnvironment } from './environment';
+import { createOwnedContainer, type ContainerDeps } from './container';
+import { sandboxEnvironment, type EnvironmentDeps } from './environment';
 import { mirrorAt } from '../../repos/mirror';
 import type { SandboxDeps } from './deps';
+import type { MirrorDeps } from '../../repos/mirror';
 import { newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { sandboxOf } from '../handle';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
 export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
+
+/** What filling a pool needs: its rows, the newest snapshot, and making containers of it. */
+export type PoolDeps = ContainerDeps & EnvironmentDeps & MirrorDeps & Pick<SandboxDeps, 'db' | 'snapshots' | 'log'>;
 
 export interface PoolFill {
   repo: string;
@@ -26,7 +31,7 @@ export interface PoolFill {
   retired: string[];
 }
 
-export function createPoolActivities(deps: SandboxDeps) {
+export function createPoolActivities(deps: PoolDeps) {
   return {
     /** Brings every repo's pool on this host to its size (one repo's when given). Idempotent. */
     async fillPools(input: { repo?: string } = {}): Promise<PoolFill[]> {
@@ -42,7 +47,10 @@ export function createPoolActivities(deps: SandboxDeps) {
 }
 
 /** Repos with a pool, and repos whose pool was set to 0 but still has idle sandboxes here. */
-async function allRepoSizes(deps: SandboxDeps, pools: PoolRegistry): Promise<{ repo: string; size: number }[]> {
+async function allRepoSizes(
+  deps: Pick<PoolDeps, 'hostId'>,
+  pools: PoolRegistry,
+): Promise<{ repo: string; size: number }[]> {
   const sizes = await pools.sizes();
   for (const row of await pools.idle(deps.hostId)) {
     if (!sizes.some((s) => s.repo === row.repo)) sizes.push({ repo: row.repo, size: 0 });
@@ -58,7 +66,7 @@ const filling = new Map<string, Promise<PoolFill>>();
  * same repo in this worker share one run (so a claim's refill and the
  * reaper's do not both add).
  */
-export function fillPool(deps: SandboxDeps, repo: string, size: number): Promise<PoolFill> {
+export function fillPool(deps: PoolDeps, repo: string, size: number): Promise<PoolFill> {
   const running = filling.get(repo);
   if (running) return running;
   const run = fillPoolOnce(deps, repo, size).finally(() => filling.delete(repo));
@@ -66,7 +74,7 @@ export function fillPool(deps: SandboxDeps, repo: string, size: number): Promise
   return run;
 }
 
-async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Promise<PoolFill> {
+async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise<PoolFill> {
   const pools = new PoolRegistry(deps.db.pool);
   const snapshot = size > 0 ? await newestSnapshot(deps, repo) : undefined;
   const idle = await pools.idle(deps.hostId, repo);
@@ -102,7 +110,7 @@ async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Prom
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
       });
       await Promise.all([
-        prepareWorkspace(deps, name, { mark: true }),
+        prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true }),
         startSandboxServices(deps, name, services, shares.services),
       ]);
       await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
@@ -116,7 +124,7 @@ async function fillPoolOnce(deps: SandboxDeps, repo: string, size: number): Prom
   return { repo, added, retired };
 }
 
-async function removePoolSandbox(deps: SandboxDeps, name: string): Promise<void> {
+async function removePoolSandbox(deps: Pick<PoolDeps, 'sandboxes' | 'egressRoot'>, name: string): Promise<void> {
   await deps.sandboxes.destroy(name);
   await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
 }

@@ -8,7 +8,7 @@ import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound } from '../docker';
+import { SandboxNotFound } from '../provider';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -25,11 +25,16 @@ import { mirrorAt } from '../../repos/mirror';
 import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
-import { fillPool } from './pool';
+import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { sandboxOf } from '../handle';
 
-export function createProvisionActivities(deps: SandboxDeps) {
+/** What provisioning and teardown need: the pool's and the registry's besides their own. */
+export type ProvisionDeps = PoolDeps &
+  Pick<SandboxDeps, 'audit' | 'checkpoints' | 'hostQueue' | 'hostTimeoutMs' | 'requestSnapshotBuild'>;
+
+export function createProvisionActivities(deps: ProvisionDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
   return {
     /**
@@ -76,7 +81,7 @@ export function createProvisionActivities(deps: SandboxDeps) {
 }
 
 /** provisionSandbox's work, once. */
-async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<Sandbox> {
+async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promise<Sandbox> {
   const { hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
   const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
@@ -89,7 +94,13 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
-    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark: false });
+    await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
+      mirror,
+      from: snapshot.commit!,
+      to: baseCommit,
+      behind,
+      mark: false,
+    });
   // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
   const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
   const shares = sharesOf(input.limits, services);
@@ -109,10 +120,11 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
+  const sandbox = sandboxOf(deps.sandboxes, name);
   // Its services start meanwhile: each is ready before the session's first step (and before setup).
   await Promise.all([
-    !pooled && (created || !(await isProvisioned(deps, name)))
-      ? fillWorkspace(deps, name, { mirror, baseCommit, snapshot, behind, checkpoint })
+    !pooled && (created || !(await isProvisioned(sandbox)))
+      ? fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint })
       : undefined,
     startSandboxServices(deps, name, services, shares.services),
   ]);
@@ -179,7 +191,7 @@ async function provisionOnce(deps: SandboxDeps, input: ProvisionInput): Promise<
  * a session already provisioned the usual way, or an empty pool.
  */
 async function claimPooled(
-  deps: SandboxDeps,
+  deps: ProvisionDeps,
   input: ProvisionInput,
   ownName: string,
   newestImage: string,
@@ -206,7 +218,7 @@ async function claimPooled(
 }
 
 /** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
-function refillAfterClaim(deps: SandboxDeps, repo: string): void {
+function refillAfterClaim(deps: PoolDeps, repo: string): void {
   new PoolRegistry(deps.db.pool)
     .size(repo)
     .then((size) => fillPool(deps, repo, size))
@@ -216,7 +228,10 @@ function refillAfterClaim(deps: SandboxDeps, repo: string): void {
 }
 
 /** Removes the pool sandbox a session claimed, and its row; true if there was one. */
-async function dropClaimed(deps: SandboxDeps, input: Pick<ProvisionInput, 'sessionId' | 'generation'>) {
+async function dropClaimed(
+  deps: Pick<SandboxDeps, 'db' | 'sandboxes' | 'egressRoot'>,
+  input: Pick<ProvisionInput, 'sessionId' | 'generation'>,
+) {
   if (input.generation) return false;
   const pools = new PoolRegistry(deps.db.pool);
   const claimed = await pools.claimedBy(input.sessionId);

@@ -1,8 +1,7 @@
 import type { SandboxDeps } from './deps';
-import { LABELS } from '../docker';
+import { LABELS, type SandboxInfo } from '../provider';
 import { collectSnapshots } from './snapshot-build';
 import { POOL_LABEL, PoolRegistry } from '../pool-registry';
-import type Docker from 'dockerode';
 
 export interface Reaped {
   sandbox: string;
@@ -10,7 +9,9 @@ export interface Reaped {
   reason: string;
 }
 
-export function createReaperActivities(deps: SandboxDeps) {
+export function createReaperActivities(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'db' | 'hostId' | 'hostQueue' | 'sessionIsRunning' | 'log'>,
+) {
   const { sandboxes, hostId, sessionIsRunning, log } = deps;
   return {
     /**
@@ -34,13 +35,13 @@ export function createReaperActivities(deps: SandboxDeps) {
       const reaped: Reaped[] = [];
       const pools = new PoolRegistry(deps.db.pool);
       for (const container of await sandboxes.list(hostId)) {
-        const sandbox = container.Names[0]?.replace(/^\//, '') ?? container.Id;
-        const { sessionId, reason } = container.Labels[POOL_LABEL]
+        const sandbox = container.name;
+        const { sessionId, reason } = container.labels[POOL_LABEL]
           ? await poolSandboxFate(pools, sandbox, container, sessionIsRunning)
           : await sandboxFate(container, sessionIsRunning);
         if (!reason) continue;
-        if (await sandboxes.destroy(container.Id)) {
-          if (container.Labels[POOL_LABEL]) await pools.forget(sandbox);
+        if (await sandboxes.destroy(container.id)) {
+          if (container.labels[POOL_LABEL]) await pools.forget(sandbox);
           log.info({ sessionId, sandboxId: sandbox, host: hostId, reason }, 'reaped sandbox');
           reaped.push({ sandbox, sessionId, reason });
         }
@@ -55,13 +56,10 @@ export function createReaperActivities(deps: SandboxDeps) {
 type Fate = { sessionId: string; reason?: string };
 
 /** Why a session's sandbox goes (its expiry passed, its session is closed), or undefined: it stays. */
-async function sandboxFate(
-  container: Docker.ContainerInfo,
-  sessionIsRunning: SandboxDeps['sessionIsRunning'],
-): Promise<Fate> {
-  const sessionId = container.Labels[LABELS.session];
-  const expires = Date.parse(container.Labels[LABELS.expires] ?? '');
-  if (expires < Date.now()) return { sessionId, reason: `expired at ${container.Labels[LABELS.expires]}` };
+async function sandboxFate(container: SandboxInfo, sessionIsRunning: SandboxDeps['sessionIsRunning']): Promise<Fate> {
+  const sessionId = container.labels[LABELS.session];
+  const expires = Date.parse(container.labels[LABELS.expires] ?? '');
+  if (expires < Date.now()) return { sessionId, reason: `expired at ${container.labels[LABELS.expires]}` };
   if (!(await sessionIsRunning(sessionId))) return { sessionId, reason: 'its session is closed' };
   return { sessionId };
 }
@@ -77,18 +75,18 @@ const POOL_ORPHAN_AFTER_MS = 10 * 60_000;
 async function poolSandboxFate(
   pools: PoolRegistry,
   name: string,
-  container: Docker.ContainerInfo,
+  container: SandboxInfo,
   sessionIsRunning: SandboxDeps['sessionIsRunning'],
 ): Promise<Fate> {
   const row = await pools.get(name);
   if (!row) {
-    const orphan = Date.now() - container.Created * 1000 > POOL_ORPHAN_AFTER_MS;
-    return { sessionId: container.Labels[LABELS.session], reason: orphan ? 'a pool sandbox no pool holds' : undefined };
+    const orphan = Date.now() - container.createdMs > POOL_ORPHAN_AFTER_MS;
+    return { sessionId: container.labels[LABELS.session], reason: orphan ? 'a pool sandbox no pool holds' : undefined };
   }
   if (!row.claimedBy) {
-    const expired = Date.parse(container.Labels[LABELS.expires] ?? '') < Date.now();
+    const expired = Date.parse(container.labels[LABELS.expires] ?? '') < Date.now();
     return {
-      sessionId: container.Labels[LABELS.session],
+      sessionId: container.labels[LABELS.session],
       reason: expired && (await pools.retire(name)) ? 'an idle pool sandbox past its time' : undefined,
     };
   }

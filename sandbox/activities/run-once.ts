@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
-import type { CgroupCounters } from '../docker';
+import type { CgroupCounters } from '../faults';
 import { STATE_DIR } from './container';
 import { HELPER } from '../toolchains';
 

@@ -21,21 +21,22 @@ import {
   type ServiceSpec,
 } from '../../workflows/services';
 import { ComposeError, parseCompose } from '../compose';
-import type { DockerSandboxes } from '../docker';
+import type { SandboxProvider } from '../provider';
 import { EnvironmentError, type RepoEnvironment } from '../repo-image';
 import {
-  containerLog,
   recordedServices,
-  SERVICE_NAME_LABEL,
   ServiceFailure,
   serviceProblems,
-  servicesOf,
+  serviceRuntime,
   startServices,
   type RunnableService,
 } from '../services';
 import { egressDirOf } from '../egress';
 import { SNAPSHOT_ENV_LABEL } from '../snapshots';
 import type { SandboxDeps } from './deps';
+
+/** What resolving and starting services needs. */
+export type ServiceDeps = Pick<SandboxDeps, 'sandboxes' | 'log'>;
 
 /** What a repo declares beside its sandbox. */
 export interface DeclaredStack {
@@ -102,7 +103,7 @@ export async function declaredStack(
  * anything else refused naming the image and the setting.
  */
 export async function resolveServiceImages(
-  deps: Pick<SandboxDeps, 'sandboxes' | 'log'>,
+  deps: ServiceDeps,
   services: ServiceSpec[],
   opts: { repo: string; allowed: string[]; pull: boolean },
 ): Promise<RunnableService[]> {
@@ -131,37 +132,20 @@ export async function resolveServiceImages(
   return out;
 }
 
-async function hasImage(sandboxes: DockerSandboxes, ref: string): Promise<boolean> {
-  return sandboxes.docker
-    .getImage(ref)
-    .inspect()
-    .then(
-      () => true,
-      () => false,
-    );
+async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolean> {
+  return (await sandboxes.image(ref)) !== undefined;
 }
 
 /** Pulls an allowed image and returns it pinned by the digest the registry gave. */
-async function pullPinned(deps: Pick<SandboxDeps, 'sandboxes' | 'log'>, s: ServiceSpec): Promise<string> {
-  const { docker } = deps.sandboxes;
+async function pullPinned(deps: ServiceDeps, s: ServiceSpec): Promise<string> {
   const ref = parseImageReference(s.image);
   if ('problem' in ref) throw new EnvironmentError(`${s.source}.image: ${ref.problem}`);
   deps.log.info({ image: s.image }, 'pulling a service image from an allowed registry (snapshot build)');
   try {
-    const stream = await docker.pull(s.image);
-    await new Promise<void>((resolve, reject) =>
-      docker.modem.followProgress(stream, (err: Error | null) => (err ? reject(err) : resolve())),
-    );
+    return pinnedReference(ref, await serviceRuntime(deps.sandboxes).pull(s.image));
   } catch (err) {
     throw new EnvironmentError(`${s.source}.image: pulling ${s.image} failed: ${(err as Error).message}`);
   }
-  const info = await docker.getImage(s.image).inspect();
-  const prefix = `${ref.registry === 'docker.io' ? 'docker.io/' : `${ref.registry}/`}${ref.repository}@`;
-  const digest = (info.RepoDigests ?? [])
-    .map((d) => (d.startsWith('docker.io/') || ref.registry !== 'docker.io' ? d : `docker.io/${d}`))
-    .find((d) => d.startsWith(prefix) || d.startsWith(prefix.replace(/^docker\.io\/library\//, '')));
-  if (!digest) throw new EnvironmentError(`${s.source}.image: ${s.image} was pulled but has no digest to pin`);
-  return pinnedReference(ref, digest.slice(digest.indexOf('@') + 1));
 }
 
 /** The session's limits shared with its services; a share that does not fit fails the session, naming the field. */
@@ -172,7 +156,7 @@ export function sharesOf(limits: Share, services: ServiceSpec[]): { sandbox: Sha
 }
 
 /** After a step: a service that died or turned unhealthy fails it, named, so the session replaces the sandbox. */
-export async function checkServices(sandboxes: DockerSandboxes, sandbox: string): Promise<void> {
+export async function checkServices(sandboxes: SandboxProvider, sandbox: string): Promise<void> {
   const problems = await serviceProblems(sandboxes, sandbox);
   if (!problems.length) return;
   throw ApplicationFailure.nonRetryable(
@@ -187,7 +171,7 @@ export async function checkServices(sandboxes: DockerSandboxes, sandbox: string)
  * never pulls).
  */
 export async function sandboxServices(
-  deps: SandboxDeps,
+  deps: ServiceDeps,
   snapshotImage: string | undefined,
   declared: ServiceSpec[],
   repo: string,
@@ -208,13 +192,13 @@ export async function sandboxServices(
  * too). One that will not start fails provisioning, named, with its log.
  */
 export async function startSandboxServices(
-  deps: SandboxDeps,
+  deps: Pick<SandboxDeps, 'sandboxes' | 'runtime'>,
   sandbox: string,
   services: RunnableService[],
   shares: Record<string, Share>,
 ): Promise<void> {
   if (!services.length) return;
-  const labels = (await deps.sandboxes.docker.getContainer(sandbox).inspect()).Config.Labels ?? {};
+  const labels = (await deps.sandboxes.info(sandbox))?.labels ?? {};
   try {
     await startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime });
   } catch (err) {
@@ -226,7 +210,7 @@ export async function startSandboxServices(
 
 /** The environment a snapshot's inferred setup left for sessions (its label), as "NAME=value" entries. */
 export async function snapshotEnv(
-  deps: SandboxDeps,
+  deps: Pick<SandboxDeps, 'sandboxes'>,
   snapshotImage: string | undefined,
   env: string[],
 ): Promise<string[]> {
@@ -252,13 +236,14 @@ export async function syncServiceLogs(
   deps: Pick<SandboxDeps, 'sandboxes' | 'egressRoot'>,
   sandbox: string,
 ): Promise<void> {
-  const services = await servicesOf(deps.sandboxes, sandbox);
-  if (!services.length) return;
+  const runtime = deps.sandboxes.services;
+  const services = runtime ? await runtime.list(sandbox) : [];
+  if (!runtime || !services.length) return;
   const dir = path.join(egressDirOf(deps.egressRoot, sandbox), 'services');
   await mkdir(dir, { recursive: true, mode: 0o755 });
-  for (const c of services) {
-    const text = await containerLog(deps.sandboxes.docker, c.Id, 5_000).catch(() => '');
-    const file = path.join(dir, `${c.Labels[SERVICE_NAME_LABEL]}.log`);
+  for (const service of services) {
+    const text = await runtime.log(sandbox, service, 5_000).catch(() => '');
+    const file = path.join(dir, `${service}.log`);
     await writeFile(`${file}.tmp`, text.slice(-SERVICE_LOG_BYTES), { mode: 0o644 });
     await rename(`${file}.tmp`, file);
   }

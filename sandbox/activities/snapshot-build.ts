@@ -2,17 +2,17 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { REPO_CONFIG_FILE } from '../../workflows/repo-config';
-import { createOwnedContainer, sandboxName, STATE_DIR } from './container';
+import { createOwnedContainer, sandboxName, type ContainerDeps } from './container';
 import type { SandboxDeps } from './deps';
-import { resolveRef, syncMirror } from '../../repos/mirror';
-import { copyWorkingTree } from './workspace';
+import { resolveRef, syncMirror, type MirrorDeps } from '../../repos/mirror';
+import { copyWorkingTree, isProvisioned, markProvisioned } from './workspace';
+import { sandboxOf } from '../handle';
 import { repoFileSetup } from '../../repos/config-file';
 import { tail } from './output';
 import { certificateProblem } from '../ca';
 import { nodeVersionProblem } from '../toolchains';
-import { collectEnvironmentImages, sandboxEnvironment } from './environment';
+import { collectEnvironmentImages, sandboxEnvironment, type EnvironmentDeps } from './environment';
 import { EnvironmentError } from '../repo-image';
-import { ServiceFailure } from '../services';
 import { redactUrl } from '../../workflows/rules/repo-url';
 import {
   inferredSetupAt,
@@ -29,12 +29,13 @@ import {
 import { type RepoRegistration, type SetupEgressRule } from '../../repos/registry';
 import {
   SERVICE_DATA_LABEL,
-  serviceContainerName,
+  ServiceFailure,
   SERVICES_LABEL,
+  serviceRuntime,
   startServices,
   type RunnableService,
 } from '../services';
-import { captureData, dataPath, pathLower } from '../service-storage';
+import { dataPath } from '../provider';
 import { resolveServiceImages, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
 import type { Share } from '../../workflows/rules/service-limits';
@@ -93,7 +94,11 @@ export interface SnapshotBuildResult {
  * the environment images that newer ones replaced go the same way. Returns
  * the images removed.
  */
-export async function collectSnapshots(deps: SandboxDeps, repo: string, keep: number): Promise<string[]> {
+export async function collectSnapshots(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'hostId' | 'log'>,
+  repo: string,
+  keep: number,
+): Promise<string[]> {
   const { sandboxes, snapshots, hostId, log } = deps;
   const removed: string[] = [];
   for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
@@ -107,10 +112,7 @@ export async function collectSnapshots(deps: SandboxDeps, repo: string, keep: nu
     // Its services' data goes with it (a data image still in use stays for a later collection).
     for (const data of (row.services ?? []).flatMap((s) => (s.dataImage ? [s.dataImage] : []))) {
       // Its lower layers are under sessions' services: no container has it as its image, so ask the label.
-      const users = await sandboxes.docker.listContainers({
-        all: true,
-        filters: { label: [`${SERVICE_DATA_LABEL}=${data}`] },
-      });
+      const users = (await sandboxes.list()).filter((c) => c.labels[SERVICE_DATA_LABEL] === data);
       if (!users.length && (await sandboxes.removeImage(data)) === 'removed') removed.push(data);
     }
   }
@@ -118,7 +120,13 @@ export async function collectSnapshots(deps: SandboxDeps, repo: string, keep: nu
   return [...removed, ...(await collectEnvironmentImages(deps, repo))];
 }
 
-export function createSnapshotActivities(deps: SandboxDeps) {
+/** What a snapshot build needs: a build container of the repo's environment, the registry, the audit trail. */
+export type SnapshotDeps = ContainerDeps &
+  EnvironmentDeps &
+  MirrorDeps &
+  Pick<SandboxDeps, 'snapshots' | 'audit' | 'hostQueue' | 'log' | 'allowedRegistries' | 'runtime'>;
+
+export function createSnapshotActivities(deps: SnapshotDeps) {
   const { snapshots, audit, log } = deps;
 
   const collect = (repo: string, keep: number) => collectSnapshots(deps, repo, keep);
@@ -198,7 +206,7 @@ export function createSnapshotActivities(deps: SandboxDeps) {
 }
 
 /** startSnapshotBuild's work (see there). */
-async function startBuild(deps: SandboxDeps, input: { buildId: string; repo: string }): Promise<SnapshotBuildPlan> {
+async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: string }): Promise<SnapshotBuildPlan> {
   const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
   const reg = await snapshots.repo(input.repo);
   if (!reg) {
@@ -250,10 +258,10 @@ async function startBuild(deps: SandboxDeps, input: { buildId: string; repo: str
   });
   // Healthy before setup runs: its migrations and seed data land in them, and the snapshot keeps them.
   await startBuildServices(deps, sandbox, services, shares.services, { row, commit });
-  const ready = await sandboxes.exec(sandbox, ['test', '-f', `${STATE_DIR}/provisioned`]);
-  if (ready.exitCode !== 0) {
-    await copyWorkingTree(deps, sandbox, mirror, commit);
-    await sandboxes.run(sandbox, ['sh', '-c', `mkdir -p ${STATE_DIR} && touch ${STATE_DIR}/provisioned`]);
+  const handle = sandboxOf(sandboxes, sandbox);
+  if (!(await isProvisioned(handle))) {
+    await copyWorkingTree(handle, mirror, commit);
+    await markProvisioned(handle);
   }
   log.info(
     { buildId: input.buildId, repo: input.repo, commit, sandboxId: sandbox, host: hostId, setup: chosen.source },
@@ -293,7 +301,7 @@ function isFinal(err: unknown): boolean {
  * now, so that no session start pays for them.
  */
 async function imageOfBuild(
-  { sandboxes, hostId }: SandboxDeps,
+  { sandboxes, hostId }: Pick<SandboxDeps, 'sandboxes' | 'hostId'>,
   plan: SnapshotBuildPlan,
   tag: string,
   services: RunnableService[],
@@ -324,32 +332,30 @@ async function imageOfBuild(
  * under drydock-data-<repo>; made once its lower layers exist on this host,
  * so no session start pays for them. Returns the services as sessions run them.
  */
-async function captureServices(deps: SandboxDeps, plan: SnapshotBuildPlan, tag: string): Promise<RunnableService[]> {
+async function captureServices(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  plan: SnapshotBuildPlan,
+  tag: string,
+): Promise<RunnableService[]> {
   const out: RunnableService[] = [];
   for (const s of plan.services) {
     if (!s.data.length) {
       out.push(s);
       continue;
     }
-    const container = serviceContainerName(plan.sandbox, s.name);
-    await deps.sandboxes.docker
-      .getContainer(container)
-      .stop({ t: 60 })
-      .catch((err: { statusCode?: number }) => {
-        if (err.statusCode !== 304) throw err; // 304: stopped already (a retry)
-      });
-    const dataTag = `drydock-data-${tag.replace(/[:/]/g, '-')}:${s.name}`;
-    const dataImage = await captureData(deps.sandboxes.docker, container, {
+    const runtime = serviceRuntime(deps.sandboxes);
+    await runtime.stop(plan.sandbox, s.name, 60);
+    const dataImage = await runtime.captureData(plan.sandbox, s.name, {
       image: s.image,
       folders: s.data,
-      tag: dataTag,
+      tag: `drydock-data-${tag.replace(/[:/]/g, '-')}:${s.name}`,
       labels: {
         [SNAPSHOT_LABELS.image]: 'service-data',
         [SNAPSHOT_LABELS.repo]: plan.repo,
         [SNAPSHOT_LABELS.build]: plan.buildId,
       },
     });
-    for (const [n, folder] of s.data.entries()) await pathLower(deps.sandboxes.docker, dataImage, dataPath(n, folder));
+    for (const [n, folder] of s.data.entries()) await runtime.prepareFolder(dataImage, dataPath(n, folder));
     out.push({ ...s, dataImage });
   }
   return out;
@@ -402,7 +408,7 @@ function resultOf(row: SnapshotBuildRow, removed: string[]): SnapshotBuildResult
  * image and the setting.
  */
 async function buildServices(
-  deps: SandboxDeps,
+  deps: SnapshotDeps,
   ctx: { row: SnapshotBuildRow; commit: string; reg: RepoRegistration; repo: string; environment: SandboxEnvironment },
 ): Promise<RunnableService[]> {
   const allowed = [...(deps.allowedRegistries ?? []), ...(ctx.reg.registries ?? [])];
@@ -412,14 +418,14 @@ async function buildServices(
 }
 
 async function startBuildServices(
-  deps: SandboxDeps,
+  deps: SnapshotDeps,
   sandbox: string,
   services: RunnableService[],
   shares: Record<string, Share>,
   ctx: { row: SnapshotBuildRow; commit: string },
 ): Promise<void> {
   if (!services.length) return;
-  const labels = (await deps.sandboxes.docker.getContainer(sandbox).inspect()).Config.Labels ?? {};
+  const labels = (await deps.sandboxes.info(sandbox))?.labels ?? {};
   await failBuildOn(deps, ctx, () =>
     startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }).catch((err) => {
       throw err instanceof ServiceFailure ? new EnvironmentError(err.message) : err;
@@ -429,7 +435,7 @@ async function startBuildServices(
 
 /** Runs `fn`; a permanent problem (the environment's) ends the build as failed, saying why, and fails the activity. */
 async function failBuildOn<T>(
-  deps: SandboxDeps,
+  deps: SnapshotDeps,
   ctx: { row: SnapshotBuildRow; commit: string },
   fn: () => Promise<T>,
 ): Promise<T> {

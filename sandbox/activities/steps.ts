@@ -16,7 +16,9 @@ import {
   SANDBOX_GATEWAY_SOCKET,
   type EgressProxy,
 } from '../egress';
-import { sandboxFault, type ExecResult } from '../docker';
+import { sandboxFault } from '../faults';
+import type { ExecResult } from '../provider';
+import { sandboxOf, type SandboxHandle } from '../handle';
 import { OutputOverCap } from '../../platform/output-cap';
 import { cliProgress } from '../../models/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../model-gateway';
@@ -35,6 +37,8 @@ import { readTestReport } from './verify';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
+/** The most of a step's output copied to its artifact in one read. */
+const STREAM_CHUNK_BYTES = 1024 ** 2;
 const NO_COUNTS = { oomKills: 0, pidsMax: 0 };
 /** The end of a step's output that comes back from the sandbox and goes to the artifact store (bytes). */
 export const STEP_OUTPUT_LIMIT = 8 * 1024 ** 2;
@@ -52,22 +56,12 @@ function describeCommand(step: ScriptStep): string {
  * the agent's own staging untouched.
  */
 export async function takeCheckpoint(
-  deps: { sandboxes: Pick<SandboxDeps['sandboxes'], 'exec'>; checkpoints: SandboxDeps['checkpoints'] },
+  deps: Pick<SandboxDeps, 'checkpoints'>,
+  sandbox: SandboxHandle,
   at: CheckpointAt,
 ): Promise<void> {
-  const taken = await deps.sandboxes.exec(
-    at.sandbox,
-    [
-      'sh',
-      '-c',
-      // Not in /tmp: a step that filled it must still be checkpointed.
-      'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
-      'checkpoint',
-      at.baseCommit,
-      STATE_DIR,
-    ],
-    { stdoutCap: OUTPUT_CAPS.checkpoint },
-  );
+  // The scratch index is not in /tmp: a step that filled it must still be checkpointed.
+  const taken = await sandbox.git.diffFrom(at.baseCommit, STATE_DIR, OUTPUT_CAPS.checkpoint);
   const ok = taken.exitCode === 0;
   await keepCheckpoint(deps, at, { ok, data: ok ? taken.stdout : taken.stderr });
 }
@@ -90,7 +84,13 @@ async function keepCheckpoint(
   await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.data });
 }
 
-export function createStepActivities(deps: SandboxDeps) {
+/** What a step needs: the sandbox, the egress proxy and model gateway, the stores its results go to. */
+export type StepDeps = Pick<
+  SandboxDeps,
+  'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'secrets' | 'egressRoot' | 'agentClis' | 'redactor' | 'log'
+>;
+
+export function createStepActivities(deps: StepDeps) {
   return {
     /**
      * Runs one script step; a retry waits for (or reads) the run already made,
@@ -114,7 +114,11 @@ export function createStepActivities(deps: SandboxDeps) {
           baseCommit: input.checkpointBase,
         };
         // Taken here only when drydock-run did not get to report (it failed, or was killed).
-        await (checkpoint ? keepCheckpoint(deps, at, checkpoint) : takeCheckpoint(deps, at)).catch(permanent);
+        await (
+          checkpoint
+            ? keepCheckpoint(deps, at, checkpoint)
+            : takeCheckpoint(deps, sandboxOf(deps.sandboxes, at.sandbox), at)
+        ).catch(permanent);
       }
       await lost;
       await recordEvent(deps.audit, {
@@ -146,7 +150,7 @@ interface StepRun {
 }
 
 /** Runs one script step (see runStep). */
-async function runStepOnce(deps: SandboxDeps, input: StepInput): Promise<StepRun> {
+async function runStepOnce(deps: StepDeps, input: StepInput): Promise<StepRun> {
   const { secrets } = deps;
   const missing = (input.secrets ?? []).filter((n) => !(n in secrets));
   if (missing.length) {
@@ -197,7 +201,7 @@ function stepCommand(step: ScriptStep): StepCommand {
  * has an allowlist, with `granted` secrets in its environment.
  */
 async function runCommand(
-  deps: SandboxDeps,
+  deps: StepDeps,
   input: StepInput,
   { command, env: own, stdin }: StepCommand,
   granted: Record<string, string>,
@@ -235,7 +239,7 @@ async function runCommand(
     }
     // With a checkpoint the answer carries it: the output is cut to STEP_OUTPUT_LIMIT, so only the checkpoint can pass the cap.
     const cap = OUTPUT_CAPS.checkpoint;
-    const running = deps.sandboxes.exec(sandbox, argv, {
+    const running = sandboxOf(deps.sandboxes, sandbox).commands.exec(argv, {
       signal: Context.current().cancellationSignal,
       env: [...once.env, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)],
       ...(once.stdin === undefined ? {} : { stdin: once.stdin }),
@@ -250,7 +254,7 @@ async function runCommand(
     const answer = parseRunOnce(run, nonce);
     if (!answer) {
       // drydock-run did not get to end what was running (the forwarder's port was taken, say): do it here.
-      await endStrayProcesses(deps.sandboxes, sandbox);
+      await endStrayProcesses(sandboxOf(deps.sandboxes, sandbox));
       return { result: runnerFailed(run, deps.redactor, egress) };
     }
     const result = await commandResult(deps, input, answer, egress);
@@ -275,7 +279,11 @@ async function runCommand(
 }
 
 /** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
-async function openGatewayFor(deps: SandboxDeps, input: StepInput, socketPath: string): Promise<ModelGateway> {
+async function openGatewayFor(
+  deps: Pick<StepDeps, 'agentClis' | 'log'>,
+  input: StepInput,
+  socketPath: string,
+): Promise<ModelGateway> {
   const settings = deps.agentClis;
   if (!settings) {
     throw ApplicationFailure.nonRetryable(
@@ -297,7 +305,7 @@ async function openGatewayFor(deps: SandboxDeps, input: StepInput, socketPath: s
 
 /** The gateway's calls and refusals: to the artifact store and the audit trail (once per call, keyed by the step). */
 async function recordGatewayTo(
-  deps: SandboxDeps,
+  deps: StepDeps,
   input: StepInput,
   gateway: ModelGateway,
 ): Promise<Omit<GatewayResult, 'lastTool' | 'final'>> {
@@ -347,7 +355,7 @@ function runnerFailed(run: ExecResult, redactor: Redactor, egress: StepResult['e
 
 /** A command that ran to its exit code: its output (the end, bounded) to the artifact store, and the limit that stopped it, if any. */
 async function commandResult(
-  { artifacts, log, redactor }: SandboxDeps,
+  { artifacts, log, redactor }: Pick<StepDeps, 'artifacts' | 'log' | 'redactor'>,
   input: StepInput,
   answer: RunOnceResult,
   egress: StepResult['egress'],
@@ -385,6 +393,7 @@ async function streamOutput<T>(
   cli?: AgentCliName,
 ): Promise<T> {
   const { sandboxes, artifacts, redactor } = deps;
+  const sandbox = sandboxOf(sandboxes, to.sandbox);
   // A secret cut in two by a chunk boundary is held until it can be recognised whole.
   const stream = redactor.stream();
   let copied = 0;
@@ -403,19 +412,10 @@ async function streamOutput<T>(
     await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, STREAM_INTERVAL_MS))]);
     if (done) break;
     await syncServiceLogs(deps, to.sandbox).catch(() => undefined);
-    const chunk = await sandboxes
-      .exec(to.sandbox, [
-        'sh',
-        '-c',
-        'tail -c +"$1" "$2" 2>/dev/null | head -c 1048576',
-        'tail',
-        String(copied + 1),
-        to.file,
-      ])
-      .catch(() => undefined);
-    if (!chunk?.stdout.length) continue;
-    copied += chunk.stdout.length;
-    const text = stream.push(chunk.stdout.toString());
+    const chunk = await sandbox.files.readFrom(to.file, copied, STREAM_CHUNK_BYTES).catch(() => undefined);
+    if (!chunk?.length) continue;
+    copied += chunk.length;
+    const text = stream.push(chunk.toString());
     await artifacts.append(to.sessionId, to.name, text);
     last = tail(last + text);
     if (!cli) {

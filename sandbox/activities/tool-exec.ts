@@ -1,7 +1,7 @@
 /**
  * The built-in loop's tool calls through drydock-exec (sandbox-images/base):
  * one long-lived process per sandbox, started on first use through one
- * attached `docker exec`, runs each command as a child and answers in JSON
+ * attached exec, runs each command as a child and answers in JSON
  * lines. A call costs a process spawn instead of a docker exec. When the
  * executor is gone (killed by a tool call, by a script step's drydock-run,
  * or never started because the image has no node), the call falls back to a
@@ -11,9 +11,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { STDOUT_CAP, type DockerSandboxes, type ExecOptions, type ExecResult } from '../docker';
+import { STDOUT_CAP, type ExecOptions, type ExecResult, type SandboxProvider } from '../provider';
 import { OutputOverCap } from '../../platform/output-cap';
 import { HELPER } from '../toolchains';
+import { sandboxOf, type SandboxHandle } from '../handle';
 
 /** How long a new executor may take to say it is ready before the call falls back to exec. */
 const READY_TIMEOUT_MS = 10_000;
@@ -40,7 +41,7 @@ class Executor {
   /** Called once when the executor ends. */
   onEnd?: () => void;
 
-  constructor(private readonly process: Awaited<ReturnType<DockerSandboxes['attach']>>) {
+  constructor(private readonly process: Awaited<ReturnType<SandboxProvider['attach']>>) {
     let pending = 0;
     process.stdout.on('data', (chunk: Buffer) => {
       const end = chunk.lastIndexOf(10);
@@ -134,7 +135,7 @@ class Executor {
 export class ToolExecutors {
   private readonly running = new Map<string, Promise<Executor | undefined>>();
 
-  constructor(private readonly sandboxes: DockerSandboxes) {}
+  constructor(private readonly sandboxes: SandboxProvider) {}
 
   /**
    * Runs argv in `sandbox` through its executor, or through a plain exec when
@@ -151,6 +152,11 @@ export class ToolExecutors {
       }
     }
     return this.sandboxes.exec(sandbox, argv, opts);
+  }
+
+  /** The sandbox's handle whose commands go through its executor. */
+  sandbox(name: string): SandboxHandle {
+    return sandboxOf(this.sandboxes, name, (argv, opts) => this.exec(name, argv, opts));
   }
 
   /** Lets go of every executor (their processes end with their stdin). */
@@ -185,10 +191,10 @@ export class ToolExecutors {
   }
 }
 
-const perWorker = new WeakMap<DockerSandboxes, ToolExecutors>();
+const perWorker = new WeakMap<SandboxProvider, ToolExecutors>();
 
-/** The worker's executors for these sandboxes (one set per DockerSandboxes). */
-export function toolExecutors(sandboxes: DockerSandboxes): ToolExecutors {
+/** The worker's executors for these sandboxes (one set per provider). */
+export function toolExecutors(sandboxes: SandboxProvider): ToolExecutors {
   let executors = perWorker.get(sandboxes);
   if (!executors) perWorker.set(sandboxes, (executors = new ToolExecutors(sandboxes)));
   return executors;

@@ -4,9 +4,17 @@ import { egressDirOf } from '../egress';
 import type { BrowserResult, TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
 import type { SandboxDeps } from './deps';
-import { LABELS, type ExecResult } from '../docker';
+import { LABELS, SandboxNotFound, type ExecResult } from '../provider';
+import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { HELPER, HELPERS_MOUNT } from '../toolchains';
-import { browserContainerName, createOwnedContainer, endStrayProcesses, inSandbox, STATE_DIR } from './container';
+import {
+  browserContainerName,
+  createOwnedContainer,
+  endStrayProcesses,
+  inSandbox,
+  STATE_DIR,
+  type ContainerDeps,
+} from './container';
 import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
@@ -82,12 +90,8 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
 }
 
 /** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
-async function reportsWrittenDuring(
-  sandboxes: SandboxDeps['sandboxes'],
-  sandbox: string,
-  stepNonce: string,
-): Promise<string[]> {
-  const found = await sandboxes.exec(sandbox, [
+async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
+  const found = await sandbox.commands.exec([
     'find',
     '.',
     '(',
@@ -123,13 +127,12 @@ export async function readTestReport(
   { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
 ): Promise<TestReport | undefined> {
-  const files = input.files ?? (await reportsWrittenDuring(sandboxes, input.sandbox, input.stepNonce));
+  const sandbox = sandboxOf(sandboxes, input.sandbox);
+  const files = input.files ?? (await reportsWrittenDuring(sandbox, input.stepNonce));
   const documents = [];
   for (const file of files) {
-    const read = await sandboxes.exec(input.sandbox, ['cat', file], {
-      stdoutCap: { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` },
-    });
-    if (read.exitCode === 0) documents.push({ file, content: read.stdout.toString() });
+    const read = await sandbox.files.read(file, { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` });
+    if (read) documents.push({ file, content: read.toString() });
   }
   if (documents.length === 0) return undefined;
   for (const d of documents) {
@@ -153,18 +156,17 @@ const BROWSER_LIMITS = {
   diskBytes: 1024 ** 3,
 };
 
-/** Starts the app in the sandbox; a retry finds the app it started (pid file) instead of starting a second one. */
-async function startApp(sandboxes: SandboxDeps['sandboxes'], sandbox: string, start: string, outDir: string) {
-  const out = await sandboxes.run(sandbox, [
-    'sh',
-    '-c',
+/** Starts the app ($1) with its log and pid in $2; a retry finds the app it started instead of starting a second one. */
+const START_APP: ShellScript = {
+  name: 'start-app',
+  text:
     'mkdir -p "$2"; if [ -f "$2/app.pid" ] && kill -0 "$(cat "$2/app.pid")" 2>/dev/null; then cat "$2/app.pid"; ' +
-      'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
-    'start-app',
-    start,
-    outDir,
-  ]);
-  return Number(out.trim());
+    'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
+};
+
+/** Starts the app in the sandbox; returns its pid. */
+async function startApp(sandbox: SandboxHandle, start: string, outDir: string): Promise<number> {
+  return Number((await sandbox.commands.runScript(START_APP, [start, outDir])).trim());
 }
 
 /** The runner's one JSON line, or a browser_crashed result naming how it failed. */
@@ -190,10 +192,15 @@ function runnerResult(run: ExecResult): RunnerResult {
  * labelled with the same owner and expiry, so teardown and the reaper find
  * it. Removed afterwards, whatever happened.
  */
-async function inBrowserContainer<T>(deps: SandboxDeps, sandbox: string, work: (name: string) => Promise<T>) {
+async function inBrowserContainer<T>(
+  deps: VerifyDeps,
+  sandbox: string,
+  work: (browser: SandboxHandle) => Promise<T>,
+): Promise<T> {
   const name = browserContainerName(sandbox);
-  const info = await deps.sandboxes.docker.getContainer(sandbox).inspect();
-  const labels = info.Config.Labels ?? {};
+  const info = await deps.sandboxes.info(sandbox);
+  if (!info) throw new SandboxNotFound(sandbox);
+  const { labels } = info;
   try {
     await createOwnedContainer(deps, {
       name,
@@ -203,16 +210,20 @@ async function inBrowserContainer<T>(deps: SandboxDeps, sandbox: string, work: (
       expiresAt: labels[LABELS.expires] ?? new Date(Date.now() + 60 * 60_000).toISOString(),
       limits: BROWSER_LIMITS,
       mounts: [{ source: await toolchainsOf(deps).helpers(), target: HELPERS_MOUNT }],
-      networkOf: sandbox,
+      companionOf: sandbox,
     });
-    return await work(name);
+    return await work(sandboxOf(deps.sandboxes, name));
   } finally {
     await deps.sandboxes.destroy(name);
     await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
   }
 }
 
-export function createVerifyActivities(deps: SandboxDeps) {
+/** What verification needs: the sandbox, a browser container beside it, the artifact store. */
+export type VerifyDeps = ContainerDeps &
+  Pick<SandboxDeps, 'baseImage' | 'toolsRoot' | 'egressRoot' | 'artifacts' | 'redactor' | 'log'>;
+
+export function createVerifyActivities(deps: VerifyDeps) {
   const { sandboxes, artifacts, log, redactor } = deps;
 
   return inSandbox({
@@ -230,14 +241,14 @@ export function createVerifyActivities(deps: SandboxDeps) {
       browser: BrowserCheck;
       readyTimeoutMs: number;
     }) {
-      const { sandbox, sessionId, browser } = input;
+      const { sessionId, browser } = input;
+      const sandbox = sandboxOf(sandboxes, input.sandbox);
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
-      const pid = await startApp(sandboxes, sandbox, browser.start, outDir);
+      const pid = await startApp(sandbox, browser.start, outDir);
       // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
       const cleanNode = (home: string) => ({ env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${home}`] });
-      const ready = await sandboxes.exec(
-        sandbox,
+      const ready = await sandbox.commands.exec(
         [
           HELPER.browser,
           JSON.stringify({ phase: 'ready', url: browser.url, pid, readyTimeoutMs: input.readyTimeoutMs }),
@@ -247,9 +258,8 @@ export function createVerifyActivities(deps: SandboxDeps) {
       let raw = runnerResult(ready);
       const copies: { file: string; ref: string }[] = [];
       if (raw.outcome === 'passed') {
-        const browsed = await inBrowserContainer(deps, sandbox, async (name) => {
-          const run = await sandboxes.exec(
-            name,
+        const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
+          const run = await container.commands.exec(
             [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT })],
             cleanNode(BROWSER_OUT),
           );
@@ -262,7 +272,7 @@ export function createVerifyActivities(deps: SandboxDeps) {
             const ref = await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, '');
             // Straight to the artifact store on disk, never whole in memory.
             const cap = { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
-            await sandboxes.execToFile(name, ['cat', file], artifacts.pathOf(ref), cap);
+            await container.files.readToFile(file, artifacts.pathOf(ref), cap);
             copies.push({ file, ref });
           }
           return result;
@@ -273,7 +283,7 @@ export function createVerifyActivities(deps: SandboxDeps) {
       raw.consoleErrors = boundMessages(raw.consoleErrors);
       raw.failedRequests = boundMessages(raw.failedRequests);
       // The app, and whatever it started: nothing of it runs on while the change is exported.
-      await endStrayProcesses(sandboxes, sandbox);
+      await endStrayProcesses(sandbox);
       const copied = (file: string) => copies.find((c) => c.file === file)?.ref ?? file;
       for (const check of raw.checks) {
         if (check.screenshot) check.screenshot = copied(check.screenshot);
@@ -281,7 +291,7 @@ export function createVerifyActivities(deps: SandboxDeps) {
       const screenshots = (raw.screenshots as { path: string; file?: string; message?: string }[]).map(
         ({ file, ...rest }) => (file ? { ...rest, screenshot: copied(file) } : rest),
       );
-      const appLog = await redactor.large(await appLogEnd(sandboxes, sandbox, `${outDir}/app.log`));
+      const appLog = await redactor.large(await appLogEnd(sandbox, `${outDir}/app.log`));
       const result: BrowserResult = {
         ...raw,
         url: browser.url,
@@ -290,26 +300,16 @@ export function createVerifyActivities(deps: SandboxDeps) {
         appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
         durationMs: Date.now() - started,
       };
-      log.info({ sessionId, sandboxId: sandbox, outcome: result.outcome }, 'browser verification');
+      log.info({ sessionId, sandboxId: input.sandbox, outcome: result.outcome }, 'browser verification');
       return result;
     },
   });
 }
 
 /** The end of the app's log, at most OUTPUT_CAPS.appLog of it; a cut start is said so. */
-async function appLogEnd(sandboxes: SandboxDeps['sandboxes'], sandbox: string, file: string): Promise<string> {
+async function appLogEnd(sandbox: SandboxHandle, file: string): Promise<string> {
   const { bytes, what } = OUTPUT_CAPS.appLog;
-  const read = await sandboxes.exec(sandbox, [
-    'sh',
-    '-c',
-    'wc -c <"$1" 2>/dev/null || echo 0; tail -c "$2" "$1" 2>/dev/null',
-    'app-log',
-    file,
-    String(bytes),
-  ]);
-  const out = read.stdout.toString();
-  const size = Number(out.slice(0, out.indexOf('\n')).trim()) || 0;
-  const kept = out.slice(out.indexOf('\n') + 1);
+  const { size, text: kept } = await sandbox.files.tail(file, bytes);
   return size > bytes
     ? `[${what} is over ${bytes / 1024 ** 2} MiB: its first ${size - bytes} bytes are not kept]\n${kept}`
     : kept;

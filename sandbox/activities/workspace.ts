@@ -7,8 +7,13 @@
 import { CATCH_UP_REF, catchUpBundle, workingTreeTar } from '../../repos/git';
 import type { SandboxDeps } from './deps';
 import type { Checkpoint } from '../checkpoints';
+import type { SandboxHandle, ShellScript } from '../handle';
 import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
+
+/** Written last by provisioning (and a snapshot build's fill): a retry that finds it has nothing left to do. */
+const PROVISIONED = `${STATE_DIR}/provisioned`;
+
 /** The newest ready snapshot of a repo on this host whose image is still here. */
 export async function newestSnapshot(
   deps: Pick<SandboxDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
@@ -23,15 +28,10 @@ export async function newestSnapshot(
 }
 
 /** The cold path: the repo at `commit`, with history, copied into /workspace. */
-export async function copyWorkingTree(
-  deps: Pick<SandboxDeps, 'sandboxes'>,
-  sandbox: string,
-  mirror: string,
-  commit: string,
-): Promise<void> {
+export async function copyWorkingTree(sandbox: SandboxHandle, mirror: string, commit: string): Promise<void> {
   const { tar, cleanup } = await workingTreeTar(mirror, commit, 1000);
   try {
-    await deps.sandboxes.copyIn(sandbox, tar, '/workspace');
+    await sandbox.files.copyIn(tar, '/workspace');
   } finally {
     await cleanup();
   }
@@ -43,8 +43,7 @@ export async function copyWorkingTree(
  * replacement, and marks the sandbox provisioned: one exec on a snapshot.
  */
 export async function fillWorkspace(
-  deps: Pick<SandboxDeps, 'sandboxes'>,
-  name: string,
+  sandbox: SandboxHandle,
   at: {
     mirror: string;
     baseCommit: string;
@@ -56,24 +55,27 @@ export async function fillWorkspace(
   const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
   const mark = !checkpoint?.diff.length;
   if (snapshot) {
-    await prepareWorkspace(deps, name, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
+    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
   } else {
-    await copyWorkingTree(deps, name, mirror, baseCommit);
-    await prepareWorkspace(deps, name, { mark });
+    await copyWorkingTree(sandbox, mirror, baseCommit);
+    await prepareWorkspace(sandbox, { mark });
   }
   if (mark) return;
-  await deps.sandboxes.run(
-    name,
-    ['sh', '-c', 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"'],
-    { stdin: checkpoint!.diff },
-  );
-  await prepareWorkspace(deps, name, { mark: true });
+  await sandbox.git.apply(checkpoint!.diff);
+  await prepareWorkspace(sandbox, { mark: true });
 }
 
 /** Whether a sandbox was marked provisioned (prepareWorkspace's last write). */
-export async function isProvisioned({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, name: string): Promise<boolean> {
-  return (await sandboxes.exec(name, ['test', '-f', `${STATE_DIR}/provisioned`])).exitCode === 0;
+export async function isProvisioned(sandbox: SandboxHandle): Promise<boolean> {
+  return sandbox.files.exists(PROVISIONED);
 }
+
+/** Marks a sandbox provisioned without preparing it (a snapshot build's, whose setup follows). */
+export async function markProvisioned(sandbox: SandboxHandle): Promise<void> {
+  await sandbox.commands.runScript(MARK);
+}
+
+const MARK: ShellScript = { name: 'sh', text: `mkdir -p ${STATE_DIR} && touch ${PROVISIONED}` };
 
 /**
  * The workspace's preparation in one exec: the commits from the snapshot's
@@ -82,7 +84,9 @@ export async function isProvisioned({ sandboxes }: Pick<SandboxDeps, 'sandboxes'
  * left in ignored files (node_modules, builds); drydock's git identity; and,
  * with `mark`, the marker a retried provisioning checks.
  */
-const PREPARE_WORKSPACE = `set -e
+const PREPARE_WORKSPACE: ShellScript = {
+  name: 'prepare',
+  text: `set -e
 to=$1 bundle=$2 mark=$3
 if [ "$bundle" = 1 ]; then
   f=.git/drydock-catch-up.bundle
@@ -92,29 +96,19 @@ fi
 git config --global user.name drydock
 git config --global user.email drydock@localhost
 git config --global --add safe.directory /workspace
-[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`;
+[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`,
+};
 
 export async function prepareWorkspace(
-  deps: Pick<SandboxDeps, 'sandboxes'>,
-  name: string,
+  sandbox: SandboxHandle,
   opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean },
 ): Promise<void> {
   const { mirror, from, to } = opts;
   // Commits the snapshot lacks come in a bundle; `to` at or behind the snapshot's commit is in it already.
   const bundle = mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
-  await deps.sandboxes.run(
-    name,
-    [
-      'sh',
-      '-c',
-      PREPARE_WORKSPACE,
-      'prepare',
-      to ?? '',
-      bundle ? '1' : '0',
-      opts.mark ? '1' : '0',
-      CATCH_UP_REF,
-      STATE_DIR,
-    ],
+  await sandbox.commands.runScript(
+    PREPARE_WORKSPACE,
+    [to ?? '', bundle ? '1' : '0', opts.mark ? '1' : '0', CATCH_UP_REF, STATE_DIR],
     bundle ? { stdin: bundle } : {},
   );
 }

@@ -6,13 +6,14 @@
  * and the audit trail has the attach with its duration. Once on the
  * sandbox's host, once from "elsewhere" through drydock serve with a token.
  */
+import { sandboxOf } from '../../sandbox/handle';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { Pool } from 'pg';
 import { AuditTrail } from '../../store/audit';
-import { DockerSandboxes } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
 import { Redactor } from '../../platform/scrub';
 import { status, type SessionStatus } from '../../workflows/api';
 import {
@@ -121,7 +122,7 @@ test('attach on the host: a typed command changes a file, step 2 waits for the d
   const pty = underPty(['attach', id, '--by', 'rita'], {});
   const held = await waitForStatus(handle, inPhase('attached'));
   expect(held.attached).toMatchObject({ by: 'rita', during: 'agent' });
-  await new DockerSandboxes(docker).run(held.sandbox!.name, ['touch', '/tmp/go']);
+  await sandboxOf(new DockerProvider(docker), held.sandbox!.name).commands.run(['touch', '/tmp/go']);
   // The shell opens once step 1 has ended: the person and the agent never work in the sandbox at once.
   await pty.waitFor(/attached to .* as rita; exit the shell to detach/);
   expect((await handle.query(status)).timeline.find((t) => t.name.startsWith('step 1'))?.ok).toBe(true);

@@ -1,17 +1,20 @@
 /**
- * The copy-on-write workspace (sandbox/docker-storage.ts) with real Docker: a
+ * The copy-on-write workspace (sandbox/docker/storage.ts) with real Docker: a
  * sandbox starts from its image's /workspace without a copy, its writes show
  * in `git diff`, reach neither the image's lower layer nor another sandbox,
  * vanish with it (storage included, also when the reaper finds it), and its
  * disk limit holds.
  */
+import { sandboxOf } from '../../sandbox/handle';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DockerSandboxes, sandboxFault, type SandboxSpec } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
+import { sandboxFault } from '../../sandbox/faults';
+import { type SandboxSpec } from '../../sandbox/provider';
 import { docker, testConfig } from '../support/helpers';
 
-const sandboxes = new DockerSandboxes(undefined, path.join(process.env.DRYDOCK_TEST_DIR!, 'cow-storage'));
+const sandboxes = new DockerProvider(undefined, path.join(process.env.DRYDOCK_TEST_DIR!, 'cow-storage'));
 const prefix = `drydock-cow-${process.pid}`;
 const image = `${prefix}:snapshot`;
 let egressDir: string;
@@ -47,7 +50,7 @@ beforeAll(async () => {
   // A snapshot image the way drydock makes one: a sandbox's /workspace committed onto the base image.
   const base = testConfig().DRYDOCK_BASE_IMAGE!;
   await sandboxes.create(spec(`${prefix}-build`, { image: base }));
-  await sandboxes.run(`${prefix}-build`, [
+  await sandboxOf(sandboxes, `${prefix}-build`).commands.run([
     'sh',
     '-c',
     'git init -q && echo one > a.txt && mkdir d && echo two > d/b.txt && git add . && ' +

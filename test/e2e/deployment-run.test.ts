@@ -103,7 +103,7 @@ async function temporalPorts(): Promise<number> {
 }
 
 /**
- * What infra/compose/worker.yaml gives the worker for sandbox/docker-storage.ts (loop mounts that
+ * What infra/compose/worker.yaml gives the worker for sandbox/docker/storage.ts (loop mounts that
  * reach the host), as `docker run` flags, and the options of its data folder's bind.
  */
 function workerPrivileges(): { flags: string[]; dataBind: string } {

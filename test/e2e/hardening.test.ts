@@ -23,7 +23,8 @@ import { createActivities } from '../../activities';
 import { sandboxName } from '../../sandbox/activities/container';
 import type { CommitResult, Sandbox, StepResult } from '../../sandbox/contract';
 import { ArtifactStore } from '../../store/artifacts';
-import { DockerSandboxes, LABELS } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
+import { LABELS } from '../../sandbox/provider';
 import { HELPER } from '../../sandbox/toolchains';
 import { hasTokenPattern } from '../../platform/scrub';
 import { reject, status } from '../../workflows/api';
@@ -289,9 +290,9 @@ test('DRYDOCK_DOCKER_RUNTIME reaches Docker as the container runtime', async () 
 });
 
 /** Sandboxes that remember every exec's argv: how many a step cost. */
-class CountedSandboxes extends DockerSandboxes {
+class CountedSandboxes extends DockerProvider {
   readonly execs: string[][] = [];
-  override exec(...args: Parameters<DockerSandboxes['exec']>): ReturnType<DockerSandboxes['exec']> {
+  override exec(...args: Parameters<DockerProvider['exec']>): ReturnType<DockerProvider['exec']> {
     this.execs.push(args[1]);
     return super.exec(...args);
   }

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 import { own, reapLeftovers } from '../support/leftovers';
 import { docker, projectRoot } from '../support/helpers';
 

@@ -1,5 +1,5 @@
 /** The reaper: sandboxes that no teardown will remove are found and removed; live ones are kept. */
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 import {
   containersOf,
   inPhase,

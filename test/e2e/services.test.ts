@@ -8,7 +8,7 @@
  */
 import { addRepo } from '../../cli/snapshots';
 import { ensureServiceImage } from '../../sandbox-images/service-images';
-import { serviceContainerName } from '../../sandbox/services';
+import { serviceContainerName } from '../../sandbox/docker/services';
 import { SnapshotRegistry } from '../../sandbox/snapshots';
 import { openDatabase, type Database } from '../../store/db';
 import type { SessionStatus } from '../../workflows/api';

@@ -22,7 +22,7 @@ import { CheckpointStore } from '../../sandbox/checkpoints';
 import { loadConfig } from '../../platform/config';
 import { openDatabase } from '../../store/db';
 import { createRepoLookup, RepoRegistry } from '../../repos/registry';
-import { DockerSandboxes } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
 import { Redactor } from '../../platform/scrub';
 import { SnapshotRegistry } from '../../sandbox/snapshots';
 import { modelSettings } from '../../workers/worker';
@@ -57,7 +57,7 @@ async function failureOf(run: Promise<unknown>): Promise<string> {
 async function killedWhileProvisioned(
   env: MockActivityEnvironment,
   activities: ReturnType<typeof createActivities>,
-  sandboxes: DockerSandboxes,
+  sandboxes: DockerProvider,
   sessionId: string,
   repoUrl: string,
 ): Promise<{ provisioning: string; leftAfterFailure: number; retry: string }> {
@@ -80,7 +80,7 @@ async function killedWhileProvisioned(
   };
   const provisioning = await failureOf(env.run(activities.provisionSandbox, input));
   watch.kill();
-  const leftAfterFailure = (await sandboxes.list()).filter((c) => c.Names[0] === `/${name}`).length;
+  const leftAfterFailure = (await sandboxes.list()).filter((c) => c.name === name).length;
   const retry = await failureOf(env.run(activities.provisionSandbox, input));
   await env.run(activities.destroySandbox, { sessionId });
   return { provisioning, leftAfterFailure, retry };
@@ -90,7 +90,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
   const config = loadConfig();
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-dead-'));
   const db = await openDatabase(config);
-  const sandboxes = new DockerSandboxes();
+  const sandboxes = new DockerProvider();
   const activities = createActivities({
     sandboxes,
     artifacts: new SlowArtifacts(path.join(dataDir, 'artifacts')),

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 import { docker, projectRoot } from './helpers';
 
 export interface DockerHost {

@@ -3,7 +3,8 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
-import { DockerSandboxes, type SandboxSpec } from '../../sandbox/docker';
+import { DockerProvider } from '../../sandbox/docker/provider';
+import { type SandboxSpec } from '../../sandbox/provider';
 import { docker, testConfig } from './helpers';
 
 /** Runs a shell script in a live sandbox as the sandbox user (or root, to look everywhere); stdout and stderr. */
@@ -22,12 +23,12 @@ export async function inSandbox(container: string, script: string, user = '1000:
   return Buffer.concat(chunks).toString();
 }
 
-/** A small sandbox of the base image made straight through sandbox/docker.ts, outside any session. */
+/** A small sandbox of the base image made straight through sandbox/docker/provider.ts, outside any session. */
 export async function createSandbox(
   name: string,
   spec: Partial<Pick<SandboxSpec, 'labels' | 'runtime'>> = {},
 ): Promise<{ id: string; created: boolean }> {
-  return new DockerSandboxes().create({
+  return new DockerProvider().create({
     name,
     image: testConfig().DRYDOCK_BASE_IMAGE!,
     labels: {},

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import Docker from 'dockerode';
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 import type { PostgresServer } from './postgres';
 
 /** Stops the dev server; a sandbox left behind by any test fails the run. */

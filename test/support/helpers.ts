@@ -12,7 +12,7 @@ import { loadConfig, type Config } from '../../platform/config';
 import { connectTemporal, connectWorker } from '../../platform/temporal-connection';
 import { createLogger, type Logger } from '../../platform/log';
 import { loadAuditKey } from '../../store/audit';
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 import { startServer } from '../../workers/serve';
 import { createWorker, hostQueueOf, type DrydockWorker } from '../../workers/worker';
 import type { Reaped } from '../../sandbox/activities/reaper';

@@ -11,7 +11,7 @@ import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Docker from 'dockerode';
-import { LABELS } from '../../sandbox/docker';
+import { LABELS } from '../../sandbox/provider';
 
 const OWNER_FILE = '.drydock-owner';
 const PROCESSES_FILE = '.drydock-processes';
@@ -101,7 +101,7 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
 
 /**
  * Unmounts what is mounted under `dir`, deepest first: a sandbox's storage
- * (sandbox/docker-storage.ts) is an ext4 image loop-mounted in the worker's data
+ * (sandbox/docker/storage.ts) is an ext4 image loop-mounted in the worker's data
  * dir, and removing the folder over it fails with EBUSY.
  */
 function unmountUnder(dir: string): void {

@@ -2,7 +2,7 @@
 import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
 import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
 import { docker, newSessionId, type TestStack } from './helpers';
-import { LOWER_LABEL } from '../../sandbox/docker-storage';
+import { LOWER_LABEL } from '../../sandbox/docker/storage';
 
 /** Builds a snapshot of `repo` now, as its schedule would: one refreshSnapshot workflow. */
 export function buildSnapshot(stack: TestStack, repo: string): Promise<SnapshotBuildResult> {

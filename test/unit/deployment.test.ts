@@ -125,7 +125,7 @@ const holderOf = <T extends { target: string }>(binds: T[], dir: string): T | un
     .filter((b) => dir === b.target || dir.startsWith(`${b.target}/`))
     .sort((a, b) => b.target.length - a.target.length)[0];
 
-/** sandbox/docker-storage.ts loop-mounts each sandbox's upper layer here; the host's engine mounts overlays on it. */
+/** sandbox/docker/storage.ts loop-mounts each sandbox's upper layer here; the host's engine mounts overlays on it. */
 const storageDir = (env: Record<string, string>) => `${env.DRYDOCK_DATA_DIR}/sandboxes`;
 const LOOP_DEVICE_RULES = ['b 7:* rmw', 'c 10:237 rmw'];
 

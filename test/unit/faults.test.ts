@@ -1,5 +1,5 @@
 /** Naming the sandbox limit that stopped a step, and scrubbing secrets from what leaves the sandbox. */
-import { parseCounters, sandboxFault } from '../../sandbox/docker';
+import { parseCounters, sandboxFault } from '../../sandbox/faults';
 import { hasTokenPattern, REDACTED, scrub } from '../../platform/scrub';
 
 const zero = { oomKills: 0, pidsMax: 0 };

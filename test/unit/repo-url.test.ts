@@ -1,6 +1,6 @@
 /** Credentials in repository URLs never reach messages, labels or records. */
 import { git, GitError } from '../../repos/git';
-import { sandboxCreateOptions } from '../../sandbox/docker';
+import { sandboxCreateOptions } from '../../sandbox/docker/create-options';
 import { redactUrl } from '../../workflows/rules/repo-url';
 
 const SECRET = 'ghs_s3cr3tT0kenValue';

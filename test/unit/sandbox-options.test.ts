@@ -1,6 +1,7 @@
 /** The switches of sandbox creation, from the environment to Docker's options. */
 import { loadConfig } from '../../platform/config';
-import { sandboxCreateOptions, type SandboxSpec } from '../../sandbox/docker';
+import { sandboxCreateOptions } from '../../sandbox/docker/create-options';
+import { type SandboxSpec } from '../../sandbox/provider';
 
 const spec: SandboxSpec = {
   name: 'drydock-s',

@@ -1,6 +1,8 @@
 /**
  * The session's activity proxies and their timeout presets: on any worker
  * (provisioning picks the host), on the sandbox's host, and for teardown.
+ * Each proxy is typed by the set its queue serves (activities/index.ts), so a
+ * host-bound activity on the shared queue does not compile.
  */
 import {
   ActivityFailure,
@@ -9,7 +11,7 @@ import {
   TimeoutFailure,
   type ActivityOptions,
 } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
+import type { HostActivities, SharedActivities } from '../../activities';
 import type { Sandbox } from '../../sandbox/contract';
 import { ErrorType } from '../api';
 
@@ -29,7 +31,7 @@ const HEARTBEAT_TIMEOUT = '10s';
  * waits for an activity in flight to stop, the SDK's default cancellation
  * type, so teardown never runs before provisioning has created its container.)
  */
-export const anyHost = proxyActivities<Activities>({
+export const anyHost = proxyActivities<SharedActivities>({
   startToCloseTimeout: '10m',
   heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: RETRY,
@@ -44,7 +46,7 @@ export function onHost(
   sandbox: Sandbox,
   startToCloseMs = 10 * 60_000,
   retrying?: { scheduleToCloseMs: number },
-): Activities {
+): HostActivities {
   const options: ActivityOptions = {
     taskQueue: sandbox.hostQueue,
     startToCloseTimeout: startToCloseMs,
@@ -53,7 +55,7 @@ export function onHost(
     retry: retrying ? { nonRetryableErrorTypes: RETRY.nonRetryableErrorTypes } : RETRY,
     ...(retrying ? { scheduleToCloseTimeout: retrying.scheduleToCloseMs } : {}),
   };
-  return proxyActivities<Activities>(options);
+  return proxyActivities<HostActivities>(options);
 }
 
 /**
@@ -61,8 +63,8 @@ export function onHost(
  * its host timeout (a host that is gone): the reaper removes what is left.
  * Without a sandbox (provisioning failed) any worker removes it by name.
  */
-export function teardownOn(sandbox?: Sandbox): Activities {
-  return proxyActivities<Activities>({
+export function teardownOn(sandbox?: Sandbox): Pick<HostActivities & SharedActivities, 'destroySandbox'> {
+  return proxyActivities<HostActivities & SharedActivities>({
     taskQueue: sandbox?.hostQueue,
     startToCloseTimeout: '2m',
     scheduleToCloseTimeout: '10m',

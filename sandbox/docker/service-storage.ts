@@ -19,14 +19,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type Docker from 'dockerode';
-import { LOWER_LABEL, type OverlayDirs, type SandboxStorageRoot } from './docker-storage';
+import { DATA_ROOT } from '../provider';
+import { LOWER_LABEL, type OverlayDirs, type SandboxStorageRoot } from './storage';
 
 const run = promisify(execFile);
 
 /** On a finished lower volume of one path: `<image id> <path>`. */
 const PATH_READY_LABEL = 'drydock.lower.path-ready';
-/** Where a data image keeps data folder n. */
-export const DATA_ROOT = '/drydock-data';
 
 function isStatus(err: unknown, code: number): boolean {
   return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
@@ -135,11 +134,6 @@ export async function captureData(
     await staging.remove({ force: true, v: true });
   }
   return opts.tag;
-}
-
-/** Where data folder n of a data image is: DATA_ROOT/<n>/<the folder's own name>. */
-export function dataPath(n: number, folder: string): string {
-  return `${DATA_ROOT}/${n}/${path.posix.basename(folder)}`;
 }
 
 /** A tar of DATA_ROOT/0 … DATA_ROOT/<count-1>, empty folders, for putArchive to extract into. */

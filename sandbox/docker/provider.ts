@@ -1,260 +1,59 @@
+/**
+ * The Docker engine as drydock's sandbox provider: one hardened container
+ * per sandbox (create options: ./create-options.ts) with copy-on-write
+ * /workspace and home (./storage.ts), exec through the engine's API with
+ * stdout and stderr demultiplexed and the exit code from the exec's inspect,
+ * images built with the docker CLI, snapshots committed from /workspace.
+ */
+import { spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import Docker from 'dockerode';
-import { SANDBOX_AGENTS_DIR } from '../workflows/rules/agent-clis';
-import { SandboxStorageRoot, type OverlayDirs, type SandboxStorage } from './docker-storage';
-import { redactUrl } from '../workflows/rules/repo-url';
-import { OutputOverCap, type OutputCap } from '../platform/output-cap';
+import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
+import {
+  COMPANION_LABEL,
+  HOME,
+  ImageBuildFailed,
+  LABELS,
+  SANDBOX_USER,
+  SandboxNotFound,
+  STDOUT_CAP,
+  WORKSPACE,
+  type AttachedProcess,
+  type ExecOptions,
+  type ExecResult,
+  type ImageBuild,
+  type ImageInfo,
+  type ImageSummary,
+  type ProviderCapabilities,
+  type SandboxInfo,
+  type SandboxProvider,
+  type SandboxShell,
+  type SandboxSpec,
+  type TtySize,
+} from '../provider';
+import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
+import { SandboxStorageRoot } from './storage';
+import { DockerServices } from './services';
 
-/** Labels on every sandbox container, so orphans can be found and reaped. */
-export const LABELS = {
-  session: 'drydock.session',
-  repo: 'drydock.repo',
-  host: 'drydock.host',
-  expires: 'drydock.expires',
-} as const;
-
-/** On a container that lives in a sandbox's network namespace (a service, the app): the sandbox's name. */
-export const COMPANION_LABEL = 'drydock.companion-of';
-
-export const SANDBOX_USER = '1000:1000';
-export const WORKSPACE = '/workspace';
-/** The sandbox user's home: git config and drydock-run's state (STATE_DIR). */
-export const HOME = '/home/drydock';
-
-export interface SandboxSpec {
-  /** Container name: the idempotency key, derived from the session id. */
-  name: string;
-  image: string;
-  labels: Record<string, string>;
-  /** CPU cores (fractions allowed). */
-  cpus: number;
-  memoryBytes: number;
-  pids: number;
-  /** Size of the tmpfs at /tmp (it counts against the memory limit too). */
-  tmpBytes: number;
-  /** Room for what the sandbox writes to /workspace and its home (its own filesystem; ENOSPC beyond). */
-  diskBytes: number;
-  /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
-  egressDir: string;
-  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock-agents (models/agent-clis.ts). */
-  agentsDir?: string;
-  /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
-  env?: string[];
-  /** Host folders mounted read-only (drydock's helpers, a Node.js build: sandbox/toolchains.ts). */
-  mounts?: { source: string; target: string }[];
-  /** Join this container's network namespace (its loopback only) instead of a network of its own. */
-  networkOf?: string;
-  /** Docker runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
-  runtime?: string;
-  /**
-   * false: the root filesystem stays writable (by root only: the sandbox user
-   * still cannot write system folders). /workspace and the home folder are
-   * copy-on-write overlays either way. @default true
-   */
-  readonlyRoot?: boolean;
-}
-
-export interface ExecOptions {
-  /** Bytes written to the command's stdin, then closed. */
-  stdin?: Buffer | string;
-  /** Stops waiting (the command goes on until the sandbox is destroyed). */
-  signal?: AbortSignal;
-  /** Extra environment of this command only ("NAME=value"). */
-  env?: string[];
-  /** What of stdout the worker accepts; more throws OutputOverCap. @default STDOUT_CAP */
-  stdoutCap?: OutputCap;
-}
-
-const MiB = 1024 ** 2;
-/** Any exec's stdout, unless it names its own cap: it is held in the worker's memory. */
-export const STDOUT_CAP: OutputCap = { bytes: 64 * MiB, what: "a sandbox command's output" };
 /** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
-export const STDERR_KEPT = 1 * MiB;
-
-export interface ExecResult {
-  exitCode: number;
-  stdout: Buffer;
-  stderr: Buffer;
-}
-
-/** A process started by attach: its stdin, its demultiplexed output, and a way to let go of it. */
-export interface AttachedProcess {
-  stdin: NodeJS.WritableStream;
-  stdout: Readable;
-  stderr: Readable;
-  /** Closes the connection: the process sees its stdin end. */
-  close(): void;
-  /** Whether the connection keeps the worker's process alive (only while an answer is awaited). */
-  busy(busy: boolean): void;
-}
-
-export interface TtySize {
-  cols: number;
-  rows: number;
-}
-
-/** A shell on a TTY (see DockerSandboxes.shell): one raw stream both ways. */
-export interface SandboxShell {
-  stream: NodeJS.ReadWriteStream;
-  resize(size: TtySize): Promise<void>;
-  /** Once the stream ended: the shell's exit code (-1 when Docker has none). */
-  exitCode(): Promise<number>;
-}
-
-/** How a step failed because the sandbox's limits stopped it, not the code's own verdict. */
-export type SandboxFault = 'oom' | 'pids' | 'disk_full' | 'timeout';
-
-/** The sandbox cgroup's counters that drydock-run records around a step. */
-export interface CgroupCounters {
-  /** Processes the kernel killed for want of memory (memory.oom_control / memory.events `oom_kill`). */
-  oomKills: number;
-  /** Forks refused at the pids limit (pids.events `max`). */
-  pidsMax: number;
-}
-
-export function parseCounters(text: string): CgroupCounters {
-  const count = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-  return { oomKills: count('oom_kill'), pidsMax: count('max') };
-}
-
-/**
- * Names the limit that stopped a step: an OOM kill or a refused fork during
- * the step (cgroup counters; whatever the exit code), or, for a failed step,
- * a full disk (the error message every tool prints for ENOSPC) or the step's
- * time limit (timeout's 124).
- */
-export function sandboxFault(step: {
-  exitCode: number;
-  output: string;
-  before: CgroupCounters;
-  after: CgroupCounters;
-}): SandboxFault | undefined {
-  // A limit the cgroup enforced during the step counts even when the step exits 0
-  // (a fork bomb's shell returns at once; a killed child may go unnoticed).
-  if (step.after.oomKills > step.before.oomKills) return 'oom';
-  if (step.after.pidsMax > step.before.pidsMax) return 'pids';
-  if (step.exitCode === 0) return undefined;
-  if (/fork: (retry: )?Resource temporarily unavailable|Cannot fork|EAGAIN.*spawn|spawn.*EAGAIN/i.test(step.output)) {
-    return 'pids';
-  }
-  if (/No space left on device|ENOSPC|Disk quota exceeded/i.test(step.output)) return 'disk_full';
-  if (step.exitCode === 124) return 'timeout';
-  return undefined;
-}
-
-/**
- * The sandbox is gone (killed, destroyed, reaped or never created): permanent
- * for the step. The session replaces it from its last checkpoint.
- */
-export class SandboxNotFound extends Error {
-  constructor(
-    readonly sandbox: string,
-    how = 'does not exist',
-  ) {
-    super(`sandbox ${sandbox} ${how}`);
-    this.name = 'SandboxNotFound';
-  }
-}
-
-/** A command exited non-zero where success was required. */
-export class CommandExitError extends Error {
-  constructor(
-    readonly command: string,
-    readonly exitCode: number,
-    readonly stdout: string,
-    readonly stderr: string,
-  ) {
-    super(`'${command}' exited with ${exitCode}: ${(stderr || stdout).trim().slice(-500)}`);
-    this.name = 'CommandExitError';
-  }
-}
-
-function isStatus(err: unknown, code: number): boolean {
-  return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
-}
-
-/** Labels as Docker stores them: anyone who can list containers reads them, so no URL credentials. */
-function shownLabels(labels: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, redactUrl(v)]));
-}
-
-/**
- * Docker's create options of a sandbox: no network, non-root, no capabilities,
- * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
- * /workspace and the home folder are anonymous volumes of type overlay over
- * the image's copy (sandbox/docker-storage.ts), removed with the container.
- */
-export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
-  const labels = shownLabels(spec.labels);
-  const readonlyRoot = spec.readonlyRoot ?? true;
-  const volume = (target: string, dirs: OverlayDirs) => ({
-    Type: 'volume' as const,
-    Source: '',
-    Target: target,
-    // NoCopy: the overlay's lower layer already is the image's content; nothing is copied.
-    VolumeOptions: {
-      NoCopy: true,
-      Labels: labels,
-      DriverConfig: {
-        Name: 'local',
-        Options: {
-          type: 'overlay',
-          device: 'overlay',
-          o: `lowerdir=${dirs.lower},upperdir=${dirs.upper},workdir=${dirs.work},nosuid,nodev`,
-        },
-      },
-    },
-  });
-  return {
-    name: spec.name,
-    Image: spec.image,
-    Cmd: ['sleep', 'infinity'],
-    User: SANDBOX_USER,
-    WorkingDir: WORKSPACE,
-    Labels: labels,
-    ...(spec.env?.length ? { Env: spec.env } : {}),
-    HostConfig: {
-      // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
-      // empty, so "localhost" would not resolve for an app and its browser check.)
-      NetworkMode: spec.networkOf ? `container:${spec.networkOf}` : 'none',
-      CapDrop: ['ALL'],
-      // Docker's default seccomp profile applies (nothing here turns it off).
-      SecurityOpt: ['no-new-privileges'],
-      Privileged: false,
-      IpcMode: 'private',
-      ReadonlyRootfs: readonlyRoot,
-      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
-      Mounts: [
-        volume(WORKSPACE, storage.workspace),
-        volume(HOME, storage.home),
-        { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
-        ...(spec.agentsDir
-          ? [{ Type: 'bind' as const, Source: spec.agentsDir, Target: SANDBOX_AGENTS_DIR, ReadOnly: true }]
-          : []),
-        ...(spec.mounts ?? []).map((m) => ({
-          Type: 'bind' as const,
-          Source: m.source,
-          Target: m.target,
-          ReadOnly: true,
-        })),
-      ],
-      Init: true,
-      NanoCpus: Math.round(spec.cpus * 1e9),
-      Memory: spec.memoryBytes,
-      MemorySwap: spec.memoryBytes,
-      PidsLimit: spec.pids,
-      ...(spec.runtime ? { Runtime: spec.runtime } : {}),
-    },
-  };
-}
+export const STDERR_KEPT = 1024 ** 2;
 
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
-export class DockerSandboxes {
+export class DockerProvider implements SandboxProvider {
+  readonly name = 'docker';
+  readonly capabilities: ProviderCapabilities = {
+    snapshots: true,
+    buildsImages: true,
+    lateCompanions: true,
+    diskLimit: true,
+    services: true,
+  };
   readonly storage: SandboxStorageRoot;
+  readonly services: DockerServices;
 
   constructor(
     readonly docker: Docker = new Docker(),
@@ -262,6 +61,7 @@ export class DockerSandboxes {
     storageRoot = path.join(tmpdir(), 'drydock-sandbox-storage'),
   ) {
     this.storage = new SandboxStorageRoot(docker, storageRoot);
+    this.services = new DockerServices(docker, this.storage);
   }
 
   /** Creates and starts the sandbox, or returns the one that already has this name. */
@@ -287,6 +87,21 @@ export class DockerSandboxes {
       return true;
     } catch (err) {
       if (isStatus(err, 404)) return false;
+      throw err;
+    }
+  }
+
+  async info(name: string): Promise<SandboxInfo | undefined> {
+    try {
+      const info = await this.docker.getContainer(name).inspect();
+      return {
+        id: info.Id,
+        name: info.Name.replace(/^\//, ''),
+        labels: info.Config.Labels ?? {},
+        createdMs: Date.parse(info.Created),
+      };
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
       throw err;
     }
   }
@@ -490,15 +305,6 @@ export class DockerSandboxes {
     }
   }
 
-  /** Like exec, but a non-zero exit throws CommandExitError. */
-  async run(name: string, argv: string[], opts: ExecOptions = {}): Promise<string> {
-    const result = await this.exec(name, argv, opts);
-    if (result.exitCode !== 0) {
-      throw new CommandExitError(argv.join(' '), result.exitCode, result.stdout.toString(), result.stderr.toString());
-    }
-    return result.stdout.toString();
-  }
-
   /** Extracts a tar stream into a folder of the sandbox (ownership from the tar headers). */
   async copyIn(name: string, tar: Readable, dest: string): Promise<void> {
     try {
@@ -535,7 +341,10 @@ export class DockerSandboxes {
 
   /** Removes the containers in a sandbox's network namespace (services, the app), with their volumes. */
   async destroyCompanions(sandbox: string): Promise<void> {
-    const found = await this.docker.listContainers({ all: true, filters: { label: [`${COMPANION_LABEL}=${sandbox}`] } });
+    const found = await this.docker.listContainers({
+      all: true,
+      filters: { label: [`${COMPANION_LABEL}=${sandbox}`] },
+    });
     for (const c of found) {
       await this.docker
         .getContainer(c.Id)
@@ -579,19 +388,75 @@ export class DockerSandboxes {
     return (await this.image(opts.tag))!;
   }
 
-  /** An image's id and size, or undefined when there is none by that name. */
-  async image(ref: string): Promise<{ id: string; sizeBytes: number; labels: Record<string, string> } | undefined> {
+  async image(ref: string): Promise<ImageInfo | undefined> {
     try {
       const info = await this.docker.getImage(ref).inspect();
-      return { id: info.Id, sizeBytes: info.Size, labels: info.Config?.Labels ?? {} };
+      const config = info.Config as (typeof info.Config & { Healthcheck?: { Test?: string[] } }) | undefined;
+      const healthcheck = healthcheckArgv(config?.Healthcheck?.Test);
+      return {
+        id: info.Id,
+        sizeBytes: info.Size,
+        labels: config?.Labels ?? {},
+        env: config?.Env ?? [],
+        volumes: Object.keys(config?.Volumes ?? {}),
+        ...(healthcheck ? { healthcheck } : {}),
+      };
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
     }
   }
 
+  async imageHasFile(ref: string, file: string): Promise<boolean> {
+    const probe = await this.docker.createContainer({
+      Image: ref,
+      Entrypoint: ['true'],
+      HostConfig: { NetworkMode: 'none' },
+    });
+    try {
+      return await probe.getArchive({ path: file }).then(
+        () => true,
+        () => false,
+      );
+    } finally {
+      await probe.remove({ force: true });
+    }
+  }
+
+  async images(references: string[]): Promise<ImageSummary[]> {
+    const found = await this.docker.listImages({ filters: { reference: references } });
+    return found.map((i) => ({ id: i.Id, tags: i.RepoTags ?? [], createdMs: i.Created * 1000 }));
+  }
+
+  /** Builds with the docker CLI (BuildKit where the engine has it), with no network. */
+  async buildImage(build: ImageBuild): Promise<void> {
+    const labels = Object.entries(build.labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
+    const args = Object.entries(build.args ?? {}).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
+    if (!build.context)
+      return dockerBuild(['build', '--network', 'none', ...labels, '-t', build.tag, '-'], build.dockerfile);
+    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
+    try {
+      const dockerfile = path.join(dir, 'Dockerfile');
+      await writeFile(dockerfile, build.dockerfile);
+      await dockerBuild([
+        'build',
+        '--network',
+        'none',
+        ...labels,
+        ...args,
+        '-f',
+        dockerfile,
+        '-t',
+        build.tag,
+        build.context,
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
   /** Containers (any state) created from an image. */
-  async containersOf(image: string): Promise<Docker.ContainerInfo[]> {
+  private async containersOf(image: string): Promise<Docker.ContainerInfo[]> {
     return this.docker.listContainers({ all: true, filters: { ancestor: [image] } });
   }
 
@@ -632,14 +497,39 @@ export class DockerSandboxes {
     return removed;
   }
 
-  /** Sandboxes (running or not) carrying a drydock session label, of one host if given. */
-  async list(hostId?: string): Promise<Docker.ContainerInfo[]> {
+  async list(hostId?: string): Promise<SandboxInfo[]> {
     const label = hostId ? [LABELS.session, `${LABELS.host}=${hostId}`] : [LABELS.session];
-    return this.docker.listContainers({ all: true, filters: { label } });
+    const found = await this.docker.listContainers({ all: true, filters: { label } });
+    return found.map((c) => ({
+      id: c.Id,
+      name: c.Names[0]?.replace(/^\//, '') ?? c.Id,
+      labels: c.Labels,
+      createdMs: c.Created * 1000,
+    }));
   }
 }
 
 function splitTag(ref: string): [string, string] {
   const i = ref.lastIndexOf(':');
   return i > ref.lastIndexOf('/') ? [ref.slice(0, i), ref.slice(i + 1)] : [ref, 'latest'];
+}
+
+/** Runs `docker build`, its Dockerfile on stdin when given; a failure carries the builder's output. */
+function dockerBuild(args: string[], stdin?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.stdin.end(stdin ?? '');
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new ImageBuildFailed(output))));
+  });
+}
+
+/** Docker's HEALTHCHECK test (["CMD", …], ["CMD-SHELL", "…"], ["NONE"]) as argv, or undefined. */
+function healthcheckArgv(test: string[] | undefined): string[] | undefined {
+  if (!test?.length || test[0] === 'NONE') return undefined;
+  if (test[0] === 'CMD-SHELL') return ['sh', '-c', test.slice(1).join(' ')];
+  return test[0] === 'CMD' ? test.slice(1) : test;
 }

@@ -1,0 +1,88 @@
+/**
+ * Docker's create options of a sandbox, as one pure function of its spec
+ * (unit-tested): what makes a container a drydock sandbox on this engine.
+ */
+import type Docker from 'dockerode';
+import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
+import { redactUrl } from '../../workflows/rules/repo-url';
+import { COMPANION_LABEL, HOME, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
+import type { OverlayDirs, SandboxStorage } from './storage';
+
+export function isStatus(err: unknown, code: number): boolean {
+  return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
+}
+
+/** Labels as Docker stores them: anyone who can list containers reads them, so no URL credentials. */
+export function shownLabels(labels: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, redactUrl(v)]));
+}
+
+/**
+ * Docker's create options of a sandbox: no network, non-root, no capabilities,
+ * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
+ * /workspace and the home folder are anonymous volumes of type overlay over
+ * the image's copy (sandbox/docker/storage.ts), removed with the container.
+ */
+export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
+  const labels = shownLabels({ ...spec.labels, ...(spec.companionOf ? { [COMPANION_LABEL]: spec.companionOf } : {}) });
+  const readonlyRoot = spec.readonlyRoot ?? true;
+  const volume = (target: string, dirs: OverlayDirs) => ({
+    Type: 'volume' as const,
+    Source: '',
+    Target: target,
+    // NoCopy: the overlay's lower layer already is the image's content; nothing is copied.
+    VolumeOptions: {
+      NoCopy: true,
+      Labels: labels,
+      DriverConfig: {
+        Name: 'local',
+        Options: {
+          type: 'overlay',
+          device: 'overlay',
+          o: `lowerdir=${dirs.lower},upperdir=${dirs.upper},workdir=${dirs.work},nosuid,nodev`,
+        },
+      },
+    },
+  });
+  return {
+    name: spec.name,
+    Image: spec.image,
+    Cmd: ['sleep', 'infinity'],
+    User: SANDBOX_USER,
+    WorkingDir: WORKSPACE,
+    Labels: labels,
+    ...(spec.env?.length ? { Env: spec.env } : {}),
+    HostConfig: {
+      // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
+      // empty, so "localhost" would not resolve for an app and its browser check.)
+      NetworkMode: spec.companionOf ? `container:${spec.companionOf}` : 'none',
+      CapDrop: ['ALL'],
+      // Docker's default seccomp profile applies (nothing here turns it off).
+      SecurityOpt: ['no-new-privileges'],
+      Privileged: false,
+      IpcMode: 'private',
+      ReadonlyRootfs: readonlyRoot,
+      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
+      Mounts: [
+        volume(WORKSPACE, storage.workspace),
+        volume(HOME, storage.home),
+        { Type: 'bind', Source: spec.egressDir, Target: '/run/drydock', ReadOnly: true },
+        ...(spec.agentsDir
+          ? [{ Type: 'bind' as const, Source: spec.agentsDir, Target: SANDBOX_AGENTS_DIR, ReadOnly: true }]
+          : []),
+        ...(spec.mounts ?? []).map((m) => ({
+          Type: 'bind' as const,
+          Source: m.source,
+          Target: m.target,
+          ReadOnly: true,
+        })),
+      ],
+      Init: true,
+      NanoCpus: Math.round(spec.cpus * 1e9),
+      Memory: spec.memoryBytes,
+      MemorySwap: spec.memoryBytes,
+      PidsLimit: spec.pids,
+      ...(spec.runtime ? { Runtime: spec.runtime } : {}),
+    },
+  };
+}

@@ -1,0 +1,138 @@
+/**
+ * One sandbox on its provider, by name: what drydock does in it, said as
+ * verbs rather than as argv (model: E2B's Sandbox, with `commands`, `files`
+ * and `git`). Activities take a handle from `sandboxOf(provider, name)`;
+ * only this module and the provider turn verbs into commands.
+ */
+import type { Readable } from 'node:stream';
+import type { OutputCap } from '../platform/output-cap';
+import {
+  CommandExitError,
+  type AttachedProcess,
+  type ExecOptions,
+  type ExecResult,
+  type SandboxProvider,
+  type SandboxShell,
+  type TtySize,
+} from './provider';
+
+/** A shell script run by `sh -c`; `name` is its $0, which its error messages begin with. */
+export interface ShellScript {
+  name: string;
+  text: string;
+}
+
+/** Running commands as the sandbox user in /workspace. */
+export interface Commands {
+  /** argv as it is; the exit code comes back (see SandboxProvider.exec). */
+  exec(argv: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /** Like exec, but a non-zero exit throws CommandExitError; returns stdout. */
+  run(argv: string[], opts?: ExecOptions): Promise<string>;
+  /** A shell script, its arguments as $1, $2…; the exit code comes back. */
+  script(script: ShellScript, args?: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /** Like script, but a non-zero exit throws CommandExitError; returns stdout. */
+  runScript(script: ShellScript, args?: string[], opts?: ExecOptions): Promise<string>;
+  /** Like exec, but stdout goes to `file` on the worker's disk, at most `cap.bytes` of it. */
+  toFile(argv: string[], file: string, cap: OutputCap): Promise<{ exitCode: number; bytes: number; stderr: Buffer }>;
+  /** A long-lived helper the worker talks to in lines. */
+  attach(argv: string[]): Promise<AttachedProcess>;
+  /** A person's interactive shell (drydock attach). */
+  shell(tty: TtySize & { term?: string }): Promise<SandboxShell>;
+}
+
+/** Files of the sandbox. */
+export interface Files {
+  /** Whether a regular file exists. */
+  exists(path: string): Promise<boolean>;
+  /** A file's bytes, or undefined when it cannot be read; more than `cap` throws OutputOverCap. */
+  read(path: string, cap?: OutputCap): Promise<Buffer | undefined>;
+  /** A file's bytes straight to `file` on the worker's disk, at most `cap.bytes` of them. */
+  readToFile(path: string, file: string, cap: OutputCap): Promise<{ exitCode: number; bytes: number }>;
+  /** At most `bytes` of a file from byte `offset` on (0-based): empty when there is nothing (yet). */
+  readFrom(path: string, offset: number, bytes: number): Promise<Buffer>;
+  /** The end of a file: its whole size and at most its last `bytes` (0 and empty when it is missing). */
+  tail(path: string, bytes: number): Promise<{ size: number; text: string }>;
+  /** Extracts a tar stream into a folder (ownership from the tar headers). */
+  copyIn(tar: Readable, dest: string): Promise<void>;
+}
+
+/** git in /workspace. */
+export interface Git {
+  /** Applies a binary diff to the working tree (a checkpoint). */
+  apply(diff: Buffer | string): Promise<void>;
+  /**
+   * The working tree (untracked files too) as a binary diff against `base`,
+   * staged in a scratch index in `scratchDir` so the agent's own staging
+   * stays as it is; stdout is the diff, at most `cap`.
+   */
+  diffFrom(base: string, scratchDir: string, cap: OutputCap): Promise<ExecResult>;
+}
+
+export interface SandboxHandle {
+  readonly name: string;
+  readonly provider: SandboxProvider;
+  readonly commands: Commands;
+  readonly files: Files;
+  readonly git: Git;
+}
+
+const TAIL: ShellScript = { name: 'tail', text: 'wc -c <"$1" 2>/dev/null || echo 0; tail -c "$2" "$1" 2>/dev/null' };
+const READ_FROM: ShellScript = { name: 'tail', text: 'tail -c +"$1" "$2" 2>/dev/null | head -c "$3"' };
+const DIFF_FROM: ShellScript = {
+  name: 'checkpoint',
+  text: 'set -e; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary "$1"; rm -f "$i"',
+};
+const APPLY: ShellScript = {
+  name: 'sh',
+  text: 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"',
+};
+
+/**
+ * The handle of the sandbox `name` on `provider` (nothing is asked of the
+ * provider yet). `exec` runs its commands instead of the provider's own exec:
+ * the built-in loop's executor, which answers the same for less.
+ */
+export function sandboxOf(provider: SandboxProvider, name: string, exec?: Commands['exec']): SandboxHandle {
+  return handle(provider, name, exec ?? ((argv, opts) => provider.exec(name, argv, opts)));
+}
+
+function handle(provider: SandboxProvider, name: string, exec: Commands['exec']): SandboxHandle {
+  const run: Commands['run'] = async (argv, opts) => {
+    const result = await exec(argv, opts);
+    if (result.exitCode !== 0) {
+      throw new CommandExitError(argv.join(' '), result.exitCode, result.stdout.toString(), result.stderr.toString());
+    }
+    return result.stdout.toString();
+  };
+  const shArgv = (script: ShellScript, args: string[] = []) => ['sh', '-c', script.text, script.name, ...args];
+  const commands: Commands = {
+    exec,
+    run,
+    script: (script, args, opts) => exec(shArgv(script, args), opts),
+    runScript: (script, args, opts) => run(shArgv(script, args), opts),
+    toFile: (argv, file, cap) => provider.execToFile(name, argv, file, cap),
+    attach: (argv) => provider.attach(name, argv),
+    shell: (tty) => provider.shell(name, tty),
+  };
+  const files: Files = {
+    exists: async (path) => (await exec(['test', '-f', path])).exitCode === 0,
+    read: async (path, cap) => {
+      const read = await exec(['cat', path], cap ? { stdoutCap: cap } : {});
+      return read.exitCode === 0 ? read.stdout : undefined;
+    },
+    readToFile: (path, file, cap) => provider.execToFile(name, ['cat', path], file, cap),
+    readFrom: async (path, offset, bytes) =>
+      (await exec(shArgv(READ_FROM, [String(offset + 1), path, String(bytes)]))).stdout,
+    tail: async (path, bytes) => {
+      const out = (await exec(shArgv(TAIL, [path, String(bytes)]))).stdout.toString('utf8');
+      const newline = out.indexOf('\n');
+      return { size: Number(out.slice(0, newline)) || 0, text: out.slice(newline + 1) };
+    },
+    copyIn: (tar, dest) => provider.copyIn(name, tar, dest),
+  };
+  const git: Git = {
+    apply: async (diff) => void (await run(shArgv(APPLY), { stdin: diff })),
+    diffFrom: (base, scratchDir, cap) => exec(shArgv(DIFF_FROM, [base, scratchDir]), { stdoutCap: cap }),
+  };
+  return { name, provider, commands, files, git };
+}

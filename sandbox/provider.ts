@@ -1,0 +1,360 @@
+/**
+ * The seam between drydock and whatever runs its sandboxes: a provider makes
+ * hardened, bounded sandboxes and their companions (a browser, a service)
+ * from an image or a snapshot, runs commands in them, copies files in,
+ * snapshots a sandbox's /workspace as an image, lists them for the reaper
+ * and removes them. The Docker engine is the one provider today
+ * (sandbox/docker/); a second (Kubernetes pods, say) implements this
+ * interface and nothing outside sandbox/ changes. A sandbox is named by an
+ * opaque string (its name, or the provider's id where a method says so);
+ * no engine type crosses this interface.
+ *
+ * Errors: SandboxError with a kind. `permanent` (SandboxNotFound: a retry
+ * cannot bring it back) becomes a non-retryable activity failure;
+ * `transient` and the engine's own errors are thrown as they are and
+ * Temporal retries them. OutputOverCap (platform/output-cap.ts) is permanent.
+ */
+import type { Readable } from 'node:stream';
+import type { OutputCap } from '../platform/output-cap';
+
+/** Labels on every sandbox and companion, so orphans can be found and reaped. */
+export const LABELS = {
+  session: 'drydock.session',
+  repo: 'drydock.repo',
+  host: 'drydock.host',
+  expires: 'drydock.expires',
+} as const;
+
+/** On a companion (a service, a browser): the name of the sandbox whose network namespace it shares. */
+export const COMPANION_LABEL = 'drydock.companion-of';
+
+/** Every process in a sandbox runs as this uid:gid, never root. */
+export const SANDBOX_USER = '1000:1000';
+export const WORKSPACE = '/workspace';
+/** The sandbox user's home: git config and drydock-run's state (STATE_DIR). */
+export const HOME = '/home/drydock';
+
+/** What a provider can do; a caller checks before it asks for more than the basics. */
+export interface ProviderCapabilities {
+  /** Snapshots of a sandbox's /workspace as an image (imageFromWorkspace) that later sandboxes start from. */
+  snapshots: boolean;
+  /** Images built on the sandbox's host from a Dockerfile (buildImage): repos' own environments. */
+  buildsImages: boolean;
+  /** A companion can join a sandbox that already runs (the browser of a check); else only at its creation. */
+  lateCompanions: boolean;
+  /** A disk limit the kernel enforces on /workspace and home (SandboxSpec.diskBytes). */
+  diskLimit: boolean;
+  /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
+  services: boolean;
+}
+
+export interface SandboxSpec {
+  /** The sandbox's name: the idempotency key, derived from the session id (an opaque id to the provider). */
+  name: string;
+  image: string;
+  labels: Record<string, string>;
+  /** CPU cores (fractions allowed). */
+  cpus: number;
+  memoryBytes: number;
+  pids: number;
+  /** Size of the tmpfs at /tmp (it counts against the memory limit too). */
+  tmpBytes: number;
+  /** Room for what the sandbox writes to /workspace and its home (its own filesystem; ENOSPC beyond). */
+  diskBytes: number;
+  /** Host folder mounted read-only at /run/drydock: the egress proxy's socket appears there. */
+  egressDir: string;
+  /** Host folder of the agent CLIs, mounted read-only at /opt/drydock-agents (models/agent-clis.ts). */
+  agentsDir?: string;
+  /** Environment of every process in the sandbox ("NAME=value"), e.g. where its CA bundle is. */
+  env?: string[];
+  /** Host folders mounted read-only (drydock's helpers, a Node.js build: sandbox/toolchains.ts). */
+  mounts?: { source: string; target: string }[];
+  /**
+   * A companion of this sandbox (a browser, a service): it shares the
+   * sandbox's network namespace (its loopback only) instead of having one of
+   * its own, and carries the sandbox's owner labels so teardown and the
+   * reaper find it.
+   */
+  companionOf?: string;
+  /** Container runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
+  runtime?: string;
+  /**
+   * false: the root filesystem stays writable (by root only: the sandbox user
+   * still cannot write system folders). /workspace and the home folder are
+   * copy-on-write overlays either way. @default true
+   */
+  readonlyRoot?: boolean;
+}
+
+export interface ExecOptions {
+  /** Bytes written to the command's stdin, then closed. */
+  stdin?: Buffer | string;
+  /** Stops waiting (the command goes on until the sandbox is destroyed). */
+  signal?: AbortSignal;
+  /** Extra environment of this command only ("NAME=value"). */
+  env?: string[];
+  /** What of stdout the worker accepts; more throws OutputOverCap. @default STDOUT_CAP */
+  stdoutCap?: OutputCap;
+}
+
+const MiB = 1024 ** 2;
+/** Any exec's stdout, unless it names its own cap: it is held in the worker's memory. */
+export const STDOUT_CAP: OutputCap = { bytes: 64 * MiB, what: "a sandbox command's output" };
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+/** A process started by attach: its stdin, its demultiplexed output, and a way to let go of it. */
+export interface AttachedProcess {
+  stdin: NodeJS.WritableStream;
+  stdout: Readable;
+  stderr: Readable;
+  /** Closes the connection: the process sees its stdin end. */
+  close(): void;
+  /** Whether the connection keeps the worker's process alive (only while an answer is awaited). */
+  busy(busy: boolean): void;
+}
+
+export interface TtySize {
+  cols: number;
+  rows: number;
+}
+
+/** A shell on a TTY (see SandboxProvider.shell): one raw stream both ways. */
+export interface SandboxShell {
+  stream: NodeJS.ReadWriteStream;
+  resize(size: TtySize): Promise<void>;
+  /** Once the stream ended: the shell's exit code (-1 when the provider has none). */
+  exitCode(): Promise<number>;
+}
+
+/** A sandbox or companion as the provider lists it (for the reaper, and for a companion's labels). */
+export interface SandboxInfo {
+  /** The provider's own id; destroy takes it as well as the name. */
+  id: string;
+  name: string;
+  labels: Record<string, string>;
+  /** Creation time, ms since the epoch. */
+  createdMs: number;
+}
+
+/** An image on the provider's host. */
+export interface ImageInfo {
+  id: string;
+  sizeBytes: number;
+  labels: Record<string, string>;
+  /** The image's own environment ("NAME=value"), e.g. its PATH. */
+  env: string[];
+  /** Folders the image declares as volumes (a service's writable state). */
+  volumes?: string[];
+  /** The image's own health check as argv, when it has one. */
+  healthcheck?: string[];
+}
+
+/** An image as a listing shows it. */
+export interface ImageSummary {
+  id: string;
+  /** Its names ("repo:tag"). */
+  tags: string[];
+  /** Creation time, ms since the epoch. */
+  createdMs: number;
+}
+
+/** An image to build on the sandbox's host, without network (a repo's own environment). */
+export interface ImageBuild {
+  tag: string;
+  labels: Record<string, string>;
+  /** The Dockerfile's text. */
+  dockerfile: string;
+  /** Host folder of the build context; none: the Dockerfile alone. */
+  context?: string;
+  /** Build arguments (`--build-arg`). */
+  args?: Record<string, string>;
+}
+
+/** Transient: a retry may succeed (Temporal retries it). Permanent: it cannot, the caller must act. */
+export type SandboxErrorKind = 'transient' | 'permanent';
+
+/** An error of a provider, with its kind. */
+export class SandboxError extends Error {
+  constructor(
+    message: string,
+    readonly kind: SandboxErrorKind,
+  ) {
+    super(message);
+    this.name = 'SandboxError';
+  }
+}
+
+/**
+ * The sandbox is gone (killed, destroyed, reaped or never created): permanent
+ * for the step. The session replaces it from its last checkpoint.
+ */
+export class SandboxNotFound extends SandboxError {
+  constructor(
+    readonly sandbox: string,
+    how = 'does not exist',
+  ) {
+    super(`sandbox ${sandbox} ${how}`, 'permanent');
+    this.name = 'SandboxNotFound';
+  }
+}
+
+/** A command exited non-zero where success was required: transient unless the caller knows better. */
+export class CommandExitError extends SandboxError {
+  constructor(
+    readonly command: string,
+    readonly exitCode: number,
+    readonly stdout: string,
+    readonly stderr: string,
+  ) {
+    super(`'${command}' exited with ${exitCode}: ${(stderr || stdout).trim().slice(-500)}`, 'transient');
+    this.name = 'CommandExitError';
+  }
+}
+
+/** An image build failed; `output` is the builder's (the caller says what the image lacks). */
+export class ImageBuildFailed extends SandboxError {
+  constructor(readonly output: string) {
+    super(`image build failed: ${output.slice(-800)}`, 'permanent');
+    this.name = 'ImageBuildFailed';
+  }
+}
+
+/** A service beside a sandbox (sandbox/services.ts): its image's own process, in the sandbox's network namespace. */
+export interface ServiceContainerSpec {
+  /** The sandbox it belongs to: it shares its network namespace, disk and owner labels. */
+  sandbox: string;
+  /** Its name, unique within the sandbox. */
+  service: string;
+  image: string;
+  labels: Record<string, string>;
+  env: string[];
+  command?: string[];
+  entrypoint?: string[];
+  /** Default: the image's user. */
+  user?: string;
+  workingDir?: string;
+  /** Checked by the provider while the service runs (ServiceState.health). */
+  healthcheck?: { test: string[]; intervalMs: number; timeoutMs: number; retries: number };
+  /** Writable folders, copy-on-write on the sandbox's disk over an image's content at a path. */
+  folders: { path: string; from: { image: string; path: string } }[];
+  cpus: number;
+  memoryBytes: number;
+  pids: number;
+  runtime?: string;
+}
+
+export interface ServiceState {
+  running: boolean;
+  exitCode: number;
+  oomKilled: boolean;
+  /** The provider's own checks (ServiceContainerSpec.healthcheck); absent without one. */
+  health?: 'starting' | 'healthy' | 'unhealthy';
+  /** The last check's output. */
+  healthOutput?: string;
+}
+
+/** A repo's services beside its sandboxes, on the sandboxes' host. Every method is idempotent. */
+export interface ServiceRuntime {
+  /** Creates and starts a service (one stopped is started again). */
+  start(spec: ServiceContainerSpec): Promise<void>;
+  /** The service's state; undefined when there is none of that name. */
+  state(sandbox: string, service: string): Promise<ServiceState | undefined>;
+  /** The sandbox's services, by name. */
+  list(sandbox: string): Promise<string[]>;
+  /** Runs argv in the service as its own user; the exit code (-1 when it could not run). */
+  exec(sandbox: string, service: string, argv: string[]): Promise<number>;
+  /** The service's log (stdout and stderr as they came), its last `lines` lines when given. */
+  log(sandbox: string, service: string, lines?: number): Promise<string>;
+  /** Stops it cleanly (its image's stop signal), killing it after `graceSeconds`. */
+  stop(sandbox: string, service: string, graceSeconds: number): Promise<void>;
+  /**
+   * An image of the stopped service's image holding `folders` as they are
+   * now, folder n under DATA_ROOT/<n>/ (dataPath); an existing `tag` is kept.
+   */
+  captureData(
+    sandbox: string,
+    service: string,
+    opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
+  ): Promise<string>;
+  /** Readies the copy-on-write lower layer of an image's folder on this host now rather than at a start. */
+  prepareFolder(image: string, path: string): Promise<void>;
+  /** Pulls an image from its registry (a snapshot build only); returns the digest it got. */
+  pull(ref: string): Promise<string>;
+}
+
+/** Where a data image keeps data folder n: DATA_ROOT/<n>/<the folder's own name>. */
+export const DATA_ROOT = '/drydock-data';
+export function dataPath(n: number, folder: string): string {
+  return `${DATA_ROOT}/${n}/${folder.replace(/\/+$/, '').split('/').pop()}`;
+}
+
+/**
+ * What makes, runs and removes sandboxes on one host. Every method is
+ * idempotent where its doc says so: a retried activity calls it again.
+ */
+export interface SandboxProvider {
+  /** For logs: "docker". */
+  readonly name: string;
+  readonly capabilities: ProviderCapabilities;
+  /** A repo's services (absent: capabilities.services is false). */
+  readonly services?: ServiceRuntime;
+
+  /** Creates and starts a sandbox (or a companion, with `companionOf`), or returns the one of that name: a retry. */
+  create(spec: SandboxSpec): Promise<{ id: string; created: boolean }>;
+  exists(name: string): Promise<boolean>;
+  /** The sandbox's id, labels and age; undefined when it is gone. */
+  info(name: string): Promise<SandboxInfo | undefined>;
+  /** Sandboxes and companions (running or not) carrying a drydock session label, of one host if given. */
+  list(hostId?: string): Promise<SandboxInfo[]>;
+  /** Removes a sandbox (by name or id) and its storage; false when it was already gone. */
+  destroy(nameOrId: string): Promise<boolean>;
+
+  /**
+   * Runs argv as the sandbox user in /workspace; stdout and stderr apart.
+   * Throws SandboxNotFound when the sandbox is gone or stopped, whenever that
+   * is noticed, and OutputOverCap past `stdoutCap`.
+   */
+  exec(name: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>;
+  /** Like exec, but stdout streams to `file` on the worker's disk, at most `cap.bytes` of it. */
+  execToFile(
+    name: string,
+    argv: string[],
+    file: string,
+    cap: OutputCap,
+  ): Promise<{ exitCode: number; bytes: number; stderr: Buffer }>;
+  /** Starts a long-lived helper with its stdin and stdout kept open (the worker talks to it in lines). */
+  attach(name: string, argv: string[]): Promise<AttachedProcess>;
+  /** A person's interactive shell on a TTY, with the sandbox's own environment and limits. */
+  shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell>;
+  /** Extracts a tar stream into a folder of the sandbox (ownership from the tar headers). */
+  copyIn(name: string, tar: Readable, dest: string): Promise<void>;
+
+  /** An image's id, size, labels and environment, or undefined when there is none by that name. */
+  image(ref: string): Promise<ImageInfo | undefined>;
+  /** Whether an image holds a file at `path` (its C library's loader, say). */
+  imageHasFile(ref: string, path: string): Promise<boolean>;
+  /** Images whose names match any of these references ("name" or "name:tag"). */
+  images(references: string[]): Promise<ImageSummary[]>;
+  /** Builds an image (ImageBuildFailed when the build fails). Needs `capabilities.buildsImages`. */
+  buildImage(build: ImageBuild): Promise<void>;
+  /**
+   * Makes an image of `source`'s /workspace alone over `baseImage`, tagged
+   * `tag` (an existing `tag` is returned as it is: a retry). Needs
+   * `capabilities.snapshots`.
+   */
+  imageFromWorkspace(
+    source: string,
+    opts: { baseImage: string; tag: string; labels: Record<string, string> },
+  ): Promise<{ id: string; sizeBytes: number }>;
+  /** Readies what sandboxes of the image need on this host now (idempotent) rather than at the first one. */
+  prepareImage(ref: string): Promise<void>;
+  /** Removes an image no sandbox uses: 'in_use' when one does, 'gone' when it was already gone. */
+  removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'>;
+  /** Removes storage no sandbox uses any more (made more than `graceMs` ago); returns what went. */
+  reapStorage(graceMs?: number): Promise<string[]>;
+}
