@@ -74,13 +74,19 @@ export async function startServices(
   const started = new Set<string>();
   while (started.size < order.length) {
     const level = order.filter((s) => !started.has(s.name) && s.dependsOn.every((d) => started.has(d)));
-    await Promise.all(level.map((s) => startOne(provider, sandbox, s, opts)));
-    await Promise.all(level.map((s) => waitReady(provider, sandbox, s)));
+    const tests = await Promise.all(level.map((s) => startOne(provider, sandbox, s, opts)));
+    await Promise.all(level.map((s, i) => waitReady(provider, sandbox, s, tests[i])));
     for (const s of level) started.add(s.name);
   }
 }
 
-async function startOne(provider: SandboxProvider, sandbox: string, s: RunnableService, opts: StartOptions) {
+/** Starts one service; returns its health check (its own, else its image's). */
+async function startOne(
+  provider: SandboxProvider,
+  sandbox: string,
+  s: RunnableService,
+  opts: StartOptions,
+): Promise<string[] | undefined> {
   const share = opts.shares[s.name];
   const image = await provider.image(s.image);
   if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
@@ -122,12 +128,17 @@ async function startOne(provider: SandboxProvider, sandbox: string, s: RunnableS
     pids: share.pids,
     ...(opts.runtime ? { runtime: opts.runtime } : {}),
   });
+  return test;
 }
 
 /** Waits until a service is ready (see the module's header). */
-async function waitReady(provider: SandboxProvider, sandbox: string, s: RunnableService): Promise<void> {
+async function waitReady(
+  provider: SandboxProvider,
+  sandbox: string,
+  s: RunnableService,
+  test: string[] | undefined,
+): Promise<void> {
   const runtime = serviceRuntime(provider);
-  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
   const hc = s.healthcheck;
   const budget = test
     ? Math.max((hc?.startPeriodMs ?? 0) + (hc?.retries ?? 60) * (hc?.intervalMs ?? 1_000), 10_000)

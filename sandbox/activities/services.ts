@@ -21,7 +21,7 @@ import {
   type ServiceSpec,
 } from '../../workflows/services';
 import { ComposeError, parseCompose } from '../compose';
-import type { SandboxProvider } from '../provider';
+import { LABELS, type SandboxProvider } from '../provider';
 import { EnvironmentError, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
@@ -198,7 +198,7 @@ export async function startSandboxServices(
   shares: Record<string, Share>,
 ): Promise<void> {
   if (!services.length) return;
-  const labels = (await deps.sandboxes.info(sandbox))?.labels ?? {};
+  const labels = ownerLabels((await deps.sandboxes.info(sandbox))?.labels ?? {});
   try {
     await startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime });
   } catch (err) {
@@ -247,4 +247,9 @@ export async function syncServiceLogs(
     await writeFile(`${file}.tmp`, text.slice(-SERVICE_LOG_BYTES), { mode: 0o644 });
     await rename(`${file}.tmp`, file);
   }
+}
+
+/** The sandbox's owner labels (session, repo, host, expiry) alone: what teardown and the reaper find a service by. */
+export function ownerLabels(labels: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.values(LABELS).flatMap((k) => (labels[k] ? [[k, labels[k]]] : [])));
 }

@@ -36,7 +36,7 @@ import {
   type RunnableService,
 } from '../services';
 import { dataPath } from '../provider';
-import { resolveServiceImages, sharesOf } from './services';
+import { ownerLabels, resolveServiceImages, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
 import type { Share } from '../../workflows/rules/service-limits';
 
@@ -425,7 +425,7 @@ async function startBuildServices(
   ctx: { row: SnapshotBuildRow; commit: string },
 ): Promise<void> {
   if (!services.length) return;
-  const labels = (await deps.sandboxes.info(sandbox))?.labels ?? {};
+  const labels = ownerLabels((await deps.sandboxes.info(sandbox))?.labels ?? {});
   await failBuildOn(deps, ctx, () =>
     startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }).catch((err) => {
       throw err instanceof ServiceFailure ? new EnvironmentError(err.message) : err;

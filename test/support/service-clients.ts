@@ -77,8 +77,17 @@ export const MIGRATION =
 /** PostgreSQL's readiness over TCP: during its first start it listens on its socket alone, then restarts. */
 const PG_READY = 'pg_isready -U postgres -h 127.0.0.1';
 
-/** .drydock/config.yaml declaring PostgreSQL 17 and Redis from these images, with the migration as setup. */
-export function configServices(images: { postgres: string; redis: string }): string {
+/**
+ * .drydock/config.yaml declaring PostgreSQL 17 and Redis from these images,
+ * with the migration as setup; PostgreSQL alone without a Redis image.
+ */
+export function configServices(images: { postgres: string; redis?: string }): string {
+  if (!images.redis) {
+    const setup = MIGRATION.replace(/ && node redisq.js .*$/, '');
+    return configServices({ ...images, redis: 'x' })
+      .replace(/^setup: .*$/m, `setup: ${JSON.stringify(setup)}`)
+      .replace(/\n {2}cache:[\s\S]*$/, '\n');
+  }
   return `setup: ${JSON.stringify(MIGRATION)}
 services:
   db:
