@@ -80,6 +80,34 @@ export async function startServices(
   }
 }
 
+/**
+ * Readies what starting `services` reads on this host (their images' volumes,
+ * the copy-on-write lower layers of their folders), so that it can overlap
+ * with the sandbox's own creation.
+ */
+export async function prepareServices(provider: SandboxProvider, services: RunnableService[]): Promise<void> {
+  await Promise.all(
+    services.map(async (s) => {
+      for (const folder of await foldersOf(provider, s))
+        await serviceRuntime(provider).prepareFolder(folder.from.image, folder.from.path);
+    }),
+  );
+}
+
+/** A service's writable folders: data folders over setup's data, the image's other volumes over its own content. */
+async function foldersOf(provider: SandboxProvider, s: RunnableService) {
+  const image = await provider.image(s.image);
+  if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
+  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
+  return [
+    ...s.data.map((path, n) => ({
+      path,
+      from: s.dataImage ? { image: s.dataImage, path: dataPath(n, path) } : { image: s.image, path },
+    })),
+    ...volumes.map((path) => ({ path, from: { image: s.image, path } })),
+  ];
+}
+
 /** Starts one service; returns its health check (its own, else its image's). */
 async function startOne(
   provider: SandboxProvider,
@@ -88,18 +116,8 @@ async function startOne(
   opts: StartOptions,
 ): Promise<string[] | undefined> {
   const share = opts.shares[s.name];
-  const image = await provider.image(s.image);
-  if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
-  // Data folders over setup's data, the image's other volumes over its own content (fresh each time).
-  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
-  const folders = [
-    ...s.data.map((path, n) => ({
-      path,
-      from: s.dataImage ? { image: s.dataImage, path: dataPath(n, path) } : { image: s.image, path },
-    })),
-    ...volumes.map((path) => ({ path, from: { image: s.image, path } })),
-  ];
-  const test = s.healthcheck?.test ?? image.healthcheck;
+  const folders = await foldersOf(provider, s);
+  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
   await serviceRuntime(provider).start({
     sandbox,
     service: s.name,
@@ -144,7 +162,7 @@ async function waitReady(
     ? Math.max((hc?.startPeriodMs ?? 0) + (hc?.retries ?? 60) * (hc?.intervalMs ?? 1_000), 10_000)
     : PORTS_TIMEOUT_MS;
   const deadline = Date.now() + budget;
-  const poll = Math.min(hc?.intervalMs ?? 1_000, 100);
+  const poll = Math.min(hc?.intervalMs ?? 1_000, 50);
   for (;;) {
     const state = await runtime.state(sandbox, s.name);
     if (!state?.running) {

@@ -28,6 +28,7 @@ import { PoolRegistry } from '../pool-registry';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
 
 /** What provisioning and teardown need: the pool's and the registry's besides their own. */
@@ -104,19 +105,22 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
   const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
   const shares = sharesOf(input.limits, services);
-  const created =
+  // What starting the services reads is readied while the sandbox is made.
+  const [created] = await Promise.all([
     !pooled &&
-    (await createOwnedContainer(deps, {
-      name,
-      image,
-      mounts: environment.mounts,
-      env: await snapshotEnv(deps, snapshot?.image, environment.env),
-      owner: input.sessionId,
-      repo: input.repo.url,
-      expiresAt: input.expiresAt,
-      limits: { ...input.limits, ...shares.sandbox },
-      ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
-    }));
+      createOwnedContainer(deps, {
+        name,
+        image,
+        mounts: environment.mounts,
+        env: await snapshotEnv(deps, snapshot?.image, environment.env),
+        owner: input.sessionId,
+        repo: input.repo.url,
+        expiresAt: input.expiresAt,
+        limits: { ...input.limits, ...shares.sandbox },
+        ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
+      }),
+    prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
+  ]);
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
