@@ -220,10 +220,21 @@ export async function buildSnapshot(
   } catch (err) {
     if (!(err instanceof WorkflowFailedError)) throw err;
     const result = (err.cause as { details?: unknown[] } | undefined)?.details?.[0] as SnapshotBuildResult | undefined;
-    if (opts.json) console.log(JSON.stringify(result ?? { error: err.cause?.message }));
-    else console.error(`drydock: ${err.cause?.message ?? err.message}; the previous snapshot stays in service`);
+    const why = rootCause(err);
+    if (opts.json) console.log(JSON.stringify(result ?? { error: why }));
+    else console.error(`drydock: snapshot build failed: ${why}\nthe previous snapshot stays in service`);
     return 1;
   }
+}
+
+/**
+ * The reason a build failed, not Temporal's wrapping of it: an activity's
+ * failure ("Activity task failed") carries the reason as its cause.
+ */
+export function rootCause(err: Error): string {
+  let at: Error = err;
+  while (at.cause instanceof Error) at = at.cause;
+  return at.message;
 }
 
 function describeBuild(b: SnapshotBuildRow): string {
