@@ -147,7 +147,16 @@ async function inferAtRegistration(url: string, ref?: string): Promise<InferredS
     const branch = ref ? ['--branch', ref] : [];
     await run('git', ['clone', '--quiet', '--depth', '1', '--no-checkout', ...branch, url, dir], { timeout: 60_000 });
     // A repo that says its setup itself (its setup script, config file or dev container) needs no inference.
-    const { stdout } = await run('git', ['-C', dir, 'ls-tree', '-r', '--name-only', 'HEAD', '.drydock', '.devcontainer']);
+    const { stdout } = await run('git', [
+      '-C',
+      dir,
+      'ls-tree',
+      '-r',
+      '--name-only',
+      'HEAD',
+      '.drydock',
+      '.devcontainer',
+    ]);
     const config = stdout.includes('.drydock/config.yaml')
       ? (await run('git', ['-C', dir, 'show', 'HEAD:.drydock/config.yaml'])).stdout
       : '';

@@ -22,7 +22,11 @@ export async function removeSnapshots(stack: TestStack, repos: string[]): Promis
         await docker.getImage(image.Id).remove({ force: true });
         // Its copy-on-write lower layers, which no sandbox of the test uses any more.
         const lowers = await docker.listVolumes({ filters: { label: [`${LOWER_LABEL}=${image.Id}`] } });
-        for (const v of lowers.Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => undefined);
+        for (const v of lowers.Volumes ?? [])
+          await docker
+            .getVolume(v.Name)
+            .remove()
+            .catch(() => undefined);
       }
     }
   }
