@@ -104,6 +104,7 @@ test('repo add (CLI) creates the schedule and registration; snapshot build (CLI)
     keep: 2,
     setupTimeoutMs: 30 * 60_000,
     egress: [{ host: '127.0.0.1', port: 4873 }],
+    registries: [],
   });
 
   const listed = await runCli(['repo', 'list', '--json'], env);
