@@ -342,6 +342,7 @@ describe.each([
       keep: 3,
       setupTimeoutMs: 5_000,
       egress: [],
+      registries: [],
     });
     expect((await reg.repos()).map((r) => r.repo)).toContain(repo);
 
