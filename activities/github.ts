@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Octokit } from '@octokit/rest';
 import { ApplicationFailure } from '@temporalio/common';
-import { ErrorType, type Outcome } from '../workflows/api';
+import { ErrorType, type Outcome, type TestReport } from '../workflows/api';
+import { upsertCheckRun, type CheckConclusion } from '../github/check-runs';
 import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../github/client';
@@ -14,17 +15,19 @@ import { readTriggerContext, taskWithContext } from '../github/task-context';
 import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../github/writes';
 
 /** Moments of a session that GitHub hears about. */
-export type ReportStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
+export type ProgressStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
 
-export interface ReportInput {
+export interface ProgressInput {
   sessionId: string;
   trigger: TriggerOrigin;
-  stage: ReportStage;
+  stage: ProgressStage;
   /** The commit the session started from: its `drydock` status follows the session. */
   commit?: string;
   pullRequestUrl?: string;
   /** Why the session ended, for a failed outcome. */
   detail?: string;
+  /** The verification so far: a check run's summary, and its failing tests as annotations. */
+  tests?: { summary: string; failures: TestReport['failures'] };
 }
 
 /** A GitHub App's token for reading the context, and for reporting. */
@@ -34,10 +37,10 @@ const CONTEXT_PERMISSIONS: TokenPermissions = {
   checks: 'read',
   actions: 'read',
 };
-const REPORT_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write' };
+const PROGRESS_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write', checks: 'write' };
 
 /** The commit status of each stage. */
-const STATUS: Record<ReportStage, [StatusState, string]> = {
+const STATUS: Record<ProgressStage, [StatusState, string]> = {
   started: ['pending', 'in progress'],
   awaiting_approval: ['pending', 'waiting for review'],
   pull_request: ['pending', 'pull request opened'],
@@ -49,7 +52,7 @@ const STATUS: Record<ReportStage, [StatusState, string]> = {
 };
 
 /** What the issue hears besides the acknowledgement: the pull request, or why there is none. */
-async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, input: ReportInput, link: string) {
+async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, input: ProgressInput, link: string) {
   const { stage, sessionId } = input;
   if (stage === 'pull_request' && input.pullRequestUrl) {
     const body = `drydock opened a pull request for this: ${input.pullRequestUrl} (session: ${link})`;
@@ -62,7 +65,30 @@ async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, i
   }
 }
 
-const ENDED: Partial<Record<ReportStage, string>> = {
+/** A check run's conclusion per outcome; undefined while the session runs. */
+const CONCLUSION: Partial<Record<ProgressStage, CheckConclusion>> = {
+  completed: 'success',
+  failed: 'failure',
+  rejected: 'failure',
+  timed_out: 'timed_out',
+  cancelled: 'cancelled',
+};
+
+function checkReport(input: ProgressInput, description: string, link: string) {
+  const tests = input.tests;
+  return {
+    sessionId: input.sessionId,
+    conclusion: CONCLUSION[input.stage],
+    title: `drydock: ${description}`,
+    summary: [`Session [${input.sessionId}](${link}): ${description}.`, tests ? `Tests: ${tests.summary}` : '']
+      .filter(Boolean)
+      .join('\n\n'),
+    detailsUrl: link,
+    failures: tests?.failures,
+  };
+}
+
+const ENDED: Partial<Record<ProgressStage, string>> = {
   failed: 'failed',
   rejected: 'was rejected in review',
   timed_out: 'timed out',
@@ -107,12 +133,12 @@ export function createGitHubActivities({
     },
 
     /** Tells GitHub where the session is: an acknowledgement, the commit's status, the pull request's link. */
-    async reportToGitHub(input: ReportInput): Promise<void> {
+    async reportToGitHub(input: ProgressInput): Promise<void> {
       const { sessionId, trigger, stage } = input;
       const where = repoRef(trigger.repo);
       const link = linkTo(sessionId);
       try {
-        const octokit = await octokitOf(trigger.repo, REPORT_PERMISSIONS);
+        const octokit = await octokitOf(trigger.repo, PROGRESS_PERMISSIONS);
         if (stage === 'started' && trigger.comment) {
           await reactOnce(octokit, { ...where, comment: trigger.comment }, 'eyes');
         } else if (stage === 'started' && trigger.issue) {
@@ -128,7 +154,9 @@ export function createGitHubActivities({
         if (commit) {
           const [state, words] = STATUS[stage];
           const description = input.detail && state !== 'success' ? `${words}: ${input.detail}` : words;
-          await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
+          // A GitHub App reports a check run (with annotations); a token, the commit status.
+          if (github.app) await upsertCheckRun(octokit, { ...where, sha: commit }, checkReport(input, description, link));
+          else await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
         }
         log.info({ sessionId, stage, repo: trigger.repo }, 'reported to GitHub');
       } catch (err) {

@@ -18,6 +18,9 @@ import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
+import { addIdentityCommands, callServer, storedLogin } from './identity';
+import { cliDecisionReview, printDiff, recordCliView } from './review';
+import { stepsFromText } from '../review/line-comments';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
@@ -27,6 +30,8 @@ import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } f
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
 class UsageError extends Error {}
+
+const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
 function fail(message: string): never {
   process.stderr.write(`drydock: ${message.replace(/\s+/g, ' ').trim()}\n`);
@@ -118,7 +123,7 @@ program
         '',
         `The session waits for your approval of the push. Review it in the console:`,
         `  ${link}`,
-        `(sign in with your token: DRYDOCK_API_TOKENS, or the file ${path.join(config.DRYDOCK_DATA_DIR, 'api-tokens')} that 'drydock up' made)`,
+        `(sign in with single sign-on, or a personal token: the file ${path.join(config.DRYDOCK_DATA_DIR, 'dev-token')} that 'drydock up' made)`,
         `or approve here: bin/drydock approve ${sessionId}`,
         `Temporal UI: ${sessionLink(config, sessionId)}`,
       ].join('\n'),
@@ -172,11 +177,30 @@ program
     process.exitCode = await watch(await connectClient(config), id, { json: !!opts.json, config });
   });
 
+const whoAmI = () => config.DRYDOCK_USER ?? userInfo().username;
+
 program
   .command('status <session>')
   .description("Show a session's phase, timeline, sandbox, verification and pending approval")
   .option('--json', 'machine-readable output')
-  .action(async (id: string, opts) => printStatus(await connectClient(config), id, !!opts.json));
+  .action(async (id: string, opts) => {
+    const shown = await printStatus(await connectClient(config), id, !!opts.json);
+    await recordCliView(config, shown, whoAmI());
+  });
+
+program
+  .command('diff <session>')
+  .description("Print a session's change (the console's diff), or with --since what changed after an earlier round")
+  .option('--since <round>', 'only what changed since this round (an interdiff)', (v) => {
+    if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError('a round number');
+    return Number(v);
+  })
+  .action(async (id: string, opts) => {
+    process.exitCode = await printDiff(await connectClient(config), config, id, {
+      since: opts.since,
+      reviewer: whoAmI(),
+    });
+  });
 
 for (const decision of ['approve', 'reject'] as const) {
   program
@@ -186,38 +210,46 @@ for (const decision of ['approve', 'reject'] as const) {
       new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
     )
     .option('--change <hash>', 'the change you reviewed (12+ characters of its hash, as status shows)')
-    .option('--by <name>', 'who decides (default: DRYDOCK_USER or the OS user)')
+    .option(
+      '--by <name>',
+      'who decides, on Temporal directly (default: your drydock login, else DRYDOCK_USER or the OS user)',
+    )
     .option('--comment <text>', 'a note kept with the decision')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts) => {
-      const client = await connectClient(config);
-      let action = opts.action;
-      if (!action) {
-        const current = await client.workflow.getHandle(id).query(status);
-        if (!current.pendingApproval)
-          throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
-        action = current.pendingApproval.action;
+      const login = opts.by ? undefined : await storedLogin();
+      if (login) {
+        // Logged in: the server decides who you are.
+        const body = { decision, action: opts.action, change: opts.change, comment: opts.comment };
+        const result = await callServer(login, 'POST', `/api/sessions/${encodeURIComponent(id)}/decide`, body);
+        console.log(opts.json ? JSON.stringify(result) : `${PAST[decision]} ${result.action} of ${id} as ${result.by}`);
+        return;
       }
+      const client = await connectClient(config);
+      const current = await client.workflow.getHandle(id).query(status);
+      const action = opts.action ?? current.pendingApproval?.action;
+      if (!action) throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
+      const by = opts.by ?? whoAmI();
+      // Counted from this person's `status` or `diff` view of the change on display; none: unmeasured.
+      const change = current.pendingApproval?.change;
+      const review = change ? await cliDecisionReview(config, { sessionId: id, change, reviewer: by }) : undefined;
       const input: DecideInput = {
         decision,
         action,
-        by: opts.by ?? config.DRYDOCK_USER ?? userInfo().username,
+        by,
         ...(opts.comment ? { comment: opts.comment } : {}),
         ...(opts.change ? { change: opts.change } : {}),
+        ...(review ? { review } : {}),
       };
       const result = await client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
-      console.log(
-        opts.json
-          ? JSON.stringify(result)
-          : `${decision === 'approve' ? 'approved' : 'rejected'} ${result.action} of ${id} as ${result.by}`,
-      );
+      console.log(opts.json ? JSON.stringify(result) : `${PAST[decision]} ${result.action} of ${id} as ${result.by}`);
     });
 }
 
 program
   .command('followup <session> [text]')
   .description('Ask a session for more on its change: a new round in its sandbox, verified and approved again')
-  .option('--steps <json>', 'for a script agent: the steps to run, as a JSON array')
+  .option('--steps <json>', 'for a script agent: the steps to run, as a JSON array (text is one shell command)')
   .option('--by <name>', 'who asks (default: DRYDOCK_USER or the OS user); an approver or the requester')
   .option('--json', 'machine-readable output')
   .action(async (id: string, text: string | undefined, opts) => {
@@ -231,8 +263,28 @@ program
         throw new UsageError(`--steps is not JSON: ${(err as Error).message}`);
       }
     }
+    const login = opts.by ? undefined : await storedLogin();
+    if (login) {
+      const result = await callServer(
+        login,
+        'POST',
+        `/api/sessions/${encodeURIComponent(id)}/followups`,
+        text ? { text } : { steps },
+      );
+      console.log(opts.json ? JSON.stringify(result) : `follow-up for round ${result.round} of ${id} sent`);
+      return;
+    }
     const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
-    const result = await sendFollowup(await connectClient(config), id, { by, ...(text ? { text } : { steps }) });
+    const client = await connectClient(config);
+    // A script agent takes steps: plain text is its shell command (or JSON steps), as in the console.
+    if (
+      text !== undefined &&
+      ((await client.workflow.getHandle(id).query(status)).agent?.kind ?? 'script') === 'script'
+    ) {
+      steps = stepsFromText(text);
+      text = undefined;
+    }
+    const result = await sendFollowup(client, id, { by, ...(text ? { text } : { steps }) });
     console.log(opts.json ? JSON.stringify(result) : `follow-up for round ${result.round} of ${id} sent as ${by}`);
   });
 
@@ -269,6 +321,7 @@ program
 
 addAttachCommands(program, config);
 addAuditCommands(program, config, (message) => new UsageError(message));
+addIdentityCommands(program, config, (message) => new UsageError(message));
 
 const repoCommand = program
   .command('repo')

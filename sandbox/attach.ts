@@ -1,7 +1,7 @@
 /**
  * drydock attach: a person's shell in a session's live sandbox. The session's
- * `attach` update records who is in (the agent waits), the shell is a Docker
- * exec on a TTY, and `detach` lets the session go on to verification. From the
+ * `attach` update records who is in (the agent waits), the shell is an exec
+ * on a TTY, and `detach` lets the session go on to verification. From the
  * CLI on the sandbox's host, or from anywhere through `drydock serve`, which
  * bridges an HTTP Upgrade to the exec (workers/routes/attach.ts).
  */
@@ -10,8 +10,8 @@ import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { attach, detach, type Attachment, type Detached } from '../workflows/api';
-import type { DockerProvider } from './docker/provider';
-import type { SandboxShell, TtySize } from './provider';
+import type { SandboxProvider, SandboxShell, TtySize } from './provider';
+import { sandboxOf } from './handle';
 import { getStatus } from '../platform/sessions';
 
 /** A refusal with its reason in one line: by the session's validator, or because the sandbox is out of reach. */
@@ -45,10 +45,10 @@ export function requestDetach(client: Client, id: string, by: string): Promise<D
 }
 
 /**
- * The session's sandbox, checked to be on the Docker engine this process
- * reaches (before anyone attaches: the agent would wait for nothing).
+ * The session's sandbox, checked to be on the sandbox provider (the Docker
+ * engine) this process reaches (before anyone attaches: the agent would wait for nothing).
  */
-export async function reachableSandbox(client: Client, sandboxes: DockerProvider, id: string): Promise<string> {
+export async function reachableSandbox(client: Client, sandboxes: SandboxProvider, id: string): Promise<string> {
   const current = await getStatus(client, id);
   const sandbox = current.sandbox;
   if (!sandbox) throw new AttachRefused(`${id} has no sandbox (phase ${current.phase})`);
@@ -66,7 +66,7 @@ export async function reachableSandbox(client: Client, sandboxes: DockerProvider
  * Attaches, runs `shell` and detaches when it ends (or fails): the session
  * never stays paused by this process. Answers what `detach` said.
  */
-export async function attached(
+export async function whileAttached(
   client: Client,
   id: string,
   by: string,
@@ -112,13 +112,13 @@ function takeTerminal(io: Terminal, send: (bytes: Buffer) => void, resize: (size
 }
 
 /** Bridges this terminal to a shell of the sandbox until the shell exits; its exit code. */
-export async function shellHere(
-  sandboxes: DockerProvider,
+export async function shellOnThisHost(
+  sandboxes: SandboxProvider,
   name: string,
   io: Terminal,
   signal?: AbortSignal,
 ): Promise<number> {
-  const shell = await sandboxes.shell(name, { ...sizeOf(io.stdout), term: process.env.TERM });
+  const shell = await sandboxOf(sandboxes, name).commands.shell({ ...sizeOf(io.stdout), term: process.env.TERM });
   // Closing the connection ends the shell's input: it exits.
   signal?.addEventListener('abort', () => (shell.stream as unknown as Duplex).destroy());
   const release = takeTerminal(
@@ -211,7 +211,7 @@ export function boundedSize(raw: { cols?: unknown; rows?: unknown }): TtySize {
  * an API token, then this terminal until the shell ends. Serve attaches as the
  * token's owner and detaches when the connection closes.
  */
-export async function shellVia(server: string, token: string, id: string, io: Terminal): Promise<void> {
+export async function shellThroughServer(server: string, token: string, id: string, io: Terminal): Promise<void> {
   const url = new URL(`/api/sessions/${encodeURIComponent(id)}/attach`, server);
   const size = sizeOf(io.stdout);
   url.searchParams.set('cols', String(size.cols));

@@ -27,7 +27,8 @@ import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { DockerProvider } from '../sandbox/docker/provider';
+import { hostProvider } from '../sandbox/host-provider';
+import type { SandboxProvider } from '../sandbox/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -138,7 +139,7 @@ export function logUnhandledRejections(log: Logger): void {
 /** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
 async function startWorkerMetrics(
   config: Config,
-  read: { sandboxes: DockerProvider; pool: Pool },
+  read: { sandboxes: SandboxProvider; pool: Pool },
   sdkMetricsUrl: string | undefined,
   log: Logger,
 ): Promise<Server | undefined> {
@@ -181,7 +182,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = hostProvider(config.DRYDOCK_DATA_DIR);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const deps: ActivityDeps = {
     db,
@@ -213,6 +214,7 @@ export async function createWorker(opts: {
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
     },
     github: githubSettings(config),
+    ...chatSettings(config),
     models: modelSettings(config),
     agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
@@ -271,5 +273,17 @@ export async function createWorker(opts: {
       }
     },
     shutdown,
+  };
+}
+
+/** Slack's and Linear's API settings, where their tokens are configured. */
+function chatSettings(config: Config): Partial<Pick<ActivityDeps, 'slack' | 'linear'>> {
+  return {
+    ...(config.DRYDOCK_SLACK_BOT_TOKEN
+      ? { slack: { token: config.DRYDOCK_SLACK_BOT_TOKEN, apiUrl: config.DRYDOCK_SLACK_API_URL } }
+      : {}),
+    ...(config.DRYDOCK_LINEAR_API_KEY
+      ? { linear: { apiKey: config.DRYDOCK_LINEAR_API_KEY, apiUrl: config.DRYDOCK_LINEAR_API_URL } }
+      : {}),
   };
 }

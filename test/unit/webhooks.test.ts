@@ -1,6 +1,6 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
-import { parseTokens, loadApiTokens } from '../../workers/access';
+import { parseTokens, loadMachineTokens } from '../../identity/machine-tokens';
 import { loadConfig } from '../../platform/config';
 import { parseRepoList, repoNameOf, triggerSessionFor } from '../../repos/registry';
 import { routeGitHubEvent, signatureMatches } from '../../github/webhooks';
@@ -192,10 +192,10 @@ test('DRYDOCK_REPOS entries are owner/name=<url>; a repo added without a name ge
   expect(repoNameOf('file:///repo.git')).toBe('file/repo');
 });
 
-test('API tokens map to names; a wrong or short token names no one and is never echoed', () => {
-  const tokens = loadApiTokens({ DRYDOCK_API_TOKENS: 'alice=aaaaaaaaaaaaaaaaaaaa,bob=bbbbbbbbbbbbbbbbbbbb' });
-  expect(tokens.identify('aaaaaaaaaaaaaaaaaaaa')).toBe('alice');
-  expect(tokens.identify('bbbbbbbbbbbbbbbbbbbb')).toBe('bob');
+test('API tokens map to machines, in a namespace of their own; a wrong or short token names no one and is never echoed', () => {
+  const tokens = loadMachineTokens({ DRYDOCK_API_TOKENS: 'ci=aaaaaaaaaaaaaaaaaaaa,bob=bbbbbbbbbbbbbbbbbbbb' });
+  expect(tokens.identify('aaaaaaaaaaaaaaaaaaaa')).toBe('machine:ci');
+  expect(tokens.identify('bbbbbbbbbbbbbbbbbbbb')).toBe('machine:bob');
   expect(tokens.identify('aaaaaaaaaaaaaaaaaaab')).toBeUndefined();
   expect(tokens.identify(undefined)).toBeUndefined();
   expect(parseTokens('# name=token, one a line\ncarol=cccccccccccccccccccc\n', 'DRYDOCK_API_TOKENS_FILE')).toEqual([
@@ -221,5 +221,32 @@ test("DRYDOCK_TRIGGER_SESSION: the session input's schemas; a bad value stops th
   expect(triggerSessionFor(repo, undefined)).toEqual({
     ok: false,
     reason: 'no agent is configured for a/b (set DRYDOCK_TRIGGER_SESSION)',
+  });
+});
+
+test("a review submitted on drydock's pull request is one follow-up (its comments are read from GitHub); an approval or another PR's is not", () => {
+  const review = (edit: (p: any) => void = () => {}) => {
+    const payload = actionable('pull_request_review');
+    payload.pull_request.head.ref = 'drydock/gh-session-1';
+    payload.review.body = 'Please also handle zero.';
+    edit(payload);
+    return routeGitHubEvent('pull_request_review', HASH, payload);
+  };
+  expect(review()).toEqual({
+    kind: 'followup',
+    repo: EXAMPLE_REPO,
+    pullRequest: 2,
+    sessionId: 'gh-session-1',
+    text: 'Please also handle zero.',
+    by: 'Codertocat',
+    comment: 237895671,
+    review: 237895671,
+  });
+  expect(review((p) => (p.review.body = null))).toMatchObject({ kind: 'followup', text: '' });
+  expect(review((p) => (p.review.state = 'approved'))).toMatchObject({ kind: 'ignore' });
+  expect(review((p) => (p.review.user.type = 'Bot'))).toMatchObject({ kind: 'ignore' });
+  expect(review((p) => (p.pull_request.head.ref = 'feature'))).toMatchObject({ kind: 'ignore' });
+  expect(review((p) => (p.pull_request.head.repo.full_name = 'outsider/Hello-World'))).toMatchObject({
+    kind: 'ignore',
   });
 });

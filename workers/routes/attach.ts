@@ -17,7 +17,8 @@ import {
   requestAttach,
   requestDetach,
 } from '../../sandbox/attach';
-import type { DockerProvider } from '../../sandbox/docker/provider';
+import { sandboxOf } from '../../sandbox/handle';
+import type { SandboxProvider } from '../../sandbox/provider';
 import { header, HttpError, type ServeContext } from '../http';
 
 const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;
@@ -30,17 +31,17 @@ export function isAttachUpgrade(req: IncomingMessage): boolean {
 
 export async function attachUpgrade(
   ctx: ServeContext,
-  sandboxes: DockerProvider,
+  sandboxes: SandboxProvider,
   req: IncomingMessage,
   socket: Duplex,
 ): Promise<void> {
   let attachedAs: { id: string; by: string } | undefined;
   try {
-    const { id, by, size } = checkRequest(ctx, req);
+    const { id, by, size } = await checkRequest(ctx, req);
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     await requestAttach(ctx.client, id, by);
     attachedAs = { id, by };
-    const shell = await sandboxes.shell(name, size);
+    const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${ATTACH_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
     ctx.log.info({ sessionId: id, by, sandbox: name }, 'attached through serve');
     await bridgeShell(socket, shell);
@@ -51,7 +52,7 @@ export async function attachUpgrade(
   }
 }
 
-function checkRequest(ctx: ServeContext, req: IncomingMessage) {
+async function checkRequest(ctx: ServeContext, req: IncomingMessage) {
   const url = new URL(req.url ?? '/', 'http://drydock');
   if (req.method !== 'GET') throw new HttpError(405, 'attach is GET with Upgrade');
   if (header(req, 'upgrade')?.toLowerCase() !== ATTACH_PROTOCOL) {
@@ -59,7 +60,7 @@ function checkRequest(ctx: ServeContext, req: IncomingMessage) {
   }
   // The bearer header only: a page's cookie must not open a shell.
   const bearer = /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1];
-  const by = bearer ? ctx.tokens.identify(bearer) : undefined;
+  const by = bearer ? (await ctx.identities.identify(bearer))?.name : undefined;
   if (!by) throw new HttpError(401, 'a valid bearer token is required');
   const id = sessionIdOf(url.pathname);
   const size = boundedSize({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) });

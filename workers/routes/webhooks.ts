@@ -15,8 +15,10 @@ import { z } from 'zod';
 import { refusalFromGitHub, sessionOfPullRequest, writerRefusal } from '../../github/trigger-checks';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../github/client';
 import { commentOnce, repoRef } from '../../github/writes';
+import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
+import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
-import { FollowupRefused, sendFollowup, startSession } from '../../platform/sessions';
+import { FollowupRefused, getStatus, sendFollowup, startSession } from '../../platform/sessions';
 import { parsePayload } from '../../github/webhook-payloads';
 import {
   bodyHash,
@@ -153,7 +155,9 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
     await answerOnGitHub(ctx, trigger, configured.reason);
     throw new HttpError(422, configured.reason);
   }
-  const input = triggeredInput(trigger, found.repo, configured.session);
+  // A GitHub login acts as its person (the identities file), else as github:<login>.
+  const requestedBy = trigger.origin ? ctx.identities.directory.githubActor(trigger.requestedBy) : trigger.requestedBy;
+  const input = triggeredInput({ ...trigger, requestedBy }, found.repo, configured.session);
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `cannot start a session: ${parsed.problems.join('; ')}`);
   await startSession(ctx.client, input, {
@@ -161,7 +165,7 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
     taskQueue: ctx.config.DRYDOCK_TASK_QUEUE,
     ifExists: 'reuse',
   });
-  await recordDelivery(ctx, trigger, delivery, found.repo.name);
+  await recordDelivery(ctx, { ...trigger, requestedBy }, delivery, found.repo.name);
   ctx.log.info(
     { sessionId: trigger.sessionId, delivery, repo: found.repo.name, source: trigger.source },
     'webhook: session started (or found, for a redelivery)',
@@ -170,7 +174,7 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
 }
 
 /** The session a trigger starts: the repo's agent and checks, the trigger's task, a pull request at the end. */
-function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
+export function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
   const pr = session.publish.pullRequest;
   return {
     ...session,
@@ -190,7 +194,7 @@ function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: Trigger
 }
 
 /** Recorded in the session's chain, once per signed body; GitHub waits ~10 s for an answer, so at most 5 s. */
-async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
+export async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
   await ctx.audit
     ?.append(
       {
@@ -276,10 +280,12 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
     throw new HttpError(403, notWriter);
   }
   try {
+    const content = trigger.review ? await reviewContent(ctx, octokit, trigger, sessionId) : { text: trigger.text };
+    if (!content) return [202, { ignored: `review ${trigger.review} has no comment and no text` }];
     const accepted = await sendFollowup(ctx.client, sessionId, {
-      by: trigger.by,
-      text: trigger.text,
-      id: `github-comment-${trigger.comment}`,
+      by: ctx.identities.directory.githubActor(trigger.by),
+      ...content,
+      id: trigger.review ? `github-review-${trigger.review}` : `github-comment-${trigger.comment}`,
     });
     ctx.log.info({ delivery, sessionId, by: trigger.by, round: accepted.round }, 'webhook: follow-up sent');
     return [202, { sessionId, ...accepted }];
@@ -289,6 +295,40 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
     await answer(err.message);
     throw new HttpError(409, err.message);
   }
+}
+
+/** Line comments of one review read: the rest of a long review is left out. */
+const REVIEW_COMMENTS = 50;
+
+/**
+ * A submitted review as one follow-up, as the console sends one
+ * (review/line-comments.ts): its line comments, read from GitHub and
+ * scrubbed, and its body; words for a model or CLI agent, commands for a
+ * script. Comments that are /drydock commands are follow-ups of their own.
+ */
+async function reviewContent(
+  ctx: ServeContext,
+  octokit: Octokit,
+  trigger: FollowupTrigger,
+  sessionId: string,
+): Promise<{ text: string } | { steps: unknown[] } | undefined> {
+  const { data } = await octokit.pulls.listCommentsForReview({
+    ...repoRef(trigger.repo),
+    pull_number: trigger.pullRequest,
+    review_id: trigger.review!,
+    per_page: REVIEW_COMMENTS,
+  });
+  const comments = data
+    .filter((c) => !c.body.trim().startsWith('/drydock'))
+    .map((c) => ({
+      path: c.path,
+      line: (c as { line?: number | null }).line ?? (c as { original_line?: number | null }).original_line ?? 1,
+      body: scrub(c.body).slice(0, MAX_COMMENT_CHARS),
+    }));
+  const kind = (await getStatus(ctx.client, sessionId)).agent?.kind ?? 'script';
+  const review = reviewFollowup(kind, comments, trigger.text);
+  if (!review.ok) return undefined;
+  return 'text' in review ? { text: review.text } : { steps: review.steps };
 }
 
 /** A pull request closed on a drydock branch: record merged or not for the metrics, once. */
@@ -313,7 +353,7 @@ async function recordPullRequestClosed(
     number: trigger.number,
     url: trigger.url,
     merged: trigger.merged,
-    by: trigger.by,
+    by: ctx.identities.directory.githubActor(trigger.by),
   };
   const recordId = `pr-closed-${trigger.sessionId}-${trigger.number}`;
   try {
@@ -332,7 +372,7 @@ async function recordPullRequestClosed(
   try {
     await ctx.client.workflow
       .getHandle(trigger.sessionId)
-      .signal(pullRequestClosed, { merged: trigger.merged, by: trigger.by });
+      .signal(pullRequestClosed, { merged: trigger.merged, by: record.by });
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }

@@ -4,7 +4,7 @@
  * Sessions without a trigger skip both.
  */
 import { log } from '@temporalio/workflow';
-import type { ReportStage } from '../../activities/github';
+import type { ProgressStage } from '../../activities/github';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 
@@ -22,8 +22,8 @@ export async function addTriggerContext(run: SessionRun): Promise<void> {
   });
 }
 
-/** Reports a stage to GitHub; GitHub being down never fails the session. */
-export async function report(run: SessionRun, stage: ReportStage): Promise<void> {
+/** Tells GitHub the stage the session is at (a commit status, a comment); GitHub being down never fails the session. */
+export async function tellGitHub(run: SessionRun, stage: ProgressStage): Promise<void> {
   const { trigger } = run.input ?? {};
   if (!trigger) return;
   const { status } = run;
@@ -35,6 +35,9 @@ export async function report(run: SessionRun, stage: ReportStage): Promise<void>
       commit: status.sandbox?.baseCommit,
       pullRequestUrl: status.pullRequest?.url,
       detail: stage === 'failed' || stage === 'timed_out' ? status.error?.slice(0, 300) : undefined,
+      tests: status.verification
+        ? { summary: status.verification.summary.slice(0, 2000), failures: status.verification.report?.failures ?? [] }
+        : undefined,
     });
   } catch (err) {
     log.warn('could not report to GitHub', { stage, error: err instanceof Error ? err.message : String(err) });
