@@ -3,7 +3,7 @@
 -- build ran: its setup command and where it came from (the operator, the repo
 -- file, the dev container, the setup script, or inferred from a lockfile), and
 -- its services with their images pinned by digest and their data images.
-alter table snapshot_repos add column registries jsonb not null default '[]';
-alter table snapshot_builds add column setup text;
-alter table snapshot_builds add column setup_source text;
-alter table snapshot_builds add column services jsonb;
+alter table snapshot_repos add column if not exists registries jsonb not null default '[]';
+alter table snapshot_builds add column if not exists setup text;
+alter table snapshot_builds add column if not exists setup_source text;
+alter table snapshot_builds add column if not exists services jsonb;
