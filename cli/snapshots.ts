@@ -157,10 +157,13 @@ async function inferAtRegistration(url: string, ref?: string): Promise<InferredS
       '.drydock',
       '.devcontainer',
     ]);
-    const config = stdout.includes('.drydock/config.yaml')
-      ? (await run('git', ['-C', dir, 'show', 'HEAD:.drydock/config.yaml'])).stdout
-      : '';
-    if (/(^|\n)(\.drydock\/setup\.sh|\.devcontainer\/)/.test(stdout) || /^setup:/m.test(config)) return undefined;
+    const show = async (file: string) =>
+      stdout.split('\n').includes(file) ? (await run('git', ['-C', dir, 'show', `HEAD:${file}`])).stdout : '';
+    const config = await show('.drydock/config.yaml');
+    // A dev container says setup only with one of its create commands (a compose dev container often has none).
+    const devcontainer = await show('.devcontainer/devcontainer.json');
+    const says = /"(onCreateCommand|updateContentCommand|postCreateCommand)"\s*:/.test(devcontainer);
+    if (/(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says) return undefined;
     return await inferredSetupAt(dir, 'HEAD');
   } catch {
     return undefined;

@@ -27,8 +27,17 @@ import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc
 import { z } from 'zod';
 import { git } from '../repos/git';
 import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type SandboxProvider } from './provider';
+import { dockerfileBaseImages } from '../workflows/rules/images';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
+/**
+ * Makes sure an image the repo names (`field` says where) is on the worker's
+ * host: there already, or pulled from a registry the operator allows (a
+ * snapshot build only); else throws an EnvironmentError naming the image and
+ * the setting (sandbox/activities/environment.ts).
+ */
+export type ImageFetcher = (image: string, field: string) => Promise<void>;
+
 /** The label an environment image carries naming the image it is built FROM (the repo's own, or a named one). */
 export const ENVIRONMENT_FROM_LABEL = 'drydock.environment.from';
 
@@ -218,14 +227,12 @@ export async function ensureEnvironmentImage(
   at: { mirror: string; commit: string },
   env: RepoEnvironment,
   slug: string,
+  fetchImage: ImageFetcher,
 ): Promise<string> {
-  const from = env.image ?? (await buildRepoImage(provider, at, env, slug));
+  if (env.image) await fetchImage(env.image, `${env.source}: image`);
+  const from = env.image ?? (await buildRepoImage(provider, at, env, slug, fetchImage));
   const fromId = (await provider.image(from))?.id;
-  if (!fromId) {
-    throw new EnvironmentError(
-      `${env.source}: image ${from} is not on this host, and drydock does not pull: docker pull it on the worker's host, or build it FROM a local image`,
-    );
-  }
+  if (!fromId) throw new EnvironmentError(`${env.source}: image ${from} is not on the worker's host`);
   const dockerfile = layerDockerfile(from, env);
   const tag = `${environmentImageNames(slug).env}:${hashOf([fromId, dockerfile]).slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
@@ -262,6 +269,7 @@ async function buildRepoImage(
   { mirror, commit }: { mirror: string; commit: string },
   env: RepoEnvironment,
   slug: string,
+  fetchImage: ImageFetcher,
 ): Promise<string> {
   const blob = await git(['rev-parse', `${commit}:${env.dockerfile}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`);
@@ -271,10 +279,12 @@ async function buildRepoImage(
   });
   const tag = `${environmentImageNames(slug).repo}:${hashOf([blob.trim(), tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
+  const dockerfile = await git(['cat-file', 'blob', blob.trim()], mirror);
+  // The build has no network: what it builds FROM is on the host first, or pulled from an allowed registry.
+  for (const base of dockerfileBaseImages(dockerfile)) await fetchImage(base, `${env.source}: ${env.dockerfile}: FROM`);
   const context = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {
     await untar(mirror, `${commit}:${env.context ?? ''}`, context);
-    const dockerfile = await git(['cat-file', 'blob', blob.trim()], mirror);
     await build(provider, { tag, labels: { 'drydock.image': 'repo' }, dockerfile, context, args: env.args }, env);
   } finally {
     await rm(context, { recursive: true, force: true });

@@ -16,6 +16,7 @@ import {
   ensureEnvironmentImage,
   EnvironmentError,
   parseDevcontainer,
+  type ImageFetcher,
   type RepoEnvironment,
 } from '../repo-image';
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
@@ -24,7 +25,7 @@ import type { SandboxDeps } from './deps';
 import type { ImageSummary } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import type { RepoConfig } from '../../workflows/repo-config';
-import { declaredStack, type DeclaredStack } from './services';
+import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
 
 /** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
 export type EnvironmentDeps = Pick<SandboxDeps, 'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log'>;
@@ -50,9 +51,14 @@ export interface SandboxEnvironment {
 const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
 
 /** The repo's environment at `commit`; a problem with it fails permanently, naming the file. */
-export async function sandboxEnvironment(deps: EnvironmentDeps, mirror: string, commit: string, repo: string) {
+export async function sandboxEnvironment(
+  deps: EnvironmentDeps,
+  at: { mirror: string; commit: string },
+  repo: string,
+  pull?: { allowed: string[] },
+) {
   try {
-    return await environmentOf(deps, mirror, commit, repo);
+    return await environmentOf(deps, at, repo, environmentImageFetcher(deps, { repo, ...(pull ? { pull } : {}) }));
   } catch (err) {
     if (err instanceof EnvironmentError)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -60,11 +66,12 @@ export async function sandboxEnvironment(deps: EnvironmentDeps, mirror: string, 
   }
 }
 
+/** `fetchImage` brings the images the environment names onto the host (a snapshot build may pull). */
 async function environmentOf(
   deps: EnvironmentDeps,
-  mirror: string,
-  commit: string,
+  { mirror, commit }: { mirror: string; commit: string },
   repo: string,
+  fetchImage: ImageFetcher,
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
   const read = (file: string) =>
@@ -77,7 +84,7 @@ async function environmentOf(
     file.config,
   );
   const image = declared
-    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo))
+    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage)
     : deps.baseImage;
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });

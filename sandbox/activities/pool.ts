@@ -91,7 +91,11 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
   // The helpers and a declared Node.js, mounted as in a session's own sandbox (at the snapshot's commit).
   const environment =
     snapshot &&
-    (await sandboxEnvironment(deps, (await mirrorAt(deps, repo, snapshot.commit!)).mirror, snapshot.commit!, repo));
+    (await sandboxEnvironment(
+      deps,
+      { mirror: (await mirrorAt(deps, repo, snapshot.commit!)).mirror, commit: snapshot.commit! },
+      repo,
+    ));
   // Its services too, started and ready: a claim gets a sandbox whose database is up with setup's data.
   const services = snapshot ? await sandboxServices(deps, snapshot.image!, [], repo) : [];
   const shares = sharesOf(POOL_LIMITS, services);

@@ -22,7 +22,7 @@ import {
 } from '../../workflows/services';
 import { ComposeError, parseCompose } from '../compose';
 import { LABELS, type SandboxProvider } from '../provider';
-import { EnvironmentError, type RepoEnvironment } from '../repo-image';
+import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
   ServiceFailure,
@@ -130,6 +130,37 @@ export async function resolveServiceImages(
     out.push({ ...s, image: await pullPinned(deps, s) });
   }
   return out;
+}
+
+/**
+ * The images a repo's environment names (a dev container's image, a
+ * Dockerfile's FROM): on the host as they are; from an allowed registry pulled
+ * when `pull` (a snapshot build; the environment image's tag hashes what was
+ * pulled, so its snapshot is pinned to it); anything else refused, naming the
+ * image and the setting.
+ */
+export function environmentImageFetcher(
+  deps: ServiceDeps,
+  opts: { repo: string; pull?: { allowed: string[] } },
+): ImageFetcher {
+  return async (image, field) => {
+    const onHost = await hasImage(deps.sandboxes, image);
+    if (!onHost && !opts.pull) {
+      throw new EnvironmentError(
+        `${field} ${image} is not on the worker's host: a snapshot build pulls it from an allowed registry ('drydock snapshot build'), or load it onto the host`,
+      );
+    }
+    const allowed = opts.pull?.allowed ?? [];
+    const source = imageSource({ image, field, onHost, allowed, repo: opts.repo });
+    if (source.from === 'refused') throw new EnvironmentError(source.problem);
+    if (source.from === 'host') return;
+    deps.log.info({ image }, "pulling an environment's image from an allowed registry (snapshot build)");
+    await serviceRuntime(deps.sandboxes)
+      .pull(image)
+      .catch((err: Error) => {
+        throw new EnvironmentError(`${field}: pulling ${image} failed: ${err.message}`);
+      });
+  };
 }
 
 async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolean> {

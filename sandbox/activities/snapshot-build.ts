@@ -225,7 +225,10 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   const commit = await resolveRef(mirror, reg.ref);
   const inputs = await setupInputs(mirror, commit);
   const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
-  const environment = await sandboxEnvironment(deps, mirror, commit, input.repo).catch(async (err: Error) => {
+  // A snapshot build is the one place images are pulled (from the registries the operator allows).
+  const environment = await sandboxEnvironment(deps, { mirror, commit }, input.repo, {
+    allowed: allowedRegistries(deps, reg),
+  }).catch(async (err: Error) => {
     // A transient failure (a download, a full disk) is retried: the row stays open for the retry to finish.
     if (isFinal(err)) {
       const failed = await snapshots.finishBuild(row.id, { status: 'failed', commit, error: err.message });
@@ -417,10 +420,15 @@ async function buildServices(
   deps: SnapshotDeps,
   ctx: { row: SnapshotBuildRow; commit: string; reg: RepoRegistration; repo: string; environment: SandboxEnvironment },
 ): Promise<RunnableService[]> {
-  const allowed = [...(deps.allowedRegistries ?? []), ...(ctx.reg.registries ?? [])];
+  const allowed = allowedRegistries(deps, ctx.reg);
   return failBuildOn(deps, ctx, () =>
     resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true }),
   );
+}
+
+/** The registries a repo's images may be pulled from: the server's, then the repo's own. */
+function allowedRegistries(deps: SnapshotDeps, reg: RepoRegistration): string[] {
+  return [...(deps.allowedRegistries ?? []), ...(reg.registries ?? [])];
 }
 
 async function startBuildServices(

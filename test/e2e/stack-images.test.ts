@@ -2,7 +2,8 @@
  * Where a full-stack sandbox's images and setup come from, on real Temporal,
  * Docker, git, PostgreSQL and a real image registry (Debian's docker-registry
  * on loopback): a service image pulled from an allowed registry and pinned by
- * digest, the same image refused without the setting, a bad declaration
+ * digest, the same image refused without the setting, a Dockerfile's FROM
+ * refused then pulled the same way, a bad declaration
  * refused naming its field, a repo with only a lockfile, and a musl-based
  * (Alpine's kind) Dockerfile the helpers run in.
  */
@@ -32,6 +33,7 @@ let db: Database;
 let snapshots: SnapshotRegistry;
 let registry: ImageRegistry;
 let pushed: { ref: string; digest: string };
+const pulled: string[] = [];
 const repos: string[] = [];
 
 beforeAll(async () => {
@@ -44,10 +46,12 @@ beforeAll(async () => {
 }, 300_000);
 afterAll(async () => {
   if (stack) await removeSnapshots(stack, repos);
-  await docker
-    .getImage(`${registry.host}/drydock-test/redis@${pushed.digest}`)
-    .remove()
-    .catch(() => undefined);
+  for (const image of [`${registry.host}/drydock-test/redis@${pushed.digest}`, ...pulled]) {
+    await docker
+      .getImage(image)
+      .remove()
+      .catch(() => undefined);
+  }
   await db?.close();
   await stack?.stop();
   await registry?.stop();
@@ -150,4 +154,26 @@ test("a musl-based Dockerfile (Alpine's kind: BusyBox, musl, no glibc, no git) r
   expect(output).toBe('hello from musl\n/lib/ld-musl-x86_64.so.1\n/opt/drydock/git/bin/git');
   expect(final.phase).toBe('completed');
   expect(final.agent?.diffstat).toMatch(/README\.md/);
+}, 300_000);
+
+test("a Dockerfile FROM a registry's image: refused naming the image and the setting, pulled at the build once allowed", async () => {
+  const musl = await registry.push(await ensureMuslImage(), 'drydock-test/musl:1');
+  pulled.push(musl.ref);
+  const files = {
+    Dockerfile: `FROM ${musl.ref} AS base\nFROM base\n`,
+    '.drydock/config.yaml': 'environment: { dockerfile: Dockerfile }\nsetup: "true"\n',
+  };
+  const refused = await registered(files);
+  const failed = await buildSnapshot(stack, refused.repo.url).catch((err: unknown) => err);
+  expect(rootCause(failed as Error)).toMatch(
+    new RegExp(
+      `Dockerfile: FROM: image ${musl.ref} is not on the worker's host and its registry ${registry.host} is not allowed .*` +
+        `--allow-registry ${registry.host}' or DRYDOCK_ALLOWED_REGISTRIES`,
+    ),
+  );
+  const { repo } = await registered(files, { allowRegistry: [registry.host] });
+  expect((await buildSnapshot(stack, repo.url)).status).toBe('ready');
+  const { final, output } = await session(repo.url, ['hello-musl']);
+  expect(output).toBe('hello from musl');
+  expect(final.phase).toBe('completed');
 }, 300_000);
