@@ -8,7 +8,7 @@
  */
 import type Docker from 'dockerode';
 import { COMPANION_LABEL, type ServiceContainerSpec, type ServiceRuntime, type ServiceState } from '../provider';
-import { isStatus, shownLabels } from './create-options';
+import { isStatus, overlayVolume, shownLabels } from './create-options';
 import { captureData, pathLower, serviceOverlay } from './service-storage';
 import type { SandboxStorageRoot } from './storage';
 
@@ -79,23 +79,7 @@ export class DockerServices implements ServiceRuntime {
     for (const [i, folder] of spec.folders.entries()) {
       const lower = await pathLower(this.docker, folder.from.image, folder.from.path);
       const dirs = await serviceOverlay(this.storage, spec.sandbox, `${spec.service}/${i}`, lower);
-      mounts.push({
-        Type: 'volume',
-        Source: '',
-        Target: folder.path,
-        VolumeOptions: {
-          NoCopy: true,
-          Labels: labels,
-          DriverConfig: {
-            Name: 'local',
-            Options: {
-              type: 'overlay',
-              device: 'overlay',
-              o: `lowerdir=${dirs.lower},upperdir=${dirs.upper},workdir=${dirs.work},nosuid,nodev`,
-            },
-          },
-        },
-      } as Docker.MountSettings);
+      mounts.push(overlayVolume(folder.path, dirs, labels));
     }
     return mounts;
   }
