@@ -17,6 +17,7 @@ import {
   docker,
   makeFixtureRepo,
   newSessionId,
+  pollUntil,
   scriptedSession,
   startSession,
   startStack,
@@ -113,7 +114,12 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
   // Kill the database while step 1 runs: the step ends, the service is found dead, the sandbox goes.
   const first = await waitForStatus(handle, (s) => s.phase === 'agent' && Boolean(s.sandbox), 120_000);
   const db = serviceContainerName(first.sandbox!.name, 'db');
-  await waitFor(async () => (await docker.getContainer(db).inspect()).State.Running);
+  await pollUntil(
+    async () => (await docker.getContainer(db).inspect()).State.Running,
+    (running) => running === true,
+    `${db} running`,
+    60_000,
+  );
   await docker.getContainer(db).kill();
   const final: SessionStatus = await handle.result();
   expect(final.phase).toBe('completed');
@@ -127,11 +133,3 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
   ).toBe('seeded\nseeded');
   expect(await containersOf(id)).toHaveLength(0);
 }, 600_000);
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error('condition never held');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
