@@ -23,6 +23,7 @@ import { machineInfo, say } from './table';
 const ALL: [string, Record<string, string>][] = [
   ['start', {}],
   ['pool', {}],
+  ['services', {}],
   ['overhead', {}],
   ['round-trip', {}],
   ['exec', {}],

@@ -392,6 +392,11 @@ repoCommand
     "what its sandboxes may reach through the egress proxy (setup, and an agent CLI's model API); repeatable (default: registry.npmjs.org)",
     collect,
   )
+  .option(
+    '--allow-registry <host[:port]>',
+    'an image registry its services and environment may be pulled from at a snapshot build; repeatable',
+    collect,
+  )
   .option('--name <owner/name>', 'how webhooks and the API name it (default: from the URL)')
   .option('--secret <NAME>', 'a worker secret (DRYDOCK_SECRET_<NAME>) its sessions may be granted; repeatable', collect)
   .option('--approver <name>', "who may approve its sessions' actions; repeatable (default: the server's)", collect)
@@ -404,7 +409,7 @@ repoCommand
   .option('--pool <n>', 'idle sandboxes each host keeps ready from its newest snapshot, 0 to 16 (default: 0)')
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
-    const { registration, scheduleIds } = await addRepo(await connectClient(config), config, url, opts);
+    const { registration, scheduleIds, inferred } = await addRepo(await connectClient(config), config, url, opts);
     const hosts = scheduleIds.length
       ? `each host (${scheduleIds.length} now) refreshes its snapshot every ${opts.every}`
       : 'no worker has started yet: each refreshes its snapshot once it does';
@@ -413,6 +418,10 @@ repoCommand
         ? JSON.stringify({ ...registration, scheduleIds })
         : `registered ${registration.name} (${url}): ${hosts}; build one now with: bin/drydock snapshot build ${url}`,
     );
+    if (!opts.json && inferred) {
+      console.log(`setup inferred from the lockfiles (give --setup to choose another):\n  ${inferred.join('\n  ')}`);
+      if (!opts.allow) console.log(`egress for setup: ${registration.egress.map((r) => r.host).join(', ')}`);
+    }
   });
 
 repoCommand

@@ -1,16 +1,31 @@
 /** CLI verbs of snapshots: `repo add|list`, `snapshot build|list`. */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
+import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
 import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
 import { openDatabase } from '../store/db';
 import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../repos/registry';
 import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
-import { ensureSnapshotSchedules, SnapshotRegistry, repoSlug, type SnapshotBuildRow } from '../sandbox/snapshots';
+import {
+  ensureSnapshotSchedules,
+  inferredSetupAt,
+  SnapshotRegistry,
+  repoSlug,
+  type SnapshotBuildRow,
+} from '../sandbox/snapshots';
 import { REGISTRATION_DEFAULTS, type RepoRegistration, type SetupEgressRule } from '../repos/registry';
 import { duration, secretName } from '../workflows/input';
 import { durationMs } from '../workflows/units';
 import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
+
+const run = promisify(execFile);
 
 export class SnapshotUsageError extends Error {}
 
@@ -46,6 +61,7 @@ export interface AddRepoOptions {
   keep?: string;
   timeout?: string;
   allow?: string[];
+  allowRegistry?: string[];
   secret?: string[];
   approver?: string[];
   maxCpus?: string;
@@ -63,7 +79,11 @@ export async function addRepo(
   config: Config,
   url: string,
   opts: AddRepoOptions,
-): Promise<{ registration: RepoRegistration & { name: string; pool: number }; scheduleIds: string[] }> {
+): Promise<{
+  registration: RepoRegistration & { name: string; pool: number };
+  scheduleIds: string[];
+  inferred?: string[];
+}> {
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
   if (!Number.isInteger(keep) || keep < 1) throw new SnapshotUsageError(`--keep: expected a whole number ≥ 1`);
   const poolSize = opts.pool === undefined ? 0 : /^\d+$/.test(opts.pool) ? Number(opts.pool) : NaN;
@@ -80,7 +100,11 @@ export async function addRepo(
     keep,
     setupTimeoutMs: opts.timeout ? parseDuration('--timeout', opts.timeout) : REGISTRATION_DEFAULTS.setupTimeoutMs,
     egress: opts.allow?.length ? opts.allow.map(parseAllow) : REGISTRATION_DEFAULTS.egress,
+    registries: parseRegistries(opts.allowRegistry ?? []),
   };
+  // No setup given: what the lockfiles imply, printed; without --allow its registries are the egress.
+  const inferred = opts.setup ? undefined : await inferAtRegistration(url, opts.ref);
+  if (inferred && !opts.allow?.length) registration.egress = inferred.egress.map((host) => ({ host }));
   const limits = {
     secrets: parseSecrets(opts.secret ?? []),
     maxima: parseMaxima(opts),
@@ -98,7 +122,55 @@ export async function addRepo(
     hosts,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
   });
-  return { registration: { ...registration, name, ...limits, pool: poolSize }, scheduleIds };
+  return {
+    registration: { ...registration, name, ...limits, pool: poolSize },
+    scheduleIds,
+    ...(inferred ? { inferred: describeInferredSetup(inferred) } : {}),
+  };
+}
+
+function parseRegistries(values: string[]): string[] {
+  for (const v of values) {
+    if (!isRegistryName(v))
+      throw new SnapshotUsageError(`--allow-registry: expected "host" or "host:port", got "${v}"`);
+  }
+  return values.map(normalizeRegistry);
+}
+
+/**
+ * The setup a repo's lockfiles imply, read from a shallow clone at
+ * registration (the snapshot build infers it again at each commit); undefined
+ * when the clone fails (no credentials here, say) or nothing is implied.
+ */
+async function inferAtRegistration(url: string, ref?: string): Promise<InferredSetup | undefined> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-add-'));
+  try {
+    const branch = ref ? ['--branch', ref] : [];
+    await run('git', ['clone', '--quiet', '--depth', '1', '--no-checkout', ...branch, url, dir], { timeout: 60_000 });
+    // A repo that says its setup itself (its setup script, config file or dev container) needs no inference.
+    const { stdout } = await run('git', [
+      '-C',
+      dir,
+      'ls-tree',
+      '-r',
+      '--name-only',
+      'HEAD',
+      '.drydock',
+      '.devcontainer',
+    ]);
+    const show = async (file: string) =>
+      stdout.split('\n').includes(file) ? (await run('git', ['-C', dir, 'show', `HEAD:${file}`])).stdout : '';
+    const config = await show('.drydock/config.yaml');
+    // A dev container says setup only with one of its create commands (a compose dev container often has none).
+    const devcontainer = await show('.devcontainer/devcontainer.json');
+    const says = /"(onCreateCommand|updateContentCommand|postCreateCommand)"\s*:/.test(devcontainer);
+    if (/(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says) return undefined;
+    return await inferredSetupAt(dir, 'HEAD');
+  } catch {
+    return undefined;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 function parseSecrets(names: string[]): string[] {
@@ -221,10 +293,21 @@ export async function buildSnapshot(
   } catch (err) {
     if (!(err instanceof WorkflowFailedError)) throw err;
     const result = (err.cause as { details?: unknown[] } | undefined)?.details?.[0] as SnapshotBuildResult | undefined;
-    if (opts.json) console.log(JSON.stringify(result ?? { error: err.cause?.message }));
-    else console.error(`drydock: ${err.cause?.message ?? err.message}; the previous snapshot stays in service`);
+    const why = rootCause(err);
+    if (opts.json) console.log(JSON.stringify(result ?? { error: why }));
+    else console.error(`drydock: snapshot build failed: ${why}\nthe previous snapshot stays in service`);
     return 1;
   }
+}
+
+/**
+ * The reason a build failed, not Temporal's wrapping of it: an activity's
+ * failure ("Activity task failed") carries the reason as its cause.
+ */
+export function rootCause(err: Error): string {
+  let at: Error = err;
+  while (at.cause instanceof Error) at = at.cause;
+  return at.message;
 }
 
 function describeBuild(b: SnapshotBuildRow): string {

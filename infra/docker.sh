@@ -5,11 +5,13 @@
 # '--network none' and drydock never uses bridge networks.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-# The base image build needs debootstrap when debian:trixie-slim cannot be pulled.
+# The base image build needs debootstrap when debian:trixie-slim cannot be pulled;
+# the sandbox helpers carry the host's C runtime, which patchelf points them at.
 ensure_debootstrap() {
   if ! command -v debootstrap >/dev/null && ! docker image inspect debian:trixie-slim >/dev/null 2>&1 && is_debian_root; then
     apt_install debootstrap
   fi
+  if ! command -v patchelf >/dev/null && is_debian_root; then apt_install patchelf; fi
 }
 # gVisor registered as the runtime "runsc" (a reload of a running engine, never a restart).
 if docker info >/dev/null 2>&1; then bash "$ROOT/infra/runsc.sh"; ensure_debootstrap; exit 0; fi

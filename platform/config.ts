@@ -6,6 +6,7 @@
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { isRegistryName } from '../workflows/rules/images';
 import { duration, triggerSessionSchema } from '../workflows/input';
 import { durationMs } from '../workflows/units';
 import { loadTemporalSettings, TEMPORAL_VARIABLES, type TemporalSettings } from './temporal-connection';
@@ -258,6 +259,14 @@ const configSchema = z.object({
    * its limits. Webhooks, the API and sessions use only registered repos.
    */
   DRYDOCK_REPOS: list.optional(),
+  /**
+   * Image registries ("host" or "host:port") every repo's images may be pulled
+   * from, at a snapshot build only (docs/services.md); each repo may add its own
+   * (`drydock repo add --allow-registry`). Empty: only images already on the host.
+   */
+  DRYDOCK_ALLOWED_REGISTRIES: list
+    .pipe(z.array(z.string().refine(isRegistryName, 'a registry is "host" or "host:port"')))
+    .default([]),
   /**
    * What sessions started by a webhook run until repos carry their own
    * configuration: JSON with `agent` and optionally `verify`, `publish`,

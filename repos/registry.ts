@@ -37,6 +37,8 @@ export interface RepoRegistration {
   /** How long setup may run, in ms. @default 30 minutes */
   setupTimeoutMs: number;
   egress: SetupEgressRule[];
+  /** Registries its images may be pulled from at a snapshot build (`--allow-registry`), beside the server's. @default none */
+  registries?: string[];
 }
 
 export const REGISTRATION_DEFAULTS = {
@@ -44,6 +46,7 @@ export const REGISTRATION_DEFAULTS = {
   keep: 3,
   setupTimeoutMs: 30 * 60_000,
   egress: [{ host: 'registry.npmjs.org' }] as SetupEgressRule[],
+  registries: [] as string[],
 };
 
 export interface KnownRepo {

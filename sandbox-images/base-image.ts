@@ -15,8 +15,8 @@ const CONTEXT = path.join(__dirname, 'base');
 const FROM_IMAGE = 'debian:trixie-slim';
 const DEBIAN_MIRROR = process.env.DRYDOCK_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 
-type Progress = (line: string) => void;
-const toStderr: Progress = (line) => process.stderr.write(`==> ${line}\n`);
+export type Progress = (line: string) => void;
+export const toStderr: Progress = (line) => process.stderr.write(`==> ${line}\n`);
 
 /** drydock's pinned playwright-core, copied into the image (see the Dockerfile). */
 const PLAYWRIGHT = path.dirname(require.resolve('playwright-core/package.json'));
@@ -34,7 +34,7 @@ export async function baseImageTag(): Promise<string> {
 export async function ensureBaseImage(progress: Progress = toStderr): Promise<string> {
   const tag = await baseImageTag();
   if (await imageExists(tag)) return tag;
-  if (!(await imageExists(FROM_IMAGE))) await obtainDebian(progress);
+  await ensureDebian(progress);
   progress(`building sandbox image ${tag} (first run only; a few minutes)`);
   const context = await mkdtemp(path.join(tmpdir(), 'drydock-image-'));
   try {
@@ -45,6 +45,11 @@ export async function ensureBaseImage(progress: Progress = toStderr): Promise<st
     await rm(context, { recursive: true, force: true });
   }
   return tag;
+}
+
+/** Makes sure `debian:trixie-slim` is on this host: pulled when a registry answers, else made with debootstrap. */
+export async function ensureDebian(progress: Progress = toStderr): Promise<void> {
+  if (!(await imageExists(FROM_IMAGE))) await obtainDebian(progress);
 }
 
 async function obtainDebian(progress: Progress): Promise<void> {
@@ -70,7 +75,7 @@ async function obtainDebian(progress: Progress): Promise<void> {
   }
 }
 
-async function imageExists(ref: string): Promise<boolean> {
+export async function imageExists(ref: string): Promise<boolean> {
   return run('docker', ['image', 'inspect', ref], false).then(
     () => true,
     () => false,
@@ -85,7 +90,7 @@ async function commandExists(name: string): Promise<boolean> {
 }
 
 /** Runs a command; `showOutput` streams it to stderr as progress. */
-function run(cmd: string, args: string[], showOutput: boolean): Promise<void> {
+export function run(cmd: string, args: string[], showOutput: boolean): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', showOutput ? 2 : 'ignore', showOutput ? 2 : 'pipe'] });
     let stderr = '';

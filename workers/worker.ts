@@ -247,6 +247,7 @@ export async function createWorker(opts: {
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
     extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,
+    allowedRegistries: config.DRYDOCK_ALLOWED_REGISTRIES,
     secrets: config.secrets,
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,

@@ -597,6 +597,8 @@ export const ErrorType = {
   SandboxNotFound: 'SandboxNotFound',
   /** The host's sandbox slots are all taken: the session queues and asks again (never evicts anything). */
   HostFull: 'HostFull',
+  /** A service of the sandbox died or failed its health check during a step: the sandbox is replaced, with its services. */
+  ServiceLost: 'ServiceLost',
   /** Killed while being provisioned: removed, and provisioned again by the retry (transient). */
   SandboxLostInProvisioning: 'SandboxLostInProvisioning',
   RepoUnavailable: 'RepoUnavailable',
@@ -613,7 +615,7 @@ export const ErrorType = {
   ModelContextTooLong: 'ModelContextTooLong',
   RepoNotRegistered: 'RepoNotRegistered',
   SnapshotSetupFailed: 'SnapshotSetupFailed',
-  /** The repo's environment cannot be a sandbox (no sh or git, a Dockerfile that fails, features). */
+  /** The repo's environment cannot be a sandbox (no sh, a Dockerfile that fails, features, a service that will not start). */
   EnvironmentUnusable: 'EnvironmentUnusable',
   /** A sandbox produced more than the worker takes of one kind of data (a diff, a bundle, a report): names the cap. */
   OutputTooLarge: 'OutputTooLarge',

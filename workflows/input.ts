@@ -40,11 +40,11 @@ const wellFormedSize = (s: unknown) => typeof s === 'number' || /^\d+[kmg]$/i.te
  * A duration of at most `max` (written like "24h"): the server's bound, so a
  * session cannot hold a sandbox or a worker slot for years.
  */
-const durationUpTo = (max: string) =>
+export const durationUpTo = (max: string) =>
   duration.refine((d) => !wellFormedDuration(d) || durationMs(d) <= durationMs(max), `at most ${max}`);
 
 /** A size between `min` and `max` (written like "64m", "64g"). */
-const sizeBetween = (min: string, max: string, tooSmall = `at least ${min}`) =>
+export const sizeBetween = (min: string, max: string, tooSmall = `at least ${min}`) =>
   size
     .refine((s) => !wellFormedSize(s) || sizeBytes(s) >= sizeBytes(min), tooSmall)
     .refine((s) => !wellFormedSize(s) || sizeBytes(s) <= sizeBytes(max), `at most ${max}`);

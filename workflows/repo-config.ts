@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { agentCliVersion, agentCommand, browserCheck, duration, secretName, size, workspacePath } from './input';
 import { egressRule, type EgressRule } from './rules/egress';
+import { appBlock, servicesBlock } from './services';
 
 /** Where a repo keeps its drydock configuration. */
 export const REPO_CONFIG_FILE = '.drydock/config.yaml';
@@ -96,6 +97,10 @@ export const repoConfigSchema = z.strictObject({
     .refine((e) => !(e.devcontainer && e.dockerfile), 'give devcontainer or dockerfile, not both')
     .optional()
     .describe('Which dev container or Dockerfile describes the environment (recorded; images are built later)'),
+  services: servicesBlock
+    .optional()
+    .describe('Containers beside the sandbox on its loopback (databases, caches, queues): docs/services.md'),
+  app: appBlock.optional().describe('How the app starts, for the browser check and the agent: docs/services.md'),
 });
 
 export type RepoConfig = z.infer<typeof repoConfigSchema>;

@@ -1,8 +1,8 @@
-# PostgreSQL for the control plane: Debian 13's postgresql (17), so it builds
+# PostgreSQL for the control plane, and for repos' services
+# (sandbox-images/service-images.ts): Debian 13's postgresql (17), so it builds
 # here from debian:trixie-slim with apt alone. Its entrypoint keeps the parts of
-# the official image's contract that infra/compose/control.yaml uses:
-# POSTGRES_USER/POSTGRES_PASSWORD, /docker-entrypoint-initdb.d/*.sh on the first
-# start of an empty data folder, data in /var/lib/postgresql/data.
+# the official image's contract that infra/compose/control.yaml and repos'
+# compose files use (postgres-entrypoint.sh says which).
 ARG BASE_IMAGE=debian:trixie-slim
 FROM ${BASE_IMAGE}
 RUN apt-get update \
@@ -11,6 +11,9 @@ RUN apt-get update \
  && mkdir -p /docker-entrypoint-initdb.d /var/lib/postgresql/data /var/run/postgresql \
  && chown -R postgres: /var/lib/postgresql /var/run/postgresql
 ENV PATH=/usr/lib/postgresql/17/bin:$PATH PGDATA=/var/lib/postgresql/data
+# Volumes: the data, and the socket folder, so the server runs on a read-only root
+# filesystem too (a repo's service in a sandbox).
+VOLUME ["/var/lib/postgresql/data", "/var/run/postgresql"]
 COPY postgres-entrypoint.sh /usr/local/bin/
 USER postgres
 STOPSIGNAL SIGINT

@@ -87,16 +87,16 @@ export async function createOwnedContainer(
   // What an image holds never changes: its id is checked once per worker (an exec saved on every start).
   const imageId = created || extraCaCerts ? (await sandboxes.image(spec.image))?.id : undefined;
   const sandbox = sandboxOf(sandboxes, spec.name);
-  if (created && !(imageId && IMAGES_WITH_SHELL_AND_GIT.has(imageId))) {
-    await requireShellAndGit(sandbox, spec.image);
-    if (imageId) IMAGES_WITH_SHELL_AND_GIT.add(imageId);
+  if (created && !(imageId && IMAGES_WITH_SHELL.has(imageId))) {
+    await requireShell(sandbox, spec.image);
+    if (imageId) IMAGES_WITH_SHELL.add(imageId);
   }
   if (extraCaCerts) await installCaBundle(sandbox, egressDir, extraCaCerts, imageId);
   return created;
 }
 
-/** Image ids whose sandbox had sh and git (see requireShellAndGit). */
-const IMAGES_WITH_SHELL_AND_GIT = new Set<string>();
+/** Image ids whose sandbox had sh (see requireShell). */
+const IMAGES_WITH_SHELL = new Set<string>();
 
 /** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
 async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: SandboxSpec) {
@@ -106,17 +106,20 @@ async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: 
     if (!/executable file not found|no such file or directory/i.test((err as Error).message)) throw err;
     await sandboxes.destroy(spec.name);
     throw ApplicationFailure.nonRetryable(
-      `the sandbox image ${image} has no sh (nor sleep): drydock needs sh and git in the sandbox image`,
+      `the sandbox image ${image} has no sh (nor sleep): drydock needs sh in the sandbox image (it brings its own git)`,
       ErrorType.EnvironmentUnusable,
     );
   }
 }
 
-/** drydock's helpers and workspace need sh and git in the image: without them provisioning fails, saying so. */
-async function requireShellAndGit(sandbox: SandboxHandle, image: string): Promise<void> {
-  const lacks = (what: string) =>
+/**
+ * drydock's helpers need sh in the image (git they bring: last on PATH);
+ * without it provisioning fails, saying so.
+ */
+async function requireShell(sandbox: SandboxHandle, image: string): Promise<void> {
+  const lacks = () =>
     ApplicationFailure.nonRetryable(
-      `the sandbox image ${image} has no ${what}; drydock needs sh and git in the sandbox image`,
+      `the sandbox image ${image} has no sh; drydock needs sh in the sandbox image`,
       ErrorType.EnvironmentUnusable,
     );
   let found;
@@ -124,10 +127,15 @@ async function requireShellAndGit(sandbox: SandboxHandle, image: string): Promis
     found = await sandbox.commands.script(HAS_GIT);
   } catch (err) {
     if (err instanceof SandboxNotFound) throw err;
-    throw lacks('sh');
+    throw lacks();
   }
-  if (found.exitCode === 127 || found.exitCode === 126) throw lacks('sh');
-  if (found.exitCode !== 0) throw lacks('git');
+  if (found.exitCode === 127 || found.exitCode === 126) throw lacks();
+  if (found.exitCode !== 0) {
+    throw ApplicationFailure.nonRetryable(
+      `the sandbox image ${image} finds no git on its PATH, not even drydock's own`,
+      ErrorType.EnvironmentUnusable,
+    );
+  }
 }
 
 // dash's command -v exits 127 for a missing command: 127 must mean no sh.

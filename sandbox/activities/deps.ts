@@ -34,6 +34,11 @@ export interface SandboxDeps extends MirrorDeps {
    * sandboxes (sandbox/toolchains.ts). @default <egressRoot>/../tools
    */
   toolsRoot?: string;
+  /**
+   * Registries every repo's images may be pulled from at a snapshot build
+   * (DRYDOCK_ALLOWED_REGISTRIES), beside each repo's own (`--allow-registry`). @default none
+   */
+  allowedRegistries?: string[];
   /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, sandbox/ca.ts). */
   extraCaCerts?: string;
   /**

@@ -16,13 +16,16 @@ import {
   ensureEnvironmentImage,
   EnvironmentError,
   parseDevcontainer,
+  type ImageFetcher,
   type RepoEnvironment,
 } from '../repo-image';
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
-import { HELPER_NODE_VERSION, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
+import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
 import type { SandboxDeps } from './deps';
 import type { ImageSummary } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
+import type { RepoConfig } from '../../workflows/repo-config';
+import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
 
 /** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
 export type EnvironmentDeps = Pick<SandboxDeps, 'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log'>;
@@ -38,17 +41,24 @@ export interface SandboxEnvironment {
   setup?: string;
   /** Node.js version mounted, when the repo declares one. */
   node?: string;
-  /** What decides the image and toolchain: part of the snapshot's setup hash. */
+  /** What decides the image, toolchain and services: part of the snapshot's setup hash. */
   key: string;
+  /** The services and the app the repo declares (sandbox/activities/services.ts). */
+  stack: DeclaredStack;
 }
 
 /** Where corepack keeps the package managers it fetched: in the snapshot (node_modules is), not in home (it is not). */
 const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
 
 /** The repo's environment at `commit`; a problem with it fails permanently, naming the file. */
-export async function sandboxEnvironment(deps: EnvironmentDeps, mirror: string, commit: string, repo: string) {
+export async function sandboxEnvironment(
+  deps: EnvironmentDeps,
+  at: { mirror: string; commit: string },
+  repo: string,
+  pull?: { allowed: string[] },
+) {
   try {
-    return await environmentOf(deps, mirror, commit, repo);
+    return await environmentOf(deps, at, repo, environmentImageFetcher(deps, { repo, ...(pull ? { pull } : {}) }));
   } catch (err) {
     if (err instanceof EnvironmentError)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -56,33 +66,43 @@ export async function sandboxEnvironment(deps: EnvironmentDeps, mirror: string, 
   }
 }
 
+/** `fetchImage` brings the images the environment names onto the host (a snapshot build may pull). */
 async function environmentOf(
   deps: EnvironmentDeps,
-  mirror: string,
-  commit: string,
+  { mirror, commit }: { mirror: string; commit: string },
   repo: string,
+  fetchImage: ImageFetcher,
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
   const read = (file: string) =>
     readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
-  const declared = await declaredEnvironment(mirror, commit, read);
+  const file = await readRepoConfig(mirror, commit);
+  if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
+  const { environment: declared, stack } = await declaredStack(
+    read,
+    await declaredEnvironment(file.config, read),
+    file.config,
+  );
   const image = declared
-    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo))
+    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage)
     : deps.baseImage;
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
   const env: string[] = [];
   let node: string | undefined;
+  const own = await imagePath(deps, image);
+  // The helpers' git comes last: an image with its own git keeps using it.
+  let searchPath = `${own}:${HELPERS_GIT}`;
   // A packageManager alone gets corepack (on a Node.js of drydock's choice) after the image's own tools.
+  // A musl image (Alpine) cannot run the official builds: it brings its own Node.js.
   const corepackOnly = !request && usesPackageManager(packageJson);
-  if (request || corepackOnly) {
+  if ((request || corepackOnly) && !(await isMuslImage(deps, image))) {
     const dir = await toolchains.node(request ?? { range: HELPER_NODE_VERSION, source: 'packageManager' });
     node = path.basename(dir).replace(/^node-|-corepack-.*$/g, '');
     mounts.push({ source: dir, target: NODE_MOUNT });
-    const own = await imagePath(deps, image);
+    searchPath = corepackOnly ? `${own}:${NODE_MOUNT}/bin:${HELPERS_GIT}` : `${NODE_MOUNT}/bin:${searchPath}`;
     env.push(
-      corepackOnly ? `PATH=${own}:${NODE_MOUNT}/bin` : `PATH=${NODE_MOUNT}/bin:${own}`,
       `COREPACK_HOME=${COREPACK_HOME}`,
       'COREPACK_ENABLE_DOWNLOAD_PROMPT=0',
       'COREPACK_ENABLE_AUTO_PIN=0',
@@ -90,25 +110,24 @@ async function environmentOf(
       'NODE_USE_ENV_PROXY=1',
     );
   }
+  env.unshift(`PATH=${searchPath}`);
   return {
     image,
     mounts,
     env,
     ...(declared?.setup ? { setup: declared.setup } : {}),
     ...(node ? { node } : {}),
-    key: `${image}${node ? ` node ${node}` : ''}`,
+    key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
+    stack,
   };
 }
 
 /** The environment the repo declares: its config file's choice, else its dev container; none: the base image. */
 async function declaredEnvironment(
-  mirror: string,
-  commit: string,
+  config: RepoConfig | undefined,
   read: (file: string) => Promise<string | undefined>,
 ): Promise<RepoEnvironment | undefined> {
-  const file = await readRepoConfig(mirror, commit);
-  if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
-  const chosen = file.config?.environment;
+  const chosen = config?.environment;
   if (chosen?.dockerfile) return dockerfileEnvironment(chosen.dockerfile, chosen.context);
   const devcontainer = chosen?.devcontainer ?? DEVCONTAINER_FILE;
   const text = await read(devcontainer);
@@ -134,6 +153,18 @@ async function imagePath({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: s
   if (!info) throw new Error(`no such image: ${image}`);
   const found = info.env.find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+}
+
+const musl = new Map<string, boolean>();
+/** Whether an image's programs link musl (Alpine): its loader is there. Asked once per image and process. */
+async function isMuslImage({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<boolean> {
+  const id = (await sandboxes.image(image))?.id ?? image;
+  let known = musl.get(id);
+  if (known === undefined) {
+    known = await sandboxes.imageHasFile(id, '/lib/ld-musl-x86_64.so.1');
+    musl.set(id, known);
+  }
+  return known;
 }
 
 /**

@@ -16,6 +16,7 @@ import { mirrorAt } from '../../repos/mirror';
 import type { SandboxDeps } from './deps';
 import type { MirrorDeps } from '../../repos/mirror';
 import { newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { sandboxOf } from '../handle';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
@@ -90,7 +91,14 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
   // The helpers and a declared Node.js, mounted as in a session's own sandbox (at the snapshot's commit).
   const environment =
     snapshot &&
-    (await sandboxEnvironment(deps, (await mirrorAt(deps, repo, snapshot.commit!)).mirror, snapshot.commit!, repo));
+    (await sandboxEnvironment(
+      deps,
+      { mirror: (await mirrorAt(deps, repo, snapshot.commit!)).mirror, commit: snapshot.commit! },
+      repo,
+    ));
+  // Its services too, started and ready: a claim gets a sandbox whose database is up with setup's data.
+  const services = snapshot ? await sandboxServices(deps, snapshot.image!, [], repo) : [];
+  const shares = sharesOf(POOL_LIMITS, services);
   for (let i = Math.min(current.length, size); snapshot && environment && i < size; i++) {
     const name = `drydock-pool-${repoSlug(repo).slice(0, 60)}-${randomUUID().slice(0, 8)}`;
     try {
@@ -98,14 +106,17 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
         name,
         image: snapshot.image!,
         mounts: environment.mounts,
-        env: environment.env,
+        env: await snapshotEnv(deps, snapshot.image!, environment.env),
         owner: `pool:${repo}`,
         repo,
         expiresAt: new Date(Date.now() + POOL_IDLE_TTL_MS).toISOString(),
-        limits: POOL_LIMITS,
+        limits: { ...POOL_LIMITS, ...shares.sandbox },
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
       });
-      await prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true });
+      await Promise.all([
+        prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true }),
+        startSandboxServices(deps, name, services, shares.services),
+      ]);
       await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
       added.push(name);
     } catch (err) {

@@ -27,6 +27,8 @@ import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } fr
 import { POOL_LABEL, PoolRegistry } from '../pool-registry';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
 
 /** What provisioning and teardown need: the pool's and the registry's besides their own. */
@@ -127,7 +129,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   let name = sandboxName(input.sessionId, input.generation);
   const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
   const snapshot = await newestSnapshot(deps, input.repo.url, input.snapshot);
-  const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
+  const environment = await sandboxEnvironment(deps, { mirror, commit: baseCommit }, input.repo.url);
   const image = snapshot?.image ?? environment.image;
   const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
   const behind = snapshot && (await commitsBetween(mirror, snapshot.commit!, baseCommit));
@@ -142,26 +144,36 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
       behind,
       mark: false,
     });
-  const created =
+  // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
+  const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
+  const shares = sharesOf(input.limits, services);
+  // What starting the services reads is readied while the sandbox is made.
+  const [created] = await Promise.all([
     !pooled &&
-    (await createOwnedContainer(deps, {
-      name,
-      image,
-      mounts: environment.mounts,
-      env: environment.env,
-      owner: input.sessionId,
-      repo: input.repo.url,
-      expiresAt: input.expiresAt,
-      limits: input.limits,
-      ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
-    }));
+      createOwnedContainer(deps, {
+        name,
+        image,
+        mounts: environment.mounts,
+        env: await snapshotEnv(deps, snapshot?.image, environment.env),
+        owner: input.sessionId,
+        repo: input.repo.url,
+        expiresAt: input.expiresAt,
+        limits: { ...input.limits, ...shares.sandbox },
+        ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
+      }),
+    prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
+  ]);
   // A replacement starts from where the lost sandbox's last step left the tree.
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
   const sandbox = sandboxOf(deps.sandboxes, name);
-  if (!pooled && (created || !(await isProvisioned(sandbox)))) {
-    await fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint });
-  }
+  // Its services start meanwhile: each is ready before the session's first step (and before setup).
+  await Promise.all([
+    !pooled && (created || !(await isProvisioned(sandbox)))
+      ? fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint })
+      : undefined,
+    startSandboxServices(deps, name, services, shares.services),
+  ]);
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
     commit: snapshot.commit!,
@@ -198,6 +210,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
       limits: input.limits,
       snapshot: use,
       ...(environment.node ? { node: environment.node } : {}),
+      ...(services.length ? { services: services.map((sv) => ({ name: sv.name, image: sv.image })) } : {}),
       ...(pooled ? { pooled: true } : {}),
       ...(generation ? { generation, restored } : {}),
     },

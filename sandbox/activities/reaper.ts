@@ -4,7 +4,7 @@
  * sandboxes past their time, orphaned storage) and old snapshot images.
  */
 import type { SandboxDeps } from './deps';
-import { LABELS, type SandboxInfo } from '../provider';
+import { COMPANION_LABEL, LABELS, type SandboxInfo } from '../provider';
 import { collectSnapshots } from './snapshot-build';
 import { POOL_LABEL, PoolRegistry } from '../pool-registry';
 
@@ -41,6 +41,16 @@ export function createReaperActivities(
       const pools = new PoolRegistry(deps.db.pool);
       for (const container of await sandboxes.list(hostId)) {
         const sandbox = container.name;
+        // A companion (a service, a browser) goes with its sandbox; alone, once that is gone.
+        const of = container.labels[COMPANION_LABEL];
+        if (of) {
+          if (!(await sandboxes.exists(of)) && (await sandboxes.destroy(container.id))) {
+            const sessionId = container.labels[LABELS.session];
+            log.info({ sessionId, sandboxId: sandbox, host: hostId }, 'reaped a companion whose sandbox is gone');
+            reaped.push({ sandbox, sessionId, reason: `its sandbox ${of} is gone` });
+          }
+          continue;
+        }
         const { sessionId, reason } = container.labels[POOL_LABEL]
           ? await poolSandboxFate(pools, sandbox, container, sessionIsRunning)
           : await sandboxFate(container, sessionIsRunning);

@@ -18,18 +18,33 @@ import { tail } from './output';
 import { certificateProblem } from '../ca';
 import { nodeVersionProblem } from '../toolchains';
 import { collectEnvironmentImages, sandboxEnvironment, type EnvironmentDeps } from './environment';
+import { EnvironmentError } from '../repo-image';
 import { redactUrl } from '../../workflows/rules/repo-url';
 import {
-  setupCommandOf,
+  inferredSetupAt,
   setupHash,
+  setupOf,
   setupInputs,
   SETUP_SCRIPT,
+  SNAPSHOT_ENV_LABEL,
   SNAPSHOT_LABELS,
   snapshotAuditId,
   snapshotImageTag,
   type SnapshotBuildRow,
 } from '../snapshots';
-import { type SetupEgressRule } from '../../repos/registry';
+import { type RepoRegistration, type SetupEgressRule } from '../../repos/registry';
+import {
+  SERVICE_DATA_LABEL,
+  ServiceFailure,
+  SERVICES_LABEL,
+  serviceRuntime,
+  startServices,
+  type RunnableService,
+} from '../services';
+import { dataPath } from '../provider';
+import { ownerLabels, resolveServiceImages, sharesOf } from './services';
+import type { SandboxEnvironment } from './environment';
+import type { Share } from '../../workflows/rules/service-limits';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
 const BUILD_LIMITS = {
@@ -57,6 +72,12 @@ export interface SnapshotBuildPlan {
   setupTimeoutMs: number;
   egress: SetupEgressRule[];
   keep: number;
+  /** Where the setup command came from (recorded with the snapshot). */
+  setupSource: string;
+  /** Environment an inferred setup's tool needs, in sessions too (its caches). */
+  setupEnv: Record<string, string>;
+  /** The services setup ran beside, their images pinned. */
+  services: RunnableService[];
 }
 
 export interface SnapshotBuildResult {
@@ -94,6 +115,12 @@ export async function collectSnapshots(
     }
     await snapshots.markRemoved(row.id);
     removed.push(row.image!);
+    // Its services' data goes with it (a data image still in use stays for a later collection).
+    for (const data of (row.services ?? []).flatMap((s) => (s.dataImage ? [s.dataImage] : []))) {
+      // Its lower layers are under sessions' services: no container has it as its image, so ask the label.
+      const users = (await sandboxes.list()).filter((c) => c.labels[SERVICE_DATA_LABEL] === data);
+      if (!users.length && (await sandboxes.removeImage(data)) === 'removed') removed.push(data);
+    }
   }
   if (removed.length) log.info({ repo, removed, host: hostId }, 'old snapshots removed');
   return [...removed, ...(await collectEnvironmentImages(deps, repo))];
@@ -103,10 +130,10 @@ export async function collectSnapshots(
 export type SnapshotDeps = ContainerDeps &
   EnvironmentDeps &
   MirrorDeps &
-  Pick<SandboxDeps, 'snapshots' | 'audit' | 'hostQueue' | 'log'>;
+  Pick<SandboxDeps, 'snapshots' | 'audit' | 'hostQueue' | 'log' | 'allowedRegistries' | 'runtime'>;
 
 export function createSnapshotActivities(deps: SnapshotDeps) {
-  const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
+  const { snapshots, audit, log } = deps;
 
   const collect = (repo: string, keep: number) => collectSnapshots(deps, repo, keep);
 
@@ -117,66 +144,7 @@ export function createSnapshotActivities(deps: SnapshotDeps) {
      * its newest commit. Idempotent by build id (the container name).
      */
     async startSnapshotBuild(input: { buildId: string; repo: string }): Promise<SnapshotBuildPlan> {
-      const reg = await snapshots.repo(input.repo);
-      if (!reg) {
-        throw ApplicationFailure.nonRetryable(
-          `repo ${redactUrl(input.repo)} is not registered: run 'drydock repo add ${redactUrl(input.repo)} --setup "<command>"'`,
-          ErrorType.RepoNotRegistered,
-        );
-      }
-      const mirror = await syncMirror(deps, input.repo);
-      const commit = await resolveRef(mirror, reg.ref);
-      const inputs = await setupInputs(mirror, commit);
-      const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
-      const environment = await sandboxEnvironment(deps, mirror, commit, input.repo).catch(async (err: Error) => {
-        // A transient failure (a download, a full disk) is retried: the row stays open for the retry to finish.
-        if (isFinal(err)) {
-          const failed = await snapshots.finishBuild(row.id, { status: 'failed', commit, error: err.message });
-          await recordBuild(audit, failed, {});
-        }
-        throw err;
-      });
-      const setup = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup);
-      if (!setup) {
-        const error = `no setup: register one with --setup, or give setup in ${REPO_CONFIG_FILE} or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
-        await recordBuild(audit, await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
-        throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
-      }
-      const sandbox = sandboxName(input.buildId);
-      // From the repo's environment, no network, labelled so the reaper finds it after its expiry.
-      await createOwnedContainer(deps, {
-        name: sandbox,
-        image: environment.image,
-        mounts: environment.mounts,
-        env: environment.env,
-        owner: input.buildId,
-        repo: input.repo,
-        expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
-        limits: BUILD_LIMITS,
-      });
-      const handle = sandboxOf(sandboxes, sandbox);
-      if (!(await isProvisioned(handle))) {
-        await copyWorkingTree(handle, mirror, commit);
-        await markProvisioned(handle);
-      }
-      log.info(
-        { buildId: input.buildId, repo: input.repo, commit, sandboxId: sandbox, host: hostId },
-        'snapshot build',
-      );
-      return {
-        buildId: input.buildId,
-        repo: input.repo,
-        sandbox,
-        image: environment.image,
-        host: hostId,
-        hostQueue,
-        commit,
-        setup,
-        setupHash: setupHash(setup, inputs, environment.key),
-        setupTimeoutMs: reg.setupTimeoutMs,
-        egress: reg.egress,
-        keep: reg.keep,
-      };
+      return startBuild(deps, input);
     },
 
     /**
@@ -202,20 +170,30 @@ export function createSnapshotActivities(deps: SnapshotDeps) {
           status: 'failed',
           commit: plan.commit,
           setupHash: plan.setupHash,
-          error: `${why}: ${tail(setup.outputTail.trim(), 1_000)}`,
+          error: `${why} (setup from ${plan.setupSource}: ${plan.setup}): ${tail(setup.outputTail.trim(), 1_000)}`,
+          setup: plan.setup,
+          setupSource: plan.setupSource,
         });
         await recordBuild(audit, row, {});
         log.warn({ buildId: plan.buildId, repo: plan.repo, error: row.error }, 'snapshot build failed');
         return resultOf(row, []);
       }
       const tag = snapshotImageTag(plan.repo, plan.commit, plan.buildId);
-      const image = await imageOfBuild(deps, plan, tag);
+      const services = await captureServices(deps, plan, tag);
+      const image = await imageOfBuild(deps, plan, tag, services);
       const row = await snapshots.finishBuild(plan.buildId, {
         status: 'ready',
         commit: plan.commit,
         setupHash: plan.setupHash,
         image: tag,
         sizeBytes: image.sizeBytes,
+        setup: plan.setup,
+        setupSource: plan.setupSource,
+        services: services.map((s) => ({
+          name: s.name,
+          image: s.image,
+          ...(s.dataImage ? { dataImage: s.dataImage } : {}),
+        })),
       });
       const removed = await collect(plan.repo, plan.keep);
       await recordBuild(audit, row, { removed });
@@ -230,6 +208,90 @@ export function createSnapshotActivities(deps: SnapshotDeps) {
     async collectSnapshots(input: { repo: string; keep: number }): Promise<string[]> {
       return collect(input.repo, input.keep);
     },
+  };
+}
+
+/** startSnapshotBuild's work (see there). */
+async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: string }): Promise<SnapshotBuildPlan> {
+  const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
+  const reg = await snapshots.repo(input.repo);
+  if (!reg) {
+    throw ApplicationFailure.nonRetryable(
+      `repo ${redactUrl(input.repo)} is not registered: run 'drydock repo add ${redactUrl(input.repo)} --setup "<command>"'`,
+      ErrorType.RepoNotRegistered,
+    );
+  }
+  const mirror = await syncMirror(deps, input.repo);
+  const commit = await resolveRef(mirror, reg.ref);
+  const inputs = await setupInputs(mirror, commit);
+  const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
+  // A snapshot build is the one place images are pulled (from the registries the operator allows).
+  const environment = await sandboxEnvironment(deps, { mirror, commit }, input.repo, {
+    allowed: allowedRegistries(deps, reg),
+  }).catch(async (err: Error) => {
+    // A transient failure (a download, a full disk) is retried: the row stays open for the retry to finish.
+    if (isFinal(err)) {
+      const failed = await snapshots.finishBuild(row.id, { status: 'failed', commit, error: err.message });
+      await recordBuild(audit, failed, {});
+    }
+    throw err;
+  });
+  const chosen = setupOf(
+    reg,
+    inputs,
+    await repoFileSetup(mirror, commit),
+    environment.setup,
+    await inferredSetupAt(mirror, commit),
+  );
+  if (!chosen) {
+    const error =
+      `no setup, and no lockfile drydock knows to infer one from: register one with --setup, or give setup in ` +
+      `${REPO_CONFIG_FILE}, or add ${SETUP_SCRIPT} to the repo (commit ${commit.slice(0, 12)})`;
+    await recordBuild(audit, await snapshots.finishBuild(row.id, { status: 'failed', commit, error }), {});
+    throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
+  }
+  const sandbox = sandboxName(input.buildId);
+  const services = await buildServices(deps, { row, commit, reg, repo: input.repo, environment });
+  const shares = sharesOf(BUILD_LIMITS, services);
+  const env = [...environment.env, ...Object.entries(chosen.env ?? {}).map(([k, v]) => `${k}=${v}`)];
+  // From the repo's environment, no network, labelled so the reaper finds it after its expiry.
+  await createOwnedContainer(deps, {
+    name: sandbox,
+    image: environment.image,
+    mounts: environment.mounts,
+    env,
+    owner: input.buildId,
+    repo: input.repo,
+    expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
+    limits: { ...BUILD_LIMITS, ...shares.sandbox },
+  });
+  // Healthy before setup runs: its migrations and seed data land in them, and the snapshot keeps them.
+  await startBuildServices(deps, sandbox, services, shares.services, { row, commit });
+  const handle = sandboxOf(sandboxes, sandbox);
+  if (!(await isProvisioned(handle))) {
+    await copyWorkingTree(handle, mirror, commit);
+    await markProvisioned(handle);
+  }
+  log.info(
+    { buildId: input.buildId, repo: input.repo, commit, sandboxId: sandbox, host: hostId, setup: chosen.source },
+    'snapshot build',
+  );
+  return {
+    buildId: input.buildId,
+    repo: input.repo,
+    sandbox,
+    image: environment.image,
+    host: hostId,
+    hostQueue,
+    commit,
+    setup: chosen.command,
+    setupSource: chosen.source,
+    setupEnv: chosen.env ?? {},
+    setupHash: setupHash(chosen.command, inputs, environment.key),
+    setupTimeoutMs: reg.setupTimeoutMs,
+    egress: reg.egress,
+    keep: reg.keep,
+    services,
   };
 }
 
@@ -251,11 +313,14 @@ async function imageOfBuild(
   { sandboxes, hostId }: Pick<SandboxDeps, 'sandboxes' | 'hostId'>,
   plan: SnapshotBuildPlan,
   tag: string,
+  services: RunnableService[],
 ) {
   const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,
     labels: {
+      ...(services.length ? { [SERVICES_LABEL]: JSON.stringify(services) } : {}),
+      ...(Object.keys(plan.setupEnv).length ? { [SNAPSHOT_ENV_LABEL]: JSON.stringify(plan.setupEnv) } : {}),
       [SNAPSHOT_LABELS.image]: 'snapshot',
       [SNAPSHOT_LABELS.repo]: plan.repo,
       [SNAPSHOT_LABELS.commit]: plan.commit,
@@ -268,6 +333,41 @@ async function imageOfBuild(
   });
   await sandboxes.prepareImage(tag);
   return image;
+}
+
+/**
+ * Setup's data: each service with data folders is stopped (cleanly, as its
+ * image says) and its folders become its data image, `<snapshot tag>-<service>`
+ * under drydock-data-<repo>; made once its lower layers exist on this host,
+ * so no session start pays for them. Returns the services as sessions run them.
+ */
+async function captureServices(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  plan: SnapshotBuildPlan,
+  tag: string,
+): Promise<RunnableService[]> {
+  const out: RunnableService[] = [];
+  for (const s of plan.services) {
+    if (!s.data.length) {
+      out.push(s);
+      continue;
+    }
+    const runtime = serviceRuntime(deps.sandboxes);
+    await runtime.stop(plan.sandbox, s.name, 60);
+    const dataImage = await runtime.captureData(plan.sandbox, s.name, {
+      image: s.image,
+      folders: s.data,
+      tag: `drydock-data-${tag.replace(/[:/]/g, '-')}:${s.name}`,
+      labels: {
+        [SNAPSHOT_LABELS.image]: 'service-data',
+        [SNAPSHOT_LABELS.repo]: plan.repo,
+        [SNAPSHOT_LABELS.build]: plan.buildId,
+      },
+    });
+    for (const [n, folder] of s.data.entries()) await runtime.prepareFolder(dataImage, dataPath(n, folder));
+    out.push({ ...s, dataImage });
+  }
+  return out;
 }
 
 /** A build's outcome in the audit trail, under the repo's snapshot audit id. */
@@ -309,4 +409,60 @@ function resultOf(row: SnapshotBuildRow, removed: string[]): SnapshotBuildResult
     ...(row.error ? { error: row.error } : {}),
     removed,
   };
+}
+
+/**
+ * The repo's services for a build: images on the host, or pulled from an
+ * allowed registry now and pinned; a refusal fails the build, naming the
+ * image and the setting.
+ */
+async function buildServices(
+  deps: SnapshotDeps,
+  ctx: { row: SnapshotBuildRow; commit: string; reg: RepoRegistration; repo: string; environment: SandboxEnvironment },
+): Promise<RunnableService[]> {
+  const allowed = allowedRegistries(deps, ctx.reg);
+  return failBuildOn(deps, ctx, () =>
+    resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true }),
+  );
+}
+
+/** The registries a repo's images may be pulled from: the server's, then the repo's own. */
+function allowedRegistries(deps: SnapshotDeps, reg: RepoRegistration): string[] {
+  return [...(deps.allowedRegistries ?? []), ...(reg.registries ?? [])];
+}
+
+async function startBuildServices(
+  deps: SnapshotDeps,
+  sandbox: string,
+  services: RunnableService[],
+  shares: Record<string, Share>,
+  ctx: { row: SnapshotBuildRow; commit: string },
+): Promise<void> {
+  if (!services.length) return;
+  const labels = ownerLabels((await deps.sandboxes.info(sandbox))?.labels ?? {});
+  await failBuildOn(deps, ctx, () =>
+    startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }).catch((err) => {
+      throw err instanceof ServiceFailure ? new EnvironmentError(err.message) : err;
+    }),
+  );
+}
+
+/** Runs `fn`; a permanent problem (the environment's) ends the build as failed, saying why, and fails the activity. */
+async function failBuildOn<T>(
+  deps: SnapshotDeps,
+  ctx: { row: SnapshotBuildRow; commit: string },
+  fn: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof EnvironmentError)) throw err;
+    const failed = await deps.snapshots.finishBuild(ctx.row.id, {
+      status: 'failed',
+      commit: ctx.commit,
+      error: err.message,
+    });
+    await recordBuild(deps.audit, failed, {});
+    throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
+  }
 }

@@ -28,6 +28,7 @@ import { recordEvent } from '../../store/audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { SandboxDeps } from './deps';
 import { heartbeatProgress } from '../../platform/heartbeat';
+import { checkServices, syncServiceLogs } from './services';
 import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from '../contract';
@@ -100,6 +101,8 @@ export function createStepActivities(deps: StepDeps) {
       const started = Date.now();
       // drydock-run ended whatever the step left running, then took the checkpoint in the same exec.
       const { result, checkpoint } = await runStepOnce(deps, input);
+      // A service that died or turned unhealthy meanwhile: the step failed for it, named (the sandbox is replaced).
+      const lost = checkServices(deps.sandboxes, input.sandbox);
       // A step stopped by the sandbox's memory, process or disk limit ends the session (and
       // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
       const exhausted = result.failure !== undefined && result.failure !== 'timeout';
@@ -117,6 +120,7 @@ export function createStepActivities(deps: StepDeps) {
             : takeCheckpoint(deps, sandboxOf(deps.sandboxes, at.sandbox), at)
         ).catch(permanent);
       }
+      await lost;
       await recordEvent(deps.audit, {
         sessionId: input.sessionId,
         key: `${input.key}/command`,
@@ -423,11 +427,12 @@ async function commandResult(
  * CLI) can be followed live; returns `running`'s result.
  */
 async function streamOutput<T>(
-  { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
+  deps: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor' | 'egressRoot'>,
   to: { sessionId: string; sandbox: string; file: string; name: string },
   running: Promise<T>,
   cli?: AgentCliName,
 ): Promise<T> {
+  const { sandboxes, artifacts, redactor } = deps;
   const sandbox = sandboxOf(sandboxes, to.sandbox);
   // A secret cut in two by a chunk boundary is held until it can be recognised whole.
   const stream = redactor.stream();
@@ -442,9 +447,11 @@ async function streamOutput<T>(
   // put below is still awaited; the caller still gets the rejection from the return.
   finished.catch(() => undefined);
   await artifacts.put(to.sessionId, to.name, '');
+  await syncServiceLogs(deps, to.sandbox).catch(() => undefined);
   while (!done) {
     await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, STREAM_INTERVAL_MS))]);
     if (done) break;
+    await syncServiceLogs(deps, to.sandbox).catch(() => undefined);
     const chunk = await sandbox.files.readFrom(to.file, copied, STREAM_CHUNK_BYTES).catch(() => undefined);
     if (!chunk?.length) continue;
     copied += chunk.length;

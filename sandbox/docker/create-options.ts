@@ -5,7 +5,7 @@
 import type Docker from 'dockerode';
 import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
 import { redactUrl } from '../../workflows/rules/repo-url';
-import { HOME, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
+import { COMPANION_LABEL, HOME, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
 import type { OverlayDirs, SandboxStorage } from './storage';
 
 export function isStatus(err: unknown, code: number): boolean {
@@ -17,17 +17,10 @@ export function shownLabels(labels: Record<string, string>): Record<string, stri
   return Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, redactUrl(v)]));
 }
 
-/**
- * Docker's create options of a sandbox: no network, non-root, no capabilities,
- * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
- * /workspace and the home folder are anonymous volumes of type overlay over
- * the image's copy (sandbox/docker/storage.ts), removed with the container.
- */
-export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
-  const labels = shownLabels(spec.labels);
-  const readonlyRoot = spec.readonlyRoot ?? true;
-  const volume = (target: string, dirs: OverlayDirs) => ({
-    Type: 'volume' as const,
+/** A copy-on-write folder: a local volume mounting an overlay of `dirs` at `target` (a sandbox's or a service's). */
+export function overlayVolume(target: string, dirs: OverlayDirs, labels: Record<string, string>): Docker.MountSettings {
+  return {
+    Type: 'volume',
     Source: '',
     Target: target,
     // NoCopy: the overlay's lower layer already is the image's content; nothing is copied.
@@ -43,7 +36,19 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
         },
       },
     },
-  });
+  } as Docker.MountSettings;
+}
+
+/**
+ * Docker's create options of a sandbox: no network, non-root, no capabilities,
+ * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
+ * /workspace and the home folder are anonymous volumes of type overlay over
+ * the image's copy (sandbox/docker/storage.ts), removed with the container.
+ */
+export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
+  const labels = shownLabels({ ...spec.labels, ...(spec.companionOf ? { [COMPANION_LABEL]: spec.companionOf } : {}) });
+  const readonlyRoot = spec.readonlyRoot ?? true;
+  const volume = (target: string, dirs: OverlayDirs) => overlayVolume(target, dirs, labels);
   return {
     name: spec.name,
     Image: spec.image,

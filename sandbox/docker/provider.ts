@@ -14,6 +14,7 @@ import { PassThrough, Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
+  COMPANION_LABEL,
   HOME,
   ImageBuildFailed,
   LABELS,
@@ -36,6 +37,7 @@ import {
 } from '../provider';
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
+import { DockerServices } from './services';
 
 /** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
 const ATTACH_SHELL =
@@ -52,8 +54,10 @@ export class DockerProvider implements SandboxProvider {
     buildsImages: true,
     lateCompanions: true,
     diskLimit: true,
+    services: true,
   };
   readonly storage: SandboxStorageRoot;
+  readonly services: DockerServices;
 
   constructor(
     readonly docker: Docker = new Docker(),
@@ -61,6 +65,7 @@ export class DockerProvider implements SandboxProvider {
     storageRoot = path.join(tmpdir(), 'drydock-sandbox-storage'),
   ) {
     this.storage = new SandboxStorageRoot(docker, storageRoot);
+    this.services = new DockerServices(docker, this.storage);
   }
 
   /** Creates and starts the sandbox, or returns the one that already has this name. */
@@ -336,14 +341,33 @@ export class DockerProvider implements SandboxProvider {
     let removed = true;
     try {
       name = (await this.docker.getContainer(nameOrId).inspect()).Name.replace(/^\//, '');
+      // Its services first: they live in its network namespace and keep their data on its disk.
+      await this.destroyCompanions(name);
       await this.docker.getContainer(nameOrId).remove({ force: true, v: true });
     } catch (err) {
       if (isStatus(err, 404)) removed = false;
       else if (!isStatus(err, 409)) throw err; // 409: removal already in progress
     }
+    if (!removed) await this.destroyCompanions(name); // services a crash left without their sandbox
     if (await this.exists(name)) return true; // another call's removal still runs; its storage goes with it
     await this.storage.remove(name);
     return removed;
+  }
+
+  /** Removes the containers in a sandbox's network namespace (services, the app), with their volumes. */
+  async destroyCompanions(sandbox: string): Promise<void> {
+    const found = await this.docker.listContainers({
+      all: true,
+      filters: { label: [`${COMPANION_LABEL}=${sandbox}`] },
+    });
+    for (const c of found) {
+      await this.docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .catch((err: unknown) => {
+          if (!isStatus(err, 404) && !isStatus(err, 409)) throw err;
+        });
+    }
   }
 
   /**
@@ -382,10 +406,35 @@ export class DockerProvider implements SandboxProvider {
   async image(ref: string): Promise<ImageInfo | undefined> {
     try {
       const info = await this.docker.getImage(ref).inspect();
-      return { id: info.Id, sizeBytes: info.Size, labels: info.Config?.Labels ?? {}, env: info.Config?.Env ?? [] };
+      const config = info.Config as (typeof info.Config & { Healthcheck?: { Test?: string[] } }) | undefined;
+      const healthcheck = healthcheckArgv(config?.Healthcheck?.Test);
+      return {
+        id: info.Id,
+        sizeBytes: info.Size,
+        labels: config?.Labels ?? {},
+        env: config?.Env ?? [],
+        volumes: Object.keys(config?.Volumes ?? {}),
+        ...(healthcheck ? { healthcheck } : {}),
+      };
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
+    }
+  }
+
+  async imageHasFile(ref: string, file: string): Promise<boolean> {
+    const probe = await this.docker.createContainer({
+      Image: ref,
+      Entrypoint: ['true'],
+      HostConfig: { NetworkMode: 'none' },
+    });
+    try {
+      return await probe.getArchive({ path: file }).then(
+        () => true,
+        () => false,
+      );
+    } finally {
+      await probe.remove({ force: true });
     }
   }
 
@@ -507,4 +556,11 @@ function dockerBuild(args: string[], stdin?: string): Promise<void> {
       else reject(new ImageBuildFailed(output));
     });
   });
+}
+
+/** Docker's HEALTHCHECK test (["CMD", …], ["CMD-SHELL", "…"], ["NONE"]) as argv, or undefined. */
+function healthcheckArgv(test: string[] | undefined): string[] | undefined {
+  if (!test?.length || test[0] === 'NONE') return undefined;
+  if (test[0] === 'CMD-SHELL') return ['sh', '-c', test.slice(1).join(' ')];
+  return test[0] === 'CMD' ? test.slice(1) : test;
 }

@@ -204,11 +204,13 @@ test('an image without Node.js or Chromium passes the browser check through the 
   expect(final.phase).toBe('completed');
 }, 300_000);
 
-test('an image without git fails at provisioning, saying so', async () => {
+test("an image without git gets drydock's own, last on PATH, and the session's checkpoints and commit work", async () => {
   const repo = await fixture({ '.devcontainer/devcontainer.json': '{ "image": "debian:trixie-slim" }' });
-  const { final } = await session('nogit', repo, 'true');
-  expect(final.phase).toBe('failed');
-  expect(final.error).toContain('has no git; drydock needs sh and git');
+  const { final, output } = await session('nogit', repo, 'command -v git && git --version && echo edited >> README.md');
+  expect(output).toContain('/opt/drydock/git/bin/git');
+  expect(output).toMatch(/^git version /m);
+  expect(final.phase).toBe('completed');
+  expect(final.agent?.diffstat).toMatch(/README\.md/);
 }, 120_000);
 
 describe("a repo's Dockerfile runs and fetches nothing on the host", () => {

@@ -104,6 +104,7 @@ test('repo add (CLI) creates the schedule and registration; snapshot build (CLI)
     keep: 2,
     setupTimeoutMs: 30 * 60_000,
     egress: [{ host: '127.0.0.1', port: 4873 }],
+    registries: [],
   });
 
   const listed = await runCli(['repo', 'list', '--json'], env);
@@ -249,11 +250,15 @@ test('a failed setup keeps the previous snapshot in service and says why', async
     },
     (e) => e,
   );
-  expect(err.cause?.message).toMatch(/setup exited with 3: cannot reach the registry/);
+  expect(err.cause?.message).toMatch(
+    /setup exited with 3 \(setup from \.drydock\/setup\.sh: sh \.drydock\/setup\.sh\): cannot reach the registry/,
+  );
   const [failed] = await registry.builds({ repo: repo.url, limit: 1 });
   expect(failed).toMatchObject({
     status: 'failed',
-    error: expect.stringMatching(/setup exited with 3: cannot reach the registry/),
+    error: expect.stringMatching(
+      /setup exited with 3 \(setup from \.drydock\/setup\.sh: sh \.drydock\/setup\.sh\): cannot reach the registry/,
+    ),
   });
   const ready = await registry.ready(repo.url, stack.config.DRYDOCK_HOST_ID);
   expect(ready.map((r) => r.image)).toEqual([good.image]);
@@ -337,6 +342,7 @@ describe.each([
       keep: 3,
       setupTimeoutMs: 5_000,
       egress: [],
+      registries: [],
     });
     expect((await reg.repos()).map((r) => r.repo)).toContain(repo);
 

@@ -43,7 +43,7 @@ describe('parseDevcontainer', () => {
       '{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}}}',
       /features \(ghcr.io.*need a container registry/,
     ],
-    ['{}', /give image or build.dockerfile/],
+    ['{}', /give image, build.dockerfile or dockerComposeFile/],
     ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
     ['{"image": "x", "remoteUser": "0"}', /remoteUser root/],
     // It was interpolated into drydock's own RUN line as root: a user name or uid, nothing else.

@@ -69,7 +69,7 @@ function parseMap(lines: string[]): { folders: Set<string>; files: Map<string, S
     files.get(folder)!.add(name);
   };
   const fileNames = (text: string) =>
-    (text.match(/[\w.-]+\.(ts|mjs|json|md|sh|sql|yaml)\b|drydock-[\w-]+|Dockerfile/g) ?? []).filter(
+    (text.match(/[\w.-]+\.(ts|mjs|json|md|sh|sql|yaml|Dockerfile)\b|drydock-[\w-]+|Dockerfile/g) ?? []).filter(
       (name) => !text.includes(`/${name}`),
     );
   for (const line of lines) {

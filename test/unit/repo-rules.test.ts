@@ -166,7 +166,16 @@ test('the repo file: every bad field is named', () => {
 test('the shipped JSON Schema of the repo file is the one generated from the zod schema (run npm run schema)', () => {
   const shipped = JSON.parse(readFileSync(path.join(__dirname, '../../workflows/repo-config.schema.json'), 'utf8'));
   expect(shipped).toEqual(repoConfigJsonSchema());
-  expect(Object.keys(shipped.properties)).toEqual(['setup', 'verify', 'egress', 'agent', 'limits', 'environment']);
+  expect(Object.keys(shipped.properties)).toEqual([
+    'setup',
+    'verify',
+    'egress',
+    'agent',
+    'limits',
+    'environment',
+    'services',
+    'app',
+  ]);
 });
 
 test("setup: the operator's command, else the repo file's, else the repo's setup script", () => {

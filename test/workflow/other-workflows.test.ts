@@ -132,6 +132,9 @@ describe('refreshSnapshot', () => {
       setupTimeoutMs: 60_000,
       egress: [{ host: 'registry.npmjs.org' }],
       keep: 2,
+      setupSource: 'the operator (--setup)',
+      setupEnv: {},
+      services: [],
     });
   const here = () => Context.current().info.taskQueue;
   const built = (plan: SnapshotBuildPlan, status: SnapshotBuildResult['status']): SnapshotBuildResult => ({

@@ -85,6 +85,9 @@ export function sandboxLoss(err: unknown, sandbox: Sandbox): SandboxLoss | undef
   const cause = err.cause;
   if (cause instanceof ApplicationFailure && cause.type === ErrorType.SandboxNotFound)
     return { why: `sandbox ${sandbox.name} is gone`, hostLost: false };
+  // The service is named: "service db exited (code 137); its log ends: …".
+  if (cause instanceof ApplicationFailure && cause.type === ErrorType.ServiceLost)
+    return { why: cause.message, hostLost: false };
   if (cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START')
     return {
       why: `host ${sandbox.host} did not pick up ${err.activityType} within ${Math.round(sandbox.hostTimeoutMs / 1000)}s`,

@@ -1,0 +1,151 @@
+/**
+ * A service's folders, copy-on-write like the sandbox's /workspace
+ * (sandbox/docker-storage.ts): each data folder and each VOLUME of the
+ * service's image is an overlay whose lower layer is a named volume Docker
+ * filled once per host from an image (the service's own, or the snapshot's
+ * data image holding what setup wrote), and whose upper layer lives on the
+ * sandbox's own disk (its `limits.disk` counts it). A session starts with
+ * setup's migrated, seeded database in the time of a mount, and changes only
+ * its own copy.
+ *
+ * A snapshot's data image: the service's image with each data folder's
+ * content after setup under /drydock-data/<n>/ (not a VOLUME of the image,
+ * so `docker commit` keeps it), made while the service is stopped.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, chown, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type Docker from 'dockerode';
+import { DATA_ROOT } from '../provider';
+import { LOWER_LABEL, type OverlayDirs, type SandboxStorageRoot } from './storage';
+
+const run = promisify(execFile);
+
+/** On a finished lower volume of one path: `<image id> <path>`. */
+const PATH_READY_LABEL = 'drydock.lower.path-ready';
+
+function isStatus(err: unknown, code: number): boolean {
+  return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
+}
+
+/**
+ * The host folder holding `image`'s content at `containerPath`: a named
+ * volume Docker filled from the image (once per image, path and host; the
+ * reaper removes it with the image, by the lower label).
+ */
+export async function pathLower(docker: Docker, image: string, containerPath: string): Promise<string> {
+  const imageId = (await docker.getImage(image).inspect()).Id;
+  const key = `${imageId} ${containerPath}`;
+  const found = await readyVolume(docker, key);
+  if (found) return found;
+  const name = `drydock-lower-${imageId.replace(/^sha256:/, '').slice(0, 12)}-${randomBytes(4).toString('hex')}`;
+  await docker.createVolume({ Name: name, Labels: { [LOWER_LABEL]: imageId } });
+  // Creating a container that mounts the empty volume makes Docker copy the image's folder into it.
+  const filler = await docker.createContainer({
+    Image: imageId,
+    Entrypoint: ['true'],
+    Labels: { [LOWER_LABEL]: imageId },
+    HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: name, Target: containerPath }] },
+  });
+  await docker.getContainer(filler.id).remove({ force: true });
+  // The marker: an empty volume whose labels name the finished copy. Two workers racing: the first by name wins.
+  await docker.createVolume({
+    Name: `${name}-ready`,
+    Labels: { [LOWER_LABEL]: imageId, [PATH_READY_LABEL]: key, 'drydock.lower.volume': name },
+  });
+  return (await readyVolume(docker, key))!;
+}
+
+async function readyVolume(docker: Docker, key: string): Promise<string | undefined> {
+  const listed = await docker.listVolumes({ filters: { label: [`${PATH_READY_LABEL}=${key}`] } });
+  for (const marker of (listed.Volumes ?? []).sort((a, b) => a.Name.localeCompare(b.Name))) {
+    try {
+      return (await docker.getVolume(marker.Labels['drydock.lower.volume']).inspect()).Mountpoint;
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+      await docker
+        .getVolume(marker.Name)
+        .remove()
+        .catch(() => undefined);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A service folder's overlay on the sandbox's disk: its upper layer under
+ * the sandbox's storage, owned like the lower's root (a PostgreSQL data
+ * folder must stay its user's, mode 0700).
+ */
+export async function serviceOverlay(
+  storage: SandboxStorageRoot,
+  sandbox: string,
+  layer: string,
+  lower: string,
+): Promise<OverlayDirs> {
+  const base = path.join(storage.root, 'sandboxes', sandbox, 'fs', 'services', layer);
+  const upper = path.join(base, 'upper');
+  const work = path.join(base, 'work');
+  await mkdir(upper, { recursive: true });
+  await mkdir(work, { recursive: true });
+  const root = await stat(lower);
+  await chown(upper, root.uid, root.gid);
+  await chmod(upper, root.mode & 0o7777);
+  return { lower, upper, work };
+}
+
+/**
+ * The data image of a stopped service container: the service's image with
+ * each of `folders` (as the container has them now) under DATA_ROOT/<n>/.
+ * An existing `tag` is kept (a retry).
+ */
+export async function captureData(
+  docker: Docker,
+  container: string,
+  opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
+): Promise<string> {
+  if (
+    await docker
+      .getImage(opts.tag)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      )
+  )
+    return opts.tag;
+  const staging = await docker.createContainer({
+    Image: opts.image,
+    Labels: opts.labels,
+    HostConfig: { NetworkMode: 'none' },
+  });
+  try {
+    await staging.putArchive(await emptyFolders(opts.folders.length), { path: '/' });
+    for (const [n, folder] of opts.folders.entries()) {
+      const tar = await docker.getContainer(container).getArchive({ path: folder });
+      await staging.putArchive(tar, { path: `${DATA_ROOT}/${n}` });
+    }
+    const at = opts.tag.lastIndexOf(':');
+    await staging.commit({ repo: opts.tag.slice(0, at), tag: opts.tag.slice(at + 1), comment: `data of ${container}` });
+  } finally {
+    await staging.remove({ force: true, v: true });
+  }
+  return opts.tag;
+}
+
+/** A tar of DATA_ROOT/0 … DATA_ROOT/<count-1>, empty folders, for putArchive to extract into. */
+async function emptyFolders(count: number): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-data-'));
+  try {
+    for (let n = 0; n < count; n++) await mkdir(path.join(dir, DATA_ROOT, String(n)), { recursive: true });
+    const { stdout } = await run('tar', ['-c', '-C', dir, '--owner=0', '--group=0', DATA_ROOT.slice(1)], {
+      encoding: 'buffer',
+    });
+    return stdout;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * A sandbox's services (docs/services.md), on any provider with a
+ * ServiceRuntime (sandbox/provider.ts; the Docker engine's is
+ * sandbox/docker/services.ts): started in dependency order, each in the
+ * sandbox's network namespace, with its data folders copy-on-write over the
+ * snapshot's data (or its image's content) and its image's other volumes
+ * fresh. Each is ready once its health check passes (its own, else its
+ * image's), else once its ports listen, else once it keeps running; one that
+ * exits or never gets there fails, named, with its log's tail.
+ */
+import { dataPath, type ServiceRuntime, type ServiceState, type SandboxProvider } from './provider';
+import { startOrder, type ServiceSpec } from '../workflows/services';
+import type { Share } from '../workflows/rules/service-limits';
+import { sandboxOf } from './handle';
+
+/** A service as a sandbox runs it: its spec with the image to run, and the snapshot's data image. */
+export interface RunnableService extends ServiceSpec {
+  /** On the host, or pinned by digest at the snapshot's build. */
+  image: string;
+  /** What setup left in its data folders (ServiceRuntime.captureData); absent: the image's own. */
+  dataImage?: string;
+}
+
+/** On a snapshot image: its services as JSON (RunnableService[]). */
+export const SERVICES_LABEL = 'drydock.snapshot.services';
+/** On a service: the data image its folders' lower layers come from (kept while it runs). */
+export const SERVICE_DATA_LABEL = 'drydock.service.data';
+/** How long a service without a health check may take to listen on its ports. */
+const PORTS_TIMEOUT_MS = 60_000;
+
+/** A service that would not start, died or failed its health check: names it, with its log's tail. */
+export class ServiceFailure extends Error {
+  constructor(
+    readonly service: string,
+    what: string,
+    readonly logTail = '',
+  ) {
+    super(`service ${service} ${what}${logTail ? `; its log ends: ${logTail}` : ''}`);
+    this.name = 'ServiceFailure';
+  }
+}
+
+/** The snapshot image's services, or none. */
+export function recordedServices(labels: Record<string, string> | undefined): RunnableService[] {
+  const text = labels?.[SERVICES_LABEL];
+  return text ? (JSON.parse(text) as RunnableService[]) : [];
+}
+
+/** The provider's services, or why it has none. */
+export function serviceRuntime(provider: SandboxProvider): ServiceRuntime {
+  if (!provider.services) throw new Error(`the ${provider.name} provider runs no services`);
+  return provider.services;
+}
+
+export interface StartOptions {
+  shares: Record<string, Share>;
+  /** The sandbox's own labels (session, repo, host, expiry): the reaper finds its services by them too. */
+  labels: Record<string, string>;
+  runtime?: string;
+}
+
+/**
+ * Starts `services` beside `sandbox`, each level of the dependency order
+ * together, and waits until each is ready. Idempotent: a retry finds what it
+ * made and starts any that stopped.
+ */
+export async function startServices(
+  provider: SandboxProvider,
+  sandbox: string,
+  services: RunnableService[],
+  opts: StartOptions,
+): Promise<void> {
+  const order = startOrder(services) ?? services;
+  const started = new Set<string>();
+  while (started.size < order.length) {
+    const level = order.filter((s) => !started.has(s.name) && s.dependsOn.every((d) => started.has(d)));
+    const tests = await Promise.all(level.map((s) => startOne(provider, sandbox, s, opts)));
+    await Promise.all(level.map((s, i) => waitReady(provider, sandbox, s, tests[i])));
+    for (const s of level) started.add(s.name);
+  }
+}
+
+/**
+ * Readies what starting `services` reads on this host (their images' volumes,
+ * the copy-on-write lower layers of their folders), so that it can overlap
+ * with the sandbox's own creation.
+ */
+export async function prepareServices(provider: SandboxProvider, services: RunnableService[]): Promise<void> {
+  await Promise.all(
+    services.map(async (s) => {
+      for (const folder of await foldersOf(provider, s))
+        await serviceRuntime(provider).prepareFolder(folder.from.image, folder.from.path);
+    }),
+  );
+}
+
+/** A service's writable folders: data folders over setup's data, the image's other volumes over its own content. */
+async function foldersOf(provider: SandboxProvider, s: RunnableService) {
+  const image = await provider.image(s.image);
+  if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
+  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
+  return [
+    ...s.data.map((path, n) => ({
+      path,
+      from: s.dataImage ? { image: s.dataImage, path: dataPath(n, path) } : { image: s.image, path },
+    })),
+    ...volumes.map((path) => ({ path, from: { image: s.image, path } })),
+  ];
+}
+
+/** Starts one service; returns its health check (its own, else its image's). */
+async function startOne(
+  provider: SandboxProvider,
+  sandbox: string,
+  s: RunnableService,
+  opts: StartOptions,
+): Promise<string[] | undefined> {
+  const share = opts.shares[s.name];
+  const folders = await foldersOf(provider, s);
+  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
+  await serviceRuntime(provider).start({
+    sandbox,
+    service: s.name,
+    image: s.image,
+    labels: { ...opts.labels, ...(s.dataImage ? { [SERVICE_DATA_LABEL]: s.dataImage } : {}) },
+    env: Object.entries(s.environment).map(([k, v]) => `${k}=${v}`),
+    ...(s.command ? { command: s.command } : {}),
+    ...(s.entrypoint ? { entrypoint: s.entrypoint } : {}),
+    ...(s.user ? { user: s.user } : {}),
+    ...(s.workingDir ? { workingDir: s.workingDir } : {}),
+    // The provider keeps checking while the session runs (an unhealthy service is named after a
+    // step); readiness at the start is polled faster than a provider's first check (waitReady).
+    ...(test
+      ? {
+          healthcheck: {
+            test,
+            intervalMs: Math.max(s.healthcheck?.intervalMs ?? 5_000, 1_000),
+            timeoutMs: s.healthcheck?.timeoutMs ?? 10_000,
+            retries: s.healthcheck?.retries ?? 3,
+          },
+        }
+      : {}),
+    folders,
+    cpus: share.cpus,
+    memoryBytes: share.memoryBytes,
+    pids: share.pids,
+    ...(opts.runtime ? { runtime: opts.runtime } : {}),
+  });
+  return test;
+}
+
+/** Waits until a service is ready (see the module's header). */
+async function waitReady(
+  provider: SandboxProvider,
+  sandbox: string,
+  s: RunnableService,
+  test: string[] | undefined,
+): Promise<void> {
+  const runtime = serviceRuntime(provider);
+  const hc = s.healthcheck;
+  const budget = test
+    ? Math.max((hc?.startPeriodMs ?? 0) + (hc?.retries ?? 60) * (hc?.intervalMs ?? 1_000), 10_000)
+    : PORTS_TIMEOUT_MS;
+  const deadline = Date.now() + budget;
+  const poll = Math.min(hc?.intervalMs ?? 1_000, 50);
+  for (;;) {
+    const state = await runtime.state(sandbox, s.name);
+    if (!state?.running) {
+      const how = `exited with code ${state?.exitCode ?? '?'} before it was ready`;
+      throw new ServiceFailure(s.name, how, await logTail(runtime, sandbox, s.name));
+    }
+    if (test ? (await runtime.exec(sandbox, s.name, test)) === 0 : await listening(provider, sandbox, s.ports)) return;
+    if (Date.now() > deadline) {
+      const how = test
+        ? `did not pass its health check (${test.join(' ')})`
+        : `did not listen on ${s.ports.join(', ')}`;
+      throw new ServiceFailure(
+        s.name,
+        `${how} within ${Math.round(budget / 1000)}s`,
+        await logTail(runtime, sandbox, s.name),
+      );
+    }
+    await new Promise((r) => setTimeout(r, poll));
+  }
+}
+
+/** Whether every port listens: the sandbox shares the services' network namespace, so its /proc/net lists them. */
+async function listening(provider: SandboxProvider, sandbox: string, ports: number[]): Promise<boolean> {
+  if (!ports.length) return true;
+  const { stdout } = await sandboxOf(provider, sandbox).commands.script({
+    name: 'ports',
+    text: 'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null',
+  });
+  const listen = stdout
+    .toString()
+    .split('\n')
+    .filter((l) => l.split(/\s+/)[4] === '0A')
+    .map((l) => parseInt(l.split(/\s+/)[2]?.split(':')[1] ?? '', 16));
+  return ports.every((p) => listen.includes(p));
+}
+
+/** The last `bytes` of a service's log. */
+export async function logTail(runtime: ServiceRuntime, sandbox: string, service: string, bytes = 1_500) {
+  const text = await runtime.log(sandbox, service, 200).catch(() => '');
+  return text.slice(-bytes).trim();
+}
+
+/** What is wrong with a sandbox's services now: one that exited or that its provider finds unhealthy, named. */
+export async function serviceProblems(provider: SandboxProvider, sandbox: string): Promise<ServiceFailure[]> {
+  if (!provider.services) return [];
+  const runtime = provider.services;
+  const problems: ServiceFailure[] = [];
+  for (const service of await runtime.list(sandbox)) {
+    const state = await runtime.state(sandbox, service);
+    const why = state && problemOf(state);
+    if (why) problems.push(new ServiceFailure(service, why, await logTail(runtime, sandbox, service, 800)));
+  }
+  return problems;
+}
+
+function problemOf(state: ServiceState): string | undefined {
+  if (!state.running) return `exited (code ${state.exitCode}${state.oomKilled ? ', out of memory' : ''})`;
+  if (state.health === 'unhealthy') {
+    return `failed its health check${state.healthOutput ? ` (${state.healthOutput})` : ''}`;
+  }
+  return undefined;
+}

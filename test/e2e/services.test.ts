@@ -1,0 +1,135 @@
+/**
+ * Full-stack sandboxes on real Temporal, Docker, git and PostgreSQL: a repo
+ * whose tests need PostgreSQL 17 and Redis (images built here from Debian's
+ * packages), declared in .drydock/config.yaml or through a dev container's
+ * compose file. Setup's migration is in the snapshot; every session starts
+ * from its own copy of it and none sees another's writes; a service killed
+ * mid-session is named and the sandbox is replaced with its services.
+ */
+import { addRepo } from '../../cli/snapshots';
+import { ensureServiceImage } from '../../sandbox-images/service-images';
+import { serviceContainerName } from '../../sandbox/docker/services';
+import { SnapshotRegistry } from '../../sandbox/snapshots';
+import { openDatabase, type Database } from '../../store/db';
+import type { SessionStatus } from '../../workflows/api';
+import {
+  containersOf,
+  docker,
+  makeFixtureRepo,
+  newSessionId,
+  pollUntil,
+  scriptedSession,
+  startSession,
+  startStack,
+  waitForStatus,
+  type TestStack,
+} from '../support/helpers';
+import { composeServices, configServices, PG_CLIENT, REDIS_CLIENT } from '../support/service-clients';
+import { buildSnapshot, removeSnapshots } from '../support/snapshots';
+
+let stack: TestStack;
+let db: Database;
+let snapshots: SnapshotRegistry;
+let images: { postgres: string; redis: string };
+const repos: string[] = [];
+
+beforeAll(async () => {
+  images = { postgres: await ensureServiceImage('postgres'), redis: await ensureServiceImage('redis') };
+  stack = await startStack();
+  db = await openDatabase(stack.config);
+  snapshots = new SnapshotRegistry(db.pool);
+}, 600_000);
+afterAll(async () => {
+  if (stack) await removeSnapshots(stack, repos);
+  await db?.close();
+  await stack?.stop();
+});
+
+/** A registered repo with the two clients and `files`, and its snapshot, built. */
+async function snapshotOf(files: Record<string, string>) {
+  const repo = await makeFixtureRepo({ 'pgq.js': PG_CLIENT, 'redisq.js': REDIS_CLIENT, ...files });
+  repos.push(repo.url);
+  await addRepo(stack.client, stack.config, repo.url, { every: '1h' });
+  const built = await buildSnapshot(stack, repo.url);
+  expect(built).toMatchObject({ status: 'ready' });
+  return { repo, built };
+}
+
+/** Runs a scripted session to its end; returns its final status and step outputs, and checks nothing is left. */
+async function session(name: string, url: string, steps: string[]) {
+  const id = newSessionId(name);
+  const handle = await startSession(stack, id, scriptedSession(url, name, steps));
+  await handle.result().catch(() => undefined);
+  expect(await containersOf(id)).toHaveLength(0);
+  const final: SessionStatus = await handle.query('status');
+  const output = (n: number) =>
+    (final.timeline.filter((t) => t.name.startsWith(`step ${n}`)).at(-1)?.outputTail ?? '').trim();
+  return { id, final, output };
+}
+
+const QUERY = 'node pgq.js "select name from items order by name" && node redisq.js GET greeting';
+const WRITE = `node pgq.js "insert into items values ('written')" && node redisq.js SET greeting written`;
+
+async function everySessionStartsFromTheSnapshot(url: string) {
+  // Two sessions at once: each sees setup's data, writes its own, and never the other's.
+  const [a, b] = await Promise.all([
+    session('svc-a', url, [QUERY, WRITE, QUERY]),
+    session('svc-b', url, [QUERY, 'sleep 1', QUERY]),
+  ]);
+  for (const s of [a, b]) expect(s.final.phase).toBe('completed');
+  expect(a.output(1)).toBe('seeded\nseeded');
+  expect(a.output(3)).toBe('seeded\nwritten\nwritten');
+  expect(b.output(3)).toBe('seeded\nseeded');
+  // A later session starts from the snapshot again, not from anything a session wrote.
+  const c = await session('svc-c', url, [QUERY]);
+  expect(c.output(1)).toBe('seeded\nseeded');
+}
+
+test('PostgreSQL 17 and Redis declared in .drydock/config.yaml: setup migrates once, every session gets its own copy', async () => {
+  const { built } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });
+  const row = (await snapshots.build(built.buildId))!;
+  expect(row.services).toEqual([
+    { name: 'db', image: images.postgres, dataImage: expect.stringMatching(/^drydock-data-.*:db$/) },
+    { name: 'cache', image: images.redis, dataImage: expect.stringMatching(/^drydock-data-.*:cache$/) },
+  ]);
+  expect(row.setupSource).toBe('.drydock/config.yaml');
+  await everySessionStartsFromTheSnapshot(built.repo);
+}, 600_000);
+
+test('the same through a dev container with a compose file (dockerComposeFile, service, runServices)', async () => {
+  const dev = process.env.DRYDOCK_BASE_IMAGE!;
+  const { built } = await snapshotOf(composeServices({ ...images, dev }));
+  expect((await snapshots.build(built.buildId))!.services?.map((s) => s.name)).toEqual(['db', 'cache']);
+  await everySessionStartsFromTheSnapshot(built.repo);
+}, 600_000);
+
+test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
+  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });
+  const id = newSessionId('svc-killed');
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'killed', ['node pgq.js "select 1" && touch /tmp/up && sleep 4', QUERY]),
+  );
+  // Kill the database while step 1 runs: the step ends, the service is found dead, the sandbox goes.
+  const first = await waitForStatus(handle, (s) => s.phase === 'agent' && Boolean(s.sandbox), 120_000);
+  const db = serviceContainerName(first.sandbox!.name, 'db');
+  await pollUntil(
+    async () => (await docker.getContainer(db).inspect()).State.Running,
+    (running) => running === true,
+    `${db} running`,
+    60_000,
+  );
+  await docker.getContainer(db).kill();
+  const final: SessionStatus = await handle.result();
+  expect(final.phase).toBe('completed');
+  const replaced = final.timeline.find((t) => t.name.startsWith('re-provision'));
+  expect(replaced?.name).toMatch(/service db exited \(code 137/);
+  expect(
+    final.timeline
+      .filter((t) => t.name.startsWith('step 2'))
+      .at(-1)
+      ?.outputTail?.trim(),
+  ).toBe('seeded\nseeded');
+  expect(await containersOf(id)).toHaveLength(0);
+}, 600_000);

@@ -1,0 +1,298 @@
+/**
+ * A repo's services and app, declared in .drydock/config.yaml or a dev
+ * container's compose file (workflows/services.ts, sandbox/compose.ts): both
+ * become the same spec; every bad declaration is refused naming the file and
+ * the field, and what to do.
+ */
+import { ComposeError, parseCompose, shellWords } from '../../sandbox/compose';
+import { parseDevcontainer } from '../../sandbox/repo-image';
+import { checkRepoConfig } from '../../workflows/repo-config';
+import { appOfConfig, dependencyProblems, servicesOfConfig, startOrder } from '../../workflows/services';
+
+const PG = 'drydock-service-postgres:17';
+const COMPOSE = '.devcontainer/compose.yaml';
+
+const config = (data: unknown) => checkRepoConfig(data);
+const problemsOf = (data: unknown) => {
+  const checked = config(data);
+  return checked.ok ? [] : checked.problems;
+};
+const composeProblems = (text: string, runServices?: string[]) => {
+  try {
+    parseCompose(text, COMPOSE, { devService: 'app', runServices });
+    return [];
+  } catch (err) {
+    if (!(err instanceof ComposeError)) throw err;
+    return err.problems;
+  }
+};
+
+describe('services: in .drydock/config.yaml', () => {
+  test('a full declaration becomes the spec the sandbox runs', () => {
+    const checked = config({
+      services: {
+        db: {
+          image: PG,
+          environment: { POSTGRES_PASSWORD: 'pw', PGPORT: 5432 },
+          command: ['postgres', '-c', 'fsync=off'],
+          healthcheck: { test: 'pg_isready -U postgres', interval: '500ms', retries: 20 },
+          data: ['/var/lib/postgresql/data'],
+          ports: [5432],
+          limits: { memory: '256m', pids: 128 },
+        },
+        cache: { image: 'drydock-service-redis:8', ports: [6379], dependsOn: ['db'] },
+      },
+      app: { start: 'npm start', port: 3000, ready: { path: '/health' } },
+    });
+    expect(checked.ok).toBe(true);
+    if (!checked.ok) return;
+    const [db, cache] = servicesOfConfig(checked.config.services!);
+    expect(db).toEqual({
+      name: 'db',
+      image: PG,
+      environment: { POSTGRES_PASSWORD: 'pw', PGPORT: '5432' },
+      command: ['postgres', '-c', 'fsync=off'],
+      healthcheck: {
+        test: ['sh', '-c', 'pg_isready -U postgres'],
+        intervalMs: 500,
+        timeoutMs: 10_000,
+        retries: 20,
+        startPeriodMs: 0,
+      },
+      ports: [5432],
+      data: ['/var/lib/postgresql/data'],
+      dependsOn: [],
+      limits: { memoryBytes: 256 * 1024 ** 2, pids: 128 },
+      source: 'services.db',
+    });
+    expect(cache.dependsOn).toEqual(['db']);
+    expect(appOfConfig(checked.config.app!)).toEqual({
+      start: 'npm start',
+      port: 3000,
+      readyPath: '/health',
+      readyTimeoutMs: 60_000,
+      source: 'app',
+    });
+  });
+
+  test.each([
+    [{ services: { db: { environment: {} } } }, /services\.db\.image: /],
+    [{ services: { db: { image: 'Postgres' } } }, /services\.db\.image: "Postgres" is not an image reference/],
+    [{ services: { DB: { image: PG } } }, /services\.DB: .*lowercase letters/],
+    [{ services: { db: { image: PG, privileged: true } } }, /services\.db: .*privileged/],
+    [{ services: { db: { image: PG, user: 'root' } } }, /services\.db\.user: services never run as root/],
+    [{ services: { db: { image: PG, data: ['relative/dir'] } } }, /services\.db\.data\.0: an absolute path/],
+    [{ services: { db: { image: PG, data: ['/'] } } }, /services\.db\.data\.0: a folder below \//],
+    [{ services: { db: { image: PG, limits: { memory: '1t' } } } }, /services\.db\.limits\.memory/],
+    [{ services: { db: { image: PG, ports: [70000] } } }, /services\.db\.ports\.0/],
+    [
+      { services: { db: { image: PG, healthcheck: { test: 'x', interval: '1h' } } } },
+      /healthcheck\.interval: at most 5m/,
+    ],
+    [{ services: { db: { image: PG, environment: { 'BAD-NAME': 'x' } } } }, /services\.db\.environment\.BAD-NAME/],
+    [{ app: { start: 'npm start' } }, /app\.port: /],
+    [{ app: { start: 'npm start', port: 3000, ready: { path: 'health' } } }, /app\.ready\.path/],
+  ])('refuses %j naming the field', (data, message) => {
+    expect(problemsOf(data).join('\n')).toMatch(message);
+  });
+
+  test('dependencies: on declared services only, and never in a circle', () => {
+    const specs = (deps: Record<string, string[]>) =>
+      servicesOfConfig(Object.fromEntries(Object.entries(deps).map(([n, d]) => [n, { image: PG, dependsOn: d }])));
+    expect(dependencyProblems(specs({ a: ['b'], b: [] }))).toEqual([]);
+    expect(startOrder(specs({ a: ['b'], b: [] }))?.map((s) => s.name)).toEqual(['b', 'a']);
+    expect(dependencyProblems(specs({ a: ['nope'] }))).toEqual([
+      'services.a.dependsOn: nope is not a declared service',
+    ]);
+    expect(dependencyProblems(specs({ a: ['b'], b: ['a'] }))).toEqual([
+      'services: the services depend on each other in a circle',
+    ]);
+  });
+});
+
+describe("a dev container's compose file", () => {
+  const file = `
+name: shop
+services:
+  app:
+    build:
+      context: ..
+      dockerfile: .devcontainer/Dockerfile
+      args: { NODE: "22" }
+    environment:
+      DATABASE_URL: postgres://postgres:\${PGPASS:-pw}@localhost:5432/shop
+    volumes: [../..:/workspaces:cached]
+    command: sleep infinity
+    network_mode: service:db
+  db:
+    image: ${PG}
+    restart: unless-stopped
+    environment:
+      - POSTGRES_PASSWORD=\${PGPASS:-pw}
+      - POSTGRES_DB=shop
+    volumes: [pgdata:/var/lib/postgresql/data]
+    ports: ["5432:5432"]
+    healthcheck:
+      test: ["CMD-SHELL", "pg_isready -U postgres"]
+      interval: 1s
+      timeout: 2s
+      retries: 30
+      start_period: 1m30s
+    deploy: { resources: { limits: { memory: 512M, cpus: "0.5" } } }
+  cache:
+    image: drydock-service-redis:8
+    command: redis-server --save "" --appendonly no
+    expose: [6379]
+    depends_on: { db: { condition: service_healthy } }
+    mem_limit: 1gb
+volumes:
+  pgdata:
+x-anchors: { anything: 1 }
+`;
+
+  test('the dev service is the environment; the others are services on the same spec', () => {
+    const parsed = parseCompose(file, COMPOSE, { devService: 'app' });
+    expect(parsed.dev).toEqual({
+      dockerfile: '.devcontainer/Dockerfile',
+      context: '',
+      args: { NODE: '22' },
+      environment: { DATABASE_URL: 'postgres://postgres:pw@localhost:5432/shop' },
+    });
+    expect(parsed.services).toEqual([
+      {
+        name: 'db',
+        image: PG,
+        environment: { POSTGRES_PASSWORD: 'pw', POSTGRES_DB: 'shop' },
+        healthcheck: {
+          test: ['sh', '-c', 'pg_isready -U postgres'],
+          intervalMs: 1000,
+          timeoutMs: 2000,
+          retries: 30,
+          startPeriodMs: 90_000,
+        },
+        ports: [5432],
+        data: ['/var/lib/postgresql/data'],
+        dependsOn: [],
+        limits: { cpus: 0.5, memoryBytes: 512 * 1024 ** 2 },
+        source: `${COMPOSE} services.db`,
+      },
+      {
+        name: 'cache',
+        image: 'drydock-service-redis:8',
+        environment: {},
+        command: ['redis-server', '--save', '', '--appendonly', 'no'],
+        ports: [6379],
+        data: [],
+        dependsOn: ['db'],
+        limits: { memoryBytes: 1024 ** 3 },
+        source: `${COMPOSE} services.cache`,
+      },
+    ]);
+  });
+
+  test('runServices picks the services that run', () => {
+    const parsed = parseCompose(file, COMPOSE, { devService: 'app', runServices: ['db'] });
+    expect(parsed.services.map((s) => s.name)).toEqual(['db']);
+  });
+
+  test.each([
+    ['  db:\n    build: .\n', /services\.db\.build: drydock builds no compose service but the dev container/],
+    [
+      '  db:\n    image: x\n    networks: [back]\n',
+      /services\.db\.networks: every service shares the sandbox's loopback/,
+    ],
+    ['  db:\n    image: x\n    ports: ["15432:5432"]\n', /services\.db\.ports\.0: publishes port 5432 as 15432/],
+    ['  db:\n    image: x\n    privileged: true\n', /services\.db\.privileged: services run without privileges/],
+    ['  db:\n    image: x\n    cap_add: [NET_ADMIN]\n', /services\.db\.cap_add: /],
+    [
+      '  db:\n    image: x\n    volumes: ["./init.sql:/docker-entrypoint-initdb.d/init.sql"]\n',
+      /services\.db\.volumes\.0: .*mounts a folder of the host/,
+    ],
+    [
+      '  db:\n    image: x\n    volumes: [{type: bind, source: /etc, target: /etc}]\n',
+      /services\.db\.volumes\.0: type bind/,
+    ],
+    ['  db:\n    image: x\n    env_file: .env\n', /services\.db\.env_file: put the variables under environment/],
+    [
+      '  db:\n    image: x\n    environment: [PASSWORD]\n',
+      /services\.db\.environment\.0: "PASSWORD" takes its value from the host/,
+    ],
+    [
+      '  db:\n    image: x\n    environment: { A: $SECRET }\n',
+      /services\.db\.environment\.A: \$\{SECRET\} has no default/,
+    ],
+    ['  db:\n    image: x\n    user: root\n', /services\.db\.user: services never run as root/],
+    ['  db:\n    image: x\n    deploy: { replicas: 2 }\n', /services\.db\.deploy: only deploy\.resources\.limits/],
+    ['  db:\n    image: x\n    frobnicate: 1\n', /services\.db\.frobnicate: not supported by drydock/],
+    ['  db:\n    image: Bad\n', /services\.db\.image: "Bad" is not an image reference/],
+    ['  db:\n    environment: {}\n', /services\.db\.image: every service needs an image/],
+    ['  db:\n    image: x\n    depends_on: [nope]\n', /services\.db\.depends_on|nope/],
+  ])('refuses %j naming the field', (service, message) => {
+    const text = `services:\n  app:\n    image: ${PG}\n${service}`;
+    const problems = composeProblems(text);
+    expect(problems.join('\n')).toMatch(message);
+    for (const p of problems) expect(p.startsWith(`${COMPOSE}: `)).toBe(true);
+  });
+
+  test('top-level networks, secrets and bad YAML are refused; the dev service must be in the file', () => {
+    expect(composeProblems(`services:\n  app: {image: x}\nnetworks: {back: {}}\n`)).toEqual([
+      `${COMPOSE}: networks: every service shares the sandbox's loopback: remove it`,
+    ]);
+    expect(composeProblems(`services:\n  app: {image: x}\nvolumes: {data: {external: true}}\n`)[0]).toMatch(
+      /volumes\.data: only plain named volumes/,
+    );
+    expect(composeProblems('services: [\n')[0]).toMatch(/not valid YAML/);
+    expect(composeProblems('services:\n  db: {image: x}\n')[0]).toMatch(/services\.app: the dev container's service/);
+    expect(composeProblems('services:\n  app: {image: x}\n', ['db'])[0]).toMatch(
+      /services\.db: named in runServices but not in the file/,
+    );
+  });
+
+  test('command strings split as Compose splits them', () => {
+    expect(shellWords(`redis-server --save "" --requirepass 'a b' x\\ y`)).toEqual([
+      'redis-server',
+      '--save',
+      '',
+      '--requirepass',
+      'a b',
+      'x y',
+    ]);
+  });
+});
+
+describe('devcontainer.json with a compose file and an app', () => {
+  test('dockerComposeFile, service, runServices, forwardPorts and postStartCommand are read', () => {
+    const env = parseDevcontainer(
+      `{
+        "dockerComposeFile": ["compose.yaml"],
+        "service": "app",
+        "runServices": ["db"],
+        "forwardPorts": ["db:5432", 3000],
+        "postStartCommand": "npm run dev",
+        "postCreateCommand": "npm ci"
+      }`,
+      '.devcontainer/devcontainer.json',
+    );
+    expect(env).toMatchObject({
+      compose: { files: ['.devcontainer/compose.yaml'], service: 'app', runServices: ['db'] },
+      app: { start: 'npm run dev', port: 3000 },
+      setup: 'npm ci',
+    });
+  });
+
+  test.each([
+    ['{"dockerComposeFile": "c.yaml"}', /service: name the compose service/],
+    ['{"dockerComposeFile": "c.yaml", "service": "app", "image": "x"}', /not more than one/],
+    ['{"image": "x", "service": "app"}', /service needs dockerComposeFile/],
+    [
+      '{"dockerComposeFile": "../../c.yaml", "service": "app"}',
+      /dockerComposeFile\.0 "\.\.\/\.\.\/c\.yaml" is outside/,
+    ],
+  ])('refuses %s naming the field', (text, message) => {
+    expect(() => parseDevcontainer(text, '.devcontainer/devcontainer.json')).toThrow(message);
+  });
+
+  test('postStartCommand without a port of its own starts no app', () => {
+    expect(parseDevcontainer('{"image": "x", "postStartCommand": "git config x y"}', 'd.json').app).toBeUndefined();
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Setup inferred from a repo's lockfiles (workflows/rules/setup-inference.ts):
+ * the command, the registries offered as egress, what the image must have,
+ * and where caches go so sessions find them.
+ */
+import { describeInferredSetup, inferSetup } from '../../workflows/rules/setup-inference';
+
+const only = (root: string[], more: Partial<Parameters<typeof inferSetup>[0]> = {}) => inferSetup({ root, ...more });
+
+test('no lockfile drydock knows: nothing inferred', () => {
+  expect(only(['README.md', 'package.json', 'Makefile'])).toBeUndefined();
+});
+
+test('npm, from package-lock.json or a shrinkwrap', () => {
+  expect(only(['package.json', 'package-lock.json'])).toEqual({
+    steps: [{ tool: 'npm', lockfile: 'package-lock.json', command: 'npm ci', egress: ['registry.npmjs.org'], env: {} }],
+    command: 'npm ci',
+    egress: ['registry.npmjs.org'],
+    env: {},
+    path: [],
+  });
+  expect(only(['npm-shrinkwrap.json'])?.command).toBe('npm ci');
+});
+
+test("pnpm: corepack's when packageManager names it, else the major that wrote the lockfile", () => {
+  const declared = only(['pnpm-lock.yaml'], { packageJson: '{"packageManager":"pnpm@9.12.0"}' });
+  expect(declared?.command).toBe('pnpm install --frozen-lockfile');
+  expect(only(['pnpm-lock.yaml'], { pnpmLock: "lockfileVersion: '9.0'\n" })?.command).toBe(
+    'npx --yes pnpm@9 install --frozen-lockfile',
+  );
+  expect(only(['pnpm-lock.yaml'], { pnpmLock: "lockfileVersion: '6.0'\n" })?.command).toBe(
+    'npx --yes pnpm@8 install --frozen-lockfile',
+  );
+  expect(only(['pnpm-lock.yaml'], { pnpmLock: 'lockfileVersion: 5.4\n' })?.command).toBe(
+    'npx --yes pnpm@7 install --frozen-lockfile',
+  );
+  // pnpm wins over a stray package-lock.json.
+  expect(only(['pnpm-lock.yaml', 'package-lock.json'])?.steps.map((s) => s.tool)).toEqual(['pnpm']);
+});
+
+test('yarn classic and berry, with their registries', () => {
+  const classic = only(['yarn.lock'], { yarnLock: '# yarn lockfile v1\n' });
+  expect(classic?.command).toBe('npx --yes yarn@1 install --frozen-lockfile');
+  expect(classic?.egress).toEqual(['registry.npmjs.org', 'registry.yarnpkg.com']);
+  expect(only(['yarn.lock'], { yarnLock: '# yarn\n', packageJson: '{"packageManager":"yarn@1.22.22"}' })?.command).toBe(
+    'yarn install --frozen-lockfile',
+  );
+  const berry = only(['yarn.lock'], { yarnLock: '__metadata:\n  version: 8\n' });
+  expect(berry?.command).toBe('yarn install --immutable');
+  expect(berry?.egress).toContain('repo.yarnpkg.com');
+});
+
+test('bun, from either of its lockfiles', () => {
+  expect(only(['bun.lock'])?.command).toBe('npx --yes bun@1 install --frozen-lockfile');
+  expect(only(['bun.lockb'])?.steps[0].lockfile).toBe('bun.lockb');
+});
+
+test('Python: uv, then poetry, then requirements files, into the project .venv that sessions find first', () => {
+  const uv = only(['uv.lock', 'pyproject.toml', 'requirements.txt']);
+  expect(uv?.steps.map((s) => s.tool)).toEqual(['uv']);
+  expect(uv?.command).toBe(
+    'python3 -m venv .venv && .venv/bin/pip install --quiet uv && .venv/bin/uv sync --frozen --inexact',
+  );
+  expect(uv?.egress).toEqual(['pypi.org', 'files.pythonhosted.org']);
+  expect(uv?.env).toEqual({ VIRTUAL_ENV: '/workspace/.venv' });
+  expect(uv?.path).toEqual(['/workspace/.venv/bin']);
+  expect(only(['poetry.lock'])?.command).toMatch(/poetry install --no-interaction$/);
+  expect(only(['requirements.txt', 'requirements-dev.txt'])?.command).toBe(
+    'python3 -m venv .venv && .venv/bin/pip install -r requirements.txt -r requirements-dev.txt',
+  );
+});
+
+test('Go, Cargo and Bundler: caches under .git/drydock, and the toolchain the image must bring', () => {
+  const go = only(['go.mod', 'go.sum']);
+  expect(go?.steps[0]).toEqual({
+    tool: 'go',
+    lockfile: 'go.sum',
+    command: 'go mod download',
+    egress: ['proxy.golang.org', 'sum.golang.org'],
+    needs: 'go',
+    env: { GOMODCACHE: '/workspace/.git/drydock/go-mod', GOFLAGS: '-mod=mod' },
+  });
+  expect(only(['Cargo.lock'])?.steps[0]).toMatchObject({ command: 'cargo fetch --locked', needs: 'cargo' });
+  expect(only(['Gemfile.lock'])?.env).toEqual({ BUNDLE_PATH: '/workspace/.git/drydock/bundle' });
+});
+
+test('several ecosystems: one command, every registry once', () => {
+  const both = only(['package-lock.json', 'requirements.txt', 'go.mod']);
+  expect(both?.command).toBe(
+    'npm ci && python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && go mod download',
+  );
+  expect(both?.egress).toEqual([
+    'registry.npmjs.org',
+    'pypi.org',
+    'files.pythonhosted.org',
+    'proxy.golang.org',
+    'sum.golang.org',
+  ]);
+  expect(describeInferredSetup(both!)).toEqual([
+    'package-lock.json: npm ci (egress: registry.npmjs.org)',
+    'requirements.txt: python3 -m venv .venv && .venv/bin/pip install -r requirements.txt (egress: pypi.org, files.pythonhosted.org)',
+    "go.mod: go mod download (egress: proxy.golang.org, sum.golang.org); needs go in the image, which drydock's base image lacks (pick one with --image)",
+  ]);
+});
+
+test('a broken package.json is no packageManager', () => {
+  expect(only(['pnpm-lock.yaml'], { packageJson: '{' })?.command).toBe('npx --yes pnpm@9 install --frozen-lockfile');
+});
