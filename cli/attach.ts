@@ -1,10 +1,9 @@
 /** `drydock attach` and `drydock detach`: a person's shell in a session's live sandbox (sandbox/attach.ts). */
-import path from 'node:path';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { attached, AttachRefused, reachableSandbox, requestDetach, shellHere, shellVia } from '../sandbox/attach';
 import type { Config } from '../platform/config';
-import { DockerProvider } from '../sandbox/docker/provider';
+import { sandboxProviderOf } from '../sandbox/providers';
 import { connectClient } from '../platform/temporal-connection';
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
@@ -32,7 +31,7 @@ export function addAttachCommands(program: Command, config: Config): void {
       }
       const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
       const client = await connectClient(config);
-      const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+      const sandboxes = await sandboxProviderOf(config);
       const name = await reachableSandbox(client, sandboxes, id);
       // A refusal comes at once; an answer that takes longer waits for the step under way.
       const waiting = setTimeout(

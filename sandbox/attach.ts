@@ -1,7 +1,7 @@
 /**
  * drydock attach: a person's shell in a session's live sandbox. The session's
- * `attach` update records who is in (the agent waits), the shell is a Docker
- * exec on a TTY, and `detach` lets the session go on to verification. From the
+ * `attach` update records who is in (the agent waits), the shell is an exec
+ * on a TTY through the sandbox provider, and `detach` lets the session go on to verification. From the
  * CLI on the sandbox's host, or from anywhere through `drydock serve`, which
  * bridges an HTTP Upgrade to the exec (workers/routes/attach.ts).
  */
@@ -10,8 +10,7 @@ import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { attach, detach, type Attachment, type Detached } from '../workflows/api';
-import type { DockerProvider } from './docker/provider';
-import type { SandboxShell, TtySize } from './provider';
+import type { SandboxProvider, SandboxShell, TtySize } from './provider';
 import { getStatus } from '../platform/sessions';
 
 /** A refusal with its reason in one line: by the session's validator, or because the sandbox is out of reach. */
@@ -45,17 +44,17 @@ export function requestDetach(client: Client, id: string, by: string): Promise<D
 }
 
 /**
- * The session's sandbox, checked to be on the Docker engine this process
- * reaches (before anyone attaches: the agent would wait for nothing).
+ * The session's sandbox, checked to be one this process reaches (before
+ * anyone attaches: the agent would wait for nothing).
  */
-export async function reachableSandbox(client: Client, sandboxes: DockerProvider, id: string): Promise<string> {
+export async function reachableSandbox(client: Client, sandboxes: SandboxProvider, id: string): Promise<string> {
   const current = await getStatus(client, id);
   const sandbox = current.sandbox;
   if (!sandbox) throw new AttachRefused(`${id} has no sandbox (phase ${current.phase})`);
   if (!(await sandboxes.exists(sandbox.name))) {
     throw new AttachRefused(
-      `the sandbox ${sandbox.name} runs on host ${sandbox.host}, whose Docker engine is not the one reached from here ` +
-        `(DOCKER_HOST=${process.env.DOCKER_HOST ?? 'the default socket'}): attach on that host, ` +
+      `the sandbox ${sandbox.name} runs on host ${sandbox.host}, out of reach of this ${sandboxes.name} provider ` +
+        `(${sandboxes.name === 'docker' ? `DOCKER_HOST=${process.env.DOCKER_HOST ?? 'the default socket'}` : 'its namespace'}): attach on that host, ` +
         'or through a drydock serve that runs there (--server)',
     );
   }
@@ -113,7 +112,7 @@ function takeTerminal(io: Terminal, send: (bytes: Buffer) => void, resize: (size
 
 /** Bridges this terminal to a shell of the sandbox until the shell exits; its exit code. */
 export async function shellHere(
-  sandboxes: DockerProvider,
+  sandboxes: SandboxProvider,
   name: string,
   io: Terminal,
   signal?: AbortSignal,

@@ -13,7 +13,8 @@ import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { loadApiTokens, type ApiTokens } from './access';
-import { DockerProvider } from '../sandbox/docker/provider';
+import type { SandboxProvider } from '../sandbox/provider';
+import { sandboxProviderOf } from '../sandbox/providers';
 import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import type { Config } from '../platform/config';
@@ -52,8 +53,8 @@ export interface ServeDeps {
   audit?: AuditTrail;
   /** The database of the report page (startServer opens one). */
   pool?: Pool;
-  /** The Docker engine whose sandboxes `drydock attach --server` reaches (default: DOCKER_HOST's). */
-  sandboxes?: DockerProvider;
+  /** Whose sandboxes `drydock attach --server` reaches (default: the configured provider's: sandbox/providers.ts). */
+  sandboxes?: SandboxProvider;
 }
 
 /** The request handler, separate from listening so tests and `drydock up` share it. */
@@ -76,7 +77,7 @@ export function createHandler(deps: ServeDeps) {
 }
 
 /** `drydock attach --server`: Upgrade requests to the attach endpoint; the connections, to end them on close. */
-function acceptAttach(server: Server, ctx: ServeContext, sandboxes: DockerProvider): Set<Duplex> {
+function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvider): Set<Duplex> {
   const upgraded = new Set<Duplex>();
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     if (!isAttachUpgrade(req)) return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
@@ -180,7 +181,7 @@ export async function startServer(
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
   const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));
-  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? new DockerProvider());
+  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? (await sandboxProviderOf(config)));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;

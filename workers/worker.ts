@@ -27,7 +27,8 @@ import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { DockerProvider } from '../sandbox/docker/provider';
+import type { SandboxProvider } from '../sandbox/provider';
+import { sandboxProviderOf, sandboxRuntimeOf } from '../sandbox/providers';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -138,7 +139,7 @@ export function logUnhandledRejections(log: Logger): void {
 /** With DRYDOCK_METRICS_PORT set: GET /metrics with this host's gauges, drydock's counters and the SDK's metrics. */
 async function startWorkerMetrics(
   config: Config,
-  read: { sandboxes: DockerProvider; pool: Pool },
+  read: { sandboxes: SandboxProvider; pool: Pool },
   sdkMetricsUrl: string | undefined,
   log: Logger,
 ): Promise<Server | undefined> {
@@ -181,7 +182,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  const sandboxes = await sandboxProviderOf(config);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const deps: ActivityDeps = {
     db,
@@ -200,7 +201,7 @@ export async function createWorker(opts: {
     hostId: config.DRYDOCK_HOST_ID,
     hostQueue,
     baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
-    runtime: config.DRYDOCK_DOCKER_RUNTIME,
+    runtime: sandboxRuntimeOf(config),
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
     extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,

@@ -435,4 +435,6 @@ export const ErrorType = {
   EnvironmentUnusable: 'EnvironmentUnusable',
   /** A sandbox produced more than the worker takes of one kind of data (a diff, a bundle, a report): names the cap. */
   OutputTooLarge: 'OutputTooLarge',
+  /** The sandbox provider cannot do what was asked (its capabilities, sandbox/provider.ts); the message says what. */
+  SandboxUnsupported: 'SandboxUnsupported',
 } as const;

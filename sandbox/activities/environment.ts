@@ -66,6 +66,12 @@ async function environmentOf(
   const read = (file: string) =>
     readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
   const declared = await declaredEnvironment(mirror, commit, read);
+  if (declared && !deps.sandboxes.capabilities.buildsImages) {
+    throw new EnvironmentError(
+      `the repo declares its environment (${declared.source}), and the ${deps.sandboxes.name} sandbox provider ` +
+        'builds no images: its sandboxes run DRYDOCK_BASE_IMAGE',
+    );
+  }
   const image = declared
     ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo))
     : deps.baseImage;

@@ -19,6 +19,7 @@ import {
   LABELS,
   SANDBOX_USER,
   SandboxNotFound,
+  STDERR_KEPT,
   STDOUT_CAP,
   WORKSPACE,
   type AttachedProcess,
@@ -37,9 +38,6 @@ import {
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 
-/** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
-export const STDERR_KEPT = 1024 ** 2;
-
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker';
@@ -48,6 +46,7 @@ export class DockerProvider implements SandboxProvider {
     buildsImages: true,
     lateCompanions: true,
     diskLimit: true,
+    pidsLimit: true,
   };
   readonly storage: SandboxStorageRoot;
 

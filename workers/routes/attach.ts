@@ -17,7 +17,7 @@ import {
   requestAttach,
   requestDetach,
 } from '../../sandbox/attach';
-import type { DockerProvider } from '../../sandbox/docker/provider';
+import type { SandboxProvider } from '../../sandbox/provider';
 import { header, HttpError, type ServeContext } from '../http';
 
 const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;
@@ -30,7 +30,7 @@ export function isAttachUpgrade(req: IncomingMessage): boolean {
 
 export async function attachUpgrade(
   ctx: ServeContext,
-  sandboxes: DockerProvider,
+  sandboxes: SandboxProvider,
   req: IncomingMessage,
   socket: Duplex,
 ): Promise<void> {

@@ -1,0 +1,35 @@
+/**
+ * The sandbox provider a process uses, from its configuration
+ * (DRYDOCK_SANDBOX_PROVIDER): the host's Docker engine, or the Kubernetes
+ * cluster the worker runs on. The Kubernetes client is loaded only when it
+ * is the one.
+ */
+import path from 'node:path';
+import type { Config } from '../platform/config';
+import { DockerProvider } from './docker/provider';
+import type { SandboxProvider } from './provider';
+
+export async function sandboxProviderOf(config: Config): Promise<SandboxProvider> {
+  if (config.DRYDOCK_SANDBOX_PROVIDER === 'docker') {
+    return new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
+  }
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const { KubernetesProvider } = await import('./kubernetes/provider');
+  const kubeconfig = new KubeConfig();
+  if (config.DRYDOCK_K8S_KUBECONFIG) kubeconfig.loadFromFile(config.DRYDOCK_K8S_KUBECONFIG);
+  else kubeconfig.loadFromDefault();
+  return new KubernetesProvider({
+    kubeconfig,
+    namespace: config.DRYDOCK_K8S_NAMESPACE,
+    node: config.DRYDOCK_K8S_NODE ?? config.DRYDOCK_HOST_ID,
+    imagePullPolicy: config.DRYDOCK_K8S_IMAGE_PULL_POLICY,
+    snapshotRoot: path.join(config.DRYDOCK_DATA_DIR, 'snapshots'),
+  });
+}
+
+/** The runtime sandboxes ask for: a Docker runtime, or a Kubernetes RuntimeClass. */
+export function sandboxRuntimeOf(config: Config): string | undefined {
+  return config.DRYDOCK_SANDBOX_PROVIDER === 'docker'
+    ? config.DRYDOCK_DOCKER_RUNTIME
+    : config.DRYDOCK_K8S_RUNTIME_CLASS;
+}
