@@ -15,7 +15,8 @@
 #   bash infra/k8s-cluster.sh down [NAME]         removes its pods and stops it; keeps its images
 #
 # Settings (up): K8S_PORT, the API server's port (default 16443); etcd, etcd's peers and the
-# kubelet use the next three.
+# kubelet use the next three. K8S_POD_PIDS_LIMIT, the processes of one pod (default 1024):
+# Kubernetes has no per-pod setting, only the kubelet's.
 #
 # Pods get no network beyond loopback (see containerd_config). Each cluster has its own
 # containerd (socket and state under /run/drydock-k8s-NAME, images under
@@ -245,6 +246,8 @@ volumePluginDir: $STATE/volume-plugins
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: { memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1% }
+# A fork bomb in a pod stops here: the only pids limit a pod can have.
+podPidsLimit: ${K8S_POD_PIDS_LIMIT:-1024}
 EOC
 }
 
