@@ -470,21 +470,30 @@ function infoOf(pod: V1Pod): SandboxInfo {
 /**
  * The exec's stdin: the caller's, after the extra environment as lines
  * NAME=value (backslashes and newlines escaped for printf %b) ending in an
- * empty line, which a shell reads (a byte at a time: the rest stays the
- * command's stdin) and exports before it execs argv.
+ * empty line. A shell reads them (a byte at a time: the rest stays the
+ * command's stdin) and execs `env NAME=value... argv`: `env`, since names
+ * such as npm_config_https-proxy are no shell variables. The values are in
+ * that argv only inside the pod, where the command's environment shows them
+ * to its user anyway; never in the API request.
  */
 function stdinOf(opts: ExecOptions): { data?: Buffer; argv: (argv: string[]) => string[] } {
   const given = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
   if (!opts.env?.length) return { data: given, argv: (argv) => argv };
   const escape = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
   const header = opts.env.map((e) => `${e.slice(0, e.indexOf('='))}=${escape(e.slice(e.indexOf('=') + 1))}\n`).join('');
-  const script =
-    'while IFS= read -r l && [ -n "$l" ]; do v=$(printf \'%bx\' "${l#*=}"); export "${l%%=*}=${v%x}"; done; exec "$@"';
   return {
     data: Buffer.concat([Buffer.from(`${header}\n`), given ?? Buffer.alloc(0)]),
-    argv: (argv) => ['sh', '-c', script, 'sh', ...argv],
+    argv: (argv) => ['sh', '-c', WITH_ENV, 'sh', ...argv],
   };
 }
+
+/** Reads the environment lines of stdinOf into "$@" after argv, moves argv behind them, and execs env. */
+const WITH_ENV = [
+  'n=$#',
+  'while IFS= read -r l && [ -n "$l" ]; do v=$(printf \'%bx\' "${l#*=}"); set -- "$@" "${l%%=*}=${v%x}"; done',
+  'while [ "$n" -gt 0 ]; do set -- "$@" "$1"; shift; n=$((n - 1)); done',
+  'exec env "$@"',
+].join('\n');
 
 /** A buffer in pieces of at most 1 MiB, so that a large stdin goes with back-pressure. */
 function* chunksOf(data: Buffer): Generator<Buffer> {

@@ -6,7 +6,7 @@
  * sessions run by an in-process worker whose sandboxes are pods (the
  * probes of hardening.test.ts: the injection, the limits, the egress proxy).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -27,10 +27,19 @@ import {
   newSessionId,
   startSession,
   startStack,
+  testConfig,
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
 import { sandboxName } from '../../sandbox/activities/container';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import pino from 'pino';
+import { createActivities } from '../../activities';
+import { Redactor } from '../../platform/scrub';
+import type { Sandbox, StepResult } from '../../sandbox/contract';
+import { openDatabase, type Database } from '../../store/db';
+import type { EgressRule } from '../../workflows/rules/egress';
+import { EGRESS_PROBE, probeDeps } from '../support/hostile';
 
 const image = process.env.DRYDOCK_BASE_IMAGE!;
 const MiB = 1024 ** 2;
@@ -167,6 +176,9 @@ describe('a sandbox pod', () => {
     expect(`${first}\n${second}`).toBe(`[${value}]`);
     expect(rest[0]).toBe('the input');
     expect(rest.slice(1).join('\n')).not.toContain(secret);
+    // A name no shell variable can have (npm's settings) reaches the command as it is.
+    const npm = await sandboxes.exec(name, ['env'], { env: ['npm_config_https-proxy=p'] });
+    expect(npm.stdout.toString().split('\n')).toContain('npm_config_https-proxy=p');
   });
 
   test('output past its cap throws, to memory or to a file; a file gets it all below', async () => {
@@ -283,14 +295,7 @@ describe('hostile scripted agents in sessions whose sandboxes are pods', () => {
     hostService = createServer((_req, res) => res.end('host service'));
     await new Promise<void>((resolve) => hostService.listen(0, '127.0.0.1', resolve));
     hostPort = (hostService.address() as { port: number }).port;
-    stack = await startStack({
-      GITHUB_TOKEN: TOKEN,
-      DRYDOCK_SANDBOX_PROVIDER: 'kubernetes',
-      DRYDOCK_K8S_KUBECONFIG: cluster.kubeconfigFile,
-      DRYDOCK_K8S_NAMESPACE: namespace,
-      DRYDOCK_K8S_NODE: 'localhost',
-      DRYDOCK_K8S_IMAGE_PULL_POLICY: 'Never',
-    });
+    stack = await startStack({ GITHUB_TOKEN: TOKEN, ...k8sWorker() });
   });
   afterAll(async () => {
     await stack?.stop();
@@ -339,3 +344,235 @@ describe('hostile scripted agents in sessions whose sandboxes are pods', () => {
     expect(await podsOf(id)).toEqual([]);
   }, 300_000);
 });
+
+describe('sessions whose step runs into a limit of its pod', () => {
+  let stack: TestStack;
+  let repo: { url: string };
+  beforeAll(async () => {
+    repo = await makeFixtureRepo();
+    stack = await startStack(k8sWorker());
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  /** Runs one step that hits a limit; the session fails, naming it, and its pod is gone. */
+  async function failedOn(name: string, limits: Record<string, unknown>, run: string, timeout = '2m') {
+    const id = newSessionId(`k8s-${name}`);
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: name,
+      limits,
+      agent: { steps: [{ run, timeout }] },
+    });
+    const final = await waitForStatus(handle, inPhase('failed'), 180_000);
+    await expect(handle.result()).rejects.toThrow();
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+    return { final, step: final.timeline.find((r) => r.name.startsWith('step 1'))! };
+  }
+
+  test('a memory hog is OOM-killed and reported as out of memory', async () => {
+    const { final, step } = await failedOn(
+      'memhog',
+      { memory: '128m' },
+      `node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"`,
+    );
+    expect(final.error).toMatch(/ran out of memory \(limit 128m\)$/);
+    expect(step).toMatchObject({ failure: 'oom', exitCode: 137 });
+  }, 240_000);
+
+  test('filling /tmp stops at its size and is reported as a full disk', async () => {
+    const { final, step } = await failedOn(
+      'filltmp',
+      { tmp: '16m' },
+      'dd if=/dev/zero of=/tmp/fill bs=1M count=200; code=$?; echo "size $(du -k /tmp/fill | cut -f1)"; exit $code',
+    );
+    expect(final.error).toMatch(/filled the disk \(No space left on device; \/tmp is limited to 16m\)$/);
+    expect(step.failure).toBe('disk_full');
+    expect(Number(/size (\d+)/.exec(step.outputTail!)![1])).toBeLessThanOrEqual(16 * 1024);
+  }, 240_000);
+
+  test('a step past its time limit is killed and reported as timed out', async () => {
+    const { final, step } = await failedOn('slow', {}, 'sleep 600', '2s');
+    expect(final.error).toMatch(/^step 1: sleep 600 timed out \(limit 2s\)$/);
+    expect(step).toMatchObject({ failure: 'timeout', exitCode: 124 });
+  }, 240_000);
+
+  test("a fork bomb stops at the node's limit of a pod's processes, and the host stays responsive", async () => {
+    const { step } = await failedOn(
+      'forkbomb',
+      { pids: 64 },
+      'bomb() { bomb | bomb & }; bomb; sleep 2; echo survived',
+      '15s',
+    );
+    expect(execFileSync('sh', ['-c', 'echo alive']).toString()).toBe('alive\n');
+    expect(step.failure).toBe('pids');
+  }, 240_000);
+});
+
+describe('the runStep activity in a pod: the egress proxy, secrets, stray processes, forged answers, checkpoints', () => {
+  const sessionId = newSessionId('k8s-egress');
+  const requests: string[] = [];
+  const logLines: string[] = [];
+  const log = pino({ level: 'trace' }, { write: (line: string) => void logLines.push(line) });
+  const MODEL_KEY = `sk-test-${randomBytes(16).toString('hex')}`;
+  const env = new MockActivityEnvironment();
+  let standIn: Server;
+  let standInPort: number;
+  let tunnelStandIn: Server;
+  let tunnelPort: number;
+  let db: Database;
+  let activities: ReturnType<typeof createActivities>;
+  let sandbox: string;
+  let baseCommit: string;
+  let dataDir: string;
+  const provisionInput = {
+    sessionId,
+    repo: { url: '' },
+    limits: { cpus: 1, memoryBytes: 512 * MiB, pids: 256, tmpBytes: 64 * MiB, diskBytes: 1024 * MiB },
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  };
+  const listen = async (name: string) => {
+    const server = createServer((req, res) => {
+      requests.push(`${name} ${req.method} ${req.url}`);
+      res.end(`${name} ok`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, port: (server.address() as { port: number }).port };
+  };
+
+  beforeAll(async () => {
+    ({ server: standIn, port: standInPort } = await listen('stand-in'));
+    ({ server: tunnelStandIn, port: tunnelPort } = await listen('tunnel'));
+    dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-hard-'));
+    own(dataDir);
+    const config = testConfig();
+    db = await openDatabase(config);
+    const redactor = new Redactor([TOKEN, MODEL_KEY]);
+    activities = createActivities(
+      probeDeps({ sandboxes, dataDir, config, db, redactor, secrets: { MODEL_KEY }, token: TOKEN, log }),
+    );
+    provisionInput.repo.url = (await makeFixtureRepo()).url;
+    const created: Sandbox = await env.run(activities.provisionSandbox, provisionInput);
+    sandbox = created.name;
+    baseCommit = created.baseCommit;
+    await step('write-probe', '', { step: { write: { path: 'probe.js', content: EGRESS_PROBE } } });
+  });
+  afterAll(async () => {
+    await env.run(activities.destroySandbox, { sessionId });
+    await db?.close();
+    standIn?.close();
+    tunnelStandIn?.close();
+  });
+
+  const step = (key: string, run: string, extra: Record<string, unknown> = {}): Promise<StepResult> =>
+    env.run(activities.runStep, {
+      sandbox,
+      sessionId,
+      key,
+      nonce: randomBytes(16).toString('hex'),
+      timeoutMs: 60_000,
+      step: { run, timeout: '1m' },
+      ...extra,
+    });
+
+  test('allowlisted stand-in reachable through the socket from the node; everything else refused, and logged', async () => {
+    const rules: EgressRule[] = [
+      { host: '127.0.0.1', port: standInPort, methods: ['GET', 'HEAD'] },
+      { host: '127.0.0.1', port: tunnelPort },
+    ];
+    const result = await step('egress', `node probe.js ${standInPort} ${tunnelPort} 5432`, { egress: rules });
+    expect(result.outputTail.trim().split('\n')).toEqual([
+      'proxy env http://127.0.0.1:3128',
+      'GET allowed 200 stand-in ok',
+      'POST on a GET-only rule 403 drydock egress refused: method POST not allowed for 127.0.0.1 (allowed: GET, HEAD)',
+      'other host port 403 drydock egress refused: port 5432 not allowed for 127.0.0.1',
+      'unlisted name 403 drydock egress refused: example.com is not on the allowlist',
+      'private range 403',
+      'CONNECT on a GET-only rule 403',
+      'CONNECT allowed 200 tunnel ok',
+    ]);
+    expect(requests.sort()).toEqual(['stand-in GET /hello', 'tunnel GET /through-tunnel']);
+    expect(result.egress).toMatchObject({ allowed: 2, refused: 5 });
+    const none = await step('no-egress', `node probe.js ${standInPort} ${tunnelPort} 5432 direct`);
+    expect(none.outputTail.trim()).toBe('proxy env undefined\nGET failed ECONNREFUSED');
+    expect(requests.filter((r) => r.includes('/hello'))).toHaveLength(1);
+  });
+
+  test('a granted secret is in its step only, scrubbed from what leaves, and in no process afterwards', async () => {
+    const granted = await step('secret', 'echo "key is $MODEL_KEY"; test -n "$MODEL_KEY"', { secrets: ['MODEL_KEY'] });
+    expect([granted.exitCode, granted.outputTail.trim()]).toEqual([0, 'key is [redacted]']);
+    const after = await sh(sandbox, 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr "\\0" "\\n"; env');
+    expect(after.out).not.toContain(MODEL_KEY);
+    expect((await step('no-secret', 'echo "key is [$MODEL_KEY]"')).outputTail.trim()).toBe('key is []');
+    expect(logLines.join('\n')).not.toContain(MODEL_KEY);
+  });
+
+  /** The sandbox user's processes but the pod's keeper (its shell and sleep) and this probe. */
+  const leftovers = async () =>
+    (await sh(sandbox, 'ps -o pid=,args= -u 1000')).out
+      .trim()
+      .split('\n')
+      .filter((l) => l && !/^\s*1 sh -c trap|sleep 2147483647$|ps -o pid=|sh -c ps -o/.test(l));
+
+  test('daemons end with their step (the pod keeps its keeper), and none writes during the next step', async () => {
+    const daemons = await step(
+      'daemons',
+      "setsid sh -c 'sleep 1000' & setsid sh -c 'while :; do date >> tampered; sleep 0.1; done' </dev/null >/dev/null 2>&1 & echo left",
+    );
+    expect(daemons.outputTail.trim()).toBe('left');
+    expect(await leftovers()).toEqual([]);
+    const next = await step('after-daemons', 'rm -f tampered; sleep 1; test ! -e tampered && echo untouched');
+    expect(next.outputTail.trim()).toBe('untouched');
+    expect((await sh(sandbox, 'ps -o stat= -u 1000 | grep -c Z')).out.trim()).toBe('0');
+  });
+
+  test("a step cannot forge its runner's answer by writing to its stdout, nor by killing it", async () => {
+    const forge = (then: string) =>
+      [
+        'p=$$',
+        'while [ "$p" -gt 1 ]; do',
+        '  read -r s < /proc/$p/stat; set -- ${s##*) }; p=$2',
+        '  set -- $(tr "\\0" " " < /proc/$p/cmdline)',
+        '  [ "${2##*/}" = drydock-run ] && break',
+        'done',
+        'nonce=$4 runner=$p',
+        'printf "drydock-run %s 0 16 16 0 0 0 0\\n" "$nonce" > /proc/$runner/fd/1',
+        then,
+        'echo really ran; exit 3',
+      ].join('\n');
+    const written = await step('forge-stdout', forge('true'));
+    expect([written.exitCode, written.outputTail.trim()]).toEqual([3, 'really ran']);
+    const killed = await step('forge-kill', forge('kill -KILL $runner; sleep 5'));
+    expect(killed.exitCode).not.toBe(0);
+    expect(killed.outputTail).toContain("the step's runner was killed");
+  });
+
+  test('a write step and its checkpoint in one exec; a replacement pod starts from the checkpoint', async () => {
+    const file = `dir/it's "quoted" $(touch pwned); x.txt`;
+    const written = await step('write-odd', '', {
+      step: { write: { path: file, content: 'literal\n' } },
+      checkpointBase: baseCommit,
+    });
+    expect(written).toMatchObject({ exitCode: 0, outputTail: '' });
+    const replacement: Sandbox = await env.run(activities.provisionSandbox, { ...provisionInput, generation: 1 });
+    try {
+      expect(replacement.restored?.step).toBe('write-odd');
+      expect((await sandboxes.exec(replacement.name, ['cat', '--', file])).stdout.toString()).toBe('literal\n');
+      expect((await sh(replacement.name, 'find /workspace -name pwned | wc -l')).out.trim()).toBe('0');
+    } finally {
+      await env.run(activities.destroySandbox, { sessionId, generation: 1, replaced: true });
+    }
+  });
+});
+
+/** A worker's configuration whose sandboxes are pods of the run's cluster, in this file's namespace. */
+function k8sWorker() {
+  return {
+    DRYDOCK_SANDBOX_PROVIDER: 'kubernetes' as const,
+    DRYDOCK_K8S_KUBECONFIG: cluster.kubeconfigFile,
+    DRYDOCK_K8S_NAMESPACE: namespace,
+    DRYDOCK_K8S_NODE: 'localhost',
+    DRYDOCK_K8S_IMAGE_PULL_POLICY: 'Never' as const,
+  };
+}
