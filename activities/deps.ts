@@ -5,6 +5,8 @@
 import type { ApprovalPolicy } from '../workflows/api';
 import type { ModelSettings } from '../models/llm';
 import type { SandboxDeps } from '../sandbox/activities/deps';
+import type { LinearSettings } from '../linear/client';
+import type { SlackSettings } from '../slack/client';
 
 export interface ActivityDeps extends SandboxDeps {
   /** The server's approval policy (sessions can only tighten it). */
@@ -19,4 +21,8 @@ export interface ActivityDeps extends SandboxDeps {
   sessionLink: (sessionId: string) => string;
   /** Link to a session in the review console, for GitHub (default: sessionLink). */
   reviewLink?: (sessionId: string) => string;
+  /** Slack's Web API and the bot token, for sessions started from Slack (absent: not configured). */
+  slack?: SlackSettings;
+  /** Linear's API and key, for sessions started from Linear (absent: not configured). */
+  linear?: LinearSettings;
 }

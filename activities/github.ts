@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Octokit } from '@octokit/rest';
 import { ApplicationFailure } from '@temporalio/common';
-import { ErrorType, type Outcome } from '../workflows/api';
+import { ErrorType, type Outcome, type TestReport } from '../workflows/api';
+import { upsertCheckRun, type CheckConclusion } from '../github/check-runs';
 import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../github/client';
@@ -25,6 +26,8 @@ export interface ReportInput {
   pullRequestUrl?: string;
   /** Why the session ended, for a failed outcome. */
   detail?: string;
+  /** The verification so far: a check run's summary, and its failing tests as annotations. */
+  tests?: { summary: string; failures: TestReport['failures'] };
 }
 
 /** A GitHub App's token for reading the context, and for reporting. */
@@ -34,7 +37,7 @@ const CONTEXT_PERMISSIONS: TokenPermissions = {
   checks: 'read',
   actions: 'read',
 };
-const REPORT_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write' };
+const REPORT_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write', checks: 'write' };
 
 /** The commit status of each stage. */
 const STATUS: Record<ReportStage, [StatusState, string]> = {
@@ -60,6 +63,29 @@ async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, i
     const why = input.detail ? `: ${input.detail}` : '';
     await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session ${ENDED[stage]}${why} (${link})`);
   }
+}
+
+/** A check run's conclusion per outcome; undefined while the session runs. */
+const CONCLUSION: Partial<Record<ReportStage, CheckConclusion>> = {
+  completed: 'success',
+  failed: 'failure',
+  rejected: 'failure',
+  timed_out: 'timed_out',
+  cancelled: 'cancelled',
+};
+
+function checkReport(input: ReportInput, description: string, link: string) {
+  const tests = input.tests;
+  return {
+    sessionId: input.sessionId,
+    conclusion: CONCLUSION[input.stage],
+    title: `drydock: ${description}`,
+    summary: [`Session [${input.sessionId}](${link}): ${description}.`, tests ? `Tests: ${tests.summary}` : '']
+      .filter(Boolean)
+      .join('\n\n'),
+    detailsUrl: link,
+    failures: tests?.failures,
+  };
 }
 
 const ENDED: Partial<Record<ReportStage, string>> = {
@@ -128,7 +154,9 @@ export function createGitHubActivities({
         if (commit) {
           const [state, words] = STATUS[stage];
           const description = input.detail && state !== 'success' ? `${words}: ${input.detail}` : words;
-          await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
+          // A GitHub App reports a check run (with annotations); a token, the commit status.
+          if (github.app) await upsertCheckRun(octokit, { ...where, sha: commit }, checkReport(input, description, link));
+          else await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
         }
         log.info({ sessionId, stage, repo: trigger.repo }, 'reported to GitHub');
       } catch (err) {

@@ -26,6 +26,8 @@ import { createReaperActivities } from '../sandbox/activities/reaper';
 import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
 import { createStepActivities } from '../sandbox/activities/steps';
 import { createVerifyActivities } from '../sandbox/activities/verify';
+import { createLinearActivities } from '../linear/activities';
+import { createSlackActivities } from '../slack/activities';
 
 export type { ActivityDeps } from './deps';
 
@@ -42,6 +44,8 @@ export function createSharedActivities(deps: ActivityDeps) {
       startSnapshotBuild: createSnapshotActivities(deps).startSnapshotBuild,
       ...createRepoPolicyActivities(deps),
       ...createGitHubActivities(deps),
+      ...createSlackActivities(deps),
+      ...createLinearActivities(deps),
       openPullRequest,
       deploy,
       ...createAuditActivities(deps),

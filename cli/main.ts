@@ -18,6 +18,7 @@ import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
+import { addIdentityCommands, callServer, storedLogin } from './identity';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
@@ -27,6 +28,8 @@ import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } f
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
 class UsageError extends Error {}
+
+const PAST = { approve: 'approved', reject: 'rejected' } as const;
 
 function fail(message: string): never {
   process.stderr.write(`drydock: ${message.replace(/\s+/g, ' ').trim()}\n`);
@@ -118,7 +121,7 @@ program
         '',
         `The session waits for your approval of the push. Review it in the console:`,
         `  ${link}`,
-        `(sign in with your token: DRYDOCK_API_TOKENS, or the file ${path.join(config.DRYDOCK_DATA_DIR, 'api-tokens')} that 'drydock up' made)`,
+        `(sign in with single sign-on, or a personal token: the file ${path.join(config.DRYDOCK_DATA_DIR, 'dev-token')} that 'drydock up' made)`,
         `or approve here: bin/drydock approve ${sessionId}`,
         `Temporal UI: ${sessionLink(config, sessionId)}`,
       ].join('\n'),
@@ -186,10 +189,21 @@ for (const decision of ['approve', 'reject'] as const) {
       new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
     )
     .option('--change <hash>', 'the change you reviewed (12+ characters of its hash, as status shows)')
-    .option('--by <name>', 'who decides (default: DRYDOCK_USER or the OS user)')
+    .option(
+      '--by <name>',
+      'who decides, on Temporal directly (default: your drydock login, else DRYDOCK_USER or the OS user)',
+    )
     .option('--comment <text>', 'a note kept with the decision')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts) => {
+      const login = opts.by ? undefined : await storedLogin();
+      if (login) {
+        // Logged in: the server decides who you are.
+        const body = { decision, action: opts.action, change: opts.change, comment: opts.comment };
+        const result = await callServer(login, 'POST', `/api/sessions/${encodeURIComponent(id)}/decide`, body);
+        console.log(opts.json ? JSON.stringify(result) : `${PAST[decision]} ${result.action} of ${id} as ${result.by}`);
+        return;
+      }
       const client = await connectClient(config);
       let action = opts.action;
       if (!action) {
@@ -206,11 +220,7 @@ for (const decision of ['approve', 'reject'] as const) {
         ...(opts.change ? { change: opts.change } : {}),
       };
       const result = await client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
-      console.log(
-        opts.json
-          ? JSON.stringify(result)
-          : `${decision === 'approve' ? 'approved' : 'rejected'} ${result.action} of ${id} as ${result.by}`,
-      );
+      console.log(opts.json ? JSON.stringify(result) : `${PAST[decision]} ${result.action} of ${id} as ${result.by}`);
     });
 }
 
@@ -230,6 +240,17 @@ program
       } catch (err) {
         throw new UsageError(`--steps is not JSON: ${(err as Error).message}`);
       }
+    }
+    const login = opts.by ? undefined : await storedLogin();
+    if (login) {
+      const result = await callServer(
+        login,
+        'POST',
+        `/api/sessions/${encodeURIComponent(id)}/followups`,
+        text ? { text } : { steps },
+      );
+      console.log(opts.json ? JSON.stringify(result) : `follow-up for round ${result.round} of ${id} sent`);
+      return;
     }
     const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
     const result = await sendFollowup(await connectClient(config), id, { by, ...(text ? { text } : { steps }) });
@@ -269,6 +290,7 @@ program
 
 addAttachCommands(program, config);
 addAuditCommands(program, config, (message) => new UsageError(message));
+addIdentityCommands(program, config, (message) => new UsageError(message));
 
 const repoCommand = program
   .command('repo')

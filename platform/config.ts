@@ -180,10 +180,38 @@ const configSchema = z.object({
     .int()
     .positive()
     .default(5 * 1024 ** 2),
-  /** API and console tokens: `alice=<token>,bob=<token>`; the name is what approvals record. */
+  /** Machines' API tokens: `ci=<token>,prometheus=<token>`; recorded as `machine:<name>`. */
   DRYDOCK_API_TOKENS: z.string().min(1).optional(),
   /** The same, one `name=token` a line, from a file (kept out of the environment). */
   DRYDOCK_API_TOKENS_FILE: z.string().min(1).optional(),
+  /** People and their accounts on OpenID Connect, GitHub, Slack and Linear (identity/directory.ts; docs/identity.md). */
+  DRYDOCK_IDENTITIES_FILE: z.string().min(1).optional(),
+  /** The console's OpenID Connect provider (its issuer URL); unset: the console signs in with tokens only. */
+  DRYDOCK_OIDC_ISSUER: z.string().url().optional(),
+  DRYDOCK_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  DRYDOCK_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  /** The ID token claim that the identities file's `oidc:` entries name. */
+  DRYDOCK_OIDC_CLAIM: z.string().min(1).default('email'),
+  /** The Slack app's signing secret: requests to /slack/* must be signed with it (docs/slack.md). */
+  DRYDOCK_SLACK_SIGNING_SECRET: z.string().min(16, 'at least 16 characters').optional(),
+  /** The Slack app's bot token (xoxb-…): serve and the workers post and update the thread messages. */
+  DRYDOCK_SLACK_BOT_TOKEN: z.string().min(1).optional(),
+  /** Slack's Web API base URL. */
+  DRYDOCK_SLACK_API_URL: z.string().url().default('https://slack.com/api/'),
+  /** Channels bound to a repo: `<channel id>=owner/name`, comma-separated (a message may name another). */
+  DRYDOCK_SLACK_CHANNELS: list.optional(),
+  /** Linear's webhook signing secret: deliveries to /webhooks/linear must carry its Linear-Signature. */
+  DRYDOCK_LINEAR_WEBHOOK_SECRET: z.string().min(16, 'at least 16 characters').optional(),
+  /** A Linear API key (lin_api_…) for comments on issues; on the workers. */
+  DRYDOCK_LINEAR_API_KEY: z.string().min(1).optional(),
+  /** Linear's GraphQL endpoint. */
+  DRYDOCK_LINEAR_API_URL: z.string().url().default('https://api.linear.app/graphql'),
+  /** Linear teams bound to a repo: `<team key>=owner/name`, comma-separated. */
+  DRYDOCK_LINEAR_TEAMS: list.optional(),
+  /** The label that hands a Linear issue to drydock. */
+  DRYDOCK_LINEAR_LABEL: z.string().min(1).default('drydock'),
+  /** drydock's Linear user id: assigning an issue to it starts a session too. */
+  DRYDOCK_LINEAR_ASSIGNEE: z.string().min(1).optional(),
   /**
    * Seeds the repo registry (`drydock repo add` is the other way in):
    * `owner/name=<clone URL>`, comma-separated. A repo already registered keeps

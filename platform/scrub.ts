@@ -21,6 +21,8 @@ export const TOKEN_PATTERNS: RegExp[] = [
   /\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}\b/g, // OpenAI, Anthropic
   /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, // AWS access key ids
   /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g, // Slack
+  /\blin_(?:api|oauth)_[A-Za-z0-9]{20,}\b/g, // Linear
+  /\bddp_[A-Za-z0-9_-]{40,}/g, // drydock personal tokens
   /\bglpat-[A-Za-z0-9_-]{20,}\b/g, // GitLab
   /\bnpm_[A-Za-z0-9]{36}\b/g, // npm
   /-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]{0,40}PRIVATE KEY-----|$)/g,

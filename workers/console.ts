@@ -37,16 +37,45 @@ export function page(
     : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · drydock</title>
 <meta name="viewport" content="width=device-width,initial-scale=1">${opts.head ?? ''}<style>${STYLE}</style></head>
-<body><header><span><a href="/">drydock review console</a> · <a href="/report">report</a></span>${who}</header>${body}${script}</body></html>`;
+<body><header><span><a href="/">drydock review console</a> · <a href="/report">report</a> · <a href="/tokens">CLI token</a></span>${who}</header>${body}${script}</body></html>`;
 }
 
-export function loginPage(message?: string): string {
+export function loginPage(sso: boolean, message?: string): string {
+  const single = sso
+    ? '<p><a class="button" id="sso" href="/auth/login">Sign in with single sign-on</a></p><p>or with a token:</p>'
+    : '';
   return page(
     'sign in',
-    `<h1>Sign in</h1>${message ? `<p class="bad" id="message">${esc(message)}</p>` : ''}
-<form method="post" action="/login"><label>API token <input type="password" name="token" autocomplete="current-password" required></label>
+    `<h1>Sign in</h1>${message ? `<p class="bad" id="message">${esc(message)}</p>` : ''}${single}
+<form method="post" action="/login"><label>Token <input type="password" name="token" autocomplete="current-password" required></label>
 <button type="submit">Sign in</button></form>
-<p>Tokens are configured in <code>DRYDOCK_API_TOKENS</code> or <code>DRYDOCK_API_TOKENS_FILE</code>; yours names you in the approvals you give.</p>`,
+<p>A personal token (<code>drydock token issue</code>, or the console's <em>CLI token</em> page) names you; a machine's API token (<code>DRYDOCK_API_TOKENS</code>) names <code>machine:&lt;name&gt;</code>.</p>`,
+  );
+}
+
+/** After a single sign-on: a same-site step to the console, so the Strict cookie goes with it. */
+export function signedInPage(person: string): string {
+  return page(
+    'signed in',
+    `<h1>Signed in as ${esc(person)}</h1><p><a href="/" id="continue">Continue to the console</a></p>`,
+    { head: '<meta http-equiv="refresh" content="0;url=/">' },
+  );
+}
+
+/** GET /tokens: issue a CLI token for the signed-in person (shown once), with how to use it. */
+export function tokensPage(who: string, server: string, nonce: string): string {
+  const script = `document.getElementById('issue').addEventListener('click', async () => {
+  const out = document.getElementById('token');
+  const res = await fetch('/api/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const body = await res.json();
+  out.textContent = res.ok ? body.token : body.error;
+});`;
+  return page(
+    'CLI token',
+    `<h1>A CLI token for ${esc(who)}</h1>
+<p>It acts as you for 30 days. It is shown once: paste it into <code>drydock login --server ${esc(server)}</code>.</p>
+<p><button type="button" id="issue">Issue a CLI token</button></p><pre id="token"></pre>`,
+    { who, nonce, script },
   );
 }
 

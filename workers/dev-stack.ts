@@ -10,7 +10,9 @@ import path from 'node:path';
 import { userInfo } from 'node:os';
 import type { Config } from '../platform/config';
 import type { Logger } from '../platform/log';
-import { ensureDevTokenFile } from './access';
+import { ensureDevToken } from '../identity/dev-token';
+import { PersonalTokens } from '../identity/personal-tokens';
+import { openDatabase } from '../store/db';
 import { answers, ensureSearchAttributes, startDevServer } from '../platform/temporal';
 import { connectClient, connectWorker } from '../platform/temporal-connection';
 import { ensureBaseImage } from '../sandbox-images/base-image';
@@ -52,15 +54,14 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     const connection = await connectWorker(config);
     const worker = await createWorker({ config, connection, log, sdkMetricsUrl });
     drainOnSignals(worker, config, log);
-    // The console needs a token: without configured ones, the local user gets one in a file.
-    let tokenHint = 'tokens from DRYDOCK_API_TOKENS / DRYDOCK_API_TOKENS_FILE';
-    if (!config.DRYDOCK_API_TOKENS && !config.DRYDOCK_API_TOKENS_FILE) {
-      config.DRYDOCK_API_TOKENS_FILE = ensureDevTokenFile(
-        config.DRYDOCK_DATA_DIR,
-        config.DRYDOCK_USER ?? userInfo().username,
-      );
-      tokenHint = `your token is in ${config.DRYDOCK_API_TOKENS_FILE}`;
-    }
+    // The console and `drydock login` need a token: the local user gets a personal one in a file.
+    const db = await openDatabase(config, log);
+    const tokenFile = await ensureDevToken(
+      new PersonalTokens(db.pool),
+      config.DRYDOCK_DATA_DIR,
+      config.DRYDOCK_USER ?? userInfo().username,
+    ).finally(() => db.close());
+    const tokenHint = `your token is in ${tokenFile}`;
     const server = await startServer({ config, client, log });
     process.stderr.write(
       [

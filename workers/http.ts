@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import type { Registry } from 'prom-client';
-import type { ApiTokens } from './access';
+import type { Identities } from '../identity/identities';
 import type { ArtifactStore } from '../store/artifacts';
 import type { AuditTrail } from '../store/audit';
 import type { Config } from '../platform/config';
@@ -16,7 +16,7 @@ import type { RepoLookupService } from '../repos/registry';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
 
-/** The console's cookie; it holds the same token as `Authorization: Bearer`. */
+/** The console's cookie: a token, as `Authorization: Bearer` carries (a sign-in's personal token, or a pasted one). */
 export const COOKIE = 'drydock_token';
 
 /** An answer with a status code; thrown anywhere in a handler. */
@@ -34,7 +34,8 @@ export interface ServeContext {
   config: Config;
   client: Client;
   log: Logger;
-  tokens: ApiTokens;
+  /** People, machines and their tokens; the identities file; OpenID Connect sign-in. */
+  identities: Identities;
   repos: RepoLookupService;
   artifacts: ArtifactStore;
   /** The server's GitHub credentials: checks before a trigger starts, and answers on GitHub when it may not. */
@@ -76,9 +77,13 @@ export function parseJson(body: Buffer): any {
 }
 
 /** The caller's name from `Authorization: Bearer` or the console cookie; undefined when neither is valid. */
-export function identify(req: IncomingMessage, tokens: ApiTokens): string | undefined {
-  const bearer = /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1];
-  return tokens.identify(bearer ?? cookieOf(req, COOKIE));
+export async function identify(req: IncomingMessage, identities: Identities): Promise<string | undefined> {
+  return (await identities.identify(tokenOf(req)))?.name;
+}
+
+/** The bearer token, else the console cookie's. */
+export function tokenOf(req: IncomingMessage): string | undefined {
+  return /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1] ?? cookieOf(req, COOKIE);
 }
 
 /** Cookie-authenticated writes need a JSON body: a cross-site form cannot send one. */
@@ -102,7 +107,7 @@ export function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-function cookieOf(req: IncomingMessage, name: string): string | undefined {
+export function cookieOf(req: IncomingMessage, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const [key, ...value] = part.trim().split('=');
     if (key === name) return decodeURIComponent(value.join('='));

@@ -2,17 +2,20 @@
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
  *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
+ *   POST /webhooks/linear   Linear deliveries (Linear-Signature over the raw body)
+ *   POST /slack/*           the Slack app: commands, events, interactions (X-Slack-Signature, v0)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   GET /api/sessions/:id/attach   Upgrade: drydock-attach, a shell in the session's sandbox
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
  */
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
-import { loadApiTokens, type ApiTokens } from './access';
+import { loadIdentities, type Identities } from '../identity/identities';
 import type { SandboxProvider } from '../sandbox/provider';
 import { sandboxProviderOf } from '../sandbox/providers';
 import { ArtifactStore } from '../store/artifacts';
@@ -23,21 +26,15 @@ import { githubSettings } from '../github/client';
 import type { Logger } from '../platform/log';
 import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
-import { loginPage } from './console';
+import { loginPage, tokensPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
-import {
-  artifact,
-  consoleEvents,
-  consoleList,
-  consoleSession,
-  diffStylesheet,
-  login,
-  logout,
-  report,
-} from './routes/console';
+import { artifact, consoleEvents, consoleList, consoleSession, diffStylesheet, report } from './routes/console';
+import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
+import { linearWebhook } from './routes/linear';
+import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
 
 export { consoleUrl } from './http';
@@ -46,7 +43,8 @@ export interface ServeDeps {
   config: Config;
   client: Client;
   log: Logger;
-  tokens?: ApiTokens;
+  /** Default: from the configuration (the identities file, API tokens, OpenID Connect), over `pool`. */
+  identities?: Identities;
   /** The repo registry (startServer opens it over the database, seeded from DRYDOCK_REPOS). */
   repos: RepoLookupService;
   /** Where webhook deliveries that start a session are recorded (startServer opens one). */
@@ -61,7 +59,7 @@ export interface ServeDeps {
 export function createHandler(deps: ServeDeps) {
   const ctx: ServeContext = {
     ...deps,
-    tokens: deps.tokens ?? loadApiTokens(deps.config),
+    identities: deps.identities ?? loadIdentities(deps.config, () => consoleUrl(deps.config), deps.pool),
     github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
@@ -99,16 +97,22 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('GET', /^\/healthz$/)) return sendJson(res, 200, { ok: true });
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/ci$/)) return sendJson(res, ...(await ciWebhook(ctx, req)));
+  if (is('POST', /^\/webhooks\/linear$/)) return sendJson(res, ...(await linearWebhook(ctx, req)));
+  if (is('POST', /^\/slack\/commands$/)) return sendJson(res, ...(await slackCommand(ctx, req)));
+  if (is('POST', /^\/slack\/events$/)) return sendJson(res, ...(await slackEvents(ctx, req)));
+  if (is('POST', /^\/slack\/interactions$/)) return sendJson(res, ...(await slackInteractions(ctx, req)));
 
   if (is('GET', /^\/metrics$/)) {
     // Prometheus scrapes with the same bearer tokens as the API (its `authorization` setting).
-    if (!identify(req, ctx.tokens)) throw new HttpError(401, 'a valid bearer token is required');
+    if (!(await identify(req, ctx.identities))) throw new HttpError(401, 'a valid bearer token is required');
     res.writeHead(200, { 'content-type': ctx.sessionMetrics.contentType, 'cache-control': 'no-store' });
     return void res.end(await ctx.sessionMetrics.metrics());
   }
   if (p.startsWith('/api/')) {
-    const who = identify(req, ctx.tokens);
+    const who = await identify(req, ctx.identities);
     if (!who) throw new HttpError(401, 'a valid bearer token is required');
+    if (is('GET', /^\/api\/whoami$/)) return sendJson(res, ...(await whoami(ctx, req)));
+    if (is('POST', /^\/api\/tokens$/)) return sendJson(res, ...(await issueCliToken(ctx, req)));
     if (is('GET', /^\/api\/sessions$/)) return sendJson(res, 200, await apiList(ctx, url));
     if (is('POST', /^\/api\/sessions$/)) return sendJson(res, ...(await apiStart(ctx, req, who)));
     if ((match = is('GET', /^\/api\/sessions\/([^/]+)$/))) {
@@ -124,10 +128,12 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
 
   if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
-  if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage());
+  if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage(Boolean(ctx.identities.oidc)));
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
-  if (is('POST', /^\/logout$/)) return logout(res);
-  const who = identify(req, ctx.tokens);
+  if (is('POST', /^\/logout$/)) return logout(ctx, req, res);
+  if (is('GET', /^\/auth\/login$/)) return oidcBegin(ctx, res);
+  if (is('GET', /^\/auth\/callback$/)) return oidcCallback(ctx, req, res, url);
+  const who = await identify(req, ctx.identities);
   if (!who && method === 'GET') {
     res.writeHead(303, { location: '/login' });
     return void res.end();
@@ -142,6 +148,10 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
   if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]));
   if (is('GET', /^\/report$/)) return report(ctx, res, url, who);
+  if (is('GET', /^\/tokens$/)) {
+    const nonce = randomBytes(16).toString('base64');
+    return sendHtml(res, 200, tokensPage(who, consoleUrl(ctx.config), nonce), nonce);
+  }
   throw new HttpError(404, `no such page: ${method} ${p}`);
 }
 
@@ -191,13 +201,15 @@ export async function startServer(
   });
   config.DRYDOCK_HTTP_PORT = (server.address() as { port: number }).port;
   const url = consoleUrl({ ...config, DRYDOCK_CONSOLE_URL: undefined });
-  const tokens = deps.tokens ?? loadApiTokens(deps.config);
   deps.log.info(
     {
       url,
-      apiTokens: tokens.count,
+      apiTokens: handler.context.identities.machines.count,
+      oidc: Boolean(handler.context.identities.oidc),
       githubWebhook: Boolean(deps.config.DRYDOCK_WEBHOOK_SECRETS?.length),
       ciWebhook: Boolean(deps.config.DRYDOCK_CI_SECRET),
+      slack: Boolean(deps.config.DRYDOCK_SLACK_SIGNING_SECRET),
+      linearWebhook: Boolean(deps.config.DRYDOCK_LINEAR_WEBHOOK_SECRET),
     },
     'drydock serve listening',
   );

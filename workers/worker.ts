@@ -213,6 +213,7 @@ export async function createWorker(opts: {
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
     },
     github: githubSettings(config),
+    ...chatSettings(config),
     models: modelSettings(config),
     agentClis: agentCliSettings(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
@@ -271,5 +272,17 @@ export async function createWorker(opts: {
       }
     },
     shutdown,
+  };
+}
+
+/** Slack's and Linear's API settings, where their tokens are configured. */
+function chatSettings(config: Config): Partial<Pick<ActivityDeps, 'slack' | 'linear'>> {
+  return {
+    ...(config.DRYDOCK_SLACK_BOT_TOKEN
+      ? { slack: { token: config.DRYDOCK_SLACK_BOT_TOKEN, apiUrl: config.DRYDOCK_SLACK_API_URL } }
+      : {}),
+    ...(config.DRYDOCK_LINEAR_API_KEY
+      ? { linear: { apiKey: config.DRYDOCK_LINEAR_API_KEY, apiUrl: config.DRYDOCK_LINEAR_API_URL } }
+      : {}),
   };
 }

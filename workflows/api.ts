@@ -88,7 +88,8 @@ export interface TestReport {
   passed: number;
   failed: number;
   skipped: number;
-  failures: { name: string; message: string }[];
+  /** Failing tests; `file` (repo-relative) and `line` where the report or its stack trace says (check run annotations). */
+  failures: { name: string; message: string; file?: string; line?: number }[];
 }
 
 export type BrowserOutcome = 'passed' | 'check_failed' | 'app_did_not_start' | 'not_ready' | 'browser_crashed';
@@ -281,6 +282,8 @@ export interface SessionStatus {
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;
+  /** The Slack message that shows the session (a session started from Slack). */
+  slackMessage?: { channel: string; ts: string };
   policy?: ApprovalPolicy;
   /** The approval the session is waiting for, with what a reviewer needs to decide. */
   pendingApproval?: {

@@ -219,6 +219,30 @@ export const triggerOrigin = z.strictObject({
     .describe('The commit of the failed run'),
 });
 
+/**
+ * Where a session started from Slack or Linear reports how it goes (set by
+ * drydock serve): a Slack message updated in place at every phase, comments
+ * on a Linear issue at its milestones.
+ */
+export const notifyTargets = z.strictObject({
+  slack: z
+    .strictObject({
+      channel: z.string().regex(/^[A-Z0-9]{1,30}$/, 'a Slack channel id'),
+      thread: z
+        .string()
+        .regex(/^\d{1,12}\.\d{1,8}$/, 'a Slack message ts')
+        .optional()
+        .describe('The message in whose thread the status goes (an app mention); unset: a new message in the channel'),
+    })
+    .optional(),
+  linear: z
+    .strictObject({
+      issue: z.string().min(1).max(100).describe('The Linear issue id'),
+      identifier: z.string().min(1).max(40).describe('Its key, e.g. ENG-123'),
+    })
+    .optional(),
+});
+
 export const sessionInputSchema = z.strictObject({
   repo: z.strictObject({
     url: z
@@ -294,6 +318,7 @@ export const sessionInputSchema = z.strictObject({
     })
     .prefault({}),
   trigger: triggerOrigin.optional().describe('Set by drydock serve for sessions started by a GitHub webhook'),
+  notify: notifyTargets.optional().describe('Set by drydock serve for sessions started from Slack or Linear'),
   limits: z
     .strictObject({
       cpus: z.number().positive().max(16).default(2).describe('CPUs of the sandbox; at most 16'),
@@ -337,6 +362,7 @@ export type ScriptStep = z.infer<typeof scriptStep>;
 export type AgentSettings = SessionInput['agent'];
 export type BrowserCheck = z.infer<typeof browserCheck>;
 export type TriggerOrigin = z.infer<typeof triggerOrigin>;
+export type NotifyTargets = z.infer<typeof notifyTargets>;
 
 export type ParsedInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
 

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { XMLParser } from 'fast-xml-parser';
 import { egressDirOf } from '../egress';
+import { locateFailure } from '../../github/test-locations';
 import type { BrowserResult, TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
 import type { SandboxDeps } from './deps';
@@ -77,7 +78,9 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
         const message = typeof first === 'string' ? first : (first?.message ?? first?.text ?? '');
         const name = [testcase.classname, testcase.name].filter(Boolean).join(' › ');
         if (report.failures.length < MAX_FAILURES) {
-          report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300) });
+          const whole = typeof first === 'string' ? first : `${first?.message ?? ''}\n${first?.text ?? ''}`;
+          const place = locateFailure(testcase, whole);
+          report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300), ...place });
         }
       } else if (testcase.skipped !== undefined) {
         report.skipped++;

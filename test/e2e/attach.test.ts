@@ -8,7 +8,6 @@
  */
 import { sandboxOf } from '../../sandbox/handle';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { Pool } from 'pg';
@@ -32,6 +31,7 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { personalTokens } from '../support/identity';
 import { decide } from '../../workflows/api';
 
 let stack: TestStack;
@@ -157,10 +157,8 @@ test('attach on the host: a typed command changes a file, step 2 waits for the d
 });
 
 test('attach through drydock serve with a token, at the approval gate: the edit becomes a new change to review', async () => {
-  const tokens = { rita: randomBytes(16).toString('hex'), mallory: randomBytes(16).toString('hex') };
-  const serve = await startServe(stack, {
-    DRYDOCK_API_TOKENS: `rita=${tokens.rita},mallory=${tokens.mallory}`,
-  });
+  const tokens = await personalTokens('rita', 'mallory');
+  const serve = await startServe(stack);
   try {
     const id = newSessionId('attach-serve');
     const handle = await session(id, [{ run: 'echo hello >> README.md' }]);

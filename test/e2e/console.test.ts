@@ -7,6 +7,7 @@
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { status, type SessionStatus } from '../../workflows/api';
 import { startFakeProviders, type FakeProviders } from '../support/fake-providers';
+import { personalTokens } from '../support/identity';
 import {
   git,
   inPhase,
@@ -21,8 +22,9 @@ import {
   type TestStack,
 } from '../support/helpers';
 
-const ALICE = 'alice-token-0123456789abcdef';
-const BOB = 'bob-token-0123456789abcdef01';
+/** Alice's and Bob's personal tokens (as `drydock token issue` makes them). */
+let ALICE: string;
+let BOB: string;
 
 let stack: TestStack;
 let serve: Awaited<ReturnType<typeof startServe>>;
@@ -34,6 +36,7 @@ let model: FakeProviders;
 
 beforeAll(async () => {
   fixture = await makeFixtureRepo();
+  ({ alice: ALICE, bob: BOB } = await personalTokens('alice', 'bob'));
   model = await startFakeProviders({ apiKey: MODEL_KEY });
   // The server's default policy: every irreversible action waits for a person.
   stack = await startStack({
@@ -43,7 +46,6 @@ beforeAll(async () => {
     DRYDOCK_MODEL_PRICES: { 'fake-1': { input: 1, output: 2 } },
   });
   serve = await startServe(stack, {
-    DRYDOCK_API_TOKENS: `alice=${ALICE},bob=${BOB}`,
     DRYDOCK_REPOS: [`acme/fixture=${fixture.url}`],
   });
   browser = await chromium.launch({

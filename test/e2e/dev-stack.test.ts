@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { answers } from '../../platform/temporal';
 import { freePort, makeFixtureRepo, projectRoot, runCli } from '../support/helpers';
@@ -34,12 +34,14 @@ test('up starts a dev server, a worker and the console, runs a session, and Ctrl
     expect(stderr).toMatch(/bin\/drydock run --repo/);
     expect(existsSync(path.join(dataDir, 'temporal.db'))).toBe(true);
     expect(await answers(new URL(env.DRYDOCK_TEMPORAL_UI).host)).toBe(true);
-    // The review console is up too, with a token for the local user in a file only they can read.
+    // The review console is up too, with a personal token for the local user in a file only they can read.
     const consoleUrl = `http://127.0.0.1:${env.DRYDOCK_HTTP_PORT}`;
-    const tokenFile = path.join(dataDir, 'api-tokens');
+    const tokenFile = path.join(dataDir, 'dev-token');
     expect(stderr).toContain(`review console   ${consoleUrl}  (your token is in ${tokenFile})`);
     expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
-    const token = readFileSync(tokenFile, 'utf8').split('\n')[1].split('=')[1];
+    const token = readFileSync(tokenFile, 'utf8').trim();
+    const whoami = await fetch(`${consoleUrl}/api/whoami`, { headers: { authorization: `Bearer ${token}` } });
+    expect(await whoami.json()).toEqual({ name: process.env.DRYDOCK_USER ?? userInfo().username, kind: 'person' });
     const sessions = await fetch(`${consoleUrl}/api/sessions`, { headers: { authorization: `Bearer ${token}` } });
     expect(sessions.status).toBe(200);
 

@@ -203,7 +203,7 @@ describe('GitHub events start the repo agent', () => {
     expect(sent.status).toBe(202);
     expect(sent.body.sessionId).toMatch(new RegExp(`^gh-codertocat-hello-world-issue-${issueNumber}-[0-9a-f]{16}$`));
     const final = await finalStatus(sent.body.sessionId);
-    expect(final).toMatchObject({ phase: 'completed', repo: repo.url, requestedBy: 'Codertocat' });
+    expect(final).toMatchObject({ phase: 'completed', repo: repo.url, requestedBy: 'github:Codertocat' });
     expect(final.task).toContain('Spelling error in the README file');
     expect(final.verification?.passed).toBe(true);
     expect(final.sandbox!.baseCommit).toBe(head);
@@ -256,7 +256,7 @@ describe('GitHub events start the repo agent', () => {
       number: 2,
       url: 'https://github.com/Codertocat/Hello-World/pull/2',
       merged: true,
-      by: 'Codertocat',
+      by: 'github:Codertocat',
     });
     // The metrics say merged, and the audit chain holds both deliveries.
     const pool = new Pool({ connectionString: process.env.DATABASE_URL });

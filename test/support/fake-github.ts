@@ -2,7 +2,8 @@
  * A local HTTP server speaking the subset of the GitHub REST API drydock uses:
  * repo lookup, pulls list/create/update/get/files, branches, collaborator
  * permission, issues and their comments, comment reactions, commit statuses,
- * check runs and their annotations, workflow-run jobs and job logs (a 302 to
+ * check runs and their annotations (created and updated by an App only, as on
+ * GitHub, and validated like GitHub does), workflow-run jobs and job logs (a 302 to
  * the log, like GitHub), and a GitHub App's installation lookup and token
  * endpoint (JWT verified with the App's public key). It checks paths, bodies
  * and the Authorization header like GitHub does, and records every request.
@@ -61,6 +62,28 @@ export interface Job {
   log: string;
 }
 
+/** A check run an App created (POST /repos/{owner}/{repo}/check-runs). */
+export interface CheckRun {
+  id: number;
+  name: string;
+  head_sha: string;
+  external_id: string | null;
+  details_url: string | null;
+  status: string;
+  conclusion: string | null;
+  output: { title: string | null; summary: string | null; annotations_count: number };
+  annotations: {
+    path: string;
+    start_line: number;
+    end_line: number;
+    annotation_level: string;
+    title?: string;
+    message: string;
+  }[];
+  /** Each status and conclusion it went through, in order. */
+  history: string[];
+}
+
 /** What the tests seed and read: the repo's state on the fake GitHub. */
 export interface FakeRepoState {
   /** Branch name → head commit. */
@@ -75,6 +98,7 @@ export interface FakeRepoState {
   jobs: Record<number, Job>;
   /** Workflow run id → its job ids. */
   workflowRuns: Record<number, number[]>;
+  checkRuns: CheckRun[];
 }
 
 export interface RecordedRequest {
@@ -123,6 +147,7 @@ export async function startFakeGitHub(opts: {
     statuses: [],
     jobs: {},
     workflowRuns: {},
+    checkRuns: [],
   };
   const appKey: KeyObject | undefined = opts.app ? createPublicKey(opts.app.publicKeyPem) : undefined;
   const full = `${opts.owner}/${opts.repo}`;
@@ -202,7 +227,14 @@ export async function startFakeGitHub(opts: {
       pulls.push(pr);
       return send(201, pr);
     }
-    const routed = repoRoutes(req.method!, path.slice(`/repos/${full}`.length), body, send, res);
+    const sub = path.slice(`/repos/${full}`.length);
+    if (
+      path.startsWith(`/repos/${full}/`) &&
+      checkRunRoutes(req.method!, sub, query, body, send, minted.includes(credential))
+    ) {
+      return;
+    }
+    const routed = repoRoutes(req.method!, sub, body, send, res);
     if (path.startsWith(`/repos/${full}/`) && routed) return;
     const update = new RegExp(`^/repos/${full}/pulls/(\\d+)$`).exec(path);
     if (update && req.method === 'PATCH') {
@@ -213,6 +245,89 @@ export async function startFakeGitHub(opts: {
     }
     send(404, { message: 'Not Found' });
   });
+  /**
+   * Check runs as GitHub's Checks API has them: written by an App's
+   * installation token only (a personal token gets 403), validated (name,
+   * head_sha, status and conclusion, at most 50 annotations a request, each
+   * complete), annotations appended on every update. False: not one of these.
+   */
+  function checkRunRoutes(
+    method: string,
+    sub: string,
+    query: URLSearchParams,
+    body: any,
+    send: (status: number, data: unknown) => void,
+    byApp: boolean,
+  ): boolean {
+    const at = (pattern: string, verb: string) => (method === verb ? new RegExp(`^${pattern}$`).exec(sub) : null);
+    const shown = (run: CheckRun) => {
+      const rest: Partial<CheckRun> = { ...run, output: { ...run.output } };
+      delete rest.annotations;
+      delete rest.history;
+      return rest;
+    };
+    let m: RegExpExecArray | null;
+    if ((m = at('/commits/([^/]+)/check-runs', 'GET'))) {
+      const name = query.get('check_name');
+      const runs = state.checkRuns.filter((r) => r.head_sha === m![1] && (!name || r.name === name)).reverse();
+      send(200, { total_count: runs.length, check_runs: runs.map(shown) });
+      return true;
+    }
+    if ((m = at('/check-runs/(\\d+)/annotations', 'GET'))) {
+      const run = state.checkRuns.find((r) => r.id === Number(m![1]));
+      if (!run) return false;
+      send(200, run.annotations);
+      return true;
+    }
+    const create = at('/check-runs', 'POST');
+    const update = at('/check-runs/(\\d+)', 'PATCH');
+    if (!create && !update) return false;
+    if (!byApp) {
+      send(403, {
+        message: 'You must authenticate via a GitHub App.',
+        documentation_url: 'https://docs.github.com/rest/checks/runs',
+      });
+      return true;
+    }
+    const problem = checkRunProblem(body, Boolean(create));
+    if (problem) {
+      send(422, { message: 'Validation Failed', errors: [problem] });
+      return true;
+    }
+    let run = update ? state.checkRuns.find((r) => r.id === Number(update[1])) : undefined;
+    if (update && !run) {
+      send(404, { message: 'Not Found' });
+      return true;
+    }
+    if (!run) {
+      run = {
+        id: 5000 + state.checkRuns.length,
+        name: body.name,
+        head_sha: body.head_sha,
+        external_id: body.external_id ?? null,
+        details_url: body.details_url ?? null,
+        status: 'queued',
+        conclusion: null,
+        output: { title: null, summary: null, annotations_count: 0 },
+        annotations: [],
+        history: [],
+      };
+      state.checkRuns.push(run);
+    }
+    if (body.conclusion) Object.assign(run, { status: 'completed', conclusion: body.conclusion });
+    else if (body.status) run.status = body.status;
+    if (body.details_url) run.details_url = body.details_url;
+    if (body.output) {
+      run.output.title = body.output.title;
+      run.output.summary = body.output.summary;
+      run.annotations.push(...(body.output.annotations ?? []));
+      run.output.annotations_count = run.annotations.length;
+    }
+    run.history.push(run.conclusion ?? run.status);
+    send(create ? 201 : 200, shown(run));
+    return true;
+  }
+
   /**
    * The endpoints of a session's trigger: checks, context and reports.
    * `sub` is the path under /repos/<owner>/<repo>. False: not one of these.
@@ -373,4 +488,40 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   for await (const chunk of req) chunks.push(chunk as Buffer);
   const text = Buffer.concat(chunks).toString();
   return text ? JSON.parse(text) : undefined;
+}
+
+const CHECK_STATUSES = ['queued', 'in_progress', 'completed'];
+const CONCLUSIONS = ['action_required', 'cancelled', 'failure', 'neutral', 'success', 'skipped', 'stale', 'timed_out'];
+const LEVELS = ['notice', 'warning', 'failure'];
+
+/** What GitHub would refuse in a check run's body, or undefined. */
+function checkRunProblem(body: any, creating: boolean): string | undefined {
+  if (creating && (typeof body?.name !== 'string' || !body.name)) return 'name is missing';
+  if (creating && !/^[0-9a-f]{40}$/.test(body?.head_sha ?? '')) return 'head_sha is not a commit sha';
+  if (body.status !== undefined && !CHECK_STATUSES.includes(body.status))
+    return `status ${body.status} is not one of ${CHECK_STATUSES}`;
+  if (body.conclusion !== undefined && !CONCLUSIONS.includes(body.conclusion))
+    return `conclusion ${body.conclusion} is not valid`;
+  if (body.status === 'completed' && !body.conclusion) return 'a completed check run needs a conclusion';
+  if (body.output !== undefined) {
+    if (typeof body.output.title !== 'string' || typeof body.output.summary !== 'string')
+      return 'output needs title and summary';
+    const annotations = body.output.annotations ?? [];
+    if (!Array.isArray(annotations) || annotations.length > 50) return 'at most 50 annotations per request';
+    for (const a of annotations) {
+      if (typeof a.path !== 'string' || !a.path || a.path.startsWith('/'))
+        return 'annotation path must be relative to the repo';
+      if (
+        !Number.isInteger(a.start_line) ||
+        !Number.isInteger(a.end_line) ||
+        a.start_line < 1 ||
+        a.end_line < a.start_line
+      ) {
+        return 'annotation start_line and end_line must be lines, start_line <= end_line';
+      }
+      if (!LEVELS.includes(a.annotation_level)) return `annotation_level ${a.annotation_level} is not valid`;
+      if (typeof a.message !== 'string' || !a.message) return 'annotation message is missing';
+    }
+  }
+  return undefined;
 }

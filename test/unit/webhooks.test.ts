@@ -1,6 +1,6 @@
 /** Webhook signatures and what each GitHub event means, without a server. */
 import { sign } from '@octokit/webhooks-methods';
-import { parseTokens, loadApiTokens } from '../../workers/access';
+import { parseTokens, loadMachineTokens } from '../../identity/machine-tokens';
 import { loadConfig } from '../../platform/config';
 import { parseRepoList, repoNameOf, triggerSessionFor } from '../../repos/registry';
 import { routeGitHubEvent, signatureMatches } from '../../github/webhooks';
@@ -192,10 +192,10 @@ test('DRYDOCK_REPOS entries are owner/name=<url>; a repo added without a name ge
   expect(repoNameOf('file:///repo.git')).toBe('file/repo');
 });
 
-test('API tokens map to names; a wrong or short token names no one and is never echoed', () => {
-  const tokens = loadApiTokens({ DRYDOCK_API_TOKENS: 'alice=aaaaaaaaaaaaaaaaaaaa,bob=bbbbbbbbbbbbbbbbbbbb' });
-  expect(tokens.identify('aaaaaaaaaaaaaaaaaaaa')).toBe('alice');
-  expect(tokens.identify('bbbbbbbbbbbbbbbbbbbb')).toBe('bob');
+test('API tokens map to machines, in a namespace of their own; a wrong or short token names no one and is never echoed', () => {
+  const tokens = loadMachineTokens({ DRYDOCK_API_TOKENS: 'ci=aaaaaaaaaaaaaaaaaaaa,bob=bbbbbbbbbbbbbbbbbbbb' });
+  expect(tokens.identify('aaaaaaaaaaaaaaaaaaaa')).toBe('machine:ci');
+  expect(tokens.identify('bbbbbbbbbbbbbbbbbbbb')).toBe('machine:bob');
   expect(tokens.identify('aaaaaaaaaaaaaaaaaaab')).toBeUndefined();
   expect(tokens.identify(undefined)).toBeUndefined();
   expect(parseTokens('# name=token, one a line\ncarol=cccccccccccccccccccc\n', 'DRYDOCK_API_TOKENS_FILE')).toEqual([

@@ -36,7 +36,7 @@ export async function attachUpgrade(
 ): Promise<void> {
   let attachedAs: { id: string; by: string } | undefined;
   try {
-    const { id, by, size } = checkRequest(ctx, req);
+    const { id, by, size } = await checkRequest(ctx, req);
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     await requestAttach(ctx.client, id, by);
     attachedAs = { id, by };
@@ -51,7 +51,7 @@ export async function attachUpgrade(
   }
 }
 
-function checkRequest(ctx: ServeContext, req: IncomingMessage) {
+async function checkRequest(ctx: ServeContext, req: IncomingMessage) {
   const url = new URL(req.url ?? '/', 'http://drydock');
   if (req.method !== 'GET') throw new HttpError(405, 'attach is GET with Upgrade');
   if (header(req, 'upgrade')?.toLowerCase() !== ATTACH_PROTOCOL) {
@@ -59,7 +59,7 @@ function checkRequest(ctx: ServeContext, req: IncomingMessage) {
   }
   // The bearer header only: a page's cookie must not open a shell.
   const bearer = /^Bearer\s+(\S+)$/i.exec(header(req, 'authorization') ?? '')?.[1];
-  const by = bearer ? ctx.tokens.identify(bearer) : undefined;
+  const by = bearer ? (await ctx.identities.identify(bearer))?.name : undefined;
   if (!by) throw new HttpError(401, 'a valid bearer token is required');
   const id = sessionIdOf(url.pathname);
   const size = boundedSize({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) });

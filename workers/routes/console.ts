@@ -10,34 +10,8 @@ import { buildReport, windowStart } from '../../store/pilot-report';
 import { listSessions } from '../../platform/sessions';
 import { sessionLink } from '../../platform/temporal';
 import { OUTCOMES, type SessionStatus } from '../../workflows/api';
-import { listPage, loginPage, reportPage, sessionLive, sessionPage, type LiveExtras } from '../console';
-import { consoleUrl, COOKIE, HttpError, readBody, sendHtml, statusOr404, type ServeContext } from '../http';
-
-/** POST /login: a token from the form becomes the console cookie. */
-export async function login(ctx: ServeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const form = new URLSearchParams((await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY)).toString('utf8'));
-  const token = form.get('token') ?? '';
-  const who = ctx.tokens.identify(token);
-  if (!who) {
-    ctx.log.warn({ ip: req.socket.remoteAddress }, 'console sign-in refused');
-    return sendHtml(res, 401, loginPage('That token is not valid.'));
-  }
-  const secure = ctx.config.DRYDOCK_CONSOLE_URL?.startsWith('https:') ? '; Secure' : '';
-  res.writeHead(303, {
-    location: '/',
-    'set-cookie': `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure}`,
-  });
-  res.end();
-}
-
-/** POST /logout: the cookie is cleared. */
-export function logout(res: ServerResponse): void {
-  res.writeHead(303, {
-    location: '/login',
-    'set-cookie': `${COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`,
-  });
-  res.end();
-}
+import { listPage, reportPage, sessionLive, sessionPage, type LiveExtras } from '../console';
+import { consoleUrl, HttpError, sendHtml, statusOr404, type ServeContext } from '../http';
 
 /** GET /: the newest sessions. */
 export async function consoleList(ctx: ServeContext, res: ServerResponse, who: string): Promise<void> {

@@ -153,7 +153,9 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
     await answerOnGitHub(ctx, trigger, configured.reason);
     throw new HttpError(422, configured.reason);
   }
-  const input = triggeredInput(trigger, found.repo, configured.session);
+  // A GitHub login acts as its person (the identities file), else as github:<login>.
+  const requestedBy = trigger.origin ? ctx.identities.directory.githubActor(trigger.requestedBy) : trigger.requestedBy;
+  const input = triggeredInput({ ...trigger, requestedBy }, found.repo, configured.session);
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `cannot start a session: ${parsed.problems.join('; ')}`);
   await startSession(ctx.client, input, {
@@ -161,7 +163,7 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
     taskQueue: ctx.config.DRYDOCK_TASK_QUEUE,
     ifExists: 'reuse',
   });
-  await recordDelivery(ctx, trigger, delivery, found.repo.name);
+  await recordDelivery(ctx, { ...trigger, requestedBy }, delivery, found.repo.name);
   ctx.log.info(
     { sessionId: trigger.sessionId, delivery, repo: found.repo.name, source: trigger.source },
     'webhook: session started (or found, for a redelivery)',
@@ -170,7 +172,7 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
 }
 
 /** The session a trigger starts: the repo's agent and checks, the trigger's task, a pull request at the end. */
-function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
+export function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
   const pr = session.publish.pullRequest;
   return {
     ...session,
@@ -190,7 +192,7 @@ function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: Trigger
 }
 
 /** Recorded in the session's chain, once per signed body; GitHub waits ~10 s for an answer, so at most 5 s. */
-async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
+export async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, delivery: string, repo: string) {
   await ctx.audit
     ?.append(
       {
@@ -277,7 +279,7 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
   }
   try {
     const accepted = await sendFollowup(ctx.client, sessionId, {
-      by: trigger.by,
+      by: ctx.identities.directory.githubActor(trigger.by),
       text: trigger.text,
       id: `github-comment-${trigger.comment}`,
     });
@@ -313,7 +315,7 @@ async function recordPullRequestClosed(
     number: trigger.number,
     url: trigger.url,
     merged: trigger.merged,
-    by: trigger.by,
+    by: ctx.identities.directory.githubActor(trigger.by),
   };
   const recordId = `pr-closed-${trigger.sessionId}-${trigger.number}`;
   try {
@@ -332,7 +334,7 @@ async function recordPullRequestClosed(
   try {
     await ctx.client.workflow
       .getHandle(trigger.sessionId)
-      .signal(pullRequestClosed, { merged: trigger.merged, by: trigger.by });
+      .signal(pullRequestClosed, { merged: trigger.merged, by: record.by });
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }

@@ -10,6 +10,7 @@ import { sessionMetricsOf } from '../rules/metrics';
 import { endAttach } from './attach';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
+import { finishThreadReports } from './threads';
 import { report } from './trigger';
 
 /** A session that ends with this outcome (and reason) rather than going on. */
@@ -68,6 +69,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
     await removeEarlier(run);
     run.setPhase(outcome);
     await report(run, outcome);
+    await finishThreadReports(run);
     try {
       status.audit = await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
     } catch (err) {

@@ -93,6 +93,11 @@ export class SessionRun {
   handEdits?: string;
   /** The pull request was merged or closed. */
   closed?: { merged: boolean; by: string };
+  /** Phase changes so far: the thread reports (threads.ts) follow it. */
+  phaseChanges = 0;
+  /** The loop reporting to Slack or Linear, and whether it should stop once it has caught up. */
+  threadReports?: Promise<void>;
+  reportsClosing = false;
 
   constructor(
     /** The input as given: a continued run starts from it again. */
@@ -130,6 +135,7 @@ export class SessionRun {
     if (held && phase !== 'attached') attached.during = phase;
     phase = held ? 'attached' : phase;
     this.status.phase = phase;
+    this.phaseChanges++;
     const repo = this.status.repo;
     upsertSearchAttributes([
       { key: PHASE_ATTRIBUTE, value: phase },

@@ -35,6 +35,9 @@ export async function report(run: SessionRun, stage: ReportStage): Promise<void>
       commit: status.sandbox?.baseCommit,
       pullRequestUrl: status.pullRequest?.url,
       detail: stage === 'failed' || stage === 'timed_out' ? status.error?.slice(0, 300) : undefined,
+      tests: status.verification
+        ? { summary: status.verification.summary.slice(0, 2000), failures: status.verification.report?.failures ?? [] }
+        : undefined,
     });
   } catch (err) {
     log.warn('could not report to GitHub', { stage, error: err instanceof Error ? err.message : String(err) });

@@ -15,6 +15,7 @@ import { anyHost } from './proxies';
 import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
+import { startThreadReports } from './threads';
 import { addTriggerContext, report } from './trigger';
 
 export type { AgentLoop, ContinuedSession } from './state';
@@ -26,6 +27,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   let outcome: Outcome = 'completed';
   try {
     await parse(run);
+    startThreadReports(run);
     if (!continued?.parked) {
       const change = await withinWallTime(run, async () => {
         if (continued) {

@@ -1,15 +1,16 @@
 /**
- * Who is calling the API or the console: bearer tokens from the configuration,
- * each mapped to a person's name, which is what approvals record. Tokens are
- * compared in constant time and never logged.
+ * API tokens for machines (CI jobs, Prometheus, scripts): configured in
+ * DRYDOCK_API_TOKENS or DRYDOCK_API_TOKENS_FILE as `name=token`, and recorded
+ * as `machine:<name>`, a namespace no person or GitHub login shares. Compared
+ * in constant time and never logged.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Config } from '../platform/config';
+import { machineName } from './names';
 
-export interface ApiTokens {
-  /** The name a token belongs to, or undefined. */
+export interface MachineTokens {
+  /** The machine a token belongs to (`machine:<name>`), or undefined. */
   identify(token: string | undefined): string | undefined;
   readonly count: number;
 }
@@ -32,13 +33,15 @@ export function parseTokens(text: string, source: string): [name: string, token:
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
-export function loadApiTokens(config: Pick<Config, 'DRYDOCK_API_TOKENS' | 'DRYDOCK_API_TOKENS_FILE'>): ApiTokens {
+export function loadMachineTokens(
+  config: Pick<Config, 'DRYDOCK_API_TOKENS' | 'DRYDOCK_API_TOKENS_FILE'>,
+): MachineTokens {
   const entries = [
     ...(config.DRYDOCK_API_TOKENS ? parseTokens(config.DRYDOCK_API_TOKENS, 'DRYDOCK_API_TOKENS') : []),
     ...(config.DRYDOCK_API_TOKENS_FILE
       ? parseTokens(readFileSync(config.DRYDOCK_API_TOKENS_FILE, 'utf8'), 'DRYDOCK_API_TOKENS_FILE')
       : []),
-  ].map(([name, token]) => ({ name, hash: digest(token) }));
+  ].map(([name, token]) => ({ name: machineName(name), hash: digest(token) }));
   return {
     count: entries.length,
     identify(token) {
@@ -50,25 +53,4 @@ export function loadApiTokens(config: Pick<Config, 'DRYDOCK_API_TOKENS' | 'DRYDO
       return found;
     },
   };
-}
-
-/**
- * For the dev stack (`drydock up`) without configured tokens: one token for
- * the local user in `<data dir>/api-tokens` (mode 0600), created once, so the
- * console works out of the box. Returns the file.
- */
-export function ensureDevTokenFile(dataDir: string, user: string): string {
-  const file = path.join(dataDir, 'api-tokens');
-  if (!existsSync(file)) {
-    const name = user.replace(/[^A-Za-z0-9._@-]/g, '-') || 'developer';
-    writeFileSync(
-      file,
-      `# name=token, one a line; the name is what approvals record\n${name}=${randomBytes(24).toString('hex')}\n`,
-      {
-        mode: 0o600,
-        flag: 'wx',
-      },
-    );
-  }
-  return file;
 }
