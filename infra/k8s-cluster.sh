@@ -420,6 +420,8 @@ down() {
   step "cluster '$NAME' is down"
 }
 
+ID_LABEL=drydock.docker-id
+
 # A Docker image reference as containerd names it (docker.io/library/... for short names).
 image_ref() {
   local ref=$1
@@ -436,12 +438,15 @@ load() {
   paths "${1:-}"
   shift || true
   alive containerd || fail "cluster '$NAME' is not running (bash infra/k8s-cluster.sh up $NAME)"
-  local image ref old
+  local image ref old id
   for image in "$@"; do
     ref=$(image_ref "$image")
-    ctr_ images ls -q | grep -qxF "$ref" && continue
+    # Docker's image id, kept as a label: a rebuild under the same tag (drydock:<version>) is loaded again.
+    id=$(docker image inspect -f '{{.Id}}' "$image") || fail "no image $image in Docker"
+    ctr_ images ls "name==$ref" | grep -qF "$ID_LABEL=$id" && continue
     step "loading $image into cluster '$NAME'"
     docker save "$image" | ctr_ images import - >/dev/null || fail "loading $image failed"
+    ctr_ images label "$ref" "$ID_LABEL=$id" >/dev/null
     # One tag per repository: a new build of an image replaces the old one, so the
     # node's disk holds what the tests use now, not every build they ever used.
     for old in $(ctr_ images ls -q | grep -F "${ref%:*}:" | grep -vxF "$ref"); do

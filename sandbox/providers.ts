@@ -13,8 +13,12 @@ export async function sandboxProviderOf(config: Config): Promise<SandboxProvider
   if (config.DRYDOCK_SANDBOX_PROVIDER === 'docker') {
     return new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
   }
-  const { KubeConfig } = await import('@kubernetes/client-node');
-  const { KubernetesProvider } = await import('./kubernetes/provider');
+  // Loaded here, not at the top: the client takes over a second to load, which Docker workers need not pay.
+  // require, not import(): drydock runs its sources through tsx's CommonJS hook, which import() bypasses.
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { KubeConfig } = require('@kubernetes/client-node') as typeof import('@kubernetes/client-node');
+  const { KubernetesProvider } = require('./kubernetes/provider') as typeof import('./kubernetes/provider');
+  /* eslint-enable @typescript-eslint/no-require-imports */
   const kubeconfig = new KubeConfig();
   if (config.DRYDOCK_K8S_KUBECONFIG) kubeconfig.loadFromFile(config.DRYDOCK_K8S_KUBECONFIG);
   else kubeconfig.loadFromDefault();

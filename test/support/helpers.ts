@@ -1,6 +1,6 @@
 /** Shared test fixtures: git repos, workers, session ids, waiting on phases, approving. */
 import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -39,6 +39,26 @@ export function freePort(): Promise<number> {
     });
     server.on('error', reject);
   });
+}
+
+/**
+ * A base port for the Temporal server with its 14 ports free, below 32768:
+ * Temporal stores membership ports in a PostgreSQL smallint (cluster_membership.rpc_port),
+ * so the kernel's ephemeral ports (freePort) fail its membership upserts.
+ */
+export async function temporalPorts(): Promise<number> {
+  const free = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const server = createServer()
+        .once('error', () => resolve(false))
+        .listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+  for (;;) {
+    const base = randomInt(20_000, 32_700);
+    let ok = true;
+    for (let i = 0; i < 14 && ok; i++) ok = await free(base + i);
+    if (ok) return base;
+  }
 }
 
 /** A fresh id per test, under this run's prefix (the teardown looks for leaks by it). */
