@@ -12,6 +12,7 @@ const forbiddenInWorkflows = {
         '**/models/*',
         '**/github/*',
         '**/repos/*',
+        '**/review/*',
         '**/sandbox/*',
         '**/sandbox/activities/*',
         '**/activities/*',

@@ -8,7 +8,7 @@ import { ErrorType } from '../workflows/api';
 import { AGENT_CLIS, EXACT_VERSION, sandboxBinary, type AgentCliName } from '../workflows/rules/agent-clis';
 import { ensureAgentCli } from '../models/agent-clis';
 import type { ActivityDeps } from './deps';
-import { reportProgress } from '../platform/heartbeat';
+import { heartbeatProgress } from '../platform/heartbeat';
 
 export function createAgentCliActivities(deps: Pick<ActivityDeps, 'agentClis' | 'hostId' | 'log'>) {
   return {
@@ -29,7 +29,7 @@ export function createAgentCliActivities(deps: Pick<ActivityDeps, 'agentClis' | 
       const lines: string[] = [];
       const { installed } = await ensureAgentCli(deps.agentClis.dir, input.name, input.version, (line) => {
         lines.push(line);
-        reportProgress({ progress: lines.slice(-10) });
+        heartbeatProgress({ progress: lines.slice(-10) });
       });
       if (installed)
         deps.log.info({ cli: input.name, version: input.version, host: deps.hostId }, 'agent CLI installed');

@@ -1,8 +1,14 @@
+/**
+ * The audit trail and pilot metrics as activities: events the workflow itself
+ * witnessed (a verification result, a reviewer's decision), a pull request
+ * GitHub reports closed, and a session's row of metrics when it ends.
+ */
 import type { ActivityDeps } from './deps';
 import { recordEvent, type AuditInput } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
-import { approvalWait } from '../platform/metrics';
+import { approvalWait, decisionsUnmeasured, reviewTime } from '../platform/metrics';
+import { sessionReviewMs } from '../review/review-time';
 
 export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' | 'db'>) {
   return {
@@ -31,7 +37,11 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
      * when it ends; returns the audit chain's seal then, for the session's result.
      */
     async recordSessionMetrics(m: SessionMetrics): Promise<AuditSeal> {
-      if (m.reviewMs > 0) approvalWait.observe(m.reviewMs / 1000);
+      if (m.reviewWaitMs > 0) approvalWait.observe(m.reviewWaitMs / 1000);
+      // Every reviewer's measured time, from the console's and the CLI's records (docs/audit.md).
+      const reviewMs = await sessionReviewMs(db.pool, m.sessionId);
+      if (reviewMs !== undefined) reviewTime.observe(reviewMs / 1000);
+      decisionsUnmeasured.inc(m.decisionsUnmeasured);
       // Retries: every audit row written by an attempt after the first one.
       const retried = await db.pool.query<{ retries: string }>(
         'select coalesce(sum(greatest(attempt - 1, 0)), 0) as retries from audit_events where session_id = $1',
@@ -40,15 +50,16 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
       await db.pool.query(
         `insert into session_metrics (session_id, repo, requested_by, started_at, ended_at, outcome, failure_cause,
            time_to_ready_ms, sandbox_ms, snapshot_age_ms, agent_turns, tokens, cost_usd, verification_rounds,
-           verification_passed, retries, review_ms, approved, pr_url)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+           verification_passed, retries, review_wait_ms, approved, pr_url, review_active_ms, decisions_unmeasured)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
          on conflict (session_id) do update set
            ended_at = excluded.ended_at, outcome = excluded.outcome, failure_cause = excluded.failure_cause,
            time_to_ready_ms = excluded.time_to_ready_ms, sandbox_ms = excluded.sandbox_ms,
            snapshot_age_ms = excluded.snapshot_age_ms, agent_turns = excluded.agent_turns, tokens = excluded.tokens,
            cost_usd = excluded.cost_usd, verification_rounds = excluded.verification_rounds,
            verification_passed = excluded.verification_passed, retries = excluded.retries,
-           review_ms = excluded.review_ms, approved = excluded.approved, pr_url = excluded.pr_url`,
+           review_wait_ms = excluded.review_wait_ms, approved = excluded.approved, pr_url = excluded.pr_url,
+           review_active_ms = excluded.review_active_ms, decisions_unmeasured = excluded.decisions_unmeasured`,
         [
           m.sessionId,
           m.repo,
@@ -66,9 +77,11 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
           m.verificationRounds,
           m.verificationPassed ?? null,
           Number(retried.rows[0].retries),
-          m.reviewMs,
+          m.reviewWaitMs,
           m.approved,
           m.prUrl ?? null,
+          reviewMs ?? null,
+          m.decisionsUnmeasured,
         ],
       );
       return audit.seal(m.sessionId);

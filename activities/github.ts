@@ -15,12 +15,12 @@ import { readTriggerContext, taskWithContext } from '../github/task-context';
 import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../github/writes';
 
 /** Moments of a session that GitHub hears about. */
-export type ReportStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
+export type ProgressStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
 
-export interface ReportInput {
+export interface ProgressInput {
   sessionId: string;
   trigger: TriggerOrigin;
-  stage: ReportStage;
+  stage: ProgressStage;
   /** The commit the session started from: its `drydock` status follows the session. */
   commit?: string;
   pullRequestUrl?: string;
@@ -37,10 +37,10 @@ const CONTEXT_PERMISSIONS: TokenPermissions = {
   checks: 'read',
   actions: 'read',
 };
-const REPORT_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write', checks: 'write' };
+const PROGRESS_PERMISSIONS: TokenPermissions = { issues: 'write', statuses: 'write', checks: 'write' };
 
 /** The commit status of each stage. */
-const STATUS: Record<ReportStage, [StatusState, string]> = {
+const STATUS: Record<ProgressStage, [StatusState, string]> = {
   started: ['pending', 'in progress'],
   awaiting_approval: ['pending', 'waiting for review'],
   pull_request: ['pending', 'pull request opened'],
@@ -52,7 +52,7 @@ const STATUS: Record<ReportStage, [StatusState, string]> = {
 };
 
 /** What the issue hears besides the acknowledgement: the pull request, or why there is none. */
-async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, input: ReportInput, link: string) {
+async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, input: ProgressInput, link: string) {
   const { stage, sessionId } = input;
   if (stage === 'pull_request' && input.pullRequestUrl) {
     const body = `drydock opened a pull request for this: ${input.pullRequestUrl} (session: ${link})`;
@@ -66,7 +66,7 @@ async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, i
 }
 
 /** A check run's conclusion per outcome; undefined while the session runs. */
-const CONCLUSION: Partial<Record<ReportStage, CheckConclusion>> = {
+const CONCLUSION: Partial<Record<ProgressStage, CheckConclusion>> = {
   completed: 'success',
   failed: 'failure',
   rejected: 'failure',
@@ -74,7 +74,7 @@ const CONCLUSION: Partial<Record<ReportStage, CheckConclusion>> = {
   cancelled: 'cancelled',
 };
 
-function checkReport(input: ReportInput, description: string, link: string) {
+function checkReport(input: ProgressInput, description: string, link: string) {
   const tests = input.tests;
   return {
     sessionId: input.sessionId,
@@ -88,7 +88,7 @@ function checkReport(input: ReportInput, description: string, link: string) {
   };
 }
 
-const ENDED: Partial<Record<ReportStage, string>> = {
+const ENDED: Partial<Record<ProgressStage, string>> = {
   failed: 'failed',
   rejected: 'was rejected in review',
   timed_out: 'timed out',
@@ -133,12 +133,12 @@ export function createGitHubActivities({
     },
 
     /** Tells GitHub where the session is: an acknowledgement, the commit's status, the pull request's link. */
-    async reportToGitHub(input: ReportInput): Promise<void> {
+    async reportToGitHub(input: ProgressInput): Promise<void> {
       const { sessionId, trigger, stage } = input;
       const where = repoRef(trigger.repo);
       const link = linkTo(sessionId);
       try {
-        const octokit = await octokitOf(trigger.repo, REPORT_PERMISSIONS);
+        const octokit = await octokitOf(trigger.repo, PROGRESS_PERMISSIONS);
         if (stage === 'started' && trigger.comment) {
           await reactOnce(octokit, { ...where, comment: trigger.comment }, 'eyes');
         } else if (stage === 'started' && trigger.issue) {

@@ -1,3 +1,9 @@
+/**
+ * The irreversible actions, done by the worker (which holds the credentials)
+ * after approval: push drydock's commit of the approved change, open or
+ * update its pull request, run the deploy command. Each is recorded in the
+ * audit trail before and after it happens, and idempotent by session.
+ */
 import { exec } from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';

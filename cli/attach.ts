@@ -1,9 +1,16 @@
 /** `drydock attach` and `drydock detach`: a person's shell in a session's live sandbox (sandbox/attach.ts). */
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { attached, AttachRefused, reachableSandbox, requestDetach, shellHere, shellVia } from '../sandbox/attach';
+import {
+  AttachRefused,
+  reachableSandbox,
+  requestDetach,
+  shellOnThisHost,
+  shellThroughServer,
+  whileAttached,
+} from '../sandbox/attach';
 import type { Config } from '../platform/config';
-import { sandboxProviderOf } from '../sandbox/providers';
+import { hostProvider } from '../sandbox/host-provider';
 import { connectClient } from '../platform/temporal-connection';
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
@@ -25,13 +32,13 @@ export function addAttachCommands(program: Command, config: Config): void {
       if (opts.server) {
         const token = process.env.DRYDOCK_API_TOKEN;
         if (!token) throw new AttachRefused('--server needs your API token in DRYDOCK_API_TOKEN');
-        await shellVia(opts.server, token, id, io);
+        await shellThroughServer(opts.server, token, id, io);
         process.stderr.write(`drydock: detached from ${id}; the session goes on to verify your edits\n`);
         process.exit(0);
       }
       const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
       const client = await connectClient(config);
-      const sandboxes = await sandboxProviderOf(config);
+      const sandboxes = await hostProvider(config);
       const name = await reachableSandbox(client, sandboxes, id);
       // A refusal comes at once; an answer that takes longer waits for the step under way.
       const waiting = setTimeout(
@@ -41,10 +48,10 @@ export function addAttachCommands(program: Command, config: Config): void {
       // The terminal going away ends the shell, and so detaches: the session must not stay paused.
       const gone = new AbortController();
       for (const signal of ['SIGHUP', 'SIGTERM'] as const) process.once(signal, () => gone.abort());
-      const detached = await attached(client, id, by, async () => {
+      const detached = await whileAttached(client, id, by, async () => {
         clearTimeout(waiting);
         process.stderr.write(`drydock: attached to ${id} (${name}) as ${by}; exit the shell to detach\n`);
-        await shellHere(sandboxes, name, io, gone.signal);
+        await shellOnThisHost(sandboxes, name, io, gone.signal);
       }).finally(() => clearTimeout(waiting));
       process.stderr.write(
         `drydock: detached from ${id} after ${seconds(detached.durationMs)}; the session goes on to verify your edits\n`,

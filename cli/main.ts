@@ -19,6 +19,8 @@ import { runDevStack } from '../workers/dev-stack';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
 import { addIdentityCommands, callServer, storedLogin } from './identity';
+import { cliDecisionReview, printDiff, recordCliView } from './review';
+import { stepsFromText } from '../review/line-comments';
 import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
@@ -175,11 +177,30 @@ program
     process.exitCode = await watch(await connectClient(config), id, { json: !!opts.json, config });
   });
 
+const whoAmI = () => config.DRYDOCK_USER ?? userInfo().username;
+
 program
   .command('status <session>')
   .description("Show a session's phase, timeline, sandbox, verification and pending approval")
   .option('--json', 'machine-readable output')
-  .action(async (id: string, opts) => printStatus(await connectClient(config), id, !!opts.json));
+  .action(async (id: string, opts) => {
+    const shown = await printStatus(await connectClient(config), id, !!opts.json);
+    await recordCliView(config, shown, whoAmI());
+  });
+
+program
+  .command('diff <session>')
+  .description("Print a session's change (the console's diff), or with --since what changed after an earlier round")
+  .option('--since <round>', 'only what changed since this round (an interdiff)', (v) => {
+    if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError('a round number');
+    return Number(v);
+  })
+  .action(async (id: string, opts) => {
+    process.exitCode = await printDiff(await connectClient(config), config, id, {
+      since: opts.since,
+      reviewer: whoAmI(),
+    });
+  });
 
 for (const decision of ['approve', 'reject'] as const) {
   program
@@ -205,19 +226,20 @@ for (const decision of ['approve', 'reject'] as const) {
         return;
       }
       const client = await connectClient(config);
-      let action = opts.action;
-      if (!action) {
-        const current = await client.workflow.getHandle(id).query(status);
-        if (!current.pendingApproval)
-          throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
-        action = current.pendingApproval.action;
-      }
+      const current = await client.workflow.getHandle(id).query(status);
+      const action = opts.action ?? current.pendingApproval?.action;
+      if (!action) throw new UsageError(`${id} is not waiting for an approval (phase: ${current.phase})`);
+      const by = opts.by ?? whoAmI();
+      // Counted from this person's `status` or `diff` view of the change on display; none: unmeasured.
+      const change = current.pendingApproval?.change;
+      const review = change ? await cliDecisionReview(config, { sessionId: id, change, reviewer: by }) : undefined;
       const input: DecideInput = {
         decision,
         action,
-        by: opts.by ?? config.DRYDOCK_USER ?? userInfo().username,
+        by,
         ...(opts.comment ? { comment: opts.comment } : {}),
         ...(opts.change ? { change: opts.change } : {}),
+        ...(review ? { review } : {}),
       };
       const result = await client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
       console.log(opts.json ? JSON.stringify(result) : `${PAST[decision]} ${result.action} of ${id} as ${result.by}`);
@@ -227,7 +249,7 @@ for (const decision of ['approve', 'reject'] as const) {
 program
   .command('followup <session> [text]')
   .description('Ask a session for more on its change: a new round in its sandbox, verified and approved again')
-  .option('--steps <json>', 'for a script agent: the steps to run, as a JSON array')
+  .option('--steps <json>', 'for a script agent: the steps to run, as a JSON array (text is one shell command)')
   .option('--by <name>', 'who asks (default: DRYDOCK_USER or the OS user); an approver or the requester')
   .option('--json', 'machine-readable output')
   .action(async (id: string, text: string | undefined, opts) => {
@@ -253,7 +275,16 @@ program
       return;
     }
     const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
-    const result = await sendFollowup(await connectClient(config), id, { by, ...(text ? { text } : { steps }) });
+    const client = await connectClient(config);
+    // A script agent takes steps: plain text is its shell command (or JSON steps), as in the console.
+    if (
+      text !== undefined &&
+      ((await client.workflow.getHandle(id).query(status)).agent?.kind ?? 'script') === 'script'
+    ) {
+      steps = stepsFromText(text);
+      text = undefined;
+    }
+    const result = await sendFollowup(client, id, { by, ...(text ? { text } : { steps }) });
     console.log(opts.json ? JSON.stringify(result) : `follow-up for round ${result.round} of ${id} sent as ${by}`);
   });
 

@@ -76,12 +76,12 @@ function unansweredText(u: Unanswered): string {
   ].join('\n');
 }
 
-/** The agent's progress: model, turn, round, tokens, cost, last tool, why it stopped. */
+/** The agent's progress: model, turn, attempt, tokens, cost, last tool, why it stopped. */
 export function agentLine(a: AgentProgress): string {
   return [
     a.kind && a.kind !== 'script' ? `${a.kind} ${a.model ?? ''}`.trim() : a.kind,
     a.turn !== undefined ? `turn ${a.turn}` : undefined,
-    a.round !== undefined ? `round ${a.round}` : undefined,
+    a.attempt !== undefined ? `attempt ${a.attempt}` : undefined,
     a.usage ? `${a.usage.totalTokens} tokens` : undefined,
     a.costUsd ? `$${a.costUsd.toFixed(4)}` : undefined,
     a.lastTool ? `last: ${a.lastTool}` : undefined,
@@ -99,9 +99,11 @@ function indent(text: string): string {
     .join('\n');
 }
 
-export async function printStatus(client: Client, id: string, json: boolean): Promise<void> {
+/** Prints a session's status and returns it. */
+export async function printStatus(client: Client, id: string, json: boolean): Promise<SessionStatus> {
   const s = await getStatus(client, id);
   console.log(json ? JSON.stringify(s, null, 2) : formatStatus(s));
+  return s;
 }
 
 /**

@@ -94,6 +94,22 @@ export const reviewCommentCreated = z.object({
   }),
 });
 
+/** A review submitted on a pull request: its line comments are read from the API (GitHub sends them apart). */
+export const reviewSubmitted = z.object({
+  ...envelope,
+  action: z.literal('submitted'),
+  pull_request: z.object({
+    number: z.number().int().positive(),
+    head: z.object({ ref: z.string(), repo: z.object({ full_name: z.string() }).nullable() }),
+  }),
+  review: z.object({
+    id: z.number().int().positive(),
+    body: z.string().nullable(),
+    state: z.string(),
+    user: z.object({ login: z.string().min(1), type: z.string() }),
+  }),
+});
+
 /** Per event: the action that is read, and the schema of that action's payload. */
 export const PAYLOADS = {
   issues: { action: 'labeled', schema: issueLabeled },
@@ -102,6 +118,7 @@ export const PAYLOADS = {
   workflow_run: { action: 'completed', schema: workflowRunCompleted },
   pull_request: { action: 'closed', schema: pullRequestClosed },
   pull_request_review_comment: { action: 'created', schema: reviewCommentCreated },
+  pull_request_review: { action: 'submitted', schema: reviewSubmitted },
 } as const;
 
 export type PayloadEvent = keyof typeof PAYLOADS;

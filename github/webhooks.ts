@@ -74,8 +74,10 @@ export interface FollowupTrigger {
   text: string;
   /** Who commented: must have write permission, and be an approver or the requester. */
   by: string;
-  /** The comment's id: a redelivery is the same follow-up. */
+  /** The comment's id (a review's: the review's): a redelivery is the same follow-up. */
   comment: number;
+  /** A submitted review: its line comments are read from GitHub and sent with its body as one follow-up. */
+  review?: number;
 }
 
 export type Trigger =
@@ -136,6 +138,8 @@ export function routeGitHubEvent(event: string, hash: string, payload: unknown):
       return fromClosedPullRequest(parsed.payload as PayloadOf<'pull_request'>);
     case 'pull_request_review_comment':
       return fromReviewComment(parsed.payload as PayloadOf<'pull_request_review_comment'>);
+    case 'pull_request_review':
+      return fromReview(parsed.payload as PayloadOf<'pull_request_review'>);
   }
 }
 
@@ -188,6 +192,38 @@ function fromReviewComment(p: PayloadOf<'pull_request_review_comment'>): Trigger
     text: scrub(command.text).slice(0, COMMAND_LIMIT),
     by: p.comment.user.login,
     comment: p.comment.id,
+  };
+}
+
+/** The head of a pull request is a drydock branch of the repo itself: the session it belongs to. */
+function drydockSession(repo: string, head: { ref: string; repo: { full_name: string } | null }): string | undefined {
+  return head.ref.startsWith(BRANCH_PREFIX) && head.repo?.full_name === repo
+    ? head.ref.slice(BRANCH_PREFIX.length)
+    : undefined;
+}
+
+/**
+ * A review submitted on a drydock pull request: its line comments (read from
+ * GitHub by the server) and its body become one follow-up round, like the
+ * console's review. An approving review asks for nothing more.
+ */
+function fromReview(p: PayloadOf<'pull_request_review'>): Trigger {
+  const repo = p.repository.full_name;
+  const sessionId = drydockSession(repo, p.pull_request.head);
+  if (!sessionId) return ignore(`pull_request_review: ${p.pull_request.head.ref} is not a drydock branch of ${repo}`);
+  if (p.review.user.type === 'Bot') return ignore('pull_request_review: written by a bot');
+  if (p.review.state.toLowerCase() === 'approved') {
+    return ignore('pull_request_review: an approval asks for no follow-up (approve the change in drydock)');
+  }
+  return {
+    kind: 'followup',
+    repo,
+    pullRequest: p.pull_request.number,
+    sessionId,
+    text: scrub(p.review.body ?? '').slice(0, COMMAND_LIMIT),
+    by: p.review.user.login,
+    comment: p.review.id,
+    review: p.review.id,
   };
 }
 

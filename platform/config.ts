@@ -1,3 +1,8 @@
+/**
+ * drydock's configuration: one zod schema over the environment, parsed once
+ * at a process's start; a bad value stops the process with a message naming
+ * the variable (docs/configuration.md lists them all).
+ */
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';

@@ -1,3 +1,8 @@
+/**
+ * Every activity heartbeats on a timer while it runs, repeating its latest
+ * progress (an output tail), and what it hands to Temporal passes through the
+ * worker's redactor first.
+ */
 import { Context } from '@temporalio/activity';
 import type { Redactor } from './scrub';
 
@@ -10,7 +15,7 @@ const progress = new WeakMap<Context, unknown>();
 const redactors = new WeakMap<Context, Redactor>();
 
 /** Heartbeats now with these details (e.g. an output tail, visible in `temporal workflow describe`), scrubbed. */
-export function reportProgress(details: unknown): void {
+export function heartbeatProgress(details: unknown): void {
   const ctx = Context.current();
   const scrubbed = redactors.get(ctx)?.value(details) ?? details;
   progress.set(ctx, scrubbed);

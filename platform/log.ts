@@ -1,3 +1,4 @@
+/** Logging: one pino logger per process, as JSON lines or readable ones. */
 import pino from 'pino';
 
 /** `json`: one JSON object a line; `pretty`: one readable line; `auto`: pretty on a terminal, else JSON. */

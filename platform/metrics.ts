@@ -23,8 +23,21 @@ export const egressRefusals = new Counter({
 
 export const approvalWait = new Histogram({
   name: 'drydock_approval_wait_seconds',
-  help: "Time a session waited on reviewers, over all its approval gates, recorded when it ends (sessions that needed a reviewer's decision)",
+  help: "Waiting for review: time a session's changes waited for a decision, over all its approval gates, recorded when it ends (sessions that needed a reviewer's decision)",
   buckets: [60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600],
+  registers: [workerMetrics],
+});
+
+export const reviewTime = new Histogram({
+  name: 'drydock_review_seconds',
+  help: 'Review time, measured: what every reviewer of a session spent on its changes (console: visible and in use; CLI: view to decision), recorded when it ends',
+  buckets: [15, 30, 60, 120, 300, 600, 1200, 3600],
+  registers: [workerMetrics],
+});
+
+export const decisionsUnmeasured = new Counter({
+  name: 'drydock_decisions_unmeasured_total',
+  help: 'Decisions made without a measured review time (a signal from the Temporal UI or CLI, the API without a view), counted when their session ends',
   registers: [workerMetrics],
 });
 

@@ -1,3 +1,8 @@
+/**
+ * The Temporal server as drydock uses it: its search attributes, a session's
+ * page in the Web UI, and the CLI's dev server that `drydock up` and the
+ * tests start.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { connect } from 'node:net';

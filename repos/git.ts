@@ -1,3 +1,8 @@
+/**
+ * git on the worker: the mirrors of the repos, bundles into and out of
+ * sandboxes (which have no network), and drydock's own commit of a change,
+ * made on the worker from the tree a sandbox snapshot holds.
+ */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { access, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';

@@ -1,8 +1,8 @@
 /**
  * drydock attach: a person's shell in a session's live sandbox. The session's
  * `attach` update records who is in (the agent waits), the shell is an exec
- * on a TTY through the sandbox provider, and `detach` lets the session go on to verification. From the
- * CLI on the sandbox's host, or from anywhere through `drydock serve`, which
+ * on a TTY through the sandbox provider, and `detach` lets the session go on
+ * to verification. From the CLI on the sandbox's host, or from anywhere through `drydock serve`, which
  * bridges an HTTP Upgrade to the exec (workers/routes/attach.ts).
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { attach, detach, type Attachment, type Detached } from '../workflows/api';
 import type { SandboxProvider, SandboxShell, TtySize } from './provider';
+import { sandboxOf } from './handle';
 import { getStatus } from '../platform/sessions';
 
 /** A refusal with its reason in one line: by the session's validator, or because the sandbox is out of reach. */
@@ -53,9 +54,8 @@ export async function reachableSandbox(client: Client, sandboxes: SandboxProvide
   if (!sandbox) throw new AttachRefused(`${id} has no sandbox (phase ${current.phase})`);
   if (!(await sandboxes.exists(sandbox.name))) {
     throw new AttachRefused(
-      `the sandbox ${sandbox.name} runs on host ${sandbox.host}, out of reach of this ${sandboxes.name} provider ` +
-        `(${sandboxes.name === 'docker' ? `DOCKER_HOST=${process.env.DOCKER_HOST ?? 'the default socket'}` : 'its namespace'}): attach on that host, ` +
-        'or through a drydock serve that runs there (--server)',
+      `the sandbox ${sandbox.name} runs on host ${sandbox.host}, out of reach of this process's ${sandboxes.name} ` +
+        'sandbox provider (sandbox/host-provider.ts): attach on that host, or through a drydock serve that runs there (--server)',
     );
   }
   return sandbox.name;
@@ -65,7 +65,7 @@ export async function reachableSandbox(client: Client, sandboxes: SandboxProvide
  * Attaches, runs `shell` and detaches when it ends (or fails): the session
  * never stays paused by this process. Answers what `detach` said.
  */
-export async function attached(
+export async function whileAttached(
   client: Client,
   id: string,
   by: string,
@@ -111,13 +111,13 @@ function takeTerminal(io: Terminal, send: (bytes: Buffer) => void, resize: (size
 }
 
 /** Bridges this terminal to a shell of the sandbox until the shell exits; its exit code. */
-export async function shellHere(
+export async function shellOnThisHost(
   sandboxes: SandboxProvider,
   name: string,
   io: Terminal,
   signal?: AbortSignal,
 ): Promise<number> {
-  const shell = await sandboxes.shell(name, { ...sizeOf(io.stdout), term: process.env.TERM });
+  const shell = await sandboxOf(sandboxes, name).commands.shell({ ...sizeOf(io.stdout), term: process.env.TERM });
   // Closing the connection ends the shell's input: it exits.
   signal?.addEventListener('abort', () => (shell.stream as unknown as Duplex).destroy());
   const release = takeTerminal(
@@ -210,7 +210,7 @@ export function boundedSize(raw: { cols?: unknown; rows?: unknown }): TtySize {
  * an API token, then this terminal until the shell ends. Serve attaches as the
  * token's owner and detaches when the connection closes.
  */
-export async function shellVia(server: string, token: string, id: string, io: Terminal): Promise<void> {
+export async function shellThroughServer(server: string, token: string, id: string, io: Terminal): Promise<void> {
   const url = new URL(`/api/sessions/${encodeURIComponent(id)}/attach`, server);
   const size = sizeOf(io.stdout);
   url.searchParams.set('cols', String(size.cols));

@@ -1,3 +1,8 @@
+/**
+ * Checkpoints: each session's newest working tree as a diff against its base
+ * commit, in Postgres, so a lost sandbox is replaced on any host from where
+ * its last step left the tree.
+ */
 import type { Pool } from 'pg';
 
 /** A session's working tree as a binary diff against its base commit. */

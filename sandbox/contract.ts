@@ -154,6 +154,11 @@ export interface ChangeSpec {
 
 export interface CommitInput extends ChangeSpec {
   sandbox: string;
+  /**
+   * A later round's change: besides the whole diff, what changed since each
+   * earlier round's commit (an interdiff each), kept as artifacts for the reviewer.
+   */
+  interdiffs?: { round: number; since: { round: number; commit: string }[] };
 }
 
 export interface CommitResult {

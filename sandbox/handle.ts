@@ -87,6 +87,11 @@ const APPLY: ShellScript = {
   text: 'f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"',
 };
 
+/** The argv that runs a shell script with its arguments (for an exec whose output goes to a file). */
+export function scriptArgv(script: ShellScript, args: string[] = []): string[] {
+  return ['sh', '-c', script.text, script.name, ...args];
+}
+
 /**
  * The handle of the sandbox `name` on `provider` (nothing is asked of the
  * provider yet). `exec` runs its commands instead of the provider's own exec:
@@ -104,12 +109,11 @@ function handle(provider: SandboxProvider, name: string, exec: Commands['exec'])
     }
     return result.stdout.toString();
   };
-  const shArgv = (script: ShellScript, args: string[] = []) => ['sh', '-c', script.text, script.name, ...args];
   const commands: Commands = {
     exec,
     run,
-    script: (script, args, opts) => exec(shArgv(script, args), opts),
-    runScript: (script, args, opts) => run(shArgv(script, args), opts),
+    script: (script, args, opts) => exec(scriptArgv(script, args), opts),
+    runScript: (script, args, opts) => run(scriptArgv(script, args), opts),
     toFile: (argv, file, cap) => provider.execToFile(name, argv, file, cap),
     attach: (argv) => provider.attach(name, argv),
     shell: (tty) => provider.shell(name, tty),
@@ -122,17 +126,17 @@ function handle(provider: SandboxProvider, name: string, exec: Commands['exec'])
     },
     readToFile: (path, file, cap) => provider.execToFile(name, ['cat', path], file, cap),
     readFrom: async (path, offset, bytes) =>
-      (await exec(shArgv(READ_FROM, [String(offset + 1), path, String(bytes)]))).stdout,
+      (await exec(scriptArgv(READ_FROM, [String(offset + 1), path, String(bytes)]))).stdout,
     tail: async (path, bytes) => {
-      const out = (await exec(shArgv(TAIL, [path, String(bytes)]))).stdout.toString('utf8');
+      const out = (await exec(scriptArgv(TAIL, [path, String(bytes)]))).stdout.toString('utf8');
       const newline = out.indexOf('\n');
       return { size: Number(out.slice(0, newline)) || 0, text: out.slice(newline + 1) };
     },
     copyIn: (tar, dest) => provider.copyIn(name, tar, dest),
   };
   const git: Git = {
-    apply: async (diff) => void (await run(shArgv(APPLY), { stdin: diff })),
-    diffFrom: (base, scratchDir, cap) => exec(shArgv(DIFF_FROM, [base, scratchDir]), { stdoutCap: cap }),
+    apply: async (diff) => void (await run(scriptArgv(APPLY), { stdin: diff })),
+    diffFrom: (base, scratchDir, cap) => exec(scriptArgv(DIFF_FROM, [base, scratchDir]), { stdoutCap: cap }),
   };
   return { name, provider, commands, files, git };
 }

@@ -1,3 +1,8 @@
+/**
+ * The artifact store: a session's large data (logs, diffs, transcripts,
+ * screenshots) as files under one folder per session; workflow history holds
+ * only their names.
+ */
 import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 

@@ -2,7 +2,8 @@
  * `drydock report`: the pilot's figures over a window, from session_metrics.
  * Definitions (docs/audit.md): a session is *reviewed* when a person approved
  * or rejected it; *accepted* when a person approved it; the acceptance rate
- * is accepted / reviewed.
+ * is accepted / reviewed. Review minutes are measured (review/review-time.ts);
+ * waiting for review is its own figure.
  */
 import type { Pool } from 'pg';
 import { durationMs } from '../workflows/input';
@@ -17,8 +18,16 @@ export interface Report {
   /** accepted / reviewed, null when nothing was reviewed. */
   acceptanceRate: number | null;
   medianTimeToReadySeconds: number | null;
-  /** Median over accepted changes of the minutes reviewers took. */
+  /** Accepted changes whose every decision was measured, per measured review minute spent on them. */
+  acceptedChangesPerReviewMinute: number | null;
+  /** Measured review minutes, every session and reviewer of the window. */
+  reviewMinutes: number;
+  /** Median over accepted changes with a measured review of the minutes reviewers spent. */
   medianReviewMinutesPerAcceptedChange: number | null;
+  /** Accepted changes with a decision made without a measurement (a signal, the API without a view). */
+  acceptedUnmeasured: number;
+  /** Median over reviewed sessions of the minutes their changes waited for a decision. */
+  medianWaitForReviewMinutes: number | null;
   totalCostUsd: number;
   /** All sessions' model cost divided by the merged pull requests; null when none merged. */
   costPerMergedPrUsd: number | null;
@@ -45,11 +54,14 @@ export async function buildReport(pool: Pool, opts: { since: Date; repo?: string
     failure_cause: string | null;
     time_to_ready_ms: string | null;
     cost_usd: string;
-    review_ms: string;
+    review_wait_ms: string;
+    review_active_ms: string | null;
+    decisions_unmeasured: number;
     approved: boolean;
     merged: boolean | null;
   }>(
-    `select outcome, failure_cause, time_to_ready_ms, cost_usd, review_ms, approved, merged
+    `select outcome, failure_cause, time_to_ready_ms, cost_usd, review_wait_ms, review_active_ms,
+            decisions_unmeasured, approved, merged
        from session_metrics where started_at >= $1 and ($2::text is null or repo = $2)`,
     [opts.since.toISOString(), opts.repo ?? null],
   );
@@ -64,6 +76,10 @@ export async function buildReport(pool: Pool, opts: { since: Date; repo?: string
     failuresByCause[cause] = (failuresByCause[cause] ?? 0) + 1;
   }
   const ready = rows.filter((r) => r.time_to_ready_ms !== null).map((r) => Number(r.time_to_ready_ms) / 1000);
+  const minutes = (ms: string | null) => Number(ms ?? 0) / 60_000;
+  const measured = accepted.filter((r) => r.review_active_ms !== null && r.decisions_unmeasured === 0);
+  const measuredMinutes = measured.reduce((sum, r) => sum + minutes(r.review_active_ms), 0);
+  const waited = reviewed.filter((r) => Number(r.review_wait_ms) > 0).map((r) => minutes(r.review_wait_ms));
   return {
     since: opts.since.toISOString(),
     repo: opts.repo,
@@ -73,7 +89,11 @@ export async function buildReport(pool: Pool, opts: { since: Date; repo?: string
     merged,
     acceptanceRate: reviewed.length ? round(accepted.length / reviewed.length, 4) : null,
     medianTimeToReadySeconds: round(median(ready)),
-    medianReviewMinutesPerAcceptedChange: round(median(accepted.map((r) => Number(r.review_ms) / 60_000))),
+    acceptedChangesPerReviewMinute: measuredMinutes > 0 ? round(measured.length / measuredMinutes, 3) : null,
+    reviewMinutes: round(rows.reduce((sum, r) => sum + minutes(r.review_active_ms), 0))!,
+    medianReviewMinutesPerAcceptedChange: round(median(measured.map((r) => minutes(r.review_active_ms)))),
+    acceptedUnmeasured: accepted.length - measured.length,
+    medianWaitForReviewMinutes: round(median(waited)),
     totalCostUsd: round(totalCost, 6)!,
     costPerMergedPrUsd: merged ? round(totalCost / merged, 6) : null,
     failuresByCause,
@@ -87,7 +107,11 @@ const LABELS: [keyof Report, string][] = [
   ['merged', 'merged'],
   ['acceptanceRate', 'acceptance rate'],
   ['medianTimeToReadySeconds', 'median time to ready (s)'],
+  ['acceptedChangesPerReviewMinute', 'accepted changes per review minute'],
+  ['reviewMinutes', 'review minutes (measured)'],
   ['medianReviewMinutesPerAcceptedChange', 'median review minutes per accepted change'],
+  ['acceptedUnmeasured', 'accepted, review unmeasured'],
+  ['medianWaitForReviewMinutes', 'median wait for review (min)'],
   ['totalCostUsd', 'model cost (USD)'],
   ['costPerMergedPrUsd', 'cost per merged PR (USD)'],
 ];

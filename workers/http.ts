@@ -13,6 +13,7 @@ import type { Config } from '../platform/config';
 import type { GitHubSettings } from '../github/client';
 import type { Logger } from '../platform/log';
 import type { RepoLookupService } from '../repos/registry';
+import type { ReviewTimes } from '../review/review-time';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
 
@@ -44,6 +45,8 @@ export interface ServeContext {
   audit?: AuditTrail;
   /** The database of the report page. */
   pool?: Pool;
+  /** Where review time is kept (with the database). */
+  reviews?: ReviewTimes;
   /** Sessions by phase, for Prometheus (GET /metrics). */
   sessionMetrics: Registry;
 }
@@ -126,7 +129,7 @@ export function sendHtml(res: ServerResponse, status: number, html: string, nonc
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
     'x-frame-options': 'DENY',
-    'content-security-policy': `default-src 'none'; img-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
+    'content-security-policy': `default-src 'none'; img-src 'self'; media-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
   });
   res.end(html);
 }

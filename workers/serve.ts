@@ -16,8 +16,8 @@ import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { loadIdentities, type Identities } from '../identity/identities';
+import { hostProvider } from '../sandbox/host-provider';
 import type { SandboxProvider } from '../sandbox/provider';
-import { sandboxProviderOf } from '../sandbox/providers';
 import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import type { Config } from '../platform/config';
@@ -26,10 +26,20 @@ import { githubSettings } from '../github/client';
 import type { Logger } from '../platform/log';
 import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
+import { ReviewTimes } from '../review/review-time';
 import { loginPage, tokensPage } from './console';
 import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
-import { artifact, consoleEvents, consoleList, consoleSession, diffStylesheet, report } from './routes/console';
+import { apiReviewTime } from './routes/review';
+import {
+  artifact,
+  consoleEvents,
+  consoleList,
+  consoleScript,
+  consoleSession,
+  diffStylesheet,
+  report,
+} from './routes/console';
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
@@ -63,6 +73,7 @@ export function createHandler(deps: ServeDeps) {
     github: githubSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
+    reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
@@ -124,10 +135,14 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/followups$/))) {
       return sendJson(res, ...(await apiFollowup(ctx, req, decodeURIComponent(match[1]), who)));
     }
+    if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/review-time$/))) {
+      return sendJson(res, ...(await apiReviewTime(ctx, req, decodeURIComponent(match[1]), who)));
+    }
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }
 
   if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
+  if ((match = is('GET', /^\/assets\/console\/([a-z-]+\.js)$/))) return consoleScript(res, match[1]);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage(Boolean(ctx.identities.oidc)));
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
   if (is('POST', /^\/logout$/)) return logout(ctx, req, res);
@@ -191,7 +206,7 @@ export async function startServer(
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
   const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));
-  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? (await sandboxProviderOf(config)));
+  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? (await hostProvider(config)));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;

@@ -27,8 +27,8 @@ import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
+import { hostProvider, sandboxRuntimeOf } from '../sandbox/host-provider';
 import type { SandboxProvider } from '../sandbox/provider';
-import { sandboxProviderOf, sandboxRuntimeOf } from '../sandbox/providers';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
@@ -182,7 +182,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = await sandboxProviderOf(config);
+  const sandboxes = await hostProvider(config);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const deps: ActivityDeps = {
     db,

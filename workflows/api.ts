@@ -41,8 +41,23 @@ export interface DecisionInput {
   change?: string;
 }
 
+/**
+ * The decider's measured time on the change (docs/audit.md, review minutes):
+ * the console's review clock, or the CLI from its view to the decision.
+ */
+export interface ReviewTime {
+  ms: number;
+  via: 'console' | 'cli';
+}
+
 export interface DecideInput extends DecisionInput {
   decision: 'approve' | 'reject';
+  /**
+   * Set by drydock's console and CLI only; a signal's is dropped. Absent: the
+   * decision is unmeasured (made in the Temporal UI, by `temporal workflow
+   * signal`, or through the API without a view).
+   */
+  review?: ReviewTime;
 }
 
 export interface Decision extends DecideInput {
@@ -110,6 +125,10 @@ export interface BrowserResult {
   screenshots: { path: string; screenshot?: string; message?: string }[];
   consoleErrors: string[];
   failedRequests: string[];
+  /** Artifact reference of the video of the whole check (WebM), when one was recorded. */
+  video?: string;
+  /** Why there is no video, when one was asked for. */
+  videoMessage?: string;
   /** The app's own output: the tail here, the whole in `appLog`. */
   appLogTail: string;
   appLog?: string;
@@ -177,10 +196,13 @@ export interface AgentProgress {
   diff?: string;
   kind?: 'script' | 'openai' | 'cli';
   model?: string;
-  /** Model calls so far (all rounds). */
+  /** Model calls so far (all attempts and rounds). */
   turn?: number;
-  /** 1, then 2... after each failed verification fed back to the agent. */
-  round?: number;
+  /**
+   * The agent's attempt at a change that passes verification of this round: 1,
+   * then 2... after each failed verification fed back to it (status.round counts follow-ups).
+   */
+  attempt?: number;
   lastTool?: string;
   usage?: TokenUsage;
   costUsd?: number;
@@ -279,6 +301,11 @@ export interface SessionStatus {
    */
   snapshot?: { image: string; commit: string; ageMs: number; behind?: number };
   agent?: AgentProgress;
+  /**
+   * The browser checks on the base, before the agent's change: the pages as
+   * they were, for before-and-after screenshots (none without verify.browser).
+   */
+  before?: BrowserResult;
   verification?: Verification;
   /** Who started the session (self-approval may be forbidden). */
   requestedBy?: string;
@@ -320,7 +347,7 @@ export interface SessionStatus {
   error?: string;
   /** Why the session did not complete, as a short key for the metrics ("verification_failed", "PushRejected"...). */
   failureCause?: string;
-  /** How many times verification ran (more than one when failures went back to the agent). */
+  /** How many times verification ran in the last round: the agent's attempts (more than one when failures went back to it). */
   verificationRounds?: number;
   /** How many times the sandbox was lost (killed, or its host gone) and replaced from the last checkpoint. */
   restarts?: number;

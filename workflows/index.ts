@@ -1,3 +1,4 @@
+/** The workflows a worker registers (bundled from here). */
 export { agentSession } from './session/workflow';
 export { reapSandboxes } from './reaper';
 export { pullRequestClosed } from './pull-request';

@@ -6,10 +6,19 @@
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { CHANGE_REF, describeChange, mirrorOf, sealChange, type CommitSpec, type GitIdentity } from '../../repos/git';
+import {
+  CHANGE_REF,
+  describeChange,
+  hasCommit,
+  mirrorOf,
+  sealChange,
+  type CommitSpec,
+  type GitIdentity,
+} from '../../repos/git';
+import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { sandboxOf } from '../handle';
+import { sandboxOf, scriptArgv, type ShellScript } from '../handle';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -40,21 +49,24 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  * the base under CHANGE_REF, and writes it out as a git bundle (see
  * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
  */
-const SNAPSHOT = [
-  'set -e',
-  'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
-  'git add -A; t=$(git write-tree); rm -f "$i"',
-  'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
-  'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
-  'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
-  'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
-  'git bundle create - "$5..$4"',
-].join('\n');
+const SNAPSHOT: ShellScript = {
+  name: 'snapshot',
+  text: [
+    'set -e',
+    'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
+    'git add -A; t=$(git write-tree); rm -f "$i"',
+    'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
+    'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
+    'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
+    'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
+    'git bundle create - "$5..$4"',
+  ].join('\n'),
+};
 
 /** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout. */
 function snapshotArgv(input: CommitInput): string[] {
   const base = input.baseCommit;
-  return ['sh', '-c', SNAPSHOT, 'snapshot', base, input.date, STATE_DIR, CHANGE_REF, base];
+  return scriptArgv(SNAPSHOT, [base, input.date, STATE_DIR, CHANGE_REF, base]);
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
@@ -99,6 +111,26 @@ async function isBundle(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * A later round's change since each earlier round's commit, as the worker's
+ * git shows it (within the diff's cap), kept for the reviewer who saw that
+ * round (review/rounds.ts names them). A commit the mirror no longer has
+ * (another host made it) has no interdiff; the console says so.
+ */
+async function keepInterdiffs(
+  { artifacts, redactor }: Pick<SandboxDeps, 'artifacts' | 'redactor'>,
+  mirror: string,
+  input: CommitInput,
+  commit: string,
+): Promise<void> {
+  const { round, since } = input.interdiffs ?? { round: 1, since: [] };
+  for (const earlier of since) {
+    if (!(await hasCommit(mirror, earlier.commit))) continue;
+    const { diff } = await describeChange(mirror, earlier.commit, commit, OUTPUT_CAPS.changeDiff);
+    await artifacts.put(input.sessionId, roundDiffName(round, earlier.round), await redactor.large(diff));
+  }
+}
+
 export function createCommitActivities({
   sandboxes,
   artifacts,
@@ -131,6 +163,7 @@ export function createCommitActivities({
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
+            await keepInterdiffs({ artifacts, redactor }, mirror, input, commit);
             return {
               commit,
               changed: true,

@@ -27,6 +27,8 @@ export const OUTPUT_CAPS = {
   junit: { bytes: 16 * MiB, what: 'a JUnit report' },
   /** Each file; streamed to the artifact store. */
   screenshot: { bytes: 16 * MiB, what: 'a screenshot' },
+  /** The browser check's video (WebM, half size); streamed to the artifact store. */
+  video: { bytes: 64 * MiB, what: "the browser check's video" },
   /** Only the end of the app's log is kept (the start is dropped, and said so). */
   appLog: { bytes: 4 * MiB, what: "the app's log" },
 } as const;

@@ -1,3 +1,8 @@
+/**
+ * The reaper's activities, run on each host by its schedule: they remove what
+ * nothing will tear down (sandboxes of closed or expired sessions, idle pool
+ * sandboxes past their time, orphaned storage) and old snapshot images.
+ */
 import type { SandboxDeps } from './deps';
 import { LABELS, type SandboxInfo } from '../provider';
 import { collectSnapshots } from './snapshot-build';

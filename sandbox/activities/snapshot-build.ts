@@ -1,3 +1,9 @@
+/**
+ * A snapshot build's activities (the refreshSnapshot workflow): a build
+ * container of the repo's environment with the repo at the snapshot's
+ * commit, its setup run as an ordinary step, then its /workspace kept as an
+ * image that sessions start from; old snapshots removed past `keep`.
+ */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';

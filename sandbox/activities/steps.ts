@@ -27,12 +27,12 @@ import { GATEWAY_PORT, type AgentCliName } from '../../workflows/rules/agent-cli
 import { recordEvent } from '../../store/audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { SandboxDeps } from './deps';
-import { reportProgress } from '../../platform/heartbeat';
+import { heartbeatProgress } from '../../platform/heartbeat';
 import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from '../contract';
 import type { Redactor } from '../../platform/scrub';
-import { readTestReport } from './verify';
+import { readJUnitResults } from './verify';
 
 /** How often a running step's output is copied out and heartbeated. */
 const STREAM_INTERVAL_MS = 2_000;
@@ -129,11 +129,15 @@ export function createStepActivities(deps: StepDeps) {
           timedOut: result.timedOut,
           durationMs: Date.now() - started,
           artifact: result.artifact,
+          // What the reviewer's summary lists as what ran (names only: values never leave the worker).
+          ...(input.secrets?.length ? { secrets: input.secrets } : {}),
+          ...(result.egress ? { egress: { allowed: result.egress.allowed, refused: result.egress.refused } } : {}),
+          ...(input.egress?.length ? { hosts: input.egress.map((r) => r.host) } : {}),
         },
       });
       if (!input.testReport) return result;
       const at = { sandbox: input.sandbox, sessionId: input.sessionId, stepNonce: input.nonce };
-      const report = await readTestReport(deps, { ...at, files: input.testReport.files }).catch(permanent);
+      const report = await readJUnitResults(deps, { ...at, files: input.testReport.files }).catch(permanent);
       return report ? { ...result, report } : result;
     },
   };
@@ -412,7 +416,7 @@ async function streamOutput<T>(
     await artifacts.append(to.sessionId, to.name, text);
     last = tail(last + text);
     if (!cli) {
-      reportProgress({ outputTail: last, bytes: copied });
+      heartbeatProgress({ outputTail: last, bytes: copied });
       continue;
     }
     // An agent CLI's JSON events, as lines for people; a line cut by the chunk's end is read next time.
@@ -423,7 +427,7 @@ async function streamOutput<T>(
     if (partial.length > 1 << 20) partial = ''; // one line over 1 MiB is not progress
     lines = [...lines, ...progress.lines].slice(-10);
     lastTool = progress.lastTool ?? lastTool;
-    reportProgress({ progress: lines, lastTool, bytes: copied });
+    heartbeatProgress({ progress: lines, lastTool, bytes: copied });
   }
   return finished;
 }

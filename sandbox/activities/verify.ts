@@ -1,7 +1,12 @@
+/**
+ * Verification's side in the sandbox: the JUnit reports a test step wrote,
+ * read back and parsed; and the browser check, which starts the app in the
+ * sandbox and drives Chromium from a companion container in its network
+ * namespace.
+ */
 import { rm } from 'node:fs/promises';
-import { XMLParser } from 'fast-xml-parser';
+import { junitCases } from '../../review/test-cases';
 import { egressDirOf } from '../egress';
-import { locateFailure } from '../../github/test-locations';
 import type { BrowserResult, TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
 import type { SandboxDeps } from './deps';
@@ -21,17 +26,8 @@ import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
-const USUAL_REPORT =
+const USUAL_JUNIT_FILE =
   /(^|\/)(junit[^/]*|TEST-[^/]*|[^/]*results?[^/]*)\.xml$|\/(test-results|test-reports|surefire-reports)\//i;
-
-const xml = new XMLParser({
-  ignoreAttributes: false,
-  attributeNamePrefix: '',
-  textNodeName: 'text',
-  isArray: (name) => ['testsuite', 'testcase'].includes(name),
-});
-
-type Node = Record<string, any>;
 
 /** Failing tests kept in status and history; the whole reports are in the artifact store. */
 const MAX_FAILURES = 50;
@@ -59,33 +55,15 @@ export function boundMessages(messages: unknown): string[] {
 /** Counts and failing tests of JUnit XML documents (testsuites/testsuite/testcase). */
 export function parseJUnit(documents: { file: string; content: string }[]): TestReport {
   const report: TestReport = { files: [], total: 0, passed: 0, failed: 0, skipped: 0, failures: [] };
-  const suitesOf = (node: Node): Node[] => [
-    ...((node.testsuite as Node[] | undefined) ?? []),
-    ...((node.testsuite as Node[] | undefined) ?? []).flatMap(suitesOf),
-  ];
   for (const { file, content } of documents) {
-    const doc = xml.parse(content) as Node;
-    const root: Node = doc.testsuites ?? { testsuite: doc.testsuite ?? [] };
-    const suites = suitesOf(root);
-    if (suites.length === 0) continue;
+    const cases = junitCases(content);
+    if (!cases) continue;
     report.files.push(file);
-    for (const testcase of suites.flatMap((s) => (s.testcase as Node[] | undefined) ?? [])) {
+    for (const c of cases) {
       report.total++;
-      const problem = testcase.failure ?? testcase.error;
-      if (problem !== undefined) {
-        report.failed++;
-        const first = Array.isArray(problem) ? problem[0] : problem;
-        const message = typeof first === 'string' ? first : (first?.message ?? first?.text ?? '');
-        const name = [testcase.classname, testcase.name].filter(Boolean).join(' › ');
-        if (report.failures.length < MAX_FAILURES) {
-          const whole = typeof first === 'string' ? first : `${first?.message ?? ''}\n${first?.text ?? ''}`;
-          const place = locateFailure(testcase, whole);
-          report.failures.push({ name, message: String(message).trim().split('\n')[0].slice(0, 300), ...place });
-        }
-      } else if (testcase.skipped !== undefined) {
-        report.skipped++;
-      } else {
-        report.passed++;
+      report[c.outcome]++;
+      if (c.outcome === 'failed' && report.failures.length < MAX_FAILURES) {
+        report.failures.push({ name: c.name, message: c.message ?? '', ...c.place });
       }
     }
   }
@@ -93,7 +71,7 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
 }
 
 /** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
-async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
+async function junitWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
   const found = await sandbox.commands.exec([
     'find',
     '.',
@@ -118,7 +96,7 @@ async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): 
     .toString()
     .split('\n')
     .map((f) => f.replace(/^\.\//, ''))
-    .filter((f) => f && USUAL_REPORT.test(`/${f}`));
+    .filter((f) => f && USUAL_JUNIT_FILE.test(`/${f}`));
 }
 
 /**
@@ -126,12 +104,12 @@ async function reportsWrittenDuring(sandbox: SandboxHandle, stepNonce: string): 
  * XML reports in the usual places written during the step; scrubbed, and kept
  * in the artifact store. Called by runStep once the step's result is known.
  */
-export async function readTestReport(
+export async function readJUnitResults(
   { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
   input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
 ): Promise<TestReport | undefined> {
   const sandbox = sandboxOf(sandboxes, input.sandbox);
-  const files = input.files ?? (await reportsWrittenDuring(sandbox, input.stepNonce));
+  const files = input.files ?? (await junitWrittenDuring(sandbox, input.stepNonce));
   const documents = [];
   for (const file of files) {
     const read = await sandbox.files.read(file, { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` });
@@ -157,6 +135,31 @@ const BROWSER_LIMITS = {
   pids: 512,
   tmpBytes: 256 * 1024 ** 2,
   diskBytes: 1024 ** 3,
+};
+
+/** The workspace's state, one line per changed or untracked file. */
+const STATUS = 'git status --porcelain=v1 --untracked-files=all';
+
+/** Keeps the workspace's state in $1 (before the app runs on the base). */
+const KEEP_STATUS: ShellScript = {
+  name: 'keep-status',
+  text: `mkdir -p "$(dirname "$1")"; cd /workspace && ${STATUS} >"$1"`,
+};
+
+/**
+ * Undoes what the app changed in the workspace since KEEP_STATUS ($1): files
+ * it added are removed, tracked files it changed are restored (names git
+ * would quote are left: the change shows them to the reviewer).
+ */
+const UNDO_APP_WRITES: ShellScript = {
+  name: 'undo-app-writes',
+  text: [
+    'cd /workspace || exit 0',
+    `${STATUS} | grep -vxF -f "$1" | while IFS= read -r line; do`,
+    '  p=${line#???}',
+    '  case "$line" in "??"*) rm -rf -- "$p" ;; *) git checkout -q -- "$p" 2>/dev/null || true ;; esac',
+    'done; true',
+  ].join('\n'),
 };
 
 /** Starts the app ($1) with its log and pid in $2; a retry finds the app it started instead of starting a second one. */
@@ -243,11 +246,18 @@ export function createVerifyActivities(deps: VerifyDeps) {
       sessionId: string;
       browser: BrowserCheck;
       readyTimeoutMs: number;
+      /** Names this run's artifacts (browser/<label>/…): "before" the agent's change, or the round's. */
+      label?: string;
+      /** Record a video of the check (Playwright's, within OUTPUT_CAPS.video). */
+      video?: boolean;
     }) {
       const { sessionId, browser } = input;
+      const label = input.label ?? 'after';
       const sandbox = sandboxOf(sandboxes, input.sandbox);
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
+      // Before the agent's change, the workspace is the session's to be: what the app writes there is undone.
+      if (label === 'before') await sandbox.commands.runScript(KEEP_STATUS, [`${outDir}.status`]);
       const pid = await startApp(sandbox, browser.start, outDir);
       // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
       const cleanNode = (home: string) => ({ env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${home}`] });
@@ -263,18 +273,24 @@ export function createVerifyActivities(deps: VerifyDeps) {
       if (raw.outcome === 'passed') {
         const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
           const run = await container.commands.exec(
-            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT })],
+            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video })],
             cleanNode(BROWSER_OUT),
           );
           const result = runnerResult(run);
           const files = [
             ...result.checks.map((c) => c.screenshot),
             ...(result.screenshots as { file?: string }[]).map((s) => s.file),
+            result.video,
           ];
           for (const file of files.filter((f): f is string => Boolean(f))) {
-            const ref = await artifacts.put(sessionId, `browser/${file.split('/').pop()}`, '');
+            const video = file === result.video;
+            const ref = await artifacts.put(
+              sessionId,
+              `browser/${label}/${video ? 'video.webm' : file.split('/').pop()}`,
+              '',
+            );
             // Straight to the artifact store on disk, never whole in memory.
-            const cap = { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
+            const cap = video ? OUTPUT_CAPS.video : { ...OUTPUT_CAPS.screenshot, what: `the screenshot ${file}` };
             await container.files.readToFile(file, artifacts.pathOf(ref), cap);
             copies.push({ file, ref });
           }
@@ -287,7 +303,9 @@ export function createVerifyActivities(deps: VerifyDeps) {
       raw.failedRequests = boundMessages(raw.failedRequests);
       // The app, and whatever it started: nothing of it runs on while the change is exported.
       await endStrayProcesses(sandbox);
+      if (label === 'before') await sandbox.commands.runScript(UNDO_APP_WRITES, [`${outDir}.status`]);
       const copied = (file: string) => copies.find((c) => c.file === file)?.ref ?? file;
+      if (raw.video) raw.video = copied(raw.video);
       for (const check of raw.checks) {
         if (check.screenshot) check.screenshot = copied(check.screenshot);
       }
@@ -300,7 +318,7 @@ export function createVerifyActivities(deps: VerifyDeps) {
         url: browser.url,
         screenshots,
         appLogTail: tail(appLog, 1_000),
-        appLog: await artifacts.put(sessionId, 'browser/app.log', appLog),
+        appLog: await artifacts.put(sessionId, `browser/${label}/app.log`, appLog),
         durationMs: Date.now() - started,
       };
       log.info({ sessionId, sandboxId: input.sandbox, outcome: result.outcome }, 'browser verification');

@@ -130,7 +130,13 @@ test.each(protocols)(
       verify: { test: 'sh check.sh' },
     });
     const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
-    expect(waiting.agent).toMatchObject({ kind: 'openai', turn: 6, stopReason: 'done', round: 1, instructions: true });
+    expect(waiting.agent).toMatchObject({
+      kind: 'openai',
+      turn: 6,
+      stopReason: 'done',
+      attempt: 1,
+      instructions: true,
+    });
     const final = await approvePush(handle);
 
     expect(final.phase).toBe('completed');
@@ -251,7 +257,7 @@ test('continue-as-new every 2 turns: the session goes on in new runs with its sa
   expect(runs.sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW']);
 });
 
-test('a failed verification goes back to the model, which fixes the change in round 2', async () => {
+test('a failed verification goes back to the model, which fixes the change in its second attempt', async () => {
   const id = newSessionId('feedback');
   const before = model.requests.length;
   model.script((req) => {
@@ -271,11 +277,11 @@ test('a failed verification goes back to the model, which fixes the change in ro
   });
   const final = await approvePush(handle);
   expect(final.phase).toBe('completed');
-  expect(final.agent).toMatchObject({ round: 2, turn: 4, stopReason: 'done' });
+  expect(final.agent).toMatchObject({ attempt: 2, turn: 4, stopReason: 'done' });
   expect(final.verification).toMatchObject({ passed: true });
   const names = final.timeline.map((s) => s.name);
-  expect(names).toContain('feedback: round 2');
-  expect(names).toContain('verify: sh check.sh (round 2)');
+  expect(names).toContain('feedback: attempt 2');
+  expect(names).toContain('verify: sh check.sh (attempt 2)');
   expect(final.timeline.find((s) => s.name === 'verify: sh check.sh')!.ok).toBe(false);
   const feedback = model.requests
     .slice(before)
@@ -449,7 +455,11 @@ test('cli agent: the prompt reaches the CLI literally, output is streamed, the c
   });
   const log = path.join(stack.config.DRYDOCK_DATA_DIR, 'artifacts', id, 'agent-cli-1.log');
   // While the CLI runs: its output so far is in the artifact store, and in the activity's heartbeat.
-  const running = await waitForStatus(handle, (s) => s.timeline.some((t) => t.name === 'agent: sh (round 1)'), 120_000);
+  const running = await waitForStatus(
+    handle,
+    (s) => s.timeline.some((t) => t.name === 'agent: sh (attempt 1)'),
+    120_000,
+  );
   expect(running.phase).toBe('agent');
   let streamed = '';
   let heartbeat = '';
@@ -476,7 +486,12 @@ test('cli agent: the prompt reaches the CLI literally, output is streamed, the c
   expect(git(['ls-tree', '--name-only', branch], cliRepo.bare).trim().split('\n').sort()).toEqual(
     ['PROMPT.txt', 'README.md', 'check.sh', 'fake-agent.sh'].sort(),
   );
-  expect(final.agent).toMatchObject({ kind: 'cli', stopReason: 'done', round: 1, transcript: `${id}/agent-cli-1.log` });
+  expect(final.agent).toMatchObject({
+    kind: 'cli',
+    stopReason: 'done',
+    attempt: 1,
+    transcript: `${id}/agent-cli-1.log`,
+  });
   expect(await readFile(log, 'utf8')).toBe('agent: thinking\nagent: done\n');
 
   // The egress allowlist is handed to the activity that runs the CLI.

@@ -166,7 +166,10 @@ test('a full session writes each event once, in order, even when an activity is 
   const metrics = (await pool.query('select * from session_metrics where session_id = $1', [id])).rows[0];
   expect(metrics).toMatchObject({ outcome: 'completed', approved: true, pr_url: final.pullRequest!.url, retries: 1 });
   expect(Number(metrics.time_to_ready_ms)).toBeGreaterThan(0);
-  expect(Number(metrics.review_ms)).toBeGreaterThan(0);
+  expect(Number(metrics.review_wait_ms)).toBeGreaterThan(0);
+  // Decided through the update with no console or CLI view: waiting is measured, review time is not.
+  expect(metrics).toMatchObject({ review_active_ms: null, decisions_unmeasured: 2 });
+  expect(approval.data.review).toBe('unmeasured');
 });
 
 test('UPDATE and DELETE are refused; a row edited behind the trigger is named by audit verify', async () => {
@@ -278,38 +281,64 @@ test('report on seeded metrics gives the expected figures', async () => {
   const repoUrl = `file:///seed-${randomBytes(3).toString('hex')}`;
   const day = 24 * 3600_000;
   const seed = [
-    // [id, outcome, cause, ready ms, cost, review min, approved, merged, age in days]
-    ['a', 'completed', null, 2000, 0.5, 10, true, true, 1],
-    ['b', 'completed', null, 4000, 1.0, 20, true, false, 2],
-    ['c', 'rejected', 'rejected', 3000, 0.25, 5, false, null, 3],
-    ['d', 'failed', 'verification_failed', null, 0, 0, false, null, 1],
-    ['e', 'completed', null, 1000, 9, 1, true, true, 30], // outside --since 7d
+    // [id, outcome, cause, ready ms, cost, wait min, review min (null: unmeasured), unmeasured decisions, approved, merged, age in days]
+    ['a', 'completed', null, 2000, 0.5, 10, 2, 0, true, true, 1],
+    ['b', 'completed', null, 4000, 1.0, 20, 4, 0, true, false, 2],
+    ['f', 'completed', null, 4000, 0, 30, null, 1, true, false, 2], // approved by a signal
+    ['c', 'rejected', 'rejected', 3000, 0.25, 5, 1, 0, false, null, 3],
+    ['d', 'failed', 'verification_failed', null, 0, 0, null, 0, false, null, 1],
+    ['e', 'completed', null, 1000, 9, 1, 1, 0, true, true, 30], // outside --since 7d
   ] as const;
-  for (const [id, outcome, cause, ready, cost, review, approved, merged, age] of seed) {
+  for (const [id, outcome, cause, ready, cost, wait, review, unmeasured, approved, merged, age] of seed) {
     const started = new Date(Date.now() - age * day);
     await pool.query(
       `insert into session_metrics (session_id, repo, started_at, ended_at, outcome, failure_cause, time_to_ready_ms,
-         cost_usd, review_ms, approved, merged) values ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10)`,
-      [`${repoUrl}-${id}`, repoUrl, started, outcome, cause, ready, cost, review * 60_000, approved, merged],
+         cost_usd, review_wait_ms, review_active_ms, decisions_unmeasured, approved, merged)
+         values ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+      [
+        `${repoUrl}-${id}`,
+        repoUrl,
+        started,
+        outcome,
+        cause,
+        ready,
+        cost,
+        wait * 60_000,
+        review === null ? null : review * 60_000,
+        unmeasured,
+        approved,
+        merged,
+      ],
     );
   }
   const json = await runCli(['report', '--since', '7d', '--repo', repoUrl, '--format', 'json'], {});
   expect(json.code).toBe(0);
   expect(JSON.parse(json.stdout)).toMatchObject({
-    sessions: 4,
-    completed: 2,
-    approved: 2,
+    sessions: 5,
+    completed: 3,
+    approved: 3,
     merged: 1,
-    acceptanceRate: 0.6667,
-    medianTimeToReadySeconds: 3,
-    medianReviewMinutesPerAcceptedChange: 15,
+    acceptanceRate: 0.75,
+    medianTimeToReadySeconds: 3.5,
+    // a and b: 2 accepted changes in 6 measured minutes; f was approved without a measurement.
+    acceptedChangesPerReviewMinute: 0.333,
+    reviewMinutes: 7,
+    medianReviewMinutesPerAcceptedChange: 3,
+    acceptedUnmeasured: 1,
+    medianWaitForReviewMinutes: 15,
     totalCostUsd: 1.75,
     costPerMergedPrUsd: 1.75,
     failuresByCause: { rejected: 1, verification_failed: 1 },
   });
   const csv = await runCli(['report', '--repo', repoUrl, '--format', 'csv'], {});
   expect(csv.stdout.split('\n')).toEqual(
-    expect.arrayContaining(['metric,value', 'sessions,4', 'failures: rejected,1']),
+    expect.arrayContaining([
+      'metric,value',
+      'sessions,5',
+      'accepted changes per review minute,0.333',
+      'median wait for review (min),15',
+      'failures: rejected,1',
+    ]),
   );
   const bad = await runCli(['report', '--since', 'last week'], {});
   expect(bad).toMatchObject({ code: 1 });

@@ -100,7 +100,7 @@ test('a session through serve: its sandbox pod killed mid-step, it completes on 
     decision: 'approve',
     change: waiting.pendingApproval?.change?.slice(0, 12),
   });
-  expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'bob' } });
+  expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'machine:bob' } });
   const done = await until('the session completed', async () => {
     const body = await phaseOf(sessionId);
     return body.phase === 'completed' ? body : undefined;

@@ -10,7 +10,7 @@ import { sign } from '@octokit/webhooks-methods';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import type { ActivityDeps } from '../../activities/deps';
-import { createGitHubActivities, type ReportInput } from '../../activities/github';
+import { createGitHubActivities, type ProgressInput } from '../../activities/github';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyHash, routeGitHubEvent } from '../../github/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
@@ -22,8 +22,11 @@ import {
   git,
   inPhase,
   makeFixtureRepo,
+  newSessionId,
   remoteHasBranch,
+  scriptedSession,
   startServe,
+  startSession,
   startStack,
   waitForStatus,
   type TestStack,
@@ -389,7 +392,7 @@ describe('full loops', () => {
     const issue = ++issueNumber;
     const sessionId = `retried-${issue}`;
     const trigger = { repo: EXAMPLE_REPO, kind: 'issue' as const, issue, pullRequest: false };
-    const report = (stage: ReportInput['stage']) =>
+    const report = (stage: ProgressInput['stage']) =>
       env.run(reportToGitHub, { sessionId, trigger, stage, commit: head, pullRequestUrl: 'https://x/pull/9' });
     for (const stage of ['started', 'started', 'pull_request', 'pull_request', 'completed', 'completed'] as const) {
       await report(stage);
@@ -701,4 +704,62 @@ describe('the generic CI trigger', () => {
     const unknown = await ciPost({ repo: 'someone/else', task: 'x', id: id() });
     expect(unknown.status).toBe(422);
   });
+});
+
+test("a review submitted on drydock's pull request: its line comments and body become one follow-up round", async () => {
+  const sessionId = newSessionId('gh-review');
+  const handle = await startSession(
+    stack,
+    sessionId,
+    scriptedSession(repo.url, 'say hello', 'echo hello >> README.md', {
+      requestedBy: 'github:Codertocat',
+      verify: { test: 'sh check.sh' },
+      approval: { required: ['push'] },
+    }),
+  );
+  try {
+    await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
+    const number = 60 + github.pulls.length;
+    github.pulls.push({
+      number,
+      head: `drydock/${sessionId}`,
+      base: 'main',
+      title: 'drydock: say hello',
+      body: '',
+      draft: false,
+      html_url: `${github.url}/${EXAMPLE_REPO}/pull/${number}`,
+    });
+    const payload = actionable('pull_request_review');
+    Object.assign(payload.pull_request, { number });
+    payload.pull_request.head.ref = `drydock/${sessionId}`;
+    payload.review.body = 'echo "from the review body" >> NOTES.md';
+    // Two line comments of the review (a scripted session: each is its command); a /drydock one is its own event.
+    github.state.reviewComments.push(
+      { pull: number, review: payload.review.id, id: 1, path: 'README.md', line: 2, body: 'echo two >> README.md' },
+      { pull: number, review: payload.review.id, id: 2, path: 'check.sh', line: 1, body: 'echo one >> NOTES.md' },
+      { pull: number, review: payload.review.id, id: 3, path: 'check.sh', line: 2, body: '/drydock something else' },
+    );
+    for (let i = 0; i < 2; i++) {
+      // A redelivery is the same follow-up.
+      expect(await deliver('pull_request_review', payload)).toMatchObject({
+        status: 202,
+        body: { sessionId, round: 2, queued: 1 },
+      });
+    }
+    const second = await waitForStatus(handle, (s) => s.round === 2 && s.phase === 'awaiting_approval', 120_000);
+    expect(second.rounds!.map((r) => [r.round, r.by])).toEqual([
+      [1, 'github:Codertocat'],
+      [2, 'github:Codertocat'],
+    ]);
+    expect(second.timeline.filter((t) => /step \d+:/.test(t.name)).map((t) => t.name)).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining('echo one >> NOTES.md'),
+        expect.stringContaining('echo two >> README.md'),
+        expect.stringContaining('echo "from the review body" >> NOTES.md'),
+      ]),
+    );
+  } finally {
+    await handle.cancel();
+    await handle.result().catch(() => undefined);
+  }
 });

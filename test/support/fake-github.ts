@@ -1,6 +1,6 @@
 /**
  * A local HTTP server speaking the subset of the GitHub REST API drydock uses:
- * repo lookup, pulls list/create/update/get/files, branches, collaborator
+ * repo lookup, pulls list/create/update/get/files and a review's comments, branches, collaborator
  * permission, issues and their comments, comment reactions, commit statuses,
  * check runs and their annotations (created and updated by an App only, as on
  * GitHub, and validated like GitHub does), workflow-run jobs and job logs (a 302 to
@@ -99,6 +99,8 @@ export interface FakeRepoState {
   /** Workflow run id → its job ids. */
   workflowRuns: Record<number, number[]>;
   checkRuns: CheckRun[];
+  /** Line comments of submitted reviews, for GET .../pulls/<n>/reviews/<id>/comments. */
+  reviewComments: { pull: number; review: number; id: number; path: string; line: number; body: string }[];
 }
 
 export interface RecordedRequest {
@@ -148,6 +150,7 @@ export async function startFakeGitHub(opts: {
     jobs: {},
     workflowRuns: {},
     checkRuns: [],
+    reviewComments: [],
   };
   const appKey: KeyObject | undefined = opts.app ? createPublicKey(opts.app.publicKeyPem) : undefined;
   const full = `${opts.owner}/${opts.repo}`;
@@ -357,6 +360,13 @@ export async function startFakeGitHub(opts: {
       if (!pr) return notFound();
       const repo = { full_name: pr.headRepo ?? full };
       send(200, { ...pr, head: { ref: pr.head, repo }, base: { ref: pr.base, repo: { full_name: full } } });
+    } else if ((m = at('/pulls/(\\d+)/reviews/(\\d+)/comments'))) {
+      const [pull, review] = [Number(m[1]), Number(m[2])];
+      const found = state.reviewComments.filter((c) => c.pull === pull && c.review === review);
+      send(
+        200,
+        found.map((c) => ({ ...c, pull_request_review_id: review, original_line: c.line })),
+      );
     } else if ((m = at('/pulls/(\\d+)/files'))) {
       send(200, pulls.find((p) => p.number === Number(m![1]))?.files ?? []);
     } else if ((m = at('/issues/(\\d+)'))) {

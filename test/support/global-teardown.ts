@@ -1,3 +1,4 @@
+/** The end-to-end project's global teardown: stops what global-setup.ts started and checks nothing was left. */
 import type { ChildProcess } from 'node:child_process';
 import Docker from 'dockerode';
 import { LABELS } from '../../sandbox/provider';

@@ -1,7 +1,7 @@
 /**
  * Workflow histories of the end-to-end tests: each must replay on the current
  * code, and with DRYDOCK_RECORD_HISTORY set it is kept as a fixture that
- * test/e2e/replay.test.ts replays on every later version.
+ * test/workflow/replay.test.ts replays on every later version.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';

@@ -16,7 +16,7 @@ test.each(files)('workflows/%s imports no side effects', (file) => {
   const imports = [...source.matchAll(/^import\s+(type\s+)?[^'"]*from\s+'([^']+)'/gm)];
   for (const [, typeOnly, from] of imports) {
     expect(forbidden.test(from) ? `${from}` : 'ok').toBe('ok');
-    if (/^(\.\.\/)+(platform|store|models|github|repos|sandbox|activities|workers|cli)(\/|$)/.test(from)) {
+    if (/^(\.\.\/)+(platform|store|models|github|repos|review|sandbox|activities|workers|cli)(\/|$)/.test(from)) {
       expect(typeOnly ? 'type-only' : `value import of ${from}`).toBe('type-only');
     }
   }

@@ -1,3 +1,4 @@
+/** The built-in loop's context compaction (models/compaction.ts): when it starts, what it stubs, what it keeps. */
 import { compact, compactedView, estimateTokens, FIRST_COMPACTABLE, tighter } from '../../models/compaction';
 import type { ChatMessage } from '../../models/llm';
 

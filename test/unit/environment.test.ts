@@ -1,3 +1,4 @@
+/** A repo's environment (sandbox/repo-image.ts, sandbox/toolchains.ts): dev container parsing and Node.js declarations. */
 import { dockerfileEnvironment, parseDevcontainer } from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
 

@@ -1,3 +1,4 @@
+/** The session input's schema (workflows/input.ts): defaults, bounds, and each bad field named. */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { durationMs, githubRepoOf, parseSessionInput, sizeBytes } from '../../workflows/input';

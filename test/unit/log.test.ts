@@ -1,3 +1,4 @@
+/** The readable log line (platform/log.ts). */
 import { prettyLine } from '../../platform/log';
 
 const time = Date.parse('2026-01-02T03:04:05.678Z');

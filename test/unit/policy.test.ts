@@ -1,3 +1,4 @@
+/** The approval rules (workflows/rules/policy.ts): who may decide what, and when a decision counts. */
 import type { ApprovalPolicy } from '../../workflows/api';
 import { defaultBranch, refuseDecision, reviewedTogether, tightenPolicy } from '../../workflows/rules/policy';
 

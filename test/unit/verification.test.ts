@@ -1,3 +1,4 @@
+/** Verification's rules and readers: JUnit parsing, the pass/fail verdict, bounded browser messages. */
 import {
   boundMessages,
   MAX_BROWSER_MESSAGE_CHARS,

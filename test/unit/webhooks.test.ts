@@ -223,3 +223,30 @@ test("DRYDOCK_TRIGGER_SESSION: the session input's schemas; a bad value stops th
     reason: 'no agent is configured for a/b (set DRYDOCK_TRIGGER_SESSION)',
   });
 });
+
+test("a review submitted on drydock's pull request is one follow-up (its comments are read from GitHub); an approval or another PR's is not", () => {
+  const review = (edit: (p: any) => void = () => {}) => {
+    const payload = actionable('pull_request_review');
+    payload.pull_request.head.ref = 'drydock/gh-session-1';
+    payload.review.body = 'Please also handle zero.';
+    edit(payload);
+    return routeGitHubEvent('pull_request_review', HASH, payload);
+  };
+  expect(review()).toEqual({
+    kind: 'followup',
+    repo: EXAMPLE_REPO,
+    pullRequest: 2,
+    sessionId: 'gh-session-1',
+    text: 'Please also handle zero.',
+    by: 'Codertocat',
+    comment: 237895671,
+    review: 237895671,
+  });
+  expect(review((p) => (p.review.body = null))).toMatchObject({ kind: 'followup', text: '' });
+  expect(review((p) => (p.review.state = 'approved'))).toMatchObject({ kind: 'ignore' });
+  expect(review((p) => (p.review.user.type = 'Bot'))).toMatchObject({ kind: 'ignore' });
+  expect(review((p) => (p.pull_request.head.ref = 'feature'))).toMatchObject({ kind: 'ignore' });
+  expect(review((p) => (p.pull_request.head.repo.full_name = 'outsider/Hello-World'))).toMatchObject({
+    kind: 'ignore',
+  });
+});

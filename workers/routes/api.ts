@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../../store/artifacts';
 import { FollowupRefused, listSessions, sendFollowup, SessionExists, startSession } from '../../platform/sessions';
+import { parseComments, reviewFollowup } from '../../review/line-comments';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import {
@@ -18,6 +19,7 @@ import {
   statusOr404,
   type ServeContext,
 } from '../http';
+import { addConsoleTime, changeNamed, reviewOf } from './review';
 
 type Answer = [number, unknown];
 
@@ -79,19 +81,21 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
   if (body.by !== undefined && body.by !== who) {
     throw new HttpError(403, `you are ${who}; a decision is recorded as its sender`);
   }
-  let action = body.action;
-  if (action === undefined) {
-    const current = await statusOr404(ctx.client, id);
-    if (!current.pendingApproval) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
-    action = current.pendingApproval.action;
-  }
+  const current = await statusOr404(ctx.client, id);
+  const action = body.action ?? current.pendingApproval?.action;
+  if (action === undefined) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
   if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
+  // The console's last count first; then the decider's own total goes with the decision (none: unmeasured).
+  const onDisplay = changeNamed(current, body.change) ?? current.pendingApproval?.change;
+  await addConsoleTime(ctx, current, who, body);
+  const review = onDisplay ? await reviewOf(ctx, { sessionId: id, change: onDisplay, reviewer: who }) : undefined;
   const input: DecideInput = {
     decision: body.decision,
     action,
     by: who,
     ...(body.comment !== undefined ? { comment: body.comment } : {}),
     ...(body.change !== undefined ? { change: body.change } : {}),
+    ...(review ? { review } : {}),
   };
   try {
     const decision = await ctx.client.workflow.getHandle(id).executeUpdate(decide, { args: [input] });
@@ -107,7 +111,24 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
 }
 
 /**
- * POST /api/sessions/:id/followups `{text}` (or `{steps}` for a script agent);
+ * What a follow-up carries: `steps` as they are; else the line `comments` and
+ * the `text` as one review (review/line-comments.ts): words for a model or CLI
+ * agent, steps for a script agent (a command, or JSON steps).
+ */
+function followupContent(kind: 'script' | 'openai' | 'cli', body: any): { text?: string; steps?: unknown[] } {
+  if (body.steps !== undefined) return { steps: body.steps };
+  if (body.text !== undefined && typeof body.text !== 'string') throw new HttpError(400, 'text: a string');
+  const comments = parseComments(body.comments);
+  if (!comments.ok) throw new HttpError(400, comments.reason);
+  if (kind !== 'script' && !comments.comments.length) return { text: body.text };
+  const review = reviewFollowup(kind, comments.comments, body.text ?? '');
+  if (!review.ok) throw new HttpError(400, review.reason);
+  return 'text' in review ? { text: review.text } : { steps: review.steps };
+}
+
+/**
+ * POST /api/sessions/:id/followups `{text}` (or `{steps}` for a script agent, or
+ * `{comments: [{path, line, body}], text?}`; with `change` and `reviewMs` from the console);
  * the sender is the token's owner, who must be an approver or the requester.
  */
 export async function apiFollowup(ctx: ServeContext, req: IncomingMessage, id: string, who: string): Promise<Answer> {
@@ -119,8 +140,11 @@ export async function apiFollowup(ctx: ServeContext, req: IncomingMessage, id: s
   if (body.by !== undefined && body.by !== who) {
     throw new HttpError(403, `you are ${who}; a follow-up is recorded as its sender`);
   }
+  const current = await statusOr404(ctx.client, id);
+  await addConsoleTime(ctx, current, who, body);
+  const content = followupContent(current.agent?.kind ?? 'script', body);
   try {
-    const accepted = await sendFollowup(ctx.client, id, { by: who, text: body.text, steps: body.steps });
+    const accepted = await sendFollowup(ctx.client, id, { by: who, ...content });
     ctx.log.info({ sessionId: id, by: who, round: accepted.round }, 'follow-up accepted');
     return [202, accepted];
   } catch (err) {

@@ -17,6 +17,7 @@ import {
   requestAttach,
   requestDetach,
 } from '../../sandbox/attach';
+import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
 import { header, HttpError, type ServeContext } from '../http';
 
@@ -40,7 +41,7 @@ export async function attachUpgrade(
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     await requestAttach(ctx.client, id, by);
     attachedAs = { id, by };
-    const shell = await sandboxes.shell(name, size);
+    const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${ATTACH_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
     ctx.log.info({ sessionId: id, by, sandbox: name }, 'attached through serve');
     await bridgeShell(socket, shell);

@@ -10,7 +10,18 @@ import { buildReport, windowStart } from '../../store/pilot-report';
 import { listSessions } from '../../platform/sessions';
 import { sessionLink } from '../../platform/temporal';
 import { OUTCOMES, type SessionStatus } from '../../workflows/api';
-import { listPage, reportPage, sessionLive, sessionPage, type LiveExtras } from '../console';
+import {
+  changedFilesOf,
+  listPage,
+  reportPage,
+  sessionLive,
+  sessionPage,
+  type LiveExtras,
+  type ReviewFacts,
+} from '../console';
+import { lastSeenRound, roundDiffName } from '../../review/rounds';
+import { testCasesOf } from '../../review/test-cases';
+import { auditRowsOf, whatRanOf } from '../../review/what-ran';
 import { consoleUrl, HttpError, sendHtml, statusOr404, type ServeContext } from '../http';
 
 /** GET /: the newest sessions. */
@@ -23,7 +34,7 @@ export async function consoleList(ctx: ServeContext, res: ServerResponse, who: s
 export async function consoleSession(ctx: ServeContext, res: ServerResponse, id: string, who: string): Promise<void> {
   const s = await statusOr404(ctx.client, id);
   const nonce = randomBytes(16).toString('base64');
-  const live = await liveExtras(ctx, s);
+  const live = await liveExtras(ctx, s, who);
   sendHtml(res, 200, sessionPage(s, { ...live, who, nonce, temporalLink: sessionLink(ctx.config, id) }), nonce);
 }
 
@@ -53,7 +64,7 @@ export async function consoleEvents(
   for (const until = Date.now() + LIVE_STREAM_MS; open && Date.now() < until;) {
     const s = await statusOr404(ctx.client, id).catch(() => undefined);
     if (s) {
-      const html = sessionLive(s, await liveExtras(ctx, s), who);
+      const html = sessionLive(s, await liveExtras(ctx, s, who), who);
       if (html !== last) {
         send('update', { phase: s.phase, html });
         last = html;
@@ -73,15 +84,47 @@ export async function consoleEvents(
   res.end();
 }
 
-/** The whole diff, and while a step runs the tail of its streamed output (the newest log of the session). */
-async function liveExtras(ctx: ServeContext, s: SessionStatus): Promise<LiveExtras> {
+/**
+ * What the page shows besides the status: the whole diff and its summary, the
+ * interdiff since the round this reviewer saw last, and while a step runs the
+ * tail of its streamed output (the newest log of the session).
+ */
+async function liveExtras(ctx: ServeContext, s: SessionStatus, who: string): Promise<LiveExtras> {
   const diff = s.agent?.diff ? (await ctx.artifacts.get(s.sessionId, 'change.diff'))?.toString('utf8') : undefined;
   const stepRunning = s.timeline.some((t) => t.ok === undefined && t.name.startsWith('step'));
   return {
     diff,
+    interdiff: await interdiffOf(ctx, s, who),
+    facts: s.agent?.changed ? await reviewFacts(ctx, s, diff) : undefined,
     running: stepRunning ? await newestLogTail(ctx, s.sessionId) : undefined,
     server: consoleUrl(ctx.config),
   };
+}
+
+/** The summary's facts: the files of the diff, what ran (the audit trail), each test (the JUnit reports kept). */
+async function reviewFacts(ctx: ServeContext, s: SessionStatus, diff: string | undefined): Promise<ReviewFacts> {
+  const rows = ctx.pool ? await auditRowsOf(ctx.pool, s.sessionId).catch(() => []) : [];
+  const reports = await Promise.all(
+    (s.verification?.report?.files ?? []).map(async (f) =>
+      (await ctx.artifacts.get(s.sessionId, `junit/${f.replace(/\//g, '_')}`))?.toString('utf8'),
+    ),
+  );
+  return {
+    files: diff ? changedFilesOf(diff) : [],
+    ran: whatRanOf(rows, s, diff),
+    cases: testCasesOf(reports.filter((r): r is string => r !== undefined)),
+  };
+}
+
+/** A later round: its change since the round this reviewer saw last (else the one before it). */
+async function interdiffOf(ctx: ServeContext, s: SessionStatus, who: string): Promise<LiveExtras['interdiff']> {
+  const round = s.round ?? 1;
+  if (round < 2 || !s.agent?.changed) return undefined;
+  const seen = (await ctx.reviews?.seenBy(s.sessionId, who).catch(() => [])) ?? [];
+  const last = lastSeenRound(s.rounds ?? [], round, seen);
+  const since = last ?? round - 1;
+  const diff = (await ctx.artifacts.get(s.sessionId, roundDiffName(round, since)))?.toString('utf8');
+  return { round, since, seen: last !== undefined, diff };
 }
 
 async function newestLogTail(ctx: ServeContext, sessionId: string): Promise<string | undefined> {
@@ -96,6 +139,17 @@ async function newestLogTail(ctx: ServeContext, sessionId: string): Promise<stri
   return text || undefined;
 }
 
+/** The console's own scripts (./console/assets), by name; nothing else is served from there. */
+const SCRIPTS = ['review-clock.js', 'session.js', 'tokens.js'];
+
+/** GET /assets/console/<name>.js: a script of the console's pages (allowed by the page's nonce). */
+export async function consoleScript(res: ServerResponse, name: string): Promise<void> {
+  if (!SCRIPTS.includes(name)) throw new HttpError(404, `no script ${name}`);
+  const js = await readFile(path.join(__dirname, '..', 'console', 'assets', name));
+  res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' });
+  res.end(js);
+}
+
 /** GET /assets/diff2html.css: the diff renderer's stylesheet, from the project (no CDN). */
 export async function diffStylesheet(res: ServerResponse): Promise<void> {
   const css = await readFile(require.resolve('diff2html/bundles/css/diff2html.min.css'));
@@ -103,14 +157,18 @@ export async function diffStylesheet(res: ServerResponse): Promise<void> {
   res.end(css);
 }
 
-/** GET /artifacts/:ref: screenshots and logs from the artifact store, confined to it. */
+/** GET /artifacts/:ref: screenshots, videos and logs from the artifact store, confined to it. */
 export async function artifact(ctx: ServeContext, res: ServerResponse, ref: string): Promise<void> {
   const root = ctx.artifacts.pathOf('');
   const file = path.resolve(root, ref);
   if (!file.startsWith(root) || ref.split('/').includes('..')) throw new HttpError(400, 'bad artifact reference');
   const content = await readFile(file).catch(() => undefined);
   if (!content) throw new HttpError(404, `no artifact ${ref}`);
-  const type = file.endsWith('.png') ? 'image/png' : 'text/plain; charset=utf-8';
+  const type = file.endsWith('.png')
+    ? 'image/png'
+    : file.endsWith('.webm')
+      ? 'video/webm'
+      : 'text/plain; charset=utf-8';
   res.writeHead(200, { 'content-type': type, 'x-content-type-options': 'nosniff', 'cache-control': 'private' });
   res.end(content);
 }

@@ -15,8 +15,10 @@ import { z } from 'zod';
 import { refusalFromGitHub, sessionOfPullRequest, writerRefusal } from '../../github/trigger-checks';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../github/client';
 import { commentOnce, repoRef } from '../../github/writes';
+import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
+import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
-import { FollowupRefused, sendFollowup, startSession } from '../../platform/sessions';
+import { FollowupRefused, getStatus, sendFollowup, startSession } from '../../platform/sessions';
 import { parsePayload } from '../../github/webhook-payloads';
 import {
   bodyHash,
@@ -278,10 +280,12 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
     throw new HttpError(403, notWriter);
   }
   try {
+    const content = trigger.review ? await reviewContent(ctx, octokit, trigger, sessionId) : { text: trigger.text };
+    if (!content) return [202, { ignored: `review ${trigger.review} has no comment and no text` }];
     const accepted = await sendFollowup(ctx.client, sessionId, {
       by: ctx.identities.directory.githubActor(trigger.by),
-      text: trigger.text,
-      id: `github-comment-${trigger.comment}`,
+      ...content,
+      id: trigger.review ? `github-review-${trigger.review}` : `github-comment-${trigger.comment}`,
     });
     ctx.log.info({ delivery, sessionId, by: trigger.by, round: accepted.round }, 'webhook: follow-up sent');
     return [202, { sessionId, ...accepted }];
@@ -291,6 +295,40 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
     await answer(err.message);
     throw new HttpError(409, err.message);
   }
+}
+
+/** Line comments of one review read: the rest of a long review is left out. */
+const REVIEW_COMMENTS = 50;
+
+/**
+ * A submitted review as one follow-up, as the console sends one
+ * (review/line-comments.ts): its line comments, read from GitHub and
+ * scrubbed, and its body; words for a model or CLI agent, commands for a
+ * script. Comments that are /drydock commands are follow-ups of their own.
+ */
+async function reviewContent(
+  ctx: ServeContext,
+  octokit: Octokit,
+  trigger: FollowupTrigger,
+  sessionId: string,
+): Promise<{ text: string } | { steps: unknown[] } | undefined> {
+  const { data } = await octokit.pulls.listCommentsForReview({
+    ...repoRef(trigger.repo),
+    pull_number: trigger.pullRequest,
+    review_id: trigger.review!,
+    per_page: REVIEW_COMMENTS,
+  });
+  const comments = data
+    .filter((c) => !c.body.trim().startsWith('/drydock'))
+    .map((c) => ({
+      path: c.path,
+      line: (c as { line?: number | null }).line ?? (c as { original_line?: number | null }).original_line ?? 1,
+      body: scrub(c.body).slice(0, MAX_COMMENT_CHARS),
+    }));
+  const kind = (await getStatus(ctx.client, sessionId)).agent?.kind ?? 'script';
+  const review = reviewFollowup(kind, comments, trigger.text);
+  if (!review.ok) return undefined;
+  return 'text' in review ? { text: review.text } : { steps: review.steps };
 }
 
 /** A pull request closed on a drydock branch: record merged or not for the metrics, once. */

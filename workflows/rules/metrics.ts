@@ -3,7 +3,19 @@
  * function: the workflow hands the result to an activity that writes the
  * session_metrics row (docs/audit.md).
  */
-import type { SessionStatus } from '../api';
+import type { ReviewTime, SessionStatus } from '../api';
+
+/** A well-formed review time (what the console and CLI send); anything else leaves a decision unmeasured. */
+export function isReviewTime(value: unknown): value is ReviewTime {
+  const r = value as ReviewTime | undefined;
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    Number.isSafeInteger(r.ms) &&
+    r.ms >= 0 &&
+    (r.via === 'console' || r.via === 'cli')
+  );
+}
 
 export interface SessionMetrics {
   sessionId: string;
@@ -24,8 +36,10 @@ export interface SessionMetrics {
   costUsd: number;
   verificationRounds: number;
   verificationPassed?: boolean;
-  /** Time spent waiting on reviewers, over all approval gates. */
-  reviewMs: number;
+  /** Time changes waited for a decision, over all approval gates: waiting for review, not review time. */
+  reviewWaitMs: number;
+  /** Decisions made without a measured review time (a signal, the API without a view). */
+  decisionsUnmeasured: number;
   /** A reviewer approved at least one action. */
   approved: boolean;
   prUrl?: string;
@@ -58,7 +72,8 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
     costUsd: agent?.costUsd ?? 0,
     verificationRounds: state.verification ? (state.verificationRounds ?? 1) : 0,
     verificationPassed: state.verification?.passed,
-    reviewMs: reviews.reduce((sum, r) => sum + (r.durationMs ?? 0), 0),
+    reviewWaitMs: reviews.reduce((sum, r) => sum + (r.durationMs ?? 0), 0),
+    decisionsUnmeasured: state.decisions.filter((d) => !d.review).length,
     approved: state.decisions.some((d) => d.decision === 'approve'),
     prUrl: state.pullRequest?.url,
   };

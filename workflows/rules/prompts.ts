@@ -24,9 +24,9 @@ export function cliCommand(argv: readonly string[], prompt: string): string {
 const FEEDBACK_TAIL = 4_000;
 
 /** What the agent is told after a failed verification. */
-export function feedbackMessage(verification: Verification, round: number, maxRounds: number): string {
+export function feedbackMessage(verification: Verification, attempt: number, maxRounds: number): string {
   return [
-    `The verification of your change failed (attempt ${round} of ${maxRounds + 1}). Fix the change and finish again.`,
+    `The verification of your change failed (attempt ${attempt} of ${maxRounds + 1}). Fix the change and finish again.`,
     verification.summary,
     ...(verification.outputTail
       ? ['Output of the test command (end):', verification.outputTail.slice(-FEEDBACK_TAIL)]

@@ -1,8 +1,9 @@
 /**
  * The agent phase: the agent kinds (a script, the built-in model loop, an
- * agent CLI) and their rounds. Each round the agent works, its change is
- * committed and verified; a failed verification goes back to a model-driven
- * agent up to verify.maxRounds times.
+ * agent CLI) and their attempts at a change that passes verification. Each
+ * attempt the agent works, its change is committed and verified; a failed
+ * verification goes back to a model-driven agent up to verify.maxRounds times.
+ * (A round is something else: the task, then each follow-up; see rounds.ts.)
  */
 import { log } from '@temporalio/workflow';
 import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sandbox/contract';
@@ -10,7 +11,7 @@ import { durationMs } from '../input';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
-import { handsOn } from './attach';
+import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './outcome';
 import { modelAgent } from './model-agent';
 import { stepNonce } from './nonce';
@@ -38,15 +39,15 @@ export function startAgent(run: SessionRun): void {
         }
       : {};
   run.status.agent =
-    kind === 'script' ? { steps: run.input.agent.steps.length } : { kind, steps: 0, round: 1, runs: 1, ...model };
+    kind === 'script' ? { steps: run.input.agent.steps.length } : { kind, steps: 0, attempt: 1, runs: 1, ...model };
 }
 
-/** Rounds until the change passes verification (or is not verified); returns it. */
-export async function agentRounds(run: SessionRun): Promise<CommitResult> {
+/** The agent's attempts until the change passes verification (or is not verified); returns it. */
+export async function workUntilVerified(run: SessionRun): Promise<CommitResult> {
   const { input, loop, status } = run;
   for (;;) {
     await agentWorks(run);
-    run.commitDate = undefined; // a new round's commit is a new commit
+    run.commitDate = undefined; // a new attempt's commit is a new commit
     const commit = await run.track('commit', async (record) => {
       const result = await inSandbox(run, (sb) => commitChange(run, sb));
       record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${run.branch}` : 'no changes';
@@ -58,24 +59,24 @@ export async function agentRounds(run: SessionRun): Promise<CommitResult> {
     if (!(input.verify.test || input.verify.browser)) return commit;
     const verification = await verify(run);
     if (verification.passed) return commit;
-    if (handsOn(run)) {
-      await byHandNext(run, verification.summary);
+    if (editedByHand(run)) {
+      await verifyHandEditsNext(run, verification.summary);
       continue;
     }
     const failure = `verification failed: ${verification.summary.split('\n').join('; ')}`;
-    // Only an agent that finished on its own gets another round (a budget stays spent).
-    if (input.agent.kind === 'script' || status.agent!.stopReason !== 'done' || loop.round > input.verify.maxRounds) {
+    // Only an agent that finished on its own gets another attempt (a budget stays spent).
+    if (input.agent.kind === 'script' || status.agent!.stopReason !== 'done' || loop.attempt > input.verify.maxRounds) {
       throw new SessionEnd('failed', failure, 'verification_failed');
     }
-    await feedBack(run, failure, feedbackMessage(verification, loop.round, input.verify.maxRounds));
+    await feedBack(run, failure, feedbackMessage(verification, loop.attempt, input.verify.maxRounds));
   }
 }
 
-/** One round of the agent's work; a spent budget ends the session or just the agent, as onExceeded says. */
+/** One attempt of the agent's work; a spent budget ends the session or just the agent, as onExceeded says. */
 async function agentWorks(run: SessionRun): Promise<void> {
   const { agent } = run.input;
-  if (run.byHandRound) {
-    run.byHandRound = false;
+  if (run.nextChangeByHand) {
+    run.nextChangeByHand = false;
     // Had the agent finished on its own: a failed verification of the person's edits goes back to it.
     if (agent.kind !== 'script') run.status.agent!.stopReason = 'done';
     return;
@@ -98,21 +99,21 @@ async function agentWorks(run: SessionRun): Promise<void> {
 }
 
 /** A person attached while verification ran: their edits are committed and verified next, not the agent's. */
-async function byHandNext(run: SessionRun, summary: string): Promise<void> {
-  run.loop.round++;
-  run.status.agent!.round = run.loop.round;
-  run.byHandRound = true;
+async function verifyHandEditsNext(run: SessionRun, summary: string): Promise<void> {
+  run.loop.attempt++;
+  run.status.agent!.attempt = run.loop.attempt;
+  run.nextChangeByHand = true;
   await run.note('verification failed', `${summary.split('\n')[0].slice(0, 200)}; verifying the edits by hand next`);
 }
 
-/** The next round starts with the failed verification: a message to the model, or the CLI's next prompt. */
+/** The next attempt starts with the failed verification: a message to the model, or the CLI's next prompt. */
 async function feedBack(run: SessionRun, failure: string, feedback: string): Promise<void> {
   const { loop, status } = run;
-  loop.round++;
-  status.agent!.round = loop.round;
+  loop.attempt++;
+  status.agent!.attempt = loop.attempt;
   status.agent!.stopReason = undefined;
   run.setPhase('agent');
-  await run.track(`feedback: round ${loop.round}`, async (record) => {
+  await run.track(`feedback: attempt ${loop.attempt}`, async (record) => {
     record.detail = failure.slice(0, 200);
     if (run.input.agent.kind === 'openai') {
       await inSandbox(run, (sb) =>
@@ -123,11 +124,11 @@ async function feedBack(run: SessionRun, failure: string, feedback: string): Pro
       loop.feedback = feedback;
     }
   });
-  log.info('verification failed; the agent gets another round', { round: loop.round });
+  log.info('verification failed; the agent gets another attempt', { attempt: loop.attempt });
 }
 
 /**
- * An agent CLI, once per round, with the prompt as one literal argument.
+ * An agent CLI, once per attempt, with the prompt as one literal argument.
  * "claude", "codex" and "opencode" come from the host's cache and reach their
  * model only through the worker's gateway, which holds the key and the
  * budget; any other argv reaches only agent.egress, through the proxy.
@@ -141,13 +142,13 @@ async function cliAgent(run: SessionRun): Promise<void> {
   // A follow-up round asks for the follow-up; the agent's earlier work is in the tree.
   const prompt = cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback);
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
-  const result = await run.track(`agent: ${program} (round ${loop.round})`, async (record) => {
+  const result = await run.track(`agent: ${program} (attempt ${loop.attempt})`, async (record) => {
     const step = await inSandbox(run, async (sb) => {
       const plan = await cliPlan(run, sb, prompt);
       return onHost(sb, limitMs + 60_000).runStep({
         sandbox: sb.name,
         sessionId,
-        key: `${run.keyPrefix}agent-cli-${loop.round}`,
+        key: `${run.keyPrefix}agent-cli-${loop.attempt}`,
         nonce: stepNonce(),
         step: { run: plan.command, timeout: limitMs },
         timeoutMs: limitMs,
@@ -178,7 +179,7 @@ async function cliAgent(run: SessionRun): Promise<void> {
   progress.stopReason = 'done';
 }
 
-/** The shell command of this round's CLI run, its environment, and its gateway with the budget left. */
+/** The shell command of this attempt's CLI run, its environment, and its gateway with the budget left. */
 async function cliPlan(
   run: SessionRun,
   sb: Sandbox,

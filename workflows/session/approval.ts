@@ -19,12 +19,13 @@ import {
 import { checkFollowup } from '../rules/followup';
 import { durationMs } from '../input';
 import { refuseDecision } from '../rules/policy';
+import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
-import { handsOn, installAttachHandlers } from './attach';
+import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
 const FOLLOWUP_IDS = 100;
@@ -37,6 +38,8 @@ export function installHandlers(run: SessionRun): void {
   const fromSignal = (decision: DecideInput['decision']) => (raw: unknown) => {
     // Signals are fire-and-forget from any client: anything malformed is recorded, never thrown.
     const input = { ...(raw !== null && typeof raw === 'object' ? raw : {}), decision } as DecideInput;
+    // Made elsewhere (the Temporal UI, `temporal workflow signal`): unmeasured, whatever it says.
+    delete input.review;
     const reason = refusal(run, input);
     if (reason) {
       log.warn('decision refused', { reason });
@@ -88,7 +91,10 @@ export function installHandlers(run: SessionRun): void {
   );
   installAttachHandlers(run);
   setHandler(pullRequestClosed, (closed) => {
-    run.closed ??= { merged: closed?.merged === true, by: typeof closed?.by === 'string' ? closed.by : 'unknown' };
+    run.pullRequestClosed ??= {
+      merged: closed?.merged === true,
+      by: typeof closed?.by === 'string' ? closed.by : 'unknown',
+    };
   });
 }
 
@@ -100,7 +106,13 @@ export class FollowupArrived extends Error {}
 
 function accept(run: SessionRun, input: DecideInput): Decision {
   // Bound to the change on display: a later change needs a new decision.
-  const decision: Decision = { ...input, change: run.status.pendingApproval!.change, at: new Date().toISOString() };
+  const { review, ...rest } = input;
+  const decision: Decision = {
+    ...rest,
+    ...(isReviewTime(review) ? { review: { ms: review.ms, via: review.via } } : {}),
+    change: run.status.pendingApproval!.change,
+    at: new Date().toISOString(),
+  };
   run.status.decisions.push(decision);
   run.verdicts.set(input.action, decision);
   return decision;
@@ -124,7 +136,7 @@ export async function gate(
   change: CommitResult,
   covers: Action[] = [],
 ): Promise<void> {
-  if (run.followups.length > 0 || handsOn(run)) throw new FollowupArrived();
+  if (run.followups.length > 0 || editedByHand(run)) throw new FollowupArrived();
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
@@ -132,7 +144,7 @@ export async function gate(
   }
   const verdict = await awaitDecision(run, action, change, covers);
   // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
-  if (handsOn(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
+  if (editedByHand(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
     const { timeout } = run.input.approval;
     throw new SessionEnd('timed_out', `no approval for ${action} within ${timeout}`, 'approval_timeout');
@@ -176,18 +188,21 @@ async function awaitDecision(
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
-  await report(run, 'awaiting_approval');
+  await tellGitHub(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(() => run.verdicts.has(action) || run.followups.length > 0 || handsOn(run), timeoutMs);
+    const got = await condition(
+      () => run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run),
+      timeoutMs,
+    );
     const verdict = run.verdicts.get(action);
     record.detail = verdict
       ? `${PAST[verdict.decision]} by ${verdict.by}`
       : run.followups.length > 0
         ? `superseded by a follow-up from ${run.followups[0].by}`
-        : handsOn(run)
-          ? `superseded: ${run.status.attached?.by ?? run.handEdits} attached to the sandbox`
+        : editedByHand(run)
+          ? `superseded: ${run.status.attached?.by ?? run.uncommittedEditsBy} attached to the sandbox`
           : `no decision within ${input.approval.timeout}`;
-    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || handsOn(run);
+    record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || editedByHand(run);
     return got && verdict !== undefined;
   });
   state.pendingApproval = undefined;
@@ -199,7 +214,13 @@ async function awaitDecision(
       kind: 'approval',
       actor: verdict.by,
       at: verdict.at,
-      data: { action, decision: verdict.decision, change: verdict.change, comment: verdict.comment },
+      data: {
+        action,
+        decision: verdict.decision,
+        change: verdict.change,
+        comment: verdict.comment,
+        review: verdict.review ?? 'unmeasured',
+      },
     });
   }
   return decided ? verdict : undefined;

@@ -47,13 +47,13 @@ export function installAttachHandlers(run: SessionRun): void {
 }
 
 /** Waits while someone is attached: nothing runs in the sandbox under their hands. */
-export async function handsOff(run: SessionRun): Promise<void> {
+export async function awaitDetach(run: SessionRun): Promise<void> {
   if (run.status.attached) await condition(() => run.status.attached === undefined);
 }
 
-/** Whether the change on display is not the sandbox's any more: someone is in it, or was since the commit. */
-export function handsOn(run: SessionRun): boolean {
-  return run.status.attached !== undefined || run.handEdits !== undefined;
+/** Whether the change on display is not the sandbox's any more: someone is in it, or edited it since the commit. */
+export function editedByHand(run: SessionRun): boolean {
+  return run.status.attached !== undefined || run.uncommittedEditsBy !== undefined;
 }
 
 /** At teardown: an attach still open ends with the sandbox, and is recorded. */
@@ -79,7 +79,7 @@ function begin(run: SessionRun, by: string): Attachment {
 async function end(run: SessionRun, by: string): Promise<Detached> {
   const attached = run.status.attached!;
   run.status.attached = undefined;
-  run.handEdits = attached.by;
+  run.uncommittedEditsBy = attached.by;
   const durationMs = Date.now() - Date.parse(attached.at);
   const n = (run.status.attaches = (run.status.attaches ?? 0) + 1);
   run.status.timeline.push({

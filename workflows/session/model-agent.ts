@@ -4,7 +4,7 @@
  * call twice. Continues as new every agent.continueAsNewEvery turns (or when
  * Temporal suggests it) to keep each run's history small.
  */
-import { ActivityFailure, allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, workflowInfo } from '@temporalio/workflow';
 import { RetryState } from '@temporalio/common';
 import type { ModelCallResult } from '../../activities/agent';
 import type { AgentCall } from '../api';
@@ -12,8 +12,7 @@ import { durationMs } from '../input';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
-import type { ContinuedSession, SessionRun } from './state';
-import type { agentSession } from './workflow';
+import type { SessionRun } from './state';
 
 /** Calls kept in status; the whole conversation is in the transcript artifact. */
 const RECENT_CALLS = 20;
@@ -23,11 +22,7 @@ export async function modelAgent(run: SessionRun): Promise<void> {
   for (let turnsThisRun = 0; ; turnsThisRun++) {
     if (run.budgetSpent()) return;
     if (turnsThisRun >= run.input.agent.continueAsNewEvery || workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
-      const { status, sandbox, loop, sessionStartedAt, earlier } = run;
-      const carry: ContinuedSession = { status, sandbox: sandbox!, loop, sessionStartedAt, earlier };
-      // The settled input (repo defaults and limits applied): the next run does not settle it again.
-      await continueAsNew<typeof agentSession>(run.input, carry);
+      await run.continueAsNew();
     }
     run.loop.turn++;
     if (await turn(run)) {

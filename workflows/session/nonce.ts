@@ -1,3 +1,4 @@
+/** The nonce of one sandbox step, drawn deterministically in the workflow. */
 import { uuid4 } from '@temporalio/workflow';
 
 /**

@@ -11,7 +11,7 @@ import { endAttach } from './attach';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
 import { finishThreadReports } from './threads';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** A session that ends with this outcome (and reason) rather than going on. */
 export class SessionEnd extends Error {
@@ -43,7 +43,7 @@ export function endEarly(run: SessionRun, err: unknown): Exclude<Outcome, 'compl
 
 /**
  * Removes the session's sandbox (by name when provisioning failed after
- * creating it) and every earlier one not removed yet, then records the
+ * creating it) and every replaced one not removed yet, then records the
  * outcome and the session's metrics, keeping the audit chain's seal in the
  * status (the workflow's result). Runs in a non-cancellable scope, so a
  * cancelled session still tears down.
@@ -61,14 +61,14 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
         ),
       );
       // A session parked for follow-ups removed its sandbox already; this drops its checkpoint.
-      if (sandbox && !status.removedSandboxes?.includes(sandbox.name)) run.removed(sandbox);
+      if (sandbox && !status.removedSandboxes?.includes(sandbox.name)) run.markRemoved(sandbox);
     } catch (err) {
       // The reaper removes what is left; the session still ends with its outcome.
       log.error('teardown failed', { error: describeError(err) });
     }
-    await removeEarlier(run);
+    await removeReplaced(run);
     run.setPhase(outcome);
-    await report(run, outcome);
+    await tellGitHub(run, outcome);
     await finishThreadReports(run);
     try {
       status.audit = await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
@@ -84,13 +84,13 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
  * host that has just answered). A host that still does not answer within its
  * host timeout leaves its sandbox to its reaper.
  */
-export async function removeEarlier(run: SessionRun, onQueue?: string): Promise<void> {
-  const due = run.earlier.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
+export async function removeReplaced(run: SessionRun, onQueue?: string): Promise<void> {
+  const due = run.sandboxesToRemove.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
   if (due.length === 0) return;
-  await Promise.all(due.map((sandbox) => removeReplaced(run, sandbox)));
+  await Promise.all(due.map((sandbox) => removeReplacedSandbox(run, sandbox)));
 }
 
-async function removeReplaced(run: SessionRun, sandbox: Sandbox): Promise<void> {
+async function removeReplacedSandbox(run: SessionRun, sandbox: Sandbox): Promise<void> {
   const { sessionId } = run;
   try {
     await run.track(`remove ${sandbox.name}`, () =>
@@ -100,7 +100,7 @@ async function removeReplaced(run: SessionRun, sandbox: Sandbox): Promise<void> 
         replaced: true,
       }),
     );
-    run.removed(sandbox);
+    run.markRemoved(sandbox);
   } catch (err) {
     log.warn('a replaced sandbox was not removed; its host reaper will', {
       sandbox: sandbox.name,

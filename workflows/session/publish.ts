@@ -3,7 +3,7 @@
  * replacement sandbox), then push, pull request and deploy, each behind its
  * approval gate. Publishing runs on the worker; credentials never enter the sandbox.
  */
-import type { ChangeSpec, CommitResult, Sandbox } from '../../sandbox/contract';
+import type { ChangeSpec, CommitInput, CommitResult, Sandbox } from '../../sandbox/contract';
 import type { SessionStatus } from '../api';
 import { githubRepoOf } from '../input';
 import { reviewedTogether } from '../rules/policy';
@@ -12,7 +12,7 @@ import { gate, PAST } from './approval';
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
-import { report } from './trigger';
+import { tellGitHub } from './trigger';
 
 /** The agent as the commit's Drydock-Agent trailer names it. */
 function agentName(agent: SessionRun['input']['agent']): string {
@@ -41,13 +41,26 @@ function changeSpec(run: SessionRun, sb: Sandbox): ChangeSpec {
   };
 }
 
+/** A later round: the interdiffs since each earlier round's change, for the reviewer who saw it. */
+function interdiffsOf(run: SessionRun): Pick<CommitInput, 'interdiffs'> {
+  const round = run.status.round ?? 1;
+  const since = (run.status.rounds ?? [])
+    .filter((r) => r.round < round && r.commit)
+    .map((r) => ({ round: r.round, commit: r.commit! }));
+  return since.length ? { interdiffs: { round, since } } : {};
+}
+
 /** drydock's commit of the sandbox's change (the same tree, parent and date give the same commit). */
 export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
   const attaches = run.status.attaches;
-  const result = await onHost(sb).commitChanges({ sandbox: sb.name, ...changeSpec(run, sb) });
+  const result = await onHost(sb).commitChanges({
+    sandbox: sb.name,
+    ...changeSpec(run, sb),
+    ...interdiffsOf(run),
+  });
   run.committedIn = sb.name;
   // The edits made by hand before this commit are in it (unless someone attached during it).
-  if (!run.status.attached && run.status.attaches === attaches) run.handEdits = undefined;
+  if (!run.status.attached && run.status.attaches === attaches) run.uncommittedEditsBy = undefined;
   return result;
 }
 
@@ -112,7 +125,7 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
   });
-  await report(run, 'pull_request');
+  await tellGitHub(run, 'pull_request');
 }
 
 /** The pull request's description: what was asked, what changed, how it was checked, who approved. */

@@ -6,19 +6,18 @@
  * the agent works, a new commit on top of the last pushed one, verification,
  * the gate with the new change hash, and publishing to the same branch and PR.
  */
-import { allHandlersFinished, CancellationScope, condition, continueAsNew, log } from '@temporalio/workflow';
+import { allHandlersFinished, CancellationScope, condition, log } from '@temporalio/workflow';
 import type { CommitResult } from '../../sandbox/contract';
 import { durationMs } from '../input';
 import { describeFollowups } from '../rules/followup';
-import { agentRounds } from './agents';
-import { handsOff } from './attach';
+import { workUntilVerified } from './agents';
+import { awaitDetach } from './attach';
 import { FollowupArrived } from './approval';
 import { describeError } from './outcome';
 import { anyHost, onHost, teardownOn } from './proxies';
 import { publish } from './publish';
 import { inSandbox, reprovision } from './sandbox';
-import type { ContinuedSession, SessionRun } from './state';
-import type { agentSession } from './workflow';
+import type { SessionRun } from './state';
 
 /** Rounds kept in status; the audit trail has every one. */
 const RECENT_ROUNDS = 20;
@@ -50,20 +49,20 @@ export async function publishRounds(run: SessionRun, first: CommitResult): Promi
 export async function stayOpen(run: SessionRun, parked: boolean): Promise<void> {
   for (;;) {
     // Without a pull request only a follow-up sent while publishing gets a round.
-    if (run.closed || (!run.status.pullRequest && run.followups.length === 0)) break;
+    if (run.pullRequestClosed || (!run.status.pullRequest && run.followups.length === 0)) break;
     if (!parked && run.followups.length === 0) {
       await park(run); // continues as new, unless a follow-up came meanwhile
       parked = true;
     }
     if (!(await awaitFollowup(run))) return;
-    if (run.closed) break;
+    if (run.pullRequestClosed) break;
     if (parked) await reprovision(run, run.sandbox!, `re-provision for follow-up ${(run.status.round ?? 1) + 1}`);
     parked = false;
     await publishRounds(run, await followupRound(run));
   }
-  if (run.closed) {
-    const { merged, by } = run.closed;
-    run.status.closedBy = run.closed;
+  if (run.pullRequestClosed) {
+    const { merged, by } = run.pullRequestClosed;
+    run.status.closedBy = run.pullRequestClosed;
     await run.note('pull request', `${merged ? 'merged' : 'closed'} by ${by}`);
   }
 }
@@ -72,7 +71,10 @@ export async function stayOpen(run: SessionRun, parked: boolean): Promise<void> 
 async function awaitFollowup(run: SessionRun): Promise<boolean> {
   const openFor = run.input.publish.openFor;
   run.status.openUntil = new Date(Date.now() + durationMs(openFor)).toISOString();
-  const asked = await condition(() => run.followups.length > 0 || run.closed !== undefined, durationMs(openFor));
+  const asked = await condition(
+    () => run.followups.length > 0 || run.pullRequestClosed !== undefined,
+    durationMs(openFor),
+  );
   run.status.openUntil = undefined;
   if (!asked) await run.note('open for follow-ups', `no follow-up within ${openFor}`);
   return asked;
@@ -89,27 +91,18 @@ async function park(run: SessionRun): Promise<void> {
       await run.track('teardown (until a follow-up)', () =>
         teardownOn(sandbox).destroySandbox({ sessionId, generation: sandbox!.generation, replaced: true }),
       );
-      run.removed(sandbox!);
+      run.markRemoved(sandbox!);
     } catch (err) {
       // A host that does not answer: its reaper removes the sandbox; a follow-up provisions anew anyway.
       log.warn('the sandbox was not torn down', { error: describeError(err) });
-      run.earlier.push(sandbox!);
+      run.deferRemoval(sandbox!);
     }
   });
   run.setPhase('awaiting_followup');
   await condition(allHandlersFinished);
-  if (run.followups.length > 0 || run.closed) return;
-  const { status, loop, sessionStartedAt, earlier, followups } = run;
-  const carry: ContinuedSession = {
-    status,
-    sandbox: sandbox!,
-    loop,
-    sessionStartedAt,
-    earlier,
-    followups,
-    parked: true,
-  };
-  await continueAsNew<typeof agentSession>(run.input, carry);
+  // A follow-up that came meanwhile is worked on here, without a new run.
+  if (run.followups.length > 0 || run.pullRequestClosed) return;
+  await run.continueAsNew(true);
 }
 
 /** The next round: every follow-up sent so far, worked on in the session's sandbox, then committed and verified. */
@@ -119,15 +112,15 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
   const round = (status.round ?? 1) + 1;
   status.round = round;
   // No follow-up: a person attached at the gate, and their edits are the round's change (the attach is audited).
-  run.byHandRound = taken.length === 0;
-  const by = run.byHandRound ? (status.attached?.by ?? run.handEdits) : taken[0].by;
-  const request = run.byHandRound ? 'edited by hand in the sandbox (drydock attach)' : describeFollowups(taken);
+  run.nextChangeByHand = taken.length === 0;
+  const by = run.nextChangeByHand ? (status.attached?.by ?? run.uncommittedEditsBy) : taken[0].by;
+  const request = run.nextChangeByHand ? 'edited by hand in the sandbox (drydock attach)' : describeFollowups(taken);
   status.rounds = [...(status.rounds ?? []), { round, by, request, startedAt: new Date().toISOString() }].slice(
     -RECENT_ROUNDS,
   );
   run.verdicts.clear(); // each round's change is decided on anew
   run.commitDate = undefined;
-  if (!run.byHandRound) {
+  if (!run.nextChangeByHand) {
     await anyHost.recordAudit({
       sessionId: run.sessionId,
       key: `followup-${round}`,
@@ -137,10 +130,10 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
     });
   }
   run.setPhase('agent');
-  Object.assign(loop, { round: 1, startedAt: Date.now(), feedback: undefined, request: undefined });
-  Object.assign(status.agent!, { round: 1, stopReason: undefined });
-  if (run.byHandRound) {
-    await handsOff(run); // the round's time starts at the detach
+  Object.assign(loop, { attempt: 1, startedAt: Date.now(), feedback: undefined, request: undefined });
+  Object.assign(status.agent!, { attempt: 1, stopReason: undefined });
+  if (run.nextChangeByHand) {
+    await awaitDetach(run); // the round's time starts at the detach
   } else if (input.agent.kind === 'script') {
     run.scriptSteps = taken.flatMap((f) => f.steps ?? []);
   } else {
@@ -149,7 +142,7 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
     else await addUserTurn(run, text);
   }
   log.info('follow-up round', { round, followups: taken.length });
-  return withinRoundTime(run, () => agentRounds(run));
+  return withinRoundTime(run, () => workUntilVerified(run));
 }
 
 /** The model loop hears the follow-up as the conversation's next user turn. */

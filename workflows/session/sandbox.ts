@@ -5,8 +5,8 @@
 import { log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../input';
-import { describeError, exitText, removeEarlier, SessionEnd } from './outcome';
-import { handsOff } from './attach';
+import { describeError, exitText, removeReplaced, SessionEnd } from './outcome';
+import { awaitDetach } from './attach';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { stepNonce } from './nonce';
 import { recordStep, type SessionRun } from './state';
@@ -41,7 +41,7 @@ export async function provision(run: SessionRun): Promise<void> {
  * are in the checkpoint. While someone is attached, it waits for the detach first.
  */
 export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise<T>): Promise<T> {
-  await handsOff(run); // nothing starts in the sandbox while a person works in it
+  await awaitDetach(run); // nothing starts in the sandbox while a person works in it
   run.sandboxBusy++;
   try {
     for (;;) {
@@ -74,27 +74,27 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
   await reprovision(run, lost, `re-provision: ${loss.why}`, async () => {
     // A live host removes the dead container now; a lost host's, once it answers again (or teardown's).
     if (loss.hostLost) {
-      run.earlier.push(lost);
+      run.deferRemoval(lost);
     } else {
       try {
         await teardownOn(lost).destroySandbox({ sessionId, generation: lost.generation, replaced: true });
-        run.removed(lost);
+        run.markRemoved(lost);
       } catch (err) {
         log.warn('the lost sandbox was not removed', { error: describeError(err) });
-        run.earlier.push(lost);
+        run.deferRemoval(lost);
       }
     }
   });
 }
 
 /**
- * A new sandbox in place of `earlier` (lost, or torn down while the session
+ * A new sandbox in place of `replaced` (lost, or torn down while the session
  * waited for a follow-up): the next generation, from the newest snapshot at
  * the session's base commit plus the session's last checkpoint.
  */
 export async function reprovision(
   run: SessionRun,
-  earlier: Sandbox,
+  replaced: Sandbox,
   name: string,
   before: () => Promise<void> = async () => undefined,
 ): Promise<void> {
@@ -103,10 +103,10 @@ export async function reprovision(
     await before();
     const created = await anyHost.provisionSandbox({
       sessionId,
-      repo: { url: input.repo.url, ref: earlier.baseCommit },
+      repo: { url: input.repo.url, ref: replaced.baseCommit },
       limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
-      generation: (earlier.generation ?? 0) + 1,
+      generation: (replaced.generation ?? 0) + 1,
     });
     record.detail =
       `${created.name} on ${created.host}, ` +
@@ -114,8 +114,8 @@ export async function reprovision(
     return created;
   });
   run.useSandbox(sandbox);
-  // The replacement's host answers: an earlier sandbox of the session there goes now.
-  await removeEarlier(run, sandbox.hostQueue);
+  // The replacement's host answers: a replaced sandbox of the session there goes now.
+  await removeReplaced(run, sandbox.hostQueue);
   if (sandbox.setup) await runSetup(run, sandbox.setup);
 }
 

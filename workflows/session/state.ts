@@ -1,9 +1,17 @@
 /**
  * The run state of one agent session: its status (what the `status` query
  * answers), its phase and timeline, and what the phases share. One object,
- * handed to every phase module, instead of variables shared by closures.
+ * handed to every phase module, instead of variables shared by closures; it
+ * also owns the hand-over to the session's next run (continue-as-new).
  */
-import { upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Sandbox, StepResult } from '../../sandbox/contract';
 import {
   MEMO_KEY,
@@ -34,8 +42,8 @@ export interface AgentLoop {
   messageCount: number;
   /** Messages before this index are compacted in the model's prompts (models/compaction.ts); grows only. */
   compactedBefore?: number;
-  /** 1, then one more for each failed verification fed back. */
-  round: number;
+  /** The agent's attempt at a change that passes verification: 1, then one more for each failed verification fed back. */
+  attempt: number;
   /** When the agent phase began (ms since the epoch, workflow time). */
   startedAt: number;
   /** The last failed verification, for an agent CLI's next prompt. */
@@ -44,19 +52,46 @@ export interface AgentLoop {
   request?: string;
 }
 
-/** What one run of a session hands to the next (continue-as-new). */
+/**
+ * What one run of a session hands to the next (continue-as-new): built by
+ * SessionRun.handOver only, read by the SessionRun constructor only.
+ *
+ * The rest of SessionRun is not carried because no hand-over happens while it
+ * holds anything the next run needs. The hand-overs are between two turns of
+ * the model loop and after publishing; there, `verdicts` concern no pending
+ * change (each round decides anew; status.decisions keeps them), `committedIn`
+ * and `commitDate` wait for the round's commit, `scriptSteps` belong to a
+ * script agent (which never continues as new), `sandboxBusy` is 0,
+ * `nextChangeByHand` was taken before the agent worked, `uncommittedEditsBy`
+ * goes into the round's commit (made after the agent), and `startCommit`
+ * served the first provisioning only. The thread reports' loop (`phaseChanges`,
+ * `threadReports`, `reportsClosing`) is each run's own: the next run's reports
+ * the state it starts in, to the Slack message status.slackMessage names.
+ */
 export interface ContinuedSession {
   status: SessionStatus;
+  /** The session's sandbox; a parked session's is torn down, and its replacement starts from it. */
   sandbox: Sandbox;
   loop: AgentLoop;
   /** The first run's start: the wall-time limit counts from it. */
   sessionStartedAt: number;
-  /** Replaced sandboxes not removed yet (SessionRun.earlier). */
-  earlier?: Sandbox[];
+  /** Replaced sandboxes not removed yet (SessionRun.sandboxesToRemove). */
+  sandboxesToRemove: Sandbox[];
+  /** Follow-ups accepted and not worked on yet. */
+  followups: Followup[];
+  /** The pull request was merged or closed (SessionRun.pullRequestClosed). */
+  pullRequestClosed?: PullRequestEnd;
   /** The session was published and its sandbox torn down: the next run waits for a follow-up. */
   parked?: boolean;
-  /** Follow-ups not worked on yet. */
-  followups?: Followup[];
+}
+
+/** The agentSession workflow's signature (workflow.ts), for continueAsNew without importing the workflow here. */
+type SessionWorkflow = (rawInput: unknown, continued?: ContinuedSession) => Promise<SessionStatus>;
+
+/** How the session's pull request ended, as the pullRequestClosed signal said. */
+export interface PullRequestEnd {
+  merged: boolean;
+  by: string;
 }
 
 export class SessionRun {
@@ -76,7 +111,7 @@ export class SessionRun {
   readonly verdicts = new Map<Action, Decision>();
   sandbox?: Sandbox;
   /** Sandboxes this session replaced whose removal has not succeeded yet (their host did not answer). */
-  readonly earlier: Sandbox[];
+  readonly sandboxesToRemove: Sandbox[];
   /** Which sandbox holds the change's commit (a replacement must make it again). */
   committedIn?: string;
   /** Fixed at a round's first commit, so that the same tree committed again is the same commit. */
@@ -87,12 +122,12 @@ export class SessionRun {
   scriptSteps: ScriptStep[] = [];
   /** Calls into the sandbox under way (inSandbox): a person gets in once there are none. */
   sandboxBusy = 0;
-  /** This round's change is a person's (drydock attach): the agent does not work on it. */
-  byHandRound = false;
+  /** The next change to commit is a person's (drydock attach): the agent does not work before it. */
+  nextChangeByHand = false;
   /** Who edited the sandbox by hand (drydock attach) since the change was last committed. */
-  handEdits?: string;
-  /** The pull request was merged or closed. */
-  closed?: { merged: boolean; by: string };
+  uncommittedEditsBy?: string;
+  /** The pull request was merged or closed: the session ends after the round under way. */
+  pullRequestClosed?: PullRequestEnd;
   /** Phase changes so far: the thread reports (threads.ts) follow it. */
   phaseChanges = 0;
   /** The loop reporting to Slack or Linear, and whether it should stop once it has caught up. */
@@ -105,23 +140,37 @@ export class SessionRun {
     readonly continued?: ContinuedSession,
   ) {
     const info = workflowInfo();
-    const raw = (rawInput ?? {}) as Partial<SessionInput>;
-    this.status = continued?.status ?? {
-      sessionId: this.sessionId,
-      // Shown and searchable without any credentials the URL carries.
-      repo: typeof raw.repo?.url === 'string' ? redactUrl(raw.repo.url) : '',
-      task: typeof raw.task === 'string' ? raw.task : '',
-      phase: 'provisioning',
-      startedAt: new Date(info.startTime).toISOString(),
-      timeline: [],
-      decisions: [],
-      refusedDecisions: [],
-    };
+    this.status = continued?.status ?? firstStatus(this.sessionId, rawInput, info.startTime);
     this.sandbox = continued?.sandbox;
-    this.earlier = [...(continued?.earlier ?? [])];
-    this.followups = [...(continued?.followups ?? [])];
-    this.loop = continued?.loop ?? { turn: 0, messageCount: 0, round: 1, startedAt: 0 };
+    this.loop = continued?.loop ?? { turn: 0, messageCount: 0, attempt: 1, startedAt: 0 };
     this.sessionStartedAt = continued?.sessionStartedAt ?? info.startTime.getTime();
+    this.sandboxesToRemove = [...(continued?.sandboxesToRemove ?? [])];
+    this.followups = [...(continued?.followups ?? [])];
+    this.pullRequestClosed = continued?.pullRequestClosed;
+  }
+
+  /**
+   * Hands the session over to a new run (continue-as-new), with the settled
+   * input (the next run does not settle it again) and what handOver carries,
+   * once the messages under way are handled.
+   */
+  async continueAsNew(parked = false): Promise<never> {
+    await condition(allHandlersFinished);
+    return continueAsNew<SessionWorkflow>(this.input, this.handOver(parked));
+  }
+
+  /** Everything of this run that the next one reads (see ContinuedSession). */
+  private handOver(parked: boolean): ContinuedSession {
+    return {
+      status: this.status,
+      sandbox: this.sandbox!,
+      loop: this.loop,
+      sessionStartedAt: this.sessionStartedAt,
+      sandboxesToRemove: this.sandboxesToRemove,
+      followups: this.followups,
+      ...(this.pullRequestClosed ? { pullRequestClosed: this.pullRequestClosed } : {}),
+      ...(parked ? { parked } : {}),
+    };
   }
 
   /**
@@ -188,11 +237,16 @@ export class SessionRun {
     return reason !== undefined;
   }
 
-  /** A sandbox of this session is gone for good (removed, or found already gone). */
-  removed(sandbox: Sandbox): void {
+  /** Records that a sandbox of this session is gone for good (removed, or found already gone). */
+  markRemoved(sandbox: Sandbox): void {
     (this.status.removedSandboxes ??= []).push(sandbox.name);
-    const i = this.earlier.findIndex((s) => s.name === sandbox.name);
-    if (i >= 0) this.earlier.splice(i, 1);
+    const i = this.sandboxesToRemove.findIndex((s) => s.name === sandbox.name);
+    if (i >= 0) this.sandboxesToRemove.splice(i, 1);
+  }
+
+  /** A replaced sandbox that could not be removed yet (its host did not answer): tried again later. */
+  deferRemoval(sandbox: Sandbox): void {
+    this.sandboxesToRemove.push(sandbox);
   }
 
   useSandbox(sandbox: Sandbox): void {
@@ -204,6 +258,22 @@ export class SessionRun {
 
 /** Phases that end an attach: the sandbox goes. */
 const ENDS_ATTACH: readonly Phase[] = ['tearing_down', ...OUTCOMES];
+
+/** The status of a session's first run. */
+function firstStatus(sessionId: string, rawInput: unknown, startTime: Date): SessionStatus {
+  const raw = (rawInput ?? {}) as Partial<SessionInput>;
+  return {
+    sessionId,
+    // Shown and searchable without any credentials the URL carries.
+    repo: typeof raw.repo?.url === 'string' ? redactUrl(raw.repo.url) : '',
+    task: typeof raw.task === 'string' ? raw.task : '',
+    phase: 'provisioning',
+    startedAt: startTime.toISOString(),
+    timeline: [],
+    decisions: [],
+    refusedDecisions: [],
+  };
+}
 
 /** Bounds of the memo's texts: it travels with every list and describe. */
 const MEMO_TEXT = 500;

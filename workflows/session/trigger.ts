@@ -4,7 +4,7 @@
  * Sessions without a trigger skip both.
  */
 import { log } from '@temporalio/workflow';
-import type { ReportStage } from '../../activities/github';
+import type { ProgressStage } from '../../activities/github';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 
@@ -22,8 +22,8 @@ export async function addTriggerContext(run: SessionRun): Promise<void> {
   });
 }
 
-/** Reports a stage to GitHub; GitHub being down never fails the session. */
-export async function report(run: SessionRun, stage: ReportStage): Promise<void> {
+/** Tells GitHub the stage the session is at (a commit status, a comment); GitHub being down never fails the session. */
+export async function tellGitHub(run: SessionRun, stage: ProgressStage): Promise<void> {
   const { trigger } = run.input ?? {};
   if (!trigger) return;
   const { status } = run;

@@ -7,33 +7,33 @@ import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { runScriptStep } from './steps';
 
-/** Verifies the change of this round, records it in status and the audit trail, and returns it. */
+/** Verifies the change of the agent's attempt, records it in status and the audit trail, and returns it. */
 export async function verify(run: SessionRun): Promise<Verification> {
-  const { round } = run.loop;
+  const { attempt } = run.loop;
   run.setPhase('verifying');
   const results: VerificationResults = {};
-  await runTests(run, round, results);
+  await runTests(run, attempt, results);
   await runBrowserChecks(run, results);
   const verification = { ...results, ...summarizeVerification(results, run.input.verify.browser?.start) };
   run.status.verification = verification;
-  run.status.verificationRounds = round;
-  const { passed, summary, command, exitCode, report } = verification;
+  run.status.verificationRounds = attempt;
+  const { passed, summary, command, exitCode, report: tests } = verification;
   await anyHost.recordAudit({
     sessionId: run.sessionId,
-    key: `${run.keyPrefix}verification-${round}`,
+    key: `${run.keyPrefix}verification-${attempt}`,
     kind: 'verification',
     actor: 'drydock',
-    data: { passed, summary, command, exitCode, tests: report && { total: report.total, failed: report.failed } },
+    data: { passed, summary, command, exitCode, tests: tests && { total: tests.total, failed: tests.failed } },
   });
   return verification;
 }
 
-async function runTests(run: SessionRun, round: number, results: VerificationResults): Promise<void> {
+async function runTests(run: SessionRun, attempt: number, results: VerificationResults): Promise<void> {
   const { test, timeout, junit } = run.input.verify;
   if (!test) return;
-  // Each round's verification is its own step (a step runs once per key).
-  const key = run.keyPrefix + (round === 1 ? 'verify' : `verify-${round}`);
-  const name = round === 1 ? `verify: ${test}` : `verify: ${test} (round ${round})`;
+  // Each attempt's verification is its own step (a step runs once per key).
+  const key = run.keyPrefix + (attempt === 1 ? 'verify' : `verify-${attempt}`);
+  const name = attempt === 1 ? `verify: ${test}` : `verify: ${test} (attempt ${attempt})`;
   const testReport = junit ? { files: junit } : {};
   const step = await runScriptStep(run, { run: test, timeout }, { key, name, failOnExit: false, testReport });
   Object.assign(results, {
@@ -49,17 +49,39 @@ async function runTests(run: SessionRun, round: number, results: VerificationRes
 async function runBrowserChecks(run: SessionRun, results: VerificationResults): Promise<void> {
   const { browser } = run.input.verify;
   if (!browser) return;
+  const { attempt } = run.loop;
+  // The artifacts' names: the round, and the agent's attempt in it after the first.
+  const label = `round-${run.status.round ?? 1}${attempt > 1 ? `-try-${attempt}` : ''}`;
+  results.browser = await browserRun(run, `browser: ${browser.url}`, label);
+}
+
+/**
+ * The browser checks on the base, before the agent changes anything: the
+ * pages as they were, beside the round's for the reviewer. Only evidence: an
+ * app that does not start on the base fails nothing.
+ */
+export async function captureBefore(run: SessionRun): Promise<void> {
+  const { browser } = run.input.verify;
+  if (!browser || run.status.before) return;
+  run.status.before = await browserRun(run, `browser before the change: ${browser.url}`, 'before', true);
+}
+
+/** One run of the browser checks (with a video), as a timeline step; `evidence`: its failure is no failure. */
+async function browserRun(run: SessionRun, name: string, label: string, evidence = false) {
+  const browser = run.input.verify.browser!;
   const readyTimeoutMs = durationMs(browser.readyTimeout);
-  results.browser = await run.track(`browser: ${browser.url}`, async (record) => {
+  return run.track(name, async (record) => {
     const result = await inSandbox(run, (sb) =>
       onHost(sb, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
         sandbox: sb.name,
         sessionId: run.sessionId,
         browser,
         readyTimeoutMs,
+        label,
+        video: true,
       }),
     );
-    record.ok = result.outcome === 'passed';
+    record.ok = evidence || result.outcome === 'passed';
     record.detail = `${result.outcome}, ${result.checks.filter((c) => c.ok).length}/${result.checks.length} checks`;
     return result;
   });

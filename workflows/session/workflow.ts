@@ -1,14 +1,15 @@
 /**
  * agentSession: one agent session = one workflow = one disposable sandbox.
- * Reads like the architecture diagram: parse, provision, agent rounds,
- * verify, gate, publish, stay open for follow-ups, always tear down. Each phase lives in its own module
- * over one run-state object (state.ts). Deterministic code only.
+ * Reads like the architecture diagram: parse, provision, the agent works
+ * until verified, gate, publish, stay open for follow-ups, always tear down.
+ * Each phase lives in its own module over one run-state object (state.ts).
+ * Deterministic code only.
  */
 import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
 import { ErrorType, type Outcome, type SessionStatus } from '../api';
 import { durationMs, parseSessionInput } from '../input';
 import { defaultBranch, settlePolicy } from '../rules/policy';
-import { agentRounds, startAgent } from './agents';
+import { startAgent, workUntilVerified } from './agents';
 import { installHandlers } from './approval';
 import { endEarly, tearDown } from './outcome';
 import { anyHost } from './proxies';
@@ -16,7 +17,8 @@ import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { startThreadReports } from './threads';
-import { addTriggerContext, report } from './trigger';
+import { addTriggerContext, tellGitHub } from './trigger';
+import { captureBefore } from './verify';
 
 export type { AgentLoop, ContinuedSession } from './state';
 
@@ -35,10 +37,11 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         } else {
           await addTriggerContext(run);
           await provision(run);
-          await report(run, 'started');
+          await tellGitHub(run, 'started');
+          await captureBefore(run);
           startAgent(run);
         }
-        return agentRounds(run);
+        return workUntilVerified(run);
       });
       await publishRounds(run, change);
     }

@@ -1,15 +1,31 @@
 /**
- * The sandbox provider a process uses, from its configuration
- * (DRYDOCK_SANDBOX_PROVIDER): the host's Docker engine, or the Kubernetes
- * cluster the worker runs on. The Kubernetes client is loaded only when it
- * is the one.
+ * Which sandbox provider this host uses (DRYDOCK_SANDBOX_PROVIDER): the one
+ * place outside sandbox/docker/ and sandbox/kubernetes/ that names them.
+ * The Docker engine DOCKER_HOST names, or the Kubernetes cluster the worker
+ * runs on (docs/kubernetes.md), whose client is loaded only when it is the one.
  */
 import path from 'node:path';
 import type { Config } from '../platform/config';
 import { DockerProvider } from './docker/provider';
 import type { SandboxProvider } from './provider';
 
-export async function sandboxProviderOf(config: Config): Promise<SandboxProvider> {
+export type HostProviderConfig = Pick<
+  Config,
+  | 'DRYDOCK_DATA_DIR'
+  | 'DRYDOCK_HOST_ID'
+  | 'DRYDOCK_SANDBOX_PROVIDER'
+  | 'DRYDOCK_K8S_KUBECONFIG'
+  | 'DRYDOCK_K8S_NAMESPACE'
+  | 'DRYDOCK_K8S_NODE'
+  | 'DRYDOCK_K8S_IMAGE_PULL_POLICY'
+>;
+
+/**
+ * docker: the engine DOCKER_HOST names (default: the local socket), its
+ * sandboxes' storage under `<data dir>/sandboxes`. kubernetes: pods on this
+ * worker's node, snapshots under `<data dir>/snapshots` on that node.
+ */
+export async function hostProvider(config: HostProviderConfig): Promise<SandboxProvider> {
   if (config.DRYDOCK_SANDBOX_PROVIDER === 'docker') {
     return new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
   }
@@ -32,7 +48,9 @@ export async function sandboxProviderOf(config: Config): Promise<SandboxProvider
 }
 
 /** The runtime sandboxes ask for: a Docker runtime, or a Kubernetes RuntimeClass. */
-export function sandboxRuntimeOf(config: Config): string | undefined {
+export function sandboxRuntimeOf(
+  config: Pick<Config, 'DRYDOCK_SANDBOX_PROVIDER' | 'DRYDOCK_DOCKER_RUNTIME' | 'DRYDOCK_K8S_RUNTIME_CLASS'>,
+): string | undefined {
   return config.DRYDOCK_SANDBOX_PROVIDER === 'docker'
     ? config.DRYDOCK_DOCKER_RUNTIME
     : config.DRYDOCK_K8S_RUNTIME_CLASS;

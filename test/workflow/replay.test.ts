@@ -1,0 +1,35 @@
+/**
+ * Determinism guard: the recorded histories in test/fixtures/histories must
+ * replay on the current workflow code, bundled here (no server, no Docker).
+ * Every branch of the workflow tests (agentSession-wf-*) plus a real happy path
+ * and a real model loop. Before the first release they are re-recorded
+ * whenever the workflow's commands change:
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/workflow
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/e2e/session.test.ts test/e2e/agent.test.ts -t 'happy path|openai'
+ * After it, a release's histories are kept and never re-recorded (docs/operations.md).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { bundleWorkflowCode, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { HISTORIES_DIR } from '../support/histories';
+import { quietSdkLogs } from '../support/helpers';
+
+const files = readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
+
+let workflowBundle: WorkflowBundle;
+beforeAll(async () => {
+  quietSdkLogs();
+  workflowBundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
+});
+
+test('there is at least one recorded history of each workflow test and of the real sessions', () => {
+  expect(files).toEqual(expect.arrayContaining(['agentSession-happy.json', 'agentSession-wf-happy.json']));
+});
+
+test.each(files)('%s replays without nondeterminism', async (file) => {
+  const history = JSON.parse(readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));
+  await Worker.runReplayHistory({ workflowBundle }, history);
+});

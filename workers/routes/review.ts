@@ -1,0 +1,62 @@
+/**
+ * Review time over HTTP (docs/audit.md, review minutes): the console's review
+ * clock reports what it counted on the change on display, and a decision or
+ * follow-up sent from the console carries the rest. The times are kept by
+ * review/review-time.ts; a decision takes the decider's own total with it.
+ */
+import type { IncomingMessage } from 'node:http';
+import { isReportableMs, type ReviewKey } from '../../review/review-time';
+import type { ReviewTime, SessionStatus } from '../../workflows/api';
+import { HttpError, parseJson, readBody, requireJsonRequest, statusOr404, type ServeContext } from '../http';
+
+type Answer = [number, unknown];
+
+/** The session's changes a reviewer can have seen: each round's, and the one waiting for approval. */
+export function changesOf(s: SessionStatus): string[] {
+  const all = [...(s.rounds ?? []).map((r) => r.change), s.pendingApproval?.change];
+  return [...new Set(all.filter((c): c is string => typeof c === 'string'))];
+}
+
+/** The whole hash of the session's change that `asked` names (12+ characters of it), if any. */
+export function changeNamed(s: SessionStatus, asked: unknown): string | undefined {
+  if (typeof asked !== 'string' || !/^[0-9a-f]{12,64}$/.test(asked)) return undefined;
+  return changesOf(s).find((c) => c.startsWith(asked));
+}
+
+/**
+ * Adds what the console's clock counted, when the body carries it (`reviewMs`
+ * on `change`). A database that fails is logged: the decision or follow-up
+ * that carries the count still goes, unmeasured.
+ */
+export async function addConsoleTime(
+  ctx: ServeContext,
+  s: SessionStatus,
+  who: string,
+  body: { change?: unknown; reviewMs?: unknown },
+): Promise<void> {
+  if (body.reviewMs === undefined || body.reviewMs === 0 || !ctx.reviews) return;
+  if (!isReportableMs(body.reviewMs)) throw new HttpError(400, 'reviewMs: whole milliseconds, at most 15 minutes');
+  const change = changeNamed(s, body.change);
+  if (!change) throw new HttpError(409, `change: not a change of ${s.sessionId}`);
+  await ctx.reviews
+    .addConsole({ sessionId: s.sessionId, change, reviewer: who }, body.reviewMs)
+    .catch((err: unknown) => ctx.log.error({ sessionId: s.sessionId, err }, 'review time not recorded'));
+}
+
+/** The decider's measured time on the change, for the decision; undefined: unmeasured. */
+export async function reviewOf(ctx: ServeContext, key: ReviewKey): Promise<ReviewTime | undefined> {
+  return ctx.reviews?.of(key).catch((err: unknown) => {
+    ctx.log.error({ sessionId: key.sessionId, err }, 'review time not read: the decision goes unmeasured');
+    return undefined;
+  });
+}
+
+/** POST /api/sessions/:id/review-time `{change, reviewMs}`: the console's clock reports. */
+export async function apiReviewTime(ctx: ServeContext, req: IncomingMessage, id: string, who: string): Promise<Answer> {
+  requireJsonRequest(req);
+  const body = parseJson(await readBody(req, 4_096));
+  if (body === null || typeof body !== 'object') throw new HttpError(400, 'body must be a JSON object');
+  if (!ctx.reviews) throw new HttpError(503, 'no database configured for review time');
+  await addConsoleTime(ctx, await statusOr404(ctx.client, id), who, body);
+  return [200, { recorded: true }];
+}
