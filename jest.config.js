@@ -1,8 +1,12 @@
 /**
- * Two projects: `fast` (unit and workflow tests: no Docker, no services) and
- * `e2e` (real Temporal, Docker, Postgres and git: see test/support/global-setup.ts for
- * what is started). A project's global setup runs only when one of its tests
- * is selected, so `npx jest test/workflow` starts none of the services.
+ * Three projects: `fast` (unit and workflow tests: no Docker, no services),
+ * `e2e` (real Temporal, Docker, Postgres and git: see test/support/global-setup.ts
+ * for what is started) and `drills` (the end-to-end fault drills: kills and
+ * restarts of their own workers, sandboxes and servers, mostly waiting out
+ * heartbeat timeouts). A project's global setup runs only when one of its tests
+ * is selected, so `npx jest test/workflow` starts none of the services; npm test
+ * runs `drills` beside `e2e` (each with its own services), since the drills
+ * mostly wait.
  */
 // ES-module-only packages (the Kubernetes client and what it imports): Jest's own
 // module loader cannot require them, so they are compiled to CommonJS like our code.
@@ -16,10 +20,16 @@ const shared = {
   },
   transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
 };
+const services = {
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+};
+const DRILLS = ['faults', 'chaos', 'crash', 'agent-crash', 'dead-sandbox'].map((f) => `test/e2e/${f}.test.ts`);
 
 module.exports = {
   testTimeout: 180_000,
   maxWorkers: 1,
+  reporters: ['default', '<rootDir>/test/support/slowest-files.mjs'],
   projects: [
     {
       ...shared,
@@ -28,10 +38,16 @@ module.exports = {
     },
     {
       ...shared,
+      ...services,
       displayName: 'e2e',
       testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
-      globalSetup: '<rootDir>/test/support/global-setup.ts',
-      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testPathIgnorePatterns: ['/node_modules/', ...DRILLS.map((f) => `<rootDir>/${f}$`)],
+    },
+    {
+      ...shared,
+      ...services,
+      displayName: 'drills',
+      testMatch: DRILLS.map((f) => `<rootDir>/${f}`),
     },
   ],
 };

@@ -155,7 +155,8 @@ export function createGitHubActivities({
           const [state, words] = STATUS[stage];
           const description = input.detail && state !== 'success' ? `${words}: ${input.detail}` : words;
           // A GitHub App reports a check run (with annotations); a token, the commit status.
-          if (github.app) await upsertCheckRun(octokit, { ...where, sha: commit }, checkReport(input, description, link));
+          if (github.app)
+            await upsertCheckRun(octokit, { ...where, sha: commit }, checkReport(input, description, link));
           else await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
         }
         log.info({ sessionId, stage, repo: trigger.repo }, 'reported to GitHub');

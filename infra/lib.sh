@@ -16,10 +16,12 @@ apt_install() {
 }
 
 # What both `npm start` and `npm test` need on this machine: npm packages, a
-# Docker engine, and the Temporal CLI on PATH.
+# Docker engine, and the Temporal CLI on PATH. Arguments, if any, are a command
+# run once the engine is up, before the Temporal CLI (whose first build takes minutes).
 prepare_machine() {
   bash "$ROOT/infra/deps.sh"
   bash "$ROOT/infra/docker.sh"
+  [ $# -eq 0 ] || "$@"
   local temporal_cli
   temporal_cli=$(bash "$ROOT/infra/temporal.sh")
   export PATH="$(dirname "$temporal_cli"):$PATH"

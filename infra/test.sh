@@ -1,18 +1,70 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
-# CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes), checks types, lint
-# and format, then runs every test against the real services. Extra arguments go to jest (e.g. npm test -- test/unit).
+# CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes), checks
+# types, lint and format, runs the fast suite under load (infra/load-check.sh,
+# one round), then the end-to-end suites against the real services with the
+# fault drills beside them (DRYDOCK_E2E_LANES=1: one after the other). The
+# longest first-run builds (the sandbox image, Kubernetes) run in the
+# background meanwhile. Extra arguments go to jest instead (e.g. npm test -- test/unit).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-prepare_machine
+
+# First-run builds in the background, from the moment they can start; the end-to-end tests
+# wait for them. Each job's progress goes to data/<name>.log.
+declare -A job_pid=()
+start_job() {
+  local name=$1
+  shift
+  mkdir -p "$DATA_DIR"
+  step "$name in the background if it is missing (log: ${DATA_DIR#"$ROOT/"}/$name.log)"
+  setsid "$@" >/dev/null 2>"$DATA_DIR/$name.log" &
+  job_pid[$name]=$!
+}
+await_jobs() {
+  local name
+  for name in "${!job_pid[@]}"; do
+    wait "${job_pid[$name]}" || { tail -30 "$DATA_DIR/$name.log" >&2; fail "$name failed (log: $DATA_DIR/$name.log)"; }
+    unset "job_pid[$name]"
+  done
+}
+drills=
+trap 'for g in "${job_pid[@]}" $drills; do kill -- "-$g" 2>/dev/null || true; done' EXIT
+
+# The sandbox image needs only Docker and the network.
+prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
-bash "$ROOT/infra/temporal-pg.sh" build      # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
-bash "$ROOT/infra/k8s-cluster.sh" build >/dev/null # Kubernetes for test/e2e/k8s-cluster (10 to 20 min the first time)
+# Kubernetes for test/e2e/k8s-cluster (10 to 20 min the first time); after the other apt installs (its own
+# installs etcd and containerd: one apt at a time).
+start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
+bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 step "type check, lint, format"
 npx tsc --noEmit
 npx eslint .
 npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
-step "tests: real Temporal dev server, Docker and git (the first run builds the sandbox image)"
-npx jest --runInBand "$@"
+if [ $# -gt 0 ]; then
+  await_jobs
+  npx jest --runInBand "$@"
+  exit
+fi
+bash "$ROOT/infra/load-check.sh" "${DRYDOCK_LOAD_ROUNDS:-1}"
+await_jobs
+if [ "${DRYDOCK_E2E_LANES:-2}" = 1 ]; then
+  step "end-to-end tests and fault drills: real Temporal dev server, Docker and git"
+  exec npx jest --selectProjects e2e drills --runInBand
+fi
+# The fault drills mostly wait out heartbeat and host timeouts: they run beside the other
+# suites, in a jest of their own (its own dev server and PostgreSQL), their output kept until the end.
+drills_log="$DATA_DIR/test-drills.log"
+step "end-to-end tests: real Temporal dev server, Docker and git; the fault drills beside them (log: ${drills_log#"$ROOT/"})"
+setsid npx jest --selectProjects drills --runInBand >"$drills_log" 2>&1 &
+drills=$!
+code=0
+npx jest --selectProjects e2e --runInBand || code=$?
+drills_code=0
+wait "$drills" || drills_code=$?
+drills=
+step "the fault drills, run beside the suites above:"
+cat "$drills_log" >&2
+[ "$code" -eq 0 ] && [ "$drills_code" -eq 0 ] || fail "end-to-end tests failed (e2e: exit $code, drills: exit $drills_code)"

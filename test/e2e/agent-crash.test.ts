@@ -17,6 +17,9 @@ import {
   waitForStatus,
 } from '../support/helpers';
 import { newQueue, startWorkerProcess, workerEnv } from '../support/workers';
+import { gate, heldCommand, stopGates } from '../support/drills';
+
+afterEach(stopGates);
 
 test('kill -9 the worker during a tool call of the loop → resumed without re-paying completed model calls', async () => {
   const key = `sk-crash-${randomBytes(8).toString('hex')}`;
@@ -32,7 +35,8 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
             // EXECUTOR.txt: whether the persistent executor (drydock-exec) is what runs the call.
             arguments: {
               command:
-                'echo ran >> RUNS.txt; ps -eo args | grep -c "^/opt/drydock/lib/node /opt/drydock/lib/drydock-exec.js" > EXECUTOR.txt; sleep 8; echo hello >> README.md',
+                'echo ran >> RUNS.txt; ps -eo args | grep -c "^/opt/drydock/lib/node /opt/drydock/lib/drydock-exec.js" > EXECUTOR.txt; ' +
+                heldCommand('tool', 'echo hello >> README.md'),
             },
           },
         ],
@@ -56,11 +60,12 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
       agent: { kind: 'openai', model: 'fake-1' },
       verify: { test: 'sh check.sh' },
     });
-    // The second model call asked for the long command, which is now running in the sandbox.
-    await waitForStatus(handle, (s) => s.agent?.lastTool?.startsWith('run ') ?? false, 90_000);
-    await new Promise((r) => setTimeout(r, 1500));
+    // The second model call asked for the long command, which now waits in the sandbox until the kill.
+    const tool = gate(id, 'tool');
+    await tool.reached;
     expect(model.requests).toHaveLength(2);
     await worker.kill();
+    tool.open();
 
     worker = startWorkerProcess(env, { cli: true });
     const final = await approvePush(handle, 'ops');

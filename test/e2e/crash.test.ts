@@ -14,6 +14,9 @@ import {
   waitForStatus,
 } from '../support/helpers';
 import { newQueue, startWorkerProcess, workerEnv } from '../support/workers';
+import { gate, heldCommand, stopGates } from '../support/drills';
+
+afterEach(stopGates);
 
 test('kill -9 the worker during a long step → a new worker completes the session, exactly once', async () => {
   const repo = await makeFixtureRepo();
@@ -26,14 +29,18 @@ test('kill -9 the worker during a long step → a new worker completes the sessi
     const handle = await startSession(
       { client, config: env },
       id,
-      scriptedSession(repo.url, 'survive a crash', 'echo ran >> RUNS.txt; sleep 8; echo hello >> README.md', {
-        verify: { test: 'sh check.sh' },
-      }),
+      scriptedSession(
+        repo.url,
+        'survive a crash',
+        `echo ran >> RUNS.txt; ${heldCommand('step-1', 'echo hello >> README.md')}`,
+        { verify: { test: 'sh check.sh' } },
+      ),
     );
-    await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1')), 90_000);
-    await new Promise((r) => setTimeout(r, 1500)); // the step is running inside the sandbox
+    const step1 = gate(id, 'step-1');
+    await step1.reached; // the step is running inside the sandbox, and waits until the kill
     const before = (await containersOf(id)).map((c) => c.Id);
     await worker.kill();
+    step1.open();
 
     worker = startWorkerProcess(env, { cli: true });
     await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 90_000);

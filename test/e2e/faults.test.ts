@@ -41,10 +41,22 @@ import {
   recoveryMs,
   recoveryTable,
   replays,
+  gate,
+  heldCommand,
+  lastAttemptOf,
+  type Gate,
   session,
-  stepRunning,
+  STEP_2,
+  stopGates,
 } from '../support/drills';
-import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from '../support/workers';
+import {
+  killWorkerProcesses,
+  newQueue,
+  startWorkerProcess,
+  workerEnv,
+  type HeldCall,
+  type WorkerProcess,
+} from '../support/workers';
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 let github: FakeGitHub;
@@ -59,6 +71,7 @@ afterAll(async () => {
   await github?.close();
 });
 afterEach(killWorkerProcesses);
+afterEach(stopGates);
 
 /** A worker on `queue` that reaches the fake GitHub. */
 const faultEnv = (queue: string, extra: Record<string, string> = {}) =>
@@ -81,11 +94,12 @@ const recoveries = recoveryTable();
 
 interface Drill {
   phase: string;
-  /** Kill once the worker holds after this activity (its work done, not reported). */
+  /** Kill once the worker holds after this activity (its work done, not reported): `<type>[@<n-th call>]`. */
   holdAfter?: string;
-  /** Or kill when this holds (polled every 100 ms), then wait `afterMs`. */
+  /** Or kill while this gate holds a command of the session (see heldCommand)... */
+  atGate?: string;
+  /** ...or once the status shows this (a phase with nothing running). */
   when?: (s: SessionStatus) => boolean;
-  afterMs?: number;
   extra?: Record<string, unknown>;
   /** The activity whose attempt was cut off: it ran again on the new worker. */
   retried: string;
@@ -93,19 +107,35 @@ interface Drill {
 
 const drills: Drill[] = [
   { phase: 'provisioning', holdAfter: 'provisionSandbox', retried: 'provisionSandbox' },
-  { phase: 'agent', when: stepRunning(2), afterMs: 1500, retried: 'runStep' },
+  { phase: 'agent', atGate: STEP_2, retried: 'runStep' },
   {
     phase: 'verifying',
-    when: (s) => s.phase === 'verifying',
-    afterMs: 1500,
-    extra: { verify: { test: 'sleep 5; sh check.sh' } },
+    atGate: 'verify',
+    extra: { verify: { test: heldCommand('verify', 'sh check.sh') } },
     retried: 'runStep',
   },
   { phase: 'awaiting_approval', when: (s) => s.phase === 'awaiting_approval', retried: '' },
   { phase: 'publishing-push', holdAfter: 'pushBranch', retried: 'pushBranch' },
   { phase: 'publishing-pull-request', holdAfter: 'openPullRequest', retried: 'openPullRequest' },
-  { phase: 'tearing_down', holdAfter: 'destroySandbox', retried: 'destroySandbox' },
+  // The second teardown: the first removes the sandbox as the session waits for follow-ups (publishing).
+  { phase: 'tearing_down', holdAfter: 'destroySandbox@2', retried: 'destroySandbox' },
 ];
+
+/** Runs the drill's session up to its fault's place; resolves with the call the worker holds, if it holds one. */
+async function untilFault(
+  drill: Drill,
+  handle: WorkflowHandle,
+  worker: WorkerProcess,
+  atGate?: Gate,
+): Promise<HeldCall | undefined> {
+  if (drill.holdAfter) {
+    // Approvals come from outside, as they would; the worker holds after the activity.
+    return Promise.race([approveAll(handle).then(() => undefined), worker.held]);
+  }
+  if (atGate) await atGate.reached;
+  else await waitForStatus(handle, drill.when!, 120_000);
+  return undefined;
+}
 
 test.each(drills)(
   'kill -9 the worker while $phase → a new worker completes the session, one push, one PR',
@@ -113,19 +143,15 @@ test.each(drills)(
     const id = newSessionId(`fault-${drill.phase}`);
     const { repo, env, worker: first } = await startDrill({}, { holdAfter: drill.holdAfter });
     const handle = await startOn(client, env, id, session(repo.url, drill.extra));
-    if (drill.holdAfter) {
-      // Approvals come from outside, as they would; the worker holds after the activity.
-      await Promise.race([approveAll(handle), first.held]);
-    } else {
-      for (;;) {
-        const s = await handle.query(status);
-        if (drill.when!(s)) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      await new Promise((r) => setTimeout(r, drill.afterMs ?? 0));
-    }
+    // Step 2 waits at its gate until it is opened: here at once, unless the fault is placed there.
+    const step2 = gate(id, STEP_2);
+    const atGate = drill.atGate === STEP_2 ? step2 : drill.atGate ? gate(id, drill.atGate) : undefined;
+    if (atGate !== step2) step2.open();
+    const held = await untilFault(drill, handle, first, atGate);
+    if (drill.holdAfter) expect(held).toMatchObject({ workflowId: id });
     await first.kill();
     const faultAt = Date.now();
+    atGate?.open();
     if (drill.phase === 'awaiting_approval') {
       // A decision sent while no worker runs waits in Temporal for the next one.
       await handle.signal(approve, { action: 'push', by: 'ops' });
@@ -139,7 +165,9 @@ test.each(drills)(
     expect(pushesOf(repo.bare, branch)).toBe(1);
     expect(github.pulls.filter((p) => p.head === branch)).toHaveLength(1);
     expect(git(['show', `${branch}:RUNS.txt`], repo.bare)).toBe('ran\n'); // the agent's step ran once
-    if (drill.retried) expect(Math.max(...(await attempts(handle, drill.retried)))).toBeGreaterThanOrEqual(2);
+    // The attempt the kill cut off ran again: the held call exactly, or the step under way at the gate.
+    if (held) expect(await lastAttemptOf(handle, held)).toBeGreaterThan(held.attempt);
+    else if (drill.retried) expect(Math.max(...(await attempts(handle, drill.retried)))).toBeGreaterThanOrEqual(2);
     expect(final.restarts).toBeUndefined(); // the sandbox outlived the worker: no replacement
     expect(await containersOf(id)).toHaveLength(0);
     await replays(handle, `kill-${drill.phase}`);
@@ -152,8 +180,8 @@ test('docker kill of the sandbox under the agent → a new sandbox from the chec
   const { repo, env } = await startDrill();
   const id = newSessionId('fault-docker-kill');
   const handle = await startOn(client, env, id, session(repo.url));
-  await waitForStatus(handle, stepRunning(2), 90_000);
-  await new Promise((r) => setTimeout(r, 1500));
+  const step2 = gate(id, STEP_2);
+  await step2.reached;
   const [lost] = await containersOf(id);
   const faultAt = Date.now();
   await new Promise<void>((resolve, reject) =>
@@ -161,6 +189,7 @@ test('docker kill of the sandbox under the agent → a new sandbox from the chec
       code === 0 ? resolve() : reject(new Error(`docker kill exited with ${code}`)),
     ),
   );
+  step2.open(); // in the replacement, where step 2 runs again
   const final = await approveAll(handle);
   recoveries['docker kill of the sandbox'] = recoveryMs(final, faultAt);
 
@@ -184,8 +213,11 @@ test('the only worker down longer than the host timeout → a replacement on the
   const { repo, env, worker } = await startDrill({ DRYDOCK_HOST_TIMEOUT: '10s' });
   const id = newSessionId('fault-host-timeout');
   const handle = await startOn(client, env, id, session(repo.url));
-  const running = await waitForStatus(handle, stepRunning(2), 90_000);
+  const step2 = gate(id, STEP_2);
+  await step2.reached;
+  const running = await handle.query(status);
   await worker.kill();
+  step2.open(); // it ends in the first sandbox with no worker to hear it, and runs again in the replacement
   // Heartbeat timeout (10 s), then 10 s of silence on the host queue: the host counts as lost.
   await waitForHostTimeout(handle);
   await startWorkerProcess(env).ready;
@@ -230,13 +262,15 @@ test('the Temporal server stops and starts again (same database file) during a s
       ...session(repo.url),
       publish: {},
     });
-    await waitForStatus(handle, stepRunning(2), 90_000);
+    const step2 = gate(id, STEP_2);
+    await step2.reached;
     server.kill('SIGTERM');
     await new Promise((r) => server.once('exit', r));
     const faultAt = Date.now();
     await new Promise((r) => setTimeout(r, 3000));
     server = await startDevServer({ address, dbFile });
     ownProcess(server.pid);
+    step2.open(); // the step was under way all the time the server was down
     const final = await approveAll(ownClient.workflow.getHandle(id));
     recoveries['Temporal server restart (3 s down)'] = recoveryMs(final, faultAt);
 
@@ -256,15 +290,17 @@ test('SIGINT twice → the worker stops at once; the step is picked up by the ne
   const id = newSessionId('fault-sigint-twice');
   const handle = await startOn(client, env, id, {
     ...session(repo.url),
-    agent: { steps: [{ run: 'echo ran >> RUNS.txt; sleep 15; echo hello >> README.md' }] },
+    agent: { steps: [{ run: `echo ran >> RUNS.txt; ${heldCommand('step-1', 'echo hello >> README.md')}` }] },
   });
-  await waitForStatus(handle, stepRunning(1), 120_000);
+  const step1 = gate(id, 'step-1');
+  await step1.reached;
   worker.child.kill('SIGINT');
   await new Promise((r) => setTimeout(r, 1000));
   worker.child.kill('SIGINT');
   expect(await worker.exited).toBe(130);
-  // Stopped long before the 15 s step could end.
+  // Stopped while the step still waited: it had not ended.
   expect((await activityRuns(handle, 'runStep')).completed).toBe(0);
+  step1.open();
 
   // `drydock watch` follows a session while no worker answers, until one is back.
   const watch = spawn(path.join(projectRoot, 'bin', 'drydock'), ['watch', id], { stdio: ['ignore', 'ignore', 'pipe'] });

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type Docker from 'dockerode';
-import type { SessionStatus } from '../../workflows/api';
+import { status, type SessionStatus } from '../../workflows/api';
 import { containersOn, secondDockerHost } from '../support/docker-hosts';
 import {
   activityRuns,
@@ -30,18 +30,12 @@ import {
   recoveryTable,
   replays,
   session,
-  stepRunning,
+  gate,
+  STEP_2,
+  stopGates,
 } from '../support/drills';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
-import {
-  connectClient,
-  docker,
-  git,
-  makeFixtureRepo,
-  newSessionId,
-  startSession,
-  waitForStatus,
-} from '../support/helpers';
+import { connectClient, docker, git, makeFixtureRepo, newSessionId, startSession } from '../support/helpers';
 import { own } from '../support/leftovers';
 import { startTemporalPg, type TemporalPg } from '../support/temporal-pg';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv, type WorkerEnv } from '../support/workers';
@@ -66,6 +60,7 @@ afterAll(async () => {
   await github?.close();
 });
 afterEach(killWorkerProcesses);
+afterEach(stopGates);
 
 interface Host {
   env: WorkerEnv;
@@ -103,6 +98,9 @@ async function twoHosts(extra: Record<string, string> = {}) {
   return { queue, hosts, workers, start, other };
 }
 
+/** Both hosts' engines: a session's sandbox may be on either. */
+const engines = (hosts: Map<string, Host>) => [...hosts.values()].map((h) => h.engine);
+
 /** The end of a session's first timeline entry named `name`, in ms since the epoch. */
 function endOf(s: SessionStatus, name: string): number {
   const entry = s.timeline.find((t) => t.name === name && t.durationMs !== undefined)!;
@@ -115,15 +113,17 @@ test('a host lost → the session moves to the other engine; the lost host reaps
   const repo = await makeFixtureRepo();
   const id = newSessionId('multihost-lost');
   const handle = await start(id, session(repo.url));
-  const running = await waitForStatus(handle, stepRunning(2), 120_000);
+  const step2 = gate(id, STEP_2, engines(hosts));
+  await step2.reached;
+  const running = await handle.query(status);
   const owner = running.sandbox!.host;
   const survivor = other(owner);
   // The sandbox is on its host's own engine, and only there.
   expect(await containersOn(hosts.get(owner)!.engine, id)).toHaveLength(1);
   expect(await containersOn(hosts.get(survivor)!.engine, id)).toHaveLength(0);
-  await new Promise((r) => setTimeout(r, 1500));
   await workers.get(owner)!.kill();
   const faultAt = Date.now();
+  step2.open(); // on the survivor, where step 2 runs again
   const final = await approveAll(handle);
   recoveries['host lost (worker killed, 10 s host timeout) → next step on the other host'] = recoveryMs(final, faultAt);
 
@@ -166,13 +166,15 @@ test('a host drained with SIGTERM → its step finishes there and the worker exi
   const repo = await makeFixtureRepo();
   const id = newSessionId('multihost-drain');
   const handle = await start(id, session(repo.url));
-  const running = await waitForStatus(handle, stepRunning(2), 120_000);
-  const owner = running.sandbox!.host;
-  await new Promise((r) => setTimeout(r, 1000));
+  const step2 = gate(id, STEP_2, engines(hosts));
+  await step2.reached;
+  const owner = (await handle.query(status)).sandbox!.host;
   const drained = workers.get(owner)!;
   const signalledAt = Date.now();
   drained.child.kill('SIGTERM');
-  await new Promise((r) => setTimeout(r, 1000)); // the signal handled: its pollers stopped
+  // Its two workers (the shared queue's and the host's) stopped polling.
+  await drained.logged(/"state":"DRAINING"[\s\S]*"state":"DRAINING"/);
+  step2.open(); // the step under way at the signal ends on the draining host
   // New work while the host drains: only the other host takes it.
   const laterId = newSessionId('multihost-drain-later');
   const later = await start(laterId, session(repo.url, { agent: { steps: [{ run: 'echo hello >> README.md' }] } }));

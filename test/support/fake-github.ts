@@ -477,6 +477,9 @@ export async function startFakeGitHub(opts: {
     });
   }
 
+  // The client closes idle connections, never the server: a server closing one as the client
+  // reused it (its 5 s keep-alive timeout, on a busy machine) failed a request with ECONNRESET.
+  server.keepAliveTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   return {

@@ -171,6 +171,9 @@ export async function startFakeProviders(opts: FakeProviderOptions = {}): Promis
     return bearer || (anthropic && req.headers['x-api-key'] === opts.apiKey);
   }
 
+  // The client closes idle connections, never the server: a server closing one as the client
+  // reused it (its 5 s keep-alive timeout, on a busy machine) failed a request with ECONNRESET.
+  server.keepAliveTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
   const url = `http://127.0.0.1:${port}`;

@@ -2,11 +2,12 @@
  * `drydock worker` for fault drills: the same worker and activities, loading
  * the test run's workflow bundle (quicker to start), plus one hook. With
  * DRYDOCK_TEST_HOLD_AFTER=<activity type>, that activity does its work and
- * then, instead of reporting back, writes "holding after <type>" to stderr and
- * waits: the test kills the worker at that exact point (the work is done,
- * Temporal has not heard of it), and a new worker must not do it twice.
- * `<type>:<field>` holds only after a call whose result has that field truthy
- * (e.g. `modelCall:compacted`).
+ * then, instead of reporting back, writes "holding after <type> <JSON of the
+ * call: workflowId, runId, activityId, attempt>" to stderr and waits: the test
+ * kills the worker at that exact point (the work is done, Temporal has not
+ * heard of it), and a new worker must not do it twice. `<type>:<field>` holds
+ * only after a call whose result has that field truthy (e.g.
+ * `modelCall:compacted`); `<type>@<n>` only after the n-th call of the type.
  */
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../../platform/config';
@@ -20,7 +21,9 @@ async function main(): Promise<void> {
   const log = createLogger(config.LOG_LEVEL);
   const sdkMetricsUrl = await installTemporalRuntime(log, config);
   logUnhandledRejections(log);
-  const [holdAfter, holdField] = (process.env.DRYDOCK_TEST_HOLD_AFTER ?? '').split(':');
+  const [hold, nth] = (process.env.DRYDOCK_TEST_HOLD_AFTER ?? '').split('@');
+  const [holdAfter, holdField] = hold.split(':');
+  let calls = 0;
   const connection = await connectWorker(config);
   const worker = await createWorker({
     config,
@@ -34,8 +37,15 @@ async function main(): Promise<void> {
           async execute(input, next) {
             const result = await next(input);
             const field = holdField ? (result as Record<string, unknown> | undefined)?.[holdField] : true;
-            if (ctx.info.activityType === holdAfter && field) {
-              process.stderr.write(`holding after ${holdAfter}\n`);
+            if (ctx.info.activityType === holdAfter && field && ++calls >= Number(nth ?? 1)) {
+              const { workflowExecution, activityId, attempt } = ctx.info;
+              const call = {
+                workflowId: workflowExecution?.workflowId,
+                runId: workflowExecution?.runId,
+                activityId,
+                attempt,
+              };
+              process.stderr.write(`holding after ${holdAfter} ${JSON.stringify(call)}\n`);
               await new Promise(() => undefined);
             }
             return result;

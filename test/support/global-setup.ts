@@ -8,12 +8,12 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { ensureSearchAttributes, startDevServer } from '../../platform/temporal';
 import { ensureBaseImage } from '../../sandbox-images/base-image';
 import { freePort } from './helpers';
 import { own, ownProcess, reapLeftovers } from './leftovers';
 import { PostgresServer } from './postgres';
+import { workflowBundle } from './workflow-bundle';
 
 export default async function globalSetup(): Promise<void> {
   // What killed runs left behind goes first (their owner process is gone).
@@ -37,10 +37,7 @@ export default async function globalSetup(): Promise<void> {
   const connection = await Connection.connect({ address });
   await ensureSearchAttributes(connection, 'default');
   await connection.close();
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../../workflows'),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-  });
+  const bundle = await workflowBundle();
   await writeFile(path.join(dir, 'audit-key'), randomBytes(32).toString('hex'), { mode: 0o600 });
   const bundleFile = path.join(dir, 'workflow-bundle.js');
   await writeFile(bundleFile, bundle.code);

@@ -2,7 +2,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
@@ -26,20 +25,12 @@ import {
   type SessionStatus,
 } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
+import { explain } from './waits';
 
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..', '..');
 
-/** A TCP port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
+export { freePort } from './ports';
 
 /**
  * A base port for the Temporal server with its 14 ports free, below 32768:
@@ -232,7 +223,7 @@ export function scriptedSession(
   return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
 }
 
-/** Polls the status query until `until` holds; fails with the last status after `timeoutMs`. */
+/** Polls the status query until `until` holds; fails with the last status and the workflow's state after `timeoutMs`. */
 export async function waitForStatus(
   handle: WorkflowHandle,
   until: (s: SessionStatus) => boolean,
@@ -243,7 +234,9 @@ export async function waitForStatus(
   for (;;) {
     last = await handle.query(status).catch(() => last);
     if (last && until(last)) return last;
-    if (Date.now() > deadline) throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}`);
+    if (Date.now() > deadline) {
+      throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}\n${await explain(handle)}`);
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
 }

@@ -15,11 +15,21 @@ export interface WorkerProcess {
   child: ChildProcess;
   /** Resolves when it polls. */
   ready: Promise<void>;
-  /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity. */
-  held: Promise<void>;
+  /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity, with the call it holds. */
+  held: Promise<HeldCall>;
   exited: Promise<number | null>;
+  /** Resolves once its stderr (its log) matches `pattern`. */
+  logged(pattern: RegExp): Promise<RegExpExecArray>;
   /** SIGKILL, resolved once it has exited (at once if it already had). */
   kill(): Promise<void>;
+}
+
+/** The activity call a fault worker holds after (see test/support/fault-worker.ts). */
+export interface HeldCall {
+  workflowId: string;
+  runId: string;
+  activityId: string;
+  attempt: number;
 }
 
 /** The variables a worker process needs; any others may be added. */
@@ -73,9 +83,12 @@ export function startWorkerProcess(
   ownProcess(child.pid); // killed by the next run if this one is killed
   // Read stderr always: a full pipe would block the worker.
   let output = '';
-  const seen = (text: string) =>
-    new Promise<void>((resolve) => {
-      const check = () => output.includes(text) && resolve();
+  const seen = (line: RegExp) =>
+    new Promise<RegExpExecArray>((resolve) => {
+      const check = () => {
+        const match = line.exec(output);
+        if (match) resolve(match);
+      };
       child.stderr!.on('data', check);
       check();
     });
@@ -83,9 +96,10 @@ export function startWorkerProcess(
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return {
     child,
-    ready: seen('worker polling'),
-    held: seen('holding after'),
+    ready: seen(/worker polling/).then(() => undefined),
+    held: seen(/holding after \S+ (.*)\n/).then((m) => JSON.parse(m[1]) as HeldCall),
     exited,
+    logged: seen,
     async kill() {
       child.kill('SIGKILL');
       await exited;

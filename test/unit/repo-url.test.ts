@@ -2,6 +2,7 @@
 import { git, GitError } from '../../repos/git';
 import { sandboxCreateOptions } from '../../sandbox/docker/create-options';
 import { redactUrl } from '../../workflows/rules/repo-url';
+import { cpuMs } from '../support/cpu-time';
 
 const SECRET = 'ghs_s3cr3tT0kenValue';
 
@@ -20,12 +21,13 @@ test.each([
   expect(redactUrl(url)).toBe(shown);
 });
 
-test('redactUrl is linear on long inputs without an "@"', () => {
-  const started = Date.now();
-  redactUrl('https://'.repeat(200_000));
-  redactUrl(`https://${'a'.repeat(1_000_000)}`);
-  redactUrl('a'.repeat(1_000_000));
-  expect(Date.now() - started).toBeLessThan(2_000);
+test('redactUrl is linear on long inputs without an "@" (CPU time)', async () => {
+  const used = await cpuMs(() => {
+    redactUrl('https://'.repeat(200_000));
+    redactUrl(`https://${'a'.repeat(1_000_000)}`);
+    redactUrl('a'.repeat(1_000_000));
+  });
+  expect(used).toBeLessThan(2_000);
 });
 
 test("a git failure's message, args and stderr hold no URL credentials", async () => {

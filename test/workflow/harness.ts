@@ -5,30 +5,21 @@
  * log each call, so a test asserts the sequence of side effects as well as
  * the final status.
  */
-import { execFileSync } from 'node:child_process';
-import path from 'node:path';
-import type { WorkflowHandle } from '@temporalio/client';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { ConnectionPlugin } from '@temporalio/client';
-import { retryUnless } from '../../platform/temporal-connection';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  makeTelemetryFilterString,
-  Runtime,
-  Worker,
-  type WorkflowBundle,
-} from '@temporalio/worker';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
-import { temporal } from '@temporalio/proto';
-import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE, status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
+import { status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
+import { watched, within } from '../support/waits';
+import { workflowBundle } from '../support/workflow-bundle';
+import { serverTime, startTestServer } from './server';
+
+export { startTestServer, stopEnvironment } from './server';
 
 export type Stubs = Partial<Activities>;
 export type ModelAnswer = Awaited<ReturnType<Activities['modelCall']>>;
-
-const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
 
 export const BASE_COMMIT = 'b'.repeat(40);
 export const COMMIT = 'c'.repeat(40);
@@ -55,55 +46,13 @@ export function acceptAsGiven(serverPolicy: ApprovalPolicy = OPEN_POLICY): Activ
   };
 }
 
-/** The launcher of the Java test server, fetched from Maven once by infra/test-server.sh. */
-function testServerPath(): string {
-  const script = path.join(__dirname, '..', '..', 'infra', 'test-server.sh');
-  return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
-
-let closing = false;
-
-/** Ends the environment; its client retries nothing from then on (see platform/temporal-connection.ts). */
-export async function stopEnvironment(env: TestWorkflowEnvironment | undefined): Promise<void> {
-  closing = true;
-  await env?.teardown();
-}
-
-/**
- * The client connection to the Java test server: keepalive pings no more often than the
- * server permits (grpc-java: at most every 5 minutes; more often and it closes the connection for "excess
- * pings", failing the calls under way), and no retry once the environment is being torn down.
- */
-const testServerConnection: ConnectionPlugin = {
-  name: 'drydock-test-server-connection',
-  configureConnection: (options) => ({
-    ...options,
-    channelArgs: { ...options.channelArgs, 'grpc.keepalive_time_ms': 600_000 },
-    interceptors: [retryUnless(() => closing)],
-  }),
-};
-
 export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment; bundle: WorkflowBundle }> {
   // The sessions' own warnings (a rejected session "ending early") are expected here.
   Runtime.install({
     logger: new DefaultLogger('ERROR'),
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
   });
-  const [env, bundle] = await Promise.all([
-    TestWorkflowEnvironment.createTimeSkipping({
-      server: { executable: { type: 'existing-path', path: testServerPath() } },
-      plugins: [testServerConnection],
-    }),
-    bundleWorkflowCode({
-      workflowsPath: require.resolve('../../workflows'),
-      logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-    }),
-  ]);
-  // The test server implements adding search attributes, not listing them.
-  await env.connection.operatorService.addSearchAttributes({
-    namespace: env.namespace ?? 'default',
-    searchAttributes: { [PHASE_ATTRIBUTE.name]: KEYWORD, [REPO_ATTRIBUTE.name]: KEYWORD },
-  });
+  const [env, bundle] = await Promise.all([startTestServer(), workflowBundle()]);
   return { env, bundle };
 }
 
@@ -232,11 +181,20 @@ export async function runSession(
     activities,
   });
   return worker.runUntil(async () => {
-    const handle = await env.client.workflow.start('agentSession', { taskQueue, workflowId: taskQueue, args: [input] });
+    const started = await env.client.workflow.start('agentSession', {
+      taskQueue,
+      workflowId: taskQueue,
+      args: [input],
+    });
+    // Every call on the server fails with an explanation if it gets no answer (see test/support/waits.ts).
+    const handle = watched(started, serverTime);
     await drive(handle);
     const ended = await handle.result().then(
       (final: SessionStatus) => ({ status: final }),
-      async (error: Error) => ({ error, status: await handle.query(status) }),
+      async (error: Error) => {
+        if (!(error instanceof WorkflowFailedError)) throw error; // a wait that got no answer, say
+        return { error, status: await handle.query(status) };
+      },
     );
     const history = await handle.fetchHistory();
     await recordHistory(history, `wf-${name}`);
@@ -249,13 +207,8 @@ export async function runSession(
 }
 
 /** Waits (in real time: no time is skipped meanwhile) until the session asks for approval of `action`. */
-export async function awaitApproval(handle: WorkflowHandle, action: string): Promise<SessionStatus> {
-  for (let i = 0; i < 500; i++) {
-    const now = await handle.query(status);
-    if (now.pendingApproval?.action === action) return now;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`the session never asked for approval of ${action}`);
+export function awaitApproval(handle: WorkflowHandle, action: string): Promise<SessionStatus> {
+  return awaitStatus(handle, (s) => s.pendingApproval?.action === action, `it asks for approval of ${action}`);
 }
 
 /** The status without its clock readings, which depend on the run. */
@@ -267,16 +220,37 @@ export function withoutTimes(value: unknown): unknown {
   );
 }
 
-/** Waits (in real time) until the session's status satisfies `ready`. */
+/**
+ * Waits (in real time) until the session's status satisfies `ready`, polling
+ * the status query; without it within WAIT_MS, fails naming `what`, the last
+ * status seen and the workflow's state on the server.
+ */
 export async function awaitStatus(
   handle: WorkflowHandle,
   ready: (s: SessionStatus) => boolean,
   what: string,
 ): Promise<SessionStatus> {
-  for (let i = 0; i < 500; i++) {
-    const now = await handle.query(status);
-    if (ready(now)) return now;
-    await new Promise((resolve) => setTimeout(resolve, 20));
+  let last: SessionStatus | undefined;
+  let waiting = true;
+  const poll = async () => {
+    while (waiting) {
+      last = await handle.query(status);
+      if (ready(last)) return last;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return last!;
+  };
+  const until = () => `the session's status until: ${what}; last seen: ${lastSeen(last)}`;
+  try {
+    return await within(handle, until, poll(), { serverTime });
+  } finally {
+    waiting = false;
   }
-  throw new Error(`the session never got to: ${what}`);
 }
+
+const lastSeen = (s: SessionStatus | undefined) =>
+  s
+    ? `phase ${s.phase}, round ${s.round ?? 1}, pending approval ${s.pendingApproval?.action ?? 'none'}, last step ${
+        s.timeline.at(-1)?.name ?? 'none'
+      }`
+    : 'none (no query answered)';

@@ -10,19 +10,17 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { bundleWorkflowCode, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { HISTORIES_DIR } from '../support/histories';
 import { quietSdkLogs } from '../support/helpers';
+import { workflowBundle as cachedBundle } from '../support/workflow-bundle';
 
 const files = readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 
 let workflowBundle: WorkflowBundle;
 beforeAll(async () => {
   quietSdkLogs();
-  workflowBundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../../workflows'),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-  });
+  workflowBundle = await cachedBundle();
 });
 
 test('there is at least one recorded history of each workflow test and of the real sessions', () => {
