@@ -1,6 +1,6 @@
 /** Shared test fixtures: git repos, workers, session ids, waiting on phases, approving. */
 import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -30,27 +30,7 @@ import { explain } from './waits';
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..', '..');
 
-export { freePort } from './ports';
-
-/**
- * A base port for the Temporal server with its 14 ports free, below 32768:
- * Temporal stores membership ports in a PostgreSQL smallint (cluster_membership.rpc_port),
- * so the kernel's ephemeral ports (freePort) fail its membership upserts.
- */
-export async function temporalPorts(): Promise<number> {
-  const free = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const server = createServer()
-        .once('error', () => resolve(false))
-        .listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-    });
-  for (;;) {
-    const base = randomInt(20_000, 32_700);
-    let ok = true;
-    for (let i = 0; i < 14 && ok; i++) ok = await free(base + i);
-    if (ok) return base;
-  }
-}
+export { freePort, temporalPorts } from './ports';
 
 /** A fresh id per test, under this run's prefix (the teardown looks for leaks by it). */
 export function newSessionId(name: string): string {

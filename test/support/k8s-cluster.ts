@@ -8,12 +8,12 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { freePort, projectRoot } from './helpers';
+import { projectRoot } from './helpers';
+import { freePortRange } from './ports';
 
 const run = promisify(execFile);
 const SCRIPT = 'infra/k8s-cluster.sh';
@@ -142,24 +142,6 @@ async function holdLock(file: string): Promise<ChildProcess> {
 
 function release(holder: ChildProcess): void {
   holder.stdin?.end();
-}
-
-/** N consecutive TCP ports nothing listens on right now: the cluster takes a base port and the next three. */
-async function freePortRange(n: number): Promise<number> {
-  for (;;) {
-    const base = await freePort();
-    if (base + n > 65535) continue;
-    const rest = await Promise.all(Array.from({ length: n - 1 }, (_, i) => isFree(base + i + 1)));
-    if (rest.every(Boolean)) return base;
-  }
-}
-
-function isFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer()
-      .once('error', () => resolve(false))
-      .listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }
 
 export interface ExecResult {
