@@ -527,6 +527,7 @@ describe('infra/k8s', () => {
     expect(names(k8sDocs.filter((d) => d.file.includes('/')))).toEqual([
       'docker-hosts/worker.yaml: DaemonSet/drydock-worker',
       'pods/sandboxes.yaml: Namespace/drydock-sandboxes',
+      'pods/sandboxes.yaml: NetworkPolicy/drydock-sandboxes-deny-all',
       'pods/sandboxes.yaml: Role/drydock-sandboxes',
       'pods/sandboxes.yaml: RoleBinding/drydock-worker',
       'pods/sandboxes.yaml: ServiceAccount/drydock-worker',
@@ -559,12 +560,20 @@ describe('infra/k8s', () => {
     expect(k8sUnknownFields([extra]).join()).toMatch(/'"readonly"' does not exist in type 'IVolumeMount'/);
   });
 
-  test("everything is in the drydock namespace, but the sandboxes' Role and its binding in theirs", () => {
+  test("everything is in the drydock namespace, but the sandboxes' Role, its binding and their network policy in theirs", () => {
     expect(find('Namespace', 'drydock')).toBeDefined();
     for (const d of k8sDocs.filter((d) => d.doc.kind !== 'Namespace')) {
-      const expected = ['Role', 'RoleBinding'].includes(d.doc.kind) ? 'drydock-sandboxes' : 'drydock';
+      const expected = ['Role', 'RoleBinding', 'NetworkPolicy'].includes(d.doc.kind) ? 'drydock-sandboxes' : 'drydock';
       expect(`${label(d)}: ${d.doc.metadata.namespace}`).toBe(`${label(d)}: ${expected}`);
     }
+  });
+
+  test("the sandboxes' namespace denies all its pods every connection in and out", () => {
+    // No ingress or egress rule at all: nothing is allowed (the egress proxy is a socket on the node, not the network).
+    expect(find('NetworkPolicy', 'drydock-sandboxes-deny-all', 'pods').spec).toEqual({
+      podSelector: {},
+      policyTypes: ['Ingress', 'Egress'],
+    });
   });
 
   test('every image is one infra/images.sh builds, but the Temporal UI; Temporal images are the Go-built server version', () => {
