@@ -548,6 +548,20 @@ describe('the runStep activity in a pod: the egress proxy, secrets, stray proces
     expect(killed.outputTail).toContain("the step's runner was killed");
   });
 
+  test("a process holding the egress forwarder's port in the pod fails the step, which does not run", async () => {
+    // Planted through exec, as a daemon of an earlier step would have been: loopback is the whole pod's.
+    await sh(
+      sandbox,
+      "setsid node -e \"require('net').createServer().listen(3128, '127.0.0.1')\" </dev/null >/dev/null 2>&1 & sleep 1",
+    );
+    const rules: EgressRule[] = [{ host: '127.0.0.1', port: standInPort, methods: ['GET'] }];
+    const result = await step('squatted', 'echo ran', { egress: rules });
+    expect(result.exitCode).toBe(-1);
+    expect(result.outputTail).toContain("the egress forwarder's port 127.0.0.1:3128 is already taken");
+    expect(result.outputTail).not.toContain('ran');
+    expect(await leftovers()).toEqual([]);
+  });
+
   test('a write step and its checkpoint in one exec; a replacement pod starts from the checkpoint', async () => {
     const file = `dir/it's "quoted" $(touch pwned); x.txt`;
     const written = await step('write-odd', '', {
