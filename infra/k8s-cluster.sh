@@ -58,6 +58,13 @@ build() {
   step "built in $((SECONDS - start)) s"
 }
 
+# One build at a time on a machine: npm test's background job and a suite that needs the
+# cluster may both ask (the later one waits, then finds the stamp).
+build_once() {
+  mkdir -p "$TOOLS_DIR"
+  (flock 9 && build) 9>"$TOOLS_DIR/kubernetes.lock"
+}
+
 # The sandbox image as a `docker save` archive, written by hand: a static pause
 # binary in one layer. No registry and no Docker are needed.
 pause_image() {
@@ -467,7 +474,7 @@ prune_images() {
 }
 
 case "${1:-}" in
-  build) build && requirements && echo "$BIN_DIR" ;;
+  build) build_once && requirements && echo "$BIN_DIR" ;;
   up) up "${2:-}" ;;
   down) down "${2:-}" ;;
   load) shift && load "$@" ;;

@@ -61,6 +61,8 @@ export async function runCluster(images: string[], name = 'test'): Promise<TestC
   if (!existsSync(file)) {
     const lock = await holdLock(`/run/drydock-k8s-${name}.lock`);
     try {
+      // At once when built; else waits for npm test's background build (or builds: a suite run alone on a fresh clone).
+      await cluster(['build']);
       const kubeconfigFile = (await cluster(['up', name], { K8S_PORT: String(await freePortRange(4)) }))
         .split('\n')
         .pop()!;
@@ -118,6 +120,7 @@ function clusterOf(name: string, file: string, stop: () => Promise<void>): TestC
 export async function startTestCluster(images: string[], name = 'test'): Promise<TestCluster> {
   const lock = await holdLock(`/run/drydock-k8s-${name}.lock`);
   try {
+    await cluster(['build']);
     const file = (await cluster(['up', name], { K8S_PORT: String(await freePortRange(4)) })).split('\n').pop()!;
     if (images.length) await cluster(['load', name, ...images]);
     return clusterOf(name, file, async () => {
