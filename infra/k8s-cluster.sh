@@ -38,7 +38,7 @@ build() {
   if [ -f "$BIN_DIR/stamp" ] && [ "$(cat "$BIN_DIR/stamp")" = "$stamp" ]; then return; fi
   command -v go >/dev/null || fail "building Kubernetes needs a Go toolchain (>= 1.26)"
   command -v gcc >/dev/null || { is_debian_root && apt_install gcc libc6-dev; }
-  step "building Kubernetes $K8S_VERSION (one binary) and the CNI plugins $CNI_VERSION into .tools/kubernetes (first run only; 10 to 20 minutes on 2 cores)"
+  step "building Kubernetes $K8S_VERSION (one binary) and the CNI plugins $CNI_VERSION into .tools/kubernetes (first run only; 20 to 45 minutes on 2 cores, by the load)"
   local start=$SECONDS
   rm -rf "$BIN_DIR" && mkdir -p "$BIN_DIR/cni"
   # What upstream's build stamps in, so nodes and `kubectl version` report the release.

@@ -38,7 +38,7 @@ trap 'for g in "${job_pid[@]}" $drills; do kill -- "-$g" 2>/dev/null || true; do
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
-# Kubernetes for test/e2e/k8s-* (10 to 20 min the first time, overlapping the other end-to-end suites);
+# Kubernetes for test/e2e/k8s-* (20 to 45 min the first time, overlapping the other end-to-end suites);
 # after the other apt installs (its own installs etcd and containerd: one apt at a time).
 start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run

@@ -1,7 +1,7 @@
 /**
  * A jest test sequencer: jest's own order (failed first, then the slowest, else the
  * largest files), with the Kubernetes suites (test/e2e/k8s-*.test.ts) moved last. npm test
- * builds the cluster in the background on a fresh machine (10 to 20 minutes) and starts the
+ * builds the cluster in the background on a fresh machine (20 to 45 minutes) and starts the
  * end-to-end suites without waiting for it; the Kubernetes suites wait for that build
  * (test/support/k8s-cluster.ts), so the others run meanwhile.
  */
