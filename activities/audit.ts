@@ -7,8 +7,33 @@ import type { ActivityDeps } from './deps';
 import { recordEvent, type AuditInput } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
-import { approvalWait, decisionsUnmeasured, reviewTime } from '../platform/metrics';
+import {
+  activityRetries,
+  approvalWait,
+  decisionsUnmeasured,
+  mergedChanges,
+  modelCost,
+  reviewTime,
+  sandboxSeconds,
+  sessionRefusals,
+  sessionsEnded,
+} from '../platform/metrics';
 import { sessionReviewMs } from '../review/review-time';
+
+/**
+ * The figures' counters of an ended session (docs/pilot.md). A retried
+ * activity counts again: Prometheus counters are rates, the table is the record.
+ */
+function countEnded(m: SessionMetrics, retries: number): void {
+  const agent = m.agent ?? 'unknown';
+  sessionsEnded.inc({ outcome: m.outcome, repo: m.repo, agent });
+  if (m.sandboxMs) sandboxSeconds.inc({ repo: m.repo, agent }, m.sandboxMs / 1000);
+  if (m.costUsd) modelCost.inc({ repo: m.repo, agent }, m.costUsd);
+  if (retries) activityRetries.inc({ repo: m.repo }, retries);
+  for (const kind of ['egress', 'decisions', 'budget'] as const) {
+    if (m.refusals[kind]) sessionRefusals.inc({ kind }, m.refusals[kind]);
+  }
+}
 
 export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' | 'db'>) {
   return {
@@ -30,6 +55,7 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
         'update session_metrics set merged = $1, merged_at = case when $1 then now() end where session_id = $2',
         [record.merged, record.sessionId],
       );
+      if (record.merged) mergedChanges.inc({ repo: record.repo });
     },
 
     /**
@@ -50,8 +76,11 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
       await db.pool.query(
         `insert into session_metrics (session_id, repo, requested_by, started_at, ended_at, outcome, failure_cause,
            time_to_ready_ms, sandbox_ms, snapshot_age_ms, agent_turns, tokens, cost_usd, verification_rounds,
-           verification_passed, retries, review_wait_ms, approved, pr_url, review_active_ms, decisions_unmeasured)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+           verification_passed, retries, review_wait_ms, approved, pr_url, review_active_ms, decisions_unmeasured,
+           agent, attempt_of, acceptance_passed, time_to_review_ms, restarts, refusals_egress, refusals_decisions,
+           refusals_budget, pushed)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+           $22, $23, $24, $25, $26, $27, $28, $29, $30)
          on conflict (session_id) do update set
            ended_at = excluded.ended_at, outcome = excluded.outcome, failure_cause = excluded.failure_cause,
            time_to_ready_ms = excluded.time_to_ready_ms, sandbox_ms = excluded.sandbox_ms,
@@ -59,7 +88,11 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
            cost_usd = excluded.cost_usd, verification_rounds = excluded.verification_rounds,
            verification_passed = excluded.verification_passed, retries = excluded.retries,
            review_wait_ms = excluded.review_wait_ms, approved = excluded.approved, pr_url = excluded.pr_url,
-           review_active_ms = excluded.review_active_ms, decisions_unmeasured = excluded.decisions_unmeasured`,
+           review_active_ms = excluded.review_active_ms, decisions_unmeasured = excluded.decisions_unmeasured,
+           agent = excluded.agent, attempt_of = excluded.attempt_of, acceptance_passed = excluded.acceptance_passed,
+           time_to_review_ms = excluded.time_to_review_ms, restarts = excluded.restarts,
+           refusals_egress = excluded.refusals_egress, refusals_decisions = excluded.refusals_decisions,
+           refusals_budget = excluded.refusals_budget, pushed = excluded.pushed`,
         [
           m.sessionId,
           m.repo,
@@ -82,8 +115,18 @@ export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' 
           m.prUrl ?? null,
           reviewMs ?? null,
           m.decisionsUnmeasured,
+          m.agent ?? null,
+          m.attemptOf ?? null,
+          m.acceptancePassed ?? null,
+          m.timeToReviewMs ?? null,
+          m.restarts,
+          m.refusals.egress,
+          m.refusals.decisions,
+          m.refusals.budget,
+          m.pushed,
         ],
       );
+      countEnded(m, Number(retried.rows[0].retries));
       return audit.seal(m.sessionId);
     },
   };

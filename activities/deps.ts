@@ -25,4 +25,12 @@ export interface ActivityDeps extends SandboxDeps {
   slack?: SlackSettings;
   /** Linear's API and key, for sessions started from Linear (absent: not configured). */
   linear?: LinearSettings;
+  /** The operator's limits of parallel attempts and pilots (default 4 each), and the credentials-rotation drill's command. */
+  operator?: { maxAttempts: number; pilotConcurrency: number; rotateCommand?: string };
+  /** How long after its merge a change is watched for escaped defects (ms). @default 14 days */
+  defectWindowMs?: number;
+  /** What Temporal knows of a session (a resumed pilot asks): not found, running in a phase, or closed. */
+  sessionState?: (
+    sessionId: string,
+  ) => Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: import('../workflows/api').Phase }>;
 }

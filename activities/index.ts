@@ -16,10 +16,12 @@ import { createAgentCliActivities } from './agent-cli';
 import { createAuditActivities } from './audit';
 import type { ActivityDeps } from './deps';
 import { createGitHubActivities } from './github';
+import { createPilotActivities } from './pilot';
 import { createPublishActivities } from './publish';
 import { createRepoPolicyActivities } from './repo-policy';
 import { heartbeating } from '../platform/heartbeat';
 import { createCommitActivities } from '../sandbox/activities/commit';
+import { createFaultActivities } from '../sandbox/activities/faults';
 import { createPoolActivities } from '../sandbox/activities/pool';
 import { createProvisionActivities } from '../sandbox/activities/provision';
 import { createReaperActivities } from '../sandbox/activities/reaper';
@@ -49,6 +51,7 @@ export function createSharedActivities(deps: ActivityDeps) {
       openPullRequest,
       deploy,
       ...createAuditActivities(deps),
+      ...createPilotActivities(deps),
     },
     deps.redactor,
   );
@@ -69,6 +72,7 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createSnapshotActivities(deps),
       ...createPoolActivities(deps),
       ...createReaperActivities(deps),
+      ...createFaultActivities(deps),
     },
     deps.redactor,
   );

@@ -11,7 +11,8 @@ import { buildReport, formatReport, windowStart } from '../store/pilot-report';
 import { finalStatus } from '../platform/sessions';
 import { connectClient } from '../platform/temporal-connection';
 
-async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
+/** Opens the database for `fn`, and closes it after. */
+export async function withDatabase<T>(config: Config, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openDatabase(config);
   try {
     return await fn(db);

@@ -18,6 +18,7 @@ import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
+import { addPilotCommands, describeAttempts } from './pilot';
 import { addIdentityCommands, callServer, storedLogin } from './identity';
 import { cliDecisionReview, printDiff, recordCliView } from './review';
 import { stepsFromText } from '../review/line-comments';
@@ -26,7 +27,17 @@ import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import { addRepo, buildSnapshot, listRepos, listSnapshots, resolveRepo } from './snapshots';
-import { ACTIONS, decide, RUNNING_PHASES, OUTCOMES, status, type DecideInput } from '../workflows/api';
+import {
+  ACTIONS,
+  ATTEMPTS_WORKFLOW_TYPE,
+  decide,
+  RUNNING_PHASES,
+  OUTCOMES,
+  status,
+  WORKFLOW_TYPE,
+  type DecideInput,
+} from '../workflows/api';
+import { attemptsOf, workflowType } from '../platform/attempts';
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
 
 class UsageError extends Error {}
@@ -151,6 +162,10 @@ program
   .option('--approver <name>', "who may approve; repeatable (a subset of the server's approvers)", collect)
   .option('--pr', 'open a pull request for the branch after the push')
   .option('--pr-repo <owner/name>', 'GitHub repository of the pull request (default: from --repo)')
+  .option('--attempts <n>', 'parallel attempts with this agent; the reviewer picks one (drydock pick)', (v) => {
+    if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError('a positive number');
+    return Number(v);
+  })
   .option('--input <file>', "a whole session input as JSON ('-' for stdin); flags override its fields")
   .option('--id <id>', 'session id (default: session-<time>-<random>)', sessionIdArg)
   .option('--detach', 'print the session id and return at once')
@@ -161,6 +176,12 @@ program
     const client = await connectClient(config);
     const sessionId = opts.id ?? newSessionId();
     await startSession(client, input, { sessionId, taskQueue: config.DRYDOCK_TASK_QUEUE });
+    if (input.attempts !== undefined && input.attempts !== 1 && !opts.json) {
+      console.log(
+        `${sessionId}: parallel attempts; side by side: bin/drydock pick ${sessionId}; pick: bin/drydock pick ${sessionId} <n>`,
+      );
+      return;
+    }
     if (opts.detach) {
       console.log(opts.json ? JSON.stringify({ sessionId }) : sessionId);
       return;
@@ -184,7 +205,12 @@ program
   .description("Show a session's phase, timeline, sandbox, verification and pending approval")
   .option('--json', 'machine-readable output')
   .action(async (id: string, opts) => {
-    const shown = await printStatus(await connectClient(config), id, !!opts.json);
+    const client = await connectClient(config);
+    if ((await workflowType(client, id).catch(() => WORKFLOW_TYPE)) === ATTEMPTS_WORKFLOW_TYPE) {
+      const attempts = await attemptsOf(client, id);
+      return console.log(opts.json ? JSON.stringify(attempts, null, 2) : describeAttempts(attempts));
+    }
+    const shown = await printStatus(client, id, !!opts.json);
     await recordCliView(config, shown, whoAmI());
   });
 
@@ -321,6 +347,7 @@ program
 
 addAttachCommands(program, config);
 addAuditCommands(program, config, (message) => new UsageError(message));
+addPilotCommands(program, config, whoAmI);
 addIdentityCommands(program, config, (message) => new UsageError(message));
 
 const repoCommand = program
@@ -420,6 +447,7 @@ async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDr
   }
   if (opts.agentCli) input.agent = { ...input.agent, kind: 'cli', command: opts.agentCli };
   if (opts.test) input.verify = { ...input.verify, test: opts.test };
+  if (opts.attempts) input.attempts = opts.attempts;
   if (Array.isArray(opts.approver)) input.approval = { ...input.approval, approvers: opts.approver };
   if (opts.prRepo) input.publish = { ...input.publish, pullRequest: { repo: opts.prRepo } };
   else if (opts.pr) input.publish = { ...input.publish, pullRequest: true };

@@ -1,10 +1,12 @@
 /**
  * JSON Schemas generated from the zod schemas (npm run schema): the session
- * input, and with the argument "repo-config", a repo's .drydock/config.yaml.
+ * input, with the argument "repo-config" a repo's .drydock/config.yaml, with
+ * "pilot" a pilot file.
  */
 import { z } from 'zod';
 import { sessionInputSchema } from '../workflows/input';
 import { repoConfigSchema } from '../workflows/repo-config';
+import { pilotInputSchema } from '../workflows/pilot/input';
 
 export function sessionInputJsonSchema(): Record<string, unknown> {
   return {
@@ -23,7 +25,18 @@ export function repoConfigJsonSchema(): Record<string, unknown> {
   };
 }
 
+export function pilotJsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(pilotInputSchema, { io: 'input', target: 'draft-2020-12' }),
+    title: 'drydock pilot file',
+    description:
+      'A frozen task set run against agent configurations, N attempts each (drydock pilot start <file>; docs/pilot.md).',
+  };
+}
+
 if (require.main === module) {
-  const schema = process.argv[2] === 'repo-config' ? repoConfigJsonSchema() : sessionInputJsonSchema();
+  const kind = process.argv[2];
+  const schema =
+    kind === 'repo-config' ? repoConfigJsonSchema() : kind === 'pilot' ? pilotJsonSchema() : sessionInputJsonSchema();
   process.stdout.write(JSON.stringify(schema, null, 2) + '\n');
 }

@@ -11,6 +11,8 @@ import type { Config } from '../platform/config';
 export interface GitHubSettings {
   apiUrl: string;
   token?: string;
+  /** A file holding the token, read at each use (rotated by rewriting it). */
+  tokenFile?: string;
   app?: { appId: string; privateKey: string };
 }
 
@@ -18,6 +20,7 @@ export function githubSettings(config: Config): GitHubSettings {
   return {
     apiUrl: config.GITHUB_API_URL,
     token: config.GITHUB_TOKEN,
+    tokenFile: config.GITHUB_TOKEN_FILE,
     app:
       config.GITHUB_APP_ID && config.GITHUB_APP_PRIVATE_KEY_FILE
         ? { appId: config.GITHUB_APP_ID, privateKey: readFileSync(config.GITHUB_APP_PRIVATE_KEY_FILE, 'utf8') }
@@ -41,6 +44,7 @@ async function tokenFor(
   repo: string,
   permissions: TokenPermissions = PUBLISHING,
 ): Promise<string> {
+  if (settings.tokenFile) return readFileSync(settings.tokenFile, 'utf8').trim();
   if (settings.token) return settings.token;
   if (!settings.app) {
     throw new GitHubCredentialsError(
@@ -87,7 +91,7 @@ function gitOrigin(apiUrl: string): string {
  * no git config, URL, argument list or log.
  */
 export async function gitCredentials(settings: GitHubSettings, url: string): Promise<Record<string, string>> {
-  if (!settings.token && !settings.app) return {};
+  if (!settings.token && !settings.tokenFile && !settings.app) return {};
   const origin = gitOrigin(settings.apiUrl);
   if (!url.startsWith(`${origin}/`)) return {};
   const m = /^\/([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+?)(?:\.git)?\/?$/.exec(url.slice(origin.length));

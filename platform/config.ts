@@ -98,10 +98,25 @@ const configSchema = z.object({
    * worker's environment (database URL, model keys, tokens) reaches it.
    */
   DRYDOCK_DEPLOY_ENV: list.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names'))).default([]),
+  /** Parallel attempts of one task at most (a session's `attempts`; the schema's own bound is 8). */
+  DRYDOCK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(8).default(4),
+  /** A pilot's sessions working at once at most, whatever its `concurrency` asks. */
+  DRYDOCK_PILOT_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
+  /** USD per sandbox minute, in the cost per accepted (or merged) change of the reports. */
+  DRYDOCK_SANDBOX_MINUTE_PRICE: z.coerce.number().min(0).default(0),
+  /** How long after its merge a drydock change is watched for a revert or a fix of its lines (escaped defects). */
+  DRYDOCK_DEFECT_WINDOW: duration.default('14d').transform(durationMs),
+  /**
+   * A pilot's credentials_rotated fault runs this on the worker: a shell command that rotates the
+   * worker's credentials (e.g. writes a new token to GITHUB_TOKEN_FILE and revokes the old one).
+   */
+  DRYDOCK_ROTATE_COMMAND: z.string().min(1).optional(),
   /** GitHub REST API base URL (GitHub Enterprise: https://<host>/api/v3). */
   GITHUB_API_URL: z.string().url().default('https://api.github.com'),
   /** A token with contents and pull-requests write; or use a GitHub App below. */
   GITHUB_TOKEN: z.string().min(1).optional(),
+  /** The token from a file, read at each use: rotated by rewriting the file, without a restart. */
+  GITHUB_TOKEN_FILE: z.string().min(1).optional(),
   GITHUB_APP_ID: z.string().min(1).optional(),
   /** PEM file of the App's private key; installation tokens are minted per repository. */
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),

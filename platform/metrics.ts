@@ -41,6 +41,61 @@ export const decisionsUnmeasured = new Counter({
   registers: [workerMetrics],
 });
 
+/**
+ * The figures over time as counters (docs/pilot.md), recorded when a session
+ * ends (its metrics row), when its pull request is merged, and when the
+ * escaped-defect sweep finds one. Labels stay few: the repo and the agent
+ * configuration, never a person.
+ */
+export const sessionsEnded = new Counter({
+  name: 'drydock_sessions_ended_total',
+  help: 'Sessions that ended, by outcome, repo and agent configuration',
+  labelNames: ['outcome', 'repo', 'agent'],
+  registers: [workerMetrics],
+});
+
+export const sandboxSeconds = new Counter({
+  name: 'drydock_sandbox_seconds_total',
+  help: "Seconds sessions' sandboxes existed (ready to torn down), recorded when a session ends",
+  labelNames: ['repo', 'agent'],
+  registers: [workerMetrics],
+});
+
+export const modelCost = new Counter({
+  name: 'drydock_model_cost_usd_total',
+  help: "Sessions' model cost in US dollars, recorded when a session ends",
+  labelNames: ['repo', 'agent'],
+  registers: [workerMetrics],
+});
+
+export const activityRetries = new Counter({
+  name: 'drydock_activity_retries_total',
+  help: "Activity attempts beyond the first, over ended sessions' audit rows",
+  labelNames: ['repo'],
+  registers: [workerMetrics],
+});
+
+export const sessionRefusals = new Counter({
+  name: 'drydock_session_refusals_total',
+  help: 'Refusals in ended sessions: egress (proxy and model gateway), decisions refused, budgets that stopped the agent',
+  labelNames: ['kind'],
+  registers: [workerMetrics],
+});
+
+export const mergedChanges = new Counter({
+  name: 'drydock_merged_changes_total',
+  help: "drydock pull requests merged (GitHub's pull_request webhook)",
+  labelNames: ['repo'],
+  registers: [workerMetrics],
+});
+
+export const escapedDefectsFound = new Counter({
+  name: 'drydock_escaped_defects_total',
+  help: 'Merged drydock changes reverted (revert) or whose lines a fix changed (fix) within the window',
+  labelNames: ['kind'],
+  registers: [workerMetrics],
+});
+
 /** The gauges of one host, read at each scrape: its sandboxes and the age of its newest snapshot per repo. */
 export function hostGauges(host: string, read: { sandboxes(): Promise<number>; pool: Pool }): void {
   new Gauge({

@@ -2,6 +2,7 @@
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
+  WorkflowNotFoundError,
   WorkflowIdConflictPolicy,
   WorkflowIdReusePolicy,
   WorkflowUpdateFailedError,
@@ -20,10 +21,12 @@ import {
   type FollowupAccepted,
   type FollowupInput,
   type LastKnown,
+  type Phase,
   type SessionStatus,
   type Unanswered,
 } from '../workflows/api';
 import type { SessionInputDraft } from '../workflows/input';
+import { asksForAttempts, followupTarget, startAttempts } from './attempts';
 import { redactUrl } from '../workflows/rules/repo-url';
 
 export const PHASES: readonly string[] = [...RUNNING_PHASES, ...OUTCOMES];
@@ -58,6 +61,7 @@ export interface StartOptions {
 export async function startSession(client: Client, input: SessionInputDraft, opts: StartOptions): Promise<void> {
   const reuse = opts.ifExists === 'reuse';
   try {
+    if (asksForAttempts(input)) return await startAttempts(client, input, opts);
     await client.workflow.start(WORKFLOW_TYPE, {
       workflowId: opts.sessionId,
       taskQueue: opts.taskQueue,
@@ -242,14 +246,32 @@ export class FollowupRefused extends Error {
  * WorkflowNotFoundError.
  */
 export async function sendFollowup(client: Client, id: string, input: FollowupInput): Promise<FollowupAccepted> {
+  // Parallel attempts: the follow-up goes to the attempt picked.
+  const target = await followupTarget(client, id);
+  if (typeof target !== 'string') throw new FollowupRefused(target.refused);
   try {
     return await client.workflow
-      .getHandle(id)
+      .getHandle(target)
       .executeUpdate(followup, { args: [input], ...(input.id ? { updateId: `followup-${input.id}` } : {}) });
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {
       throw new FollowupRefused((err.cause as Error | undefined)?.message ?? err.message);
     }
+    throw err;
+  }
+}
+
+/** What Temporal knows of a session: its phase (the search attribute it keeps), running or closed. */
+export async function sessionState(
+  client: Client,
+  sessionId: string,
+): Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase }> {
+  try {
+    const described = await client.workflow.getHandle(sessionId).describe();
+    const phase = described.typedSearchAttributes.get(PHASE_ATTRIBUTE) as Phase | undefined;
+    return { state: described.status.name === 'RUNNING' ? 'running' : 'closed', ...(phase ? { phase } : {}) };
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return { state: 'missing' };
     throw err;
   }
 }

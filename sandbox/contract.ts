@@ -23,6 +23,8 @@ export interface ProvisionInput {
    * of a lost one, which starts from the session's last checkpoint.
    */
   generation?: number;
+  /** Which of the repo's snapshots on the host to start from: the newest (default), or the oldest kept (a drill's stale snapshot). */
+  snapshot?: 'newest' | 'oldest';
 }
 
 export interface Sandbox {

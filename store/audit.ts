@@ -23,6 +23,7 @@ export const AUDIT_KINDS = [
   'tool_call',
   'model_call',
   'verification',
+  'acceptance',
   'approval',
   'followup',
   'attach',
@@ -32,6 +33,7 @@ export const AUDIT_KINDS = [
   'webhook',
   'snapshot.build',
   'teardown',
+  'fault',
 ] as const;
 export type AuditKind = (typeof AUDIT_KINDS)[number];
 

@@ -46,6 +46,7 @@ import { ciWebhook, githubWebhook } from './routes/webhooks';
 import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
+import { servePilotRoute } from './routes/pilot';
 
 export { consoleUrl } from './http';
 
@@ -138,6 +139,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/review-time$/))) {
       return sendJson(res, ...(await apiReviewTime(ctx, req, decodeURIComponent(match[1]), who)));
     }
+    if (await servePilotRoute(ctx, req, res, url, who)) return;
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }
 
@@ -163,6 +165,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
   if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]));
   if (is('GET', /^\/report$/)) return report(ctx, res, url, who);
+  if (await servePilotRoute(ctx, req, res, url, who)) return;
   if (is('GET', /^\/tokens$/)) {
     const nonce = randomBytes(16).toString('base64');
     return sendHtml(res, 200, tokensPage(who, consoleUrl(ctx.config), nonce), nonce);

@@ -25,6 +25,7 @@ import type { Config } from '../platform/config';
 import { githubSettings } from '../github/client';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
+import { sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
 import { hostProvider, sandboxRuntimeOf } from '../sandbox/host-provider';
@@ -69,6 +70,32 @@ export async function ensureReaperSchedule(client: Client, config: Config): Prom
         workflowId: `drydock-reap-${config.DRYDOCK_HOST_ID}`,
         taskQueue: config.DRYDOCK_TASK_QUEUE,
         args: [{ hostQueue: hostQueueOf(config) }],
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP },
+    });
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
+}
+
+/** How often merged changes are searched for escaped defects. */
+export const DEFECTS_EVERY = '1h';
+
+/**
+ * The Schedule that runs `findEscapedDefects` (`drydock-escaped-defects-<task queue>`:
+ * one per deployment, whichever worker starts first makes it); kept if it exists.
+ */
+export async function ensureDefectSchedule(client: Client, config: Config): Promise<void> {
+  try {
+    await client.schedule.create({
+      scheduleId: `drydock-escaped-defects-${config.DRYDOCK_TASK_QUEUE}`,
+      spec: { intervals: [{ every: DEFECTS_EVERY }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'findEscapedDefects',
+        workflowId: `drydock-escaped-defects-${config.DRYDOCK_TASK_QUEUE}`,
+        taskQueue: config.DRYDOCK_TASK_QUEUE,
+        args: [],
       },
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
     });
@@ -178,6 +205,7 @@ export async function createWorker(opts: {
   const plugins = traces ? [traces.plugin] : [];
   const client = await connectClient(config, plugins);
   await ensureReaperSchedule(client, config);
+  await ensureDefectSchedule(client, config);
   const db = await openDatabase(config, log);
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
@@ -222,6 +250,13 @@ export async function createWorker(opts: {
     reviewLink: config.DRYDOCK_CONSOLE_URL
       ? (sessionId) => `${config.DRYDOCK_CONSOLE_URL!.replace(/\/$/, '')}/sessions/${encodeURIComponent(sessionId)}`
       : undefined,
+    operator: {
+      maxAttempts: config.DRYDOCK_MAX_ATTEMPTS,
+      pilotConcurrency: config.DRYDOCK_PILOT_CONCURRENCY,
+      rotateCommand: config.DRYDOCK_ROTATE_COMMAND,
+    },
+    sessionState: (sessionId) => sessionState(client, sessionId),
+    defectWindowMs: config.DRYDOCK_DEFECT_WINDOW,
     sessionIsRunning: async (sessionId) => {
       try {
         return (await client.workflow.getHandle(sessionId).describe()).status.name === 'RUNNING';

@@ -188,6 +188,8 @@ export type AgentCall =
 
 /** The agent phase as it goes: the script's steps, or a model's or agent CLI's progress. */
 export interface AgentProgress {
+  /** The agent configuration, as the figures name it (agent.name, else kind and model). */
+  label?: string;
   steps: number;
   commit?: string;
   changed?: boolean;
@@ -363,11 +365,35 @@ export interface SessionStatus {
    * removed from its end or a rewritten chain.
    */
   audit?: AuditSeal;
+  /** The acceptance command's verdict (input.acceptance), once the change passed verification. */
+  acceptance?: AcceptanceResult;
+  /** The agentAttempts session this session is an attempt of. */
+  attemptOf?: string;
+  /** One of parallel attempts whose sibling was picked: it ended without a push. */
+  setAside?: SetAside;
+  /** Refused so far: requests to the egress proxy and the model gateway, budgets that stopped the agent (decisions: refusedDecisions). */
+  refusals?: { egress: number; budget: number };
   /**
    * Set only when no worker answered the status query: this status is the
    * last known state from the session's memo, with what Temporal says is pending.
    */
   unanswered?: Unanswered;
+}
+
+export interface AcceptanceResult {
+  command: string;
+  passed: boolean;
+  exitCode: number;
+  timedOut: boolean;
+  outputTail: string;
+  artifact?: string;
+}
+
+/** Why an attempt ended without a push: another attempt was picked. */
+export interface SetAside {
+  by: string;
+  /** The session id of the attempt picked. */
+  picked: string;
 }
 
 /** A session's audit chain at its end: how many events, and the last one's hash. */
@@ -440,6 +466,113 @@ export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string }]>
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
 
+/**
+ * What a session tells the workflow that started it (agentAttempts, pilot)
+ * at every phase change: enough to show it side by side, to pick it, and to
+ * count it against a concurrency limit. A later report (higher `seq`) replaces an earlier one.
+ */
+export interface SessionProgress {
+  sessionId: string;
+  phase: Phase;
+  /** Grows with every report of the session, across its runs. */
+  seq: number;
+  at: string;
+  startedAt: string;
+  /** Where its sandbox lives (a fault on purpose kills it there). */
+  hostQueue?: string;
+  agent?: { label: string; costUsd: number; turns: number };
+  change?: { commit: string; hash: string; diffstat: string; changed: boolean };
+  verification?: { passed: boolean; summary: string };
+  acceptance?: { passed: boolean };
+  pending?: NonNullable<SessionStatus['pendingApproval']>;
+  /** Who may decide on it: a pick is refused as a decision would be. */
+  policy?: Pick<ApprovalPolicy, 'approvers' | 'forbidSelfApproval'>;
+  requestedBy?: string;
+  pushed?: boolean;
+  failureCause?: string;
+  error?: string;
+}
+/** From a session to the workflow that started it (its parent), at every phase change. */
+export const sessionProgress = defineSignal<[SessionProgress]>('sessionProgress');
+
+/** Parallel attempts (docs/attempts.md): the parent workflow of N agentSession children. */
+export const ATTEMPTS_WORKFLOW_TYPE = 'agentAttempts';
+
+export interface PickInput {
+  /** The attempt picked: 1, 2... */
+  attempt: number;
+  by: string;
+  /** The change picked (its hash or a 12+ character prefix, as shown); omitted: the attempt's pending change. */
+  change?: string;
+  comment?: string;
+  /** The reviewer's measured time comparing the attempts (set by the console and CLI only). */
+  review?: ReviewTime;
+}
+
+export interface AttemptPick {
+  attempt: number;
+  sessionId: string;
+  by: string;
+  change: string;
+  at: string;
+}
+
+export interface AttemptsStatus {
+  sessionId: string;
+  repo: string;
+  task: string;
+  requestedBy?: string;
+  /** running: attempts working; awaiting_pick: one or more wait at their gate; picked: the picked one goes on; then an outcome. */
+  phase: 'running' | 'awaiting_pick' | 'picked' | Outcome;
+  startedAt: string;
+  attempts: { index: number; sessionId: string; agent: string; progress?: SessionProgress }[];
+  picked?: AttemptPick;
+  refusedPicks: { input: PickInput; reason: string; at: string }[];
+  error?: string;
+}
+
+export const attemptsStatus = defineQuery<AttemptsStatus>('attempts');
+/** Picks one attempt: its change is approved (one approval, bound to its hash), the others end without a push. */
+export const pick = defineUpdate<AttemptPick, [PickInput]>('pick');
+/** From agentAttempts to an attempt: it was picked; a decision on its pending action, with the pick's review time. */
+export const attemptPicked = defineSignal<[DecideInput]>('attemptPicked');
+/** From agentAttempts to an attempt: another was picked; it ends without a push. */
+export const setAside = defineSignal<[SetAside]>('setAside');
+
+/** A pilot (docs/pilot.md): a task set against agent configurations, as one workflow. */
+export const PILOT_WORKFLOW_TYPE = 'pilot';
+
+/** planned: not started; working: until its gate; at_gate: waits for a person; ended: an outcome. */
+export type PilotSessionState = 'planned' | 'working' | 'at_gate' | 'ended';
+
+export interface PilotSessionView {
+  sessionId: string;
+  task: string;
+  configuration: string;
+  attempt: number;
+  faults: string[];
+  state: PilotSessionState;
+  phase?: Phase;
+  /** Faults done to it so far, with what happened ("sandbox_killed: killed sandbox-0"). */
+  applied: string[];
+}
+
+export interface PilotStatus {
+  pilot: string;
+  phase: 'running' | 'stopped' | 'completed';
+  startedAt: string;
+  concurrency: number;
+  sessions: PilotSessionView[];
+  counts: Record<PilotSessionState, number>;
+  stoppedBy?: string;
+  /** Sessions an earlier run of the pilot had started, found when this run began: not started again. */
+  resumed?: { ended: number; underWay: number };
+}
+
+export const pilotStatus = defineQuery<PilotStatus>('pilot');
+/** Starts nothing more and ends the pilot's run; sessions under way go on (start the pilot again to resume). */
+export const stopPilot = defineUpdate<PilotStatus, [{ by: string }]>('stop');
+
 /** Failure types, kept in one place. */
 export const ErrorType = {
   InvalidSessionInput: 'InvalidSessionInput',
@@ -467,4 +600,6 @@ export const ErrorType = {
   OutputTooLarge: 'OutputTooLarge',
   /** The sandbox provider cannot do what was asked (its capabilities, sandbox/provider.ts); the message says what. */
   SandboxUnsupported: 'SandboxUnsupported',
+  /** An agentAttempts or pilot input that cannot run (names each bad field). */
+  InvalidPilotInput: 'InvalidPilotInput',
 } as const;

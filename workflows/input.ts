@@ -16,6 +16,9 @@ export const duration = z.union([
   z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration like "30s", "10m", "24h" or a number of ms'),
 ]);
 
+/** Parallel attempts of one task at most (the operator's DRYDOCK_MAX_ATTEMPTS may allow fewer). */
+export const MAX_ATTEMPTS = 8;
+
 /** The longest a published session stays open for follow-ups after its last round. */
 export const MAX_OPEN_FOR_MS = 30 * 86_400_000;
 
@@ -135,6 +138,11 @@ const budget = z
 
 const agent = z
   .strictObject({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9 ._:/-]{0,59}$/, 'letters, digits, space and . _ : / -, at most 60')
+      .optional()
+      .describe('Names this agent configuration in the figures; default its kind and model (e.g. "openai gpt-5")'),
     kind: z
       .enum(['script', 'openai', 'cli'])
       .default('script')
@@ -291,6 +299,12 @@ export const sessionInputSchema = z.strictObject({
         .default(false)
         .describe('Open (or update) a pull request for the branch after the push'),
       deploy: z.boolean().default(false).describe("Run the worker's configured deploy command after the push"),
+      push: z
+        .boolean()
+        .default(true)
+        .describe(
+          "false: nothing is published; the change still waits at the push gate for a person's decision, which is recorded (a pilot's evaluation)",
+        ),
       openFor: duration
         .default('7d')
         .refine((d) => durationMs(d) <= MAX_OPEN_FOR_MS, 'at most 30d')
@@ -317,6 +331,37 @@ export const sessionInputSchema = z.strictObject({
       timeout: durationUpTo('30d').default('24h').describe('How long an approval may wait; at most 30d'),
     })
     .prefault({}),
+  acceptance: z
+    .strictObject({
+      command: z.string().min(1).max(2_000).describe('Shell command in /workspace; exit 0 = accepted'),
+      timeout: durationUpTo('1h').default('10m').describe('At most 1h'),
+    })
+    .optional()
+    .describe(
+      "A pilot's check of the change, run in the sandbox once it passed verification; recorded, never shown to the agent, " +
+        'and it does not change the outcome (docs/pilot.md)',
+    ),
+  attempts: z
+    .union([z.number().int().min(1).max(MAX_ATTEMPTS), z.array(z.strictObject({ agent })).min(1).max(MAX_ATTEMPTS)])
+    .optional()
+    .describe(
+      'Parallel attempts (workflow type agentAttempts): a number of attempts with this agent, or one agent section per attempt; ' +
+        "the reviewer picks one to publish (docs/attempts.md). Within the operator's DRYDOCK_MAX_ATTEMPTS",
+    ),
+  attemptOf: z
+    .strictObject({
+      session: z.string().min(1).max(100),
+      index: z.number().int().min(1).max(MAX_ATTEMPTS),
+      count: z.number().int().min(1).max(MAX_ATTEMPTS),
+    })
+    .optional()
+    .describe('Set by agentAttempts on each attempt: its change waits for the pick at its first gate'),
+  drill: z
+    .strictObject({
+      staleSnapshot: z.boolean().default(false).describe("Start from the oldest of the repo's snapshots on the host"),
+    })
+    .optional()
+    .describe("Faults on purpose (a pilot's): what the session starts from"),
   trigger: triggerOrigin.optional().describe('Set by drydock serve for sessions started by a GitHub webhook'),
   notify: notifyTargets.optional().describe('Set by drydock serve for sessions started from Slack or Linear'),
   limits: z
@@ -377,6 +422,15 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
       message: 'required ("owner/name") when repo.url is not a GitHub URL',
     });
   }
+  const { push, pullRequest, deploy } = input.publish;
+  if (!push && (pullRequest || deploy)) {
+    const field = pullRequest ? 'pullRequest' : 'deploy';
+    ctx.addIssue({
+      code: 'custom',
+      path: ['publish', field],
+      message: 'needs publish.push (nothing is published without it)',
+    });
+  }
   const { kind, steps, model, command, egress, version } = input.agent;
   const misplaced = (field: string, allowed: string) =>
     ctx.addIssue({ code: 'custom', path: ['agent', field], message: `only for agent.kind ${allowed}` });
@@ -402,14 +456,16 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
 export function parseSessionInput(raw: unknown): ParsedInput {
   const parsed = sessionInputChecked.safeParse(raw);
   if (parsed.success) return { ok: true, input: parsed.data };
-  return {
-    ok: false,
-    problems: parsed.error.issues.map((issue) => {
-      const field = issue.path.length ? issue.path.join('.') : '(input)';
-      const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-      return `${field}: ${issue.message}${keys}`;
-    }),
-  };
+  return { ok: false, problems: problemsOf(parsed.error) };
+}
+
+/** Each issue of a failed parse as one line that names its field ("repo.url: ..."). */
+export function problemsOf(error: z.ZodError): string[] {
+  return error.issues.map((issue) => {
+    const field = issue.path.length ? issue.path.join('.') : '(input)';
+    const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+    return `${field}: ${issue.message}${keys}`;
+  });
 }
 
 /**

@@ -84,7 +84,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   const { hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
   const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
-  const snapshot = await newestSnapshot(deps, input.repo.url);
+  const snapshot = await newestSnapshot(deps, input.repo.url, input.snapshot);
   const environment = await sandboxEnvironment(deps, mirror, baseCommit, input.repo.url);
   const image = snapshot?.image ?? environment.image;
   const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));

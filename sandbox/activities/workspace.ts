@@ -14,12 +14,14 @@ import { STATE_DIR } from './container';
 /** Written last by provisioning (and a snapshot build's fill): a retry that finds it has nothing left to do. */
 const PROVISIONED = `${STATE_DIR}/provisioned`;
 
-/** The newest ready snapshot of a repo on this host whose image is still here. */
+/** The newest ready snapshot of a repo on this host whose image is still here (or the oldest: a drill). */
 export async function newestSnapshot(
   deps: Pick<SandboxDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
   repo: string,
+  which: 'newest' | 'oldest' = 'newest',
 ): Promise<SnapshotBuildRow | undefined> {
-  for (const row of await deps.snapshots.ready(repo, deps.hostId)) {
+  const ready = await deps.snapshots.ready(repo, deps.hostId);
+  for (const row of which === 'oldest' ? ready.reverse() : ready) {
     if (await deps.sandboxes.image(row.image!)) return row;
     deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
     await deps.snapshots.markRemoved(row.id);

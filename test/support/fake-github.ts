@@ -2,7 +2,8 @@
  * A local HTTP server speaking the subset of the GitHub REST API drydock uses:
  * repo lookup, pulls list/create/update/get/files and a review's comments, branches, collaborator
  * permission, issues and their comments, comment reactions, commit statuses,
- * check runs and their annotations (created and updated by an App only, as on
+ * commits and a pull request's commits, files and merge (from the repository
+ * itself, with gitRoot: fake-github-git.ts), check runs and their annotations (created and updated by an App only, as on
  * GitHub, and validated like GitHub does), workflow-run jobs and job logs (a 302 to
  * the log, like GitHub), and a GitHub App's installation lookup and token
  * endpoint (JWT verified with the App's public key). It checks paths, bodies
@@ -11,6 +12,8 @@
 import { spawn } from 'node:child_process';
 import { createPublicKey, createVerify, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { gitRoutes } from './fake-github-git';
 
 export interface PullRequest {
   number: number;
@@ -24,6 +27,12 @@ export interface PullRequest {
   body: string;
   draft: boolean;
   html_url: string;
+  /** Set by PUT .../pulls/<n>/merge (with gitRoot): a real merge commit on the base. */
+  state?: string;
+  merged?: boolean;
+  merged_at?: string | null;
+  merge_commit_sha?: string | null;
+  mergedCommits?: string[];
 }
 
 export interface IssueComment {
@@ -235,6 +244,10 @@ export async function startFakeGitHub(opts: {
       path.startsWith(`/repos/${full}/`) &&
       checkRunRoutes(req.method!, sub, query, body, send, minted.includes(credential))
     ) {
+      return;
+    }
+    const bare = opts.gitRoot && join(opts.gitRoot, `${full}.git`);
+    if (bare && path.startsWith(`/repos/${full}/`) && gitRoutes(bare, req.method!, sub, query, body, pulls, send)) {
       return;
     }
     const routed = repoRoutes(req.method!, sub, body, send, res);

@@ -221,6 +221,22 @@ export async function waitForStatus(
   }
 }
 
+/** Polls `read` until `ready` holds; fails with what it waited for and the last value read after `ms`. */
+export async function pollUntil<T>(
+  read: () => Promise<T>,
+  ready: (t: T) => boolean,
+  what: string,
+  ms: number,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const now = await read().catch(() => undefined);
+    if (now !== undefined && ready(now)) return now;
+    if (Date.now() > deadline) throw new Error(`never: ${what}; last: ${JSON.stringify(now)?.slice(0, 3000)}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 export const inPhase = (phase: Phase) => (s: SessionStatus) => s.phase === phase;
 
 /** The arguments of the `decide` update that approves `action` as `by` (bound to `change` when given). */

@@ -18,6 +18,7 @@ const FLOORS: Record<string, number> = {
   github: 2,
   store: 2,
   repos: 3,
+  figures: 3,
   sandbox: 4,
   activities: 5,
   workers: 6,

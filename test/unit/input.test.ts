@@ -24,7 +24,7 @@ test('the minimal input gets every default', () => {
         budget: { maxTurns: 50, maxWallTime: '1h', onExceeded: 'verify' },
       },
       verify: { timeout: '10m', maxRounds: 2 },
-      publish: { pullRequest: false, deploy: false, openFor: '7d' },
+      publish: { pullRequest: false, deploy: false, push: true, openFor: '7d' },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
       limits: {
         cpus: 2,

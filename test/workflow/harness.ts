@@ -89,6 +89,12 @@ function defaultStubs(hostQueue: string): Activities {
     destroySandbox: async () => ({ removed: true }),
     recordAudit: async () => {},
     recordSessionMetrics: async () => AUDIT_SEAL,
+    operatorLimits: async () => ({ maxAttempts: 4, pilotConcurrency: 8 }),
+    recordPilotSession: async () => {},
+    knownSessions: async ({ sessionIds }) => sessionIds.map((sessionId) => ({ sessionId, state: 'missing' as const })),
+    recordFault: async () => {},
+    rotateCredentials: async () => ({ rotated: true, detail: 'exit 0: rotated' }),
+    killSessionSandbox: async () => ({ killed: ['sandbox-0'] }),
     startModelAgent: async () => ({ messageCount: 2, instructions: false }),
     modelCall: async ({ turn }) => modelAnswer(turn, []),
     runTool: async ({ turn }) => ({
@@ -161,26 +167,7 @@ export async function runSession(
   stubs: Stubs = {},
   drive: (handle: WorkflowHandle) => Promise<void> = async () => {},
 ): Promise<SessionRun> {
-  const taskQueue = `wf-${name}-${Date.now().toString(36)}`;
-  const calls: string[] = [];
-  const args: Record<string, unknown[]> = {};
-  const activities = Object.fromEntries(
-    Object.entries({ ...defaultStubs(taskQueue), ...stubs }).map(([activity, fn]) => [
-      activity,
-      (arg: Record<string, unknown>) => {
-        calls.push(callLabel(activity, arg));
-        (args[activity] ??= []).push(arg);
-        return (fn as (a: unknown) => Promise<unknown>)(arg);
-      },
-    ]),
-  );
-  const worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: bundle,
-    activities,
-  });
-  return worker.runUntil(async () => {
+  return withStubWorker({ env, bundle }, name, stubs, async ({ taskQueue, calls, args }) => {
     const started = await env.client.workflow.start('agentSession', {
       taskQueue,
       workflowId: taskQueue,
@@ -204,6 +191,45 @@ export async function runSession(
       .map((a) => `${a!.activityType?.name}@${a!.taskQueue?.name}`);
     return { ...ended, id: taskQueue, calls, elsewhere, args };
   });
+}
+
+/** What a stub worker saw: its task queue, every activity call (labelled) and their arguments. */
+export interface StubWorker {
+  taskQueue: string;
+  calls: string[];
+  args: Record<string, unknown[]>;
+}
+
+/**
+ * Runs `fn` while a worker with the default stubs overridden by `stubs`
+ * polls a fresh task queue (workflows started there, children included, run on it).
+ */
+export async function withStubWorker<T>(
+  { env, bundle }: { env: TestWorkflowEnvironment; bundle: WorkflowBundle },
+  name: string,
+  stubs: Stubs,
+  fn: (worker: StubWorker) => Promise<T>,
+): Promise<T> {
+  const taskQueue = `wf-${name}-${Date.now().toString(36)}`;
+  const calls: string[] = [];
+  const args: Record<string, unknown[]> = {};
+  const activities = Object.fromEntries(
+    Object.entries({ ...defaultStubs(taskQueue), ...stubs }).map(([activity, fn]) => [
+      activity,
+      (arg: Record<string, unknown>) => {
+        calls.push(callLabel(activity, arg));
+        (args[activity] ??= []).push(arg);
+        return (fn as (a: unknown) => Promise<unknown>)(arg);
+      },
+    ]),
+  );
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities,
+  });
+  return worker.runUntil(fn({ taskQueue, calls, args }));
 }
 
 /** Waits (in real time: no time is skipped meanwhile) until the session asks for approval of `action`. */

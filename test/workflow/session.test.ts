@@ -138,7 +138,14 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     },
     branch,
     sandbox: { name: 'sandbox-0', host: 'host-a', image: 'drydock-base:test', baseCommit: BASE_COMMIT },
-    agent: { steps: 1, commit: COMMIT, changed: true, diffstat: ' hello.txt | 1 +', changeHash: CHANGE },
+    agent: {
+      label: 'script',
+      steps: 1,
+      commit: COMMIT,
+      changed: true,
+      diffstat: ' hello.txt | 1 +',
+      changeHash: CHANGE,
+    },
     verification: {
       command: 'npm test',
       exitCode: 0,

@@ -34,7 +34,12 @@ export function sessionPage(
 ): string {
   const body = `<h1>${esc(s.sessionId)}: <span class="phase" id="phase">${esc(s.phase)}</span></h1>
 <p>${esc(s.repo)} · requested by ${esc(s.requestedBy ?? 'unknown')} · started ${esc(s.startedAt)} · <a href="${esc(extra.temporalLink)}">in the Temporal UI</a>
-· <span id="live-state">${OUTCOMES.includes(s.phase as never) ? 'ended' : 'live'}</span></p>
+· <span id="live-state">${OUTCOMES.includes(s.phase as never) ? 'ended' : 'live'}</span></p>${
+    s.attemptOf
+      ? `
+<p>One of parallel attempts: <a href="/attempts/${encodeURIComponent(s.attemptOf)}">compare them and pick one</a>.</p>`
+      : ''
+  }
 <p class="keys" id="keys">Keys: <kbd>j</kbd>/<kbd>k</kbd> next/previous file, <kbd>v</kbd> mark it viewed,
 <kbd>c</kbd> comment on it, <kbd>A</kbd> approve, <kbd>R</kbd> reject (the change on display).</p>
 <pre id="task">${esc(s.task)}</pre>

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../../store/artifacts';
+import { followupTarget } from '../../platform/attempts';
 import { FollowupRefused, listSessions, sendFollowup, SessionExists, startSession } from '../../platform/sessions';
 import { parseComments, reviewFollowup } from '../../review/line-comments';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
@@ -140,11 +141,16 @@ export async function apiFollowup(ctx: ServeContext, req: IncomingMessage, id: s
   if (body.by !== undefined && body.by !== who) {
     throw new HttpError(403, `you are ${who}; a follow-up is recorded as its sender`);
   }
-  const current = await statusOr404(ctx.client, id);
+  // Parallel attempts: the follow-up is the picked attempt's.
+  const target = await followupTarget(ctx.client, id).catch((err: unknown) => {
+    throw err instanceof WorkflowNotFoundError ? new HttpError(404, `no session ${id}`) : err;
+  });
+  if (typeof target !== 'string') throw new HttpError(409, target.refused);
+  const current = await statusOr404(ctx.client, target);
   await addConsoleTime(ctx, current, who, body);
   const content = followupContent(current.agent?.kind ?? 'script', body);
   try {
-    const accepted = await sendFollowup(ctx.client, id, { by: who, ...content });
+    const accepted = await sendFollowup(ctx.client, target, { by: who, ...content });
     ctx.log.info({ sessionId: id, by: who, round: accepted.round }, 'follow-up accepted');
     return [202, accepted];
   } catch (err) {

@@ -4,6 +4,16 @@
  * session_metrics row (docs/audit.md).
  */
 import type { ReviewTime, SessionStatus } from '../api';
+import type { AgentSettings } from '../input';
+
+/** The agent configuration as the figures name it: its name, else its kind and model or command. */
+export function agentLabel(agent: AgentSettings): string {
+  if (agent.name) return agent.name;
+  if (agent.kind === 'openai') return `openai ${agent.model ?? ''}`.trim();
+  if (agent.kind === 'cli')
+    return `cli ${typeof agent.command === 'string' ? agent.command : (agent.command?.[0] ?? '')}`;
+  return 'script';
+}
 
 /** A well-formed review time (what the console and CLI send); anything else leaves a decision unmeasured. */
 export function isReviewTime(value: unknown): value is ReviewTime {
@@ -43,6 +53,16 @@ export interface SessionMetrics {
   /** A reviewer approved at least one action. */
   approved: boolean;
   prUrl?: string;
+  /** The agent configuration (agentLabel). */
+  agent?: string;
+  /** The agentAttempts session this was an attempt of. */
+  attemptOf?: string;
+  acceptancePassed?: boolean;
+  /** From the session's start to its change shown at an approval gate. */
+  timeToReviewMs?: number;
+  restarts: number;
+  refusals: { egress: number; decisions: number; budget: number };
+  pushed: boolean;
 }
 
 const endOf = (r: { startedAt: string; durationMs?: number }) => Date.parse(r.startedAt) + (r.durationMs ?? 0);
@@ -56,6 +76,7 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
     (r) => r.name.startsWith('approval: ') && r.detail !== 'not required by policy',
   );
   const agent = state.agent;
+  const gate = reviews[0];
   return {
     sessionId: state.sessionId,
     repo: state.repo,
@@ -76,5 +97,16 @@ export function sessionMetricsOf(state: SessionStatus, endedAt: string): Session
     decisionsUnmeasured: state.decisions.filter((d) => !d.review).length,
     approved: state.decisions.some((d) => d.decision === 'approve'),
     prUrl: state.pullRequest?.url,
+    agent: agent?.label,
+    attemptOf: state.attemptOf,
+    acceptancePassed: state.acceptance?.passed,
+    timeToReviewMs: gate ? Date.parse(gate.startedAt) - started : undefined,
+    restarts: state.restarts ?? 0,
+    refusals: {
+      egress: state.refusals?.egress ?? 0,
+      decisions: state.refusedDecisions.length,
+      budget: state.refusals?.budget ?? 0,
+    },
+    pushed: state.pushed !== undefined,
   };
 }

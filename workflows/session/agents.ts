@@ -10,6 +10,7 @@ import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sand
 import { durationMs } from '../input';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
+import { agentLabel } from '../rules/metrics';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './outcome';
@@ -38,8 +39,11 @@ export function startAgent(run: SessionRun): void {
           calls: [],
         }
       : {};
+  const label = agentLabel(run.input.agent);
   run.status.agent =
-    kind === 'script' ? { steps: run.input.agent.steps.length } : { kind, steps: 0, attempt: 1, runs: 1, ...model };
+    kind === 'script'
+      ? { label, steps: run.input.agent.steps.length }
+      : { label, kind, steps: 0, attempt: 1, runs: 1, ...model };
 }
 
 /** The agent's attempts until the change passes verification (or is not verified); returns it. */
@@ -92,6 +96,7 @@ async function agentWorks(run: SessionRun): Promise<void> {
   await (agent.kind === 'openai' ? modelAgent(run) : cliAgent(run));
   const reason = run.status.agent!.stopReason!;
   if (reason === 'done') return;
+  (run.status.refusals ??= { egress: 0, budget: 0 }).budget++;
   await run.note('agent stopped', describeStop(reason, agent.budget));
   if (agent.budget.onExceeded === 'fail') {
     throw new SessionEnd('failed', `agent stopped: ${describeStop(reason, agent.budget)}`, `budget_${reason}`);
@@ -160,6 +165,7 @@ async function cliAgent(run: SessionRun): Promise<void> {
       });
     });
     recordStep(record, step);
+    run.countRefusals(step);
     return step;
   });
   progress.steps++;

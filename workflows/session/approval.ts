@@ -25,6 +25,7 @@ import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
+import { installAttemptHandlers, setAsideMessage } from './parent';
 import { tellGitHub } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
@@ -90,6 +91,11 @@ export function installHandlers(run: SessionRun): void {
     },
   );
   installAttachHandlers(run);
+  installAttemptHandlers(run, (input) => {
+    const reason = refusal(run, input);
+    if (!reason) accept(run, input);
+    return reason;
+  });
   setHandler(pullRequestClosed, (closed) => {
     run.pullRequestClosed ??= {
       merged: closed?.merged === true,
@@ -137,12 +143,14 @@ export async function gate(
   covers: Action[] = [],
 ): Promise<void> {
   if (run.followups.length > 0 || editedByHand(run)) throw new FollowupArrived();
+  endIfSetAside(run);
   if (!run.policy.required.includes(action)) {
     await run.note(`approval: ${action}`, 'not required by policy');
     run.setPhase('publishing');
     return;
   }
   const verdict = await awaitDecision(run, action, change, covers);
+  endIfSetAside(run);
   // A person who attached meanwhile changes what was approved: it is committed, verified and shown again.
   if (editedByHand(run) || (!verdict && run.followups.length > 0)) throw new FollowupArrived();
   if (!verdict) {
@@ -162,6 +170,12 @@ export async function gate(
   }
   for (const also of covers) await run.note(`approval: ${also}`, `approved with ${action} by ${verdict.by}`);
   run.setPhase('publishing');
+}
+
+/** An attempt whose sibling was picked ends here, before anything is published. */
+function endIfSetAside(run: SessionRun): void {
+  const aside = run.status.setAside;
+  if (aside) throw new SessionEnd('cancelled', setAsideMessage(aside), 'not_picked');
 }
 
 /** Shows the change with its evidence, waits for a decision (or the timeout) and audits it. */
@@ -191,7 +205,8 @@ async function awaitDecision(
   await tellGitHub(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
     const got = await condition(
-      () => run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run),
+      () =>
+        run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run) || run.status.setAside !== undefined,
       timeoutMs,
     );
     const verdict = run.verdicts.get(action);
@@ -201,7 +216,9 @@ async function awaitDecision(
         ? `superseded by a follow-up from ${run.followups[0].by}`
         : editedByHand(run)
           ? `superseded: ${run.status.attached?.by ?? run.uncommittedEditsBy} attached to the sandbox`
-          : `no decision within ${input.approval.timeout}`;
+          : run.status.setAside
+            ? `set aside: ${run.status.setAside.by} picked ${run.status.setAside.picked}`
+            : `no decision within ${input.approval.timeout}`;
     record.ok = verdict ? verdict.decision === 'approve' : run.followups.length > 0 || editedByHand(run);
     return got && verdict !== undefined;
   });

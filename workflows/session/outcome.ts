@@ -8,6 +8,7 @@ import type { Outcome } from '../api';
 import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';
 import { endAttach } from './attach';
+import { setAsideMessage } from './parent';
 import { anyHost, teardownOn } from './proxies';
 import type { SessionRun } from './state';
 import { finishThreadReports } from './threads';
@@ -31,6 +32,12 @@ export function endEarly(run: SessionRun, err: unknown): Exclude<Outcome, 'compl
   let outcome = classify(err);
   status.error = describeError(err);
   status.failureCause = causeOf(err);
+  if (status.setAside) {
+    // Its work was cancelled, or it waited at the gate: another attempt was picked.
+    status.error = setAsideMessage(status.setAside);
+    status.failureCause = 'not_picked';
+    return 'cancelled';
+  }
   if (outcome === 'cancelled' && !CancellationScope.current().consideredCancelled) {
     // Only our own wall-time scope was cancelled, not the session.
     outcome = 'timed_out';

@@ -72,6 +72,10 @@ export async function publish(run: SessionRun, change: CommitResult): Promise<vo
     await push(run, change);
   } else {
     await gate(run, 'push', change);
+    if (run.input.publish.push === false) {
+      await run.note('publish', 'nothing published (publish.push is false): the decision is recorded');
+      return;
+    }
     await push(run, change);
     if (pr) await gate(run, 'pull_request', change);
   }

@@ -157,7 +157,8 @@ async function addUserTurn(run: SessionRun, text: string): Promise<void> {
 
 /** A follow-up round gets the session's wall time again, counted from its start. */
 function withinRoundTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
-  return new CancellationScope({ cancellable: true, timeout: durationMs(run.input.limits.wallTime) }).run(fn);
+  run.workScope = new CancellationScope({ cancellable: true, timeout: durationMs(run.input.limits.wallTime) });
+  return run.workScope.run(fn);
 }
 
 /** The round's change, in status. */

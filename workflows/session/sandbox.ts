@@ -24,6 +24,7 @@ export async function provision(run: SessionRun): Promise<void> {
       repo: { url: input.repo.url, ref: run.startCommit ?? input.repo.ref },
       limits: sandboxLimitsOf(run.input.limits),
       expiresAt: new Date(Date.now() + sandboxLifetimeMs(run)).toISOString(),
+      ...(input.drill?.staleSnapshot ? { snapshot: 'oldest' as const } : {}),
     });
     record.detail = `${created.name} on ${created.host} at ${created.baseCommit.slice(0, 12)}`;
     return created;

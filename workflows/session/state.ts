@@ -11,6 +11,7 @@ import {
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
+  type CancellationScope,
 } from '@temporalio/workflow';
 import type { Sandbox, StepResult } from '../../sandbox/contract';
 import {
@@ -30,6 +31,7 @@ import type { ScriptStep, SessionInput } from '../input';
 import { budgetStop } from '../rules/budget';
 import type { Followup } from '../rules/followup';
 import { redactUrl } from '../rules/repo-url';
+import { tellParent } from './parent';
 
 /**
  * Where the agent phase is, carried over continue-as-new: the next run of the
@@ -133,6 +135,8 @@ export class SessionRun {
   /** The loop reporting to Slack or Linear, and whether it should stop once it has caught up. */
   threadReports?: Promise<void>;
   reportsClosing = false;
+  /** The scope of the work under way (provisioning, the agent, verification): an attempt set aside cancels it. */
+  workScope?: CancellationScope;
 
   constructor(
     /** The input as given: a continued run starts from it again. */
@@ -191,6 +195,15 @@ export class SessionRun {
       ...(repo ? [{ key: REPO_ATTRIBUTE, value: repo }] : []),
     ]);
     upsertMemo({ [MEMO_KEY]: lastKnown(this.status) });
+    tellParent(this);
+  }
+
+  /** What a step's egress proxy and model gateway refused, added to the session's count. */
+  countRefusals(result: StepResult): void {
+    const refused = (result.egress?.refused ?? 0) + (result.gateway?.refused ?? 0);
+    if (refused === 0) return;
+    const refusals = (this.status.refusals ??= { egress: 0, budget: 0 });
+    refusals.egress += refused;
   }
 
   /** Prefixes the keys of a follow-up round's steps and audit events (a key runs, or is recorded, once). */

@@ -38,6 +38,7 @@ export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: Ste
       }),
     );
     recordStep(record, result);
+    run.countRefusals(result);
     if (opts.failOnExit && (result.exitCode !== 0 || result.failure)) {
       throw new SessionEnd(
         'failed',

@@ -6,9 +6,17 @@
  * Deterministic code only.
  */
 import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
-import { ErrorType, type Outcome, type SessionStatus } from '../api';
-import { durationMs, parseSessionInput } from '../input';
+import {
+  ATTEMPTS_WORKFLOW_TYPE,
+  ErrorType,
+  WORKFLOW_TYPE,
+  type Action,
+  type Outcome,
+  type SessionStatus,
+} from '../api';
+import { durationMs, parseSessionInput, type SessionInput } from '../input';
 import { defaultBranch, settlePolicy } from '../rules/policy';
+import { checkAcceptance } from './acceptance';
 import { startAgent, workUntilVerified } from './agents';
 import { installHandlers } from './approval';
 import { endEarly, tearDown } from './outcome';
@@ -41,7 +49,9 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
           await captureBefore(run);
           startAgent(run);
         }
-        return workUntilVerified(run);
+        const verified = await workUntilVerified(run);
+        await checkAcceptance(run, verified);
+        return verified;
       });
       await publishRounds(run, change);
     }
@@ -51,7 +61,8 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     // An invalid input has failed already, before anything could need tearing down.
     if (err instanceof ContinueAsNew || isInvalidInput(err)) throw err;
     outcome = endEarly(run, err);
-    if (outcome === 'cancelled') {
+    // An attempt set aside ends as its parent asked: a result, not a cancelled workflow.
+    if (outcome === 'cancelled' && !run.status.setAside) {
       await tearDown(run, outcome);
       throw err; // marks the workflow Canceled
     }
@@ -72,6 +83,10 @@ async function parse(run: SessionRun): Promise<void> {
   const parsed = parseSessionInput(run.rawInput);
   if (!parsed.ok) invalid(run, parsed.problems);
   let input = parsed.input;
+  if (input.attempts !== undefined && input.attempts !== 1) {
+    invalid(run, [`attempts: parallel attempts run as workflow type ${ATTEMPTS_WORKFLOW_TYPE}, not ${WORKFLOW_TYPE}`]);
+  }
+  if (input.attemptOf) status.attemptOf = input.attemptOf.session;
   // A continued run was handed the settled input and policy (its first run set status.policy).
   let policy = continued?.status.policy;
   if (!continued) {
@@ -83,7 +98,7 @@ async function parse(run: SessionRun): Promise<void> {
     // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
     const { required, approvers, forbidSelfApproval, separateGates } = input.approval;
     const tightened = settlePolicy(settled.serverPolicy, settled.approvers, {
-      required,
+      required: [...required, ...decidedAnyway(input)],
       approvers,
       forbidSelfApproval,
       separateGates,
@@ -95,6 +110,15 @@ async function parse(run: SessionRun): Promise<void> {
   status.requestedBy = input.requestedBy;
   run.policy = status.policy = policy!;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
+}
+
+/**
+ * The push waits for a person whatever the policy in an attempt (the pick
+ * decides it, or the pull request's approval that covers it) and in a
+ * session that publishes nothing (the decision is what it is for).
+ */
+function decidedAnyway(input: SessionInput): Action[] {
+  return input.publish.push === false || input.attemptOf ? ['push'] : [];
 }
 
 const isInvalidInput = (err: unknown) =>
@@ -115,5 +139,6 @@ function withinWallTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
   const wallTimeMs = durationMs(run.input.limits.wallTime);
   const since = (run.status.round ?? 1) > 1 ? run.loop.startedAt : run.sessionStartedAt;
   const timeout = run.continued ? Math.max(1, wallTimeMs - (Date.now() - since)) : wallTimeMs;
-  return new CancellationScope({ cancellable: true, timeout }).run(fn);
+  run.workScope = new CancellationScope({ cancellable: true, timeout });
+  return run.workScope.run(fn);
 }

@@ -1,0 +1,21 @@
+/**
+ * Faults on purpose (a pilot's, docs/pilot.md): a session's sandbox killed on
+ * its host while it works. Its containers are removed, companions too, as a
+ * crash or an out-of-memory host would lose them; the session finds its
+ * sandbox gone and replaces it from its last checkpoint.
+ */
+import { LABELS } from '../provider';
+import type { SandboxDeps } from './deps';
+
+export function createFaultActivities({ sandboxes, hostId, log }: Pick<SandboxDeps, 'sandboxes' | 'hostId' | 'log'>) {
+  return {
+    /** Removes the session's containers on this host; returns their names (none: it had no sandbox here). */
+    async killSessionSandbox(input: { sessionId: string }): Promise<{ killed: string[] }> {
+      const mine = (await sandboxes.list(hostId)).filter((c) => c.labels[LABELS.session] === input.sessionId);
+      const killed: string[] = [];
+      for (const container of mine) if (await sandboxes.destroy(container.name)) killed.push(container.name);
+      log.warn({ sessionId: input.sessionId, killed }, 'fault on purpose: sandbox killed');
+      return { killed };
+    },
+  };
+}
