@@ -30,6 +30,8 @@ module.exports = {
   testTimeout: 180_000,
   maxWorkers: 1,
   reporters: ['default', '<rootDir>/test/support/slowest-files.mjs'],
+  // The Kubernetes suites last: the others run while npm test's background build of the cluster ends.
+  testSequencer: '<rootDir>/test/support/kubernetes-last.mjs',
   projects: [
     {
       ...shared,

@@ -38,7 +38,7 @@ export function addAttachCommands(program: Command, config: Config): void {
       }
       const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
       const client = await connectClient(config);
-      const sandboxes = hostProvider(config.DRYDOCK_DATA_DIR);
+      const sandboxes = await hostProvider(config);
       const name = await reachableSandbox(client, sandboxes, id);
       // A refusal comes at once; an answer that takes longer waits for the step under way.
       const waiting = setTimeout(

@@ -15,7 +15,8 @@
 #   bash infra/k8s-cluster.sh down [NAME]         removes its pods and stops it; keeps its images
 #
 # Settings (up): K8S_PORT, the API server's port (default 16443); etcd, etcd's peers and the
-# kubelet use the next three.
+# kubelet use the next three. K8S_POD_PIDS_LIMIT, the processes of one pod (default 1024):
+# Kubernetes has no per-pod setting, only the kubelet's.
 #
 # Pods get no network beyond loopback (see containerd_config). Each cluster has its own
 # containerd (socket and state under /run/drydock-k8s-NAME, images under
@@ -37,7 +38,7 @@ build() {
   if [ -f "$BIN_DIR/stamp" ] && [ "$(cat "$BIN_DIR/stamp")" = "$stamp" ]; then return; fi
   command -v go >/dev/null || fail "building Kubernetes needs a Go toolchain (>= 1.26)"
   command -v gcc >/dev/null || { is_debian_root && apt_install gcc libc6-dev; }
-  step "building Kubernetes $K8S_VERSION (one binary) and the CNI plugins $CNI_VERSION into .tools/kubernetes (first run only; 10 to 20 minutes on 2 cores)"
+  step "building Kubernetes $K8S_VERSION (one binary) and the CNI plugins $CNI_VERSION into .tools/kubernetes (first run only; 20 to 45 minutes on 2 cores, by the load)"
   local start=$SECONDS
   rm -rf "$BIN_DIR" && mkdir -p "$BIN_DIR/cni"
   # What upstream's build stamps in, so nodes and `kubectl version` report the release.
@@ -55,6 +56,13 @@ build() {
   ln -s kube "$BIN_DIR/kubectl"
   echo "$stamp" >"$BIN_DIR/stamp"
   step "built in $((SECONDS - start)) s"
+}
+
+# One build at a time on a machine: npm test's background job and a suite that needs the
+# cluster may both ask (the later one waits, then finds the stamp).
+build_once() {
+  mkdir -p "$TOOLS_DIR"
+  (flock 9 && build) 9>"$TOOLS_DIR/kubernetes.lock"
 }
 
 # The sandbox image as a `docker save` archive, written by hand: a static pause
@@ -245,6 +253,8 @@ volumePluginDir: $STATE/volume-plugins
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: { memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1% }
+# A fork bomb in a pod stops here: the only pids limit a pod can have.
+podPidsLimit: ${K8S_POD_PIDS_LIMIT:-1024}
 EOC
 }
 
@@ -417,6 +427,8 @@ down() {
   step "cluster '$NAME' is down"
 }
 
+ID_LABEL=drydock.docker-id
+
 # A Docker image reference as containerd names it (docker.io/library/... for short names).
 image_ref() {
   local ref=$1
@@ -433,12 +445,15 @@ load() {
   paths "${1:-}"
   shift || true
   alive containerd || fail "cluster '$NAME' is not running (bash infra/k8s-cluster.sh up $NAME)"
-  local image ref old
+  local image ref old id
   for image in "$@"; do
     ref=$(image_ref "$image")
-    ctr_ images ls -q | grep -qxF "$ref" && continue
+    # Docker's image id, kept as a label: a rebuild under the same tag (drydock:<version>) is loaded again.
+    id=$(docker image inspect -f '{{.Id}}' "$image") || fail "no image $image in Docker"
+    ctr_ images ls "name==$ref" | grep -qF "$ID_LABEL=$id" && continue
     step "loading $image into cluster '$NAME'"
     docker save "$image" | ctr_ images import - >/dev/null || fail "loading $image failed"
+    ctr_ images label "$ref" "$ID_LABEL=$id" >/dev/null
     # One tag per repository: a new build of an image replaces the old one, so the
     # node's disk holds what the tests use now, not every build they ever used.
     for old in $(ctr_ images ls -q | grep -F "${ref%:*}:" | grep -vxF "$ref"); do
@@ -459,7 +474,7 @@ prune_images() {
 }
 
 case "${1:-}" in
-  build) build && requirements && echo "$BIN_DIR" ;;
+  build) build_once && requirements && echo "$BIN_DIR" ;;
   up) up "${2:-}" ;;
   down) down "${2:-}" ;;
   load) shift && load "$@" ;;

@@ -21,9 +21,12 @@ start_job() {
   setsid "$@" >/dev/null 2>"$DATA_DIR/$name.log" &
   job_pid[$name]=$!
 }
+# await_jobs [NAME...]: the jobs named (those started), or all.
 await_jobs() {
-  local name
-  for name in "${!job_pid[@]}"; do
+  local name names=("$@")
+  [ $# -gt 0 ] || names=("${!job_pid[@]}")
+  for name in "${names[@]}"; do
+    [ -n "${job_pid[$name]:-}" ] || continue
     wait "${job_pid[$name]}" || { tail -30 "$DATA_DIR/$name.log" >&2; fail "$name failed (log: $DATA_DIR/$name.log)"; }
     unset "job_pid[$name]"
   done
@@ -35,8 +38,8 @@ trap 'for g in "${job_pid[@]}" $drills; do kill -- "-$g" 2>/dev/null || true; do
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
-# Kubernetes for test/e2e/k8s-cluster (10 to 20 min the first time); after the other apt installs (its own
-# installs etcd and containerd: one apt at a time).
+# Kubernetes for test/e2e/k8s-* (20 to 45 min the first time, overlapping the other end-to-end suites);
+# after the other apt installs (its own installs etcd and containerd: one apt at a time).
 start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 step "type check, lint, format"
@@ -49,7 +52,8 @@ if [ $# -gt 0 ]; then
   exit
 fi
 bash "$ROOT/infra/load-check.sh" "${DRYDOCK_LOAD_ROUNDS:-1}"
-await_jobs
+# Not Kubernetes: its suites run last and wait for its build themselves (test/support/k8s-cluster.ts).
+await_jobs sandbox-image
 if [ "${DRYDOCK_E2E_LANES:-2}" = 1 ]; then
   step "end-to-end tests and fault drills: real Temporal dev server, Docker and git"
   exec npx jest --selectProjects e2e drills --runInBand
@@ -65,6 +69,7 @@ npx jest --selectProjects e2e --runInBand || code=$?
 drills_code=0
 wait "$drills" || drills_code=$?
 drills=
+await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
 step "the fault drills, run beside the suites above:"
 cat "$drills_log" >&2
 [ "$code" -eq 0 ] && [ "$drills_code" -eq 0 ] || fail "end-to-end tests failed (e2e: exit $code, drills: exit $drills_code)"

@@ -285,6 +285,28 @@ const configSchema = z.object({
     .default('0')
     .transform((v) => v === '1' || v === 'true'),
   /**
+   * What runs the sandboxes: "docker" (a container per sandbox on this
+   * host's Docker engine) or "kubernetes" (a pod per sandbox on this
+   * worker's node, through the cluster's API alone: docs/kubernetes.md).
+   */
+  DRYDOCK_SANDBOX_PROVIDER: z.enum(['docker', 'kubernetes']).default('docker'),
+  /** kubernetes: a kubeconfig file; unset: $KUBECONFIG, ~/.kube/config, or the pod's service account. */
+  DRYDOCK_K8S_KUBECONFIG: z.string().min(1).optional(),
+  /** kubernetes: the namespace of the sandboxes' pods (the worker may create, exec in and delete pods there). */
+  DRYDOCK_K8S_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a namespace name (a DNS label)')
+    .default('drydock-sandboxes'),
+  /** kubernetes: the node this worker runs on, where its sandboxes' pods go. Default: DRYDOCK_HOST_ID. */
+  DRYDOCK_K8S_NODE: z.string().min(1).optional(),
+  /** kubernetes: the sandbox pods' imagePullPolicy ("Never": images are loaded onto the nodes). */
+  DRYDOCK_K8S_IMAGE_PULL_POLICY: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
+  /** kubernetes: the RuntimeClass of sandbox pods (e.g. one for gVisor); default: the cluster's. */
+  DRYDOCK_K8S_RUNTIME_CLASS: z
+    .string()
+    .regex(/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, 'a RuntimeClass name')
+    .optional(),
+  /**
    * Docker runtime of sandboxes, e.g. "runsc" for gVisor (a user-space kernel:
    * a kernel exploit in the sandbox meets gVisor, not the host's kernel).
    * Default: the engine's default runtime (runc).

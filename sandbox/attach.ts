@@ -1,8 +1,8 @@
 /**
  * drydock attach: a person's shell in a session's live sandbox. The session's
  * `attach` update records who is in (the agent waits), the shell is an exec
- * on a TTY, and `detach` lets the session go on to verification. From the
- * CLI on the sandbox's host, or from anywhere through `drydock serve`, which
+ * on a TTY through the sandbox provider, and `detach` lets the session go on
+ * to verification. From the CLI on the sandbox's host, or from anywhere through `drydock serve`, which
  * bridges an HTTP Upgrade to the exec (workers/routes/attach.ts).
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
@@ -46,8 +46,8 @@ export function requestDetach(client: Client, id: string, by: string): Promise<D
 }
 
 /**
- * The session's sandbox, checked to be on the sandbox provider (the Docker
- * engine) this process reaches (before anyone attaches: the agent would wait for nothing).
+ * The session's sandbox, checked to be one this process reaches (before
+ * anyone attaches: the agent would wait for nothing).
  */
 export async function reachableSandbox(client: Client, sandboxes: SandboxProvider, id: string): Promise<string> {
   const current = await getStatus(client, id);
@@ -55,9 +55,8 @@ export async function reachableSandbox(client: Client, sandboxes: SandboxProvide
   if (!sandbox) throw new AttachRefused(`${id} has no sandbox (phase ${current.phase})`);
   if (!(await sandboxes.exists(sandbox.name))) {
     throw new AttachRefused(
-      `the sandbox ${sandbox.name} runs on host ${sandbox.host}, whose Docker engine is not the one reached from here ` +
-        `(DOCKER_HOST=${process.env.DOCKER_HOST ?? 'the default socket'}): attach on that host, ` +
-        'or through a drydock serve that runs there (--server)',
+      `the sandbox ${sandbox.name} runs on host ${sandbox.host}, out of reach of this process's ${sandboxes.name} ` +
+        'sandbox provider (sandbox/host-provider.ts): attach on that host, or through a drydock serve that runs there (--server)',
     );
   }
   return sandbox.name;

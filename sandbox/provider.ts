@@ -3,9 +3,9 @@
  * hardened, bounded sandboxes and their companions (a browser, a service)
  * from an image or a snapshot, runs commands in them, copies files in,
  * snapshots a sandbox's /workspace as an image, lists them for the reaper
- * and removes them. The Docker engine is the one provider today
- * (sandbox/docker/); a second (Kubernetes pods, say) implements this
- * interface and nothing outside sandbox/ changes. A sandbox is named by an
+ * and removes them. The Docker engine (sandbox/docker/) and Kubernetes
+ * (sandbox/kubernetes/: a sandbox is a pod) implement it; which one a
+ * worker uses is its configuration (sandbox/providers.ts). A sandbox is named by an
  * opaque string (its name, or the provider's id where a method says so);
  * no engine type crosses this interface.
  *
@@ -46,6 +46,8 @@ export interface ProviderCapabilities {
   diskLimit: boolean;
   /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
   services: boolean;
+  /** A process limit of the sandbox's own (SandboxSpec.pids); else only the host's per-sandbox limit applies. */
+  pidsLimit: boolean;
 }
 
 export interface SandboxSpec {
@@ -100,6 +102,8 @@ export interface ExecOptions {
 const MiB = 1024 ** 2;
 /** Any exec's stdout, unless it names its own cap: it is held in the worker's memory. */
 export const STDOUT_CAP: OutputCap = { bytes: 64 * MiB, what: "a sandbox command's output" };
+/** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
+export const STDERR_KEPT = MiB;
 
 export interface ExecResult {
   exitCode: number;

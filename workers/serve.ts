@@ -62,7 +62,7 @@ export interface ServeDeps {
   audit?: AuditTrail;
   /** The database of the report page (startServer opens one). */
   pool?: Pool;
-  /** The Docker engine whose sandboxes `drydock attach --server` reaches (default: DOCKER_HOST's). */
+  /** Whose sandboxes `drydock attach --server` reaches (default: the configured provider's: sandbox/providers.ts). */
   sandboxes?: SandboxProvider;
 }
 
@@ -209,7 +209,7 @@ export async function startServer(
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
   const handler = createHandler({ ...deps, config, audit, pool, repos });
   const server = createServer((req, res) => void handler(req, res));
-  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? hostProvider(config.DRYDOCK_DATA_DIR));
+  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? (await hostProvider(config)));
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;

@@ -29,7 +29,7 @@ import { createLogger, type Logger } from '../platform/log';
 import { sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { hostProvider } from '../sandbox/host-provider';
+import { hostProvider, sandboxRuntimeOf } from '../sandbox/host-provider';
 import type { SandboxProvider } from '../sandbox/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
@@ -221,7 +221,7 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = hostProvider(config.DRYDOCK_DATA_DIR);
+  const sandboxes = await hostProvider(config);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const deps: ActivityDeps = {
     db,
@@ -243,7 +243,7 @@ export async function createWorker(opts: {
     hostId: config.DRYDOCK_HOST_ID,
     hostQueue,
     baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
-    runtime: config.DRYDOCK_DOCKER_RUNTIME,
+    runtime: sandboxRuntimeOf(config),
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
     extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,

@@ -619,6 +619,8 @@ export const ErrorType = {
   EnvironmentUnusable: 'EnvironmentUnusable',
   /** A sandbox produced more than the worker takes of one kind of data (a diff, a bundle, a report): names the cap. */
   OutputTooLarge: 'OutputTooLarge',
+  /** The sandbox provider cannot do what was asked (its capabilities, sandbox/provider.ts); the message says what. */
+  SandboxUnsupported: 'SandboxUnsupported',
   /** An agentAttempts or pilot input that cannot run (names each bad field). */
   InvalidPilotInput: 'InvalidPilotInput',
   /** The change holds the value of a secret the worker knows: never pushed. */

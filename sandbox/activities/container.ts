@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { caEnv, installCaBundle } from '../ca';
 import { egressDirOf } from '../egress';
-import { LABELS, SandboxNotFound, type SandboxProvider, type SandboxSpec } from '../provider';
+import { LABELS, SandboxError, SandboxNotFound, type SandboxProvider, type SandboxSpec } from '../provider';
 import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { OutputOverCap } from '../../platform/output-cap';
 import type { SandboxDeps } from './deps';
@@ -98,11 +98,17 @@ export async function createOwnedContainer(
 /** Image ids whose sandbox had sh (see requireShell). */
 const IMAGES_WITH_SHELL = new Set<string>();
 
-/** Creates the container; an image that cannot even keep it running (no sleep, so no sh either) says so. */
+/**
+ * Creates the container; an image that cannot even keep it running (no sleep,
+ * so no sh either) says so, and so does a provider that cannot make it.
+ */
 async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: SandboxSpec) {
   try {
     return await sandboxes.create(spec);
   } catch (err) {
+    if (err instanceof SandboxError && err.kind === 'permanent' && !(err instanceof SandboxNotFound)) {
+      throw ApplicationFailure.nonRetryable(`${sandboxes.name}: ${err.message}`, ErrorType.SandboxUnsupported);
+    }
     if (!/executable file not found|no such file or directory/i.test((err as Error).message)) throw err;
     await sandboxes.destroy(spec.name);
     throw ApplicationFailure.nonRetryable(

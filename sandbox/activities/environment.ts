@@ -22,7 +22,7 @@ import {
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
 import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
 import type { SandboxDeps } from './deps';
-import type { ImageSummary } from '../provider';
+import type { ImageSummary, SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import type { RepoConfig } from '../../workflows/repo-config';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
@@ -66,6 +66,19 @@ export async function sandboxEnvironment(
   }
 }
 
+/** Refuses, before anything is built, what this host's provider cannot run (docs/kubernetes.md). */
+function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment | undefined, stack: DeclaredStack) {
+  const refuse = (what: string, why: string) => {
+    throw new EnvironmentError(`the repo declares ${what}, and the ${provider.name} sandbox provider ${why}`);
+  };
+  if (declared && !provider.capabilities.buildsImages) {
+    refuse(`its environment (${declared.source})`, 'builds no images: its sandboxes run DRYDOCK_BASE_IMAGE');
+  }
+  if (stack.services.length && !provider.capabilities.services) {
+    refuse(`services (${stack.services.map((s) => s.name).join(', ')})`, 'runs no services beside a sandbox');
+  }
+}
+
 /** `fetchImage` brings the images the environment names onto the host (a snapshot build may pull). */
 async function environmentOf(
   deps: EnvironmentDeps,
@@ -83,6 +96,7 @@ async function environmentOf(
     await declaredEnvironment(file.config, read),
     file.config,
   );
+  refuseUnsupported(deps.sandboxes, declared, stack);
   const image = declared
     ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage)
     : deps.baseImage;

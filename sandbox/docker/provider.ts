@@ -20,6 +20,7 @@ import {
   LABELS,
   SANDBOX_USER,
   SandboxNotFound,
+  STDERR_KEPT,
   STDOUT_CAP,
   WORKSPACE,
   type AttachedProcess,
@@ -43,9 +44,6 @@ import { DockerServices } from './services';
 const ATTACH_SHELL =
   'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
 
-/** Any exec's stderr past this is dropped (a marker says so): it is only ever an error message. */
-export const STDERR_KEPT = 1024 ** 2;
-
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker';
@@ -55,6 +53,7 @@ export class DockerProvider implements SandboxProvider {
     lateCompanions: true,
     diskLimit: true,
     services: true,
+    pidsLimit: true,
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;

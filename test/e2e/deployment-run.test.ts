@@ -11,17 +11,16 @@
  * pushed. Throwaway ports and folders; everything it started is removed at the end.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
 import { version } from '../../package.json';
 import { secondDockerHost } from '../support/docker-hosts';
-import { freePort, git, makeFixtureRepo, newSessionId, projectRoot } from '../support/helpers';
+import { freePort, git, makeFixtureRepo, newSessionId, projectRoot, temporalPorts } from '../support/helpers';
 import { own } from '../support/leftovers';
 
 const run = promisify(execFile);
@@ -80,26 +79,6 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, secon
     await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error(`${what} did not happen within ${seconds} s`);
-}
-
-/**
- * A base port for the Temporal server with its 14 ports free, below 32768:
- * Temporal stores membership ports in a PostgreSQL smallint (cluster_membership.rpc_port),
- * so the kernel's ephemeral ports (freePort) fail its membership upserts.
- */
-async function temporalPorts(): Promise<number> {
-  const free = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const server = createServer()
-        .once('error', () => resolve(false))
-        .listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-    });
-  for (;;) {
-    const base = randomInt(20_000, 32_700);
-    let ok = true;
-    for (let i = 0; i < 14 && ok; i++) ok = await free(base + i);
-    if (ok) return base;
-  }
 }
 
 /**

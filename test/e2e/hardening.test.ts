@@ -3,12 +3,6 @@
  * is (docker inspect), what it can and cannot do from inside, how its limits
  * end a session, and what the egress proxy lets through.
  */
-import { AuditTrail } from '../../store/audit';
-import { CheckpointStore } from '../../sandbox/checkpoints';
-import { createRepoLookup, RepoRegistry } from '../../repos/registry';
-import { SnapshotRegistry } from '../../sandbox/snapshots';
-import { loadConfig } from '../../platform/config';
-import { modelSettings } from '../../workers/worker';
 import { openDatabase, type Database } from '../../store/db';
 import { Redactor } from '../../platform/scrub';
 import { execFileSync } from 'node:child_process';
@@ -22,7 +16,6 @@ import pino from 'pino';
 import { createActivities } from '../../activities';
 import { sandboxName } from '../../sandbox/activities/container';
 import type { CommitResult, Sandbox, StepResult } from '../../sandbox/contract';
-import { ArtifactStore } from '../../store/artifacts';
 import { DockerProvider } from '../../sandbox/docker/provider';
 import { LABELS } from '../../sandbox/provider';
 import { HELPER } from '../../sandbox/toolchains';
@@ -42,9 +35,9 @@ import {
   startStack,
   waitForStatus,
   type TestStack,
-  testAuditKey,
 } from '../support/helpers';
 import { createSandbox, inSandbox } from '../support/docker';
+import { EGRESS_PROBE, probeDeps } from '../support/hostile';
 
 /** The container runtime every sandbox of this run uses: the engine's (runc), or gVisor when gvisor.test.ts runs this file. */
 const RUNTIME = process.env.DRYDOCK_TEST_RUNTIME;
@@ -387,31 +380,17 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
     artifactsDir = path.join(dataDir, 'artifacts');
     db = await openDatabase(stack.config);
     activities = createActivities({
-      sandboxes,
+      ...probeDeps({
+        sandboxes,
+        dataDir,
+        config: stack.config,
+        db,
+        redactor,
+        secrets: { MODEL_KEY, DB_PASS },
+        token: TOKEN,
+        log,
+      }),
       runtime: RUNTIME,
-      artifacts: new ArtifactStore(artifactsDir),
-      mirrorsDir: path.join(dataDir, 'mirrors'),
-      hostId: 'egress-test',
-      hostQueue: 'unused',
-      baseImage: stack.config.DRYDOCK_BASE_IMAGE!,
-      egressRoot: path.join(dataDir, 'egress'),
-      secrets: { MODEL_KEY, DB_PASS },
-      policy: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false },
-      github: { apiUrl: 'http://127.0.0.1:1', token: TOKEN },
-      sessionIsRunning: async () => true,
-      sessionLink: () => '',
-      models: modelSettings(loadConfig({})),
-      db,
-      // The worker's one redactor: its own token and every secret it may grant.
-      redactor,
-      audit: new AuditTrail(db.pool, 'egress-test', redactor, testAuditKey()),
-      snapshots: new SnapshotRegistry(db.pool),
-      repos: createRepoLookup(new RepoRegistry(db.pool)),
-      devMode: true,
-      checkpoints: new CheckpointStore(db.pool),
-      hostTimeoutMs: 60_000,
-      requestSnapshotBuild: async () => false,
-      log,
     });
     provisionInput.repo.url = repo.url;
     const created: Sandbox = await env.run(activities.provisionSandbox, provisionInput);
@@ -423,7 +402,7 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       key: 'write-probe',
       nonce: randomBytes(16).toString('hex'),
       timeoutMs: 10_000,
-      step: { write: { path: 'probe.js', content: PROBE } },
+      step: { write: { path: 'probe.js', content: EGRESS_PROBE } },
     });
   });
   afterAll(async () => {
@@ -876,49 +855,3 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
     expect(await leftovers()).toEqual([]);
   });
 });
-
-/**
- * Runs in the sandbox: plays a client of the HTTP proxy at 127.0.0.1:3128
- * (absolute-URI requests and CONNECT), printing one line per attempt.
- * Arguments: the GET-only stand-in's port, the open one's, a port no rule names.
- */
-const PROBE = `
-const http = require('node:http');
-const [allowed, tunnel, other, direct] = process.argv.slice(2);
-const proxy = { host: '127.0.0.1', port: 3128 };
-console.log('proxy env', process.env.HTTP_PROXY);
-const ask = (label, opts, body) => new Promise((resolve) => {
-  const req = http.request({ ...proxy, ...opts }, (res) => {
-    let text = '';
-    res.on('data', (c) => (text += c));
-    res.on('end', () => { console.log(label, res.statusCode, text.trim()); resolve(); });
-  });
-  req.on('error', (e) => { console.log(label.split(' ')[0], 'failed', e.code); resolve(); });
-  req.end(body);
-});
-const connect = (label, target, then) => new Promise((resolve) => {
-  const req = http.request({ ...proxy, method: 'CONNECT', path: target });
-  req.on('connect', (res, socket) => {
-    if (res.statusCode !== 200 || !then) { console.log(label, res.statusCode); socket.destroy(); return resolve(); }
-    socket.write('GET ' + then + ' HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n');
-    let text = '';
-    socket.on('data', (c) => (text += c));
-    socket.on('end', () => { console.log(label, res.statusCode, text.split('\\r\\n\\r\\n')[1]); resolve(); });
-  });
-  req.on('error', (e) => { console.log(label, 'failed', e.code); resolve(); });
-  req.end();
-});
-(async () => {
-  if (direct) {
-    await ask('GET', { path: 'http://127.0.0.1:' + allowed + '/hello' });
-    return;
-  }
-  await ask('GET allowed', { path: 'http://127.0.0.1:' + allowed + '/hello' });
-  await ask('POST on a GET-only rule', { method: 'POST', path: 'http://127.0.0.1:' + allowed + '/upload' }, 'data');
-  await ask('other host port', { path: 'http://127.0.0.1:' + other + '/' });
-  await ask('unlisted name', { path: 'http://example.com/' });
-  await connect('private range', '10.0.0.1:443');
-  await connect('CONNECT on a GET-only rule', '127.0.0.1:' + allowed);
-  await connect('CONNECT allowed', '127.0.0.1:' + tunnel, '/through-tunnel');
-})();
-`;

@@ -6,18 +6,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { execInPod, podGone, podStarted, sandboxPod, startTestCluster, type TestCluster } from '../support/k8s-cluster';
+import { execInPod, podGone, podStarted, runCluster, sandboxPod, type TestCluster } from '../support/k8s-cluster';
 
 const image = process.env.DRYDOCK_BASE_IMAGE!;
 let cluster: TestCluster;
 
 beforeAll(async () => {
-  cluster = await startTestCluster([image]);
+  cluster = await runCluster([image]);
 }, 15 * 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-}, 120_000);
 
 /** The node's running tasks (containers and pod sandboxes), as its containerd lists them. */
 function runningTasks(): string[] {

@@ -2,6 +2,7 @@
 import type { ChildProcess } from 'node:child_process';
 import Docker from 'dockerode';
 import { LABELS } from '../../sandbox/provider';
+import { stopRunCluster } from './k8s-cluster';
 import type { PostgresServer } from './postgres';
 
 /** Stops the dev server; a sandbox left behind by any test fails the run. */
@@ -13,6 +14,7 @@ export default async function globalTeardown(): Promise<void> {
     await exited;
   }
   await (globalThis as { drydockPostgres?: PostgresServer }).drydockPostgres?.stop();
+  await stopRunCluster();
   const docker = new Docker();
   const prefix = process.env.DRYDOCK_TEST_RUN!;
   const leaked = (await docker.listContainers({ all: true, filters: { label: [LABELS.session] } })).filter((c) =>

@@ -30,7 +30,7 @@ import { explain } from './waits';
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..', '..');
 
-export { freePort } from './ports';
+export { freePort, temporalPorts } from './ports';
 
 /** A fresh id per test, under this run's prefix (the teardown looks for leaks by it). */
 export function newSessionId(name: string): string {

@@ -1,17 +1,19 @@
 /**
- * The single-node Kubernetes cluster of infra/k8s-cluster.sh, for tests: started
- * once per test file under a lock (one cluster name per machine, so its images
- * are imported once and reused), a client for its API, and exec through the API
- * as a sandbox provider on Kubernetes will use it.
+ * The single-node Kubernetes cluster of infra/k8s-cluster.sh, for tests: one
+ * per test run, whichever suites use it (started by the first under a lock, one
+ * cluster name per machine, so its images are imported once and reused;
+ * stopped by the run's global teardown), a client for its API, and exec
+ * through the API.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { freePort, projectRoot } from './helpers';
+import { projectRoot } from './helpers';
+import { freePortRange } from './ports';
 
 const run = promisify(execFile);
 const SCRIPT = 'infra/k8s-cluster.sh';
@@ -29,13 +31,85 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-async function cluster(args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
+export async function cluster(args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
   const { stdout } = await run('bash', [SCRIPT, ...args], {
     cwd: projectRoot,
     env: { ...process.env, ...env },
     maxBuffer: 16 << 20,
   });
   return stdout.trim();
+}
+
+/** What the run's cluster left for the suites after the first and for global teardown (in DRYDOCK_TEST_DIR). */
+interface RunCluster {
+  name: string;
+  kubeconfigFile: string;
+  /** The process holding the machine's lock on the cluster's name. */
+  lockPid: number;
+}
+
+const runClusterFile = () => path.join(process.env.DRYDOCK_TEST_DIR!, 'k8s-cluster.json');
+
+/**
+ * The test run's cluster with IMAGES loaded into its node: started by the
+ * first suite that asks (after any other run on this machine has stopped
+ * it), found by the others; the run's global teardown stops it
+ * (stopRunCluster).
+ */
+export async function runCluster(images: string[], name = 'test'): Promise<TestCluster> {
+  const file = runClusterFile();
+  if (!existsSync(file)) {
+    const lock = await holdLock(`/run/drydock-k8s-${name}.lock`);
+    try {
+      // At once when built; else waits for npm test's background build (or builds: a suite run alone on a fresh clone).
+      await cluster(['build']);
+      const kubeconfigFile = (await cluster(['up', name], { K8S_PORT: String(await freePortRange(4)) }))
+        .split('\n')
+        .pop()!;
+      const started: RunCluster = { name, kubeconfigFile, lockPid: lock.pid! };
+      writeFileSync(file, JSON.stringify(started));
+    } catch (err) {
+      release(lock);
+      throw err;
+    }
+    // The lock outlives this suite (until global teardown, or this process's end).
+    lock.unref();
+    (lock.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    (lock.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+  }
+  const { name: running, kubeconfigFile } = JSON.parse(readFileSync(file, 'utf8')) as RunCluster;
+  if (images.length) await cluster(['load', running, ...images]);
+  return clusterOf(running, kubeconfigFile, async () => undefined);
+}
+
+/** Global teardown: stops the run's cluster, if a suite started one, and lets go of its lock. */
+export async function stopRunCluster(): Promise<void> {
+  const file = runClusterFile();
+  if (!existsSync(file)) return;
+  const { name, lockPid } = JSON.parse(readFileSync(file, 'utf8')) as RunCluster;
+  try {
+    await cluster(['down', name]);
+  } finally {
+    try {
+      process.kill(-lockPid);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function clusterOf(name: string, file: string, stop: () => Promise<void>): TestCluster {
+  const kubeconfig = new k8s.KubeConfig();
+  kubeconfig.loadFromFile(file);
+  return {
+    name,
+    kubeconfig,
+    kubeconfigFile: file,
+    kubectl: path.join(projectRoot, '.tools/kubernetes/kubectl'),
+    core: kubeconfig.makeApiClient(k8s.CoreV1Api),
+    containerdSocket: `/run/drydock-k8s-${name}/containerd.sock`,
+    stop,
+  };
 }
 
 /**
@@ -46,21 +120,12 @@ async function cluster(args: string[], env: NodeJS.ProcessEnv = {}): Promise<str
 export async function startTestCluster(images: string[], name = 'test'): Promise<TestCluster> {
   const lock = await holdLock(`/run/drydock-k8s-${name}.lock`);
   try {
+    await cluster(['build']);
     const file = (await cluster(['up', name], { K8S_PORT: String(await freePortRange(4)) })).split('\n').pop()!;
     if (images.length) await cluster(['load', name, ...images]);
-    const kubeconfig = new k8s.KubeConfig();
-    kubeconfig.loadFromFile(file);
-    return {
-      name,
-      kubeconfig,
-      kubeconfigFile: file,
-      kubectl: path.join(projectRoot, '.tools/kubernetes/kubectl'),
-      core: kubeconfig.makeApiClient(k8s.CoreV1Api),
-      containerdSocket: `/run/drydock-k8s-${name}/containerd.sock`,
-      stop: async () => {
-        await cluster(['down', name]).finally(() => release(lock));
-      },
-    };
+    return clusterOf(name, file, async () => {
+      await cluster(['down', name]).finally(() => release(lock));
+    });
   } catch (err) {
     release(lock);
     throw err;
@@ -68,8 +133,10 @@ export async function startTestCluster(images: string[], name = 'test'): Promise
 }
 
 async function holdLock(file: string): Promise<ChildProcess> {
+  // Its own process group, so that global teardown can end it whole (flock and the cat holding the lock).
   const holder = spawn('flock', ['--exclusive', file, 'sh', '-c', 'echo locked && exec cat'], {
     stdio: ['pipe', 'pipe', 'inherit'],
+    detached: true,
   });
   const [line] = (await Promise.race([once(holder.stdout!, 'data'), once(holder, 'exit')])) as [unknown];
   if (!Buffer.isBuffer(line)) throw new Error(`could not take the lock ${file}`);
@@ -78,24 +145,6 @@ async function holdLock(file: string): Promise<ChildProcess> {
 
 function release(holder: ChildProcess): void {
   holder.stdin?.end();
-}
-
-/** N consecutive TCP ports nothing listens on right now: the cluster takes a base port and the next three. */
-async function freePortRange(n: number): Promise<number> {
-  for (;;) {
-    const base = await freePort();
-    if (base + n > 65535) continue;
-    const rest = await Promise.all(Array.from({ length: n - 1 }, (_, i) => isFree(base + i + 1)));
-    if (rest.every(Boolean)) return base;
-  }
-}
-
-function isFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer()
-      .once('error', () => resolve(false))
-      .listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
 }
 
 export interface ExecResult {

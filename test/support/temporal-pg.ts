@@ -5,9 +5,9 @@
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { projectRoot } from './helpers';
+import { freePortRange } from './ports';
 import { ownProcess } from './leftovers';
 
 export interface TemporalPg {
@@ -17,23 +17,6 @@ export interface TemporalPg {
   pids: { server: number; postgres: number };
   /** SIGTERM to the script, which stops the server and PostgreSQL; resolves when it exited. */
   stop(): Promise<void>;
-}
-
-/** `count` consecutive free loopback ports: the server's 10 and PostgreSQL's. */
-async function freePortRange(count: number): Promise<number> {
-  const free = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const s = createServer().once('error', () => resolve(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // Below 32768: Temporal's PostgreSQL schema keeps each service's membership port in a smallint.
-    const base = 20_000 + Math.floor(Math.random() * (32_767 - 20_000 - count));
-    let ok = true;
-    for (let p = base; p < base + count && ok; p++) ok = await free(p);
-    if (ok) return base;
-  }
-  throw new Error(`no ${count} consecutive free ports found`);
 }
 
 /**

@@ -1,13 +1,16 @@
 /**
  * The multi-host deployment files against real schemas and against drydock:
  * - infra/compose/*.yaml: the compose-spec JSON schema (as shipped in dclint);
- * - infra/k8s/*.yaml: the Kubernetes OpenAPI validators of kubernetes-models,
+ * - infra/k8s/*.yaml, pods/*.yaml, docker-hosts/*.yaml (the control plane, and the workers of either layout:
+ *   pods/ for sandboxes as pods, docker-hosts/ for Docker hosts): the Kubernetes
+ *   OpenAPI validators of kubernetes-models,
  *   and its TypeScript types for unknown fields (OpenAPI allows them; a typo
  *   such as `mountpath` would otherwise pass and be dropped by the API server);
  * - what a working deployment depends on: every variable is one platform/config.ts
  *   reads and the values parse, one image name, the worker's Docker socket and
  *   egress folder at identical paths, the host id from the node's name, secrets
- *   only from Secrets or env files, probes on serve's port.
+ *   only from Secrets or env files, probes on serve's port, the pod worker's
+ *   API rights in the sandboxes' namespace and nothing of a container runtime.
  * Each check is also run on a broken copy, which it must reject.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -17,6 +20,7 @@ import ts from 'typescript';
 import * as apps from 'kubernetes-models/apps/v1';
 import * as batch from 'kubernetes-models/batch/v1';
 import * as networking from 'kubernetes-models/networking.k8s.io/v1';
+import * as rbac from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import * as core from 'kubernetes-models/v1';
 import { parse, parseAllDocuments } from 'yaml';
 import { configVariables, loadConfig } from '../../platform/config';
@@ -169,15 +173,23 @@ function composeWorkerProblems(worker: Obj): string[] {
 // ---------------------------------------------------------------- kubernetes
 
 interface K8sDoc {
+  /** Its path under infra/k8s: `serve.yaml`, `pods/worker.yaml`. */
   file: string;
   doc: Obj;
 }
-const k8sDocs: K8sDoc[] = yamlFiles(k8sDir).flatMap((file) =>
-  parseAllDocuments(readFileSync(path.join(k8sDir, file), 'utf8'))
-    .map((d) => d.toJS())
-    .filter(Boolean)
-    .map((doc) => ({ file, doc })),
+/** The control plane (infra/k8s), and the two layouts of workers, each applied with it. */
+const LAYOUTS = ['pods', 'docker-hosts'];
+const k8sDocs: K8sDoc[] = ['', ...LAYOUTS].flatMap((folder) =>
+  yamlFiles(path.join(k8sDir, folder)).flatMap((name) => {
+    const file = folder ? `${folder}/${name}` : name;
+    return parseAllDocuments(readFileSync(path.join(k8sDir, file), 'utf8'))
+      .map((d) => d.toJS())
+      .filter(Boolean)
+      .map((doc) => ({ file, doc }));
+  }),
 );
+/** What `kubectl apply -f infra/k8s/ -f infra/k8s/<layout>/` creates. */
+const layoutDocs = (layout: string) => k8sDocs.filter((d) => !d.file.includes('/') || d.file.startsWith(`${layout}/`));
 const label = ({ file, doc }: K8sDoc) => `${file}: ${doc.kind}/${doc.metadata?.name}`;
 
 /** The API groups the manifests use, as kubernetes-models' modules. */
@@ -186,6 +198,7 @@ const models: Record<string, Obj> = {
   'apps/v1': apps,
   'batch/v1': batch,
   'networking.k8s.io/v1': networking,
+  'rbac.authorization.k8s.io/v1': rbac,
 };
 const modelModule = (doc: Obj) => `kubernetes-models/${doc.apiVersion}`;
 
@@ -236,12 +249,16 @@ function k8sUnknownFields(docs: Obj[]): string[] {
   });
 }
 
-const find = (kind: string, name: string) => {
-  const found = k8sDocs.find((d) => d.doc.kind === kind && d.doc.metadata?.name === name);
-  if (!found) throw new Error(`infra/k8s has no ${kind} ${name}`);
+/** A document of the control plane or, with `layout`, of that layout's deployment. */
+const find = (kind: string, name: string, layout = LAYOUTS[0]) => {
+  const found = layoutDocs(layout).find((d) => d.doc.kind === kind && d.doc.metadata?.name === name);
+  if (!found) throw new Error(`infra/k8s (${layout}) has no ${kind} ${name}`);
   return found.doc;
 };
-const workerSet = () => find('DaemonSet', 'drydock-worker');
+/** The Docker hosts' worker (infra/k8s/docker-hosts). */
+const workerSet = () => find('DaemonSet', 'drydock-worker', 'docker-hosts');
+/** The worker whose sandboxes are pods (infra/k8s/pods). */
+const podWorkerSet = () => find('DaemonSet', 'drydock-worker', 'pods');
 const serveDeployment = () => find('Deployment', 'drydock-serve');
 const containerOf = (workload: Obj, name: string): Obj =>
   workload.spec.template.spec.containers.find((c: Obj) => c.name === name);
@@ -309,6 +326,67 @@ function k8sWorkerProblems(ds: Obj): string[] {
   // Kubernetes allows Bidirectional propagation only to privileged containers.
   if (worker.securityContext?.privileged !== true) problems.push('the worker is not privileged');
   if (!((ds.spec.template.spec.terminationGracePeriodSeconds ?? 30) > workerShutdownGraceSeconds() + 15)) {
+    problems.push(`terminationGracePeriodSeconds is not above the worker's shutdown grace`);
+  }
+  return problems;
+}
+
+/** What the API lets a service account do in a namespace: "<resource> <verb>" for each grant of its Roles. */
+function grantsOf(account: { name: string; namespace: string }, namespace: string, docs: K8sDoc[]): string[] {
+  const bindings = docs
+    .map((d) => d.doc)
+    .filter((d) => d.kind === 'RoleBinding' && d.metadata.namespace === namespace)
+    .filter((b) =>
+      b.subjects.some(
+        (s: Obj) => s.kind === 'ServiceAccount' && s.name === account.name && s.namespace === account.namespace,
+      ),
+    );
+  const roles = bindings.map(
+    (b) =>
+      docs.find(
+        (d) =>
+          d.doc.kind === 'Role' && d.doc.metadata.name === b.roleRef.name && d.doc.metadata.namespace === namespace,
+      )?.doc,
+  );
+  return roles.flatMap((r) =>
+    (r?.rules ?? []).flatMap((rule: Obj) =>
+      rule.resources.flatMap((res: string) => rule.verbs.map((v: string) => `${res} ${v}`)),
+    ),
+  );
+}
+
+/** The worker whose sandboxes are pods: the API and its node's data folder, no container runtime, no privilege. */
+function k8sPodWorkerProblems(ds: Obj, docs: K8sDoc[]): string[] {
+  const problems: string[] = [];
+  const pod = ds.spec.template.spec;
+  const worker = containerOf(ds, 'worker');
+  const { env } = k8sContainerEnv(worker);
+  if (env.DRYDOCK_SANDBOX_PROVIDER !== 'kubernetes') problems.push('DRYDOCK_SANDBOX_PROVIDER is not kubernetes');
+  const hostPaths = (pod.volumes as Obj[]).filter((v) => v.hostPath).map((v) => v.hostPath.path);
+  if (hostPaths.join() !== env.DRYDOCK_DATA_DIR)
+    problems.push(`the node's folders mounted are ${hostPaths.join(', ')}, not the data folder alone`);
+  const data = (worker.volumeMounts as Obj[]).find((m) => pod.volumes.find((v: Obj) => v.name === m.name)?.hostPath);
+  if (data?.mountPath !== env.DRYDOCK_DATA_DIR) problems.push('the data folder is not mounted at its path on the node');
+  for (const dir of [env.DRYDOCK_EGRESS_DIR, env.DRYDOCK_AGENTS_DIR]) {
+    if (dir && !dir.startsWith(`${env.DRYDOCK_DATA_DIR}/`)) problems.push(`${dir} is not under the data folder`);
+  }
+  const hostId = (worker.env ?? []).find((e: Obj) => e.name === 'DRYDOCK_HOST_ID');
+  if (hostId?.valueFrom?.fieldRef?.fieldPath !== 'spec.nodeName')
+    problems.push('DRYDOCK_HOST_ID does not come from spec.nodeName');
+  if (worker.securityContext?.privileged || worker.securityContext?.capabilities?.drop?.[0] !== 'ALL') {
+    problems.push('the worker has privileges');
+  }
+  // The sandbox nodes' pods have loopback alone: the worker reaches Temporal and the rest on the node's network.
+  if (pod.hostNetwork !== true) problems.push('the worker is not on the node network');
+  const namespace = env.DRYDOCK_K8S_NAMESPACE;
+  const granted = grantsOf({ name: pod.serviceAccountName, namespace: ds.metadata.namespace }, namespace, docs);
+  for (const need of ['pods create', 'pods get', 'pods list', 'pods delete', 'pods/exec create']) {
+    if (!granted.includes(need))
+      problems.push(`its service account may not ${need.replace(' ', ': ')} in ${namespace}`);
+  }
+  if (!docs.some((d) => d.doc.kind === 'Namespace' && d.doc.metadata.name === namespace))
+    problems.push(`no namespace ${namespace}`);
+  if (!((pod.terminationGracePeriodSeconds ?? 30) > workerShutdownGraceSeconds() + 15)) {
     problems.push(`terminationGracePeriodSeconds is not above the worker's shutdown grace`);
   }
   return problems;
@@ -430,16 +508,30 @@ describe('infra/compose', () => {
 });
 
 describe('infra/k8s', () => {
-  test('there are the namespace, config, artifact volume, Temporal setup, worker and serve', () => {
-    expect(k8sDocs.map((d) => `${d.doc.kind}/${d.doc.metadata.name}`).sort()).toEqual([
-      'ConfigMap/drydock-config',
-      'DaemonSet/drydock-worker',
-      'Deployment/drydock-serve',
-      'Ingress/drydock-serve',
-      'Job/drydock-temporal-setup',
-      'Namespace/drydock',
-      'PersistentVolumeClaim/drydock-artifacts',
-      'Service/drydock-serve',
+  test('the control plane (PostgreSQL, Temporal, serve), and a worker per layout', () => {
+    const names = (docs: K8sDoc[]) => docs.map((d) => `${d.file}: ${d.doc.kind}/${d.doc.metadata.name}`).sort();
+    expect(names(k8sDocs.filter((d) => !d.file.includes('/')))).toEqual([
+      'artifacts.yaml: PersistentVolumeClaim/drydock-artifacts',
+      'config.yaml: ConfigMap/drydock-config',
+      'namespace.yaml: Namespace/drydock',
+      'postgresql.yaml: Service/drydock-postgresql',
+      'postgresql.yaml: StatefulSet/drydock-postgresql',
+      'serve.yaml: Deployment/drydock-serve',
+      'serve.yaml: Ingress/drydock-serve',
+      'serve.yaml: Service/drydock-serve',
+      'temporal-setup.yaml: Job/drydock-temporal-setup',
+      'temporal.yaml: Deployment/drydock-temporal',
+      'temporal.yaml: Job/drydock-temporal-schema',
+      'temporal.yaml: Service/drydock-temporal',
+    ]);
+    expect(names(k8sDocs.filter((d) => d.file.includes('/')))).toEqual([
+      'docker-hosts/worker.yaml: DaemonSet/drydock-worker',
+      'pods/sandboxes.yaml: Namespace/drydock-sandboxes',
+      'pods/sandboxes.yaml: NetworkPolicy/drydock-sandboxes-deny-all',
+      'pods/sandboxes.yaml: Role/drydock-sandboxes',
+      'pods/sandboxes.yaml: RoleBinding/drydock-worker',
+      'pods/sandboxes.yaml: ServiceAccount/drydock-worker',
+      'pods/worker.yaml: DaemonSet/drydock-worker',
     ]);
   });
 
@@ -468,9 +560,20 @@ describe('infra/k8s', () => {
     expect(k8sUnknownFields([extra]).join()).toMatch(/'"readonly"' does not exist in type 'IVolumeMount'/);
   });
 
-  test('everything is in the drydock namespace, which is defined', () => {
+  test("everything is in the drydock namespace, but the sandboxes' Role, its binding and their network policy in theirs", () => {
     expect(find('Namespace', 'drydock')).toBeDefined();
-    for (const d of k8sDocs.filter((d) => d.doc.kind !== 'Namespace')) expect(d.doc.metadata.namespace).toBe('drydock');
+    for (const d of k8sDocs.filter((d) => d.doc.kind !== 'Namespace')) {
+      const expected = ['Role', 'RoleBinding', 'NetworkPolicy'].includes(d.doc.kind) ? 'drydock-sandboxes' : 'drydock';
+      expect(`${label(d)}: ${d.doc.metadata.namespace}`).toBe(`${label(d)}: ${expected}`);
+    }
+  });
+
+  test("the sandboxes' namespace denies all its pods every connection in and out", () => {
+    // No ingress or egress rule at all: nothing is allowed (the egress proxy is a socket on the node, not the network).
+    expect(find('NetworkPolicy', 'drydock-sandboxes-deny-all', 'pods').spec).toEqual({
+      podSelector: {},
+      policyTypes: ['Ingress', 'Egress'],
+    });
   });
 
   test('every image is one infra/images.sh builds, but the Temporal UI; Temporal images are the Go-built server version', () => {
@@ -495,7 +598,7 @@ describe('infra/k8s', () => {
   });
 
   test('drydock containers set only variables drydock reads, secrets only from Secrets, and they parse', () => {
-    for (const workload of [workerSet(), serveDeployment()]) {
+    for (const workload of [workerSet(), podWorkerSet(), serveDeployment()]) {
       for (const container of workload.spec.template.spec.containers) {
         const { env, names, problems } = k8sContainerEnv(container);
         expect(unknownVariables(names)).toEqual([]);
@@ -511,7 +614,53 @@ describe('infra/k8s', () => {
     ]);
   });
 
-  test("the worker DaemonSet mounts the node's Docker socket, egress folder and sandbox storage at the same paths, and is named by its node", () => {
+  test("the pod worker has API rights in the sandboxes' namespace, its data folder from the node at the same path, and nothing else", () => {
+    const docs = layoutDocs('pods');
+    expect(k8sPodWorkerProblems(podWorkerSet(), docs)).toEqual([]);
+    const broken = clone(podWorkerSet());
+    const pod = broken.spec.template.spec;
+    pod.volumes.push({ name: 'docker-socket', hostPath: { path: DOCKER_SOCKET } });
+    pod.serviceAccountName = 'default';
+    delete pod.hostNetwork;
+    pod.containers[0].securityContext.privileged = true;
+    pod.containers[0].env.find((e: Obj) => e.name === 'DRYDOCK_K8S_NAMESPACE').value = 'elsewhere';
+    expect(k8sPodWorkerProblems(broken, docs)).toEqual([
+      `the node's folders mounted are /var/lib/drydock, ${DOCKER_SOCKET}, not the data folder alone`,
+      'the worker has privileges',
+      'the worker is not on the node network',
+      'its service account may not pods: create in elsewhere',
+      'its service account may not pods: get in elsewhere',
+      'its service account may not pods: list in elsewhere',
+      'its service account may not pods: delete in elsewhere',
+      'its service account may not pods/exec: create in elsewhere',
+      'no namespace elsewhere',
+    ]);
+  });
+
+  test("the control plane's files (scripts, dynamic config) are infra/compose's own, from the ConfigMap drydock-files", () => {
+    const keys = k8sDocs.flatMap(({ doc }) => {
+      const pod = doc.spec?.template?.spec;
+      if (!pod) return [];
+      const files = (pod.volumes ?? [])
+        .filter((v: Obj) => v.configMap?.name === 'drydock-files')
+        .map((v: Obj) => v.name);
+      return pod.containers.flatMap((c: Obj) =>
+        (c.volumeMounts ?? []).filter((m: Obj) => files.includes(m.name)).map((m: Obj) => m.subPath),
+      );
+    });
+    expect([...new Set(keys)].sort()).toEqual([
+      'drydock.yaml',
+      'postgres-init.sh',
+      'temporal-schema.sh',
+      'temporal-setup.sh',
+    ]);
+    for (const key of keys)
+      expect(existsSync(path.join(composeDir, key)) || existsSync(path.join(composeDir, 'dynamicconfig', key))).toBe(
+        true,
+      );
+  });
+
+  test("the Docker hosts' worker DaemonSet mounts the node's Docker socket, egress folder and sandbox storage at the same paths, and is named by its node", () => {
     expect(k8sWorkerProblems(workerSet())).toEqual([]);
     const broken = clone(workerSet());
     broken.spec.template.spec.volumes.find((v: Obj) => v.name === 'data').hostPath.path = '/srv/drydock';
@@ -537,7 +686,10 @@ describe('infra/k8s', () => {
   });
 
   test('selectors, references and ports fit together', () => {
-    for (const workload of [workerSet(), serveDeployment()]) {
+    const workloads = ['DaemonSet', 'Deployment', 'StatefulSet'].flatMap((kind) =>
+      k8sDocs.filter((d) => d.doc.kind === kind).map((d) => d.doc),
+    );
+    for (const workload of workloads) {
       expect(workload.spec.template.metadata.labels).toMatchObject(workload.spec.selector.matchLabels);
       for (const v of workload.spec.template.spec.volumes ?? []) {
         if (v.persistentVolumeClaim)
@@ -560,6 +712,17 @@ describe('infra/k8s', () => {
       return w.spec.template.spec.volumes.find((v: Obj) => v.name === m?.name)?.persistentVolumeClaim?.claimName;
     };
     expect(artifacts(workerSet(), 'worker')).toBe('drydock-artifacts');
+    expect(artifacts(podWorkerSet(), 'worker')).toBe('drydock-artifacts');
+    // Every Service selects the pods of one workload, on a port it names.
+    for (const service of k8sDocs.filter((d) => d.doc.kind === 'Service').map((d) => d.doc)) {
+      const target = workloads.find((w) =>
+        Object.entries(service.spec.selector).every(([k, v]) => w.spec.template.metadata.labels[k] === v),
+      );
+      const ports = target?.spec.template.spec.containers.flatMap((c: Obj) => c.ports ?? []).map((p: Obj) => p.name);
+      expect(`${service.metadata.name}: ${ports?.includes(service.spec.ports[0].targetPort)}`).toBe(
+        `${service.metadata.name}: true`,
+      );
+    }
     expect(artifacts(serveDeployment(), 'serve')).toBe('drydock-artifacts');
   });
 });

@@ -1,0 +1,592 @@
+/**
+ * The Kubernetes sandbox provider on the cluster built here
+ * (infra/k8s-cluster.sh): a sandbox's pod as the API shows it and as it
+ * looks from inside, exec and its streams through the API, copies in,
+ * snapshots, a pod deleted mid-command; then hostile scripted agents in
+ * sessions run by an in-process worker whose sandboxes are pods (the
+ * probes of hardening.test.ts: the injection, the limits, the egress proxy).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
+import { podName } from '../../sandbox/kubernetes/pod';
+import { LABELS, SandboxNotFound, type SandboxSpec } from '../../sandbox/provider';
+import { hasTokenPattern } from '../../platform/scrub';
+import { reject, status } from '../../workflows/api';
+import { own } from '../support/leftovers';
+import { runCluster, type TestCluster } from '../support/k8s-cluster';
+import {
+  git,
+  inPhase,
+  makeFixtureRepo,
+  newSessionId,
+  startSession,
+  startStack,
+  testConfig,
+  waitForStatus,
+  type TestStack,
+} from '../support/helpers';
+import { sandboxName } from '../../sandbox/activities/container';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import pino from 'pino';
+import { createActivities } from '../../activities';
+import { Redactor } from '../../platform/scrub';
+import type { Sandbox, StepResult } from '../../sandbox/contract';
+import { openDatabase, type Database } from '../../store/db';
+import type { EgressRule } from '../../workflows/rules/egress';
+import { EGRESS_PROBE, probeDeps } from '../support/hostile';
+
+const image = process.env.DRYDOCK_BASE_IMAGE!;
+const MiB = 1024 ** 2;
+let cluster: TestCluster;
+let sandboxes: KubernetesProvider;
+let dir: string;
+const namespace = `drydock-t-${randomBytes(3).toString('hex')}`;
+
+beforeAll(async () => {
+  cluster = await runCluster([image]);
+  await cluster.core.createNamespace({ body: { metadata: { name: namespace } } });
+  dir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-'));
+  own(dir);
+  sandboxes = new KubernetesProvider({
+    kubeconfig: cluster.kubeconfig,
+    namespace,
+    node: 'localhost',
+    imagePullPolicy: 'Never',
+    snapshotRoot: path.join(dir, 'snapshots'),
+  });
+}, 15 * 60_000);
+
+afterAll(async () => {
+  const left = await cluster?.core.listNamespacedPod({ namespace });
+  await cluster?.core.deleteNamespace({ name: namespace });
+  // Each test removes what it made: a pod left is a leak.
+  expect(left?.items.map((p) => p.metadata?.name)).toEqual([]);
+}, 120_000);
+
+/** A sandbox spec as the worker makes them, with an egress folder of its own. */
+async function specOf(name: string, extra: Partial<SandboxSpec> = {}): Promise<SandboxSpec> {
+  const egressDir = path.join(dir, 'egress', name);
+  await mkdir(egressDir, { recursive: true });
+  return {
+    name,
+    image,
+    labels: { [LABELS.session]: name, [LABELS.host]: 'k8s-test', [LABELS.expires]: new Date().toISOString() },
+    cpus: 1,
+    memoryBytes: 512 * MiB,
+    pids: 256,
+    tmpBytes: 16 * MiB,
+    diskBytes: 1024 * MiB,
+    egressDir,
+    ...extra,
+  };
+}
+
+/** Creates a sandbox for the test and removes it afterwards, whatever happened. */
+async function withSandbox<T>(name: string, work: (name: string) => Promise<T>, extra?: Partial<SandboxSpec>) {
+  await sandboxes.create(await specOf(name, extra));
+  try {
+    return await work(name);
+  } finally {
+    await sandboxes.destroy(name);
+  }
+}
+
+const sh = async (name: string, script: string, opts = {}) => {
+  const r = await sandboxes.exec(name, ['sh', '-c', script], opts);
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+};
+
+describe('a sandbox pod', () => {
+  const name = `drydock-Hard_${randomBytes(2).toString('hex')}`;
+  beforeAll(async () => {
+    await sandboxes.create(await specOf(name));
+  });
+  afterAll(async () => {
+    await sandboxes.destroy(name);
+  });
+
+  test('the API shows every hardening setting; a second create is a retry that finds it', async () => {
+    expect(await sandboxes.create(await specOf(name))).toEqual({ id: podName(name), created: false });
+    const pod = await cluster.core.readNamespacedPod({ namespace, name: podName(name) });
+    const spec = pod.spec!;
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect([spec.hostNetwork, spec.hostPID, spec.hostIPC].map(Boolean)).toEqual([false, false, false]);
+    expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 });
+    expect(spec.securityContext!.seccompProfile).toEqual({ type: 'RuntimeDefault' });
+    const [c] = spec.containers;
+    expect(c.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(c.resources!.limits).toEqual({ cpu: '1', memory: String(512 * MiB) });
+    // Only the egress folder from the node; no service account token volume was added.
+    expect(spec.volumes!.map((v) => v.name).sort()).toEqual(['disk', 'egress', 'tmp']);
+    expect(pod.status!.qosClass).toBe('Burstable');
+    const info = await sandboxes.info(name);
+    expect(info).toMatchObject({ id: podName(name), name, labels: { [LABELS.session]: name } });
+    expect((await sandboxes.list('k8s-test')).map((s) => s.name)).toContain(name);
+    expect((await sandboxes.list('another-host')).map((s) => s.name)).not.toContain(name);
+  });
+
+  test('inside: uid 1000, read-only system folders, loopback alone and no route, no token, /tmp of its size', async () => {
+    const probe = await sh(
+      name,
+      'id -u; for f in /x /etc/x /usr/x /var/x; do touch $f 2>/dev/null && echo "wrote $f" || echo "refused $f"; done; ' +
+        'touch /workspace/ok /tmp/ok ~/ok && echo writable; ls /sys/class/net; tail -n +2 /proc/net/route | wc -l; ' +
+        'ls /var/run/secrets 2>&1 | head -1; grep CapEff /proc/self/status; df -k /tmp | tail -1 | awk "{print \\$2}"; ' +
+        'git config --get-all safe.directory',
+    );
+    expect(probe.code).toBe(0);
+    expect(probe.out.trim().split('\n')).toEqual([
+      '1000',
+      'refused /x',
+      'refused /etc/x',
+      'refused /usr/x',
+      'refused /var/x',
+      'writable',
+      'lo',
+      '0',
+      "ls: cannot access '/var/run/secrets': No such file or directory",
+      'CapEff:\t0000000000000000',
+      String(16 * 1024),
+      '/workspace',
+    ]);
+  });
+
+  test('exec: stdout and stderr apart, exit codes, stdin, extra environment through stdin and never argv', async () => {
+    expect(await sh(name, 'echo out; echo err >&2; exit 3')).toEqual({ code: 3, out: 'out\n', err: 'err\n' });
+    const missing = await sandboxes.exec(name, ['no-such-command']);
+    expect(missing.exitCode).toBe(127);
+    expect(missing.stderr.toString()).toMatch(/not found/);
+    const secret = `s3cr3t-${randomBytes(8).toString('hex')}`;
+    const value = `a\\b\nc ${secret}`;
+    const seen = await sh(name, 'printf "[%s]" "$V"; echo; cat; cat /proc/[0-9]*/cmdline | tr "\\0" " "', {
+      env: [`V=${value}`, 'EMPTY='],
+      stdin: 'the input\n',
+    });
+    const [first, second, ...rest] = seen.out.split('\n');
+    expect(`${first}\n${second}`).toBe(`[${value}]`);
+    expect(rest[0]).toBe('the input');
+    expect(rest.slice(1).join('\n')).not.toContain(secret);
+    // A name no shell variable can have (npm's settings) reaches the command as it is.
+    const npm = await sandboxes.exec(name, ['env'], { env: ['npm_config_https-proxy=p'] });
+    expect(npm.stdout.toString().split('\n')).toContain('npm_config_https-proxy=p');
+  });
+
+  test('output past its cap throws, to memory or to a file; a file gets it all below', async () => {
+    const cap = { bytes: MiB, what: 'the test output' };
+    await expect(
+      sandboxes.exec(name, ['head', '-c', String(2 * MiB), '/dev/zero'], { stdoutCap: cap }),
+    ).rejects.toThrow(/the test output is over/);
+    const file = path.join(dir, 'out.bin');
+    await expect(sandboxes.execToFile(name, ['head', '-c', String(2 * MiB), '/dev/zero'], file, cap)).rejects.toThrow(
+      /over/,
+    );
+    const ok = await sandboxes.execToFile(name, ['head', '-c', String(MiB - 1), '/dev/urandom'], file, cap);
+    expect(ok).toMatchObject({ exitCode: 0, bytes: MiB - 1 });
+  });
+
+  test('a tar copied in, a helper attached in lines, a shell on a TTY', async () => {
+    const tar = spawn('tar', ['-C', path.join(__dirname, '..', 'fixtures'), '-cf', '-', '.']).stdout;
+    await sandboxes.copyIn(name, tar, '/workspace');
+    expect((await sh(name, 'ls /workspace | head -1; stat -c %u /workspace/histories')).out).toMatch(/^\S+\n1000\n$/);
+
+    const helper = await sandboxes.attach(name, ['sh', '-c', 'while read -r l; do echo "got $l"; done']);
+    const lines: string[] = [];
+    helper.stdout.on('data', (c: Buffer) => lines.push(...c.toString().trim().split('\n')));
+    helper.stdin.write('one\ntwo\n');
+    await waitUntil(() => lines.length === 2);
+    helper.close();
+    expect(lines).toEqual(['got one', 'got two']);
+
+    const shell = await sandboxes.shell(name, { cols: 100, rows: 30, term: 'xterm' });
+    let screen = '';
+    shell.stream.on('data', (c: Buffer) => (screen += c.toString()));
+    await shell.resize({ cols: 120, rows: 40 });
+    shell.stream.write('stty size; echo "$TERM $(id -u) $(pwd)"; exit 7\n');
+    expect(await shell.exitCode()).toBe(7);
+    expect(screen).toMatch(/40 120/);
+    expect(screen).toMatch(/xterm 1000 \/workspace/);
+  });
+});
+
+async function waitUntil(ok: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test('a snapshot: /workspace as an archive on the node, a pod made from it starts with it, removable once unused', async () => {
+  const tag = `drydock-snapshot-k8s-test:${randomBytes(4).toString('hex')}`;
+  await withSandbox(`drydock-snapsrc-${randomBytes(2).toString('hex')}`, async (source) => {
+    await sh(source, 'mkdir -p sub && echo kept > sub/file && ln -s sub/file link && chmod 700 sub');
+    const made = await sandboxes.imageFromWorkspace(source, { baseImage: image, tag, labels: { 'drydock.x': '1' } });
+    expect(made.sizeBytes).toBeGreaterThan(0);
+    expect(await sandboxes.imageFromWorkspace(source, { baseImage: image, tag, labels: {} })).toEqual(made);
+  });
+  expect(await sandboxes.image(tag)).toMatchObject({
+    id: expect.stringMatching(/^sha256:/),
+    labels: { 'drydock.x': '1' },
+  });
+  expect(await sandboxes.image('drydock-snapshot-k8s-test:missing')).toBeUndefined();
+  expect((await sandboxes.images(['drydock-snapshot-k8s-test'])).map((i) => i.tags)).toEqual([[tag]]);
+  await withSandbox(
+    `drydock-fromsnap-${randomBytes(2).toString('hex')}`,
+    async (copy) => {
+      expect((await sh(copy, 'cat link; stat -c "%a %u" sub; ls -A')).out).toBe('kept\n700 1000\nlink\nsub\n');
+      expect(await sandboxes.removeImage(tag)).toBe('in_use');
+    },
+    { image: tag },
+  );
+  expect(await sandboxes.removeImage(tag)).toBe('removed');
+  expect(await sandboxes.removeImage(tag)).toBe('gone');
+});
+
+test('a pod deleted mid-command: the command ends as SandboxNotFound, and so does every later call', async () => {
+  const name = `drydock-gone-${randomBytes(2).toString('hex')}`;
+  await sandboxes.create(await specOf(name));
+  const running = sandboxes.exec(name, ['sh', '-c', 'echo started; sleep 60']);
+  await new Promise((r) => setTimeout(r, 1_000));
+  expect(await sandboxes.destroy(name)).toBe(true);
+  await expect(running).rejects.toBeInstanceOf(SandboxNotFound);
+  await expect(sandboxes.exec(name, ['true'])).rejects.toBeInstanceOf(SandboxNotFound);
+  await expect(sandboxes.attach(name, ['cat'])).rejects.toBeInstanceOf(SandboxNotFound);
+  await expect(sandboxes.copyIn(name, new PassThrough().end(), '/workspace')).rejects.toBeInstanceOf(SandboxNotFound);
+  expect(await sandboxes.destroy(name)).toBe(false);
+  expect(await sandboxes.exists(name)).toBe(false);
+});
+
+test('what the provider cannot do, it refuses saying so', async () => {
+  await expect(sandboxes.create({ ...(await specOf('drydock-late-browser')), companionOf: 'x' })).rejects.toThrow(
+    /a pod's containers are fixed when it is created/,
+  );
+  await expect(sandboxes.buildImage()).rejects.toThrow(/builds no images/);
+  expect(sandboxes.capabilities).toEqual({
+    snapshots: true,
+    buildsImages: false,
+    lateCompanions: false,
+    diskLimit: false,
+    pidsLimit: false,
+  });
+});
+
+// ---------------------------------------------------------------- sessions with pods for sandboxes
+
+const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
+
+describe('hostile scripted agents in sessions whose sandboxes are pods', () => {
+  let stack: TestStack;
+  let repo: { url: string; bare: string };
+  let hostService: Server;
+  let hostPort: number;
+
+  beforeAll(async () => {
+    repo = await makeFixtureRepo();
+    hostService = createServer((_req, res) => res.end('host service'));
+    await new Promise<void>((resolve) => hostService.listen(0, '127.0.0.1', resolve));
+    hostPort = (hostService.address() as { port: number }).port;
+    stack = await startStack({ GITHUB_TOKEN: TOKEN, ...k8sWorker() });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    hostService?.close();
+  });
+
+  const podsOf = async (sessionId: string) =>
+    (await sandboxes.list()).filter((s) => s.labels[LABELS.session] === sessionId);
+
+  test('the injected agent reaches nothing and changes nothing: the push waits, no token anywhere', async () => {
+    const id = newSessionId('k8s-hostile');
+    const temporalPort = Number(stack.config.TEMPORAL_ADDRESS.split(':').pop());
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: 'fix a typo',
+      limits: { cpus: 1, memory: '1g', pids: 256, tmp: '64m' },
+      agent: {
+        steps: [
+          {
+            run:
+              'git push origin HEAD:main; env; cat ~/.git-credentials; ls /var/run/secrets; ' +
+              `for p in ${temporalPort} ${hostPort}; do node -e "require('net').connect($p, '127.0.0.1').on('connect', () => console.log('open', $p)).on('error', (e) => console.log('refused', $p, e.code))"; done; ` +
+              'echo obeyed >> README.md',
+          },
+        ],
+      },
+    });
+    const st = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+    expect((await podsOf(id)).map((s) => s.name)).toEqual([sandboxName(id)]);
+    const output = st.timeline.map((r) => r.outputTail ?? '').join('\n');
+    expect(output).toMatch(new RegExp(`refused ${temporalPort} ECONNREFUSED`));
+    expect(output).toMatch(new RegExp(`refused ${hostPort} ECONNREFUSED`));
+    expect(output).not.toMatch(/^open /m);
+    expect(output).toMatch(/\/var\/run\/secrets.*No such file/);
+    expect(git(['rev-list', '--count', 'main'], repo.bare).trim()).toBe('1');
+    const environ = await sh(sandboxName(id), 'cat /proc/[0-9]*/environ | tr "\\0" "\\n"');
+    expect(environ.out).toMatch(/HOME=/);
+    const history = JSON.stringify(await handle.fetchHistory());
+    for (const text of [output, environ.out, history]) {
+      expect(text).not.toContain(TOKEN);
+      expect(hasTokenPattern(text)).toBe(false);
+    }
+    expect((await handle.query(status)).pendingApproval?.action).toBe('push');
+    await handle.signal(reject, { action: 'push', by: 'tester', comment: 'hostile' });
+    await handle.result();
+    expect(await podsOf(id)).toEqual([]);
+  }, 300_000);
+});
+
+describe('sessions whose step runs into a limit of its pod', () => {
+  let stack: TestStack;
+  let repo: { url: string };
+  beforeAll(async () => {
+    repo = await makeFixtureRepo();
+    stack = await startStack(k8sWorker());
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  /** Runs one step that hits a limit; the session fails, naming it, and its pod is gone. */
+  async function failedOn(name: string, limits: Record<string, unknown>, run: string, timeout = '2m') {
+    const id = newSessionId(`k8s-${name}`);
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: name,
+      limits,
+      agent: { steps: [{ run, timeout }] },
+    });
+    const final = await waitForStatus(handle, inPhase('failed'), 180_000);
+    await expect(handle.result()).rejects.toThrow();
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+    return { final, step: final.timeline.find((r) => r.name.startsWith('step 1'))! };
+  }
+
+  test('a memory hog is OOM-killed and reported as out of memory', async () => {
+    const { final, step } = await failedOn(
+      'memhog',
+      { memory: '128m' },
+      `node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"`,
+    );
+    expect(final.error).toMatch(/ran out of memory \(limit 128m\)$/);
+    expect(step).toMatchObject({ failure: 'oom', exitCode: 137 });
+  }, 240_000);
+
+  test('filling /tmp stops at its size and is reported as a full disk', async () => {
+    const { final, step } = await failedOn(
+      'filltmp',
+      { tmp: '16m' },
+      'dd if=/dev/zero of=/tmp/fill bs=1M count=200; code=$?; echo "size $(du -k /tmp/fill | cut -f1)"; exit $code',
+    );
+    expect(final.error).toMatch(/filled the disk \(No space left on device; \/tmp is limited to 16m\)$/);
+    expect(step.failure).toBe('disk_full');
+    expect(Number(/size (\d+)/.exec(step.outputTail!)![1])).toBeLessThanOrEqual(16 * 1024);
+  }, 240_000);
+
+  test('a step past its time limit is killed and reported as timed out', async () => {
+    const { final, step } = await failedOn('slow', {}, 'sleep 600', '2s');
+    expect(final.error).toMatch(/^step 1: sleep 600 timed out \(limit 2s\)$/);
+    expect(step).toMatchObject({ failure: 'timeout', exitCode: 124 });
+  }, 240_000);
+
+  test("a fork bomb stops at the node's limit of a pod's processes, and the host stays responsive", async () => {
+    const { step } = await failedOn(
+      'forkbomb',
+      { pids: 64 },
+      'bomb() { bomb | bomb & }; bomb; sleep 2; echo survived',
+      '15s',
+    );
+    expect(execFileSync('sh', ['-c', 'echo alive']).toString()).toBe('alive\n');
+    expect(step.failure).toBe('pids');
+  }, 240_000);
+});
+
+describe('the runStep activity in a pod: the egress proxy, secrets, stray processes, forged answers, checkpoints', () => {
+  const sessionId = newSessionId('k8s-egress');
+  const requests: string[] = [];
+  const logLines: string[] = [];
+  const log = pino({ level: 'trace' }, { write: (line: string) => void logLines.push(line) });
+  const MODEL_KEY = `sk-test-${randomBytes(16).toString('hex')}`;
+  const env = new MockActivityEnvironment();
+  let standIn: Server;
+  let standInPort: number;
+  let tunnelStandIn: Server;
+  let tunnelPort: number;
+  let db: Database;
+  let activities: ReturnType<typeof createActivities>;
+  let sandbox: string;
+  let baseCommit: string;
+  let dataDir: string;
+  const provisionInput = {
+    sessionId,
+    repo: { url: '' },
+    limits: { cpus: 1, memoryBytes: 512 * MiB, pids: 256, tmpBytes: 64 * MiB, diskBytes: 1024 * MiB },
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+  };
+  const listen = async (name: string) => {
+    const server = createServer((req, res) => {
+      requests.push(`${name} ${req.method} ${req.url}`);
+      res.end(`${name} ok`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, port: (server.address() as { port: number }).port };
+  };
+
+  beforeAll(async () => {
+    ({ server: standIn, port: standInPort } = await listen('stand-in'));
+    ({ server: tunnelStandIn, port: tunnelPort } = await listen('tunnel'));
+    dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-hard-'));
+    own(dataDir);
+    const config = testConfig();
+    db = await openDatabase(config);
+    const redactor = new Redactor([TOKEN, MODEL_KEY]);
+    activities = createActivities(
+      probeDeps({ sandboxes, dataDir, config, db, redactor, secrets: { MODEL_KEY }, token: TOKEN, log }),
+    );
+    provisionInput.repo.url = (await makeFixtureRepo()).url;
+    const created: Sandbox = await env.run(activities.provisionSandbox, provisionInput);
+    sandbox = created.name;
+    baseCommit = created.baseCommit;
+    await step('write-probe', '', { step: { write: { path: 'probe.js', content: EGRESS_PROBE } } });
+  });
+  afterAll(async () => {
+    await env.run(activities.destroySandbox, { sessionId });
+    await db?.close();
+    standIn?.close();
+    tunnelStandIn?.close();
+  });
+
+  const step = (key: string, run: string, extra: Record<string, unknown> = {}): Promise<StepResult> =>
+    env.run(activities.runStep, {
+      sandbox,
+      sessionId,
+      key,
+      nonce: randomBytes(16).toString('hex'),
+      timeoutMs: 60_000,
+      step: { run, timeout: '1m' },
+      ...extra,
+    });
+
+  test('allowlisted stand-in reachable through the socket from the node; everything else refused, and logged', async () => {
+    const rules: EgressRule[] = [
+      { host: '127.0.0.1', port: standInPort, methods: ['GET', 'HEAD'] },
+      { host: '127.0.0.1', port: tunnelPort },
+    ];
+    const result = await step('egress', `node probe.js ${standInPort} ${tunnelPort} 5432`, { egress: rules });
+    expect(result.outputTail.trim().split('\n')).toEqual([
+      'proxy env http://127.0.0.1:3128',
+      'GET allowed 200 stand-in ok',
+      'POST on a GET-only rule 403 drydock egress refused: method POST not allowed for 127.0.0.1 (allowed: GET, HEAD)',
+      'other host port 403 drydock egress refused: port 5432 not allowed for 127.0.0.1',
+      'unlisted name 403 drydock egress refused: example.com is not on the allowlist',
+      'private range 403',
+      'CONNECT on a GET-only rule 403',
+      'CONNECT allowed 200 tunnel ok',
+    ]);
+    expect(requests.sort()).toEqual(['stand-in GET /hello', 'tunnel GET /through-tunnel']);
+    expect(result.egress).toMatchObject({ allowed: 2, refused: 5 });
+    const none = await step('no-egress', `node probe.js ${standInPort} ${tunnelPort} 5432 direct`);
+    expect(none.outputTail.trim()).toBe('proxy env undefined\nGET failed ECONNREFUSED');
+    expect(requests.filter((r) => r.includes('/hello'))).toHaveLength(1);
+  });
+
+  test('a granted secret is in its step only, scrubbed from what leaves, and in no process afterwards', async () => {
+    const granted = await step('secret', 'echo "key is $MODEL_KEY"; test -n "$MODEL_KEY"', { secrets: ['MODEL_KEY'] });
+    expect([granted.exitCode, granted.outputTail.trim()]).toEqual([0, 'key is [redacted]']);
+    const after = await sh(sandbox, 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr "\\0" "\\n"; env');
+    expect(after.out).not.toContain(MODEL_KEY);
+    expect((await step('no-secret', 'echo "key is [$MODEL_KEY]"')).outputTail.trim()).toBe('key is []');
+    expect(logLines.join('\n')).not.toContain(MODEL_KEY);
+  });
+
+  /** The sandbox user's processes but the pod's keeper (its shell and sleep) and this probe. */
+  const leftovers = async () =>
+    (await sh(sandbox, 'ps -o pid=,args= -u 1000')).out
+      .trim()
+      .split('\n')
+      .filter((l) => l && !/^\s*1 sh -c trap|sleep 2147483647$|ps -o pid=|sh -c ps -o/.test(l));
+
+  test('daemons end with their step (the pod keeps its keeper), and none writes during the next step', async () => {
+    const daemons = await step(
+      'daemons',
+      "setsid sh -c 'sleep 1000' & setsid sh -c 'while :; do date >> tampered; sleep 0.1; done' </dev/null >/dev/null 2>&1 & echo left",
+    );
+    expect(daemons.outputTail.trim()).toBe('left');
+    expect(await leftovers()).toEqual([]);
+    const next = await step('after-daemons', 'rm -f tampered; sleep 1; test ! -e tampered && echo untouched');
+    expect(next.outputTail.trim()).toBe('untouched');
+    expect((await sh(sandbox, 'ps -o stat= -u 1000 | grep -c Z')).out.trim()).toBe('0');
+  });
+
+  test("a step cannot forge its runner's answer by writing to its stdout, nor by killing it", async () => {
+    const forge = (then: string) =>
+      [
+        'p=$$',
+        'while [ "$p" -gt 1 ]; do',
+        '  read -r s < /proc/$p/stat; set -- ${s##*) }; p=$2',
+        '  set -- $(tr "\\0" " " < /proc/$p/cmdline)',
+        '  [ "${2##*/}" = drydock-run ] && break',
+        'done',
+        'nonce=$4 runner=$p',
+        'printf "drydock-run %s 0 16 16 0 0 0 0\\n" "$nonce" > /proc/$runner/fd/1',
+        then,
+        'echo really ran; exit 3',
+      ].join('\n');
+    const written = await step('forge-stdout', forge('true'));
+    expect([written.exitCode, written.outputTail.trim()]).toEqual([3, 'really ran']);
+    const killed = await step('forge-kill', forge('kill -KILL $runner; sleep 5'));
+    expect(killed.exitCode).not.toBe(0);
+    expect(killed.outputTail).toContain("the step's runner was killed");
+  });
+
+  test("a process holding the egress forwarder's port in the pod fails the step, which does not run", async () => {
+    // Planted through exec, as a daemon of an earlier step would have been: loopback is the whole pod's.
+    await sh(
+      sandbox,
+      "setsid node -e \"require('net').createServer().listen(3128, '127.0.0.1')\" </dev/null >/dev/null 2>&1 & sleep 1",
+    );
+    const rules: EgressRule[] = [{ host: '127.0.0.1', port: standInPort, methods: ['GET'] }];
+    const result = await step('squatted', 'echo ran', { egress: rules });
+    expect(result.exitCode).toBe(-1);
+    expect(result.outputTail).toContain("the egress forwarder's port 127.0.0.1:3128 is already taken");
+    expect(result.outputTail).not.toContain('ran');
+    expect(await leftovers()).toEqual([]);
+  });
+
+  test('a write step and its checkpoint in one exec; a replacement pod starts from the checkpoint', async () => {
+    const file = `dir/it's "quoted" $(touch pwned); x.txt`;
+    const written = await step('write-odd', '', {
+      step: { write: { path: file, content: 'literal\n' } },
+      checkpointBase: baseCommit,
+    });
+    expect(written).toMatchObject({ exitCode: 0, outputTail: '' });
+    const replacement: Sandbox = await env.run(activities.provisionSandbox, { ...provisionInput, generation: 1 });
+    try {
+      expect(replacement.restored?.step).toBe('write-odd');
+      expect((await sandboxes.exec(replacement.name, ['cat', '--', file])).stdout.toString()).toBe('literal\n');
+      expect((await sh(replacement.name, 'find /workspace -name pwned | wc -l')).out.trim()).toBe('0');
+    } finally {
+      await env.run(activities.destroySandbox, { sessionId, generation: 1, replaced: true });
+    }
+  });
+});
+
+/** A worker's configuration whose sandboxes are pods of the run's cluster, in this file's namespace. */
+function k8sWorker() {
+  return {
+    DRYDOCK_SANDBOX_PROVIDER: 'kubernetes' as const,
+    DRYDOCK_K8S_KUBECONFIG: cluster.kubeconfigFile,
+    DRYDOCK_K8S_NAMESPACE: namespace,
+    DRYDOCK_K8S_NODE: 'localhost',
+    DRYDOCK_K8S_IMAGE_PULL_POLICY: 'Never' as const,
+  };
+}

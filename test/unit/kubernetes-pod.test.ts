@@ -1,0 +1,165 @@
+/**
+ * A sandbox's pod as sandbox/kubernetes/pod.ts makes it (every hardening
+ * setting, the volumes, the placement), its name from the sandbox's, and
+ * the state sandbox/kubernetes/pod-state.ts reads from what the API says.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { KEEPER, podName, POD_ANNOTATIONS, POD_LABELS, sandboxPod } from '../../sandbox/kubernetes/pod';
+import { runningState } from '../../sandbox/kubernetes/pod-state';
+import type { SandboxSpec } from '../../sandbox/provider';
+
+const MiB = 1024 ** 2;
+const spec: SandboxSpec = {
+  name: 'drydock-Session_1',
+  image: 'drydock-base:abc',
+  labels: { 'drydock.session': 'Session_1', 'drydock.repo': 'https://user:secret@example.com/a/b.git' },
+  cpus: 1.5,
+  memoryBytes: 512 * MiB,
+  pids: 256,
+  tmpBytes: 64 * MiB,
+  diskBytes: 1024 * MiB,
+  egressDir: '/var/lib/drydock/egress/0123',
+  agentsDir: '/var/lib/drydock/agents',
+  mounts: [{ source: '/var/lib/drydock/tools/helpers-1', target: '/opt/drydock' }],
+  env: ['PATH=/opt/drydock-node/bin:/usr/bin', 'EMPTY='],
+};
+const where = { namespace: 'sandboxes', node: 'node-1', imagePullPolicy: 'Never' as const };
+
+test('the pod has the Docker sandbox hardening in pod spec terms', () => {
+  const pod = sandboxPod(spec, where);
+  const s = pod.spec!;
+  expect(s.automountServiceAccountToken).toBe(false);
+  expect(s.enableServiceLinks).toBe(false);
+  expect(s.restartPolicy).toBe('Never');
+  expect(s.hostNetwork ?? false).toBe(false);
+  expect(s.hostPID ?? false).toBe(false);
+  expect(s.hostIPC ?? false).toBe(false);
+  expect(s.shareProcessNamespace ?? false).toBe(false);
+  expect(s.securityContext).toEqual({
+    runAsNonRoot: true,
+    runAsUser: 1000,
+    runAsGroup: 1000,
+    seccompProfile: { type: 'RuntimeDefault' },
+  });
+  expect(s.containers).toHaveLength(1);
+  const [c] = s.containers;
+  expect(c.securityContext).toEqual({
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ['ALL'] },
+  });
+  expect(c.command).toEqual(['sh', '-c', KEEPER]);
+  expect(c.workingDir).toBe('/workspace');
+  expect(c.imagePullPolicy).toBe('Never');
+  expect(c.resources).toEqual({
+    limits: { cpu: '1500m', memory: String(512 * MiB) },
+    requests: { cpu: '150m', memory: String(512 * MiB) },
+  });
+  expect(c.env).toEqual([
+    { name: 'GIT_CONFIG_COUNT', value: '1' },
+    { name: 'GIT_CONFIG_KEY_0', value: 'safe.directory' },
+    { name: 'GIT_CONFIG_VALUE_0', value: '/workspace' },
+    { name: 'PATH', value: '/opt/drydock-node/bin:/usr/bin' },
+    { name: 'EMPTY', value: '' },
+  ]);
+  expect(s.runtimeClassName).toBeUndefined();
+  expect(sandboxPod({ ...spec, runtime: 'gvisor', readonlyRoot: false }, where).spec!.runtimeClassName).toBe('gvisor');
+  expect(
+    sandboxPod({ ...spec, readonlyRoot: false }, where).spec!.containers[0].securityContext!.readOnlyRootFilesystem,
+  ).toBe(false);
+});
+
+test('tmp is memory of its size, workspace and home share one disk-sized emptyDir, host folders are read-only', () => {
+  const pod = sandboxPod(spec, { ...where, snapshot: { id: 'abc123', dir: '/var/lib/drydock/snapshots/abc123' } });
+  const volumes = Object.fromEntries(pod.spec!.volumes!.map((v) => [v.name, v]));
+  expect(volumes.tmp.emptyDir).toEqual({ medium: 'Memory', sizeLimit: String(64 * MiB) });
+  expect(volumes.disk.emptyDir).toEqual({ sizeLimit: String(1024 * MiB) });
+  const mounts = pod.spec!.containers[0].volumeMounts!.map((m) => ({
+    at: m.mountPath,
+    from: volumes[m.name].hostPath?.path ?? `${m.name}${m.subPath ? `/${m.subPath}` : ''}`,
+    ro: m.readOnly ?? false,
+  }));
+  expect(mounts).toEqual([
+    { at: '/tmp', from: 'tmp', ro: false },
+    { at: '/workspace', from: 'disk/workspace', ro: false },
+    { at: '/home/drydock', from: 'disk/home', ro: false },
+    { at: '/run/drydock', from: spec.egressDir, ro: true },
+    { at: '/opt/drydock-agents', from: spec.agentsDir, ro: true },
+    { at: '/opt/drydock', from: '/var/lib/drydock/tools/helpers-1', ro: true },
+    { at: '/run/drydock-snapshot', from: '/var/lib/drydock/snapshots/abc123', ro: true },
+  ]);
+  for (const v of pod.spec!.volumes!.filter((x) => x.hostPath)) expect(v.hostPath!.type).toBe('Directory');
+  expect(pod.metadata!.labels).toEqual({ [POD_LABELS.sandbox]: 'true', [POD_LABELS.snapshot]: 'abc123' });
+});
+
+test('placed on the worker node; the sandbox name and its labels (credentials redacted) in annotations', () => {
+  const pod = sandboxPod(spec, where);
+  expect(pod.metadata!.namespace).toBe('sandboxes');
+  expect(pod.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
+    { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-1'] }] },
+  ]);
+  expect(pod.metadata!.annotations![POD_ANNOTATIONS.name]).toBe('drydock-Session_1');
+  const labels = JSON.parse(pod.metadata!.annotations![POD_ANNOTATIONS.labels]) as Record<string, string>;
+  expect(labels['drydock.session']).toBe('Session_1');
+  expect(JSON.stringify(pod)).not.toContain('secret@');
+});
+
+test('pod names: a DNS label as it is, anything else made one with a hash of the original', () => {
+  expect(podName('drydock-abc-1')).toBe('drydock-abc-1');
+  const made = podName('drydock-Session_1');
+  expect(made).toMatch(/^drydock-session-1-[0-9a-f]{8}$/);
+  expect(podName('drydock-session-1')).not.toBe(made);
+  expect(podName(made)).toBe(made); // an id given back to destroy names the same pod
+  const long = podName(`drydock-${'x'.repeat(200)}`);
+  expect(long.length).toBeLessThanOrEqual(63);
+  expect(long).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+  expect(podName('___')).toMatch(/^sandbox-[0-9a-f]{8}$/);
+});
+
+const pod = (status: V1Pod['status'], extra: Partial<V1Pod['metadata']> = {}): V1Pod => ({
+  metadata: { name: 'p', ...extra },
+  status,
+});
+const container = (state: object) => ({
+  containerStatuses: [{ name: 'sandbox', image: 'i', imageID: '', ready: true, restartCount: 0, state }],
+});
+
+test('pod states: running, starting, failed for good with the reason, gone', () => {
+  expect(runningState(undefined).phase).toBe('gone');
+  expect(runningState(pod({ phase: 'Running' }, { deletionTimestamp: new Date() })).phase).toBe('gone');
+  expect(runningState(pod({ phase: 'Running', ...container({ running: {} }) }))).toEqual({ phase: 'running', why: '' });
+  expect(runningState(pod({ phase: 'Pending' })).phase).toBe('starting');
+  const unschedulable = pod({
+    phase: 'Pending',
+    conditions: [{ type: 'PodScheduled', status: 'False', message: '0/1 nodes are available: 1 Insufficient memory.' }],
+  });
+  expect(runningState(unschedulable)).toEqual({
+    phase: 'starting',
+    why: '0/1 nodes are available: 1 Insufficient memory.',
+  });
+  const pulling = pod({
+    phase: 'Pending',
+    ...container({ waiting: { reason: 'ImagePullBackOff', message: 'back-off' } }),
+  });
+  expect(runningState(pulling)).toEqual({ phase: 'starting', why: 'ImagePullBackOff: back-off' });
+  const noShell = pod({
+    phase: 'Pending',
+    ...container({ waiting: { reason: 'RunContainerError', message: 'exec: "sh": executable file not found' } }),
+  });
+  expect(runningState(noShell)).toEqual({
+    phase: 'failed',
+    why: 'RunContainerError: exec: "sh": executable file not found',
+  });
+  const evicted = pod({
+    phase: 'Failed',
+    reason: 'Evicted',
+    message: 'Usage of EmptyDir volume "disk" exceeds the limit',
+  });
+  expect(runningState(evicted)).toEqual({
+    phase: 'failed',
+    why: 'Evicted: Usage of EmptyDir volume "disk" exceeds the limit',
+  });
+  const killed = pod({ phase: 'Running', ...container({ terminated: { exitCode: 137, reason: 'OOMKilled' } }) });
+  expect(runningState(killed)).toEqual({ phase: 'failed', why: 'exited 137: OOMKilled' });
+});
