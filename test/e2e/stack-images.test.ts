@@ -160,7 +160,7 @@ test("a Dockerfile FROM a registry's image: refused naming the image and the set
   const musl = await registry.push(await ensureMuslImage(), 'drydock-test/musl:1');
   pulled.push(musl.ref);
   const files = {
-    Dockerfile: `FROM ${musl.ref} AS base\nFROM base\n`,
+    Dockerfile: `FROM ${musl.ref}\n`,
     '.drydock/config.yaml': 'environment: { dockerfile: Dockerfile }\nsetup: "true"\n',
   };
   const refused = await registered(files);

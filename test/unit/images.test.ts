@@ -3,7 +3,6 @@
  * Docker's normalization, the operator's registry allowlist, pinning by digest.
  */
 import {
-  dockerfileBaseImages,
   formatImageReference,
   imageSource,
   isRegistryName,
@@ -91,24 +90,4 @@ test('an image on the host is used; else only an allowed registry; else refused 
 test('registry names the operator may list', () => {
   expect(['ghcr.io', '127.0.0.1:5000', 'registry.example.com', '[::1]:5000'].every(isRegistryName)).toBe(true);
   expect(['https://ghcr.io', 'ghcr.io/org', '', 'a b'].some(isRegistryName)).toBe(false);
-});
-
-test("a Dockerfile's base images: not scratch, not an earlier stage, not a build argument", () => {
-  const dockerfile = [
-    '# FROM commented:out',
-    'FROM --platform=linux/amd64 node:22 AS deps',
-    'RUN npm ci',
-    'from ghcr.io/org/tools:1.2@sha256:' + 'a'.repeat(64) + ' as tools',
-    'FROM deps AS build',
-    'FROM $BASE',
-    'FROM scratch',
-    'FROM node:22',
-    '  FROM 127.0.0.1:5000/runtime',
-  ].join('\n');
-  expect(dockerfileBaseImages(dockerfile)).toEqual([
-    'node:22',
-    'ghcr.io/org/tools:1.2@sha256:' + 'a'.repeat(64),
-    '127.0.0.1:5000/runtime',
-  ]);
-  expect(dockerfileBaseImages('RUN echo FROM x')).toEqual([]);
 });

@@ -109,20 +109,3 @@ export function imageSource(args: {
       `or DRYDOCK_ALLOWED_REGISTRIES, or load the image onto the worker's host`,
   };
 }
-
-/**
- * The images a Dockerfile builds FROM, in order: not `scratch`, not an
- * earlier stage's name, not a reference made of build arguments (`$BASE`:
- * the build itself says what it could not find).
- */
-export function dockerfileBaseImages(dockerfile: string): string[] {
-  const stages = new Set<string>();
-  const bases: string[] = [];
-  for (const m of dockerfile.matchAll(/^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)(?:[ \t]+AS[ \t]+(\S+))?/gim)) {
-    const [, image, stage] = m as unknown as [string, string, string | undefined];
-    const known = stages.has(image.toLowerCase()) || image.toLowerCase() === 'scratch' || image.includes('$');
-    if (!known && !bases.includes(image)) bases.push(image);
-    if (stage) stages.add(stage.toLowerCase());
-  }
-  return bases;
-}
