@@ -11,6 +11,7 @@ import type { SessionInputDraft } from '../../workflows/input';
 import type { ThreadReport } from '../../workflows/session/threads';
 import { acceptAsGiven, awaitApproval, runSession, startEnvironment, stopEnvironment, type Stubs } from './harness';
 import { decide } from '../../workflows/api';
+import { within } from '../support/waits';
 
 let harness: { env: TestWorkflowEnvironment; bundle: WorkflowBundle };
 beforeAll(async () => {
@@ -33,10 +34,13 @@ const fromSlack: SessionInputDraft = {
 test('a Slack and Linear session: reports in phase order ending with the outcome, the message ts kept, Linear down fails nothing', async () => {
   const slack: { ts?: string; report: ThreadReport }[] = [];
   let linearCalls = 0;
+  let gateReported: () => void;
+  const gateReport = new Promise<void>((resolve) => (gateReported = resolve));
   const stubs: Stubs = {
     repoPolicy: acceptAsGiven(),
     reportToSlack: async ({ ts, report }) => {
       slack.push({ ts, report });
+      if (report.phase === 'awaiting_approval') gateReported();
       return { ts: '1700000000.000100' };
     },
     reportToLinear: async () => {
@@ -46,6 +50,8 @@ test('a Slack and Linear session: reports in phase order ending with the outcome
   };
   const run = await runSession(harness, 'threads', fromSlack, stubs, async (handle) => {
     const waiting = await awaitApproval(handle, 'push');
+    // Decided once the gate's report went out: a decision before it makes the gate's report one of a burst.
+    await within(handle, "the Slack report of the session's gate", gateReport);
     await handle.executeUpdate(decide, {
       args: [{ decision: 'approve', action: 'push', by: 'bob', change: waiting.pendingApproval!.change }],
     });

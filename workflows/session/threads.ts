@@ -50,11 +50,20 @@ export async function finishThreadReports(run: SessionRun): Promise<void> {
 async function reportLoop(run: SessionRun): Promise<void> {
   let sent = -1;
   for (;;) {
-    await condition(() => run.phaseChanges !== sent || run.reportsClosing);
+    await condition(() => (run.phaseChanges !== sent && settled(run)) || run.reportsClosing);
     if (run.phaseChanges === sent) return;
     sent = run.phaseChanges;
     await sendReport(run, threadReport(run));
   }
+}
+
+/**
+ * Between a decision and the next phase the session is still awaiting_approval
+ * with nothing pending (the audit is written first): a report then would show
+ * a gate without its change and buttons. The next phase change reports.
+ */
+function settled(run: SessionRun): boolean {
+  return run.status.phase !== 'awaiting_approval' || run.status.pendingApproval !== undefined;
 }
 
 async function sendReport(run: SessionRun, report: ThreadReport): Promise<void> {
