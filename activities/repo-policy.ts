@@ -17,6 +17,9 @@ import type { ApprovalPolicy } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
 import { DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../workflows/repo-config';
 import { settleSessionInput } from '../workflows/rules/repo-rules';
+import { repoApp } from '../workflows/services';
+import { readAtCommit } from '../repos/git';
+import { declaredEnvironment } from '../sandbox/activities/environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { ActivityDeps } from './deps';
 import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
@@ -55,7 +58,8 @@ export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps,
       const commit = await resolveRef(mirror, ref);
       const file = await readRepoConfig(mirror, commit);
       if (!file.ok) return file;
-      const settled = settleSessionInput({ grant, file: file.config, raw, restricted: restrictedHost });
+      const app = repoApp(file.config?.app, await devcontainerOf(mirror, commit, file.config));
+      const settled = settleSessionInput({ grant, file: file.config, raw, restricted: restrictedHost, app });
       if (!settled.ok) return settled;
       return {
         ...settled,
@@ -67,6 +71,13 @@ export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps,
       };
     },
   };
+}
+
+/** The repo's dev container at `commit` (for its app); a problem with it is provisioning's to report. */
+async function devcontainerOf(mirror: string, commit: string, config: RepoConfig | undefined) {
+  const read = (file: string) =>
+    readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
+  return declaredEnvironment(config, read).catch(() => undefined);
 }
 
 /** A literal address only an operator's rule may name; host names are judged by the proxy when resolved. */

@@ -65,15 +65,22 @@ export const workspacePath = z
   .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'must be relative to the repo, without ".."');
 
 export const browserCheck = z.strictObject({
-  start: z.string().min(1).describe('Shell command that starts the app in the sandbox, e.g. "npm start"'),
+  start: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Shell command that starts the app in the sandbox, e.g. "npm start"; default: the repo\'s app'),
   url: z
     .string()
     .regex(
       /^http:\/\/(localhost|127\.0\.0\.1)(:\d+)?(\/.*)?$/,
       'must be http://localhost:<port>/...: the sandbox has no network',
     )
-    .describe('Where the app answers inside the sandbox'),
-  readyTimeout: durationUpTo('10m').default('60s').describe('How long the app may take to answer; at most 10m'),
+    .optional()
+    .describe("Where the app answers inside the sandbox; default: the repo's app's port and ready path"),
+  readyTimeout: durationUpTo('10m')
+    .optional()
+    .describe("How long the app may take to answer; at most 10m; default: the repo's app's, else 60s"),
   checks: z
     .array(
       z

@@ -187,6 +187,19 @@ export function appOfConfig(app: AppDeclaration): AppSpec {
   };
 }
 
+/**
+ * The repo's app: its `app:` block, else its dev container's
+ * postStartCommand on its own forwarded port (ready on "/" within 60 s).
+ */
+export function repoApp(
+  config: AppDeclaration | undefined,
+  devcontainer: { app?: { start: string; port: number }; source: string } | undefined,
+): AppSpec | undefined {
+  if (config) return appOfConfig(config);
+  const app = devcontainer?.app;
+  return app && { ...app, readyPath: '/', readyTimeoutMs: 60_000, source: `${devcontainer.source} postStartCommand` };
+}
+
 /** Services that depend on one not declared, or on each other in a circle; each problem names the field. */
 export function dependencyProblems(services: ServiceSpec[]): string[] {
   const names = new Set(services.map((s) => s.name));

@@ -137,7 +137,7 @@ async function environmentOf(
 }
 
 /** The environment the repo declares: its config file's choice, else its dev container; none: the base image. */
-async function declaredEnvironment(
+export async function declaredEnvironment(
   config: RepoConfig | undefined,
   read: (file: string) => Promise<string | undefined>,
 ): Promise<RepoEnvironment | undefined> {

@@ -14,8 +14,8 @@ import type { RepoConfig } from '../../workflows/repo-config';
 import { imageSource, parseImageReference, pinnedReference } from '../../workflows/rules/images';
 import { shareLimits, type Share } from '../../workflows/rules/service-limits';
 import {
-  appOfConfig,
   dependencyProblems,
+  repoApp,
   servicesOfConfig,
   type AppSpec,
   type ServiceSpec,
@@ -86,14 +86,7 @@ export async function declaredStack(
   }
   const cycle = services.length ? dependencyProblems(services) : [];
   if (cycle.length) throw new EnvironmentError(cycle.join('; '));
-  const app = config?.app
-    ? appOfConfig(config.app)
-    : declared?.app && {
-        ...declared.app,
-        readyPath: '/',
-        readyTimeoutMs: 60_000,
-        source: `${declared.source} postStartCommand`,
-      };
+  const app = repoApp(config?.app, declared);
   return { ...(environment ? { environment } : {}), stack: { services, ...(app ? { app } : {}) } };
 }
 

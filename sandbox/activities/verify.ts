@@ -4,11 +4,13 @@
  * sandbox and drives Chromium from a companion container in its network
  * namespace.
  */
+import { ApplicationFailure } from '@temporalio/common';
 import { rm } from 'node:fs/promises';
 import { junitCases } from '../../review/test-cases';
 import { egressDirOf } from '../egress';
-import type { BrowserResult, TestReport } from '../../workflows/api';
+import { ErrorType, type BrowserResult, type TestReport } from '../../workflows/api';
 import type { BrowserCheck } from '../../workflows/input';
+import { APP_LOG_IN_SANDBOX } from '../../workflows/rules/verification';
 import type { SandboxDeps } from './deps';
 import { LABELS, SandboxNotFound, type ExecResult } from '../provider';
 import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
@@ -162,17 +164,17 @@ const UNDO_APP_WRITES: ShellScript = {
   ].join('\n'),
 };
 
-/** Starts the app ($1) with its log and pid in $2; a retry finds the app it started instead of starting a second one. */
+/** Starts the app ($1) with its pid in $2 and its log in $3; a retry finds the app it started instead of starting a second one. */
 const START_APP: ShellScript = {
   name: 'start-app',
   text:
     'mkdir -p "$2"; if [ -f "$2/app.pid" ] && kill -0 "$(cat "$2/app.pid")" 2>/dev/null; then cat "$2/app.pid"; ' +
-    'else cd /workspace && nohup sh -c "$1" >"$2/app.log" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
+    'else cd /workspace && nohup sh -c "$1" >"$3" 2>&1 </dev/null & echo $! | tee "$2/app.pid"; fi',
 };
 
-/** Starts the app in the sandbox; returns its pid. */
+/** Starts the app in the sandbox, its output in APP_LOG_IN_SANDBOX; returns its pid. */
 async function startApp(sandbox: SandboxHandle, start: string, outDir: string): Promise<number> {
-  return Number((await sandbox.commands.runScript(START_APP, [start, outDir])).trim());
+  return Number((await sandbox.commands.runScript(START_APP, [start, outDir, APP_LOG_IN_SANDBOX])).trim());
 }
 
 /** The runner's one JSON line, or a browser_crashed result naming how it failed. */
@@ -252,6 +254,9 @@ export function createVerifyActivities(deps: VerifyDeps) {
       video?: boolean;
     }) {
       const { sessionId, browser } = input;
+      // repoPolicy settled both: the check's own, else the repo's app's.
+      if (!browser.start || !browser.url)
+        throw ApplicationFailure.nonRetryable('verify.browser: no start or url', ErrorType.InvalidSessionInput);
       const label = input.label ?? 'after';
       const sandbox = sandboxOf(sandboxes, input.sandbox);
       const outDir = `${STATE_DIR}/browser`;
@@ -259,13 +264,11 @@ export function createVerifyActivities(deps: VerifyDeps) {
       // Before the agent's change, the workspace is the session's to be: what the app writes there is undone.
       if (label === 'before') await sandbox.commands.runScript(KEEP_STATUS, [`${outDir}.status`]);
       const pid = await startApp(sandbox, browser.start, outDir);
+      const url = browser.url;
       // Nothing the sandbox user prepared steers node's module loading (the runner loads by absolute path).
       const cleanNode = (home: string) => ({ env: ['NODE_PATH=', 'NODE_OPTIONS=', `HOME=${home}`] });
       const ready = await sandbox.commands.exec(
-        [
-          HELPER.browser,
-          JSON.stringify({ phase: 'ready', url: browser.url, pid, readyTimeoutMs: input.readyTimeoutMs }),
-        ],
+        [HELPER.browser, JSON.stringify({ phase: 'ready', url, pid, readyTimeoutMs: input.readyTimeoutMs })],
         cleanNode(outDir),
       );
       let raw = runnerResult(ready);
@@ -312,10 +315,10 @@ export function createVerifyActivities(deps: VerifyDeps) {
       const screenshots = (raw.screenshots as { path: string; file?: string; message?: string }[]).map(
         ({ file, ...rest }) => (file ? { ...rest, screenshot: copied(file) } : rest),
       );
-      const appLog = await redactor.large(await appLogEnd(sandbox, `${outDir}/app.log`));
+      const appLog = await redactor.large(await appLogEnd(sandbox, APP_LOG_IN_SANDBOX));
       const result: BrowserResult = {
         ...raw,
-        url: browser.url,
+        url,
         screenshots,
         appLogTail: tail(appLog, 1_000),
         appLog: await artifacts.put(sessionId, `browser/${label}/app.log`, appLog),

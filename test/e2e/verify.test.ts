@@ -8,6 +8,7 @@ import { inflateSync } from 'node:zlib';
 import { status, type BrowserResult, type SessionStatus } from '../../workflows/api';
 import {
   containersOf,
+  makeFixtureRepo,
   makeWebAppRepo,
   newSessionId,
   startSession,
@@ -68,10 +69,10 @@ function pixel(png: Buffer, x: number, y: number): [number, number, number] {
   return [row[x * channels], row[x * channels + 1], row[x * channels + 2]];
 }
 
-async function runSession(name: string, verify: Record<string, unknown>): Promise<SessionStatus> {
+async function runSession(name: string, verify: Record<string, unknown>, on = repo): Promise<SessionStatus> {
   const id = newSessionId(name);
   const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
+    repo: { url: on.url },
     task: 'check the app',
     agent: { steps: [{ run: 'echo "// touched" >> server.js' }] },
     verify,
@@ -148,7 +149,40 @@ test("a page that never answers → 'not ready' after the timeout", async () => 
     message: 'http://localhost:3000/ did not answer within 3 s',
   });
   expect(final.verification!.summary).toBe(
-    'the page never became ready: http://localhost:3000/ did not answer within 3 s',
+    "the page never became ready: http://localhost:3000/ did not answer within 3 s; the app ('sleep 600') runs on, its log (/home/drydock/.drydock/app.log) is empty",
+  );
+});
+
+/** A check that names only a page: the repo's `app:` is what it starts. */
+const onlyAPage = { browser: { checks: [{ path: '/', expectText: 'Hello drydock' }] } };
+
+test("a check naming only a page starts the repo's app: its start command, port and ready path", async () => {
+  const appRepo = await makeWebAppRepo();
+  await appRepo.commit({
+    '.drydock/config.yaml':
+      'app:\n  start: PORT=3100 node server.js\n  port: 3100\n  ready: { path: /about, timeout: 20s }\n',
+  });
+  const final = await runSession('browser-app', onlyAPage, appRepo);
+  expect(final.phase).toBe('completed');
+  const b = final.verification!.browser!;
+  expect(b).toMatchObject({ outcome: 'passed', url: 'http://localhost:3100/about' });
+  expect(b.checks).toMatchObject([{ path: '/', ok: true }]);
+  expect(b.appLogTail).toContain('listening');
+});
+
+test("the repo's app that never answers fails the check, naming it with the end of its log", async () => {
+  const appRepo = await makeFixtureRepo({
+    '.drydock/config.yaml':
+      "app:\n  start: echo 'waiting for the database at localhost:5432'; sleep 600\n  port: 3200\n  ready: { timeout: 3s }\n",
+  });
+  const final = await runSession('browser-app-notready', onlyAPage, appRepo);
+  expect(final.phase).toBe('failed');
+  expect(final.verification!.browser).toMatchObject({
+    outcome: 'not_ready',
+    message: 'http://localhost:3200/ did not answer within 3 s',
+  });
+  expect(final.verification!.summary).toBe(
+    "the page never became ready: http://localhost:3200/ did not answer within 3 s; the app ('echo 'waiting for the database at localhost:5432'; sleep 600') runs on, its log (/home/drydock/.drydock/app.log) ends: waiting for the database at localhost:5432",
   );
 });
 

@@ -118,6 +118,56 @@ test('the repo file gives defaults that the session input overrides', () => {
   expect(scripted.ok && scripted.input.agent).toMatchObject({ kind: 'script', egress: [], secrets: [] });
 });
 
+test("a browser check without a start command starts the repo's app; the session's own comes first", () => {
+  const app = { start: 'npm run dev', port: 3000, readyPath: '/health', readyTimeoutMs: 90_000, source: 'app' };
+  const checks = [{ path: '/', expectText: 'Hello' }];
+  const raw = (browser: Record<string, unknown>) => ({ repo: { url: URL }, task: 't', verify: { browser } });
+  const browserOf = (settled: ReturnType<typeof settle>) => settled.ok && settled.input.verify.browser;
+  const fromApp = settleSessionInput({ grant: devMode, raw: raw({ checks }), restricted: restrictedHost, app });
+  expect(browserOf(fromApp)).toMatchObject({
+    start: 'npm run dev',
+    url: 'http://localhost:3000/health',
+    readyTimeout: 90_000,
+    checks,
+  });
+  // A timeout of the check's own stays; so does a whole check of the session's.
+  const own = { start: 'node server.js', url: 'http://localhost:8080/', checks };
+  expect(
+    browserOf(
+      settleSessionInput({ grant: devMode, raw: raw({ checks, readyTimeout: '5s' }), restricted: restrictedHost, app }),
+    ),
+  ).toMatchObject({ start: 'npm run dev', readyTimeout: '5s' });
+  expect(browserOf(settleSessionInput({ grant: devMode, raw: raw(own), restricted: restrictedHost, app }))).toEqual({
+    ...own,
+    readyTimeout: '60s',
+    screenshots: [],
+  });
+  // The repo file's check takes the app the same way.
+  const file: RepoConfig = { verify: { browser: { checks, screenshots: [] } } };
+  expect(
+    browserOf(
+      settleSessionInput({
+        grant: devMode,
+        raw: { repo: { url: URL }, task: 't' },
+        file,
+        restricted: restrictedHost,
+        app,
+      }),
+    ),
+  ).toMatchObject({ start: 'npm run dev' });
+  // Without an app, a check must say how to start one, and where it answers.
+  expect(settle(devMode, raw({ checks }))).toEqual({
+    ok: false,
+    problems: [
+      expect.stringMatching(/^verify\.browser\.start: give the command that starts the app, or declare the app/),
+    ],
+  });
+  expect(settle(devMode, raw({ start: 'npm start', checks }))).toEqual({
+    ok: false,
+    problems: ['verify.browser.url: give where the app answers, http://localhost:<port>/'],
+  });
+});
+
 test('a repo file that asks for more than the operator allows is refused, naming the host and the value', () => {
   const file: RepoConfig = {
     egress: [{ host: 'registry.npmjs.org' }, { host: 'pastebin.example' }, { host: '127.0.0.1' }],

@@ -53,6 +53,20 @@ test('verification passes only when every part passed, and says what failed', ()
     passed: false,
     summary: 'the browser crashed: Chromium did not start',
   });
+  // An app that never answers is named with where its log is and how it ends.
+  const notReady = {
+    ...browser,
+    outcome: 'not_ready' as const,
+    message: 'http://localhost:3000/ did not answer within 3 s',
+  };
+  expect(
+    summarizeVerification({ browser: { ...notReady, appLogTail: 'a\nb\nc\nwaiting for db\n' } }, 'npm run dev'),
+  ).toEqual({
+    passed: false,
+    summary:
+      "the page never became ready: http://localhost:3000/ did not answer within 3 s; the app ('npm run dev') runs on, its log (/home/drydock/.drydock/app.log) ends: b | c | waiting for db",
+  });
+  expect(summarizeVerification({ browser: notReady }, 'sleep 600').summary).toMatch(/its log \(.*\) is empty$/);
   expect(describeVerification(undefined)).toBe('no verification configured');
   expect(
     describeVerification({

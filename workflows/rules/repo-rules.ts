@@ -9,6 +9,7 @@
 import { parseSessionInput, type SessionInput } from '../input';
 import { durationMs, sizeBytes } from '../units';
 import { REPO_CONFIG_FILE, type RepoConfig, type RepoGrant, type RepoMaxima } from '../repo-config';
+import type { AppSpec } from '../services';
 import type { EgressRule } from './egress';
 
 /** Why a host is an address only operator rules may name (loopback, private, link-local…), or undefined. */
@@ -16,12 +17,17 @@ export type RestrictedHost = (host: string) => string | undefined;
 
 export type SettledInput = { ok: true; input: SessionInput } | { ok: false; problems: string[] };
 
-/** The session input with the repo file's defaults, checked against the operator's limits. */
+/**
+ * The session input with the repo file's defaults, checked against the
+ * operator's limits; a browser check without a start command of its own
+ * starts the repo's `app`.
+ */
 export function settleSessionInput(args: {
   grant: RepoGrant;
   file?: RepoConfig;
   raw: unknown;
   restricted: RestrictedHost;
+  app?: AppSpec;
 }): SettledInput {
   const { grant, file, raw, restricted } = args;
   const problems = file ? fileBeyondLimits(grant, file, restricted).map((p) => `${REPO_CONFIG_FILE}: ${p}`) : [];
@@ -29,6 +35,7 @@ export function settleSessionInput(args: {
   if (!parsed.ok) return { ok: false, problems: [...problems, ...parsed.problems] };
   const input = parsed.input;
   const given = (...path: string[]) => valueAt(raw, path) !== undefined;
+  problems.push(...settleBrowser(input, args.app));
   if (given('agent', 'egress')) problems.push(...egressBeyond(grant, input.agent.egress, 'agent.egress', restricted));
   if (given('agent', 'secrets')) problems.push(...secretsBeyond(grant, input.agent.secrets, 'agent.secrets'));
   for (const key of Object.keys(grant.limits.maxima) as (keyof RepoMaxima)[]) {
@@ -39,6 +46,28 @@ export function settleSessionInput(args: {
     else if (file?.limits?.[key as keyof RepoConfig['limits']] === undefined) limits[key] = max; // a default: lowered to the maximum
   }
   return problems.length ? { ok: false, problems } : { ok: true, input };
+}
+
+const NO_APP =
+  "verify.browser.start: give the command that starts the app, or declare the app (app: in .drydock/config.yaml, or a dev container's postStartCommand with forwardPorts)";
+
+/**
+ * The browser check's app, session first: its own start command (and URL),
+ * else the repo's app: its start command, its port and ready path as the
+ * URL, its ready timeout (unless the check gives one).
+ */
+function settleBrowser(input: SessionInput, app: AppSpec | undefined): string[] {
+  const browser = input.verify.browser;
+  if (!browser) return [];
+  if (browser.start === undefined) {
+    if (!app) return [NO_APP];
+    browser.start = app.start;
+    browser.url ??= `http://localhost:${app.port}${app.readyPath}`;
+    browser.readyTimeout ??= app.readyTimeoutMs;
+  }
+  if (browser.url === undefined) return ['verify.browser.url: give where the app answers, http://localhost:<port>/'];
+  browser.readyTimeout ??= '60s';
+  return [];
 }
 
 /** What the repo file asks beyond the operator's limits. */

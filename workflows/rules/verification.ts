@@ -1,6 +1,9 @@
 /** Pure: what a verification's results mean, in words a reviewer (and later the agent) can act on. */
 import type { Verification } from '../api';
 
+/** Where the app the browser check starts writes its output, in the sandbox (docs/services.md). */
+export const APP_LOG_IN_SANDBOX = '/home/drydock/.drydock/app.log';
+
 export type VerificationResults = Omit<Verification, 'passed' | 'summary'>;
 
 /** Passed only if the test command, its JUnit report and the browser checks all passed. */
@@ -23,7 +26,10 @@ export function summarizeVerification(
     if (b.outcome === 'app_did_not_start') {
       problems.push(`the app did not start ('${appStart}'): ${lastLog || b.message || 'no output'}`);
     } else if (b.outcome === 'not_ready') {
-      problems.push(`the page never became ready: ${b.message}`);
+      const log = lastLog
+        ? `its log (${APP_LOG_IN_SANDBOX}) ends: ${lastLog}`
+        : `its log (${APP_LOG_IN_SANDBOX}) is empty`;
+      problems.push(`the page never became ready: ${b.message}; the app ('${appStart}') runs on, ${log}`);
     } else if (b.outcome === 'browser_crashed') {
       problems.push(`the browser crashed: ${b.message}`);
     }

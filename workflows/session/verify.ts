@@ -69,7 +69,8 @@ export async function captureBefore(run: SessionRun): Promise<void> {
 /** One run of the browser checks (with a video), as a timeline step; `evidence`: its failure is no failure. */
 async function browserRun(run: SessionRun, name: string, label: string, evidence = false) {
   const browser = run.input.verify.browser!;
-  const readyTimeoutMs = durationMs(browser.readyTimeout);
+  // repoPolicy settled it: the session's own start, url and timeout, else the repo's app's.
+  const readyTimeoutMs = durationMs(browser.readyTimeout ?? '60s');
   return run.track(name, async (record) => {
     const result = await inSandbox(run, (sb) =>
       onHost(sb, readyTimeoutMs + 10 * 60_000).verifyInBrowser({
