@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
 import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
+import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
@@ -84,6 +85,7 @@ export async function addRepo(
   scheduleIds: string[];
   inferred?: string[];
 }> {
+  if (hasUrlCredentials(url)) throw new SnapshotUsageError(`<url>: ${URL_CREDENTIALS_REFUSED}`);
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
   if (!Number.isInteger(keep) || keep < 1) throw new SnapshotUsageError(`--keep: expected a whole number ≥ 1`);
   const poolSize = opts.pool === undefined ? 0 : /^\d+$/.test(opts.pool) ? Number(opts.pool) : NaN;
