@@ -206,6 +206,7 @@ function parseMaxima(opts: AddRepoOptions): RepoMaxima {
 
 /** A repo given as "owner/name" is looked up in the registry; a URL is passed on as it is (the worker refuses unregistered ones). */
 export async function resolveRepo(config: Config, repo: string): Promise<string> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`--repo: ${URL_CREDENTIALS_REFUSED}`);
   if (!REPO_NAME.test(repo) || repo.includes('://')) return repo;
   const found = await withRegistry(config, async (_, pool) => (await seededRepoLookup(pool, config)).byName(repo));
   if (!found.ok) throw new SnapshotUsageError(found.reason);
@@ -274,6 +275,7 @@ export async function buildSnapshot(
   repo: string,
   opts: { detach: boolean; json: boolean },
 ): Promise<number> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`<repo>: ${URL_CREDENTIALS_REFUSED}`);
   const workflowId = `drydock-snapshot-${repoSlug(repo)}-manual-${Date.now().toString(36)}`;
   const handle = await client.workflow.start('refreshSnapshot', {
     workflowId,

@@ -4,7 +4,7 @@
  * credentials go instead; the worker gives git its own, by host.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { addRepo } from '../../cli/snapshots';
+import { addRepo, buildSnapshot, resolveRepo } from '../../cli/snapshots';
 import { loadConfig } from '../../platform/config';
 import { redactorOf } from '../../platform/scrub';
 import { gitCredentials } from '../../repos/credentials';
@@ -74,6 +74,17 @@ test('drydock repo add refuses <url> with credentials before it clones or writes
   const added = addRepo(undefined as never, undefined as never, WITH_CREDENTIALS[0], {});
   await expect(added).rejects.toThrow(/^<url>: must not carry credentials/);
   await expect(added).rejects.toThrow(INSTEAD);
+});
+
+test('drydock run and list refuse --repo, and snapshot build <repo>, with credentials before anything starts', async () => {
+  await expect(resolveRepo(undefined as never, WITH_CREDENTIALS[0])).rejects.toThrow(
+    /^--repo: must not carry credentials/,
+  );
+  const build = buildSnapshot(undefined as never, undefined as never, WITH_CREDENTIALS[0], {
+    detach: true,
+    json: false,
+  });
+  await expect(build).rejects.toThrow(/^<repo>: must not carry credentials.*DRYDOCK_GIT_CREDENTIALS/);
 });
 
 test("the API's lookup by URL refuses repo.url with credentials before it looks in the registry", async () => {
