@@ -8,7 +8,7 @@
  * (no URL, config file, argument list or log).
  */
 import { gitCredentials as githubGitCredentials, type GitHubSettings } from '../github/client';
-import type { GitEnv } from './git';
+import { basicAuthEnv, type GitEnv } from './git';
 
 /** DRYDOCK_GIT_CREDENTIALS: "user:token" by host ("git.example.com", "git.example.com:8443"). */
 export type GitHostCredentials = Record<string, string>;
@@ -22,15 +22,6 @@ export interface GitCredentialDeps {
 /** Hosts plain HTTP may carry credentials to: this machine only (a local server), never the network. */
 const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/;
 
-/** The header for `user:token` at `origin`, as git's environment configuration. */
-function basicAuthHeader(origin: string, userAndToken: string): GitEnv {
-  return {
-    GIT_CONFIG_COUNT: '1',
-    GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
-    GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(userAndToken).toString('base64')}`,
-  };
-}
-
 /**
  * Environment for a git command on `url`: the operator's credentials for its
  * host when DRYDOCK_GIT_CREDENTIALS names it (over HTTPS, or HTTP to
@@ -42,5 +33,5 @@ export async function gitCredentials(deps: GitCredentialDeps, url: string): Prom
   const given = Object.entries(deps.gitHosts ?? {}).find(([h]) => h.toLowerCase() === host)?.[1];
   if (!parsed || !given) return githubGitCredentials(deps.github, url);
   const secure = parsed.protocol === 'https:' || (parsed.protocol === 'http:' && LOOPBACK.test(parsed.hostname));
-  return secure ? basicAuthHeader(parsed.origin, given) : {};
+  return secure ? basicAuthEnv(parsed.origin, given) : {};
 }
