@@ -32,7 +32,8 @@ import {
   type GitEnv,
   type GitIdentity,
 } from '../repos/git';
-import { GitHubCredentialsError, gitCredentials, octokitFor, upsertPullRequest } from '../github/client';
+import { GitHubCredentialsError, octokitFor, upsertPullRequest } from '../github/client';
+import { gitCredentials } from '../repos/credentials';
 import { redactUrl } from '../workflows/rules/repo-url';
 import { describeSecrets } from '../workflows/rules/change-secrets';
 import { Redactor } from '../platform/scrub';
@@ -211,6 +212,7 @@ type PublishDeps = Pick<
   | 'artifacts'
   | 'mirrorsDir'
   | 'github'
+  | 'gitHosts'
   | 'deployCommand'
   | 'deployEnvNames'
   | 'allowDefaultBranchPush'
@@ -224,7 +226,6 @@ export function createPublishActivities({
   sandboxes,
   artifacts,
   mirrorsDir,
-  github,
   deployCommand,
   deployEnvNames = [],
   allowDefaultBranchPush = false,
@@ -232,6 +233,7 @@ export function createPublishActivities({
   audit,
   redactor,
   log,
+  ...credentials // github and gitHosts: the worker's, for git and GitHub's API
 }: PublishDeps) {
   /**
    * An irreversible action is recorded before it happens (stage "intent": if
@@ -267,7 +269,7 @@ export function createPublishActivities({
       // from the sandbox's snapshot, and pushed only if it comes out the same.
       const made = await hasWholeCommit(mirror, input.commit);
       await recordAction(input.sessionId, 'push', 'intent', target, input.round);
-      const env = await gitCredentials(github, input.repoUrl);
+      const env = await gitCredentials(credentials, input.repoUrl);
       try {
         const push = async () => {
           const message = commitMessage(input);
@@ -297,7 +299,7 @@ export function createPublishActivities({
       const target = { repo: input.repo, head: input.head, base: input.base, draft: input.draft };
       await recordAction(input.sessionId, 'pull_request', 'intent', target, input.round);
       try {
-        const octokit = await octokitFor(github, owner, repo);
+        const octokit = await octokitFor(credentials.github, owner, repo);
         const pr = await upsertPullRequest(octokit, {
           owner,
           repo,

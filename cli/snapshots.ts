@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
 import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
+import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
@@ -84,6 +85,7 @@ export async function addRepo(
   scheduleIds: string[];
   inferred?: string[];
 }> {
+  if (hasUrlCredentials(url)) throw new SnapshotUsageError(`<url>: ${URL_CREDENTIALS_REFUSED}`);
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
   if (!Number.isInteger(keep) || keep < 1) throw new SnapshotUsageError(`--keep: expected a whole number ≥ 1`);
   const poolSize = opts.pool === undefined ? 0 : /^\d+$/.test(opts.pool) ? Number(opts.pool) : NaN;
@@ -204,6 +206,7 @@ function parseMaxima(opts: AddRepoOptions): RepoMaxima {
 
 /** A repo given as "owner/name" is looked up in the registry; a URL is passed on as it is (the worker refuses unregistered ones). */
 export async function resolveRepo(config: Config, repo: string): Promise<string> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`--repo: ${URL_CREDENTIALS_REFUSED}`);
   if (!REPO_NAME.test(repo) || repo.includes('://')) return repo;
   const found = await withRegistry(config, async (_, pool) => (await seededRepoLookup(pool, config)).byName(repo));
   if (!found.ok) throw new SnapshotUsageError(found.reason);
@@ -272,6 +275,7 @@ export async function buildSnapshot(
   repo: string,
   opts: { detach: boolean; json: boolean },
 ): Promise<number> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`<repo>: ${URL_CREDENTIALS_REFUSED}`);
   const workflowId = `drydock-snapshot-${repoSlug(repo)}-manual-${Date.now().toString(36)}`;
   const handle = await client.workflow.start('refreshSnapshot', {
     workflowId,

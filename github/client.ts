@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { createAppAuth } from '@octokit/auth-app';
 import { Octokit } from '@octokit/rest';
 import type { Config } from '../platform/config';
+import { basicAuthEnv } from '../repos/git';
 
 export interface GitHubSettings {
   apiUrl: string;
@@ -96,12 +97,7 @@ export async function gitCredentials(settings: GitHubSettings, url: string): Pro
   if (!url.startsWith(`${origin}/`)) return {};
   const m = /^\/([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+?)(?:\.git)?\/?$/.exec(url.slice(origin.length));
   if (!m) return {};
-  const token = await tokenFor(settings, m[1], m[2]);
-  return {
-    GIT_CONFIG_COUNT: '1',
-    GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
-    GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`,
-  };
+  return basicAuthEnv(origin, `x-access-token:${await tokenFor(settings, m[1], m[2])}`);
 }
 
 export interface PullRequestSpec {

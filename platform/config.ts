@@ -35,6 +35,9 @@ const list = z
   );
 
 /** A JSON object in a variable. */
+/** A key of DRYDOCK_GIT_CREDENTIALS: "git.example.com", "git.example.com:8443", "[::1]:8080". */
+const GIT_HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?$/;
+
 const json = <T extends z.ZodType>(schema: T) =>
   z
     .string()
@@ -141,6 +144,18 @@ const configSchema = z.object({
   GITHUB_APP_ID: z.string().min(1).optional(),
   /** PEM file of the App's private key; installation tokens are minted per repository. */
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
+  /**
+   * git credentials for hosts other than the configured GitHub, "user:token" by host:
+   * {"git.example.com": "oauth2:glpat-..."}. Sent as an Authorization header over
+   * HTTPS (plain HTTP to loopback only); repo URLs carry no credentials.
+   */
+  DRYDOCK_GIT_CREDENTIALS: json(
+    z.record(z.string(), z.string().regex(/^[^:\s]+:\S+$/, 'expected "user:token"')).superRefine((hosts, ctx) => {
+      for (const host of Object.keys(hosts).filter((h) => !GIT_HOST.test(h))) {
+        ctx.addIssue({ code: 'custom', path: [host], message: 'expected a host or host:port, without a scheme' });
+      }
+    }),
+  ).default({}),
   /** A Postgres server (audit trail, snapshot registry, metrics); unset: embedded PGlite in the data dir. */
   DATABASE_URL: z.string().url().optional(),
   /**

@@ -274,6 +274,16 @@ export class StreamRedactor {
   }
 }
 
+/** Each DRYDOCK_GIT_CREDENTIALS entry, whole ("user:token", which its header encodes) and its token alone. */
+function gitHostSecrets(hosts: Config['DRYDOCK_GIT_CREDENTIALS']): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(hosts).flatMap(([host, given]) => [
+      [`DRYDOCK_GIT_CREDENTIALS[${host}]`, given],
+      [`the token of DRYDOCK_GIT_CREDENTIALS[${host}]`, given.slice(given.indexOf(':') + 1)],
+    ]),
+  );
+}
+
 /** The secrets a drydock process holds: its tokens, model keys and the secrets sessions may be granted. */
 export function redactorOf(
   config: Pick<
@@ -282,6 +292,7 @@ export function redactorOf(
     | 'DRYDOCK_MODEL_API_KEY'
     | 'DRYDOCK_ANTHROPIC_API_KEY'
     | 'DRYDOCK_MODEL_ENDPOINTS'
+    | 'DRYDOCK_GIT_CREDENTIALS'
     | 'DRYDOCK_AUDIT_KEY'
     | 'DRYDOCK_CI_SECRET'
     | 'DRYDOCK_WEBHOOK_SECRETS'
@@ -300,6 +311,7 @@ export function redactorOf(
     DRYDOCK_CI_SECRET: config.DRYDOCK_CI_SECRET,
     ...Object.fromEntries((config.DRYDOCK_WEBHOOK_SECRETS ?? []).map((v, i) => [`DRYDOCK_WEBHOOK_SECRETS[${i}]`, v])),
     ...Object.fromEntries(endpoints),
+    ...gitHostSecrets(config.DRYDOCK_GIT_CREDENTIALS),
     ...Object.fromEntries(Object.entries(config.secrets).map(([name, value]) => [`DRYDOCK_SECRET_${name}`, value])),
   });
 }

@@ -1,17 +1,15 @@
 /** The worker's bare mirror of each repo: sandboxes have no network, so the repo reaches them from here. */
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { redactUrl } from '../workflows/rules/repo-url';
+import { hasUrlCredentials, redactUrl, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import { GitError, hasCommit, mirrorOf, OBJECT_ID, resolveCommit, updateMirror } from './git';
-import { gitCredentials } from '../github/client';
-import type { GitHubSettings } from '../github/client';
+import { gitCredentials, type GitCredentialDeps } from './credentials';
 import type { RepoLookupService } from './registry';
 
 /** What the mirrors need from the worker. */
-export interface MirrorDeps {
+export interface MirrorDeps extends GitCredentialDeps {
   /** Host-side bare mirrors of repos (sandboxes have no network). */
   mirrorsDir: string;
-  github: GitHubSettings;
   /** The repo registry: only its repos are cloned, under their operator's limits. */
   repos: RepoLookupService;
   /** Development mode (DRYDOCK_DEV_MODE, on in `drydock up`): unregistered repos may be cloned too. */
@@ -22,8 +20,12 @@ export interface MirrorDeps {
  * Refuses a URL that is not in the registry, unless the worker runs in
  * development mode: a session started from the CLI or the Temporal UI must
  * not make the worker clone whatever it can reach (paths on its disk included).
+ * A URL with credentials is refused in any mode (one registered before they were).
  */
 export async function requireRegistered(deps: Pick<MirrorDeps, 'repos' | 'devMode'>, url: string): Promise<void> {
+  if (hasUrlCredentials(url)) {
+    throw ApplicationFailure.nonRetryable(`repo.url ${URL_CREDENTIALS_REFUSED}`, ErrorType.RepoNotRegistered);
+  }
   if (deps.devMode || (await deps.repos.byUrl(url)).ok) return;
   throw ApplicationFailure.nonRetryable(notRegistered(url), ErrorType.RepoNotRegistered);
 }
@@ -40,7 +42,7 @@ export function notRegistered(url: string): string {
 export async function syncMirror(deps: MirrorDeps, url: string): Promise<string> {
   await requireRegistered(deps, url);
   try {
-    return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps.github, url));
+    return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps, url));
   } catch (err) {
     if (err instanceof GitError && err.isAuthFailure) {
       throw ApplicationFailure.nonRetryable(

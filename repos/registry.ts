@@ -9,7 +9,7 @@
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
 import type { TriggerSession } from '../workflows/input';
-import { githubRepoOf, redactUrl } from '../workflows/rules/repo-url';
+import { githubRepoOf, hasUrlCredentials, redactUrl, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
 
@@ -68,8 +68,9 @@ export function parseRepoList(entries: string[]): { name: string; url: string }[
     const name = entry.slice(0, at).trim();
     const url = entry.slice(at + 1).trim();
     if (at < 0 || !REPO_NAME.test(name) || !url) {
-      throw new Error(`DRYDOCK_REPOS: '${entry}' is not owner/name=<clone URL>`);
+      throw new Error(`DRYDOCK_REPOS: '${redactUrl(entry)}' is not owner/name=<clone URL>`);
     }
+    if (hasUrlCredentials(url)) throw new Error(`DRYDOCK_REPOS: ${name}'s URL ${URL_CREDENTIALS_REFUSED}`);
     return { name, url };
   });
 }
@@ -155,6 +156,9 @@ export function createRepoLookup(registry: RepoRegistry, triggerDefault?: Trigge
     },
     /** The repo cloned from `url`, or why not. */
     async byUrl(url: unknown): Promise<RepoLookup> {
+      if (typeof url === 'string' && hasUrlCredentials(url)) {
+        return { ok: false, reason: `repo.url: ${URL_CREDENTIALS_REFUSED}` };
+      }
       const repo = (await registry.list()).find((r) => r.url === url);
       return repo ? { ok: true, repo } : { ok: false, reason: notServed(`repo.url ${redactUrl(String(url))}`) };
     },

@@ -256,6 +256,7 @@ export async function createWorker(opts: {
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
     },
     github: githubSettings(config),
+    gitHosts: config.DRYDOCK_GIT_CREDENTIALS,
     ...chatSettings(config),
     models: modelSettings(config),
     agentClis: agentCliSettings(config),

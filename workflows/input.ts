@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { ACTIONS } from './api';
 import { EXACT_VERSION } from './rules/agent-clis';
 import { egressRule } from './rules/egress';
-import { githubRepoOf } from './rules/repo-url';
+import { githubRepoOf, hasUrlCredentials, URL_CREDENTIALS_REFUSED } from './rules/repo-url';
 import { durationMs, sizeBytes } from './units';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
@@ -270,6 +270,7 @@ export const sessionInputSchema = z.strictObject({
     url: z
       .string()
       .min(1)
+      .refine((url) => !hasUrlCredentials(url), URL_CREDENTIALS_REFUSED)
       .describe('A registered repo (drydock repo add); in development mode any URL git can clone, file:// included'),
     ref: z.string().min(1).optional().describe("Branch, tag or commit; default: the remote's default branch"),
   }),

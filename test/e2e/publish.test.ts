@@ -8,7 +8,6 @@ import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import { createPublishActivities } from '../../activities/publish';
@@ -20,6 +19,7 @@ import { openDatabase } from '../../store/db';
 import { Redactor } from '../../platform/scrub';
 import { decide, status, type SessionStatus } from '../../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
+import { historyText } from '../support/histories';
 import {
   approveAs,
   containersOf,
@@ -128,7 +128,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
   expect(logLines.join('\n')).not.toContain(TOKEN);
   expect(logLines.join('\n')).toContain('pull request');
   expect(JSON.stringify(final)).not.toContain(TOKEN);
-  expect(historyToJSON(await handle.fetchHistory())).not.toContain(TOKEN);
+  expect(historyText(await handle.fetchHistory())).not.toContain(TOKEN);
   expect(await containersOf(id)).toHaveLength(0);
 });
 

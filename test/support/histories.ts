@@ -30,3 +30,14 @@ export async function recordHistory(source: WorkflowHandle | History, name: stri
   await mkdir(HISTORIES_DIR, { recursive: true });
   await writeFile(path.join(HISTORIES_DIR, `agentSession-${name}.json`), historyToJSON(history));
 }
+
+/**
+ * The history as text with every payload's data decoded (historyToJSON keeps
+ * it base64): what a search of the history for a value must read.
+ */
+export function historyText(history: History): string {
+  return historyToJSON(history).replace(
+    /"data": "([A-Za-z0-9+/=]*)"/g,
+    (_m, encoded: string) => `"data": ${JSON.stringify(Buffer.from(encoded, 'base64').toString('utf8'))}`,
+  );
+}
