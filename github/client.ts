@@ -7,7 +7,18 @@ import { readFileSync } from 'node:fs';
 import { createAppAuth } from '@octokit/auth-app';
 import { Octokit } from '@octokit/rest';
 import type { Config } from '../platform/config';
-import { basicAuthEnv } from '../repos/git';
+
+/**
+ * git's environment configuration for `Authorization: Basic <user:token>` on
+ * `origin` only: the credential is in no URL, config file, argument list or log.
+ */
+export function basicAuthEnv(origin: string, userAndToken: string): Record<string, string> {
+  return {
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
+    GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(userAndToken).toString('base64')}`,
+  };
+}
 
 export interface GitHubSettings {
   apiUrl: string;

@@ -7,8 +7,8 @@
  * Authorization header scoped to the URL's origin, in its environment only
  * (no URL, config file, argument list or log).
  */
-import { gitCredentials as githubGitCredentials, type GitHubSettings } from '../github/client';
-import { basicAuthEnv, type GitEnv } from './git';
+import { basicAuthEnv, gitCredentials as githubGitCredentials, type GitHubSettings } from '../github/client';
+import type { GitEnv } from './git';
 
 /** DRYDOCK_GIT_CREDENTIALS: "user:token" by host ("git.example.com", "git.example.com:8443"). */
 export type GitHostCredentials = Record<string, string>;

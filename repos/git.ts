@@ -40,18 +40,6 @@ export class GitError extends Error {
 /** Extra environment for git (credentials from repos/credentials.ts). */
 export type GitEnv = Record<string, string>;
 
-/**
- * git's environment configuration for `Authorization: Basic <user:token>` on
- * `origin` only: the credential is in no URL, config file, argument list or log.
- */
-export function basicAuthEnv(origin: string, userAndToken: string): GitEnv {
-  return {
-    GIT_CONFIG_COUNT: '1',
-    GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
-    GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(userAndToken).toString('base64')}`,
-  };
-}
-
 /** Runs git on the worker; never prompts for credentials. */
 export async function git(args: string[], cwd?: string, extraEnv: GitEnv = {}): Promise<string> {
   return (await gitWithOutput(args, cwd, extraEnv)).stdout;
