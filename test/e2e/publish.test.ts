@@ -166,6 +166,7 @@ test('deploy is at most once: a retry while the first attempt may still be deplo
   const runs = path.join(dir, 'runs');
   const deps = {
     audit: new AuditTrail(db.pool, 'test-host', new Redactor([TOKEN]), testAuditKey()),
+    redactor: new Redactor([TOKEN]),
     artifacts: new ArtifactStore(path.join(dir, 'artifacts')),
     // Long enough for the retry to start while it runs, as when its worker died mid-deploy.
     deployCommand: `echo "$DRYDOCK_COMMIT" >> ${runs}; sleep 2; echo deployed`,
