@@ -262,7 +262,7 @@ test('a session through drydock serve in a container, run by a containerized wor
     decision: 'approve',
     change: waiting.pendingApproval?.change?.slice(0, 12),
   });
-  expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'bob' } });
+  expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'machine:bob' } });
   const done = await until('the session completed', async () => {
     const { body } = await api(`/api/sessions/${sessionId}`, TOKEN_B);
     return body.phase === 'completed' ? body : undefined;
