@@ -724,17 +724,22 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       /the checkpoint diff is over 64 MiB/,
     );
     expect(diffGrowth).toBeLessThan(128);
-    // A 64 MiB JUnit file, read with the test step's result.
-    const [read, junitGrowth] = await peakGrowth(() =>
-      step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 64M > huge.xml`, {
-        testReport: { files: ['huge.xml'] },
-      }),
-    );
-    expect(read.status === 'rejected' ? String(read.reason.message) : JSON.stringify(read)).toMatch(
-      /the JUnit report huge.xml is over 16 MiB/,
-    );
-    expect(junitGrowth).toBeLessThan(48);
-    await step('huge-cleanup', 'rm -f huge.xml');
+    // A 64 MiB JUnit file, read with the test step's result: never whole in memory (under 64 MiB of growth,
+    // whatever else the worker holds meanwhile: under gVisor's slower reads more of it is in flight at once).
+    try {
+      const [read, junitGrowth] = await peakGrowth(() =>
+        step('huge-junit', `rm -f huge.txt; yes '<testcase name="t"/>' | head -c 64M > huge.xml`, {
+          testReport: { files: ['huge.xml'] },
+        }),
+      );
+      expect(read.status === 'rejected' ? String(read.reason.message) : JSON.stringify(read)).toMatch(
+        /the JUnit report huge.xml is over 16 MiB/,
+      );
+      expect(junitGrowth).toBeLessThan(64);
+    } finally {
+      // The later tests' checkpoints would meet the huge files otherwise.
+      await step('huge-cleanup', 'rm -f huge.txt huge.xml');
+    }
   });
 
   test("a huge app log is cut to its last 4 MiB on the worker's disk, said so, with a bounded tail in the result", async () => {
