@@ -277,6 +277,7 @@ test('what the provider cannot do, it refuses saying so', async () => {
     lateCompanions: false,
     diskLimit: false,
     pidsLimit: false,
+    services: false,
   });
 });
 
