@@ -23,6 +23,7 @@ const shared = {
 const services = {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  setupFilesAfterEnv: ['<rootDir>/test/support/run-tmp.ts'],
 };
 const DRILLS = ['faults', 'chaos', 'crash', 'agent-crash', 'dead-sandbox'].map((f) => `test/e2e/${f}.test.ts`);
 

@@ -32,7 +32,10 @@ await_jobs() {
   done
 }
 drills=
-trap 'for g in "${job_pid[@]}" $drills; do kill -- "-$g" 2>/dev/null || true; done' EXIT
+# Free disk at the start and the end: a run needs about 25 GB (images, the Kubernetes build, clusters).
+disk_free() { step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free $1"; }
+disk_free "at the start"
+trap 'for g in "${job_pid[@]}" $drills; do kill -- "-$g" 2>/dev/null || true; done; disk_free "at the end"' EXIT
 
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts

@@ -4,7 +4,7 @@
  * of the workflow code that every in-process test worker loads.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
@@ -54,4 +54,12 @@ export default async function globalSetup(): Promise<void> {
     DRYDOCK_DEV_MODE: '1',
   });
   Object.assign(globalThis, { drydockTemporal: server, drydockPostgres: postgres });
+  // Last, so the servers above keep the machine's: every temp folder the tests make lives in
+  // the run's folder, emptied between files (test/support/run-tmp.ts) and at the end, so a
+  // run's disk use does not grow with its length.
+  // Open as /tmp is: servers run as their own users (PostgreSQL) and sandboxes as theirs.
+  process.env.TMPDIR = path.join(dir, 'tmp');
+  await mkdir(process.env.TMPDIR);
+  await chmod(dir, 0o755);
+  await chmod(process.env.TMPDIR, 0o1777);
 }

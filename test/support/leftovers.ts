@@ -92,8 +92,7 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
     }
   }
   for (const { dir } of orphans) {
-    unmountUnder(dir);
-    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+    removeTree(dir);
     done.push(dir);
   }
   return done;
@@ -104,11 +103,17 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
  * (sandbox/docker/storage.ts) is an ext4 image loop-mounted in the worker's data
  * dir, and removing the folder over it fails with EBUSY.
  */
-function unmountUnder(dir: string): void {
+export function unmountUnder(dir: string): void {
   const points = readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((line) => line.split(' ')[4])
     .filter((point) => point?.startsWith(`${dir}/`) || point === dir)
     .sort((a, b) => b.length - a.length);
   for (const point of points) execFileSync('umount', ['--lazy', point]);
+}
+
+/** Removes DIR and all under it, unmounting first (see unmountUnder). */
+export function removeTree(dir: string): void {
+  unmountUnder(dir);
+  rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 }
