@@ -3,7 +3,12 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR="$ROOT/.tools"
 DATA_DIR="${DRYDOCK_DATA_DIR:-$ROOT/data}"
-step() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
+# A step's line; under npm test, with the minutes since it started (DRYDOCK_T0), for CI's timings.
+step() {
+  local t=""
+  [ -z "${DRYDOCK_T0:-}" ] || t="[$((($(date +%s) - DRYDOCK_T0) / 60))m] "
+  printf '\033[1m==>\033[0m %s%s\n' "$t" "$*" >&2
+}
 fail() { printf 'drydock: %s\n' "$*" >&2; exit 1; }
 is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
 apt_install() {

@@ -7,6 +7,7 @@
 # longest first-run builds (the sandbox image, Kubernetes) run in the
 # background meanwhile. Extra arguments go to jest instead (e.g. npm test -- test/unit).
 set -euo pipefail
+export DRYDOCK_T0=${DRYDOCK_T0:-$(date +%s)}
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
