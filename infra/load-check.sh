@@ -9,7 +9,7 @@
 #   bash infra/load-check.sh [rounds] [jest arguments...]    (default: 10 rounds)
 #   npm run test:load -- 3
 #
-# npm test runs one round of it in place of a plain run of the fast suite.
+# npm test runs the fast suite beside its end-to-end suites instead: a load of its own.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"

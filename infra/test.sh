@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
 # CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes), checks
-# types, lint and format, runs the fast suite under load (infra/load-check.sh,
-# one round), then the end-to-end suites against the real services with the
-# fault drills beside them (DRYDOCK_E2E_LANES=1: one after the other). The
-# longest first-run builds (the sandbox image, Kubernetes) run in the
-# background meanwhile. Extra arguments go to jest instead (e.g. npm test -- test/unit).
+# types, lint and format, then runs the end-to-end suites against the real
+# services with the fast suite and the fault drills beside them. The longest
+# first-run builds (the sandbox image, Kubernetes) run in the background
+# meanwhile. Extra arguments go to jest instead (e.g. npm test -- test/unit).
 set -euo pipefail
 export DRYDOCK_T0=${DRYDOCK_T0:-$(date +%s)}
 source "$(dirname "$0")/lib.sh"
@@ -32,11 +31,11 @@ await_jobs() {
     unset "job_pid[$name]"
   done
 }
-drills=
+lane=
 # Free disk at the start and the end: a run needs about 25 GB (images, the Kubernetes build, clusters).
 disk_free() { step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free $1"; }
 disk_free "at the start"
-trap 'for g in "${job_pid[@]}" $drills; do kill -- "-$g" 2>/dev/null || true; done; disk_free "at the end"' EXIT
+trap 'for g in "${job_pid[@]}" $lane; do kill -- "-$g" 2>/dev/null || true; done; disk_free "at the end"' EXIT
 
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
@@ -55,25 +54,30 @@ if [ $# -gt 0 ]; then
   npx jest --runInBand "$@"
   exit
 fi
-bash "$ROOT/infra/load-check.sh" "${DRYDOCK_LOAD_ROUNDS:-1}"
+# Two lanes, each a jest of its own (its own dev server and PostgreSQL): the end-to-end suites,
+# and beside them the fast suite (under the load of the other lane and the builds: what the
+# load check proves with CPU burners, npm run test:load) and then the fault drills, which
+# mostly wait out heartbeat and host timeouts. The second lane's output is kept until the end.
+lane_log="$DATA_DIR/test-fast-and-drills.log"
+image_pid=${job_pid[sandbox-image]:-}
+second_lane() {
+  npx jest --selectProjects fast || return
+  # The drills' global setup would build the sandbox image itself: wait for the job building it.
+  while [ -n "$image_pid" ] && kill -0 "$image_pid" 2>/dev/null; do sleep 5; done
+  npx jest --selectProjects drills --runInBand
+}
+step "the fast suite, then the fault drills, beside the end-to-end tests (log: ${lane_log#"$ROOT/"})"
+setsid bash -c "$(declare -f second_lane); image_pid=$image_pid; second_lane" >"$lane_log" 2>&1 &
+lane=$!
 # Not Kubernetes: its suites run last and wait for its build themselves (test/support/k8s-cluster.ts).
 await_jobs sandbox-image
-if [ "${DRYDOCK_E2E_LANES:-2}" = 1 ]; then
-  step "end-to-end tests and fault drills: real Temporal dev server, Docker and git"
-  exec npx jest --selectProjects e2e drills --runInBand
-fi
-# The fault drills mostly wait out heartbeat and host timeouts: they run beside the other
-# suites, in a jest of their own (its own dev server and PostgreSQL), their output kept until the end.
-drills_log="$DATA_DIR/test-drills.log"
-step "end-to-end tests: real Temporal dev server, Docker and git; the fault drills beside them (log: ${drills_log#"$ROOT/"})"
-setsid npx jest --selectProjects drills --runInBand >"$drills_log" 2>&1 &
-drills=$!
+step "end-to-end tests: real Temporal dev server, Docker and git"
 code=0
 npx jest --selectProjects e2e --runInBand || code=$?
-drills_code=0
-wait "$drills" || drills_code=$?
-drills=
+lane_code=0
+wait "$lane" || lane_code=$?
+lane=
 await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
-step "the fault drills, run beside the suites above:"
-cat "$drills_log" >&2
-[ "$code" -eq 0 ] && [ "$drills_code" -eq 0 ] || fail "end-to-end tests failed (e2e: exit $code, drills: exit $drills_code)"
+step "the fast suite and the fault drills, run beside the suites above:"
+cat "$lane_log" >&2
+[ "$code" -eq 0 ] && [ "$lane_code" -eq 0 ] || fail "tests failed (end-to-end: exit $code, fast and drills: exit $lane_code)"
