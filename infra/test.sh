@@ -31,11 +31,11 @@ await_jobs() {
     unset "job_pid[$name]"
   done
 }
-lane=
+declare -A lane_pid=()
 # Free disk at the start and the end: a run needs about 25 GB (images, the Kubernetes build, clusters).
 disk_free() { step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free $1"; }
 disk_free "at the start"
-trap 'for g in "${job_pid[@]}" $lane; do kill -- "-$g" 2>/dev/null || true; done; disk_free "at the end"' EXIT
+trap 'for g in "${job_pid[@]}" "${lane_pid[@]}"; do kill -- "-$g" 2>/dev/null || true; done; disk_free "at the end"' EXIT
 
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
@@ -54,30 +54,37 @@ if [ $# -gt 0 ]; then
   npx jest --runInBand "$@"
   exit
 fi
-# Two lanes, each a jest of its own (its own dev server and PostgreSQL): the end-to-end suites,
-# and beside them the fast suite (under the load of the other lane and the builds: what the
-# load check proves with CPU burners, npm run test:load) and then the fault drills, which
-# mostly wait out heartbeat and host timeouts. The second lane's output is kept until the end.
-lane_log="$DATA_DIR/test-fast-and-drills.log"
+# Three lanes, each a jest of its own (its own dev server and PostgreSQL): the end-to-end
+# suites in two halves (test/support/kubernetes-last.mjs deals them out; the Kubernetes
+# suites and the image builds in the second), and beside them the fast suite (under the load
+# of the others and the builds: what the load check proves with CPU burners, npm run
+# test:load), then the fault drills, which mostly wait out heartbeat and host timeouts. The
+# background lanes' output is kept in their logs and printed at the end.
 image_pid=${job_pid[sandbox-image]:-}
-second_lane() {
+fast_then_drills() {
   npx jest --selectProjects fast || return
   # The drills' global setup would build the sandbox image itself: wait for the job building it.
   while [ -n "$image_pid" ] && kill -0 "$image_pid" 2>/dev/null; do sleep 5; done
   npx jest --selectProjects drills --runInBand
 }
-step "the fast suite, then the fault drills, beside the end-to-end tests (log: ${lane_log#"$ROOT/"})"
-setsid bash -c "$(declare -f second_lane); image_pid=$image_pid; second_lane" >"$lane_log" 2>&1 &
-lane=$!
-# Not Kubernetes: its suites run last and wait for its build themselves (test/support/k8s-cluster.ts).
-await_jobs sandbox-image
-step "end-to-end tests: real Temporal dev server, Docker and git"
-code=0
-npx jest --selectProjects e2e --runInBand || code=$?
-lane_code=0
-wait "$lane" || lane_code=$?
-lane=
+start_lane() {
+  local name=$1
+  shift
+  step "$name, in a lane of its own (log: data/test-$name.log)"
+  setsid bash -c "$(declare -f fast_then_drills); image_pid=$image_pid; $*" >"$DATA_DIR/test-$name.log" 2>&1 &
+  lane_pid[$name]=$!
+}
+start_lane fast-and-drills fast_then_drills
+await_jobs sandbox-image # Kubernetes not: its suites run last and wait for its build themselves
+start_lane e2e-2 npx jest --selectProjects e2e --runInBand --shard=2/2
+step "end-to-end tests (first half): real Temporal dev server, Docker and git"
+failed=()
+npx jest --selectProjects e2e --runInBand --shard=1/2 || failed+=(e2e-1)
+for name in e2e-2 fast-and-drills; do
+  wait "${lane_pid[$name]}" || failed+=("$name")
+  unset "lane_pid[$name]"
+  step "$name, run beside the suites above:"
+  cat "$DATA_DIR/test-$name.log" >&2
+done
 await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
-step "the fast suite and the fault drills, run beside the suites above:"
-cat "$lane_log" >&2
-[ "$code" -eq 0 ] && [ "$lane_code" -eq 0 ] || fail "tests failed (end-to-end: exit $code, fast and drills: exit $lane_code)"
+[ ${#failed[@]} -eq 0 ] || fail "tests failed in: ${failed[*]}"
