@@ -196,7 +196,7 @@ export function createAgentActivities(deps: AgentDeps) {
      * before it is returned, so a retry after a crash reuses the paid call.
      */
     async modelCall(input: ModelCallInput): Promise<ModelCallResult> {
-      return callModel(deps, input);
+      return callModel(deps, input).catch(giveUpAfterAttempts);
     },
 
     /** Runs one tool call of the model in the sandbox, at most once; its result becomes message `index`. */
@@ -377,10 +377,26 @@ async function askWithinWindow(
 const MODEL_CALL_ATTEMPTS = 5;
 
 /**
- * One model call. An answer a retry cannot change (a 4xx) is permanent; a rate
- * limit is retried when the provider says (Retry-After), for as long as the
- * session's wall time lasts (the workflow bounds the activity by it); other
- * failures a few times.
+ * The model call's activity has no attempt limit (a rate limit is waited out
+ * for as long as the wall time lasts), so any other failure (the provider's,
+ * or the worker's own: a full disk, a message missing from the store) ends it
+ * after MODEL_CALL_ATTEMPTS, with its message, instead of being retried, and
+ * maybe paid again, for the rest of the wall time.
+ */
+function giveUpAfterAttempts(err: unknown): never {
+  const { info, cancellationSignal } = Context.current();
+  if (err instanceof ApplicationFailure || cancellationSignal.aborted || info.attempt < MODEL_CALL_ATTEMPTS) throw err;
+  throw ApplicationFailure.nonRetryable(
+    `${err instanceof Error ? err.message : String(err)} (attempt ${info.attempt} of the model call: given up)`,
+    ErrorType.ModelRequest,
+  );
+}
+
+/**
+ * One model call. An answer a retry cannot change (a 4xx, a request the SDK
+ * refuses) is permanent; a rate limit is retried when the provider says
+ * (Retry-After), for as long as the session's wall time lasts (the workflow
+ * bounds the activity by it); other failures a few times (giveUpAfterAttempts).
  */
 async function askModel(
   endpoint: Endpoint,
@@ -405,9 +421,6 @@ async function askModel(
         type: ErrorType.ModelRateLimited,
         ...(err.retryAfterMs !== undefined ? { nextRetryDelay: Math.max(1000, err.retryAfterMs) } : {}),
       });
-    }
-    if (Context.current().info.attempt >= MODEL_CALL_ATTEMPTS) {
-      throw ApplicationFailure.nonRetryable(err.message, ErrorType.ModelRequest);
     }
     throw err;
   }

@@ -11,7 +11,22 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { APICallError, generateText, jsonSchema, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import {
+  APICallError,
+  generateText,
+  InvalidArgumentError,
+  InvalidDataContentError,
+  InvalidMessageRoleError,
+  InvalidPromptError,
+  jsonSchema,
+  MessageConversionError,
+  MissingToolResultsError,
+  tool,
+  UnsupportedFunctionalityError,
+  type LanguageModel,
+  type ModelMessage,
+  type ToolSet,
+} from 'ai';
 
 import type { MODEL_APIS } from '../platform/config';
 
@@ -253,6 +268,8 @@ export async function chatCompletion(
     result = await generateText({
       model: languageModel(endpoint, request.model),
       messages: toModelMessages(request.messages),
+      // Message 0 is drydock's own system prompt (activities/agent.ts), never outside input.
+      allowSystemInMessages: true,
       ...(request.tools?.length ? { tools: toolSet(request.tools) } : {}),
       temperature: request.temperature,
       maxOutputTokens: request.maxOutputTokens,
@@ -290,11 +307,33 @@ export async function chatCompletion(
   };
 }
 
+/**
+ * The SDK's refusals of the request itself, before anything is sent (a
+ * conversation it cannot convert, an argument out of range): the same request
+ * fails the same way on every retry.
+ */
+const REFUSED_REQUEST = [
+  InvalidPromptError,
+  InvalidArgumentError,
+  InvalidMessageRoleError,
+  InvalidDataContentError,
+  MessageConversionError,
+  MissingToolResultsError,
+  UnsupportedFunctionalityError,
+];
+
 /** A failed call as a ModelApiError: retryable or not, with Retry-After and the context-length case. */
 export function classify(err: unknown, endpoint: Endpoint): ModelApiError {
   if (!APICallError.isInstance(err)) {
     const message = err instanceof Error ? err.message : String(err);
-    return new ModelApiError(`model API at ${endpoint.baseUrl}: ${message}`, undefined, true);
+    const refused = REFUSED_REQUEST.some((type) => type.isInstance(err));
+    return new ModelApiError(
+      refused
+        ? `the request to ${endpoint.baseUrl} is invalid: ${message}`
+        : `model API at ${endpoint.baseUrl}: ${message}`,
+      undefined,
+      !refused,
+    );
   }
   const status = err.statusCode;
   const body = err.responseBody ?? '';

@@ -316,6 +316,15 @@ const configSchema = z.object({
   DRYDOCK_K8S_NODE: z.string().min(1).optional(),
   /** kubernetes: the sandbox pods' imagePullPolicy ("Never": images are loaded onto the nodes). */
   DRYDOCK_K8S_IMAGE_PULL_POLICY: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
+  /**
+   * kubernetes: how long a sandbox's pod may take to run, its scheduling and
+   * image pull included; then it is deleted and the session fails naming why
+   * (at most 8m: the provisioning activity has 10m in all).
+   */
+  DRYDOCK_K8S_START_TIMEOUT: duration
+    .default('5m')
+    .transform(durationMs)
+    .refine((ms) => ms <= 8 * 60_000, 'at most 8m (the provisioning activity has 10m in all)'),
   /** kubernetes: the RuntimeClass of sandbox pods (e.g. one for gVisor); default: the cluster's. */
   DRYDOCK_K8S_RUNTIME_CLASS: z
     .string()

@@ -18,6 +18,7 @@ export type HostProviderConfig = Pick<
   | 'DRYDOCK_K8S_NAMESPACE'
   | 'DRYDOCK_K8S_NODE'
   | 'DRYDOCK_K8S_IMAGE_PULL_POLICY'
+  | 'DRYDOCK_K8S_START_TIMEOUT'
 >;
 
 /**
@@ -44,6 +45,7 @@ export async function hostProvider(config: HostProviderConfig): Promise<SandboxP
     node: config.DRYDOCK_K8S_NODE ?? config.DRYDOCK_HOST_ID,
     imagePullPolicy: config.DRYDOCK_K8S_IMAGE_PULL_POLICY,
     snapshotRoot: path.join(config.DRYDOCK_DATA_DIR, 'snapshots'),
+    startTimeoutMs: config.DRYDOCK_K8S_START_TIMEOUT,
   });
 }
 

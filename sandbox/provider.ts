@@ -207,6 +207,18 @@ export class SandboxNotFound extends SandboxError {
   }
 }
 
+/**
+ * The sandbox was made but never ran within the provider's start time (a pod
+ * the cluster could not schedule or start): permanent, since a retry would
+ * wait as long on the same cluster. The message says why and where to look.
+ */
+export class SandboxDidNotStart extends SandboxError {
+  constructor(message: string) {
+    super(message, 'permanent');
+    this.name = 'SandboxDidNotStart';
+  }
+}
+
 /** A command exited non-zero where success was required: transient unless the caller knows better. */
 export class CommandExitError extends SandboxError {
   constructor(

@@ -621,6 +621,8 @@ export const ErrorType = {
   OutputTooLarge: 'OutputTooLarge',
   /** The sandbox provider cannot do what was asked (its capabilities, sandbox/provider.ts); the message says what. */
   SandboxUnsupported: 'SandboxUnsupported',
+  /** The sandbox was made but did not run within the provider's start time (a pod never scheduled or started): names why. */
+  SandboxDidNotStart: 'SandboxDidNotStart',
   /** An agentAttempts or pilot input that cannot run (names each bad field). */
   InvalidPilotInput: 'InvalidPilotInput',
   /** The change holds the value of a secret the worker knows: never pushed. */

@@ -5,7 +5,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { caEnv, installCaBundle } from '../ca';
 import { egressDirOf } from '../egress';
-import { LABELS, SandboxError, SandboxNotFound, type SandboxProvider, type SandboxSpec } from '../provider';
+import {
+  LABELS,
+  SandboxDidNotStart,
+  SandboxError,
+  SandboxNotFound,
+  type SandboxProvider,
+  type SandboxSpec,
+} from '../provider';
 import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { OutputOverCap } from '../../platform/output-cap';
 import type { SandboxDeps } from './deps';
@@ -100,12 +107,16 @@ const IMAGES_WITH_SHELL = new Set<string>();
 
 /**
  * Creates the container; an image that cannot even keep it running (no sleep,
- * so no sh either) says so, and so does a provider that cannot make it.
+ * so no sh either) says so, and so does a provider that cannot make it, or
+ * whose sandbox never starts (a retry would wait as long again).
  */
 async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: SandboxSpec) {
   try {
     return await sandboxes.create(spec);
   } catch (err) {
+    if (err instanceof SandboxDidNotStart) {
+      throw ApplicationFailure.nonRetryable(`${sandboxes.name}: ${err.message}`, ErrorType.SandboxDidNotStart);
+    }
     if (err instanceof SandboxError && err.kind === 'permanent' && !(err instanceof SandboxNotFound)) {
       throw ApplicationFailure.nonRetryable(`${sandboxes.name}: ${err.message}`, ErrorType.SandboxUnsupported);
     }

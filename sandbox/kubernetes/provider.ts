@@ -16,6 +16,7 @@ import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
   HOME,
   LABELS,
+  SandboxDidNotStart,
   SandboxError,
   SandboxNotFound,
   STDERR_KEPT,
@@ -36,7 +37,7 @@ import {
 import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } from './exec';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
 import { SnapshotStore } from './snapshot-store';
-import { runningState, type PodState } from './pod-state';
+import { notStartedMessage, runningState, warningsOf } from './pod-state';
 
 const GiB = 1024 ** 3;
 /** A snapshot's archive on the worker's disk: the most a build's /workspace may hold. */
@@ -63,7 +64,7 @@ export interface KubernetesSettings {
   imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** Folder on the node (the same path here) holding the snapshots. */
   snapshotRoot: string;
-  /** How long a pod may take to run, its image's pull included. @default 300_000 */
+  /** How long a pod may take to run, its scheduling and image pull included; then it is deleted. @default 300_000 */
   startTimeoutMs?: number;
 }
 
@@ -132,12 +133,18 @@ export class KubernetesProvider implements SandboxProvider {
     return { id: pod, created };
   }
 
-  /** Polls the pod until it runs; a pod that cannot start is deleted and its reason thrown. */
+  /**
+   * Polls the pod until it runs. A pod that cannot start, or that still does
+   * not run when its start time is up (never scheduled, or stuck being
+   * created), is deleted and why thrown: a pod never waits on for ever, and a
+   * retry makes a new one.
+   */
   private async untilRunning(name: string, pod: string): Promise<void> {
-    const deadline = Date.now() + (this.settings.startTimeoutMs ?? 300_000);
-    let state: PodState = { phase: 'gone', why: 'not created' };
+    const limitMs = this.settings.startTimeoutMs ?? 300_000;
+    const deadline = Date.now() + limitMs;
     for (;;) {
-      state = runningState(await this.podOf(pod));
+      const found = await this.podOf(pod);
+      const state = runningState(found);
       if (state.phase === 'running') return;
       if (state.phase === 'gone') throw new SandboxNotFound(name, 'was removed while it started');
       if (state.phase === 'failed') {
@@ -145,11 +152,25 @@ export class KubernetesProvider implements SandboxProvider {
         throw new Error(`the pod of ${name} cannot run: ${state.why}`);
       }
       if (Date.now() > deadline) {
-        throw new Error(
-          `the pod of ${name} is not running after ${Math.round((deadline - Date.now()) / -1000)} s: ${state.why}`,
-        );
+        const warnings = await this.warnings(pod);
+        await this.destroy(pod);
+        const at = { sandbox: name, namespace: this.namespace, node: this.settings.node, limitMs };
+        throw new SandboxDidNotStart(notStartedMessage(found, warnings, at));
       }
       await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** The pod's warning events (the scheduler's, the kubelet's); none when events may not be read. */
+  private async warnings(pod: string): Promise<string[]> {
+    try {
+      const events = await this.core.listNamespacedEvent({
+        namespace: this.namespace,
+        fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod}`,
+      });
+      return warningsOf(events.items);
+    } catch {
+      return []; // the message says where to look instead
     }
   }
 

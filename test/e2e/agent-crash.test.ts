@@ -18,6 +18,7 @@ import {
 } from '../support/helpers';
 import { newQueue, startWorkerProcess, workerEnv } from '../support/workers';
 import { gate, heldCommand, stopGates } from '../support/drills';
+import { testTimeLeft, within } from '../support/waits';
 
 afterEach(stopGates);
 
@@ -141,6 +142,7 @@ test('kill -9 the worker right after a model call was paid, before Temporal hear
 });
 
 test('kill -9 the worker right after a compacting model call → the compaction and the answer are reused, counted once', async () => {
+  const left = testTimeLeft();
   const key = `sk-compactcrash-${randomBytes(8).toString('hex')}`;
   const model = await startFakeProviders({ apiKey: key, contextWindow: 4000 });
   // Long outputs until the window forces a compaction, then done.
@@ -164,12 +166,15 @@ test('kill -9 the worker right after a compacting model call → the compaction 
       task: 'count to 600 eight times',
       agent: { kind: 'openai', model: 'fake-1', contextWindow: 4000, toolOutputLimit: 2000 },
     });
-    await worker.held; // the compacting call is answered and stored; the activity has not reported
+    // The compacting call is answered and stored; the activity has not reported.
+    await within(handle, 'the worker to hold after a compacting model call', worker.held, { ms: left() });
     const paid = model.requests.length;
     await worker.kill();
 
-    worker = startWorkerProcess(env, { cli: true });
-    const settled = await waitForStatus(handle, (s) => s.agent?.stopReason === 'done', 180_000);
+    // The same worker with the run's workflow bundle: bin/drydock would bundle it again first
+    // (a minute and more of a busy machine's CPU), and test 1 restarts that one already.
+    worker = startWorkerProcess(env);
+    const settled = await waitForStatus(handle, (s) => s.agent?.stopReason === 'done', left());
     expect(settled.error).toBeUndefined();
     // Each compaction counted once (the reused one not again): as many as the timeline shows, each further on.
     const steps = settled.timeline.flatMap((t) => /compacted before message (\d+)/.exec(t.detail ?? '')?.[1] ?? []);

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { podName } from '../../sandbox/kubernetes/pod';
-import { LABELS, SandboxNotFound, type SandboxSpec } from '../../sandbox/provider';
+import { LABELS, SandboxDidNotStart, SandboxNotFound, type SandboxSpec } from '../../sandbox/provider';
 import { hasTokenPattern } from '../../platform/scrub';
 import { reject, status } from '../../workflows/api';
 import { own } from '../support/leftovers';
@@ -43,6 +43,12 @@ import { EGRESS_PROBE, probeDeps } from '../support/hostile';
 
 const image = process.env.DRYDOCK_BASE_IMAGE!;
 const MiB = 1024 ** 2;
+/**
+ * How long a pod of this file may take to start: below the waits of its
+ * tests and hooks, so that a cluster that cannot run pods fails them with
+ * the provider's error (why, and where to look), not a jest time-out.
+ */
+const START_TIMEOUT_MS = 120_000;
 let cluster: TestCluster;
 let sandboxes: KubernetesProvider;
 let dir: string;
@@ -59,6 +65,7 @@ beforeAll(async () => {
     node: 'localhost',
     imagePullPolicy: 'Never',
     snapshotRoot: path.join(dir, 'snapshots'),
+    startTimeoutMs: START_TIMEOUT_MS,
   });
 }, 15 * 60_000);
 
@@ -264,6 +271,35 @@ test('a pod deleted mid-command: the command ends as SandboxNotFound, and so doe
   await expect(sandboxes.copyIn(name, new PassThrough().end(), '/workspace')).rejects.toBeInstanceOf(SandboxNotFound);
   expect(await sandboxes.destroy(name)).toBe(false);
   expect(await sandboxes.exists(name)).toBe(false);
+});
+
+test('a pod that cannot start is deleted when its start time is up, naming why and where to look', async () => {
+  const within = (node: string) => new KubernetesProvider({ ...sandboxes.settings, node, startTimeoutMs: 15_000 });
+  // Placed on its node, where the kubelet cannot mount a host folder that is not there.
+  const unmountable = `drydock-nomount-${randomBytes(2).toString('hex')}`;
+  const missing = path.join(dir, 'no-such-folder');
+  // A node the cluster does not have: the scheduler never places it.
+  const unplaced = `drydock-noplace-${randomBytes(2).toString('hex')}`;
+  const [stuck, unscheduled] = await Promise.allSettled([
+    within('localhost').create(await specOf(unmountable, { mounts: [{ source: missing, target: '/opt/x' }] })),
+    within('no-such-node').create(await specOf(unplaced)),
+  ]);
+  expect(stuck.status === 'rejected' && stuck.reason).toBeInstanceOf(SandboxDidNotStart);
+  expect((stuck as PromiseRejectedResult).reason.message).toMatch(
+    new RegExp(
+      `^the pod ${unmountable} did not start within 15 s \\(ContainerCreating; .*FailedMount: .*${missing}.*\\): ` +
+        `node localhost has not started it: see its events \\(kubectl describe pod ${unmountable} -n ${namespace}\\)`,
+    ),
+  );
+  expect(unscheduled.status === 'rejected' && unscheduled.reason).toBeInstanceOf(SandboxDidNotStart);
+  expect((unscheduled as PromiseRejectedResult).reason.message).toMatch(
+    new RegExp(
+      `^the pod ${unplaced} did not start within 15 s \\(0/1 nodes are available: .*NodeAffinity.*\\): ` +
+        'the scheduler did not place it on node no-such-node: see kubectl describe node no-such-node',
+    ),
+  );
+  expect(await sandboxes.exists(unmountable)).toBe(false);
+  expect(await sandboxes.exists(unplaced)).toBe(false);
 });
 
 test('what the provider cannot do, it refuses saying so', async () => {
@@ -581,6 +617,40 @@ describe('the runStep activity in a pod: the egress proxy, secrets, stray proces
   });
 });
 
+describe('a session whose pod cannot start', () => {
+  let stack: TestStack;
+  let repo: { url: string };
+  beforeAll(async () => {
+    repo = await makeFixtureRepo();
+    stack = await startStack({ ...k8sWorker(), DRYDOCK_K8S_NODE: 'no-such-node', DRYDOCK_K8S_START_TIMEOUT: 15_000 });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  test('fails once its start time is up, naming why and where to look, with no retry and no pod left', async () => {
+    const id = newSessionId('k8s-nostart');
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: 'never starts',
+      agent: { steps: [{ run: 'true' }] },
+    });
+    const final = await waitForStatus(handle, inPhase('failed'), 120_000);
+    expect(final.error).toMatch(
+      new RegExp(
+        `^provisionSandbox: kubernetes: the pod ${sandboxName(id)} did not start within 15 s \\(0/1 nodes are available: .*NodeAffinity.*\\): ` +
+          'the scheduler did not place it on node no-such-node: see kubectl describe node no-such-node',
+      ),
+    );
+    await expect(handle.result()).rejects.toThrow();
+    const attempts = (await handle.fetchHistory()).events!.filter(
+      (e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt !== 1,
+    );
+    expect(attempts).toEqual([]);
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+  });
+});
+
 /** A worker's configuration whose sandboxes are pods of the run's cluster, in this file's namespace. */
 function k8sWorker() {
   return {
@@ -589,5 +659,6 @@ function k8sWorker() {
     DRYDOCK_K8S_NAMESPACE: namespace,
     DRYDOCK_K8S_NODE: 'localhost',
     DRYDOCK_K8S_IMAGE_PULL_POLICY: 'Never' as const,
+    DRYDOCK_K8S_START_TIMEOUT: START_TIMEOUT_MS,
   };
 }

@@ -17,6 +17,7 @@ import { createWorker, hostQueueOf, type DrydockWorker } from '../../workers/wor
 import type { Reaped } from '../../sandbox/activities/reaper';
 import {
   decide,
+  OUTCOMES,
   status,
   WORKFLOW_TYPE,
   type Action,
@@ -203,7 +204,11 @@ export function scriptedSession(
   return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
 }
 
-/** Polls the status query until `until` holds; fails with the last status and the workflow's state after `timeoutMs`. */
+/**
+ * Polls the status query until `until` holds; fails with the last status and the
+ * workflow's state after `timeoutMs`, or as soon as the session has ended without
+ * it (a failed session is not waited on until a time-out hides why it failed).
+ */
 export async function waitForStatus(
   handle: WorkflowHandle,
   until: (s: SessionStatus) => boolean,
@@ -214,12 +219,26 @@ export async function waitForStatus(
   for (;;) {
     last = await handle.query(status).catch(() => last);
     if (last && until(last)) return last;
-    if (Date.now() > deadline) {
-      throw new Error(`status never matched; last: ${JSON.stringify(last, null, 1)}\n${await explain(handle)}`);
+    const ended = !!last && (OUTCOMES as readonly string[]).includes(last.phase) && (await hasClosed(handle));
+    if (ended) {
+      last = await handle.query(status).catch(() => last); // its final status
+      if (until(last!)) return last!;
+    }
+    if (ended || Date.now() > deadline) {
+      const why = ended ? `the session ended ${last!.phase}` : `not within ${timeoutMs / 1000}s`;
+      throw new Error(
+        `status never matched (${why}); last: ${JSON.stringify(last, null, 1)}\n${await explain(handle)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 250));
   }
 }
+
+const hasClosed = (handle: WorkflowHandle) =>
+  handle.describe().then(
+    (d) => d.status.name !== 'RUNNING',
+    () => false,
+  );
 
 /** Polls `read` until `ready` holds; fails with what it waited for and the last value read after `ms`. */
 export async function pollUntil<T>(

@@ -12,6 +12,16 @@ import { temporal } from '@temporalio/proto';
 /** How long one call on the server may take before the wait gives up (well under jest's 180 s per test). */
 export const WAIT_MS = 60_000;
 
+/**
+ * For waits that follow one another in a test: the time left of jest's 180 s
+ * (jest.config.js) less a margin for the explanation, so that the wait that
+ * runs out explains itself before jest ends the test with its bare time-out.
+ */
+export function testTimeLeft(): () => number {
+  const end = Date.now() + 180_000 - 15_000;
+  return () => Math.max(1_000, end - Date.now());
+}
+
 /** The server's clock, when it is not the wall clock (the time-skipping test server's). */
 export type ServerTime = () => Promise<number>;
 

@@ -1,5 +1,11 @@
-/** The agent's pure parts: budgets, CLI command lines, input rules, endpoints and prices, the model client. */
+/** The agent's pure parts: budgets, CLI command lines, input rules, endpoints and prices, the model client and its retries. */
 import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
 import { budgetStop } from '../../workflows/rules/budget';
 import { cliCommand, cliPrompt, feedbackMessage, shellQuote } from '../../workflows/rules/prompts';
 import { parseSessionInput } from '../../workflows/input';
@@ -7,11 +13,13 @@ import {
   chatCompletion,
   costOf,
   ModelApiError,
+  type ChatMessage,
   normalizeChatAnswer,
   resolveEndpoint,
   retryAfterMs,
 } from '../../models/llm';
-import { outputLimit } from '../../activities/agent';
+import { createAgentActivities, outputLimit, type ModelCallInput } from '../../activities/agent';
+import { ArtifactStore } from '../../store/artifacts';
 import { startFakeProviders } from '../support/fake-providers';
 
 const budget = { maxTurns: 10, maxTokens: 1000, maxCost: 0.5, maxWallTime: '10m', onExceeded: 'verify' } as const;
@@ -203,4 +211,92 @@ describe.each(['anthropic', 'openai', 'openai-chat', 'compatible'] as const)('th
       await server.close();
     }
   });
+});
+
+test("a request the SDK refuses is not retried, and drydock's own system prompt raises no warning", async () => {
+  const server = await startFakeProviders({ apiKey: 'k' });
+  const warn = jest.spyOn(console, 'warn');
+  try {
+    const endpoint = { baseUrl: server.baseUrl, api: 'openai' as const, apiKey: 'k' };
+    const call = (messages: ChatMessage[]) => chatCompletion(endpoint, { model: 'm', messages, maxOutputTokens: 100 });
+    await expect(call([])).rejects.toMatchObject({ retryable: false, message: expect.stringMatching(/invalid/) });
+    // A tool call without its result: the SDK refuses the conversation.
+    const asked = { id: 'c1', type: 'function' as const, function: { name: 'run', arguments: '{}' } };
+    await expect(
+      call([
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: null, tool_calls: [asked] },
+        { role: 'user', content: 'and?' },
+      ]),
+    ).rejects.toMatchObject({ retryable: false });
+    expect(server.requests).toHaveLength(0);
+    server.script([{ text: 'hello' }]);
+    const answer = await call([
+      { role: 'system', content: 'You are a coding agent.' },
+      { role: 'user', content: 'hi' },
+    ]);
+    expect(answer.message.content).toBe('hello');
+    expect(warn).not.toHaveBeenCalled();
+  } finally {
+    warn.mockRestore();
+    await server.close();
+  }
+});
+
+test('a model call gives up any failure but a rate limit after 5 attempts, its own (a missing message) included', async () => {
+  const server = await startFakeProviders({ apiKey: 'k' });
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-model-call-'));
+  try {
+    const models = {
+      defaultBaseUrl: server.baseUrl,
+      defaultApi: 'compatible' as const,
+      defaultApiKey: 'k',
+      endpoints: {},
+      prices: {},
+    };
+    // The failures below end before the sandbox, the audit trail or the checkpoints are used.
+    const activities = createAgentActivities({ artifacts: new ArtifactStore(dir), models } as unknown as Parameters<
+      typeof createAgentActivities
+    >[0]);
+    const sessionId = 'retries';
+    for (const index of [0, 1]) await activities.addAgentMessage({ sessionId, index, content: `message ${index}` });
+    const input: ModelCallInput = {
+      sandbox: 'unused',
+      sessionId,
+      model: 'm',
+      turn: 1,
+      messageCount: 2,
+      requirePrice: false,
+      maxOutputTokens: 100,
+      remaining: {},
+      contextWindow: 128_000,
+      compactedBefore: 0,
+    };
+    const attempt = (n: number, call: ModelCallInput) =>
+      new MockActivityEnvironment({ attempt: n }, { logger: new DefaultLogger('ERROR') })
+        .run(activities.modelCall, call)
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+    const missing = { ...input, messageCount: 3 };
+    const first = await attempt(1, missing);
+    expect(first).toBeInstanceOf(Error);
+    expect(first).not.toBeInstanceOf(ApplicationFailure); // retried
+    const given = await attempt(5, missing);
+    expect(given).toBeInstanceOf(ApplicationFailure);
+    expect(given).toMatchObject({ nonRetryable: true, type: 'ModelRequest', message: /message 2 .* missing/ });
+    server.script([
+      { error: { status: 503 } },
+      { error: { status: 503 } },
+      { error: { status: 429, headers: { 'retry-after': '3' } } },
+    ]);
+    expect(await attempt(4, input)).toMatchObject({ retryable: true, status: 503 });
+    expect(await attempt(5, input)).toMatchObject({ nonRetryable: true, type: 'ModelRequest' });
+    // A rate limit is waited out past 5 attempts: the wall time bounds it.
+    expect(await attempt(9, input)).toMatchObject({ nonRetryable: false, type: 'ModelRateLimited' });
+  } finally {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  }
 });

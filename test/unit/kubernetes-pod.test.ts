@@ -1,11 +1,12 @@
 /**
  * A sandbox's pod as sandbox/kubernetes/pod.ts makes it (every hardening
  * setting, the volumes, the placement), its name from the sandbox's, and
- * the state sandbox/kubernetes/pod-state.ts reads from what the API says.
+ * the state sandbox/kubernetes/pod-state.ts reads from what the API says,
+ * with the error of a pod that did not start in time.
  */
-import type { V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { KEEPER, podName, POD_ANNOTATIONS, POD_LABELS, sandboxPod } from '../../sandbox/kubernetes/pod';
-import { runningState } from '../../sandbox/kubernetes/pod-state';
+import { notStartedMessage, runningState, warningsOf } from '../../sandbox/kubernetes/pod-state';
 import type { SandboxSpec } from '../../sandbox/provider';
 
 const MiB = 1024 ** 2;
@@ -162,4 +163,67 @@ test('pod states: running, starting, failed for good with the reason, gone', () 
   });
   const killed = pod({ phase: 'Running', ...container({ terminated: { exitCode: 137, reason: 'OOMKilled' } }) });
   expect(runningState(killed)).toEqual({ phase: 'failed', why: 'exited 137: OOMKilled' });
+});
+
+test('a waiting container without a message is its reason alone', () => {
+  const creating = pod({ phase: 'Pending', ...container({ waiting: { reason: 'ContainerCreating' } }) });
+  expect(runningState(creating)).toEqual({ phase: 'starting', why: 'ContainerCreating' });
+});
+
+const event = (type: string, reason: string, message: string, at: string): CoreV1Event => ({
+  metadata: {},
+  involvedObject: {},
+  type,
+  reason,
+  message,
+  lastTimestamp: new Date(at),
+});
+
+test("a pod's warnings: newest last, each once, at most three, normal events left out", () => {
+  const events = [
+    event('Warning', 'FailedMount', 'hostPath type check failed: /gone is not a directory', '2026-01-01T00:00:05Z'),
+    event('Normal', 'Scheduled', 'Successfully assigned', '2026-01-01T00:00:01Z'),
+    event(
+      'Warning',
+      'FailedScheduling',
+      '0/1 nodes are available:\n 1 node(s) had untolerated taint(s).',
+      '2026-01-01T00:00:00Z',
+    ),
+    event('Warning', 'FailedMount', 'hostPath type check failed: /gone is not a directory', '2026-01-01T00:00:02Z'),
+    event('Warning', 'FailedCreatePodSandBox', 'x'.repeat(400), '2026-01-01T00:00:03Z'),
+    event('Warning', 'BackOff', 'Back-off pulling image', '2026-01-01T00:00:04Z'),
+  ];
+  expect(warningsOf(events)).toEqual([
+    `FailedCreatePodSandBox: ${'x'.repeat(276)}`,
+    'BackOff: Back-off pulling image',
+    'FailedMount: hostPath type check failed: /gone is not a directory',
+  ]);
+  expect(warningsOf([])).toEqual([]);
+});
+
+test('a pod that did not start in time: its state, its warnings, and where to look', () => {
+  const at = { sandbox: 'drydock-S_1', namespace: 'sandboxes', node: 'node-1', limitMs: 120_000 };
+  const taint = '0/1 nodes are available: 1 node(s) had untolerated taint(s).';
+  const unscheduled: V1Pod = {
+    metadata: { name: 'drydock-s-1-abc' },
+    spec: { containers: [] },
+    status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', message: taint }] },
+  };
+  // The scheduler's event repeats the condition: said once.
+  expect(notStartedMessage(unscheduled, [`FailedScheduling: ${taint}`, 'Other: x'], at)).toBe(
+    `the pod drydock-s-1-abc of drydock-S_1 did not start within 120 s (${taint}; Other: x): the scheduler did not ` +
+      'place it on node node-1: see kubectl describe node node-1 (its taints, conditions and free resources); ' +
+      'DRYDOCK_K8S_START_TIMEOUT gives pods longer to start',
+  );
+  const stuck: V1Pod = {
+    metadata: { name: 'drydock-s1' },
+    spec: { containers: [], nodeName: 'node-1' },
+    status: { phase: 'Pending', ...container({ waiting: { reason: 'ContainerCreating' } }) },
+  };
+  const mount = 'FailedMount: MountVolume.SetUp failed for volume "host-0" : hostPath type check failed';
+  expect(notStartedMessage(stuck, [mount], { ...at, sandbox: 'drydock-s1' })).toBe(
+    `the pod drydock-s1 did not start within 120 s (ContainerCreating; ${mount}): node node-1 has not started ` +
+      "it: see its events (kubectl describe pod drydock-s1 -n sandboxes) and the node's kubelet; " +
+      'DRYDOCK_K8S_START_TIMEOUT gives pods longer to start',
+  );
 });
