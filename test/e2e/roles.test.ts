@@ -150,7 +150,7 @@ const needs = (who: string, doing: string, repo: string, role: string, held: str
   `${who} may not ${doing} ${repo}: that needs the ${role} role (${held})`;
 
 describe('starting a session needs the requester role', () => {
-  test('a reader is refused by the API, Slack, Linear and a GitHub label, naming the role and the repo; a requester starts one', async () => {
+  test('a reader is refused by the API, Slack, Linear and a GitHub label, naming the role and the repo; a requester starts one and may steer it, not decide on it', async () => {
     const reader = needs('dave', 'start sessions of', SHOP, 'requester', 'dave is a reader');
     expect(await start(tokens.dave, SHOP)).toEqual({ status: 403, body: { error: reader } });
     // A machine is named machine:<name>; it holds nothing on the vault.
@@ -196,9 +196,17 @@ describe('starting a session needs the requester role', () => {
     toEnd.push(id);
     expect(await start(tokens.carol, SHOP, id)).toMatchObject({ status: 201, body: { sessionId: id } });
     expect(await api(`/api/sessions/${id}`, tokens.carol)).toMatchObject({ status: 200, body: { sessionId: id } });
-    const handle = stack.client.workflow.getHandle(id);
-    await waitForStatus(handle, (s) => s.requestedBy === 'carol');
-    await handle.cancel();
+    const waiting = await waitForStatus(stack.client.workflow.getHandle(id), inPhase('awaiting_approval'), 120_000);
+    expect(waiting.requestedBy).toBe('carol');
+    // Her own request she may steer (a follow-up); deciding on it is an approver's.
+    const more = await api(`/api/sessions/${id}/followups`, tokens.carol, {
+      steps: [{ run: 'echo more >> README.md' }],
+    });
+    expect(more).toMatchObject({ status: 202, body: { round: 2 } });
+    expect(await api(`/api/sessions/${id}/decide`, tokens.carol, { decision: 'reject' })).toEqual({
+      status: 403,
+      body: { error: needs('carol', 'approve, reject or steer sessions of', SHOP, 'approver', 'carol is a requester') },
+    });
   });
 });
 
