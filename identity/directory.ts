@@ -2,8 +2,8 @@
  * The identities file (DRYDOCK_IDENTITIES_FILE): one entry per person, and the
  * accounts on other services that are theirs. Serve maps a Slack user, a
  * Linear user, a GitHub login or an OpenID Connect sign-in to that one name,
- * which approvals, requests and the audit trail record. Per-repo roles are
- * meant to hang off the same names.
+ * which approvals, requests and the audit trail record. Per-repo roles hang
+ * off the same names (identity/roles.ts).
  *
  * ```yaml
  * people:
@@ -12,12 +12,15 @@
  *     github: alice-gh
  *     slack: U024BE7LH            # Slack member id
  *     linear: 2f8a6b1e-…          # Linear user id
+ * roles:                          # optional: who reads, requests and approves per repo
+ *   acme/shop: {approver: [alice], reader: [machine:grafana]}
  * ```
  */
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { ACCOUNT_KINDS, githubName, PERSON_NAME, type AccountKind } from './names';
+import { checkHolders, Roles, rolesSection } from './roles';
 
 const accounts = z.union([z.string().min(1).max(200), z.array(z.string().min(1).max(200)).min(1).max(20)]);
 
@@ -40,6 +43,7 @@ const fileSchema = z.strictObject({
       }
     }
   }),
+  roles: rolesSection.optional(),
 });
 
 /** GitHub logins and e-mail addresses are case-insensitive; Slack and Linear ids are compared as given. */
@@ -52,6 +56,8 @@ export class Directory {
   constructor(
     readonly people: ReadonlySet<string>,
     entries: [AccountKind, string, string][] = [],
+    /** Who holds which role on which repo (no `roles` section: nobody is checked). */
+    readonly roles = new Roles(),
   ) {
     for (const [kind, account, person] of entries) {
       const key = `${kind}:${normal(kind, account)}`;
@@ -90,8 +96,12 @@ export function parseDirectory(text: string, source = 'DRYDOCK_IDENTITIES_FILE')
       for (const account of [linked[kind] ?? []].flat()) entries.push([kind, account, person]);
     }
   }
+  const people = new Set(Object.keys(parsed.data.people));
+  const roles = parsed.data.roles;
+  const unknown = roles ? checkHolders(roles, people) : [];
+  if (unknown.length) throw new Error(`${source}: ${unknown.join('; ')}`);
   try {
-    return new Directory(new Set(Object.keys(parsed.data.people)), entries);
+    return new Directory(people, entries, new Roles(roles));
   } catch (err) {
     throw new Error(`${source}: ${(err as Error).message}`);
   }

@@ -7,6 +7,7 @@
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
 import { loadDirectory, type Directory } from './directory';
+import { checkHolders, type Roles } from './roles';
 import { loadMachineTokens, type MachineTokens } from './machine-tokens';
 import type { Principal } from './names';
 import { OidcSignIn } from './oidc';
@@ -25,6 +26,11 @@ export class Identities {
     /** Unset: the console signs in with tokens only. */
     readonly oidc?: OidcSignIn,
   ) {}
+
+  /** Who reads, requests and approves on which repo (the identities file's `roles`). */
+  get roles(): Roles {
+    return this.directory.roles;
+  }
 
   /** The caller a bearer token or console cookie names, if it is live. */
   async identify(token: string | undefined): Promise<Principal | undefined> {
@@ -62,10 +68,10 @@ export function loadIdentities(
           redirectUri: () => `${consoleUrl()}/auth/callback`,
         })
       : undefined;
-  return new Identities(
-    loadDirectory(config.DRYDOCK_IDENTITIES_FILE),
-    loadMachineTokens(config),
-    pool ? new PersonalTokens(pool) : undefined,
-    oidc,
-  );
+  const directory = loadDirectory(config.DRYDOCK_IDENTITIES_FILE);
+  const machines = loadMachineTokens(config);
+  // A role given to a machine without a token would never be used: say so at start.
+  const unknown = checkHolders(directory.roles.section ?? {}, directory.people, machines.names);
+  if (unknown.length) throw new Error(`DRYDOCK_IDENTITIES_FILE: ${unknown.join('; ')}`);
+  return new Identities(directory, machines, pool ? new PersonalTokens(pool) : undefined, oidc);
 }

@@ -13,6 +13,8 @@ export interface MachineTokens {
   /** The machine a token belongs to (`machine:<name>`), or undefined. */
   identify(token: string | undefined): string | undefined;
   readonly count: number;
+  /** The machines that have a token (`machine:<name>`), which roles may name. */
+  readonly names: ReadonlySet<string>;
 }
 
 /** Parses `name=token` entries: comma-separated in the environment, one a line (and # comments) in a file. */
@@ -44,6 +46,7 @@ export function loadMachineTokens(
   ].map(([name, token]) => ({ name: machineName(name), hash: digest(token) }));
   return {
     count: entries.length,
+    names: new Set(entries.map((e) => e.name)),
     identify(token) {
       if (!token) return undefined;
       const hash = digest(token);

@@ -107,14 +107,24 @@ export interface SessionRow {
  */
 export async function listSessions(
   client: Client,
-  opts: { phase?: string; repo?: string; limit: number; taskQueue?: string },
+  opts: {
+    phase?: string;
+    repo?: string;
+    limit: number;
+    taskQueue?: string;
+    /** Only sessions of these repos (URLs): whatever the caller may read. Undefined: every repo. */
+    within?: readonly string[];
+  },
 ): Promise<SessionRow[]> {
   if (opts.phase && !PHASES.includes(opts.phase)) throw new RangeError(`phase: unknown phase '${opts.phase}'`);
-  if (opts.repo && /['"\\]/.test(opts.repo)) throw new RangeError('repo: quotes and backslashes are not allowed');
+  const quoted = [opts.repo ?? '', ...(opts.within ?? [])].some((r) => /['"\\]/.test(r));
+  if (quoted) throw new RangeError('repo: quotes and backslashes are not allowed');
   let query = `WorkflowType = '${WORKFLOW_TYPE}'`;
   if (opts.phase) query += ` AND DrydockPhase = '${opts.phase}'`;
   // The workflow records the URL without credentials (redactUrl), so the filter must match that form.
   if (opts.repo) query += ` AND DrydockRepo = '${redactUrl(opts.repo)}'`;
+  if (opts.within?.length === 0) return [];
+  if (opts.within) query += ` AND DrydockRepo IN (${opts.within.map((r) => `'${redactUrl(r)}'`).join(', ')})`;
   if (opts.taskQueue && /['"\\]/.test(opts.taskQueue)) throw new RangeError('taskQueue: no quotes or backslashes');
   if (opts.taskQueue) query += ` AND TaskQueue = '${opts.taskQueue}'`;
   const rows: SessionRow[] = [];

@@ -147,6 +147,8 @@ export function createRepoLookup(registry: RepoRegistry, triggerDefault?: Trigge
   return {
     /** What a webhook-started session on `repo` runs, or why nothing may start. */
     triggerSession: (repo: Pick<KnownRepo, 'name'>) => triggerSessionFor(repo, triggerDefault),
+    /** Every registered repo. */
+    list: () => registry.list(),
     /** The repo called `name` ("owner/name", case-insensitive like GitHub), or why not. */
     async byName(name: unknown): Promise<RepoLookup> {
       if (typeof name !== 'string' || !REPO_NAME.test(name))

@@ -28,7 +28,8 @@ import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
 import { ReviewTimes } from '../review/review-time';
 import { loginPage, tokensPage } from './console';
-import { consoleUrl, HttpError, identify, sendHtml, sendJson, statusOr404, type ServeContext } from './http';
+import { readableStatus } from './access';
+import { consoleUrl, HttpError, identify, sendHtml, sendJson, type ServeContext } from './http';
 import { apiDecide, apiFollowup, apiList, apiStart } from './routes/api';
 import { apiReviewTime } from './routes/review';
 import {
@@ -125,10 +126,10 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     if (!who) throw new HttpError(401, 'a valid bearer token is required');
     if (is('GET', /^\/api\/whoami$/)) return sendJson(res, ...(await whoami(ctx, req)));
     if (is('POST', /^\/api\/tokens$/)) return sendJson(res, ...(await issueCliToken(ctx, req)));
-    if (is('GET', /^\/api\/sessions$/)) return sendJson(res, 200, await apiList(ctx, url));
+    if (is('GET', /^\/api\/sessions$/)) return sendJson(res, 200, await apiList(ctx, url, who));
     if (is('POST', /^\/api\/sessions$/)) return sendJson(res, ...(await apiStart(ctx, req, who)));
     if ((match = is('GET', /^\/api\/sessions\/([^/]+)$/))) {
-      return sendJson(res, 200, await statusOr404(ctx.client, decodeURIComponent(match[1])));
+      return sendJson(res, 200, await readableStatus(ctx, decodeURIComponent(match[1]), who));
     }
     if ((match = is('POST', /^\/api\/sessions\/([^/]+)\/decide$/))) {
       return sendJson(res, ...(await apiDecide(ctx, req, decodeURIComponent(match[1]), who)));
@@ -163,7 +164,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if ((match = is('GET', /^\/sessions\/([^/]+)\/events$/))) {
     return consoleEvents(ctx, req, res, decodeURIComponent(match[1]), who);
   }
-  if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]));
+  if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]), who);
   if (is('GET', /^\/report$/)) return report(ctx, res, url, who);
   if (await servePilotRoute(ctx, req, res, url, who)) return;
   if (is('GET', /^\/tokens$/)) {

@@ -18,15 +18,15 @@ import {
 import { parseComments, reviewFollowup } from '../../review/line-comments';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
+import { consoleUrl, HttpError, parseJson, readBody, requireJsonRequest, type ServeContext } from '../http';
 import {
-  consoleUrl,
-  HttpError,
-  parseJson,
-  readBody,
-  requireJsonRequest,
-  statusOr404,
-  type ServeContext,
-} from '../http';
+  readableRepos,
+  readableStatus,
+  requireDecider,
+  requireReadableId,
+  requireRole,
+  steeringRefused,
+} from '../access';
 import { addConsoleTime, changeNamed, reviewOf } from './review';
 
 type Answer = [number, unknown];
@@ -57,8 +57,8 @@ export function refuseServeOnlyChoices(body: Record<string, unknown>): void {
   if (reserved) throw new HttpError(422, `sessionId: "${reserved}" ids are the triggered sessions' own`);
 }
 
-/** GET /api/sessions?phase&repo&limit; `repo` as "owner/name" or a URL. */
-export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
+/** GET /api/sessions?phase&repo&limit; `repo` as "owner/name" or a URL. Only the repos `who` may read. */
+export async function apiList(ctx: ServeContext, url: URL, who: string): Promise<unknown> {
   let repo = url.searchParams.get('repo') ?? undefined;
   if (repo && !repo.includes('://')) {
     const found = await ctx.repos.byName(repo);
@@ -68,7 +68,8 @@ export async function apiList(ctx: ServeContext, url: URL): Promise<unknown> {
   const limit = Number(url.searchParams.get('limit') ?? 50);
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new HttpError(400, 'limit: 1 to 1000');
   try {
-    return await listSessions(ctx.client, { phase: url.searchParams.get('phase') ?? undefined, repo, limit });
+    const phase = url.searchParams.get('phase') ?? undefined;
+    return await listSessions(ctx.client, { phase, repo, limit, within: await readableRepos(ctx, who) });
   } catch (err) {
     if (err instanceof RangeError) throw new HttpError(400, err.message);
     throw err;
@@ -101,6 +102,7 @@ export async function apiStart(ctx: ServeContext, req: IncomingMessage, who: str
   const spec = typeof repo === 'string' ? { name: repo } : (repo ?? {});
   const found = await (spec.name !== undefined ? ctx.repos.byName(spec.name) : ctx.repos.byUrl(spec.url));
   if (!found.ok) throw new HttpError(422, found.reason);
+  requireRole(ctx, who, found.repo.name, 'requester');
   const input = {
     ...rest,
     repo: { url: found.repo.url, ...(spec.ref ? { ref: spec.ref } : {}) },
@@ -128,7 +130,8 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
   if (body.by !== undefined && body.by !== who) {
     throw new HttpError(403, `you are ${who}; a decision is recorded as its sender`);
   }
-  const current = await statusOr404(ctx.client, id);
+  const current = await readableStatus(ctx, id, who);
+  await requireDecider(ctx, who, current, body.decision === 'approve' ? 'approve' : 'reject');
   const action = body.action ?? current.pendingApproval?.action;
   if (action === undefined) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
   // An approval names what was reviewed: without it, a follow-up or an attach could swap the change first.
@@ -191,12 +194,15 @@ export async function apiFollowup(ctx: ServeContext, req: IncomingMessage, id: s
   if (body.by !== undefined && body.by !== who) {
     throw new HttpError(403, `you are ${who}; a follow-up is recorded as its sender`);
   }
+  await requireReadableId(ctx, who, id);
   // Parallel attempts: the follow-up is the picked attempt's.
   const target = await followupTarget(ctx.client, id).catch((err: unknown) => {
     throw err instanceof WorkflowNotFoundError ? new HttpError(404, `no session ${id}`) : err;
   });
   if (typeof target !== 'string') throw new HttpError(409, target.refused);
-  const current = await statusOr404(ctx.client, target);
+  const current = await readableStatus(ctx, target, who);
+  const refused = await steeringRefused(ctx, who, current);
+  if (refused) throw new HttpError(403, refused);
   await addConsoleTime(ctx, current, who, body);
   const content = followupContent(current.agent?.kind ?? 'script', body);
   try {

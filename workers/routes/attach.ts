@@ -19,6 +19,7 @@ import {
 } from '../../sandbox/attach';
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
+import { readableStatus, steeringRefused } from '../access';
 import { header, HttpError, type ServeContext } from '../http';
 
 const ATTACH_PATH = /^\/api\/sessions\/([^/]+)\/attach$/;
@@ -38,6 +39,9 @@ export async function attachUpgrade(
   let attachedAs: { id: string; by: string } | undefined;
   try {
     const { id, by, size } = await checkRequest(ctx, req);
+    // The roles: a session `by` may not read is not there; steering it needs an approver or its requester.
+    const refused = await steeringRefused(ctx, by, await readableStatus(ctx, id, by));
+    if (refused) throw new HttpError(403, refused);
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     await requestAttach(ctx.client, id, by);
     attachedAs = { id, by };

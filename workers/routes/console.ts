@@ -22,17 +22,18 @@ import {
 import { lastSeenRound, roundDiffName } from '../../review/rounds';
 import { testCasesOf } from '../../review/test-cases';
 import { auditRowsOf, whatRanOf } from '../../review/what-ran';
+import { readableRepos, readableStatus, requireReadableId, requireReadsEverything } from '../access';
 import { consoleUrl, HttpError, sendHtml, statusOr404, type ServeContext } from '../http';
 
-/** GET /: the newest sessions. */
+/** GET /: the newest sessions (of the repos `who` may read). */
 export async function consoleList(ctx: ServeContext, res: ServerResponse, who: string): Promise<void> {
-  const rows = await listSessions(ctx.client, { limit: 100 });
+  const rows = await listSessions(ctx.client, { limit: 100, within: await readableRepos(ctx, who) });
   sendHtml(res, 200, listPage(rows, who));
 }
 
 /** GET /sessions/:id: status, diff and the approval buttons. */
 export async function consoleSession(ctx: ServeContext, res: ServerResponse, id: string, who: string): Promise<void> {
-  const s = await statusOr404(ctx.client, id);
+  const s = await readableStatus(ctx, id, who);
   const nonce = randomBytes(16).toString('base64');
   const live = await liveExtras(ctx, s, who);
   sendHtml(res, 200, sessionPage(s, { ...live, who, nonce, temporalLink: sessionLink(ctx.config, id) }), nonce);
@@ -54,7 +55,7 @@ export async function consoleEvents(
   id: string,
   who: string,
 ): Promise<void> {
-  await statusOr404(ctx.client, id);
+  await readableStatus(ctx, id, who);
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
   let open = true;
   req.on('close', () => (open = false));
@@ -157,14 +158,17 @@ export async function diffStylesheet(res: ServerResponse): Promise<void> {
   res.end(css);
 }
 
-/** GET /artifacts/:ref: screenshots, videos and logs from the artifact store, confined to it. */
-export async function artifact(ctx: ServeContext, res: ServerResponse, ref: string): Promise<void> {
+/** GET /artifacts/:ref: screenshots, videos and logs from the artifact store, confined to it (`<session>/<name>`). */
+export async function artifact(ctx: ServeContext, res: ServerResponse, ref: string, who: string): Promise<void> {
   let file: string;
   try {
     file = ctx.artifacts.fileOf(ref);
   } catch {
     throw new HttpError(400, 'bad artifact reference');
   }
+  await requireReadableId(ctx, who, ref.split('/')[0]!).catch((err: unknown) => {
+    throw err instanceof HttpError && err.status === 404 ? new HttpError(404, `no artifact ${ref}`) : err;
+  });
   const content = await readFile(file).catch(() => undefined);
   if (!content) throw new HttpError(404, `no artifact ${ref}`);
   const type = file.endsWith('.png')
@@ -178,6 +182,7 @@ export async function artifact(ctx: ServeContext, res: ServerResponse, ref: stri
 
 /** GET /report?since&repo: the pilot report (the figures of `drydock report`). */
 export async function report(ctx: ServeContext, res: ServerResponse, url: URL, who: string): Promise<void> {
+  requireReadsEverything(ctx, who);
   if (!ctx.pool) throw new HttpError(503, 'no database configured for metrics');
   const asked = url.searchParams.get('since') || '7d';
   const since = windowStart(asked);

@@ -66,7 +66,7 @@ export async function linearWebhook(ctx: ServeContext, req: IncomingMessage): Pr
     },
     delivery || sessionId,
   );
-  if (!started.ok) return refuse(422, started.reason);
+  if (!started.ok) return refuse(started.status ?? 422, started.reason);
   return [202, { sessionId }];
 }
 

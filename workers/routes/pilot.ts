@@ -12,6 +12,7 @@ import { attemptsOf, pickAttempt, PickRefused, pilotOf } from '../../platform/at
 import { windowStart } from '../../store/pilot-report';
 import { PILOT_WORKFLOW_TYPE, type PickInput } from '../../workflows/api';
 import { attemptsPage, pilotListPage, pilotPage, trendsPage } from '../console/pilot';
+import { requireDecider, requireReadable, requireReadsEverything } from '../access';
 import { HttpError, parseJson, readBody, requireJsonRequest, sendHtml, sendJson, type ServeContext } from '../http';
 
 type Route = (
@@ -87,7 +88,18 @@ const liveStatus = (ctx: ServeContext, name: string) =>
     throw err;
   });
 
+/** The attempts of `id`: 404 when there are none, or `who` may not read their repo. */
+async function readableAttempts(ctx: ServeContext, id: string, who: string) {
+  const attempts = await attemptsOf(ctx.client, id).catch((err: unknown) => {
+    throw err instanceof WorkflowNotFoundError ? new HttpError(404, `no session ${id}`) : err;
+  });
+  await requireReadable(ctx, who, id, attempts);
+  return attempts;
+}
+
+/** A pick is an approval of the attempt's change: the approver role, and not one's own request (roles). */
 async function pick(ctx: ServeContext, id: string, input: PickInput) {
+  await requireDecider(ctx, input.by, () => readableAttempts(ctx, id, input.by), 'approve');
   try {
     return await pickAttempt(ctx.client, id, input);
   } catch (err) {
@@ -102,6 +114,7 @@ const ROUTES: [string, RegExp, Route][] = [
     'GET',
     /^\/pilots$/,
     async (ctx, _req, res, { who }) => {
+      requireReadsEverything(ctx, who);
       const pilots: { name: string; status: string; started: string }[] = [];
       for await (const wf of ctx.client.workflow.list({
         query: `WorkflowType = '${PILOT_WORKFLOW_TYPE}'`,
@@ -121,13 +134,15 @@ const ROUTES: [string, RegExp, Route][] = [
     'GET',
     /^\/pilots\/([a-z0-9-]+)$/,
     async (ctx, _req, res, { who, params: [name] }) => {
+      requireReadsEverything(ctx, who);
       sendHtml(res, 200, pilotPage(await report(ctx, name), await liveStatus(ctx, name), who));
     },
   ],
   [
     'GET',
     /^\/pilots\/([a-z0-9-]+)\/report\.(md|csv|json)$/,
-    async (ctx, _req, res, { params: [name, extension] }) => {
+    async (ctx, _req, res, { who, params: [name, extension] }) => {
+      requireReadsEverything(ctx, who);
       const ext = extension as keyof typeof TYPES;
       const r = await report(ctx, name);
       const body =
@@ -138,13 +153,18 @@ const ROUTES: [string, RegExp, Route][] = [
   [
     'GET',
     /^\/trends$/,
-    async (ctx, _req, res, { url, who }) =>
-      sendHtml(res, 200, trendsPage(await figuresQuery(ctx, url), url.searchParams, who)),
+    async (ctx, _req, res, { url, who }) => {
+      requireReadsEverything(ctx, who);
+      sendHtml(res, 200, trendsPage(await figuresQuery(ctx, url), url.searchParams, who));
+    },
   ],
   [
     'GET',
     /^\/trends\.csv$/,
-    async (ctx, _req, res, { url }) => download(res, 'trends', 'csv', figuresCsv(await figuresQuery(ctx, url))),
+    async (ctx, _req, res, { url, who }) => {
+      requireReadsEverything(ctx, who);
+      download(res, 'trends', 'csv', figuresCsv(await figuresQuery(ctx, url)));
+    },
   ],
   [
     'GET',
@@ -153,7 +173,7 @@ const ROUTES: [string, RegExp, Route][] = [
       sendHtml(
         res,
         200,
-        attemptsPage(await attemptsOf(ctx.client, id), who, url.searchParams.get('refused') ?? undefined),
+        attemptsPage(await readableAttempts(ctx, id, who), who, url.searchParams.get('refused') ?? undefined),
       );
     },
   ],
@@ -194,7 +214,8 @@ const ROUTES: [string, RegExp, Route][] = [
   [
     'GET',
     /^\/api\/pilots\/([a-z0-9-]+)$/,
-    async (ctx, _req, res, { params: [name] }) => {
+    async (ctx, _req, res, { who, params: [name] }) => {
+      requireReadsEverything(ctx, who);
       sendJson(res, 200, { status: await liveStatus(ctx, name), report: await report(ctx, name) });
     },
   ],

@@ -7,7 +7,8 @@
 import type { IncomingMessage } from 'node:http';
 import { isReportableMs, type ReviewKey } from '../../review/review-time';
 import type { ReviewTime, SessionStatus } from '../../workflows/api';
-import { HttpError, parseJson, readBody, requireJsonRequest, statusOr404, type ServeContext } from '../http';
+import { readableStatus } from '../access';
+import { HttpError, parseJson, readBody, requireJsonRequest, type ServeContext } from '../http';
 
 type Answer = [number, unknown];
 
@@ -57,6 +58,6 @@ export async function apiReviewTime(ctx: ServeContext, req: IncomingMessage, id:
   const body = parseJson(await readBody(req, 4_096));
   if (body === null || typeof body !== 'object') throw new HttpError(400, 'body must be a JSON object');
   if (!ctx.reviews) throw new HttpError(503, 'no database configured for review time');
-  await addConsoleTime(ctx, await statusOr404(ctx.client, id), who, body);
+  await addConsoleTime(ctx, await readableStatus(ctx, id, who), who, body);
   return [200, { recorded: true }];
 }

@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { FollowupRefused, sendFollowup } from '../../platform/sessions';
+import { FollowupRefused, getStatus, sendFollowup } from '../../platform/sessions';
 import { SlackThreads } from '../../slack/client';
 import {
   appMention,
@@ -22,6 +22,7 @@ import {
 } from '../../slack/requests';
 import { checkSlackSignature } from '../../slack/signature';
 import { decide } from '../../workflows/api';
+import { decisionRefused, steeringRefused } from '../access';
 import { header, HttpError, parseJson, readBody, type ServeContext } from '../http';
 import { boundRepo, startFromChat } from './triggered';
 
@@ -156,6 +157,8 @@ async function threadReply(
   if (!person) return refusedInThread(threads, r.channel, r.thread, notMapped(r.user));
   const text = splitRequest(r.text).task;
   try {
+    const refused = await steeringRefused(ctx, person, () => getStatus(ctx.client, sessionId));
+    if (refused) return refusedInThread(threads, r.channel, r.thread, `Follow-up not taken: ${refused}`);
     const accepted = await sendFollowup(ctx.client, sessionId, { by: person, text, id: `slack-${r.channel}-${r.ts}` });
     ctx.log.info({ sessionId, by: person, round: accepted.round }, 'Slack: follow-up sent');
     await threads.say(r.channel, r.thread, `Follow-up from ${person} taken: round ${accepted.round}.`);
@@ -188,6 +191,11 @@ export async function slackInteractions(ctx: ServeContext, req: IncomingMessage)
   const { session, change } = value.data;
   const decision = action.action_id;
   try {
+    const refused = await decisionRefused(ctx, person, () => getStatus(ctx.client, session), decision);
+    if (refused) {
+      ctx.log.info({ sessionId: session, by: person, reason: refused }, 'Slack: decision refused by the roles');
+      return refusedInThread(threads, channel.id, thread, `<@${user.id}>'s ${decision} was not counted: ${refused}`);
+    }
     await ctx.client.workflow
       .getHandle(session)
       .executeUpdate(decide, { args: [{ decision, action: value.data.action, by: person, change }] });

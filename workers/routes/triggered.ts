@@ -22,14 +22,17 @@ export interface ChatRequest {
   notify: NotifyTargets;
 }
 
-/** The repo and its configured agent, or why there is none. */
+/** The repo and its configured agent, or why there is none (or why the requester may not start one: 403). */
 export async function startFromChat(
   ctx: ServeContext,
   request: ChatRequest,
   delivery: string,
-): Promise<{ ok: true } | { ok: false; reason: string }> {
+): Promise<{ ok: true } | { ok: false; reason: string; status?: 403 }> {
   const found = await ctx.repos.byName(request.repo);
   if (!found.ok) return { ok: false, reason: found.reason };
+  // The roles first: only someone who may start work hears how this repo is configured.
+  const refused = ctx.identities.roles.refusal(request.requestedBy, found.repo.name, 'requester');
+  if (refused) return { ok: false, reason: refused, status: 403 };
   const configured = ctx.repos.triggerSession(found.repo);
   if (!configured.ok) return { ok: false, reason: configured.reason };
   const trigger: StartTrigger = { kind: 'start', ...request, repo: found.repo.name };

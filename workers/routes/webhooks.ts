@@ -35,6 +35,7 @@ import {
   type PullRequestClosed,
 } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft, type TriggerSession } from '../../workflows/input';
+import { steeringRefused } from '../access';
 import { header, HttpError, parseJson, readBody, type ServeContext } from '../http';
 
 type Answer = [number, unknown];
@@ -149,14 +150,21 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
       throw new HttpError(refusal.status, refusal.reason);
     }
   }
+  // A GitHub login acts as its person (the identities file), else as github:<login>.
+  const requestedBy = trigger.origin ? ctx.identities.directory.githubActor(trigger.requestedBy) : trigger.requestedBy;
+  // A person's request (a label, a comment) needs the requester role too; CI failures are the repo's own automation.
+  const refused = trigger.check?.writer && ctx.identities.roles.refusal(requestedBy, found.repo.name, 'requester');
+  if (refused) {
+    ctx.log.info({ sessionId: trigger.sessionId, delivery, reason: refused }, 'webhook refused by the roles');
+    await answerOnGitHub(ctx, trigger, refused);
+    throw new HttpError(403, refused);
+  }
   // After the checks: only someone who may start work hears how this repo is configured.
   const configured = ctx.repos.triggerSession(found.repo);
   if (!configured.ok) {
     await answerOnGitHub(ctx, trigger, configured.reason);
     throw new HttpError(422, configured.reason);
   }
-  // A GitHub login acts as its person (the identities file), else as github:<login>.
-  const requestedBy = trigger.origin ? ctx.identities.directory.githubActor(trigger.requestedBy) : trigger.requestedBy;
   const input = triggeredInput({ ...trigger, requestedBy }, found.repo, configured.session);
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `cannot start a session: ${parsed.problems.join('; ')}`);
@@ -279,11 +287,17 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
     await answer(notWriter);
     throw new HttpError(403, notWriter);
   }
+  const by = ctx.identities.directory.githubActor(trigger.by);
   try {
+    const refused = await steeringRefused(ctx, by, () => getStatus(ctx.client, sessionId));
+    if (refused) {
+      await answer(refused);
+      throw new HttpError(403, refused);
+    }
     const content = trigger.review ? await reviewContent(ctx, octokit, trigger, sessionId) : { text: trigger.text };
     if (!content) return [202, { ignored: `review ${trigger.review} has no comment and no text` }];
     const accepted = await sendFollowup(ctx.client, sessionId, {
-      by: ctx.identities.directory.githubActor(trigger.by),
+      by,
       ...content,
       id: trigger.review ? `github-review-${trigger.review}` : `github-comment-${trigger.comment}`,
     });
