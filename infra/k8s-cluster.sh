@@ -254,10 +254,19 @@ cgroupRoot: /$CGROUP
 podLogsDir: $STATE/pod-logs
 volumePluginDir: $STATE/volume-plugins
 # Images come from 'load', never from a registry: never collect them, and never
-# evict for a disk others fill.
+# evict for a disk others fill. No disk signal at all ("0%" turns one off): under
+# disk pressure the kubelet taints the node for at least five minutes and deletes
+# every image no pod uses, the pause image too (containerd 1.6 does not pin it, and
+# the kubelet spares only what the runtime pins), after which no pod sandbox can be
+# made (it cannot be pulled) and every pod waits in ContainerCreating for ever.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: { memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1% }
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
 # A fork bomb in a pod stops here: the only pids limit a pod can have.
 podPidsLimit: ${K8S_POD_PIDS_LIMIT:-1024}
 EOC
@@ -276,6 +285,11 @@ start_containerd() {
     daemon containerd containerd --config "$STATE/containerd.toml"
     wait_for containerd containerd 30 ctr_ version
   fi
+  pause_loaded
+}
+
+# The pause image, imported again if anything removed it: without it no pod can start.
+pause_loaded() {
   ctr_ images ls -q | grep -qxF "$PAUSE_IMAGE" || ctr_ images import "$BIN_DIR/pause.tar" >/dev/null
 }
 
@@ -450,6 +464,7 @@ load() {
   paths "${1:-}"
   shift || true
   alive containerd || fail "cluster '$NAME' is not running (bash infra/k8s-cluster.sh up $NAME)"
+  pause_loaded
   local image ref old id
   for image in "$@"; do
     ref=$(image_ref "$image")
