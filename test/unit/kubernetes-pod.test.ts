@@ -2,9 +2,10 @@
  * A sandbox's pod as sandbox/kubernetes/pod.ts makes it (every hardening
  * setting, the volumes, the placement), its name from the sandbox's, and
  * the state sandbox/kubernetes/pod-state.ts reads from what the API says,
- * with the error of a pod that did not start in time.
+ * with the error of a pod that did not start in time and how long it may take.
  */
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { loadConfig } from '../../platform/config';
 import { KEEPER, podName, POD_ANNOTATIONS, POD_LABELS, sandboxPod } from '../../sandbox/kubernetes/pod';
 import { notStartedMessage, runningState, warningsOf } from '../../sandbox/kubernetes/pod-state';
 import type { SandboxSpec } from '../../sandbox/provider';
@@ -226,4 +227,11 @@ test('a pod that did not start in time: its state, its warnings, and where to lo
       "it: see its events (kubectl describe pod drydock-s1 -n sandboxes) and the node's kubelet; " +
       'DRYDOCK_K8S_START_TIMEOUT gives pods longer to start',
   );
+});
+
+test("DRYDOCK_K8S_START_TIMEOUT: 5m by default, a duration, within the provisioning activity's 10m", () => {
+  expect(loadConfig({}).DRYDOCK_K8S_START_TIMEOUT).toBe(300_000);
+  expect(loadConfig({ DRYDOCK_K8S_START_TIMEOUT: '90s' }).DRYDOCK_K8S_START_TIMEOUT).toBe(90_000);
+  expect(() => loadConfig({ DRYDOCK_K8S_START_TIMEOUT: '9m' })).toThrow(/DRYDOCK_K8S_START_TIMEOUT: at most 8m/);
+  expect(() => loadConfig({ DRYDOCK_K8S_START_TIMEOUT: 'soon' })).toThrow(/DRYDOCK_K8S_START_TIMEOUT/);
 });
