@@ -54,12 +54,12 @@ if [ $# -gt 0 ]; then
   npx jest --runInBand "$@"
   exit
 fi
-# Three lanes, each a jest of its own (its own dev server and PostgreSQL): the end-to-end
-# suites in two halves (test/support/kubernetes-last.mjs deals them out; the Kubernetes
-# suites and the image builds in the second), and beside them the fast suite (under the load
-# of the others and the builds: what the load check proves with CPU burners, npm run
-# test:load), then the fault drills, which mostly wait out heartbeat and host timeouts. The
-# background lanes' output is kept in their logs and printed at the end.
+# Two lanes, each a jest of its own (its own dev server and PostgreSQL): the end-to-end
+# suites, and beside them the fast suite (under the load of the other lane and the builds:
+# what the load check proves with CPU burners, npm run test:load), then the fault drills,
+# which mostly wait out heartbeat and host timeouts. (A third lane, the end-to-end suites in
+# two halves, overloaded 2 cores: sessions ran out of their budgets.) The second lane's
+# output is kept in its log and printed at the end.
 image_pid=${job_pid[sandbox-image]:-}
 fast_then_drills() {
   npx jest --selectProjects fast || return
@@ -67,24 +67,17 @@ fast_then_drills() {
   while [ -n "$image_pid" ] && kill -0 "$image_pid" 2>/dev/null; do sleep 5; done
   npx jest --selectProjects drills --runInBand
 }
-start_lane() {
-  local name=$1
-  shift
-  step "$name, in a lane of its own (log: data/test-$name.log)"
-  setsid bash -c "$(declare -f fast_then_drills); image_pid=$image_pid; $*" >"$DATA_DIR/test-$name.log" 2>&1 &
-  lane_pid[$name]=$!
-}
-start_lane fast-and-drills fast_then_drills
+lane_log="$DATA_DIR/test-fast-and-drills.log"
+step "the fast suite, then the fault drills, beside the end-to-end tests (log: ${lane_log#"$ROOT/"})"
+setsid bash -c "$(declare -f fast_then_drills); image_pid=$image_pid; fast_then_drills" >"$lane_log" 2>&1 &
+lane_pid[fast-and-drills]=$!
 await_jobs sandbox-image # Kubernetes not: its suites run last and wait for its build themselves
-start_lane e2e-2 npx jest --selectProjects e2e --runInBand --shard=2/2
-step "end-to-end tests (first half): real Temporal dev server, Docker and git"
+step "end-to-end tests: real Temporal dev server, Docker and git"
 failed=()
-npx jest --selectProjects e2e --runInBand --shard=1/2 || failed+=(e2e-1)
-for name in e2e-2 fast-and-drills; do
-  wait "${lane_pid[$name]}" || failed+=("$name")
-  unset "lane_pid[$name]"
-  step "$name, run beside the suites above:"
-  cat "$DATA_DIR/test-$name.log" >&2
-done
+npx jest --selectProjects e2e --runInBand || failed+=(e2e)
+wait "${lane_pid[fast-and-drills]}" || failed+=(fast-and-drills)
+unset "lane_pid[fast-and-drills]"
+step "the fast suite and the fault drills, run beside the suites above:"
+cat "$lane_log" >&2
 await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
 [ ${#failed[@]} -eq 0 ] || fail "tests failed in: ${failed[*]}"
