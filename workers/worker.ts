@@ -22,6 +22,7 @@ import { CheckpointStore } from '../sandbox/checkpoints';
 import { openDatabase } from '../store/db';
 import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
 import { redactorOf } from '../platform/scrub';
+import { HEARTBEAT_INTERVAL_MS } from '../platform/heartbeat';
 import type { Config } from '../platform/config';
 import { githubSettings } from '../github/client';
 import type { ModelSettings } from '../models/llm';
@@ -282,6 +283,10 @@ export async function createWorker(opts: {
     plugins,
     namespace: config.TEMPORAL_NAMESPACE,
     shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
+    // Heartbeats reach the server as often as activities send them (platform/heartbeat.ts), not
+    // every 0.8 × the 10 s heartbeat timeout: 2 s of slack let a busy machine time out a live
+    // attempt and start a second one beside it (two check runs for one session).
+    maxHeartbeatThrottleInterval: HEARTBEAT_INTERVAL_MS,
     ...(opts.activityInterceptors ? { interceptors: { activity: opts.activityInterceptors } } : {}),
   };
   const shared = await Worker.create({
