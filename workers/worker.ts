@@ -285,7 +285,7 @@ export async function createWorker(opts: {
     shutdownGraceTime: config.DRYDOCK_SHUTDOWN_GRACE,
     // Heartbeats reach the server as often as activities send them (platform/heartbeat.ts), not
     // every 0.8 × the 10 s heartbeat timeout: 2 s of slack let a busy machine time out a live
-    // attempt and start a second one beside it (two check runs for one session).
+    // attempt and start a second one beside it (two check runs for one session, seen once).
     maxHeartbeatThrottleInterval: HEARTBEAT_INTERVAL_MS,
     ...(opts.activityInterceptors ? { interceptors: { activity: opts.activityInterceptors } } : {}),
   };
