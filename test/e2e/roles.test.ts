@@ -18,6 +18,7 @@ import { startFakeSlack, type FakeSlack } from '../support/fake-slack';
 import { actionable, EXAMPLE_REPO } from '../support/github-examples';
 import { personalTokens } from '../support/identity';
 import {
+  endSessions,
   inPhase,
   makeFixtureRepo,
   newSessionId,
@@ -97,11 +98,7 @@ beforeAll(async () => {
 
 const toEnd: string[] = [];
 afterAll(async () => {
-  for (const id of toEnd) {
-    const handle = stack.client.workflow.getHandle(id);
-    if ((await handle.describe().catch(() => undefined))?.status.name === 'RUNNING') await handle.cancel();
-    await handle.result().catch(() => undefined);
-  }
+  await endSessions(stack.client, toEnd);
   await serve?.close();
   await stack?.stop();
   for (const s of [slack, linear, github]) await s?.close();

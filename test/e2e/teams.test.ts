@@ -18,6 +18,7 @@ import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
 import { startFakeProviders, type FakeProviders } from '../support/fake-providers';
 import { EXAMPLE_REPO } from '../support/github-examples';
 import {
+  endSessions,
   freePort,
   git,
   inPhase,
@@ -159,11 +160,7 @@ beforeAll(async () => {
 
 const toEnd: string[] = [];
 afterAll(async () => {
-  for (const id of toEnd) {
-    const handle = stack.client.workflow.getHandle(id);
-    if ((await handle.describe().catch(() => undefined))?.status.name === 'RUNNING') await handle.cancel();
-    await handle.result().catch(() => undefined);
-  }
+  await endSessions(stack.client, toEnd);
   await browser?.close();
   await chat?.close();
   await scripted?.close();

@@ -204,6 +204,15 @@ export function scriptedSession(
   return { repo: { url }, task, agent: { steps: [run].flat().map((command) => ({ run: command })) }, ...extra };
 }
 
+/** Ends the sessions a file started (cancels those still running) and waits for each to close. */
+export async function endSessions(client: Client, ids: string[]): Promise<void> {
+  for (const id of ids) {
+    const handle = client.workflow.getHandle(id);
+    if ((await handle.describe().catch(() => undefined))?.status.name === 'RUNNING') await handle.cancel();
+    await handle.result().catch(() => undefined);
+  }
+}
+
 /**
  * Polls the status query until `until` holds; fails with the last status and the
  * workflow's state after `timeoutMs`, or as soon as the session has ended without
