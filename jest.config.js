@@ -30,7 +30,7 @@ const DRILLS = ['faults', 'chaos', 'crash', 'agent-crash', 'dead-sandbox'].map((
 module.exports = {
   testTimeout: 180_000,
   maxWorkers: 1,
-  reporters: ['default', '<rootDir>/test/support/slowest-files.mjs'],
+  reporters: ['default', '<rootDir>/test/support/progress-reporter.mjs'],
   // The Kubernetes suites last: the others run while npm test's background build of the cluster ends.
   testSequencer: '<rootDir>/test/support/kubernetes-last.mjs',
   projects: [

@@ -8,6 +8,8 @@ step() {
   local t=""
   [ -z "${DRYDOCK_T0:-}" ] || t="[$((($(date +%s) - DRYDOCK_T0) / 60))m] "
   printf '\033[1m==>\033[0m %s%s\n' "$t" "$*" >&2
+  # npm test keeps every step line of its run, to print them again at its end.
+  [ -z "${DRYDOCK_STEPS_LOG:-}" ] || printf '%s%s\n' "$t" "$*" >>"$DRYDOCK_STEPS_LOG"
 }
 fail() { printf 'drydock: %s\n' "$*" >&2; exit 1; }
 is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }

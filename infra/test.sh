@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
 # CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes), checks
-# types, lint and format, then runs the end-to-end suites against the real
-# services with the fast suite and the fault drills beside them. The longest
-# first-run builds (the sandbox image, Kubernetes) run in the background
-# meanwhile. Extra arguments go to jest instead (e.g. npm test -- test/unit).
+# types, lint and format, then runs the suites in two lanes against the real
+# services. The longest first-run builds (the sandbox image, Kubernetes) run in
+# the background meanwhile. Extra arguments go to jest instead (e.g. npm test --
+# test/unit).
+#
+# Each lane's output goes to data/test-<lane>.log; the terminal gets a line per
+# test file as it ends, and at the end (also on failure or at the deadline) a
+# summary: the failing tests, the slowest files, every step with its minute.
+# DRYDOCK_TEST_DEADLINE_MIN (CI sets it): the run stops there, saying what was running.
 set -euo pipefail
 export DRYDOCK_T0=${DRYDOCK_T0:-$(date +%s)}
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
+mkdir -p "$DATA_DIR"
+# Every step line of the run (this script's and the installers'), printed again at the end:
+# a CI log that keeps only its last lines still says where the minutes went.
+export DRYDOCK_STEPS_LOG="$DATA_DIR/test-steps.log"
+: >"$DRYDOCK_STEPS_LOG"
 
-# First-run builds in the background, from the moment they can start; the end-to-end tests
-# wait for them. Each job's progress goes to data/<name>.log.
+# First-run builds in the background, from the moment they can start; the tests wait for them.
 declare -A job_pid=()
 start_job() {
   local name=$1
   shift
-  mkdir -p "$DATA_DIR"
   step "$name in the background if it is missing (log: ${DATA_DIR#"$ROOT/"}/$name.log)"
   setsid "$@" >/dev/null 2>"$DATA_DIR/$name.log" &
   job_pid[$name]=$!
@@ -31,18 +39,94 @@ await_jobs() {
     unset "job_pid[$name]"
   done
 }
+
+# A lane: jest runs one after another in the background, output in data/test-<lane>.log.
 declare -A lane_pid=()
-# Free disk at the start and the end: a run needs about 25 GB (images, the Kubernetes build, clusters).
-disk_free() { step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free $1"; }
-disk_free "at the start"
-trap 'for g in "${job_pid[@]}" "${lane_pid[@]}"; do kill -- "-$g" 2>/dev/null || true; done; disk_free "at the end"' EXIT
+lane_log() { echo "$DATA_DIR/test-$1.log"; }
+start_lane() {
+  local name=$1 log
+  shift
+  log=$(lane_log "$name")
+  step "lane $name (log: ${log#"$ROOT/"})"
+  printf '+ %s\n' "$*" >"$log"
+  setsid bash -c "$*" >>"$log" 2>&1 &
+  lane_pid[$name]=$!
+  # A line per test file as it ends (jest's PASS/FAIL line, with the lane and the minute).
+  tail -n +1 -F --pid="${lane_pid[$name]}" "$log" 2>/dev/null |
+    while IFS= read -r line; do
+      case $line in PASS* | FAIL*) printf '    [%sm] %s: %s\n' "$((($(date +%s) - DRYDOCK_T0) / 60))" "$name" "$line" >&2 ;; esac
+    done &
+}
+# The file a lane is in: its last START line (test/support/progress-reporter.mjs) without an end.
+running_file() {
+  local log started
+  log=$(lane_log "$1")
+  started=$(grep -E '^START ' "$log" | tail -1 | cut -d' ' -f2-)
+  [ -n "$started" ] && ! grep -qE "^(PASS|FAIL) +${started}" "$log" && echo "$started"
+}
+# A lane's outcome once it has ended: passed or failed. One still running is stopped, and
+# its outcome names the test file it was in.
+declare -A lane_result=()
+end_lane() {
+  local name=$1 pid=${lane_pid[$1]}
+  if kill -0 "$pid" 2>/dev/null && [ "${2:-}" = stop ]; then
+    lane_result[$name]="stopped in $(running_file "$name" || echo 'no test file (between jest runs)')"
+    kill -- "-$pid" 2>/dev/null
+  elif wait "$pid"; then lane_result[$name]=passed; else lane_result[$name]=failed; fi
+  unset "lane_pid[$name]"
+}
+
+summary() {
+  local name log
+  for name in "${!lane_result[@]}"; do
+    log=$(lane_log "$name")
+    case ${lane_result[$name]} in
+      passed) ;;
+      failed)
+        printf '\nlane %s failed; its failing tests (whole log: %s):\n' "$name" "${log#"$ROOT/"}" >&2
+        if grep -q 'Summary of all failing tests' "$log"; then
+          sed -n '/Summary of all failing tests/,$p' "$log" | head -120 >&2
+        else tail -60 "$log" >&2; fi
+        ;;
+      *) printf '\nlane %s %s; the end of its log (%s):\n' "$name" "${lane_result[$name]}" "${log#"$ROOT/"}" >&2 && tail -40 "$log" >&2 ;;
+    esac
+  done
+  for name in "${!lane_result[@]}"; do
+    awk -v lane="$name" '/^slowest test files/ { on = 1 } on && /^$/ { on = 0 } on { print lane ": " $0 }' "$(lane_log "$name")" >&2
+  done
+}
+on_exit() {
+  local code=$? g
+  set +e
+  for g in "${!lane_pid[@]}"; do end_lane "$g" stop; done
+  for g in "${job_pid[@]}"; do kill -- "-$g" 2>/dev/null; done
+  [ ${#lane_result[@]} -eq 0 ] || summary
+  if [ ${#lane_result[@]} -gt 0 ] || [ "$code" != 0 ]; then
+    printf '\nsteps of this run:\n' >&2
+    sed 's/^/  /' "$DRYDOCK_STEPS_LOG" >&2
+    for g in "${!lane_result[@]}"; do printf '  lane %s: %s\n' "$g" "${lane_result[$g]}" >&2; done
+  fi
+  step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the end"
+}
+trap on_exit EXIT
+deadline() {
+  step "deadline: ${DRYDOCK_TEST_DEADLINE_MIN} min reached (DRYDOCK_TEST_DEADLINE_MIN); stopping"
+  exit 124
+}
+trap deadline USR1
+if [ -n "${DRYDOCK_TEST_DEADLINE_MIN:-}" ]; then
+  (sleep $((DRYDOCK_TEST_DEADLINE_MIN * 60 - ($(date +%s) - DRYDOCK_T0))) && kill -USR1 $$) 2>/dev/null &
+fi
+# A first run needs about 20 GB (images, the Kubernetes build and its Go caches, clusters).
+step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the start"
 
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
-# Kubernetes for test/e2e/k8s-* (20 to 45 min the first time, overlapping the other end-to-end suites);
-# after the other apt installs (its own installs etcd and containerd: one apt at a time).
+# Kubernetes for test/e2e/k8s-* (20 to 45 min the first time on a machine, overlapping the
+# other suites); after the other apt installs (its own installs etcd and containerd: one apt
+# at a time).
 start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 step "type check, lint, format"
@@ -54,30 +138,28 @@ if [ $# -gt 0 ]; then
   npx jest --runInBand "$@"
   exit
 fi
-# Two lanes, each a jest of its own (its own dev server and PostgreSQL): the end-to-end
-# suites, and beside them the fast suite (under the load of the other lane and the builds:
-# what the load check proves with CPU burners, npm run test:load), then the fault drills,
-# which mostly wait out heartbeat and host timeouts. (A third lane, the end-to-end suites in
-# two halves, overloaded 2 cores: sessions ran out of their budgets.) The second lane's
-# output is kept in its log and printed at the end.
-image_pid=${job_pid[sandbox-image]:-}
-fast_then_drills() {
-  npx jest --selectProjects fast || return
-  # The drills' global setup would build the sandbox image itself: wait for the job building it.
-  while [ -n "$image_pid" ] && kill -0 "$image_pid" 2>/dev/null; do sleep 5; done
-  npx jest --selectProjects drills --runInBand
+
+# Two lanes, each jest with its own dev server and PostgreSQL: the end-to-end suites, and
+# beside them the fast suite (under the load of the other lane and the builds), the fault
+# drills (which mostly wait out heartbeat and host timeouts) and then the end-to-end suites
+# below, chosen so that both lanes end at about the same time. (A third lane overloaded 2
+# cores: sessions ran out of their budgets.) The end-to-end suites' global setup would build
+# the sandbox image itself: each lane waits for the job building it first.
+SECOND_LANE_E2E=(deployment-run pilot multi-host services verify)
+e2e_files() { # the end-to-end suites (not the drills), without those of the second lane
+  local f
+  for f in test/e2e/*.test.ts; do
+    [[ " ${SECOND_LANE_E2E[*]} faults chaos crash agent-crash dead-sandbox " == *" $(basename "$f" .test.ts) "* ]] || echo "$f"
+  done
 }
-lane_log="$DATA_DIR/test-fast-and-drills.log"
-step "the fast suite, then the fault drills, beside the end-to-end tests (log: ${lane_log#"$ROOT/"})"
-setsid bash -c "$(declare -f fast_then_drills); image_pid=$image_pid; fast_then_drills" >"$lane_log" 2>&1 &
-lane_pid[fast-and-drills]=$!
-await_jobs sandbox-image # Kubernetes not: its suites run last and wait for its build themselves
-step "end-to-end tests: real Temporal dev server, Docker and git"
-failed=()
-npx jest --selectProjects e2e --runInBand || failed+=(e2e)
-wait "${lane_pid[fast-and-drills]}" || failed+=(fast-and-drills)
-unset "lane_pid[fast-and-drills]"
-step "the fast suite and the fault drills, run beside the suites above:"
-cat "$lane_log" >&2
+wait_image=true
+[ -z "${job_pid[sandbox-image]:-}" ] || wait_image="while kill -0 ${job_pid[sandbox-image]} 2>/dev/null; do sleep 5; done"
+start_lane fast-drills-e2e "npx jest --selectProjects fast && $wait_image &&
+  npx jest --selectProjects drills --runInBand &&
+  npx jest --selectProjects e2e --runInBand $(printf 'test/e2e/%s.test.ts ' "${SECOND_LANE_E2E[@]}")"
+await_jobs sandbox-image
+start_lane e2e "npx jest --selectProjects e2e --runInBand $(e2e_files | tr '\n' ' ')"
+for name in "${!lane_pid[@]}"; do end_lane "$name"; done
 await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
-[ ${#failed[@]} -eq 0 ] || fail "tests failed in: ${failed[*]}"
+failed=$(for name in "${!lane_result[@]}"; do [ "${lane_result[$name]}" = passed ] || echo "$name"; done)
+[ -z "$failed" ] || fail "tests failed in: $(echo $failed)"

@@ -1,14 +1,20 @@
 /**
- * A jest reporter: at the end of a run, the test files that took longest, with
- * their time and outcome, and the run's wall time. It says where a slow CI run
- * spent its minutes (see jest.config.js; `count` sets how many, default 12).
+ * A jest reporter: a START line as each test file begins (npm test tells from it
+ * what a lane was running when it stopped), and at the end of a run the test
+ * files that took longest, with their time and outcome, and the run's wall time:
+ * where a slow CI run spent its minutes (`count` sets how many, default 12).
  */
 import path from 'node:path';
 
-class SlowestFiles {
+class ProgressReporter {
   constructor(globalConfig, options = {}) {
     this.root = globalConfig.rootDir;
     this.count = options.count ?? 12;
+  }
+
+  onTestFileStart(test) {
+    const name = test.context.config.displayName?.name;
+    process.stderr.write(`START ${name ? `${name} ` : ''}${path.relative(this.root, test.path)}\n`);
   }
 
   onRunComplete(_contexts, results) {
@@ -31,4 +37,4 @@ class SlowestFiles {
   }
 }
 
-export default SlowestFiles;
+export default ProgressReporter;
