@@ -46,6 +46,8 @@ export interface ProviderCapabilities {
   diskLimit: boolean;
   /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
   services: boolean;
+  /** A service's data folders captured into a snapshot (ServiceRuntime.captureData). */
+  serviceData: boolean;
   /** A process limit of the sandbox's own (SandboxSpec.pids); else only the host's per-sandbox limit applies. */
   pidsLimit: boolean;
 }

@@ -436,9 +436,16 @@ async function buildServices(
   ctx: { row: SnapshotBuildRow; commit: string; reg: RepoRegistration; repo: string; environment: SandboxEnvironment },
 ): Promise<RunnableService[]> {
   const allowed = allowedRegistries(deps, ctx.reg);
-  return failBuildOn(deps, ctx, () =>
-    resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true }),
-  );
+  return failBuildOn(deps, ctx, async () => {
+    const withData = ctx.environment.stack.services.find((s) => s.data.length);
+    if (withData && !deps.sandboxes.capabilities.serviceData) {
+      throw new EnvironmentError(
+        `${withData.source}.data: the ${deps.sandboxes.name} sandbox provider keeps no service's data in a ` +
+          'snapshot yet: declare the service without data folders (its sessions start it empty)',
+      );
+    }
+    return resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true });
+  });
 }
 
 /** The registries a repo's images may be pulled from: the server's, then the repo's own. */

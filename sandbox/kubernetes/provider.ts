@@ -84,6 +84,7 @@ export class KubernetesProvider implements SandboxProvider {
     diskLimit: false,
     pidsLimit: false,
     services: true,
+    serviceData: false,
   };
   /** Containers of the sandbox's pod, made with it (SandboxSpec.services): ./services.ts. */
   readonly services: KubernetesServices;
