@@ -49,7 +49,7 @@ start_lane() {
   log=$(lane_log "$name")
   step "lane $name (log: ${log#"$ROOT/"})"
   printf '+ %s\n' "$*" >"$log"
-  setsid bash -c "$*" >>"$log" 2>&1 &
+  setsid env -u DRYDOCK_STEPS_LOG bash -c "$*" >>"$log" 2>&1 &
   lane_pid[$name]=$!
   # A line per test file as it ends (jest's PASS/FAIL line, with the lane and the minute).
   tail -n +1 -F --pid="${lane_pid[$name]}" "$log" 2>/dev/null |
