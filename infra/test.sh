@@ -100,6 +100,7 @@ on_exit() {
   set +e
   for g in "${!lane_pid[@]}"; do end_lane "$g" stop; done
   for g in "${job_pid[@]}"; do kill -- "-$g" 2>/dev/null; done
+  [ -z "${deadline_pid:-}" ] || { pkill -P "$deadline_pid"; kill "$deadline_pid"; } 2>/dev/null
   [ ${#lane_result[@]} -eq 0 ] || summary
   if [ ${#lane_result[@]} -gt 0 ] || [ "$code" != 0 ]; then
     printf '\nsteps of this run:\n' >&2
@@ -115,8 +116,11 @@ deadline() {
   exit 124
 }
 trap deadline USR1
+# The timer is ended with the run (on_exit): it must not hold the output a runner reads to its end.
+deadline_pid=
 if [ -n "${DRYDOCK_TEST_DEADLINE_MIN:-}" ]; then
-  (sleep $((DRYDOCK_TEST_DEADLINE_MIN * 60 - ($(date +%s) - DRYDOCK_T0))) && kill -USR1 $$) 2>/dev/null &
+  (sleep $((DRYDOCK_TEST_DEADLINE_MIN * 60 - ($(date +%s) - DRYDOCK_T0))) && kill -USR1 $$) >/dev/null 2>&1 &
+  deadline_pid=$!
 fi
 # A first run needs about 20 GB (images, the Kubernetes build and its Go caches, clusters).
 step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the start"
