@@ -51,10 +51,11 @@ start_lane() {
   printf '+ %s\n' "$*" >"$log"
   setsid env -u DRYDOCK_STEPS_LOG bash -c "$*" >>"$log" 2>&1 &
   lane_pid[$name]=$!
-  # A line per test file as it ends (jest's PASS/FAIL line, with the lane and the minute).
+  # A line per test file as it ends (jest's PASS/FAIL line with its project, not the failures'
+  # summary's repeat of it, with the lane and the minute).
   tail -n +1 -F --pid="${lane_pid[$name]}" "$log" 2>/dev/null |
     while IFS= read -r line; do
-      case $line in PASS* | FAIL*) printf '    [%sm] %s: %s\n' "$((($(date +%s) - DRYDOCK_T0) / 60))" "$name" "$line" >&2 ;; esac
+      case $line in "PASS "*" test/"* | "FAIL "*" test/"*) printf '    [%sm] %s: %s\n' "$((($(date +%s) - DRYDOCK_T0) / 60))" "$name" "$line" >&2 ;; esac
     done &
 }
 # The file a lane is in: its last START line (test/support/progress-reporter.mjs) without an end.
