@@ -12,8 +12,8 @@
 import { readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import { Client as PgClient } from 'pg';
+import { connectClient } from './helpers';
 import { removeTree } from './leftovers';
 
 beforeAll(async () => {
@@ -24,9 +24,8 @@ beforeAll(async () => {
 }, 120_000);
 
 async function forgetEarlierWork(address: string, databaseUrl: string): Promise<void> {
-  const connection = await Connection.connect({ address });
+  const client = await connectClient(address);
   try {
-    const client = new Client({ connection });
     for await (const { scheduleId } of client.schedule.list()) await client.schedule.getHandle(scheduleId).delete();
     for await (const { workflowId, runId } of client.workflow.list({ query: "ExecutionStatus = 'Running'" })) {
       await client.workflow
@@ -35,7 +34,7 @@ async function forgetEarlierWork(address: string, databaseUrl: string): Promise<
         .catch(() => undefined); // ended meanwhile
     }
   } finally {
-    await connection.close();
+    await client.connection.close();
   }
   const db = new PgClient({ connectionString: databaseUrl });
   await db.connect();
