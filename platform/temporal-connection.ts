@@ -11,6 +11,7 @@
  */
 import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   Client,
   Connection,
@@ -20,6 +21,7 @@ import {
   type ConnectionOptions,
   type Metadata,
   type TLSConfig,
+  type WorkflowClientInterceptor,
 } from '@temporalio/client';
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
 import { NativeConnection } from '@temporalio/worker';
@@ -127,7 +129,41 @@ class ClosableConnection extends Connection {
 
 /** A client on TEMPORAL_NAMESPACE. */
 export async function connectClient(settings: Settings, plugins: ClientPlugin[] = []): Promise<Client> {
-  return new Client({ connection: await connectTemporal(settings), namespace: settings.TEMPORAL_NAMESPACE, plugins });
+  return new Client({
+    connection: await connectTemporal(settings),
+    namespace: settings.TEMPORAL_NAMESPACE,
+    plugins,
+    interceptors: { workflow: [retryAbortedUpdates()] },
+  });
+}
+
+/** gRPC's status code for "the system is not in a state required for the operation". */
+const FAILED_PRECONDITION = 9;
+
+/**
+ * An update the server aborted because the workflow task that carried it failed or timed out
+ * (a busy worker: "unexpected workflow task failure") was never applied: it is sent again,
+ * with the same update id (applied once however often it arrives), for the next workflow task
+ * to take; at most `attempts` times, `pauseMs` × the attempt apart.
+ */
+export function retryAbortedUpdates(attempts = 5, pauseMs = 1_000): WorkflowClientInterceptor {
+  return {
+    async startUpdate(input, next) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await next(input);
+        } catch (err) {
+          if (attempt >= attempts || !abortedWithItsTask(err)) throw err;
+          await sleep(pauseMs * attempt);
+        }
+      }
+    },
+  };
+}
+
+function abortedWithItsTask(err: unknown): boolean {
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+  return cause?.code === FAILED_PRECONDITION && /workflow task failure/i.test(String(cause.message));
 }
 
 /** The worker's connection; fails with one line if Temporal refuses it. */

@@ -128,7 +128,7 @@ async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: 
     if (err instanceof SandboxError && err.kind === 'permanent' && !(err instanceof SandboxNotFound)) {
       throw ApplicationFailure.nonRetryable(`${sandboxes.name}: ${err.message}`, ErrorType.SandboxUnsupported);
     }
-    if (!/executable file not found|no such file or directory/i.test((err as Error).message)) throw err;
+    if (!isMissingExecutable(err)) throw err;
     await sandboxes.destroy(spec.name);
     throw ApplicationFailure.nonRetryable(
       `the sandbox image ${image} has no sh (nor sleep): drydock needs sh in the sandbox image (it brings its own git)`,
@@ -137,9 +137,14 @@ async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: 
   }
 }
 
+/** The runtime's answer to a command the image does not have (Docker's and Kubernetes' exec alike). */
+const isMissingExecutable = (err: unknown) =>
+  /executable file not found|no such file or directory/i.test(String((err as Error)?.message ?? err));
+
 /**
  * drydock's helpers need sh in the image (git they bring: last on PATH);
- * without it provisioning fails, saying so.
+ * without it provisioning fails, saying so. Any other failure of the probe (a
+ * busy or lost engine) is not the image's: it is thrown as it is, for a retry.
  */
 async function requireShell(sandbox: SandboxHandle, image: string): Promise<void> {
   const lacks = () =>
@@ -151,7 +156,7 @@ async function requireShell(sandbox: SandboxHandle, image: string): Promise<void
   try {
     found = await sandbox.commands.script(HAS_GIT);
   } catch (err) {
-    if (err instanceof SandboxNotFound) throw err;
+    if (err instanceof SandboxNotFound || !isMissingExecutable(err)) throw err;
     throw lacks();
   }
   if (found.exitCode === 127 || found.exitCode === 126) throw lacks();

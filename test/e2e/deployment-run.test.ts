@@ -257,7 +257,8 @@ test('a session through drydock serve in a container, run by a containerized wor
     },
     300,
   );
-  expect(waiting).toMatchObject({ phase: 'awaiting_approval' });
+  // With its error, so a failed session says why (its workers' logs go with their containers).
+  expect(`${waiting.phase}${waiting.error ? `: ${waiting.error}` : ''}`).toBe('awaiting_approval');
   const approved = await api(`/api/sessions/${sessionId}/decide`, TOKEN_B, {
     decision: 'approve',
     change: waiting.pendingApproval?.change?.slice(0, 12),

@@ -32,7 +32,9 @@ beforeAll(async () => {
   cluster = await runCluster([baseImage, drydock, temporal, postgresql]);
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-deploy-'));
   own(dir);
-  const uid = Number((await run('docker', ['run', '--rm', '--entrypoint', 'id', postgresql, '-u'])).stdout.trim());
+  const uid = Number(
+    (await run('docker', ['run', '--rm', '--network', 'none', '--entrypoint', 'id', postgresql, '-u'])).stdout.trim(),
+  );
   await prepareFolders(dir, uid);
   fixture = await makeFixtureRepo();
   // The bare repo records every update of its refs: how many pushes a branch had.

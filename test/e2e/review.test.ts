@@ -39,6 +39,8 @@ let serve: Awaited<ReturnType<typeof startServe>>;
 let browser: Browser;
 let pool: Pool;
 const sessionsToEnd: string[] = [];
+/** The page's clock (performance.now) and the test's (Date.now) round differently. */
+const CLOCK_SLACK_MS = 50;
 
 beforeAll(async () => {
   stack = await startStack();
@@ -190,9 +192,10 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
   // Round 2 on a fresh page: the time from here to the key press is what the review took.
   const review = await signedIn();
   const opened = Date.now();
-  let pressed = 0;
+  let [loaded, pressed, sentBy] = [0, 0, 0];
   try {
     await review.goto(`${serve.url}/sessions/${id}`);
+    loaded = Date.now();
     expect(await review.textContent('#interdiff-title')).toBe('Round 2 since round 1');
     const sinceFiles = await review
       .locator('#interdiff details.file')
@@ -225,6 +228,7 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
     pressed = Date.now();
     await review.keyboard.press('Shift+A');
     const sent = (await decided).postDataJSON();
+    sentBy = Date.now();
     expect(sent).toMatchObject({ decision: 'approve', action: 'push', change: second.pendingApproval!.change });
     await review.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
     await shot(review, '4-approved-from-the-keyboard');
@@ -233,14 +237,19 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
   }
   const final = (await handle.result()) as SessionStatus;
   expect(final.phase).toBe('completed');
-  const spent = pressed - opened;
   const approval = (await auditRows(id, 'approval'))[0];
   expect(approval.data.review.via).toBe('console');
-  expect(Math.abs(approval.data.review.ms - spent)).toBeLessThan(1_000);
+  // The page's clock runs from its script's start (after `opened`, before `loaded`) to the key's
+  // handler (after `pressed`, before the decision was sent): bounds that hold however busy the
+  // machine is (a second's tolerance around the whole time did not, at load 11).
+  expect(approval.data.review.ms).toBeGreaterThanOrEqual(pressed - loaded - CLOCK_SLACK_MS);
+  expect(approval.data.review.ms).toBeLessThanOrEqual(sentBy - opened + CLOCK_SLACK_MS);
   const metrics = (await pool.query('select * from session_metrics where session_id = $1', [id])).rows[0];
   expect(Number(metrics.review_active_ms)).toBeGreaterThanOrEqual(approval.data.review.ms);
   expect(metrics.decisions_unmeasured).toBe(0);
-  console.log(`review of round 2: ${spent} ms on the page, ${approval.data.review.ms} ms recorded`);
+  console.log(
+    `review of round 2: ${pressed - opened} ms from opening the page to the key, ${approval.data.review.ms} ms recorded`,
+  );
 });
 
 test('at phone width the session page fits and passes the accessibility check', async () => {

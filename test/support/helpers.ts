@@ -8,7 +8,7 @@ import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { loadConfig, type Config } from '../../platform/config';
-import { connectTemporal, connectWorker } from '../../platform/temporal-connection';
+import { connectClient as connectTemporalClient, connectWorker } from '../../platform/temporal-connection';
 import { createLogger, type Logger } from '../../platform/log';
 import { loadAuditKey } from '../../store/audit';
 import { LABELS } from '../../sandbox/provider';
@@ -159,7 +159,7 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
     workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
   });
   const running = worker.run();
-  const client = new Client({ connection: await connectTemporal(config), namespace: config.TEMPORAL_NAMESPACE });
+  const client = await connectTemporalClient(config);
   return {
     client,
     config,
@@ -181,7 +181,7 @@ export const clientSettings = (address: string) => ({
 
 /** A client of the suite's Temporal server (or of `address`); close it with `client.connection.close()`. */
 export async function connectClient(address = process.env.TEMPORAL_ADDRESS!): Promise<Client> {
-  return new Client({ connection: await connectTemporal(clientSettings(address)) });
+  return connectTemporalClient(clientSettings(address));
 }
 
 /** Starts an agentSession on the task queue of `config` (a test stack's, or a worker process's env). */
