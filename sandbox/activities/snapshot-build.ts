@@ -441,7 +441,8 @@ async function buildServices(
     if (withData && !deps.sandboxes.capabilities.serviceData) {
       throw new EnvironmentError(
         `${withData.source}.data: the ${deps.sandboxes.name} sandbox provider keeps no service's data in a ` +
-          'snapshot yet: declare the service without data folders (its sessions start it empty)',
+          "snapshot yet, so this repo gets none: each session clones it, runs setup and starts the service's data " +
+          'folders from its image (docs/kubernetes.md)',
       );
     }
     return resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true });

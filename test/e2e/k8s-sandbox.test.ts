@@ -359,7 +359,7 @@ test("a service whose container cannot be made fails the pod's start at once, na
   const name = `drydock-badsvc-${randomBytes(2).toString('hex')}`;
   const missing = { ...dbService(name), image: 'drydock-no-such-service-image:1' };
   await expect(sandboxes.create(await specOf(name, { services: [missing] }))).rejects.toThrow(
-    new RegExp(`^the pod of ${name} cannot run: container svc-db(-fill)?: ErrImageNeverPull`),
+    new RegExp(`^the pod of ${name} cannot run: container svc-db(-fill(-\\d+)?)?: ErrImageNeverPull`),
   );
   expect(await sandboxes.exists(name)).toBe(false);
 });
