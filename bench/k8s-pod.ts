@@ -10,6 +10,10 @@
  *   floor      `kubectl run` of the same image and `kubectl wait` for Ready
  *   docker     the Docker provider's create of the same sandbox until a first exec answered
  *   docker run `docker run -d --network none`, same image (Docker's floor)
+ *   service    a pod with PostgreSQL 17 (built here) as a service, a container of
+ *              the pod, until the service is ready (pg_isready by exec in it, its
+ *              first start's initdb included) and a first exec in the sandbox answered
+ *   docker svc the same through the Docker provider (a sandbox and a service container)
  * and the ratios. The cluster is the tests' one (test/support/k8s-cluster.ts):
  * started if need be, stopped at the end.
  *
@@ -24,6 +28,8 @@ import { DockerProvider } from '../sandbox/docker/provider';
 import { KubernetesProvider } from '../sandbox/kubernetes/provider';
 import { LABELS, type SandboxProvider, type SandboxSpec } from '../sandbox/provider';
 import { ensureBaseImage } from '../sandbox-images/base-image';
+import { ensureServiceImage } from '../sandbox-images/service-images';
+import { serviceContainers, startServices, type RunnableService } from '../sandbox/services';
 import { startTestCluster, type TestCluster } from '../test/support/k8s-cluster';
 import { atExit, benchMain, tempDir } from './stack';
 import { median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';
@@ -34,8 +40,9 @@ const MiB = 1024 ** 2;
 
 async function main(): Promise<string> {
   const image = await ensureBaseImage();
-  say('starting the cluster (and loading the base image into its node)');
-  const cluster = await startTestCluster([image]);
+  const postgres = await ensureServiceImage('postgres');
+  say('starting the cluster (and loading the base and PostgreSQL images into its node)');
+  const cluster = await startTestCluster([image, postgres]);
   atExit(() => cluster.stop());
   const dir = await tempDir('k8s');
   const pods = new KubernetesProvider({
@@ -54,6 +61,8 @@ async function main(): Promise<string> {
     floor: { name: 'floor: kubectl run + kubectl wait --for=condition=Ready', ms: [] as number[] },
     docker: { name: 'docker: the provider creates it → first exec answered', ms: [] as number[] },
     dockerRun: { name: 'docker run -d --network none', ms: [] as number[] },
+    service: { name: 'pod with a PostgreSQL service → it is ready, first exec', ms: [] as number[] },
+    dockerService: { name: 'docker: sandbox + PostgreSQL service → ready, first exec', ms: [] as number[] },
   } satisfies Record<string, Row>;
   for (let i = 0; i < RUNS; i++) {
     say(`run ${i + 1} of ${RUNS}`);
@@ -62,6 +71,9 @@ async function main(): Promise<string> {
     rows.floor.ms.push(await kubectlRun(cluster, image));
     rows.docker.ms.push(await startToExec(docker, await spec(`bench-docker-${i}-${randomBytes(2).toString('hex')}`)));
     rows.dockerRun.ms.push(await dockerRun(image));
+    rows.service.ms.push(await startWithService(pods, await spec(`bench-svc-${i}`), postgres));
+    const dockerName = `bench-docker-svc-${i}-${randomBytes(2).toString('hex')}`;
+    rows.dockerService.ms.push(await startWithService(docker, await spec(dockerName), postgres));
   }
   await pods.removeImage(snapshot);
   const m = (r: Row) => median(r.ms);
@@ -72,6 +84,8 @@ async function main(): Promise<string> {
       { name: 'pod from a snapshot / pod', value: m(rows.snapshot) / m(rows.pod) },
       { name: 'pod / docker provider', value: m(rows.pod) / m(rows.docker) },
       { name: 'floor (kubectl run) / docker run', value: m(rows.floor) / m(rows.dockerRun) },
+      { name: 'pod with a service / pod', value: m(rows.service) / m(rows.pod) },
+      { name: 'pod with a service / docker with a service', value: m(rows.service) / m(rows.dockerService) },
     ]),
   ].join('\n\n');
 }
@@ -122,6 +136,44 @@ async function startToExec(provider: SandboxProvider, spec: SandboxSpec): Promis
   await provider.destroy(spec.name);
   if (first.exitCode !== 0) throw new Error(`exec in ${spec.name}: ${first.stderr.toString()}`);
   return ms;
+}
+
+/** PostgreSQL as a repo declares it (trust, a database, checked over TCP), with its first start's initdb. */
+function postgresService(image: string): RunnableService {
+  return {
+    name: 'db',
+    image,
+    environment: { POSTGRES_HOST_AUTH_METHOD: 'trust', POSTGRES_DB: 'app' },
+    healthcheck: {
+      test: ['pg_isready', '-U', 'postgres', '-h', '127.0.0.1'],
+      intervalMs: 200,
+      timeoutMs: 10_000,
+      retries: 150,
+      startPeriodMs: 0,
+    },
+    ports: [],
+    data: ['/var/lib/postgresql/data'],
+    dependsOn: [],
+    limits: {},
+    source: 'services.db',
+  };
+}
+
+/** Milliseconds from asking for a sandbox with a PostgreSQL service to the service ready and a first exec answered. */
+async function startWithService(provider: SandboxProvider, spec: SandboxSpec, postgres: string): Promise<number> {
+  const services = [postgresService(postgres)];
+  const shares = { db: { cpus: 1, memoryBytes: 256 * MiB, pids: 128 } };
+  const t = Date.now();
+  const containers = await serviceContainers(provider, spec.name, services, { shares, labels: spec.labels });
+  await provider.create({ ...spec, services: containers });
+  try {
+    await startServices(provider, spec.name, services, containers);
+    const first = await provider.exec(spec.name, ['true']);
+    if (first.exitCode !== 0) throw new Error(`exec in ${spec.name}: ${first.stderr.toString()}`);
+    return Date.now() - t;
+  } finally {
+    await provider.destroy(spec.name);
+  }
 }
 
 async function kubectlRun(cluster: TestCluster, image: string): Promise<number> {

@@ -46,6 +46,8 @@ export interface ProviderCapabilities {
   diskLimit: boolean;
   /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
   services: boolean;
+  /** A service's data folders captured into a snapshot (ServiceRuntime.captureData). */
+  serviceData: boolean;
   /** A process limit of the sandbox's own (SandboxSpec.pids); else only the host's per-sandbox limit applies. */
   pidsLimit: boolean;
 }
@@ -80,6 +82,15 @@ export interface SandboxSpec {
   companionOf?: string;
   /** Container runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
+  /**
+   * The sandbox's services (sandbox/services.ts), known before it is made.
+   * A provider that cannot add containers to a running sandbox
+   * (capabilities.lateCompanions false: a pod's containers are fixed when it
+   * is created) makes them with it; the others ignore this and make each at
+   * ServiceRuntime.start. Either way the caller then starts each with
+   * ServiceRuntime.start and waits until it is ready.
+   */
+  services?: ServiceContainerSpec[];
   /**
    * false: the root filesystem stays writable (by root only: the sandbox user
    * still cannot write system folders). /workspace and the home folder are
@@ -276,7 +287,11 @@ export interface ServiceState {
 
 /** A repo's services beside its sandboxes, on the sandboxes' host. Every method is idempotent. */
 export interface ServiceRuntime {
-  /** Creates and starts a service (one stopped is started again). */
+  /**
+   * Creates and starts a service (one stopped is started again). Where
+   * services are made with their sandbox (SandboxSpec.services), finds it
+   * there, and fails (permanent) if the sandbox was made without it.
+   */
   start(spec: ServiceContainerSpec): Promise<void>;
   /** The service's state; undefined when there is none of that name. */
   state(sandbox: string, service: string): Promise<ServiceState | undefined>;

@@ -8,7 +8,13 @@
  * image's), else once its ports listen, else once it keeps running; one that
  * exits or never gets there fails, named, with its log's tail.
  */
-import { dataPath, type ServiceRuntime, type ServiceState, type SandboxProvider } from './provider';
+import {
+  dataPath,
+  type SandboxProvider,
+  type ServiceContainerSpec,
+  type ServiceRuntime,
+  type ServiceState,
+} from './provider';
 import { startOrder, type ServiceSpec } from '../workflows/services';
 import type { Share } from '../workflows/rules/service-limits';
 import { sandboxOf } from './handle';
@@ -60,22 +66,38 @@ export interface StartOptions {
 }
 
 /**
- * Starts `services` beside `sandbox`, each level of the dependency order
- * together, and waits until each is ready. Idempotent: a retry finds what it
- * made and starts any that stopped.
+ * The containers of `services` beside `sandbox`, known before the sandbox is
+ * made: a provider whose sandbox is a pod makes them with it
+ * (SandboxSpec.services), since a pod's containers are fixed at its creation.
+ */
+export async function serviceContainers(
+  provider: SandboxProvider,
+  sandbox: string,
+  services: RunnableService[],
+  opts: StartOptions,
+): Promise<ServiceContainerSpec[]> {
+  return Promise.all(services.map((s) => containerOf(provider, sandbox, s, opts)));
+}
+
+/**
+ * Starts `services` (as `containers` has them: serviceContainers) beside
+ * `sandbox`, each level of the dependency order together, and waits until
+ * each is ready. Idempotent: a retry finds what it made and starts any that
+ * stopped.
  */
 export async function startServices(
   provider: SandboxProvider,
   sandbox: string,
   services: RunnableService[],
-  opts: StartOptions,
+  containers: ServiceContainerSpec[],
 ): Promise<void> {
   const order = startOrder(services) ?? services;
+  const containerOf = (s: RunnableService) => containers.find((c) => c.service === s.name)!;
   const started = new Set<string>();
   while (started.size < order.length) {
     const level = order.filter((s) => !started.has(s.name) && s.dependsOn.every((d) => started.has(d)));
-    const tests = await Promise.all(level.map((s) => startOne(provider, sandbox, s, opts)));
-    await Promise.all(level.map((s, i) => waitReady(provider, sandbox, s, tests[i])));
+    await Promise.all(level.map((s) => serviceRuntime(provider).start(containerOf(s))));
+    await Promise.all(level.map((s) => waitReady(provider, sandbox, s, containerOf(s).healthcheck?.test)));
     for (const s of level) started.add(s.name);
   }
 }
@@ -108,17 +130,17 @@ async function foldersOf(provider: SandboxProvider, s: RunnableService) {
   ];
 }
 
-/** Starts one service; returns its health check (its own, else its image's). */
-async function startOne(
+/** One service's container: its image's own health check when it declares none. */
+async function containerOf(
   provider: SandboxProvider,
   sandbox: string,
   s: RunnableService,
   opts: StartOptions,
-): Promise<string[] | undefined> {
+): Promise<ServiceContainerSpec> {
   const share = opts.shares[s.name];
   const folders = await foldersOf(provider, s);
   const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
-  await serviceRuntime(provider).start({
+  return {
     sandbox,
     service: s.name,
     image: s.image,
@@ -145,8 +167,7 @@ async function startOne(
     memoryBytes: share.memoryBytes,
     pids: share.pids,
     ...(opts.runtime ? { runtime: opts.runtime } : {}),
-  });
-  return test;
+  };
 }
 
 /** Waits until a service is ready (see the module's header). */

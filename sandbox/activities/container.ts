@@ -12,6 +12,7 @@ import {
   SandboxNotFound,
   type SandboxProvider,
   type SandboxSpec,
+  type ServiceContainerSpec,
 } from '../provider';
 import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { OutputOverCap } from '../../platform/output-cap';
@@ -57,6 +58,18 @@ export interface OwnedContainer {
   env?: string[];
   /** The sandbox this container is a companion of, in its network namespace (the browser of a check). */
   companionOf?: string;
+  /** Its services' containers (SandboxSpec.services: a pod is made with them). */
+  services?: ServiceContainerSpec[];
+}
+
+/** What names an owned container's owner, repo, host and expiry: teardown and the reaper find it (and its services) by these. */
+export function ownedLabels(hostId: string, spec: Pick<OwnedContainer, 'owner' | 'repo' | 'expiresAt'>) {
+  return {
+    [LABELS.session]: spec.owner,
+    [LABELS.repo]: spec.repo,
+    [LABELS.host]: hostId,
+    [LABELS.expires]: spec.expiresAt,
+  };
 }
 
 /**
@@ -82,13 +95,8 @@ export async function createOwnedContainer(
     env: [...(extraCaCerts ? caEnv() : []), ...(spec.env ?? [])],
     ...(spec.mounts ? { mounts: spec.mounts } : {}),
     ...(spec.companionOf ? { companionOf: spec.companionOf } : {}),
-    labels: {
-      [LABELS.session]: spec.owner,
-      [LABELS.repo]: spec.repo,
-      [LABELS.host]: hostId,
-      [LABELS.expires]: spec.expiresAt,
-      ...spec.labels,
-    },
+    ...(spec.services?.length ? { services: spec.services } : {}),
+    labels: { ...ownedLabels(hostId, spec), ...spec.labels },
     ...spec.limits,
   });
   // What an image holds never changes: its id is checked once per worker (an exec saved on every start).

@@ -10,13 +10,13 @@ import { rm } from 'node:fs/promises';
 import { egressDirOf } from '../egress';
 import { POOL_LABEL, POOL_LIMITS, PoolRegistry } from '../pool-registry';
 import { repoSlug, SANDBOX_SNAPSHOT_LABEL } from '../snapshots';
-import { createOwnedContainer, type ContainerDeps } from './container';
+import { createOwnedContainer, ownedLabels, type ContainerDeps } from './container';
 import { sandboxEnvironment, type EnvironmentDeps } from './environment';
 import { mirrorAt } from '../../repos/mirror';
 import type { SandboxDeps } from './deps';
 import type { MirrorDeps } from '../../repos/mirror';
 import { newestSnapshot, prepareWorkspace } from './workspace';
-import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { sandboxOf } from '../handle';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
@@ -102,20 +102,27 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
   for (let i = Math.min(current.length, size); snapshot && environment && i < size; i++) {
     const name = `drydock-pool-${repoSlug(repo).slice(0, 60)}-${randomUUID().slice(0, 8)}`;
     try {
+      const owned = { owner: `pool:${repo}`, repo, expiresAt: new Date(Date.now() + POOL_IDLE_TTL_MS).toISOString() };
+      const containers = await sandboxServiceContainers(
+        deps,
+        name,
+        services,
+        shares.services,
+        ownedLabels(deps.hostId, owned),
+      );
       await createOwnedContainer(deps, {
+        ...owned,
         name,
         image: snapshot.image!,
         mounts: environment.mounts,
         env: await snapshotEnv(deps, snapshot.image!, environment.env),
-        owner: `pool:${repo}`,
-        repo,
-        expiresAt: new Date(Date.now() + POOL_IDLE_TTL_MS).toISOString(),
         limits: { ...POOL_LIMITS, ...shares.sandbox },
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
+        services: containers,
       });
       await Promise.all([
         prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true }),
-        startSandboxServices(deps, name, services, shares.services),
+        startSandboxServices(deps, name, services, containers),
       ]);
       await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
       added.push(name);

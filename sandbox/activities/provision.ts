@@ -18,7 +18,7 @@ import {
   type SnapshotBuildRow,
 } from '../snapshots';
 import { recordEvent } from '../../store/audit';
-import { browserContainerName, createOwnedContainer, sandboxName } from './container';
+import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
 import type { SandboxDeps } from './deps';
 import { mirrorAt } from '../../repos/mirror';
@@ -27,7 +27,7 @@ import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } fr
 import { POOL_LABEL, PoolRegistry } from '../pool-registry';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
-import { sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
 
@@ -147,18 +147,19 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
   const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
   const shares = sharesOf(input.limits, services);
+  const owned = { owner: input.sessionId, repo: input.repo.url, expiresAt: input.expiresAt };
+  const containers = await sandboxServiceContainers(deps, name, services, shares.services, ownedLabels(hostId, owned));
   // What starting the services reads is readied while the sandbox is made.
   const [created] = await Promise.all([
     !pooled &&
       createOwnedContainer(deps, {
+        ...owned,
         name,
         image,
         mounts: environment.mounts,
         env: await snapshotEnv(deps, snapshot?.image, environment.env),
-        owner: input.sessionId,
-        repo: input.repo.url,
-        expiresAt: input.expiresAt,
         limits: { ...input.limits, ...shares.sandbox },
+        services: containers,
         ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
       }),
     prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
@@ -172,7 +173,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     !pooled && (created || !(await isProvisioned(sandbox)))
       ? fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint })
       : undefined,
-    startSandboxServices(deps, name, services, shares.services),
+    startSandboxServices(deps, name, services, containers),
   ]);
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,

@@ -21,12 +21,13 @@ import {
   type ServiceSpec,
 } from '../../workflows/services';
 import { ComposeError, parseCompose } from '../compose';
-import { LABELS, type SandboxProvider } from '../provider';
+import type { SandboxProvider, ServiceContainerSpec } from '../provider';
 import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
   ServiceFailure,
   serviceProblems,
+  serviceContainers,
   serviceRuntime,
   startServices,
   type RunnableService,
@@ -212,19 +213,39 @@ export async function sandboxServices(
 }
 
 /**
- * Starts a sandbox's services (with its labels, so the reaper finds them
- * too). One that will not start fails provisioning, named, with its log.
+ * The containers of a sandbox's services, with the sandbox's owner labels
+ * (teardown and the reaper find them by these too): made before the sandbox,
+ * since a provider whose sandbox is a pod makes them with it
+ * (SandboxSpec.services). An image that is not there fails provisioning, named.
  */
-export async function startSandboxServices(
+export async function sandboxServiceContainers(
   deps: Pick<SandboxDeps, 'sandboxes' | 'runtime'>,
   sandbox: string,
   services: RunnableService[],
   shares: Record<string, Share>,
+  labels: Record<string, string>,
+): Promise<ServiceContainerSpec[]> {
+  if (!services.length) return [];
+  return unusableOnFailure(() =>
+    serviceContainers(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }),
+  );
+}
+
+/** Starts a sandbox's services (`containers`: sandboxServiceContainers). One that will not start fails provisioning, named, with its log. */
+export async function startSandboxServices(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  sandbox: string,
+  services: RunnableService[],
+  containers: ServiceContainerSpec[],
 ): Promise<void> {
   if (!services.length) return;
-  const labels = ownerLabels((await deps.sandboxes.info(sandbox))?.labels ?? {});
+  await unusableOnFailure(() => startServices(deps.sandboxes, sandbox, services, containers));
+}
+
+/** A service that cannot start is the environment's problem: permanent, named. */
+async function unusableOnFailure<T>(fn: () => Promise<T>): Promise<T> {
   try {
-    await startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime });
+    return await fn();
   } catch (err) {
     if (err instanceof ServiceFailure)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -271,9 +292,4 @@ export async function syncServiceLogs(
     await writeFile(`${file}.tmp`, text.slice(-SERVICE_LOG_BYTES), { mode: 0o644 });
     await rename(`${file}.tmp`, file);
   }
-}
-
-/** The sandbox's owner labels (session, repo, host, expiry) alone: what teardown and the reaper find a service by. */
-export function ownerLabels(labels: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.values(LABELS).flatMap((k) => (labels[k] ? [[k, labels[k]]] : [])));
 }

@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../workflows/api';
 import { REPO_CONFIG_FILE } from '../../workflows/repo-config';
-import { createOwnedContainer, sandboxName, type ContainerDeps } from './container';
+import { createOwnedContainer, ownedLabels, sandboxName, type ContainerDeps } from './container';
 import type { SandboxDeps } from './deps';
 import { resolveRef, syncMirror, type MirrorDeps } from '../../repos/mirror';
 import { copyWorkingTree, isProvisioned, markProvisioned } from './workspace';
@@ -37,14 +37,14 @@ import {
   SERVICE_DATA_LABEL,
   ServiceFailure,
   SERVICES_LABEL,
+  serviceContainers,
   serviceRuntime,
   startServices,
   type RunnableService,
 } from '../services';
 import { dataPath } from '../provider';
-import { ownerLabels, resolveServiceImages, sharesOf } from './services';
+import { resolveServiceImages, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
-import type { Share } from '../../workflows/rules/service-limits';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
 const BUILD_LIMITS = {
@@ -254,19 +254,34 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   const services = await buildServices(deps, { row, commit, reg, repo: input.repo, environment });
   const shares = sharesOf(BUILD_LIMITS, services);
   const env = [...environment.env, ...Object.entries(chosen.env ?? {}).map(([k, v]) => `${k}=${v}`)];
+  const owned = {
+    owner: input.buildId,
+    repo: input.repo,
+    expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
+  };
+  const containers = await failBuildOn(deps, { row, commit }, () =>
+    asEnvironmentError(() =>
+      serviceContainers(sandboxes, sandbox, services, {
+        shares: shares.services,
+        labels: ownedLabels(hostId, owned),
+        runtime: deps.runtime,
+      }),
+    ),
+  );
   // From the repo's environment, no network, labelled so the reaper finds it after its expiry.
   await createOwnedContainer(deps, {
+    ...owned,
     name: sandbox,
     image: environment.image,
     mounts: environment.mounts,
     env,
-    owner: input.buildId,
-    repo: input.repo,
-    expiresAt: new Date(Date.now() + reg.setupTimeoutMs + 60 * 60_000).toISOString(),
     limits: { ...BUILD_LIMITS, ...shares.sandbox },
+    services: containers,
   });
   // Healthy before setup runs: its migrations and seed data land in them, and the snapshot keeps them.
-  await startBuildServices(deps, sandbox, services, shares.services, { row, commit });
+  await failBuildOn(deps, { row, commit }, () =>
+    asEnvironmentError(() => startServices(sandboxes, sandbox, services, containers)),
+  );
   const handle = sandboxOf(sandboxes, sandbox);
   if (!(await isProvisioned(handle))) {
     await copyWorkingTree(handle, mirror, commit);
@@ -421,9 +436,17 @@ async function buildServices(
   ctx: { row: SnapshotBuildRow; commit: string; reg: RepoRegistration; repo: string; environment: SandboxEnvironment },
 ): Promise<RunnableService[]> {
   const allowed = allowedRegistries(deps, ctx.reg);
-  return failBuildOn(deps, ctx, () =>
-    resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true }),
-  );
+  return failBuildOn(deps, ctx, async () => {
+    const withData = ctx.environment.stack.services.find((s) => s.data.length);
+    if (withData && !deps.sandboxes.capabilities.serviceData) {
+      throw new EnvironmentError(
+        `${withData.source}.data: the ${deps.sandboxes.name} sandbox provider keeps no service's data in a ` +
+          "snapshot yet, so this repo gets none: each session clones it, runs setup and starts the service's data " +
+          'folders from its image (docs/kubernetes.md)',
+      );
+    }
+    return resolveServiceImages(deps, ctx.environment.stack.services, { repo: ctx.repo, allowed, pull: true });
+  });
 }
 
 /** The registries a repo's images may be pulled from: the server's, then the repo's own. */
@@ -431,20 +454,11 @@ function allowedRegistries(deps: SnapshotDeps, reg: RepoRegistration): string[] 
   return [...(deps.allowedRegistries ?? []), ...(reg.registries ?? [])];
 }
 
-async function startBuildServices(
-  deps: SnapshotDeps,
-  sandbox: string,
-  services: RunnableService[],
-  shares: Record<string, Share>,
-  ctx: { row: SnapshotBuildRow; commit: string },
-): Promise<void> {
-  if (!services.length) return;
-  const labels = ownerLabels((await deps.sandboxes.info(sandbox))?.labels ?? {});
-  await failBuildOn(deps, ctx, () =>
-    startServices(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }).catch((err) => {
-      throw err instanceof ServiceFailure ? new EnvironmentError(err.message) : err;
-    }),
-  );
+/** A service that will not start is the environment's problem: the build fails, saying why. */
+async function asEnvironmentError<T>(fn: () => Promise<T>): Promise<T> {
+  return fn().catch((err) => {
+    throw err instanceof ServiceFailure ? new EnvironmentError(err.message) : err;
+  });
 }
 
 /** Runs `fn`; a permanent problem (the environment's) ends the build as failed, saying why, and fails the activity. */

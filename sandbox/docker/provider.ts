@@ -53,6 +53,7 @@ export class DockerProvider implements SandboxProvider {
     lateCompanions: true,
     diskLimit: true,
     services: true,
+    serviceData: true,
     pidsLimit: true,
   };
   readonly storage: SandboxStorageRoot;

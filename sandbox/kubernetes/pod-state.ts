@@ -1,8 +1,9 @@
 /**
  * Where a sandbox's pod is, as one pure function of what the API says of it
  * (unit-tested): running; still starting (scheduled, pulling, being
- * created); failed for good (it ended, or its container cannot be made: a
- * bad image, a missing command); or gone (deleted, or being deleted). And,
+ * created, its services' folders being filled); failed for good (it ended,
+ * or its container or a service's cannot be made: a bad image, a missing
+ * command); or gone (deleted, or being deleted). And,
  * for a pod still not running when its start time is up, why and where to look.
  */
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
@@ -27,13 +28,25 @@ export function runningState(pod: V1Pod | undefined): PodState {
   const state = container?.state;
   if (status.phase === 'Failed' || status.phase === 'Succeeded') {
     const ended = state?.terminated;
+    // A service's folder filler that failed (./service-containers.ts): its end of log is its message.
+    const filler = status.initContainerStatuses?.find((c) => (c.state?.terminated?.exitCode ?? 0) !== 0);
     const why = [
       status.reason,
       status.message,
       ended && `exit ${ended.exitCode} ${ended.reason ?? ''}`.trim(),
       ended?.message,
+      filler && `${filler.name} exited ${filler.state!.terminated!.exitCode}`,
+      filler?.state?.terminated?.message?.trim(),
     ];
     return { phase: 'failed', why: why.filter(Boolean).join(': ') || `the pod ${status.phase.toLowerCase()}` };
+  }
+  // A service's container that cannot be made (its image, its command) keeps the pod from running for ever.
+  const stuck = [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])].find(
+    (c) => c.name !== SANDBOX_CONTAINER && CANNOT_START.has(c.state?.waiting?.reason ?? ''),
+  );
+  if (stuck) {
+    const { reason, message } = stuck.state!.waiting!;
+    return { phase: 'failed', why: `container ${stuck.name}: ${reason}: ${message ?? ''}`.trim() };
   }
   if (state?.running)
     return status.phase === 'Running' ? { phase: 'running', why: '' } : { phase: 'starting', why: '' };

@@ -1,6 +1,7 @@
 /**
  * A sandbox's pod, as one pure function of its spec (unit-tested): what
- * makes a pod a drydock sandbox on Kubernetes. The hardening of the Docker
+ * makes a pod a drydock sandbox on Kubernetes, with its services as
+ * containers of the pod (./service-containers.ts). The hardening of the Docker
  * provider, said in the pod spec's words: no service account token,
  * non-root, a read-only root, every capability dropped, no privilege
  * escalation, seccomp RuntimeDefault, CPU and memory limits, /tmp a
@@ -14,6 +15,7 @@ import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
 import { redactUrl } from '../../workflows/rules/repo-url';
 import { SANDBOX_EGRESS_DIR } from '../egress';
 import { HOME, WORKSPACE, type SandboxSpec } from '../provider';
+import { cpuQuantity, DISK_VOLUME, servicePodParts } from './service-containers';
 
 /** On every sandbox pod: how the provider finds its pods, and which snapshot a pod was made from. */
 export const POD_LABELS = {
@@ -24,6 +26,8 @@ export const POD_LABELS = {
 export const POD_ANNOTATIONS = {
   name: 'drydock.dev/name',
   labels: 'drydock.dev/labels',
+  /** The names of its services (JSON), each a container of the pod (./service-containers.ts). */
+  services: 'drydock.dev/services',
 } as const;
 /** The sandbox's container in its pod. */
 export const SANDBOX_CONTAINER = 'sandbox';
@@ -72,14 +76,14 @@ export function podName(name: string): string {
   return `${readable || 'sandbox'}-${hash}`;
 }
 
-/** A Kubernetes quantity of CPU from cores: millicores. */
-function cpuQuantity(cores: number): string {
-  return `${Math.max(1, Math.round(cores * 1000))}m`;
-}
-
-/** The pod of a sandbox (not of a companion: a pod's containers are fixed at its creation). */
+/**
+ * The pod of a sandbox and its services (./service-containers.ts), not of a
+ * later companion: a pod's containers are fixed at its creation.
+ */
 export function sandboxPod(spec: SandboxSpec, where: PodPlacement): V1Pod {
   const labels = Object.fromEntries(Object.entries(spec.labels).map(([k, v]) => [k, redactUrl(v)]));
+  const services = servicePodParts(spec.services ?? [], where.imagePullPolicy);
+  const serviceNames = (spec.services ?? []).map((s) => s.service);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -90,7 +94,11 @@ export function sandboxPod(spec: SandboxSpec, where: PodPlacement): V1Pod {
         [POD_LABELS.sandbox]: 'true',
         ...(where.snapshot ? { [POD_LABELS.snapshot]: where.snapshot.id } : {}),
       },
-      annotations: { [POD_ANNOTATIONS.name]: spec.name, [POD_ANNOTATIONS.labels]: JSON.stringify(labels) },
+      annotations: {
+        [POD_ANNOTATIONS.name]: spec.name,
+        [POD_ANNOTATIONS.labels]: JSON.stringify(labels),
+        ...(serviceNames.length ? { [POD_ANNOTATIONS.services]: JSON.stringify(serviceNames) } : {}),
+      },
     },
     spec: {
       automountServiceAccountToken: false,
@@ -107,15 +115,12 @@ export function sandboxPod(spec: SandboxSpec, where: PodPlacement): V1Pod {
           },
         },
       },
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: SANDBOX_UID,
-        runAsGroup: SANDBOX_UID,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      // The sandbox's user is its container's: a service runs as its image's (./service-containers.ts).
+      securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
       ...(spec.runtime ? { runtimeClassName: spec.runtime } : {}),
-      containers: [sandboxContainer(spec, where)],
-      volumes: volumesOf(spec, where),
+      ...(services.initContainers.length ? { initContainers: services.initContainers } : {}),
+      containers: [sandboxContainer(spec, where), ...services.containers],
+      volumes: [...volumesOf(spec, where), ...services.volumes],
     },
   };
 }
@@ -130,6 +135,8 @@ function sandboxContainer(spec: SandboxSpec, where: PodPlacement): V1Container {
     workingDir: WORKSPACE,
     env: [...SAFE_WORKSPACE, ...env],
     securityContext: {
+      runAsUser: SANDBOX_UID,
+      runAsGroup: SANDBOX_UID,
       allowPrivilegeEscalation: false,
       privileged: false,
       readOnlyRootFilesystem: spec.readonlyRoot ?? true,
@@ -157,8 +164,8 @@ function hostFolders(spec: SandboxSpec, where: PodPlacement): { name: string; so
 function mountsOf(spec: SandboxSpec, where: PodPlacement): V1VolumeMount[] {
   return [
     { name: 'tmp', mountPath: '/tmp' },
-    { name: 'disk', mountPath: WORKSPACE, subPath: 'workspace' },
-    { name: 'disk', mountPath: HOME, subPath: 'home' },
+    { name: DISK_VOLUME, mountPath: WORKSPACE, subPath: 'workspace' },
+    { name: DISK_VOLUME, mountPath: HOME, subPath: 'home' },
     ...hostFolders(spec, where).map((f) => ({ name: f.name, mountPath: f.target, readOnly: true })),
   ];
 }
@@ -167,8 +174,8 @@ function volumesOf(spec: SandboxSpec, where: PodPlacement): V1Volume[] {
   return [
     // tmpfs of its size, counted in the pod's memory.
     { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: String(spec.tmpBytes) } },
-    // The kubelet evicts the pod when /workspace and home together outgrow it.
-    { name: 'disk', emptyDir: { sizeLimit: String(spec.diskBytes) } },
+    // The kubelet evicts the pod when /workspace, home and the services' folders together outgrow it.
+    { name: DISK_VOLUME, emptyDir: { sizeLimit: String(spec.diskBytes) } },
     ...hostFolders(spec, where).map((f) => ({ name: f.name, hostPath: { path: f.source, type: 'Directory' } })),
   ];
 }

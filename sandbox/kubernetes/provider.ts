@@ -4,7 +4,8 @@
  * socket, nothing of the node's runtime): pods created, read, listed and
  * deleted, commands run through the exec subresource (./exec.ts), files
  * copied in as a tar stream to the pod's own tar. Snapshots are archives of
- * /workspace on the node (./snapshot-store.ts). What differs from the
+ * /workspace on the node (./snapshot-store.ts). A session's services are
+ * containers of its pod (./services.ts). What differs from the
  * Docker provider, and why, is in docs/kubernetes.md.
  */
 import { createWriteStream } from 'node:fs';
@@ -37,6 +38,7 @@ import {
 import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } from './exec';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
 import { SnapshotStore } from './snapshot-store';
+import { KubernetesServices } from './services';
 import { notStartedMessage, runningState, warningsOf } from './pod-state';
 
 const GiB = 1024 ** 3;
@@ -81,8 +83,11 @@ export class KubernetesProvider implements SandboxProvider {
     lateCompanions: false,
     diskLimit: false,
     pidsLimit: false,
-    services: false,
+    services: true,
+    serviceData: false,
   };
+  /** Containers of the sandbox's pod, made with it (SandboxSpec.services): ./services.ts. */
+  readonly services: KubernetesServices;
   readonly store: SnapshotStore;
   private readonly core: CoreV1Api;
   /** Whether a pod of this node was seen to have loopback alone (checked once). */
@@ -91,6 +96,12 @@ export class KubernetesProvider implements SandboxProvider {
   constructor(readonly settings: KubernetesSettings) {
     this.core = settings.kubeconfig.makeApiClient(CoreV1Api);
     this.store = new SnapshotStore(settings.snapshotRoot);
+    this.services = new KubernetesServices({
+      core: this.core,
+      kubeconfig: settings.kubeconfig,
+      namespace: settings.namespace,
+      podOf: (sandbox) => this.podOf(sandbox),
+    });
   }
 
   private get namespace(): string {
@@ -98,9 +109,11 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   /**
-   * Creates the sandbox's pod and waits until it runs, or finds the pod of
-   * that name (a retry). A pod from a snapshot has the snapshot unpacked into
-   * its /workspace before this returns.
+   * Creates the sandbox's pod, with its services as containers of it
+   * (spec.services: a pod's containers are fixed when it is created, so they
+   * cannot join it later as Docker's join a sandbox), and waits until it
+   * runs, or finds the pod of that name (a retry). A pod from a snapshot has
+   * the snapshot unpacked into its /workspace before this returns.
    */
   async create(spec: SandboxSpec): Promise<{ id: string; created: boolean }> {
     if (spec.companionOf) {

@@ -4,9 +4,11 @@
  * pods layout's worker, from the images infra/images.sh builds, loaded onto
  * the node (test/support/k8s-deployment.ts says what this cluster without a
  * pod network needs besides the files). A session goes through serve's API;
- * its sandbox is a pod made by the worker pod through the API; the pod is
- * killed in the middle of a step, and the session completes on a
- * replacement, approved through serve and pushed once.
+ * its sandbox is a pod made by the worker pod through the API, with the
+ * repo's PostgreSQL service as a container of it; the pod is killed in the
+ * middle of a step, and the session completes on a replacement (whose
+ * PostgreSQL answers the step that was cut), approved through serve and
+ * pushed once.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
@@ -19,6 +21,8 @@ import { git, makeFixtureRepo, newSessionId, projectRoot } from '../support/help
 import { runCluster, type TestCluster } from '../support/k8s-cluster';
 import { deploy, prepareFolders, until, type Deployment } from '../support/k8s-deployment';
 import { own } from '../support/leftovers';
+import { ensureServiceImage } from '../../sandbox-images/service-images';
+import { PG_CLIENT, PG_READY } from '../support/service-clients';
 
 const run = promisify(execFile);
 let cluster: TestCluster;
@@ -29,14 +33,25 @@ beforeAll(async () => {
   const { stdout } = await run('bash', [path.join(projectRoot, 'infra/images.sh')], { maxBuffer: 16 << 20 });
   const [drydock, temporal, postgresql] = stdout.trim().split('\n');
   const baseImage = process.env.DRYDOCK_BASE_IMAGE!;
-  cluster = await runCluster([baseImage, drydock, temporal, postgresql]);
+  const service = await ensureServiceImage('postgres');
+  cluster = await runCluster([baseImage, drydock, temporal, postgresql, service]);
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-deploy-'));
   own(dir);
   const uid = Number(
     (await run('docker', ['run', '--rm', '--network', 'none', '--entrypoint', 'id', postgresql, '-u'])).stdout.trim(),
   );
   await prepareFolders(dir, uid);
-  fixture = await makeFixtureRepo();
+  // The repo's PostgreSQL, started empty in each pod: the Kubernetes provider keeps no service's data in a snapshot.
+  fixture = await makeFixtureRepo({
+    'pgq.js': PG_CLIENT,
+    '.drydock/config.yaml': `services:
+  db:
+    image: ${service}
+    environment: { POSTGRES_HOST_AUTH_METHOD: trust, POSTGRES_DB: app }
+    data: [/var/lib/postgresql/data]
+    healthcheck: { test: "${PG_READY}", interval: 200ms, retries: 150 }
+`,
+  });
   // The bare repo records every update of its refs: how many pushes a branch had.
   git(['config', 'core.logAllRefUpdates', 'always'], fixture.bare);
   deployment = await deploy(cluster, {
@@ -63,7 +78,7 @@ async function api(route: string, token: string, body?: unknown): Promise<{ stat
 
 const phaseOf = async (id: string) => (await api(`/api/sessions/${id}`, deployment.tokens.bob)).body;
 
-test('a session through serve: its sandbox pod killed mid-step, it completes on a replacement, approved and pushed once', async () => {
+test('a session with a service through serve: its sandbox pod killed mid-step, it completes on a replacement, approved and pushed once', async () => {
   const sessionId = newSessionId('k8s-deploy');
   const created = await api('/api/sessions', deployment.tokens.alice, {
     sessionId,
@@ -71,8 +86,8 @@ test('a session through serve: its sandbox pod killed mid-step, it completes on 
     task: 'say hello twice',
     agent: {
       steps: [
-        { run: 'echo hello >> README.md' },
-        { run: 'touch /tmp/second-started; sleep 20; echo again >> README.md' },
+        { run: `node pgq.js "select 'hello'" >> README.md` },
+        { run: `touch /tmp/second-started; sleep 20; node pgq.js "select 'again'" >> README.md` },
       ],
     },
     verify: { test: 'sh check.sh' },
@@ -80,11 +95,16 @@ test('a session through serve: its sandbox pod killed mid-step, it completes on 
   expect(created.status).toBe(201);
   const pod = podName(sandboxName(sessionId));
   const inPod = (...argv: string[]) => deployment.kubectl('-n', deployment.sandboxes, 'exec', pod, '--', ...argv);
-  await until(
+  const secondStep = await until(
     'the second step running in the sandbox pod',
-    async () => ((await inPod('test', '-e', '/tmp/second-started')) === '' ? true : undefined),
+    async () => {
+      const { phase, error } = await phaseOf(sessionId);
+      if (/failed|cancelled|rejected|completed/.test(phase)) return `the session ${phase}: ${error}`;
+      return (await inPod('test', '-e', '/tmp/second-started')) === '' ? 'running' : undefined;
+    },
     300,
   );
+  expect(secondStep).toBe('running');
   await deployment.kubectl('-n', deployment.sandboxes, 'delete', 'pod', pod, '--grace-period=1');
 
   const waiting = await until(

@@ -4,7 +4,8 @@
  * looks from inside, exec and its streams through the API, copies in,
  * snapshots, a pod deleted mid-command; then hostile scripted agents in
  * sessions run by an in-process worker whose sandboxes are pods (the
- * probes of hardening.test.ts: the injection, the limits, the egress proxy).
+ * probes of hardening.test.ts: the injection, the limits, the egress proxy),
+ * and a session whose PostgreSQL (built here) is a container of its pod.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -15,16 +16,25 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { podName } from '../../sandbox/kubernetes/pod';
-import { LABELS, SandboxDidNotStart, SandboxNotFound, type SandboxSpec } from '../../sandbox/provider';
+import {
+  LABELS,
+  SandboxDidNotStart,
+  SandboxNotFound,
+  type SandboxSpec,
+  type ServiceContainerSpec,
+} from '../../sandbox/provider';
+import { ensureServiceImage } from '../../sandbox-images/service-images';
+import { configServices, PG_CLIENT } from '../support/service-clients';
 import { hasTokenPattern } from '../../platform/scrub';
 import { reject, status } from '../../workflows/api';
 import { own } from '../support/leftovers';
-import { runCluster, type TestCluster } from '../support/k8s-cluster';
+import { execInPod, runCluster, type TestCluster } from '../support/k8s-cluster';
 import {
   git,
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  scriptedSession,
   startSession,
   startStack,
   testConfig,
@@ -53,9 +63,12 @@ let cluster: TestCluster;
 let sandboxes: KubernetesProvider;
 let dir: string;
 const namespace = `drydock-t-${randomBytes(3).toString('hex')}`;
+/** The PostgreSQL service image built here (sandbox-images/service-images.ts), loaded into the node. */
+let postgres: string;
 
 beforeAll(async () => {
-  cluster = await runCluster([image]);
+  postgres = await ensureServiceImage('postgres');
+  cluster = await runCluster([image, postgres]);
   await cluster.core.createNamespace({ body: { metadata: { name: namespace } } });
   dir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-'));
   own(dir);
@@ -124,10 +137,11 @@ describe('a sandbox pod', () => {
     const spec = pod.spec!;
     expect(spec.automountServiceAccountToken).toBe(false);
     expect([spec.hostNetwork, spec.hostPID, spec.hostIPC].map(Boolean)).toEqual([false, false, false]);
-    expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 });
-    expect(spec.securityContext!.seccompProfile).toEqual({ type: 'RuntimeDefault' });
+    expect(spec.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     const [c] = spec.containers;
     expect(c.securityContext).toEqual({
+      runAsUser: 1000,
+      runAsGroup: 1000,
       allowPrivilegeEscalation: false,
       privileged: false,
       readOnlyRootFilesystem: true,
@@ -313,11 +327,104 @@ test('what the provider cannot do, it refuses saying so', async () => {
     lateCompanions: false,
     diskLimit: false,
     pidsLimit: false,
-    services: false,
+    services: true,
+    serviceData: false,
   });
+  // A service's container is made with its pod; the pod of a sandbox made without one has none to start.
+  await withSandbox(`drydock-nosvc-${randomBytes(2).toString('hex')}`, async (name) => {
+    await expect(sandboxes.services.start({ ...dbService(name), image })).rejects.toThrow(
+      /was made without service db: a pod's containers are fixed when it is created/,
+    );
+  });
+  await expect(sandboxes.services.captureData('x', 'db')).rejects.toThrow(/not supported by the kubernetes provider/);
+});
+
+/** PostgreSQL beside a sandbox, as sandbox/services.ts makes its container. */
+function dbService(sandbox: string): ServiceContainerSpec {
+  return {
+    sandbox,
+    service: 'db',
+    image: postgres,
+    labels: {},
+    env: ['POSTGRES_HOST_AUTH_METHOD=trust'],
+    folders: [{ path: '/var/lib/postgresql/data', from: { image: postgres, path: '/var/lib/postgresql/data' } }],
+    healthcheck: { test: ['pg_isready', '-h', '127.0.0.1'], intervalMs: 1_000, timeoutMs: 10_000, retries: 3 },
+    cpus: 1,
+    memoryBytes: 256 * MiB,
+    pids: 128,
+  };
+}
+
+test("a service whose container cannot be made fails the pod's start at once, naming it; no pod is left", async () => {
+  const name = `drydock-badsvc-${randomBytes(2).toString('hex')}`;
+  const missing = { ...dbService(name), image: 'drydock-no-such-service-image:1' };
+  await expect(sandboxes.create(await specOf(name, { services: [missing] }))).rejects.toThrow(
+    new RegExp(`^the pod of ${name} cannot run: container svc-db(-fill(-\\d+)?)?: ErrImageNeverPull`),
+  );
+  expect(await sandboxes.exists(name)).toBe(false);
 });
 
 // ---------------------------------------------------------------- sessions with pods for sandboxes
+
+describe("a session with a service: PostgreSQL built here, a container of the sandbox's pod", () => {
+  let stack: TestStack;
+  let repo: { url: string };
+  beforeAll(async () => {
+    repo = await makeFixtureRepo({ 'pgq.js': PG_CLIENT, '.drydock/config.yaml': configServices({ postgres }) });
+    stack = await startStack(k8sWorker());
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  test('a step creates a table in it on localhost and reads it back; the service is hardened, logged, and goes with the pod', async () => {
+    const id = newSessionId('k8s-service');
+    const handle = await startSession(
+      stack,
+      id,
+      scriptedSession(repo.url, 'a table', [
+        `node pgq.js "create table pod_rows (name text primary key); insert into pod_rows values ('from-a-pod')"`,
+        'node pgq.js "select name from pod_rows" > rows.txt && cat rows.txt',
+      ]),
+    );
+    const st = await waitForStatus(handle, inPhase('awaiting_approval'), 240_000);
+    const output = (n: number) =>
+      st.timeline
+        .filter((t) => t.name.startsWith(`step ${n}`))
+        .at(-1)
+        ?.outputTail?.trim();
+    expect([output(1), output(2)]).toEqual(['', 'from-a-pod']);
+    const pod = podName(sandboxName(id));
+    const spec = (await cluster.core.readNamespacedPod({ namespace, name: pod })).spec!;
+    expect(spec.containers.map((c) => c.name)).toEqual(['sandbox', 'svc-db']);
+    const db = spec.containers[1];
+    expect(db.securityContext).toEqual({
+      runAsNonRoot: false,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(db.resources!.limits).toEqual({ cpu: '1', memory: String(256 * MiB) });
+    // From inside: its image's user (not root), no capabilities, a read-only root, its data folder its own.
+    const inside = await execInPod(cluster.kubeconfig, { namespace, name: pod, container: 'svc-db' }, [
+      'sh',
+      '-c',
+      'id -un; grep CapEff /proc/1/status; touch /x 2>/dev/null && echo wrote || echo refused; stat -c %U:%a "$PGDATA"',
+    ]);
+    expect(inside.stdout.trim().split('\n')).toEqual([
+      'postgres',
+      'CapEff:\t0000000000000000',
+      'refused',
+      'postgres:700',
+    ]);
+    expect(await sandboxes.services.list(sandboxName(id))).toEqual(['db']);
+    expect(await sandboxes.services.log(sandboxName(id), 'db')).toMatch(/ready to accept connections/);
+    await handle.signal(reject, { action: 'push', by: 'tester', comment: 'seen' });
+    await handle.result();
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+  }, 300_000);
+});
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
 

@@ -75,7 +75,7 @@ export const MIGRATION =
   `node redisq.js SET greeting seeded`;
 
 /** PostgreSQL's readiness over TCP: during its first start it listens on its socket alone, then restarts. */
-const PG_READY = 'pg_isready -U postgres -h 127.0.0.1';
+export const PG_READY = 'pg_isready -U postgres -h 127.0.0.1';
 
 /**
  * .drydock/config.yaml declaring PostgreSQL 17 and Redis from these images,

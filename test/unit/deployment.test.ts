@@ -380,7 +380,16 @@ function k8sPodWorkerProblems(ds: Obj, docs: K8sDoc[]): string[] {
   if (pod.hostNetwork !== true) problems.push('the worker is not on the node network');
   const namespace = env.DRYDOCK_K8S_NAMESPACE;
   const granted = grantsOf({ name: pod.serviceAccountName, namespace: ds.metadata.namespace }, namespace, docs);
-  for (const need of ['pods create', 'pods get', 'pods list', 'pods delete', 'pods/exec create', 'events list']) {
+  const needs = [
+    'pods create',
+    'pods get',
+    'pods list',
+    'pods delete',
+    'pods/exec create',
+    'pods/log get',
+    'events list',
+  ];
+  for (const need of needs) {
     if (!granted.includes(need))
       problems.push(`its service account may not ${need.replace(' ', ': ')} in ${namespace}`);
   }
@@ -633,6 +642,7 @@ describe('infra/k8s', () => {
       'its service account may not pods: list in elsewhere',
       'its service account may not pods: delete in elsewhere',
       'its service account may not pods/exec: create in elsewhere',
+      'its service account may not pods/log: get in elsewhere',
       'its service account may not events: list in elsewhere',
       'no namespace elsewhere',
     ]);

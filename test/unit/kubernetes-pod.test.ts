@@ -2,13 +2,15 @@
  * A sandbox's pod as sandbox/kubernetes/pod.ts makes it (every hardening
  * setting, the volumes, the placement), its name from the sandbox's, and
  * the state sandbox/kubernetes/pod-state.ts reads from what the API says,
- * with the error of a pod that did not start in time and how long it may take.
+ * with the error of a pod that did not start in time and how long it may take;
+ * a session's services as containers of its pod, and their state.
  */
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { loadConfig } from '../../platform/config';
 import { KEEPER, podName, POD_ANNOTATIONS, POD_LABELS, sandboxPod } from '../../sandbox/kubernetes/pod';
 import { notStartedMessage, runningState, warningsOf } from '../../sandbox/kubernetes/pod-state';
-import type { SandboxSpec } from '../../sandbox/provider';
+import { serviceContainerName, serviceStateOf } from '../../sandbox/kubernetes/service-containers';
+import type { SandboxSpec, ServiceContainerSpec } from '../../sandbox/provider';
 
 const MiB = 1024 ** 2;
 const spec: SandboxSpec = {
@@ -37,15 +39,13 @@ test('the pod has the Docker sandbox hardening in pod spec terms', () => {
   expect(s.hostPID ?? false).toBe(false);
   expect(s.hostIPC ?? false).toBe(false);
   expect(s.shareProcessNamespace ?? false).toBe(false);
-  expect(s.securityContext).toEqual({
-    runAsNonRoot: true,
-    runAsUser: 1000,
-    runAsGroup: 1000,
-    seccompProfile: { type: 'RuntimeDefault' },
-  });
+  expect(s.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
   expect(s.containers).toHaveLength(1);
+  expect(s.initContainers).toBeUndefined();
   const [c] = s.containers;
   expect(c.securityContext).toEqual({
+    runAsUser: 1000,
+    runAsGroup: 1000,
     allowPrivilegeEscalation: false,
     privileged: false,
     readOnlyRootFilesystem: true,
@@ -234,4 +234,208 @@ test("DRYDOCK_K8S_START_TIMEOUT: 5m by default, a duration, within the provision
   expect(loadConfig({ DRYDOCK_K8S_START_TIMEOUT: '90s' }).DRYDOCK_K8S_START_TIMEOUT).toBe(90_000);
   expect(() => loadConfig({ DRYDOCK_K8S_START_TIMEOUT: '9m' })).toThrow(/DRYDOCK_K8S_START_TIMEOUT: at most 8m/);
   expect(() => loadConfig({ DRYDOCK_K8S_START_TIMEOUT: 'soon' })).toThrow(/DRYDOCK_K8S_START_TIMEOUT/);
+});
+
+// ---------------------------------------------------------------- services as containers of the pod
+
+const db: ServiceContainerSpec = {
+  sandbox: spec.name,
+  service: 'db',
+  image: 'drydock-service-postgres:17',
+  labels: { 'drydock.session': 'Session_1' },
+  env: ['POSTGRES_HOST_AUTH_METHOD=trust', 'POSTGRES_DB=app'],
+  command: ['-c', 'fsync=off'],
+  healthcheck: { test: ['pg_isready', '-h', '127.0.0.1'], intervalMs: 1_000, timeoutMs: 10_000, retries: 60 },
+  folders: [
+    {
+      path: '/var/lib/postgresql/data',
+      from: { image: 'drydock-service-postgres:17', path: '/var/lib/postgresql/data' },
+    },
+  ],
+  cpus: 1,
+  memoryBytes: 256 * MiB,
+  pids: 128,
+};
+const cache: ServiceContainerSpec = {
+  ...db,
+  service: 'cache_2',
+  image: 'redis:8',
+  env: [],
+  user: '999:1000',
+  entrypoint: ['redis-server'],
+  command: undefined,
+  workingDir: '/data',
+  healthcheck: undefined,
+  folders: [
+    { path: '/data', from: { image: 'drydock-data-x:cache_2', path: '/drydock-data/0/data' } },
+    { path: '/run/redis', from: { image: 'redis:8', path: '/run/redis' } },
+  ],
+  cpus: 0.5,
+  memoryBytes: 64 * MiB,
+};
+
+test("services are containers of the sandbox's pod, hardened like its own, with their limits and checks", () => {
+  const pod = sandboxPod({ ...spec, services: [db, cache] }, where);
+  const s = pod.spec!;
+  expect(s.containers.map((c) => c.name)).toEqual(['sandbox', 'svc-db', serviceContainerName('cache_2')]);
+  expect(serviceContainerName('cache_2')).toMatch(/^svc-cache-2-[0-9a-f]{6}$/);
+  expect(JSON.parse(pod.metadata!.annotations![POD_ANNOTATIONS.services])).toEqual(['db', 'cache_2']);
+  // One network namespace, one pod: nothing of the pod's own settings changes for them.
+  expect([s.hostNetwork, s.shareProcessNamespace].map(Boolean)).toEqual([false, false]);
+  expect(s.automountServiceAccountToken).toBe(false);
+  expect(s.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+  const [, pg, redis] = s.containers;
+  const hardened = {
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ['ALL'] },
+  };
+  // Its image's user, as on Docker (the kubelet cannot verify a user by name); a declared uid is enforced.
+  expect(pg.securityContext).toEqual({ ...hardened, runAsNonRoot: false });
+  expect(redis.securityContext).toEqual({ ...hardened, runAsNonRoot: true, runAsUser: 999, runAsGroup: 1000 });
+  expect(pg).toMatchObject({
+    image: 'drydock-service-postgres:17',
+    imagePullPolicy: 'Never',
+    args: ['-c', 'fsync=off'],
+    env: [
+      { name: 'POSTGRES_HOST_AUTH_METHOD', value: 'trust' },
+      { name: 'POSTGRES_DB', value: 'app' },
+    ],
+    resources: {
+      limits: { cpu: '1000m', memory: String(256 * MiB) },
+      requests: { cpu: '100m', memory: String(256 * MiB) },
+    },
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+    readinessProbe: {
+      exec: { command: ['pg_isready', '-h', '127.0.0.1'] },
+      periodSeconds: 1,
+      timeoutSeconds: 10,
+      failureThreshold: 60,
+      successThreshold: 1,
+    },
+  });
+  expect(pg.command).toBeUndefined(); // the image's entrypoint
+  expect(redis).toMatchObject({ command: ['redis-server'], workingDir: '/data' });
+  expect(redis.args).toBeUndefined();
+  expect(redis.readinessProbe).toBeUndefined();
+  expect(redis.resources!.limits).toEqual({ cpu: '500m', memory: String(64 * MiB) });
+});
+
+test("a service's writable folders are on the pod's disk, filled from its image as its user; /tmp is memory", () => {
+  const pod = sandboxPod({ ...spec, services: [db, cache] }, where);
+  const s = pod.spec!;
+  const volumes = Object.fromEntries(s.volumes!.map((v) => [v.name, v]));
+  const [, pg, redis] = s.containers;
+  const redisName = serviceContainerName('cache_2');
+  expect(pg.volumeMounts).toEqual([
+    { name: 'svc-db-tmp', mountPath: '/tmp' },
+    { name: 'disk', mountPath: '/var/lib/postgresql/data', subPath: 'svc-db-0' },
+    { name: 'disk', mountPath: '/run', subPath: 'svc-db-1' },
+  ]);
+  expect(volumes['svc-db-tmp'].emptyDir).toEqual({ medium: 'Memory', sizeLimit: String(64 * MiB) });
+  expect(volumes.disk.emptyDir).toEqual({ sizeLimit: String(1024 * MiB) });
+  // /run/redis is its own: /run stays the image's, read-only, under it.
+  expect(redis.volumeMounts!.map((m) => [m.mountPath, m.subPath])).toEqual([
+    ['/tmp', undefined],
+    ['/data', `${redisName}-0`],
+    ['/run/redis', `${redisName}-1`],
+    ['/run', `${redisName}-2`],
+  ]);
+  // The fillers: one per image the folders come from, as the service's user and limits, the whole disk at hand.
+  expect(s.initContainers!.map((c) => [c.name, c.image, c.args])).toEqual([
+    [
+      'svc-db-fill',
+      'drydock-service-postgres:17',
+      ['/var/lib/postgresql/data', '/drydock-disk/svc-db-0', '/run', '/drydock-disk/svc-db-1'],
+    ],
+    [`${redisName}-fill`, 'drydock-data-x:cache_2', ['/drydock-data/0/data', `/drydock-disk/${redisName}-0`]],
+    [
+      `${redisName}-fill-1`,
+      'redis:8',
+      ['/run/redis', `/drydock-disk/${redisName}-1`, '/run', `/drydock-disk/${redisName}-2`],
+    ],
+  ]);
+  for (const [i, fill] of s.initContainers!.entries()) {
+    const of = i === 0 ? pg : redis;
+    expect(fill.securityContext).toEqual(of.securityContext);
+    expect(fill.resources).toEqual(of.resources);
+    expect(fill.volumeMounts).toEqual([{ name: 'disk', mountPath: '/drydock-disk' }]);
+    expect(fill.command!.slice(0, 2)).toEqual(['sh', '-c']);
+  }
+  // The sandbox's own container sees none of it.
+  expect(s.containers[0].volumeMounts!.filter((m) => m.name === 'disk').map((m) => m.subPath)).toEqual([
+    'workspace',
+    'home',
+  ]);
+});
+
+test('a service user by name or root is refused on Kubernetes, naming the service', () => {
+  expect(() => sandboxPod({ ...spec, services: [{ ...db, user: 'postgres' }] }, where)).toThrow(
+    /^service db: user postgres: on Kubernetes a service's user is a non-root uid or uid:gid/,
+  );
+  expect(() => sandboxPod({ ...spec, services: [{ ...db, user: '0:0' }] }, where)).toThrow(/service db: user 0:0/);
+});
+
+test("a service's state from its container's status: running, exited, out of memory, its health", () => {
+  const probe = { periodSeconds: 1, failureThreshold: 3, timeoutSeconds: 2 };
+  const now = Date.parse('2026-01-01T00:01:00Z');
+  const status = (state: object, ready = false) => ({
+    name: 'svc-db',
+    image: 'i',
+    imageID: '',
+    restartCount: 0,
+    ready,
+    state,
+  });
+  const since = (s: number) => ({ running: { startedAt: new Date(now - s * 1000) } });
+  expect(serviceStateOf(status(since(1)), undefined, now)).toEqual({ running: true, exitCode: 0, oomKilled: false });
+  expect(serviceStateOf(status(since(100), true), probe, now).health).toBe('healthy');
+  // Not ready within the probe's failures in a row (3 × 1 s + 2 s): starting; longer: unhealthy.
+  expect(serviceStateOf(status(since(4)), probe, now).health).toBe('starting');
+  expect(serviceStateOf(status(since(6)), probe, now).health).toBe('unhealthy');
+  expect(serviceStateOf(status({ terminated: { exitCode: 137, reason: 'OOMKilled' } }), probe, now)).toEqual({
+    running: false,
+    exitCode: 137,
+    oomKilled: true,
+  });
+  expect(serviceStateOf(undefined, probe, now)).toEqual({ running: false, exitCode: -1, oomKilled: false });
+});
+
+test("a service's container that cannot be made fails the pod, named; so does a filler that failed, with its log", () => {
+  const stuck = pod({
+    phase: 'Pending',
+    containerStatuses: [
+      { name: 'sandbox', image: 'i', imageID: '', ready: true, restartCount: 0, state: { running: {} } },
+      {
+        name: 'svc-db',
+        image: 'i',
+        imageID: '',
+        ready: false,
+        restartCount: 0,
+        state: { waiting: { reason: 'ErrImageNeverPull', message: 'image "x" is not present' } },
+      },
+    ],
+  });
+  expect(runningState(stuck)).toEqual({
+    phase: 'failed',
+    why: 'container svc-db: ErrImageNeverPull: image "x" is not present',
+  });
+  const filler = pod({
+    phase: 'Failed',
+    initContainerStatuses: [
+      {
+        name: 'svc-db-fill',
+        image: 'i',
+        imageID: '',
+        ready: false,
+        restartCount: 0,
+        state: { terminated: { exitCode: 1, message: "cp: cannot open '/x': Permission denied\n" } },
+      },
+    ],
+  });
+  expect(runningState(filler)).toEqual({
+    phase: 'failed',
+    why: "svc-db-fill exited 1: cp: cannot open '/x': Permission denied",
+  });
 });
