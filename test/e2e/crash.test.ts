@@ -7,6 +7,7 @@
  * worker's DRYDOCK_TEST_HOLD_RUNNER: the runner starting, the checkpoint being
  * read, the answer being written.
  */
+import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
 import {
   approvePush,
@@ -153,13 +154,16 @@ interface CrashWindow {
   point?: string;
   /** ...or the activity after which the worker holds (test/support/fault-worker.ts). */
   holdAfter?: string;
-  /** The first runner never claimed the step: the retry runs it, and ends the held runner (never let go). */
-  retryRuns?: boolean;
+  /**
+   * When the held runner goes on: once the retry's runner waits beside it (the default), at
+   * once (as it would after a real kill), or never (the retry runs the step and ends it).
+   */
+  letGo?: 'beside' | 'at kill' | 'never';
 }
 
 /** The windows of runStep the worker is killed in, in their order; the others let the first runner go on once the retry's runner waits beside it. */
 const windows: CrashWindow[] = [
-  { name: 'claim', point: 'claim', what: 'the runner starting, the step not yet claimed', retryRuns: true },
+  { name: 'claim', point: 'claim', what: 'the runner starting, the step not yet claimed', letGo: 'never' },
   { name: 'start', point: 'start', what: 'the runner starting, the step claimed, its command not started' },
   { name: 'answer', point: 'answer', what: 'the step ended and its result recorded, the runner about to answer' },
   { name: 'checkpoint', point: 'checkpoint', what: 'the step ended, its checkpoint being read for the answer' },
@@ -172,7 +176,8 @@ async function killIn(window: CrashWindow, first: WorkerProcess, id: string, env
   await (held ? held.reached : first.held);
   await first.kill();
   const next = startWorkerProcess(env, { cli: true });
-  if (held && !window.retryRuns) {
+  if (held && window.letGo === 'at kill') held.open();
+  if (held && (window.letGo ?? 'beside') === 'beside') {
     await retryWaitsBeside((await containersOf(id))[0]);
     held.open();
   }
@@ -229,3 +234,43 @@ test.each(windows)(
   },
   300_000,
 );
+
+/** A write step's content: more than the pipes and sockets between the worker and the runner hold. */
+const BIG = Array.from({ length: 120_000 }, (_, i) => `line ${String(i).padStart(3, '0')}`).join('\n') + '\n';
+
+test('kill -9 the worker while it sends a write step its input (the runner not reading yet) → the whole file, written once', async () => {
+  const repo = await makeFixtureRepo();
+  const env = await workerEnv(newQueue('crash-input'));
+  const client = await connectClient();
+  const id = newSessionId('crash-input');
+  const window: CrashWindow = { name: 'input', point: 'input', what: 'the input being sent', letGo: 'at kill' };
+
+  let worker = startWorkerProcess(env, { holdRunner: window.point });
+  try {
+    const handle = watched(
+      await startSession({ client, config: env }, id, {
+        repo: { url: repo.url },
+        task: 'outlive a crash',
+        agent: { steps: [{ write: { path: 'BIG.txt', content: BIG } }] },
+        verify: { test: 'tail -n 1 BIG.txt | grep -qx "line 119999"' },
+      }),
+    );
+    // The worker cannot have sent it all: the runner reads none of it until let go.
+    worker = await killIn(window, worker, id, env);
+
+    const after = await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 120_000);
+    // Only a retry could end it (the first worker died inside the activity); the history, four copies of the input, is too big to read.
+    expect(after.timeline.find((t) => t.name.startsWith('step 1'))).toMatchObject({ ok: true, exitCode: 0 });
+    const final = await approvePush(handle, 'ops');
+    expect(final.phase).toBe('completed');
+    const blob = `drydock/${id}:BIG.txt`;
+    expect(Number(git(['cat-file', '-s', blob], repo.bare))).toBe(BIG.length); // not the part that came through
+    const wanted = createHash('sha1').update(`blob ${BIG.length}\0${BIG}`).digest('hex');
+    expect(git(['rev-parse', blob], repo.bare).trim()).toBe(wanted);
+    expect(pushesOf(repo.bare, `drydock/${id}`)).toBe(1);
+    expect(await containersOf(id)).toHaveLength(0);
+  } finally {
+    await worker.kill();
+    await client.connection.close();
+  }
+}, 300_000);
