@@ -7,9 +7,12 @@
  * file, however many files it runs: every worker a test starts schedules a
  * snapshot refresh of every registered repo for its host, so left alone they
  * piled up (316 Schedules by the 20th file, the dev server at half a core and
- * every later file twice as slow).
+ * every later file twice as slow). And the process helpers of the files
+ * before (platform/processes.ts) are stopped: each file's own copy of the
+ * module starts one, which would wait for this jest process to end (about
+ * 50 MB each, one per file).
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
@@ -17,6 +20,7 @@ import { connectClient } from './helpers';
 import { removeTree } from './leftovers';
 
 beforeAll(async () => {
+  stopEarlierProcessHelpers();
   // Only the run's own (a file run with a TMPDIR or servers of the caller's is left alone).
   if (!process.env.DRYDOCK_TEST_DIR || path.dirname(tmpdir()) !== process.env.DRYDOCK_TEST_DIR) return;
   for (const name of readdirSync(tmpdir())) removeTree(path.join(tmpdir(), name));
@@ -45,5 +49,19 @@ async function forgetEarlierWork(address: string, databaseUrl: string): Promise<
     );
   } finally {
     await db.end();
+  }
+}
+
+/** This process's children running platform/process-helper.mjs: this file's modules have not started theirs yet. */
+function stopEarlierProcessHelpers(): void {
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (parent !== process.pid) continue;
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('process-helper.mjs')) process.kill(Number(pid));
+    } catch {
+      // it ended meanwhile
+    }
   }
 }
