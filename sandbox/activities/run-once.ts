@@ -28,7 +28,7 @@ export interface RunOnceOptions {
   /** Bytes of output returned: the first `limit`, or with `fromEnd` the last. */
   limit: number;
   fromEnd?: boolean;
-  /** The run's input ($DRYDOCK_INPUT in the command): the exec's stdin, saved by the first run only. */
+  /** The run's input ($DRYDOCK_INPUT in the command): the exec's stdin, saved whole by the first run only. */
   stdin?: string;
   /** Each call also takes the session's checkpoint: the working tree as a diff against this commit. */
   checkpointBase?: string;
@@ -53,7 +53,10 @@ export function runOnceCommand(
       command,
       ...(opts.checkpointBase ? [opts.checkpointBase] : []),
     ],
-    ...(opts.stdin === undefined ? { env: [] } : { env: ['DRYDOCK_STDIN=1'], stdin: opts.stdin }),
+    // The runner checks that it got all of it (a worker killed while it sent it leaves a part).
+    ...(opts.stdin === undefined
+      ? { env: [] }
+      : { env: [`DRYDOCK_STDIN=${Buffer.byteLength(opts.stdin)}`], stdin: opts.stdin }),
   };
 }
 

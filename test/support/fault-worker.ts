@@ -8,8 +8,13 @@
  * heard of it), and a new worker must not do it twice. `<type>:<field>` holds
  * only after a call whose result has that field truthy (e.g.
  * `modelCall:compacted`); `<type>@<n>` only after the n-th call of the type.
+ * With DRYDOCK_TEST_HOLD_RUNNER=<point>, each runStep's drydock-run gets that
+ * variable and holds at that point in the sandbox (see its header): inside
+ * the activity, where this hook cannot reach.
  */
 import { readFileSync } from 'node:fs';
+import type { ActivityExecuteInput } from '@temporalio/worker';
+import type { StepInput } from '../../sandbox/contract';
 import { loadConfig } from '../../platform/config';
 import { connectWorker } from '../../platform/temporal-connection';
 import { createLogger } from '../../platform/log';
@@ -24,6 +29,7 @@ async function main(): Promise<void> {
   const [hold, nth] = (process.env.DRYDOCK_TEST_HOLD_AFTER ?? '').split('@');
   const [holdAfter, holdField] = hold.split(':');
   let calls = 0;
+  const holdRunner = process.env.DRYDOCK_TEST_HOLD_RUNNER;
   const connection = await connectWorker(config);
   const worker = await createWorker({
     config,
@@ -35,7 +41,7 @@ async function main(): Promise<void> {
       (ctx) => ({
         inbound: {
           async execute(input, next) {
-            const result = await next(input);
+            const result = await next(holdRunner ? holdingRunner(ctx.info.activityType, input, holdRunner) : input);
             const field = holdField ? (result as Record<string, unknown> | undefined)?.[holdField] : true;
             if (ctx.info.activityType === holdAfter && field && ++calls >= Number(nth ?? 1)) {
               const { workflowExecution, activityId, attempt } = ctx.info;
@@ -58,6 +64,13 @@ async function main(): Promise<void> {
   process.stderr.write('worker polling\n');
   await worker.run();
   await connection.close();
+}
+
+/** A runStep call whose step's environment tells drydock-run to hold at `point`; any other call as it is. */
+function holdingRunner(type: string, input: ActivityExecuteInput, point: string): ActivityExecuteInput {
+  if (type !== 'runStep') return input;
+  const step = input.args[0] as StepInput;
+  return { ...input, args: [{ ...step, env: { ...step.env, DRYDOCK_TEST_HOLD_RUNNER: point } }] };
 }
 
 main().catch((err: unknown) => {

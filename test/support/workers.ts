@@ -1,7 +1,7 @@
 /**
  * Workers as separate processes, so a test can kill one for real: `bin/drydock
  * worker`, or test/support/fault-worker.ts (the same worker with a hook that holds it
- * after a chosen activity).
+ * after a chosen activity, or holds its steps' drydock-run at a chosen point).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -68,15 +68,19 @@ const started = new Set<ChildProcess>();
 /** Starts test/support/fault-worker.ts, or `bin/drydock worker` with `cli`. */
 export function startWorkerProcess(
   env: Record<string, string>,
-  opts: { holdAfter?: string; cli?: boolean } = {},
+  opts: { holdAfter?: string; holdRunner?: string; cli?: boolean } = {},
 ): WorkerProcess {
+  const holds = {
+    ...(opts.holdAfter ? { DRYDOCK_TEST_HOLD_AFTER: opts.holdAfter } : {}),
+    ...(opts.holdRunner ? { DRYDOCK_TEST_HOLD_RUNNER: opts.holdRunner } : {}),
+  };
   const child = opts.cli
     ? spawn(path.join(projectRoot, 'bin', 'drydock'), ['worker'], {
         env: { ...process.env, ...env },
         stdio: ['ignore', 'ignore', 'pipe'],
       })
     : spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'fault-worker.ts')], {
-        env: { ...process.env, ...env, ...(opts.holdAfter ? { DRYDOCK_TEST_HOLD_AFTER: opts.holdAfter } : {}) },
+        env: { ...process.env, ...env, ...holds },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
   started.add(child);

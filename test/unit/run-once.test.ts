@@ -45,12 +45,13 @@ test('a runner that did not exit 0, another nonce, a trailer claiming more than 
   expect(answerOf('sh: drydock-run: not found\n')).toBeUndefined();
 });
 
-test('a run with an input asks drydock-run to save stdin, and hands the exec that stdin; one without does neither', () => {
+test('a run with an input asks drydock-run to save stdin, its size in bytes, and hands the exec that stdin; one without does neither', () => {
   const opts = { timeoutMs: 60_000, limit: 4096 };
   expect(runOnceCommand(nonce, 'cat "$DRYDOCK_INPUT"', { ...opts, stdin: '' })).toMatchObject({
-    env: ['DRYDOCK_STDIN=1'],
+    env: ['DRYDOCK_STDIN=0'],
     stdin: '',
   });
+  expect(runOnceCommand(nonce, 'cat "$DRYDOCK_INPUT"', { ...opts, stdin: 'é\n' }).env).toEqual(['DRYDOCK_STDIN=3']);
   const plain = runOnceCommand(nonce, 'true', opts);
   expect(plain.env).toEqual([]);
   expect('stdin' in plain).toBe(false);
