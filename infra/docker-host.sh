@@ -18,7 +18,9 @@ is_debian_root || fail "starting another dockerd needs root on Debian"
 command -v dockerd >/dev/null || apt_install docker.io
 mkdir -p "$dir/root" "$exec_root"
 step "starting Docker host '$name' (log: $dir/dockerd.log)"
-setsid nohup dockerd --host "$DOCKER_HOST" --data-root "$dir/root" --exec-root "$exec_root" \
+# It outlives the test run that starts it, whose TMPDIR is removed at the run's end: runc
+# writes each exec's process file there, so an inherited one fails every later exec.
+env -u TMPDIR setsid nohup dockerd --host "$DOCKER_HOST" --data-root "$dir/root" --exec-root "$exec_root" \
   --pidfile "$dir/dockerd.pid" --bridge=none --iptables=false --ip-masq=false >"$dir/dockerd.log" 2>&1 </dev/null &
 for _ in $(seq 1 60); do
   docker info >/dev/null 2>&1 && { echo "$DOCKER_HOST"; exit 0; }

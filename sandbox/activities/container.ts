@@ -137,9 +137,15 @@ async function createOrExplain(sandboxes: SandboxProvider, image: string, spec: 
   }
 }
 
-/** The runtime's answer to a command the image does not have (Docker's and Kubernetes' exec alike). */
+/**
+ * The runtime's answer to a command the image does not have (Docker's and
+ * Kubernetes' exec alike): not any "no such file" of the runtime's own (a
+ * runc whose temp folder was removed says that of its process file).
+ */
 const isMissingExecutable = (err: unknown) =>
-  /executable file not found|no such file or directory/i.test(String((err as Error)?.message ?? err));
+  /executable file not found|exec: "[^"]*": stat [^:]*: no such file or directory/i.test(
+    String((err as Error)?.message ?? err),
+  );
 
 /**
  * drydock's helpers need sh in the image (git they bring: last on PATH);
@@ -147,9 +153,10 @@ const isMissingExecutable = (err: unknown) =>
  * busy or lost engine) is not the image's: it is thrown as it is, for a retry.
  */
 async function requireShell(sandbox: SandboxHandle, image: string): Promise<void> {
-  const lacks = () =>
+  const lacks = (answer?: string) =>
     ApplicationFailure.nonRetryable(
-      `the sandbox image ${image} has no sh; drydock needs sh in the sandbox image`,
+      `the sandbox image ${image} has no sh; drydock needs sh in the sandbox image` +
+        (answer ? ` (the runtime answered: ${answer.slice(0, 300)})` : ''),
       ErrorType.EnvironmentUnusable,
     );
   let found;
@@ -157,9 +164,14 @@ async function requireShell(sandbox: SandboxHandle, image: string): Promise<void
     found = await sandbox.commands.script(HAS_GIT);
   } catch (err) {
     if (err instanceof SandboxNotFound || !isMissingExecutable(err)) throw err;
-    throw lacks();
+    throw lacks((err as Error).message);
   }
-  if (found.exitCode === 127 || found.exitCode === 126) throw lacks();
+  if (found.exitCode === 127 || found.exitCode === 126) {
+    // sh itself never exits so here (the script exits 0 or 1): the runtime could not start it.
+    const answer = `${found.stdout.toString()}${found.stderr.toString()}`.trim();
+    if (!isMissingExecutable(answer)) throw new Error(`the sandbox's first command did not start: ${answer}`);
+    throw lacks(answer);
+  }
   if (found.exitCode !== 0) {
     throw ApplicationFailure.nonRetryable(
       `the sandbox image ${image} finds no git on its PATH, not even drydock's own`,
