@@ -113,7 +113,8 @@ export class KubernetesServices implements ServiceRuntime {
 
 function notHere(what: string): SandboxError {
   return new SandboxError(
-    `${what} is not supported by the kubernetes provider yet: declare the service without data folders (docs/kubernetes.md)`,
+    `${what} is not supported by the kubernetes provider yet: a snapshot build of such a repo is refused, and its ` +
+      'sessions start their services from their images (docs/kubernetes.md)',
     'permanent',
   );
 }
