@@ -462,19 +462,30 @@ load() {
   shift || true
   alive containerd || fail "cluster '$NAME' is not running (bash infra/k8s-cluster.sh up $NAME)"
   pause_loaded
-  local image ref old id
+  local image ref old id loaded=()
   for image in "$@"; do
     ref=$(image_ref "$image")
     # Docker's image id, kept as a label: a rebuild under the same tag (drydock:<version>) is loaded again.
     id=$(docker image inspect -f '{{.Id}}' "$image") || fail "no image $image in Docker"
     ctr_ images ls "name==$ref" | grep -qF "$ID_LABEL=$id" && continue
     step "loading $image into cluster '$NAME'"
+    # The build this replaces keeps a name until the new one is unpacked: the import
+    # renames first and unpacks after, reusing each layer the node has, and containerd
+    # collects what no image names, so a layer only the old build held could go in
+    # between ("parent snapshot ... does not exist").
+    if ctr_ images ls -q "name==$ref" | grep -q .; then
+      ctr_ images tag --force "$ref" "$ref-replaced" >/dev/null
+    fi
     docker save "$image" | ctr_ images import - >/dev/null || fail "loading $image failed"
     ctr_ images label "$ref" "$ID_LABEL=$id" >/dev/null
-    # One tag per repository: a new build of an image replaces the old one, so the
-    # node's disk holds what the tests use now, not every build they ever used.
+    loaded+=("$ref")
+  done
+  # One tag per repository, dropped once every import is done (and waited for, so
+  # no collection runs under a later load): the node's disk holds what the tests use
+  # now, not every build they ever used.
+  for ref in "${loaded[@]}"; do
     for old in $(ctr_ images ls -q | grep -F "${ref%:*}:" | grep -vxF "$ref"); do
-      if [ "${old%:*}" = "${ref%:*}" ]; then ctr_ images rm "$old" >/dev/null; fi
+      if [ "${old%:*}" = "${ref%:*}" ]; then ctr_ images rm --sync "$old" >/dev/null; fi
     done
   done
   prune_images
