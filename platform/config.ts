@@ -8,7 +8,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { isRegistryName } from '../workflows/rules/images';
 import { duration, triggerSessionSchema } from '../workflows/input';
-import { durationMs } from '../workflows/units';
+import { durationMs, sizeBytes } from '../workflows/units';
 import { loadTemporalSettings, TEMPORAL_VARIABLES, type TemporalSettings } from './temporal-connection';
 
 /**
@@ -33,6 +33,12 @@ const list = z
           .map((x) => x.trim())
           .filter(Boolean),
   );
+
+/** A size in bytes: "512m", "48g" (k, m, g: powers of 1024). */
+const size = z
+  .string()
+  .regex(/^\d+[kmg]$/i, 'a size such as 512m or 48g')
+  .transform((v) => sizeBytes(v));
 
 /** A JSON object in a variable. */
 /** A key of DRYDOCK_GIT_CREDENTIALS: "git.example.com", "git.example.com:8443", "[::1]:8080". */
@@ -72,6 +78,15 @@ const configSchema = z.object({
    * ever evicted (docs/operations.md, admission).
    */
   DRYDOCK_MAX_SANDBOXES: z.coerce.number().int().positive().default(16),
+  /**
+   * The sum of this host's sandboxes' memory limits (their services' shares
+   * included), e.g. "48g"; beyond it sessions queue. Default: the engine's memory.
+   */
+  DRYDOCK_HOST_MEMORY: size.optional(),
+  /** The sum of this host's sandboxes' CPU limits; beyond it sessions queue. Default: no bound (CPU is shared, not held). */
+  DRYDOCK_HOST_CPUS: z.coerce.number().positive().optional(),
+  /** Free space a host keeps on its sandbox storage: below it, new sandboxes wait in the queue. */
+  DRYDOCK_HOST_DISK_FREE: size.default(2 * 1024 ** 3),
   /**
    * The HTTP API's bound on queued sessions per repo: a start beyond it is
    * refused with 429 and Retry-After instead of queueing without end. 0: no bound.

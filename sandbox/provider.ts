@@ -156,6 +156,14 @@ export interface SandboxInfo {
   createdMs: number;
 }
 
+/** What a host has for sandboxes, as its engine tells. */
+export interface HostResources {
+  /** The engine's memory. */
+  memoryBytes: number;
+  /** Free space where the sandboxes' disks live. */
+  diskFreeBytes: number;
+}
+
 /** An image on the provider's host. */
 export interface ImageInfo {
   id: string;
@@ -342,6 +350,8 @@ export interface SandboxProvider {
   info(name: string): Promise<SandboxInfo | undefined>;
   /** Sandboxes and companions (running or not) carrying a drydock session label, of one host if given. */
   list(hostId?: string): Promise<SandboxInfo[]>;
+  /** What the host has for sandboxes (admission); absent: the provider does not say. */
+  resources?(): Promise<HostResources>;
   /** Removes a sandbox (by name or id) and its storage; false when it was already gone. */
   destroy(nameOrId: string): Promise<boolean>;
 

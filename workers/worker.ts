@@ -3,6 +3,7 @@
  * provisioning) and this host's queue (`drydock@<host>`: every later activity
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
+import type { HostLimits } from '../sandbox/activities/admission';
 import { queuedSessions } from '../platform/sessions';
 import type { Server } from 'node:http';
 import path from 'node:path';
@@ -198,6 +199,17 @@ async function sessionIsRunning(client: Client, sessionId: string): Promise<bool
   }
 }
 
+/** What this host admits (sandbox/activities/admission.ts). */
+function hostLimitsOf(config: Config): HostLimits {
+  return {
+    hostId: config.DRYDOCK_HOST_ID,
+    sandboxes: config.DRYDOCK_MAX_SANDBOXES,
+    memoryBytes: config.DRYDOCK_HOST_MEMORY,
+    cpus: config.DRYDOCK_HOST_CPUS,
+    diskFreeBytes: config.DRYDOCK_HOST_DISK_FREE,
+  };
+}
+
 export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
@@ -231,7 +243,7 @@ export async function createWorker(opts: {
     commitIdentity: { name: config.DRYDOCK_COMMIT_NAME, email: config.DRYDOCK_COMMIT_EMAIL },
     checkpoints: new CheckpointStore(db.pool),
     hostTimeoutMs: config.DRYDOCK_HOST_TIMEOUT,
-    maxSandboxes: config.DRYDOCK_MAX_SANDBOXES,
+    hostLimits: hostLimitsOf(config),
     // Only this deployment's line (its task queue); without an answer from visibility, no line is kept.
     queuedSessions: () => queuedSessions(client, { taskQueue: config.DRYDOCK_TASK_QUEUE }).catch(() => []),
     snapshots,

@@ -3,6 +3,7 @@
  * runtime, the host's folders and identity, the stores, and the repo mirrors
  * (MirrorDeps). Tests hand in real or local ones.
  */
+import type { HostLimits } from './admission';
 import type { ArtifactStore } from '../../store/artifacts';
 import type { AuditTrail } from '../../store/audit';
 import type { Database } from '../../store/db';
@@ -61,8 +62,8 @@ export interface SandboxDeps extends MirrorDeps {
   checkpoints: CheckpointStore;
   /** How long a session waits for this host's queue before it re-provisions elsewhere (DRYDOCK_HOST_TIMEOUT). */
   hostTimeoutMs: number;
-  /** This host's sandbox slots (DRYDOCK_MAX_SANDBOXES); absent: no bound. */
-  maxSandboxes?: number;
+  /** What this host admits: its sandbox slots, memory, CPUs and free disk (admission.ts); absent: no bound. */
+  hostLimits?: HostLimits;
   /** The sessions waiting for a slot, first in line first (Temporal visibility): a free slot goes to them in order. */
   queuedSessions?: () => Promise<{ sessionId: string }[]>;
   /** The snapshot registry and build history (in `db`). */

@@ -7,8 +7,9 @@ import { rm } from 'node:fs/promises';
 import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
 import { ApplicationFailure } from '@temporalio/common';
+import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
-import { LABELS, SandboxNotFound } from '../provider';
+import { SandboxNotFound } from '../provider';
 import {
   changedInputs,
   SANDBOX_SNAPSHOT_LABEL,
@@ -24,7 +25,7 @@ import type { SandboxDeps } from './deps';
 import { mirrorAt } from '../../repos/mirror';
 import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
-import { POOL_LABEL, PoolRegistry } from '../pool-registry';
+import { PoolRegistry } from '../pool-registry';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
@@ -35,13 +36,13 @@ import { sandboxOf } from '../handle';
 export type ProvisionDeps = PoolDeps &
   Pick<
     SandboxDeps,
-    'audit' | 'checkpoints' | 'hostQueue' | 'hostTimeoutMs' | 'requestSnapshotBuild' | 'maxSandboxes' | 'queuedSessions'
+    'audit' | 'checkpoints' | 'hostQueue' | 'hostTimeoutMs' | 'requestSnapshotBuild' | 'hostLimits' | 'queuedSessions'
   >;
 
 export function createProvisionActivities(deps: ProvisionDeps) {
   const { sandboxes, egressRoot, hostId, audit, log } = deps;
-  // Sessions this worker is provisioning now: not all of them have a container to count yet.
-  const admitting = new Set<string>();
+  // Sessions this worker is provisioning now, with what each holds: not all of them have a container to count yet.
+  const admitting = new Map<string, Reservation>();
   return {
     /**
      * Creates the session's sandbox (or finds it after a retry) with the repo
@@ -50,7 +51,7 @@ export function createProvisionActivities(deps: ProvisionDeps) {
      * retry provisions it again under the same name.
      */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
-      await admit(deps, admitting, input.sessionId);
+      await admit(deps, admitting, input.sessionId, reservationOf(input.limits));
       try {
         return await provisionOnce(deps, input);
       } catch (err) {
@@ -91,36 +92,34 @@ export function createProvisionActivities(deps: ProvisionDeps) {
 }
 
 /**
- * Refuses (HostFull, not retried here: the workflow queues and asks any host
- * again) when the sessions holding a sandbox on this host, or being given one
- * by this worker, fill its slots. A session that holds one already (a retry, a
- * replacement) always passes. Pool sandboxes (warm spares, pool.ts) are not
- * counted: their own bound is POOL_LIMITS. A free slot goes to the queued
- * sessions in their order (queuedSessions), so a later one does not overtake.
- * Admitted, the session is counted at once (in the same turn as the check), so
- * two provisions cannot take one slot.
+ * Refuses (HostFull, admission.ts) when this host cannot take the session's
+ * sandbox beside those of the sessions holding one or being given one by this
+ * worker. A session that holds one already (a retry, a replacement) always
+ * passes. A free slot goes to the queued sessions in their order
+ * (queuedSessions), so a later one does not overtake. Admitted, the session
+ * is counted at once (in the same turn as the check), so two provisions
+ * cannot take one slot.
  */
-async function admit(deps: ProvisionDeps, admitting: Set<string>, sessionId: string): Promise<void> {
-  const capacity = deps.maxSandboxes;
-  if (capacity === undefined) return void admitting.add(sessionId);
-  const live = await deps.sandboxes.list(deps.hostId);
-  const holders = new Set([
-    ...live.filter((s) => !(POOL_LABEL in s.labels)).map((s) => s.labels[LABELS.session]),
-    ...admitting,
-  ]);
-  if (holders.has(sessionId)) return void admitting.add(sessionId);
+async function admit(
+  deps: ProvisionDeps,
+  admitting: Map<string, Reservation>,
+  sessionId: string,
+  want: Reservation,
+): Promise<void> {
+  const limits = deps.hostLimits;
+  if (!limits) return void admitting.set(sessionId, want);
+  const [live, resources] = await Promise.all([deps.sandboxes.list(deps.hostId), deps.sandboxes.resources?.()]);
+  const holders = holdersOf(live);
+  if (holders.has(sessionId) || admitting.has(sessionId)) return void admitting.set(sessionId, want);
+  const free = limits.sandboxes === undefined || holders.size + admitting.size < limits.sandboxes;
   // The free slots go to the queued sessions in their order: one asking now waits behind those ahead of it.
-  const line = holders.size < capacity ? ((await deps.queuedSessions?.()) ?? []).map((q) => q.sessionId) : [];
-  const held = new Set([...holders, ...admitting]); // admitting may have grown meanwhile
-  const place = line.indexOf(sessionId);
-  const ahead = (place < 0 ? line : line.slice(0, place)).filter((id) => !held.has(id));
-  if (held.size + ahead.length < capacity) return void admitting.add(sessionId);
-  const kept = held.size < capacity ? `; the free ones are kept for ${ahead.length} queued sessions ahead in line` : '';
-  throw ApplicationFailure.create({
-    message: `host ${deps.hostId} holds ${held.size} of ${capacity} sandboxes${kept}`,
-    type: ErrorType.HostFull,
-    nonRetryable: true,
-  });
+  const line = free && limits.sandboxes !== undefined ? ((await deps.queuedSessions?.()) ?? []) : [];
+  const held = new Map([...holders, ...admitting]); // admitting may have grown meanwhile
+  const place = line.findIndex((q) => q.sessionId === sessionId);
+  const ahead = (place < 0 ? line : line.slice(0, place)).filter((q) => !held.has(q.sessionId));
+  const refusal = refusalOf(limits, resources, held, want, ahead.length);
+  if (refusal) throw hostFull(refusal);
+  admitting.set(sessionId, want);
 }
 
 /** provisionSandbox's work, once. */
@@ -160,7 +159,10 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
         env: await snapshotEnv(deps, snapshot?.image, environment.env),
         limits: { ...input.limits, ...shares.sandbox },
         services: containers,
-        ...(snapshot ? { labels: { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } } : {}),
+        labels: {
+          ...reservedLabel(reservationOf(input.limits)),
+          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
+        },
       }),
     prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
   ]);

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, statfs, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -26,6 +26,7 @@ import {
   type AttachedProcess,
   type ExecOptions,
   type ExecResult,
+  type HostResources,
   type ImageBuild,
   type ImageInfo,
   type ImageSummary,
@@ -58,6 +59,7 @@ export class DockerProvider implements SandboxProvider {
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;
+  private memoryBytes?: number;
 
   constructor(
     readonly docker: Docker = new Docker(),
@@ -93,6 +95,14 @@ export class DockerProvider implements SandboxProvider {
       if (isStatus(err, 404)) return false;
       throw err;
     }
+  }
+
+  /** The engine's memory (asked once: it does not change) and the free space under the storage root now. */
+  async resources(): Promise<HostResources> {
+    this.memoryBytes ??= (await this.docker.info()).MemTotal as number;
+    await mkdir(this.storage.root, { recursive: true });
+    const disk = await statfs(this.storage.root);
+    return { memoryBytes: this.memoryBytes, diskFreeBytes: disk.bavail * disk.bsize };
   }
 
   async info(name: string): Promise<SandboxInfo | undefined> {

@@ -4,6 +4,8 @@
  * in line (status, the API, the CLI), which moves up when the slot frees; a
  * start beyond the per-repo bound (DRYDOCK_MAX_QUEUED_PER_REPO) is refused
  * with 429 and Retry-After. The session holding the slot is never evicted.
+ * Memory (DRYDOCK_HOST_MEMORY) and free disk (DRYDOCK_HOST_DISK_FREE) bound a
+ * host too, each named in the queued session's reason.
  */
 import { decide, type SessionStatus } from '../../workflows/api';
 import { personalTokens } from '../support/identity';
@@ -13,7 +15,9 @@ import {
   makeFixtureRepo,
   newSessionId,
   runCli,
+  scriptedSession,
   startServe,
+  startSession,
   startStack,
   waitForStatus,
   type TestStack,
@@ -120,4 +124,43 @@ test('one slot: the next sessions queue in line, move up when it frees, and the 
   );
   expect((await apiStatusUntil(third, (s) => s.queued?.position === 1)).phase).toBe('queued');
   expect(await sandboxesOnHost()).toBe(1);
+}, 420_000);
+
+test("memory and disk: a session beyond the host's memory queues while a smaller one starts; low free disk queues every new one", async () => {
+  const fixture = await makeFixtureRepo();
+  const GiB = 1024 ** 3;
+  const small = await startStack({ DRYDOCK_HOST_MEMORY: 3 * GiB });
+  const full = await startStack({ DRYDOCK_HOST_DISK_FREE: 1024 ** 5 }); // a petabyte free: no host has it
+  const begin = async (on: TestStack, name: string, memory: string) => {
+    const id = newSessionId(name);
+    await startSession(on, id, scriptedSession(fixture.url, name, `echo ${name} > ${name}.md`, { limits: { memory } }));
+    return watched(on.client.workflow.getHandle(id));
+  };
+  try {
+    const big = await begin(small, 'big', '2g');
+    await waitForStatus(big, (s) => s.phase === 'awaiting_approval', 120_000);
+    const bigger = await begin(small, 'bigger', '2g');
+    const waiting = await waitForStatus(bigger, (s) => s.phase === 'queued', 60_000);
+    expect(waiting.queued!.reason).toBe(
+      `host ${small.config.DRYDOCK_HOST_ID}: its sandboxes hold 2.0 GiB of 3.0 GiB of memory (DRYDOCK_HOST_MEMORY); this session needs 2.0 GiB`,
+    );
+    // What fits beside it starts; the queued one starts once the first ends.
+    const smaller = await begin(small, 'smaller', '512m');
+    await waitForStatus(smaller, (s) => s.phase === 'awaiting_approval', 120_000);
+    await big.executeUpdate(decide, { args: [{ decision: 'reject', action: 'push', by: 'ops' }] });
+    await waitForStatus(bigger, (s) => s.phase === 'awaiting_approval', 150_000);
+
+    const stuck = await begin(full, 'no-disk', '512m');
+    const queued = await waitForStatus(stuck, (s) => s.phase === 'queued', 60_000);
+    expect(queued.queued!.reason).toMatch(
+      new RegExp(
+        `^host ${full.config.DRYDOCK_HOST_ID} has [\\d.]+ GiB free on its sandbox storage, under the 1048576\\.0 GiB it keeps \\(DRYDOCK_HOST_DISK_FREE\\)$`,
+      ),
+    );
+    for (const h of [bigger, smaller, stuck]) await h.cancel();
+    await Promise.all([bigger, smaller, stuck].map((h) => h.result().catch(() => undefined)));
+  } finally {
+    await small.stop();
+    await full.stop();
+  }
 }, 420_000);
