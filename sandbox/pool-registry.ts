@@ -117,6 +117,15 @@ export class PoolRegistry {
     return rows[0]?.name;
   }
 
+  /** The sessions holding a claimed sandbox of a host's pool, with its limits (admission counts them). */
+  async claimed(host: string): Promise<{ sessionId: string; limits: ProvisionInput['limits'] }[]> {
+    const { rows } = await this.pool.query(
+      'select claimed_by, limits from pool_sandboxes where host = $1 and claimed_by is not null',
+      [host],
+    );
+    return rows.map((r) => ({ sessionId: r.claimed_by, limits: r.limits }));
+  }
+
   async get(name: string): Promise<PoolSandboxRow | undefined> {
     const { rows } = await this.pool.query('select * from pool_sandboxes where name = $1', [name]);
     return rows[0] && fromDb(rows[0]);

@@ -108,8 +108,13 @@ async function admit(
 ): Promise<void> {
   const limits = deps.hostLimits;
   if (!limits) return void admitting.set(sessionId, want);
-  const [live, resources] = await Promise.all([deps.sandboxes.list(deps.hostId), deps.sandboxes.resources?.()]);
-  const holders = holdersOf(live);
+  const [live, claimed, resources] = await Promise.all([
+    deps.sandboxes.list(deps.hostId),
+    new PoolRegistry(deps.db.pool).claimed(deps.hostId),
+    deps.sandboxes.resources?.(),
+  ]);
+  // A claimed pool sandbox keeps its pool label: its session is counted from the claim.
+  const holders = new Map([...holdersOf(live), ...claimed.map((c) => [c.sessionId, reservationOf(c.limits)] as const)]);
   if (holders.has(sessionId) || admitting.has(sessionId)) return void admitting.set(sessionId, want);
   const free = limits.sandboxes === undefined || holders.size + admitting.size < limits.sandboxes;
   // The free slots go to the queued sessions in their order: one asking now waits behind those ahead of it.
