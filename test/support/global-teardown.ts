@@ -1,5 +1,6 @@
 /** The end-to-end project's global teardown: stops what global-setup.ts started and checks nothing was left. */
 import type { ChildProcess } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { LABELS } from '../../sandbox/provider';
@@ -26,13 +27,24 @@ async function stopAll(): Promise<void> {
   }
   await (globalThis as { drydockPostgres?: PostgresServer }).drydockPostgres?.stop();
   await stopRunCluster();
-  const docker = new Docker();
   const prefix = process.env.DRYDOCK_TEST_RUN!;
-  const leaked = (await docker.listContainers({ all: true, filters: { label: [LABELS.session] } })).filter((c) =>
-    c.Labels[LABELS.session]?.startsWith(prefix),
-  );
-  for (const c of leaked) await docker.getContainer(c.Id).remove({ force: true });
-  if (leaked.length > 0) {
-    throw new Error(`leaked sandboxes: ${leaked.map((c) => c.Names.join(',')).join('; ')}`);
+  const leaked: string[] = [];
+  // This machine's engine and the tests' other hosts (infra/docker-host.sh), which outlive the run.
+  for (const [engine, other] of [[new Docker(), false] as const, ...otherEngines().map((e) => [e, true] as const)]) {
+    const found = await engine
+      .listContainers({ all: true, filters: { label: [LABELS.session] } })
+      .catch((err: unknown) => (other ? [] : Promise.reject(err))); // another host that is not running holds nothing
+    for (const c of found.filter((c) => c.Labels[LABELS.session]?.startsWith(prefix))) {
+      leaked.push(c.Names.join(','));
+      await engine.getContainer(c.Id).remove({ force: true });
+    }
   }
+  if (leaked.length > 0) throw new Error(`leaked sandboxes: ${leaked.join('; ')}`);
+}
+
+/** The engines infra/docker-host.sh starts: a socket /run/drydock-<name>.sock each. */
+function otherEngines(): Docker[] {
+  return readdirSync('/run')
+    .filter((f) => /^drydock-[a-z0-9-]+\.sock$/.test(f))
+    .map((f) => new Docker({ socketPath: path.join('/run', f), timeout: 10_000 }));
 }
