@@ -3,11 +3,15 @@
  * to one session; the next ones wait in the `queued` phase with their place
  * in line (status, the API, the CLI), which moves up when the slot frees; a
  * start beyond the per-repo bound (DRYDOCK_MAX_QUEUED_PER_REPO) is refused
- * with 429 and Retry-After. The session holding the slot is never evicted.
+ * with 429 and Retry-After (and in Slack's channel). The session holding the slot is never evicted.
  * Memory (DRYDOCK_HOST_MEMORY) and free disk (DRYDOCK_HOST_DISK_FREE) bound a
  * host too, each named in the queued session's reason.
  */
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { decide, type SessionStatus } from '../../workflows/api';
+import { triggerSessionSchema } from '../../workflows/input';
 import { personalTokens } from '../support/identity';
 import { watched } from '../support/waits';
 import {
@@ -23,17 +27,35 @@ import {
   type TestStack,
 } from '../support/helpers';
 import { LABELS } from '../../sandbox/provider';
+import { startFakeSlack, type FakeSlack } from '../support/fake-slack';
 
 let ALICE: string;
 let stack: TestStack;
 let serve: Awaited<ReturnType<typeof startServe>>;
+let slack: FakeSlack;
 const sessions: string[] = [];
+
+const SLACK_TOKEN = 'xoxb-0000000000-drydock-test-bot';
+const SLACK_SECRET = 'slack-signing-secret-for-tests';
+const [SLACK_ALICE, CHANNEL] = ['U0ALICE', 'C0SHOP'];
 
 beforeAll(async () => {
   const fixture = await makeFixtureRepo();
   ({ alice: ALICE } = await personalTokens('alice'));
+  slack = await startFakeSlack({ token: SLACK_TOKEN, signingSecret: SLACK_SECRET });
+  const identities = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-admission-')), 'identities.yaml');
+  await writeFile(identities, `people:\n  alice:\n    slack: ${SLACK_ALICE}\n`);
   stack = await startStack({ DRYDOCK_MAX_SANDBOXES: 1 });
-  serve = await startServe(stack, { DRYDOCK_REPOS: [`acme/fixture=${fixture.url}`], DRYDOCK_MAX_QUEUED_PER_REPO: 2 });
+  serve = await startServe(stack, {
+    DRYDOCK_REPOS: [`acme/fixture=${fixture.url}`],
+    DRYDOCK_MAX_QUEUED_PER_REPO: 2,
+    DRYDOCK_IDENTITIES_FILE: identities,
+    DRYDOCK_SLACK_BOT_TOKEN: SLACK_TOKEN,
+    DRYDOCK_SLACK_API_URL: slack.apiUrl,
+    DRYDOCK_SLACK_SIGNING_SECRET: SLACK_SECRET,
+    DRYDOCK_SLACK_CHANNELS: [`${CHANNEL}=acme/fixture`],
+    DRYDOCK_TRIGGER_SESSION: triggerSessionSchema.parse({ agent: { steps: [{ run: 'echo slack >> slack.md' }] } }),
+  });
 });
 afterAll(async () => {
   for (const id of sessions) {
@@ -43,6 +65,7 @@ afterAll(async () => {
   }
   await serve?.close();
   await stack?.stop();
+  await slack?.close();
 });
 
 const api = (path: string, body?: unknown) =>
@@ -111,6 +134,13 @@ test('one slot: the next sessions queue in line, move up when it frees, and the 
   expect(refused.status).toBe(429);
   expect(refused.headers.get('retry-after')).toBe('30');
   expect(((await refused.json()) as { error: string }).error).toContain('DRYDOCK_MAX_QUEUED_PER_REPO');
+  // Slack is told the same, in the channel, and nothing starts.
+  const said = await slack.command(serve.url, { user: SLACK_ALICE, channel: CHANNEL, text: 'one more' });
+  expect(said).toMatchObject({
+    status: 200,
+    body: { text: expect.stringContaining('drydock did not start a session: 2 sessions of acme/fixture are queued') },
+  });
+  expect((await apiStatusUntil(third, () => true)).queued?.position).toBe(2);
 
   // The holder was never evicted; once it ends, its slot goes to the next in line.
   expect((await apiStatusUntil(holder, () => true)).phase).toBe('awaiting_approval');

@@ -79,15 +79,19 @@ export async function apiList(ctx: ServeContext, url: URL, who: string): Promise
 /** What a refused start is told to wait before it asks again (seconds): about a queued session's recheck. */
 export const QUEUE_RETRY_AFTER_S = 30;
 
-/** 429 with Retry-After when DRYDOCK_MAX_QUEUED_PER_REPO sessions of the repo are queued already. */
-async function refuseOverBound(ctx: ServeContext, repo: { name: string; url: string }): Promise<void> {
+/**
+ * Why a new session of `repo` is refused, when DRYDOCK_MAX_QUEUED_PER_REPO of
+ * its sessions are queued already (the API answers 429, Slack and Linear say it).
+ */
+export async function queueBound(ctx: ServeContext, repo: { name: string; url: string }): Promise<string | undefined> {
   const bound = ctx.config.DRYDOCK_MAX_QUEUED_PER_REPO;
-  if (bound === 0 || (await queuedOf(ctx.client, repo.url)) < bound) return;
-  throw new HttpError(
-    429,
-    `${bound} sessions of ${repo.name} are queued for a sandbox already (DRYDOCK_MAX_QUEUED_PER_REPO); try again later`,
-    { 'retry-after': String(QUEUE_RETRY_AFTER_S) },
-  );
+  if (bound === 0 || (await queuedOf(ctx.client, repo.url)) < bound) return undefined;
+  return `${bound} sessions of ${repo.name} are queued for a sandbox already (DRYDOCK_MAX_QUEUED_PER_REPO); try again later`;
+}
+
+async function refuseOverBound(ctx: ServeContext, repo: { name: string; url: string }): Promise<void> {
+  const refused = await queueBound(ctx, repo);
+  if (refused) throw new HttpError(429, refused, { 'retry-after': String(QUEUE_RETRY_AFTER_S) });
 }
 
 /** POST /api/sessions: a session input, with `repo` as "owner/name" or {name|url, ref}; only repos drydock serves. */
