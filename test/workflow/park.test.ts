@@ -67,7 +67,9 @@ async function parkAtGate(handle: WorkflowHandle): Promise<void> {
 test('a change waiting past parkAfter parks (checkpoint, teardown); approved, it is pushed once without a new sandbox', async () => {
   const run = await runSession(harness, 'park-approve', input, parking, async (handle) => {
     await parkAtGate(handle);
-    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }] });
+    await handle.executeUpdate(decide, {
+      args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],
+    });
   });
   expect(run.calls).toEqual([...UNTIL_GATE, PARK, 'recordAudit approval/push', 'pushBranch', ...TEARDOWN]);
   // The parking teardown keeps (and first takes) the checkpoint; the session's own teardown drops it.

@@ -30,7 +30,8 @@ export function installAttachHandlers(run: SessionRun): void {
     attach,
     async (input) => {
       validate(checkAttach)(input); // the validator ran on the same state
-      if (!run.status.attached) await unparkForAttach(run);
+      // Only a parked session waits here: any other attach begins in the same turn as it arrives.
+      if (!run.status.attached && (run.parking || run.status.parked)) await unparkForAttach(run);
       const attachment = run.status.attached ?? begin(run, input.by);
       // The step under way ends first (a step's end stops every process it left, a shell too): then the answer.
       await condition(() => run.sandboxBusy === 0 || run.status.attached !== attachment);
