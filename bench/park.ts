@@ -25,13 +25,12 @@ const run = promisify(execFile);
 const RUNS = runsFromEnv(5);
 const SESSIONS = Number(process.env.SESSIONS ?? 20);
 /** Long enough for all sessions to reach the gate before the first parks. */
-const PARK_AFTER = process.env.PARK_AFTER ?? '60s';
+const PARK_AFTER = process.env.PARK_AFTER ?? '120s';
 
 /** The containers of these sessions and their memory (MiB, as `docker stats` reports it). */
 async function held(ids: string[]): Promise<{ containers: number; memMiB: number }> {
   const { stdout } = await run('docker', [
     'ps',
-    '-q',
     '--filter',
     `label=${LABELS.session}`,
     '--format',
