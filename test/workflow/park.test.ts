@@ -183,3 +183,27 @@ test('parkAfter "never": the sandbox stays for the whole wait', async () => {
   expect(run.calls).toEqual([...UNTIL_GATE, 'recordAudit approval/push', 'pushBranch', ...TEARDOWN]);
   expect(run.status.parked).toBeUndefined();
 });
+
+test('a park whose checkpoint fails on a live host leaves the sandbox in use: not parked, nothing lost', async () => {
+  const stubs: Stubs = {
+    ...parking,
+    destroySandbox: async ({ checkpointBase }) => {
+      if (checkpointBase) throw ApplicationFailure.nonRetryable('checkpoint after park failed: disk full');
+      return { removed: true };
+    },
+  };
+  const run = await runSession(harness, 'park-failed', input, stubs, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await harness.env.sleep('16m');
+    await awaitStatus(
+      handle,
+      (s) => s.timeline.some((r) => r.name === 'park: no decision within 15m' && r.ok === false),
+      'the failed park',
+    );
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
+  });
+  expect(run.calls).toEqual([...UNTIL_GATE, PARK, 'recordAudit approval/push', 'pushBranch', ...TEARDOWN]);
+  expect(run.args.pushBranch).toMatchObject([{ sandbox: 'sandbox-0' }]);
+  expect(run.status.parked).toBeUndefined();
+  expect(run.status.removedSandboxes).toEqual(['sandbox-0']);
+});

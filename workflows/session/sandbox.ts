@@ -103,7 +103,8 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
 /**
  * Parks the session: checkpoints its working tree and tears its sandbox and
  * services down (in a non-cancellable scope), keeping the checkpoint; the
- * next inSandbox (or bringBack) makes the next generation from it.
+ * next inSandbox (or bringBack) makes the next generation from it. A
+ * teardown that fails on a live host leaves the session unparked, its sandbox in use.
  */
 export async function parkSandbox(run: SessionRun, name: string): Promise<void> {
   const { sessionId } = run;
@@ -121,11 +122,13 @@ export async function parkSandbox(run: SessionRun, name: string): Promise<void> 
       run.markRemoved(sandbox);
     } catch (err) {
       // A host that does not answer: its reaper removes the sandbox; bringing it back provisions anew anyway.
+      // Anything else (the checkpoint failed, say): the sandbox stays, and with it what the checkpoint lacks.
       log.warn('the sandbox was not torn down', { error: describeError(err) });
+      if (!sandboxLoss(err, sandbox)?.hostLost) return;
       run.deferRemoval(sandbox);
     }
+    run.status.parked = { since: new Date().toISOString(), sandbox: sandbox.name };
   });
-  run.status.parked = { since: new Date().toISOString(), sandbox: sandbox.name };
 }
 
 /** A parked session's next sandbox, from the checkpoint; callers at once share one. */
