@@ -9,7 +9,8 @@
  *               the checkpoint (the timeline's "re-provision: parked" entry)
  *   floor       `docker run -d --network none <the sessions' image> sleep infinity`
  *
- *   npx tsx bench/park.ts     (SESSIONS=20, RUNS=5 resumes by default)
+ *   npx tsx bench/park.ts     (SESSIONS=20, RUNS=5 resumes, PARK_AFTER=120s by default:
+ *                              long enough for all to reach the gate before the first parks)
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -96,7 +97,11 @@ async function main(): Promise<string> {
       }),
     ),
   );
-  atExit(() => Promise.all(handles.map((h) => h.cancel().catch(() => undefined))));
+  // Cancelled sessions tear their sandboxes down themselves (storage included): waited for before the stack stops.
+  atExit(async () => {
+    await Promise.all(handles.map((h) => h.cancel().catch(() => undefined)));
+    await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
+  });
   const ids = handles.map((h) => h.workflowId);
   say(`${SESSIONS} sessions started; waiting for all at the gate`);
   const waiting = await waitAll(handles, (s) => s.phase === 'awaiting_approval' && !s.parked, 'at the gate');
