@@ -26,6 +26,7 @@ const ALL: [string, Record<string, string>][] = [
   ['services', {}],
   ['overhead', {}],
   ['round-trip', {}],
+  ['park', {}],
   ['exec', {}],
   ['concurrency', { BENCH_DB: 'pglite' }],
   ...(existsSync('/usr/lib/postgresql')

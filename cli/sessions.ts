@@ -51,6 +51,8 @@ export function formatStatus(s: SessionStatus): string {
     const replaced = s.restarts ? `, replaced ${s.restarts}× from its checkpoint` : '';
     lines.push(`  sandbox: ${s.sandbox.name} on ${s.sandbox.host} (${s.sandbox.image}${replaced})`);
   }
+  if (s.parked)
+    lines.push(`  parked since ${s.parked.since}: no sandbox while it waits; anything run in it brings one back`);
   if (s.agent?.kind && s.agent.kind !== 'script') lines.push(`  agent: ${agentLine(s.agent)}`);
   lines.push('timeline:', ...s.timeline.map(stepLine));
   if (s.verification) {

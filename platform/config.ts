@@ -109,6 +109,20 @@ const configSchema = z.object({
     .default(['push', 'pull_request', 'deploy']),
   /** Who may approve any session (empty: each session's own list, or anyone). */
   DRYDOCK_APPROVERS: list.default([]),
+  /**
+   * How long a change may wait at an approval gate with its sandbox running:
+   * then the session parks (its sandbox and services go, its checkpoint stays)
+   * and anything that runs in the sandbox later brings one back from the
+   * checkpoint. "never" (or 0) keeps the sandbox for the whole wait.
+   */
+  DRYDOCK_PARK_AFTER: z
+    .string()
+    .default('15m')
+    .refine(
+      (v) => v === 'never' || v === '0' || /^\d+(ms|s|m|h|d)$/.test(v),
+      'DRYDOCK_PARK_AFTER: expected a duration like "15m", or "never"',
+    )
+    .transform((v) => (v === '0' ? 'never' : v)),
   DRYDOCK_FORBID_SELF_APPROVAL: z
     .enum(['true', 'false'])
     .default('false')

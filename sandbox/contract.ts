@@ -187,4 +187,9 @@ export interface DestroyInput {
   generation?: number;
   /** A lost sandbox being replaced: its checkpoint stays for the replacement. */
   replaced?: boolean;
+  /**
+   * Parking (with `replaced`): the working tree is checkpointed against this
+   * base commit first, edits made by hand included; a sandbox already gone keeps the checkpoint it had.
+   */
+  checkpointBase?: string;
 }

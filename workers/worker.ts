@@ -267,6 +267,7 @@ export async function createWorker(opts: {
       approvers: config.DRYDOCK_APPROVERS,
       forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
+      parkAfter: config.DRYDOCK_PARK_AFTER,
     },
     github: githubSettings(config),
     gitHosts: config.DRYDOCK_GIT_CREDENTIALS,

@@ -80,6 +80,11 @@ export interface ApprovalPolicy {
    * the pull request approves the push that opens it (same change hash).
    */
   separateGates: boolean;
+  /**
+   * The operator's (DRYDOCK_PARK_AFTER): how long a change waits at a gate
+   * with its sandbox running before the session parks it; "never" keeps it.
+   */
+  parkAfter?: string;
 }
 
 export interface StepRecord {
@@ -313,6 +318,12 @@ export interface SessionStatus {
   /** While the phase is `queued`: what it waits for, since when, and (from the API and CLI) its place in line. */
   queued?: QueuedFor;
   sandbox?: { name: string; host: string; image: string; baseCommit: string };
+  /**
+   * The session waits without a sandbox (at a gate after DRYDOCK_PARK_AFTER,
+   * or for a follow-up): `sandbox` was torn down at `since`, its checkpoint
+   * kept; anything that runs in the sandbox brings one back from it.
+   */
+  parked?: { since: string; sandbox: string };
   /**
    * The snapshot the session started from: its image and commit, its age at
    * the start (ms) and how many commits the session's ref had that it lacked.

@@ -31,6 +31,7 @@ import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from '
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
+import { takeCheckpoint } from './steps';
 
 /** What provisioning and teardown need: the pool's and the registry's besides their own. */
 export type ProvisionDeps = PoolDeps &
@@ -74,6 +75,7 @@ export function createProvisionActivities(deps: ProvisionDeps) {
      */
     async destroySandbox(input: DestroyInput): Promise<{ removed: boolean }> {
       const name = sandboxName(input.sessionId, input.generation);
+      if (input.checkpointBase) await checkpointBeforeParking(deps, input, name);
       await sandboxes.destroy(browserContainerName(name));
       const removed = (await sandboxes.destroy(name)) || (await dropClaimed(deps, input));
       await rm(egressDirOf(egressRoot, name), { recursive: true, force: true });
@@ -89,6 +91,16 @@ export function createProvisionActivities(deps: ProvisionDeps) {
       return { removed };
     },
   };
+}
+
+/** The working tree as the session's checkpoint, before a parked sandbox goes; a retry after it went finds none. */
+async function checkpointBeforeParking(deps: ProvisionDeps, input: DestroyInput, name: string): Promise<void> {
+  const at = { sandbox: name, sessionId: input.sessionId, step: 'park', baseCommit: input.checkpointBase! };
+  try {
+    await takeCheckpoint(deps, sandboxOf(deps.sandboxes, name), at);
+  } catch (err) {
+    if (!(err instanceof SandboxNotFound)) throw err;
+  }
 }
 
 /**

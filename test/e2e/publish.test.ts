@@ -87,6 +87,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
     approvers: [],
     forbidSelfApproval: false,
     separateGates: true,
+    parkAfter: '15m', // the operator's default
   });
   await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change.slice(0, 12)));
 

@@ -28,6 +28,8 @@ export function tightenPolicy(
       approvers,
       forbidSelfApproval: server.forbidSelfApproval || session.forbidSelfApproval,
       separateGates: server.separateGates || session.separateGates,
+      // The operator's alone: a session neither sets nor lifts it.
+      ...(server.parkAfter ? { parkAfter: server.parkAfter } : {}),
     },
   };
 }

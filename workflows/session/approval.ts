@@ -24,6 +24,7 @@ import { describeVerification, screenshotsOf } from '../rules/verification';
 import { editedByHand, installAttachHandlers } from './attach';
 import { SessionEnd } from './outcome';
 import { anyHost } from './proxies';
+import { parkSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { installAttemptHandlers, setAsideMessage } from './parent';
 import { tellGitHub } from './trigger';
@@ -204,7 +205,8 @@ async function awaitDecision(
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
   await tellGitHub(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
-    const got = await condition(
+    const got = await waitOrPark(
+      run,
       () =>
         run.verdicts.has(action) || run.followups.length > 0 || editedByHand(run) || run.status.setAside !== undefined,
       timeoutMs,
@@ -241,4 +243,23 @@ async function awaitDecision(
     });
   }
   return decided ? verdict : undefined;
+}
+
+/**
+ * Waits for `done` up to `timeoutMs`; past the operator's DRYDOCK_PARK_AFTER
+ * with nothing decided, parks the sandbox first (publishing needs none: the
+ * push is made from the host's mirror), then waits the rest.
+ */
+async function waitOrPark(run: SessionRun, done: () => boolean, timeoutMs: number): Promise<boolean> {
+  const parkAfter = run.policy.parkAfter;
+  const parkMs = parkAfter && parkAfter !== 'never' ? durationMs(parkAfter) : Infinity;
+  if (run.status.parked || parkMs >= timeoutMs) return condition(done, timeoutMs);
+  if (await condition(done, parkMs)) return true;
+  run.parking = true;
+  try {
+    await parkSandbox(run, `park: no decision within ${parkAfter}`);
+  } finally {
+    run.parking = false;
+  }
+  return done() || condition(done, timeoutMs - parkMs);
 }

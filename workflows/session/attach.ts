@@ -12,6 +12,7 @@ import { condition, log, setHandler } from '@temporalio/workflow';
 import { attach, detach, type AttachInput, type Attachment, type Detached } from '../api';
 import { checkAttach, checkDetach, type AttachState } from '../rules/attach';
 import { anyHost } from './proxies';
+import { bringBack } from './sandbox';
 import type { SessionRun } from './state';
 
 export function installAttachHandlers(run: SessionRun): void {
@@ -29,6 +30,8 @@ export function installAttachHandlers(run: SessionRun): void {
     attach,
     async (input) => {
       validate(checkAttach)(input); // the validator ran on the same state
+      // Only a parked session waits here: any other attach begins in the same turn as it arrives.
+      if (!run.status.attached && (run.parking || run.status.parked)) await unparkForAttach(run);
       const attachment = run.status.attached ?? begin(run, input.by);
       // The step under way ends first (a step's end stops every process it left, a shell too): then the answer.
       await condition(() => run.sandboxBusy === 0 || run.status.attached !== attachment);
@@ -44,6 +47,12 @@ export function installAttachHandlers(run: SessionRun): void {
     },
     { validator: validate(checkDetach) },
   );
+}
+
+/** A person attaching to a parked session gets a sandbox brought back from the checkpoint. */
+async function unparkForAttach(run: SessionRun): Promise<void> {
+  if (run.parking) await condition(() => !run.parking);
+  if (run.status.parked) await bringBack(run, 're-provision for an attach');
 }
 
 /** Waits while someone is attached: nothing runs in the sandbox under their hands. */

@@ -67,8 +67,9 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
           sandbox?.generation ? { sessionId, generation: sandbox.generation } : { sessionId },
         ),
       );
-      // A session parked for follow-ups removed its sandbox already; this drops its checkpoint.
+      // A parked session removed its sandbox already; this drops its checkpoint.
       if (sandbox && !status.removedSandboxes?.includes(sandbox.name)) run.markRemoved(sandbox);
+      status.parked = undefined; // the session is over: nothing comes back
     } catch (err) {
       // The reaper removes what is left; the session still ends with its outcome.
       log.error('teardown failed', { error: describeError(err) });

@@ -95,17 +95,22 @@ export async function publish(run: SessionRun, change: CommitResult): Promise<vo
 
 async function push(run: SessionRun, change: CommitResult): Promise<void> {
   run.status.pushed = await run.track(`push ${run.branch}`, () =>
-    inSandbox(run, async (sb) => {
-      // A replacement sandbox has the change from the checkpoint, not yet as a snapshot.
-      if (run.committedIn !== sb.name) await commitChange(run, sb);
-      return onHost(sb).pushBranch({
-        sandbox: sb.name,
-        ...changeSpec(run, sb),
-        commit: change.commit,
-        author: change.author,
-        round: run.status.round ?? 1,
-      });
-    }),
+    inSandbox(
+      run,
+      async (sb) => {
+        // A replacement sandbox has the change from the checkpoint, not yet as a snapshot.
+        if (run.committedIn !== sb.name) await commitChange(run, sb);
+        return onHost(sb).pushBranch({
+          sandbox: sb.name,
+          ...changeSpec(run, sb),
+          commit: change.commit,
+          author: change.author,
+          round: run.status.round ?? 1,
+        });
+      },
+      // The approved commit is in the host's mirror (commitChanges made it there): a parked session pushes without a sandbox.
+      { mayStayParked: true },
+    ),
   );
   const round = run.status.rounds?.at(-1);
   if (round) round.pushed = true;

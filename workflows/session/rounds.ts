@@ -13,10 +13,9 @@ import { describeFollowups } from '../rules/followup';
 import { workUntilVerified } from './agents';
 import { awaitDetach } from './attach';
 import { FollowupArrived } from './approval';
-import { describeError } from './outcome';
-import { anyHost, onHost, teardownOn } from './proxies';
+import { anyHost, onHost } from './proxies';
 import { publish } from './publish';
-import { inSandbox, reprovision } from './sandbox';
+import { bringBack, inSandbox, parkSandbox } from './sandbox';
 import type { SessionRun } from './state';
 
 /** Rounds kept in status; the audit trail has every one. */
@@ -56,7 +55,7 @@ export async function stayOpen(run: SessionRun, parked: boolean): Promise<void> 
     }
     if (!(await awaitFollowup(run))) return;
     if (run.pullRequestClosed) break;
-    if (parked) await reprovision(run, run.sandbox!, `re-provision for follow-up ${(run.status.round ?? 1) + 1}`);
+    if (run.status.parked) await bringBack(run, `re-provision for follow-up ${(run.status.round ?? 1) + 1}`);
     parked = false;
     await publishRounds(run, await followupRound(run));
   }
@@ -85,19 +84,7 @@ async function awaitFollowup(run: SessionRun): Promise<boolean> {
  * hands over to a new run that waits: the history of finished rounds stays behind.
  */
 async function park(run: SessionRun): Promise<void> {
-  const { sandbox, sessionId } = run;
-  await CancellationScope.nonCancellable(async () => {
-    try {
-      await run.track('teardown (until a follow-up)', () =>
-        teardownOn(sandbox).destroySandbox({ sessionId, generation: sandbox!.generation, replaced: true }),
-      );
-      run.markRemoved(sandbox!);
-    } catch (err) {
-      // A host that does not answer: its reaper removes the sandbox; a follow-up provisions anew anyway.
-      log.warn('the sandbox was not torn down', { error: describeError(err) });
-      run.deferRemoval(sandbox!);
-    }
-  });
+  if (!run.status.parked) await parkSandbox(run, 'teardown (until a follow-up)');
   run.setPhase('awaiting_followup');
   await condition(allHandlersFinished);
   // A follow-up that came meanwhile is worked on here, without a new run.

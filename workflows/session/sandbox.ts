@@ -1,8 +1,10 @@
 /**
- * The session's sandbox: provisioning (with the setup a snapshot lacks), and
- * replacing a lost one from the last checkpoint, on whichever host answers.
+ * The session's sandbox: provisioning (with the setup a snapshot lacks),
+ * replacing a lost one from the last checkpoint, on whichever host answers,
+ * and parking: a session that waits (at a gate, for a follow-up) gives its
+ * sandbox up, and the next thing that runs in it brings one back from the checkpoint.
  */
-import { log } from '@temporalio/workflow';
+import { CancellationScope, log } from '@temporalio/workflow';
 import type { Sandbox, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../units';
 import { describeError, exitText, removeReplaced, SessionEnd } from './outcome';
@@ -44,10 +46,16 @@ export async function provision(run: SessionRun): Promise<void> {
  * again there: the step that was cut off runs again, the ones before it
  * are in the checkpoint. While someone is attached, it waits for the detach first.
  */
-export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise<T>): Promise<T> {
+export async function inSandbox<T>(
+  run: SessionRun,
+  fn: (sb: Sandbox) => Promise<T>,
+  { mayStayParked = false } = {},
+): Promise<T> {
   await awaitDetach(run); // nothing starts in the sandbox while a person works in it
   run.sandboxBusy++;
   try {
+    // `mayStayParked`: fn may do without the sandbox (a push from the host's mirror); if it cannot, it is brought back.
+    if (run.status.parked && !mayStayParked) await bringBack(run, 're-provision: parked');
     for (;;) {
       const used = run.sandbox!;
       try {
@@ -55,7 +63,8 @@ export async function inSandbox<T>(run: SessionRun, fn: (sb: Sandbox) => Promise
       } catch (err) {
         const loss = sandboxLoss(err, used);
         if (!loss) throw err;
-        await replaceSandbox(run, used, loss);
+        if (run.status.parked) await bringBack(run, `re-provision: parked, and ${loss.why}`);
+        else await replaceSandbox(run, used, loss);
       }
     }
   } finally {
@@ -92,6 +101,45 @@ async function replaceSandbox(run: SessionRun, lost: Sandbox, loss: SandboxLoss)
 }
 
 /**
+ * Parks the session: checkpoints its working tree and tears its sandbox and
+ * services down (in a non-cancellable scope), keeping the checkpoint; the
+ * next inSandbox (or bringBack) makes the next generation from it. A
+ * teardown that fails on a live host leaves the session unparked, its sandbox in use.
+ */
+export async function parkSandbox(run: SessionRun, name: string): Promise<void> {
+  const { sessionId } = run;
+  const sandbox = run.sandbox!;
+  await CancellationScope.nonCancellable(async () => {
+    try {
+      await run.track(name, () =>
+        teardownOn(sandbox).destroySandbox({
+          sessionId,
+          generation: sandbox.generation,
+          replaced: true,
+          checkpointBase: sandbox.baseCommit,
+        }),
+      );
+      run.markRemoved(sandbox);
+    } catch (err) {
+      // A host that does not answer: its reaper removes the sandbox; bringing it back provisions anew anyway.
+      // Anything else (the checkpoint failed, say): the sandbox stays, and with it what the checkpoint lacks.
+      log.warn('the sandbox was not torn down', { error: describeError(err) });
+      if (!sandboxLoss(err, sandbox)?.hostLost) return;
+      run.deferRemoval(sandbox);
+    }
+    run.status.parked = { since: new Date().toISOString(), sandbox: sandbox.name };
+  });
+}
+
+/** A parked session's next sandbox, from the checkpoint; callers at once share one. */
+export function bringBack(run: SessionRun, name: string): Promise<void> {
+  run.bringingBack ??= reprovision(run, run.sandbox!, name).finally(() => {
+    run.bringingBack = undefined;
+  });
+  return run.bringingBack;
+}
+
+/**
  * A new sandbox in place of `replaced` (lost, or torn down while the session
  * waited for a follow-up): the next generation, from the newest snapshot at
  * the session's base commit plus the session's last checkpoint.
@@ -120,6 +168,7 @@ export async function reprovision(
     return created;
   });
   run.useSandbox(sandbox);
+  run.status.parked = undefined;
   // The replacement's host answers: a replaced sandbox of the session there goes now.
   await removeReplaced(run, sandbox.hostQueue);
   if (sandbox.setup) await runSetup(run, sandbox.setup);

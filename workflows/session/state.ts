@@ -135,6 +135,10 @@ export class SessionRun {
   /** The loop reporting to Slack or Linear, and whether it should stop once it has caught up. */
   threadReports?: Promise<void>;
   reportsClosing = false;
+  /** The sandbox is being parked (sandbox.ts parkSandbox): an attach waits for it, then brings one back. */
+  parking = false;
+  /** A parked session's sandbox being brought back (sandbox.ts bringBack): one for every caller. */
+  bringingBack?: Promise<void>;
   /** The scope of the work under way (provisioning, the agent, verification): an attempt set aside cancels it. */
   workScope?: CancellationScope;
 
