@@ -18,8 +18,11 @@
  * DRYDOCK_CHAOS_SESSIONS and DRYDOCK_CHAOS_SPREAD_S (the seconds over which
  * they start) override the mode's.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import type Docker from 'dockerode';
+import { containersOn, copyImage, dockerHost, type DockerHost } from '../support/docker-hosts';
 import { appendFileSync, chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -116,6 +119,8 @@ class Supervisor {
   startedAt = 0;
   private stopping = false;
   private killing = false;
+  /** Lost: not restarted until `back()`. */
+  private held = false;
   /** Not before this time (ms since the epoch): a worker down for a while. */
   private restartAt = 0;
 
@@ -156,6 +161,7 @@ class Supervisor {
         note(`worker ${child.pid} exited by itself`);
       }
       this.killing = false;
+      if (this.held) return;
       setTimeout(() => this.stopping || this.start(), Math.max(0, this.restartAt - Date.now()));
     });
   }
@@ -173,6 +179,17 @@ class Supervisor {
     return true;
   }
 
+  /** `kill -9`, and no restart until `back()`: its host is lost. */
+  lose(): boolean {
+    this.held = true;
+    return this.kill(0);
+  }
+
+  back(): void {
+    this.held = false;
+    this.start();
+  }
+
   async stop(): Promise<void> {
     this.stopping = true;
     const child = this.child;
@@ -183,13 +200,20 @@ class Supervisor {
   }
 }
 
-/**
- * Kills the container of the next step that starts (its `drydock-run` exec), `count` times.
- * Resolves once the engine streams its events to us, so no step can start unseen.
- */
-async function killAtStepStart(sessionIds: Set<string>, count: number): Promise<{ stop(): void; kills: () => number }> {
-  let kills = 0;
-  const watch = (await docker.getEvents({ filters: { event: ['exec_start'] } })) as NodeJS.ReadableStream & {
+/** A step's start on an engine: its `drydock-run` exec in a sandbox of one of the soak's sessions. */
+interface StepStart {
+  /** The sandbox container's id and name. */
+  container: string;
+  name: string;
+  session: string;
+  /** How many steps of this session started on this engine, this one included. */
+  nth: number;
+}
+
+/** Calls `then` at each step start on `engine`; resolves once the engine streams its events to us. */
+async function onStepStarts(engine: Docker, sessionIds: Set<string>, then: (s: StepStart) => void) {
+  const execs = new Map<string, number>();
+  const watch = (await engine.getEvents({ filters: { event: ['exec_start'] } })) as NodeJS.ReadableStream & {
     destroy(): void;
   };
   let buffer = '';
@@ -199,17 +223,28 @@ async function killAtStepStart(sessionIds: Set<string>, count: number): Promise<
     buffer = lines.pop()!;
     for (const line of lines.filter(Boolean)) {
       const e = JSON.parse(line) as { Action: string; Actor: { ID: string; Attributes: Record<string, string> } };
-      if (kills >= count || !e.Action.includes('drydock-run')) continue;
-      if (!sessionIds.has(e.Actor.Attributes['drydock.session'])) continue;
-      kills++;
-      fault('sandbox killed at a step start', `docker kill ${e.Actor.Attributes.name} as a step starts`);
-      void docker
-        .getContainer(e.Actor.ID)
-        .kill()
-        .catch(() => undefined);
+      const session = e.Actor.Attributes['drydock.session'];
+      if (!e.Action.includes('drydock-run') || !sessionIds.has(session)) continue;
+      execs.set(session, (execs.get(session) ?? 0) + 1);
+      then({ container: e.Actor.ID, name: e.Actor.Attributes.name, session, nth: execs.get(session)! });
     }
   });
-  return { stop: () => watch.destroy(), kills: () => kills };
+  return { stop: () => watch.destroy() };
+}
+
+/** Kills the container of the next step that starts, `count` times. */
+async function killAtStepStart(sessionIds: Set<string>, count: number) {
+  let kills = 0;
+  const watch = await onStepStarts(docker, sessionIds, (step) => {
+    if (kills >= count) return;
+    kills++;
+    fault('sandbox killed at a step start', `docker kill ${step.name} as a step starts`);
+    void docker
+      .getContainer(step.container)
+      .kill()
+      .catch(() => undefined);
+  });
+  return { stop: watch.stop, kills: () => kills };
 }
 
 /** A `docker kill` of one running sandbox of these sessions; false when none runs. */
@@ -232,37 +267,19 @@ async function killRandomSandbox(sessionIds: Set<string>): Promise<boolean> {
  * starts (its nth `drydock-run` exec: past setup, so the step, which queries it, is the one
  * it fails), `count` times in all. Resolves once the engine streams its events to us.
  */
-async function killServiceAtStep(
-  sessionIds: Set<string>,
-  nth: number,
-  count: number,
-): Promise<{ stop(): void; kills: () => number }> {
+async function killServiceAtStep(sessionIds: Set<string>, nth: number, count: number) {
   let kills = 0;
-  const execs = new Map<string, number>();
-  const watch = (await docker.getEvents({ filters: { event: ['exec_start'] } })) as NodeJS.ReadableStream & {
-    destroy(): void;
-  };
-  let buffer = '';
-  watch.on('data', (c: Buffer) => {
-    buffer += c.toString();
-    const lines = buffer.split('\n');
-    buffer = lines.pop()!;
-    for (const line of lines.filter(Boolean)) {
-      const e = JSON.parse(line) as { Action: string; Actor: { Attributes: Record<string, string> } };
-      const id = e.Actor.Attributes['drydock.session'];
-      if (kills >= count || !e.Action.includes('drydock-run') || !sessionIds.has(id)) continue;
-      execs.set(id, (execs.get(id) ?? 0) + 1);
-      if (execs.get(id) !== nth) continue;
-      kills++;
-      const name = `${e.Actor.Attributes.name}-svc-db`;
-      fault('service killed', `docker kill ${name} as step ${nth} of ${id} starts`);
-      void docker
-        .getContainer(name)
-        .kill()
-        .catch(() => undefined);
-    }
+  const watch = await onStepStarts(docker, sessionIds, (step) => {
+    if (kills >= count || step.nth !== nth) return;
+    kills++;
+    const name = `${step.name}-svc-db`;
+    fault('service killed', `docker kill ${name} as step ${nth} of ${step.session} starts`);
+    void docker
+      .getContainer(name)
+      .kill()
+      .catch(() => undefined);
   });
-  return { stop: () => watch.destroy(), kills: () => kills };
+  return { stop: watch.stop, kills: () => kills };
 }
 
 /**
@@ -294,6 +311,52 @@ function session(repoUrl: string, n: number, kind: Kind) {
 function repoFor(kind: Kind, postgresImage: string) {
   if (kind !== 'service') return makeFixtureRepo();
   return makeFixtureRepo({ 'pgq.js': PG_CLIENT, '.drydock/config.yaml': configServices({ postgres: postgresImage }) });
+}
+
+/** The soak's own second Docker engine (infra/docker-host.sh): stopped, so never the shared one. */
+const SECOND_ENGINE = 'chaos-soak';
+/** A second host (its own engine and worker) lost mid-step: in the long modes, or with DRYDOCK_CHAOS_SECOND_HOST=1. */
+const SECOND_HOST = MODE !== 'ci' || process.env.DRYDOCK_CHAOS_SECOND_HOST === '1';
+
+/** The second engine, started (or found running) with the base and PostgreSQL images. */
+async function startSecondEngine(postgresImage: string): Promise<DockerHost> {
+  const host = await dockerHost(SECOND_ENGINE, process.env.DRYDOCK_BASE_IMAGE!);
+  await copyImage(postgresImage, docker, host.docker);
+  return host;
+}
+
+/**
+ * Loses the second host as the second step on it of one of these sessions starts: its worker
+ * killed for good and its engine stopped (SIGTERM to its dockerd: its containers stop with it).
+ * Resolves once the engine streams its events to us.
+ */
+async function loseHostAtStep(engine: Docker, sessionIds: Set<string>, worker: Supervisor) {
+  let lost = false;
+  const watch = await onStepStarts(engine, sessionIds, (step) => {
+    if (lost || step.nth !== 2) return;
+    lost = true;
+    fault('second host lost', `second host lost as a step of ${step.session} starts: worker killed, engine stopped`);
+    worker.lose();
+    const pid = Number(readFileSync(`/var/lib/drydock-hosts/${SECOND_ENGINE}/dockerd.pid`, 'utf8'));
+    process.kill(pid, 'SIGTERM');
+  });
+  return { stop: watch.stop, lost: () => lost };
+}
+
+/**
+ * The lost host back (its engine, then its worker, whose reaper removes what the host's sandboxes
+ * left, triggered now); the names of the sessions' containers still on it after a minute.
+ */
+async function bringBack(client: Client, worker: Supervisor, hostId: string, ids: Set<string>): Promise<string[]> {
+  await promisify(execFile)('bash', [path.join(projectRoot, 'infra', 'docker-host.sh'), SECOND_ENGINE]);
+  const { docker: engine } = await dockerHost(SECOND_ENGINE, process.env.DRYDOCK_BASE_IMAGE!);
+  worker.back();
+  await worker.ready();
+  await client.schedule.getHandle(`drydock-reaper-${hostId}`).trigger();
+  const left = async () => (await Promise.all([...ids].map((id) => containersOn(engine, id)))).flat();
+  const deadline = Date.now() + 60_000;
+  while ((await left()).length > 0 && Date.now() < deadline) await sleep(1_000);
+  return (await left()).map((c) => `${SECOND_ENGINE}:${c.Names[0]}`);
 }
 
 /** The Temporal server of the soak, restartable at the same address. */
@@ -499,23 +562,38 @@ test(
     const client = new Client({ connection });
     await ensureSearchAttributes(connection, 'default');
     const queue = `chaos-${randomBytes(4).toString('hex')}`;
-    const supervisor = new Supervisor(
-      {
-        TEMPORAL_ADDRESS: temporal.address,
-        DATABASE_URL: store.url,
-        DRYDOCK_TASK_QUEUE: queue,
-        DRYDOCK_HOST_ID: `${queue}-host`,
-        DRYDOCK_DATA_DIR: path.join(dir, 'data'),
-        // Longer than most outages below, shorter than the long ones: both paths run.
-        DRYDOCK_HOST_TIMEOUT: '15s',
-        LOG_LEVEL: 'info',
-      },
-      path.join(dir, 'worker.log'),
-    );
+    const workerEnv = {
+      TEMPORAL_ADDRESS: temporal.address,
+      DATABASE_URL: store.url,
+      DRYDOCK_TASK_QUEUE: queue,
+      DRYDOCK_HOST_ID: `${queue}-host`,
+      DRYDOCK_DATA_DIR: path.join(dir, 'data'),
+      // Longer than most outages below, shorter than the long ones: both paths run.
+      DRYDOCK_HOST_TIMEOUT: '15s',
+      LOG_LEVEL: 'info',
+    };
+    const supervisor = new Supervisor(workerEnv, path.join(dir, 'worker.log'));
     supervisor.start();
     await supervisor.ready();
-    const rssBefore = rssMiB(supervisor.child?.pid);
     const ids = new Set<string>();
+    // The second host: its own engine and worker (same queue, its own host id), lost mid-step.
+    const second = SECOND_HOST ? await startSecondEngine(postgresImage) : undefined;
+    const secondId = `${queue}-b`;
+    const secondWorker = second
+      ? new Supervisor(
+          {
+            ...workerEnv,
+            DRYDOCK_HOST_ID: secondId,
+            DOCKER_HOST: second.dockerHost,
+            DRYDOCK_DATA_DIR: path.join(dir, 'data-b'),
+          },
+          path.join(dir, 'worker-b.log'),
+        )
+      : undefined;
+    secondWorker?.start();
+    await secondWorker?.ready();
+    const hostLoss = second && secondWorker ? await loseHostAtStep(second.docker, ids, secondWorker) : undefined;
+    const rssBefore = rssMiB(supervisor.child?.pid);
     const serviceIds = new Set<string>();
     const atStepStart = await killAtStepStart(ids, 1);
     // Half the service sessions (at least one) lose their database.
@@ -595,7 +673,9 @@ test(
         if (sandboxKillsAt.length && elapsed > sandboxKillsAt[0] && (await killRandomSandbox(ids))) {
           sandboxKillsAt.shift();
         }
-        faultsFired ||= planned() === 0 && sandboxKillsAt.length < 2;
+        // The host loss waits for a session's second step on that host, until faultsUntil at most.
+        const hostLost = !hostLoss || hostLoss.lost() || Date.now() > faultsUntil;
+        faultsFired ||= planned() === 0 && sandboxKillsAt.length < 2 && hostLost;
         if (Date.now() > faultsUntil) continue; // only the planned faults still due
         if (!(await mayKillWorker(client, ids))) continue;
         const longOutage = random() < 0.15;
@@ -614,6 +694,7 @@ test(
       expect((await Promise.all(statusChecks)).filter((ms) => ms === undefined)).toEqual([]);
       atStepStart.stop();
       serviceKills.stop();
+      hostLoss?.stop();
       note('all sessions ended');
       process.stderr.write(`chaos seed ${SEED}:\n  ${events.join('\n  ')}\n`);
       await supervisor.ready();
@@ -633,6 +714,7 @@ test(
       process.stderr.write(`outcomes:\n${outcomes.map((o) => `  ${JSON.stringify(o)}`).join('\n')}\n`);
       const left = { containers: [] as string[], volumes: await volumesOf(ids) };
       for (const id of ids) left.containers.push(...(await containersOf(id)).map((c) => c.Names[0]));
+      if (secondWorker) left.containers.push(...(await bringBack(client, secondWorker, secondId, ids)));
       const db = await openDatabase(testConfig({ DATABASE_URL: store.url }));
       const broken: Record<string, unknown[]> = {};
       try {
@@ -660,7 +742,7 @@ test(
         worker: {
           rssMiB: { before: rssBefore, after: rssAfter, afterUptimeS: rssAfterUptimeS, atKills: supervisor.rssAtKills },
           kills: supervisor.kills,
-          ownExits: supervisor.ownExits,
+          ownExits: [...supervisor.ownExits, ...(secondWorker?.ownExits ?? [])],
         },
       });
 
@@ -673,8 +755,11 @@ test(
       expect(outcomes.filter((o, i) => !expected(o.kind, results[i].rejecting, o.outcome, o.why))).toEqual([]);
       expect(left).toEqual({ containers: [], volumes: [] });
       expect(broken).toEqual({});
-      expect(supervisor.ownExits).toEqual([]);
-      expect(readFileSync(supervisor.logFile, 'utf8')).not.toContain('unhandled rejection');
+      expect([...supervisor.ownExits, ...(secondWorker?.ownExits ?? [])]).toEqual([]);
+      if (hostLoss) expect(hostLoss.lost()).toBe(true);
+      for (const w of [supervisor, secondWorker]) {
+        if (w) expect(readFileSync(w.logFile, 'utf8')).not.toContain('unhandled rejection');
+      }
       expect(supervisor.kills).toBeGreaterThan(0);
       expect(restarted).toBe(true);
       expect(atStepStart.kills()).toBe(1);
@@ -684,6 +769,8 @@ test(
     } finally {
       atStepStart.stop();
       serviceKills.stop();
+      hostLoss?.stop();
+      await secondWorker?.stop();
       await supervisor.stop();
       await connection.close();
       await temporal.stop();
