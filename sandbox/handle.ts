@@ -58,7 +58,11 @@ export interface Files {
 
 /** git in /workspace. */
 export interface Git {
-  /** Applies a binary diff to the working tree (a checkpoint). */
+  /**
+   * Applies a binary diff (a checkpoint) to the working tree at HEAD: the tree is first reset to
+   * HEAD and its untracked files removed (ignored ones stay), so a retried provisioning, whose first
+   * attempt applied it before a crash, applies it again onto what it was made against.
+   */
   apply(diff: Buffer | string): Promise<void>;
   /**
    * The working tree (untracked files too) as a binary diff against `base`,
@@ -96,7 +100,7 @@ const DIFF_FROM: ShellScript = {
 };
 const APPLY: ShellScript = {
   name: 'sh',
-  text: `${DRYDOCK_GIT}; f=$(mktemp) && cat > "$f" && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"`,
+  text: `${DRYDOCK_GIT}; f=$(mktemp) && cat > "$f" && git reset -q --hard && git clean -fdq && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"`,
 };
 
 /** The argv that runs a shell script with its arguments (for an exec whose output goes to a file). */

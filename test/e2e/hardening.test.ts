@@ -287,7 +287,9 @@ test('filling /tmp stops at its size and is reported as a full disk', async () =
     'dd if=/dev/zero of=/tmp/fill bs=1M count=200; code=$?; echo "size $(du -k /tmp/fill | cut -f1)"; exit $code',
   );
   const final = await endsFailed(id, handle);
-  expect(final.error).toMatch(/filled the disk \(No space left on device; \/tmp is limited to 16m\)$/);
+  expect(final.error).toMatch(
+    /filled the disk \(No space left on device; \/workspace and home are limited to 10g, \/tmp to 16m\)$/,
+  );
   const step = final.timeline.find((r) => r.name.startsWith('step 1'))!;
   expect(step.failure).toBe('disk_full');
   expect(Number(/size (\d+)/.exec(step.outputTail!)![1])).toBeLessThanOrEqual(16 * 1024);

@@ -531,7 +531,9 @@ describe('sessions whose step runs into a limit of its pod', () => {
       { tmp: '16m' },
       'dd if=/dev/zero of=/tmp/fill bs=1M count=200; code=$?; echo "size $(du -k /tmp/fill | cut -f1)"; exit $code',
     );
-    expect(final.error).toMatch(/filled the disk \(No space left on device; \/tmp is limited to 16m\)$/);
+    expect(final.error).toMatch(
+      /filled the disk \(No space left on device; \/workspace and home are limited to 10g, \/tmp to 16m\)$/,
+    );
     expect(step.failure).toBe('disk_full');
     expect(Number(/size (\d+)/.exec(step.outputTail!)![1])).toBeLessThanOrEqual(16 * 1024);
   }, 240_000);

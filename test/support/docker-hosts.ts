@@ -42,7 +42,7 @@ export function dockerHost(name: string, image: string): Promise<DockerHost> {
 }
 
 /** Streams an image from one engine into another, unless it is there already. */
-async function copyImage(image: string, from: Docker, to: Docker): Promise<void> {
+export async function copyImage(image: string, from: Docker, to: Docker): Promise<void> {
   if (
     await to
       .getImage(image)

@@ -28,7 +28,8 @@ export interface TemporalPg {
 export async function startTemporalPg(
   dir: string,
   /** `tuned: false`: the server's default dynamic configuration, not drydock's. */
-  opts: { tls?: string; tuned?: boolean } = {},
+  /** `port`: the base of its 11 ports (a restart keeps its address); free ones when absent. */
+  opts: { tls?: string; tuned?: boolean; port?: number } = {},
 ): Promise<TemporalPg> {
   chmodSync(dir, 0o755); // as root, PostgreSQL runs as the postgres user and must reach its folder
   const state = path.join(dir, 'state');
@@ -36,7 +37,7 @@ export async function startTemporalPg(
     env: {
       ...process.env,
       TEMPORAL_PG_DIR: state,
-      TEMPORAL_PG_PORT: String(await freePortRange(11)),
+      TEMPORAL_PG_PORT: String(opts.port ?? (await freePortRange(11))),
       ...(opts.tls ? { TEMPORAL_PG_TLS: opts.tls } : {}),
       ...(opts.tuned === false ? { TEMPORAL_PG_DYNAMIC_CONFIG: '/dev/null' } : {}),
     },

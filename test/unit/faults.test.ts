@@ -1,6 +1,9 @@
 /** Naming the sandbox limit that stopped a step, and scrubbing secrets from what leaves the sandbox. */
 import { parseCounters, sandboxFault } from '../../sandbox/faults';
 import { hasTokenPattern, REDACTED, scrub } from '../../platform/scrub';
+import { exitText } from '../../workflows/session/outcome';
+import type { SessionInput } from '../../workflows/input';
+import type { StepResult } from '../../sandbox/contract';
 
 const zero = { oomKills: 0, pidsMax: 0 };
 
@@ -38,6 +41,20 @@ test('without the cgroup counters (gVisor), a refused fork in the output counts 
 test('counters that moved before the step do not count', () => {
   const before = { oomKills: 2, pidsMax: 5 };
   expect(sandboxFault({ exitCode: 1, output: '', before, after: before })).toBeUndefined();
+});
+
+test('a full disk names both limits: the workspace fills as often as /tmp, and the output does not say which', () => {
+  const limits = { disk: '64m', tmp: '16m' } as SessionInput['limits'];
+  const full: StepResult = {
+    exitCode: 1,
+    timedOut: false,
+    outputTail: 'dd: error writing fill: No space left on device',
+  };
+  expect(exitText(full, limits, 60_000)).toBe('exited with 1');
+  full.failure = 'disk_full';
+  expect(exitText(full, limits, 60_000)).toBe(
+    'filled the disk (No space left on device; /workspace and home are limited to 64m, /tmp to 16m)',
+  );
 });
 
 test('secrets are scrubbed by value and by pattern', () => {

@@ -125,7 +125,8 @@ export function exitText(result: StepResult, limits: SessionInput['limits'], tim
     case 'pids':
       return `hit the process limit (pids limit ${limits.pids})`;
     case 'disk_full':
-      return `filled the disk (No space left on device; /tmp is limited to ${limits.tmp})`;
+      // The output says which write failed, not where: both limits, as either may be the one.
+      return `filled the disk (No space left on device; /workspace and home are limited to ${limits.disk}, /tmp to ${limits.tmp})`;
     case 'timeout':
       return `timed out (limit ${Math.round(timeoutMs / 1000)}s)`;
   }
