@@ -73,7 +73,13 @@ async function api(route: string, token: string, body?: unknown): Promise<{ stat
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: response.status, body: await response.json() };
+  const answer = { status: response.status, body: await response.json() };
+  if (answer.status >= 500) {
+    // serve's own words: the answer says only "internal error"
+    const log = await deployment.kubectl('-n', deployment.namespace, 'logs', 'deploy/drydock-serve', '--tail=30');
+    throw new Error(`${route} answered ${answer.status} ${JSON.stringify(answer.body)}; serve's log:\n${log}`);
+  }
+  return answer;
 }
 
 const phaseOf = async (id: string) => (await api(`/api/sessions/${id}`, deployment.tokens.bob)).body;

@@ -85,7 +85,13 @@ export const QUEUE_RETRY_AFTER_S = 30;
  */
 export async function queueBound(ctx: ServeContext, repo: { name: string; url: string }): Promise<string | undefined> {
   const bound = ctx.config.DRYDOCK_MAX_QUEUED_PER_REPO;
-  if (bound === 0 || (await queuedOf(ctx.client, repo.url)) < bound) return undefined;
+  if (bound === 0) return undefined;
+  // Without an answer from visibility the start goes ahead: the hosts' admission still bounds what runs.
+  const queued = await queuedOf(ctx.client, repo.url).catch((err: unknown) => {
+    ctx.log.warn({ err, repo: repo.name }, 'the queue bound was not checked: visibility did not answer');
+    return 0;
+  });
+  if (queued < bound) return undefined;
   return `${bound} sessions of ${repo.name} are queued for a sandbox already (DRYDOCK_MAX_QUEUED_PER_REPO); try again later`;
 }
 
