@@ -5,9 +5,8 @@
  * signed request: a retry or a redelivery finds the same session. Refused, with
  * the reason said in the chat, when the repo's queue is at its bound.
  */
-import { WorkflowNotFoundError } from '@temporalio/client';
 import type { StartTrigger } from '../../github/webhooks';
-import { startSession } from '../../platform/sessions';
+import { sessionState, startSession } from '../../platform/sessions';
 import { parseSessionInput, type NotifyTargets } from '../../workflows/input';
 import type { ServeContext } from '../http';
 import { recordDelivery, triggeredInput } from './webhooks';
@@ -44,7 +43,8 @@ export async function startFromChat(
   if (!parsed.ok) return { ok: false, reason: `cannot start a session: ${parsed.problems.join('; ')}` };
   // A redelivery of a request whose session started finds it, whatever the queue holds now.
   const full = await queueBound(ctx, found.repo);
-  if (full && !(await sessionExists(ctx, request.sessionId))) return { ok: false, reason: full };
+  if (full && (await sessionState(ctx.client, request.sessionId)).state === 'missing')
+    return { ok: false, reason: full };
   await startSession(ctx.client, input, {
     sessionId: request.sessionId,
     taskQueue: ctx.config.DRYDOCK_TASK_QUEUE,
@@ -56,19 +56,6 @@ export async function startFromChat(
     'session started (or found again)',
   );
   return { ok: true };
-}
-
-async function sessionExists(ctx: ServeContext, sessionId: string): Promise<boolean> {
-  return ctx.client.workflow
-    .getHandle(sessionId)
-    .describe()
-    .then(
-      () => true,
-      (err: unknown) => {
-        if (err instanceof WorkflowNotFoundError) return false;
-        throw err;
-      },
-    );
 }
 
 /** `key=owner/name` bindings (DRYDOCK_SLACK_CHANNELS, DRYDOCK_LINEAR_TEAMS): the repo bound to `key`. */
