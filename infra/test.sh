@@ -77,6 +77,16 @@ end_lane() {
   unset "lane_pid[$name]"
 }
 
+# Jest's summary of failing tests, short enough for a runner that shows only the end of the
+# output: each failing file and test with the first lines of its error, without colours,
+# code frames or stack lines (the lane's log has them).
+failures() {
+  sed -n '/Summary of all failing tests/,$p' "$1" | sed 's/\x1b\[[0-9;]*m//g' | awk '
+    /^Test Suites:/ { exit }
+    /^FAIL / { print; next }
+    /^  ● / { print; left = 4; next }
+    left > 0 && NF > 0 && $1 != "at" && $1 !~ /^[0-9>|]/ { print; left-- }'
+}
 summary() {
   local name log
   for name in "${!lane_result[@]}"; do
@@ -85,9 +95,7 @@ summary() {
       passed) ;;
       failed)
         printf '\nlane %s failed; its failing tests (whole log: %s):\n' "$name" "${log#"$ROOT/"}" >&2
-        if grep -q 'Summary of all failing tests' "$log"; then
-          sed -n '/Summary of all failing tests/,$p' "$log" | head -120 >&2
-        else tail -60 "$log" >&2; fi
+        if grep -q 'Summary of all failing tests' "$log"; then failures "$log" | head -60 >&2; else tail -60 "$log" >&2; fi
         ;;
       *) printf '\nlane %s %s; the end of its log (%s):\n' "$name" "${lane_result[$name]}" "${log#"$ROOT/"}" >&2 && tail -40 "$log" >&2 ;;
     esac
@@ -106,7 +114,10 @@ on_exit() {
   if [ ${#lane_result[@]} -gt 0 ] || [ "$code" != 0 ]; then
     printf '\nsteps of this run:\n' >&2
     sed 's/^/  /' "$DRYDOCK_STEPS_LOG" >&2
-    for g in "${!lane_result[@]}"; do printf '  lane %s: %s\n' "$g" "${lane_result[$g]}" >&2; done
+    for g in "${!lane_result[@]}"; do
+      printf '  lane %s: %s\n' "$g" "${lane_result[$g]}" >&2
+      [ "${lane_result[$g]}" != failed ] || failures "$(lane_log "$g")" | grep -E '^(FAIL|  ●)' | sed 's/^/    /' >&2
+    done
   fi
   step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the end"
 }

@@ -11,6 +11,7 @@ import {
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  pollUntil,
   runCli,
   startStack,
   waitForStatus,
@@ -34,8 +35,14 @@ test('a session no worker ever picked up: status, list and the CLI show its last
     const s = await getStatus(client, id);
     expect(s).toMatchObject({ sessionId: id, phase: 'provisioning', task: input.task, repo: input.repo.url });
     expect(s.unanswered?.message).toBe(`no worker is polling task queue ${taskQueue}`);
-    const rows = await listSessions(client, { repo: input.repo.url, limit: 10 });
-    expect(rows.find((r) => r.sessionId === id)).toMatchObject({ task: input.task, phase: 'provisioning' });
+    // Visibility is eventually consistent: the list shows a session once its start is indexed.
+    const listed = await pollUntil(
+      async () => (await listSessions(client, { repo: input.repo.url, limit: 10 })).find((r) => r.sessionId === id),
+      (row) => row !== undefined,
+      'the session is listed',
+      30_000,
+    );
+    expect(listed).toMatchObject({ task: input.task, phase: 'provisioning' });
     const cli = await runCli(['status', id], {});
     expect(cli.stdout).toContain(`last known state: no worker is polling task queue ${taskQueue}`);
   } finally {

@@ -6,12 +6,21 @@
  * request closed) must still hold in the run after it.
  */
 import { Context } from '@temporalio/activity';
-import type { WorkflowHandle } from '@temporalio/client';
+import { WithStartWorkflowOperation, type WorkflowHandle } from '@temporalio/client';
+import { arrayFromPayloads, defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import { followup, pullRequestClosed } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
-import { modelAnswer, runSession, startEnvironment, stopEnvironment, type Stubs } from './harness';
+import {
+  awaitStatus,
+  modelAnswer,
+  runSession,
+  startEnvironment,
+  stopEnvironment,
+  withStubWorker,
+  type Stubs,
+} from './harness';
 
 let harness: { env: TestWorkflowEnvironment; bundle: WorkflowBundle };
 beforeAll(async () => {
@@ -225,3 +234,52 @@ test('the pull request closed while a follow-up round continues as new: the sess
   expect(run.status).toMatchObject({ phase: 'completed', round: 2, closedBy: { merged: true, by: 'bob' } });
   expect(run.status.timeline.at(-2)).toMatchObject({ name: 'pull request', detail: 'merged by bob' });
 });
+
+test('a follow-up delivered with a continued run’s first task is checked against the input and policy the run was handed', async () => {
+  // The hand-over of a published session, as its first run made it.
+  const parked = gate();
+  let parkedRun = '';
+  let handOver: unknown[] = [];
+  const stubs: Stubs = {
+    destroySandbox: async ({ replaced }) => {
+      if (replaced) {
+        parkedRun = Context.current().info.workflowExecution!.runId;
+        parked.reached();
+      }
+      return { removed: true };
+    },
+    commitChanges: newCommitEachTime(),
+  };
+  const input = openai({ publish: { pullRequest: true } });
+  await runSession(harness, 'carry-first-task', input, stubs, async (handle) => {
+    await parked.arrived;
+    await runAfter(handle, parkedRun);
+    handOver = await continuedWith(harness.env.client.workflow.getHandle(handle.workflowId, parkedRun));
+    await handle.signal(pullRequestClosed, { merged: false, by: 'bob' });
+  });
+  // The same next run, with the follow-up in the task that starts it (before the workflow function runs).
+  await withStubWorker(harness, 'carry-first-task-next', stubs, async ({ taskQueue, calls }) => {
+    const accepted = await harness.env.client.workflow.executeUpdateWithStart(followup, {
+      args: [{ by: 'rita', text: 'Rename greet to hello' }],
+      startWorkflowOperation: new WithStartWorkflowOperation('agentSession', {
+        taskQueue,
+        workflowId: taskQueue,
+        args: handOver,
+        workflowIdConflictPolicy: 'FAIL',
+      }),
+    });
+    expect(accepted).toEqual({ round: 2, queued: 1 });
+    const handle = harness.env.client.workflow.getHandle(taskQueue);
+    await awaitStatus(handle, (s) => s.phase === 'awaiting_followup' && s.round === 2, 'round 2 is published');
+    await handle.signal(pullRequestClosed, { merged: true, by: 'bob' });
+    expect(await handle.result()).toMatchObject({ phase: 'completed', round: 2 });
+    expect(calls).toContain('recordAudit followup-2');
+  });
+});
+
+/** The arguments a run continued as new with (its last event), as the next run receives them. */
+async function continuedWith(run: WorkflowHandle): Promise<unknown[]> {
+  const history = await run.fetchHistory();
+  const continued = history.events!.at(-1)!.workflowExecutionContinuedAsNewEventAttributes!;
+  return arrayFromPayloads(defaultPayloadConverter, continued.input!.payloads!);
+}

@@ -102,7 +102,7 @@ export class SessionRun {
   readonly loop: AgentLoop;
   /** The first run's start (ms): the wall-time limit counts from it. */
   readonly sessionStartedAt: number;
-  /** The validated input; set right after parsing (nothing runs before it). */
+  /** The validated input: a continued run's from its start, a new run's after parsing (its phase takes no message before). */
   input!: SessionInput;
   branch = '';
   /** The commit the session's ref named at its start (repoPolicy): its first sandbox starts there. */
@@ -155,6 +155,12 @@ export class SessionRun {
     this.sandboxesToRemove = [...(continued?.sandboxesToRemove ?? [])];
     this.followups = [...(continued?.followups ?? [])];
     this.pullRequestClosed = continued?.pullRequestClosed;
+    // A continued run is handed the settled input and policy: a message delivered with its
+    // first task reaches the handlers before the workflow function runs parse.
+    if (continued) {
+      this.input = rawInput as SessionInput;
+      this.policy = continued.status.policy ?? this.policy;
+    }
   }
 
   /**
