@@ -28,22 +28,32 @@ export interface ProvisionInput {
   snapshot?: 'newest' | 'oldest';
 }
 
-export interface Sandbox {
+/** Where one of a session's sandboxes is: enough to remove it on its own host. */
+export interface SandboxPlace {
   name: string;
   host: string;
   /** The task queue of the host that owns the sandbox: later sandbox activities go there. */
   hostQueue: string;
+  /** How long the session waits for `hostQueue` before it counts the host as lost. */
+  hostTimeoutMs: number;
+  /** Which replacement this is (see ProvisionInput.generation). */
+  generation?: number;
+}
+
+export interface Sandbox extends SandboxPlace {
   image: string;
   baseCommit: string;
   /** The snapshot the sandbox started from; absent: the cold path (clone in the session). */
   snapshot?: SnapshotUse;
   /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
   setup?: SetupPlan;
-  /** How long the session waits for `hostQueue` before it counts the host as lost. */
-  hostTimeoutMs: number;
-  /** Which replacement this is (see ProvisionInput.generation) and the checkpoint it started from. */
-  generation?: number;
+  /** The checkpoint a replacement started from. */
   restored?: { step: string; bytes: number };
+  /**
+   * What earlier attempts of this provisioning may have made on other hosts (an
+   * attempt cut off, retried elsewhere): the session removes them on their hosts.
+   */
+  leftBehind?: SandboxPlace[];
 }
 
 export interface SnapshotUse {

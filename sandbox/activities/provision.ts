@@ -6,7 +6,9 @@
 import { rm } from 'node:fs/promises';
 import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound } from '../provider';
@@ -24,7 +26,7 @@ import { sandboxEnvironment, type SandboxEnvironment } from './environment';
 import type { SandboxDeps } from './deps';
 import { mirrorAt } from '../../repos/mirror';
 import { repoFileSetup } from '../../repos/config-file';
-import type { DestroyInput, ProvisionInput, Sandbox, SetupPlan, SnapshotUse } from '../contract';
+import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
@@ -52,13 +54,18 @@ export function createProvisionActivities(deps: ProvisionDeps) {
      * retry provisions it again under the same name.
      */
     async provisionSandbox(input: ProvisionInput): Promise<Sandbox> {
+      const leftBehind = attemptsElsewhere(deps, input);
       await admit(deps, admitting, input.sessionId, reservationOf(input.limits));
       try {
-        return await provisionOnce(deps, input);
+        const sandbox = await provisionOnce(deps, input);
+        return leftBehind.length ? { ...sandbox, leftBehind } : sandbox;
       } catch (err) {
+        // A failed attempt leaves nothing: a retry provisions anew, and a session that gives up
+        // tears down only the sandbox it has (the one this would have replaced).
+        await removeAttempt(deps, input).catch((cleanup: unknown) =>
+          log.warn({ sessionId: input.sessionId, err: String(cleanup) }, 'a failed provisioning left its sandbox'),
+        );
         if (!(err instanceof SandboxNotFound)) throw err;
-        await sandboxes.destroy(sandboxName(input.sessionId, input.generation));
-        await dropClaimed(deps, input);
         throw ApplicationFailure.retryable(
           `${err.message} while being provisioned; provisioning it again`,
           ErrorType.SandboxLostInProvisioning,
@@ -91,6 +98,36 @@ export function createProvisionActivities(deps: ProvisionDeps) {
       return { removed };
     },
   };
+}
+
+/**
+ * Where the earlier attempts of this provisioning ran, on other hosts than
+ * this one: an attempt cut off (its worker killed, Temporal restarting) may
+ * have made the sandbox there before its retry came here. Each attempt
+ * heartbeats the hosts so far with its own, and the next reads them
+ * (heartbeatDetails); a retry on the same host finds its sandbox anyway.
+ */
+function attemptsElsewhere(deps: ProvisionDeps, input: ProvisionInput): SandboxPlace[] {
+  const details = Context.current().info.heartbeatDetails as { provisioningOn?: unknown } | undefined;
+  const earlier = Array.isArray(details?.provisioningOn) ? (details.provisioningOn as SandboxPlace[]) : [];
+  const here: SandboxPlace = {
+    name: sandboxName(input.sessionId, input.generation),
+    host: deps.hostId,
+    hostQueue: deps.hostQueue,
+    hostTimeoutMs: deps.hostTimeoutMs,
+    ...(input.generation ? { generation: input.generation } : {}),
+  };
+  const elsewhere = earlier.filter((p) => typeof p?.hostQueue === 'string' && p.hostQueue !== deps.hostQueue);
+  heartbeatProgress({ provisioningOn: [...elsewhere, here] });
+  return elsewhere;
+}
+
+/** Removes what a failed provisioning attempt made: its sandbox with its services, or the pool sandbox it claimed. */
+async function removeAttempt(deps: ProvisionDeps, input: ProvisionInput): Promise<void> {
+  const name = sandboxName(input.sessionId, input.generation);
+  await deps.sandboxes.destroy(name);
+  await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
+  await dropClaimed(deps, input);
 }
 
 /** The working tree as the session's checkpoint, before a parked sandbox goes; a retry after it went finds none. */

@@ -562,6 +562,28 @@ test('sandbox lost too often: after 3 replacements the session fails with sandbo
   });
 });
 
+test('a provisioning cut off on one host and retried on another: teardown removes the first host’s sandbox there', async () => {
+  const run = await runSession(harness, 'left-behind', scripted, {
+    provisionSandbox: async () => ({
+      name: 'sandbox-0',
+      host: 'host-b',
+      hostQueue: Context.current().info.taskQueue,
+      image: 'drydock-base:test',
+      baseCommit: BASE_COMMIT,
+      hostTimeoutMs: 2000,
+      // What the activity read from its earlier attempt's heartbeats (sandbox/activities/provision.ts).
+      leftBehind: [{ name: 'sandbox-0', host: 'host-a', hostQueue: 'drydock@host-a', hostTimeoutMs: 2000 }],
+    }),
+  });
+  expect(run.status.phase).toBe('completed');
+  // The first host does not answer here: the removal is tried on its queue, then left to its reaper.
+  expect(run.elsewhere).toEqual(['destroySandbox@drydock@host-a']);
+  expect(run.status.timeline.slice(-2).map((r) => [r.name, r.ok])).toEqual([
+    ['teardown', true],
+    ['remove sandbox-0', false],
+  ]);
+});
+
 test('host lost: nobody picks up the host queue within its timeout → re-provisioned elsewhere, completed', async () => {
   const run = await runSession(harness, 'host-lost', scripted, {
     provisionSandbox: async ({ generation }) => ({

@@ -3,7 +3,7 @@
  * metrics key, and the teardown that runs on every exit path.
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log } from '@temporalio/workflow';
-import type { Sandbox, StepResult } from '../../sandbox/contract';
+import type { SandboxPlace, StepResult } from '../../sandbox/contract';
 import type { Outcome } from '../api';
 import type { SessionInput } from '../input';
 import { sessionMetricsOf } from '../rules/metrics';
@@ -98,7 +98,7 @@ export async function removeReplaced(run: SessionRun, onQueue?: string): Promise
   await Promise.all(due.map((sandbox) => removeReplacedSandbox(run, sandbox)));
 }
 
-async function removeReplacedSandbox(run: SessionRun, sandbox: Sandbox): Promise<void> {
+async function removeReplacedSandbox(run: SessionRun, sandbox: SandboxPlace): Promise<void> {
   const { sessionId } = run;
   try {
     await run.track(`remove ${sandbox.name}`, () =>

@@ -12,7 +12,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { HostActivities, SharedActivities } from '../../activities';
-import type { Sandbox } from '../../sandbox/contract';
+import type { Sandbox, SandboxPlace } from '../../sandbox/contract';
 import { ErrorType } from '../api';
 
 /**
@@ -63,7 +63,7 @@ export function onHost(
  * its host timeout (a host that is gone): the reaper removes what is left.
  * Without a sandbox (provisioning failed) any worker removes it by name.
  */
-export function teardownOn(sandbox?: Sandbox): Pick<HostActivities & SharedActivities, 'destroySandbox'> {
+export function teardownOn(sandbox?: SandboxPlace): Pick<HostActivities & SharedActivities, 'destroySandbox'> {
   return proxyActivities<HostActivities & SharedActivities>({
     taskQueue: sandbox?.hostQueue,
     startToCloseTimeout: '2m',

@@ -13,7 +13,7 @@ import {
   workflowInfo,
   type CancellationScope,
 } from '@temporalio/workflow';
-import type { Sandbox, StepResult } from '../../sandbox/contract';
+import type { Sandbox, SandboxPlace, StepResult } from '../../sandbox/contract';
 import {
   MEMO_KEY,
   OUTCOMES,
@@ -78,7 +78,7 @@ export interface ContinuedSession {
   /** The first run's start: the wall-time limit counts from it. */
   sessionStartedAt: number;
   /** Replaced sandboxes not removed yet (SessionRun.sandboxesToRemove). */
-  sandboxesToRemove: Sandbox[];
+  sandboxesToRemove: SandboxPlace[];
   /** Follow-ups accepted and not worked on yet. */
   followups: Followup[];
   /** The pull request was merged or closed (SessionRun.pullRequestClosed). */
@@ -113,7 +113,7 @@ export class SessionRun {
   readonly verdicts = new Map<Action, Decision>();
   sandbox?: Sandbox;
   /** Sandboxes this session replaced whose removal has not succeeded yet (their host did not answer). */
-  readonly sandboxesToRemove: Sandbox[];
+  readonly sandboxesToRemove: SandboxPlace[];
   /** Which sandbox holds the change's commit (a replacement must make it again). */
   committedIn?: string;
   /** Fixed at a round's first commit, so that the same tree committed again is the same commit. */
@@ -261,19 +261,22 @@ export class SessionRun {
   }
 
   /** Records that a sandbox of this session is gone for good (removed, or found already gone). */
-  markRemoved(sandbox: Sandbox): void {
+  markRemoved(sandbox: SandboxPlace): void {
     (this.status.removedSandboxes ??= []).push(sandbox.name);
-    const i = this.sandboxesToRemove.findIndex((s) => s.name === sandbox.name);
+    // By name and host: an attempt cut off on another host made one of the same name there.
+    const i = this.sandboxesToRemove.findIndex((s) => s.name === sandbox.name && s.hostQueue === sandbox.hostQueue);
     if (i >= 0) this.sandboxesToRemove.splice(i, 1);
   }
 
-  /** A replaced sandbox that could not be removed yet (its host did not answer): tried again later. */
-  deferRemoval(sandbox: Sandbox): void {
+  /** A sandbox of this session not in use that is not removed yet (its host did not answer): tried again later. */
+  deferRemoval(sandbox: SandboxPlace): void {
     this.sandboxesToRemove.push(sandbox);
   }
 
   useSandbox(sandbox: Sandbox): void {
     this.sandbox = sandbox;
+    // Earlier attempts of its provisioning, cut off on other hosts, may have made it there too.
+    for (const place of sandbox.leftBehind ?? []) this.deferRemoval(place);
     const { name, host, image, baseCommit } = sandbox;
     this.status.sandbox = { name, host, image, baseCommit };
   }
