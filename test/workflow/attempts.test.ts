@@ -93,11 +93,20 @@ async function run(
 }
 
 test('three attempts side by side; one picked and pushed, two set aside without a push, one approval', async () => {
+  // The picked attempt's push waits until a second pick was refused: the session is still running then.
+  let refusedAgain!: () => void;
+  const secondPickRefused = new Promise<void>((resolve) => (refusedAgain = resolve));
+  const pushAfterSecondPick: Stubs = {
+    pushBranch: async ({ commit }) => {
+      await secondPickRefused;
+      return { commit, alreadyPushed: false };
+    },
+  };
   const {
     status: final,
     children,
     worker,
-  } = await run('pick', {}, async (handle) => {
+  } = await run('pick', pushAfterSecondPick, async (handle) => {
     const shown = await awaitAttempts(handle, (s) => waiting(s, 3), 'three attempts at their gate');
     expect(shown.phase).toBe('awaiting_pick');
     expect(shown.attempts.map((a) => [a.sessionId, a.agent, a.progress?.change?.diffstat])).toEqual([
@@ -117,7 +126,11 @@ test('three attempts side by side; one picked and pushed, two set aside without 
     await handle.executeUpdate(pick, {
       args: [{ attempt: 2, by: 'alice', change: changeOf('2').slice(0, 12), review: { ms: 90_000, via: 'console' } }],
     });
-    await refused({ attempt: 3, by: 'alice' }); // already picked
+    try {
+      await refused({ attempt: 3, by: 'alice' }); // already picked
+    } finally {
+      refusedAgain();
+    }
   });
   expect(final.phase).toBe('completed');
   expect(final.picked).toMatchObject({ attempt: 2, by: 'alice', change: changeOf('2') });
