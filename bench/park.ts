@@ -105,6 +105,9 @@ async function main(): Promise<string> {
             requestedBy: 'bench',
             agent: { steps: [{ run: 'echo hello >> README.md' }] },
             approval: { required: ['push'] },
+            // 20 of the default 2g would hold more memory than this 24 GiB machine has, and
+            // admission would queue the rest: the one-line script needs little.
+            limits: { memory: '1g' },
           },
         ],
       }),
