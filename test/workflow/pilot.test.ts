@@ -220,3 +220,34 @@ test('stopped half-way and started again: finished sessions are not run again; f
     expect(args.pushBranch).toBeUndefined();
   });
 });
+
+test('a stop while the pilot records its next session: that session is not started, and the stop answers with every session started', async () => {
+  let recording = false;
+  let free = false;
+  const stubs: Stubs = {
+    recordPilotSession: async ({ sessionId }) => {
+      if (!sessionId.endsWith('.t1.loop.1')) return;
+      recording = true;
+      await held(() => free);
+    },
+  };
+  await withStubWorker(harness, 'pilot-stop', stubs, async ({ taskQueue }) => {
+    const name = taskQueue.toLowerCase();
+    const handle = watched(
+      await harness.env.client.workflow.start(PILOT_WORKFLOW_TYPE, {
+        taskQueue,
+        workflowId: `pilot-${name}`,
+        args: [pilotOf(name)],
+      }),
+      serverTime,
+    );
+    await until(async () => recording, Boolean, 'the second session being recorded');
+    const answer = await handle.executeUpdate(stopPilot, { args: [{ by: 'ops' }] });
+    free = true;
+    const final = (await handle.result()) as PilotStatus;
+    const started = (s: PilotStatus) => s.sessions.filter((v) => v.state !== 'planned').map((v) => v.sessionId);
+    expect(started(answer)).toEqual([`${name}.t1.scripted.1`]);
+    expect(started(final)).toEqual(started(answer));
+    expect(await sessionState(harness.env.client, `${name}.t1.loop.1`)).toEqual({ state: 'missing' });
+  });
+});

@@ -106,9 +106,14 @@ async function findEarlier(run: PilotRun): Promise<void> {
   if (ended + underWay > 0) run.status.resumed = { ended, underWay };
 }
 
-/** Starts the sessions the concurrency leaves room for, each once: its record first, then its workflow. */
+/**
+ * Starts the sessions the concurrency leaves room for, each once: its record
+ * first, then its workflow. A stop ends it between two starts, so the sessions
+ * the stop answered with are all the pilot started.
+ */
 async function startNext(run: PilotRun): Promise<void> {
   for (const view of nextToStart(run.status.sessions, run.status.concurrency)) {
+    if (run.status.stoppedBy) return;
     const planned = run.planned.get(view.sessionId)!;
     await pilotActivities.recordPilotSession({
       pilot: run.input.name,
@@ -119,6 +124,7 @@ async function startNext(run: PilotRun): Promise<void> {
       attempt: planned.attempt,
       faults: planned.faults,
     });
+    if (run.status.stoppedBy) return; // stopped while it was recorded: a resumed pilot starts it
     run.moveTo(view, undefined);
     try {
       const child = await startChild<SessionWorkflow>(WORKFLOW_TYPE, {
