@@ -62,29 +62,48 @@ export async function startSession(client: Client, input: SessionInputDraft, opt
   const reuse = opts.ifExists === 'reuse';
   try {
     if (asksForAttempts(input)) return await startAttempts(client, input, opts);
-    await client.workflow.start(WORKFLOW_TYPE, {
-      workflowId: opts.sessionId,
-      taskQueue: opts.taskQueue,
-      args: [input],
-      workflowIdConflictPolicy: reuse ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
-      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      typedSearchAttributes: [
-        { key: PHASE_ATTRIBUTE, value: 'provisioning' },
-        { key: REPO_ATTRIBUTE, value: redactUrl(input.repo.url) },
-      ],
-      // What lists and a worker-less status show until the workflow writes its own.
-      memo: {
-        [MEMO_KEY]: {
-          phase: 'provisioning',
-          task: input.task.slice(0, 500),
-          repo: redactUrl(input.repo.url),
-          at: new Date().toISOString(),
-        } satisfies LastKnown,
-      },
-    });
+    await whenSearchAttributesKnown(() =>
+      client.workflow.start(WORKFLOW_TYPE, {
+        workflowId: opts.sessionId,
+        taskQueue: opts.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: reuse ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        typedSearchAttributes: [
+          { key: PHASE_ATTRIBUTE, value: 'provisioning' },
+          { key: REPO_ATTRIBUTE, value: redactUrl(input.repo.url) },
+        ],
+        // What lists and a worker-less status show until the workflow writes its own.
+        memo: {
+          [MEMO_KEY]: {
+            phase: 'provisioning',
+            task: input.task.slice(0, 500),
+            repo: redactUrl(input.repo.url),
+            at: new Date().toISOString(),
+          } satisfies LastKnown,
+        },
+      }),
+    );
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     if (!reuse) throw new SessionExists(opts.sessionId);
+  }
+}
+
+/**
+ * `start`, again for up to 30 s while the server says drydock's search
+ * attributes have no mapping: a frontend sees attributes registered moments
+ * before (a new deployment's set-up) only once its namespace cache refreshes.
+ */
+async function whenSearchAttributesKnown<T>(start: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await start();
+    } catch (err) {
+      const unmapped = err instanceof Error && /no mapping defined for search attribute/.test(err.message);
+      if (!unmapped || tries >= 15) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
   }
 }
 
