@@ -63,6 +63,22 @@ function gate(): Gate {
   return { reached, arrived, open, passed };
 }
 
+/**
+ * A destroySandbox stub that tells which run tore the sandbox down to wait
+ * for a follow-up (a published session, before it continues as new).
+ */
+function parkWatch(): { destroySandbox: Stubs['destroySandbox']; run: Promise<string> } {
+  let parkedIn!: (runId: string) => void;
+  const run = new Promise<string>((resolve) => (parkedIn = resolve));
+  return {
+    run,
+    destroySandbox: async ({ replaced }) => {
+      if (replaced) parkedIn(Context.current().info.workflowExecution!.runId);
+      return { removed: true };
+    },
+  };
+}
+
 /** Waits (in real time) until the session goes on in a run after `runId` (continue-as-new): describe, not a query. */
 async function runAfter(handle: WorkflowHandle, runId: string): Promise<void> {
   for (let i = 0; i < 500; i++) {
@@ -177,17 +193,10 @@ test('a follow-up queued while the model loop continues as new is worked on next
 
 test('the pull request closed while a follow-up round continues as new: the session ends after that round', async () => {
   const turn2 = gate();
-  const parked = gate();
-  let parkedRun = '';
+  const parked = parkWatch();
   const stubs: Stubs = {
     // Published: the sandbox goes, and a new run waits for a follow-up.
-    destroySandbox: async ({ replaced }) => {
-      if (replaced) {
-        parkedRun = Context.current().info.workflowExecution!.runId;
-        parked.reached();
-      }
-      return { removed: true };
-    },
+    destroySandbox: parked.destroySandbox,
     modelCall: async ({ turn }) => {
       if (turn === 2) {
         turn2.reached();
@@ -200,8 +209,7 @@ test('the pull request closed while a follow-up round continues as new: the sess
   const input = openai({ publish: { pullRequest: true } });
   const run = await runSession(harness, 'carry-closed', input, stubs, async (handle) => {
     try {
-      await parked.arrived;
-      await runAfter(handle, parkedRun);
+      await runAfter(handle, await parked.run);
       await handle.executeUpdate(followup, { args: [{ by: 'rita', text: 'Rename greet to hello' }] });
       await turn2.arrived;
       await handle.signal(pullRequestClosed, { merged: true, by: 'bob' });
@@ -237,22 +245,15 @@ test('the pull request closed while a follow-up round continues as new: the sess
 
 test('a follow-up delivered with a continued run’s first task is checked against the input and policy the run was handed', async () => {
   // The hand-over of a published session, as its first run made it.
-  const parked = gate();
-  let parkedRun = '';
+  const parked = parkWatch();
   let handOver: unknown[] = [];
   const stubs: Stubs = {
-    destroySandbox: async ({ replaced }) => {
-      if (replaced) {
-        parkedRun = Context.current().info.workflowExecution!.runId;
-        parked.reached();
-      }
-      return { removed: true };
-    },
+    destroySandbox: parked.destroySandbox,
     commitChanges: newCommitEachTime(),
   };
   const input = openai({ publish: { pullRequest: true } });
   await runSession(harness, 'carry-first-task', input, stubs, async (handle) => {
-    await parked.arrived;
+    const parkedRun = await parked.run;
     await runAfter(handle, parkedRun);
     handOver = await continuedWith(harness.env.client.workflow.getHandle(handle.workflowId, parkedRun));
     await handle.signal(pullRequestClosed, { merged: false, by: 'bob' });
