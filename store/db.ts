@@ -131,15 +131,24 @@ export async function migrate(pool: Pool, log?: Logger): Promise<string[]> {
 /** Runs fn in a transaction on one client; never wait on another connection inside it (PGlite). */
 export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // The pool listens for a client's 'error' only while it is idle: a server that goes away
+  // (a PostgreSQL restart) while this one is checked out would otherwise end the process.
+  // The transaction fails with that error (what callers look at to wait for the server, rather
+  // than the next query's "not queryable"), and the client is discarded.
+  let lost: Error | undefined;
+  const onError = (err: Error) => void (lost = err);
+  client.on('error', onError);
   try {
     await client.query('begin');
     const result = await fn(client);
     await client.query('commit');
     return result;
   } catch (err) {
+    if (lost) throw lost;
     await client.query('rollback').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    client.removeListener('error', onError);
+    client.release(lost);
   }
 }

@@ -1,16 +1,17 @@
 /**
  * The audit trail and the metrics, on the suite's real PostgreSQL server, on a
- * second server that is stopped in the middle of a session, and on the
- * embedded PGlite path.
+ * second server that is stopped in the middle of a session or of a write, and
+ * on the embedded PGlite path.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Pool } from 'pg';
+import { Client, Pool } from 'pg';
 import { AuditTrail, canonicalJson, rowHash, type AuditRow } from '../../store/audit';
 import { Redactor } from '../../platform/scrub';
+import { openDatabase } from '../../store/db';
 import { decide, type SessionStatus } from '../../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
 import {
@@ -273,6 +274,38 @@ test('with the audit database stopped, the approved push waits; once it is back 
   } finally {
     await db.end();
     await outageStack.stop();
+    await server.stop();
+  }
+});
+
+test('a PostgreSQL restart in the middle of an audit write fails only that try: the write waits for the server, and the process goes on', async () => {
+  const server = new PostgresServer(await mkdtemp(path.join(tmpdir(), 'drydock-pg-restart-')), await freePort());
+  await server.start();
+  const db = await openDatabase({
+    DATABASE_URL: server.url,
+    DRYDOCK_DATA_DIR: await mkdtemp(path.join(tmpdir(), 'd-')),
+  });
+  // Another connection holds the session's lock, so the write is inside its transaction when the server goes.
+  const holder = new Client({ connectionString: server.url });
+  holder.on('error', () => {});
+  await holder.connect();
+  try {
+    const audit = new AuditTrail(db.pool, 'restart-test', new Redactor([]), testAuditKey());
+    const id = newSessionId('audit-restart');
+    await holder.query('begin');
+    await holder.query('select pg_advisory_xact_lock(hashtext($1))', [id]);
+    const written = audit.append({ sessionId: id, key: 'step-1/command', kind: 'command', actor: 'agent', data: {} });
+    const waiting = async () =>
+      (await holder.query("select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted"))
+        .rows[0].n;
+    while ((await waiting()) === 0) await new Promise((r) => setTimeout(r, 100));
+    await server.stop();
+    await server.start();
+    // Before the fix, the checked-out client's unheard 'error' ended this process here.
+    expect((await written).seq).toBe(1);
+    expect((await audit.verify(id)).broken).toEqual([]);
+  } finally {
+    await db.close();
     await server.stop();
   }
 });

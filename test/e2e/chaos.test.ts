@@ -149,15 +149,20 @@ class Supervisor {
     );
     this.child = child;
     ownProcess(child.pid);
+    // Its last output, so an exit it did not cause names its reason in the report.
+    let tail = '';
     child.stderr!.on('data', (c: Buffer) => {
       appendFileSync(this.logFile, c);
+      tail = (tail + c.toString()).slice(-1_500);
       if (c.toString().includes('worker polling')) this.polling = true;
     });
     child.once('exit', (code, signal) => {
       this.polling = false;
       if (this.stopping) return;
       if (!this.killing) {
-        this.ownExits.push(`pid ${child.pid} exited by itself (code ${code}, signal ${signal})`);
+        this.ownExits.push(
+          `pid ${child.pid} exited by itself (code ${code}, signal ${signal}); its last output: ${tail}`,
+        );
         note(`worker ${child.pid} exited by itself`);
       }
       this.killing = false;
@@ -662,6 +667,9 @@ test(
         }
         if (storeRestartsAt.length && elapsed > storeRestartsAt[0]) {
           storeRestartsAt.shift();
+          // A worker that starts while its database is down exits with that error (its supervisor starts it
+          // again): the drill restarts the database under a running worker, as the server above.
+          await supervisor.ready();
           fault("drydock's PostgreSQL restarted", "drydock's PostgreSQL stopped");
           await store.stop();
           await sleep(between(1_000, 4_000));
