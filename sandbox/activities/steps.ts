@@ -101,26 +101,13 @@ export function createStepActivities(deps: StepDeps) {
       const started = Date.now();
       // drydock-run ended whatever the step left running, then took the checkpoint in the same exec.
       const { result, checkpoint } = await runStepOnce(deps, input);
-      // A service that died or turned unhealthy meanwhile: the step failed for it, named (the sandbox is replaced).
-      const lost = checkServices(deps.sandboxes, input.sandbox);
-      // A step stopped by the sandbox's memory, process or disk limit ends the session (and
-      // may leave no room to take a checkpoint); any other end, a time-out too, is kept.
-      const exhausted = result.failure !== undefined && result.failure !== 'timeout';
-      if (input.checkpointBase && !exhausted) {
-        const at = {
-          sandbox: input.sandbox,
-          sessionId: input.sessionId,
-          step: input.key,
-          baseCommit: input.checkpointBase,
-        };
-        // Taken here only when drydock-run did not get to report (it failed, or was killed).
-        await (
-          checkpoint
-            ? keepCheckpoint(deps, at, checkpoint)
-            : takeCheckpoint(deps, sandboxOf(deps.sandboxes, at.sandbox), at)
-        ).catch(permanent);
-      }
-      await lost;
+      // Both settle before either fails the step, a lost service first: a service that died or
+      // turned unhealthy meanwhile fails it, named, and the session replaces the sandbox.
+      const [lost, kept] = await Promise.allSettled([
+        checkServices(deps.sandboxes, input.sandbox),
+        keepStepCheckpoint(deps, input, result, checkpoint),
+      ]);
+      for (const settled of [lost, kept]) if (settled.status === 'rejected') throw settled.reason;
       await recordEvent(deps.audit, {
         sessionId: input.sessionId,
         key: `${input.key}/command`,
@@ -145,6 +132,25 @@ export function createStepActivities(deps: StepDeps) {
       return report ? { ...result, report } : result;
     },
   };
+}
+
+/**
+ * The checkpoint after a step. A step stopped by the sandbox's memory, process or disk limit
+ * ends the session (and may leave no room to take one); any other end, a time-out too, is kept.
+ */
+async function keepStepCheckpoint(
+  deps: StepDeps,
+  input: StepInput,
+  result: StepResult,
+  checkpoint: StepRun['checkpoint'],
+): Promise<void> {
+  const exhausted = result.failure !== undefined && result.failure !== 'timeout';
+  if (!input.checkpointBase || exhausted) return;
+  const at = { sandbox: input.sandbox, sessionId: input.sessionId, step: input.key, baseCommit: input.checkpointBase };
+  // Taken here only when drydock-run did not get to report (it failed, or was killed).
+  await (
+    checkpoint ? keepCheckpoint(deps, at, checkpoint) : takeCheckpoint(deps, sandboxOf(deps.sandboxes, at.sandbox), at)
+  ).catch(permanent);
 }
 
 /** What a step's run gives back: its result, and the checkpoint drydock-run took after it. */

@@ -4,8 +4,12 @@
  * packages), declared in .drydock/config.yaml or through a dev container's
  * compose file. Setup's migration is in the snapshot; every session starts
  * from its own copy of it and none sees another's writes; a service killed
- * mid-session is named and the sandbox is replaced with its services.
+ * mid-session is named and the sandbox is replaced with its services, also while
+ * drydock's own PostgreSQL is down.
  */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
 import { ensureServiceImage } from '../../sandbox-images/service-images';
 import { serviceContainerName } from '../../sandbox/docker/services';
@@ -15,6 +19,7 @@ import type { SessionStatus } from '../../workflows/api';
 import {
   containersOf,
   docker,
+  freePort,
   makeFixtureRepo,
   newSessionId,
   pollUntil,
@@ -24,6 +29,8 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { inSandbox } from '../support/docker';
+import { PostgresServer } from '../support/postgres';
 import { composeServices, configServices, PG_CLIENT, REDIS_CLIENT } from '../support/service-clients';
 import { buildSnapshot, removeSnapshots } from '../support/snapshots';
 
@@ -46,11 +53,11 @@ afterAll(async () => {
 });
 
 /** A registered repo with the two clients and `files`, and its snapshot, built. */
-async function snapshotOf(files: Record<string, string>) {
+async function snapshotOf(files: Record<string, string>, on: TestStack = stack) {
   const repo = await makeFixtureRepo({ 'pgq.js': PG_CLIENT, 'redisq.js': REDIS_CLIENT, ...files });
   repos.push(repo.url);
-  await addRepo(stack.client, stack.config, repo.url, { every: '1h' });
-  const built = await buildSnapshot(stack, repo.url);
+  await addRepo(on.client, on.config, repo.url, { every: '1h' });
+  const built = await buildSnapshot(on, repo.url);
   expect(built).toMatchObject({ status: 'ready' });
   return { repo, built };
 }
@@ -103,13 +110,13 @@ test('the same through a dev container with a compose file (dockerComposeFile, s
   await everySessionStartsFromTheSnapshot(built.repo);
 }, 600_000);
 
-test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
-  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });
-  const id = newSessionId('svc-killed');
+/** Starts a session whose first step lasts `seconds`, and kills its database service while that step runs. */
+async function killServiceInStep1(on: TestStack, url: string, name: string, seconds: number) {
+  const id = newSessionId(name);
   const handle = await startSession(
-    stack,
+    on,
     id,
-    scriptedSession(repo.url, 'killed', ['node pgq.js "select 1" && touch /tmp/up && sleep 4', QUERY]),
+    scriptedSession(url, name, [`node pgq.js "select 1" && touch /tmp/up && sleep ${seconds}`, QUERY]),
   );
   // Kill the database while step 1 runs: the step ends, the service is found dead, the sandbox goes.
   const first = await waitForStatus(handle, (s) => s.phase === 'agent' && Boolean(s.sandbox), 120_000);
@@ -120,7 +127,20 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
     `${db} running`,
     60_000,
   );
+  // Past the step's own query, so the step ends by its sleep, not by the kill.
+  await pollUntil(
+    () => inSandbox(first.sandbox!.name, 'test -f /tmp/up && echo up'),
+    (out) => out.includes('up'),
+    'step 1 past its query',
+    60_000,
+  );
   await docker.getContainer(db).kill();
+  return { id, handle };
+}
+
+test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
+  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });
+  const { id, handle } = await killServiceInStep1(stack, repo.url, 'svc-killed', 4);
   const final: SessionStatus = await handle.result();
   expect(final.phase).toBe('completed');
   const replaced = final.timeline.find((t) => t.name.startsWith('re-provision'));
@@ -132,4 +152,32 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
       ?.outputTail?.trim(),
   ).toBe('seeded\nseeded');
   expect(await containersOf(id)).toHaveLength(0);
+}, 600_000);
+
+test("a service killed while drydock's PostgreSQL is down: the step's checkpoint waits for the store, the service is named, nothing goes unhandled", async () => {
+  const server = new PostgresServer(await mkdtemp(path.join(tmpdir(), 'drydock-pg-svc-')), await freePort());
+  await server.start();
+  const own = await startStack({ DATABASE_URL: server.url });
+  // The worker runs in this process: a rejection nobody awaited shows here.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) }, own);
+    const { id, handle } = await killServiceInStep1(own, repo.url, 'svc-store-down', 8);
+    // Step 1 ends with its service dead and its checkpoint unsaved: both fail that try.
+    await server.stop();
+    await new Promise((r) => setTimeout(r, 12_000));
+    await server.start();
+    const final: SessionStatus = await handle.result();
+    expect(final.phase).toBe('completed');
+    expect(final.timeline.find((t) => t.name.startsWith('re-provision'))?.name).toMatch(/service db exited/);
+    expect(unhandled).toEqual([]);
+    expect(await containersOf(id)).toHaveLength(0);
+    await removeSnapshots(own, [repo.url]);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+    await own.stop();
+    await server.stop();
+  }
 }, 600_000);
