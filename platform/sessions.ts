@@ -61,33 +61,38 @@ export interface StartOptions {
 export async function startSession(client: Client, input: SessionInputDraft, opts: StartOptions): Promise<void> {
   const reuse = opts.ifExists === 'reuse';
   try {
-    if (asksForAttempts(input)) return await startAttempts(client, input, opts);
     await whenSearchAttributesKnown(() =>
-      client.workflow.start(WORKFLOW_TYPE, {
-        workflowId: opts.sessionId,
-        taskQueue: opts.taskQueue,
-        args: [input],
-        workflowIdConflictPolicy: reuse ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
-        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-        typedSearchAttributes: [
-          { key: PHASE_ATTRIBUTE, value: 'provisioning' },
-          { key: REPO_ATTRIBUTE, value: redactUrl(input.repo.url) },
-        ],
-        // What lists and a worker-less status show until the workflow writes its own.
-        memo: {
-          [MEMO_KEY]: {
-            phase: 'provisioning',
-            task: input.task.slice(0, 500),
-            repo: redactUrl(input.repo.url),
-            at: new Date().toISOString(),
-          } satisfies LastKnown,
-        },
-      }),
+      asksForAttempts(input) ? startAttempts(client, input, opts) : startOne(client, input, opts),
     );
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     if (!reuse) throw new SessionExists(opts.sessionId);
   }
+}
+
+/** One agentSession workflow, its search attributes and memo set at its start. */
+async function startOne(client: Client, input: SessionInputDraft, opts: StartOptions): Promise<void> {
+  await client.workflow.start(WORKFLOW_TYPE, {
+    workflowId: opts.sessionId,
+    taskQueue: opts.taskQueue,
+    args: [input],
+    workflowIdConflictPolicy:
+      opts.ifExists === 'reuse' ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
+    workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+    typedSearchAttributes: [
+      { key: PHASE_ATTRIBUTE, value: 'provisioning' },
+      { key: REPO_ATTRIBUTE, value: redactUrl(input.repo.url) },
+    ],
+    // What lists and a worker-less status show until the workflow writes its own.
+    memo: {
+      [MEMO_KEY]: {
+        phase: 'provisioning',
+        task: input.task.slice(0, 500),
+        repo: redactUrl(input.repo.url),
+        at: new Date().toISOString(),
+      } satisfies LastKnown,
+    },
+  });
 }
 
 /**
