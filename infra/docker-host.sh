@@ -2,7 +2,7 @@
 # infra/docker-host.sh NAME: one more Docker engine on this machine, as a
 # second Docker host would be: its own socket, data root, exec root and
 # containerd (started by it). Idempotent; prints its DOCKER_HOST. The
-# multi-host drills (test/e2e/faults.test.ts) and snapshot tests use it.
+# multi-host tests (test/support/docker-hosts.ts) and the chaos soak use it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 name=${1:?usage: infra/docker-host.sh NAME}
@@ -17,13 +17,44 @@ if docker info >/dev/null 2>&1; then echo "$DOCKER_HOST"; exit 0; fi
 is_debian_root || fail "starting another dockerd needs root on Debian"
 command -v dockerd >/dev/null || apt_install docker.io
 mkdir -p "$dir/root" "$exec_root"
-step "starting Docker host '$name' (log: $dir/dockerd.log)"
-# It outlives the test run that starts it, whose TMPDIR is removed at the run's end: runc
-# writes each exec's process file there, so an inherited one fails every later exec.
-env -u TMPDIR setsid nohup dockerd --host "$DOCKER_HOST" --data-root "$dir/root" --exec-root "$exec_root" \
-  --pidfile "$dir/dockerd.pid" --bridge=none --iptables=false --ip-masq=false >"$dir/dockerd.log" 2>&1 </dev/null &
-for _ in $(seq 1 60); do
-  docker info >/dev/null 2>&1 && { echo "$DOCKER_HOST"; exit 0; }
+# start_dockerd: in the background; its pid in $pid. It outlives the test run that starts it,
+# whose TMPDIR is removed at the run's end: runc writes each exec's process file there, so an
+# inherited one fails every later exec.
+start_dockerd() {
+  env -u TMPDIR setsid nohup dockerd --host "$DOCKER_HOST" --data-root "$dir/root" --exec-root "$exec_root" \
+    --pidfile "$dir/dockerd.pid" --bridge=none --iptables=false --ip-masq=false >"$dir/dockerd.log" 2>&1 </dev/null &
+  pid=$!
+}
+# kill -0 would find a dockerd that exited as a zombie (nobody waits for it here).
+dockerd_alive() {
+  local state
+  state=$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null) && [ "$state" != Z ]
+}
+log_tail() { printf '%s\n' "the end of $dir/dockerd.log:" && tail -n 15 "$dir/dockerd.log" | sed 's/^/  /'; }
+# A dockerd of this engine that does not answer yet is waited for; else one is started.
+drop_stale_pidfile "$dir/dockerd.pid" "--data-root $dir/root"
+drop_stale_pidfile "$exec_root/containerd/containerd.pid" "$exec_root/containerd/"
+pid=$(cat "$dir/dockerd.pid" 2>/dev/null || true)
+if [ -n "$pid" ]; then
+  step "waiting for Docker host '$name' (log: $dir/dockerd.log)"
+else
+  step "starting Docker host '$name' (log: $dir/dockerd.log)"
+  start_dockerd
+fi
+# An engine that exits while starting is started once more (its first log kept beside);
+# one that lives but does not answer is waited for up to 3 minutes (a loaded machine).
+started=$SECONDS retried=
+until docker info >/dev/null 2>&1; do
+  if ! dockerd_alive; then
+    [ -z "$retried" ] || fail "dockerd '$name' exited while starting, twice; $(log_tail)"
+    step "dockerd '$name' exited while starting ($(tail -n 1 "$dir/dockerd.log")); starting it once more"
+    mv "$dir/dockerd.log" "$dir/dockerd.log.1"
+    retried=yes
+    start_dockerd
+  fi
+  waited=$((SECONDS - started))
+  [ "$waited" -lt 180 ] || fail "dockerd '$name' did not answer within 180 s; $(log_tail)"
+  [ "$waited" = 0 ] || [ $((waited % 30)) != 0 ] || step "dockerd '$name' still starting after $waited s"
   sleep 1
 done
-fail "dockerd '$name' did not start within 60 s; see $dir/dockerd.log"
+echo "$DOCKER_HOST"

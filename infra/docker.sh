@@ -19,6 +19,8 @@ if [ -n "${DOCKER_HOST:-}" ]; then fail "DOCKER_HOST=$DOCKER_HOST does not answe
 is_debian_root || fail "no Docker engine answers and this is not Debian as root: install Docker and start it (or set DOCKER_HOST)"
 command -v dockerd >/dev/null || apt_install docker.io
 bash "$ROOT/infra/runsc.sh"
+drop_stale_pidfile /var/run/docker.pid dockerd
+drop_stale_pidfile /var/run/docker/containerd/containerd.pid /var/run/docker/containerd/
 step "starting dockerd (log: $DATA_DIR/dockerd.log)"
 mkdir -p "$DATA_DIR"
 setsid nohup dockerd --bridge=none --iptables=false >"$DATA_DIR/dockerd.log" 2>&1 < /dev/null &

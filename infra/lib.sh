@@ -12,6 +12,15 @@ step() {
   [ -z "${DRYDOCK_STEPS_LOG:-}" ] || printf '%s%s\n' "$t" "$*" >>"$DRYDOCK_STEPS_LOG"
 }
 fail() { printf 'drydock: %s\n' "$*" >&2; exit 1; }
+# drop_stale_pidfile FILE MARK: removes FILE unless it names a live process whose command line
+# holds MARK. /run is not a tmpfs on every machine: a daemon's pid file outlives a machine that
+# went down with it running, and names another process once its pid is reused; dockerd then
+# refuses to start ("pid file found"), or waits for a containerd that is not there.
+drop_stale_pidfile() {
+  local pid
+  pid=$(tr -dc '0-9' 2>/dev/null <"$1") || return 0
+  [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$2" || rm -f "$1"
+}
 is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
 apt_install() {
   step "installing $* with apt-get"

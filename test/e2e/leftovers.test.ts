@@ -1,13 +1,16 @@
 /**
  * A test run killed with its servers running: the next run's reaper stops
  * its processes, removes its sandboxes and its temp folders, and leaves alone
- * what belongs to a run whose owner still lives (this one).
+ * what belongs to a run whose owner still lives (this one). And a machine that
+ * went down with a test Docker host running leaves pid files the next start
+ * must see through.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import Docker from 'dockerode';
 import { LABELS } from '../../sandbox/provider';
 import { own, reapLeftovers } from '../support/leftovers';
 import { docker, projectRoot } from '../support/helpers';
@@ -59,3 +62,32 @@ test("a killed run's servers, sandboxes and folders are removed; a live run's ar
   expect(existsSync(mine)).toBe(true);
   spawn('rm', ['-rf', mine]);
 });
+
+test('a Docker host whose machine went down with it running starts again, though its pid files name other processes now', async () => {
+  // /run outlives a machine here: the pid files of the engine and its containerd stay, and their
+  // pids are taken by then (here, by this test's own process). dockerd refused to start beside
+  // the one ("pid file found") and waited in vain for the other (CI: "did not start within 60 s").
+  const name = 'stale-pids';
+  const dir = `/var/lib/drydock-hosts/${name}`;
+  const script = path.join(projectRoot, 'infra', 'docker-host.sh');
+  await stopEngine(dir);
+  mkdirSync(`/run/drydock-${name}/containerd`, { recursive: true });
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(`${dir}/dockerd.pid`, String(process.pid));
+  writeFileSync(`/run/drydock-${name}/containerd/containerd.pid`, String(process.pid));
+
+  const socket = execFileSync('bash', [script, name], { encoding: 'utf8' }).trim();
+
+  expect(socket).toBe(`unix:///run/drydock-${name}.sock`);
+  const engine = new Docker({ socketPath: `/run/drydock-${name}.sock` });
+  expect((await engine.info()).DockerRootDir).toBe(`${dir}/root`);
+  await stopEngine(dir);
+});
+
+/** Stops the engine of `dir` (infra/docker-host.sh), if it runs, and its containerd with it. */
+async function stopEngine(dir: string): Promise<void> {
+  const pid = Number(existsSync(`${dir}/dockerd.pid`) ? readFileSync(`${dir}/dockerd.pid`, 'utf8') : 0);
+  if (!pid || !running(pid) || !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir)) return;
+  process.kill(pid, 'SIGTERM');
+  while (running(pid)) await new Promise((r) => setTimeout(r, 200));
+}

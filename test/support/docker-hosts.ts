@@ -27,16 +27,16 @@ export function secondDockerHost(): Promise<DockerHost> {
 /** infra/docker-host.sh's engine `name` (started, or found running), with `image` copied from this machine's. */
 export function dockerHost(name: string, image: string): Promise<DockerHost> {
   if (!engines.has(name)) {
-    engines.set(
-      name,
-      (async () => {
-        const { stdout } = await promisify(execFile)('bash', [path.join(projectRoot, 'infra', 'docker-host.sh'), name]);
-        const dockerHost = stdout.trim();
-        const engine = new Docker({ socketPath: dockerHost.replace(/^unix:\/\//, '') });
-        await copyImage(image, docker, engine);
-        return { dockerHost, docker: engine };
-      })(),
-    );
+    const started = (async () => {
+      const { stdout } = await promisify(execFile)('bash', [path.join(projectRoot, 'infra', 'docker-host.sh'), name]);
+      const dockerHost = stdout.trim();
+      const engine = new Docker({ socketPath: dockerHost.replace(/^unix:\/\//, '') });
+      await copyImage(image, docker, engine);
+      return { dockerHost, docker: engine };
+    })();
+    // A start that failed is tried again by the next test, not handed to it.
+    started.catch(() => engines.delete(name));
+    engines.set(name, started);
   }
   return engines.get(name)!;
 }
