@@ -18,7 +18,7 @@ fail() { printf 'drydock: %s\n' "$*" >&2; exit 1; }
 # refuses to start ("pid file found"), or waits for a containerd that is not there.
 drop_stale_pidfile() {
   local pid
-  pid=$(tr -dc '0-9' 2>/dev/null <"$1") || return 0
+  pid=$(head -n 1 "$1" 2>/dev/null | tr -dc '0-9') || true
   [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$2" || rm -f "$1"
 }
 is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }

@@ -73,8 +73,9 @@ start_postgres() {
       || fail "initdb failed (see $STATE/initdb.log)"
   fi
   local old
+  drop_stale_pidfile "$STATE/pg/postmaster.pid" "$STATE/pg"
   old=$(head -1 "$STATE/pg/postmaster.pid" 2>/dev/null || true)
-  if [ -n "$old" ] && kill -0 "$old" 2>/dev/null; then
+  if [ -n "$old" ]; then
     fail "a PostgreSQL of an earlier run still uses $STATE/pg (pid $old): stop it (kill -INT $old) or set TEMPORAL_PG_DIR"
   fi
   step "starting PostgreSQL on 127.0.0.1:$PG_PORT"
