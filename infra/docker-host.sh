@@ -54,7 +54,7 @@ until docker info >/dev/null 2>&1; do
   fi
   waited=$((SECONDS - started))
   [ "$waited" -lt 180 ] || fail "dockerd '$name' did not answer within 180 s; $(log_tail)"
-  [ "$waited" = 0 ] || [ $((waited % 30)) != 0 ] || step "dockerd '$name' still starting after $waited s"
+  if [ "$waited" -gt 0 ] && [ $((waited % 30)) = 0 ]; then step "dockerd '$name' still starting after $waited s"; fi
   sleep 1
 done
 echo "$DOCKER_HOST"

@@ -19,7 +19,7 @@ if [ -n "${DOCKER_HOST:-}" ]; then fail "DOCKER_HOST=$DOCKER_HOST does not answe
 is_debian_root || fail "no Docker engine answers and this is not Debian as root: install Docker and start it (or set DOCKER_HOST)"
 command -v dockerd >/dev/null || apt_install docker.io
 bash "$ROOT/infra/runsc.sh"
-drop_stale_pidfile /var/run/docker.pid dockerd
+drop_stale_pidfile /var/run/docker.pid 'dockerd --bridge=none --iptables=false'
 drop_stale_pidfile /var/run/docker/containerd/containerd.pid /var/run/docker/containerd/
 step "starting dockerd (log: $DATA_DIR/dockerd.log)"
 mkdir -p "$DATA_DIR"
