@@ -17,14 +17,6 @@ if docker info >/dev/null 2>&1; then echo "$DOCKER_HOST"; exit 0; fi
 is_debian_root || fail "starting another dockerd needs root on Debian"
 command -v dockerd >/dev/null || apt_install docker.io
 mkdir -p "$dir/root" "$exec_root"
-# start_dockerd: in the background; its pid in $pid. It outlives the test run that starts it,
-# whose TMPDIR is removed at the run's end: runc writes each exec's process file there, so an
-# inherited one fails every later exec.
-start_dockerd() {
-  env -u TMPDIR setsid nohup dockerd --host "$DOCKER_HOST" --data-root "$dir/root" --exec-root "$exec_root" \
-    --pidfile "$dir/dockerd.pid" --bridge=none --iptables=false --ip-masq=false >"$dir/dockerd.log" 2>&1 </dev/null &
-  pid=$!
-}
 # kill -0 would find a dockerd that exited as a zombie (nobody waits for it here).
 dockerd_alive() {
   local state
@@ -39,22 +31,23 @@ if [ -n "$pid" ]; then
   step "waiting for Docker host '$name' (log: $dir/dockerd.log)"
 else
   step "starting Docker host '$name' (log: $dir/dockerd.log)"
-  start_dockerd
+  # It outlives the test run that starts it, whose TMPDIR is removed at the run's end: runc
+  # writes each exec's process file there, so an inherited one fails every later exec.
+  env -u TMPDIR setsid nohup dockerd --host "$DOCKER_HOST" --data-root "$dir/root" --exec-root "$exec_root" \
+    --pidfile "$dir/dockerd.pid" --bridge=none --iptables=false --ip-masq=false >"$dir/dockerd.log" 2>&1 </dev/null &
+  pid=$!
 fi
-# An engine that exits while starting is started once more (its first log kept beside);
-# one that lives but does not answer is waited for up to 3 minutes (a loaded machine).
-started=$SECONDS retried=
+# One that exits while starting fails at once, with its reason; one that lives but does not
+# answer is waited for up to 3 minutes (a loaded machine), with a line every 30 s.
+started=$SECONDS report_at=30
 until docker info >/dev/null 2>&1; do
-  if ! dockerd_alive; then
-    [ -z "$retried" ] || fail "dockerd '$name' exited while starting, twice; $(log_tail)"
-    step "dockerd '$name' exited while starting ($(tail -n 1 "$dir/dockerd.log")); starting it once more"
-    mv "$dir/dockerd.log" "$dir/dockerd.log.1"
-    retried=yes
-    start_dockerd
-  fi
+  dockerd_alive || fail "dockerd '$name' exited while starting; $(log_tail)"
   waited=$((SECONDS - started))
   [ "$waited" -lt 180 ] || fail "dockerd '$name' did not answer within 180 s; $(log_tail)"
-  if [ "$waited" -gt 0 ] && [ $((waited % 30)) = 0 ]; then step "dockerd '$name' still starting after $waited s"; fi
+  if [ "$waited" -ge "$report_at" ]; then
+    step "dockerd '$name' still starting after $waited s"
+    report_at=$((report_at + 30))
+  fi
   sleep 1
 done
 echo "$DOCKER_HOST"
