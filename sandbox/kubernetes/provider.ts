@@ -36,6 +36,7 @@ import {
   type TtySize,
 } from '../provider';
 import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } from './exec';
+import { execFoundContainerGone, saysContainerGone } from '../container-gone';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
 import { SnapshotStore } from './snapshot-store';
 import { KubernetesServices } from './services';
@@ -73,6 +74,9 @@ export interface KubernetesSettings {
 function isStatus(err: unknown, code: number): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: number }).code === code;
 }
+
+/** Whether the API refused an exec in words that say the pod or its container is not running any more. */
+const refusedAsGone = (err: unknown) => err instanceof ExecRefused && saysContainerGone(err.message);
 
 /** Pods as sandboxes: non-root, no capabilities, loopback only, bounded; see ./pod.ts. */
 export class KubernetesProvider implements SandboxProvider {
@@ -303,11 +307,14 @@ export class KubernetesProvider implements SandboxProvider {
       result = await once();
     } catch (err) {
       if (err instanceof SandboxNotFound || err instanceof OutputOverCap || signal?.aborted) throw err;
+      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       // 404: no such pod; 400: its container is not running; cut off: the pod went mid-command.
       const refusedOrCut = err instanceof ExecCutOff || (err instanceof ExecRefused && [400, 404].includes(err.status));
       if (refusedOrCut && !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
+    // The runtime could not start the command in a container going away (whatever the pod's status says yet).
+    if (execFoundContainerGone(result)) throw new SandboxNotFound(name, 'stopped');
     // A command killed because its pod went (deleted, evicted, its node gone) ends a moment before the pod shows it.
     const killed = result.exitCode === 137;
     if (result.exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
@@ -393,7 +400,8 @@ export class KubernetesProvider implements SandboxProvider {
     try {
       return await open();
     } catch (err) {
-      if (err instanceof ExecRefused && [400, 404].includes(err.status)) throw new SandboxNotFound(name, 'stopped');
+      const refused = err instanceof ExecRefused && [400, 404].includes(err.status);
+      if (refused || refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
   }
