@@ -427,6 +427,7 @@ export class DockerProvider implements SandboxProvider {
         env: config?.Env ?? [],
         volumes: Object.keys(config?.Volumes ?? {}),
         ...(healthcheck ? { healthcheck } : {}),
+        ...(config?.OnBuild?.length ? { onBuild: config.OnBuild } : {}),
       };
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
