@@ -275,6 +275,51 @@ describe("a repo's Dockerfile runs and fetches nothing on the host", () => {
   }, 180_000);
 });
 
+describe("a service's image is no repository's and no image id (T4-M1)", () => {
+  test("another repository's snapshot or data image, or an image id, is refused as a service's image", async () => {
+    // Images labelled as drydock labels another repository's snapshot and one of its services' data.
+    const suffix = newSessionId('svc').slice(-6);
+    const stolen = `drydock-snap-other-svc:${suffix}`;
+    const data = `drydock-data-drydock-snap-other-svc-${suffix}:db`;
+    await localImage(stolen, ['LABEL drydock.image=snapshot drydock.snapshot.repo=file:///other/repo.git']);
+    await localImage(data, ['LABEL drydock.image=service-data drydock.snapshot.repo=file:///other/repo.git']);
+    const idPrefix = (await docker.getImage(stack.config.DRYDOCK_BASE_IMAGE!).inspect()).Id.slice(7, 19);
+    try {
+      for (const [name, image, why] of [
+        ['snapshot', stolen, `image ${stolen} was made by drydock from a repository (a snapshot)`],
+        ['data', data, `image ${data} was made by drydock from a repository (a snapshot)`],
+        ['id', idPrefix, `${idPrefix} reads as an image id (or the start of one)`],
+      ] as const) {
+        const repo = await fixture({
+          '.drydock/config.yaml': `services:\n  x:\n    image: "${image}"\n    command: ["cat", "/etc/hostname"]\n`,
+        });
+        const { final } = await session(`service-${name}`, repo, 'true');
+        expect([name, final.phase]).toEqual([name, 'failed']);
+        expect(final.error).toContain(`services.x.image: ${why}`);
+      }
+    } finally {
+      for (const image of [stolen, data]) await docker.getImage(image).remove({ force: true });
+    }
+  }, 240_000);
+
+  test("a repo Dockerfile's drydock.snapshot.services LABEL is not its snapshot's record: drydock writes its own", async () => {
+    const forged = JSON.stringify([
+      { name: 'evil', image: stack.config.DRYDOCK_BASE_IMAGE, command: ['sleep', '600'] },
+    ]);
+    const repo = await fixture({
+      '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+      '.devcontainer/Dockerfile': `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nLABEL drydock.snapshot.services='${forged}'\n`,
+      '.drydock/setup.sh': 'true\n',
+    });
+    const built = await buildSnapshot(repo);
+    expect(built).toMatchObject({ status: 'ready' });
+    const labels = (await docker.getImage(built.image!).inspect()).Config.Labels ?? {};
+    expect([labels['drydock.snapshot.services'], labels['drydock.snapshot.env']]).toEqual(['[]', '{}']);
+    const { final } = await session('forged-services', repo, 'true');
+    expect(final.phase).toBe('completed');
+  }, 300_000);
+});
+
 /** A local image built FROM the base image with `lines`, on no network; removed by the caller. */
 async function localImage(tag: string, lines: string[]): Promise<void> {
   await new Promise<void>((resolve, reject) => {
