@@ -175,6 +175,8 @@ export interface ImageInfo {
   volumes?: string[];
   /** The image's own health check as argv, when it has one. */
   healthcheck?: string[];
+  /** Its ONBUILD triggers (Config.OnBuild): instructions a build FROM it runs first. */
+  onBuild?: string[];
 }
 
 /** An image as a listing shows it. */

@@ -79,7 +79,9 @@ export class DockerProvider implements SandboxProvider {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
       const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
-      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage));
+      // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes.
+      const volumes = (await this.image(spec.image))?.volumes ?? [];
+      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, volumes));
       await container.start();
       return { id: container.id, created: true };
     } catch (err) {
@@ -429,6 +431,7 @@ export class DockerProvider implements SandboxProvider {
         env: config?.Env ?? [],
         volumes: Object.keys(config?.Volumes ?? {}),
         ...(healthcheck ? { healthcheck } : {}),
+        ...(config?.OnBuild?.length ? { onBuild: config.OnBuild } : {}),
       };
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
