@@ -15,6 +15,8 @@ import Docker from 'dockerode';
 import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
   COMPANION_LABEL,
+  ATTACH_PROMPT,
+  ATTACH_SHELL,
   HOME,
   ImageBuildFailed,
   LABELS,
@@ -40,10 +42,6 @@ import {
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 import { DockerServices } from './services';
-
-/** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
-const ATTACH_SHELL =
-  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
 
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
 export class DockerProvider implements SandboxProvider {
@@ -296,7 +294,7 @@ export class DockerProvider implements SandboxProvider {
         Cmd: ['sh', '-c', ATTACH_SHELL],
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=\\w\\$ '],
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, `PS1=${ATTACH_PROMPT}`],
         Tty: true,
         AttachStdin: true,
         AttachStdout: true,
