@@ -15,6 +15,8 @@ import Docker from 'dockerode';
 import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
   COMPANION_LABEL,
+  ATTACH_PROMPT,
+  ATTACH_SHELL,
   HOME,
   ImageBuildFailed,
   LABELS,
@@ -41,10 +43,6 @@ import { execFoundContainerGone, messageOf, saysContainerGone } from '../contain
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 import { DockerServices } from './services';
-
-/** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
-const ATTACH_SHELL =
-  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
 
 /** Whether the engine refused an exec or a copy because the container is not running any more (404, 409, or its words). */
 const refusedAsGone = (err: unknown) => isStatus(err, 404) || isStatus(err, 409) || saysContainerGone(messageOf(err));
@@ -302,7 +300,7 @@ export class DockerProvider implements SandboxProvider {
         Cmd: ['sh', '-c', ATTACH_SHELL],
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=\\w\\$ '],
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, `PS1=${ATTACH_PROMPT}`],
         Tty: true,
         AttachStdin: true,
         AttachStdout: true,

@@ -15,6 +15,8 @@ import { Duplex, PassThrough, Readable, Writable } from 'node:stream';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
+  ATTACH_PROMPT,
+  ATTACH_SHELL,
   HOME,
   LABELS,
   SandboxDidNotStart,
@@ -368,17 +370,13 @@ export class KubernetesProvider implements SandboxProvider {
     return { stdin: session.stdin!, stdout, stderr, close: () => session.close(), busy: (b) => session.ref(b) };
   }
 
-  /** An interactive shell on a TTY as the sandbox user in /workspace (drydock attach); bash when there is one. */
+  /**
+   * An interactive shell on a TTY as the sandbox user in /workspace (drydock
+   * attach); bash when there is one, neither reading a startup file the agent wrote.
+   */
   async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
     const output = new PassThrough();
-    const argv = [
-      'env',
-      `TERM=${tty.term ?? 'xterm'}`,
-      `HOME=${HOME}`,
-      'sh',
-      '-c',
-      'if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi',
-    ];
+    const argv = attachShellArgv(tty.term);
     const session = await this.opened(name, () =>
       openExec(this.settings.kubeconfig, this.target(name), argv, { stdout: output }, { stdin: true, tty: true }),
     );
@@ -600,4 +598,9 @@ function outputSinks(cap: OutputCap, toFile?: Writable) {
     },
   };
   return sinks;
+}
+
+/** The attach shell's command in the pod: its own TERM, HOME and prompt, then the rc-less shell. */
+export function attachShellArgv(term = 'xterm'): string[] {
+  return ['env', `TERM=${term}`, `HOME=${HOME}`, `PS1=${ATTACH_PROMPT}`, 'sh', '-c', ATTACH_SHELL];
 }
