@@ -15,7 +15,16 @@ import {
   type ServiceRuntime,
   type ServiceState,
 } from './provider';
-import { startOrder, type ServiceSpec } from '../workflows/services';
+import { z } from 'zod';
+import {
+  imageRef,
+  MAX_SERVICES,
+  serviceDeclaration,
+  serviceName,
+  startOrder,
+  type ServiceSpec,
+} from '../workflows/services';
+import { isImageId } from '../workflows/rules/images';
 import type { Share } from '../workflows/rules/service-limits';
 import { sandboxOf } from './handle';
 
@@ -46,10 +55,74 @@ export class ServiceFailure extends Error {
   }
 }
 
-/** The snapshot image's services, or none. */
-export function recordedServices(labels: Record<string, string> | undefined): RunnableService[] {
+/** A RunnableService as a snapshot records it (SERVICES_LABEL): what drydock wrote, and nothing else. */
+const namedImage = imageRef.refine((ref) => !isImageId(ref), 'an image id, not a name');
+const recordedService = z.strictObject({
+  name: serviceName,
+  image: namedImage,
+  dataImage: namedImage.optional(),
+  environment: z.record(z.string(), z.string()),
+  command: z.array(z.string()).optional(),
+  entrypoint: z.array(z.string()).optional(),
+  user: serviceDeclaration.shape.user,
+  workingDir: serviceDeclaration.shape.workingDir,
+  healthcheck: z
+    .strictObject({
+      test: z.array(z.string()).min(1),
+      intervalMs: z.number().nonnegative(),
+      timeoutMs: z.number().nonnegative(),
+      retries: z.number().int().min(1),
+      startPeriodMs: z.number().nonnegative(),
+    })
+    .optional(),
+  ports: z.array(z.number().int().min(1).max(65535)),
+  data: z.array(
+    z
+      .string()
+      .startsWith('/')
+      .refine((p) => !p.split('/').includes('..'), 'no ".."'),
+  ),
+  dependsOn: z.array(serviceName),
+  limits: z.strictObject({
+    cpus: z.number().positive().optional(),
+    memoryBytes: z.number().positive().optional(),
+    pids: z.number().int().positive().optional(),
+  }),
+  source: z.string(),
+});
+const recordedServicesSchema = z.array(recordedService).max(MAX_SERVICES);
+
+/** A snapshot's services label that is not drydock's record (written by hand, or a repo Dockerfile's LABEL). */
+export class RecordedServicesInvalid extends Error {
+  constructor(image: string, why: string) {
+    super(
+      `snapshot ${image}: its ${SERVICES_LABEL} label is not a record drydock wrote (${why}): ` +
+        "build a new snapshot ('drydock snapshot build')",
+    );
+    this.name = 'RecordedServicesInvalid';
+  }
+}
+
+/**
+ * The snapshot image's services (its SERVICES_LABEL), checked against the
+ * shape drydock writes: labels are inherited, so a label drydock did not
+ * write (an older snapshot's from a repo Dockerfile's LABEL) is refused, not run.
+ */
+export function recordedServices(image: string, labels: Record<string, string> | undefined): RunnableService[] {
   const text = labels?.[SERVICES_LABEL];
-  return text ? (JSON.parse(text) as RunnableService[]) : [];
+  if (text === undefined) return [];
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new RecordedServicesInvalid(image, 'not JSON');
+  }
+  const parsed = recordedServicesSchema.safeParse(data);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new RecordedServicesInvalid(image, `${issue.path.join('.') || 'the list'}: ${issue.message}`);
+  }
+  return parsed.data;
 }
 
 /** The provider's services, or why it has none. */

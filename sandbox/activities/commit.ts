@@ -21,7 +21,8 @@ import {
 import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { DRYDOCK_GIT, sandboxOf, scriptArgv, type ShellScript } from '../handle';
+import { DRYDOCK_GIT, OWN_GIT, sandboxOf, scriptArgv, type ShellScript } from '../handle';
+import { OWN_GIT_DIR } from '../toolchains';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
@@ -51,14 +52,17 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  * scratch index so the agent's own staging stays untouched) as one commit on
  * the base under CHANGE_REF, and writes it out as a git bundle (see
  * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
+ * The tree is taken by drydock's own git (sandbox/handle.ts, OWN_GIT): no filter
+ * the repository's config defines runs.
  */
 const SNAPSHOT: ShellScript = {
   name: 'snapshot',
   text: [
     'set -e',
     DRYDOCK_GIT,
-    'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
-    'git add -A; t=$(git write-tree); rm -f "$i"',
+    'base=$1 i="$3/change.index" g=$6',
+    OWN_GIT,
+    't=$(own_git write-tree); rm -f "$i"',
     'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
     'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
     'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
@@ -67,10 +71,14 @@ const SNAPSHOT: ShellScript = {
   ].join('\n'),
 };
 
-/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout. */
-function snapshotArgv(input: CommitInput): string[] {
+/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout; `gitDir`: OWN_GIT's. */
+export function snapshotArgv(
+  input: Pick<CommitInput, 'baseCommit' | 'date'>,
+  stateDir = STATE_DIR,
+  gitDir = OWN_GIT_DIR,
+): string[] {
   const base = input.baseCommit;
-  return scriptArgv(SNAPSHOT, [base, input.date, STATE_DIR, CHANGE_REF, base]);
+  return scriptArgv(SNAPSHOT, [base, input.date, stateDir, CHANGE_REF, base, gitDir]);
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */

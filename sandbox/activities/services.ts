@@ -25,6 +25,7 @@ import type { SandboxProvider, ServiceContainerSpec } from '../provider';
 import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
+  RecordedServicesInvalid,
   ServiceFailure,
   serviceProblems,
   serviceContainers,
@@ -33,7 +34,8 @@ import {
   type RunnableService,
 } from '../services';
 import { egressDirOf } from '../egress';
-import { SNAPSHOT_ENV_LABEL } from '../snapshots';
+import { SNAPSHOT_ENV_LABEL, SNAPSHOT_LABELS } from '../snapshots';
+import { repoMadeImage } from '../repo-dockerfile';
 import type { SandboxDeps } from './deps';
 
 /** What resolving and starting services needs. */
@@ -103,16 +105,14 @@ export async function resolveServiceImages(
 ): Promise<RunnableService[]> {
   const out: RunnableService[] = [];
   for (const s of services) {
-    const onHost = await hasImage(deps.sandboxes, s.image);
-    const source = imageSource({
-      image: s.image,
-      field: `${s.source}.image`,
-      onHost,
-      allowed: opts.allowed,
-      repo: opts.repo,
-    });
+    const onHost = await deps.sandboxes.image(s.image);
+    const field = `${s.source}.image`;
+    const source = imageSource({ image: s.image, field, onHost: !!onHost, allowed: opts.allowed, repo: opts.repo });
     if (source.from === 'refused') throw new EnvironmentError(source.problem);
-    if (source.from === 'host') {
+    if (onHost) {
+      // A service runs the repo's command in its image, and its log is the sandbox's to read.
+      const made = repoMadeImage(s.image, onHost.labels);
+      if (made) throw new EnvironmentError(`${field}: ${made}`);
       out.push({ ...s });
       continue;
     }
@@ -201,15 +201,44 @@ export async function sandboxServices(
   declared: ServiceSpec[],
   repo: string,
 ): Promise<RunnableService[]> {
-  if (snapshotImage) return recordedServices((await deps.sandboxes.image(snapshotImage))?.labels);
-  if (!declared.length) return [];
   try {
+    if (snapshotImage) return await snapshotServices(deps.sandboxes, snapshotImage);
+    if (!declared.length) return [];
     return await resolveServiceImages(deps, declared, { repo, allowed: [], pull: false });
   } catch (err) {
-    if (err instanceof EnvironmentError)
+    if (err instanceof EnvironmentError || err instanceof RecordedServicesInvalid)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
     throw err;
   }
+}
+
+/**
+ * A snapshot's recorded services, each image checked again as it is on the
+ * host now: a service's own image no repository made; its data image one this
+ * snapshot's build made (its labels name the same repo and build), never
+ * another snapshot's or another repo's.
+ */
+async function snapshotServices(sandboxes: SandboxProvider, snapshotImage: string): Promise<RunnableService[]> {
+  const labels = (await sandboxes.image(snapshotImage))?.labels;
+  const services = recordedServices(snapshotImage, labels);
+  for (const s of services) {
+    const field = `snapshot ${snapshotImage}: service ${s.name}`;
+    const image = await sandboxes.image(s.image);
+    const made = image && repoMadeImage(s.image, image.labels);
+    if (made) throw new EnvironmentError(`${field}: ${made}`);
+    if (s.dataImage === undefined) continue;
+    const data = await sandboxes.image(s.dataImage);
+    const own =
+      data?.labels[SNAPSHOT_LABELS.image] === 'service-data' &&
+      data.labels[SNAPSHOT_LABELS.repo] === labels?.[SNAPSHOT_LABELS.repo] &&
+      data.labels[SNAPSHOT_LABELS.build] === labels?.[SNAPSHOT_LABELS.build];
+    if (data && !own) {
+      throw new EnvironmentError(
+        `${field}: data image ${s.dataImage} is not one this snapshot's build made: build a new snapshot ('drydock snapshot build')`,
+      );
+    }
+  }
+  return services;
 }
 
 /**

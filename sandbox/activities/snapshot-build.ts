@@ -333,9 +333,10 @@ async function imageOfBuild(
   const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,
+    // Both always written: labels are inherited, so one left out would be the environment image's (a repo Dockerfile's LABEL).
     labels: {
-      ...(services.length ? { [SERVICES_LABEL]: JSON.stringify(services) } : {}),
-      ...(Object.keys(plan.setupEnv).length ? { [SNAPSHOT_ENV_LABEL]: JSON.stringify(plan.setupEnv) } : {}),
+      [SERVICES_LABEL]: JSON.stringify(services),
+      [SNAPSHOT_ENV_LABEL]: JSON.stringify(plan.setupEnv),
       [SNAPSHOT_LABELS.image]: 'snapshot',
       [SNAPSHOT_LABELS.repo]: plan.repo,
       [SNAPSHOT_LABELS.commit]: plan.commit,

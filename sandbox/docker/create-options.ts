@@ -2,6 +2,7 @@
  * Docker's create options of a sandbox, as one pure function of its spec
  * (unit-tested): what makes a container a drydock sandbox on this engine.
  */
+import path from 'node:path';
 import type Docker from 'dockerode';
 import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
 import { redactUrl } from '../../workflows/rules/repo-url';
@@ -44,8 +45,13 @@ export function overlayVolume(target: string, dirs: OverlayDirs, labels: Record<
  * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
  * /workspace and the home folder are anonymous volumes of type overlay over
  * the image's copy (sandbox/docker/storage.ts), removed with the container.
+ * `imageVolumes`: the image's VOLUMEs (ImageInfo.volumes), each covered by a tmpfs as large as /tmp.
  */
-export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
+export function sandboxCreateOptions(
+  spec: SandboxSpec,
+  storage: SandboxStorage,
+  imageVolumes: string[] = [],
+): Docker.ContainerCreateOptions {
   const labels = shownLabels({ ...spec.labels, ...(spec.companionOf ? { [COMPANION_LABEL]: spec.companionOf } : {}) });
   const readonlyRoot = spec.readonlyRoot ?? true;
   const volume = (target: string, dirs: OverlayDirs) => overlayVolume(target, dirs, labels);
@@ -71,7 +77,12 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
       Privileged: false,
       IpcMode: 'private',
       ReadonlyRootfs: readonlyRoot,
-      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
+      Tmpfs: Object.fromEntries(
+        ['/tmp', ...volumeCovers(spec, imageVolumes)].map((t) => [
+          t,
+          `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777`,
+        ]),
+      ),
       Mounts: [
         volume(WORKSPACE, storage.workspace),
         volume(HOME, storage.home),
@@ -94,6 +105,20 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
       ...(spec.runtime ? { Runtime: spec.runtime } : {}),
     },
   };
+}
+
+/**
+ * A tmpfs over each of the image's VOLUMEs that no mount of drydock's covers:
+ * Docker would make each an anonymous volume on the host's disk, writable by
+ * the sandbox and outside `limits.disk`. Each is as large as /tmp at most and,
+ * like /tmp, counted in the sandbox's memory; it starts empty (what the image
+ * has there is hidden), and goes with the container.
+ */
+function volumeCovers(spec: SandboxSpec, imageVolumes: string[]): string[] {
+  const mounted = new Set(['/tmp', WORKSPACE, HOME, '/run/drydock', ...(spec.mounts ?? []).map((m) => m.target)]);
+  if (spec.agentsDir) mounted.add(SANDBOX_AGENTS_DIR);
+  const targets = imageVolumes.map((v) => path.posix.normalize(v).replace(/(.)\/+$/, '$1'));
+  return [...new Set(targets)].filter((target) => !mounted.has(target));
 }
 
 /** Whether a runtime is gVisor: Docker's runtimes named runsc (infra/runsc.sh registers "runsc"). */

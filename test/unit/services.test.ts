@@ -6,6 +6,7 @@
  */
 import { ComposeError, parseCompose, shellWords } from '../../sandbox/compose';
 import { parseDevcontainer } from '../../sandbox/repo-image';
+import { recordedServices, RecordedServicesInvalid, SERVICES_LABEL } from '../../sandbox/services';
 import { checkRepoConfig } from '../../workflows/repo-config';
 import { appOfConfig, dependencyProblems, servicesOfConfig, startOrder } from '../../workflows/services';
 
@@ -294,5 +295,49 @@ describe('devcontainer.json with a compose file and an app', () => {
 
   test('postStartCommand without a port of its own starts no app', () => {
     expect(parseDevcontainer('{"image": "x", "postStartCommand": "git config x y"}', 'd.json').app).toBeUndefined();
+  });
+});
+
+describe("a snapshot's recorded services (its drydock.snapshot.services label)", () => {
+  const checked = config({
+    services: {
+      db: {
+        image: PG,
+        healthcheck: { test: 'pg_isready', interval: '500ms' },
+        data: ['/var/lib/postgresql/data'],
+        user: 'postgres',
+        limits: { memory: '256m' },
+      },
+      cache: { image: 'drydock-service-redis:8', dependsOn: ['db'], ports: [6379] },
+    },
+  });
+  if (!checked.ok) throw new Error(checked.problems.join('; '));
+  const written = servicesOfConfig(checked.config.services!).map((s, n) =>
+    n === 0 ? { ...s, dataImage: 'drydock-data-drydock-snap-x-1:db' } : s,
+  );
+  const read = (value: unknown) =>
+    recordedServices('drydock-snap-x:1', {
+      [SERVICES_LABEL]: typeof value === 'string' ? value : JSON.stringify(value),
+    });
+
+  test('what drydock writes is read back as it is; no label, no services', () => {
+    expect(read(written)).toEqual(written);
+    expect(read([])).toEqual([]);
+    expect(recordedServices('drydock-snap-x:1', {})).toEqual([]);
+  });
+
+  test.each([
+    ['not JSON', '[{', 'not JSON'],
+    ['a field drydock never writes', [{ ...written[1], privileged: true }], '0: Unrecognized key: "privileged"'],
+    ['root', [{ ...written[1], user: 'root' }], '0.user: services never run as root'],
+    ['a name that is a path', [{ ...written[1], name: '../x' }], '0.name: lowercase letters'],
+    ['an image id', [{ ...written[1], image: 'sha256:abc' }], '0.image: an image id, not a name'],
+    ['not a list', { db: written[0] }, 'the list: '],
+  ])('a label drydock did not write is refused (T4-M1): %s', (_what, value, why) => {
+    expect(() => read(value)).toThrow(RecordedServicesInvalid);
+    if (why) expect(() => read(value)).toThrow(`(${why}`);
+    expect(() => read(value)).toThrow(
+      /^snapshot drydock-snap-x:1: its drydock.snapshot.services label is not a record drydock wrote .*build a new snapshot/,
+    );
   });
 });
