@@ -318,6 +318,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
         `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
         `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
+        `  environment: ${r.environment ?? "the repo's"}${r.ignoreDevcontainer ? ' (its dev container ignored)' : ''}\n` +
         `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) : 'none yet'}` +
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),
     );

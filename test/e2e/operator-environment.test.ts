@@ -21,6 +21,7 @@ import {
   docker,
   makeFixtureRepo,
   newSessionId,
+  runCli,
   startSession,
   startStack,
   type FixtureRepo,
@@ -151,12 +152,16 @@ test('repo remove takes the registration and its refresh schedule away, and says
   const seeded = { ...stack.config, DRYDOCK_REPOS: [`ops/removed=${repo.url}`] };
   await expect(removeRepo(stack.client, seeded, repo.url)).rejects.toThrow(/DRYDOCK_REPOS/);
 
-  // By name, as webhooks and the API name it.
-  expect(await removeRepo(stack.client, stack.config, 'ops/removed')).toEqual({
-    name: 'ops/removed',
-    repo: repo.url,
-    scheduleIds: [scheduleId],
+  // By name, as webhooks and the API name it, with the CLI: it says what it removed.
+  const cli = await runCli(['repo', 'remove', 'ops/removed'], {
+    TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS,
+    DATABASE_URL: stack.config.DATABASE_URL!,
+    DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE,
   });
+  expect(cli).toMatchObject({ code: 0, stderr: '' });
+  expect(cli.stdout).toContain(
+    `removed ops/removed (${repo.url}): its registration (limits, setup, environment, pool) and its refresh schedules (${scheduleId})`,
+  );
   await expect(stack.client.schedule.getHandle(scheduleId).describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);
   const db = await openDatabase(stack.config);
   try {
