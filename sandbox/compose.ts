@@ -13,7 +13,7 @@
  */
 import path from 'node:path';
 import { parseDocument } from 'yaml';
-import { serviceDeclaration, servicesOfConfig, type ServiceSpec } from '../workflows/services';
+import { serviceDeclaration, serviceName, servicesOfConfig, type ServiceSpec } from '../workflows/services';
 
 /** A compose file drydock cannot run: every problem names the file and its field. */
 export class ComposeError extends Error {
@@ -163,6 +163,12 @@ function validated(
 ): ServiceSpec[] {
   const specs: ServiceSpec[] = [];
   for (const [name, declaration] of Object.entries(declarations)) {
+    // The name becomes a container's, a host name and a folder of the sandbox's disk (docs/security.md, T4-M5).
+    const badName = serviceName.safeParse(name);
+    if (!badName.success) {
+      problems.push(`${file}: services.${name}: a service's name: ${badName.error.issues[0].message}`);
+      continue;
+    }
     const parsed = serviceDeclaration.safeParse(declaration);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) {

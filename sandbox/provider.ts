@@ -34,6 +34,17 @@ export const WORKSPACE = '/workspace';
 /** The sandbox user's home: git config and drydock-run's state (STATE_DIR). */
 export const HOME = '/home/drydock';
 
+/**
+ * A person's shell in a sandbox (drydock attach), for `sh -c`, on every
+ * provider: bash without its startup files when the image has it, else sh
+ * without ENV. The agent wrote ~/.bashrc and ~/.profile (and the image may
+ * set ENV): none of them runs, the prompt is drydock's (ATTACH_PROMPT).
+ */
+export const ATTACH_SHELL =
+  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
+/** The attach shell's prompt (bash's escapes: the folder, then $). */
+export const ATTACH_PROMPT = '\\w\\$ ';
+
 /** What a provider can do; a caller checks before it asks for more than the basics. */
 export interface ProviderCapabilities {
   /** Snapshots of a sandbox's /workspace as an image (imageFromWorkspace) that later sandboxes start from. */

@@ -143,9 +143,10 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   }
   const dc = parsed.data;
   if (dc.features && Object.keys(dc.features).length) {
-    throw new Error(
+    throw new EnvironmentError(
       `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
-        'install what they add in setup (postCreateCommand) instead',
+        'install what they add in setup (postCreateCommand) instead, or choose another environment ' +
+        '(drydock repo add --environment base|dockerfile|image:<ref>)',
     );
   }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;

@@ -586,6 +586,8 @@ export interface PilotSessionView {
   phase?: Phase;
   /** Faults done to it so far, with what happened ("sandbox_killed: killed sandbox-0"). */
   applied: string[];
+  /** A workflow at this id that the pilot did not start (no child of it): never adopted; the session counts as failed. */
+  disowned?: string;
 }
 
 export interface PilotStatus {
