@@ -201,6 +201,8 @@ export interface AgentProgress {
   commit?: string;
   changed?: boolean;
   diffstat?: string;
+  /** The files the change adds or modifies (the first 300): where its check run may annotate. */
+  files?: string[];
   /** Artifact reference of the whole diff. */
   diff?: string;
   /** The last change held a secret the worker knows: named with where, never shown or published. */

@@ -383,8 +383,10 @@ describe('full loops', () => {
       const ours = ourComments(issueNumber);
       expect(ours.map((c) => c.body.split('\n')[0])).toEqual([
         expect.stringMatching(/^drydock is working on this: /),
-        expect.stringMatching(/^drydock's session failed: .*exit 3/),
+        expect.stringMatching(/^drydock's session failed \(.+\):$/),
       ]);
+      // Why, as the sandbox said it: in a code fence, never as drydock's Markdown.
+      expect(ours[1].body).toMatch(/:\n\n(`{3,})text\n[^]*exit 3[^]*\n\1\n/);
       expect(statusesOf(sent.body.sessionId)).toEqual([
         'pending: in progress',
         expect.stringMatching(/^failure: failed: /),
