@@ -10,12 +10,13 @@
  */
 import {
   dataPath,
+  type FileTree,
   type SandboxProvider,
   type ServiceContainerSpec,
   type ServiceRuntime,
   type ServiceState,
 } from './provider';
-import { startOrder, type ServiceSpec } from '../workflows/services';
+import { startOrder, type ServiceFile, type ServiceSpec } from '../workflows/services';
 import type { Share } from '../workflows/rules/service-limits';
 import { sandboxOf } from './handle';
 
@@ -63,6 +64,8 @@ export interface StartOptions {
   /** The sandbox's own labels (session, repo, host, expiry): the reaper finds its services by them too. */
   labels: Record<string, string>;
   runtime?: string;
+  /** Reads what a service's file (ServiceSpec.files) holds: from the repo's mirror (sandbox/repo-files.ts). */
+  files?: (file: ServiceFile) => Promise<FileTree>;
 }
 
 /**
@@ -163,11 +166,30 @@ async function containerOf(
         }
       : {}),
     folders,
+    ...(s.files?.length ? { files: await filesOf(s, opts) } : {}),
+    ...(s.hostNames?.length ? { hostNames: s.hostNames } : {}),
     cpus: share.cpus,
     memoryBytes: share.memoryBytes,
     pids: share.pids,
     ...(opts.runtime ? { runtime: opts.runtime } : {}),
   };
+}
+
+/** A service's files as the provider copies them in: each read (from the repo, or its content) now. */
+async function filesOf(s: RunnableService, opts: StartOptions): Promise<ServiceContainerSpec['files']> {
+  return Promise.all(
+    (s.files ?? []).map(async (f) => {
+      const where = `${f.source} at ${f.target}`;
+      if (f.content !== undefined)
+        return {
+          target: f.target,
+          source: where,
+          tree: { kind: 'file', mode: f.mode ?? 0o444, data: Buffer.from(f.content) },
+        };
+      if (!opts.files) throw new ServiceFailure(s.name, `cannot start: ${where} cannot be read on this host`);
+      return { target: f.target, source: where, tree: await opts.files(f) };
+    }),
+  );
 }
 
 /** Waits until a service is ready (see the module's header). */

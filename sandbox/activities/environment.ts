@@ -26,6 +26,7 @@ import type { ImageSummary, SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import type { RepoConfig } from '../../workflows/repo-config';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
+import { RepoTree } from '../repo-files';
 
 /** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
 export type EnvironmentDeps = Pick<SandboxDeps, 'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log'>;
@@ -95,6 +96,7 @@ async function environmentOf(
     read,
     await declaredEnvironment(file.config, read),
     file.config,
+    new RepoTree(mirror, commit),
   );
   refuseUnsupported(deps.sandboxes, declared, stack);
   const image = declared
