@@ -267,12 +267,14 @@ export async function sandboxServiceContainers(
       shares,
       labels,
       runtime: deps.runtime,
-      files: (f) => repoFileTree(mirror, f),
+      files: serviceFileReader(mirror),
     }),
   );
 }
 
-/** A service file's content at the object the snapshot pinned (the mirror keeps every commit it fetched). */
+/** Reads a service file's content at the object the snapshot pinned (the mirror keeps every commit it fetched). */
+export const serviceFileReader = (mirror: string) => (f: ServiceFile) => repoFileTree(mirror, f);
+
 async function repoFileTree(mirror: string, f: ServiceFile) {
   if (!f.object || !f.kind || !f.at)
     throw new ServiceFailure(f.source, `cannot start: ${f.source} was never resolved in the repository`);
