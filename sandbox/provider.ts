@@ -194,6 +194,12 @@ export interface ImageInfo {
   healthcheck?: string[];
   /** Its ONBUILD triggers (Config.OnBuild): instructions a build FROM it runs first. */
   onBuild?: string[];
+  /**
+   * Not on the host: a registry's, which the cluster's node pulls when a pod
+   * is made of it (Kubernetes, whose provider cannot see its node's images).
+   * The allowed-registries rule decides whether it may be used.
+   */
+  fromRegistry?: boolean;
 }
 
 /** An image as a listing shows it. */

@@ -140,7 +140,7 @@ export async function resolveServiceImages(
 ): Promise<RunnableService[]> {
   const out: RunnableService[] = [];
   for (const s of services) {
-    const onHost = await deps.sandboxes.image(s.image);
+    const onHost = await onHostImage(deps.sandboxes, s.image);
     const field = `${s.source}.image`;
     const source = imageSource({ image: s.image, field, onHost: !!onHost, allowed: opts.allowed, repo: opts.repo });
     if (source.from === 'refused') throw new EnvironmentError(source.problem);
@@ -193,7 +193,13 @@ export function environmentImageFetcher(
 }
 
 async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolean> {
-  return (await sandboxes.image(ref)) !== undefined;
+  return (await onHostImage(sandboxes, ref)) !== undefined;
+}
+
+/** The image when it is on the worker's host; a registry's that the cluster's node would pull is not. */
+async function onHostImage(sandboxes: SandboxProvider, ref: string) {
+  const image = await sandboxes.image(ref);
+  return image?.fromRegistry ? undefined : image;
 }
 
 /** Pulls an allowed image and returns it pinned by the digest the registry gave. */

@@ -40,6 +40,7 @@ import {
 import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } from './exec';
 import { execFoundContainerGone, saysContainerGone } from '../container-gone';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
+import { imageInfoOf } from './images';
 import { SnapshotStore } from './snapshot-store';
 import { KubernetesServices } from './services';
 import { notStartedMessage, runningState, warningsOf } from './pod-state';
@@ -436,13 +437,15 @@ export class KubernetesProvider implements SandboxProvider {
   /**
    * A stored snapshot as an image, or another image as what the API can say
    * of it: nothing (the node's images are not listed through the API, and
-   * whether the node has or can pull one shows when a pod is made of it).
+   * whether the node has one shows when a pod is made of it). Only drydock's
+   * own service images count as on the host; any other is a registry's
+   * (`fromRegistry`), held to the allowed registries and a digest (./images.ts).
    */
   async image(ref: string): Promise<ImageInfo | undefined> {
     const stored = await this.store.find(ref);
     if (stored) return { id: stored.id, sizeBytes: stored.sizeBytes, labels: stored.labels, env: [] };
     if (ref.startsWith(SNAPSHOT_PREFIX)) return undefined;
-    return { id: ref, sizeBytes: 0, labels: {}, env: [] };
+    return imageInfoOf(ref);
   }
 
   /**

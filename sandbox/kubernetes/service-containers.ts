@@ -7,9 +7,10 @@
  * the pod (restartPolicy Never: a service that exits stays exited, and the
  * session names it). Each is hardened like the sandbox's container: no
  * capabilities, no privilege escalation, a read-only root, seccomp
- * RuntimeDefault (the pod's), its own CPU and memory limits. It runs as its
- * image's user, as on Docker, or as a declared numeric uid[:gid] (the kubelet
- * then checks it is not root; it cannot verify a user named by the image).
+ * RuntimeDefault (the pod's), its own CPU and memory limits, never as root
+ * (runAsNonRoot: a declared numeric uid[:gid], drydock's own images' known
+ * ids, or its image's numeric user), and its image is pulled only when pinned
+ * by digest (./images.ts).
  * Its writable folders (its data folders, and /run for its sockets and lock
  * files) are folders of the pod's disk emptyDir, counted in the session's
  * disk like the sandbox's /workspace, filled from its image's content at that
@@ -20,6 +21,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Container, V1ContainerStatus, V1Probe, V1SecurityContext, V1Volume } from '@kubernetes/client-node';
 import { SandboxError, type ServiceContainerSpec, type ServiceState } from '../provider';
+import { OWN_SERVICE_USERS, ownServiceImage, serviceImagePullPolicy } from './images';
 
 /** The pod's emptyDir that holds /workspace and home, and the services' folders. */
 export const DISK_VOLUME = 'disk';
@@ -49,10 +51,9 @@ export interface ServicePodParts {
   volumes: V1Volume[];
 }
 
-export function servicePodParts(
-  services: ServiceContainerSpec[],
-  imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never',
-): ServicePodParts {
+type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+
+export function servicePodParts(services: ServiceContainerSpec[], imagePullPolicy: PullPolicy): ServicePodParts {
   const parts: ServicePodParts = { containers: [], initContainers: [], volumes: [] };
   for (const s of services) {
     if (s.files?.length)
@@ -63,7 +64,7 @@ export function servicePodParts(
     const name = serviceContainerName(s.service);
     const folders = foldersOf(s, name);
     const common = {
-      imagePullPolicy,
+      imagePullPolicy: serviceImagePullPolicy(s.image, imagePullPolicy),
       securityContext: securityOf(s),
       resources: {
         limits: { cpu: cpuQuantity(s.cpus), memory: String(s.memoryBytes) },
@@ -93,19 +94,26 @@ export function servicePodParts(
 }
 
 /**
- * As on Docker: the image's user (runAsNonRoot off: the kubelet verifies only
- * a numeric user, and refuses an image whose USER is a name), or the declared
- * uid[:gid], never root (the declaration refuses root). A user by name cannot
- * be given to the kubelet: refused, naming the service.
+ * Never root: runAsNonRoot always, with the declared uid[:gid] (the
+ * declaration refuses root), else the known uid:gid of drydock's own service
+ * images (their USER is a name, which the kubelet cannot verify), else the
+ * image's user, which the kubelet then requires to be numeric and not 0 (an
+ * image whose USER is a name or none fails to start, naming it: give the
+ * service a numeric `user`). A user by name cannot be given to the kubelet:
+ * refused, naming the service.
  */
-function securityOf(s: ServiceContainerSpec): V1SecurityContext {
+export function securityOf(s: ServiceContainerSpec): V1SecurityContext {
   const base = {
     allowPrivilegeEscalation: false,
     privileged: false,
     readOnlyRootFilesystem: true,
     capabilities: { drop: ['ALL'] },
   };
-  if (!s.user) return { ...base, runAsNonRoot: false };
+  if (!s.user) {
+    const own = ownServiceImage(s.image);
+    const ids = own ? OWN_SERVICE_USERS[own] : undefined;
+    return { ...base, runAsNonRoot: true, ...(ids ? { runAsUser: ids.uid, runAsGroup: ids.gid } : {}) };
+  }
   const numeric = /^(\d+)(?::(\d+))?$/.exec(s.user);
   if (!numeric || Number(numeric[1]) === 0) {
     throw new SandboxError(
@@ -156,12 +164,19 @@ const FILL = [
 ].join('\n');
 
 /** One init container per image the service's folders come from (its own; a data image's). */
-function fillersOf(s: ServiceContainerSpec, name: string, folders: Folder[], common: Partial<V1Container>) {
+function fillersOf(
+  s: ServiceContainerSpec,
+  name: string,
+  folders: Folder[],
+  common: Partial<V1Container> & { imagePullPolicy: PullPolicy },
+) {
   const images = [...new Set(folders.map((f) => f.from.image))];
   return images.map((image, k): V1Container => ({
     name: `${name}-fill${k ? `-${k}` : ''}`,
     image,
     ...common,
+    // A data image is drydock's own, on the node: never pulled.
+    imagePullPolicy: serviceImagePullPolicy(image, common.imagePullPolicy),
     command: ['sh', '-c', FILL, 'fill'],
     args: folders.filter((f) => f.from.image === image).flatMap((f) => [f.from.path, `${DISK_MOUNT}/${f.subPath}`]),
     volumeMounts: [{ name: DISK_VOLUME, mountPath: DISK_MOUNT }],

@@ -7,7 +7,8 @@
  * commands run through the exec subresource in its container, its log is the
  * container's. It dies with its pod: teardown and the reaper remove the pod.
  * A service's data is not captured into a snapshot here yet, and the cluster's
- * nodes pull images themselves (docs/kubernetes.md).
+ * nodes pull images themselves, a registry's only pinned by digest
+ * (./images.ts, docs/kubernetes.md).
  */
 import { Writable } from 'node:stream';
 import type { CoreV1Api, KubeConfig, V1Pod } from '@kubernetes/client-node';
@@ -19,6 +20,7 @@ import {
   type ServiceState,
 } from '../provider';
 import { openExec } from './exec';
+import { digestToRecord } from './images';
 import { podName, POD_ANNOTATIONS } from './pod';
 import { serviceContainerName, serviceStateOf } from './service-containers';
 
@@ -103,11 +105,13 @@ export class KubernetesServices implements ServiceRuntime {
   /** Nothing to ready: a service's folders are filled by its pod (./service-containers.ts). */
   async prepareFolder(): Promise<void> {}
 
+  /**
+   * Pulls nothing (the cluster's node pulls when a pod is made of the image,
+   * as DRYDOCK_K8S_IMAGE_PULL_POLICY says): the digest the repo pinned the
+   * image by, which the snapshot records; a tag alone is refused.
+   */
   async pull(ref: string): Promise<string> {
-    throw new SandboxError(
-      `the kubernetes provider pulls no images (${ref}): the cluster's nodes do, as DRYDOCK_K8S_IMAGE_PULL_POLICY says`,
-      'permanent',
-    );
+    return digestToRecord(ref);
   }
 }
 

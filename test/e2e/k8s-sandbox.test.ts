@@ -404,8 +404,11 @@ describe("a session with a service: PostgreSQL built here, a container of the sa
     const spec = (await cluster.core.readNamespacedPod({ namespace, name: pod })).spec!;
     expect(spec.containers.map((c) => c.name)).toEqual(['sandbox', 'svc-db']);
     const db = spec.containers[1];
+    // Never root: drydock's own image runs as its user's known ids (its USER is a name the kubelet cannot verify).
     expect(db.securityContext).toEqual({
-      runAsNonRoot: false,
+      runAsNonRoot: true,
+      runAsUser: 100,
+      runAsGroup: 102,
       allowPrivilegeEscalation: false,
       privileged: false,
       readOnlyRootFilesystem: true,

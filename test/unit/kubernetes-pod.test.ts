@@ -291,8 +291,8 @@ test("services are containers of the sandbox's pod, hardened like its own, with 
     readOnlyRootFilesystem: true,
     capabilities: { drop: ['ALL'] },
   };
-  // Its image's user, as on Docker (the kubelet cannot verify a user by name); a declared uid is enforced.
-  expect(pg.securityContext).toEqual({ ...hardened, runAsNonRoot: false });
+  // Never root: drydock's own image as its user's known ids (its USER is a name); a declared uid is enforced.
+  expect(pg.securityContext).toEqual({ ...hardened, runAsNonRoot: true, runAsUser: 100, runAsGroup: 102 });
   expect(redis.securityContext).toEqual({ ...hardened, runAsNonRoot: true, runAsUser: 999, runAsGroup: 1000 });
   expect(pg).toMatchObject({
     image: 'drydock-service-postgres:17',
@@ -367,6 +367,44 @@ test("a service's writable folders are on the pod's disk, filled from its image 
   expect(s.containers[0].volumeMounts!.filter((m) => m.name === 'disk').map((m) => m.subPath)).toEqual([
     'workspace',
     'home',
+  ]);
+});
+
+test('no service runs as root: runAsNonRoot always, numeric ids where the image has a user by name (T4-M4)', () => {
+  const hardened = { allowPrivilegeEscalation: false, privileged: false, readOnlyRootFilesystem: true };
+  const contexts = (services: ServiceContainerSpec[]) =>
+    sandboxPod({ ...spec, services }, where)
+      .spec!.containers.slice(1)
+      .map((c) => c.securityContext);
+  // An image of anyone else's without a user: the kubelet runs it only if its USER is a non-root number.
+  const other = { ...db, image: `ghcr.io/acme/pg@sha256:${'ab'.repeat(32)}`, folders: [] };
+  expect(contexts([other])[0]).toEqual({ ...hardened, capabilities: { drop: ['ALL'] }, runAsNonRoot: true });
+  expect(contexts([{ ...db, service: 'r', image: 'drydock/redis:8', folders: [] }])[0]).toMatchObject({
+    runAsNonRoot: true,
+    runAsUser: 100,
+    runAsGroup: 101,
+  });
+  // A declared user wins over the known ids.
+  expect(contexts([{ ...db, user: '70' }])[0]).toMatchObject({ runAsNonRoot: true, runAsUser: 70 });
+  expect(contexts([{ ...db, user: '70' }])[0]!.runAsGroup).toBeUndefined();
+});
+
+test("a service's image is pulled only when pinned by digest; a tag, or a data image, never (T4-M4)", () => {
+  const pinned = `ghcr.io/acme/pg@sha256:${'ab'.repeat(32)}`;
+  const services: ServiceContainerSpec[] = [
+    { ...db, image: pinned, folders: [{ path: '/data', from: { image: 'drydock-data-x:db', path: '/d/0/data' } }] },
+    { ...cache, image: 'redis:8', folders: [] },
+  ];
+  const s = sandboxPod({ ...spec, services }, { ...where, imagePullPolicy: 'IfNotPresent' }).spec!;
+  expect(s.containers.map((c) => [c.image, c.imagePullPolicy])).toEqual([
+    ['drydock-base:abc', 'IfNotPresent'], // the operator's base image: the operator's policy
+    [pinned, 'IfNotPresent'],
+    ['redis:8', 'Never'],
+  ]);
+  expect(s.initContainers!.map((c) => [c.image, c.imagePullPolicy])).toEqual([
+    ['drydock-data-x:db', 'Never'],
+    [pinned, 'IfNotPresent'],
+    ['redis:8', 'Never'],
   ]);
 });
 
