@@ -35,6 +35,7 @@ import {
 import { egressDirOf } from '../egress';
 import { SNAPSHOT_ENV_LABEL } from '../snapshots';
 import type { SandboxDeps } from './deps';
+import { ensureServiceImage, namedServiceImage } from '../../sandbox-images/service-images';
 
 /** What resolving and starting services needs. */
 export type ServiceDeps = Pick<SandboxDeps, 'sandboxes' | 'log'>;
@@ -103,7 +104,7 @@ export async function resolveServiceImages(
 ): Promise<RunnableService[]> {
   const out: RunnableService[] = [];
   for (const s of services) {
-    const onHost = await hasImage(deps.sandboxes, s.image);
+    const onHost = await serviceImageOnHost(deps, s.image, { fresh: opts.pull });
     const source = imageSource({
       image: s.image,
       field: `${s.source}.image`,
@@ -159,6 +160,23 @@ export function environmentImageFetcher(
 
 async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolean> {
   return (await sandboxes.image(ref)) !== undefined;
+}
+
+/**
+ * Whether a service's image is on the host: drydock's own service images
+ * (`drydock/postgres:17`, sandbox-images/service-images.ts) are built on first
+ * use on a Docker host, and with `fresh` (a snapshot build) again when their
+ * recipe changed since.
+ */
+async function serviceImageOnHost(deps: ServiceDeps, ref: string, { fresh }: { fresh: boolean }): Promise<boolean> {
+  const named = namedServiceImage(ref);
+  const onHost = await hasImage(deps.sandboxes, ref);
+  if (!named || (onHost && !fresh) || deps.sandboxes.name !== 'docker') return onHost;
+  const progress = (line: string) => deps.log.info({ image: ref }, line);
+  await ensureServiceImage(named, progress).catch((err: Error) => {
+    throw new EnvironmentError(`service image ${ref} could not be built here: ${err.message}`);
+  });
+  return true;
 }
 
 /** Pulls an allowed image and returns it pinned by the digest the registry gave. */
