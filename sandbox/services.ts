@@ -10,6 +10,7 @@
  */
 import {
   dataPath,
+  type ImageInfo,
   type SandboxProvider,
   type ServiceContainerSpec,
   type ServiceRuntime,
@@ -116,11 +117,40 @@ export async function prepareServices(provider: SandboxProvider, services: Runna
   );
 }
 
+/**
+ * The Unix socket folders of services as the usual images keep them: PostgreSQL's
+ * (an image that sets PGDATA, as the official one and drydock/postgres do, or
+ * declares the folder a volume) and MySQL's or MariaDB's (declared a volume).
+ */
+const SOCKET_FOLDERS: { path: string; env?: string }[] = [
+  { path: '/var/run/postgresql', env: 'PGDATA' },
+  { path: '/run/postgresql' },
+  { path: '/var/run/mysqld' },
+  { path: '/run/mysqld' },
+];
+
+/** The socket folders a service's image keeps, shared with its sandbox where the provider can (none else). */
+export function socketFoldersOf(image: Pick<ImageInfo, 'env' | 'volumes'>, s: Pick<RunnableService, 'data'>): string[] {
+  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, ''));
+  const sets = (name: string) => image.env.some((e) => e.startsWith(`${name}=`));
+  return SOCKET_FOLDERS.filter((f) => volumes.includes(f.path) || (f.env !== undefined && sets(f.env)))
+    .map((f) => f.path)
+    .filter((p) => !s.data.includes(p));
+}
+
+/** Its socket folders (socketFoldersOf) where the provider shares them with the sandbox. */
+function socketsOf(provider: SandboxProvider, image: ImageInfo, s: RunnableService): string[] {
+  return provider.capabilities.serviceSockets ? socketFoldersOf(image, s) : [];
+}
+
 /** A service's writable folders: data folders over setup's data, the image's other volumes over its own content. */
 async function foldersOf(provider: SandboxProvider, s: RunnableService) {
   const image = await provider.image(s.image);
   if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
-  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
+  const shared = socketsOf(provider, image, s);
+  const volumes = (image.volumes ?? [])
+    .map((v) => v.replace(/\/+$/, ''))
+    .filter((v) => !s.data.includes(v) && !shared.includes(v));
   return [
     ...s.data.map((path, n) => ({
       path,
@@ -139,7 +169,9 @@ async function containerOf(
 ): Promise<ServiceContainerSpec> {
   const share = opts.shares[s.name];
   const folders = await foldersOf(provider, s);
-  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
+  const image = (await provider.image(s.image))!; // foldersOf found it
+  const test = s.healthcheck?.test ?? image.healthcheck;
+  const sockets = socketsOf(provider, image, s);
   return {
     sandbox,
     service: s.name,
@@ -163,6 +195,7 @@ async function containerOf(
         }
       : {}),
     folders,
+    ...(sockets.length ? { sockets } : {}),
     cpus: share.cpus,
     memoryBytes: share.memoryBytes,
     pids: share.pids,

@@ -42,7 +42,7 @@ run_init_scripts() {
       *.sql.gz) echo "docker-entrypoint: running $f" && gunzip -c "$f" | process_sql -q ;;
       *.sql.xz) echo "docker-entrypoint: running $f" && xzcat "$f" | process_sql -q ;;
       *.sql.zst) echo "docker-entrypoint: running $f" && zstd -dc "$f" | process_sql -q ;;
-      *) [ -e "$f" ] && echo "docker-entrypoint: ignoring $f" ;;
+      *) if [ -e "$f" ]; then echo "docker-entrypoint: ignoring $f"; fi ;;
     esac
   done
 }

@@ -45,7 +45,12 @@ export function overlayVolume(target: string, dirs: OverlayDirs, labels: Record<
  * /workspace and the home folder are anonymous volumes of type overlay over
  * the image's copy (sandbox/docker/storage.ts), removed with the container.
  */
-export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
+export function sandboxCreateOptions(
+  spec: SandboxSpec,
+  storage: SandboxStorage,
+  /** Its services' socket folders (sandbox/docker/services.ts socketMounts), read-write. */
+  sockets: Docker.MountSettings[] = [],
+): Docker.ContainerCreateOptions {
   const labels = shownLabels({ ...spec.labels, ...(spec.companionOf ? { [COMPANION_LABEL]: spec.companionOf } : {}) });
   const readonlyRoot = spec.readonlyRoot ?? true;
   const volume = (target: string, dirs: OverlayDirs) => overlayVolume(target, dirs, labels);
@@ -85,6 +90,7 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
           Target: m.target,
           ReadOnly: true,
         })),
+        ...sockets,
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),

@@ -39,7 +39,7 @@ import {
 } from '../provider';
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
-import { DockerServices } from './services';
+import { DockerServices, socketMounts } from './services';
 
 /** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
 const ATTACH_SHELL =
@@ -56,6 +56,7 @@ export class DockerProvider implements SandboxProvider {
     services: true,
     serviceData: true,
     pidsLimit: true,
+    serviceSockets: true,
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;
@@ -75,7 +76,10 @@ export class DockerProvider implements SandboxProvider {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
       const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
-      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage));
+      // Its services' socket folders, known now: a service made later binds the same folder.
+      const sockets: Docker.MountSettings[] = [];
+      for (const service of spec.services ?? []) sockets.push(...(await socketMounts(this.storage, service)));
+      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, sockets));
       await container.start();
       return { id: container.id, created: true };
     } catch (err) {
