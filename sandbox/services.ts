@@ -18,7 +18,7 @@ import {
 } from './provider';
 import { startOrder, type ServiceSpec } from '../workflows/services';
 import type { Share } from '../workflows/rules/service-limits';
-import { sandboxOf } from './handle';
+import { sandboxOf, type ShellScript } from './handle';
 
 /** A service as a sandbox runs it: its spec with the image to run, and the snapshot's data image. */
 export interface RunnableService extends ServiceSpec {
@@ -101,6 +101,29 @@ export async function startServices(
     await Promise.all(level.map((s) => waitReady(provider, sandbox, s, containerOf(s).healthcheck?.test)));
     for (const s of level) started.add(s.name);
   }
+  await linkPostgresSockets(provider, sandbox, services, containers);
+}
+
+const LINK_SOCKETS: ShellScript = { name: 'link-sockets', text: 'for s; do ln -sf "$s" "/tmp/${s##*/}"; done' };
+
+/**
+ * A shared PostgreSQL socket folder's sockets also where PostgreSQL's own default puts them,
+ * `/tmp/.s.PGSQL.<port>` (a client library built without Debian's default looks there):
+ * links in the sandbox's /tmp to each declared port's socket (5432 without one).
+ */
+async function linkPostgresSockets(
+  provider: SandboxProvider,
+  sandbox: string,
+  services: RunnableService[],
+  containers: ServiceContainerSpec[],
+): Promise<void> {
+  const sockets: string[] = [];
+  for (const c of containers) {
+    const folder = c.sockets?.find((p) => p.endsWith('/postgresql'));
+    const ports = services.find((s) => s.name === c.service)?.ports ?? [];
+    if (folder) sockets.push(...(ports.length ? ports : [5432]).map((port) => `${folder}/.s.PGSQL.${port}`));
+  }
+  if (sockets.length) await sandboxOf(provider, sandbox).commands.runScript(LINK_SOCKETS, sockets);
 }
 
 /**
