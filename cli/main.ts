@@ -27,7 +27,7 @@ import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
-import { addRepo, buildSnapshot, listRepos, listSnapshots, resolveRepo } from './snapshots';
+import { addRepo, buildSnapshot, listRepos, listSnapshots, removeRepo, resolveRepo } from './snapshots';
 import {
   ACTIONS,
   ATTEMPTS_WORKFLOW_TYPE,
@@ -408,6 +408,14 @@ repoCommand
   .option('--max-wall-time <duration>', 'longest a session may run, e.g. "2h"')
   .option('--max-disk <size>', 'most disk a session may use')
   .option('--pool <n>', 'idle sandboxes each host keeps ready from its newest snapshot, 0 to 16 (default: 0)')
+  .option(
+    '--environment <kind>',
+    "what its sandboxes run in, over the repo's own choice: devcontainer, dockerfile, base or image:<ref> (default: the repo's)",
+  )
+  .option(
+    '--ignore-devcontainer',
+    "never read the repo's dev container (a Dockerfile its .drydock/config.yaml names still counts)",
+  )
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
     const { registration, scheduleIds, inferred } = await addRepo(await connectClient(config), config, url, opts);
@@ -423,6 +431,23 @@ repoCommand
       console.log(`setup inferred from the lockfiles (give --setup to choose another):\n  ${inferred.join('\n  ')}`);
       if (!opts.allow) console.log(`egress for setup: ${registration.egress.map((r) => r.host).join(', ')}`);
     }
+  });
+
+repoCommand
+  .command('remove <repo>')
+  .description('Unregister a repo (URL or owner/name): its limits and settings, and its refresh schedule on every host')
+  .option('--json', 'machine-readable output')
+  .action(async (repo: string, opts) => {
+    const removed = await removeRepo(await connectClient(config), config, repo);
+    const schedules = removed.scheduleIds.length
+      ? `its refresh schedules (${removed.scheduleIds.join(', ')})`
+      : 'no refresh schedule (none existed)';
+    console.log(
+      opts.json
+        ? JSON.stringify(removed)
+        : `removed ${removed.name} (${removed.repo}): its registration (limits, setup, environment, pool) and ${schedules}; ` +
+            'its snapshot history stays in drydock snapshot list, its idle pool sandboxes go at the next reaper run',
+    );
   });
 
 repoCommand

@@ -51,6 +51,7 @@ export function describePilot(s: PilotStatus): string {
   for (const v of s.sessions) {
     lines.push(`  ${v.sessionId.padEnd(50)} ${v.state.padEnd(8)} ${v.phase ?? ''}`);
     for (const a of v.applied) lines.push(`      fault ${a}`);
+    if (v.disowned) lines.push(`      ${v.disowned}`);
   }
   return lines.join('\n');
 }

@@ -143,9 +143,10 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   }
   const dc = parsed.data;
   if (dc.features && Object.keys(dc.features).length) {
-    throw new Error(
+    throw new EnvironmentError(
       `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
-        'install what they add in setup (postCreateCommand) instead',
+        'install what they add in setup (postCreateCommand) instead, or choose another environment ' +
+        '(drydock repo add --environment base|dockerfile|image:<ref>)',
     );
   }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
@@ -261,7 +262,24 @@ async function allowedImage(provider: SandboxProvider, ref: string, source: stri
   }
   const made = repoMadeImage(ref, image.labels);
   if (made) throw new EnvironmentError(`${source}: ${made}`);
+  const triggers = onBuildProblem(ref, image);
+  if (triggers) throw new EnvironmentError(`${source}: ${triggers}`);
   return image;
+}
+
+/**
+ * Why a repo may not build on the image `ref`, if its ONBUILD triggers say so: a build FROM it
+ * (the repo's Dockerfile, drydock's own layer) runs them first, in the host's builder, and
+ * they are whatever the image's author wrote (RUN as root, ADD on the host's network, COPY --from
+ * another image). Pulled or on the host alike.
+ */
+export function onBuildProblem(ref: string, image: Pick<ImageInfo, 'onBuild'>): string | undefined {
+  if (!image.onBuild?.length) return undefined;
+  const first = image.onBuild[0].slice(0, 200);
+  return (
+    `image ${ref} has ${image.onBuild.length} ONBUILD trigger(s) (the first: "${first}"), which any build on it ` +
+    "runs in the host's builder: use an image without ONBUILD, or put what the triggers do in setup"
+  );
 }
 
 /**

@@ -10,13 +10,24 @@
  */
 import {
   dataPath,
+  type FileTree,
   type ImageInfo,
   type SandboxProvider,
   type ServiceContainerSpec,
   type ServiceRuntime,
   type ServiceState,
 } from './provider';
-import { startOrder, type ServiceSpec } from '../workflows/services';
+import { z } from 'zod';
+import {
+  imageRef,
+  MAX_SERVICES,
+  serviceDeclaration,
+  serviceName,
+  startOrder,
+  type ServiceFile,
+  type ServiceSpec,
+} from '../workflows/services';
+import { isImageId } from '../workflows/rules/images';
 import type { Share } from '../workflows/rules/service-limits';
 import { sandboxOf, type ShellScript } from './handle';
 
@@ -47,10 +58,92 @@ export class ServiceFailure extends Error {
   }
 }
 
-/** The snapshot image's services, or none. */
-export function recordedServices(labels: Record<string, string> | undefined): RunnableService[] {
+/** A RunnableService as a snapshot records it (SERVICES_LABEL): what drydock wrote, and nothing else. */
+const namedImage = imageRef.refine((ref) => !isImageId(ref), 'an image id, not a name');
+const inside = z
+  .string()
+  .startsWith('/')
+  .refine((p) => !p.split('/').includes('..'), 'no ".."');
+const gitObject = z.string().regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/);
+/** A service's file (ServiceSpec.files) as recorded: read again from the repo at `at`, or its content. */
+const recordedFile = z.strictObject({
+  target: inside,
+  source: z.string().max(4096),
+  content: z
+    .string()
+    .max(1 << 20)
+    .optional(),
+  mode: z.number().int().min(0).max(0o777).optional(),
+  object: gitObject.optional(),
+  at: gitObject.optional(),
+  kind: z.enum(['file', 'folder']).optional(),
+});
+const recordedService = z.strictObject({
+  name: serviceName,
+  image: namedImage,
+  dataImage: namedImage.optional(),
+  environment: z.record(z.string(), z.string()),
+  command: z.array(z.string()).optional(),
+  entrypoint: z.array(z.string()).optional(),
+  user: serviceDeclaration.shape.user,
+  workingDir: serviceDeclaration.shape.workingDir,
+  healthcheck: z
+    .strictObject({
+      test: z.array(z.string()).min(1),
+      intervalMs: z.number().nonnegative(),
+      timeoutMs: z.number().nonnegative(),
+      retries: z.number().int().min(1),
+      startPeriodMs: z.number().nonnegative(),
+    })
+    .optional(),
+  ports: z.array(z.number().int().min(1).max(65535)),
+  data: z.array(inside),
+  dependsOn: z.array(serviceName),
+  hostNames: z
+    .array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/))
+    .max(64)
+    .optional(),
+  files: z.array(recordedFile).max(64).optional(),
+  limits: z.strictObject({
+    cpus: z.number().positive().optional(),
+    memoryBytes: z.number().positive().optional(),
+    pids: z.number().int().positive().optional(),
+  }),
+  source: z.string(),
+});
+const recordedServicesSchema = z.array(recordedService).max(MAX_SERVICES);
+
+/** A snapshot's services label that is not drydock's record (written by hand, or a repo Dockerfile's LABEL). */
+export class RecordedServicesInvalid extends Error {
+  constructor(image: string, why: string) {
+    super(
+      `snapshot ${image}: its ${SERVICES_LABEL} label is not a record drydock wrote (${why}): ` +
+        "build a new snapshot ('drydock snapshot build')",
+    );
+    this.name = 'RecordedServicesInvalid';
+  }
+}
+
+/**
+ * The snapshot image's services (its SERVICES_LABEL), checked against the
+ * shape drydock writes: labels are inherited, so a label drydock did not
+ * write (an older snapshot's from a repo Dockerfile's LABEL) is refused, not run.
+ */
+export function recordedServices(image: string, labels: Record<string, string> | undefined): RunnableService[] {
   const text = labels?.[SERVICES_LABEL];
-  return text ? (JSON.parse(text) as RunnableService[]) : [];
+  if (text === undefined) return [];
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new RecordedServicesInvalid(image, 'not JSON');
+  }
+  const parsed = recordedServicesSchema.safeParse(data);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new RecordedServicesInvalid(image, `${issue.path.join('.') || 'the list'}: ${issue.message}`);
+  }
+  return parsed.data;
 }
 
 /** The provider's services, or why it has none. */
@@ -64,6 +157,8 @@ export interface StartOptions {
   /** The sandbox's own labels (session, repo, host, expiry): the reaper finds its services by them too. */
   labels: Record<string, string>;
   runtime?: string;
+  /** Reads what a service's file (ServiceSpec.files) holds: from the repo's mirror (sandbox/repo-files.ts). */
+  files?: (file: ServiceFile) => Promise<FileTree>;
 }
 
 /**
@@ -219,11 +314,30 @@ async function containerOf(
       : {}),
     folders,
     ...(sockets.length ? { sockets } : {}),
+    ...(s.files?.length ? { files: await filesOf(s, opts) } : {}),
+    ...(s.hostNames?.length ? { hostNames: s.hostNames } : {}),
     cpus: share.cpus,
     memoryBytes: share.memoryBytes,
     pids: share.pids,
     ...(opts.runtime ? { runtime: opts.runtime } : {}),
   };
+}
+
+/** A service's files as the provider copies them in: each read (from the repo, or its content) now. */
+async function filesOf(s: RunnableService, opts: StartOptions): Promise<ServiceContainerSpec['files']> {
+  return Promise.all(
+    (s.files ?? []).map(async (f) => {
+      const where = `${f.source} at ${f.target}`;
+      if (f.content !== undefined)
+        return {
+          target: f.target,
+          source: where,
+          tree: { kind: 'file', mode: f.mode ?? 0o444, data: Buffer.from(f.content) },
+        };
+      if (!opts.files) throw new ServiceFailure(s.name, `cannot start: ${where} cannot be read on this host`);
+      return { target: f.target, source: where, tree: await opts.files(f) };
+    }),
+  );
 }
 
 /** Waits until a service is ready (see the module's header). */

@@ -208,6 +208,8 @@ export interface AgentProgress {
   commit?: string;
   changed?: boolean;
   diffstat?: string;
+  /** The files the change adds or modifies (the first 300): where its check run may annotate. */
+  files?: string[];
   /** Artifact reference of the whole diff. */
   diff?: string;
   /** Files setup wrote that the change leaves out (a lockfile `npm install` made): named, with how many. */
@@ -505,8 +507,11 @@ export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followu
  */
 export const attach = defineUpdate<Attachment, [AttachInput]>('attach');
 export const detach = defineUpdate<Detached, [AttachInput]>('detach');
-/** The session's pull request was merged or closed (sent by the webhook): the session ends. */
-export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string }]>('pullRequestClosed');
+/**
+ * The session's pull request was merged or closed (sent by the webhook): the session ends.
+ * `number`: the pull request's; one that is not the session's own is ignored (by hand, leave it out).
+ */
+export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string; number?: number }]>('pullRequestClosed');
 
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
@@ -600,6 +605,8 @@ export interface PilotSessionView {
   phase?: Phase;
   /** Faults done to it so far, with what happened ("sandbox_killed: killed sandbox-0"). */
   applied: string[];
+  /** A workflow at this id that the pilot did not start (no child of it): never adopted; the session counts as failed. */
+  disowned?: string;
 }
 
 export interface PilotStatus {

@@ -9,7 +9,6 @@ import path from 'node:path';
 import { ErrorType } from '../../workflows/api';
 import { readAtCommit } from '../../repos/git';
 import {
-  DEVCONTAINER_FILE,
   dockerfileEnvironment,
   ENVIRONMENT_FROM_LABEL,
   environmentImageNames,
@@ -25,10 +24,19 @@ import type { SandboxDeps } from './deps';
 import type { ImageSummary, SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import type { RepoConfig } from '../../workflows/repo-config';
+import {
+  chooseEnvironment,
+  environmentFiles,
+  type OperatorEnvironment,
+} from '../../workflows/rules/environment-choice';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
+import { RepoTree } from '../repo-files';
 
-/** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
-export type EnvironmentDeps = Pick<SandboxDeps, 'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log'>;
+/** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
+export type EnvironmentDeps = Pick<
+  SandboxDeps,
+  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'snapshots'
+>;
 
 /** What a sandbox of the repo is made of. */
 export interface SandboxEnvironment {
@@ -91,10 +99,12 @@ async function environmentOf(
     readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
   const file = await readRepoConfig(mirror, commit);
   if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
+  const operator = await deps.snapshots.repo(repo);
   const { environment: declared, stack } = await declaredStack(
     read,
-    await declaredEnvironment(file.config, read),
+    await declaredEnvironment(operator, file.config, read),
     file.config,
+    new RepoTree(mirror, commit),
   );
   refuseUnsupported(deps.sandboxes, declared, stack);
   const image = declared
@@ -136,21 +146,27 @@ async function environmentOf(
   };
 }
 
-/** The environment the repo declares: its config file's choice, else its dev container; none: the base image. */
+/**
+ * The environment a repo's sandboxes run in (workflows/rules/environment-choice.ts):
+ * the operator's choice, then the repo file's, then its dev container; none: the base image (undefined).
+ */
 export async function declaredEnvironment(
+  operator: OperatorEnvironment | undefined,
   config: RepoConfig | undefined,
   read: (file: string) => Promise<string | undefined>,
 ): Promise<RepoEnvironment | undefined> {
-  const chosen = config?.environment;
-  if (chosen?.dockerfile) return dockerfileEnvironment(chosen.dockerfile, chosen.context);
-  const devcontainer = chosen?.devcontainer ?? DEVCONTAINER_FILE;
-  const text = await read(devcontainer);
-  if (text === undefined) {
-    if (chosen?.devcontainer)
-      throw new EnvironmentError(`${devcontainer}: not in the repository (named in .drydock/config.yaml)`);
-    return undefined;
+  const texts = new Map<string, string>();
+  for (const file of environmentFiles(config?.environment)) {
+    const text = await read(file);
+    if (text !== undefined) texts.set(file, text);
   }
-  return parseDevcontainer(text, devcontainer);
+  const chosen = chooseEnvironment(operator, config?.environment, new Set(texts.keys()));
+  if (!chosen.ok) throw new EnvironmentError(chosen.refusal);
+  const { choice } = chosen;
+  if (choice.kind === 'base') return undefined;
+  if (choice.kind === 'image') return { source: choice.by, image: choice.image, args: {}, containerEnv: {} };
+  if (choice.kind === 'dockerfile') return dockerfileEnvironment(choice.file, choice.context);
+  return parseDevcontainer(texts.get(choice.file)!, choice.file);
 }
 
 function usesPackageManager(packageJson: string | undefined): boolean {

@@ -51,7 +51,12 @@ export function refuseServeOnlyChoices(body: Record<string, unknown>): void {
   const id = body.sessionId;
   if (id === undefined) return;
   if (typeof id !== 'string' || !isSafeSessionId(id)) {
-    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
+    throw new HttpError(422, 'sessionId: letters, digits, "_" and "-" only');
+  }
+  // "." joins the ids drydock makes for a session's attempts and a pilot's sessions (`<id>.<n>`):
+  // a caller who made one first would have it adopted, or stop the attempts from starting.
+  if (id.includes('.')) {
+    throw new HttpError(422, `sessionId: "." is for the ids of attempts and pilots' sessions; use "-" or "_"`);
   }
   const reserved = TRIGGER_ID_PREFIXES.find((p) => id.toLowerCase().startsWith(p));
   if (reserved) throw new HttpError(422, `sessionId: "${reserved}" ids are the triggered sessions' own`);
