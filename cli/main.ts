@@ -16,6 +16,7 @@ import { connectClient, connectWorker } from '../platform/temporal-connection';
 import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
 import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
+import { buildServiceImages } from '../sandbox-images/service-images';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
 import { addPilotCommands, describeAttempts } from './pilot';
@@ -474,6 +475,15 @@ snapshotCommand
   .description('Snapshot builds, newest first: ready, failed (and why), removed')
   .option('--json', 'machine-readable output')
   .action(async (repo: string | undefined, opts) => listSnapshots(config, repo, !!opts.json));
+
+program
+  .command('images')
+  .description("drydock's own service images (drydock/postgres:17, drydock/redis:8): see docs/services.md")
+  .command('build [names...]')
+  .description('Build the service images on this host (all without names), again only when their recipe changed')
+  .action(async (names: string[]) => {
+    for (const tag of await buildServiceImages(names ?? [])) console.log(tag);
+  });
 
 async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDraft> {
   let input: Record<string, any> = {};

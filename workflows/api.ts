@@ -193,6 +193,13 @@ export type AgentCall =
       truncated: boolean;
     };
 
+/** Files setup wrote (CommitResult.setupFiles) as the status says them: "a, b and 3 more". */
+export function describeSetupFiles(files: { count: number; paths: string[] } | undefined): string | undefined {
+  if (!files?.count) return undefined;
+  const more = files.count - files.paths.length;
+  return files.paths.join(', ') + (more > 0 ? ` and ${more} more` : '');
+}
+
 /** The agent phase as it goes: the script's steps, or a model's or agent CLI's progress. */
 export interface AgentProgress {
   /** The agent configuration, as the figures name it (agent.name, else kind and model). */
@@ -205,6 +212,8 @@ export interface AgentProgress {
   files?: string[];
   /** Artifact reference of the whole diff. */
   diff?: string;
+  /** Files setup wrote that the change leaves out (a lockfile `npm install` made): named, with how many. */
+  setupFiles?: string;
   /** The last change held a secret the worker knows: named with where, never shown or published. */
   blocked?: string;
   kind?: 'script' | 'openai' | 'cli';
@@ -353,7 +362,15 @@ export interface SessionStatus {
     change: string;
     approvers: string[];
     deadline: string;
-    evidence: { branch: string; commit: string; diffstat: string; tests: string; screenshots: string[] };
+    evidence: {
+      branch: string;
+      commit: string;
+      diffstat: string;
+      tests: string;
+      screenshots: string[];
+      /** Files setup wrote, left out of the change (so never pushed): named, with how many. */
+      setupFiles?: string;
+    };
   };
   decisions: Decision[];
   /** Decisions that were sent but refused (unknown approver, nothing pending...). */
