@@ -37,7 +37,7 @@ function approvalHint(s: SessionStatus): string {
     `  verification: ${p.evidence.tests}`,
     ...p.evidence.screenshots.map((shot) => `  screenshot: ${shot}`),
     `  may approve: ${p.approvers.length ? p.approvers.join(', ') : 'anyone'}`,
-    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change.slice(0, 12)}`,
+    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change}`,
     `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
   ].join('\n');
 }
