@@ -241,7 +241,7 @@ function unnamedChange(id: string, pending: NonNullable<SessionStatus['pendingAp
     [
       `name the change you reviewed: ${pending.action} of ${commit.slice(0, 12)} on ${branch}`,
       diffstat,
-      `approve it: drydock approve ${id} --change ${pending.change.slice(0, 12)} (drydock diff ${id} shows it)`,
+      `approve it: drydock approve ${id} --change ${pending.change} (drydock diff ${id} shows it)`,
     ].join('\n'),
   );
 }
@@ -253,7 +253,7 @@ for (const decision of ['approve', 'reject'] as const) {
     .addOption(
       new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
     )
-    .option('--change <hash>', 'the change you reviewed (12+ characters of its hash, as status shows)')
+    .option('--change <hash>', 'the change you reviewed: its whole hash (64 hex), as status shows it')
     .option(
       '--by <name>',
       'who decides, on Temporal directly (default: your drydock login, else DRYDOCK_USER or the OS user)',

@@ -38,7 +38,7 @@ function approvalHint(s: SessionStatus): string {
     ...(p.evidence.setupFiles ? [`  left out of the change (setup wrote them): ${p.evidence.setupFiles}`] : []),
     ...p.evidence.screenshots.map((shot) => `  screenshot: ${shot}`),
     `  may approve: ${p.approvers.length ? p.approvers.join(', ') : 'anyone'}`,
-    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change.slice(0, 12)}`,
+    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change}`,
     `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
   ].join('\n');
 }

@@ -36,9 +36,10 @@ export interface DecisionInput {
   by: string;
   comment?: string;
   /**
-   * The change the decision is about (its hash, or a prefix of 12+ characters,
-   * as shown in status). Given, it must be the pending change, or the decision
-   * is refused as stale; omitted, the decision binds to the pending change.
+   * The change the decision is about: its whole hash (64 hex), as
+   * pendingApproval.change shows. Given, it must be the pending change, or the
+   * decision is refused as stale; omitted (a signal, a reject), the decision
+   * binds to the pending change. drydock's API, CLI and console always send it.
    */
   change?: string;
 }
@@ -552,8 +553,8 @@ export interface PickInput {
   /** The attempt picked: 1, 2... */
   attempt: number;
   by: string;
-  /** The change picked (its hash or a 12+ character prefix, as shown); omitted: the attempt's pending change. */
-  change?: string;
+  /** The change picked: its whole hash (64 hex), as the attempt's pending change shows; required. */
+  change: string;
   comment?: string;
   /** The reviewer's measured time comparing the attempts (set by the console and CLI only). */
   review?: ReviewTime;
