@@ -363,9 +363,16 @@ function dbService(sandbox: string): ServiceContainerSpec {
 
 test("a service whose container cannot be made fails the pod's start at once, naming it; no pod is left", async () => {
   const name = `drydock-badsvc-${randomBytes(2).toString('hex')}`;
-  const missing = { ...dbService(name), image: 'drydock-no-such-service-image:1' };
+  const missing = { ...dbService(name), image: 'drydock-no-such-service-image:1', folders: [] };
   await expect(sandboxes.create(await specOf(name, { services: [missing] }))).rejects.toThrow(
     new RegExp(`^the pod of ${name} cannot run: container svc-db(-fill(-\\d+)?)?: ErrImageNeverPull`),
+  );
+  expect(await sandboxes.exists(name)).toBe(false);
+  // Never root (T4-M4): an image not drydock's own, given no numeric user, runs only with a numeric USER of its
+  // own; here the filler of its folder runs PostgreSQL's image, whose USER is a name, as that service's user.
+  const named = { ...dbService(name), image: 'drydock-no-such-service-image:1' };
+  await expect(sandboxes.create(await specOf(name, { services: [named] }))).rejects.toThrow(
+    new RegExp(`^the pod of ${name} cannot run: container svc-db-fill: CreateContainerConfigError: .*non-numeric user`),
   );
   expect(await sandboxes.exists(name)).toBe(false);
 });
