@@ -42,7 +42,7 @@ export async function ensureAgentCli(
     await mkdir(scratch, { recursive: true });
     await writeFile(path.join(scratch, 'package.json'), JSON.stringify({ private: true }));
     progress(`installing ${spec.pkg}@${version} into ${target}`);
-    await npmInstall(scratch, `${spec.pkg}@${version}`, progress);
+    await npmInstall(scratch, `${spec.pkg}@${version}`, progress, { scripts: spec.installScripts });
     if (!(await executable(path.join(scratch, spec.bin[process.arch === 'arm64' ? 'arm64' : 'x64'])))) {
       throw new Error(`${spec.pkg}@${version} installed, but its native binary ${spec.bin.x64} is missing`);
     }
@@ -93,13 +93,21 @@ const INSTALL_ENV =
 
 /**
  * `npm install` of one exact package, its optional platform dependency
- * included; output lines to `progress`. The package's lifecycle scripts run
- * (the CLIs' postinstall puts their binary in place), so they run with none
- * of the worker's environment (GitHub token, model keys, audit key, database
- * URL) and, when the worker is root, as nobody with its own HOME and cache;
- * what they made is root's again before any sandbox sees it.
+ * included; output lines to `progress`. Lifecycle scripts run only when
+ * `scripts` is true (Claude Code's and opencode's postinstall puts their
+ * binary in place; Codex has none and installs with --ignore-scripts). They
+ * run with none of the worker's environment (GitHub token, model keys, audit
+ * key, database URL) and, when the worker is root, as nobody with its own
+ * HOME and cache, which cannot read the worker's data dir (0700,
+ * platform/data-dir.ts: mirrors, artifacts, audit key); what they made is
+ * root's again before any sandbox sees it.
  */
-export async function npmInstall(folder: string, spec: string, progress: InstallProgress): Promise<void> {
+export async function npmInstall(
+  folder: string,
+  spec: string,
+  progress: InstallProgress,
+  opts: { scripts: boolean } = { scripts: true },
+): Promise<void> {
   const env: NodeJS.ProcessEnv = { HOME: folder, npm_config_update_notifier: 'false' };
   for (const [name, value] of Object.entries(process.env)) if (INSTALL_ENV.test(name)) env[name] = value;
   const asRoot = process.getuid?.() === 0;
@@ -108,7 +116,8 @@ export async function npmInstall(folder: string, spec: string, progress: Install
     await run('chown', ['-R', `${INSTALL_USER.uid}:${INSTALL_USER.gid}`, folder]);
   }
   try {
-    await runNpm(folder, spec, env, asRoot ? INSTALL_USER : {}, progress);
+    const args = [...NPM_INSTALL, ...(opts.scripts ? [] : ['--ignore-scripts']), spec];
+    await runNpm(folder, args, env, asRoot ? INSTALL_USER : {}, progress);
   } finally {
     if (asRoot) {
       await rm(path.join(folder, '.npm-cache'), { recursive: true, force: true });
@@ -125,19 +134,17 @@ function run(command: string, args: string[]): Promise<void> {
   );
 }
 
+const NPM_INSTALL = ['install', '--no-audit', '--no-fund', '--include=optional', '--save-exact', '--loglevel=http'];
+
 function runNpm(
   folder: string,
-  spec: string,
+  args: string[],
   env: NodeJS.ProcessEnv,
   user: { uid?: number; gid?: number },
   progress: InstallProgress,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      'npm',
-      ['install', '--no-audit', '--no-fund', '--include=optional', '--save-exact', '--loglevel=http', spec],
-      { cwd: folder, env, ...user, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawn('npm', args, { cwd: folder, env, ...user, stdio: ['ignore', 'pipe', 'pipe'] });
     let last = '';
     const lines = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) {
@@ -151,7 +158,7 @@ function runNpm(
     child.stderr.on('data', lines);
     child.on('error', reject);
     child.on('exit', (code) =>
-      code === 0 ? resolve() : reject(new Error(`npm install ${spec} failed (exit ${code}): ${last}`)),
+      code === 0 ? resolve() : reject(new Error(`npm install ${args.at(-1)} failed (exit ${code}): ${last}`)),
     );
   });
 }

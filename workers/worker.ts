@@ -38,6 +38,7 @@ import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from 
 
 import { agentCliSettings } from '../sandbox/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
+import { ownDataDir } from '../platform/data-dir';
 import { tracing } from './telemetry';
 
 export function modelSettings(config: Config): ModelSettings {
@@ -224,6 +225,7 @@ export async function createWorker(opts: {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
+  await ownDataDir(config.DRYDOCK_DATA_DIR);
   const auditKey = loadAuditKey(config);
   const traces = tracing(config);
   const plugins = traces ? [traces.plugin] : [];
