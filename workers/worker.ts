@@ -24,7 +24,7 @@ import { openDatabase } from '../store/db';
 import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
 import { redactorOf } from '../platform/scrub';
 import { HEARTBEAT_INTERVAL_MS } from '../platform/heartbeat';
-import type { Config } from '../platform/config';
+import { selfApprovalForbidden, type Config } from '../platform/config';
 import { githubSettings } from '../github/client';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
@@ -267,7 +267,7 @@ export async function createWorker(opts: {
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
       approvers: config.DRYDOCK_APPROVERS,
-      forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
+      forbidSelfApproval: selfApprovalForbidden(config),
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
       parkAfter: config.DRYDOCK_PARK_AFTER,
     },

@@ -1,4 +1,5 @@
 /** The approval rules (workflows/rules/policy.ts): who may decide what, and when a decision counts. */
+import { loadConfig, selfApprovalForbidden } from '../../platform/config';
 import type { ApprovalPolicy } from '../../workflows/api';
 import { defaultBranch, refuseDecision, reviewedTogether, tightenPolicy } from '../../workflows/rules/policy';
 
@@ -35,6 +36,13 @@ test('self-approval is refused when the rule is on; self-rejection is allowed', 
   );
   expect(refuseDecision(waiting, strict, { decision: 'reject', action: 'push', by: 'rita' })).toBeUndefined();
   expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'rita' })).toBeUndefined();
+});
+
+test('the server forbids self-approval unless told not to; development mode (one developer) allows it', () => {
+  expect(selfApprovalForbidden(loadConfig({}))).toBe(true);
+  expect(selfApprovalForbidden(loadConfig({ DRYDOCK_FORBID_SELF_APPROVAL: 'false' }))).toBe(false);
+  expect(selfApprovalForbidden(loadConfig({ DRYDOCK_DEV_MODE: '1' }))).toBe(false);
+  expect(selfApprovalForbidden(loadConfig({ DRYDOCK_DEV_MODE: '1', DRYDOCK_FORBID_SELF_APPROVAL: 'true' }))).toBe(true);
 });
 
 test('a session can tighten the server policy, never loosen it', () => {
