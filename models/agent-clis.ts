@@ -2,14 +2,16 @@
  * The host's cache of agent CLIs: each pinned package version installed once
  * per host with the host's npm (through its registry) into
  * `<root>/<pkg>@<version>`, which every sandbox sees read-only at
- * /opt/drydock-agents. An install goes to a scratch folder first and is
- * renamed into place when complete, so a sandbox never sees half a CLI and a
- * crash mid-install only leaves scratch behind. Concurrent installs of the
+ * /opt/drydock-agents. An install is made under the temp dir, copied to a
+ * scratch folder beside its place and renamed into place when complete, so
+ * a sandbox never sees half a CLI and a crash mid-install only leaves
+ * scratch behind. Concurrent installs of the
  * same version (two sessions, two workers of one host) take turns on a lock
  * folder; the second finds the first's result.
  */
 import { spawn } from 'node:child_process';
-import { access, mkdir, rename, rm, stat, writeFile, constants } from 'node:fs/promises';
+import { access, chmod, cp, mkdir, mkdtemp, rename, rm, stat, writeFile, constants } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { agentCliFolder, AGENT_CLIS, type AgentCliName } from '../workflows/rules/agent-clis';
 
@@ -39,10 +41,8 @@ export async function ensureAgentCli(
     if (await executable(binary)) return { folder, installed: false };
     const scratch = `${target}.partial-${process.pid}`;
     await rm(scratch, { recursive: true, force: true });
-    await mkdir(scratch, { recursive: true });
-    await writeFile(path.join(scratch, 'package.json'), JSON.stringify({ private: true }));
     progress(`installing ${spec.pkg}@${version} into ${target}`);
-    await npmInstall(scratch, `${spec.pkg}@${version}`, progress, { scripts: spec.installScripts });
+    await installOutside(scratch, `${spec.pkg}@${version}`, spec.installScripts, progress);
     if (!(await executable(path.join(scratch, spec.bin[process.arch === 'arm64' ? 'arm64' : 'x64'])))) {
       throw new Error(`${spec.pkg}@${version} installed, but its native binary ${spec.bin.x64} is missing`);
     }
@@ -52,6 +52,23 @@ export async function ensureAgentCli(
     return { folder, installed: true };
   } finally {
     await rm(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Installs into a folder of its own under the system's temp dir (which nobody
+ * can reach, unlike an agents dir inside the 0700 data dir) and copies the
+ * result to `scratch`, next to its final place, as the worker.
+ */
+export async function installOutside(scratch: string, pkg: string, scripts: boolean, progress: InstallProgress) {
+  const outside = await mkdtemp(path.join(tmpdir(), 'drydock-agent-install-'));
+  try {
+    await chmod(outside, 0o755);
+    await writeFile(path.join(outside, 'package.json'), JSON.stringify({ private: true }));
+    await npmInstall(outside, pkg, progress, { scripts });
+    await cp(outside, scratch, { recursive: true, verbatimSymlinks: true });
+  } finally {
+    await rm(outside, { recursive: true, force: true });
   }
 }
 

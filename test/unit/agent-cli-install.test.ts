@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { npmInstall } from '../../models/agent-clis';
+import { installOutside, npmInstall } from '../../models/agent-clis';
 import { ownDataDir } from '../../platform/data-dir';
 import { AGENT_CLIS } from '../../workflows/rules/agent-clis';
 
@@ -88,4 +88,18 @@ test('a CLI that needs no lifecycle script is installed with none run (--ignore-
   await npmInstall(folder, tarball, () => undefined, { scripts: false });
   expect((await stat(path.join(folder, 'node_modules', 'hostile-cli', 'package.json'))).isFile()).toBe(true);
   await expect(stat(path.join(folder, 'seen-uid'))).rejects.toThrow(/ENOENT/);
+});
+
+test('an agents dir inside the 0700 data dir still takes installs: they are made outside it, then copied in', async () => {
+  await ownDataDir(dataDir);
+  const scratch = path.join(dataDir, 'agents', 'hostile-cli@1.0.0.partial-1');
+  await mkdir(path.dirname(scratch), { recursive: true });
+  await installOutside(scratch, tarball, true, () => undefined);
+  const installed = path.join(scratch, 'node_modules', 'hostile-cli', 'package.json');
+  expect(JSON.parse(await readFile(installed, 'utf8'))).toMatchObject({ name: 'hostile-cli' });
+  const root = process.getuid?.() === 0;
+  expect((await readFile(path.join(scratch, 'seen-uid'), 'utf8')).trim()).toBe(
+    root ? '65534' : String(process.getuid?.()),
+  );
+  if (root) expect((await stat(installed)).uid).toBe(0);
 });
