@@ -325,6 +325,12 @@ const configSchema = z.object({
   /** How old a signed CI trigger (X-Drydock-Timestamp) may be; older ones are replays and refused. */
   DRYDOCK_CI_REPLAY_WINDOW: duration.default('5m').transform(durationMs),
   /**
+   * The console's Approve counts only for a change pending at least this long:
+   * a change that a live redraw put under the approver's cursor seconds
+   * before is refused ("0s": no wait). API tokens name their change as sent.
+   */
+  DRYDOCK_APPROVAL_SETTLE: duration.default('10s').transform(durationMs),
+  /**
    * Development mode ("1"/"true"; `drydock up` turns it on): sessions may
    * clone repos that are not registered (file:// included), under the
    * development limits of docs/configuration.md. Off in production.
