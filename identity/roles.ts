@@ -6,9 +6,9 @@
  * `machine:<name>`. Without the section people are not checked (a one-team
  * setup: every person may do everything), and machines (API tokens, handed to
  * CI and scripts) read and start sessions but do not approve, reject or steer
- * them unless a section grants it; development mode lets them (workers see
- * `machinesDecide`). Pure rules, shared by every path of `drydock serve`
- * (workers/access.ts applies them).
+ * them unless a section grants it; development mode lets them
+ * (`machinesDecide`, set by identity/identities.ts). Pure rules, shared by
+ * every path of `drydock serve` (workers/access.ts applies them).
  *
  * ```yaml
  * roles:
