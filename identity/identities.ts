@@ -7,7 +7,7 @@
 import type { Pool } from 'pg';
 import type { Config } from '../platform/config';
 import { loadDirectory, type Directory } from './directory';
-import { checkHolders, type Roles } from './roles';
+import { checkHolders, Roles } from './roles';
 import { loadMachineTokens, type MachineTokens } from './machine-tokens';
 import type { Principal } from './names';
 import { OidcSignIn } from './oidc';
@@ -25,11 +25,13 @@ export class Identities {
     readonly personal?: PersonalTokens,
     /** Unset: the console signs in with tokens only. */
     readonly oidc?: OidcSignIn,
+    /** The roles as serve applies them; default: the identities file's. */
+    private readonly applied?: Roles,
   ) {}
 
   /** Who reads, requests and approves on which repo (the identities file's `roles`). */
   get roles(): Roles {
-    return this.directory.roles;
+    return this.applied ?? this.directory.roles;
   }
 
   /** The caller a bearer token or console cookie names, if it is live. */
@@ -54,7 +56,8 @@ export function loadIdentities(
     | 'DRYDOCK_OIDC_CLIENT_ID'
     | 'DRYDOCK_OIDC_CLIENT_SECRET'
     | 'DRYDOCK_OIDC_CLAIM'
-  >,
+  > &
+    Partial<Pick<Config, 'DRYDOCK_DEV_MODE'>>,
   consoleUrl: () => string,
   pool?: Pool,
 ): Identities {
@@ -73,5 +76,7 @@ export function loadIdentities(
   // A role given to a machine without a token would never be used: say so at start.
   const unknown = checkHolders(directory.roles.section ?? {}, directory.people, machines.names);
   if (unknown.length) throw new Error(`DRYDOCK_IDENTITIES_FILE: ${unknown.join('; ')}`);
-  return new Identities(directory, machines, pool ? new PersonalTokens(pool) : undefined, oidc);
+  // Without a roles section, machines decide only in development mode (one developer's scripts and tests).
+  const applied = !directory.roles.configured && config.DRYDOCK_DEV_MODE ? new Roles(undefined, true) : undefined;
+  return new Identities(directory, machines, pool ? new PersonalTokens(pool) : undefined, oidc, applied);
 }

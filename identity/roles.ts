@@ -3,9 +3,12 @@
  * read a repo's sessions (`reader`), start them (`requester`) and approve,
  * reject or steer them (`approver`); each role includes the ones below it.
  * People are named as the file names them (`alice`), machines as
- * `machine:<name>`. Without the section nobody is checked (a one-team setup:
- * every token holder may do everything). Pure rules, shared by every path of
- * `drydock serve` (workers/access.ts applies them).
+ * `machine:<name>`. Without the section people are not checked (a one-team
+ * setup: every person may do everything), and machines (API tokens, handed to
+ * CI and scripts) read and start sessions but do not approve, reject or steer
+ * them unless a section grants it; development mode lets them
+ * (`machinesDecide`, set by identity/identities.ts). Pure rules, shared by
+ * every path of `drydock serve` (workers/access.ts applies them).
  *
  * ```yaml
  * roles:
@@ -120,8 +123,12 @@ const DOING: Record<Role, string> = {
 };
 
 export class Roles {
-  /** undefined: the file has no `roles` section, and nobody is checked. */
-  constructor(readonly section?: RolesSection) {}
+  constructor(
+    /** undefined: the file has no `roles` section: people are not checked, machines are requesters. */
+    readonly section?: RolesSection,
+    /** Without a section, machines hold every role too (development mode: one developer's scripts). */
+    private readonly machinesDecide = false,
+  ) {}
 
   get configured(): boolean {
     return this.section !== undefined;
@@ -139,16 +146,24 @@ export class Roles {
     return best < 0 ? undefined : ROLES[best];
   }
 
-  /** Whether `who` holds `role` (or a higher one) on `repo`; always, without a `roles` section. */
+  /** Whether `who` holds `role` (or a higher one) on `repo`; without a `roles` section, see unchecked. */
   holds(who: string, repo: string | undefined, role: Role): boolean {
-    if (!this.configured) return true;
+    if (!this.configured) return this.unchecked(who, role);
     const held = this.roleOf(who, repo);
     return held !== undefined && ROLES.indexOf(held) >= ROLES.indexOf(role);
+  }
+
+  /** Without a `roles` section: a person holds every role, a machine (an API token) at most requester. */
+  private unchecked(who: string, role: Role): boolean {
+    return role !== 'approver' || this.machinesDecide || !who.startsWith('machine:');
   }
 
   /** Why `who` may not act as `role` on `repo` (named by `shown`), or undefined when they may. */
   refusal(who: string, repo: string | undefined, role: Role, shown = repo ?? 'this repo'): string | undefined {
     if (this.holds(who, repo, role)) return undefined;
+    if (!this.configured) {
+      return `${who} may not ${DOING[role]} ${shown}: a machine's token does not decide without a roles section; give ${who} the ${role} role in the identities file's roles`;
+    }
     const held = this.roleOf(who, repo);
     return `${who} may not ${DOING[role]} ${shown}: that needs the ${role} role (${held ? `${who} is a ${held}` : `${who} has no role there`})`;
   }

@@ -2,14 +2,16 @@
  * The host's cache of agent CLIs: each pinned package version installed once
  * per host with the host's npm (through its registry) into
  * `<root>/<pkg>@<version>`, which every sandbox sees read-only at
- * /opt/drydock-agents. An install goes to a scratch folder first and is
- * renamed into place when complete, so a sandbox never sees half a CLI and a
- * crash mid-install only leaves scratch behind. Concurrent installs of the
+ * /opt/drydock-agents. An install is made under the temp dir, copied to a
+ * scratch folder beside its place and renamed into place when complete, so
+ * a sandbox never sees half a CLI and a crash mid-install only leaves
+ * scratch behind. Concurrent installs of the
  * same version (two sessions, two workers of one host) take turns on a lock
  * folder; the second finds the first's result.
  */
 import { spawn } from 'node:child_process';
-import { access, mkdir, rename, rm, stat, writeFile, constants } from 'node:fs/promises';
+import { access, chmod, cp, mkdir, mkdtemp, rename, rm, stat, writeFile, constants } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { agentCliFolder, AGENT_CLIS, type AgentCliName } from '../workflows/rules/agent-clis';
 
@@ -39,10 +41,8 @@ export async function ensureAgentCli(
     if (await executable(binary)) return { folder, installed: false };
     const scratch = `${target}.partial-${process.pid}`;
     await rm(scratch, { recursive: true, force: true });
-    await mkdir(scratch, { recursive: true });
-    await writeFile(path.join(scratch, 'package.json'), JSON.stringify({ private: true }));
     progress(`installing ${spec.pkg}@${version} into ${target}`);
-    await npmInstall(scratch, `${spec.pkg}@${version}`, progress);
+    await installOutside(scratch, `${spec.pkg}@${version}`, spec.installScripts, progress);
     if (!(await executable(path.join(scratch, spec.bin[process.arch === 'arm64' ? 'arm64' : 'x64'])))) {
       throw new Error(`${spec.pkg}@${version} installed, but its native binary ${spec.bin.x64} is missing`);
     }
@@ -52,6 +52,23 @@ export async function ensureAgentCli(
     return { folder, installed: true };
   } finally {
     await rm(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Installs into a folder of its own under the system's temp dir (which nobody
+ * can reach, unlike an agents dir inside the 0700 data dir) and copies the
+ * result to `scratch`, next to its final place, as the worker.
+ */
+export async function installOutside(scratch: string, pkg: string, scripts: boolean, progress: InstallProgress) {
+  const outside = await mkdtemp(path.join(tmpdir(), 'drydock-agent-install-'));
+  try {
+    await chmod(outside, 0o755);
+    await writeFile(path.join(outside, 'package.json'), JSON.stringify({ private: true }));
+    await npmInstall(outside, pkg, progress, { scripts });
+    await cp(outside, scratch, { recursive: true, verbatimSymlinks: true });
+  } finally {
+    await rm(outside, { recursive: true, force: true });
   }
 }
 
@@ -93,13 +110,21 @@ const INSTALL_ENV =
 
 /**
  * `npm install` of one exact package, its optional platform dependency
- * included; output lines to `progress`. The package's lifecycle scripts run
- * (the CLIs' postinstall puts their binary in place), so they run with none
- * of the worker's environment (GitHub token, model keys, audit key, database
- * URL) and, when the worker is root, as nobody with its own HOME and cache;
- * what they made is root's again before any sandbox sees it.
+ * included; output lines to `progress`. Lifecycle scripts run only when
+ * `scripts` is true (Claude Code's and opencode's postinstall puts their
+ * binary in place; Codex has none and installs with --ignore-scripts). They
+ * run with none of the worker's environment (GitHub token, model keys, audit
+ * key, database URL) and, when the worker is root, as nobody with its own
+ * HOME and cache, which cannot read the worker's data dir (0700,
+ * platform/data-dir.ts: mirrors, artifacts, audit key); what they made is
+ * root's again before any sandbox sees it.
  */
-export async function npmInstall(folder: string, spec: string, progress: InstallProgress): Promise<void> {
+export async function npmInstall(
+  folder: string,
+  spec: string,
+  progress: InstallProgress,
+  opts: { scripts: boolean } = { scripts: true },
+): Promise<void> {
   const env: NodeJS.ProcessEnv = { HOME: folder, npm_config_update_notifier: 'false' };
   for (const [name, value] of Object.entries(process.env)) if (INSTALL_ENV.test(name)) env[name] = value;
   const asRoot = process.getuid?.() === 0;
@@ -108,7 +133,8 @@ export async function npmInstall(folder: string, spec: string, progress: Install
     await run('chown', ['-R', `${INSTALL_USER.uid}:${INSTALL_USER.gid}`, folder]);
   }
   try {
-    await runNpm(folder, spec, env, asRoot ? INSTALL_USER : {}, progress);
+    const args = [...NPM_INSTALL, ...(opts.scripts ? [] : ['--ignore-scripts']), spec];
+    await runNpm(folder, args, env, asRoot ? INSTALL_USER : {}, progress);
   } finally {
     if (asRoot) {
       await rm(path.join(folder, '.npm-cache'), { recursive: true, force: true });
@@ -125,19 +151,17 @@ function run(command: string, args: string[]): Promise<void> {
   );
 }
 
+const NPM_INSTALL = ['install', '--no-audit', '--no-fund', '--include=optional', '--save-exact', '--loglevel=http'];
+
 function runNpm(
   folder: string,
-  spec: string,
+  args: string[],
   env: NodeJS.ProcessEnv,
   user: { uid?: number; gid?: number },
   progress: InstallProgress,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      'npm',
-      ['install', '--no-audit', '--no-fund', '--include=optional', '--save-exact', '--loglevel=http', spec],
-      { cwd: folder, env, ...user, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawn('npm', args, { cwd: folder, env, ...user, stdio: ['ignore', 'pipe', 'pipe'] });
     let last = '';
     const lines = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) {
@@ -151,7 +175,7 @@ function runNpm(
     child.stderr.on('data', lines);
     child.on('error', reject);
     child.on('exit', (code) =>
-      code === 0 ? resolve() : reject(new Error(`npm install ${spec} failed (exit ${code}): ${last}`)),
+      code === 0 ? resolve() : reject(new Error(`npm install ${args.at(-1)} failed (exit ${code}): ${last}`)),
     );
   });
 }

@@ -123,10 +123,15 @@ const configSchema = z.object({
       'DRYDOCK_PARK_AFTER: expected a duration like "15m", or "never"',
     )
     .transform((v) => (v === '0' ? 'never' : v)),
+  /**
+   * "true": a session's requester may not approve it. Unset: forbidden, except
+   * in development mode (`drydock up`), where one developer is the only
+   * approver there is (selfApprovalForbidden below).
+   */
   DRYDOCK_FORBID_SELF_APPROVAL: z
     .enum(['true', 'false'])
-    .default('false')
-    .transform((v) => v === 'true'),
+    .optional()
+    .transform((v) => (v === undefined ? undefined : v === 'true')),
   /**
    * "true": pushing a change waits for its own approval even when its pull
    * request's approval would cover it. Default: one review per change.
@@ -320,6 +325,12 @@ const configSchema = z.object({
   /** How old a signed CI trigger (X-Drydock-Timestamp) may be; older ones are replays and refused. */
   DRYDOCK_CI_REPLAY_WINDOW: duration.default('5m').transform(durationMs),
   /**
+   * The console's Approve counts only for a change pending at least this long:
+   * a change that a live redraw put under the approver's cursor seconds
+   * before is refused ("0s": no wait). API tokens name their change as sent.
+   */
+  DRYDOCK_APPROVAL_SETTLE: duration.default('10s').transform(durationMs),
+  /**
    * Development mode ("1"/"true"; `drydock up` turns it on): sessions may
    * clone repos that are not registered (file:// included), under the
    * development limits of docs/configuration.md. Off in production.
@@ -426,6 +437,13 @@ function secretsOf(env: NodeJS.ProcessEnv): Record<string, string> {
       .filter(([k, v]) => k.startsWith(SECRET_PREFIX) && k.length > SECRET_PREFIX.length && v)
       .map(([k, v]) => [k.slice(SECRET_PREFIX.length), v!]),
   );
+}
+
+/** Whether a requester may not approve their own session: DRYDOCK_FORBID_SELF_APPROVAL, else outside development mode. */
+export function selfApprovalForbidden(
+  config: Pick<Config, 'DRYDOCK_FORBID_SELF_APPROVAL' | 'DRYDOCK_DEV_MODE'>,
+): boolean {
+  return config.DRYDOCK_FORBID_SELF_APPROVAL ?? !config.DRYDOCK_DEV_MODE;
 }
 
 export class ConfigError extends Error {}

@@ -8,11 +8,12 @@
  * refusal is a 403 naming the role and the repo. Without a `roles` section
  * nothing is looked up and everything is allowed, as before.
  */
+import type { IncomingMessage } from 'node:http';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { decisionRefusal, REQUESTER_UNKNOWN, steeringRefusal, type Role, type SessionRef } from '../identity/roles';
 import { REPO_ATTRIBUTE, type SessionStatus } from '../workflows/api';
 import { redactUrl } from '../workflows/rules/repo-url';
-import { HttpError, statusOr404, type ServeContext } from './http';
+import { HttpError, identify, statusOr404, type ServeContext } from './http';
 
 /**
  * What the rules need of a session (or an attempts workflow): its repo's URL
@@ -45,6 +46,16 @@ export async function sessionRef(ctx: ServeContext, source: SessionSource): Prom
 export async function mayRead(ctx: ServeContext, who: string, url: string): Promise<boolean> {
   const roles = ctx.identities.roles;
   return !roles.configured || roles.holds(who, await registeredName(ctx, url), 'reader');
+}
+
+/**
+ * Whether the request that opened a long-lived stream (the console's events)
+ * still speaks for `who` (its token or cookie not revoked, not signed out) and
+ * `who` still reads the repo cloned from `url`: checked again before each
+ * event, not only at connect.
+ */
+export async function stillReads(ctx: ServeContext, req: IncomingMessage, who: string, url: string): Promise<boolean> {
+  return (await identify(req, ctx.identities)) === who && (await mayRead(ctx, who, url));
 }
 
 /** Throws 404 for a session `who` may not read, as for one that does not exist. */

@@ -48,6 +48,7 @@ import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
 import { servePilotRoute } from './routes/pilot';
+import { metricsScrape } from './routes/metrics';
 
 export { consoleUrl } from './http';
 
@@ -115,12 +116,8 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('POST', /^\/slack\/events$/)) return sendJson(res, ...(await slackEvents(ctx, req)));
   if (is('POST', /^\/slack\/interactions$/)) return sendJson(res, ...(await slackInteractions(ctx, req)));
 
-  if (is('GET', /^\/metrics$/)) {
-    // Prometheus scrapes with the same bearer tokens as the API (its `authorization` setting).
-    if (!(await identify(req, ctx.identities))) throw new HttpError(401, 'a valid bearer token is required');
-    res.writeHead(200, { 'content-type': ctx.sessionMetrics.contentType, 'cache-control': 'no-store' });
-    return void res.end(await ctx.sessionMetrics.metrics());
-  }
+  // Prometheus scrapes with a bearer token as the API's (its `authorization` setting) that reads every repo.
+  if (is('GET', /^\/metrics$/)) return metricsScrape(ctx, req, res);
   if (p.startsWith('/api/')) {
     const who = await identify(req, ctx.identities);
     if (!who) throw new HttpError(401, 'a valid bearer token is required');

@@ -24,7 +24,7 @@ import { openDatabase } from '../store/db';
 import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
 import { redactorOf } from '../platform/scrub';
 import { HEARTBEAT_INTERVAL_MS } from '../platform/heartbeat';
-import type { Config } from '../platform/config';
+import { selfApprovalForbidden, type Config } from '../platform/config';
 import { githubSettings } from '../github/client';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
@@ -38,6 +38,7 @@ import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from 
 
 import { agentCliSettings } from '../sandbox/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
+import { ownDataDir } from '../platform/data-dir';
 import { tracing } from './telemetry';
 
 export function modelSettings(config: Config): ModelSettings {
@@ -224,6 +225,7 @@ export async function createWorker(opts: {
   const { config, connection } = opts;
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
+  await ownDataDir(config.DRYDOCK_DATA_DIR);
   const auditKey = loadAuditKey(config);
   const traces = tracing(config);
   const plugins = traces ? [traces.plugin] : [];
@@ -265,7 +267,7 @@ export async function createWorker(opts: {
     policy: {
       required: config.DRYDOCK_APPROVAL_REQUIRED,
       approvers: config.DRYDOCK_APPROVERS,
-      forbidSelfApproval: config.DRYDOCK_FORBID_SELF_APPROVAL,
+      forbidSelfApproval: selfApprovalForbidden(config),
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
       parkAfter: config.DRYDOCK_PARK_AFTER,
     },

@@ -52,6 +52,8 @@ export default async function globalSetup(): Promise<void> {
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
     // Fixture repos are file:// URLs nobody registers; tests of the registry turn it off.
     DRYDOCK_DEV_MODE: '1',
+    // The console's tests approve as soon as the change is on display; the wait itself: test/unit/policy.test.ts.
+    DRYDOCK_APPROVAL_SETTLE: '0s',
   });
   Object.assign(globalThis, { drydockTemporal: server, drydockPostgres: postgres });
   // Last, so the servers above keep the machine's: every temp folder the tests make lives in

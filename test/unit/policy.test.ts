@@ -1,6 +1,13 @@
 /** The approval rules (workflows/rules/policy.ts): who may decide what, and when a decision counts. */
+import { loadConfig, selfApprovalForbidden } from '../../platform/config';
 import type { ApprovalPolicy } from '../../workflows/api';
-import { defaultBranch, refuseDecision, reviewedTogether, tightenPolicy } from '../../workflows/rules/policy';
+import {
+  defaultBranch,
+  refuseDecision,
+  reviewedTogether,
+  tightenPolicy,
+  tooSoonToApprove,
+} from '../../workflows/rules/policy';
 
 const CHANGE = 'a1b2c3d4e5f6'.repeat(5) + 'abcd';
 const waiting = {
@@ -40,6 +47,36 @@ test('self-approval is refused when the rule is on; self-rejection is allowed', 
   );
   expect(refuseDecision(waiting, strict, { decision: 'reject', action: 'push', by: 'rita' })).toBeUndefined();
   expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'rita' })).toBeUndefined();
+});
+
+test('the server forbids self-approval unless told not to; development mode (one developer) allows it', () => {
+  expect(selfApprovalForbidden(loadConfig({}))).toBe(true);
+  expect(selfApprovalForbidden(loadConfig({ DRYDOCK_FORBID_SELF_APPROVAL: 'false' }))).toBe(false);
+  expect(selfApprovalForbidden(loadConfig({ DRYDOCK_DEV_MODE: '1' }))).toBe(false);
+  expect(selfApprovalForbidden(loadConfig({ DRYDOCK_DEV_MODE: '1', DRYDOCK_FORBID_SELF_APPROVAL: 'true' }))).toBe(true);
+});
+
+test("the console's approval of a change that appeared seconds before (a live redraw) is refused", () => {
+  const at = Date.parse('2026-12-04T20:00:00Z');
+  const status = (startedAt: string) => ({
+    pendingApproval: { action: 'push', change: CHANGE } as never,
+    timeline: [
+      {
+        name: 'approval: push',
+        phase: 'awaiting_approval' as const,
+        startedAt: '2026-12-04T19:00:00Z',
+        durationMs: 5,
+        ok: true,
+      },
+      { name: 'approval: push', phase: 'awaiting_approval' as const, startedAt },
+    ],
+  });
+  expect(tooSoonToApprove(status('2026-12-04T19:59:57Z'), at, 10_000)).toBe(
+    'change a1b2c3d4e5f6 appeared 3 s ago: look it over, then approve again (in 7 s at the earliest)',
+  );
+  expect(tooSoonToApprove(status('2026-12-04T19:59:50Z'), at, 10_000)).toBeUndefined();
+  expect(tooSoonToApprove(status('2026-12-04T19:59:59Z'), at, 0)).toBeUndefined();
+  expect(tooSoonToApprove({ timeline: [] }, at, 10_000)).toBeUndefined();
 });
 
 test('a session can tighten the server policy, never loosen it', () => {

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDirectory } from '../../identity/directory';
+import { loadIdentities } from '../../identity/identities';
 import { checkHolders, covers, decisionRefusal, REQUESTER_UNKNOWN, Roles, steeringRefusal } from '../../identity/roles';
 
 const FILE = `
@@ -74,7 +75,7 @@ test('patterns: owner/name (any case), owner/* (one level), "*" (every repo, the
   expect(r.readsEverything('alice')).toBe(false);
 });
 
-test('without a roles section nobody is checked: everyone holds every role and may approve their own session', () => {
+test('without a roles section people are not checked: each holds every role and may approve their own session', () => {
   const open = parseDirectory('people:\n  alice: {}\n').roles;
   expect(open.configured).toBe(false);
   expect(open.holds('anyone', 'acme/shop', 'approver')).toBe(true);
@@ -86,6 +87,27 @@ test('without a roles section nobody is checked: everyone holds every role and m
   const shut = parseDirectory('people:\n  alice: {}\nroles: {}\n').roles;
   expect(shut.configured).toBe(true);
   expect(shut.holds('alice', 'acme/shop', 'reader')).toBe(false);
+});
+
+test("without a roles section a machine's token reads and starts sessions but does not decide or steer them", () => {
+  const open = parseDirectory('people:\n  alice: {}\n').roles;
+  expect(open.holds('machine:ci', 'acme/shop', 'requester')).toBe(true);
+  expect(open.holds('machine:ci', 'acme/shop', 'approver')).toBe(false);
+  expect(decisionRefusal(open, 'machine:ci', { repo: undefined }, 'approve')).toBe(
+    "machine:ci may not approve, reject or steer sessions of this repo: a machine's token does not decide without a roles section; give machine:ci the approver role in the identities file's roles",
+  );
+  expect(steeringRefusal(open, 'machine:ci', { repo: undefined, requestedBy: 'alice' })).toMatch(/roles section/);
+  // Its own request it may steer, as a requester may.
+  expect(steeringRefusal(open, 'machine:ci', { repo: undefined, requestedBy: 'machine:ci' })).toBeUndefined();
+  // Development mode (one developer's scripts): machines decide too, as serve loads it.
+  expect(new Roles(undefined, true).holds('machine:ci', 'acme/shop', 'approver')).toBe(true);
+  const served = (dev: boolean) =>
+    loadIdentities(
+      { DRYDOCK_API_TOKENS: 'ci=cccccccccccccccccccc', DRYDOCK_DEV_MODE: dev, DRYDOCK_OIDC_CLAIM: 'email' },
+      () => '',
+    ).roles;
+  expect(served(false).holds('machine:ci', undefined, 'approver')).toBe(false);
+  expect(served(true).holds('machine:ci', undefined, 'approver')).toBe(true);
 });
 
 test('a decision needs the approver role, named with the repo; self-approval is forbidden unless the repo allows it', () => {

@@ -18,8 +18,8 @@ import {
 import { parseComments, reviewFollowup } from '../../review/line-comments';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
-import { CHANGE_HASH } from '../../workflows/rules/policy';
-import { consoleUrl, HttpError, parseJson, readBody, requireJsonRequest, type ServeContext } from '../http';
+import { CHANGE_HASH, tooSoonToApprove } from '../../workflows/rules/policy';
+import { consoleUrl, header, HttpError, parseJson, readBody, requireJsonRequest, type ServeContext } from '../http';
 import {
   readableRepos,
   readableStatus,
@@ -158,6 +158,11 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
     throw new HttpError(400, 'change: the whole hash of the change (64 hex, pendingApproval.change), not a prefix');
   }
   if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
+  // The console (a cookie, no bearer token) approves only a change that has been on display a while.
+  if (body.decision === 'approve' && header(req, 'authorization') === undefined) {
+    const early = tooSoonToApprove(current, Date.now(), ctx.config.DRYDOCK_APPROVAL_SETTLE);
+    if (early) throw new HttpError(409, early);
+  }
   // The console's last count first; then the decider's own total goes with the decision (none: unmeasured).
   const onDisplay = changeNamed(current, body.change) ?? current.pendingApproval?.change;
   await addConsoleTime(ctx, current, who, body);

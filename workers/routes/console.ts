@@ -22,7 +22,7 @@ import {
 import { lastSeenRound, roundDiffName } from '../../review/rounds';
 import { testCasesOf } from '../../review/test-cases';
 import { auditRowsOf, whatRanOf } from '../../review/what-ran';
-import { readableRepos, readableStatus, requireReadableId, requireReadsEverything } from '../access';
+import { readableRepos, readableStatus, requireReadableId, requireReadsEverything, stillReads } from '../access';
 import { consoleUrl, HttpError, sendHtml, statusOr404, type ServeContext } from '../http';
 
 /** GET /: the newest sessions (of the repos `who` may read). */
@@ -47,6 +47,8 @@ const KEEP_ALIVE_MS = 15_000;
 /**
  * GET /sessions/:id/events: server-sent events. `update` carries the phase and
  * the page's live part whenever it changed; `end` when the session has ended.
+ * The stream closes without a word once its token no longer reads the session
+ * (the browser's reconnect then meets the connect-time check).
  */
 export async function consoleEvents(
   ctx: ServeContext,
@@ -67,6 +69,8 @@ export async function consoleEvents(
     if (s) {
       const html = sessionLive(s, await liveExtras(ctx, s, who), who);
       if (html !== last) {
+        // Read rights are checked again before each update: a revoked token or role ends the stream.
+        if (!(await stillReads(ctx, req, who, s.repo))) break;
         send('update', { phase: s.phase, html });
         last = html;
         wrote = Date.now();

@@ -24,6 +24,11 @@ export interface AgentCliSpec {
   /** The native binary inside the install folder, per CPU (`process.arch`); no Node needed in the image. */
   bin: Record<'x64' | 'arm64', string>;
   protocol: ModelProtocol;
+  /**
+   * Whether the install must run the packages' lifecycle scripts (a postinstall
+   * that puts the native binary in place); false: `npm install --ignore-scripts`.
+   */
+  installScripts: boolean;
   /** The model when the session names none. */
   defaultModel: string;
 }
@@ -38,6 +43,7 @@ export const AGENT_CLIS = {
       arm64: 'node_modules/@anthropic-ai/claude-code/bin/claude.exe',
     },
     protocol: 'anthropic',
+    installScripts: true,
     defaultModel: 'claude-sonnet-4-5',
   },
   codex: {
@@ -49,6 +55,8 @@ export const AGENT_CLIS = {
       arm64: 'node_modules/@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex',
     },
     protocol: 'openai-responses',
+    // No lifecycle script: the binary comes in the platform package (an optional dependency).
+    installScripts: false,
     defaultModel: 'gpt-5',
   },
   opencode: {
@@ -59,6 +67,7 @@ export const AGENT_CLIS = {
       arm64: 'node_modules/opencode-ai/bin/opencode.exe',
     },
     protocol: 'openai-chat',
+    installScripts: true,
     defaultModel: 'gpt-4.1',
   },
 } as const satisfies Record<string, AgentCliSpec>;

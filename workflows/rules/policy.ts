@@ -107,3 +107,23 @@ export function defaultBranch(sessionId: string): string {
     .replace(/^[.-]+|[.-]+$|\.lock$/g, '');
   return `drydock/${safe || 'session'}`;
 }
+
+/**
+ * Why an approval from the console comes too soon: the pending change (its
+ * open `approval: <action>` step) appeared less than `settleMs` before `nowMs`,
+ * as when a live redraw swapped it under the approver's cursor.
+ */
+export function tooSoonToApprove(
+  status: Pick<SessionStatus, 'pendingApproval' | 'timeline'>,
+  nowMs: number,
+  settleMs: number,
+): string | undefined {
+  const pending = status.pendingApproval;
+  if (!pending || settleMs <= 0) return undefined;
+  const step = [...status.timeline]
+    .reverse()
+    .find((t) => t.name === `approval: ${pending.action}` && t.durationMs === undefined);
+  const age = step ? nowMs - Date.parse(step.startedAt) : Infinity;
+  if (!(age < settleMs)) return undefined;
+  return `change ${pending.change.slice(0, 12)} appeared ${Math.max(0, Math.round(age / 1000))} s ago: look it over, then approve again (in ${Math.ceil((settleMs - age) / 1000)} s at the earliest)`;
+}
