@@ -205,6 +205,7 @@ function report(outcomes: Outcome[]): void {
   for (const [reason, { files, only }] of sorted) {
     console.log(`${String(files.size).padStart(4)} ${String(only).padStart(4)}  ${reason}`);
   }
+  byRule(refused);
   liftingOrder(refused, outcomes.length);
   const unnamed = refused.flatMap((o) => o.problems.filter((p) => !namesField(p)).map((p) => `${o.repo}: ${p}`));
   console.log(`\nrefusals naming no field (a syntax error names its position instead): ${unnamed.length}`);
@@ -213,9 +214,31 @@ function report(outcomes: Outcome[]): void {
 
 /** A reason's rule: its field (Dockerfile reasons: the instruction), so one change to drydock lifts it. */
 function ruleOf(reason: string): string {
-  if (reason.startsWith('Dockerfile ')) return `Dockerfile ${/# \w+=|\b[A-Z]{2,}\b/.exec(reason.slice(11))?.[0] ?? ''}`;
+  if (reason.startsWith('Dockerfile '))
+    return `Dockerfile ${/# \w+=|\b[A-Z]{2,}\b/.exec(reason.slice(11))?.[0] ?? '(file or context missing)'}`;
   if (/^not valid (?:JSON|YAML)/.test(reason)) return '(syntax error)';
-  return reason.split(/:? /)[0];
+  return reason
+    .split(/:? /)[0]
+    .replace(/^x-[\w-]+\..*/, 'x-… (an extension field)')
+    .replace(/\.environment\..*/, '.environment.*');
+}
+
+/** The files each rule refuses, and those it alone refuses. */
+function byRule(refused: Outcome[]): void {
+  const counts = new Map<string, { files: number; only: number }>();
+  for (const o of refused) {
+    const rules = new Set(o.problems.map((p) => ruleOf(reasonOf(p))));
+    for (const r of rules) {
+      const c = counts.get(r) ?? { files: 0, only: 0 };
+      c.files++;
+      if (rules.size === 1) c.only++;
+      counts.set(r, c);
+    }
+  }
+  console.log(`\nby rule (files refused for it; files it alone refuses):`);
+  for (const [rule, c] of [...counts.entries()].sort((a, b) => b[1].files - a[1].files)) {
+    console.log(`${String(c.files).padStart(4)} ${String(c.only).padStart(4)}  ${rule}`);
+  }
 }
 
 /** Which rules, lifted one after another (the one accepting the most more files first), take acceptance where. */
