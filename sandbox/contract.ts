@@ -179,6 +179,8 @@ export interface CommitResult {
   commit: string;
   changed: boolean;
   diffstat: string;
+  /** The files the change adds or modifies (at most the first 300): where its check run may annotate. */
+  files?: string[];
   /** sha256 of the target branch, the parent and the tree: what an approval binds to. */
   changeHash: string;
   /** Author and committer of the commit (the worker's identity). */

@@ -103,6 +103,12 @@ export interface SandboxSpec {
    */
   services?: ServiceContainerSpec[];
   /**
+   * Names that resolve to 127.0.0.1 in the sandbox (and in its services,
+   * which share its network namespace): the dev container's compose service
+   * name and aliases. Every service's name and hostNames resolve too.
+   */
+  hostNames?: string[];
+  /**
    * false: the root filesystem stays writable (by root only: the sandbox user
    * still cannot write system folders). /workspace and the home folder are
    * copy-on-write overlays either way. @default true
@@ -290,11 +296,19 @@ export interface ServiceContainerSpec {
   healthcheck?: { test: string[]; intervalMs: number; timeoutMs: number; retries: number };
   /** Writable folders, copy-on-write on the sandbox's disk over an image's content at a path. */
   folders: { path: string; from: { image: string; path: string } }[];
+  /** Files and folders it sees read-only (the repo's, its secrets and configs: sandbox/repo-files.ts). */
+  files?: { target: string; tree: FileTree; source: string }[];
+  /** Other names it is reached by: each resolves to 127.0.0.1 in the sandbox and its services, like its name. */
+  hostNames?: string[];
   cpus: number;
   memoryBytes: number;
   pids: number;
   runtime?: string;
 }
+
+/** A file (its bytes and permission bits) or a folder of them, copied read-only into a service. */
+export type FileTree =
+  { kind: 'file'; mode: number; data: Buffer } | { kind: 'folder'; entries: Record<string, FileTree> };
 
 export interface ServiceState {
   running: boolean;
@@ -411,4 +425,23 @@ export interface SandboxProvider {
   removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'>;
   /** Removes storage no sandbox uses any more (made more than `graceMs` ago); returns what went. */
   reapStorage(graceMs?: number): Promise<string[]>;
+}
+
+/** A host name /etc/hosts can hold: letters, digits, ".", "_" and "-". */
+const HOST_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/**
+ * The names that resolve to 127.0.0.1 in a sandbox, as Compose resolves
+ * service names on its network: every service's name and other names, and
+ * the sandbox's own (the dev container's service). Its services share the
+ * sandbox's network namespace, and with it this /etc/hosts.
+ */
+export function loopbackHosts(spec: Pick<SandboxSpec, 'hostNames' | 'services'>): string[] {
+  const names = [
+    ...(spec.hostNames ?? []),
+    ...(spec.services ?? []).flatMap((s) => [s.service, ...(s.hostNames ?? [])]),
+  ];
+  const bad = names.find((n) => !HOST_NAME.test(n) || n === 'localhost');
+  if (bad !== undefined) throw new Error(`"${bad}" is not a host name a service can be reached by`);
+  return [...new Set(names)];
 }

@@ -10,6 +10,7 @@
  */
 import {
   dataPath,
+  type FileTree,
   type SandboxProvider,
   type ServiceContainerSpec,
   type ServiceRuntime,
@@ -22,6 +23,7 @@ import {
   serviceDeclaration,
   serviceName,
   startOrder,
+  type ServiceFile,
   type ServiceSpec,
 } from '../workflows/services';
 import { isImageId } from '../workflows/rules/images';
@@ -57,6 +59,24 @@ export class ServiceFailure extends Error {
 
 /** A RunnableService as a snapshot records it (SERVICES_LABEL): what drydock wrote, and nothing else. */
 const namedImage = imageRef.refine((ref) => !isImageId(ref), 'an image id, not a name');
+const inside = z
+  .string()
+  .startsWith('/')
+  .refine((p) => !p.split('/').includes('..'), 'no ".."');
+const gitObject = z.string().regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/);
+/** A service's file (ServiceSpec.files) as recorded: read again from the repo at `at`, or its content. */
+const recordedFile = z.strictObject({
+  target: inside,
+  source: z.string().max(4096),
+  content: z
+    .string()
+    .max(1 << 20)
+    .optional(),
+  mode: z.number().int().min(0).max(0o777).optional(),
+  object: gitObject.optional(),
+  at: gitObject.optional(),
+  kind: z.enum(['file', 'folder']).optional(),
+});
 const recordedService = z.strictObject({
   name: serviceName,
   image: namedImage,
@@ -76,13 +96,13 @@ const recordedService = z.strictObject({
     })
     .optional(),
   ports: z.array(z.number().int().min(1).max(65535)),
-  data: z.array(
-    z
-      .string()
-      .startsWith('/')
-      .refine((p) => !p.split('/').includes('..'), 'no ".."'),
-  ),
+  data: z.array(inside),
   dependsOn: z.array(serviceName),
+  hostNames: z
+    .array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/))
+    .max(64)
+    .optional(),
+  files: z.array(recordedFile).max(64).optional(),
   limits: z.strictObject({
     cpus: z.number().positive().optional(),
     memoryBytes: z.number().positive().optional(),
@@ -136,6 +156,8 @@ export interface StartOptions {
   /** The sandbox's own labels (session, repo, host, expiry): the reaper finds its services by them too. */
   labels: Record<string, string>;
   runtime?: string;
+  /** Reads what a service's file (ServiceSpec.files) holds: from the repo's mirror (sandbox/repo-files.ts). */
+  files?: (file: ServiceFile) => Promise<FileTree>;
 }
 
 /**
@@ -236,11 +258,30 @@ async function containerOf(
         }
       : {}),
     folders,
+    ...(s.files?.length ? { files: await filesOf(s, opts) } : {}),
+    ...(s.hostNames?.length ? { hostNames: s.hostNames } : {}),
     cpus: share.cpus,
     memoryBytes: share.memoryBytes,
     pids: share.pids,
     ...(opts.runtime ? { runtime: opts.runtime } : {}),
   };
+}
+
+/** A service's files as the provider copies them in: each read (from the repo, or its content) now. */
+async function filesOf(s: RunnableService, opts: StartOptions): Promise<ServiceContainerSpec['files']> {
+  return Promise.all(
+    (s.files ?? []).map(async (f) => {
+      const where = `${f.source} at ${f.target}`;
+      if (f.content !== undefined)
+        return {
+          target: f.target,
+          source: where,
+          tree: { kind: 'file', mode: f.mode ?? 0o444, data: Buffer.from(f.content) },
+        };
+      if (!opts.files) throw new ServiceFailure(s.name, `cannot start: ${where} cannot be read on this host`);
+      return { target: f.target, source: where, tree: await opts.files(f) };
+    }),
+  );
 }
 
 /** Waits until a service is ready (see the module's header). */

@@ -201,6 +201,8 @@ export interface AgentProgress {
   commit?: string;
   changed?: boolean;
   diffstat?: string;
+  /** The files the change adds or modifies (the first 300): where its check run may annotate. */
+  files?: string[];
   /** Artifact reference of the whole diff. */
   diff?: string;
   /** The last change held a secret the worker knows: named with where, never shown or published. */
@@ -488,8 +490,11 @@ export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followu
  */
 export const attach = defineUpdate<Attachment, [AttachInput]>('attach');
 export const detach = defineUpdate<Detached, [AttachInput]>('detach');
-/** The session's pull request was merged or closed (sent by the webhook): the session ends. */
-export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string }]>('pullRequestClosed');
+/**
+ * The session's pull request was merged or closed (sent by the webhook): the session ends.
+ * `number`: the pull request's; one that is not the session's own is ignored (by hand, leave it out).
+ */
+export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string; number?: number }]>('pullRequestClosed');
 
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);

@@ -29,6 +29,8 @@ import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
 
 /** Author and committer of drydock's commits unless the worker names its own (DRYDOCK_COMMIT_NAME/EMAIL). */
 export const DEFAULT_COMMIT_IDENTITY: GitIdentity = { name: 'drydock', email: 'drydock@localhost' };
+/** How many of a change's paths its result carries (into the workflow's history): enough to place annotations. */
+export const CHANGED_FILES_KEPT = 300;
 
 /** What an approval binds to: the target branch, the parent and the tree (so the exact commit pushed). */
 function changeHash(branch: string, parent: string, tree: string): string {
@@ -211,7 +213,8 @@ export function createCommitActivities({
             await keepInterdiffs(artifacts, mirror, input, commit);
             // The reviewer's diff is the pushed tree, byte for byte: nothing in it is scrubbed.
             const diff = await artifacts.put(input.sessionId, 'change.diff', change.diff);
-            return { ...made, diffstat: change.diffstat, diff };
+            const paths = files.slice(0, CHANGED_FILES_KEPT).map((f) => f.path);
+            return { ...made, diffstat: change.diffstat, files: paths, diff };
           });
         });
       } catch (err) {

@@ -30,6 +30,7 @@ import {
   type OperatorEnvironment,
 } from '../../workflows/rules/environment-choice';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
+import { RepoTree } from '../repo-files';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -103,6 +104,7 @@ async function environmentOf(
     read,
     await declaredEnvironment(operator, file.config, read),
     file.config,
+    new RepoTree(mirror, commit),
   );
   refuseUnsupported(deps.sandboxes, declared, stack);
   const image = declared

@@ -18,9 +18,11 @@ import {
   repoApp,
   servicesOfConfig,
   type AppSpec,
+  type ServiceFile,
   type ServiceSpec,
 } from '../../workflows/services';
-import { ComposeError, parseCompose } from '../compose';
+import { ComposeError, readCompose } from '../compose';
+import { RepoFileError, RepoTree } from '../repo-files';
 import type { SandboxProvider, ServiceContainerSpec } from '../provider';
 import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
@@ -45,28 +47,30 @@ export type ServiceDeps = Pick<SandboxDeps, 'sandboxes' | 'log'>;
 export interface DeclaredStack {
   services: ServiceSpec[];
   app?: AppSpec;
+  /** The dev container's compose service name and aliases: they resolve to 127.0.0.1 (SandboxSpec.hostNames). */
+  hostNames?: string[];
 }
 
 /**
  * The sandbox environment of a compose dev container (its own service's
- * image or build) and every service declared: the compose file's and the
- * config file's (one name, one service). Problems name the file and field.
+ * image or build) and every service declared: the compose files' and the
+ * config file's (one name, one service). Each file of the repo a service
+ * mounts is resolved in `tree` (pinned by its git object). Problems name the
+ * file and field.
  */
 export async function declaredStack(
   read: (file: string) => Promise<string | undefined>,
   declared: RepoEnvironment | undefined,
   config: RepoConfig | undefined,
+  tree?: Pick<RepoTree, 'resolve' | 'commit'>,
 ): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack }> {
   const services = config?.services ? servicesOfConfig(config.services) : [];
   let environment = declared;
+  let hostNames: string[] | undefined;
   if (declared?.compose) {
     const { files, service, runServices } = declared.compose;
-    if (files.length > 1) throw new EnvironmentError(`${declared.source}: dockerComposeFile: give one compose file`);
-    const text = await read(files[0]);
-    if (text === undefined)
-      throw new EnvironmentError(`${declared.source}: dockerComposeFile: ${files[0]} is not in the repository`);
     try {
-      const parsed = parseCompose(text, files[0], { devService: service, ...(runServices ? { runServices } : {}) });
+      const parsed = await readCompose(files, read, { devService: service, ...(runServices ? { runServices } : {}) });
       environment = {
         ...declared,
         ...(parsed.dev.image ? { image: parsed.dev.image } : {}),
@@ -76,21 +80,52 @@ export async function declaredStack(
         args: parsed.dev.args,
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
       };
+      hostNames = parsed.dev.hostNames;
       const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));
       if (clash)
         throw new EnvironmentError(
           `${clash.source}: also declared as services.${clash.name} in .drydock/config.yaml: keep one`,
         );
-      services.unshift(...parsed.services);
+      services.unshift(...(await withRepoObjects(parsed.services, tree)));
     } catch (err) {
-      if (err instanceof ComposeError) throw new EnvironmentError(err.message);
+      if (err instanceof ComposeError || err instanceof RepoFileError) throw new EnvironmentError(err.message);
       throw err;
     }
   }
   const cycle = services.length ? dependencyProblems(services) : [];
   if (cycle.length) throw new EnvironmentError(cycle.join('; '));
   const app = repoApp(config?.app, declared);
-  return { ...(environment ? { environment } : {}), stack: { services, ...(app ? { app } : {}) } };
+  const stack = { services, ...(app ? { app } : {}), ...(hostNames ? { hostNames } : {}) };
+  return { ...(environment ? { environment } : {}), stack };
+}
+
+/** Services with each repo file they mount pinned to its git object (a missing one named). */
+async function withRepoObjects(services: ServiceSpec[], tree: Pick<RepoTree, 'resolve' | 'commit'> | undefined) {
+  return Promise.all(
+    services.map(async (s) => {
+      if (!s.files?.some((f) => f.content === undefined)) return s;
+      if (!tree) throw new EnvironmentError(`${s.source}: mounts files of the repository, which cannot be read here`);
+      const files = [];
+      for (const f of s.files) {
+        if (f.content !== undefined) {
+          files.push(f);
+          continue;
+        }
+        const field = `${s.source} ${f.target}`;
+        const found = await tree.resolve(f.source, field);
+        if (!found) throw new EnvironmentError(`${field}: ${f.source} is not in the repository`);
+        const mode = f.mode ?? (found.kind === 'file' ? found.mode : undefined);
+        files.push({
+          ...f,
+          object: found.object,
+          kind: found.kind,
+          at: tree.commit,
+          ...(mode !== undefined ? { mode } : {}),
+        });
+      }
+      return { ...s, files };
+    }),
+  );
 }
 
 /**
@@ -253,11 +288,30 @@ export async function sandboxServiceContainers(
   services: RunnableService[],
   shares: Record<string, Share>,
   labels: Record<string, string>,
+  mirror: string,
 ): Promise<ServiceContainerSpec[]> {
   if (!services.length) return [];
   return unusableOnFailure(() =>
-    serviceContainers(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }),
+    serviceContainers(deps.sandboxes, sandbox, services, {
+      shares,
+      labels,
+      runtime: deps.runtime,
+      files: serviceFileReader(mirror),
+    }),
   );
+}
+
+/** Reads a service file's content at the object the snapshot pinned (the mirror keeps every commit it fetched). */
+export const serviceFileReader = (mirror: string) => (f: ServiceFile) => repoFileTree(mirror, f);
+
+async function repoFileTree(mirror: string, f: ServiceFile) {
+  if (!f.object || !f.kind || !f.at)
+    throw new ServiceFailure(f.source, `cannot start: ${f.source} was never resolved in the repository`);
+  try {
+    return await new RepoTree(mirror, f.at).tree(f.object, f.kind, f.source, f.mode);
+  } catch (err) {
+    throw new ServiceFailure(f.source, `cannot start: ${f.source} cannot be read (${(err as Error).message})`);
+  }
 }
 
 /** Starts a sandbox's services (`containers`: sandboxServiceContainers). One that will not start fails provisioning, named, with its log. */

@@ -43,7 +43,7 @@ import {
   type RunnableService,
 } from '../services';
 import { dataPath } from '../provider';
-import { resolveServiceImages, sharesOf } from './services';
+import { resolveServiceImages, serviceFileReader, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
@@ -265,6 +265,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
         shares: shares.services,
         labels: ownedLabels(hostId, owned),
         runtime: deps.runtime,
+        files: serviceFileReader(mirror),
       }),
     ),
   );
@@ -277,6 +278,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     env,
     limits: { ...BUILD_LIMITS, ...shares.sandbox },
     services: containers,
+    ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
   });
   // Healthy before setup runs: its migrations and seed data land in them, and the snapshot keeps them.
   await failBuildOn(deps, { row, commit }, () =>

@@ -6,7 +6,7 @@ import path from 'node:path';
 import type Docker from 'dockerode';
 import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
 import { redactUrl } from '../../workflows/rules/repo-url';
-import { COMPANION_LABEL, HOME, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
+import { COMPANION_LABEL, HOME, loopbackHosts, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
 import type { OverlayDirs, SandboxStorage } from './storage';
 
 export function isStatus(err: unknown, code: number): boolean {
@@ -71,6 +71,8 @@ export function sandboxCreateOptions(
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)
       NetworkMode: spec.companionOf ? `container:${spec.companionOf}` : 'none',
+      // A companion shares the sandbox's /etc/hosts (Docker refuses extra hosts with container: networking).
+      ...(spec.companionOf ? {} : { ExtraHosts: loopbackHosts(spec).map((name) => `${name}:127.0.0.1`) }),
       CapDrop: ['ALL'],
       // Docker's default seccomp profile applies (nothing here turns it off).
       SecurityOpt: ['no-new-privileges'],

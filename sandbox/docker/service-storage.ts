@@ -15,13 +15,13 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type Docker from 'dockerode';
 import { serviceName } from '../../workflows/services';
-import { DATA_ROOT } from '../provider';
+import { DATA_ROOT, type FileTree } from '../provider';
 import { LOWER_LABEL, type OverlayDirs, type SandboxStorageRoot } from './storage';
 
 const run = promisify(execFile);
@@ -132,6 +132,47 @@ export async function confinedDir(root: string, parts: string[]): Promise<string
     if (!info.isDirectory()) throw new Error(`${at} is not a folder (a symlink or a file is never followed)`);
   }
   return at;
+}
+
+/**
+ * A service's read-only files (ServiceContainerSpec.files) on the sandbox's
+ * disk (its `limits.disk` counts them), under its services folder as
+ * `<service>/files/<n>`, made afresh each time (a retry finds a partial copy):
+ * every file is written with O_EXCL, so nothing is written through a link.
+ * Returns the host path of each, to bind-mount read-only at its target.
+ */
+export async function serviceFiles(
+  storage: SandboxStorageRoot,
+  sandbox: string,
+  service: string,
+  files: { target: string; tree: FileTree }[],
+): Promise<{ source: string; target: string }[]> {
+  if (!serviceName.safeParse(service).success) throw new Error(`"${service}" is not a service's name`);
+  const base = await confinedDir(servicesFolder(storage, sandbox), [service, 'files']);
+  const out: { source: string; target: string }[] = [];
+  for (const [n, file] of files.entries()) {
+    const dir = path.join(base, String(n));
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { mode: 0o755 });
+    const source = path.join(dir, file.tree.kind === 'file' ? 'file' : 'folder');
+    await writeTree(source, file.tree);
+    out.push({ source, target: file.target });
+  }
+  return out;
+}
+
+async function writeTree(at: string, tree: FileTree): Promise<void> {
+  if (tree.kind === 'file') {
+    await writeFile(at, tree.data, { flag: 'wx', mode: tree.mode });
+    await chmod(at, tree.mode); // the umask left out of the mode
+    return;
+  }
+  await mkdir(at, { mode: 0o755 });
+  await chmod(at, 0o755);
+  for (const [name, entry] of Object.entries(tree.entries)) {
+    if (!name || name === '.' || name === '..' || name.includes('/')) throw new Error(`"${name}" is not a file's name`);
+    await writeTree(path.join(at, name), entry);
+  }
 }
 
 /**

@@ -9,7 +9,7 @@
 import type Docker from 'dockerode';
 import { COMPANION_LABEL, type ServiceContainerSpec, type ServiceRuntime, type ServiceState } from '../provider';
 import { isStatus, overlayVolume, shownLabels } from './create-options';
-import { captureData, pathLower, serviceOverlay } from './service-storage';
+import { captureData, pathLower, serviceFiles, serviceOverlay } from './service-storage';
 import type { SandboxStorageRoot } from './storage';
 
 /** On a service container: the service's name. */
@@ -62,7 +62,7 @@ export class DockerServices implements ServiceRuntime {
         IpcMode: 'private',
         ReadonlyRootfs: true,
         Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${SERVICE_TMP},mode=1777` },
-        Mounts: await this.folderMounts(spec, labels),
+        Mounts: [...(await this.folderMounts(spec, labels)), ...(await this.fileMounts(spec))],
         Init: true,
         NanoCpus: Math.round(spec.cpus * 1e9),
         Memory: spec.memoryBytes,
@@ -82,6 +82,13 @@ export class DockerServices implements ServiceRuntime {
       mounts.push(overlayVolume(folder.path, dirs, labels));
     }
     return mounts;
+  }
+
+  /** Each of its files bound read-only from its copy on the sandbox's disk. */
+  private async fileMounts(spec: ServiceContainerSpec): Promise<Docker.MountSettings[]> {
+    if (!spec.files?.length) return [];
+    const copies = await serviceFiles(this.storage, spec.sandbox, spec.service, spec.files);
+    return copies.map((c) => ({ Type: 'bind', Source: c.source, Target: c.target, ReadOnly: true }));
   }
 
   async state(sandbox: string, service: string): Promise<ServiceState | undefined> {

@@ -368,7 +368,7 @@ test("an image's VOLUME is a bounded tmpfs in the sandbox, not a volume on the h
       { limits: { tmp: '8m' } },
     );
     expect(final.phase).toBe('completed');
-    expect(output.split('\n')).toEqual(['tmpfs', 'writable', 'bounded']);
+    expect(output.trim().split('\n')).toEqual(['tmpfs', 'writable', 'bounded']);
   } finally {
     await docker.getImage(withVolume).remove({ force: true });
   }

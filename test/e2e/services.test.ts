@@ -31,7 +31,7 @@ import {
 } from '../support/helpers';
 import { inSandbox } from '../support/docker';
 import { PostgresServer } from '../support/postgres';
-import { composeServices, configServices, PG_CLIENT, REDIS_CLIENT } from '../support/service-clients';
+import { composeAsWritten, composeServices, configServices, PG_CLIENT, REDIS_CLIENT } from '../support/service-clients';
 import { buildSnapshot, removeSnapshots } from '../support/snapshots';
 
 let stack: TestStack;
@@ -108,6 +108,19 @@ test('the same through a dev container with a compose file (dockerComposeFile, s
   const { built } = await snapshotOf(composeServices({ ...images, dev }));
   expect((await snapshots.build(built.buildId))!.services?.map((s) => s.name)).toEqual(['db', 'cache']);
   await everySessionStartsFromTheSnapshot(built.repo);
+}, 600_000);
+
+test('a compose stack as written: the database by its service name, an init SQL file and a secret from the repo, env_files, two files, a profile left out', async () => {
+  const dev = process.env.DRYDOCK_BASE_IMAGE!;
+  const { built } = await snapshotOf(composeAsWritten({ postgres: images.postgres, dev }));
+  expect((await snapshots.build(built.buildId))!.services?.map((s) => s.name)).toEqual(['db']);
+  const s = await session('svc-compose', built.repo, [
+    'echo "$DB_HOST:$DB_PORT" && getent hosts db database app',
+    'node pgq.js "select name from items order by name"',
+  ]);
+  expect(s.final.phase).toBe('completed');
+  expect(s.output(1).split(/\s+/)).toEqual(['db:5432', '127.0.0.1', 'db', '127.0.0.1', 'database', '127.0.0.1', 'app']);
+  expect(s.output(2)).toBe('database is 127.0.0.1\nfrom init.sql\nsecret s3cret');
 }, 600_000);
 
 /** Starts a session whose first step lasts `seconds`, and kills its database service while that step runs. */

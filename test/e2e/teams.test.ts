@@ -478,12 +478,13 @@ describe('one identity per person', () => {
 });
 
 describe('GitHub check runs', () => {
-  test('with a GitHub App a session reports a check run, its failing tests annotated on their lines', async () => {
+  test('with a GitHub App a session reports a check run, its failing tests annotated on their lines in the change', async () => {
+    // The second failure names a file the change did not touch: no annotation there in drydock's name.
     const failing = await makeFixtureRepo({
       'test.sh': `mkdir -p reports
 cat > reports/junit.xml <<'XML'
 <testsuites><testsuite name="add"><testcase classname="add" name="adds two numbers" file="src/add.test.js"><failure message="expected 3, got -1">AssertionError: expected 3, got -1
-    at Object.&lt;anonymous&gt; (/workspace/src/add.test.js:5:10)</failure></testcase><testcase classname="add" name="adds zero"/></testsuite></testsuites>
+    at Object.&lt;anonymous&gt; (/workspace/src/add.test.js:5:10)</failure></testcase><testcase classname="add" name="adds zero"/><testcase classname="add" name="@octocat look" file="README.md"><failure message="see README">at (/workspace/README.md:1:1)</failure></testcase></testsuite></testsuites>
 XML
 exit 1
 `,
@@ -494,7 +495,7 @@ exit 1
     const handle = await startSession(stack, id, {
       repo: { url: failing.url },
       task: 'make add() add',
-      agent: { steps: [{ run: 'echo tried >> README.md' }] },
+      agent: { steps: [{ run: 'mkdir -p src && echo "// tried" >> src/add.test.js' }] },
       verify: { test: 'sh test.sh', junit: ['reports/junit.xml'] },
       trigger: { repo: EXAMPLE_REPO, kind: 'issue', issue: 5 },
     });

@@ -3,7 +3,9 @@
  * (sandbox/terminal-escapes.ts): known attacks, then properties checked
  * against a reference terminal (xterm.js headless) on generated input.
  */
+import { Duplex, PassThrough } from 'node:stream';
 import fc from 'fast-check';
+import { bridgeShell } from '../../sandbox/attach';
 import { TerminalEscapeFilter } from '../../sandbox/terminal-escapes';
 import { observe, type Observed } from '../support/reference-terminal';
 
@@ -213,6 +215,33 @@ test('chunking never changes the output', () => {
   fc.assert(
     fc.property(bytes, cuts, (data, at) => {
       expect(Buffer.concat(filtered(...cut(data, at)))).toEqual(Buffer.concat(filtered(data)));
+    }),
+    { ...RUNS, numRuns: 1000 },
+  );
+});
+
+test("drydock serve's bridge sends the shell's output through the filter too (any client is protected)", async () => {
+  const sent: Buffer[] = [];
+  const socket = new Duplex({
+    read() {},
+    write(chunk: Buffer, _encoding, done) {
+      sent.push(chunk);
+      done();
+    },
+  });
+  const tty = new PassThrough();
+  const bridged = bridgeShell(socket, { stream: tty, resize: async () => {}, exitCode: async () => 0 });
+  tty.write(`a${ESC}${ESC}]52;c;eA==\x07`);
+  tty.end(`b${ESC}[6n`);
+  await bridged;
+  expect(Buffer.concat(sent).toString()).toBe('ab');
+});
+
+test('filtering twice is filtering once (serve filters, and the CLI again)', () => {
+  fc.assert(
+    fc.property(bytes, (data) => {
+      const once = Buffer.concat(filtered(data));
+      expect(Buffer.concat(filtered(once))).toEqual(once);
     }),
     { ...RUNS, numRuns: 1000 },
   );

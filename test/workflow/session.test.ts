@@ -94,7 +94,9 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     await handle.signal(approve, { action: 'pull_request', by: 'alice', change: CHANGE.slice(0, 12) });
     // Published: the session waits for follow-ups, without its sandbox, until the PR is merged.
     await awaitStatus(handle, (s) => s.phase === 'awaiting_followup', 'awaiting_followup');
-    await handle.signal(pullRequestClosed, { merged: true, by: 'bob' });
+    // Another pull request from a branch of the same name (another repo's) ends nothing (T4-L7).
+    await handle.signal(pullRequestClosed, { merged: true, by: 'mallory', number: 8 });
+    await handle.signal(pullRequestClosed, { merged: true, by: 'bob', number: 7 });
   });
   const branch = `drydock/${run.id}`;
   expect(run.calls).toEqual([

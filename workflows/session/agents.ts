@@ -59,8 +59,8 @@ export async function workUntilVerified(run: SessionRun): Promise<CommitResult> 
       return result;
     });
     // The commit's author is drydock's, not the agent's: not shown among the agent's results.
-    const { commit: made, changed, diffstat, changeHash, diff } = commit;
-    Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, ...(diff ? { diff } : {}) });
+    const { commit: made, changed, diffstat, changeHash, diff, files } = commit;
+    Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, files, ...(diff ? { diff } : {}) });
     status.agent!.blocked = commit.blocked && describeSecrets(commit.blocked);
     if (commit.blocked) {
       status.agent!.diff = undefined; // the last attempt's diff is not this change

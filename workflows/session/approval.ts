@@ -98,6 +98,12 @@ export function installHandlers(run: SessionRun): void {
     return reason;
   });
   setHandler(pullRequestClosed, (closed) => {
+    // Bound to the pull request the session published, not to its branch's name (any repo can have one).
+    const number = closed?.number;
+    if (number !== undefined && number !== run.status.pullRequest?.number) {
+      log.warn('pullRequestClosed ignored: not the pull request this session published', { number });
+      return;
+    }
     run.pullRequestClosed ??= {
       merged: closed?.merged === true,
       by: typeof closed?.by === 'string' ? closed.by : 'unknown',
