@@ -25,12 +25,13 @@
  *
  *   npx tsx bench/environments-corpus.ts <dir> [--json out.json]
  */
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import { declaredEnvironment } from '../sandbox/activities/environment';
 import { declaredStack } from '../sandbox/activities/services';
 import { planDockerfile } from '../sandbox/repo-dockerfile';
+import { RepoFileError, type RepoObject } from '../sandbox/repo-files';
 import { DEVCONTAINER_FILE, EnvironmentError, type RepoEnvironment } from '../sandbox/repo-image';
 
 type Kind = 'devcontainer' | 'compose';
@@ -57,6 +58,36 @@ function reader(folder: string): (file: string) => Promise<string | undefined> {
 }
 
 /**
+ * The folder as the repo's tree at a commit (sandbox/repo-files.ts's RepoTree):
+ * a path a service mounts, symlinks resolved within the folder; one that
+ * leaves it is refused naming the field. Sizes are not checked.
+ */
+function folderTree(folder: string): {
+  commit: string;
+  resolve: (p: string, field: string) => Promise<RepoObject | undefined>;
+} {
+  const root = realpathSync(folder);
+  const resolve = (repoPath: string, field: string): Promise<RepoObject | undefined> => {
+    const at = path.resolve(root, repoPath);
+    const outside = (p: string) => p !== root && !p.startsWith(root + path.sep);
+    if (outside(at)) return Promise.reject(new RepoFileError(`${field}: "${repoPath}" is outside the repository`));
+    if (!existsSync(at)) return Promise.resolve(undefined);
+    const real = realpathSync(at);
+    if (outside(real)) return Promise.reject(new RepoFileError(`${field}: "${repoPath}" is outside the repository`));
+    const stat = statSync(real);
+    const kind = stat.isDirectory() ? 'folder' : 'file';
+    const mode = stat.mode & 0o111 ? 0o755 : 0o644;
+    return Promise.resolve({
+      kind,
+      object: `folder:${path.relative(root, real)}`,
+      path: path.relative(root, real),
+      mode,
+    });
+  };
+  return { commit: 'folder', resolve };
+}
+
+/**
  * The Dockerfile check a snapshot build makes before it builds (today
  * repo-image.ts's buildRepoImage: the file and context in the repo, then
  * planDockerfile); the image it starts FROM is taken as present. The one
@@ -75,6 +106,7 @@ async function checkDockerfile(folder: string, env: RepoEnvironment): Promise<st
 
 /** A compose refusal is several problems joined by "; ", each starting with its file. */
 function problemsOf(err: unknown): string[] {
+  if (err instanceof RepoFileError) return [err.message];
   if (!(err instanceof EnvironmentError)) return [`(crash) ${err instanceof Error ? err.message : String(err)}`];
   return err.message.split(/; (?=[\w./-]+\.(?:ya?ml|json)\b)/);
 }
@@ -84,7 +116,7 @@ async function check(folder: string, declared?: RepoEnvironment): Promise<string
   const read = reader(folder);
   try {
     const env = declared ?? (await declaredEnvironment(undefined, undefined, read));
-    const { environment } = await declaredStack(read, env, undefined);
+    const { environment } = await declaredStack(read, env, undefined, folderTree(folder));
     return environment ? await checkDockerfile(folder, environment) : [];
   } catch (err) {
     return problemsOf(err);
@@ -147,7 +179,7 @@ async function measure(folder: string): Promise<Outcome[]> {
  */
 export function reasonOf(problem: string): string {
   return problem
-    .replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?: /, '')
+    .replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?:? /, '')
     .replace(/^[\w./-]*Dockerfile[\w.-]*, /i, 'Dockerfile ')
     .replace(/\bline \d+: /, '')
     .replace(/\bservices\.[\w-]+(?=[.:])/g, 'services.*')
@@ -177,7 +209,8 @@ const FIELDS = new Set(
 /** Whether a problem names the field (a Dockerfile's line and instruction) it is about. */
 export function namesField(problem: string): boolean {
   if (/Dockerfile[^,:]*, (?:line \d+: |no FROM)/i.test(problem)) return true;
-  const rest = problem.replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?: /, '');
+  if (/\(named in \w+\)$/.test(problem)) return true;
+  const rest = problem.replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?:? /, '');
   const first = /^[^\s:]+/.exec(rest)?.[0] ?? '';
   return FIELDS.has(first.split('.')[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
 }
@@ -217,6 +250,7 @@ function ruleOf(reason: string): string {
   if (reason.startsWith('Dockerfile '))
     return `Dockerfile ${/# \w+=|\b[A-Z]{2,}\b/.exec(reason.slice(11))?.[0] ?? '(file or context missing)'}`;
   if (/^not valid (?:JSON|YAML)/.test(reason)) return '(syntax error)';
+  if (/named in dockerComposeFile/.test(reason)) return 'dockerComposeFile (a file not in the repository)';
   return reason
     .split(/:? /)[0]
     .replace(/^x-[\w-]+\..*/, 'x-… (an extension field)')
