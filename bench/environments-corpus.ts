@@ -250,7 +250,7 @@ function ruleOf(reason: string): string {
   if (reason.startsWith('Dockerfile '))
     return `Dockerfile ${/# \w+=|\b[A-Z]{2,}\b/.exec(reason.slice(11))?.[0] ?? '(file or context missing)'}`;
   if (/^not valid (?:JSON|YAML)/.test(reason)) return '(syntax error)';
-  if (/named in dockerComposeFile/.test(reason)) return 'dockerComposeFile (a file not in the repository)';
+  if (/^not in the repository/.test(reason)) return 'dockerComposeFile (a file not in the repository)';
   return reason
     .split(/:? /)[0]
     .replace(/^x-[\w-]+\..*/, 'x-… (an extension field)')
