@@ -150,7 +150,7 @@ function namedByDevcontainer(folder: string): Set<string> {
   }
 }
 
-async function measure(folder: string): Promise<Outcome[]> {
+export async function measure(folder: string): Promise<Outcome[]> {
   const repo = path.basename(folder);
   const out: Outcome[] = [];
   if (existsSync(path.join(folder, DEVCONTAINER_FILE))) {
