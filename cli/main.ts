@@ -16,6 +16,7 @@ import { connectClient, connectWorker } from '../platform/temporal-connection';
 import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
 import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
+import { buildServiceImages } from '../sandbox-images/service-images';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
 import { addPilotCommands, describeAttempts } from './pilot';
@@ -240,7 +241,7 @@ function unnamedChange(id: string, pending: NonNullable<SessionStatus['pendingAp
     [
       `name the change you reviewed: ${pending.action} of ${commit.slice(0, 12)} on ${branch}`,
       diffstat,
-      `approve it: drydock approve ${id} --change ${pending.change.slice(0, 12)} (drydock diff ${id} shows it)`,
+      `approve it: drydock approve ${id} --change ${pending.change} (drydock diff ${id} shows it)`,
     ].join('\n'),
   );
 }
@@ -252,7 +253,7 @@ for (const decision of ['approve', 'reject'] as const) {
     .addOption(
       new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
     )
-    .option('--change <hash>', 'the change you reviewed (12+ characters of its hash, as status shows)')
+    .option('--change <hash>', 'the change you reviewed: its whole hash (64 hex), as status shows it')
     .option(
       '--by <name>',
       'who decides, on Temporal directly (default: your drydock login, else DRYDOCK_USER or the OS user)',
@@ -474,6 +475,15 @@ snapshotCommand
   .description('Snapshot builds, newest first: ready, failed (and why), removed')
   .option('--json', 'machine-readable output')
   .action(async (repo: string | undefined, opts) => listSnapshots(config, repo, !!opts.json));
+
+program
+  .command('images')
+  .description("drydock's own service images (drydock/postgres:17, drydock/redis:8): see docs/services.md")
+  .command('build [names...]')
+  .description('Build the service images on this host (all without names), again only when their recipe changed')
+  .action(async (names: string[]) => {
+    for (const tag of await buildServiceImages(names ?? [])) console.log(tag);
+  });
 
 async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDraft> {
   let input: Record<string, any> = {};

@@ -61,6 +61,8 @@ export interface ProviderCapabilities {
   serviceData: boolean;
   /** A process limit of the sandbox's own (SandboxSpec.pids); else only the host's per-sandbox limit applies. */
   pidsLimit: boolean;
+  /** A service's Unix socket folder shared with its sandbox (ServiceContainerSpec.sockets). */
+  serviceSockets?: boolean;
 }
 
 export interface SandboxSpec {
@@ -296,6 +298,12 @@ export interface ServiceContainerSpec {
   healthcheck?: { test: string[]; intervalMs: number; timeoutMs: number; retries: number };
   /** Writable folders, copy-on-write on the sandbox's disk over an image's content at a path. */
   folders: { path: string; from: { image: string; path: string } }[];
+  /**
+   * Its Unix socket folders (`/var/run/postgresql`), shared with its sandbox
+   * (capabilities.serviceSockets): one empty folder on the sandbox's disk, at
+   * the same path in both, so a client in the sandbox reaches the socket as on a developer's machine.
+   */
+  sockets?: string[];
   /** Files and folders it sees read-only (the repo's, its secrets and configs: sandbox/repo-files.ts). */
   files?: { target: string; tree: FileTree; source: string }[];
   /** Other names it is reached by: each resolves to 127.0.0.1 in the sandbox and its services, like its name. */

@@ -71,6 +71,8 @@ export interface RepoEnvironment {
   compose?: { files: string[]; service: string; runServices?: string[] };
   /** The app: `postStartCommand` started, `forwardPorts`' first port of the dev container. */
   app?: { start: string; port: number };
+  /** The dev container's remoteEnv: the environment of every step (`${containerEnv:NAME}` read in the sandbox's). */
+  remoteEnv?: Record<string, string>;
 }
 
 const command = z.union([
@@ -106,6 +108,11 @@ const devcontainerSchema = z.object({
   runServices: z.array(z.string().min(1)).optional(),
   forwardPorts: z.array(z.union([z.number().int().min(1).max(65535), z.string()])).optional(),
   postStartCommand: command.optional(),
+  remoteEnv: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
+    .optional(),
+  mounts: z.array(z.unknown()).optional(),
+  runArgs: z.array(z.string()).optional(),
 });
 
 /** A lifecycle command as shell: a string as it is, an array as quoted argv, an object's commands in turn. */
@@ -161,6 +168,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
     throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   }
+  refuseHostSettings(dc, source);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
     .map(shellOf)
@@ -180,7 +188,66 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),
     ...appOf(dc, source),
+    ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
   };
+}
+
+/** remoteEnv's `${containerEnv:NAME}` read from the sandbox's environment (`env`, "NAME=value"; unset: empty). */
+export function remoteEnvIn(remoteEnv: Record<string, string>, env: string[]): string[] {
+  const valueOf = (name: string) =>
+    [...env]
+      .reverse()
+      .find((e) => e.startsWith(`${name}=`))
+      ?.slice(name.length + 1) ?? '';
+  return Object.entries(remoteEnv).map(
+    ([name, value]) =>
+      `${name}=${value.replace(/\0containerEnv:([A-Za-z_][A-Za-z0-9_]*)\0/g, (_, n: string) => valueOf(n))}`,
+  );
+}
+
+/** runArgs drydock's sandbox has already: nothing to change. */
+const SANDBOX_RUN_ARGS = new Set(['--init']);
+
+/**
+ * `mounts` and `runArgs` say how `docker run` should make the dev container
+ * on a developer's machine: a sandbox is made by drydock alone, so each is
+ * refused naming it (never dropped in silence), but for what a sandbox is already.
+ */
+function refuseHostSettings(dc: z.infer<typeof devcontainerSchema>, source: string) {
+  if (dc.mounts?.length)
+    throw new EnvironmentError(
+      `${source}: mounts.0: a sandbox mounts nothing of the host (its home and /workspace are kept in its snapshot; ` +
+        'files of the repository are at /workspace): remove mounts',
+    );
+  const arg = (dc.runArgs ?? []).findIndex((a) => !SANDBOX_RUN_ARGS.has(a));
+  if (arg >= 0)
+    throw new EnvironmentError(
+      `${source}: runArgs.${arg}: "${dc.runArgs![arg]}": drydock makes every sandbox itself (no network, no capabilities, ` +
+        "its own limits): remove it; what a step needs goes in setup or the environment's Dockerfile",
+    );
+}
+
+/**
+ * remoteEnv as the steps' environment: `${containerWorkspaceFolder}` is
+ * /workspace, `${containerEnv:NAME}` is marked for remoteEnvIn to read in the
+ * sandbox's environment, `${localEnv:NAME:default}` takes its default;
+ * anything else of the developer's machine is refused, naming the variable.
+ */
+function remoteEnvOf(env: Record<string, string>, source: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    out[name] = value.replace(/\$\{([^}]*)\}/g, (whole, inner: string) => {
+      if (inner === 'containerWorkspaceFolder') return WORKSPACE;
+      if (/^containerEnv:[A-Za-z_][A-Za-z0-9_]*$/.test(inner)) return `\0${inner}\0`; // remoteEnvIn reads it
+      const local = /^localEnv:[A-Za-z_][A-Za-z0-9_]*:(.*)$/.exec(inner);
+      if (local) return local[1];
+      throw new EnvironmentError(
+        `${source}: remoteEnv.${name}: ${whole} is of the developer's machine, which a sandbox does not have: ` +
+          'write the value, or ${localEnv:NAME:default}',
+      );
+    });
+  }
+  return out;
 }
 
 /** The compose files (repo paths), service and runServices of a compose dev container; undefined when not one. */

@@ -11,6 +11,7 @@
 import {
   dataPath,
   type FileTree,
+  type ImageInfo,
   type SandboxProvider,
   type ServiceContainerSpec,
   type ServiceRuntime,
@@ -28,7 +29,7 @@ import {
 } from '../workflows/services';
 import { isImageId } from '../workflows/rules/images';
 import type { Share } from '../workflows/rules/service-limits';
-import { sandboxOf } from './handle';
+import { sandboxOf, type ShellScript } from './handle';
 
 /** A service as a sandbox runs it: its spec with the image to run, and the snapshot's data image. */
 export interface RunnableService extends ServiceSpec {
@@ -195,6 +196,29 @@ export async function startServices(
     await Promise.all(level.map((s) => waitReady(provider, sandbox, s, containerOf(s).healthcheck?.test)));
     for (const s of level) started.add(s.name);
   }
+  await linkPostgresSockets(provider, sandbox, services, containers);
+}
+
+const LINK_SOCKETS: ShellScript = { name: 'link-sockets', text: 'for s; do ln -sf "$s" "/tmp/${s##*/}"; done' };
+
+/**
+ * A shared PostgreSQL socket folder's sockets also where PostgreSQL's own default puts them,
+ * `/tmp/.s.PGSQL.<port>` (a client library built without Debian's default looks there):
+ * links in the sandbox's /tmp to each declared port's socket (5432 without one).
+ */
+async function linkPostgresSockets(
+  provider: SandboxProvider,
+  sandbox: string,
+  services: RunnableService[],
+  containers: ServiceContainerSpec[],
+): Promise<void> {
+  const sockets: string[] = [];
+  for (const c of containers) {
+    const folder = c.sockets?.find((p) => p.endsWith('/postgresql'));
+    const ports = services.find((s) => s.name === c.service)?.ports ?? [];
+    if (folder) sockets.push(...(ports.length ? ports : [5432]).map((port) => `${folder}/.s.PGSQL.${port}`));
+  }
+  if (sockets.length) await sandboxOf(provider, sandbox).commands.runScript(LINK_SOCKETS, sockets);
 }
 
 /**
@@ -211,11 +235,40 @@ export async function prepareServices(provider: SandboxProvider, services: Runna
   );
 }
 
+/**
+ * The Unix socket folders of services as the usual images keep them: PostgreSQL's
+ * (an image that sets PGDATA, as the official one and drydock/postgres do, or
+ * declares the folder a volume) and MySQL's or MariaDB's (declared a volume).
+ */
+const SOCKET_FOLDERS: { path: string; env?: string }[] = [
+  { path: '/var/run/postgresql', env: 'PGDATA' },
+  { path: '/run/postgresql' },
+  { path: '/var/run/mysqld' },
+  { path: '/run/mysqld' },
+];
+
+/** The socket folders a service's image keeps, shared with its sandbox where the provider can (none else). */
+export function socketFoldersOf(image: Pick<ImageInfo, 'env' | 'volumes'>, s: Pick<RunnableService, 'data'>): string[] {
+  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, ''));
+  const sets = (name: string) => image.env.some((e) => e.startsWith(`${name}=`));
+  return SOCKET_FOLDERS.filter((f) => volumes.includes(f.path) || (f.env !== undefined && sets(f.env)))
+    .map((f) => f.path)
+    .filter((p) => !s.data.includes(p));
+}
+
+/** Its socket folders (socketFoldersOf) where the provider shares them with the sandbox. */
+function socketsOf(provider: SandboxProvider, image: ImageInfo, s: RunnableService): string[] {
+  return provider.capabilities.serviceSockets ? socketFoldersOf(image, s) : [];
+}
+
 /** A service's writable folders: data folders over setup's data, the image's other volumes over its own content. */
 async function foldersOf(provider: SandboxProvider, s: RunnableService) {
   const image = await provider.image(s.image);
   if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
-  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
+  const shared = socketsOf(provider, image, s);
+  const volumes = (image.volumes ?? [])
+    .map((v) => v.replace(/\/+$/, ''))
+    .filter((v) => !s.data.includes(v) && !shared.includes(v));
   return [
     ...s.data.map((path, n) => ({
       path,
@@ -234,7 +287,9 @@ async function containerOf(
 ): Promise<ServiceContainerSpec> {
   const share = opts.shares[s.name];
   const folders = await foldersOf(provider, s);
-  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
+  const image = (await provider.image(s.image))!; // foldersOf found it
+  const test = s.healthcheck?.test ?? image.healthcheck;
+  const sockets = socketsOf(provider, image, s);
   return {
     sandbox,
     service: s.name,
@@ -258,6 +313,7 @@ async function containerOf(
         }
       : {}),
     folders,
+    ...(sockets.length ? { sockets } : {}),
     ...(s.files?.length ? { files: await filesOf(s, opts) } : {}),
     ...(s.hostNames?.length ? { hostNames: s.hostNames } : {}),
     cpus: share.cpus,

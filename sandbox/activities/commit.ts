@@ -21,7 +21,7 @@ import {
 import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { DRYDOCK_GIT, OWN_GIT, sandboxOf, scriptArgv, type ShellScript } from '../handle';
+import { DRYDOCK_GIT, OWN_GIT, sandboxOf, scriptArgv, SETUP_REF, type ShellScript } from '../handle';
 import { OWN_GIT_DIR } from '../toolchains';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
@@ -55,15 +55,29 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  * the base under CHANGE_REF, and writes it out as a git bundle (see
  * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
  * The tree is taken by drydock's own git (sandbox/handle.ts, OWN_GIT): no filter
- * the repository's config defines runs.
+ * the repository's config defines runs. What setup wrote (SETUP_REF, $7) and
+ * nobody changed since is left out: those paths are the base's in the commit,
+ * and are listed in $3/setup-leftovers.
  */
-const SNAPSHOT: ShellScript = {
+export const SNAPSHOT: ShellScript = {
   name: 'snapshot',
   text: [
     'set -e',
     DRYDOCK_GIT,
     'base=$1 i="$3/change.index" g=$6',
     OWN_GIT,
+    'l="$3/setup-leftovers"; rm -f "$l"',
+    'if s=$(git rev-parse -q --verify "$7^{commit}"); then',
+    '  w=$(own_git write-tree)',
+    '  own_git diff-tree -r --no-renames --name-only "$s^" "$s" >"$3/setup.paths"',
+    '  own_git diff-tree -r --no-renames --name-only "$s" "$w" >"$3/since-setup.paths"',
+    '  grep -Fxv -f "$3/since-setup.paths" "$3/setup.paths" >"$3/untouched.paths" || true',
+    // Each untouched path as the base has it (mode 0: not in the base, so out of the index).
+    '  own_git diff-tree -r --no-renames "$1" "$w" | awk -F "\t" -v l="$l" \'NR == FNR { k[$0] = 1; next }',
+    '    $2 in k { split($1, m, " "); print substr(m[1], 2) " " m[3] "\t" $2; print $2 > l }\' "$3/untouched.paths" - |',
+    '    own_git update-index --index-info',
+    '  rm -f "$3/setup.paths" "$3/since-setup.paths" "$3/untouched.paths"',
+    'fi',
     't=$(own_git write-tree); rm -f "$i"',
     'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
     'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
@@ -73,6 +87,26 @@ const SNAPSHOT: ShellScript = {
   ].join('\n'),
 };
 
+/** The files the snapshot left out (setup's): how many, and the first `$2` of them. */
+const SETUP_LEFTOVERS: ShellScript = {
+  name: 'setup-leftovers',
+  text: '[ -f "$1" ] || exit 0; wc -l <"$1"; head -n "$2" "$1"',
+};
+
+/** How many of the files setup wrote the status names (the count is whole). */
+const SETUP_FILES_LISTED = 20;
+
+/** The files setup wrote that the last snapshot left out of the change; undefined when none. */
+async function setupLeftovers(
+  sandboxes: SandboxDeps['sandboxes'],
+  sandbox: string,
+): Promise<CommitResult['setupFiles']> {
+  const args = [`${STATE_DIR}/setup-leftovers`, String(SETUP_FILES_LISTED)];
+  const out = (await sandboxOf(sandboxes, sandbox).commands.runScript(SETUP_LEFTOVERS, args)).split('\n');
+  const count = Number(out[0]) || 0;
+  return count ? { count, paths: out.slice(1).filter(Boolean) } : undefined;
+}
+
 /** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout; `gitDir`: OWN_GIT's. */
 export function snapshotArgv(
   input: Pick<CommitInput, 'baseCommit' | 'date'>,
@@ -80,7 +114,7 @@ export function snapshotArgv(
   gitDir = OWN_GIT_DIR,
 ): string[] {
   const base = input.baseCommit;
-  return scriptArgv(SNAPSHOT, [base, input.date, stateDir, CHANGE_REF, base, gitDir]);
+  return scriptArgv(SNAPSHOT, [base, input.date, stateDir, CHANGE_REF, base, gitDir, SETUP_REF]);
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
@@ -206,7 +240,14 @@ export function createCommitActivities({
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
-            const made = { commit, changed: true, changeHash: changeHash(input.branch, input.parent, tree), author };
+            const setupFiles = await setupLeftovers(sandboxes, input.sandbox);
+            const made = {
+              commit,
+              changed: true,
+              changeHash: changeHash(input.branch, input.parent, tree),
+              author,
+              ...(setupFiles ? { setupFiles } : {}),
+            };
             const secrets = await secretsInChange(mirror, files, spec.message, (c) => redactor.holds(c));
             // Never published, so never shown: the status says which secret, and where.
             if (secrets.length) return { ...made, diffstat: redactor.text(change.diffstat), blocked: secrets };

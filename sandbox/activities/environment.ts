@@ -15,6 +15,7 @@ import {
   ensureEnvironmentImage,
   EnvironmentError,
   parseDevcontainer,
+  remoteEnvIn,
   type ImageFetcher,
   type RepoEnvironment,
 } from '../repo-image';
@@ -135,6 +136,8 @@ async function environmentOf(
     );
   }
   env.unshift(`PATH=${searchPath}`);
+  // The dev container's remoteEnv last: its ${containerEnv:NAME} reads the image's environment and drydock's.
+  if (declared?.remoteEnv) env.push(...remoteEnvIn(declared.remoteEnv, [...(await imageEnv(deps, image)), ...env]));
   return {
     image,
     mounts,
@@ -177,11 +180,16 @@ function usesPackageManager(packageJson: string | undefined): boolean {
   }
 }
 
-/** The image's own PATH (the declared Node.js goes before it). */
-async function imagePath({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string> {
+/** The image's own environment ("NAME=value"). */
+async function imageEnv({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string[]> {
   const info = await sandboxes.image(image);
   if (!info) throw new Error(`no such image: ${image}`);
-  const found = info.env.find((e) => e.startsWith('PATH='));
+  return info.env;
+}
+
+/** The image's own PATH (the declared Node.js goes before it). */
+async function imagePath(deps: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string> {
+  const found = (await imageEnv(deps, image)).find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 }
 

@@ -23,7 +23,7 @@ import {
 } from '../../workflows/services';
 import { ComposeError, readCompose } from '../compose';
 import { RepoFileError, RepoTree } from '../repo-files';
-import type { SandboxProvider, ServiceContainerSpec } from '../provider';
+import type { ImageInfo, SandboxProvider, ServiceContainerSpec } from '../provider';
 import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
@@ -39,6 +39,7 @@ import { egressDirOf } from '../egress';
 import { SNAPSHOT_ENV_LABEL, SNAPSHOT_LABELS } from '../snapshots';
 import { repoMadeImage } from '../repo-dockerfile';
 import type { SandboxDeps } from './deps';
+import { ensureServiceImage, namedServiceImage } from '../../sandbox-images/service-images';
 
 /** What resolving and starting services needs. */
 export type ServiceDeps = Pick<SandboxDeps, 'sandboxes' | 'log'>;
@@ -140,7 +141,7 @@ export async function resolveServiceImages(
 ): Promise<RunnableService[]> {
   const out: RunnableService[] = [];
   for (const s of services) {
-    const onHost = await deps.sandboxes.image(s.image);
+    const onHost = await serviceImageOnHost(deps, s.image, { fresh: opts.pull });
     const field = `${s.source}.image`;
     const source = imageSource({ image: s.image, field, onHost: !!onHost, allowed: opts.allowed, repo: opts.repo });
     if (source.from === 'refused') throw new EnvironmentError(source.problem);
@@ -194,6 +195,29 @@ export function environmentImageFetcher(
 
 async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolean> {
   return (await sandboxes.image(ref)) !== undefined;
+}
+
+/**
+ * A service's image as the host has it (undefined when not there): drydock's own service images
+ * (`drydock/postgres:17`, sandbox-images/service-images.ts) are built on first
+ * use on a Docker host, and with `fresh` (a snapshot build) again when their
+ * recipe changed since.
+ */
+async function serviceImageOnHost(
+  deps: ServiceDeps,
+  ref: string,
+  { fresh }: { fresh: boolean },
+): Promise<ImageInfo | undefined> {
+  const named = namedServiceImage(ref);
+  const onHost = await deps.sandboxes.image(ref);
+  if (!named || (onHost && !fresh) || deps.sandboxes.name !== 'docker') return onHost;
+  const progress = (line: string) => deps.log.info({ image: ref }, line);
+  await ensureServiceImage(named, progress).catch((err: Error) => {
+    throw new EnvironmentError(`service image ${ref} could not be built here: ${err.message}`);
+  });
+  const built = await deps.sandboxes.image(ref);
+  if (!built) throw new EnvironmentError(`service image ${ref} was built but is not on the host: build it again`);
+  return built;
 }
 
 /** Pulls an allowed image and returns it pinned by the digest the registry gave. */

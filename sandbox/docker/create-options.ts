@@ -51,6 +51,8 @@ export function sandboxCreateOptions(
   spec: SandboxSpec,
   storage: SandboxStorage,
   imageVolumes: string[] = [],
+  /** Its services' socket folders (sandbox/docker/services.ts socketMounts), read-write. */
+  sockets: Docker.MountSettings[] = [],
 ): Docker.ContainerCreateOptions {
   const labels = shownLabels({ ...spec.labels, ...(spec.companionOf ? { [COMPANION_LABEL]: spec.companionOf } : {}) });
   const readonlyRoot = spec.readonlyRoot ?? true;
@@ -98,6 +100,7 @@ export function sandboxCreateOptions(
           Target: m.target,
           ReadOnly: true,
         })),
+        ...sockets,
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),

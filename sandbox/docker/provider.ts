@@ -42,7 +42,7 @@ import {
 import { execFoundContainerGone, messageOf, saysContainerGone } from '../container-gone';
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
-import { DockerServices } from './services';
+import { DockerServices, socketMounts } from './services';
 
 /** Whether the engine refused an exec or a copy because the container is not running any more (404, 409, or its words). */
 const refusedAsGone = (err: unknown) => isStatus(err, 404) || isStatus(err, 409) || saysContainerGone(messageOf(err));
@@ -58,6 +58,7 @@ export class DockerProvider implements SandboxProvider {
     services: true,
     serviceData: true,
     pidsLimit: true,
+    serviceSockets: true,
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;
@@ -77,9 +78,12 @@ export class DockerProvider implements SandboxProvider {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
       const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
+      // Its services' socket folders, known now: a service made later binds the same folder.
+      const sockets: Docker.MountSettings[] = [];
+      for (const service of spec.services ?? []) sockets.push(...(await socketMounts(this.storage, service)));
       // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes.
       const volumes = (await this.image(spec.image))?.volumes ?? [];
-      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, volumes));
+      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, volumes, sockets));
       await container.start();
       return { id: container.id, created: true };
     } catch (err) {

@@ -22,6 +22,19 @@ export function serviceContainerName(sandbox: string, service: string): string {
   return `${sandbox}-svc-${service}`;
 }
 
+/** A service's socket folders (ServiceContainerSpec.sockets), bound at the same path in it and in its sandbox. */
+export async function socketMounts(
+  storage: SandboxStorageRoot,
+  spec: Pick<ServiceContainerSpec, 'sandbox' | 'service' | 'sockets'>,
+): Promise<Docker.MountSettings[]> {
+  const mounts: Docker.MountSettings[] = [];
+  for (const [n, target] of (spec.sockets ?? []).entries()) {
+    const source = await storage.socketFolder(spec.sandbox, spec.service, n);
+    mounts.push({ Type: 'bind', Source: source, Target: target, ReadOnly: false });
+  }
+  return mounts;
+}
+
 export class DockerServices implements ServiceRuntime {
   constructor(
     private readonly docker: Docker,
@@ -62,7 +75,11 @@ export class DockerServices implements ServiceRuntime {
         IpcMode: 'private',
         ReadonlyRootfs: true,
         Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${SERVICE_TMP},mode=1777` },
-        Mounts: [...(await this.folderMounts(spec, labels)), ...(await this.fileMounts(spec))],
+        Mounts: [
+          ...(await this.folderMounts(spec, labels)),
+          ...(await this.fileMounts(spec)),
+          ...(await socketMounts(this.storage, spec)),
+        ],
         Init: true,
         NanoCpus: Math.round(spec.cpus * 1e9),
         Memory: spec.memoryBytes,

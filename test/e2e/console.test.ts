@@ -356,9 +356,9 @@ describe('the API', () => {
     });
     expect(unnamed).toEqual({
       status: 400,
-      body: { error: 'change: the change you approve (12+ characters of pendingApproval.change)' },
+      body: { error: 'change: the change you approve (its whole hash, pendingApproval.change)' },
     });
-    const change = waiting.pendingApproval!.change.slice(0, 12);
+    const change = waiting.pendingApproval!.change;
     const self = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
       method: 'POST',
       body: { decision: 'approve', change },
@@ -377,7 +377,7 @@ describe('the API', () => {
     });
     const approved = await api(`/api/sessions/${sessionId}/decide`, BOB, {
       method: 'POST',
-      body: { decision: 'approve', change: waiting.pendingApproval!.change.slice(0, 12), comment: 'fine' },
+      body: { decision: 'approve', change: waiting.pendingApproval!.change, comment: 'fine' },
     });
     expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'bob' } });
     const final = (await handle.result()) as SessionStatus;

@@ -444,7 +444,7 @@ describe('one identity per person', () => {
         approval: { approvers: ['alice'] },
       });
       const pending = await waitForStatus(second, inPhase('awaiting_approval'), 120_000);
-      const approved = await runCli(['approve', next, '--change', pending.pendingApproval!.change.slice(0, 12)], cli);
+      const approved = await runCli(['approve', next, '--change', pending.pendingApproval!.change], cli);
       expect(approved).toMatchObject({ code: 0, stdout: `approved push of ${next} as alice\n` });
       expect(((await second.result()) as SessionStatus).decisions).toMatchObject([{ by: 'alice' }]);
       // A machine's token names a machine.

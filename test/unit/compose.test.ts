@@ -7,6 +7,7 @@
  */
 import { ComposeError, parseComposeFiles, readCompose } from '../../sandbox/compose';
 import { parseEnvFile, substitute } from '../../sandbox/compose-variables';
+import { parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
 
 const DIR = '.devcontainer';
 const COMPOSE = `${DIR}/compose.yaml`;
@@ -337,5 +338,45 @@ describe('the dev service', () => {
     ['    network_mode: host\n', /services\.app\.network_mode: /],
   ])('refuses %j naming the field', (lines, message) => {
     expect(dev(lines).join('\n')).toMatch(message);
+  });
+});
+
+describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused by name', () => {
+  const dc = (extra: object) =>
+    parseDevcontainer(JSON.stringify({ image: 'drydock-sandbox-base', ...extra }), '.devcontainer/devcontainer.json');
+
+  test("remoteEnv is every step's environment, ${containerEnv:…} read from the sandbox's", () => {
+    const env = dc({
+      remoteEnv: {
+        PATH: '${containerEnv:PATH}:/workspace/bin',
+        ROOT: '${containerWorkspaceFolder}/src',
+        MODE: '${localEnv:MODE:test}',
+        NONE: '${containerEnv:UNSET}',
+      },
+    });
+    expect(remoteEnvIn(env.remoteEnv!, ['PATH=/usr/bin', 'HOME=/home/drydock', 'PATH=/opt/node/bin:/usr/bin'])).toEqual(
+      ['PATH=/opt/node/bin:/usr/bin:/workspace/bin', 'ROOT=/workspace/src', 'MODE=test', 'NONE='],
+    );
+  });
+
+  test.each([
+    [
+      { remoteEnv: { TOKEN: '${localEnv:TOKEN}' } },
+      /remoteEnv\.TOKEN: \$\{localEnv:TOKEN\} is of the developer's machine/,
+    ],
+    [
+      { mounts: ['source=cache,target=/cache,type=volume'] },
+      /devcontainer\.json: mounts\.0: a sandbox mounts nothing of the host/,
+    ],
+    [
+      { runArgs: ['--init', '--cap-add=SYS_PTRACE'] },
+      /runArgs\.1: "--cap-add=SYS_PTRACE": drydock makes every sandbox itself/,
+    ],
+  ])('%j is refused, naming the field', (extra, message) => {
+    expect(() => dc(extra)).toThrow(message);
+  });
+
+  test('runArgs the sandbox has already (--init) are accepted', () => {
+    expect(dc({ runArgs: ['--init'] }).image).toBe('drydock-sandbox-base');
   });
 });

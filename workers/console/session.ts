@@ -98,7 +98,10 @@ ${i.diff !== undefined ? `<div id="interdiff">${diffHtml(i.diff, { id: 'since', 
       : s.agent?.diffstat
         ? `<pre id="diff">${esc(s.agent.diffstat)}</pre>`
         : '<p id="diff">No change.</p>';
-  return `${since}<h2>${i ? 'The whole change' : 'Diff'}</h2>${whole}`;
+  const setup = s.agent?.setupFiles
+    ? `<p id="setup-files">Left out of the change (setup wrote them, nobody changed them since): ${esc(s.agent.setupFiles)}.</p>`
+    : '';
+  return `${since}<h2>${i ? 'The whole change' : 'Diff'}</h2>${whole}${setup}`;
 }
 
 function seconds(ms?: number): string {

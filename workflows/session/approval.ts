@@ -8,6 +8,7 @@ import type { CommitResult } from '../../sandbox/contract';
 import {
   approve,
   decide,
+  describeSetupFiles,
   followup,
   pullRequestClosed,
   reject,
@@ -206,6 +207,7 @@ async function awaitDecision(
       diffstat: change.diffstat,
       tests: describeVerification(state.verification),
       screenshots: screenshotsOf(state.verification),
+      ...(change.setupFiles ? { setupFiles: describeSetupFiles(change.setupFiles) } : {}),
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
