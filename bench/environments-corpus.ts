@@ -1,0 +1,318 @@
+/**
+ * bench/environments-corpus: how many published dev container
+ * configurations and compose files drydock accepts as they are (issue 46's
+ * corpus measure). Each folder of `<dir>` is one repository's files as
+ * published (`<dir>/<owner>__<name>/…`, never committed: public code); for
+ * each, drydock's own readers run as a snapshot build runs them, with every
+ * image taken as present and nothing built or fetched:
+ *
+ *   dev container   `.devcontainer/devcontainer.json`, chosen and read as the
+ *                   snapshot build does (declaredEnvironment, no operator
+ *                   setting, no .drydock/config.yaml), its compose files
+ *                   through the compose reader (declaredStack), then the
+ *                   Dockerfile check on the Dockerfile it builds
+ *   compose file    a root `docker-compose.yml` / `compose.yaml` (with
+ *                   Compose's default override file) that no dev container
+ *                   names, read as a dev container naming it would have it
+ *                   read: its dev service the one that builds the repo's root,
+ *                   else the first with `build:`, else the first
+ *
+ * Prints N accepted of M (percent) for each kind and in all, the refusals
+ * grouped by reason (file names, service names, values and line numbers
+ * taken out), and the refusals that name no field. A file is refused for
+ * every problem drydock reports of it; "would unlock" counts the files whose
+ * only reasons are that one.
+ *
+ *   npx tsx bench/environments-corpus.ts <dir> [--json out.json]
+ */
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseDocument } from 'yaml';
+import { declaredEnvironment } from '../sandbox/activities/environment';
+import { declaredStack } from '../sandbox/activities/services';
+import { planDockerfile } from '../sandbox/repo-dockerfile';
+import { RepoFileError, type RepoObject } from '../sandbox/repo-files';
+import { DEVCONTAINER_FILE, EnvironmentError, type RepoEnvironment } from '../sandbox/repo-image';
+
+type Kind = 'devcontainer' | 'compose';
+interface Outcome {
+  repo: string;
+  kind: Kind;
+  file: string;
+  problems: string[];
+}
+
+const ROOT_COMPOSE = ['compose.yaml', 'compose.yml', 'docker-compose.yaml', 'docker-compose.yml'];
+
+/** A file of the repo folder, as git would give it to the snapshot build (undefined: not a file there). */
+function reader(folder: string): (file: string) => Promise<string | undefined> {
+  return (file) => {
+    const at = path.join(folder, file);
+    if (!path.resolve(at).startsWith(path.resolve(folder) + path.sep)) return Promise.resolve(undefined);
+    try {
+      return Promise.resolve(statSync(at).isFile() ? readFileSync(at, 'utf8') : undefined);
+    } catch {
+      return Promise.resolve(undefined);
+    }
+  };
+}
+
+/**
+ * The folder as the repo's tree at a commit (sandbox/repo-files.ts's RepoTree):
+ * a path a service mounts, symlinks resolved within the folder; one that
+ * leaves it is refused naming the field. Sizes are not checked.
+ */
+function folderTree(folder: string): {
+  commit: string;
+  resolve: (p: string, field: string) => Promise<RepoObject | undefined>;
+} {
+  const root = realpathSync(folder);
+  const resolve = (repoPath: string, field: string): Promise<RepoObject | undefined> => {
+    const at = path.resolve(root, repoPath);
+    const outside = (p: string) => p !== root && !p.startsWith(root + path.sep);
+    if (outside(at)) return Promise.reject(new RepoFileError(`${field}: "${repoPath}" is outside the repository`));
+    if (!existsSync(at)) return Promise.resolve(undefined);
+    const real = realpathSync(at);
+    if (outside(real)) return Promise.reject(new RepoFileError(`${field}: "${repoPath}" is outside the repository`));
+    const stat = statSync(real);
+    const kind = stat.isDirectory() ? 'folder' : 'file';
+    const mode = stat.mode & 0o111 ? 0o755 : 0o644;
+    return Promise.resolve({
+      kind,
+      object: `folder:${path.relative(root, real)}`,
+      path: path.relative(root, real),
+      mode,
+    });
+  };
+  return { commit: 'folder', resolve };
+}
+
+/**
+ * The Dockerfile check a snapshot build makes before it builds (today
+ * repo-image.ts's buildRepoImage: the file and context in the repo, then
+ * planDockerfile); the image it starts FROM is taken as present. The one
+ * step to switch when the isolated builder replaces the host build.
+ */
+async function checkDockerfile(folder: string, env: RepoEnvironment): Promise<string[]> {
+  if (env.dockerfile === undefined) return [];
+  const text = await reader(folder)(env.dockerfile);
+  if (text === undefined) return [`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`];
+  const context = path.join(folder, env.context ?? '');
+  if (!existsSync(context) || !statSync(context).isDirectory())
+    return [`${env.source}: build context ${env.context || '.'} is not in the repository`];
+  const plan = planDockerfile(text, env.args);
+  return 'problem' in plan ? [`${env.source}: ${env.dockerfile}, ${plan.problem}`] : [];
+}
+
+/** A compose refusal is several problems joined by "; ", each starting with its file. */
+function problemsOf(err: unknown): string[] {
+  if (err instanceof RepoFileError) return [err.message];
+  if (!(err instanceof EnvironmentError)) return [`(crash) ${err instanceof Error ? err.message : String(err)}`];
+  return err.message.split(/; (?=[\w./-]+\.(?:ya?ml|json)\b)/);
+}
+
+/** Runs the readers on one declared environment (undefined: drydock chooses from the files). */
+async function check(folder: string, declared?: RepoEnvironment): Promise<string[]> {
+  const read = reader(folder);
+  try {
+    const env = declared ?? (await declaredEnvironment(undefined, undefined, read));
+    const { environment } = await declaredStack(read, env, undefined, folderTree(folder));
+    return environment ? await checkDockerfile(folder, environment) : [];
+  } catch (err) {
+    return problemsOf(err);
+  }
+}
+
+/** The service a dev container naming this compose file would make its own: see the header. */
+function devServiceOf(text: string): string | undefined {
+  let data: unknown;
+  try {
+    data = parseDocument(text, { merge: true }).toJS({ maxAliasCount: 100 });
+  } catch {
+    return undefined;
+  }
+  const services = (data as { services?: Record<string, { build?: unknown } | null> } | null)?.services;
+  if (!services || typeof services !== 'object') return undefined;
+  const entries = Object.entries(services);
+  const contextOf = (b: unknown) => (typeof b === 'string' ? b : (b as { context?: string } | null)?.context);
+  const root = entries.find(([, s]) => s?.build !== undefined && ['.', './', undefined].includes(contextOf(s.build)));
+  return (root ?? entries.find(([, s]) => s?.build !== undefined) ?? entries[0])?.[0];
+}
+
+/** The files the folder's dev container names (its compose files), so a root compose file is not counted twice. */
+function namedByDevcontainer(folder: string): Set<string> {
+  try {
+    const text = readFileSync(path.join(folder, DEVCONTAINER_FILE), 'utf8');
+    const names = [...text.matchAll(/"\.\.\/([\w.-]+\.ya?ml)"/g)].map((m) => m[1]);
+    return new Set(names);
+  } catch {
+    return new Set();
+  }
+}
+
+export async function measure(folder: string): Promise<Outcome[]> {
+  const repo = path.basename(folder);
+  const out: Outcome[] = [];
+  if (existsSync(path.join(folder, DEVCONTAINER_FILE))) {
+    out.push({ repo, kind: 'devcontainer', file: DEVCONTAINER_FILE, problems: await check(folder) });
+  }
+  const named = namedByDevcontainer(folder);
+  const file = ROOT_COMPOSE.find((f) => existsSync(path.join(folder, f)));
+  if (file && !named.has(file)) {
+    const service = devServiceOf(readFileSync(path.join(folder, file), 'utf8')) ?? 'app';
+    const override = file.replace(/\.(ya?ml)$/, '.override.$1');
+    const files = [file, ...(existsSync(path.join(folder, override)) ? [override] : [])];
+    const declared: RepoEnvironment = {
+      source: `${file} (as a dev container's dockerComposeFile)`,
+      compose: { files, service },
+      args: {},
+      containerEnv: {},
+    };
+    out.push({ repo, kind: 'compose', file, problems: await check(folder, declared) });
+  }
+  return out;
+}
+
+/**
+ * A refusal's reason: its field and why, without the file, service names,
+ * quoted values, line numbers or image names, so the same rule counts once.
+ */
+export function reasonOf(problem: string): string {
+  return problem
+    .replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?:? /, '')
+    .replace(/^[\w./-]*Dockerfile[\w.-]*, /i, 'Dockerfile ')
+    .replace(/\bline \d+: /, '')
+    .replace(/\bservices\.[\w-]+(?=[.:])/g, 'services.*')
+    .replace(/\b(environment|args|volumes|secrets|configs|networks)\.[\w.-]+?(?=:)/g, '$1.*')
+    .replace(/\.\d+(?=[.:])/g, '.*')
+    .replace(/\$\{[^}]*\}/g, '${…}')
+    .replace(/"[^"]*"/g, '"…"')
+    .replace(/\b\d+\b/g, 'N')
+    .replace(/\(([^()]*)\)/g, '(…)')
+    .replace(/\bimage \S+/g, 'image …')
+    .replace(/\s+/g, ' ')
+    .slice(0, 140);
+}
+
+/** The fields a refusal may name first: devcontainer.json's properties and a compose file's top-level keys. */
+const FIELDS = new Set(
+  (
+    'name image dockerFile context build appPort forwardPorts portsAttributes containerEnv remoteEnv containerUser ' +
+    'remoteUser updateRemoteUserUID userEnvProbe overrideCommand shutdownAction init privileged capAdd securityOpt ' +
+    'mounts features overrideFeatureInstallOrder customizations runArgs workspaceMount workspaceFolder ' +
+    'dockerComposeFile service runServices initializeCommand onCreateCommand updateContentCommand postCreateCommand ' +
+    'postStartCommand postAttachCommand waitFor hostRequirements version services networks volumes secrets configs ' +
+    'include (file)'
+  ).split(' '),
+);
+
+/** Whether a problem names the field (a Dockerfile's line and instruction) it is about. */
+export function namesField(problem: string): boolean {
+  if (/Dockerfile[^,:]*, (?:line \d+: |no FROM)/i.test(problem)) return true;
+  if (/\(named in \w+\)$/.test(problem)) return true;
+  const rest = problem.replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?:? /, '');
+  const first = /^[^\s:]+/.exec(rest)?.[0] ?? '';
+  return FIELDS.has(first.split('.')[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
+}
+
+function report(outcomes: Outcome[]): void {
+  const pct = (n: number, m: number) => (m ? `${((100 * n) / m).toFixed(0)} %` : '-');
+  for (const kind of ['devcontainer', 'compose', 'all'] as const) {
+    const of = outcomes.filter((o) => kind === 'all' || o.kind === kind);
+    const ok = of.filter((o) => !o.problems.length).length;
+    console.log(`${kind.padEnd(13)} ${ok} accepted of ${of.length} (${pct(ok, of.length)})`);
+  }
+  const refused = outcomes.filter((o) => o.problems.length);
+  const byReason = new Map<string, { files: Set<string>; only: number }>();
+  for (const o of refused) {
+    const reasons = new Set(o.problems.map(reasonOf));
+    for (const r of reasons) {
+      const entry = byReason.get(r) ?? { files: new Set<string>(), only: 0 };
+      entry.files.add(`${o.repo}/${o.file}`);
+      if (reasons.size === 1) entry.only++;
+      byReason.set(r, entry);
+    }
+  }
+  console.log(`\nrefusals by reason (files refused for it; files it alone refuses), ${refused.length} files refused:`);
+  const sorted = [...byReason.entries()].sort((a, b) => b[1].files.size - a[1].files.size);
+  for (const [reason, { files, only }] of sorted) {
+    console.log(`${String(files.size).padStart(4)} ${String(only).padStart(4)}  ${reason}`);
+  }
+  byRule(refused);
+  liftingOrder(refused, outcomes.length);
+  const unnamed = refused.flatMap((o) => o.problems.filter((p) => !namesField(p)).map((p) => `${o.repo}: ${p}`));
+  console.log(`\nrefusals naming no field (a syntax error names its position instead): ${unnamed.length}`);
+  for (const u of unnamed) console.log(`  ${u.slice(0, 300)}`);
+}
+
+/** A reason's rule: its field (Dockerfile reasons: the instruction), so one change to drydock lifts it. */
+function ruleOf(reason: string): string {
+  if (reason.startsWith('Dockerfile '))
+    return `Dockerfile ${/# \w+=|\b[A-Z]{2,}\b/.exec(reason.slice(11))?.[0] ?? '(file or context missing)'}`;
+  if (/^not valid (?:JSON|YAML)/.test(reason)) return '(syntax error)';
+  if (/^not in the repository/.test(reason)) return 'dockerComposeFile (a file not in the repository)';
+  return reason
+    .split(/:? /)[0]
+    .replace(/^x-[\w-]+\..*/, 'x-… (an extension field)')
+    .replace(/\.environment\..*/, '.environment.*');
+}
+
+/** The files each rule refuses, and those it alone refuses. */
+function byRule(refused: Outcome[]): void {
+  const counts = new Map<string, { files: number; only: number }>();
+  for (const o of refused) {
+    const rules = new Set(o.problems.map((p) => ruleOf(reasonOf(p))));
+    for (const r of rules) {
+      const c = counts.get(r) ?? { files: 0, only: 0 };
+      c.files++;
+      if (rules.size === 1) c.only++;
+      counts.set(r, c);
+    }
+  }
+  console.log(`\nby rule (files refused for it; files it alone refuses):`);
+  for (const [rule, c] of [...counts.entries()].sort((a, b) => b[1].files - a[1].files)) {
+    console.log(`${String(c.files).padStart(4)} ${String(c.only).padStart(4)}  ${rule}`);
+  }
+}
+
+/** Which rules, lifted one after another (the one accepting the most more files first), take acceptance where. */
+function liftingOrder(refused: Outcome[], total: number): void {
+  const left = refused.map((o) => new Set(o.problems.map((p) => ruleOf(reasonOf(p)))));
+  let accepted = total - refused.length;
+  const lifted = new Set<string>();
+  console.log(`\nrules lifted in turn (each the one accepting the most more files), acceptance after each:`);
+  for (let step = 0; step < 12; step++) {
+    const gain = new Map<string, number>();
+    for (const rules of left) {
+      const open = [...rules].filter((r) => !lifted.has(r));
+      if (open.length === 1) gain.set(open[0], (gain.get(open[0]) ?? 0) + 1);
+    }
+    const best = [...gain.entries()].sort((a, b) => b[1] - a[1])[0];
+    if (!best) break;
+    lifted.add(best[0]);
+    accepted += best[1];
+    console.log(
+      `  + ${best[0].padEnd(34)} +${best[1]}  → ${accepted} of ${total} (${((100 * accepted) / total).toFixed(0)} %)`,
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const [dir, flag, jsonOut] = process.argv.slice(2);
+  if (!dir) throw new Error('usage: npx tsx bench/environments-corpus.ts <dir> [--json out.json]');
+  const folders = readdirSync(dir)
+    .map((d) => path.join(dir, d))
+    .filter((d) => statSync(d).isDirectory())
+    .sort();
+  const outcomes: Outcome[] = [];
+  for (const folder of folders) outcomes.push(...(await measure(folder)));
+  report(outcomes);
+  if (flag === '--json' && jsonOut) writeFileSync(jsonOut, JSON.stringify(outcomes, null, 2));
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
