@@ -118,6 +118,8 @@ export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['
     });
     await runBuilder(build, limits, dirs);
     await docker(['load', '-q', '-i', path.join(dirs.out, 'image.tar')], 10 * 60_000);
+    // buildah's own name for it (localhost/…) comes along: only the caller's tag stays.
+    await docker(['rmi', `localhost/${build.tag}`], 60_000).catch(() => undefined);
     return proxy.counts;
   } finally {
     await proxy?.close();
