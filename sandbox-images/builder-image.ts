@@ -17,7 +17,6 @@ const CONTEXT = path.join(__dirname, 'builder');
 /** The files of the image: the builder's folder, and the forwarder every sandbox uses (sandbox/egress.ts). */
 const FILES = [
   path.join(CONTEXT, 'Dockerfile'),
-  path.join(CONTEXT, 'storage.conf'),
   path.join(CONTEXT, 'drydock-build'),
   path.join(__dirname, 'base', 'drydock-egress'),
 ];

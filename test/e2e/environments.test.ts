@@ -1,8 +1,9 @@
 /**
  * The repo's environment as the sandbox: a declared Node.js from the npm
  * registry, pnpm through corepack and the egress proxy, a dev container whose
- * Dockerfile is built FROM a local image, the browser check of an image with
- * neither Node.js nor Chromium, and an image without git refused. Real
+ * Dockerfile is built FROM a local image in the isolated builder (RUN as root
+ * there, never on the host; docs/builder.md), the browser check of an image
+ * with neither Node.js nor Chromium, and an image without git refused. Real
  * Docker, real registry (through the proxy, with this machine's CA).
  */
 import { createHash } from 'node:crypto';
