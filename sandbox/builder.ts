@@ -43,7 +43,11 @@ export const PACKAGE_REGISTRIES: EgressRule[] = [
 
 /** A build's bounds. */
 export interface BuildLimits {
-  /** Wall time before the builder is killed. @default 1_200_000 (20 min) */
+  /**
+   * Wall time before the builder is killed. @default 480_000 (8 min): within
+   * the 10 minutes of the activities that build (startSnapshotBuild, provisionSandbox),
+   * so a build past it fails named instead of being retried whole.
+   */
   timeoutMs: number;
   /** Memory of the build's processes, bytes (the image store's tmpfs comes on top). @default 2 GiB */
   memoryBytes: number;
@@ -56,7 +60,7 @@ export interface BuildLimits {
 }
 
 export const BUILD_LIMITS: BuildLimits = {
-  timeoutMs: 20 * 60_000,
+  timeoutMs: 8 * 60_000,
   memoryBytes: 2 * 1024 ** 3,
   diskBytes: 6 * 1024 ** 3,
   pids: 2048,

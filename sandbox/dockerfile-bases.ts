@@ -8,9 +8,10 @@
  * `\r`, say) can make a build fail, never reach an image not given.
  */
 
-/** An image the Dockerfile names and the line (1-based) that names it. */
+/** An image the Dockerfile names, the instruction and the line (1-based) that name it. */
 export interface BaseImage {
   ref: string;
+  instruction: 'FROM' | 'COPY --from' | 'ADD --from';
   line: number;
 }
 
@@ -35,7 +36,8 @@ export function dockerfileBases(text: string, buildArgs: Record<string, string>)
       if (!plain.length) return { problem: `line ${line}: FROM names no image` };
       const ref = substitute(plain[0], args);
       if (typeof ref !== 'string') return { problem: `line ${line}: ${ref.problem}` };
-      if (!stages.has(ref.toLowerCase()) && ref.toLowerCase() !== 'scratch') bases.push({ ref, line });
+      if (!stages.has(ref.toLowerCase()) && ref.toLowerCase() !== 'scratch')
+        bases.push({ ref, instruction: 'FROM', line });
       if (plain.length >= 3 && plain[1].toUpperCase() === 'AS') stages.add(plain[2].toLowerCase());
       stages.add(String(stages.size));
     } else if (keyword === 'COPY' || keyword === 'ADD') {
@@ -43,7 +45,8 @@ export function dockerfileBases(text: string, buildArgs: Record<string, string>)
       if (!from) continue;
       const ref = substitute(from.slice('--from='.length), args);
       if (typeof ref !== 'string') return { problem: `line ${line}: ${ref.problem}` };
-      if (!stages.has(ref.toLowerCase()) && !/^\d+$/.test(ref)) bases.push({ ref, line });
+      if (!stages.has(ref.toLowerCase()) && !/^\d+$/.test(ref))
+        bases.push({ ref, instruction: `${keyword} --from`, line });
     }
   }
   if (!seenFrom) return { problem: 'no FROM instruction' };

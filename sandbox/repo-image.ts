@@ -266,7 +266,7 @@ export async function ensureEnvironmentImage(
   const repo = env?.dockerfile ? await repoDockerfile(at, env) : undefined;
   const named = env?.image ?? (repo ? undefined : build.baseImage);
   const refs = repo
-    ? repo.bases.map((b) => ({ ref: b.ref, field: `${source}: ${env!.dockerfile}: line ${b.line}` }))
+    ? repo.bases.map((b) => ({ ref: b.ref, field: `${source}: ${env!.dockerfile}: ${b.instruction}` }))
     : [{ ref: named!, field: `${source}: image` }];
   const bases: { ref: string; id: string }[] = [];
   for (const { ref, field } of refs) {

@@ -19,18 +19,18 @@ test('every FROM and COPY --from of an image, not a stage; global ARGs and build
     'FROM scratch',
   ].join('\n');
   expect(dockerfileBases(text, { BASE: 'debian:trixie-slim' })).toEqual([
-    { ref: 'node:22', line: 4 },
-    { ref: 'debian:trixie-slim', line: 7 },
-    { ref: 'nginx:1.27', line: 10 },
+    { ref: 'node:22', instruction: 'FROM', line: 4 },
+    { ref: 'debian:trixie-slim', instruction: 'FROM', line: 7 },
+    { ref: 'nginx:1.27', instruction: 'COPY --from', line: 10 },
   ]);
 });
 
 test('a bare \\r and a continuation line break lines as a builder might: a hidden FROM is seen', () => {
   expect(dockerfileBases('FROM a\nRUN echo \rFROM b\n', {})).toEqual([
-    { ref: 'a', line: 1 },
-    { ref: 'b', line: 3 },
+    { ref: 'a', instruction: 'FROM', line: 1 },
+    { ref: 'b', instruction: 'FROM', line: 3 },
   ]);
-  expect(dockerfileBases('FROM \\\n  a AS x\nFROM x\n', {})).toEqual([{ ref: 'a', line: 1 }]);
+  expect(dockerfileBases('FROM \\\n  a AS x\nFROM x\n', {})).toEqual([{ ref: 'a', instruction: 'FROM', line: 1 }]);
 });
 
 test('an ARG without a value, and a file without FROM, are problems that name the line', () => {
@@ -38,5 +38,7 @@ test('an ARG without a value, and a file without FROM, are problems that name th
     problem: 'line 2: node:$V: the ARG V has no value before the first FROM; give it a default',
   });
   expect(dockerfileBases('RUN true\n', {})).toEqual({ problem: 'no FROM instruction' });
-  expect(dockerfileBases('ARG V=1\nFROM node:${V:-2}${W:-x}\n', {})).toEqual([{ ref: 'node:1x', line: 2 }]);
+  expect(dockerfileBases('ARG V=1\nFROM node:${V:-2}${W:-x}\n', {})).toEqual([
+    { ref: 'node:1x', instruction: 'FROM', line: 2 },
+  ]);
 });
