@@ -18,6 +18,7 @@ const CONTEXT = path.join(__dirname, 'builder');
 const FILES = [
   path.join(CONTEXT, 'Dockerfile'),
   path.join(CONTEXT, 'drydock-build'),
+  path.join(CONTEXT, 'drydock-runc'),
   path.join(__dirname, 'base', 'drydock-egress'),
 ];
 
