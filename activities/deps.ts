@@ -31,8 +31,10 @@ export interface ActivityDeps extends SandboxDeps {
   operator?: { maxAttempts: number; pilotConcurrency: number; rotateCommand?: string };
   /** How long after its merge a change is watched for escaped defects (ms). @default 14 days */
   defectWindowMs?: number;
-  /** What Temporal knows of a session (a resumed pilot asks): not found, running in a phase, or closed. */
+  /** What Temporal knows of a session (a resumed pilot asks): not found, running in a phase, or closed; its parent. */
   sessionState?: (
     sessionId: string,
-  ) => Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: import('../workflows/api').Phase }>;
+  ) => Promise<
+    { state: 'missing' } | { state: 'running' | 'closed'; phase?: import('../workflows/api').Phase; parent?: string }
+  >;
 }

@@ -1,16 +1,20 @@
 /**
  * A webhook-started session's dealings with GitHub, on the worker (which holds
  * the credentials): reading the task's context, and reporting progress back
- * idempotently (a retried activity looks before it writes).
+ * idempotently (a retried activity looks before it writes). What came out of
+ * the sandbox (an error's tail, the tests' summary) is fenced as code and
+ * loses its mentions (github/sandbox-text.ts): drydock's identity publishes
+ * no Markdown the agent wrote.
  */
 import { randomBytes } from 'node:crypto';
 import type { Octokit } from '@octokit/rest';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type Outcome, type TestReport } from '../workflows/api';
-import { upsertCheckRun, type CheckConclusion } from '../github/check-runs';
+import { upsertCheckRun, type CheckConclusion, type CheckReport } from '../github/check-runs';
 import type { TriggerOrigin } from '../workflows/input';
 import type { ActivityDeps } from './deps';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../github/client';
+import { fenced, withoutMentions } from '../github/sandbox-text';
 import { readTriggerContext, taskWithContext } from '../github/task-context';
 import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../github/writes';
 
@@ -28,6 +32,8 @@ export interface ProgressInput {
   detail?: string;
   /** The verification so far: a check run's summary, and its failing tests as annotations. */
   tests?: { summary: string; failures: TestReport['failures'] };
+  /** The files the session's change touched: the only ones its check run annotates. */
+  changedFiles?: string[];
 }
 
 /** A GitHub App's token for reading the context, and for reporting. */
@@ -60,9 +66,14 @@ async function commentOn(octokit: Octokit, where: RepoRef & { issue: number }, i
   } else if (stage === 'completed' && !input.pullRequestUrl) {
     await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session made no change: ${link}`);
   } else if (ENDED[stage]) {
-    const why = input.detail ? `: ${input.detail}` : '';
-    await commentOnce(octokit, where, `end/${sessionId}`, `drydock's session ${ENDED[stage]}${why} (${link})`);
+    await commentOnce(octokit, where, `end/${sessionId}`, endComment(input, link));
   }
+}
+
+/** Why a session ended, for its issue: drydock's words, then the error as the sandbox left it, fenced. */
+export function endComment(input: ProgressInput, link: string): string {
+  const head = `drydock's session ${ENDED[input.stage] ?? input.stage} (${link})`;
+  return input.detail ? `${head}:\n\n${fenced(input.detail)}` : head;
 }
 
 /** A check run's conclusion per outcome; undefined while the session runs. */
@@ -74,17 +85,23 @@ const CONCLUSION: Partial<Record<ProgressStage, CheckConclusion>> = {
   cancelled: 'cancelled',
 };
 
-function checkReport(input: ProgressInput, description: string, link: string) {
-  const tests = input.tests;
+/** The session's check run: its title drydock's words, the error and the tests' summary fenced below. */
+export function checkReport(input: ProgressInput, words: string, link: string): CheckReport {
+  const { tests, detail } = input;
   return {
     sessionId: input.sessionId,
     conclusion: CONCLUSION[input.stage],
-    title: `drydock: ${description}`,
-    summary: [`Session [${input.sessionId}](${link}): ${description}.`, tests ? `Tests: ${tests.summary}` : '']
+    title: `drydock: ${words}`,
+    summary: [
+      `Session [${input.sessionId}](${link}): ${words}.`,
+      detail ? fenced(detail) : '',
+      tests ? `Tests:\n\n${fenced(tests.summary)}` : '',
+    ]
       .filter(Boolean)
       .join('\n\n'),
     detailsUrl: link,
     failures: tests?.failures,
+    changedFiles: input.changedFiles ?? [],
   };
 }
 
@@ -153,10 +170,11 @@ export function createGitHubActivities({
         const commit = trigger.commit ?? input.commit;
         if (commit) {
           const [state, words] = STATUS[stage];
-          const description = input.detail && state !== 'success' ? `${words}: ${input.detail}` : words;
+          // A status's description is plain text (no Markdown to fence), its mentions dropped all the same.
+          const description =
+            input.detail && state !== 'success' ? `${words}: ${withoutMentions(input.detail)}` : words;
           // A GitHub App reports a check run (with annotations); a token, the commit status.
-          if (github.app)
-            await upsertCheckRun(octokit, { ...where, sha: commit }, checkReport(input, description, link));
+          if (github.app) await upsertCheckRun(octokit, { ...where, sha: commit }, checkReport(input, words, link));
           else await setStatusOnce(octokit, { ...where, sha: commit }, state, description, link);
         }
         log.info({ sessionId, stage, repo: trigger.repo }, 'reported to GitHub');

@@ -14,9 +14,13 @@ import { tail } from '../sandbox/activities/output';
 import { sweepEscapedDefects } from '../figures/defects';
 import { octokitFor } from '../github/client';
 
-/** A session as Temporal knows it: not started, running in a phase, or closed with an outcome. */
+/**
+ * A session as Temporal knows it: not started, running in a phase, or closed with an
+ * outcome; `parent`: the workflow that started it as its child (none: started by a client).
+ */
 export type KnownSession =
-  { sessionId: string; state: 'missing' } | { sessionId: string; state: 'running' | 'closed'; phase?: Phase };
+  | { sessionId: string; state: 'missing' }
+  | { sessionId: string; state: 'running' | 'closed'; phase?: Phase; parent?: string };
 
 export interface PilotSessionRow {
   pilot: string;

@@ -21,6 +21,7 @@ import { repoApp } from '../workflows/services';
 import { readAtCommit } from '../repos/git';
 import { declaredEnvironment } from '../sandbox/activities/environment';
 import { redactUrl } from '../workflows/rules/repo-url';
+import type { OperatorEnvironment } from '../workflows/rules/environment-choice';
 import type { ActivityDeps } from './deps';
 import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
 
@@ -58,7 +59,8 @@ export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps,
       const commit = await resolveRef(mirror, ref);
       const file = await readRepoConfig(mirror, commit);
       if (!file.ok) return file;
-      const app = repoApp(file.config?.app, await devcontainerOf(mirror, commit, file.config));
+      const operator = found.ok ? found.repo.environment : undefined;
+      const app = repoApp(file.config?.app, await devcontainerOf(mirror, commit, file.config, operator));
       const settled = settleSessionInput({ grant, file: file.config, raw, restricted: restrictedHost, app });
       if (!settled.ok) return settled;
       return {
@@ -73,11 +75,16 @@ export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps,
   };
 }
 
-/** The repo's dev container at `commit` (for its app); a problem with it is provisioning's to report. */
-async function devcontainerOf(mirror: string, commit: string, config: RepoConfig | undefined) {
+/** The repo's chosen environment at `commit` (for its dev container's app); a problem with it is provisioning's to report. */
+async function devcontainerOf(
+  mirror: string,
+  commit: string,
+  config: RepoConfig | undefined,
+  operator: OperatorEnvironment | undefined,
+) {
   const read = (file: string) =>
     readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
-  return declaredEnvironment(config, read).catch(() => undefined);
+  return declaredEnvironment(operator, config, read).catch(() => undefined);
 }
 
 /** A literal address only an operator's rule may name; host names are judged by the proxy when resolved. */

@@ -16,6 +16,7 @@ import { connectClient, connectWorker } from '../platform/temporal-connection';
 import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
 import { installTemporalRuntime } from '../workers/telemetry';
 import { runDevStack } from '../workers/dev-stack';
+import { buildServiceImages } from '../sandbox-images/service-images';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
 import { addPilotCommands, describeAttempts } from './pilot';
@@ -26,7 +27,7 @@ import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
-import { addRepo, buildSnapshot, listRepos, listSnapshots, resolveRepo } from './snapshots';
+import { addRepo, buildSnapshot, listRepos, listSnapshots, removeRepo, resolveRepo } from './snapshots';
 import {
   ACTIONS,
   ATTEMPTS_WORKFLOW_TYPE,
@@ -240,7 +241,7 @@ function unnamedChange(id: string, pending: NonNullable<SessionStatus['pendingAp
     [
       `name the change you reviewed: ${pending.action} of ${commit.slice(0, 12)} on ${branch}`,
       diffstat,
-      `approve it: drydock approve ${id} --change ${pending.change.slice(0, 12)} (drydock diff ${id} shows it)`,
+      `approve it: drydock approve ${id} --change ${pending.change} (drydock diff ${id} shows it)`,
     ].join('\n'),
   );
 }
@@ -252,7 +253,7 @@ for (const decision of ['approve', 'reject'] as const) {
     .addOption(
       new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
     )
-    .option('--change <hash>', 'the change you reviewed (12+ characters of its hash, as status shows)')
+    .option('--change <hash>', 'the change you reviewed: its whole hash (64 hex), as status shows it')
     .option(
       '--by <name>',
       'who decides, on Temporal directly (default: your drydock login, else DRYDOCK_USER or the OS user)',
@@ -407,6 +408,14 @@ repoCommand
   .option('--max-wall-time <duration>', 'longest a session may run, e.g. "2h"')
   .option('--max-disk <size>', 'most disk a session may use')
   .option('--pool <n>', 'idle sandboxes each host keeps ready from its newest snapshot, 0 to 16 (default: 0)')
+  .option(
+    '--environment <kind>',
+    "what its sandboxes run in, over the repo's own choice: devcontainer, dockerfile, base or image:<ref> (default: the repo's)",
+  )
+  .option(
+    '--ignore-devcontainer',
+    "never read the repo's dev container (a Dockerfile its .drydock/config.yaml names still counts)",
+  )
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
     const { registration, scheduleIds, inferred } = await addRepo(await connectClient(config), config, url, opts);
@@ -422,6 +431,23 @@ repoCommand
       console.log(`setup inferred from the lockfiles (give --setup to choose another):\n  ${inferred.join('\n  ')}`);
       if (!opts.allow) console.log(`egress for setup: ${registration.egress.map((r) => r.host).join(', ')}`);
     }
+  });
+
+repoCommand
+  .command('remove <repo>')
+  .description('Unregister a repo (URL or owner/name): its limits and settings, and its refresh schedule on every host')
+  .option('--json', 'machine-readable output')
+  .action(async (repo: string, opts) => {
+    const removed = await removeRepo(await connectClient(config), config, repo);
+    const schedules = removed.scheduleIds.length
+      ? `its refresh schedules (${removed.scheduleIds.join(', ')})`
+      : 'no refresh schedule (none existed)';
+    console.log(
+      opts.json
+        ? JSON.stringify(removed)
+        : `removed ${removed.name} (${removed.repo}): its registration (limits, setup, environment, pool) and ${schedules}; ` +
+            'its snapshot history stays in drydock snapshot list, its idle pool sandboxes go at the next reaper run',
+    );
   });
 
 repoCommand
@@ -449,6 +475,15 @@ snapshotCommand
   .description('Snapshot builds, newest first: ready, failed (and why), removed')
   .option('--json', 'machine-readable output')
   .action(async (repo: string | undefined, opts) => listSnapshots(config, repo, !!opts.json));
+
+program
+  .command('images')
+  .description("drydock's own service images (drydock/postgres:17, drydock/redis:8): see docs/services.md")
+  .command('build [names...]')
+  .description('Build the service images on this host (all without names), again only when their recipe changed')
+  .action(async (names: string[]) => {
+    for (const tag of await buildServiceImages(names ?? [])) console.log(tag);
+  });
 
 async function buildInput(opts: Record<string, unknown>): Promise<SessionInputDraft> {
   let input: Record<string, any> = {};

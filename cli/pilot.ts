@@ -51,6 +51,7 @@ export function describePilot(s: PilotStatus): string {
   for (const v of s.sessions) {
     lines.push(`  ${v.sessionId.padEnd(50)} ${v.state.padEnd(8)} ${v.phase ?? ''}`);
     for (const a of v.applied) lines.push(`      fault ${a}`);
+    if (v.disowned) lines.push(`      ${v.disowned}`);
   }
   return lines.join('\n');
 }
@@ -67,7 +68,7 @@ export function describeAttempts(s: AttemptsStatus): string {
         (p?.verification ? `, verification ${p.verification.passed ? 'passed' : 'failed'}` : '') +
         (p?.agent ? `, $${p.agent.costUsd.toFixed(4)}` : '') +
         `, ${seconds}s` +
-        (p?.pending ? `, change ${p.pending.change.slice(0, 12)}` : ''),
+        (p?.pending ? `, change ${p.pending.change}` : ''),
     );
     if (p?.change?.diffstat)
       lines.push(
@@ -134,15 +135,21 @@ function addPickCommand(program: Command, config: Config, who: () => string): vo
   program
     .command('pick <session> [attempt]')
     .description('Parallel attempts: show them side by side, or pick one to publish (the others end without a push)')
-    .option('--change <hash>', 'the change you reviewed (a prefix of 12+), so a moved change is refused')
+    .option('--change <hash>', "the change you reviewed: the attempt's whole change hash, as the list shows it")
     .option('--comment <text>')
     .action(async (id: string, attempt: string | undefined, opts) => {
       const c = await connectClient(config);
       if (!attempt) return console.log(describeAttempts(await attemptsOf(c, id)));
+      // A pick approves a change: the one reviewed, named whole, or a change that moved meanwhile would be.
+      if (!opts.change) {
+        throw new InvalidArgumentError(
+          `name the change you reviewed: drydock pick ${id} ${attempt} --change <hash> (drydock pick ${id} lists them)`,
+        );
+      }
       const picked = await pickAttempt(c, id, {
         attempt: positive(attempt),
         by: who(),
-        ...(opts.change ? { change: opts.change } : {}),
+        change: opts.change,
         ...(opts.comment ? { comment: opts.comment } : {}),
       });
       console.log(

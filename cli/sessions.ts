@@ -35,9 +35,10 @@ function approvalHint(s: SessionStatus): string {
     `waiting for approval of ${p.action} of ${p.evidence.branch} at ${p.evidence.commit.slice(0, 12)}, change ${p.change.slice(0, 12)} (deadline ${p.deadline})`,
     ...(p.evidence.diffstat ? p.evidence.diffstat.split('\n').map((l) => `    ${l}`) : []),
     `  verification: ${p.evidence.tests}`,
+    ...(p.evidence.setupFiles ? [`  left out of the change (setup wrote them): ${p.evidence.setupFiles}`] : []),
     ...p.evidence.screenshots.map((shot) => `  screenshot: ${shot}`),
     `  may approve: ${p.approvers.length ? p.approvers.join(', ') : 'anyone'}`,
-    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change.slice(0, 12)}`,
+    `  approve: bin/drydock approve ${s.sessionId} --change ${p.change}`,
     `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
   ].join('\n');
 }

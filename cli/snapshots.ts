@@ -17,6 +17,7 @@ import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
 import {
   ensureSnapshotSchedules,
   inferredSetupAt,
+  removeSnapshotSchedules,
   SnapshotRegistry,
   repoSlug,
   type SnapshotBuildRow,
@@ -25,6 +26,11 @@ import { REGISTRATION_DEFAULTS, type RepoRegistration, type SetupEgressRule } fr
 import { duration, secretName } from '../workflows/input';
 import { durationMs } from '../workflows/units';
 import { repoMaxima, type RepoMaxima } from '../workflows/repo-config';
+import {
+  conflictingFlags,
+  parseEnvironmentSetting,
+  type OperatorEnvironment,
+} from '../workflows/rules/environment-choice';
 
 const run = promisify(execFile);
 
@@ -72,6 +78,9 @@ export interface AddRepoOptions {
   maxWallTime?: string;
   maxDisk?: string;
   pool?: string;
+  /** `--environment devcontainer|dockerfile|base|image:<ref>`. */
+  environment?: string;
+  ignoreDevcontainer?: boolean;
 }
 
 /** Registers (or updates) a repo: its snapshot settings, its name and the operator's limits. */
@@ -103,9 +112,10 @@ export async function addRepo(
     setupTimeoutMs: opts.timeout ? parseDuration('--timeout', opts.timeout) : REGISTRATION_DEFAULTS.setupTimeoutMs,
     egress: opts.allow?.length ? opts.allow.map(parseAllow) : REGISTRATION_DEFAULTS.egress,
     registries: parseRegistries(opts.allowRegistry ?? []),
+    ...parseEnvironment(opts),
   };
   // No setup given: what the lockfiles imply, printed; without --allow its registries are the egress.
-  const inferred = opts.setup ? undefined : await inferAtRegistration(url, opts.ref);
+  const inferred = opts.setup ? undefined : await inferAtRegistration(url, opts.ref, readsDevcontainer(registration));
   if (inferred && !opts.allow?.length) registration.egress = inferred.egress.map((host) => ({ host }));
   const limits = {
     secrets: parseSecrets(opts.secret ?? []),
@@ -131,6 +141,64 @@ export async function addRepo(
   };
 }
 
+/** `--environment` and `--ignore-devcontainer` as the registry keeps them; a bad value names its flag. */
+function parseEnvironment(opts: AddRepoOptions): OperatorEnvironment {
+  const parsed = opts.environment === undefined ? undefined : parseEnvironmentSetting(opts.environment);
+  if (parsed && !parsed.ok) throw new SnapshotUsageError(parsed.problem);
+  const operator: OperatorEnvironment = {
+    ...(parsed?.ok ? { environment: parsed.setting } : {}),
+    ...(opts.ignoreDevcontainer ? { ignoreDevcontainer: true } : {}),
+  };
+  const conflict = conflictingFlags(operator);
+  if (conflict) throw new SnapshotUsageError(conflict);
+  return operator;
+}
+
+/** Whether the repo's own dev container may be its environment (and so say its setup). */
+function readsDevcontainer(reg: OperatorEnvironment): boolean {
+  return !reg.ignoreDevcontainer && (reg.environment === undefined || reg.environment === 'devcontainer');
+}
+
+/** What `repo remove` removed. */
+export interface RepoRemoval {
+  name: string;
+  repo: string;
+  /** The refresh schedules deleted, one per host that had one. */
+  scheduleIds: string[];
+}
+
+/**
+ * Unregisters a repo (by URL or "owner/name"): its registration (name,
+ * limits, setup, environment, pool size) and its refresh schedule on every
+ * host. Its build history stays; its idle pool sandboxes go at each host's
+ * next reaper run. One seeded from DRYDOCK_REPOS is refused: it would return.
+ */
+export async function removeRepo(client: Client, config: Config, repo: string): Promise<RepoRemoval> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`<url>: ${URL_CREDENTIALS_REFUSED}`);
+  const { removed, hosts } = await withRegistry(config, async (registry, pool) => {
+    const known = (await new RepoRegistry(pool).list()).find(
+      (r) => r.url === repo || (REPO_NAME.test(repo) && r.name.toLowerCase() === repo.toLowerCase()),
+    );
+    if (!known) throw new SnapshotUsageError(`${repo} is not registered (drydock repo list shows what is)`);
+    const seeded = (config.DRYDOCK_REPOS ?? []).some(
+      (entry) => entry.slice(entry.indexOf('=') + 1).trim() === known.url,
+    );
+    if (seeded) {
+      throw new SnapshotUsageError(
+        `${known.name} is seeded from DRYDOCK_REPOS: take it out of DRYDOCK_REPOS first, or it comes back at the next start`,
+      );
+    }
+    await registry.removeRepo(known.url);
+    return { removed: known, hosts: await registry.everyHost() };
+  });
+  const scheduleIds = await removeSnapshotSchedules(
+    client,
+    removed.url,
+    hosts.map((h) => h.id),
+  );
+  return { name: removed.name, repo: removed.url, scheduleIds };
+}
+
 function parseRegistries(values: string[]): string[] {
   for (const v of values) {
     if (!isRegistryName(v))
@@ -144,7 +212,11 @@ function parseRegistries(values: string[]): string[] {
  * registration (the snapshot build infers it again at each commit); undefined
  * when the clone fails (no credentials here, say) or nothing is implied.
  */
-async function inferAtRegistration(url: string, ref?: string): Promise<InferredSetup | undefined> {
+async function inferAtRegistration(
+  url: string,
+  ref: string | undefined,
+  devcontainerCounts: boolean,
+): Promise<InferredSetup | undefined> {
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-add-'));
   try {
     const branch = ref ? ['--branch', ref] : [];
@@ -165,7 +237,8 @@ async function inferAtRegistration(url: string, ref?: string): Promise<InferredS
     const config = await show('.drydock/config.yaml');
     // A dev container says setup only with one of its create commands (a compose dev container often has none).
     const devcontainer = await show('.devcontainer/devcontainer.json');
-    const says = /"(onCreateCommand|updateContentCommand|postCreateCommand)"\s*:/.test(devcontainer);
+    const says =
+      devcontainerCounts && /"(onCreateCommand|updateContentCommand|postCreateCommand)"\s*:/.test(devcontainer);
     if (/(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says) return undefined;
     return await inferredSetupAt(dir, 'HEAD');
   } catch {
@@ -245,6 +318,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
         `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
         `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
+        `  environment: ${r.environment ?? "the repo's"}${r.ignoreDevcontainer ? ' (its dev container ignored)' : ''}\n` +
         `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) : 'none yet'}` +
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),
     );

@@ -3,10 +3,13 @@
  * Apps' API): one run named `drydock` per session on the commit it reports
  * on, found again by its external id and updated in place, its failing tests
  * as annotations on their lines. GitHub appends annotations on every update,
- * so they are sent once: to a run that has none yet.
+ * so they are sent once: to a run that has none yet. The failures come from
+ * the sandbox: annotations only on the files the change touched, as plain
+ * text without mentions (github/sandbox-text.ts).
  */
 import type { Octokit } from '@octokit/rest';
 import type { TestReport } from '../workflows/api';
+import { withoutMentions } from './sandbox-text';
 import type { RepoRef } from './writes';
 
 export const CHECK_NAME = 'drydock';
@@ -25,6 +28,8 @@ export interface CheckReport {
   summary: string;
   detailsUrl: string;
   failures?: TestReport['failures'];
+  /** The files the session's change touched: the only ones annotated. */
+  changedFiles?: string[];
 }
 
 export interface Annotation {
@@ -36,18 +41,23 @@ export interface Annotation {
   message: string;
 }
 
-/** The failing tests that name a place in the repo, as annotations on their lines. */
-export function annotationsOf(failures: TestReport['failures'] = []): Annotation[] {
+/**
+ * The failing tests that name a place in a file of the change, as
+ * annotations on their lines (a report naming any other path of the repo
+ * would put drydock's words there).
+ */
+export function annotationsOf(failures: TestReport['failures'] = [], changedFiles: string[] = []): Annotation[] {
+  const changed = new Set(changedFiles);
   return failures
-    .filter((f): f is typeof f & { file: string; line: number } => Boolean(f.file && f.line))
+    .filter((f): f is typeof f & { file: string; line: number } => Boolean(f.file && f.line && changed.has(f.file)))
     .slice(0, MAX_ANNOTATIONS)
     .map((f) => ({
       path: f.file,
       start_line: f.line,
       end_line: f.line,
       annotation_level: 'failure',
-      title: f.name.slice(0, 255),
-      message: f.message || 'failed',
+      title: withoutMentions(f.name).slice(0, 255),
+      message: withoutMentions(f.message || 'failed').slice(0, 64_000),
     }));
 }
 
@@ -60,7 +70,7 @@ export async function upsertCheckRun(
   const { owner, repo, sha } = where;
   const { data } = await octokit.checks.listForRef({ owner, repo, ref: sha, check_name: CHECK_NAME, filter: 'all' });
   const found = data.check_runs.find((r) => r.external_id === report.sessionId);
-  const annotations = found?.output.annotations_count ? [] : annotationsOf(report.failures);
+  const annotations = found?.output.annotations_count ? [] : annotationsOf(report.failures, report.changedFiles);
   const output = {
     title: report.title.slice(0, 255),
     summary: report.summary.slice(0, 60_000),

@@ -72,3 +72,42 @@ async function branchHeadOf(octokit: Octokit, repo: string, branch: string): Pro
     throw err;
   }
 }
+
+/**
+ * Why pull request `number` of `repo` is not the one the session published
+ * (`published`: its URL, as the session's status or memo has it), if it is
+ * not. Its branch name proves nothing: a writer of any repository drydock
+ * serves can open a pull request from a branch named drydock/<this session>,
+ * and must not end this session's follow-ups, mark it merged or steer it.
+ */
+export function notSessionsPullRequest(
+  sessionId: string,
+  published: string | undefined,
+  at: { repo: string; number: number },
+): string | undefined {
+  if (!published) return `session ${sessionId} has published no pull request`;
+  let path = '';
+  try {
+    path = new URL(published).pathname.replace(/\/+$/, '').toLowerCase();
+  } catch {
+    // Not a URL: matches nothing.
+  }
+  if (path.endsWith(`/${at.repo.toLowerCase()}/pull/${at.number}`)) return undefined;
+  return `pull request #${at.number} of ${at.repo} is not the one session ${sessionId} published (${published})`;
+}
+
+/**
+ * Why a follow-up from pull request `at` (in the repository drydock serves as
+ * `at.repoUrl`) is not for the session, if it is not: once the session
+ * published a pull request, only that one steers it; before (its branch
+ * pushed, a pull request opened by hand), one in the session's own repository.
+ */
+export function notSessionsFollowup(
+  sessionId: string,
+  session: { repo: string; pullRequest?: string },
+  at: { repo: string; repoUrl: string; number: number },
+): string | undefined {
+  if (session.pullRequest) return notSessionsPullRequest(sessionId, session.pullRequest, at);
+  if (session.repo === at.repoUrl) return undefined;
+  return `pull request #${at.number} of ${at.repo} is not in session ${sessionId}'s repository`;
+}

@@ -94,21 +94,33 @@ export class OidcSignIn {
       });
       claims = tokens.claims();
       // Providers that keep scope claims out of the ID token answer them at the userinfo endpoint.
-      if (claims && claims[this.settings.claim] === undefined) {
+      if (claims && missingClaims(claims, this.settings.claim)) {
         claims = { ...(await oidc.fetchUserInfo(config, tokens.access_token, String(claims.sub))), ...claims };
       }
     } catch (err) {
       throw new SignInRefused(`the provider's answer did not check out: ${(err as Error).message}`);
     }
-    const value = claims?.[this.settings.claim];
-    if (typeof value !== 'string' || !value) {
-      throw new SignInRefused(`the ID token has no ${this.settings.claim} claim`);
-    }
-    if (this.settings.claim === 'email' && claims?.email_verified === false) {
-      throw new SignInRefused(`the provider has not verified ${value}`);
-    }
-    return value;
+    return accountOf(claims ?? {}, this.settings.claim);
   }
+}
+
+const missingClaims = (claims: Record<string, unknown>, claim: string) =>
+  claims[claim] === undefined || (claim === 'email' && claims.email_verified === undefined);
+
+/**
+ * The account the claims name. An email counts only when the provider says it
+ * verified it (`email_verified: true`): a provider that lets anyone set any
+ * address, and says nothing, would otherwise sign a stranger in as its owner.
+ */
+export function accountOf(claims: Record<string, unknown>, claim: string): string {
+  const value = claims[claim];
+  if (typeof value !== 'string' || !value) throw new SignInRefused(`the ID token has no ${claim} claim`);
+  if (claim === 'email' && claims.email_verified !== true) {
+    throw new SignInRefused(
+      `the provider has not verified ${value} (email_verified is ${JSON.stringify(claims.email_verified) ?? 'absent'})`,
+    );
+  }
+  return value;
 }
 
 function parsePending(cookie: string | undefined): Pending {

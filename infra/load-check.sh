@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The fast suite (test/unit and test/workflow) under load: it runs ROUNDS times
-# in a row while one CPU burner per core and a disk writer (256 MiB files,
-# fsync'd, over and over) keep the machine busy. A round that fails, or runs
+# in a row while one CPU burner per core, a disk writer (256 MiB files, fsync'd,
+# over and over) and a realistic neighbour (infra/load-neighbour.sh: small
+# containers started and removed, a git clone and npm ci of a real project, over
+# and over; DRYDOCK_LOAD_NEIGHBOUR=0 leaves it out) keep the machine busy. A round that fails, or runs
 # past DRYDOCK_LOAD_ROUND_LIMIT_S (default 1800 s: a hang), fails the check.
 # Each round's jest output is kept in data/load-check/round-<n>.log; a table of
 # the rounds (time, outcome, jest's counts) is printed at the end.
 #
 #   bash infra/load-check.sh [rounds] [jest arguments...]    (default: 10 rounds)
 #   npm run test:load -- 3
+#   bash infra/load-check.sh neighbour [seconds]   the neighbour alone (say, beside a .ci/run)
 #
 # npm test runs the fast suite beside its end-to-end suites instead: a load of its own.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+if [ "${1:-}" = neighbour ]; then shift; exec bash "$ROOT/infra/load-neighbour.sh" "$@"; fi
 cd "$ROOT"
 ROUNDS=${1:-10}
 shift || true
@@ -44,7 +48,14 @@ sh -c 'trap "kill \$dd 2>/dev/null; exit" TERM
     wait $dd; rm -f "$1/load"
   done' sh "$scratch" &
 load+=($!)
-step "fast suite × $ROUNDS beside $cores CPU burners and a disk writer (logs: ${LOGS#"$ROOT/"})"
+neighbour=
+if [ "${DRYDOCK_LOAD_NEIGHBOUR:-1}" != 0 ]; then
+  # Bounded by the rounds' limit; ended (and cleaned up by itself) with the rest of the load.
+  bash "$ROOT/infra/load-neighbour.sh" $((ROUNDS * LIMIT_S)) &
+  load+=($!)
+  neighbour=" and a neighbour (containers, git clone + npm ci)"
+fi
+step "fast suite × $ROUNDS beside $cores CPU burners, a disk writer$neighbour (logs: ${LOGS#"$ROOT/"})"
 
 failed=0
 rows=()
@@ -68,5 +79,5 @@ for n in $(seq "$ROUNDS"); do
   rows+=("$(printf 'round %2d  %4d s  %-28s %s' "$n" "$secs" "$outcome" "$counts")")
   step "${rows[-1]}"
 done
-printf '%s\n' "fast suite under load ($cores CPU burners + disk writer, $(date -u +%FT%TZ)):" "${rows[@]}" >&2
+printf '%s\n' "fast suite under load ($cores CPU burners + disk writer${neighbour:+ + neighbour}, $(date -u +%FT%TZ)):" "${rows[@]}" >&2
 [ "$failed" -eq 0 ] || fail "$failed of $ROUNDS rounds failed: see ${LOGS#"$ROOT/"}/round-<n>.log"

@@ -333,11 +333,16 @@ export async function sendFollowup(client: Client, id: string, input: FollowupIn
 export async function sessionState(
   client: Client,
   sessionId: string,
-): Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase }> {
+): Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase; parent?: string }> {
   try {
     const described = await client.workflow.getHandle(sessionId).describe();
     const phase = described.typedSearchAttributes.get(PHASE_ATTRIBUTE) as Phase | undefined;
-    return { state: described.status.name === 'RUNNING' ? 'running' : 'closed', ...(phase ? { phase } : {}) };
+    const parent = described.parentExecution?.workflowId;
+    return {
+      state: described.status.name === 'RUNNING' ? 'running' : 'closed',
+      ...(phase ? { phase } : {}),
+      ...(parent ? { parent } : {}),
+    };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return { state: 'missing' };
     throw err;

@@ -9,6 +9,7 @@
  * TEMPORAL_TLS_SERVER_NAME, TEMPORAL_GRPC_META_<NAME>. The same settings
  * drive the `temporal` CLI.
  */
+import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -149,9 +150,11 @@ const FAILED_PRECONDITION = 9;
 export function retryAbortedUpdates(attempts = 5, pauseMs = 1_000): WorkflowClientInterceptor {
   return {
     async startUpdate(input, next) {
+      // The client makes an id per call when none is set: one id for every try, so the server applies it once.
+      const once = { ...input, options: { ...input.options, updateId: input.options?.updateId ?? randomUUID() } };
       for (let attempt = 1; ; attempt++) {
         try {
-          return await next(input);
+          return await next(once);
         } catch (err) {
           if (attempt >= attempts || !abortedWithItsTask(err)) throw err;
           await sleep(pauseMs * attempt);

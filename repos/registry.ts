@@ -12,6 +12,7 @@ import type { TriggerSession } from '../workflows/input';
 import { githubRepoOf, hasUrlCredentials, redactUrl, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
+import type { EnvironmentSetting, OperatorEnvironment } from '../workflows/rules/environment-choice';
 
 /**
  * Hosts (and ports) the setup step may reach through the egress proxy; the
@@ -39,6 +40,13 @@ export interface RepoRegistration {
   egress: SetupEgressRule[];
   /** Registries its images may be pulled from at a snapshot build (`--allow-registry`), beside the server's. @default none */
   registries?: string[];
+  /**
+   * The operator's choice of environment (`--environment`), before the repo
+   * file's and the repo's own (workflows/rules/environment-choice.ts). @default the repo's
+   */
+  environment?: EnvironmentSetting;
+  /** `--ignore-devcontainer`: the repo's dev container is never read. @default false */
+  ignoreDevcontainer?: boolean;
 }
 
 export const REGISTRATION_DEFAULTS = {
@@ -55,6 +63,8 @@ export interface KnownRepo {
   /** What the worker clones. */
   url: string;
   limits: RepoLimits & { egress: EgressRule[]; secrets: string[] };
+  /** The operator's choice of its environment (`repo add --environment`, `--ignore-devcontainer`). */
+  environment?: OperatorEnvironment;
 }
 
 export type RepoLookup = { ok: true; repo: KnownRepo } | { ok: false; reason: string };
@@ -99,6 +109,14 @@ export class RepoRegistry {
       name: r.name ?? repoNameOf(r.repo),
       url: r.repo,
       limits: { egress: r.egress, secrets: r.secrets, maxima: r.maxima as RepoMaxima, approvers: r.approvers },
+      ...(r.environment || r.ignore_devcontainer
+        ? {
+            environment: {
+              ...(r.environment ? { environment: r.environment as EnvironmentSetting } : {}),
+              ...(r.ignore_devcontainer ? { ignoreDevcontainer: true } : {}),
+            },
+          }
+        : {}),
     }));
   }
 

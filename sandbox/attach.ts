@@ -146,7 +146,9 @@ function pipeUntilEnd(from: NodeJS.ReadableStream, to: NodeJS.WritableStream): P
 /**
  * What the client sends through `drydock serve` after the Upgrade: frames of
  * [type: 1 byte][length: 4 bytes, big-endian][payload], type 0 the terminal's
- * bytes, 1 a resize ({cols, rows} as JSON). What comes back is the TTY's bytes as they are.
+ * bytes, 1 a resize ({cols, rows} as JSON). What comes back is the TTY's bytes through the
+ * escape filter (sandbox/terminal-escapes.ts), as the CLI filters them again: a client
+ * other than drydock's gets no escape that reaches beyond its screen either.
  */
 export const FRAME = { data: 0, resize: 1 } as const;
 const FRAME_LIMIT = 64 * 1024;
@@ -189,7 +191,8 @@ export function bridgeShell(socket: Duplex, shell: SandboxShell): Promise<void> 
       socket.destroy();
     }
   });
-  shell.stream.on('data', (chunk: Buffer) => socket.write(chunk));
+  const filter = new TerminalEscapeFilter();
+  shell.stream.on('data', (chunk: Buffer) => socket.write(filter.push(chunk)));
   return new Promise((resolve) => {
     const done = () => {
       socket.end();

@@ -6,7 +6,7 @@
  * part of the container's filesystem, so a snapshot image (made of
  * /workspace alone) never carries it.
  */
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SANDBOX_EGRESS_DIR } from './egress';
 import type { SandboxHandle } from './handle';
@@ -80,4 +80,92 @@ export function certificateProblem(output: string): string | undefined {
     `a TLS certificate was not trusted (${seen[0]}): the network intercepts TLS with its own CA; ` +
     "set DRYDOCK_EXTRA_CA_CERTS to the PEM of your network's CA"
   );
+}
+
+/** Where Debian, Ubuntu and Alpine keep a machine's own CAs (update-ca-certificates adds them to the system bundle). */
+export const MACHINE_CA_DIR = '/usr/local/share/ca-certificates';
+
+/** What `drydock up` knows of the machine's trust: its settings and its own CA files. */
+export interface MachineTrust {
+  /** DRYDOCK_EXTRA_CA_CERTS. */
+  configured?: string;
+  /** NODE_EXTRA_CA_CERTS, and whether that file holds a PEM certificate. */
+  nodeExtra?: { file: string; pem: boolean };
+  /** The PEM files under MACHINE_CA_DIR. */
+  machineCas: string[];
+}
+
+/**
+ * The extra CAs `drydock up` gives sandboxes, and the line it says so in: the
+ * operator's DRYDOCK_EXTRA_CA_CERTS first; else the CAs this process trusts
+ * beyond Node's own (NODE_EXTRA_CA_CERTS); else the machine's own CAs (one
+ * file made of them: `combined`); else none. Sandboxes need what the machine
+ * needs: a network that intercepts TLS does so for them too.
+ */
+export function devStackExtraCa(
+  trust: MachineTrust,
+  combined: string,
+): { file?: string; from?: 'machine-cas'; line: string } {
+  const choose = ' (DRYDOCK_EXTRA_CA_CERTS chooses another file)';
+  if (trust.configured) {
+    return {
+      file: trust.configured,
+      line: `sandboxes trust the extra CAs in ${trust.configured} (DRYDOCK_EXTRA_CA_CERTS)`,
+    };
+  }
+  if (trust.nodeExtra?.pem) {
+    const file = trust.nodeExtra.file;
+    return {
+      file,
+      line: `sandboxes trust the extra CAs this machine's Node.js does: ${file} (NODE_EXTRA_CA_CERTS)${choose}`,
+    };
+  }
+  if (trust.machineCas.length) {
+    const cas = trust.machineCas.map((f) => path.basename(f)).join(', ');
+    return {
+      file: combined,
+      from: 'machine-cas',
+      line: `sandboxes trust this machine's own CAs (${cas} in ${MACHINE_CA_DIR}), copied to ${combined}${choose}`,
+    };
+  }
+  const unused = trust.nodeExtra ? ` (NODE_EXTRA_CA_CERTS ${trust.nodeExtra.file} holds no PEM certificate)` : '';
+  return {
+    line:
+      `sandboxes trust only their images' own CAs: this machine has no extra CA${unused}; ` +
+      "if its network intercepts TLS, set DRYDOCK_EXTRA_CA_CERTS to the PEM of the network's CA",
+  };
+}
+
+/**
+ * Reads the machine's trust (devStackExtraCa), and when its own CAs are the
+ * choice writes them as one PEM file `combined`. Returns the file, if any, and the line.
+ */
+export async function machineExtraCa(
+  configured: string | undefined,
+  env: NodeJS.ProcessEnv,
+  combined: string,
+  caDir = MACHINE_CA_DIR,
+): Promise<{ file?: string; line: string }> {
+  const pemIn = async (file: string) =>
+    (await readFile(file, 'utf8').catch(() => '')).includes('-----BEGIN CERTIFICATE-----');
+  const nodeFile = env.NODE_EXTRA_CA_CERTS;
+  const listed = await readdir(caDir, { recursive: true }).catch(() => [] as string[]);
+  const machineCas: string[] = [];
+  for (const name of listed.filter((n) => n.endsWith('.crt') || n.endsWith('.pem')).sort()) {
+    if (await pemIn(path.join(caDir, name))) machineCas.push(path.join(caDir, name));
+  }
+  const chosen = devStackExtraCa(
+    {
+      ...(configured ? { configured } : {}),
+      ...(nodeFile ? { nodeExtra: { file: nodeFile, pem: await pemIn(nodeFile) } } : {}),
+      machineCas,
+    },
+    combined,
+  );
+  if (chosen.from === 'machine-cas') {
+    const pems = await Promise.all(machineCas.map((f) => readFile(f, 'utf8')));
+    await writeFile(`${combined}.tmp`, pems.map((p) => `${p.trimEnd()}\n`).join(''), { mode: 0o644 });
+    await rename(`${combined}.tmp`, combined);
+  }
+  return { ...(chosen.file ? { file: chosen.file } : {}), line: chosen.line };
 }

@@ -1,19 +1,36 @@
 /**
- * A dev container's compose file (`dockerComposeFile` + `service` +
+ * A dev container's compose files (`dockerComposeFile` + `service` +
  * `runServices` in devcontainer.json) as drydock's service specs: the dev
  * container's own service becomes the sandbox's environment (its image or
- * build), every other service a container in the sandbox's network
- * namespace (workflows/services.ts). The file is YAML, read with `yaml`; the
- * part of the Compose Specification drydock runs is mapped onto the same
- * declaration as `services:` in .drydock/config.yaml and validated by the
- * same schema. What drydock cannot honour (a build of a service, networks,
- * a port published elsewhere, host folders, privileges) is refused, naming
- * the file and the field; what does not matter in a sandbox (restart,
- * container_name, labels…) is ignored.
+ * build), every other service that runs a container in the sandbox's network
+ * namespace (workflows/services.ts). The files are YAML, read with `yaml`,
+ * merged in order as `docker compose -f a -f b` merges them, with the
+ * project's `.env` for `${VAR}` and each service's `env_file`
+ * (sandbox/compose-variables.ts); `profiles` pick what runs. The part of the
+ * Compose Specification drydock runs is mapped onto the same declaration as
+ * `services:` in .drydock/config.yaml and validated by the same schema:
+ *
+ * - files and folders of the repo a service mounts, its `secrets` and
+ *   `configs` (from repo files, `content` or .env) are copied in read-only
+ *   (ServiceSpec.files; sandbox/repo-files.ts confines each in the repo);
+ * - `networks` are flattened onto the sandbox's loopback: every service's
+ *   name, and its aliases, container_name, hostname and links' aliases,
+ *   resolve to 127.0.0.1 in the sandbox and in every service (hostNames);
+ * - what drydock cannot honour (a build of a service, a host's folder, a
+ *   port published elsewhere, privileges) is refused, naming the file and
+ *   the field; what does not matter in a sandbox (restart, labels…) is
+ *   ignored, and only what is listed here.
  */
 import path from 'node:path';
-import { parseDocument } from 'yaml';
-import { serviceDeclaration, servicesOfConfig, type ServiceSpec } from '../workflows/services';
+import { isScalar, parseDocument, visit, type Document } from 'yaml';
+import {
+  serviceDeclaration,
+  serviceName,
+  servicesOfConfig,
+  type ServiceFile,
+  type ServiceSpec,
+} from '../workflows/services';
+import { parseEnvFile, substitute, type Variables } from './compose-variables';
 
 /** A compose file drydock cannot run: every problem names the file and its field. */
 export class ComposeError extends Error {
@@ -30,7 +47,10 @@ export interface ComposeDevService {
   dockerfile?: string;
   context?: string;
   args: Record<string, string>;
+  /** Its environment and env_files. */
   environment: Record<string, string>;
+  /** Its service name and aliases: they resolve to 127.0.0.1 like the services'. */
+  hostNames?: string[];
 }
 
 export interface ComposeEnvironment {
@@ -44,9 +64,7 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 /** Keys of a service that mean nothing in a sandbox (each service is one container on the sandbox's loopback). */
 const IGNORED = new Set([
   'restart',
-  'container_name',
   'labels',
-  'hostname',
   'domainname',
   'stop_grace_period',
   'stop_signal',
@@ -57,20 +75,21 @@ const IGNORED = new Set([
   'stdin_open',
   'platform',
   'pull_policy',
-  'links',
   'shm_size',
   'read_only',
   'tmpfs',
   'ulimits',
   'oom_score_adj',
+  // Names it is reached by (hostNamesOf), and networks flattened onto the loopback.
+  'container_name',
+  'hostname',
+  'links',
 ]);
 
 /** Keys drydock refuses, and what to do instead. */
 const REFUSED: Record<string, string> = {
   build:
-    'drydock builds no compose service but the dev container: name an image (built on the host or from an allowed registry)',
-  networks: "every service shares the sandbox's loopback: remove it and reach services on localhost",
-  network_mode: "every service shares the sandbox's loopback: remove it",
+    "drydock does not build a compose service's image yet (the isolated builder will): name an image on the worker's host or from an allowed registry",
   privileged: 'services run without privileges: remove it',
   cap_add: 'services run without capabilities: remove it',
   devices: 'services get no host devices: remove it',
@@ -82,45 +101,204 @@ const REFUSED: Record<string, string> = {
   cgroup_parent: 'drydock places and limits services itself: remove it',
   runtime: 'services use the runtime the sandbox uses: remove it',
   sysctls: 'services cannot change kernel settings: remove it',
-  extra_hosts: 'services reach nothing but localhost: remove it',
-  dns: 'services reach nothing but localhost: remove it',
-  dns_search: 'services reach nothing but localhost: remove it',
-  external_links: 'services reach nothing but localhost: remove it',
+  extra_hosts: "services reach nothing but the sandbox's loopback: remove it",
+  dns: "services reach nothing but the sandbox's loopback: remove it",
+  dns_search: "services reach nothing but the sandbox's loopback: remove it",
+  external_links: "services reach nothing but the sandbox's loopback: remove it",
   volumes_from: "services share no volumes: declare the folder in this service's volumes",
-  env_file: 'put the variables under environment (drydock reads no other files for a service)',
-  secrets: 'give values under environment: drydock mounts no secrets into services',
-  configs: 'drydock mounts no configs into services: put the file in the image, or run it in setup',
   extends: 'write the service out in full',
   deploy: 'only deploy.resources.limits is supported',
 };
 
-/** Top-level keys. */
-const TOP_IGNORED = new Set(['version', 'name', 'volumes']);
+/** Top-level keys drydock reads (networks: flattened onto the sandbox's loopback). */
+const TOP_KNOWN = new Set(['version', 'name', 'volumes', 'services', 'networks', 'secrets', 'configs']);
 const TOP_REFUSED: Record<string, string> = {
-  networks: "every service shares the sandbox's loopback: remove it",
-  secrets: 'drydock mounts no secrets into services',
-  configs: 'drydock mounts no configs into services',
-  include: 'put every service in one file',
+  include: "list the files in devcontainer.json's dockerComposeFile instead",
 };
+
+/** What picks the services: the dev container's own service, and runServices (default: all). */
+export interface ComposeOptions {
+  devService: string;
+  runServices?: string[];
+}
+
+/** A file of the repo by its path, or undefined when it is not there. */
+export type RepoText = (file: string) => string | undefined;
 
 /**
  * Reads compose `text` (at `file`, a path of the repo) for a dev container
  * whose own service is `devService`; `runServices` (default: all) names the
- * services to run beside it.
+ * services to run beside it. `files` holds the other files of the repo it may
+ * read (the project's .env, env_files), by path.
  */
 export function parseCompose(
   text: string,
   file: string,
-  opts: { devService: string; runServices?: string[] },
+  opts: ComposeOptions & { files?: Record<string, string> },
 ): ComposeEnvironment {
-  const doc = parseDocument(text, { uniqueKeys: true, merge: true });
-  if (doc.errors.length) throw new ComposeError([`${file}: not valid YAML (${doc.errors[0].message.split('\n')[0]})`]);
+  return parseComposeFiles([file], (f) => (f === file ? text : opts.files?.[f]), opts);
+}
+
+/**
+ * The compose files of a dev container (its `dockerComposeFile`, one or
+ * several merged in order, as `docker compose -f a -f b` does), reading every
+ * file of the repo they need through `read`: the files themselves, the
+ * project's `.env` (beside the first), each running service's env_file.
+ */
+export async function readCompose(
+  files: string[],
+  read: (file: string) => Promise<string | undefined>,
+  opts: ComposeOptions,
+): Promise<ComposeEnvironment> {
+  const known = new Map<string, string | undefined>();
+  // Which files are read depends on what was read (an env_file's path may come from .env): read until none is new.
+  for (;;) {
+    const asked = new Set<string>();
+    const lookup: RepoText = (f) => {
+      if (!known.has(f)) asked.add(f);
+      return known.get(f);
+    };
+    let result: ComposeEnvironment | undefined;
+    let failure: unknown;
+    try {
+      result = parseComposeFiles(files, lookup, opts);
+    } catch (err) {
+      failure = err;
+    }
+    if (!asked.size) {
+      if (result) return result;
+      throw failure;
+    }
+    for (const f of asked) known.set(f, await read(f));
+  }
+}
+
+/** parseCompose over several files (the first's folder is the project's, where its .env is). */
+export function parseComposeFiles(files: string[], text: RepoText, opts: ComposeOptions): ComposeEnvironment {
   const problems: string[] = [];
-  const data = interpolate(doc.toJS({ maxAliasCount: 100 }) as unknown, file, [], problems);
-  if (!isObj(data) || !isObj(data.services))
-    throw new ComposeError([`${file}: services: a map of services is required`]);
+  const dir = path.posix.dirname(files[0]);
+  const envPath = path.posix.join(dir, '.env');
+  const envText = text(envPath);
+  const variables = envText === undefined ? new Map<string, string>() : parseEnvFile(envText, envPath, problems);
+  const model = loadFiles(files, text, variables, problems);
+  if (!model) throw new ComposeError(problems);
+  const { services, from } = model;
+  const label = files.join(' + ');
+  if (!isObj(services[opts.devService])) {
+    throw new ComposeError([
+      `${label}: services.${opts.devService}: the dev container's service (devcontainer.json "service") is not in the file`,
+    ]);
+  }
+  for (const name of opts.runServices ?? []) {
+    if (!isObj(services[name])) problems.push(`${label}: services.${name}: named in runServices but not in the file`);
+  }
+  const run = runningServices(services, opts, activeProfiles(variables));
+  const context: ServiceContext = { variables, text, top: model.top, problems };
+  const dev = devServiceOf(
+    services[opts.devService] as Obj,
+    from[opts.devService],
+    `services.${opts.devService}`,
+    context,
+  );
+  const declarations: Record<string, { declaration: Obj; file: string; files: ServiceFile[] }> = {};
+  for (const name of run.filter((n) => n !== opts.devService)) {
+    const field = `services.${name}`;
+    const declared = declarationOf(services[name] as Obj, from[name], field, name, context);
+    declarations[name] = { ...declared, file: from[name] };
+  }
+  const specs = validated(declarations, problems, {
+    declared: new Set(Object.keys(services)),
+    running: new Set(run.filter((n) => n !== opts.devService)),
+  });
+  const aliases = hostNamesOf(services, run, problems, label);
+  for (const spec of specs) {
+    const names = aliases.get(spec.name) ?? [];
+    if (names.length) spec.hostNames = names;
+  }
+  if (problems.length) throw new ComposeError(problems);
+  return { dev: { ...dev, hostNames: [opts.devService, ...(aliases.get(opts.devService) ?? [])] }, services: specs };
+}
+
+/** The top-level definitions a service may name: secrets and configs (by name). */
+interface TopLevel {
+  secrets: Obj;
+  configs: Obj;
+}
+
+/** What reading a service needs beside it. */
+interface ServiceContext {
+  variables: Variables;
+  text: RepoText;
+  top: TopLevel;
+  problems: string[];
+}
+
+/**
+ * The files parsed, substituted, checked at the top level and merged in order
+ * (Compose's merge: maps by key, `command`/`entrypoint` replaced, volumes by
+ * target, other lists appended), each service's paths made the repo's, and
+ * the file each service first came from; undefined when a file cannot be read.
+ */
+function loadFiles(files: string[], text: RepoText, variables: Variables, problems: string[]) {
+  const merged: Obj = {};
+  const from: Record<string, string> = {};
+  for (const file of files) {
+    const source = text(file);
+    if (source === undefined) {
+      problems.push(`${file}: not in the repository (named in dockerComposeFile)`);
+      return undefined;
+    }
+    const doc = parseDocument(source, { uniqueKeys: true, merge: true });
+    if (doc.errors.length) {
+      problems.push(`${file}: not valid YAML (${doc.errors[0].message.split('\n')[0]})`);
+      return undefined;
+    }
+    octalModes(doc);
+    const data = interpolate(doc.toJS({ maxAliasCount: 100 }) as unknown, file, [], variables, problems);
+    if (!isObj(data) || !isObj(data.services)) {
+      problems.push(`${file}: services: a map of services is required`);
+      return undefined;
+    }
+    checkTopLevel(data, file, problems);
+    const dir = path.posix.dirname(file);
+    for (const [name, service] of Object.entries(data.services)) {
+      if (!isObj(service)) continue;
+      from[name] ??= file;
+      (data.services as Obj)[name] = withRepoPaths(service, dir, file, `services.${name}`, problems);
+    }
+    for (const kind of ['secrets', 'configs'] as const) {
+      for (const [name, def] of Object.entries(isObj(data[kind]) ? data[kind] : {})) {
+        if (isObj(def) && typeof def.file === 'string') {
+          const repoPath = repoRelative(dir, def.file, file, `${kind}.${name}.file`, problems);
+          (data[kind] as Obj)[name] = { ...def, file: repoPath, declaredIn: file };
+        } else if (isObj(def)) (data[kind] as Obj)[name] = { ...def, declaredIn: file };
+      }
+    }
+    mergeInto(merged, data);
+  }
+  const services = merged.services as Obj;
+  const top = {
+    secrets: isObj(merged.secrets) ? merged.secrets : {},
+    configs: isObj(merged.configs) ? merged.configs : {},
+  };
+  return { services, from, top };
+}
+
+/** A `mode: 0440` as Compose means it (octal): YAML 1.2 would read the number 440. */
+function octalModes(doc: Document) {
+  visit(doc, {
+    Pair(_, pair) {
+      const { key, value } = pair;
+      if (isScalar(key) && key.value === 'mode' && isScalar(value) && /^0[0-7]+$/.test(String(value.source ?? '')))
+        value.value = parseInt(String(value.source), 8);
+    },
+  });
+}
+
+/** Top-level keys: what drydock does with each, problems naming the file and key. */
+function checkTopLevel(data: Obj, file: string, problems: string[]) {
   for (const key of Object.keys(data)) {
-    if (key.startsWith('x-') || TOP_IGNORED.has(key) || key === 'services') continue;
+    if (key.startsWith('x-') || TOP_KNOWN.has(key)) continue;
     problems.push(`${file}: ${key}: ${TOP_REFUSED[key] ?? 'not supported by drydock'}`);
   }
   const volumes = isObj(data.volumes) ? data.volumes : {};
@@ -131,38 +309,182 @@ export function parseCompose(
       );
     }
   }
-  const services = data.services;
-  if (!isObj(services[opts.devService])) {
-    throw new ComposeError([
-      `${file}: services.${opts.devService}: the dev container's service (devcontainer.json "service") is not in the file`,
-    ]);
+  for (const kind of ['secrets', 'configs']) {
+    for (const [name, def] of Object.entries(isObj(data[kind]) ? data[kind] : {})) {
+      const ok =
+        isObj(def) &&
+        Object.keys(def).length === 1 &&
+        (typeof def.file === 'string' ||
+          typeof def.environment === 'string' ||
+          (kind === 'configs' && typeof def.content === 'string'));
+      if (!ok)
+        problems.push(
+          `${file}: ${kind}.${name}: give file (a file of the repo)${kind === 'configs' ? ', content' : ''} or environment (a variable of the project's .env); external ones are not on a sandbox's host`,
+        );
+    }
   }
-  const run = opts.runServices ?? Object.keys(services);
+}
+
+/** Compose's merge of a later file into what the earlier ones declared. */
+function mergeInto(into: Obj, data: Obj, at: string[] = []) {
+  for (const [key, value] of Object.entries(data)) {
+    const here = [...at, key];
+    const old = into[key];
+    if (isObj(old) && isObj(value)) mergeInto(old, value, here);
+    else if (Array.isArray(old) && Array.isArray(value) && !REPLACED_LISTS.has(key)) {
+      const seen = new Map(old.map((v) => [listKey(key, v), v] as const));
+      for (const v of value) seen.set(listKey(key, v), v);
+      into[key] = [...seen.values()];
+    } else into[key] = value;
+  }
+}
+/** Lists a later file replaces whole. */
+const REPLACED_LISTS = new Set(['command', 'entrypoint', 'test', 'profiles']);
+/** What makes two entries of a list the same entry: a volume's target, else the entry itself. */
+const listKey = (key: string, v: unknown) =>
+  key === 'volumes' && isObj(v) ? `target ${String(v.target)}` : JSON.stringify(v);
+
+/**
+ * A service with its lists in the forms a merge needs (environment and
+ * depends_on as maps, volumes in the long syntax) and its paths the repo's
+ * (relative to `dir`, the compose file's folder).
+ */
+function withRepoPaths(s: Obj, dir: string, file: string, field: string, problems: string[]): Obj {
+  const out: Obj = { ...s };
+  if (Array.isArray(s.environment)) {
+    out.environment = Object.fromEntries(
+      s.environment.map((entry) => {
+        const text = String(entry);
+        const at = text.indexOf('=');
+        return at < 0 ? [text, null] : [text.slice(0, at), text.slice(at + 1)];
+      }),
+    );
+  }
+  if (s.env_file !== undefined) {
+    const entries = [s.env_file].flat();
+    out.env_file = entries.map((e, i) => {
+      const entry = isObj(e) ? e : { path: e };
+      const where = `${field}.env_file${Array.isArray(s.env_file) ? `.${i}` : ''}`;
+      return { ...entry, path: repoRelative(dir, String(entry.path), file, where, problems), field: where, file };
+    });
+  }
+  if (Array.isArray(s.volumes))
+    out.volumes = s.volumes.map((v, i) => longVolume(v, dir, file, `${field}.volumes.${i}`));
+  return out;
+}
+
+/** A volume in the long syntax, a bind's source as a repo path (`repo`) or a host's (`host`). */
+function longVolume(v: unknown, dir: string, file: string, field: string): Obj {
+  let entry: Obj;
+  if (isObj(v)) entry = { ...v };
+  else {
+    const parts = String(v).split(':');
+    if (parts.length === 1) entry = { type: 'volume', target: parts[0] };
+    else {
+      const bind = /^[./~]/.test(parts[0]) || parts[0].includes('/');
+      entry = {
+        type: bind ? 'bind' : 'volume',
+        source: parts[0],
+        target: parts[1],
+        ...(parts[2] ? { read_only: parts[2].split(',').includes('ro') } : {}),
+      };
+    }
+  }
+  if (entry.type === 'bind' && typeof entry.source === 'string') {
+    const source = entry.source;
+    const joined = path.posix.normalize(path.posix.join(dir, source));
+    if (path.posix.isAbsolute(source) || source.startsWith('~')) entry.host = source;
+    else if (joined === '..' || joined.startsWith('../')) entry.outside = joined;
+    else entry.repo = joined === '.' ? '' : joined.replace(/\/$/, '');
+  }
+  return { ...entry, field, file };
+}
+
+/** COMPOSE_PROFILES of the project's .env: the profiles `docker compose up` would run. */
+function activeProfiles(variables: Variables): Set<string> {
+  return new Set(
+    (variables.get('COMPOSE_PROFILES') ?? '')
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean),
+  );
+}
+
+/**
+ * The services that run, as `docker compose up` runs them for a dev
+ * container: runServices (default: every service whose profiles are active,
+ * or that has none) and the dev service, with what they depend on.
+ */
+function runningServices(services: Obj, opts: ComposeOptions, active: Set<string>): string[] {
+  const profiled = (s: unknown) => {
+    const profiles = isObj(s) && Array.isArray(s.profiles) ? s.profiles.map(String) : [];
+    return !profiles.length || profiles.some((p) => active.has(p));
+  };
+  const wanted = opts.runServices ?? Object.keys(services).filter((n) => profiled(services[n]));
+  const run = new Set([...wanted.filter((n) => isObj(services[n])), opts.devService]);
   for (const name of run) {
-    if (!isObj(services[name])) problems.push(`${file}: services.${name}: named in runServices but not in the file`);
+    const s = services[name];
+    const deps = isObj(s)
+      ? Array.isArray(s.depends_on)
+        ? s.depends_on
+        : isObj(s.depends_on)
+          ? Object.keys(s.depends_on)
+          : []
+      : [];
+    for (const d of deps.map(String)) if (isObj(services[d])) run.add(d); // a Set iterates what is added meanwhile
   }
-  const dev = devServiceOf(services[opts.devService] as Obj, file, `services.${opts.devService}`, problems);
-  const declarations: Obj = {};
-  for (const name of run.filter((n) => n !== opts.devService && isObj(services[n]))) {
-    declarations[name] = declarationOf(services[name] as Obj, file, `services.${name}`, name, problems);
+  return Object.keys(services).filter((n) => run.has(n));
+}
+
+/** A name other containers may reach a service by (as a host name). */
+const HOST_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62})$/;
+
+/**
+ * The names each running service is also reached by in Compose (its
+ * container_name, hostname, network aliases, and the aliases of links to
+ * it): on the sandbox's loopback, each resolves to 127.0.0.1 like its name.
+ */
+function hostNamesOf(services: Obj, run: string[], problems: string[], label: string): Map<string, string[]> {
+  const out = new Map<string, Set<string>>(run.map((n) => [n, new Set<string>()]));
+  const add = (service: string, name: unknown, field: string) => {
+    if (!out.has(service) || name === service) return;
+    if (typeof name !== 'string' || !HOST_NAME.test(name))
+      problems.push(`${label}: ${field}: "${String(name)}" is not a host name`);
+    else out.get(service)!.add(name);
+  };
+  for (const name of run) {
+    const s = services[name] as Obj;
+    if (s.container_name !== undefined) add(name, s.container_name, `services.${name}.container_name`);
+    if (s.hostname !== undefined) add(name, s.hostname, `services.${name}.hostname`);
+    if (isObj(s.networks)) {
+      for (const [net, opts] of Object.entries(s.networks)) {
+        const aliases = isObj(opts) && Array.isArray(opts.aliases) ? opts.aliases : [];
+        aliases.forEach((a, i) => add(name, a, `services.${name}.networks.${net}.aliases.${i}`));
+      }
+    }
+    for (const [i, link] of (Array.isArray(s.links) ? s.links : []).entries()) {
+      const [target, alias] = String(link).split(':');
+      if (!out.has(target)) problems.push(`${label}: services.${name}.links.${i}: ${target} is not a running service`);
+      else if (alias) add(target, alias, `services.${name}.links.${i}`);
+    }
   }
-  const specs = validated(declarations, file, problems, {
-    declared: new Set(Object.keys(services)),
-    running: new Set(run.filter((n) => n !== opts.devService)),
-  });
-  if (problems.length) throw new ComposeError(problems);
-  return { dev, services: specs };
+  return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
 }
 
 /** The declarations through the schema of .drydock/config.yaml's services, problems named by the file's fields. */
 function validated(
-  declarations: Obj,
-  file: string,
+  declarations: Record<string, { declaration: Obj; file: string; files: ServiceFile[] }>,
   problems: string[],
   names: { declared: Set<string>; running: Set<string> },
 ): ServiceSpec[] {
   const specs: ServiceSpec[] = [];
-  for (const [name, declaration] of Object.entries(declarations)) {
+  for (const [name, { declaration, file, files }] of Object.entries(declarations)) {
+    // The name becomes a container's, a host name and a folder of the sandbox's disk (docs/security.md, T4-M5).
+    const badName = serviceName.safeParse(name);
+    if (!badName.success) {
+      problems.push(`${file}: services.${name}: a service's name: ${badName.error.issues[0].message}`);
+      continue;
+    }
     const parsed = serviceDeclaration.safeParse(declaration);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) {
@@ -174,10 +496,10 @@ function validated(
     for (const d of deps.filter((d) => !names.declared.has(d))) {
       problems.push(`${file}: services.${name}.depends_on: ${d} is not a service of the file`);
     }
-    // A dependency on the dev container, or on a service not run, is no dependency of a service here.
+    // A dependency on the dev container is no dependency of a service here.
     const dependsOn = deps.filter((d) => names.running.has(d));
     const [spec] = servicesOfConfig({ [name]: { ...parsed.data, dependsOn } });
-    specs.push({ ...spec, source: `${file} services.${name}` });
+    specs.push({ ...spec, ...(files.length ? { files } : {}), source: `${file} services.${name}` });
   }
   return specs;
 }
@@ -193,41 +515,85 @@ function composeField(p: string[]): string {
   return p.map((k) => names[k] ?? k).join('.');
 }
 
-function devServiceOf(s: Obj, file: string, field: string, problems: string[]): ComposeDevService {
-  const dir = path.posix.dirname(file);
-  const env = environmentOf(s.environment, file, `${field}.environment`, problems);
-  for (const key of ['privileged', 'cap_add', 'devices', 'security_opt', 'pid', 'ipc', 'userns_mode']) {
-    if (key in s) problems.push(`${file}: ${field}.${key}: ${REFUSED[key]}`);
+/** The dev service's keys drydock reads, beside image and build. */
+const DEV_HONOURED = new Set(['ports', 'expose', 'depends_on', 'networks', 'network_mode', 'user']);
+
+function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext): ComposeDevService {
+  const { problems } = ctx;
+  const problem = (key: string, why: string) => problems.push(`${file}: ${field}.${key}: ${why}`);
+  const env = { ...envFilesOf(s.env_file, ctx), ...environmentOf(s.environment, file, `${field}.environment`, ctx) };
+  for (const [key, value] of Object.entries(s)) {
+    if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
+    if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
+    if (key === 'command' || key === 'entrypoint') {
+      if (!keepsAlive(value))
+        problem(
+          key,
+          "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
+        );
+    } else if (key === 'volumes') devVolumes(value, problem);
+    else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
-  if (s.build !== undefined) {
-    const build = typeof s.build === 'string' ? { context: s.build } : isObj(s.build) ? s.build : undefined;
-    if (!build) {
-      problems.push(`${file}: ${field}.build: expected a folder or {context, dockerfile, args}`);
-      return { args: {}, environment: env };
-    }
-    const context = repoRelative(dir, String(build.context ?? '.'), file, `${field}.build.context`, problems);
-    const dockerfile = repoRelative(
-      path.posix.join(dir, String(build.context ?? '.')),
-      String(build.dockerfile ?? 'Dockerfile'),
-      file,
-      `${field}.build.dockerfile`,
-      problems,
-    );
-    return {
-      dockerfile,
-      context,
-      args: stringMap(build.args, file, `${field}.build.args`, problems),
-      environment: env,
-    };
-  }
+  if (typeof s.network_mode === 'string' && !/^service:/.test(s.network_mode))
+    problem('network_mode', "every service shares the sandbox's loopback: remove it, or name service:<name>");
+  if (s.user !== undefined && /^(root|0)(:|$)/.test(String(s.user)))
+    problem('user', 'sandboxes never run as root: remove it');
+  if (s.build !== undefined) return { ...devBuildOf(s.build, file, field, problems), environment: env };
   if (typeof s.image !== 'string') problems.push(`${file}: ${field}: give image or build`);
   return { ...(typeof s.image === 'string' ? { image: s.image } : {}), args: {}, environment: env };
 }
 
-/** A non-dev compose service as a declaration of .drydock/config.yaml's `services:`. */
-function declarationOf(s: Obj, file: string, field: string, name: string, problems: string[]): Obj {
+function devBuildOf(value: unknown, file: string, field: string, problems: string[]) {
+  const dir = path.posix.dirname(file);
+  const build = typeof value === 'string' ? { context: value } : isObj(value) ? value : undefined;
+  if (!build) {
+    problems.push(`${file}: ${field}.build: expected a folder or {context, dockerfile, args}`);
+    return { args: {} };
+  }
+  const context = repoRelative(dir, String(build.context ?? '.'), file, `${field}.build.context`, problems);
+  const dockerfile = repoRelative(
+    path.posix.join(dir, String(build.context ?? '.')),
+    String(build.dockerfile ?? 'Dockerfile'),
+    file,
+    `${field}.build.dockerfile`,
+    problems,
+  );
+  return { dockerfile, context, args: stringMap(build.args, file, `${field}.build.args`, problems) };
+}
+
+/** A command that only keeps the dev container running: what drydock's keeper does already. */
+function keepsAlive(value: unknown): boolean {
+  const words = typeof value === 'string' ? shellWords(value) : Array.isArray(value) ? value.map(String) : [];
+  const text = words.join(' ');
+  return (
+    /^(?:(?:\/usr)?\/bin\/)?(?:sleep (?:infinity|inf|\d{4,})|tail -f \/dev\/null)$/.test(text) ||
+    /^(?:\/bin\/)?(?:ba)?sh -c (?:while sleep \d+; ?do :; ?done|sleep infinity|tail -f \/dev\/null)$/.test(text)
+  );
+}
+
+/**
+ * The dev service's volumes: the repo's own folder (or a folder above it, as
+ * dev container templates mount `../..`) is what the sandbox has at
+ * /workspace; anything else is refused.
+ */
+function devVolumes(value: unknown, problem: (key: string, why: string) => void) {
+  for (const [i, v] of (Array.isArray(value) ? value : []).entries()) {
+    const entry = v as Obj;
+    if (entry.type === 'bind' && (entry.repo === '' || entry.outside !== undefined)) continue;
+    problem(
+      `volumes.${i}`,
+      entry.type === 'bind' && entry.repo !== undefined
+        ? `"${String(entry.source)}" is in the repository, which a sandbox has at /workspace: read it from there, or remove it`
+        : "the sandbox's folders are its own and kept in its snapshot (only the repository's folder, at /workspace, is mounted): remove it",
+    );
+  }
+}
+
+/** A non-dev compose service as a declaration of .drydock/config.yaml's `services:`, and the files it mounts. */
+function declarationOf(s: Obj, file: string, field: string, name: string, ctx: ServiceContext) {
   const out: Obj = {};
-  const problem = (key: string, why: string) => problems.push(`${file}: ${field}.${key}: ${why}`);
+  const files: ServiceFile[] = [];
+  const problem = (key: string, why: string) => ctx.problems.push(`${file}: ${field}.${key}: ${why}`);
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || key.startsWith('x-')) continue;
     if (key === 'deploy') {
@@ -240,73 +606,179 @@ function declarationOf(s: Obj, file: string, field: string, name: string, proble
       problem(key, REFUSED[key]);
       continue;
     }
-    switch (key) {
-      case 'image':
-        out.image = value;
-        break;
-      case 'environment':
-        out.environment = environmentOf(value, file, `${field}.environment`, problems);
-        break;
-      case 'command':
-      case 'entrypoint':
-        out[key] = typeof value === 'string' ? shellWords(value) : value;
-        break;
-      case 'user':
-        if (/^(root|0)(:|$)/.test(String(value)))
-          problem(key, 'services never run as root: remove it, or name another user');
-        else out.user = String(value);
-        break;
-      case 'working_dir':
-        out.workingDir = value;
-        break;
-      case 'healthcheck':
-        out.healthcheck = healthcheckOf(value, (why) => problem(key, why));
-        if (out.healthcheck === undefined) delete out.healthcheck;
-        break;
-      case 'ports':
-      case 'expose':
-        out.ports = [...((out.ports as number[]) ?? []), ...portsOf(value, key, (k, why) => problem(k, why))];
-        break;
-      case 'volumes':
-        out.data = dataOf(value, (k, why) => problem(k, why));
-        break;
-      case 'depends_on':
-        out.dependsOn = Array.isArray(value) ? value : isObj(value) ? Object.keys(value) : value;
-        break;
-      case 'mem_limit':
-        out.limits = { ...(out.limits as Obj), memory: memoryOf(value) };
-        break;
-      case 'cpus':
-        out.limits = { ...(out.limits as Obj), cpus: Number(value) };
-        break;
-      case 'pids_limit':
-        out.limits = { ...(out.limits as Obj), pids: value };
-        break;
-      default:
-        problem(key, `not supported by drydock (service ${name})`);
-    }
+    if (!declareKey(out, files, key, value, { file, field, name, ctx, problem }))
+      problem(key, `not supported by drydock (service ${name})`);
   }
   if (out.image === undefined && !('build' in s))
-    problems.push(`${file}: ${field}.image: every service needs an image`);
+    ctx.problems.push(`${file}: ${field}.image: every service needs an image`);
+  const fromFiles = envFilesOf(s.env_file, ctx);
+  if (Object.keys(fromFiles).length) out.environment = { ...fromFiles, ...((out.environment as Obj) ?? {}) };
+  return { declaration: out, files };
+}
+
+interface KeyContext {
+  file: string;
+  field: string;
+  name: string;
+  ctx: ServiceContext;
+  problem: (key: string, why: string) => void;
+}
+
+/** One key of a service into its declaration (`out`) and `files`; false: a key drydock does not know. */
+function declareKey(out: Obj, files: ServiceFile[], key: string, value: unknown, k: KeyContext): boolean {
+  const { problem } = k;
+  switch (key) {
+    case 'image':
+      out.image = value;
+      break;
+    case 'environment':
+      out.environment = environmentOf(value, k.file, `${k.field}.environment`, k.ctx);
+      break;
+    case 'env_file':
+      break; // read after the loop (envFilesOf): environment wins
+    case 'command':
+    case 'entrypoint':
+      out[key] = typeof value === 'string' ? shellWords(value) : value;
+      break;
+    case 'user':
+      if (/^(root|0)(:|$)/.test(String(value)))
+        problem(key, 'services never run as root: remove it, or name another user');
+      else out.user = String(value);
+      break;
+    case 'working_dir':
+      out.workingDir = value;
+      break;
+    case 'healthcheck':
+      out.healthcheck = healthcheckOf(value, (why) => problem(key, why));
+      if (out.healthcheck === undefined) delete out.healthcheck;
+      break;
+    case 'ports':
+    case 'expose':
+      out.ports = [...((out.ports as number[]) ?? []), ...portsOf(value, key, problem)];
+      break;
+    case 'volumes':
+      out.data = volumesOf(value, files, problem);
+      break;
+    case 'secrets':
+    case 'configs':
+      files.push(...mountedDefinitions(key, value, k));
+      break;
+    case 'networks':
+      networksOf(value, problem);
+      break;
+    case 'network_mode':
+      if (!/^service:/.test(String(value)))
+        problem(key, "every service shares the sandbox's loopback: remove it, or name service:<name>");
+      break;
+    case 'depends_on':
+      out.dependsOn = Array.isArray(value) ? value : isObj(value) ? Object.keys(value) : value;
+      break;
+    case 'mem_limit':
+      out.limits = { ...(out.limits as Obj), memory: memoryOf(value) };
+      break;
+    case 'cpus':
+      out.limits = { ...(out.limits as Obj), cpus: Number(value) };
+      break;
+    case 'pids_limit':
+      out.limits = { ...(out.limits as Obj), pids: value };
+      break;
+    default:
+      return false;
+  }
+  return true;
+}
+
+/** A service's networks: flattened onto the loopback (aliases: hostNamesOf); a fixed address cannot be. */
+function networksOf(value: unknown, problem: (key: string, why: string) => void) {
+  if (!isObj(value)) return;
+  for (const [net, opts] of Object.entries(value)) {
+    for (const key of Object.keys(isObj(opts) ? opts : {})) {
+      if (key === 'aliases' || key === 'priority') continue;
+      problem(
+        `networks.${net}.${key}`,
+        "every service shares the sandbox's loopback (127.0.0.1) and is reached by its name or aliases: remove it",
+      );
+    }
+  }
+}
+
+/** A service's `secrets:` or `configs:`: files read-only at /run/secrets/<name> or the config's target (default /<name>). */
+function mountedDefinitions(kind: 'secrets' | 'configs', value: unknown, k: KeyContext): ServiceFile[] {
+  if (!Array.isArray(value)) {
+    k.problem(kind, 'expected a list');
+    return [];
+  }
+  const out: ServiceFile[] = [];
+  for (const [i, entry] of value.entries()) {
+    const field = `${kind}.${i}`;
+    const ref: Obj = isObj(entry) ? entry : { source: entry };
+    const source = String(ref.source);
+    const def = k.ctx.top[kind][source];
+    if (!isObj(def)) {
+      k.problem(field, `${source} is not declared in the file's top-level ${kind}`);
+      continue;
+    }
+    const extra = Object.keys(ref).filter((key) => !['source', 'target', 'mode'].includes(key));
+    if (extra.length) {
+      k.problem(`${field}.${extra[0]}`, `drydock mounts ${kind} readable by the service's user: remove it`);
+      continue;
+    }
+    const name = ref.target === undefined ? source : String(ref.target);
+    const target = name.startsWith('/') ? name : kind === 'secrets' ? `/run/secrets/${name}` : `/${name}`;
+    const mode = ref.mode === undefined ? 0o444 : Number(ref.mode);
+    if (!Number.isInteger(mode) || mode < 0 || mode > 0o777) {
+      k.problem(`${field}.mode`, 'a file mode (for example 0440)');
+      continue;
+    }
+    const content =
+      typeof def.content === 'string'
+        ? def.content
+        : typeof def.environment === 'string'
+          ? k.ctx.variables.get(def.environment)
+          : undefined;
+    if (typeof def.environment === 'string' && content === undefined) {
+      k.problem(field, `${kind}.${source}.environment: ${def.environment} has no value in the project's .env`);
+      continue;
+    }
+    out.push(
+      content !== undefined
+        ? { target, source: `${String(def.declaredIn)} ${kind}.${source}`, content, mode }
+        : { target, source: String(def.file), mode },
+    );
+  }
   return out;
 }
 
-function environmentOf(value: unknown, file: string, field: string, problems: string[]): Record<string, string> {
-  if (value === undefined || value === null) return {};
-  if (Array.isArray(value)) {
-    const out: Record<string, string> = {};
-    value.forEach((entry, i) => {
-      const text = String(entry);
-      const at = text.indexOf('=');
-      if (at <= 0)
-        problems.push(
-          `${file}: ${field}.${i}: "${text.slice(0, 60)}" takes its value from the host, which drydock does not read: write NAME=value`,
-        );
-      else out[text.slice(0, at)] = text.slice(at + 1);
-    });
-    return out;
+/** A service's env_files (read from the repo, substituted with the project's .env), in order. */
+function envFilesOf(value: unknown, ctx: ServiceContext): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of Array.isArray(value) ? (value as Obj[]) : []) {
+    const file = String(entry.path);
+    const text = ctx.text(file);
+    if (text === undefined) {
+      if (entry.required !== false)
+        ctx.problems.push(`${String(entry.file)}: ${String(entry.field)}: ${file} is not in the repository`);
+      continue;
+    }
+    for (const [k, v] of parseEnvFile(text, file, ctx.problems, ctx.variables)) out[k] = v;
   }
-  return stringMap(value, file, field, problems);
+  return out;
+}
+
+/** A service's environment (a map by now: withRepoPaths); a name without a value takes the project's .env's. */
+function environmentOf(value: unknown, file: string, field: string, ctx: ServiceContext): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (!isObj(value)) return stringMap(value, file, field, ctx.problems);
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    const known = v === null || v === undefined ? ctx.variables.get(k) : String(v);
+    if (known === undefined)
+      ctx.problems.push(
+        `${file}: ${field}.${k}: takes its value from the environment, and it has none in the project's .env (drydock does not read the host's): write ${k}=value, or set it in .env`,
+      );
+    else out[k] = known;
+  }
+  return out;
 }
 
 function stringMap(value: unknown, file: string, field: string, problems: string[]): Record<string, string> {
@@ -392,33 +864,34 @@ function publishedAndTarget(entry: string): [string | undefined, string] {
   return [parts[parts.length - 2], parts[parts.length - 1]];
 }
 
-/** Named or anonymous volumes as data folders; a folder of the host is refused. */
-function dataOf(value: unknown, problem: (key: string, why: string) => void): string[] {
+/**
+ * A service's volumes (long syntax by now: longVolume): named or anonymous
+ * ones as data folders; files and folders of the repo as read-only copies
+ * (`files`); a folder of the host is refused.
+ */
+function volumesOf(value: unknown, files: ServiceFile[], problem: (key: string, why: string) => void): string[] {
   if (!Array.isArray(value)) {
     problem('volumes', 'expected a list');
     return [];
   }
-  return value.flatMap((entry, i) => {
+  return (value as Obj[]).flatMap((entry, i) => {
     const field = `volumes.${i}`;
-    if (isObj(entry)) {
-      if (entry.type === 'tmpfs') return [];
-      if (entry.type !== 'volume') {
-        problem(field, `type ${String(entry.type)}: only named volumes (a folder of the host is never mounted)`);
-        return [];
-      }
-      return [String(entry.target)];
-    }
-    const parts = String(entry).split(':');
-    if (parts.length === 1) return [parts[0]];
-    const source = parts[0];
-    if (/^[./~]/.test(source) || source.includes('/')) {
-      problem(
-        field,
-        `"${String(entry)}" mounts a folder of the host, which drydock never does: copy what it needs in setup, or build it into the image`,
-      );
+    if (entry.type === 'tmpfs') return [];
+    if (entry.type === 'volume') return [String(entry.target)];
+    if (entry.type !== 'bind') {
+      problem(field, `type ${String(entry.type)}: only named volumes and files or folders of the repository`);
       return [];
     }
-    return [parts[1]];
+    if (typeof entry.repo === 'string') {
+      files.push({ target: String(entry.target), source: entry.repo || '.' });
+      return [];
+    }
+    const where = entry.host !== undefined ? 'a folder of the host' : 'a folder outside the repository';
+    problem(
+      field,
+      `"${String(entry.source)}" is ${where}, which drydock never mounts: mount a file or folder of the repository, or copy what it needs in setup`,
+    );
+    return [];
   });
 }
 
@@ -466,27 +939,14 @@ export function shellWords(text: string): string[] {
   return words;
 }
 
-/**
- * Compose's variable substitution with no host environment: `${NAME:-default}`
- * and `${NAME-default}` take the default, `$$` is a `$`; a variable without a
- * default is a problem naming the field (drydock reads no host's environment).
- */
-function interpolate(value: unknown, file: string, at: string[], problems: string[]): unknown {
-  if (typeof value === 'string') {
-    return value.replace(
-      /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
-      (m, braced, dflt, bare) => {
-        if (m === '$$') return '$';
-        if (dflt !== undefined) return dflt as string;
-        problems.push(
-          `${file}: ${at.join('.')}: \${${(braced ?? bare) as string}} has no default, and drydock does not read the host's environment: write \${${(braced ?? bare) as string}:-value} or the value itself`,
-        );
-        return '';
-      },
-    );
-  }
-  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, file, [...at, String(i)], problems));
+/** Compose's variable substitution over a parsed file, from the project's .env (sandbox/compose-variables.ts). */
+function interpolate(value: unknown, file: string, at: string[], variables: Variables, problems: string[]): unknown {
+  if (typeof value === 'string')
+    return substitute(value, (name) => variables.get(name), `${file}: ${at.join('.')}`, problems);
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, file, [...at, String(i)], variables, problems));
   if (isObj(value))
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, file, [...at, k], problems)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, interpolate(v, file, [...at, k], variables, problems)]),
+    );
   return value;
 }

@@ -104,6 +104,11 @@ export interface StepInput {
   /** An agent step: when it ends, the working tree against this base commit is the session's new checkpoint. */
   checkpointBase?: string;
   /**
+   * A setup step (a snapshot build's or a session's): when it succeeds, the files it wrote
+   * become the workspace's setup baseline (handle.ts SETUP_REF), never part of the agent's change.
+   */
+  recordsSetup?: boolean;
+  /**
    * An agent CLI's step: its model calls go through the model gateway
    * (sandbox/model-gateway.ts), open for this step only, with what the session
    * may still spend; `cli` names the CLI whose JSON events become progress.
@@ -179,6 +184,8 @@ export interface CommitResult {
   commit: string;
   changed: boolean;
   diffstat: string;
+  /** The files the change adds or modifies (at most the first 300): where its check run may annotate. */
+  files?: string[];
   /** sha256 of the target branch, the parent and the tree: what an approval binds to. */
   changeHash: string;
   /** Author and committer of the commit (the worker's identity). */
@@ -190,6 +197,11 @@ export interface CommitResult {
    * where): it is never published, and its diff is not stored.
    */
   blocked?: SecretFound[];
+  /**
+   * Files setup wrote (a lockfile `npm install` made) that nobody changed since: left out of
+   * the change, so never pushed; how many, and the first of them (git's quoting).
+   */
+  setupFiles?: { count: number; paths: string[] };
 }
 
 export interface DestroyInput {

@@ -15,6 +15,7 @@ import {
   type SandboxShell,
   type TtySize,
 } from './provider';
+import { OWN_GIT_DIR } from './toolchains';
 
 /** A shell script run by `sh -c`; `name` is its $0, which its error messages begin with. */
 export interface ShellScript {
@@ -70,6 +71,14 @@ export interface Git {
    * stays as it is; stdout is the diff, at most `cap`.
    */
   diffFrom(base: string, scratchDir: string, cap: OutputCap): Promise<ExecResult>;
+  /**
+   * Records the working tree as setup left it (untracked files too, through a scratch index in
+   * `scratchDir`) as the commit SETUP_REF on HEAD, so the change leaves out what setup wrote
+   * (activities/commit.ts); none when setup wrote nothing. Returns how many paths setup wrote
+   * and the first `listed` of them (git's quoting). Taken by drydock's own git (OWN_GIT), with
+   * its git dirs at `gitDir` (the helpers' in a sandbox).
+   */
+  keepSetupBaseline(scratchDir: string, listed: number, gitDir?: string): Promise<{ count: number; paths: string[] }>;
 }
 
 export interface SandboxHandle {
@@ -92,16 +101,76 @@ export const DRYDOCK_GIT =
   'GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=diff.external GIT_CONFIG_VALUE_2= ' +
   'GIT_CONFIG_KEY_3=core.untrackedCache GIT_CONFIG_VALUE_3=false';
 
+/**
+ * The workspace as setup left it: one commit on HEAD of everything setup wrote that git sees
+ * (a lockfile `npm install` made, a file it rewrote; ignored files are not in it). It is in
+ * the snapshot image's .git, so every session of the snapshot has it.
+ */
+export const SETUP_REF = 'refs/drydock/setup';
+
 const TAIL: ShellScript = { name: 'tail', text: 'wc -c <"$1" 2>/dev/null || echo 0; tail -c "$2" "$1" 2>/dev/null' };
 const READ_FROM: ShellScript = { name: 'tail', text: 'tail -c +"$1" "$2" 2>/dev/null | head -c "$3"' };
+/**
+ * drydock's own git for taking the working tree (`git add -A`, `git write-tree`), as the shell
+ * function `own_git`, with `$g` the helpers' git dir (OWN_GIT_DIR) and `$i` the scratch index:
+ * the repository's objects under a git dir of drydock's (read-only in every sandbox, no config),
+ * no system or global config. The repository's .git/config, ~/.gitconfig and the image's
+ * /etc/gitconfig are the agent's or the repo's: a clean or process filter they define for a name
+ * the repo's .gitattributes gives would run inside drydock's command, and the blob committed could
+ * differ from the tree the tests ran on. Without their config no filter driver is defined, so a
+ * .gitattributes `filter=` is a no-op; .git/info/exclude still says what is ignored.
+ */
+export const OWN_GIT = [
+  'f=$(git rev-parse --show-object-format 2>/dev/null || true); [ "$f" = sha256 ] || f=sha1; g="$g/$f"',
+  'own_git() { GIT_DIR="$g" GIT_WORK_TREE="$PWD" GIT_OBJECT_DIRECTORY="$PWD/.git/objects" GIT_INDEX_FILE="$i" ' +
+    'GIT_CONFIG_NOSYSTEM=1 HOME="$g" XDG_CONFIG_HOME="$g" git -c core.excludesFile="$PWD/.git/info/exclude" "$@"; }',
+  // The agent's index holds the stat cache; one git cannot read without the repo's own git dir (a split index) is dropped.
+  'cp .git/index "$i" 2>/dev/null || rm -f "$i"',
+  'own_git add -A 2>/dev/null || { rm -f "$i"; own_git read-tree "$base"; own_git add -A; }',
+].join('\n');
+
+/** The checkpoint: the working tree as a binary diff against $1, taken by own_git into $2's scratch index. */
 const DIFF_FROM: ShellScript = {
   name: 'checkpoint',
-  text: `set -e; ${DRYDOCK_GIT}; i="$2/checkpoint.index"; cp .git/index "$i"; export GIT_INDEX_FILE="$i"; git add -A; git diff --cached --binary --no-ext-diff --no-textconv "$1"; rm -f "$i"`,
+  text: `set -e; ${DRYDOCK_GIT}; base=$1 i="$2/checkpoint.index" g=$3\n${OWN_GIT}\nGIT_INDEX_FILE="$i" git diff --cached --binary --no-ext-diff --no-textconv "$1"; rm -f "$i"`,
 };
 const APPLY: ShellScript = {
   name: 'sh',
   text: `${DRYDOCK_GIT}; f=$(mktemp) && cat > "$f" && git reset -q --hard && git clean -fdq && git apply --binary --whitespace=nowarn "$f" && rm -f "$f"`,
 };
+
+/**
+ * Records SETUP_REF ($2) and prints how many paths setup wrote, then the first $3 of them. The tree
+ * is taken by own_git, as the change's snapshot takes its own: no filter of the repo's runs, and a
+ * file nobody changed since setup has the same blob in both, so the change leaves it out.
+ */
+const SETUP_BASELINE: ShellScript = {
+  name: 'setup-baseline',
+  text: [
+    'set -e',
+    DRYDOCK_GIT,
+    'mkdir -p "$1"; base=$(git rev-parse HEAD) i="$1/setup.index" g=$4',
+    OWN_GIT,
+    't=$(own_git write-tree); rm -f "$i"',
+    'if [ "$t" = "$(git rev-parse "HEAD^{tree}")" ]; then git update-ref -d "$2" 2>/dev/null || true; exit 0; fi',
+    // A fixed identity and date: the same files make the same commit (a retried step records it again).
+    'export GIT_AUTHOR_NAME=setup GIT_AUTHOR_EMAIL=setup@drydock GIT_AUTHOR_DATE="2000-01-01T00:00:00Z"',
+    'export GIT_COMMITTER_NAME=setup GIT_COMMITTER_EMAIL=setup@drydock GIT_COMMITTER_DATE="2000-01-01T00:00:00Z"',
+    'c=$(git commit-tree --no-gpg-sign "$t" -p HEAD -m "what setup wrote"); git update-ref "$2" "$c"',
+    'git diff-tree -r --no-renames --name-only "$c^" "$c" >"$1/setup.paths"',
+    'wc -l <"$1/setup.paths"; head -n "$3" "$1/setup.paths"; rm -f "$1/setup.paths"',
+  ].join('\n'),
+};
+
+/** The exec that records the setup baseline (Git.keepSetupBaseline); `gitDir`: drydock's own git dirs (OWN_GIT). */
+export function setupBaselineArgv(scratchDir: string, listed: number, gitDir = OWN_GIT_DIR): string[] {
+  return scriptArgv(SETUP_BASELINE, [scratchDir, SETUP_REF, String(listed), gitDir]);
+}
+
+/** The exec that takes a checkpoint (Git.diffFrom); `gitDir`: drydock's own git dirs (OWN_GIT). */
+export function checkpointArgv(base: string, scratchDir: string, gitDir = OWN_GIT_DIR): string[] {
+  return scriptArgv(DIFF_FROM, [base, scratchDir, gitDir]);
+}
 
 /** The argv that runs a shell script with its arguments (for an exec whose output goes to a file). */
 export function scriptArgv(script: ShellScript, args: string[] = []): string[] {
@@ -152,7 +221,11 @@ function handle(provider: SandboxProvider, name: string, exec: Commands['exec'])
   };
   const git: Git = {
     apply: async (diff) => void (await run(scriptArgv(APPLY), { stdin: diff })),
-    diffFrom: (base, scratchDir, cap) => exec(scriptArgv(DIFF_FROM, [base, scratchDir]), { stdoutCap: cap }),
+    diffFrom: (base, scratchDir, cap) => exec(checkpointArgv(base, scratchDir), { stdoutCap: cap }),
+    keepSetupBaseline: async (scratchDir, listed, gitDir) => {
+      const out = (await run(setupBaselineArgv(scratchDir, listed, gitDir))).split('\n');
+      return { count: Number(out[0]) || 0, paths: out.slice(1).filter(Boolean) };
+    },
   };
   return { name, provider, commands, files, git };
 }

@@ -34,6 +34,17 @@ export const WORKSPACE = '/workspace';
 /** The sandbox user's home: git config and drydock-run's state (STATE_DIR). */
 export const HOME = '/home/drydock';
 
+/**
+ * A person's shell in a sandbox (drydock attach), for `sh -c`, on every
+ * provider: bash without its startup files when the image has it, else sh
+ * without ENV. The agent wrote ~/.bashrc and ~/.profile (and the image may
+ * set ENV): none of them runs, the prompt is drydock's (ATTACH_PROMPT).
+ */
+export const ATTACH_SHELL =
+  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
+/** The attach shell's prompt (bash's escapes: the folder, then $). */
+export const ATTACH_PROMPT = '\\w\\$ ';
+
 /** What a provider can do; a caller checks before it asks for more than the basics. */
 export interface ProviderCapabilities {
   /** Snapshots of a sandbox's /workspace as an image (imageFromWorkspace) that later sandboxes start from. */
@@ -50,6 +61,8 @@ export interface ProviderCapabilities {
   serviceData: boolean;
   /** A process limit of the sandbox's own (SandboxSpec.pids); else only the host's per-sandbox limit applies. */
   pidsLimit: boolean;
+  /** A service's Unix socket folder shared with its sandbox (ServiceContainerSpec.sockets). */
+  serviceSockets?: boolean;
 }
 
 export interface SandboxSpec {
@@ -91,6 +104,12 @@ export interface SandboxSpec {
    * ServiceRuntime.start and waits until it is ready.
    */
   services?: ServiceContainerSpec[];
+  /**
+   * Names that resolve to 127.0.0.1 in the sandbox (and in its services,
+   * which share its network namespace): the dev container's compose service
+   * name and aliases. Every service's name and hostNames resolve too.
+   */
+  hostNames?: string[];
   /**
    * false: the root filesystem stays writable (by root only: the sandbox user
    * still cannot write system folders). /workspace and the home folder are
@@ -175,6 +194,8 @@ export interface ImageInfo {
   volumes?: string[];
   /** The image's own health check as argv, when it has one. */
   healthcheck?: string[];
+  /** Its ONBUILD triggers (Config.OnBuild): instructions a build FROM it runs first. */
+  onBuild?: string[];
 }
 
 /** An image as a listing shows it. */
@@ -277,11 +298,25 @@ export interface ServiceContainerSpec {
   healthcheck?: { test: string[]; intervalMs: number; timeoutMs: number; retries: number };
   /** Writable folders, copy-on-write on the sandbox's disk over an image's content at a path. */
   folders: { path: string; from: { image: string; path: string } }[];
+  /**
+   * Its Unix socket folders (`/var/run/postgresql`), shared with its sandbox
+   * (capabilities.serviceSockets): one empty folder on the sandbox's disk, at
+   * the same path in both, so a client in the sandbox reaches the socket as on a developer's machine.
+   */
+  sockets?: string[];
+  /** Files and folders it sees read-only (the repo's, its secrets and configs: sandbox/repo-files.ts). */
+  files?: { target: string; tree: FileTree; source: string }[];
+  /** Other names it is reached by: each resolves to 127.0.0.1 in the sandbox and its services, like its name. */
+  hostNames?: string[];
   cpus: number;
   memoryBytes: number;
   pids: number;
   runtime?: string;
 }
+
+/** A file (its bytes and permission bits) or a folder of them, copied read-only into a service. */
+export type FileTree =
+  { kind: 'file'; mode: number; data: Buffer } | { kind: 'folder'; entries: Record<string, FileTree> };
 
 export interface ServiceState {
   running: boolean;
@@ -398,4 +433,23 @@ export interface SandboxProvider {
   removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'>;
   /** Removes storage no sandbox uses any more (made more than `graceMs` ago); returns what went. */
   reapStorage(graceMs?: number): Promise<string[]>;
+}
+
+/** A host name /etc/hosts can hold: letters, digits, ".", "_" and "-". */
+const HOST_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/**
+ * The names that resolve to 127.0.0.1 in a sandbox, as Compose resolves
+ * service names on its network: every service's name and other names, and
+ * the sandbox's own (the dev container's service). Its services share the
+ * sandbox's network namespace, and with it this /etc/hosts.
+ */
+export function loopbackHosts(spec: Pick<SandboxSpec, 'hostNames' | 'services'>): string[] {
+  const names = [
+    ...(spec.hostNames ?? []),
+    ...(spec.services ?? []).flatMap((s) => [s.service, ...(s.hostNames ?? [])]),
+  ];
+  const bad = names.find((n) => !HOST_NAME.test(n) || n === 'localhost');
+  if (bad !== undefined) throw new Error(`"${bad}" is not a host name a service can be reached by`);
+  return [...new Set(names)];
 }

@@ -98,21 +98,100 @@ function refusal(instruction: Instruction): string | undefined {
 }
 
 /**
+ * Where Docker's Dockerfile parser and dockerfile-ast (the checker) could
+ * split `text` into different instructions, if anywhere (T4-H1): a carriage
+ * return not before a line feed (a line break to the checker only), control
+ * characters, and whitespace outside ASCII (Docker trims it at line starts;
+ * the checker does not). Refused, so both read the same lines.
+ */
+function ambiguity(text: string): { line: number; why: string } | undefined {
+  const rules: [RegExp, string][] = [
+    [/\r(?!\n)/, 'a carriage return not followed by a line feed: save the file with \\n (or \\r\\n) line ends'],
+    [/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/, 'a control character: remove it'],
+    [
+      /[\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]|(?!^)\ufeff/,
+      'whitespace outside ASCII: use spaces',
+    ],
+  ];
+  for (const [pattern, why] of rules) {
+    const at = text.search(pattern);
+    if (at !== -1) return { line: text.slice(0, at).split('\n').length - 1, why };
+  }
+  return undefined;
+}
+
+/** Docker's reading of the parser directives at the top: the escape character, or why they are refused. */
+function escapeOf(text: string): string | { line: number; why: string } {
+  const directive = /^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$/; // Docker's own pattern
+  const lines = text.replace(/^\ufeff/, '').split('\n');
+  let escape = '\\';
+  for (let at = 0; at < lines.length; at++) {
+    const found = directive.exec(lines[at].replace(/\r$/, ''));
+    if (!found) break;
+    const [, name, value] = found;
+    if (at !== 0 || name.toLowerCase() !== 'escape' || !['\\', '`'].includes(value)) {
+      const kind =
+        name.toLowerCase() === 'syntax'
+          ? 'a BuildKit directive (a frontend pulled from a registry)'
+          : 'a parser directive drydock does not build';
+      return { line: at, why: `# ${name}= is ${kind} (only # escape= on line 1)` };
+    }
+    escape = value;
+  }
+  return escape;
+}
+
+/**
+ * One instruction's text as one line, joined as Docker joins continuation
+ * lines: the escape and trailing blanks go, comment and blank lines inside
+ * are skipped, the rest is appended as it is.
+ */
+function oneLine(raw: string, escape: string): string {
+  const marker = new RegExp(`${escape === '`' ? '`' : '\\\\'}[ \\t]*$`);
+  let joined = '';
+  for (const [at, line] of raw.replace(/\r\n/g, '\n').split('\n').entries()) {
+    if (at > 0 && /^[ \t]*(#|$)/.test(line)) continue;
+    if (!marker.test(line)) return joined + line;
+    joined += line.replace(marker, '');
+  }
+  return joined;
+}
+
+/** An instruction as the checker sees it: keyword and argument values. */
+const reading = (i: Instruction): string =>
+  JSON.stringify([i.getKeyword().toUpperCase(), ...i.getArguments().map((a) => a.getValue())]);
+
+/**
+ * The Dockerfile handed to the builder: emitted from the checked instructions
+ * (one line each, the FROM replaced by the pinned image id), never the repo's
+ * text edited in place, and read back to hold exactly the checked list.
+ */
+function emitted(escape: string, instructions: Instruction[], fromAt: number, imageId: string): string {
+  const lines = instructions.map((i, at) => (at === fromAt ? `FROM ${imageId}` : oneLine(i.getTextContent(), escape)));
+  const text = [...(escape === '`' ? ['# escape=`'] : []), ...lines, ''].join('\n');
+  const expected = instructions.map((i, at) => (at === fromAt ? JSON.stringify(['FROM', imageId]) : reading(i)));
+  const back = DockerfileParser.parse(text).getInstructions().map(reading);
+  if (JSON.stringify(back) !== JSON.stringify(expected)) {
+    throw new Error('the Dockerfile drydock would build does not read back as the checked instructions');
+  }
+  return text;
+}
+
+/**
  * The plan of a repo's Dockerfile `text` with its build arguments: the image
  * its FROM names, and the Dockerfile to build once that image's id is known
  * (the FROM replaced by the id, so no ARG or tag can name another image at
  * build time). Every problem names the line.
  */
 export function planDockerfile(text: string, buildArgs: Record<string, string>): DockerfilePlan {
-  const dockerfile = DockerfileParser.parse(text);
   const problem = (line: number, why: string) => ({ problem: `line ${line + 1}: ${why}` });
-  const directive = dockerfile.getDirectives().find((d) => d.getName().toLowerCase() !== 'escape');
-  if (directive) {
-    return problem(
-      directive.getRange().start.line,
-      `# ${directive.getName()}= is a BuildKit directive (a frontend pulled from a registry)`,
-    );
-  }
+  const unclear = ambiguity(text);
+  if (unclear) return problem(unclear.line, unclear.why);
+  const escape = escapeOf(text);
+  if (typeof escape !== 'string') return problem(escape.line, escape.why);
+  const dockerfile = DockerfileParser.parse(text);
+  if (dockerfile.getEscapeCharacter() !== escape)
+    return problem(0, 'the # escape= directive is unclear: write it as `# escape=\\` or `# escape=`` on line 1');
   const instructions = dockerfile.getInstructions();
   const fromAt = instructions.findIndex((i) => i.getKeyword().toUpperCase() === 'FROM');
   if (fromAt === -1) return { problem: 'no FROM' };
@@ -132,12 +211,7 @@ export function planDockerfile(text: string, buildArgs: Record<string, string>):
   }
   const image = substitute(fromArgs[0], globalArgs(before, buildArgs));
   if (typeof image !== 'string') return problem(fromLine, image.problem);
-  const lines = text.split('\n');
-  const end = from.getRange().end.line;
-  return {
-    from: image,
-    pinned: (imageId) => [...lines.slice(0, fromLine), `FROM ${imageId}`, ...lines.slice(end + 1)].join('\n'),
-  };
+  return { from: image, pinned: (imageId) => emitted(escape, instructions, fromAt, imageId) };
 }
 
 /** Images drydock makes from a repository's content, by their `drydock.image` label (the snapshots': sandbox/snapshots.ts). */

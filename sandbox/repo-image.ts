@@ -18,11 +18,13 @@
  * given each image the Dockerfile starts from (sandbox/dockerfile-bases.ts):
  * one on the host that no repository made, or pulled from a registry the
  * operator allows, pinned by id. drydock's layer on top runs the repo's
- * `setup.root` as root, in the builder too; sessions stay non-root.
+ * `setup.root` as root, in the builder too; sessions stay non-root. A named
+ * image with no setup.root needs only drydock's layer, which runs nothing: it
+ * is built on the host, from drydock's text alone.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
@@ -33,7 +35,7 @@ import { REPO_CONFIG_FILE } from '../workflows/repo-config';
 import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type IsolatedBuild } from './builder';
 import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
-import { HOME, WORKSPACE, type ImageInfo, type SandboxProvider } from './provider';
+import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, type SandboxProvider } from './provider';
 import { repoMadeImage } from './repo-dockerfile';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
@@ -77,6 +79,8 @@ export interface RepoEnvironment {
   compose?: { files: string[]; service: string; runServices?: string[] };
   /** The app: `postStartCommand` started, `forwardPorts`' first port of the dev container. */
   app?: { start: string; port: number };
+  /** The dev container's remoteEnv: the environment of every step (`${containerEnv:NAME}` read in the sandbox's). */
+  remoteEnv?: Record<string, string>;
 }
 
 const command = z.union([
@@ -112,6 +116,11 @@ const devcontainerSchema = z.object({
   runServices: z.array(z.string().min(1)).optional(),
   forwardPorts: z.array(z.union([z.number().int().min(1).max(65535), z.string()])).optional(),
   postStartCommand: command.optional(),
+  remoteEnv: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
+    .optional(),
+  mounts: z.array(z.unknown()).optional(),
+  runArgs: z.array(z.string()).optional(),
 });
 
 /** A lifecycle command as shell: a string as it is, an array as quoted argv, an object's commands in turn. */
@@ -149,9 +158,10 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   }
   const dc = parsed.data;
   if (dc.features && Object.keys(dc.features).length) {
-    throw new Error(
+    throw new EnvironmentError(
       `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
-        'install what they add in setup (postCreateCommand) instead',
+        'install what they add in setup (postCreateCommand) instead, or choose another environment ' +
+        '(drydock repo add --environment base|dockerfile|image:<ref>)',
     );
   }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
@@ -166,6 +176,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
     throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   }
+  refuseHostSettings(dc, source);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
     .map(shellOf)
@@ -185,7 +196,66 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),
     ...appOf(dc, source),
+    ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
   };
+}
+
+/** remoteEnv's `${containerEnv:NAME}` read from the sandbox's environment (`env`, "NAME=value"; unset: empty). */
+export function remoteEnvIn(remoteEnv: Record<string, string>, env: string[]): string[] {
+  const valueOf = (name: string) =>
+    [...env]
+      .reverse()
+      .find((e) => e.startsWith(`${name}=`))
+      ?.slice(name.length + 1) ?? '';
+  return Object.entries(remoteEnv).map(
+    ([name, value]) =>
+      `${name}=${value.replace(/\0containerEnv:([A-Za-z_][A-Za-z0-9_]*)\0/g, (_, n: string) => valueOf(n))}`,
+  );
+}
+
+/** runArgs drydock's sandbox has already: nothing to change. */
+const SANDBOX_RUN_ARGS = new Set(['--init']);
+
+/**
+ * `mounts` and `runArgs` say how `docker run` should make the dev container
+ * on a developer's machine: a sandbox is made by drydock alone, so each is
+ * refused naming it (never dropped in silence), but for what a sandbox is already.
+ */
+function refuseHostSettings(dc: z.infer<typeof devcontainerSchema>, source: string) {
+  if (dc.mounts?.length)
+    throw new EnvironmentError(
+      `${source}: mounts.0: a sandbox mounts nothing of the host (its home and /workspace are kept in its snapshot; ` +
+        'files of the repository are at /workspace): remove mounts',
+    );
+  const arg = (dc.runArgs ?? []).findIndex((a) => !SANDBOX_RUN_ARGS.has(a));
+  if (arg >= 0)
+    throw new EnvironmentError(
+      `${source}: runArgs.${arg}: "${dc.runArgs![arg]}": drydock makes every sandbox itself (no network, no capabilities, ` +
+        "its own limits): remove it; what a step needs goes in setup or the environment's Dockerfile",
+    );
+}
+
+/**
+ * remoteEnv as the steps' environment: `${containerWorkspaceFolder}` is
+ * /workspace, `${containerEnv:NAME}` is marked for remoteEnvIn to read in the
+ * sandbox's environment, `${localEnv:NAME:default}` takes its default;
+ * anything else of the developer's machine is refused, naming the variable.
+ */
+function remoteEnvOf(env: Record<string, string>, source: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    out[name] = value.replace(/\$\{([^}]*)\}/g, (whole, inner: string) => {
+      if (inner === 'containerWorkspaceFolder') return WORKSPACE;
+      if (/^containerEnv:[A-Za-z_][A-Za-z0-9_]*$/.test(inner)) return `\0${inner}\0`; // remoteEnvIn reads it
+      const local = /^localEnv:[A-Za-z_][A-Za-z0-9_]*:(.*)$/.exec(inner);
+      if (local) return local[1];
+      throw new EnvironmentError(
+        `${source}: remoteEnv.${name}: ${whole} is of the developer's machine, which a sandbox does not have: ` +
+          'write the value, or ${localEnv:NAME:default}',
+      );
+    });
+  }
+  return out;
 }
 
 /** The compose files (repo paths), service and runServices of a compose dev container; undefined when not one. */
@@ -249,10 +319,11 @@ export interface EnvironmentBuild {
  * (its Dockerfile built whole, or a named image: on this host or pulled from
  * an allowed registry, and not one drydock made from a repository) with
  * drydock's layer on top (setup.root run as root, /workspace and the home
- * folder owned by the sandbox user, containerEnv). All of it is built in the
- * isolated builder (sandbox/builder.ts), never by the host's daemon. Built
- * once per content hash; returns the tag. With no declared environment,
- * `env` undefined: the base image with setup.root on top.
+ * folder owned by the sandbox user, containerEnv). A Dockerfile or setup.root
+ * is built in the isolated builder (sandbox/builder.ts), never by the host's
+ * daemon; a named image alone gets drydock's no-RUN layer on the host
+ * (hostLayer). Built once per content hash; returns the tag. With no declared
+ * environment, `env` undefined: the base image with setup.root on top.
  */
 export async function ensureEnvironmentImage(
   provider: SandboxProvider,
@@ -273,7 +344,9 @@ export async function ensureEnvironmentImage(
     if (ref !== build.baseImage) await fetchImage(ref, field);
     bases.push({ ref, id: (await allowedImage(provider, ref, field)).id });
   }
-  const layer = layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup);
+  // A named image with no setup.root gets drydock's layer alone, which runs nothing: built on the host (hostLayer).
+  const onHost = !repo && !build.rootSetup;
+  const layer = layerDockerfile(repo ? REPO_STAGE : onHost ? bases[0].id : named!, env, build.rootSetup);
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
     repo?.text ?? '',
@@ -287,6 +360,10 @@ export async function ensureEnvironmentImage(
     'drydock.image': 'environment',
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
+  if (onHost) {
+    await hostLayer(provider, { tag, labels, dockerfile: layer }, source);
+    return tag;
+  }
   await withContext(async (context) => {
     if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
     await buildIn(build, source, {
@@ -314,7 +391,24 @@ async function allowedImage(provider: SandboxProvider, ref: string, source: stri
   }
   const made = repoMadeImage(ref, image.labels);
   if (made) throw new EnvironmentError(`${source}: ${made}`);
+  const triggers = onBuildProblem(ref, image);
+  if (triggers) throw new EnvironmentError(`${source}: ${triggers}`);
   return image;
+}
+
+/**
+ * Why a repo may not build on the image `ref`, if its ONBUILD triggers say so: a build FROM it
+ * (the repo's Dockerfile, drydock's own layer) runs them first, and they are whatever the
+ * image's author wrote, not the repo's (RUN as root, ADD from the network, COPY --from
+ * another image). Pulled or on the host alike.
+ */
+export function onBuildProblem(ref: string, image: Pick<ImageInfo, 'onBuild'>): string | undefined {
+  if (!image.onBuild?.length) return undefined;
+  const first = image.onBuild[0].slice(0, 200);
+  return (
+    `image ${ref} has ${image.onBuild.length} ONBUILD trigger(s) (the first: "${first}"), which any build on it ` +
+    "runs before the repo's own steps: use an image without ONBUILD, or put what the triggers do in setup"
+  );
 }
 
 /**
@@ -384,6 +478,28 @@ function hashOf(parts: string[]): string {
   const hash = createHash('sha256');
   for (const p of parts) hash.update(p).update('\0');
   return hash.digest('hex');
+}
+
+/**
+ * Builds drydock's layer over a named image on the host, with no network: a
+ * named image with no Dockerfile and no setup.root needs nothing else, and
+ * handing a large image (drydock's own base is 2 GB) to the isolated builder
+ * costs minutes (docs/builder.md). The Dockerfile is drydock's text alone
+ * (FROM the checked image's id, no RUN, values JSON-quoted, the image's
+ * ONBUILD triggers refused before: allowedImage), so nothing of the repo or
+ * the image runs on the host.
+ */
+async function hostLayer(provider: SandboxProvider, image: Omit<ImageBuild, 'context'>, source: string): Promise<void> {
+  await withContext(async (context) => {
+    await mkdir(path.join(context, 'empty'));
+    try {
+      await provider.buildImage({ ...image, context });
+    } catch (err) {
+      if (!(err instanceof ImageBuildFailed)) throw err;
+      const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
+      throw new EnvironmentError(`${source}: building drydock's layer failed: ${text.slice(-800)}`);
+    }
+  });
 }
 
 /** Builds in the isolated builder; a failure names the file and what the builder said. */

@@ -10,14 +10,26 @@
  */
 import {
   dataPath,
+  type FileTree,
+  type ImageInfo,
   type SandboxProvider,
   type ServiceContainerSpec,
   type ServiceRuntime,
   type ServiceState,
 } from './provider';
-import { startOrder, type ServiceSpec } from '../workflows/services';
+import { z } from 'zod';
+import {
+  imageRef,
+  MAX_SERVICES,
+  serviceDeclaration,
+  serviceName,
+  startOrder,
+  type ServiceFile,
+  type ServiceSpec,
+} from '../workflows/services';
+import { isImageId } from '../workflows/rules/images';
 import type { Share } from '../workflows/rules/service-limits';
-import { sandboxOf } from './handle';
+import { sandboxOf, type ShellScript } from './handle';
 
 /** A service as a sandbox runs it: its spec with the image to run, and the snapshot's data image. */
 export interface RunnableService extends ServiceSpec {
@@ -46,10 +58,92 @@ export class ServiceFailure extends Error {
   }
 }
 
-/** The snapshot image's services, or none. */
-export function recordedServices(labels: Record<string, string> | undefined): RunnableService[] {
+/** A RunnableService as a snapshot records it (SERVICES_LABEL): what drydock wrote, and nothing else. */
+const namedImage = imageRef.refine((ref) => !isImageId(ref), 'an image id, not a name');
+const inside = z
+  .string()
+  .startsWith('/')
+  .refine((p) => !p.split('/').includes('..'), 'no ".."');
+const gitObject = z.string().regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/);
+/** A service's file (ServiceSpec.files) as recorded: read again from the repo at `at`, or its content. */
+const recordedFile = z.strictObject({
+  target: inside,
+  source: z.string().max(4096),
+  content: z
+    .string()
+    .max(1 << 20)
+    .optional(),
+  mode: z.number().int().min(0).max(0o777).optional(),
+  object: gitObject.optional(),
+  at: gitObject.optional(),
+  kind: z.enum(['file', 'folder']).optional(),
+});
+const recordedService = z.strictObject({
+  name: serviceName,
+  image: namedImage,
+  dataImage: namedImage.optional(),
+  environment: z.record(z.string(), z.string()),
+  command: z.array(z.string()).optional(),
+  entrypoint: z.array(z.string()).optional(),
+  user: serviceDeclaration.shape.user,
+  workingDir: serviceDeclaration.shape.workingDir,
+  healthcheck: z
+    .strictObject({
+      test: z.array(z.string()).min(1),
+      intervalMs: z.number().nonnegative(),
+      timeoutMs: z.number().nonnegative(),
+      retries: z.number().int().min(1),
+      startPeriodMs: z.number().nonnegative(),
+    })
+    .optional(),
+  ports: z.array(z.number().int().min(1).max(65535)),
+  data: z.array(inside),
+  dependsOn: z.array(serviceName),
+  hostNames: z
+    .array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/))
+    .max(64)
+    .optional(),
+  files: z.array(recordedFile).max(64).optional(),
+  limits: z.strictObject({
+    cpus: z.number().positive().optional(),
+    memoryBytes: z.number().positive().optional(),
+    pids: z.number().int().positive().optional(),
+  }),
+  source: z.string(),
+});
+const recordedServicesSchema = z.array(recordedService).max(MAX_SERVICES);
+
+/** A snapshot's services label that is not drydock's record (written by hand, or a repo Dockerfile's LABEL). */
+export class RecordedServicesInvalid extends Error {
+  constructor(image: string, why: string) {
+    super(
+      `snapshot ${image}: its ${SERVICES_LABEL} label is not a record drydock wrote (${why}): ` +
+        "build a new snapshot ('drydock snapshot build')",
+    );
+    this.name = 'RecordedServicesInvalid';
+  }
+}
+
+/**
+ * The snapshot image's services (its SERVICES_LABEL), checked against the
+ * shape drydock writes: labels are inherited, so a label drydock did not
+ * write (an older snapshot's from a repo Dockerfile's LABEL) is refused, not run.
+ */
+export function recordedServices(image: string, labels: Record<string, string> | undefined): RunnableService[] {
   const text = labels?.[SERVICES_LABEL];
-  return text ? (JSON.parse(text) as RunnableService[]) : [];
+  if (text === undefined) return [];
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new RecordedServicesInvalid(image, 'not JSON');
+  }
+  const parsed = recordedServicesSchema.safeParse(data);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new RecordedServicesInvalid(image, `${issue.path.join('.') || 'the list'}: ${issue.message}`);
+  }
+  return parsed.data;
 }
 
 /** The provider's services, or why it has none. */
@@ -63,6 +157,8 @@ export interface StartOptions {
   /** The sandbox's own labels (session, repo, host, expiry): the reaper finds its services by them too. */
   labels: Record<string, string>;
   runtime?: string;
+  /** Reads what a service's file (ServiceSpec.files) holds: from the repo's mirror (sandbox/repo-files.ts). */
+  files?: (file: ServiceFile) => Promise<FileTree>;
 }
 
 /**
@@ -100,6 +196,29 @@ export async function startServices(
     await Promise.all(level.map((s) => waitReady(provider, sandbox, s, containerOf(s).healthcheck?.test)));
     for (const s of level) started.add(s.name);
   }
+  await linkPostgresSockets(provider, sandbox, services, containers);
+}
+
+const LINK_SOCKETS: ShellScript = { name: 'link-sockets', text: 'for s; do ln -sf "$s" "/tmp/${s##*/}"; done' };
+
+/**
+ * A shared PostgreSQL socket folder's sockets also where PostgreSQL's own default puts them,
+ * `/tmp/.s.PGSQL.<port>` (a client library built without Debian's default looks there):
+ * links in the sandbox's /tmp to each declared port's socket (5432 without one).
+ */
+async function linkPostgresSockets(
+  provider: SandboxProvider,
+  sandbox: string,
+  services: RunnableService[],
+  containers: ServiceContainerSpec[],
+): Promise<void> {
+  const sockets: string[] = [];
+  for (const c of containers) {
+    const folder = c.sockets?.find((p) => p.endsWith('/postgresql'));
+    const ports = services.find((s) => s.name === c.service)?.ports ?? [];
+    if (folder) sockets.push(...(ports.length ? ports : [5432]).map((port) => `${folder}/.s.PGSQL.${port}`));
+  }
+  if (sockets.length) await sandboxOf(provider, sandbox).commands.runScript(LINK_SOCKETS, sockets);
 }
 
 /**
@@ -116,11 +235,40 @@ export async function prepareServices(provider: SandboxProvider, services: Runna
   );
 }
 
+/**
+ * The Unix socket folders of services as the usual images keep them: PostgreSQL's
+ * (an image that sets PGDATA, as the official one and drydock/postgres do, or
+ * declares the folder a volume) and MySQL's or MariaDB's (declared a volume).
+ */
+const SOCKET_FOLDERS: { path: string; env?: string }[] = [
+  { path: '/var/run/postgresql', env: 'PGDATA' },
+  { path: '/run/postgresql' },
+  { path: '/var/run/mysqld' },
+  { path: '/run/mysqld' },
+];
+
+/** The socket folders a service's image keeps, shared with its sandbox where the provider can (none else). */
+export function socketFoldersOf(image: Pick<ImageInfo, 'env' | 'volumes'>, s: Pick<RunnableService, 'data'>): string[] {
+  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, ''));
+  const sets = (name: string) => image.env.some((e) => e.startsWith(`${name}=`));
+  return SOCKET_FOLDERS.filter((f) => volumes.includes(f.path) || (f.env !== undefined && sets(f.env)))
+    .map((f) => f.path)
+    .filter((p) => !s.data.includes(p));
+}
+
+/** Its socket folders (socketFoldersOf) where the provider shares them with the sandbox. */
+function socketsOf(provider: SandboxProvider, image: ImageInfo, s: RunnableService): string[] {
+  return provider.capabilities.serviceSockets ? socketFoldersOf(image, s) : [];
+}
+
 /** A service's writable folders: data folders over setup's data, the image's other volumes over its own content. */
 async function foldersOf(provider: SandboxProvider, s: RunnableService) {
   const image = await provider.image(s.image);
   if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
-  const volumes = (image.volumes ?? []).map((v) => v.replace(/\/+$/, '')).filter((v) => !s.data.includes(v));
+  const shared = socketsOf(provider, image, s);
+  const volumes = (image.volumes ?? [])
+    .map((v) => v.replace(/\/+$/, ''))
+    .filter((v) => !s.data.includes(v) && !shared.includes(v));
   return [
     ...s.data.map((path, n) => ({
       path,
@@ -139,7 +287,9 @@ async function containerOf(
 ): Promise<ServiceContainerSpec> {
   const share = opts.shares[s.name];
   const folders = await foldersOf(provider, s);
-  const test = s.healthcheck?.test ?? (await provider.image(s.image))?.healthcheck;
+  const image = (await provider.image(s.image))!; // foldersOf found it
+  const test = s.healthcheck?.test ?? image.healthcheck;
+  const sockets = socketsOf(provider, image, s);
   return {
     sandbox,
     service: s.name,
@@ -163,11 +313,31 @@ async function containerOf(
         }
       : {}),
     folders,
+    ...(sockets.length ? { sockets } : {}),
+    ...(s.files?.length ? { files: await filesOf(s, opts) } : {}),
+    ...(s.hostNames?.length ? { hostNames: s.hostNames } : {}),
     cpus: share.cpus,
     memoryBytes: share.memoryBytes,
     pids: share.pids,
     ...(opts.runtime ? { runtime: opts.runtime } : {}),
   };
+}
+
+/** A service's files as the provider copies them in: each read (from the repo, or its content) now. */
+async function filesOf(s: RunnableService, opts: StartOptions): Promise<ServiceContainerSpec['files']> {
+  return Promise.all(
+    (s.files ?? []).map(async (f) => {
+      const where = `${f.source} at ${f.target}`;
+      if (f.content !== undefined)
+        return {
+          target: f.target,
+          source: where,
+          tree: { kind: 'file', mode: f.mode ?? 0o444, data: Buffer.from(f.content) },
+        };
+      if (!opts.files) throw new ServiceFailure(s.name, `cannot start: ${where} cannot be read on this host`);
+      return { target: f.target, source: where, tree: await opts.files(f) };
+    }),
+  );
 }
 
 /** Waits until a service is ready (see the module's header). */

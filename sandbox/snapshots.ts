@@ -186,10 +186,12 @@ export class SnapshotRegistry {
 
   async upsertRepo(reg: RepoRegistration): Promise<void> {
     await this.pool.query(
-      `insert into snapshot_repos (repo, setup, ref, every_ms, keep, setup_timeout_ms, egress, registries)
-       values ($1, $2, $3, $4, $5, $6, $7, $8)
+      `insert into snapshot_repos (repo, setup, ref, every_ms, keep, setup_timeout_ms, egress, registries,
+         environment, ignore_devcontainer)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        on conflict (repo) do update set setup = $2, ref = $3, every_ms = $4, keep = $5,
-         setup_timeout_ms = $6, egress = $7, registries = $8, updated_at = now()`,
+         setup_timeout_ms = $6, egress = $7, registries = $8, environment = $9, ignore_devcontainer = $10,
+         updated_at = now()`,
       [
         reg.repo,
         reg.setup ?? null,
@@ -199,6 +201,8 @@ export class SnapshotRegistry {
         reg.setupTimeoutMs,
         JSON.stringify(reg.egress),
         JSON.stringify(reg.registries ?? []),
+        reg.environment ?? null,
+        reg.ignoreDevcontainer ?? false,
       ],
     );
   }
@@ -211,6 +215,18 @@ export class SnapshotRegistry {
   async repos(): Promise<RepoRegistration[]> {
     const { rows } = await this.pool.query('select * from snapshot_repos order by repo');
     return rows.map(repoFromDb);
+  }
+
+  /** Unregisters a repo (`repo remove`): its row goes; its build history stays. False when it was not registered. */
+  async removeRepo(url: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query('delete from snapshot_repos where repo = $1', [url]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** Every host that ever ran a worker here, however long ago (a repo's schedules may be on any of them). */
+  async everyHost(): Promise<HostRow[]> {
+    const { rows } = await this.pool.query<HostRow>('select id, queue from hosts order by id');
+    return rows;
   }
 
   /** This host runs a worker now (its start, each reaper run). */
@@ -308,6 +324,8 @@ function repoFromDb(r: Record<string, any>): RepoRegistration {
     setupTimeoutMs: Number(r.setup_timeout_ms),
     egress: r.egress,
     registries: r.registries ?? [],
+    ...(r.environment ? { environment: r.environment } : {}),
+    ...(r.ignore_devcontainer ? { ignoreDevcontainer: true } : {}),
   };
 }
 
@@ -399,6 +417,33 @@ export async function deleteSnapshotSchedules(client: Client, repo: string, host
         if (!(err instanceof ScheduleNotFoundError)) throw err;
       });
   }
+}
+
+/**
+ * Deletes every refresh schedule of a repo: those of these hosts, and any
+ * other the server lists under the repo's name; returns the ids deleted.
+ */
+export async function removeSnapshotSchedules(client: Client, repo: string, hosts: string[]): Promise<string[]> {
+  const prefix = snapshotScheduleId(repo, '');
+  const ids = new Set(hosts.map((host) => snapshotScheduleId(repo, host)));
+  for await (const schedule of client.schedule.list()) {
+    if (schedule.scheduleId.startsWith(prefix)) ids.add(schedule.scheduleId);
+  }
+  const deleted: string[] = [];
+  for (const id of ids) {
+    const gone = await client.schedule
+      .getHandle(id)
+      .delete()
+      .then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof ScheduleNotFoundError) return false;
+          throw err;
+        },
+      );
+    if (gone) deleted.push(id);
+  }
+  return deleted.sort();
 }
 
 /** Runs the repo's refresh on this host now (skipped if one is running); false when it has no schedule there. */

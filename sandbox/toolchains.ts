@@ -5,7 +5,10 @@
  *
  * - the helpers (`/opt/drydock`): drydock-run, the egress forwarder and the
  *   browser runner's readiness wait, with a Node.js binary of their own, GNU
- *   timeout and git, all on a C runtime of their own (sandbox/glibc-runtime.ts);
+ *   timeout and git, all on a C runtime of their own (sandbox/glibc-runtime.ts),
+ *   and the empty git dirs drydock's own git takes the working tree with
+ *   (sandbox/handle.ts, OWN_GIT: read-only here, so nothing in the sandbox
+ *   can give them a config);
  * - a repo's declared Node.js (`/opt/drydock-node`), from `.nvmrc`,
  *   `.node-version` or `engines.node`, with corepack for `packageManager`
  *   (glibc images only: a musl image brings its own Node.js).
@@ -38,6 +41,8 @@ export const HELPER = {
 const GLIBC_RUNTIME_VERSION = 1;
 /** Where git is in a sandbox when its image has none (last on PATH). */
 export const HELPERS_GIT = `${HELPERS_MOUNT}/git/bin`;
+/** drydock's own git dirs in a sandbox (sandbox/handle.ts, OWN_GIT): `sha1/` and `sha256/`, no config of the repo's. */
+export const OWN_GIT_DIR = `${HELPERS_MOUNT}/git-dir`;
 /** The Node.js the helpers run on: any maintained release; pinned so the helper folder's hash is stable. */
 export const HELPER_NODE_VERSION = '22.23.5';
 /** The package of the official linux-x64 binary (bin/node only). */
@@ -136,7 +141,10 @@ export class Toolchains {
    */
   async helpers(): Promise<string> {
     const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser'];
-    const hash = createHash('sha256').update(HELPER_NODE_VERSION).update(`runtime ${GLIBC_RUNTIME_VERSION}`);
+    const hash = createHash('sha256')
+      .update(HELPER_NODE_VERSION)
+      .update(`runtime ${GLIBC_RUNTIME_VERSION}`)
+      .update('git-dir 1');
     for (const name of names) hash.update(name).update(await readFile(path.join(HELPER_SOURCES, name)));
     const dir = path.join(this.root, `helpers-${hash.digest('hex').slice(0, 12)}`);
     return this.once(dir, async (tmp) => {
@@ -156,6 +164,7 @@ export class Toolchains {
         );
       }
       for (const name of names) await chmod(path.join(tmp, 'bin', name), 0o755);
+      await ownGitDirs(path.join(tmp, path.basename(OWN_GIT_DIR)));
     });
   }
 
@@ -250,4 +259,23 @@ export function nodeVersionProblem(output: string): string | undefined {
   if (!wanted || !actual) return undefined;
   const has = actual.split('.').slice(0, 2).join('.');
   return `the repo asks for Node.js ${wanted}; the sandbox has ${has}; declare it in .nvmrc or a dev container`;
+}
+
+/**
+ * drydock's own git dirs (OWN_GIT_DIR) under `dir`: HEAD, refs/ and objects/ (the repository's
+ * objects come from GIT_OBJECT_DIRECTORY); a sha256 repository's needs its object format said.
+ */
+export async function ownGitDirs(dir: string): Promise<void> {
+  for (const format of ['sha1', 'sha256']) {
+    const gitDir = path.join(dir, format);
+    await mkdir(path.join(gitDir, 'refs'), { recursive: true });
+    await mkdir(path.join(gitDir, 'objects'), { recursive: true });
+    await writeFile(path.join(gitDir, 'HEAD'), 'ref: refs/heads/drydock\n');
+    if (format === 'sha256') {
+      await writeFile(
+        path.join(gitDir, 'config'),
+        '[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n',
+      );
+    }
+  }
 }

@@ -3,8 +3,14 @@
  * change waiting for review with Approve / Reject buttons (carrying the
  * change's hash), the pull request, and links to the review console and the
  * Temporal UI. Pure: rendered again at every phase change and updated in place.
+ *
+ * The change's diffstat is shown as git wrote it, as literal text (a rich
+ * text preformatted block: no mrkdwn, nothing in a file name can end it or
+ * format the rest), beside a link to the whole change in the review console.
+ * Approve is offered only beside the whole diffstat: when it was cut or is
+ * missing, the console is where the change is approved.
  */
-import type { Block, KnownBlock } from '@slack/web-api';
+import type { Block, Button, KnownBlock } from '@slack/web-api';
 import type { ThreadReport } from '../workflows/session/threads';
 import type { ButtonValue } from './requests';
 
@@ -45,7 +51,7 @@ export function statusMessage(r: ThreadReport, links: { console: string; tempora
   const round = r.round > 1 ? ` (round ${r.round})` : '';
   const headline = `${ICON[r.phase] ?? ''} *${r.phase.replace(/_/g, ' ')}*${round} · \`${escapeText(r.repo)}\``;
   const blocks: (KnownBlock | Block)[] = [section(`${headline}\n>${escapeText(r.task).replace(/\n/g, '\n>')}`)];
-  if (r.pending) blocks.push(...approvalBlocks(r.sessionId, r.pending));
+  if (r.pending) blocks.push(...approvalBlocks(r.sessionId, r.pending, links.console));
   const facts = [
     r.requestedBy ? `requested by ${escapeText(r.requestedBy)}` : '',
     r.lastDecision
@@ -64,34 +70,40 @@ export function statusMessage(r: ThreadReport, links: { console: string; tempora
   };
 }
 
-function approvalBlocks(sessionId: string, pending: NonNullable<ThreadReport['pending']>): (KnownBlock | Block)[] {
+function approvalBlocks(
+  sessionId: string,
+  pending: NonNullable<ThreadReport['pending']>,
+  review: string,
+): (KnownBlock | Block)[] {
   const covers = pending.covers?.length ? ` (with ${pending.covers.join(', ')})` : '';
   const value = (v: ButtonValue) => JSON.stringify(v);
   const carried = { session: sessionId, action: pending.action, change: pending.change };
+  const whole = pending.diffstat.trim() !== '' && !pending.diffstatCut;
+  const shown = pending.diffstat.trim() === '' ? 'no diffstat' : pending.diffstat;
+  const button = (id: 'approve' | 'reject', label: string, style: 'primary' | 'danger'): Button => ({
+    type: 'button',
+    action_id: id,
+    style,
+    text: { type: 'plain_text', text: label },
+    value: value(carried),
+  });
   return [
     section(
       `Waiting for approval of *${pending.action}*${covers}, change \`${pending.change.slice(0, 12)}\`\n` +
-        `Tests: ${escapeText(pending.tests)}\n\`\`\`${escapeText(pending.diffstat) || 'no diffstat'}\`\`\``,
+        `Tests: ${escapeText(pending.tests)}\n` +
+        (whole
+          ? `<${review}|Review the whole change in the console>`
+          : `<${review}|Review and approve it in the console>`) +
+        (pending.diffstatCut ? ': the diffstat below is cut' : ''),
     ),
+    {
+      type: 'rich_text',
+      elements: [{ type: 'rich_text_preformatted', elements: [{ type: 'text', text: shown.slice(0, 3000) }] }],
+    },
     {
       type: 'actions',
       block_id: `decide-${pending.change.slice(0, 12)}`,
-      elements: [
-        {
-          type: 'button',
-          action_id: 'approve',
-          style: 'primary',
-          text: { type: 'plain_text', text: 'Approve' },
-          value: value(carried),
-        },
-        {
-          type: 'button',
-          action_id: 'reject',
-          style: 'danger',
-          text: { type: 'plain_text', text: 'Reject' },
-          value: value(carried),
-        },
-      ],
+      elements: [...(whole ? [button('approve', 'Approve', 'primary')] : []), button('reject', 'Reject', 'danger')],
     },
   ];
 }

@@ -1,7 +1,8 @@
 /**
  * `drydock up`: the whole dev stack on embedded defaults. A Temporal dev
  * server (state in <data dir>/temporal.db, Web UI on :8233) unless
- * TEMPORAL_ADDRESS already answers, the sandbox base image, and a worker.
+ * TEMPORAL_ADDRESS already answers, the sandbox base image, and a worker
+ * whose sandboxes trust the machine's extra CAs (sandbox/ca.ts, machineExtraCa).
  * Ctrl-C stops everything it started.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -16,6 +17,7 @@ import { openDatabase } from '../store/db';
 import { answers, ensureSearchAttributes, startDevServer } from '../platform/temporal';
 import { connectClient, connectWorker } from '../platform/temporal-connection';
 import { ensureBaseImage } from '../sandbox-images/base-image';
+import { machineExtraCa } from '../sandbox/ca';
 import { startServer } from './serve';
 import { createWorker, drainOnSignals, hostQueueOf, logUnhandledRejections } from './worker';
 import { installTemporalRuntime } from './telemetry';
@@ -49,6 +51,14 @@ export async function runDevStack(config: Config, log: Logger): Promise<void> {
     const client = await connectClient(config);
     await ensureSearchAttributes(client.connection, config.TEMPORAL_NAMESPACE);
 
+    // Sandboxes trust what this machine trusts beyond the usual roots (a network that intercepts TLS).
+    const extraCa = await machineExtraCa(
+      config.DRYDOCK_EXTRA_CA_CERTS,
+      process.env,
+      path.join(config.DRYDOCK_DATA_DIR, 'machine-ca-certificates.pem'),
+    );
+    if (extraCa.file) config.DRYDOCK_EXTRA_CA_CERTS = extraCa.file;
+    progress(extraCa.line);
     const sdkMetricsUrl = await installTemporalRuntime(log, config);
     logUnhandledRejections(log);
     const connection = await connectWorker(config);

@@ -36,9 +36,10 @@ export interface DecisionInput {
   by: string;
   comment?: string;
   /**
-   * The change the decision is about (its hash, or a prefix of 12+ characters,
-   * as shown in status). Given, it must be the pending change, or the decision
-   * is refused as stale; omitted, the decision binds to the pending change.
+   * The change the decision is about: its whole hash (64 hex), as
+   * pendingApproval.change shows. Given, it must be the pending change, or the
+   * decision is refused as stale; omitted (a signal, a reject), the decision
+   * binds to the pending change. drydock's API, CLI and console always send it.
    */
   change?: string;
 }
@@ -193,6 +194,13 @@ export type AgentCall =
       truncated: boolean;
     };
 
+/** Files setup wrote (CommitResult.setupFiles) as the status says them: "a, b and 3 more". */
+export function describeSetupFiles(files: { count: number; paths: string[] } | undefined): string | undefined {
+  if (!files?.count) return undefined;
+  const more = files.count - files.paths.length;
+  return files.paths.join(', ') + (more > 0 ? ` and ${more} more` : '');
+}
+
 /** The agent phase as it goes: the script's steps, or a model's or agent CLI's progress. */
 export interface AgentProgress {
   /** The agent configuration, as the figures name it (agent.name, else kind and model). */
@@ -201,8 +209,12 @@ export interface AgentProgress {
   commit?: string;
   changed?: boolean;
   diffstat?: string;
+  /** The files the change adds or modifies (the first 300): where its check run may annotate. */
+  files?: string[];
   /** Artifact reference of the whole diff. */
   diff?: string;
+  /** Files setup wrote that the change leaves out (a lockfile `npm install` made): named, with how many. */
+  setupFiles?: string;
   /** The last change held a secret the worker knows: named with where, never shown or published. */
   blocked?: string;
   kind?: 'script' | 'openai' | 'cli';
@@ -351,7 +363,15 @@ export interface SessionStatus {
     change: string;
     approvers: string[];
     deadline: string;
-    evidence: { branch: string; commit: string; diffstat: string; tests: string; screenshots: string[] };
+    evidence: {
+      branch: string;
+      commit: string;
+      diffstat: string;
+      tests: string;
+      screenshots: string[];
+      /** Files setup wrote, left out of the change (so never pushed): named, with how many. */
+      setupFiles?: string;
+    };
   };
   decisions: Decision[];
   /** Decisions that were sent but refused (unknown approver, nothing pending...). */
@@ -488,8 +508,11 @@ export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followu
  */
 export const attach = defineUpdate<Attachment, [AttachInput]>('attach');
 export const detach = defineUpdate<Detached, [AttachInput]>('detach');
-/** The session's pull request was merged or closed (sent by the webhook): the session ends. */
-export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string }]>('pullRequestClosed');
+/**
+ * The session's pull request was merged or closed (sent by the webhook): the session ends.
+ * `number`: the pull request's; one that is not the session's own is ignored (by hand, leave it out).
+ */
+export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string; number?: number }]>('pullRequestClosed');
 
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
@@ -530,8 +553,8 @@ export interface PickInput {
   /** The attempt picked: 1, 2... */
   attempt: number;
   by: string;
-  /** The change picked (its hash or a 12+ character prefix, as shown); omitted: the attempt's pending change. */
-  change?: string;
+  /** The change picked: its whole hash (64 hex), as the attempt's pending change shows; required. */
+  change: string;
   comment?: string;
   /** The reviewer's measured time comparing the attempts (set by the console and CLI only). */
   review?: ReviewTime;
@@ -583,6 +606,8 @@ export interface PilotSessionView {
   phase?: Phase;
   /** Faults done to it so far, with what happened ("sandbox_killed: killed sandbox-0"). */
   applied: string[];
+  /** A workflow at this id that the pilot did not start (no child of it): never adopted; the session counts as failed. */
+  disowned?: string;
 }
 
 export interface PilotStatus {

@@ -119,6 +119,28 @@ export interface ServiceSpec {
   limits: { cpus?: number; memoryBytes?: number; pids?: number };
   /** The field path its declaration came from, for messages: "services.db" or "compose.yaml services.db". */
   source: string;
+  /** Other names it is reached by (compose aliases, container_name…): each resolves to 127.0.0.1 like its name. */
+  hostNames?: string[];
+  /** Files and folders it sees read-only: the repo's (compose volumes), its secrets and configs. */
+  files?: ServiceFile[];
+}
+
+/**
+ * A file or folder a service sees read-only at `target`: a path of the repo
+ * (`source`), or `content` given inline (a secret or config from the
+ * project's .env or `content:`).
+ */
+export interface ServiceFile {
+  target: string;
+  /** The repo's path it is copied from (symlinks resolved within the repo), or the field of its content. */
+  source: string;
+  content?: string;
+  /** Permission bits of the file (default: the repo's, 0644 or 0755). */
+  mode?: number;
+  /** The git object it was read from at commit `at` (sandbox/repo-files.ts), and what it is. */
+  object?: string;
+  at?: string;
+  kind?: 'file' | 'folder';
 }
 
 /** The app as the sandbox starts it. */

@@ -47,6 +47,7 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
       step: { run: plan.setup, timeout: plan.setupTimeoutMs },
       timeoutMs: plan.setupTimeoutMs,
       egress: plan.egress,
+      recordsSetup: true,
     };
     const setup = await onHost.runStep(setupStep);
     const result = await onHost.finishSnapshotBuild({ plan, setup });

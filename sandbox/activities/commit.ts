@@ -21,13 +21,16 @@ import {
 import { roundDiffName } from '../../review/rounds';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
-import { DRYDOCK_GIT, sandboxOf, scriptArgv, type ShellScript } from '../handle';
+import { DRYDOCK_GIT, OWN_GIT, sandboxOf, scriptArgv, SETUP_REF, type ShellScript } from '../handle';
+import { OWN_GIT_DIR } from '../toolchains';
 import type { SandboxDeps } from './deps';
 import { OUTPUT_CAPS } from './output';
 import type { ChangeSpec, CommitInput, CommitResult } from '../contract';
 
 /** Author and committer of drydock's commits unless the worker names its own (DRYDOCK_COMMIT_NAME/EMAIL). */
 export const DEFAULT_COMMIT_IDENTITY: GitIdentity = { name: 'drydock', email: 'drydock@localhost' };
+/** How many of a change's paths its result carries (into the workflow's history): enough to place annotations. */
+export const CHANGED_FILES_KEPT = 300;
 
 /** What an approval binds to: the target branch, the parent and the tree (so the exact commit pushed). */
 function changeHash(branch: string, parent: string, tree: string): string {
@@ -51,14 +54,31 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  * scratch index so the agent's own staging stays untouched) as one commit on
  * the base under CHANGE_REF, and writes it out as a git bundle (see
  * exportArgv), in the same exec. Prints "unchanged" when its tree is the base's.
+ * The tree is taken by drydock's own git (sandbox/handle.ts, OWN_GIT): no filter
+ * the repository's config defines runs. What setup wrote (SETUP_REF, $7) and
+ * nobody changed since is left out: those paths are the base's in the commit,
+ * and are listed in $3/setup-leftovers.
  */
-const SNAPSHOT: ShellScript = {
+export const SNAPSHOT: ShellScript = {
   name: 'snapshot',
   text: [
     'set -e',
     DRYDOCK_GIT,
-    'i="$3/change.index"; cp .git/index "$i" 2>/dev/null || rm -f "$i"; export GIT_INDEX_FILE="$i"',
-    'git add -A; t=$(git write-tree); rm -f "$i"',
+    'base=$1 i="$3/change.index" g=$6',
+    OWN_GIT,
+    'l="$3/setup-leftovers"; rm -f "$l"',
+    'if s=$(git rev-parse -q --verify "$7^{commit}"); then',
+    '  w=$(own_git write-tree)',
+    '  own_git diff-tree -r --no-renames --name-only "$s^" "$s" >"$3/setup.paths"',
+    '  own_git diff-tree -r --no-renames --name-only "$s" "$w" >"$3/since-setup.paths"',
+    '  grep -Fxv -f "$3/since-setup.paths" "$3/setup.paths" >"$3/untouched.paths" || true',
+    // Each untouched path as the base has it (mode 0: not in the base, so out of the index).
+    '  own_git diff-tree -r --no-renames "$1" "$w" | awk -F "\t" -v l="$l" \'NR == FNR { k[$0] = 1; next }',
+    '    $2 in k { split($1, m, " "); print substr(m[1], 2) " " m[3] "\t" $2; print $2 > l }\' "$3/untouched.paths" - |',
+    '    own_git update-index --index-info',
+    '  rm -f "$3/setup.paths" "$3/since-setup.paths" "$3/untouched.paths"',
+    'fi',
+    't=$(own_git write-tree); rm -f "$i"',
     'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
     'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
     'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
@@ -67,10 +87,34 @@ const SNAPSHOT: ShellScript = {
   ].join('\n'),
 };
 
-/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout. */
-function snapshotArgv(input: CommitInput): string[] {
+/** The files the snapshot left out (setup's): how many, and the first `$2` of them. */
+const SETUP_LEFTOVERS: ShellScript = {
+  name: 'setup-leftovers',
+  text: '[ -f "$1" ] || exit 0; wc -l <"$1"; head -n "$2" "$1"',
+};
+
+/** How many of the files setup wrote the status names (the count is whole). */
+const SETUP_FILES_LISTED = 20;
+
+/** The files setup wrote that the last snapshot left out of the change; undefined when none. */
+async function setupLeftovers(
+  sandboxes: SandboxDeps['sandboxes'],
+  sandbox: string,
+): Promise<CommitResult['setupFiles']> {
+  const args = [`${STATE_DIR}/setup-leftovers`, String(SETUP_FILES_LISTED)];
+  const out = (await sandboxOf(sandboxes, sandbox).commands.runScript(SETUP_LEFTOVERS, args)).split('\n');
+  const count = Number(out[0]) || 0;
+  return count ? { count, paths: out.slice(1).filter(Boolean) } : undefined;
+}
+
+/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout; `gitDir`: OWN_GIT's. */
+export function snapshotArgv(
+  input: Pick<CommitInput, 'baseCommit' | 'date'>,
+  stateDir = STATE_DIR,
+  gitDir = OWN_GIT_DIR,
+): string[] {
   const base = input.baseCommit;
-  return scriptArgv(SNAPSHOT, [base, input.date, STATE_DIR, CHANGE_REF, base]);
+  return scriptArgv(SNAPSHOT, [base, input.date, stateDir, CHANGE_REF, base, gitDir, SETUP_REF]);
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
@@ -196,14 +240,22 @@ export function createCommitActivities({
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
-            const made = { commit, changed: true, changeHash: changeHash(input.branch, input.parent, tree), author };
+            const setupFiles = await setupLeftovers(sandboxes, input.sandbox);
+            const made = {
+              commit,
+              changed: true,
+              changeHash: changeHash(input.branch, input.parent, tree),
+              author,
+              ...(setupFiles ? { setupFiles } : {}),
+            };
             const secrets = await secretsInChange(mirror, files, spec.message, (c) => redactor.holds(c));
             // Never published, so never shown: the status says which secret, and where.
             if (secrets.length) return { ...made, diffstat: redactor.text(change.diffstat), blocked: secrets };
             await keepInterdiffs(artifacts, mirror, input, commit);
             // The reviewer's diff is the pushed tree, byte for byte: nothing in it is scrubbed.
             const diff = await artifacts.put(input.sessionId, 'change.diff', change.diff);
-            return { ...made, diffstat: change.diffstat, diff };
+            const paths = files.slice(0, CHANGED_FILES_KEPT).map((f) => f.path);
+            return { ...made, diffstat: change.diffstat, files: paths, diff };
           });
         });
       } catch (err) {

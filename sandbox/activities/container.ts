@@ -60,6 +60,8 @@ export interface OwnedContainer {
   companionOf?: string;
   /** Its services' containers (SandboxSpec.services: a pod is made with them). */
   services?: ServiceContainerSpec[];
+  /** Names of its own that resolve to 127.0.0.1 (SandboxSpec.hostNames). */
+  hostNames?: string[];
 }
 
 /** What names an owned container's owner, repo, host and expiry: teardown and the reaper find it (and its services) by these. */
@@ -96,6 +98,7 @@ export async function createOwnedContainer(
     ...(spec.mounts ? { mounts: spec.mounts } : {}),
     ...(spec.companionOf ? { companionOf: spec.companionOf } : {}),
     ...(spec.services?.length ? { services: spec.services } : {}),
+    ...(spec.hostNames?.length ? { hostNames: spec.hostNames } : {}),
     labels: { ...ownedLabels(hostId, spec), ...spec.labels },
     ...spec.limits,
   });

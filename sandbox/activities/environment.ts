@@ -9,13 +9,13 @@ import path from 'node:path';
 import { ErrorType } from '../../workflows/api';
 import { readAtCommit } from '../../repos/git';
 import {
-  DEVCONTAINER_FILE,
   dockerfileEnvironment,
   ENVIRONMENT_FROM_LABEL,
   environmentImageNames,
   ensureEnvironmentImage,
   EnvironmentError,
   parseDevcontainer,
+  remoteEnvIn,
   type ImageFetcher,
   type RepoEnvironment,
 } from '../repo-image';
@@ -25,15 +25,21 @@ import type { SandboxDeps } from './deps';
 import type { ImageSummary, SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import { REPO_CONFIG_FILE, rootSetupOf, type RepoConfig } from '../../workflows/repo-config';
+import {
+  chooseEnvironment,
+  environmentFiles,
+  type OperatorEnvironment,
+} from '../../workflows/rules/environment-choice';
 import { PACKAGE_REGISTRIES } from '../builder';
 import type { EgressRule } from '../egress';
 import { ensureBuilderImage } from '../../sandbox-images/builder-image';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
+import { RepoTree } from '../repo-files';
 
-/** What finding a repo's environment needs: its image (built on this host) and the toolchain cache. */
+/** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
   SandboxDeps,
-  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'extraCaCerts' | 'builderImage'
+  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'snapshots' | 'extraCaCerts' | 'builderImage'
 >;
 
 /** What a sandbox of the repo is made of. */
@@ -99,10 +105,12 @@ async function environmentOf(
     readAtCommit(mirror, commit, ['cat-file', 'blob', `${commit}:${file}`]).catch(() => undefined);
   const file = await readRepoConfig(mirror, commit);
   if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
+  const operator = await deps.snapshots.repo(repo);
   const { environment: declared, stack } = await declaredStack(
     read,
-    await declaredEnvironment(file.config, read),
+    await declaredEnvironment(operator, file.config, read),
     file.config,
+    new RepoTree(mirror, commit),
   );
   refuseUnsupported(deps.sandboxes, declared, stack);
   const rootSetup = rootSetupOf(file.config);
@@ -150,6 +158,8 @@ async function environmentOf(
     );
   }
   env.unshift(`PATH=${searchPath}`);
+  // The dev container's remoteEnv last: its ${containerEnv:NAME} reads the image's environment and drydock's.
+  if (declared?.remoteEnv) env.push(...remoteEnvIn(declared.remoteEnv, [...(await imageEnv(deps, image)), ...env]));
   return {
     image,
     mounts,
@@ -161,21 +171,27 @@ async function environmentOf(
   };
 }
 
-/** The environment the repo declares: its config file's choice, else its dev container; none: the base image. */
+/**
+ * The environment a repo's sandboxes run in (workflows/rules/environment-choice.ts):
+ * the operator's choice, then the repo file's, then its dev container; none: the base image (undefined).
+ */
 export async function declaredEnvironment(
+  operator: OperatorEnvironment | undefined,
   config: RepoConfig | undefined,
   read: (file: string) => Promise<string | undefined>,
 ): Promise<RepoEnvironment | undefined> {
-  const chosen = config?.environment;
-  if (chosen?.dockerfile) return dockerfileEnvironment(chosen.dockerfile, chosen.context);
-  const devcontainer = chosen?.devcontainer ?? DEVCONTAINER_FILE;
-  const text = await read(devcontainer);
-  if (text === undefined) {
-    if (chosen?.devcontainer)
-      throw new EnvironmentError(`${devcontainer}: not in the repository (named in .drydock/config.yaml)`);
-    return undefined;
+  const texts = new Map<string, string>();
+  for (const file of environmentFiles(config?.environment)) {
+    const text = await read(file);
+    if (text !== undefined) texts.set(file, text);
   }
-  return parseDevcontainer(text, devcontainer);
+  const chosen = chooseEnvironment(operator, config?.environment, new Set(texts.keys()));
+  if (!chosen.ok) throw new EnvironmentError(chosen.refusal);
+  const { choice } = chosen;
+  if (choice.kind === 'base') return undefined;
+  if (choice.kind === 'image') return { source: choice.by, image: choice.image, args: {}, containerEnv: {} };
+  if (choice.kind === 'dockerfile') return dockerfileEnvironment(choice.file, choice.context);
+  return parseDevcontainer(texts.get(choice.file)!, choice.file);
 }
 
 function usesPackageManager(packageJson: string | undefined): boolean {
@@ -186,11 +202,16 @@ function usesPackageManager(packageJson: string | undefined): boolean {
   }
 }
 
-/** The image's own PATH (the declared Node.js goes before it). */
-async function imagePath({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string> {
+/** The image's own environment ("NAME=value"). */
+async function imageEnv({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string[]> {
   const info = await sandboxes.image(image);
   if (!info) throw new Error(`no such image: ${image}`);
-  const found = info.env.find((e) => e.startsWith('PATH='));
+  return info.env;
+}
+
+/** The image's own PATH (the declared Node.js goes before it). */
+async function imagePath(deps: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string> {
+  const found = (await imageEnv(deps, image)).find((e) => e.startsWith('PATH='));
   return found?.slice(5) ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 }
 

@@ -89,13 +89,9 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
   }
   const added: string[] = [];
   // The helpers and a declared Node.js, mounted as in a session's own sandbox (at the snapshot's commit).
+  const mirror = snapshot && (await mirrorAt(deps, repo, snapshot.commit!)).mirror;
   const environment =
-    snapshot &&
-    (await sandboxEnvironment(
-      deps,
-      { mirror: (await mirrorAt(deps, repo, snapshot.commit!)).mirror, commit: snapshot.commit! },
-      repo,
-    ));
+    snapshot && mirror && (await sandboxEnvironment(deps, { mirror, commit: snapshot.commit! }, repo));
   // Its services too, started and ready: a claim gets a sandbox whose database is up with setup's data.
   const services = snapshot ? await sandboxServices(deps, snapshot.image!, [], repo) : [];
   const shares = sharesOf(POOL_LIMITS, services);
@@ -109,6 +105,7 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
         services,
         shares.services,
         ownedLabels(deps.hostId, owned),
+        mirror!,
       );
       await createOwnedContainer(deps, {
         ...owned,
@@ -119,6 +116,7 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
         limits: { ...POOL_LIMITS, ...shares.sandbox },
         labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
         services: containers,
+        ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
       });
       await Promise.all([
         prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true }),

@@ -201,7 +201,14 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
   const shares = sharesOf(input.limits, services);
   const owned = { owner: input.sessionId, repo: input.repo.url, expiresAt: input.expiresAt };
-  const containers = await sandboxServiceContainers(deps, name, services, shares.services, ownedLabels(hostId, owned));
+  const containers = await sandboxServiceContainers(
+    deps,
+    name,
+    services,
+    shares.services,
+    ownedLabels(hostId, owned),
+    mirror,
+  );
   // What starting the services reads is readied while the sandbox is made.
   const [created] = await Promise.all([
     !pooled &&
@@ -213,6 +220,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
         env: await snapshotEnv(deps, snapshot?.image, environment.env),
         limits: { ...input.limits, ...shares.sandbox },
         services: containers,
+        ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
         labels: {
           ...reservedLabel(reservationOf(input.limits)),
           ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),

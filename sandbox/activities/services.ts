@@ -18,13 +18,16 @@ import {
   repoApp,
   servicesOfConfig,
   type AppSpec,
+  type ServiceFile,
   type ServiceSpec,
 } from '../../workflows/services';
-import { ComposeError, parseCompose } from '../compose';
-import type { SandboxProvider, ServiceContainerSpec } from '../provider';
+import { ComposeError, readCompose } from '../compose';
+import { RepoFileError, RepoTree } from '../repo-files';
+import type { ImageInfo, SandboxProvider, ServiceContainerSpec } from '../provider';
 import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
+  RecordedServicesInvalid,
   ServiceFailure,
   serviceProblems,
   serviceContainers,
@@ -33,8 +36,10 @@ import {
   type RunnableService,
 } from '../services';
 import { egressDirOf } from '../egress';
-import { SNAPSHOT_ENV_LABEL } from '../snapshots';
+import { SNAPSHOT_ENV_LABEL, SNAPSHOT_LABELS } from '../snapshots';
+import { repoMadeImage } from '../repo-dockerfile';
 import type { SandboxDeps } from './deps';
+import { ensureServiceImage, namedServiceImage } from '../../sandbox-images/service-images';
 
 /** What resolving and starting services needs. */
 export type ServiceDeps = Pick<SandboxDeps, 'sandboxes' | 'log'>;
@@ -43,28 +48,30 @@ export type ServiceDeps = Pick<SandboxDeps, 'sandboxes' | 'log'>;
 export interface DeclaredStack {
   services: ServiceSpec[];
   app?: AppSpec;
+  /** The dev container's compose service name and aliases: they resolve to 127.0.0.1 (SandboxSpec.hostNames). */
+  hostNames?: string[];
 }
 
 /**
  * The sandbox environment of a compose dev container (its own service's
- * image or build) and every service declared: the compose file's and the
- * config file's (one name, one service). Problems name the file and field.
+ * image or build) and every service declared: the compose files' and the
+ * config file's (one name, one service). Each file of the repo a service
+ * mounts is resolved in `tree` (pinned by its git object). Problems name the
+ * file and field.
  */
 export async function declaredStack(
   read: (file: string) => Promise<string | undefined>,
   declared: RepoEnvironment | undefined,
   config: RepoConfig | undefined,
+  tree?: Pick<RepoTree, 'resolve' | 'commit'>,
 ): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack }> {
   const services = config?.services ? servicesOfConfig(config.services) : [];
   let environment = declared;
+  let hostNames: string[] | undefined;
   if (declared?.compose) {
     const { files, service, runServices } = declared.compose;
-    if (files.length > 1) throw new EnvironmentError(`${declared.source}: dockerComposeFile: give one compose file`);
-    const text = await read(files[0]);
-    if (text === undefined)
-      throw new EnvironmentError(`${declared.source}: dockerComposeFile: ${files[0]} is not in the repository`);
     try {
-      const parsed = parseCompose(text, files[0], { devService: service, ...(runServices ? { runServices } : {}) });
+      const parsed = await readCompose(files, read, { devService: service, ...(runServices ? { runServices } : {}) });
       environment = {
         ...declared,
         ...(parsed.dev.image ? { image: parsed.dev.image } : {}),
@@ -74,21 +81,52 @@ export async function declaredStack(
         args: parsed.dev.args,
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
       };
+      hostNames = parsed.dev.hostNames;
       const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));
       if (clash)
         throw new EnvironmentError(
           `${clash.source}: also declared as services.${clash.name} in .drydock/config.yaml: keep one`,
         );
-      services.unshift(...parsed.services);
+      services.unshift(...(await withRepoObjects(parsed.services, tree)));
     } catch (err) {
-      if (err instanceof ComposeError) throw new EnvironmentError(err.message);
+      if (err instanceof ComposeError || err instanceof RepoFileError) throw new EnvironmentError(err.message);
       throw err;
     }
   }
   const cycle = services.length ? dependencyProblems(services) : [];
   if (cycle.length) throw new EnvironmentError(cycle.join('; '));
   const app = repoApp(config?.app, declared);
-  return { ...(environment ? { environment } : {}), stack: { services, ...(app ? { app } : {}) } };
+  const stack = { services, ...(app ? { app } : {}), ...(hostNames ? { hostNames } : {}) };
+  return { ...(environment ? { environment } : {}), stack };
+}
+
+/** Services with each repo file they mount pinned to its git object (a missing one named). */
+async function withRepoObjects(services: ServiceSpec[], tree: Pick<RepoTree, 'resolve' | 'commit'> | undefined) {
+  return Promise.all(
+    services.map(async (s) => {
+      if (!s.files?.some((f) => f.content === undefined)) return s;
+      if (!tree) throw new EnvironmentError(`${s.source}: mounts files of the repository, which cannot be read here`);
+      const files = [];
+      for (const f of s.files) {
+        if (f.content !== undefined) {
+          files.push(f);
+          continue;
+        }
+        const field = `${s.source} ${f.target}`;
+        const found = await tree.resolve(f.source, field);
+        if (!found) throw new EnvironmentError(`${field}: ${f.source} is not in the repository`);
+        const mode = f.mode ?? (found.kind === 'file' ? found.mode : undefined);
+        files.push({
+          ...f,
+          object: found.object,
+          kind: found.kind,
+          at: tree.commit,
+          ...(mode !== undefined ? { mode } : {}),
+        });
+      }
+      return { ...s, files };
+    }),
+  );
 }
 
 /**
@@ -103,16 +141,14 @@ export async function resolveServiceImages(
 ): Promise<RunnableService[]> {
   const out: RunnableService[] = [];
   for (const s of services) {
-    const onHost = await hasImage(deps.sandboxes, s.image);
-    const source = imageSource({
-      image: s.image,
-      field: `${s.source}.image`,
-      onHost,
-      allowed: opts.allowed,
-      repo: opts.repo,
-    });
+    const onHost = await serviceImageOnHost(deps, s.image, { fresh: opts.pull });
+    const field = `${s.source}.image`;
+    const source = imageSource({ image: s.image, field, onHost: !!onHost, allowed: opts.allowed, repo: opts.repo });
     if (source.from === 'refused') throw new EnvironmentError(source.problem);
-    if (source.from === 'host') {
+    if (onHost) {
+      // A service runs the repo's command in its image, and its log is the sandbox's to read.
+      const made = repoMadeImage(s.image, onHost.labels);
+      if (made) throw new EnvironmentError(`${field}: ${made}`);
       out.push({ ...s });
       continue;
     }
@@ -161,6 +197,29 @@ async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolea
   return (await sandboxes.image(ref)) !== undefined;
 }
 
+/**
+ * A service's image as the host has it (undefined when not there): drydock's own service images
+ * (`drydock/postgres:17`, sandbox-images/service-images.ts) are built on first
+ * use on a Docker host, and with `fresh` (a snapshot build) again when their
+ * recipe changed since.
+ */
+async function serviceImageOnHost(
+  deps: ServiceDeps,
+  ref: string,
+  { fresh }: { fresh: boolean },
+): Promise<ImageInfo | undefined> {
+  const named = namedServiceImage(ref);
+  const onHost = await deps.sandboxes.image(ref);
+  if (!named || (onHost && !fresh) || deps.sandboxes.name !== 'docker') return onHost;
+  const progress = (line: string) => deps.log.info({ image: ref }, line);
+  await ensureServiceImage(named, progress).catch((err: Error) => {
+    throw new EnvironmentError(`service image ${ref} could not be built here: ${err.message}`);
+  });
+  const built = await deps.sandboxes.image(ref);
+  if (!built) throw new EnvironmentError(`service image ${ref} was built but is not on the host: build it again`);
+  return built;
+}
+
 /** Pulls an allowed image and returns it pinned by the digest the registry gave. */
 async function pullPinned(deps: ServiceDeps, s: ServiceSpec): Promise<string> {
   const ref = parseImageReference(s.image);
@@ -201,15 +260,44 @@ export async function sandboxServices(
   declared: ServiceSpec[],
   repo: string,
 ): Promise<RunnableService[]> {
-  if (snapshotImage) return recordedServices((await deps.sandboxes.image(snapshotImage))?.labels);
-  if (!declared.length) return [];
   try {
+    if (snapshotImage) return await snapshotServices(deps.sandboxes, snapshotImage);
+    if (!declared.length) return [];
     return await resolveServiceImages(deps, declared, { repo, allowed: [], pull: false });
   } catch (err) {
-    if (err instanceof EnvironmentError)
+    if (err instanceof EnvironmentError || err instanceof RecordedServicesInvalid)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
     throw err;
   }
+}
+
+/**
+ * A snapshot's recorded services, each image checked again as it is on the
+ * host now: a service's own image no repository made; its data image one this
+ * snapshot's build made (its labels name the same repo and build), never
+ * another snapshot's or another repo's.
+ */
+async function snapshotServices(sandboxes: SandboxProvider, snapshotImage: string): Promise<RunnableService[]> {
+  const labels = (await sandboxes.image(snapshotImage))?.labels;
+  const services = recordedServices(snapshotImage, labels);
+  for (const s of services) {
+    const field = `snapshot ${snapshotImage}: service ${s.name}`;
+    const image = await sandboxes.image(s.image);
+    const made = image && repoMadeImage(s.image, image.labels);
+    if (made) throw new EnvironmentError(`${field}: ${made}`);
+    if (s.dataImage === undefined) continue;
+    const data = await sandboxes.image(s.dataImage);
+    const own =
+      data?.labels[SNAPSHOT_LABELS.image] === 'service-data' &&
+      data.labels[SNAPSHOT_LABELS.repo] === labels?.[SNAPSHOT_LABELS.repo] &&
+      data.labels[SNAPSHOT_LABELS.build] === labels?.[SNAPSHOT_LABELS.build];
+    if (data && !own) {
+      throw new EnvironmentError(
+        `${field}: data image ${s.dataImage} is not one this snapshot's build made: build a new snapshot ('drydock snapshot build')`,
+      );
+    }
+  }
+  return services;
 }
 
 /**
@@ -224,11 +312,30 @@ export async function sandboxServiceContainers(
   services: RunnableService[],
   shares: Record<string, Share>,
   labels: Record<string, string>,
+  mirror: string,
 ): Promise<ServiceContainerSpec[]> {
   if (!services.length) return [];
   return unusableOnFailure(() =>
-    serviceContainers(deps.sandboxes, sandbox, services, { shares, labels, runtime: deps.runtime }),
+    serviceContainers(deps.sandboxes, sandbox, services, {
+      shares,
+      labels,
+      runtime: deps.runtime,
+      files: serviceFileReader(mirror),
+    }),
   );
+}
+
+/** Reads a service file's content at the object the snapshot pinned (the mirror keeps every commit it fetched). */
+export const serviceFileReader = (mirror: string) => (f: ServiceFile) => repoFileTree(mirror, f);
+
+async function repoFileTree(mirror: string, f: ServiceFile) {
+  if (!f.object || !f.kind || !f.at)
+    throw new ServiceFailure(f.source, `cannot start: ${f.source} was never resolved in the repository`);
+  try {
+    return await new RepoTree(mirror, f.at).tree(f.object, f.kind, f.source, f.mode);
+  } catch (err) {
+    throw new ServiceFailure(f.source, `cannot start: ${f.source} cannot be read (${(err as Error).message})`);
+  }
 }
 
 /** Starts a sandbox's services (`containers`: sandboxServiceContainers). One that will not start fails provisioning, named, with its log. */

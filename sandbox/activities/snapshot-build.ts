@@ -43,7 +43,7 @@ import {
   type RunnableService,
 } from '../services';
 import { dataPath } from '../provider';
-import { resolveServiceImages, sharesOf } from './services';
+import { resolveServiceImages, serviceFileReader, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
@@ -266,6 +266,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
         shares: shares.services,
         labels: ownedLabels(hostId, owned),
         runtime: deps.runtime,
+        files: serviceFileReader(mirror),
       }),
     ),
   );
@@ -278,6 +279,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     env,
     limits: { ...BUILD_LIMITS, ...shares.sandbox },
     services: containers,
+    ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
   });
   // Healthy before setup runs: its migrations and seed data land in them, and the snapshot keeps them.
   await failBuildOn(deps, { row, commit }, () =>
@@ -334,9 +336,10 @@ async function imageOfBuild(
   const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,
+    // Both always written: labels are inherited, so one left out would be the environment image's (a repo Dockerfile's LABEL).
     labels: {
-      ...(services.length ? { [SERVICES_LABEL]: JSON.stringify(services) } : {}),
-      ...(Object.keys(plan.setupEnv).length ? { [SNAPSHOT_ENV_LABEL]: JSON.stringify(plan.setupEnv) } : {}),
+      [SERVICES_LABEL]: JSON.stringify(services),
+      [SNAPSHOT_ENV_LABEL]: JSON.stringify(plan.setupEnv),
       [SNAPSHOT_LABELS.image]: 'snapshot',
       [SNAPSHOT_LABELS.repo]: plan.repo,
       [SNAPSHOT_LABELS.commit]: plan.commit,

@@ -108,6 +108,7 @@ export function createStepActivities(deps: StepDeps) {
         keepStepCheckpoint(deps, input, result, checkpoint),
       ]);
       for (const settled of [lost, kept]) if (settled.status === 'rejected') throw settled.reason;
+      const setupFiles = await keepSetupBaseline(deps, input, result);
       await recordEvent(deps.audit, {
         sessionId: input.sessionId,
         key: `${input.key}/command`,
@@ -124,6 +125,7 @@ export function createStepActivities(deps: StepDeps) {
           ...(input.secrets?.length ? { secrets: input.secrets } : {}),
           ...(result.egress ? { egress: { allowed: result.egress.allowed, refused: result.egress.refused } } : {}),
           ...(input.egress?.length ? { hosts: input.egress.map((r) => r.host) } : {}),
+          ...(setupFiles?.count ? { setupFiles } : {}),
         },
       });
       if (!input.testReport) return result;
@@ -151,6 +153,29 @@ async function keepStepCheckpoint(
   await (
     checkpoint ? keepCheckpoint(deps, at, checkpoint) : takeCheckpoint(deps, sandboxOf(deps.sandboxes, at.sandbox), at)
   ).catch(permanent);
+}
+
+/** How many of the files setup wrote the audit trail and the logs name. */
+const SETUP_FILES_LISTED = 20;
+
+/**
+ * After a setup step that succeeded: the files it wrote become the workspace's setup baseline,
+ * left out of the agent's change (commit.ts). Returns how many there were, and the first of them.
+ */
+async function keepSetupBaseline(
+  deps: StepDeps,
+  input: StepInput,
+  result: StepResult,
+): Promise<{ count: number; paths: string[] } | undefined> {
+  if (!input.recordsSetup || result.exitCode !== 0 || result.failure) return undefined;
+  const written = await sandboxOf(deps.sandboxes, input.sandbox)
+    .git.keepSetupBaseline(STATE_DIR, SETUP_FILES_LISTED)
+    .catch(permanent);
+  if (written.count) {
+    const { sessionId, sandbox } = input;
+    deps.log.info({ sessionId, sandboxId: sandbox, setupFiles: written }, 'setup wrote files: kept out of the change');
+  }
+  return written;
 }
 
 /** What a step's run gives back: its result, and the checkpoint drydock-run took after it. */

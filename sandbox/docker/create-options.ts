@@ -2,10 +2,11 @@
  * Docker's create options of a sandbox, as one pure function of its spec
  * (unit-tested): what makes a container a drydock sandbox on this engine.
  */
+import path from 'node:path';
 import type Docker from 'dockerode';
 import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
 import { redactUrl } from '../../workflows/rules/repo-url';
-import { COMPANION_LABEL, HOME, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
+import { COMPANION_LABEL, HOME, loopbackHosts, SANDBOX_USER, WORKSPACE, type SandboxSpec } from '../provider';
 import type { OverlayDirs, SandboxStorage } from './storage';
 
 export function isStatus(err: unknown, code: number): boolean {
@@ -44,8 +45,15 @@ export function overlayVolume(target: string, dirs: OverlayDirs, labels: Record<
  * no privilege escalation, read-only root, bounded memory, CPU, pids and /tmp.
  * /workspace and the home folder are anonymous volumes of type overlay over
  * the image's copy (sandbox/docker/storage.ts), removed with the container.
+ * `imageVolumes`: the image's VOLUMEs (ImageInfo.volumes), each covered by a tmpfs as large as /tmp.
  */
-export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage): Docker.ContainerCreateOptions {
+export function sandboxCreateOptions(
+  spec: SandboxSpec,
+  storage: SandboxStorage,
+  imageVolumes: string[] = [],
+  /** Its services' socket folders (sandbox/docker/services.ts socketMounts), read-write. */
+  sockets: Docker.MountSettings[] = [],
+): Docker.ContainerCreateOptions {
   const labels = shownLabels({ ...spec.labels, ...(spec.companionOf ? { [COMPANION_LABEL]: spec.companionOf } : {}) });
   const readonlyRoot = spec.readonlyRoot ?? true;
   const volume = (target: string, dirs: OverlayDirs) => overlayVolume(target, dirs, labels);
@@ -65,13 +73,20 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
       // Only a loopback interface. (Not NetworkDisabled as well: it leaves /etc/hosts
       // empty, so "localhost" would not resolve for an app and its browser check.)
       NetworkMode: spec.companionOf ? `container:${spec.companionOf}` : 'none',
+      // A companion shares the sandbox's /etc/hosts (Docker refuses extra hosts with container: networking).
+      ...(spec.companionOf ? {} : { ExtraHosts: loopbackHosts(spec).map((name) => `${name}:127.0.0.1`) }),
       CapDrop: ['ALL'],
       // Docker's default seccomp profile applies (nothing here turns it off).
       SecurityOpt: ['no-new-privileges'],
       Privileged: false,
       IpcMode: 'private',
       ReadonlyRootfs: readonlyRoot,
-      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
+      Tmpfs: Object.fromEntries(
+        ['/tmp', ...volumeCovers(spec, imageVolumes)].map((t) => [
+          t,
+          `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777`,
+        ]),
+      ),
       Mounts: [
         volume(WORKSPACE, storage.workspace),
         volume(HOME, storage.home),
@@ -85,6 +100,7 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
           Target: m.target,
           ReadOnly: true,
         })),
+        ...sockets,
       ],
       Init: true,
       NanoCpus: Math.round(spec.cpus * 1e9),
@@ -94,6 +110,20 @@ export function sandboxCreateOptions(spec: SandboxSpec, storage: SandboxStorage)
       ...(spec.runtime ? { Runtime: spec.runtime } : {}),
     },
   };
+}
+
+/**
+ * A tmpfs over each of the image's VOLUMEs that no mount of drydock's covers:
+ * Docker would make each an anonymous volume on the host's disk, writable by
+ * the sandbox and outside `limits.disk`. Each is as large as /tmp at most and,
+ * like /tmp, counted in the sandbox's memory; it starts empty (what the image
+ * has there is hidden), and goes with the container.
+ */
+function volumeCovers(spec: SandboxSpec, imageVolumes: string[]): string[] {
+  const mounted = new Set(['/tmp', WORKSPACE, HOME, '/run/drydock', ...(spec.mounts ?? []).map((m) => m.target)]);
+  if (spec.agentsDir) mounted.add(SANDBOX_AGENTS_DIR);
+  const targets = imageVolumes.map((v) => path.posix.normalize(v).replace(/(.)\/+$/, '$1'));
+  return [...new Set(targets)].filter((target) => !mounted.has(target));
 }
 
 /** Whether a runtime is gVisor: Docker's runtimes named runsc (infra/runsc.sh registers "runsc"). */

@@ -15,6 +15,8 @@ import Docker from 'dockerode';
 import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
   COMPANION_LABEL,
+  ATTACH_PROMPT,
+  ATTACH_SHELL,
   HOME,
   ImageBuildFailed,
   LABELS,
@@ -37,13 +39,13 @@ import {
   type SandboxSpec,
   type TtySize,
 } from '../provider';
+import { execFoundContainerGone, messageOf, saysContainerGone } from '../container-gone';
 import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
-import { DockerServices } from './services';
+import { DockerServices, socketMounts } from './services';
 
-/** A person's shell in the sandbox: bash without its startup files when the image has it, else sh without ENV. */
-const ATTACH_SHELL =
-  'if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc; else unset ENV; PS1="$ "; export PS1; exec sh; fi';
+/** Whether the engine refused an exec or a copy because the container is not running any more (404, 409, or its words). */
+const refusedAsGone = (err: unknown) => isStatus(err, 404) || isStatus(err, 409) || saysContainerGone(messageOf(err));
 
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
 export class DockerProvider implements SandboxProvider {
@@ -56,6 +58,7 @@ export class DockerProvider implements SandboxProvider {
     services: true,
     serviceData: true,
     pidsLimit: true,
+    serviceSockets: true,
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;
@@ -75,7 +78,12 @@ export class DockerProvider implements SandboxProvider {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
       const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
-      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage));
+      // Its services' socket folders, known now: a service made later binds the same folder.
+      const sockets: Docker.MountSettings[] = [];
+      for (const service of spec.services ?? []) sockets.push(...(await socketMounts(this.storage, service)));
+      // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes.
+      const volumes = (await this.image(spec.image))?.volumes ?? [];
+      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, volumes, sockets));
       await container.start();
       return { id: container.id, created: true };
     } catch (err) {
@@ -162,12 +170,12 @@ export class DockerProvider implements SandboxProvider {
       result = await once();
     } catch (err) {
       if (err instanceof SandboxNotFound || err instanceof OutputOverCap || signal?.aborted) throw err;
-      // 404/409 from creating, starting or inspecting the exec, or its stream cut off: a dead container.
-      if (isStatus(err, 404) || isStatus(err, 409) || !(await this.isRunning(name))) {
-        throw new SandboxNotFound(name, 'stopped');
-      }
+      // The engine refusing the exec for a dead container, or its stream cut off with the container gone.
+      if (refusedAsGone(err) || !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
+    // The runtime could not start the command in a container going away (whatever inspect says yet).
+    if (execFoundContainerGone(result)) throw new SandboxNotFound(name, 'stopped');
     // A command cut off because its container died (docker kill, OOM of init, host trouble).
     // The exec can end a moment before the container counts as stopped: a command killed
     // by a signal (no exit code, or 137) gets two seconds to see the container go.
@@ -279,7 +287,7 @@ export class DockerProvider implements SandboxProvider {
         busy: (busy) => (busy ? socket.ref?.() : socket.unref?.()),
       };
     } catch (err) {
-      if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name, 'stopped');
+      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
   }
@@ -296,7 +304,7 @@ export class DockerProvider implements SandboxProvider {
         Cmd: ['sh', '-c', ATTACH_SHELL],
         User: SANDBOX_USER,
         WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, 'PS1=\\w\\$ '],
+        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, `PS1=${ATTACH_PROMPT}`],
         Tty: true,
         AttachStdin: true,
         AttachStdout: true,
@@ -310,7 +318,7 @@ export class DockerProvider implements SandboxProvider {
       await resize(tty);
       return { stream, resize, exitCode: async () => (await exec.inspect()).ExitCode ?? -1 };
     } catch (err) {
-      if (isStatus(err, 404) || isStatus(err, 409)) throw new SandboxNotFound(name, 'stopped');
+      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
   }
@@ -425,6 +433,7 @@ export class DockerProvider implements SandboxProvider {
         env: config?.Env ?? [],
         volumes: Object.keys(config?.Volumes ?? {}),
         ...(healthcheck ? { healthcheck } : {}),
+        ...(config?.OnBuild?.length ? { onBuild: config.OnBuild } : {}),
       };
     } catch (err) {
       if (isStatus(err, 404)) return undefined;

@@ -14,12 +14,14 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { chmod, lstat, mkdir, mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type Docker from 'dockerode';
-import { DATA_ROOT } from '../provider';
+import { serviceName } from '../../workflows/services';
+import { DATA_ROOT, type FileTree } from '../provider';
 import { LOWER_LABEL, type OverlayDirs, type SandboxStorageRoot } from './storage';
 
 const run = promisify(execFile);
@@ -78,7 +80,11 @@ async function readyVolume(docker: Docker, key: string): Promise<string | undefi
 /**
  * A service folder's overlay on the sandbox's disk: its upper layer under
  * the sandbox's storage, owned like the lower's root (a PostgreSQL data
- * folder must stay its user's, mode 0700).
+ * folder must stay its user's, mode 0700). `layer` is `<service>/<n>`; the
+ * worker runs as root, so the folders are made one at a time below the
+ * sandbox's services folder, never through a symlink (docs/security.md,
+ * T4-M5: a service named `../workspace/upper/<link>` once reached a symlink
+ * the repo committed, and any host folder was made and chowned).
  */
 export async function serviceOverlay(
   storage: SandboxStorageRoot,
@@ -86,15 +92,87 @@ export async function serviceOverlay(
   layer: string,
   lower: string,
 ): Promise<OverlayDirs> {
-  const base = path.join(storage.root, 'sandboxes', sandbox, 'fs', 'services', layer);
-  const upper = path.join(base, 'upper');
-  const work = path.join(base, 'work');
-  await mkdir(upper, { recursive: true });
-  await mkdir(work, { recursive: true });
+  const [service, n, ...rest] = layer.split('/');
+  if (!serviceName.safeParse(service).success || !/^\d+$/.test(n ?? '') || rest.length)
+    throw new Error(`a service's folder "${layer}" is not <service name>/<number>`);
+  const base = await confinedDir(servicesFolder(storage, sandbox), [service, n]);
+  const upper = await confinedDir(base, ['upper']);
+  const work = await confinedDir(base, ['work']);
   const root = await stat(lower);
-  await chown(upper, root.uid, root.gid);
-  await chmod(upper, root.mode & 0o7777);
+  const handle = await open(upper, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    await handle.chown(root.uid, root.gid);
+    await handle.chmod(root.mode & 0o7777);
+  } finally {
+    await handle.close();
+  }
   return { lower, upper, work };
+}
+
+/** The folder of a sandbox's services on its disk (the sandbox's name is drydock's, never the repo's). */
+export function servicesFolder(storage: SandboxStorageRoot, sandbox: string): string {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(sandbox)) throw new Error(`"${sandbox}" is not a sandbox's name`);
+  return path.join(storage.root, 'sandboxes', sandbox, 'fs', 'services');
+}
+
+/**
+ * `parts` made below `root` one folder at a time (root's own parent must
+ * exist), each checked with lstat: an existing symlink or file is refused,
+ * so nothing outside `root` is ever made or changed.
+ */
+export async function confinedDir(root: string, parts: string[]): Promise<string> {
+  let at = root;
+  for (const part of ['', ...parts]) {
+    if (part === '.' || part === '..' || part.includes('/')) throw new Error(`"${part}" is not a folder's name`);
+    at = part ? path.join(at, part) : at;
+    await mkdir(at).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    const info = await lstat(at);
+    if (!info.isDirectory()) throw new Error(`${at} is not a folder (a symlink or a file is never followed)`);
+  }
+  return at;
+}
+
+/**
+ * A service's read-only files (ServiceContainerSpec.files) on the sandbox's
+ * disk (its `limits.disk` counts them), under its services folder as
+ * `<service>/files/<n>`, made afresh each time (a retry finds a partial copy):
+ * every file is written with O_EXCL, so nothing is written through a link.
+ * Returns the host path of each, to bind-mount read-only at its target.
+ */
+export async function serviceFiles(
+  storage: SandboxStorageRoot,
+  sandbox: string,
+  service: string,
+  files: { target: string; tree: FileTree }[],
+): Promise<{ source: string; target: string }[]> {
+  if (!serviceName.safeParse(service).success) throw new Error(`"${service}" is not a service's name`);
+  const base = await confinedDir(servicesFolder(storage, sandbox), [service, 'files']);
+  const out: { source: string; target: string }[] = [];
+  for (const [n, file] of files.entries()) {
+    const dir = path.join(base, String(n));
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { mode: 0o755 });
+    const source = path.join(dir, file.tree.kind === 'file' ? 'file' : 'folder');
+    await writeTree(source, file.tree);
+    out.push({ source, target: file.target });
+  }
+  return out;
+}
+
+async function writeTree(at: string, tree: FileTree): Promise<void> {
+  if (tree.kind === 'file') {
+    await writeFile(at, tree.data, { flag: 'wx', mode: tree.mode });
+    await chmod(at, tree.mode); // the umask left out of the mode
+    return;
+  }
+  await mkdir(at, { mode: 0o755 });
+  await chmod(at, 0o755);
+  for (const [name, entry] of Object.entries(tree.entries)) {
+    if (!name || name === '.' || name === '..' || name.includes('/')) throw new Error(`"${name}" is not a file's name`);
+    await writeTree(path.join(at, name), entry);
+  }
 }
 
 /**

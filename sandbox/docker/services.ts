@@ -9,7 +9,7 @@
 import type Docker from 'dockerode';
 import { COMPANION_LABEL, type ServiceContainerSpec, type ServiceRuntime, type ServiceState } from '../provider';
 import { isStatus, overlayVolume, shownLabels } from './create-options';
-import { captureData, pathLower, serviceOverlay } from './service-storage';
+import { captureData, pathLower, serviceFiles, serviceOverlay } from './service-storage';
 import type { SandboxStorageRoot } from './storage';
 
 /** On a service container: the service's name. */
@@ -20,6 +20,19 @@ const SERVICE_TMP = '64m';
 /** A service's container: `<sandbox>-svc-<service>`. */
 export function serviceContainerName(sandbox: string, service: string): string {
   return `${sandbox}-svc-${service}`;
+}
+
+/** A service's socket folders (ServiceContainerSpec.sockets), bound at the same path in it and in its sandbox. */
+export async function socketMounts(
+  storage: SandboxStorageRoot,
+  spec: Pick<ServiceContainerSpec, 'sandbox' | 'service' | 'sockets'>,
+): Promise<Docker.MountSettings[]> {
+  const mounts: Docker.MountSettings[] = [];
+  for (const [n, target] of (spec.sockets ?? []).entries()) {
+    const source = await storage.socketFolder(spec.sandbox, spec.service, n);
+    mounts.push({ Type: 'bind', Source: source, Target: target, ReadOnly: false });
+  }
+  return mounts;
 }
 
 export class DockerServices implements ServiceRuntime {
@@ -62,7 +75,11 @@ export class DockerServices implements ServiceRuntime {
         IpcMode: 'private',
         ReadonlyRootfs: true,
         Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${SERVICE_TMP},mode=1777` },
-        Mounts: await this.folderMounts(spec, labels),
+        Mounts: [
+          ...(await this.folderMounts(spec, labels)),
+          ...(await this.fileMounts(spec)),
+          ...(await socketMounts(this.storage, spec)),
+        ],
         Init: true,
         NanoCpus: Math.round(spec.cpus * 1e9),
         Memory: spec.memoryBytes,
@@ -82,6 +99,13 @@ export class DockerServices implements ServiceRuntime {
       mounts.push(overlayVolume(folder.path, dirs, labels));
     }
     return mounts;
+  }
+
+  /** Each of its files bound read-only from its copy on the sandbox's disk. */
+  private async fileMounts(spec: ServiceContainerSpec): Promise<Docker.MountSettings[]> {
+    if (!spec.files?.length) return [];
+    const copies = await serviceFiles(this.storage, spec.sandbox, spec.service, spec.files);
+    return copies.map((c) => ({ Type: 'bind', Source: c.source, Target: c.target, ReadOnly: true }));
   }
 
   async state(sandbox: string, service: string): Promise<ServiceState | undefined> {

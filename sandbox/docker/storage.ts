@@ -109,6 +109,19 @@ export class SandboxStorageRoot {
     };
   }
 
+  /**
+   * A service's Unix socket folder shared with its sandbox (ServiceContainerSpec.sockets): an
+   * empty folder on the sandbox's own disk (bounded by it, removed with it), writable by any
+   * user as /tmp is (sticky), since the service's user and the sandbox's differ.
+   * Only after `prepare` (the disk is mounted); idempotent.
+   */
+  async socketFolder(sandbox: string, service: string, index: number): Promise<string> {
+    const dir = path.join(this.sandboxDir(sandbox), 'fs', 'sockets', service, String(index));
+    await mkdir(dir, { recursive: true });
+    await chmod(dir, 0o1777);
+    return dir;
+  }
+
   /** Unmounts and deletes a sandbox's upper layer (after its container is gone); absent is fine. */
   async remove(name: string): Promise<void> {
     const dir = this.sandboxDir(name);

@@ -14,7 +14,7 @@ import type { V1Container, V1EnvVar, V1Pod, V1Volume, V1VolumeMount } from '@kub
 import { SANDBOX_AGENTS_DIR } from '../../workflows/rules/agent-clis';
 import { redactUrl } from '../../workflows/rules/repo-url';
 import { SANDBOX_EGRESS_DIR } from '../egress';
-import { HOME, WORKSPACE, type SandboxSpec } from '../provider';
+import { HOME, loopbackHosts, WORKSPACE, type SandboxSpec } from '../provider';
 import { cpuQuantity, DISK_VOLUME, servicePodParts } from './service-containers';
 
 /** On every sandbox pod: how the provider finds its pods, and which snapshot a pod was made from. */
@@ -84,6 +84,7 @@ export function sandboxPod(spec: SandboxSpec, where: PodPlacement): V1Pod {
   const labels = Object.fromEntries(Object.entries(spec.labels).map(([k, v]) => [k, redactUrl(v)]));
   const services = servicePodParts(spec.services ?? [], where.imagePullPolicy);
   const serviceNames = (spec.services ?? []).map((s) => s.service);
+  const hosts = loopbackHosts(spec);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -108,6 +109,8 @@ export function sandboxPod(spec: SandboxSpec, where: PodPlacement): V1Pod {
       // Nothing to resolve: the pod has loopback alone.
       dnsPolicy: 'None',
       dnsConfig: { nameservers: ['127.0.0.1'] },
+      // Services by name on the pod's loopback, as on Docker (/etc/hosts).
+      ...(hosts.length ? { hostAliases: [{ ip: '127.0.0.1', hostnames: hosts }] } : {}),
       affinity: {
         nodeAffinity: {
           requiredDuringSchedulingIgnoredDuringExecution: {

@@ -15,6 +15,8 @@ import { Duplex, PassThrough, Readable, Writable } from 'node:stream';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
+  ATTACH_PROMPT,
+  ATTACH_SHELL,
   HOME,
   LABELS,
   SandboxDidNotStart,
@@ -36,6 +38,7 @@ import {
   type TtySize,
 } from '../provider';
 import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } from './exec';
+import { execFoundContainerGone, saysContainerGone } from '../container-gone';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
 import { SnapshotStore } from './snapshot-store';
 import { KubernetesServices } from './services';
@@ -73,6 +76,9 @@ export interface KubernetesSettings {
 function isStatus(err: unknown, code: number): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: number }).code === code;
 }
+
+/** Whether the API refused an exec in words that say the pod or its container is not running any more. */
+const refusedAsGone = (err: unknown) => err instanceof ExecRefused && saysContainerGone(err.message);
 
 /** Pods as sandboxes: non-root, no capabilities, loopback only, bounded; see ./pod.ts. */
 export class KubernetesProvider implements SandboxProvider {
@@ -303,11 +309,14 @@ export class KubernetesProvider implements SandboxProvider {
       result = await once();
     } catch (err) {
       if (err instanceof SandboxNotFound || err instanceof OutputOverCap || signal?.aborted) throw err;
+      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       // 404: no such pod; 400: its container is not running; cut off: the pod went mid-command.
       const refusedOrCut = err instanceof ExecCutOff || (err instanceof ExecRefused && [400, 404].includes(err.status));
       if (refusedOrCut && !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
+    // The runtime could not start the command in a container going away (whatever the pod's status says yet).
+    if (execFoundContainerGone(result)) throw new SandboxNotFound(name, 'stopped');
     // A command killed because its pod went (deleted, evicted, its node gone) ends a moment before the pod shows it.
     const killed = result.exitCode === 137;
     if (result.exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
@@ -361,17 +370,13 @@ export class KubernetesProvider implements SandboxProvider {
     return { stdin: session.stdin!, stdout, stderr, close: () => session.close(), busy: (b) => session.ref(b) };
   }
 
-  /** An interactive shell on a TTY as the sandbox user in /workspace (drydock attach); bash when there is one. */
+  /**
+   * An interactive shell on a TTY as the sandbox user in /workspace (drydock
+   * attach); bash when there is one, neither reading a startup file the agent wrote.
+   */
   async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
     const output = new PassThrough();
-    const argv = [
-      'env',
-      `TERM=${tty.term ?? 'xterm'}`,
-      `HOME=${HOME}`,
-      'sh',
-      '-c',
-      'if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi',
-    ];
+    const argv = attachShellArgv(tty.term);
     const session = await this.opened(name, () =>
       openExec(this.settings.kubeconfig, this.target(name), argv, { stdout: output }, { stdin: true, tty: true }),
     );
@@ -393,7 +398,8 @@ export class KubernetesProvider implements SandboxProvider {
     try {
       return await open();
     } catch (err) {
-      if (err instanceof ExecRefused && [400, 404].includes(err.status)) throw new SandboxNotFound(name, 'stopped');
+      const refused = err instanceof ExecRefused && [400, 404].includes(err.status);
+      if (refused || refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
   }
@@ -592,4 +598,9 @@ function outputSinks(cap: OutputCap, toFile?: Writable) {
     },
   };
   return sinks;
+}
+
+/** The attach shell's command in the pod: its own TERM, HOME and prompt, then the rc-less shell. */
+export function attachShellArgv(term = 'xterm'): string[] {
+  return ['env', `TERM=${term}`, `HOME=${HOME}`, `PS1=${ATTACH_PROMPT}`, 'sh', '-c', ATTACH_SHELL];
 }

@@ -55,6 +55,11 @@ export function servicePodParts(
 ): ServicePodParts {
   const parts: ServicePodParts = { containers: [], initContainers: [], volumes: [] };
   for (const s of services) {
+    if (s.files?.length)
+      throw new SandboxError(
+        `service ${s.service}: ${s.files[0].source}: the kubernetes provider copies no files of the repository into a service yet; run it on a Docker host`,
+        'permanent',
+      );
     const name = serviceContainerName(s.service);
     const folders = foldersOf(s, name);
     const common = {

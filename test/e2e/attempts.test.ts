@@ -87,10 +87,13 @@ test('three attempts: one picked and pushed with its pull request, two end witho
   // A pick of a change that is not the attempt's is refused; the reviewed one is taken.
   const stale = await api(`/api/sessions/${id}/pick`, {
     attempt: 2,
-    change: shown.attempts[0].progress!.pending!.change.slice(0, 12),
+    change: shown.attempts[0].progress!.pending!.change,
   });
   expect(stale.status).toBe(409);
-  const picked = await api(`/api/sessions/${id}/pick`, { attempt: 2, change: second.pending!.change.slice(0, 12) });
+  // A prefix, even of the right change, is not a change named (T4-L1).
+  const prefix = await api(`/api/sessions/${id}/pick`, { attempt: 2, change: second.pending!.change.slice(0, 12) });
+  expect(prefix.status).toBe(400);
+  const picked = await api(`/api/sessions/${id}/pick`, { attempt: 2, change: second.pending!.change });
   expect(picked.status).toBe(200);
   expect(await picked.json()).toMatchObject({ attempt: 2, by: 'alice', change: second.pending!.change });
 

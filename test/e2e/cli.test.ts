@@ -60,7 +60,7 @@ test('run --detach, list by phase, status, approve: the session completes', asyn
   expect(shown.stdout).toMatch(new RegExp(`approve: bin/drydock approve ${sessionId}`));
 
   // An approval names the change reviewed: without --change, the CLI shows the pending one and approves nothing.
-  const change = /--change ([0-9a-f]{12})/.exec(shown.stdout)![1];
+  const change = /--change ([0-9a-f]{64})/.exec(shown.stdout)![1];
   const unnamed = await runCli(['approve', sessionId, '--by', 'carol'], env);
   expect(unnamed.code).not.toBe(0);
   expect(unnamed.stderr).toContain(`approve it: drydock approve ${sessionId} --change ${change}`);

@@ -8,6 +8,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { status, type SessionStatus } from '../../workflows/api';
 import { startFakeProviders, type FakeProviders } from '../support/fake-providers';
 import { personalTokens } from '../support/identity';
+import { watchAnswer } from '../support/page-answers';
 import {
   git,
   inPhase,
@@ -113,8 +114,9 @@ test('the session page keeps up without a reload: phases and the running step st
     await page.click('#diff details.file summary >> nth=0');
     expect(await page.locator('#diff details.file >> nth=0').evaluate((d: HTMLDetailsElement) => d.open)).toBe(false);
     // The approve button still works on the redrawn part.
+    const rejected = watchAnswer(page, serve.log, { request: '/decide', sessionId: id });
     await page.click('button[data-decision=reject]');
-    await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    await rejected.wait();
     await page.waitForFunction(() => document.getElementById('live-state')?.textContent === 'ended', null, {
       timeout: 60_000,
     });
@@ -190,12 +192,15 @@ test('a follow-up from the page: a new round, and the page shows the new change;
       await route.fulfill({ response });
     });
     await page.fill('#followup-text', '[{"run": "echo more >> README.md"}]');
+    const accepted = watchAnswer(page, serve.log, {
+      id: 'followup-answer',
+      request: '/followups',
+      sessionId: id,
+      textStarts: 'accepted',
+      timeoutMs: 60_000,
+    });
     await page.click('#followup-send');
-    await page.waitForFunction(
-      () => document.getElementById('followup-answer')?.textContent?.startsWith('accepted'),
-      undefined,
-      { timeout: 60_000 },
-    );
+    await accepted.wait();
     const second = await waitForStatus(
       handle,
       (s) => s.pendingApproval !== undefined && s.pendingApproval.change !== first.pendingApproval!.change,
@@ -210,8 +215,9 @@ test('a follow-up from the page: a new round, and the page shows the new change;
     await page.waitForFunction((c) => document.getElementById('change')?.textContent === c, shown, {
       timeout: 30_000,
     });
+    const rejected = watchAnswer(page, serve.log, { request: '/decide', sessionId: id });
     await page.click('button[data-decision=reject]');
-    await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    await rejected.wait();
   } finally {
     await page.unrouteAll({ behavior: 'ignoreErrors' });
     await page.close();
@@ -264,8 +270,9 @@ test('the console: a wrong token is refused; the awaiting session is listed; its
     // The screenshot really loaded (served from the artifact store), and it is the app's page.
     expect(await shot.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth)).toBe(1280);
 
+    const approved = watchAnswer(page, serve.log, { request: '/decide', sessionId: demo.sessionId });
     await page.click('button[data-decision=approve]');
-    await page.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    await approved.wait();
     expect(await page.textContent('#answer')).toBe('approved push as alice');
   } finally {
     await page.close();
@@ -349,9 +356,9 @@ describe('the API', () => {
     });
     expect(unnamed).toEqual({
       status: 400,
-      body: { error: 'change: the change you approve (12+ characters of pendingApproval.change)' },
+      body: { error: 'change: the change you approve (its whole hash, pendingApproval.change)' },
     });
-    const change = waiting.pendingApproval!.change.slice(0, 12);
+    const change = waiting.pendingApproval!.change;
     const self = await api(`/api/sessions/${sessionId}/decide`, ALICE, {
       method: 'POST',
       body: { decision: 'approve', change },
@@ -370,7 +377,7 @@ describe('the API', () => {
     });
     const approved = await api(`/api/sessions/${sessionId}/decide`, BOB, {
       method: 'POST',
-      body: { decision: 'approve', change: waiting.pendingApproval!.change.slice(0, 12), comment: 'fine' },
+      body: { decision: 'approve', change: waiting.pendingApproval!.change, comment: 'fine' },
     });
     expect(approved).toMatchObject({ status: 200, body: { decision: 'approve', action: 'push', by: 'bob' } });
     const final = (await handle.result()) as SessionStatus;

@@ -10,11 +10,15 @@ import path from 'node:path';
 import { answers } from '../../platform/temporal';
 import { freePort, makeFixtureRepo, projectRoot, runCli } from '../support/helpers';
 
-test('up starts a dev server, a worker and the console, runs a session, and Ctrl-C stops all it started', async () => {
+const SYSTEM_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+
+test("up starts a dev server, a worker (its sandboxes trusting the machine's extra CAs) and the console, runs a session, and Ctrl-C stops all it started", async () => {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-up-'));
   const address = `127.0.0.1:${await freePort()}`;
+  // Not the operator's DRYDOCK_EXTRA_CA_CERTS: up finds the machine's own.
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'DRYDOCK_EXTRA_CA_CERTS'));
   const env = {
-    ...process.env,
+    ...inherited,
     TEMPORAL_ADDRESS: address,
     DRYDOCK_TEMPORAL_UI: `http://localhost:${await freePort()}`,
     DRYDOCK_DATA_DIR: dataDir,
@@ -22,6 +26,8 @@ test('up starts a dev server, a worker and the console, runs a session, and Ctrl
     DRYDOCK_APPROVAL_REQUIRED: 'none',
     DRYDOCK_HTTP_PORT: String(await freePort()),
     LOG_LEVEL: 'warn',
+    // The machine's extra CAs as Node.js is told them: up passes them on to sandboxes.
+    NODE_EXTRA_CA_CERTS: SYSTEM_BUNDLE,
   };
   const up = spawn(path.join(projectRoot, 'bin', 'drydock'), ['up'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -32,6 +38,9 @@ test('up starts a dev server, a worker and the console, runs a session, and Ctrl
     expect(stderr).toContain('drydock is up.');
     expect(stderr).toContain(`Temporal Web UI  ${env.DRYDOCK_TEMPORAL_UI}`);
     expect(stderr).toMatch(/bin\/drydock run --repo/);
+    expect(stderr).toContain(
+      `sandboxes trust the extra CAs this machine's Node.js does: ${SYSTEM_BUNDLE} (NODE_EXTRA_CA_CERTS)`,
+    );
     expect(existsSync(path.join(dataDir, 'temporal.db'))).toBe(true);
     expect(await answers(new URL(env.DRYDOCK_TEMPORAL_UI).host)).toBe(true);
     // The review console is up too, with a personal token for the local user in a file only they can read.
@@ -47,7 +56,16 @@ test('up starts a dev server, a worker and the console, runs a session, and Ctrl
 
     const repo = await makeFixtureRepo();
     const run = await runCli(
-      ['run', '--repo', repo.url, '--task', 'hi', '--step', 'echo hello >> README.md'],
+      // The sandbox's bundle holds them (sandbox/ca.ts), and its clients are told where it is.
+      [
+        'run',
+        '--repo',
+        repo.url,
+        '--task',
+        'hi',
+        '--step',
+        'grep -q "BEGIN CERTIFICATE" "$SSL_CERT_FILE" && echo hello >> README.md',
+      ],
       env as Record<string, string>,
     );
     expect(run.stderr).toMatch(/: completed/);

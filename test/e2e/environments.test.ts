@@ -276,6 +276,105 @@ describe("a repo's Dockerfile is built in the isolated builder, never on the hos
   }, 180_000);
 });
 
+describe("a service's image is no repository's and no image id (T4-M1)", () => {
+  test("another repository's snapshot or data image, or an image id, is refused as a service's image", async () => {
+    // Images labelled as drydock labels another repository's snapshot and one of its services' data.
+    const suffix = newSessionId('svc').slice(-6);
+    const stolen = `drydock-snap-other-svc:${suffix}`;
+    const data = `drydock-data-drydock-snap-other-svc-${suffix}:db`;
+    await localImage(stolen, ['LABEL drydock.image=snapshot drydock.snapshot.repo=file:///other/repo.git']);
+    await localImage(data, ['LABEL drydock.image=service-data drydock.snapshot.repo=file:///other/repo.git']);
+    const idPrefix = (await docker.getImage(stack.config.DRYDOCK_BASE_IMAGE!).inspect()).Id.slice(7, 19);
+    try {
+      for (const [name, image, why] of [
+        ['snapshot', stolen, `image ${stolen} was made by drydock from a repository (a snapshot)`],
+        ['data', data, `image ${data} was made by drydock from a repository (a snapshot)`],
+        ['id', idPrefix, `${idPrefix} reads as an image id (or the start of one)`],
+      ] as const) {
+        const repo = await fixture({
+          '.drydock/config.yaml': `services:\n  x:\n    image: "${image}"\n    command: ["cat", "/etc/hostname"]\n`,
+        });
+        const { final } = await session(`service-${name}`, repo, 'true');
+        expect([name, final.phase]).toEqual([name, 'failed']);
+        expect(final.error).toContain(`services.x.image: ${why}`);
+      }
+    } finally {
+      for (const image of [stolen, data]) await docker.getImage(image).remove({ force: true });
+    }
+  }, 240_000);
+
+  test("a repo Dockerfile's drydock.snapshot.services LABEL is not its snapshot's record: drydock writes its own", async () => {
+    const forged = JSON.stringify([
+      { name: 'evil', image: stack.config.DRYDOCK_BASE_IMAGE, command: ['sleep', '600'] },
+    ]);
+    const repo = await fixture({
+      '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+      '.devcontainer/Dockerfile': `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nLABEL drydock.snapshot.services='${forged}'\n`,
+      '.drydock/setup.sh': 'true\n',
+    });
+    const built = await buildSnapshot(repo);
+    expect(built).toMatchObject({ status: 'ready' });
+    const labels = (await docker.getImage(built.image!).inspect()).Config.Labels ?? {};
+    expect([labels['drydock.snapshot.services'], labels['drydock.snapshot.env']]).toEqual(['[]', '{}']);
+    const { final } = await session('forged-services', repo, 'true');
+    expect(final.phase).toBe('completed');
+  }, 300_000);
+});
+
+/** A local image built FROM the base image with `lines`, on no network; removed by the caller. */
+async function localImage(tag: string, lines: string[]): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const child = execFile('docker', ['build', '-q', '--network', 'none', '-t', tag, '-'], (err) =>
+      err ? reject(err) : resolve(),
+    );
+    child.stdin!.end([`FROM ${stack.config.DRYDOCK_BASE_IMAGE}`, ...lines, ''].join('\n'));
+  });
+}
+
+test('an image with ONBUILD triggers is refused, named or FROM, before any build runs them (T4-M2)', async () => {
+  const triggered = `drydock-onbuild-test:${newSessionId('onbuild').slice(-6)}`;
+  await localImage(triggered, ['ONBUILD RUN touch /onbuild-ran']);
+  try {
+    const named = await fixture({ '.devcontainer/devcontainer.json': JSON.stringify({ image: triggered }) });
+    const from = await fixture({
+      '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+      '.devcontainer/Dockerfile': `FROM ${triggered}\n`,
+    });
+    for (const [name, repo] of [
+      ['named', named],
+      ['from', from],
+    ] as const) {
+      const { final } = await session(`onbuild-${name}`, repo, 'ls /onbuild-ran');
+      expect([name, final.phase]).toEqual([name, 'failed']);
+      expect(final.error).toContain(
+        `image ${triggered} has 1 ONBUILD trigger(s) (the first: "RUN touch /onbuild-ran")`,
+      );
+    }
+  } finally {
+    await docker.getImage(triggered).remove({ force: true });
+  }
+}, 180_000);
+
+test("an image's VOLUME is a bounded tmpfs in the sandbox, not a volume on the host's disk (T4-L3)", async () => {
+  const withVolume = `drydock-volume-test:${newSessionId('volume').slice(-6)}`;
+  await localImage(withVolume, ['VOLUME /srv/data']);
+  try {
+    const repo = await fixture({ '.devcontainer/devcontainer.json': JSON.stringify({ image: withVolume }) });
+    const { final, output } = await session(
+      'volume',
+      repo,
+      // As large as /tmp (limits.tmp): a bigger write fails there as in /tmp.
+      'awk \'$2 == "/srv/data" { print $3 }\' /proc/mounts; touch /srv/data/x && echo writable; ' +
+        'head -c 20000000 /dev/zero > /srv/data/big 2>/dev/null || echo bounded',
+      { limits: { tmp: '8m' } },
+    );
+    expect(final.phase).toBe('completed');
+    expect(output.trim().split('\n')).toEqual(['tmpfs', 'writable', 'bounded']);
+  } finally {
+    await docker.getImage(withVolume).remove({ force: true });
+  }
+}, 180_000);
+
 test('without a declaration nothing changes: the base image and its own Node.js', async () => {
   const repo = await fixture({});
   const { final, output } = await session(

@@ -17,6 +17,7 @@ import { PassThrough } from 'node:stream';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { podName } from '../../sandbox/kubernetes/pod';
 import {
+  HOME,
   LABELS,
   SandboxDidNotStart,
   SandboxNotFound,
@@ -228,6 +229,9 @@ describe('a sandbox pod', () => {
     helper.close();
     expect(lines).toEqual(['got one', 'got two']);
 
+    // The agent wrote ~/.bashrc and ~/.profile: a person's shell reads neither (security round 4, T4-M3).
+    const planted = await sh(name, `for f in .bashrc .profile; do echo "touch ${HOME}/ran$f" > "${HOME}/$f"; done`);
+    expect(planted.code).toBe(0);
     const shell = await sandboxes.shell(name, { cols: 100, rows: 30, term: 'xterm' });
     let screen = '';
     shell.stream.on('data', (c: Buffer) => (screen += c.toString()));
@@ -236,6 +240,8 @@ describe('a sandbox pod', () => {
     expect(await shell.exitCode()).toBe(7);
     expect(screen).toMatch(/40 120/);
     expect(screen).toMatch(/xterm 1000 \/workspace/);
+    expect((await sh(name, `ls -A ${HOME}`)).out).toMatch(/^\.bashrc$/m);
+    expect((await sh(name, `ls -A ${HOME}`)).out).not.toMatch(/^ran/m);
   });
 });
 

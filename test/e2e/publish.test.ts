@@ -89,7 +89,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
     separateGates: true,
     parkAfter: '15m', // the operator's default
   });
-  await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change.slice(0, 12)));
+  await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change));
 
   const atPr = await waitForStatus(handle, (s) => s.pendingApproval?.action === 'pull_request');
   expect(remoteHas(`drydock/${id}`)).toBe(true);
@@ -237,9 +237,15 @@ test('a stale change, self-approval (rule on) and an unknown approver are refuse
       () => 'accepted',
       (e: WorkflowUpdateFailedError) => (e.cause as Error).message,
     );
-  expect(await reason(handle.executeUpdate(decide, approveAs('alice', 'push', '0123456789ab')))).toBe(
-    `stale: change 0123456789ab is not the pending change ${waiting.pendingApproval!.change.slice(0, 12)}`,
-  );
+  expect(
+    await reason(handle.executeUpdate(decide, approveAs('alice', 'push', '0123456789ab'.repeat(5) + 'cdef'))),
+  ).toBe(`stale: change 0123456789ab is not the pending change ${waiting.pendingApproval!.change.slice(0, 12)}`);
+  // A prefix of the pending change is not a change named (T4-L1).
+  expect(
+    await reason(
+      handle.executeUpdate(decide, approveAs('alice', 'push', waiting.pendingApproval!.change.slice(0, 12))),
+    ),
+  ).toBe("'change' must be the whole hash of the change: 64 hex characters, as pendingApproval.change shows");
   expect(await reason(handle.executeUpdate(decide, approveAs('rita', 'push')))).toBe(
     'rita requested this session and may not approve it (self-approval is forbidden)',
   );

@@ -118,11 +118,14 @@ test('a change whose files inflate past 64 MiB is refused from the objects’ he
   });
 });
 
-test("drydock's own git in the sandbox runs no command the repository's config names (fsmonitor, hooks, external diff)", async () => {
+test("drydock's own git in the sandbox runs no command the repository's config names (fsmonitor, hooks, external diff, a clean filter)", async () => {
   const marker = (what: string) => `echo ${what} >> /tmp/ran; touch /workspace/planted-by-${what}`;
   const script = [
     `git config core.fsmonitor '${marker('fsmonitor')}; false'`,
     `git config diff.external '${marker('external-diff')}; true'`,
+    // A clean filter would make the committed blob differ from the tested file (T4-L5).
+    `git config filter.x.clean '${marker('clean-filter')}; cat >/dev/null; echo forged'`,
+    "printf 'changed.txt filter=x\\n' > .gitattributes",
     'mkdir -p .git/hooks',
     ...['post-checkout', 'pre-commit', 'reference-transaction'].map(
       (hook) => `printf '#!/bin/sh\\n${marker(hook)}\\n' > .git/hooks/${hook} && chmod +x .git/hooks/${hook}`,
@@ -134,6 +137,7 @@ test("drydock's own git in the sandbox runs no command the repository's config n
   const tree = git(['ls-tree', '--name-only', made.commit], path.join(t.mirrorsDir, await mirrorName()));
   expect(tree.split('\n').filter((f) => f.startsWith('planted-by-'))).toEqual([]);
   expect(tree).toContain('changed.txt');
+  expect(git(['show', `${made.commit}:changed.txt`], path.join(t.mirrorsDir, await mirrorName()))).toBe('change\n');
   await c.push(made);
   const ran: StepResult = await t.env.run(t.activities.runStep, {
     sandbox: c.sb.name,

@@ -28,6 +28,7 @@ import {
   type TestStack,
 } from '../support/helpers';
 import { personalTokens } from '../support/identity';
+import { watchAnswer } from '../support/page-answers';
 
 /** Alice's personal token (as `drydock token issue` makes it). */
 let ALICE: string;
@@ -167,10 +168,10 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
       expect.stringMatching(/^calc\.js, line \d+: echo "\/\/ reviewed" >> calc\.js/),
       expect.stringMatching(/^package-lock\.json, line 1: echo "checked the lockfile" > NOTES\.md/),
     ]);
+    const accepted = watchAnswer(page, serve.log, { id: 'followup-answer', request: '/followups', sessionId: id });
     await page.click('#followup-send');
-    await page.waitForFunction(
-      () => document.getElementById('followup-answer')?.textContent === 'accepted for round 2',
-    );
+    await accepted.wait();
+    expect(await page.textContent('#followup-answer')).toBe('accepted for round 2');
   } finally {
     await page.close();
   }
@@ -225,14 +226,24 @@ test('a review: summary first, two line comments as one round, the interdiff, ev
         .evaluate((d: HTMLDetailsElement) => d.open),
     ).toBe(false);
     const decided = review.waitForRequest((r) => r.url().endsWith('/decide'));
+    // The answer comes after the events stream has redrawn the page without the approval (the session
+    // moved on): as on a busy machine, where the page then lost it (issue 45).
+    await review.route('**/decide', async (route) => {
+      const response = await route.fetch();
+      await review.waitForFunction(() => !document.getElementById('approval'), undefined, { timeout: 60_000 });
+      await route.fulfill({ response });
+    });
+    const answer = watchAnswer(review, serve.log, { request: '/decide', sessionId: id, timeoutMs: 60_000 });
     pressed = Date.now();
     await review.keyboard.press('Shift+A');
     const sent = (await decided).postDataJSON();
     sentBy = Date.now();
     expect(sent).toMatchObject({ decision: 'approve', action: 'push', change: second.pendingApproval!.change });
-    await review.waitForFunction(() => document.getElementById('answer')?.className === 'ok');
+    await answer.wait();
+    expect(await review.textContent('#answer')).toBe('approved push as alice');
     await shot(review, '4-approved-from-the-keyboard');
   } finally {
+    await review.unrouteAll({ behavior: 'ignoreErrors' });
     await review.close();
   }
   const final = (await handle.result()) as SessionStatus;

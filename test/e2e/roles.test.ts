@@ -276,7 +276,7 @@ describe('with sessions of two repos waiting', () => {
 
   test('deciding needs the approver role, and the requester may not approve their own session; another approver may', async () => {
     const { id } = atShop;
-    const change = atShop.pending.pendingApproval!.change.slice(0, 12);
+    const change = atShop.pending.pendingApproval!.change;
     const decide = (token: string, decision = 'approve') =>
       api(`/api/sessions/${id}/decide`, token, { decision, change });
     const approve = 'approve, reject or steer sessions of';
@@ -323,7 +323,7 @@ describe('with sessions of two repos waiting', () => {
     expect(await decide(tokens.bob)).toMatchObject({ status: 200, body: { decision: 'approve', by: 'bob' } });
     expect(((await handle.result()) as SessionStatus).phase).toBe('completed');
     // On the vault alice is the only approver: her own session she may reject, not approve.
-    const vaultChange = atVault.pending.pendingApproval!.change.slice(0, 12);
+    const vaultChange = atVault.pending.pendingApproval!.change;
     const own = (decision: string) =>
       api(`/api/sessions/${atVault.id}/decide`, tokens.alice, { decision, change: vaultChange });
     expect((await own('approve')).status).toBe(403);

@@ -7,7 +7,8 @@
  * mid-session is named and the sandbox is replaced with its services, also while
  * drydock's own PostgreSQL is down.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { PassThrough } from 'node:stream';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
@@ -31,7 +32,14 @@ import {
 } from '../support/helpers';
 import { inSandbox } from '../support/docker';
 import { PostgresServer } from '../support/postgres';
-import { composeServices, configServices, PG_CLIENT, REDIS_CLIENT } from '../support/service-clients';
+import {
+  composeAsWritten,
+  composeServices,
+  configServices,
+  PG_CLIENT,
+  PG_READY,
+  REDIS_CLIENT,
+} from '../support/service-clients';
 import { buildSnapshot, removeSnapshots } from '../support/snapshots';
 
 let stack: TestStack;
@@ -110,6 +118,19 @@ test('the same through a dev container with a compose file (dockerComposeFile, s
   await everySessionStartsFromTheSnapshot(built.repo);
 }, 600_000);
 
+test('a compose stack as written: the database by its service name, an init SQL file and a secret from the repo, env_files, two files, a profile left out', async () => {
+  const dev = process.env.DRYDOCK_BASE_IMAGE!;
+  const { built } = await snapshotOf(composeAsWritten({ postgres: images.postgres, dev }));
+  expect((await snapshots.build(built.buildId))!.services?.map((s) => s.name)).toEqual(['db']);
+  const s = await session('svc-compose', built.repo, [
+    'echo "$DB_HOST:$DB_PORT" && getent hosts db database app',
+    'node pgq.js "select name from items order by name"',
+  ]);
+  expect(s.final.phase).toBe('completed');
+  expect(s.output(1).split(/\s+/)).toEqual(['db:5432', '127.0.0.1', 'db', '127.0.0.1', 'database', '127.0.0.1', 'app']);
+  expect(s.output(2)).toBe('database is 127.0.0.1\nfrom init.sql\nsecret s3cret');
+}, 600_000);
+
 /** Starts a session whose first step lasts `seconds`, and kills its database service while that step runs. */
 async function killServiceInStep1(on: TestStack, url: string, name: string, seconds: number) {
   const id = newSessionId(name);
@@ -137,6 +158,93 @@ async function killServiceInStep1(on: TestStack, url: string, name: string, seco
   await docker.getContainer(db).kill();
   return { id, handle };
 }
+
+/** pgq.js that connects to the Unix socket PGSOCK names when set (else TCP, as pgq.js). */
+const PG_SOCKET_CLIENT = PG_CLIENT.replace(
+  "net.connect(5432, '127.0.0.1',",
+  "net.connect(process.env.PGSOCK ? { path: process.env.PGSOCK } : { port: 5432, host: '127.0.0.1' },",
+);
+
+test("drydock/postgres:17 as the docs write it: command [postgres, -c, …] is honoured, and its socket folder is the sandbox's too", async () => {
+  expect(images.postgres).toBe('drydock/postgres:17');
+  const config = `setup: node pgq.js "create table items (name text); insert into items values ('seeded')"
+services:
+  db:
+    image: drydock/postgres:17
+    environment: { POSTGRES_HOST_AUTH_METHOD: trust, POSTGRES_DB: app }
+    command: [postgres, -c, max_connections=50]
+    data: [/var/lib/postgresql/data]
+    healthcheck: { test: "${PG_READY}", interval: 200ms, retries: 600 }
+`;
+  const { built } = await snapshotOf({ '.drydock/config.yaml': config, 'pgq.js': PG_SOCKET_CLIENT });
+  const { final, output } = await session('svc-contract', built.repo, [
+    'node pgq.js "show max_connections"',
+    'PGSOCK=/var/run/postgresql/.s.PGSQL.5432 node pgq.js "select name from items"',
+    'ls -A /var/run/postgresql/ | grep -c "s.PGSQL.5432"',
+    'PGSOCK=/tmp/.s.PGSQL.5432 node pgq.js "select count(*) from items"',
+  ]);
+  // Step 2 over the Unix socket, no host given; step 3 sees the socket and its lock file; step 4
+  // reaches it where PostgreSQL's own default puts it.
+  expect([final.phase, final.error, [1, 2, 3, 4].map(output)]).toEqual([
+    'completed',
+    undefined,
+    ['50', 'seeded', '2', '1'],
+  ]);
+}, 600_000);
+
+test("the image's entrypoint contract: a command of flags, init .sql and .sh files at the first start, any other command as it is", async () => {
+  const init = await mkdtemp(path.join(tmpdir(), 'drydock-initdb-'));
+  await writeFile(
+    path.join(init, '10-schema.sql'),
+    "create table seeded (v text); insert into seeded values ('from sql');\n",
+  );
+  await writeFile(
+    path.join(init, '20-more.sh'),
+    `psql -v ON_ERROR_STOP=1 -U "$POSTGRES_USER" -d "$POSTGRES_DB" -qc "insert into seeded values ('from sh')"\n`,
+  );
+  await chmod(init, 0o755);
+  const name = `drydock-pg-contract-${Date.now().toString(36)}`;
+  const container = await docker.createContainer({
+    name,
+    Image: images.postgres,
+    Cmd: ['-c', 'max_connections=42'],
+    Env: ['POSTGRES_HOST_AUTH_METHOD=trust', 'POSTGRES_DB=app'],
+    HostConfig: { NetworkMode: 'none', Binds: [`${init}:/docker-entrypoint-initdb.d:ro`] },
+  });
+  try {
+    await container.start();
+    const psql = async (sql: string) => {
+      const exec = await container.exec({
+        Cmd: ['psql', '-U', 'postgres', '-d', 'app', '-tAc', sql],
+        AttachStdout: true,
+        AttachStderr: true,
+      });
+      const stream = await exec.start({});
+      const chunks: Buffer[] = [];
+      const sink = new PassThrough().on('data', (c: Buffer) => chunks.push(c));
+      docker.modem.demuxStream(stream, sink, sink);
+      await new Promise((r) => stream.on('end', r));
+      return Buffer.concat(chunks).toString().trim();
+    };
+    const logs = async () => (await container.logs({ stdout: true, stderr: true })).toString();
+    await pollUntil(logs, (l) => /init done; starting postgres/.test(l), 'the first start', 120_000);
+    await pollUntil(
+      () => psql('show max_connections'),
+      (out) => out === '42',
+      'max_connections',
+      60_000,
+    );
+    expect(await psql('select v from seeded order by v')).toBe('from sh\nfrom sql');
+    expect(await logs()).toMatch(/running \/docker-entrypoint-initdb\.d\/10-schema\.sql/);
+  } finally {
+    await container.remove({ force: true, v: true });
+  }
+  // Any other command runs as it is (here: the server's version, no init).
+  const version = await docker.run(images.postgres, ['postgres', '--version'], new PassThrough(), {
+    HostConfig: { NetworkMode: 'none', AutoRemove: true },
+  });
+  expect(version[0].StatusCode).toBe(0);
+}, 300_000);
 
 test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
   const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });

@@ -135,7 +135,7 @@ test('approver not on the list: the update is refused, the signal is recorded as
   expect(still.refusedDecisions[0].reason).toMatch(/mallory is not an approver/);
 
   // The CLI gets the refusal as one line and a non-zero exit.
-  const cli = await runCli(['approve', id, '--by', 'mallory', '--change', still.pendingApproval!.change.slice(0, 12)], {
+  const cli = await runCli(['approve', id, '--by', 'mallory', '--change', still.pendingApproval!.change], {
     TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS,
   });
   expect(cli.code).toBe(1);

@@ -13,9 +13,12 @@ import { AuditTrail } from '../../store/audit';
 import { openDatabase, type Database } from '../../store/db';
 import { Redactor } from '../../platform/scrub';
 import { SANDBOX_SNAPSHOT_LABEL, SnapshotRegistry, snapshotScheduleId, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
-import type { SessionStatus } from '../../workflows/api';
+import { decide, type SessionStatus } from '../../workflows/api';
 import {
+  approveAs,
+  DEFAULT_SETUP,
   docker,
+  git,
   inPhase,
   makeSnapshotRepo,
   newSessionId,
@@ -30,6 +33,8 @@ import {
   testAuditKey,
 } from '../support/helpers';
 import { buildSnapshot, removeSnapshots } from '../support/snapshots';
+import { inSandbox } from '../support/docker';
+import { sandboxName } from '../../sandbox/activities/container';
 
 let stack: TestStack;
 let db: Database;
@@ -207,6 +212,35 @@ test('a session starts from the snapshot without rerunning setup, sees later com
     /setup must run \(changed since the snapshot: package-lock\.json\) and reach registry\.npmjs\.org through the egress proxy, but this session forbids it \(limits\.setupEgress: false\)/,
   );
   expect(details.timeline.map((t) => t.name)).not.toContainEqual(expect.stringMatching(/^step 1/));
+});
+
+test("setup's files are not the agent's change: a lockfile setup made and a file it rewrote are never pushed", async () => {
+  // Setup as `npm install` in a repo without a lockfile: it writes one, and rewrites a tracked file.
+  const repo = await makeSnapshotRepo(
+    `${DEFAULT_SETUP}echo '{ "made": "by setup" }' > yarn.lock\nprintf '{\n  "rewritten": true\n}\n' > config.json\n`,
+  );
+  await repo.commit({ 'config.json': '{"rewritten":false}\n' });
+  await register(repo.url);
+  await build(repo.url);
+  const id = newSessionId('setupfiles');
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'add a line to the README', 'echo "the agent was here" >> README.md', {
+      publish: { openFor: '1s' },
+    }),
+  );
+  const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+  expect(waiting.agent!.diffstat).toMatch(/^ README\.md \| 1 \+\n 1 file changed/);
+  expect(waiting.agent!.setupFiles).toBe('yarn.lock');
+  expect(waiting.pendingApproval!.evidence.setupFiles).toBe('yarn.lock');
+  // The sandbox keeps what setup wrote: only the change leaves it out.
+  expect(await inSandbox(sandboxName(id), 'cat /workspace/yarn.lock')).toContain('by setup');
+
+  await handle.executeUpdate(decide, approveAs('alice', 'push'));
+  expect(((await handle.result()) as SessionStatus).phase).toBe('completed');
+  const pushed = git(['diff', '--name-only', 'main', `drydock/${id}`], repo.bare).trim();
+  expect(pushed).toBe('README.md');
 });
 
 test('no snapshot yet: the cold path clones and runs setup in the session, and starts a build for next time', async () => {

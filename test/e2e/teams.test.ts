@@ -57,6 +57,8 @@ const IDENTITIES = `people:
     slack: ${BOB}
   mallory:
     slack: ${MALLORY}
+  dave:
+    oidc: dave@example.com
 `;
 
 let repo: FixtureRepo;
@@ -110,6 +112,8 @@ beforeAll(async () => {
     accounts: {
       alice: { email: 'alice@example.com', email_verified: true, name: 'Alice' },
       carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' },
+      // Mapped to a person, but the provider never says it verified the address (T4-L9).
+      dave: { email: 'dave@example.com', name: 'Dave' },
     },
   });
   stack = await startStack({
@@ -385,7 +389,7 @@ describe('Linear', () => {
 });
 
 describe('one identity per person', () => {
-  test('a console sign-in through the OpenID provider names alice, whose approval counts; her CLI token is hers too; an unmapped account is refused', async () => {
+  test('a console sign-in through the OpenID provider names alice, whose approval counts; her CLI token is hers too; an unmapped account, and an email the provider did not verify, are refused', async () => {
     const id = newSessionId('oidc');
     toEnd.push(id);
     const handle = await startSession(stack, id, {
@@ -440,7 +444,7 @@ describe('one identity per person', () => {
         approval: { approvers: ['alice'] },
       });
       const pending = await waitForStatus(second, inPhase('awaiting_approval'), 120_000);
-      const approved = await runCli(['approve', next, '--change', pending.pendingApproval!.change.slice(0, 12)], cli);
+      const approved = await runCli(['approve', next, '--change', pending.pendingApproval!.change], cli);
       expect(approved).toMatchObject({ code: 0, stdout: `approved push of ${next} as alice\n` });
       expect(((await second.result()) as SessionStatus).decisions).toMatchObject([{ by: 'alice' }]);
       // A machine's token names a machine.
@@ -449,34 +453,38 @@ describe('one identity per person', () => {
     } finally {
       await context.close();
     }
-    const stranger = await browser.newContext();
-    try {
-      const page2 = await stranger.newPage();
-      await page2.goto(`${chat.url}/login`);
-      await page2.click('#sso');
-      await page2.fill('input[name=login]', 'carol');
-      await page2.fill('input[name=password]', 'any password');
-      await page2.click('button[type=submit]');
-      await page2.click('button:has-text("Continue")');
-      await page2.waitForSelector('#message');
-      expect(await page2.textContent('#message')).toBe(
-        "carol@example.com is not anyone's account in drydock's identities file.",
-      );
-      const cookies = await stranger.cookies(chat.url);
-      expect(cookies.find((c) => c.name === 'drydock_token')).toBeUndefined();
-    } finally {
-      await stranger.close();
+    for (const [login, message] of [
+      ['carol', "carol@example.com is not anyone's account in drydock's identities file."],
+      ['dave', 'Sign-in failed: the provider has not verified dave@example.com (email_verified is absent).'],
+    ]) {
+      const stranger = await browser.newContext();
+      try {
+        const page2 = await stranger.newPage();
+        await page2.goto(`${chat.url}/login`);
+        await page2.click('#sso');
+        await page2.fill('input[name=login]', login);
+        await page2.fill('input[name=password]', 'any password');
+        await page2.click('button[type=submit]');
+        await page2.click('button:has-text("Continue")');
+        await page2.waitForSelector('#message');
+        expect(await page2.textContent('#message')).toBe(message);
+        const cookies = await stranger.cookies(chat.url);
+        expect(cookies.find((c) => c.name === 'drydock_token')).toBeUndefined();
+      } finally {
+        await stranger.close();
+      }
     }
   });
 });
 
 describe('GitHub check runs', () => {
-  test('with a GitHub App a session reports a check run, its failing tests annotated on their lines', async () => {
+  test('with a GitHub App a session reports a check run, its failing tests annotated on their lines in the change', async () => {
+    // The second failure names a file the change did not touch: no annotation there in drydock's name.
     const failing = await makeFixtureRepo({
       'test.sh': `mkdir -p reports
 cat > reports/junit.xml <<'XML'
 <testsuites><testsuite name="add"><testcase classname="add" name="adds two numbers" file="src/add.test.js"><failure message="expected 3, got -1">AssertionError: expected 3, got -1
-    at Object.&lt;anonymous&gt; (/workspace/src/add.test.js:5:10)</failure></testcase><testcase classname="add" name="adds zero"/></testsuite></testsuites>
+    at Object.&lt;anonymous&gt; (/workspace/src/add.test.js:5:10)</failure></testcase><testcase classname="add" name="adds zero"/><testcase classname="add" name="@octocat look" file="README.md"><failure message="see README">at (/workspace/README.md:1:1)</failure></testcase></testsuite></testsuites>
 XML
 exit 1
 `,
@@ -487,7 +495,7 @@ exit 1
     const handle = await startSession(stack, id, {
       repo: { url: failing.url },
       task: 'make add() add',
-      agent: { steps: [{ run: 'echo tried >> README.md' }] },
+      agent: { steps: [{ run: 'mkdir -p src && echo "// tried" >> src/add.test.js' }] },
       verify: { test: 'sh test.sh', junit: ['reports/junit.xml'] },
       trigger: { repo: EXAMPLE_REPO, kind: 'issue', issue: 5 },
     });

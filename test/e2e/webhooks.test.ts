@@ -244,20 +244,33 @@ describe('GitHub events start the repo agent', () => {
     expect(final.sandbox!.baseCommit).toBe(head);
   });
 
-  test('a closed pull request of a drydock branch is recorded as merged', async () => {
+  test('a closed pull request of a drydock branch is recorded as merged; another of the same branch name is not its', async () => {
     const started = await deliver('issues', labelled());
-    await finalStatus(started.body.sessionId);
-    const payload = example('pull_request', (p) => p.action === 'closed');
-    payload.pull_request.head.ref = `drydock/${started.body.sessionId}`;
-    payload.pull_request.merged = true;
-    const sent = await deliver('pull_request', payload);
+    const published = (await finalStatus(started.body.sessionId)).pullRequest!;
+    const closed = (number: number, repo = EXAMPLE_REPO) => {
+      const payload = example('pull_request', (p) => p.action === 'closed');
+      payload.pull_request.head.ref = `drydock/${started.body.sessionId}`;
+      payload.pull_request.merged = true;
+      payload.pull_request.number = number;
+      payload.pull_request.html_url = `https://github.com/${repo}/pull/${number}`;
+      return payload;
+    };
+    // A pull request the session did not publish, from a branch named as its own, ends and records nothing (T4-L7).
+    const other = await deliver('pull_request', closed(published.number + 1));
+    expect(other).toMatchObject({
+      status: 202,
+      body: {
+        ignored: `pull request #${published.number + 1} of ${EXAMPLE_REPO} is not the one session ${started.body.sessionId} published (${published.url})`,
+      },
+    });
+    const sent = await deliver('pull_request', closed(published.number));
     expect(sent).toMatchObject({ status: 202, body: { merged: true } });
     const record = (await stack.client.workflow.getHandle(sent.body.recorded).result()) as PullRequestClosed;
     expect(record).toEqual({
       sessionId: started.body.sessionId,
       repo: EXAMPLE_REPO,
-      number: 2,
-      url: 'https://github.com/Codertocat/Hello-World/pull/2',
+      number: published.number,
+      url: `https://github.com/${EXAMPLE_REPO}/pull/${published.number}`,
       merged: true,
       by: 'github:Codertocat',
     });
@@ -370,8 +383,10 @@ describe('full loops', () => {
       const ours = ourComments(issueNumber);
       expect(ours.map((c) => c.body.split('\n')[0])).toEqual([
         expect.stringMatching(/^drydock is working on this: /),
-        expect.stringMatching(/^drydock's session failed: .*exit 3/),
+        expect.stringMatching(/^drydock's session failed \(.+\):$/),
       ]);
+      // Why, as the sandbox said it: in a code fence, never as drydock's Markdown.
+      expect(ours[1].body).toMatch(/:\n\n(`{3,})text\n[^]*exit 3[^]*\n\1\n/);
       expect(statusesOf(sent.body.sessionId)).toEqual([
         'pending: in progress',
         expect.stringMatching(/^failure: failed: /),

@@ -27,6 +27,7 @@ import {
 } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
 import { explain } from './waits';
+import { ServeLog } from './page-answers';
 
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..', '..');
@@ -317,10 +318,12 @@ export function runCli(
 export async function startServe(
   stack: TestStack,
   overrides: Partial<Config> = {},
-): Promise<{ url: string; config: Config; close(): Promise<void> }> {
+): Promise<{ url: string; config: Config; log: ServeLog; close(): Promise<void> }> {
   const config = { ...stack.config, DRYDOCK_HTTP_HOST: '127.0.0.1', DRYDOCK_HTTP_PORT: 0, ...overrides };
-  const server = await startServer({ config, client: stack.client, log: createLogger(config.LOG_LEVEL) });
-  return { url: server.url, config, close: () => server.close() };
+  // Its log is kept, so a wait on a page that runs out can say what the server did (page-answers.ts).
+  const log = new ServeLog(config.LOG_LEVEL);
+  const server = await startServer({ config, client: stack.client, log: log.logger });
+  return { url: server.url, config, log, close: () => server.close() };
 }
 
 /**

@@ -12,7 +12,7 @@ export async function startOidcProvider(opts: {
   clientId: string;
   clientSecret: string;
   redirectUri: string;
-  accounts: Record<string, { email: string; email_verified: boolean; name?: string }>;
+  accounts: Record<string, { email: string; email_verified?: boolean; name?: string }>;
 }): Promise<LocalProvider> {
   const child = spawn(
     process.execPath,

@@ -140,3 +140,57 @@ volumes:
 `,
   };
 }
+
+/**
+ * A compose stack as its developers write it, for a dev container: the
+ * database reached by its service name (DB_HOST=db from an env_file), its
+ * schema and rows from an init SQL file of the repo, its settings from an
+ * env_file and the project's .env, a secret from a repo file, an init script
+ * that resolves a service's name inside the service.
+ */
+export function composeAsWritten(images: { postgres: string; dev: string }): Record<string, string> {
+  return {
+    'pgq.js': PG_CLIENT.replace(
+      "net.connect(5432, '127.0.0.1'",
+      'net.connect(Number(process.env.DB_PORT), process.env.DB_HOST',
+    ).replace('database\\0app', 'database\\0shop'),
+    '.devcontainer/devcontainer.json': JSON.stringify({
+      dockerComposeFile: ['compose.yaml', 'compose.dev.yaml'],
+      service: 'app',
+      postCreateCommand: 'node pgq.js "select count(*) from items"',
+    }),
+    '.devcontainer/.env': `DB_NAME=shop\nPG_IMAGE=${images.postgres}\n`,
+    '.devcontainer/compose.yaml': `services:
+  app:
+    image: ${images.dev}
+    env_file: app.env
+    networks: [back]
+  db:
+    image: \${PG_IMAGE}
+    env_file: [db.env]
+    volumes:
+      - ./db/init.sql:/docker-entrypoint-initdb.d/1-init.sql:ro
+      - ./db/init.sh:/docker-entrypoint-initdb.d/2-init.sh
+      - pgdata:/var/lib/postgresql/data
+    secrets: [token]
+    networks: { back: { aliases: [database] } }
+    healthcheck:
+      test: ["CMD-SHELL", "${PG_READY}"]
+      interval: 200ms
+      retries: 150
+  debug:
+    image: ${images.postgres}
+    profiles: [debug]
+networks: { back: {} }
+volumes: { pgdata: {} }
+secrets: { token: { file: ./db/token.txt } }
+`,
+    '.devcontainer/compose.dev.yaml': 'services:\n  db:\n    environment: { POSTGRES_INITDB_ARGS: "--no-sync" }\n',
+    '.devcontainer/app.env': 'DB_HOST=db\nDB_PORT=5432\n',
+    '.devcontainer/db.env': 'POSTGRES_HOST_AUTH_METHOD=trust\nPOSTGRES_DB=${DB_NAME}\n',
+    '.devcontainer/db/init.sql':
+      "create table items (name text primary key);\ninsert into items values ('from init.sql');\n",
+    '.devcontainer/db/init.sh': `psql -v ON_ERROR_STOP=1 -U postgres -d "$POSTGRES_DB" -qc "insert into items values ('secret $(cat /run/secrets/token)'), ('database is $(getent hosts database | cut -d' ' -f1)')"\n`,
+    '.devcontainer/db/token.txt': 's3cret',
+  };
+}

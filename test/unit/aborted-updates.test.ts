@@ -21,7 +21,7 @@ const input = {
 const accepted = { updateId: 'u-1', outcome: undefined } as unknown as WorkflowStartUpdateOutput;
 
 /** Calls the interceptor with a `next` that fails with `failures` in turn, then accepts; returns what `next` saw. */
-async function send(failures: Error[], attempts = 3) {
+async function send(failures: Error[], attempts = 3, sent = input) {
   const seen: WorkflowStartUpdateInput[] = [];
   const next = async (i: WorkflowStartUpdateInput) => {
     seen.push(i);
@@ -29,7 +29,7 @@ async function send(failures: Error[], attempts = 3) {
     if (failure) throw failure;
     return accepted;
   };
-  const result = retryAbortedUpdates(attempts, 1).startUpdate!(input, next);
+  const result = retryAbortedUpdates(attempts, 1).startUpdate!(sent, next);
   return { result, seen };
 }
 
@@ -37,6 +37,18 @@ test('an update aborted with its workflow task is sent again, the same update', 
   const { result, seen } = await send([aborted(), aborted()]);
   await expect(result).resolves.toBe(accepted);
   expect(seen).toEqual([input, input, input]);
+});
+
+test('an update sent without an id gets one, the same on every try (T4-L2)', async () => {
+  // The client makes an id per call when the options hold none: each retry was a new update.
+  const internal = Symbol('internal options');
+  const bare = { ...input, options: { [internal]: 'kept' } } as unknown as WorkflowStartUpdateInput;
+  const { result, seen } = await send([aborted(), aborted()], 3, bare);
+  await result;
+  const ids = seen.map((i) => i.options.updateId);
+  expect(ids[0]).toMatch(/^[0-9a-f-]{36}$/);
+  expect(ids).toEqual([ids[0], ids[0], ids[0]]);
+  expect((seen[2].options as unknown as Record<symbol, string>)[internal]).toBe('kept');
 });
 
 test('it gives up after its attempts, with the server’s error', async () => {

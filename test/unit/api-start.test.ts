@@ -31,6 +31,16 @@ test.each(['gh-acme-app-issue-7-abc', 'GH-acme-app-comment-1', 'ci-1234', 'linea
   },
 );
 
+test.each(['my-fix.1', 'shop.t1.scripted.1', 'a.b'])(
+  'an id with "." (%s) is refused: attempts and pilots name their sessions <id>.<n> (T4-L6)',
+  (sessionId) => {
+    expect(refusal({ sessionId })).toEqual({
+      status: 422,
+      message: 'sessionId: "." is for the ids of attempts and pilots\' sessions; use "-" or "_"',
+    });
+  },
+);
+
 test('plain ids, no id, and no trigger pass; an unsafe id is still refused', () => {
   expect(refusal({ sessionId: 'my-fix-1' })).toBeUndefined();
   expect(refusal({ sessionId: 'ghost-1' })).toBeUndefined();

@@ -1,5 +1,5 @@
 /** A repo's environment (sandbox/repo-image.ts, sandbox/toolchains.ts): dev container parsing and Node.js declarations. */
-import { dockerfileEnvironment, parseDevcontainer } from '../../sandbox/repo-image';
+import { dockerfileEnvironment, onBuildProblem, parseDevcontainer } from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
 
 const FILE = '.devcontainer/devcontainer.json';
@@ -105,4 +105,13 @@ npm warn EBADENGINE   current: { node: 'v20.19.2', npm: '9.2.0' }`;
     for (const output of [npm9, npmWarn, pnpm]) expect(nodeVersionProblem(output)).toBe(plain);
     expect(nodeVersionProblem('npm ERR! 404 Not Found')).toBeUndefined();
   });
+});
+
+test("an image with ONBUILD triggers is no repo's base: named, with what to do (T4-M2)", () => {
+  expect(onBuildProblem('debian:trixie-slim', {})).toBeUndefined();
+  expect(onBuildProblem('debian:trixie-slim', { onBuild: [] })).toBeUndefined();
+  expect(onBuildProblem('app-base:1', { onBuild: ['ADD http://169.254.169.254/ /x', 'RUN id'] })).toBe(
+    'image app-base:1 has 2 ONBUILD trigger(s) (the first: "ADD http://169.254.169.254/ /x"), which any build on it ' +
+      "runs before the repo's own steps: use an image without ONBUILD, or put what the triggers do in setup",
+  );
 });

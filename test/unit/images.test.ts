@@ -91,3 +91,20 @@ test('registry names the operator may list', () => {
   expect(['ghcr.io', '127.0.0.1:5000', 'registry.example.com', '[::1]:5000'].every(isRegistryName)).toBe(true);
   expect(['https://ghcr.io', 'ghcr.io/org', '', 'a b'].some(isRegistryName)).toBe(false);
 });
+
+test('an image id or the start of one is refused: Docker resolves it to any image on the host (T4-M1)', () => {
+  const base = { field: 'services.db.image', repo: 'acme/shop', onHost: true, allowed: [] };
+  const id = 'cad0736c27e7e2a5c7a9e6f6d3b1c9e1b6a5d4c3b2a1f0e9d8c7b6a5f4e3d2c1';
+  for (const image of [id, `sha256:${id}`, 'cad0736c27e7', 'cad07', 'sha256:cad0736c']) {
+    const source = imageSource({ ...base, image });
+    expect([image, 'problem' in source && source.problem]).toEqual([
+      image,
+      `services.db.image: ${image} reads as an image id (or the start of one), which Docker resolves to any image on ` +
+        "the worker's host, another repository's snapshot included: name the image by repository and tag, or by digest",
+    ]);
+  }
+  // Names, tags and digests stay names.
+  for (const image of ['postgres:17', 'cafe:1', 'localhost/cafe', `redis@sha256:${id}`]) {
+    expect([image, imageSource({ ...base, image }).from]).toEqual([image, 'host']);
+  }
+});

@@ -227,9 +227,14 @@ test('attempts: each its own input (its agent, the parent named, the parent bran
   };
   expect(refusePick(status, { attempt: 1, by: 'alice' })).toBe('attempt 1 is not waiting for review (phase: agent)');
   expect(refusePick(status, { attempt: 3, by: 'alice' })).toBe('no attempt 3: pick 1 to 2');
-  expect(refusePick(status, { attempt: 2, by: 'bob' })).toMatch(/bob is not an approver/);
-  expect(refusePick(status, { attempt: 2, by: 'alice', change: 'b'.repeat(12) })).toMatch(/^stale: /);
-  expect(refusePick(status, { attempt: 2, by: 'alice', change: 'a'.repeat(12) })).toBeUndefined();
+  expect(refusePick(status, { attempt: 2, by: 'bob', change: 'a'.repeat(64) })).toMatch(/bob is not an approver/);
+  expect(refusePick(status, { attempt: 2, by: 'alice', change: 'b'.repeat(64) })).toMatch(/^stale: /);
+  expect(refusePick(status, { attempt: 2, by: 'alice', change: 'a'.repeat(64) })).toBeUndefined();
+  // T4-L1: a pick is an approval, so it names the change, whole.
+  expect(refusePick(status, { attempt: 2, by: 'alice' } as never)).toBe(
+    "a pick names the change it approves: 'change', the attempt's pending change",
+  );
+  expect(refusePick(status, { attempt: 2, by: 'alice', change: 'a'.repeat(12) })).toMatch(/must be the whole hash/);
   expect(
     refusePick(
       { ...status, picked: { attempt: 2, sessionId: 's1.2', by: 'dan', change: '', at: '' } },

@@ -15,17 +15,22 @@ test('a decision by a listed approver for the pending action counts', () => {
   expect(refuseDecision(waiting, only('alice'), { decision: 'approve', action: 'push', by: 'alice' })).toBeUndefined();
   expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'anyone' })).toBeUndefined();
   expect(
-    refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: CHANGE.slice(0, 12) }),
+    refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: CHANGE }),
   ).toBeUndefined();
+});
+
+test('a change is named whole: a prefix, even of the pending change, is refused (T4-L1)', () => {
+  for (const change of [CHANGE.slice(0, 12), CHANGE.slice(0, 63), 'a1b2', CHANGE.toUpperCase(), `${CHANGE}0`]) {
+    expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change })).toBe(
+      "'change' must be the whole hash of the change: 64 hex characters, as pendingApproval.change shows",
+    );
+  }
 });
 
 test('an approval names the change it was given for: any other change is stale', () => {
   expect(
-    refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: 'ffffffffffff' }),
+    refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: 'f'.repeat(64) }),
   ).toBe('stale: change ffffffffffff is not the pending change a1b2c3d4e5f6');
-  expect(refuseDecision(waiting, anyone, { decision: 'approve', action: 'push', by: 'x', change: 'a1b2' })).toMatch(
-    /^stale/,
-  );
 });
 
 test('self-approval is refused when the rule is on; self-rejection is allowed', () => {
@@ -88,7 +93,7 @@ test.each([
   [{ decision: 'approve', action: 'push', by: ' ' }, anyone, /'by' must name who decides/],
   [undefined, anyone, /needs \{decision, action, by\}/],
   [{ action: 'push', by: 'alice' }, anyone, /unknown decision 'undefined'/],
-  [{ decision: 'approve', action: 'push', by: 'alice', change: 42 }, anyone, /'change' must be a change hash/],
+  [{ decision: 'approve', action: 'push', by: 'alice', change: 42 }, anyone, /'change' must be the whole hash/],
   [{ decision: 'approve', action: 'push', by: 'alice', comment: {} }, anyone, /'comment' must be text/],
 ])('refused: %j', (input, policy, reason) => {
   expect(refuseDecision(waiting, policy, input as never)).toMatch(reason);

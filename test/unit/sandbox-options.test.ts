@@ -59,3 +59,17 @@ test('granted secrets come from DRYDOCK_SECRET_<NAME> only', () => {
     OPENAI_API_KEY: 'k',
   });
 });
+
+test("an image's VOLUMEs are bounded tmpfs, never the engine's anonymous volumes outside limits.disk (T4-L3)", () => {
+  const volumes = ['/data', '/var/cache/app/', '/workspace', '/tmp', '/home/drydock', '/workspace/sub', '/data'];
+  const host = sandboxCreateOptions(spec, storage, volumes).HostConfig!;
+  const bounded = `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777`;
+  expect(host.Tmpfs).toEqual({
+    '/tmp': bounded,
+    '/data': bounded,
+    '/var/cache/app': bounded,
+    '/workspace/sub': bounded,
+  });
+  // The folders drydock mounts itself keep their mounts (the engine makes no volume where a mount is).
+  expect(host.Mounts!.map((m) => m.Target)).toEqual(['/workspace', '/home/drydock', '/run/drydock']);
+});

@@ -6,6 +6,7 @@
  */
 import { ComposeError, parseCompose, shellWords } from '../../sandbox/compose';
 import { parseDevcontainer } from '../../sandbox/repo-image';
+import { recordedServices, RecordedServicesInvalid, SERVICES_LABEL } from '../../sandbox/services';
 import { checkRepoConfig } from '../../workflows/repo-config';
 import { appOfConfig, dependencyProblems, servicesOfConfig, startOrder } from '../../workflows/services';
 
@@ -157,6 +158,7 @@ x-anchors: { anything: 1 }
       context: '',
       args: { NODE: '22' },
       environment: { DATABASE_URL: 'postgres://postgres:pw@localhost:5432/shop' },
+      hostNames: ['app'],
     });
     expect(parsed.services).toEqual([
       {
@@ -196,30 +198,38 @@ x-anchors: { anything: 1 }
   });
 
   test.each([
-    ['  db:\n    build: .\n', /services\.db\.build: drydock builds no compose service but the dev container/],
+    ['  db:\n    build: .\n', /services\.db\.build: drydock does not build a compose service's image yet/],
     [
-      '  db:\n    image: x\n    networks: [back]\n',
-      /services\.db\.networks: every service shares the sandbox's loopback/,
+      '  db:\n    image: x\n    networks: {back: {ipv4_address: 10.0.0.2}}\n',
+      /services\.db\.networks\.back\.ipv4_address: every service shares the sandbox's loopback/,
     ],
     ['  db:\n    image: x\n    ports: ["15432:5432"]\n', /services\.db\.ports\.0: publishes port 5432 as 15432/],
     ['  db:\n    image: x\n    privileged: true\n', /services\.db\.privileged: services run without privileges/],
     ['  db:\n    image: x\n    cap_add: [NET_ADMIN]\n', /services\.db\.cap_add: /],
     [
-      '  db:\n    image: x\n    volumes: ["./init.sql:/docker-entrypoint-initdb.d/init.sql"]\n',
-      /services\.db\.volumes\.0: .*mounts a folder of the host/,
+      '  db:\n    image: x\n    volumes: ["../../etc:/etc"]\n',
+      /services\.db\.volumes\.0: "\.\.\/\.\.\/etc" is a folder outside the repository/,
     ],
     [
       '  db:\n    image: x\n    volumes: [{type: bind, source: /etc, target: /etc}]\n',
-      /services\.db\.volumes\.0: type bind/,
+      /services\.db\.volumes\.0: "\/etc" is a folder of the host, which drydock never mounts/,
     ],
-    ['  db:\n    image: x\n    env_file: .env\n', /services\.db\.env_file: put the variables under environment/],
+    [
+      '  db:\n    image: x\n    env_file: db.env\n',
+      /services\.db\.env_file: \.devcontainer\/db\.env is not in the repository/,
+    ],
     [
       '  db:\n    image: x\n    environment: [PASSWORD]\n',
-      /services\.db\.environment\.0: "PASSWORD" takes its value from the host/,
+      /services\.db\.environment\.PASSWORD: takes its value from the environment, and it has none in the project's \.env/,
     ],
     [
       '  db:\n    image: x\n    environment: { A: $SECRET }\n',
-      /services\.db\.environment\.A: \$\{SECRET\} has no default/,
+      /services\.db\.environment\.A: \$\{SECRET\} has no value in the project's \.env/,
+    ],
+    ['  db:\n    image: x\n    network_mode: host\n', /services\.db\.network_mode: every service shares/],
+    [
+      '  db:\n    image: x\n    secrets: [nope]\n',
+      /services\.db\.secrets\.0: nope is not declared in the file's top-level secrets/,
     ],
     ['  db:\n    image: x\n    user: root\n', /services\.db\.user: services never run as root/],
     ['  db:\n    image: x\n    deploy: { replicas: 2 }\n', /services\.db\.deploy: only deploy\.resources\.limits/],
@@ -234,10 +244,14 @@ x-anchors: { anything: 1 }
     for (const p of problems) expect(p.startsWith(`${COMPOSE}: `)).toBe(true);
   });
 
-  test('top-level networks, secrets and bad YAML are refused; the dev service must be in the file', () => {
-    expect(composeProblems(`services:\n  app: {image: x}\nnetworks: {back: {}}\n`)).toEqual([
-      `${COMPOSE}: networks: every service shares the sandbox's loopback: remove it`,
+  test('top-level include, external secrets and bad YAML are refused; the dev service must be in the file', () => {
+    expect(composeProblems(`services:\n  app: {image: x}\nnetworks: {back: {driver: bridge}}\n`)).toEqual([]);
+    expect(composeProblems(`services:\n  app: {image: x}\ninclude: [other.yaml]\n`)).toEqual([
+      `${COMPOSE}: include: list the files in devcontainer.json's dockerComposeFile instead`,
     ]);
+    expect(composeProblems(`services:\n  app: {image: x}\nsecrets: {key: {external: true}}\n`)[0]).toMatch(
+      /secrets\.key: give file .* external ones are not on a sandbox's host/,
+    );
     expect(composeProblems(`services:\n  app: {image: x}\nvolumes: {data: {external: true}}\n`)[0]).toMatch(
       /volumes\.data: only plain named volumes/,
     );
@@ -294,5 +308,65 @@ describe('devcontainer.json with a compose file and an app', () => {
 
   test('postStartCommand without a port of its own starts no app', () => {
     expect(parseDevcontainer('{"image": "x", "postStartCommand": "git config x y"}', 'd.json').app).toBeUndefined();
+  });
+});
+
+describe("a snapshot's recorded services (its drydock.snapshot.services label)", () => {
+  const checked = config({
+    services: {
+      db: {
+        image: PG,
+        healthcheck: { test: 'pg_isready', interval: '500ms' },
+        data: ['/var/lib/postgresql/data'],
+        user: 'postgres',
+        limits: { memory: '256m' },
+      },
+      cache: { image: 'drydock-service-redis:8', dependsOn: ['db'], ports: [6379] },
+    },
+  });
+  if (!checked.ok) throw new Error(checked.problems.join('; '));
+  const written = servicesOfConfig(checked.config.services!).map((s, n) =>
+    n === 0 ? { ...s, dataImage: 'drydock-data-drydock-snap-x-1:db' } : s,
+  );
+  const read = (value: unknown) =>
+    recordedServices('drydock-snap-x:1', {
+      [SERVICES_LABEL]: typeof value === 'string' ? value : JSON.stringify(value),
+    });
+
+  test('what drydock writes is read back as it is; no label, no services', () => {
+    expect(read(written)).toEqual(written);
+    expect(read([])).toEqual([]);
+    expect(recordedServices('drydock-snap-x:1', {})).toEqual([]);
+  });
+
+  test("a compose service's host names and files are part of the record", () => {
+    const file = { target: '/docker-entrypoint-initdb.d/init.sql', source: 'db/init.sql', kind: 'file' as const };
+    const composed = [
+      {
+        ...written[0],
+        hostNames: ['database'],
+        files: [file, { target: '/run/secrets/pw', source: 'secrets.pw', content: 'x' }],
+      },
+    ];
+    expect(read(composed)).toEqual(composed);
+    expect(() => read([{ ...composed[0], files: [{ ...file, target: '/etc/../root/x' }] }])).toThrow(
+      /files.0.target: no ".."/,
+    );
+    expect(() => read([{ ...composed[0], hostNames: ['-x'] }])).toThrow(RecordedServicesInvalid);
+  });
+
+  test.each([
+    ['not JSON', '[{', 'not JSON'],
+    ['a field drydock never writes', [{ ...written[1], privileged: true }], '0: Unrecognized key: "privileged"'],
+    ['root', [{ ...written[1], user: 'root' }], '0.user: services never run as root'],
+    ['a name that is a path', [{ ...written[1], name: '../x' }], '0.name: lowercase letters'],
+    ['an image id', [{ ...written[1], image: 'sha256:abc' }], '0.image: an image id, not a name'],
+    ['not a list', { db: written[0] }, 'the list: '],
+  ])('a label drydock did not write is refused (T4-M1): %s', (_what, value, why) => {
+    expect(() => read(value)).toThrow(RecordedServicesInvalid);
+    if (why) expect(() => read(value)).toThrow(`(${why}`);
+    expect(() => read(value)).toThrow(
+      /^snapshot drydock-snap-x:1: its drydock.snapshot.services label is not a record drydock wrote .*build a new snapshot/,
+    );
   });
 });

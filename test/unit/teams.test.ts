@@ -227,7 +227,7 @@ test('a failing test is placed on its line: the report’s file and line, else t
     { name: 'add › adds', message: 'expected 3, got -1', file: 'src/add.test.js', line: 5 },
     { name: 'add › no place', message: 'boom' },
   ]);
-  expect(annotationsOf(report.failures)).toEqual([
+  expect(annotationsOf(report.failures, ['src/add.test.js'])).toEqual([
     {
       path: 'src/add.test.js',
       start_line: 5,
@@ -238,6 +238,9 @@ test('a failing test is placed on its line: the report’s file and line, else t
     },
   ]);
   expect(
-    annotationsOf(Array.from({ length: 80 }, (_, i) => ({ name: `t${i}`, message: 'x', file: 'a.js', line: i + 1 }))),
+    annotationsOf(
+      Array.from({ length: 80 }, (_, i) => ({ name: `t${i}`, message: 'x', file: 'a.js', line: i + 1 })),
+      ['a.js'],
+    ),
   ).toHaveLength(50);
 });

@@ -4,6 +4,7 @@ import { parseTokens, loadMachineTokens } from '../../identity/machine-tokens';
 import { loadConfig } from '../../platform/config';
 import { parseRepoList, repoNameOf, triggerSessionFor } from '../../repos/registry';
 import { routeGitHubEvent, signatureMatches } from '../../github/webhooks';
+import { notSessionsFollowup, notSessionsPullRequest } from '../../github/trigger-checks';
 import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
 import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../support/github-examples';
 
@@ -250,4 +251,44 @@ test("a review submitted on drydock's pull request is one follow-up (its comment
   expect(review((p) => (p.pull_request.head.repo.full_name = 'outsider/Hello-World'))).toMatchObject({
     kind: 'ignore',
   });
+});
+
+test("a pull request is the session's only when its repo and number are the ones it published (T4-L7)", () => {
+  const url = 'https://github.com/Acme/Shop/pull/7';
+  const at = (repo: string, number: number) => notSessionsPullRequest('gh-s1', url, { repo, number });
+  expect(at('acme/shop', 7)).toBeUndefined();
+  expect(at('Acme/Shop', 7)).toBeUndefined();
+  expect(
+    notSessionsPullRequest('gh-s1', 'https://ghe.example.com/Acme/Shop/pull/7/', { repo: 'acme/shop', number: 7 }),
+  ).toBeUndefined();
+  // The same branch name in another repo drydock serves, another number, another owner's repo of that name.
+  for (const [repo, number] of [
+    ['acme/other', 7],
+    ['acme/shop', 8],
+    ['acme/shop', 77],
+    ['xacme/shop', 7],
+  ] as const) {
+    expect(at(repo, number)).toBe(
+      `pull request #${number} of ${repo} is not the one session gh-s1 published (https://github.com/Acme/Shop/pull/7)`,
+    );
+  }
+  expect(notSessionsPullRequest('gh-s1', undefined, { repo: 'acme/shop', number: 7 })).toBe(
+    'session gh-s1 has published no pull request',
+  );
+  expect(notSessionsPullRequest('gh-s1', 'not a url', { repo: 'acme/shop', number: 7 })).toMatch(/is not the one/);
+});
+
+test('a follow-up comes from the pull request the session published, or before it published one, from its repo (T4-L7)', () => {
+  const at = { repo: 'acme/shop', repoUrl: 'https://github.com/acme/shop', number: 7 };
+  const session = { repo: 'https://github.com/acme/shop' };
+  expect(notSessionsFollowup('s1', { ...session, pullRequest: 'https://github.com/acme/shop/pull/7' }, at)).toBe(
+    undefined,
+  );
+  expect(notSessionsFollowup('s1', { ...session, pullRequest: 'https://github.com/acme/shop/pull/6' }, at)).toMatch(
+    /^pull request #7 of acme\/shop is not the one session s1 published/,
+  );
+  expect(notSessionsFollowup('s1', session, at)).toBeUndefined();
+  expect(
+    notSessionsFollowup('s1', session, { ...at, repo: 'acme/other', repoUrl: 'https://github.com/acme/other' }),
+  ).toBe("pull request #7 of acme/other is not in session s1's repository");
 });

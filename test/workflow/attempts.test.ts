@@ -122,9 +122,11 @@ test('three attempts side by side; one picked and pushed, two set aside without 
     const refused = (args: object) =>
       expect(handle.executeUpdate(pick, { args: [args as never] })).rejects.toThrow(WorkflowUpdateFailedError);
     await refused({ attempt: 4, by: 'alice' });
-    await refused({ attempt: 2, by: 'alice', change: changeOf('1').slice(0, 12) }); // stale: attempt 1's change
+    await refused({ attempt: 2, by: 'alice', change: changeOf('1') }); // stale: attempt 1's change
+    await refused({ attempt: 2, by: 'alice' }); // a pick names the change it approves
+    await refused({ attempt: 2, by: 'alice', change: changeOf('2').slice(0, 12) }); // whole, not a prefix
     await handle.executeUpdate(pick, {
-      args: [{ attempt: 2, by: 'alice', change: changeOf('2').slice(0, 12), review: { ms: 90_000, via: 'console' } }],
+      args: [{ attempt: 2, by: 'alice', change: changeOf('2'), review: { ms: 90_000, via: 'console' } }],
     });
     try {
       await refused({ attempt: 3, by: 'alice' }); // already picked
@@ -182,7 +184,7 @@ test('an attempt still working when another is picked is cancelled, torn down, a
     worker,
   } = await run('aside-working', stubs, async (handle) => {
     await awaitAttempts(handle, (s) => waiting(s, 2), 'two attempts at their gate');
-    await handle.executeUpdate(pick, { args: [{ attempt: 1, by: 'alice' }] });
+    await handle.executeUpdate(pick, { args: [{ attempt: 1, by: 'alice', change: changeOf('1') }] });
   });
   expect(final.picked?.attempt).toBe(1);
   expect(children.map((c) => [c.phase, c.failureCause])).toEqual([

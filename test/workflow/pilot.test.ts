@@ -20,6 +20,7 @@ import {
   stopPilot,
   type PilotStatus,
   type SessionStatus,
+  WORKFLOW_TYPE,
 } from '../../workflows/api';
 import type { PilotInputDraft } from '../../workflows/pilot/input';
 import { watched } from '../support/waits';
@@ -249,5 +250,46 @@ test('a stop while the pilot records its next session: that session is not start
     expect(started(answer)).toEqual([`${name}.t1.scripted.1`]);
     expect(started(final)).toEqual(started(answer));
     expect(await sessionState(harness.env.client, `${name}.t1.loop.1`)).toEqual({ state: 'missing' });
+  });
+});
+
+test('a workflow someone else started at a session’s id is not adopted: that session fails, saying why (T4-L6)', async () => {
+  const stubs: Stubs = {
+    knownSessions: async ({ sessionIds }) =>
+      Promise.all(
+        sessionIds.map(async (sessionId) => ({ sessionId, ...(await sessionState(harness.env.client, sessionId)) })),
+      ),
+  };
+  await withStubWorker(harness, 'pilot-foreign', stubs, async ({ taskQueue, args }) => {
+    const name = taskQueue.toLowerCase();
+    const input = { ...pilotOf(name), configurations: [pilotOf(name).configurations[0]], faults: [] };
+    input.tasks = input.tasks.slice(0, 1);
+    // Made first at the pilot's id, as an API caller could (before "." was refused there).
+    const foreign = await harness.env.client.workflow.start(WORKFLOW_TYPE, {
+      taskQueue,
+      workflowId: `${name}.t1.scripted.1`,
+      args: [{ repo: { url: 'https://github.com/acme/app.git' }, task: 'not the pilot’s' }],
+    });
+    try {
+      const pilot = watched(
+        await harness.env.client.workflow.start(PILOT_WORKFLOW_TYPE, {
+          taskQueue,
+          workflowId: `pilot-${name}`,
+          args: [input],
+        }),
+        serverTime,
+      );
+      const final = (await pilot.result()) as PilotStatus;
+      expect([final.phase, final.counts.ended]).toEqual(['completed', 1]);
+      expect(final.sessions[0]).toMatchObject({
+        state: 'ended',
+        phase: 'failed',
+        disowned: `${name}.t1.scripted.1 was started by a client, not by this pilot: not adopted`,
+      });
+      expect(args.recordPilotSession).toBeUndefined();
+      expect(args.killSessionSandbox).toBeUndefined();
+    } finally {
+      await foreign.terminate('test over').catch(() => undefined); // ended already, if time skipped past its timeout
+    }
   });
 });

@@ -91,10 +91,12 @@ test('happy path: script agent, tests pass, push and pull request approved → c
     await awaitApproval(handle, 'push');
     await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
     await awaitApproval(handle, 'pull_request');
-    await handle.signal(approve, { action: 'pull_request', by: 'alice', change: CHANGE.slice(0, 12) });
+    await handle.signal(approve, { action: 'pull_request', by: 'alice', change: CHANGE });
     // Published: the session waits for follow-ups, without its sandbox, until the PR is merged.
     await awaitStatus(handle, (s) => s.phase === 'awaiting_followup', 'awaiting_followup');
-    await handle.signal(pullRequestClosed, { merged: true, by: 'bob' });
+    // Another pull request from a branch of the same name (another repo's) ends nothing (T4-L7).
+    await handle.signal(pullRequestClosed, { merged: true, by: 'mallory', number: 8 });
+    await handle.signal(pullRequestClosed, { merged: true, by: 'bob', number: 7 });
   });
   const branch = `drydock/${run.id}`;
   expect(run.calls).toEqual([
@@ -295,7 +297,7 @@ test('approval timeout: no decision within 24h → timed_out, torn down', async 
 });
 
 test('stale approval: a decision on another change is refused, the approval of this one publishes', async () => {
-  const old = 'e'.repeat(12);
+  const old = 'e'.repeat(64);
   const run = await runSession(harness, 'stale-approval', pushGate, {}, async (handle) => {
     await awaitApproval(handle, 'push');
     // The update is refused by its validator; the signal is recorded as refused.
@@ -314,7 +316,7 @@ test('stale approval: a decision on another change is refused, the approval of t
     refusedDecisions: [
       {
         input: { action: 'push', by: 'alice', change: old, decision: 'approve' },
-        reason: `stale: change ${old} is not the pending change ${CHANGE.slice(0, 12)}`,
+        reason: `stale: change ${old.slice(0, 12)} is not the pending change ${CHANGE.slice(0, 12)}`,
       },
     ],
     decisions: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],

@@ -110,13 +110,14 @@ ${charts(svgs)}`,
   );
 }
 
-export function attemptsPage(s: AttemptsStatus, who: string, message?: string): string {
+/** The attempts side by side; `nonce` allows attempts.js, whose Pick sends JSON to the API. */
+export function attemptsPage(s: AttemptsStatus, who: string, nonce: string): string {
   const cards = s.attempts.map((a) => {
     const p = a.progress;
     const seconds = p ? Math.round((Date.parse(p.at) - Date.parse(p.startedAt)) / 1000) : 0;
     const pickable = !s.picked && p?.phase === 'awaiting_approval' && p.pending;
     const form = pickable
-      ? `<form method="post" action="/attempts/${encodeURIComponent(s.sessionId)}/pick"><input type="hidden" name="attempt" value="${a.index}"><input type="hidden" name="change" value="${esc(p.pending!.change)}"><button type="submit">Pick attempt ${a.index}</button></form>`
+      ? `<p><button type="button" data-pick="${a.index}" data-change="${esc(p.pending!.change)}">Pick attempt ${a.index}</button></p>`
       : '';
     const picked = s.picked?.attempt === a.index ? `<p class="ok">picked by ${esc(s.picked.by)}</p>` : '';
     return `<section class="attempt" aria-label="attempt ${a.index}"><h2>${a.index}. ${esc(a.agent)}</h2>${picked}
@@ -129,9 +130,9 @@ ${p?.change ? `<pre>${esc(p.change.diffstat)}</pre>` : ''}${p?.pending ? `<p>cha
     `attempts ${s.sessionId}`,
     `<style>.attempts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:.8rem}.attempt{border:1px solid #ddd;padding:.5rem .8rem}</style>
 <h1>${esc(s.task.split('\n')[0])}</h1><p>${esc(s.sessionId)} · ${esc(s.repo)} · <span class="phase" id="phase">${esc(s.phase)}</span></p>
-${message ? `<p class="bad" id="message">${esc(message)}</p>` : ''}
+<p id="answer" role="status"></p>
 <p>Each attempt's diff and evidence is on its own page. Picking one approves its change (one approval, bound to its hash); the others end without a push.</p>
 <div class="attempts">${cards.join('\n')}</div>`,
-    { who },
+    { who, nonce, scripts: ['attempts.js'] },
   );
 }

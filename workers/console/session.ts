@@ -43,6 +43,7 @@ export function sessionPage(
 <p class="keys" id="keys">Keys: <kbd>j</kbd>/<kbd>k</kbd> next/previous file, <kbd>v</kbd> mark it viewed,
 <kbd>c</kbd> comment on it, <kbd>A</kbd> approve, <kbd>R</kbd> reject (the change on display).</p>
 <pre id="task">${esc(s.task)}</pre>
+<p id="answer" role="status"></p>
 <div id="live">${sessionLive(s, extra, extra.who)}</div>`;
   return page(s.sessionId, body, {
     nonce: extra.nonce,
@@ -97,7 +98,10 @@ ${i.diff !== undefined ? `<div id="interdiff">${diffHtml(i.diff, { id: 'since', 
       : s.agent?.diffstat
         ? `<pre id="diff">${esc(s.agent.diffstat)}</pre>`
         : '<p id="diff">No change.</p>';
-  return `${since}<h2>${i ? 'The whole change' : 'Diff'}</h2>${whole}`;
+  const setup = s.agent?.setupFiles
+    ? `<p id="setup-files">Left out of the change (setup wrote them, nobody changed them since): ${esc(s.agent.setupFiles)}.</p>`
+    : '';
+  return `${since}<h2>${i ? 'The whole change' : 'Diff'}</h2>${whole}${setup}`;
 }
 
 function seconds(ms?: number): string {
@@ -128,6 +132,11 @@ function unansweredBanner(u: Unanswered): string {
   return `<section class="pending" id="unanswered"><p>Last known state: ${esc(u.message)}${since}.</p>${pending ? `<ul>${pending}</ul>` : ''}</section>`;
 }
 
+/**
+ * Approve / Reject, bound to the change on display. Their answer (#answer) is
+ * outside the live part: a decision moves the session on, and the redraw
+ * that follows drops this section, before or after the answer arrives.
+ */
 function approvalSection(s: SessionStatus, who: string): string {
   const p = s.pendingApproval;
   if (!p) return '';
@@ -138,8 +147,7 @@ function approvalSection(s: SessionStatus, who: string): string {
 change <code id="change">${esc(p.change.slice(0, 12))}</code>; deadline ${esc(p.deadline)};
 may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You decide as <strong>${esc(who)}</strong>.</p>
 <p><label for="comment">Comment</label> <input type="text" id="comment" size="60"></p>
-<p>${button('approve', 'Approve', 'Shift+A')}${button('reject', 'Reject', 'Shift+R')}</p>
-<p id="answer" role="status"></p></section>`;
+<p>${button('approve', 'Approve', 'Shift+A')}${button('reject', 'Reject', 'Shift+R')}</p></section>`;
 }
 
 /** The agent as it is: a script's steps, or a model's or CLI's turns, tokens, cost and summary. */

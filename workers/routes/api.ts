@@ -18,6 +18,7 @@ import {
 import { parseComments, reviewFollowup } from '../../review/line-comments';
 import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
+import { CHANGE_HASH } from '../../workflows/rules/policy';
 import { consoleUrl, HttpError, parseJson, readBody, requireJsonRequest, type ServeContext } from '../http';
 import {
   readableRepos,
@@ -51,7 +52,12 @@ export function refuseServeOnlyChoices(body: Record<string, unknown>): void {
   const id = body.sessionId;
   if (id === undefined) return;
   if (typeof id !== 'string' || !isSafeSessionId(id)) {
-    throw new HttpError(422, 'sessionId: letters, digits, ".", "_" and "-" only (not "." or "..")');
+    throw new HttpError(422, 'sessionId: letters, digits, "_" and "-" only');
+  }
+  // "." joins the ids drydock makes for a session's attempts and a pilot's sessions (`<id>.<n>`):
+  // a caller who made one first would have it adopted, or stop the attempts from starting.
+  if (id.includes('.')) {
+    throw new HttpError(422, `sessionId: "." is for the ids of attempts and pilots' sessions; use "-" or "_"`);
   }
   const reserved = TRIGGER_ID_PREFIXES.find((p) => id.toLowerCase().startsWith(p));
   if (reserved) throw new HttpError(422, `sessionId: "${reserved}" ids are the triggered sessions' own`);
@@ -146,7 +152,10 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
   if (action === undefined) throw new HttpError(409, `${id} is not waiting for an approval (${current.phase})`);
   // An approval names what was reviewed: without it, a follow-up or an attach could swap the change first.
   if (body.decision === 'approve' && body.change === undefined) {
-    throw new HttpError(400, 'change: the change you approve (12+ characters of pendingApproval.change)');
+    throw new HttpError(400, 'change: the change you approve (its whole hash, pendingApproval.change)');
+  }
+  if (body.change !== undefined && (typeof body.change !== 'string' || !CHANGE_HASH.test(body.change))) {
+    throw new HttpError(400, 'change: the whole hash of the change (64 hex, pendingApproval.change), not a prefix');
   }
   if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
   // The console's last count first; then the decider's own total goes with the decision (none: unmeasured).

@@ -11,6 +11,7 @@ import {
   consoleUrl,
   cookieOf,
   COOKIE,
+  header,
   HttpError,
   readBody,
   requireJsonRequest,
@@ -27,8 +28,30 @@ function cookie(ctx: ServeContext, name: string, value: string, attributes: stri
   return `${name}=${encodeURIComponent(value)}; HttpOnly; ${attributes}${secure}`;
 }
 
+/**
+ * Why a browser's form POST comes from another site, or undefined. A page
+ * elsewhere could post its own token to /login and sign the person in as
+ * someone else (login CSRF): their next decision would be recorded under the
+ * attacker's name. Browsers send Origin on every cross-site POST (and
+ * Sec-Fetch-Site); a request with neither is not a browser's.
+ */
+export function crossSiteReason(req: IncomingMessage, consoleOrigin: string): string | undefined {
+  const origin = header(req, 'origin');
+  if (origin !== undefined) {
+    const own = [new URL(consoleOrigin).origin, `http://${header(req, 'host')}`, `https://${header(req, 'host')}`];
+    return own.includes(origin) ? undefined : `a form sent from ${origin}, not from this console`;
+  }
+  const site = header(req, 'sec-fetch-site');
+  return site === undefined || site === 'same-origin' || site === 'none' ? undefined : `a form sent ${site}`;
+}
+
 /** POST /login: a token from the form (a personal or a machine token) becomes the console cookie. */
 export async function login(ctx: ServeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const crossSite = crossSiteReason(req, consoleUrl(ctx.config));
+  if (crossSite) {
+    ctx.log.warn({ ip: req.socket.remoteAddress, reason: crossSite }, 'console sign-in refused');
+    return sendHtml(res, 403, loginPage(Boolean(ctx.identities.oidc), 'Sign in from this console’s own page.'));
+  }
   const form = new URLSearchParams((await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY)).toString('utf8'));
   const token = form.get('token') ?? '';
   const who = await ctx.identities.identify(token);
@@ -42,6 +65,8 @@ export async function login(ctx: ServeContext, req: IncomingMessage, res: Server
 
 /** POST /logout: a sign-in's token is revoked, and the cookie cleared. */
 export async function logout(ctx: ServeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const crossSite = crossSiteReason(req, consoleUrl(ctx.config));
+  if (crossSite) throw new HttpError(403, `sign out from this console's own page (${crossSite})`);
   const token = cookieOf(req, COOKIE);
   const found = token ? await ctx.identities.personal?.identify(token) : undefined;
   if (token && found?.purpose === 'console') await ctx.identities.personal?.revoke(token);

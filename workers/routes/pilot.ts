@@ -1,9 +1,10 @@
 /**
  * The pilot's pages and API (docs/pilot.md): pilots and their reports
  * (HTML, Markdown, CSV, JSON), figures over time (HTML with charts, CSV),
- * and parallel attempts side by side with the pick (a console form, and
- * POST /api/sessions/:id/pick). The HTML itself is in ../console/pilot.ts.
+ * and parallel attempts side by side with the pick (POST /api/sessions/:id/pick,
+ * which the console's attempts page calls too). The HTML itself is in ../console/pilot.ts.
  */
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { buildPilotReport, pilotReportCsv, pilotReportMarkdown } from '../../figures/pilot-report';
@@ -11,6 +12,7 @@ import { buildFigures, figuresCsv, type Dimension, type Period } from '../../fig
 import { attemptsOf, pickAttempt, PickRefused, pilotOf } from '../../platform/attempts';
 import { windowStart } from '../../store/pilot-report';
 import { PILOT_WORKFLOW_TYPE, type PickInput } from '../../workflows/api';
+import { CHANGE_HASH } from '../../workflows/rules/policy';
 import { attemptsPage, pilotListPage, pilotPage, trendsPage } from '../console/pilot';
 import { requireDecider, requireReadable, requireReadsEverything } from '../access';
 import { HttpError, parseJson, readBody, requireJsonRequest, sendHtml, sendJson, type ServeContext } from '../http';
@@ -169,31 +171,13 @@ const ROUTES: [string, RegExp, Route][] = [
   [
     'GET',
     /^\/attempts\/([^/]+)$/,
-    async (ctx, _req, res, { url, who, params: [id] }) => {
-      sendHtml(
-        res,
-        200,
-        attemptsPage(await readableAttempts(ctx, id, who), who, url.searchParams.get('refused') ?? undefined),
-      );
+    async (ctx, _req, res, { who, params: [id] }) => {
+      const nonce = randomBytes(16).toString('base64');
+      sendHtml(res, 200, attemptsPage(await readableAttempts(ctx, id, who), who, nonce), nonce);
     },
   ],
   [
-    'POST',
-    /^\/attempts\/([^/]+)\/pick$/,
-    async (ctx, req, res, { who, params: [id] }) => {
-      const form = new URLSearchParams((await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY)).toString('utf8'));
-      let location = `/attempts/${encodeURIComponent(id)}`;
-      try {
-        await pick(ctx, id, { attempt: Number(form.get('attempt')), by: who, change: form.get('change') ?? undefined });
-      } catch (err) {
-        if (!(err instanceof HttpError)) throw err;
-        location += `?refused=${encodeURIComponent(err.message)}`;
-      }
-      res.writeHead(303, { location });
-      res.end();
-    },
-  ],
-  [
+    // The console's pick too (its script): JSON only, so no form on another site can send one with the cookie.
     'POST',
     /^\/api\/sessions\/([^/]+)\/pick$/,
     async (ctx, req, res, { who, params: [id] }) => {
@@ -202,11 +186,10 @@ const ROUTES: [string, RegExp, Route][] = [
       if (body === null || typeof body !== 'object') throw new HttpError(400, 'body must be a JSON object');
       if (body.by !== undefined && body.by !== who)
         throw new HttpError(403, `you are ${who}; a pick is recorded as its sender`);
-      const input: PickInput = {
-        attempt: body.attempt,
-        by: who,
-        ...(typeof body.change === 'string' ? { change: body.change } : {}),
-      };
+      if (typeof body.change !== 'string' || !CHANGE_HASH.test(body.change)) {
+        throw new HttpError(400, "change: the attempt's whole change hash (64 hex, its progress.pending.change)");
+      }
+      const input: PickInput = { attempt: body.attempt, by: who, change: body.change };
       if (typeof body.comment === 'string') input.comment = body.comment;
       sendJson(res, 200, await pick(ctx, id, input));
     },

@@ -12,9 +12,16 @@ import { HttpError, parseJson, readBody, requireJsonRequest, type ServeContext }
 
 type Answer = [number, unknown];
 
-/** The session's changes a reviewer can have seen: each round's, and the one waiting for approval. */
+/**
+ * The session's changes a reviewer can have seen: each round's, and the one
+ * waiting for approval (from the memo when no worker answered the query in time).
+ */
 export function changesOf(s: SessionStatus): string[] {
-  const all = [...(s.rounds ?? []).map((r) => r.change), s.pendingApproval?.change];
+  const all = [
+    ...(s.rounds ?? []).map((r) => r.change),
+    s.pendingApproval?.change,
+    s.unanswered?.pendingApproval?.change,
+  ];
   return [...new Set(all.filter((c): c is string => typeof c === 'string'))];
 }
 
@@ -27,21 +34,35 @@ export function changeNamed(s: SessionStatus, asked: unknown): string | undefine
 /**
  * Adds what the console's clock counted, when the body carries it (`reviewMs`
  * on `change`). A database that fails is logged: the decision or follow-up
- * that carries the count still goes, unmeasured.
+ * that carries the count still goes, unmeasured. So does a count on a change
+ * that cannot be checked now: a status from the memo (no worker answered the
+ * query in time, as on a busy machine) lists no rounds; refusing the decision
+ * or follow-up for that would lose the reviewer's action over a measurement.
  */
 export async function addConsoleTime(
   ctx: ServeContext,
   s: SessionStatus,
   who: string,
   body: { change?: unknown; reviewMs?: unknown },
-): Promise<void> {
-  if (body.reviewMs === undefined || body.reviewMs === 0 || !ctx.reviews) return;
+): Promise<boolean> {
+  if (body.reviewMs === undefined || body.reviewMs === 0 || !ctx.reviews) return false;
   if (!isReportableMs(body.reviewMs)) throw new HttpError(400, 'reviewMs: whole milliseconds, at most 15 minutes');
   const change = changeNamed(s, body.change);
+  if (!change && s.unanswered) {
+    ctx.log.warn(
+      { sessionId: s.sessionId, change: body.change, unanswered: s.unanswered.message },
+      "review time not recorded: the session's changes are not known now",
+    );
+    return false;
+  }
   if (!change) throw new HttpError(409, `change: not a change of ${s.sessionId}`);
-  await ctx.reviews
-    .addConsole({ sessionId: s.sessionId, change, reviewer: who }, body.reviewMs)
-    .catch((err: unknown) => ctx.log.error({ sessionId: s.sessionId, err }, 'review time not recorded'));
+  return ctx.reviews.addConsole({ sessionId: s.sessionId, change, reviewer: who }, body.reviewMs).then(
+    () => true,
+    (err: unknown) => {
+      ctx.log.error({ sessionId: s.sessionId, err }, 'review time not recorded');
+      return false;
+    },
+  );
 }
 
 /** The decider's measured time on the change, for the decision; undefined: unmeasured. */
@@ -58,6 +79,6 @@ export async function apiReviewTime(ctx: ServeContext, req: IncomingMessage, id:
   const body = parseJson(await readBody(req, 4_096));
   if (body === null || typeof body !== 'object') throw new HttpError(400, 'body must be a JSON object');
   if (!ctx.reviews) throw new HttpError(503, 'no database configured for review time');
-  await addConsoleTime(ctx, await readableStatus(ctx, id, who), who, body);
-  return [200, { recorded: true }];
+  const recorded = await addConsoleTime(ctx, await readableStatus(ctx, id, who), who, body);
+  return [200, { recorded }];
 }

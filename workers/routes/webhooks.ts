@@ -12,7 +12,13 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import { z } from 'zod';
-import { refusalFromGitHub, sessionOfPullRequest, writerRefusal } from '../../github/trigger-checks';
+import {
+  notSessionsFollowup,
+  notSessionsPullRequest,
+  refusalFromGitHub,
+  sessionOfPullRequest,
+  writerRefusal,
+} from '../../github/trigger-checks';
 import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../github/client';
 import { commentOnce, repoRef } from '../../github/writes';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
@@ -29,9 +35,11 @@ import {
   type StartTrigger,
 } from '../../github/webhooks';
 import {
+  MEMO_KEY,
   PR_CLOSED_WORKFLOW_TYPE,
   pullRequestClosed,
   REPO_ATTRIBUTE,
+  type LastKnown,
   type PullRequestClosed,
 } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft, type TriggerSession } from '../../workflows/input';
@@ -289,6 +297,12 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
   }
   const by = ctx.identities.directory.githubActor(trigger.by);
   try {
+    const notOurs = notSessionsFollowup(sessionId, await sessionPublished(ctx, sessionId), {
+      repo: trigger.repo,
+      repoUrl: found.repo.url,
+      number: trigger.pullRequest,
+    });
+    if (notOurs) return [202, { ignored: notOurs }];
     const refused = await steeringRefused(ctx, by, () => getStatus(ctx.client, sessionId));
     if (refused) {
       await answer(refused);
@@ -354,12 +368,18 @@ async function recordPullRequestClosed(
 ): Promise<Answer> {
   const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
+  let published: string | undefined;
   try {
-    await ctx.client.workflow.getHandle(trigger.sessionId).describe();
+    published = (await sessionPublished(ctx, trigger.sessionId)).pullRequest;
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
     ctx.log.info({ event, delivery, sessionId: trigger.sessionId }, 'webhook ignored: no such session');
     return [202, { ignored: `no drydock session ${trigger.sessionId}` }];
+  }
+  const notOurs = notSessionsPullRequest(trigger.sessionId, published, trigger);
+  if (notOurs) {
+    ctx.log.warn({ event, delivery, sessionId: trigger.sessionId, repo: trigger.repo }, `webhook ignored: ${notOurs}`);
+    return [202, { ignored: notOurs }];
   }
   const record: PullRequestClosed = {
     sessionId: trigger.sessionId,
@@ -386,10 +406,22 @@ async function recordPullRequestClosed(
   try {
     await ctx.client.workflow
       .getHandle(trigger.sessionId)
-      .signal(pullRequestClosed, { merged: trigger.merged, by: record.by });
+      .signal(pullRequestClosed, { merged: trigger.merged, by: record.by, number: trigger.number });
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
   ctx.log.info({ delivery, sessionId: trigger.sessionId, merged: trigger.merged, recordId }, 'pull request closed');
   return [202, { recorded: recordId, merged: trigger.merged }];
+}
+
+/**
+ * A session's repository and the URL of the pull request it published: its
+ * status's, else (no worker answered, or not yet) its memo's. Throws
+ * WorkflowNotFoundError for no such session.
+ */
+async function sessionPublished(ctx: ServeContext, sessionId: string): Promise<{ repo: string; pullRequest?: string }> {
+  const status = await getStatus(ctx.client, sessionId);
+  if (status.pullRequest) return { repo: status.repo, pullRequest: status.pullRequest.url };
+  const memo = (await ctx.client.workflow.getHandle(sessionId).describe()).memo?.[MEMO_KEY] as LastKnown | undefined;
+  return { repo: status.repo, ...(memo?.pullRequest ? { pullRequest: memo.pullRequest } : {}) };
 }

@@ -68,7 +68,8 @@ export class PilotRun {
   /** A session's report: a newer one moves its state (an ended session stays ended). */
   report(progress: SessionProgress): void {
     const view = this.view(progress?.sessionId);
-    if (!view || (this.seq[view.sessionId] ?? 0) >= progress.seq) return;
+    // Someone else's workflow at a session's id may report too: it is not the pilot's session.
+    if (!view || view.disowned || (this.seq[view.sessionId] ?? 0) >= progress.seq) return;
     this.seq[view.sessionId] = progress.seq;
     this.progress.set(view.sessionId, progress);
     this.moveTo(view, progress.phase);

@@ -13,6 +13,7 @@ import {
   ApplicationFailure,
   condition,
   continueAsNew,
+  log,
   ParentClosePolicy,
   setHandler,
   startChild,
@@ -20,7 +21,16 @@ import {
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ErrorType, pilotStatus, sessionProgress, stopPilot, WORKFLOW_TYPE, type PilotStatus } from '../api';
+import type { KnownSession } from '../../activities/pilot';
+import {
+  ErrorType,
+  pilotStatus,
+  sessionProgress,
+  stopPilot,
+  WORKFLOW_TYPE,
+  type PilotSessionView,
+  type PilotStatus,
+} from '../api';
 import { dueFaults, missedFaults, nextToStart } from '../rules/pilot';
 import { applyFault, recordMissed } from './faults';
 import { pilotSchemas } from '../schemas';
@@ -85,7 +95,9 @@ function hasWork(run: PilotRun): boolean {
   const { sessions, counts, concurrency } = run.status;
   if (counts.ended === sessions.length) return true;
   if (nextToStart(sessions, concurrency).length > 0) return true;
-  return sessions.some((v) => dueFaults(v, run.progress.get(v.sessionId)).length > 0 || missedFaults(v).length > 0);
+  return sessions.some(
+    (v) => !v.disowned && (dueFaults(v, run.progress.get(v.sessionId)).length > 0 || missedFaults(v).length > 0),
+  );
 }
 
 /** A resumed pilot: what an earlier run started is found in Temporal, and only the rest is started. */
@@ -97,6 +109,7 @@ async function findEarlier(run: PilotRun): Promise<void> {
     for (const known of await pilotActivities.knownSessions({ sessionIds: ids.slice(i, i + 100) })) {
       if (known.state === 'missing') continue;
       const view = run.view(known.sessionId)!;
+      if (disowned(run, view, known)) continue;
       if (known.state === 'closed') run.closed(view, known.phase ?? 'failed');
       else run.moveTo(view, known.phase);
       if (view.state === 'ended') ended++;
@@ -140,12 +153,31 @@ async function startNext(run: PilotRun): Promise<void> {
     } catch (err) {
       // Started before (by an earlier run, just before its stop): its reports tell how it goes.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      const [known] = await pilotActivities.knownSessions({ sessionIds: [view.sessionId] });
+      disowned(run, view, known);
     }
   }
 }
 
+/**
+ * Whether the workflow found at a session's id is someone else's: only a child
+ * of this pilot (of an earlier run of it: the same workflow id) is its session.
+ * Anyone else's (an API caller's or a CLI user's, made first) is never adopted:
+ * the pilot's session counts as failed, saying why.
+ */
+function disowned(run: PilotRun, view: PilotSessionView, known: KnownSession): boolean {
+  if (known.state === 'missing' || known.parent === workflowInfo().workflowId) return false;
+  view.disowned = `${known.sessionId} was started by ${known.parent ?? 'a client'}, not by this pilot: not adopted`;
+  log.warn('a session at the pilot’s id is not its own', { sessionId: known.sessionId, parent: known.parent });
+  view.state = 'planned'; // closed() moves it on, whatever the other workflow's phase
+  view.phase = undefined;
+  run.closed(view, 'failed');
+  return true;
+}
+
 async function doFaults(run: PilotRun): Promise<void> {
   for (const view of run.status.sessions) {
+    if (view.disowned) continue; // no fault is done to, or recorded on, someone else's session
     for (const kind of dueFaults(view, run.progress.get(view.sessionId))) {
       await applyFault(run, view, kind);
     }

@@ -58,6 +58,8 @@ export function refusePick(status: AttemptsStatus, input: Partial<PickInput> | u
     return `attempt ${attempt.index} is not waiting for review (phase: ${progress?.phase ?? 'starting'})`;
   }
   const { pending, policy } = progress;
+  // A pick is an approval: it names the change reviewed, or a change that moved meanwhile would be approved.
+  if (input.change === undefined) return "a pick names the change it approves: 'change', the attempt's pending change";
   return refuseDecision(
     { phase: progress.phase, pendingApproval: pending, requestedBy: progress.requestedBy },
     policy ?? { approvers: [], forbidSelfApproval: false },

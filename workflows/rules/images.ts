@@ -77,6 +77,14 @@ export function isRegistryName(value: string): boolean {
   return DOMAIN.test(value.trim()) && !value.includes('/');
 }
 
+/**
+ * Whether Docker would take `ref` for an image id: 64 hex digits, "sha256:" and hex, or any
+ * shorter run of hex digits (a prefix of an id, which Docker resolves when no name matches).
+ */
+export function isImageId(ref: string): boolean {
+  return /^(sha256:)?[0-9a-f]{1,64}$/i.test(ref);
+}
+
 /** Where an image comes from, or why it may not. */
 export type ImageSource =
   | { from: 'host'; ref: string }
@@ -98,6 +106,14 @@ export function imageSource(args: {
   const { image, field, onHost, allowed, repo } = args;
   const parsed = parseImageReference(image);
   if ('problem' in parsed) return { from: 'refused', problem: `${field}: ${parsed.problem}` };
+  if (isImageId(image)) {
+    return {
+      from: 'refused',
+      problem:
+        `${field}: ${image} reads as an image id (or the start of one), which Docker resolves to any image on the ` +
+        "worker's host, another repository's snapshot included: name the image by repository and tag, or by digest",
+    };
+  }
   if (onHost) return { from: 'host', ref: image };
   const registries = allowed.map(normalizeRegistry);
   if (registries.includes(parsed.registry)) return { from: 'registry', ref: image, registry: parsed.registry };

@@ -55,6 +55,9 @@ export function reviewedTogether(policy: ApprovalPolicy, opensPullRequest: boole
   return opensPullRequest && !policy.separateGates && policy.required.includes('pull_request');
 }
 
+/** A change hash as approvals name it: the whole sha256, never a prefix (a prefix can be ground to collide). */
+export const CHANGE_HASH = /^[0-9a-f]{64}$/;
+
 /**
  * Why a decision must be refused, or undefined when it counts. A decision
  * counts only for the approval pending right now, so nobody approves a change
@@ -74,7 +77,9 @@ export function refuseDecision(
   }
   if (typeof input.by !== 'string' || input.by.trim() === '') return "'by' must name who decides";
   if (input.comment !== undefined && typeof input.comment !== 'string') return "'comment' must be text";
-  if (input.change !== undefined && typeof input.change !== 'string') return "'change' must be a change hash";
+  if (input.change !== undefined && (typeof input.change !== 'string' || !CHANGE_HASH.test(input.change))) {
+    return "'change' must be the whole hash of the change: 64 hex characters, as pendingApproval.change shows";
+  }
   if (policy.approvers.length > 0 && !policy.approvers.includes(input.by)) {
     return `${input.by} is not an approver of this session (approvers: ${policy.approvers.join(', ')})`;
   }
@@ -88,7 +93,7 @@ export function refuseDecision(
   if (input.decision !== 'reject' && policy.forbidSelfApproval && input.by === state.requestedBy) {
     return `${input.by} requested this session and may not approve it (self-approval is forbidden)`;
   }
-  if (input.change !== undefined && (input.change.length < 12 || !pending.change.startsWith(input.change))) {
+  if (input.change !== undefined && input.change !== pending.change) {
     return `stale: change ${input.change.slice(0, 12)} is not the pending change ${pending.change.slice(0, 12)}`;
   }
   return undefined;

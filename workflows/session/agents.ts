@@ -7,6 +7,7 @@
  */
 import { log } from '@temporalio/workflow';
 import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sandbox/contract';
+import { describeSetupFiles } from '../api';
 import { durationMs } from '../units';
 import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
@@ -59,8 +60,9 @@ export async function workUntilVerified(run: SessionRun): Promise<CommitResult> 
       return result;
     });
     // The commit's author is drydock's, not the agent's: not shown among the agent's results.
-    const { commit: made, changed, diffstat, changeHash, diff } = commit;
-    Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, ...(diff ? { diff } : {}) });
+    const { commit: made, changed, diffstat, changeHash, diff, files } = commit;
+    Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, files, ...(diff ? { diff } : {}) });
+    status.agent!.setupFiles = describeSetupFiles(commit.setupFiles);
     status.agent!.blocked = commit.blocked && describeSecrets(commit.blocked);
     if (commit.blocked) {
       status.agent!.diff = undefined; // the last attempt's diff is not this change

@@ -8,6 +8,7 @@ import type { CommitResult } from '../../sandbox/contract';
 import {
   approve,
   decide,
+  describeSetupFiles,
   followup,
   pullRequestClosed,
   reject,
@@ -98,6 +99,12 @@ export function installHandlers(run: SessionRun): void {
     return reason;
   });
   setHandler(pullRequestClosed, (closed) => {
+    // Bound to the pull request the session published, not to its branch's name (any repo can have one).
+    const number = closed?.number;
+    if (number !== undefined && number !== run.status.pullRequest?.number) {
+      log.warn('pullRequestClosed ignored: not the pull request this session published', { number });
+      return;
+    }
     run.pullRequestClosed ??= {
       merged: closed?.merged === true,
       by: typeof closed?.by === 'string' ? closed.by : 'unknown',
@@ -200,6 +207,7 @@ async function awaitDecision(
       diffstat: change.diffstat,
       tests: describeVerification(state.verification),
       screenshots: screenshotsOf(state.verification),
+      ...(change.setupFiles ? { setupFiles: describeSetupFiles(change.setupFiles) } : {}),
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too

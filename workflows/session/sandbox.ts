@@ -201,6 +201,7 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
         step: { run: setup.command, timeout: setup.timeoutMs },
         timeoutMs: setup.timeoutMs,
         egress: setup.egress,
+        recordsSetup: true,
       }),
     );
     recordStep(record, result);

@@ -11,6 +11,12 @@ import type { SharedActivities } from '../../activities';
 import type { Action, Phase } from '../api';
 import type { SessionRun } from './state';
 
+/**
+ * How much of a pending change's diffstat a thread shows (about 30 files):
+ * past it the thread links to the console instead of offering Approve.
+ */
+const DIFFSTAT_SHOWN = 2500;
+
 /** What a thread shows: small, so every report stays small in the history. */
 export interface ThreadReport {
   sessionId: string;
@@ -22,7 +28,16 @@ export interface ThreadReport {
   requestedBy?: string;
   /** When the session started: a message posted since then may be its own (looked for before posting). */
   startedAt: string;
-  pending?: { action: Action; covers?: Action[]; change: string; diffstat: string; tests: string; approvers: string[] };
+  pending?: {
+    action: Action;
+    covers?: Action[];
+    change: string;
+    diffstat: string;
+    /** The diffstat was longer than DIFFSTAT_SHOWN and is cut: the thread does not offer Approve beside it. */
+    diffstatCut?: boolean;
+    tests: string;
+    approvers: string[];
+  };
   lastDecision?: { decision: 'approve' | 'reject'; action: Action; by: string };
   pullRequest?: string;
   error?: string;
@@ -98,7 +113,8 @@ function threadReport(run: SessionRun): ThreadReport {
             action: pending.action,
             ...(pending.covers ? { covers: pending.covers } : {}),
             change: pending.change,
-            diffstat: pending.evidence.diffstat.slice(0, 1500),
+            diffstat: pending.evidence.diffstat.slice(0, DIFFSTAT_SHOWN),
+            ...(pending.evidence.diffstat.length > DIFFSTAT_SHOWN ? { diffstatCut: true } : {}),
             tests: pending.evidence.tests.slice(0, 500),
             approvers: pending.approvers,
           },

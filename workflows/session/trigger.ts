@@ -38,6 +38,7 @@ export async function tellGitHub(run: SessionRun, stage: ProgressStage): Promise
       tests: status.verification
         ? { summary: status.verification.summary.slice(0, 2000), failures: status.verification.report?.failures ?? [] }
         : undefined,
+      changedFiles: status.agent?.changed ? (status.agent.files ?? []) : [],
     });
   } catch (err) {
     log.warn('could not report to GitHub', { stage, error: err instanceof Error ? err.message : String(err) });

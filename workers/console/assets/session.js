@@ -239,12 +239,13 @@
     if (file) current = files().indexOf(file);
   });
 
-  // ---- live: the events stream redraws the live part; what is typed and the last answers survive ----
+  // ---- live: the events stream redraws the live part; what is typed and the follow-up's answer survive ----
+  // (A decision's answer, #answer, is outside it: the redraw after a decision drops the approval section.)
   const events = new EventSource(location.pathname + '/events');
   events.addEventListener('update', (event) => {
     const update = JSON.parse(event.data);
     const kept = ['comment', 'followup-text'].map((id) => [id, $(id)?.value ?? '']);
-    const said = ['answer', 'followup-answer'].map((id) => [id, $(id)]);
+    const said = ['followup-answer'].map((id) => [id, $(id)]);
     $('phase').textContent = update.phase;
     $('live').innerHTML = update.html;
     for (const [id, typed] of kept) if ($(id)) $(id).value = typed;

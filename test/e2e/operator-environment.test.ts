@@ -1,0 +1,173 @@
+/**
+ * The operator's say over a repo: `repo add --environment base` runs a repo
+ * whose dev container cannot be built here; `repo remove` takes the
+ * registration and its refresh schedules away; and a workspace virtualenv is
+ * active for every step however setup was given. Real Temporal, Docker, git.
+ */
+import { ScheduleNotFoundError } from '@temporalio/client';
+import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import { addRepo, removeRepo, rootCause, type AddRepoOptions } from '../../cli/snapshots';
+import { openDatabase } from '../../store/db';
+import {
+  removeSnapshotSchedules,
+  repoSlug,
+  SNAPSHOT_LABELS,
+  SnapshotRegistry,
+  snapshotScheduleId,
+} from '../../sandbox/snapshots';
+import { status, type SessionStatus } from '../../workflows/api';
+import {
+  containersOf,
+  docker,
+  makeFixtureRepo,
+  newSessionId,
+  runCli,
+  startSession,
+  startStack,
+  type FixtureRepo,
+  type TestStack,
+} from '../support/helpers';
+
+let stack: TestStack;
+const repos: FixtureRepo[] = [];
+
+beforeAll(async () => {
+  stack = await startStack({ DRYDOCK_APPROVAL_REQUIRED: [] });
+}, 300_000);
+
+afterAll(async () => {
+  const slugs = repos.map((r) => repoSlug(r.url));
+  for (const image of await docker.listImages()) {
+    if ((image.RepoTags ?? []).some((t) => slugs.some((s) => t.includes(s))))
+      await docker
+        .getImage(image.Id)
+        .remove({ force: true })
+        .catch(() => undefined);
+  }
+  for (const r of repos) await removeSnapshotSchedules(stack.client, r.url, [stack.config.DRYDOCK_HOST_ID]);
+  await stack?.stop();
+});
+
+async function fixture(files: Record<string, string>): Promise<FixtureRepo> {
+  const repo = await makeFixtureRepo({ '.gitignore': '.venv/\n', ...files });
+  repos.push(repo);
+  return repo;
+}
+
+async function buildSnapshot(repo: FixtureRepo, opts: AddRepoOptions): Promise<SnapshotBuildResult> {
+  await addRepo(stack.client, stack.config, repo.url, { every: '1h', allow: ['registry.npmjs.org'], ...opts });
+  return stack.client.workflow.execute('refreshSnapshot', {
+    workflowId: newSessionId('op-snap'),
+    taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    args: [{ repo: repo.url }],
+  });
+}
+
+/** A session of script steps; its final status and each step's output. */
+async function session(name: string, repo: FixtureRepo, runs: string[]) {
+  const id = newSessionId(name);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: name,
+    agent: { steps: runs.map((run) => ({ run })) },
+  });
+  await handle.result().catch(() => undefined);
+  expect(await containersOf(id)).toHaveLength(0);
+  const final: SessionStatus = await handle.query(status);
+  const output = (n: number) => final.timeline.find((t) => t.name.startsWith(`step ${n}`))?.outputTail ?? '';
+  return { final, output };
+}
+
+/** A dev container nothing here can build: a feature from a registry, an image no host has. */
+const UNBUILDABLE = JSON.stringify({
+  image: 'mcr.microsoft.com/devcontainers/python:3.12',
+  features: { 'ghcr.io/devcontainers/features/node:1': { version: 'lts' } },
+  postCreateCommand: 'pip install --user -e .',
+});
+
+test('repo add --environment base runs, on the base image, a repo whose dev container cannot be built here', async () => {
+  const repo = await fixture({ '.devcontainer/devcontainer.json': UNBUILDABLE });
+  // As published, and unregistered (development mode): refused, naming the dev container's field.
+  const published = await session('op-published', repo, ['true']);
+  expect(published.final.phase).toBe('failed');
+  expect(published.final.error).toMatch(/\.devcontainer\/devcontainer\.json: .*(features|ghcr\.io)/);
+
+  // The operator decides: the base image, with its own setup (a virtualenv, given with --setup).
+  const built = await buildSnapshot(repo, { environment: 'base', setup: 'python3 -m venv .venv' });
+  expect(built).toMatchObject({ status: 'ready' });
+  const labels = (await docker.getImage(built.image!).inspect()).Config.Labels;
+  expect(labels[SNAPSHOT_LABELS.environment]).toBe(stack.config.DRYDOCK_BASE_IMAGE);
+  const db = await openDatabase(stack.config);
+  try {
+    expect(await new SnapshotRegistry(db.pool).repo(repo.url)).toMatchObject({ environment: 'base' });
+  } finally {
+    await db.close();
+  }
+
+  // Its sessions start from that snapshot, and setup's virtualenv is active in every step.
+  const { final, output } = await session('op-base', repo, ['command -v python; echo "venv=$VIRTUAL_ENV"']);
+  expect(final.phase).toBe('completed');
+  expect(output(1)).toContain('/workspace/.venv/bin/python');
+  expect(output(1)).toContain('venv=/workspace/.venv');
+}, 600_000);
+
+test('repo add refuses a bad --environment, naming the flag, before anything is registered', async () => {
+  const repo = await fixture({});
+  await expect(addRepo(stack.client, stack.config, repo.url, { environment: 'compose' })).rejects.toThrow(
+    '--environment: expected devcontainer, dockerfile, base or image:<ref>, got "compose"',
+  );
+  await expect(
+    addRepo(stack.client, stack.config, repo.url, { environment: 'devcontainer', ignoreDevcontainer: true }),
+  ).rejects.toThrow(/contradict/);
+}, 60_000);
+
+test("repo add --environment image:<ref> of an image no host has is refused at the build, naming the operator's setting", async () => {
+  const repo = await fixture({});
+  const why = await buildSnapshot(repo, { environment: 'image:drydock-test/absent:1', setup: 'true' }).then(
+    () => 'built',
+    (err: Error) => rootCause(err),
+  );
+  expect(why).toContain("the operator's setting (repo add --environment image:drydock-test/absent:1): image");
+  expect(why).toContain('drydock-test/absent:1');
+}, 300_000);
+
+test('a virtualenv a step makes is active in the steps after it (no setup, no snapshot)', async () => {
+  const repo = await fixture({});
+  const { final, output } = await session('op-venv', repo, [
+    'python3 -m venv .venv',
+    'command -v python; echo "venv=$VIRTUAL_ENV"',
+  ]);
+  expect(final.phase).toBe('completed');
+  expect(output(2)).toContain('/workspace/.venv/bin/python');
+  expect(output(2)).toContain('venv=/workspace/.venv');
+}, 300_000);
+
+test('repo remove takes the registration and its refresh schedule away, and says what it removed', async () => {
+  const repo = await fixture({});
+  await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup: 'true', name: 'ops/removed' });
+  const scheduleId = snapshotScheduleId(repo.url, stack.config.DRYDOCK_HOST_ID);
+  await stack.client.schedule.getHandle(scheduleId).describe();
+
+  // A repo DRYDOCK_REPOS seeds would come back: refused, naming the setting.
+  const seeded = { ...stack.config, DRYDOCK_REPOS: [`ops/removed=${repo.url}`] };
+  await expect(removeRepo(stack.client, seeded, repo.url)).rejects.toThrow(/DRYDOCK_REPOS/);
+
+  // By name, as webhooks and the API name it, with the CLI: it says what it removed.
+  const cli = await runCli(['repo', 'remove', 'ops/removed'], {
+    TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS,
+    DATABASE_URL: stack.config.DATABASE_URL!,
+    DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE,
+  });
+  expect(cli).toMatchObject({ code: 0, stderr: '' });
+  expect(cli.stdout).toContain(
+    `removed ops/removed (${repo.url}): its registration (limits, setup, environment, pool) and its refresh schedules (${scheduleId})`,
+  );
+  await expect(stack.client.schedule.getHandle(scheduleId).describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);
+  const db = await openDatabase(stack.config);
+  try {
+    expect(await new SnapshotRegistry(db.pool).repo(repo.url)).toBeUndefined();
+  } finally {
+    await db.close();
+  }
+  await expect(removeRepo(stack.client, stack.config, repo.url)).rejects.toThrow(`${repo.url} is not registered`);
+}, 120_000);

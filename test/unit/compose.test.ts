@@ -1,0 +1,382 @@
+/**
+ * Compose stacks as written (sandbox/compose.ts, sandbox/compose-variables.ts):
+ * the project's .env and env_files, files of the repo, secrets and configs,
+ * networks flattened onto the loopback with every name resolving to it,
+ * several files merged, profiles; whatever drydock cannot honour is refused
+ * naming the field.
+ */
+import { ComposeError, parseComposeFiles, readCompose } from '../../sandbox/compose';
+import { parseEnvFile, substitute } from '../../sandbox/compose-variables';
+import { parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
+
+const DIR = '.devcontainer';
+const COMPOSE = `${DIR}/compose.yaml`;
+const PG = 'drydock-service-postgres:17';
+
+/** The stack of `files` (path → text; the first key is the compose file), or its problems. */
+function stack(files: Record<string, string>, opts: { runServices?: string[]; composeFiles?: string[] } = {}) {
+  const composeFiles = opts.composeFiles ?? [Object.keys(files)[0]];
+  return parseComposeFiles(composeFiles, (f) => files[f], {
+    devService: 'app',
+    ...(opts.runServices ? { runServices: opts.runServices } : {}),
+  });
+}
+function problems(files: Record<string, string>, opts: { runServices?: string[]; composeFiles?: string[] } = {}) {
+  try {
+    stack(files, opts);
+    return [];
+  } catch (err) {
+    if (!(err instanceof ComposeError)) throw err;
+    return err.problems;
+  }
+}
+
+describe('variables: .env and env_file as Compose reads them', () => {
+  test('every form of ${…} substitutes from the variables, nested defaults too', () => {
+    const vars = new Map([
+      ['SET', 'x'],
+      ['EMPTY', ''],
+    ]);
+    const found: string[] = [];
+    const sub = (t: string) => substitute(t, (n) => vars.get(n), 'f', found);
+    expect(sub('$SET ${SET} $$SET ${UNSET:-d} ${EMPTY:-d} ${EMPTY-d} ${UNSET-${SET}}')).toBe('x x $SET d d  x');
+    expect(sub('${SET:+yes}|${EMPTY:+yes}|${EMPTY+yes}|${UNSET+yes}')).toBe('yes||yes|');
+    expect(found).toEqual([]);
+    sub('${UNSET:?give the password}');
+    sub('${NOPE}');
+    expect(found).toEqual([
+      'f: ${UNSET} is required: give the password (set it in .env)',
+      expect.stringMatching(/^f: \$\{NOPE\} has no value in the project's \.env, and drydock does not read the host's/),
+    ]);
+  });
+
+  test('.env lines: export, quotes, escapes, comments, earlier variables, values over lines', () => {
+    const found: string[] = [];
+    const text = [
+      '# a comment',
+      'export USER=app',
+      'PASS = s3cret # not part of it',
+      "LITERAL='${USER} stays'",
+      'DOUBLE="line\\none ${USER}"',
+      'URL=postgres://${USER}:${PASS}@db:5432/${DB:-shop}',
+      'MULTI="a',
+      'b"',
+      'EMPTY=',
+      '',
+    ].join('\n');
+    expect(Object.fromEntries(parseEnvFile(text, '.env', found))).toEqual({
+      USER: 'app',
+      PASS: 's3cret',
+      LITERAL: '${USER} stays',
+      DOUBLE: 'line\none app',
+      URL: 'postgres://app:s3cret@db:5432/shop',
+      MULTI: 'a\nb',
+      EMPTY: '',
+    });
+    expect(found).toEqual([]);
+    parseEnvFile('FROM_HOST\nBAD NAME=1\nOPEN="x\n', 'db.env', found);
+    expect(found).toEqual([
+      expect.stringMatching(/^db\.env:1: "FROM_HOST" has no value, and drydock does not read the host's environment/),
+      expect.stringMatching(/^db\.env:2: /),
+      'db.env:3: OPEN\'s value has no closing "',
+    ]);
+  });
+
+  test("the project's .env fills ${VAR} in the file, and env_file (the project's variables in it) sets a service's environment", () => {
+    const parsed = stack({
+      [COMPOSE]: [
+        'services:',
+        '  app: { image: "${BASE_IMAGE}", env_file: app.env }',
+        '  db:',
+        '    image: ${PG_IMAGE}',
+        '    env_file: [db.env, { path: missing.env, required: false }]',
+        '    environment: { POSTGRES_DB: "${DB_NAME:-shop}", POSTGRES_USER: from-environment }',
+      ].join('\n'),
+      [`${DIR}/.env`]: `BASE_IMAGE=drydock-sandbox-base\nPG_IMAGE=${PG}\nDB_NAME=orders\n`,
+      [`${DIR}/db.env`]:
+        'POSTGRES_PASSWORD=pw\nPOSTGRES_USER=from-file\nPOSTGRES_INITDB_ARGS="--auth=${AUTH:-trust}"\n',
+      [`${DIR}/app.env`]: 'DATABASE_URL=postgres://postgres:pw@db:5432/${DB_NAME}\n',
+    });
+    expect(parsed.dev).toMatchObject({
+      image: 'drydock-sandbox-base',
+      environment: { DATABASE_URL: 'postgres://postgres:pw@db:5432/orders' },
+    });
+    expect(parsed.services[0]).toMatchObject({
+      name: 'db',
+      image: PG,
+      environment: {
+        POSTGRES_PASSWORD: 'pw',
+        POSTGRES_USER: 'from-environment',
+        POSTGRES_INITDB_ARGS: '--auth=trust',
+        POSTGRES_DB: 'orders',
+      },
+    });
+  });
+
+  test('readCompose reads what the files name, an env_file named through .env included', async () => {
+    const files: Record<string, string> = {
+      [COMPOSE]: `services:\n  app: { image: x }\n  db: { image: ${PG}, env_file: "\${DB_ENV}" }\n`,
+      [`${DIR}/.env`]: 'DB_ENV=config/db.env\n',
+      [`${DIR}/config/db.env`]: 'POSTGRES_PASSWORD=pw\n',
+    };
+    const read: string[] = [];
+    const parsed = await readCompose([COMPOSE], (f) => (read.push(f), Promise.resolve(files[f])), {
+      devService: 'app',
+    });
+    expect(parsed.services[0].environment).toEqual({ POSTGRES_PASSWORD: 'pw' });
+    expect(read.sort()).toEqual(Object.keys(files).sort());
+  });
+});
+
+describe('files of the repo, secrets and configs', () => {
+  test('bind mounts of the repo, secrets and configs become read-only files of the service', () => {
+    const parsed = stack({
+      [COMPOSE]: [
+        'services:',
+        '  app: { image: x }',
+        '  db:',
+        `    image: ${PG}`,
+        '    volumes:',
+        '      - ./init.sql:/docker-entrypoint-initdb.d/init.sql:ro',
+        '      - ../config/pg_hba.conf:/etc/postgresql/pg_hba.conf',
+        '      - { type: bind, source: ./seeds, target: /seeds }',
+        '      - pgdata:/var/lib/postgresql/data',
+        '    secrets: [db_password, { source: api_key, target: key.txt, mode: 0400 }]',
+        '    configs: [{ source: app_config, target: /etc/app.json }, inline]',
+        'volumes: { pgdata: {} }',
+        'secrets:',
+        '  db_password: { file: ./secrets/db_password.txt }',
+        '  api_key: { environment: API_KEY }',
+        'configs:',
+        '  app_config: { file: ../app.json }',
+        '  inline: { content: "hello ${WHO:-world}" }',
+      ].join('\n'),
+      [`${DIR}/.env`]: 'API_KEY=k-123\n',
+    });
+    const [db] = parsed.services;
+    expect(db.data).toEqual(['/var/lib/postgresql/data']);
+    expect(db.files).toEqual([
+      { target: '/docker-entrypoint-initdb.d/init.sql', source: `${DIR}/init.sql` },
+      { target: '/etc/postgresql/pg_hba.conf', source: 'config/pg_hba.conf' },
+      { target: '/seeds', source: `${DIR}/seeds` },
+      { target: '/run/secrets/db_password', source: `${DIR}/secrets/db_password.txt`, mode: 0o444 },
+      { target: '/run/secrets/key.txt', source: `${COMPOSE} secrets.api_key`, content: 'k-123', mode: 0o400 },
+      { target: '/etc/app.json', source: 'app.json', mode: 0o444 },
+      { target: '/inline', source: `${COMPOSE} configs.inline`, content: 'hello world', mode: 0o444 },
+    ]);
+  });
+
+  test.each([
+    [
+      'volumes: ["../../outside:/x"]',
+      /services\.db\.volumes\.0: "\.\.\/\.\.\/outside" is a folder outside the repository/,
+    ],
+    ['volumes: ["/var/run/docker.sock:/var/run/docker.sock"]', /services\.db\.volumes\.0: .* is a folder of the host/],
+    ['volumes: ["~/.ssh:/root/.ssh"]', /services\.db\.volumes\.0: .* is a folder of the host/],
+    ['secrets: [{ source: s, uid: "0" }]', /services\.db\.secrets\.0\.uid: drydock mounts secrets readable/],
+    ['configs: [missing]', /services\.db\.configs\.0: missing is not declared in the file's top-level configs/],
+  ])('refuses %s naming the field', (line, message) => {
+    const found = problems({
+      [COMPOSE]: `services:\n  app: { image: x }\n  db:\n    image: ${PG}\n    ${line}\nsecrets: { s: { file: s.txt } }\n`,
+    });
+    expect(found.join('\n')).toMatch(message);
+  });
+
+  test('a secret or config file outside the repository is refused naming it', () => {
+    expect(problems({ [COMPOSE]: 'services:\n  app: { image: x }\nsecrets: { s: { file: ../../s.txt } }\n' })).toEqual([
+      `${COMPOSE}: secrets.s.file: "../../s.txt" is outside the repository`,
+    ]);
+  });
+});
+
+describe('networks and names', () => {
+  test('networks are flattened; every name a service is reached by resolves on the loopback', () => {
+    const parsed = stack({
+      [COMPOSE]: [
+        'services:',
+        '  app:',
+        '    image: x',
+        '    networks: { front: { aliases: [web] } }',
+        '    links: ["db:database"]',
+        '  db:',
+        `    image: ${PG}`,
+        '    container_name: shop-db',
+        '    networks: { back: { aliases: [postgres, pg.local] }, front: null }',
+        '  cache:',
+        '    image: drydock-service-redis:8',
+        '    network_mode: service:db',
+        '    networks: [back]',
+        'networks: { front: {}, back: { driver: bridge, internal: true } }',
+      ].join('\n'),
+    });
+    expect(parsed.dev.hostNames).toEqual(['app', 'web']);
+    expect(parsed.services.map((s) => [s.name, s.hostNames])).toEqual([
+      ['db', ['database', 'pg.local', 'postgres', 'shop-db']],
+      ['cache', undefined],
+    ]);
+  });
+});
+
+describe('several files, profiles, runServices', () => {
+  test('a second file is merged into the first as docker compose -f a -f b does', () => {
+    const parsed = stack(
+      {
+        [COMPOSE]: [
+          'services:',
+          '  app: { image: x }',
+          '  db:',
+          `    image: ${PG}`,
+          '    command: [postgres, -c, fsync=off]',
+          '    environment: [POSTGRES_PASSWORD=pw, POSTGRES_DB=a]',
+          '    volumes: ["./a.sql:/docker-entrypoint-initdb.d/a.sql"]',
+          '    ports: [5432]',
+        ].join('\n'),
+        [`${DIR}/compose.override.yaml`]: [
+          'services:',
+          '  db:',
+          '    command: [postgres, -c, log_statement=all]',
+          '    environment: { POSTGRES_DB: b }',
+          '    volumes: ["./b.sql:/docker-entrypoint-initdb.d/a.sql", "./c.sql:/docker-entrypoint-initdb.d/c.sql"]',
+          '  cache: { image: drydock-service-redis:8 }',
+        ].join('\n'),
+      },
+      { composeFiles: [COMPOSE, `${DIR}/compose.override.yaml`] },
+    );
+    const [db, cache] = parsed.services;
+    expect(db).toMatchObject({
+      command: ['postgres', '-c', 'log_statement=all'],
+      environment: { POSTGRES_PASSWORD: 'pw', POSTGRES_DB: 'b' },
+      ports: [5432],
+      files: [
+        { target: '/docker-entrypoint-initdb.d/a.sql', source: `${DIR}/b.sql` },
+        { target: '/docker-entrypoint-initdb.d/c.sql', source: `${DIR}/c.sql` },
+      ],
+      source: `${COMPOSE} services.db`,
+    });
+    expect(cache.source).toBe(`${DIR}/compose.override.yaml services.cache`);
+  });
+
+  test('a compose file not in the repository is named', () => {
+    expect(
+      problems({ [COMPOSE]: 'services:\n  app: { image: x }\n' }, { composeFiles: [COMPOSE, 'nope.yaml'] }),
+    ).toEqual(['nope.yaml: not in the repository (named in dockerComposeFile)']);
+  });
+
+  const profiled = {
+    [COMPOSE]: [
+      'services:',
+      '  app: { image: x, depends_on: [db] }',
+      `  db: { image: ${PG}, profiles: [storage] }`,
+      '  cache: { image: drydock-service-redis:8 }',
+      '  debug: { image: drydock-service-redis:8, profiles: [debug] }',
+      '  mail: { image: drydock-service-redis:8, profiles: [mail] }',
+    ].join('\n'),
+  };
+  test('a service whose profiles are not active is left out, unless something that runs depends on it', () => {
+    expect(stack(profiled).services.map((s) => s.name)).toEqual(['db', 'cache']);
+    expect(
+      stack({ ...profiled, [`${DIR}/.env`]: 'COMPOSE_PROFILES=debug,mail\n' }).services.map((s) => s.name),
+    ).toEqual(['db', 'cache', 'debug', 'mail']);
+  });
+
+  test('runServices names what runs, whatever its profile, with what it depends on', () => {
+    const parsed = stack(
+      {
+        [COMPOSE]: [
+          'services:',
+          '  app: { image: x }',
+          `  db: { image: ${PG}, profiles: [storage] }`,
+          '  api: { image: drydock-service-redis:8, profiles: [debug], depends_on: { db: { condition: service_healthy } } }',
+          '  other: { image: drydock-service-redis:8 }',
+        ].join('\n'),
+      },
+      { runServices: ['api'] },
+    );
+    expect(parsed.services.map((s) => [s.name, s.dependsOn])).toEqual([
+      ['db', []],
+      ['api', ['db']],
+    ]);
+  });
+});
+
+describe('the dev service', () => {
+  const dev = (lines: string) => problems({ [COMPOSE]: `services:\n  app:\n    image: x\n${lines}` });
+
+  test('what dev container templates write is honoured: keep-alive command, the repo mounted, network_mode service:', () => {
+    expect(
+      dev(
+        [
+          '    command: sleep infinity',
+          '    volumes: ["../..:/workspaces:cached", "..:/workspace"]',
+          '    network_mode: service:db',
+          '    user: node',
+          '    ports: [3000]',
+          `  db: { image: ${PG} }`,
+          '',
+        ].join('\n'),
+      ),
+    ).toEqual([]);
+    expect(dev(`    command: /bin/sh -c "while sleep 1000; do :; done"\n`)).toEqual([]);
+  });
+
+  test.each([
+    ['    command: npm run dev\n', /services\.app\.command: a sandbox runs drydock's keeper/],
+    ['    entrypoint: [/start.sh]\n', /services\.app\.entrypoint: a sandbox runs drydock's keeper/],
+    [
+      '    volumes: [node_modules:/workspace/node_modules]\n',
+      /services\.app\.volumes\.0: the sandbox's folders are its own/,
+    ],
+    [
+      '    volumes: ["./config:/etc/app"]\n',
+      /services\.app\.volumes\.0: ".\/config" is in the repository, which a sandbox has at \/workspace/,
+    ],
+    ['    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n', /services\.app\.volumes\.0: /],
+    ['    secrets: [s]\n', /services\.app\.secrets: not supported by drydock for the dev container/],
+    ['    working_dir: /src\n', /services\.app\.working_dir: not supported by drydock for the dev container/],
+    ['    privileged: true\n', /services\.app\.privileged: services run without privileges/],
+    ['    user: root\n', /services\.app\.user: sandboxes never run as root/],
+    ['    network_mode: host\n', /services\.app\.network_mode: /],
+  ])('refuses %j naming the field', (lines, message) => {
+    expect(dev(lines).join('\n')).toMatch(message);
+  });
+});
+
+describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused by name', () => {
+  const dc = (extra: object) =>
+    parseDevcontainer(JSON.stringify({ image: 'drydock-sandbox-base', ...extra }), '.devcontainer/devcontainer.json');
+
+  test("remoteEnv is every step's environment, ${containerEnv:…} read from the sandbox's", () => {
+    const env = dc({
+      remoteEnv: {
+        PATH: '${containerEnv:PATH}:/workspace/bin',
+        ROOT: '${containerWorkspaceFolder}/src',
+        MODE: '${localEnv:MODE:test}',
+        NONE: '${containerEnv:UNSET}',
+      },
+    });
+    expect(remoteEnvIn(env.remoteEnv!, ['PATH=/usr/bin', 'HOME=/home/drydock', 'PATH=/opt/node/bin:/usr/bin'])).toEqual(
+      ['PATH=/opt/node/bin:/usr/bin:/workspace/bin', 'ROOT=/workspace/src', 'MODE=test', 'NONE='],
+    );
+  });
+
+  test.each([
+    [
+      { remoteEnv: { TOKEN: '${localEnv:TOKEN}' } },
+      /remoteEnv\.TOKEN: \$\{localEnv:TOKEN\} is of the developer's machine/,
+    ],
+    [
+      { mounts: ['source=cache,target=/cache,type=volume'] },
+      /devcontainer\.json: mounts\.0: a sandbox mounts nothing of the host/,
+    ],
+    [
+      { runArgs: ['--init', '--cap-add=SYS_PTRACE'] },
+      /runArgs\.1: "--cap-add=SYS_PTRACE": drydock makes every sandbox itself/,
+    ],
+  ])('%j is refused, naming the field', (extra, message) => {
+    expect(() => dc(extra)).toThrow(message);
+  });
+
+  test('runArgs the sandbox has already (--init) are accepted', () => {
+    expect(dc({ runArgs: ['--init'] }).image).toBe('drydock-sandbox-base');
+  });
+});
