@@ -309,7 +309,8 @@ describe("a service's image is no repository's and no image id (T4-M1)", () => {
     ]);
     const repo = await fixture({
       '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
-      '.devcontainer/Dockerfile': `FROM ${stack.config.DRYDOCK_BASE_IMAGE}\nLABEL drydock.snapshot.services='${forged}'\n`,
+      // A small base: the Dockerfile goes through the isolated builder, which is handed its base whole.
+      '.devcontainer/Dockerfile': `FROM debian:trixie-slim\nLABEL drydock.snapshot.services='${forged}'\n`,
       '.drydock/setup.sh': 'true\n',
     });
     const built = await buildSnapshot(repo);
@@ -318,7 +319,7 @@ describe("a service's image is no repository's and no image id (T4-M1)", () => {
     expect([labels['drydock.snapshot.services'], labels['drydock.snapshot.env']]).toEqual(['[]', '{}']);
     const { final } = await session('forged-services', repo, 'true');
     expect(final.phase).toBe('completed');
-  }, 300_000);
+  }, 600_000);
 });
 
 /** A local image built FROM the base image with `lines`, on no network; removed by the caller. */
