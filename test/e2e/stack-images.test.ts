@@ -115,7 +115,9 @@ test("a compose file's unsupported field is refused at the build, naming the fil
   });
   const failed = await buildSnapshot(stack, repo.url).catch((err: unknown) => err);
   const why = rootCause(failed as Error);
-  expect(why).toContain('.devcontainer/compose.yaml: services.db.build: drydock builds no compose service');
+  expect(why).toContain(
+    ".devcontainer/compose.yaml: services.db.build: drydock does not build a compose service's image yet",
+  );
   expect(why).toContain('.devcontainer/compose.yaml: services.db.ports.0: publishes port 5432 as 15432');
   expect((await snapshots.builds({ repo: repo.url })).map((b) => b.status)).toEqual(['failed']);
 }, 300_000);
