@@ -290,7 +290,7 @@ test('malformed signals are recorded as refused and cannot wedge the session; th
   expect(waiting.phase).toBe('awaiting_approval');
   expect(waiting.refusedDecisions.map((r) => r.reason)).toEqual([
     "unknown action 'undefined'; known actions: push, pull_request, deploy",
-    "'change' must be a change hash",
+    "'change' must be the whole hash of the change: 64 hex characters, as pendingApproval.change shows",
     "'comment' must be text",
   ]);
 
