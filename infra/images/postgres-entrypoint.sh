@@ -65,7 +65,9 @@ init_database() {
   echo "host all all all $method" >>"$PGDATA/pg_hba.conf"
   local settings=''
   [ $# -lt 2 ] || settings=$(printf '%q ' "${@:2}")
-  pg_ctl -D "$PGDATA" -w -o "$settings -c listen_addresses=''" start >/dev/null
+  # As the official image: the command's settings, then the default port (a later -p wins), so
+  # init scripts that name no port (psql's default, or PGPORT) reach it whatever port the command gives.
+  pg_ctl -D "$PGDATA" -w -o "$settings -c listen_addresses='' -p ${PGPORT:-5432}" start >/dev/null
   if [ "$POSTGRES_DB" != postgres ]; then
     POSTGRES_DB=postgres process_sql -qc "create database \"$POSTGRES_DB\"" >/dev/null
   fi

@@ -207,7 +207,9 @@ test("the image's entrypoint contract: a command of flags, init .sql and .sh fil
   const container = await docker.createContainer({
     name,
     Image: images.postgres,
-    Cmd: ['-c', 'max_connections=42'],
+    // A port of its own, as the deployment's PostgreSQL is run: init scripts that name no port still reach
+    // the init server (the official image's contract; deployment-run failed without it).
+    Cmd: ['-c', 'max_connections=42', '-p', '5433'],
     Env: ['POSTGRES_HOST_AUTH_METHOD=trust', 'POSTGRES_DB=app'],
     HostConfig: { NetworkMode: 'none', Binds: [`${init}:/docker-entrypoint-initdb.d:ro`] },
   });
@@ -215,7 +217,7 @@ test("the image's entrypoint contract: a command of flags, init .sql and .sh fil
     await container.start();
     const psql = async (sql: string) => {
       const exec = await container.exec({
-        Cmd: ['psql', '-U', 'postgres', '-d', 'app', '-tAc', sql],
+        Cmd: ['psql', '-U', 'postgres', '-d', 'app', '-p', '5433', '-tAc', sql],
         AttachStdout: true,
         AttachStderr: true,
       });
