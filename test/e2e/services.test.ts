@@ -215,19 +215,8 @@ test("the image's entrypoint contract: a command of flags, init .sql and .sh fil
   });
   try {
     await container.start();
-    const psql = async (sql: string) => {
-      const exec = await container.exec({
-        Cmd: ['psql', '-U', 'postgres', '-d', 'app', '-p', '5433', '-tAc', sql],
-        AttachStdout: true,
-        AttachStderr: true,
-      });
-      const stream = await exec.start({});
-      const chunks: Buffer[] = [];
-      const sink = new PassThrough().on('data', (c: Buffer) => chunks.push(c));
-      docker.modem.demuxStream(stream, sink, sink);
-      await new Promise((r) => stream.on('end', r));
-      return Buffer.concat(chunks).toString().trim();
-    };
+    const psql = async (sql: string) =>
+      (await inSandbox(name, `psql -U postgres -d app -p 5433 -tAc "${sql}"`, 'postgres')).trim();
     const logs = async () => (await container.logs({ stdout: true, stderr: true })).toString();
     await pollUntil(logs, (l) => /init done; starting postgres/.test(l), 'the first start', 120_000);
     await pollUntil(
