@@ -14,11 +14,12 @@ ensure_debootstrap() {
   if ! command -v patchelf >/dev/null && is_debian_root; then apt_install patchelf; fi
 }
 # gVisor registered as the runtime "runsc" (a reload of a running engine, never a restart).
-if docker info >/dev/null 2>&1; then bash "$ROOT/infra/runsc.sh"; ensure_debootstrap; exit 0; fi
+if docker info >/dev/null 2>&1; then bash "$ROOT/infra/runsc.sh"; bash "$ROOT/infra/builder-runtime.sh"; ensure_debootstrap; exit 0; fi
 if [ -n "${DOCKER_HOST:-}" ]; then fail "DOCKER_HOST=$DOCKER_HOST does not answer"; fi
 is_debian_root || fail "no Docker engine answers and this is not Debian as root: install Docker and start it (or set DOCKER_HOST)"
 command -v dockerd >/dev/null || apt_install docker.io
 bash "$ROOT/infra/runsc.sh"
+bash "$ROOT/infra/builder-runtime.sh"
 drop_stale_pidfile /var/run/docker.pid 'dockerd --bridge=none --iptables=false'
 drop_stale_pidfile /var/run/docker/containerd/containerd.pid /var/run/docker/containerd/
 step "starting dockerd (log: $DATA_DIR/dockerd.log)"

@@ -7,7 +7,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import { ErrorType } from '../workflows/api';
-import { checkRepoConfig, REPO_CONFIG_FILE, type RepoConfig } from '../workflows/repo-config';
+import { checkRepoConfig, REPO_CONFIG_FILE, setupCommandOf, type RepoConfig } from '../workflows/repo-config';
 import { readAtCommit } from './git';
 
 /** A repo file larger than this is refused rather than parsed. */
@@ -39,5 +39,5 @@ export async function readRepoConfig(
 export async function repoFileSetup(mirror: string, commit: string): Promise<string | undefined> {
   const file = await readRepoConfig(mirror, commit);
   if (!file.ok) throw ApplicationFailure.nonRetryable(file.problems.join('; '), ErrorType.SnapshotSetupFailed);
-  return file.config?.setup;
+  return setupCommandOf(file.config);
 }

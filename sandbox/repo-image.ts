@@ -12,12 +12,15 @@
  * needs only the few fields above, read with jsonc-parser, and runs setup
  * itself behind the egress proxy.
  *
- * Images are built without running or fetching anything
- * (sandbox/repo-dockerfile.ts): a repo's Dockerfile without RUN or ADD, FROM
- * an image on the host that no repository made, pinned by id; drydock's
- * layer without RUN. What needs the registries or root belongs in setup,
- * which runs in the sandbox through the egress proxy, or in the image the
- * Dockerfile starts FROM, which the operator puts on the host.
+ * Images are built whole (RUN, ADD, multi-stage, COPY --from, ARG) in
+ * drydock's isolated builder (sandbox/builder.ts, docs/builder.md), never by
+ * the host's daemon: buildah in gVisor with no network but the egress proxy,
+ * given each image the Dockerfile starts from (sandbox/dockerfile-bases.ts):
+ * one on the host that no repository made, or pulled from a registry the
+ * operator allows, pinned by id. drydock's layer on top runs the repo's
+ * `setup.root` as root, in the builder too; sessions stay non-root. A named
+ * image with no setup.root needs only drydock's layer, which runs nothing: it
+ * is built on the host, from drydock's text alone.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -27,8 +30,13 @@ import path from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import { z } from 'zod';
 import { git } from '../repos/git';
+import type { Logger } from '../platform/log';
+import { REPO_CONFIG_FILE } from '../workflows/repo-config';
+import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type IsolatedBuild } from './builder';
+import { dockerfileBases, type BaseImage } from './dockerfile-bases';
+import type { EgressRule } from './egress';
 import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, type SandboxProvider } from './provider';
-import { planDockerfile, repoMadeImage } from './repo-dockerfile';
+import { repoMadeImage } from './repo-dockerfile';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
 /**
@@ -291,32 +299,86 @@ export class EnvironmentError extends Error {
   override name = 'EnvironmentError';
 }
 
+/** What building an environment image needs beside the repo: the isolated builder's settings (sandbox/builder.ts). */
+export interface EnvironmentBuild {
+  /** The builder's image (sandbox-images/builder-image.ts), made on first use. */
+  builderImage: () => Promise<string>;
+  /** The build's allowlist: the operator's rules for the repo and the package registries. */
+  egress: EgressRule[];
+  extraCaCerts?: string;
+  /** Commands run as root in the builder as the environment's last layer (`setup.root`). */
+  rootSetup?: string;
+  /** Names the build in logs. */
+  owner: string;
+  log: Logger;
+  limits?: Partial<BuildLimits>;
+}
+
 /**
  * The sandbox image of a repo's environment at `commit`: the repo's image
- * (built from its Dockerfile, or named: on this host or pulled from an
- * allowed registry, and not one drydock made from a repository), with drydock's layer on top (/workspace and the
- * home folder owned by the sandbox user, containerEnv). Nothing of either
- * runs while it is built (sandbox/repo-dockerfile.ts). Built once per content
- * hash; returns the tag.
+ * (its Dockerfile built whole, or a named image: on this host or pulled from
+ * an allowed registry, and not one drydock made from a repository) with
+ * drydock's layer on top (setup.root run as root, /workspace and the home
+ * folder owned by the sandbox user, containerEnv). A Dockerfile or setup.root
+ * is built in the isolated builder (sandbox/builder.ts), never by the host's
+ * daemon; a named image alone gets drydock's no-RUN layer on the host
+ * (hostLayer). Built once per content hash; returns the tag. With no declared
+ * environment, `env` undefined: the base image with setup.root on top.
  */
 export async function ensureEnvironmentImage(
   provider: SandboxProvider,
   at: { mirror: string; commit: string },
-  env: RepoEnvironment,
+  env: RepoEnvironment | undefined,
   slug: string,
   fetchImage: ImageFetcher,
+  build: EnvironmentBuild & { baseImage: string },
 ): Promise<string> {
-  if (env.image) await fetchImage(env.image, `${env.source}: image`);
-  const from = env.image
-    ? { ref: env.image, id: (await allowedImage(provider, env.image, env.source)).id }
-    : await buildRepoImage(provider, at, env, slug, fetchImage);
-  const dockerfile = layerDockerfile(from.id, env);
-  const tag = `${environmentImageNames(slug).env}:${hashOf([from.id, dockerfile]).slice(0, 12)}`;
+  const source = env?.source ?? REPO_CONFIG_FILE;
+  const repo = env?.dockerfile ? await repoDockerfile(at, env) : undefined;
+  const named = env?.image ?? (repo ? undefined : build.baseImage);
+  const refs = repo
+    ? repo.bases.map((b) => ({ ref: b.ref, field: `${source}: ${env!.dockerfile}: ${b.instruction}` }))
+    : [{ ref: named!, field: `${source}: image` }];
+  const bases: { ref: string; id: string }[] = [];
+  for (const { ref, field } of refs) {
+    if (ref !== build.baseImage) await fetchImage(ref, field);
+    bases.push({ ref, id: (await allowedImage(provider, ref, field)).id });
+  }
+  // A named image with no setup.root gets drydock's layer alone, which runs nothing: built on the host (hostLayer).
+  const onHost = !repo && !build.rootSetup;
+  const layer = layerDockerfile(repo ? REPO_STAGE : onHost ? bases[0].id : named!, env, build.rootSetup);
+  const hash = hashOf([
+    ...bases.map((b) => `${b.ref}@${b.id}`),
+    repo?.text ?? '',
+    repo?.tree ?? '',
+    JSON.stringify(env?.args ?? {}),
+    layer,
+  ]);
+  const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
-  const labels = { 'drydock.image': 'environment', [ENVIRONMENT_FROM_LABEL]: from.ref };
+  const labels = {
+    'drydock.image': 'environment',
+    [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
+  };
+  if (onHost) {
+    await hostLayer(provider, { tag, labels, dockerfile: layer }, source);
+    return tag;
+  }
   await withContext(async (context) => {
-    await mkdir(path.join(context, 'empty'));
-    await build(provider, { tag, labels, dockerfile, context }, env);
+    if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
+    await buildIn(build, source, {
+      builderImage: await build.builderImage(),
+      tag,
+      labels,
+      ...(repo ? { repo: { dockerfile: repo.text, context, args: env!.args } } : {}),
+      layer,
+      bases,
+      egress: build.egress,
+      ...(build.extraCaCerts ? { extraCaCerts: build.extraCaCerts } : {}),
+      ...(build.limits ? { limits: build.limits } : {}),
+      owner: build.owner,
+      log: build.log,
+    });
   });
   return tag;
 }
@@ -336,8 +398,8 @@ async function allowedImage(provider: SandboxProvider, ref: string, source: stri
 
 /**
  * Why a repo may not build on the image `ref`, if its ONBUILD triggers say so: a build FROM it
- * (the repo's Dockerfile, drydock's own layer) runs them first, in the host's builder, and
- * they are whatever the image's author wrote (RUN as root, ADD on the host's network, COPY --from
+ * (the repo's Dockerfile, drydock's own layer) runs them first, and they are whatever the
+ * image's author wrote, not the repo's (RUN as root, ADD from the network, COPY --from
  * another image). Pulled or on the host alike.
  */
 export function onBuildProblem(ref: string, image: Pick<ImageInfo, 'onBuild'>): string | undefined {
@@ -345,20 +407,23 @@ export function onBuildProblem(ref: string, image: Pick<ImageInfo, 'onBuild'>): 
   const first = image.onBuild[0].slice(0, 200);
   return (
     `image ${ref} has ${image.onBuild.length} ONBUILD trigger(s) (the first: "${first}"), which any build on it ` +
-    "runs in the host's builder: use an image without ONBUILD, or put what the triggers do in setup"
+    "runs before the repo's own steps: use an image without ONBUILD, or put what the triggers do in setup"
   );
 }
 
 /**
- * drydock's layer over the repo's image (by id): no RUN, so nothing of the
- * image runs while it is built; the sandbox always runs as SANDBOX_UID
+ * drydock's layer over the repo's image: setup.root as root (through the
+ * egress proxy, like every RUN of the build), then the sandbox user's
+ * folders and containerEnv; the sandbox always runs as SANDBOX_UID
  * (remoteUser is checked for its form only).
  */
-function layerDockerfile(fromId: string, env: RepoEnvironment): string {
+function layerDockerfile(from: string, env: RepoEnvironment | undefined, rootSetup: string | undefined): string {
   const owned = `--chown=${SANDBOX_UID}:${SANDBOX_UID}`;
-  const envLines = Object.entries({ ...env.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${JSON.stringify(v)}`);
+  const envLines = Object.entries({ ...env?.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${JSON.stringify(v)}`);
+  const root = rootSetup ? ['USER root', `RUN ${JSON.stringify(['/bin/sh', '-c', rootSetup])}`] : [];
   return [
-    `FROM ${fromId}`,
+    `FROM ${from}`,
+    ...root,
     `COPY ${owned} empty/ ${WORKSPACE}/`,
     `COPY ${owned} empty/ ${HOME}/`,
     ...envLines,
@@ -369,38 +434,21 @@ function layerDockerfile(fromId: string, env: RepoEnvironment): string {
   ].join('\n');
 }
 
-/**
- * Builds the repo's Dockerfile from its context at `commit` as drydock builds
- * Dockerfiles (sandbox/repo-dockerfile.ts: FROM an allowed image, pinned by
- * id; nothing run or fetched), tagged by the content's hash; returns its tag and id.
- */
-async function buildRepoImage(
-  provider: SandboxProvider,
+/** The repo's Dockerfile at `commit`: its text, its context's tree and the images it starts from. */
+async function repoDockerfile(
   { mirror, commit }: { mirror: string; commit: string },
   env: RepoEnvironment,
-  slug: string,
-  fetchImage: ImageFetcher,
-): Promise<{ ref: string; id: string }> {
+): Promise<{ text: string; tree: string; bases: BaseImage[] }> {
   const blob = await git(['rev-parse', `${commit}:${env.dockerfile}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: Dockerfile ${env.dockerfile} is not in the repository`);
   });
   const tree = await git(['rev-parse', `${commit}:${env.context ?? ''}`], mirror).catch(() => {
     throw new EnvironmentError(`${env.source}: build context ${env.context || '.'} is not in the repository`);
   });
-  const plan = planDockerfile(await git(['cat-file', 'blob', blob.trim()], mirror), env.args);
-  if ('problem' in plan) throw new EnvironmentError(`${env.source}: ${env.dockerfile}, ${plan.problem}`);
-  // The build has no network: the image it builds FROM is on the host first, or pulled from an allowed registry.
-  await fetchImage(plan.from, `${env.source}: ${env.dockerfile}: FROM`);
-  const base = await allowedImage(provider, plan.from, `${env.source}: ${env.dockerfile}: FROM`);
-  const dockerfile = plan.pinned(base.id);
-  const tag = `${environmentImageNames(slug).repo}:${hashOf([dockerfile, tree.trim(), JSON.stringify(env.args)]).slice(0, 12)}`;
-  const done = await provider.image(tag);
-  if (done) return { ref: tag, id: done.id };
-  await withContext(async (context) => {
-    await untar(mirror, `${commit}:${env.context ?? ''}`, context);
-    await build(provider, { tag, labels: { 'drydock.image': 'repo' }, dockerfile, context, args: env.args }, env);
-  });
-  return { ref: tag, id: (await provider.image(tag))!.id };
+  const text = await git(['cat-file', 'blob', blob.trim()], mirror);
+  const bases = dockerfileBases(text, env.args);
+  if ('problem' in bases) throw new EnvironmentError(`${env.source}: ${env.dockerfile}: ${bases.problem}`);
+  return { text, tree: tree.trim(), bases };
 }
 
 /** Runs `fn` with an empty folder for a build context, removed afterwards. */
@@ -432,13 +480,35 @@ function hashOf(parts: string[]): string {
   return hash.digest('hex');
 }
 
-/** Builds an image; a failure names the file and what the builder said. */
-async function build(provider: SandboxProvider, image: ImageBuild, env: RepoEnvironment): Promise<void> {
+/**
+ * Builds drydock's layer over a named image on the host, with no network: a
+ * named image with no Dockerfile and no setup.root needs nothing else, and
+ * handing a large image (drydock's own base is 2 GB) to the isolated builder
+ * costs minutes (docs/builder.md). The Dockerfile is drydock's text alone
+ * (FROM the checked image's id, no RUN, values JSON-quoted, the image's
+ * ONBUILD triggers refused before: allowedImage), so nothing of the repo or
+ * the image runs on the host.
+ */
+async function hostLayer(provider: SandboxProvider, image: Omit<ImageBuild, 'context'>, source: string): Promise<void> {
+  await withContext(async (context) => {
+    await mkdir(path.join(context, 'empty'));
+    try {
+      await provider.buildImage({ ...image, context });
+    } catch (err) {
+      if (!(err instanceof ImageBuildFailed)) throw err;
+      const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
+      throw new EnvironmentError(`${source}: building drydock's layer failed: ${text.slice(-800)}`);
+    }
+  });
+}
+
+/** Builds in the isolated builder; a failure names the file and what the builder said. */
+async function buildIn(settings: EnvironmentBuild, source: string, build: IsolatedBuild): Promise<void> {
   try {
-    await provider.buildImage(image);
+    const counts = await buildIsolated(build);
+    settings.log.info({ owner: build.owner, tag: build.tag, egress: counts }, 'environment image built');
   } catch (err) {
-    if (!(err instanceof ImageBuildFailed)) throw err;
-    const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
-    throw new EnvironmentError(`${env.source}: docker build failed: ${text.slice(-800)}`);
+    if (!(err instanceof IsolatedBuildFailed)) throw err;
+    throw new EnvironmentError(`${source}: ${err.message}; its output ends:\n${err.output.trim().slice(-1500)}`);
   }
 }

@@ -57,8 +57,24 @@ const sessionLimits = z.strictObject({
 
 export const repoConfigSchema = z.strictObject({
   setup: z
-    .string()
-    .min(1)
+    .union([
+      z.string().min(1),
+      z.strictObject({
+        command: z
+          .string()
+          .min(1)
+          .optional()
+          .describe('As the plain form: run as the sandbox user in /workspace, through the egress proxy'),
+        root: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            "Shell command run as root in drydock's isolated builder, as the environment image's last layer " +
+              "(OS packages: apt-get install …); without the repo's files; sessions stay non-root (docs/builder.md)",
+          ),
+      }),
+    ])
     .optional()
     .describe('Shell command that prepares the repo in /workspace (install dependencies); snapshots run it'),
   verify: z
@@ -104,6 +120,16 @@ export const repoConfigSchema = z.strictObject({
 });
 
 export type RepoConfig = z.infer<typeof repoConfigSchema>;
+
+/** The setup command of a repo file (run as the sandbox user), whichever form `setup` takes. */
+export function setupCommandOf(config: RepoConfig | undefined): string | undefined {
+  return typeof config?.setup === 'string' ? config.setup : config?.setup?.command;
+}
+
+/** The part of a repo file's setup that runs as root in the builder (`setup.root`). */
+export function rootSetupOf(config: RepoConfig | undefined): string | undefined {
+  return typeof config?.setup === 'object' ? config.setup.root : undefined;
+}
 
 /** Validates a parsed repo file; each problem names the file and its field. */
 export function checkRepoConfig(data: unknown): { ok: true; config: RepoConfig } | { ok: false; problems: string[] } {

@@ -42,6 +42,8 @@ export interface SandboxDeps extends MirrorDeps {
   allowedRegistries?: string[];
   /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, sandbox/ca.ts). */
   extraCaCerts?: string;
+  /** The isolated builder's image (sandbox/builder.ts); default: built from sandbox-images/builder on first use. */
+  builderImage?: () => Promise<string>;
   /**
    * The worker's one redactor (platform/scrub.ts): every secret the worker holds,
    * granted ones included. Whatever leaves a sandbox passes through it.

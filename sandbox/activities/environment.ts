@@ -24,19 +24,22 @@ import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeReques
 import type { SandboxDeps } from './deps';
 import type { ImageSummary, SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
-import type { RepoConfig } from '../../workflows/repo-config';
+import { REPO_CONFIG_FILE, rootSetupOf, type RepoConfig } from '../../workflows/repo-config';
 import {
   chooseEnvironment,
   environmentFiles,
   type OperatorEnvironment,
 } from '../../workflows/rules/environment-choice';
+import { PACKAGE_REGISTRIES } from '../builder';
+import type { EgressRule } from '../egress';
+import { ensureBuilderImage } from '../../sandbox-images/builder-image';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
 import { RepoTree } from '../repo-files';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
   SandboxDeps,
-  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'snapshots'
+  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'snapshots' | 'extraCaCerts' | 'builderImage'
 >;
 
 /** What a sandbox of the repo is made of. */
@@ -64,10 +67,11 @@ export async function sandboxEnvironment(
   deps: EnvironmentDeps,
   at: { mirror: string; commit: string },
   repo: string,
-  pull?: { allowed: string[] },
+  pull?: { allowed: string[]; egress?: EgressRule[] },
 ) {
+  const fetchImage = environmentImageFetcher(deps, { repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) });
   try {
-    return await environmentOf(deps, at, repo, environmentImageFetcher(deps, { repo, ...(pull ? { pull } : {}) }));
+    return await environmentOf(deps, at, repo, fetchImage, pull?.egress ?? []);
   } catch (err) {
     if (err instanceof EnvironmentError)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -94,6 +98,7 @@ async function environmentOf(
   { mirror, commit }: { mirror: string; commit: string },
   repo: string,
   fetchImage: ImageFetcher,
+  egress: EgressRule[],
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
   const read = (file: string) =>
@@ -108,9 +113,26 @@ async function environmentOf(
     new RepoTree(mirror, commit),
   );
   refuseUnsupported(deps.sandboxes, declared, stack);
-  const image = declared
-    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage)
-    : deps.baseImage;
+  const rootSetup = rootSetupOf(file.config);
+  if (rootSetup && !deps.sandboxes.capabilities.buildsImages) {
+    throw new EnvironmentError(
+      `${REPO_CONFIG_FILE}: setup.root needs the isolated builder, and the ${deps.sandboxes.name} sandbox provider builds no images; ` +
+        'install the packages in the image the operator gives (DRYDOCK_BASE_IMAGE) instead',
+    );
+  }
+  const image =
+    declared || rootSetup
+      ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
+          baseImage: deps.baseImage,
+          builderImage: deps.builderImage ?? (() => ensureBuilderImage()),
+          // The operator's rules for the repo, and what the build's package managers need.
+          egress: [...egress, ...PACKAGE_REGISTRIES],
+          ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
+          ...(rootSetup ? { rootSetup } : {}),
+          owner: `environment ${repoSlug(repo)}`,
+          log: deps.log,
+        })
+      : deps.baseImage;
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];

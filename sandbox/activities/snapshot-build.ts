@@ -228,6 +228,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   // A snapshot build is the one place images are pulled (from the registries the operator allows).
   const environment = await sandboxEnvironment(deps, { mirror, commit }, input.repo, {
     allowed: allowedRegistries(deps, reg),
+    egress: reg.egress,
   }).catch(async (err: Error) => {
     // A transient failure (a download, a full disk) is retried: the row stays open for the retry to finish.
     if (isFinal(err)) {

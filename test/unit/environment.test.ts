@@ -112,6 +112,6 @@ test("an image with ONBUILD triggers is no repo's base: named, with what to do (
   expect(onBuildProblem('debian:trixie-slim', { onBuild: [] })).toBeUndefined();
   expect(onBuildProblem('app-base:1', { onBuild: ['ADD http://169.254.169.254/ /x', 'RUN id'] })).toBe(
     'image app-base:1 has 2 ONBUILD trigger(s) (the first: "ADD http://169.254.169.254/ /x"), which any build on it ' +
-      "runs in the host's builder: use an image without ONBUILD, or put what the triggers do in setup",
+      "runs before the repo's own steps: use an image without ONBUILD, or put what the triggers do in setup",
   );
 });

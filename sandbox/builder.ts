@@ -1,0 +1,269 @@
+/**
+ * drydock's isolated builder (docs/builder.md): builds a repo's Dockerfile
+ * whole (RUN, ADD, multi-stage, COPY --from, ARG, ONBUILD) and drydock's
+ * layer on top, never on the host's Docker daemon. The build runs in a
+ * container of its own: buildah as root inside gVisor (the runtime
+ * runsc-builder, infra/builder-runtime.sh), `--network none` (its loopback
+ * only), no Docker socket, all files it sees mounted from one folder of this
+ * build, read-only but its output. Its network is drydock's egress proxy
+ * (sandbox/egress.ts) with the build's allowlist, through the forwarder on
+ * its loopback; the extra CAs reach its RUN steps (sandbox-images/builder/
+ * drydock-build). Bounded in time (the container is killed past it),
+ * memory, processes and disk (its image store is a tmpfs of that size).
+ *
+ * Base images are given, never pulled: the worker chose each (on the host,
+ * not made from a repository, or pulled from an allowed registry) and pinned
+ * it by id; `docker save` hands it over and the builder checks the id it
+ * loaded. The result comes back as a `docker-archive` that `docker load`
+ * puts into the host engine under the tag the caller chose.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmod, copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Logger } from '../platform/log';
+import { openEgressProxy, type EgressProxy, type EgressRule } from './egress';
+
+/** The Docker runtime builds run under (infra/builder-runtime.sh registers it). */
+export const BUILDER_RUNTIME = 'runsc-builder';
+
+/** What package managers of a build need, beside the operator's rules for the repo. */
+export const PACKAGE_REGISTRIES: EgressRule[] = [
+  'deb.debian.org',
+  'security.debian.org',
+  'archive.ubuntu.com',
+  'security.ubuntu.com',
+  'dl-cdn.alpinelinux.org',
+  'registry.npmjs.org',
+  'registry.yarnpkg.com',
+  'pypi.org',
+  'files.pythonhosted.org',
+].map((host) => ({ host }));
+
+/** A build's bounds. */
+export interface BuildLimits {
+  /**
+   * Wall time before the builder is killed. @default 480_000 (8 min): within
+   * the 10 minutes of the activities that build (startSnapshotBuild, provisionSandbox),
+   * so a build past it fails named instead of being retried whole.
+   */
+  timeoutMs: number;
+  /** Memory of the build's processes, bytes (the image store's tmpfs comes on top). @default 2 GiB */
+  memoryBytes: number;
+  /** Disk of the build (its image store, a tmpfs), bytes. @default 6 GiB */
+  diskBytes: number;
+  /** @default 2048 */
+  pids: number;
+  /** @default 2 */
+  cpus: number;
+}
+
+export const BUILD_LIMITS: BuildLimits = {
+  timeoutMs: 8 * 60_000,
+  memoryBytes: 2 * 1024 ** 3,
+  diskBytes: 6 * 1024 ** 3,
+  pids: 2048,
+  cpus: 2,
+};
+
+export interface IsolatedBuild {
+  /** The builder's image (sandbox-images/builder-image.ts). */
+  builderImage: string;
+  /** The result's name in the host engine. */
+  tag: string;
+  /** Labels of the result; they win over any the Dockerfiles set. */
+  labels: Record<string, string>;
+  /** The repo's Dockerfile (its text), its context (a host folder) and build args; absent: the layer alone. */
+  repo?: { dockerfile: string; context: string; args: Record<string, string> };
+  /** drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base. */
+  layer: string;
+  /** The images the build starts from, each pinned by id. */
+  bases: { ref: string; id: string }[];
+  egress: EgressRule[];
+  /** PEM file of extra CAs (DRYDOCK_EXTRA_CA_CERTS). */
+  extraCaCerts?: string;
+  limits?: Partial<BuildLimits>;
+  /** Names the build in logs and the egress record. */
+  owner: string;
+  log: Logger;
+}
+
+/** A build that failed, with the end of its output. */
+export class IsolatedBuildFailed extends Error {
+  override name = 'IsolatedBuildFailed';
+  constructor(
+    message: string,
+    readonly output: string,
+    /** True when it was stopped at its time limit. */
+    readonly timedOut = false,
+  ) {
+    super(message);
+  }
+}
+
+/** The stage name the layer's FROM gives to the repo's result (drydock-build tags it so). */
+export const REPO_STAGE = 'drydock-stage-repo';
+
+/** Builds in the isolated builder and loads the result into the host engine; returns the egress counts. */
+export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['counts']> {
+  const limits = { ...BUILD_LIMITS, ...build.limits };
+  // Short: the egress socket's path must stay under 107 bytes.
+  const work = await mkdtemp(path.join(tmpdir(), 'dd-build-'));
+  let proxy: EgressProxy | undefined;
+  try {
+    const dirs = await prepare(work, build);
+    proxy = await openEgressProxy({
+      socketPath: path.join(dirs.run, 'egress.sock'),
+      sessionId: build.owner,
+      step: 'build',
+      rules: build.egress,
+      log: build.log,
+    });
+    await runBuilder(build, limits, dirs);
+    await docker(['load', '-q', '-i', path.join(dirs.out, 'image.tar')], 10 * 60_000);
+    // buildah's own name for it (localhost/…) comes along: only the caller's tag stays.
+    await docker(['rmi', `localhost/${build.tag}`], 60_000).catch(() => undefined);
+    return proxy.counts;
+  } finally {
+    await proxy?.close();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+interface BuildDirs {
+  bases: string;
+  dockerfile: string;
+  run: string;
+  out: string;
+  context?: string;
+}
+
+/** The build's folder: the base images saved, the Dockerfiles, the egress folder, the output folder. */
+async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
+  const dirs: BuildDirs = {
+    bases: path.join(work, 'bases'),
+    dockerfile: path.join(work, 'dockerfile'),
+    run: path.join(work, 'run'),
+    out: path.join(work, 'out'),
+    ...(build.repo ? { context: build.repo.context } : {}),
+  };
+  for (const dir of [dirs.bases, dirs.dockerfile, dirs.run, dirs.out]) await mkdir(dir);
+  const list: string[] = [];
+  for (const [i, base] of build.bases.entries()) {
+    // By id: the archive holds exactly the pinned image; the builder names it as the Dockerfile does.
+    await docker(['save', '-o', path.join(dirs.bases, `${i}.tar`), base.id], 10 * 60_000);
+    list.push(`${i}.tar ${base.id} ${base.ref}`);
+  }
+  await writeFile(path.join(dirs.bases, 'list'), list.map((l) => `${l}\n`).join(''));
+  await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
+  if (build.repo) {
+    await writeFile(path.join(dirs.dockerfile, 'Dockerfile'), build.repo.dockerfile);
+    const args = Object.entries(build.repo.args).map(([k, v]) => `${k}=${v.replace(/\n/g, ' ')}\n`);
+    await writeFile(path.join(dirs.dockerfile, 'build-args'), args.join(''));
+  }
+  if (build.extraCaCerts) await copyFile(build.extraCaCerts, path.join(dirs.run, 'extra-ca.pem'));
+  // The builder runs as root in gVisor; its only writable host folder is out/.
+  await chmod(dirs.out, 0o777);
+  return dirs;
+}
+
+/** Runs the builder container to its end, killing it past the time limit. */
+async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: BuildDirs): Promise<void> {
+  const name = `drydock-build-${createHash('sha256').update(`${build.owner}\0${build.tag}`).digest('hex').slice(0, 16)}`;
+  await docker(['rm', '-f', name], 60_000).catch(() => undefined);
+  const mounts = [
+    `${dirs.bases}:/bases:ro`,
+    `${dirs.dockerfile}:/dockerfile:ro`,
+    `${dirs.run}:/run/drydock:ro`,
+    `${dirs.out}:/out`,
+    ...(dirs.context ? [`${dirs.context}:/context:ro`] : []),
+  ].flatMap((m) => ['-v', m]);
+  const labels = Object.entries(build.labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
+  const args = [
+    'run',
+    '--rm',
+    '--name',
+    name,
+    '--label',
+    `drydock.builder=${build.owner}`,
+    ...builderIsolation(limits),
+    ...mounts,
+    build.builderImage,
+    build.tag,
+    ...labels,
+  ];
+  build.log.info({ owner: build.owner, tag: build.tag, container: name }, 'building in the isolated builder');
+  const result = await runDocker(args, limits.timeoutMs);
+  if (result.timedOut) {
+    await docker(['rm', '-f', name], 60_000).catch(() => undefined);
+    throw new IsolatedBuildFailed(
+      `the build ran past its time limit of ${Math.round(limits.timeoutMs / 1000)} s and was stopped`,
+      result.output,
+      true,
+    );
+  }
+  if (result.code !== 0) {
+    throw new IsolatedBuildFailed(`the build failed (exit code ${result.code})`, result.output);
+  }
+}
+
+/**
+ * The builder container's isolation: gVisor, no network but its loopback,
+ * Docker's default capabilities plus SYS_ADMIN (buildah's mounts and chroots;
+ * they act on gVisor's kernel, not the host's), no new privileges, limits.
+ */
+export function builderIsolation(limits: BuildLimits): string[] {
+  const disk = Math.floor(limits.diskBytes / 1024 ** 2);
+  return [
+    '--runtime',
+    BUILDER_RUNTIME,
+    '--network',
+    'none',
+    '--cap-add',
+    'SYS_ADMIN',
+    '--security-opt',
+    'no-new-privileges',
+    '--memory',
+    String(limits.memoryBytes + limits.diskBytes),
+    '--pids-limit',
+    String(limits.pids),
+    '--cpus',
+    String(limits.cpus),
+    '--ulimit',
+    'nofile=65536:65536',
+    '--tmpfs',
+    `/var/lib/containers:rw,exec,suid,dev,size=${disk}m`,
+  ];
+}
+
+/** Runs `docker` and throws with its output when it fails. */
+async function docker(args: string[], timeoutMs: number): Promise<string> {
+  const result = await runDocker(args, timeoutMs);
+  if (result.timedOut) throw new Error(`docker ${args[0]} did not finish within ${timeoutMs / 1000} s`);
+  if (result.code !== 0) throw new Error(`docker ${args[0]} failed: ${result.output.slice(-2000)}`);
+  return result.output;
+}
+
+/** The last 64 KiB of a command's output (stdout and stderr together). */
+const OUTPUT_KEPT = 64 * 1024;
+
+function runDocker(args: string[], timeoutMs: number): Promise<{ code: number; output: string; timedOut: boolean }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    let timedOut = false;
+    const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-OUTPUT_KEPT));
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? -1, output, timedOut });
+    });
+  });
+}

@@ -1,0 +1,247 @@
+/**
+ * drydock's isolated builder (sandbox/builder.ts, docs/builder.md): a repo's
+ * Dockerfile built whole (RUN with apt-get from Debian's archive and https
+ * to the npm registry, through the egress proxy with the extra CA; a
+ * multi-stage build with COPY --from) and its setup.root as the
+ * environment's last layer, then a session on it as the sandbox user. And
+ * what a build cannot do: reach the host's network, its Docker socket or a
+ * host path (a symlink in the context included), start from an image it was
+ * not given (a bare \r hiding a FROM), or run past its time limit. Real
+ * Docker, gVisor (runsc-builder), real Debian archive and npm registry.
+ */
+import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { addRepo } from '../../cli/snapshots';
+import { createLogger } from '../../platform/log';
+import { buildIsolated, IsolatedBuildFailed, PACKAGE_REGISTRIES, REPO_STAGE } from '../../sandbox/builder';
+import { repoSlug, deleteSnapshotSchedules } from '../../sandbox/snapshots';
+import { ensureBuilderImage } from '../../sandbox-images/builder-image';
+import { status, type SessionStatus } from '../../workflows/api';
+import {
+  containersOf,
+  docker,
+  makeFixtureRepo,
+  newSessionId,
+  startSession,
+  startStack,
+  type FixtureRepo,
+  type TestStack,
+} from '../support/helpers';
+
+const BASE = 'debian:trixie-slim';
+const log = createLogger('silent');
+let builderImage: string;
+let baseId: string;
+const work: string[] = [];
+
+beforeAll(async () => {
+  builderImage = await ensureBuilderImage(() => undefined);
+  baseId = execFileSync('docker', ['image', 'inspect', '-f', '{{.Id}}', BASE]).toString().trim();
+}, 600_000);
+
+afterAll(async () => {
+  for (const dir of work) await rm(dir, { recursive: true, force: true });
+});
+
+async function contextOf(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-builder-test-'));
+  work.push(dir);
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(dir, name), text);
+  return dir;
+}
+
+/** Builds `dockerfile` in the isolated builder FROM debian:trixie-slim; returns the tag loaded on the host. */
+async function buildDirect(name: string, dockerfile: string, context: string, timeoutMs?: number): Promise<string> {
+  const tag = `drydock-builder-test-${name}:${newSessionId('b').slice(-8).toLowerCase()}`;
+  await buildIsolated({
+    builderImage,
+    tag,
+    labels: { 'drydock.image': 'environment' },
+    repo: { dockerfile, context, args: {} },
+    layer: `FROM ${REPO_STAGE}\n`,
+    bases: [{ ref: BASE, id: baseId }],
+    egress: PACKAGE_REGISTRIES,
+    ...(timeoutMs ? { limits: { timeoutMs } } : {}),
+    owner: `test ${name}`,
+    log,
+  });
+  return tag;
+}
+
+/** A file of an image, or '' when it has none (cat in a container with no network). */
+function readFromImage(tag: string, file: string): string {
+  const argv = ['run', '--rm', '--network', 'none', '--entrypoint', 'sh', tag, '-c', `cat ${file} 2>/dev/null || true`];
+  return execFileSync('docker', argv).toString();
+}
+
+const removeImage = (tag: string) =>
+  docker
+    .getImage(tag)
+    .remove({ force: true })
+    .catch(() => undefined);
+
+describe('a snapshot of a repo whose Dockerfile and setup.root install OS packages', () => {
+  let stack: TestStack;
+  let repo: FixtureRepo;
+  beforeAll(async () => {
+    stack = await startStack({
+      DRYDOCK_APPROVAL_REQUIRED: [],
+      DRYDOCK_EXTRA_CA_CERTS: '/etc/ssl/certs/ca-certificates.crt',
+    });
+  }, 600_000);
+  afterAll(async () => {
+    if (repo) {
+      for (const image of await docker.listImages()) {
+        if ((image.RepoTags ?? []).some((t) => t.includes(repoSlug(repo.url)))) await removeImage(image.Id);
+      }
+      await deleteSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
+    }
+    await stack?.stop();
+  });
+
+  test('apt-get and npm through the egress proxy, COPY --from a stage, setup.root as root; the session runs as the sandbox user', async () => {
+    repo = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+      // A multi-stage Dockerfile: a stage fetches with curl over https (npm's registry, the extra CA), the last copies from it.
+      '.devcontainer/Dockerfile': [
+        '# syntax=docker/dockerfile:1',
+        `FROM ${BASE} AS fetch`,
+        'RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates \\',
+        ' && curl -fsS https://registry.npmjs.org/is-number/7.0.0 -o /is-number.json',
+        `FROM ${BASE}`,
+        'RUN apt-get update && apt-get install -y --no-install-recommends jq && rm -rf /var/lib/apt/lists/*',
+        'COPY --from=fetch /is-number.json /opt/is-number.json',
+        'COPY marker.txt /opt/marker.txt',
+        '',
+      ].join('\n'),
+      '.devcontainer/marker.txt': 'from the context\n',
+      '.drydock/config.yaml': [
+        'setup:',
+        '  command: jq -r .name /opt/is-number.json > .setup-saw',
+        '  root: apt-get update && apt-get install -y --no-install-recommends tree && rm -rf /var/lib/apt/lists/*',
+        '',
+      ].join('\n'),
+      '.gitignore': '.setup-saw\n',
+    });
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', allow: ['registry.npmjs.org'] });
+    const built = await stack.client.workflow.execute('refreshSnapshot', {
+      workflowId: newSessionId('builder-snap'),
+      taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+      args: [{ repo: repo.url }],
+    });
+    expect(built).toMatchObject({ status: 'ready' });
+
+    const id = newSessionId('builder-session');
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: 'use what the build installed',
+      agent: { steps: [{ run: 'id -u; jq --version; tree --version; cat .setup-saw /opt/marker.txt' }] },
+    });
+    await handle.result().catch(() => undefined);
+    expect(await containersOf(id)).toHaveLength(0);
+    const final: SessionStatus = await handle.query(status);
+    const output = final.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail ?? '';
+    expect(final.phase).toBe('completed');
+    expect(output).toMatch(/^1000$/m);
+    expect(output).toMatch(/^jq-1\./m);
+    expect(output).toMatch(/^tree v\d/m);
+    expect(output).toMatch(/^is-number$/m);
+    expect(output).toContain('from the context');
+  }, 900_000);
+});
+
+describe('what a build cannot reach', () => {
+  test("the host's network, its Docker socket and a host path (a symlink in the context) stay out of reach", async () => {
+    const asked: string[] = [];
+    const host = createServer((req, res) => {
+      asked.push(req.url ?? '');
+      res.end('only the host serves this');
+    });
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
+    const port = (host.address() as { port: number }).port;
+    const secretDir = await mkdtemp(path.join(tmpdir(), 'drydock-host-secret-'));
+    work.push(secretDir);
+    await writeFile(path.join(secretDir, 'secret'), 'host secret\n');
+    const context = await contextOf({});
+    await mkdir(path.join(context, 'links'));
+    await symlink(path.join(secretDir, 'secret'), path.join(context, 'links', 'leak'));
+    const dockerfile = [
+      `FROM ${BASE}`,
+      // Direct, on the builder's loopback: nothing of the host is there.
+      `RUN bash -c '(exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null && echo reached || echo unreachable' > /direct`,
+      // Through the egress proxy: loopback is not on the build's allowlist.
+      `RUN bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://127.0.0.1:${port}/ HTTP/1.0\\r\\n\\r\\n" >&3; head -1 <&3' > /proxied 2>&1 || true`,
+      'RUN (ls -l /var/run/docker.sock /run/docker.sock 2>&1 || true) > /socket',
+      `RUN (cat ${path.join(secretDir, 'secret')} 2>&1 || true) > /path`,
+      'COPY links/ /links/',
+      'RUN (cat /links/leak 2>&1 || true) > /symlink',
+      '',
+    ].join('\n');
+    try {
+      const tag = await buildDirect('reach', dockerfile, context);
+      try {
+        expect(readFromImage(tag, '/direct')).toMatch(/unreachable/);
+        expect(readFromImage(tag, '/proxied')).toMatch(/^HTTP\/1\.[01] 403/);
+        expect(readFromImage(tag, '/socket')).toMatch(/No such file or directory/);
+        expect(readFromImage(tag, '/path')).toMatch(/No such file or directory/);
+        expect(readFromImage(tag, '/symlink')).not.toContain('host secret');
+      } finally {
+        await removeImage(tag);
+      }
+      expect(asked).toEqual([]);
+    } finally {
+      host.close();
+    }
+  }, 600_000);
+
+  test('a bare \\r hiding a FROM cannot start from an image the builder was not given', async () => {
+    // An image on the host the build was not given (another repository's, say), with a file of its own.
+    const other = `drydock-builder-test-other:${newSessionId('o').slice(-8).toLowerCase()}`;
+    const maker = `drydock-builder-test-maker-${newSessionId('m').slice(-8).toLowerCase()}`;
+    execFileSync('docker', [
+      'run',
+      '--name',
+      maker,
+      '--network',
+      'none',
+      BASE,
+      'sh',
+      '-c',
+      'echo other > /other-marker',
+    ]);
+    execFileSync('docker', ['commit', maker, other]);
+    execFileSync('docker', ['rm', maker]);
+    try {
+      const dockerfile = `FROM ${BASE}\nRUN echo one > /one \rFROM ${other}\nRUN echo two > /two\n`;
+      const outcome = await buildDirect('cr', dockerfile, await contextOf({})).then(
+        (tag) => ({ tag }),
+        (err: unknown) => ({ err }),
+      );
+      if ('tag' in outcome) {
+        // buildah read the \r as part of a line: nothing came of the hidden FROM.
+        const marker = readFromImage(outcome.tag, '/other-marker');
+        await removeImage(outcome.tag);
+        expect(marker).toBe('');
+      } else {
+        expect(outcome.err).toBeInstanceOf(IsolatedBuildFailed);
+        expect((outcome.err as IsolatedBuildFailed).output).toMatch(/image not known|not found|does not resolve/i);
+      }
+    } finally {
+      await removeImage(other);
+    }
+  }, 600_000);
+
+  test('a build that loops is stopped at its time limit, and the error says so', async () => {
+    const failed = await buildDirect('loop', `FROM ${BASE}\nRUN while :; do :; done\n`, await contextOf({}), 90_000)
+      .then(() => undefined)
+      .catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(IsolatedBuildFailed);
+    expect((failed as IsolatedBuildFailed).timedOut).toBe(true);
+    expect((failed as Error).message).toBe('the build ran past its time limit of 90 s and was stopped');
+    const left = await docker.listContainers({ all: true, filters: { label: ['drydock.builder=test loop'] } });
+    expect(left).toEqual([]);
+  }, 600_000);
+});
