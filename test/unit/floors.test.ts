@@ -13,20 +13,21 @@ const FLOORS: Record<string, number> = {
   workflows: 0,
   'sandbox-images': 0,
   platform: 1,
-  models: 2,
-  github: 2,
   store: 2,
-  identity: 2,
-  slack: 2,
-  linear: 2,
-  repos: 3,
-  figures: 3,
-  review: 3,
-  sandbox: 4,
-  activities: 5,
-  workers: 6,
-  cli: 7,
-  bench: 8,
+  models: 3,
+  github: 3,
+  identity: 3,
+  slack: 3,
+  linear: 3,
+  repos: 4,
+  figures: 4,
+  review: 4,
+  sandbox: 5,
+  'agent-loop': 6,
+  activities: 7,
+  workers: 8,
+  cli: 9,
+  bench: 10,
 };
 
 /** Every product folder the tree has, whether FLOORS names it or not (a folder without a floor fails below). */
@@ -80,4 +81,14 @@ test("the sandbox's runtime imports none of its activities", () => {
       to.includes(`sandbox${path.sep}activities`),
   );
   expect(upward.map(({ from, to }) => `${from} -> ${to}`)).toEqual([]);
+});
+
+test("no capability reaches for the registry's bag of dependencies (ActivityDeps)", () => {
+  // Each room's factory declares its own deps; the registry (activities/) joins them and the worker builds them.
+  const reaching = sources.filter(
+    (file) =>
+      !['activities', 'workers'].includes(top(file)) &&
+      /\bActivityDeps\b/.test(readFileSync(path.join(root, file), 'utf8')),
+  );
+  expect(reaching).toEqual([]);
 });
