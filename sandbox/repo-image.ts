@@ -20,11 +20,12 @@
  * operator allows, pinned by id. drydock's layer on top runs the repo's
  * `setup.root` as root, in the builder too; sessions stay non-root. A named
  * image with no setup.root needs only drydock's layer, which runs nothing: it
- * is built on the host, from drydock's text alone.
+ * is made on the host with no build at all (a container of the image created,
+ * never started, given two empty folders and committed: hostLayer).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
@@ -35,8 +36,8 @@ import { REPO_CONFIG_FILE } from '../workflows/repo-config';
 import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type IsolatedBuild } from './builder';
 import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
-import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, type SandboxProvider } from './provider';
-import { repoMadeImage } from './repo-dockerfile';
+import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
+import { repoMadeImage } from '../workflows/rules/images';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
 /**
@@ -321,7 +322,7 @@ export interface EnvironmentBuild {
  * drydock's layer on top (setup.root run as root, /workspace and the home
  * folder owned by the sandbox user, containerEnv). A Dockerfile or setup.root
  * is built in the isolated builder (sandbox/builder.ts), never by the host's
- * daemon; a named image alone gets drydock's no-RUN layer on the host
+ * daemon; a named image alone gets drydock's layer on the host with no build
  * (hostLayer). Built once per content hash; returns the tag. With no declared
  * environment, `env` undefined: the base image with setup.root on top.
  */
@@ -339,14 +340,17 @@ export async function ensureEnvironmentImage(
   const refs = repo
     ? repo.bases.map((b) => ({ ref: b.ref, field: `${source}: ${env!.dockerfile}: ${b.instruction}` }))
     : [{ ref: named!, field: `${source}: image` }];
-  const bases: { ref: string; id: string }[] = [];
+  const bases: { ref: string; id: string; env: string[] }[] = [];
   for (const { ref, field } of refs) {
     if (ref !== build.baseImage) await fetchImage(ref, field);
-    bases.push({ ref, id: (await allowedImage(provider, ref, field)).id });
+    const { id, env: imageEnv } = await allowedImage(provider, ref, field);
+    bases.push({ ref, id, env: imageEnv });
   }
-  // A named image with no setup.root gets drydock's layer alone, which runs nothing: built on the host (hostLayer).
+  // A named image with no setup.root gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
   const onHost = !repo && !build.rootSetup;
-  const layer = layerDockerfile(repo ? REPO_STAGE : onHost ? bases[0].id : named!, env, build.rootSetup);
+  const layer = onHost
+    ? JSON.stringify(hostLayer(env, bases[0].env))
+    : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup);
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
     repo?.text ?? '',
@@ -361,7 +365,7 @@ export async function ensureEnvironmentImage(
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
   if (onHost) {
-    await hostLayer(provider, { tag, labels, dockerfile: layer }, source);
+    await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
     return tag;
   }
   await withContext(async (context) => {
@@ -383,7 +387,7 @@ export async function ensureEnvironmentImage(
   return tag;
 }
 
-/** The host's image `ref` a repo may start from (sandbox/repo-dockerfile.ts, repoMadeImage), else why not. */
+/** The host's image `ref` a repo may start from (workflows/rules/images.ts, repoMadeImage), else why not. */
 async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
   const image = await provider.image(ref);
   if (!image) {
@@ -481,24 +485,49 @@ function hashOf(parts: string[]): string {
 }
 
 /**
- * Builds drydock's layer over a named image on the host, with no network: a
- * named image with no Dockerfile and no setup.root needs nothing else, and
- * handing a large image (drydock's own base is 2 GB) to the isolated builder
- * costs minutes (docs/builder.md). The Dockerfile is drydock's text alone
- * (FROM the checked image's id, no RUN, values JSON-quoted, the image's
- * ONBUILD triggers refused before: allowedImage), so nothing of the repo or
- * the image runs on the host.
+ * drydock's layer over a named image with no setup.root, as data for the
+ * provider's layerImage: what layerDockerfile writes, without a build.
+ * Handing an image to the isolated builder costs minutes (docs/builder.md)
+ * and this layer runs nothing: the provider creates a container of the
+ * image (never started), copies the two empty owned folders in, and commits
+ * it with this configuration, so no Dockerfile is read and nothing of the
+ * repo or of the image runs on the host.
  */
-async function hostLayer(provider: SandboxProvider, image: Omit<ImageBuild, 'context'>, source: string): Promise<void> {
-  await withContext(async (context) => {
-    await mkdir(path.join(context, 'empty'));
-    try {
-      await provider.buildImage({ ...image, context });
-    } catch (err) {
-      if (!(err instanceof ImageBuildFailed)) throw err;
-      const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
-      throw new EnvironmentError(`${source}: building drydock's layer failed: ${text.slice(-800)}`);
-    }
+export function hostLayer(
+  env: RepoEnvironment | undefined,
+  imageEnv: string[],
+): Omit<ImageLayer, 'tag' | 'from' | 'labels'> {
+  return {
+    folders: [WORKSPACE, HOME],
+    owner: SANDBOX_UID,
+    env: expandedEnv({ ...env?.containerEnv, HOME }, imageEnv),
+    user: `${SANDBOX_UID}:${SANDBOX_UID}`,
+    workdir: WORKSPACE,
+    cmd: ['sleep', 'infinity'],
+  };
+}
+
+/**
+ * Variables as "NAME=value" with `$NAME`, `${NAME}`, `${NAME:-word}` and
+ * `${NAME:+word}` in each value taken from those before it (the image's,
+ * then the earlier ones), as a Dockerfile's ENV lines expand them: the same
+ * containerEnv gives the same environment over a named image as through the builder.
+ */
+export function expandedEnv(vars: Record<string, string>, imageEnv: string[]): string[] {
+  const known = new Map<string, string>();
+  for (const e of imageEnv) if (e.includes('=')) known.set(e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1));
+  return Object.entries(vars).map(([name, value]) => {
+    const expanded = value.replace(
+      /\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))/g,
+      (_m, braced: string | undefined, op: string | undefined, word: string | undefined, bare: string | undefined) => {
+        const current = known.get((braced ?? bare)!) ?? '';
+        if (op === '-') return current || word!;
+        if (op === '+') return current ? word! : '';
+        return current;
+      },
+    );
+    known.set(name, expanded);
+    return `${name}=${expanded}`;
   });
 }
 
