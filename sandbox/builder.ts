@@ -23,6 +23,7 @@ import { chmod, copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../platform/log';
+import { withoutCopyLink } from './dockerfile-bases';
 import { openEgressProxy, type EgressProxy, type EgressRule } from './egress';
 
 /** The Docker runtime builds run under (infra/builder-runtime.sh registers it). */
@@ -74,8 +75,8 @@ export interface IsolatedBuild {
   tag: string;
   /** Labels of the result; they win over any the Dockerfiles set. */
   labels: Record<string, string>;
-  /** The repo's Dockerfile (its text), its context (a host folder) and build args; absent: the layer alone. */
-  repo?: { dockerfile: string; context: string; args: Record<string, string> };
+  /** The repo's Dockerfile (its text), its context (a host folder), build args and stage; absent: the layer alone. */
+  repo?: { dockerfile: string; context: string; args: Record<string, string>; target?: string };
   /** drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base. */
   layer: string;
   /** The images the build starts from, each pinned by id. */
@@ -158,7 +159,9 @@ async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
   await writeFile(path.join(dirs.bases, 'list'), list.map((l) => `${l}\n`).join(''));
   await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
   if (build.repo) {
-    await writeFile(path.join(dirs.dockerfile, 'Dockerfile'), build.repo.dockerfile);
+    // BuildKit's COPY --link, which buildah refuses, is a plain COPY here (dockerfile-bases.ts).
+    await writeFile(path.join(dirs.dockerfile, 'Dockerfile'), withoutCopyLink(build.repo.dockerfile));
+    if (build.repo.target) await writeFile(path.join(dirs.dockerfile, 'target'), build.repo.target);
     const args = Object.entries(build.repo.args).map(([k, v]) => `${k}=${v.replace(/\n/g, ' ')}\n`);
     await writeFile(path.join(dirs.dockerfile, 'build-args'), args.join(''));
   }

@@ -16,10 +16,14 @@
  * - `networks` are flattened onto the sandbox's loopback: every service's
  *   name, and its aliases, container_name, hostname and links' aliases,
  *   resolve to 127.0.0.1 in the sandbox and in every service (hostNames);
- * - what drydock cannot honour (a build of a service, a host's folder, a
- *   port published elsewhere, privileges) is refused, naming the file and
- *   the field; what does not matter in a sandbox (restart, labels…) is
- *   ignored, and only what is listed here.
+ * - a service's `build:` (context, dockerfile or dockerfile_inline, args,
+ *   target) is built by drydock's isolated builder (sandbox/service-build.ts);
+ *   a build field it cannot honour (ssh, secrets, a remote context…) is
+ *   refused, naming `services.<name>.build.<field>`;
+ * - what drydock cannot honour (a host's folder, a port published
+ *   elsewhere, privileges) is refused, naming the file and the field; what
+ *   does not matter in a sandbox (restart, labels…) is ignored, and only
+ *   what is listed here.
  */
 import path from 'node:path';
 import { isScalar, parseDocument, visit, type Document } from 'yaml';
@@ -27,6 +31,7 @@ import {
   serviceDeclaration,
   serviceName,
   servicesOfConfig,
+  type ServiceBuild,
   type ServiceFile,
   type ServiceSpec,
 } from '../workflows/services';
@@ -47,6 +52,8 @@ export interface ComposeDevService {
   dockerfile?: string;
   context?: string;
   args: Record<string, string>;
+  /** The Dockerfile's stage to build (`build.target`). */
+  target?: string;
   /** Its environment and env_files. */
   environment: Record<string, string>;
   /** Its service name and aliases: they resolve to 127.0.0.1 like the services'. */
@@ -88,8 +95,6 @@ const IGNORED = new Set([
 
 /** Keys drydock refuses, and what to do instead. */
 const REFUSED: Record<string, string> = {
-  build:
-    "drydock does not build a compose service's image yet (the isolated builder will): name an image on the worker's host or from an allowed registry",
   privileged: 'services run without privileges: remove it',
   cap_add: 'services run without capabilities: remove it',
   devices: 'services get no host devices: remove it',
@@ -200,7 +205,7 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     `services.${opts.devService}`,
     context,
   );
-  const declarations: Record<string, { declaration: Obj; file: string; files: ServiceFile[] }> = {};
+  const declarations: Record<string, Declared> = {};
   for (const name of run.filter((n) => n !== opts.devService)) {
     const field = `services.${name}`;
     const declared = declarationOf(services[name] as Obj, from[name], field, name, context);
@@ -217,6 +222,14 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
   }
   if (problems.length) throw new ComposeError(problems);
   return { dev: { ...dev, hostNames: [opts.devService, ...(aliases.get(opts.devService) ?? [])] }, services: specs };
+}
+
+/** A service as read from the files: its declaration (.drydock/config.yaml's form), files it mounts, its build. */
+interface Declared {
+  declaration: Obj;
+  file: string;
+  files: ServiceFile[];
+  build?: ServiceBuild;
 }
 
 /** The top-level definitions a service may name: secrets and configs (by name). */
@@ -473,12 +486,12 @@ function hostNamesOf(services: Obj, run: string[], problems: string[], label: st
 
 /** The declarations through the schema of .drydock/config.yaml's services, problems named by the file's fields. */
 function validated(
-  declarations: Record<string, { declaration: Obj; file: string; files: ServiceFile[] }>,
+  declarations: Record<string, Declared>,
   problems: string[],
   names: { declared: Set<string>; running: Set<string> },
 ): ServiceSpec[] {
   const specs: ServiceSpec[] = [];
-  for (const [name, { declaration, file, files }] of Object.entries(declarations)) {
+  for (const [name, { declaration, file, files, build }] of Object.entries(declarations)) {
     // The name becomes a container's, a host name and a folder of the sandbox's disk (docs/security.md, T4-M5).
     const badName = serviceName.safeParse(name);
     if (!badName.success) {
@@ -499,7 +512,12 @@ function validated(
     // A dependency on the dev container is no dependency of a service here.
     const dependsOn = deps.filter((d) => names.running.has(d));
     const [spec] = servicesOfConfig({ [name]: { ...parsed.data, dependsOn } });
-    specs.push({ ...spec, ...(files.length ? { files } : {}), source: `${file} services.${name}` });
+    specs.push({
+      ...spec,
+      ...(files.length ? { files } : {}),
+      ...(build ? { build } : {}),
+      source: `${file} services.${name}`,
+    });
   }
   return specs;
 }
@@ -538,27 +556,137 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     problem('network_mode', "every service shares the sandbox's loopback: remove it, or name service:<name>");
   if (s.user !== undefined && /^(root|0)(:|$)/.test(String(s.user)))
     problem('user', 'sandboxes never run as root: remove it');
-  if (s.build !== undefined) return { ...devBuildOf(s.build, file, field, problems), environment: env };
+  if (s.build !== undefined) {
+    const build = buildOf(s.build, file, field, ctx);
+    if (build?.inline !== undefined)
+      problem(
+        'build.dockerfile_inline',
+        "the dev container's Dockerfile is built from a file: write it to one and name it in dockerfile",
+      );
+    if (!build || build.dockerfile === undefined) return { args: {}, environment: env };
+    const { dockerfile, context, args, target } = build;
+    return { dockerfile, context, args, ...(target ? { target } : {}), environment: env };
+  }
   if (typeof s.image !== 'string') problems.push(`${file}: ${field}: give image or build`);
   return { ...(typeof s.image === 'string' ? { image: s.image } : {}), args: {}, environment: env };
 }
 
-function devBuildOf(value: unknown, file: string, field: string, problems: string[]) {
-  const dir = path.posix.dirname(file);
+/** Fields of a service's `build:` the isolated builder takes. */
+const BUILD_HONOURED = new Set(['context', 'dockerfile', 'dockerfile_inline', 'args', 'target']);
+/** Fields of a `build:` that mean nothing for a build in the isolated builder (drydock names, caches and labels its images). */
+const BUILD_IGNORED = new Set([
+  'labels',
+  'tags',
+  'no_cache',
+  'pull',
+  'cache_from',
+  'cache_to',
+  'platforms',
+  'shm_size',
+  'ulimits',
+  'isolation',
+]);
+/** Fields of a `build:` drydock refuses, and what to do instead. */
+const BUILD_REFUSED: Record<string, string> = {
+  ssh: 'the isolated builder has no SSH agent: fetch what the build needs over https in a RUN step (through the egress proxy), or remove it',
+  secrets:
+    'the isolated builder is given no secrets: remove it (and RUN --mount=type=secret), and give what needs one in setup',
+  additional_contexts:
+    'the isolated builder has one context, a folder of the repository: COPY from it or from a stage instead',
+  entitlements: 'builds run without extra privileges: remove it',
+  privileged: 'builds run without extra privileges: remove it',
+  network:
+    "a build reaches only drydock's egress proxy (the operator's allowlist and the package registries): remove it",
+  extra_hosts: "a build reaches only drydock's egress proxy: remove it",
+};
+
+/**
+ * A service's `build:` (a folder, or {context, dockerfile or
+ * dockerfile_inline, args, target}) as what the isolated builder builds,
+ * paths the repo's; a field it cannot honour (ssh, secrets, a remote
+ * context…) is a problem naming `<field>.build.<key>`.
+ */
+function buildOf(value: unknown, file: string, field: string, ctx: ServiceContext): ServiceBuild | undefined {
+  const at = `${field}.build`;
+  const problem = (key: string, why: string) => ctx.problems.push(`${file}: ${at}${key ? `.${key}` : ''}: ${why}`);
   const build = typeof value === 'string' ? { context: value } : isObj(value) ? value : undefined;
   if (!build) {
-    problems.push(`${file}: ${field}.build: expected a folder or {context, dockerfile, args}`);
-    return { args: {} };
+    problem('', 'expected a folder or {context, dockerfile, args, target}');
+    return undefined;
   }
-  const context = repoRelative(dir, String(build.context ?? '.'), file, `${field}.build.context`, problems);
-  const dockerfile = repoRelative(
-    path.posix.join(dir, String(build.context ?? '.')),
-    String(build.dockerfile ?? 'Dockerfile'),
-    file,
-    `${field}.build.dockerfile`,
-    problems,
-  );
-  return { dockerfile, context, args: stringMap(build.args, file, `${field}.build.args`, problems) };
+  for (const key of Object.keys(build)) {
+    if (BUILD_HONOURED.has(key) || BUILD_IGNORED.has(key) || key.startsWith('x-')) continue;
+    if (key === 'network' && build.network === 'default') continue;
+    problem(key, BUILD_REFUSED[key] ?? 'not supported by drydock');
+  }
+  const context = String(build.context ?? '.');
+  if (/^[a-z][a-z0-9+.-]*:\/\/|^git@|^github\.com\//i.test(context)) {
+    problem(
+      'context',
+      `"${context}" is a remote context, which drydock does not fetch: build from a folder of the repository`,
+    );
+    return undefined;
+  }
+  const dir = path.posix.dirname(file);
+  const before = ctx.problems.length;
+  const repoContext = repoRelative(dir, context, file, `${at}.context`, ctx.problems);
+  if (ctx.problems.length > before) return undefined;
+  const inline = build.dockerfile_inline;
+  if (inline !== undefined && (typeof inline !== 'string' || build.dockerfile !== undefined)) {
+    problem('dockerfile_inline', 'give the Dockerfile as text, and not beside dockerfile');
+    return undefined;
+  }
+  const target = build.target;
+  if (target !== undefined && (typeof target !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(target))) {
+    problem('target', 'the name of a stage of the Dockerfile');
+    return undefined;
+  }
+  return {
+    context: repoContext,
+    ...(typeof inline === 'string'
+      ? { inline }
+      : {
+          dockerfile: repoRelative(
+            path.posix.join(dir, context),
+            String(build.dockerfile ?? 'Dockerfile'),
+            file,
+            `${at}.dockerfile`,
+            ctx.problems,
+          ),
+        }),
+    args: buildArgsOf(build.args, file, `${at}.args`, ctx),
+    ...(target ? { target } : {}),
+  };
+}
+
+/**
+ * A build's args (a map, or a list of NAME=value): an arg with no value
+ * takes the project's .env's, else is not given (the Dockerfile's default
+ * holds), as Compose gives none from an empty environment.
+ */
+function buildArgsOf(value: unknown, file: string, field: string, ctx: ServiceContext): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  const entries: [string, unknown][] = Array.isArray(value)
+    ? value.map((entry) => {
+        const text = String(entry);
+        const at = text.indexOf('=');
+        return at < 0 ? [text, null] : [text.slice(0, at), text.slice(at + 1)];
+      })
+    : isObj(value)
+      ? Object.entries(value)
+      : [];
+  if (!Array.isArray(value) && !isObj(value))
+    ctx.problems.push(`${file}: ${field}: expected a map or a list of NAME=value`);
+  const out: Record<string, string> = {};
+  for (const [name, v] of entries) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      ctx.problems.push(`${file}: ${field}.${name}: a build argument's name`);
+      continue;
+    }
+    const given = v === null || v === undefined ? ctx.variables.get(name) : String(v);
+    if (given !== undefined) out[name] = given;
+  }
+  return out;
 }
 
 /** A command that only keeps the dev container running: what drydock's keeper does already. */
@@ -593,9 +721,14 @@ function devVolumes(value: unknown, problem: (key: string, why: string) => void)
 function declarationOf(s: Obj, file: string, field: string, name: string, ctx: ServiceContext) {
   const out: Obj = {};
   const files: ServiceFile[] = [];
+  let build: ServiceBuild | undefined;
   const problem = (key: string, why: string) => ctx.problems.push(`${file}: ${field}.${key}: ${why}`);
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || key.startsWith('x-')) continue;
+    if (key === 'build') {
+      build = buildOf(value, file, field, ctx);
+      continue;
+    }
     if (key === 'deploy') {
       const limits = deployLimits(value);
       if (limits === undefined) problem(key, REFUSED.deploy);
@@ -609,11 +742,12 @@ function declarationOf(s: Obj, file: string, field: string, name: string, ctx: S
     if (!declareKey(out, files, key, value, { file, field, name, ctx, problem }))
       problem(key, `not supported by drydock (service ${name})`);
   }
-  if (out.image === undefined && !('build' in s))
-    ctx.problems.push(`${file}: ${field}.image: every service needs an image`);
+  // A built service is named by what it is built from (sandbox/service-build.ts): until then, by its name.
+  if (out.image === undefined && 'build' in s) out.image = name;
+  if (out.image === undefined) ctx.problems.push(`${file}: ${field}.image: every service needs an image`);
   const fromFiles = envFilesOf(s.env_file, ctx);
   if (Object.keys(fromFiles).length) out.environment = { ...fromFiles, ...((out.environment as Obj) ?? {}) };
-  return { declaration: out, files };
+  return { declaration: out, files, ...(build ? { build } : {}) };
 }
 
 interface KeyContext {

@@ -11,9 +11,16 @@
 /** An image the Dockerfile names, the instruction and the line (1-based) that name it. */
 export interface BaseImage {
   ref: string;
-  instruction: 'FROM' | 'COPY --from' | 'ADD --from';
+  instruction: 'FROM' | 'COPY --from' | 'ADD --from' | 'RUN --mount from';
   line: number;
 }
+
+/** What a RUN --mount type the builder cannot honour needs, and what to do. */
+const REFUSED_MOUNTS: Record<string, string> = {
+  secret:
+    'RUN --mount=type=secret: the isolated builder is given no secrets; give what needs one in setup, or remove the mount',
+  ssh: 'RUN --mount=type=ssh: the isolated builder has no SSH agent; fetch over https through the egress proxy instead',
+};
 
 /** The external images of a Dockerfile, or the problem that stops reading it. */
 export function dockerfileBases(text: string, buildArgs: Record<string, string>): BaseImage[] | { problem: string } {
@@ -47,10 +54,67 @@ export function dockerfileBases(text: string, buildArgs: Record<string, string>)
       if (typeof ref !== 'string') return { problem: `line ${line}: ${ref.problem}` };
       if (!stages.has(ref.toLowerCase()) && !/^\d+$/.test(ref))
         bases.push({ ref, instruction: `${keyword} --from`, line });
+    } else if (keyword === 'RUN') {
+      const mounts = runMounts(rest, line, args, stages);
+      if ('problem' in mounts) return mounts;
+      bases.push(...mounts);
     }
   }
   if (!seenFrom) return { problem: 'no FROM instruction' };
   return bases;
+}
+
+/**
+ * A RUN's `--mount`s: the images a bind or cache mount reads `from` (not a
+ * stage), or the mount the builder cannot honour (a secret, an SSH agent).
+ * A cache mount is buildah's own, kept for the build only; bind and tmpfs
+ * mounts are buildah's as BuildKit's.
+ */
+function runMounts(
+  words: string[],
+  line: number,
+  args: Map<string, string>,
+  stages: Set<string>,
+): BaseImage[] | { problem: string } {
+  const out: BaseImage[] = [];
+  for (const word of words) {
+    if (!word.startsWith('--')) break;
+    if (!word.toLowerCase().startsWith('--mount=')) continue;
+    const options = new Map(
+      word
+        .slice('--mount='.length)
+        .split(',')
+        .map((o) => [o.split('=')[0].toLowerCase(), o.split('=').slice(1).join('=')] as const),
+    );
+    const type = options.get('type') ?? 'bind';
+    if (Object.hasOwn(REFUSED_MOUNTS, type)) return { problem: `line ${line}: ${REFUSED_MOUNTS[type]}` };
+    const from = options.get('from');
+    if (from === undefined) continue;
+    const ref = substitute(from, args);
+    if (typeof ref !== 'string') return { problem: `line ${line}: ${ref.problem}` };
+    if (!stages.has(ref.toLowerCase()) && !/^\d+$/.test(ref)) out.push({ ref, instruction: 'RUN --mount from', line });
+  }
+  return out;
+}
+
+/**
+ * The Dockerfile with BuildKit's `--link` (`--link=true|false`) taken off
+ * its COPY and ADD instructions: buildah 1.39 refuses it, and a linked COPY
+ * makes the same files as a plain one (it only lets BuildKit rebase the
+ * layer). Everything else is left as written, lines and all.
+ */
+export function withoutCopyLink(text: string): string {
+  const escape = /^\s*#\s*escape\s*=\s*`/im.test(text.split(/\r\n|\r|\n/, 8).join('\n')) ? '`' : '\\';
+  const lines = text.split(/(\r\n|\r|\n)/);
+  let continuing = false; // the line goes on a COPY or ADD of the lines above
+  for (let i = 0; i < lines.length; i += 2) {
+    const line = lines[i];
+    const comment = /^\s*#/.test(line);
+    const copy: boolean = continuing || /^\s*(copy|add)\s/i.test(line);
+    if (copy && !comment) lines[i] = line.replace(/(^|\s)--link(?:=(?:true|false))?(?=\s|$)/gi, '');
+    continuing = copy && (comment || line.trimEnd().endsWith(escape));
+  }
+  return lines.join('');
 }
 
 /** The instructions of a Dockerfile: words and first line, continuation lines joined, comments skipped. */

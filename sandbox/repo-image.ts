@@ -72,6 +72,8 @@ export interface RepoEnvironment {
   /** Build context, a folder of the repo. */
   context?: string;
   args: Record<string, string>;
+  /** The Dockerfile's stage to build (a compose dev service's `build.target`, devcontainer.json's `build.target`). */
+  target?: string;
   containerEnv: Record<string, string>;
   remoteUser?: string;
   /** The dev container's lifecycle commands as one shell command. */
@@ -98,7 +100,11 @@ const devcontainerSchema = z.object({
       dockerfile: z.string().min(1).optional(),
       context: z.string().optional(),
       args: z.record(z.string(), z.string()).optional(),
+      target: z.string().min(1).optional(),
+      // A hint for the image cache: drydock's builder keeps its own.
+      cacheFrom: z.union([z.string(), z.array(z.string())]).optional(),
     })
+    .strict()
     .optional(),
   containerEnv: z
     .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
@@ -192,6 +198,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
         }
       : {}),
     args: dc.build?.args ?? {},
+    ...(dc.build?.target ? { target: dc.build.target } : {}),
     containerEnv: dc.containerEnv ?? {},
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
@@ -356,6 +363,7 @@ export async function ensureEnvironmentImage(
     repo?.text ?? '',
     repo?.tree ?? '',
     JSON.stringify(env?.args ?? {}),
+    env?.target ?? '',
     layer,
   ]);
   const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
@@ -374,7 +382,9 @@ export async function ensureEnvironmentImage(
       builderImage: await build.builderImage(),
       tag,
       labels,
-      ...(repo ? { repo: { dockerfile: repo.text, context, args: env!.args } } : {}),
+      ...(repo
+        ? { repo: { dockerfile: repo.text, context, args: env!.args, ...(env!.target ? { target: env!.target } : {}) } }
+        : {}),
       layer,
       bases,
       egress: build.egress,
@@ -388,7 +398,7 @@ export async function ensureEnvironmentImage(
 }
 
 /** The host's image `ref` a repo may start from (workflows/rules/images.ts, repoMadeImage), else why not. */
-async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
+export async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
   const image = await provider.image(ref);
   if (!image) {
     throw new EnvironmentError(`${source}: image ${ref} is not on the worker's host`);
@@ -456,7 +466,7 @@ async function repoDockerfile(
 }
 
 /** Runs `fn` with an empty folder for a build context, removed afterwards. */
-async function withContext(fn: (context: string) => Promise<void>): Promise<void> {
+export async function withContext(fn: (context: string) => Promise<void>): Promise<void> {
   const context = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {
     await fn(context);
@@ -466,7 +476,7 @@ async function withContext(fn: (context: string) => Promise<void>): Promise<void
 }
 
 /** `git archive` of a tree into a folder. */
-function untar(mirror: string, tree: string, into: string): Promise<void> {
+export function untar(mirror: string, tree: string, into: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const archive = spawn('git', ['archive', '--format=tar', tree], { cwd: mirror, stdio: ['ignore', 'pipe', 'pipe'] });
     const tar = spawn('tar', ['-x', '-C', into], { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -478,7 +488,7 @@ function untar(mirror: string, tree: string, into: string): Promise<void> {
   });
 }
 
-function hashOf(parts: string[]): string {
+export function hashOf(parts: string[]): string {
   const hash = createHash('sha256');
   for (const p of parts) hash.update(p).update('\0');
   return hash.digest('hex');
@@ -532,7 +542,7 @@ export function expandedEnv(vars: Record<string, string>, imageEnv: string[]): s
 }
 
 /** Builds in the isolated builder; a failure names the file and what the builder said. */
-async function buildIn(settings: EnvironmentBuild, source: string, build: IsolatedBuild): Promise<void> {
+export async function buildIn(settings: EnvironmentBuild, source: string, build: IsolatedBuild): Promise<void> {
   try {
     const counts = await buildIsolated(build);
     settings.log.info({ owner: build.owner, tag: build.tag, egress: counts }, 'environment image built');

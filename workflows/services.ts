@@ -123,6 +123,20 @@ export interface ServiceSpec {
   hostNames?: string[];
   /** Files and folders it sees read-only: the repo's (compose volumes), its secrets and configs. */
   files?: ServiceFile[];
+  /** Its image is built from the repo (compose `build:`) by the isolated builder, which names it (`image` until then). */
+  build?: ServiceBuild;
+}
+
+/** What a service's image is built from (sandbox/service-build.ts): paths of the repo at the snapshot's commit. */
+export interface ServiceBuild {
+  /** The build context, a folder of the repo ('' for its root). */
+  context: string;
+  /** The Dockerfile, a path of the repo; or `inline`, its text (compose's dockerfile_inline). */
+  dockerfile?: string;
+  inline?: string;
+  args: Record<string, string>;
+  /** The stage to build; default the last. */
+  target?: string;
 }
 
 /**

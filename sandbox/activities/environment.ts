@@ -16,6 +16,7 @@ import {
   EnvironmentError,
   parseDevcontainer,
   remoteEnvIn,
+  type EnvironmentBuild,
   type ImageFetcher,
   type RepoEnvironment,
 } from '../repo-image';
@@ -35,6 +36,7 @@ import type { EgressRule } from '../egress';
 import { ensureBuilderImage } from '../../sandbox-images/builder-image';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
 import { RepoTree } from '../repo-files';
+import { builtServices } from '../service-build';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -90,6 +92,10 @@ function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment 
   if (stack.services.length && !provider.capabilities.services) {
     refuse(`services (${stack.services.map((s) => s.name).join(', ')})`, 'runs no services beside a sandbox');
   }
+  const built = stack.services.find((s) => s.build);
+  if (built && !provider.capabilities.buildsImages) {
+    refuse(`a service built from the repository (${built.source}.build)`, 'builds no images: name an image instead');
+  }
 }
 
 /** `fetchImage` brings the images the environment names onto the host (a snapshot build may pull). */
@@ -113,6 +119,9 @@ async function environmentOf(
     new RepoTree(mirror, commit),
   );
   refuseUnsupported(deps.sandboxes, declared, stack);
+  const settings = buildSettings(deps, repo, egress);
+  // Each compose service's build: in the isolated builder, named by its content (sandbox/service-build.ts).
+  stack.services = await builtServices(deps.sandboxes, { mirror, commit }, stack.services, repo, fetchImage, settings);
   const rootSetup = rootSetupOf(file.config);
   if (rootSetup && !deps.sandboxes.capabilities.buildsImages) {
     throw new EnvironmentError(
@@ -123,14 +132,9 @@ async function environmentOf(
   const image =
     declared || rootSetup
       ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
+          ...settings,
           baseImage: deps.baseImage,
-          builderImage: deps.builderImage ?? (() => ensureBuilderImage()),
-          // The operator's rules for the repo, and what the build's package managers need.
-          egress: [...egress, ...PACKAGE_REGISTRIES],
-          ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
           ...(rootSetup ? { rootSetup } : {}),
-          owner: `environment ${repoSlug(repo)}`,
-          log: deps.log,
         })
       : deps.baseImage;
   const packageJson = await read('package.json');
@@ -168,6 +172,18 @@ async function environmentOf(
     ...(node ? { node } : {}),
     key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
     stack,
+  };
+}
+
+/** The isolated builder's settings for a repo's builds (its environment, its services' images). */
+function buildSettings(deps: EnvironmentDeps, repo: string, egress: EgressRule[]): EnvironmentBuild {
+  return {
+    builderImage: deps.builderImage ?? (() => ensureBuilderImage()),
+    // The operator's rules for the repo, and what the build's package managers need.
+    egress: [...egress, ...PACKAGE_REGISTRIES],
+    ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
+    owner: `environment ${repoSlug(repo)}`,
+    log: deps.log,
   };
 }
 

@@ -37,6 +37,7 @@ import {
 } from '../services';
 import { egressDirOf } from '../egress';
 import { SNAPSHOT_ENV_LABEL, SNAPSHOT_LABELS } from '../snapshots';
+import { ownServiceBuild } from '../service-build';
 import type { SandboxDeps } from './deps';
 import { ensureServiceImage, namedServiceImage } from '../../sandbox-images/service-images';
 
@@ -78,6 +79,7 @@ export async function declaredStack(
           ? { dockerfile: parsed.dev.dockerfile, context: parsed.dev.context }
           : {}),
         args: parsed.dev.args,
+        ...(parsed.dev.target ? { target: parsed.dev.target } : {}),
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
       };
       hostNames = parsed.dev.hostNames;
@@ -147,7 +149,7 @@ export async function resolveServiceImages(
     if (onHost) {
       // A service runs the repo's command in its image, and its log is the sandbox's to read.
       const made = repoMadeImage(s.image, onHost.labels);
-      if (made) throw new EnvironmentError(`${field}: ${made}`);
+      if (made && !ownServiceBuild(onHost.labels, opts.repo)) throw new EnvironmentError(`${field}: ${made}`);
       out.push({ ...s });
       continue;
     }
@@ -289,7 +291,9 @@ async function snapshotServices(sandboxes: SandboxProvider, snapshotImage: strin
     const field = `snapshot ${snapshotImage}: service ${s.name}`;
     const image = await sandboxes.image(s.image);
     const made = image && repoMadeImage(s.image, image.labels);
-    if (made) throw new EnvironmentError(`${field}: ${made}`);
+    // The repo's own service builds are its to run (sandbox/service-build.ts); no other image a repo made is.
+    if (made && !ownServiceBuild(image.labels, labels?.[SNAPSHOT_LABELS.repo]))
+      throw new EnvironmentError(`${field}: ${made}`);
     if (s.dataImage === undefined) continue;
     const data = await sandboxes.image(s.dataImage);
     const own =

@@ -198,7 +198,10 @@ x-anchors: { anything: 1 }
   });
 
   test.each([
-    ['  db:\n    build: .\n', /services\.db\.build: drydock does not build a compose service's image yet/],
+    [
+      '  db:\n    build: { context: ., ssh: [default] }\n',
+      /services\.db\.build\.ssh: the isolated builder has no SSH agent/,
+    ],
     [
       '  db:\n    image: x\n    networks: {back: {ipv4_address: 10.0.0.2}}\n',
       /services\.db\.networks\.back\.ipv4_address: every service shares the sandbox's loopback/,
