@@ -35,6 +35,7 @@ import type { EgressRule } from '../egress';
 import { ensureBuilderImage } from '../../sandbox-images/builder-image';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
 import { RepoTree } from '../repo-files';
+import type { FeatureSource } from '../feature-registry';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -71,7 +72,8 @@ export async function sandboxEnvironment(
 ) {
   const fetchImage = environmentImageFetcher(deps, { repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) });
   try {
-    return await environmentOf(deps, at, repo, fetchImage, pull?.egress ?? []);
+    const features = { root: featuresRoot(deps), repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) };
+    return await environmentOf(deps, at, repo, { fetchImage, features }, pull?.egress ?? []);
   } catch (err) {
     if (err instanceof EnvironmentError)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -92,12 +94,17 @@ function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment 
   }
 }
 
-/** `fetchImage` brings the images the environment names onto the host (a snapshot build may pull). */
+/** Where the features a snapshot build pulled are kept on this host (sandbox/feature-registry.ts): beside the toolchains. */
+function featuresRoot(deps: Pick<SandboxDeps, 'toolsRoot' | 'egressRoot'>): string {
+  return path.join(deps.toolsRoot ?? path.join(path.dirname(deps.egressRoot), 'tools'), 'features');
+}
+
+/** `fetchImage` brings the images the environment names onto the host, `features` its features (a snapshot build may pull both). */
 async function environmentOf(
   deps: EnvironmentDeps,
   { mirror, commit }: { mirror: string; commit: string },
   repo: string,
-  fetchImage: ImageFetcher,
+  { fetchImage, features }: { fetchImage: ImageFetcher; features: FeatureSource },
   egress: EgressRule[],
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
@@ -129,6 +136,7 @@ async function environmentOf(
           egress: [...egress, ...PACKAGE_REGISTRIES],
           ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
           ...(rootSetup ? { rootSetup } : {}),
+          features,
           owner: `environment ${repoSlug(repo)}`,
           log: deps.log,
         })
