@@ -212,7 +212,7 @@ export function namesField(problem: string): boolean {
   if (/\(named in \w+\)$/.test(problem)) return true;
   const rest = problem.replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?:? /, '');
   const first = /^[^\s:]+/.exec(rest)?.[0] ?? '';
-  return FIELDS.has(first.split('.')[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
+  return FIELDS.has(first.split(/[.[]/)[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
 }
 
 function report(outcomes: Outcome[]): void {

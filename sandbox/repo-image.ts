@@ -25,7 +25,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
@@ -38,6 +38,17 @@ import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
+import { RepoTree } from './repo-files';
+import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
+import {
+  FeatureError,
+  featureEnvFile,
+  featureRequests,
+  featureSteps,
+  installOrder,
+  type FeatureRequest,
+  type ResolvedFeature,
+} from './features';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
 /**
@@ -84,6 +95,12 @@ export interface RepoEnvironment {
   app?: { start: string; port: number };
   /** The dev container's remoteEnv: the environment of every step (`${containerEnv:NAME}` read in the sandbox's). */
   remoteEnv?: Record<string, string>;
+  /** The dev container's features (sandbox/features.ts), installed in the builder on top of its image. */
+  features?: FeatureRequest[];
+  /** overrideFeatureInstallOrder. */
+  featureOrder?: string[];
+  /** containerUser: the user features see as _CONTAINER_USER. */
+  containerUser?: string;
 }
 
 const command = z.union([
@@ -115,6 +132,11 @@ const devcontainerSchema = z.object({
     .regex(/^(?:[a-z_][a-z0-9_.-]{0,31}|\d{1,10})$/, 'a user name or uid')
     .optional(),
   features: z.record(z.string(), z.unknown()).optional(),
+  overrideFeatureInstallOrder: z.array(z.string()).optional(),
+  containerUser: z
+    .string()
+    .regex(/^(?:[a-z_][a-z0-9_.-]{0,31}|\d{1,10})$/, 'a user name or uid')
+    .optional(),
   onCreateCommand: command.optional(),
   updateContentCommand: command.optional(),
   postCreateCommand: command.optional(),
@@ -164,15 +186,9 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     throw new EnvironmentError(`${source}: ${issue.path.join('.') || '(file)'}: ${issue.message}`);
   }
   const dc = parsed.data;
-  if (dc.features && Object.keys(dc.features).length) {
-    throw new EnvironmentError(
-      `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
-        'install what they add in setup (postCreateCommand) instead, or choose another environment ' +
-        '(drydock repo add --environment base|dockerfile|image:<ref>)',
-    );
-  }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
   const dir = path.posix.dirname(source);
+  const features = asEnvironmentError(() => featureRequests(dc.features ?? {}, source, dir));
   const compose = composeOf(dc, source, dir);
   if (!compose && !dc.image === !dockerfile) {
     throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile (one of them)`);
@@ -205,6 +221,39 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(compose ? { compose } : {}),
     ...appOf(dc, source),
     ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
+    ...featuresOf(dc, features, compose !== undefined),
+  };
+}
+
+/** A FeatureError (sandbox/features.ts) as the EnvironmentError every caller knows. */
+function asEnvironmentError<T>(fn: () => T): T {
+  const translate = (err: unknown) => {
+    throw err instanceof FeatureError ? new EnvironmentError(err.message) : err;
+  };
+  try {
+    const result = fn();
+    return (result instanceof Promise ? result.catch(translate) : result) as T;
+  } catch (err) {
+    return translate(err);
+  }
+}
+
+/** The dev container's features and their settings; a compose dev container's are refused (its image is the service's). */
+function featuresOf(
+  dc: z.infer<typeof devcontainerSchema>,
+  features: FeatureRequest[],
+  compose: boolean,
+): Pick<RepoEnvironment, 'features' | 'featureOrder' | 'containerUser'> {
+  if (!features.length) return {};
+  if (compose)
+    throw new EnvironmentError(
+      `${features[0].field}: features on a compose dev container are not installed yet (its image is the ` +
+        "compose service's): install what they add in the service's Dockerfile, or use image or build.dockerfile",
+    );
+  return {
+    features,
+    ...(dc.overrideFeatureInstallOrder ? { featureOrder: dc.overrideFeatureInstallOrder } : {}),
+    ...(dc.containerUser ? { containerUser: dc.containerUser } : {}),
   };
 }
 
@@ -316,6 +365,8 @@ export interface EnvironmentBuild {
   extraCaCerts?: string;
   /** Commands run as root in the builder as the environment's last layer (`setup.root`). */
   rootSetup?: string;
+  /** Where the dev container's features come from (sandbox/feature-registry.ts); without it features are refused. */
+  features?: FeatureSource;
   /** Names the build in logs. */
   owner: string;
   log: Logger;
@@ -353,11 +404,12 @@ export async function ensureEnvironmentImage(
     const { id, env: imageEnv } = await allowedImage(provider, ref, field);
     bases.push({ ref, id, env: imageEnv });
   }
-  // A named image with no setup.root gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
-  const onHost = !repo && !build.rootSetup;
+  const features = env?.features?.length ? await layerFeatures(at, env, build) : undefined;
+  // A named image with no setup.root and no features gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
+  const onHost = !repo && !build.rootSetup && !features;
   const layer = onHost
     ? JSON.stringify(hostLayer(env, bases[0].env))
-    : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup);
+    : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup, features?.steps ?? []);
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
     repo?.text ?? '',
@@ -365,6 +417,7 @@ export async function ensureEnvironmentImage(
     JSON.stringify(env?.args ?? {}),
     env?.target ?? '',
     layer,
+    features?.key ?? '',
   ]);
   const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
@@ -376,9 +429,11 @@ export async function ensureEnvironmentImage(
     await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
     return tag;
   }
-  await withContext(async (context) => {
+  await withContext(async (context, featureFolder) => {
     if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
+    if (features) await features.write(featureFolder);
     await buildIn(build, source, {
+      ...(features ? { features: featureFolder } : {}),
       builderImage: await build.builderImage(),
       tag,
       labels,
@@ -431,12 +486,18 @@ export function onBuildProblem(ref: string, image: Pick<ImageInfo, 'onBuild'>): 
  * folders and containerEnv; the sandbox always runs as SANDBOX_UID
  * (remoteUser is checked for its form only).
  */
-function layerDockerfile(from: string, env: RepoEnvironment | undefined, rootSetup: string | undefined): string {
+function layerDockerfile(
+  from: string,
+  env: RepoEnvironment | undefined,
+  rootSetup: string | undefined,
+  features: string[],
+): string {
   const owned = `--chown=${SANDBOX_UID}:${SANDBOX_UID}`;
   const envLines = Object.entries({ ...env?.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${JSON.stringify(v)}`);
   const root = rootSetup ? ['USER root', `RUN ${JSON.stringify(['/bin/sh', '-c', rootSetup])}`] : [];
   return [
     `FROM ${from}`,
+    ...features,
     ...root,
     `COPY ${owned} empty/ ${WORKSPACE}/`,
     `COPY ${owned} empty/ ${HOME}/`,
@@ -446,6 +507,49 @@ function layerDockerfile(from: string, env: RepoEnvironment | undefined, rootSet
     'CMD ["sleep", "infinity"]',
     '',
   ].join('\n');
+}
+
+/**
+ * The dev container's features for drydock's layer: each fetched (a
+ * registry's, pulled at a snapshot build and pinned by digest; a folder of
+ * the repo at `commit`), checked and ordered; the steps that install them,
+ * a key of their content and options, and how to write their folders (with
+ * each one's devcontainer-features.env) into the layer's context.
+ */
+async function layerFeatures(
+  at: { mirror: string; commit: string },
+  env: RepoEnvironment,
+  build: EnvironmentBuild,
+): Promise<{ steps: string[]; key: string; write: (folder: string) => Promise<void> }> {
+  if (!build.features)
+    throw new EnvironmentError(`${env.features![0].field}: this worker installs no dev container features`);
+  const sourceOf = build.features;
+  return asEnvironmentError(async () => {
+    const resolved = await resolveFeatures(env.features!, sourceOf, new RepoTree(at.mirror, at.commit));
+    const ordered = installOrder(
+      resolved.map((r) => r.feature),
+      env.featureOrder,
+      env.source,
+    );
+    const remoteUser = env.remoteUser ?? env.containerUser ?? 'root';
+    const users = { remoteUser, containerUser: env.containerUser ?? 'root' };
+    const envFiles = ordered.map((f: ResolvedFeature) => featureEnvFile(f, users));
+    return {
+      steps: featureSteps(ordered),
+      key: JSON.stringify(ordered.map((f, i) => [f.request.key, f.pinned, envFiles[i]])),
+      write: async (folder: string) => {
+        await mkdir(folder);
+        for (const [i, feature] of ordered.entries()) {
+          const files = resolved.find((r) => r.feature === feature)!.files;
+          const env = { kind: 'file' as const, mode: 0o644, data: Buffer.from(envFiles[i]) };
+          await writeFeatureTree(path.join(folder, String(i)), {
+            kind: 'folder',
+            entries: { ...files.entries, 'devcontainer-features.env': env },
+          });
+        }
+      },
+    };
+  });
 }
 
 /** The repo's Dockerfile at `commit`: its text, its context's tree and the images it starts from. */
@@ -465,13 +569,14 @@ async function repoDockerfile(
   return { text, tree: tree.trim(), bases };
 }
 
-/** Runs `fn` with an empty folder for a build context, removed afterwards. */
-export async function withContext(fn: (context: string) => Promise<void>): Promise<void> {
-  const context = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
+/** Runs `fn` with an empty folder for a build context (and a path beside it for the features' folders), removed afterwards. */
+export async function withContext(fn: (context: string, features: string) => Promise<void>): Promise<void> {
+  const work = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {
-    await fn(context);
+    await mkdir(path.join(work, 'context'));
+    await fn(path.join(work, 'context'), path.join(work, 'features'));
   } finally {
-    await rm(context, { recursive: true, force: true });
+    await rm(work, { recursive: true, force: true });
   }
 }
 

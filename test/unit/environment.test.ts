@@ -46,8 +46,8 @@ describe('parseDevcontainer', () => {
 
   test.each([
     [
-      '{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}}}',
-      /features \(ghcr.io.*need a container registry/,
+      '{"image": "x", "features": {"node": {}}}',
+      /features\["node"\]: drydock installs features from an OCI registry .* name the feature by its OCI reference/,
     ],
     ['{}', /give image, build.dockerfile or dockerComposeFile/],
     ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],

@@ -28,16 +28,22 @@ test('a dev container naming an image is accepted, with the image taken as prese
   expect(await measure(folder)).toEqual([expect.objectContaining({ kind: 'devcontainer', problems: [] })]);
 });
 
-test("a dev container's features are refused naming the field; its Dockerfile's RUN is the builder's to run", async () => {
-  const features = await repo({
+test("a dev container's registry features are read like its images; a tarball feature is refused, naming its field", async () => {
+  const accepted = await repo({
     '.devcontainer/devcontainer.json': '{ "image": "node:22", "features": { "ghcr.io/x/y:1": {} } }',
+  });
+  expect(await measure(accepted)).toEqual([expect.objectContaining({ problems: [] })]);
+  const features = await repo({
+    '.devcontainer/devcontainer.json': '{ "image": "node:22", "features": { "https://x.example/f.tgz": {} } }',
   });
   const run = await repo({
     '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
     '.devcontainer/Dockerfile': 'FROM node:22 AS build\nRUN apt-get update\nFROM build\nCOPY --from=build /x /x\n',
   });
   const [[f], [r]] = await Promise.all([measure(features), measure(run)]);
-  expect(f.problems.map(reasonOf)).toEqual([expect.stringMatching(/^features \(…\) need a container registry/)]);
+  expect(f.problems.map(reasonOf)).toEqual([
+    expect.stringMatching(/^features\["…"\]: drydock installs features from an OCI registry/),
+  ]);
   expect(r.problems).toEqual([]);
   expect(f.problems.every(namesField)).toBe(true);
 });
