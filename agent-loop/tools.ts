@@ -15,6 +15,7 @@ import { tail } from '../sandbox/activities/output';
 import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
 import { takeCheckpoint } from '../sandbox/activities/steps';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
+import { APP_LOG_NAME, linesAsked, readLog } from '../sandbox/service-logs';
 import type { CheckpointStore } from '../sandbox/checkpoints';
 import type { SandboxProvider } from '../sandbox/provider';
 import type { ToolCallInput, ToolCallRecord } from './contract';
@@ -61,6 +62,12 @@ export const AGENT_TOOLS: ToolSpec[] = [
     { command: { type: 'string' }, timeout_seconds: { type: 'number' } },
     ['command'],
   ),
+  tool(
+    'service_logs',
+    `Read the last lines of a log: of one of the sandbox's services (a database, a cache: by its name) or of the app drydock started ("${APP_LOG_NAME}").`,
+    { service: { type: 'string' }, lines: { type: 'number' } },
+    ['service'],
+  ),
 ];
 
 function tool(name: string, description: string, properties: Record<string, unknown>, required: string[]): ToolSpec {
@@ -93,6 +100,7 @@ export async function runToolCall(deps: ToolDeps, input: ToolCallInput): Promise
     return undefined;
   };
   try {
+    if (call.function.name === 'service_logs') return finish(...(await serviceLogs(deps, input, str, args.lines)));
     const shell = toolCommand(call.function.name, str, args, input);
     if (!shell) return finish(`error: unknown tool "${call.function.name}"`, bad());
     const run = await runOnce(deps, input.sandbox, input.nonce, shell.command, {
@@ -113,6 +121,22 @@ export async function runToolCall(deps: ToolDeps, input: ToolCallInput): Promise
     if (err instanceof ToolInputError) return finish(err.message, bad());
     return permanent(err);
   }
+}
+
+/** service_logs: read by the worker from the engine (no exec for a service), redacted, its end kept within the output limit. */
+async function serviceLogs(
+  deps: ToolDeps,
+  input: ToolCallInput,
+  str: (name: string) => string | undefined,
+  lines: unknown,
+): Promise<[string, ToolOutcome]> {
+  const read = await readLog(deps.sandboxes, input.sandbox, str('service')!, linesAsked(lines));
+  if (!read.ok) return [`error: ${read.error}`, bad()];
+  const text = deps.redactor.text(read.text);
+  const truncated = text.length > input.outputLimit;
+  const cut = truncated ? `[the log's first lines cut: its last ${input.outputLimit} characters are shown]\n` : '';
+  const content = `${cut}${truncated ? text.slice(-input.outputLimit) : text || '(the log is empty)'}`;
+  return [content, { ok: true, bytes: text.length, truncated }];
 }
 
 interface ToolOutcome {
@@ -282,7 +306,8 @@ export function describeToolCall(call: ToolCall): string {
   } catch {
     // shown without arguments
   }
-  const arg = [args.path, args.command, args.pattern].find((v) => typeof v === 'string') as string | undefined;
+  const arg = [args.path, args.command, args.pattern, args.service].find((v) => typeof v === 'string') as
+    string | undefined;
   const text = arg ? `${call.function.name} ${arg.replace(/\s+/g, ' ')}` : call.function.name;
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }

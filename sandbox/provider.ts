@@ -362,10 +362,38 @@ export interface ServiceRuntime {
     service: string,
     opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
   ): Promise<string>;
+  /**
+   * A crash-consistent copy of what the service wrote into its data folders
+   * since it was made in this sandbox (taken with it paused), for a session's
+   * checkpoint; undefined when it has no data folder, or nothing changed since
+   * the copy whose fingerprint is `since`. Throws when the copy is over
+   * `maxBytes`. Absent: a replacement's services start from the snapshot's data.
+   */
+  saveData?(
+    sandbox: string,
+    service: string,
+    opts: { since?: string; maxBytes: number },
+  ): Promise<ServiceDataCopy | undefined>;
+  /**
+   * Puts a copy back before the service is first started in a sandbox (so
+   * `start(spec)` runs it over the copy); false when the copy lies over other
+   * lower layers than `spec`'s folders (another snapshot's data).
+   */
+  restoreData?(spec: ServiceContainerSpec, copy: Pick<ServiceDataCopy, 'lowers' | 'tar'>): Promise<boolean>;
   /** Readies the copy-on-write lower layer of an image's folder on this host now rather than at a start. */
   prepareFolder(image: string, path: string): Promise<void>;
   /** Pulls an image from its registry (a snapshot build only); returns the digest it got. */
   pull(ref: string): Promise<string>;
+}
+
+/** A service's data as a checkpoint keeps it (ServiceRuntime.saveData). */
+export interface ServiceDataCopy {
+  /** What the copy lies over: the service's folders and the images their content came from. */
+  lowers: string;
+  /** Equal for two copies of the same content: a checkpoint with nothing new copies nothing. */
+  fingerprint: string;
+  /** The copy itself (the provider's format: Docker's is a gzipped tar of the overlays' upper layers). */
+  tar: Buffer;
 }
 
 /** Where a data image keeps data folder n: DATA_ROOT/<n>/<the folder's own name>. */
