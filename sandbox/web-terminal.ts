@@ -19,7 +19,18 @@ import type { SandboxShell, TtySize } from './provider';
 import { TerminalEscapeFilter } from './terminal-escapes';
 
 /** Limits of one terminal connection; units in the names. */
-export const TERMINAL_LIMITS = {
+export interface TerminalLimits {
+  maxMessageBytes: number;
+  inputBytesPerSecond: number;
+  inputBurstBytes: number;
+  messageCostBytes: number;
+  outputBufferedBytes: number;
+  auditBatchMs: number;
+  auditBatchBytes: number;
+  ticketTtlMs: number;
+}
+
+export const TERMINAL_LIMITS: Readonly<TerminalLimits> = {
   /** The largest message the browser may send (a paste included); larger closes the socket (ws: 1009). */
   maxMessageBytes: 64 * 1024,
   /** Keystroke bytes per second, sustained; each message counts at least `messageCostBytes`. */
@@ -36,7 +47,7 @@ export const TERMINAL_LIMITS = {
   auditBatchBytes: 4 * 1024,
   /** How long the page's ticket opens a socket after the page was served. */
   ticketTtlMs: 60_000,
-} as const;
+};
 
 /** Why a connection was closed by the server: WebSocket close codes (4000-4999 are the application's). */
 export const CLOSE = {
@@ -74,7 +85,7 @@ export class InputRate {
   constructor(
     now: number,
     private readonly limits: Pick<
-      typeof TERMINAL_LIMITS,
+      TerminalLimits,
       'inputBytesPerSecond' | 'inputBurstBytes' | 'messageCostBytes'
     > = TERMINAL_LIMITS,
   ) {
@@ -116,9 +127,7 @@ export class InputBatcher {
   private lastAt = 0;
   private seq = 0;
 
-  constructor(
-    private readonly limits: Pick<typeof TERMINAL_LIMITS, 'auditBatchMs' | 'auditBatchBytes'> = TERMINAL_LIMITS,
-  ) {}
+  constructor(private readonly limits: Pick<TerminalLimits, 'auditBatchMs' | 'auditBatchBytes'> = TERMINAL_LIMITS) {}
 
   push(bytes: Buffer, now: number): InputBatch | undefined {
     if (bytes.length === 0) return undefined;
