@@ -28,6 +28,8 @@ export interface TerminalLimits {
   auditBatchMs: number;
   auditBatchBytes: number;
   ticketTtlMs: number;
+  idleMs: number;
+  pingMs: number;
 }
 
 export const TERMINAL_LIMITS: Readonly<TerminalLimits> = {
@@ -47,6 +49,10 @@ export const TERMINAL_LIMITS: Readonly<TerminalLimits> = {
   auditBatchBytes: 4 * 1024,
   /** How long the page's ticket opens a socket after the page was served. */
   ticketTtlMs: 60_000,
+  /** No keystroke for this long detaches: a tab left open must not keep the agent waiting. */
+  idleMs: 15 * 60_000,
+  /** The browser is pinged this often; no pong by the next ping ends the connection (a vanished network). */
+  pingMs: 30_000,
 };
 
 /** Why a connection was closed by the server: WebSocket close codes (4000-4999 are the application's). */
@@ -54,6 +60,7 @@ export const CLOSE = {
   normal: 1000,
   policy: 1008,
   tooBig: 1009,
+  idle: 4408,
   refused: 4409,
   failed: 4500,
 } as const;
@@ -199,6 +206,8 @@ export interface BridgeHooks {
   /** Called with each batch of keystrokes, in order; a rejection ends the connection (nothing typed goes unrecorded for long). */
   audit(batch: InputBatch): Promise<void>;
   now?: () => number;
+  /** Default: TERMINAL_LIMITS. */
+  limits?: TerminalLimits;
 }
 
 /** Why the bridge ended. */
@@ -212,14 +221,25 @@ export type BridgeEnd = 'shell-ended' | 'detach' | 'socket-closed' | { closed: n
  */
 export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks: BridgeHooks): Promise<BridgeEnd> {
   const now = hooks.now ?? Date.now;
-  const rate = new InputRate(now());
-  const batcher = new InputBatcher();
+  const limits = hooks.limits ?? TERMINAL_LIMITS;
+  const rate = new InputRate(now(), limits);
+  const batcher = new InputBatcher(limits);
+  let lastInput = now();
   let audited = Promise.resolve();
   const record = (batch: InputBatch | undefined) => {
     if (batch) audited = audited.then(() => hooks.audit(batch));
     audited.catch(() => close({ closed: CLOSE.failed, reason: 'the audit trail is unreachable: detached' }));
   };
-  const timer = setInterval(() => record(batcher.due(now())), TERMINAL_LIMITS.auditBatchMs);
+  const timer = setInterval(
+    () => {
+      record(batcher.due(now()));
+      if (now() - lastInput >= limits.idleMs) {
+        close({ closed: CLOSE.idle, reason: `no input for ${Math.round(limits.idleMs / 1000)} s: detached` });
+      }
+    },
+    Math.min(limits.auditBatchMs, limits.idleMs),
+  );
+  const stopPings = keepAlive(socket, limits.pingMs);
   let resolveEnd!: (end: BridgeEnd) => void;
   const ended = new Promise<BridgeEnd>((resolve) => (resolveEnd = resolve));
   let over = false;
@@ -227,6 +247,7 @@ export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks:
     if (over) return;
     over = true;
     clearInterval(timer);
+    stopPings();
     record(batcher.flush());
     (shell.stream as unknown as Duplex).destroy?.();
     if (typeof end === 'object' && socket.readyState === socket.OPEN) socket.close(end.closed, end.reason);
@@ -236,8 +257,9 @@ export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks:
   socket.on('message', (data: Buffer, isBinary: boolean) => {
     if (over) return;
     if (!rate.take(data.length, now())) {
-      return close({ closed: CLOSE.policy, reason: `input over ${TERMINAL_LIMITS.inputBytesPerSecond} bytes/s` });
+      return close({ closed: CLOSE.policy, reason: `input over ${limits.inputBytesPerSecond} bytes/s` });
     }
+    lastInput = now();
     if (isBinary) {
       shell.stream.write(data);
       return record(batcher.push(data, now()));
@@ -252,6 +274,18 @@ export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks:
   shell.stream.on('error', () => close('shell-ended'));
   socket.on('close', () => close('socket-closed')).on('error', () => close('socket-closed'));
   return ended;
+}
+
+/** Pings every `pingMs`; a socket that did not answer the last ping is ended (its close detaches). */
+function keepAlive(socket: WebSocket, pingMs: number): () => void {
+  let answered = true;
+  socket.on('pong', () => (answered = true));
+  const timer = setInterval(() => {
+    if (!answered) return socket.terminate();
+    answered = false;
+    socket.ping();
+  }, pingMs);
+  return () => clearInterval(timer);
 }
 
 /** The TTY's bytes to the browser, filtered; the shell pauses while the browser is behind. */

@@ -125,7 +125,7 @@ function catShell(resized: TtySize[]): SandboxShell {
 }
 
 /** A WebSocket server on loopback whose one connection is bridged to `cat`; a client connected to it. */
-async function bridged() {
+async function bridged(limits = TERMINAL_LIMITS) {
   const http = createServer();
   const wss = new WebSocketServer({ server: http, maxPayload: TERMINAL_LIMITS.maxMessageBytes });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -133,7 +133,7 @@ async function bridged() {
   const resized: TtySize[] = [];
   const end = new Promise<BridgeEnd>((resolve) =>
     wss.once('connection', (socket) =>
-      resolve(bridgeWebTerminal(socket, catShell(resized), { audit: async (b) => void batches.push(b) })),
+      resolve(bridgeWebTerminal(socket, catShell(resized), { audit: async (b) => void batches.push(b), limits })),
     ),
   );
   const client = new WebSocket(`ws://127.0.0.1:${(http.address() as AddressInfo).port}/`);
@@ -203,6 +203,17 @@ describe('the bridge', () => {
     try {
       t.client.send('rm -rf /');
       expect((await t.closed).reason).toMatch(/^a text message must be JSON/);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('no input for the idle time detaches (4408), the keys before it audited', async () => {
+    const t = await bridged({ ...TERMINAL_LIMITS, idleMs: 1000, auditBatchMs: 100 });
+    try {
+      t.client.send(Buffer.from('true\n'));
+      expect(await t.closed).toEqual({ code: CLOSE.idle, reason: 'no input for 1 s: detached' });
+      expect(t.batches.map((b) => b.input)).toEqual(['true\n']);
     } finally {
       await t.stop();
     }

@@ -107,8 +107,12 @@ export async function terminalUpgrade(
   } catch (err) {
     return answerUpgrade(ctx, raw, err);
   }
-  const socket = await new Promise<WebSocket>((resolve) => sockets.handleUpgrade(req, raw, head, resolve));
-  await attachedTerminal(ctx, sandboxes, socket, checked);
+  // ws answers a malformed handshake itself (400) and never calls back: the raw socket's close ends the wait.
+  const socket = await new Promise<WebSocket | undefined>((resolve) => {
+    raw.once('close', () => resolve(undefined));
+    sockets.handleUpgrade(req, raw, head, resolve);
+  });
+  if (socket) await attachedTerminal(ctx, sandboxes, socket, checked);
 }
 
 const control = (socket: WebSocket, message: Record<string, unknown>) => {
