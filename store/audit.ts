@@ -27,6 +27,7 @@ export const AUDIT_KINDS = [
   'approval',
   'followup',
   'attach',
+  'attach.input',
   'push',
   'pull_request',
   'deploy',
