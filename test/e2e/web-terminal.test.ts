@@ -101,7 +101,12 @@ async function auditOf(sessionId: string) {
 function socketAnswer(url: string, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
     const socket = new WebSocket(url, { headers });
-    socket.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    // With this listener, ending the refused request is the caller's (ws leaves it open).
+    socket.on('unexpected-response', (req, res) => {
+      res.resume();
+      req.destroy();
+      resolve(res.statusCode ?? 0);
+    });
     socket.on('open', () => {
       socket.terminate();
       reject(new Error('the socket opened'));
@@ -137,6 +142,9 @@ test('an approver types in the console terminal; the file is in the new change t
   const ticket = /data-ticket="([^"]+)"/.exec(html)![1];
   const socketUrl = `${serve.url.replace('http:', 'ws:')}/sessions/${id}/terminal/socket?ticket=${ticket}`;
   expect(await socketAnswer(socketUrl, { cookie, origin: 'http://evil.example' })).toBe(403);
+  // A ticket of this session does not open another's socket.
+  const otherUrl = socketUrl.replace(`/sessions/${id}/`, `/sessions/${id}-other/`);
+  expect(await socketAnswer(otherUrl, { cookie, origin: serve.url })).toBe(403);
   expect(
     await socketAnswer(socketUrl, { cookie: `drydock_token=${encodeURIComponent(tokens.dave)}`, origin: serve.url }),
   ).toBe(403);

@@ -62,6 +62,11 @@
   term.onData((text) => {
     if (socket.readyState === WebSocket.OPEN) socket.send(encoder.encode(text));
   });
+  // The window's size decides the terminal's; xterm then reports the new size below.
+  addEventListener('resize', () => {
+    const next = fit();
+    if (next.cols !== term.cols || next.rows !== term.rows) term.resize(next.cols, next.rows);
+  });
   term.onResize(({ cols, rows }) => {
     if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'resize', cols, rows }));
   });
