@@ -376,8 +376,9 @@ export interface ServiceRuntime {
   ): Promise<ServiceDataCopy | undefined>;
   /**
    * Puts a copy back before the service is first started in a sandbox (so
-   * `start(spec)` runs it over the copy); false when the copy lies over other
-   * lower layers than `spec`'s folders (another snapshot's data).
+   * `start(spec)` runs it over the copy); false, and nothing done, when the
+   * service was made already (a retry) or the copy lies over other lower
+   * layers than `spec`'s folders (another snapshot's data).
    */
   restoreData?(spec: ServiceContainerSpec, copy: Pick<ServiceDataCopy, 'lowers' | 'tar'>): Promise<boolean>;
   /** Readies the copy-on-write lower layer of an image's folder on this host now rather than at a start. */

@@ -10,9 +10,12 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstat, readdir, rm } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
 import { serviceName } from '../../workflows/services';
 import type { ServiceContainerSpec, ServiceDataCopy } from '../provider';
@@ -35,10 +38,11 @@ const TAR_OPTIONS = ['--xattrs', '--xattrs-include=trusted.overlay.*', '--numeri
 
 /**
  * The copy of a service's data folders' upper layers (a gzipped tar of
- * `<n>/upper`), taken with the service paused; undefined when it has no data
- * folder or nothing changed since the copy whose fingerprint is `since`.
- * A service left paused by a copy cut off (its worker died) is resumed here.
- * Throws when the copy is over `maxBytes`.
+ * `<n>/upper`), its files copied with the service paused and compressed
+ * after; undefined when it has no data folder or nothing changed since the
+ * copy whose fingerprint is `since` (then it is not paused at all). A
+ * service left paused by a copy cut off (its worker died) is resumed here.
+ * Throws when the copy is over `maxBytes` compressed, or RAW_BYTES before.
  */
 export async function saveServiceData(
   docker: Docker,
@@ -54,41 +58,94 @@ export async function saveServiceData(
   });
   const lowers = info?.Config.Labels?.[LOWERS_LABEL];
   if (!info || !lowers) return undefined;
+  // Left paused by a copy cut off (its worker died): resumed first.
+  if (info.State.Paused) await container.unpause().catch(() => undefined);
   const base = path.join(servicesFolder(storage, at.sandbox), at.service);
   const layers = (await readdir(base).catch(() => [] as string[])).filter((n) => /^\d+$/.test(n)).sort();
   if (!layers.length) return undefined;
-  const pause = info.State.Running && !info.State.Paused;
-  if (pause) await container.pause();
+  // Nothing written since the kept copy: no pause at all.
+  const before = await fingerprintOf(base, layers);
+  if (before.hash === opts.since) return undefined;
+  if (before.bytes > RAW_BYTES)
+    throw new Error(`service ${at.service}'s data since the snapshot is over ${RAW_BYTES} bytes (${before.bytes})`);
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-service-data-'));
   try {
-    const fingerprint = await fingerprintOf(base, layers);
-    if (fingerprint === opts.since) return undefined;
-    const tar = await run('tar', ['-c', '-z', ...TAR_OPTIONS, '-C', base, ...layers.map((n) => `${n}/upper`)], {
-      encoding: 'buffer',
-      maxBuffer: opts.maxBytes,
-    }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER')
-        throw new Error(`service ${at.service}'s data since the snapshot is over ${opts.maxBytes} bytes compressed`);
-      throw err;
+    const raw = path.join(dir, 'data.tar');
+    // Paused only while the files are copied; compressed after, with the service running.
+    const pause = info.State.Running;
+    if (pause) await pauseOf(container);
+    let fingerprint: string;
+    try {
+      fingerprint = (await fingerprintOf(base, layers)).hash;
+      if (fingerprint === opts.since) return undefined;
+      await run('tar', ['-c', '-f', raw, ...TAR_OPTIONS, '-C', base, ...layers.map((n) => `${n}/upper`)]);
+    } finally {
+      if (pause) await container.unpause().catch(() => undefined);
+    }
+    const tar = await gzipAtMost(raw, opts.maxBytes).catch((err: Error) => {
+      throw new Error(`service ${at.service}'s data since the snapshot: ${err.message}`);
     });
-    return { lowers, fingerprint, tar: tar.stdout };
+    return { lowers, fingerprint, tar };
   } finally {
-    if (pause || info.State.Paused) await container.unpause().catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
   }
 }
 
-/** Each file's path, size and change time under the upper layers: equal when nothing was written since. */
-async function fingerprintOf(base: string, layers: string[]): Promise<string> {
+/** The most a copy may hold before it is compressed (a copy is made on the worker's disk first). */
+const RAW_BYTES = 2 * 1024 ** 3;
+
+/** A file gzipped (fast level: the copy is made at every checkpoint), at most `maxBytes` of it. */
+function gzipAtMost(file: string, maxBytes: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const gzip = createGzip({ level: 1 });
+    const input = createReadStream(file).on('error', reject);
+    gzip
+      .on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > maxBytes) {
+          input.destroy();
+          gzip.destroy();
+          reject(new Error(`over ${maxBytes} bytes compressed`));
+        } else chunks.push(chunk);
+      })
+      .on('error', reject)
+      .on('end', () => resolve(Buffer.concat(chunks)));
+    input.pipe(gzip);
+  });
+}
+
+/**
+ * Pauses a container; the freezer can fail while a process of it is in the
+ * kernel ("unable to freeze"), which passes: tried a few times.
+ */
+async function pauseOf(container: Docker.Container): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await container.pause();
+    } catch (err) {
+      if (attempt >= 5 || !/unable to freeze/i.test(String(err))) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
+}
+
+/** Each file's path, size and change time under the upper layers (equal when nothing was written since), and their bytes. */
+async function fingerprintOf(base: string, layers: string[]): Promise<{ hash: string; bytes: number }> {
   const hash = createHash('sha256');
+  let bytes = 0;
   const walk = async (dir: string, rel: string): Promise<void> => {
     const names = (await readdir(dir)).sort();
     for (const name of names) {
       const info = await lstat(path.join(dir, name), { bigint: true });
       hash.update(`${rel}/${name}\0${info.mode}\0${info.size}\0${info.ctimeNs}\0${info.mtimeNs}\n`);
+      bytes += Number(info.size);
       if (info.isDirectory()) await walk(path.join(dir, name), `${rel}/${name}`);
     }
   };
   for (const n of layers) await walk(path.join(base, n, 'upper'), n);
-  return hash.digest('hex');
+  return { hash: hash.digest('hex'), bytes };
 }
 
 /**

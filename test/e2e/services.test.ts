@@ -26,12 +26,15 @@ import {
   newSessionId,
   pollUntil,
   scriptedSession,
+  startServe,
   startSession,
   startStack,
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { chromium } from 'playwright-core';
 import { inSandbox } from '../support/docker';
+import { personalTokens } from '../support/identity';
 import { PostgresServer } from '../support/postgres';
 import {
   composeAsWritten,
@@ -324,7 +327,37 @@ test("the built-in loop reads a service's log with service_logs: its last lines,
   expect(db).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
   expect(unknown).toBe('error: no service "nope" in this sandbox: its logs are "db"');
   expect(await containersOf(id)).toHaveLength(0);
+  await serviceLogOnTheConsole(id);
 }, 600_000);
+
+/** The session's page in a real Chromium, signed in: its service log as the last checkpoint kept it; no token, no log. */
+async function serviceLogOnTheConsole(id: string) {
+  const { alice } = await personalTokens('alice');
+  const serve = await startServe(stack);
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(serve.url);
+    await page.fill('input[name=token]', alice);
+    await page.click('button[type=submit]');
+    await page.goto(`${serve.url}/sessions/${id}`);
+    const log = page.locator('#service-logs pre[data-service=db]');
+    expect(await log.textContent()).toContain('invalid input syntax for type integer');
+    const whole = await page.locator('#service-logs a').getAttribute('href');
+    expect(whole).toBe(`/artifacts/${id}/services/db.log`);
+    // Signed in, the whole log kept; without a token, not a line of it (the sign-in page).
+    await page.goto(`${serve.url}${whole}`);
+    expect(await page.content()).toContain('invalid input syntax for type integer');
+    expect(await (await fetch(`${serve.url}${whole}`)).text()).not.toContain('invalid input syntax');
+  } finally {
+    await browser.close();
+    await serve.close();
+  }
+}
 
 test("a service killed while drydock's PostgreSQL is down: the step's checkpoint waits for the store, the service is named, nothing goes unhandled", async () => {
   const server = new PostgresServer(await mkdtemp(path.join(tmpdir(), 'drydock-pg-svc-')), await freePort());

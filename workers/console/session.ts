@@ -23,6 +23,8 @@ export interface LiveExtras {
   running?: string;
   /** This server's address, for `drydock attach --server`. */
   server?: string;
+  /** Each service's log as the last checkpoint kept it (the artifact `services/<name>.log`), by name. */
+  serviceLogs?: { name: string; ref: string; text: string }[];
 }
 
 /** The page's own scripts (./assets), in order. */
@@ -77,10 +79,27 @@ ${roundsSection(s)}
 ${attachSection(s, who, extra.server)}
 <h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
 ${running}
+${serviceLogsSection(extra.serviceLogs)}
 <h2>Timeline</h2><div class="scroll" tabindex="0" role="region" aria-label="timeline"><table id="timeline"><tr><th>step</th><th>phase</th><th>result</th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table></div>
 <h2>Decisions</h2><ul id="decisions">${decisionsList(s)}</ul>
 ${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
 ${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;
+}
+
+/** Lines of a service's log the page shows (a link gives the rest the checkpoint kept). */
+const SERVICE_LOG_SHOWN = 40;
+
+/** The services' logs, as the last checkpoint kept them: the end of each, and a link to what was kept. */
+function serviceLogsSection(logs: LiveExtras['serviceLogs']): string {
+  if (!logs?.length) return '';
+  const each = logs.map(
+    (l) => `<h3>${esc(l.name)}</h3>
+<div class="scroll" tabindex="0" role="region" aria-label="log of ${esc(l.name)}"><pre class="service-log" data-service="${esc(l.name)}">${esc(l.text.split('\n').slice(-SERVICE_LOG_SHOWN).join('\n'))}</pre></div>
+<p><a href="/artifacts/${esc(l.ref)}">the whole log kept</a></p>`,
+  );
+  return `<section id="service-logs" aria-labelledby="service-logs-title"><h2 id="service-logs-title">Service logs</h2>
+<p>As of the last checkpoint (after each agent step).</p>
+${each.join('\n')}</section>`;
 }
 
 /** The interdiff (a later round), then the whole change. */
