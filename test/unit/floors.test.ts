@@ -92,3 +92,29 @@ test("no capability reaches for the registry's bag of dependencies (ActivityDeps
   );
   expect(reaching).toEqual([]);
 });
+
+/** The file an import names: `x.ts`, or `x/index.ts`; undefined outside the product folders. */
+function fileOf(to: string): string | undefined {
+  return [`${to}.ts`, path.join(to, 'index.ts'), to].find((candidate) => sources.includes(candidate));
+}
+
+test('no files import each other in a circle (type imports included)', () => {
+  const edges = new Map<string, string[]>(sources.map((file) => [file, []]));
+  for (const { from, to } of imports) {
+    const target = fileOf(to);
+    if (target) edges.get(from)!.push(target);
+  }
+  // Depth-first: an import of a file still on the path closes a circle.
+  const state = new Map<string, 'open' | 'done'>();
+  const circles: string[] = [];
+  const visit = (file: string, trail: string[]) => {
+    state.set(file, 'open');
+    for (const next of edges.get(file)!) {
+      if (state.get(next) === 'open') circles.push([...trail.slice(trail.indexOf(next)), file, next].join(' -> '));
+      else if (!state.has(next)) visit(next, [...trail, file]);
+    }
+    state.set(file, 'done');
+  };
+  for (const file of sources) if (!state.has(file)) visit(file, []);
+  expect(circles).toEqual([]);
+});
