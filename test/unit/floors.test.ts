@@ -22,6 +22,8 @@ const FLOORS: Record<string, number> = {
   repos: 4,
   figures: 4,
   review: 4,
+  // Issue 49's MCP client (branch mcp), placed ahead of its merge: it imports models/, store/, platform/.
+  mcp: 4,
   sandbox: 5,
   'agent-loop': 6,
   activities: 7,
