@@ -1,11 +1,11 @@
 /**
  * The worker's side of a Linear-started session: a comment on the issue at
  * each milestone (started, waiting for review, pull request, the end), each
- * once, whatever the number of reports (workflows/session/threads.ts).
+ * once, whatever the number of reports (workflows/session/threads.ts; the report: thread-report.ts).
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from '../platform/log';
-import type { ThreadReport } from '../workflows/session/threads';
+import type { ThreadReport } from '../workflows/session/thread-report';
 import { LinearError, LinearIssues, type LinearSettings } from './client';
 
 export interface LinearReportInput {

@@ -7,7 +7,13 @@
  * answer past what the gateway reads, a dropped stream) is charged all it
  * reserved. Pure: the gateway and its tests share it.
  */
-import type { GatewayUsage } from './model-gateway';
+/** The tokens of one model call through the gateway (model-gateway.ts reads them from the answer). */
+export interface GatewayUsage {
+  inputTokens: number;
+  outputTokens: number;
+  /** Of inputTokens: read from and written to the provider's prompt cache, where it reports them. */
+  cachedTokens: number;
+}
 
 export interface GatewayLimits {
   maxCalls?: number;

@@ -27,7 +27,7 @@ import type { Config } from '../platform/config';
 import { listenForSandbox } from './egress';
 import type { Logger } from '../platform/log';
 import { PROTOCOL_PATHS, type ModelProtocol } from '../workflows/rules/agent-clis';
-import { GatewayBudget, priceOf, type BudgetStop, type Reservation } from './gateway-budget';
+import { GatewayBudget, priceOf, type BudgetStop, type GatewayUsage, type Reservation } from './gateway-budget';
 import { capOutput, requestedOutput, screenCall } from './gateway-requests';
 
 export interface GatewayUpstream {
@@ -54,13 +54,6 @@ export function agentCliSettings(config: Config): AgentCliSettings {
     },
     prices: config.DRYDOCK_MODEL_PRICES,
   };
-}
-
-export interface GatewayUsage {
-  inputTokens: number;
-  outputTokens: number;
-  /** Of inputTokens: read from and written to the provider's prompt cache, where it reports them. */
-  cachedTokens: number;
 }
 
 export interface GatewayCall extends GatewayUsage {

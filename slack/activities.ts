@@ -1,11 +1,11 @@
 /**
  * The worker's side of a Slack-started session: its status message, posted in
- * its channel or thread and updated in place at every phase (workflows/session/threads.ts).
+ * its channel or thread and updated in place at every phase (workflows/session/threads.ts; the report: thread-report.ts).
  */
 import { ErrorCode } from '@slack/web-api';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from '../platform/log';
-import type { ThreadReport } from '../workflows/session/threads';
+import type { ThreadReport } from '../workflows/session/thread-report';
 import { SlackThreads, type SlackSettings } from './client';
 import { statusMessage } from './message';
 

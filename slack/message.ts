@@ -11,7 +11,7 @@
  * missing, the console is where the change is approved.
  */
 import type { Block, Button, KnownBlock } from '@slack/web-api';
-import type { ThreadReport } from '../workflows/session/threads';
+import type { ThreadReport } from '../workflows/session/thread-report';
 import type { ButtonValue } from './requests';
 
 /** The metadata that marks drydock's message of a session, so it is found again before posting twice. */

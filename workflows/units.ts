@@ -5,8 +5,6 @@
  * and a workflow evaluates every module it imports each time it starts (zod
  * and the schemas cost a new session 15–40 ms, bench/RESULTS.md).
  */
-import type { SessionInput } from './input';
-
 const MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /** Milliseconds of a well-formed duration (the input's schema checked it). */
@@ -23,8 +21,17 @@ export function sizeBytes(s: number | string): number {
   return Number(n) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[unit.toLowerCase() as 'k' | 'm' | 'g'];
 }
 
+/** The size limits of a session's input (`limits`, input.ts) that the sandbox takes. */
+export interface SandboxLimitsInput {
+  cpus: number;
+  memory: number | string;
+  pids: number;
+  tmp: number | string;
+  disk: number | string;
+}
+
 /** A session's limits as the sandbox takes them: numbers and bytes. */
-export function sandboxLimitsOf(limits: SessionInput['limits']) {
+export function sandboxLimitsOf(limits: SandboxLimitsInput) {
   return {
     cpus: limits.cpus,
     memoryBytes: sizeBytes(limits.memory),

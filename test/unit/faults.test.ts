@@ -1,7 +1,7 @@
 /** Naming the sandbox limit that stopped a step, and scrubbing secrets from what leaves the sandbox. */
 import { parseCounters, sandboxFault } from '../../sandbox/faults';
 import { hasTokenPattern, REDACTED, scrub } from '../../platform/scrub';
-import { exitText } from '../../workflows/session/outcome';
+import { exitText } from '../../workflows/session/errors';
 import type { SessionInput } from '../../workflows/input';
 import type { StepResult } from '../../sandbox/contract';
 

@@ -22,6 +22,8 @@ const FLOORS: Record<string, number> = {
   repos: 4,
   figures: 4,
   review: 4,
+  // Issue 49's MCP client (branch mcp), placed ahead of its merge: it imports models/, store/, platform/.
+  mcp: 4,
   sandbox: 5,
   'agent-loop': 6,
   activities: 7,
@@ -91,4 +93,30 @@ test("no capability reaches for the registry's bag of dependencies (ActivityDeps
       /\bActivityDeps\b/.test(readFileSync(path.join(root, file), 'utf8')),
   );
   expect(reaching).toEqual([]);
+});
+
+/** The file an import names: `x.ts`, or `x/index.ts`; undefined outside the product folders. */
+function fileOf(to: string): string | undefined {
+  return [`${to}.ts`, path.join(to, 'index.ts'), to].find((candidate) => sources.includes(candidate));
+}
+
+test('no files import each other in a circle (type imports included)', () => {
+  const edges = new Map<string, string[]>(sources.map((file) => [file, []]));
+  for (const { from, to } of imports) {
+    const target = fileOf(to);
+    if (target) edges.get(from)!.push(target);
+  }
+  // Depth-first: an import of a file still on the path closes a circle.
+  const state = new Map<string, 'open' | 'done'>();
+  const circles: string[] = [];
+  const visit = (file: string, trail: string[]) => {
+    state.set(file, 'open');
+    for (const next of edges.get(file)!) {
+      if (state.get(next) === 'open') circles.push([...trail.slice(trail.indexOf(next)), file, next].join(' -> '));
+      else if (!state.has(next)) visit(next, [...trail, file]);
+    }
+    state.set(file, 'done');
+  };
+  for (const file of sources) if (!state.has(file)) visit(file, []);
+  expect(circles).toEqual([]);
 });

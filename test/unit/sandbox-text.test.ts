@@ -8,7 +8,7 @@ import { checkReport, endComment, type ProgressInput } from '../../github/activi
 import { annotationsOf } from '../../github/check-runs';
 import { fenced, withoutMentions } from '../../github/sandbox-text';
 import { statusMessage } from '../../slack/message';
-import type { ThreadReport } from '../../workflows/session/threads';
+import type { ThreadReport } from '../../workflows/session/thread-report';
 
 /** An error tail an agent wrote to close the fence, ping people and show a link and an image as drydock's. */
 const HOSTILE =

@@ -16,7 +16,7 @@ import { statusMessage } from '../../slack/message';
 import { buttonValue, slackSessionId, splitRequest } from '../../slack/requests';
 import { checkSlackSignature, signSlackRequest } from '../../slack/signature';
 import { parseJUnit } from '../../sandbox/activities/verify';
-import type { ThreadReport } from '../../workflows/session/threads';
+import type { ThreadReport } from '../../workflows/session/thread-report';
 
 // Slack's worked example in "Verifying requests from Slack".
 const SLACK_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';

@@ -8,7 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import type { SessionInputDraft } from '../../workflows/input';
-import type { ThreadReport } from '../../workflows/session/threads';
+import type { ThreadReport } from '../../workflows/session/thread-report';
 import { acceptAsGiven, awaitApproval, runSession, startEnvironment, stopEnvironment, type Stubs } from './harness';
 import { decide } from '../../workflows/api';
 import { within } from '../support/waits';

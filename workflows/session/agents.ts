@@ -15,7 +15,7 @@ import { agentLabel } from '../rules/metrics';
 import { describeSecrets, secretFeedback, type SecretFound } from '../rules/change-secrets';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { editedByHand } from './attach';
-import { exitText, SessionEnd } from './outcome';
+import { exitText, SessionEnd } from './errors';
 import { modelAgent } from './model-agent';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';

@@ -23,7 +23,7 @@ import { refuseDecision } from '../rules/policy';
 import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
 import { editedByHand, installAttachHandlers } from './attach';
-import { SessionEnd } from './outcome';
+import { SessionEnd } from './errors';
 import { anyHost } from './proxies';
 import { parkSandbox } from './sandbox';
 import type { SessionRun } from './state';

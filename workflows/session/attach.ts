@@ -55,11 +55,6 @@ async function unparkForAttach(run: SessionRun): Promise<void> {
   if (run.status.parked) await bringBack(run, 're-provision for an attach');
 }
 
-/** Waits while someone is attached: nothing runs in the sandbox under their hands. */
-export async function awaitDetach(run: SessionRun): Promise<void> {
-  if (run.status.attached) await condition(() => run.status.attached === undefined);
-}
-
 /** Whether the change on display is not the sandbox's any more: someone is in it, or edited it since the commit. */
 export function editedByHand(run: SessionRun): boolean {
   return run.status.attached !== undefined || run.uncommittedEditsBy !== undefined;

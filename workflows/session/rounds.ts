@@ -11,7 +11,6 @@ import type { CommitResult } from '../../sandbox/contract';
 import { durationMs } from '../units';
 import { describeFollowups } from '../rules/followup';
 import { workUntilVerified } from './agents';
-import { awaitDetach } from './attach';
 import { FollowupArrived } from './approval';
 import { anyHost, onHost } from './proxies';
 import { publish } from './publish';
@@ -120,7 +119,7 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
   Object.assign(loop, { attempt: 1, startedAt: Date.now(), feedback: undefined, request: undefined });
   Object.assign(status.agent!, { attempt: 1, stopReason: undefined });
   if (run.nextChangeByHand) {
-    await awaitDetach(run); // the round's time starts at the detach
+    await run.whenDetached(); // the round's time starts at the detach
   } else if (input.agent.kind === 'script') {
     run.scriptSteps = taken.flatMap((f) => f.steps ?? []);
   } else {

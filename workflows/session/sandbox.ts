@@ -5,10 +5,9 @@
  * sandbox up, and the next thing that runs in it brings one back from the checkpoint.
  */
 import { CancellationScope, log } from '@temporalio/workflow';
-import type { Sandbox, SetupPlan } from '../../sandbox/contract';
+import type { Sandbox, SandboxPlace, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../units';
-import { describeError, exitText, removeReplaced, SessionEnd } from './outcome';
-import { awaitDetach } from './attach';
+import { describeError, exitText, SessionEnd } from './errors';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { stepNonce } from './nonce';
 import { whenAdmitted } from './queue';
@@ -51,7 +50,7 @@ export async function inSandbox<T>(
   fn: (sb: Sandbox) => Promise<T>,
   { mayStayParked = false } = {},
 ): Promise<T> {
-  await awaitDetach(run); // nothing starts in the sandbox while a person works in it
+  await run.whenDetached(); // nothing starts in the sandbox while a person works in it
   run.sandboxBusy++;
   try {
     // `mayStayParked`: fn may do without the sandbox (a push from the host's mirror); if it cannot, it is brought back.
@@ -216,4 +215,35 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
 /** A sandbox lives through the session's work and its approval wait, plus an hour; then the reaper may take it. */
 function sandboxLifetimeMs(run: SessionRun): number {
   return durationMs(run.input.limits.wallTime) + durationMs(run.input.approval.timeout) + 60 * 60_000;
+}
+
+/**
+ * Removes the sandboxes this session replaced whose removal has not succeeded
+ * yet, each on its own host's queue (those on `onQueue` only, when given: a
+ * host that has just answered). A host that still does not answer within its
+ * host timeout leaves its sandbox to its reaper.
+ */
+export async function removeReplaced(run: SessionRun, onQueue?: string): Promise<void> {
+  const due = run.sandboxesToRemove.filter((s) => onQueue === undefined || s.hostQueue === onQueue);
+  if (due.length === 0) return;
+  await Promise.all(due.map((sandbox) => removeReplacedSandbox(run, sandbox)));
+}
+
+async function removeReplacedSandbox(run: SessionRun, sandbox: SandboxPlace): Promise<void> {
+  const { sessionId } = run;
+  try {
+    await run.track(`remove ${sandbox.name}`, () =>
+      teardownOn(sandbox).destroySandbox({
+        sessionId,
+        ...(sandbox.generation ? { generation: sandbox.generation } : {}),
+        replaced: true,
+      }),
+    );
+    run.markRemoved(sandbox);
+  } catch (err) {
+    log.warn('a replaced sandbox was not removed; its host reaper will', {
+      sandbox: sandbox.name,
+      error: describeError(err),
+    });
+  }
 }

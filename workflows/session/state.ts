@@ -31,7 +31,6 @@ import type { ScriptStep, SessionInput } from '../input';
 import { budgetStop } from '../rules/budget';
 import type { Followup } from '../rules/followup';
 import { redactUrl } from '../rules/repo-url';
-import { tellParent } from './parent';
 
 /**
  * Where the agent phase is, carried over continue-as-new: the next run of the
@@ -66,8 +65,8 @@ export interface AgentLoop {
  * script agent (which never continues as new), `sandboxBusy` is 0,
  * `nextChangeByHand` was taken before the agent worked, `uncommittedEditsBy`
  * goes into the round's commit (made after the agent), and `startCommit`
- * served the first provisioning only. The thread reports' loop (`phaseChanges`,
- * `threadReports`, `reportsClosing`) is each run's own: the next run's reports
+ * served the first provisioning only. The thread reports' loop (`threadReports`,
+ * `reportsClosing`, its phase listener) is each run's own: the next run's reports
  * the state it starts in, to the Slack message status.slackMessage names.
  */
 export interface ContinuedSession {
@@ -130,8 +129,10 @@ export class SessionRun {
   uncommittedEditsBy?: string;
   /** The pull request was merged or closed: the session ends after the round under way. */
   pullRequestClosed?: PullRequestEnd;
-  /** Phase changes so far: the thread reports (threads.ts) follow it. */
+  /** Phase changes so far: orders a parent's progress signals (parent.ts). */
   phaseChanges = 0;
+  /** Who hears of every phase change (onPhaseChange): a parent's progress, the thread reports. */
+  private readonly phaseListeners: ((run: SessionRun) => void)[] = [];
   /** The loop reporting to Slack or Linear, and whether it should stop once it has caught up. */
   threadReports?: Promise<void>;
   reportsClosing = false;
@@ -205,7 +206,17 @@ export class SessionRun {
       ...(repo ? [{ key: REPO_ATTRIBUTE, value: repo }] : []),
     ]);
     upsertMemo({ [MEMO_KEY]: lastKnown(this.status) });
-    tellParent(this);
+    for (const listener of this.phaseListeners) listener(this);
+  }
+
+  /** Calls `listener` after each phase change from now on: the one way phase changes are observed. */
+  onPhaseChange(listener: (run: SessionRun) => void): void {
+    this.phaseListeners.push(listener);
+  }
+
+  /** Waits while someone is attached (attach.ts): nothing runs in the sandbox under their hands. */
+  async whenDetached(): Promise<void> {
+    if (this.status.attached) await condition(() => this.status.attached === undefined);
   }
 
   /** What a step's egress proxy and model gateway refused, added to the session's count. */

@@ -2,7 +2,7 @@
 import type { StepResult } from '../../sandbox/contract';
 import type { ScriptStep } from '../input';
 import { durationMs } from '../units';
-import { exitText, SessionEnd } from './outcome';
+import { exitText, SessionEnd } from './errors';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';

@@ -8,40 +8,14 @@
  */
 import { CancellationScope, condition, log, proxyActivities } from '@temporalio/workflow';
 import type { SharedActivities } from '../../activities';
-import type { Action, Phase } from '../api';
 import type { SessionRun } from './state';
+import type { ThreadReport } from './thread-report';
 
 /**
  * How much of a pending change's diffstat a thread shows (about 30 files):
  * past it the thread links to the console instead of offering Approve.
  */
 const DIFFSTAT_SHOWN = 2500;
-
-/** What a thread shows: small, so every report stays small in the history. */
-export interface ThreadReport {
-  sessionId: string;
-  repo: string;
-  /** The request (its first 300 characters). */
-  task: string;
-  phase: Phase;
-  round: number;
-  requestedBy?: string;
-  /** When the session started: a message posted since then may be its own (looked for before posting). */
-  startedAt: string;
-  pending?: {
-    action: Action;
-    covers?: Action[];
-    change: string;
-    diffstat: string;
-    /** The diffstat was longer than DIFFSTAT_SHOWN and is cut: the thread does not offer Approve beside it. */
-    diffstatCut?: boolean;
-    tests: string;
-    approvers: string[];
-  };
-  lastDecision?: { decision: 'approve' | 'reject'; action: Action; by: string };
-  pullRequest?: string;
-  error?: string;
-}
 
 /** Quick calls to a chat or tracker API: a few tries, then the session goes on without. */
 const services = proxyActivities<SharedActivities>({
@@ -52,8 +26,11 @@ const services = proxyActivities<SharedActivities>({
 export function startThreadReports(run: SessionRun): void {
   const { notify } = run.input;
   if (!notify?.slack && !notify?.linear) return;
+  // Phase changes from here on; the loop reports the state it starts in first.
+  const seen = { changes: 0 };
+  run.onPhaseChange(() => seen.changes++);
   // Not cancellable: a cancelled session still says so in its thread.
-  run.threadReports = CancellationScope.nonCancellable(() => reportLoop(run));
+  run.threadReports = CancellationScope.nonCancellable(() => reportLoop(run, seen));
 }
 
 /** Sends what is left to report, then stops the loop. */
@@ -62,12 +39,12 @@ export async function finishThreadReports(run: SessionRun): Promise<void> {
   await run.threadReports;
 }
 
-async function reportLoop(run: SessionRun): Promise<void> {
+async function reportLoop(run: SessionRun, seen: { changes: number }): Promise<void> {
   let sent = -1;
   for (;;) {
-    await condition(() => (run.phaseChanges !== sent && settled(run)) || run.reportsClosing);
-    if (run.phaseChanges === sent) return;
-    sent = run.phaseChanges;
+    await condition(() => (seen.changes !== sent && settled(run)) || run.reportsClosing);
+    if (seen.changes === sent) return;
+    sent = seen.changes;
     await sendReport(run, threadReport(run));
   }
 }

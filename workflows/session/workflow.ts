@@ -21,6 +21,7 @@ import { checkAcceptance } from './acceptance';
 import { startAgent, workUntilVerified } from './agents';
 import { installHandlers } from './approval';
 import { endEarly, tearDown } from './outcome';
+import { tellParent } from './parent';
 import { anyHost } from './proxies';
 import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
@@ -33,6 +34,7 @@ export type { AgentLoop, ContinuedSession } from './state';
 
 export async function agentSession(rawInput: unknown, continued?: ContinuedSession): Promise<SessionStatus> {
   const run = new SessionRun(rawInput, continued);
+  run.onPhaseChange(tellParent);
   installHandlers(run);
   run.setPhase(continued ? run.status.phase : 'provisioning');
   let outcome: Outcome = 'completed';

@@ -1,0 +1,32 @@
+/**
+ * What a session tells its Slack or Linear thread (threads.ts sends it; the
+ * slack/ and linear/ activities show it): the contract between the workflow
+ * and those rooms, with no import of either side's code.
+ */
+import type { Action, Phase } from '../api';
+
+/** What a thread shows: small, so every report stays small in the history. */
+export interface ThreadReport {
+  sessionId: string;
+  repo: string;
+  /** The request (its first 300 characters). */
+  task: string;
+  phase: Phase;
+  round: number;
+  requestedBy?: string;
+  /** When the session started: a message posted since then may be its own (looked for before posting). */
+  startedAt: string;
+  pending?: {
+    action: Action;
+    covers?: Action[];
+    change: string;
+    diffstat: string;
+    /** The diffstat was longer than DIFFSTAT_SHOWN and is cut: the thread does not offer Approve beside it. */
+    diffstatCut?: boolean;
+    tests: string;
+    approvers: string[];
+  };
+  lastDecision?: { decision: 'approve' | 'reject'; action: Action; by: string };
+  pullRequest?: string;
+  error?: string;
+}
