@@ -99,7 +99,7 @@ export function featureRequests(features: Record<string, unknown>, source: strin
       throw new FeatureError(
         `${field}: drydock installs features from an OCI registry (like ghcr.io/devcontainers/features/node:1) ` +
           `or a folder of ${dir}/ (./name); this form (a tarball URL or a legacy short id) is not supported: ` +
-          'name the feature by its OCI reference',
+          `name the feature by its OCI reference${key.includes('/') ? '' : ` (ghcr.io/devcontainers/features/${key}:1 for most)`}`,
       );
     const ref = parseImageReference(key);
     if ('problem' in ref) throw new FeatureError(`${field}: ${ref.problem}`);

@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { declaredStack } from '../../sandbox/activities/services';
 import { filesOfTar, registryBase } from '../../sandbox/feature-registry';
 import {
   FeatureError,
@@ -23,6 +24,7 @@ import {
   type FeatureMetadata,
   type ResolvedFeature,
 } from '../../sandbox/features';
+import { parseDevcontainer } from '../../sandbox/repo-image';
 
 const SOURCE = '.devcontainer/devcontainer.json';
 
@@ -61,7 +63,7 @@ describe("devcontainer.json's features", () => {
       {},
       /features\["https:\/\/example.com\/feature.tgz"\]: .*name the feature by its OCI reference/,
     ],
-    ['node', {}, /features\["node"\]: .*legacy short id/],
+    ['node', {}, /features\["node"\]: .*legacy short id.*\(ghcr.io\/devcontainers\/features\/node:1 for most\)$/],
     ['../elsewhere', {}, /features\["..\/elsewhere"\]: a local feature is a folder inside .devcontainer\//],
     ['ghcr.io/x/y:1', ['a'], /features\["ghcr.io\/x\/y:1"\]: give the feature's options as an object/],
     [
@@ -72,6 +74,27 @@ describe("devcontainer.json's features", () => {
     ['ghcr.io/X/y:1', {}, /features\["ghcr.io\/X\/y:1"\]: .*not an image reference/],
   ])('%s is refused, naming the field', (key, value, message) => {
     expect(() => featureRequests({ [key]: value }, SOURCE, '.devcontainer')).toThrow(message);
+  });
+});
+
+test("a compose dev container's features go on its service's image, as the spec says", async () => {
+  const declared = parseDevcontainer(
+    JSON.stringify({
+      dockerComposeFile: 'compose.yaml',
+      service: 'app',
+      features: { 'ghcr.io/devcontainers/features/node:1': 'lts' },
+      overrideFeatureInstallOrder: ['ghcr.io/devcontainers/features/node'],
+      containerUser: 'vscode',
+    }),
+    SOURCE,
+  );
+  const files: Record<string, string> = { '.devcontainer/compose.yaml': 'services:\n  app:\n    image: node:22\n' };
+  const { environment } = await declaredStack((f) => Promise.resolve(files[f]), declared, undefined);
+  expect(environment).toMatchObject({
+    image: 'node:22',
+    features: [{ key: 'ghcr.io/devcontainers/features/node:1', options: { version: 'lts' } }],
+    featureOrder: ['ghcr.io/devcontainers/features/node'],
+    containerUser: 'vscode',
   });
 });
 
