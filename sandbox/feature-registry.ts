@@ -209,7 +209,9 @@ class RegistryClient {
         `${this.field}: the registry ${this.ref.registry} asks for credentials, which drydock does not send`,
       );
     const realm = new URL(params.realm);
-    const domain = (host: string) => host.split('.').slice(-2).join('.');
+    // ghcr.io's is ghcr.io, Docker Hub's auth.docker.io: the same registrable domain; an address only itself.
+    const address = (host: string) => /^[\d.]+$|^\[/.test(host);
+    const domain = (host: string) => (address(host) ? host : host.split('.').slice(-2).join('.'));
     if (realm.protocol !== 'https:' && registryBase(this.ref.registry).startsWith('https'))
       throw new FeatureError(`${this.field}: the registry's token service ${realm.origin} is not HTTPS`);
     if (domain(realm.hostname) !== domain(this.ref.registry.replace(/:\d+$/, '')))

@@ -7,11 +7,14 @@
  * files (a real tar from GNU tar).
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { declaredStack } from '../../sandbox/activities/services';
-import { filesOfTar, registryBase } from '../../sandbox/feature-registry';
+import { filesOfTar, registryBase, resolveFeatures } from '../../sandbox/feature-registry';
 import {
   FeatureError,
   featureEnvFile,
@@ -25,6 +28,7 @@ import {
   type ResolvedFeature,
 } from '../../sandbox/features';
 import { parseDevcontainer } from '../../sandbox/repo-image';
+import { RepoTree } from '../../sandbox/repo-files';
 
 const SOURCE = '.devcontainer/devcontainer.json';
 
@@ -301,4 +305,90 @@ test('a loopback registry is plain HTTP, any other HTTPS', () => {
   expect(registryBase('localhost:5000')).toBe('http://localhost:5000/v2/');
   expect(registryBase('ghcr.io')).toBe('https://ghcr.io/v2/');
   expect(registryBase('127.0.0.1.example.com')).toBe('https://127.0.0.1.example.com/v2/');
+});
+
+describe('a registry that sends something else than asked for (a hostile one, on loopback)', () => {
+  let server: Server;
+  let host: string;
+  let root: string;
+  let answer: (url: string) => { status: number; body: Buffer; headers?: Record<string, string> };
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const { status, body, headers } = answer(req.url ?? '');
+      res.writeHead(status, headers ?? {}).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise((resolve) => server.close(resolve)));
+  beforeEach(async () => {
+    root = await mkdtemp(path.join(tmpdir(), 'features-root-'));
+  });
+  afterEach(() => rm(root, { recursive: true, force: true }));
+
+  const digestOf = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+  const manifestFor = (layer: Buffer, size = layer.length) =>
+    Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        layers: [{ mediaType: 'application/vnd.devcontainers.layer.v1+tar', digest: digestOf(layer), size }],
+      }),
+    );
+  const pull = (ref: string) =>
+    resolveFeatures(
+      featureRequests({ [ref]: {} }, 'd.json', '.devcontainer'),
+      { root, repo: 'r', pull: { allowed: [host] } },
+      new RepoTree('/nonexistent', 'HEAD'),
+    );
+
+  test('a manifest that is not the digest the reference pins is refused', async () => {
+    const manifest = manifestFor(Buffer.from('x'));
+    answer = () => ({ status: 200, body: manifest });
+    const pinned = `sha256:${'0'.repeat(64)}`;
+    await expect(pull(`${host}/f/a@${pinned}`)).rejects.toThrow(
+      `d.json: features["${host}/f/a@${pinned}"]: the registry sent content of ${digestOf(manifest)}, not the ${pinned} asked for`,
+    );
+  });
+
+  test('a layer whose content is not its digest is refused, and nothing is kept', async () => {
+    const manifest = manifestFor(Buffer.from('the real layer'));
+    answer = (url) => ({ status: 200, body: url.includes('/manifests/') ? manifest : Buffer.from('another layer') });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      /the registry sent content of sha256:\w+, not the sha256:\w+ asked for/,
+    );
+    await expect(
+      resolveFeatures(
+        featureRequests({ [`${host}/f/a:1`]: {} }, 'd.json', '.devcontainer'),
+        { root, repo: 'r' },
+        new RepoTree('/nonexistent', 'HEAD'),
+      ),
+    ).rejects.toThrow(/was not pulled on this worker's host/);
+  });
+
+  test('a layer larger than the bound is refused before it is read', async () => {
+    const manifest = manifestFor(Buffer.from('x'), 65 * 1024 ** 2);
+    answer = () => ({ status: 200, body: manifest });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(/the feature's layer is 68157440 bytes, more than 67108864/);
+  });
+
+  test("an image (not a feature's one tar layer) is refused", async () => {
+    const manifest = Buffer.from(
+      JSON.stringify({ layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' }] }),
+    );
+    answer = () => ({ status: 200, body: manifest });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      `${host}/f/a:1 is not a dev container feature (one layer of application/vnd.devcontainers.layer.v1+tar)`,
+    );
+  });
+
+  test("a token service off the registry's domain is refused, and no request goes to it", async () => {
+    answer = () => ({
+      status: 401,
+      body: Buffer.from(''),
+      headers: { 'www-authenticate': 'Bearer realm="http://127.9.0.1:1/token",service="x"' },
+    });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      /the registry's token service 127.9.0.1:1 is not on its own domain/,
+    );
+  });
 });
