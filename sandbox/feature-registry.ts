@@ -192,13 +192,35 @@ class RegistryClient {
     return body;
   }
 
-  private request(url: string, accept: string): Promise<Response> {
-    return this.fetchImpl(url, {
-      headers: { accept, ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
-      signal: AbortSignal.timeout(FEATURE_LIMITS.timeoutMs),
-    }).catch((err: Error) => {
-      throw new Error(`fetching ${url} failed: ${err.message}`); // transient: the activity retries
-    });
+  /**
+   * One GET, following at most 5 redirects by hand (registries send blobs to
+   * their storage): off the registry's origin only to HTTPS on a host name
+   * (never an address, so a registry cannot turn the worker on its own
+   * network), and without the token.
+   */
+  private async request(url: string, accept: string): Promise<Response> {
+    const origin = new URL(registryBase(this.ref.registry)).origin;
+    let at = new URL(url);
+    for (let hops = 0; ; hops++) {
+      const own = at.origin === origin;
+      const res = await this.fetchImpl(at, {
+        headers: { accept, ...(this.token && own ? { authorization: `Bearer ${this.token}` } : {}) },
+        redirect: 'manual',
+        signal: AbortSignal.timeout(FEATURE_LIMITS.timeoutMs),
+      }).catch((err: Error) => {
+        throw new Error(`fetching ${at.toString()} failed: ${err.message}`); // transient: the activity retries
+      });
+      const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null;
+      if (!location) return res;
+      const next = new URL(location, at);
+      const address = /^[\d.]+$|^\[/.test(next.hostname) || next.hostname === 'localhost';
+      if (hops >= 5 || (next.origin !== origin && (next.protocol !== 'https:' || address)))
+        throw new FeatureError(
+          `${this.field}: the registry redirected to ${next.origin}, which drydock does not follow ` +
+            '(only HTTPS to a host name, at most 5 times)',
+        );
+      at = next;
+    }
   }
 
   /** The registry's anonymous pull token (`WWW-Authenticate: Bearer realm=…`); its realm on the registry's own domain. */

@@ -326,6 +326,14 @@ describe('a registry that sends something else than asked for (a hostile one, on
   });
   afterEach(() => rm(root, { recursive: true, force: true }));
 
+  let filesTar: Buffer;
+  beforeAll(async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'feature-a-'));
+    await writeFile(path.join(dir, 'devcontainer-feature.json'), '{"id": "a"}');
+    await writeFile(path.join(dir, 'install.sh'), '#!/bin/sh\n', { mode: 0o755 });
+    filesTar = execFileSync('tar', ['-c', '-f', '-', '-C', dir, '.']);
+    await rm(dir, { recursive: true, force: true });
+  });
   const digestOf = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
   const manifestFor = (layer: Buffer, size = layer.length) =>
     Buffer.from(
@@ -379,6 +387,26 @@ describe('a registry that sends something else than asked for (a hostile one, on
     await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
       `${host}/f/a:1 is not a dev container feature (one layer of application/vnd.devcontainers.layer.v1+tar)`,
     );
+  });
+
+  test("a redirect to an address (the worker's own network) is not followed", async () => {
+    answer = () => ({ status: 307, body: Buffer.from(''), headers: { location: 'http://127.9.0.1:1/blob' } });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      /the registry redirected to http:\/\/127.9.0.1:1, which drydock does not follow/,
+    );
+  });
+
+  test('a redirect within the registry is followed', async () => {
+    const layer = filesTar;
+    const manifest = manifestFor(layer);
+    answer = (url) =>
+      url.includes('/manifests/')
+        ? { status: 200, body: manifest }
+        : url.startsWith('/storage/')
+          ? { status: 200, body: layer }
+          : { status: 307, body: Buffer.from(''), headers: { location: `/storage${url}` } };
+    const [got] = await pull(`${host}/f/a:1`);
+    expect(got.feature.metadata.id).toBe('a');
   });
 
   test("a token service off the registry's domain is refused, and no request goes to it", async () => {
