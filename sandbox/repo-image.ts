@@ -516,8 +516,11 @@ async function layerFeatures(
       env.featureOrder,
       env.source,
     );
-    const remoteUser = env.remoteUser ?? env.containerUser ?? 'root';
-    const users = { remoteUser, containerUser: env.containerUser ?? 'root' };
+    // The sandbox runs as uid 1000 whatever containerUser says: with no remoteUser, features are told that uid's user.
+    const users = {
+      ...(env.remoteUser ? { remoteUser: env.remoteUser } : {}),
+      containerUser: env.containerUser ?? 'root',
+    };
     const envFiles = ordered.map((f: ResolvedFeature) => featureEnvFile(f, users));
     return {
       steps: featureSteps(ordered),

@@ -255,6 +255,14 @@ describe("the builder's steps", () => {
     ]).toString();
     expect(out.trim()).toBe("it's $(not run)|root|/root|/root");
   });
+
+  test('with no remoteUser, install.sh is told the user of the sandbox uid 1000 (else root)', async () => {
+    await writeFile(path.join(dir, 'env'), featureEnvFile(feature('ghcr.io/f/a:1'), { containerUser: 'root' }));
+    const out = execFileSync('sh', ['-c', `set -a; . ${dir}/env; set +a; echo "$_REMOTE_USER|$_REMOTE_USER_HOME"`]);
+    // This machine's user of uid 1000, as the image's would be read.
+    const own = execFileSync('sh', ['-c', 'awk -F: \'$3 == 1000 { print $1 "|" $6 }\' /etc/passwd | head -n 1']);
+    expect(out.toString().trim()).toBe(own.toString().trim() || 'root|/root');
+  });
 });
 
 describe("a feature's tar", () => {
