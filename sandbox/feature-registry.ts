@@ -192,13 +192,35 @@ class RegistryClient {
     return body;
   }
 
-  private request(url: string, accept: string): Promise<Response> {
-    return this.fetchImpl(url, {
-      headers: { accept, ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
-      signal: AbortSignal.timeout(FEATURE_LIMITS.timeoutMs),
-    }).catch((err: Error) => {
-      throw new Error(`fetching ${url} failed: ${err.message}`); // transient: the activity retries
-    });
+  /**
+   * One GET, following at most 5 redirects by hand (registries send blobs to
+   * their storage): off the registry's origin only to HTTPS on a host name
+   * (never an address, so a registry cannot turn the worker on its own
+   * network), and without the token.
+   */
+  private async request(url: string, accept: string): Promise<Response> {
+    const origin = new URL(registryBase(this.ref.registry)).origin;
+    let at = new URL(url);
+    for (let hops = 0; ; hops++) {
+      const own = at.origin === origin;
+      const res = await this.fetchImpl(at, {
+        headers: { accept, ...(this.token && own ? { authorization: `Bearer ${this.token}` } : {}) },
+        redirect: 'manual',
+        signal: AbortSignal.timeout(FEATURE_LIMITS.timeoutMs),
+      }).catch((err: Error) => {
+        throw new Error(`fetching ${at.toString()} failed: ${err.message}`); // transient: the activity retries
+      });
+      const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null;
+      if (!location) return res;
+      const next = new URL(location, at);
+      const address = /^[\d.]+$|^\[/.test(next.hostname) || next.hostname === 'localhost';
+      if (hops >= 5 || (next.origin !== origin && (next.protocol !== 'https:' || address)))
+        throw new FeatureError(
+          `${this.field}: the registry redirected to ${next.origin}, which drydock does not follow ` +
+            '(only HTTPS to a host name, at most 5 times)',
+        );
+      at = next;
+    }
   }
 
   /** The registry's anonymous pull token (`WWW-Authenticate: Bearer realm=…`); its realm on the registry's own domain. */
@@ -209,7 +231,9 @@ class RegistryClient {
         `${this.field}: the registry ${this.ref.registry} asks for credentials, which drydock does not send`,
       );
     const realm = new URL(params.realm);
-    const domain = (host: string) => host.split('.').slice(-2).join('.');
+    // ghcr.io's is ghcr.io, Docker Hub's auth.docker.io: the same registrable domain; an address only itself.
+    const address = (host: string) => /^[\d.]+$|^\[/.test(host);
+    const domain = (host: string) => (address(host) ? host : host.split('.').slice(-2).join('.'));
     if (realm.protocol !== 'https:' && registryBase(this.ref.registry).startsWith('https'))
       throw new FeatureError(`${this.field}: the registry's token service ${realm.origin} is not HTTPS`);
     if (domain(realm.hostname) !== domain(this.ref.registry.replace(/:\d+$/, '')))

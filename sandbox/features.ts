@@ -99,7 +99,7 @@ export function featureRequests(features: Record<string, unknown>, source: strin
       throw new FeatureError(
         `${field}: drydock installs features from an OCI registry (like ghcr.io/devcontainers/features/node:1) ` +
           `or a folder of ${dir}/ (./name); this form (a tarball URL or a legacy short id) is not supported: ` +
-          'name the feature by its OCI reference',
+          `name the feature by its OCI reference${key.includes('/') ? '' : ` (ghcr.io/devcontainers/features/${key}:1 for most)`}`,
       );
     const ref = parseImageReference(key);
     if ('problem' in ref) throw new FeatureError(`${field}: ${ref.problem}`);
@@ -274,6 +274,9 @@ export function installOrder(
 export const FEATURES_CONTEXT = 'features';
 const FEATURES_IN_IMAGE = '/tmp/drydock-features';
 
+/** The uid every sandbox runs as (sandbox/repo-image.ts). */
+const SANDBOX_UID = 1000;
+
 /** A value as a single-quoted shell word. */
 function shellQuote(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`;
@@ -281,15 +284,24 @@ function shellQuote(value: string): string {
 
 /**
  * The environment file a feature's install.sh is run with (the spec's
- * devcontainer-features.env): its options, then the users. Homes are read
- * from the image's /etc/passwd while it installs.
+ * devcontainer-features.env): its options, then the users (the remote
+ * user, when the dev container names none, is the image's user of the
+ * sandbox's uid, else root). Names and homes are read from the image's
+ * /etc/passwd while it installs.
  */
-export function featureEnvFile(feature: ResolvedFeature, users: { remoteUser: string; containerUser: string }): string {
+export function featureEnvFile(
+  feature: ResolvedFeature,
+  users: { remoteUser?: string; containerUser: string },
+): string {
   const home = (variable: string) =>
     `$(awk -F: -v u="$${variable}" '$1 == u { print $6 }' /etc/passwd 2>/dev/null | head -n 1)`;
   const lines = Object.entries(optionEnv(feature)).map(([k, v]) => `${k}=${shellQuote(v)}`);
+  // No remoteUser: the image's user of the sandbox's uid (node's "node", the dev containers' "vscode"), else root.
+  const sandboxUser = `$(awk -F: '$3 == ${SANDBOX_UID} { print $1 }' /etc/passwd 2>/dev/null | head -n 1)`;
   lines.push(
-    `_REMOTE_USER=${shellQuote(users.remoteUser)}`,
+    users.remoteUser
+      ? `_REMOTE_USER=${shellQuote(users.remoteUser)}`
+      : `_REMOTE_USER="${sandboxUser}"; _REMOTE_USER="\${_REMOTE_USER:-root}"`,
     `_CONTAINER_USER=${shellQuote(users.containerUser)}`,
     `_REMOTE_USER_HOME="${home('_REMOTE_USER')}"`,
     `_CONTAINER_USER_HOME="${home('_CONTAINER_USER')}"`,

@@ -221,7 +221,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(compose ? { compose } : {}),
     ...appOf(dc, source),
     ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
-    ...featuresOf(dc, features, compose !== undefined),
+    ...featuresOf(dc, features),
   };
 }
 
@@ -238,18 +238,16 @@ function asEnvironmentError<T>(fn: () => T): T {
   }
 }
 
-/** The dev container's features and their settings; a compose dev container's are refused (its image is the service's). */
+/**
+ * The dev container's features and their settings. A compose dev container's
+ * go on its service's image or build, as the spec says (declaredStack keeps
+ * them when it reads the service).
+ */
 function featuresOf(
   dc: z.infer<typeof devcontainerSchema>,
   features: FeatureRequest[],
-  compose: boolean,
 ): Pick<RepoEnvironment, 'features' | 'featureOrder' | 'containerUser'> {
   if (!features.length) return {};
-  if (compose)
-    throw new EnvironmentError(
-      `${features[0].field}: features on a compose dev container are not installed yet (its image is the ` +
-        "compose service's): install what they add in the service's Dockerfile, or use image or build.dockerfile",
-    );
   return {
     features,
     ...(dc.overrideFeatureInstallOrder ? { featureOrder: dc.overrideFeatureInstallOrder } : {}),
@@ -531,8 +529,11 @@ async function layerFeatures(
       env.featureOrder,
       env.source,
     );
-    const remoteUser = env.remoteUser ?? env.containerUser ?? 'root';
-    const users = { remoteUser, containerUser: env.containerUser ?? 'root' };
+    // The sandbox runs as uid 1000 whatever containerUser says: with no remoteUser, features are told that uid's user.
+    const users = {
+      ...(env.remoteUser ? { remoteUser: env.remoteUser } : {}),
+      containerUser: env.containerUser ?? 'root',
+    };
     const envFiles = ordered.map((f: ResolvedFeature) => featureEnvFile(f, users));
     return {
       steps: featureSteps(ordered),

@@ -7,10 +7,14 @@
  * files (a real tar from GNU tar).
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { filesOfTar, registryBase } from '../../sandbox/feature-registry';
+import { declaredStack } from '../../sandbox/activities/services';
+import { filesOfTar, registryBase, resolveFeatures } from '../../sandbox/feature-registry';
 import {
   FeatureError,
   featureEnvFile,
@@ -23,6 +27,8 @@ import {
   type FeatureMetadata,
   type ResolvedFeature,
 } from '../../sandbox/features';
+import { parseDevcontainer } from '../../sandbox/repo-image';
+import { RepoTree } from '../../sandbox/repo-files';
 
 const SOURCE = '.devcontainer/devcontainer.json';
 
@@ -61,7 +67,7 @@ describe("devcontainer.json's features", () => {
       {},
       /features\["https:\/\/example.com\/feature.tgz"\]: .*name the feature by its OCI reference/,
     ],
-    ['node', {}, /features\["node"\]: .*legacy short id/],
+    ['node', {}, /features\["node"\]: .*legacy short id.*\(ghcr.io\/devcontainers\/features\/node:1 for most\)$/],
     ['../elsewhere', {}, /features\["..\/elsewhere"\]: a local feature is a folder inside .devcontainer\//],
     ['ghcr.io/x/y:1', ['a'], /features\["ghcr.io\/x\/y:1"\]: give the feature's options as an object/],
     [
@@ -72,6 +78,27 @@ describe("devcontainer.json's features", () => {
     ['ghcr.io/X/y:1', {}, /features\["ghcr.io\/X\/y:1"\]: .*not an image reference/],
   ])('%s is refused, naming the field', (key, value, message) => {
     expect(() => featureRequests({ [key]: value }, SOURCE, '.devcontainer')).toThrow(message);
+  });
+});
+
+test("a compose dev container's features go on its service's image, as the spec says", async () => {
+  const declared = parseDevcontainer(
+    JSON.stringify({
+      dockerComposeFile: 'compose.yaml',
+      service: 'app',
+      features: { 'ghcr.io/devcontainers/features/node:1': 'lts' },
+      overrideFeatureInstallOrder: ['ghcr.io/devcontainers/features/node'],
+      containerUser: 'vscode',
+    }),
+    SOURCE,
+  );
+  const files: Record<string, string> = { '.devcontainer/compose.yaml': 'services:\n  app:\n    image: node:22\n' };
+  const { environment } = await declaredStack((f) => Promise.resolve(files[f]), declared, undefined);
+  expect(environment).toMatchObject({
+    image: 'node:22',
+    features: [{ key: 'ghcr.io/devcontainers/features/node:1', options: { version: 'lts' } }],
+    featureOrder: ['ghcr.io/devcontainers/features/node'],
+    containerUser: 'vscode',
   });
 });
 
@@ -228,6 +255,14 @@ describe("the builder's steps", () => {
     ]).toString();
     expect(out.trim()).toBe("it's $(not run)|root|/root|/root");
   });
+
+  test('with no remoteUser, install.sh is told the user of the sandbox uid 1000 (else root)', async () => {
+    await writeFile(path.join(dir, 'env'), featureEnvFile(feature('ghcr.io/f/a:1'), { containerUser: 'root' }));
+    const out = execFileSync('sh', ['-c', `set -a; . ${dir}/env; set +a; echo "$_REMOTE_USER|$_REMOTE_USER_HOME"`]);
+    // This machine's user of uid 1000, as the image's would be read.
+    const own = execFileSync('sh', ['-c', 'awk -F: \'$3 == 1000 { print $1 "|" $6 }\' /etc/passwd | head -n 1']);
+    expect(out.toString().trim()).toBe(own.toString().trim() || 'root|/root');
+  });
 });
 
 describe("a feature's tar", () => {
@@ -278,4 +313,118 @@ test('a loopback registry is plain HTTP, any other HTTPS', () => {
   expect(registryBase('localhost:5000')).toBe('http://localhost:5000/v2/');
   expect(registryBase('ghcr.io')).toBe('https://ghcr.io/v2/');
   expect(registryBase('127.0.0.1.example.com')).toBe('https://127.0.0.1.example.com/v2/');
+});
+
+describe('a registry that sends something else than asked for (a hostile one, on loopback)', () => {
+  let server: Server;
+  let host: string;
+  let root: string;
+  let answer: (url: string) => { status: number; body: Buffer; headers?: Record<string, string> };
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const { status, body, headers } = answer(req.url ?? '');
+      res.writeHead(status, headers ?? {}).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise((resolve) => server.close(resolve)));
+  beforeEach(async () => {
+    root = await mkdtemp(path.join(tmpdir(), 'features-root-'));
+  });
+  afterEach(() => rm(root, { recursive: true, force: true }));
+
+  let filesTar: Buffer;
+  beforeAll(async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'feature-a-'));
+    await writeFile(path.join(dir, 'devcontainer-feature.json'), '{"id": "a"}');
+    await writeFile(path.join(dir, 'install.sh'), '#!/bin/sh\n', { mode: 0o755 });
+    filesTar = execFileSync('tar', ['-c', '-f', '-', '-C', dir, '.']);
+    await rm(dir, { recursive: true, force: true });
+  });
+  const digestOf = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+  const manifestFor = (layer: Buffer, size = layer.length) =>
+    Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        layers: [{ mediaType: 'application/vnd.devcontainers.layer.v1+tar', digest: digestOf(layer), size }],
+      }),
+    );
+  const pull = (ref: string) =>
+    resolveFeatures(
+      featureRequests({ [ref]: {} }, 'd.json', '.devcontainer'),
+      { root, repo: 'r', pull: { allowed: [host] } },
+      new RepoTree('/nonexistent', 'HEAD'),
+    );
+
+  test('a manifest that is not the digest the reference pins is refused', async () => {
+    const manifest = manifestFor(Buffer.from('x'));
+    answer = () => ({ status: 200, body: manifest });
+    const pinned = `sha256:${'0'.repeat(64)}`;
+    await expect(pull(`${host}/f/a@${pinned}`)).rejects.toThrow(
+      `d.json: features["${host}/f/a@${pinned}"]: the registry sent content of ${digestOf(manifest)}, not the ${pinned} asked for`,
+    );
+  });
+
+  test('a layer whose content is not its digest is refused, and nothing is kept', async () => {
+    const manifest = manifestFor(Buffer.from('the real layer'));
+    answer = (url) => ({ status: 200, body: url.includes('/manifests/') ? manifest : Buffer.from('another layer') });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      /the registry sent content of sha256:\w+, not the sha256:\w+ asked for/,
+    );
+    await expect(
+      resolveFeatures(
+        featureRequests({ [`${host}/f/a:1`]: {} }, 'd.json', '.devcontainer'),
+        { root, repo: 'r' },
+        new RepoTree('/nonexistent', 'HEAD'),
+      ),
+    ).rejects.toThrow(/was not pulled on this worker's host/);
+  });
+
+  test('a layer larger than the bound is refused before it is read', async () => {
+    const manifest = manifestFor(Buffer.from('x'), 65 * 1024 ** 2);
+    answer = () => ({ status: 200, body: manifest });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(/the feature's layer is 68157440 bytes, more than 67108864/);
+  });
+
+  test("an image (not a feature's one tar layer) is refused", async () => {
+    const manifest = Buffer.from(
+      JSON.stringify({ layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' }] }),
+    );
+    answer = () => ({ status: 200, body: manifest });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      `${host}/f/a:1 is not a dev container feature (one layer of application/vnd.devcontainers.layer.v1+tar)`,
+    );
+  });
+
+  test("a redirect to an address (the worker's own network) is not followed", async () => {
+    answer = () => ({ status: 307, body: Buffer.from(''), headers: { location: 'http://127.9.0.1:1/blob' } });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      /the registry redirected to http:\/\/127.9.0.1:1, which drydock does not follow/,
+    );
+  });
+
+  test('a redirect within the registry is followed', async () => {
+    const layer = filesTar;
+    const manifest = manifestFor(layer);
+    answer = (url) =>
+      url.includes('/manifests/')
+        ? { status: 200, body: manifest }
+        : url.startsWith('/storage/')
+          ? { status: 200, body: layer }
+          : { status: 307, body: Buffer.from(''), headers: { location: `/storage${url}` } };
+    const [got] = await pull(`${host}/f/a:1`);
+    expect(got.feature.metadata.id).toBe('a');
+  });
+
+  test("a token service off the registry's domain is refused, and no request goes to it", async () => {
+    answer = () => ({
+      status: 401,
+      body: Buffer.from(''),
+      headers: { 'www-authenticate': 'Bearer realm="http://127.9.0.1:1/token",service="x"' },
+    });
+    await expect(pull(`${host}/f/a:1`)).rejects.toThrow(
+      /the registry's token service 127.9.0.1:1 is not on its own domain/,
+    );
+  });
 });

@@ -1,0 +1,178 @@
+/**
+ * Dev container features (sandbox/features.ts, sandbox/feature-registry.ts)
+ * on a real registry (Debian's docker-registry on loopback) with a feature
+ * made here and pushed as an OCI artifact: fetched by the worker only from
+ * an allowed registry and pinned by digest; refused, naming the field and
+ * the setting, from any other; and a dev container using it (with an option,
+ * beside a feature from a folder of the repo) snapshotted through the
+ * isolated builder (real Docker, gVisor) with a session that sees what the
+ * features installed, as the sandbox user. One build: the builder takes
+ * minutes (docs/builder.md).
+ */
+import { WorkflowFailedError } from '@temporalio/client';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { addRepo, rootCause } from '../../cli/snapshots';
+import { resolveFeatures } from '../../sandbox/feature-registry';
+import { featureRequests, FeatureError } from '../../sandbox/features';
+import { RepoTree } from '../../sandbox/repo-files';
+import { repoSlug } from '../../sandbox/snapshots';
+import type { SessionStatus } from '../../workflows/api';
+import {
+  containersOf,
+  docker,
+  makeFixtureRepo,
+  newSessionId,
+  scriptedSession,
+  startSession,
+  startStack,
+  type TestStack,
+} from '../support/helpers';
+import { ImageRegistry } from '../support/image-registry';
+import { buildSnapshot, removeSnapshots } from '../support/snapshots';
+
+const BASE = 'debian:trixie-slim';
+let registry: ImageRegistry;
+let hello: { ref: string; digest: string };
+
+/** A feature made here: a command that greets with its option, the remote user it was told, and a containerEnv. */
+const HELLO_FEATURE = {
+  'devcontainer-feature.json': {
+    text: JSON.stringify({
+      id: 'hello',
+      version: '1.0.0',
+      options: { greeting: { type: 'string', default: 'hello' }, loud: { type: 'boolean', default: false } },
+      containerEnv: { HELLO_HOME: '/opt/hello' },
+    }),
+  },
+  'install.sh': {
+    mode: 0o755,
+    text: [
+      '#!/bin/sh',
+      'set -e',
+      'mkdir -p /opt/hello',
+      'echo "$_REMOTE_USER $_REMOTE_USER_HOME" > /opt/hello/user',
+      '[ "$LOUD" = true ] && GREETING=$(echo "$GREETING" | tr a-z A-Z)',
+      'printf \'#!/bin/sh\\necho "%s from a feature, home $HELLO_HOME"\\n\' "$GREETING" > /usr/local/bin/hello',
+      'chmod 755 /usr/local/bin/hello',
+      '',
+    ].join('\n'),
+  },
+};
+
+beforeAll(async () => {
+  registry = await ImageRegistry.start();
+  hello = await registry.pushFeature('drydock-test/features/hello', '1', HELLO_FEATURE);
+}, 120_000);
+afterAll(async () => {
+  await registry?.stop();
+});
+
+describe("the worker's feature client", () => {
+  let root: string;
+  beforeEach(async () => {
+    root = await mkdtemp(path.join(tmpdir(), 'drydock-features-'));
+  });
+  afterEach(() => rm(root, { recursive: true, force: true }));
+
+  test('pulls from an allowed registry, pins the layer by digest, and keeps it for sessions, which never pull', async () => {
+    const requests = featureRequests({ [hello.ref]: { greeting: 'ahoy' } }, 'devcontainer.json', '.devcontainer');
+    const tree = new RepoTree('/nonexistent', 'HEAD'); // a registry feature reads nothing of the repo
+    const pulled = await resolveFeatures(requests, { root, repo: 'r', pull: { allowed: [registry.host] } }, tree);
+    expect(pulled[0].feature.metadata).toMatchObject({ id: 'hello', containerEnv: { HELLO_HOME: '/opt/hello' } });
+    expect(pulled[0].feature.pinned).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const install = pulled[0].files.entries['install.sh'];
+    expect(install).toMatchObject({ kind: 'file', mode: 0o755 });
+    // A session's sandbox does not pull: it finds what the build kept, the same content.
+    const kept = await resolveFeatures(requests, { root, repo: 'r' }, tree);
+    expect(kept[0].feature.pinned).toBe(pulled[0].feature.pinned);
+  });
+
+  test('refuses a registry the operator did not allow, and a feature no build pulled, naming the field', async () => {
+    const requests = featureRequests({ [hello.ref]: {} }, 'devcontainer.json', '.devcontainer');
+    const tree = new RepoTree('/nonexistent', 'HEAD');
+    const refused = resolveFeatures(requests, { root, repo: 'r', pull: { allowed: ['ghcr.io'] } }, tree);
+    await expect(refused).rejects.toThrow(
+      `devcontainer.json: features["${hello.ref}"]: the feature's registry ${registry.host} is not allowed for r ` +
+        `(allowed: ghcr.io): allow it with 'drydock repo add r --allow-registry ${registry.host}' or DRYDOCK_ALLOWED_REGISTRIES`,
+    );
+    await expect(resolveFeatures(requests, { root, repo: 'r' }, tree)).rejects.toThrow(FeatureError);
+    const missing = featureRequests(
+      { [`${registry.host}/drydock-test/features/none:1`]: {} },
+      'd.json',
+      '.devcontainer',
+    );
+    await expect(
+      resolveFeatures(missing, { root, repo: 'r', pull: { allowed: [registry.host] } }, tree),
+    ).rejects.toThrow(/features\[".*none:1"\]: the registry answered 404/);
+  });
+});
+
+describe('a dev container with features, snapshotted and used by a session', () => {
+  let stack: TestStack;
+  const repos: string[] = [];
+  beforeAll(async () => {
+    stack = await startStack({ DRYDOCK_APPROVAL_REQUIRED: [] });
+  }, 300_000);
+  afterAll(async () => {
+    if (stack) {
+      await removeSnapshots(stack, repos);
+      for (const image of await docker.listImages()) {
+        if ((image.RepoTags ?? []).some((t) => repos.some((r) => t.includes(repoSlug(r)))))
+          await docker
+            .getImage(image.Id)
+            .remove({ force: true })
+            .catch(() => undefined);
+      }
+    }
+    await stack?.stop();
+  });
+
+  const devcontainer = (features: Record<string, unknown>) => ({
+    '.devcontainer/devcontainer.json': JSON.stringify({ image: BASE, features, postCreateCommand: 'true' }),
+  });
+
+  test('an option the feature does not declare is refused at the build, naming the feature and the option', async () => {
+    const repo = await makeFixtureRepo(devcontainer({ [hello.ref]: { colour: 'red' } }));
+    repos.push(repo.url);
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', allowRegistry: [registry.host] });
+    const failed = await buildSnapshot(stack, repo.url).catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(WorkflowFailedError);
+    expect(rootCause(failed as Error)).toBe(
+      `.devcontainer/devcontainer.json: features["${hello.ref}"].colour: the feature hello has no option "colour" ` +
+        '(it declares: greeting, loud): remove it or use one of those',
+    );
+  }, 300_000);
+
+  test("the features' results are in the session's sandbox: a registry feature with options, a local one", async () => {
+    const repo = await makeFixtureRepo({
+      ...devcontainer({ [hello.ref]: { greeting: 'ahoy', loud: true }, './tool': {} }),
+      '.devcontainer/tool/devcontainer-feature.json': JSON.stringify({ id: 'tool', installsAfter: [hello.ref] }),
+      // Installed after hello (installsAfter): it can use what hello installed.
+      '.devcontainer/tool/install.sh': '#!/bin/sh\nset -e\nhello > /opt/tool-saw\n',
+    });
+    repos.push(repo.url);
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', allowRegistry: [registry.host] });
+    const built = await buildSnapshot(stack, repo.url);
+    expect(built).toMatchObject({ status: 'ready' });
+
+    const id = newSessionId('features');
+    const handle = await startSession(
+      stack,
+      id,
+      scriptedSession(repo.url, 'use the features', 'id -u; hello; cat /opt/hello/user /opt/tool-saw'),
+    );
+    await handle.result().catch(() => undefined);
+    expect(await containersOf(id)).toHaveLength(0);
+    const final: SessionStatus = await handle.query('status');
+    const output = final.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail ?? '';
+    expect(final.phase).toBe('completed');
+    expect(output.trim().split('\n')).toEqual([
+      '1000',
+      'AHOY from a feature, home /opt/hello',
+      'root /root',
+      'AHOY from a feature, home /opt/hello',
+    ]);
+  }, 900_000);
+});
