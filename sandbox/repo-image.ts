@@ -36,6 +36,7 @@ import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type 
 import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, type SandboxProvider } from './provider';
+import { propertyProblems, runSettingsOf } from './devcontainer-run';
 import { repoMadeImage } from './repo-dockerfile';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
@@ -83,6 +84,8 @@ export interface RepoEnvironment {
   app?: { start: string; port: number };
   /** The dev container's remoteEnv: the environment of every step (`${containerEnv:NAME}` read in the sandbox's). */
   remoteEnv?: Record<string, string>;
+  /** runArgs' `--env-file`s, paths of the repo: read into containerEnv (sandbox/activities/services.ts, declaredStack). */
+  envFiles?: string[];
 }
 
 const command = z.union([
@@ -182,7 +185,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
     throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   }
-  refuseHostSettings(dc, source);
+  const run = hostSettings(data as Record<string, unknown>, dc, source);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
     .map(shellOf)
@@ -198,7 +201,8 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
       : {}),
     args: dc.build?.args ?? {},
     ...(dc.build?.target ? { target: dc.build.target } : {}),
-    containerEnv: dc.containerEnv ?? {},
+    containerEnv: { ...run.env, ...dc.containerEnv },
+    ...(run.envFiles.length ? { envFiles: run.envFiles } : {}),
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),
@@ -220,26 +224,17 @@ export function remoteEnvIn(remoteEnv: Record<string, string>, env: string[]): s
   );
 }
 
-/** runArgs drydock's sandbox has already: nothing to change. */
-const SANDBOX_RUN_ARGS = new Set(['--init']);
-
 /**
- * `mounts` and `runArgs` say how `docker run` should make the dev container
- * on a developer's machine: a sandbox is made by drydock alone, so each is
- * refused naming it (never dropped in silence), but for what a sandbox is already.
+ * `mounts`, `runArgs` and the other properties of how a developer's machine
+ * runs the dev container, read against what a sandbox is
+ * (sandbox/devcontainer-run.ts): `-e` and `--env-file` honoured, what drydock
+ * does already harmless, anything else refused naming the field.
  */
-function refuseHostSettings(dc: z.infer<typeof devcontainerSchema>, source: string) {
-  if (dc.mounts?.length)
-    throw new EnvironmentError(
-      `${source}: mounts.0: a sandbox mounts nothing of the host (its home and /workspace are kept in its snapshot; ` +
-        'files of the repository are at /workspace): remove mounts',
-    );
-  const arg = (dc.runArgs ?? []).findIndex((a) => !SANDBOX_RUN_ARGS.has(a));
-  if (arg >= 0)
-    throw new EnvironmentError(
-      `${source}: runArgs.${arg}: "${dc.runArgs![arg]}": drydock makes every sandbox itself (no network, no capabilities, ` +
-        "its own limits): remove it; what a step needs goes in setup or the environment's Dockerfile",
-    );
+function hostSettings(data: Record<string, unknown>, dc: z.infer<typeof devcontainerSchema>, source: string) {
+  const settings = runSettingsOf(dc.runArgs, dc.mounts, source);
+  const problems = [...propertyProblems(data, source), ...settings.problems];
+  if (problems.length) throw new EnvironmentError(problems.join('; '));
+  return settings;
 }
 
 /**

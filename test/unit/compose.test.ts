@@ -366,11 +366,11 @@ describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused b
     ],
     [
       { mounts: ['source=cache,target=/cache,type=volume'] },
-      /devcontainer\.json: mounts\.0: a sandbox mounts nothing of the host/,
+      /devcontainer\.json: mounts\.0: "source=cache,target=\/cache,type=volume": a named volume keeps a folder across rebuilds/,
     ],
     [
       { runArgs: ['--init', '--cap-add=SYS_PTRACE'] },
-      /runArgs\.1: "--cap-add=SYS_PTRACE": drydock makes every sandbox itself/,
+      /runArgs\.1: "--cap-add=SYS_PTRACE": sandboxes run with no capabilities/,
     ],
   ])('%j is refused, naming the field', (extra, message) => {
     expect(() => dc(extra)).toThrow(message);
