@@ -133,6 +133,12 @@ describe("a built service's image", () => {
     );
   });
 
+  test("drydock's own service images (drydock/postgres:17) stay anyone's", () => {
+    expect(repoMadeImage('drydock/postgres:17', { 'drydock.image': 'service', 'drydock.service': 'postgres' })).toBe(
+      undefined,
+    );
+  });
+
   test('runs as a service of the repo that built it, and of no other', () => {
     expect(ownServiceBuild(labels('https://example.com/a.git'), 'https://example.com/a.git')).toBe(true);
     expect(ownServiceBuild(labels('https://example.com/a.git'), 'https://example.com/b.git')).toBe(false);
