@@ -317,14 +317,17 @@ describe('the dev service', () => {
       ),
     ).toEqual([]);
     expect(dev(`    command: /bin/sh -c "while sleep 1000; do :; done"\n`)).toEqual([]);
+    // A volume keeps a folder of the container, as a sandbox keeps its folders in its snapshot; a healthcheck waits on nothing here.
+    const kept = '    volumes: [node_modules:/workspace/node_modules, /cache, {type: tmpfs, target: /tmp/x}]\n';
+    expect(dev(`${kept}    healthcheck: { test: [CMD, "true"] }\n`)).toEqual([]);
   });
 
   test.each([
     ['    command: npm run dev\n', /services\.app\.command: a sandbox runs drydock's keeper/],
     ['    entrypoint: [/start.sh]\n', /services\.app\.entrypoint: a sandbox runs drydock's keeper/],
     [
-      '    volumes: [node_modules:/workspace/node_modules]\n',
-      /services\.app\.volumes\.0: the sandbox's folders are its own/,
+      '    volumes: ["/home/me/.ssh:/home/node/.ssh"]\n',
+      /services\.app\.volumes\.0: a folder of the host, which a sandbox never mounts/,
     ],
     [
       '    volumes: ["./config:/etc/app"]\n',
