@@ -3,8 +3,8 @@
  * witnessed (a verification result, a reviewer's decision), a pull request
  * GitHub reports closed, and a session's row of metrics when it ends.
  */
-import type { ActivityDeps } from './deps';
-import { recordEvent, type AuditInput } from '../store/audit';
+import type { Database } from '../store/db';
+import { recordEvent, type AuditInput, type AuditTrail } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
 import {
@@ -35,7 +35,13 @@ function countEnded(m: SessionMetrics, retries: number): void {
   }
 }
 
-export function createAuditActivities({ audit, db }: Pick<ActivityDeps, 'audit' | 'db'>) {
+/** What the audit activities use: the trail and the database it lives in. */
+export interface AuditDeps {
+  audit: AuditTrail;
+  db: Database;
+}
+
+export function createAuditActivities({ audit, db }: AuditDeps) {
   return {
     /** An event the workflow itself witnessed: a verification result, a reviewer's decision. */
     async recordAudit(event: Omit<AuditInput, 'activityId' | 'attempt' | 'at'> & { at?: string }): Promise<void> {

@@ -11,14 +11,15 @@
  * Each factory takes only the dependencies it uses; the worker hands in one
  * ActivityDeps, which has them all.
  */
-import { createAgentActivities } from './agent';
-import { createAgentCliActivities } from './agent-cli';
 import { createAuditActivities } from './audit';
 import type { ActivityDeps } from './deps';
-import { createGitHubActivities } from './github';
 import { createPilotActivities } from './pilot';
 import { createPublishActivities } from './publish';
 import { createRepoPolicyActivities } from './repo-policy';
+import { createAgentLoopActivities } from '../agent-loop/activities';
+import { createGitHubActivities } from '../github/activities';
+import { createPullRequestActivities } from '../github/pull-requests';
+import { createAgentCliActivities } from '../models/agent-cli-activities';
 import { heartbeating } from '../platform/heartbeat';
 import { createCommitActivities } from '../sandbox/activities/commit';
 import { createFaultActivities } from '../sandbox/activities/faults';
@@ -36,7 +37,7 @@ export type { ActivityDeps } from './deps';
 /** The shared queue's activities. */
 export function createSharedActivities(deps: ActivityDeps) {
   const { provisionSandbox, destroySandbox } = createProvisionActivities(deps);
-  const { openPullRequest, deploy } = createPublishActivities(deps);
+  const { deploy } = createPublishActivities(deps);
   return heartbeating(
     {
       provisionSandbox,
@@ -48,7 +49,7 @@ export function createSharedActivities(deps: ActivityDeps) {
       ...createGitHubActivities(deps),
       ...createSlackActivities(deps),
       ...createLinearActivities(deps),
-      openPullRequest,
+      ...createPullRequestActivities(deps),
       deploy,
       ...createAuditActivities(deps),
       ...createPilotActivities(deps),
@@ -65,7 +66,7 @@ export function createHostActivities(deps: ActivityDeps) {
       destroySandbox: createProvisionActivities(deps).destroySandbox,
       ...createStepActivities(deps),
       ...createCommitActivities(deps),
-      ...createAgentActivities(deps),
+      ...createAgentLoopActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
       pushBranch,

@@ -8,7 +8,10 @@
 import { exec } from 'node:child_process';
 import { recordEvent } from '../store/audit';
 import type { Phase } from '../workflows/api';
-import type { ActivityDeps } from './deps';
+import type { Database } from '../store/db';
+import type { AuditTrail } from '../store/audit';
+import type { Logger } from '../platform/log';
+import type { GitHubSettings } from '../github/client';
 import { deployEnv } from './publish';
 import { tail } from '../sandbox/activities/output';
 import { sweepEscapedDefects } from '../figures/defects';
@@ -32,9 +35,24 @@ export interface PilotSessionRow {
   faults: string[];
 }
 
-export function createPilotActivities(
-  deps: Pick<ActivityDeps, 'db' | 'audit' | 'operator' | 'sessionState' | 'github' | 'defectWindowMs' | 'log'>,
-) {
+/** What pilots and parallel attempts use of the worker. */
+export interface PilotDeps {
+  db: Database;
+  audit: AuditTrail;
+  /** The operator's limits of parallel attempts and pilots (default 4 each), and the credentials-rotation drill's command. */
+  operator?: { maxAttempts: number; pilotConcurrency: number; rotateCommand?: string };
+  /** What Temporal knows of a session (a resumed pilot asks): not found, running in a phase, or closed; its parent. */
+  sessionState?: (
+    sessionId: string,
+  ) => Promise<{ state: 'missing' } | { state: 'running' | 'closed'; phase?: Phase; parent?: string }>;
+  /** The worker's GitHub credentials: merged changes are read for escaped defects. */
+  github: GitHubSettings;
+  /** How long after its merge a change is watched for escaped defects (ms). @default 14 days */
+  defectWindowMs?: number;
+  log: Logger;
+}
+
+export function createPilotActivities(deps: PilotDeps) {
   const { db, audit, log } = deps;
   const operator = deps.operator ?? { maxAttempts: 4, pilotConcurrency: 4 };
   return {

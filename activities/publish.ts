@@ -1,16 +1,18 @@
 /**
- * The irreversible actions, done by the worker (which holds the credentials)
- * after approval: push drydock's commit of the approved change, open or
- * update its pull request, run the deploy command. Each is recorded in the
- * audit trail before and after it happens, and idempotent by session.
+ * The irreversible actions of any repository, done by the worker (which holds
+ * the credentials) after approval: push drydock's commit of the approved
+ * change, run the deploy command. Each is recorded in the audit trail before
+ * and after it happens, and idempotent by session. The pull request is
+ * GitHub's (github/pull-requests.ts).
  */
 import { exec } from 'node:child_process';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
-import { recordEvent } from '../store/audit';
-import type { AuditRow } from '../store/audit';
-import type { ActivityDeps } from './deps';
+import { recordAction, type AuditRow, type AuditTrail } from '../store/audit';
+import type { ArtifactStore } from '../store/artifacts';
+import type { Logger } from '../platform/log';
+import type { SandboxProvider } from '../sandbox/provider';
 import type { ChangeSpec } from '../sandbox/contract';
 import {
   commitMessage,
@@ -32,8 +34,7 @@ import {
   type GitEnv,
   type GitIdentity,
 } from '../repos/git';
-import { GitHubCredentialsError, octokitFor, upsertPullRequest } from '../github/client';
-import { gitCredentials } from '../repos/credentials';
+import { gitCredentials, type GitCredentialDeps } from '../repos/credentials';
 import { redactUrl } from '../workflows/rules/repo-url';
 import { describeSecrets } from '../workflows/rules/change-secrets';
 import { Redactor } from '../platform/scrub';
@@ -45,36 +46,6 @@ export interface PushInput extends ChangeSpec {
   /** The session's round (1, then each follow-up's): each round's push is audited on its own. */
   round?: number;
   author: GitIdentity;
-}
-
-export interface PullRequestInput {
-  sessionId: string;
-  /** "owner/name". */
-  repo: string;
-  head: string;
-  base?: string;
-  draft: boolean;
-  title: string;
-  /** The body without the session link, which the worker adds. */
-  body: string;
-  /** The session's round: a follow-up round updates the same pull request, audited on its own. */
-  round?: number;
-}
-
-/** GitHub's answers that a retry cannot change become non-retryable; 5xx and rate limits are retried. */
-function githubFailure(err: unknown, repo: string): never {
-  if (err instanceof GitHubCredentialsError) throw ApplicationFailure.nonRetryable(err.message, ErrorType.GitHubAuth);
-  // Octokit's RequestError, recognised by shape (a copy per Octokit package may exist).
-  const e = err as { name?: string; status?: number; message: string; response?: { headers: Record<string, string> } };
-  if (e?.name === 'HttpError' && typeof e.status === 'number') {
-    const what = `GitHub answered ${e.status} for ${repo}: ${e.message.split(' - ')[0]}`;
-    if (e.status === 401 || e.status === 403) {
-      if (e.response?.headers['x-ratelimit-remaining'] === '0') throw err; // rate limited: retry later
-      throw ApplicationFailure.nonRetryable(`${what} (check the worker's GitHub credentials)`, ErrorType.GitHubAuth);
-    }
-    if (e.status === 404 || e.status === 422) throw ApplicationFailure.nonRetryable(what, ErrorType.GitHubRequest);
-  }
-  throw err;
 }
 
 /** Push failures a retry cannot change become non-retryable, with the remote's reason. */
@@ -160,7 +131,7 @@ function runDeployCommand(command: string, env: Record<string, string>): Promise
  * most once, so this fails rather than run it again.
  */
 async function earlierDeploy(
-  audit: ActivityDeps['audit'],
+  audit: AuditTrail,
   sessionId: string,
   intent: AuditRow,
   commit: string,
@@ -205,22 +176,24 @@ async function remakeAndPush(
   });
 }
 
-/** What publishing needs: the sandbox's change, the mirror, GitHub, the deploy command, the audit trail. */
-type PublishDeps = Pick<
-  ActivityDeps,
-  | 'sandboxes'
-  | 'artifacts'
-  | 'mirrorsDir'
-  | 'github'
-  | 'gitHosts'
-  | 'deployCommand'
-  | 'deployEnvNames'
-  | 'allowDefaultBranchPush'
-  | 'sessionLink'
-  | 'audit'
-  | 'redactor'
-  | 'log'
->;
+/** What publishing needs: the sandbox's change, the mirror and git credentials, the deploy command, the audit trail. */
+export interface PublishDeps extends GitCredentialDeps {
+  /** The sandbox the approved change is exported from (when this host's mirror lacks it). */
+  sandboxes: SandboxProvider;
+  /** Where the deploy's output is kept. */
+  artifacts: ArtifactStore;
+  /** Host-side bare mirrors of repos. */
+  mirrorsDir: string;
+  /** Worker-side command for the `deploy` action. */
+  deployCommand?: string;
+  /** Worker variables the deploy command gets besides the basic ones (DRYDOCK_DEPLOY_ENV). @default [] */
+  deployEnvNames?: string[];
+  /** Whether a push may go to the repository's default branch (DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH). @default false */
+  allowDefaultBranchPush?: boolean;
+  audit: AuditTrail;
+  redactor: Redactor;
+  log: Logger;
+}
 
 export function createPublishActivities({
   sandboxes,
@@ -229,31 +202,11 @@ export function createPublishActivities({
   deployCommand,
   deployEnvNames = [],
   allowDefaultBranchPush = false,
-  sessionLink,
   audit,
   redactor,
   log,
-  ...credentials // github and gitHosts: the worker's, for git and GitHub's API
+  ...credentials // github and gitHosts: the worker's, for git
 }: PublishDeps) {
-  /**
-   * An irreversible action is recorded before it happens (stage "intent": if
-   * the audit database is down, the action waits) and after (stage "done").
-   */
-  const recordAction = (
-    sessionId: string,
-    kind: 'push' | 'pull_request' | 'deploy',
-    stage: 'intent' | 'done',
-    data: Record<string, unknown>,
-    round = 1,
-  ) =>
-    recordEvent(audit, {
-      sessionId,
-      key: round > 1 ? `${kind}/r${round}/${stage}` : `${kind}/${stage}`,
-      kind,
-      actor: 'drydock',
-      data: { stage, ...data, ...(round > 1 ? { round } : {}) },
-    });
-
   return {
     /**
      * Makes drydock's commit of the sandbox's snapshot again and pushes
@@ -268,7 +221,7 @@ export function createPublishActivities({
       // approved (its id names its tree, parent, author, date and message). Otherwise it is made again
       // from the sandbox's snapshot, and pushed only if it comes out the same.
       const made = await hasWholeCommit(mirror, input.commit);
-      await recordAction(input.sessionId, 'push', 'intent', target, input.round);
+      await recordAction(audit, input.sessionId, 'push', 'intent', target, input.round);
       const env = await gitCredentials(credentials, input.repoUrl);
       try {
         const push = async () => {
@@ -286,34 +239,10 @@ export function createPublishActivities({
               return remakeAndPush(mirrorsDir, bundle, input, env, push);
             });
         log.info({ sessionId: input.sessionId, branch: input.branch, commit: input.commit, alreadyPushed }, 'pushed');
-        await recordAction(input.sessionId, 'push', 'done', { ...target, alreadyPushed }, input.round);
+        await recordAction(audit, input.sessionId, 'push', 'done', { ...target, alreadyPushed }, input.round);
         return { commit: input.commit, alreadyPushed };
       } catch (err) {
         pushFailure(err, input.branch);
-      }
-    },
-
-    /** Opens or updates the pull request for the pushed branch; never a second one. */
-    async openPullRequest(input: PullRequestInput): Promise<{ number: number; url: string; created: boolean }> {
-      const [owner, repo] = input.repo.split('/');
-      const target = { repo: input.repo, head: input.head, base: input.base, draft: input.draft };
-      await recordAction(input.sessionId, 'pull_request', 'intent', target, input.round);
-      try {
-        const octokit = await octokitFor(credentials.github, owner, repo);
-        const pr = await upsertPullRequest(octokit, {
-          owner,
-          repo,
-          head: input.head,
-          base: input.base,
-          draft: input.draft,
-          title: input.title,
-          body: `${input.body}\n\n---\nSession: ${sessionLink(input.sessionId)}\n`,
-        });
-        log.info({ sessionId: input.sessionId, pr: pr.url, created: pr.created }, 'pull request');
-        await recordAction(input.sessionId, 'pull_request', 'done', { ...target, ...pr }, input.round);
-        return pr;
-      } catch (err) {
-        githubFailure(err, input.repo);
       }
     },
 
@@ -339,7 +268,7 @@ export function createPublishActivities({
         commit: input.commit,
         command: deployCommand,
       };
-      const intent = await recordAction(input.sessionId, 'deploy', 'intent', target);
+      const intent = await recordAction(audit, input.sessionId, 'deploy', 'intent', target);
       const { activityId, attempt } = Context.current().info;
       const ours = intent.activityId === activityId && intent.attempt === attempt;
       let result: { exitCode: number; outputTail: string };
@@ -353,7 +282,7 @@ export function createPublishActivities({
         const ran = { ...run, output: deployOutput(run.output, redactor, env, deployEnvNames) };
         await artifacts.put(input.sessionId, 'deploy.json', JSON.stringify(ran));
         result = { exitCode: ran.exitCode, outputTail: tail(ran.output) };
-        await recordAction(input.sessionId, 'deploy', 'done', { ...target, ...result });
+        await recordAction(audit, input.sessionId, 'deploy', 'done', { ...target, ...result });
       } else {
         result = await earlierDeploy(audit, input.sessionId, intent, input.commit);
       }

@@ -22,7 +22,6 @@ import { readAtCommit } from '../repos/git';
 import { declaredEnvironment } from '../sandbox/activities/environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { OperatorEnvironment } from '../workflows/rules/environment-choice';
-import type { ActivityDeps } from './deps';
 import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
 
 export type RepoPolicy =
@@ -43,7 +42,12 @@ export type RepoPolicy =
     }
   | { ok: false; problems: string[] };
 
-export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps, 'policy'>) {
+/** What settling a session's input uses: the mirrors and registry, and the server's approval policy (sessions can only tighten it). */
+export interface RepoPolicyDeps extends MirrorDeps {
+  policy: ApprovalPolicy;
+}
+
+export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
   return {
     /** The session input settled against its repo's configuration, or the problems that refuse it. */
     async repoPolicy(raw: unknown): Promise<RepoPolicy> {

@@ -30,7 +30,7 @@ import path from 'node:path';
 import { parseDocument } from 'yaml';
 import { declaredEnvironment } from '../sandbox/activities/environment';
 import { declaredStack } from '../sandbox/activities/services';
-import { planDockerfile } from '../sandbox/repo-dockerfile';
+import { dockerfileBases } from '../sandbox/dockerfile-bases';
 import { RepoFileError, type RepoObject } from '../sandbox/repo-files';
 import { DEVCONTAINER_FILE, EnvironmentError, type RepoEnvironment } from '../sandbox/repo-image';
 
@@ -88,10 +88,10 @@ function folderTree(folder: string): {
 }
 
 /**
- * The Dockerfile check a snapshot build makes before it builds (today
- * repo-image.ts's buildRepoImage: the file and context in the repo, then
- * planDockerfile); the image it starts FROM is taken as present. The one
- * step to switch when the isolated builder replaces the host build.
+ * The Dockerfile check a snapshot build makes before it hands the file to
+ * the isolated builder (repo-image.ts's repoDockerfile: the file and context
+ * in the repo, then dockerfileBases reading the images it starts from); every
+ * image is taken as present. The builder builds the rest as it is written.
  */
 async function checkDockerfile(folder: string, env: RepoEnvironment): Promise<string[]> {
   if (env.dockerfile === undefined) return [];
@@ -100,8 +100,8 @@ async function checkDockerfile(folder: string, env: RepoEnvironment): Promise<st
   const context = path.join(folder, env.context ?? '');
   if (!existsSync(context) || !statSync(context).isDirectory())
     return [`${env.source}: build context ${env.context || '.'} is not in the repository`];
-  const plan = planDockerfile(text, env.args);
-  return 'problem' in plan ? [`${env.source}: ${env.dockerfile}, ${plan.problem}`] : [];
+  const bases = dockerfileBases(text, env.args);
+  return 'problem' in bases ? [`${env.source}: ${env.dockerfile}, ${bases.problem}`] : [];
 }
 
 /** A compose refusal is several problems joined by "; ", each starting with its file. */
@@ -212,7 +212,7 @@ export function namesField(problem: string): boolean {
   if (/\(named in \w+\)$/.test(problem)) return true;
   const rest = problem.replace(/^\S+\.(?:ya?ml|json)(?: \(as a dev container's dockerComposeFile\))?:? /, '');
   const first = /^[^\s:]+/.exec(rest)?.[0] ?? '';
-  return FIELDS.has(first.split('.')[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
+  return FIELDS.has(first.split(/[.[]/)[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
 }
 
 function report(outcomes: Outcome[]): void {

@@ -4,9 +4,9 @@
  * once, whatever the number of reports (workflows/session/threads.ts).
  */
 import { ApplicationFailure } from '@temporalio/common';
-import type { ActivityDeps } from '../activities/deps';
+import type { Logger } from '../platform/log';
 import type { ThreadReport } from '../workflows/session/threads';
-import { LinearError, LinearIssues } from './client';
+import { LinearError, LinearIssues, type LinearSettings } from './client';
 
 export interface LinearReportInput {
   issue: string;
@@ -50,7 +50,18 @@ export function milestonesOf(r: ThreadReport, link: string): { key: string; body
   return reached;
 }
 
-export function createLinearActivities({ linear, sessionLink, reviewLink, log }: ActivityDeps) {
+/** What Linear's activities use of the worker. */
+export interface LinearDeps {
+  /** Linear's API and credentials (absent: not configured; the activity then fails, non-retryable). */
+  linear?: LinearSettings;
+  /** Link to a session in the Temporal Web UI. */
+  sessionLink: (sessionId: string) => string;
+  /** Link to a session in the review console (default: sessionLink). */
+  reviewLink?: (sessionId: string) => string;
+  log: Logger;
+}
+
+export function createLinearActivities({ linear, sessionLink, reviewLink, log }: LinearDeps) {
   const issues = linear ? new LinearIssues(linear) : undefined;
   return {
     /** Comments on the issue at the report's milestone, once. */

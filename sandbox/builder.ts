@@ -19,7 +19,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../platform/log';
@@ -79,6 +79,8 @@ export interface IsolatedBuild {
   repo?: { dockerfile: string; context: string; args: Record<string, string>; target?: string };
   /** drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base. */
   layer: string;
+  /** A host folder of the dev container's features (sandbox/features.ts): `features/` of the layer's context. */
+  features?: string;
   /** The images the build starts from, each pinned by id. */
   bases: { ref: string; id: string }[];
   egress: EgressRule[];
@@ -158,6 +160,8 @@ async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
   }
   await writeFile(path.join(dirs.bases, 'list'), list.map((l) => `${l}\n`).join(''));
   await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
+  // drydock-build copies it into the layer's context; files and folders only (sandbox/feature-registry.ts wrote them).
+  if (build.features) await cp(build.features, path.join(dirs.dockerfile, 'features'), { recursive: true });
   if (build.repo) {
     // BuildKit's COPY --link, which buildah refuses, is a plain COPY here (dockerfile-bases.ts).
     await writeFile(path.join(dirs.dockerfile, 'Dockerfile'), withoutCopyLink(build.repo.dockerfile));

@@ -1,7 +1,8 @@
 /**
  * Checkpoints: each session's newest working tree as a diff against its base
- * commit, in Postgres, so a lost sandbox is replaced on any host from where
- * its last step left the tree.
+ * commit, and its services' data (what the session wrote into them), in
+ * Postgres, so a lost sandbox is replaced on any host from where its last
+ * step left the tree and the databases.
  */
 import type { Pool } from 'pg';
 
@@ -12,6 +13,16 @@ export interface Checkpoint {
   step: string;
   baseCommit: string;
   diff: Buffer;
+}
+
+/** One service's data at a session's checkpoint (ServiceRuntime.saveData's copy). */
+export interface ServiceCheckpoint {
+  sessionId: string;
+  service: string;
+  step: string;
+  lowers: string;
+  fingerprint: string;
+  data: Buffer;
 }
 
 /**
@@ -40,6 +51,49 @@ export class CheckpointStore {
     return row && { sessionId, step: row.step, baseCommit: row.base_commit, diff: row.diff };
   }
 
+  /** Keeps a service's data at a step's end, replacing the older copy. */
+  async saveService(copy: ServiceCheckpoint): Promise<void> {
+    await this.pool.query(
+      `insert into sandbox_service_checkpoints (session_id, service, step, lowers, fingerprint, data)
+       values ($1, $2, $3, $4, $5, $6)
+       on conflict (session_id, service) do update
+         set step = excluded.step, lowers = excluded.lowers, fingerprint = excluded.fingerprint,
+             data = excluded.data, taken_at = now()`,
+      [copy.sessionId, copy.service, copy.step, copy.lowers, copy.fingerprint, copy.data],
+    );
+  }
+
+  /** The fingerprint of each service's kept copy, by service: what a new checkpoint compares with. */
+  async serviceFingerprints(sessionId: string): Promise<Map<string, string>> {
+    const { rows } = await this.pool.query<{ service: string; fingerprint: string }>(
+      'select service, fingerprint from sandbox_service_checkpoints where session_id = $1',
+      [sessionId],
+    );
+    return new Map(rows.map((r) => [r.service, r.fingerprint]));
+  }
+
+  /** The session's services' kept copies. */
+  async services(sessionId: string): Promise<ServiceCheckpoint[]> {
+    const { rows } = await this.pool.query<{
+      service: string;
+      step: string;
+      lowers: string;
+      fingerprint: string;
+      data: Buffer;
+    }>('select service, step, lowers, fingerprint, data from sandbox_service_checkpoints where session_id = $1', [
+      sessionId,
+    ]);
+    return rows.map((r) => ({ sessionId, ...r }));
+  }
+
+  /** Forgets a service's copy (one that could not be taken must not outlive the tree it went with). */
+  async removeService(sessionId: string, service: string): Promise<void> {
+    await this.pool.query('delete from sandbox_service_checkpoints where session_id = $1 and service = $2', [
+      sessionId,
+      service,
+    ]);
+  }
+
   /**
    * Once the session is over its checkpoint has no use: the session's own teardown
    * (`destroySandbox`, not for a replaced sandbox) calls this. The reaper does not,
@@ -47,5 +101,6 @@ export class CheckpointStore {
    */
   async remove(sessionId: string): Promise<void> {
     await this.pool.query('delete from sandbox_checkpoints where session_id = $1', [sessionId]);
+    await this.pool.query('delete from sandbox_service_checkpoints where session_id = $1', [sessionId]);
   }
 }

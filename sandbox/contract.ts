@@ -48,7 +48,7 @@ export interface Sandbox extends SandboxPlace {
   /** Setup the session must run before the agent (cold path, or its inputs changed since the snapshot). */
   setup?: SetupPlan;
   /** The checkpoint a replacement started from. */
-  restored?: { step: string; bytes: number };
+  restored?: { step: string; bytes: number; services?: { service: string; step: string; bytes: number }[] };
   /**
    * What earlier attempts of this provisioning may have made on other hosts (an
    * attempt cut off, retried elsewhere): the session removes them on their hosts.

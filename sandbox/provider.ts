@@ -49,7 +49,7 @@ export const ATTACH_PROMPT = '\\w\\$ ';
 export interface ProviderCapabilities {
   /** Snapshots of a sandbox's /workspace as an image (imageFromWorkspace) that later sandboxes start from. */
   snapshots: boolean;
-  /** Images built on the sandbox's host from a Dockerfile (buildImage): repos' own environments. */
+  /** Repos' own environments on the sandbox's host: drydock's layer made over an image (layerImage), builds loaded. */
   buildsImages: boolean;
   /** A companion can join a sandbox that already runs (the browser of a check); else only at its creation. */
   lateCompanions: boolean;
@@ -213,16 +213,25 @@ export interface ImageSummary {
   createdMs: number;
 }
 
-/** An image to build on the sandbox's host, without network (a repo's own environment). */
-export interface ImageBuild {
+/**
+ * drydock's layer over an image, made on the sandbox's host without a build
+ * (nothing of the image runs): empty folders owned by the sandbox user, and
+ * the image's configuration set as data (no Dockerfile is read).
+ */
+export interface ImageLayer {
   tag: string;
+  /** The image it goes on, by id. */
+  from: string;
+  /** Labels of the result, over the image's own. */
   labels: Record<string, string>;
-  /** The Dockerfile's text. */
-  dockerfile: string;
-  /** Host folder of the build context; none: the Dockerfile alone. */
-  context?: string;
-  /** Build arguments (`--build-arg`). */
-  args?: Record<string, string>;
+  /** Absolute paths of the empty folders made, owned by `owner`:`owner`. */
+  folders: string[];
+  owner: number;
+  /** "NAME=value", over the image's own variables of the same names. */
+  env: string[];
+  user: string;
+  workdir: string;
+  cmd: string[];
 }
 
 /** Transient: a retry may succeed (Temporal retries it). Permanent: it cannot, the caller must act. */
@@ -275,14 +284,6 @@ export class CommandExitError extends SandboxError {
   ) {
     super(`'${command}' exited with ${exitCode}: ${(stderr || stdout).trim().slice(-500)}`, 'transient');
     this.name = 'CommandExitError';
-  }
-}
-
-/** An image build failed; `output` is the builder's (the caller says what the image lacks). */
-export class ImageBuildFailed extends SandboxError {
-  constructor(readonly output: string) {
-    super(`image build failed: ${output.slice(-800)}`, 'permanent');
-    this.name = 'ImageBuildFailed';
   }
 }
 
@@ -361,10 +362,39 @@ export interface ServiceRuntime {
     service: string,
     opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
   ): Promise<string>;
+  /**
+   * A crash-consistent copy of what the service wrote into its data folders
+   * since it was made in this sandbox (taken with it paused), for a session's
+   * checkpoint; undefined when it has no data folder, or nothing changed since
+   * the copy whose fingerprint is `since`. Throws when the copy is over
+   * `maxBytes`. Absent: a replacement's services start from the snapshot's data.
+   */
+  saveData?(
+    sandbox: string,
+    service: string,
+    opts: { since?: string; maxBytes: number },
+  ): Promise<ServiceDataCopy | undefined>;
+  /**
+   * Puts a copy back before the service is first started in a sandbox (so
+   * `start(spec)` runs it over the copy); false, and nothing done, when the
+   * service was made already (a retry) or the copy lies over other lower
+   * layers than `spec`'s folders (another snapshot's data).
+   */
+  restoreData?(spec: ServiceContainerSpec, copy: Pick<ServiceDataCopy, 'lowers' | 'tar'>): Promise<boolean>;
   /** Readies the copy-on-write lower layer of an image's folder on this host now rather than at a start. */
   prepareFolder(image: string, path: string): Promise<void>;
   /** Pulls an image from its registry (a snapshot build only); returns the digest it got. */
   pull(ref: string): Promise<string>;
+}
+
+/** A service's data as a checkpoint keeps it (ServiceRuntime.saveData). */
+export interface ServiceDataCopy {
+  /** What the copy lies over: the service's folders and the images their content came from. */
+  lowers: string;
+  /** Equal for two copies of the same content: a checkpoint with nothing new copies nothing. */
+  fingerprint: string;
+  /** The copy itself (the provider's format: Docker's is a gzipped tar of the overlays' upper layers). */
+  tar: Buffer;
 }
 
 /** Where a data image keeps data folder n: DATA_ROOT/<n>/<the folder's own name>. */
@@ -422,8 +452,8 @@ export interface SandboxProvider {
   imageHasFile(ref: string, path: string): Promise<boolean>;
   /** Images whose names match any of these references ("name" or "name:tag"). */
   images(references: string[]): Promise<ImageSummary[]>;
-  /** Builds an image (ImageBuildFailed when the build fails). Needs `capabilities.buildsImages`. */
-  buildImage(build: ImageBuild): Promise<void>;
+  /** Makes drydock's layer over an image, without a build (an existing `tag` stays). Needs `capabilities.buildsImages`. */
+  layerImage(layer: ImageLayer): Promise<void>;
   /**
    * Makes an image of `source`'s /workspace alone over `baseImage`, tagged
    * `tag` (an existing `tag` is returned as it is: a retry). Needs

@@ -20,7 +20,8 @@
  * operator allows, pinned by id. drydock's layer on top runs the repo's
  * `setup.root` as root, in the builder too; sessions stay non-root. A named
  * image with no setup.root needs only drydock's layer, which runs nothing: it
- * is built on the host, from drydock's text alone.
+ * is made on the host with no build at all (a container of the image created,
+ * never started, given two empty folders and committed: hostLayer).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -35,9 +36,20 @@ import { REPO_CONFIG_FILE } from '../workflows/repo-config';
 import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type IsolatedBuild } from './builder';
 import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
-import { HOME, ImageBuildFailed, WORKSPACE, type ImageBuild, type ImageInfo, type SandboxProvider } from './provider';
+import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
+import { repoMadeImage } from '../workflows/rules/images';
 import { propertyProblems, runSettingsOf } from './devcontainer-run';
-import { repoMadeImage } from './repo-dockerfile';
+import { RepoTree } from './repo-files';
+import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
+import {
+  FeatureError,
+  featureEnvFile,
+  featureRequests,
+  featureSteps,
+  installOrder,
+  type FeatureRequest,
+  type ResolvedFeature,
+} from './features';
 
 export const DEVCONTAINER_FILE = '.devcontainer/devcontainer.json';
 /**
@@ -86,6 +98,12 @@ export interface RepoEnvironment {
   remoteEnv?: Record<string, string>;
   /** runArgs' `--env-file`s, paths of the repo: read into containerEnv (sandbox/activities/services.ts, declaredStack). */
   envFiles?: string[];
+  /** The dev container's features (sandbox/features.ts), installed in the builder on top of its image. */
+  features?: FeatureRequest[];
+  /** overrideFeatureInstallOrder. */
+  featureOrder?: string[];
+  /** containerUser: the user features see as _CONTAINER_USER. */
+  containerUser?: string;
 }
 
 const command = z.union([
@@ -117,6 +135,11 @@ const devcontainerSchema = z.object({
     .regex(/^(?:[a-z_][a-z0-9_.-]{0,31}|\d{1,10})$/, 'a user name or uid')
     .optional(),
   features: z.record(z.string(), z.unknown()).optional(),
+  overrideFeatureInstallOrder: z.array(z.string()).optional(),
+  containerUser: z
+    .string()
+    .regex(/^(?:[a-z_][a-z0-9_.-]{0,31}|\d{1,10})$/, 'a user name or uid')
+    .optional(),
   onCreateCommand: command.optional(),
   updateContentCommand: command.optional(),
   postCreateCommand: command.optional(),
@@ -166,15 +189,9 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     throw new EnvironmentError(`${source}: ${issue.path.join('.') || '(file)'}: ${issue.message}`);
   }
   const dc = parsed.data;
-  if (dc.features && Object.keys(dc.features).length) {
-    throw new EnvironmentError(
-      `${source}: features (${Object.keys(dc.features).join(', ')}) need a container registry, which drydock cannot reach; ` +
-        'install what they add in setup (postCreateCommand) instead, or choose another environment ' +
-        '(drydock repo add --environment base|dockerfile|image:<ref>)',
-    );
-  }
   const dockerfile = dc.build?.dockerfile ?? dc.dockerFile;
   const dir = path.posix.dirname(source);
+  const features = asEnvironmentError(() => featureRequests(dc.features ?? {}, source, dir));
   const compose = composeOf(dc, source, dir);
   if (!compose && !dc.image === !dockerfile) {
     throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile (one of them)`);
@@ -208,6 +225,39 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(compose ? { compose } : {}),
     ...appOf(dc, source),
     ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
+    ...featuresOf(dc, features, compose !== undefined),
+  };
+}
+
+/** A FeatureError (sandbox/features.ts) as the EnvironmentError every caller knows. */
+function asEnvironmentError<T>(fn: () => T): T {
+  const translate = (err: unknown) => {
+    throw err instanceof FeatureError ? new EnvironmentError(err.message) : err;
+  };
+  try {
+    const result = fn();
+    return (result instanceof Promise ? result.catch(translate) : result) as T;
+  } catch (err) {
+    return translate(err);
+  }
+}
+
+/** The dev container's features and their settings; a compose dev container's are refused (its image is the service's). */
+function featuresOf(
+  dc: z.infer<typeof devcontainerSchema>,
+  features: FeatureRequest[],
+  compose: boolean,
+): Pick<RepoEnvironment, 'features' | 'featureOrder' | 'containerUser'> {
+  if (!features.length) return {};
+  if (compose)
+    throw new EnvironmentError(
+      `${features[0].field}: features on a compose dev container are not installed yet (its image is the ` +
+        "compose service's): install what they add in the service's Dockerfile, or use image or build.dockerfile",
+    );
+  return {
+    features,
+    ...(dc.overrideFeatureInstallOrder ? { featureOrder: dc.overrideFeatureInstallOrder } : {}),
+    ...(dc.containerUser ? { containerUser: dc.containerUser } : {}),
   };
 }
 
@@ -310,6 +360,8 @@ export interface EnvironmentBuild {
   extraCaCerts?: string;
   /** Commands run as root in the builder as the environment's last layer (`setup.root`). */
   rootSetup?: string;
+  /** Where the dev container's features come from (sandbox/feature-registry.ts); without it features are refused. */
+  features?: FeatureSource;
   /** Names the build in logs. */
   owner: string;
   log: Logger;
@@ -323,7 +375,7 @@ export interface EnvironmentBuild {
  * drydock's layer on top (setup.root run as root, /workspace and the home
  * folder owned by the sandbox user, containerEnv). A Dockerfile or setup.root
  * is built in the isolated builder (sandbox/builder.ts), never by the host's
- * daemon; a named image alone gets drydock's no-RUN layer on the host
+ * daemon; a named image alone gets drydock's layer on the host with no build
  * (hostLayer). Built once per content hash; returns the tag. With no declared
  * environment, `env` undefined: the base image with setup.root on top.
  */
@@ -341,14 +393,18 @@ export async function ensureEnvironmentImage(
   const refs = repo
     ? repo.bases.map((b) => ({ ref: b.ref, field: `${source}: ${env!.dockerfile}: ${b.instruction}` }))
     : [{ ref: named!, field: `${source}: image` }];
-  const bases: { ref: string; id: string }[] = [];
+  const bases: { ref: string; id: string; env: string[] }[] = [];
   for (const { ref, field } of refs) {
     if (ref !== build.baseImage) await fetchImage(ref, field);
-    bases.push({ ref, id: (await allowedImage(provider, ref, field)).id });
+    const { id, env: imageEnv } = await allowedImage(provider, ref, field);
+    bases.push({ ref, id, env: imageEnv });
   }
-  // A named image with no setup.root gets drydock's layer alone, which runs nothing: built on the host (hostLayer).
-  const onHost = !repo && !build.rootSetup;
-  const layer = layerDockerfile(repo ? REPO_STAGE : onHost ? bases[0].id : named!, env, build.rootSetup);
+  const features = env?.features?.length ? await layerFeatures(at, env, build) : undefined;
+  // A named image with no setup.root and no features gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
+  const onHost = !repo && !build.rootSetup && !features;
+  const layer = onHost
+    ? JSON.stringify(hostLayer(env, bases[0].env))
+    : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup, features?.steps ?? []);
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
     repo?.text ?? '',
@@ -356,6 +412,7 @@ export async function ensureEnvironmentImage(
     JSON.stringify(env?.args ?? {}),
     env?.target ?? '',
     layer,
+    features?.key ?? '',
   ]);
   const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
   if (await provider.image(tag)) return tag;
@@ -364,12 +421,14 @@ export async function ensureEnvironmentImage(
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
   if (onHost) {
-    await hostLayer(provider, { tag, labels, dockerfile: layer }, source);
+    await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
     return tag;
   }
-  await withContext(async (context) => {
+  await withContext(async (context, featureFolder) => {
     if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
+    if (features) await features.write(featureFolder);
     await buildIn(build, source, {
+      ...(features ? { features: featureFolder } : {}),
       builderImage: await build.builderImage(),
       tag,
       labels,
@@ -388,7 +447,7 @@ export async function ensureEnvironmentImage(
   return tag;
 }
 
-/** The host's image `ref` a repo may start from (sandbox/repo-dockerfile.ts, repoMadeImage), else why not. */
+/** The host's image `ref` a repo may start from (workflows/rules/images.ts, repoMadeImage), else why not. */
 export async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
   const image = await provider.image(ref);
   if (!image) {
@@ -422,12 +481,18 @@ export function onBuildProblem(ref: string, image: Pick<ImageInfo, 'onBuild'>): 
  * folders and containerEnv; the sandbox always runs as SANDBOX_UID
  * (remoteUser is checked for its form only).
  */
-function layerDockerfile(from: string, env: RepoEnvironment | undefined, rootSetup: string | undefined): string {
+function layerDockerfile(
+  from: string,
+  env: RepoEnvironment | undefined,
+  rootSetup: string | undefined,
+  features: string[],
+): string {
   const owned = `--chown=${SANDBOX_UID}:${SANDBOX_UID}`;
   const envLines = Object.entries({ ...env?.containerEnv, HOME }).map(([k, v]) => `ENV ${k}=${JSON.stringify(v)}`);
   const root = rootSetup ? ['USER root', `RUN ${JSON.stringify(['/bin/sh', '-c', rootSetup])}`] : [];
   return [
     `FROM ${from}`,
+    ...features,
     ...root,
     `COPY ${owned} empty/ ${WORKSPACE}/`,
     `COPY ${owned} empty/ ${HOME}/`,
@@ -437,6 +502,49 @@ function layerDockerfile(from: string, env: RepoEnvironment | undefined, rootSet
     'CMD ["sleep", "infinity"]',
     '',
   ].join('\n');
+}
+
+/**
+ * The dev container's features for drydock's layer: each fetched (a
+ * registry's, pulled at a snapshot build and pinned by digest; a folder of
+ * the repo at `commit`), checked and ordered; the steps that install them,
+ * a key of their content and options, and how to write their folders (with
+ * each one's devcontainer-features.env) into the layer's context.
+ */
+async function layerFeatures(
+  at: { mirror: string; commit: string },
+  env: RepoEnvironment,
+  build: EnvironmentBuild,
+): Promise<{ steps: string[]; key: string; write: (folder: string) => Promise<void> }> {
+  if (!build.features)
+    throw new EnvironmentError(`${env.features![0].field}: this worker installs no dev container features`);
+  const sourceOf = build.features;
+  return asEnvironmentError(async () => {
+    const resolved = await resolveFeatures(env.features!, sourceOf, new RepoTree(at.mirror, at.commit));
+    const ordered = installOrder(
+      resolved.map((r) => r.feature),
+      env.featureOrder,
+      env.source,
+    );
+    const remoteUser = env.remoteUser ?? env.containerUser ?? 'root';
+    const users = { remoteUser, containerUser: env.containerUser ?? 'root' };
+    const envFiles = ordered.map((f: ResolvedFeature) => featureEnvFile(f, users));
+    return {
+      steps: featureSteps(ordered),
+      key: JSON.stringify(ordered.map((f, i) => [f.request.key, f.pinned, envFiles[i]])),
+      write: async (folder: string) => {
+        await mkdir(folder);
+        for (const [i, feature] of ordered.entries()) {
+          const files = resolved.find((r) => r.feature === feature)!.files;
+          const env = { kind: 'file' as const, mode: 0o644, data: Buffer.from(envFiles[i]) };
+          await writeFeatureTree(path.join(folder, String(i)), {
+            kind: 'folder',
+            entries: { ...files.entries, 'devcontainer-features.env': env },
+          });
+        }
+      },
+    };
+  });
 }
 
 /** The repo's Dockerfile at `commit`: its text, its context's tree and the images it starts from. */
@@ -456,13 +564,14 @@ async function repoDockerfile(
   return { text, tree: tree.trim(), bases };
 }
 
-/** Runs `fn` with an empty folder for a build context, removed afterwards. */
-export async function withContext(fn: (context: string) => Promise<void>): Promise<void> {
-  const context = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
+/** Runs `fn` with an empty folder for a build context (and a path beside it for the features' folders), removed afterwards. */
+export async function withContext(fn: (context: string, features: string) => Promise<void>): Promise<void> {
+  const work = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
   try {
-    await fn(context);
+    await mkdir(path.join(work, 'context'));
+    await fn(path.join(work, 'context'), path.join(work, 'features'));
   } finally {
-    await rm(context, { recursive: true, force: true });
+    await rm(work, { recursive: true, force: true });
   }
 }
 
@@ -486,24 +595,49 @@ export function hashOf(parts: string[]): string {
 }
 
 /**
- * Builds drydock's layer over a named image on the host, with no network: a
- * named image with no Dockerfile and no setup.root needs nothing else, and
- * handing a large image (drydock's own base is 2 GB) to the isolated builder
- * costs minutes (docs/builder.md). The Dockerfile is drydock's text alone
- * (FROM the checked image's id, no RUN, values JSON-quoted, the image's
- * ONBUILD triggers refused before: allowedImage), so nothing of the repo or
- * the image runs on the host.
+ * drydock's layer over a named image with no setup.root, as data for the
+ * provider's layerImage: what layerDockerfile writes, without a build.
+ * Handing an image to the isolated builder costs minutes (docs/builder.md)
+ * and this layer runs nothing: the provider creates a container of the
+ * image (never started), copies the two empty owned folders in, and commits
+ * it with this configuration, so no Dockerfile is read and nothing of the
+ * repo or of the image runs on the host.
  */
-async function hostLayer(provider: SandboxProvider, image: Omit<ImageBuild, 'context'>, source: string): Promise<void> {
-  await withContext(async (context) => {
-    await mkdir(path.join(context, 'empty'));
-    try {
-      await provider.buildImage({ ...image, context });
-    } catch (err) {
-      if (!(err instanceof ImageBuildFailed)) throw err;
-      const text = err.output.replace(/DEPRECATED:[^\n]*\n(\s+[^\n]*\n)*/g, '').trim();
-      throw new EnvironmentError(`${source}: building drydock's layer failed: ${text.slice(-800)}`);
-    }
+export function hostLayer(
+  env: RepoEnvironment | undefined,
+  imageEnv: string[],
+): Omit<ImageLayer, 'tag' | 'from' | 'labels'> {
+  return {
+    folders: [WORKSPACE, HOME],
+    owner: SANDBOX_UID,
+    env: expandedEnv({ ...env?.containerEnv, HOME }, imageEnv),
+    user: `${SANDBOX_UID}:${SANDBOX_UID}`,
+    workdir: WORKSPACE,
+    cmd: ['sleep', 'infinity'],
+  };
+}
+
+/**
+ * Variables as "NAME=value" with `$NAME`, `${NAME}`, `${NAME:-word}` and
+ * `${NAME:+word}` in each value taken from those before it (the image's,
+ * then the earlier ones), as a Dockerfile's ENV lines expand them: the same
+ * containerEnv gives the same environment over a named image as through the builder.
+ */
+export function expandedEnv(vars: Record<string, string>, imageEnv: string[]): string[] {
+  const known = new Map<string, string>();
+  for (const e of imageEnv) if (e.includes('=')) known.set(e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1));
+  return Object.entries(vars).map(([name, value]) => {
+    const expanded = value.replace(
+      /\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::([-+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))/g,
+      (_m, braced: string | undefined, op: string | undefined, word: string | undefined, bare: string | undefined) => {
+        const current = known.get((braced ?? bare)!) ?? '';
+        if (op === '-') return current || word!;
+        if (op === '+') return current ? word! : '';
+        return current;
+      },
+    );
+    known.set(name, expanded);
+    return `${name}=${expanded}`;
   });
 }
 

@@ -34,7 +34,7 @@ export const SERVICE_BUILD_LABELS = {
   repo: 'drydock.service.repo',
   name: 'drydock.service.name',
 } as const;
-/** The `drydock.image` of a service's built image (sandbox/repo-dockerfile.ts counts it a repository's; drydock's own service images are `service`). */
+/** The `drydock.image` of a service's built image (workflows/rules/images.ts counts it a repository's; drydock's own service images are `service`). */
 export const SERVICE_BUILD_KIND = 'service-build';
 
 /** The image name of a repo's built services (tagged `<service>-<hash>`). */

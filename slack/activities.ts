@@ -4,9 +4,9 @@
  */
 import { ErrorCode } from '@slack/web-api';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ActivityDeps } from '../activities/deps';
+import type { Logger } from '../platform/log';
 import type { ThreadReport } from '../workflows/session/threads';
-import { SlackThreads } from './client';
+import { SlackThreads, type SlackSettings } from './client';
 import { statusMessage } from './message';
 
 export interface SlackReportInput {
@@ -27,7 +27,18 @@ function permanent(err: unknown): never {
   throw err;
 }
 
-export function createSlackActivities({ slack, sessionLink, reviewLink, log }: ActivityDeps) {
+/** What Slack's activities use of the worker. */
+export interface SlackDeps {
+  /** Slack's API and credentials (absent: not configured; the activity then fails, non-retryable). */
+  slack?: SlackSettings;
+  /** Link to a session in the Temporal Web UI. */
+  sessionLink: (sessionId: string) => string;
+  /** Link to a session in the review console (default: sessionLink). */
+  reviewLink?: (sessionId: string) => string;
+  log: Logger;
+}
+
+export function createSlackActivities({ slack, sessionLink, reviewLink, log }: SlackDeps) {
   const threads = slack ? new SlackThreads(slack) : undefined;
   return {
     /** Shows the session in its Slack message; resolves with the message's ts. */

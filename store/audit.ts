@@ -27,6 +27,7 @@ export const AUDIT_KINDS = [
   'approval',
   'followup',
   'attach',
+  'attach.input',
   'push',
   'pull_request',
   'deploy',
@@ -331,4 +332,29 @@ function fromDb(r: Record<string, unknown>): AuditRow {
 export function recordEvent(audit: AuditTrail, event: Omit<AuditInput, 'activityId' | 'attempt'>): Promise<AuditRow> {
   const ctx = Context.current();
   return audit.append({ ...event, activityId: ctx.info.activityId, attempt: ctx.info.attempt }, ctx.cancellationSignal);
+}
+
+/** The irreversible actions the worker does after approval, each audited before and after. */
+export type IrreversibleAction = 'push' | 'pull_request' | 'deploy';
+
+/**
+ * An irreversible action is recorded before it happens (stage "intent": if
+ * the audit database is down, the action waits) and after (stage "done").
+ * A follow-up round's (round > 1) is recorded under its own key.
+ */
+export function recordAction(
+  audit: AuditTrail,
+  sessionId: string,
+  kind: IrreversibleAction,
+  stage: 'intent' | 'done',
+  data: Record<string, unknown>,
+  round = 1,
+): Promise<AuditRow> {
+  return recordEvent(audit, {
+    sessionId,
+    key: round > 1 ? `${kind}/r${round}/${stage}` : `${kind}/${stage}`,
+    kind,
+    actor: 'drydock',
+    data: { stage, ...data, ...(round > 1 ? { round } : {}) },
+  });
 }

@@ -6,6 +6,7 @@
  *   POST /slack/*           the Slack app: commands, events, interactions (X-Slack-Signature, v0)
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   GET /api/sessions/:id/attach   Upgrade: drydock-attach, a shell in the session's sandbox
+ *   GET /sessions/:id/terminal/socket   Upgrade: websocket, the same shell for the console's terminal
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
  */
@@ -43,6 +44,9 @@ import {
 } from './routes/console';
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
+import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
+import { WebSocketServer } from 'ws';
+import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
 import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
@@ -88,14 +92,23 @@ export function createHandler(deps: ServeDeps) {
   return Object.assign(handler, { context: ctx });
 }
 
-/** `drydock attach --server`: Upgrade requests to the attach endpoint; the connections, to end them on close. */
+/**
+ * Upgrade requests: `drydock attach --server`'s endpoint and the console's
+ * terminal sockets (others: 404); the connections, to end them on close.
+ */
 function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvider): Set<Duplex> {
   const upgraded = new Set<Duplex>();
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    if (!isAttachUpgrade(req)) return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
+  // Over maxPayload a message closes the socket (1009) before it is buffered whole.
+  const sockets = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_LIMITS.maxMessageBytes });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const terminal = isTerminalUpgrade(req);
+    if (!terminal && !isAttachUpgrade(req)) {
+      return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
+    }
     upgraded.add(socket);
     socket.on('close', () => upgraded.delete(socket));
-    void attachUpgrade(ctx, sandboxes, req, socket);
+    if (terminal) void terminalUpgrade(ctx, sandboxes, sockets, req, socket, head);
+    else void attachUpgrade(ctx, sandboxes, req, socket);
   });
   return upgraded;
 }
@@ -142,6 +155,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
 
   if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
+  if ((match = is('GET', /^\/assets\/xterm\/(xterm\.js|xterm\.css)$/))) return xtermAsset(res, match[1]);
   if ((match = is('GET', /^\/assets\/console\/([a-z-]+\.js)$/))) return consoleScript(res, match[1]);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage(Boolean(ctx.identities.oidc)));
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
@@ -157,6 +171,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('GET', /^\/$/)) return consoleList(ctx, res, who);
   if ((match = is('GET', /^\/sessions\/([^/]+)$/))) {
     return consoleSession(ctx, res, decodeURIComponent(match[1]), who);
+  }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/terminal$/))) {
+    return terminalPageRoute(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/events$/))) {
     return consoleEvents(ctx, req, res, decodeURIComponent(match[1]), who);

@@ -38,6 +38,7 @@ import { declaredStack, environmentImageFetcher, type DeclaredStack } from './se
 import { RepoTree } from '../repo-files';
 import { builtServices, serviceImageName } from '../service-build';
 import { recordedServices } from '../services';
+import type { FeatureSource } from '../feature-registry';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -74,7 +75,8 @@ export async function sandboxEnvironment(
 ) {
   const fetchImage = environmentImageFetcher(deps, { repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) });
   try {
-    return await environmentOf(deps, at, repo, fetchImage, pull?.egress ?? []);
+    const features = { root: featuresRoot(deps), repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) };
+    return await environmentOf(deps, at, repo, { fetchImage, features }, pull?.egress ?? []);
   } catch (err) {
     if (err instanceof EnvironmentError)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -99,12 +101,17 @@ function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment 
   }
 }
 
-/** `fetchImage` brings the images the environment names onto the host (a snapshot build may pull). */
+/** Where the features a snapshot build pulled are kept on this host (sandbox/feature-registry.ts): beside the toolchains. */
+function featuresRoot(deps: Pick<SandboxDeps, 'toolsRoot' | 'egressRoot'>): string {
+  return path.join(deps.toolsRoot ?? path.join(path.dirname(deps.egressRoot), 'tools'), 'features');
+}
+
+/** `fetchImage` brings the images the environment names onto the host, `features` its features (a snapshot build may pull both). */
 async function environmentOf(
   deps: EnvironmentDeps,
   { mirror, commit }: { mirror: string; commit: string },
   repo: string,
-  fetchImage: ImageFetcher,
+  { fetchImage, features }: { fetchImage: ImageFetcher; features: FeatureSource },
   egress: EgressRule[],
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
@@ -136,6 +143,9 @@ async function environmentOf(
           ...settings,
           baseImage: deps.baseImage,
           ...(rootSetup ? { rootSetup } : {}),
+          features,
+          owner: `environment ${repoSlug(repo)}`,
+          log: deps.log,
         })
       : deps.baseImage;
   const packageJson = await read('package.json');

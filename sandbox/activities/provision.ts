@@ -34,6 +34,7 @@ import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, start
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
 import { takeCheckpoint } from './steps';
+import { restoreServiceData } from './service-data';
 
 /** What provisioning and teardown need: the pool's and the registry's besides their own. */
 export type ProvisionDeps = PoolDeps &
@@ -233,11 +234,14 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
   const sandbox = sandboxOf(deps.sandboxes, name);
   // Its services start meanwhile: each is ready before the session's first step (and before setup).
-  await Promise.all([
+  const [, restoredServices] = await Promise.all([
     !pooled && (created || !(await isProvisioned(sandbox)))
       ? fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint })
       : undefined,
-    startSandboxServices(deps, name, services, containers),
+    restoreServiceData(deps, input.sessionId, checkpoint ? containers : []).then(async (restored) => {
+      await startSandboxServices(deps, name, services, containers);
+      return restored;
+    }),
   ]);
   const use: SnapshotUse | undefined = snapshot && {
     image: snapshot.image!,
@@ -246,7 +250,11 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     behind,
   };
   const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
-  const restored = checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length };
+  const restored = checkpoint && {
+    step: checkpoint.step,
+    bytes: checkpoint.diff.length,
+    ...(restoredServices.length ? { services: restoredServices } : {}),
+  };
   const { generation } = input;
   log.info(
     {

@@ -11,7 +11,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ErrorType } from '../../workflows/api';
 import type { RepoConfig } from '../../workflows/repo-config';
-import { imageSource, parseImageReference, pinnedReference } from '../../workflows/rules/images';
+import { imageSource, parseImageReference, pinnedReference, repoMadeImage } from '../../workflows/rules/images';
 import { shareLimits, type Share } from '../../workflows/rules/service-limits';
 import {
   dependencyProblems,
@@ -38,7 +38,6 @@ import {
 } from '../services';
 import { egressDirOf } from '../egress';
 import { SNAPSHOT_ENV_LABEL, SNAPSHOT_LABELS } from '../snapshots';
-import { repoMadeImage } from '../repo-dockerfile';
 import { ownServiceBuild } from '../service-build';
 import type { SandboxDeps } from './deps';
 import { ensureServiceImage, namedServiceImage } from '../../sandbox-images/service-images';

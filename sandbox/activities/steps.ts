@@ -29,6 +29,7 @@ import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { SandboxDeps } from './deps';
 import { heartbeatProgress } from '../../platform/heartbeat';
 import { checkServices, syncServiceLogs } from './services';
+import { keepServiceData, type ServiceDataDeps } from './service-data';
 import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from '../contract';
@@ -55,11 +56,7 @@ function describeCommand(step: ScriptStep): string {
  * against the base commit: the session's checkpoint. A scratch index keeps
  * the agent's own staging untouched.
  */
-export async function takeCheckpoint(
-  deps: Pick<SandboxDeps, 'checkpoints'>,
-  sandbox: SandboxHandle,
-  at: CheckpointAt,
-): Promise<void> {
+export async function takeCheckpoint(deps: ServiceDataDeps, sandbox: SandboxHandle, at: CheckpointAt): Promise<void> {
   // The scratch index is not in /tmp: a step that filled it must still be checkpointed.
   const taken = await sandbox.git.diffFrom(at.baseCommit, STATE_DIR, OUTPUT_CAPS.checkpoint);
   const ok = taken.exitCode === 0;
@@ -75,13 +72,15 @@ interface CheckpointAt {
 
 /** Saves a checkpoint taken in the sandbox (by takeCheckpoint, or by drydock-run after its step). */
 async function keepCheckpoint(
-  deps: { checkpoints: SandboxDeps['checkpoints'] },
+  deps: ServiceDataDeps,
   at: CheckpointAt,
   taken: { ok: boolean; data: Buffer },
 ): Promise<void> {
   if (!taken.ok) throw new Error(`checkpoint after ${at.step} failed: ${taken.data.toString().trim()}`);
   if (taken.data.length > OUTPUT_CAPS.checkpoint.bytes) throw new OutputOverCap(OUTPUT_CAPS.checkpoint);
   await deps.checkpoints.save({ sessionId: at.sessionId, step: at.step, baseCommit: at.baseCommit, diff: taken.data });
+  // The services' data goes with the tree it was written beside.
+  await keepServiceData(deps, at);
 }
 
 /** What a step needs: the sandbox, the egress proxy and model gateway, the stores its results go to. */

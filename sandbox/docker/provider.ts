@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir, mkdtemp, rm, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -18,7 +18,6 @@ import {
   ATTACH_PROMPT,
   ATTACH_SHELL,
   HOME,
-  ImageBuildFailed,
   LABELS,
   SANDBOX_USER,
   SandboxNotFound,
@@ -29,7 +28,7 @@ import {
   type ExecOptions,
   type ExecResult,
   type HostResources,
-  type ImageBuild,
+  type ImageLayer,
   type ImageInfo,
   type ImageSummary,
   type ProviderCapabilities,
@@ -463,33 +462,30 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /**
-   * Builds with the docker CLI's classic builder (BuildKit would pull a
-   * `# syntax=` frontend and honour cache mounts), with no network, for at most
-   * BUILD_TIME_LIMIT_MS. What is built never runs anything (sandbox/repo-dockerfile.ts).
+   * drydock's layer over an image with no build (docs/builder.md): a
+   * container of the image is created and never started, so nothing of the
+   * image runs; the daemon extracts a tar of the empty folders into it; its
+   * configuration (env, user, folder, command, labels) is given as data and
+   * kept by the commit, the way imageFromWorkspace makes a snapshot.
    */
-  async buildImage(build: ImageBuild): Promise<void> {
-    const labels = Object.entries(build.labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
-    const args = Object.entries(build.args ?? {}).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
-    if (!build.context)
-      return dockerBuild(['build', '--network', 'none', ...labels, '-t', build.tag, '-'], build.dockerfile);
-    const dir = await mkdtemp(path.join(tmpdir(), 'drydock-build-'));
+  async layerImage(layer: ImageLayer): Promise<void> {
+    if (await this.image(layer.tag)) return;
+    const staging = await this.docker.createContainer({
+      Image: layer.from,
+      Cmd: layer.cmd,
+      Env: layer.env,
+      User: layer.user,
+      WorkingDir: layer.workdir,
+      Labels: layer.labels,
+      NetworkDisabled: true,
+      HostConfig: { NetworkMode: 'none' },
+    });
     try {
-      const dockerfile = path.join(dir, 'Dockerfile');
-      await writeFile(dockerfile, build.dockerfile);
-      await dockerBuild([
-        'build',
-        '--network',
-        'none',
-        ...labels,
-        ...args,
-        '-f',
-        dockerfile,
-        '-t',
-        build.tag,
-        build.context,
-      ]);
+      await staging.putArchive(await emptyFoldersTar(layer.folders, layer.owner), { path: '/' });
+      const [repo, tag] = splitTag(layer.tag);
+      await staging.commit({ repo, tag, comment: "drydock's layer" });
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await staging.remove({ force: true, v: true });
     }
   }
 
@@ -552,29 +548,37 @@ function splitTag(ref: string): [string, string] {
   return i > ref.lastIndexOf('/') ? [ref.slice(0, i), ref.slice(i + 1)] : [ref, 'latest'];
 }
 
-/** Runs `docker build`, its Dockerfile on stdin when given; a failure carries the builder's output. */
-/** How long one image build may take: without RUN a build only copies files. */
-export const BUILD_TIME_LIMIT_MS = 10 * 60_000;
-
-function dockerBuild(args: string[], stdin?: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const env = { ...process.env, DOCKER_BUILDKIT: '0' };
-    const child = spawn('docker', args, { stdio: ['pipe', 'pipe', 'pipe'], env });
-    let output = '';
-    const timer = setTimeout(() => {
-      output += `\nthe build took longer than ${BUILD_TIME_LIMIT_MS / 60_000} minutes`;
-      child.kill('SIGKILL');
-    }, BUILD_TIME_LIMIT_MS);
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-    child.stdin.end(stdin ?? '');
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(new ImageBuildFailed(output));
+/** A tar of empty folders (absolute paths; their parents are made by the daemon, root's), owned by `owner`. */
+async function emptyFoldersTar(folders: string[], owner: number): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-layer-'));
+  try {
+    const relative = folders.map((f) => path.posix.relative('/', f));
+    for (const f of relative) await mkdir(path.join(dir, f), { recursive: true, mode: 0o755 });
+    const tar = spawn('tar', [
+      '-C',
+      dir,
+      `--owner=${owner}`,
+      `--group=${owner}`,
+      '--numeric-owner',
+      '--mode=755',
+      '--no-recursion',
+      '-cf',
+      '-',
+      ...relative,
+    ]);
+    const chunks: Buffer[] = [];
+    tar.stdout.on('data', (c: Buffer) => chunks.push(c));
+    let failed = '';
+    tar.stderr.on('data', (c: Buffer) => (failed += c.toString()));
+    const code = await new Promise<number | null>((resolve, reject) => {
+      tar.on('error', reject);
+      tar.on('close', resolve);
     });
-  });
+    if (code !== 0) throw new Error(`tar of ${folders.join(', ')} failed: ${failed}`);
+    return Buffer.concat(chunks);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** Docker's HEALTHCHECK test (["CMD", …], ["CMD-SHELL", "…"], ["NONE"]) as argv, or undefined. */

@@ -7,9 +7,16 @@
  * on the sandbox's disk (sandbox/docker/service-storage.ts).
  */
 import type Docker from 'dockerode';
-import { COMPANION_LABEL, type ServiceContainerSpec, type ServiceRuntime, type ServiceState } from '../provider';
+import {
+  COMPANION_LABEL,
+  type ServiceContainerSpec,
+  type ServiceDataCopy,
+  type ServiceRuntime,
+  type ServiceState,
+} from '../provider';
 import { isStatus, overlayVolume, shownLabels } from './create-options';
 import { captureData, pathLower, serviceFiles, serviceOverlay } from './service-storage';
+import { LOWERS_LABEL, lowersOf, restoreServiceData, saveServiceData } from './service-data';
 import type { SandboxStorageRoot } from './storage';
 
 /** On a service container: the service's name. */
@@ -58,7 +65,7 @@ export class DockerServices implements ServiceRuntime {
     return {
       name: serviceContainerName(spec.sandbox, spec.service),
       Image: spec.image,
-      Labels: labels,
+      Labels: { ...labels, ...(spec.folders.length ? { [LOWERS_LABEL]: lowersOf(spec.folders) } : {}) },
       Env: spec.env,
       ...(spec.command ? { Cmd: spec.command } : {}),
       ...(spec.entrypoint ? { Entrypoint: spec.entrypoint } : {}),
@@ -175,6 +182,21 @@ export class DockerServices implements ServiceRuntime {
     opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
   ): Promise<string> {
     return captureData(this.docker, serviceContainerName(sandbox, service), opts);
+  }
+
+  saveData(
+    sandbox: string,
+    service: string,
+    opts: { since?: string; maxBytes: number },
+  ): Promise<ServiceDataCopy | undefined> {
+    const container = serviceContainerName(sandbox, service);
+    return saveServiceData(this.docker, this.storage, { sandbox, service, container }, opts);
+  }
+
+  async restoreData(spec: ServiceContainerSpec, copy: Pick<ServiceDataCopy, 'lowers' | 'tar'>): Promise<boolean> {
+    // Only before its first start here: a service made already (a retry) keeps what it has.
+    if (await this.state(spec.sandbox, spec.service)) return false;
+    return restoreServiceData(this.storage, spec, copy);
   }
 
   async prepareFolder(image: string, path: string): Promise<void> {

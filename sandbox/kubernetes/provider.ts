@@ -465,7 +465,7 @@ export class KubernetesProvider implements SandboxProvider {
       .map((s) => ({ id: s.id, tags: [s.tag], createdMs: s.createdMs }));
   }
 
-  async buildImage(): Promise<void> {
+  async layerImage(): Promise<void> {
     throw new SandboxError(
       'the kubernetes provider builds no images: give the repo an environment the cluster can pull ' +
         '(DRYDOCK_BASE_IMAGE), not a dev container or Dockerfile to build',

@@ -156,7 +156,9 @@ test.each(protocols)(
     // What the model saw: the system prompt with AGENTS.md and the test command, the task, tool results.
     const first = requests[0];
     expect(first.model).toBe('fake-1');
-    expect(first.tools.sort()).toEqual(['edit_file', 'list_files', 'read_file', 'run', 'search', 'write_file'].sort());
+    expect(first.tools.sort()).toEqual(
+      ['edit_file', 'list_files', 'read_file', 'run', 'search', 'service_logs', 'write_file'].sort(),
+    );
     expect(first.messages[0].text).toContain('AGENTS-MD-7f3a');
     expect(first.messages[0].text).toContain('sh check.sh');
     expect(lastUserMessage(first)).toBe('greet in the README');

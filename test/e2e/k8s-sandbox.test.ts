@@ -326,7 +326,7 @@ test('what the provider cannot do, it refuses saying so', async () => {
   await expect(sandboxes.create({ ...(await specOf('drydock-late-browser')), companionOf: 'x' })).rejects.toThrow(
     /a pod's containers are fixed when it is created/,
   );
-  await expect(sandboxes.buildImage()).rejects.toThrow(/builds no images/);
+  await expect(sandboxes.layerImage()).rejects.toThrow(/builds no images/);
   expect(sandboxes.capabilities).toEqual({
     snapshots: true,
     buildsImages: false,

@@ -10,9 +10,9 @@ import path from 'node:path';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
-import { createPublishActivities } from '../../activities/publish';
+import { createPublishActivities, type PublishDeps } from '../../activities/publish';
+import { createPullRequestActivities } from '../../github/pull-requests';
 import { sandboxName } from '../../sandbox/activities/container';
-import type { ActivityDeps } from '../../activities/deps';
 import { ArtifactStore } from '../../store/artifacts';
 import { AuditTrail } from '../../store/audit';
 import { openDatabase } from '../../store/db';
@@ -141,7 +141,7 @@ test('the pull request activity retried after a crash opens one PR and updates i
     sessionLink: (id: string) => `ui/${id}`,
     log: pino({ level: 'silent' }),
   };
-  const { openPullRequest } = createPublishActivities(deps as unknown as ActivityDeps);
+  const { openPullRequest } = createPullRequestActivities(deps);
   const env = new MockActivityEnvironment();
   const input = {
     sessionId: newSessionId('pr-retried'),
@@ -173,7 +173,7 @@ test('deploy is at most once: a retry while the first attempt may still be deplo
     deployCommand: `echo "$DRYDOCK_COMMIT" >> ${runs}; sleep 2; echo deployed`,
     log: pino({ level: 'silent' }),
   };
-  const { deploy } = createPublishActivities(deps as unknown as ActivityDeps);
+  const { deploy } = createPublishActivities(deps as unknown as PublishDeps);
   const input = { sessionId: newSessionId('deploy-once'), repoUrl: repo.url, branch: 'drydock/once', commit: 'c0ffee' };
   const first = new MockActivityEnvironment({ attempt: 1 }).run(deploy, input);
   while (!(await readFile(runs, 'utf8').catch(() => ''))) await new Promise((r) => setTimeout(r, 50));

@@ -5,7 +5,8 @@
  * compose file. Setup's migration is in the snapshot; every session starts
  * from its own copy of it and none sees another's writes; a service killed
  * mid-session is named and the sandbox is replaced with its services, also while
- * drydock's own PostgreSQL is down.
+ * drydock's own PostgreSQL is down; a replacement's database comes back with what the
+ * session wrote into it up to its last checkpoint.
  */
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
@@ -25,12 +26,15 @@ import {
   newSessionId,
   pollUntil,
   scriptedSession,
+  startServe,
   startSession,
   startStack,
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { chromium } from 'playwright-core';
 import { inSandbox } from '../support/docker';
+import { personalTokens } from '../support/identity';
 import { PostgresServer } from '../support/postgres';
 import {
   composeAsWritten,
@@ -41,16 +45,24 @@ import {
   REDIS_CLIENT,
 } from '../support/service-clients';
 import { buildSnapshot, removeSnapshots } from '../support/snapshots';
+import { startFakeProviders, toolResults, type FakeProviders } from '../support/fake-providers';
 
 let stack: TestStack;
+let model: FakeProviders;
 let db: Database;
 let snapshots: SnapshotRegistry;
 let images: { postgres: string; redis: string };
 const repos: string[] = [];
+const MODEL_KEY = 'sk-fake-services';
 
 beforeAll(async () => {
   images = { postgres: await ensureServiceImage('postgres'), redis: await ensureServiceImage('redis') };
-  stack = await startStack();
+  model = await startFakeProviders({ apiKey: MODEL_KEY });
+  stack = await startStack({
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: 'anthropic',
+    DRYDOCK_MODEL_API_KEY: MODEL_KEY,
+  });
   db = await openDatabase(stack.config);
   snapshots = new SnapshotRegistry(db.pool);
 }, 600_000);
@@ -58,6 +70,7 @@ afterAll(async () => {
   if (stack) await removeSnapshots(stack, repos);
   await db?.close();
   await stack?.stop();
+  await model?.close();
 });
 
 /** A registered repo with the two clients and `files`, and its snapshot, built. */
@@ -252,6 +265,99 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
   ).toBe('seeded\nseeded');
   expect(await containersOf(id)).toHaveLength(0);
 }, 600_000);
+
+test("the sandbox killed after a checkpoint: the replacement's database has what the session wrote before it", async () => {
+  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices({ postgres: images.postgres }) });
+  const id = newSessionId('svc-kept');
+  const handle = await startSession(
+    stack,
+    id,
+    scriptedSession(repo.url, 'svc-kept', [
+      `node pgq.js "insert into items values ('written')"`,
+      // Killed while this runs (after step 1's checkpoint); in the replacement it runs again.
+      'touch /tmp/up && sleep 8',
+      'node pgq.js "select name from items order by name"',
+    ]),
+  );
+  const first = await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 2')), 180_000);
+  const lost = first.sandbox!.name;
+  await pollUntil(
+    () => inSandbox(lost, 'test -f /tmp/up && echo up'),
+    (out) => out.includes('up'),
+    'step 2 running',
+    60_000,
+  );
+  await docker.getContainer(lost).kill();
+  const final: SessionStatus = await handle.result();
+  expect(final.phase).toBe('completed');
+  const replaced = final.timeline.find((t) => t.name.startsWith('re-provision'));
+  expect(replaced?.detail).toMatch(/from the checkpoint after step-1 with the data of db$/);
+  expect(final.sandbox!.name).not.toBe(lost);
+  const step3 = final.timeline.filter((t) => t.name.startsWith('step 3')).at(-1);
+  expect(step3?.outputTail?.trim()).toBe('seeded\nwritten');
+  expect(await containersOf(id)).toHaveLength(0);
+}, 600_000);
+
+test("the built-in loop reads a service's log with service_logs: its last lines, plain text; an unknown name answered with the names", async () => {
+  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices({ postgres: images.postgres }) });
+  const id = newSessionId('svc-logs-tool');
+  const before = model.requests.length;
+  model.script([
+    // An error PostgreSQL writes to its log, with an escape sequence (ESC ] … BEL) in the value it quotes.
+    { toolCalls: [{ name: 'run', arguments: { command: `node pgq.js "select E'\\033]0;t\\007x'::int"; true` } }] },
+    {
+      toolCalls: [
+        { name: 'service_logs', arguments: { service: 'db', lines: 3 } },
+        { name: 'service_logs', arguments: { service: 'nope' } },
+      ],
+    },
+    { text: 'Read the log.' },
+  ]);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'read the database log',
+    agent: { kind: 'openai', model: 'fake-1' },
+  });
+  await handle.result().catch(() => undefined);
+  const requests = model.requests.slice(before);
+  expect(requests[0].tools).toContain('service_logs');
+  const [db, unknown] = toolResults(requests[2]).slice(-2);
+  expect(db).toContain('invalid input syntax for type integer');
+  expect(db.trim().split('\n').length).toBeLessThanOrEqual(3);
+  expect(db).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
+  expect(unknown).toBe('error: no service "nope" in this sandbox: its logs are "db"');
+  expect(await containersOf(id)).toHaveLength(0);
+  await serviceLogOnTheConsole(id);
+}, 600_000);
+
+/** The session's page in a real Chromium, signed in: its service log as the last checkpoint kept it; no token, no log. */
+async function serviceLogOnTheConsole(id: string) {
+  const { alice } = await personalTokens('alice');
+  const serve = await startServe(stack);
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(serve.url);
+    await page.fill('input[name=token]', alice);
+    await page.click('button[type=submit]');
+    await page.goto(`${serve.url}/sessions/${id}`);
+    const log = page.locator('#service-logs pre[data-service=db]');
+    expect(await log.textContent()).toContain('invalid input syntax for type integer');
+    const whole = await page.locator('#service-logs a').getAttribute('href');
+    expect(whole).toBe(`/artifacts/${id}/services/db.log`);
+    // Signed in, the whole log kept; without a token, not a line of it (the sign-in page).
+    await page.goto(`${serve.url}${whole}`);
+    expect(await page.content()).toContain('invalid input syntax for type integer');
+    expect(await (await fetch(`${serve.url}${whole}`)).text()).not.toContain('invalid input syntax');
+  } finally {
+    await browser.close();
+    await serve.close();
+  }
+}
 
 test("a service killed while drydock's PostgreSQL is down: the step's checkpoint waits for the store, the service is named, nothing goes unhandled", async () => {
   const server = new PostgresServer(await mkdtemp(path.join(tmpdir(), 'drydock-pg-svc-')), await freePort());

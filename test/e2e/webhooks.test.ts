@@ -10,7 +10,7 @@ import { sign } from '@octokit/webhooks-methods';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
 import type { ActivityDeps } from '../../activities/deps';
-import { createGitHubActivities, type ProgressInput } from '../../activities/github';
+import { createGitHubActivities, type ProgressInput } from '../../github/activities';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { bodyHash, routeGitHubEvent } from '../../github/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';

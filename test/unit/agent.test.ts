@@ -18,7 +18,9 @@ import {
   resolveEndpoint,
   retryAfterMs,
 } from '../../models/llm';
-import { createAgentActivities, outputLimit, type ModelCallInput } from '../../activities/agent';
+import { createAgentLoopActivities } from '../../agent-loop/activities';
+import type { ModelCallInput } from '../../agent-loop/contract';
+import { outputLimit } from '../../agent-loop/model-calls';
 import { ArtifactStore } from '../../store/artifacts';
 import { startFakeProviders } from '../support/fake-providers';
 
@@ -255,8 +257,8 @@ test('a model call gives up any failure but a rate limit after 5 attempts, its o
       prices: {},
     };
     // The failures below end before the sandbox, the audit trail or the checkpoints are used.
-    const activities = createAgentActivities({ artifacts: new ArtifactStore(dir), models } as unknown as Parameters<
-      typeof createAgentActivities
+    const activities = createAgentLoopActivities({ artifacts: new ArtifactStore(dir), models } as unknown as Parameters<
+      typeof createAgentLoopActivities
     >[0]);
     const sessionId = 'retries';
     for (const index of [0, 1]) await activities.addAgentMessage({ sessionId, index, content: `message ${index}` });

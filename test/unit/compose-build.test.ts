@@ -8,7 +8,7 @@ import { createLogger } from '../../platform/log';
 import { collectEnvironmentImages } from '../../sandbox/activities/environment';
 import { ComposeError, parseComposeFiles } from '../../sandbox/compose';
 import { dockerfileBases, withoutCopyLink } from '../../sandbox/dockerfile-bases';
-import { repoMadeImage } from '../../sandbox/repo-dockerfile';
+import { repoMadeImage } from '../../workflows/rules/images';
 import { parseDevcontainer } from '../../sandbox/repo-image';
 import { ownServiceBuild, SERVICE_BUILD_KIND, SERVICE_BUILD_LABELS } from '../../sandbox/service-build';
 import { SERVICES_LABEL } from '../../sandbox/services';

@@ -1,5 +1,11 @@
 /** A repo's environment (sandbox/repo-image.ts, sandbox/toolchains.ts): dev container parsing and Node.js declarations. */
-import { dockerfileEnvironment, onBuildProblem, parseDevcontainer } from '../../sandbox/repo-image';
+import {
+  dockerfileEnvironment,
+  expandedEnv,
+  hostLayer,
+  onBuildProblem,
+  parseDevcontainer,
+} from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
 
 const FILE = '.devcontainer/devcontainer.json';
@@ -40,8 +46,8 @@ describe('parseDevcontainer', () => {
 
   test.each([
     [
-      '{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}}}',
-      /features \(ghcr.io.*need a container registry/,
+      '{"image": "x", "features": {"node": {}}}',
+      /features\["node"\]: drydock installs features from an OCI registry .* name the feature by its OCI reference/,
     ],
     ['{}', /give image, build.dockerfile or dockerComposeFile/],
     ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
@@ -114,4 +120,40 @@ test("an image with ONBUILD triggers is no repo's base: named, with what to do (
     'image app-base:1 has 2 ONBUILD trigger(s) (the first: "ADD http://169.254.169.254/ /x"), which any build on it ' +
       "runs before the repo's own steps: use an image without ONBUILD, or put what the triggers do in setup",
   );
+});
+
+describe("drydock's layer over a named image, made with no build on the host (hostLayer)", () => {
+  test("containerEnv is expanded as ENV lines expand it: the image's variables, then the earlier ones", () => {
+    const image = ['PATH=/usr/local/bin:/usr/bin', 'LANG=C.UTF-8', 'EMPTY='];
+    expect(
+      expandedEnv(
+        {
+          PATH: '/opt/tool/bin:$PATH',
+          TOOL: '${PATH}/tool',
+          LOCALE: '${LANG:-en}.${MISSING:-x}.${EMPTY:-y}.${LANG:+set}${EMPTY:+never}',
+          UNKNOWN: 'a$NOPE-b',
+          PLAIN: 'cost $5, 100%',
+        },
+        image,
+      ),
+    ).toEqual([
+      'PATH=/opt/tool/bin:/usr/local/bin:/usr/bin',
+      'TOOL=/opt/tool/bin:/usr/local/bin:/usr/bin/tool',
+      'LOCALE=C.UTF-8.x.y.set',
+      'UNKNOWN=a-b',
+      'PLAIN=cost $5, 100%',
+    ]);
+  });
+
+  test("the sandbox user owns /workspace and its home, runs as uid 1000 there, and HOME is drydock's", () => {
+    const env = { ...parseDevcontainer('{ "image": "x", "containerEnv": { "HOME": "/root", "A": "1" } }', FILE) };
+    expect(hostLayer(env, ['PATH=/bin'])).toEqual({
+      folders: ['/workspace', '/home/drydock'],
+      owner: 1000,
+      env: ['HOME=/home/drydock', 'A=1'],
+      user: '1000:1000',
+      workdir: '/workspace',
+      cmd: ['sleep', 'infinity'],
+    });
+  });
 });

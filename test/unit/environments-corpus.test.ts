@@ -28,18 +28,35 @@ test('a dev container naming an image is accepted, with the image taken as prese
   expect(await measure(folder)).toEqual([expect.objectContaining({ kind: 'devcontainer', problems: [] })]);
 });
 
-test("a dev container's features and its Dockerfile's RUN are refused, naming the field and the line", async () => {
-  const features = await repo({
+test("a dev container's registry features are read like its images; a tarball feature is refused, naming its field", async () => {
+  const accepted = await repo({
     '.devcontainer/devcontainer.json': '{ "image": "node:22", "features": { "ghcr.io/x/y:1": {} } }',
+  });
+  expect(await measure(accepted)).toEqual([expect.objectContaining({ problems: [] })]);
+  const features = await repo({
+    '.devcontainer/devcontainer.json': '{ "image": "node:22", "features": { "https://x.example/f.tgz": {} } }',
   });
   const run = await repo({
     '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
-    '.devcontainer/Dockerfile': 'FROM node:22\nRUN apt-get update\n',
+    '.devcontainer/Dockerfile': 'FROM node:22 AS build\nRUN apt-get update\nFROM build\nCOPY --from=build /x /x\n',
   });
   const [[f], [r]] = await Promise.all([measure(features), measure(run)]);
-  expect(f.problems.map(reasonOf)).toEqual([expect.stringMatching(/^features \(…\) need a container registry/)]);
-  expect(r.problems.map(reasonOf)).toEqual([expect.stringMatching(/^Dockerfile RUN /)]);
-  expect([...f.problems, ...r.problems].every(namesField)).toBe(true);
+  expect(f.problems.map(reasonOf)).toEqual([
+    expect.stringMatching(/^features\["…"\]: drydock installs features from an OCI registry/),
+  ]);
+  expect(r.problems).toEqual([]);
+  expect(f.problems.every(namesField)).toBe(true);
+});
+
+test("a Dockerfile whose FROM the worker cannot read is refused naming its line, as the builder's path refuses it", async () => {
+  const folder = await repo({
+    '.devcontainer/devcontainer.json': '{ "build": { "dockerfile": "Dockerfile" } }',
+    '.devcontainer/Dockerfile': 'ARG VERSION\nFROM node:${VERSION}\nRUN true\n',
+  });
+  const [d] = await measure(folder);
+  expect(d.problems).toEqual([expect.stringMatching(/Dockerfile, line 2: .*the ARG VERSION has no value/)]);
+  expect(d.problems.map(reasonOf)).toEqual([expect.stringMatching(/^Dockerfile /)]);
+  expect(d.problems.every(namesField)).toBe(true);
 });
 
 test('a root compose file no dev container names is read as one naming it would have it read', async () => {

@@ -1,6 +1,6 @@
 /**
  * Image references and where an image may come from (workflows/rules/images.ts):
- * Docker's normalization, the operator's registry allowlist, pinning by digest.
+ * Docker's normalization, the operator's registry allowlist, pinning by digest, images no repo may start from.
  */
 import {
   formatImageReference,
@@ -8,6 +8,7 @@ import {
   isRegistryName,
   parseImageReference,
   pinnedReference,
+  repoMadeImage,
 } from '../../workflows/rules/images';
 
 const DIGEST = `sha256:${'ab'.repeat(32)}`;
@@ -107,4 +108,15 @@ test('an image id or the start of one is refused: Docker resolves it to any imag
   for (const image of ['postgres:17', 'cafe:1', 'localhost/cafe', `redis@sha256:${id}`]) {
     expect([image, imageSource({ ...base, image }).from]).toEqual([image, 'host']);
   }
+});
+
+test("an image drydock made from a repository is no repo's base; the host's own images are", () => {
+  const snapshot = { 'drydock.image': 'snapshot', 'drydock.snapshot.repo': 'https://github.com/acme/other.git' };
+  expect(repoMadeImage('drydock-snap-x:1', snapshot)).toMatch(/made by drydock from a repository \(a snapshot\)/);
+  expect(repoMadeImage('drydock-repo-x:1', { 'drydock.image': 'repo' })).toMatch(/a repository's Dockerfile build/);
+  expect(repoMadeImage('drydock-env-x:1', { 'drydock.image': 'environment' })).toMatch(/a repository's environment/);
+  // Built outside drydock on top of a snapshot: the snapshot's labels are inherited.
+  expect(repoMadeImage('mine:1', { 'drydock.image': 'base', 'drydock.snapshot.repo': 'x' })).toBeDefined();
+  expect(repoMadeImage('drydock-base:1', { 'drydock.image': 'base' })).toBeUndefined();
+  expect(repoMadeImage('debian:trixie-slim', {})).toBeUndefined();
 });

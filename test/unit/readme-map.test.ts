@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { productFolders } from '../support/product-folders';
 
 const root = path.resolve(__dirname, '../..');
 const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
@@ -26,25 +27,8 @@ const NAMED_AS_A_WHOLE = [
   'bench/workflows/',
   'workers/console/assets/',
 ];
-/** Folders of the map: each of their files must be named. */
-const LISTED = [
-  'workflows/',
-  'platform/',
-  'store/',
-  'models/',
-  'github/',
-  'repos/',
-  'identity/',
-  'slack/',
-  'linear/',
-  'review/',
-  'sandbox/',
-  'activities/',
-  'workers/',
-  'cli/',
-  'sandbox-images/',
-  'bench/',
-];
+/** Folders of the map: each of their files must be named (every product folder, read from the tree). */
+const LISTED = productFolders.map((dir) => `${dir}/`);
 
 /** The map's code block. */
 function mapBlock(): string[] {

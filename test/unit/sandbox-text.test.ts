@@ -4,7 +4,7 @@
  * change's files; in Slack the diffstat as git wrote it, as literal text,
  * Approve only beside the whole of it, the console linked.
  */
-import { checkReport, endComment, type ProgressInput } from '../../activities/github';
+import { checkReport, endComment, type ProgressInput } from '../../github/activities';
 import { annotationsOf } from '../../github/check-runs';
 import { fenced, withoutMentions } from '../../github/sandbox-text';
 import { statusMessage } from '../../slack/message';

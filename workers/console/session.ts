@@ -23,6 +23,8 @@ export interface LiveExtras {
   running?: string;
   /** This server's address, for `drydock attach --server`. */
   server?: string;
+  /** Each service's log as the last checkpoint kept it (the artifact `services/<name>.log`), by name. */
+  serviceLogs?: { name: string; ref: string; text: string }[];
 }
 
 /** The page's own scripts (./assets), in order. */
@@ -74,13 +76,30 @@ ${changeSection(s, extra)}
 <h2>Tests</h2><div id="tests">${testsSection(s)}</div>
 ${reviewBox(s, who)}
 ${roundsSection(s)}
-${attachSection(s, extra.server)}
+${attachSection(s, who, extra.server)}
 <h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
 ${running}
+${serviceLogsSection(extra.serviceLogs)}
 <h2>Timeline</h2><div class="scroll" tabindex="0" role="region" aria-label="timeline"><table id="timeline"><tr><th>step</th><th>phase</th><th>result</th><th>duration</th><th>detail</th></tr>${s.timeline.map(timelineRow).join('')}</table></div>
 <h2>Decisions</h2><ul id="decisions">${decisionsList(s)}</ul>
 ${s.pushed ? `<p>Pushed <code>${esc(s.branch)}</code> at <code>${esc(s.pushed.commit.slice(0, 12))}</code>.</p>` : ''}
 ${s.pullRequest ? `<p>Pull request: <a href="${esc(s.pullRequest.url)}">${esc(s.pullRequest.url)}</a></p>` : ''}`;
+}
+
+/** Lines of a service's log the page shows (a link gives the rest the checkpoint kept). */
+const SERVICE_LOG_SHOWN = 40;
+
+/** The services' logs, as the last checkpoint kept them: the end of each, and a link to what was kept. */
+function serviceLogsSection(logs: LiveExtras['serviceLogs']): string {
+  if (!logs?.length) return '';
+  const each = logs.map(
+    (l) => `<h3>${esc(l.name)}</h3>
+<div class="scroll" tabindex="0" role="region" aria-label="log of ${esc(l.name)}"><pre class="service-log" data-service="${esc(l.name)}">${esc(l.text.split('\n').slice(-SERVICE_LOG_SHOWN).join('\n'))}</pre></div>
+<p><a href="/artifacts/${esc(l.ref)}">the whole log kept</a></p>`,
+  );
+  return `<section id="service-logs" aria-labelledby="service-logs-title"><h2 id="service-logs-title">Service logs</h2>
+<p>As of the last checkpoint (after each agent step).</p>
+${each.join('\n')}</section>`;
 }
 
 /** The interdiff (a later round), then the whole change. */
@@ -220,18 +239,20 @@ placeholder="${script ? 'a shell command, or [{&quot;run&quot;: &quot;…&quot;}
 const ATTACH_PHASES = ['agent', 'verifying', 'awaiting_approval', 'attached'];
 
 /** Who is in the sandbox, or the exact commands to get in: on the sandbox's host, or through this server. */
-function attachSection(s: SessionStatus, server?: string): string {
+function attachSection(s: SessionStatus, who: string, server?: string): string {
   const a = s.attached;
   if (a) {
     return `<section class="pending" id="attach"><h2>Attached</h2><p><strong>${esc(a.by)}</strong> is in the sandbox
 <code>${esc(a.sandbox)}</code> since ${esc(a.at)}: the agent waits until they exit the shell; then the session
-commits and verifies their edits.</p></section>`;
+commits and verifies their edits.${a.by === who ? ` <a id="open-terminal" href="/sessions/${encodeURIComponent(s.sessionId)}/terminal">Back to your terminal</a>` : ''}</p></section>`;
   }
   if (!ATTACH_PHASES.includes(s.phase) || !s.sandbox) return '';
   const id = shellQuote(s.sessionId);
   const remote = server ? `DRYDOCK_API_TOKEN=&lt;your token&gt; drydock attach ${esc(id)} --server ${esc(server)}` : '';
   return `<section id="attach"><h2>Take over</h2><p>A shell in the sandbox (its user, in /workspace); the agent waits
-until you exit, then your edits are committed and verified as part of the change. On the sandbox's host
+until you exit, then your edits are committed and verified as part of the change.
+<a id="open-terminal" href="/sessions/${encodeURIComponent(s.sessionId)}/terminal">Open a terminal here</a>
+(approvers and the requester). On the sandbox's host
 (<code>${esc(s.sandbox.host)}</code>):</p><pre id="attach-command">drydock attach ${esc(id)}</pre>
 ${remote ? `<p>From another machine, through this server:</p><pre id="attach-remote">${remote}</pre>` : ''}</section>`;
 }

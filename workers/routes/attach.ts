@@ -50,7 +50,7 @@ export async function attachUpgrade(
     ctx.log.info({ sessionId: id, by, sandbox: name }, 'attached through serve');
     await bridgeShell(socket, shell);
   } catch (err) {
-    answer(ctx, socket, err);
+    answerUpgrade(ctx, socket, err);
   } finally {
     if (attachedAs) await detachQuietly(ctx, attachedAs.id, attachedAs.by);
   }
@@ -80,7 +80,7 @@ function sessionIdOf(pathname: string): string {
 }
 
 /** An error before the Upgrade is an HTTP answer on the raw socket; after it, the connection just ends. */
-function answer(ctx: ServeContext, socket: Duplex, err: unknown): void {
+export function answerUpgrade(ctx: ServeContext, socket: Duplex, err: unknown): void {
   const status =
     err instanceof HttpError
       ? err.status

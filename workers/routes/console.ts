@@ -103,7 +103,24 @@ async function liveExtras(ctx: ServeContext, s: SessionStatus, who: string): Pro
     facts: s.agent?.changed ? await reviewFacts(ctx, s, diff) : undefined,
     running: stepRunning ? await newestLogTail(ctx, s.sessionId) : undefined,
     server: consoleUrl(ctx.config),
+    serviceLogs: await serviceLogsOf(ctx, s.sessionId),
   };
+}
+
+/** The services' logs the session's last checkpoint kept (sandbox/activities/service-data.ts), by name. */
+async function serviceLogsOf(ctx: ServeContext, sessionId: string): Promise<LiveExtras['serviceLogs']> {
+  const names = await readdir(path.join(ctx.artifacts.pathOf(sessionId), 'services')).catch(() => [] as string[]);
+  const logs = await Promise.all(
+    names
+      .filter((f) => f.endsWith('.log'))
+      .sort()
+      .map(async (f) => {
+        const ref = `${sessionId}/services/${f}`;
+        const text = (await ctx.artifacts.get(sessionId, `services/${f}`))?.toString('utf8') ?? '';
+        return { name: f.slice(0, -'.log'.length), ref, text };
+      }),
+  );
+  return logs.length ? logs : undefined;
 }
 
 /** The summary's facts: the files of the diff, what ran (the audit trail), each test (the JUnit reports kept). */
@@ -145,7 +162,7 @@ async function newestLogTail(ctx: ServeContext, sessionId: string): Promise<stri
 }
 
 /** The console's own scripts (./console/assets), by name; nothing else is served from there. */
-const SCRIPTS = ['attempts.js', 'review-clock.js', 'session.js', 'tokens.js'];
+const SCRIPTS = ['attempts.js', 'review-clock.js', 'session.js', 'terminal.js', 'tokens.js'];
 
 /** GET /assets/console/<name>.js: a script of the console's pages (allowed by the page's nonce). */
 export async function consoleScript(res: ServerResponse, name: string): Promise<void> {

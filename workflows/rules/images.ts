@@ -4,7 +4,8 @@
  * operator put it there); any other is pulled only from a registry the
  * operator allows (`repo add --allow-registry`, DRYDOCK_ALLOWED_REGISTRIES),
  * once, at a snapshot build, and pinned by digest in the snapshot's record;
- * a session never pulls. Pure: the caller says whether the image is on the host.
+ * a session never pulls. And never an image drydock made from a repository
+ * (repoMadeImage). Pure: the caller says whether the image is on the host.
  */
 
 /** A parsed image reference, normalized the way Docker does (docker.io, library/). */
@@ -124,4 +125,29 @@ export function imageSource(args: {
       `(allowed: ${registries.join(', ') || 'none'}): allow it with 'drydock repo add ${repo} --allow-registry ${parsed.registry}' ` +
       `or DRYDOCK_ALLOWED_REGISTRIES, or load the image onto the worker's host`,
   };
+}
+
+/** Images drydock makes from a repository's content, by their `drydock.image` label (the snapshots': sandbox/snapshots.ts). */
+const REPO_MADE: Record<string, string> = {
+  snapshot: 'a snapshot',
+  repo: "a repository's Dockerfile build",
+  environment: "a repository's environment",
+  'service-build': "a repository's compose service build",
+};
+
+/**
+ * Why a repo may not start from the host's image with these labels, if it
+ * may not: drydock made it from a repository (a snapshot, a repo's Dockerfile
+ * build, an environment), so it holds that repository's source, history and
+ * whatever its setup wrote. Labels are inherited: an image built on one carries them.
+ */
+export function repoMadeImage(image: string, labels: Record<string, string>): string | undefined {
+  const snapshot = Object.keys(labels).some((l) => l.startsWith('drydock.snapshot.'));
+  const kind = labels['drydock.image'] ?? '';
+  const made = snapshot ? REPO_MADE.snapshot : Object.hasOwn(REPO_MADE, kind) ? REPO_MADE[kind] : undefined;
+  if (!made) return undefined;
+  return (
+    `image ${image} was made by drydock from a repository (${made}): it holds that repository's source and setup, ` +
+    'so no repository may start from it; name an image the operator put on the host'
+  );
 }

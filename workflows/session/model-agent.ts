@@ -6,7 +6,7 @@
  */
 import { ActivityFailure, workflowInfo } from '@temporalio/workflow';
 import { RetryState } from '@temporalio/common';
-import type { ModelCallResult } from '../../activities/agent';
+import type { ModelCallResult } from '../../agent-loop/contract';
 import type { AgentCall } from '../api';
 import { durationMs } from '../units';
 import { stepNonce } from './nonce';

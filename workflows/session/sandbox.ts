@@ -162,9 +162,11 @@ export async function reprovision(
         generation: (replaced.generation ?? 0) + 1,
       }),
     );
+    const services = created.restored?.services?.map((s) => s.service);
     record.detail =
       `${created.name} on ${created.host}, ` +
-      (created.restored ? `from the checkpoint after ${created.restored.step}` : 'no checkpoint yet');
+      (created.restored ? `from the checkpoint after ${created.restored.step}` : 'no checkpoint yet') +
+      (services?.length ? ` with the data of ${services.join(', ')}` : '');
     return created;
   });
   run.useSandbox(sandbox);

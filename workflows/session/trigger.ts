@@ -4,7 +4,7 @@
  * Sessions without a trigger skip both.
  */
 import { log } from '@temporalio/workflow';
-import type { ProgressStage } from '../../activities/github';
+import type { ProgressStage } from '../../github/activities';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 

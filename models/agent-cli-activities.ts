@@ -6,11 +6,20 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../workflows/api';
 import { AGENT_CLIS, EXACT_VERSION, sandboxBinary, type AgentCliName } from '../workflows/rules/agent-clis';
-import { ensureAgentCli } from '../models/agent-clis';
-import type { ActivityDeps } from './deps';
+import { ensureAgentCli } from './agent-clis';
 import { heartbeatProgress } from '../platform/heartbeat';
+import type { Logger } from '../platform/log';
 
-export function createAgentCliActivities(deps: Pick<ActivityDeps, 'agentClis' | 'hostId' | 'log'>) {
+/** What installing agent CLIs uses of the worker. */
+export interface AgentCliDeps {
+  /** The host's cache of installed CLIs (DRYDOCK_AGENTS_DIR; absent: no CLI template runs on this worker). */
+  agentClis?: { dir: string };
+  /** This worker's host, for the log. */
+  hostId: string;
+  log: Logger;
+}
+
+export function createAgentCliActivities(deps: AgentCliDeps) {
   return {
     /** The CLI's binary as the sandbox sees it; installs the version on this host first when it is missing. */
     async installAgentCli(input: {

@@ -10,13 +10,13 @@ import { randomBytes } from 'node:crypto';
 import type { Octokit } from '@octokit/rest';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType, type Outcome, type TestReport } from '../workflows/api';
-import { upsertCheckRun, type CheckConclusion, type CheckReport } from '../github/check-runs';
+import { upsertCheckRun, type CheckConclusion, type CheckReport } from './check-runs';
 import type { TriggerOrigin } from '../workflows/input';
-import type { ActivityDeps } from './deps';
-import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../github/client';
-import { fenced, withoutMentions } from '../github/sandbox-text';
-import { readTriggerContext, taskWithContext } from '../github/task-context';
-import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from '../github/writes';
+import type { Logger } from '../platform/log';
+import { GitHubCredentialsError, octokitFor, type GitHubSettings, type TokenPermissions } from './client';
+import { fenced, withoutMentions } from './sandbox-text';
+import { readTriggerContext, taskWithContext } from './task-context';
+import { commentOnce, reactOnce, repoRef, setStatusOnce, type RepoRef, type StatusState } from './writes';
 
 /** Moments of a session that GitHub hears about. */
 export type ProgressStage = 'started' | 'awaiting_approval' | 'pull_request' | Outcome;
@@ -125,13 +125,20 @@ function permanent(err: unknown): never {
   throw err;
 }
 
-export function createGitHubActivities({
-  github,
-  sessionLink,
-  reviewLink,
-  secrets,
-  log,
-}: Pick<ActivityDeps, 'github' | 'sessionLink' | 'reviewLink' | 'secrets' | 'log'>) {
+/** What GitHub's activities use of the worker. */
+export interface GitHubDeps {
+  /** The worker's GitHub App or token (DRYDOCK_GITHUB_*). */
+  github: GitHubSettings;
+  /** Link to a session in the Temporal Web UI. */
+  sessionLink: (sessionId: string) => string;
+  /** Link to a session in the review console, for GitHub (default: sessionLink). */
+  reviewLink?: (sessionId: string) => string;
+  /** The secrets a session may grant: scrubbed from what GitHub is told. */
+  secrets: Record<string, string>;
+  log: Logger;
+}
+
+export function createGitHubActivities({ github, sessionLink, reviewLink, secrets, log }: GitHubDeps) {
   const linkTo = (sessionId: string) => (reviewLink ?? sessionLink)(sessionId);
   const octokitOf = (repo: string, permissions: TokenPermissions) =>
     octokitFor(github, repoRef(repo).owner, repoRef(repo).repo, permissions);

@@ -1,0 +1,281 @@
+/**
+ * Dev container features as drydock reads and installs them
+ * (sandbox/features.ts, sandbox/feature-registry.ts): the keys and options
+ * of devcontainer.json, the options as the spec's environment variables,
+ * the install order, the refusals (each naming the feature's field and what
+ * to do), the steps of the builder's layer, and a feature's tar read as
+ * files (a real tar from GNU tar).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { filesOfTar, registryBase } from '../../sandbox/feature-registry';
+import {
+  FeatureError,
+  featureEnvFile,
+  featureRequests,
+  featureSteps,
+  installOrder,
+  optionEnv,
+  optionEnvName,
+  parseFeatureMetadata,
+  type FeatureMetadata,
+  type ResolvedFeature,
+} from '../../sandbox/features';
+
+const SOURCE = '.devcontainer/devcontainer.json';
+
+function feature(key: string, metadata: Partial<FeatureMetadata> = {}, options = {}): ResolvedFeature {
+  const [request] = featureRequests({ [key]: options }, SOURCE, '.devcontainer');
+  return {
+    request,
+    metadata: { id: key, options: {}, containerEnv: {}, installsAfter: [], dependsOn: [], ...metadata },
+    pinned: 'sha256:x',
+  };
+}
+
+describe("devcontainer.json's features", () => {
+  test('an OCI reference with options, a version string, and a local folder', () => {
+    const requests = featureRequests(
+      {
+        'ghcr.io/devcontainers/features/node:1': { version: '20', nvmInstallPath: 3 },
+        'ghcr.io/devcontainers/features/python': 'latest',
+        './local-tool': {},
+      },
+      SOURCE,
+      '.devcontainer',
+    );
+    expect(requests[0]).toMatchObject({
+      field: '.devcontainer/devcontainer.json: features["ghcr.io/devcontainers/features/node:1"]',
+      options: { version: '20', nvmInstallPath: '3' },
+      ref: { registry: 'ghcr.io', repository: 'devcontainers/features/node', tag: '1' },
+    });
+    expect(requests[1]).toMatchObject({ options: { version: 'latest' }, ref: { tag: 'latest' } });
+    expect(requests[2]).toMatchObject({ folder: '.devcontainer/local-tool', options: {} });
+  });
+
+  test.each([
+    [
+      'https://example.com/feature.tgz',
+      {},
+      /features\["https:\/\/example.com\/feature.tgz"\]: .*name the feature by its OCI reference/,
+    ],
+    ['node', {}, /features\["node"\]: .*legacy short id/],
+    ['../elsewhere', {}, /features\["..\/elsewhere"\]: a local feature is a folder inside .devcontainer\//],
+    ['ghcr.io/x/y:1', ['a'], /features\["ghcr.io\/x\/y:1"\]: give the feature's options as an object/],
+    [
+      'ghcr.io/x/y:1',
+      { o: { deep: 1 } },
+      /features\["ghcr.io\/x\/y:1"\].o: an option's value is a string or a boolean/,
+    ],
+    ['ghcr.io/X/y:1', {}, /features\["ghcr.io\/X\/y:1"\]: .*not an image reference/],
+  ])('%s is refused, naming the field', (key, value, message) => {
+    expect(() => featureRequests({ [key]: value }, SOURCE, '.devcontainer')).toThrow(message);
+  });
+});
+
+describe('options as environment variables', () => {
+  test("the spec's names: non-word characters as _, no leading digits or _, upper case", () => {
+    expect(optionEnvName('installZsh')).toBe('INSTALLZSH');
+    expect(optionEnvName('node-gyp.deps')).toBe('NODE_GYP_DEPS');
+    expect(optionEnvName('1st_option')).toBe('_ST_OPTION');
+  });
+
+  const options = {
+    version: { type: 'string' as const, default: 'lts' },
+    installTools: { type: 'boolean' as const, default: true },
+    flavour: { type: 'string' as const, enum: ['a', 'b'] },
+  };
+
+  test('defaults from devcontainer-feature.json, then the values given', () => {
+    expect(optionEnv(feature('ghcr.io/x/node:1', { options }))).toEqual({ VERSION: 'lts', INSTALLTOOLS: 'true' });
+    expect(
+      optionEnv(feature('ghcr.io/x/node:1', { options }, { version: '22', installTools: false, flavour: 'b' })),
+    ).toEqual({ VERSION: '22', INSTALLTOOLS: 'false', FLAVOUR: 'b' });
+  });
+
+  test('an option the feature does not declare is refused, naming the feature and the option', () => {
+    expect(() =>
+      optionEnv(feature('ghcr.io/x/node:1', { id: 'node', options }, { nodeGypDependencies: true })),
+    ).toThrow(
+      '.devcontainer/devcontainer.json: features["ghcr.io/x/node:1"].nodeGypDependencies: the feature node has no ' +
+        'option "nodeGypDependencies" (it declares: version, installTools, flavour): remove it or use one of those',
+    );
+  });
+
+  test('a value its type or enum does not allow is refused', () => {
+    expect(() => optionEnv(feature('ghcr.io/x/n:1', { options }, { installTools: 'yes' }))).toThrow(
+      /\.installTools: "yes" is not a boolean/,
+    );
+    expect(() => optionEnv(feature('ghcr.io/x/n:1', { options }, { flavour: 'c' }))).toThrow(
+      /\.flavour: "c" is not one of the values the feature allows \(a, b\)/,
+    );
+  });
+});
+
+describe('install order', () => {
+  const keys = (fs: ResolvedFeature[]) => fs.map((f) => f.request.key);
+
+  test('as written, a feature after what it dependsOn and installsAfter, overrideFeatureInstallOrder first', () => {
+    const a = feature('ghcr.io/f/a:1', { installsAfter: ['ghcr.io/f/c'] });
+    const b = feature('ghcr.io/f/b:1');
+    const c = feature('ghcr.io/f/c:2', { dependsOn: ['ghcr.io/f/b:1'] });
+    const d = feature('ghcr.io/f/d:1', { installsAfter: ['ghcr.io/f/not-listed'] });
+    expect(keys(installOrder([a, b, c, d]))).toEqual([
+      'ghcr.io/f/b:1',
+      'ghcr.io/f/c:2',
+      'ghcr.io/f/a:1',
+      'ghcr.io/f/d:1',
+    ]);
+    expect(keys(installOrder([a, b, c, d], ['ghcr.io/f/d']))).toEqual([
+      'ghcr.io/f/d:1',
+      'ghcr.io/f/b:1',
+      'ghcr.io/f/c:2',
+      'ghcr.io/f/a:1',
+    ]);
+  });
+
+  test('a dependsOn the dev container does not list is refused, saying what to add', () => {
+    const c = feature('ghcr.io/f/c:1', { dependsOn: ['ghcr.io/devcontainers/features/common-utils:2'] });
+    expect(() => installOrder([c])).toThrow(
+      '.devcontainer/devcontainer.json: features["ghcr.io/f/c:1"]: the feature depends on ' +
+        'ghcr.io/devcontainers/features/common-utils:2 (dependsOn), which the dev container does not list: add ' +
+        '"ghcr.io/devcontainers/features/common-utils:2": {} to features',
+    );
+  });
+
+  test('features that wait for each other are refused, naming them', () => {
+    const a = feature('ghcr.io/f/a:1', { installsAfter: ['ghcr.io/f/b'] });
+    const b = feature('ghcr.io/f/b:1', { installsAfter: ['ghcr.io/f/a'] });
+    expect(() => installOrder([a, b], [], SOURCE)).toThrow(
+      /features ghcr.io\/f\/a:1, ghcr.io\/f\/b:1 wait for each other/,
+    );
+  });
+});
+
+describe("a feature's devcontainer-feature.json", () => {
+  const field = 'features["ghcr.io/x/y:1"]';
+  test('read for its options, containerEnv and order', () => {
+    const text = JSON.stringify({
+      id: 'y',
+      version: '1.2.0',
+      options: { version: { type: 'string', default: 'lts', proposals: ['lts'] } },
+      containerEnv: { PATH: '/opt/y/bin:${PATH}' },
+      installsAfter: ['ghcr.io/x/z'],
+      customizations: { vscode: {} },
+    });
+    expect(parseFeatureMetadata(text, field)).toEqual({
+      id: 'y',
+      version: '1.2.0',
+      options: { version: { type: 'string', default: 'lts', proposals: ['lts'] } },
+      containerEnv: { PATH: '/opt/y/bin:${PATH}' },
+      installsAfter: ['ghcr.io/x/z'],
+      dependsOn: [],
+    });
+  });
+
+  test.each([
+    [{ id: 'dind', privileged: true }, /asks for privileged .* a sandbox is never privileged/],
+    [{ id: 'y', mounts: [{ source: 'v', target: '/v', type: 'volume' }] }, /asks for mounts/],
+    [
+      { id: 'y', postCreateCommand: 'y init' },
+      /has postCreateCommand .*put that command in the dev container's postCreateCommand/,
+    ],
+    [{ id: 'y', options: { o: { type: 'number' } } }, /devcontainer-feature.json: options.o.type/],
+  ])('what a sandbox cannot honour is refused, naming the feature: %j', (json, message) => {
+    expect(() => parseFeatureMetadata(JSON.stringify(json), field)).toThrow(message);
+    expect(() => parseFeatureMetadata(JSON.stringify(json), field)).toThrow(FeatureError);
+  });
+
+  test('none at all is refused', () => {
+    expect(() => parseFeatureMetadata(undefined, field)).toThrow(
+      `${field}: the feature has no devcontainer-feature.json`,
+    );
+  });
+});
+
+describe("the builder's steps", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'features-'));
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  test('each feature copied, its containerEnv set, install.sh run as root with its environment file', () => {
+    const a = feature('ghcr.io/f/a:1', { containerEnv: { A_HOME: '/opt/a', PATH: '/opt/a/bin:${PATH}' } });
+    const b = feature('./b');
+    expect(featureSteps([a, b])).toEqual([
+      'USER root',
+      'COPY features/0/ /tmp/drydock-features/0/',
+      'ENV A_HOME="/opt/a"',
+      'ENV PATH="/opt/a/bin:${PATH}"',
+      'RUN ["/bin/sh","-c","cd /tmp/drydock-features/0 && set -a && . ./devcontainer-features.env && set +a && chmod +x ./install.sh && ./install.sh"]',
+      'COPY features/1/ /tmp/drydock-features/1/',
+      'RUN ["/bin/sh","-c","cd /tmp/drydock-features/1 && set -a && . ./devcontainer-features.env && set +a && chmod +x ./install.sh && ./install.sh"]',
+      'RUN ["/bin/sh","-c","rm -rf /tmp/drydock-features"]',
+    ]);
+    expect(featureSteps([])).toEqual([]);
+  });
+
+  test('the environment file gives install.sh its options and the users, homes read from /etc/passwd', async () => {
+    const options = { greeting: { type: 'string' as const, default: 'hi' } };
+    const f = feature('ghcr.io/f/a:1', { options }, { greeting: "it's $(not run)" });
+    await writeFile(path.join(dir, 'env'), featureEnvFile(f, { remoteUser: 'root', containerUser: 'root' }));
+    const out = execFileSync('sh', [
+      '-c',
+      `set -a; . ${dir}/env; set +a; sh -c 'echo "$GREETING|$_REMOTE_USER|$_REMOTE_USER_HOME|$_CONTAINER_USER_HOME"'`,
+    ]).toString();
+    expect(out.trim()).toBe("it's $(not run)|root|/root|/root");
+  });
+});
+
+describe("a feature's tar", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'feature-tar-'));
+  });
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  const tarOf = (folder: string, format = 'posix') =>
+    execFileSync('tar', ['-c', `--format=${format}`, '-f', '-', '-C', folder, '.']);
+
+  test('files and folders, executable bits and long names kept', async () => {
+    const long = `${'deep-'.repeat(30)}name.sh`;
+    await mkdir(path.join(dir, 'f', 'lib'), { recursive: true });
+    await writeFile(path.join(dir, 'f', 'install.sh'), '#!/bin/sh\necho hi\n', { mode: 0o755 });
+    await writeFile(path.join(dir, 'f', 'lib', long), 'x');
+    for (const format of ['posix', 'gnu']) {
+      const tree = filesOfTar(tarOf(path.join(dir, 'f'), format), 'f');
+      expect(tree.entries['install.sh']).toEqual({
+        kind: 'file',
+        mode: 0o755,
+        data: Buffer.from('#!/bin/sh\necho hi\n'),
+      });
+      const lib = tree.entries.lib;
+      expect(lib.kind === 'folder' && lib.entries[long]).toEqual({ kind: 'file', mode: 0o644, data: Buffer.from('x') });
+    }
+  });
+
+  test('a link is refused, naming the entry', async () => {
+    await mkdir(path.join(dir, 'f'));
+    await symlink('/etc/passwd', path.join(dir, 'f', 'passwd'));
+    expect(() => filesOfTar(tarOf(path.join(dir, 'f')), 'features["x"]')).toThrow(
+      'features["x"]: the feature\'s entry "./passwd" is a link or a special file, which drydock does not copy',
+    );
+  });
+
+  test('an entry that climbs out of the feature is refused', async () => {
+    await mkdir(path.join(dir, 'f'));
+    await writeFile(path.join(dir, 'escape'), 'x');
+    const tar = execFileSync('tar', ['-c', '-P', '-f', '-', '-C', path.join(dir, 'f'), '../escape'], { stdio: 'pipe' });
+    expect(() => filesOfTar(tar, 'features["x"]')).toThrow(/entry "..\/escape" is outside its folder/);
+  });
+});
+
+test('a loopback registry is plain HTTP, any other HTTPS', () => {
+  expect(registryBase('127.0.0.1:5000')).toBe('http://127.0.0.1:5000/v2/');
+  expect(registryBase('localhost:5000')).toBe('http://localhost:5000/v2/');
+  expect(registryBase('ghcr.io')).toBe('https://ghcr.io/v2/');
+  expect(registryBase('127.0.0.1.example.com')).toBe('https://127.0.0.1.example.com/v2/');
+});

@@ -1,0 +1,76 @@
+/**
+ * A service's data put back from a checkpoint's copy (sandbox/docker/service-data.ts),
+ * with real tar on a real folder: an overlay's whiteout (a 0/0 device) and opaque folder
+ * (a trusted xattr) come back as they were, a folder of the same service made earlier
+ * is replaced whole, and a copy over other lower layers is not used.
+ */
+import { execFileSync } from 'node:child_process';
+import { lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type Docker from 'dockerode';
+import { lowersOf, restoreServiceData } from '../../sandbox/docker/service-data';
+import { SandboxStorageRoot } from '../../sandbox/docker/storage';
+
+const folders = [
+  { path: '/var/lib/postgresql/data', from: { image: 'drydock-data-x:db', path: '/drydock-data/0/data' } },
+];
+let root: string;
+beforeEach(async () => {
+  root = await mkdtemp(path.join(tmpdir(), 'drydock-service-data-'));
+});
+afterEach(() => rm(root, { recursive: true, force: true }));
+
+/** A copy as saveServiceData makes it: `0/upper` with a file, a whiteout and an opaque folder, gzipped. */
+async function copyOf(): Promise<Buffer> {
+  const from = path.join(root, 'from');
+  await mkdir(path.join(from, '0', 'upper', 'base', 'opaque'), { recursive: true });
+  await writeFile(path.join(from, '0', 'upper', 'base', '16384'), 'row written');
+  execFileSync('mknod', [path.join(from, '0', 'upper', 'base', 'deleted'), 'c', '0', '0']);
+  // Python's os.setxattr: no attr package needed.
+  const opaque = path.join(from, '0', 'upper', 'base', 'opaque');
+  execFileSync('python3', ['-c', 'import os,sys; os.setxattr(sys.argv[1], "trusted.overlay.opaque", b"y")', opaque]);
+  return execFileSync('tar', [
+    '-c',
+    '-z',
+    '--xattrs',
+    '--xattrs-include=trusted.overlay.*',
+    '--numeric-owner',
+    '-C',
+    from,
+    '0/upper',
+  ]);
+}
+
+test('a copy comes back as the upper layer, whiteouts and opaque folders kept; a stale folder is replaced', async () => {
+  const tar = await copyOf();
+  const storage = new SandboxStorageRoot({} as Docker, path.join(root, 'storage'));
+  const services = path.join(root, 'storage', 'sandboxes', 'drydock-s-r1', 'fs', 'services');
+  await mkdir(path.join(services, 'db', '0', 'upper'), { recursive: true });
+  await writeFile(path.join(services, 'db', '0', 'upper', 'stale'), 'from an earlier try');
+  const spec = { sandbox: 'drydock-s-r1', service: 'db', folders };
+  expect(await restoreServiceData(storage, spec, { lowers: lowersOf(folders), tar })).toBe(true);
+  const upper = path.join(services, 'db', '0', 'upper');
+  expect(await readFile(path.join(upper, 'base', '16384'), 'utf8')).toBe('row written');
+  const whiteout = await lstat(path.join(upper, 'base', 'deleted'));
+  expect([whiteout.isCharacterDevice(), whiteout.rdev]).toEqual([true, 0]);
+  const opaque = execFileSync('python3', [
+    '-c',
+    'import os,sys; print(os.getxattr(sys.argv[1], "trusted.overlay.opaque").decode(), end="")',
+    path.join(upper, 'base', 'opaque'),
+  ]);
+  expect(opaque.toString()).toBe('y');
+  await expect(lstat(path.join(upper, 'stale'))).rejects.toThrow(/ENOENT/);
+});
+
+test('a copy over other lower layers (another snapshot) is not used', async () => {
+  const tar = await copyOf();
+  const storage = new SandboxStorageRoot({} as Docker, path.join(root, 'storage'));
+  await mkdir(path.join(root, 'storage', 'sandboxes', 'drydock-s-r1', 'fs'), { recursive: true });
+  const other = [{ ...folders[0], from: { ...folders[0].from, image: 'drydock-data-y:db' } }];
+  const spec = { sandbox: 'drydock-s-r1', service: 'db', folders };
+  expect(await restoreServiceData(storage, spec, { lowers: lowersOf(other), tar })).toBe(false);
+  await expect(lstat(path.join(root, 'storage', 'sandboxes', 'drydock-s-r1', 'fs', 'services'))).rejects.toThrow(
+    /ENOENT/,
+  );
+});

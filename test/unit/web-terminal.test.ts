@@ -1,0 +1,221 @@
+/**
+ * The console terminal's protocol (sandbox/web-terminal.ts) and the route's
+ * Origin check: controls, the input rate, the audit batches, the tickets,
+ * and the bridge over a real WebSocket on loopback to a real program (`cat`
+ * on pipes standing in for the sandbox's TTY): keys in, filtered output out,
+ * and the limits closing the socket with their reasons.
+ */
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Duplex } from 'node:stream';
+import WebSocket, { WebSocketServer } from 'ws';
+import type { SandboxShell, TtySize } from '../../sandbox/provider';
+import {
+  bridgeWebTerminal,
+  CLOSE,
+  InputBatcher,
+  InputRate,
+  parseControl,
+  TERMINAL_LIMITS,
+  TerminalTickets,
+  type BridgeEnd,
+  type InputBatch,
+} from '../../sandbox/web-terminal';
+import { originRefusal } from '../../workers/routes/terminal';
+
+describe('controls', () => {
+  test('resize is bounded, detach is itself, anything else names what to send', () => {
+    expect(parseControl('{"type":"resize","cols":120,"rows":40}')).toEqual({
+      type: 'resize',
+      size: { cols: 120, rows: 40 },
+    });
+    expect(parseControl('{"type":"resize","cols":100000,"rows":-1}')).toEqual({
+      type: 'resize',
+      size: { cols: 80, rows: 80 },
+    });
+    expect(parseControl('{"type":"detach"}')).toEqual({ type: 'detach' });
+    expect(parseControl('{"type":"exec"}')).toBe('unknown control type "exec": send "resize" or "detach"');
+    expect(parseControl('ls\r')).toMatch(/^a text message must be JSON/);
+  });
+});
+
+describe('the input rate', () => {
+  const limits = { inputBytesPerSecond: 1000, inputBurstBytes: 4000, messageCostBytes: 10 };
+
+  test('a burst passes up to its size, then the sustained rate refills it', () => {
+    const rate = new InputRate(0, limits);
+    expect(rate.take(4000, 0)).toBe(true);
+    expect(rate.take(1, 0)).toBe(false);
+    expect(rate.take(500, 500)).toBe(true); // half a second: 500 bytes back
+    expect(rate.take(600, 500)).toBe(false);
+    expect(rate.take(4000, 100_000)).toBe(true); // never more than the burst
+    expect(rate.take(1, 100_000)).toBe(false);
+  });
+
+  test('tiny messages cost the least a message costs', () => {
+    const rate = new InputRate(0, limits);
+    let sent = 0;
+    while (rate.take(1, 0)) sent++;
+    expect(sent).toBe(400);
+  });
+});
+
+describe('audit batches', () => {
+  const limits = { auditBatchMs: 1000, auditBatchBytes: 8 };
+
+  test('a batch closes when full, when its first key is old, or at the flush; every byte in one', () => {
+    const batcher = new InputBatcher(limits);
+    expect(batcher.push(Buffer.from('ls'), 0)).toBeUndefined();
+    expect(batcher.due(999)).toBeUndefined();
+    expect(batcher.due(1000)).toMatchObject({ seq: 1, input: 'ls', bytes: 2 });
+    expect(batcher.push(Buffer.from('echo '), 2000)).toBeUndefined();
+    expect(batcher.push(Buffer.from('hi\r'), 2100)).toMatchObject({
+      seq: 2,
+      input: 'echo hi\r',
+      firstAt: new Date(2000).toISOString(),
+      lastAt: new Date(2100).toISOString(),
+    });
+    expect(batcher.flush()).toBeUndefined();
+    batcher.push(Buffer.from('\u0003'), 3000);
+    expect(batcher.flush()).toMatchObject({ seq: 3, input: '\u0003', bytes: 1 });
+  });
+});
+
+describe('tickets', () => {
+  test('open only their session, for their person, until they run out', () => {
+    const tickets = new TerminalTickets(Buffer.alloc(32, 1), 60_000);
+    const ticket = tickets.issue('s-1', 'rita', 1_000);
+    expect(tickets.refusal(ticket, 's-1', 'rita', 61_000)).toBeUndefined();
+    expect(tickets.refusal(ticket, 's-2', 'rita', 1_000)).toMatch(/not for this session and person/);
+    expect(tickets.refusal(ticket, 's-1', 'mallory', 1_000)).toMatch(/not for this session and person/);
+    expect(tickets.refusal(ticket, 's-1', 'rita', 61_001)).toBe(
+      'the terminal ticket ran out: reload the terminal page',
+    );
+    expect(tickets.refusal(null, 's-1', 'rita', 1_000)).toMatch(/missing/);
+    // Another serve process (another key) does not take it.
+    expect(new TerminalTickets().refusal(ticket, 's-1', 'rita', 1_000)).toMatch(/not for this session/);
+  });
+});
+
+describe('the Origin check', () => {
+  const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
+
+  test("the console's URL or the request's own host; another site or none is refused", () => {
+    const console = 'https://drydock.example';
+    expect(originRefusal(req({ origin: 'https://drydock.example', host: 'internal:8080' }), console)).toBeUndefined();
+    expect(originRefusal(req({ origin: 'http://127.0.0.1:8080', host: '127.0.0.1:8080' }), console)).toBeUndefined();
+    expect(originRefusal(req({ origin: 'https://evil.example', host: '127.0.0.1:8080' }), console)).toBe(
+      "the Origin https://evil.example is not this console's: open the terminal from the console's own page",
+    );
+    expect(originRefusal(req({ host: '127.0.0.1:8080' }), console)).toMatch(/needs an Origin header/);
+  });
+});
+
+/** `cat` on pipes as the shell: what is typed comes back, as a TTY's echo would. */
+function catShell(resized: TtySize[]): SandboxShell {
+  const child = spawn('cat', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const stream = Duplex.from({ writable: child.stdin, readable: child.stdout });
+  stream.on('close', () => child.kill());
+  return {
+    stream,
+    resize: async (size) => void resized.push(size),
+    exitCode: () => new Promise((resolve) => child.on('exit', (code) => resolve(code ?? -1))),
+  };
+}
+
+/** A WebSocket server on loopback whose one connection is bridged to `cat`; a client connected to it. */
+async function bridged(limits = TERMINAL_LIMITS) {
+  const http = createServer();
+  const wss = new WebSocketServer({ server: http, maxPayload: TERMINAL_LIMITS.maxMessageBytes });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const batches: InputBatch[] = [];
+  const resized: TtySize[] = [];
+  const end = new Promise<BridgeEnd>((resolve) =>
+    wss.once('connection', (socket) =>
+      resolve(bridgeWebTerminal(socket, catShell(resized), { audit: async (b) => void batches.push(b), limits })),
+    ),
+  );
+  const client = new WebSocket(`ws://127.0.0.1:${(http.address() as AddressInfo).port}/`);
+  await new Promise((resolve, reject) => client.once('open', resolve).once('error', reject));
+  let output = '';
+  client.on('message', (data: Buffer) => (output += data.toString('utf8')));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    client.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
+  const stop = async () => {
+    client.terminate();
+    wss.close();
+    await new Promise((resolve) => http.close(resolve));
+  };
+  return { client, end, closed, batches, resized, output: () => output, stop };
+}
+
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+describe('the bridge', () => {
+  test('keys reach the shell, its output comes back without an OSC 52, a detach audits the last batch', async () => {
+    const t = await bridged();
+    try {
+      t.client.send(Buffer.from('echo hi\n'));
+      t.client.send(Buffer.from('x\u001b]52;c;ZXZpbA==\u0007y\n'));
+      t.client.send(JSON.stringify({ type: 'resize', cols: 100, rows: 30 }));
+      await until(() => t.output().includes('y\n'));
+      expect(t.output()).toBe('echo hi\nxy\n');
+      t.client.send(JSON.stringify({ type: 'detach' }));
+      expect(await t.end).toBe('detach');
+      expect(t.resized).toEqual([{ cols: 100, rows: 30 }]);
+      // Both key messages in one batch (within 2 s and 4 KiB), the escape as typed.
+      expect(t.batches.map((b) => b.input)).toEqual(['echo hi\nx\u001b]52;c;ZXZpbA==\u0007y\n']);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('a message over the size limit closes the socket (1009)', async () => {
+    const t = await bridged();
+    try {
+      t.client.send(Buffer.alloc(TERMINAL_LIMITS.maxMessageBytes + 1, 'a'));
+      expect((await t.closed).code).toBe(CLOSE.tooBig);
+      expect(await t.end).toBe('socket-closed');
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('input over the rate closes the socket (1008) naming the rate; what was typed before is audited', async () => {
+    const t = await bridged();
+    try {
+      for (let i = 0; i < 6; i++) t.client.send(Buffer.alloc(TERMINAL_LIMITS.maxMessageBytes, 'a'));
+      expect(await t.closed).toEqual({ code: CLOSE.policy, reason: 'input over 32768 bytes/s' });
+      expect(await t.end).toEqual({ closed: CLOSE.policy, reason: 'input over 32768 bytes/s' });
+      const audited = t.batches.reduce((sum, b) => sum + b.bytes, 0);
+      expect(audited).toBe(TERMINAL_LIMITS.inputBurstBytes); // the four that fitted, every byte of them
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('a control that is not one closes the socket (1008) with what to send', async () => {
+    const t = await bridged();
+    try {
+      t.client.send('rm -rf /');
+      expect((await t.closed).reason).toMatch(/^a text message must be JSON/);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('no input for the idle time detaches (4408), the keys before it audited', async () => {
+    const t = await bridged({ ...TERMINAL_LIMITS, idleMs: 1000, auditBatchMs: 100 });
+    try {
+      t.client.send(Buffer.from('true\n'));
+      expect(await t.closed).toEqual({ code: CLOSE.idle, reason: 'no input for 1 s: detached' });
+      expect(t.batches.map((b) => b.input)).toEqual(['true\n']);
+    } finally {
+      await t.stop();
+    }
+  });
+});

@@ -1,0 +1,180 @@
+/**
+ * The console's terminal: GET /sessions/:id/terminal (the page, with a ticket
+ * for its socket) and GET /sessions/:id/terminal/socket (a WebSocket). The
+ * socket is `drydock attach` for a browser: the same roles (an approver or
+ * the requester), the same `attach`/`detach` updates (the agent waits; the
+ * edits are committed, verified and reviewed again), the same shell and
+ * escape filter; besides, every batch of keystrokes is an `attach.input` row
+ * of the audit trail under the signed-in person's name
+ * (sandbox/web-terminal.ts holds the protocol and its limits).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { readFile } from 'node:fs/promises';
+import type WebSocket from 'ws';
+import type { WebSocketServer } from 'ws';
+import { AttachRefused, boundedSize, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
+import { sandboxOf } from '../../sandbox/handle';
+import type { SandboxProvider } from '../../sandbox/provider';
+import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
+import { readableStatus, steeringRefused } from '../access';
+import { terminalPage } from '../console/terminal';
+import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';
+import { answerUpgrade } from './attach';
+
+const SOCKET_PATH = /^\/sessions\/([^/]+)\/terminal\/socket$/;
+
+/** This process's tickets: a page served by this serve opens a socket on it within a minute. */
+const tickets = new TerminalTickets();
+
+/** GET /sessions/:id/terminal: the page, for a person who may attach (403 naming the role otherwise). */
+export async function terminalPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string) {
+  const s = await readableStatus(ctx, id, who);
+  const refused = await steeringRefused(ctx, who, s);
+  if (refused) throw new HttpError(403, refused);
+  const nonce = randomBytes(16).toString('base64');
+  sendHtml(res, 200, terminalPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()) }), nonce);
+}
+
+/** GET /assets/xterm/xterm.js and xterm.css: xterm.js from the project's node_modules (no CDN). */
+export async function xtermAsset(res: ServerResponse, name: string): Promise<void> {
+  const file = name === 'xterm.js' ? '@xterm/xterm/lib/xterm.js' : '@xterm/xterm/css/xterm.css';
+  const type = name === 'xterm.js' ? 'text/javascript' : 'text/css';
+  res.writeHead(200, { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'public, max-age=86400' });
+  res.end(await readFile(require.resolve(file)));
+}
+
+/** Whether an Upgrade request is for a terminal socket. */
+export function isTerminalUpgrade(req: IncomingMessage): boolean {
+  return SOCKET_PATH.test(new URL(req.url ?? '/', 'http://drydock').pathname);
+}
+
+/**
+ * Why the request's Origin is not the console's own; undefined when it is:
+ * the console's configured URL, or the very host the request was sent to.
+ * A browser always sends Origin on a WebSocket; a request without one is refused.
+ */
+export function originRefusal(req: IncomingMessage, console: string): string | undefined {
+  const origin = header(req, 'origin');
+  if (!origin) return 'a terminal socket needs an Origin header (open it from the console)';
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    return `the Origin ${origin} is not a URL`;
+  }
+  if (origin === new URL(console).origin || host === header(req, 'host')) return undefined;
+  return `the Origin ${origin} is not this console's: open the terminal from the console's own page`;
+}
+
+/** The checks before the Upgrade, answered over HTTP: who, from where, with which ticket, with which role. */
+async function checkTerminalRequest(ctx: ServeContext, req: IncomingMessage) {
+  const url = new URL(req.url ?? '/', 'http://drydock');
+  if (req.method !== 'GET') throw new HttpError(405, 'a terminal socket is GET with Upgrade: websocket');
+  const badOrigin = originRefusal(req, consoleUrl(ctx.config));
+  if (badOrigin) throw new HttpError(403, badOrigin);
+  const who = await identify(req, ctx.identities);
+  if (!who) throw new HttpError(401, 'sign in first');
+  let id: string;
+  try {
+    id = decodeURIComponent(SOCKET_PATH.exec(url.pathname)![1]);
+  } catch {
+    throw new HttpError(400, 'the session id in the path is not valid percent-encoding');
+  }
+  const badTicket = tickets.refusal(url.searchParams.get('ticket'), id, who, Date.now());
+  if (badTicket) throw new HttpError(403, badTicket);
+  const refused = await steeringRefused(ctx, who, await readableStatus(ctx, id, who));
+  if (refused) throw new HttpError(403, refused);
+  if (!ctx.audit)
+    throw new HttpError(503, 'the terminal needs the audit trail (drydock serve opens it with its database)');
+  const size = boundedSize({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) });
+  return { id, who, size };
+}
+
+/** An Upgrade to a terminal socket: checked, then attached, bridged and detached. */
+export async function terminalUpgrade(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  sockets: WebSocketServer,
+  req: IncomingMessage,
+  raw: Duplex,
+  head: Buffer,
+): Promise<void> {
+  let checked: Awaited<ReturnType<typeof checkTerminalRequest>>;
+  try {
+    checked = await checkTerminalRequest(ctx, req);
+  } catch (err) {
+    return answerUpgrade(ctx, raw, err);
+  }
+  // ws answers a malformed handshake itself (400) and never calls back: the raw socket's close ends the wait.
+  const socket = await new Promise<WebSocket | undefined>((resolve) => {
+    raw.once('close', () => resolve(undefined));
+    sockets.handleUpgrade(req, raw, head, resolve);
+  });
+  if (socket) await attachedTerminal(ctx, sandboxes, socket, checked);
+}
+
+const control = (socket: WebSocket, message: Record<string, unknown>) => {
+  if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message));
+};
+
+/** The open socket: attach (the agent's step under way ends first), the shell, then the detach. */
+async function attachedTerminal(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  socket: WebSocket,
+  { id, who, size }: { id: string; who: string; size: { cols: number; rows: number } },
+): Promise<void> {
+  let attached = false;
+  try {
+    const name = await reachableSandbox(ctx.client, sandboxes, id);
+    control(socket, { type: 'waiting' });
+    await requestAttach(ctx.client, id, who);
+    attached = true;
+    if (socket.readyState !== socket.OPEN) return; // the page went away while the step ended
+    const shell = await sandboxOf(sandboxes, name).commands.shell(size);
+    control(socket, { type: 'attached', by: who, sandbox: name });
+    ctx.log.info({ sessionId: id, by: who, sandbox: name }, 'attached through the console terminal');
+    const connection = randomUUID();
+    const end = await bridgeWebTerminal(socket, shell, {
+      audit: (batch) => auditInput(ctx, { id, who, sandbox: name, connection }, batch),
+    });
+    ctx.log.info({ sessionId: id, by: who, end }, 'console terminal ended');
+  } catch (err) {
+    const refused = err instanceof AttachRefused;
+    if (!refused) ctx.log.error({ err, sessionId: id }, 'console terminal failed');
+    control(socket, { type: 'refused', reason: refused ? err.message : 'internal error' });
+    socket.close(refused ? CLOSE.refused : CLOSE.failed);
+  } finally {
+    if (attached) await detachAndSay(ctx, socket, id, who);
+  }
+}
+
+async function auditInput(
+  ctx: ServeContext,
+  at: { id: string; who: string; sandbox: string; connection: string },
+  batch: InputBatch,
+): Promise<void> {
+  await ctx.audit!.append({
+    sessionId: at.id,
+    key: `terminal/${at.connection}/${batch.seq}`,
+    kind: 'attach.input',
+    actor: at.who,
+    data: { via: 'console terminal', sandbox: at.sandbox, connection: at.connection, ...batch },
+  });
+}
+
+/** The session goes on; the page hears how long the person was in (or why the detach was refused). */
+async function detachAndSay(ctx: ServeContext, socket: WebSocket, id: string, who: string): Promise<void> {
+  try {
+    const detached = await requestDetach(ctx.client, id, who);
+    ctx.log.info({ sessionId: id, by: who, durationMs: detached.durationMs }, 'detached through the console terminal');
+    control(socket, { type: 'detached', durationMs: detached.durationMs });
+  } catch (err) {
+    // Already detached (by someone else, or the session ended): nothing to undo.
+    ctx.log.info({ sessionId: id, by: who, reason: (err as Error).message }, 'detach after the terminal refused');
+    control(socket, { type: 'detached', reason: (err as Error).message });
+  }
+  if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'detached');
+}
