@@ -533,8 +533,12 @@ function composeField(p: string[]): string {
   return p.map((k) => names[k] ?? k).join('.');
 }
 
-/** The dev service's keys drydock reads, beside image and build. */
-const DEV_HONOURED = new Set(['ports', 'expose', 'depends_on', 'networks', 'network_mode', 'user']);
+/**
+ * The dev service's keys drydock reads, beside image and build; its
+ * healthcheck means nothing for a sandbox (drydock's keeper runs in it, and
+ * no service waits on it here).
+ */
+const DEV_HONOURED = new Set(['ports', 'expose', 'depends_on', 'networks', 'network_mode', 'user', 'healthcheck']);
 
 function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext): ComposeDevService {
   const { problems } = ctx;
@@ -702,17 +706,21 @@ function keepsAlive(value: unknown): boolean {
 /**
  * The dev service's volumes: the repo's own folder (or a folder above it, as
  * dev container templates mount `../..`) is what the sandbox has at
- * /workspace; anything else is refused.
+ * /workspace; a named or anonymous volume (or a tmpfs) keeps a folder of the
+ * container, which a sandbox's folders are already (kept in its snapshot, as
+ * a volume keeps it across rebuilds); a folder of the repo elsewhere or of
+ * the host is refused.
  */
 function devVolumes(value: unknown, problem: (key: string, why: string) => void) {
   for (const [i, v] of (Array.isArray(value) ? value : []).entries()) {
     const entry = v as Obj;
     if (entry.type === 'bind' && (entry.repo === '' || entry.outside !== undefined)) continue;
+    if (entry.type === 'volume' || entry.type === 'tmpfs') continue;
     problem(
       `volumes.${i}`,
       entry.type === 'bind' && entry.repo !== undefined
         ? `"${String(entry.source)}" is in the repository, which a sandbox has at /workspace: read it from there, or remove it`
-        : "the sandbox's folders are its own and kept in its snapshot (only the repository's folder, at /workspace, is mounted): remove it",
+        : 'a folder of the host, which a sandbox never mounts (only the repository, at /workspace): remove it',
     );
   }
 }

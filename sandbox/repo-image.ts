@@ -38,6 +38,7 @@ import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
+import { propertyProblems, runSettingsOf } from './devcontainer-run';
 import { RepoTree } from './repo-files';
 import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
 import {
@@ -95,6 +96,8 @@ export interface RepoEnvironment {
   app?: { start: string; port: number };
   /** The dev container's remoteEnv: the environment of every step (`${containerEnv:NAME}` read in the sandbox's). */
   remoteEnv?: Record<string, string>;
+  /** runArgs' `--env-file`s, paths of the repo: read into containerEnv (sandbox/activities/services.ts, declaredStack). */
+  envFiles?: string[];
   /** The dev container's features (sandbox/features.ts), installed in the builder on top of its image. */
   features?: FeatureRequest[];
   /** overrideFeatureInstallOrder. */
@@ -199,7 +202,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
     throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
   }
-  refuseHostSettings(dc, source);
+  const run = hostSettings(data as Record<string, unknown>, dc, source);
   const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
     .filter((c) => c !== undefined)
     .map(shellOf)
@@ -215,7 +218,8 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
       : {}),
     args: dc.build?.args ?? {},
     ...(dc.build?.target ? { target: dc.build.target } : {}),
-    containerEnv: dc.containerEnv ?? {},
+    containerEnv: { ...run.env, ...dc.containerEnv },
+    ...(run.envFiles.length ? { envFiles: run.envFiles } : {}),
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),
@@ -268,26 +272,17 @@ export function remoteEnvIn(remoteEnv: Record<string, string>, env: string[]): s
   );
 }
 
-/** runArgs drydock's sandbox has already: nothing to change. */
-const SANDBOX_RUN_ARGS = new Set(['--init']);
-
 /**
- * `mounts` and `runArgs` say how `docker run` should make the dev container
- * on a developer's machine: a sandbox is made by drydock alone, so each is
- * refused naming it (never dropped in silence), but for what a sandbox is already.
+ * `mounts`, `runArgs` and the other properties of how a developer's machine
+ * runs the dev container, read against what a sandbox is
+ * (sandbox/devcontainer-run.ts): `-e` and `--env-file` honoured, what drydock
+ * does already harmless, anything else refused naming the field.
  */
-function refuseHostSettings(dc: z.infer<typeof devcontainerSchema>, source: string) {
-  if (dc.mounts?.length)
-    throw new EnvironmentError(
-      `${source}: mounts.0: a sandbox mounts nothing of the host (its home and /workspace are kept in its snapshot; ` +
-        'files of the repository are at /workspace): remove mounts',
-    );
-  const arg = (dc.runArgs ?? []).findIndex((a) => !SANDBOX_RUN_ARGS.has(a));
-  if (arg >= 0)
-    throw new EnvironmentError(
-      `${source}: runArgs.${arg}: "${dc.runArgs![arg]}": drydock makes every sandbox itself (no network, no capabilities, ` +
-        "its own limits): remove it; what a step needs goes in setup or the environment's Dockerfile",
-    );
+function hostSettings(data: Record<string, unknown>, dc: z.infer<typeof devcontainerSchema>, source: string) {
+  const settings = runSettingsOf(dc.runArgs, dc.mounts, source);
+  const problems = [...propertyProblems(data, source), ...settings.problems];
+  if (problems.length) throw new EnvironmentError(problems.join('; '));
+  return settings;
 }
 
 /**

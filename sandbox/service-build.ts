@@ -34,8 +34,8 @@ export const SERVICE_BUILD_LABELS = {
   repo: 'drydock.service.repo',
   name: 'drydock.service.name',
 } as const;
-/** The `drydock.image` of a service's built image (workflows/rules/images.ts counts it a repository's). */
-export const SERVICE_BUILD_KIND = 'service';
+/** The `drydock.image` of a service's built image (workflows/rules/images.ts counts it a repository's; drydock's own service images are `service`). */
+export const SERVICE_BUILD_KIND = 'service-build';
 
 /** The image name of a repo's built services (tagged `<service>-<hash>`). */
 export const serviceImageName = (slug: string) => `drydock-svc-${slug}`;

@@ -36,7 +36,8 @@ import type { EgressRule } from '../egress';
 import { ensureBuilderImage } from '../../sandbox-images/builder-image';
 import { declaredStack, environmentImageFetcher, type DeclaredStack } from './services';
 import { RepoTree } from '../repo-files';
-import { builtServices } from '../service-build';
+import { builtServices, serviceImageName } from '../service-build';
+import { recordedServices } from '../services';
 import type { FeatureSource } from '../feature-registry';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
@@ -254,12 +255,13 @@ async function isMuslImage({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image:
 }
 
 /**
- * Removes this host's images of a repo's environment that a newer one
- * replaced: made before the newest ready snapshot's build started, and used
- * neither by a snapshot still kept (its environment, and the image that one
- * is built FROM) nor by a container (removeImage refuses; the reaper tries
- * again). Images made since (a build running or failed) stay: nothing has
- * replaced them yet. Returns the images removed.
+ * Removes this host's images of a repo's environment (and of its services'
+ * builds) that a newer one replaced: made before the newest ready snapshot's
+ * build started, and used neither by a snapshot still kept (its environment,
+ * the image that one is built FROM, its services' images) nor by a
+ * container (removeImage refuses; the reaper tries again). Images made since
+ * (a build running or failed) stay: nothing has replaced them yet. Returns
+ * the images removed.
  */
 export async function collectEnvironmentImages(
   { sandboxes, snapshots, hostId, log }: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'hostId' | 'log'>,
@@ -269,7 +271,10 @@ export async function collectEnvironmentImages(
   if (!kept.length) return [];
   const used = new Set<string>();
   for (const row of kept) {
-    const environment = (await sandboxes.image(row.image!))?.labels[SNAPSHOT_LABELS.environment];
+    const labels = (await sandboxes.image(row.image!))?.labels;
+    // Its services' images built from the repo (sandbox/service-build.ts) are in use too.
+    for (const service of servicesOf(row.image!, labels)) used.add(service.image);
+    const environment = labels?.[SNAPSHOT_LABELS.environment];
     if (!environment) continue;
     used.add(environment);
     const from = (await sandboxes.image(environment))?.labels[ENVIRONMENT_FROM_LABEL];
@@ -277,7 +282,7 @@ export async function collectEnvironmentImages(
   }
   const replacedBefore = Date.parse(kept[0].startedAt);
   const names = environmentImageNames(repoSlug(repo));
-  const images = await sandboxes.images([names.env, names.repo]);
+  const images = await sandboxes.images([names.env, names.repo, serviceImageName(repoSlug(repo))]);
   const removed: string[] = [];
   // drydock's layers first: the repo's own image goes once no layer of it is left.
   for (const image of images.sort((a, b) => Number(isRepoImage(a, names.repo)) - Number(isRepoImage(b, names.repo)))) {
@@ -293,6 +298,15 @@ export async function collectEnvironmentImages(
 }
 
 const isRepoImage = (image: ImageSummary, name: string) => image.tags.some((t) => t.startsWith(`${name}:`));
+
+/** A snapshot's recorded services; a record drydock did not write names no image in use. */
+function servicesOf(image: string, labels: Record<string, string> | undefined) {
+  try {
+    return recordedServices(image, labels);
+  } catch {
+    return [];
+  }
+}
 
 const caches = new Map<string, Toolchains>();
 /** The host's toolchain cache (one per folder, so the registry's version list is asked once). */

@@ -22,6 +22,7 @@ import {
   type ServiceSpec,
 } from '../../workflows/services';
 import { ComposeError, readCompose } from '../compose';
+import { parseEnvFile } from '../compose-variables';
 import { RepoFileError, RepoTree } from '../repo-files';
 import type { ImageInfo, SandboxProvider, ServiceContainerSpec } from '../provider';
 import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
@@ -61,11 +62,12 @@ export interface DeclaredStack {
  */
 export async function declaredStack(
   read: (file: string) => Promise<string | undefined>,
-  declared: RepoEnvironment | undefined,
+  file: RepoEnvironment | undefined,
   config: RepoConfig | undefined,
   tree?: Pick<RepoTree, 'resolve' | 'commit'>,
 ): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack }> {
   const services = config?.services ? servicesOfConfig(config.services) : [];
+  const declared = file && (await withEnvFiles(file, read));
   let environment = declared;
   let hostNames: string[] | undefined;
   if (declared?.compose) {
@@ -99,6 +101,23 @@ export async function declaredStack(
   const app = repoApp(config?.app, declared);
   const stack = { services, ...(app ? { app } : {}), ...(hostNames ? { hostNames } : {}) };
   return { ...(environment ? { environment } : {}), stack };
+}
+
+/** A dev container's runArgs `--env-file`s read into its containerEnv (which wins), in order. */
+async function withEnvFiles(
+  env: RepoEnvironment,
+  read: (file: string) => Promise<string | undefined>,
+): Promise<RepoEnvironment> {
+  if (!env.envFiles?.length) return env;
+  const problems: string[] = [];
+  const fromFiles: Record<string, string> = {};
+  for (const file of env.envFiles) {
+    const text = await read(file);
+    if (text === undefined) problems.push(`${env.source}: runArgs: --env-file ${file} is not in the repository`);
+    else for (const [k, v] of parseEnvFile(text, file, problems)) fromFiles[k] = v;
+  }
+  if (problems.length) throw new EnvironmentError(problems.join('; '));
+  return { ...env, containerEnv: { ...fromFiles, ...env.containerEnv } };
 }
 
 /** Services with each repo file they mount pinned to its git object (a missing one named). */

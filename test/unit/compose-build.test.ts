@@ -4,11 +4,14 @@
  * what is honoured becomes the build drydock runs, what cannot be is refused
  * naming `services.<name>.build.<field>` (or the Dockerfile's line), never dropped.
  */
+import { createLogger } from '../../platform/log';
+import { collectEnvironmentImages } from '../../sandbox/activities/environment';
 import { ComposeError, parseComposeFiles } from '../../sandbox/compose';
 import { dockerfileBases, withoutCopyLink } from '../../sandbox/dockerfile-bases';
 import { repoMadeImage } from '../../workflows/rules/images';
 import { parseDevcontainer } from '../../sandbox/repo-image';
 import { ownServiceBuild, SERVICE_BUILD_KIND, SERVICE_BUILD_LABELS } from '../../sandbox/service-build';
+import { SERVICES_LABEL } from '../../sandbox/services';
 import { repoSlug } from '../../sandbox/snapshots';
 
 const COMPOSE = '.devcontainer/compose.yaml';
@@ -133,6 +136,12 @@ describe("a built service's image", () => {
     );
   });
 
+  test("drydock's own service images (drydock/postgres:17) stay anyone's", () => {
+    expect(repoMadeImage('drydock/postgres:17', { 'drydock.image': 'service', 'drydock.service': 'postgres' })).toBe(
+      undefined,
+    );
+  });
+
   test('runs as a service of the repo that built it, and of no other', () => {
     expect(ownServiceBuild(labels('https://example.com/a.git'), 'https://example.com/a.git')).toBe(true);
     expect(ownServiceBuild(labels('https://example.com/a.git'), 'https://example.com/b.git')).toBe(false);
@@ -214,5 +223,44 @@ describe("devcontainer.json's build", () => {
         '.devcontainer/devcontainer.json',
       ),
     ).toThrow(/^\.devcontainer\/devcontainer\.json: build: .*options/);
+  });
+});
+
+describe("a repo's old service builds", () => {
+  test('are removed once replaced, but those a kept snapshot runs', async () => {
+    const url = 'https://example.com/app.git';
+    const name = `drydock-svc-${repoSlug(url)}`;
+    const recorded = (image: string) =>
+      JSON.stringify([
+        { name: 'api', image, environment: {}, ports: [], data: [], dependsOn: [], limits: {}, source: 'api' },
+      ]);
+    const images: Record<string, Record<string, string>> = {
+      'snap:new': { [SERVICES_LABEL]: recorded(`${name}:api-new`) },
+      'snap:old': { [SERVICES_LABEL]: recorded(`${name}:api-kept`) },
+    };
+    const removed: string[] = [];
+    const deps = {
+      hostId: 'h',
+      log: createLogger('silent'),
+      snapshots: {
+        ready: () =>
+          Promise.resolve([{ image: 'snap:new', startedAt: new Date(2000).toISOString() }, { image: 'snap:old' }]),
+      },
+      sandboxes: {
+        image: (ref: string) => Promise.resolve(images[ref] ? { labels: images[ref] } : undefined),
+        images: (refs: string[]) =>
+          Promise.resolve(
+            refs.includes(name)
+              ? ['api-gone', 'api-kept', 'api-new'].map((t) => ({ id: t, tags: [`${name}:${t}`], createdMs: 1000 }))
+              : [],
+          ),
+        removeImage: (tag: string) => {
+          removed.push(tag);
+          return Promise.resolve('removed');
+        },
+      },
+    };
+    await collectEnvironmentImages(deps as never, url);
+    expect(removed).toEqual([`${name}:api-gone`]);
   });
 });

@@ -317,14 +317,17 @@ describe('the dev service', () => {
       ),
     ).toEqual([]);
     expect(dev(`    command: /bin/sh -c "while sleep 1000; do :; done"\n`)).toEqual([]);
+    // A volume keeps a folder of the container, as a sandbox keeps its folders in its snapshot; a healthcheck waits on nothing here.
+    const kept = '    volumes: [node_modules:/workspace/node_modules, /cache, {type: tmpfs, target: /tmp/x}]\n';
+    expect(dev(`${kept}    healthcheck: { test: [CMD, "true"] }\n`)).toEqual([]);
   });
 
   test.each([
     ['    command: npm run dev\n', /services\.app\.command: a sandbox runs drydock's keeper/],
     ['    entrypoint: [/start.sh]\n', /services\.app\.entrypoint: a sandbox runs drydock's keeper/],
     [
-      '    volumes: [node_modules:/workspace/node_modules]\n',
-      /services\.app\.volumes\.0: the sandbox's folders are its own/,
+      '    volumes: ["/home/me/.ssh:/home/node/.ssh"]\n',
+      /services\.app\.volumes\.0: a folder of the host, which a sandbox never mounts/,
     ],
     [
       '    volumes: ["./config:/etc/app"]\n',
@@ -366,11 +369,11 @@ describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused b
     ],
     [
       { mounts: ['source=cache,target=/cache,type=volume'] },
-      /devcontainer\.json: mounts\.0: a sandbox mounts nothing of the host/,
+      /devcontainer\.json: mounts\.0: "source=cache,target=\/cache,type=volume": a named volume keeps a folder across rebuilds/,
     ],
     [
       { runArgs: ['--init', '--cap-add=SYS_PTRACE'] },
-      /runArgs\.1: "--cap-add=SYS_PTRACE": drydock makes every sandbox itself/,
+      /runArgs\.1: "--cap-add=SYS_PTRACE": sandboxes run with no capabilities/,
     ],
   ])('%j is refused, naming the field', (extra, message) => {
     expect(() => dc(extra)).toThrow(message);

@@ -132,7 +132,7 @@ const REPO_MADE: Record<string, string> = {
   snapshot: 'a snapshot',
   repo: "a repository's Dockerfile build",
   environment: "a repository's environment",
-  service: "a repository's compose service build",
+  'service-build': "a repository's compose service build",
 };
 
 /**

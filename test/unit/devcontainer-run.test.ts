@@ -1,0 +1,119 @@
+/**
+ * devcontainer.json's runArgs, mounts and other properties (sandbox/devcontainer-run.ts):
+ * each honoured (an environment variable, an env file of the repo), harmless, or
+ * refused naming the field and what to do; never dropped in silence.
+ */
+import { declaredStack } from '../../sandbox/activities/services';
+import { propertyProblems, runSettingsOf } from '../../sandbox/devcontainer-run';
+import { parseDevcontainer } from '../../sandbox/repo-image';
+
+const SOURCE = '.devcontainer/devcontainer.json';
+const dc = (extra: object) => parseDevcontainer(JSON.stringify({ image: 'drydock-sandbox-base', ...extra }), SOURCE);
+
+test('-e NAME=value and --env-file of the repo are honoured; what drydock does already is harmless', () => {
+  const settings = runSettingsOf(
+    [
+      '--init',
+      '--rm',
+      '-it',
+      '--name',
+      'my-dev',
+      '--hostname=dev',
+      '--shm-size',
+      '2g',
+      '--security-opt',
+      'no-new-privileges',
+      '--cap-drop=ALL',
+      '-e',
+      'MODE=test',
+      '--env=EMPTY=',
+      '--env-file',
+      '${localWorkspaceFolder}/.devcontainer/dev.env',
+      '--env-file=config/app.env',
+    ],
+    [],
+    SOURCE,
+  );
+  expect(settings).toEqual({
+    env: { MODE: 'test', EMPTY: '' },
+    envFiles: ['.devcontainer/dev.env', 'config/app.env'],
+    problems: [],
+  });
+});
+
+test.each([
+  [['--cap-add=SYS_PTRACE'], /runArgs\.0: "--cap-add=SYS_PTRACE": sandboxes run with no capabilities/],
+  [
+    ['--security-opt', 'seccomp=unconfined'],
+    /runArgs\.0: "--security-opt seccomp=unconfined": sandboxes run under drydock's seccomp profile/,
+  ],
+  [['--privileged'], /runArgs\.0: "--privileged": sandboxes run without privileges/],
+  [['--net=host'], /runArgs\.0: "--net=host": a sandbox has no IP network/],
+  [['-p', '3000:3000'], /runArgs\.0: "-p 3000:3000": nothing of a sandbox is published on the host/],
+  [
+    ['-v', '/etc/localtime:/etc/localtime:ro'],
+    /runArgs\.0: "-v \/etc\/localtime:\/etc\/localtime:ro": a sandbox mounts nothing/,
+  ],
+  [['--gpus', 'all'], /runArgs\.0: "--gpus all": a sandbox gets no host devices/],
+  [['--add-host', 'host.docker.internal:host-gateway'], /runArgs\.0: .*a sandbox reaches nothing but its own loopback/],
+  [['--userns=keep-id'], /runArgs\.0: "--userns=keep-id": a sandbox always runs as the sandbox user/],
+  [['-e', 'DISPLAY'], /runArgs\.0: "-e DISPLAY": takes its value from the developer's machine/],
+  [['--env-file', '/home/me/.env'], /runArgs\.0: "--env-file \/home\/me\/\.env": only a file of the repository/],
+  [['--frobnicate'], /runArgs\.0: "--frobnicate": not supported by drydock/],
+])('runArgs %j is refused, naming the entry', (runArgs, message) => {
+  const { problems } = runSettingsOf(runArgs, [], SOURCE);
+  expect(problems).toEqual([expect.stringMatching(message)]);
+});
+
+test.each([
+  [
+    'source=${localEnv:HOME}/.ssh,target=/home/node/.ssh,type=bind',
+    /a folder of the developer's machine, which a sandbox never mounts/,
+  ],
+  [
+    'source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind',
+    /the Docker socket is never given to a sandbox/,
+  ],
+  [
+    { source: '${localWorkspaceFolder}', target: '/code', type: 'bind' },
+    /a folder of the repository, which a sandbox has at \/workspace/,
+  ],
+  ['source=venv,target=/workspace/.venv,type=volume', /a named volume keeps a folder across rebuilds/],
+])('mounts %j is refused, naming the entry and why', (mount, message) => {
+  expect(runSettingsOf([], [mount], SOURCE).problems).toEqual([expect.stringMatching(message)]);
+});
+
+test("properties of an editor or of the developer's machine are harmless; privileges refused; an unknown one named", () => {
+  const harmless = {
+    name: 'x',
+    customizations: {},
+    workspaceFolder: '/workspaces/x',
+    postAttachCommand: 'x',
+    initializeCommand: 'x',
+    containerUser: 'root',
+    shutdownAction: 'none',
+    hostRequirements: { cpus: 2 },
+  };
+  expect(propertyProblems(harmless, SOURCE)).toEqual([]);
+  expect(propertyProblems({ capAdd: ['SYS_PTRACE'], privileged: true, remoteEnvs: {} }, SOURCE)).toEqual([
+    `${SOURCE}: capAdd: sandboxes run with no capabilities (a debugger traces the sandbox's own processes without SYS_PTRACE): remove it`,
+    `${SOURCE}: privileged: sandboxes run without privileges: remove it`,
+    `${SOURCE}: remoteEnvs: not a dev container property drydock knows: remove it, or check its spelling`,
+  ]);
+  expect(() => dc({ capAdd: ['SYS_PTRACE'], runArgs: ['--privileged'] })).toThrow(
+    /capAdd: sandboxes run with no capabilities.*; .*runArgs\.0: "--privileged"/,
+  );
+});
+
+test("runArgs' environment is the sandbox's: -e, then --env-file from the repo, containerEnv winning", async () => {
+  const env = dc({
+    runArgs: ['-e', 'A=from-e', '--env-file', '.devcontainer/dev.env'],
+    containerEnv: { C: 'from-containerEnv' },
+  });
+  const files: Record<string, string> = { '.devcontainer/dev.env': 'B=from-file\nC=from-file\n' };
+  const { environment } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+  expect(environment?.containerEnv).toEqual({ A: 'from-e', B: 'from-file', C: 'from-containerEnv' });
+  await expect(declaredStack(() => Promise.resolve(undefined), env, undefined)).rejects.toThrow(
+    `${SOURCE}: runArgs: --env-file .devcontainer/dev.env is not in the repository`,
+  );
+});
