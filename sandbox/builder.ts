@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../platform/log';
 import { withoutCopyLink } from './dockerfile-bases';
-import { openEgressProxy, type EgressProxy, type EgressRule } from './egress';
+import { openEgressProxy, refusedTargets, type EgressProxy, type EgressRule } from './egress';
 
 /** The Docker runtime builds run under (infra/builder-runtime.sh registers it). */
 export const BUILDER_RUNTIME = 'runsc-builder';
@@ -100,6 +100,8 @@ export class IsolatedBuildFailed extends Error {
     readonly output: string,
     /** True when it was stopped at its time limit. */
     readonly timedOut = false,
+    /** What the egress proxy refused it (`host:port`), the likely cause when a step could not fetch. */
+    readonly refused: string[] = [],
   ) {
     super(message);
   }
@@ -123,7 +125,10 @@ export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['
       rules: build.egress,
       log: build.log,
     });
-    await runBuilder(build, limits, dirs);
+    await runBuilder(build, limits, dirs).catch((err: unknown) => {
+      if (!(err instanceof IsolatedBuildFailed) || !proxy) throw err;
+      throw new IsolatedBuildFailed(err.message, err.output, err.timedOut, refusedTargets(proxy.records));
+    });
     await docker(['load', '-q', '-i', path.join(dirs.out, 'image.tar')], 10 * 60_000);
     // buildah's own name for it (localhost/…) comes along: only the caller's tag stays.
     await docker(['rmi', `localhost/${build.tag}`], 60_000).catch(() => undefined);

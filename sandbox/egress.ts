@@ -285,6 +285,11 @@ export interface EgressProxyOptions {
   maxRecords?: number;
 }
 
+/** What a proxy refused, once each as `host:port`, in the order first refused (for a failure's message). */
+export function refusedTargets(records: readonly EgressRecord[]): string[] {
+  return [...new Set(records.filter((r) => !r.allowed).map((r) => `${r.host}:${r.port}`))];
+}
+
 export const EGRESS_DEFAULTS = { maxConnections: 64, idleTimeoutMs: 300_000, maxRecords: 1_000 } as const;
 
 export interface EgressProxy {

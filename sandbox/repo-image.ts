@@ -649,6 +649,20 @@ export async function buildIn(settings: EnvironmentBuild, source: string, build:
     settings.log.info({ owner: build.owner, tag: build.tag, egress: counts }, 'environment image built');
   } catch (err) {
     if (!(err instanceof IsolatedBuildFailed)) throw err;
-    throw new EnvironmentError(`${source}: ${err.message}; its output ends:\n${err.output.trim().slice(-1500)}`);
+    throw new EnvironmentError(buildFailure(source, err));
   }
+}
+
+/**
+ * A failed build's message: the file, what the builder said, and the hosts the
+ * egress proxy refused with the setting that allows one (brianc/node-postgres's
+ * dev container stopped at apt's bare "403 Forbidden [IP: 127.0.0.1 3128]").
+ */
+export function buildFailure(source: string, err: IsolatedBuildFailed): string {
+  const refused = err.refused.length
+    ? `; the egress proxy refused ${err.refused.slice(0, 5).join(', ')}${err.refused.length > 5 ? ', …' : ''}` +
+      " (a build reaches the package registries and the repo's --allow rules: " +
+      "'drydock repo add <url> --allow <host>' adds one)"
+    : '';
+  return `${source}: ${err.message}${refused}; its output ends:\n${err.output.trim().slice(-1500)}`;
 }

@@ -20,6 +20,7 @@ import { nodeVersionProblem } from '../toolchains';
 import { collectEnvironmentImages, sandboxEnvironment, type EnvironmentDeps } from './environment';
 import { EnvironmentError } from '../repo-image';
 import { redactUrl } from '../../workflows/rules/repo-url';
+import { missingProgramProblem } from '../../workflows/rules/setup-inference';
 import {
   inferredSetupAt,
   setupHash,
@@ -164,13 +165,18 @@ export function createSnapshotActivities(deps: SnapshotDeps) {
         const exited = setup.timedOut
           ? `setup timed out after ${Math.round(plan.setupTimeoutMs / 1000)}s`
           : `setup exited with ${setup.exitCode}`;
-        const explained = certificateProblem(setup.outputTail) ?? nodeVersionProblem(setup.outputTail);
+        const explained =
+          certificateProblem(setup.outputTail) ??
+          nodeVersionProblem(setup.outputTail) ??
+          missingProgramProblem(setup.exitCode, setup.outputTail);
         const why = explained ? `${exited}: ${explained}` : exited;
+        // "inferred from go.mod" reads as it is; the others say where setup came from.
+        const from = plan.setupSource.startsWith('inferred ') ? plan.setupSource : `from ${plan.setupSource}`;
         const row = await snapshots.finishBuild(plan.buildId, {
           status: 'failed',
           commit: plan.commit,
           setupHash: plan.setupHash,
-          error: `${why} (setup from ${plan.setupSource}: ${plan.setup}): ${tail(setup.outputTail.trim(), 1_000)}`,
+          error: `${why} (setup ${from}: ${plan.setup}): ${tail(setup.outputTail.trim(), 1_000)}`,
           setup: plan.setup,
           setupSource: plan.setupSource,
         });

@@ -81,10 +81,12 @@ export function sandboxCreateOptions(
       Privileged: false,
       IpcMode: 'private',
       ReadonlyRootfs: readonlyRoot,
+      // `exec`: Docker's tmpfs is noexec unless told, and toolchains run what they build in /tmp
+      // (`go test` its test binaries: "fork/exec /tmp/go-build…: permission denied"), as a pod's /tmp allows.
       Tmpfs: Object.fromEntries(
         ['/tmp', ...volumeCovers(spec, imageVolumes)].map((t) => [
           t,
-          `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777`,
+          `rw,exec,nosuid,nodev,size=${spec.tmpBytes},mode=1777`,
         ]),
       ),
       Mounts: [

@@ -8,7 +8,9 @@ import { request } from 'node:http';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { openEgressProxy, type EgressProxy, type EgressProxyOptions } from '../../sandbox/egress';
+import { openEgressProxy, refusedTargets, type EgressProxy, type EgressProxyOptions } from '../../sandbox/egress';
+import { IsolatedBuildFailed } from '../../sandbox/builder';
+import { buildFailure } from '../../sandbox/repo-image';
 import { createLogger } from '../../platform/log';
 import { egressRefusals, workerMetrics } from '../../platform/metrics';
 
@@ -126,5 +128,40 @@ test('each refusal counts in drydock_egress_refusals_total', async () => {
   expect((await egressRefusals.get()).values[0]?.value).toBe(before + 3);
   expect(await workerMetrics.getSingleMetricAsString('drydock_egress_refusals_total')).toContain(
     `drydock_egress_refusals_total ${before + 3}`,
+  );
+});
+
+test("a build's failure names what the proxy refused and the setting that allows it (brianc/node-postgres's apt 403)", async () => {
+  proxy = await open({ rules: [{ host: 'deb.debian.org' }] });
+  const get = (url: string) =>
+    new Promise<number | undefined>((resolve) =>
+      request({ socketPath, path: url, method: 'GET' }, (res) => {
+        res.resume();
+        resolve(res.statusCode);
+      })
+        .on('error', () => resolve(undefined))
+        .end(),
+    );
+  // As apt in the builder asks: twice for the same host, then another one.
+  for (const url of ['http://archive.debian.org/debian/dists/stretch/InRelease', 'http://archive.debian.org/x']) {
+    expect(await get(url)).toBe(403);
+  }
+  expect(await get('http://dl.yarnpkg.com/debian/pubkey.gpg')).toBe(403);
+  expect(refusedTargets(proxy.records)).toEqual(['archive.debian.org:80', 'dl.yarnpkg.com:80']);
+
+  const failed = new IsolatedBuildFailed(
+    'the build failed (exit code 100)',
+    'E: … 403  Forbidden [IP: 127.0.0.1 3128]\n',
+    false,
+    refusedTargets(proxy.records),
+  );
+  expect(buildFailure('.devcontainer/devcontainer.json', failed)).toBe(
+    '.devcontainer/devcontainer.json: the build failed (exit code 100); the egress proxy refused archive.debian.org:80, dl.yarnpkg.com:80 ' +
+      "(a build reaches the package registries and the repo's --allow rules: 'drydock repo add <url> --allow <host>' adds one); " +
+      'its output ends:\nE: … 403  Forbidden [IP: 127.0.0.1 3128]',
+  );
+  // Nothing refused: the message is the builder's alone.
+  expect(buildFailure('Dockerfile', new IsolatedBuildFailed('the build failed (exit code 1)', 'boom'))).toBe(
+    'Dockerfile: the build failed (exit code 1); its output ends:\nboom',
   );
 });

@@ -63,7 +63,7 @@ test('granted secrets come from DRYDOCK_SECRET_<NAME> only', () => {
 test("an image's VOLUMEs are bounded tmpfs, never the engine's anonymous volumes outside limits.disk (T4-L3)", () => {
   const volumes = ['/data', '/var/cache/app/', '/workspace', '/tmp', '/home/drydock', '/workspace/sub', '/data'];
   const host = sandboxCreateOptions(spec, storage, volumes).HostConfig!;
-  const bounded = `rw,nosuid,nodev,size=${spec.tmpBytes},mode=1777`;
+  const bounded = `rw,exec,nosuid,nodev,size=${spec.tmpBytes},mode=1777`;
   expect(host.Tmpfs).toEqual({
     '/tmp': bounded,
     '/data': bounded,
@@ -72,4 +72,12 @@ test("an image's VOLUMEs are bounded tmpfs, never the engine's anonymous volumes
   });
   // The folders drydock mounts itself keep their mounts (the engine makes no volume where a mount is).
   expect(host.Mounts!.map((m) => m.Target)).toEqual(['/workspace', '/home/drydock', '/run/drydock']);
+});
+
+test("/tmp runs programs, as a developer's and a pod's does: Docker's tmpfs default is noexec", () => {
+  // go-chi/chi as published: `go test ./...` failed with "fork/exec /tmp/go-build…/chi.test: permission denied".
+  const tmp = sandboxCreateOptions(spec, storage).HostConfig!.Tmpfs!['/tmp']!.split(',');
+  expect(tmp).toContain('exec');
+  expect(tmp).not.toContain('noexec');
+  expect(tmp).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
 });

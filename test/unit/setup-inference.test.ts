@@ -3,7 +3,7 @@
  * the command, the registries offered as egress, what the image must have,
  * and where caches go so sessions find them.
  */
-import { describeInferredSetup, inferSetup } from '../../workflows/rules/setup-inference';
+import { describeInferredSetup, inferSetup, missingProgramProblem } from '../../workflows/rules/setup-inference';
 
 const only = (root: string[], more: Partial<Parameters<typeof inferSetup>[0]> = {}) => inferSetup({ root, ...more });
 
@@ -99,10 +99,20 @@ test('several ecosystems: one command, every registry once', () => {
   expect(describeInferredSetup(both!)).toEqual([
     'package-lock.json: npm ci (egress: registry.npmjs.org)',
     'requirements.txt: python3 -m venv .venv && .venv/bin/pip install -r requirements.txt (egress: pypi.org, files.pythonhosted.org)',
-    "go.mod: go mod download (egress: proxy.golang.org, sum.golang.org); needs go in the image, which drydock's base image lacks (pick one with --image)",
+    "go.mod: go mod download (egress: proxy.golang.org, sum.golang.org); needs go in the image, which drydock's base image lacks (give one with 'drydock repo add <url> --environment image:<ref>', or a dev container or Dockerfile)",
   ]);
 });
 
 test('a broken package.json is no packageManager', () => {
   expect(only(['pnpm-lock.yaml'], { packageJson: '{' })?.command).toBe('npx --yes pnpm@9 install --frozen-lockfile');
+});
+
+test('a setup that finds no program says which and how to get it (repo add has no --image; go-chi/chi as published)', () => {
+  expect(missingProgramProblem(127, 'sh: 1: go: not found\n')).toBe(
+    "go is not in the sandbox's image (give one with 'drydock repo add <url> --environment image:<ref>', or a dev container or Dockerfile)",
+  );
+  expect(missingProgramProblem(127, 'Installing…\n/bin/sh: cargo: command not found')).toMatch(/^cargo is not in/);
+  expect(missingProgramProblem(127, 'bash: line 1: bundle: command not found')).toMatch(/^bundle is not in/);
+  expect(missingProgramProblem(1, 'sh: 1: go: not found')).toBeUndefined();
+  expect(missingProgramProblem(127, 'make: *** [all] Error 127')).toBeUndefined();
 });

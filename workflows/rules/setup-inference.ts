@@ -189,6 +189,21 @@ export function describeInferredSetup(setup: InferredSetup): string[] {
   return setup.steps.map(
     (s) =>
       `${s.lockfile}: ${s.command} (egress: ${s.egress.join(', ')})` +
-      (s.needs ? `; needs ${s.needs} in the image, which drydock's base image lacks (pick one with --image)` : ''),
+      (s.needs ? `; needs ${s.needs} in the image, which drydock's base image lacks (${IMAGE_HINT})` : ''),
   );
+}
+
+/** How an operator gives a repo an image with the program its setup needs (`repo add` has no --image). */
+const IMAGE_HINT = "give one with 'drydock repo add <url> --environment image:<ref>', or a dev container or Dockerfile";
+
+/**
+ * A plain account of a setup whose shell found no program (exit 127, `sh: 1: go: not found`),
+ * naming the program and how to get it; undefined otherwise. drydock's base image has
+ * Node.js and Python, not Go, Rust or Ruby.
+ */
+export function missingProgramProblem(exitCode: number, output: string): string | undefined {
+  if (exitCode !== 127) return undefined;
+  const program = /(?:^|\n)(?:\S+: )?(?:(?:line )?\d+: )?([\w.+-]+): (?:command )?not found/.exec(output)?.[1];
+  if (!program) return undefined;
+  return `${program} is not in the sandbox's image (${IMAGE_HINT})`;
 }
