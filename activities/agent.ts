@@ -30,6 +30,7 @@ import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
 import { sandboxOf, type ShellScript } from '../sandbox/handle';
 import { takeCheckpoint } from '../sandbox/activities/steps';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
+import { callMcpTool, mcpToolSpecs, type McpCallInput } from '../mcp/tools';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 const MAX_INSTRUCTIONS = 20_000;
@@ -149,6 +150,8 @@ export interface ToolCallInput {
   runTimeoutMs: number;
   /** When the call ends, the working tree against this base commit is the session's new checkpoint. */
   checkpointBase: string;
+  /** An MCP tool's call, as the workflow settled it (workflows/rules/mcp.ts): made by the worker, not in the sandbox. */
+  mcp?: McpCallInput['call'];
 }
 
 interface StoredAnswer {
@@ -167,7 +170,10 @@ const READ_INSTRUCTIONS: ShellScript = { name: 'read', text: 'test -f AGENTS.md 
 const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
 /** What the built-in loop needs: the model settings, the sandbox for its tools, its stores. */
-type AgentDeps = Pick<ActivityDeps, 'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'models' | 'redactor'>;
+type AgentDeps = Pick<
+  ActivityDeps,
+  'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'models' | 'redactor' | 'secrets'
+>;
 
 export function createAgentActivities(deps: AgentDeps) {
   const { sandboxes, artifacts } = deps;
@@ -280,9 +286,11 @@ async function callModel(deps: AgentDeps, input: ModelCallInput): Promise<ModelC
   const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
   const messages = await readMessages(artifacts, input.sessionId, input.messageCount);
   const earlier = await artifacts.get(input.sessionId, answerName);
+  // The repo's MCP tools (mcp/tools.ts), when it declares servers, after drydock's own.
+  const tools = [...AGENT_TOOLS, ...(await mcpToolSpecs(artifacts, input.sessionId))];
   const answer: StoredAnswer | { stopped: 'max_tokens' | 'max_cost' } = earlier
     ? (JSON.parse(earlier.toString()) as StoredAnswer)
-    : await askWithinWindow(endpoint, input, messages, models.prices[input.model]);
+    : await askWithinWindow(endpoint, input, messages, models.prices[input.model], tools);
   if (answer.stopped) return answer;
   if (!earlier) await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
   const { message, finishReason, usage } = answer.response;
@@ -334,8 +342,6 @@ async function callModel(deps: AgentDeps, input: ModelCallInput): Promise<ModelC
   };
 }
 
-const TOOLS_CHARS = JSON.stringify(AGENT_TOOLS).length;
-
 /**
  * The call on the conversation compacted to fit the context window. A
  * context-length error from the provider (its count is the one that matters)
@@ -348,7 +354,9 @@ async function askWithinWindow(
   input: ModelCallInput,
   messages: ChatMessage[],
   price: ModelPrice | undefined,
+  tools: ToolSpec[],
 ): Promise<StoredAnswer | { stopped: 'max_tokens' | 'max_cost' }> {
+  const TOOLS_CHARS = JSON.stringify(tools).length;
   for (let atLeast = input.compactedBefore; ;) {
     const fitted = compact(messages, input.contextWindow, atLeast, TOOLS_CHARS);
     if (!fitted) {
@@ -360,7 +368,7 @@ async function askWithinWindow(
     const limit = outputLimit(input, JSON.stringify(fitted.messages).length + TOOLS_CHARS, price);
     if (typeof limit === 'string') return { stopped: limit };
     try {
-      const asked = await askModel(endpoint, input, fitted.messages, limit);
+      const asked = await askModel(endpoint, input, fitted.messages, limit, tools);
       return { ...asked, compactedBefore: fitted.compactedBefore };
     } catch (err) {
       if (!(err instanceof ModelApiError && err.contextTooLong)) throw err;
@@ -403,12 +411,13 @@ async function askModel(
   input: ModelCallInput,
   messages: ChatMessage[],
   maxOutputTokens: number,
+  tools: ToolSpec[],
 ): Promise<Omit<StoredAnswer, 'compactedBefore'>> {
   const started = Date.now();
   try {
     const response = await chatCompletion(
       endpoint,
-      { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature, maxOutputTokens },
+      { model: input.model, messages, tools, temperature: input.temperature, maxOutputTokens },
       { signal: Context.current().cancellationSignal },
     );
     return { response, durationMs: Date.now() - started, model: input.model };
@@ -434,6 +443,7 @@ async function runToolCall(deps: AgentDeps, input: ToolCallInput): Promise<ToolC
   const call = assistant.role === 'assistant' ? assistant.tool_calls?.[input.callIndex] : undefined;
   if (!call)
     throw ApplicationFailure.nonRetryable(`no tool call ${input.callIndex} in message ${input.assistantIndex}`);
+  if (input.mcp) return runMcpToolCall(deps, input, call, input.mcp);
   const started = Date.now();
   const key = `agent-${String(input.index).padStart(6, '0')}`;
   const finish = (content: string, result: ToolOutcome) =>
@@ -472,6 +482,29 @@ async function runToolCall(deps: AgentDeps, input: ToolCallInput): Promise<ToolC
     if (err instanceof ToolInputError) return finish(err.message, bad());
     return permanent(err);
   }
+}
+
+/** An MCP tool's call (mcp/tools.ts): made by the worker; its result becomes the tool message. */
+async function runMcpToolCall(
+  deps: AgentDeps,
+  input: ToolCallInput,
+  call: ToolCall,
+  settled: McpCallInput['call'],
+): Promise<ToolCallRecord> {
+  const done = await callMcpTool(deps, {
+    sessionId: input.sessionId,
+    turn: input.turn,
+    index: input.index,
+    name: call.function.name,
+    arguments: call.function.arguments ?? '',
+    call: settled,
+  });
+  await writeMessage(deps.artifacts, input.sessionId, input.index, {
+    role: 'tool',
+    tool_call_id: call.id,
+    content: done.content,
+  });
+  return done.record;
 }
 
 interface ToolOutcome {

@@ -29,6 +29,7 @@ import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
 import { createStepActivities } from '../sandbox/activities/steps';
 import { createVerifyActivities } from '../sandbox/activities/verify';
 import { createLinearActivities } from '../linear/activities';
+import { createMcpActivities } from '../mcp/tools';
 import { createSlackActivities } from '../slack/activities';
 
 export type { ActivityDeps } from './deps';
@@ -66,6 +67,7 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createStepActivities(deps),
       ...createCommitActivities(deps),
       ...createAgentActivities(deps),
+      ...createMcpActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
       pushBranch,

@@ -23,6 +23,7 @@ import { declaredEnvironment } from '../sandbox/activities/environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { OperatorEnvironment } from '../workflows/rules/environment-choice';
 import type { ActivityDeps } from './deps';
+import type { McpServer } from '../workflows/mcp-servers';
 import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
 
 export type RepoPolicy =
@@ -40,6 +41,8 @@ export type RepoPolicy =
       environment?: RepoConfig['environment'];
       /** The commit the session's ref names now (the repo file was read there): the session starts from it. */
       commit?: string;
+      /** The operator's MCP servers of the repo (docs/mcp.md): header values stay on the worker. */
+      mcp?: McpServer[];
     }
   | { ok: false; problems: string[] };
 
@@ -69,6 +72,7 @@ export function createRepoPolicyActivities(deps: MirrorDeps & Pick<ActivityDeps,
         approvers: grant.limits.approvers,
         serverPolicy: deps.policy,
         commit,
+        ...(found.ok && found.repo.mcp?.length ? { mcp: found.repo.mcp } : {}),
         ...(file.config?.environment ? { environment: file.config.environment } : {}),
       };
     },

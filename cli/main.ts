@@ -413,6 +413,10 @@ repoCommand
     "what its sandboxes run in, over the repo's own choice: devcontainer, dockerfile, base or image:<ref> (default: the repo's)",
   )
   .option(
+    '--mcp <file>',
+    'its MCP servers: a JSON or YAML list of {name, url, headers, tools, writes, maxCalls} (docs/mcp.md); default: none',
+  )
+  .option(
     '--ignore-devcontainer',
     "never read the repo's dev container (a Dockerfile its .drydock/config.yaml names still counts)",
   )

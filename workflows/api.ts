@@ -242,6 +242,8 @@ export interface AgentProgress {
   runs?: number;
   /** Times older turns were compacted to fit the context window (openai). */
   compactions?: number;
+  /** Calls of the repo's MCP tools (openai), refused ones included. */
+  mcpCalls?: number;
 }
 
 /**

@@ -20,6 +20,8 @@ const FLOORS: Record<string, number> = {
   repos: 3,
   figures: 3,
   sandbox: 4,
+  // Above the sandbox (its stdio servers are to run in containers of their own), below the activities.
+  mcp: 4.5,
   activities: 5,
   workers: 6,
   cli: 7,

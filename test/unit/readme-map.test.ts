@@ -37,6 +37,7 @@ const LISTED = [
   'identity/',
   'slack/',
   'linear/',
+  'mcp/',
   'review/',
   'sandbox/',
   'activities/',

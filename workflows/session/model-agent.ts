@@ -6,7 +6,9 @@
  */
 import { ActivityFailure, workflowInfo } from '@temporalio/workflow';
 import { RetryState } from '@temporalio/common';
-import type { ModelCallResult } from '../../activities/agent';
+import type { ModelCallResult, ToolCallInput } from '../../activities/agent';
+import type { McpServer } from '../mcp-servers';
+import { decideMcpCall, parseMcpToolName } from '../rules/mcp';
 import type { AgentCall } from '../api';
 import { durationMs } from '../units';
 import { stepNonce } from './nonce';
@@ -48,6 +50,16 @@ async function startConversation(run: SessionRun): Promise<void> {
   });
   run.loop.messageCount = started.messageCount;
   run.status.agent!.instructions = started.instructions;
+  if (run.loop.mcp) await offerMcpTools(run, run.loop.mcp.servers);
+}
+
+/** The repo's MCP tools the model is offered (the worker asks each declared server); what is missing is noted. */
+async function offerMcpTools(run: SessionRun, servers: McpServer[]): Promise<void> {
+  await run.track('agent: MCP tools', async (record) => {
+    const listed = await inSandbox(run, (sb) => onHost(sb).listMcpTools({ sessionId: run.sessionId, servers }));
+    record.detail = [`${listed.tools.length} offered`, ...listed.problems].join('; ');
+    record.ok = listed.problems.length === 0;
+  });
 }
 
 /**
@@ -119,7 +131,7 @@ async function turn(run: SessionRun): Promise<boolean> {
     remember(run, answer.call);
     for (const [callIndex, call] of answer.toolCalls.entries()) {
       progress.lastTool = call.summary;
-      await runTool(run, assistantIndex, callIndex);
+      await runTool(run, assistantIndex, callIndex, mcpCall(run, call.name));
     }
     record.detail = `${answer.compacted ? `compacted before message ${answer.compactedBefore}; ` : ''}${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
     if (answer.toolCalls.length === 0) progress.summary = answer.content;
@@ -127,7 +139,32 @@ async function turn(run: SessionRun): Promise<boolean> {
   });
 }
 
-async function runTool(run: SessionRun, assistantIndex: number, callIndex: number): Promise<void> {
+/**
+ * How an MCP tool's call goes (workflows/rules/mcp.ts), counted against its
+ * server's calls; undefined for drydock's own tools, which run in the sandbox.
+ */
+function mcpCall(run: SessionRun, name: string): ToolCallInput['mcp'] {
+  const { mcp } = run.loop;
+  if (!mcp || !parseMcpToolName(name)) return undefined;
+  const decided = decideMcpCall(mcp.servers, name, mcp.calls);
+  const progress = run.status.agent!;
+  progress.mcpCalls = (progress.mcpCalls ?? 0) + 1;
+  if (decided.kind === 'refuse') return { refused: decided.reason, server: decided.server, tool: decided.tool };
+  if (decided.writes) {
+    // Until a writing tool has its approval gate, it is not called at all.
+    const reason = `${decided.tool} of MCP server ${decided.server.name} writes outside the sandbox and needs an approval gate this drydock does not have yet`;
+    return { refused: reason, server: decided.server.name, tool: decided.tool };
+  }
+  mcp.calls[decided.server.name] = (mcp.calls[decided.server.name] ?? 0) + 1;
+  return { server: decided.server, tool: decided.tool, writes: decided.writes };
+}
+
+async function runTool(
+  run: SessionRun,
+  assistantIndex: number,
+  callIndex: number,
+  mcp?: ToolCallInput['mcp'],
+): Promise<void> {
   const { input, loop } = run;
   const runTimeoutMs = durationMs(input.agent.runTimeout);
   const result = await inSandbox(run, (sb) =>
@@ -142,6 +179,7 @@ async function runTool(run: SessionRun, assistantIndex: number, callIndex: numbe
       outputLimit: input.agent.toolOutputLimit,
       runTimeoutMs,
       checkpointBase: sb.baseCommit,
+      ...(mcp ? { mcp } : {}),
     }),
   );
   loop.messageCount++;

@@ -27,6 +27,7 @@ import {
   type SessionStatus,
   type StepRecord,
 } from '../api';
+import type { McpServer } from '../mcp-servers';
 import type { ScriptStep, SessionInput } from '../input';
 import { budgetStop } from '../rules/budget';
 import type { Followup } from '../rules/followup';
@@ -52,6 +53,8 @@ export interface AgentLoop {
   feedback?: string;
   /** A follow-up round's request: an agent CLI's prompt instead of the task. */
   request?: string;
+  /** The repo's MCP servers (the operator's declaration, no credentials) and the calls made of each. */
+  mcp?: { servers: McpServer[]; calls: Record<string, number> };
 }
 
 /**
