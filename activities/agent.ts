@@ -167,7 +167,7 @@ type ToolCallRecord = Extract<AgentCall, { type: 'tool' }>;
 /** The repo's AGENTS.md, at most $1 bytes of it; exit 1 when there is none. */
 const READ_INSTRUCTIONS: ShellScript = { name: 'read', text: 'test -f AGENTS.md && head -c "$1" AGENTS.md' };
 
-const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
+export const messageName = (index: number) => `agent/messages/${String(index).padStart(6, '0')}.json`;
 
 /** What the built-in loop needs: the model settings, the sandbox for its tools, its stores. */
 type AgentDeps = Pick<

@@ -30,6 +30,7 @@ import { createStepActivities } from '../sandbox/activities/steps';
 import { createVerifyActivities } from '../sandbox/activities/verify';
 import { createLinearActivities } from '../linear/activities';
 import { createMcpActivities } from '../mcp/tools';
+import { createMcpApprovalActivities } from './mcp-approval';
 import { createSlackActivities } from '../slack/activities';
 
 export type { ActivityDeps } from './deps';
@@ -68,6 +69,7 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createCommitActivities(deps),
       ...createAgentActivities(deps),
       ...createMcpActivities(deps),
+      ...createMcpApprovalActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
       pushBranch,

@@ -14,6 +14,7 @@ import { durationMs } from '../units';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
+import { gateMcpWrite } from './mcp-gate';
 import type { SessionRun } from './state';
 
 /** Calls kept in status; the whole conversation is in the transcript artifact. */
@@ -131,7 +132,13 @@ async function turn(run: SessionRun): Promise<boolean> {
     remember(run, answer.call);
     for (const [callIndex, call] of answer.toolCalls.entries()) {
       progress.lastTool = call.summary;
-      await runTool(run, assistantIndex, callIndex, mcpCall(run, call.name));
+      const mcp = mcpCall(run, call.name);
+      await runTool(
+        run,
+        assistantIndex,
+        callIndex,
+        mcp && (await approvedMcpCall(run, mcp, assistantIndex, callIndex)),
+      );
     }
     record.detail = `${answer.compacted ? `compacted before message ${answer.compactedBefore}; ` : ''}${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
     if (answer.toolCalls.length === 0) progress.summary = answer.content;
@@ -150,13 +157,21 @@ function mcpCall(run: SessionRun, name: string): ToolCallInput['mcp'] {
   const progress = run.status.agent!;
   progress.mcpCalls = (progress.mcpCalls ?? 0) + 1;
   if (decided.kind === 'refuse') return { refused: decided.reason, server: decided.server, tool: decided.tool };
-  if (decided.writes) {
-    // Until a writing tool has its approval gate, it is not called at all.
-    const reason = `${decided.tool} of MCP server ${decided.server.name} writes outside the sandbox and needs an approval gate this drydock does not have yet`;
-    return { refused: reason, server: decided.server.name, tool: decided.tool };
-  }
   mcp.calls[decided.server.name] = (mcp.calls[decided.server.name] ?? 0) + 1;
   return { server: decided.server, tool: decided.tool, writes: decided.writes };
+}
+
+/** A writing MCP call once a person approved it at its gate (mcp-gate.ts), else refused with why. */
+async function approvedMcpCall(
+  run: SessionRun,
+  mcp: NonNullable<ToolCallInput['mcp']>,
+  assistantIndex: number,
+  callIndex: number,
+): Promise<ToolCallInput['mcp']> {
+  if ('refused' in mcp || !mcp.writes) return mcp;
+  const call = { server: mcp.server.name, tool: mcp.tool };
+  const refused = await gateMcpWrite(run, call, { assistantIndex, callIndex, index: run.loop.messageCount });
+  return refused ? { refused, ...call } : mcp;
 }
 
 async function runTool(

@@ -19,7 +19,7 @@ import {
   OUTCOMES,
   PHASE_ATTRIBUTE,
   REPO_ATTRIBUTE,
-  type Action,
+  type GatedAction,
   type ApprovalPolicy,
   type Decision,
   type LastKnown,
@@ -113,7 +113,7 @@ export class SessionRun {
   /** Until the session's policy is known nothing is pending, so every decision is refused. */
   policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
   /** The first decision on each action (it is final). */
-  readonly verdicts = new Map<Action, Decision>();
+  readonly verdicts = new Map<GatedAction, Decision>();
   sandbox?: Sandbox;
   /** Sandboxes this session replaced whose removal has not succeeded yet (their host did not answer). */
   readonly sandboxesToRemove: SandboxPlace[];

@@ -8,7 +8,7 @@
  */
 import { CancellationScope, condition, log, proxyActivities } from '@temporalio/workflow';
 import type { SharedActivities } from '../../activities';
-import type { Action, Phase } from '../api';
+import type { Action, GatedAction, Phase } from '../api';
 import type { SessionRun } from './state';
 
 /**
@@ -29,7 +29,7 @@ export interface ThreadReport {
   /** When the session started: a message posted since then may be its own (looked for before posting). */
   startedAt: string;
   pending?: {
-    action: Action;
+    action: GatedAction;
     covers?: Action[];
     change: string;
     diffstat: string;
@@ -38,7 +38,7 @@ export interface ThreadReport {
     tests: string;
     approvers: string[];
   };
-  lastDecision?: { decision: 'approve' | 'reject'; action: Action; by: string };
+  lastDecision?: { decision: 'approve' | 'reject'; action: GatedAction; by: string };
   pullRequest?: string;
   error?: string;
 }
