@@ -11,6 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createAgentActivities, type ToolCallInput } from '../../activities/agent';
+import { createMcpApprovalActivities } from '../../activities/mcp-approval';
 import { createMcpActivities, type McpToolListing } from '../../mcp/tools';
 import { Redactor } from '../../platform/scrub';
 import { ArtifactStore } from '../../store/artifacts';
@@ -316,4 +317,34 @@ describe('the built-in loop with a real MCP server', () => {
       await providers.close();
     }
   });
+});
+
+test("a writing call's gate shows its arguments, cut and scrubbed, and binds to their hash", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-mcp-gate-'));
+  try {
+    const artifacts = new ArtifactStore(dir);
+    const args = (title: string) => JSON.stringify({ title, body: `token ${TOKEN} ${'x'.repeat(3000)}` });
+    await artifacts.put(
+      'g',
+      'agent/messages/000002.json',
+      JSON.stringify({
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id: 'a', type: 'function', function: { name: 'mcp__tracker__create_issue', arguments: args('one') } },
+          { id: 'b', type: 'function', function: { name: 'mcp__tracker__create_issue', arguments: args('two') } },
+        ],
+      }),
+    );
+    const { describeMcpCall } = createMcpApprovalActivities({ artifacts, redactor: new Redactor([TOKEN]) });
+    const first = await describeMcpCall({ sessionId: 'g', assistantIndex: 2, callIndex: 0 });
+    const second = await describeMcpCall({ sessionId: 'g', assistantIndex: 2, callIndex: 1 });
+    expect(first.change).toMatch(/^[0-9a-f]{64}$/);
+    expect(second.change).not.toBe(first.change);
+    expect(first.arguments).toMatch(/^\{"title":"one","body":"token \S+ x+… \(\d+ characters\)$/);
+    expect(first.arguments).not.toContain(TOKEN);
+    expect(first.arguments.length).toBeLessThan(2_100);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
