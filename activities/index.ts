@@ -30,6 +30,8 @@ import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
 import { createStepActivities } from '../sandbox/activities/steps';
 import { createVerifyActivities } from '../sandbox/activities/verify';
 import { createLinearActivities } from '../linear/activities';
+import { createMcpActivities } from '../mcp/tools';
+import { createMcpApprovalActivities } from './mcp-approval';
 import { createSlackActivities } from '../slack/activities';
 
 export type { ActivityDeps } from './deps';
@@ -67,6 +69,8 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createStepActivities(deps),
       ...createCommitActivities(deps),
       ...createAgentLoopActivities(deps),
+      ...createMcpActivities(deps),
+      ...createMcpApprovalActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
       pushBranch,

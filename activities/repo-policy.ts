@@ -22,6 +22,7 @@ import { readAtCommit } from '../repos/git';
 import { declaredEnvironment } from '../sandbox/activities/environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { OperatorEnvironment } from '../workflows/rules/environment-choice';
+import type { McpServer } from '../workflows/mcp-servers';
 import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
 
 export type RepoPolicy =
@@ -39,6 +40,8 @@ export type RepoPolicy =
       environment?: RepoConfig['environment'];
       /** The commit the session's ref names now (the repo file was read there): the session starts from it. */
       commit?: string;
+      /** The operator's MCP servers of the repo (docs/mcp.md): header values stay on the worker. */
+      mcp?: McpServer[];
     }
   | { ok: false; problems: string[] };
 
@@ -73,6 +76,7 @@ export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
         approvers: grant.limits.approvers,
         serverPolicy: deps.policy,
         commit,
+        ...(found.ok && found.repo.mcp?.length ? { mcp: found.repo.mcp } : {}),
         ...(file.config?.environment ? { environment: file.config.environment } : {}),
       };
     },

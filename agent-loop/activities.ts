@@ -32,6 +32,8 @@ export interface AgentLoopDeps {
   checkpoints: CheckpointStore;
   /** Tool output goes to the model and the history scrubbed of the worker's secrets. */
   redactor: Redactor;
+  /** The worker's secrets (DRYDOCK_SECRET_<NAME>): a repo's MCP servers' headers name some of them. */
+  secrets: Record<string, string>;
 }
 
 export function createAgentLoopActivities(deps: AgentLoopDeps) {

@@ -4,6 +4,7 @@
  * Workflows import these types only.
  */
 import type { AgentCall } from '../workflows/api';
+import type { McpCallInput } from '../mcp/tools';
 
 export interface StartModelAgentInput {
   sandbox: string;
@@ -66,6 +67,8 @@ export interface ToolCallInput {
   runTimeoutMs: number;
   /** When the call ends, the working tree against this base commit is the session's new checkpoint. */
   checkpointBase: string;
+  /** An MCP tool's call, as the workflow settled it (workflows/rules/mcp.ts): made by the worker, not in the sandbox. */
+  mcp?: McpCallInput['call'];
 }
 
 /** What the workflow keeps of one tool call. */

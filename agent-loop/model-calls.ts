@@ -26,6 +26,8 @@ import { tail } from '../sandbox/activities/output';
 import type { ModelCallInput, ModelCallResult } from './contract';
 import { readMessages, writeMessage } from './conversation';
 import { AGENT_TOOLS, describeToolCall } from './tools';
+import { mcpToolSpecs } from '../mcp/tools';
+import type { ToolSpec } from '../models/llm';
 
 interface StoredAnswer {
   stopped?: undefined;
@@ -93,9 +95,11 @@ export async function callModel(
   const answerName = `agent/answers/${String(input.messageCount).padStart(6, '0')}.json`;
   const messages = await readMessages(artifacts, input.sessionId, input.messageCount);
   const earlier = await artifacts.get(input.sessionId, answerName);
+  // The repo's MCP tools (mcp/tools.ts), when it declares servers, after drydock's own.
+  const tools = [...AGENT_TOOLS, ...(await mcpToolSpecs(artifacts, input.sessionId))];
   const answer: StoredAnswer | { stopped: 'max_tokens' | 'max_cost' } = earlier
     ? (JSON.parse(earlier.toString()) as StoredAnswer)
-    : await askWithinWindow(endpoint, input, messages, models.prices[input.model]);
+    : await askWithinWindow(endpoint, input, messages, models.prices[input.model], tools);
   if (answer.stopped) return answer;
   if (!earlier) await artifacts.put(input.sessionId, answerName, JSON.stringify(answer));
   const { message, finishReason, usage } = answer.response;
@@ -147,8 +151,6 @@ export async function callModel(
   };
 }
 
-const TOOLS_CHARS = JSON.stringify(AGENT_TOOLS).length;
-
 /**
  * The call on the conversation compacted to fit the context window. A
  * context-length error from the provider (its count is the one that matters)
@@ -161,7 +163,9 @@ async function askWithinWindow(
   input: ModelCallInput,
   messages: ChatMessage[],
   price: ModelPrice | undefined,
+  tools: ToolSpec[],
 ): Promise<StoredAnswer | { stopped: 'max_tokens' | 'max_cost' }> {
+  const TOOLS_CHARS = JSON.stringify(tools).length;
   for (let atLeast = input.compactedBefore; ;) {
     const fitted = compact(messages, input.contextWindow, atLeast, TOOLS_CHARS);
     if (!fitted) {
@@ -173,7 +177,7 @@ async function askWithinWindow(
     const limit = outputLimit(input, JSON.stringify(fitted.messages).length + TOOLS_CHARS, price);
     if (typeof limit === 'string') return { stopped: limit };
     try {
-      const asked = await askModel(endpoint, input, fitted.messages, limit);
+      const asked = await askModel(endpoint, input, fitted.messages, limit, tools);
       return { ...asked, compactedBefore: fitted.compactedBefore };
     } catch (err) {
       if (!(err instanceof ModelApiError && err.contextTooLong)) throw err;
@@ -216,12 +220,13 @@ async function askModel(
   input: ModelCallInput,
   messages: ChatMessage[],
   maxOutputTokens: number,
+  tools: ToolSpec[],
 ): Promise<Omit<StoredAnswer, 'compactedBefore'>> {
   const started = Date.now();
   try {
     const response = await chatCompletion(
       endpoint,
-      { model: input.model, messages, tools: AGENT_TOOLS, temperature: input.temperature, maxOutputTokens },
+      { model: input.model, messages, tools, temperature: input.temperature, maxOutputTokens },
       { signal: Context.current().cancellationSignal },
     );
     return { response, durationMs: Date.now() - started, model: input.model };

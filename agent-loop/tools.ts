@@ -16,6 +16,7 @@ import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
 import { takeCheckpoint } from '../sandbox/activities/steps';
 import { toolExecutors } from '../sandbox/activities/tool-exec';
 import { APP_LOG_NAME, linesAsked, readLog } from '../sandbox/service-logs';
+import { callMcpTool, type McpCallInput } from '../mcp/tools';
 import type { CheckpointStore } from '../sandbox/checkpoints';
 import type { SandboxProvider } from '../sandbox/provider';
 import type { ToolCallInput, ToolCallRecord } from './contract';
@@ -28,6 +29,8 @@ interface ToolDeps {
   audit: AuditTrail;
   checkpoints: CheckpointStore;
   redactor: Redactor;
+  /** The worker's secrets: an MCP server's headers name some of them (mcp/tools.ts). */
+  secrets: Record<string, string>;
 }
 
 export const AGENT_TOOLS: ToolSpec[] = [
@@ -82,6 +85,7 @@ export async function runToolCall(deps: ToolDeps, input: ToolCallInput): Promise
   const call = assistant.role === 'assistant' ? assistant.tool_calls?.[input.callIndex] : undefined;
   if (!call)
     throw ApplicationFailure.nonRetryable(`no tool call ${input.callIndex} in message ${input.assistantIndex}`);
+  if (input.mcp) return runMcpToolCall(deps, input, call, input.mcp);
   const started = Date.now();
   const key = `agent-${String(input.index).padStart(6, '0')}`;
   const finish = (content: string, result: ToolOutcome) =>
@@ -121,6 +125,29 @@ export async function runToolCall(deps: ToolDeps, input: ToolCallInput): Promise
     if (err instanceof ToolInputError) return finish(err.message, bad());
     return permanent(err);
   }
+}
+
+/** An MCP tool's call (mcp/tools.ts): made by the worker; its result becomes the tool message. */
+async function runMcpToolCall(
+  deps: ToolDeps,
+  input: ToolCallInput,
+  call: ToolCall,
+  settled: McpCallInput['call'],
+): Promise<ToolCallRecord> {
+  const done = await callMcpTool(deps, {
+    sessionId: input.sessionId,
+    turn: input.turn,
+    index: input.index,
+    name: call.function.name,
+    arguments: call.function.arguments ?? '',
+    call: settled,
+  });
+  await writeMessage(deps.artifacts, input.sessionId, input.index, {
+    role: 'tool',
+    tool_call_id: call.id,
+    content: done.content,
+  });
+  return done.record;
 }
 
 /** service_logs: read by the worker from the engine (no exec for a service), redacted, its end kept within the output limit. */

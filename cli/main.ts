@@ -29,7 +29,7 @@ import { FollowupRefused, sendFollowup, startSession } from '../platform/session
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import { addRepo, buildSnapshot, listRepos, listSnapshots, removeRepo, resolveRepo } from './snapshots';
 import {
-  ACTIONS,
+  GATED_ACTIONS,
   ATTEMPTS_WORKFLOW_TYPE,
   decide,
   RUNNING_PHASES,
@@ -251,7 +251,7 @@ for (const decision of ['approve', 'reject'] as const) {
     .command(`${decision} <session>`)
     .description(`${decision === 'approve' ? 'Approve' : 'Reject'} the pending action of a session`)
     .addOption(
-      new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...ACTIONS]),
+      new Option('--action <action>', 'the irreversible action (default: the one pending)').choices([...GATED_ACTIONS]),
     )
     .option('--change <hash>', 'the change you reviewed: its whole hash (64 hex), as status shows it')
     .option(
@@ -411,6 +411,10 @@ repoCommand
   .option(
     '--environment <kind>',
     "what its sandboxes run in, over the repo's own choice: devcontainer, dockerfile, base or image:<ref> (default: the repo's)",
+  )
+  .option(
+    '--mcp <file>',
+    'its MCP servers: a JSON or YAML list of {name, url, headers, tools, writes, maxCalls} (docs/mcp.md); default: none',
   )
   .option(
     '--ignore-devcontainer',

@@ -1,6 +1,8 @@
 /** CLI verbs of snapshots: `repo add|list`, `snapshot build|list`. */
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import { parseMcpDeclaration, type McpServer } from '../workflows/mcp-servers';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -80,6 +82,8 @@ export interface AddRepoOptions {
   pool?: string;
   /** `--environment devcontainer|dockerfile|base|image:<ref>`. */
   environment?: string;
+  /** `--mcp <file>`: the repo's MCP servers, a JSON or YAML list (docs/mcp.md). */
+  mcp?: string;
   ignoreDevcontainer?: boolean;
 }
 
@@ -90,7 +94,7 @@ export async function addRepo(
   url: string,
   opts: AddRepoOptions,
 ): Promise<{
-  registration: RepoRegistration & { name: string; pool: number };
+  registration: RepoRegistration & { name: string; pool: number; mcp: McpServer[] };
   scheduleIds: string[];
   inferred?: string[];
 }> {
@@ -117,6 +121,7 @@ export async function addRepo(
   // No setup given: what the lockfiles imply, printed; without --allow its registries are the egress.
   const inferred = opts.setup ? undefined : await inferAtRegistration(url, opts.ref, readsDevcontainer(registration));
   if (inferred && !opts.allow?.length) registration.egress = inferred.egress.map((host) => ({ host }));
+  const mcp = opts.mcp ? await readMcpFile(opts.mcp) : [];
   const limits = {
     secrets: parseSecrets(opts.secret ?? []),
     maxima: parseMaxima(opts),
@@ -125,6 +130,7 @@ export async function addRepo(
   const hosts = await withRegistry(config, async (registry, pool) => {
     await registry.upsertRepo(registration);
     await new RepoRegistry(pool).setLimits(url, name, limits);
+    await new RepoRegistry(pool).setMcp(url, mcp);
     await new PoolRegistry(pool).setSize(url, poolSize);
     return registry.hosts();
   });
@@ -135,7 +141,7 @@ export async function addRepo(
     taskQueue: config.DRYDOCK_TASK_QUEUE,
   });
   return {
-    registration: { ...registration, name, ...limits, pool: poolSize },
+    registration: { ...registration, name, ...limits, pool: poolSize, mcp },
     scheduleIds,
     ...(inferred ? { inferred: describeInferredSetup(inferred) } : {}),
   };
@@ -248,6 +254,19 @@ async function inferAtRegistration(
   }
 }
 
+/** `--mcp <file>`: a JSON or YAML list of MCP servers, validated; a problem names the file and the field. */
+export async function readMcpFile(file: string): Promise<McpServer[]> {
+  let raw: unknown;
+  try {
+    raw = parseYaml(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new SnapshotUsageError(`--mcp ${file}: ${(err as Error).message}`);
+  }
+  const parsed = parseMcpDeclaration(raw);
+  if (!parsed.ok) throw new SnapshotUsageError(`--mcp ${file}: ${parsed.problems.join('; ')}`);
+  return parsed.servers;
+}
+
 function parseSecrets(names: string[]): string[] {
   for (const n of names) {
     if (!secretName.safeParse(n).success)
@@ -295,6 +314,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         const { name, limits } = known.find((k) => k.url === reg.repo)!;
         return {
           name,
+          mcp: known.find((k) => k.url === reg.repo)!.mcp ?? [],
           ...reg,
           secrets: limits.secrets,
           maxima: limits.maxima,
@@ -318,6 +338,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
         `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
         `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
+        `  MCP servers: ${r.mcp.map((m) => `${m.name} (${m.tools.length} tools${m.writes.length ? `, ${m.writes.length} writing` : ''})`).join(', ') || 'none'}\n` +
         `  environment: ${r.environment ?? "the repo's"}${r.ignoreDevcontainer ? ' (its dev container ignored)' : ''}\n` +
         `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) : 'none yet'}` +
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),

@@ -7,6 +7,7 @@
  * up here (createRepoLookup).
  */
 import type { Pool } from 'pg';
+import type { McpServer } from '../workflows/mcp-servers';
 import type { Config } from '../platform/config';
 import type { TriggerSession } from '../workflows/input';
 import { githubRepoOf, hasUrlCredentials, redactUrl, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
@@ -65,6 +66,8 @@ export interface KnownRepo {
   limits: RepoLimits & { egress: EgressRule[]; secrets: string[] };
   /** The operator's choice of its environment (`repo add --environment`, `--ignore-devcontainer`). */
   environment?: OperatorEnvironment;
+  /** The operator's MCP servers for its agents (`repo add --mcp`, docs/mcp.md). @default none */
+  mcp?: McpServer[];
 }
 
 export type RepoLookup = { ok: true; repo: KnownRepo } | { ok: false; reason: string };
@@ -109,6 +112,7 @@ export class RepoRegistry {
       name: r.name ?? repoNameOf(r.repo),
       url: r.repo,
       limits: { egress: r.egress, secrets: r.secrets, maxima: r.maxima as RepoMaxima, approvers: r.approvers },
+      ...(Array.isArray(r.mcp) && r.mcp.length ? { mcp: r.mcp as McpServer[] } : {}),
       ...(r.environment || r.ignore_devcontainer
         ? {
             environment: {
@@ -132,6 +136,14 @@ export class RepoRegistry {
       if ((err as { code?: string }).code !== '23505') throw err;
       throw new Error(`the name ${name} belongs to another registered repo; choose another with --name`);
     }
+  }
+
+  /** Sets a registered repo's MCP servers (validated by mcp/declaration.ts); an empty list removes them. */
+  async setMcp(url: string, servers: McpServer[]): Promise<void> {
+    await this.pool.query('update snapshot_repos set mcp = $2, updated_at = now() where repo = $1', [
+      url,
+      JSON.stringify(servers),
+    ]);
   }
 
   /**

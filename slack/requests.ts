@@ -59,7 +59,7 @@ export const eventEnvelope = z.discriminatedUnion('type', [
 /** The value an Approve or Reject button carries: the change it was shown for. */
 export const buttonValue = z.object({
   session: z.string().min(1).max(200),
-  action: z.enum(['push', 'pull_request', 'deploy']),
+  action: z.enum(['push', 'pull_request', 'deploy', 'mcp_write']),
   change: z.string().regex(/^[0-9a-f]{12,64}$/, 'a change hash'),
 });
 export type ButtonValue = z.infer<typeof buttonValue>;

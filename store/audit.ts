@@ -35,6 +35,7 @@ export const AUDIT_KINDS = [
   'snapshot.build',
   'teardown',
   'fault',
+  'mcp_call',
 ] as const;
 export type AuditKind = (typeof AUDIT_KINDS)[number];
 

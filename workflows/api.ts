@@ -29,9 +29,15 @@ export type Phase = (typeof RUNNING_PHASES)[number] | Outcome;
 /** Irreversible actions; each waits behind its own approval gate unless policy says otherwise. */
 export const ACTIONS = ['push', 'pull_request', 'deploy'] as const;
 export type Action = (typeof ACTIONS)[number];
+/**
+ * What an approval gate can be for: an irreversible action, or a call of an MCP
+ * tool the operator marked as writing outside the sandbox (always gated, never by policy).
+ */
+export const GATED_ACTIONS = [...ACTIONS, 'mcp_write'] as const;
+export type GatedAction = (typeof GATED_ACTIONS)[number];
 
 export interface DecisionInput {
-  action: Action;
+  action: GatedAction;
   /** Who decides: must be on the approvers list when there is one. */
   by: string;
   comment?: string;
@@ -242,6 +248,8 @@ export interface AgentProgress {
   runs?: number;
   /** Times older turns were compacted to fit the context window (openai). */
   compactions?: number;
+  /** Calls of the repo's MCP tools (openai), refused ones included. */
+  mcpCalls?: number;
 }
 
 /**
@@ -356,7 +364,7 @@ export interface SessionStatus {
   policy?: ApprovalPolicy;
   /** The approval the session is waiting for, with what a reviewer needs to decide. */
   pendingApproval?: {
-    action: Action;
+    action: GatedAction;
     /** Other actions this approval also approves (one review per change: the push of a pull request). */
     covers?: Action[];
     /** Hash of the diff and target branch; an approval binds to it. */
@@ -371,6 +379,8 @@ export interface SessionStatus {
       screenshots: string[];
       /** Files setup wrote, left out of the change (so never pushed): named, with how many. */
       setupFiles?: string;
+      /** An MCP call waiting (mcp_write): "server tool", and its arguments as the model wrote them (cut, scrubbed). */
+      mcpCall?: { server: string; tool: string; arguments: string };
     };
   };
   decisions: Decision[];
@@ -458,7 +468,7 @@ export interface LastKnown {
   branch?: string;
   /** The timeline's last entry when the phase changed. */
   step?: string;
-  pending?: { action: Action; change: string; deadline: string };
+  pending?: { action: GatedAction; change: string; deadline: string };
   pullRequest?: string;
   restarts?: number;
   error?: string;

@@ -20,7 +20,7 @@ import {
   OUTCOMES,
   status,
   WORKFLOW_TYPE,
-  type Action,
+  type GatedAction,
   type DecideInput,
   type Phase,
   type SessionStatus,
@@ -272,7 +272,7 @@ export async function pollUntil<T>(
 export const inPhase = (phase: Phase) => (s: SessionStatus) => s.phase === phase;
 
 /** The arguments of the `decide` update that approves `action` as `by` (bound to `change` when given). */
-export const approveAs = (by: string, action: Action, change?: string): { args: [DecideInput] } => ({
+export const approveAs = (by: string, action: GatedAction, change?: string): { args: [DecideInput] } => ({
   args: [{ decision: 'approve', action, by, ...(change ? { change } : {}) }],
 });
 

@@ -123,7 +123,7 @@ test.each([
   [
     { decision: 'approve', action: 'merge', by: 'alice' },
     anyone,
-    /unknown action 'merge'; known actions: push, pull_request, deploy/,
+    /unknown action 'merge'; known actions: push, pull_request, deploy, mcp_write/,
   ],
   [{ decision: 'approve', action: 'deploy', by: 'alice' }, anyone, /no approval is pending for deploy/],
   [{ decision: 'maybe', action: 'push', by: 'alice' }, anyone, /unknown decision 'maybe'/],

@@ -16,7 +16,7 @@ import {
   startSession,
 } from '../../platform/sessions';
 import { parseComments, reviewFollowup } from '../../review/line-comments';
-import { ACTIONS, decide, type DecideInput } from '../../workflows/api';
+import { GATED_ACTIONS, decide, type DecideInput } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { CHANGE_HASH, tooSoonToApprove } from '../../workflows/rules/policy';
 import { consoleUrl, header, HttpError, parseJson, readBody, requireJsonRequest, type ServeContext } from '../http';
@@ -157,7 +157,7 @@ export async function apiDecide(ctx: ServeContext, req: IncomingMessage, id: str
   if (body.change !== undefined && (typeof body.change !== 'string' || !CHANGE_HASH.test(body.change))) {
     throw new HttpError(400, 'change: the whole hash of the change (64 hex, pendingApproval.change), not a prefix');
   }
-  if (!ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${ACTIONS.join(', ')}`);
+  if (!GATED_ACTIONS.includes(action)) throw new HttpError(400, `action: one of ${GATED_ACTIONS.join(', ')}`);
   // The console (a cookie, no bearer token) approves only a change that has been on display a while.
   if (body.decision === 'approve' && header(req, 'authorization') === undefined) {
     const early = tooSoonToApprove(current, Date.now(), ctx.config.DRYDOCK_APPROVAL_SETTLE);

@@ -1,5 +1,13 @@
 /** Pure decisions of a session, unit-tested without Temporal. */
-import { ACTIONS, type Action, type ApprovalPolicy, type DecideInput, type SessionStatus } from '../api';
+import {
+  ACTIONS,
+  GATED_ACTIONS,
+  type GatedAction,
+  type Action,
+  type ApprovalPolicy,
+  type DecideInput,
+  type SessionStatus,
+} from '../api';
 
 /**
  * The policy a session runs under: the server's, tightened by the session's.
@@ -72,8 +80,8 @@ export function refuseDecision(
   if (input.decision !== 'approve' && input.decision !== 'reject') {
     return `unknown decision '${String(input.decision)}'; use approve or reject`;
   }
-  if (!ACTIONS.includes(input.action as Action)) {
-    return `unknown action '${String(input.action)}'; known actions: ${ACTIONS.join(', ')}`;
+  if (!GATED_ACTIONS.includes(input.action as GatedAction)) {
+    return `unknown action '${String(input.action)}'; known actions: ${GATED_ACTIONS.join(', ')}`;
   }
   if (typeof input.by !== 'string' || input.by.trim() === '') return "'by' must name who decides";
   if (input.comment !== undefined && typeof input.comment !== 'string') return "'comment' must be text";

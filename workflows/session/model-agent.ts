@@ -6,12 +6,15 @@
  */
 import { ActivityFailure, workflowInfo } from '@temporalio/workflow';
 import { RetryState } from '@temporalio/common';
-import type { ModelCallResult } from '../../agent-loop/contract';
+import type { ModelCallResult, ToolCallInput } from '../../agent-loop/contract';
+import type { McpServer } from '../mcp-servers';
+import { decideMcpCall, parseMcpToolName } from '../rules/mcp';
 import type { AgentCall } from '../api';
 import { durationMs } from '../units';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
+import { gateMcpWrite } from './mcp-gate';
 import type { SessionRun } from './state';
 
 /** Calls kept in status; the whole conversation is in the transcript artifact. */
@@ -48,6 +51,16 @@ async function startConversation(run: SessionRun): Promise<void> {
   });
   run.loop.messageCount = started.messageCount;
   run.status.agent!.instructions = started.instructions;
+  if (run.loop.mcp) await offerMcpTools(run, run.loop.mcp.servers);
+}
+
+/** The repo's MCP tools the model is offered (the worker asks each declared server); what is missing is noted. */
+async function offerMcpTools(run: SessionRun, servers: McpServer[]): Promise<void> {
+  await run.track('agent: MCP tools', async (record) => {
+    const listed = await inSandbox(run, (sb) => onHost(sb).listMcpTools({ sessionId: run.sessionId, servers }));
+    record.detail = [`${listed.tools.length} offered`, ...listed.problems].join('; ');
+    record.ok = listed.problems.length === 0;
+  });
 }
 
 /**
@@ -119,7 +132,13 @@ async function turn(run: SessionRun): Promise<boolean> {
     remember(run, answer.call);
     for (const [callIndex, call] of answer.toolCalls.entries()) {
       progress.lastTool = call.summary;
-      await runTool(run, assistantIndex, callIndex);
+      const mcp = mcpCall(run, call.name);
+      await runTool(
+        run,
+        assistantIndex,
+        callIndex,
+        mcp && (await approvedMcpCall(run, mcp, assistantIndex, callIndex)),
+      );
     }
     record.detail = `${answer.compacted ? `compacted before message ${answer.compactedBefore}; ` : ''}${answer.toolCalls.map((c) => c.summary).join(', ') || 'answered'}; ${answer.call.totalTokens} tokens`;
     if (answer.toolCalls.length === 0) progress.summary = answer.content;
@@ -127,7 +146,40 @@ async function turn(run: SessionRun): Promise<boolean> {
   });
 }
 
-async function runTool(run: SessionRun, assistantIndex: number, callIndex: number): Promise<void> {
+/**
+ * How an MCP tool's call goes (workflows/rules/mcp.ts), counted against its
+ * server's calls; undefined for drydock's own tools, which run in the sandbox.
+ */
+function mcpCall(run: SessionRun, name: string): ToolCallInput['mcp'] {
+  const { mcp } = run.loop;
+  if (!mcp || !parseMcpToolName(name)) return undefined;
+  const decided = decideMcpCall(mcp.servers, name, mcp.calls);
+  const progress = run.status.agent!;
+  progress.mcpCalls = (progress.mcpCalls ?? 0) + 1;
+  if (decided.kind === 'refuse') return { refused: decided.reason, server: decided.server, tool: decided.tool };
+  mcp.calls[decided.server.name] = (mcp.calls[decided.server.name] ?? 0) + 1;
+  return { server: decided.server, tool: decided.tool, writes: decided.writes };
+}
+
+/** A writing MCP call once a person approved it at its gate (mcp-gate.ts), else refused with why. */
+async function approvedMcpCall(
+  run: SessionRun,
+  mcp: NonNullable<ToolCallInput['mcp']>,
+  assistantIndex: number,
+  callIndex: number,
+): Promise<ToolCallInput['mcp']> {
+  if ('refused' in mcp || !mcp.writes) return mcp;
+  const call = { server: mcp.server.name, tool: mcp.tool };
+  const refused = await gateMcpWrite(run, call, { assistantIndex, callIndex, index: run.loop.messageCount });
+  return refused ? { refused, ...call } : mcp;
+}
+
+async function runTool(
+  run: SessionRun,
+  assistantIndex: number,
+  callIndex: number,
+  mcp?: ToolCallInput['mcp'],
+): Promise<void> {
   const { input, loop } = run;
   const runTimeoutMs = durationMs(input.agent.runTimeout);
   const result = await inSandbox(run, (sb) =>
@@ -142,6 +194,7 @@ async function runTool(run: SessionRun, assistantIndex: number, callIndex: numbe
       outputLimit: input.agent.toolOutputLimit,
       runTimeoutMs,
       checkpointBase: sb.baseCommit,
+      ...(mcp ? { mcp } : {}),
     }),
   );
   loop.messageCount++;

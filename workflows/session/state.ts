@@ -19,7 +19,7 @@ import {
   OUTCOMES,
   PHASE_ATTRIBUTE,
   REPO_ATTRIBUTE,
-  type Action,
+  type GatedAction,
   type ApprovalPolicy,
   type Decision,
   type LastKnown,
@@ -27,6 +27,7 @@ import {
   type SessionStatus,
   type StepRecord,
 } from '../api';
+import type { McpServer } from '../mcp-servers';
 import type { ScriptStep, SessionInput } from '../input';
 import { budgetStop } from '../rules/budget';
 import type { Followup } from '../rules/followup';
@@ -51,6 +52,8 @@ export interface AgentLoop {
   feedback?: string;
   /** A follow-up round's request: an agent CLI's prompt instead of the task. */
   request?: string;
+  /** The repo's MCP servers (the operator's declaration, no credentials) and the calls made of each. */
+  mcp?: { servers: McpServer[]; calls: Record<string, number> };
 }
 
 /**
@@ -109,7 +112,7 @@ export class SessionRun {
   /** Until the session's policy is known nothing is pending, so every decision is refused. */
   policy: ApprovalPolicy = { required: [], approvers: [], forbidSelfApproval: false, separateGates: false };
   /** The first decision on each action (it is final). */
-  readonly verdicts = new Map<Action, Decision>();
+  readonly verdicts = new Map<GatedAction, Decision>();
   sandbox?: Sandbox;
   /** Sandboxes this session replaced whose removal has not succeeded yet (their host did not answer). */
   readonly sandboxesToRemove: SandboxPlace[];

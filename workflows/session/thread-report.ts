@@ -3,7 +3,7 @@
  * slack/ and linear/ activities show it): the contract between the workflow
  * and those rooms, with no import of either side's code.
  */
-import type { Action, Phase } from '../api';
+import type { Action, GatedAction, Phase } from '../api';
 
 /** What a thread shows: small, so every report stays small in the history. */
 export interface ThreadReport {
@@ -17,7 +17,7 @@ export interface ThreadReport {
   /** When the session started: a message posted since then may be its own (looked for before posting). */
   startedAt: string;
   pending?: {
-    action: Action;
+    action: GatedAction;
     covers?: Action[];
     change: string;
     diffstat: string;
@@ -26,7 +26,7 @@ export interface ThreadReport {
     tests: string;
     approvers: string[];
   };
-  lastDecision?: { decision: 'approve' | 'reject'; action: Action; by: string };
+  lastDecision?: { decision: 'approve' | 'reject'; action: GatedAction; by: string };
   pullRequest?: string;
   error?: string;
 }

@@ -98,6 +98,7 @@ async function parse(run: SessionRun): Promise<void> {
       ]);
     }
     run.startCommit = settled.commit;
+    if (settled.mcp?.length) run.loop.mcp = { servers: settled.mcp, calls: {} };
     if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
     // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
     const { required, approvers, forbidSelfApproval, separateGates } = input.approval;

@@ -1,0 +1,107 @@
+/**
+ * The operator's MCP servers of a repo (`drydock repo add --mcp <file>`), as
+ * the registry keeps them: which remote server, which of its tools the agent
+ * may use, which of those write outside the sandbox (each call waits at an
+ * approval gate), and how much a session may use it. Credentials are never
+ * written here: a header names a worker secret (DRYDOCK_SECRET_<NAME>) that
+ * only the worker resolves, at the call. So the declaration may sit in the
+ * registry, in workflow history and in `repo list` without leaking anything.
+ */
+import { z } from 'zod';
+import { secretName } from './input';
+
+/** At most this many servers per repo, and tools per server. */
+export const MCP_BOUNDS = { servers: 8, tools: 64, headers: 8 };
+
+/** Short, so that `mcp__<server>__<tool>` fits a model API's 64-character function names. */
+const serverName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,11}$/, 'lower-case letters, digits and "-", at most 12 characters');
+const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,45}$/, 'letters, digits, "_" and "-", at most 45 characters');
+const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'an HTTP header name');
+
+/** Plain HTTP only to this machine (a local server); anything else over HTTPS. */
+const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/;
+
+const serverUrl = z
+  .string()
+  .max(2000)
+  .superRefine((value, ctx) => {
+    const url = URL.canParse(value) ? new URL(value) : undefined;
+    const problem = !url
+      ? 'not a URL'
+      : url.username || url.password
+        ? 'credentials in the URL are refused: name a worker secret in headers instead'
+        : url.search
+          ? 'a query string is refused (it may carry a credential): name a worker secret in headers instead'
+          : url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK.test(url.hostname))
+            ? undefined
+            : 'expected https:// (http:// only to localhost)';
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
+export const mcpServerSchema = z
+  .strictObject({
+    name: serverName.describe('how tools are named to the agent: mcp__<name>__<tool>'),
+    /** Remote servers (MCP streamable HTTP), reached by the worker only. */
+    url: serverUrl,
+    headers: z
+      .record(
+        headerName,
+        z.strictObject({
+          secret: secretName.describe('the worker secret DRYDOCK_SECRET_<NAME> whose value is sent'),
+          prefix: z
+            .string()
+            .regex(/^[\x20-\x7e]{0,32}$/, 'printable text of at most 32 characters')
+            .optional()
+            .describe('e.g. "Bearer "'),
+        }),
+      )
+      .refine((h) => Object.keys(h).length <= MCP_BOUNDS.headers, `at most ${MCP_BOUNDS.headers} headers`)
+      .default({}),
+    tools: z.array(toolName).min(1).max(MCP_BOUNDS.tools).describe('the allowlist: only these tools reach the agent'),
+    writes: z
+      .array(toolName)
+      .max(MCP_BOUNDS.tools)
+      .default([])
+      .describe('tools that change something outside the sandbox: each call waits for approval'),
+    maxCalls: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(50)
+      .describe("calls a session may make, all of this server's tools together"),
+    timeoutSeconds: z.number().int().min(1).max(600).default(60),
+    maxResultBytes: z.number().int().min(1024).max(1_000_000).default(64_000).describe('a longer result is cut'),
+  })
+  .superRefine((server, ctx) => {
+    for (const [i, tool] of server.writes.entries()) {
+      if (!server.tools.includes(tool)) {
+        ctx.addIssue({ code: 'custom', path: ['writes', i], message: `${tool} is not in tools (the allowlist)` });
+      }
+    }
+  });
+
+export const mcpDeclaration = z
+  .array(mcpServerSchema)
+  .max(MCP_BOUNDS.servers)
+  .superRefine((servers, ctx) => {
+    const seen = new Set<string>();
+    for (const [i, s] of servers.entries()) {
+      if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `${s.name} is declared twice` });
+      seen.add(s.name);
+    }
+  });
+
+/** One declared server, defaults filled in. */
+export type McpServer = z.infer<typeof mcpServerSchema>;
+
+/** The declaration, or each problem named by its place ("1.url: ..."). */
+export function parseMcpDeclaration(
+  raw: unknown,
+): { ok: true; servers: McpServer[] } | { ok: false; problems: string[] } {
+  const parsed = mcpDeclaration.safeParse(raw);
+  if (parsed.success) return { ok: true, servers: parsed.data };
+  return { ok: false, problems: parsed.error.issues.map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`) };
+}
