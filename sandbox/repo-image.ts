@@ -313,6 +313,8 @@ export interface EnvironmentBuild {
   owner: string;
   log: Logger;
   limits?: Partial<BuildLimits>;
+  /** The worker's folder for what builds reuse (sandbox/builder.ts, IsolatedBuild.cacheDir). */
+  cacheDir?: string;
 }
 
 /**
@@ -380,6 +382,7 @@ export async function ensureEnvironmentImage(
       egress: build.egress,
       ...(build.extraCaCerts ? { extraCaCerts: build.extraCaCerts } : {}),
       ...(build.limits ? { limits: build.limits } : {}),
+      ...(build.cacheDir ? { cacheDir: build.cacheDir } : {}),
       owner: build.owner,
       log: build.log,
     });

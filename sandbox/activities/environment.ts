@@ -129,6 +129,8 @@ async function environmentOf(
           egress: [...egress, ...PACKAGE_REGISTRIES],
           ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
           ...(rootSetup ? { rootSetup } : {}),
+          // Beside the tools folder, as toolchainsOf places it: base archives kept between builds.
+          cacheDir: path.join(path.dirname(deps.egressRoot), 'builder-cache'),
           owner: `environment ${repoSlug(repo)}`,
           log: deps.log,
         })
