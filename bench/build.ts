@@ -103,7 +103,8 @@ async function main(): Promise<void> {
   await writeFile(dockerfile, DOCKERFILE);
   try {
     const docker = { cold: [] as number[], cached: [] as number[] };
-    const builder = { cold: [] as { ms: number; phases: Record<string, number> }[], cached: [] as typeof builder.cold };
+    type Timed = { ms: number; phases: Record<string, number> };
+    const builder = { cold: [] as Timed[], cached: [] as Timed[] };
     for (let i = 0; i < runs; i++) {
       say(`run ${i + 1} of ${runs}: docker build cold, cached`);
       docker.cold.push(dockerBuild(dockerfile, context, false));
