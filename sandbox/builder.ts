@@ -90,8 +90,11 @@ export interface IsolatedBuild {
   labels: Record<string, string>;
   /** The repo's Dockerfile (its text), its context (a host folder) and build args; absent: the layer alone. */
   repo?: { dockerfile: string; context: string; args: Record<string, string> };
-  /** drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base. */
-  layer: string;
+  /**
+   * drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base.
+   * Absent (a repo's Dockerfile only): the result is the repo's own image, tagged `tag`.
+   */
+  layer?: string;
   /** The images the build starts from, each pinned by id. */
   bases: { ref: string; id: string }[];
   egress: EgressRule[];
@@ -192,7 +195,7 @@ async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
     list.push(`${i}.tar ${base.id} ${base.ref}`);
   }
   await writeFile(path.join(dirs.bases, 'list'), list.map((l) => `${l}\n`).join(''));
-  await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
+  if (build.layer !== undefined) await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
   if (build.repo) {
     await writeFile(path.join(dirs.dockerfile, 'Dockerfile'), build.repo.dockerfile);
     const args = Object.entries(build.repo.args).map(([k, v]) => `${k}=${v.replace(/\n/g, ' ')}\n`);

@@ -19,9 +19,10 @@
  * one on the host that no repository made, or pulled from a registry the
  * operator allows, pinned by id. drydock's layer on top runs the repo's
  * `setup.root` as root, in the builder too; sessions stay non-root. A named
- * image with no setup.root needs only drydock's layer, which runs nothing: it
- * is made on the host with no build at all (a container of the image created,
- * never started, given two empty folders and committed: hostLayer).
+ * image, or a Dockerfile's result, with no setup.root needs only drydock's
+ * layer, which runs nothing: it is made on the host with no build at all (a
+ * container of the image created, never started, given two empty folders and
+ * committed: hostLayer).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -324,9 +325,10 @@ export interface EnvironmentBuild {
  * drydock's layer on top (setup.root run as root, /workspace and the home
  * folder owned by the sandbox user, containerEnv). A Dockerfile or setup.root
  * is built in the isolated builder (sandbox/builder.ts), never by the host's
- * daemon; a named image alone gets drydock's layer on the host with no build
- * (hostLayer). Built once per content hash; returns the tag. With no declared
- * environment, `env` undefined: the base image with setup.root on top.
+ * daemon; without setup.root drydock's layer is made on the host with no
+ * build (hostLayer), over the named image or the builder's result. Built
+ * once per content hash; returns the tag. With no declared environment,
+ * `env` undefined: the base image with setup.root on top.
  */
 export async function ensureEnvironmentImage(
   provider: SandboxProvider,
@@ -348,10 +350,11 @@ export async function ensureEnvironmentImage(
     const { id, env: imageEnv } = await allowedImage(provider, ref, field);
     bases.push({ ref, id, env: imageEnv });
   }
-  // A named image with no setup.root gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
-  const onHost = !repo && !build.rootSetup;
-  const layer = onHost
-    ? JSON.stringify(hostLayer(env, bases[0].env))
+  // Without setup.root drydock's layer runs nothing: the worker makes it with no build (hostLayer),
+  // over the named image or over the builder's result; setup.root puts it in the builder.
+  const layerOnHost = !build.rootSetup;
+  const layer = layerOnHost
+    ? JSON.stringify(hostLayer(env, []))
     : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup);
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
@@ -366,28 +369,53 @@ export async function ensureEnvironmentImage(
     'drydock.image': 'environment',
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
-  if (onHost) {
+  if (layerOnHost && !repo) {
     await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
     return tag;
   }
-  await withContext(async (context) => {
-    if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
-    await buildIn(build, source, {
-      builderImage: await build.builderImage(),
-      tag,
-      labels,
-      ...(repo ? { repo: { dockerfile: repo.text, context, args: env!.args } } : {}),
-      layer,
-      bases,
-      egress: build.egress,
-      ...(build.extraCaCerts ? { extraCaCerts: build.extraCaCerts } : {}),
-      ...(build.limits ? { limits: build.limits } : {}),
-      ...(build.cacheDir ? { cacheDir: build.cacheDir } : {}),
-      owner: build.owner,
-      log: build.log,
+  // The repo's result alone, under the repo's name, when the layer is made here.
+  const built = layerOnHost ? `${environmentImageNames(slug).repo}:${hash.slice(0, 12)}` : tag;
+  if (!(await provider.image(built))) {
+    await withContext(async (context) => {
+      if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
+      await buildIn(build, source, {
+        builderImage: await build.builderImage(),
+        tag: built,
+        labels: layerOnHost ? { ...labels, 'drydock.image': 'repo' } : labels,
+        ...(repo ? { repo: { dockerfile: repo.text, context, args: env!.args } } : {}),
+        ...(layerOnHost ? {} : { layer }),
+        bases,
+        egress: build.egress,
+        ...(build.extraCaCerts ? { extraCaCerts: build.extraCaCerts } : {}),
+        ...(build.limits ? { limits: build.limits } : {}),
+        ...(build.cacheDir ? { cacheDir: build.cacheDir } : {}),
+        owner: build.owner,
+        log: build.log,
+      });
     });
-  });
+  }
+  if (layerOnHost) await layerOverResult(provider, built, { tag, labels, env });
   return tag;
+}
+
+/**
+ * drydock's layer (hostLayer) over the builder's result `built`, which is
+ * then untagged: the environment image holds its layers. Nothing runs.
+ */
+async function layerOverResult(
+  provider: SandboxProvider,
+  built: string,
+  layer: { tag: string; labels: Record<string, string>; env: RepoEnvironment | undefined },
+): Promise<void> {
+  const result = await provider.image(built);
+  if (!result) throw new Error(`the isolated builder's result ${built} is not on the host after its load`);
+  await provider.layerImage({
+    tag: layer.tag,
+    from: result.id,
+    labels: layer.labels,
+    ...hostLayer(layer.env, result.env),
+  });
+  await provider.removeImage(built);
 }
 
 /** The host's image `ref` a repo may start from (workflows/rules/images.ts, repoMadeImage), else why not. */
@@ -488,13 +516,14 @@ function hashOf(parts: string[]): string {
 }
 
 /**
- * drydock's layer over a named image with no setup.root, as data for the
- * provider's layerImage: what layerDockerfile writes, without a build.
- * Handing an image to the isolated builder costs minutes (docs/builder.md)
- * and this layer runs nothing: the provider creates a container of the
- * image (never started), copies the two empty owned folders in, and commits
- * it with this configuration, so no Dockerfile is read and nothing of the
- * repo or of the image runs on the host.
+ * drydock's layer without setup.root (over a named image or the isolated
+ * builder's result), as data for the provider's layerImage: what
+ * layerDockerfile writes, without a build. This layer runs nothing, and in
+ * the builder it costs minutes (handing a named image over; a vfs copy of
+ * the result under gVisor: docs/builder.md): the provider creates a
+ * container of the image (never started), copies the two empty owned folders
+ * in, and commits it with this configuration, so no Dockerfile is read and
+ * nothing of the repo or of the image runs on the host.
  */
 export function hostLayer(
   env: RepoEnvironment | undefined,
