@@ -481,7 +481,10 @@ export class DockerProvider implements SandboxProvider {
       WorkingDir: layer.workdir,
       Labels: layer.labels,
       NetworkDisabled: true,
-      HostConfig: { NetworkMode: 'none', Mounts: volumes.map((target) => ({ Type: 'tmpfs', Target: target })) },
+      HostConfig: {
+        NetworkMode: 'none',
+        Mounts: volumes.map((target): Docker.MountSettings => ({ Type: 'tmpfs', Target: target })),
+      },
     });
     try {
       await staging.putArchive(await emptyFoldersTar(layer.folders, layer.owner), { path: '/' });
