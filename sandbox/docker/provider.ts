@@ -483,7 +483,7 @@ export class DockerProvider implements SandboxProvider {
       NetworkDisabled: true,
       HostConfig: {
         NetworkMode: 'none',
-        Mounts: volumes.map((target): Docker.MountSettings => ({ Type: 'tmpfs', Target: target })),
+        Mounts: volumes.map((target): Docker.MountSettings => ({ Type: 'tmpfs', Source: '', Target: target })),
       },
     });
     try {
