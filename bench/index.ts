@@ -28,6 +28,7 @@ const ALL: [string, Record<string, string>][] = [
   ['round-trip', {}],
   ['park', {}],
   ['exec', {}],
+  ['build', {}],
   ['concurrency', { BENCH_DB: 'pglite' }],
   ...(existsSync('/usr/lib/postgresql')
     ? [['concurrency', { BENCH_DB: 'postgres' }] as [string, Record<string, string>]]

@@ -14,12 +14,27 @@
  * Base images are given, never pulled: the worker chose each (on the host,
  * not made from a repository, or pulled from an allowed registry) and pinned
  * it by id; `docker save` hands it over and the builder checks the id it
- * loaded. The result comes back as a `docker-archive` that `docker load`
+ * loaded. The saved archives are kept between builds in the worker's cache
+ * folder, keyed by image id (an id names its content), so a base is saved
+ * once (baseArchive). The result comes back as a `docker-archive` that `docker load`
  * puts into the host engine under the tag the caller chose.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, copyFile, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import {
+  access,
+  chmod,
+  copyFile,
+  cp,
+  mkdir,
+  mkdtemp,
+  readdir,
+  rename,
+  rm,
+  stat,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../platform/log';
@@ -77,8 +92,11 @@ export interface IsolatedBuild {
   labels: Record<string, string>;
   /** The repo's Dockerfile (its text), its context (a host folder), build args and stage; absent: the layer alone. */
   repo?: { dockerfile: string; context: string; args: Record<string, string>; target?: string };
-  /** drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base. */
-  layer: string;
+  /**
+   * drydock's layer over the repo's result (`FROM drydock-stage-repo`) or over a given base.
+   * Absent (a repo's Dockerfile only): the result is the repo's own image, tagged `tag`.
+   */
+  layer?: string;
   /** A host folder of the dev container's features (sandbox/features.ts): `features/` of the layer's context. */
   features?: string;
   /** The images the build starts from, each pinned by id. */
@@ -90,6 +108,11 @@ export interface IsolatedBuild {
   /** Names the build in logs and the egress record. */
   owner: string;
   log: Logger;
+  /**
+   * The worker's folder for what builds reuse: base images' `docker save`
+   * archives, by image id (baseArchive). None: each build saves its bases anew.
+   */
+  cacheDir?: string;
 }
 
 /** A build that failed, with the end of its output. */
@@ -116,8 +139,17 @@ export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['
   // Short: the egress socket's path must stay under 107 bytes.
   const work = await mkdtemp(path.join(tmpdir(), 'dd-build-'));
   let proxy: EgressProxy | undefined;
+  const timings: Record<string, number> = {};
+  const timed = async <T>(phase: string, fn: () => Promise<T>): Promise<T> => {
+    const started = Date.now();
+    try {
+      return await fn();
+    } finally {
+      timings[phase] = Date.now() - started;
+    }
+  };
   try {
-    const dirs = await prepare(work, build);
+    const dirs = await timed('prepareMs', () => prepare(work, build));
     proxy = await openEgressProxy({
       socketPath: path.join(dirs.run, 'egress.sock'),
       sessionId: build.owner,
@@ -125,11 +157,14 @@ export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['
       rules: build.egress,
       log: build.log,
     });
-    await runBuilder(build, limits, dirs).catch((err: unknown) => {
-      if (!(err instanceof IsolatedBuildFailed) || !proxy) throw err;
-      throw new IsolatedBuildFailed(err.message, err.output, err.timedOut, refusedTargets(proxy.records));
-    });
-    await docker(['load', '-q', '-i', path.join(dirs.out, 'image.tar')], 10 * 60_000);
+    await timed('buildMs', () =>
+      runBuilder(build, limits, dirs).catch((err: unknown) => {
+        if (!(err instanceof IsolatedBuildFailed) || !proxy) throw err;
+        throw new IsolatedBuildFailed(err.message, err.output, err.timedOut, refusedTargets(proxy.records));
+      }),
+    );
+    await timed('loadMs', () => docker(['load', '-q', '-i', path.join(dirs.out, 'image.tar')], 10 * 60_000));
+    build.log.info({ owner: build.owner, tag: build.tag, ...timings }, 'isolated build timings');
     // buildah's own name for it (localhost/…) comes along: only the caller's tag stays.
     await docker(['rmi', `localhost/${build.tag}`], 60_000).catch(() => undefined);
     return proxy.counts;
@@ -141,6 +176,8 @@ export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['
 
 interface BuildDirs {
   bases: string;
+  /** The base archives from the cache, each mounted read-only at /bases/<i>.tar. */
+  archives: string[];
   dockerfile: string;
   run: string;
   out: string;
@@ -151,6 +188,7 @@ interface BuildDirs {
 async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
   const dirs: BuildDirs = {
     bases: path.join(work, 'bases'),
+    archives: [],
     dockerfile: path.join(work, 'dockerfile'),
     run: path.join(work, 'run'),
     out: path.join(work, 'out'),
@@ -160,11 +198,15 @@ async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
   const list: string[] = [];
   for (const [i, base] of build.bases.entries()) {
     // By id: the archive holds exactly the pinned image; the builder names it as the Dockerfile does.
-    await docker(['save', '-o', path.join(dirs.bases, `${i}.tar`), base.id], 10 * 60_000);
+    if (build.cacheDir) {
+      dirs.archives.push(await baseArchive(build.cacheDir, base.id));
+      // The mount point of the cached archive (the folder itself is mounted read-only).
+      await writeFile(path.join(dirs.bases, `${i}.tar`), '');
+    } else await docker(['save', '-o', path.join(dirs.bases, `${i}.tar`), base.id], 10 * 60_000);
     list.push(`${i}.tar ${base.id} ${base.ref}`);
   }
   await writeFile(path.join(dirs.bases, 'list'), list.map((l) => `${l}\n`).join(''));
-  await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
+  if (build.layer !== undefined) await writeFile(path.join(dirs.dockerfile, 'Layer.Dockerfile'), build.layer);
   // drydock-build copies it into the layer's context; files and folders only (sandbox/feature-registry.ts wrote them).
   if (build.features) await cp(build.features, path.join(dirs.dockerfile, 'features'), { recursive: true });
   if (build.repo) {
@@ -180,6 +222,48 @@ async function prepare(work: string, build: IsolatedBuild): Promise<BuildDirs> {
   return dirs;
 }
 
+/** How many base archives the cache keeps (the least recently used go first). @default 8 */
+export const BASE_ARCHIVES_KEPT = 8;
+
+/**
+ * The `docker save` archive of image `id` in the cache, saved on first use:
+ * written under a temporary name and renamed, so a build never sees half an
+ * archive and two builds saving the same base at once both end with a whole
+ * one. An id names its content, so the archive never goes stale; the least
+ * recently used beyond BASE_ARCHIVES_KEPT are removed.
+ */
+export async function baseArchive(cacheDir: string, id: string): Promise<string> {
+  const dir = path.join(cacheDir, 'bases');
+  await mkdir(dir, { recursive: true });
+  const archive = path.join(dir, `${id.replace(/^sha256:/, '').replace(/[^0-9a-f]/g, '')}.tar`);
+  const kept = await access(archive).then(
+    () => true,
+    () => false,
+  );
+  if (kept) {
+    const now = new Date();
+    await utimes(archive, now, now);
+    return archive;
+  }
+  const partial = `${archive}.${process.pid}.${Date.now()}.partial`;
+  try {
+    await docker(['save', '-o', partial, id], 10 * 60_000);
+    await rename(partial, archive);
+  } finally {
+    await rm(partial, { force: true });
+  }
+  await pruneArchives(dir, archive);
+  return archive;
+}
+
+/** Removes the least recently used archives beyond BASE_ARCHIVES_KEPT (never `keep`, nor a partial one). */
+export async function pruneArchives(dir: string, keep: string): Promise<void> {
+  const archives = (await readdir(dir)).filter((f) => f.endsWith('.tar')).map((f) => path.join(dir, f));
+  const used = await Promise.all(archives.map(async (a) => ({ a, ms: (await stat(a)).mtimeMs })));
+  used.sort((x, y) => y.ms - x.ms);
+  for (const { a } of used.slice(BASE_ARCHIVES_KEPT)) if (a !== keep) await rm(a, { force: true });
+}
+
 /** Runs the builder container to its end, killing it past the time limit. */
 async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: BuildDirs): Promise<void> {
   const name = `drydock-build-${createHash('sha256').update(`${build.owner}\0${build.tag}`).digest('hex').slice(0, 16)}`;
@@ -190,6 +274,8 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
     `${dirs.run}:/run/drydock:ro`,
     `${dirs.out}:/out`,
     ...(dirs.context ? [`${dirs.context}:/context:ro`] : []),
+    // Only this build's bases of the cache, one file each: never the others.
+    ...dirs.archives.map((archive, i) => `${archive}:/bases/${i}.tar:ro`),
   ].flatMap((m) => ['-v', m]);
   const labels = Object.entries(build.labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
   const args = [

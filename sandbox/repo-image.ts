@@ -19,9 +19,10 @@
  * one on the host that no repository made, or pulled from a registry the
  * operator allows, pinned by id. drydock's layer on top runs the repo's
  * `setup.root` as root, in the builder too; sessions stay non-root. A named
- * image with no setup.root needs only drydock's layer, which runs nothing: it
- * is made on the host with no build at all (a container of the image created,
- * never started, given two empty folders and committed: hostLayer).
+ * image, or a Dockerfile's result, with no setup.root needs only drydock's
+ * layer, which runs nothing: it is made on the host with no build at all (a
+ * container of the image created, never started, given two empty folders and
+ * committed: hostLayer).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -364,6 +365,8 @@ export interface EnvironmentBuild {
   owner: string;
   log: Logger;
   limits?: Partial<BuildLimits>;
+  /** The worker's folder for what builds reuse (sandbox/builder.ts, IsolatedBuild.cacheDir). */
+  cacheDir?: string;
 }
 
 /**
@@ -373,9 +376,10 @@ export interface EnvironmentBuild {
  * drydock's layer on top (setup.root run as root, /workspace and the home
  * folder owned by the sandbox user, containerEnv). A Dockerfile or setup.root
  * is built in the isolated builder (sandbox/builder.ts), never by the host's
- * daemon; a named image alone gets drydock's layer on the host with no build
- * (hostLayer). Built once per content hash; returns the tag. With no declared
- * environment, `env` undefined: the base image with setup.root on top.
+ * daemon; without setup.root drydock's layer is made on the host with no
+ * build (hostLayer), over the named image or the builder's result. Built
+ * once per content hash; returns the tag. With no declared environment,
+ * `env` undefined: the base image with setup.root on top.
  */
 export async function ensureEnvironmentImage(
   provider: SandboxProvider,
@@ -398,10 +402,11 @@ export async function ensureEnvironmentImage(
     bases.push({ ref, id, env: imageEnv });
   }
   const features = env?.features?.length ? await layerFeatures(at, env, build) : undefined;
-  // A named image with no setup.root and no features gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
-  const onHost = !repo && !build.rootSetup && !features;
-  const layer = onHost
-    ? JSON.stringify(hostLayer(env, bases[0].env))
+  // Without setup.root or features drydock's layer runs nothing: the worker makes it with no build (hostLayer),
+  // over the named image or over the builder's result; setup.root or features put it in the builder.
+  const layerOnHost = !build.rootSetup && !features;
+  const layer = layerOnHost
+    ? JSON.stringify(hostLayer(env, []))
     : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup, features?.steps ?? []);
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
@@ -418,31 +423,64 @@ export async function ensureEnvironmentImage(
     'drydock.image': 'environment',
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
-  if (onHost) {
+  if (layerOnHost && !repo) {
     await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
     return tag;
   }
-  await withContext(async (context, featureFolder) => {
-    if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
-    if (features) await features.write(featureFolder);
-    await buildIn(build, source, {
-      ...(features ? { features: featureFolder } : {}),
-      builderImage: await build.builderImage(),
-      tag,
-      labels,
-      ...(repo
-        ? { repo: { dockerfile: repo.text, context, args: env!.args, ...(env!.target ? { target: env!.target } : {}) } }
-        : {}),
-      layer,
-      bases,
-      egress: build.egress,
-      ...(build.extraCaCerts ? { extraCaCerts: build.extraCaCerts } : {}),
-      ...(build.limits ? { limits: build.limits } : {}),
-      owner: build.owner,
-      log: build.log,
+  // The repo's result alone, under the repo's name, when the layer is made here.
+  const built = layerOnHost ? `${environmentImageNames(slug).repo}:${hash.slice(0, 12)}` : tag;
+  if (!(await provider.image(built))) {
+    await withContext(async (context, featureFolder) => {
+      if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
+      if (features) await features.write(featureFolder);
+      await buildIn(build, source, {
+        ...(features ? { features: featureFolder } : {}),
+        builderImage: await build.builderImage(),
+        tag: built,
+        labels: layerOnHost ? { ...labels, 'drydock.image': 'repo' } : labels,
+        ...(repo
+          ? {
+              repo: {
+                dockerfile: repo.text,
+                context,
+                args: env!.args,
+                ...(env!.target ? { target: env!.target } : {}),
+              },
+            }
+          : {}),
+        ...(layerOnHost ? {} : { layer }),
+        bases,
+        egress: build.egress,
+        ...(build.extraCaCerts ? { extraCaCerts: build.extraCaCerts } : {}),
+        ...(build.limits ? { limits: build.limits } : {}),
+        ...(build.cacheDir ? { cacheDir: build.cacheDir } : {}),
+        owner: build.owner,
+        log: build.log,
+      });
     });
-  });
+  }
+  if (layerOnHost) await layerOverResult(provider, built, { tag, labels, env });
   return tag;
+}
+
+/**
+ * drydock's layer (hostLayer) over the builder's result `built`, which is
+ * then untagged: the environment image holds its layers. Nothing runs.
+ */
+async function layerOverResult(
+  provider: SandboxProvider,
+  built: string,
+  layer: { tag: string; labels: Record<string, string>; env: RepoEnvironment | undefined },
+): Promise<void> {
+  const result = await provider.image(built);
+  if (!result) throw new Error(`the isolated builder's result ${built} is not on the host after its load`);
+  await provider.layerImage({
+    tag: layer.tag,
+    from: result.id,
+    labels: layer.labels,
+    ...hostLayer(layer.env, result.env),
+  });
+  await provider.removeImage(built);
 }
 
 /** The host's image `ref` a repo may start from (workflows/rules/images.ts, repoMadeImage), else why not. */
@@ -596,13 +634,14 @@ export function hashOf(parts: string[]): string {
 }
 
 /**
- * drydock's layer over a named image with no setup.root, as data for the
- * provider's layerImage: what layerDockerfile writes, without a build.
- * Handing an image to the isolated builder costs minutes (docs/builder.md)
- * and this layer runs nothing: the provider creates a container of the
- * image (never started), copies the two empty owned folders in, and commits
- * it with this configuration, so no Dockerfile is read and nothing of the
- * repo or of the image runs on the host.
+ * drydock's layer without setup.root (over a named image or the isolated
+ * builder's result), as data for the provider's layerImage: what
+ * layerDockerfile writes, without a build. This layer runs nothing, and in
+ * the builder it costs minutes (handing a named image over; a vfs copy of
+ * the result under gVisor: docs/builder.md): the provider creates a
+ * container of the image (never started), copies the two empty owned folders
+ * in, and commits it with this configuration, so no Dockerfile is read and
+ * nothing of the repo or of the image runs on the host.
  */
 export function hostLayer(
   env: RepoEnvironment | undefined,

@@ -13,7 +13,6 @@
  */
 import { git } from '../repos/git';
 import type { ServiceBuild, ServiceSpec } from '../workflows/services';
-import { REPO_STAGE } from './builder';
 import { dockerfileBases } from './dockerfile-bases';
 import type { SandboxProvider } from './provider';
 import {
@@ -99,15 +98,14 @@ async function ensureServiceBuild(
     await fetchImage(base.ref, baseField);
     bases.push({ ref: base.ref, id: (await allowedImage(provider, base.ref, baseField)).id });
   }
-  // The repo's result as it is: a service runs its image's own user, entrypoint and command.
-  const layer = `FROM ${REPO_STAGE}\n`;
+  // The repo's result as it is (no layer of drydock's: the builder tags it directly): a service
+  // runs its image's own user, entrypoint and command.
   const hash = hashOf([
     ...bases.map((b) => `${b.ref}@${b.id}`),
     text,
     tree,
     JSON.stringify(build.args),
     build.target ?? '',
-    layer,
   ]);
   const slug = repoSlug(repo);
   const tag = `${serviceImageName(slug)}:${service.name}-${hash.slice(0, 12)}`;
@@ -123,7 +121,6 @@ async function ensureServiceBuild(
         [SERVICE_BUILD_LABELS.name]: service.name,
       },
       repo: { dockerfile: text, context, args: build.args, ...(build.target ? { target: build.target } : {}) },
-      layer,
       bases,
       egress: settings.egress,
       ...(settings.extraCaCerts ? { extraCaCerts: settings.extraCaCerts } : {}),

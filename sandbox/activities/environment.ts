@@ -144,6 +144,8 @@ async function environmentOf(
           baseImage: deps.baseImage,
           ...(rootSetup ? { rootSetup } : {}),
           features,
+          // Beside the tools folder, as toolchainsOf places it: base archives kept between builds.
+          cacheDir: path.join(path.dirname(deps.egressRoot), 'builder-cache'),
           owner: `environment ${repoSlug(repo)}`,
           log: deps.log,
         })

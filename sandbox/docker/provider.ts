@@ -470,6 +470,9 @@ export class DockerProvider implements SandboxProvider {
    */
   async layerImage(layer: ImageLayer): Promise<void> {
     if (await this.image(layer.tag)) return;
+    // The image's VOLUMEs covered by mounts that exist only while running: an anonymous volume
+    // would leave its mount point in the layer, root's, which then shadows the sandbox's own cover.
+    const volumes = (await this.image(layer.from))?.volumes ?? [];
     const staging = await this.docker.createContainer({
       Image: layer.from,
       Cmd: layer.cmd,
@@ -478,7 +481,10 @@ export class DockerProvider implements SandboxProvider {
       WorkingDir: layer.workdir,
       Labels: layer.labels,
       NetworkDisabled: true,
-      HostConfig: { NetworkMode: 'none' },
+      HostConfig: {
+        NetworkMode: 'none',
+        Mounts: volumes.map((target): Docker.MountSettings => ({ Type: 'tmpfs', Source: '', Target: target })),
+      },
     });
     try {
       await staging.putArchive(await emptyFoldersTar(layer.folders, layer.owner), { path: '/' });

@@ -11,7 +11,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
@@ -54,7 +54,13 @@ async function contextOf(files: Record<string, string>): Promise<string> {
 }
 
 /** Builds `dockerfile` in the isolated builder FROM debian:trixie-slim; returns the tag loaded on the host. */
-async function buildDirect(name: string, dockerfile: string, context: string, timeoutMs?: number): Promise<string> {
+async function buildDirect(
+  name: string,
+  dockerfile: string,
+  context: string,
+  timeoutMs?: number,
+  cacheDir?: string,
+): Promise<string> {
   const tag = `drydock-builder-test-${name}:${newSessionId('b').slice(-8).toLowerCase()}`;
   await buildIsolated({
     builderImage,
@@ -65,6 +71,7 @@ async function buildDirect(name: string, dockerfile: string, context: string, ti
     bases: [{ ref: BASE, id: baseId }],
     egress: PACKAGE_REGISTRIES,
     ...(timeoutMs ? { limits: { timeoutMs } } : {}),
+    ...(cacheDir ? { cacheDir } : {}),
     owner: `test ${name}`,
     log,
   });
@@ -152,6 +159,25 @@ describe('a snapshot of a repo whose Dockerfile and setup.root install OS packag
     expect(output).toContain('from the context');
   }, 900_000);
 });
+
+test("a base is saved once: the next build takes its archive from the worker's cache, by image id", async () => {
+  const cacheDir = await mkdtemp(path.join(tmpdir(), 'drydock-builder-cache-'));
+  work.push(cacheDir);
+  const archive = path.join(cacheDir, 'bases', `${baseId.replace(/^sha256:/, '')}.tar`);
+  const context = await contextOf({ 'n.txt': 'one\n' });
+  const first = await buildDirect('cache1', `FROM ${BASE}\nCOPY n.txt /n\n`, context, undefined, cacheDir);
+  const saved = await stat(archive);
+  await writeFile(path.join(context, 'n.txt'), 'two\n');
+  const second = await buildDirect('cache2', `FROM ${BASE}\nCOPY n.txt /n\n`, context, undefined, cacheDir);
+  try {
+    expect([readFromImage(first, '/n'), readFromImage(second, '/n')]).toEqual(['one\n', 'two\n']);
+    // The same file, not saved again: one archive in the cache.
+    expect((await stat(archive)).ino).toBe(saved.ino);
+    expect(await readdir(path.join(cacheDir, 'bases'))).toEqual([path.basename(archive)]);
+  } finally {
+    for (const tag of [first, second]) await removeImage(tag);
+  }
+}, 900_000);
 
 describe('what a build cannot reach', () => {
   test("the host's network, its Docker socket and a host path (a symlink in the context) stay out of reach", async () => {
