@@ -83,9 +83,15 @@ async function localFeature(request: FeatureRequest, tree: RepoTree): Promise<Fe
   }
 }
 
-/** The index file of a reference in the worker's folder. */
-function indexOf(root: string, ref: ImageReference): string {
-  return path.join(root, 'refs', createHash('sha256').update(formatImageReference(ref)).digest('hex'));
+/**
+ * The index file of a reference, as `repo`'s snapshot build pulled it, in the
+ * worker's folder: the repo's own, so a session installs what its snapshot
+ * build pinned, not what another repo's later pull of the same (moved) tag
+ * found, and a repo whose builds never pulled it finds none.
+ */
+function indexOf(root: string, repo: string, ref: ImageReference): string {
+  const key = `${repo}\n${formatImageReference(ref)}`;
+  return path.join(root, 'refs', createHash('sha256').update(key).digest('hex'));
 }
 
 async function registryFeature(
@@ -105,7 +111,7 @@ async function registryFeature(
       );
     layer = await pullFeature(ref, source, request.field);
   } else {
-    layer = await readFile(indexOf(source.root, ref), 'utf8').catch(() => undefined);
+    layer = await readFile(indexOf(source.root, source.repo, ref), 'utf8').catch(() => undefined);
     if (!layer)
       throw new FeatureError(
         `${request.field}: the feature ${name} was not pulled on this worker's host: a snapshot build pulls it ` +
@@ -144,7 +150,7 @@ async function pullFeature(ref: ImageReference, source: FeatureSource, field: st
     );
   const tar = await client.get(`blobs/${layer.digest}`, '*/*', FEATURE_LIMITS.layerBytes, layer.digest);
   await keep(blobPath(source.root, layer.digest!), tar);
-  await keep(indexOf(source.root, ref), Buffer.from(layer.digest!));
+  await keep(indexOf(source.root, source.repo, ref), Buffer.from(layer.digest!));
   return layer.digest!;
 }
 

@@ -113,9 +113,15 @@ function optionsOf(value: unknown, field: string): Record<string, string | boole
     throw new FeatureError(`${field}: give the feature's options as an object (or a version string)`);
   const out: Record<string, string | boolean> = {};
   for (const [name, v] of Object.entries(value)) {
-    if (typeof v === 'number') out[name] = String(v);
-    else if (typeof v === 'string' || typeof v === 'boolean') out[name] = v;
-    else throw new FeatureError(`${field}.${name}: an option's value is a string or a boolean`);
+    if (typeof v !== 'number' && typeof v !== 'string' && typeof v !== 'boolean')
+      throw new FeatureError(`${field}.${name}: an option's value is a string or a boolean`);
+    // Defined, not assigned: an option named __proto__ stays an option (and is refused as undeclared).
+    Object.defineProperty(out, name, {
+      value: typeof v === 'number' ? String(v) : v,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }
@@ -190,7 +196,8 @@ export function optionEnv(feature: Pick<ResolvedFeature, 'request' | 'metadata'>
     if (declared.default !== undefined) env[optionEnvName(name)] = String(declared.default);
   }
   for (const [name, value] of Object.entries(request.options)) {
-    const declared = metadata.options[name];
+    // Its own: `constructor` or `toString` is no declared option (an object's built-ins are not the feature's).
+    const declared = Object.hasOwn(metadata.options, name) ? metadata.options[name] : undefined;
     const declaredNames = Object.keys(metadata.options);
     if (!declared)
       throw new FeatureError(

@@ -273,6 +273,8 @@ export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks:
   shell.stream.on('end', () => close('shell-ended')).on('close', () => close('shell-ended'));
   shell.stream.on('error', () => close('shell-ended'));
   socket.on('close', () => close('socket-closed')).on('error', () => close('socket-closed'));
+  // Closed before the bridge began (the page went away while the shell was opened): its close event is past.
+  if (socket.readyState !== socket.OPEN) close('socket-closed');
   return ended;
 }
 

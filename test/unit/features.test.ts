@@ -131,6 +131,15 @@ describe('options as environment variables', () => {
     );
   });
 
+  test("an option named like an object's built-in property is undeclared too", () => {
+    for (const name of ['constructor', 'toString', 'hasOwnProperty', '__proto__']) {
+      const given = JSON.parse(`{"${name}": "x"}`) as Record<string, string>;
+      expect(() => optionEnv(feature('ghcr.io/x/node:1', { id: 'node', options }, given))).toThrow(
+        `the feature node has no option "${name}"`,
+      );
+    }
+  });
+
   test('a value its type or enum does not allow is refused', () => {
     expect(() => optionEnv(feature('ghcr.io/x/n:1', { options }, { installTools: 'yes' }))).toThrow(
       /\.installTools: "yes" is not a boolean/,

@@ -174,6 +174,27 @@ describe('the bridge', () => {
     }
   });
 
+  test('a socket that closed before the bridge began (while the shell was opened) ends it at once, not at the idle limit', async () => {
+    const http = createServer();
+    const wss = new WebSocketServer({ server: http });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const server = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+      const client = new WebSocket(`ws://127.0.0.1:${(http.address() as AddressInfo).port}/`);
+      const socket = await server;
+      await new Promise((resolve, reject) => client.once('open', resolve).once('error', reject));
+      // The page goes away while the route awaits the sandbox's shell: the close event has fired already.
+      client.close();
+      await new Promise((resolve) => socket.once('close', resolve));
+      const end = bridgeWebTerminal(socket, catShell([]), { audit: async () => undefined });
+      const hung = new Promise((resolve) => setTimeout(() => resolve('still bridging'), 2_000).unref());
+      expect(await Promise.race([end, hung])).toBe('socket-closed');
+    } finally {
+      wss.close();
+      await new Promise((resolve) => http.close(resolve));
+    }
+  });
+
   test('a message over the size limit closes the socket (1009)', async () => {
     const t = await bridged();
     try {
