@@ -38,6 +38,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../platform/log';
+import { archiveNamesProblem, readArchiveNames } from './build-archive';
 import { withoutCopyLink } from './dockerfile-bases';
 import { openEgressProxy, refusedTargets, type EgressProxy, type EgressRule } from './egress';
 
@@ -163,7 +164,11 @@ export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['
         throw new IsolatedBuildFailed(err.message, err.output, err.timedOut, refusedTargets(proxy.records));
       }),
     );
-    await timed('loadMs', () => docker(['load', '-q', '-i', path.join(dirs.out, 'image.tar')], 10 * 60_000));
+    const archive = path.join(dirs.out, 'image.tar');
+    // Written by root in the builder: it may name only this build's tag (sandbox/build-archive.ts).
+    const problem = archiveNamesProblem(await readArchiveNames(archive), build.tag);
+    if (problem) throw new IsolatedBuildFailed(`the build's result was not loaded: ${problem}, not ${build.tag}`, '');
+    await timed('loadMs', () => docker(['load', '-q', '-i', archive], 10 * 60_000));
     build.log.info({ owner: build.owner, tag: build.tag, ...timings }, 'isolated build timings');
     // buildah's own name for it (localhost/…) comes along: only the caller's tag stays.
     await docker(['rmi', `localhost/${build.tag}`], 60_000).catch(() => undefined);
