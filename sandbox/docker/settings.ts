@@ -28,7 +28,8 @@ export const dockerSettingsSchema = z.object({
 
 export type DockerProviderSettings = z.infer<typeof dockerSettingsSchema>;
 
-const DEFAULT_SOCKET = 'unix:///var/run/docker.sock';
+/** Where dockerode looks without DOCKER_HOST: /var/run/docker.sock, or Docker Desktop's in the home folder. */
+const DEFAULT_ENGINE = 'the local socket (DOCKER_HOST unset)';
 
 /** The engine DOCKER_HOST names (a unix socket path taken from it here, anything else read by dockerode). */
 export function createDockerProvider(settings: DockerProviderSettings): DockerProvider {
@@ -50,7 +51,7 @@ export async function checkDocker(
   settings: DockerProviderSettings,
   need: DockerCheck,
 ): Promise<void> {
-  const engine = settings.DOCKER_HOST ?? DEFAULT_SOCKET;
+  const engine = settings.DOCKER_HOST ?? DEFAULT_ENGINE;
   let runtimes: string[];
   try {
     runtimes = Object.keys((await provider.docker.info()).Runtimes ?? {});

@@ -36,7 +36,7 @@ test('a runtime the engine does not have is named, with what it has', async () =
     startHostProvider(testConfig({ DRYDOCK_DOCKER_RUNTIME: 'drydock-no-such-runtime' }), need),
   );
   expect(message).toMatch(
-    /^DRYDOCK_DOCKER_RUNTIME: the engine at \S+ has no runtime "drydock-no-such-runtime" \(it has [^)]*\brunc\b[^)]*\); register it in daemon\.json, or unset DRYDOCK_DOCKER_RUNTIME$/,
+    /^DRYDOCK_DOCKER_RUNTIME: the engine at .+ has no runtime "drydock-no-such-runtime" \(it has [^)]*\brunc\b[^)]*\); register it in daemon\.json, or unset DRYDOCK_DOCKER_RUNTIME$/,
   );
 });
 
@@ -44,7 +44,7 @@ test('a base image the engine does not hold is named, with how to build it', asy
   const missing = { baseImage: 'drydock-no-such-base:0', baseImageSetting: 'DRYDOCK_BASE_IMAGE' };
   const message = await failureOf(startHostProvider(testConfig(), missing));
   expect(message).toMatch(
-    /^DRYDOCK_BASE_IMAGE: the base image drydock-no-such-base:0 is not on the engine at \S+; build it \(npx tsx sandbox-images\/base-image\.ts, or drydock up\), or name an image it has$/,
+    /^DRYDOCK_BASE_IMAGE: the base image drydock-no-such-base:0 is not on the engine at .+; build it \(npx tsx sandbox-images\/base-image\.ts, or drydock up\), or name an image it has$/,
   );
 });
 
