@@ -1,52 +1,102 @@
 /**
- * Which sandbox provider this host uses (DRYDOCK_SANDBOX_PROVIDER): the one
- * place outside sandbox/docker/ and sandbox/kubernetes/ that names them.
- * The Docker engine DOCKER_HOST names, or the Kubernetes cluster the worker
- * runs on (docs/kubernetes.md), whose client is loaded only when it is the one.
+ * Which sandbox provider this host uses (DRYDOCK_SANDBOX_PROVIDER): the
+ * registry of providers, the one place outside their folders that names
+ * them. Each registers its settings schema, how it is made from them, and
+ * the checks the worker runs at start (sandbox/docker/settings.ts,
+ * sandbox/kubernetes/start.ts); a further provider is a folder and one line
+ * in PROVIDERS (and its name in DRYDOCK_SANDBOX_PROVIDER's list).
  */
-import path from 'node:path';
+import type { z } from 'zod';
 import type { Config } from '../platform/config';
-import { DockerProvider } from './docker/provider';
-import type { SandboxProvider } from './provider';
+import { checkDocker, createDockerProvider, dockerSettingsSchema } from './docker/settings';
+import { kubernetesSettingsSchema } from './kubernetes/settings';
+import { ProviderCheckFailed, type SandboxProvider } from './provider';
 
-export type HostProviderConfig = Pick<
-  Config,
-  | 'DRYDOCK_DATA_DIR'
-  | 'DRYDOCK_HOST_ID'
-  | 'DRYDOCK_SANDBOX_PROVIDER'
-  | 'DRYDOCK_K8S_KUBECONFIG'
-  | 'DRYDOCK_K8S_NAMESPACE'
-  | 'DRYDOCK_K8S_NODE'
-  | 'DRYDOCK_K8S_IMAGE_PULL_POLICY'
-  | 'DRYDOCK_K8S_START_TIMEOUT'
->;
+/** What the worker asks of every provider at start besides its own settings. */
+export interface StartNeeds {
+  /** The image sandboxes start from, and the variable that names it (for the message when it is missing). */
+  baseImage: string;
+  baseImageSetting: string;
+}
+
+/** A provider made from parsed settings, with the checks of its settings and engine. */
+interface Opened {
+  provider: SandboxProvider;
+  check(need: StartNeeds): Promise<void>;
+}
+
+interface RegisteredProvider {
+  /** Parses the provider's settings from `source` (a bad one: ProviderCheckFailed) and makes it; no call to its engine yet. */
+  open(source: Record<string, unknown>): Opened;
+}
+
+/** One provider's entry: its settings schema, how it is made, and what it checks at start. */
+function registered<S extends z.ZodType, P extends SandboxProvider>(
+  schema: S,
+  create: (settings: z.output<S>) => P,
+  check: (provider: P, settings: z.output<S>, need: StartNeeds) => Promise<void>,
+): RegisteredProvider {
+  return {
+    open(source) {
+      const parsed = schema.safeParse(source);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        throw new ProviderCheckFailed(issue.path.join('.'), issue.message);
+      }
+      const provider = create(parsed.data);
+      return { provider, check: (need) => check(provider, parsed.data, need) };
+    },
+  };
+}
 
 /**
- * docker: the engine DOCKER_HOST names (default: the local socket), its
- * sandboxes' storage under `<data dir>/sandboxes`. kubernetes: pods on this
- * worker's node, snapshots under `<data dir>/snapshots` on that node.
+ * Loaded when Kubernetes is the provider, not at the top: the client takes
+ * over a second to load, which Docker workers need not pay. require, not
+ * import(): drydock runs its sources through tsx's CommonJS hook, which
+ * import() bypasses.
  */
-export async function hostProvider(config: HostProviderConfig): Promise<SandboxProvider> {
-  if (config.DRYDOCK_SANDBOX_PROVIDER === 'docker') {
-    return new DockerProvider(undefined, path.join(config.DRYDOCK_DATA_DIR, 'sandboxes'));
-  }
-  // Loaded here, not at the top: the client takes over a second to load, which Docker workers need not pay.
-  // require, not import(): drydock runs its sources through tsx's CommonJS hook, which import() bypasses.
-  /* eslint-disable @typescript-eslint/no-require-imports */
-  const { KubeConfig } = require('@kubernetes/client-node') as typeof import('@kubernetes/client-node');
-  const { KubernetesProvider } = require('./kubernetes/provider') as typeof import('./kubernetes/provider');
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  const kubeconfig = new KubeConfig();
-  if (config.DRYDOCK_K8S_KUBECONFIG) kubeconfig.loadFromFile(config.DRYDOCK_K8S_KUBECONFIG);
-  else kubeconfig.loadFromDefault();
-  return new KubernetesProvider({
-    kubeconfig,
-    namespace: config.DRYDOCK_K8S_NAMESPACE,
-    node: config.DRYDOCK_K8S_NODE ?? config.DRYDOCK_HOST_ID,
-    imagePullPolicy: config.DRYDOCK_K8S_IMAGE_PULL_POLICY,
-    snapshotRoot: path.join(config.DRYDOCK_DATA_DIR, 'snapshots'),
-    startTimeoutMs: config.DRYDOCK_K8S_START_TIMEOUT,
-  });
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const kubernetes = () => require('./kubernetes/start') as typeof import('./kubernetes/start');
+
+/** name → settings schema, create, check. */
+const PROVIDERS: Record<Config['DRYDOCK_SANDBOX_PROVIDER'], RegisteredProvider> = {
+  docker: registered(dockerSettingsSchema, createDockerProvider, checkDocker),
+  kubernetes: registered(
+    kubernetesSettingsSchema,
+    (settings) => kubernetes().createKubernetesProvider(settings),
+    (provider, settings) => kubernetes().checkKubernetes(provider, settings),
+  ),
+};
+
+/** The settings a provider reads: the parsed configuration over the raw environment (DOCKER_HOST, KUBECONFIG). */
+function settingsSource(config: Partial<Config>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  return { ...env, ...config };
+}
+
+/**
+ * This host's provider, unchecked (the CLI's attach and the server, which
+ * only reach sandboxes a worker made). docker: the engine DOCKER_HOST names
+ * (default: the local socket), its sandboxes' storage under `<data
+ * dir>/sandboxes`. kubernetes: pods on this worker's node, snapshots under
+ * `<data dir>/snapshots` on that node.
+ */
+export async function hostProvider(config: Config, env: NodeJS.ProcessEnv = process.env): Promise<SandboxProvider> {
+  return PROVIDERS[config.DRYDOCK_SANDBOX_PROVIDER].open(settingsSource(config, env)).provider;
+}
+
+/**
+ * This host's provider once its settings and engine are checked: what the
+ * worker starts with. Throws ProviderCheckFailed, one line naming the
+ * setting and what to do, before the worker takes any work.
+ */
+export async function startHostProvider(
+  config: Config,
+  need: StartNeeds,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<SandboxProvider> {
+  const opened = PROVIDERS[config.DRYDOCK_SANDBOX_PROVIDER].open(settingsSource(config, env));
+  await opened.check(need);
+  return opened.provider;
 }
 
 /** The runtime sandboxes ask for: a Docker runtime, or a Kubernetes RuntimeClass. */

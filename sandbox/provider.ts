@@ -274,6 +274,22 @@ export class SandboxDidNotStart extends SandboxError {
   }
 }
 
+/**
+ * A provider's settings or engine are not fit to run sandboxes, found when
+ * the worker starts (sandbox/host-provider.ts): one line naming the setting
+ * and what to do, so the worker stops before it takes any work.
+ */
+export class ProviderCheckFailed extends SandboxError {
+  constructor(
+    /** The variable to change (DOCKER_HOST, DRYDOCK_K8S_NAMESPACE, ...). */
+    readonly setting: string,
+    problem: string,
+  ) {
+    super(`${setting}: ${problem}`, 'permanent');
+    this.name = 'ProviderCheckFailed';
+  }
+}
+
 /** A command exited non-zero where success was required: transient unless the caller knows better. */
 export class CommandExitError extends SandboxError {
   constructor(

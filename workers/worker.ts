@@ -31,7 +31,7 @@ import { createLogger, type Logger } from '../platform/log';
 import { sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { hostProvider, sandboxRuntimeOf } from '../sandbox/host-provider';
+import { sandboxRuntimeOf, startHostProvider } from '../sandbox/host-provider';
 import type { SandboxProvider } from '../sandbox/provider';
 import { seededRepoLookup } from '../repos/registry';
 import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
@@ -211,6 +211,22 @@ function hostLimitsOf(config: Config): HostLimits {
   };
 }
 
+/**
+ * This host's sandbox provider, its settings and engine checked before the
+ * worker takes any work: a namespace that does not exist or an engine that
+ * does not answer stops the worker with one line naming the setting
+ * (ProviderCheckFailed), not the first session minutes later.
+ */
+async function startSandboxes(config: Config, log: Logger): Promise<{ sandboxes: SandboxProvider; baseImage: string }> {
+  const baseImage = config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag());
+  const baseImageSetting = config.DRYDOCK_BASE_IMAGE
+    ? 'DRYDOCK_BASE_IMAGE'
+    : `DRYDOCK_BASE_IMAGE (unset: ${baseImage})`;
+  const sandboxes = await startHostProvider(config, { baseImage, baseImageSetting });
+  log.info({ provider: sandboxes.name, baseImage }, 'sandbox provider checked');
+  return { sandboxes, baseImage };
+}
+
 export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
@@ -226,6 +242,7 @@ export async function createWorker(opts: {
   const log = opts.log ?? createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
   const hostQueue = hostQueueOf(config);
   await ownDataDir(config.DRYDOCK_DATA_DIR);
+  const { sandboxes, baseImage } = await startSandboxes(config, log);
   const auditKey = loadAuditKey(config);
   const traces = tracing(config);
   const plugins = traces ? [traces.plugin] : [];
@@ -236,7 +253,6 @@ export async function createWorker(opts: {
   const redactor = redactorOf(config);
   const snapshots = new SnapshotRegistry(db.pool);
   await scheduleHostSnapshots(client, snapshots, config);
-  const sandboxes = await hostProvider(config);
   const metrics = await startWorkerMetrics(config, { sandboxes, pool: db.pool }, opts.sdkMetricsUrl, log);
   const deps: ActivityDeps = {
     db,
@@ -257,7 +273,7 @@ export async function createWorker(opts: {
     mirrorsDir: path.join(config.DRYDOCK_DATA_DIR, 'mirrors'),
     hostId: config.DRYDOCK_HOST_ID,
     hostQueue,
-    baseImage: config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()),
+    baseImage,
     runtime: sandboxRuntimeOf(config),
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),

@@ -41,6 +41,7 @@ import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } fro
 import { execFoundContainerGone, saysContainerGone } from '../container-gone';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
 import { imageInfoOf } from './images';
+import { withOneLineErrors } from './api-errors';
 import { SnapshotStore } from './snapshot-store';
 import { KubernetesServices } from './services';
 import { notStartedMessage, runningState, warningsOf } from './pod-state';
@@ -101,7 +102,8 @@ export class KubernetesProvider implements SandboxProvider {
   private networkChecked = false;
 
   constructor(readonly settings: KubernetesSettings) {
-    this.core = settings.kubeconfig.makeApiClient(CoreV1Api);
+    // One-line errors (./api-errors.ts): the client's own are a dump of the body and every header.
+    this.core = withOneLineErrors(settings.kubeconfig.makeApiClient(CoreV1Api));
     this.store = new SnapshotStore(settings.snapshotRoot);
     this.services = new KubernetesServices({
       core: this.core,

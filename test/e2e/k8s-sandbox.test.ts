@@ -15,10 +15,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
+import { startHostProvider } from '../../sandbox/host-provider';
 import { podName } from '../../sandbox/kubernetes/pod';
 import {
   HOME,
   LABELS,
+  ProviderCheckFailed,
   SandboxDidNotStart,
   SandboxNotFound,
   type SandboxSpec,
@@ -739,6 +741,35 @@ describe('the runStep activity in a pod: the egress proxy, secrets, stray proces
     } finally {
       await env.run(activities.destroySandbox, { sessionId, generation: 1, replaced: true });
     }
+  });
+});
+
+describe("the provider's start checks on this cluster (issue 47: a missing namespace showed at the first session)", () => {
+  const missing = `drydock-t-missing-${randomBytes(3).toString('hex')}`;
+  const need = { baseImage: image, baseImageSetting: 'DRYDOCK_BASE_IMAGE' };
+
+  test('a worker whose namespace exists and whose identity may make pods there starts', async () => {
+    const provider = await startHostProvider(testConfig(k8sWorker()), need);
+    expect(provider.name).toBe('kubernetes');
+  });
+
+  test('a namespace that does not exist stops the worker at start, in one line naming DRYDOCK_K8S_NAMESPACE', async () => {
+    const config = testConfig({ ...k8sWorker(), DRYDOCK_K8S_NAMESPACE: missing });
+    const err = await startHostProvider(config, need).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProviderCheckFailed);
+    expect((err as Error).message).toBe(
+      `DRYDOCK_K8S_NAMESPACE: namespace "${missing}" does not exist; create it ` +
+        '(kubectl apply -f infra/k8s/pods/sandboxes.yaml makes drydock-sandboxes) or name one that does',
+    );
+  });
+
+  test("the provider's own API errors are one line, not the client's dump with its headers", async () => {
+    const elsewhere = new KubernetesProvider({ ...sandboxes.settings, namespace: missing });
+    const err = await elsewhere
+      .create(await specOf(`drydock-missing-${randomBytes(2).toString('hex')}`))
+      .catch((e) => e);
+    expect((err as Error).message).toBe(`Kubernetes API 404 NotFound: namespaces "${missing}" not found`);
+    expect(err).toMatchObject({ code: 404 });
   });
 });
 

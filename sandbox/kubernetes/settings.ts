@@ -1,0 +1,30 @@
+/**
+ * What the Kubernetes provider reads from the worker's settings, as a zod
+ * schema for the registry of sandbox/host-provider.ts. Apart from the client
+ * (loaded only when this provider is the one: ./start.ts), so a Docker
+ * worker never pays for loading it.
+ */
+import { z } from 'zod';
+
+/** Parsed from the worker's configuration (platform/config.ts documents each variable) and environment. */
+export const kubernetesSettingsSchema = z.object({
+  /** Unset: $KUBECONFIG, ~/.kube/config, or the pod's service account. */
+  DRYDOCK_K8S_KUBECONFIG: z.string().min(1).optional(),
+  /** Named when the kubeconfig is the default one and it fails. */
+  KUBECONFIG: z.string().min(1).optional(),
+  DRYDOCK_K8S_NAMESPACE: z.string().min(1),
+  DRYDOCK_K8S_NODE: z.string().min(1).optional(),
+  DRYDOCK_K8S_IMAGE_PULL_POLICY: z.enum(['Always', 'IfNotPresent', 'Never']),
+  DRYDOCK_K8S_START_TIMEOUT: z.number().int().positive(),
+  DRYDOCK_HOST_ID: z.string().min(1),
+  /** Snapshots live under `<data dir>/snapshots` on the worker's node. */
+  DRYDOCK_DATA_DIR: z.string().min(1),
+});
+
+export type KubernetesProviderSettings = z.infer<typeof kubernetesSettingsSchema>;
+
+/** The variable that says which kubeconfig is used, for messages about it. */
+export function kubeconfigSetting(settings: KubernetesProviderSettings): string {
+  if (settings.DRYDOCK_K8S_KUBECONFIG) return 'DRYDOCK_K8S_KUBECONFIG';
+  return settings.KUBECONFIG ? 'KUBECONFIG' : 'DRYDOCK_K8S_KUBECONFIG (unset: ~/.kube/config or the service account)';
+}
