@@ -464,7 +464,9 @@ const snapshotCommand = program.command('snapshot').description('Prepared images
 
 snapshotCommand
   .command('build <repo>')
-  .description("Build a repo's snapshot now and wait for it (the previous one serves until it is ready)")
+  .description(
+    "Build a repo's snapshot now (its URL or registered owner/name) and wait for it (the previous one serves until it is ready)",
+  )
   .option('--detach', 'print the build id and return at once')
   .option('--json', 'machine-readable output')
   .action(async (repo: string, opts) => {

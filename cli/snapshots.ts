@@ -296,9 +296,14 @@ function parseMaxima(opts: AddRepoOptions): RepoMaxima {
   throw new SnapshotUsageError(parsed.error.issues.map((i) => `${dashed(i.path[0])}: ${i.message}`).join('; '));
 }
 
-/** A repo given as "owner/name" is looked up in the registry; a URL is passed on as it is (the worker refuses unregistered ones). */
-export async function resolveRepo(config: Config, repo: string): Promise<string> {
-  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`--repo: ${URL_CREDENTIALS_REFUSED}`);
+/**
+ * A repo given as "owner/name" is looked up in the registry; a URL is passed
+ * on as it is (the worker refuses unregistered ones). Every verb that takes a
+ * repo (`run --repo`, `list --repo`, `snapshot build`) resolves it here;
+ * `field` is how its messages name the argument.
+ */
+export async function resolveRepo(config: Config, repo: string, field = '--repo'): Promise<string> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`${field}: ${URL_CREDENTIALS_REFUSED}`);
   if (!REPO_NAME.test(repo) || repo.includes('://')) return repo;
   const found = await withRegistry(config, async (_, pool) => (await seededRepoLookup(pool, config)).byName(repo));
   if (!found.ok) throw new SnapshotUsageError(found.reason);
@@ -363,14 +368,14 @@ export async function listSnapshots(config: Config, repo: string | undefined, js
   for (const b of builds) console.log(`${b.repo}  ${describeBuild(b)}`);
 }
 
-/** Builds a repo's snapshot now and waits for the outcome; exit code 0 when it is ready. */
+/** Builds a repo's snapshot (by URL or registered "owner/name") now and waits for the outcome; exit code 0 when it is ready. */
 export async function buildSnapshot(
   client: Client,
   config: Config,
   repo: string,
   opts: { detach: boolean; json: boolean },
 ): Promise<number> {
-  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`<repo>: ${URL_CREDENTIALS_REFUSED}`);
+  repo = await resolveRepo(config, repo, '<repo>');
   const workflowId = `drydock-snapshot-${repoSlug(repo)}-manual-${Date.now().toString(36)}`;
   const handle = await client.workflow.start('refreshSnapshot', {
     workflowId,
