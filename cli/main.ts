@@ -382,7 +382,7 @@ repoCommand
   )
   .option(
     '--setup <command>',
-    'setup run in /workspace, e.g. "npm ci && npm run build" (default: sh .drydock/setup.sh)',
+    'setup run in /workspace, e.g. "npm ci && npm run build" (default: the repo\'s own, else inferred from its lockfiles)',
   )
   .option('--ref <branch>', "branch the snapshot is built from (default: the remote's default branch)")
   .option('--every <duration>', 'how often the snapshot is rebuilt', '30m')

@@ -19,6 +19,7 @@ import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
 import {
   ensureSnapshotSchedules,
   inferredSetupAt,
+  OPERATOR_SETUP_SOURCE,
   removeSnapshotSchedules,
   SnapshotRegistry,
   repoSlug,
@@ -327,6 +328,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
           pool: await new PoolRegistry(pool).size(reg.repo),
           lastBuild: builds[0],
           newestReady: builds.find((b) => b.status === 'ready'),
+          setupInEffect: setupInEffect(reg, builds),
         };
       }),
     );
@@ -339,7 +341,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
   for (const r of rows) {
     const maxima = Object.entries(r.maxima).map(([k, v]) => `${k} ${v}`);
     console.log(
-      `${r.name}  ${r.repo}\n  setup: ${r.setup ?? 'sh .drydock/setup.sh'}  every ${minutes(r.everyMs)}  keep ${r.keep}  ` +
+      `${r.name}  ${r.repo}\n  setup: ${describeSetup(r.setupInEffect)}\n  every ${minutes(r.everyMs)}  keep ${r.keep}  ` +
         `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
         `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
         `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
@@ -349,6 +351,40 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),
     );
   }
+}
+
+/** What setup a repo's next build runs, as far as the registry knows, and where it comes from. */
+export interface SetupInEffect {
+  /** The command, unknown (undefined) until a build has chosen one from the repo. */
+  command?: string;
+  /** "the operator (--setup)", ".drydock/config.yaml", "the dev container", ".drydock/setup.sh", "inferred from go.sum"... */
+  source?: string;
+  /** The commit of the build that chose it; none for the operator's own. */
+  commit?: string;
+}
+
+/**
+ * The operator's --setup when there is one; else what the newest build chose
+ * from the repo (the repo file, its dev container, .drydock/setup.sh, or its
+ * lockfiles), which the next build chooses again at its commit. A build that
+ * ran an operator's setup since removed says nothing of the repo's.
+ */
+export function setupInEffect(reg: Pick<RepoRegistration, 'setup'>, builds: SnapshotBuildRow[]): SetupInEffect {
+  if (reg.setup) return { command: reg.setup, source: OPERATOR_SETUP_SOURCE };
+  const chosen = builds.find((b) => b.setup && b.setupSource && b.setupSource !== OPERATOR_SETUP_SOURCE);
+  return chosen ? { command: chosen.setup, source: chosen.setupSource, commit: chosen.commit } : {};
+}
+
+function describeSetup(setup: SetupInEffect): string {
+  if (!setup.command) {
+    return (
+      "the repo's, chosen at its first build: .drydock/config.yaml's setup, its dev container's, " +
+      '.drydock/setup.sh, else inferred from its lockfiles'
+    );
+  }
+  const from = setup.source!.startsWith('inferred ') ? setup.source! : `from ${setup.source!}`;
+  const at = setup.commit ? `, as of the build at ${setup.commit.slice(0, 12)}; chosen again at each build` : '';
+  return `${setup.command} (${from}${at})`;
 }
 
 /** The registry over a pool, seeded from DRYDOCK_REPOS first. */
