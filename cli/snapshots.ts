@@ -8,6 +8,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
+import { matchRule } from '../sandbox/egress';
 import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
 import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
@@ -98,6 +99,7 @@ export async function addRepo(
   registration: RepoRegistration & { name: string; pool: number; mcp: McpServer[] };
   scheduleIds: string[];
   inferred?: string[];
+  lockfileEgress?: LockfileEgress;
 }> {
   if (hasUrlCredentials(url)) throw new SnapshotUsageError(`<url>: ${URL_CREDENTIALS_REFUSED}`);
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
@@ -120,8 +122,15 @@ export async function addRepo(
     ...parseEnvironment(opts),
   };
   // No setup given: what the lockfiles imply, printed; without --allow its registries are the egress.
-  const inferred = opts.setup ? undefined : await inferAtRegistration(url, opts.ref, readsDevcontainer(registration));
+  // A setup given: the lockfiles still say which registries it fetches from (lockfileEgress).
+  const lockfiles = await inferAtRegistration(url, opts.ref, {
+    devcontainerCounts: readsDevcontainer(registration),
+    repoSetupCounts: !opts.setup,
+  });
+  const inferred = opts.setup ? undefined : lockfiles;
   if (inferred && !opts.allow?.length) registration.egress = inferred.egress.map((host) => ({ host }));
+  const lockfileEgress =
+    opts.setup && lockfiles ? keepLockfileHosts(registration, lockfiles, !opts.allow?.length) : undefined;
   const mcp = opts.mcp ? await readMcpFile(opts.mcp) : [];
   const limits = {
     secrets: parseSecrets(opts.secret ?? []),
@@ -145,6 +154,49 @@ export async function addRepo(
     registration: { ...registration, name, ...limits, pool: poolSize, mcp },
     scheduleIds,
     ...(inferred ? { inferred: describeInferredSetup(inferred) } : {}),
+    ...(lockfileEgress ? { lockfileEgress } : {}),
+  };
+}
+
+/** The registries a repo's lockfiles fetch from, beside an operator's --setup: kept, or left out by --allow. */
+export interface LockfileEgress {
+  /** The lockfiles that named them, e.g. ["yarn.lock"]. */
+  lockfiles: string[];
+  /** Hosts added to the default egress (no --allow given). */
+  kept: string[];
+  /** Hosts the operator's --allow list does not reach. */
+  leftOut: string[];
+}
+
+/** What `repo add --setup` says of the lockfiles' registries: kept (and the whole egress), or left out by --allow. */
+export function describeLockfileEgress(found: LockfileEgress, egress: SetupEgressRule[]): string {
+  const from = found.lockfiles.join(', ');
+  if (found.leftOut.length) {
+    return (
+      `note: a setup from ${from} fetches from ${found.leftOut.join(', ')}, which --allow leaves out: add ` +
+      `${found.leftOut.map((h) => `--allow ${h}`).join(' ')} if yours needs it`
+    );
+  }
+  const all = egress.map((r) => (r.port ? `${r.host}:${r.port}` : r.host)).join(', ');
+  const kept = found.kept.length ? ` (${found.kept.join(', ')} kept from ${from}; --allow replaces the list)` : '';
+  return `egress for setup: ${all}${kept}`;
+}
+
+/**
+ * An operator's --setup replaces the command, not the registries it needs:
+ * without --allow, the lockfiles' hosts join the default egress (yarn.lock's
+ * registry.yarnpkg.com beside registry.npmjs.org), as they are the egress when
+ * no setup is given. With --allow the operator's list stands, and the hosts
+ * it leaves out are named.
+ */
+function keepLockfileHosts(registration: RepoRegistration, lockfiles: InferredSetup, keep: boolean): LockfileEgress {
+  const reached = (host: string) => matchRule(registration.egress, host, 443, 'CONNECT').allowed;
+  const missing = lockfiles.egress.filter((host) => !reached(host));
+  if (keep) registration.egress = [...registration.egress, ...missing.map((host) => ({ host }))];
+  return {
+    lockfiles: lockfiles.steps.map((s) => s.lockfile),
+    kept: keep ? missing : [],
+    leftOut: keep ? [] : missing,
   };
 }
 
@@ -217,13 +269,15 @@ function parseRegistries(values: string[]): string[] {
 /**
  * The setup a repo's lockfiles imply, read from a shallow clone at
  * registration (the snapshot build infers it again at each commit); undefined
- * when the clone fails (no credentials here, say) or nothing is implied.
+ * when the clone fails (no credentials here, say) or nothing is implied, or
+ * when the repo says its setup itself and that counts (no --setup given).
  */
 async function inferAtRegistration(
   url: string,
   ref: string | undefined,
-  devcontainerCounts: boolean,
+  counts: { devcontainerCounts: boolean; repoSetupCounts: boolean },
 ): Promise<InferredSetup | undefined> {
+  const { devcontainerCounts, repoSetupCounts } = counts;
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-add-'));
   try {
     const branch = ref ? ['--branch', ref] : [];
@@ -246,7 +300,8 @@ async function inferAtRegistration(
     const devcontainer = await show('.devcontainer/devcontainer.json');
     const says =
       devcontainerCounts && /"(onCreateCommand|updateContentCommand|postCreateCommand)"\s*:/.test(devcontainer);
-    if (/(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says) return undefined;
+    const repoSays = /(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says;
+    if (repoSays && repoSetupCounts) return undefined;
     return await inferredSetupAt(dir, 'HEAD');
   } catch {
     return undefined;
