@@ -153,7 +153,7 @@ export async function addRepo(
   return {
     registration: { ...registration, name, ...limits, pool: poolSize, mcp },
     scheduleIds,
-    ...(inferred ? { inferred: describeInferredSetup(inferred) } : {}),
+    ...(inferred ? { inferred: describeInferredSetup(inferred, operatorImage(registration)) } : {}),
     ...(lockfileEgress ? { lockfileEgress } : {}),
   };
 }
@@ -211,6 +211,11 @@ function parseEnvironment(opts: AddRepoOptions): OperatorEnvironment {
   const conflict = conflictingFlags(operator);
   if (conflict) throw new SnapshotUsageError(conflict);
   return operator;
+}
+
+/** The operator's `--environment image:<ref>`, as it was given, or undefined. */
+function operatorImage(reg: OperatorEnvironment): string | undefined {
+  return reg.environment?.startsWith('image:') ? reg.environment : undefined;
 }
 
 /** Whether the repo's own dev container may be its environment (and so say its setup). */

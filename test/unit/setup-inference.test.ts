@@ -111,6 +111,13 @@ test('several ecosystems: one command, every registry once', () => {
   ]);
 });
 
+test("with the operator's image in the same repo add, the program is that image's to bring, not a reason to pick one", () => {
+  const go = only(['go.mod', 'go.sum'])!;
+  expect(describeInferredSetup(go, 'image:realproj/golang:1.24')).toEqual([
+    `go.sum: go mod download && { ${GO_SETUP_WARM} } (egress: proxy.golang.org, sum.golang.org); needs go in image:realproj/golang:1.24`,
+  ]);
+});
+
 test('a broken package.json is no packageManager', () => {
   expect(only(['pnpm-lock.yaml'], { packageJson: '{' })?.command).toBe('npx --yes pnpm@9 install --frozen-lockfile');
 });

@@ -195,12 +195,19 @@ function native(files: SetupFiles): InferredStep[] {
   return steps;
 }
 
-/** The inference as `repo add` prints it: one line per step, and what it needs. */
-export function describeInferredSetup(setup: InferredSetup): string[] {
+/**
+ * The inference as `repo add` prints it: one line per step, and what it
+ * needs. `image` is the operator's `--environment image:<ref>` when given in
+ * the same command: the program is then that image's to bring, not a reason
+ * to pick one.
+ */
+export function describeInferredSetup(setup: InferredSetup, image?: string): string[] {
+  const needs = (program: string) =>
+    image
+      ? `; needs ${program} in ${image}`
+      : `; needs ${program} in the image, which drydock's base image lacks (${IMAGE_HINT})`;
   return setup.steps.map(
-    (s) =>
-      `${s.lockfile}: ${s.command} (egress: ${s.egress.join(', ')})` +
-      (s.needs ? `; needs ${s.needs} in the image, which drydock's base image lacks (${IMAGE_HINT})` : ''),
+    (s) => `${s.lockfile}: ${s.command} (egress: ${s.egress.join(', ')})` + (s.needs ? needs(s.needs) : ''),
   );
 }
 
