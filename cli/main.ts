@@ -27,7 +27,15 @@ import { consoleUrl, startServer } from '../workers/serve';
 import { demoInput, makeDemoRepo } from './demo';
 import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
-import { addRepo, buildSnapshot, listRepos, listSnapshots, removeRepo, resolveRepo } from './snapshots';
+import {
+  addRepo,
+  buildSnapshot,
+  describeLockfileEgress,
+  listRepos,
+  listSnapshots,
+  removeRepo,
+  resolveRepo,
+} from './snapshots';
 import {
   GATED_ACTIONS,
   ATTEMPTS_WORKFLOW_TYPE,
@@ -382,7 +390,7 @@ repoCommand
   )
   .option(
     '--setup <command>',
-    'setup run in /workspace, e.g. "npm ci && npm run build" (default: sh .drydock/setup.sh)',
+    'setup run in /workspace, e.g. "npm ci && npm run build" (default: the repo\'s own, else inferred from its lockfiles)',
   )
   .option('--ref <branch>', "branch the snapshot is built from (default: the remote's default branch)")
   .option('--every <duration>', 'how often the snapshot is rebuilt', '30m')
@@ -390,7 +398,7 @@ repoCommand
   .option('--timeout <duration>', 'how long setup may run', '30m')
   .option(
     '--allow <host[:port]>',
-    "what its sandboxes may reach through the egress proxy (setup, and an agent CLI's model API); repeatable (default: registry.npmjs.org)",
+    "what its sandboxes may reach through the egress proxy (setup, and an agent CLI's model API); repeatable (default: the registries its lockfiles need, plus registry.npmjs.org with --setup)",
     collect,
   )
   .option(
@@ -422,7 +430,8 @@ repoCommand
   )
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
-    const { registration, scheduleIds, inferred } = await addRepo(await connectClient(config), config, url, opts);
+    const added = await addRepo(await connectClient(config), config, url, opts);
+    const { registration, scheduleIds, inferred } = added;
     const hosts = scheduleIds.length
       ? `each host (${scheduleIds.length} now) refreshes its snapshot every ${opts.every}`
       : 'no worker has started yet: each refreshes its snapshot once it does';
@@ -435,6 +444,8 @@ repoCommand
       console.log(`setup inferred from the lockfiles (give --setup to choose another):\n  ${inferred.join('\n  ')}`);
       if (!opts.allow) console.log(`egress for setup: ${registration.egress.map((r) => r.host).join(', ')}`);
     }
+    if (!opts.json && added.lockfileEgress)
+      console.log(describeLockfileEgress(added.lockfileEgress, registration.egress));
   });
 
 repoCommand
@@ -464,7 +475,9 @@ const snapshotCommand = program.command('snapshot').description('Prepared images
 
 snapshotCommand
   .command('build <repo>')
-  .description("Build a repo's snapshot now and wait for it (the previous one serves until it is ready)")
+  .description(
+    "Build a repo's snapshot now (its URL or registered owner/name) and wait for it (the previous one serves until it is ready)",
+  )
   .option('--detach', 'print the build id and return at once')
   .option('--json', 'machine-readable output')
   .action(async (repo: string, opts) => {

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
+import { matchRule } from '../sandbox/egress';
 import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
 import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
@@ -19,6 +20,7 @@ import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
 import {
   ensureSnapshotSchedules,
   inferredSetupAt,
+  OPERATOR_SETUP_SOURCE,
   removeSnapshotSchedules,
   SnapshotRegistry,
   repoSlug,
@@ -97,6 +99,7 @@ export async function addRepo(
   registration: RepoRegistration & { name: string; pool: number; mcp: McpServer[] };
   scheduleIds: string[];
   inferred?: string[];
+  lockfileEgress?: LockfileEgress;
 }> {
   if (hasUrlCredentials(url)) throw new SnapshotUsageError(`<url>: ${URL_CREDENTIALS_REFUSED}`);
   const keep = opts.keep === undefined ? REGISTRATION_DEFAULTS.keep : Number(opts.keep);
@@ -119,8 +122,15 @@ export async function addRepo(
     ...parseEnvironment(opts),
   };
   // No setup given: what the lockfiles imply, printed; without --allow its registries are the egress.
-  const inferred = opts.setup ? undefined : await inferAtRegistration(url, opts.ref, readsDevcontainer(registration));
+  // A setup given: the lockfiles still say which registries it fetches from (lockfileEgress).
+  const lockfiles = await inferAtRegistration(url, opts.ref, {
+    devcontainerCounts: readsDevcontainer(registration),
+    repoSetupCounts: !opts.setup,
+  });
+  const inferred = opts.setup ? undefined : lockfiles;
   if (inferred && !opts.allow?.length) registration.egress = inferred.egress.map((host) => ({ host }));
+  const lockfileEgress =
+    opts.setup && lockfiles ? keepLockfileHosts(registration, lockfiles, !opts.allow?.length) : undefined;
   const mcp = opts.mcp ? await readMcpFile(opts.mcp) : [];
   const limits = {
     secrets: parseSecrets(opts.secret ?? []),
@@ -143,7 +153,50 @@ export async function addRepo(
   return {
     registration: { ...registration, name, ...limits, pool: poolSize, mcp },
     scheduleIds,
-    ...(inferred ? { inferred: describeInferredSetup(inferred) } : {}),
+    ...(inferred ? { inferred: describeInferredSetup(inferred, operatorImage(registration)) } : {}),
+    ...(lockfileEgress ? { lockfileEgress } : {}),
+  };
+}
+
+/** The registries a repo's lockfiles fetch from, beside an operator's --setup: kept, or left out by --allow. */
+export interface LockfileEgress {
+  /** The lockfiles that named them, e.g. ["yarn.lock"]. */
+  lockfiles: string[];
+  /** Hosts added to the default egress (no --allow given). */
+  kept: string[];
+  /** Hosts the operator's --allow list does not reach. */
+  leftOut: string[];
+}
+
+/** What `repo add --setup` says of the lockfiles' registries: kept (and the whole egress), or left out by --allow. */
+export function describeLockfileEgress(found: LockfileEgress, egress: SetupEgressRule[]): string {
+  const from = found.lockfiles.join(', ');
+  if (found.leftOut.length) {
+    return (
+      `note: a setup from ${from} fetches from ${found.leftOut.join(', ')}, which --allow leaves out: add ` +
+      `${found.leftOut.map((h) => `--allow ${h}`).join(' ')} if yours needs it`
+    );
+  }
+  const all = egress.map((r) => (r.port ? `${r.host}:${r.port}` : r.host)).join(', ');
+  const kept = found.kept.length ? ` (${found.kept.join(', ')} kept from ${from}; --allow replaces the list)` : '';
+  return `egress for setup: ${all}${kept}`;
+}
+
+/**
+ * An operator's --setup replaces the command, not the registries it needs:
+ * without --allow, the lockfiles' hosts join the default egress (yarn.lock's
+ * registry.yarnpkg.com beside registry.npmjs.org), as they are the egress when
+ * no setup is given. With --allow the operator's list stands, and the hosts
+ * it leaves out are named.
+ */
+function keepLockfileHosts(registration: RepoRegistration, lockfiles: InferredSetup, keep: boolean): LockfileEgress {
+  const reached = (host: string) => matchRule(registration.egress, host, 443, 'CONNECT').allowed;
+  const missing = lockfiles.egress.filter((host) => !reached(host));
+  if (keep) registration.egress = [...registration.egress, ...missing.map((host) => ({ host }))];
+  return {
+    lockfiles: lockfiles.steps.map((s) => s.lockfile),
+    kept: keep ? missing : [],
+    leftOut: keep ? [] : missing,
   };
 }
 
@@ -158,6 +211,11 @@ function parseEnvironment(opts: AddRepoOptions): OperatorEnvironment {
   const conflict = conflictingFlags(operator);
   if (conflict) throw new SnapshotUsageError(conflict);
   return operator;
+}
+
+/** The operator's `--environment image:<ref>`, as it was given, or undefined. */
+function operatorImage(reg: OperatorEnvironment): string | undefined {
+  return reg.environment?.startsWith('image:') ? reg.environment : undefined;
 }
 
 /** Whether the repo's own dev container may be its environment (and so say its setup). */
@@ -216,13 +274,15 @@ function parseRegistries(values: string[]): string[] {
 /**
  * The setup a repo's lockfiles imply, read from a shallow clone at
  * registration (the snapshot build infers it again at each commit); undefined
- * when the clone fails (no credentials here, say) or nothing is implied.
+ * when the clone fails (no credentials here, say) or nothing is implied, or
+ * when the repo says its setup itself and that counts (no --setup given).
  */
 async function inferAtRegistration(
   url: string,
   ref: string | undefined,
-  devcontainerCounts: boolean,
+  counts: { devcontainerCounts: boolean; repoSetupCounts: boolean },
 ): Promise<InferredSetup | undefined> {
+  const { devcontainerCounts, repoSetupCounts } = counts;
   const dir = await mkdtemp(path.join(tmpdir(), 'drydock-repo-add-'));
   try {
     const branch = ref ? ['--branch', ref] : [];
@@ -245,7 +305,8 @@ async function inferAtRegistration(
     const devcontainer = await show('.devcontainer/devcontainer.json');
     const says =
       devcontainerCounts && /"(onCreateCommand|updateContentCommand|postCreateCommand)"\s*:/.test(devcontainer);
-    if (/(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says) return undefined;
+    const repoSays = /(^|\n)\.drydock\/setup\.sh/.test(stdout) || /^setup:/m.test(config) || says;
+    if (repoSays && repoSetupCounts) return undefined;
     return await inferredSetupAt(dir, 'HEAD');
   } catch {
     return undefined;
@@ -296,9 +357,14 @@ function parseMaxima(opts: AddRepoOptions): RepoMaxima {
   throw new SnapshotUsageError(parsed.error.issues.map((i) => `${dashed(i.path[0])}: ${i.message}`).join('; '));
 }
 
-/** A repo given as "owner/name" is looked up in the registry; a URL is passed on as it is (the worker refuses unregistered ones). */
-export async function resolveRepo(config: Config, repo: string): Promise<string> {
-  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`--repo: ${URL_CREDENTIALS_REFUSED}`);
+/**
+ * A repo given as "owner/name" is looked up in the registry; a URL is passed
+ * on as it is (the worker refuses unregistered ones). Every verb that takes a
+ * repo (`run --repo`, `list --repo`, `snapshot build`) resolves it here;
+ * `field` is how its messages name the argument.
+ */
+export async function resolveRepo(config: Config, repo: string, field = '--repo'): Promise<string> {
+  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`${field}: ${URL_CREDENTIALS_REFUSED}`);
   if (!REPO_NAME.test(repo) || repo.includes('://')) return repo;
   const found = await withRegistry(config, async (_, pool) => (await seededRepoLookup(pool, config)).byName(repo));
   if (!found.ok) throw new SnapshotUsageError(found.reason);
@@ -322,6 +388,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
           pool: await new PoolRegistry(pool).size(reg.repo),
           lastBuild: builds[0],
           newestReady: builds.find((b) => b.status === 'ready'),
+          setupInEffect: setupInEffect(reg, builds),
         };
       }),
     );
@@ -334,7 +401,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
   for (const r of rows) {
     const maxima = Object.entries(r.maxima).map(([k, v]) => `${k} ${v}`);
     console.log(
-      `${r.name}  ${r.repo}\n  setup: ${r.setup ?? 'sh .drydock/setup.sh'}  every ${minutes(r.everyMs)}  keep ${r.keep}  ` +
+      `${r.name}  ${r.repo}\n  setup: ${describeSetup(r.setupInEffect)}\n  every ${minutes(r.everyMs)}  keep ${r.keep}  ` +
         `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
         `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
         `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
@@ -344,6 +411,40 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),
     );
   }
+}
+
+/** What setup a repo's next build runs, as far as the registry knows, and where it comes from. */
+export interface SetupInEffect {
+  /** The command, unknown (undefined) until a build has chosen one from the repo. */
+  command?: string;
+  /** "the operator (--setup)", ".drydock/config.yaml", "the dev container", ".drydock/setup.sh", "inferred from go.sum"... */
+  source?: string;
+  /** The commit of the build that chose it; none for the operator's own. */
+  commit?: string;
+}
+
+/**
+ * The operator's --setup when there is one; else what the newest build chose
+ * from the repo (the repo file, its dev container, .drydock/setup.sh, or its
+ * lockfiles), which the next build chooses again at its commit. A build that
+ * ran an operator's setup since removed says nothing of the repo's.
+ */
+export function setupInEffect(reg: Pick<RepoRegistration, 'setup'>, builds: SnapshotBuildRow[]): SetupInEffect {
+  if (reg.setup) return { command: reg.setup, source: OPERATOR_SETUP_SOURCE };
+  const chosen = builds.find((b) => b.setup && b.setupSource && b.setupSource !== OPERATOR_SETUP_SOURCE);
+  return chosen ? { command: chosen.setup, source: chosen.setupSource, commit: chosen.commit } : {};
+}
+
+function describeSetup(setup: SetupInEffect): string {
+  if (!setup.command) {
+    return (
+      "the repo's, chosen at its first build: .drydock/config.yaml's setup, its dev container's, " +
+      '.drydock/setup.sh, else inferred from its lockfiles'
+    );
+  }
+  const from = setup.source!.startsWith('inferred ') ? setup.source! : `from ${setup.source!}`;
+  const at = setup.commit ? `, as of the build at ${setup.commit.slice(0, 12)}; chosen again at each build` : '';
+  return `${setup.command} (${from}${at})`;
 }
 
 /** The registry over a pool, seeded from DRYDOCK_REPOS first. */
@@ -363,14 +464,14 @@ export async function listSnapshots(config: Config, repo: string | undefined, js
   for (const b of builds) console.log(`${b.repo}  ${describeBuild(b)}`);
 }
 
-/** Builds a repo's snapshot now and waits for the outcome; exit code 0 when it is ready. */
+/** Builds a repo's snapshot (by URL or registered "owner/name") now and waits for the outcome; exit code 0 when it is ready. */
 export async function buildSnapshot(
   client: Client,
   config: Config,
   repo: string,
   opts: { detach: boolean; json: boolean },
 ): Promise<number> {
-  if (hasUrlCredentials(repo)) throw new SnapshotUsageError(`<repo>: ${URL_CREDENTIALS_REFUSED}`);
+  repo = await resolveRepo(config, repo, '<repo>');
   const workflowId = `drydock-snapshot-${repoSlug(repo)}-manual-${Date.now().toString(36)}`;
   const handle = await client.workflow.start('refreshSnapshot', {
     workflowId,

@@ -123,6 +123,9 @@ export async function setupInputs(mirror: string, commit: string): Promise<Recor
   return inputs;
 }
 
+/** Where a setup given with `repo add --setup` is said to come from (builds record it; `repo list` shows it). */
+export const OPERATOR_SETUP_SOURCE = 'the operator (--setup)';
+
 /**
  * The setup command of a registration at a commit, or undefined when it has
  * none: the operator's, else the repo file's `setup`, else the dev
@@ -136,7 +139,7 @@ export function setupOf(
   devcontainerSetup?: string,
   inferred?: InferredSetup,
 ): { command: string; source: string; env?: Record<string, string> } | undefined {
-  if (reg.setup) return { command: reg.setup, source: 'the operator (--setup)' };
+  if (reg.setup) return { command: reg.setup, source: OPERATOR_SETUP_SOURCE };
   if (repoFileSetup) return { command: repoFileSetup, source: '.drydock/config.yaml' };
   if (devcontainerSetup) return { command: devcontainerSetup, source: 'the dev container' };
   if (inputs[SETUP_SCRIPT]) return { command: `sh ${SETUP_SCRIPT}`, source: SETUP_SCRIPT };

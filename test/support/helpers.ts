@@ -356,7 +356,7 @@ cp package-lock.json node_modules/.drydock/installed-lock
  * The embedded PGlite database of a fresh data dir, served by a child process
  * (test/support/pglite-server.ts) and opened here through its port file, with `pg`.
  */
-export async function openEmbeddedDatabase(): Promise<import('../../store/db').Database> {
+export async function openEmbeddedDatabase(): Promise<import('../../store/db').Database & { dataDir: string }> {
   const { openDatabase } = await import('../../store/db');
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-pglite-'));
   const server = spawn(
@@ -373,6 +373,8 @@ export async function openEmbeddedDatabase(): Promise<import('../../store/db').D
   const db = await openDatabase({ DRYDOCK_DATA_DIR: dataDir, DATABASE_URL: undefined });
   return {
     ...db,
+    /** The data dir whose pglite.port names the server: a config with it reaches the same database. */
+    dataDir,
     async close() {
       await db.close();
       const exited = new Promise((resolve) => server.once('exit', resolve));

@@ -5,6 +5,10 @@
  */
 import { describeInferredSetup, inferSetup, missingProgramProblem } from '../../workflows/rules/setup-inference';
 
+/** The Go step's warm-up: every package and its tests compiled into GOCACHE, none run, no result cached. */
+const GO_SETUP_WARM =
+  'go test -count=1 -exec true ./... || echo "drydock: the Go build cache is warmed only in part; sessions compile the rest";';
+
 const only = (root: string[], more: Partial<Parameters<typeof inferSetup>[0]> = {}) => inferSetup({ root, ...more });
 
 test('no lockfile drydock knows: nothing inferred', () => {
@@ -75,10 +79,14 @@ test('Go, Cargo and Bundler: caches under .git/drydock, and the toolchain the im
   expect(go?.steps[0]).toEqual({
     tool: 'go',
     lockfile: 'go.sum',
-    command: 'go mod download',
+    command: `go mod download && { ${GO_SETUP_WARM} }`,
     egress: ['proxy.golang.org', 'sum.golang.org'],
     needs: 'go',
-    env: { GOMODCACHE: '/workspace/.git/drydock/go-mod', GOFLAGS: '-mod=mod' },
+    env: {
+      GOMODCACHE: '/workspace/.git/drydock/go-mod',
+      GOCACHE: '/workspace/.git/drydock/go-build',
+      GOFLAGS: '-mod=mod',
+    },
   });
   expect(only(['Cargo.lock'])?.steps[0]).toMatchObject({ command: 'cargo fetch --locked', needs: 'cargo' });
   expect(only(['Gemfile.lock'])?.env).toEqual({ BUNDLE_PATH: '/workspace/.git/drydock/bundle' });
@@ -87,7 +95,7 @@ test('Go, Cargo and Bundler: caches under .git/drydock, and the toolchain the im
 test('several ecosystems: one command, every registry once', () => {
   const both = only(['package-lock.json', 'requirements.txt', 'go.mod']);
   expect(both?.command).toBe(
-    'npm ci && python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && go mod download',
+    `npm ci && python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && go mod download && { ${GO_SETUP_WARM} }`,
   );
   expect(both?.egress).toEqual([
     'registry.npmjs.org',
@@ -99,7 +107,14 @@ test('several ecosystems: one command, every registry once', () => {
   expect(describeInferredSetup(both!)).toEqual([
     'package-lock.json: npm ci (egress: registry.npmjs.org)',
     'requirements.txt: python3 -m venv .venv && .venv/bin/pip install -r requirements.txt (egress: pypi.org, files.pythonhosted.org)',
-    "go.mod: go mod download (egress: proxy.golang.org, sum.golang.org); needs go in the image, which drydock's base image lacks (give one with 'drydock repo add <url> --environment image:<ref>', or a dev container or Dockerfile)",
+    `go.mod: go mod download && { ${GO_SETUP_WARM} } (egress: proxy.golang.org, sum.golang.org); needs go in the image, which drydock's base image lacks (give one with 'drydock repo add <url> --environment image:<ref>', or a dev container or Dockerfile)`,
+  ]);
+});
+
+test("with the operator's image in the same repo add, the program is that image's to bring, not a reason to pick one", () => {
+  const go = only(['go.mod', 'go.sum'])!;
+  expect(describeInferredSetup(go, 'image:realproj/golang:1.24')).toEqual([
+    `go.sum: go mod download && { ${GO_SETUP_WARM} } (egress: proxy.golang.org, sum.golang.org); needs go in image:realproj/golang:1.24`,
   ]);
 });
 

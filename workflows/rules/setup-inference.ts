@@ -8,8 +8,8 @@
  *
  * What setup makes must be in /workspace (the snapshot keeps only that) and
  * out of the change (the diff takes untracked files that are not ignored):
- * node_modules and .venv are ignored by nearly every repo; the caches of Go,
- * Cargo and Bundler go under .git/drydock, which is in /workspace but never
+ * node_modules and .venv are ignored by nearly every repo; the caches of Go
+ * (modules and build), Cargo and Bundler go under .git/drydock, which is in /workspace but never
  * in the work tree, and `env` tells sessions where they are.
  */
 
@@ -148,6 +148,17 @@ function python(files: SetupFiles): InferredStep | undefined {
   return step('pip', requirements[0], `${VENV} && .venv/bin/pip install ${args}`);
 }
 
+/**
+ * Compiles every package and its tests (the standard library and the
+ * dependencies with them) into GOCACHE, which the snapshot keeps, and runs
+ * none: `-exec true` stands in for each test binary, and `-count=1` keeps a
+ * result out of the test cache, so a session's `go test` compiles only what
+ * its change touched and still runs every test.
+ */
+const GO_WARM_BUILD_CACHE = 'go test -count=1 -exec true ./...';
+/** A package that does not build yet (cgo without a compiler, say) does not fail setup: sessions compile it. */
+const GO_WARM_FAILED = 'drydock: the Go build cache is warmed only in part; sessions compile the rest';
+
 function native(files: SetupFiles): InferredStep[] {
   const has = (f: string) => files.root.includes(f);
   const steps: InferredStep[] = [];
@@ -155,10 +166,10 @@ function native(files: SetupFiles): InferredStep[] {
     steps.push({
       tool: 'go',
       lockfile: has('go.sum') ? 'go.sum' : 'go.mod',
-      command: 'go mod download',
+      command: `go mod download && { ${GO_WARM_BUILD_CACHE} || echo "${GO_WARM_FAILED}"; }`,
       egress: ['proxy.golang.org', 'sum.golang.org'],
       needs: 'go',
-      env: { GOMODCACHE: `${CACHE}/go-mod`, GOFLAGS: '-mod=mod' },
+      env: { GOMODCACHE: `${CACHE}/go-mod`, GOCACHE: `${CACHE}/go-build`, GOFLAGS: '-mod=mod' },
     });
   }
   if (has('Cargo.lock')) {
@@ -184,12 +195,19 @@ function native(files: SetupFiles): InferredStep[] {
   return steps;
 }
 
-/** The inference as `repo add` prints it: one line per step, and what it needs. */
-export function describeInferredSetup(setup: InferredSetup): string[] {
+/**
+ * The inference as `repo add` prints it: one line per step, and what it
+ * needs. `image` is the operator's `--environment image:<ref>` when given in
+ * the same command: the program is then that image's to bring, not a reason
+ * to pick one.
+ */
+export function describeInferredSetup(setup: InferredSetup, image?: string): string[] {
+  const needs = (program: string) =>
+    image
+      ? `; needs ${program} in ${image}`
+      : `; needs ${program} in the image, which drydock's base image lacks (${IMAGE_HINT})`;
   return setup.steps.map(
-    (s) =>
-      `${s.lockfile}: ${s.command} (egress: ${s.egress.join(', ')})` +
-      (s.needs ? `; needs ${s.needs} in the image, which drydock's base image lacks (${IMAGE_HINT})` : ''),
+    (s) => `${s.lockfile}: ${s.command} (egress: ${s.egress.join(', ')})` + (s.needs ? needs(s.needs) : ''),
   );
 }
 
