@@ -230,6 +230,7 @@ test("each CLI's configuration names the endpoint with the step's token only whe
   }
   const claude = agentCliRun('claude', '/bin/x', 'm', 'do it', ['tracker']);
   expect(claude.argv.slice(1, 4)).toEqual(['--mcp-config', '{env:DRYDOCK_MCP_CONFIG}', '--strict-mcp-config']);
+  expect(claude.env.ENABLE_TOOL_SEARCH).toBe('false');
   expect(JSON.parse(claude.env.DRYDOCK_MCP_CONFIG)).toEqual({
     mcpServers: {
       tracker: {

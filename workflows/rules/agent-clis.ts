@@ -215,7 +215,8 @@ function withMcp(name: AgentCliName, run: AgentCliRun, servers: readonly string[
       const [binary, ...rest] = run.argv;
       return {
         argv: [binary, '--mcp-config', `{env:${CLAUDE_MCP_ENV}}`, '--strict-mcp-config', ...rest],
-        env: { ...run.env, [CLAUDE_MCP_ENV]: JSON.stringify({ mcpServers: config }) },
+        // Its tools up front, as the built-in loop's model gets them (else Claude Code defers MCP tools behind ToolSearch).
+        env: { ...run.env, [CLAUDE_MCP_ENV]: JSON.stringify({ mcpServers: config }), ENABLE_TOOL_SEARCH: 'false' },
       };
     }
     case 'codex': {
