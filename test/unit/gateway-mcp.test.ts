@@ -242,6 +242,8 @@ test("each CLI's configuration names the endpoint with the step's token only whe
   });
   // The shell reads the config from the step's environment, where the worker put the token.
   expect(cliCommand(claude.argv, 'do it')).toContain(`'--mcp-config' "$DRYDOCK_MCP_CONFIG" '--strict-mcp-config'`);
+  // Only drydock's own variables: any other "{env:...}" of a session's argv stays literal.
+  expect(cliCommand(['my-agent', '{env:HOME}', '{prompt}'], 'p')).toBe(`'my-agent' '{env:HOME}' 'p'`);
   const codex = agentCliRun('codex', '/bin/x', 'm', 'do it', ['tracker']);
   expect(codex.argv).toContain(
     `mcp_servers.tracker={url="http://127.0.0.1:3129/mcp/tracker",bearer_token_env_var="${MCP_TOKEN_ENV}"}`,
