@@ -13,7 +13,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { ToolSpec } from '../models/llm';
 import type { ArtifactStore } from '../store/artifacts';
-import { recordEvent, type AuditTrail } from '../store/audit';
+import type { AuditTrail } from '../store/audit';
 import type { Redactor } from '../platform/scrub';
 import { mcpToolName } from '../workflows/rules/mcp';
 import type { AgentCall } from '../workflows/api';
@@ -75,7 +75,11 @@ export function createMcpActivities(deps: McpDeps) {
 }
 
 /** The allowlisted tools of a listing as tool specs; each allowlisted tool not offered is a problem. */
-function offered(server: McpServer, listed: Awaited<ReturnType<typeof listTools>>, problems: string[]): ToolSpec[] {
+export function offered(
+  server: McpServer,
+  listed: Awaited<ReturnType<typeof listTools>>,
+  problems: string[],
+): ToolSpec[] {
   const specs: ToolSpec[] = [];
   for (const name of server.tools) {
     const tool = listed.find((t) => t.name === name);
@@ -110,6 +114,10 @@ export interface McpCallInput {
   name: string;
   arguments: string;
   call: { server: McpServer; tool: string; writes: boolean } | { refused: string; server?: string; tool: string };
+  /** Names the call's artifacts and audit event instead of `index` (an agent CLI's call through the gateway). */
+  key?: string;
+  /** The agent CLI's step that made the call through the gateway. */
+  step?: string;
 }
 
 /** What the model reads and what the workflow keeps of one MCP call. */
@@ -126,39 +134,50 @@ interface StoredResult {
   durationMs: number;
 }
 
-const resultName = (index: number) => `agent/mcp/${String(index).padStart(6, '0')}.json`;
-const startedName = (index: number) => `agent/mcp/${String(index).padStart(6, '0')}.started`;
+const callName = (input: McpCallInput) => input.key ?? String(input.index).padStart(6, '0');
+const resultName = (input: McpCallInput) => `agent/mcp/${callName(input)}.json`;
+const startedName = (input: McpCallInput) => `agent/mcp/${callName(input)}.started`;
 
 /**
  * Makes (or refuses) one MCP call of the model. The result is recorded before
  * it is returned, so a retry reuses it; a writing tool is called at most once:
  * a retry that finds it started without a result says so instead of calling again.
  */
-export async function callMcpTool(deps: McpDeps, input: McpCallInput): Promise<McpCallOutcome> {
+export async function callMcpTool(
+  deps: McpDeps,
+  input: McpCallInput,
+  activity: McpCallActivity = currentActivity(),
+): Promise<McpCallOutcome> {
+  const abort = activity.signal;
   const started = Date.now();
-  const stored = await deps.artifacts.get(input.sessionId, resultName(input.index));
+  const stored = await deps.artifacts.get(input.sessionId, resultName(input));
   const result: StoredResult = stored
     ? (JSON.parse(stored.toString()) as StoredResult)
-    : await makeCall(deps, input, started);
-  if (!stored) await deps.artifacts.put(input.sessionId, resultName(input.index), JSON.stringify(result));
+    : await makeCall(deps, input, started, abort);
+  if (!stored) await deps.artifacts.put(input.sessionId, resultName(input), JSON.stringify(result));
   const call = input.call;
-  await recordEvent(deps.audit, {
-    sessionId: input.sessionId,
-    key: `mcp-${input.index}`,
-    kind: 'mcp_call',
-    actor: 'agent',
-    data: {
-      turn: input.turn,
-      server: 'refused' in call ? call.server : call.server.name,
-      tool: call.tool,
-      ...('refused' in call ? { refused: call.refused } : { writes: call.writes }),
-      argumentsBytes: Buffer.byteLength(input.arguments ?? ''),
-      resultBytes: result.bytes,
-      truncated: result.truncated,
-      ok: result.ok,
-      durationMs: result.durationMs,
+  await deps.audit.append(
+    {
+      activityId: activity.activityId,
+      attempt: activity.attempt,
+      sessionId: input.sessionId,
+      key: input.key ? `mcp-${input.key}` : `mcp-${input.index}`,
+      kind: 'mcp_call',
+      actor: 'agent',
+      data: {
+        ...(input.step ? { step: input.step, via: 'gateway' } : { turn: input.turn }),
+        server: 'refused' in call ? call.server : call.server.name,
+        tool: call.tool,
+        ...('refused' in call ? { refused: call.refused } : { writes: call.writes }),
+        argumentsBytes: Buffer.byteLength(input.arguments ?? ''),
+        resultBytes: result.bytes,
+        truncated: result.truncated,
+        ok: result.ok,
+        durationMs: result.durationMs,
+      },
     },
-  });
+    abort,
+  );
   return {
     content: result.content,
     record: {
@@ -174,7 +193,12 @@ export async function callMcpTool(deps: McpDeps, input: McpCallInput): Promise<M
   };
 }
 
-async function makeCall(deps: McpDeps, input: McpCallInput, started: number): Promise<StoredResult> {
+async function makeCall(
+  deps: McpDeps,
+  input: McpCallInput,
+  started: number,
+  abort: AbortSignal,
+): Promise<StoredResult> {
   const { call } = input;
   const failed = (content: string): StoredResult => ({
     content: `error: ${content}`,
@@ -192,7 +216,7 @@ async function makeCall(deps: McpDeps, input: McpCallInput, started: number): Pr
   }
   if (typeof args !== 'object' || args === null || Array.isArray(args))
     return failed('the arguments are not a JSON object');
-  if (call.writes && (await deps.artifacts.get(input.sessionId, startedName(input.index)))) {
+  if (call.writes && (await deps.artifacts.get(input.sessionId, startedName(input)))) {
     return failed(
       `the earlier attempt of this call stopped before its result came back, so whether ${call.tool} changed anything is unknown; it is not called again: check before calling it anew`,
     );
@@ -202,13 +226,13 @@ async function makeCall(deps: McpDeps, input: McpCallInput, started: number): Pr
       call.server,
       deps.secrets,
       async (client) => {
-        if (call.writes) await deps.artifacts.put(input.sessionId, startedName(input.index), '');
+        if (call.writes) await deps.artifacts.put(input.sessionId, startedName(input), '');
         return client.callTool({ name: call.tool, arguments: args as Record<string, unknown> }, undefined, {
           timeout: call.server.timeoutSeconds * 1000,
-          signal: signal(),
+          signal: abort,
         });
       },
-      signal(),
+      abort,
     );
     return bounded(deps, input, resultText(answer), answer.isError !== true, started);
   } catch (err) {
@@ -236,4 +260,20 @@ function bounded(deps: McpDeps, input: McpCallInput, text: string, ok: boolean, 
 }
 
 const signal = () => Context.current().cancellationSignal;
+
+/**
+ * The activity a call is made in: its audit event is tagged with it, and its
+ * cancellation ends the call. Given by the model gateway, whose requests are
+ * not in the activity's async context.
+ */
+export interface McpCallActivity {
+  signal: AbortSignal;
+  activityId: string;
+  attempt: number;
+}
+
+function currentActivity(): McpCallActivity {
+  const { info, cancellationSignal } = Context.current();
+  return { signal: cancellationSignal, activityId: info.activityId, attempt: info.attempt };
+}
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));

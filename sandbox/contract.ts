@@ -11,6 +11,7 @@ import type { SandboxFault } from './faults';
 import type { SetupEgressRule } from '../repos/registry';
 import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
 import type { TestReport } from '../workflows/api';
+import type { McpServer } from '../workflows/mcp-servers';
 
 export interface ProvisionInput {
   sessionId: string;
@@ -113,7 +114,15 @@ export interface StepInput {
    * (sandbox/model-gateway.ts), open for this step only, with what the session
    * may still spend; `cli` names the CLI whose JSON events become progress.
    */
-  gateway?: { cli: AgentCliName; protocol: ModelProtocol; maxCalls?: number; maxTokens?: number; maxCostUsd?: number };
+  gateway?: {
+    cli: AgentCliName;
+    protocol: ModelProtocol;
+    maxCalls?: number;
+    maxTokens?: number;
+    maxCostUsd?: number;
+    /** The repo's MCP servers, served to the CLI at the gateway (mcp/gateway.ts), and the session's calls of each so far. */
+    mcp?: { servers: McpServer[]; calls: Record<string, number> };
+  };
   /**
    * A test command's step: once its result is known, the JUnit XML it wrote comes back with it
    * (StepResult.report): these files, or else XML reports in the usual places written during the step.
@@ -137,6 +146,8 @@ export interface GatewayResult {
   /** The CLI's progress: its last tool call and its final answer. */
   lastTool?: string;
   final?: string;
+  /** MCP through the gateway: calls made by server (for maxCalls), calls asked for (refused included), requests refused (token, path). */
+  mcp?: { calls: Record<string, number>; asked: number; refused: number };
 }
 
 export interface StepResult {

@@ -29,6 +29,7 @@ import type { Logger } from '../platform/log';
 import { PROTOCOL_PATHS, type ModelProtocol } from '../workflows/rules/agent-clis';
 import { GatewayBudget, priceOf, type BudgetStop, type GatewayUsage, type Reservation } from './gateway-budget';
 import { capOutput, requestedOutput, screenCall } from './gateway-requests';
+import { isMcpRequest, type GatewayMcp } from '../mcp/gateway';
 
 export interface GatewayUpstream {
   /** e.g. https://api.anthropic.com, https://api.openai.com/v1; http only for a loopback host. */
@@ -79,6 +80,8 @@ export interface ModelGatewayOptions {
   onCall?: (call: GatewayCall) => void;
   /** Bytes of one request body. @default 32 MiB */
   maxBodyBytes?: number;
+  /** The repo's MCP tools for the CLI at /mcp/<server> (mcp/gateway.ts); absent: that path is refused like any other. */
+  mcp?: GatewayMcp;
 }
 
 export interface Refusal {
@@ -350,6 +353,7 @@ async function admit(state: GatewayState, req: IncomingMessage): Promise<Admitte
 /** Handles one request: refused and recorded, or forwarded and its usage counted. */
 async function handle(state: GatewayState, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const { opts, gateway, budget } = state;
+  if (opts.mcp && isMcpRequest(req.url)) return opts.mcp.handle(req, res);
   const admitted = await admit(state, req);
   if ('reason' in admitted) {
     const refusal = { method: req.method ?? '?', target: (req.url ?? '').slice(0, 200), reason: admitted.reason };

@@ -23,7 +23,14 @@ import { OutputOverCap } from '../../platform/output-cap';
 import { cliProgress } from '../../models/agent-cli-events';
 import { openModelGateway, type ModelGateway } from '../model-gateway';
 import { HELPER } from '../toolchains';
-import { GATEWAY_PORT, type AgentCliName } from '../../workflows/rules/agent-clis';
+import {
+  GATEWAY_PORT,
+  MCP_TOKEN_ENV,
+  MCP_TOKEN_PLACEHOLDER,
+  type AgentCliName,
+} from '../../workflows/rules/agent-clis';
+import { randomBytes } from 'node:crypto';
+import { openGatewayMcp, type GatewayMcp } from '../../mcp/gateway';
 import { recordEvent } from '../../store/audit';
 import { endStrayProcesses, permanent, STATE_DIR } from './container';
 import type { SandboxDeps } from './deps';
@@ -252,6 +259,7 @@ async function runCommand(
   const env: Record<string, string> = { ...input.env, ...granted, ...own };
   let proxy: EgressProxy | undefined;
   let gateway: ModelGateway | undefined;
+  let mcp: GatewayMcp | undefined;
   // A retry may find its earlier attempt's forwarder still on the port; anything else there is fatal.
   const retry = Context.current().info.attempt > 1 ? ['--retry'] : [];
   const socketDir = egressDirOf(deps.egressRoot, sandbox);
@@ -268,7 +276,8 @@ async function runCommand(
       Object.assign(env, proxyEnv());
     }
     if (input.gateway) {
-      gateway = await openGatewayFor(deps, input, `${socketDir}/${SANDBOX_GATEWAY_SOCKET.split('/').pop()}`);
+      mcp = gatewayMcpFor(deps, input, env);
+      gateway = await openGatewayFor(deps, input, `${socketDir}/${SANDBOX_GATEWAY_SOCKET.split('/').pop()}`, mcp);
       argv = [HELPER.egress, SANDBOX_GATEWAY_SOCKET, String(GATEWAY_PORT), ...retry, '--', ...argv];
     }
     // With a checkpoint the answer carries it: the output is cut to STEP_OUTPUT_LIMIT, so only the checkpoint can pass the cap.
@@ -290,7 +299,7 @@ async function runCommand(
       });
     const run = await callUntilAnswered(call, nonce, retry.length > 0 && (await startedEarlier(deps, input)));
     const egress = proxy && (await recordEgressTo(deps.artifacts, input, proxy));
-    const models = gateway && (await recordGatewayTo(deps, input, gateway));
+    const models = gateway && { ...(await recordGatewayTo(deps, input, gateway)), ...mcpUsed(mcp) };
     const answer = parseRunOnce(run, nonce);
     if (!answer) {
       // drydock-run did not get to end what was running (the forwarder's port was taken, say): do it here.
@@ -348,11 +357,41 @@ async function callUntilAnswered(call: () => Promise<ExecResult>, nonce: string,
   return run;
 }
 
+/**
+ * The repo's MCP servers for an agent CLI's step, when it declares some: a
+ * fresh token for this step (in the step's environment and where the CLI's
+ * configuration says MCP_TOKEN_PLACEHOLDER; never in history).
+ */
+function gatewayMcpFor(deps: StepDeps, input: StepInput, env: Record<string, string>): GatewayMcp | undefined {
+  const declared = input.gateway?.mcp;
+  if (!declared?.servers.length) return undefined;
+  const token = randomBytes(24).toString('hex');
+  for (const [name, value] of Object.entries(env)) env[name] = value.replaceAll(MCP_TOKEN_PLACEHOLDER, token);
+  env[MCP_TOKEN_ENV] = token;
+  return openGatewayMcp({
+    servers: declared.servers,
+    used: declared.calls,
+    token,
+    sessionId: input.sessionId,
+    step: input.key,
+    deps,
+    activity: {
+      signal: Context.current().cancellationSignal,
+      activityId: Context.current().info.activityId,
+      attempt: Context.current().info.attempt,
+    },
+  });
+}
+
+const mcpUsed = (mcp: GatewayMcp | undefined): Pick<GatewayResult, 'mcp'> =>
+  mcp ? { mcp: { calls: mcp.calls, asked: mcp.asked, refused: mcp.refused.length } } : {};
+
 /** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
 async function openGatewayFor(
   deps: Pick<StepDeps, 'agentClis' | 'log'>,
   input: StepInput,
   socketPath: string,
+  mcp: GatewayMcp | undefined,
 ): Promise<ModelGateway> {
   const settings = deps.agentClis;
   if (!settings) {
@@ -370,6 +409,7 @@ async function openGatewayFor(
     prices: settings.prices,
     log: deps.log,
     sessionId: input.sessionId,
+    ...(mcp ? { mcp } : {}),
   });
 }
 

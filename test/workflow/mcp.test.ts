@@ -9,6 +9,7 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import type { ToolCallInput } from '../../agent-loop/contract';
+import type { StepInput } from '../../sandbox/contract';
 import { decide, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput } from '../../workflows/input';
 import { parseMcpDeclaration } from '../../workflows/mcp-servers';
@@ -163,4 +164,58 @@ test('a repo without MCP servers lists none', async () => {
   });
   expect(run.calls).not.toContain('listMcpTools');
   expect(run.status.agent?.mcpCalls).toBeUndefined();
+});
+
+test("an agent CLI's step is given the repo's servers and the session's calls so far; its calls through the gateway count", async () => {
+  if (!declared.ok) throw new Error(declared.problems.join('; '));
+  const steps: StepInput[] = [];
+  const stubs: Stubs = {
+    repoPolicy: async (raw) => {
+      const parsed = parseSessionInput(raw);
+      if (!parsed.ok) return parsed;
+      return {
+        ok: true,
+        input: parsed.input,
+        repo: 'acme/app',
+        approvers: [],
+        serverPolicy: OPEN_POLICY,
+        mcp: declared.servers,
+      };
+    },
+    installAgentCli: async () => ({ binary: '/opt/drydock-agents/claude', installed: false }),
+    runStep: async (step: StepInput) => {
+      steps.push(step);
+      const gateway = step.gateway && {
+        calls: 2,
+        inputTokens: 10,
+        outputTokens: 5,
+        cachedTokens: 0,
+        costUsd: 0,
+        refused: 0,
+        log: 'agent-cli-1.models.jsonl',
+        mcp: { calls: { tracker: 2 }, asked: 3, refused: 0 },
+      };
+      return { exitCode: 0, timedOut: false, outputTail: 'ok', ...(gateway ? { gateway } : {}) };
+    },
+  };
+  const run = await runSession(
+    harness,
+    'mcp-cli',
+    {
+      repo: { url: 'https://github.com/acme/app.git' },
+      task: 'find the flaky test',
+      agent: { kind: 'cli', command: 'claude' },
+    },
+    stubs,
+  );
+  expect(run.error).toBeUndefined();
+  const cli = steps.filter((s) => s.gateway);
+  expect(cli).toHaveLength(1);
+  expect(cli[0].gateway!.mcp).toEqual({ servers: declared.servers, calls: {} });
+  // Claude Code is configured for the gateway's endpoint; the token is the worker's to put in its environment.
+  expect((cli[0].step as { run: string }).run).toContain(`'--mcp-config' "$DRYDOCK_MCP_CONFIG" '--strict-mcp-config'`);
+  expect(JSON.parse(cli[0].env!.DRYDOCK_MCP_CONFIG).mcpServers.tracker.url).toBe('http://127.0.0.1:3129/mcp/tracker');
+  expect(run.status.agent).toMatchObject({ mcpCalls: 3 });
+  // The built-in loop's listing is not made for a CLI: the gateway lists at the CLI's request.
+  expect(run.calls).not.toContain('listMcpTools');
 });

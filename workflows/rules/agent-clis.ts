@@ -91,6 +91,16 @@ export function sandboxBinary(name: AgentCliName, version: string, arch: 'x64' |
 
 /** The gateway as the CLI sees it. */
 export const GATEWAY_URL = `http://127.0.0.1:${GATEWAY_PORT}`;
+/** Below the gateway, each of the repo's MCP servers is an MCP endpoint of its own: /mcp/<server>. */
+export const GATEWAY_MCP_PATH = '/mcp/';
+/** The step's token for that endpoint: the worker sets it in the step's environment (never in history). */
+export const MCP_TOKEN_ENV = 'DRYDOCK_MCP_TOKEN';
+/** Written where the token goes in a CLI's configuration; the worker puts the step's token there. */
+export const MCP_TOKEN_PLACEHOLDER = '{drydock-mcp-token}';
+/** Claude Code's --mcp-config JSON, given through the environment so the token is not in the command. */
+const CLAUDE_MCP_ENV = 'DRYDOCK_MCP_CONFIG';
+
+const mcpUrl = (server: string) => `${GATEWAY_URL}${GATEWAY_MCP_PATH}${server}`;
 
 export interface AgentCliRun {
   argv: string[];
@@ -112,7 +122,17 @@ export interface AgentCliRun {
  *   provider "drydock" (OpenAI-compatible chat completions) at the gateway,
  *   given in OPENCODE_CONFIG_CONTENT; no models.dev fetch, no auto-update.
  */
-export function agentCliRun(name: AgentCliName, binary: string, model: string, prompt: string): AgentCliRun {
+export function agentCliRun(
+  name: AgentCliName,
+  binary: string,
+  model: string,
+  prompt: string,
+  mcpServers: readonly string[] = [],
+): AgentCliRun {
+  return withMcp(name, cliRun(name, binary, model, prompt), mcpServers);
+}
+
+function cliRun(name: AgentCliName, binary: string, model: string, prompt: string): AgentCliRun {
   switch (name) {
     case 'claude':
       return {
@@ -175,6 +195,45 @@ export function agentCliRun(name: AgentCliName, binary: string, model: string, p
           OPENCODE_DISABLE_AUTOUPDATE: '1',
         },
       };
+  }
+}
+
+/**
+ * The repo's MCP servers named in the CLI's configuration, each at its gateway
+ * endpoint with the step's token (none declared: the run is unchanged):
+ * Claude Code's --mcp-config (only these servers: --strict-mcp-config), Codex's
+ * mcp_servers with bearer_token_env_var, opencode's remote `mcp` entries.
+ */
+function withMcp(name: AgentCliName, run: AgentCliRun, servers: readonly string[]): AgentCliRun {
+  if (servers.length === 0) return run;
+  const bearer = `Bearer ${MCP_TOKEN_PLACEHOLDER}`;
+  switch (name) {
+    case 'claude': {
+      const config = Object.fromEntries(
+        servers.map((s) => [s, { type: 'http', url: mcpUrl(s), headers: { Authorization: bearer } }]),
+      );
+      const [binary, ...rest] = run.argv;
+      return {
+        argv: [binary, '--mcp-config', `{env:${CLAUDE_MCP_ENV}}`, '--strict-mcp-config', ...rest],
+        // Its tools up front, as the built-in loop's model gets them (else Claude Code defers MCP tools behind ToolSearch).
+        env: { ...run.env, [CLAUDE_MCP_ENV]: JSON.stringify({ mcpServers: config }), ENABLE_TOOL_SEARCH: 'false' },
+      };
+    }
+    case 'codex': {
+      const at = run.argv.indexOf('-m');
+      const flags = servers.flatMap((s) => [
+        '-c',
+        `mcp_servers.${s}={url="${mcpUrl(s)}",bearer_token_env_var="${MCP_TOKEN_ENV}"}`,
+      ]);
+      return { argv: [...run.argv.slice(0, at), ...flags, ...run.argv.slice(at)], env: run.env };
+    }
+    case 'opencode': {
+      const config = JSON.parse(run.env.OPENCODE_CONFIG_CONTENT) as Record<string, unknown>;
+      config.mcp = Object.fromEntries(
+        servers.map((s) => [s, { type: 'remote', url: mcpUrl(s), headers: { Authorization: bearer }, enabled: true }]),
+      );
+      return { argv: run.argv, env: { ...run.env, OPENCODE_CONFIG_CONTENT: JSON.stringify(config) } };
+    }
   }
 }
 

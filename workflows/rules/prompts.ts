@@ -12,12 +12,18 @@ export function shellQuote(arg: string): string {
 /**
  * The shell command of an argv with `prompt` as one literal argument where
  * it says "{prompt}": every element is single-quoted, so nothing in the
- * prompt (or the argv) is interpreted by the shell.
+ * prompt (or the argv) is interpreted by the shell, except an element that is
+ * exactly "{env:DRYDOCK_NAME}", which becomes "$DRYDOCK_NAME" (only drydock's own variables).
  */
 export function cliCommand(argv: readonly string[], prompt: string): string {
   // NUL cannot be in an argument; nothing else needs care inside single quotes.
   const literal = prompt.replace(/\0/g, '');
-  return argv.map((arg) => shellQuote(arg === '{prompt}' ? literal : arg)).join(' ');
+  // "{env:DRYDOCK_...}" is the value of drydock's variable of the step, which the worker sets (a config holding a token).
+  return argv
+    .map((arg) =>
+      /^\{env:DRYDOCK_[A-Z_]+\}$/.test(arg) ? `"$${arg.slice(5, -1)}"` : shellQuote(arg === '{prompt}' ? literal : arg),
+    )
+    .join(' ');
 }
 
 /** Characters of verification output that go back to the agent. */

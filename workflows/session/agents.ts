@@ -222,7 +222,14 @@ async function cliPlan(
   const version = agent.version ?? spec.version;
   const { binary } = await onHost(sb, 15 * 60_000).installAgentCli({ name, version });
   const model = agent.model ?? spec.defaultModel;
-  const { argv, env } = agentCliRun(name, binary, model, prompt);
+  const mcp = run.loop.mcp;
+  const { argv, env } = agentCliRun(
+    name,
+    binary,
+    model,
+    prompt,
+    (mcp?.servers ?? []).map((s) => s.name),
+  );
   const used = run.status.agent!;
   const { maxTurns, maxTokens, maxCost } = agent.budget;
   const gateway = {
@@ -231,6 +238,7 @@ async function cliPlan(
     maxCalls: maxTurns - run.loop.turn,
     ...(maxTokens !== undefined ? { maxTokens: maxTokens - (used.usage?.totalTokens ?? 0) } : {}),
     ...(maxCost !== undefined ? { maxCostUsd: maxCost - (used.costUsd ?? 0) } : {}),
+    ...(mcp ? { mcp: { servers: mcp.servers, calls: { ...mcp.calls } } } : {}),
   };
   run.status.agent!.model = model;
   return { command: cliCommand(argv, prompt), env, gateway };
@@ -249,4 +257,10 @@ function countGatewayUsage(run: SessionRun, used: GatewayResult): void {
   progress.turn = (progress.turn ?? 0) + used.calls;
   run.loop.turn += used.calls;
   if (used.lastTool) progress.lastTool = used.lastTool;
+  if (used.mcp && run.loop.mcp) {
+    // The repo's MCP calls through the gateway count against each server's maxCalls like the built-in loop's.
+    for (const [server, n] of Object.entries(used.mcp.calls))
+      run.loop.mcp.calls[server] = (run.loop.mcp.calls[server] ?? 0) + n;
+    progress.mcpCalls = (progress.mcpCalls ?? 0) + used.mcp.asked;
+  }
 }

@@ -1,0 +1,261 @@
+/**
+ * The model gateway's MCP endpoint, as an agent CLI in the sandbox uses it:
+ * the gateway on its real unix socket, reached through a loopback relay like
+ * the sandbox's forwarder, called with the SDK's client as Claude Code or
+ * Codex would, in front of a real MCP server (the SDK's, demanding its own
+ * bearer token). The step's token, the allowlist, writing tools kept to the
+ * built-in loop, the server's maxCalls across the session, the bounded and
+ * scrubbed result, and the audit trail's `mcp_call` events.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer as createTcpServer, connect, type Server as TcpServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { openGatewayMcp, type GatewayMcp } from '../../mcp/gateway';
+import type { McpDeps } from '../../mcp/tools';
+import { Redactor } from '../../platform/scrub';
+import { openModelGateway, type ModelGateway } from '../../sandbox/model-gateway';
+import { ArtifactStore } from '../../store/artifacts';
+import type { AuditInput } from '../../store/audit';
+import { parseMcpDeclaration, type McpServer } from '../../workflows/mcp-servers';
+import { agentCliRun, MCP_TOKEN_ENV, MCP_TOKEN_PLACEHOLDER } from '../../workflows/rules/agent-clis';
+import { cliCommand } from '../../workflows/rules/prompts';
+import { startTestMcpServer, type TestMcpServer } from '../support/mcp-server';
+
+const SERVER_TOKEN = 'mcp-token-5f2e9a71c3';
+const STEP_TOKEN = 'step-token-0b8d4c2e97a1';
+
+function declared(url: string, extra: Record<string, unknown> = {}): McpServer {
+  const parsed = parseMcpDeclaration([
+    {
+      name: 'tracker',
+      url,
+      headers: { Authorization: { secret: 'TRACKER_TOKEN', prefix: 'Bearer ' } },
+      tools: ['search_issues', 'create_issue', 'echo_token', 'big'],
+      writes: ['create_issue'],
+      maxResultBytes: 1024,
+      maxCalls: 3,
+      ...extra,
+    },
+  ]);
+  if (!parsed.ok) throw new Error(parsed.problems.join('; '));
+  return parsed.servers[0];
+}
+
+let upstream: TestMcpServer;
+let dir: string;
+let gateway: ModelGateway | undefined;
+let relay: TcpServer | undefined;
+let audit: AuditInput[];
+
+beforeAll(async () => {
+  upstream = await startTestMcpServer(SERVER_TOKEN);
+});
+afterAll(() => upstream.close());
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'drydock-gw-mcp-'));
+  audit = [];
+});
+afterEach(async () => {
+  await gateway?.close();
+  gateway = undefined;
+  await new Promise((resolve) => (relay ? relay.close(resolve) : resolve(undefined)));
+  relay = undefined;
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** The gateway of one CLI step with the repo's server, and the loopback address the CLI would use. */
+async function openGateway(used: Record<string, number> = {}): Promise<{ url: string; mcp: GatewayMcp }> {
+  const deps = {
+    artifacts: new ArtifactStore(path.join(dir, 'artifacts')),
+    // The audit trail's own tests use Postgres (test/e2e/audit.test.ts); here its input is what matters.
+    audit: { append: async (event: AuditInput) => audit.push(event) },
+    redactor: new Redactor([SERVER_TOKEN]),
+    secrets: { TRACKER_TOKEN: SERVER_TOKEN },
+  } as unknown as McpDeps;
+  const mcp = openGatewayMcp({
+    servers: [declared(upstream.url)],
+    used,
+    token: STEP_TOKEN,
+    sessionId: 'gw-mcp',
+    step: 'agent-cli-1',
+    deps,
+    activity: { signal: new AbortController().signal, activityId: 'runStep-7', attempt: 1 },
+  });
+  const socketPath = path.join(dir, 'model.sock');
+  gateway = await openModelGateway({
+    socketPath,
+    protocol: 'anthropic',
+    upstream: { baseUrl: 'http://127.0.0.1:1' },
+    budget: {},
+    prices: {},
+    log: pino({ level: 'silent' }),
+    sessionId: 'gw-mcp',
+    mcp,
+  });
+  // The sandbox's forwarder: a loopback port relayed to the gateway's socket.
+  relay = createTcpServer((client) => {
+    const to = connect(socketPath);
+    client.pipe(to).pipe(client);
+    client.on('error', () => to.destroy());
+    to.on('error', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => relay!.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(relay.address() as { port: number }).port}`, mcp };
+}
+
+/** The SDK's client at the gateway's endpoint of `server`, as a CLI configured by agentCliRun connects. */
+async function cliClient(url: string, token: string | undefined, server = 'tracker'): Promise<Client> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp/${server}`), {
+    requestInit: { headers: token === undefined ? {} : { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: 'cli', version: '1' });
+  await client.connect(transport);
+  return client;
+}
+
+const textOf = (result: Awaited<ReturnType<Client['callTool']>>) =>
+  (result.content as { type: string; text: string }[]).map((c) => c.text).join('\n');
+
+test('the CLI sees exactly the allowlisted reading tools, and an allowed call reaches the server, bounded and audited', async () => {
+  const { url, mcp } = await openGateway();
+  const client = await cliClient(url, STEP_TOKEN);
+  try {
+    const { tools } = await client.listTools();
+    // create_issue writes (built-in loop only); `unlisted` and the server's others are not allowlisted.
+    expect(tools.map((t) => t.name).sort()).toEqual(['big', 'echo_token', 'search_issues']);
+    expect(tools.find((t) => t.name === 'search_issues')!.description).toMatch(
+      /^Tool search_issues of the MCP server tracker, outside the sandbox/,
+    );
+
+    const found = await client.callTool({ name: 'search_issues', arguments: { query: 'flaky' } });
+    expect(found.isError).toBeFalsy();
+    expect(textOf(found)).toBe(
+      '<mcp-result server="tracker" tool="search_issues">\n2 issues match "flaky": #12 flaky login test, #40 slow build\n</mcp-result>',
+    );
+    // The server's credential was the worker's, and its echo is scrubbed before the CLI reads it.
+    expect(upstream.authorizations.at(-1)).toBe(`Bearer ${SERVER_TOKEN}`);
+    const echoed = textOf(await client.callTool({ name: 'echo_token', arguments: {} }));
+    expect(echoed).not.toContain(SERVER_TOKEN);
+    const big = textOf(await client.callTool({ name: 'big', arguments: {} }));
+    expect(big).toContain('[result truncated: the first 1024 of');
+  } finally {
+    await client.close();
+  }
+  expect(mcp.calls).toEqual({ tracker: 3 });
+  // Tagged with the step's activity, as the trail's other events of the step.
+  expect(audit.map((e) => [e.activityId, e.attempt])).toEqual(Array(3).fill(['runStep-7', 1]));
+  expect(audit.map((e) => [e.kind, e.key, e.data])).toEqual([
+    [
+      'mcp_call',
+      'mcp-agent-cli-1-1-0',
+      expect.objectContaining({
+        step: 'agent-cli-1',
+        via: 'gateway',
+        server: 'tracker',
+        tool: 'search_issues',
+        writes: false,
+        ok: true,
+        argumentsBytes: 17,
+      }),
+    ],
+    ['mcp_call', 'mcp-agent-cli-1-1-1', expect.objectContaining({ tool: 'echo_token', ok: true })],
+    ['mcp_call', 'mcp-agent-cli-1-1-2', expect.objectContaining({ tool: 'big', truncated: true, resultBytes: 5030 })],
+  ]);
+});
+
+test('a tool not allowlisted and a writing tool are refused, naming why, and never reach the server', async () => {
+  const { url, mcp } = await openGateway();
+  const client = await cliClient(url, STEP_TOKEN);
+  const served = upstream.calls.length;
+  try {
+    const unlisted = await client.callTool({ name: 'delete_all', arguments: {} });
+    expect(unlisted.isError).toBe(true);
+    expect(textOf(unlisted)).toBe('error: the tool delete_all of MCP server tracker is not allowed for this repo');
+    const write = await client.callTool({ name: 'create_issue', arguments: { title: 'x' } });
+    expect(write.isError).toBe(true);
+    expect(textOf(write)).toMatch(
+      /^error: create_issue of MCP server tracker changes something outside the sandbox: writing tools are offered to the built-in loop only/,
+    );
+  } finally {
+    await client.close();
+  }
+  expect(upstream.calls.length).toBe(served);
+  expect(mcp.calls).toEqual({});
+  expect(mcp.asked).toBe(2);
+  expect(audit.map((e) => e.data)).toEqual([
+    expect.objectContaining({ tool: 'delete_all', refused: expect.stringMatching(/not allowed/), ok: false }),
+    expect.objectContaining({ tool: 'create_issue', refused: expect.stringMatching(/built-in loop only/), ok: false }),
+  ]);
+});
+
+test("the server's maxCalls hold across the session: calls of earlier steps count, and a spent budget is refused", async () => {
+  const { url, mcp } = await openGateway({ tracker: 2 });
+  const client = await cliClient(url, STEP_TOKEN);
+  try {
+    expect((await client.callTool({ name: 'search_issues', arguments: { query: 'a' } })).isError).toBeFalsy();
+    const spent = await client.callTool({ name: 'search_issues', arguments: { query: 'b' } });
+    expect(spent.isError).toBe(true);
+    expect(textOf(spent)).toBe('error: budget: this session has used its 3 calls of MCP server tracker');
+  } finally {
+    await client.close();
+  }
+  expect(mcp.calls).toEqual({ tracker: 1 });
+  expect(audit.at(-1)!.data).toMatchObject({ refused: expect.stringMatching(/^budget:/) });
+});
+
+test('no token, a wrong token or an undeclared server is refused before any MCP', async () => {
+  const { url, mcp } = await openGateway();
+  await expect(cliClient(url, undefined)).rejects.toThrow(/401|wrong token/);
+  await expect(cliClient(url, 'step-token-guessed-000000')).rejects.toThrow(/401|wrong token/);
+  await expect(cliClient(url, STEP_TOKEN, 'other')).rejects.toThrow(/404|no MCP server/);
+  expect(mcp.refused.map((r) => r.reason)).toEqual([
+    expect.stringMatching(/^no or a wrong token/),
+    expect.stringMatching(/^no or a wrong token/),
+    'no MCP server of this repo is served at /mcp/other',
+  ]);
+  expect(audit).toEqual([]);
+  // The model paths stay as they were: an MCP path is not forwarded to the model's endpoint.
+  expect(gateway!.calls).toEqual([]);
+});
+
+test("each CLI's configuration names the endpoint with the step's token only when the repo declares servers", () => {
+  for (const name of ['claude', 'codex', 'opencode'] as const) {
+    const plain = agentCliRun(name, '/bin/x', 'm', 'do it');
+    expect(agentCliRun(name, '/bin/x', 'm', 'do it', [])).toEqual(plain);
+    expect(JSON.stringify(plain)).not.toContain('/mcp/');
+  }
+  const claude = agentCliRun('claude', '/bin/x', 'm', 'do it', ['tracker']);
+  expect(claude.argv.slice(1, 4)).toEqual(['--mcp-config', '{env:DRYDOCK_MCP_CONFIG}', '--strict-mcp-config']);
+  expect(claude.env.ENABLE_TOOL_SEARCH).toBe('false');
+  expect(JSON.parse(claude.env.DRYDOCK_MCP_CONFIG)).toEqual({
+    mcpServers: {
+      tracker: {
+        type: 'http',
+        url: 'http://127.0.0.1:3129/mcp/tracker',
+        headers: { Authorization: `Bearer ${MCP_TOKEN_PLACEHOLDER}` },
+      },
+    },
+  });
+  // The shell reads the config from the step's environment, where the worker put the token.
+  expect(cliCommand(claude.argv, 'do it')).toContain(`'--mcp-config' "$DRYDOCK_MCP_CONFIG" '--strict-mcp-config'`);
+  // Only drydock's own variables: any other "{env:...}" of a session's argv stays literal.
+  expect(cliCommand(['my-agent', '{env:HOME}', '{prompt}'], 'p')).toBe(`'my-agent' '{env:HOME}' 'p'`);
+  const codex = agentCliRun('codex', '/bin/x', 'm', 'do it', ['tracker']);
+  expect(codex.argv).toContain(
+    `mcp_servers.tracker={url="http://127.0.0.1:3129/mcp/tracker",bearer_token_env_var="${MCP_TOKEN_ENV}"}`,
+  );
+  const opencode = JSON.parse(agentCliRun('opencode', '/bin/x', 'm', 'do it', ['tracker']).env.OPENCODE_CONFIG_CONTENT);
+  expect(opencode.mcp).toEqual({
+    tracker: {
+      type: 'remote',
+      url: 'http://127.0.0.1:3129/mcp/tracker',
+      headers: { Authorization: `Bearer ${MCP_TOKEN_PLACEHOLDER}` },
+      enabled: true,
+    },
+  });
+  expect(opencode.provider.drydock.options.baseURL).toBe('http://127.0.0.1:3129');
+});
