@@ -17,7 +17,13 @@ import type { WebSocketServer } from 'ws';
 import { AttachRefused, boundedSize, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
-import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
+import {
+  bridgeWebTerminal,
+  CLOSE,
+  SessionTerminals,
+  TerminalTickets,
+  type InputBatch,
+} from '../../sandbox/web-terminal';
 import { readableStatus, steeringRefused } from '../access';
 import { terminalPage } from '../console/terminal';
 import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';
@@ -27,6 +33,9 @@ const SOCKET_PATH = /^\/sessions\/([^/]+)\/terminal\/socket$/;
 
 /** This process's tickets: a page served by this serve opens a socket on it within a minute. */
 const tickets = new TerminalTickets();
+
+/** This process's terminal sockets per session: the last one to leave detaches. */
+const terminals = new SessionTerminals();
 
 /** GET /sessions/:id/terminal: the page, for a person who may attach (403 naming the role otherwise). */
 export async function terminalPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string) {
@@ -119,19 +128,25 @@ const control = (socket: WebSocket, message: Record<string, unknown>) => {
   if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message));
 };
 
-/** The open socket: attach (the agent's step under way ends first), the shell, then the detach. */
+/**
+ * The open socket: attach (the agent's step under way ends first), the shell,
+ * then the detach, sent only when no other socket of the session is left
+ * (SessionTerminals: a second tab or a reload's new socket keeps it), or
+ * at once when this one asked for it, which ends the others (M2).
+ */
 async function attachedTerminal(
   ctx: ServeContext,
   sandboxes: SandboxProvider,
   socket: WebSocket,
   { id, who, size }: { id: string; who: string; size: { cols: number; rows: number } },
 ): Promise<void> {
-  let attached = false;
+  const presence = terminals.join(id); // counted before the attach is asked for
+  let asked = false;
   try {
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     control(socket, { type: 'waiting' });
-    await requestAttach(ctx.client, id, who);
-    attached = true;
+    await presence.attach(who, () => requestAttach(ctx.client, id, who));
+    if (presence.signal.aborted) socket.close(CLOSE.normal, String(presence.signal.reason));
     if (socket.readyState !== socket.OPEN) return; // the page went away while the step ended
     const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     control(socket, { type: 'attached', by: who, sandbox: name });
@@ -139,7 +154,9 @@ async function attachedTerminal(
     const connection = randomUUID();
     const end = await bridgeWebTerminal(socket, shell, {
       audit: (batch) => auditInput(ctx, { id, who, sandbox: name, connection }, batch),
+      signal: presence.signal,
     });
+    asked = end === 'detach';
     ctx.log.info({ sessionId: id, by: who, end }, 'console terminal ended');
   } catch (err) {
     const refused = err instanceof AttachRefused;
@@ -147,7 +164,10 @@ async function attachedTerminal(
     control(socket, { type: 'refused', reason: refused ? err.message : 'internal error' });
     socket.close(refused ? CLOSE.refused : CLOSE.failed);
   } finally {
-    if (attached) await detachAndSay(ctx, socket, id, who);
+    const detached = await presence.leave(asked, (by) => detachAndSay(ctx, socket, id, by));
+    if (!detached && socket.readyState === socket.OPEN) {
+      socket.close(CLOSE.normal, 'another terminal of this session is still attached');
+    }
   }
 }
 
