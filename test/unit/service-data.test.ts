@@ -110,7 +110,7 @@ test.each([
   ['a character device other than a whiteout (/dev/null)', ['c', '1', '3']],
   ['a block device', ['b', '7', '0']],
 ])('a copy holding %s is refused, naming it, and nothing of it is left', async (_, device) => {
-  const tar = await copyOf(async (upper) => execFileSync('mknod', [path.join(upper, 'base', 'dev'), ...device]));
+  const tar = await copyOf(async (upper) => void execFileSync('mknod', [path.join(upper, 'base', 'dev'), ...device]));
   const storage = new SandboxStorageRoot({} as Docker, path.join(root, 'storage'));
   await mkdir(path.join(root, 'storage', 'sandboxes', 'drydock-s-r3', 'fs'), { recursive: true });
   const spec = { sandbox: 'drydock-s-r3', service: 'db', folders };
