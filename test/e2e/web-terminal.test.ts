@@ -4,7 +4,7 @@
  * and a headless Chromium): an approver opens the terminal from the session
  * page at the approval gate, types a command that writes a file, sees its
  * output, detaches with the button, and the file is in the session's new
- * change awaiting review; every keystroke batch is in the audit trail under
+ * change awaiting review; every keystroke batch, after the detach, is in the audit trail under
  * their name. A reader without the approver role gets no terminal page, and
  * a socket from another site's page is refused even with a valid ticket.
  */

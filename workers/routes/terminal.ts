@@ -5,7 +5,8 @@
  * the requester), the same `attach`/`detach` updates (the agent waits; the
  * edits are committed, verified and reviewed again), the same shell and
  * escape filter; besides, every batch of keystrokes is an `attach.input` row
- * of the audit trail under the signed-in person's name
+ * of the audit trail under the signed-in person's name, written after its
+ * keys reached the shell (a crash of serve loses the batch under way)
  * (sandbox/web-terminal.ts holds the protocol and its limits).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
