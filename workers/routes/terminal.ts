@@ -18,13 +18,7 @@ import type { WebSocketServer } from 'ws';
 import { AttachRefused, boundedSize, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
-import {
-  bridgeWebTerminal,
-  CLOSE,
-  SessionTerminals,
-  TerminalTickets,
-  type InputBatch,
-} from '../../sandbox/web-terminal';
+import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
 import { readableStatus, steeringRefused } from '../access';
 import { terminalPage } from '../console/terminal';
 import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';
@@ -34,9 +28,6 @@ const SOCKET_PATH = /^\/sessions\/([^/]+)\/terminal\/socket$/;
 
 /** This process's tickets: a page served by this serve opens a socket on it within a minute. */
 const tickets = new TerminalTickets();
-
-/** This process's terminal sockets per session: the last one to leave detaches. */
-const terminals = new SessionTerminals();
 
 /** GET /sessions/:id/terminal: the page, for a person who may attach (403 naming the role otherwise). */
 export async function terminalPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string) {
@@ -141,7 +132,7 @@ async function attachedTerminal(
   socket: WebSocket,
   { id, who, size }: { id: string; who: string; size: { cols: number; rows: number } },
 ): Promise<void> {
-  const presence = terminals.join(id); // counted before the attach is asked for
+  const presence = ctx.terminals.join(id); // counted before the attach is asked for
   let asked = false;
   try {
     const name = await reachableSandbox(ctx.client, sandboxes, id);
