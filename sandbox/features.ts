@@ -90,8 +90,8 @@ export function featureRequests(features: Record<string, unknown>, source: strin
     const field = `${source}: features["${key}"]`;
     const options = optionsOf(value, field);
     if (key.startsWith('./') || key.startsWith('../')) {
-      const folder = path.posix.normalize(path.posix.join(dir, key));
-      if (folder === '..' || folder.startsWith('../') || !folder.startsWith(`${dir}/`))
+      const folder = path.posix.normalize(path.posix.join(dir, key)).replace(/(.)\/+$/, '$1'); // ./tool/ is ./tool
+      if (!isFolderInside(folder, dir))
         throw new FeatureError(`${field}: a local feature is a folder inside ${dir}/ (the spec's rule)`);
       return { key, field, options, folder };
     }
@@ -105,6 +105,15 @@ export function featureRequests(features: Record<string, unknown>, source: strin
     if ('problem' in ref) throw new FeatureError(`${field}: ${ref.problem}`);
     return { key, field, options, ref: { ...ref, ...(ref.tag || ref.digest ? {} : { tag: 'latest' }) } };
   });
+}
+
+/**
+ * Whether `folder` (normalized, relative to the repo) is a folder below `dir`:
+ * for a root `.devcontainer.json` `dir` is `.`, whose folders start with no `./`.
+ */
+function isFolderInside(folder: string, dir: string): boolean {
+  if (folder === '..' || folder.startsWith('../')) return false;
+  return dir === '.' ? folder !== '.' : folder.startsWith(`${dir}/`);
 }
 
 function optionsOf(value: unknown, field: string): Record<string, string | boolean> {

@@ -483,7 +483,10 @@ export interface SandboxProvider {
   prepareImage(ref: string): Promise<void>;
   /** Removes an image no sandbox uses: 'in_use' when one does, 'gone' when it was already gone. */
   removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'>;
-  /** Removes storage no sandbox uses any more (made more than `graceMs` ago); returns what went. */
+  /**
+   * Removes storage no sandbox uses any more, and what an interrupted image
+   * layering left (its staging container), made more than `graceMs` ago; returns what went.
+   */
   reapStorage(graceMs?: number): Promise<string[]>;
 }
 

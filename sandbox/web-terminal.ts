@@ -201,11 +201,108 @@ export class TerminalTickets {
   }
 }
 
+/**
+ * The console terminals of each session in this serve process, live and
+ * pending (joined before the attach is asked for). The session's `attach`
+ * lets the one attached attach again (a reconnect, workflows/rules/attach.ts),
+ * so one attach may hold several sockets: a second tab, or a reload while the
+ * old socket lingers (a dropped network is noticed after up to two pings).
+ * The detach goes out only when the last of them leaves, or when one of them
+ * asks for it (its Detach button), which ends the others first (M2). A
+ * session's attach and detach updates go out one after another, and whether
+ * to detach is decided in that turn: a detach never overtakes a newer socket's
+ * attach, so it never leaves a live shell behind a detached session.
+ */
+export class SessionTerminals {
+  private readonly sessions = new Map<string, SessionTerminalsEntry>();
+
+  /** Counts a socket of `sessionId` from now until its `leave`. */
+  join(sessionId: string): TerminalPresence {
+    let entry = this.sessions.get(sessionId);
+    if (!entry) this.sessions.set(sessionId, (entry = { members: new Set(), updates: Promise.resolve(), queued: 0 }));
+    const presence = new TerminalPresence(entry, () => {
+      if (entry.members.size === 0 && entry.queued === 0 && !entry.attachedBy) this.sessions.delete(sessionId);
+    });
+    entry.members.add(presence);
+    return presence;
+  }
+
+  /** How many sockets of the session are counted (live or pending). */
+  count(sessionId: string): number {
+    return this.sessions.get(sessionId)?.members.size ?? 0;
+  }
+}
+
+interface SessionTerminalsEntry {
+  members: Set<TerminalPresence>;
+  /** Who the session is attached to through these sockets, as the updates so far left it. */
+  attachedBy?: string;
+  /** The session's updates, one after another. */
+  updates: Promise<void>;
+  queued: number;
+}
+
+/** One socket's place among its session's terminals. */
+export class TerminalPresence {
+  private readonly ending = new AbortController();
+
+  constructor(
+    private readonly entry: SessionTerminalsEntry,
+    private readonly forget: () => void,
+  ) {}
+
+  /** Aborted (with the reason) when another terminal of the session detached: this one ends as well. */
+  get signal(): AbortSignal {
+    return this.ending.signal;
+  }
+
+  /** Sends the attach in the session's turn; once it is answered, the session counts as attached to `by`. */
+  attach<T>(by: string, request: () => Promise<T>): Promise<T> {
+    return this.inTurn(async () => {
+      const answer = await request();
+      this.entry.attachedBy = by;
+      return answer;
+    });
+  }
+
+  /**
+   * This socket is done. `detach` (as the person attached) is called, in the
+   * session's turn, when no other socket is left, or at once when this one
+   * asked to detach (the others are ended first). Answers whether it was.
+   */
+  leave(asked: boolean, detach: (attachedBy: string) => Promise<void>): Promise<boolean> {
+    this.entry.members.delete(this);
+    if (asked) {
+      for (const other of this.entry.members) other.ending.abort('detached from another terminal of this session');
+    }
+    return this.inTurn(async () => {
+      const by = this.entry.attachedBy;
+      if (!by || (!asked && this.entry.members.size > 0)) return false;
+      this.entry.attachedBy = undefined;
+      await detach(by);
+      return true;
+    }).finally(this.forget);
+  }
+
+  private inTurn<T>(update: () => Promise<T>): Promise<T> {
+    const entry = this.entry;
+    entry.queued++;
+    const answer = entry.updates.then(update);
+    entry.updates = answer.then(
+      () => undefined,
+      () => undefined,
+    );
+    return answer.finally(() => entry.queued--);
+  }
+}
+
 /** What the bridge needs besides the socket and the shell. */
 export interface BridgeHooks {
   /** Called with each batch of keystrokes, in order; a rejection ends the connection (nothing typed goes unrecorded for long). */
   audit(batch: InputBatch): Promise<void>;
   now?: () => number;
+  /** Ends the bridge when aborted (another terminal of the session detached); the socket closes with the reason. */
+  signal?: AbortSignal;
   /** Default: TERMINAL_LIMITS. */
   limits?: TerminalLimits;
 }
@@ -273,6 +370,9 @@ export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks:
   shell.stream.on('end', () => close('shell-ended')).on('close', () => close('shell-ended'));
   shell.stream.on('error', () => close('shell-ended'));
   socket.on('close', () => close('socket-closed')).on('error', () => close('socket-closed'));
+  const endedElsewhere = () => close({ closed: CLOSE.normal, reason: String(hooks.signal?.reason) });
+  if (hooks.signal?.aborted) endedElsewhere();
+  else hooks.signal?.addEventListener('abort', endedElsewhere, { once: true });
   // Closed before the bridge began (the page went away while the shell was opened): its close event is past.
   if (socket.readyState !== socket.OPEN) close('socket-closed');
   return ended;

@@ -16,6 +16,7 @@ import type { RepoLookupService } from '../repos/registry';
 import type { ReviewTimes } from '../review/review-time';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
+import type { SessionTerminals } from '../sandbox/web-terminal';
 
 /** The console's cookie: a token, as `Authorization: Bearer` carries (a sign-in's personal token, or a pasted one). */
 export const COOKIE = 'drydock_token';
@@ -51,6 +52,8 @@ export interface ServeContext {
   reviews?: ReviewTimes;
   /** Sessions by phase, for Prometheus (GET /metrics). */
   sessionMetrics: Registry;
+  /** The shells this process bridges per session (console sockets, `drydock attach --server`): the last to leave detaches. */
+  terminals: SessionTerminals;
 }
 
 export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {

@@ -53,6 +53,7 @@ import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
 import { servePilotRoute } from './routes/pilot';
 import { metricsScrape } from './routes/metrics';
+import { SessionTerminals } from '../sandbox/web-terminal';
 
 export { consoleUrl } from './http';
 
@@ -81,6 +82,7 @@ export function createHandler(deps: ServeDeps) {
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
     reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
+    terminals: new SessionTerminals(),
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {

@@ -6,6 +6,7 @@
  * images built with the docker CLI, snapshots committed from /workspace.
  */
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -473,13 +474,17 @@ export class DockerProvider implements SandboxProvider {
     // The image's VOLUMEs covered by mounts that exist only while running: an anonymous volume
     // would leave its mount point in the layer, root's, which then shadows the sandbox's own cover.
     const volumes = (await this.image(layer.from))?.volumes ?? [];
+    // A worker that died between create and remove left this name: a retry removes it first.
+    const name = layerStagingName(layer.tag);
+    await this.removeStaging(name);
     const staging = await this.docker.createContainer({
+      name,
       Image: layer.from,
       Cmd: layer.cmd,
       Env: layer.env,
       User: layer.user,
       WorkingDir: layer.workdir,
-      Labels: layer.labels,
+      Labels: { ...layer.labels, [LAYER_STAGING_LABEL]: name },
       NetworkDisabled: true,
       HostConfig: {
         NetworkMode: 'none',
@@ -489,10 +494,34 @@ export class DockerProvider implements SandboxProvider {
     try {
       await staging.putArchive(await emptyFoldersTar(layer.folders, layer.owner), { path: '/' });
       const [repo, tag] = splitTag(layer.tag);
-      await staging.commit({ repo, tag, comment: "drydock's layer" });
+      // The commit keeps the container's labels: the staging label is emptied, so the image is nobody's staging.
+      await staging.commit({ repo, tag, comment: "drydock's layer", changes: `LABEL ${LAYER_STAGING_LABEL}=` });
     } finally {
-      await staging.remove({ force: true, v: true });
+      await this.removeStaging(name);
     }
+  }
+
+  private async removeStaging(name: string): Promise<void> {
+    await this.docker
+      .getContainer(name)
+      .remove({ force: true, v: true })
+      .catch((err: unknown) => {
+        if (!isStatus(err, 404) && !isStatus(err, 409)) throw err; // 409: its removal is under way
+      });
+  }
+
+  /** layerImage's staging containers older than `graceMs` (a worker died between create and remove). */
+  private async reapLayerStaging(graceMs: number): Promise<string[]> {
+    const found = await this.docker.listContainers({ all: true, filters: { label: [LAYER_STAGING_LABEL] } });
+    const removed: string[] = [];
+    for (const c of found) {
+      const name = c.Names[0]?.replace(/^\//, '');
+      // Only a staging container names itself: one made from a layered image inherits the emptied label.
+      if (!name || c.Labels[LAYER_STAGING_LABEL] !== name || c.Created * 1000 > Date.now() - graceMs) continue;
+      await this.removeStaging(name);
+      removed.push(`layer staging container ${name}`);
+    }
+    return removed;
   }
 
   /** Containers (any state) created from an image. */
@@ -523,7 +552,7 @@ export class DockerProvider implements SandboxProvider {
    * created keeps its own), and lower layers of images that are gone.
    */
   async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
-    const removed: string[] = [];
+    const removed = await this.reapLayerStaging(graceMs);
     for (const { name, createdMs } of await this.storage.list()) {
       if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
       await this.storage.remove(name);
@@ -547,6 +576,14 @@ export class DockerProvider implements SandboxProvider {
       createdMs: c.Created * 1000,
     }));
   }
+}
+
+/** On layerImage's staging container: its own name (the reaper removes one a crash left, reapStorage). */
+export const LAYER_STAGING_LABEL = 'drydock.layer-staging';
+
+/** The staging container's name for a tag: the same on every try, so a retry finds what an interrupted one left. */
+export function layerStagingName(tag: string): string {
+  return `drydock-layer-${createHash('sha256').update(tag).digest('hex').slice(0, 16)}`;
 }
 
 function splitTag(ref: string): [string, string] {

@@ -11,14 +11,14 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { createGzip } from 'node:zlib';
 import type Docker from 'dockerode';
 import { serviceName } from '../../workflows/services';
-import type { ServiceContainerSpec, ServiceDataCopy } from '../provider';
+import { SandboxError, type ServiceContainerSpec, type ServiceDataCopy } from '../provider';
 import { isStatus } from './create-options';
 import { confinedDir, servicesFolder } from './service-storage';
 import type { SandboxStorageRoot } from './storage';
@@ -171,5 +171,45 @@ export async function restoreServiceData(
     );
     child.stdin!.end(copy.tar);
   });
+  const refused = await tameRestored(base, members);
+  if (refused) {
+    for (const n of spec.folders.keys()) await rm(path.join(base, String(n)), { recursive: true, force: true });
+    throw new SandboxError(
+      `restoring service ${spec.service}'s data: ${refused} is a device and no overlay whiteout (a character ` +
+        'device 0/0): refused. The copy in sandbox_service_checkpoints was not made by drydock; delete its row ' +
+        "so the service starts from its snapshot's data",
+      'permanent',
+    );
+  }
   return true;
+}
+
+/**
+ * tar as root keeps owners, modes and device nodes, as the copy has them;
+ * whoever can write the copy's row could plant root's setuid files or a
+ * device under the storage root. Owners stay (a service's files are its
+ * uid's); setuid and setgid bits are cleared; a device other than an
+ * overlay whiteout is named (the caller refuses the copy).
+ */
+async function tameRestored(base: string, members: string[]): Promise<string | undefined> {
+  const walk = async (at: string): Promise<string | undefined> => {
+    const info = await lstat(at);
+    if (info.isBlockDevice() || (info.isCharacterDevice() && info.rdev !== 0)) return path.relative(base, at);
+    if (info.isSymbolicLink()) return undefined;
+    if (info.mode & 0o6000) await chmod(at, info.mode & 0o1777);
+    if (!info.isDirectory()) return undefined;
+    for (const name of await readdir(at)) {
+      const bad = await walk(path.join(at, name));
+      if (bad) return bad;
+    }
+    return undefined;
+  };
+  for (const member of members) {
+    const bad = await walk(path.join(base, member)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined; // a folder the copy did not hold
+      throw err;
+    });
+    if (bad) return bad;
+  }
+  return undefined;
 }

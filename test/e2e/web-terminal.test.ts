@@ -4,7 +4,7 @@
  * and a headless Chromium): an approver opens the terminal from the session
  * page at the approval gate, types a command that writes a file, sees its
  * output, detaches with the button, and the file is in the session's new
- * change awaiting review; every keystroke batch is in the audit trail under
+ * change awaiting review; every keystroke batch, after the detach, is in the audit trail under
  * their name. A reader without the approver role gets no terminal page, and
  * a socket from another site's page is refused even with a valid ticket.
  */
@@ -188,4 +188,46 @@ test('an approver types in the console terminal; the file is in the new change t
   ]);
   await dave.close();
   await alice.close();
+});
+
+test('two tabs of the terminal: closing one leaves the session attached to the other; its Detach ends both (M2)', async () => {
+  const id = newSessionId('webterm-tabs');
+  toEnd.push(id);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'greet in the README',
+    requestedBy: 'alice',
+    agent: { steps: [{ run: 'echo hello >> README.md' }] },
+    verify: { test: 'sh check.sh' },
+    approval: { required: ['push'], approvers: ['alice'] },
+  });
+  await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
+  const [first, second] = [await signedIn(tokens.alice), await signedIn(tokens.alice)];
+  for (const tab of [first, second]) {
+    await tab.goto(`${serve.url}/sessions/${id}/terminal`);
+    await tab.locator('#terminal-state', { hasText: 'attached as alice' }).waitFor({ timeout: 60_000 });
+    await waitForScreen(tab, /\/workspace\$ /);
+  }
+  await first.close(); // its socket's close used to detach the session under the second tab's shell
+  await second.keyboard.type('echo still-$((6*7))-here');
+  await second.keyboard.press('Enter');
+  await waitForScreen(second, /still-42-here/);
+  const during = await waitForStatus(handle, () => true, 10_000);
+  expect(during.attached).toMatchObject({ by: 'alice' });
+  expect(during.phase).toBe('attached');
+
+  // A third tab, then Detach in the second: the third's socket is closed with the reason, the session detached once.
+  const third = await signedIn(tokens.alice);
+  await third.goto(`${serve.url}/sessions/${id}/terminal`);
+  await third.locator('#terminal-state', { hasText: 'attached as alice' }).waitFor({ timeout: 60_000 });
+  await second.click('#detach');
+  await second.locator('#terminal-state', { hasText: /detached after \d+ s/ }).waitFor({ timeout: 30_000 });
+  await third
+    .locator('#terminal-state', { hasText: 'detached from another terminal of this session' })
+    .waitFor({ timeout: 30_000 });
+  expect((await waitForStatus(handle, (s) => s.attached === undefined, 30_000)).attached).toBeUndefined();
+  const attaches = (await auditOf(id)).filter((e) => e.kind === 'attach');
+  expect(attaches).toEqual([expect.objectContaining({ actor: 'alice' })]);
+  await second.close();
+  await third.close();
 });

@@ -61,6 +61,20 @@ describe("devcontainer.json's features", () => {
     expect(requests[2]).toMatchObject({ folder: '.devcontainer/local-tool', options: {} });
   });
 
+  test("a root .devcontainer.json's local features are folders of the repo; outside it or the repo itself refused", () => {
+    const [local] = featureRequests({ './features/tool': {} }, '.devcontainer.json', '.');
+    expect(local).toMatchObject({ folder: 'features/tool', field: '.devcontainer.json: features["./features/tool"]' });
+    expect(() => featureRequests({ '../up': {} }, '.devcontainer.json', '.')).toThrow(
+      '.devcontainer.json: features["../up"]: a local feature is a folder inside ./ (the spec\'s rule)',
+    );
+    expect(() => featureRequests({ './': {} }, '.devcontainer.json', '.')).toThrow(
+      /a local feature is a folder inside/,
+    );
+    expect(() => featureRequests({ './a/../../up': {} }, '.devcontainer.json', '.')).toThrow(/a folder inside \.\//);
+    // Nor is the folder of a devcontainer.json itself a feature's.
+    expect(() => featureRequests({ './': {} }, SOURCE, '.devcontainer')).toThrow(/a folder inside \.devcontainer\//);
+  });
+
   test.each([
     [
       'https://example.com/feature.tgz',

@@ -2,10 +2,12 @@
  * A service's data put back from a checkpoint's copy (sandbox/docker/service-data.ts),
  * with real tar on a real folder: an overlay's whiteout (a 0/0 device) and opaque folder
  * (a trusted xattr) come back as they were, a folder of the same service made earlier
- * is replaced whole, and a copy over other lower layers is not used.
+ * is replaced whole, and a copy over other lower layers is not used. A copy
+ * from a row drydock did not write cannot plant setuid files or devices: the
+ * bits are cleared (owners kept), a device other than a whiteout is refused.
  */
 import { execFileSync } from 'node:child_process';
-import { lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
@@ -22,7 +24,7 @@ beforeEach(async () => {
 afterEach(() => rm(root, { recursive: true, force: true }));
 
 /** A copy as saveServiceData makes it: `0/upper` with a file, a whiteout and an opaque folder, gzipped. */
-async function copyOf(): Promise<Buffer> {
+async function copyOf(plant: (upper: string) => Promise<void> = async () => undefined): Promise<Buffer> {
   const from = path.join(root, 'from');
   await mkdir(path.join(from, '0', 'upper', 'base', 'opaque'), { recursive: true });
   await writeFile(path.join(from, '0', 'upper', 'base', '16384'), 'row written');
@@ -30,6 +32,7 @@ async function copyOf(): Promise<Buffer> {
   // Python's os.setxattr: no attr package needed.
   const opaque = path.join(from, '0', 'upper', 'base', 'opaque');
   execFileSync('python3', ['-c', 'import os,sys; os.setxattr(sys.argv[1], "trusted.overlay.opaque", b"y")', opaque]);
+  await plant(path.join(from, '0', 'upper'));
   return execFileSync('tar', [
     '-c',
     '-z',
@@ -73,4 +76,46 @@ test('a copy over other lower layers (another snapshot) is not used', async () =
   await expect(lstat(path.join(root, 'storage', 'sandboxes', 'drydock-s-r1', 'fs', 'services'))).rejects.toThrow(
     /ENOENT/,
   );
+});
+
+const upperOf = (sandbox: string) =>
+  path.join(root, 'storage', 'sandboxes', sandbox, 'fs', 'services', 'db', '0', 'upper');
+
+test("setuid and setgid bits are cleared; owners and the other bits are kept (a service's files are its uid's)", async () => {
+  const tar = await copyOf(async (upper) => {
+    await writeFile(path.join(upper, 'rootshell'), '#!/bin/sh\n');
+    await chmod(path.join(upper, 'rootshell'), 0o4755);
+    await mkdir(path.join(upper, 'shared'));
+    await chmod(path.join(upper, 'shared'), 0o2770);
+    await writeFile(path.join(upper, 'shared', 'pg_control'), 'x');
+    await chown(path.join(upper, 'shared', 'pg_control'), 999, 999);
+    await chmod(path.join(upper, 'shared', 'pg_control'), 0o6600);
+  });
+  const storage = new SandboxStorageRoot({} as Docker, path.join(root, 'storage'));
+  await mkdir(path.join(root, 'storage', 'sandboxes', 'drydock-s-r2', 'fs'), { recursive: true });
+  const spec = { sandbox: 'drydock-s-r2', service: 'db', folders };
+  expect(await restoreServiceData(storage, spec, { lowers: lowersOf(folders), tar })).toBe(true);
+  const upper = upperOf('drydock-s-r2');
+  const mode = async (p: string) => (await lstat(path.join(upper, p))).mode & 0o7777;
+  expect(await mode('rootshell')).toBe(0o755);
+  expect(await mode('shared')).toBe(0o770);
+  expect(await mode('shared/pg_control')).toBe(0o600);
+  const owner = await lstat(path.join(upper, 'shared', 'pg_control'));
+  expect([owner.uid, owner.gid]).toEqual([999, 999]);
+  // The whiteout is kept.
+  expect((await lstat(path.join(upper, 'base', 'deleted'))).isCharacterDevice()).toBe(true);
+});
+
+test.each([
+  ['a character device other than a whiteout (/dev/null)', ['c', '1', '3']],
+  ['a block device', ['b', '7', '0']],
+])('a copy holding %s is refused, naming it, and nothing of it is left', async (_, device) => {
+  const tar = await copyOf(async (upper) => void execFileSync('mknod', [path.join(upper, 'base', 'dev'), ...device]));
+  const storage = new SandboxStorageRoot({} as Docker, path.join(root, 'storage'));
+  await mkdir(path.join(root, 'storage', 'sandboxes', 'drydock-s-r3', 'fs'), { recursive: true });
+  const spec = { sandbox: 'drydock-s-r3', service: 'db', folders };
+  await expect(restoreServiceData(storage, spec, { lowers: lowersOf(folders), tar })).rejects.toThrow(
+    "restoring service db's data: 0/upper/base/dev is a device and no overlay whiteout (a character device 0/0): refused",
+  );
+  await expect(lstat(path.join(upperOf('drydock-s-r3'), '..'))).rejects.toThrow(/ENOENT/);
 });

@@ -3,7 +3,8 @@
  * Origin check: controls, the input rate, the audit batches, the tickets,
  * and the bridge over a real WebSocket on loopback to a real program (`cat`
  * on pipes standing in for the sandbox's TTY): keys in, filtered output out,
- * and the limits closing the socket with their reasons.
+ * and the limits closing the socket with their reasons; the sockets of one
+ * session, of which only the last to leave (or an explicit Detach) detaches.
  */
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage } from 'node:http';
@@ -17,6 +18,7 @@ import {
   InputBatcher,
   InputRate,
   parseControl,
+  SessionTerminals,
   TERMINAL_LIMITS,
   TerminalTickets,
   type BridgeEnd,
@@ -237,6 +239,127 @@ describe('the bridge', () => {
       expect(t.batches.map((b) => b.input)).toEqual(['true\n']);
     } finally {
       await t.stop();
+    }
+  });
+});
+
+describe("a session's terminal sockets (M2)", () => {
+  /** The updates as the workflow would see them, in the order they went out. */
+  function session() {
+    const updates: string[] = [];
+    const detach = async (by: string) => void updates.push(`detach ${by}`);
+    const attach = (p: ReturnType<SessionTerminals['join']>, by: string) =>
+      p.attach(by, async () => void updates.push(`attach ${by}`));
+    return { updates, detach, attach };
+  }
+
+  test('two tabs: closing one keeps the attach; the last to leave detaches', async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach, attach } = session();
+    const first = terminals.join('s-1');
+    await attach(first, 'alice');
+    const second = terminals.join('s-1');
+    await attach(second, 'alice'); // a reconnect
+    expect(await first.leave(false, detach)).toBe(false);
+    expect(updates).toEqual(['attach alice', 'attach alice']);
+    expect(terminals.count('s-1')).toBe(1);
+    expect(await second.leave(false, detach)).toBe(true);
+    expect(updates).toEqual(['attach alice', 'attach alice', 'detach alice']);
+    expect(terminals.count('s-1')).toBe(0);
+  });
+
+  test("a reload whose old socket lingers: the old socket's close, after the new one joined, does not detach", async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach, attach } = session();
+    const old = terminals.join('s-1');
+    await attach(old, 'alice');
+    const fresh = terminals.join('s-1'); // counted before its attach is asked for
+    const attached = attach(fresh, 'alice');
+    expect(await old.leave(false, detach)).toBe(false); // the pings noticed the dropped network
+    await attached;
+    expect(updates).toEqual(['attach alice', 'attach alice']);
+  });
+
+  test("a detach in flight is not overtaken by the next socket's attach", async () => {
+    const terminals = new SessionTerminals();
+    const updates: string[] = [];
+    const first = terminals.join('s-1');
+    await first.attach('alice', async () => void updates.push('attach'));
+    let release!: () => void;
+    const slowDetach = () =>
+      new Promise<void>((resolve) => (release = resolve)).then(() => void updates.push('detach'));
+    const left = first.leave(false, slowDetach);
+    await new Promise((resolve) => setImmediate(resolve));
+    const next = terminals.join('s-1');
+    const attached = next.attach('alice', async () => void updates.push('attach'));
+    release();
+    await Promise.all([left, attached]);
+    expect(updates).toEqual(['attach', 'detach', 'attach']);
+    // The new attach is the session's now: its socket's leave detaches it.
+    expect(await next.leave(false, async () => void updates.push('detach'))).toBe(true);
+  });
+
+  test('an explicit detach ends the other sockets and detaches at once; their leaving later sends nothing', async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach, attach } = session();
+    const [a, b] = [terminals.join('s-1'), terminals.join('s-1')];
+    await attach(a, 'alice');
+    await attach(b, 'alice');
+    expect(await a.leave(true, detach)).toBe(true);
+    expect(b.signal.aborted).toBe(true);
+    expect(b.signal.reason).toBe('detached from another terminal of this session');
+    expect(await b.leave(false, detach)).toBe(false);
+    expect(updates).toEqual(['attach alice', 'attach alice', 'detach alice']);
+  });
+
+  test("another person's refused socket, the last to leave, ends the attach it found", async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach, attach } = session();
+    const alice = terminals.join('s-1');
+    await attach(alice, 'alice');
+    const bob = terminals.join('s-1');
+    expect(await alice.leave(false, detach)).toBe(false);
+    await expect(bob.attach('bob', async () => Promise.reject(new Error('alice is attached')))).rejects.toThrow();
+    expect(await bob.leave(false, detach)).toBe(true);
+    expect(updates).toEqual(['attach alice', 'detach alice']);
+  });
+
+  test('sessions are counted apart; a socket that never attached detaches nothing', async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach, attach } = session();
+    const one = terminals.join('s-1');
+    await attach(one, 'alice');
+    const other = terminals.join('s-2');
+    expect(await other.leave(false, detach)).toBe(false);
+    expect(await one.leave(false, detach)).toBe(true);
+    expect(updates).toEqual(['attach alice', 'detach alice']);
+  });
+});
+
+describe('the bridge ended from elsewhere', () => {
+  test('an abort (another terminal detached) ends the bridge and closes the socket with the reason', async () => {
+    const http = createServer();
+    const wss = new WebSocketServer({ server: http });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    const ending = new AbortController();
+    try {
+      const end = new Promise<BridgeEnd>((resolve) =>
+        wss.once('connection', (socket) =>
+          resolve(bridgeWebTerminal(socket, catShell([]), { audit: async () => undefined, signal: ending.signal })),
+        ),
+      );
+      const client = new WebSocket(`ws://127.0.0.1:${(http.address() as AddressInfo).port}/`);
+      const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+        client.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+      );
+      await new Promise((resolve, reject) => client.once('open', resolve).once('error', reject));
+      ending.abort('detached from another terminal of this session');
+      const reason = 'detached from another terminal of this session';
+      expect(await end).toEqual({ closed: CLOSE.normal, reason });
+      expect(await closed).toEqual({ code: CLOSE.normal, reason });
+    } finally {
+      wss.close();
+      await new Promise((resolve) => http.close(resolve));
     }
   });
 });

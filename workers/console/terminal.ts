@@ -12,7 +12,7 @@ export function terminalPage(s: SessionStatus, opts: { who: string; nonce: strin
   const body = `<h1>Terminal: <a href="/sessions/${id}">${esc(s.sessionId)}</a></h1>
 <p>A shell in the sandbox (its user, in /workspace), as <strong>${esc(opts.who)}</strong>. While you are in, the agent
 waits; when you detach, the session commits your edits and verifies them, and they are reviewed again. Every key you
-type is recorded in the session's audit trail under your name.</p>
+type is recorded in the session's audit trail under your name, in batches written within 2 s.</p>
 <p><button type="button" id="detach" disabled>Detach</button> <span id="terminal-state" role="status">connecting…</span></p>
 <div id="terminal" data-session="${esc(s.sessionId)}" data-ticket="${esc(opts.ticket)}" style="height:28rem"></div>`;
   return page(`terminal ${s.sessionId}`, body, {

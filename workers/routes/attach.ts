@@ -3,7 +3,8 @@
  * token (`drydock attach --server`): attaches as the token's owner, bridges
  * the connection to a shell in the sandbox on the Docker engine this server
  * reaches, and detaches when either side ends, so a client that vanishes does
- * not leave the session paused.
+ * not leave the session paused; counted with the console's terminal sockets
+ * (ctx.terminals), so the detach waits for the last shell of the session.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -19,6 +20,7 @@ import {
 } from '../../sandbox/attach';
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
+import type { TerminalPresence } from '../../sandbox/web-terminal';
 import { readableStatus, steeringRefused } from '../access';
 import { header, HttpError, type ServeContext } from '../http';
 
@@ -36,15 +38,15 @@ export async function attachUpgrade(
   req: IncomingMessage,
   socket: Duplex,
 ): Promise<void> {
-  let attachedAs: { id: string; by: string } | undefined;
+  let presence: { id: string; joined: TerminalPresence } | undefined;
   try {
     const { id, by, size } = await checkRequest(ctx, req);
     // The roles: a session `by` may not read is not there; steering it needs an approver or its requester.
     const refused = await steeringRefused(ctx, by, await readableStatus(ctx, id, by));
     if (refused) throw new HttpError(403, refused);
     const name = await reachableSandbox(ctx.client, sandboxes, id);
-    await requestAttach(ctx.client, id, by);
-    attachedAs = { id, by };
+    presence = { id, joined: ctx.terminals.join(id) }; // counted before the attach is asked for
+    await presence.joined.attach(by, () => requestAttach(ctx.client, id, by));
     const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${ATTACH_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);
     ctx.log.info({ sessionId: id, by, sandbox: name }, 'attached through serve');
@@ -52,7 +54,9 @@ export async function attachUpgrade(
   } catch (err) {
     answerUpgrade(ctx, socket, err);
   } finally {
-    if (attachedAs) await detachQuietly(ctx, attachedAs.id, attachedAs.by);
+    // The last shell of the session to leave detaches (a console tab of the same person may still be in).
+    const at = presence;
+    if (at) await at.joined.leave(false, (attachedBy) => detachQuietly(ctx, at.id, attachedBy));
   }
 }
 

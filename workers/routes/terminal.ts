@@ -5,7 +5,8 @@
  * the requester), the same `attach`/`detach` updates (the agent waits; the
  * edits are committed, verified and reviewed again), the same shell and
  * escape filter; besides, every batch of keystrokes is an `attach.input` row
- * of the audit trail under the signed-in person's name
+ * of the audit trail under the signed-in person's name, written after its
+ * keys reached the shell (a crash of serve loses the batch under way)
  * (sandbox/web-terminal.ts holds the protocol and its limits).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -119,19 +120,25 @@ const control = (socket: WebSocket, message: Record<string, unknown>) => {
   if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message));
 };
 
-/** The open socket: attach (the agent's step under way ends first), the shell, then the detach. */
+/**
+ * The open socket: attach (the agent's step under way ends first), the shell,
+ * then the detach, sent only when no other socket of the session is left
+ * (SessionTerminals: a second tab or a reload's new socket keeps it), or
+ * at once when this one asked for it, which ends the others (M2).
+ */
 async function attachedTerminal(
   ctx: ServeContext,
   sandboxes: SandboxProvider,
   socket: WebSocket,
   { id, who, size }: { id: string; who: string; size: { cols: number; rows: number } },
 ): Promise<void> {
-  let attached = false;
+  const presence = ctx.terminals.join(id); // counted before the attach is asked for
+  let asked = false;
   try {
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     control(socket, { type: 'waiting' });
-    await requestAttach(ctx.client, id, who);
-    attached = true;
+    await presence.attach(who, () => requestAttach(ctx.client, id, who));
+    if (presence.signal.aborted) socket.close(CLOSE.normal, String(presence.signal.reason));
     if (socket.readyState !== socket.OPEN) return; // the page went away while the step ended
     const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     control(socket, { type: 'attached', by: who, sandbox: name });
@@ -139,7 +146,9 @@ async function attachedTerminal(
     const connection = randomUUID();
     const end = await bridgeWebTerminal(socket, shell, {
       audit: (batch) => auditInput(ctx, { id, who, sandbox: name, connection }, batch),
+      signal: presence.signal,
     });
+    asked = end === 'detach';
     ctx.log.info({ sessionId: id, by: who, end }, 'console terminal ended');
   } catch (err) {
     const refused = err instanceof AttachRefused;
@@ -147,7 +156,10 @@ async function attachedTerminal(
     control(socket, { type: 'refused', reason: refused ? err.message : 'internal error' });
     socket.close(refused ? CLOSE.refused : CLOSE.failed);
   } finally {
-    if (attached) await detachAndSay(ctx, socket, id, who);
+    const detached = await presence.leave(asked, (by) => detachAndSay(ctx, socket, id, by));
+    if (!detached && socket.readyState === socket.OPEN) {
+      socket.close(CLOSE.normal, 'another terminal of this session is still attached');
+    }
   }
 }
 

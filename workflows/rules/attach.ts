@@ -26,7 +26,9 @@ function checkBy(input: AttachInput | undefined, what: string): string | undefin
 
 /**
  * Whether `input.by` may attach now: an approver or the requester, one person
- * at a time (the one attached may attach again: a reconnect), while the
+ * at a time (the one attached may attach again: a reconnect, so one attach
+ * may hold several shells; the console detaches only when the last of its
+ * sockets leaves, sandbox/web-terminal.ts SessionTerminals), while the
  * session has a live sandbox it is not publishing from.
  */
 export function checkAttach(
