@@ -99,6 +99,12 @@ function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment 
   if (built && !provider.capabilities.buildsImages) {
     refuse(`a service built from the repository (${built.source}.build)`, 'builds no images: name an image instead');
   }
+  if (stack.app?.forAgent && !provider.capabilities.lateCompanions) {
+    refuse(
+      'app.forAgent',
+      "adds no container to a running sandbox: remove app.forAgent (the agent's step starts the app)",
+    );
+  }
 }
 
 /** Where the features a snapshot build pulled are kept on this host (sandbox/feature-registry.ts): beside the toolchains. */
