@@ -35,8 +35,21 @@ afterAll(async () => {
   await model?.close();
 });
 
-/** An app that logs each request it gets and answers with its own pid (the same process across steps). */
+/**
+ * An app that logs each request it gets and answers with its own pid (the
+ * same process across steps); at its start it tries what an app changed by
+ * a hostile agent would: write into the home (where a step's run state is)
+ * and find the egress socket's folder.
+ */
 const APP = `const http = require('node:http');
+const fs = require('node:fs');
+try {
+  fs.writeFileSync(require('node:os').homedir() + '/planted', 'x');
+  console.log('home writable');
+} catch (err) {
+  console.log('home ' + err.code);
+}
+console.log('egress folder ' + fs.existsSync('/run/drydock'));
 http
   .createServer((req, res) => {
     console.log('got ' + req.url);
@@ -60,7 +73,7 @@ test('the app runs for the agent across steps, its log is read with service_logs
   model.script([
     { toolCalls: [{ name: 'run', arguments: { command: FETCH('/first') } }] },
     { toolCalls: [{ name: 'run', arguments: { command: FETCH('/second') } }] },
-    { toolCalls: [{ name: 'service_logs', arguments: { service: 'app', lines: 5 } }] },
+    { toolCalls: [{ name: 'service_logs', arguments: { service: 'app', lines: 10 } }] },
     { text: 'The app answered.' },
   ]);
   const handle = await startSession(stack, id, {
@@ -85,8 +98,12 @@ test('the app runs for the agent across steps, its log is read with service_logs
   const [log] = toolResults(requests[3]).slice(-1);
   expect(log).toContain('got /first');
   expect(log).toContain('got /second');
+  // Its home is read-only and it has no egress folder.
+  expect(log).toContain('home EROFS');
+  expect(log).toContain('egress folder false');
   // The browser check stopped the agent's app (its port free again) and started the app its own way.
   expect(final.verification?.browser?.outcome).toBe('passed');
+  expect(final.verification?.browser?.appLogTail).toContain('app listening');
   expect(final.phase).toBe('completed');
   expect(await containersOf(id)).toHaveLength(0);
 }, 600_000);
