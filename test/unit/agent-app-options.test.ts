@@ -2,11 +2,13 @@
  * The app kept for the agent runs in a companion of the sandbox
  * (sandbox/docker/create-options.ts, filesCompanionCreateOptions): the
  * sandbox's image, environment and network namespace, its /workspace
- * read-write, its home read-only, no egress folder, hardened like a sandbox.
+ * read-write, its home read-only, no egress folder, hardened like a sandbox;
+ * a provider that cannot add it (Kubernetes) refuses the field.
  */
 import type Docker from 'dockerode';
 import { filesCompanionCreateOptions } from '../../sandbox/docker/create-options';
-import type { SandboxSpec } from '../../sandbox/provider';
+import { refuseUnsupported } from '../../sandbox/activities/environment';
+import type { SandboxProvider, SandboxSpec } from '../../sandbox/provider';
 
 const spec = {
   name: 'drydock-s-app',
@@ -58,4 +60,20 @@ test("the companion runs the app on the sandbox's files, image and environment: 
   // Its own process namespace: a step's end, which ends every process of the sandbox's, does not reach it.
   expect(host.PidMode).toBeUndefined();
   expect(host.VolumesFrom).toBeUndefined();
+});
+
+test('a provider that adds no container to a running sandbox (Kubernetes) refuses app.forAgent, naming the field', () => {
+  const app = { start: 'npm start', port: 3000, readyPath: '/', readyTimeoutMs: 60_000, source: 'app' };
+  const provider = (lateCompanions: boolean) =>
+    ({ name: 'kubernetes', capabilities: { lateCompanions, buildsImages: true, services: true } }) as SandboxProvider;
+  expect(() =>
+    refuseUnsupported(provider(false), undefined, { services: [], app: { ...app, forAgent: true } }),
+  ).toThrow(
+    'the repo declares app.forAgent, and the kubernetes sandbox provider adds no container to a running sandbox: ' +
+      "remove app.forAgent (the agent's step starts the app)",
+  );
+  expect(() => refuseUnsupported(provider(false), undefined, { services: [], app })).not.toThrow();
+  expect(() =>
+    refuseUnsupported(provider(true), undefined, { services: [], app: { ...app, forAgent: true } }),
+  ).not.toThrow();
 });
