@@ -85,7 +85,11 @@ export async function sandboxEnvironment(
 }
 
 /** Refuses, before anything is built, what this host's provider cannot run (docs/kubernetes.md). */
-export function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment | undefined, stack: DeclaredStack) {
+export function refuseUnsupported(
+  provider: SandboxProvider,
+  declared: RepoEnvironment | undefined,
+  stack: DeclaredStack,
+) {
   const refuse = (what: string, why: string) => {
     throw new EnvironmentError(`the repo declares ${what}, and the ${provider.name} sandbox provider ${why}`);
   };
