@@ -24,10 +24,27 @@ import { createOwnedContainer, inSandbox, type ContainerDeps } from './container
 /** Where the companion keeps its app's pid (its own /tmp): the readiness wait watches it. */
 const APP_PID = '/tmp/drydock-app.pid';
 
-/** The companion's command: the app ($1) in /workspace, its output in the app log ($2), its pid kept. */
+/**
+ * The companion's command: the app ($1) in /workspace, its output in the app
+ * log ($2), its pid kept. The companion outlives an app that exits (its log
+ * is in the companion's /tmp, which goes when the container stops), so the
+ * agent can still read why.
+ */
 function appCommand(start: string): string[] {
-  const script = `echo $$ >${APP_PID} && cd /workspace && ` + `exec sh -c "$1" >>"$2" 2>&1 </dev/null`;
+  const script =
+    `cd /workspace && { sh -c "$1" >>"$2" 2>&1 </dev/null & echo $! >${APP_PID}; wait $!; ` +
+    `echo "drydock: the app exited with status $?" >>"$2"; exec sleep infinity; }`;
   return ['sh', '-c', script, 'drydock-app', start, AGENT_APP_LOG];
+}
+
+/** Whether the companion's app process still runs (a companion whose app exited is made anew). */
+async function appAlive(deps: ContainerDeps, name: string): Promise<boolean> {
+  if (!(await deps.sandboxes.exists(name))) return false;
+  // A companion that stopped cannot even exec: made anew as well.
+  const run = await deps.sandboxes
+    .exec(name, ['sh', '-c', `kill -0 "$(cat ${APP_PID})" 2>/dev/null`])
+    .catch(() => ({ exitCode: 1 }));
+  return run.exitCode === 0;
 }
 
 /** What the app's start reports: ready, or why not (the session goes on; the agent can read the log). */
@@ -49,6 +66,8 @@ export function createAgentAppActivities(deps: ContainerDeps) {
       const info = await deps.sandboxes.info(input.sandbox);
       if (!info) throw new SandboxNotFound(input.sandbox);
       const name = agentAppContainerName(input.sandbox);
+      // A running app is kept (a retry, the next attempt); one that exited starts again.
+      if (!(await appAlive(deps, name))) await stopAgentApp(deps, input.sandbox);
       await createOwnedContainer(deps, {
         name,
         image: input.image,

@@ -107,3 +107,31 @@ test('the app runs for the agent across steps, its log is read with service_logs
   expect(final.phase).toBe('completed');
   expect(await containersOf(id)).toHaveLength(0);
 }, 600_000);
+
+test('an app that exits at once: noted as not ready, the session goes on, and the agent reads why in its log', async () => {
+  const crash = `app:\n  start: 'echo \"config missing: DATABASE_URL\" >&2; exit 3'\n  port: 3000\n  forAgent: true\n`;
+  const repo = await makeFixtureRepo({ '.drydock/config.yaml': crash });
+  const id = newSessionId('agent-app-exit');
+  const before = model.requests.length;
+  model.script([
+    { toolCalls: [{ name: 'service_logs', arguments: { service: 'app' } }] },
+    { text: 'The app needs DATABASE_URL.' },
+  ]);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'why does the app not start',
+    agent: { kind: 'openai', model: 'fake-1' },
+  });
+  await handle.result().catch(() => undefined);
+  const final: SessionStatus = await handle.query('status');
+  expect(final.error).toBeUndefined();
+  expect(final.timeline.find((t) => t.name === 'app')).toMatchObject({
+    ok: false,
+    detail: expect.stringMatching(/^started, not ready: the app exited/),
+  });
+  const [log] = toolResults(model.requests.slice(before)[1]).slice(-1);
+  expect(log).toContain('config missing: DATABASE_URL');
+  expect(log).toContain('drydock: the app exited with status 3');
+  expect(final.phase).toBe('completed');
+  expect(await containersOf(id)).toHaveLength(0);
+}, 600_000);
