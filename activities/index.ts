@@ -29,6 +29,7 @@ import { createReaperActivities } from '../sandbox/activities/reaper';
 import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
 import { createStepActivities } from '../sandbox/activities/steps';
 import { createVerifyActivities } from '../sandbox/activities/verify';
+import { createAgentAppActivities } from '../sandbox/activities/agent-app';
 import { createLinearActivities } from '../linear/activities';
 import { createMcpActivities } from '../mcp/tools';
 import { createMcpApprovalActivities } from './mcp-approval';
@@ -73,6 +74,7 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createMcpApprovalActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
+      ...createAgentAppActivities(deps),
       pushBranch,
       ...createSnapshotActivities(deps),
       ...createPoolActivities(deps),

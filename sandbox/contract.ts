@@ -55,6 +55,16 @@ export interface Sandbox extends SandboxPlace {
    * attempt cut off, retried elsewhere): the session removes them on their hosts.
    */
   leftBehind?: SandboxPlace[];
+  /** The repo's app, when it asks for it to run for the agent (`app.forAgent`): started after setup, before the first step. */
+  app?: AgentApp;
+}
+
+/** An app started for the agent (sandbox/activities/agent-app.ts). */
+export interface AgentApp {
+  start: string;
+  port: number;
+  readyPath: string;
+  readyTimeoutMs: number;
 }
 
 export interface SnapshotUse {

@@ -93,6 +93,15 @@ export interface SandboxSpec {
    * reaper find it.
    */
   companionOf?: string;
+  /**
+   * With companionOf: a companion that runs `command` on the sandbox's own
+   * files (its /workspace and home, not copies), in the sandbox's image and
+   * environment, as the sandbox user, in a process namespace of its own
+   * (so a step's end, which ends every process of the sandbox's, leaves it
+   * running): the app kept for the agent (sandbox/activities/agent-app.ts).
+   * `image` is ignored. Needs capabilities.lateCompanions.
+   */
+  sharingFiles?: { command: string[] };
   /** Container runtime, e.g. "runsc" (gVisor); default: the engine's (runc). */
   runtime?: string;
   /**

@@ -15,6 +15,13 @@ export const LOG_CHARS = 64_000;
 /** The name the app's log is read by, beside the services' names. */
 export const APP_LOG_NAME = 'app';
 
+/** The companion that runs a sandbox's app for its agent (sandbox/activities/agent-app.ts). */
+export function agentAppContainerName(sandbox: string): string {
+  return `${sandbox}-app`;
+}
+/** Where that companion's app writes its output: its own /tmp (the sandbox's home is read-only there). */
+export const AGENT_APP_LOG = '/tmp/drydock-app.log';
+
 const SEQUENCES = [
   /\x1b\[[0-?]*[ -/]*[@-~]/g, // CSI: colours, cursor moves
   /\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?/g, // OSC: titles, hyperlinks, the clipboard
@@ -82,11 +89,20 @@ export async function readLog(
   };
 }
 
-/** The app's log's last lines, or undefined when no app was started in the sandbox. */
+/**
+ * The app's log's last lines: the app kept for the agent's, else the one the
+ * browser check started in the sandbox; undefined when neither ran.
+ */
 async function appLog(sandboxes: SandboxProvider, sandbox: string, lines: number): Promise<string | undefined> {
+  const companion = agentAppContainerName(sandbox);
+  if (await sandboxes.exists(companion)) return logFile(sandboxes, companion, AGENT_APP_LOG, lines);
+  return logFile(sandboxes, sandbox, APP_LOG_IN_SANDBOX, lines);
+}
+
+async function logFile(sandboxes: SandboxProvider, container: string, file: string, lines: number) {
   // Its last 4 MiB at most, so a log of endless lines costs the worker no more.
   const script = 'test -f "$1" || exit 3; tail -c 4194304 -- "$1" | tail -n "$2"';
-  const run = await sandboxes.exec(sandbox, ['sh', '-c', script, 'app-log', APP_LOG_IN_SANDBOX, String(lines)]);
+  const run = await sandboxes.exec(container, ['sh', '-c', script, 'app-log', file, String(lines)]);
   if (run.exitCode !== 0) return undefined;
   return lastLines(plainLogText(run.stdout.toString()), lines);
 }

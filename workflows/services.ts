@@ -99,6 +99,10 @@ export const appBlock = z.strictObject({
       timeout: durationUpTo('10m').default('60s'),
     })
     .prefault({}),
+  forAgent: z
+    .boolean()
+    .default(false)
+    .describe('Start the app for the agent too, before its first step, and keep it running across steps'),
 });
 export type AppDeclaration = z.infer<typeof appBlock>;
 
@@ -164,6 +168,8 @@ export interface AppSpec {
   readyPath: string;
   readyTimeoutMs: number;
   source: string;
+  /** Started for the agent too (`app.forAgent`). */
+  forAgent?: boolean;
 }
 
 /** A health check as Docker writes it → the argv to exec, or undefined for ["NONE"]. */
@@ -220,6 +226,7 @@ export function appOfConfig(app: AppDeclaration): AppSpec {
     readyPath: app.ready.path,
     readyTimeoutMs: durationMs(app.ready.timeout),
     source: 'app',
+    ...(app.forAgent ? { forAgent: true } : {}),
   };
 }
 

@@ -58,6 +58,8 @@ export interface OwnedContainer {
   env?: string[];
   /** The sandbox this container is a companion of, in its network namespace (the browser of a check). */
   companionOf?: string;
+  /** With companionOf: runs this on the sandbox's own files (SandboxSpec.sharingFiles: the app for the agent). */
+  sharingFiles?: SandboxSpec['sharingFiles'];
   /** Its services' containers (SandboxSpec.services: a pod is made with them). */
   services?: ServiceContainerSpec[];
   /** Names of its own that resolve to 127.0.0.1 (SandboxSpec.hostNames). */
@@ -97,6 +99,7 @@ export async function createOwnedContainer(
     env: [...(extraCaCerts ? caEnv() : []), ...(spec.env ?? [])],
     ...(spec.mounts ? { mounts: spec.mounts } : {}),
     ...(spec.companionOf ? { companionOf: spec.companionOf } : {}),
+    ...(spec.sharingFiles ? { sharingFiles: spec.sharingFiles } : {}),
     ...(spec.services?.length ? { services: spec.services } : {}),
     ...(spec.hostNames?.length ? { hostNames: spec.hostNames } : {}),
     labels: { ...ownedLabels(hostId, spec), ...spec.labels },

@@ -85,7 +85,11 @@ export async function sandboxEnvironment(
 }
 
 /** Refuses, before anything is built, what this host's provider cannot run (docs/kubernetes.md). */
-function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment | undefined, stack: DeclaredStack) {
+export function refuseUnsupported(
+  provider: SandboxProvider,
+  declared: RepoEnvironment | undefined,
+  stack: DeclaredStack,
+) {
   const refuse = (what: string, why: string) => {
     throw new EnvironmentError(`the repo declares ${what}, and the ${provider.name} sandbox provider ${why}`);
   };
@@ -98,6 +102,12 @@ function refuseUnsupported(provider: SandboxProvider, declared: RepoEnvironment 
   const built = stack.services.find((s) => s.build);
   if (built && !provider.capabilities.buildsImages) {
     refuse(`a service built from the repository (${built.source}.build)`, 'builds no images: name an image instead');
+  }
+  if (stack.app?.forAgent && !provider.capabilities.lateCompanions) {
+    refuse(
+      'app.forAgent',
+      "adds no container to a running sandbox: remove app.forAgent (the agent's step starts the app)",
+    );
   }
 }
 

@@ -28,6 +28,7 @@ import { mirrorAt } from '../../repos/mirror';
 import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
+import type { AppSpec } from '../../workflows/services';
 import { fillPool, type PoolDeps } from './pool';
 import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
@@ -300,7 +301,15 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     ...(use ? { snapshot: use } : {}),
     ...(setup ? { setup } : {}),
     ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
+    ...agentAppOf(environment.stack.app),
   };
+}
+
+/** The repo's app, when it asks to run for the agent: the session starts it after setup (./agent-app.ts). */
+function agentAppOf(app: AppSpec | undefined): Pick<Sandbox, 'app'> {
+  if (!app?.forAgent) return {};
+  const { start, port, readyPath, readyTimeoutMs } = app;
+  return { app: { start, port, readyPath, readyTimeoutMs } };
 }
 
 /**

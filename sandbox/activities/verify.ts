@@ -23,6 +23,7 @@ import {
   STATE_DIR,
   type ContainerDeps,
 } from './container';
+import { stopAgentApp } from './agent-app';
 import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
@@ -259,6 +260,8 @@ export function createVerifyActivities(deps: VerifyDeps) {
         throw ApplicationFailure.nonRetryable('verify.browser: no start or url', ErrorType.InvalidSessionInput);
       const label = input.label ?? 'after';
       const sandbox = sandboxOf(sandboxes, input.sandbox);
+      // The app kept for the agent holds its port: the check starts the app its own way (the check's start command).
+      await stopAgentApp(deps, input.sandbox);
       const outDir = `${STATE_DIR}/browser`;
       const started = Date.now();
       // Before the agent's change, the workspace is the session's to be: what the app writes there is undone.

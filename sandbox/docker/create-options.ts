@@ -153,3 +153,44 @@ function pidsLimit(spec: SandboxSpec): Pick<Docker.HostConfig, 'PidsLimit' | 'Ul
     Ulimits: [{ Name: 'nproc', Soft: spec.pids, Hard: spec.pids }],
   };
 }
+
+/**
+ * Docker's create options of a companion that runs a command on its
+ * sandbox's files (SandboxSpec.sharingFiles): the sandbox's image,
+ * environment and user; its /workspace volume read-write, its home volume
+ * read-only (what setup installed there is read, a step's run state is not
+ * written), its read-only host folders but not /run/drydock (no egress, no
+ * gateway: the companion reaches nothing outside); its network namespace,
+ * a /tmp of its own; as hardened and bounded as a sandbox, in a process
+ * namespace of its own, with the sandbox's owner labels.
+ */
+export function filesCompanionCreateOptions(
+  spec: SandboxSpec & { companionOf: string; sharingFiles: { command: string[] } },
+  sandbox: Pick<Docker.ContainerInspectInfo, 'Config' | 'Mounts'>,
+): Docker.ContainerCreateOptions {
+  const base = sandboxCreateOptions(spec, { workspace: NO_DIRS, home: NO_DIRS });
+  return {
+    ...base,
+    Image: sandbox.Config.Image,
+    Entrypoint: [],
+    Cmd: spec.sharingFiles.command,
+    Env: [...(sandbox.Config.Env ?? []), ...(spec.env ?? [])],
+    HostConfig: {
+      ...base.HostConfig!,
+      Tmpfs: { '/tmp': `rw,exec,nosuid,nodev,size=${spec.tmpBytes},mode=1777` },
+      Mounts: sandbox.Mounts.flatMap((m) => companionMount(m) ?? []),
+    },
+  };
+}
+
+/** A sandbox's mount as its files companion gets it, or undefined for one it does not get. */
+function companionMount(m: Docker.ContainerInspectInfo['Mounts'][number]): Docker.MountSettings | undefined {
+  if (m.Type === 'volume' && m.Name && (m.Destination === WORKSPACE || m.Destination === HOME))
+    return { Type: 'volume', Source: m.Name, Target: m.Destination, ReadOnly: m.Destination === HOME };
+  if (m.Type === 'bind' && m.Destination !== '/run/drydock')
+    return { Type: 'bind', Source: m.Source, Target: m.Destination, ReadOnly: !m.RW };
+  return undefined;
+}
+
+/** Overlay folders of a companion that has none of its own (its mounts are its sandbox's). */
+const NO_DIRS: OverlayDirs = { lower: '', upper: '', work: '' };

@@ -40,7 +40,7 @@ import {
   type TtySize,
 } from '../provider';
 import { execFoundContainerGone, messageOf, saysContainerGone } from '../container-gone';
-import { isStatus, sandboxCreateOptions, shownLabels } from './create-options';
+import { filesCompanionCreateOptions, isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 import { DockerServices, socketMounts } from './services';
 
@@ -77,6 +77,14 @@ export class DockerProvider implements SandboxProvider {
   async create(spec: SandboxSpec): Promise<{ id: string; created: boolean }> {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
+      const { sharingFiles, companionOf } = spec;
+      if (sharingFiles && companionOf) {
+        const of = await this.docker.getContainer(companionOf).inspect();
+        const options = filesCompanionCreateOptions({ ...spec, sharingFiles, companionOf }, of);
+        const container = await this.docker.createContainer(options);
+        await container.start();
+        return { id: container.id, created: true };
+      }
       const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
       // Its services' socket folders, known now: a service made later binds the same folder.
       const sockets: Docker.MountSettings[] = [];

@@ -718,6 +718,85 @@ test('feedback: the first verification fails, the model agent hears why and its 
   expect(run.status.timeline.map((r) => r.name)).toContain('feedback: attempt 2');
 });
 
+test('app.forAgent: the app starts before each attempt of the agent and stops before each verification', async () => {
+  const input: SessionInputDraft = { ...openai({}), verify: { test: 'npm test' } };
+  const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
+  const run = await runSession(harness, 'agent-app', input, {
+    provisionSandbox: async () => ({
+      name: 'sandbox-0',
+      host: 'host-a',
+      hostQueue: Context.current().info.taskQueue,
+      image: 'drydock-base:test',
+      baseCommit: BASE_COMMIT,
+      hostTimeoutMs: 120_000,
+      app,
+    }),
+    startAgentApp: async () => ({ ready: true }),
+    stopAgentApp: async () => undefined,
+    modelCall: async ({ turn }) => modelAnswer(turn, []),
+    runStep: async ({ key }) => ({
+      exitCode: key === 'verify' ? 1 : 0,
+      timedOut: false,
+      outputTail: `${key} done`,
+    }),
+  });
+  expect(run.calls.filter((c) => /AgentApp|runStep|modelCall|commitChanges/.test(c))).toEqual([
+    'startAgentApp',
+    'modelCall 1',
+    'commitChanges',
+    'stopAgentApp',
+    'runStep verify',
+    'startAgentApp',
+    'modelCall 2',
+    'commitChanges',
+    'stopAgentApp',
+    'runStep verify-2',
+  ]);
+  expect(run.args.startAgentApp[0]).toMatchObject({ sandbox: 'sandbox-0', image: 'drydock-base:test', app });
+  expect(run.status.timeline.find((r) => r.name === 'app')).toMatchObject({
+    ok: true,
+    detail: 'answers on localhost:3000',
+  });
+});
+
+test("app.forAgent: a sandbox lost during the agent's steps is replaced with its app started again", async () => {
+  const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
+  let lost = false;
+  const run = await runSession(harness, 'agent-app-lost', scripted, {
+    provisionSandbox: async ({ generation }) => ({
+      name: `sandbox-${generation ?? 0}`,
+      host: 'host-a',
+      hostQueue: Context.current().info.taskQueue,
+      image: 'drydock-base:test',
+      baseCommit: BASE_COMMIT,
+      hostTimeoutMs: 120_000,
+      app,
+      ...(generation ? { generation } : {}),
+    }),
+    startAgentApp: async () => ({ ready: true }),
+    stopAgentApp: async () => undefined,
+    runStep: async ({ key }) => {
+      if (!lost) {
+        lost = true;
+        throw sandboxGone();
+      }
+      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
+    },
+  });
+  expect(run.calls.filter((c) => /AgentApp|runStep|provisionSandbox/.test(c))).toEqual([
+    'provisionSandbox',
+    'startAgentApp',
+    'runStep step-1',
+    'provisionSandbox 1',
+    'startAgentApp', // in the replacement, before the step runs again
+    'runStep step-1',
+    'stopAgentApp',
+    'runStep verify',
+  ]);
+  expect(run.args.startAgentApp.map((a) => (a as { sandbox: string }).sandbox)).toEqual(['sandbox-0', 'sandbox-1']);
+  expect(run.status.phase).toBe('completed');
+});
+
 const SECRET_FOUND = [{ secret: 'DRYDOCK_SECRET_DB_PASS', where: 'config.txt' }];
 
 test('a change holding a secret the worker knows: the script session fails naming it, nothing verified or pushed', async () => {

@@ -19,7 +19,7 @@ import { exitText, SessionEnd } from './errors';
 import { modelAgent } from './model-agent';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
-import { inSandbox } from './sandbox';
+import { inSandbox, startAgentApp } from './sandbox';
 import { recordStep, type SessionRun } from './state';
 import { commitChange } from './publish';
 import { describeStep, runScriptStep } from './steps';
@@ -109,6 +109,7 @@ async function agentWorks(run: SessionRun): Promise<void> {
     if (agent.kind !== 'script') run.status.agent!.stopReason = 'done';
     return;
   }
+  await startAgentApp(run);
   if (agent.kind === 'script') {
     const prefix = run.keyPrefix;
     for (const [i, step] of run.scriptSteps.entries()) {

@@ -5,7 +5,7 @@
  * sandbox up, and the next thing that runs in it brings one back from the checkpoint.
  */
 import { CancellationScope, log } from '@temporalio/workflow';
-import type { Sandbox, SandboxPlace, SetupPlan } from '../../sandbox/contract';
+import type { AgentApp, Sandbox, SandboxPlace, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../units';
 import { describeError, exitText, SessionEnd } from './errors';
 import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
@@ -36,6 +36,38 @@ export async function provision(run: SessionRun): Promise<void> {
   run.useSandbox(sandbox);
   if (sandbox.snapshot) run.status.snapshot = sandbox.snapshot;
   if (sandbox.setup) await runSetup(run, sandbox.setup);
+}
+
+/**
+ * Starts the repo's app for the agent (`app.forAgent`) before the agent's
+ * steps of an attempt (verification stopped the one before; a running one
+ * is kept); one that does not answer is noted and the session goes on (the
+ * agent reads why with service_logs "app").
+ */
+export async function startAgentApp(run: SessionRun): Promise<void> {
+  if (!run.sandbox?.app) return;
+  await inSandbox(run, (sb) => (sb.app ? startAppIn(run, sb, sb.app) : Promise.resolve()));
+}
+
+/** Stops the app kept for the agent, if the repo asks for one: nothing the agent may have changed in it runs during verification. */
+export async function stopAgentApp(run: SessionRun): Promise<void> {
+  if (!run.sandbox?.app) return;
+  await inSandbox(run, (sb) => onHost(sb).stopAgentApp({ sandbox: sb.name }));
+}
+
+async function startAppIn(run: SessionRun, sandbox: Sandbox, app: AgentApp): Promise<void> {
+  await run.track('app', async (record) => {
+    const started = await onHost(sandbox, app.readyTimeoutMs + 5 * 60_000).startAgentApp({
+      sandbox: sandbox.name,
+      image: sandbox.image,
+      app,
+      limits: sandboxLimitsOf(run.input.limits),
+    });
+    record.detail = started.ready
+      ? `answers on localhost:${app.port}`
+      : `started, not ready: ${started.why.slice(0, 500)}`;
+    record.ok = started.ready;
+  });
 }
 
 /**
@@ -173,6 +205,8 @@ export async function reprovision(
   // The replacement's host answers: a replaced sandbox of the session there goes now.
   await removeReplaced(run, sandbox.hostQueue);
   if (sandbox.setup) await runSetup(run, sandbox.setup);
+  // A replacement during the agent's steps gets its app again (during verification it stays stopped).
+  if (sandbox.app && run.status.phase === 'agent') await startAppIn(run, sandbox, sandbox.app);
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Verification } from '../api';
 import { durationMs } from '../units';
 import { summarizeVerification, type VerificationResults } from '../rules/verification';
 import { anyHost, onHost } from './proxies';
-import { inSandbox } from './sandbox';
+import { inSandbox, stopAgentApp } from './sandbox';
 import type { SessionRun } from './state';
 import { runScriptStep } from './steps';
 
@@ -11,6 +11,7 @@ import { runScriptStep } from './steps';
 export async function verify(run: SessionRun): Promise<Verification> {
   const { attempt } = run.loop;
   run.setPhase('verifying');
+  await stopAgentApp(run);
   const results: VerificationResults = {};
   await runTests(run, attempt, results);
   await runBrowserChecks(run, results);
