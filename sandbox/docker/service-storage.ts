@@ -96,8 +96,12 @@ export async function serviceOverlay(
   if (!serviceName.safeParse(service).success || !/^\d+$/.test(n ?? '') || rest.length)
     throw new Error(`a service's folder "${layer}" is not <service name>/<number>`);
   const base = await confinedDir(servicesFolder(storage, sandbox), [service, n]);
+  // An upper layer there already (a checkpoint's copy put back, a retry) keeps its owner and mode:
+  // PostgreSQL chmods its data folder 0700 at initdb only, and the image's (the lower's root) is 0755.
+  const made = !(await lstat(path.join(base, 'upper')).catch(() => undefined));
   const upper = await confinedDir(base, ['upper']);
   const work = await confinedDir(base, ['work']);
+  if (!made) return { lower, upper, work };
   const root = await stat(lower);
   const handle = await open(upper, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   try {

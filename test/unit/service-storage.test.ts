@@ -3,7 +3,7 @@
  * the root worker makes them only below the sandbox's services folder, never
  * through a symlink, whatever a service is called (docs/security.md, T4-M5).
  */
-import { lstat, mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readdir, rm, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
@@ -43,6 +43,17 @@ describe("a service's overlay folders (T4-M5)", () => {
     );
     await expect(serviceOverlay(storage, 'sbx', '../workspace/upper/evil', lower)).rejects.toThrow();
     expect(await readdir(victim)).toEqual([]);
+  });
+
+  test("an upper layer put back from a checkpoint keeps its mode, not the lower root's (chaos: PostgreSQL's 'invalid permissions')", async () => {
+    await chmod(lower, 0o1777);
+    const fresh = await serviceOverlay(storage, 'sbx', 'db/0', lower);
+    expect((await stat(fresh.upper)).mode & 0o7777).toBe(0o1777);
+    const restored = path.join(storage.root, 'sandboxes/sbx/fs/services/db/1/upper');
+    await mkdir(restored, { recursive: true, mode: 0o700 });
+    await chmod(restored, 0o700);
+    const dirs = await serviceOverlay(storage, 'sbx', 'db/1', lower);
+    expect((await stat(dirs.upper)).mode & 0o7777).toBe(0o700);
   });
 
   test('an existing symlink on the way is refused, never followed', async () => {
