@@ -20,8 +20,11 @@
  *   target) is built by drydock's isolated builder (sandbox/service-build.ts);
  *   a build field it cannot honour (ssh, secrets, a remote context…) is
  *   refused, naming `services.<name>.build.<field>`;
- * - what drydock cannot honour (a host's folder, a port published
- *   elsewhere, privileges) is refused, naming the file and the field; what
+ * - each service is reached at its container port (where Compose would
+ *   publish it means nothing on a sandbox's loopback); two on one port are
+ *   refused, naming both;
+ * - what drydock cannot honour (a host's folder, two services on one
+ *   port, privileges) is refused, naming the file and the field; what
  *   does not matter in a sandbox (restart, labels…) is ignored, and only
  *   what is listed here.
  */
@@ -216,6 +219,8 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     running: new Set(run.filter((n) => n !== opts.devService)),
   });
   const aliases = hostNamesOf(services, run, problems, label);
+  const devListening = devPorts(services[opts.devService] as Obj, opts.devService, from[opts.devService]);
+  problems.push(...portClashes([devListening, ...specs.map((s) => ({ ...s, file: declarations[s.name].file }))]));
   for (const spec of specs) {
     const names = aliases.get(spec.name) ?? [];
     if (names.length) spec.hostNames = names;
@@ -267,7 +272,7 @@ function loadFiles(files: string[], text: RepoText, variables: Variables, proble
       return undefined;
     }
     octalModes(doc);
-    const data = interpolate(doc.toJS({ maxAliasCount: 100 }) as unknown, file, [], variables, problems);
+    const data = interpolate(containerPortsOnly(doc.toJS({ maxAliasCount: 100 })), file, [], variables, problems);
     if (!isObj(data) || !isObj(data.services)) {
       problems.push(`${file}: services: a map of services is required`);
       return undefined;
@@ -411,6 +416,45 @@ function longVolume(v: unknown, dir: string, file: string, field: string): Obj {
     else entry.repo = joined === '.' ? '' : joined.replace(/\/$/, '');
   }
   return { ...entry, field, file };
+}
+
+/** A service's ports, and the file it is declared in (for messages). */
+interface Listening {
+  name: string;
+  file: string;
+  ports: number[];
+}
+
+/** The ports the dev container's own service declares (its app's), unless it is in another service's namespace. */
+function devPorts(s: Obj, name: string, file: string): Listening {
+  if (typeof s.network_mode === 'string') return { name, file, ports: [] };
+  const declared = (['ports', 'expose'] as const).flatMap((key) =>
+    s[key] === undefined ? [] : portsOf(s[key], key, () => {}),
+  );
+  return { name, file, ports: [...new Set(declared)] };
+}
+
+/**
+ * Services on one container port: in Compose each has an address of its
+ * own, on a sandbox's one loopback only the first can listen. A clash is
+ * refused at the last service on the port, naming the others.
+ */
+function portClashes(listening: Listening[]): string[] {
+  const on = new Map<number, Listening[]>();
+  for (const l of listening) for (const port of l.ports) on.set(port, [...(on.get(port) ?? []), l]);
+  return [...on]
+    .filter(([, all]) => all.length > 1)
+    .map(([port, all]) => {
+      const last = all[all.length - 1];
+      const others = all.slice(0, -1).map((l) => l.name);
+      const also =
+        others.length === 1 ? others[0] : `${others.slice(0, -1).join(', ')} and ${others[others.length - 1]}`;
+      return (
+        `${last.file}: services.${last.name}.ports: ${last.name} listens on port ${port} as ${also} ${others.length > 1 ? 'do' : 'does'}, ` +
+        "and a sandbox's services share one loopback, where each is reached at its container port: " +
+        'move one to another port (its command or environment), or leave it out (profiles, runServices)'
+      );
+    });
 }
 
 /** COMPOSE_PROFILES of the project's .env: the profiles `docker compose up` would run. */
@@ -796,7 +840,7 @@ function declareKey(out: Obj, files: ServiceFile[], key: string, value: unknown,
       break;
     case 'ports':
     case 'expose':
-      out.ports = [...((out.ports as number[]) ?? []), ...portsOf(value, key, problem)];
+      out.ports = [...new Set([...((out.ports as number[]) ?? []), ...portsOf(value, key, problem)])];
       break;
     case 'volumes':
       out.data = volumesOf(value, files, problem);
@@ -973,37 +1017,68 @@ function composeDuration(v: unknown): unknown {
   return Math.max(1, Math.round(parts.reduce((ms, [, n, u]) => ms + Number(n) * units[u], 0)));
 }
 
-/** `ports` / `expose` entries as the ports the service listens on; a port published elsewhere is refused. */
+/**
+ * `ports` / `expose` entries as the ports the service listens on (its
+ * container ports: containerPortsOnly dropped where Compose would publish
+ * them), each once.
+ */
 function portsOf(value: unknown, key: string, problem: (key: string, why: string) => void): number[] {
   if (!Array.isArray(value)) {
     problem(key, 'expected a list');
     return [];
   }
   return value.flatMap((entry, i) => {
-    const [published, target] = isObj(entry)
-      ? [entry.published === undefined ? undefined : String(entry.published), String(entry.target)]
-      : publishedAndTarget(String(entry));
-    const port = Number(target?.replace(/\/(tcp|udp)$/, ''));
+    const target = isObj(entry) ? String(entry.target) : String(entry);
+    if (target === '') return []; // a variable with no value: refused where it was substituted
+    const port = Number(target.replace(/\/(tcp|udp)$/, ''));
     if (!Number.isInteger(port) || port < 1 || port > 65535) {
-      problem(`${key}.${i}`, `"${String(entry)}" is not a port (ranges are not supported)`);
-      return [];
-    }
-    if (published !== undefined && Number(published) !== port) {
-      problem(
-        `${key}.${i}`,
-        `publishes port ${port} as ${published}: services are reached on localhost at their own port (${port}), nothing is published on the host`,
-      );
+      problem(`${key}.${i}`, `"${target}" is not a port (ranges are not supported)`);
       return [];
     }
     return [port];
   });
 }
 
-/** "5432", "5432:5432", "127.0.0.1:5432:5432" → [published?, target]. */
-function publishedAndTarget(entry: string): [string | undefined, string] {
-  const parts = entry.split(':');
-  if (parts.length === 1) return [undefined, parts[0]];
-  return [parts[parts.length - 2], parts[parts.length - 1]];
+/**
+ * The file's services' `ports` with only their container ports, before
+ * `${VAR}` is substituted: a sandbox's services and the sandbox share one
+ * loopback, where each is reached at its container port (`localhost:5432`,
+ * `db:5432`), so where Compose would publish it on the developer's machine
+ * (`"15432:5432"`, `${DB_PORT}:5432`, a host_ip) means nothing here, and a
+ * variable there needs no value.
+ */
+function containerPortsOnly(data: unknown): unknown {
+  if (!isObj(data) || !isObj(data.services)) return data;
+  const services: Obj = {};
+  for (const [name, s] of Object.entries(data.services)) {
+    services[name] =
+      isObj(s) && Array.isArray(s.ports)
+        ? {
+            ...s,
+            ports: s.ports.map((entry: unknown) => {
+              if (!isObj(entry)) return typeof entry === 'string' ? containerPart(entry) : entry;
+              return Object.fromEntries(Object.entries(entry).filter(([k]) => k !== 'published' && k !== 'host_ip'));
+            }),
+          }
+        : s;
+  }
+  return { ...data, services };
+}
+
+/** "5432", "15432:5432", "127.0.0.1:${PORT:-1}:5432/tcp", "[::1]:80:80" → what follows the last ':' outside `${…}` and `[…]`. */
+export function containerPart(entry: string): string {
+  let depth = 0;
+  let last = -1;
+  for (let i = 0; i < entry.length; i++) {
+    const c = entry[i];
+    if (c === '$' && entry[i + 1] === '{') {
+      depth++;
+      i++;
+    } else if (c === '[') depth++;
+    else if ((c === '}' || c === ']') && depth > 0) depth--;
+    else if (c === ':' && depth === 0) last = i;
+  }
+  return entry.slice(last + 1);
 }
 
 /**

@@ -217,6 +217,56 @@ describe('networks and names', () => {
   });
 });
 
+describe('ports: each service at its container port on the shared loopback', () => {
+  test('where Compose publishes a port (another number, a host address, a variable with no value) means nothing here', () => {
+    const parsed = stack({
+      [COMPOSE]: [
+        'services:',
+        '  app: { image: x, ports: ["8080:3000"] }',
+        '  db:',
+        `    image: ${PG}`,
+        '    ports: ["15432:5432", "127.0.0.1:${DB_PORT}:5432/tcp", {target: 5432, published: 1, host_ip: 0.0.0.0}]',
+        '  cache:',
+        '    image: drydock-service-redis:8',
+        '    ports: ["[::1]:${REDIS_PORT:-16379}:6379", "8001"]',
+        '    expose: [6380]',
+      ].join('\n'),
+    });
+    expect(parsed.services.map((s) => [s.name, s.ports])).toEqual([
+      ['db', [5432]],
+      ['cache', [6379, 8001, 6380]],
+    ]);
+  });
+
+  test('a variable in the container port still needs a value, named', () => {
+    expect(
+      problems({ [COMPOSE]: 'services:\n  app: { image: x }\n  db: { image: x, ports: ["5432:${PORT}"] }\n' }),
+    ).toEqual([
+      `${COMPOSE}: services.db.ports.0: \${PORT} has no value in the project's .env, and drydock does not read the host's environment: set it in .env, or write \${PORT:-value}`,
+    ]);
+  });
+
+  test('two services on one container port are refused, naming both; the dev service counts unless it is in another namespace', () => {
+    const clash = (app: string) =>
+      problems({
+        [COMPOSE]: [
+          'services:',
+          `  app: { image: x${app} }`,
+          `  web: { image: ${PG}, ports: ["8081:80"] }`,
+          `  admin: { image: ${PG}, ports: ["8082:80", "3000"] }`,
+        ].join('\n'),
+      });
+    const both =
+      "and a sandbox's services share one loopback, where each is reached at its container port: move one to another port (its command or environment), or leave it out (profiles, runServices)";
+    expect(clash('')).toEqual([`${COMPOSE}: services.admin.ports: admin listens on port 80 as web does, ${both}`]);
+    expect(clash(', ports: ["3000:3000"]')).toEqual([
+      `${COMPOSE}: services.admin.ports: admin listens on port 3000 as app does, ${both}`,
+      `${COMPOSE}: services.admin.ports: admin listens on port 80 as web does, ${both}`,
+    ]);
+    expect(clash(', ports: ["3000"], network_mode: service:web')).toHaveLength(1);
+  });
+});
+
 describe('several files, profiles, runServices', () => {
   test('a second file is merged into the first as docker compose -f a -f b does', () => {
     const parsed = stack(
