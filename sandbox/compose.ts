@@ -39,6 +39,7 @@ import {
   type ServiceSpec,
 } from '../workflows/services';
 import { parseEnvFile, substitute, type Variables } from './compose-variables';
+import { volumeTargetProblem } from './devcontainer-run';
 
 /** A compose file drydock cannot run: every problem names the file and its field. */
 export class ComposeError extends Error {
@@ -61,6 +62,8 @@ export interface ComposeDevService {
   environment: Record<string, string>;
   /** Its service name and aliases: they resolve to 127.0.0.1 like the services'. */
   hostNames?: string[];
+  /** Targets of its named or anonymous volumes and tmpfs: folders of the sandbox (repo-image.ts volumesOf). */
+  volumes?: string[];
 }
 
 export interface ComposeEnvironment {
@@ -588,6 +591,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
   const { problems } = ctx;
   const problem = (key: string, why: string) => problems.push(`${file}: ${field}.${key}: ${why}`);
   const env = { ...envFilesOf(s.env_file, ctx), ...environmentOf(s.environment, file, `${field}.environment`, ctx) };
+  const volumes: string[] = [];
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
     if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
@@ -597,7 +601,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
           key,
           "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
         );
-    } else if (key === 'volumes') devVolumes(value, problem);
+    } else if (key === 'volumes') volumes.push(...devVolumes(value, problem));
     else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
   if (typeof s.network_mode === 'string' && !/^service:/.test(s.network_mode))
@@ -611,12 +615,18 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
         'build.dockerfile_inline',
         "the dev container's Dockerfile is built from a file: write it to one and name it in dockerfile",
       );
-    if (!build || build.dockerfile === undefined) return { args: {}, environment: env };
+    const kept = volumes.length ? { volumes } : {};
+    if (!build || build.dockerfile === undefined) return { args: {}, environment: env, ...kept };
     const { dockerfile, context, args, target } = build;
-    return { dockerfile, context, args, ...(target ? { target } : {}), environment: env };
+    return { dockerfile, context, args, ...(target ? { target } : {}), environment: env, ...kept };
   }
   if (typeof s.image !== 'string') problems.push(`${file}: ${field}: give image or build`);
-  return { ...(typeof s.image === 'string' ? { image: s.image } : {}), args: {}, environment: env };
+  return {
+    ...(typeof s.image === 'string' ? { image: s.image } : {}),
+    args: {},
+    environment: env,
+    ...(volumes.length ? { volumes } : {}),
+  };
 }
 
 /** Fields of a service's `build:` the isolated builder takes. */
@@ -750,16 +760,21 @@ function keepsAlive(value: unknown): boolean {
 /**
  * The dev service's volumes: the repo's own folder (or a folder above it, as
  * dev container templates mount `../..`) is what the sandbox has at
- * /workspace; a named or anonymous volume (or a tmpfs) keeps a folder of the
- * container, which a sandbox's folders are already (kept in its snapshot, as
- * a volume keeps it across rebuilds); a folder of the repo elsewhere or of
- * the host is refused.
+ * /workspace; a named or anonymous volume (or a tmpfs) is a writable folder
+ * of the sandbox (its target returned: repo-image.ts volumesOf); a folder of
+ * the repo elsewhere or of the host is refused.
  */
-function devVolumes(value: unknown, problem: (key: string, why: string) => void) {
+function devVolumes(value: unknown, problem: (key: string, why: string) => void): string[] {
+  const targets: string[] = [];
   for (const [i, v] of (Array.isArray(value) ? value : []).entries()) {
     const entry = v as Obj;
     if (entry.type === 'bind' && (entry.repo === '' || entry.outside !== undefined)) continue;
-    if (entry.type === 'volume' || entry.type === 'tmpfs') continue;
+    if (entry.type === 'volume' || entry.type === 'tmpfs') {
+      const why = volumeTargetProblem(String(entry.target));
+      if (why) problem(`volumes.${i}`, why);
+      else targets.push(String(entry.target));
+      continue;
+    }
     problem(
       `volumes.${i}`,
       entry.type === 'bind' && entry.repo !== undefined
@@ -767,6 +782,7 @@ function devVolumes(value: unknown, problem: (key: string, why: string) => void)
         : 'a folder of the host, which a sandbox never mounts (only the repository, at /workspace): remove it',
     );
   }
+  return targets;
 }
 
 /** A non-dev compose service as a declaration of .drydock/config.yaml's `services:`, and the files it mounts. */

@@ -38,7 +38,7 @@ import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
-import { propertyProblems, runSettingsOf } from './devcontainer-run';
+import { propertyProblems, runSettingsOf, sandboxVolumes } from './devcontainer-run';
 import { RepoTree } from './repo-files';
 import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
 import {
@@ -104,6 +104,8 @@ export interface RepoEnvironment {
   featureOrder?: string[];
   /** containerUser: the user features see as _CONTAINER_USER. */
   containerUser?: string;
+  /** Named volumes' folders outside /workspace and home: VOLUMEs of drydock's layer (sandboxVolumes). */
+  volumes?: string[];
 }
 
 const command = z.union([
@@ -220,6 +222,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(dc.build?.target ? { target: dc.build.target } : {}),
     containerEnv: { ...run.env, ...dc.containerEnv },
     ...(run.envFiles.length ? { envFiles: run.envFiles } : {}),
+    ...volumesOf(run.volumes),
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),
@@ -227,6 +230,12 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
     ...featuresOf(dc, features),
   };
+}
+
+/** Named volumes' targets as the environment's `volumes` (none when every one is the sandbox's already). */
+export function volumesOf(targets: string[]): Pick<RepoEnvironment, 'volumes'> {
+  const volumes = sandboxVolumes(targets, [WORKSPACE, HOME]);
+  return volumes.length ? { volumes } : {};
 }
 
 /** A FeatureError (sandbox/features.ts) as the EnvironmentError every caller knows. */
@@ -494,6 +503,7 @@ function layerDockerfile(
     ...root,
     `COPY ${owned} empty/ ${WORKSPACE}/`,
     `COPY ${owned} empty/ ${HOME}/`,
+    ...(env?.volumes?.length ? [`VOLUME ${JSON.stringify(env.volumes)}`] : []),
     ...envLines,
     `USER ${SANDBOX_UID}:${SANDBOX_UID}`,
     `WORKDIR ${WORKSPACE}`,
@@ -611,6 +621,7 @@ export function hostLayer(
   return {
     folders: [WORKSPACE, HOME],
     owner: SANDBOX_UID,
+    ...(env?.volumes?.length ? { volumes: env.volumes } : {}),
     env: expandedEnv({ ...env?.containerEnv, HOME }, imageEnv),
     user: `${SANDBOX_UID}:${SANDBOX_UID}`,
     workdir: WORKSPACE,

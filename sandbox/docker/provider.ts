@@ -477,6 +477,7 @@ export class DockerProvider implements SandboxProvider {
       User: layer.user,
       WorkingDir: layer.workdir,
       Labels: layer.labels,
+      ...(layer.volumes?.length ? { Volumes: Object.fromEntries(layer.volumes.map((v) => [v, {}])) } : {}),
       NetworkDisabled: true,
       HostConfig: { NetworkMode: 'none' },
     });

@@ -7,6 +7,7 @@
  */
 import { ComposeError, parseComposeFiles, readCompose } from '../../sandbox/compose';
 import { parseEnvFile, substitute } from '../../sandbox/compose-variables';
+import { declaredStack } from '../../sandbox/activities/services';
 import { parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
 
 const DIR = '.devcontainer';
@@ -370,6 +371,23 @@ describe('the dev service', () => {
     // A volume keeps a folder of the container, as a sandbox keeps its folders in its snapshot; a healthcheck waits on nothing here.
     const kept = '    volumes: [node_modules:/workspace/node_modules, /cache, {type: tmpfs, target: /tmp/x}]\n';
     expect(dev(`${kept}    healthcheck: { test: [CMD, "true"] }\n`)).toEqual([]);
+    // ... each a writable folder of the sandbox (repo-image.ts volumesOf keeps those outside /workspace, home and /tmp).
+    expect(stack({ [COMPOSE]: `services:\n  app:\n    image: x\n${kept}` }).dev.volumes).toEqual([
+      '/workspace/node_modules',
+      '/cache',
+      '/tmp/x',
+    ]);
+  });
+
+  test("the dev service's named volumes become the environment's VOLUMEs, those in /workspace excepted", async () => {
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
+      [COMPOSE]:
+        'services:\n  app:\n    image: x\n    volumes: [nm:/workspace/node_modules, history:/commandhistory]\n',
+    };
+    const env = parseDevcontainer(files['.devcontainer/devcontainer.json'], '.devcontainer/devcontainer.json');
+    const { environment } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(environment?.volumes).toEqual(['/commandhistory']);
   });
 
   test.each([
@@ -386,6 +404,7 @@ describe('the dev service', () => {
     ['    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n', /services\.app\.volumes\.0: /],
     ['    secrets: [s]\n', /services\.app\.secrets: not supported by drydock for the dev container/],
     ['    working_dir: /src\n', /services\.app\.working_dir: not supported by drydock for the dev container/],
+    ['    volumes: ["data:/usr"]\n', /services\.app\.volumes\.0: \/usr is a system folder of the sandbox's image/],
     ['    privileged: true\n', /services\.app\.privileged: services run without privileges/],
     ['    user: root\n', /services\.app\.user: sandboxes never run as root/],
     ['    network_mode: host\n', /services\.app\.network_mode: /],
@@ -418,8 +437,8 @@ describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused b
       /remoteEnv\.TOKEN: \$\{localEnv:TOKEN\} is of the developer's machine/,
     ],
     [
-      { mounts: ['source=cache,target=/cache,type=volume'] },
-      /devcontainer\.json: mounts\.0: "source=cache,target=\/cache,type=volume": a named volume keeps a folder across rebuilds/,
+      { mounts: ['source=/home/me/cache,target=/cache,type=bind'] },
+      /devcontainer\.json: mounts\.0: "source=\/home\/me\/cache,target=\/cache,type=bind": a folder of the developer's machine/,
     ],
     [
       { runArgs: ['--init', '--cap-add=SYS_PTRACE'] },

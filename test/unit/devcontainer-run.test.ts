@@ -5,7 +5,7 @@
  */
 import { declaredStack } from '../../sandbox/activities/services';
 import { propertyProblems, runSettingsOf } from '../../sandbox/devcontainer-run';
-import { parseDevcontainer } from '../../sandbox/repo-image';
+import { hostLayer, parseDevcontainer } from '../../sandbox/repo-image';
 
 const SOURCE = '.devcontainer/devcontainer.json';
 const dc = (extra: object) => parseDevcontainer(JSON.stringify({ image: 'drydock-sandbox-base', ...extra }), SOURCE);
@@ -37,6 +37,7 @@ test('-e NAME=value and --env-file of the repo are honoured; what drydock does a
   expect(settings).toEqual({
     env: { MODE: 'test', EMPTY: '' },
     envFiles: ['.devcontainer/dev.env', 'config/app.env'],
+    volumes: [],
     problems: [],
   });
 });
@@ -78,9 +79,28 @@ test.each([
     { source: '${localWorkspaceFolder}', target: '/code', type: 'bind' },
     /a folder of the repository, which a sandbox has at \/workspace/,
   ],
-  ['source=venv,target=/workspace/.venv,type=volume', /a named volume keeps a folder across rebuilds/],
+  ['source=etc,target=/etc,type=volume', /mounts\.0: "source=etc,target=\/etc,type=volume": \/etc is a system folder/],
+  [{ source: 'x', target: 'relative', type: 'volume' }, /needs an absolute target path/],
 ])('mounts %j is refused, naming the entry and why', (mount, message) => {
   expect(runSettingsOf([], [mount], SOURCE).problems).toEqual([expect.stringMatching(message)]);
+});
+
+test("named volumes are folders of the sandbox: the workspace's and home's kept in the snapshot, others VOLUMEs of drydock's layer", () => {
+  const mounts = [
+    'source=venv-${devcontainerId},target=/workspace/.venv,type=volume',
+    'source=history,target=/commandhistory,type=volume',
+    { source: 'pip', target: '/home/vscode/.cache/pip/', type: 'volume' },
+    'source=x,dst=/home/drydock/.cache,type=volume',
+    'type=volume,source=tmp,target=/tmp/x',
+  ];
+  expect(runSettingsOf([], mounts, SOURCE)).toMatchObject({
+    problems: [],
+    volumes: ['/workspace/.venv', '/commandhistory', '/home/vscode/.cache/pip/', '/home/drydock/.cache', '/tmp/x'],
+  });
+  const env = dc({ mounts });
+  expect(env.volumes).toEqual(['/commandhistory', '/home/vscode/.cache/pip']);
+  expect(hostLayer(env, [])).toMatchObject({ volumes: ['/commandhistory', '/home/vscode/.cache/pip'] });
+  expect(dc({ mounts: [mounts[0]] }).volumes).toBeUndefined();
 });
 
 test("properties of an editor or of the developer's machine are harmless; privileges refused; an unknown one named", () => {
