@@ -97,6 +97,8 @@ const IGNORED = new Set([
   'container_name',
   'hostname',
   'links',
+  // Services and sandboxes run with every capability dropped already.
+  'cap_drop',
 ]);
 
 /** Keys drydock refuses, and what to do instead. */
@@ -104,7 +106,8 @@ const REFUSED: Record<string, string> = {
   privileged: 'services run without privileges: remove it',
   cap_add: 'services run without capabilities: remove it',
   devices: 'services get no host devices: remove it',
-  security_opt: "services run under drydock's security options: remove it",
+  security_opt:
+    "services run under drydock's security options (no new privileges, Docker's seccomp profile): remove it",
   pid: 'services get no host namespaces: remove it',
   ipc: 'services get no host namespaces: remove it',
   userns_mode: 'services get no host namespaces: remove it',
@@ -585,7 +588,34 @@ function composeField(p: string[]): string {
  * healthcheck means nothing for a sandbox (drydock's keeper runs in it, and
  * no service waits on it here).
  */
-const DEV_HONOURED = new Set(['ports', 'expose', 'depends_on', 'networks', 'network_mode', 'user', 'healthcheck']);
+const DEV_HONOURED = new Set([
+  'ports',
+  'expose',
+  'depends_on',
+  'networks',
+  'network_mode',
+  'user',
+  'healthcheck',
+  // The sandbox's limits are the operator's (drydock repo add --max-memory…), as devcontainer.json's hostRequirements.
+  'mem_limit',
+  'memswap_limit',
+  'mem_reservation',
+  'cpus',
+  'cpu_shares',
+  'pids_limit',
+]);
+
+/**
+ * `security_opt`: `no-new-privileges` is what drydock sets on every service
+ * and sandbox already; any other option (seccomp:unconfined, apparmor…) is
+ * refused, naming its entry.
+ */
+function securityOptions(value: unknown, problem: (key: string, why: string) => void) {
+  for (const [i, opt] of (Array.isArray(value) ? value : [value]).entries()) {
+    if (/^no-new-privileges(?:[:=]true)?$/.test(String(opt))) continue;
+    problem(`security_opt.${i}`, `"${String(opt)}": ${REFUSED.security_opt}`);
+  }
+}
 
 function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext): ComposeDevService {
   const { problems } = ctx;
@@ -602,6 +632,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
           "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
         );
     } else if (key === 'volumes') volumes.push(...devVolumes(value, problem));
+    else if (key === 'security_opt') securityOptions(value, problem);
     else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
   if (typeof s.network_mode === 'string' && !/^service:/.test(s.network_mode))
@@ -801,6 +832,10 @@ function declarationOf(s: Obj, file: string, field: string, name: string, ctx: S
       const limits = deployLimits(value);
       if (limits === undefined) problem(key, REFUSED.deploy);
       else out.limits = { ...(out.limits as Obj), ...limits };
+      continue;
+    }
+    if (key === 'security_opt') {
+      securityOptions(value, problem);
       continue;
     }
     if (key in REFUSED) {

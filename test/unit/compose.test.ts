@@ -408,8 +408,21 @@ describe('the dev service', () => {
     ['    privileged: true\n', /services\.app\.privileged: services run without privileges/],
     ['    user: root\n', /services\.app\.user: sandboxes never run as root/],
     ['    network_mode: host\n', /services\.app\.network_mode: /],
+    [
+      '    security_opt: [seccomp:unconfined]\n',
+      /services\.app\.security_opt\.0: "seccomp:unconfined": services run under/,
+    ],
   ])('refuses %j naming the field', (lines, message) => {
     expect(dev(lines).join('\n')).toMatch(message);
+  });
+
+  test("what drydock does already (no new privileges, capabilities dropped) and the dev service's own limits are accepted", () => {
+    const hardened = '    security_opt: ["no-new-privileges:true"]\n    cap_drop: [ALL]\n';
+    expect(dev(`${hardened}    mem_limit: 2g\n    cpus: 2\n    pids_limit: 100\n`)).toEqual([]);
+    expect(dev(`  db:\n    image: ${PG}\n${hardened}`)).toEqual([]);
+    expect(dev(`  db:\n    image: ${PG}\n    security_opt: [no-new-privileges, "apparmor:unconfined"]\n`)).toEqual([
+      `${COMPOSE}: services.db.security_opt.1: "apparmor:unconfined": services run under drydock's security options (no new privileges, Docker's seccomp profile): remove it`,
+    ]);
   });
 });
 
