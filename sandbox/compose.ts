@@ -39,7 +39,7 @@ import {
   type ServiceSpec,
 } from '../workflows/services';
 import { parseEnvFile, substitute, type Variables } from './compose-variables';
-import { volumeTargetProblem } from './devcontainer-run';
+import { linkTargetProblem, volumeTargetProblem, type RepoLink } from './devcontainer-run';
 
 /** A compose file drydock cannot run: every problem names the file and its field. */
 export class ComposeError extends Error {
@@ -64,6 +64,8 @@ export interface ComposeDevService {
   hostNames?: string[];
   /** Targets of its named or anonymous volumes and tmpfs: folders of the sandbox (repo-image.ts volumesOf). */
   volumes?: string[];
+  /** Folders and files of the repo it mounts elsewhere: links to their place in /workspace. */
+  links?: RepoLink[];
 }
 
 export interface ComposeEnvironment {
@@ -622,6 +624,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
   const problem = (key: string, why: string) => problems.push(`${file}: ${field}.${key}: ${why}`);
   const env = { ...envFilesOf(s.env_file, ctx), ...environmentOf(s.environment, file, `${field}.environment`, ctx) };
   const volumes: string[] = [];
+  const links: RepoLink[] = [];
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
     if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
@@ -631,7 +634,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
           key,
           "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
         );
-    } else if (key === 'volumes') volumes.push(...devVolumes(value, problem));
+    } else if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
     else if (key === 'security_opt') securityOptions(value, problem);
     else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
@@ -646,7 +649,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
         'build.dockerfile_inline',
         "the dev container's Dockerfile is built from a file: write it to one and name it in dockerfile",
       );
-    const kept = volumes.length ? { volumes } : {};
+    const kept = { ...(volumes.length ? { volumes } : {}), ...(links.length ? { links } : {}) };
     if (!build || build.dockerfile === undefined) return { args: {}, environment: env, ...kept };
     const { dockerfile, context, args, target } = build;
     return { dockerfile, context, args, ...(target ? { target } : {}), environment: env, ...kept };
@@ -657,6 +660,7 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     args: {},
     environment: env,
     ...(volumes.length ? { volumes } : {}),
+    ...(links.length ? { links } : {}),
   };
 }
 
@@ -792,10 +796,11 @@ function keepsAlive(value: unknown): boolean {
  * The dev service's volumes: the repo's own folder (or a folder above it, as
  * dev container templates mount `../..`) is what the sandbox has at
  * /workspace; a named or anonymous volume (or a tmpfs) is a writable folder
- * of the sandbox (its target returned: repo-image.ts volumesOf); a folder of
- * the repo elsewhere or of the host is refused.
+ * of the sandbox (its target returned: repo-image.ts volumesOf); a folder or
+ * file of the repo elsewhere (`./backend:/app`) is a link there to its place
+ * in /workspace (`links`); a folder of the host is refused.
  */
-function devVolumes(value: unknown, problem: (key: string, why: string) => void): string[] {
+function devVolumes(value: unknown, problem: (key: string, why: string) => void, links: RepoLink[]): string[] {
   const targets: string[] = [];
   for (const [i, v] of (Array.isArray(value) ? value : []).entries()) {
     const entry = v as Obj;
@@ -806,11 +811,18 @@ function devVolumes(value: unknown, problem: (key: string, why: string) => void)
       else targets.push(String(entry.target));
       continue;
     }
+    if (entry.type === 'bind' && typeof entry.repo === 'string') {
+      const target = String(entry.target);
+      const why = /^[A-Za-z0-9_./@+-]*$/.test(entry.repo)
+        ? linkTargetProblem(target, ['/workspace', '/home/drydock'])
+        : 'its path is not letters, digits and _ . / @ + -';
+      if (why) problem(`volumes.${i}`, `"${String(entry.source)}" is in the repository, and ${why}`);
+      else links.push({ path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'), to: `/workspace/${entry.repo}` });
+      continue;
+    }
     problem(
       `volumes.${i}`,
-      entry.type === 'bind' && entry.repo !== undefined
-        ? `"${String(entry.source)}" is in the repository, which a sandbox has at /workspace: read it from there, or remove it`
-        : 'a folder of the host, which a sandbox never mounts (only the repository, at /workspace): remove it',
+      'a folder of the host, which a sandbox never mounts (only the repository, at /workspace): remove it',
     );
   }
   return targets;

@@ -42,6 +42,30 @@ export function volumeTargetProblem(target: string): string | undefined {
   return undefined;
 }
 
+/** A folder of the repo the dev container has at another path: a link there to its place in /workspace. */
+export interface RepoLink {
+  /** Where the dev container mounts it (absolute). */
+  path: string;
+  /** Where the sandbox has it: /workspace/<repo path>. */
+  to: string;
+}
+
+/**
+ * Why a folder or file of the repo cannot be linked at `target` (where the
+ * dev container mounts it): a system or runtime folder, inside /workspace,
+ * the home folder or /tmp (the sandbox's own), or a path a shell would have
+ * to quote; else undefined.
+ */
+export function linkTargetProblem(target: string, own: string[]): string | undefined {
+  const base = volumeTargetProblem(target);
+  if (base) return base;
+  const normal = path.posix.normalize(target).replace(/(.)\/+$/, '$1');
+  if (!/^[A-Za-z0-9_./@+-]+$/.test(normal)) return `${normal}: a path of letters, digits and _ . / @ + -`;
+  if ([...own, '/tmp'].some((f) => normal === f || normal.startsWith(`${f}/`) || f.startsWith(`${normal}/`)))
+    return `${normal} is in (or holds) the sandbox's own ${own.join(' or ')} or /tmp: read the repository at /workspace`;
+  return undefined;
+}
+
 /**
  * The folders a sandbox gets for its named volumes: those at or below
  * /workspace, the home folder or /tmp are the sandbox's already (the first

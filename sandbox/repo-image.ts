@@ -38,7 +38,7 @@ import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
-import { propertyProblems, runSettingsOf, sandboxVolumes } from './devcontainer-run';
+import { propertyProblems, runSettingsOf, sandboxVolumes, type RepoLink } from './devcontainer-run';
 import { RepoTree } from './repo-files';
 import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
 import {
@@ -106,6 +106,8 @@ export interface RepoEnvironment {
   containerUser?: string;
   /** Named volumes' folders outside /workspace and home: VOLUMEs of drydock's layer (sandboxVolumes). */
   volumes?: string[];
+  /** Folders and files of the repo the dev service mounts elsewhere: links in drydock's layer to /workspace/<path>. */
+  links?: RepoLink[];
 }
 
 const command = z.union([
@@ -407,8 +409,10 @@ export async function ensureEnvironmentImage(
     bases.push({ ref, id, env: imageEnv });
   }
   const features = env?.features?.length ? await layerFeatures(at, env, build) : undefined;
-  // A named image with no setup.root and no features gets drydock's layer alone, which runs nothing: made on the host (hostLayer).
-  const onHost = !repo && !build.rootSetup && !features;
+  // A named image with no setup.root, no features and no links gets drydock's layer alone, which runs nothing: made
+  // on the host (hostLayer). A link replaces what the image has at its path, which the daemon's copy into a container
+  // refuses ("cannot overwrite directory"): the builder makes it (linkSteps).
+  const onHost = !repo && !build.rootSetup && !features && !env?.links?.length;
   const layer = onHost
     ? JSON.stringify(hostLayer(env, bases[0].env))
     : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup, features?.steps ?? []);
@@ -504,12 +508,26 @@ function layerDockerfile(
     `COPY ${owned} empty/ ${WORKSPACE}/`,
     `COPY ${owned} empty/ ${HOME}/`,
     ...(env?.volumes?.length ? [`VOLUME ${JSON.stringify(env.volumes)}`] : []),
+    ...linkSteps(env?.links ?? []),
     ...envLines,
     `USER ${SANDBOX_UID}:${SANDBOX_UID}`,
     `WORKDIR ${WORKSPACE}`,
     'CMD ["sleep", "infinity"]',
     '',
   ].join('\n');
+}
+
+/**
+ * The links of a dev service's repo folders mounted elsewhere, as root (what
+ * the image has there is replaced, as a bind mount hides it). Paths are
+ * checked to need no quoting (devcontainer-run.ts linkTargetProblem).
+ */
+export function linkSteps(links: RepoLink[]): string[] {
+  if (!links.length) return [];
+  const commands = links.map(
+    (l) => `rm -rf ${l.path} && mkdir -p ${path.posix.dirname(l.path)} && ln -s ${l.to} ${l.path}`,
+  );
+  return ['USER root', `RUN ${JSON.stringify(['/bin/sh', '-c', commands.join(' && ')])}`];
 }
 
 /**

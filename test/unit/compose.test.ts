@@ -8,7 +8,7 @@
 import { ComposeError, parseComposeFiles, readCompose } from '../../sandbox/compose';
 import { parseEnvFile, substitute } from '../../sandbox/compose-variables';
 import { declaredStack } from '../../sandbox/activities/services';
-import { parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
+import { linkSteps, parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
 
 const DIR = '.devcontainer';
 const COMPOSE = `${DIR}/compose.yaml`;
@@ -379,6 +379,25 @@ describe('the dev service', () => {
     ]);
   });
 
+  test('a folder or file of the repo the dev service mounts elsewhere is a link to its place in /workspace', async () => {
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
+      [COMPOSE]: 'services:\n  app:\n    image: x\n    volumes: ["../backend:/app", "./app.ini:/etc/app/app.ini:ro"]\n',
+    };
+    const env = parseDevcontainer(files['.devcontainer/devcontainer.json'], '.devcontainer/devcontainer.json');
+    const { environment } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(environment?.links).toEqual([
+      { path: '/app', to: '/workspace/backend' },
+      { path: '/etc/app/app.ini', to: '/workspace/.devcontainer/app.ini' },
+    ]);
+    // Made as root in drydock's layer by the builder, replacing what the image has there as a bind mount hides it.
+    expect(linkSteps(environment!.links!)).toEqual([
+      'USER root',
+      'RUN ["/bin/sh","-c","rm -rf /app && mkdir -p / && ln -s /workspace/backend /app && ' +
+        'rm -rf /etc/app/app.ini && mkdir -p /etc/app && ln -s /workspace/.devcontainer/app.ini /etc/app/app.ini"]',
+    ]);
+  });
+
   test("the dev service's named volumes become the environment's VOLUMEs, those in /workspace excepted", async () => {
     const files: Record<string, string> = {
       '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
@@ -398,8 +417,16 @@ describe('the dev service', () => {
       /services\.app\.volumes\.0: a folder of the host, which a sandbox never mounts/,
     ],
     [
-      '    volumes: ["./config:/etc/app"]\n',
-      /services\.app\.volumes\.0: ".\/config" is in the repository, which a sandbox has at \/workspace/,
+      '    volumes: ["./src:/workspace/src2"]\n',
+      /services\.app\.volumes\.0: ".\/src" is in the repository, and \/workspace\/src2 is in \(or holds\) the sandbox's own/,
+    ],
+    [
+      '    volumes: ["./x:/home"]\n',
+      /services\.app\.volumes\.0: "\.\/x" is in the repository, and \/home is in \(or holds\)/,
+    ],
+    [
+      '    volumes: ["./x:/usr"]\n',
+      /services\.app\.volumes\.0: "\.\/x" is in the repository, and \/usr is a system folder/,
     ],
     ['    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n', /services\.app\.volumes\.0: /],
     ['    secrets: [s]\n', /services\.app\.secrets: not supported by drydock for the dev container/],
