@@ -804,7 +804,9 @@ function devVolumes(value: unknown, problem: (key: string, why: string) => void,
   const targets: string[] = [];
   for (const [i, v] of (Array.isArray(value) ? value : []).entries()) {
     const entry = v as Obj;
-    if (entry.type === 'bind' && (entry.repo === '' || entry.outside !== undefined)) continue;
+    // The repo's root at /workspace or where dev container templates put it (/workspaces/<name>), or a folder above it.
+    if (entry.type === 'bind' && entry.repo === '' && /^\/workspaces?(?:\/|$)/.test(String(entry.target))) continue;
+    if (entry.type === 'bind' && entry.outside !== undefined) continue;
     if (entry.type === 'volume' || entry.type === 'tmpfs') {
       const why = volumeTargetProblem(String(entry.target));
       if (why) problem(`volumes.${i}`, why);
@@ -817,7 +819,7 @@ function devVolumes(value: unknown, problem: (key: string, why: string) => void,
         ? linkTargetProblem(target, ['/workspace', '/home/drydock'])
         : 'its path is not letters, digits and _ . / @ + -';
       if (why) problem(`volumes.${i}`, `"${String(entry.source)}" is in the repository, and ${why}`);
-      else links.push({ path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'), to: `/workspace/${entry.repo}` });
+      else links.push(repoLink(target, entry.repo));
       continue;
     }
     problem(
@@ -826,6 +828,14 @@ function devVolumes(value: unknown, problem: (key: string, why: string) => void,
     );
   }
   return targets;
+}
+
+/** The link at `target` to `repoPath`'s place in /workspace (the repo's root: /workspace itself). */
+function repoLink(target: string, repoPath: string): RepoLink {
+  return {
+    path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'),
+    to: repoPath ? `/workspace/${repoPath}` : '/workspace',
+  };
 }
 
 /** A non-dev compose service as a declaration of .drydock/config.yaml's `services:`, and the files it mounts. */

@@ -20,6 +20,8 @@ export interface RunSettings {
   envFiles: string[];
   /** Targets of `mounts` of named volumes: folders of the sandbox (sandboxVolumes). */
   volumes: string[];
+  /** `mounts` of folders of the repo (`${localWorkspaceFolder}/…`) elsewhere: links to their place in /workspace. */
+  links: RepoLink[];
   problems: string[];
 }
 
@@ -220,7 +222,7 @@ export function runSettingsOf(
   mounts: unknown[] | undefined,
   source: string,
 ): RunSettings {
-  const settings: RunSettings = { env: {}, envFiles: [], volumes: [], problems: [] };
+  const settings: RunSettings = { env: {}, envFiles: [], volumes: [], links: [], problems: [] };
   const problem = (field: string, text: string, why: string) =>
     settings.problems.push(`${source}: ${field}: "${text}": ${why}`);
   for (const { flag, value, at, text } of flagsOf(runArgs ?? [])) {
@@ -260,9 +262,30 @@ export function runSettingsOf(
       const why = volumeTargetProblem(target);
       if (why) problem(`mounts.${i}`, text, why);
       else settings.volumes.push(target);
-    } else problem(`mounts.${i}`, text, mountRefusal(fields));
+    } else if (repoLinkOf(fields, settings.links) === undefined) problem(`mounts.${i}`, text, mountRefusal(fields));
   }
   return settings;
+}
+
+/**
+ * A bind `mounts` entry of a folder of the repo (`${localWorkspaceFolder}` or
+ * below) at a path a link can be: the link, added to `links`; else undefined.
+ */
+function repoLinkOf(fields: Obj, links: RepoLink[]): RepoLink | undefined {
+  const source = String(fields.source ?? fields.src ?? '');
+  const target = String(fields.target ?? fields.dst ?? fields.destination ?? '');
+  if (fields.type !== 'bind' || !/^\$\{localWorkspaceFolder\}(?:\/|$)/.test(source)) return undefined;
+  const relative = source.replace(/^\$\{localWorkspaceFolder\}\/?/, '');
+  const parts = relative.split('/').filter((p) => p && p !== '.');
+  if (parts.includes('..') || !/^[A-Za-z0-9_./@+-]*$/.test(relative)) return undefined;
+  if (!parts.length && /^\/workspaces?(?:\/|$)/.test(target)) return { path: target, to: '/workspace' }; // where it is
+  if (linkTargetProblem(target, ['/workspace', '/home/drydock'])) return undefined;
+  const link = {
+    path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'),
+    to: parts.length ? `/workspace/${parts.join('/')}` : '/workspace',
+  };
+  links.push(link);
+  return link;
 }
 
 /** A mount's fields, from `"source=x,target=/y,type=volume"` or an object. */

@@ -225,6 +225,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     containerEnv: { ...run.env, ...dc.containerEnv },
     ...(run.envFiles.length ? { envFiles: run.envFiles } : {}),
     ...volumesOf(run.volumes),
+    ...(run.links.length ? { links: run.links } : {}),
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),

@@ -84,7 +84,9 @@ export async function declaredStack(
         ...(parsed.dev.target ? { target: parsed.dev.target } : {}),
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
         ...volumesOf([...(parsed.dev.volumes ?? []), ...(declared.volumes ?? [])]),
-        ...(parsed.dev.links ? { links: parsed.dev.links } : {}),
+        ...(parsed.dev.links || declared.links
+          ? { links: [...(parsed.dev.links ?? []), ...(declared.links ?? [])] }
+          : {}),
       };
       hostNames = parsed.dev.hostNames;
       const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));

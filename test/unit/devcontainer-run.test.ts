@@ -38,6 +38,7 @@ test('-e NAME=value and --env-file of the repo are honoured; what drydock does a
     env: { MODE: 'test', EMPTY: '' },
     envFiles: ['.devcontainer/dev.env', 'config/app.env'],
     volumes: [],
+    links: [],
     problems: [],
   });
 });
@@ -76,13 +77,29 @@ test.each([
     /the Docker socket is never given to a sandbox/,
   ],
   [
-    { source: '${localWorkspaceFolder}', target: '/code', type: 'bind' },
+    { source: '${localWorkspaceFolder}/x', target: '/workspace/y', type: 'bind' },
     /a folder of the repository, which a sandbox has at \/workspace/,
   ],
   ['source=etc,target=/etc,type=volume', /mounts\.0: "source=etc,target=\/etc,type=volume": \/etc is a system folder/],
   [{ source: 'x', target: 'relative', type: 'volume' }, /needs an absolute target path/],
 ])('mounts %j is refused, naming the entry and why', (mount, message) => {
   expect(runSettingsOf([], [mount], SOURCE).problems).toEqual([expect.stringMatching(message)]);
+});
+
+test('a folder of the repo mounted elsewhere is a link to its place in /workspace; the repo where it is, nothing', () => {
+  const mounts = [
+    { source: '${localWorkspaceFolder}', target: '/code', type: 'bind' },
+    'source=${localWorkspaceFolder}/.devcontainer/state,target=/home/vscode/.claude,type=bind,consistency=cached',
+    'source=${localWorkspaceFolder},target=/workspaces/app,type=bind',
+  ];
+  expect(runSettingsOf([], mounts, SOURCE)).toMatchObject({
+    problems: [],
+    links: [
+      { path: '/code', to: '/workspace' },
+      { path: '/home/vscode/.claude', to: '/workspace/.devcontainer/state' },
+    ],
+  });
+  expect(dc({ mounts }).links).toHaveLength(2);
 });
 
 test("named volumes are folders of the sandbox: the workspace's and home's kept in the snapshot, others VOLUMEs of drydock's layer", () => {
