@@ -20,8 +20,11 @@
  *   target) is built by drydock's isolated builder (sandbox/service-build.ts);
  *   a build field it cannot honour (ssh, secrets, a remote context…) is
  *   refused, naming `services.<name>.build.<field>`;
- * - what drydock cannot honour (a host's folder, a port published
- *   elsewhere, privileges) is refused, naming the file and the field; what
+ * - each service is reached at its container port (where Compose would
+ *   publish it means nothing on a sandbox's loopback); two on one port are
+ *   refused, naming both;
+ * - what drydock cannot honour (a host's folder, two services on one
+ *   port, privileges) is refused, naming the file and the field; what
  *   does not matter in a sandbox (restart, labels…) is ignored, and only
  *   what is listed here.
  */
@@ -36,6 +39,7 @@ import {
   type ServiceSpec,
 } from '../workflows/services';
 import { parseEnvFile, substitute, type Variables } from './compose-variables';
+import { linkTargetProblem, volumeTargetProblem, type RepoLink } from './devcontainer-run';
 
 /** A compose file drydock cannot run: every problem names the file and its field. */
 export class ComposeError extends Error {
@@ -58,6 +62,10 @@ export interface ComposeDevService {
   environment: Record<string, string>;
   /** Its service name and aliases: they resolve to 127.0.0.1 like the services'. */
   hostNames?: string[];
+  /** Targets of its named or anonymous volumes and tmpfs: folders of the sandbox (repo-image.ts volumesOf). */
+  volumes?: string[];
+  /** Folders and files of the repo it mounts elsewhere: links to their place in /workspace. */
+  links?: RepoLink[];
 }
 
 export interface ComposeEnvironment {
@@ -91,6 +99,8 @@ const IGNORED = new Set([
   'container_name',
   'hostname',
   'links',
+  // Services and sandboxes run with every capability dropped already.
+  'cap_drop',
 ]);
 
 /** Keys drydock refuses, and what to do instead. */
@@ -98,7 +108,8 @@ const REFUSED: Record<string, string> = {
   privileged: 'services run without privileges: remove it',
   cap_add: 'services run without capabilities: remove it',
   devices: 'services get no host devices: remove it',
-  security_opt: "services run under drydock's security options: remove it",
+  security_opt:
+    "services run under drydock's security options (no new privileges, Docker's seccomp profile): remove it",
   pid: 'services get no host namespaces: remove it',
   ipc: 'services get no host namespaces: remove it',
   userns_mode: 'services get no host namespaces: remove it',
@@ -216,6 +227,8 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     running: new Set(run.filter((n) => n !== opts.devService)),
   });
   const aliases = hostNamesOf(services, run, problems, label);
+  const devListening = devPorts(services[opts.devService] as Obj, opts.devService, from[opts.devService]);
+  problems.push(...portClashes([devListening, ...specs.map((s) => ({ ...s, file: declarations[s.name].file }))]));
   for (const spec of specs) {
     const names = aliases.get(spec.name) ?? [];
     if (names.length) spec.hostNames = names;
@@ -267,7 +280,7 @@ function loadFiles(files: string[], text: RepoText, variables: Variables, proble
       return undefined;
     }
     octalModes(doc);
-    const data = interpolate(doc.toJS({ maxAliasCount: 100 }) as unknown, file, [], variables, problems);
+    const data = interpolate(containerPortsOnly(doc.toJS({ maxAliasCount: 100 })), file, [], variables, problems);
     if (!isObj(data) || !isObj(data.services)) {
       problems.push(`${file}: services: a map of services is required`);
       return undefined;
@@ -413,6 +426,45 @@ function longVolume(v: unknown, dir: string, file: string, field: string): Obj {
   return { ...entry, field, file };
 }
 
+/** A service's ports, and the file it is declared in (for messages). */
+interface Listening {
+  name: string;
+  file: string;
+  ports: number[];
+}
+
+/** The ports the dev container's own service declares (its app's), unless it is in another service's namespace. */
+function devPorts(s: Obj, name: string, file: string): Listening {
+  if (typeof s.network_mode === 'string') return { name, file, ports: [] };
+  const declared = (['ports', 'expose'] as const).flatMap((key) =>
+    s[key] === undefined ? [] : portsOf(s[key], key, () => {}),
+  );
+  return { name, file, ports: [...new Set(declared)] };
+}
+
+/**
+ * Services on one container port: in Compose each has an address of its
+ * own, on a sandbox's one loopback only the first can listen. A clash is
+ * refused at the last service on the port, naming the others.
+ */
+function portClashes(listening: Listening[]): string[] {
+  const on = new Map<number, Listening[]>();
+  for (const l of listening) for (const port of l.ports) on.set(port, [...(on.get(port) ?? []), l]);
+  return [...on]
+    .filter(([, all]) => all.length > 1)
+    .map(([port, all]) => {
+      const last = all[all.length - 1];
+      const others = all.slice(0, -1).map((l) => l.name);
+      const also =
+        others.length === 1 ? others[0] : `${others.slice(0, -1).join(', ')} and ${others[others.length - 1]}`;
+      return (
+        `${last.file}: services.${last.name}.ports: ${last.name} listens on port ${port} as ${also} ${others.length > 1 ? 'do' : 'does'}, ` +
+        "and a sandbox's services share one loopback, where each is reached at its container port: " +
+        'move one to another port (its command or environment), or leave it out (profiles, runServices)'
+      );
+    });
+}
+
 /** COMPOSE_PROFILES of the project's .env: the profiles `docker compose up` would run. */
 function activeProfiles(variables: Variables): Set<string> {
   return new Set(
@@ -538,12 +590,41 @@ function composeField(p: string[]): string {
  * healthcheck means nothing for a sandbox (drydock's keeper runs in it, and
  * no service waits on it here).
  */
-const DEV_HONOURED = new Set(['ports', 'expose', 'depends_on', 'networks', 'network_mode', 'user', 'healthcheck']);
+const DEV_HONOURED = new Set([
+  'ports',
+  'expose',
+  'depends_on',
+  'networks',
+  'network_mode',
+  'user',
+  'healthcheck',
+  // The sandbox's limits are the operator's (drydock repo add --max-memory…), as devcontainer.json's hostRequirements.
+  'mem_limit',
+  'memswap_limit',
+  'mem_reservation',
+  'cpus',
+  'cpu_shares',
+  'pids_limit',
+]);
+
+/**
+ * `security_opt`: `no-new-privileges` is what drydock sets on every service
+ * and sandbox already; any other option (seccomp:unconfined, apparmor…) is
+ * refused, naming its entry.
+ */
+function securityOptions(value: unknown, problem: (key: string, why: string) => void) {
+  for (const [i, opt] of (Array.isArray(value) ? value : [value]).entries()) {
+    if (/^no-new-privileges(?:[:=]true)?$/.test(String(opt))) continue;
+    problem(`security_opt.${i}`, `"${String(opt)}": ${REFUSED.security_opt}`);
+  }
+}
 
 function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext): ComposeDevService {
   const { problems } = ctx;
   const problem = (key: string, why: string) => problems.push(`${file}: ${field}.${key}: ${why}`);
   const env = { ...envFilesOf(s.env_file, ctx), ...environmentOf(s.environment, file, `${field}.environment`, ctx) };
+  const volumes: string[] = [];
+  const links: RepoLink[] = [];
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
     if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
@@ -553,7 +634,8 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
           key,
           "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
         );
-    } else if (key === 'volumes') devVolumes(value, problem);
+    } else if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
+    else if (key === 'security_opt') securityOptions(value, problem);
     else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
   if (typeof s.network_mode === 'string' && !/^service:/.test(s.network_mode))
@@ -567,12 +649,19 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
         'build.dockerfile_inline',
         "the dev container's Dockerfile is built from a file: write it to one and name it in dockerfile",
       );
-    if (!build || build.dockerfile === undefined) return { args: {}, environment: env };
+    const kept = { ...(volumes.length ? { volumes } : {}), ...(links.length ? { links } : {}) };
+    if (!build || build.dockerfile === undefined) return { args: {}, environment: env, ...kept };
     const { dockerfile, context, args, target } = build;
-    return { dockerfile, context, args, ...(target ? { target } : {}), environment: env };
+    return { dockerfile, context, args, ...(target ? { target } : {}), environment: env, ...kept };
   }
   if (typeof s.image !== 'string') problems.push(`${file}: ${field}: give image or build`);
-  return { ...(typeof s.image === 'string' ? { image: s.image } : {}), args: {}, environment: env };
+  return {
+    ...(typeof s.image === 'string' ? { image: s.image } : {}),
+    args: {},
+    environment: env,
+    ...(volumes.length ? { volumes } : {}),
+    ...(links.length ? { links } : {}),
+  };
 }
 
 /** Fields of a service's `build:` the isolated builder takes. */
@@ -706,23 +795,47 @@ function keepsAlive(value: unknown): boolean {
 /**
  * The dev service's volumes: the repo's own folder (or a folder above it, as
  * dev container templates mount `../..`) is what the sandbox has at
- * /workspace; a named or anonymous volume (or a tmpfs) keeps a folder of the
- * container, which a sandbox's folders are already (kept in its snapshot, as
- * a volume keeps it across rebuilds); a folder of the repo elsewhere or of
- * the host is refused.
+ * /workspace; a named or anonymous volume (or a tmpfs) is a writable folder
+ * of the sandbox (its target returned: repo-image.ts volumesOf); a folder or
+ * file of the repo elsewhere (`./backend:/app`) is a link there to its place
+ * in /workspace (`links`); a folder of the host is refused.
  */
-function devVolumes(value: unknown, problem: (key: string, why: string) => void) {
+function devVolumes(value: unknown, problem: (key: string, why: string) => void, links: RepoLink[]): string[] {
+  const targets: string[] = [];
   for (const [i, v] of (Array.isArray(value) ? value : []).entries()) {
     const entry = v as Obj;
-    if (entry.type === 'bind' && (entry.repo === '' || entry.outside !== undefined)) continue;
-    if (entry.type === 'volume' || entry.type === 'tmpfs') continue;
+    // The repo's root at /workspace or where dev container templates put it (/workspaces/<name>), or a folder above it.
+    if (entry.type === 'bind' && entry.repo === '' && /^\/workspaces?(?:\/|$)/.test(String(entry.target))) continue;
+    if (entry.type === 'bind' && entry.outside !== undefined) continue;
+    if (entry.type === 'volume' || entry.type === 'tmpfs') {
+      const why = volumeTargetProblem(String(entry.target));
+      if (why) problem(`volumes.${i}`, why);
+      else targets.push(String(entry.target));
+      continue;
+    }
+    if (entry.type === 'bind' && typeof entry.repo === 'string') {
+      const target = String(entry.target);
+      const why = /^[A-Za-z0-9_./@+-]*$/.test(entry.repo)
+        ? linkTargetProblem(target, ['/workspace', '/home/drydock'])
+        : 'its path is not letters, digits and _ . / @ + -';
+      if (why) problem(`volumes.${i}`, `"${String(entry.source)}" is in the repository, and ${why}`);
+      else links.push(repoLink(target, entry.repo));
+      continue;
+    }
     problem(
       `volumes.${i}`,
-      entry.type === 'bind' && entry.repo !== undefined
-        ? `"${String(entry.source)}" is in the repository, which a sandbox has at /workspace: read it from there, or remove it`
-        : 'a folder of the host, which a sandbox never mounts (only the repository, at /workspace): remove it',
+      'a folder of the host, which a sandbox never mounts (only the repository, at /workspace): remove it',
     );
   }
+  return targets;
+}
+
+/** The link at `target` to `repoPath`'s place in /workspace (the repo's root: /workspace itself). */
+function repoLink(target: string, repoPath: string): RepoLink {
+  return {
+    path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'),
+    to: repoPath ? `/workspace/${repoPath}` : '/workspace',
+  };
 }
 
 /** A non-dev compose service as a declaration of .drydock/config.yaml's `services:`, and the files it mounts. */
@@ -741,6 +854,10 @@ function declarationOf(s: Obj, file: string, field: string, name: string, ctx: S
       const limits = deployLimits(value);
       if (limits === undefined) problem(key, REFUSED.deploy);
       else out.limits = { ...(out.limits as Obj), ...limits };
+      continue;
+    }
+    if (key === 'security_opt') {
+      securityOptions(value, problem);
       continue;
     }
     if (key in REFUSED) {
@@ -796,7 +913,7 @@ function declareKey(out: Obj, files: ServiceFile[], key: string, value: unknown,
       break;
     case 'ports':
     case 'expose':
-      out.ports = [...((out.ports as number[]) ?? []), ...portsOf(value, key, problem)];
+      out.ports = [...new Set([...((out.ports as number[]) ?? []), ...portsOf(value, key, problem)])];
       break;
     case 'volumes':
       out.data = volumesOf(value, files, problem);
@@ -973,37 +1090,68 @@ function composeDuration(v: unknown): unknown {
   return Math.max(1, Math.round(parts.reduce((ms, [, n, u]) => ms + Number(n) * units[u], 0)));
 }
 
-/** `ports` / `expose` entries as the ports the service listens on; a port published elsewhere is refused. */
+/**
+ * `ports` / `expose` entries as the ports the service listens on (its
+ * container ports: containerPortsOnly dropped where Compose would publish
+ * them), each once.
+ */
 function portsOf(value: unknown, key: string, problem: (key: string, why: string) => void): number[] {
   if (!Array.isArray(value)) {
     problem(key, 'expected a list');
     return [];
   }
   return value.flatMap((entry, i) => {
-    const [published, target] = isObj(entry)
-      ? [entry.published === undefined ? undefined : String(entry.published), String(entry.target)]
-      : publishedAndTarget(String(entry));
-    const port = Number(target?.replace(/\/(tcp|udp)$/, ''));
+    const target = isObj(entry) ? String(entry.target) : String(entry);
+    if (target === '') return []; // a variable with no value: refused where it was substituted
+    const port = Number(target.replace(/\/(tcp|udp)$/, ''));
     if (!Number.isInteger(port) || port < 1 || port > 65535) {
-      problem(`${key}.${i}`, `"${String(entry)}" is not a port (ranges are not supported)`);
-      return [];
-    }
-    if (published !== undefined && Number(published) !== port) {
-      problem(
-        `${key}.${i}`,
-        `publishes port ${port} as ${published}: services are reached on localhost at their own port (${port}), nothing is published on the host`,
-      );
+      problem(`${key}.${i}`, `"${target}" is not a port (ranges are not supported)`);
       return [];
     }
     return [port];
   });
 }
 
-/** "5432", "5432:5432", "127.0.0.1:5432:5432" → [published?, target]. */
-function publishedAndTarget(entry: string): [string | undefined, string] {
-  const parts = entry.split(':');
-  if (parts.length === 1) return [undefined, parts[0]];
-  return [parts[parts.length - 2], parts[parts.length - 1]];
+/**
+ * The file's services' `ports` with only their container ports, before
+ * `${VAR}` is substituted: a sandbox's services and the sandbox share one
+ * loopback, where each is reached at its container port (`localhost:5432`,
+ * `db:5432`), so where Compose would publish it on the developer's machine
+ * (`"15432:5432"`, `${DB_PORT}:5432`, a host_ip) means nothing here, and a
+ * variable there needs no value.
+ */
+function containerPortsOnly(data: unknown): unknown {
+  if (!isObj(data) || !isObj(data.services)) return data;
+  const services: Obj = {};
+  for (const [name, s] of Object.entries(data.services)) {
+    services[name] =
+      isObj(s) && Array.isArray(s.ports)
+        ? {
+            ...s,
+            ports: s.ports.map((entry: unknown) => {
+              if (!isObj(entry)) return typeof entry === 'string' ? containerPart(entry) : entry;
+              return Object.fromEntries(Object.entries(entry).filter(([k]) => k !== 'published' && k !== 'host_ip'));
+            }),
+          }
+        : s;
+  }
+  return { ...data, services };
+}
+
+/** "5432", "15432:5432", "127.0.0.1:${PORT:-1}:5432/tcp", "[::1]:80:80" → what follows the last ':' outside `${…}` and `[…]`. */
+export function containerPart(entry: string): string {
+  let depth = 0;
+  let last = -1;
+  for (let i = 0; i < entry.length; i++) {
+    const c = entry[i];
+    if (c === '$' && entry[i + 1] === '{') {
+      depth++;
+      i++;
+    } else if (c === '[') depth++;
+    else if ((c === '}' || c === ']') && depth > 0) depth--;
+    else if (c === ':' && depth === 0) last = i;
+  }
+  return entry.slice(last + 1);
 }
 
 /**

@@ -8,6 +8,8 @@
  * Pure: sandbox/repo-image.ts reads the file and throws the problems.
  */
 
+import path from 'node:path';
+
 type Obj = Record<string, unknown>;
 
 /** What a dev container's run settings give the sandbox, and what cannot be honoured. */
@@ -16,7 +18,67 @@ export interface RunSettings {
   env: Record<string, string>;
   /** `--env-file` entries, paths of the repo, read in order (sandbox/activities/services.ts). */
   envFiles: string[];
+  /** Targets of `mounts` of named volumes: folders of the sandbox (sandboxVolumes). */
+  volumes: string[];
+  /** `mounts` of folders of the repo (`${localWorkspaceFolder}/…`) elsewhere: links to their place in /workspace. */
+  links: RepoLink[];
   problems: string[];
+}
+
+/**
+ * Where a sandbox's folders may not be a volume (which starts empty): the
+ * runtime's, and the system's, whose content the image cannot run without.
+ */
+const SYSTEM_FOLDERS = /^\/(?:proc|sys|dev|run)(?:\/|$)|^\/(?:bin|boot|etc|lib\w*|sbin|usr|var|opt)?$/;
+
+/**
+ * Why a named volume's target cannot be a folder of a sandbox (a system
+ * folder, the runtime's, or not an absolute path), else undefined.
+ */
+export function volumeTargetProblem(target: string): string | undefined {
+  if (!target.startsWith('/') || target.split('/').includes('..') || /[\0,]/.test(target))
+    return 'a named volume needs an absolute target path without ".."';
+  const normal = path.posix.normalize(target).replace(/(.)\/+$/, '$1');
+  if (SYSTEM_FOLDERS.test(normal))
+    return `${normal} is a system folder of the sandbox's image: mount the volume on a folder of its own`;
+  return undefined;
+}
+
+/** A folder of the repo the dev container has at another path: a link there to its place in /workspace. */
+export interface RepoLink {
+  /** Where the dev container mounts it (absolute). */
+  path: string;
+  /** Where the sandbox has it: /workspace/<repo path>. */
+  to: string;
+}
+
+/**
+ * Why a folder or file of the repo cannot be linked at `target` (where the
+ * dev container mounts it): a system or runtime folder, inside /workspace,
+ * the home folder or /tmp (the sandbox's own), or a path a shell would have
+ * to quote; else undefined.
+ */
+export function linkTargetProblem(target: string, own: string[]): string | undefined {
+  const base = volumeTargetProblem(target);
+  if (base) return base;
+  const normal = path.posix.normalize(target).replace(/(.)\/+$/, '$1');
+  if (!/^[A-Za-z0-9_./@+-]+$/.test(normal)) return `${normal}: a path of letters, digits and _ . / @ + -`;
+  if ([...own, '/tmp'].some((f) => normal === f || normal.startsWith(`${f}/`) || f.startsWith(`${normal}/`)))
+    return `${normal} is in (or holds) the sandbox's own ${own.join(' or ')} or /tmp: read the repository at /workspace`;
+  return undefined;
+}
+
+/**
+ * The folders a sandbox gets for its named volumes: those at or below
+ * /workspace, the home folder or /tmp are the sandbox's already (the first
+ * two kept in its snapshot); any other becomes a VOLUME of the environment
+ * image, which every sandbox has as a writable folder of its own (an empty
+ * tmpfs, as for any image VOLUME: sandbox/docker/create-options.ts).
+ */
+export function sandboxVolumes(targets: string[], own: string[]): string[] {
+  const inside = (t: string, folder: string) => t === folder || t.startsWith(`${folder}/`);
+  const normal = targets.map((t) => path.posix.normalize(t).replace(/(.)\/+$/, '$1'));
+  return [...new Set(normal)].filter((t) => ![...own, '/tmp'].some((folder) => inside(t, folder)));
 }
 
 /**
@@ -160,7 +222,7 @@ export function runSettingsOf(
   mounts: unknown[] | undefined,
   source: string,
 ): RunSettings {
-  const settings: RunSettings = { env: {}, envFiles: [], problems: [] };
+  const settings: RunSettings = { env: {}, envFiles: [], volumes: [], links: [], problems: [] };
   const problem = (field: string, text: string, why: string) =>
     settings.problems.push(`${source}: ${field}: "${text}": ${why}`);
   for (const { flag, value, at, text } of flagsOf(runArgs ?? [])) {
@@ -194,22 +256,50 @@ export function runSettingsOf(
   }
   for (const [i, mount] of (mounts ?? []).entries()) {
     const text = typeof mount === 'string' ? mount : JSON.stringify(mount);
-    problem(`mounts.${i}`, text, mountRefusal(mount));
+    const fields = mountFields(mount);
+    if (fields.type === 'volume') {
+      const target = String(fields.target ?? fields.dst ?? fields.destination ?? '');
+      const why = volumeTargetProblem(target);
+      if (why) problem(`mounts.${i}`, text, why);
+      else settings.volumes.push(target);
+    } else if (repoLinkOf(fields, settings.links) === undefined) problem(`mounts.${i}`, text, mountRefusal(fields));
   }
   return settings;
 }
 
-/** Why a dev container's mount cannot be a sandbox's, and what to do. */
-function mountRefusal(mount: unknown): string {
-  const fields: Obj =
-    typeof mount === 'string'
-      ? Object.fromEntries(mount.split(',').map((kv) => [kv.split('=')[0].trim(), kv.split('=').slice(1).join('=')]))
-      : typeof mount === 'object' && mount !== null
-        ? (mount as Obj)
-        : {};
+/**
+ * A bind `mounts` entry of a folder of the repo (`${localWorkspaceFolder}` or
+ * below) at a path a link can be: the link, added to `links`; else undefined.
+ */
+function repoLinkOf(fields: Obj, links: RepoLink[]): RepoLink | undefined {
+  const source = String(fields.source ?? fields.src ?? '');
+  const target = String(fields.target ?? fields.dst ?? fields.destination ?? '');
+  if (fields.type !== 'bind' || !/^\$\{localWorkspaceFolder\}(?:\/|$)/.test(source)) return undefined;
+  const relative = source.replace(/^\$\{localWorkspaceFolder\}\/?/, '');
+  const parts = relative.split('/').filter((p) => p && p !== '.');
+  if (parts.includes('..') || !/^[A-Za-z0-9_./@+-]*$/.test(relative)) return undefined;
+  if (!parts.length && /^\/workspaces?(?:\/|$)/.test(target)) return { path: target, to: '/workspace' }; // where it is
+  if (linkTargetProblem(target, ['/workspace', '/home/drydock'])) return undefined;
+  const link = {
+    path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'),
+    to: parts.length ? `/workspace/${parts.join('/')}` : '/workspace',
+  };
+  links.push(link);
+  return link;
+}
+
+/** A mount's fields, from `"source=x,target=/y,type=volume"` or an object. */
+function mountFields(mount: unknown): Obj {
+  if (typeof mount === 'string')
+    return Object.fromEntries(
+      mount.split(',').map((kv) => [kv.split('=')[0].trim(), kv.split('=').slice(1).join('=')]),
+    );
+  return typeof mount === 'object' && mount !== null ? (mount as Obj) : {};
+}
+
+/** Why a dev container's bind mount cannot be a sandbox's, and what to do. */
+function mountRefusal(fields: Obj): string {
   const sourceOf = String(fields.source ?? fields.src ?? '');
-  if (fields.type === 'volume')
-    return "a named volume keeps a folder across rebuilds of a developer's container; a sandbox's folders are its own and kept in its snapshot: remove it";
   if (sourceOf.includes('docker.sock')) return 'the Docker socket is never given to a sandbox: remove it';
   if (sourceOf.startsWith('${localWorkspaceFolder}'))
     return 'a folder of the repository, which a sandbox has at /workspace: read it from there, or remove it';

@@ -13,7 +13,10 @@
  * folder, so a session's sandbox (which never pulls) finds the same content.
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { rootCertificates } from 'node:tls';
+import { Agent, ProxyAgent, fetch as undiciFetch, type Dispatcher } from 'undici';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { FileTree } from './provider';
@@ -45,6 +48,52 @@ export interface FeatureSource {
   pull?: { allowed: string[] };
   /** @default globalThis.fetch */
   fetchImpl?: typeof fetch;
+}
+
+/**
+ * A fetch for the worker's own requests to registries that goes where the
+ * worker's network lets it: Node's fetch ignores HTTPS_PROXY, so on a network
+ * that reaches registries only through a proxy a feature could never be
+ * fetched. This one sends each request through `HTTPS_PROXY` (https) or
+ * `HTTP_PROXY` (http; lower-case names first, as curl reads them) unless
+ * `NO_PROXY` names its host (`*`, a host, `.domain` or `domain` for its
+ * subdomains, optionally `:port`), and trusts the system's CAs,
+ * NODE_EXTRA_CA_CERTS and `extraCaFile` (DRYDOCK_EXTRA_CA_CERTS: the CA of an
+ * intercepting proxy) for the registry and for an https proxy.
+ */
+export function proxiedFetch(opts: { env?: NodeJS.ProcessEnv; extraCaFile?: string } = {}): typeof fetch {
+  const env = opts.env ?? process.env;
+  const extra = [env.NODE_EXTRA_CA_CERTS, opts.extraCaFile].filter((f): f is string => !!f);
+  // `ca` replaces Node's default list (which holds NODE_EXTRA_CA_CERTS): given only with an extra CA, and then whole.
+  const tls = opts.extraCaFile ? { ca: [...rootCertificates, ...extra.map((f) => readFileSync(f, 'utf8'))] } : {};
+  const direct = new Agent({ connect: tls });
+  const through = (uri: string | undefined) =>
+    uri ? new ProxyAgent({ uri, requestTls: tls, proxyTls: tls }) : undefined;
+  const httpProxy = through(env.http_proxy || env.HTTP_PROXY);
+  const httpsProxy = through(env.https_proxy || env.HTTPS_PROXY) ?? httpProxy;
+  const noProxy = (env.no_proxy ?? env.NO_PROXY ?? '')
+    .split(/[,\s]+/)
+    .map((e) => e.trim().toLowerCase())
+    .filter(Boolean);
+  return ((input: string | URL | Request, init?: RequestInit) => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    const proxy = url.protocol === 'https:' ? httpsProxy : httpProxy;
+    const dispatcher: Dispatcher = proxy && !bypassesProxy(url, noProxy) ? proxy : direct;
+    return undiciFetch(url, { ...(init as object), dispatcher });
+  }) as unknown as typeof fetch;
+}
+
+/** Whether NO_PROXY's entries name `url`'s host (and port, when an entry gives one). */
+export function bypassesProxy(url: URL, noProxy: string[]): boolean {
+  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '');
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  return noProxy.some((entry) => {
+    if (entry === '*') return true;
+    const m = /^(.*?)(?::(\d+))?$/.exec(entry.replace(/^\[|\](?=:|$)/g, ''))!;
+    const name = m[1].replace(/^\*?\./, '');
+    if (m[2] && m[2] !== port) return false;
+    return host === name || host.endsWith(`.${name}`);
+  });
 }
 
 /** Resolves every request to its files and metadata; a problem names the feature's field. */

@@ -236,6 +236,8 @@ export interface ImageLayer {
   /** Absolute paths of the empty folders made, owned by `owner`:`owner`. */
   folders: string[];
   owner: number;
+  /** Folders declared VOLUMEs of the result (a dev container's named volumes): each sandbox gets them writable, empty. */
+  volumes?: string[];
   /** "NAME=value", over the image's own variables of the same names. */
   env: string[];
   user: string;

@@ -39,7 +39,7 @@ import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
-import { propertyProblems, runSettingsOf } from './devcontainer-run';
+import { propertyProblems, runSettingsOf, sandboxVolumes, type RepoLink } from './devcontainer-run';
 import { RepoTree } from './repo-files';
 import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
 import {
@@ -105,6 +105,10 @@ export interface RepoEnvironment {
   featureOrder?: string[];
   /** containerUser: the user features see as _CONTAINER_USER. */
   containerUser?: string;
+  /** Named volumes' folders outside /workspace and home: VOLUMEs of drydock's layer (sandboxVolumes). */
+  volumes?: string[];
+  /** Folders and files of the repo the dev service mounts elsewhere: links in drydock's layer to /workspace/<path>. */
+  links?: RepoLink[];
 }
 
 const command = z.union([
@@ -221,6 +225,8 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(dc.build?.target ? { target: dc.build.target } : {}),
     containerEnv: { ...run.env, ...dc.containerEnv },
     ...(run.envFiles.length ? { envFiles: run.envFiles } : {}),
+    ...volumesOf(run.volumes),
+    ...(run.links.length ? { links: run.links } : {}),
     ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
     ...(setup ? { setup } : {}),
     ...(compose ? { compose } : {}),
@@ -228,6 +234,12 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
     ...featuresOf(dc, features),
   };
+}
+
+/** Named volumes' targets as the environment's `volumes` (none when every one is the sandbox's already). */
+export function volumesOf(targets: string[]): Pick<RepoEnvironment, 'volumes'> {
+  const volumes = sandboxVolumes(targets, [WORKSPACE, HOME]);
+  return volumes.length ? { volumes } : {};
 }
 
 /** A FeatureError (sandbox/features.ts) as the EnvironmentError every caller knows. */
@@ -402,9 +414,11 @@ export async function ensureEnvironmentImage(
     bases.push({ ref, id, env: imageEnv });
   }
   const features = env?.features?.length ? await layerFeatures(at, env, build) : undefined;
-  // Without setup.root or features drydock's layer runs nothing: the worker makes it with no build (hostLayer),
-  // over the named image or over the builder's result; setup.root or features put it in the builder.
-  const layerOnHost = !build.rootSetup && !features;
+  // Without setup.root, features or links drydock's layer runs nothing: the worker makes it with no build
+  // (hostLayer), over the named image or over the builder's result; setup.root or features put it in the builder,
+  // and so does a link, which replaces what the image has at its path (the daemon's copy into a container refuses
+  // to: "cannot overwrite directory"; linkSteps).
+  const layerOnHost = !build.rootSetup && !features && !env?.links?.length;
   const layer = layerOnHost
     ? JSON.stringify(hostLayer(env, []))
     : layerDockerfile(repo ? REPO_STAGE : named!, env, build.rootSetup, features?.steps ?? []);
@@ -532,12 +546,27 @@ function layerDockerfile(
     ...root,
     `COPY ${owned} empty/ ${WORKSPACE}/`,
     `COPY ${owned} empty/ ${HOME}/`,
+    ...(env?.volumes?.length ? [`VOLUME ${JSON.stringify(env.volumes)}`] : []),
+    ...linkSteps(env?.links ?? []),
     ...envLines,
     `USER ${SANDBOX_UID}:${SANDBOX_UID}`,
     `WORKDIR ${WORKSPACE}`,
     'CMD ["sleep", "infinity"]',
     '',
   ].join('\n');
+}
+
+/**
+ * The links of a dev service's repo folders mounted elsewhere, as root (what
+ * the image has there is replaced, as a bind mount hides it). Paths are
+ * checked to need no quoting (devcontainer-run.ts linkTargetProblem).
+ */
+export function linkSteps(links: RepoLink[]): string[] {
+  if (!links.length) return [];
+  const commands = links.map(
+    (l) => `rm -rf ${l.path} && mkdir -p ${path.posix.dirname(l.path)} && ln -s ${l.to} ${l.path}`,
+  );
+  return ['USER root', `RUN ${JSON.stringify(['/bin/sh', '-c', commands.join(' && ')])}`];
 }
 
 /**
@@ -650,6 +679,7 @@ export function hostLayer(
   return {
     folders: [WORKSPACE, HOME],
     owner: SANDBOX_UID,
+    ...(env?.volumes?.length ? { volumes: env.volumes } : {}),
     env: expandedEnv({ ...env?.containerEnv, HOME }, imageEnv),
     user: `${SANDBOX_UID}:${SANDBOX_UID}`,
     workdir: WORKSPACE,

@@ -38,7 +38,7 @@ import { declaredStack, environmentImageFetcher, type DeclaredStack } from './se
 import { RepoTree } from '../repo-files';
 import { builtServices, serviceImageName } from '../service-build';
 import { recordedServices } from '../services';
-import type { FeatureSource } from '../feature-registry';
+import { proxiedFetch, type FeatureSource } from '../feature-registry';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -63,6 +63,14 @@ export interface SandboxEnvironment {
   stack: DeclaredStack;
 }
 
+/** The worker's fetch for registries, through its proxy with the extra CAs: one per CA file (its agents pool connections). */
+const registryFetches = new Map<string, typeof fetch>();
+function registryFetch(extraCaFile: string | undefined): typeof fetch {
+  const key = extraCaFile ?? '';
+  if (!registryFetches.has(key)) registryFetches.set(key, proxiedFetch(extraCaFile ? { extraCaFile } : {}));
+  return registryFetches.get(key)!;
+}
+
 /** Where corepack keeps the package managers it fetched: in the snapshot (node_modules is), not in home (it is not). */
 const COREPACK_HOME = '/workspace/node_modules/.cache/drydock-corepack';
 
@@ -75,7 +83,12 @@ export async function sandboxEnvironment(
 ) {
   const fetchImage = environmentImageFetcher(deps, { repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) });
   try {
-    const features = { root: featuresRoot(deps), repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) };
+    const features = {
+      root: featuresRoot(deps),
+      repo,
+      ...(pull ? { pull: { allowed: pull.allowed } } : {}),
+      fetchImpl: registryFetch(deps.extraCaCerts),
+    };
     return await environmentOf(deps, at, repo, { fetchImage, features }, pull?.egress ?? []);
   } catch (err) {
     if (err instanceof EnvironmentError)

@@ -25,7 +25,7 @@ import { ComposeError, readCompose } from '../compose';
 import { parseEnvFile } from '../compose-variables';
 import { RepoFileError, RepoTree } from '../repo-files';
 import type { ImageInfo, SandboxProvider, ServiceContainerSpec } from '../provider';
-import { EnvironmentError, type ImageFetcher, type RepoEnvironment } from '../repo-image';
+import { EnvironmentError, volumesOf, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
   RecordedServicesInvalid,
@@ -83,6 +83,10 @@ export async function declaredStack(
         args: parsed.dev.args,
         ...(parsed.dev.target ? { target: parsed.dev.target } : {}),
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
+        ...volumesOf([...(parsed.dev.volumes ?? []), ...(declared.volumes ?? [])]),
+        ...(parsed.dev.links || declared.links
+          ? { links: [...(parsed.dev.links ?? []), ...(declared.links ?? [])] }
+          : {}),
       };
       hostNames = parsed.dev.hostNames;
       const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));

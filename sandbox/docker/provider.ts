@@ -493,6 +493,7 @@ export class DockerProvider implements SandboxProvider {
       User: layer.user,
       WorkingDir: layer.workdir,
       Labels: { ...layer.labels, [LAYER_STAGING_LABEL]: name },
+      ...(layer.volumes?.length ? { Volumes: Object.fromEntries(layer.volumes.map((v) => [v, {}])) } : {}),
       NetworkDisabled: true,
       HostConfig: {
         NetworkMode: 'none',

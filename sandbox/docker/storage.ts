@@ -199,7 +199,9 @@ export class SandboxStorageRoot {
         ],
       },
     });
-    await this.docker.getContainer(filler.id).remove({ force: true });
+    // v: the anonymous volumes the engine made for the image's VOLUMEs (a dev container's named volumes are
+    // VOLUMEs of drydock's layer) go with it; the named lower volumes stay.
+    await this.docker.getContainer(filler.id).remove({ force: true, v: true });
     const marker = `drydock-lower-${key}-ready`;
     await this.docker.createVolume({
       Name: marker,

@@ -110,13 +110,15 @@ test('an image from a registry the operator did not allow is refused, naming the
 test("a compose file's unsupported field is refused at the build, naming the file and the field", async () => {
   const { repo } = await registered({
     '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
-    '.devcontainer/compose.yaml': `services:\n  app:\n    image: ${process.env.DRYDOCK_BASE_IMAGE}\n  db:\n    build: { context: ./db, ssh: [default] }\n    ports: ["15432:5432"]\n`,
+    // A port published on another number is fine (each service is at its container port); two on one port clash.
+    '.devcontainer/compose.yaml': `services:\n  app:\n    image: ${process.env.DRYDOCK_BASE_IMAGE}\n  db:\n    build: { context: ./db, ssh: [default] }\n    ports: ["15432:5432"]\n  replica:\n    image: ${process.env.DRYDOCK_BASE_IMAGE}\n    expose: [5432]\n`,
     '.drydock/setup.sh': 'true\n',
   });
   const failed = await buildSnapshot(stack, repo.url).catch((err: unknown) => err);
   const why = rootCause(failed as Error);
   expect(why).toContain('.devcontainer/compose.yaml: services.db.build.ssh: the isolated builder has no SSH agent');
-  expect(why).toContain('.devcontainer/compose.yaml: services.db.ports.0: publishes port 5432 as 15432');
+  expect(why).toContain('.devcontainer/compose.yaml: services.replica.ports: replica listens on port 5432 as db does');
+  expect(why).not.toContain('15432');
   expect((await snapshots.builds({ repo: repo.url })).map((b) => b.status)).toEqual(['failed']);
 }, 300_000);
 

@@ -7,7 +7,8 @@
  */
 import { ComposeError, parseComposeFiles, readCompose } from '../../sandbox/compose';
 import { parseEnvFile, substitute } from '../../sandbox/compose-variables';
-import { parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
+import { declaredStack } from '../../sandbox/activities/services';
+import { linkSteps, parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
 
 const DIR = '.devcontainer';
 const COMPOSE = `${DIR}/compose.yaml`;
@@ -217,6 +218,56 @@ describe('networks and names', () => {
   });
 });
 
+describe('ports: each service at its container port on the shared loopback', () => {
+  test('where Compose publishes a port (another number, a host address, a variable with no value) means nothing here', () => {
+    const parsed = stack({
+      [COMPOSE]: [
+        'services:',
+        '  app: { image: x, ports: ["8080:3000"] }',
+        '  db:',
+        `    image: ${PG}`,
+        '    ports: ["15432:5432", "127.0.0.1:${DB_PORT}:5432/tcp", {target: 5432, published: 1, host_ip: 0.0.0.0}]',
+        '  cache:',
+        '    image: drydock-service-redis:8',
+        '    ports: ["[::1]:${REDIS_PORT:-16379}:6379", "8001"]',
+        '    expose: [6380]',
+      ].join('\n'),
+    });
+    expect(parsed.services.map((s) => [s.name, s.ports])).toEqual([
+      ['db', [5432]],
+      ['cache', [6379, 8001, 6380]],
+    ]);
+  });
+
+  test('a variable in the container port still needs a value, named', () => {
+    expect(
+      problems({ [COMPOSE]: 'services:\n  app: { image: x }\n  db: { image: x, ports: ["5432:${PORT}"] }\n' }),
+    ).toEqual([
+      `${COMPOSE}: services.db.ports.0: \${PORT} has no value in the project's .env, and drydock does not read the host's environment: set it in .env, or write \${PORT:-value}`,
+    ]);
+  });
+
+  test('two services on one container port are refused, naming both; the dev service counts unless it is in another namespace', () => {
+    const clash = (app: string) =>
+      problems({
+        [COMPOSE]: [
+          'services:',
+          `  app: { image: x${app} }`,
+          `  web: { image: ${PG}, ports: ["8081:80"] }`,
+          `  admin: { image: ${PG}, ports: ["8082:80", "3000"] }`,
+        ].join('\n'),
+      });
+    const both =
+      "and a sandbox's services share one loopback, where each is reached at its container port: move one to another port (its command or environment), or leave it out (profiles, runServices)";
+    expect(clash('')).toEqual([`${COMPOSE}: services.admin.ports: admin listens on port 80 as web does, ${both}`]);
+    expect(clash(', ports: ["3000:3000"]')).toEqual([
+      `${COMPOSE}: services.admin.ports: admin listens on port 3000 as app does, ${both}`,
+      `${COMPOSE}: services.admin.ports: admin listens on port 80 as web does, ${both}`,
+    ]);
+    expect(clash(', ports: ["3000"], network_mode: service:web')).toHaveLength(1);
+  });
+});
+
 describe('several files, profiles, runServices', () => {
   test('a second file is merged into the first as docker compose -f a -f b does', () => {
     const parsed = stack(
@@ -320,6 +371,44 @@ describe('the dev service', () => {
     // A volume keeps a folder of the container, as a sandbox keeps its folders in its snapshot; a healthcheck waits on nothing here.
     const kept = '    volumes: [node_modules:/workspace/node_modules, /cache, {type: tmpfs, target: /tmp/x}]\n';
     expect(dev(`${kept}    healthcheck: { test: [CMD, "true"] }\n`)).toEqual([]);
+    // ... each a writable folder of the sandbox (repo-image.ts volumesOf keeps those outside /workspace, home and /tmp).
+    expect(stack({ [COMPOSE]: `services:\n  app:\n    image: x\n${kept}` }).dev.volumes).toEqual([
+      '/workspace/node_modules',
+      '/cache',
+      '/tmp/x',
+    ]);
+  });
+
+  test('a folder or file of the repo the dev service mounts elsewhere is a link to its place in /workspace', async () => {
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
+      [COMPOSE]:
+        'services:\n  app:\n    image: x\n    volumes: ["../backend:/app", "./app.ini:/etc/app/app.ini:ro", "..:/srv/repo"]\n',
+    };
+    const env = parseDevcontainer(files['.devcontainer/devcontainer.json'], '.devcontainer/devcontainer.json');
+    const { environment } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(environment?.links).toEqual([
+      { path: '/app', to: '/workspace/backend' },
+      { path: '/etc/app/app.ini', to: '/workspace/.devcontainer/app.ini' },
+      { path: '/srv/repo', to: '/workspace' },
+    ]);
+    // Made as root in drydock's layer by the builder, replacing what the image has there as a bind mount hides it.
+    expect(linkSteps(environment!.links!.slice(0, 2))).toEqual([
+      'USER root',
+      'RUN ["/bin/sh","-c","rm -rf /app && mkdir -p / && ln -s /workspace/backend /app && ' +
+        'rm -rf /etc/app/app.ini && mkdir -p /etc/app && ln -s /workspace/.devcontainer/app.ini /etc/app/app.ini"]',
+    ]);
+  });
+
+  test("the dev service's named volumes become the environment's VOLUMEs, those in /workspace excepted", async () => {
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' }),
+      [COMPOSE]:
+        'services:\n  app:\n    image: x\n    volumes: [nm:/workspace/node_modules, history:/commandhistory]\n',
+    };
+    const env = parseDevcontainer(files['.devcontainer/devcontainer.json'], '.devcontainer/devcontainer.json');
+    const { environment } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(environment?.volumes).toEqual(['/commandhistory']);
   });
 
   test.each([
@@ -330,17 +419,39 @@ describe('the dev service', () => {
       /services\.app\.volumes\.0: a folder of the host, which a sandbox never mounts/,
     ],
     [
-      '    volumes: ["./config:/etc/app"]\n',
-      /services\.app\.volumes\.0: ".\/config" is in the repository, which a sandbox has at \/workspace/,
+      '    volumes: ["./src:/workspace/src2"]\n',
+      /services\.app\.volumes\.0: ".\/src" is in the repository, and \/workspace\/src2 is in \(or holds\) the sandbox's own/,
+    ],
+    [
+      '    volumes: ["./x:/home"]\n',
+      /services\.app\.volumes\.0: "\.\/x" is in the repository, and \/home is in \(or holds\)/,
+    ],
+    [
+      '    volumes: ["./x:/usr"]\n',
+      /services\.app\.volumes\.0: "\.\/x" is in the repository, and \/usr is a system folder/,
     ],
     ['    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n', /services\.app\.volumes\.0: /],
     ['    secrets: [s]\n', /services\.app\.secrets: not supported by drydock for the dev container/],
     ['    working_dir: /src\n', /services\.app\.working_dir: not supported by drydock for the dev container/],
+    ['    volumes: ["data:/usr"]\n', /services\.app\.volumes\.0: \/usr is a system folder of the sandbox's image/],
     ['    privileged: true\n', /services\.app\.privileged: services run without privileges/],
     ['    user: root\n', /services\.app\.user: sandboxes never run as root/],
     ['    network_mode: host\n', /services\.app\.network_mode: /],
+    [
+      '    security_opt: [seccomp:unconfined]\n',
+      /services\.app\.security_opt\.0: "seccomp:unconfined": services run under/,
+    ],
   ])('refuses %j naming the field', (lines, message) => {
     expect(dev(lines).join('\n')).toMatch(message);
+  });
+
+  test("what drydock does already (no new privileges, capabilities dropped) and the dev service's own limits are accepted", () => {
+    const hardened = '    security_opt: ["no-new-privileges:true"]\n    cap_drop: [ALL]\n';
+    expect(dev(`${hardened}    mem_limit: 2g\n    cpus: 2\n    pids_limit: 100\n`)).toEqual([]);
+    expect(dev(`  db:\n    image: ${PG}\n${hardened}`)).toEqual([]);
+    expect(dev(`  db:\n    image: ${PG}\n    security_opt: [no-new-privileges, "apparmor:unconfined"]\n`)).toEqual([
+      `${COMPOSE}: services.db.security_opt.1: "apparmor:unconfined": services run under drydock's security options (no new privileges, Docker's seccomp profile): remove it`,
+    ]);
   });
 });
 
@@ -368,8 +479,8 @@ describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused b
       /remoteEnv\.TOKEN: \$\{localEnv:TOKEN\} is of the developer's machine/,
     ],
     [
-      { mounts: ['source=cache,target=/cache,type=volume'] },
-      /devcontainer\.json: mounts\.0: "source=cache,target=\/cache,type=volume": a named volume keeps a folder across rebuilds/,
+      { mounts: ['source=/home/me/cache,target=/cache,type=bind'] },
+      /devcontainer\.json: mounts\.0: "source=\/home\/me\/cache,target=\/cache,type=bind": a folder of the developer's machine/,
     ],
     [
       { runArgs: ['--init', '--cap-add=SYS_PTRACE'] },

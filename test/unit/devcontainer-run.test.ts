@@ -5,7 +5,7 @@
  */
 import { declaredStack } from '../../sandbox/activities/services';
 import { propertyProblems, runSettingsOf } from '../../sandbox/devcontainer-run';
-import { parseDevcontainer } from '../../sandbox/repo-image';
+import { hostLayer, parseDevcontainer } from '../../sandbox/repo-image';
 
 const SOURCE = '.devcontainer/devcontainer.json';
 const dc = (extra: object) => parseDevcontainer(JSON.stringify({ image: 'drydock-sandbox-base', ...extra }), SOURCE);
@@ -37,6 +37,8 @@ test('-e NAME=value and --env-file of the repo are honoured; what drydock does a
   expect(settings).toEqual({
     env: { MODE: 'test', EMPTY: '' },
     envFiles: ['.devcontainer/dev.env', 'config/app.env'],
+    volumes: [],
+    links: [],
     problems: [],
   });
 });
@@ -75,12 +77,47 @@ test.each([
     /the Docker socket is never given to a sandbox/,
   ],
   [
-    { source: '${localWorkspaceFolder}', target: '/code', type: 'bind' },
+    { source: '${localWorkspaceFolder}/x', target: '/workspace/y', type: 'bind' },
     /a folder of the repository, which a sandbox has at \/workspace/,
   ],
-  ['source=venv,target=/workspace/.venv,type=volume', /a named volume keeps a folder across rebuilds/],
+  ['source=etc,target=/etc,type=volume', /mounts\.0: "source=etc,target=\/etc,type=volume": \/etc is a system folder/],
+  [{ source: 'x', target: 'relative', type: 'volume' }, /needs an absolute target path/],
 ])('mounts %j is refused, naming the entry and why', (mount, message) => {
   expect(runSettingsOf([], [mount], SOURCE).problems).toEqual([expect.stringMatching(message)]);
+});
+
+test('a folder of the repo mounted elsewhere is a link to its place in /workspace; the repo where it is, nothing', () => {
+  const mounts = [
+    { source: '${localWorkspaceFolder}', target: '/code', type: 'bind' },
+    'source=${localWorkspaceFolder}/.devcontainer/state,target=/home/vscode/.claude,type=bind,consistency=cached',
+    'source=${localWorkspaceFolder},target=/workspaces/app,type=bind',
+  ];
+  expect(runSettingsOf([], mounts, SOURCE)).toMatchObject({
+    problems: [],
+    links: [
+      { path: '/code', to: '/workspace' },
+      { path: '/home/vscode/.claude', to: '/workspace/.devcontainer/state' },
+    ],
+  });
+  expect(dc({ mounts }).links).toHaveLength(2);
+});
+
+test("named volumes are folders of the sandbox: the workspace's and home's kept in the snapshot, others VOLUMEs of drydock's layer", () => {
+  const mounts = [
+    'source=venv-${devcontainerId},target=/workspace/.venv,type=volume',
+    'source=history,target=/commandhistory,type=volume',
+    { source: 'pip', target: '/home/vscode/.cache/pip/', type: 'volume' },
+    'source=x,dst=/home/drydock/.cache,type=volume',
+    'type=volume,source=tmp,target=/tmp/x',
+  ];
+  expect(runSettingsOf([], mounts, SOURCE)).toMatchObject({
+    problems: [],
+    volumes: ['/workspace/.venv', '/commandhistory', '/home/vscode/.cache/pip/', '/home/drydock/.cache', '/tmp/x'],
+  });
+  const env = dc({ mounts });
+  expect(env.volumes).toEqual(['/commandhistory', '/home/vscode/.cache/pip']);
+  expect(hostLayer(env, [])).toMatchObject({ volumes: ['/commandhistory', '/home/vscode/.cache/pip'] });
+  expect(dc({ mounts: [mounts[0]] }).volumes).toBeUndefined();
 });
 
 test("properties of an editor or of the developer's machine are harmless; privileges refused; an unknown one named", () => {

@@ -206,7 +206,10 @@ x-anchors: { anything: 1 }
       '  db:\n    image: x\n    networks: {back: {ipv4_address: 10.0.0.2}}\n',
       /services\.db\.networks\.back\.ipv4_address: every service shares the sandbox's loopback/,
     ],
-    ['  db:\n    image: x\n    ports: ["15432:5432"]\n', /services\.db\.ports\.0: publishes port 5432 as 15432/],
+    [
+      '  db:\n    image: x\n    ports: ["15432:5432"]\n  db2:\n    image: x\n    expose: [5432]\n',
+      /services\.db2\.ports: db2 listens on port 5432 as db does, and a sandbox's services share one loopback/,
+    ],
     ['  db:\n    image: x\n    privileged: true\n', /services\.db\.privileged: services run without privileges/],
     ['  db:\n    image: x\n    cap_add: [NET_ADMIN]\n', /services\.db\.cap_add: /],
     [
