@@ -125,7 +125,7 @@ describe('a prompt-injected agent in a live sandbox', () => {
     expect(host.SecurityOpt).toEqual(['no-new-privileges']); // and so Docker's default seccomp profile
     expect(host.Privileged).toBe(false);
     expect(host.ReadonlyRootfs).toBe(true);
-    expect(host.Tmpfs).toEqual({ '/tmp': `rw,nosuid,nodev,size=${64 * 1024 ** 2},mode=1777` });
+    expect(host.Tmpfs).toEqual({ '/tmp': `rw,exec,nosuid,nodev,size=${64 * 1024 ** 2},mode=1777` });
     expect(host.NetworkMode).toBe('none');
     expect(Object.keys(info.NetworkSettings.Networks)).toEqual(['none']);
     expect(host.PidMode).toBe('');
