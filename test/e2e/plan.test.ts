@@ -84,6 +84,8 @@ test('a plan written reading only, amended by a follow-up, approved, then carrie
   await handle.executeUpdate(decide, {
     args: [{ decision: 'approve', action: 'plan', by: 'alice', change: second.pendingApproval!.change }],
   });
+  // The plan's approval leaves the phase awaiting_approval until the workflow moves on: wait for the push's gate.
+  await waitForStatus(handle, (s) => s.pendingApproval?.action === 'push', 120_000);
   const final = await approvePush(handle);
   expect(final.phase).toBe('completed');
   expect(final.plan).toMatchObject({ state: 'approved', version: 2, approvedBy: 'alice' });
