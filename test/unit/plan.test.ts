@@ -12,6 +12,10 @@ import {
   sha256Hex,
 } from '../../workflows/rules/plan';
 import { cliPrompt } from '../../workflows/rules/prompts';
+import type { SessionStatus } from '../../workflows/api';
+import { formatStatus } from '../../cli/sessions';
+import { statusMessage } from '../../slack/message';
+import { sessionLive } from '../../workers/console/session';
 
 test("the workflow's sha256 is Node's, over any text", () => {
   const texts = ['', 'abc', 'x'.repeat(55), 'x'.repeat(56), 'y'.repeat(1000), 'é😀\ud800 plan', '\u0000\u00ff\uffff'];
@@ -73,4 +77,60 @@ test('plan: in the input, its script steps, and the repo default for model and C
   // A script's plan needs its planSteps: the repo's default does not reach it; nor parallel attempts.
   expect(planOf({ ...base, agent: { steps: [{ run: 'true' }] } })).toBe(false);
   expect(planOf({ ...base, attempts: 2, agent: { kind: 'openai', model: 'm' } })).toBe(false);
+});
+
+describe('the plan at its gate, where people see it', () => {
+  const text = boundPlan('1. <b>edit</b> README.md\n2. run \u001b[2Jthe tests');
+  const pending = {
+    action: 'plan' as const,
+    change: planHash(text, 2),
+    approvers: ['alice'],
+    deadline: '2026-12-05T00:00:00.000Z',
+    evidence: { branch: 'drydock/s', commit: '', diffstat: '', tests: '', screenshots: [], plan: { text, version: 2 } },
+  };
+  const status: SessionStatus = {
+    sessionId: 's-plan',
+    repo: 'acme/app',
+    task: 't',
+    phase: 'awaiting_approval',
+    startedAt: '2026-12-05T00:00:00.000Z',
+    timeline: [],
+    decisions: [],
+    refusedDecisions: [],
+    pendingApproval: pending,
+  };
+
+  test('the console shows it escaped, with the buttons bound to its hash', () => {
+    const html = sessionLive(status, {}, 'alice');
+    expect(html).toContain('<pre id="plan">1. &lt;b&gt;edit&lt;/b&gt; README.md\n2. run [2Jthe tests</pre>');
+    expect(html).toContain(`data-action="plan" data-change="${pending.change}"`);
+  });
+
+  test('drydock status prints it with how to approve, amend or reject', () => {
+    const out = formatStatus(status);
+    expect(out).toContain('waiting for approval of the plan (version 2)');
+    expect(out).toContain('    2. run [2Jthe tests');
+    expect(out).toContain(`bin/drydock approve s-plan --change ${pending.change}`);
+    expect(out).toContain('bin/drydock followup s-plan');
+  });
+
+  test('Slack shows it as preformatted text, with Approve when it is shown whole', () => {
+    const report = {
+      sessionId: 's-plan',
+      repo: 'acme/app',
+      task: 't',
+      phase: 'awaiting_approval' as const,
+      round: 1,
+      startedAt: status.startedAt,
+      pending: { action: 'plan' as const, change: pending.change, diffstat: '', tests: '', approvers: [], plan: text },
+    };
+    const links = { console: 'http://console/s-plan', temporal: 'http://temporal/s-plan' };
+    const json = JSON.stringify(statusMessage(report, links));
+    expect(json).toContain('Waiting for approval of *plan*');
+    expect(json).toContain(JSON.stringify(text).slice(1, -1));
+    expect(json).toContain('"action_id":"approve"');
+    const cut = JSON.stringify(statusMessage({ ...report, pending: { ...report.pending, planCut: true } }, links));
+    expect(cut).not.toContain('"action_id":"approve"');
+    expect(cut).toContain('the plan below is cut');
+  });
 });

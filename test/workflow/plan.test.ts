@@ -118,6 +118,41 @@ test('a plan is written reading only, amended by a follow-up, approved, then car
   expect(run.status.agent!.summary).toBe('changed hello.txt and README.md');
 });
 
+test('a plan survives continue-as-new: asked once, its gate and its approval in the run that follows', async () => {
+  const run = await runSession(
+    harness,
+    'plan-continued',
+    {
+      repo: REPO,
+      task: 'greet in two files',
+      plan: true,
+      agent: { kind: 'openai', model: 'gpt-test', continueAsNewEvery: 1 },
+    },
+    { modelCall: planningModel() },
+    async (handle) => {
+      const first = await awaitStatus(handle, (s) => s.pendingApproval?.action === 'plan', 'plan 1 at its gate');
+      await handle.executeUpdate(decide, {
+        args: [{ decision: 'approve', action: 'plan', by: 'alice', change: first.pendingApproval!.change }],
+      });
+    },
+  );
+  expect(run.error).toBeUndefined();
+  expect(run.status.phase).toBe('completed');
+  expect(run.status.agent!.runs).toBe(2); // continued as new while it planned (before turn 2)
+  expect(run.status.plan).toMatchObject({ state: 'approved', version: 1, approvedBy: 'alice' });
+  // One request for the plan, one approved plan: nothing asked twice across the runs.
+  const told = (run.args.addAgentMessage as { index: number; content: string }[]).map((m) => m.content);
+  expect(told.map((t) => t.split('\n')[0])).toEqual([
+    expect.stringMatching(/^Before you change anything/),
+    'Your plan was approved by alice. Carry it out now: all tools are available again.',
+  ]);
+  expect((run.args.runTool as ToolCallInput[]).map((a) => [a.turn, a.planning ?? false])).toEqual([
+    [1, true],
+    [1, true],
+  ]);
+  expect(run.status.agent!.summary).toMatch(/README.md/); // turn 3: the work, done at once
+});
+
 test('a rejected plan ends the session before any change', async () => {
   const run = await runSession(
     harness,
