@@ -13,7 +13,9 @@ import type { StepInput } from '../../sandbox/contract';
 import { decide, followup, type SessionStatus } from '../../workflows/api';
 import { planHash } from '../../workflows/rules/plan';
 import {
+  acceptAsGiven,
   awaitStatus,
+  OPEN_POLICY,
   modelAnswer,
   type ModelAnswer,
   runSession,
@@ -151,6 +153,36 @@ test('a plan survives continue-as-new: asked once, its gate and its approval in 
     [1, true],
   ]);
   expect(run.status.agent!.summary).toMatch(/README.md/); // turn 3: the work, done at once
+});
+
+test('a plan waiting past parkAfter parks the sandbox; approved, the work brings one back from the checkpoint', async () => {
+  const run = await runSession(
+    harness,
+    'plan-parked',
+    { repo: REPO, task: 'greet', plan: true, agent: { kind: 'openai', model: 'gpt-test' } },
+    {
+      repoPolicy: acceptAsGiven({ ...OPEN_POLICY, parkAfter: '15m' }),
+      modelCall: async ({ turn }) => ({ ...modelAnswer(turn, []), content: turn === 1 ? 'Plan: greet' : 'greeted' }),
+    },
+    async (handle) => {
+      await awaitStatus(handle, (s) => s.pendingApproval?.action === 'plan', 'the plan at its gate');
+      await harness.env.sleep('16m');
+      const parked = await awaitStatus(handle, (s) => s.parked !== undefined, 'the session parked');
+      expect(parked.phase).toBe('awaiting_approval');
+      await handle.executeUpdate(decide, {
+        args: [{ decision: 'approve', action: 'plan', by: 'alice', change: parked.pendingApproval!.change }],
+      });
+    },
+  );
+  expect(run.error).toBeUndefined();
+  expect(run.status.phase).toBe('completed');
+  expect(run.calls.filter((c) => /^(provision|destroy)Sandbox/.test(c))).toEqual([
+    'provisionSandbox',
+    'destroySandbox', // parked at the plan gate
+    'provisionSandbox 1', // brought back for the work
+    'destroySandbox 1',
+  ]);
+  expect(run.status.restarts ?? 0).toBe(0);
 });
 
 test('a rejected plan ends the session before any change', async () => {

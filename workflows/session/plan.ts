@@ -8,7 +8,7 @@
  * wall time; the wait for a person does not, and the work after the approval
  * gets the wall time again, as a follow-up round does.
  */
-import { CancellationScope, condition } from '@temporalio/workflow';
+import { CancellationScope } from '@temporalio/workflow';
 import type { CommitResult } from '../../sandbox/contract';
 import type { PlanState } from '../api';
 import { describeStop } from '../rules/budget';
@@ -17,7 +17,7 @@ import { amendRequest, approvedPlanMessage, boundPlan, planHash, planRequest, sc
 import { durationMs } from '../units';
 import { checkAcceptance } from './acceptance';
 import { cliAgent, workUntilVerified } from './agents';
-import { PAST } from './approval';
+import { PAST, waitOrPark } from './approval';
 import { SessionEnd } from './errors';
 import { modelAgent, startConversation } from './model-agent';
 import { anyHost, onHost } from './proxies';
@@ -131,7 +131,8 @@ async function planGate(run: SessionRun): Promise<Followup[] | undefined> {
   };
   run.setPhase('awaiting_approval');
   const verdict = await run.track('approval: plan', async (record) => {
-    await condition(() => run.verdicts.has('plan') || run.followups.length > 0, timeoutMs);
+    // Past the operator's DRYDOCK_PARK_AFTER the sandbox is parked; the amended plan or the work brings one back.
+    await waitOrPark(run, () => run.verdicts.has('plan') || run.followups.length > 0, timeoutMs);
     const decided = run.verdicts.get('plan');
     record.detail = decided
       ? `plan ${plan.version} ${PAST[decided.decision]} by ${decided.by}`
