@@ -10,7 +10,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import type { ToolCallInput } from '../../agent-loop/contract';
 import type { StepInput } from '../../sandbox/contract';
-import { decide, followup, type SessionStatus } from '../../workflows/api';
+import { decide, followup, reject, type SessionStatus } from '../../workflows/api';
 import { planHash } from '../../workflows/rules/plan';
 import {
   acceptAsGiven,
@@ -185,7 +185,7 @@ test('a plan waiting past parkAfter parks the sandbox; approved, the work brings
   expect(run.status.restarts ?? 0).toBe(0);
 });
 
-test('a rejected plan ends the session before any change', async () => {
+test('a plan rejected from the Temporal UI (the reject signal) ends the session before any change', async () => {
   const run = await runSession(
     harness,
     'plan-rejected',
@@ -193,9 +193,8 @@ test('a rejected plan ends the session before any change', async () => {
     { modelCall: async ({ turn }) => ({ ...modelAnswer(turn, []), content: 'Plan: rewrite everything' }) },
     async (handle) => {
       await awaitStatus(handle, (s) => s.pendingApproval?.action === 'plan', 'the plan at its gate');
-      await handle.executeUpdate(decide, {
-        args: [{ decision: 'reject', action: 'plan', by: 'bob', comment: 'too big' }],
-      });
+      // As from the Temporal UI: the reject signal, bound to the plan on display.
+      await handle.signal(reject, { action: 'plan', by: 'bob', comment: 'too big' });
     },
   );
   expect(run.status.phase).toBe('rejected');
