@@ -1,0 +1,240 @@
+/// <reference lib="dom" />
+/**
+ * The console's desktop end to end (real Temporal, Docker, git, PostgreSQL, a
+ * headless Chromium for the person and a Chromium on the desktop for the
+ * check): an approver opens the desktop from the session page while the agent
+ * works, noVNC shows the display's first frame, and while the browser check
+ * runs its page (a magenta one) is on that display, seen in the person's
+ * canvas; the check still passes. A reader gets no desktop page, and a
+ * socket from another site's page, of another person or for another session
+ * is refused. Opening and closing are in the audit trail under the person's
+ * name; the desktop goes with the sandbox at teardown.
+ */
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { Pool } from 'pg';
+import WebSocket from 'ws';
+import { AuditTrail } from '../../store/audit';
+import { Redactor } from '../../platform/scrub';
+import { baseImageTag } from '../../sandbox-images/base-image';
+import { ensureDesktopImage } from '../../sandbox-images/desktop-image';
+import { personalTokens } from '../support/identity';
+import {
+  containersOf,
+  endSessions,
+  inPhase,
+  makeFixtureRepo,
+  newSessionId,
+  startServe,
+  startSession,
+  startStack,
+  testAuditKey,
+  waitForStatus,
+  type TestStack,
+} from '../support/helpers';
+
+const REPO = 'acme/fixture';
+const IDENTITIES = `people:
+  alice: {}
+  dave: {}
+roles:
+  ${REPO}:
+    approver: alice
+    reader: dave
+`;
+/** The app: a magenta page whose #late element comes after 4 s, so the check shows it that long. */
+const INDEX = `<!doctype html><title>desktop fixture</title><body style="margin:0;background:#ff00ff;height:100vh">
+<h1>desktop fixture</h1><script>setTimeout(() => { const p = document.createElement('p'); p.id = 'late';
+p.textContent = 'late'; document.body.appendChild(p); }, 4000);</script></body>`;
+
+let stack: TestStack;
+let serve: Awaited<ReturnType<typeof startServe>>;
+let browser: Browser;
+let pool: Pool;
+let repo: { url: string; bare: string };
+let tokens: Record<'alice' | 'dave', string>;
+const toEnd: string[] = [];
+
+beforeAll(async () => {
+  repo = await makeFixtureRepo({ 'index.html': INDEX });
+  tokens = await personalTokens('alice', 'dave');
+  const identities = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-desktop-')), 'identities.yaml');
+  await writeFile(identities, IDENTITIES);
+  stack = await startStack();
+  // Built before the clock starts (about 20 s the first time on a host): serve would build it at the first open.
+  await ensureDesktopImage(stack.config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()), () => undefined);
+  serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repo.url}`] });
+  pool = new Pool({ connectionString: process.env.DATABASE_URL });
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+});
+afterAll(async () => {
+  await endSessions(stack.client, toEnd);
+  await browser?.close();
+  await pool?.end();
+  await serve?.close();
+  await stack?.stop();
+});
+
+async function signedIn(token: string): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+  await page.goto(serve.url);
+  await page.fill('input[name=token]', token);
+  await page.click('button[type=submit]');
+  await page.waitForURL(`${serve.url}/`);
+  return page;
+}
+
+/** What the person's noVNC canvas holds: how many pixels are drawn at all, and how many are magenta. */
+function canvasPixels(page: Page): Promise<{ drawn: number; magenta: number; width: number }> {
+  return page.evaluate(() => {
+    const canvas = document.querySelector<HTMLCanvasElement>('#desktop canvas');
+    if (!canvas || canvas.width < 2) return { drawn: 0, magenta: 0, width: 0 };
+    const data = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
+    let drawn = 0;
+    let magenta = 0;
+    for (let i = 0; i < data.length; i += 4 * 7) {
+      if (data[i + 3] === 0) continue;
+      drawn++;
+      if (data[i] > 200 && data[i + 1] < 60 && data[i + 2] > 200) magenta++;
+    }
+    return { drawn, magenta, width: canvas.width };
+  });
+}
+
+async function waitForCanvas(
+  page: Page,
+  ok: (p: { drawn: number; magenta: number }) => boolean,
+  timeoutMs: number,
+  phase: () => Promise<string> = async () => '',
+) {
+  for (const until = Date.now() + timeoutMs; ;) {
+    const pixels = await canvasPixels(page);
+    if (ok(pixels)) return pixels;
+    if (Date.now() > until) {
+      const state = await page.locator('#desktop-state').innerText();
+      throw new Error(`the desktop never showed it: ${JSON.stringify(pixels)}; page says "${state}"; ${await phase()}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A socket opened by Node as another page would, with these headers: the HTTP status of the refusal. */
+function socketAnswer(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { headers });
+    socket.on('unexpected-response', (req, res) => {
+      res.resume();
+      req.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    socket.on('open', () => {
+      socket.terminate();
+      reject(new Error('the socket opened'));
+    });
+    socket.on('error', () => undefined);
+  });
+}
+
+test('an approver watches the browser check on the desktop; a reader and other sites get no way in', async () => {
+  const id = newSessionId('desktop');
+  toEnd.push(id);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'greet in the README',
+    requestedBy: 'alice',
+    // Long enough to open the desktop before the check.
+    agent: { steps: [{ run: 'echo hello >> README.md; sleep 25' }] },
+    verify: {
+      test: 'sh check.sh',
+      browser: {
+        start: 'python3 -m http.server 8123 --bind 127.0.0.1',
+        url: 'http://localhost:8123/',
+        readyTimeout: '20s',
+        checks: [{ path: '/', expectSelector: '#late' }],
+      },
+    },
+    approval: { required: ['push'], approvers: ['alice'] },
+  });
+  await waitForStatus(handle, (s) => s.phase === 'agent' && s.sandbox !== undefined, 120_000);
+
+  // A reader may look at the session but gets no desktop.
+  const dave = await signedIn(tokens.dave);
+  const refused = await dave.goto(`${serve.url}/sessions/${id}/desktop`);
+  expect(refused!.status()).toBe(403);
+  expect(await refused!.json()).toEqual({
+    error: expect.stringMatching(/that needs the approver role \(dave is a reader\)/),
+  });
+  await dave.close();
+
+  // Another site's page, another person, another session: refused before any desktop is made.
+  const cookie = `drydock_token=${encodeURIComponent(tokens.alice)}`;
+  const html = await (await fetch(`${serve.url}/sessions/${id}/desktop`, { headers: { cookie } })).text();
+  const ticket = /data-ticket="([^"]+)"/.exec(html)![1];
+  const socketUrl = `${serve.url.replace('http:', 'ws:')}/sessions/${id}/desktop/socket?ticket=${ticket}`;
+  expect(await socketAnswer(socketUrl, { cookie, origin: 'http://evil.example' })).toBe(403);
+  expect(
+    await socketAnswer(socketUrl.replace(`/sessions/${id}/`, `/sessions/${id}-other/`), { cookie, origin: serve.url }),
+  ).toBe(403);
+  expect(
+    await socketAnswer(socketUrl, { cookie: `drydock_token=${encodeURIComponent(tokens.dave)}`, origin: serve.url }),
+  ).toBe(403);
+  // A terminal's ticket opens no desktop.
+  const terminalHtml = await (await fetch(`${serve.url}/sessions/${id}/terminal`, { headers: { cookie } })).text();
+  const terminalTicket = /data-ticket="([^"]+)"/.exec(terminalHtml)![1];
+  expect(await socketAnswer(socketUrl.replace(ticket, terminalTicket), { cookie, origin: serve.url })).toBe(403);
+  expect(await containersOf(id)).not.toContainEqual(
+    expect.objectContaining({ Names: [expect.stringMatching(/-desktop$/)] }),
+  );
+
+  const alice = await signedIn(tokens.alice);
+  await alice.goto(`${serve.url}/sessions/${id}`);
+  const clicked = Date.now();
+  await alice.click('#open-desktop');
+  await waitForCanvas(alice, (p) => p.drawn > 0, 60_000);
+  const firstFrameMs = Date.now() - clicked;
+  expect(await alice.locator('#desktop-state').innerText()).toMatch(/^connected/);
+
+  // The check's Chromium draws the magenta app on the display: the person sees it in their canvas.
+  const seen = await waitForCanvas(
+    alice,
+    (p) => p.magenta > 1000,
+    240_000,
+    () => waitForStatus(handle, () => true, 10_000).then((s) => s.phase),
+  );
+  const during = await waitForStatus(handle, () => true, 10_000);
+  console.log(
+    `console desktop: click → first frame ${firstFrameMs} ms; the check's page seen (${seen.magenta} samples)`,
+  );
+  expect(during.phase).toBe('verifying');
+  await alice.screenshot({ path: path.join(tmpdir(), `${id}-desktop.png`) });
+
+  const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+  expect(waiting.verification?.browser?.outcome).toBe('passed');
+  await alice.close();
+
+  const auditTrail = new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey());
+  for (const until = Date.now() + 30_000; ;) {
+    const rows = (await auditTrail.events(id)).filter((e) => e.kind === 'desktop');
+    if (rows.some((e) => e.data.event === 'closed') || Date.now() > until) {
+      expect(rows.map((e) => [e.actor, e.data.event])).toEqual([
+        ['alice', 'opened'],
+        ['alice', 'closed'],
+      ]);
+      expect(rows[1].data.inputMessages).toBeGreaterThan(0);
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  // The desktop goes with the sandbox at teardown.
+  expect(await containersOf(id)).toContainEqual(
+    expect.objectContaining({ Names: [`/${waiting.sandbox!.name}-desktop`] }),
+  );
+  await endSessions(stack.client, [id]);
+  expect(await containersOf(id)).toHaveLength(0);
+}, 600_000);
