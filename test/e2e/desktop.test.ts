@@ -10,6 +10,7 @@
  * is refused. Opening and closing are in the audit trail under the person's
  * name; the desktop goes with the sandbox at teardown.
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -20,6 +21,7 @@ import { AuditTrail } from '../../store/audit';
 import { Redactor } from '../../platform/scrub';
 import { baseImageTag } from '../../sandbox-images/base-image';
 import { ensureDesktopImage } from '../../sandbox-images/desktop-image';
+import { desktopContainerName, VNC_BRIDGE } from '../../sandbox/desktop';
 import { personalTokens } from '../support/identity';
 import {
   containersOf,
@@ -124,6 +126,66 @@ async function waitForCanvas(
   }
 }
 
+/**
+ * What the display holds, read by a VNC client of the test's own through the
+ * companion's socket (the way serve reaches it): whole frames in Raw encoding,
+ * one after another, each counted for magenta pixels, until `stop`.
+ */
+function watchDisplay(container: string) {
+  const client = spawn('docker', ['exec', '-i', container, ...VNC_BRIDGE], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let buffered = Buffer.alloc(0);
+  let wake: (() => void) | undefined;
+  client.stdout.on('data', (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    wake?.();
+  });
+  const read = async (n: number) => {
+    while (buffered.length < n) await new Promise<void>((resolve) => (wake = resolve));
+    const out = buffered.subarray(0, n);
+    buffered = buffered.subarray(n);
+    return out;
+  };
+  let stopped = false;
+  let best = 0;
+  const done = (async () => {
+    await read(12);
+    client.stdin.write('RFB 003.008\n');
+    await read((await read(1))[0]);
+    client.stdin.write(Buffer.from([1]));
+    await read(4);
+    client.stdin.write(Buffer.from([1]));
+    const init = await read(24);
+    await read(init.readUInt32BE(20));
+    const [w, h] = [init.readUInt16BE(0), init.readUInt16BE(2)];
+    client.stdin.write(Buffer.from([2, 0, 0, 1, 0, 0, 0, 0])); // Raw only
+    while (!stopped) {
+      const request = Buffer.alloc(10);
+      request.writeUInt8(3, 0);
+      request.writeUInt16BE(w, 6);
+      request.writeUInt16BE(h, 8);
+      client.stdin.write(request);
+      const head = await read(4);
+      let magenta = 0;
+      for (let r = head.readUInt16BE(2); r > 0; r--) {
+        const rect = await read(12);
+        const pixels = await read(rect.readUInt16BE(4) * rect.readUInt16BE(6) * 4);
+        for (let i = 0; i < pixels.length; i += 4)
+          if (pixels[i] > 200 && pixels[i + 1] < 60 && pixels[i + 2] > 200) magenta++;
+      }
+      best = Math.max(best, magenta);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+  return {
+    seen: () => best,
+    stop: async () => {
+      stopped = true;
+      client.kill();
+      await done.catch(() => undefined);
+    },
+  };
+}
+
 /** A socket opened by Node as another page would, with these headers: the HTTP status of the refusal. */
 function socketAnswer(url: string, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -200,18 +262,30 @@ test('an approver watches the browser check on the desktop; a reader and other s
   const firstFrameMs = Date.now() - clicked;
   expect(await alice.locator('#desktop-state').innerText()).toMatch(/^connected/);
 
-  // The check's Chromium draws the magenta app on the display: the person sees it in their canvas.
-  const seen = await waitForCanvas(
-    alice,
-    (p) => p.magenta > 1000,
-    240_000,
-    () => waitForStatus(handle, () => true, 10_000).then((s) => s.phase),
-  );
-  const during = await waitForStatus(handle, () => true, 10_000);
+  // The check's Chromium draws the magenta app on the display: on the display itself (read by a VNC
+  // client of the test's, through the companion's socket) and in the person's canvas.
+  await alice.bringToFront();
+  const sandbox = (await waitForStatus(handle, (s) => s.sandbox !== undefined, 10_000)).sandbox!.name;
+  const display = watchDisplay(desktopContainerName(sandbox));
+  let canvasSaw = 0;
+  let phaseSeen = '';
+  try {
+    for (const until = Date.now() + 240_000; display.seen() < 100_000 || canvasSaw < 1000;) {
+      canvasSaw = Math.max(canvasSaw, (await canvasPixels(alice)).magenta);
+      if (display.seen() >= 100_000 && !phaseSeen) phaseSeen = (await waitForStatus(handle, () => true, 10_000)).phase;
+      if (Date.now() > until || (phaseSeen && phaseSeen !== 'verifying')) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await display.stop();
+  }
   console.log(
-    `console desktop: click → first frame ${firstFrameMs} ms; the check's page seen (${seen.magenta} samples)`,
+    `console desktop: click → first frame ${firstFrameMs} ms; the check's page on the display ` +
+      `(${display.seen()} magenta pixels), in the person's canvas (${canvasSaw} samples)`,
   );
-  expect(during.phase).toBe('verifying');
+  expect(display.seen()).toBeGreaterThan(100_000);
+  expect(phaseSeen).toBe('verifying');
+  expect(canvasSaw).toBeGreaterThan(1000);
   await alice.screenshot({ path: path.join(tmpdir(), `${id}-desktop.png`) });
 
   const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);

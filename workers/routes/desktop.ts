@@ -48,7 +48,10 @@ export async function desktopPageRoute(ctx: ServeContext, res: ServerResponse, i
   const refused = await steeringRefused(ctx, who, s);
   if (refused) throw new HttpError(403, refused);
   const nonce = randomBytes(16).toString('base64');
-  sendHtml(res, 200, desktopPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()) }), nonce);
+  // noVNC draws JPEG rectangles through data: images; nothing else of the page's CSP changes.
+  sendHtml(res, 200, desktopPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()) }), nonce, {
+    images: 'data:',
+  });
 }
 
 /** noVNC's package folder (its exports name only core/rfb.js, so its package.json cannot be resolved). */
