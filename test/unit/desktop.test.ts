@@ -16,14 +16,16 @@ import {
   bridgeDesktop,
   DESKTOP_LIMITS,
   desktopSpec,
+  DesktopRefused,
   SessionDesktops,
+  startDesktop,
   START_DESKTOP,
   VNC_BRIDGE,
   VNC_SOCKET,
   type DesktopEnd,
   type DesktopUse,
 } from '../../sandbox/desktop';
-import type { AttachedProcess } from '../../sandbox/provider';
+import type { AttachedProcess, SandboxProvider } from '../../sandbox/provider';
 import { CLOSE, TERMINAL_LIMITS } from '../../sandbox/web-terminal';
 import { isNovncFile } from '../../workers/routes/desktop';
 
@@ -69,6 +71,13 @@ test('the display listens on no TCP port and shares no clipboard; the bridge rea
     expect(START_DESKTOP).toContain(`-${off}=0`);
   }
   expect(VNC_BRIDGE).toEqual(['socat', 'STDIO', `UNIX-CONNECT:${VNC_SOCKET}`]);
+});
+
+test('a provider that cannot add a companion to a running sandbox refuses the desktop, saying why', async () => {
+  const kubernetes = { name: 'kubernetes', capabilities: { lateCompanions: false } } as SandboxProvider;
+  const opening = startDesktop(kubernetes, 'drydock-s1', { image: 'drydock-desktop:abc', egressDir: '/x' });
+  await expect(opening).rejects.toThrow(DesktopRefused);
+  await expect(opening).rejects.toThrow(/kubernetes provider cannot add the desktop to a running sandbox/);
 });
 
 test("serve hands out noVNC's modules only", () => {
