@@ -288,7 +288,6 @@ test('an approver watches the browser check on the desktop; a reader and other s
   expect(display.seen()).toBeGreaterThan(100_000);
   expect(phaseSeen).toBe('verifying');
   expect(canvasSaw).toBeGreaterThan(1000);
-  await alice.screenshot({ path: path.join(tmpdir(), `${id}-desktop.png`) });
 
   const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
   expect(waiting.verification?.browser?.outcome).toBe('passed');
