@@ -28,6 +28,7 @@ import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
 import { DESKTOP_DISPLAY, desktopShown } from '../desktop';
+import { isGvisor } from '../docker/create-options';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
 const USUAL_JUNIT_FILE =
@@ -278,8 +279,10 @@ export function createVerifyActivities(deps: VerifyDeps) {
       let raw = runnerResult(ready);
       const copies: { file: string; ref: string }[] = [];
       if (raw.outcome === 'passed') {
-        // A person watching the sandbox's desktop sees the check: its Chromium draws on that display.
-        const display = (await desktopShown(sandboxes, input.sandbox)) ? DESKTOP_DISPLAY : undefined;
+        // A person watching the sandbox's desktop sees the check: its Chromium draws on that display
+        // (not under gVisor, whose browser container has a kernel of its own: no X socket of the desktop's).
+        const shown = !isGvisor(deps.runtime) && (await desktopShown(sandboxes, input.sandbox));
+        const display = shown ? DESKTOP_DISPLAY : undefined;
         const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
           const spec = { ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video, display };
           const env = cleanNode(BROWSER_OUT);

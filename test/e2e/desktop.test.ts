@@ -5,12 +5,14 @@
  * check): an approver opens the desktop from the session page while the agent
  * works, noVNC shows the display's first frame, and while the browser check
  * runs its page (a magenta one) is on that display, seen in the person's
- * canvas; the check still passes. A reader gets no desktop page, and a
+ * canvas (and on the display itself, read by the test's own VNC client); the
+ * check still passes. The namespace still has only its loopback and no TCP
+ * listener. A reader gets no desktop page, and a
  * socket from another site's page, of another person or for another session
  * is refused. Opening and closing are in the audit trail under the person's
  * name; the desktop goes with the sandbox at teardown.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -261,11 +263,16 @@ test('an approver watches the browser check on the desktop; a reader and other s
   await waitForCanvas(alice, (p) => p.drawn > 0, 60_000);
   const firstFrameMs = Date.now() - clicked;
   expect(await alice.locator('#desktop-state').innerText()).toMatch(/^connected/);
+  // Nothing new listens on a network: the namespace has only its loopback, and no TCP socket listens in it.
+  const sandbox = (await waitForStatus(handle, (s) => s.sandbox !== undefined, 10_000)).sandbox!.name;
+  const inNamespace = (command: string) =>
+    execFileSync('docker', ['exec', desktopContainerName(sandbox), 'sh', '-c', command]).toString();
+  expect(inNamespace('ls /sys/class/net')).toBe('lo\n');
+  expect(inNamespace(`cat /proc/net/tcp /proc/net/tcp6 | awk '$4 == "0A"'`)).toBe('');
 
   // The check's Chromium draws the magenta app on the display: on the display itself (read by a VNC
   // client of the test's, through the companion's socket) and in the person's canvas.
   await alice.bringToFront();
-  const sandbox = (await waitForStatus(handle, (s) => s.sandbox !== undefined, 10_000)).sandbox!.name;
   const display = watchDisplay(desktopContainerName(sandbox));
   let canvasSaw = 0;
   let phaseSeen = '';
