@@ -28,7 +28,6 @@ import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
 import { DESKTOP_DISPLAY, desktopShown } from '../desktop';
-import { isGvisor } from '../docker/create-options';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
 const USUAL_JUNIT_FILE =
@@ -281,7 +280,7 @@ export function createVerifyActivities(deps: VerifyDeps) {
       if (raw.outcome === 'passed') {
         // A person watching the sandbox's desktop sees the check: its Chromium draws on that display
         // (not under gVisor, whose browser container has a kernel of its own: no X socket of the desktop's).
-        const shown = !isGvisor(deps.runtime) && (await desktopShown(sandboxes, input.sandbox));
+        const shown = !deps.runtime?.startsWith('runsc') && (await desktopShown(sandboxes, input.sandbox));
         const display = shown ? DESKTOP_DISPLAY : undefined;
         const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
           const spec = { ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video, display };
