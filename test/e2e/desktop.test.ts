@@ -6,7 +6,8 @@
  * works, noVNC shows the display's first frame, and while the browser check
  * runs its page (a magenta one) is on that display, seen in the person's
  * canvas (and on the display itself, read by the test's own VNC client); the
- * check still passes. The namespace still has only its loopback and no TCP
+ * check still passes; then the person drives the display's Chromium by hand
+ * (a click, keys) and its page shows. The namespace still has only its loopback and no TCP
  * listener. A reader gets no desktop page, and a
  * socket from another site's page, of another person or for another session
  * is refused. Opening and closing are in the audit trail under the person's
@@ -95,25 +96,27 @@ async function signedIn(token: string): Promise<Page> {
 }
 
 /** What the person's noVNC canvas holds: how many pixels are drawn at all, and how many are magenta. */
-function canvasPixels(page: Page): Promise<{ drawn: number; magenta: number; width: number }> {
+function canvasPixels(page: Page): Promise<{ drawn: number; magenta: number; green: number; width: number }> {
   return page.evaluate(() => {
     const canvas = document.querySelector<HTMLCanvasElement>('#desktop canvas');
-    if (!canvas || canvas.width < 2) return { drawn: 0, magenta: 0, width: 0 };
+    if (!canvas || canvas.width < 2) return { drawn: 0, magenta: 0, green: 0, width: 0 };
     const data = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
     let drawn = 0;
     let magenta = 0;
+    let green = 0;
     for (let i = 0; i < data.length; i += 4 * 7) {
       if (data[i + 3] === 0) continue;
       drawn++;
       if (data[i] > 200 && data[i + 1] < 60 && data[i + 2] > 200) magenta++;
+      if (data[i] < 60 && data[i + 1] > 200 && data[i + 2] < 60) green++;
     }
-    return { drawn, magenta, width: canvas.width };
+    return { drawn, magenta, green, width: canvas.width };
   });
 }
 
 async function waitForCanvas(
   page: Page,
-  ok: (p: { drawn: number; magenta: number }) => boolean,
+  ok: (p: { drawn: number; magenta: number; green: number }) => boolean,
   timeoutMs: number,
   phase: () => Promise<string> = async () => '',
 ) {
@@ -298,6 +301,14 @@ test('an approver watches the browser check on the desktop; a reader and other s
 
   const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
   expect(waiting.verification?.browser?.outcome).toBe('passed');
+
+  // Driven by hand: a click on the person's Chromium, Ctrl+L, an address, Enter; its page shows in the canvas.
+  const screen = (await alice.locator('#desktop canvas').boundingBox())!;
+  await alice.mouse.click(screen.x + screen.width / 2, screen.y + screen.height / 2);
+  await alice.keyboard.press('Control+l');
+  await alice.keyboard.type('data:text/html,<body style="background:%2300ff00">');
+  await alice.keyboard.press('Enter');
+  await waitForCanvas(alice, (p) => p.green > 10_000, 60_000);
   await alice.close();
 
   const auditTrail = new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey());
