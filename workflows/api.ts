@@ -425,6 +425,8 @@ export interface SessionStatus {
   audit?: AuditSeal;
   /** The acceptance command's verdict (input.acceptance), once the change passed verification. */
   acceptance?: AcceptanceResult;
+  /** Repo memory: the approved notes the agent was given (id, version) and the ids of the notes it proposed. */
+  memory?: { given: { id: number; version: number }[]; proposed: number[] };
   /** The agentAttempts session this session is an attempt of. */
   attemptOf?: string;
   /** One of parallel attempts whose sibling was picked: it ended without a push. */

@@ -356,6 +356,16 @@ export const sessionInputSchema = z.strictObject({
       "A pilot's check of the change, run in the sandbox once it passed verification; recorded, never shown to the agent, " +
         'and it does not change the outcome (docs/pilot.md)',
     ),
+  memory: z
+    .strictObject({
+      use: z.boolean().default(true).describe("Give the agent the repo's approved notes (docs/agents.md, Repo memory)"),
+      propose: z
+        .boolean()
+        .default(true)
+        .describe('Keep the notes the agent proposes for the repo, for a maintainer to approve, edit or drop'),
+    })
+    .prefault({})
+    .describe('Repo memory: notes from earlier sessions of the repo, approved by a maintainer'),
   attempts: z
     .union([z.number().int().min(1).max(MAX_ATTEMPTS), z.array(z.strictObject({ agent })).min(1).max(MAX_ATTEMPTS)])
     .optional()

@@ -28,6 +28,7 @@ test('the minimal input gets every default', () => {
       verify: { timeout: '10m', maxRounds: 2 },
       publish: { pullRequest: false, deploy: false, push: true, openFor: '7d' },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
+      memory: { use: true, propose: true },
       limits: {
         cpus: 2,
         memory: '2g',
