@@ -5,6 +5,7 @@
  * given. drydock never writes a note into the repo itself.
  */
 import type { Pool } from 'pg';
+import type { AuditTrail } from '../store/audit';
 import { withTransaction } from '../store/db';
 import { cleanNote, notesWithin, type GivenNote } from '../workflows/rules/repo-notes';
 
@@ -130,6 +131,21 @@ export class RepoNotes {
       maxChars,
     );
   }
+}
+
+/**
+ * A maintainer's decision in the audit trail: the repo's notes chain
+ * (`notes:<repo>`), one event per version, with the note's size, not its text
+ * (the versions keep the text).
+ */
+export function auditDecision(audit: AuditTrail, decided: RepoNote, action: NoteDecision['action'], by: string) {
+  return audit.append({
+    sessionId: `notes:${decided.repo}`,
+    key: `note/${decided.id}/v${decided.version}`,
+    kind: 'note',
+    actor: by,
+    data: { note: decided.id, action, status: decided.status, version: decided.version, chars: decided.text.length },
+  });
 }
 
 function fromRow(r: Record<string, any>): RepoNote {

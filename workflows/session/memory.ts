@@ -16,7 +16,7 @@ import type { SessionRun } from './state';
 export function rememberNotes(run: SessionRun, repo: string, notes: GivenNote[] | undefined): void {
   const given = notes ?? [];
   run.loop.memory = { repo, ...(given.length ? { notes: notesSection(given, stepNonce()) } : {}) };
-  run.status.memory = { given: given.map(({ id, version }) => ({ id, version })), proposed: [] };
+  if (given.length) run.status.memory = { given: given.map(({ id, version }) => ({ id, version })), proposed: [] };
 }
 
 /** Whether the agent's proposals are collected (input.memory.propose; a session from before repo memory: no). */
