@@ -165,6 +165,10 @@ async function fixesOnce(id: string, handle: WorkflowHandle): Promise<void> {
   const secondCommit = fixed.rounds!.at(-1)!.commit!;
   expect(secondCommit).not.toBe(firstCommit);
 
+  // A failure of the commit the session has moved on from is not sent.
+  const stale = await deliver('workflow_run', failedRun(id, 9103, firstCommit));
+  expect(stale).toMatchObject({ status: 202, body: { ignored: expect.stringMatching(/is not the head/) } });
+
   // 2. CI failing again is past the cap (1 round): refused, said once on the pull request.
   const requests = model.requests.length;
   const again = await deliver('workflow_run', failedRun(id, 9102, secondCommit));
