@@ -5,6 +5,7 @@
  * payloads into these; workers/routes/webhooks.ts acts on them once for all.
  */
 import { createHash } from 'node:crypto';
+import type { z } from 'zod';
 import type { PullRequestClosed } from '../workflows/api';
 import type { TriggerOrigin } from '../workflows/input';
 
@@ -104,4 +105,16 @@ export function commandOf(event: string, body: string, byBot: boolean): { text: 
   if (byBot) return { ignored: `${event}: written by a bot` };
   const text = trimmed.slice(COMMAND.length).trim();
   return text ? { text } : { ignored: `${event}: ${COMMAND} without a task` };
+}
+
+export type Parsed<T> = { ok: true; payload: T } | { ok: false; problem: string };
+
+/** The payload as `schema` reads it, or which field is missing or malformed ("issue.number: required"). */
+export function parsePayload<T extends z.ZodType>(schema: T, payload: unknown): Parsed<z.infer<T>> {
+  const parsed = schema.safeParse(payload);
+  if (parsed.success) return { ok: true, payload: parsed.data };
+  const issue = parsed.error.issues[0];
+  const field = issue.path.length ? issue.path.join('.') : '(payload)';
+  const missing = issue.code === 'invalid_type' && /received undefined/.test(issue.message);
+  return { ok: false, problem: `${field}: ${missing ? 'required' : issue.message}` };
 }

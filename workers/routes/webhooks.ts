@@ -1,5 +1,5 @@
 /**
- * POST /webhooks/github and POST /webhooks/ci: signed deliveries that start a
+ * POST /webhooks/github, /webhooks/gitlab and /webhooks/ci: deliveries that start a
  * session with the repo's agent once per signed trigger, or record that a
  * drydock pull request closed.
  */
@@ -21,16 +21,17 @@ import type { Forge, ForgeKind, ForgeRepo, ForgeWebhooks } from '../../forge/for
 import {
   bodyHash,
   COMMAND,
+  parsePayload,
   type FollowupTrigger,
   type PullRequestClosedTrigger,
   type StartTrigger,
 } from '../../forge/triggers';
 import { githubWebhooks, signatureMatches } from '../../github/webhooks';
+import { gitlabWebhooks } from '../../gitlab/webhooks';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
 import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
 import { FollowupRefused, getStatus, sendFollowup, startSession } from '../../platform/sessions';
-import { parsePayload } from '../../github/webhook-payloads';
 import {
   MEMO_KEY,
   PR_CLOSED_WORKFLOW_TYPE,
@@ -48,6 +49,11 @@ type Answer = [number, unknown];
 /** POST /webhooks/github: GitHub's deliveries through the forge seam. */
 export function githubWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
   return forgeWebhook(ctx, githubWebhooks(ctx.config.DRYDOCK_WEBHOOK_SECRETS ?? []), req);
+}
+
+/** POST /webhooks/gitlab: GitLab's deliveries (X-Gitlab-Token) through the forge seam. */
+export function gitlabWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
+  return forgeWebhook(ctx, gitlabWebhooks(ctx.config.DRYDOCK_GITLAB_WEBHOOK_TOKENS ?? []), req);
 }
 
 /** A webhook's forge with the server's credentials, and how it acts on a trigger. */
