@@ -56,7 +56,13 @@ export interface FakeGitLab {
 
 const TRANSITIONS = ['pending', 'running', 'success', 'failed', 'canceled'];
 
-export async function startFakeGitLab(opts: { path: string; token: string; projectId?: number }): Promise<FakeGitLab> {
+export async function startFakeGitLab(opts: {
+  path: string;
+  token: string;
+  projectId?: number;
+  /** Branches pushed to a real repository (the tests' git remote), besides state.branches. */
+  branchHead?: (name: string) => string | undefined;
+}): Promise<FakeGitLab> {
   const projectId = opts.projectId ?? 7;
   const bot = { id: 900, username: `project_${projectId}_bot_0a1b2c` };
   const users = new Map<string, number>([[bot.username, bot.id]]);
@@ -128,7 +134,7 @@ export async function startFakeGitLab(opts: { path: string; token: string; proje
     if (route('POST', '/merge_requests')) {
       const { source_branch, target_branch, title } = body;
       if (!source_branch || !target_branch || !title) return send(400, { message: '400 Bad request - missing field' });
-      if (!(source_branch in state.branches)) return send(404, { message: '404 Source branch not found' });
+      if (!headOf(source_branch)) return send(404, { message: '404 Source branch not found' });
       if (state.mergeRequests.some((mr) => mr.source_branch === source_branch && mr.state === 'opened')) {
         return send(409, { message: ['Another open merge request already exists for this source branch'] });
       }
@@ -200,8 +206,8 @@ export async function startFakeGitLab(opts: { path: string; token: string; proje
     }
     if ((m = route('GET', '/repository/branches/(.+)'))) {
       const name = decodeURIComponent(m[1]);
-      return name in state.branches
-        ? send(200, { name, commit: { id: state.branches[name] } })
+      return headOf(name)
+        ? send(200, { name, commit: { id: headOf(name) } })
         : send(404, { message: '404 Branch Not Found' });
     }
     if ((m = route('GET', '/repository/commits/([0-9a-f]{40})/statuses'))) {
@@ -242,6 +248,10 @@ export async function startFakeGitLab(opts: { path: string; token: string; proje
     }
     return send(404, { message: `404 ${req.method} ${raw} is not in the stand-in` });
   });
+
+  function headOf(branch: string): string | undefined {
+    return state.branches[branch] ?? opts.branchHead?.(branch);
+  }
 
   function mrJson(mr: FakeMergeRequest) {
     return {

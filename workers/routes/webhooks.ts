@@ -345,8 +345,13 @@ async function followupFromComment(
       await answer(refused);
       throw new HttpError(403, refused);
     }
-    const content = trigger.review ? await reviewContent(ctx, repo, trigger, sessionId) : { text: trigger.text };
-    if (!content) return [202, { ignored: `review ${trigger.review} has no comment and no text` }];
+    // A comment is read like a review's body: words for a model or CLI agent, a command for a script.
+    const content = await reviewContent(ctx, repo, trigger, sessionId);
+    if (!content)
+      return [
+        202,
+        { ignored: `${trigger.review ? `review ${trigger.review}` : 'the comment'} has no comment and no text` },
+      ];
     const accepted = await sendFollowup(ctx.client, sessionId, {
       by,
       ...content,
@@ -377,7 +382,9 @@ async function reviewContent(
   trigger: FollowupTrigger,
   sessionId: string,
 ): Promise<{ text: string } | { steps: unknown[] } | undefined> {
-  const listed = (await repo.reviewComments?.(trigger.pullRequest, trigger.review!, REVIEW_COMMENTS)) ?? [];
+  const listed = trigger.review
+    ? ((await repo.reviewComments?.(trigger.pullRequest, trigger.review, REVIEW_COMMENTS)) ?? [])
+    : [];
   const comments = listed
     .filter((c) => !c.body.trim().startsWith(COMMAND))
     .map((c) => ({ path: c.path, line: c.line, body: scrub(c.body).slice(0, MAX_COMMENT_CHARS) }));
