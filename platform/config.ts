@@ -181,6 +181,12 @@ const configSchema = z.object({
   /** The token from a file, read at each use: rotated by rewriting the file, without a restart. */
   GITHUB_TOKEN_FILE: z.string().min(1).optional(),
   GITHUB_APP_ID: z.string().min(1).optional(),
+  /** GitLab's URL (https://gitlab.com, or a self-managed instance): sets up GitLab as a forge (docs/forges.md). */
+  GITLAB_URL: z.string().url().optional(),
+  /** A project (or group) access token with the api scope and the Developer role; or GITLAB_TOKEN_FILE. */
+  GITLAB_TOKEN: z.string().min(1).optional(),
+  /** GitLab's token from a file, read at each use: rotated by rewriting the file. */
+  GITLAB_TOKEN_FILE: z.string().min(1).optional(),
   /** PEM file of the App's private key; installation tokens are minted per repository. */
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
   /**
@@ -267,6 +273,8 @@ const configSchema = z.object({
    * rotation also the old one, and a delivery signed with either is accepted.
    */
   DRYDOCK_WEBHOOK_SECRETS: list.optional(),
+  /** GitLab webhooks' secret tokens (X-Gitlab-Token), comma-separated: the current one first, then one being rotated out. */
+  DRYDOCK_GITLAB_WEBHOOK_TOKENS: list.optional(),
   /** HMAC secret of the generic CI trigger (POST /webhooks/ci). */
   DRYDOCK_CI_SECRET: z.string().min(16, 'at least 16 characters').optional(),
   /** Largest webhook or API body read, in bytes (GitHub's own cap is 25 MB). */

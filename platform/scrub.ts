@@ -289,6 +289,8 @@ export function redactorOf(
   config: Pick<
     Config,
     | 'GITHUB_TOKEN'
+    | 'GITLAB_TOKEN'
+    | 'DRYDOCK_GITLAB_WEBHOOK_TOKENS'
     | 'DRYDOCK_MODEL_API_KEY'
     | 'DRYDOCK_ANTHROPIC_API_KEY'
     | 'DRYDOCK_MODEL_ENDPOINTS'
@@ -305,6 +307,10 @@ export function redactorOf(
   ]);
   return new Redactor({
     GITHUB_TOKEN: config.GITHUB_TOKEN,
+    GITLAB_TOKEN: config.GITLAB_TOKEN,
+    ...Object.fromEntries(
+      (config.DRYDOCK_GITLAB_WEBHOOK_TOKENS ?? []).map((v, i) => [`DRYDOCK_GITLAB_WEBHOOK_TOKENS[${i}]`, v]),
+    ),
     DRYDOCK_MODEL_API_KEY: config.DRYDOCK_MODEL_API_KEY,
     DRYDOCK_ANTHROPIC_API_KEY: config.DRYDOCK_ANTHROPIC_API_KEY,
     DRYDOCK_AUDIT_KEY: config.DRYDOCK_AUDIT_KEY,

@@ -1,6 +1,7 @@
 /**
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
+ *   POST /webhooks/gitlab   GitLab deliveries (X-Gitlab-Token)
  *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   POST /webhooks/linear   Linear deliveries (Linear-Signature over the raw body)
  *   POST /slack/*           the Slack app: commands, events, interactions (X-Slack-Signature, v0)
@@ -24,7 +25,7 @@ import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import type { Config } from '../platform/config';
 import { openDatabase } from '../store/db';
-import { githubSettings } from '../github/client';
+import { forgeSettings } from '../activities/forges';
 import type { Logger } from '../platform/log';
 import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
@@ -49,7 +50,7 @@ import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } fro
 import { desktopPageRoute, desktopUpgrade, isDesktopUpgrade, novncAsset } from './routes/desktop';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
-import { ciWebhook, githubWebhook } from './routes/webhooks';
+import { ciWebhook, githubWebhook, gitlabWebhook } from './routes/webhooks';
 import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
@@ -81,7 +82,7 @@ export function createHandler(deps: ServeDeps) {
   const ctx: ServeContext = {
     ...deps,
     identities: deps.identities ?? loadIdentities(deps.config, () => consoleUrl(deps.config), deps.pool),
-    github: githubSettings(deps.config),
+    ...forgeSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
     reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
@@ -130,6 +131,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
 
   if (is('GET', /^\/healthz$/)) return sendJson(res, 200, { ok: true });
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
+  if (is('POST', /^\/webhooks\/gitlab$/)) return sendJson(res, ...(await gitlabWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/ci$/)) return sendJson(res, ...(await ciWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/linear$/)) return sendJson(res, ...(await linearWebhook(ctx, req)));
   if (is('POST', /^\/slack\/commands$/)) return sendJson(res, ...(await slackCommand(ctx, req)));
@@ -253,6 +255,7 @@ export async function startServer(
       apiTokens: handler.context.identities.machines.count,
       oidc: Boolean(handler.context.identities.oidc),
       githubWebhook: Boolean(deps.config.DRYDOCK_WEBHOOK_SECRETS?.length),
+      gitlabWebhook: Boolean(deps.config.DRYDOCK_GITLAB_WEBHOOK_TOKENS?.length),
       ciWebhook: Boolean(deps.config.DRYDOCK_CI_SECRET),
       slack: Boolean(deps.config.DRYDOCK_SLACK_SIGNING_SECRET),
       linearWebhook: Boolean(deps.config.DRYDOCK_LINEAR_WEBHOOK_SECRET),

@@ -61,7 +61,7 @@ export async function followupFromFailedCi(
     `CI failed on your pull request #${pr.number}: ${trigger.summary}.`,
     'Find the cause in the failure below, fix your change, and verify it again.',
   ].join(' ');
-  const text = taskWithContext(words, sections, randomBytes(8).toString('hex'), known, CONTEXT_CHARS);
+  const text = taskWithContext(words, sections, randomBytes(8).toString('hex'), known, 'GitHub', CONTEXT_CHARS);
   const { run, commit } = trigger.origin;
   try {
     // Keyed by the commit: every failed check of one commit is one follow-up.

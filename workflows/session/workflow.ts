@@ -29,7 +29,7 @@ import { planning, planThenWork, writePlan } from './plan';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { startThreadReports } from './threads';
-import { addTriggerContext, tellGitHub } from './trigger';
+import { addTriggerContext, tellForge } from './trigger';
 import { captureBefore } from './verify';
 
 export type { AgentLoop, ContinuedSession } from './state';
@@ -50,7 +50,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         } else {
           await addTriggerContext(run);
           await provision(run);
-          await tellGitHub(run, 'started');
+          await tellForge(run, 'started');
           await captureBefore(run);
           startAgent(run);
         }
