@@ -535,7 +535,7 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /** Stdio MCP servers' containers past their expiry (a worker died before removing its own, mcp/stdio.ts). */
-  private async reapMcpStdio(): Promise<string[]> {
+  async reapMcpStdio(): Promise<string[]> {
     const found = await this.docker.listContainers({ all: true, filters: { label: [MCP_STDIO_LABELS.server] } });
     const removed: string[] = [];
     for (const c of found) {

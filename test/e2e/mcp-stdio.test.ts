@@ -22,6 +22,7 @@ import { listTools, withMcpClient } from '../../mcp/client';
 import { MCP_STDIO_LABELS } from '../../mcp/stdio';
 import { createMcpActivities } from '../../mcp/tools';
 import { Redactor } from '../../platform/scrub';
+import { DockerProvider } from '../../sandbox/docker/provider';
 import { ensureBaseImage } from '../../sandbox-images/base-image';
 import { ArtifactStore } from '../../store/artifacts';
 import type { AuditInput } from '../../store/audit';
@@ -165,3 +166,24 @@ test('the built-in loop lists its tools and calls one through the worker; the se
   ]);
   expect(await containers()).toBe('');
 }, 180_000);
+
+test("the reaper removes a stdio server's container a dead worker left, once it has expired, and spares one in use", async () => {
+  const leftover = (name: string, expires: Date) =>
+    docker(
+      'create',
+      `--name=${name}`,
+      `--label=${MCP_STDIO_LABELS.server}=look`,
+      `--label=${MCP_STDIO_LABELS.expires}=${expires.toISOString()}`,
+      '--network=none',
+      IMAGE,
+      'true',
+    );
+  const suffix = process.pid;
+  await leftover(`drydock-mcp-look-expired-${suffix}`, new Date(Date.now() - 1000));
+  await leftover(`drydock-mcp-look-live-${suffix}`, new Date(Date.now() + 600_000));
+  const removed = await new DockerProvider().reapMcpStdio();
+  expect(removed).toContain(`MCP stdio server container drydock-mcp-look-expired-${suffix}`);
+  expect(removed.join()).not.toContain('live');
+  const left = await docker('ps', '-a', '--format', '{{.Names}}', '--filter', `label=${MCP_STDIO_LABELS.server}=look`);
+  expect(left.split('\n')).toEqual([`drydock-mcp-look-live-${suffix}`]);
+}, 60_000);
