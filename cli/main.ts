@@ -424,7 +424,7 @@ repoCommand
   )
   .option(
     '--mcp <file>',
-    'its MCP servers: a JSON or YAML list of {name, url, headers, tools, writes, maxCalls} (docs/mcp.md); default: none',
+    'its MCP servers: a JSON or YAML list of {name, url or stdio: {image, command}, headers, tools, writes, maxCalls} (docs/mcp.md); default: none',
   )
   .option(
     '--ignore-devcontainer',

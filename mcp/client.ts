@@ -1,6 +1,7 @@
 /**
  * The worker's MCP client (the official @modelcontextprotocol/sdk) for a
- * repo's remote servers. The worker adds the server's credentials (worker
+ * repo's servers: remote ones over streamable HTTP, stdio ones in a container
+ * of their own for the client's life (./stdio.ts). The worker adds the server's credentials (worker
  * secrets named by the declaration) to its own requests only; nothing of
  * them goes to the sandbox, the model, workflow history or the audit trail.
  * Redirects are refused, so a header never follows to another host.
@@ -8,7 +9,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServer } from '../workflows/mcp-servers';
+import { stdioTransport } from './stdio';
 
 /** Tool listings are read up to this many pages (a server that pages forever is cut). */
 const MAX_PAGES = 10;
@@ -36,15 +39,21 @@ export async function withMcpClient<T>(
   fn: (client: Client) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const transport = new StreamableHTTPClientTransport(new URL(server.url), {
-    requestInit: { headers: headersOf(server, secrets), redirect: 'error' },
-  });
+  let transport: Transport;
+  let remove = async () => {};
+  if (server.stdio) ({ transport, remove } = stdioTransport(server));
+  else {
+    transport = new StreamableHTTPClientTransport(new URL(server.url!), {
+      requestInit: { headers: headersOf(server, secrets), redirect: 'error' },
+    });
+  }
   const client = new Client({ name: 'drydock', version: '1' });
   try {
     await client.connect(transport, { timeout: server.timeoutSeconds * 1000, signal });
     return await fn(client);
   } finally {
     await client.close().catch(() => undefined);
+    await remove();
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * The operator's MCP servers of a repo (`drydock repo add --mcp <file>`), as
- * the registry keeps them: which remote server, which of its tools the agent
+ * the registry keeps them: which server (remote by `url`, or a local image
+ * the worker runs in a hardened container of its own, `stdio`), which of its tools the agent
  * may use, which of those write outside the sandbox (each call waits at an
  * approval gate), and how much a session may use it. Credentials are never
  * written here: a header names a worker secret (DRYDOCK_SECRET_<NAME>) that
@@ -40,11 +41,43 @@ const serverUrl = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 
+/**
+ * A Docker image reference as the worker's Docker host names it: lower-case
+ * repository path (an optional registry host[:port] first), optional tag, optional digest.
+ */
+const IMAGE_REF =
+  /^(?:[a-zA-Z0-9.-]+(?::[0-9]{1,5})?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
+
+/** A stdio server: an image on the worker's Docker host and the command that serves MCP on its stdin/stdout. */
+const stdioServer = z.strictObject({
+  image: z
+    .string()
+    .max(255)
+    .regex(
+      IMAGE_REF,
+      'a Docker image reference such as registry.example/mcp-docs:1.2 (lower-case name, optional tag or digest)',
+    )
+    .describe("present on the worker's Docker host: it is never pulled"),
+  command: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(1_000)
+        .regex(/^[^\0\n\r]*$/, 'no NUL or line breaks'),
+    )
+    .min(1)
+    .max(32)
+    .describe("the program and its arguments (run as given, no shell); it replaces the image's own command"),
+});
+
 export const mcpServerSchema = z
   .strictObject({
     name: serverName.describe('how tools are named to the agent: mcp__<name>__<tool>'),
     /** Remote servers (MCP streamable HTTP), reached by the worker only. */
-    url: serverUrl,
+    url: serverUrl.optional(),
+    /** Or a stdio server, started by the worker in a container without network, per client (mcp/stdio.ts). */
+    stdio: stdioServer.optional(),
     headers: z
       .record(
         headerName,
@@ -76,6 +109,20 @@ export const mcpServerSchema = z
     maxResultBytes: z.number().int().min(1024).max(1_000_000).default(64_000).describe('a longer result is cut'),
   })
   .superRefine((server, ctx) => {
+    if ((server.url === undefined) === (server.stdio === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['url'],
+        message: 'give either url (a remote server) or stdio (an image), not both or neither',
+      });
+    }
+    if (server.stdio && Object.keys(server.headers).length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['headers'],
+        message: 'headers are for a remote server (url); a stdio server gets none',
+      });
+    }
     for (const [i, tool] of server.writes.entries()) {
       if (!server.tools.includes(tool)) {
         ctx.addIssue({ code: 'custom', path: ['writes', i], message: `${tool} is not in tools (the allowlist)` });

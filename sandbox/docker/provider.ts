@@ -39,6 +39,7 @@ import {
   type SandboxSpec,
   type TtySize,
 } from '../provider';
+import { MCP_STDIO_LABELS } from '../../mcp/stdio';
 import { execFoundContainerGone, messageOf, saysContainerGone } from '../container-gone';
 import { filesCompanionCreateOptions, isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
@@ -533,6 +534,20 @@ export class DockerProvider implements SandboxProvider {
     return removed;
   }
 
+  /** Stdio MCP servers' containers past their expiry (a worker died before removing its own, mcp/stdio.ts). */
+  async reapMcpStdio(): Promise<string[]> {
+    const found = await this.docker.listContainers({ all: true, filters: { label: [MCP_STDIO_LABELS.server] } });
+    const removed: string[] = [];
+    for (const c of found) {
+      const expires = Date.parse(c.Labels[MCP_STDIO_LABELS.expires] ?? '');
+      const name = c.Names[0]?.replace(/^\//, '') ?? c.Id;
+      if (!(expires < Date.now())) continue;
+      await this.removeStaging(name);
+      removed.push(`MCP stdio server container ${name}`);
+    }
+    return removed;
+  }
+
   /** Containers (any state) created from an image. */
   private async containersOf(image: string): Promise<Docker.ContainerInfo[]> {
     return this.docker.listContainers({ all: true, filters: { ancestor: [image] } });
@@ -561,7 +576,7 @@ export class DockerProvider implements SandboxProvider {
    * created keeps its own), and lower layers of images that are gone.
    */
   async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
-    const removed = await this.reapLayerStaging(graceMs);
+    const removed = [...(await this.reapLayerStaging(graceMs)), ...(await this.reapMcpStdio())];
     for (const { name, createdMs } of await this.storage.list()) {
       if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
       await this.storage.remove(name);

@@ -13,6 +13,7 @@ import { DefaultLogger } from '@temporalio/worker';
 import { createAgentLoopActivities as createAgentActivities } from '../../agent-loop/activities';
 import type { ToolCallInput } from '../../agent-loop/contract';
 import { createMcpApprovalActivities } from '../../activities/mcp-approval';
+import { stdioRunArgs } from '../../mcp/stdio';
 import { createMcpActivities, type McpToolListing } from '../../mcp/tools';
 import { Redactor } from '../../platform/scrub';
 import { ArtifactStore } from '../../store/artifacts';
@@ -66,6 +67,64 @@ test("the operator's declaration is bounded and names each bad field", () => {
   expect(problems([{ ...ok, tools: [] }])[0]).toMatch(/^0\.tools:/);
   expect(problems([{ ...ok, name: 'has__two' }])[0]).toMatch(/^0\.name:/);
   expect(problems(Array.from({ length: 9 }, (_, i) => ({ ...ok, name: `s${i}` })))[0]).toMatch(/^\(top\): /);
+});
+
+test('a stdio server is an image and a command; each bad field is named', () => {
+  const problems = (raw: unknown) => {
+    const parsed = parseMcpDeclaration(raw);
+    return parsed.ok ? [] : parsed.problems;
+  };
+  const stdio = { image: 'registry.example:5000/team/mcp-docs:1.2', command: ['node', '/srv/server.js'] };
+  const ok = { name: 'docs', stdio, tools: ['search'] };
+  expect(parseMcpDeclaration([ok])).toMatchObject({ ok: true, servers: [{ ...ok, headers: {}, maxCalls: 50 }] });
+  const digest = `mcp-docs@sha256:${'a'.repeat(64)}`;
+  expect(problems([{ ...ok, stdio: { ...stdio, image: digest } }])).toEqual([]);
+  for (const image of ['Upper/Case:1', 'docs:1 --privileged', '', 'a:b:c', '-rm']) {
+    expect(problems([{ ...ok, stdio: { ...stdio, image } }])).toEqual([
+      expect.stringMatching(/^0\.stdio\.image: (a Docker image reference|Too small)/),
+    ]);
+  }
+  expect(problems([{ ...ok, stdio: { ...stdio, command: [] } }])[0]).toMatch(/^0\.stdio\.command:/);
+  expect(problems([{ ...ok, stdio: { ...stdio, command: ['node', 'a\nb'] } }])).toEqual([
+    '0.stdio.command.1: no NUL or line breaks',
+  ]);
+  expect(problems([{ ...ok, stdio: { ...stdio, mounts: ['/'] } }])[0]).toMatch(/^0\.stdio: .*mounts/);
+  expect(problems([{ ...ok, url: 'https://mcp.example/mcp' }])).toEqual([
+    '0.url: give either url (a remote server) or stdio (an image), not both or neither',
+  ]);
+  expect(problems([{ name: 'docs', tools: ['search'] }])).toEqual([
+    '0.url: give either url (a remote server) or stdio (an image), not both or neither',
+  ]);
+  expect(problems([{ ...ok, headers: { Authorization: { secret: 'T' } } }])).toEqual([
+    '0.headers: headers are for a remote server (url); a stdio server gets none',
+  ]);
+  expect(problems([{ ...ok, name: 'Bad Name' }])[0]).toMatch(/^0\.name: lower-case letters/);
+});
+
+test("a stdio server's container: no network, read-only, nobody, no capabilities, bounded, labelled", () => {
+  const parsed = parseMcpDeclaration([
+    { name: 'docs', stdio: { image: 'mcp-docs:1', command: ['node', '/srv/s.js', '--x'] }, tools: ['a'] },
+  ]);
+  if (!parsed.ok) throw new Error(parsed.problems.join('; '));
+  const args = stdioRunArgs(parsed.servers[0], 'drydock-mcp-docs-1', Date.parse('2026-12-05T00:00:00Z'));
+  expect(args).toEqual(
+    expect.arrayContaining([
+      '--rm',
+      '--pull=never',
+      '--network=none',
+      '--read-only',
+      '--user=65534:65534',
+      '--cap-drop=ALL',
+      '--security-opt=no-new-privileges',
+      '--memory=256m',
+      '--pids-limit=64',
+      '--cpus=0.5',
+      '--label=drydock.mcp-stdio=docs',
+      '--label=drydock.mcp-stdio-expires=2026-12-05T00:13:00.000Z',
+    ]),
+  );
+  expect(args.slice(-5)).toEqual(['--entrypoint', 'node', 'mcp-docs:1', '/srv/s.js', '--x']);
+  expect(args.some((a) => /^(-v|--volume|--mount|-e|--env|--privileged)/.test(a))).toBe(false);
 });
 
 test('a call is made only for a declared server, an allowlisted tool and within its calls', () => {
