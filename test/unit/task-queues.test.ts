@@ -14,8 +14,8 @@ import {
 } from '../../activities';
 import { Redactor } from '../../platform/scrub';
 
-// Building the sets only captures their dependencies: nothing is called.
-const deps = { redactor: new Redactor([]) } as unknown as ActivityDeps;
+// Building the sets only captures their dependencies (and reads the forges' settings): nothing is called.
+const deps = { redactor: new Redactor([]), github: { apiUrl: 'https://api.github.com' } } as unknown as ActivityDeps;
 const shared = Object.keys(createSharedActivities(deps)).sort();
 const host = Object.keys(createHostActivities(deps)).sort();
 
