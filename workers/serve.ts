@@ -45,6 +45,7 @@ import {
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
+import { previewEntry, previewRequest, previewRequestLabel } from './routes/preview';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
@@ -86,6 +87,12 @@ export function createHandler(deps: ServeDeps) {
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
+      // A session's app preview has an origin of its own; nothing else of serve answers there.
+      const label = previewRequestLabel(ctx, req);
+      if (label) {
+        if (!deps.sandboxes) throw new HttpError(503, 'this server reaches no sandboxes: no preview here');
+        return await previewRequest(ctx, deps.sandboxes, req, res, label);
+      }
       await route(ctx, req, res);
     } catch (err) {
       answerError(ctx, req, res, err);
@@ -104,7 +111,8 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
   const sockets = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_LIMITS.maxMessageBytes });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const terminal = isTerminalUpgrade(req);
-    if (!terminal && !isAttachUpgrade(req)) {
+    // An app's own WebSockets (a dev server's reload) are not carried to its preview yet.
+    if (previewRequestLabel(ctx, req) || (!terminal && !isAttachUpgrade(req))) {
       return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
     }
     upgraded.add(socket);
@@ -177,6 +185,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if ((match = is('GET', /^\/sessions\/([^/]+)\/terminal$/))) {
     return terminalPageRoute(ctx, res, decodeURIComponent(match[1]), who);
   }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/preview$/))) {
+    return previewEntry(ctx, res, decodeURIComponent(match[1]), who);
+  }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/events$/))) {
     return consoleEvents(ctx, req, res, decodeURIComponent(match[1]), who);
   }
@@ -224,9 +235,10 @@ export async function startServer(
   const pool = deps.pool ?? db!.pool;
   const audit = deps.audit ?? new AuditTrail(pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey!);
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
-  const handler = createHandler({ ...deps, config, audit, pool, repos });
+  const sandboxes = deps.sandboxes ?? (await hostProvider(config));
+  const handler = createHandler({ ...deps, config, audit, pool, repos, sandboxes });
   const server = createServer((req, res) => void handler(req, res));
-  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? (await hostProvider(config)));
+  const upgraded = acceptAttach(server, handler.context, sandboxes);
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;
