@@ -55,6 +55,7 @@ import { sessionGauge } from '../platform/metrics';
 import { servePilotRoute } from './routes/pilot';
 import { metricsScrape } from './routes/metrics';
 import { SessionTerminals } from '../sandbox/web-terminal';
+import { SessionShells } from '../sandbox/shared-shell';
 
 export { consoleUrl } from './http';
 
@@ -84,6 +85,7 @@ export function createHandler(deps: ServeDeps) {
     sessionMetrics: sessionGauge(deps.client),
     reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
     terminals: new SessionTerminals(),
+    shells: new SessionShells(),
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
@@ -183,7 +185,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     return consoleSession(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/terminal$/))) {
-    return terminalPageRoute(ctx, res, decodeURIComponent(match[1]), who);
+    return terminalPageRoute(ctx, res, decodeURIComponent(match[1]), who, url.searchParams.get('watch') === '1');
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/preview$/))) {
     return previewEntry(ctx, res, decodeURIComponent(match[1]), who);
