@@ -129,9 +129,35 @@ test('a reader opens the app at the gate on its own origin; a stranger, a browse
   expect(dave.url()).toBe(`${origin}/`);
   await dave.waitForSelector('#start-app');
   expect(await dave.textContent('h1')).toBe('The app is not running');
+  const clicked = Date.now();
   await dave.click('#start-app');
   await dave.waitForSelector('text=Hello from the preview', { timeout: 120_000 });
+  const startedMs = Date.now() - clicked;
   expect(dave.url()).toBe(`${origin}/`);
+  // Measured, not asserted: a page of the running app through serve, beside the floor (one exec of the
+  // same helper with the same request, from the host, without serve, the browser or the checks).
+  const loads: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const at = Date.now();
+    await dave.reload();
+    await dave.waitForSelector('text=Hello from the preview');
+    loads.push(Date.now() - at);
+  }
+  const floors: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const at = Date.now();
+    const raw = execFileSync('docker', ['exec', '-i', gate.sandbox!.name, '/opt/drydock/bin/drydock-port', '3000'], {
+      input: 'GET / HTTP/1.1\r\nHost: localhost:3000\r\nConnection: close\r\n\r\n',
+      encoding: 'utf8',
+    });
+    expect(raw).toContain('Hello from the preview');
+    floors.push(Date.now() - at);
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(
+    `preview: click "Start the app" → page ${startedMs} ms; a page through serve ${median(loads)} ms ` +
+      `(floor: docker exec of drydock-port ${median(floors)} ms)`,
+  );
   // The app gets its own cookies only, and its own Host.
   await dave.context().addCookies([{ name: 'theme', value: 'dark', url: origin }]);
   await dave.goto(`${origin}/echo`);
