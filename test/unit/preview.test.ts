@@ -18,7 +18,7 @@ import {
   previewOrigin,
   PreviewPasses,
 } from '../../sandbox/preview';
-import { appHeaders } from '../../workers/routes/preview';
+import { answerHeaders, appHeaders } from '../../workers/routes/preview';
 import { checkPreview } from '../../workflows/rules/preview';
 
 const BASE = 'http://preview.localhost:8080';
@@ -93,6 +93,17 @@ test("the app gets the browser's headers without drydock's cookies or the connec
     'x-forwarded-proto': 'http',
   });
   expect(appHeaders({ cookie: 'drydock_token=secret' }, 3000, 'http://p')).not.toHaveProperty('cookie');
+});
+
+test("the app's answer keeps its host-only cookies; one naming a Domain (another session's, the console's) is dropped", () => {
+  expect(
+    answerHeaders({
+      'content-type': 'text/html',
+      connection: 'keep-alive',
+      'set-cookie': ['sid=1; Path=/', 'drydock_token=x; Domain=example.com; Path=/', 'b=2;domain =preview.localhost'],
+    }),
+  ).toEqual({ 'content-type': 'text/html', 'set-cookie': ['sid=1; Path=/'] });
+  expect(answerHeaders({ 'set-cookie': ['a=1; Domain=preview.localhost'] })).toEqual({});
 });
 
 describe('when the app may be started for its preview', () => {

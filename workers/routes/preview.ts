@@ -139,6 +139,24 @@ export function appHeaders(headers: IncomingHttpHeaders, port: number, origin: s
   return out;
 }
 
+/**
+ * The app's answer headers for the browser: without hop-by-hop headers, and
+ * without any cookie that names a Domain: one the app sets for a parent
+ * domain would reach other sessions' previews, or the console (cookie
+ * tossing); its host-only cookies stay on its own origin.
+ */
+export function answerHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    if (name === 'set-cookie') {
+      const kept = (value as string[]).filter((cookie) => !/;\s*domain\s*=/i.test(cookie));
+      if (kept.length) out[name] = kept;
+    } else out[name] = value;
+  }
+  return out;
+}
+
 /** The request to the app over one exec connection, its answer back as it comes. */
 async function forward(
   ctx: ServeContext,
@@ -160,11 +178,7 @@ async function forward(
         timeout: PREVIEW_LIMITS.answerMs,
       },
       (answer) => {
-        const headers: Record<string, string | string[]> = {};
-        for (const [name, value] of Object.entries(answer.headers)) {
-          if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-        }
-        res.writeHead(answer.statusCode ?? 502, headers);
+        res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
         answer.pipe(res);
         answer.on('end', resolve).on('error', () => (res.destroy(), resolve()));
       },
