@@ -69,6 +69,8 @@ export interface ToolCallInput {
   checkpointBase: string;
   /** An MCP tool's call, as the workflow settled it (workflows/rules/mcp.ts): made by the worker, not in the sandbox. */
   mcp?: McpCallInput['call'];
+  /** The agent is writing its plan (docs/agents.md, "A plan first"): only the tools that change nothing run. */
+  planning?: boolean;
 }
 
 /** What the workflow keeps of one tool call. */

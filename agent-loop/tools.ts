@@ -6,6 +6,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { shellQuote } from '../workflows/rules/prompts';
+import { PLANNING_TOOLS } from '../workflows/rules/plan';
 import type { ChatMessage, ToolCall, ToolSpec } from '../models/llm';
 import { recordEvent, type AuditTrail } from '../store/audit';
 import type { ArtifactStore } from '../store/artifacts';
@@ -103,6 +104,12 @@ export async function runToolCall(deps: ToolDeps, input: ToolCallInput): Promise
     if (required) throw new ToolInputError(`error: "${name}" (a string) is required`);
     return undefined;
   };
+  if (input.planning && !PLANNING_TOOLS.includes(call.function.name)) {
+    return finish(
+      `error: ${call.function.name} is not available while you write the plan; read only (${PLANNING_TOOLS.join(', ')}), then answer with the plan`,
+      bad(),
+    );
+  }
   try {
     if (call.function.name === 'service_logs') return finish(...(await serviceLogs(deps, input, str, args.lines)));
     const shell = toolCommand(call.function.name, str, args, input);

@@ -31,6 +31,16 @@ function stepLine(step: StepRecord): string {
 
 function approvalHint(s: SessionStatus): string {
   const p = s.pendingApproval!;
+  if (p.evidence.plan) {
+    return [
+      `waiting for approval of the plan (version ${p.evidence.plan.version}), change ${p.change.slice(0, 12)} (deadline ${p.deadline})`,
+      ...p.evidence.plan.text.split('\n').map((l) => `    ${l}`),
+      `  may approve: ${p.approvers.length ? p.approvers.join(', ') : 'anyone'}`,
+      `  approve: bin/drydock approve ${s.sessionId} --change ${p.change}`,
+      `  amend:   bin/drydock followup ${s.sessionId} "what to change in the plan"`,
+      `  reject:  bin/drydock reject ${s.sessionId} --comment "why"`,
+    ].join('\n');
+  }
   return [
     `waiting for approval of ${p.action} of ${p.evidence.branch} at ${p.evidence.commit.slice(0, 12)}, change ${p.change.slice(0, 12)} (deadline ${p.deadline})`,
     ...(p.evidence.diffstat ? p.evidence.diffstat.split('\n').map((l) => `    ${l}`) : []),

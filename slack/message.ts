@@ -78,8 +78,14 @@ function approvalBlocks(
   const covers = pending.covers?.length ? ` (with ${pending.covers.join(', ')})` : '';
   const value = (v: ButtonValue) => JSON.stringify(v);
   const carried = { session: sessionId, action: pending.action, change: pending.change };
-  const whole = pending.diffstat.trim() !== '' && !pending.diffstatCut;
-  const shown = pending.diffstat.trim() === '' ? 'no diffstat' : pending.diffstat;
+  // A plan at its gate is shown instead of a diffstat, and approved here when it is shown whole.
+  const plan = pending.plan !== undefined;
+  const whole = plan ? !pending.planCut : pending.diffstat.trim() !== '' && !pending.diffstatCut;
+  const shown = plan
+    ? pending.plan || '(an empty plan)'
+    : pending.diffstat.trim() === ''
+      ? 'no diffstat'
+      : pending.diffstat;
   const button = (id: 'approve' | 'reject', label: string, style: 'primary' | 'danger'): Button => ({
     type: 'button',
     action_id: id,
@@ -94,7 +100,7 @@ function approvalBlocks(
         (whole
           ? `<${review}|Review the whole change in the console>`
           : `<${review}|Review and approve it in the console>`) +
-        (pending.diffstatCut ? ': the diffstat below is cut' : ''),
+        (pending.diffstatCut ? ': the diffstat below is cut' : pending.planCut ? ': the plan below is cut' : ''),
     ),
     {
       type: 'rich_text',

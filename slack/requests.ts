@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { scrub } from '../platform/scrub';
+import { GATED_ACTIONS } from '../workflows/api';
 
 const id = z.string().regex(/^[A-Z0-9]{1,30}$/, 'a Slack id');
 const ts = z.string().regex(/^\d{1,12}\.\d{1,8}$/, 'a Slack message ts');
@@ -59,7 +60,7 @@ export const eventEnvelope = z.discriminatedUnion('type', [
 /** The value an Approve or Reject button carries: the change it was shown for. */
 export const buttonValue = z.object({
   session: z.string().min(1).max(200),
-  action: z.enum(['push', 'pull_request', 'deploy', 'mcp_write']),
+  action: z.enum(GATED_ACTIONS),
   change: z.string().regex(/^[0-9a-f]{12,64}$/, 'a change hash'),
 });
 export type ButtonValue = z.infer<typeof buttonValue>;

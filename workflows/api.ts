@@ -30,10 +30,11 @@ export type Phase = (typeof RUNNING_PHASES)[number] | Outcome;
 export const ACTIONS = ['push', 'pull_request', 'deploy'] as const;
 export type Action = (typeof ACTIONS)[number];
 /**
- * What an approval gate can be for: an irreversible action, or a call of an MCP
- * tool the operator marked as writing outside the sandbox (always gated, never by policy).
+ * What an approval gate can be for: an irreversible action, a call of an MCP
+ * tool the operator marked as writing outside the sandbox, or the agent's plan
+ * of a session that asked for one (the last two always gated, never by policy).
  */
-export const GATED_ACTIONS = [...ACTIONS, 'mcp_write'] as const;
+export const GATED_ACTIONS = [...ACTIONS, 'mcp_write', 'plan'] as const;
 export type GatedAction = (typeof GATED_ACTIONS)[number];
 
 export interface DecisionInput {
@@ -328,6 +329,22 @@ export interface QueuedFor {
   position?: number;
 }
 
+/**
+ * The plan of a session that asked for one (docs/agents.md, "A plan first"):
+ * writing (the agent plans, reading only), awaiting (at the plan gate),
+ * approved (the agent carries it out). Each amendment makes a new version.
+ */
+export interface PlanState {
+  state: 'writing' | 'awaiting' | 'approved';
+  /** 1 for the first plan, one more for each amended one. */
+  version: number;
+  /** The plan as the agent wrote it, at most 8,000 characters. */
+  text?: string;
+  /** The follow-ups that amended it so far (the last 10). */
+  amendments: { by: string; text: string; version: number }[];
+  approvedBy?: string;
+}
+
 export interface SessionStatus {
   sessionId: string;
   repo: string;
@@ -382,8 +399,12 @@ export interface SessionStatus {
       setupFiles?: string;
       /** An MCP call waiting (mcp_write): "server tool", and its arguments as the model wrote them (cut, scrubbed). */
       mcpCall?: { server: string; tool: string; arguments: string };
+      /** The plan waiting (plan): its text as the agent wrote it (at most 8,000 characters) and its version. */
+      plan?: { text: string; version: number };
     };
   };
+  /** A session that asked for a plan first (input.plan): the plan, where it stands, and who amended or approved it. */
+  plan?: PlanState;
   decisions: Decision[];
   /** Decisions that were sent but refused (unknown approver, nothing pending...). */
   refusedDecisions: { input: DecideInput; reason: string; at: string }[];

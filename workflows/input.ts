@@ -162,6 +162,14 @@ const agent = z
       .default('script')
       .describe('script: the steps; openai: the built-in tool loop; cli: an agent CLI in the sandbox'),
     steps: z.array(scriptStep).default([]).describe('script: run in order'),
+    planSteps: z
+      .array(scriptStep)
+      .max(20)
+      .default([])
+      .describe(
+        'script, with plan: the steps that write the plan (what they print is the plan); ' +
+          'the work steps get the approved plan in $DRYDOCK_PLAN (docs/agents.md)',
+      ),
     baseUrl: z
       .string()
       .regex(/^https?:\/\/[^\s]+$/, 'an http(s) URL')
@@ -356,6 +364,13 @@ export const sessionInputSchema = z.strictObject({
       "A pilot's check of the change, run in the sandbox once it passed verification; recorded, never shown to the agent, " +
         'and it does not change the outcome (docs/pilot.md)',
     ),
+  plan: z
+    .boolean()
+    .default(false)
+    .describe(
+      "Write a plan first: the agent plans (reading only), the session waits at the plan gate for a person's " +
+        "approval (a follow-up amends the plan), then the agent carries out the approved plan; default the repo's (docs/agents.md)",
+    ),
   attempts: z
     .union([z.number().int().min(1).max(MAX_ATTEMPTS), z.array(z.strictObject({ agent })).min(1).max(MAX_ATTEMPTS)])
     .optional()
@@ -450,6 +465,17 @@ const sessionInputChecked = sessionInputSchema.superRefine((input, ctx) => {
     ctx.addIssue({ code: 'custom', path: ['agent', 'command'], message: 'required for agent.kind "cli"' });
   }
   if (kind !== 'script' && steps.length) misplaced('steps', '"script"');
+  if (kind !== 'script' && input.agent.planSteps.length) misplaced('planSteps', '"script"');
+  if (input.plan && kind === 'script' && !input.agent.planSteps.length) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['agent', 'planSteps'],
+      message: 'a script agent that plans first needs the steps that write its plan',
+    });
+  }
+  if (input.plan && input.attempts !== undefined && input.attempts !== 1) {
+    ctx.addIssue({ code: 'custom', path: ['plan'], message: 'not with parallel attempts (each would plan alone)' });
+  }
   if (kind !== 'cli' && command) misplaced('command', '"cli"');
   const template = kind === 'cli' && typeof command === 'string';
   if (version && !template) misplaced('version', '"cli" with "claude", "codex" or "opencode"');

@@ -103,6 +103,12 @@ export const repoConfigSchema = z.strictObject({
     })
     .optional()
     .describe('Defaults for sessions that run this kind of agent'),
+  plan: z
+    .boolean()
+    .optional()
+    .describe(
+      "Sessions with a model or CLI agent write a plan first and wait for a person's approval (docs/agents.md); a session's plan: overrides",
+    ),
   limits: sessionLimits.optional().describe("Resources a session gets by default; at most the operator's maxima"),
   environment: z
     .strictObject({

@@ -185,17 +185,31 @@ export async function restoreServiceData(
 }
 
 /**
+ * A process's pid file (a regular file named `*.pid`: PostgreSQL's
+ * postmaster.pid, MySQL's `<host>.pid`) in a copy names a process of the lost
+ * container, copied running (paused) or dead. The replacement's service runs
+ * in a new PID namespace where that number can be another live process (its
+ * init, a health check's probe), and PostgreSQL then refuses to start: 'lock
+ * file "postmaster.pid" already exists'. No process of the copy runs any
+ * more, so its pid files are dropped on the way back (copies kept before this
+ * rule too); the lower layer has none (a snapshot's data is taken with the
+ * service stopped cleanly, which removes them).
+ */
+const PID_FILE = /\.pid$/;
+
+/**
  * tar as root keeps owners, modes and device nodes, as the copy has them;
  * whoever can write the copy's row could plant root's setuid files or a
  * device under the storage root. Owners stay (a service's files are its
  * uid's); setuid and setgid bits are cleared; a device other than an
- * overlay whiteout is named (the caller refuses the copy).
+ * overlay whiteout is named (the caller refuses the copy). Pid files go (PID_FILE).
  */
 async function tameRestored(base: string, members: string[]): Promise<string | undefined> {
   const walk = async (at: string): Promise<string | undefined> => {
     const info = await lstat(at);
     if (info.isBlockDevice() || (info.isCharacterDevice() && info.rdev !== 0)) return path.relative(base, at);
     if (info.isSymbolicLink()) return undefined;
+    if (info.isFile() && PID_FILE.test(path.basename(at))) return void (await rm(at));
     if (info.mode & 0o6000) await chmod(at, info.mode & 0o1777);
     if (!info.isDirectory()) return undefined;
     for (const name of await readdir(at)) {

@@ -17,6 +17,7 @@ test('the minimal input gets every default', () => {
         kind: 'script',
         maxOutputTokens: 8192,
         steps: [],
+        planSteps: [],
         toolOutputLimit: 10_000,
         runTimeout: '5m',
         contextWindow: 128_000,
@@ -26,6 +27,7 @@ test('the minimal input gets every default', () => {
         budget: { maxTurns: 50, maxWallTime: '1h', onExceeded: 'verify' },
       },
       verify: { timeout: '10m', maxRounds: 2 },
+      plan: false,
       publish: { pullRequest: false, deploy: false, push: true, openFor: '7d' },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
       limits: {

@@ -221,6 +221,7 @@ test('the shipped JSON Schema of the repo file is the one generated from the zod
     'verify',
     'egress',
     'agent',
+    'plan',
     'limits',
     'environment',
     'services',

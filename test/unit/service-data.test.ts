@@ -5,6 +5,7 @@
  * is replaced whole, and a copy over other lower layers is not used. A copy
  * from a row drydock did not write cannot plant setuid files or devices: the
  * bits are cleared (owners kept), a device other than a whiteout is refused.
+ * A pid file the copy holds (PostgreSQL's postmaster.pid) does not come back.
  */
 import { execFileSync } from 'node:child_process';
 import { chmod, chown, lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -80,6 +81,29 @@ test('a copy over other lower layers (another snapshot) is not used', async () =
 
 const upperOf = (sandbox: string) =>
   path.join(root, 'storage', 'sandboxes', sandbox, 'fs', 'services', 'db', '0', 'upper');
+
+test("a process's pid files do not come back (postmaster.pid names a process of the lost container); the rest does", async () => {
+  const tar = await copyOf(async (upper) => {
+    // As a paused or killed PostgreSQL leaves it: its PID, the data folder, its start time, its port.
+    await writeFile(path.join(upper, 'postmaster.pid'), '7\n/var/lib/postgresql/data\n1764897600\n5432\n');
+    await chown(path.join(upper, 'postmaster.pid'), 999, 999);
+    await mkdir(path.join(upper, 'run'));
+    await writeFile(path.join(upper, 'run', 'mysqld.pid'), '12\n');
+    await writeFile(path.join(upper, 'postmaster.opts'), 'postgres -c listen_addresses=*\n');
+    execFileSync('mknod', [path.join(upper, 'run', 'old.pid'), 'c', '0', '0']);
+  });
+  const storage = new SandboxStorageRoot({} as Docker, path.join(root, 'storage'));
+  await mkdir(path.join(root, 'storage', 'sandboxes', 'drydock-s-r4', 'fs'), { recursive: true });
+  const spec = { sandbox: 'drydock-s-r4', service: 'db', folders };
+  expect(await restoreServiceData(storage, spec, { lowers: lowersOf(folders), tar })).toBe(true);
+  const upper = upperOf('drydock-s-r4');
+  await expect(lstat(path.join(upper, 'postmaster.pid'))).rejects.toThrow(/ENOENT/);
+  await expect(lstat(path.join(upper, 'run', 'mysqld.pid'))).rejects.toThrow(/ENOENT/);
+  // A whiteout named so stays one (it hides the lower's file), and every other file comes back.
+  expect((await lstat(path.join(upper, 'run', 'old.pid'))).isCharacterDevice()).toBe(true);
+  expect(await readFile(path.join(upper, 'postmaster.opts'), 'utf8')).toBe('postgres -c listen_addresses=*\n');
+  expect(await readFile(path.join(upper, 'base', '16384'), 'utf8')).toBe('row written');
+});
 
 test("setuid and setgid bits are cleared; owners and the other bits are kept (a service's files are its uid's)", async () => {
   const tar = await copyOf(async (upper) => {

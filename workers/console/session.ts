@@ -163,11 +163,23 @@ function approvalSection(s: SessionStatus, who: string): string {
   const button = (decision: string, label: string, key: string) =>
     `<button data-decision="${decision}" data-action="${esc(p.action)}" data-change="${esc(p.change)}" aria-keyshortcuts="${key}">${label}</button>`;
   return `<section class="pending" id="approval" aria-labelledby="approval-title"><h2 id="approval-title">Waiting for approval: ${esc([p.action, ...(p.covers ?? [])].join(' and '))}</h2>
-<p>${esc(p.action)} of <code>${esc(p.evidence.branch)}</code> at <code>${esc(p.evidence.commit.slice(0, 12))}</code>,
-change <code id="change">${esc(p.change.slice(0, 12))}</code>; deadline ${esc(p.deadline)};
+${planOrChange(p)} <code id="change">${esc(p.change.slice(0, 12))}</code>; deadline ${esc(p.deadline)};
 may approve: ${esc(p.approvers.length ? p.approvers.join(', ') : 'anyone')}. You decide as <strong>${esc(who)}</strong>.</p>
 <p><label for="comment">Comment</label> <input type="text" id="comment" size="60"></p>
 <p>${button('approve', 'Approve', 'Shift+A')}${button('reject', 'Reject', 'Shift+R')}</p></section>`;
+}
+
+/**
+ * What waits: the agent's plan (its text, as written: escaped, never
+ * rendered; a follow-up below amends it) or an action on a change.
+ */
+function planOrChange(p: NonNullable<SessionStatus['pendingApproval']>): string {
+  if (p.evidence.plan) {
+    return `<p>The agent's plan, version ${p.evidence.plan.version}: approve it to let the agent start, or send a follow-up below to amend it.</p>
+<pre id="plan">${esc(p.evidence.plan.text)}</pre><p>plan`;
+  }
+  return `<p>${esc(p.action)} of <code>${esc(p.evidence.branch)}</code> at <code>${esc(p.evidence.commit.slice(0, 12))}</code>,
+change`;
 }
 
 /** The agent as it is: a script's steps, or a model's or CLI's turns, tokens, cost and summary. */

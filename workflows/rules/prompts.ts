@@ -40,10 +40,11 @@ export function feedbackMessage(verification: Verification, attempt: number, max
   ].join('\n\n');
 }
 
-/** The prompt of an agent CLI: the task, how it is checked, and the last failure if any. (CLIs read AGENTS.md themselves.) */
-export function cliPrompt(task: string, verifyCommand: string | undefined, feedback?: string): string {
+/** The prompt of an agent CLI: the task, the approved plan (fenced) if any, how it is checked, and the last failure if any. (CLIs read AGENTS.md themselves.) */
+export function cliPrompt(task: string, verifyCommand: string | undefined, feedback?: string, plan?: string): string {
   return [
     task,
+    ...(plan ? [plan] : []),
     ...(verifyCommand ? [`The change will be verified with: ${verifyCommand}`] : []),
     'Do not commit or push: drydock commits the change and a person reviews it.',
     ...(feedback ? [feedback] : []),

@@ -181,8 +181,11 @@ function withRepoDefaults(raw: unknown, file: RepoConfig | undefined): unknown {
   };
   const defined = (o: object | undefined) =>
     Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined));
+  // The repo's plan default: for a model or CLI agent (a script's plan needs its planSteps), never for parallel attempts.
+  const plansByDefault = file.plan !== undefined && kind !== 'script' && r.attempts === undefined && !r.attemptOf;
   return {
     ...r,
+    ...(plansByDefault && r.plan === undefined ? { plan: file.plan } : {}),
     agent: { ...defined(agentDefaults), ...agentRaw },
     verify: { ...defined(file.verify), ...r.verify },
     limits: { ...defined(file.limits), ...r.limits },

@@ -112,8 +112,14 @@ async function agentWorks(run: SessionRun): Promise<void> {
   await startAgentApp(run);
   if (agent.kind === 'script') {
     const prefix = run.keyPrefix;
+    // A plan first: the steps read the approved plan from $DRYDOCK_PLAN.
+    const plan = run.status.plan?.state === 'approved' ? { env: { DRYDOCK_PLAN: run.status.plan.text ?? '' } } : {};
     for (const [i, step] of run.scriptSteps.entries()) {
-      const options = { key: `${prefix}step-${i + 1}`, name: `${prefix}step ${i + 1}: ${describeStep(step)}` };
+      const options = {
+        key: `${prefix}step-${i + 1}`,
+        name: `${prefix}step ${i + 1}: ${describeStep(step)}`,
+        ...plan,
+      };
       await runScriptStep(run, step, { ...options, failOnExit: true, checkpoint: true });
     }
     return;
@@ -163,22 +169,24 @@ async function feedBack(run: SessionRun, failure: string, feedback: string): Pro
  * model only through the worker's gateway, which holds the key and the
  * budget; any other argv reaches only agent.egress, through the proxy.
  */
-async function cliAgent(run: SessionRun): Promise<void> {
+export async function cliAgent(run: SessionRun, planRun?: { prompt: string; key: string }): Promise<void> {
   const { input, loop, sessionId } = run;
   const agent = input.agent;
   const progress = run.status.agent!;
   if (run.budgetSpent()) return;
   const limitMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
-  // A follow-up round asks for the follow-up; the agent's earlier work is in the tree.
-  const prompt = cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback);
+  // A follow-up round asks for the follow-up; the agent's earlier work is in the tree. A plan run asks for the plan.
+  const prompt =
+    planRun?.prompt ?? cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback, loop.plan);
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
-  const result = await run.track(`agent: ${program} (attempt ${loop.attempt})`, async (record) => {
+  const what = planRun ? 'planning' : `attempt ${loop.attempt}`;
+  const result = await run.track(`agent: ${program} (${what})`, async (record) => {
     const step = await inSandbox(run, async (sb) => {
       const plan = await cliPlan(run, sb, prompt);
       return onHost(sb, limitMs + 60_000).runStep({
         sandbox: sb.name,
         sessionId,
-        key: `${run.keyPrefix}agent-cli-${loop.attempt}`,
+        key: `${run.keyPrefix}${planRun?.key ?? `agent-cli-${loop.attempt}`}`,
         nonce: stepNonce(),
         step: { run: plan.command, timeout: limitMs },
         timeoutMs: limitMs,

@@ -259,7 +259,7 @@ async function awaitDecision(
  * with nothing decided, parks the sandbox first (publishing needs none: the
  * push is made from the host's mirror), then waits the rest.
  */
-async function waitOrPark(run: SessionRun, done: () => boolean, timeoutMs: number): Promise<boolean> {
+export async function waitOrPark(run: SessionRun, done: () => boolean, timeoutMs: number): Promise<boolean> {
   const parkAfter = run.policy.parkAfter;
   const parkMs = parkAfter && parkAfter !== 'never' ? durationMs(parkAfter) : Infinity;
   if (run.status.parked || parkMs >= timeoutMs) return condition(done, timeoutMs);

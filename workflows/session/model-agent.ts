@@ -36,7 +36,7 @@ export async function modelAgent(run: SessionRun): Promise<void> {
 }
 
 /** The conversation's first messages: the task, the repo's AGENTS.md. */
-async function startConversation(run: SessionRun): Promise<void> {
+export async function startConversation(run: SessionRun): Promise<void> {
   const started = await run.track('agent: start', async (record) => {
     const result = await inSandbox(run, (sb) =>
       onHost(sb).startModelAgent({
@@ -195,6 +195,8 @@ async function runTool(
       runTimeoutMs,
       checkpointBase: sb.baseCommit,
       ...(mcp ? { mcp } : {}),
+      // A plan first: until it is approved the agent only reads (agent-loop/tools.ts refuses the rest).
+      ...(run.status.plan?.state === 'writing' ? { planning: true } : {}),
     }),
   );
   loop.messageCount++;

@@ -52,6 +52,10 @@ export interface AgentLoop {
   feedback?: string;
   /** A follow-up round's request: an agent CLI's prompt instead of the task. */
   request?: string;
+  /** A plan first: the version of the plan the agent was asked for (asked once, also across continue-as-new). */
+  planAsked?: number;
+  /** The approved plan, fenced, as an agent CLI's prompt carries it (the model hears it as a message). */
+  plan?: string;
   /** The repo's MCP servers (the operator's declaration, no credentials) and the calls made of each. */
   mcp?: { servers: McpServer[]; calls: Record<string, number> };
 }
@@ -147,6 +151,8 @@ export class SessionRun {
   bringingBack?: Promise<void>;
   /** The scope of the work under way (provisioning, the agent, verification): an attempt set aside cancels it. */
   workScope?: CancellationScope;
+  /** A script agent's plan steps, once a follow-up at the plan gate replaced them (a script never continues as new). */
+  private amendedPlanSteps?: ScriptStep[];
 
   constructor(
     /** The input as given: a continued run starts from it again. */
@@ -264,6 +270,16 @@ export class SessionRun {
   }
 
   /** Ends the agent's work when a budget is spent; true if one is (the reason goes into status). */
+  /** The steps that write a script agent's plan: its planSteps, or those of the last amendment. */
+  planSteps(): ScriptStep[] {
+    return this.amendedPlanSteps ?? this.input.agent.planSteps;
+  }
+
+  /** A follow-up at the plan gate of a script agent: its steps write the next version of the plan. */
+  amendPlanSteps(steps: ScriptStep[]): void {
+    if (steps.length) this.amendedPlanSteps = steps;
+  }
+
   budgetSpent(): boolean {
     const progress = this.status.agent!;
     const reason = budgetStop(this.input.agent.budget, {

@@ -19,6 +19,8 @@ export interface StepOptions {
   checkpoint?: boolean;
   /** A test command's step: its result carries the JUnit report it wrote (see StepInput). */
   testReport?: { files?: string[] };
+  /** Variables of the step (a plan first: DRYDOCK_PLAN, the approved plan). */
+  env?: Record<string, string>;
 }
 
 export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: StepOptions): Promise<StepResult> {
@@ -36,6 +38,7 @@ export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: Ste
         timeoutMs,
         ...(opts.checkpoint ? { checkpointBase: sb.baseCommit } : {}),
         ...(opts.testReport ? { testReport: opts.testReport } : {}),
+        ...(opts.env ? { env: opts.env } : {}),
       }),
     );
     recordStep(record, result);

@@ -25,6 +25,9 @@ export interface ThreadReport {
     diffstatCut?: boolean;
     tests: string;
     approvers: string[];
+    /** The plan at the plan gate (its first characters, like a diffstat's); cut: the thread does not offer Approve. */
+    plan?: string;
+    planCut?: boolean;
   };
   lastDecision?: { decision: 'approve' | 'reject'; action: GatedAction; by: string };
   pullRequest?: string;

@@ -94,6 +94,7 @@ function threadReport(run: SessionRun): ThreadReport {
             ...(pending.evidence.diffstat.length > DIFFSTAT_SHOWN ? { diffstatCut: true } : {}),
             tests: pending.evidence.tests.slice(0, 500),
             approvers: pending.approvers,
+            ...(pending.evidence.plan ? planShown(pending.evidence.plan.text) : {}),
           },
         }
       : {}),
@@ -101,4 +102,9 @@ function threadReport(run: SessionRun): ThreadReport {
     ...(status.pullRequest ? { pullRequest: status.pullRequest.url } : {}),
     ...(status.error ? { error: status.error.slice(0, 500) } : {}),
   };
+}
+
+/** A plan at its gate (plan.ts), as much as a thread shows of a diffstat. */
+function planShown(text: string): { plan: string; planCut?: true } {
+  return { plan: text.slice(0, DIFFSTAT_SHOWN), ...(text.length > DIFFSTAT_SHOWN ? { planCut: true } : {}) };
 }

@@ -24,6 +24,7 @@ import { endEarly, tearDown } from './outcome';
 import { tellParent } from './parent';
 import { anyHost } from './proxies';
 import { publishRounds, stayOpen } from './rounds';
+import { planning, planThenWork, writePlan } from './plan';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { startThreadReports } from './threads';
@@ -52,11 +53,13 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
           await captureBefore(run);
           startAgent(run);
         }
+        // A plan first: the agent writes it here; the gate and the work on it follow (plan.ts).
+        if (planning(run)) return writePlan(run);
         const verified = await workUntilVerified(run);
         await checkAcceptance(run, verified);
         return verified;
       });
-      await publishRounds(run, change);
+      await publishRounds(run, change ?? (await planThenWork(run)));
     }
     await stayOpen(run, continued?.parked === true);
   } catch (err) {
@@ -143,7 +146,9 @@ function invalid(run: SessionRun, problems: string[]): never {
  */
 function withinWallTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
   const wallTimeMs = durationMs(run.input.limits.wallTime);
-  const since = (run.status.round ?? 1) > 1 ? run.loop.startedAt : run.sessionStartedAt;
+  // A later round's, or a plan's or its approved work's, counts from its start (plan.ts).
+  const later = (run.status.round ?? 1) > 1 || run.status.plan !== undefined;
+  const since = later ? run.loop.startedAt : run.sessionStartedAt;
   const timeout = run.continued ? Math.max(1, wallTimeMs - (Date.now() - since)) : wallTimeMs;
   run.workScope = new CancellationScope({ cancellable: true, timeout });
   return run.workScope.run(fn);
