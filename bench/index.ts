@@ -28,6 +28,7 @@ const ALL: [string, Record<string, string>][] = [
   ['round-trip', {}],
   ['park', {}],
   ['exec', {}],
+  ['desktop', {}],
   ['build', {}],
   ['concurrency', { BENCH_DB: 'pglite' }],
   ...(existsSync('/usr/lib/postgresql')

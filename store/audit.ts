@@ -28,6 +28,7 @@ export const AUDIT_KINDS = [
   'followup',
   'attach',
   'attach.input',
+  'desktop',
   'push',
   'pull_request',
   'deploy',

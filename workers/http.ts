@@ -136,13 +136,20 @@ export function sendJson(
   res.end(JSON.stringify(body));
 }
 
-export function sendHtml(res: ServerResponse, status: number, html: string, nonce?: string): void {
+/** `images`: more sources for img-src (the desktop's noVNC draws its JPEG rectangles from `data:` images). */
+export function sendHtml(
+  res: ServerResponse,
+  status: number,
+  html: string,
+  nonce?: string,
+  opts: { images?: string } = {},
+): void {
   res.writeHead(status, {
     'content-type': 'text/html; charset=utf-8',
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
     'x-frame-options': 'DENY',
-    'content-security-policy': `default-src 'none'; img-src 'self'; media-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
+    'content-security-policy': `default-src 'none'; img-src 'self'${opts.images ? ` ${opts.images}` : ''}; media-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'${nonce ? `; script-src 'nonce-${nonce}'` : ''}`,
   });
   res.end(html);
 }

@@ -7,6 +7,7 @@
  *   /api/sessions...        the JSON API, bearer tokens mapped to people
  *   GET /api/sessions/:id/attach   Upgrade: drydock-attach, a shell in the session's sandbox
  *   GET /sessions/:id/terminal/socket   Upgrade: websocket, the same shell for the console's terminal
+ *   GET /sessions/:id/desktop/socket    Upgrade: websocket, VNC of the session's desktop (noVNC)
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
  */
@@ -46,6 +47,7 @@ import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from '.
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
 import { previewEntry, previewRequest, previewRequestLabel } from './routes/preview';
+import { desktopPageRoute, desktopUpgrade, isDesktopUpgrade, novncAsset } from './routes/desktop';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
 import { ciWebhook, githubWebhook } from './routes/webhooks';
@@ -113,13 +115,15 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
   const sockets = new WebSocketServer({ noServer: true, maxPayload: TERMINAL_LIMITS.maxMessageBytes });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const terminal = isTerminalUpgrade(req);
+    const desktop = isDesktopUpgrade(req);
     // An app's own WebSockets (a dev server's reload) are not carried to its preview yet.
-    if (previewRequestLabel(ctx, req) || (!terminal && !isAttachUpgrade(req))) {
+    if (previewRequestLabel(ctx, req) || (!terminal && !desktop && !isAttachUpgrade(req))) {
       return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
     }
     upgraded.add(socket);
     socket.on('close', () => upgraded.delete(socket));
     if (terminal) void terminalUpgrade(ctx, sandboxes, sockets, req, socket, head);
+    else if (desktop) void desktopUpgrade(ctx, sandboxes, sockets, req, socket, head);
     else void attachUpgrade(ctx, sandboxes, req, socket);
   });
   return upgraded;
@@ -169,6 +173,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('GET', /^\/assets\/diff2html\.css$/)) return diffStylesheet(res);
   if ((match = is('GET', /^\/assets\/xterm\/(xterm\.js|xterm\.css)$/))) return xtermAsset(res, match[1]);
   if ((match = is('GET', /^\/assets\/console\/([a-z-]+\.js)$/))) return consoleScript(res, match[1]);
+  if ((match = is('GET', /^\/assets\/novnc\/(.+)$/))) return novncAsset(res, match[1]);
   if (is('GET', /^\/login$/)) return sendHtml(res, 200, loginPage(Boolean(ctx.identities.oidc)));
   if (is('POST', /^\/login$/)) return login(ctx, req, res);
   if (is('POST', /^\/logout$/)) return logout(ctx, req, res);
@@ -189,6 +194,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/preview$/))) {
     return previewEntry(ctx, res, decodeURIComponent(match[1]), who);
+  }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/desktop$/))) {
+    return desktopPageRoute(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/events$/))) {
     return consoleEvents(ctx, req, res, decodeURIComponent(match[1]), who);

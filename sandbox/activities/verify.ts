@@ -27,6 +27,7 @@ import { stopAgentApp } from './agent-app';
 import { toolchainsOf } from './environment';
 import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
+import { DESKTOP_DISPLAY, desktopShown } from '../desktop';
 
 /** Report files the usual test runners write (jest-junit, surefire, gradle, pytest --junitxml, ...). */
 const USUAL_JUNIT_FILE =
@@ -277,11 +278,15 @@ export function createVerifyActivities(deps: VerifyDeps) {
       let raw = runnerResult(ready);
       const copies: { file: string; ref: string }[] = [];
       if (raw.outcome === 'passed') {
+        // A person watching the sandbox's desktop sees the check: its Chromium draws on that display
+        // (not under gVisor, whose browser container has a kernel of its own: no X socket of the desktop's).
+        const shown = !deps.runtime?.startsWith('runsc') && (await desktopShown(sandboxes, input.sandbox));
+        const display = shown ? DESKTOP_DISPLAY : undefined;
         const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
-          const run = await container.commands.exec(
-            [HELPER.browser, JSON.stringify({ ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video })],
-            cleanNode(BROWSER_OUT),
-          );
+          const spec = { ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video, display };
+          const env = cleanNode(BROWSER_OUT);
+          if (display) env.env.push(`DISPLAY=${display}`);
+          const run = await container.commands.exec([HELPER.browser, JSON.stringify(spec)], env);
           const result = runnerResult(run);
           const files = [
             ...result.checks.map((c) => c.screenshot),

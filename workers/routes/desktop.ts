@@ -1,0 +1,192 @@
+/**
+ * The console's desktop: GET /sessions/:id/desktop (the page, with a ticket
+ * for its socket), GET /sessions/:id/desktop/socket (a WebSocket carrying
+ * VNC) and GET /assets/novnc/... (noVNC's modules from node_modules). The
+ * rules of the terminal's socket (workers/routes/terminal.ts): an approver or
+ * the requester, the console's Origin, a ticket of this serve for this
+ * person and session, the audit trail. Opening it does not pause the agent:
+ * the desktop shows the app and the agent's browser, it changes no file the
+ * session commits. Each viewer's connection is a `desktop` row of the audit
+ * trail under their name (opened; then closed, with how long and how much
+ * input). The companion and its bridge: sandbox/desktop.ts.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import type WebSocket from 'ws';
+import type { WebSocketServer } from 'ws';
+import { AttachRefused, reachableSandbox } from '../../sandbox/attach';
+import { browserContainerName } from '../../sandbox/activities/container';
+import {
+  bridgeDesktop,
+  desktopContainerName,
+  DesktopRefused,
+  SessionDesktops,
+  startDesktop,
+  VNC_BRIDGE,
+} from '../../sandbox/desktop';
+import type { SandboxProvider } from '../../sandbox/provider';
+import { CLOSE, TerminalTickets } from '../../sandbox/web-terminal';
+import { baseImageTag } from '../../sandbox-images/base-image';
+import { ensureDesktopImage } from '../../sandbox-images/desktop-image';
+import { readableStatus, steeringRefused } from '../access';
+import { desktopPage } from '../console/desktop';
+import { consoleUrl, identify, HttpError, sendHtml, type ServeContext } from '../http';
+import { answerUpgrade } from './attach';
+import { originRefusal } from './terminal';
+
+const SOCKET_PATH = /^\/sessions\/([^/]+)\/desktop\/socket$/;
+
+/** This process's tickets for desktop sockets (a key of their own: a terminal's ticket opens no desktop). */
+const tickets = new TerminalTickets();
+
+/** GET /sessions/:id/desktop: the page, for a person who may steer the session (403 naming the role otherwise). */
+export async function desktopPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string) {
+  const s = await readableStatus(ctx, id, who);
+  const refused = await steeringRefused(ctx, who, s);
+  if (refused) throw new HttpError(403, refused);
+  const nonce = randomBytes(16).toString('base64');
+  // noVNC draws JPEG rectangles through data: images; nothing else of the page's CSP changes.
+  sendHtml(res, 200, desktopPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()) }), nonce, {
+    images: 'data:',
+  });
+}
+
+/** noVNC's package folder (its exports name only core/rfb.js, so its package.json cannot be resolved). */
+const novncRoot = () => path.resolve(path.dirname(require.resolve('@novnc/novnc')), '..');
+/** noVNC's ES modules: its core and vendored pako, by a plain relative path. */
+const NOVNC_FILE = /^(core|vendor)\/(?:[A-Za-z0-9_-]+\/)*[A-Za-z0-9_.-]+\.js$/;
+
+/** Whether a path under /assets/novnc/ names one of noVNC's modules. */
+export function isNovncFile(rel: string): boolean {
+  return NOVNC_FILE.test(rel) && !rel.split('/').some((part) => part === '..' || part.startsWith('.'));
+}
+
+/** GET /assets/novnc/<core|vendor>/....js: noVNC from the project's node_modules (no CDN, no bundle). */
+export async function novncAsset(res: ServerResponse, rel: string): Promise<void> {
+  if (!isNovncFile(rel)) throw new HttpError(404, 'no such noVNC module');
+  const body = await readFile(path.join(novncRoot(), rel)).catch(() => undefined);
+  if (!body) throw new HttpError(404, 'no such noVNC module');
+  res.writeHead(200, {
+    'content-type': 'text/javascript; charset=utf-8',
+    'cache-control': 'public, max-age=86400',
+    'x-content-type-options': 'nosniff',
+  });
+  res.end(body);
+}
+
+/** Whether an Upgrade request is for a desktop socket. */
+export function isDesktopUpgrade(req: IncomingMessage): boolean {
+  return SOCKET_PATH.test(new URL(req.url ?? '/', 'http://drydock').pathname);
+}
+
+/** The checks before the Upgrade, answered over HTTP: who, from where, with which ticket, with which role. */
+async function checkDesktopRequest(ctx: ServeContext, req: IncomingMessage) {
+  const url = new URL(req.url ?? '/', 'http://drydock');
+  if (req.method !== 'GET') throw new HttpError(405, 'a desktop socket is GET with Upgrade: websocket');
+  const badOrigin = originRefusal(req, consoleUrl(ctx.config));
+  if (badOrigin) throw new HttpError(403, badOrigin);
+  const who = await identify(req, ctx.identities);
+  if (!who) throw new HttpError(401, 'sign in first');
+  let id: string;
+  try {
+    id = decodeURIComponent(SOCKET_PATH.exec(url.pathname)![1]);
+  } catch {
+    throw new HttpError(400, 'the session id in the path is not valid percent-encoding');
+  }
+  const badTicket = tickets.refusal(url.searchParams.get('ticket'), id, who, Date.now());
+  if (badTicket) throw new HttpError(403, badTicket.replace(/terminal/g, 'desktop'));
+  const refused = await steeringRefused(ctx, who, await readableStatus(ctx, id, who));
+  if (refused) throw new HttpError(403, refused);
+  if (!ctx.audit)
+    throw new HttpError(503, 'the desktop needs the audit trail (drydock serve opens it with its database)');
+  return { id, who };
+}
+
+/** The desktops this process started, per provider (one provider per serve). */
+let desktops: SessionDesktops | undefined;
+function desktopsOf(sandboxes: SandboxProvider): SessionDesktops {
+  desktops ??= new SessionDesktops(
+    async (sandbox) => void (await sandboxes.destroy(desktopContainerName(sandbox))),
+    // A browser check may be drawing on it: kept until the check's container is gone.
+    (sandbox) => sandboxes.exists(browserContainerName(sandbox)),
+  );
+  return desktops;
+}
+
+/** An Upgrade to a desktop socket: checked, then the desktop started and bridged. */
+export async function desktopUpgrade(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  sockets: WebSocketServer,
+  req: IncomingMessage,
+  raw: Duplex,
+  head: Buffer,
+): Promise<void> {
+  let checked: Awaited<ReturnType<typeof checkDesktopRequest>>;
+  try {
+    checked = await checkDesktopRequest(ctx, req);
+  } catch (err) {
+    return answerUpgrade(ctx, raw, err);
+  }
+  const socket = await new Promise<WebSocket | undefined>((resolve) => {
+    raw.once('close', () => resolve(undefined));
+    sockets.handleUpgrade(req, raw, head, resolve);
+  });
+  if (socket) await shownDesktop(ctx, sandboxes, socket, checked);
+}
+
+/** The open socket: the desktop made (or found), one VNC connection bridged, each end audited. */
+async function shownDesktop(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  socket: WebSocket,
+  { id, who }: { id: string; who: string },
+): Promise<void> {
+  const connection = randomUUID();
+  const opened = Date.now();
+  let sandbox: string | undefined;
+  try {
+    sandbox = await reachableSandbox(ctx.client, sandboxes, id);
+    desktopsOf(sandboxes).join(sandbox);
+    const image = await ensureDesktopImage(ctx.config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()), (line) =>
+      ctx.log.info({ sessionId: id }, line),
+    );
+    const egressDir = path.join(ctx.config.DRYDOCK_DATA_DIR, 'desktop-no-egress');
+    await mkdir(egressDir, { recursive: true, mode: 0o755 });
+    const name = await startDesktop(sandboxes, sandbox, { image, egressDir });
+    if (socket.readyState !== socket.OPEN) return;
+    await audit(ctx, id, who, `desktop/${connection}/open`, { event: 'opened', sandbox, connection });
+    ctx.log.info({ sessionId: id, by: who, desktop: name }, 'desktop opened in the console');
+    const vnc = await sandboxes.attach(name, VNC_BRIDGE);
+    const { end, use } = await bridgeDesktop(socket, vnc);
+    const data = { event: 'closed', sandbox, connection, durationMs: Date.now() - opened, ...use };
+    await audit(ctx, id, who, `desktop/${connection}/close`, {
+      ...data,
+      end: typeof end === 'string' ? end : end.reason,
+    });
+  } catch (err) {
+    const refused = err instanceof DesktopRefused || err instanceof AttachRefused;
+    if (!refused) ctx.log.error({ err, sessionId: id }, 'console desktop failed');
+    if (socket.readyState === socket.OPEN) {
+      socket.close(
+        refused ? CLOSE.refused : CLOSE.failed,
+        refused ? (err as Error).message.slice(0, 120) : 'internal error',
+      );
+    }
+  } finally {
+    if (sandbox) desktopsOf(sandboxes).leave(sandbox);
+  }
+}
+
+async function audit(ctx: ServeContext, id: string, who: string, key: string, data: Record<string, unknown>) {
+  await ctx.audit!.append({
+    sessionId: id,
+    key,
+    kind: 'desktop',
+    actor: who,
+    data: { via: 'console desktop', ...data },
+  });
+}
