@@ -15,6 +15,7 @@ import type { AuditDeps } from './audit';
 import type { PilotDeps } from './pilot';
 import type { PublishDeps } from './publish';
 import type { RepoPolicyDeps } from './repo-policy';
+import type { RepoNotesDeps } from './repo-notes';
 
 export type ActivityDeps = SandboxDeps &
   AgentLoopDeps &
@@ -26,4 +27,5 @@ export type ActivityDeps = SandboxDeps &
   LinearDeps &
   PilotDeps &
   AuditDeps &
-  RepoPolicyDeps;
+  RepoPolicyDeps &
+  RepoNotesDeps;

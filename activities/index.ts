@@ -33,6 +33,7 @@ import { createAgentAppActivities } from '../sandbox/activities/agent-app';
 import { createLinearActivities } from '../linear/activities';
 import { createMcpActivities } from '../mcp/tools';
 import { createMcpApprovalActivities } from './mcp-approval';
+import { createRepoNotesActivities } from './repo-notes';
 import { createSlackActivities } from '../slack/activities';
 
 export type { ActivityDeps } from './deps';
@@ -72,6 +73,7 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createAgentLoopActivities(deps),
       ...createMcpActivities(deps),
       ...createMcpApprovalActivities(deps),
+      ...createRepoNotesActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
       ...createAgentAppActivities(deps),

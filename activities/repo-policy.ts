@@ -24,6 +24,9 @@ import { redactUrl } from '../workflows/rules/repo-url';
 import type { OperatorEnvironment } from '../workflows/rules/environment-choice';
 import type { McpServer } from '../workflows/mcp-servers';
 import { notRegistered, resolveRef, syncMirror, type MirrorDeps } from '../repos/mirror';
+import { RepoNotes } from '../repos/notes';
+import type { Database } from '../store/db';
+import type { GivenNote } from '../workflows/rules/repo-notes';
 
 export type RepoPolicy =
   | {
@@ -42,12 +45,16 @@ export type RepoPolicy =
       commit?: string;
       /** The operator's MCP servers of the repo (docs/mcp.md): header values stay on the worker. */
       mcp?: McpServer[];
+      /** The repo's approved notes (repo memory), within their bound; none when the input's memory.use is false. */
+      notes?: GivenNote[];
     }
   | { ok: false; problems: string[] };
 
 /** What settling a session's input uses: the mirrors and registry, and the server's approval policy (sessions can only tighten it). */
 export interface RepoPolicyDeps extends MirrorDeps {
   policy: ApprovalPolicy;
+  /** Where the repo's approved notes are (repos/notes.ts); without it sessions get none. */
+  db?: Pick<Database, 'pool'>;
 }
 
 export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
@@ -70,6 +77,7 @@ export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
       const app = repoApp(file.config?.app, await devcontainerOf(mirror, commit, file.config, operator));
       const settled = settleSessionInput({ grant, file: file.config, raw, restricted: restrictedHost, app });
       if (!settled.ok) return settled;
+      const notes = settled.input.memory.use && deps.db ? await new RepoNotes(deps.db.pool).given(grant.name) : [];
       return {
         ...settled,
         repo: grant.name,
@@ -78,6 +86,7 @@ export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
         commit,
         ...(found.ok && found.repo.mcp?.length ? { mcp: found.repo.mcp } : {}),
         ...(file.config?.environment ? { environment: file.config.environment } : {}),
+        ...(notes.length ? { notes } : {}),
       };
     },
   };

@@ -47,7 +47,12 @@ export function createAgentLoopActivities(deps: AgentLoopDeps) {
       const instructions = found.exitCode === 0 ? found.stdout.toString() : undefined;
       await writeMessage(artifacts, input.sessionId, 0, {
         role: 'system',
-        content: systemPrompt({ instructions, verifyCommand: input.verifyCommand }),
+        content: systemPrompt({
+          instructions,
+          verifyCommand: input.verifyCommand,
+          notes: input.notes,
+          propose: input.propose,
+        }),
       });
       await writeMessage(artifacts, input.sessionId, 1, { role: 'user', content: input.task });
       return { messageCount: 2, instructions: instructions !== undefined };

@@ -11,6 +11,10 @@ export interface StartModelAgentInput {
   sessionId: string;
   task: string;
   verifyCommand?: string;
+  /** The repo's approved notes, fenced (workflows/rules/repo-notes.ts): they go into the system prompt. */
+  notes?: string;
+  /** The agent may propose notes (propose_note): the system prompt says how. */
+  propose?: boolean;
 }
 
 export interface ModelCallInput {

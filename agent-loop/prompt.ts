@@ -4,6 +4,7 @@
  * will be checked.
  */
 import type { ShellScript } from '../sandbox/handle';
+import { proposeHint } from '../workflows/rules/repo-notes';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */
 export const MAX_INSTRUCTIONS = 20_000;
@@ -12,7 +13,14 @@ export const MAX_INSTRUCTIONS = 20_000;
 export const READ_INSTRUCTIONS: ShellScript = { name: 'read', text: 'test -f AGENTS.md && head -c "$1" AGENTS.md' };
 
 /** The system prompt: the task's frame, the repo's own instructions, how the change will be checked. */
-export function systemPrompt(opts: { instructions?: string; verifyCommand?: string }): string {
+export function systemPrompt(opts: {
+  instructions?: string;
+  verifyCommand?: string;
+  /** The repo's approved notes, already fenced (repo memory). */
+  notes?: string;
+  /** Say how to propose a note (the propose_note tool). */
+  propose?: boolean;
+}): string {
   return [
     'You are a coding agent working in a git repository at /workspace, in a sandbox without network.',
     'Use the tools to read and change files and to run commands. Make the smallest change that does the task.',
@@ -24,5 +32,7 @@ export function systemPrompt(opts: { instructions?: string; verifyCommand?: stri
     ...(opts.instructions
       ? ["The repository's instructions for agents (AGENTS.md):", '<agents-md>', opts.instructions, '</agents-md>']
       : []),
+    ...(opts.propose ? [proposeHint(true)] : []),
+    ...(opts.notes ? [opts.notes] : []),
   ].join('\n\n');
 }

@@ -7,6 +7,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { shellQuote } from '../workflows/rules/prompts';
 import { PLANNING_TOOLS } from '../workflows/rules/plan';
+import { NOTES_FILE } from '../workflows/rules/repo-notes';
 import type { ChatMessage, ToolCall, ToolSpec } from '../models/llm';
 import { recordEvent, type AuditTrail } from '../store/audit';
 import type { ArtifactStore } from '../store/artifacts';
@@ -65,6 +66,12 @@ export const AGENT_TOOLS: ToolSpec[] = [
     'Run a shell command in the repository (no network). Returns the exit code and output.',
     { command: { type: 'string' }, timeout_seconds: { type: 'number' } },
     ['command'],
+  ),
+  tool(
+    'propose_note',
+    "Propose a short note for this repository's later sessions (how to run its tests, a pitfall you met). A maintainer reviews it first.",
+    { text: { type: 'string' } },
+    ['text'],
   ),
   tool(
     'service_logs',
@@ -302,6 +309,13 @@ function toolCommand(
         empty: '(no matches)',
       };
     }
+    case 'propose_note':
+      // Appended to the notes file every agent kind uses; collected after the round (activities/repo-notes.ts).
+      return {
+        ...quick,
+        command: `{ cat ${staged}; printf '\\n---\\n'; } >> ${NOTES_FILE} && echo 'note proposed: a maintainer reviews it after the session'`,
+        stdin: str('text')!,
+      };
     case 'run': {
       const asked = typeof args.timeout_seconds === 'number' ? args.timeout_seconds * 1000 : input.runTimeoutMs;
       return {

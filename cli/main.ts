@@ -19,6 +19,7 @@ import { runDevStack } from '../workers/dev-stack';
 import { buildServiceImages } from '../sandbox-images/service-images';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
+import { addNotesCommands } from './notes';
 import { addPilotCommands, describeAttempts } from './pilot';
 import { addIdentityCommands, callServer, storedLogin } from './identity';
 import { cliDecisionReview, printDiff, recordCliView } from './review';
@@ -377,6 +378,7 @@ program
 addAttachCommands(program, config);
 addAuditCommands(program, config, (message) => new UsageError(message));
 addPilotCommands(program, config, whoAmI);
+addNotesCommands(program, config, whoAmI, (message) => new UsageError(message));
 addIdentityCommands(program, config, (message) => new UsageError(message));
 
 const repoCommand = program

@@ -80,10 +80,23 @@ export interface FollowupTrigger {
   review?: number;
 }
 
+/** CI failed on a drydock branch: the session that pushed it hears of it as a follow-up round. */
+export interface CiFailedTrigger {
+  kind: 'ci_failed';
+  repo: string;
+  /** The session whose branch it is (drydock/<session>). */
+  sessionId: string;
+  /** Where the failure's annotations and log tail are read from (the worker's readTriggerContext). */
+  origin: { repo: string; kind: 'check_run' | 'workflow_run'; run: number; commit: string; pullRequest: false };
+  /** What failed, in words, for the follow-up and the logs. */
+  summary: string;
+}
+
 export type Trigger =
   | StartTrigger
   | PullRequestClosedTrigger
   | FollowupTrigger
+  | CiFailedTrigger
   | { kind: 'ignore'; reason: string }
   | { kind: 'invalid'; problem: string };
 
@@ -302,8 +315,16 @@ function fromFailedRun(run: FailedRun): Trigger {
     return ignore(`${event}: conclusion ${run.conclusion}, nothing to fix`);
   }
   if (!branch) return ignore(`${event}: not on a branch of this repository`);
-  // drydock's own branches are left alone, so a failing fix never starts another session.
-  if (branch.startsWith(BRANCH_PREFIX)) return ignore(`${event}: ${branch} is a drydock branch`);
+  // drydock's own branches start no session: the session that pushed one hears of the failure.
+  if (branch.startsWith(BRANCH_PREFIX)) {
+    return {
+      kind: 'ci_failed',
+      repo,
+      sessionId: branch.slice(BRANCH_PREFIX.length),
+      origin: { repo, kind: event, run: run.id, commit: sha, pullRequest: false },
+      summary: `"${run.name}" ${run.conclusion === 'timed_out' ? 'timed out' : 'failed'} at ${sha.slice(0, 12)} (${run.url})`,
+    };
+  }
   return {
     kind: 'start',
     // Keyed by the commit: every failed check of one commit (check_run and workflow_run alike) is one session.

@@ -156,6 +156,11 @@ const configSchema = z.object({
    * worker's environment (database URL, model keys, tokens) reaches it.
    */
   DRYDOCK_DEPLOY_ENV: list.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names'))).default([]),
+  /**
+   * Follow-up rounds a session gets, per pull request, from CI failing on it
+   * (docs/webhooks.md); 0: CI failures on drydock's pull requests are not sent to their sessions.
+   */
+  DRYDOCK_CI_FIX_ROUNDS: z.coerce.number().int().min(0).max(10).default(2),
   /** Parallel attempts of one task at most (a session's `attempts`; the schema's own bound is 8). */
   DRYDOCK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(8).default(4),
   /** A pilot's sessions working at once at most, whatever its `concurrency` asks. */

@@ -37,6 +37,7 @@ export const AUDIT_KINDS = [
   'teardown',
   'fault',
   'mcp_call',
+  'note',
 ] as const;
 export type AuditKind = (typeof AUDIT_KINDS)[number];
 

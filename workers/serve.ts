@@ -55,6 +55,7 @@ import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
 import { servePilotRoute } from './routes/pilot';
+import { serveNotesRoute } from './routes/notes';
 import { metricsScrape } from './routes/metrics';
 import { SessionTerminals } from '../sandbox/web-terminal';
 import { SessionShells } from '../sandbox/shared-shell';
@@ -167,6 +168,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
       return sendJson(res, ...(await apiReviewTime(ctx, req, decodeURIComponent(match[1]), who)));
     }
     if (await servePilotRoute(ctx, req, res, url, who)) return;
+    if (await serveNotesRoute(ctx, req, res, url, who)) return;
     throw new HttpError(404, `no such endpoint: ${method} ${p}`);
   }
 
@@ -204,6 +206,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if ((match = is('GET', /^\/artifacts\/(.+)$/))) return artifact(ctx, res, decodeURIComponent(match[1]), who);
   if (is('GET', /^\/report$/)) return report(ctx, res, url, who);
   if (await servePilotRoute(ctx, req, res, url, who)) return;
+  if (await serveNotesRoute(ctx, req, res, url, who)) return;
   if (is('GET', /^\/tokens$/)) {
     const nonce = randomBytes(16).toString('base64');
     return sendHtml(res, 200, tokensPage(who, consoleUrl(ctx.config), nonce), nonce);

@@ -267,6 +267,13 @@ export interface FollowupInput {
    * again, it is the same follow-up and is not queued twice.
    */
   id?: string;
+  /**
+   * Set by drydock serve only: CI failed on the session's pull request
+   * (`run`, at `commit`), and `text` is the failure with its annotations and
+   * log tail, fenced. At most `cap` such rounds per pull request (the
+   * operator's DRYDOCK_CI_FIX_ROUNDS); a person's follow-up wins over it.
+   */
+  ci?: { run: number; commit: string; cap: number };
 }
 
 export interface FollowupAccepted {
@@ -447,6 +454,10 @@ export interface SessionStatus {
   audit?: AuditSeal;
   /** The acceptance command's verdict (input.acceptance), once the change passed verification. */
   acceptance?: AcceptanceResult;
+  /** Follow-up rounds started by a failed CI run on the session's pull request (FollowupInput.ci). */
+  ciRounds?: number;
+  /** Repo memory: the approved notes the agent was given (id, version) and the ids of the notes it proposed. */
+  memory?: { given: { id: number; version: number }[]; proposed: number[] };
   /** The agentAttempts session this session is an attempt of. */
   attemptOf?: string;
   /** One of parallel attempts whose sibling was picked: it ended without a push. */

@@ -371,6 +371,16 @@ export const sessionInputSchema = z.strictObject({
       "Write a plan first: the agent plans (reading only), the session waits at the plan gate for a person's " +
         "approval (a follow-up amends the plan), then the agent carries out the approved plan; default the repo's (docs/agents.md)",
     ),
+  memory: z
+    .strictObject({
+      use: z.boolean().default(true).describe("Give the agent the repo's approved notes (docs/agents.md, Repo memory)"),
+      propose: z
+        .boolean()
+        .default(true)
+        .describe('Keep the notes the agent proposes for the repo, for a maintainer to approve, edit or drop'),
+    })
+    .prefault({})
+    .describe('Repo memory: notes from earlier sessions of the repo, approved by a maintainer'),
   attempts: z
     .union([z.number().int().min(1).max(MAX_ATTEMPTS), z.array(z.strictObject({ agent })).min(1).max(MAX_ATTEMPTS)])
     .optional()

@@ -119,13 +119,16 @@ export class DockerServices implements ServiceRuntime {
     try {
       const { State } = await this.docker.getContainer(serviceContainerName(sandbox, service)).inspect();
       const last = State.Health?.Log?.at(-1)?.Output?.trim();
+      // Paused (a checkpoint's copy of its data holds it a moment: service-data.ts), the engine stops its
+      // checks and says "unhealthy" with no check failed (moby's CloseMonitorChannel); a step's service
+      // check that ran meanwhile named a healthy database lost and replaced the sandbox. Unknown, as after
+      // a start, until the checks resume.
+      const health = State.Paused ? 'starting' : State.Health?.Status;
       return {
         running: State.Running,
         exitCode: State.ExitCode,
         oomKilled: State.OOMKilled,
-        ...(State.Health && State.Health.Status !== 'none'
-          ? { health: State.Health.Status as ServiceState['health'] }
-          : {}),
+        ...(State.Health && State.Health.Status !== 'none' ? { health: health as ServiceState['health'] } : {}),
         ...(last ? { healthOutput: last.slice(-300) } : {}),
       };
     } catch (err) {

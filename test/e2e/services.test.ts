@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
 import { ensureServiceImage } from '../../sandbox-images/service-images';
-import { serviceContainerName } from '../../sandbox/docker/services';
+import { DockerServices, serviceContainerName } from '../../sandbox/docker/services';
+import { SandboxStorageRoot } from '../../sandbox/docker/storage';
 import { SnapshotRegistry } from '../../sandbox/snapshots';
 import { openDatabase, type Database } from '../../store/db';
 import type { SessionStatus } from '../../workflows/api';
@@ -249,6 +250,42 @@ test("the image's entrypoint contract: a command of flags, init .sql and .sh fil
   });
   expect(version[0].StatusCode).toBe(0);
 }, 300_000);
+
+test("a service paused for its data's copy is not named unhealthy (the engine says so of any paused container)", async () => {
+  const sandbox = `drydock-${newSessionId('svc-paused')}`;
+  const container = await docker.createContainer({
+    name: serviceContainerName(sandbox, 'cache'),
+    Image: images.redis,
+    Healthcheck: { Test: ['CMD', 'redis-cli', 'ping'], Interval: 200e6, Retries: 3 },
+    HostConfig: { NetworkMode: 'none' },
+  });
+  const services = new DockerServices(
+    docker,
+    new SandboxStorageRoot(docker, await mkdtemp(path.join(tmpdir(), 'svc-'))),
+  );
+  try {
+    await container.start();
+    await pollUntil(
+      () => services.state(sandbox, 'cache'),
+      (s) => s?.health === 'healthy',
+      'healthy',
+      60_000,
+    );
+    await container.pause();
+    // What a step's service check reads while keepServiceData copies: Docker's own status is "unhealthy".
+    expect((await container.inspect()).State.Health?.Status).toBe('unhealthy');
+    expect(await services.state(sandbox, 'cache')).toMatchObject({ running: true, health: 'starting' });
+    await container.unpause();
+    await pollUntil(
+      () => services.state(sandbox, 'cache'),
+      (s) => s?.health === 'healthy',
+      'healthy again',
+      60_000,
+    );
+  } finally {
+    await container.remove({ force: true, v: true });
+  }
+}, 180_000);
 
 test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
   const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });

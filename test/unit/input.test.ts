@@ -30,6 +30,7 @@ test('the minimal input gets every default', () => {
       plan: false,
       publish: { pullRequest: false, deploy: false, push: true, openFor: '7d' },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
+      memory: { use: true, propose: true },
       limits: {
         cpus: 2,
         memory: '2g',

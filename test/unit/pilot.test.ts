@@ -117,6 +117,12 @@ test('sessions: task by task, each configuration attempt by attempt; inputs that
     planned[0],
   );
   expect(publishing.publish).toEqual({ pullRequest: true });
+  // Repo memory is a configuration's switch: without it, a session is given no notes and keeps none.
+  expect(scripted.memory).toBeUndefined(); // on, as a session's default
+  const withoutMemory = { ...input, configurations: input.configurations.map((c) => ({ ...c, memory: false })) };
+  const bare = sessionInputOf(withoutMemory, planned[0]);
+  expect(bare.memory).toEqual({ use: false, propose: false });
+  expect(parseSessionInput(bare).ok).toBe(true);
 });
 
 const view = (

@@ -92,7 +92,7 @@ test('/drydock comments: keyed by the comment id, the PR head for PR comments, t
   expect(routeGitHubEvent('issue_comment', HASH, payload)).toMatchObject({ kind: 'ignore' });
 });
 
-test('failed check runs and workflow runs: one session per commit, never on drydock branches or from forks', () => {
+test('failed check runs and workflow runs: one session per commit, never from forks; on a drydock branch, its session hears', () => {
   const check = example('check_run', (p) => p.action === 'completed' && p.check_run.conclusion === 'failure');
   const fromCheck = routeGitHubEvent('check_run', HASH, check);
   expect(fromCheck).toMatchObject({
@@ -127,9 +127,13 @@ test('failed check runs and workflow runs: one session per commit, never on dryd
   expect(routeGitHubEvent('workflow_run', HASH, run)).toMatchObject({ kind: 'ignore' });
   check.check_run.pull_requests = [];
   check.check_run.check_suite.head_branch = 'drydock/gh-abc';
+  // A drydock branch starts no session: the session that pushed it hears of the failure (docs/webhooks.md).
   expect(routeGitHubEvent('check_run', HASH, check)).toMatchObject({
-    kind: 'ignore',
-    reason: expect.stringMatching(/drydock branch/),
+    kind: 'ci_failed',
+    repo: EXAMPLE_REPO,
+    sessionId: 'gh-abc',
+    origin: { kind: 'check_run', run: 128620228, commit: 'ec26c3e57ca3a959ca5aad62de7213c562f8c821' },
+    summary: expect.stringMatching(/^"Octocoders-linter" failed at ec26c3e57ca3 /),
   });
 });
 

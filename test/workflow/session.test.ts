@@ -70,6 +70,8 @@ const UNTIL_GATE = [
   'commitChanges',
   'runStep verify',
   'recordAudit verification-1',
+  // repo memory: the notes the agent proposed (workflows/session/memory.ts)
+  'collectNotes',
 ];
 const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
 
@@ -434,6 +436,7 @@ test('attach at the gate: phase attached, nothing runs until the detach, then th
     'commitChanges',
     'runStep r2-verify',
     'recordAudit r2-verification-1',
+    'collectNotes',
     'recordAudit r2-approval/push',
     'pushBranch',
     ...TEARDOWN,
@@ -514,6 +517,7 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
     'commitChanges',
     'runStep verify',
     'recordAudit verification-1',
+    'collectNotes',
     'pushBranch',
     'destroySandbox 1',
     'recordSessionMetrics',
@@ -608,6 +612,7 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     'commitChanges',
     'runStep verify',
     'recordAudit verification-1',
+    'collectNotes',
     'pushBranch',
     'destroySandbox 1',
     'recordSessionMetrics',
@@ -702,6 +707,7 @@ test('feedback: the first verification fails, the model agent hears why and its 
     'commitChanges',
     'runStep verify-2',
     'recordAudit verification-2',
+    'collectNotes',
     'pushBranch',
     ...TEARDOWN,
   ]);
@@ -909,6 +915,7 @@ test('a model agent whose change holds a secret hears which and where; its next 
     'commitChanges',
     'runStep verify-2',
     'recordAudit verification-2',
+    'collectNotes',
     'pushBranch',
     ...TEARDOWN,
   ]);

@@ -46,7 +46,7 @@ export function page(
     : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)} · drydock</title>
 <meta name="viewport" content="width=device-width,initial-scale=1">${opts.head ?? ''}<style>${STYLE}</style></head>
-<body><header><nav aria-label="drydock"><a href="/">drydock review console</a> · <a href="/report">report</a> · <a href="/trends">trends</a> · <a href="/pilots">pilots</a> · <a href="/tokens">CLI token</a></nav>${who}</header>
+<body><header><nav aria-label="drydock"><a href="/">drydock review console</a> · <a href="/report">report</a> · <a href="/trends">trends</a> · <a href="/pilots">pilots</a> · <a href="/notes">notes</a> · <a href="/tokens">CLI token</a></nav>${who}</header>
 <main>${body}</main>${scripts}</body></html>`;
 }
 

@@ -44,6 +44,7 @@ import {
 } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft, type TriggerSession } from '../../workflows/input';
 import { steeringRefused } from '../access';
+import { followupFromFailedCi } from './ci-followup';
 import { header, HttpError, parseJson, readBody, type ServeContext } from '../http';
 
 type Answer = [number, unknown];
@@ -71,6 +72,7 @@ export async function githubWebhook(ctx: ServeContext, req: IncomingMessage): Pr
   }
   if (trigger.kind === 'start') return startFromTrigger(ctx, trigger, delivery);
   if (trigger.kind === 'followup') return followupFromComment(ctx, trigger, delivery);
+  if (trigger.kind === 'ci_failed') return followupFromFailedCi(ctx, trigger, delivery);
   return recordPullRequestClosed(ctx, trigger, event, delivery);
 }
 

@@ -39,6 +39,10 @@ export const pilotTaskSchema = z.strictObject({
 export const pilotConfigurationSchema = z.strictObject({
   name: name(20).describe('Names the configuration in session ids and the report'),
   agent: sessionInputSchema.shape.agent.describe('The agent section of a session input'),
+  memory: z
+    .boolean()
+    .default(true)
+    .describe("Repo memory: give the agent the repo's approved notes and keep what it proposes (false: neither)"),
 });
 
 export const pilotFaultSchema = z.strictObject({

@@ -59,6 +59,7 @@ export function sessionInputOf(pilot: PilotInput, planned: PlannedSession): Sess
     task: task.task,
     ...(pilot.requestedBy ? { requestedBy: pilot.requestedBy } : {}),
     agent: { ...config.agent, name: config.agent.name ?? config.name, steps },
+    ...(config.memory === false ? { memory: { use: false, propose: false } } : {}),
     ...(verify ? { verify } : {}),
     ...(approval ? { approval } : {}),
     ...(limits ? { limits } : {}),

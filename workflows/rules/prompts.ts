@@ -3,6 +3,7 @@
  * a failed verification. Pure, so they are unit-tested on their own.
  */
 import type { Verification } from '../api';
+import { proposeHint } from './repo-notes';
 
 /** One argument for sh, taken literally whatever it contains. */
 export function shellQuote(arg: string): string {
@@ -40,13 +41,25 @@ export function feedbackMessage(verification: Verification, attempt: number, max
   ].join('\n\n');
 }
 
-/** The prompt of an agent CLI: the task, the approved plan (fenced) if any, how it is checked, and the last failure if any. (CLIs read AGENTS.md themselves.) */
-export function cliPrompt(task: string, verifyCommand: string | undefined, feedback?: string, plan?: string): string {
+/**
+ * The prompt of an agent CLI: the task, the approved plan (fenced) if any, how
+ * it is checked, and the last failure if any (CLIs read AGENTS.md themselves);
+ * with repo memory, the repo's approved notes (fenced: rules/repo-notes.ts) and
+ * how to propose one.
+ */
+export function cliPrompt(
+  task: string,
+  verifyCommand: string | undefined,
+  feedback?: string,
+  extra: { plan?: string; notes?: string; propose?: boolean } = {},
+): string {
   return [
     task,
-    ...(plan ? [plan] : []),
+    ...(extra.plan ? [extra.plan] : []),
     ...(verifyCommand ? [`The change will be verified with: ${verifyCommand}`] : []),
     'Do not commit or push: drydock commits the change and a person reviews it.',
+    ...(extra.propose ? [proposeHint(false)] : []),
+    ...(extra.notes ? [extra.notes] : []),
     ...(feedback ? [feedback] : []),
   ].join('\n\n');
 }

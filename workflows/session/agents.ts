@@ -17,6 +17,7 @@ import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
 import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './errors';
 import { modelAgent } from './model-agent';
+import { collectNotes, proposing } from './memory';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox, startAgentApp } from './sandbox';
@@ -48,8 +49,14 @@ export function startAgent(run: SessionRun): void {
       : { label, kind, steps: 0, attempt: 1, runs: 1, ...model };
 }
 
-/** The agent's attempts until the change passes verification (or is not verified); returns it. */
+/** The agent's attempts until the change passes verification (or is not verified); returns it, and keeps the notes the agent proposed. */
 export async function workUntilVerified(run: SessionRun): Promise<CommitResult> {
+  const change = await attemptsUntilVerified(run);
+  await collectNotes(run);
+  return change;
+}
+
+async function attemptsUntilVerified(run: SessionRun): Promise<CommitResult> {
   const { input, loop, status } = run;
   for (;;) {
     await agentWorks(run);
@@ -177,7 +184,12 @@ export async function cliAgent(run: SessionRun, planRun?: { prompt: string; key:
   const limitMs = durationMs(agent.budget.maxWallTime) - (Date.now() - loop.startedAt);
   // A follow-up round asks for the follow-up; the agent's earlier work is in the tree. A plan run asks for the plan.
   const prompt =
-    planRun?.prompt ?? cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback, loop.plan);
+    planRun?.prompt ??
+    cliPrompt(loop.request ?? run.status.task, input.verify.test, loop.feedback, {
+      plan: loop.plan,
+      notes: loop.memory?.notes,
+      propose: proposing(run),
+    });
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
   const what = planRun ? 'planning' : `attempt ${loop.attempt}`;
   const result = await run.track(`agent: ${program} (${what})`, async (record) => {

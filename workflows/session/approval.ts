@@ -17,7 +17,7 @@ import {
   type DecideInput,
   type Decision,
 } from '../api';
-import { checkFollowup } from '../rules/followup';
+import { checkFollowup, queueFollowup } from '../rules/followup';
 import { durationMs } from '../units';
 import { refuseDecision } from '../rules/policy';
 import { isReviewTime } from '../rules/metrics';
@@ -66,6 +66,7 @@ export function installHandlers(run: SessionRun): void {
         requestedBy: run.status.requestedBy,
         queued: run.followups.length,
         agentKind: run.input?.agent.kind ?? 'script',
+        ciRounds: run.status.ciRounds ?? 0,
       },
       run.policy,
       input,
@@ -77,7 +78,8 @@ export function installHandlers(run: SessionRun): void {
       if (!result.ok) throw new Error(result.reason); // the validator ran on the same state
       const { id } = input;
       if (!id || !run.status.followupIds?.includes(id)) {
-        run.followups.push(result.followup);
+        // A person's follow-up takes the place of a CI failure's still waiting.
+        run.followups.splice(0, run.followups.length, ...queueFollowup(run.followups, result.followup));
         if (id) run.status.followupIds = [...(run.status.followupIds ?? []), id].slice(-FOLLOWUP_IDS);
       }
       return { round: (run.status.round ?? 1) + 1, queued: run.followups.length };

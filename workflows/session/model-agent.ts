@@ -15,6 +15,7 @@ import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import { gateMcpWrite } from './mcp-gate';
+import { proposing } from './memory';
 import type { SessionRun } from './state';
 
 /** Calls kept in status; the whole conversation is in the transcript artifact. */
@@ -44,6 +45,8 @@ export async function startConversation(run: SessionRun): Promise<void> {
         sessionId: run.sessionId,
         task: run.status.task, // with its GitHub context, for a webhook session
         verifyCommand: run.input.verify.test,
+        ...(run.loop.memory?.notes ? { notes: run.loop.memory.notes } : {}),
+        ...(proposing(run) ? { propose: true } : {}),
       }),
     );
     record.detail = result.instructions ? 'with AGENTS.md' : 'no AGENTS.md';

@@ -97,6 +97,7 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
   const taken = run.followups.splice(0);
   const round = (status.round ?? 1) + 1;
   status.round = round;
+  if (taken.some((f) => f.ci)) status.ciRounds = (status.ciRounds ?? 0) + 1;
   // No follow-up: a person attached at the gate, and their edits are the round's change (the attach is audited).
   run.nextChangeByHand = taken.length === 0;
   const by = run.nextChangeByHand ? (status.attached?.by ?? run.uncommittedEditsBy) : taken[0].by;

@@ -58,6 +58,8 @@ export interface AgentLoop {
   plan?: string;
   /** The repo's MCP servers (the operator's declaration, no credentials) and the calls made of each. */
   mcp?: { servers: McpServer[]; calls: Record<string, number> };
+  /** Repo memory: the repo the notes are kept under, and its approved notes as the agent reads them (fenced). */
+  memory?: { repo: string; notes?: string };
 }
 
 /**

@@ -20,6 +20,7 @@ import { defaultBranch, settlePolicy } from '../rules/policy';
 import { checkAcceptance } from './acceptance';
 import { startAgent, workUntilVerified } from './agents';
 import { installHandlers } from './approval';
+import { rememberNotes } from './memory';
 import { endEarly, tearDown } from './outcome';
 import { tellParent } from './parent';
 import { anyHost } from './proxies';
@@ -102,6 +103,7 @@ async function parse(run: SessionRun): Promise<void> {
     }
     run.startCommit = settled.commit;
     if (settled.mcp?.length) run.loop.mcp = { servers: settled.mcp, calls: {} };
+    rememberNotes(run, settled.repo, settled.notes);
     if (settled.environment) log.info('the repo names its environment', { environment: settled.environment });
     // The server's policy, narrowed by the repo's approvers, then tightened by the session's.
     const { required, approvers, forbidSelfApproval, separateGates } = input.approval;
