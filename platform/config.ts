@@ -269,6 +269,12 @@ const configSchema = z.object({
   /** Base URL of the review console, for links (default: http://<host>:<port>). */
   DRYDOCK_CONSOLE_URL: z.string().url().optional(),
   /**
+   * Base URL of the app previews (docs/preview.md): each session's app is at
+   * `<label>.<its host>`, so its DNS needs a wildcard to serve (default:
+   * http://preview.localhost:<port>, which browsers resolve to loopback).
+   */
+  DRYDOCK_PREVIEW_URL: z.string().url().optional(),
+  /**
    * GitHub webhook secrets, comma-separated: the current one first; during a
    * rotation also the old one, and a delivery signed with either is accepted.
    */

@@ -57,6 +57,8 @@ export interface Sandbox extends SandboxPlace {
   leftBehind?: SandboxPlace[];
   /** The repo's app, when it asks for it to run for the agent (`app.forAgent`): started after setup, before the first step. */
   app?: AgentApp;
+  /** The repo's app (any `app:`), for people to preview: started when one asks (workers/routes/preview.ts). */
+  preview?: AgentApp;
 }
 
 /** An app started for the agent (sandbox/activities/agent-app.ts). */

@@ -35,6 +35,8 @@ export const HELPER = {
   exec: `${HELPERS_MOUNT}/bin/drydock-exec`,
   egress: `${HELPERS_MOUNT}/bin/drydock-egress`,
   browser: `${HELPERS_MOUNT}/bin/drydock-verify-browser`,
+  /** One TCP connection to the sandbox's loopback over stdin/stdout (the app's preview). */
+  port: `${HELPERS_MOUNT}/bin/drydock-port`,
 } as const;
 
 /** Bumped when what the helpers carry of the host changes (sandbox/glibc-runtime.ts), so each host rebuilds them. */
@@ -140,7 +142,7 @@ export class Toolchains {
    * they run in musl images and images without git too.
    */
   async helpers(): Promise<string> {
-    const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser'];
+    const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser', 'drydock-port'];
     const hash = createHash('sha256')
       .update(HELPER_NODE_VERSION)
       .update(`runtime ${GLIBC_RUNTIME_VERSION}`)

@@ -216,11 +216,11 @@ export class TerminalTickets {
 export class SessionTerminals {
   private readonly sessions = new Map<string, SessionTerminalsEntry>();
 
-  /** Counts a socket of `sessionId` from now until its `leave`. */
-  join(sessionId: string): TerminalPresence {
+  /** Counts a socket of `sessionId` (of `who`) from now until its `leave`. */
+  join(sessionId: string, who: string): TerminalPresence {
     let entry = this.sessions.get(sessionId);
     if (!entry) this.sessions.set(sessionId, (entry = { members: new Set(), updates: Promise.resolve(), queued: 0 }));
-    const presence = new TerminalPresence(entry, () => {
+    const presence = new TerminalPresence(entry, who, () => {
       if (entry.members.size === 0 && entry.queued === 0 && !entry.attachedBy) this.sessions.delete(sessionId);
     });
     entry.members.add(presence);
@@ -248,6 +248,8 @@ export class TerminalPresence {
 
   constructor(
     private readonly entry: SessionTerminalsEntry,
+    /** Whose socket this is. */
+    readonly who: string,
     private readonly forget: () => void,
   ) {}
 
@@ -256,9 +258,16 @@ export class TerminalPresence {
     return this.ending.signal;
   }
 
-  /** Sends the attach in the session's turn; once it is answered, the session counts as attached to `by`. */
-  attach<T>(by: string, request: () => Promise<T>): Promise<T> {
+  /**
+   * Sends the attach in the session's turn; once it is answered, the session
+   * counts as attached to `by`. Attached through this process to someone
+   * else already, nothing is sent: `by` joins the attach under way
+   * (several people in one session; the route checked their role) and the
+   * answer is undefined.
+   */
+  attach<T>(by: string, request: () => Promise<T>): Promise<T | undefined> {
     return this.inTurn(async () => {
+      if (this.entry.attachedBy !== undefined && this.entry.attachedBy !== by) return undefined;
       const answer = await request();
       this.entry.attachedBy = by;
       return answer;
@@ -268,16 +277,21 @@ export class TerminalPresence {
   /**
    * This socket is done. `detach` (as the person attached) is called, in the
    * session's turn, when no other socket is left, or at once when this one
-   * asked to detach (the others are ended first). Answers whether it was.
+   * asked to detach and nobody else is in (this person's other sockets are
+   * ended first; other people's stay, and the last of them detaches).
+   * Answers whether it was.
    */
   leave(asked: boolean, detach: (attachedBy: string) => Promise<void>): Promise<boolean> {
     this.entry.members.delete(this);
     if (asked) {
-      for (const other of this.entry.members) other.ending.abort('detached from another terminal of this session');
+      for (const other of this.entry.members) {
+        if (other.who === this.who) other.ending.abort('detached from another terminal of this session');
+      }
     }
     return this.inTurn(async () => {
       const by = this.entry.attachedBy;
-      if (!by || (!asked && this.entry.members.size > 0)) return false;
+      const othersIn = [...this.entry.members].some((m) => m.who !== this.who);
+      if (!by || othersIn || (!asked && this.entry.members.size > 0)) return false;
       this.entry.attachedBy = undefined;
       await detach(by);
       return true;
@@ -305,6 +319,8 @@ export interface BridgeHooks {
   signal?: AbortSignal;
   /** Default: TERMINAL_LIMITS. */
   limits?: TerminalLimits;
+  /** A watcher's connection: keys and resizes are dropped (nothing audited: nothing was typed into the shell). */
+  watchOnly?: boolean;
 }
 
 /** Why the bridge ended. */
@@ -357,13 +373,17 @@ export function bridgeWebTerminal(socket: WebSocket, shell: SandboxShell, hooks:
       return close({ closed: CLOSE.policy, reason: `input over ${limits.inputBytesPerSecond} bytes/s` });
     }
     lastInput = now();
+    if (isBinary && hooks.watchOnly) return;
     if (isBinary) {
       shell.stream.write(data);
       return record(batcher.push(data, now()));
     }
     const control = parseControl(data.toString('utf8'));
     if (typeof control === 'string') return close({ closed: CLOSE.policy, reason: control.slice(0, 120) });
-    if (control.type === 'resize') return void shell.resize(control.size).catch(() => undefined);
+    if (control.type === 'resize') {
+      if (!hooks.watchOnly) void shell.resize(control.size).catch(() => undefined);
+      return;
+    }
     close('detach');
   });
   pipeOutput(socket, shell);

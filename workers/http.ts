@@ -18,6 +18,7 @@ import type { ReviewTimes } from '../review/review-time';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
 import type { SessionTerminals } from '../sandbox/web-terminal';
+import type { SessionShells } from '../sandbox/shared-shell';
 
 /** The console's cookie: a token, as `Authorization: Bearer` carries (a sign-in's personal token, or a pasted one). */
 export const COOKIE = 'drydock_token';
@@ -57,6 +58,8 @@ export interface ServeContext {
   sessionMetrics: Registry;
   /** The shells this process bridges per session (console sockets, `drydock attach --server`): the last to leave detaches. */
   terminals: SessionTerminals;
+  /** The console terminals' shells, one per session, shared by everyone in it (sandbox/shared-shell.ts). */
+  shells: SessionShells;
 }
 
 export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {

@@ -47,6 +47,7 @@ import {
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
+import { previewEntry, previewRequest, previewRequestLabel } from './routes/preview';
 import { desktopPageRoute, desktopUpgrade, isDesktopUpgrade, novncAsset } from './routes/desktop';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
@@ -58,6 +59,7 @@ import { servePilotRoute } from './routes/pilot';
 import { serveNotesRoute } from './routes/notes';
 import { metricsScrape } from './routes/metrics';
 import { SessionTerminals } from '../sandbox/web-terminal';
+import { SessionShells } from '../sandbox/shared-shell';
 
 export { consoleUrl } from './http';
 
@@ -87,9 +89,16 @@ export function createHandler(deps: ServeDeps) {
     sessionMetrics: sessionGauge(deps.client),
     reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
     terminals: new SessionTerminals(),
+    shells: new SessionShells(),
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
+      // A session's app preview has an origin of its own; nothing else of serve answers there.
+      const label = previewRequestLabel(ctx, req);
+      if (label) {
+        if (!deps.sandboxes) throw new HttpError(503, 'this server reaches no sandboxes: no preview here');
+        return await previewRequest(ctx, deps.sandboxes, req, res, label);
+      }
       await route(ctx, req, res);
     } catch (err) {
       answerError(ctx, req, res, err);
@@ -109,7 +118,8 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const terminal = isTerminalUpgrade(req);
     const desktop = isDesktopUpgrade(req);
-    if (!terminal && !desktop && !isAttachUpgrade(req)) {
+    // An app's own WebSockets (a dev server's reload) are not carried to its preview yet.
+    if (previewRequestLabel(ctx, req) || (!terminal && !desktop && !isAttachUpgrade(req))) {
       return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
     }
     upgraded.add(socket);
@@ -184,7 +194,10 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     return consoleSession(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/terminal$/))) {
-    return terminalPageRoute(ctx, res, decodeURIComponent(match[1]), who);
+    return terminalPageRoute(ctx, res, decodeURIComponent(match[1]), who, url.searchParams.get('watch') === '1');
+  }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/preview$/))) {
+    return previewEntry(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/desktop$/))) {
     return desktopPageRoute(ctx, res, decodeURIComponent(match[1]), who);
@@ -237,9 +250,10 @@ export async function startServer(
   const pool = deps.pool ?? db!.pool;
   const audit = deps.audit ?? new AuditTrail(pool, config.DRYDOCK_HOST_ID, redactorOf(config), auditKey!);
   const repos = deps.repos ?? (await seededRepoLookup(pool, config));
-  const handler = createHandler({ ...deps, config, audit, pool, repos });
+  const sandboxes = deps.sandboxes ?? (await hostProvider(config));
+  const handler = createHandler({ ...deps, config, audit, pool, repos, sandboxes });
   const server = createServer((req, res) => void handler(req, res));
-  const upgraded = acceptAttach(server, handler.context, deps.sandboxes ?? (await hostProvider(config)));
+  const upgraded = acceptAttach(server, handler.context, sandboxes);
   // Slow senders cannot hold connections open for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;

@@ -361,7 +361,8 @@ export interface SessionStatus {
   timeline: StepRecord[];
   /** While the phase is `queued`: what it waits for, since when, and (from the API and CLI) its place in line. */
   queued?: QueuedFor;
-  sandbox?: { name: string; host: string; image: string; baseCommit: string };
+  /** `appPort`: the repo's app listens there in the sandbox when it runs (its preview: workers/routes/preview.ts). */
+  sandbox?: { name: string; host: string; image: string; baseCommit: string; appPort?: number };
   /**
    * The session waits without a sandbox (at a gate after DRYDOCK_PARK_AFTER,
    * or for a follow-up): `sandbox` was torn down at `since`, its checkpoint
@@ -550,6 +551,15 @@ export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followu
  */
 export const attach = defineUpdate<Attachment, [AttachInput]>('attach');
 export const detach = defineUpdate<Detached, [AttachInput]>('detach');
+/**
+ * Update for the app's preview (`drydock serve`): starts the repo's app in a
+ * companion of the sandbox while the session waits at its gate, as `by`
+ * (serve sends it for a person who reads the session). A running app is kept.
+ */
+export const startPreview = defineUpdate<PreviewStarted, [AttachInput]>('startPreview');
+
+/** What startPreview answers: the app answers on its port, or why not. */
+export type PreviewStarted = { ready: true; port: number } | { ready: false; why: string };
 /**
  * The session's pull request was merged or closed (sent by the webhook): the session ends.
  * `number`: the pull request's; one that is not the session's own is ignored (by hand, leave it out).

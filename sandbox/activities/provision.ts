@@ -302,6 +302,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     ...(setup ? { setup } : {}),
     ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
     ...agentAppOf(environment.stack.app),
+    ...previewAppOf(environment.stack.app),
   };
 }
 
@@ -310,6 +311,13 @@ function agentAppOf(app: AppSpec | undefined): Pick<Sandbox, 'app'> {
   if (!app?.forAgent) return {};
   const { start, port, readyPath, readyTimeoutMs } = app;
   return { app: { start, port, readyPath, readyTimeoutMs } };
+}
+
+/** The repo's app for people's preview (workers/routes/preview.ts): any `app:`, for the agent or not. */
+function previewAppOf(app: AppSpec | undefined): Pick<Sandbox, 'preview'> {
+  if (!app) return {};
+  const { start, port, readyPath, readyTimeoutMs } = app;
+  return { preview: { start, port, readyPath, readyTimeoutMs } };
 }
 
 /**

@@ -256,9 +256,9 @@ describe("a session's terminal sockets (M2)", () => {
   test('two tabs: closing one keeps the attach; the last to leave detaches', async () => {
     const terminals = new SessionTerminals();
     const { updates, detach, attach } = session();
-    const first = terminals.join('s-1');
+    const first = terminals.join('s-1', 'alice');
     await attach(first, 'alice');
-    const second = terminals.join('s-1');
+    const second = terminals.join('s-1', 'alice');
     await attach(second, 'alice'); // a reconnect
     expect(await first.leave(false, detach)).toBe(false);
     expect(updates).toEqual(['attach alice', 'attach alice']);
@@ -271,9 +271,9 @@ describe("a session's terminal sockets (M2)", () => {
   test("a reload whose old socket lingers: the old socket's close, after the new one joined, does not detach", async () => {
     const terminals = new SessionTerminals();
     const { updates, detach, attach } = session();
-    const old = terminals.join('s-1');
+    const old = terminals.join('s-1', 'alice');
     await attach(old, 'alice');
-    const fresh = terminals.join('s-1'); // counted before its attach is asked for
+    const fresh = terminals.join('s-1', 'alice'); // counted before its attach is asked for
     const attached = attach(fresh, 'alice');
     expect(await old.leave(false, detach)).toBe(false); // the pings noticed the dropped network
     await attached;
@@ -283,14 +283,14 @@ describe("a session's terminal sockets (M2)", () => {
   test("a detach in flight is not overtaken by the next socket's attach", async () => {
     const terminals = new SessionTerminals();
     const updates: string[] = [];
-    const first = terminals.join('s-1');
+    const first = terminals.join('s-1', 'alice');
     await first.attach('alice', async () => void updates.push('attach'));
     let release!: () => void;
     const slowDetach = () =>
       new Promise<void>((resolve) => (release = resolve)).then(() => void updates.push('detach'));
     const left = first.leave(false, slowDetach);
     await new Promise((resolve) => setImmediate(resolve));
-    const next = terminals.join('s-1');
+    const next = terminals.join('s-1', 'alice');
     const attached = next.attach('alice', async () => void updates.push('attach'));
     release();
     await Promise.all([left, attached]);
@@ -302,7 +302,7 @@ describe("a session's terminal sockets (M2)", () => {
   test('an explicit detach ends the other sockets and detaches at once; their leaving later sends nothing', async () => {
     const terminals = new SessionTerminals();
     const { updates, detach, attach } = session();
-    const [a, b] = [terminals.join('s-1'), terminals.join('s-1')];
+    const [a, b] = [terminals.join('s-1', 'alice'), terminals.join('s-1', 'alice')];
     await attach(a, 'alice');
     await attach(b, 'alice');
     expect(await a.leave(true, detach)).toBe(true);
@@ -312,24 +312,35 @@ describe("a session's terminal sockets (M2)", () => {
     expect(updates).toEqual(['attach alice', 'attach alice', 'detach alice']);
   });
 
-  test("another person's refused socket, the last to leave, ends the attach it found", async () => {
+  test('another person joins the attach under way: no second update; the last of them to leave detaches', async () => {
     const terminals = new SessionTerminals();
     const { updates, detach, attach } = session();
-    const alice = terminals.join('s-1');
+    const alice = terminals.join('s-1', 'alice');
     await attach(alice, 'alice');
-    const bob = terminals.join('s-1');
-    expect(await alice.leave(false, detach)).toBe(false);
-    await expect(bob.attach('bob', async () => Promise.reject(new Error('alice is attached')))).rejects.toThrow();
+    const bob = terminals.join('s-1', 'bob');
+    expect(await bob.attach('bob', async () => Promise.reject(new Error('never sent')))).toBeUndefined();
+    // Alice's Detach with Bob still in: she leaves, the session stays attached, Bob's socket goes on.
+    expect(await alice.leave(true, detach)).toBe(false);
+    expect(bob.signal.aborted).toBe(false);
     expect(await bob.leave(false, detach)).toBe(true);
     expect(updates).toEqual(['attach alice', 'detach alice']);
+  });
+
+  test('a refused attach (someone else attached elsewhere) leaves nothing to detach', async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach } = session();
+    const bob = terminals.join('s-1', 'bob');
+    await expect(bob.attach('bob', async () => Promise.reject(new Error('alice is attached')))).rejects.toThrow();
+    expect(await bob.leave(false, detach)).toBe(false);
+    expect(updates).toEqual([]);
   });
 
   test('sessions are counted apart; a socket that never attached detaches nothing', async () => {
     const terminals = new SessionTerminals();
     const { updates, detach, attach } = session();
-    const one = terminals.join('s-1');
+    const one = terminals.join('s-1', 'alice');
     await attach(one, 'alice');
-    const other = terminals.join('s-2');
+    const other = terminals.join('s-2', 'alice');
     expect(await other.leave(false, detach)).toBe(false);
     expect(await one.leave(false, detach)).toBe(true);
     expect(updates).toEqual(['attach alice', 'detach alice']);

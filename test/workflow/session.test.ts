@@ -17,6 +17,7 @@ import {
   followup,
   pullRequestClosed,
   reject,
+  startPreview,
   status,
   type SessionStatus,
 } from '../../workflows/api';
@@ -801,6 +802,69 @@ test("app.forAgent: a sandbox lost during the agent's steps is replaced with its
   ]);
   expect(run.args.startAgentApp.map((a) => (a as { sandbox: string }).sandbox)).toEqual(['sandbox-0', 'sandbox-1']);
   expect(run.status.phase).toBe('completed');
+});
+
+test("startPreview: the app starts at the gate for a reader's preview (a request without {by} refused); the next round stops it before its agent step", async () => {
+  const app = { start: 'node app.js', port: 3000, readyPath: '/', readyTimeoutMs: 30_000 };
+  const NEXT = { commit: 'f'.repeat(40), change: 'a'.repeat(64) };
+  let commits = 0;
+  const run = await runSession(
+    harness,
+    'preview',
+    { ...pushGate, requestedBy: 'rita' },
+    {
+      provisionSandbox: async () => ({
+        name: 'sandbox-0',
+        host: 'host-a',
+        hostQueue: Context.current().info.taskQueue,
+        image: 'drydock-base:test',
+        baseCommit: BASE_COMMIT,
+        hostTimeoutMs: 120_000,
+        preview: app,
+      }),
+      startAgentApp: async () => ({ ready: true }),
+      stopAgentApp: async () => undefined,
+      commitChanges: async () => ({
+        ...(++commits === 1
+          ? { commit: COMMIT, changeHash: CHANGE }
+          : { commit: NEXT.commit, changeHash: NEXT.change }),
+        changed: true,
+        diffstat: ' hello.txt | 1 +',
+        author: { name: 'drydock', email: 'drydock@localhost' },
+      }),
+    },
+    async (handle) => {
+      await awaitApproval(handle, 'push');
+      expect((await handle.query(status)).sandbox).toMatchObject({ name: 'sandbox-0', appPort: 3000 });
+      expect(await refusal(handle.executeUpdate(startPreview, { args: [{ by: '' }] }))).toMatch(/needs \{by\}/);
+      expect(await handle.executeUpdate(startPreview, { args: [{ by: 'dave' }] })).toEqual({ ready: true, port: 3000 });
+      await handle.executeUpdate(followup, { args: [{ by: 'rita', steps: [{ run: 'echo more >> hello.txt' }] }] });
+      await awaitStatus(handle, (s) => s.pendingApproval?.change === NEXT.change, 'the new change at the gate');
+      await handle.executeUpdate(decide, {
+        args: [{ decision: 'approve', action: 'push', by: 'alice', change: NEXT.change }],
+      });
+    },
+  );
+  // Started once, for the preview, with the sandbox's image; stopped before the next agent step (not the agent's app).
+  expect(run.args.startAgentApp).toEqual([
+    expect.objectContaining({ sandbox: 'sandbox-0', image: 'drydock-base:test', app }),
+  ]);
+  const order = run.calls.filter((c) => /AgentApp|runStep/.test(c));
+  expect(order.slice(0, 3)).toEqual(['runStep step-1', 'runStep verify', 'startAgentApp']);
+  expect(order[3]).toBe('stopAgentApp');
+  expect(order.filter((c) => c === 'stopAgentApp')).toHaveLength(1);
+  expect(run.status.phase).toBe('completed');
+});
+
+test('startPreview is refused for a repo without an app, and nothing starts', async () => {
+  const run = await runSession(harness, 'preview-refused', pushGate, {}, async (handle) => {
+    await awaitApproval(handle, 'push');
+    expect(await refusal(handle.executeUpdate(startPreview, { args: [{ by: 'dave' }] }))).toMatch(/declares no app/);
+    await handle.executeUpdate(decide, {
+      args: [{ decision: 'approve', action: 'push', by: 'alice', change: CHANGE }],
+    });
+  });
+  expect(run.calls.filter((c) => /AgentApp/.test(c))).toEqual([]);
 });
 
 const SECRET_FOUND = [{ secret: 'DRYDOCK_SECRET_DB_PASS', where: 'config.txt' }];

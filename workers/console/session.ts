@@ -77,6 +77,7 @@ ${changeSection(s, extra)}
 ${reviewBox(s, who)}
 ${roundsSection(s)}
 ${attachSection(s, who, extra.server)}
+${previewSection(s)}
 <h2>Agent</h2><div id="agent">${agentPanel(s)}</div>
 ${running}
 ${serviceLogsSection(extra.serviceLogs)}
@@ -268,6 +269,14 @@ until you exit, then your edits are committed and verified as part of the change
 desktop</a> (the app and the browser check's Chromium, live; the agent goes on). On the sandbox's host
 (<code>${esc(s.sandbox.host)}</code>):</p><pre id="attach-command">drydock attach ${esc(id)}</pre>
 ${remote ? `<p>From another machine, through this server:</p><pre id="attach-remote">${remote}</pre>` : ''}</section>`;
+}
+
+/** The app's preview (workers/routes/preview.ts), for everyone who reads the session, while its sandbox lives. */
+function previewSection(s: SessionStatus): string {
+  if (!s.sandbox?.appPort || s.parked || ['tearing_down', ...OUTCOMES].includes(s.phase)) return '';
+  return `<section id="preview"><h2>The app</h2><p>The app running in the sandbox (port ${s.sandbox.appPort}), on an origin of
+this session's own: <a id="open-preview" href="/sessions/${encodeURIComponent(s.sessionId)}/preview" target="_blank"
+rel="noopener">Open the preview</a>. While the session waits at its gate, the preview can start it.</p></section>`;
 }
 
 /** A session id as one shell word (ids are letters, digits, ".", "_" and "-": quoting is for safety only). */

@@ -45,7 +45,7 @@ export async function attachUpgrade(
     const refused = await steeringRefused(ctx, by, await readableStatus(ctx, id, by));
     if (refused) throw new HttpError(403, refused);
     const name = await reachableSandbox(ctx.client, sandboxes, id);
-    presence = { id, joined: ctx.terminals.join(id) }; // counted before the attach is asked for
+    presence = { id, joined: ctx.terminals.join(id, by) }; // counted before the attach is asked for
     await presence.joined.attach(by, () => requestAttach(ctx.client, id, by));
     const shell = await sandboxOf(sandboxes, name).commands.shell(size);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${ATTACH_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`);

@@ -19,6 +19,7 @@ import { AttachRefused, boundedSize, reachableSandbox, requestAttach, requestDet
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
 import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
+import type { ShellMember } from '../../sandbox/shared-shell';
 import { readableStatus, steeringRefused } from '../access';
 import { terminalPage } from '../console/terminal';
 import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';
@@ -29,13 +30,23 @@ const SOCKET_PATH = /^\/sessions\/([^/]+)\/terminal\/socket$/;
 /** This process's tickets: a page served by this serve opens a socket on it within a minute. */
 const tickets = new TerminalTickets();
 
-/** GET /sessions/:id/terminal: the page, for a person who may attach (403 naming the role otherwise). */
-export async function terminalPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string) {
+/**
+ * GET /sessions/:id/terminal: the page, for a person who may attach (403
+ * naming the role otherwise); with `?watch=1`, the watcher's page, for
+ * anyone who reads the session.
+ */
+export async function terminalPageRoute(
+  ctx: ServeContext,
+  res: ServerResponse,
+  id: string,
+  who: string,
+  watch = false,
+) {
   const s = await readableStatus(ctx, id, who);
-  const refused = await steeringRefused(ctx, who, s);
-  if (refused) throw new HttpError(403, refused);
+  const refused = watch ? undefined : await steeringRefused(ctx, who, s);
+  if (refused) throw new HttpError(403, `${refused}; anyone who reads the session may watch (?watch=1)`);
   const nonce = randomBytes(16).toString('base64');
-  sendHtml(res, 200, terminalPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()) }), nonce);
+  sendHtml(res, 200, terminalPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()), watch }), nonce);
 }
 
 /** GET /assets/xterm/xterm.js and xterm.css: xterm.js from the project's node_modules (no CDN). */
@@ -85,12 +96,14 @@ async function checkTerminalRequest(ctx: ServeContext, req: IncomingMessage) {
   }
   const badTicket = tickets.refusal(url.searchParams.get('ticket'), id, who, Date.now());
   if (badTicket) throw new HttpError(403, badTicket);
-  const refused = await steeringRefused(ctx, who, await readableStatus(ctx, id, who));
+  const watch = url.searchParams.get('watch') === '1';
+  const s = await readableStatus(ctx, id, who); // a watcher needs only to read the session
+  const refused = watch ? undefined : await steeringRefused(ctx, who, s);
   if (refused) throw new HttpError(403, refused);
   if (!ctx.audit)
     throw new HttpError(503, 'the terminal needs the audit trail (drydock serve opens it with its database)');
   const size = boundedSize({ cols: Number(url.searchParams.get('cols')), rows: Number(url.searchParams.get('rows')) });
-  return { id, who, size };
+  return { id, who, size, watch };
 }
 
 /** An Upgrade to a terminal socket: checked, then attached, bridged and detached. */
@@ -113,7 +126,34 @@ export async function terminalUpgrade(
     raw.once('close', () => resolve(undefined));
     sockets.handleUpgrade(req, raw, head, resolve);
   });
-  if (socket) await attachedTerminal(ctx, sandboxes, socket, checked);
+  if (!socket) return;
+  if (checked.watch) await watchingTerminal(ctx, socket, checked);
+  else await attachedTerminal(ctx, sandboxes, socket, checked);
+}
+
+/** Who is at the session's shell, told to one socket. */
+const presenceTo = (socket: WebSocket) => (people: ShellMember[]) => control(socket, { type: 'presence', people });
+
+/**
+ * A watcher: the session's shared shell, output only, for anyone who reads
+ * the session. Watching attaches nothing (the agent does not wait for a
+ * watcher); with nobody in the sandbox's terminal there is nothing to watch.
+ */
+async function watchingTerminal(ctx: ServeContext, socket: WebSocket, { id, who }: { id: string; who: string }) {
+  const shared = ctx.shells.get(id);
+  if (!shared) {
+    control(socket, { type: 'refused', reason: "nobody is in the sandbox's terminal now: watch once someone is" });
+    return socket.close(CLOSE.refused);
+  }
+  control(socket, { type: 'watching', sandbox: id });
+  ctx.log.info({ sessionId: id, by: who }, 'watching the console terminal');
+  const view = shared.join({ who, watching: true }, presenceTo(socket));
+  const end = await bridgeWebTerminal(socket, view, { audit: async () => undefined, watchOnly: true });
+  control(socket, {
+    type: 'detached',
+    reason: end === 'shell-ended' ? 'nobody is in the sandbox any more' : 'stopped watching',
+  });
+  if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'stopped watching');
 }
 
 const control = (socket: WebSocket, message: Record<string, unknown>) => {
@@ -132,7 +172,7 @@ async function attachedTerminal(
   socket: WebSocket,
   { id, who, size }: { id: string; who: string; size: { cols: number; rows: number } },
 ): Promise<void> {
-  const presence = ctx.terminals.join(id); // counted before the attach is asked for
+  const presence = ctx.terminals.join(id, who); // counted before the attach is asked for
   let asked = false;
   try {
     const name = await reachableSandbox(ctx.client, sandboxes, id);
@@ -140,7 +180,9 @@ async function attachedTerminal(
     await presence.attach(who, () => requestAttach(ctx.client, id, who));
     if (presence.signal.aborted) socket.close(CLOSE.normal, String(presence.signal.reason));
     if (socket.readyState !== socket.OPEN) return; // the page went away while the step ended
-    const shell = await sandboxOf(sandboxes, name).commands.shell(size);
+    // One shell per session, shared by everyone in it (each person's keys audited under their name).
+    const shared = await ctx.shells.getOrOpen(id, () => sandboxOf(sandboxes, name).commands.shell(size));
+    const shell = shared.join({ who, watching: false }, presenceTo(socket));
     control(socket, { type: 'attached', by: who, sandbox: name });
     ctx.log.info({ sessionId: id, by: who, sandbox: name }, 'attached through the console terminal');
     const connection = randomUUID();
@@ -158,7 +200,7 @@ async function attachedTerminal(
   } finally {
     const detached = await presence.leave(asked, (by) => detachAndSay(ctx, socket, id, by));
     if (!detached && socket.readyState === socket.OPEN) {
-      socket.close(CLOSE.normal, 'another terminal of this session is still attached');
+      socket.close(CLOSE.normal, 'left; the session stays attached while another terminal of it is open');
     }
   }
 }

@@ -22,7 +22,7 @@ import { durationMs } from '../units';
 import { refuseDecision } from '../rules/policy';
 import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
-import { editedByHand, installAttachHandlers } from './attach';
+import { editedByHand, installAttachHandlers, installPreviewHandler } from './attach';
 import { SessionEnd } from './errors';
 import { anyHost } from './proxies';
 import { parkSandbox } from './sandbox';
@@ -95,6 +95,7 @@ export function installHandlers(run: SessionRun): void {
     },
   );
   installAttachHandlers(run);
+  installPreviewHandler(run);
   installAttemptHandlers(run, (input) => {
     const reason = refusal(run, input);
     if (!reason) accept(run, input);

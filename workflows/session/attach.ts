@@ -9,9 +9,19 @@
  * records who is in, which is what survives a crash of either.
  */
 import { condition, log, setHandler } from '@temporalio/workflow';
-import { attach, detach, type AttachInput, type Attachment, type Detached } from '../api';
+import {
+  attach,
+  detach,
+  startPreview,
+  type AttachInput,
+  type Attachment,
+  type Detached,
+  type PreviewStarted,
+} from '../api';
 import { checkAttach, checkDetach, type AttachState } from '../rules/attach';
-import { anyHost } from './proxies';
+import { checkPreview } from '../rules/preview';
+import { sandboxLimitsOf } from '../units';
+import { anyHost, onHost } from './proxies';
 import { bringBack } from './sandbox';
 import type { SessionRun } from './state';
 
@@ -111,4 +121,34 @@ async function end(run: SessionRun, by: string): Promise<Detached> {
     },
   });
   return { by, attachedBy: attached.by, durationMs };
+}
+
+/**
+ * startPreview: the repo's app in its companion (the one kept for the agent,
+ * sandbox/activities/agent-app.ts) while the session waits at its gate; the
+ * next verification or agent step stops it first (run.previewStarted).
+ */
+export function installPreviewHandler(run: SessionRun): void {
+  const validate = (input: AttachInput) => {
+    const checked = checkPreview({ phase: run.status.phase, sandbox: run.sandbox, parked: run.status.parked }, input);
+    if (!checked.ok) throw new Error(checked.reason);
+  };
+  setHandler(
+    startPreview,
+    async (input): Promise<PreviewStarted> => {
+      validate(input);
+      const sandbox = run.sandbox!;
+      const app = sandbox.preview!;
+      run.previewStarted = true;
+      log.info('starting the app for its preview', { by: input.by, port: app.port });
+      const started = await onHost(sandbox, app.readyTimeoutMs + 5 * 60_000).startAgentApp({
+        sandbox: sandbox.name,
+        image: sandbox.image,
+        app,
+        limits: sandboxLimitsOf(run.input.limits),
+      });
+      return started.ready ? { ready: true, port: app.port } : started;
+    },
+    { validator: validate },
+  );
 }

@@ -45,14 +45,16 @@ export async function provision(run: SessionRun): Promise<void> {
  * agent reads why with service_logs "app").
  */
 export async function startAgentApp(run: SessionRun): Promise<void> {
+  if (run.previewStarted && !run.sandbox?.app) await stopAgentApp(run); // the preview's app is not the agent's
   if (!run.sandbox?.app) return;
   await inSandbox(run, (sb) => (sb.app ? startAppIn(run, sb, sb.app) : Promise.resolve()));
 }
 
 /** Stops the app kept for the agent, if the repo asks for one: nothing the agent may have changed in it runs during verification. */
 export async function stopAgentApp(run: SessionRun): Promise<void> {
-  if (!run.sandbox?.app) return;
+  if (!run.sandbox?.app && !run.previewStarted) return;
   await inSandbox(run, (sb) => onHost(sb).stopAgentApp({ sandbox: sb.name }));
+  run.previewStarted = false;
 }
 
 async function startAppIn(run: SessionRun, sandbox: Sandbox, app: AgentApp): Promise<void> {

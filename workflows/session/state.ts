@@ -132,6 +132,8 @@ export class SessionRun {
   scriptSteps: ScriptStep[] = [];
   /** Calls into the sandbox under way (inSandbox): a person gets in once there are none. */
   sandboxBusy = 0;
+  /** A person started the app for its preview (startPreview): verification and the agent's steps stop it first. */
+  previewStarted = false;
   /** The next change to commit is a person's (drydock attach): the agent does not work before it. */
   nextChangeByHand = false;
   /** Who edited the sandbox by hand (drydock attach) since the change was last committed. */
@@ -310,7 +312,13 @@ export class SessionRun {
     // Earlier attempts of its provisioning, cut off on other hosts, may have made it there too.
     for (const place of sandbox.leftBehind ?? []) this.deferRemoval(place);
     const { name, host, image, baseCommit } = sandbox;
-    this.status.sandbox = { name, host, image, baseCommit };
+    this.status.sandbox = {
+      name,
+      host,
+      image,
+      baseCommit,
+      ...(sandbox.preview ? { appPort: sandbox.preview.port } : {}),
+    };
   }
 }
 

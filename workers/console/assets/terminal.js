@@ -10,8 +10,15 @@
   const box = document.getElementById('terminal');
   const state = document.getElementById('terminal-state');
   const detach = document.getElementById('detach');
+  const presence = document.getElementById('presence');
+  const watching = box.dataset.watch === 'yes';
   const say = (text) => (state.textContent = text);
-  const term = new window.Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000 });
+  const term = new window.Terminal({
+    convertEol: false,
+    cursorBlink: !watching,
+    scrollback: 5000,
+    disableStdin: watching,
+  });
   term.open(box);
   // A size that fits the box: xterm's cell size is known once it has rendered.
   const cell = { width: 9, height: 17 };
@@ -27,6 +34,7 @@
   url.searchParams.set('ticket', box.dataset.ticket);
   url.searchParams.set('cols', String(size.cols));
   url.searchParams.set('rows', String(size.rows));
+  if (watching) url.searchParams.set('watch', '1');
   const socket = new WebSocket(url);
   socket.binaryType = 'arraybuffer';
   const encoder = new TextEncoder();
@@ -36,6 +44,13 @@
     if (typeof event.data !== 'string') return term.write(new Uint8Array(event.data));
     const message = JSON.parse(event.data);
     if (message.type === 'waiting') say('attaching once the agent’s step under way has ended…');
+    if (message.type === 'presence') {
+      presence.textContent = message.people.map((p) => p.who + (p.watching ? ' (watching)' : ' (typing)')).join(', ');
+    }
+    if (message.type === 'watching') {
+      say('watching; your keys are not sent');
+      detach.disabled = false;
+    }
     if (message.type === 'attached') {
       say('attached as ' + message.by + ' (' + message.sandbox + '); detach to hand the session back');
       detach.disabled = false;
@@ -60,7 +75,7 @@
     if (!ended) say('closed' + (event.reason ? ': ' + event.reason : ' (code ' + event.code + ')'));
   });
   term.onData((text) => {
-    if (socket.readyState === WebSocket.OPEN) socket.send(encoder.encode(text));
+    if (!watching && socket.readyState === WebSocket.OPEN) socket.send(encoder.encode(text));
   });
   // The window's size decides the terminal's; xterm then reports the new size below.
   addEventListener('resize', () => {
@@ -68,11 +83,11 @@
     if (next.cols !== term.cols || next.rows !== term.rows) term.resize(next.cols, next.rows);
   });
   term.onResize(({ cols, rows }) => {
-    if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'resize', cols, rows }));
+    if (!watching && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'resize', cols, rows }));
   });
   detach.addEventListener('click', () => {
     detach.disabled = true;
-    say('detaching…');
+    say(watching ? 'leaving…' : 'detaching…');
     socket.send(JSON.stringify({ type: 'detach' }));
   });
 })();

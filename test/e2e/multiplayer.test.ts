@@ -1,0 +1,203 @@
+/// <reference lib="dom" />
+/**
+ * Several people in one session, end to end (real Temporal, Docker, git,
+ * PostgreSQL and headless Chromium): two approvers open the console
+ * terminal of one session at its gate and share its shell: each sees the
+ * other's presence and commands, each one's keys are in the audit trail
+ * under their own name; a reader watches (sees both and the output) and
+ * cannot type; the session is detached once, when the last of them leaves,
+ * and both edits are in the new change to review.
+ */
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { Pool } from 'pg';
+import WebSocket from 'ws';
+import { AuditTrail } from '../../store/audit';
+import { Redactor } from '../../platform/scrub';
+import { personalTokens } from '../support/identity';
+import {
+  endSessions,
+  inPhase,
+  makeFixtureRepo,
+  newSessionId,
+  startServe,
+  startSession,
+  startStack,
+  testAuditKey,
+  waitForStatus,
+  type TestStack,
+} from '../support/helpers';
+
+const REPO = 'acme/fixture';
+const IDENTITIES = `people:
+  alice: {}
+  bob: {}
+  dave: {}
+roles:
+  ${REPO}:
+    approver: [alice, bob]
+    reader: dave
+`;
+
+let stack: TestStack;
+let serve: Awaited<ReturnType<typeof startServe>>;
+let browser: Browser;
+let pool: Pool;
+let repo: { url: string };
+let tokens: Record<'alice' | 'bob' | 'dave', string>;
+const toEnd: string[] = [];
+
+beforeAll(async () => {
+  repo = await makeFixtureRepo();
+  tokens = await personalTokens('alice', 'bob', 'dave');
+  const identities = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-multi-')), 'identities.yaml');
+  await writeFile(identities, IDENTITIES);
+  stack = await startStack();
+  serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repo.url}`] });
+  pool = new Pool({ connectionString: process.env.DATABASE_URL });
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+}, 600_000);
+afterAll(async () => {
+  await endSessions(stack.client, toEnd);
+  await browser?.close();
+  await pool?.end();
+  await serve?.close();
+  await stack?.stop();
+});
+
+async function signedIn(token: string): Promise<Page> {
+  const page = await (await browser.newContext()).newPage();
+  await page.goto(serve.url);
+  await page.fill('input[name=token]', token);
+  await page.click('button[type=submit]');
+  await page.waitForURL(`${serve.url}/`);
+  return page;
+}
+
+const screenOf = (page: Page) =>
+  page
+    .locator('.xterm-rows')
+    .innerText()
+    .then((text) => text.replace(/\u00a0/g, ' '));
+
+async function waitForScreen(page: Page, pattern: RegExp, timeoutMs = 60_000): Promise<void> {
+  for (const until = Date.now() + timeoutMs; !pattern.test(await screenOf(page));) {
+    if (Date.now() > until) throw new Error(`never saw ${pattern} in the terminal:\n${await screenOf(page)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const presenceOf = (page: Page, text: string | RegExp) =>
+  page.locator('#presence', { hasText: text }).waitFor({ timeout: 30_000 });
+
+test('two approvers share the terminal, each audited under their name; a reader watches and cannot type', async () => {
+  const id = newSessionId('multi');
+  toEnd.push(id);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'greet in the README',
+    requestedBy: 'alice',
+    agent: { steps: [{ run: 'echo hello >> README.md' }] },
+    verify: { test: 'sh check.sh' },
+    approval: { required: ['push'], approvers: ['alice', 'bob'] },
+  });
+  const first = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+
+  const alice = await signedIn(tokens.alice);
+  await alice.goto(`${serve.url}/sessions/${id}/terminal`);
+  await alice.locator('#terminal-state', { hasText: 'attached as alice' }).waitFor({ timeout: 60_000 });
+  await waitForScreen(alice, /\/workspace\$ /);
+  const bob = await signedIn(tokens.bob);
+  await bob.goto(`${serve.url}/sessions/${id}/terminal`);
+  await bob.locator('#terminal-state', { hasText: 'attached as bob' }).waitFor({ timeout: 60_000 });
+  // Each sees the other.
+  await presenceOf(alice, 'alice (typing), bob (typing)');
+  await presenceOf(bob, 'alice (typing), bob (typing)');
+
+  // A reader may not type in it, but may watch.
+  const dave = await signedIn(tokens.dave);
+  expect((await dave.goto(`${serve.url}/sessions/${id}/terminal`))!.status()).toBe(403);
+  await dave.goto(`${serve.url}/sessions/${id}/terminal?watch=1`);
+  await dave.locator('#terminal-state', { hasText: 'watching' }).waitFor({ timeout: 30_000 });
+  await presenceOf(alice, 'alice (typing), bob (typing), dave (watching)');
+  await presenceOf(dave, 'alice (typing), bob (typing), dave (watching)');
+
+  await alice.keyboard.type('echo from-$((1+1))-alice > alice.txt; cat alice.txt');
+  await alice.keyboard.press('Enter');
+  await waitForScreen(bob, /from-2-alice/);
+  await bob.keyboard.type('echo from-$((2+2))-bob > bob.txt; cat bob.txt');
+  await bob.keyboard.press('Enter');
+  await waitForScreen(alice, /from-4-bob/);
+  await waitForScreen(dave, /from-4-bob/);
+  // The watcher's keys reach nothing: xterm takes no input, and the server drops any it is sent.
+  await dave.locator('.xterm').click();
+  await dave.keyboard.type('echo dave-typed > dave.txt');
+  await dave.keyboard.press('Enter');
+  // Nor does what a watcher's socket sends by hand reach the shell.
+  const cookie = `drydock_token=${encodeURIComponent(tokens.dave)}`;
+  const page = await (await fetch(`${serve.url}/sessions/${id}/terminal?watch=1`, { headers: { cookie } })).text();
+  const ticket = /data-ticket="([^"]+)"/.exec(page)![1];
+  const raw = new WebSocket(
+    `${serve.url.replace('http:', 'ws:')}/sessions/${id}/terminal/socket?ticket=${ticket}&watch=1&cols=80&rows=24`,
+    { headers: { cookie, origin: serve.url } },
+  );
+  await new Promise<void>((resolve, reject) => {
+    raw.on('message', (data: Buffer, binary: boolean) => {
+      if (!binary && (JSON.parse(data.toString()) as { type: string }).type === 'watching') resolve();
+    });
+    raw.on('error', reject);
+  });
+  raw.send(Buffer.from('echo dave-raw > raw.txt\r'), { binary: true });
+  raw.send(JSON.stringify({ type: 'resize', cols: 5, rows: 5 }));
+  await new Promise((r) => setTimeout(r, 1000));
+  raw.close();
+  await alice.keyboard.type('ls *.txt');
+  await alice.keyboard.press('Enter');
+  await waitForScreen(alice, /alice\.txt\s+bob\.txt/);
+  expect(await screenOf(alice)).not.toMatch(/dave/);
+  // The watcher's resize did not reach the TTY either.
+  await alice.keyboard.type('stty size');
+  await alice.keyboard.press('Enter');
+  await waitForScreen(alice, /stty size\s+\d+ \d+/);
+  expect(await screenOf(alice)).not.toMatch(/stty size\s+5 5/);
+
+  // Alice detaches: the session stays attached for Bob; Dave still watches.
+  await alice.click('#detach');
+  await presenceOf(bob, /^bob \(typing\), dave \(watching\)$/);
+  expect((await waitForStatus(handle, () => true, 10_000)).phase).toBe('attached');
+  await bob.click('#detach');
+  await bob.locator('#terminal-state', { hasText: /detached after \d+ s/ }).waitFor({ timeout: 30_000 });
+  await dave.locator('#terminal-state', { hasText: 'nobody is in the sandbox any more' }).waitFor({ timeout: 30_000 });
+
+  const second = await waitForStatus(
+    handle,
+    (s) => s.pendingApproval !== undefined && s.pendingApproval.change !== first.pendingApproval!.change,
+    120_000,
+  );
+  expect(second.pendingApproval!.evidence.diffstat).toMatch(/alice\.txt/);
+  expect(second.pendingApproval!.evidence.diffstat).toMatch(/bob\.txt/);
+  expect(second.pendingApproval!.evidence.diffstat).not.toMatch(/dave\.txt|raw\.txt/);
+
+  const events = await new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey()).events(id);
+  const typed = events.filter((e) => e.kind === 'attach.input');
+  const by = (who: string) =>
+    typed
+      .filter((e) => e.actor === who)
+      .map((e) => e.data.input)
+      .join('');
+  expect(by('alice')).toContain('echo from-$((1+1))-alice > alice.txt; cat alice.txt\r');
+  expect(by('bob')).toContain('echo from-$((2+2))-bob > bob.txt; cat bob.txt\r');
+  expect(by('alice')).not.toContain('bob.txt; cat');
+  expect(typed.filter((e) => e.actor === 'dave')).toEqual([]);
+  expect(new Set(typed.map((e) => e.actor))).toEqual(new Set(['alice', 'bob']));
+  // One attach, held from Alice's arrival to Bob's detach.
+  expect(events.filter((e) => e.kind === 'attach')).toEqual([
+    expect.objectContaining({ actor: 'alice', data: expect.objectContaining({ detachedBy: 'alice' }) }),
+  ]);
+}, 600_000);

@@ -1,0 +1,106 @@
+/**
+ * Several people at one shell (sandbox/shared-shell.ts), with `cat` on pipes
+ * standing in for the sandbox's TTY: each typist's keys reach the shell and
+ * everyone sees its output; a watcher's keys and resizes go nowhere; who is
+ * there is told at every change; a late joiner gets the last output first;
+ * the shell ends when its last typist leaves, watchers or not.
+ */
+import { spawn } from 'node:child_process';
+import { Duplex } from 'node:stream';
+import type { SandboxShell, TtySize } from '../../sandbox/provider';
+import { SessionShells, SharedShell, type ShellMember } from '../../sandbox/shared-shell';
+
+function catShell(resized: TtySize[]): SandboxShell & { exited: Promise<void> } {
+  const child = spawn('cat', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const stream = Duplex.from({ writable: child.stdin, readable: child.stdout });
+  stream.on('close', () => child.kill());
+  return {
+    stream,
+    resize: async (size) => void resized.push(size),
+    exitCode: () => new Promise((resolve) => child.on('exit', (code) => resolve(code ?? -1))),
+    exited: new Promise((resolve) => child.on('exit', () => resolve())),
+  };
+}
+
+/** Everything a view shows, as text, and whether it ended. */
+function screen(view: SandboxShell) {
+  const seen = { text: '', ended: false };
+  view.stream.on('data', (chunk: Buffer) => (seen.text += chunk.toString()));
+  view.stream.on('end', () => (seen.ended = true));
+  return seen;
+}
+
+async function until(what: () => boolean, ms = 5000): Promise<void> {
+  for (const end = Date.now() + ms; !what(); await new Promise((r) => setTimeout(r, 20))) {
+    if (Date.now() > end) throw new Error('timed out');
+  }
+}
+
+test("two typists and a watcher: both typists' keys reach the shell, all three see it, the watcher's go nowhere", async () => {
+  const resized: TtySize[] = [];
+  const cat = catShell(resized);
+  let ended = false;
+  const shared = new SharedShell(cat, () => (ended = true));
+  const told: Record<string, ShellMember[][]> = { alice: [], bob: [], dave: [] };
+  const alice = shared.join({ who: 'alice', watching: false }, (p) => told.alice.push(p));
+  const aliceSees = screen(alice);
+  alice.stream.write('from alice\n');
+  await until(() => aliceSees.text.includes('from alice'));
+
+  // A late joiner gets what was on the screen, then what comes.
+  const bob = shared.join({ who: 'bob', watching: false }, (p) => told.bob.push(p));
+  const bobSees = screen(bob);
+  const dave = shared.join({ who: 'dave', watching: true }, (p) => told.dave.push(p));
+  const daveSees = screen(dave);
+  bob.stream.write('from bob\n');
+  dave.stream.write('from dave\n');
+  await dave.resize({ cols: 10, rows: 10 });
+  await bob.resize({ cols: 100, rows: 30 });
+  await until(() => daveSees.text.includes('from bob') && aliceSees.text.includes('from bob'));
+  expect(bobSees.text).toBe('from alice\nfrom bob\n');
+  expect(daveSees.text).toBe('from alice\nfrom bob\n');
+  expect(aliceSees.text).toBe('from alice\nfrom bob\n');
+  expect(resized).toEqual([{ cols: 100, rows: 30 }]);
+
+  // Who is there, as each was told last.
+  const everyone = [
+    { who: 'alice', watching: false },
+    { who: 'bob', watching: false },
+    { who: 'dave', watching: true },
+  ];
+  expect(told.alice.at(-1)).toEqual(everyone);
+  expect(told.dave.at(-1)).toEqual(everyone);
+  expect(told.alice[0]).toEqual([{ who: 'alice', watching: false }]);
+
+  // Alice leaves: the others are told, the shell goes on for Bob.
+  (alice.stream as unknown as Duplex).destroy();
+  expect(told.bob.at(-1)).toEqual(everyone.slice(1));
+  bob.stream.write('still here\n');
+  await until(() => daveSees.text.includes('still here'));
+  expect(shared.open).toBe(true);
+
+  // The last typist leaves: the shell ends, and the watcher's view with it.
+  (bob.stream as unknown as Duplex).destroy();
+  await until(() => daveSees.ended);
+  await cat.exited;
+  expect(ended).toBe(true);
+  expect(shared.open).toBe(false);
+});
+
+test('the shell exiting ends every view; the session then opens a new one', async () => {
+  const shells = new SessionShells();
+  const first = catShell([]);
+  const shared = await shells.getOrOpen('s-1', async () => first);
+  expect(await shells.getOrOpen('s-1', () => Promise.reject(new Error('not opened twice')))).toBe(shared);
+  const view = shared.join({ who: 'alice', watching: false }, () => undefined);
+  const seen = screen(view);
+  first.stream.end(); // cat exits at the end of its input
+  await until(() => seen.ended);
+  expect(shells.get('s-1')).toBeUndefined();
+  const next = await shells.getOrOpen('s-1', async () => catShell([]));
+  expect(next).not.toBe(shared);
+  const late = shared.join({ who: 'bob', watching: false }, () => undefined);
+  const lateSees = screen(late);
+  await until(() => lateSees.ended);
+  (next.join({ who: 'x', watching: false }, () => undefined).stream as unknown as Duplex).destroy();
+});

@@ -1,0 +1,222 @@
+/**
+ * The app previewed (docs/preview.md): GET /sessions/:id/preview on the
+ * console sends a person who reads the session to the session's own preview
+ * origin, `<label>.<DRYDOCK_PREVIEW_URL's host>`, with a one-minute pass that
+ * becomes that origin's cookie; every request there is checked again (the
+ * pass, its session against the Host, the person's read access now) and
+ * forwarded to the app in the sandbox, one exec of `drydock-port` per
+ * connection (sandbox/preview.ts): the sandbox keeps only its loopback. The
+ * app never sees drydock's cookies; its pages never run on the console's
+ * origin. When nothing answers, the page offers to start the app
+ * (startPreview: the workflow starts it beside the sandbox at its gate).
+ */
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  appConnection,
+  PREVIEW_COOKIE,
+  PREVIEW_LIMITS,
+  PREVIEW_OWN_PATH,
+  previewLabelOf,
+  previewOrigin,
+  PreviewPasses,
+  type PreviewPass,
+} from '../../sandbox/preview';
+import type { SandboxProvider } from '../../sandbox/provider';
+import { startPreview, type SessionStatus } from '../../workflows/api';
+import { esc } from '../console/page';
+import { readableStatus } from '../access';
+import { consoleUrl, cookieOf, header, HttpError, type ServeContext } from '../http';
+
+/** This process's passes (a restart of serve asks people to open the preview from the console again). */
+const passes = new PreviewPasses();
+
+/** Where previews hang: DRYDOCK_PREVIEW_URL, else `preview.localhost` on the console's port (browsers resolve *.localhost to loopback). */
+export function previewBase(ctx: Pick<ServeContext, 'config'>): string {
+  if (ctx.config.DRYDOCK_PREVIEW_URL) return ctx.config.DRYDOCK_PREVIEW_URL.replace(/\/$/, '');
+  const console = new URL(consoleUrl(ctx.config));
+  return `${console.protocol}//preview.localhost${console.port ? `:${console.port}` : ''}`;
+}
+
+/** The label of a request sent to a preview origin; undefined for the console's own requests. */
+export function previewRequestLabel(ctx: Pick<ServeContext, 'config'>, req: IncomingMessage): string | undefined {
+  return previewLabelOf(header(req, 'host'), previewBase(ctx));
+}
+
+/** GET /sessions/:id/preview: to the session's preview origin, for a person who reads it. */
+export async function previewEntry(ctx: ServeContext, res: ServerResponse, id: string, who: string): Promise<void> {
+  const s = await readableStatus(ctx, id, who);
+  if (!s.sandbox?.appPort)
+    throw new HttpError(409, `${id} has no app to preview (the repo declares none, or no sandbox)`);
+  const pass = passes.issue('enter', { sessionId: id, who }, Date.now());
+  const to = `${previewOrigin(previewBase(ctx), id)}${PREVIEW_OWN_PATH}enter?pass=${encodeURIComponent(pass)}`;
+  res.writeHead(303, { location: to, 'cache-control': 'no-store' });
+  res.end();
+}
+
+/** Any request to a preview origin: serve's own paths, else the app's. */
+export async function previewRequest(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  req: IncomingMessage,
+  res: ServerResponse,
+  label: string,
+): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://preview');
+  if (url.pathname === `${PREVIEW_OWN_PATH}enter` && req.method === 'GET') return enter(ctx, res, url, label);
+  const pass = passes.check(cookieOf(req, PREVIEW_COOKIE), 'cookie', label, Date.now());
+  if (typeof pass === 'string') return previewPage(res, 401, 'Sign-in needed', pass);
+  // Read access now, not only when the pass was made: a person whose role went is refused at once.
+  const s = await readableStatus(ctx, pass.sessionId, pass.who).catch((err: unknown) => {
+    if (err instanceof HttpError && err.status === 404) throw new HttpError(404, `no session ${pass.sessionId}`);
+    throw err;
+  });
+  if (url.pathname === `${PREVIEW_OWN_PATH}start` && req.method === 'POST') return start(ctx, req, res, label, pass);
+  if (url.pathname.startsWith(PREVIEW_OWN_PATH)) throw new HttpError(404, `no such preview page: ${url.pathname}`);
+  if (!s.sandbox?.appPort) return previewPage(res, 409, 'No app', `${s.sessionId} has no app to preview now.`);
+  await forward(ctx, sandboxes, req, res, s as SessionStatus & { sandbox: { appPort: number } });
+}
+
+function enter(ctx: ServeContext, res: ServerResponse, url: URL, label: string): void {
+  const pass = passes.check(url.searchParams.get('pass') ?? undefined, 'enter', label, Date.now());
+  if (typeof pass === 'string') return previewPage(res, 403, 'Refused', pass);
+  const secure = previewBase(ctx).startsWith('https:') ? '; Secure' : '';
+  const cookie = passes.issue('cookie', pass, Date.now());
+  res.writeHead(303, {
+    location: '/',
+    'cache-control': 'no-store',
+    'set-cookie': `${PREVIEW_COOKIE}=${cookie}; HttpOnly; SameSite=Lax; Path=/; Max-Age=${PREVIEW_LIMITS.cookieTtlMs / 1000}${secure}`,
+  });
+  res.end();
+}
+
+/** POST /.drydock/start (the page's own button: its Origin must be this preview origin). */
+async function start(ctx: ServeContext, req: IncomingMessage, res: ServerResponse, label: string, pass: PreviewPass) {
+  const origin = header(req, 'origin');
+  if (!origin || previewLabelOf(new URL(origin).host, previewBase(ctx)) !== label) {
+    throw new HttpError(403, 'start the app from its preview page');
+  }
+  try {
+    const started = await ctx.client.workflow
+      .getHandle(pass.sessionId)
+      .executeUpdate(startPreview, { args: [{ by: pass.who }] });
+    ctx.log.info({ sessionId: pass.sessionId, by: pass.who, ready: started.ready }, 'app started for its preview');
+    if (!started.ready) return previewPage(res, 502, 'The app did not start', started.why);
+  } catch (err) {
+    if (!(err instanceof WorkflowUpdateFailedError)) throw err;
+    return previewPage(res, 409, 'Not now', (err.cause as Error | undefined)?.message ?? err.message);
+  }
+  res.writeHead(303, { location: '/', 'cache-control': 'no-store' });
+  res.end();
+}
+
+/** Headers that belong to one connection, not to the request (RFC 9110 7.6.1). */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** The browser's headers for the app: without drydock's cookies and hop-by-hop headers, Host the app's own. */
+export function appHeaders(headers: IncomingHttpHeaders, port: number, origin: string): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HOP_BY_HOP.has(name) && name !== 'host' && name !== 'cookie') out[name] = value;
+  }
+  const cookies = (headers.cookie ?? '')
+    .split(';')
+    .map((c) => c.trim())
+    .filter((c) => c && !/^drydock_(preview|token)=/.test(c));
+  if (cookies.length) out.cookie = cookies.join('; ');
+  out.host = `localhost:${port}`;
+  out['x-forwarded-host'] = new URL(origin).host;
+  out['x-forwarded-proto'] = new URL(origin).protocol.replace(':', '');
+  return out;
+}
+
+/**
+ * The app's answer headers for the browser: without hop-by-hop headers, and
+ * without any cookie that names a Domain: one the app sets for a parent
+ * domain would reach other sessions' previews, or the console (cookie
+ * tossing); its host-only cookies stay on its own origin.
+ */
+export function answerHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    if (name === 'set-cookie') {
+      const kept = (value as string[]).filter((cookie) => !/;\s*domain\s*=/i.test(cookie));
+      if (kept.length) out[name] = kept;
+    } else out[name] = value;
+  }
+  return out;
+}
+
+/** The request to the app over one exec connection, its answer back as it comes. */
+async function forward(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  req: IncomingMessage,
+  res: ServerResponse,
+  s: SessionStatus & { sandbox: { appPort: number } },
+): Promise<void> {
+  const port = s.sandbox.appPort;
+  const origin = previewOrigin(previewBase(ctx), s.sessionId);
+  const connection = await appConnection(sandboxes, s.sandbox.name, port);
+  await new Promise<void>((resolve) => {
+    const upstream = httpRequest(
+      {
+        method: req.method,
+        path: req.url,
+        headers: appHeaders(req.headers, port, origin),
+        createConnection: () => connection as never,
+        timeout: PREVIEW_LIMITS.answerMs,
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
+        answer.pipe(res);
+        answer.on('end', resolve).on('error', () => (res.destroy(), resolve()));
+      },
+    );
+    upstream.on('timeout', () => upstream.destroy(new Error(`no answer within ${PREVIEW_LIMITS.answerMs / 1000} s`)));
+    upstream.on('error', (err) => {
+      connection.destroy();
+      if (res.headersSent) res.destroy();
+      else notRunning(res, port, err.message);
+      resolve();
+    });
+    req.pipe(upstream);
+  });
+}
+
+/** Nothing answered on the app's port: say so, with the button that starts it. */
+function notRunning(res: ServerResponse, port: number, why: string): void {
+  previewPage(
+    res,
+    502,
+    'The app is not running',
+    `Nothing answers on port ${port} in the sandbox (${why}).`,
+    `<form method="post" action="${PREVIEW_OWN_PATH}start"><button id="start-app" type="submit">Start the app</button></form>
+<p>It starts beside the sandbox while the session waits at its gate, and stops before the next verification or agent step.</p>`,
+  );
+}
+
+/** serve's own pages on a preview origin: no script at all. */
+function previewPage(res: ServerResponse, status: number, title: string, message: string, extra = ''): void {
+  res.writeHead(status, {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy':
+      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+  });
+  res.end(
+    `<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}: drydock preview</title></head>` +
+      `<body><h1>${esc(title)}</h1><p id="preview-message">${esc(message)}</p>${extra}</body></html>`,
+  );
+}
