@@ -16,6 +16,7 @@ const FLOORS: Record<string, number> = {
   store: 2,
   models: 3,
   github: 3,
+  gitea: 3,
   identity: 3,
   slack: 3,
   linear: 3,
