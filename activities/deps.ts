@@ -5,6 +5,7 @@
  * folder imports this: it is the registry's.
  */
 import type { AgentLoopDeps } from '../agent-loop/activities';
+import type { ForgeSet } from '../forge/registry';
 import type { GitHubDeps } from '../github/activities';
 import type { PullRequestDeps } from '../github/pull-requests';
 import type { LinearDeps } from '../linear/activities';
@@ -26,4 +27,7 @@ export type ActivityDeps = SandboxDeps &
   LinearDeps &
   PilotDeps &
   AuditDeps &
-  RepoPolicyDeps;
+  RepoPolicyDeps & {
+    /** The configured forges (activities/forges.ts); default: GitHub from `github`. */
+    forges?: ForgeSet;
+  };

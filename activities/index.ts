@@ -3,7 +3,8 @@
  * Temporal samples' worker-specific task queues):
  * - the shared queue's (`drydock`), which any worker serves: provisioning
  *   (the worker that runs it becomes the sandbox's host), the session's
- *   settings, GitHub, the pull request and deploy, the audit trail;
+ *   settings, the forges (context, progress, the change request), deploy,
+ *   the audit trail;
  * - a host queue's (`drydock@<host>`), which only the worker on the
  *   sandbox's Docker host serves: whatever works in an existing sandbox.
  * Workflows proxy each set with its own type (workflows/session/proxies.ts),
@@ -17,8 +18,8 @@ import { createPilotActivities } from './pilot';
 import { createPublishActivities } from './publish';
 import { createRepoPolicyActivities } from './repo-policy';
 import { createAgentLoopActivities } from '../agent-loop/activities';
-import { createGitHubActivities } from '../github/activities';
-import { createPullRequestActivities } from '../github/pull-requests';
+import { createForgeActivities } from '../forge/activities';
+import { forgesFrom } from './forges';
 import { createAgentCliActivities } from '../models/agent-cli-activities';
 import { heartbeating } from '../platform/heartbeat';
 import { createCommitActivities } from '../sandbox/activities/commit';
@@ -49,10 +50,14 @@ export function createSharedActivities(deps: ActivityDeps) {
       // A build without a host of its own (a session's cold start) is planned on whichever worker picks it up.
       startSnapshotBuild: createSnapshotActivities(deps).startSnapshotBuild,
       ...createRepoPolicyActivities(deps),
-      ...createGitHubActivities(deps),
+      // triggerTask, reportToGitHub, openPullRequest: on the forge each repository is on.
+      ...createForgeActivities({
+        ...deps,
+        forges: deps.forges ?? forgesFrom(deps),
+        knownSecrets: () => (deps.github.token ? [deps.github.token] : []),
+      }),
       ...createSlackActivities(deps),
       ...createLinearActivities(deps),
-      ...createPullRequestActivities(deps),
       deploy,
       ...createAuditActivities(deps),
       ...createPilotActivities(deps),

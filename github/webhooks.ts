@@ -3,12 +3,13 @@
  * event means to drydock, as a pure function of the event name, the signed
  * body's hash and the payload (unit-tested without a server).
  */
-import { createHash } from 'node:crypto';
 import { verifyWithFallback } from '@octokit/webhooks-methods';
 import { z } from 'zod';
-import type { PullRequestClosed } from '../workflows/api';
-import type { TriggerOrigin } from '../workflows/input';
+import { BRANCH_PREFIX, COMMAND, COMMAND_LIMIT, commandOf, ignore, LABEL, slug, type Trigger } from '../forge/triggers';
 import { scrub } from '../platform/scrub';
+import type { CheckedDelivery, ForgeWebhooks } from '../forge/forge';
+export { bodyHash, BRANCH_PREFIX, COMMAND, LABEL } from '../forge/triggers';
+export type { FollowupTrigger, PullRequestClosedTrigger, StartTrigger, Trigger } from '../forge/triggers';
 import { parsePayload, PAYLOADS, type PayloadEvent, type PayloadOf } from './webhook-payloads';
 
 /**
@@ -25,90 +26,33 @@ export async function signatureMatches(secrets: string[], body: Buffer, signatur
   return (await verifyWithFallback(secrets[0], text, signature, secrets.slice(1))) === true;
 }
 
-/** Where a triggered session publishes: a pull request on the repo, onto `base` when given. */
-export interface StartTrigger {
-  kind: 'start';
-  /**
-   * From signed content only (the issue and the body's hash, the comment id,
-   * the commit), never from the unsigned delivery header: a redelivery, or a
-   * captured body replayed under a new delivery id, finds the same session.
-   */
-  sessionId: string;
-  /** "owner/name": must be a repo drydock serves. */
-  repo: string;
-  ref?: string;
-  /** The request in a line; the worker adds the context (issue, comments, failed run). */
-  task: string;
-  requestedBy: string;
-  pullRequestBase?: string;
-  /** For the log: which event started it. */
-  source: string;
-  /** Where on GitHub it came from: the worker reads context there and reports back. */
-  origin?: TriggerOrigin;
-  /** Checks against GitHub's API before starting (the payload cannot prove these). */
-  check?: {
-    /** This user must have write permission on the repo (author_association does not imply it). */
-    writer?: string;
-    /** This pull request must not be one of drydock's own (its session would get the follow-up). */
-    pullRequest?: number;
-    /** The run's commit must be the head of this branch of the repo itself, not a fork's. */
-    branchHead?: { branch: string; sha: string };
+/** GitHub's deliveries: X-Hub-Signature-256 under DRYDOCK_WEBHOOK_SECRETS; X-GitHub-Delivery for the logs. */
+export function githubWebhooks(secrets: string[]): ForgeWebhooks {
+  return {
+    kind: 'github',
+    async check(headers, readBody): Promise<CheckedDelivery> {
+      if (secrets.length === 0) {
+        return { ok: false, status: 503, problem: 'GitHub webhooks are not configured (DRYDOCK_WEBHOOK_SECRETS)' };
+      }
+      const signature = headers['x-hub-signature-256'];
+      if (!signature?.startsWith('sha256=')) {
+        return { ok: false, status: 401, problem: 'missing or malformed X-Hub-Signature-256' };
+      }
+      const body = await readBody();
+      if (!(await signatureMatches(secrets, body, signature))) {
+        return { ok: false, status: 401, problem: 'signature does not match' };
+      }
+      const event = headers['x-github-event'];
+      // Not signed: for the logs only, never for an id.
+      const delivery = headers['x-github-delivery'];
+      if (!event || !delivery || !/^[A-Za-z0-9-]{1,100}$/.test(delivery)) {
+        return { ok: false, status: 400, problem: 'missing X-GitHub-Event or a well-formed X-GitHub-Delivery' };
+      }
+      return { ok: true, event, delivery, body };
+    },
+    route: routeGitHubEvent,
   };
 }
-
-export interface PullRequestClosedTrigger extends PullRequestClosed {
-  kind: 'pr_closed';
-}
-
-/**
- * A `/drydock …` comment on one of drydock's own pull requests: a follow-up
- * to its session. A review comment names the PR's branch (so the session); an
- * issue comment only the PR's number, so the server reads its branch first.
- */
-export interface FollowupTrigger {
-  kind: 'followup';
-  repo: string;
-  pullRequest: number;
-  /** Known from a review comment's payload; otherwise from the PR's branch. */
-  sessionId?: string;
-  text: string;
-  /** Who commented: must have write permission, and be an approver or the requester. */
-  by: string;
-  /** The comment's id (a review's: the review's): a redelivery is the same follow-up. */
-  comment: number;
-  /** A submitted review: its line comments are read from GitHub and sent with its body as one follow-up. */
-  review?: number;
-}
-
-export type Trigger =
-  | StartTrigger
-  | PullRequestClosedTrigger
-  | FollowupTrigger
-  | { kind: 'ignore'; reason: string }
-  | { kind: 'invalid'; problem: string };
-
-export const LABEL = 'drydock';
-export const COMMAND = '/drydock';
-export const BRANCH_PREFIX = 'drydock/';
-/** Characters of a /drydock command that become the task. */
-const COMMAND_LIMIT = 4_000;
-
-/** Workflow-id-safe and branch-safe: lower-case letters, digits and '-'. */
-function slug(...parts: (string | number)[]): string {
-  return parts
-    .join('-')
-    .toLowerCase()
-    .replace(/[^a-z0-9-]+/g, '-')
-    .replace(/-+/g, '-')
-    .replace(/^-|-$/g, '');
-}
-
-/** The first 16 hex digits of the body's SHA-256: names what was signed. */
-export function bodyHash(body: Buffer | string): string {
-  return createHash('sha256').update(body).digest('hex').slice(0, 16);
-}
-
-const ignore = (reason: string): Trigger => ({ kind: 'ignore', reason });
 
 /**
  * What a GitHub delivery asks of drydock: the event's payload is validated
@@ -161,23 +105,13 @@ function fromLabel(p: PayloadOf<'issues'>, hash: string): Trigger {
   };
 }
 
-/** The words after /drydock in a comment, or why the comment is not a command. */
-function commandOf(
-  event: string,
-  comment: { body: string; user: { type: string } },
-): { text: string } | { ignored: string } {
-  const body = comment.body.trim();
-  if (!body.startsWith(`${COMMAND} `) && !body.startsWith(`${COMMAND}\n`)) {
-    return { ignored: `${event}: not a ${COMMAND} command` };
-  }
-  if (comment.user.type === 'Bot') return { ignored: `${event}: written by a bot` };
-  const text = body.slice(COMMAND.length).trim();
-  return text ? { text } : { ignored: `${event}: ${COMMAND} without a task` };
-}
+/** The words after /drydock in a GitHub comment, or why it is not a command. */
+const commandIn = (event: string, comment: { body: string; user: { type: string } }) =>
+  commandOf(event, comment.body, comment.user.type === 'Bot');
 
 /** A review comment on a drydock pull request: a follow-up to its session (on other PRs it starts nothing). */
 function fromReviewComment(p: PayloadOf<'pull_request_review_comment'>): Trigger {
-  const command = commandOf('pull_request_review_comment', p.comment);
+  const command = commandIn('pull_request_review_comment', p.comment);
   if ('ignored' in command) return ignore(command.ignored);
   const repo = p.repository.full_name;
   const head = p.pull_request.head.ref;
@@ -230,7 +164,7 @@ function fromReview(p: PayloadOf<'pull_request_review'>): Trigger {
 }
 
 function fromComment(p: PayloadOf<'issue_comment'>): Trigger {
-  const command = commandOf('issue_comment', p.comment);
+  const command = commandIn('issue_comment', p.comment);
   if ('ignored' in command) return ignore(command.ignored);
   const task = command.text;
   const repo = p.repository.full_name;

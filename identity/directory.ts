@@ -48,7 +48,7 @@ const fileSchema = z.strictObject({
 
 /** GitHub logins and e-mail addresses are case-insensitive; Slack and Linear ids are compared as given. */
 const normal = (kind: AccountKind, account: string) =>
-  kind === 'github' || kind === 'oidc' ? account.toLowerCase() : account;
+  kind === 'slack' || kind === 'linear' ? account : account.toLowerCase();
 
 export class Directory {
   private readonly byAccount = new Map<string, string>();
@@ -75,6 +75,11 @@ export class Directory {
   /** Who a GitHub login acts as: its person, else the login in GitHub's namespace. */
   githubActor(login: string): string {
     return this.personOf('github', login) ?? githubName(login);
+  }
+
+  /** Who a forge's login acts as: its person, else the login in the forge's namespace (`gitlab:alice`). */
+  forgeActor(forge: 'github' | 'gitlab' | 'gitea', login: string): string {
+    return this.personOf(forge, login) ?? `${forge}:${login}`;
   }
 
   /** Whether the file lists people at all (without one, any name a personal token carries is a person). */

@@ -10,7 +10,7 @@
 export const PERSON_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$/;
 
 /** Accounts on other services that map to a person. */
-export const ACCOUNT_KINDS = ['oidc', 'github', 'slack', 'linear'] as const;
+export const ACCOUNT_KINDS = ['oidc', 'github', 'gitlab', 'gitea', 'slack', 'linear'] as const;
 export type AccountKind = (typeof ACCOUNT_KINDS)[number];
 
 /** A machine's API token: its own namespace. */

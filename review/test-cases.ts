@@ -4,7 +4,7 @@
  * first. Pure over the reports' text; bounded in what it lists.
  */
 import { XMLParser } from 'fast-xml-parser';
-import { locateFailure, type TestLocation } from '../github/test-locations';
+import { locateFailure, type TestLocation } from '../forge/test-locations';
 
 /** Test cases listed in a summary; the counts cover the rest. */
 export const MAX_CASES = 500;

@@ -11,6 +11,7 @@ import type { ArtifactStore } from '../store/artifacts';
 import type { AuditTrail } from '../store/audit';
 import type { Config } from '../platform/config';
 import type { GitHubSettings } from '../github/client';
+import type { ForgeSet } from '../forge/registry';
 import type { Logger } from '../platform/log';
 import type { RepoLookupService } from '../repos/registry';
 import type { ReviewTimes } from '../review/review-time';
@@ -42,8 +43,10 @@ export interface ServeContext {
   identities: Identities;
   repos: RepoLookupService;
   artifacts: ArtifactStore;
-  /** The server's GitHub credentials: checks before a trigger starts, and answers on GitHub when it may not. */
+  /** The server's GitHub credentials (its pilots read pull requests with them). */
   github: GitHubSettings;
+  /** The forges, with the server's credentials: checks before a trigger starts, and answers when it may not. */
+  forges: ForgeSet;
   /** Where webhook deliveries that start a session are recorded. */
   audit?: AuditTrail;
   /** The database of the report page. */

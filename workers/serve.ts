@@ -23,7 +23,7 @@ import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import type { Config } from '../platform/config';
 import { openDatabase } from '../store/db';
-import { githubSettings } from '../github/client';
+import { forgeSettings } from '../activities/forges';
 import type { Logger } from '../platform/log';
 import { seededRepoLookup, type RepoLookupService } from '../repos/registry';
 import { redactorOf } from '../platform/scrub';
@@ -78,7 +78,7 @@ export function createHandler(deps: ServeDeps) {
   const ctx: ServeContext = {
     ...deps,
     identities: deps.identities ?? loadIdentities(deps.config, () => consoleUrl(deps.config), deps.pool),
-    github: githubSettings(deps.config),
+    ...forgeSettings(deps.config),
     artifacts: new ArtifactStore(path.join(deps.config.DRYDOCK_DATA_DIR, 'artifacts')),
     sessionMetrics: sessionGauge(deps.client),
     reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,

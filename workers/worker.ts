@@ -25,7 +25,7 @@ import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
 import { redactorOf } from '../platform/scrub';
 import { HEARTBEAT_INTERVAL_MS } from '../platform/heartbeat';
 import { selfApprovalForbidden, type Config } from '../platform/config';
-import { githubSettings } from '../github/client';
+import { forgeSettings } from '../activities/forges';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
 import { sessionState } from '../platform/sessions';
@@ -287,7 +287,7 @@ export async function createWorker(opts: {
       separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
       parkAfter: config.DRYDOCK_PARK_AFTER,
     },
-    github: githubSettings(config),
+    ...forgeSettings(config),
     gitHosts: config.DRYDOCK_GIT_CREDENTIALS,
     ...chatSettings(config),
     models: modelSettings(config),

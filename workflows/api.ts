@@ -652,6 +652,10 @@ export const ErrorType = {
   StaleApproval: 'StaleApproval',
   GitHubAuth: 'GitHubAuth',
   GitHubRequest: 'GitHubRequest',
+  /** Another forge (GitLab, Gitea) refused the worker's credentials: GitHubAuth's counterpart. */
+  ForgeAuth: 'ForgeAuth',
+  /** Another forge answered a request with an error a retry cannot change. */
+  ForgeRequest: 'ForgeRequest',
   DeployFailed: 'DeployFailed',
   ModelRequest: 'ModelRequest',
   /** The provider's rate limit (429): retried after its Retry-After while the wall time lasts. */

@@ -222,12 +222,16 @@ const agent = z
   })
   .prefault({});
 
+/** The forges drydock publishes to (forge/forge.ts). */
+const forgeKind = z.enum(['github', 'gitlab', 'gitea']);
+
 /**
- * Where a webhook-started session came from on GitHub: the worker reads the
- * task's context from it (issue, comments, pull request, failed run) and
- * reports the session's progress back to it.
+ * Where a webhook-started session came from on its forge: the worker reads
+ * the task's context from it (issue, comments, change request, failed run)
+ * and reports the session's progress back to it.
  */
 export const triggerOrigin = z.strictObject({
+  forge: forgeKind.optional().describe('The forge the webhook came from; default: GitHub'),
   repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"'),
   kind: z.enum(['issue', 'comment', 'check_run', 'workflow_run']),
   issue: z.number().int().positive().optional().describe('The issue or pull request number'),
@@ -306,7 +310,8 @@ export const sessionInputSchema = z.strictObject({
               .string()
               .regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"')
               .optional()
-              .describe('GitHub repository; default: from repo.url'),
+              .describe('The repository on its forge; default: from a GitHub repo.url'),
+            forge: forgeKind.optional().describe('Its forge; default: by repo.url, else GitHub'),
             base: z.string().min(1).optional().describe("Default: the repository's default branch"),
             draft: z.boolean().default(false),
           }),

@@ -6,7 +6,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { annotationsOf } from '../../github/check-runs';
-import { locateFailure, repoPath } from '../../github/test-locations';
+import { locateFailure, repoPath } from '../../forge/test-locations';
 import { parseDirectory } from '../../identity/directory';
 import { machineName } from '../../identity/names';
 import { milestonesOf } from '../../linear/activities';
@@ -199,7 +199,10 @@ people:
     "DRYDOCK_IDENTITIES_FILE: github account X is both alice's and bob's",
   );
   expect(() => parseDirectory('people:\n  "machine:ci": {github: x}\n')).toThrow(/people.machine:ci: a person/);
-  expect(() => parseDirectory('people:\n  alice: {gitlab: x}\n')).toThrow(/people.alice/);
+  // GitLab and Gitea accounts map to people too (issue 50); a kind drydock does not know is refused.
+  expect(parseDirectory('people:\n  alice: {gitlab: Alice-GL}\n').forgeActor('gitlab', 'alice-gl')).toBe('alice');
+  expect(directory.forgeActor('gitlab', 'mallory')).toBe('gitlab:mallory');
+  expect(() => parseDirectory('people:\n  alice: {bitbucket: x}\n')).toThrow(/people.alice/);
 });
 
 test('a failing test is placed on its line: the report’s file and line, else the first repo path in its stack', () => {

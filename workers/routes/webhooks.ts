@@ -4,7 +4,6 @@
  * drydock pull request closed.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Octokit } from '@octokit/rest';
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowIdConflictPolicy,
@@ -15,25 +14,23 @@ import { z } from 'zod';
 import {
   notSessionsFollowup,
   notSessionsPullRequest,
-  refusalFromGitHub,
-  sessionOfPullRequest,
-  writerRefusal,
-} from '../../github/trigger-checks';
-import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../../github/client';
-import { commentOnce, repoRef } from '../../github/writes';
+  refusalFromForge,
+  sessionOfChangeRequest,
+} from '../../forge/change-requests';
+import type { Forge, ForgeKind, ForgeRepo, ForgeWebhooks } from '../../forge/forge';
+import {
+  bodyHash,
+  COMMAND,
+  type FollowupTrigger,
+  type PullRequestClosedTrigger,
+  type StartTrigger,
+} from '../../forge/triggers';
+import { githubWebhooks, signatureMatches } from '../../github/webhooks';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
 import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
 import { FollowupRefused, getStatus, sendFollowup, startSession } from '../../platform/sessions';
 import { parsePayload } from '../../github/webhook-payloads';
-import {
-  bodyHash,
-  routeGitHubEvent,
-  signatureMatches,
-  type FollowupTrigger,
-  type PullRequestClosedTrigger,
-  type StartTrigger,
-} from '../../github/webhooks';
 import {
   MEMO_KEY,
   PR_CLOSED_WORKFLOW_TYPE,
@@ -48,30 +45,47 @@ import { header, HttpError, parseJson, readBody, type ServeContext } from '../ht
 
 type Answer = [number, unknown];
 
-export async function githubWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
-  const secrets = ctx.config.DRYDOCK_WEBHOOK_SECRETS ?? [];
-  if (secrets.length === 0) throw new HttpError(503, 'GitHub webhooks are not configured (DRYDOCK_WEBHOOK_SECRETS)');
-  const signature = header(req, 'x-hub-signature-256');
-  if (!signature?.startsWith('sha256=')) throw new HttpError(401, 'missing or malformed X-Hub-Signature-256');
-  const body = await readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY);
-  if (!(await signatureMatches(secrets, body, signature))) throw new HttpError(401, 'signature does not match');
-  const event = header(req, 'x-github-event');
-  // Not signed: for the logs only, never for an id.
-  const delivery = header(req, 'x-github-delivery');
-  if (!event || !delivery || !/^[A-Za-z0-9-]{1,100}$/.test(delivery)) {
-    throw new HttpError(400, 'missing X-GitHub-Event or a well-formed X-GitHub-Delivery');
-  }
+/** POST /webhooks/github: GitHub's deliveries through the forge seam. */
+export function githubWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
+  return forgeWebhook(ctx, githubWebhooks(ctx.config.DRYDOCK_WEBHOOK_SECRETS ?? []), req);
+}
+
+/** A webhook's forge with the server's credentials, and how it acts on a trigger. */
+interface Via {
+  forge: Forge;
+  /** The server's handle on a repository: checks, and answers on an issue or change request. */
+  repo(path: string): ForgeRepo;
+}
+
+function via(ctx: ServeContext, kind: ForgeKind): Via {
+  const forge = ctx.forges.get(kind);
+  if (!forge) throw new HttpError(503, `no ${kind} forge is configured on this server (see docs/forges.md)`);
+  return { forge, repo: (path) => forge.repo(path, 'server') };
+}
+
+/**
+ * Any forge's delivery: checked by its provider (signature or token, size,
+ * headers), routed to a trigger, then acted on the same way for every forge.
+ */
+export async function forgeWebhook(ctx: ServeContext, webhooks: ForgeWebhooks, req: IncomingMessage): Promise<Answer> {
+  const headers = Object.fromEntries(
+    Object.entries(req.headers).map(([name, value]) => [name, Array.isArray(value) ? value[0] : value]),
+  );
+  const checked = await webhooks.check(headers, () => readBody(req, ctx.config.DRYDOCK_HTTP_MAX_BODY));
+  if (!checked.ok) throw new HttpError(checked.status, checked.problem);
+  const { event, delivery, body } = checked;
   const payload = parseJson(body);
   if (event === 'ping') return [200, { ok: true, zen: payload?.zen }];
-  const trigger = routeGitHubEvent(event, bodyHash(body), payload);
+  const trigger = webhooks.route(event, bodyHash(body), payload);
   if (trigger.kind === 'invalid') throw new HttpError(422, `${event} payload: ${trigger.problem}`);
   if (trigger.kind === 'ignore') {
-    ctx.log.info({ event, delivery, reason: trigger.reason }, 'webhook ignored');
+    ctx.log.info({ event, delivery, reason: trigger.reason, forge: webhooks.kind }, 'webhook ignored');
     return [202, { ignored: trigger.reason }];
   }
-  if (trigger.kind === 'start') return startFromTrigger(ctx, trigger, delivery);
-  if (trigger.kind === 'followup') return followupFromComment(ctx, trigger, delivery);
-  return recordPullRequestClosed(ctx, trigger, event, delivery);
+  const on = via(ctx, webhooks.kind);
+  if (trigger.kind === 'start') return startFromTrigger(ctx, trigger, delivery, on);
+  if (trigger.kind === 'followup') return followupFromComment(ctx, trigger, delivery, on);
+  return recordPullRequestClosed(ctx, trigger, event, delivery, on);
 }
 
 /** What the CI trigger reads from its (signed) body. */
@@ -123,22 +137,23 @@ export async function ciWebhook(ctx: ServeContext, req: IncomingMessage): Promis
     ...(request.ref ? { pullRequestBase: request.ref } : {}),
     source: 'CI trigger',
   };
-  return startFromTrigger(ctx, trigger, header(req, 'x-drydock-delivery') ?? trigger.sessionId);
+  const delivery = req.headers['x-drydock-delivery'];
+  return startFromTrigger(ctx, trigger, (Array.isArray(delivery) ? delivery[0] : delivery) ?? trigger.sessionId);
 }
 
 /**
  * Starts the trigger's session with the repo's agent, or finds it again for a
  * redelivery, and records the delivery. Refused (nothing starts): an unknown
- * repo, a repo without an agent, and what GitHub's API says no to.
+ * repo, a repo without an agent, and what the forge's API says no to. `on`:
+ * the forge the trigger came from (none for the CI trigger).
  */
-async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string): Promise<Answer> {
+async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delivery: string, on?: Via): Promise<Answer> {
   const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
   const onPullRequest = trigger.check?.pullRequest;
-  if (onPullRequest && trigger.origin?.comment) {
-    // A comment on one of drydock's own pull requests is a follow-up to its session.
-    const octokit = await serverOctokit(ctx, trigger.repo);
-    const sessionId = await sessionOfPullRequest(octokit, trigger.repo, onPullRequest);
+  if (on && onPullRequest && trigger.origin?.comment) {
+    // A comment on one of drydock's own change requests is a follow-up to its session.
+    const sessionId = await asked(on, () => sessionOfChangeRequest(on.repo(trigger.repo), onPullRequest));
     if (sessionId) {
       const { repo, task: text, requestedBy: by } = trigger;
       const comment = trigger.origin.comment;
@@ -146,34 +161,38 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
         ctx,
         { kind: 'followup', repo, pullRequest: onPullRequest, sessionId, text, by, comment },
         delivery,
+        on,
       );
     }
   }
-  if (trigger.check) {
-    const refusal = await refusalFromGitHub(await serverOctokit(ctx, trigger.repo), trigger);
+  if (on && trigger.check) {
+    const refusal = await asked(on, () => refusalFromForge(on.repo(trigger.repo), trigger));
     if (refusal) {
       ctx.log.info({ sessionId: trigger.sessionId, delivery, reason: refusal.reason }, 'webhook refused');
-      if (refusal.answer) await answerOnGitHub(ctx, trigger, refusal.reason);
+      if (refusal.answer) await answerOnForge(ctx, on, trigger, refusal.reason);
       if (refusal.status === 202) return [202, { ignored: refusal.reason }];
       throw new HttpError(refusal.status, refusal.reason);
     }
   }
-  // A GitHub login acts as its person (the identities file), else as github:<login>.
-  const requestedBy = trigger.origin ? ctx.identities.directory.githubActor(trigger.requestedBy) : trigger.requestedBy;
+  // A forge login acts as its person (the identities file), else as github:<login> (gitlab:<login>).
+  const requestedBy =
+    on && trigger.origin
+      ? ctx.identities.directory.forgeActor(on.forge.kind, trigger.requestedBy)
+      : trigger.requestedBy;
   // A person's request (a label, a comment) needs the requester role too; CI failures are the repo's own automation.
   const refused = trigger.check?.writer && ctx.identities.roles.refusal(requestedBy, found.repo.name, 'requester');
   if (refused) {
     ctx.log.info({ sessionId: trigger.sessionId, delivery, reason: refused }, 'webhook refused by the roles');
-    await answerOnGitHub(ctx, trigger, refused);
+    if (on) await answerOnForge(ctx, on, trigger, refused);
     throw new HttpError(403, refused);
   }
   // After the checks: only someone who may start work hears how this repo is configured.
   const configured = ctx.repos.triggerSession(found.repo);
   if (!configured.ok) {
-    await answerOnGitHub(ctx, trigger, configured.reason);
+    if (on) await answerOnForge(ctx, on, trigger, configured.reason);
     throw new HttpError(422, configured.reason);
   }
-  const input = triggeredInput({ ...trigger, requestedBy }, found.repo, configured.session);
+  const input = triggeredInput({ ...trigger, requestedBy }, found.repo, configured.session, on?.forge.kind);
   const parsed = parseSessionInput(input);
   if (!parsed.ok) throw new HttpError(422, `cannot start a session: ${parsed.problems.join('; ')}`);
   await startSession(ctx.client, input, {
@@ -189,8 +208,30 @@ async function startFromTrigger(ctx: ServeContext, trigger: StartTrigger, delive
   return [202, { sessionId: trigger.sessionId }];
 }
 
-/** The session a trigger starts: the repo's agent and checks, the trigger's task, a pull request at the end. */
-export function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: TriggerSession): SessionInputDraft {
+/** A check with the forge; without the server's credentials for it, a trigger that needs one cannot start (503). */
+async function asked<T>(on: Via, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (err) {
+    if (on.forge.failure(err, { purpose: 'server', repo: '' })?.kind === 'auth') {
+      throw new HttpError(503, `cannot check with ${on.forge.name}: ${(err as Error).message}`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * The session a trigger starts: the repo's agent and checks, the trigger's
+ * task, a change request at the end. A forge other than GitHub is named in
+ * the input, so the worker publishes there.
+ */
+export function triggeredInput(
+  trigger: StartTrigger,
+  repo: KnownRepo,
+  session: TriggerSession,
+  forge: ForgeKind = 'github',
+): SessionInputDraft {
+  const named = forge === 'github' ? {} : { forge };
   const pr = session.publish.pullRequest;
   return {
     ...session,
@@ -203,9 +244,10 @@ export function triggeredInput(trigger: StartTrigger, repo: KnownRepo, session: 
         repo: repo.name,
         draft: typeof pr === 'object' && pr.draft,
         ...(trigger.pullRequestBase ? { base: trigger.pullRequestBase } : {}),
+        ...named,
       },
     },
-    ...(trigger.origin ? { trigger: trigger.origin } : {}),
+    ...(trigger.origin ? { trigger: { ...trigger.origin, ...named } } : {}),
   };
 }
 
@@ -230,35 +272,20 @@ export async function recordDelivery(ctx: ServeContext, trigger: StartTrigger, d
     );
 }
 
-/** A GitHub App's token on the server: read a branch, a pull request, a permission; answer on an issue. */
-const SERVER_PERMISSIONS: TokenPermissions = { contents: 'read', pull_requests: 'read', issues: 'write' };
-
-/** The server's GitHub client for checks; without credentials a trigger that needs one cannot start. */
-async function serverOctokit(ctx: ServeContext, repo: string): Promise<Octokit> {
-  const { owner, repo: name } = repoRef(repo);
-  try {
-    return await octokitFor(ctx.github, owner, name, SERVER_PERMISSIONS);
-  } catch (err) {
-    if (err instanceof GitHubCredentialsError) throw new HttpError(503, `cannot check with GitHub: ${err.message}`);
-    throw err;
-  }
-}
-
 /** Says on the issue why nothing started, once per trigger (a redelivery finds the comment). */
-async function answerOnGitHub(ctx: ServeContext, trigger: StartTrigger, reason: string): Promise<void> {
+async function answerOnForge(ctx: ServeContext, on: Via, trigger: StartTrigger, reason: string): Promise<void> {
   const issue = trigger.origin?.issue;
   if (!issue) return;
   try {
-    const { owner, repo } = repoRef(trigger.repo);
-    const octokit = await octokitFor(ctx.github, owner, repo, SERVER_PERMISSIONS);
-    await commentOnce(
-      octokit,
-      { ...repoRef(trigger.repo), issue },
-      `refused/${trigger.sessionId}`,
-      refusalText(reason),
-    );
+    await on
+      .repo(trigger.repo)
+      .commentOnce(
+        { number: issue, changeRequest: trigger.origin?.pullRequest ?? false },
+        `refused/${trigger.sessionId}`,
+        refusalText(reason),
+      );
   } catch (err) {
-    ctx.log.warn({ sessionId: trigger.sessionId, err }, 'could not answer on GitHub');
+    ctx.log.warn({ sessionId: trigger.sessionId, err }, `could not answer on ${on.forge.name}`);
   }
 }
 
@@ -267,35 +294,39 @@ function refusalText(reason: string): string {
 }
 
 /**
- * A /drydock comment on a drydock pull request: the commenter must have write
- * permission (as for starting a session), then the session's validator decides
- * (an approver or the requester). The comment's id makes a redelivery the same
- * follow-up. A refusal is answered on the pull request.
+ * A /drydock comment on a drydock change request: the commenter must be a
+ * writer (as for starting a session), then the session's validator decides
+ * (an approver or the requester). The comment's id makes a redelivery the
+ * same follow-up. A refusal is answered on the change request.
  */
-async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, delivery: string): Promise<Answer> {
+async function followupFromComment(
+  ctx: ServeContext,
+  trigger: FollowupTrigger,
+  delivery: string,
+  on: Via,
+): Promise<Answer> {
   const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
-  const octokit = await serverOctokit(ctx, trigger.repo);
-  const sessionId = trigger.sessionId ?? (await sessionOfPullRequest(octokit, trigger.repo, trigger.pullRequest));
+  const repo = on.repo(trigger.repo);
+  const sessionId = trigger.sessionId ?? (await asked(on, () => sessionOfChangeRequest(repo, trigger.pullRequest)));
   if (!sessionId) return [202, { ignored: `pull request #${trigger.pullRequest} is not drydock's` }];
   const answer = async (reason: string) => {
     try {
-      await commentOnce(
-        octokit,
-        { ...repoRef(trigger.repo), issue: trigger.pullRequest },
+      await repo.commentOnce(
+        { number: trigger.pullRequest, changeRequest: true },
         `followup-refused/${trigger.comment}`,
         `drydock did not take this follow-up: ${reason}.`,
       );
     } catch (err) {
-      ctx.log.warn({ sessionId, err }, 'could not answer on GitHub');
+      ctx.log.warn({ sessionId, err }, `could not answer on ${on.forge.name}`);
     }
   };
-  const notWriter = await writerRefusal(octokit, trigger.repo, trigger.by);
+  const notWriter = await asked(on, () => repo.writerRefusal(trigger.by));
   if (notWriter) {
     await answer(notWriter);
     throw new HttpError(403, notWriter);
   }
-  const by = ctx.identities.directory.githubActor(trigger.by);
+  const by = ctx.identities.directory.forgeActor(on.forge.kind, trigger.by);
   try {
     const notOurs = notSessionsFollowup(sessionId, await sessionPublished(ctx, sessionId), {
       repo: trigger.repo,
@@ -308,12 +339,12 @@ async function followupFromComment(ctx: ServeContext, trigger: FollowupTrigger, 
       await answer(refused);
       throw new HttpError(403, refused);
     }
-    const content = trigger.review ? await reviewContent(ctx, octokit, trigger, sessionId) : { text: trigger.text };
+    const content = trigger.review ? await reviewContent(ctx, repo, trigger, sessionId) : { text: trigger.text };
     if (!content) return [202, { ignored: `review ${trigger.review} has no comment and no text` }];
     const accepted = await sendFollowup(ctx.client, sessionId, {
       by,
       ...content,
-      id: trigger.review ? `github-review-${trigger.review}` : `github-comment-${trigger.comment}`,
+      id: trigger.review ? `${on.forge.kind}-review-${trigger.review}` : `${on.forge.kind}-comment-${trigger.comment}`,
     });
     ctx.log.info({ delivery, sessionId, by: trigger.by, round: accepted.round }, 'webhook: follow-up sent');
     return [202, { sessionId, ...accepted }];
@@ -330,29 +361,20 @@ const REVIEW_COMMENTS = 50;
 
 /**
  * A submitted review as one follow-up, as the console sends one
- * (review/line-comments.ts): its line comments, read from GitHub and
+ * (review/line-comments.ts): its line comments, read from the forge and
  * scrubbed, and its body; words for a model or CLI agent, commands for a
  * script. Comments that are /drydock commands are follow-ups of their own.
  */
 async function reviewContent(
   ctx: ServeContext,
-  octokit: Octokit,
+  repo: ForgeRepo,
   trigger: FollowupTrigger,
   sessionId: string,
 ): Promise<{ text: string } | { steps: unknown[] } | undefined> {
-  const { data } = await octokit.pulls.listCommentsForReview({
-    ...repoRef(trigger.repo),
-    pull_number: trigger.pullRequest,
-    review_id: trigger.review!,
-    per_page: REVIEW_COMMENTS,
-  });
-  const comments = data
-    .filter((c) => !c.body.trim().startsWith('/drydock'))
-    .map((c) => ({
-      path: c.path,
-      line: (c as { line?: number | null }).line ?? (c as { original_line?: number | null }).original_line ?? 1,
-      body: scrub(c.body).slice(0, MAX_COMMENT_CHARS),
-    }));
+  const listed = (await repo.reviewComments?.(trigger.pullRequest, trigger.review!, REVIEW_COMMENTS)) ?? [];
+  const comments = listed
+    .filter((c) => !c.body.trim().startsWith(COMMAND))
+    .map((c) => ({ path: c.path, line: c.line, body: scrub(c.body).slice(0, MAX_COMMENT_CHARS) }));
   const kind = (await getStatus(ctx.client, sessionId)).agent?.kind ?? 'script';
   const review = reviewFollowup(kind, comments, trigger.text);
   if (!review.ok) return undefined;
@@ -365,6 +387,7 @@ async function recordPullRequestClosed(
   trigger: PullRequestClosedTrigger,
   event: string,
   delivery: string,
+  on: Via,
 ): Promise<Answer> {
   const found = await ctx.repos.byName(trigger.repo);
   if (!found.ok) throw new HttpError(422, found.reason);
@@ -387,7 +410,7 @@ async function recordPullRequestClosed(
     number: trigger.number,
     url: trigger.url,
     merged: trigger.merged,
-    by: ctx.identities.directory.githubActor(trigger.by),
+    by: ctx.identities.directory.forgeActor(on.forge.kind, trigger.by),
   };
   const recordId = `pr-closed-${trigger.sessionId}-${trigger.number}`;
   try {

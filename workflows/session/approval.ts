@@ -28,7 +28,7 @@ import { anyHost } from './proxies';
 import { parkSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { installAttemptHandlers, setAsideMessage } from './parent';
-import { tellGitHub } from './trigger';
+import { tellForge } from './trigger';
 
 /** Follow-up ids remembered against redelivery. */
 const FOLLOWUP_IDS = 100;
@@ -211,7 +211,7 @@ async function awaitDecision(
     },
   };
   run.setPhase('awaiting_approval'); // after the approval is on display: the memo shows it too
-  await tellGitHub(run, 'awaiting_approval');
+  await tellForge(run, 'awaiting_approval');
   const decided = await run.track(`approval: ${action}`, async (record) => {
     const got = await waitOrPark(
       run,

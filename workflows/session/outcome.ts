@@ -12,7 +12,7 @@ import { anyHost, teardownOn } from './proxies';
 import { removeReplaced } from './sandbox';
 import type { SessionRun } from './state';
 import { finishThreadReports } from './threads';
-import { tellGitHub } from './trigger';
+import { tellForge } from './trigger';
 
 /** Records why the session ended early and returns its outcome. */
 export function endEarly(run: SessionRun, err: unknown): Exclude<Outcome, 'completed'> {
@@ -64,7 +64,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
     }
     await removeReplaced(run);
     run.setPhase(outcome);
-    await tellGitHub(run, outcome);
+    await tellForge(run, outcome);
     await finishThreadReports(run);
     try {
       status.audit = await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));

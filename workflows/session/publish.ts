@@ -12,7 +12,7 @@ import { gate, PAST } from './approval';
 import { anyHost, onHost } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
-import { tellGitHub } from './trigger';
+import { tellForge } from './trigger';
 
 /** The agent as the commit's Drydock-Agent trailer names it. */
 function agentName(agent: SessionRun['input']['agent']): string {
@@ -116,10 +116,11 @@ async function push(run: SessionRun, change: CommitResult): Promise<void> {
   if (round) round.pushed = true;
 }
 
-type PullRequestSpec = { draft: boolean; repo?: string; base?: string };
+type PullRequestSpec = { draft: boolean; repo?: string; base?: string; forge?: 'github' | 'gitlab' | 'gitea' };
 
 async function openPullRequest(run: SessionRun, change: CommitResult, spec: PullRequestSpec): Promise<void> {
   const { input } = run;
+  const forge = spec.forge ?? input.trigger?.forge;
   run.status.pullRequest = await run.track('pull request', async (record) => {
     const opened = await anyHost.openPullRequest({
       sessionId: run.sessionId,
@@ -130,11 +131,14 @@ async function openPullRequest(run: SessionRun, change: CommitResult, spec: Pull
       title: `drydock: ${input.task.split('\n')[0]}`.slice(0, 120),
       body: pullRequestBody(input.task, run.status, change),
       round: run.status.round ?? 1,
+      // The forge: the session's, else the one its repo URL is on (the worker's registry), else GitHub.
+      ...(forge ? { forge } : {}),
+      repoUrl: input.repo.url,
     });
     record.detail = `${opened.created ? 'opened' : 'updated'} ${opened.url}`;
     return opened;
   });
-  await tellGitHub(run, 'pull_request');
+  await tellForge(run, 'pull_request');
 }
 
 /** The pull request's description: what was asked, what changed, how it was checked, who approved. */

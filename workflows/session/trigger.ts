@@ -1,12 +1,15 @@
 /**
- * A session started by a GitHub webhook: its task gets the context of where
- * it came from, and GitHub hears how it goes (the activity is idempotent).
- * Sessions without a trigger skip both.
+ * A session started by a forge's webhook (GitHub, GitLab): its task gets the
+ * context of where it came from, and the forge hears how it goes (the
+ * activity is idempotent). Sessions without a trigger skip both. The
+ * activity keeps its first name, reportToGitHub: recorded histories name it.
  */
 import { log } from '@temporalio/workflow';
-import type { ProgressStage } from '../../github/activities';
+import type { ProgressStage } from '../../forge/progress';
 import { anyHost } from './proxies';
 import type { SessionRun } from './state';
+
+const FORGE_NAMES = { github: 'GitHub', gitlab: 'GitLab', gitea: 'Gitea' } as const;
 
 /**
  * Reads the context once, on the worker, into the status's task: what the
@@ -16,14 +19,14 @@ import type { SessionRun } from './state';
 export async function addTriggerContext(run: SessionRun): Promise<void> {
   const { trigger } = run.input;
   if (!trigger) return;
-  run.status.task = await run.track('context from GitHub', async (record) => {
+  run.status.task = await run.track(`context from ${FORGE_NAMES[trigger.forge ?? 'github']}`, async (record) => {
     record.detail = `${trigger.kind} on ${trigger.repo}`;
     return anyHost.triggerTask({ sessionId: run.sessionId, task: run.input.task, trigger });
   });
 }
 
-/** Tells GitHub the stage the session is at (a commit status, a comment); GitHub being down never fails the session. */
-export async function tellGitHub(run: SessionRun, stage: ProgressStage): Promise<void> {
+/** Tells the forge the stage the session is at (a commit status, a comment); a forge being down never fails the session. */
+export async function tellForge(run: SessionRun, stage: ProgressStage): Promise<void> {
   const { trigger } = run.input ?? {};
   if (!trigger) return;
   const { status } = run;
@@ -41,6 +44,6 @@ export async function tellGitHub(run: SessionRun, stage: ProgressStage): Promise
       changedFiles: status.agent?.changed ? (status.agent.files ?? []) : [],
     });
   } catch (err) {
-    log.warn('could not report to GitHub', { stage, error: err instanceof Error ? err.message : String(err) });
+    log.warn('could not report to the forge', { stage, error: err instanceof Error ? err.message : String(err) });
   }
 }

@@ -27,7 +27,7 @@ import { publishRounds, stayOpen } from './rounds';
 import { provision } from './sandbox';
 import { SessionRun, type ContinuedSession } from './state';
 import { startThreadReports } from './threads';
-import { addTriggerContext, tellGitHub } from './trigger';
+import { addTriggerContext, tellForge } from './trigger';
 import { captureBefore } from './verify';
 
 export type { AgentLoop, ContinuedSession } from './state';
@@ -48,7 +48,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
         } else {
           await addTriggerContext(run);
           await provision(run);
-          await tellGitHub(run, 'started');
+          await tellForge(run, 'started');
           await captureBefore(run);
           startAgent(run);
         }
