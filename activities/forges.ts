@@ -1,19 +1,27 @@
 /**
  * The forges this process is configured for (forge/registry.ts): GitHub
- * always (drydock's first forge, and the default). The worker publishes
+ * always (drydock's first forge, and the default), and Gitea when
+ * DRYDOCK_GITEA_URL and DRYDOCK_GITEA_TOKEN are set. The worker publishes
  * through them, `drydock serve` checks with them.
  */
 import { ForgeSet } from '../forge/registry';
 import { githubForge } from '../github/provider';
 import { githubSettings, type GitHubSettings } from '../github/client';
+import { giteaForge, type GiteaSettings } from '../gitea/provider';
 import type { Config } from '../platform/config';
 
-export function forgesFrom(settings: { github: GitHubSettings }): ForgeSet {
-  return new ForgeSet([githubForge(settings.github)]);
+export function forgesFrom(settings: { github: GitHubSettings; gitea?: GiteaSettings }): ForgeSet {
+  return new ForgeSet([githubForge(settings.github), ...(settings.gitea ? [giteaForge(settings.gitea)] : [])]);
+}
+
+/** Gitea's settings, when both its URL and token are set. */
+export function giteaSettings(config: Config): GiteaSettings | undefined {
+  const { DRYDOCK_GITEA_URL: url, DRYDOCK_GITEA_TOKEN: token } = config;
+  return url && token ? { url, token } : undefined;
 }
 
 /** GitHub's settings (its pilots read pull requests with them) and every configured forge, from the environment. */
 export function forgeSettings(config: Config): { github: GitHubSettings; forges: ForgeSet } {
   const github = githubSettings(config);
-  return { github, forges: forgesFrom({ github }) };
+  return { github, forges: forgesFrom({ github, gitea: giteaSettings(config) }) };
 }

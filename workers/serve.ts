@@ -1,6 +1,7 @@
 /**
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
+ *   POST /webhooks/gitea    Gitea deliveries (X-Gitea-Signature over the raw body)
  *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   POST /webhooks/linear   Linear deliveries (Linear-Signature over the raw body)
  *   POST /slack/*           the Slack app: commands, events, interactions (X-Slack-Signature, v0)
@@ -47,7 +48,7 @@ import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
-import { ciWebhook, githubWebhook } from './routes/webhooks';
+import { ciWebhook, giteaWebhook, githubWebhook } from './routes/webhooks';
 import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
@@ -125,6 +126,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
 
   if (is('GET', /^\/healthz$/)) return sendJson(res, 200, { ok: true });
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
+  if (is('POST', /^\/webhooks\/gitea$/)) return sendJson(res, ...(await giteaWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/ci$/)) return sendJson(res, ...(await ciWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/linear$/)) return sendJson(res, ...(await linearWebhook(ctx, req)));
   if (is('POST', /^\/slack\/commands$/)) return sendJson(res, ...(await slackCommand(ctx, req)));
@@ -242,6 +244,7 @@ export async function startServer(
       apiTokens: handler.context.identities.machines.count,
       oidc: Boolean(handler.context.identities.oidc),
       githubWebhook: Boolean(deps.config.DRYDOCK_WEBHOOK_SECRETS?.length),
+      giteaWebhook: Boolean(deps.config.DRYDOCK_GITEA_WEBHOOK_SECRETS?.length),
       ciWebhook: Boolean(deps.config.DRYDOCK_CI_SECRET),
       slack: Boolean(deps.config.DRYDOCK_SLACK_SIGNING_SECRET),
       linearWebhook: Boolean(deps.config.DRYDOCK_LINEAR_WEBHOOK_SECRET),

@@ -1,5 +1,5 @@
 /**
- * POST /webhooks/github and POST /webhooks/ci: signed deliveries that start a
+ * POST /webhooks/github, /webhooks/gitea and /webhooks/ci: signed deliveries that start a
  * session with the repo's agent once per signed trigger, or record that a
  * drydock pull request closed.
  */
@@ -26,6 +26,7 @@ import {
   type StartTrigger,
 } from '../../forge/triggers';
 import { githubWebhooks, signatureMatches } from '../../github/webhooks';
+import { giteaWebhooks } from '../../gitea/webhooks';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
 import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
@@ -48,6 +49,11 @@ type Answer = [number, unknown];
 /** POST /webhooks/github: GitHub's deliveries through the forge seam. */
 export function githubWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
   return forgeWebhook(ctx, githubWebhooks(ctx.config.DRYDOCK_WEBHOOK_SECRETS ?? []), req);
+}
+
+/** POST /webhooks/gitea: Gitea's deliveries (X-Gitea-Signature) through the forge seam. */
+export function giteaWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
+  return forgeWebhook(ctx, giteaWebhooks(ctx.config.DRYDOCK_GITEA_WEBHOOK_SECRETS ?? []), req);
 }
 
 /** A webhook's forge with the server's credentials, and how it acts on a trigger. */
