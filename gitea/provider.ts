@@ -28,14 +28,50 @@ export interface GiteaSettings {
   token: string;
 }
 
+/** The parts of gitea-js drydock calls. */
+type GiteaClient = { repos: Api<unknown>['repos'] };
+
 /** The context of drydock's commit statuses. */
 export const STATUS_CONTEXT = 'drydock';
 /** Gitea's draft: a title with its work-in-progress prefix (WORK_IN_PROGRESS_PREFIXES, default "WIP:"). */
 const WIP = 'WIP: ';
 
+/** Gitea's answer to a call that failed: its status, and its message (gitea-js throws the bare response). */
+export class GiteaApiError extends Error {
+  name = 'GiteaApiError';
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function toError(err: unknown): never {
+  const res = err as { status?: unknown; statusText?: string; error?: { message?: string } | null };
+  if (typeof res?.status !== 'number') throw err;
+  const detail = typeof res.error?.message === 'string' ? res.error.message.slice(0, 300) : res.statusText;
+  throw new GiteaApiError(res.status, `Gitea answered ${res.status}${detail ? `: ${detail}` : ''}`);
+}
+
+/** The client's calls of one group (repos), each failing with a GiteaApiError rather than a Response. */
+function withErrors<T extends object>(group: T): T {
+  return new Proxy(group, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => (value.apply(target, args) as Promise<unknown>).catch(toError);
+    },
+  });
+}
+
 export function giteaForge(settings: GiteaSettings): Forge {
   const origin = new URL(settings.url).origin;
-  const api = giteaApi(origin, { token: settings.token, customFetch: (...a: Parameters<typeof fetch>) => fetch(...a) });
+  const client = giteaApi(origin, {
+    token: settings.token,
+    customFetch: (...a: Parameters<typeof fetch>) => fetch(...a),
+  });
+  const api = { repos: withErrors(client.repos) };
   return {
     kind: 'gitea',
     name: 'Gitea',
@@ -62,7 +98,7 @@ function ownerAndName(path: string): [string, string] {
 
 const notFound = (err: unknown) => (err as { status?: number })?.status === 404;
 
-function giteaRepo(api: Api<unknown>, path: string): ForgeRepo {
+function giteaRepo(api: GiteaClient, path: string): ForgeRepo {
   const [owner, name] = ownerAndName(path);
   const r = api.repos;
   return {
@@ -127,6 +163,13 @@ function giteaRepo(api: Api<unknown>, path: string): ForgeRepo {
         return `${user} may not write to ${path} (Gitea says '${data.permission ?? 'none'}'); drydock takes requests from writers`;
       } catch (err) {
         if (notFound(err)) return `${user} is not a user of this Gitea with access to ${path}`;
+        if ((err as GiteaApiError).status === 403) {
+          // Gitea shows another user's permission to site and repository administrators only.
+          throw new GiteaApiError(
+            403,
+            `Gitea answered 403 to reading ${user}'s permission on ${path}: drydock's account needs the Administrator permission on the repository`,
+          );
+        }
         throw err;
       }
     },
@@ -134,7 +177,7 @@ function giteaRepo(api: Api<unknown>, path: string): ForgeRepo {
 }
 
 /** A commit status in context "drydock", unless the newest one there says the same. */
-async function statusOnce(api: Api<unknown>, owner: string, name: string, sha: string, report: CommitReport) {
+async function statusOnce(api: GiteaClient, owner: string, name: string, sha: string, report: CommitReport) {
   const description = report.description.slice(0, 140);
   const { data: statuses } = await api.repos.repoListStatuses(owner, name, sha, { sort: 'recentupdate', limit: 50 });
   const newest = statuses.find((s) => s.context === STATUS_CONTEXT);
@@ -148,7 +191,7 @@ async function statusOnce(api: Api<unknown>, owner: string, name: string, sha: s
 }
 
 /** What Gitea holds about where a session came from: the issue or pull request, and its latest comments. */
-async function readContext(api: Api<unknown>, origin: TriggerOrigin): Promise<ContextSection[]> {
+async function readContext(api: GiteaClient, origin: TriggerOrigin): Promise<ContextSection[]> {
   const [owner, name] = ownerAndName(origin.repo);
   const number = origin.issue;
   if (!number) return [];
@@ -178,18 +221,18 @@ async function readContext(api: Api<unknown>, origin: TriggerOrigin): Promise<Co
 }
 
 /**
- * Gitea's answers that a retry cannot change (gitea-js throws the Response,
- * with its status). Publishing: 401/403 (the token), 404/409/422 (the
- * request); progress and context: any 4xx but 429. 5xx and network errors
- * are retried.
+ * Gitea's answers that a retry cannot change (GiteaApiError, with its
+ * status). Publishing: 401/403 (the token), 404/409/422 (the request);
+ * progress and context: any 4xx but 429. 5xx and network errors are retried.
  */
 function giteaFailure(
   err: unknown,
   { purpose, repo }: { purpose: ForgePurpose; repo: string },
 ): ForgeFailure | undefined {
-  const e = err as { status?: number; error?: { message?: string } };
-  if (typeof e?.status !== 'number' || e.status < 400 || e.status >= 500 || e.status === 429) return undefined;
-  const what = `Gitea answered ${e.status} for ${repo}${e.error?.message ? `: ${e.error.message}` : ''}`;
+  if (!(err instanceof GiteaApiError)) return undefined;
+  const e = err;
+  if (e.status < 400 || e.status >= 500 || e.status === 429) return undefined;
+  const what = `${e.message} (${repo})`;
   if (e.status === 401 || e.status === 403) return { kind: 'auth', message: `${what} (check drydock's Gitea token)` };
   if (purpose !== 'publish' || [404, 409, 422].includes(e.status)) return { kind: 'request', message: what };
   return undefined;

@@ -9,7 +9,7 @@
  */
 import { request } from 'node:http';
 import { createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { giteaApi, type Api } from 'gitea-js';
 import { decide, status, type SessionStatus } from '../../workflows/api';
@@ -52,9 +52,9 @@ beforeAll(async () => {
     await gitea.createUser('alice'),
     await gitea.createUser('mallory'),
   ];
-  for (const user of [bot, alice]) {
-    await admin.repos.repoAddCollaborator(OWNER, NAME, user.username, { permission: 'write' });
-  }
+  // drydock's account administers the repo (Gitea shows who may write to administrators only); alice writes.
+  await admin.repos.repoAddCollaborator(OWNER, NAME, bot.username, { permission: 'admin' });
+  await admin.repos.repoAddCollaborator(OWNER, NAME, alice.username, { permission: 'write' });
   stack = await startStack({
     DRYDOCK_GITEA_URL: gitea.url,
     DRYDOCK_GITEA_TOKEN: bot.token,
@@ -83,12 +83,20 @@ afterAll(async () => {
   await gitea?.stop();
 });
 
+/** What drydock serve said about webhooks, and the end of Gitea's log: for a wait that runs out. */
+function diagnosis(): string {
+  const served = serve.log.about('webhook').slice(-10).join('\n');
+  const log = path.join(gitea.dir, 'log', 'gitea.log');
+  const giteaLog = existsSync(log) ? readFileSync(log, 'utf8').split('\n').slice(-15).join('\n') : '(no log)';
+  return `drydock serve:\n${served || '(nothing about webhooks)'}\nGitea:\n${giteaLog}`;
+}
+
 async function within<T>(what: string, probe: () => Promise<T | undefined>, ms = 120_000): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const found = await probe();
     if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s\n${diagnosis()}`);
     await new Promise((r) => setTimeout(r, 500));
   }
 }
@@ -156,7 +164,7 @@ test('an issue labelled drydock on Gitea → a session → one approval → a pu
   const final = (await handle.result()) as SessionStatus;
   expect(final.phase).toBe('completed');
   expect(final.closedBy).toEqual({ merged: true, by: `gitea:${OWNER}` });
-});
+}, 900_000);
 
 /** POSTs raw bytes to drydock's Gitea route with the given headers. */
 function post(body: string, headers: Record<string, string>): Promise<{ status: number; body: any }> {
