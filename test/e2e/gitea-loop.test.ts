@@ -3,8 +3,8 @@
  * own webhook deliveries, signed with X-Gitea-Signature, reach `drydock
  * serve`; an issue labelled drydock starts a session of the repo's agent, one
  * approval publishes a pull request on Gitea from the worker (its token, never
- * the sandbox's), a /drydock comment on it is a follow-up round, and merging it
- * on Gitea ends the session. Forged, malformed and unauthorised deliveries
+ * the sandbox's), a /drydock comment on it reaches the session as a follow-up
+ * (answered on Gitea), and merging it on Gitea ends the session. Forged, malformed and unauthorised deliveries
  * start nothing.
  */
 import { request } from 'node:http';
@@ -101,7 +101,7 @@ async function within<T>(what: string, probe: () => Promise<T | undefined>, ms =
   }
 }
 
-test('an issue labelled drydock on Gitea → a session → one approval → a pull request on Gitea; a comment follows up; the merge ends it', async () => {
+test('an issue labelled drydock on Gitea → a session → one approval → a pull request on Gitea; a comment reaches the session; the merge ends it', async () => {
   const { data: issue } = await as(alice).repos.issueCreateIssue(OWNER, NAME, {
     title: 'Say hello in the README',
     body: 'The README should greet its readers.',
@@ -143,21 +143,20 @@ test('an issue labelled drydock on Gitea → a session → one approval → a pu
   expect(statuses.every((s) => s.context === 'drydock' && s.creator?.login === 'drydock-bot')).toBe(true);
   expect(statuses.map((s) => s.description)).toContain('pull request opened');
 
-  // A /drydock comment on the pull request: the next round, on the same branch and pull request.
-  await as(alice).repos.issueCreateComment(OWNER, NAME, pr.number!, { body: '/drydock echo again >> README.md' });
-  const second = await waitForStatus(handle, (s) => s.round === 2 && s.phase === 'awaiting_approval', 180_000);
-  expect(second.rounds!.map((r) => [r.round, r.by])).toEqual([
-    [1, 'gitea:alice'],
-    [2, 'gitea:alice'],
-  ]);
-  await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'maintainer' }] });
-  const pushedAgain = await waitForStatus(
-    handle,
-    (s) => s.phase === 'awaiting_followup' && s.pushed?.commit !== published.pushed?.commit,
-    180_000,
-  );
-  const { data: again } = await as(gitea.admin).repos.repoGetPullRequest(OWNER, NAME, pr.number!);
-  expect(again.head?.sha).toBe(pushedAgain.pushed?.commit);
+  // A /drydock comment on the pull request reaches the session as a follow-up; this one's agent is a
+  // script, which takes steps and not text, so the session refuses it and Gitea hears why, once.
+  const { data: asked } = await as(alice).repos.issueCreateComment(OWNER, NAME, pr.number!, {
+    body: '/drydock echo again >> README.md',
+  });
+  const refused = await within('the answer to the follow-up', async () => {
+    const found = (await as(gitea.admin).repos.issueGetComments(OWNER, NAME, pr.number!)).data.filter(
+      (c) => c.user?.login === 'drydock-bot' && c.body?.includes(`followup-refused/${asked.id}`),
+    );
+    return found.length ? found : undefined;
+  });
+  expect(refused).toHaveLength(1);
+  expect(refused[0].body).toContain("a script agent takes 'steps', not text");
+  expect((await handle.query(status)).phase).toBe('awaiting_followup');
 
   // Merged on Gitea: its closing delivery ends the session.
   await as(gitea.admin).repos.repoMergePullRequest(OWNER, NAME, pr.number!, { Do: 'merge' });
