@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
-# CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes), checks
+# CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes, Gitea), checks
 # types, lint and format, then runs the suites in two lanes against the real
-# services. The longest first-run builds (the sandbox image, Kubernetes) run in
+# services. The longest first-run builds (the sandbox image, Kubernetes, Gitea) run in
 # the background meanwhile. Extra arguments go to jest instead (e.g. npm test --
 # test/unit).
 #
@@ -145,6 +145,9 @@ bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/
 # other suites); after the other apt installs (its own installs etcd and containerd: one apt
 # at a time).
 start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
+# Gitea for test/e2e/gitea-* (18 minutes the first time on a busy 2-core machine, under a
+# minute once its Go caches hold it; those suites run late and wait for it themselves).
+start_job gitea bash "$ROOT/infra/gitea.sh"
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 step "type check, lint, format"
 npx tsc --noEmit

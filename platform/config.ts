@@ -189,6 +189,12 @@ const configSchema = z.object({
   GITLAB_TOKEN_FILE: z.string().min(1).optional(),
   /** PEM file of the App's private key; installation tokens are minted per repository. */
   GITHUB_APP_PRIVATE_KEY_FILE: z.string().min(1).optional(),
+  /** A Gitea (or Forgejo) server drydock publishes to: its web origin, e.g. https://git.example.com (docs/forge-gitea.md). */
+  DRYDOCK_GITEA_URL: z.string().url().optional(),
+  /** An access token of drydock's Gitea account (write:repository, write:issue, read:user). */
+  DRYDOCK_GITEA_TOKEN: z.string().min(1).optional(),
+  /** Gitea webhook secrets, comma-separated: the current one first, then an old one while rotating. */
+  DRYDOCK_GITEA_WEBHOOK_SECRETS: list.optional(),
   /**
    * git credentials for hosts other than the configured GitHub, "user:token" by host:
    * {"git.example.com": "oauth2:glpat-..."}. Sent as an Authorization header over

@@ -298,6 +298,8 @@ export function redactorOf(
     | 'DRYDOCK_AUDIT_KEY'
     | 'DRYDOCK_CI_SECRET'
     | 'DRYDOCK_WEBHOOK_SECRETS'
+    | 'DRYDOCK_GITEA_TOKEN'
+    | 'DRYDOCK_GITEA_WEBHOOK_SECRETS'
     | 'secrets'
   >,
 ): Redactor {
@@ -316,6 +318,10 @@ export function redactorOf(
     DRYDOCK_AUDIT_KEY: config.DRYDOCK_AUDIT_KEY,
     DRYDOCK_CI_SECRET: config.DRYDOCK_CI_SECRET,
     ...Object.fromEntries((config.DRYDOCK_WEBHOOK_SECRETS ?? []).map((v, i) => [`DRYDOCK_WEBHOOK_SECRETS[${i}]`, v])),
+    DRYDOCK_GITEA_TOKEN: config.DRYDOCK_GITEA_TOKEN,
+    ...Object.fromEntries(
+      (config.DRYDOCK_GITEA_WEBHOOK_SECRETS ?? []).map((v, i) => [`DRYDOCK_GITEA_WEBHOOK_SECRETS[${i}]`, v]),
+    ),
     ...Object.fromEntries(endpoints),
     ...gitHostSecrets(config.DRYDOCK_GIT_CREDENTIALS),
     ...Object.fromEntries(Object.entries(config.secrets).map(([name, value]) => [`DRYDOCK_SECRET_${name}`, value])),

@@ -2,6 +2,7 @@
  * `drydock serve`: one HTTP process for the triggers and the people.
  *   POST /webhooks/github   GitHub deliveries (X-Hub-Signature-256 over the raw body)
  *   POST /webhooks/gitlab   GitLab deliveries (X-Gitlab-Token)
+ *   POST /webhooks/gitea    Gitea deliveries (X-Gitea-Signature over the raw body)
  *   POST /webhooks/ci       a generic CI trigger (X-Drydock-Signature-256 over X-Drydock-Timestamp and the body)
  *   POST /webhooks/linear   Linear deliveries (Linear-Signature over the raw body)
  *   POST /slack/*           the Slack app: commands, events, interactions (X-Slack-Signature, v0)
@@ -51,7 +52,7 @@ import { previewEntry, previewRequest, previewRequestLabel } from './routes/prev
 import { desktopPageRoute, desktopUpgrade, isDesktopUpgrade, novncAsset } from './routes/desktop';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
-import { ciWebhook, githubWebhook, gitlabWebhook } from './routes/webhooks';
+import { ciWebhook, giteaWebhook, githubWebhook, gitlabWebhook } from './routes/webhooks';
 import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
 import { sessionGauge } from '../platform/metrics';
@@ -142,6 +143,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   if (is('GET', /^\/healthz$/)) return sendJson(res, 200, { ok: true });
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/gitlab$/)) return sendJson(res, ...(await gitlabWebhook(ctx, req)));
+  if (is('POST', /^\/webhooks\/gitea$/)) return sendJson(res, ...(await giteaWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/ci$/)) return sendJson(res, ...(await ciWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/linear$/)) return sendJson(res, ...(await linearWebhook(ctx, req)));
   if (is('POST', /^\/slack\/commands$/)) return sendJson(res, ...(await slackCommand(ctx, req)));
@@ -270,6 +272,7 @@ export async function startServer(
       oidc: Boolean(handler.context.identities.oidc),
       githubWebhook: Boolean(deps.config.DRYDOCK_WEBHOOK_SECRETS?.length),
       gitlabWebhook: Boolean(deps.config.DRYDOCK_GITLAB_WEBHOOK_TOKENS?.length),
+      giteaWebhook: Boolean(deps.config.DRYDOCK_GITEA_WEBHOOK_SECRETS?.length),
       ciWebhook: Boolean(deps.config.DRYDOCK_CI_SECRET),
       slack: Boolean(deps.config.DRYDOCK_SLACK_SIGNING_SECRET),
       linearWebhook: Boolean(deps.config.DRYDOCK_LINEAR_WEBHOOK_SECRET),

@@ -19,6 +19,7 @@ const FLOORS: Record<string, number> = {
   models: 4,
   github: 4,
   gitlab: 4,
+  gitea: 4,
   identity: 4,
   slack: 4,
   linear: 4,

@@ -1,5 +1,5 @@
 /**
- * POST /webhooks/github, /webhooks/gitlab and /webhooks/ci: deliveries that start a
+ * POST /webhooks/github, /webhooks/gitlab, /webhooks/gitea and /webhooks/ci: deliveries that start a
  * session with the repo's agent once per signed trigger, or record that a
  * drydock pull request closed.
  */
@@ -28,6 +28,7 @@ import {
 } from '../../forge/triggers';
 import { githubWebhooks, signatureMatches } from '../../github/webhooks';
 import { gitlabWebhooks } from '../../gitlab/webhooks';
+import { giteaWebhooks } from '../../gitea/webhooks';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
 import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
@@ -55,6 +56,11 @@ export function githubWebhook(ctx: ServeContext, req: IncomingMessage): Promise<
 /** POST /webhooks/gitlab: GitLab's deliveries (X-Gitlab-Token) through the forge seam. */
 export function gitlabWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
   return forgeWebhook(ctx, gitlabWebhooks(ctx.config.DRYDOCK_GITLAB_WEBHOOK_TOKENS ?? []), req);
+}
+
+/** POST /webhooks/gitea: Gitea's deliveries (X-Gitea-Signature) through the forge seam. */
+export function giteaWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
+  return forgeWebhook(ctx, giteaWebhooks(ctx.config.DRYDOCK_GITEA_WEBHOOK_SECRETS ?? []), req);
 }
 
 /** A webhook's forge with the server's credentials, and how it acts on a trigger. */
