@@ -5,7 +5,7 @@
  * and a real model loop. Before the first release they are re-recorded
  * whenever the workflow's commands change:
  *   DRYDOCK_RECORD_HISTORY=1 npx jest test/workflow
- *   DRYDOCK_RECORD_HISTORY=1 npx jest test/e2e/session.test.ts test/e2e/agent.test.ts -t 'happy path|openai'
+ *   DRYDOCK_RECORD_HISTORY=1 npx jest test/e2e/session.test.ts test/e2e/agent.test.ts -t 'happy path|built-in loop on anthropic'
  * After it, a release's histories are kept and never re-recorded (docs/operations.md).
  */
 import { readdirSync, readFileSync } from 'node:fs';
