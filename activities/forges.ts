@@ -12,7 +12,11 @@ import type { GitLabSettings } from '../gitlab/client';
 import { giteaForge, type GiteaSettings } from '../gitea/provider';
 import type { Config } from '../platform/config';
 
-export function forgesFrom(settings: { github: GitHubSettings; gitlab?: GitLabSettings; gitea?: GiteaSettings }): ForgeSet {
+export function forgesFrom(settings: {
+  github: GitHubSettings;
+  gitlab?: GitLabSettings;
+  gitea?: GiteaSettings;
+}): ForgeSet {
   return new ForgeSet([
     githubForge(settings.github),
     ...(settings.gitlab ? [gitlabForge(settings.gitlab)] : []),

@@ -9,7 +9,13 @@ import { BRANCH_PREFIX, COMMAND, COMMAND_LIMIT, commandOf, ignore, LABEL, slug, 
 import { scrub } from '../platform/scrub';
 import type { CheckedDelivery, ForgeWebhooks } from '../forge/forge';
 export { bodyHash, BRANCH_PREFIX, COMMAND, LABEL } from '../forge/triggers';
-export type { CiFailedTrigger, FollowupTrigger, PullRequestClosedTrigger, StartTrigger, Trigger } from '../forge/triggers';
+export type {
+  CiFailedTrigger,
+  FollowupTrigger,
+  PullRequestClosedTrigger,
+  StartTrigger,
+  Trigger,
+} from '../forge/triggers';
 import { parsePayload, PAYLOADS, type PayloadEvent, type PayloadOf } from './webhook-payloads';
 
 /**
