@@ -55,7 +55,8 @@ export function createSharedActivities(deps: ActivityDeps) {
       ...createForgeActivities({
         ...deps,
         forges: deps.forges ?? forgesFrom(deps),
-        knownSecrets: () => (deps.github.token ? [deps.github.token] : []),
+        // Every value this process holds (GitHub's, GitLab's and Gitea's tokens, model keys): none reaches a task.
+        knownSecrets: () => [...(deps.github.token ? [deps.github.token] : []), ...deps.redactor.needles],
       }),
       ...createSlackActivities(deps),
       ...createLinearActivities(deps),

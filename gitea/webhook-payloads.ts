@@ -61,14 +61,4 @@ export const GITEA_PAYLOADS = {
 export type GiteaEvent = keyof typeof GITEA_PAYLOADS;
 export type GiteaPayloadOf<E extends GiteaEvent> = z.infer<(typeof GITEA_PAYLOADS)[E]['schema']>;
 
-export type Parsed<T> = { ok: true; payload: T } | { ok: false; problem: string };
-
-/** The payload as `schema` reads it, or which field is missing or malformed ("issue.number: required"). */
-export function parsePayload<T extends z.ZodType>(schema: T, payload: unknown): Parsed<z.infer<T>> {
-  const parsed = schema.safeParse(payload);
-  if (parsed.success) return { ok: true, payload: parsed.data };
-  const issue = parsed.error.issues[0];
-  const field = issue.path.length ? issue.path.join('.') : '(payload)';
-  const missing = issue.code === 'invalid_type' && /received undefined/.test(issue.message);
-  return { ok: false, problem: `${field}: ${missing ? 'required' : issue.message}` };
-}
+export { parsePayload, type Parsed } from '../forge/triggers';
