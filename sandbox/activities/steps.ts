@@ -107,13 +107,11 @@ export function createStepActivities(deps: StepDeps) {
       const started = Date.now();
       // drydock-run ended whatever the step left running, then took the checkpoint in the same exec.
       const { result, checkpoint } = await runStepOnce(deps, input);
-      // Both settle before either fails the step, a lost service first: a service that died or
-      // turned unhealthy meanwhile fails it, named, and the session replaces the sandbox.
-      const [lost, kept] = await Promise.allSettled([
-        checkServices(deps.sandboxes, input.sandbox),
-        keepStepCheckpoint(deps, input, result, checkpoint),
-      ]);
-      for (const settled of [lost, kept]) if (settled.status === 'rejected') throw settled.reason;
+      // A service that died or turned unhealthy meanwhile fails the step, named, and the session
+      // replaces the sandbox and runs the step again: so its checkpoint is not kept (the replacement
+      // starts from the one before, with the data from before the step, not after a half-trusted run).
+      await checkServices(deps.sandboxes, input.sandbox);
+      await keepStepCheckpoint(deps, input, result, checkpoint);
       const setupFiles = await keepSetupBaseline(deps, input, result);
       await recordEvent(deps.audit, {
         sessionId: input.sessionId,

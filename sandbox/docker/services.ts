@@ -120,10 +120,12 @@ export class DockerServices implements ServiceRuntime {
       const { State } = await this.docker.getContainer(serviceContainerName(sandbox, service)).inspect();
       const last = State.Health?.Log?.at(-1)?.Output?.trim();
       // Paused (a checkpoint's copy of its data holds it a moment: service-data.ts), the engine stops its
-      // checks and says "unhealthy" with no check failed (moby's CloseMonitorChannel); a step's service
-      // check that ran meanwhile named a healthy database lost and replaced the sandbox. Unknown, as after
-      // a start, until the checks resume.
-      const health = State.Paused ? 'starting' : State.Health?.Status;
+      // checks and says "unhealthy" with no check failed (moby's CloseMonitorChannel), and after the
+      // unpause it keeps saying so until its next check passes; a step's service check meanwhile named a
+      // healthy database lost and replaced the sandbox. "unhealthy" with no failing check is unknown, as
+      // after a start: a check that really fails counts its streak (the engine's retries, at least 1).
+      const noCheckFailed = State.Health?.Status === 'unhealthy' && !State.Health.FailingStreak;
+      const health = State.Paused || noCheckFailed ? 'starting' : State.Health?.Status;
       return {
         running: State.Running,
         exitCode: State.ExitCode,

@@ -481,7 +481,9 @@ test('cli agent: the prompt reaches the CLI literally, output is streamed, the c
   const final = await approvePush(handle);
   expect(final.phase).toBe('completed');
   const branch = `drydock/${id}`;
-  expect(git(['show', `${branch}:PROMPT.txt`], cliRepo.bare)).toBe(cliPrompt(task, 'sh check.sh'));
+  expect(git(['show', `${branch}:PROMPT.txt`], cliRepo.bare)).toBe(
+    cliPrompt(task, 'sh check.sh', undefined, { propose: true }),
+  );
   expect(git(['ls-tree', '--name-only', branch], cliRepo.bare).split('\n')).not.toEqual(
     expect.arrayContaining(['pwned']),
   );

@@ -105,7 +105,11 @@ async function everySessionStartsFromTheSnapshot(url: string) {
     session('svc-a', url, [QUERY, WRITE, QUERY]),
     session('svc-b', url, [QUERY, 'sleep 1', QUERY]),
   ]);
-  for (const s of [a, b]) expect(s.final.phase).toBe('completed');
+  // A failure says in the test's output why: its error and its timeline with each step's output.
+  const story = (s: typeof a) =>
+    s.final.phase === 'completed' || s.final.timeline.map((t) => `${t.name}: ${t.outputTail ?? t.detail ?? ''}`);
+  for (const s of [a, b])
+    expect([s.id, s.final.phase, s.final.error, story(s)]).toEqual([s.id, 'completed', undefined, true]);
   expect(a.output(1)).toBe('seeded\nseeded');
   expect(a.output(3)).toBe('seeded\nwritten\nwritten');
   expect(b.output(3)).toBe('seeded\nseeded');
@@ -251,12 +255,13 @@ test("the image's entrypoint contract: a command of flags, init .sql and .sh fil
   expect(version[0].StatusCode).toBe(0);
 }, 300_000);
 
-test("a service paused for its data's copy is not named unhealthy (the engine says so of any paused container)", async () => {
+test("a service paused for its data's copy is not named unhealthy (the engine says so of any paused container, and after it until its next check)", async () => {
   const sandbox = `drydock-${newSessionId('svc-paused')}`;
   const container = await docker.createContainer({
     name: serviceContainerName(sandbox, 'cache'),
     Image: images.redis,
-    Healthcheck: { Test: ['CMD', 'redis-cli', 'ping'], Interval: 200e6, Retries: 3 },
+    // Checks 3 s apart: the moment after the unpause, before the next check, is long enough to read.
+    Healthcheck: { Test: ['CMD', 'redis-cli', 'ping'], Interval: 3e9, Retries: 3 },
     HostConfig: { NetworkMode: 'none' },
   });
   const services = new DockerServices(
@@ -276,6 +281,9 @@ test("a service paused for its data's copy is not named unhealthy (the engine sa
     expect((await container.inspect()).State.Health?.Status).toBe('unhealthy');
     expect(await services.state(sandbox, 'cache')).toMatchObject({ running: true, health: 'starting' });
     await container.unpause();
+    // Running again, and the engine still says "unhealthy" (no check has run since): no check failed.
+    expect((await container.inspect()).State.Health).toMatchObject({ Status: 'unhealthy', FailingStreak: 0 });
+    expect(await services.state(sandbox, 'cache')).toMatchObject({ running: true, health: 'starting' });
     await pollUntil(
       () => services.state(sandbox, 'cache'),
       (s) => s?.health === 'healthy',
