@@ -289,7 +289,7 @@ test('malformed signals are recorded as refused and cannot wedge the session; th
   const waiting = await waitForStatus(handle, (s) => s.refusedDecisions.length === 3);
   expect(waiting.phase).toBe('awaiting_approval');
   expect(waiting.refusedDecisions.map((r) => r.reason)).toEqual([
-    "unknown action 'undefined'; known actions: push, pull_request, deploy, mcp_write",
+    "unknown action 'undefined'; known actions: push, pull_request, deploy, mcp_write, plan",
     "'change' must be the whole hash of the change: 64 hex characters, as pendingApproval.change shows",
     "'comment' must be text",
   ]);
