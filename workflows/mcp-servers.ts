@@ -43,10 +43,11 @@ const serverUrl = z
 
 /**
  * A Docker image reference as the worker's Docker host names it: lower-case
- * repository path (an optional registry host[:port] first), optional tag, optional digest.
+ * repository path (an optional registry host[:port] first, never starting with '-', which
+ * `docker run` would read as an option), optional tag, optional digest.
  */
 const IMAGE_REF =
-  /^(?:[a-zA-Z0-9.-]+(?::[0-9]{1,5})?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
+  /^(?:[a-zA-Z0-9][a-zA-Z0-9.-]*(?::[0-9]{1,5})?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
 
 /** A stdio server: an image on the worker's Docker host and the command that serves MCP on its stdin/stdout. */
 const stdioServer = z.strictObject({

@@ -79,7 +79,8 @@ test('a stdio server is an image and a command; each bad field is named', () => 
   expect(parseMcpDeclaration([ok])).toMatchObject({ ok: true, servers: [{ ...ok, headers: {}, maxCalls: 50 }] });
   const digest = `mcp-docs@sha256:${'a'.repeat(64)}`;
   expect(problems([{ ...ok, stdio: { ...stdio, image: digest } }])).toEqual([]);
-  for (const image of ['Upper/Case:1', 'docs:1 --privileged', '', 'a:b:c', '-rm']) {
+  // A registry part starting with '-' would be an option of `docker run` (the security review's F6).
+  for (const image of ['Upper/Case:1', 'docs:1 --privileged', '', 'a:b:c', '-rm', '-v/var/run/docker.sock', '--rm/x']) {
     expect(problems([{ ...ok, stdio: { ...stdio, image } }])).toEqual([
       expect.stringMatching(/^0\.stdio\.image: (a Docker image reference|Too small)/),
     ]);

@@ -46,9 +46,10 @@ export async function followupFromFailedCi(
   if (!pr || !pr.url.toLowerCase().includes(`/${trigger.repo.toLowerCase()}/pull/`)) {
     return [202, { ignored: `session ${sessionId} has no open pull request in ${trigger.repo}` }];
   }
-  // A failure of a commit the session has moved on from is old news: its last round's commit is what CI should test.
-  const head = status.rounds?.at(-1)?.commit;
-  if (head && head !== trigger.origin.commit) {
+  // Only a failure of the commit on the pull request (the last one the session pushed): one of a commit it
+  // moved on from is old news, and while a round runs (its commit not known yet) nothing else is its.
+  const head = status.pushed?.commit;
+  if (head !== trigger.origin.commit) {
     return [202, { ignored: `${trigger.origin.commit.slice(0, 12)} is not the head of session ${sessionId}'s change` }];
   }
   const { owner, repo } = repoRef(trigger.repo);

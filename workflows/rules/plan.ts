@@ -52,7 +52,8 @@ export function boundPlan(text: string): string {
  * inside can close the fence and speak as drydock.
  */
 export function approvedPlanMessage(plan: string, by: string): string {
-  const body = plan.replaceAll('</approved-plan', '<\\/approved-plan');
+  // Any case: a model reading </APPROVED-PLAN> may take it for the fence's end as well.
+  const body = plan.replace(/<\/(approved-plan)/gi, '<\\/$1');
   return [
     `Your plan was approved by ${by}. Carry it out now: all tools are available again.`,
     'The approved plan (your own text, as approved):',
