@@ -175,16 +175,28 @@ async function forward(
         path: req.url,
         headers: appHeaders(req.headers, port, origin),
         createConnection: () => connection as never,
-        timeout: PREVIEW_LIMITS.answerMs,
       },
       (answer) => {
+        clearTimeout(waiting);
         res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
         answer.pipe(res);
         answer.on('end', resolve).on('error', () => (res.destroy(), resolve()));
       },
     );
-    upstream.on('timeout', () => upstream.destroy(new Error(`no answer within ${PREVIEW_LIMITS.answerMs / 1000} s`)));
+    // The exec connection is no socket, so http's own timeout never fires: a timer of ours. An app
+    // that never answers, or a browser that left, must not hold an exec and serve's stream.
+    const waiting = setTimeout(
+      () => upstream.destroy(new Error(`no answer within ${PREVIEW_LIMITS.answerMs / 1000} s`)),
+      PREVIEW_LIMITS.answerMs,
+    );
+    res.on('close', () => {
+      clearTimeout(waiting);
+      upstream.destroy();
+      connection.destroy();
+      resolve();
+    });
     upstream.on('error', (err) => {
+      clearTimeout(waiting);
       connection.destroy();
       if (res.headersSent) res.destroy();
       else notRunning(res, port, err.message);
