@@ -122,11 +122,22 @@ export function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 export function cookieOf(req: IncomingMessage, name: string): string | undefined {
+  return cookiesOf(req, name)[0];
+}
+
+/** Every value of cookie `name` the browser sent (one set for a parent domain comes along too). */
+export function cookiesOf(req: IncomingMessage, name: string): string[] {
+  const values: string[] = [];
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const [key, ...value] = part.trim().split('=');
-    if (key === name) return decodeURIComponent(value.join('='));
+    if (key !== name) continue;
+    try {
+      values.push(decodeURIComponent(value.join('=')));
+    } catch {
+      // Not percent-encoded as a cookie of ours is: not ours.
+    }
   }
-  return undefined;
+  return values;
 }
 
 export function sendJson(

@@ -6,10 +6,11 @@
  * pipes, standing in for the sandbox's exec) to a real server on loopback.
  */
 import { spawn } from 'node:child_process';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { AttachedProcess, SandboxProvider } from '../../sandbox/provider';
+import { cookiesOf } from '../../workers/http';
 import {
   appConnection,
   PREVIEW_LIMITS,
@@ -189,4 +190,12 @@ describe('the connection through drydock-port', () => {
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     await expect(ask(free, 'GET')).rejects.toThrow(/socket hang up|ECONNRESET/);
   });
+});
+
+test("every value of a cookie is read: an app's script can toss one of the pass's name for a parent domain", () => {
+  const req = {
+    headers: { cookie: 'drydock_preview=tossed; other=1; drydock_preview=real%2Epass; drydock_preview=%E0' },
+  };
+  expect(cookiesOf(req as unknown as IncomingMessage, 'drydock_preview')).toEqual(['tossed', 'real.pass']);
+  expect(cookiesOf({ headers: {} } as unknown as IncomingMessage, 'drydock_preview')).toEqual([]);
 });

@@ -26,7 +26,7 @@ import type { SandboxProvider } from '../../sandbox/provider';
 import { startPreview, type SessionStatus } from '../../workflows/api';
 import { esc } from '../console/page';
 import { readableStatus } from '../access';
-import { consoleUrl, cookieOf, header, HttpError, type ServeContext } from '../http';
+import { consoleUrl, cookiesOf, header, HttpError, type ServeContext } from '../http';
 
 /** This process's passes (a restart of serve asks people to open the preview from the console again). */
 const passes = new PreviewPasses();
@@ -54,6 +54,12 @@ export async function previewEntry(ctx: ServeContext, res: ServerResponse, id: s
   res.end();
 }
 
+/** The first of the cookie's values that is a valid pass for this preview, else why the first is not. */
+function firstPass(values: string[], label: string): PreviewPass | string {
+  const checked = (values.length ? values : [undefined]).map((v) => passes.check(v, 'cookie', label, Date.now()));
+  return checked.find((c) => typeof c !== 'string') ?? checked[0];
+}
+
 /** Any request to a preview origin: serve's own paths, else the app's. */
 export async function previewRequest(
   ctx: ServeContext,
@@ -64,7 +70,9 @@ export async function previewRequest(
 ): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://preview');
   if (url.pathname === `${PREVIEW_OWN_PATH}enter` && req.method === 'GET') return enter(ctx, res, url, label);
-  const pass = passes.check(cookieOf(req, PREVIEW_COOKIE), 'cookie', label, Date.now());
+  // Every value sent: an app's script can set a cookie of this name for a parent domain (document.cookie
+  // escapes the Set-Cookie filter), which the browser may send first; only a pass that checks counts.
+  const pass = firstPass(cookiesOf(req, PREVIEW_COOKIE), label);
   if (typeof pass === 'string') return previewPage(res, 401, 'Sign-in needed', pass);
   // Read access now, not only when the pass was made: a person whose role went is refused at once.
   const s = await readableStatus(ctx, pass.sessionId, pass.who).catch((err: unknown) => {
