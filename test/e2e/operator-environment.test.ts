@@ -90,7 +90,10 @@ test('repo add --environment base runs, on the base image, a repo whose dev cont
   // As published, and unregistered (development mode): refused, naming the dev container's field.
   const published = await session('op-published', repo, ['true']);
   expect(published.final.phase).toBe('failed');
-  expect(published.final.error).toMatch(/\.devcontainer\/devcontainer\.json: .*(features|ghcr\.io)/);
+  // (Features are fetched from allowed registries now: its image, on no host here, is what stops it first.)
+  expect(published.final.error).toMatch(
+    /\.devcontainer\/devcontainer\.json: (image mcr\.microsoft\.com\/devcontainers\/python:3\.12 is not on the worker's host|.*features)/,
+  );
 
   // The operator decides: the base image, with its own setup (a virtualenv, given with --setup).
   const built = await buildSnapshot(repo, { environment: 'base', setup: 'python3 -m venv .venv' });
