@@ -8,6 +8,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { WebSocket, WebSocketServer } from 'ws';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import {
   ATTACH_PROTOCOL,
@@ -84,7 +85,7 @@ function sessionIdOf(pathname: string): string {
 }
 
 /** An error before the Upgrade is an HTTP answer on the raw socket; after it, the connection just ends. */
-export function answerUpgrade(ctx: ServeContext, socket: Duplex, err: unknown): void {
+function answerUpgrade(ctx: ServeContext, socket: Duplex, err: unknown): void {
   const status =
     err instanceof HttpError
       ? err.status
@@ -102,6 +103,32 @@ export function answerUpgrade(ctx: ServeContext, socket: Duplex, err: unknown): 
     `HTTP/1.1 ${status} ${status === 409 ? 'Conflict' : 'Error'}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
+}
+
+/**
+ * A browser's Upgrade to one of serve's sockets (terminal, desktop): `check` reads the request (its
+ * refusal is answered on the raw socket), then the WebSocket handshake; ws answers a malformed one
+ * itself (400) and never calls back, so the raw socket's close ends the wait. Undefined: no socket.
+ */
+export async function checkedUpgrade<T>(
+  ctx: ServeContext,
+  sockets: WebSocketServer,
+  upgrade: { req: IncomingMessage; raw: Duplex; head: Buffer },
+  check: (ctx: ServeContext, req: IncomingMessage) => Promise<T>,
+): Promise<{ socket: WebSocket; checked: T } | undefined> {
+  const { req, raw, head } = upgrade;
+  let checked: T;
+  try {
+    checked = await check(ctx, req);
+  } catch (err) {
+    answerUpgrade(ctx, raw, err);
+    return undefined;
+  }
+  const socket = await new Promise<WebSocket | undefined>((resolve) => {
+    raw.once('close', () => resolve(undefined));
+    sockets.handleUpgrade(req, raw, head, resolve);
+  });
+  return socket && { socket, checked };
 }
 
 async function detachQuietly(ctx: ServeContext, id: string, by: string): Promise<void> {

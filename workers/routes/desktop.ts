@@ -34,7 +34,7 @@ import { ensureDesktopImage } from '../../sandbox-images/desktop-image';
 import { readableStatus, steeringRefused } from '../access';
 import { desktopPage } from '../console/desktop';
 import { consoleUrl, identify, HttpError, sendHtml, type ServeContext } from '../http';
-import { answerUpgrade } from './attach';
+import { checkedUpgrade } from './attach';
 import { originRefusal } from './terminal';
 
 const SOCKET_PATH = /^\/sessions\/([^/]+)\/desktop\/socket$/;
@@ -125,17 +125,8 @@ export async function desktopUpgrade(
   raw: Duplex,
   head: Buffer,
 ): Promise<void> {
-  let checked: Awaited<ReturnType<typeof checkDesktopRequest>>;
-  try {
-    checked = await checkDesktopRequest(ctx, req);
-  } catch (err) {
-    return answerUpgrade(ctx, raw, err);
-  }
-  const socket = await new Promise<WebSocket | undefined>((resolve) => {
-    raw.once('close', () => resolve(undefined));
-    sockets.handleUpgrade(req, raw, head, resolve);
-  });
-  if (socket) await shownDesktop(ctx, sandboxes, socket, checked);
+  const upgraded = await checkedUpgrade(ctx, sockets, { req, raw, head }, checkDesktopRequest);
+  if (upgraded) await shownDesktop(ctx, sandboxes, upgraded.socket, upgraded.checked);
 }
 
 /** The open socket: the desktop made (or found), one VNC connection bridged, each end audited. */

@@ -23,7 +23,7 @@ import type { ShellMember } from '../../sandbox/shared-shell';
 import { readableStatus, steeringRefused } from '../access';
 import { terminalPage } from '../console/terminal';
 import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';
-import { answerUpgrade } from './attach';
+import { checkedUpgrade } from './attach';
 
 const SOCKET_PATH = /^\/sessions\/([^/]+)\/terminal\/socket$/;
 
@@ -115,18 +115,9 @@ export async function terminalUpgrade(
   raw: Duplex,
   head: Buffer,
 ): Promise<void> {
-  let checked: Awaited<ReturnType<typeof checkTerminalRequest>>;
-  try {
-    checked = await checkTerminalRequest(ctx, req);
-  } catch (err) {
-    return answerUpgrade(ctx, raw, err);
-  }
-  // ws answers a malformed handshake itself (400) and never calls back: the raw socket's close ends the wait.
-  const socket = await new Promise<WebSocket | undefined>((resolve) => {
-    raw.once('close', () => resolve(undefined));
-    sockets.handleUpgrade(req, raw, head, resolve);
-  });
-  if (!socket) return;
+  const upgraded = await checkedUpgrade(ctx, sockets, { req, raw, head }, checkTerminalRequest);
+  if (!upgraded) return;
+  const { socket, checked } = upgraded;
   if (checked.watch) await watchingTerminal(ctx, socket, checked);
   else await attachedTerminal(ctx, sandboxes, socket, checked);
 }
