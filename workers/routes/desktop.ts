@@ -33,9 +33,9 @@ import { baseImageTag } from '../../sandbox-images/base-image';
 import { ensureDesktopImage } from '../../sandbox-images/desktop-image';
 import { readableStatus, steeringRefused } from '../access';
 import { desktopPage } from '../console/desktop';
-import { consoleUrl, identify, HttpError, sendHtml, type ServeContext } from '../http';
+import { HttpError, sendHtml, type ServeContext } from '../http';
 import { checkedUpgrade } from './attach';
-import { originRefusal } from './terminal';
+import { ticketedSocket } from './terminal';
 
 const SOCKET_PATH = /^\/sessions\/([^/]+)\/desktop\/socket$/;
 
@@ -84,20 +84,7 @@ export function isDesktopUpgrade(req: IncomingMessage): boolean {
 
 /** The checks before the Upgrade, answered over HTTP: who, from where, with which ticket, with which role. */
 async function checkDesktopRequest(ctx: ServeContext, req: IncomingMessage) {
-  const url = new URL(req.url ?? '/', 'http://drydock');
-  if (req.method !== 'GET') throw new HttpError(405, 'a desktop socket is GET with Upgrade: websocket');
-  const badOrigin = originRefusal(req, consoleUrl(ctx.config));
-  if (badOrigin) throw new HttpError(403, badOrigin);
-  const who = await identify(req, ctx.identities);
-  if (!who) throw new HttpError(401, 'sign in first');
-  let id: string;
-  try {
-    id = decodeURIComponent(SOCKET_PATH.exec(url.pathname)![1]);
-  } catch {
-    throw new HttpError(400, 'the session id in the path is not valid percent-encoding');
-  }
-  const badTicket = tickets.refusal(url.searchParams.get('ticket'), id, who, Date.now());
-  if (badTicket) throw new HttpError(403, badTicket.replace(/terminal/g, 'desktop'));
+  const { who, id } = await ticketedSocket(ctx, req, { kind: 'desktop', path: SOCKET_PATH, tickets });
   const refused = await steeringRefused(ctx, who, await readableStatus(ctx, id, who));
   if (refused) throw new HttpError(403, refused);
   if (!ctx.audit)

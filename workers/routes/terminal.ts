@@ -80,22 +80,35 @@ export function originRefusal(req: IncomingMessage, console: string): string | u
   return `the Origin ${origin} is not this console's: open the terminal from the console's own page`;
 }
 
-/** The checks before the Upgrade, answered over HTTP: who, from where, with which ticket, with which role. */
-async function checkTerminalRequest(ctx: ServeContext, req: IncomingMessage) {
+/**
+ * The checks every console socket (terminal, desktop) makes before its Upgrade, answered over HTTP:
+ * GET, the console's Origin, a signed-in person, the session in the path, that person's ticket for it.
+ */
+export async function ticketedSocket(
+  ctx: ServeContext,
+  req: IncomingMessage,
+  socket: { kind: 'terminal' | 'desktop'; path: RegExp; tickets: TerminalTickets },
+) {
   const url = new URL(req.url ?? '/', 'http://drydock');
-  if (req.method !== 'GET') throw new HttpError(405, 'a terminal socket is GET with Upgrade: websocket');
+  if (req.method !== 'GET') throw new HttpError(405, `a ${socket.kind} socket is GET with Upgrade: websocket`);
   const badOrigin = originRefusal(req, consoleUrl(ctx.config));
   if (badOrigin) throw new HttpError(403, badOrigin);
   const who = await identify(req, ctx.identities);
   if (!who) throw new HttpError(401, 'sign in first');
   let id: string;
   try {
-    id = decodeURIComponent(SOCKET_PATH.exec(url.pathname)![1]);
+    id = decodeURIComponent(socket.path.exec(url.pathname)![1]);
   } catch {
     throw new HttpError(400, 'the session id in the path is not valid percent-encoding');
   }
-  const badTicket = tickets.refusal(url.searchParams.get('ticket'), id, who, Date.now());
-  if (badTicket) throw new HttpError(403, badTicket);
+  const badTicket = socket.tickets.refusal(url.searchParams.get('ticket'), id, who, Date.now());
+  if (badTicket) throw new HttpError(403, badTicket.replace(/terminal/g, socket.kind));
+  return { url, who, id };
+}
+
+/** The checks before the Upgrade, answered over HTTP: who, from where, with which ticket, with which role. */
+async function checkTerminalRequest(ctx: ServeContext, req: IncomingMessage) {
+  const { url, who, id } = await ticketedSocket(ctx, req, { kind: 'terminal', path: SOCKET_PATH, tickets });
   const watch = url.searchParams.get('watch') === '1';
   const s = await readableStatus(ctx, id, who); // a watcher needs only to read the session
   const refused = watch ? undefined : await steeringRefused(ctx, who, s);
