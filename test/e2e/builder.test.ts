@@ -74,6 +74,10 @@ async function buildDirect(
     ...(cacheDir ? { cacheDir } : {}),
     owner: `test ${name}`,
     log,
+  }).catch((err: unknown) => {
+    // What the builder said, so that a failure in CI says which step failed and why.
+    if (err instanceof IsolatedBuildFailed) err.message += `; its output ends:\n${err.output.slice(-4000)}`;
+    throw err;
   });
   return tag;
 }
