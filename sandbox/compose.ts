@@ -6,7 +6,8 @@
  * namespace (workflows/services.ts). The files are YAML, read with `yaml`,
  * merged in order as `docker compose -f a -f b` merges them, with the
  * project's `.env` for `${VAR}` and each service's `env_file`
- * (sandbox/compose-variables.ts); `profiles` pick what runs. The part of the
+ * (sandbox/compose-variables.ts; a file the repo does not hold is read from
+ * the example it commits, `.env.example`…); `profiles` pick what runs. The part of the
  * Compose Specification drydock runs is mapped onto the same declaration as
  * `services:` in .drydock/config.yaml and validated by the same schema:
  *
@@ -66,6 +67,8 @@ export interface ComposeDevService {
   volumes?: string[];
   /** Folders and files of the repo it mounts elsewhere: links to their place in /workspace. */
   links?: RepoLink[];
+  /** Its own `command` (not one that only keeps it running), on the first port it declares: the repo's app. */
+  app?: { start: string; port: number };
 }
 
 export interface ComposeEnvironment {
@@ -193,9 +196,8 @@ export async function readCompose(
 export function parseComposeFiles(files: string[], text: RepoText, opts: ComposeOptions): ComposeEnvironment {
   const problems: string[] = [];
   const dir = path.posix.dirname(files[0]);
-  const envPath = path.posix.join(dir, '.env');
-  const envText = text(envPath);
-  const variables = envText === undefined ? new Map<string, string>() : parseEnvFile(envText, envPath, problems);
+  const env = withExample(path.posix.join(dir, '.env'), text);
+  const variables = env === undefined ? new Map<string, string>() : parseEnvFile(env.text, env.path, problems);
   const model = loadFiles(files, text, variables, problems);
   if (!model) throw new ComposeError(problems);
   const { services, from } = model;
@@ -625,14 +627,20 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
   const env = { ...envFilesOf(s.env_file, ctx), ...environmentOf(s.environment, file, `${field}.environment`, ctx) };
   const volumes: string[] = [];
   const links: RepoLink[] = [];
+  let app: ComposeDevService['app'];
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
     if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
     if (key === 'command' || key === 'entrypoint') {
-      if (!keepsAlive(value))
+      if (keepsAlive(value)) continue;
+      const port = key === 'command' && s.entrypoint === undefined ? devPorts(s, '', file).ports[0] : undefined;
+      if (port !== undefined) app = { start: commandText(value), port };
+      else
         problem(
           key,
-          "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
+          key === 'command'
+            ? "a sandbox runs drydock's keeper, and the dev service's command is its app only on the port it declares: give it in ports or expose, or start it in postStartCommand (with its port in forwardPorts), or remove it"
+            : "a sandbox runs drydock's keeper, never the dev service's own entrypoint: start it in postStartCommand (with its port in forwardPorts), or remove it",
         );
     } else if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
     else if (key === 'security_opt') securityOptions(value, problem);
@@ -649,7 +657,11 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
         'build.dockerfile_inline',
         "the dev container's Dockerfile is built from a file: write it to one and name it in dockerfile",
       );
-    const kept = { ...(volumes.length ? { volumes } : {}), ...(links.length ? { links } : {}) };
+    const kept = {
+      ...(volumes.length ? { volumes } : {}),
+      ...(links.length ? { links } : {}),
+      ...(app ? { app } : {}),
+    };
     if (!build || build.dockerfile === undefined) return { args: {}, environment: env, ...kept };
     const { dockerfile, context, args, target } = build;
     return { dockerfile, context, args, ...(target ? { target } : {}), environment: env, ...kept };
@@ -661,7 +673,17 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     environment: env,
     ...(volumes.length ? { volumes } : {}),
     ...(links.length ? { links } : {}),
+    ...(app ? { app } : {}),
   };
+}
+
+/** A compose `command` (a string, or a list of words) as one shell command, each word quoted where it must be. */
+export function commandText(value: unknown): string {
+  if (!Array.isArray(value)) return String(value);
+  return value
+    .map(String)
+    .map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`))
+    .join(' ');
 }
 
 /** Fields of a service's `build:` the isolated builder takes. */
@@ -1008,18 +1030,39 @@ function mountedDefinitions(kind: 'secrets' | 'configs', value: unknown, k: KeyC
   return out;
 }
 
-/** A service's env_files (read from the repo, substituted with the project's .env), in order. */
+/**
+ * The examples a repo commits for a file its developers create and git
+ * ignores (`.env` beside `.env.example`), in the order they are tried.
+ */
+export const EXAMPLE_SUFFIXES = ['.example', '.sample', '.dist', '.template'];
+
+/**
+ * A variables file of the repo (the project's `.env`, an `env_file`), else the
+ * example the repo commits for it (`.env.example`…: what a developer copies
+ * to make it, as its README says); undefined when neither is there.
+ */
+export function withExample(file: string, text: RepoText): { path: string; text: string } | undefined {
+  for (const candidate of [file, ...EXAMPLE_SUFFIXES.map((s) => `${file}${s}`)]) {
+    const found = text(candidate);
+    if (found !== undefined) return { path: candidate, text: found };
+  }
+  return undefined;
+}
+
+/** A service's env_files (read from the repo, or their examples; substituted with the project's .env), in order. */
 function envFilesOf(value: unknown, ctx: ServiceContext): Record<string, string> {
   const out: Record<string, string> = {};
   for (const entry of Array.isArray(value) ? (value as Obj[]) : []) {
     const file = String(entry.path);
-    const text = ctx.text(file);
-    if (text === undefined) {
+    const found = withExample(file, ctx.text);
+    if (found === undefined) {
       if (entry.required !== false)
-        ctx.problems.push(`${String(entry.file)}: ${String(entry.field)}: ${file} is not in the repository`);
+        ctx.problems.push(
+          `${String(entry.file)}: ${String(entry.field)}: ${file} is not in the repository, nor an example of it (${EXAMPLE_SUFFIXES.map((s) => `${path.posix.basename(file)}${s}`).join(', ')}): commit one, or mark it required: false`,
+        );
       continue;
     }
-    for (const [k, v] of parseEnvFile(text, file, ctx.problems, ctx.variables)) out[k] = v;
+    for (const [k, v] of parseEnvFile(found.text, found.path, ctx.problems, ctx.variables)) out[k] = v;
   }
   return out;
 }

@@ -74,18 +74,22 @@ export async function declaredStack(
     const { files, service, runServices } = declared.compose;
     try {
       const parsed = await readCompose(files, read, { devService: service, ...(runServices ? { runServices } : {}) });
+      // The operator's image (or the base image) replaces the dev service's own image or build.
+      const own: Partial<typeof parsed.dev> = declared.compose.servicesOnly ? {} : parsed.dev;
       environment = {
         ...declared,
-        ...(parsed.dev.image ? { image: parsed.dev.image } : {}),
-        ...(parsed.dev.dockerfile !== undefined
-          ? { dockerfile: parsed.dev.dockerfile, context: parsed.dev.context }
-          : {}),
-        args: parsed.dev.args,
-        ...(parsed.dev.target ? { target: parsed.dev.target } : {}),
+        ...(own.image ? { image: own.image } : {}),
+        ...(own.dockerfile !== undefined ? { dockerfile: own.dockerfile, context: own.context } : {}),
+        args: own.args ?? {},
+        ...(own.target ? { target: own.target } : {}),
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
         ...volumesOf([...(parsed.dev.volumes ?? []), ...(declared.volumes ?? [])]),
         ...(parsed.dev.links || declared.links
           ? { links: [...(parsed.dev.links ?? []), ...(declared.links ?? [])] }
+          : {}),
+        // postStartCommand wins; else the dev service's own command is the app.
+        ...(declared.app || parsed.dev.app
+          ? { app: declared.app ?? { ...parsed.dev.app!, from: `(${files.join(' + ')}) services.${service}.command` } }
           : {}),
       };
       hostNames = parsed.dev.hostNames;
@@ -102,7 +106,7 @@ export async function declaredStack(
   }
   const cycle = services.length ? dependencyProblems(services) : [];
   if (cycle.length) throw new EnvironmentError(cycle.join('; '));
-  const app = repoApp(config?.app, declared);
+  const app = repoApp(config?.app, environment);
   const stack = { services, ...(app ? { app } : {}), ...(hostNames ? { hostNames } : {}) };
   return { ...(environment ? { environment } : {}), stack };
 }
