@@ -74,6 +74,8 @@ export interface ComposeDevService {
 export interface ComposeEnvironment {
   dev: ComposeDevService;
   services: ServiceSpec[];
+  /** What was read as Compose reads it but may not be what the developer meant: a variable with no value, empty. */
+  notes: string[];
 }
 
 type Obj = Record<string, unknown>;
@@ -198,7 +200,8 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
   const dir = path.posix.dirname(files[0]);
   const env = withExample(path.posix.join(dir, '.env'), text);
   const variables = env === undefined ? new Map<string, string>() : parseEnvFile(env.text, env.path, problems);
-  const model = loadFiles(files, text, variables, problems);
+  const notes: string[] = [];
+  const model = loadFiles(files, text, variables, { problems, notes });
   if (!model) throw new ComposeError(problems);
   const { services, from } = model;
   const label = files.join(' + ');
@@ -211,7 +214,7 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     if (!isObj(services[name])) problems.push(`${label}: services.${name}: named in runServices but not in the file`);
   }
   const run = runningServices(services, opts, activeProfiles(variables));
-  const context: ServiceContext = { variables, text, top: model.top, problems };
+  const context: ServiceContext = { variables, text, top: model.top, problems, notes };
   const dev = devServiceOf(
     services[opts.devService] as Obj,
     from[opts.devService],
@@ -236,7 +239,11 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     if (names.length) spec.hostNames = names;
   }
   if (problems.length) throw new ComposeError(problems);
-  return { dev: { ...dev, hostNames: [opts.devService, ...(aliases.get(opts.devService) ?? [])] }, services: specs };
+  return {
+    dev: { ...dev, hostNames: [opts.devService, ...(aliases.get(opts.devService) ?? [])] },
+    services: specs,
+    notes,
+  };
 }
 
 /** A service as read from the files: its declaration (.drydock/config.yaml's form), files it mounts, its build. */
@@ -259,6 +266,7 @@ interface ServiceContext {
   text: RepoText;
   top: TopLevel;
   problems: string[];
+  notes: string[];
 }
 
 /**
@@ -267,7 +275,12 @@ interface ServiceContext {
  * target, other lists appended), each service's paths made the repo's, and
  * the file each service first came from; undefined when a file cannot be read.
  */
-function loadFiles(files: string[], text: RepoText, variables: Variables, problems: string[]) {
+function loadFiles(
+  files: string[],
+  text: RepoText,
+  variables: Variables,
+  { problems, notes }: { problems: string[]; notes: string[] },
+) {
   const merged: Obj = {};
   const from: Record<string, string> = {};
   for (const file of files) {
@@ -282,7 +295,11 @@ function loadFiles(files: string[], text: RepoText, variables: Variables, proble
       return undefined;
     }
     octalModes(doc);
-    const data = interpolate(containerPortsOnly(doc.toJS({ maxAliasCount: 100 })), file, [], variables, problems);
+    const unset = (name: string, field: string) => notes.push(unsetNote(field, `\${${name}}`));
+    const data = interpolate(containerPortsOnly(doc.toJS({ maxAliasCount: 100 })), file, [], variables, {
+      problems,
+      unset,
+    });
     if (!isObj(data) || !isObj(data.services)) {
       problems.push(`${file}: services: a map of services is required`);
       return undefined;
@@ -1074,10 +1091,8 @@ function environmentOf(value: unknown, file: string, field: string, ctx: Service
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(value)) {
     const known = v === null || v === undefined ? ctx.variables.get(k) : String(v);
-    if (known === undefined)
-      ctx.problems.push(
-        `${file}: ${field}.${k}: takes its value from the environment, and it has none in the project's .env (drydock does not read the host's): write ${k}=value, or set it in .env`,
-      );
+    // As Compose leaves a variable of the host's environment it does not have: not set in the container.
+    if (known === undefined) ctx.notes.push(unsetNote(`${file}: ${field}.${k}`, k, 'not set'));
     else out[k] = known;
   }
   return out;
@@ -1272,14 +1287,36 @@ export function shellWords(text: string): string[] {
   return words;
 }
 
+/**
+ * What a variable with no value becomes, said: drydock reads no host's
+ * environment, so where Compose would read the developer's, it has nothing.
+ */
+function unsetNote(field: string, variable: string, becomes = 'empty'): string {
+  return `${field}: ${variable} has no value in the project's .env (nor an example of it), and drydock does not read the host's environment: ${becomes}, as Compose makes it without one (set it in .env to give one)`;
+}
+
 /** Compose's variable substitution over a parsed file, from the project's .env (sandbox/compose-variables.ts). */
-function interpolate(value: unknown, file: string, at: string[], variables: Variables, problems: string[]): unknown {
+function interpolate(
+  value: unknown,
+  file: string,
+  at: string[],
+  variables: Variables,
+  k: { problems: string[]; unset: (name: string, field: string) => void },
+): unknown {
+  // A port is what a service is reached at: an empty one is no port, so it needs a value.
+  const strict = at[0] === 'services' && (at[2] === 'ports' || at[2] === 'expose');
   if (typeof value === 'string')
-    return substitute(value, (name) => variables.get(name), `${file}: ${at.join('.')}`, problems);
-  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, file, [...at, String(i)], variables, problems));
+    return substitute(
+      value,
+      (name) => variables.get(name),
+      `${file}: ${at.join('.')}`,
+      k.problems,
+      strict ? {} : { unset: k.unset },
+    );
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, file, [...at, String(i)], variables, k));
   if (isObj(value))
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, interpolate(v, file, [...at, k], variables, problems)]),
+      Object.entries(value).map(([key, v]) => [key, interpolate(v, file, [...at, key], variables, k)]),
     );
   return value;
 }

@@ -144,12 +144,18 @@ async function environmentOf(
   const file = await readRepoConfig(mirror, commit);
   if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
   const operator = await deps.snapshots.repo(repo);
-  const { environment: declared, stack } = await declaredStack(
+  const {
+    environment: declared,
+    stack,
+    notes,
+  } = await declaredStack(
     read,
     await declaredEnvironment(operator, file.config, read),
     file.config,
     new RepoTree(mirror, commit),
   );
+  // Read as Compose reads them, but maybe not what the repo's developers meant: said, never taken in silence.
+  for (const note of notes) deps.log.warn({ repo, commit }, note);
   refuseUnsupported(deps.sandboxes, declared, stack);
   const settings = buildSettings(deps, repo, egress);
   // Each compose service's build: in the isolated builder, named by its content (sandbox/service-build.ts).

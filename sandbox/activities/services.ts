@@ -65,11 +65,12 @@ export async function declaredStack(
   file: RepoEnvironment | undefined,
   config: RepoConfig | undefined,
   tree?: Pick<RepoTree, 'resolve' | 'commit'>,
-): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack }> {
+): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack; notes: string[] }> {
   const services = config?.services ? servicesOfConfig(config.services) : [];
   const declared = file && (await withEnvFiles(file, read));
   let environment = declared;
   let hostNames: string[] | undefined;
+  const notes: string[] = [];
   if (declared?.compose) {
     const { files, service, runServices } = declared.compose;
     try {
@@ -93,6 +94,7 @@ export async function declaredStack(
           : {}),
       };
       hostNames = parsed.dev.hostNames;
+      notes.push(...parsed.notes);
       const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));
       if (clash)
         throw new EnvironmentError(
@@ -108,7 +110,7 @@ export async function declaredStack(
   if (cycle.length) throw new EnvironmentError(cycle.join('; '));
   const app = repoApp(config?.app, environment);
   const stack = { services, ...(app ? { app } : {}), ...(hostNames ? { hostNames } : {}) };
-  return { ...(environment ? { environment } : {}), stack };
+  return { ...(environment ? { environment } : {}), stack, notes };
 }
 
 /** A dev container's runArgs `--env-file`s read into its containerEnv (which wins), in order. */
