@@ -106,6 +106,8 @@ const IGNORED = new Set([
   'links',
   // Services and sandboxes run with every capability dropped already.
   'cap_drop',
+  // Compose Watch (`docker compose watch`) syncs the developer's edits into a container: a sandbox works in the repo itself.
+  'develop',
 ]);
 
 /** Keys drydock refuses, and what to do instead. */

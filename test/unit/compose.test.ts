@@ -443,6 +443,13 @@ describe('the dev service', () => {
     expect(environment?.volumes).toEqual(['/commandhistory']);
   });
 
+  test("Compose Watch's develop (syncing a developer's edits into a container) means nothing in a sandbox", () => {
+    const develop = '    develop: { watch: [{ action: sync, path: ./src, target: /app/src }] }\n';
+    expect(
+      problems({ [COMPOSE]: `services:\n  app:\n    image: x\n${develop}  db:\n    image: x\n${develop}` }),
+    ).toEqual([]);
+  });
+
   test("the dev service's own command on a port it declares is the repo's app (postStartCommand wins)", async () => {
     const devcontainer = { dockerComposeFile: 'compose.yaml', service: 'app' };
     const files: Record<string, string> = {
