@@ -83,6 +83,16 @@ function unescape(text: string): string {
   return text.replace(/\\([ntr"\\])/g, (_, c: string) => map[c]);
 }
 
+export interface SubstituteOptions {
+  /** A value of a `.env` in double quotes: `\$` is a `$`. */
+  escaped?: boolean;
+  /**
+   * Given: a `${VAR}` or `$VAR` with no value is empty, as Compose makes it
+   * (with a warning), and this is told; else it is a problem naming the field.
+   */
+  unset?: (name: string, field: string) => void;
+}
+
 /**
  * `text` with its variables substituted from `lookup` (Compose's rules; see
  * the module's header). `field` names where it is, for problems.
@@ -92,7 +102,7 @@ export function substitute(
   lookup: (name: string) => string | undefined,
   field: string,
   problems: string[],
-  opts: { escaped?: boolean } = {},
+  opts: SubstituteOptions = {},
 ): string {
   let out = '';
   let i = 0;
@@ -113,7 +123,7 @@ export function substitute(
         problems.push(`${field}: "${text.slice(i, i + 40)}" has no closing }`);
         return out;
       }
-      out += expression(text.slice(i + 2, end), lookup, field, problems);
+      out += expression(text.slice(i + 2, end), lookup, field, problems, opts);
       i = end + 1;
     } else {
       const bare = /^[A-Za-z_][A-Za-z0-9_]*/.exec(text.slice(i + 1));
@@ -122,7 +132,7 @@ export function substitute(
         i++;
         continue;
       }
-      out += valueOf(bare[0], lookup, field, problems);
+      out += valueOf(bare[0], lookup, field, problems, opts);
       i += 1 + bare[0].length;
     }
   }
@@ -144,6 +154,7 @@ function expression(
   lookup: (name: string) => string | undefined,
   field: string,
   problems: string[],
+  opts: SubstituteOptions,
 ): string {
   const m = /^([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?+])([\s\S]*))?$/.exec(inner);
   if (!m) {
@@ -151,19 +162,29 @@ function expression(
     return '';
   }
   const [, name, colon, op, arg = ''] = m;
-  if (!op) return valueOf(name, lookup, field, problems);
+  if (!op) return valueOf(name, lookup, field, problems, opts);
   const value = lookup(name);
   const set = colon ? value !== undefined && value !== '' : value !== undefined;
-  const nested = () => substitute(arg, lookup, field, problems);
+  const nested = () => substitute(arg, lookup, field, problems, { unset: opts.unset });
   if (op === '-') return set ? value! : nested();
   if (op === '+') return set ? nested() : '';
   if (!set) problems.push(`${field}: \${${name}} is required: ${nested() || 'it has no value'} (set it in .env)`);
   return value ?? '';
 }
 
-function valueOf(name: string, lookup: (name: string) => string | undefined, field: string, problems: string[]) {
+function valueOf(
+  name: string,
+  lookup: (name: string) => string | undefined,
+  field: string,
+  problems: string[],
+  opts: SubstituteOptions,
+) {
   const value = lookup(name);
   if (value !== undefined) return value;
+  if (opts.unset) {
+    opts.unset(name, field);
+    return '';
+  }
   problems.push(
     `${field}: \${${name}} has no value in the project's .env, and drydock does not read the host's environment: set it in .env, or write \${${name}:-value}`,
   );

@@ -6,7 +6,8 @@
  * namespace (workflows/services.ts). The files are YAML, read with `yaml`,
  * merged in order as `docker compose -f a -f b` merges them, with the
  * project's `.env` for `${VAR}` and each service's `env_file`
- * (sandbox/compose-variables.ts); `profiles` pick what runs. The part of the
+ * (sandbox/compose-variables.ts; a file the repo does not hold is read from
+ * the example it commits, `.env.example`…); `profiles` pick what runs. The part of the
  * Compose Specification drydock runs is mapped onto the same declaration as
  * `services:` in .drydock/config.yaml and validated by the same schema:
  *
@@ -66,11 +67,15 @@ export interface ComposeDevService {
   volumes?: string[];
   /** Folders and files of the repo it mounts elsewhere: links to their place in /workspace. */
   links?: RepoLink[];
+  /** Its own `command` (not one that only keeps it running), on the first port it declares: the repo's app. */
+  app?: { start: string; port: number };
 }
 
 export interface ComposeEnvironment {
   dev: ComposeDevService;
   services: ServiceSpec[];
+  /** What was read as Compose reads it but may not be what the developer meant: a variable with no value, empty. */
+  notes: string[];
 }
 
 type Obj = Record<string, unknown>;
@@ -101,6 +106,8 @@ const IGNORED = new Set([
   'links',
   // Services and sandboxes run with every capability dropped already.
   'cap_drop',
+  // Compose Watch (`docker compose watch`) syncs the developer's edits into a container: a sandbox works in the repo itself.
+  'develop',
 ]);
 
 /** Keys drydock refuses, and what to do instead. */
@@ -193,10 +200,10 @@ export async function readCompose(
 export function parseComposeFiles(files: string[], text: RepoText, opts: ComposeOptions): ComposeEnvironment {
   const problems: string[] = [];
   const dir = path.posix.dirname(files[0]);
-  const envPath = path.posix.join(dir, '.env');
-  const envText = text(envPath);
-  const variables = envText === undefined ? new Map<string, string>() : parseEnvFile(envText, envPath, problems);
-  const model = loadFiles(files, text, variables, problems);
+  const env = withExample(path.posix.join(dir, '.env'), text);
+  const variables = env === undefined ? new Map<string, string>() : parseEnvFile(env.text, env.path, problems);
+  const notes: string[] = [];
+  const model = loadFiles(files, text, variables, { problems, notes });
   if (!model) throw new ComposeError(problems);
   const { services, from } = model;
   const label = files.join(' + ');
@@ -209,7 +216,7 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     if (!isObj(services[name])) problems.push(`${label}: services.${name}: named in runServices but not in the file`);
   }
   const run = runningServices(services, opts, activeProfiles(variables));
-  const context: ServiceContext = { variables, text, top: model.top, problems };
+  const context: ServiceContext = { variables, text, top: model.top, problems, notes };
   const dev = devServiceOf(
     services[opts.devService] as Obj,
     from[opts.devService],
@@ -234,7 +241,11 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     if (names.length) spec.hostNames = names;
   }
   if (problems.length) throw new ComposeError(problems);
-  return { dev: { ...dev, hostNames: [opts.devService, ...(aliases.get(opts.devService) ?? [])] }, services: specs };
+  return {
+    dev: { ...dev, hostNames: [opts.devService, ...(aliases.get(opts.devService) ?? [])] },
+    services: specs,
+    notes,
+  };
 }
 
 /** A service as read from the files: its declaration (.drydock/config.yaml's form), files it mounts, its build. */
@@ -257,6 +268,7 @@ interface ServiceContext {
   text: RepoText;
   top: TopLevel;
   problems: string[];
+  notes: string[];
 }
 
 /**
@@ -265,7 +277,12 @@ interface ServiceContext {
  * target, other lists appended), each service's paths made the repo's, and
  * the file each service first came from; undefined when a file cannot be read.
  */
-function loadFiles(files: string[], text: RepoText, variables: Variables, problems: string[]) {
+function loadFiles(
+  files: string[],
+  text: RepoText,
+  variables: Variables,
+  { problems, notes }: { problems: string[]; notes: string[] },
+) {
   const merged: Obj = {};
   const from: Record<string, string> = {};
   for (const file of files) {
@@ -280,7 +297,11 @@ function loadFiles(files: string[], text: RepoText, variables: Variables, proble
       return undefined;
     }
     octalModes(doc);
-    const data = interpolate(containerPortsOnly(doc.toJS({ maxAliasCount: 100 })), file, [], variables, problems);
+    const unset = (name: string, field: string) => notes.push(unsetNote(field, `\${${name}}`));
+    const data = interpolate(containerPortsOnly(doc.toJS({ maxAliasCount: 100 })), file, [], variables, {
+      problems,
+      unset,
+    });
     if (!isObj(data) || !isObj(data.services)) {
       problems.push(`${file}: services: a map of services is required`);
       return undefined;
@@ -625,14 +646,20 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
   const env = { ...envFilesOf(s.env_file, ctx), ...environmentOf(s.environment, file, `${field}.environment`, ctx) };
   const volumes: string[] = [];
   const links: RepoLink[] = [];
+  let app: ComposeDevService['app'];
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
     if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
     if (key === 'command' || key === 'entrypoint') {
-      if (!keepsAlive(value))
+      if (keepsAlive(value)) continue;
+      const port = key === 'command' && s.entrypoint === undefined ? devPorts(s, '', file).ports[0] : undefined;
+      if (port !== undefined) app = { start: commandText(value), port };
+      else
         problem(
           key,
-          "a sandbox runs drydock's keeper, never the dev service's own process: start it in postStartCommand (with its port in forwardPorts), or remove it",
+          key === 'command'
+            ? "a sandbox runs drydock's keeper, and the dev service's command is its app only on the port it declares: give it in ports or expose, or start it in postStartCommand (with its port in forwardPorts), or remove it"
+            : "a sandbox runs drydock's keeper, never the dev service's own entrypoint: start it in postStartCommand (with its port in forwardPorts), or remove it",
         );
     } else if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
     else if (key === 'security_opt') securityOptions(value, problem);
@@ -649,7 +676,11 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
         'build.dockerfile_inline',
         "the dev container's Dockerfile is built from a file: write it to one and name it in dockerfile",
       );
-    const kept = { ...(volumes.length ? { volumes } : {}), ...(links.length ? { links } : {}) };
+    const kept = {
+      ...(volumes.length ? { volumes } : {}),
+      ...(links.length ? { links } : {}),
+      ...(app ? { app } : {}),
+    };
     if (!build || build.dockerfile === undefined) return { args: {}, environment: env, ...kept };
     const { dockerfile, context, args, target } = build;
     return { dockerfile, context, args, ...(target ? { target } : {}), environment: env, ...kept };
@@ -661,7 +692,17 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     environment: env,
     ...(volumes.length ? { volumes } : {}),
     ...(links.length ? { links } : {}),
+    ...(app ? { app } : {}),
   };
+}
+
+/** A compose `command` (a string, or a list of words) as one shell command, each word quoted where it must be. */
+export function commandText(value: unknown): string {
+  if (!Array.isArray(value)) return String(value);
+  return value
+    .map(String)
+    .map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`))
+    .join(' ');
 }
 
 /** Fields of a service's `build:` the isolated builder takes. */
@@ -1008,18 +1049,39 @@ function mountedDefinitions(kind: 'secrets' | 'configs', value: unknown, k: KeyC
   return out;
 }
 
-/** A service's env_files (read from the repo, substituted with the project's .env), in order. */
+/**
+ * The examples a repo commits for a file its developers create and git
+ * ignores (`.env` beside `.env.example`), in the order they are tried.
+ */
+export const EXAMPLE_SUFFIXES = ['.example', '.sample', '.dist', '.template'];
+
+/**
+ * A variables file of the repo (the project's `.env`, an `env_file`), else the
+ * example the repo commits for it (`.env.example`…: what a developer copies
+ * to make it, as its README says); undefined when neither is there.
+ */
+export function withExample(file: string, text: RepoText): { path: string; text: string } | undefined {
+  for (const candidate of [file, ...EXAMPLE_SUFFIXES.map((s) => `${file}${s}`)]) {
+    const found = text(candidate);
+    if (found !== undefined) return { path: candidate, text: found };
+  }
+  return undefined;
+}
+
+/** A service's env_files (read from the repo, or their examples; substituted with the project's .env), in order. */
 function envFilesOf(value: unknown, ctx: ServiceContext): Record<string, string> {
   const out: Record<string, string> = {};
   for (const entry of Array.isArray(value) ? (value as Obj[]) : []) {
     const file = String(entry.path);
-    const text = ctx.text(file);
-    if (text === undefined) {
+    const found = withExample(file, ctx.text);
+    if (found === undefined) {
       if (entry.required !== false)
-        ctx.problems.push(`${String(entry.file)}: ${String(entry.field)}: ${file} is not in the repository`);
+        ctx.problems.push(
+          `${String(entry.file)}: ${String(entry.field)}: ${file} is not in the repository, nor an example of it (${EXAMPLE_SUFFIXES.map((s) => `${path.posix.basename(file)}${s}`).join(', ')}): commit one, or mark it required: false`,
+        );
       continue;
     }
-    for (const [k, v] of parseEnvFile(text, file, ctx.problems, ctx.variables)) out[k] = v;
+    for (const [k, v] of parseEnvFile(found.text, found.path, ctx.problems, ctx.variables)) out[k] = v;
   }
   return out;
 }
@@ -1031,10 +1093,8 @@ function environmentOf(value: unknown, file: string, field: string, ctx: Service
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(value)) {
     const known = v === null || v === undefined ? ctx.variables.get(k) : String(v);
-    if (known === undefined)
-      ctx.problems.push(
-        `${file}: ${field}.${k}: takes its value from the environment, and it has none in the project's .env (drydock does not read the host's): write ${k}=value, or set it in .env`,
-      );
+    // As Compose leaves a variable of the host's environment it does not have: not set in the container.
+    if (known === undefined) ctx.notes.push(unsetNote(`${file}: ${field}.${k}`, k, 'not set'));
     else out[k] = known;
   }
   return out;
@@ -1229,14 +1289,36 @@ export function shellWords(text: string): string[] {
   return words;
 }
 
+/**
+ * What a variable with no value becomes, said: drydock reads no host's
+ * environment, so where Compose would read the developer's, it has nothing.
+ */
+function unsetNote(field: string, variable: string, becomes = 'empty'): string {
+  return `${field}: ${variable} has no value in the project's .env (nor an example of it), and drydock does not read the host's environment: ${becomes}, as Compose makes it without one (set it in .env to give one)`;
+}
+
 /** Compose's variable substitution over a parsed file, from the project's .env (sandbox/compose-variables.ts). */
-function interpolate(value: unknown, file: string, at: string[], variables: Variables, problems: string[]): unknown {
+function interpolate(
+  value: unknown,
+  file: string,
+  at: string[],
+  variables: Variables,
+  k: { problems: string[]; unset: (name: string, field: string) => void },
+): unknown {
+  // A port is what a service is reached at: an empty one is no port, so it needs a value.
+  const strict = at[0] === 'services' && (at[2] === 'ports' || at[2] === 'expose');
   if (typeof value === 'string')
-    return substitute(value, (name) => variables.get(name), `${file}: ${at.join('.')}`, problems);
-  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, file, [...at, String(i)], variables, problems));
+    return substitute(
+      value,
+      (name) => variables.get(name),
+      `${file}: ${at.join('.')}`,
+      k.problems,
+      strict ? {} : { unset: k.unset },
+    );
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, file, [...at, String(i)], variables, k));
   if (isObj(value))
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, interpolate(v, file, [...at, k], variables, problems)]),
+      Object.entries(value).map(([key, v]) => [key, interpolate(v, file, [...at, key], variables, k)]),
     );
   return value;
 }

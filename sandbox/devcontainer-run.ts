@@ -288,13 +288,22 @@ function repoLinkOf(fields: Obj, links: RepoLink[]): RepoLink | undefined {
   return link;
 }
 
-/** A mount's fields, from `"source=x,target=/y,type=volume"` or an object. */
+/**
+ * A mount's fields, from `"source=x,target=/y,type=volume"` or an object; a
+ * target's `${containerWorkspaceFolder}` is where the sandbox has the repo
+ * (/workspace), as the spec's variable means.
+ */
 function mountFields(mount: unknown): Obj {
-  if (typeof mount === 'string')
-    return Object.fromEntries(
-      mount.split(',').map((kv) => [kv.split('=')[0].trim(), kv.split('=').slice(1).join('=')]),
-    );
-  return typeof mount === 'object' && mount !== null ? (mount as Obj) : {};
+  const fields: Obj =
+    typeof mount === 'string'
+      ? Object.fromEntries(mount.split(',').map((kv) => [kv.split('=')[0].trim(), kv.split('=').slice(1).join('=')]))
+      : typeof mount === 'object' && mount !== null
+        ? { ...(mount as Obj) }
+        : {};
+  for (const key of ['target', 'dst', 'destination'])
+    if (typeof fields[key] === 'string')
+      fields[key] = (fields[key] as string).replace(/\$\{containerWorkspaceFolder\}/g, '/workspace');
+  return fields;
 }
 
 /** Why a dev container's bind mount cannot be a sandbox's, and what to do. */

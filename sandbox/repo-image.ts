@@ -92,9 +92,19 @@ export interface RepoEnvironment {
   /** The dev container's lifecycle commands as one shell command. */
   setup?: string;
   /** A compose dev container: its files (repo paths), its own service, the services to run beside it. */
-  compose?: { files: string[]; service: string; runServices?: string[] };
+  compose?: {
+    files: string[];
+    service: string;
+    runServices?: string[];
+    /**
+     * The operator's `--environment base|image:<ref>` replaced the dev
+     * service's image: its environment, names, app and the other services of
+     * the compose files are kept (declaredStack), its image or build is not.
+     */
+    servicesOnly?: boolean;
+  };
   /** The app: `postStartCommand` started, `forwardPorts`' first port of the dev container. */
-  app?: { start: string; port: number };
+  app?: { start: string; port: number; from?: string };
   /** The dev container's remoteEnv: the environment of every step (`${containerEnv:NAME}` read in the sandbox's). */
   remoteEnv?: Record<string, string>;
   /** runArgs' `--env-file`s, paths of the repo: read into containerEnv (sandbox/activities/services.ts, declaredStack). */
@@ -180,6 +190,19 @@ function repoPath(base: string, relative: string, field: string, source: string)
 }
 
 /** Reads a devcontainer.json (JSONC); every problem names the file and field. */
+/**
+ * The compose files and service of a dev container, read alone (the rest of
+ * the file is not: the operator's image replaces it); undefined when the
+ * file is no compose dev container or cannot be read.
+ */
+export function devcontainerCompose(text: string, source: string): RepoEnvironment['compose'] {
+  const errors: ParseError[] = [];
+  const data: unknown = parseJsonc(text, errors, { allowTrailingComma: true });
+  const parsed = devcontainerSchema.pick({ dockerComposeFile: true, service: true, runServices: true }).safeParse(data);
+  if (errors.length || !parsed.success || !parsed.data.dockerComposeFile) return undefined;
+  return composeOf(parsed.data as z.infer<typeof devcontainerSchema>, source, path.posix.dirname(source));
+}
+
 export function parseDevcontainer(text: string, source: string): RepoEnvironment {
   const errors: ParseError[] = [];
   const data: unknown = parseJsonc(text, errors, { allowTrailingComma: true });

@@ -232,15 +232,23 @@ export function appOfConfig(app: AppDeclaration): AppSpec {
 
 /**
  * The repo's app: its `app:` block, else its dev container's
- * postStartCommand on its own forwarded port (ready on "/" within 60 s).
+ * postStartCommand on its own forwarded port, else its compose dev service's
+ * own command on the port it declares (ready on "/" within 60 s).
  */
 export function repoApp(
   config: AppDeclaration | undefined,
-  devcontainer: { app?: { start: string; port: number }; source: string } | undefined,
+  devcontainer: { app?: { start: string; port: number; from?: string }; source: string } | undefined,
 ): AppSpec | undefined {
   if (config) return appOfConfig(config);
   const app = devcontainer?.app;
-  return app && { ...app, readyPath: '/', readyTimeoutMs: 60_000, source: `${devcontainer.source} postStartCommand` };
+  if (!app) return undefined;
+  const { from, ...rest } = app;
+  return {
+    ...rest,
+    readyPath: '/',
+    readyTimeoutMs: 60_000,
+    source: `${devcontainer.source} ${from ?? 'postStartCommand'}`,
+  };
 }
 
 /** Services that depend on one not declared, or on each other in a circle; each problem names the field. */

@@ -56,6 +56,9 @@ init_database() {
   fi
   pw=$(mktemp)
   printf '%s\n' "${POSTGRES_PASSWORD:-}" >"$pw"
+  # As the official image: psql (here and in .sh init scripts) gives the password when local connections
+  # need one (POSTGRES_INITDB_ARGS=--auth-local=md5, as brianc/node-postgres's compose file has it).
+  export PGPASSWORD="${PGPASSWORD:-${POSTGRES_PASSWORD:-}}"
   local waldir=()
   [ -z "${POSTGRES_INITDB_WALDIR:-}" ] || waldir=(--waldir "$POSTGRES_INITDB_WALDIR")
   # shellcheck disable=SC2086 # POSTGRES_INITDB_ARGS is a list of arguments

@@ -14,6 +14,7 @@ import {
   environmentImageNames,
   ensureEnvironmentImage,
   EnvironmentError,
+  devcontainerCompose,
   parseDevcontainer,
   remoteEnvIn,
   type EnvironmentBuild,
@@ -143,12 +144,18 @@ async function environmentOf(
   const file = await readRepoConfig(mirror, commit);
   if (!file.ok) throw new EnvironmentError(file.problems.join('; '));
   const operator = await deps.snapshots.repo(repo);
-  const { environment: declared, stack } = await declaredStack(
+  const {
+    environment: declared,
+    stack,
+    notes,
+  } = await declaredStack(
     read,
     await declaredEnvironment(operator, file.config, read),
     file.config,
     new RepoTree(mirror, commit),
   );
+  // Read as Compose reads them, but maybe not what the repo's developers meant: said, never taken in silence.
+  for (const note of notes) deps.log.warn({ repo, commit }, note);
   refuseUnsupported(deps.sandboxes, declared, stack);
   const settings = buildSettings(deps, repo, egress);
   // Each compose service's build: in the isolated builder, named by its content (sandbox/service-build.ts).
@@ -240,10 +247,36 @@ export async function declaredEnvironment(
   const chosen = chooseEnvironment(operator, config?.environment, new Set(texts.keys()));
   if (!chosen.ok) throw new EnvironmentError(chosen.refusal);
   const { choice } = chosen;
-  if (choice.kind === 'base') return undefined;
-  if (choice.kind === 'image') return { source: choice.by, image: choice.image, args: {}, containerEnv: {} };
+  if (choice.kind === 'base' || choice.kind === 'image') {
+    const compose = keptCompose(operator, config, texts);
+    const image = choice.kind === 'image' ? { image: choice.image } : {};
+    if (compose) return { source: choice.by, ...image, args: {}, containerEnv: {}, compose };
+    return choice.kind === 'image' ? { source: choice.by, image: choice.image, args: {}, containerEnv: {} } : undefined;
+  }
   if (choice.kind === 'dockerfile') return dockerfileEnvironment(choice.file, choice.context);
   return parseDevcontainer(texts.get(choice.file)!, choice.file);
+}
+
+/**
+ * When the operator's `--environment base|image:<ref>` replaces a compose dev
+ * container, its compose files still declare the repo's services (a
+ * database…): they are kept, the dev service's image is the operator's. Not
+ * with `--ignore-devcontainer`, which reads nothing of the dev container.
+ */
+function keptCompose(
+  operator: OperatorEnvironment | undefined,
+  config: RepoConfig | undefined,
+  texts: Map<string, string>,
+): RepoEnvironment['compose'] {
+  if (
+    operator?.ignoreDevcontainer ||
+    !(operator?.environment === 'base' || operator?.environment?.startsWith('image:'))
+  )
+    return undefined;
+  const file = environmentFiles(config?.environment)[0];
+  const text = texts.get(file);
+  const compose = text === undefined ? undefined : devcontainerCompose(text, file);
+  return compose && { ...compose, servicesOnly: true };
 }
 
 function usesPackageManager(packageJson: string | undefined): boolean {

@@ -65,30 +65,36 @@ export async function declaredStack(
   file: RepoEnvironment | undefined,
   config: RepoConfig | undefined,
   tree?: Pick<RepoTree, 'resolve' | 'commit'>,
-): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack }> {
+): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack; notes: string[] }> {
   const services = config?.services ? servicesOfConfig(config.services) : [];
   const declared = file && (await withEnvFiles(file, read));
   let environment = declared;
   let hostNames: string[] | undefined;
+  const notes: string[] = [];
   if (declared?.compose) {
     const { files, service, runServices } = declared.compose;
     try {
       const parsed = await readCompose(files, read, { devService: service, ...(runServices ? { runServices } : {}) });
+      // The operator's image (or the base image) replaces the dev service's own image or build.
+      const own: Partial<typeof parsed.dev> = declared.compose.servicesOnly ? {} : parsed.dev;
       environment = {
         ...declared,
-        ...(parsed.dev.image ? { image: parsed.dev.image } : {}),
-        ...(parsed.dev.dockerfile !== undefined
-          ? { dockerfile: parsed.dev.dockerfile, context: parsed.dev.context }
-          : {}),
-        args: parsed.dev.args,
-        ...(parsed.dev.target ? { target: parsed.dev.target } : {}),
+        ...(own.image ? { image: own.image } : {}),
+        ...(own.dockerfile !== undefined ? { dockerfile: own.dockerfile, context: own.context } : {}),
+        args: own.args ?? {},
+        ...(own.target ? { target: own.target } : {}),
         containerEnv: { ...parsed.dev.environment, ...declared.containerEnv },
         ...volumesOf([...(parsed.dev.volumes ?? []), ...(declared.volumes ?? [])]),
         ...(parsed.dev.links || declared.links
           ? { links: [...(parsed.dev.links ?? []), ...(declared.links ?? [])] }
           : {}),
+        // postStartCommand wins; else the dev service's own command is the app.
+        ...(declared.app || parsed.dev.app
+          ? { app: declared.app ?? { ...parsed.dev.app!, from: `(${files.join(' + ')}) services.${service}.command` } }
+          : {}),
       };
       hostNames = parsed.dev.hostNames;
+      notes.push(...parsed.notes);
       const clash = parsed.services.find((s) => services.some((c) => c.name === s.name));
       if (clash)
         throw new EnvironmentError(
@@ -102,9 +108,9 @@ export async function declaredStack(
   }
   const cycle = services.length ? dependencyProblems(services) : [];
   if (cycle.length) throw new EnvironmentError(cycle.join('; '));
-  const app = repoApp(config?.app, declared);
+  const app = repoApp(config?.app, environment);
   const stack = { services, ...(app ? { app } : {}), ...(hostNames ? { hostNames } : {}) };
-  return { ...(environment ? { environment } : {}), stack };
+  return { ...(environment ? { environment } : {}), stack, notes };
 }
 
 /** A dev container's runArgs `--env-file`s read into its containerEnv (which wins), in order. */

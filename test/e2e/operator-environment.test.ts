@@ -27,6 +27,7 @@ import {
   type FixtureRepo,
   type TestStack,
 } from '../support/helpers';
+import { PG_CLIENT } from '../support/service-clients';
 
 let stack: TestStack;
 const repos: FixtureRepo[] = [];
@@ -112,6 +113,79 @@ test('repo add --environment base runs, on the base image, a repo whose dev cont
   expect(final.phase).toBe('completed');
   expect(output(1)).toContain('/workspace/.venv/bin/python');
   expect(output(1)).toContain('venv=/workspace/.venv');
+}, 600_000);
+
+/**
+ * brianc/node-postgres's dev container as published (its shape, not its code): a compose dev service
+ * built from a Dockerfile this host cannot build (its base image and its hosts are out of reach here), and
+ * its database with `command: postgres -c …`, a published port, `restart`, `links` and PG* variables on
+ * the dev service. The published file names `postgres:14`, which no registry here serves; the operator's
+ * drydock/postgres:17 (the official image's contract) stands in for it.
+ */
+const NODE_POSTGRES_SHAPE = {
+  '.devcontainer/devcontainer.json': `// If you want to run as a non-root user in the container, see .devcontainer/docker-compose.yml.
+{
+\t"name": "Node.js 20 & Postgres",
+\t"dockerComposeFile": "docker-compose.yml",
+\t"service": "web",
+\t"workspaceFolder": "/workspace",
+\t"customizations":{ "vscode": { "extensions": ["dbaeumer.vscode-eslint"] } }
+}
+`,
+  '.devcontainer/Dockerfile':
+    'FROM drydock-test/absent-node:22\nRUN apt-get update && apt-get -y install postgresql libpq-dev\n',
+  '.devcontainer/docker-compose.yml': `services:
+  web:
+    build:
+      context: .
+      dockerfile: Dockerfile
+    volumes:
+      - ..:/workspace:cached
+    environment:
+      PGPASSWORD: pass
+      PGUSER: user
+      PGDATABASE: data
+      PGHOST: db
+      PGTESTNOSSL: 'true'
+    command: sleep infinity
+    depends_on:
+      - db
+    links:
+      - db:db
+
+  db:
+    image: drydock/postgres:17
+    restart: unless-stopped
+    ports:
+      - 5432:5432
+    command: postgres -c password_encryption=md5
+    environment:
+      POSTGRES_HOST_AUTH_METHOD: trust
+      POSTGRES_INITDB_ARGS: "--auth-local=md5"
+      POSTGRES_PASSWORD: pass
+      POSTGRES_USER: user
+      POSTGRES_DB: data
+`,
+  // The tests' client: PGHOST, PGUSER and PGDATABASE as the dev service gives them.
+  'pgq.js': PG_CLIENT.replace("net.connect(5432, '127.0.0.1',", 'net.connect(5432, process.env.PGHOST,').replace(
+    "Buffer.from('\\0\\0\\0\\0\\0\\x03\\0\\0user\\0postgres\\0database\\0app\\0\\0', 'binary')",
+    "Buffer.from('\\0\\0\\0\\0\\0\\x03\\0\\0user\\0' + process.env.PGUSER + '\\0database\\0' + process.env.PGDATABASE + '\\0\\0', 'binary')",
+  ),
+};
+
+test("repo add --environment base keeps a compose dev container's database: node-postgres's shape, as published", async () => {
+  const repo = await fixture(NODE_POSTGRES_SHAPE);
+  expect(NODE_POSTGRES_SHAPE['pgq.js']).toContain('process.env.PGUSER');
+  // The operator replaces the dev service's image (its Dockerfile cannot be built here); its db stays.
+  const built = await buildSnapshot(repo, { environment: 'base', setup: 'true' });
+  expect(built).toMatchObject({ status: 'ready' });
+  const { final, output } = await session('op-np', repo, [
+    'echo "$PGHOST $PGUSER $PGDATABASE"; getent hosts db | cut -d" " -f1',
+    'node pgq.js "select current_user, current_database(), current_setting(\'password_encryption\')"',
+  ]);
+  expect([final.phase, final.error]).toEqual(['completed', undefined]);
+  expect(output(1).trim().split('\n')).toEqual(['db user data', '127.0.0.1']);
+  expect(output(2).trim()).toBe('user|data|md5');
 }, 600_000);
 
 test('repo add refuses a bad --environment, naming the flag, before anything is registered', async () => {

@@ -5,9 +5,10 @@
  * several files merged, profiles; whatever drydock cannot honour is refused
  * naming the field.
  */
-import { ComposeError, parseComposeFiles, readCompose } from '../../sandbox/compose';
+import { ComposeError, EXAMPLE_SUFFIXES, parseComposeFiles, readCompose } from '../../sandbox/compose';
 import { parseEnvFile, substitute } from '../../sandbox/compose-variables';
 import { declaredStack } from '../../sandbox/activities/services';
+import { declaredEnvironment } from '../../sandbox/activities/environment';
 import { linkSteps, parseDevcontainer, remoteEnvIn } from '../../sandbox/repo-image';
 
 const DIR = '.devcontainer';
@@ -125,7 +126,38 @@ describe('variables: .env and env_file as Compose reads them', () => {
       devService: 'app',
     });
     expect(parsed.services[0].environment).toEqual({ POSTGRES_PASSWORD: 'pw' });
-    expect(read.sort()).toEqual(Object.keys(files).sort());
+    // Each file named, and the examples tried in its stead until it was known (.env.example…): nothing else.
+    expect(read).toEqual(expect.arrayContaining(Object.keys(files)));
+    const named = (f: string) => Object.keys(files).some((n) => f === n || EXAMPLE_SUFFIXES.some((s) => f === n + s));
+    expect(read.filter((f) => !named(f))).toEqual([]);
+  });
+
+  test('a .env or env_file the repo does not hold (gitignored) is read from the example it commits', () => {
+    const parsed = stack({
+      [COMPOSE]: [
+        'services:',
+        '  app: { image: x }',
+        '  db: { image: "${PG_IMAGE}", env_file: [db.env, .env] }',
+        '  cache: { image: "${PG_IMAGE}", env_file: cache.env }',
+      ].join('\n'),
+      [`${DIR}/.env.example`]: `PG_IMAGE=${PG}\nPOSTGRES_DB=shop\n`,
+      [`${DIR}/db.env.sample`]: 'POSTGRES_PASSWORD=example\n',
+      // The file itself wins over its example.
+      [`${DIR}/cache.env`]: 'FROM=file\n',
+      [`${DIR}/cache.env.example`]: 'FROM=example\n',
+    });
+    const byName = Object.fromEntries(parsed.services.map((s) => [s.name, s]));
+    expect(byName.db.image).toBe(PG);
+    expect(byName.db.environment).toEqual({ POSTGRES_PASSWORD: 'example', PG_IMAGE: PG, POSTGRES_DB: 'shop' });
+    expect(byName.cache.environment).toEqual({ FROM: 'file' });
+  });
+
+  test('an env_file with neither the file nor an example is refused, naming the field and the examples looked for', () => {
+    expect(() =>
+      stack({ [COMPOSE]: 'services:\n  app: { image: x }\n  db: { image: x, env_file: secrets.env }\n' }),
+    ).toThrow(
+      /services\.db\.env_file: \.devcontainer\/secrets\.env is not in the repository, nor an example of it \(secrets\.env\.example, .*\): commit one, or mark it required: false/,
+    );
   });
 });
 
@@ -411,6 +443,34 @@ describe('the dev service', () => {
     expect(environment?.volumes).toEqual(['/commandhistory']);
   });
 
+  test("Compose Watch's develop (syncing a developer's edits into a container) means nothing in a sandbox", () => {
+    const develop = '    develop: { watch: [{ action: sync, path: ./src, target: /app/src }] }\n';
+    expect(
+      problems({ [COMPOSE]: `services:\n  app:\n    image: x\n${develop}  db:\n    image: x\n${develop}` }),
+    ).toEqual([]);
+  });
+
+  test("the dev service's own command on a port it declares is the repo's app (postStartCommand wins)", async () => {
+    const devcontainer = { dockerComposeFile: 'compose.yaml', service: 'app' };
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': JSON.stringify(devcontainer),
+      [COMPOSE]: 'services:\n  app:\n    image: x\n    command: [npm, run, "dev server"]\n    ports: ["8000:3000"]\n',
+    };
+    const env = parseDevcontainer(files['.devcontainer/devcontainer.json'], '.devcontainer/devcontainer.json');
+    const { stack: declared } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(declared.app).toEqual({
+      start: "npm run 'dev server'",
+      port: 3000,
+      readyPath: '/',
+      readyTimeoutMs: 60_000,
+      source: '.devcontainer/devcontainer.json (.devcontainer/compose.yaml) services.app.command',
+    });
+    const withPostStart = JSON.stringify({ ...devcontainer, postStartCommand: 'make serve', forwardPorts: [9000] });
+    const own = parseDevcontainer(withPostStart, '.devcontainer/devcontainer.json');
+    const { stack: theirs } = await declaredStack((f) => Promise.resolve(files[f]), own, undefined);
+    expect(theirs.app).toMatchObject({ start: 'make serve', port: 9000 });
+  });
+
   test.each([
     ['    command: npm run dev\n', /services\.app\.command: a sandbox runs drydock's keeper/],
     ['    entrypoint: [/start.sh]\n', /services\.app\.entrypoint: a sandbox runs drydock's keeper/],
@@ -492,5 +552,69 @@ describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused b
 
   test('runArgs the sandbox has already (--init) are accepted', () => {
     expect(dc({ runArgs: ['--init'] }).image).toBe('drydock-sandbox-base');
+  });
+});
+
+describe("the operator's image in place of a compose dev container's (repo add --environment base|image:<ref>)", () => {
+  /** node-postgres's shape: a dev service built from a Dockerfile this host cannot build, and its database. */
+  const files: Record<string, string> = {
+    '.devcontainer/devcontainer.json': JSON.stringify({
+      dockerComposeFile: 'docker-compose.yml',
+      service: 'web',
+      features: { 'ghcr.io/devcontainers/features/node:1': {} },
+      runArgs: ['--privileged'],
+    }),
+    '.devcontainer/docker-compose.yml': [
+      'services:',
+      '  web:',
+      '    build: { context: ., dockerfile: Dockerfile }',
+      '    volumes: ["..:/workspace:cached"]',
+      '    environment: { PGHOST: db, PGUSER: user, PGPASSWORD: pass }',
+      '    command: sleep infinity',
+      '    depends_on: [db]',
+      '    links: ["db:db"]',
+      '  db:',
+      `    image: ${PG}`,
+      '    restart: unless-stopped',
+      '    ports: ["5432:5432"]',
+      '    command: postgres -c password_encryption=md5',
+      '    environment: { POSTGRES_USER: user, POSTGRES_PASSWORD: pass }',
+    ].join('\n'),
+  };
+  const read = (f: string) => Promise.resolve(files[f]);
+
+  test.each([
+    ['base', undefined],
+    ['image:example/node:22', 'example/node:22'],
+  ] as const)(
+    '--environment %s keeps its services, names and environment; its image, build and features are the operator’s',
+    async (setting, image) => {
+      const declared = await declaredEnvironment({ environment: setting }, undefined, read);
+      expect(declared?.compose).toEqual({
+        files: ['.devcontainer/docker-compose.yml'],
+        service: 'web',
+        servicesOnly: true,
+      });
+      const { environment, stack: declaredStack_ } = await declaredStack(read, declared, undefined);
+      expect(environment).toMatchObject({
+        source: `the operator's setting (repo add --environment ${setting})`,
+        containerEnv: { PGHOST: 'db', PGUSER: 'user', PGPASSWORD: 'pass' },
+        args: {},
+      });
+      expect(environment?.image).toBe(image);
+      expect(environment?.dockerfile).toBeUndefined();
+      expect(environment?.features).toBeUndefined();
+      expect(declaredStack_.services.map((s) => [s.name, s.image, s.command])).toEqual([
+        ['db', PG, ['postgres', '-c', 'password_encryption=md5']],
+      ]);
+      expect(declaredStack_.hostNames).toEqual(['web']);
+    },
+  );
+
+  test('--ignore-devcontainer reads nothing of it: the base image, no services', async () => {
+    expect(await declaredEnvironment({ ignoreDevcontainer: true }, undefined, read)).toBeUndefined();
+    expect(
+      await declaredEnvironment({ environment: 'base', ignoreDevcontainer: true }, undefined, read),
+    ).toBeUndefined();
   });
 });

@@ -102,6 +102,18 @@ test('a folder of the repo mounted elsewhere is a link to its place in /workspac
   expect(dc({ mounts }).links).toHaveLength(2);
 });
 
+test('${containerWorkspaceFolder} in a target is /workspace, where the sandbox has the repo', () => {
+  const mounts = [
+    'source=${localWorkspaceFolderBasename}-node_modules,target=${containerWorkspaceFolder}/node_modules,type=volume',
+    'source=${localWorkspaceFolder},target=${containerWorkspaceFolder},type=bind,consistency=cached',
+  ];
+  expect(runSettingsOf([], mounts, SOURCE)).toMatchObject({
+    problems: [],
+    volumes: ['/workspace/node_modules'],
+    links: [],
+  });
+});
+
 test("named volumes are folders of the sandbox: the workspace's and home's kept in the snapshot, others VOLUMEs of drydock's layer", () => {
   const mounts = [
     'source=venv-${devcontainerId},target=/workspace/.venv,type=volume',

@@ -224,14 +224,6 @@ x-anchors: { anything: 1 }
       '  db:\n    image: x\n    env_file: db.env\n',
       /services\.db\.env_file: \.devcontainer\/db\.env is not in the repository/,
     ],
-    [
-      '  db:\n    image: x\n    environment: [PASSWORD]\n',
-      /services\.db\.environment\.PASSWORD: takes its value from the environment, and it has none in the project's \.env/,
-    ],
-    [
-      '  db:\n    image: x\n    environment: { A: $SECRET }\n',
-      /services\.db\.environment\.A: \$\{SECRET\} has no value in the project's \.env/,
-    ],
     ['  db:\n    image: x\n    network_mode: host\n', /services\.db\.network_mode: every service shares/],
     [
       '  db:\n    image: x\n    secrets: [nope]\n',
@@ -248,6 +240,20 @@ x-anchors: { anything: 1 }
     const problems = composeProblems(text);
     expect(problems.join('\n')).toMatch(message);
     for (const p of problems) expect(p.startsWith(`${COMPOSE}: `)).toBe(true);
+  });
+
+  test('a variable with no value is empty, and one the host would give is not set, as Compose does without them: each said in notes', () => {
+    const text = `services:\n  app:\n    image: ${PG}\n  db:\n    image: x\n    environment: [PASSWORD, "A=$SECRET", "B=\${SET:-d}"]\n`;
+    const parsed = parseCompose(text, COMPOSE, { devService: 'app' });
+    expect(parsed.services[0].environment).toEqual({ A: '', B: 'd' });
+    expect(parsed.notes).toEqual([
+      `${COMPOSE}: services.db.environment.1: \${SECRET} has no value in the project's .env (nor an example of it), and drydock does not read the host's environment: empty, as Compose makes it without one (set it in .env to give one)`,
+      `${COMPOSE}: services.db.environment.PASSWORD: PASSWORD has no value in the project's .env (nor an example of it), and drydock does not read the host's environment: not set, as Compose makes it without one (set it in .env to give one)`,
+    ]);
+    // ${VAR:?why} stays an error, as in Compose.
+    expect(composeProblems(`${text}    working_dir: "\${TAG:?give a tag}"\n`).join('\n')).toMatch(
+      /\$\{TAG\} is required: give a tag/,
+    );
   });
 
   test('top-level include, external secrets and bad YAML are refused; the dev service must be in the file', () => {
