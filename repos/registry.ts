@@ -68,6 +68,11 @@ export interface KnownRepo {
   environment?: OperatorEnvironment;
   /** The operator's MCP servers for its agents (`repo add --mcp`, docs/mcp.md). @default none */
   mcp?: McpServer[];
+  /**
+   * Names of its own webhook secrets (`repo add --webhook-secret`, serve's DRYDOCK_SECRET_<NAME>),
+   * current first: its deliveries are checked against these only (forge/webhook-secrets.ts). @default the forge's
+   */
+  webhookSecrets?: string[];
 }
 
 export type RepoLookup = { ok: true; repo: KnownRepo } | { ok: false; reason: string };
@@ -113,6 +118,9 @@ export class RepoRegistry {
       url: r.repo,
       limits: { egress: r.egress, secrets: r.secrets, maxima: r.maxima as RepoMaxima, approvers: r.approvers },
       ...(Array.isArray(r.mcp) && r.mcp.length ? { mcp: r.mcp as McpServer[] } : {}),
+      ...(Array.isArray(r.webhook_secrets) && r.webhook_secrets.length
+        ? { webhookSecrets: r.webhook_secrets as string[] }
+        : {}),
       ...(r.environment || r.ignore_devcontainer
         ? {
             environment: {
@@ -143,6 +151,14 @@ export class RepoRegistry {
     await this.pool.query('update snapshot_repos set mcp = $2, updated_at = now() where repo = $1', [
       url,
       JSON.stringify(servers),
+    ]);
+  }
+
+  /** Sets the names of a registered repo's own webhook secrets (current first); an empty list: the forge's. */
+  async setWebhookSecrets(url: string, names: string[]): Promise<void> {
+    await this.pool.query('update snapshot_repos set webhook_secrets = $2, updated_at = now() where repo = $1', [
+      url,
+      JSON.stringify(names),
     ]);
   }
 
