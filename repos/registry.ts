@@ -10,7 +10,13 @@ import type { Pool } from 'pg';
 import type { McpServer } from '../workflows/mcp-servers';
 import type { Config } from '../platform/config';
 import type { TriggerSession } from '../workflows/input';
-import { githubRepoOf, hasUrlCredentials, redactUrl, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
+import {
+  githubRepoOf,
+  hasUrlCredentials,
+  redactUrl,
+  REPO_PATH,
+  URL_CREDENTIALS_REFUSED,
+} from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
 import type { EnvironmentSetting, OperatorEnvironment } from '../workflows/rules/environment-choice';
@@ -77,7 +83,8 @@ export interface KnownRepo {
 
 export type RepoLookup = { ok: true; repo: KnownRepo } | { ok: false; reason: string };
 
-export const REPO_NAME = /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/;
+/** "owner/name", or a GitLab project's path with its subgroups ("group/sub/project"). */
+export const REPO_NAME = REPO_PATH;
 
 /** Parses `owner/name=<url>` entries; a malformed one names itself. */
 export function parseRepoList(entries: string[]): { name: string; url: string }[] {
