@@ -204,6 +204,7 @@ test("the reaper removes a stdio server's container a dead worker left, once it 
   expect(removed.join()).not.toContain('live');
   const left = await docker('ps', '-a', '--format', '{{.Names}}', '--filter', `label=${MCP_STDIO_LABELS.server}=look`);
   expect(left.split('\n')).toEqual([`drydock-mcp-look-live-${suffix}`]);
+  await docker('rm', '-f', `drydock-mcp-look-live-${suffix}`);
 }, 60_000);
 
 test('a session of the built-in loop calls the tool of a stdio server declared for its repo; audited, verified, approved, pushed', async () => {
