@@ -411,6 +411,11 @@ repoCommand
   .option('--name <owner/name>', 'how webhooks and the API name it (default: from the URL)')
   .option('--secret <NAME>', 'a worker secret (DRYDOCK_SECRET_<NAME>) its sessions may be granted; repeatable', collect)
   .option('--approver <name>', "who may approve its sessions' actions; repeatable (default: the server's)", collect)
+  .option(
+    '--webhook-secret <NAME>',
+    "its own webhook secret (serve's DRYDOCK_SECRET_<NAME>); its forge's deliveries must be signed with it; repeatable, current first (default: the forge's)",
+    collect,
+  )
   .option('--max-cpus <n>', 'most CPUs a session may have')
   .option('--max-memory <size>', 'most memory a session may have, e.g. "4g"')
   .option('--max-pids <n>', 'most processes a session may have')

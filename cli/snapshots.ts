@@ -86,6 +86,8 @@ export interface AddRepoOptions {
   environment?: string;
   /** `--mcp <file>`: the repo's MCP servers, a JSON or YAML list (docs/mcp.md). */
   mcp?: string;
+  /** `--webhook-secret <NAME>`: its own webhook secrets, serve's DRYDOCK_SECRET_<NAME>, current first (docs/forges.md). */
+  webhookSecret?: string[];
   ignoreDevcontainer?: boolean;
 }
 
@@ -96,7 +98,7 @@ export async function addRepo(
   url: string,
   opts: AddRepoOptions,
 ): Promise<{
-  registration: RepoRegistration & { name: string; pool: number; mcp: McpServer[] };
+  registration: RepoRegistration & { name: string; pool: number; mcp: McpServer[]; webhookSecrets: string[] };
   scheduleIds: string[];
   inferred?: string[];
   lockfileEgress?: LockfileEgress;
@@ -132,6 +134,7 @@ export async function addRepo(
   const lockfileEgress =
     opts.setup && lockfiles ? keepLockfileHosts(registration, lockfiles, !opts.allow?.length) : undefined;
   const mcp = opts.mcp ? await readMcpFile(opts.mcp) : [];
+  const webhookSecrets = parseSecrets(opts.webhookSecret ?? [], '--webhook-secret');
   const limits = {
     secrets: parseSecrets(opts.secret ?? []),
     maxima: parseMaxima(opts),
@@ -141,6 +144,7 @@ export async function addRepo(
     await registry.upsertRepo(registration);
     await new RepoRegistry(pool).setLimits(url, name, limits);
     await new RepoRegistry(pool).setMcp(url, mcp);
+    await new RepoRegistry(pool).setWebhookSecrets(url, webhookSecrets);
     await new PoolRegistry(pool).setSize(url, poolSize);
     return registry.hosts();
   });
@@ -151,7 +155,7 @@ export async function addRepo(
     taskQueue: config.DRYDOCK_TASK_QUEUE,
   });
   return {
-    registration: { ...registration, name, ...limits, pool: poolSize, mcp },
+    registration: { ...registration, name, ...limits, pool: poolSize, mcp, webhookSecrets },
     scheduleIds,
     ...(inferred ? { inferred: describeInferredSetup(inferred, operatorImage(registration)) } : {}),
     ...(lockfileEgress ? { lockfileEgress } : {}),
@@ -328,10 +332,10 @@ export async function readMcpFile(file: string): Promise<McpServer[]> {
   return parsed.servers;
 }
 
-function parseSecrets(names: string[]): string[] {
+function parseSecrets(names: string[], flag = '--secret'): string[] {
   for (const n of names) {
     if (!secretName.safeParse(n).success)
-      throw new SnapshotUsageError(`--secret: expected a name like MODEL_KEY, got "${n}"`);
+      throw new SnapshotUsageError(`${flag}: expected a name like MODEL_KEY, got "${n}"`);
   }
   return names;
 }
@@ -381,6 +385,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         return {
           name,
           mcp: known.find((k) => k.url === reg.repo)!.mcp ?? [],
+          webhookSecrets: known.find((k) => k.url === reg.repo)!.webhookSecrets ?? [],
           ...reg,
           secrets: limits.secrets,
           maxima: limits.maxima,
@@ -405,6 +410,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         `allow ${r.egress.map((e) => (e.port ? `${e.host}:${e.port}` : e.host)).join(', ') || 'nothing'}\n` +
         `  secrets: ${r.secrets.join(', ') || 'none'}  maxima: ${maxima.join(', ') || 'the defaults'}  ` +
         `approvers: ${r.approvers.join(', ') || "the server's"}\n` +
+        `  webhook secrets: ${r.webhookSecrets.join(', ') || "the forge's"}\n` +
         `  MCP servers: ${r.mcp.map((m) => `${m.name} (${m.tools.length} tools${m.writes.length ? `, ${m.writes.length} writing` : ''})`).join(', ') || 'none'}\n` +
         `  environment: ${r.environment ?? "the repo's"}${r.ignoreDevcontainer ? ' (its dev container ignored)' : ''}\n` +
         `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) : 'none yet'}` +

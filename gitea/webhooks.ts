@@ -8,6 +8,12 @@
  * from signed content only, so a replayed body finds what it started.
  */
 import type { ForgeWebhooks } from '../forge/forge';
+import {
+  NO_PROJECT_SECRETS,
+  secretsForDelivery,
+  signatureProblem,
+  type ProjectSecrets,
+} from '../forge/webhook-secrets';
 import { BRANCH_PREFIX, COMMAND, COMMAND_LIMIT, commandOf, ignore, LABEL, slug, type Trigger } from '../forge/triggers';
 import { scrub } from '../platform/scrub';
 import { GITEA_PAYLOADS, parsePayload, type GiteaEvent, type GiteaPayloadOf } from './webhook-payloads';
@@ -18,11 +24,15 @@ import { z } from 'zod';
 const DELIVERY = /^[A-Za-z0-9-]{1,100}$/;
 const EVENT_TYPE = /^[a-z_]{1,60}$/;
 
-export function giteaWebhooks(secrets: string[]): ForgeWebhooks {
+/** Where a delivery names its repository. */
+const REPOSITORY = ['repository', 'full_name'] as const;
+
+/** Gitea's deliveries: signed with the repository's own secrets when it has some, else the forge's. */
+export function giteaWebhooks(secrets: string[], projects: ProjectSecrets = NO_PROJECT_SECRETS): ForgeWebhooks {
   return {
     kind: 'gitea',
     async check(headers, readBody) {
-      if (secrets.length === 0) {
+      if (secrets.length === 0 && (await projects.all()).length === 0) {
         return { ok: false, status: 503, problem: 'Gitea webhooks are not configured (DRYDOCK_GITEA_WEBHOOK_SECRETS)' };
       }
       const signature = headers['x-gitea-signature'];
@@ -30,8 +40,10 @@ export function giteaWebhooks(secrets: string[]): ForgeWebhooks {
         return { ok: false, status: 401, problem: 'missing or malformed X-Gitea-Signature (set a secret on the hook)' };
       }
       const body = await readBody();
-      if (!giteaSignatureMatches(secrets, body, signature)) {
-        return { ok: false, status: 401, problem: 'signature does not match' };
+      const chosen = await secretsForDelivery(secrets, projects, body, REPOSITORY, 'DRYDOCK_GITEA_WEBHOOK_SECRETS');
+      if (!chosen.ok) return chosen;
+      if (!giteaSignatureMatches(chosen.secrets, body, signature)) {
+        return { ok: false, status: 401, problem: signatureProblem(chosen.project) };
       }
       const event = headers['x-gitea-event-type'];
       const delivery = headers['x-gitea-delivery'];

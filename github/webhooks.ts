@@ -16,6 +16,12 @@ export type {
   StartTrigger,
   Trigger,
 } from '../forge/triggers';
+import {
+  NO_PROJECT_SECRETS,
+  secretsForDelivery,
+  signatureProblem,
+  type ProjectSecrets,
+} from '../forge/webhook-secrets';
 import { parsePayload, PAYLOADS, type PayloadEvent, type PayloadOf } from './webhook-payloads';
 
 /**
@@ -32,12 +38,18 @@ export async function signatureMatches(secrets: string[], body: Buffer, signatur
   return (await verifyWithFallback(secrets[0], text, signature, secrets.slice(1))) === true;
 }
 
-/** GitHub's deliveries: X-Hub-Signature-256 under DRYDOCK_WEBHOOK_SECRETS; X-GitHub-Delivery for the logs. */
-export function githubWebhooks(secrets: string[]): ForgeWebhooks {
+/** Where a delivery names its repository. */
+const REPOSITORY = ['repository', 'full_name'] as const;
+
+/**
+ * GitHub's deliveries: X-Hub-Signature-256 under the repository's own secrets when it has
+ * some (forge/webhook-secrets.ts), else DRYDOCK_WEBHOOK_SECRETS; X-GitHub-Delivery for the logs.
+ */
+export function githubWebhooks(secrets: string[], projects: ProjectSecrets = NO_PROJECT_SECRETS): ForgeWebhooks {
   return {
     kind: 'github',
     async check(headers, readBody): Promise<CheckedDelivery> {
-      if (secrets.length === 0) {
+      if (secrets.length === 0 && (await projects.all()).length === 0) {
         return { ok: false, status: 503, problem: 'GitHub webhooks are not configured (DRYDOCK_WEBHOOK_SECRETS)' };
       }
       const signature = headers['x-hub-signature-256'];
@@ -45,8 +57,10 @@ export function githubWebhooks(secrets: string[]): ForgeWebhooks {
         return { ok: false, status: 401, problem: 'missing or malformed X-Hub-Signature-256' };
       }
       const body = await readBody();
-      if (!(await signatureMatches(secrets, body, signature))) {
-        return { ok: false, status: 401, problem: 'signature does not match' };
+      const chosen = await secretsForDelivery(secrets, projects, body, REPOSITORY, 'DRYDOCK_WEBHOOK_SECRETS');
+      if (!chosen.ok) return chosen;
+      if (!(await signatureMatches(chosen.secrets, body, signature))) {
+        return { ok: false, status: 401, problem: signatureProblem(chosen.project) };
       }
       const event = headers['x-github-event'];
       // Not signed: for the logs only, never for an id.

@@ -8,6 +8,7 @@
  */
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { CheckedDelivery, ForgeWebhooks } from '../forge/forge';
+import { NO_PROJECT_SECRETS, secretsForDelivery, type ProjectSecrets } from '../forge/webhook-secrets';
 import {
   BRANCH_PREFIX,
   COMMAND_LIMIT,
@@ -31,22 +32,36 @@ export function tokenMatches(tokens: string[], given: string | undefined): boole
   return ok;
 }
 
-/** GitLab's deliveries: X-Gitlab-Token among DRYDOCK_GITLAB_WEBHOOK_TOKENS; X-Gitlab-Event-UUID for the logs. */
-export function gitlabWebhooks(tokens: string[]): ForgeWebhooks {
+/** Where a delivery names its project (a path of groups and the project: `group/sub/project`). */
+const PROJECT = ['project', 'path_with_namespace'] as const;
+
+/**
+ * GitLab's deliveries: X-Gitlab-Token among the project's own tokens when it has some
+ * (forge/webhook-secrets.ts), else DRYDOCK_GITLAB_WEBHOOK_TOKENS; X-Gitlab-Event-UUID for the logs.
+ * A token that is nobody's is refused before the body is read.
+ */
+export function gitlabWebhooks(tokens: string[], projects: ProjectSecrets = NO_PROJECT_SECRETS): ForgeWebhooks {
   return {
     kind: 'gitlab',
     async check(headers, readBody): Promise<CheckedDelivery> {
-      if (tokens.length === 0) {
+      const everyone = [...tokens, ...(await projects.all())];
+      if (everyone.length === 0) {
         return {
           ok: false,
           status: 503,
           problem: 'GitLab webhooks are not configured (DRYDOCK_GITLAB_WEBHOOK_TOKENS)',
         };
       }
-      if (!tokenMatches(tokens, headers['x-gitlab-token'])) {
+      const given = headers['x-gitlab-token'];
+      if (!tokenMatches(everyone, given)) {
         return { ok: false, status: 401, problem: 'missing or wrong X-Gitlab-Token' };
       }
       const body = await readBody();
+      const chosen = await secretsForDelivery(tokens, projects, body, PROJECT, 'DRYDOCK_GITLAB_WEBHOOK_TOKENS');
+      if (!chosen.ok) return chosen;
+      if (!tokenMatches(chosen.secrets, given)) {
+        return { ok: false, status: 401, problem: `X-Gitlab-Token is not ${chosen.project ?? 'this project'}'s` };
+      }
       const event = headers['x-gitlab-event'];
       // Not covered by the token: for the logs only, never for an id.
       const uuid = headers['x-gitlab-event-uuid'] ?? headers['idempotency-key'];

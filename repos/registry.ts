@@ -10,7 +10,13 @@ import type { Pool } from 'pg';
 import type { McpServer } from '../workflows/mcp-servers';
 import type { Config } from '../platform/config';
 import type { TriggerSession } from '../workflows/input';
-import { githubRepoOf, hasUrlCredentials, redactUrl, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
+import {
+  githubRepoOf,
+  hasUrlCredentials,
+  redactUrl,
+  REPO_PATH,
+  URL_CREDENTIALS_REFUSED,
+} from '../workflows/rules/repo-url';
 import type { RepoLimits, RepoMaxima } from '../workflows/repo-config';
 import type { EgressRule } from '../workflows/rules/egress';
 import type { EnvironmentSetting, OperatorEnvironment } from '../workflows/rules/environment-choice';
@@ -68,11 +74,17 @@ export interface KnownRepo {
   environment?: OperatorEnvironment;
   /** The operator's MCP servers for its agents (`repo add --mcp`, docs/mcp.md). @default none */
   mcp?: McpServer[];
+  /**
+   * Names of its own webhook secrets (`repo add --webhook-secret`, serve's DRYDOCK_SECRET_<NAME>),
+   * current first: its deliveries are checked against these only (forge/webhook-secrets.ts). @default the forge's
+   */
+  webhookSecrets?: string[];
 }
 
 export type RepoLookup = { ok: true; repo: KnownRepo } | { ok: false; reason: string };
 
-export const REPO_NAME = /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/;
+/** "owner/name", or a GitLab project's path with its subgroups ("group/sub/project"). */
+export const REPO_NAME = REPO_PATH;
 
 /** Parses `owner/name=<url>` entries; a malformed one names itself. */
 export function parseRepoList(entries: string[]): { name: string; url: string }[] {
@@ -113,6 +125,9 @@ export class RepoRegistry {
       url: r.repo,
       limits: { egress: r.egress, secrets: r.secrets, maxima: r.maxima as RepoMaxima, approvers: r.approvers },
       ...(Array.isArray(r.mcp) && r.mcp.length ? { mcp: r.mcp as McpServer[] } : {}),
+      ...(Array.isArray(r.webhook_secrets) && r.webhook_secrets.length
+        ? { webhookSecrets: r.webhook_secrets as string[] }
+        : {}),
       ...(r.environment || r.ignore_devcontainer
         ? {
             environment: {
@@ -143,6 +158,14 @@ export class RepoRegistry {
     await this.pool.query('update snapshot_repos set mcp = $2, updated_at = now() where repo = $1', [
       url,
       JSON.stringify(servers),
+    ]);
+  }
+
+  /** Sets the names of a registered repo's own webhook secrets (current first); an empty list: the forge's. */
+  async setWebhookSecrets(url: string, names: string[]): Promise<void> {
+    await this.pool.query('update snapshot_repos set webhook_secrets = $2, updated_at = now() where repo = $1', [
+      url,
+      JSON.stringify(names),
     ]);
   }
 

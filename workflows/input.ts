@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { ACTIONS } from './api';
 import { EXACT_VERSION } from './rules/agent-clis';
 import { egressRule } from './rules/egress';
-import { githubRepoOf, hasUrlCredentials, URL_CREDENTIALS_REFUSED } from './rules/repo-url';
+import { githubRepoOf, hasUrlCredentials, REPO_PATH, URL_CREDENTIALS_REFUSED } from './rules/repo-url';
 import { durationMs, sizeBytes } from './units';
 
 /** A duration: milliseconds as a number, or a string like "90s", "10m", "24h", "2d". */
@@ -240,7 +240,7 @@ const forgeKind = z.enum(['github', 'gitlab', 'gitea']);
  */
 export const triggerOrigin = z.strictObject({
   forge: forgeKind.optional().describe('The forge the webhook came from; default: GitHub'),
-  repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"'),
+  repo: z.string().regex(REPO_PATH, 'expected "owner/name"'),
   kind: z.enum(['issue', 'comment', 'check_run', 'workflow_run']),
   issue: z.number().int().positive().optional().describe('The issue or pull request number'),
   pullRequest: z.boolean().default(false).describe('Whether `issue` is a pull request'),
@@ -316,7 +316,7 @@ export const sessionInputSchema = z.strictObject({
           z.strictObject({
             repo: z
               .string()
-              .regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'expected "owner/name"')
+              .regex(REPO_PATH, 'expected "owner/name"')
               .optional()
               .describe('The repository on its forge; default: from a GitHub repo.url'),
             forge: forgeKind.optional().describe('Its forge; default: by repo.url, else GitHub'),

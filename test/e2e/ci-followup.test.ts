@@ -5,7 +5,9 @@
  * round of that session (the failure's annotations and log tail in the
  * agent's next turn, fenced), which verifies again and waits at the gate;
  * with DRYDOCK_CI_FIX_ROUNDS=1 the next failure is refused and said on the
- * pull request.
+ * pull request. A person's follow-up wins: a CI failure queued while a round
+ * runs is replaced by a person's `/drydock` comment that comes after it, and
+ * the next round is the person's alone.
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
@@ -13,7 +15,7 @@ import { sign } from '@octokit/webhooks-methods';
 import type { WorkflowHandle } from '@temporalio/client';
 import { decide, type SessionStatus } from '../../workflows/api';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
-import { startFakeProviders, lastUserMessage, type FakeProviders } from '../support/fake-providers';
+import { startFakeProviders, lastUserMessage, type FakeProviders, type Turn } from '../support/fake-providers';
 import { actionable, EXAMPLE_REPO } from '../support/github-examples';
 import {
   approveAs,
@@ -48,7 +50,12 @@ beforeAll(async () => {
     DRYDOCK_MODEL_API: 'anthropic',
     DRYDOCK_MODEL_API_KEY: KEY,
   });
-  serve = await startServe(stack, { DRYDOCK_WEBHOOK_SECRETS: [SECRET], DRYDOCK_CI_FIX_ROUNDS: 1 });
+  github.state.permissions.Codertocat = 'write';
+  serve = await startServe(stack, {
+    DRYDOCK_WEBHOOK_SECRETS: [SECRET],
+    DRYDOCK_CI_FIX_ROUNDS: 1,
+    DRYDOCK_REPOS: [`${EXAMPLE_REPO}=${repo.url}`],
+  });
 });
 afterAll(async () => {
   await serve?.close();
@@ -178,4 +185,87 @@ async function fixesOnce(id: string, handle: WorkflowHandle): Promise<void> {
   const still = await waitForStatus(handle, inPhase('awaiting_followup'));
   expect(still).toMatchObject({ round: 2, ciRounds: 1 });
   expect(model.requests.length).toBe(requests); // the agent heard nothing more
+}
+
+/** A person's `/drydock` comment (GitHub's example, by Codertocat) on pull request `number`. */
+function personComment(number: number, id: number, text: string) {
+  const payload = actionable('issue_comment');
+  payload.comment.body = `/drydock ${text}`;
+  payload.comment.id = id;
+  payload.issue.number = number;
+  payload.issue.pull_request = { url: `https://api.github.com/repos/${EXAMPLE_REPO}/pulls/${number}` };
+  return payload;
+}
+
+test("a person's follow-up wins: a CI failure queued while a round runs is replaced by a person's comment", async () => {
+  const id = newSessionId('ciwins');
+  model.script([{ toolCalls: [edit('# fixture\n', '# fixture\nhello\n')] }, { text: 'Greeted.' }]);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'greet in the README',
+    requestedBy: 'github:Codertocat',
+    agent: { kind: 'openai', model: 'fake-1' },
+    verify: { test: 'sh check.sh' },
+    publish: { pullRequest: { repo: EXAMPLE_REPO } },
+  });
+  try {
+    await personWins(id, handle);
+  } finally {
+    await handle.cancel().catch(() => undefined);
+    await handle.result().catch(() => undefined);
+  }
+});
+
+async function personWins(id: string, handle: WorkflowHandle): Promise<void> {
+  const opened = await throughTheGate(handle);
+  const pr = opened.pullRequest!.number;
+  const pushed = opened.rounds!.at(-1)!.commit!;
+  // Round 2 (a person's comment) holds in its first model call until the test lets it go.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const turns: (Turn | (() => Promise<Turn>))[] = [
+    async () => {
+      await held;
+      return { toolCalls: [edit('hello\n', 'hello there\n')] };
+    },
+    { text: 'Said more.' },
+    { toolCalls: [edit('hello there\n', 'hello there, friend\n')] },
+    { text: 'Greeted a friend.' },
+  ];
+  model.script(async () => {
+    const next = turns.shift() ?? { text: 'done' };
+    return typeof next === 'function' ? next() : next;
+  });
+  const before = model.requests.length;
+  const base = 7_000_000 + (Date.now() % 1_000_000);
+  expect(await deliver('issue_comment', personComment(pr, base, 'say more than hello'))).toMatchObject({
+    status: 202,
+    body: { sessionId: id, round: 2 },
+  });
+  await waitForStatus(handle, (s) => s.round === 2 && s.phase === 'agent' && model.requests.length > before, 120_000);
+
+  // While round 2 runs, CI fails on the pushed commit: queued for round 3 ...
+  const ci = await deliver('workflow_run', failedRun(id, 9201, pushed));
+  expect(ci).toMatchObject({ status: 202, body: { sessionId: id, round: 3, queued: 1 } });
+  // ... until a person's follow-up comes: it takes the CI failure's place (still one waiting).
+  const person = await deliver('issue_comment', personComment(pr, base + 1, 'greet a friend'));
+  expect(person).toMatchObject({ status: 202, body: { sessionId: id, round: 3, queued: 1 } });
+  // Another failed run of the same commit is the same follow-up (keyed by the commit): it does not come back.
+  const again = await deliver('workflow_run', failedRun(id, 9202, pushed));
+  expect(again).toMatchObject({ status: 202, body: { sessionId: id, round: 3, queued: 1 } });
+  release();
+
+  const done = await throughTheGate(handle);
+  expect(done.rounds!.map((r) => [r.round, r.by])).toEqual([
+    [1, 'github:Codertocat'],
+    [2, 'github:Codertocat'],
+    [3, 'github:Codertocat'],
+  ]);
+  expect(done.rounds!.at(-1)!.request).toBe('github:Codertocat: greet a friend');
+  expect(done.ciRounds ?? 0).toBe(0);
+  // The agent heard the person, never the CI failure.
+  const heard = model.requests.slice(before).map(lastUserMessage);
+  expect(heard).toContain('greet a friend');
+  expect(heard.join('\n')).not.toContain('CI failed');
+  expect(github.state.comments.filter((c) => c.issue === pr && c.body.includes('did not take'))).toHaveLength(0);
 }

@@ -5,9 +5,9 @@
  * approval publishes a pull request on Gitea from the worker (its token, never
  * the sandbox's), a /drydock comment on it is a follow-up round on the same pull request
  * (answered on Gitea), and merging it on Gitea ends the session. Forged, malformed and unauthorised deliveries
- * start nothing.
+ * start nothing; Gitea's own delivery replayed finds the session it started.
  */
-import { request } from 'node:http';
+import { createServer, request, type IncomingHttpHeaders } from 'node:http';
 import { createHmac } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -254,3 +254,65 @@ describe('refusals start nothing', () => {
     ).rejects.toThrow();
   });
 });
+
+test("Gitea's own signed delivery, replayed under its id or a new one, finds the session it started", async () => {
+  // A second hook with the same secret, to a recorder: Gitea signs the same body for it as for drydock.
+  const captured: { headers: IncomingHttpHeaders; body: string }[] = [];
+  const recorder = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      captured.push({ headers: req.headers, body });
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => recorder.listen(0, '127.0.0.1', resolve));
+  const { port } = recorder.address() as { port: number };
+  const { data: hook } = await as(gitea.admin).repos.repoCreateHook(OWNER, NAME, {
+    type: 'gitea',
+    active: true,
+    events: ['issues', 'pull_request'],
+    config: { url: `http://127.0.0.1:${port}/`, content_type: 'json', secret: SECRET },
+  });
+  let sessionId = '';
+  try {
+    const { data: issue } = await as(alice).repos.issueCreateIssue(OWNER, NAME, { title: 'Greet in the README' });
+    const { data: c } = await as(alice).repos.issueCreateComment(OWNER, NAME, issue.number!, {
+      body: '/drydock echo replayed >> README.md',
+    });
+    sessionId = `gitea-${OWNER}-${NAME}-comment-${c.id}`;
+    const handle = stack.client.workflow.getHandle(sessionId);
+    // Gitea delivered it to drydock (the session started) and to the recorder.
+    const first = await within("the session from Gitea's delivery", () =>
+      handle.describe().then(
+        (d) => d,
+        () => undefined,
+      ),
+    );
+    const original = await within('the recorded delivery', async () =>
+      captured.find(
+        (d) => d.headers['x-gitea-event-type'] === 'issue_comment' && JSON.parse(d.body).comment?.id === c.id,
+      ),
+    );
+    const replay = (delivery: string) =>
+      post(original.body, {
+        'content-type': 'application/json',
+        'x-gitea-event-type': 'issue_comment',
+        'x-gitea-delivery': delivery,
+        'x-gitea-signature': String(original.headers['x-gitea-signature']),
+      });
+    for (const delivery of [String(original.headers['x-gitea-delivery']), '3f5a0c1e-0000-4000-8000-0000000000aa']) {
+      expect(await replay(delivery)).toMatchObject({ status: 202, body: { sessionId } });
+    }
+    // The same workflow, its first run: nothing started again.
+    expect((await handle.describe()).runId).toBe(first.runId);
+  } finally {
+    await as(gitea.admin).repos.repoDeleteHook(OWNER, NAME, hook.id!);
+    recorder.close();
+    if (sessionId) {
+      const handle = stack.client.workflow.getHandle(sessionId);
+      await handle.cancel().catch(() => undefined);
+      await handle.result().catch(() => undefined);
+    }
+  }
+}, 600_000);

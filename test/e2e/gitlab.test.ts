@@ -5,10 +5,14 @@
  * starts the repo's agent, one approval publishes a merge request from the
  * worker, a /drydock note on it is a follow-up round on the same merge
  * request, and the session ends when GitLab says it was merged. Forged and
- * replayed deliveries start nothing.
+ * replayed deliveries start nothing. A project in nested subgroups
+ * (group/sub/project) with its own webhook token runs the same way, and the
+ * forge-wide token cannot sign for it.
  */
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { addRepo } from '../../cli/snapshots';
+import { removeSnapshotSchedules } from '../../sandbox/snapshots';
 import { decide, type SessionStatus } from '../../workflows/api';
 import { triggerSessionSchema } from '../../workflows/input';
 import { startFakeGitLab, type FakeGitLab } from '../support/fake-gitlab';
@@ -76,7 +80,12 @@ afterAll(async () => {
 });
 
 /** POSTs a delivery as GitLab does: the event name, its UUID and the secret token. */
-function deliver(event: string, payload: unknown, token = HOOK_TOKEN): Promise<{ status: number; body: any }> {
+function deliver(
+  event: string,
+  payload: unknown,
+  token = HOOK_TOKEN,
+  to: { url: string } = serve,
+): Promise<{ status: number; body: any }> {
   const body = typeof payload === 'string' ? payload : JSON.stringify(payload);
   const headers = {
     'content-type': 'application/json',
@@ -85,7 +94,7 @@ function deliver(event: string, payload: unknown, token = HOOK_TOKEN): Promise<{
     'x-gitlab-token': token,
   };
   return new Promise((resolve, reject) => {
-    const req = request(`${serve.url}/webhooks/gitlab`, { method: 'POST', headers }, (res) => {
+    const req = request(`${to.url}/webhooks/gitlab`, { method: 'POST', headers }, (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode!, body: text ? JSON.parse(text) : undefined }));
@@ -174,4 +183,100 @@ test('issue labelled → approved → merge request published; a /drydock note i
   expect(final.phase).toBe('completed');
   expect(final.closedBy).toMatchObject({ merged: true, by: 'gitlab:maintainer' });
   expect(gitlab.state.statuses.map((s) => s.status)).toEqual(['running', 'success']);
+});
+
+describe('a project in nested subgroups, with its own webhook token', () => {
+  const NESTED = 'acme/platform/shop';
+  const SHOP_TOKEN = `shop-${randomBytes(12).toString('hex')}`;
+  let shop: FakeGitLab;
+  let shopStack: TestStack;
+  let shopServe: Awaited<ReturnType<typeof startServe>>;
+  let shopRepo: { url: string; bare: string };
+
+  beforeAll(async () => {
+    shopRepo = await makeFixtureRepo();
+    shop = await startFakeGitLab({
+      path: NESTED,
+      projectId: 8,
+      token: TOKEN,
+      branchHead: (b) => {
+        try {
+          return git(['rev-parse', '--verify', '--quiet', `refs/heads/${b}`], shopRepo.bare).trim();
+        } catch {
+          return undefined;
+        }
+      },
+    });
+    shop.state.members = { dev: 30, maintainer: 40 };
+    shop.state.issues[5] = { title: 'Spelling error in the README file', description: 'commit has two ts' };
+    shop.state.notes['issues/5'] = [];
+    shopStack = await startStack({ DRYDOCK_APPROVAL_REQUIRED: [], GITLAB_URL: shop.url, GITLAB_TOKEN: TOKEN });
+    await addRepo(shopStack.client, shopStack.config, shopRepo.url, {
+      name: NESTED,
+      every: '1h',
+      webhookSecret: ['SHOP_HOOK'],
+    });
+    shopServe = await startServe(shopStack, {
+      DRYDOCK_GITLAB_WEBHOOK_TOKENS: [HOOK_TOKEN],
+      DRYDOCK_TRIGGER_SESSION: triggerSessionSchema.parse({
+        agent: { kind: 'script', steps: [{ run: 'echo hello >> README.md' }] },
+        verify: { test: 'sh check.sh' },
+        approval: { required: ['push', 'pull_request'] },
+        publish: { openFor: '10m' },
+      }),
+      secrets: { SHOP_HOOK: SHOP_TOKEN },
+    });
+  });
+  afterAll(async () => {
+    await shopServe?.close();
+    if (shopStack) await removeSnapshotSchedules(shopStack.client, shopRepo.url, [shopStack.config.DRYDOCK_HOST_ID]);
+    await shopStack?.stop();
+    await shop?.close();
+  });
+
+  test('labelled → approved → merge request on acme/platform/shop → merged; the forge-wide token is refused for it', async () => {
+    const labelled = issueLabelled({ projectId: shop.projectId, iid: 5, by: 'dev' });
+    labelled.project.path_with_namespace = NESTED;
+    // The forge-wide token (every project's maintainers know it) cannot sign for a project with its own.
+    expect(await deliver('Issue Hook', labelled, HOOK_TOKEN, shopServe)).toMatchObject({
+      status: 401,
+      body: { error: "X-Gitlab-Token is not acme/platform/shop's" },
+    });
+    // Nor can the project's token sign for another project (acme/app has none of its own: the forge's only).
+    const other = issueLabelled({ projectId: 7, iid: 3, by: 'dev' });
+    expect((await deliver('Issue Hook', other, SHOP_TOKEN, shopServe)).status).toBe(401);
+
+    const sent = await deliver('Issue Hook', labelled, SHOP_TOKEN, shopServe);
+    expect(sent.status).toBe(202);
+    const handle = shopStack.client.workflow.getHandle(sent.body.sessionId as string);
+    const waiting = await waitForStatus(handle, inPhase('awaiting_approval'));
+    expect(waiting.task).toMatch(/^Resolve issue #5: Spelling error in the README file\n/);
+    await handle.executeUpdate(decide, {
+      args: [
+        { decision: 'approve', action: 'pull_request', by: 'maintainer', change: waiting.pendingApproval!.change },
+      ],
+    });
+    const parked = await waitForStatus(handle, inPhase('awaiting_followup'));
+    const mr = shop.state.mergeRequests.find((m) => m.source_branch === parked.branch)!;
+    expect(parked.pullRequest!.url).toBe(mr.web_url);
+    expect(mr.web_url).toContain(`/${NESTED}/`);
+    // Every call of the worker and serve named the project by its whole path (groups included).
+    const paths = shop.requests.map((r) => r.path).filter((p) => p.startsWith('/api/v4/projects/'));
+    expect(paths.length).toBeGreaterThan(0);
+    for (const p of paths) expect(p).toMatch(/^\/api\/v4\/projects\/(acme%2Fplatform%2Fshop|8)(\/|\?|$)/);
+    expect(paths.some((p) => p.includes('acme%2Fplatform%2Fshop'))).toBe(true);
+
+    const closed = mergeRequestClosed({
+      projectId: shop.projectId,
+      iid: mr.iid,
+      source_branch: parked.branch!,
+      url: mr.web_url,
+      by: 'maintainer',
+      action: 'merge',
+    });
+    closed.project.path_with_namespace = NESTED;
+    const merged = await deliver('Merge Request Hook', closed, SHOP_TOKEN, shopServe);
+    expect(merged).toMatchObject({ status: 202, body: { merged: true } });
+    expect(((await handle.result()) as SessionStatus).phase).toBe('completed');
+  });
 });

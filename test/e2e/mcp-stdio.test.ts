@@ -6,28 +6,46 @@
  * worker runs it in a container of its own: while the client is open the
  * container is inspected (no network, read-only, nobody, no capabilities),
  * the server itself says it sees only loopback, and after each client closes
- * no container of it is left.
+ * no container of it is left. Then the whole way, through a Temporal session:
+ * the server declared for a repo with `repo add --mcp`, a session of the
+ * built-in loop calls its tool, the call is audited, and the change is
+ * verified, approved and pushed.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Pool } from 'pg';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { build } from 'esbuild';
 import { createAgentLoopActivities as createAgentActivities } from '../../agent-loop/activities';
+import { addRepo } from '../../cli/snapshots';
 import type { ToolCallInput } from '../../agent-loop/contract';
 import { listTools, withMcpClient } from '../../mcp/client';
 import { MCP_STDIO_LABELS } from '../../mcp/stdio';
 import { createMcpActivities } from '../../mcp/tools';
 import { Redactor } from '../../platform/scrub';
 import { DockerProvider } from '../../sandbox/docker/provider';
+import { removeSnapshotSchedules } from '../../sandbox/snapshots';
 import { ensureBaseImage } from '../../sandbox-images/base-image';
 import { ArtifactStore } from '../../store/artifacts';
-import type { AuditInput } from '../../store/audit';
+import { AuditTrail, type AuditInput } from '../../store/audit';
 import { parseMcpDeclaration, type McpServer } from '../../workflows/mcp-servers';
 import { startFakeProviders, toolResults, type FakeProviders } from '../support/fake-providers';
+import {
+  approvePush,
+  containersOf,
+  git,
+  inPhase,
+  makeFixtureRepo,
+  newSessionId,
+  startSession,
+  startStack,
+  testAuditKey,
+  waitForStatus,
+} from '../support/helpers';
 
 const exec = promisify(execFile);
 const docker = async (...args: string[]) => (await exec('docker', args, { maxBuffer: 16 << 20 })).stdout.trim();
@@ -186,4 +204,66 @@ test("the reaper removes a stdio server's container a dead worker left, once it 
   expect(removed.join()).not.toContain('live');
   const left = await docker('ps', '-a', '--format', '{{.Names}}', '--filter', `label=${MCP_STDIO_LABELS.server}=look`);
   expect(left.split('\n')).toEqual([`drydock-mcp-look-live-${suffix}`]);
+  await docker('rm', '-f', `drydock-mcp-look-live-${suffix}`);
 }, 60_000);
+
+test('a session of the built-in loop calls the tool of a stdio server declared for its repo; audited, verified, approved, pushed', async () => {
+  const key = 'k-session';
+  const model = await startFakeProviders({ apiKey: key });
+  const stack = await startStack({ DRYDOCK_MODEL_BASE_URL: model.baseUrl, DRYDOCK_MODEL_API_KEY: key });
+  const repo = await makeFixtureRepo();
+  const pool = new Pool({ connectionString: process.env.DATABASE_URL });
+  try {
+    const declaration = path.join(dir, 'servers.json');
+    await writeFile(
+      declaration,
+      JSON.stringify([{ name: 'look', stdio: { image: IMAGE, command: ['node', '/srv/server.js'] }, tools: ['look'] }]),
+    );
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', mcp: declaration });
+    model.script([
+      { toolCalls: [{ name: 'mcp__look__look', arguments: { note: 'from the session' } }] },
+      {
+        toolCalls: [
+          {
+            name: 'edit_file',
+            arguments: { path: 'README.md', old_string: '# fixture\n', new_string: '# fixture\nhello\n' },
+          },
+        ],
+      },
+      { text: 'Looked, then greeted.' },
+    ]);
+    const id = newSessionId('mcp-stdio');
+    const handle = await startSession(stack, id, {
+      repo: { url: repo.url },
+      task: 'look around with the look tool, then greet in the README',
+      agent: { kind: 'openai', model: 'fake-1' },
+      verify: { test: 'sh check.sh' },
+    });
+    const waiting = await waitForStatus(handle, inPhase('awaiting_approval'), 240_000);
+    expect(waiting.verification).toMatchObject({ passed: true });
+    expect(waiting.agent).toMatchObject({ kind: 'openai', mcpCalls: 1, stopReason: 'done' });
+    expect(waiting.timeline.map((t) => t.name)).toContain('agent: MCP tools');
+    // The model was offered the server's tool beside drydock's, and read its fenced answer from the container.
+    expect(model.requests[0]!.tools).toContain('mcp__look__look');
+    const [result] = toolResults(model.requests[1]!);
+    const fenced = /^<mcp-result server="look" tool="look">\n(.*)\n<\/mcp-result>$/s.exec(result!);
+    expect(JSON.parse(fenced![1]!)).toMatchObject({ note: 'from the session', uid: 65534, interfaces: ['lo'] });
+    const final = await approvePush(handle, 'alice', 240_000);
+    expect(final.phase).toBe('completed');
+    expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
+    // The call is one mcp_call event of the session's trail: sizes, not contents.
+    const events = await new AuditTrail(pool, 'test-host', new Redactor([]), testAuditKey()).events(id);
+    const calls = events.filter((e) => e.kind === 'mcp_call').map((e) => e.data);
+    expect(calls).toEqual([
+      expect.objectContaining({ server: 'look', tool: 'look', writes: false, ok: true, turn: 1 }),
+    ]);
+    expect(JSON.stringify(calls)).not.toContain('from the session');
+    expect(await containersOf(id)).toHaveLength(0);
+    expect(await containers()).toBe('');
+  } finally {
+    await removeSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
+    await pool.end();
+    await stack.stop();
+    await model.close();
+  }
+}, 600_000);

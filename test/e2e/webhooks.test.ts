@@ -16,6 +16,8 @@ import { bodyHash, routeGitHubEvent } from '../../github/webhooks';
 import { PAYLOADS, type PayloadEvent } from '../../github/webhook-payloads';
 import { decide, status, type PullRequestClosed, type SessionStatus } from '../../workflows/api';
 import { triggerSessionSchema } from '../../workflows/input';
+import { addRepo } from '../../cli/snapshots';
+import { removeSnapshotSchedules } from '../../sandbox/snapshots';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
 import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../support/github-examples';
 import {
@@ -35,6 +37,8 @@ import {
 const SECRET = 'new-webhook-secret-for-tests';
 const OLD_SECRET = 'old-webhook-secret-for-tests';
 const CI_SECRET = 'ci-secret-for-the-tests';
+/** acme/own's own webhook secret (repo add --webhook-secret ACME_HOOK): serve's DRYDOCK_SECRET_ACME_HOOK. */
+const PROJECT_SECRET = 'acme-own-webhook-secret-for-tests';
 const MAX_BODY = 64 * 1024;
 const TOKEN = 'ghp_webhookTestToken0123456789abcdefABCDEF';
 /** The repo's agent: a script that makes the change check.sh wants. */
@@ -109,6 +113,7 @@ const serveConfig = () => ({
   DRYDOCK_REPOS: [`${EXAMPLE_REPO}=${repo?.url}`],
   DRYDOCK_HTTP_MAX_BODY: MAX_BODY,
   DRYDOCK_TRIGGER_SESSION: TRIGGER_SESSION,
+  secrets: { ACME_HOOK: PROJECT_SECRET },
 });
 
 let deliveries = 0;
@@ -679,6 +684,37 @@ describe('refusals start nothing', () => {
       body: { ignored: expect.stringMatching(/is not the head of Codertocat\/Hello-World's branch changes/) },
     });
     expect(await exists(sessionIdOf('check_run', check))).toBe(false);
+  });
+
+  test("a repo with its own webhook secret: neither the forge-wide secret nor another's signs for it", async () => {
+    const own = await makeFixtureRepo();
+    await addRepo(stack.client, stack.config, own.url, { name: 'acme/own', every: '1h', webhookSecret: ['ACME_HOOK'] });
+    try {
+      const star = (repo: string) => ({ action: 'created', repository: { full_name: repo } });
+      // Its own secret passes the check (a star is then ignored), in any case of its name.
+      for (const name of ['acme/own', 'ACME/Own']) {
+        expect(await deliver('star', star(name), { secret: PROJECT_SECRET })).toMatchObject({
+          status: 202,
+          body: { ignored: "event 'star' is not one drydock acts on" },
+        });
+      }
+      // The forge-wide secret (every other project's maintainers hold it) cannot sign for it.
+      expect(await deliver('star', star('acme/own'))).toMatchObject({
+        status: 401,
+        body: { error: 'signature does not match (acme/own has its own webhook secret)' },
+      });
+      const labelled = actionable('issues');
+      labelled.repository.full_name = 'acme/own';
+      expect((await deliver('issues', labelled)).status).toBe(401);
+      // Nor can its secret sign for a repo without one of its own: those take the forge's only.
+      expect(await deliver('star', star(EXAMPLE_REPO), { secret: PROJECT_SECRET })).toMatchObject({
+        status: 401,
+        body: { error: 'signature does not match' },
+      });
+      expect((await deliver('star', star(EXAMPLE_REPO))).status).toBe(202);
+    } finally {
+      await removeSnapshotSchedules(stack.client, own.url, [stack.config.DRYDOCK_HOST_ID]);
+    }
   });
 
   test('events drydock does not act on → 202 ignored; ping → 200', async () => {

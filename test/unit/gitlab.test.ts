@@ -11,6 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { gitlabForge, plainJobLog } from '../../gitlab/provider';
 import { gitlabWebhooks, routeGitLabEvent, tokenMatches } from '../../gitlab/webhooks';
 import { bodyHash } from '../../forge/triggers';
+import { parseRepoList, REPO_NAME } from '../../repos/registry';
+import { parseSessionInput } from '../../workflows/input';
 import { reportProgress } from '../../forge/progress';
 import { startFakeGitLab, type FakeGitLab } from '../support/fake-gitlab';
 import { GITLAB_PATH, issueLabelled, mergeRequestClosed, noteOn, pipelineFailed } from '../support/gitlab-examples';
@@ -304,4 +306,28 @@ describe('webhooks', () => {
     const two = routeGitLabEvent('Issue Hook', bodyHash(Buffer.from(body)), JSON.parse(body.toString()));
     expect(one).toEqual(two);
   });
+});
+
+test('a project in nested subgroups (group/sub/project) is a repo name like any other, up to 20 groups deep', () => {
+  const labelled = issueLabelled({ projectId: 8, iid: 5, by: 'dev' });
+  labelled.project.path_with_namespace = 'acme/platform/shop';
+  const body = JSON.stringify(labelled);
+  expect(routeGitLabEvent('Issue Hook', bodyHash(body), labelled)).toMatchObject({
+    kind: 'start',
+    repo: 'acme/platform/shop',
+    sessionId: expect.stringMatching(/^gl-acme-platform-shop-issue-5-/),
+  });
+  expect(parseRepoList(['acme/platform/shop=https://gitlab.example.com/acme/platform/shop.git'])).toEqual([
+    { name: 'acme/platform/shop', url: 'https://gitlab.example.com/acme/platform/shop.git' },
+  ]);
+  const input = parseSessionInput({
+    repo: { url: 'https://gitlab.example.com/acme/platform/shop.git' },
+    task: 'x',
+    publish: { pullRequest: { repo: 'acme/platform/shop', forge: 'gitlab' } },
+  });
+  expect(input.ok).toBe(true);
+  expect(REPO_NAME.test(`g${'/s'.repeat(20)}`)).toBe(true);
+  for (const bad of ['shop', `g${'/s'.repeat(21)}`, 'acme//shop', 'acme/shop/', '/acme/shop', 'acme/sh op']) {
+    expect(REPO_NAME.test(bad)).toBe(false);
+  }
 });

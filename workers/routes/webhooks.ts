@@ -29,6 +29,7 @@ import {
 import { githubWebhooks, signatureMatches } from '../../github/webhooks';
 import { gitlabWebhooks } from '../../gitlab/webhooks';
 import { giteaWebhooks } from '../../gitea/webhooks';
+import { projectSecretsOf } from '../../forge/webhook-secrets';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
 import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
@@ -50,18 +51,21 @@ type Answer = [number, unknown];
 
 /** POST /webhooks/github: GitHub's deliveries through the forge seam. */
 export function githubWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
-  return forgeWebhook(ctx, githubWebhooks(ctx.config.DRYDOCK_WEBHOOK_SECRETS ?? []), req);
+  return forgeWebhook(ctx, githubWebhooks(ctx.config.DRYDOCK_WEBHOOK_SECRETS ?? [], projectSecrets(ctx)), req);
 }
 
 /** POST /webhooks/gitlab: GitLab's deliveries (X-Gitlab-Token) through the forge seam. */
 export function gitlabWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
-  return forgeWebhook(ctx, gitlabWebhooks(ctx.config.DRYDOCK_GITLAB_WEBHOOK_TOKENS ?? []), req);
+  return forgeWebhook(ctx, gitlabWebhooks(ctx.config.DRYDOCK_GITLAB_WEBHOOK_TOKENS ?? [], projectSecrets(ctx)), req);
 }
 
 /** POST /webhooks/gitea: Gitea's deliveries (X-Gitea-Signature) through the forge seam. */
 export function giteaWebhook(ctx: ServeContext, req: IncomingMessage): Promise<Answer> {
-  return forgeWebhook(ctx, giteaWebhooks(ctx.config.DRYDOCK_GITEA_WEBHOOK_SECRETS ?? []), req);
+  return forgeWebhook(ctx, giteaWebhooks(ctx.config.DRYDOCK_GITEA_WEBHOOK_SECRETS ?? [], projectSecrets(ctx)), req);
 }
+
+/** The registered repos' own webhook secrets: their names in the registry, their values in serve's environment. */
+const projectSecrets = (ctx: ServeContext) => projectSecretsOf(() => ctx.repos.list(), ctx.config.secrets);
 
 /** A webhook's forge with the server's credentials, and how it acts on a trigger. */
 interface Via {

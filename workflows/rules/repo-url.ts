@@ -9,6 +9,13 @@
  * UI). Pure, so workflows use it too.
  */
 
+/**
+ * A repository's name on its forge: GitHub's and Gitea's "owner/name", or a
+ * GitLab project's full path with its nested subgroups ("group/sub/project";
+ * GitLab allows 20 levels of groups).
+ */
+export const REPO_PATH = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+){1,20}$/;
+
 /** Why a URL with credentials is refused, and where they go instead. */
 export const URL_CREDENTIALS_REFUSED =
   "must not carry credentials (user:password@ or token@): they would be kept in Temporal's history. " +
