@@ -29,6 +29,7 @@ const ALL: [string, Record<string, string>][] = [
   ['park', {}],
   ['exec', {}],
   ['desktop', {}],
+  ['people', {}],
   ['build', {}],
   ['concurrency', { BENCH_DB: 'pglite' }],
   ...(existsSync('/usr/lib/postgresql')

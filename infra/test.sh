@@ -148,6 +148,9 @@ start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
 # Gitea for test/e2e/gitea-* (18 minutes the first time on a busy 2-core machine, under a
 # minute once its Go caches hold it; those suites run late and wait for it themselves).
 start_job gitea bash "$ROOT/infra/gitea.sh"
+# code-server (VS Code in the browser) from npm and Debian for test/e2e/editor-install (7 minutes the
+# first time on a busy machine, cached in .tools/code-server).
+start_job code-server bash "$ROOT/infra/code-server.sh"
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 step "type check, lint, format"
 npx tsc --noEmit

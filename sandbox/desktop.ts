@@ -15,6 +15,7 @@
  * its stdin and stdout over the console's WebSocket (bridgeDesktop), with the
  * terminal's rules for the socket (workers/routes/desktop.ts).
  */
+import { randomBytes } from 'node:crypto';
 import type WebSocket from 'ws';
 import { CLOSE, InputRate, TERMINAL_LIMITS, type TerminalLimits } from './web-terminal';
 import {
@@ -37,6 +38,31 @@ export const DESKTOP_DISPLAY = ':0';
 export const DESKTOP_SIZE = { width: 1280, height: 960 } as const;
 /** Where Xvnc takes VNC connections, in the companion's own /tmp (mode 0600: the companion's user alone). */
 export const VNC_SOCKET = '/tmp/drydock-vnc.sock';
+
+/**
+ * The display's X authority (an Xauthority file with one MIT-MAGIC-COOKIE-1),
+ * in the companion's own /tmp (0600): Xvnc takes only clients that present its
+ * cookie, the person's Chromium beside it and a browser check's Chromium,
+ * given a copy for the check (sandbox/activities/verify.ts); a program in the
+ * sandbox, which shares the display's abstract socket, has none.
+ */
+export const XAUTH_FILE = '/tmp/drydock.xauth';
+
+/**
+ * An Xauthority file of one entry for any host (FamilyWild) and display 0:
+ * each field a big-endian 16-bit length, then its bytes (Xau's format).
+ */
+export function xauthority(cookie: Buffer): Buffer {
+  const field = (bytes: Buffer) => Buffer.concat([u16(bytes.length), bytes]);
+  const u16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+  return Buffer.concat([
+    u16(0xffff),
+    field(Buffer.alloc(0)),
+    field(Buffer.from(DESKTOP_DISPLAY.slice(1))),
+    field(Buffer.from('MIT-MAGIC-COOKIE-1')),
+    field(cookie),
+  ]);
+}
 
 /** The companion's own limits (Xvnc and a Chromium), besides the sandbox's. */
 export const DESKTOP_LIMITS = {
@@ -85,13 +111,17 @@ export function desktopSpec(sandbox: SandboxInfo, image: string, egressDir: stri
  * the person closes it.
  */
 export const START_DESKTOP = [
-  `if pgrep -x Xvnc >/dev/null && [ -S ${VNC_SOCKET} ]; then exit 0; fi`,
+  // Its stdin is a fresh X authority (xauthority()), read always, kept only by the Xvnc it starts.
+  `umask 077; cat >${XAUTH_FILE}.new`,
+  `if pgrep -x Xvnc >/dev/null && [ -S ${VNC_SOCKET} ]; then rm -f ${XAUTH_FILE}.new; exit 0; fi`,
+  `mv -f ${XAUTH_FILE}.new ${XAUTH_FILE}`,
   `nohup Xvnc ${DESKTOP_DISPLAY} -geometry ${DESKTOP_SIZE.width}x${DESKTOP_SIZE.height} -depth 24 -desktop drydock ` +
+    `-auth ${XAUTH_FILE} ` +
     `-rfbunixpath ${VNC_SOCKET} -rfbunixmode 0600 -rfbport -1 -SecurityTypes None -nolisten tcp -extension MIT-SHM ` +
     '-AcceptCutText=0 -SendCutText=0 -SetPrimary=0 -SendPrimary=0 -AlwaysShared >/tmp/xvnc.log 2>&1 &',
   `for i in $(seq 100); do [ -S ${VNC_SOCKET} ] && break; sleep 0.1; done`,
   `[ -S ${VNC_SOCKET} ] || { cat /tmp/xvnc.log >&2; exit 1; }`,
-  `nohup sh -c 'while :; do DISPLAY=${DESKTOP_DISPLAY} chromium --no-sandbox --disable-gpu --disable-dev-shm-usage ` +
+  `nohup sh -c 'while :; do DISPLAY=${DESKTOP_DISPLAY} XAUTHORITY=${XAUTH_FILE} chromium --no-sandbox --disable-gpu --disable-dev-shm-usage ` +
     '--disable-background-networking --no-first-run --user-data-dir=/tmp/chromium --window-position=0,0 ' +
     `--window-size=${DESKTOP_SIZE.width},${DESKTOP_SIZE.height} about:blank; sleep 2; done' >/tmp/chromium.log 2>&1 &`,
 ].join('\n');
@@ -124,19 +154,26 @@ export async function startDesktop(
     throw err;
   }
   const name = desktopContainerName(sandbox);
-  const started = await sandboxes.exec(name, ['sh', '-c', START_DESKTOP]);
+  const started = await sandboxes.exec(name, ['sh', '-c', START_DESKTOP], { stdin: xauthority(randomBytes(16)) });
   if (started.exitCode !== 0) {
     throw new Error(`the desktop's display did not start: ${started.stderr.toString().slice(0, 500)}`);
   }
   return name;
 }
 
-/** Whether the sandbox's desktop is up (its Xvnc runs): a browser check then draws on it. */
-export async function desktopShown(sandboxes: SandboxProvider, sandbox: string): Promise<boolean> {
+/**
+ * The X authority of the sandbox's desktop when it is up (its Xvnc runs): a
+ * browser check then draws on it, presenting that cookie. Undefined otherwise.
+ */
+export async function desktopShown(sandboxes: SandboxProvider, sandbox: string): Promise<Buffer | undefined> {
   const name = desktopContainerName(sandbox);
-  if (!(await sandboxes.exists(name))) return false;
-  const probe = await sandboxes.exec(name, ['pgrep', '-x', 'Xvnc']).catch(() => ({ exitCode: 1 }));
-  return probe.exitCode === 0;
+  if (!(await sandboxes.exists(name))) return undefined;
+  const probe = await sandboxes
+    .exec(name, ['sh', '-c', `pgrep -x Xvnc >/dev/null && cat ${XAUTH_FILE}`], {
+      stdoutCap: { bytes: 4096, what: "the desktop's X authority" },
+    })
+    .catch(() => undefined);
+  return probe?.exitCode === 0 && probe.stdout.length > 0 ? probe.stdout : undefined;
 }
 
 /** What one viewer's connection carried, for the audit trail. */

@@ -279,9 +279,15 @@ export class TerminalPresence {
    * session's turn, when no other socket is left, or at once when this one
    * asked to detach and nobody else is in (this person's other sockets are
    * ended first; other people's stay, and the last of them detaches).
-   * Answers whether it was.
+   * Answers whether it was. When the person attached leaves while others
+   * stay, the attach is handed over (`handOver`, true when the workflow took
+   * it) to one of them, so the session names someone who is in.
    */
-  leave(asked: boolean, detach: (attachedBy: string) => Promise<void>): Promise<boolean> {
+  leave(
+    asked: boolean,
+    detach: (attachedBy: string) => Promise<void>,
+    handOver?: (from: string, to: string) => Promise<boolean>,
+  ): Promise<boolean> {
     this.entry.members.delete(this);
     if (asked) {
       for (const other of this.entry.members) {
@@ -290,8 +296,13 @@ export class TerminalPresence {
     }
     return this.inTurn(async () => {
       const by = this.entry.attachedBy;
-      const othersIn = [...this.entry.members].some((m) => m.who !== this.who);
-      if (!by || othersIn || (!asked && this.entry.members.size > 0)) return false;
+      const other = [...this.entry.members].find((m) => m.who !== this.who);
+      const mineLeft = [...this.entry.members].some((m) => m.who === this.who);
+      if (by === this.who && other && !mineLeft && handOver) {
+        if (await handOver(by, other.who)) this.entry.attachedBy = other.who;
+        return false;
+      }
+      if (!by || other || (!asked && this.entry.members.size > 0)) return false;
       this.entry.attachedBy = undefined;
       await detach(by);
       return true;

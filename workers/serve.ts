@@ -48,7 +48,7 @@ import {
 import { issueCliToken, login, logout, oidcBegin, oidcCallback, whoami } from './routes/identity';
 import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
-import { previewEntry, previewRequest, previewRequestLabel } from './routes/preview';
+import { previewEntry, previewRequest, previewRequestLabel, previewUpgrade } from './routes/preview';
 import { desktopPageRoute, desktopUpgrade, isDesktopUpgrade, novncAsset } from './routes/desktop';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
@@ -119,13 +119,15 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const terminal = isTerminalUpgrade(req);
     const desktop = isDesktopUpgrade(req);
-    // An app's own WebSockets (a dev server's reload) are not carried to its preview yet.
-    if (previewRequestLabel(ctx, req) || (!terminal && !desktop && !isAttachUpgrade(req))) {
+    const label = previewRequestLabel(ctx, req);
+    if (!label && !terminal && !desktop && !isAttachUpgrade(req)) {
       return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
     }
     upgraded.add(socket);
     socket.on('close', () => upgraded.delete(socket));
-    if (terminal) void terminalUpgrade(ctx, sandboxes, sockets, req, socket, head);
+    // An app's own WebSockets (a dev server's hot reload), on its preview origin: carried to the app.
+    if (label) void previewUpgrade(ctx, sandboxes, req, socket, head, label);
+    else if (terminal) void terminalUpgrade(ctx, sandboxes, sockets, req, socket, head);
     else if (desktop) void desktopUpgrade(ctx, sandboxes, sockets, req, socket, head);
     else void attachUpgrade(ctx, sandboxes, req, socket);
   });

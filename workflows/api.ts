@@ -284,6 +284,12 @@ export interface FollowupAccepted {
 }
 
 /** Who attaches to (or detaches from) a session's sandbox: an approver or the requester. */
+/** handOver's input: who was attached, who is from now on. */
+export interface HandOverInput {
+  from: string;
+  to: string;
+}
+
 export interface AttachInput {
   by: string;
 }
@@ -551,6 +557,12 @@ export const followup = defineUpdate<FollowupAccepted, [FollowupInput]>('followu
  */
 export const attach = defineUpdate<Attachment, [AttachInput]>('attach');
 export const detach = defineUpdate<Detached, [AttachInput]>('detach');
+/**
+ * Update for several people at one terminal (drydock serve): the person
+ * attached (`from`) left while `to` stays in, so the attach is `to`'s from
+ * now on (the agent still waits; `from`'s part is recorded as a detach).
+ */
+export const handOver = defineUpdate<Attachment, [HandOverInput]>('handOver');
 /**
  * Update for the app's preview (`drydock serve`): starts the repo's app in a
  * companion of the sandbox while the session waits at its gate, as `by`

@@ -132,6 +132,8 @@ type RunnerResult = Omit<BrowserResult, 'url' | 'appLogTail' | 'durationMs'>;
 
 /** Where the browser container writes screenshots (its own /tmp). */
 const BROWSER_OUT = '/tmp/drydock-browser';
+/** The check's copy of the desktop's X authority, in its container's own /tmp (sandbox/desktop.ts XAUTH_FILE). */
+const CHECK_XAUTH = '/tmp/drydock-check.xauth';
 /** Limits of a browser container: Chromium with one page. */
 const BROWSER_LIMITS = {
   cpus: 1,
@@ -280,12 +282,16 @@ export function createVerifyActivities(deps: VerifyDeps) {
       if (raw.outcome === 'passed') {
         // A person watching the sandbox's desktop sees the check: its Chromium draws on that display
         // (not under gVisor, whose browser container has a kernel of its own: no X socket of the desktop's).
-        const shown = !deps.runtime?.startsWith('runsc') && (await desktopShown(sandboxes, input.sandbox));
-        const display = shown ? DESKTOP_DISPLAY : undefined;
+        // It presents the display's cookie (Xvnc takes no client without it), in a file of its own /tmp.
+        const xauth = deps.runtime?.startsWith('runsc') ? undefined : await desktopShown(sandboxes, input.sandbox);
+        const display = xauth ? DESKTOP_DISPLAY : undefined;
         const browsed = await inBrowserContainer(deps, input.sandbox, async (container) => {
           const spec = { ...browser, phase: 'browse', outDir: BROWSER_OUT, video: input.video, display };
           const env = cleanNode(BROWSER_OUT);
-          if (display) env.env.push(`DISPLAY=${display}`);
+          if (xauth) {
+            await container.commands.exec(['sh', '-c', `umask 077; cat >${CHECK_XAUTH}`], { stdin: xauth });
+            env.env.push(`DISPLAY=${display}`, `XAUTHORITY=${CHECK_XAUTH}`);
+          }
           const run = await container.commands.exec([HELPER.browser, JSON.stringify(spec)], env);
           const result = runnerResult(run);
           const files = [

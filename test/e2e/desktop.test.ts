@@ -208,6 +208,21 @@ function socketAnswer(url: string, headers: Record<string, string>): Promise<num
   });
 }
 
+/**
+ * An X client's first message to display :0's abstract socket (X11's connection setup, little-endian),
+ * with the MIT-MAGIC-COOKIE-1 on stdin when argv[1] is "true"; prints the server's first answer byte.
+ */
+const X_HELLO = `
+const withCookie = process.argv[1] === 'true';
+const cookie = withCookie ? require('node:fs').readFileSync(0) : Buffer.alloc(0);
+const name = withCookie ? Buffer.from('MIT-MAGIC-COOKIE-1\\0\\0') : Buffer.alloc(0);
+const head = Buffer.from([0x6c, 0, 11, 0, 0, 0, withCookie ? 18 : 0, 0, cookie.length, 0, 0, 0]);
+const s = require('node:net').connect({ path: '\\0/tmp/.X11-unix/X0' });
+s.on('connect', () => s.write(Buffer.concat([head, name, cookie])));
+s.on('data', (d) => { process.stdout.write(String(d[0])); s.destroy(); });
+s.on('error', (e) => process.stdout.write('error ' + e.code));
+`;
+
 test('an approver watches the browser check on the desktop; a reader and other sites get no way in', async () => {
   const id = newSessionId('desktop');
   toEnd.push(id);
@@ -272,6 +287,17 @@ test('an approver watches the browser check on the desktop; a reader and other s
     execFileSync('docker', ['exec', desktopContainerName(sandbox), 'sh', '-c', command]).toString();
   expect(inNamespace('ls /sys/class/net')).toBe('lo\n');
   expect(inNamespace(`cat /proc/net/tcp /proc/net/tcp6 | awk '$4 == "0A"'`)).toBe('');
+  // The display has an X authority: a program in the sandbox (which shares its abstract socket) is refused
+  // without the cookie (the X server's first answer byte 0, Failed), and let in with it (1, Success).
+  const xCookie = execFileSync('docker', ['exec', desktopContainerName(sandbox), 'cat', '/tmp/drydock.xauth']).subarray(
+    -16,
+  );
+  const xHello = (withCookie: boolean) =>
+    execFileSync('docker', ['exec', '-i', sandbox, '/opt/drydock/lib/node', '-e', X_HELLO, String(withCookie)], {
+      input: xCookie,
+    }).toString();
+  expect(xHello(false)).toBe('0');
+  expect(xHello(true)).toBe('1');
 
   // The check's Chromium draws the magenta app on the display: on the display itself (read by a VNC
   // client of the test's, through the companion's socket) and in the person's canvas.

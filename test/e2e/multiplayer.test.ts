@@ -5,7 +5,8 @@
  * terminal of one session at its gate and share its shell: each sees the
  * other's presence and commands, each one's keys are in the audit trail
  * under their own name; a reader watches (sees both and the output) and
- * cannot type; the session is detached once, when the last of them leaves,
+ * cannot type; when the first leaves, the attach is handed to the other; the
+ * session is detached once, when the last of them leaves,
  * and both edits are in the new change to review.
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -170,7 +171,9 @@ test('two approvers share the terminal, each audited under their name; a reader 
   // Alice detaches: the session stays attached for Bob; Dave still watches.
   await alice.click('#detach');
   await presenceOf(bob, /^bob \(typing\), dave \(watching\)$/);
-  expect((await waitForStatus(handle, () => true, 10_000)).phase).toBe('attached');
+  // The attach is handed to Bob, who is still in (attached.by names him, not Alice who left).
+  const handed = await waitForStatus(handle, (s) => s.attached?.by === 'bob', 30_000);
+  expect(handed.phase).toBe('attached');
   await bob.click('#detach');
   await bob.locator('#terminal-state', { hasText: /detached after \d+ s/ }).waitFor({ timeout: 30_000 });
   await dave.locator('#terminal-state', { hasText: 'nobody is in the sandbox any more' }).waitFor({ timeout: 30_000 });
@@ -196,8 +199,12 @@ test('two approvers share the terminal, each audited under their name; a reader 
   expect(by('alice')).not.toContain('bob.txt; cat');
   expect(typed.filter((e) => e.actor === 'dave')).toEqual([]);
   expect(new Set(typed.map((e) => e.actor))).toEqual(new Set(['alice', 'bob']));
-  // One attach, held from Alice's arrival to Bob's detach.
+  // One attach from Alice's arrival to Bob's detach, in two parts: Alice's (handed to Bob), then Bob's.
   expect(events.filter((e) => e.kind === 'attach')).toEqual([
-    expect.objectContaining({ actor: 'alice', data: expect.objectContaining({ detachedBy: 'alice' }) }),
+    expect.objectContaining({
+      actor: 'alice',
+      data: expect.objectContaining({ detachedBy: 'alice', handedTo: 'bob' }),
+    }),
+    expect.objectContaining({ actor: 'bob', data: expect.objectContaining({ detachedBy: 'bob' }) }),
   ]);
 }, 600_000);

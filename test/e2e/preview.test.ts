@@ -13,7 +13,10 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Pool } from 'pg';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { Redactor } from '../../platform/scrub';
+import { AuditTrail } from '../../store/audit';
 import { previewOrigin } from '../../sandbox/preview';
 import { personalTokens } from '../support/identity';
 import {
@@ -21,6 +24,7 @@ import {
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  testAuditKey,
   startServe,
   startSession,
   startStack,
@@ -38,12 +42,25 @@ roles:
     approver: alice
     reader: dave
 `;
-/** An app that shows what it was sent: its heading, and the request's cookies at /echo. */
-const APP = `require('node:http')
+/**
+ * An app that shows what it was sent: its heading, and the request's cookies at /echo; and a WebSocket
+ * at /hmr as a dev server's hot reload has (a handshake by hand, then one text frame naming its Host).
+ */
+const APP = `const http = require('node:http');
+const { createHash } = require('node:crypto');
+http
   .createServer((req, res) => {
     if (req.url === '/echo') return res.end(JSON.stringify({ cookie: req.headers.cookie ?? '', host: req.headers.host }));
     res.setHeader('content-type', 'text/html');
     res.end('<h1>Hello from the preview</h1>');
+  })
+  .on('upgrade', (req, socket) => {
+    if (req.url !== '/hmr') return socket.end('HTTP/1.1 404 Not Found\\r\\n\\r\\n');
+    const accept = createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+    socket.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n' +
+      'Set-Cookie: toss=1; Domain=preview.localhost\\r\\nSec-WebSocket-Accept: ' + accept + '\\r\\n\\r\\n');
+    const text = Buffer.from('reload ' + req.headers.host + ' ' + (req.headers.cookie ?? 'no cookie'));
+    socket.write(Buffer.concat([Buffer.from([0x81, text.length]), text]));
   })
   .listen(3000, '127.0.0.1');
 `;
@@ -59,6 +76,7 @@ let browser: Browser;
 let tokens: Record<'alice' | 'dave' | 'eve', string>;
 const toEnd: string[] = [];
 let repoUrl: string;
+let pool: Pool;
 
 beforeAll(async () => {
   tokens = await personalTokens('alice', 'dave', 'eve');
@@ -68,6 +86,7 @@ beforeAll(async () => {
   const repo = await makeFixtureRepo({ 'app.js': APP, '.drydock/config.yaml': CONFIG });
   serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repo.url}`] });
   repoUrl = repo.url;
+  pool = new Pool({ connectionString: process.env.DATABASE_URL });
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     headless: true,
@@ -77,6 +96,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await endSessions(stack.client, toEnd);
   await browser?.close();
+  await pool?.end();
   await serve?.close();
   await stack?.stop();
 });
@@ -166,6 +186,37 @@ test('a reader opens the app at the gate on its own origin; a stranger, a browse
   const cookies = await dave.context().cookies(origin);
   const pass = cookies.find((c) => c.name === 'drydock_preview')!;
   expect(pass).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+
+  // The app's WebSocket (a dev server's hot reload) through the preview origin: the app gets its own
+  // Host and cookies, not drydock's; a cookie it sets for a parent domain in its handshake is dropped.
+  await dave.goto(`${origin}/`);
+  const reload = await dave.evaluate(
+    () =>
+      new Promise<string>((resolve, reject) => {
+        const ws = new WebSocket(`ws://${location.host}/hmr`);
+        ws.onmessage = (e) => resolve(String(e.data));
+        ws.onerror = () => reject(new Error('the preview socket failed'));
+      }),
+  );
+  expect(reload).toBe('reload localhost:3000 theme=dark');
+  expect((await dave.context().cookies(origin)).map((c) => c.name).sort()).toEqual(['drydock_preview', 'theme']);
+  // Without a pass, or from a page of another origin (a sibling preview is same-site: the cookie goes too), refused.
+  const hmr = {
+    connection: 'Upgrade',
+    upgrade: 'websocket',
+    'sec-websocket-version': '13',
+    'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+  };
+  const sibling = previewOrigin(`http://preview.localhost:${new URL(serve.url).port}`, `${id}-sibling`);
+  expect((await askAs(origin, '/hmr', { ...hmr, origin })).status).toBe(401);
+  expect(
+    (await askAs(origin, '/hmr', { ...hmr, origin: sibling, cookie: `drydock_preview=${pass.value}` })).status,
+  ).toBe(403);
+  // The start of the app is in the audit trail under the reader's name.
+  const starts = (await new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey()).events(id)).filter(
+    (e) => e.kind === 'preview',
+  );
+  expect(starts.map((e) => [e.actor, e.data.event, e.data.ready])).toEqual([['dave', 'start', true]]);
 
   // A person who may not read the session: no preview (as for a session that does not exist).
   const eve = await signedIn(tokens.eve);

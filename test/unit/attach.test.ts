@@ -1,5 +1,5 @@
 /** Who may attach to a session's sandbox, and when (workflows/rules/attach.ts). */
-import { checkAttach, checkDetach, type AttachState } from '../../workflows/rules/attach';
+import { checkAttach, checkDetach, checkHandOver, type AttachState } from '../../workflows/rules/attach';
 import type { AttachInput } from '../../workflows/api';
 
 const policy = { approvers: ['alice'] };
@@ -58,4 +58,21 @@ test('detach: the one attached, or an approver or the requester; refused when no
   expect(reason(checkDetach(attachedBy('rita'), policy, { by: 'mallory' }))).toBe(
     'mallory may not detach from this session (allowed: alice, rita)',
   );
+});
+
+test('hand-over: from the one attached to another who may attach; nobody else', () => {
+  expect(reason(checkHandOver(attachedBy('rita'), policy, { from: 'rita', to: 'alice' }))).toBe('ok');
+  expect(reason(checkHandOver(attachedBy('rita'), policy, { from: 'alice', to: 'rita' }))).toBe(
+    'alice is not the one attached (rita is)',
+  );
+  expect(reason(checkHandOver(live, policy, { from: 'rita', to: 'alice' }))).toBe(
+    'rita is not the one attached (nobody is)',
+  );
+  expect(reason(checkHandOver(attachedBy('rita'), policy, { from: 'rita', to: 'mallory' }))).toBe(
+    'mallory may not attach to this session (allowed: alice, rita)',
+  );
+  expect(reason(checkHandOver(attachedBy('rita'), policy, { from: 'rita', to: 'rita' }))).toBe(
+    'a hand-over is to someone else',
+  );
+  expect(reason(checkHandOver(attachedBy('rita'), policy, undefined))).toBe('a hand-over needs {from, to}');
 });

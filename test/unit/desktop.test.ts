@@ -22,6 +22,7 @@ import {
   START_DESKTOP,
   VNC_BRIDGE,
   VNC_SOCKET,
+  xauthority,
   type DesktopEnd,
   type DesktopUse,
 } from '../../sandbox/desktop';
@@ -210,4 +211,19 @@ describe('the bridge', () => {
       await idle.stop();
     }
   });
+});
+
+test("the display's X authority: one MIT-MAGIC-COOKIE-1 for display 0 on any host, in Xau's format", () => {
+  const cookie = Buffer.alloc(16, 0xab);
+  expect(xauthority(cookie).toString('hex')).toBe(
+    'ffff' +
+      '0000' +
+      '0001' +
+      Buffer.from('0').toString('hex') +
+      '0012' +
+      Buffer.from('MIT-MAGIC-COOKIE-1').toString('hex') +
+      '0010' +
+      'ab'.repeat(16),
+  );
+  expect(START_DESKTOP).toContain('-auth /tmp/drydock.xauth');
 });

@@ -326,6 +326,28 @@ describe("a session's terminal sockets (M2)", () => {
     expect(updates).toEqual(['attach alice', 'detach alice']);
   });
 
+  test('the person attached leaves while another stays: the attach is handed over, the last one detaches as themselves', async () => {
+    const terminals = new SessionTerminals();
+    const { updates, detach, attach } = session();
+    const handOver = async (from: string, to: string) => (updates.push(`hand over ${from} to ${to}`), true);
+    const alice = terminals.join('s-1', 'alice');
+    await attach(alice, 'alice');
+    const bob = terminals.join('s-1', 'bob');
+    await attach(bob, 'bob');
+    expect(await alice.leave(false, detach, handOver)).toBe(false);
+    expect(await bob.leave(false, detach, handOver)).toBe(true);
+    expect(updates).toEqual(['attach alice', 'hand over alice to bob', 'detach bob']);
+    // A hand-over the workflow refused leaves the attach as it was: the last one detaches it under its name.
+    const refused: string[] = [];
+    const carol = terminals.join('s-2', 'carol');
+    await carol.attach('carol', async () => void refused.push('attach carol'));
+    const dan = terminals.join('s-2', 'dan');
+    await dan.attach('dan', async () => Promise.reject(new Error('never sent')));
+    expect(await carol.leave(false, detach, async () => false)).toBe(false);
+    expect(await dan.leave(false, async (by) => void refused.push(`detach ${by}`))).toBe(true);
+    expect(refused).toEqual(['attach carol', 'detach carol']);
+  });
+
   test('a refused attach (someone else attached elsewhere) leaves nothing to detach', async () => {
     const terminals = new SessionTerminals();
     const { updates, detach } = session();

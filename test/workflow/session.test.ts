@@ -13,6 +13,7 @@ import {
   attach,
   decide,
   detach,
+  handOver,
   ErrorType,
   followup,
   pullRequestClosed,
@@ -450,6 +451,43 @@ test('attach at the gate: phase attached, nothing runs until the detach, then th
   const audit = run.args.recordAudit.find((a) => (a as { key: string }).key === 'attach-1');
   expect(audit).toMatchObject({ kind: 'attach', actor: 'rita', data: { sandbox: 'sandbox-0', detachedBy: 'rita' } });
   expect((audit as { data: { durationMs: number } }).data.durationMs).toBeGreaterThanOrEqual(0);
+});
+
+test('two people at one terminal: the one attached leaves, the attach is handed to the other, still attached, then detached under their name', async () => {
+  const NEXT = { commit: 'f'.repeat(40), change: 'a'.repeat(64) };
+  let commits = 0;
+  const stubs: Stubs = {
+    commitChanges: async () => ({
+      ...(++commits === 1 ? { commit: COMMIT, changeHash: CHANGE } : { commit: NEXT.commit, changeHash: NEXT.change }),
+      changed: true,
+      diffstat: ' hello.txt | 2 +',
+      author: { name: 'drydock', email: 'drydock@localhost' },
+    }),
+  };
+  const input: SessionInputDraft = { ...pushGate, requestedBy: 'rita' };
+  const run = await runSession(harness, 'attach-handover', input, stubs, async (handle) => {
+    await awaitApproval(handle, 'push');
+    await handle.executeUpdate(attach, { args: [{ by: 'rita' }] });
+    expect(await refusal(handle.executeUpdate(handOver, { args: [{ from: 'alice', to: 'rita' }] }))).toBe(
+      'alice is not the one attached (rita is)',
+    );
+    const handed = await handle.executeUpdate(handOver, { args: [{ from: 'rita', to: 'alice' }] });
+    expect(handed).toMatchObject({ by: 'alice', sandbox: 'sandbox-0' });
+    expect(await handle.query(status)).toMatchObject({ phase: 'attached', attached: { by: 'alice' } });
+    await handle.executeUpdate(detach, { args: [{ by: 'alice' }] });
+    await awaitStatus(handle, (s) => s.pendingApproval?.change === NEXT.change, 'the edits at the gate');
+    await handle.executeUpdate(decide, { args: [{ decision: 'approve', action: 'push', by: 'alice' }] });
+  });
+  expect(run.status).toMatchObject({ phase: 'completed', round: 2, attaches: 2 });
+  const audits = run.args.recordAudit.filter((a) => /^attach-/.test((a as { key: string }).key));
+  expect(audits.map((a) => [(a as { actor: string }).actor, (a as { data: object }).data])).toEqual([
+    ['rita', expect.objectContaining({ detachedBy: 'rita', handedTo: 'alice' })],
+    ['alice', expect.objectContaining({ detachedBy: 'alice' })],
+  ]);
+  expect(run.status.timeline.filter((t) => t.phase === 'attached').map((t) => t.name)).toEqual([
+    'attached: rita',
+    'attached: alice',
+  ]);
 });
 
 test('attach while the agent works: answered once the step under way ended; the next one starts after the detach', async () => {

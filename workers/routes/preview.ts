@@ -10,7 +10,15 @@
  * origin. When nothing answers, the page offers to start the app
  * (startPreview: the workflow starts it beside the sandbox at its gate).
  */
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import {
+  request as httpRequest,
+  STATUS_CODES,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
+import type { Duplex } from 'node:stream';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import {
   appConnection,
@@ -98,21 +106,35 @@ function enter(ctx: ServeContext, res: ServerResponse, url: URL, label: string):
   res.end();
 }
 
-/** POST /.drydock/start (the page's own button: its Origin must be this preview origin). */
+/**
+ * POST /.drydock/start (the page's own button: its Origin must be this preview origin). Every start
+ * asked of the workflow is a `preview` row of the audit trail under the person's name, with its outcome.
+ */
 async function start(ctx: ServeContext, req: IncomingMessage, res: ServerResponse, label: string, pass: PreviewPass) {
   const origin = header(req, 'origin');
   if (!origin || previewLabelOf(new URL(origin).host, previewBase(ctx)) !== label) {
     throw new HttpError(403, 'start the app from its preview page');
   }
+  const audit = (data: Record<string, unknown>) =>
+    ctx.audit?.append({
+      sessionId: pass.sessionId,
+      key: `preview/start/${randomUUID()}`,
+      kind: 'preview',
+      actor: pass.who,
+      data: { event: 'start', via: 'preview page', ...data },
+    });
   try {
     const started = await ctx.client.workflow
       .getHandle(pass.sessionId)
       .executeUpdate(startPreview, { args: [{ by: pass.who }] });
     ctx.log.info({ sessionId: pass.sessionId, by: pass.who, ready: started.ready }, 'app started for its preview');
+    await audit(started.ready ? { ready: true } : { ready: false, why: started.why.slice(0, 500) });
     if (!started.ready) return previewPage(res, 502, 'The app did not start', started.why);
   } catch (err) {
     if (!(err instanceof WorkflowUpdateFailedError)) throw err;
-    return previewPage(res, 409, 'Not now', (err.cause as Error | undefined)?.message ?? err.message);
+    const why = (err.cause as Error | undefined)?.message ?? err.message;
+    await audit({ refused: why.slice(0, 500) });
+    return previewPage(res, 409, 'Not now', why);
   }
   res.writeHead(303, { location: '/', 'cache-control': 'no-store' });
   res.end();
@@ -239,4 +261,105 @@ function previewPage(res: ServerResponse, status: number, title: string, message
     `<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}: drydock preview</title></head>` +
       `<body><h1>${esc(title)}</h1><p id="preview-message">${esc(message)}</p>${extra}</body></html>`,
   );
+}
+
+/** The most an app's answer to a WebSocket's handshake may send before its blank line. */
+const MAX_UPGRADE_HEAD = 16 * 1024;
+
+/** An answer to an Upgrade refused before any app is reached (a raw socket: no ServerResponse). */
+function refuseUpgrade(raw: Duplex, status: number, why: string): void {
+  const text = why.slice(0, 300).replace(/[\r\n]/g, ' ');
+  raw.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Refused'}\r\ncontent-type: text/plain; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+  );
+}
+
+/** The browser's handshake for the app: appHeaders, with the Upgrade itself kept. */
+export function upgradeRequestHead(req: IncomingMessage, port: number, origin: string): string {
+  const headers = appHeaders(req.headers, port, origin);
+  headers.connection = 'Upgrade';
+  headers.upgrade = req.headers.upgrade;
+  const lines = Object.entries(headers).flatMap(([name, value]) =>
+    (Array.isArray(value) ? value : [value]).filter((v) => v !== undefined).map((v) => `${name}: ${v}`),
+  );
+  return `${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/**
+ * The app's answer head, filtered as its HTTP answers are (no cookie for a
+ * parent domain); the handshake's own headers (Upgrade, Connection) kept.
+ */
+export function upgradeAnswerHead(head: string): string {
+  const [status, ...lines] = head.split('\r\n');
+  const kept = lines.filter((line) => {
+    const [name, ...rest] = line.split(':');
+    return !(name.trim().toLowerCase() === 'set-cookie' && /;\s*domain\s*=/i.test(rest.join(':')));
+  });
+  return [status, ...kept].join('\r\n');
+}
+
+/**
+ * A WebSocket to a preview origin (a dev server's hot reload): checked as its
+ * pages are (the pass, its session, read access now) and besides opened from
+ * a page of this very preview origin (a sibling origin is same-site, so its
+ * pages would send the cookie), then carried byte for byte over one exec
+ * connection to the app's port; the app's handshake answer is filtered as
+ * its HTTP answers are. It ends when either side does.
+ */
+export async function previewUpgrade(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  req: IncomingMessage,
+  raw: Duplex,
+  head: Buffer,
+  label: string,
+): Promise<void> {
+  raw.on('error', () => raw.destroy());
+  try {
+    const origin = header(req, 'origin');
+    let originLabel: string | undefined;
+    try {
+      originLabel = origin ? previewLabelOf(new URL(origin).host, previewBase(ctx)) : undefined;
+    } catch {
+      originLabel = undefined;
+    }
+    if (originLabel !== label) return refuseUpgrade(raw, 403, "a preview's socket opens from the preview's own pages");
+    const pass = firstPass(cookiesOf(req, PREVIEW_COOKIE), label);
+    if (typeof pass === 'string') return refuseUpgrade(raw, 401, pass);
+    const s = await readableStatus(ctx, pass.sessionId, pass.who);
+    if (!s.sandbox?.appPort) return refuseUpgrade(raw, 409, `${s.sessionId} has no app to preview now`);
+    const port = s.sandbox.appPort;
+    const app = await appConnection(sandboxes, s.sandbox.name, port);
+    app.write(upgradeRequestHead(req, port, previewOrigin(previewBase(ctx), s.sessionId)));
+    if (head.length) app.write(head);
+    carryUpgrade(raw, app);
+  } catch (err) {
+    const status = err instanceof HttpError ? err.status : 502;
+    if (!(err instanceof HttpError)) ctx.log.error({ err }, 'preview socket failed');
+    refuseUpgrade(raw, status, err instanceof HttpError ? err.message : 'the app could not be reached');
+  }
+}
+
+/** The app's answer head filtered, then both ways byte for byte; one side's end ends the other. */
+function carryUpgrade(raw: Duplex, app: Duplex): void {
+  const end = () => (raw.destroy(), app.destroy());
+  raw.on('close', end);
+  app.on('close', end).on('error', end);
+  let buffered = Buffer.alloc(0);
+  const answer = (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    const at = buffered.indexOf('\r\n\r\n');
+    if (at < 0) {
+      if (buffered.length > MAX_UPGRADE_HEAD) end();
+      return;
+    }
+    app.off('data', answer);
+    app.pause();
+    raw.write(`${upgradeAnswerHead(buffered.subarray(0, at).toString('latin1'))}\r\n\r\n`, 'latin1');
+    if (buffered.length > at + 4) raw.write(buffered.subarray(at + 4));
+    app.pipe(raw);
+    raw.pipe(app);
+  };
+  app.on('data', answer);
 }

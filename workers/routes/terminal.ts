@@ -16,6 +16,7 @@ import { readFile } from 'node:fs/promises';
 import type WebSocket from 'ws';
 import type { WebSocketServer } from 'ws';
 import { AttachRefused, boundedSize, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
+import { handOver } from '../../workflows/api';
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
 import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
@@ -202,7 +203,11 @@ async function attachedTerminal(
     control(socket, { type: 'refused', reason: refused ? err.message : 'internal error' });
     socket.close(refused ? CLOSE.refused : CLOSE.failed);
   } finally {
-    const detached = await presence.leave(asked, (by) => detachAndSay(ctx, socket, id, by));
+    const detached = await presence.leave(
+      asked,
+      (by) => detachAndSay(ctx, socket, id, by),
+      (from, to) => handOverAndSay(ctx, id, from, to),
+    );
     if (!detached && socket.readyState === socket.OPEN) {
       socket.close(CLOSE.normal, 'left; the session stays attached while another terminal of it is open');
     }
@@ -235,4 +240,16 @@ async function detachAndSay(ctx: ServeContext, socket: WebSocket, id: string, wh
     control(socket, { type: 'detached', reason: (err as Error).message });
   }
   if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'detached');
+}
+
+/** The person attached left, another stays: the attach is theirs now (if the workflow refuses, it stays as it was). */
+async function handOverAndSay(ctx: ServeContext, id: string, from: string, to: string): Promise<boolean> {
+  try {
+    await ctx.client.workflow.getHandle(id).executeUpdate(handOver, { args: [{ from, to }] });
+    ctx.log.info({ sessionId: id, from, to }, 'the attach was handed over in the console terminal');
+    return true;
+  } catch (err) {
+    ctx.log.warn({ sessionId: id, from, to, reason: (err as Error).message }, 'the attach was not handed over');
+    return false;
+  }
 }

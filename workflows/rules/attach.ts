@@ -1,5 +1,5 @@
 /** Who may attach to a session's sandbox, and when: pure, unit-tested without Temporal. */
-import type { ApprovalPolicy, AttachInput, Attachment, Phase } from '../api';
+import type { ApprovalPolicy, AttachInput, Attachment, HandOverInput, Phase } from '../api';
 import { refuseSender } from './followup';
 
 /** Phases with a live sandbox whose change is not being published: a person may step in. */
@@ -71,5 +71,25 @@ export function checkDetach(
   if (!state.attached) return { ok: false, reason: `nobody is attached (phase ${state.phase})` };
   if (state.attached.by === input!.by) return { ok: true };
   const notAllowed = refuseSender(policy, state.requestedBy, input!.by, 'detach from');
+  return notAllowed ? { ok: false, reason: notAllowed } : { ok: true };
+}
+
+/**
+ * Whether the attach may pass from `input.from` (who is attached) to
+ * `input.to` (who stays in the terminal): `to` may attach as anyone may.
+ */
+export function checkHandOver(
+  state: AttachState,
+  policy: Pick<ApprovalPolicy, 'approvers'>,
+  input: HandOverInput | undefined,
+): Checked {
+  if (!input || typeof input !== 'object') return { ok: false, reason: 'a hand-over needs {from, to}' };
+  const bad = checkBy({ by: input.from }, 'detach') ?? checkBy({ by: input.to }, 'attach');
+  if (bad) return { ok: false, reason: bad };
+  if (state.attached?.by !== input.from) {
+    return { ok: false, reason: `${input.from} is not the one attached (${state.attached?.by ?? 'nobody'} is)` };
+  }
+  if (input.to === input.from) return { ok: false, reason: 'a hand-over is to someone else' };
+  const notAllowed = refuseSender(policy, state.requestedBy, input.to, 'attach to');
   return notAllowed ? { ok: false, reason: notAllowed } : { ok: true };
 }

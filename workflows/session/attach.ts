@@ -12,13 +12,15 @@ import { condition, log, setHandler } from '@temporalio/workflow';
 import {
   attach,
   detach,
+  handOver,
   startPreview,
   type AttachInput,
   type Attachment,
+  type HandOverInput,
   type Detached,
   type PreviewStarted,
 } from '../api';
-import { checkAttach, checkDetach, type AttachState } from '../rules/attach';
+import { checkAttach, checkDetach, checkHandOver, type AttachState } from '../rules/attach';
 import { checkPreview } from '../rules/preview';
 import { sandboxLimitsOf } from '../units';
 import { anyHost, onHost } from './proxies';
@@ -57,6 +59,23 @@ export function installAttachHandlers(run: SessionRun): void {
     },
     { validator: validate(checkDetach) },
   );
+  const validateHandOver = (input: HandOverInput) => {
+    const checked = checkHandOver(state(), run.policy, input);
+    if (!checked.ok) throw new Error(checked.reason);
+  };
+  setHandler(
+    handOver,
+    async (input) => {
+      validateHandOver(input);
+      const during = run.status.attached!.during;
+      await record(run, run.status.attached!, { by: input.from, handedTo: input.to });
+      const { name, host } = run.sandbox!;
+      run.status.attached = { by: input.to, at: new Date().toISOString(), sandbox: name, host, during };
+      log.info('attach handed over', { from: input.from, to: input.to });
+      return run.status.attached;
+    },
+    { validator: validateHandOver },
+  );
 }
 
 /** A person attaching to a parked session gets a sandbox brought back from the checkpoint. */
@@ -93,6 +112,21 @@ function begin(run: SessionRun, by: string): Attachment {
 async function end(run: SessionRun, by: string): Promise<Detached> {
   const attached = run.status.attached!;
   run.status.attached = undefined;
+  run.setPhase(attached.during);
+  const durationMs = await record(run, attached, { by });
+  return { by, attachedBy: attached.by, durationMs };
+}
+
+/**
+ * One person's part of an attach, ended (detached by `by`, or handed over by
+ * them to `handedTo`, who stays): on the timeline and in the audit trail under their name;
+ * their edits await the next commit. Answers how long it was.
+ */
+async function record(
+  run: SessionRun,
+  attached: Attachment,
+  { by, handedTo }: { by: string; handedTo?: string },
+): Promise<number> {
   run.uncommittedEditsBy = attached.by;
   const durationMs = Date.now() - Date.parse(attached.at);
   const n = (run.status.attaches = (run.status.attaches ?? 0) + 1);
@@ -102,9 +136,10 @@ async function end(run: SessionRun, by: string): Promise<Detached> {
     startedAt: attached.at,
     durationMs,
     ok: true,
-    detail: `${attached.sandbox} on ${attached.host}${by === attached.by ? '' : `; detached by ${by}`}`,
+    detail:
+      `${attached.sandbox} on ${attached.host}` +
+      (handedTo ? `; handed over to ${handedTo}` : by === attached.by ? '' : `; detached by ${by}`),
   });
-  run.setPhase(attached.during);
   log.info('detached', { by, attachedBy: attached.by, durationMs });
   await anyHost.recordAudit({
     sessionId: run.sessionId,
@@ -118,9 +153,10 @@ async function end(run: SessionRun, by: string): Promise<Detached> {
       detachedAt: new Date().toISOString(),
       detachedBy: by,
       durationMs,
+      ...(handedTo ? { handedTo } : {}),
     },
   });
-  return { by, attachedBy: attached.by, durationMs };
+  return durationMs;
 }
 
 /**
