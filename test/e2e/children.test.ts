@@ -7,6 +7,7 @@
  * `git apply`, and only the parent's change waits at the gate and is pushed.
  */
 import { randomBytes } from 'node:crypto';
+import { formatStatus } from '../../cli/sessions';
 import { status as statusQuery } from '../../workflows/api';
 import { childDiffPath } from '../../workflows/rules/children';
 import { startFakeProviders, toolResults, type FakeProviders } from '../support/fake-providers';
@@ -76,12 +77,14 @@ test("a parent's agent starts a child; the child's diff comes back and the paren
   expect(atGate.children).toEqual([
     expect.objectContaining({ sessionId: childId, phase: 'completed', verified: true }),
   ]);
+  expect(formatStatus(atGate)).toContain(`children:\n  ${childId}: completed, verified, $`);
   expect(atGate.agent?.diffstat).toContain('README.md');
   expect(atGate.verification?.passed).toBe(true);
   // The child: its own sandbox, torn down; nothing published.
   const child = await stack.client.workflow.getHandle(childId).query(statusQuery);
   expect(child).toMatchObject({ phase: 'completed', childOf: parent });
   expect(child.pushed).toBeUndefined();
+  expect(formatStatus(child)).toContain(`child of: ${parent}`);
   expect(child.sandbox?.name).not.toBe(atGate.sandbox?.name);
   expect(child.removedSandboxes).toEqual([child.sandbox?.name]);
   expect(child.timeline.find((s) => s.name === 'publish')?.detail).toBe(
