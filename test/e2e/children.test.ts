@@ -67,6 +67,10 @@ test("a parent's agent starts a child; the child's diff comes back and the paren
     verify: { test: 'sh check.sh' },
   });
   const atGate = await waitForStatus(handle, inPhase('awaiting_approval'), 240_000);
+  // start_child is offered to the parent, not to the child (children.depth 1).
+  expect(model.requests[before].tools).toContain('start_child');
+  expect(model.requests[before + 1].tools).not.toContain('start_child');
+  expect(model.requests[before + 1].tools).toContain('edit_file');
   // start_child's result, as the parent's model read it at its next turn.
   const answer = toolResults(model.requests[before + 3])[0];
   expect(answer).toContain(`child session ${childId} ended: completed`);

@@ -63,6 +63,11 @@ export async function startChildren(
   return started;
 }
 
+/** Whether start_child is offered at the next model call: one more child would not be refused. */
+export function mayStartChild(run: SessionRun): boolean {
+  return run.status.plan?.state !== 'writing' && !refuseChild(run.input, run.status.children?.length ?? 0, spent(run));
+}
+
 function spent(run: SessionRun) {
   const agent = run.status.agent!;
   return { costUsd: agent.costUsd ?? 0, tokens: agent.usage?.totalTokens ?? 0 };

@@ -14,7 +14,7 @@ import { durationMs } from '../units';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
-import { answerChild, startChildren } from './children';
+import { answerChild, mayStartChild, startChildren } from './children';
 import { gateMcpWrite } from './mcp-gate';
 import { proposing } from './memory';
 import type { SessionRun } from './state';
@@ -93,6 +93,7 @@ async function modelCall(run: SessionRun): Promise<ModelCallResult | 'max_wall_t
         maxOutputTokens: agent.maxOutputTokens,
         contextWindow: agent.contextWindow,
         compactedBefore: loop.compactedBefore ?? 0,
+        ...(mayStartChild(run) ? { children: true } : {}),
         remaining: {
           ...(maxTokens !== undefined ? { tokens: maxTokens - progress.usage!.totalTokens } : {}),
           ...(maxCost !== undefined ? { costUsd: maxCost - (progress.costUsd ?? 0) } : {}),
