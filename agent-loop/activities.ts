@@ -1,7 +1,8 @@
 /**
  * The built-in agent loop's activities (host queue: they work in the
  * session's sandbox): start the conversation, add drydock's message, one
- * model call (prompt.ts, model-calls.ts), one tool call (tools.ts). The
+ * model call (prompt.ts, model-calls.ts), one tool call (tools.ts), a child
+ * session's call and answer (children.ts). The
  * conversation lives in the artifact store (conversation.ts).
  */
 import type { ModelSettings } from '../models/llm';
@@ -16,6 +17,7 @@ import type { ModelCallInput, ModelCallResult, StartModelAgentInput, ToolCallInp
 import { writeMessage } from './conversation';
 import { callModel, giveUpAfterAttempts } from './model-calls';
 import { MAX_INSTRUCTIONS, READ_INSTRUCTIONS, systemPrompt } from './prompt';
+import { createChildActivities } from './children';
 import { runToolCall } from './tools';
 
 /** What the built-in loop needs: the model settings, the sandbox for its tools, its stores. */
@@ -39,6 +41,8 @@ export interface AgentLoopDeps {
 export function createAgentLoopActivities(deps: AgentLoopDeps) {
   const { sandboxes, artifacts } = deps;
   return {
+    ...createChildActivities(deps),
+
     /** Writes the first two messages (system prompt with the repo's AGENTS.md, the task). */
     async startModelAgent(input: StartModelAgentInput): Promise<{ messageCount: number; instructions: boolean }> {
       const found = await sandboxOf(sandboxes, input.sandbox)

@@ -38,6 +38,8 @@ export interface ModelCallInput {
   contextWindow: number;
   /** Messages before this index are already compacted (models/compaction.ts); 0 at first. */
   compactedBefore: number;
+  /** The session may start a child session now (workflows/rules/children.ts): start_child is offered. */
+  children?: boolean;
 }
 
 export type ModelCallResult = ModelAnswer | { stopped: 'max_tokens' | 'max_cost' };

@@ -25,6 +25,7 @@ import type { ArtifactStore } from '../store/artifacts';
 import { tail } from '../sandbox/activities/output';
 import type { ModelCallInput, ModelCallResult } from './contract';
 import { readMessages, writeMessage } from './conversation';
+import { CHILD_TOOL } from '../workflows/rules/children';
 import { AGENT_TOOLS, describeToolCall } from './tools';
 import { mcpToolSpecs } from '../mcp/tools';
 import type { ToolSpec } from '../models/llm';
@@ -96,7 +97,8 @@ export async function callModel(
   const messages = await readMessages(artifacts, input.sessionId, input.messageCount);
   const earlier = await artifacts.get(input.sessionId, answerName);
   // The repo's MCP tools (mcp/tools.ts), when it declares servers, after drydock's own.
-  const tools = [...AGENT_TOOLS, ...(await mcpToolSpecs(artifacts, input.sessionId))];
+  const own = input.children ? AGENT_TOOLS : AGENT_TOOLS.filter((t) => t.function.name !== CHILD_TOOL);
+  const tools = [...own, ...(await mcpToolSpecs(artifacts, input.sessionId))];
   const answer: StoredAnswer | { stopped: 'max_tokens' | 'max_cost' } = earlier
     ? (JSON.parse(earlier.toString()) as StoredAnswer)
     : await askWithinWindow(endpoint, input, messages, models.prices[input.model], tools);

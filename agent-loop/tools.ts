@@ -8,6 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { shellQuote } from '../workflows/rules/prompts';
 import { PLANNING_TOOLS } from '../workflows/rules/plan';
 import { NOTES_FILE } from '../workflows/rules/repo-notes';
+import { CHILD_TOOL } from '../workflows/rules/children';
 import type { ChatMessage, ToolCall, ToolSpec } from '../models/llm';
 import { recordEvent, type AuditTrail } from '../store/audit';
 import type { ArtifactStore } from '../store/artifacts';
@@ -72,6 +73,14 @@ export const AGENT_TOOLS: ToolSpec[] = [
     "Propose a short note for this repository's later sessions (how to run its tests, a pitfall you met). A maintainer reviews it first.",
     { text: { type: 'string' } },
     ['text'],
+  ),
+  tool(
+    CHILD_TOOL,
+    'Start a child session: another agent with its own sandbox on this repo (at the commit you started from) works on the task you give it, ' +
+      'and runs its verification. Several start_child calls in one answer run in parallel. You get its outcome, summary and diff, ' +
+      'which you may take into your change with git apply. Give it a whole, self-contained task.',
+    { task: { type: 'string' } },
+    ['task'],
   ),
   tool(
     'service_logs',

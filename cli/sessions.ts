@@ -12,6 +12,7 @@ import {
   type AgentProgress,
   type Outcome,
   type QueuedFor,
+  type ChildSession,
   type SessionStatus,
   type StepRecord,
   type Unanswered,
@@ -65,7 +66,9 @@ export function formatStatus(s: SessionStatus): string {
   if (s.parked)
     lines.push(`  parked since ${s.parked.since}: no sandbox while it waits; anything run in it brings one back`);
   if (s.agent?.kind && s.agent.kind !== 'script') lines.push(`  agent: ${agentLine(s.agent)}`);
+  if (s.childOf) lines.push(`  child of: ${s.childOf} (its change goes there; it publishes nothing)`);
   lines.push('timeline:', ...s.timeline.map(stepLine));
+  if (s.children?.length) lines.push('children:', ...s.children.map(childLine));
   if (s.verification) {
     lines.push(`verification: ${describeVerification(s.verification)}`);
     if (!s.verification.passed) lines.push('  FAILED:', indent(s.verification.summary));
@@ -96,6 +99,13 @@ function unansweredText(u: Unanswered): string {
       (a) => `  pending: ${a.activity} (${a.state}, attempt ${a.attempt})${a.lastFailure ? `: ${a.lastFailure}` : ''}`,
     ),
   ].join('\n');
+}
+
+/** A child session in its parent's status: id, phase, verification, cost, task. */
+function childLine(c: ChildSession): string {
+  const verified = c.verified === undefined ? '' : c.verified ? ', verified' : ', verification failed';
+  const cost = c.costUsd !== undefined ? `, $${c.costUsd.toFixed(4)}` : '';
+  return `  ${c.sessionId}: ${c.phase}${verified}${cost}: ${c.task.split('\n')[0]}`;
 }
 
 /** The agent's progress: model, turn, attempt, tokens, cost, last tool, why it stopped. */

@@ -464,6 +464,10 @@ export interface SessionStatus {
   ciRounds?: number;
   /** Repo memory: the approved notes the agent was given (id, version) and the ids of the notes it proposed. */
   memory?: { given: { id: number; version: number }[]; proposed: number[] };
+  /** Child sessions the agent started (start_child), in order; a parent's status shows its tree one level down. */
+  children?: ChildSession[];
+  /** The session that started this one as a child (input.childOf): it takes the change; this one never publishes. */
+  childOf?: string;
   /** The agentAttempts session this session is an attempt of. */
   attemptOf?: string;
   /** One of parallel attempts whose sibling was picked: it ended without a push. */
@@ -580,6 +584,19 @@ export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string; nu
 
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
+
+/** A child session as its parent shows it: kept current by the child's progress reports. */
+export interface ChildSession {
+  sessionId: string;
+  /** Its task, as the agent gave it (at most 200 characters here). */
+  task: string;
+  phase: Phase;
+  startedAt: string;
+  /** Its agent's spend, counted in the parent's budget once it ends. */
+  costUsd?: number;
+  diffstat?: string;
+  verified?: boolean;
+}
 
 /**
  * What a session tells the workflow that started it (agentAttempts, pilot)

@@ -23,6 +23,10 @@ export const duration = z.union([
 /** Parallel attempts of one task at most (the operator's DRYDOCK_MAX_ATTEMPTS may allow fewer). */
 export const MAX_ATTEMPTS = 8;
 
+/** Child sessions of one session at most, and how deep they may go (docs/agents.md, Child sessions). */
+export const MAX_CHILDREN = 8;
+export const MAX_CHILD_DEPTH = 3;
+
 /** The longest a published session stays open for follow-ups after its last round. */
 export const MAX_OPEN_FOR_MS = 30 * 86_400_000;
 
@@ -401,6 +405,36 @@ export const sessionInputSchema = z.strictObject({
     })
     .optional()
     .describe('Set by agentAttempts on each attempt: its change waits for the pick at its first gate'),
+  children: z
+    .strictObject({
+      max: z
+        .number()
+        .int()
+        .min(0)
+        .max(MAX_CHILDREN)
+        .default(4)
+        .describe(`Child sessions the agent may start (start_child), in the whole session; 0 to ${MAX_CHILDREN}`),
+      depth: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_CHILD_DEPTH)
+        .default(1)
+        .describe(
+          `How deep children may go: 1 = this session's children start none of their own; 1 to ${MAX_CHILD_DEPTH}`,
+        ),
+    })
+    .prefault({})
+    .describe("Child sessions the built-in loop's agent starts to split its work (docs/agents.md, Child sessions)"),
+  childOf: z
+    .strictObject({
+      session: z.string().min(1).max(200),
+      depth: z.number().int().min(1).max(MAX_CHILD_DEPTH),
+    })
+    .optional()
+    .describe(
+      'Set by a session on each child it starts: the child never publishes; its change goes back to the parent',
+    ),
   drill: z
     .strictObject({
       staleSnapshot: z.boolean().default(false).describe("Start from the oldest of the repo's snapshots on the host"),

@@ -157,7 +157,17 @@ test.each(protocols)(
     const first = requests[0];
     expect(first.model).toBe('fake-1');
     expect(first.tools.sort()).toEqual(
-      ['edit_file', 'list_files', 'propose_note', 'read_file', 'run', 'search', 'service_logs', 'write_file'].sort(),
+      [
+        'edit_file',
+        'list_files',
+        'propose_note',
+        'read_file',
+        'run',
+        'search',
+        'service_logs',
+        'start_child',
+        'write_file',
+      ].sort(),
     );
     expect(first.messages[0].text).toContain('AGENTS-MD-7f3a');
     expect(first.messages[0].text).toContain('sh check.sh');

@@ -31,6 +31,7 @@ test('the minimal input gets every default', () => {
       publish: { pullRequest: false, deploy: false, push: true, openFor: '7d' },
       approval: { required: [], approvers: [], forbidSelfApproval: false, separateGates: false, timeout: '24h' },
       memory: { use: true, propose: true },
+      children: { max: 4, depth: 1 },
       limits: {
         cpus: 2,
         memory: '2g',

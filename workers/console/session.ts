@@ -41,7 +41,12 @@ export function sessionPage(
       ? `
 <p>One of parallel attempts: <a href="/attempts/${encodeURIComponent(s.attemptOf)}">compare them and pick one</a>.</p>`
       : ''
-  }
+  }${
+    s.childOf
+      ? `
+<p>A child session of <a href="/sessions/${encodeURIComponent(s.childOf)}">${esc(s.childOf)}</a>: its change goes there.</p>`
+      : ''
+  }${childrenList(s)}
 <p class="keys" id="keys">Keys: <kbd>j</kbd>/<kbd>k</kbd> next/previous file, <kbd>v</kbd> mark it viewed,
 <kbd>c</kbd> comment on it, <kbd>A</kbd> approve, <kbd>R</kbd> reject (the change on display).</p>
 <pre id="task">${esc(s.task)}</pre>
@@ -53,6 +58,16 @@ export function sessionPage(
     who: extra.who,
     head: '<link rel="stylesheet" href="/assets/diff2html.css">',
   });
+}
+
+/** The child sessions the agent started, each a link to its page. */
+function childrenList(s: SessionStatus): string {
+  if (!s.children?.length) return '';
+  const items = s.children.map(
+    (c) =>
+      `<li><a href="/sessions/${encodeURIComponent(c.sessionId)}">${esc(c.sessionId)}</a>: ${esc(c.phase)}${c.verified === undefined ? '' : c.verified ? ', verified' : ', verification failed'} · ${esc(c.task)}</li>`,
+  );
+  return `\n<h2>Child sessions</h2>\n<ul id="children">${items.join('')}</ul>`;
 }
 
 /** The change the reviewer is looking at: the one waiting for approval, else the last round's. */

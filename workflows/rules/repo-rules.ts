@@ -181,8 +181,9 @@ function withRepoDefaults(raw: unknown, file: RepoConfig | undefined): unknown {
   };
   const defined = (o: object | undefined) =>
     Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined));
-  // The repo's plan default: for a model or CLI agent (a script's plan needs its planSteps), never for parallel attempts.
-  const plansByDefault = file.plan !== undefined && kind !== 'script' && r.attempts === undefined && !r.attemptOf;
+  // The repo's plan default: for a model or CLI agent (a script's plan needs its planSteps), never for parallel attempts or a child.
+  const plansByDefault =
+    file.plan !== undefined && kind !== 'script' && r.attempts === undefined && !r.attemptOf && !r.childOf;
   return {
     ...r,
     ...(plansByDefault && r.plan === undefined ? { plan: file.plan } : {}),

@@ -14,6 +14,7 @@ import { durationMs } from '../units';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox } from './sandbox';
+import { answerChild, mayStartChild, startChildren } from './children';
 import { gateMcpWrite } from './mcp-gate';
 import { proposing } from './memory';
 import type { SessionRun } from './state';
@@ -92,6 +93,7 @@ async function modelCall(run: SessionRun): Promise<ModelCallResult | 'max_wall_t
         maxOutputTokens: agent.maxOutputTokens,
         contextWindow: agent.contextWindow,
         compactedBefore: loop.compactedBefore ?? 0,
+        ...(mayStartChild(run) ? { children: true } : {}),
         remaining: {
           ...(maxTokens !== undefined ? { tokens: maxTokens - progress.usage!.totalTokens } : {}),
           ...(maxCost !== undefined ? { costUsd: maxCost - (progress.costUsd ?? 0) } : {}),
@@ -133,8 +135,15 @@ async function turn(run: SessionRun): Promise<boolean> {
     loop.compactedBefore = answer.compactedBefore;
     if (answer.compacted) progress.compactions = (progress.compactions ?? 0) + 1;
     remember(run, answer.call);
+    // Every child of the answer starts before the first is waited for: they run in parallel (children.ts).
+    const children = await startChildren(run, assistantIndex, answer.toolCalls);
     for (const [callIndex, call] of answer.toolCalls.entries()) {
       progress.lastTool = call.summary;
+      const child = children.get(callIndex);
+      if (child) {
+        await answerChild(run, child, { assistantIndex, callIndex });
+        continue;
+      }
       const mcp = mcpCall(run, call.name);
       await runTool(
         run,

@@ -25,6 +25,10 @@ export async function publishRounds(run: SessionRun, first: CommitResult): Promi
   let change = first;
   for (;;) {
     endRound(run, change);
+    if (run.input.childOf) {
+      await run.note('publish', `nothing published: a child session's change goes to ${run.input.childOf.session}`);
+      return;
+    }
     if (!change.changed || change.commit === run.status.pushed?.commit) {
       await run.note('publish', change.changed ? 'the follow-up changed nothing' : 'the agent changed nothing');
       return;

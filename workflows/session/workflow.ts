@@ -18,6 +18,7 @@ import type { SessionInput } from '../input';
 import { durationMs } from '../units';
 import { defaultBranch, settlePolicy } from '../rules/policy';
 import { checkAcceptance } from './acceptance';
+import { installChildHandlers } from './children';
 import { startAgent, workUntilVerified } from './agents';
 import { installHandlers } from './approval';
 import { rememberNotes } from './memory';
@@ -38,6 +39,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
   const run = new SessionRun(rawInput, continued);
   run.onPhaseChange(tellParent);
   installHandlers(run);
+  installChildHandlers(run);
   run.setPhase(continued ? run.status.phase : 'provisioning');
   let outcome: Outcome = 'completed';
   try {
@@ -118,6 +120,7 @@ async function parse(run: SessionRun): Promise<void> {
   }
   run.input = input;
   if (input.attemptOf) status.attemptOf = input.attemptOf.session;
+  if (input.childOf) status.childOf = input.childOf.session;
   status.requestedBy = input.requestedBy;
   run.policy = status.policy = policy!;
   run.branch = status.branch = input.publish.branch ?? defaultBranch(run.sessionId);
