@@ -189,7 +189,12 @@ export abstract class ExecOverStream {
     if (opts.signal?.aborted) onAbort();
     opts.signal?.addEventListener('abort', onAbort);
     try {
-      if (opts.stdin !== undefined) Readable.from(chunksOf(Buffer.from(opts.stdin))).pipe(command.stdin!);
+      if (opts.stdin !== undefined) {
+        const data = Buffer.from(opts.stdin);
+        // What fits one piece is written and closed at once; more goes with back-pressure.
+        if (data.length <= CHUNK) command.stdin!.end(data);
+        else Readable.from(chunksOf(data)).pipe(command.stdin!);
+      }
       const exitCode = await Promise.race([command.exit, sinks.overCap, aborted]);
       // What arrived before the exit status may still wait for the file.
       await Promise.race([sinks.flushed(), sinks.overCap]);
@@ -204,9 +209,11 @@ export abstract class ExecOverStream {
   }
 }
 
+const CHUNK = 1 << 20;
+
 /** A buffer in pieces of at most 1 MiB, so that a large stdin goes with back-pressure. */
 function* chunksOf(data: Buffer): Generator<Buffer> {
-  for (let i = 0; i < data.length; i += 1 << 20) yield data.subarray(i, i + (1 << 20));
+  for (let i = 0; i < data.length; i += CHUNK) yield data.subarray(i, i + CHUNK);
 }
 
 /** Where a command's output goes: stdout within its cap (to a file or memory), the first STDERR_KEPT of stderr. */
