@@ -27,7 +27,20 @@ test('there is at least one recorded history of each workflow test and of the re
   expect(files).toEqual(expect.arrayContaining(['agentSession-happy.json', 'agentSession-wf-happy.json']));
 });
 
+/**
+ * The session's workflow id when its history started child sessions: their ids are made from it
+ * (`<session>.child-<n>`, workflows/session/children.ts), so the replay must run under the same id.
+ */
+function sessionIdOf(history: { events?: Record<string, { workflowId?: string } | undefined>[] }): string | undefined {
+  for (const event of history.events ?? []) {
+    const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
+    const parent = child?.match(/^(.*)\.child-\d+$/)?.[1];
+    if (parent) return parent;
+  }
+  return undefined;
+}
+
 test.each(files)('%s replays without nondeterminism', async (file) => {
   const history = JSON.parse(readFileSync(path.join(HISTORIES_DIR, file), 'utf8'));
-  await Worker.runReplayHistory({ workflowBundle }, history);
+  await Worker.runReplayHistory({ workflowBundle }, history, sessionIdOf(history));
 });
