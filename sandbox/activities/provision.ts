@@ -12,7 +12,14 @@ import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound, type SandboxProvider } from '../provider';
-import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupCommandOf, setupHash, setupInputs } from '../snapshots';
+import {
+  changedInputs,
+  SANDBOX_SNAPSHOT_LABEL,
+  setupCommandOf,
+  setupHash,
+  setupInputs,
+  type SnapshotBuildRow,
+} from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
@@ -23,7 +30,7 @@ import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, Sn
 import { PoolRegistry } from '../pool-registry';
 import type { AppSpec } from '../../workflows/services';
 import { fillPool, type PoolDeps } from './pool';
-import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace, type ReadySnapshot } from './workspace';
+import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
@@ -183,14 +190,14 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
   const planning = snapshot && setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
   planning?.catch(() => undefined); // awaited below; a failure before then must not go unhandled
   const image = snapshot?.image ?? environment.image;
-  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image));
+  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
   // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below); an idle
   // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
     await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
       mirror,
-      from: snapshot.commit,
+      from: snapshot.commit!,
       to: baseCommit,
       behind,
       mark: false,
@@ -221,7 +228,7 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
         ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
         labels: {
           ...reservedLabel(reservationOf(input.limits)),
-          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image } : {}),
+          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
         },
       }),
     prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
@@ -241,9 +248,9 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
     }),
   ]);
   const use: SnapshotUse | undefined = snapshot && {
-    image: snapshot.image,
-    commit: snapshot.commit,
-    ageMs: Date.now() - Date.parse(snapshot.finishedAt),
+    image: snapshot.image!,
+    commit: snapshot.commit!,
+    ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
     behind,
   };
   const setup = await (planning ?? setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment));
@@ -314,7 +321,7 @@ async function startingPoint(deps: ProvisionDeps, input: ProvisionInput) {
   ]);
   const [environment, behind] = await Promise.all([
     sandboxEnvironment(deps, { mirror, commit: baseCommit }, input.repo.url),
-    snapshot && commitsBetween(mirror, snapshot.commit, baseCommit),
+    snapshot && commitsBetween(mirror, snapshot.commit!, baseCommit),
   ]);
   return { mirror, baseCommit, snapshot, environment, behind };
 }
@@ -418,7 +425,7 @@ async function setupPlan(
   repo: string,
   mirror: string,
   commit: string,
-  snapshot: ReadySnapshot | undefined,
+  snapshot: SnapshotBuildRow | undefined,
   environment: Pick<SandboxEnvironment, 'setup' | 'key'>,
 ): Promise<SetupPlan | undefined> {
   const reg = await deps.snapshots.repo(repo);
@@ -433,7 +440,7 @@ async function setupPlan(
     return { ...plan, reason: 'no snapshot yet' };
   }
   if (setupHash(command, inputs, environment.key) === snapshot.setupHash) return undefined;
-  const before = await setupInputs(mirror, snapshot.commit).catch(() => ({}));
+  const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
   const changed = changedInputs(before, inputs);
   return {
     ...plan,
