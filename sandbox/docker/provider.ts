@@ -576,11 +576,7 @@ export class DockerProvider implements SandboxProvider {
    * created keeps its own), and lower layers of images that are gone.
    */
   async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
-    const removed = [
-      ...(await this.reapLayerStaging(graceMs)),
-      ...(await this.reapMcpStdio()),
-      ...(await this.storage.reapSpares(graceMs)),
-    ];
+    const removed = [...(await this.reapLayerStaging(graceMs)), ...(await this.reapMcpStdio())];
     for (const { name, createdMs } of await this.storage.list()) {
       if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
       await this.storage.remove(name);
