@@ -83,6 +83,9 @@ async function holdDying(initPid: number): Promise<() => void> {
       return pid > 0 ? pid : undefined;
     });
     holder.kill('SIGSTOP');
+    // Stopped for sure before init dies: a holder not yet scheduled since the
+    // signal would still reap its dying child first (seen in CI under load).
+    await until('nsenter to stop', async () => ((await stateOf(holder.pid!)) === 'T' ? true : undefined));
     process.kill(initPid, 'SIGKILL');
     await until('the held process to be killed with init', async () =>
       (await stateOf(child)) === 'Z' ? true : undefined,
