@@ -148,6 +148,16 @@ export function setupOf(
   return { command: inferred.command, source: `inferred from ${from}`, env: inferred.env };
 }
 
+/**
+ * When nothing gives a setup and the sandbox's image is the repo's own (its dev
+ * container or Dockerfile, built whole, or the operator's image), that image is
+ * the whole setup: nothing more runs (gufolabs/gufo_acme's Dockerfile installs
+ * the package and its test extras). On drydock's base image it stays a refusal.
+ */
+export function imageOnlySetup(imageFrom: string | undefined): ReturnType<typeof setupOf> {
+  return imageFrom ? { command: 'true', source: `none beyond the image from ${imageFrom}` } : undefined;
+}
+
 /** setupOf's command alone. */
 export function setupCommandOf(...args: Parameters<typeof setupOf>): string | undefined {
   return setupOf(...args)?.command;

@@ -58,6 +58,8 @@ export interface SandboxEnvironment {
   setup?: string;
   /** Node.js version mounted, when the repo declares one. */
   node?: string;
+  /** What made the image when it is not drydock's base image (the dev container's file, a Dockerfile, the operator's setting). */
+  imageFrom?: string;
   /** What decides the image, toolchain and services: part of the snapshot's setup hash. */
   key: string;
   /** The services and the app the repo declares (sandbox/activities/services.ts). */
@@ -212,6 +214,7 @@ async function environmentOf(
     mounts,
     env,
     ...(declared?.setup ? { setup: declared.setup } : {}),
+    ...(image !== deps.baseImage ? { imageFrom: declared?.source ?? REPO_CONFIG_FILE } : {}),
     ...(node ? { node } : {}),
     key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
     stack,

@@ -24,6 +24,7 @@ import { missingProgramProblem } from '../../workflows/rules/setup-inference';
 import {
   inferredSetupAt,
   setupHash,
+  imageOnlySetup,
   setupOf,
   setupInputs,
   SETUP_SCRIPT,
@@ -243,13 +244,14 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     }
     throw err;
   });
-  const chosen = setupOf(
-    reg,
-    inputs,
-    await repoFileSetup(mirror, commit),
-    environment.setup,
-    await inferredSetupAt(mirror, commit),
-  );
+  const chosen =
+    setupOf(
+      reg,
+      inputs,
+      await repoFileSetup(mirror, commit),
+      environment.setup,
+      await inferredSetupAt(mirror, commit),
+    ) ?? imageOnlySetup(environment.imageFrom);
   if (!chosen) {
     const error =
       `no setup, and no lockfile drydock knows to infer one from: register one with --setup, or give setup in ` +

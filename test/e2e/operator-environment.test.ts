@@ -1,7 +1,8 @@
 /**
  * The operator's say over a repo: `repo add --environment base` runs a repo
  * whose dev container cannot be built here; `repo remove` takes the
- * registration and its refresh schedules away; and a workspace virtualenv is
+ * registration and its refresh schedules away; a repo whose own image is its
+ * whole setup builds with none; and a workspace virtualenv is
  * active for every step however setup was given. Real Temporal, Docker, git.
  */
 import { ScheduleNotFoundError } from '@temporalio/client';
@@ -186,6 +187,29 @@ test("repo add --environment base keeps a compose dev container's database: node
   expect([final.phase, final.error]).toEqual(['completed', undefined]);
   expect(output(1).trim().split('\n')).toEqual(['db user data', '127.0.0.1']);
   expect(output(2).trim()).toBe('user|data|md5');
+}, 600_000);
+
+test("a repo whose own image is its whole setup builds with none; on drydock's base image, no setup is refused", async () => {
+  // gufolabs/gufo_acme's shape: its dev container's image holds everything, no lifecycle command, no lockfile.
+  const own = await fixture({ '.devcontainer/devcontainer.json': JSON.stringify({ image: 'debian:trixie-slim' }) });
+  const built = await buildSnapshot(own, {});
+  expect([built.status, built.error]).toEqual(['ready', undefined]);
+  const db = await openDatabase(stack.config);
+  try {
+    expect(await new SnapshotRegistry(db.pool).build(built.buildId)).toMatchObject({
+      setup: 'true',
+      setupSource: 'none beyond the image from .devcontainer/devcontainer.json',
+    });
+  } finally {
+    await db.close();
+  }
+  // The same repo with nothing on drydock's base image: still refused, naming where a setup goes.
+  const bare = await fixture({ 'README.md': 'nothing to set up\n' });
+  const refused = await buildSnapshot(bare, {}).then(
+    () => 'built',
+    (err: Error) => rootCause(err),
+  );
+  expect(refused).toMatch(/^no setup, and no lockfile drydock knows to infer one from: register one with --setup/);
 }, 600_000);
 
 test('repo add refuses a bad --environment, naming the flag, before anything is registered', async () => {

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { restrictedHost } from '../../activities/repo-policy';
 import { repoConfigJsonSchema } from '../../cli/schema';
-import { setupCommandOf } from '../../sandbox/snapshots';
+import { imageOnlySetup, setupCommandOf, setupOf } from '../../sandbox/snapshots';
 import { checkRepoConfig, DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../../workflows/repo-config';
 import { ruleWithin, settleSessionInput } from '../../workflows/rules/repo-rules';
 
@@ -235,4 +235,14 @@ test("setup: the operator's command, else the repo file's, else the repo's setup
   expect(setupCommandOf({}, script, 'npm ci')).toBe('npm ci');
   expect(setupCommandOf({}, script)).toBe('sh .drydock/setup.sh');
   expect(setupCommandOf({}, {})).toBeUndefined();
+});
+
+test("no setup on the repo's own image: the image is the whole setup; on drydock's base image, none at all", () => {
+  // gufolabs/gufo_acme as published: its dev container builds the Dockerfile that pip installs everything.
+  const chosen = setupOf({}, {}, undefined, undefined, undefined) ?? imageOnlySetup('.devcontainer/devcontainer.json');
+  expect(chosen).toEqual({ command: 'true', source: 'none beyond the image from .devcontainer/devcontainer.json' });
+  // Any setup that is given still wins over the image alone.
+  expect(setupOf({ setup: 'make deps' }, {}) ?? imageOnlySetup('Dockerfile')).toMatchObject({ command: 'make deps' });
+  // drydock's base image (no imageFrom): still no setup, and the build refuses it.
+  expect(setupOf({}, {}) ?? imageOnlySetup(undefined)).toBeUndefined();
 });
