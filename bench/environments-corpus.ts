@@ -2,9 +2,11 @@
  * bench/environments-corpus: how many published dev container
  * configurations and compose files drydock accepts as they are (issue 46's
  * corpus measure). Each folder of `<dir>` is one repository's files as
- * published (`<dir>/<owner>__<name>/…`, never committed: public code); for
- * each, drydock's own readers run as a snapshot build runs them, with every
- * image taken as present and nothing built or fetched:
+ * published (`<dir>/<owner>+<name>/…`, never committed: public code; the
+ * corpus is committed as a manifest, environments-corpus.json: repository,
+ * commit and files, written by `manifest` from git mirrors and unpacked from
+ * them by `unpack`); for each, drydock's own readers run as a snapshot build
+ * runs them, with every image taken as present and nothing built or fetched:
  *
  *   dev container   `.devcontainer/devcontainer.json`, chosen and read as the
  *                   snapshot build does (declaredEnvironment, no operator
@@ -14,8 +16,8 @@
  *   compose file    a root `docker-compose.yml` / `compose.yaml` (with
  *                   Compose's default override file) that no dev container
  *                   names, read as a dev container naming it would have it
- *                   read: its dev service the one that builds the repo's root,
- *                   else the first with `build:`, else the first
+ *                   read: its dev service the one a developer works in
+ *                   (devServiceOf)
  *
  * Prints N accepted of M (percent) for each kind and in all, the refusals
  * grouped by reason (file names, service names, values and line numbers
@@ -23,6 +25,11 @@
  * every problem drydock reports of it; "would unlock" counts the files whose
  * only reasons are that one.
  *
+ * Each refused file is counted by design, broken as published, or refused
+ * for a limit of drydock's (isByDesign, isBrokenAsPublished).
+ *
+ *   npx tsx bench/environments-corpus.ts manifest <mirrors>
+ *   npx tsx bench/environments-corpus.ts unpack <mirrors> <dir>
  *   npx tsx bench/environments-corpus.ts <dir> [--json out.json]
  */
 import { execFileSync } from 'node:child_process';
@@ -133,7 +140,12 @@ async function check(folder: string, declared?: RepoEnvironment): Promise<string
   }
 }
 
-/** The service a dev container naming this compose file would make its own: see the header. */
+/**
+ * The service a dev container naming this compose file would make its own,
+ * the one a developer works in: of the services building the repo's root, the
+ * first that declares a port (not a one-off `migrate`), else the first; else
+ * the first built service with a port, else the first built; else the first.
+ */
 function devServiceOf(text: string): string | undefined {
   let data: unknown;
   try {
@@ -141,12 +153,16 @@ function devServiceOf(text: string): string | undefined {
   } catch {
     return undefined;
   }
-  const services = (data as { services?: Record<string, { build?: unknown } | null> } | null)?.services;
+  type Service = { build?: unknown; ports?: unknown; expose?: unknown } | null;
+  const services = (data as { services?: Record<string, Service> } | null)?.services;
   if (!services || typeof services !== 'object') return undefined;
   const entries = Object.entries(services);
   const contextOf = (b: unknown) => (typeof b === 'string' ? b : (b as { context?: string } | null)?.context);
-  const root = entries.find(([, s]) => s?.build !== undefined && ['.', './', undefined].includes(contextOf(s.build)));
-  return (root ?? entries.find(([, s]) => s?.build !== undefined) ?? entries[0])?.[0];
+  const built = entries.filter(([, s]) => s?.build !== undefined);
+  const root = built.filter(([, s]) => ['.', './', undefined].includes(contextOf(s!.build)));
+  const listens = ([, s]: [string, Service]) => s?.ports !== undefined || s?.expose !== undefined;
+  const pick = root.find(listens) ?? root[0] ?? built.find(listens) ?? built[0] ?? entries[0];
+  return pick?.[0];
 }
 
 /** The files the folder's dev container names (its compose files), so a root compose file is not counted twice. */
@@ -212,7 +228,7 @@ const FIELDS = new Set(
     'mounts features overrideFeatureInstallOrder customizations runArgs workspaceMount workspaceFolder ' +
     'dockerComposeFile service runServices initializeCommand onCreateCommand updateContentCommand postCreateCommand ' +
     'postStartCommand postAttachCommand waitFor hostRequirements version services networks volumes secrets configs ' +
-    'include (file)'
+    'include models (file)'
   ).split(' '),
 );
 
@@ -251,6 +267,30 @@ const BY_DESIGN = [
   /use the runtime the sandbox uses/,
 ];
 
+/**
+ * Refusals of a file that does not work as published elsewhere either: what
+ * Compose or the Dev Container CLI refuses too (a syntax error, a file or
+ * Dockerfile it names that the repo does not hold, an env_file missing, a
+ * required variable with no value, a service it names that is not there).
+ */
+const BROKEN_AS_PUBLISHED = [
+  /not valid (?:JSON|YAML)/,
+  /not in the repository \(named in dockerComposeFile\)/,
+  /Dockerfile \S+ is not in the repository|build context \S+ is not in the repository/,
+  /env_file[.\d]*: .* is not in the repository, nor an example of it/,
+  /--env-file \S+ is not in the repository/,
+  /is required: /,
+  /has no value in the project's \.env/,
+  /the dev container's service \(devcontainer\.json "service"\) is not in the file/,
+  /: give image(?:, build\.dockerfile)? or (?:build|dockerComposeFile)/,
+  /services: a map of services is required/,
+];
+
+/** Whether the file would not work as published with Compose or the Dev Container CLI either. */
+export function isBrokenAsPublished(problem: string): boolean {
+  return BROKEN_AS_PUBLISHED.some((re) => re.test(problem));
+}
+
 /** Whether drydock refuses this by design: see BY_DESIGN. */
 export function isByDesign(problem: string): boolean {
   return BY_DESIGN.some((re) => re.test(problem));
@@ -265,10 +305,15 @@ function report(outcomes: Outcome[]): void {
   }
   const refused = outcomes.filter((o) => o.problems.length);
   const designOnly = refused.filter((o) => o.problems.every(isByDesign));
+  const notDrydocks = refused.filter((o) => o.problems.every((p) => isByDesign(p) || isBrokenAsPublished(p)));
   const ok = outcomes.length - refused.length;
+  const n = outcomes.length;
   console.log(
-    `\nrefused only by design (docs/security.md) ${designOnly.length}; refused for more ${refused.length - designOnly.length}; ` +
-      `accepted or refused only by design ${ok + designOnly.length} of ${outcomes.length} (${pct(ok + designOnly.length, outcomes.length)})`,
+    `\nrefused only by design (docs/security.md) ${designOnly.length}; ` +
+      `accepted or refused only by design ${ok + designOnly.length} of ${n} (${pct(ok + designOnly.length, n)})\n` +
+      `refused only by design or for what Compose or the Dev Container CLI refuses too (broken as published) ` +
+      `${notDrydocks.length}; accepted or so refused ${ok + notDrydocks.length} of ${n} (${pct(ok + notDrydocks.length, n)}); ` +
+      `refused for a limit of drydock's ${refused.length - notDrydocks.length}`,
   );
   const byReason = new Map<string, { files: Set<string>; only: number }>();
   for (const o of refused) {
@@ -287,9 +332,10 @@ function report(outcomes: Outcome[]): void {
   }
   byRule(refused);
   liftingOrder(refused, outcomes.length);
-  console.log(`\nrefused for more than design, the problems not by design (file: problem):`);
-  for (const o of refused.filter((o) => !o.problems.every(isByDesign)))
-    for (const p of o.problems.filter((p) => !isByDesign(p))) console.log(`  ${o.repo}: ${p.slice(0, 220)}`);
+  console.log(`\nrefused for a limit of drydock's: its problems neither by design nor broken as published:`);
+  const limit = (p: string) => !isByDesign(p) && !isBrokenAsPublished(p);
+  for (const o of refused.filter((o) => o.problems.some(limit)))
+    for (const p of o.problems.filter(limit)) console.log(`  ${o.repo}: ${p.slice(0, 220)}`);
   const unnamed = refused.flatMap((o) => o.problems.filter((p) => !namesField(p)).map((p) => `${o.repo}: ${p}`));
   console.log(`\nrefusals naming no field (a syntax error names its position instead): ${unnamed.length}`);
   for (const u of unnamed) console.log(`  ${u.slice(0, 300)}`);
@@ -420,7 +466,11 @@ function writeManifest(mirrors: string): void {
     const files = measuredFiles(gitDir, commit);
     if (files.length) entries.push({ repo: name.replace('+', '/'), commit, files });
   }
-  writeFileSync(MANIFEST, JSON.stringify(entries, null, 1) + '\n');
+  // Written as Prettier writes it, so the committed file stays as the check wants it.
+  const entry = (e: ManifestEntry) =>
+    `  {\n    "repo": ${JSON.stringify(e.repo)},\n    "commit": "${e.commit}",\n` +
+    `    "files": [${e.files.map((f) => JSON.stringify(f)).join(', ')}]\n  }`;
+  writeFileSync(MANIFEST, `[\n${entries.map(entry).join(',\n')}\n]\n`);
   console.log(`${entries.length} repositories in ${path.relative(process.cwd(), MANIFEST)}`);
 }
 
