@@ -2,9 +2,11 @@
  * bench/environments-corpus: how many published dev container
  * configurations and compose files drydock accepts as they are (issue 46's
  * corpus measure). Each folder of `<dir>` is one repository's files as
- * published (`<dir>/<owner>__<name>/…`, never committed: public code); for
- * each, drydock's own readers run as a snapshot build runs them, with every
- * image taken as present and nothing built or fetched:
+ * published (`<dir>/<owner>+<name>/…`, never committed: public code; the
+ * corpus is committed as a manifest, environments-corpus.json: repository,
+ * commit and files, written by `manifest` from git mirrors and unpacked from
+ * them by `unpack`); for each, drydock's own readers run as a snapshot build
+ * runs them, with every image taken as present and nothing built or fetched:
  *
  *   dev container   `.devcontainer/devcontainer.json`, chosen and read as the
  *                   snapshot build does (declaredEnvironment, no operator
@@ -14,8 +16,8 @@
  *   compose file    a root `docker-compose.yml` / `compose.yaml` (with
  *                   Compose's default override file) that no dev container
  *                   names, read as a dev container naming it would have it
- *                   read: its dev service the one that builds the repo's root,
- *                   else the first with `build:`, else the first
+ *                   read: its dev service the one a developer works in
+ *                   (devServiceOf)
  *
  * Prints N accepted of M (percent) for each kind and in all, the refusals
  * grouped by reason (file names, service names, values and line numbers
@@ -23,9 +25,24 @@
  * every problem drydock reports of it; "would unlock" counts the files whose
  * only reasons are that one.
  *
+ * Each refused file is counted by design, broken as published, or refused
+ * for a limit of drydock's (isByDesign, isBrokenAsPublished).
+ *
+ *   npx tsx bench/environments-corpus.ts manifest <mirrors>
+ *   npx tsx bench/environments-corpus.ts unpack <mirrors> <dir>
  *   npx tsx bench/environments-corpus.ts <dir> [--json out.json]
  */
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import { declaredEnvironment } from '../sandbox/activities/environment';
@@ -123,7 +140,12 @@ async function check(folder: string, declared?: RepoEnvironment): Promise<string
   }
 }
 
-/** The service a dev container naming this compose file would make its own: see the header. */
+/**
+ * The service a dev container naming this compose file would make its own,
+ * the one a developer works in: of the services building the repo's root, the
+ * first that declares a port (not a one-off `migrate`), else the first; else
+ * the first built service with a port, else the first built; else the first.
+ */
 function devServiceOf(text: string): string | undefined {
   let data: unknown;
   try {
@@ -131,12 +153,16 @@ function devServiceOf(text: string): string | undefined {
   } catch {
     return undefined;
   }
-  const services = (data as { services?: Record<string, { build?: unknown } | null> } | null)?.services;
+  type Service = { build?: unknown; ports?: unknown; expose?: unknown } | null;
+  const services = (data as { services?: Record<string, Service> } | null)?.services;
   if (!services || typeof services !== 'object') return undefined;
   const entries = Object.entries(services);
   const contextOf = (b: unknown) => (typeof b === 'string' ? b : (b as { context?: string } | null)?.context);
-  const root = entries.find(([, s]) => s?.build !== undefined && ['.', './', undefined].includes(contextOf(s.build)));
-  return (root ?? entries.find(([, s]) => s?.build !== undefined) ?? entries[0])?.[0];
+  const built = entries.filter(([, s]) => s?.build !== undefined);
+  const root = built.filter(([, s]) => ['.', './', undefined].includes(contextOf(s!.build)));
+  const listens = ([, s]: [string, Service]) => s?.ports !== undefined || s?.expose !== undefined;
+  const pick = root.find(listens) ?? root[0] ?? built.find(listens) ?? built[0] ?? entries[0];
+  return pick?.[0];
 }
 
 /** The files the folder's dev container names (its compose files), so a root compose file is not counted twice. */
@@ -202,7 +228,7 @@ const FIELDS = new Set(
     'mounts features overrideFeatureInstallOrder customizations runArgs workspaceMount workspaceFolder ' +
     'dockerComposeFile service runServices initializeCommand onCreateCommand updateContentCommand postCreateCommand ' +
     'postStartCommand postAttachCommand waitFor hostRequirements version services networks volumes secrets configs ' +
-    'include (file)'
+    'include models (file)'
   ).split(' '),
 );
 
@@ -215,6 +241,61 @@ export function namesField(problem: string): boolean {
   return FIELDS.has(first.split(/[.[]/)[0]) || first.startsWith('x-') || /^(?:Dockerfile|build context) /.test(rest);
 }
 
+/**
+ * Refusals by design (docs/security.md): what a sandbox never gets, whatever
+ * the repo says: root, privileges, capabilities, another seccomp or AppArmor
+ * profile, host devices, namespaces, folders or network, the Docker socket,
+ * the developer's machine's folders, and the features that ask for these.
+ * Matched on drydock's own words, so a new message is counted as not by design
+ * until it is added here.
+ */
+const BY_DESIGN = [
+  /never run as root/,
+  /without (?:extra )?privileges/,
+  /without capabilities|with no capabilities/,
+  /seccomp profile|security options/,
+  /no host devices/,
+  /no host namespaces/,
+  /a folder of the host|mounts nothing of the host|of the host, which drydock never mounts/,
+  /Docker socket/,
+  /developer's machine, which a sandbox never mounts/,
+  /no IP network|reach nothing but the sandbox's loopback|reaches only drydock's egress proxy/,
+  /nothing of a sandbox is published on the host/,
+  /which a sandbox never gets/,
+  /never gets the host's network/,
+  /cannot change kernel settings/,
+  /use the runtime the sandbox uses/,
+];
+
+/**
+ * Refusals of a file that does not work as published elsewhere either: what
+ * Compose or the Dev Container CLI refuses too (a syntax error, a file or
+ * Dockerfile it names that the repo does not hold, an env_file missing, a
+ * required variable with no value, a service it names that is not there).
+ */
+const BROKEN_AS_PUBLISHED = [
+  /not valid (?:JSON|YAML)/,
+  /not in the repository \(named in dockerComposeFile\)/,
+  /Dockerfile \S+ is not in the repository|build context \S+ is not in the repository/,
+  /env_file[.\d]*: .* is not in the repository, nor an example of it/,
+  /--env-file \S+ is not in the repository/,
+  /is required: /,
+  /has no value in the project's \.env/,
+  /the dev container's service \(devcontainer\.json "service"\) is not in the file/,
+  /: give image(?:, build\.dockerfile)? or (?:build|dockerComposeFile)/,
+  /services: a map of services is required/,
+];
+
+/** Whether the file would not work as published with Compose or the Dev Container CLI either. */
+export function isBrokenAsPublished(problem: string): boolean {
+  return BROKEN_AS_PUBLISHED.some((re) => re.test(problem));
+}
+
+/** Whether drydock refuses this by design: see BY_DESIGN. */
+export function isByDesign(problem: string): boolean {
+  return BY_DESIGN.some((re) => re.test(problem));
+}
+
 function report(outcomes: Outcome[]): void {
   const pct = (n: number, m: number) => (m ? `${((100 * n) / m).toFixed(0)} %` : '-');
   for (const kind of ['devcontainer', 'compose', 'all'] as const) {
@@ -223,6 +304,17 @@ function report(outcomes: Outcome[]): void {
     console.log(`${kind.padEnd(13)} ${ok} accepted of ${of.length} (${pct(ok, of.length)})`);
   }
   const refused = outcomes.filter((o) => o.problems.length);
+  const designOnly = refused.filter((o) => o.problems.every(isByDesign));
+  const notDrydocks = refused.filter((o) => o.problems.every((p) => isByDesign(p) || isBrokenAsPublished(p)));
+  const ok = outcomes.length - refused.length;
+  const n = outcomes.length;
+  console.log(
+    `\nrefused only by design (docs/security.md) ${designOnly.length}; ` +
+      `accepted or refused only by design ${ok + designOnly.length} of ${n} (${pct(ok + designOnly.length, n)})\n` +
+      `refused only by design or for what Compose or the Dev Container CLI refuses too (broken as published) ` +
+      `${notDrydocks.length}; accepted or so refused ${ok + notDrydocks.length} of ${n} (${pct(ok + notDrydocks.length, n)}); ` +
+      `refused for a limit of drydock's ${refused.length - notDrydocks.length}`,
+  );
   const byReason = new Map<string, { files: Set<string>; only: number }>();
   for (const o of refused) {
     const reasons = new Set(o.problems.map(reasonOf));
@@ -240,6 +332,10 @@ function report(outcomes: Outcome[]): void {
   }
   byRule(refused);
   liftingOrder(refused, outcomes.length);
+  console.log(`\nrefused for a limit of drydock's: its problems neither by design nor broken as published:`);
+  const limit = (p: string) => !isByDesign(p) && !isBrokenAsPublished(p);
+  for (const o of refused.filter((o) => o.problems.some(limit)))
+    for (const p of o.problems.filter(limit)) console.log(`  ${o.repo}: ${p.slice(0, 220)}`);
   const unnamed = refused.flatMap((o) => o.problems.filter((p) => !namesField(p)).map((p) => `${o.repo}: ${p}`));
   console.log(`\nrefusals naming no field (a syntax error names its position instead): ${unnamed.length}`);
   for (const u of unnamed) console.log(`  ${u.slice(0, 300)}`);
@@ -297,8 +393,111 @@ function liftingOrder(refused: Outcome[], total: number): void {
   }
 }
 
+/** One repository of the corpus: where it is published, the commit read, the files measured. */
+interface ManifestEntry {
+  repo: string;
+  commit: string;
+  files: string[];
+}
+
+const MANIFEST = path.join(__dirname, 'environments-corpus.json');
+/** A blob larger than this is written empty: only its presence matters to the readers. */
+const LARGEST_BLOB = 1 << 20;
+
+function git(gitDir: string, args: string[], input?: string): Buffer {
+  return execFileSync('git', ['--git-dir', gitDir, ...args], { input, maxBuffer: 1 << 30 });
+}
+
+/** The git directory of a mirror (`<mirrors>/<owner>+<name>/repo`, bare or with a work tree). */
+function gitDirOf(mirror: string): string | undefined {
+  for (const at of [path.join(mirror, 'repo', '.git'), path.join(mirror, 'repo')]) {
+    if (existsSync(path.join(at, 'HEAD'))) return at;
+  }
+  return undefined;
+}
+
+/** The files this measure reads first, as the commit holds them. */
+function measuredFiles(gitDir: string, commit: string): string[] {
+  const names = [DEVCONTAINER_FILE, ...ROOT_COMPOSE];
+  const out = git(gitDir, ['ls-tree', '--name-only', commit, '--', ...names]).toString();
+  return out.split('\n').filter(Boolean);
+}
+
+/**
+ * Writes the commit's tree into `into` (blobs over LARGEST_BLOB, and those the
+ * mirror lacks, as empty files; symlinks as symlinks; submodules as folders).
+ */
+function unpackTree(gitDir: string, commit: string, into: string): void {
+  const listing = git(gitDir, ['ls-tree', '-r', '-z', '-l', commit]).toString().split('\0').filter(Boolean);
+  const entries = listing.map((line) => {
+    const [meta, file] = [line.slice(0, line.indexOf('\t')), line.slice(line.indexOf('\t') + 1)];
+    const [mode, type, oid, size] = meta.split(/\s+/);
+    return { mode, type, oid, size: Number(size), file };
+  });
+  const wanted = entries.filter((e) => e.type === 'blob' && e.size <= LARGEST_BLOB);
+  const batch = git(gitDir, ['cat-file', '--batch'], wanted.map((e) => e.oid).join('\n') + '\n');
+  const blobs = new Map<string, Buffer>();
+  let at = 0;
+  while (at < batch.length) {
+    const eol = batch.indexOf(10, at);
+    const [oid, kind, size] = batch.subarray(at, eol).toString().split(' ');
+    at = eol + 1;
+    if (kind === 'missing' || size === undefined) continue;
+    blobs.set(oid, batch.subarray(at, at + Number(size)));
+    at += Number(size) + 1;
+  }
+  for (const e of entries) {
+    const target = path.join(into, e.file);
+    if (!path.resolve(target).startsWith(path.resolve(into) + path.sep)) continue;
+    mkdirSync(path.dirname(target), { recursive: true });
+    if (e.type === 'commit') mkdirSync(target, { recursive: true });
+    else if (e.mode === '120000') symlinkSync((blobs.get(e.oid) ?? Buffer.alloc(0)).toString(), target);
+    else writeFileSync(target, blobs.get(e.oid) ?? Buffer.alloc(0), { mode: e.mode === '100755' ? 0o755 : 0o644 });
+  }
+}
+
+/** `manifest <mirrors>`: the manifest of every mirror holding a measured file, at its HEAD. */
+function writeManifest(mirrors: string): void {
+  const entries: ManifestEntry[] = [];
+  for (const name of readdirSync(mirrors).sort()) {
+    const gitDir = gitDirOf(path.join(mirrors, name));
+    if (!gitDir || !name.includes('+')) continue;
+    const commit = git(gitDir, ['rev-parse', 'HEAD']).toString().trim();
+    const files = measuredFiles(gitDir, commit);
+    if (files.length) entries.push({ repo: name.replace('+', '/'), commit, files });
+  }
+  // Written as Prettier writes it, so the committed file stays as the check wants it.
+  const entry = (e: ManifestEntry) =>
+    `  {\n    "repo": ${JSON.stringify(e.repo)},\n    "commit": "${e.commit}",\n` +
+    `    "files": [${e.files.map((f) => JSON.stringify(f)).join(', ')}]\n  }`;
+  writeFileSync(MANIFEST, `[\n${entries.map(entry).join(',\n')}\n]\n`);
+  console.log(`${entries.length} repositories in ${path.relative(process.cwd(), MANIFEST)}`);
+}
+
+/** `unpack <mirrors> <dir>`: each manifest entry's tree at its commit into `<dir>/<owner>+<name>`. */
+function unpack(mirrors: string, dir: string): void {
+  const entries = JSON.parse(readFileSync(MANIFEST, 'utf8')) as ManifestEntry[];
+  const absent: string[] = [];
+  for (const { repo, commit } of entries) {
+    const name = repo.replace('/', '+');
+    const gitDir = gitDirOf(path.join(mirrors, name));
+    const into = path.join(dir, name);
+    if (existsSync(into)) continue;
+    try {
+      if (!gitDir) throw new Error('no mirror');
+      unpackTree(gitDir, commit, into);
+    } catch (err) {
+      absent.push(`${repo}: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+    }
+  }
+  console.log(`${entries.length - absent.length} of ${entries.length} unpacked into ${dir}`);
+  for (const a of absent) console.log(`  not unpacked: ${a}`);
+}
+
 async function main(): Promise<void> {
   const [dir, flag, jsonOut] = process.argv.slice(2);
+  if (dir === 'manifest' && flag) return writeManifest(flag);
+  if (dir === 'unpack' && flag && jsonOut) return unpack(flag, jsonOut);
   if (!dir) throw new Error('usage: npx tsx bench/environments-corpus.ts <dir> [--json out.json]');
   const folders = readdirSync(dir)
     .map((d) => path.join(dir, d))

@@ -203,7 +203,7 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
   const env = withExample(path.posix.join(dir, '.env'), text);
   const variables = env === undefined ? new Map<string, string>() : parseEnvFile(env.text, env.path, problems);
   const notes: string[] = [];
-  const model = loadFiles(files, text, variables, { problems, notes });
+  const model = loadFiles(files, text, variables, { problems, notes, dir });
   if (!model) throw new ComposeError(problems);
   const { services, from } = model;
   const label = files.join(' + ');
@@ -216,7 +216,7 @@ export function parseComposeFiles(files: string[], text: RepoText, opts: Compose
     if (!isObj(services[name])) problems.push(`${label}: services.${name}: named in runServices but not in the file`);
   }
   const run = runningServices(services, opts, activeProfiles(variables));
-  const context: ServiceContext = { variables, text, top: model.top, problems, notes };
+  const context: ServiceContext = { variables, text, top: model.top, problems, notes, dir };
   const dev = devServiceOf(
     services[opts.devService] as Obj,
     from[opts.devService],
@@ -269,6 +269,8 @@ interface ServiceContext {
   top: TopLevel;
   problems: string[];
   notes: string[];
+  /** The project's folder: the first file's, which every file's relative paths start from (Compose's rule). */
+  dir: string;
 }
 
 /**
@@ -281,7 +283,7 @@ function loadFiles(
   files: string[],
   text: RepoText,
   variables: Variables,
-  { problems, notes }: { problems: string[]; notes: string[] },
+  { problems, notes, dir }: { problems: string[]; notes: string[]; dir: string },
 ) {
   const merged: Obj = {};
   const from: Record<string, string> = {};
@@ -307,7 +309,6 @@ function loadFiles(
       return undefined;
     }
     checkTopLevel(data, file, problems);
-    const dir = path.posix.dirname(file);
     for (const [name, service] of Object.entries(data.services)) {
       if (!isObj(service)) continue;
       from[name] ??= file;
@@ -350,7 +351,9 @@ function checkTopLevel(data: Obj, file: string, problems: string[]) {
   }
   const volumes = isObj(data.volumes) ? data.volumes : {};
   for (const [name, v] of Object.entries(volumes)) {
-    if (v !== null && !(isObj(v) && Object.keys(v).every((k) => k === 'driver' && v.driver === 'local'))) {
+    // `name` and `labels` name and mark the engine's volume: a sandbox's is a folder of its own.
+    const plain = (o: Obj) => Object.keys(o).every((k) => ['name', 'labels'].includes(k) || o.driver === 'local');
+    if (v !== null && !(isObj(v) && plain(v))) {
       problems.push(
         `${file}: volumes.${name}: only plain named volumes are supported (no driver options, no external)`,
       );
@@ -439,10 +442,10 @@ function longVolume(v: unknown, dir: string, file: string, field: string): Obj {
   }
   if (entry.type === 'bind' && typeof entry.source === 'string') {
     const source = entry.source;
-    const joined = path.posix.normalize(path.posix.join(dir, source));
+    const joined = path.posix.normalize(path.posix.join(dir, source)).replace(/(.)\/+$/, '$1'); // ../ is ..
     if (path.posix.isAbsolute(source) || source.startsWith('~')) entry.host = source;
     else if (joined === '..' || joined.startsWith('../')) entry.outside = joined;
-    else entry.repo = joined === '.' ? '' : joined.replace(/\/$/, '');
+    else entry.repo = joined === '.' ? '' : joined;
   }
   return { ...entry, field, file };
 }
@@ -649,7 +652,8 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
   let app: ComposeDevService['app'];
   for (const [key, value] of Object.entries(s)) {
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
-    if (['image', 'build', 'environment', 'env_file'].includes(key)) continue;
+    // working_dir: read below, once the app is known.
+    if (['image', 'build', 'environment', 'env_file', 'working_dir'].includes(key)) continue;
     if (key === 'command' || key === 'entrypoint') {
       if (keepsAlive(value)) continue;
       const port = key === 'command' && s.entrypoint === undefined ? devPorts(s, '', file).ports[0] : undefined;
@@ -663,10 +667,14 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
         );
     } else if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
     else if (key === 'security_opt') securityOptions(value, problem);
-    else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
+    else if (key === 'deploy') {
+      // The sandbox's limits are the operator's, as for mem_limit and cpus.
+      if (deployLimits(value) === undefined) problem(key, deployProblem(value));
+    } else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
+  if (s.working_dir !== undefined) app = devWorkingDir(s.working_dir, app, problem);
   if (typeof s.network_mode === 'string' && !/^service:/.test(s.network_mode))
-    problem('network_mode', "every service shares the sandbox's loopback: remove it, or name service:<name>");
+    problem('network_mode', networkMode(s.network_mode));
   if (s.user !== undefined && /^(root|0)(:|$)/.test(String(s.user)))
     problem('user', 'sandboxes never run as root: remove it');
   if (s.build !== undefined) {
@@ -694,6 +702,26 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     ...(links.length ? { links } : {}),
     ...(app ? { app } : {}),
   };
+}
+
+/**
+ * The dev service's `working_dir`: where its own command starts, so the app's
+ * command (when the dev service's command is its app) starts there; a
+ * sandbox's other commands start where devcontainer.json's run, in the
+ * workspace (the spec's rule for lifecycle commands), as on a developer's
+ * machine, where the editor opens workspaceFolder whatever working_dir says.
+ */
+function devWorkingDir(
+  value: unknown,
+  app: ComposeDevService['app'],
+  problem: (key: string, why: string) => void,
+): ComposeDevService['app'] {
+  const dir = String(value);
+  if (!/^\/[A-Za-z0-9_./@+-]*$/.test(dir) || dir.split('/').includes('..')) {
+    problem('working_dir', `"${dir}": an absolute path of letters, digits and _ . / @ + -, without ".."`);
+    return app;
+  }
+  return app ? { ...app, start: `cd ${dir} && ${app.start}` } : app;
 }
 
 /** A compose `command` (a string, or a list of words) as one shell command, each word quoted where it must be. */
@@ -761,7 +789,7 @@ function buildOf(value: unknown, file: string, field: string, ctx: ServiceContex
     );
     return undefined;
   }
-  const dir = path.posix.dirname(file);
+  const dir = ctx.dir;
   const before = ctx.problems.length;
   const repoContext = repoRelative(dir, context, file, `${at}.context`, ctx.problems);
   if (ctx.problems.length > before) return undefined;
@@ -829,7 +857,9 @@ function keepsAlive(value: unknown): boolean {
   const text = words.join(' ');
   return (
     /^(?:(?:\/usr)?\/bin\/)?(?:sleep (?:infinity|inf|\d{4,})|tail -f \/dev\/null)$/.test(text) ||
-    /^(?:\/bin\/)?(?:ba)?sh -c (?:while sleep \d+; ?do :; ?done|sleep infinity|tail -f \/dev\/null)$/.test(text)
+    /^(?:(?:\/usr)?\/bin\/)?(?:ba)?sh -l?c (?:while sleep \d+; ?do :; ?done|(?:exec )?sleep infinity|(?:exec )?tail -f \/dev\/null)$/.test(
+      text.replace(/\s+/g, ' ').trim(),
+    )
   );
 }
 
@@ -893,7 +923,7 @@ function declarationOf(s: Obj, file: string, field: string, name: string, ctx: S
     }
     if (key === 'deploy') {
       const limits = deployLimits(value);
-      if (limits === undefined) problem(key, REFUSED.deploy);
+      if (limits === undefined) problem(key, deployProblem(value));
       else out.limits = { ...(out.limits as Obj), ...limits };
       continue;
     }
@@ -967,8 +997,7 @@ function declareKey(out: Obj, files: ServiceFile[], key: string, value: unknown,
       networksOf(value, problem);
       break;
     case 'network_mode':
-      if (!/^service:/.test(String(value)))
-        problem(key, "every service shares the sandbox's loopback: remove it, or name service:<name>");
+      if (!/^service:/.test(String(value))) problem(key, networkMode(String(value)));
       break;
     case 'depends_on':
       out.dependsOn = Array.isArray(value) ? value : isObj(value) ? Object.keys(value) : value;
@@ -1245,11 +1274,27 @@ function volumesOf(value: unknown, files: ServiceFile[], problem: (key: string, 
   });
 }
 
-/** deploy: only resources.limits; anything else undefined (refused). */
+/** Why a `deploy` is refused: a device reservation (a GPU) is the host's, by design; else what is read. */
+function deployProblem(value: unknown): string {
+  const reservations = isObj(value) && isObj(value.resources) ? value.resources.reservations : undefined;
+  if (isObj(reservations) && reservations.devices !== undefined)
+    return 'resources.reservations.devices: a sandbox and its services get no host devices (GPUs): remove it';
+  return REFUSED.deploy;
+}
+
+/** Why a `network_mode` other than service:<name> is refused (`host`: the host's network, by design). */
+function networkMode(mode: string): string {
+  if (mode === 'host')
+    return "a sandbox never gets the host's network (its services share the sandbox's loopback): remove it";
+  return "every service shares the sandbox's loopback: remove it, or name service:<name>";
+}
+
+/** deploy: only resources.limits (reservations of no device reserve nothing here); anything else undefined (refused). */
 function deployLimits(value: unknown): Obj | undefined {
   if (!isObj(value) || Object.keys(value).some((k) => k !== 'resources')) return undefined;
   const resources = value.resources;
   if (!isObj(resources) || Object.keys(resources).some((k) => k !== 'limits' && k !== 'reservations')) return undefined;
+  if (isObj(resources.reservations) && resources.reservations.devices !== undefined) return undefined;
   const limits = isObj(resources.limits) ? resources.limits : {};
   return {
     ...(limits.cpus !== undefined ? { cpus: Number(limits.cpus) } : {}),

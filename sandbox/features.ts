@@ -95,17 +95,54 @@ export function featureRequests(features: Record<string, unknown>, source: strin
         throw new FeatureError(`${field}: a local feature is a folder inside ${dir}/ (the spec's rule)`);
       return { key, field, options, folder };
     }
-    if (/^https?:\/\//.test(key) || !key.includes('/'))
+    const named = legacyFeature(key) ?? key.toLowerCase(); // the CLI's reading: a reference downcased whole
+    if (/^https?:\/\//.test(key) || !named.includes('/'))
       throw new FeatureError(
         `${field}: drydock installs features from an OCI registry (like ghcr.io/devcontainers/features/node:1) ` +
           `or a folder of ${dir}/ (./name); this form (a tarball URL or a legacy short id) is not supported: ` +
           `name the feature by its OCI reference${key.includes('/') ? '' : ` (ghcr.io/devcontainers/features/${key}:1 for most)`}`,
       );
-    const ref = parseImageReference(key);
+    const runtime = NEEDS_RUNTIME[/^ghcr\.io\/devcontainers\/features\/([\w-]+)(?:[:@]|$)/.exec(named)?.[1] ?? ''];
+    if (runtime)
+      throw new FeatureError(
+        `${field}: the feature asks for ${runtime} (its devcontainer-feature.json), which a sandbox never gets: ` +
+          'remove it (a sandbox builds no containers; its services are declared in a compose file)',
+      );
+    const ref = parseImageReference(named);
     if ('problem' in ref) throw new FeatureError(`${field}: ${ref.problem}`);
     return { key, field, options, ref: { ...ref, ...(ref.tag || ref.digest ? {} : { tag: 'latest' }) } };
   });
 }
+
+/**
+ * The short ids of the features that came before OCI references, as the Dev
+ * Container CLI still reads them (getBackwardCompatibleFeatureId): each is
+ * `ghcr.io/devcontainers/features/<id>:1`, `golang` renamed `go`.
+ */
+const LEGACY_FEATURES = new Set(
+  (
+    'aws-cli azure-cli common desktop-lite docker-in-docker docker-from-docker dotnet git git-lfs github-cli java ' +
+    'kubectl-helm-minikube node powershell python ruby rust sshd terraform'
+  ).split(' '),
+);
+const RENAMED_FEATURES: Record<string, string> = { golang: 'go' };
+
+/** A legacy short id (`github-cli`, `golang`) as the OCI reference the CLI reads it as, else undefined. */
+function legacyFeature(key: string): string | undefined {
+  const id = RENAMED_FEATURES[key] ?? (LEGACY_FEATURES.has(key) ? key : undefined);
+  return id === undefined ? undefined : `ghcr.io/devcontainers/features/${id}:1`;
+}
+
+/**
+ * Features of ghcr.io/devcontainers/features whose devcontainer-feature.json
+ * asks for what a sandbox never gets: refused when read, not once fetched
+ * (parseFeatureMetadata would refuse them for the same fields).
+ */
+const NEEDS_RUNTIME: Record<string, string> = {
+  'docker-in-docker': 'privileged',
+  'docker-outside-of-docker': "mounts (the host's Docker socket)",
+  'docker-from-docker': "mounts (the host's Docker socket)",
+};
 
 /**
  * Whether `folder` (normalized, relative to the repo) is a folder below `dir`:

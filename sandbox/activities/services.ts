@@ -100,7 +100,7 @@ export async function declaredStack(
         throw new EnvironmentError(
           `${clash.source}: also declared as services.${clash.name} in .drydock/config.yaml: keep one`,
         );
-      services.unshift(...(await withRepoObjects(parsed.services, tree)));
+      services.unshift(...(await withRepoObjects(parsed.services, tree, notes)));
     } catch (err) {
       if (err instanceof ComposeError || err instanceof RepoFileError) throw new EnvironmentError(err.message);
       throw err;
@@ -130,13 +130,27 @@ async function withEnvFiles(
   return { ...env, containerEnv: { ...fromFiles, ...env.containerEnv } };
 }
 
-/** Services with each repo file they mount pinned to its git object (a missing one named). */
-async function withRepoObjects(services: ServiceSpec[], tree: Pick<RepoTree, 'resolve' | 'commit'> | undefined) {
+/** A service's data folders at most (workflows/services.ts serviceDeclaration's `data`). */
+const MAX_DATA_FOLDERS = 8;
+
+/**
+ * Services with each repo file they mount pinned to its git object. A path
+ * the repo does not hold (a gitignored `./data/db`) is what Docker makes of a
+ * bind's missing source, an empty folder: here a data folder of the service
+ * (captured with the snapshot, like a named volume), said in `notes`; past
+ * the data folders a service may have, it is refused, naming it.
+ */
+async function withRepoObjects(
+  services: ServiceSpec[],
+  tree: Pick<RepoTree, 'resolve' | 'commit'> | undefined,
+  notes: string[],
+) {
   return Promise.all(
     services.map(async (s) => {
       if (!s.files?.some((f) => f.content === undefined)) return s;
       if (!tree) throw new EnvironmentError(`${s.source}: mounts files of the repository, which cannot be read here`);
       const files = [];
+      const data = [...(s.data ?? [])];
       for (const f of s.files) {
         if (f.content !== undefined) {
           files.push(f);
@@ -144,6 +158,13 @@ async function withRepoObjects(services: ServiceSpec[], tree: Pick<RepoTree, 're
         }
         const field = `${s.source} ${f.target}`;
         const found = await tree.resolve(f.source, field);
+        if (!found && f.source !== '.' && data.length < MAX_DATA_FOLDERS) {
+          data.push(f.target);
+          notes.push(
+            `${field}: ${f.source} is not in the repository: an empty folder of the service's data, as Docker makes it`,
+          );
+          continue;
+        }
         if (!found) throw new EnvironmentError(`${field}: ${f.source} is not in the repository`);
         const mode = f.mode ?? (found.kind === 'file' ? found.mode : undefined);
         files.push({
@@ -154,7 +175,7 @@ async function withRepoObjects(services: ServiceSpec[], tree: Pick<RepoTree, 're
           ...(mode !== undefined ? { mode } : {}),
         });
       }
-      return { ...s, files };
+      return { ...s, files, ...(data.length ? { data } : {}) };
     }),
   );
 }

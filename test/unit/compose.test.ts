@@ -400,6 +400,8 @@ describe('the dev service', () => {
       ),
     ).toEqual([]);
     expect(dev(`    command: /bin/sh -c "while sleep 1000; do :; done"\n`)).toEqual([]);
+    expect(dev(`    command: >\n      bash -lc "\n        exec sleep infinity\n      "\n`)).toEqual([]);
+    expect(dev(`    deploy: { resources: { limits: { cpus: "2", memory: 4g } } }\n`)).toEqual([]);
     // A volume keeps a folder of the container, as a sandbox keeps its folders in its snapshot; a healthcheck waits on nothing here.
     const kept = '    volumes: [node_modules:/workspace/node_modules, /cache, {type: tmpfs, target: /tmp/x}]\n';
     expect(dev(`${kept}    healthcheck: { test: [CMD, "true"] }\n`)).toEqual([]);
@@ -408,6 +410,51 @@ describe('the dev service', () => {
       '/workspace/node_modules',
       '/cache',
       '/tmp/x',
+    ]);
+  });
+
+  test("the dev service's working_dir is where its app starts (a sandbox's other commands start in the workspace)", async () => {
+    expect(dev('    working_dir: /workspace/src\n')).toEqual([]);
+    const devcontainer = JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' });
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': devcontainer,
+      [COMPOSE]:
+        'services:\n  app:\n    image: x\n    working_dir: /app\n    command: npm start\n    ports: ["3000"]\n',
+    };
+    const env = parseDevcontainer(devcontainer, '.devcontainer/devcontainer.json');
+    const { stack: declared } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(declared.app).toMatchObject({ start: 'cd /app && npm start', port: 3000 });
+  });
+
+  test("the repo's root mounted at /workspace is the sandbox's /workspace, written ../ or .. alike", () => {
+    for (const source of ['..', '../', '../.', '..//']) {
+      expect(dev(`    volumes: ["${source}:/workspace:cached"]\n`)).toEqual([]);
+    }
+    // A folder of it there is not: /workspace is the repo's root.
+    expect(dev('    volumes: ["../src/:/workspace"]\n')).toEqual([
+      `${COMPOSE}: services.app.volumes.0: "../src/" is in the repository, and /workspace is in (or holds) the sandbox's own /workspace or /home/drydock or /tmp: read the repository at /workspace`,
+    ]);
+  });
+
+  test("several files: every file's paths start from the first file's folder, as Compose reads them", () => {
+    // VS Code's "extend your compose file" layout: the repo's compose file, then .devcontainer's override.
+    const files: Record<string, string> = {
+      'docker-compose.yml':
+        'services:\n  app:\n    build: .\n  db:\n    image: x\n    volumes: ["./init.sql:/docker-entrypoint-initdb.d/init.sql"]\n',
+      [`${DIR}/docker-compose.yml`]:
+        'services:\n  app:\n    build: { context: ., dockerfile: .devcontainer/Dockerfile }\n    volumes: [".:/workspace:cached"]\n    command: sleep infinity\n',
+    };
+    const parsed = stack(files, { composeFiles: ['docker-compose.yml', `${DIR}/docker-compose.yml`] });
+    expect(parsed.dev).toMatchObject({ dockerfile: '.devcontainer/Dockerfile', context: '' });
+    expect(parsed.dev.links).toBeUndefined();
+    expect(parsed.services[0].files).toMatchObject([{ source: 'init.sql' }]);
+  });
+
+  test("a top-level volume's name and labels name the engine's volume, nothing a sandbox needs; driver options refused", () => {
+    const volumes = '    volumes: [data:/data]\nvolumes:\n';
+    expect(dev(`${volumes}  data:\n    name: my-data\n    labels: { a: b }\n`)).toEqual([]);
+    expect(dev(`${volumes}  data:\n    driver_opts: { type: none, o: bind, device: /srv }\n`)).toEqual([
+      `${COMPOSE}: volumes.data: only plain named volumes are supported (no driver options, no external)`,
     ]);
   });
 
@@ -492,11 +539,17 @@ describe('the dev service', () => {
     ],
     ['    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n', /services\.app\.volumes\.0: /],
     ['    secrets: [s]\n', /services\.app\.secrets: not supported by drydock for the dev container/],
-    ['    working_dir: /src\n', /services\.app\.working_dir: not supported by drydock for the dev container/],
+    ['    working_dir: src\n', /services\.app\.working_dir: "src": an absolute path/],
+    ['    working_dir: /a/../etc\n', /services\.app\.working_dir: "\/a\/..\/etc": an absolute path .*without "\.\."/],
     ['    volumes: ["data:/usr"]\n', /services\.app\.volumes\.0: \/usr is a system folder of the sandbox's image/],
     ['    privileged: true\n', /services\.app\.privileged: services run without privileges/],
     ['    user: root\n', /services\.app\.user: sandboxes never run as root/],
-    ['    network_mode: host\n', /services\.app\.network_mode: /],
+    ['    network_mode: host\n', /services\.app\.network_mode: a sandbox never gets the host's network/],
+    ['    network_mode: bridge\n', /services\.app\.network_mode: every service shares the sandbox's loopback/],
+    [
+      '    deploy: { resources: { reservations: { devices: [{ driver: nvidia, capabilities: [gpu] }] } } }\n',
+      /services\.app\.deploy: resources\.reservations\.devices: a sandbox and its services get no host devices \(GPUs\)/,
+    ],
     [
       '    security_opt: [seccomp:unconfined]\n',
       /services\.app\.security_opt\.0: "seccomp:unconfined": services run under/,

@@ -81,7 +81,7 @@ describe("devcontainer.json's features", () => {
       {},
       /features\["https:\/\/example.com\/feature.tgz"\]: .*name the feature by its OCI reference/,
     ],
-    ['node', {}, /features\["node"\]: .*legacy short id.*\(ghcr.io\/devcontainers\/features\/node:1 for most\)$/],
+    ['nodejs', {}, /features\["nodejs"\]: .*legacy short id.*\(ghcr.io\/devcontainers\/features\/nodejs:1 for most\)$/],
     ['../elsewhere', {}, /features\["..\/elsewhere"\]: a local feature is a folder inside .devcontainer\//],
     ['ghcr.io/x/y:1', ['a'], /features\["ghcr.io\/x\/y:1"\]: give the feature's options as an object/],
     [
@@ -89,9 +89,30 @@ describe("devcontainer.json's features", () => {
       { o: { deep: 1 } },
       /features\["ghcr.io\/x\/y:1"\].o: an option's value is a string or a boolean/,
     ],
-    ['ghcr.io/X/y:1', {}, /features\["ghcr.io\/X\/y:1"\]: .*not an image reference/],
+    ['ghcr.io/x/y:1:2', {}, /features\["ghcr.io\/x\/y:1:2"\]: .*not an image reference/],
+    ['docker-in-docker', {}, /features\["docker-in-docker"\]: the feature asks for privileged .*: remove it/],
+    [
+      'ghcr.io/devcontainers/features/docker-outside-of-docker:1',
+      {},
+      /features\[.*docker-outside-of-docker:1"\]: the feature asks for mounts \(the host's Docker socket\)/,
+    ],
+    ['ghcr.io/devcontainers/features/docker-in-docker', {}, /asks for privileged/],
   ])('%s is refused, naming the field', (key, value, message) => {
     expect(() => featureRequests({ [key]: value }, SOURCE, '.devcontainer')).toThrow(message);
+  });
+
+  test('legacy short ids and capitals read as the Dev Container CLI reads them (golang is go; a reference downcased)', () => {
+    const requests = featureRequests(
+      { 'github-cli': 'latest', golang: {}, 'ghcr.io/NicoVIII/devcontainer-features/pnpm:1': {} },
+      SOURCE,
+      '.devcontainer',
+    );
+    expect(requests.map((r) => r.ref)).toEqual([
+      { registry: 'ghcr.io', repository: 'devcontainers/features/github-cli', tag: '1' },
+      { registry: 'ghcr.io', repository: 'devcontainers/features/go', tag: '1' },
+      { registry: 'ghcr.io', repository: 'nicoviii/devcontainer-features/pnpm', tag: '1' },
+    ]);
+    expect(requests[0]).toMatchObject({ key: 'github-cli', options: { version: 'latest' } });
   });
 });
 

@@ -16,6 +16,8 @@ import { SandboxStorageRoot } from '../../sandbox/docker/storage';
 import { sandboxPod } from '../../sandbox/kubernetes/pod';
 import { loopbackHosts, type SandboxSpec, type ServiceContainerSpec } from '../../sandbox/provider';
 import { RepoTree } from '../../sandbox/repo-files';
+import { declaredStack } from '../../sandbox/activities/services';
+import { parseDevcontainer } from '../../sandbox/repo-image';
 
 let dir: string;
 let tree: RepoTree;
@@ -142,4 +144,21 @@ describe('service names on the loopback', () => {
     } as Parameters<typeof sandboxPod>[1]);
     expect(pod.spec!.hostAliases).toEqual([{ ip: '127.0.0.1', hostnames: ['app', 'db'] }]);
   });
+});
+
+test('a folder a compose service mounts that the repo does not hold is an empty data folder, as Docker makes it', async () => {
+  const files: Record<string, string> = {
+    '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: '../compose.yaml', service: 'app' }),
+    'compose.yaml':
+      'services:\n  app:\n    image: x\n  db:\n    image: x\n    volumes: ["./db/init.sql:/docker-entrypoint-initdb.d/init.sql", "./data/db:/var/lib/postgresql/data"]\n',
+  };
+  const env = parseDevcontainer(files['.devcontainer/devcontainer.json'], '.devcontainer/devcontainer.json');
+  const { stack, notes } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined, tree);
+  expect(stack.services[0]).toMatchObject({
+    data: ['/var/lib/postgresql/data'],
+    files: [{ target: '/docker-entrypoint-initdb.d/init.sql', source: 'db/init.sql', kind: 'file' }],
+  });
+  expect(notes).toContain(
+    "compose.yaml services.db /var/lib/postgresql/data: data/db is not in the repository: an empty folder of the service's data, as Docker makes it",
+  );
 });

@@ -224,7 +224,10 @@ x-anchors: { anything: 1 }
       '  db:\n    image: x\n    env_file: db.env\n',
       /services\.db\.env_file: \.devcontainer\/db\.env is not in the repository/,
     ],
-    ['  db:\n    image: x\n    network_mode: host\n', /services\.db\.network_mode: every service shares/],
+    [
+      '  db:\n    image: x\n    network_mode: host\n',
+      /services\.db\.network_mode: a sandbox never gets the host's network/,
+    ],
     [
       '  db:\n    image: x\n    secrets: [nope]\n',
       /services\.db\.secrets\.0: nope is not declared in the file's top-level secrets/,
