@@ -29,8 +29,8 @@ export const EDITOR_STATE = '/tmp/drydock-editor';
 export const EDITOR_LIMITS = {
   /** From the start to the workbench answering; longer is a failed start. */
   startMs: 180_000,
-  /** No request to the editor and no message of the person's for this long closes it: the agent goes on. */
-  idleMs: 15 * 60_000,
+  /** The editor page's socket is pinged this often; no pong by the next ping ends it (a vanished network). */
+  pingMs: 30_000,
   /** Messages from the browser shorter than this are the editor's keep-alives, not a person's doing. */
   activityBytes: 64,
   /** The exec connections kept open to the editor, at most (HTTP keep-alive over `drydock-port`). */
@@ -224,6 +224,7 @@ export class SessionEditors {
         entry.ready.catch(() => undefined);
       }
       editor.holders.add(holder);
+      editor.lastInput = this.now(); // someone opening it is someone's doing
       return editor.ready;
     }).catch(async (err: unknown) => {
       await this.release(sessionId, holder);

@@ -231,3 +231,45 @@ test('an approver edits README.md in VS Code from the console; the line is in th
   await dave.close();
   await alice.close();
 }, 900_000);
+
+test('an editor nobody uses stops after DRYDOCK_EDITOR_IDLE: the session is detached, no process of it left', async () => {
+  const idleServe = await startServe(stack, {
+    DRYDOCK_IDENTITIES_FILE: serve.config.DRYDOCK_IDENTITIES_FILE,
+    DRYDOCK_REPOS: [`${REPO}=${repoUrl}`],
+    DRYDOCK_EDITOR_IDLE: 8_000,
+  });
+  try {
+    const id = newSessionId('editor-idle');
+    toEnd.push(id);
+    const handle = await startSession(stack, id, {
+      repo: { url: repoUrl },
+      task: 'greet in the README',
+      requestedBy: 'alice',
+      agent: { steps: [{ run: 'echo hello >> README.md' }] },
+      verify: { test: 'sh check.sh' },
+      approval: { required: ['push'], approvers: ['alice'] },
+    });
+    const gate = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+    const page = await (await browser.newContext()).newPage();
+    await page.goto(idleServe.url);
+    await page.fill('input[name=token]', tokens.alice);
+    await page.click('button[type=submit]');
+    await page.goto(`${idleServe.url}/sessions/${id}/editor`);
+    await page.locator('#editor-state', { hasText: 'ready: attached as alice' }).waitFor({ timeout: 240_000 });
+    expect((await editorProcesses(gate.sandbox!.name)).length).toBeGreaterThan(0);
+    // Nothing more of hers: the editor closes itself, and the agent is not kept waiting.
+    await page.locator('#editor-state', { hasText: 'nothing reached the editor for 8 s' }).waitFor({ timeout: 60_000 });
+    await waitForStatus(handle, (s) => s.attached === undefined, 60_000);
+    expect(await editorProcesses(gate.sandbox!.name)).toEqual([]);
+    const events = await new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey()).events(id);
+    expect(
+      events.filter((e) => e.kind === 'editor').map((e) => [e.actor, e.data.event, e.data.end, e.data.stopped]),
+    ).toEqual([
+      ['alice', 'opened', undefined, undefined],
+      ['alice', 'closed', 'nothing reached the editor for 8 s', true],
+    ]);
+    await page.close();
+  } finally {
+    await idleServe.close();
+  }
+}, 600_000);

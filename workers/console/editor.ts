@@ -13,7 +13,7 @@ export function editorPage(s: SessionStatus, opts: { who: string; nonce: string;
 <p>VS Code on the sandbox's <code>/workspace</code>, as <strong>${esc(opts.who)}</strong>. While this page is open, the agent
 waits; when you detach (or the last person in closes the page), the session commits the edits you saved, verifies them,
 and they are reviewed again. The editor opens on an origin of the session's own, in a tab of its own; keep this page open
-while you edit. It stops after 15 minutes in which nothing of yours reached it. Opening and closing it are in the
+while you edit. It stops after a while in which nothing of yours reached it (15 minutes unless set otherwise). Opening and closing it are in the
 session's audit trail under your name.</p>
 <p><button type="button" id="detach" disabled>Detach</button> <span id="editor-state" role="status">connecting…</span></p>
 <p><a id="open-editor-window" href="#" target="_blank" rel="noopener" hidden>Open VS Code</a></p>

@@ -153,7 +153,9 @@ async function heldEditor(
     const href = `${editorOrigin(previewBase(ctx), id)}${PREVIEW_OWN_PATH}enter?pass=${encodeURIComponent(pass)}`;
     control(socket, { type: 'ready', by: who, sandbox, href });
     ctx.log.info({ sessionId: id, by: who, sandbox, started: held.started }, 'editor opened in the console');
-    end = await untilEnded(socket, presence.signal, () => editorsOf(sandboxes).idleFor(id));
+    end = await untilEnded(socket, presence.signal, ctx.config.DRYDOCK_EDITOR_IDLE, () =>
+      editorsOf(sandboxes).idleFor(id),
+    );
   } catch (err) {
     const refused = err instanceof AttachRefused || err instanceof EditorRefused;
     if (!refused) ctx.log.error({ err, sessionId: id }, 'console editor failed');
@@ -184,23 +186,29 @@ async function heldEditor(
 }
 
 /** Waits until the page detaches or goes, the editor idles, or `signal` ends it (the reason why). */
-function untilEnded(socket: WebSocket, signal: AbortSignal, idleFor: () => number): Promise<string> {
+function untilEnded(socket: WebSocket, signal: AbortSignal, idleMs: number, idleFor: () => number): Promise<string> {
   return new Promise((resolve) => {
     let answered = true;
+    let pinged = 0;
     const done = (why: string, code?: number) => {
       clearInterval(timer);
       if (code && socket.readyState === socket.OPEN) socket.close(code, why.slice(0, 120));
       resolve(why);
     };
-    const timer = setInterval(() => {
-      if (idleFor() >= EDITOR_LIMITS.idleMs) {
-        control(socket, { type: 'idle' });
-        return done(`nothing reached the editor for ${EDITOR_LIMITS.idleMs / 60_000} minutes`, CLOSE.idle);
-      }
-      if (!answered) return (socket.terminate(), done('the page stopped answering'));
-      answered = false;
-      socket.ping();
-    }, 30_000);
+    const timer = setInterval(
+      () => {
+        if (idleFor() >= idleMs) {
+          control(socket, { type: 'idle', seconds: Math.round(idleMs / 1000) });
+          return done(`nothing reached the editor for ${Math.round(idleMs / 1000)} s`, CLOSE.idle);
+        }
+        if (Date.now() - pinged < EDITOR_LIMITS.pingMs) return;
+        if (!answered) return (socket.terminate(), done('the page stopped answering'));
+        answered = false;
+        pinged = Date.now();
+        socket.ping();
+      },
+      Math.min(EDITOR_LIMITS.pingMs, Math.max(1000, idleMs / 4)),
+    );
     socket.on('pong', () => (answered = true));
     socket.on('message', (data: Buffer, isBinary: boolean) => {
       let type: unknown;

@@ -25,7 +25,10 @@
       open.hidden = false;
       detach.disabled = false;
     }
-    if (message.type === 'idle') say('closed: nothing reached the editor for 15 minutes');
+    if (message.type === 'idle') {
+      ended = true;
+      say('closed: nothing reached the editor for ' + message.seconds + ' s; the session goes on');
+    }
     if (message.type === 'refused') {
       ended = true;
       say('refused: ' + message.reason);
