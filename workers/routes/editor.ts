@@ -25,8 +25,10 @@ import type WebSocket from 'ws';
 import type { WebSocketServer } from 'ws';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { AttachRefused, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
+import { sandboxOf } from '../../sandbox/handle';
 import {
   EDITOR_LIMITS,
+  EDITOR_MOUNT,
   EDITOR_PORT,
   editorLabel,
   editorLabelOf,
@@ -137,6 +139,12 @@ async function heldEditor(
   let sandbox: string | undefined;
   try {
     sandbox = await reachableSandbox(ctx.client, sandboxes, id);
+    // Before the agent is stopped for nothing: a sandbox made before this host had the editor has none.
+    if (!(await sandboxOf(sandboxes, sandbox).files.exists(`${EDITOR_MOUNT}/bin/code-server`))) {
+      throw new EditorRefused(
+        `the sandbox ${sandbox} has no editor mounted (made before this host had one: DRYDOCK_EDITOR_DIR, infra/code-server.sh)`,
+      );
+    }
     control(socket, { type: 'waiting' });
     await presence.attach(who, () => requestAttach(ctx.client, id, who));
     if (socket.readyState !== socket.OPEN) return;
@@ -326,14 +334,20 @@ export async function editorRequest(
         agent: ok.editor.agent,
       },
       (answer) => {
+        clearTimeout(waiting);
         res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
         answer.pipe(res);
         answer.on('end', resolve).on('error', () => (res.destroy(), resolve()));
       },
     );
-    upstream.setTimeout(PREVIEW_LIMITS.answerMs, () => upstream.destroy(new Error('the editor did not answer')));
-    res.on('close', () => (upstream.destroy(), resolve()));
+    // An exec connection is no socket: http's own timeout never fires there, so a timer of ours.
+    const waiting = setTimeout(
+      () => upstream.destroy(new Error(`no answer within ${PREVIEW_LIMITS.answerMs / 1000} s`)),
+      PREVIEW_LIMITS.answerMs,
+    );
+    res.on('close', () => (clearTimeout(waiting), upstream.destroy(), resolve()));
     upstream.on('error', (err) => {
+      clearTimeout(waiting);
       if (res.headersSent) res.destroy();
       else previewPage(res, 502, 'The editor did not answer', err.message);
       resolve();
