@@ -269,6 +269,16 @@ const configSchema = z.object({
     .string()
     .min(1)
     .default(path.join(projectRoot, '.tools', 'agents')),
+  /**
+   * Host folder of code-server (VS Code in the browser, built by infra/code-server.sh), mounted
+   * read-only in every sandbox at /opt/drydock-editor when it holds bin/code-server (docs/editor.md).
+   */
+  DRYDOCK_EDITOR_DIR: z
+    .string()
+    .min(1)
+    .default(path.join(projectRoot, '.tools', 'code-server', '4.100.3')),
+  /** No request nor message of a person's reaching an open editor for this long stops it (docs/editor.md). */
+  DRYDOCK_EDITOR_IDLE: duration.default('15m').transform(durationMs),
   /** `drydock serve`: where the HTTP server (webhooks, API, review console) listens. */
   DRYDOCK_HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   DRYDOCK_HTTP_PORT: z.coerce.number().int().min(0).max(65535).default(8080),

@@ -69,7 +69,12 @@ type PassKind = 'enter' | 'cookie';
  * another session is refused on this one's origin even when copied by hand.
  */
 export class PreviewPasses {
-  constructor(private readonly key: Buffer = randomBytes(32)) {}
+  constructor(
+    private readonly key: Buffer = randomBytes(32),
+    /** The label of a session's origin (the editor's passes are the same, on an origin of their own). */
+    private readonly labelOf: (sessionId: string) => string = previewLabel,
+    private readonly what: string = 'preview',
+  ) {}
 
   issue(kind: PassKind, pass: PreviewPass, now: number): string {
     const until = now + (kind === 'enter' ? PREVIEW_LIMITS.enterTtlMs : PREVIEW_LIMITS.cookieTtlMs);
@@ -82,25 +87,26 @@ export class PreviewPasses {
   /** The pass, when it is a valid one of `kind` for the session whose origin is `label`; else why not. */
   check(text: string | undefined, kind: PassKind, label: string, now: number): PreviewPass | string {
     const [body, mac] = (text ?? '').split('.');
-    if (!body || !mac) return 'no preview pass: open the preview from the session page in the console';
+    if (!body || !mac) return `no ${this.what} pass: open the ${this.what} from the session page in the console`;
     const given = Buffer.from(mac, 'base64url');
     const expected = Buffer.from(this.sign(body), 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-      return 'the preview pass is not valid here: open the preview from the session page in the console';
+      return `the ${this.what} pass is not valid here: open the ${this.what} from the session page in the console`;
     }
     let fields: { k?: unknown; s?: unknown; w?: unknown; u?: unknown };
     try {
       fields = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as typeof fields;
     } catch {
-      return 'the preview pass is not valid here: open the preview from the session page in the console';
+      return `the ${this.what} pass is not valid here: open the ${this.what} from the session page in the console`;
     }
     const { k, s, w, u } = fields;
     if (k !== kind || typeof s !== 'string' || typeof w !== 'string' || typeof u !== 'number') {
-      return 'the preview pass is not valid here: open the preview from the session page in the console';
+      return `the ${this.what} pass is not valid here: open the ${this.what} from the session page in the console`;
     }
-    if (previewLabel(s) !== label)
-      return "this preview pass is another session's: open this session's preview from its page";
-    if (now > u) return 'the preview pass ran out: open the preview from the session page in the console again';
+    if (this.labelOf(s) !== label)
+      return `this ${this.what} pass is another session's: open this session's ${this.what} from its page`;
+    if (now > u)
+      return `the ${this.what} pass ran out: open the ${this.what} from the session page in the console again`;
     return { sessionId: s, who: w };
   }
 

@@ -29,6 +29,7 @@ export const AUDIT_KINDS = [
   'attach',
   'attach.input',
   'desktop',
+  'editor',
   'preview',
   'push',
   'pull_request',

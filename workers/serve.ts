@@ -10,6 +10,7 @@
  *   GET /api/sessions/:id/attach   Upgrade: drydock-attach, a shell in the session's sandbox
  *   GET /sessions/:id/terminal/socket   Upgrade: websocket, the same shell for the console's terminal
  *   GET /sessions/:id/desktop/socket    Upgrade: websocket, VNC of the session's desktop (noVNC)
+ *   GET /sessions/:id/editor/socket     Upgrade: websocket, holds the takeover of the console's editor
  *   /                       the review console (same tokens, as a cookie)
  * It answers within seconds: verify, start or find the session, return.
  */
@@ -50,6 +51,14 @@ import { attachUpgrade, isAttachUpgrade } from './routes/attach';
 import { isTerminalUpgrade, terminalPageRoute, terminalUpgrade, xtermAsset } from './routes/terminal';
 import { previewEntry, previewRequest, previewRequestLabel, previewUpgrade } from './routes/preview';
 import { desktopPageRoute, desktopUpgrade, isDesktopUpgrade, novncAsset } from './routes/desktop';
+import {
+  editorPageRoute,
+  editorRequest,
+  editorRequestLabel,
+  editorSocketUpgrade,
+  editorUpgrade,
+  isEditorUpgrade,
+} from './routes/editor';
 import { WebSocketServer } from 'ws';
 import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
 import { ciWebhook, giteaWebhook, githubWebhook, gitlabWebhook } from './routes/webhooks';
@@ -95,6 +104,12 @@ export function createHandler(deps: ServeDeps) {
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
       // A session's app preview has an origin of its own; nothing else of serve answers there.
+      // So has its editor (VS Code on the sandbox's /workspace).
+      const editorLabel = editorRequestLabel(ctx, req);
+      if (editorLabel) {
+        if (!deps.sandboxes) throw new HttpError(503, 'this server reaches no sandboxes: no editor here');
+        return await editorRequest(ctx, deps.sandboxes, req, res, editorLabel);
+      }
       const label = previewRequestLabel(ctx, req);
       if (label) {
         if (!deps.sandboxes) throw new HttpError(503, 'this server reaches no sandboxes: no preview here');
@@ -119,14 +134,18 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const terminal = isTerminalUpgrade(req);
     const desktop = isDesktopUpgrade(req);
+    const editor = isEditorUpgrade(req);
+    const editorLabel = editorRequestLabel(ctx, req);
     const label = previewRequestLabel(ctx, req);
-    if (!label && !terminal && !desktop && !isAttachUpgrade(req)) {
+    if (!editorLabel && !label && !terminal && !desktop && !editor && !isAttachUpgrade(req)) {
       return void socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
     }
     upgraded.add(socket);
     socket.on('close', () => upgraded.delete(socket));
     // An app's own WebSockets (a dev server's hot reload), on its preview origin: carried to the app.
-    if (label) void previewUpgrade(ctx, sandboxes, req, socket, head, label);
+    if (editorLabel) void editorSocketUpgrade(ctx, sandboxes, req, socket, head, editorLabel);
+    else if (label) void previewUpgrade(ctx, sandboxes, req, socket, head, label);
+    else if (editor) void editorUpgrade(ctx, sandboxes, sockets, req, socket, head);
     else if (terminal) void terminalUpgrade(ctx, sandboxes, sockets, req, socket, head);
     else if (desktop) void desktopUpgrade(ctx, sandboxes, sockets, req, socket, head);
     else void attachUpgrade(ctx, sandboxes, req, socket);
@@ -202,6 +221,9 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/preview$/))) {
     return previewEntry(ctx, res, decodeURIComponent(match[1]), who);
+  }
+  if ((match = is('GET', /^\/sessions\/([^/]+)\/editor$/))) {
+    return editorPageRoute(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/desktop$/))) {
     return desktopPageRoute(ctx, res, decodeURIComponent(match[1]), who);

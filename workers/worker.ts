@@ -40,6 +40,7 @@ import { agentCliSettings } from '../sandbox/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { ownDataDir } from '../platform/data-dir';
 import { tracing } from './telemetry';
+import { editorDirOf } from '../sandbox/editor';
 
 export function modelSettings(config: Config): ModelSettings {
   return {
@@ -211,6 +212,11 @@ function hostLimitsOf(config: Config): HostLimits {
   };
 }
 
+/** What every sandbox gets mounted read-only: the agent CLIs and, when this host has it, the editor (docs/editor.md). */
+function mountedTools(config: Config) {
+  return { agentClis: agentCliSettings(config), editorDir: editorDirOf(config.DRYDOCK_EDITOR_DIR) };
+}
+
 /**
  * This host's sandbox provider, its settings and engine checked before the
  * worker takes any work: a namespace that does not exist or an engine that
@@ -291,7 +297,7 @@ export async function createWorker(opts: {
     gitHosts: config.DRYDOCK_GIT_CREDENTIALS,
     ...chatSettings(config),
     models: modelSettings(config),
-    agentClis: agentCliSettings(config),
+    ...mountedTools(config),
     deployCommand: config.DRYDOCK_DEPLOY_COMMAND,
     allowDefaultBranchPush: config.DRYDOCK_ALLOW_DEFAULT_BRANCH_PUSH,
     deployEnvNames: config.DRYDOCK_DEPLOY_ENV,

@@ -18,11 +18,12 @@ import { sandboxOf, type SandboxHandle, type ShellScript } from '../handle';
 import { OutputOverCap } from '../../platform/output-cap';
 import type { SandboxDeps } from './deps';
 import type { ProvisionInput } from '../contract';
+import { EDITOR_MOUNT } from '../editor';
 
 /** What creating a drydock container needs. */
 export type ContainerDeps = Pick<
   SandboxDeps,
-  'sandboxes' | 'egressRoot' | 'extraCaCerts' | 'runtime' | 'readonlyRoot' | 'hostId' | 'agentClis'
+  'sandboxes' | 'egressRoot' | 'extraCaCerts' | 'runtime' | 'readonlyRoot' | 'hostId' | 'agentClis' | 'editorDir'
 >;
 
 /** Where the sandbox keeps per-step state (see sandbox-images/base/drydock-run). */
@@ -83,7 +84,7 @@ export function ownedLabels(hostId: string, spec: Pick<OwnedContainer, 'owner' |
  * expiry; and the extra CA bundle when one is configured.
  */
 export async function createOwnedContainer(
-  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis }: ContainerDeps,
+  { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis, editorDir }: ContainerDeps,
   spec: OwnedContainer,
 ): Promise<boolean> {
   const egressDir = egressDirOf(egressRoot, spec.name);
@@ -97,7 +98,9 @@ export async function createOwnedContainer(
     egressDir,
     agentsDir: agentClis?.dir,
     env: [...(extraCaCerts ? caEnv() : []), ...(spec.env ?? [])],
-    ...(spec.mounts ? { mounts: spec.mounts } : {}),
+    ...(spec.mounts || editorDir
+      ? { mounts: [...(spec.mounts ?? []), ...(editorDir ? [{ source: editorDir, target: EDITOR_MOUNT }] : [])] }
+      : {}),
     ...(spec.companionOf ? { companionOf: spec.companionOf } : {}),
     ...(spec.sharingFiles ? { sharingFiles: spec.sharingFiles } : {}),
     ...(spec.services?.length ? { services: spec.services } : {}),

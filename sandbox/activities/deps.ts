@@ -55,6 +55,8 @@ export interface SandboxDeps extends MirrorDeps {
   secrets: Record<string, string>;
   /** Agent CLIs: their per-host cache and the model gateway's endpoints and keys (absent: no CLI template runs). */
   agentClis?: AgentCliSettings;
+  /** Host folder of code-server (infra/code-server.sh), mounted read-only at /opt/drydock-editor (sandbox/editor.ts); absent: no editor. */
+  editorDir?: string;
   /** Whether a session's workflow is still running (the reaper spares its sandbox). */
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Postgres: the audit trail, snapshot registry and metrics live there. */

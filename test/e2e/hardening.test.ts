@@ -145,8 +145,11 @@ describe('a prompt-injected agent in a live sandbox', () => {
     }
     expect(host.Devices ?? []).toEqual([]);
     expect(host.Binds ?? []).toEqual([]);
-    // Mounts: the two volumes filled from the image, drydock's helpers, the agent CLIs and the egress socket folder, read-only.
-    const mounts = info.Mounts.map((m) => ({ type: m.Type, to: m.Destination, rw: m.RW }));
+    // Mounts: the two volumes filled from the image, drydock's helpers, the agent CLIs and the egress socket folder, read-only;
+    // the editor (docs/editor.md) read-only too when this host had built it as the worker started (a job of `npm test`).
+    const all = info.Mounts.map((m) => ({ type: m.Type, to: m.Destination, rw: m.RW }));
+    expect(all.filter((m) => m.to === '/opt/drydock-editor' && (m.rw || m.type !== 'bind'))).toEqual([]);
+    const mounts = all.filter((m) => m.to !== '/opt/drydock-editor');
     expect(mounts.sort((a, b) => a.to.localeCompare(b.to))).toEqual([
       { type: 'volume', to: '/home/drydock', rw: true },
       { type: 'bind', to: '/opt/drydock', rw: false },

@@ -280,7 +280,8 @@ commits and verifies their edits.${a.by === who ? ` <a id="open-terminal" href="
   return `<section id="attach"><h2>Take over</h2><p>A shell in the sandbox (its user, in /workspace); the agent waits
 until you exit, then your edits are committed and verified as part of the change.
 <a id="open-terminal" href="/sessions/${encodeURIComponent(s.sessionId)}/terminal">Open a terminal here</a>
-(approvers and the requester), or <a id="open-desktop" href="/sessions/${encodeURIComponent(s.sessionId)}/desktop">the
+(approvers and the requester), <a id="open-editor" href="/sessions/${encodeURIComponent(s.sessionId)}/editor">VS Code</a>
+(the same takeover, in an editor), or <a id="open-desktop" href="/sessions/${encodeURIComponent(s.sessionId)}/desktop">the
 desktop</a> (the app and the browser check's Chromium, live; the agent goes on). On the sandbox's host
 (<code>${esc(s.sandbox.host)}</code>):</p><pre id="attach-command">drydock attach ${esc(id)}</pre>
 ${remote ? `<p>From another machine, through this server:</p><pre id="attach-remote">${remote}</pre>` : ''}</section>`;

@@ -162,7 +162,16 @@ async function newestLogTail(ctx: ServeContext, sessionId: string): Promise<stri
 }
 
 /** The console's own scripts (./console/assets), by name; nothing else is served from there. */
-const SCRIPTS = ['attempts.js', 'desktop.js', 'notes.js', 'review-clock.js', 'session.js', 'terminal.js', 'tokens.js'];
+const SCRIPTS = [
+  'attempts.js',
+  'desktop.js',
+  'editor.js',
+  'notes.js',
+  'review-clock.js',
+  'session.js',
+  'terminal.js',
+  'tokens.js',
+];
 
 /** GET /assets/console/<name>.js: a script of the console's pages (allowed by the page's nonce). */
 export async function consoleScript(res: ServerResponse, name: string): Promise<void> {

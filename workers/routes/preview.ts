@@ -161,7 +161,7 @@ export function appHeaders(headers: IncomingHttpHeaders, port: number, origin: s
   const cookies = (headers.cookie ?? '')
     .split(';')
     .map((c) => c.trim())
-    .filter((c) => c && !/^drydock_(preview|token)=/.test(c));
+    .filter((c) => c && !/^drydock_(preview|editor|token)=/.test(c));
   if (cookies.length) out.cookie = cookies.join('; ');
   out.host = `localhost:${port}`;
   out['x-forwarded-host'] = new URL(origin).host;
@@ -249,7 +249,7 @@ function notRunning(res: ServerResponse, port: number, why: string): void {
 }
 
 /** serve's own pages on a preview origin: no script at all. */
-function previewPage(res: ServerResponse, status: number, title: string, message: string, extra = ''): void {
+export function previewPage(res: ServerResponse, status: number, title: string, message: string, extra = ''): void {
   res.writeHead(status, {
     'content-type': 'text/html; charset=utf-8',
     'cache-control': 'no-store',
@@ -267,7 +267,7 @@ function previewPage(res: ServerResponse, status: number, title: string, message
 const MAX_UPGRADE_HEAD = 16 * 1024;
 
 /** An answer to an Upgrade refused before any app is reached (a raw socket: no ServerResponse). */
-function refuseUpgrade(raw: Duplex, status: number, why: string): void {
+export function refuseUpgrade(raw: Duplex, status: number, why: string): void {
   const text = why.slice(0, 300).replace(/[\r\n]/g, ' ');
   raw.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Refused'}\r\ncontent-type: text/plain; charset=utf-8\r\n` +
@@ -342,7 +342,7 @@ export async function previewUpgrade(
 }
 
 /** The app's answer head filtered, then both ways byte for byte; one side's end ends the other. */
-function carryUpgrade(raw: Duplex, app: Duplex): void {
+export function carryUpgrade(raw: Duplex, app: Duplex): void {
   const end = () => (raw.destroy(), app.destroy());
   raw.on('close', end);
   app.on('close', end).on('error', end);

@@ -88,7 +88,7 @@ export function originRefusal(req: IncomingMessage, console: string): string | u
 export async function ticketedSocket(
   ctx: ServeContext,
   req: IncomingMessage,
-  socket: { kind: 'terminal' | 'desktop'; path: RegExp; tickets: TerminalTickets },
+  socket: { kind: 'terminal' | 'desktop' | 'editor'; path: RegExp; tickets: TerminalTickets },
 ) {
   const url = new URL(req.url ?? '/', 'http://drydock');
   if (req.method !== 'GET') throw new HttpError(405, `a ${socket.kind} socket is GET with Upgrade: websocket`);
