@@ -318,4 +318,4 @@ test('SIGINT twice → the worker stops at once; the step is picked up by the ne
   expect(git(['show', `drydock/${id}:RUNS.txt`], repo.bare)).toBe('ran\n');
   expect(await attempts(handle, 'runStep')).toContain(2);
   await next.kill();
-}, 180_000);
+}, 300_000); // two workers, a watch and a held step: 180 s ran out at a load average of 20 to 30
