@@ -93,6 +93,11 @@ export interface ApprovalPolicy {
    * with its sandbox running before the session parks it; "never" keeps it.
    */
   parkAfter?: string;
+  /**
+   * The operator's (DRYDOCK_MAX_CHILDREN): child sessions one session may
+   * start at most, whatever its `children.max` asks.
+   */
+  maxChildren?: number;
 }
 
 export interface StepRecord {

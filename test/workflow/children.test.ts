@@ -15,9 +15,11 @@ import { status, status as statusQuery, type SessionStatus } from '../../workflo
 import type { SessionInputDraft } from '../../workflows/input';
 import { childDiffPath } from '../../workflows/rules/children';
 import {
+  acceptAsGiven,
   awaitStatus,
   BASE_COMMIT,
   modelAnswer,
+  OPEN_POLICY,
   type ModelAnswer,
   runSession,
   startEnvironment,
@@ -169,6 +171,19 @@ test('children beyond children.max, deeper than children.depth, or past the budg
     modelCall: model(['start_child']),
   });
   expect(none[0].content).toBe('error: this session has started 0 child sessions, as many as children.max (0) allows');
+
+  // The operator's DRYDOCK_MAX_CHILDREN (in the server's policy) caps what the session asks.
+  const capped: AnswerChildInput[] = [];
+  const operator = await runSession(harness, 'children-operator', input({ children: { max: 4 } }), {
+    ...childStubs(capped),
+    repoPolicy: acceptAsGiven({ ...OPEN_POLICY, maxChildren: 1 }),
+    modelCall: model(['start_child', 'start_child']),
+  });
+  expect(capped.map((a) => a.content.split('\n')[0])).toEqual([
+    `child session ${operator.id}.child-1 ended: completed`,
+    'error: the operator allows at most 1 child sessions per session (DRYDOCK_MAX_CHILDREN), and this session has started 1',
+  ]);
+  expect(operator.status.policy?.maxChildren).toBe(1);
 });
 
 test('cancelling the parent cancels its running children and tears their sandboxes down', async () => {

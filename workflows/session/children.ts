@@ -65,7 +65,10 @@ export async function startChildren(
 
 /** Whether start_child is offered at the next model call: one more child would not be refused. */
 export function mayStartChild(run: SessionRun): boolean {
-  return run.status.plan?.state !== 'writing' && !refuseChild(run.input, run.status.children?.length ?? 0, spent(run));
+  return (
+    run.status.plan?.state !== 'writing' &&
+    !refuseChild(run.input, run.status.children?.length ?? 0, spent(run), run.policy.maxChildren)
+  );
 }
 
 function spent(run: SessionRun) {
@@ -79,7 +82,7 @@ async function startOne(run: SessionRun, assistantIndex: number, callIndex: numb
     onHost(sb).readChildCall({ sessionId: run.sessionId, assistantIndex, callIndex }),
   );
   if ('problem' in asked) return { refused: asked.problem };
-  const refused = refuseChild(run.input, run.status.children?.length ?? 0, spent(run));
+  const refused = refuseChild(run.input, run.status.children?.length ?? 0, spent(run), run.policy.maxChildren);
   if (refused) {
     await run.note('child: refused', refused, false);
     return { refused };
