@@ -29,7 +29,7 @@ import type { ApprovalPolicy } from '../workflows/api';
 import { forgeSettings } from '../activities/forges';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
-import { sessionState } from '../platform/sessions';
+import { askForChild, sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
 import { sandboxRuntimeOf, startHostProvider } from '../sandbox/host-provider';
@@ -300,6 +300,7 @@ export async function createWorker(opts: {
       rotateCommand: config.DRYDOCK_ROTATE_COMMAND,
     },
     sessionState: (sessionId) => sessionState(client, sessionId),
+    startChildSession: (sessionId, request) => askForChild(client, sessionId, request),
     defectWindowMs: config.DRYDOCK_DEFECT_WINDOW,
     sessionIsRunning: (sessionId) => sessionIsRunning(client, sessionId),
     log,

@@ -13,6 +13,14 @@ export const CHILD_TOOL = 'start_child';
 /** A child's task as the agent gives it: at most this many characters. */
 export const MAX_CHILD_TASK = 4_000;
 
+/** The task of a start_child call as the agent gave it, trimmed, or why it cannot be one (the model reads that). */
+export function childTask(task: unknown): { task: string } | { problem: string } {
+  if (typeof task !== 'string' || !task.trim()) return { problem: '"task" (a string) is required' };
+  if (task.length > MAX_CHILD_TASK)
+    return { problem: `"task" has ${task.length} characters; at most ${MAX_CHILD_TASK}` };
+  return { task: task.trim() };
+}
+
 /** A child's diff in the parent's sandbox, for `git apply` (outside /workspace: it is no part of the change). */
 export const childDiffPath = (childId: string) => `/tmp/drydock-children/${childId}.diff`;
 
@@ -34,7 +42,9 @@ export function refuseChild(
 ): string | undefined {
   const depth = input.childOf?.depth ?? 0;
   const { max, depth: maxDepth } = input.children;
-  if (input.agent.kind !== 'openai') return 'child sessions are started by the built-in loop (agent.kind openai)';
+  if (input.agent.kind === 'script') {
+    return 'child sessions are started by an agent (agent.kind openai or cli), not by a script';
+  }
   if (depth >= maxDepth) {
     return depth === 0
       ? 'this session may start no child sessions (children.depth)'
