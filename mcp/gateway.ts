@@ -75,7 +75,7 @@ export function openGatewayMcp(opts: GatewayMcpOptions): GatewayMcp {
       if (!server && !own) return refuse(mcp, req, res, 404, `no MCP server of this repo is served at ${req.url}`);
       const body = await readJson(req);
       if (body === TOO_LARGE) return refuse(mcp, req, res, 413, `the request is over ${MAX_REQUEST_BYTES} bytes`);
-      if (!server) return serve(childEndpoint(opts.startChild!), req, res, body);
+      if (!server) return serve(childEndpoint(opts.startChild!), req, res, body, { lasting: true });
       // Listed once per step; a listing that failed is asked again at the next request.
       const listing = () => {
         if (!listings.has(server.name)) {
@@ -187,9 +187,20 @@ function endpointFor(
   return endpoint;
 }
 
-/** Answers one request with a fresh stateless transport (JSON answers, no SSE stream held open). */
-async function serve(endpoint: Server, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+/**
+ * Answers one request with a fresh stateless transport: JSON answers, or, for
+ * a call that lasts (start_child waits for a whole child session), an SSE
+ * stream whose headers go at once and which carries the SDK's keep-alive
+ * comments until the answer, so the CLI's HTTP client does not give up.
+ */
+async function serve(
+  endpoint: Server,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  { lasting = false } = {},
+): Promise<void> {
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !lasting });
   res.on('close', () => {
     void transport.close();
     void endpoint.close();
