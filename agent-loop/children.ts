@@ -12,7 +12,7 @@ import { recordEvent, type AuditTrail } from '../store/audit';
 import { permanent } from '../sandbox/activities/container';
 import { sandboxOf } from '../sandbox/handle';
 import type { SandboxProvider } from '../sandbox/provider';
-import { childDiffPath, MAX_CHILD_TASK } from '../workflows/rules/children';
+import { childDiffPath, childTask } from '../workflows/rules/children';
 import type { ToolCallRecord } from './contract';
 import { messageName, writeMessage } from './conversation';
 
@@ -62,24 +62,14 @@ export function createChildActivities({ sandboxes, artifacts, audit }: ChildDeps
       } catch {
         return { problem: 'the arguments are not a JSON object' };
       }
-      if (typeof task !== 'string' || !task.trim()) return { problem: '"task" (a string) is required' };
-      if (task.length > MAX_CHILD_TASK) {
-        return { problem: `"task" has ${task.length} characters; at most ${MAX_CHILD_TASK}` };
-      }
-      return { task: task.trim() };
+      return childTask(task);
     },
 
     /** Copies the child's diff into the parent's sandbox and writes start_child's result; idempotent. */
     async answerChildCall(input: AnswerChildInput): Promise<ToolCallRecord> {
       const started = Date.now();
       const call = await toolCall(artifacts, input);
-      const diff = input.changed ? await artifacts.get(input.childId, 'change.diff') : undefined;
-      if (diff) {
-        const file = childDiffPath(input.childId);
-        await sandboxOf(sandboxes, input.sandbox)
-          .commands.run(['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'sh', file], { stdin: diff })
-          .catch(permanent);
-      }
+      if (input.changed) await copyChildDiff({ sandboxes, artifacts }, input.sandbox, input.childId);
       await writeMessage(artifacts, input.sessionId, input.index, {
         role: 'tool',
         tool_call_id: call.id,
@@ -103,5 +93,49 @@ export function createChildActivities({ sandboxes, artifacts, audit }: ChildDeps
         truncated: false,
       };
     },
+
+    /**
+     * An agent CLI's start_child call, once its child ended (or it was refused):
+     * the child's diff copied into the parent's sandbox, and the call audited
+     * as the built-in loop's (`tool_call`, with the CLI's step and `via: "gateway"`); idempotent.
+     */
+    async deliverCliChild(input: CliChildDelivery): Promise<void> {
+      if (input.changed) await copyChildDiff({ sandboxes, artifacts }, input.sandbox, input.childId!);
+      await recordEvent(audit, {
+        sessionId: input.sessionId,
+        key: `child-${input.step}-${input.n}`,
+        kind: 'tool_call',
+        actor: 'agent',
+        data: {
+          step: input.step,
+          via: 'gateway',
+          tool: 'start_child',
+          ...(input.childId ? { child: input.childId } : { refused: input.refused }),
+          ok: input.ok,
+        },
+      });
+    },
   };
+}
+
+export interface CliChildDelivery {
+  sandbox: string;
+  sessionId: string;
+  /** The CLI's step that asked, and the call's number in the session (the audit event's key). */
+  step: string;
+  n: number;
+  childId?: string;
+  refused?: string;
+  changed: boolean;
+  ok: boolean;
+}
+
+/** The child's change.diff into the parent's sandbox, where the parent's agent can `git apply` it. */
+async function copyChildDiff(deps: Pick<ChildDeps, 'sandboxes' | 'artifacts'>, sandbox: string, childId: string) {
+  const diff = await deps.artifacts.get(childId, 'change.diff');
+  if (!diff) return;
+  const file = childDiffPath(childId);
+  await sandboxOf(deps.sandboxes, sandbox)
+    .commands.run(['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'sh', file], { stdin: diff })
+    .catch(permanent);
 }

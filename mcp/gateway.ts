@@ -16,8 +16,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { GATEWAY_MCP_PATH } from '../workflows/rules/agent-clis';
+import { CLI_CHILD_SERVER, GATEWAY_MCP_PATH } from '../workflows/rules/agent-clis';
 import { decideMcpCall, mcpToolName } from '../workflows/rules/mcp';
+import { childEndpoint, type StartChild } from './child-tool';
 import type { McpServer } from '../workflows/mcp-servers';
 import { listTools, withMcpClient, type ListedTool } from './client';
 import { callMcpTool, offered, type McpCallActivity, type McpDeps } from './tools';
@@ -37,6 +38,8 @@ export interface GatewayMcpOptions {
   deps: McpDeps;
   /** The step's activity: its cancellation ends the calls under way; the audit events name it. */
   activity: McpCallActivity;
+  /** drydock's start_child, served at /mcp/drydock (mcp/child-tool.ts); absent: that path is not served. */
+  startChild?: StartChild;
 }
 
 export interface GatewayMcp {
@@ -68,9 +71,11 @@ export function openGatewayMcp(opts: GatewayMcpOptions): GatewayMcp {
           'no or a wrong token: this endpoint takes the step token as Authorization: Bearer',
         );
       }
-      if (!server) return refuse(mcp, req, res, 404, `no MCP server of this repo is served at ${req.url}`);
+      const own = opts.startChild && (req.url ?? '').split('?')[0] === `${GATEWAY_MCP_PATH}${CLI_CHILD_SERVER}`;
+      if (!server && !own) return refuse(mcp, req, res, 404, `no MCP server of this repo is served at ${req.url}`);
       const body = await readJson(req);
       if (body === TOO_LARGE) return refuse(mcp, req, res, 413, `the request is over ${MAX_REQUEST_BYTES} bytes`);
+      if (!server) return serve(childEndpoint(opts.startChild!), req, res, body, { lasting: true });
       // Listed once per step; a listing that failed is asked again at the next request.
       const listing = () => {
         if (!listings.has(server.name)) {
@@ -182,9 +187,20 @@ function endpointFor(
   return endpoint;
 }
 
-/** Answers one request with a fresh stateless transport (JSON answers, no SSE stream held open). */
-async function serve(endpoint: Server, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+/**
+ * Answers one request with a fresh stateless transport: JSON answers, or, for
+ * a call that lasts (start_child waits for a whole child session), an SSE
+ * stream whose headers go at once and which carries the SDK's keep-alive
+ * comments until the answer, so the CLI's HTTP client does not give up.
+ */
+async function serve(
+  endpoint: Server,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  { lasting = false } = {},
+): Promise<void> {
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !lasting });
   res.on('close', () => {
     void transport.close();
     void endpoint.close();

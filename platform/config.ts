@@ -163,6 +163,12 @@ const configSchema = z.object({
   DRYDOCK_CI_FIX_ROUNDS: z.coerce.number().int().min(0).max(10).default(2),
   /** Parallel attempts of one task at most (a session's `attempts`; the schema's own bound is 8). */
   DRYDOCK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(8).default(4),
+  /**
+   * Child sessions one session's agent may start at most (docs/agents.md,
+   * Child sessions), whatever the session's `children.max` asks (the schema's
+   * own bound is 8); 0: agents start none.
+   */
+  DRYDOCK_MAX_CHILDREN: z.coerce.number().int().min(0).max(8).default(8),
   /** A pilot's sessions working at once at most, whatever its `concurrency` asks. */
   DRYDOCK_PILOT_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
   /** USD per sandbox minute, in the cost per accepted (or merged) change of the reports. */

@@ -8,6 +8,7 @@ import {
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
+import { createHash } from 'node:crypto';
 import { temporal } from '@temporalio/proto';
 import {
   MEMO_KEY,
@@ -16,8 +17,11 @@ import {
   followup,
   REPO_ATTRIBUTE,
   RUNNING_PHASES,
+  startChildForCli,
   status,
   WORKFLOW_TYPE,
+  type CliChildAnswer,
+  type CliChildRequest,
   type FollowupAccepted,
   type FollowupInput,
   type LastKnown,
@@ -347,4 +351,21 @@ export async function sessionState(
     if (err instanceof WorkflowNotFoundError) return { state: 'missing' };
     throw err;
   }
+}
+
+/**
+ * An agent CLI's start_child call (mcp/child-tool.ts), asked of its session
+ * (the startChild update) and answered once the child ended. The update's id
+ * is the step's and the task's: the CLI asking again after its worker died
+ * (the gateway reopened by the step's retry) gets the same child, not a second.
+ */
+export async function askForChild(
+  client: Client,
+  sessionId: string,
+  request: CliChildRequest,
+): Promise<CliChildAnswer> {
+  const task = createHash('sha256').update(request.task).digest('hex').slice(0, 24);
+  return client.workflow
+    .getHandle(sessionId)
+    .executeUpdate(startChildForCli, { args: [request], updateId: `${request.step}-child-${task}` });
 }

@@ -134,6 +134,8 @@ export interface StepInput {
     maxCostUsd?: number;
     /** The repo's MCP servers, served to the CLI at the gateway (mcp/gateway.ts), and the session's calls of each so far. */
     mcp?: { servers: McpServer[]; calls: Record<string, number> };
+    /** start_child is served at /mcp/drydock (mcp/child-tool.ts): the session may start one more child now. */
+    children?: boolean;
   };
   /**
    * A test command's step: once its result is known, the JUnit XML it wrote comes back with it

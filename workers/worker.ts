@@ -25,10 +25,11 @@ import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
 import { redactorOf } from '../platform/scrub';
 import { HEARTBEAT_INTERVAL_MS } from '../platform/heartbeat';
 import { selfApprovalForbidden, type Config } from '../platform/config';
+import type { ApprovalPolicy } from '../workflows/api';
 import { forgeSettings } from '../activities/forges';
 import type { ModelSettings } from '../models/llm';
 import { createLogger, type Logger } from '../platform/log';
-import { sessionState } from '../platform/sessions';
+import { askForChild, sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
 import { sandboxRuntimeOf, startHostProvider } from '../sandbox/host-provider';
@@ -286,13 +287,7 @@ export async function createWorker(opts: {
     extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,
     allowedRegistries: config.DRYDOCK_ALLOWED_REGISTRIES,
     secrets: config.secrets,
-    policy: {
-      required: config.DRYDOCK_APPROVAL_REQUIRED,
-      approvers: config.DRYDOCK_APPROVERS,
-      forbidSelfApproval: selfApprovalForbidden(config),
-      separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
-      parkAfter: config.DRYDOCK_PARK_AFTER,
-    },
+    policy: serverPolicy(config),
     ...forgeSettings(config),
     gitHosts: config.DRYDOCK_GIT_CREDENTIALS,
     ...chatSettings(config),
@@ -311,6 +306,7 @@ export async function createWorker(opts: {
       rotateCommand: config.DRYDOCK_ROTATE_COMMAND,
     },
     sessionState: (sessionId) => sessionState(client, sessionId),
+    startChildSession: (sessionId, request) => askForChild(client, sessionId, request),
     defectWindowMs: config.DRYDOCK_DEFECT_WINDOW,
     sessionIsRunning: (sessionId) => sessionIsRunning(client, sessionId),
     log,
@@ -371,5 +367,17 @@ function chatSettings(config: Config): Partial<Pick<ActivityDeps, 'slack' | 'lin
     ...(config.DRYDOCK_LINEAR_API_KEY
       ? { linear: { apiKey: config.DRYDOCK_LINEAR_API_KEY, apiUrl: config.DRYDOCK_LINEAR_API_URL } }
       : {}),
+  };
+}
+
+/** The server's policy, which each session can only tighten (workflows/rules/policy.ts): fixed in its history at start. */
+function serverPolicy(config: Config): ApprovalPolicy {
+  return {
+    required: config.DRYDOCK_APPROVAL_REQUIRED,
+    approvers: config.DRYDOCK_APPROVERS,
+    forbidSelfApproval: selfApprovalForbidden(config),
+    separateGates: config.DRYDOCK_SEPARATE_APPROVALS,
+    parkAfter: config.DRYDOCK_PARK_AFTER,
+    maxChildren: config.DRYDOCK_MAX_CHILDREN,
   };
 }

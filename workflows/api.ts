@@ -93,6 +93,11 @@ export interface ApprovalPolicy {
    * with its sandbox running before the session parks it; "never" keeps it.
    */
   parkAfter?: string;
+  /**
+   * The operator's (DRYDOCK_MAX_CHILDREN): child sessions one session may
+   * start at most, whatever its `children.max` asks.
+   */
+  maxChildren?: number;
 }
 
 export interface StepRecord {
@@ -624,6 +629,27 @@ export interface SessionProgress {
   failureCause?: string;
   error?: string;
 }
+/** An agent CLI's start_child call, from the model gateway of its step (mcp/child-tool.ts). */
+export interface CliChildRequest {
+  /** The child's task, as the CLI's model wrote it (checked: rules/children.ts childTask). */
+  task: string;
+  /** The CLI's step that asks: only the step running now may. */
+  step: string;
+}
+
+/** What the CLI's model reads as start_child's result; ok: the child completed. */
+export interface CliChildAnswer {
+  content: string;
+  ok: boolean;
+  childId?: string;
+}
+
+/**
+ * start_child for agent CLIs (docs/agents.md, Child sessions): the worker's
+ * gateway asks the session to start a child and waits for its end.
+ */
+export const startChildForCli = defineUpdate<CliChildAnswer, [CliChildRequest]>('startChild');
+
 /** From a session to the workflow that started it (its parent), at every phase change. */
 export const sessionProgress = defineSignal<[SessionProgress]>('sessionProgress');
 

@@ -17,7 +17,8 @@ export const MCP_BOUNDS = { servers: 8, tools: 64, headers: 8 };
 /** Short, so that `mcp__<server>__<tool>` fits a model API's 64-character function names. */
 const serverName = z
   .string()
-  .regex(/^[a-z0-9][a-z0-9-]{0,11}$/, 'lower-case letters, digits and "-", at most 12 characters');
+  .regex(/^[a-z0-9][a-z0-9-]{0,11}$/, 'lower-case letters, digits and "-", at most 12 characters')
+  .refine((name) => name !== 'drydock', 'drydock is reserved: an agent CLI finds start_child under it');
 const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,45}$/, 'letters, digits, "_" and "-", at most 45 characters');
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'an HTTP header name');
 

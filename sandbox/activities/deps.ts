@@ -15,6 +15,7 @@ import type { CheckpointStore } from '../checkpoints';
 import type { SandboxProvider } from '../provider';
 import type { AgentCliSettings } from '../model-gateway';
 import type { SnapshotRegistry } from '../snapshots';
+import type { CliChildAnswer, CliChildRequest } from '../../workflows/api';
 
 export interface SandboxDeps extends MirrorDeps {
   /** Makes, runs and removes this host's sandboxes (sandbox/provider.ts). */
@@ -57,6 +58,11 @@ export interface SandboxDeps extends MirrorDeps {
   agentClis?: AgentCliSettings;
   /** Host folder of code-server (infra/code-server.sh), mounted read-only at /opt/drydock-editor (sandbox/editor.ts); absent: no editor. */
   editorDir?: string;
+  /**
+   * Asks a session for a child session and waits for its end: an agent CLI's
+   * start_child call at the gateway (mcp/child-tool.ts). Absent: CLIs are not offered it.
+   */
+  startChildSession?: (sessionId: string, request: CliChildRequest) => Promise<CliChildAnswer>;
   /** Whether a session's workflow is still running (the reaper spares its sandbox). */
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Postgres: the audit trail, snapshot registry and metrics live there. */

@@ -93,7 +93,16 @@ async function keepCheckpoint(
 /** What a step needs: the sandbox, the egress proxy and model gateway, the stores its results go to. */
 export type StepDeps = Pick<
   SandboxDeps,
-  'sandboxes' | 'artifacts' | 'audit' | 'checkpoints' | 'secrets' | 'egressRoot' | 'agentClis' | 'redactor' | 'log'
+  | 'sandboxes'
+  | 'artifacts'
+  | 'audit'
+  | 'checkpoints'
+  | 'secrets'
+  | 'egressRoot'
+  | 'agentClis'
+  | 'redactor'
+  | 'log'
+  | 'startChildSession'
 >;
 
 export function createStepActivities(deps: StepDeps) {
@@ -356,13 +365,16 @@ async function callUntilAnswered(call: () => Promise<ExecResult>, nonce: string,
 }
 
 /**
- * The repo's MCP servers for an agent CLI's step, when it declares some: a
- * fresh token for this step (in the step's environment and where the CLI's
- * configuration says MCP_TOKEN_PLACEHOLDER; never in history).
+ * The repo's MCP servers for an agent CLI's step, when it declares some, and
+ * drydock's start_child when the session may start a child: a fresh token
+ * for this step (in the step's environment and where the CLI's configuration
+ * says MCP_TOKEN_PLACEHOLDER; never in history).
  */
 function gatewayMcpFor(deps: StepDeps, input: StepInput, env: Record<string, string>): GatewayMcp | undefined {
-  const declared = input.gateway?.mcp;
-  if (!declared?.servers.length) return undefined;
+  const declared = input.gateway?.mcp ?? { servers: [], calls: {} };
+  const { startChildSession } = deps;
+  const children = input.gateway?.children && startChildSession;
+  if (!declared.servers.length && !children) return undefined;
   const token = randomBytes(24).toString('hex');
   for (const [name, value] of Object.entries(env)) env[name] = value.replaceAll(MCP_TOKEN_PLACEHOLDER, token);
   env[MCP_TOKEN_ENV] = token;
@@ -373,6 +385,7 @@ function gatewayMcpFor(deps: StepDeps, input: StepInput, env: Record<string, str
     sessionId: input.sessionId,
     step: input.key,
     deps,
+    ...(children ? { startChild: (task: string) => children(input.sessionId, { task, step: input.key }) } : {}),
     activity: {
       signal: Context.current().cancellationSignal,
       activityId: Context.current().info.activityId,

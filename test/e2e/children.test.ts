@@ -7,16 +7,19 @@
  * `git apply`, and only the parent's change waits at the gate and is pushed.
  */
 import { randomBytes } from 'node:crypto';
+import { chromium, type Browser } from 'playwright-core';
 import { formatStatus } from '../../cli/sessions';
 import { status as statusQuery } from '../../workflows/api';
 import { childDiffPath } from '../../workflows/rules/children';
 import { startFakeProviders, toolResults, type FakeProviders } from '../support/fake-providers';
+import { personalTokens } from '../support/identity';
 import {
   approvePush,
   inPhase,
   makeFixtureRepo,
   newSessionId,
   startSession,
+  startServe,
   startStack,
   waitForStatus,
   type TestStack,
@@ -26,20 +29,55 @@ const KEY = `sk-test-${randomBytes(12).toString('hex')}`;
 let model: FakeProviders;
 let stack: TestStack;
 let repo: { url: string; bare: string };
+let serve: Awaited<ReturnType<typeof startServe>>;
+let browser: Browser;
+let alice: string;
 
 beforeAll(async () => {
+  ({ alice } = await personalTokens('alice'));
   model = await startFakeProviders({ apiKey: KEY });
   stack = await startStack({
     DRYDOCK_MODEL_BASE_URL: model.baseUrl,
     DRYDOCK_MODEL_API: 'anthropic',
     DRYDOCK_MODEL_API_KEY: KEY,
   });
+  serve = await startServe(stack);
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
   repo = await makeFixtureRepo();
 });
 afterAll(async () => {
+  await browser?.close();
+  await serve?.close();
   await stack?.stop();
   await model?.close();
 });
+
+/** The review console's page of the parent: its children as a tree one level down, each a link to a child's page that names its parent. */
+async function consoleTree(parent: string, childId: string): Promise<void> {
+  const page = await browser.newPage();
+  try {
+    await page.goto(serve.url);
+    await page.fill('input[name=token]', alice);
+    await page.click('button[type=submit]');
+    await page.goto(`${serve.url}/sessions/${parent}`);
+    const rows = await page.locator('#children li').allTextContents();
+    expect(rows).toEqual([
+      expect.stringMatching(new RegExp(`^${childId.replace(/\./g, '\\.')}: completed, verified · add a line`)),
+    ]);
+    await page.locator(`#children a[href="/sessions/${childId}"]`).click();
+    await page.waitForURL(`${serve.url}/sessions/${childId}`);
+    expect(await page.textContent('h1')).toContain(childId);
+    expect(await page.textContent('body')).toContain(`A child session of ${parent}: its change goes there.`);
+    await page.locator(`a[href="/sessions/${parent}"]`).first().click();
+    await page.waitForURL(`${serve.url}/sessions/${parent}`);
+  } finally {
+    await page.close();
+  }
+}
 
 test("a parent's agent starts a child; the child's diff comes back and the parent takes it into its change", async () => {
   const parent = newSessionId('kids');
@@ -94,6 +132,7 @@ test("a parent's agent starts a child; the child's diff comes back and the paren
   expect(child.timeline.find((s) => s.name === 'publish')?.detail).toBe(
     `nothing published: a child session's change goes to ${parent}`,
   );
+  await consoleTree(parent, childId);
   const done = await approvePush(handle);
   expect(done.phase).toBe('completed');
   expect(done.pushed?.commit).toBeDefined();

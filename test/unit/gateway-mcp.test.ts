@@ -14,6 +14,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { StartChild } from '../../mcp/child-tool';
 import { openGatewayMcp, type GatewayMcp } from '../../mcp/gateway';
 import type { McpDeps } from '../../mcp/tools';
 import { Redactor } from '../../platform/scrub';
@@ -68,7 +69,10 @@ afterEach(async () => {
 });
 
 /** The gateway of one CLI step with the repo's server, and the loopback address the CLI would use. */
-async function openGateway(used: Record<string, number> = {}): Promise<{ url: string; mcp: GatewayMcp }> {
+async function openGateway(
+  used: Record<string, number> = {},
+  startChild?: StartChild,
+): Promise<{ url: string; mcp: GatewayMcp }> {
   const deps = {
     artifacts: new ArtifactStore(path.join(dir, 'artifacts')),
     // The audit trail's own tests use Postgres (test/e2e/audit.test.ts); here its input is what matters.
@@ -83,6 +87,7 @@ async function openGateway(used: Record<string, number> = {}): Promise<{ url: st
     sessionId: 'gw-mcp',
     step: 'agent-cli-1',
     deps,
+    ...(startChild ? { startChild } : {}),
     activity: { signal: new AbortController().signal, activityId: 'runStep-7', attempt: 1 },
   });
   const socketPath = path.join(dir, 'model.sock');
@@ -258,4 +263,55 @@ test("each CLI's configuration names the endpoint with the step's token only whe
     },
   });
   expect(opencode.provider.drydock.options.baseURL).toBe('http://127.0.0.1:3129');
+});
+
+test("drydock's start_child at /mcp/drydock: listed, its task checked, the session's answer returned when the child ends", async () => {
+  const asked: string[] = [];
+  const startChild: StartChild = async (task) => {
+    asked.push(task);
+    // A child takes a while: the answer comes on the call's open SSE stream.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return { content: `child session s.child-1 ended: completed\n<child-report session="s.child-1">\n...`, ok: true };
+  };
+  const { url } = await openGateway({}, startChild);
+  const client = await cliClient(url, STEP_TOKEN, 'drydock');
+  const { tools } = await client.listTools();
+  expect(tools.map((t) => [t.name, t.inputSchema.required])).toEqual([['start_child', ['task']]]);
+  const answer = await client.callTool({ name: 'start_child', arguments: { task: '  write the docs \n' } });
+  expect(answer.isError).toBe(false);
+  expect(textOf(answer)).toContain('child session s.child-1 ended: completed');
+  // Checked here, before anything reaches the session.
+  const empty = await client.callTool({ name: 'start_child', arguments: {} });
+  const long = await client.callTool({ name: 'start_child', arguments: { task: 'x'.repeat(4_001) } });
+  const other = await client.callTool({ name: 'push', arguments: {} });
+  expect([empty, long, other].map((r) => [r.isError, textOf(r)])).toEqual([
+    [true, 'error: "task" (a string) is required'],
+    [true, 'error: "task" has 4001 characters; at most 4000'],
+    [true, 'error: drydock serves no tool push'],
+  ]);
+  expect(asked).toEqual(['write the docs']);
+  await client.close();
+  // The step's token, as for the repo's servers.
+  await expect(cliClient(url, undefined, 'drydock')).rejects.toThrow(/401|wrong token/);
+});
+
+test("the session's refusal, or its update refused, is the call's error text", async () => {
+  const { url } = await openGateway({}, async (task) =>
+    task === 'refused'
+      ? { content: 'error: this session has started 4 child sessions, as many as children.max (4) allows', ok: false }
+      : Promise.reject(new Error("start_child is taken from the agent CLI's step under way only")),
+  );
+  const client = await cliClient(url, STEP_TOKEN, 'drydock');
+  const refused = await client.callTool({ name: 'start_child', arguments: { task: 'refused' } });
+  const rejected = await client.callTool({ name: 'start_child', arguments: { task: 'late' } });
+  expect([refused.isError, textOf(refused)]).toEqual([true, expect.stringContaining('children.max (4)')]);
+  expect(textOf(rejected)).toBe(
+    "error: the session did not take the call: start_child is taken from the agent CLI's step under way only",
+  );
+  await client.close();
+});
+
+test('a step not offered start_child does not serve /mcp/drydock', async () => {
+  const { url } = await openGateway();
+  await expect(cliClient(url, STEP_TOKEN, 'drydock')).rejects.toThrow(/404|no MCP server/);
 });

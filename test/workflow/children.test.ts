@@ -10,14 +10,23 @@
 import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
-import type { AnswerChildInput } from '../../agent-loop/children';
-import { status, status as statusQuery, type SessionStatus } from '../../workflows/api';
+import type { AnswerChildInput, CliChildDelivery } from '../../agent-loop/children';
+import type { StepInput } from '../../sandbox/contract';
+import {
+  startChildForCli,
+  status,
+  status as statusQuery,
+  type CliChildAnswer,
+  type SessionStatus,
+} from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
 import { childDiffPath } from '../../workflows/rules/children';
 import {
+  acceptAsGiven,
   awaitStatus,
   BASE_COMMIT,
   modelAnswer,
+  OPEN_POLICY,
   type ModelAnswer,
   runSession,
   startEnvironment,
@@ -169,6 +178,19 @@ test('children beyond children.max, deeper than children.depth, or past the budg
     modelCall: model(['start_child']),
   });
   expect(none[0].content).toBe('error: this session has started 0 child sessions, as many as children.max (0) allows');
+
+  // The operator's DRYDOCK_MAX_CHILDREN (in the server's policy) caps what the session asks.
+  const capped: AnswerChildInput[] = [];
+  const operator = await runSession(harness, 'children-operator', input({ children: { max: 4 } }), {
+    ...childStubs(capped),
+    repoPolicy: acceptAsGiven({ ...OPEN_POLICY, maxChildren: 1 }),
+    modelCall: model(['start_child', 'start_child']),
+  });
+  expect(capped.map((a) => a.content.split('\n')[0])).toEqual([
+    `child session ${operator.id}.child-1 ended: completed`,
+    'error: the operator allows at most 1 child sessions per session (DRYDOCK_MAX_CHILDREN), and this session has started 1',
+  ]);
+  expect(operator.status.policy?.maxChildren).toBe(1);
 });
 
 test('cancelling the parent cancels its running children and tears their sandboxes down', async () => {
@@ -208,4 +230,66 @@ test('cancelling the parent cancels its running children and tears their sandbox
   expect(children.map((c) => c.phase)).toEqual(['cancelled', 'cancelled']);
   expect(answers).toEqual([]);
   expect(run.args.destroySandbox).toHaveLength(3);
+});
+
+test("an agent CLI's start_child through the gateway: the same bounds, the child's report as the call's answer, the round waits for it", async () => {
+  const answers: CliChildAnswer[] = [];
+  const rejected: string[] = [];
+  const delivered: CliChildDelivery[] = [];
+  const steps: StepInput[] = [];
+  const stubs: Stubs = {
+    installAgentCli: async () => ({ binary: '/opt/drydock-agents/claude', installed: false }),
+    deliverCliChild: async (d) => void delivered.push(d),
+    // The parent's CLI step asks for three children (children.max 2), as the gateway would, and for one from a step not running.
+    runStep: async (step: StepInput) => {
+      steps.push(step);
+      if (step.gateway && !isChild(step.sessionId)) {
+        const session = harness.env.client.workflow.getHandle(step.sessionId);
+        const ask = (task: string, from = step.key) =>
+          session.executeUpdate(startChildForCli, { args: [{ task, step: from }], updateId: `${from}-${task}` });
+        for (const task of tasks) answers.push(await ask(task));
+        await ask(tasks[0], 'agent-cli-9').catch((err: Error) => rejected.push(String(err.cause ?? err.message)));
+      }
+      return { exitCode: 0, timedOut: false, outputTail: `${step.key} ok`, artifact: `steps/${step.key}.log` };
+    },
+  };
+  const run = await runSession(
+    harness,
+    'children-cli',
+    input({ agent: { kind: 'cli', command: 'claude' }, children: { max: 2 } }),
+    stubs,
+  );
+  expect(run.status.phase).toBe('completed');
+  const ids = [`${run.id}.child-1`, `${run.id}.child-2`];
+  expect(answers.map((a) => [a.childId, a.ok, a.content.split('\n')[0]])).toEqual([
+    [ids[0], true, `child session ${ids[0]} ended: completed`],
+    [ids[1], true, `child session ${ids[1]} ended: completed`],
+    [undefined, false, 'error: this session has started 2 child sessions, as many as children.max (2) allows'],
+  ]);
+  expect(answers[0].content).toContain(`<child-report session="${ids[0]}">`);
+  expect(answers[0].content).toContain(`git apply ${childDiffPath(ids[0])}`);
+  expect(rejected).toEqual([expect.stringContaining("start_child is taken from the agent CLI's step under way only")]);
+  // The parent's CLI was given drydock's endpoint; its children (children.depth 1) were not.
+  const parentCli = steps.find((s) => s.gateway && !isChild(s.sessionId))!;
+  expect(parentCli.gateway?.children).toBe(true);
+  expect(JSON.parse(parentCli.env!.DRYDOCK_MCP_CONFIG).mcpServers.drydock.url).toBe(
+    'http://127.0.0.1:3129/mcp/drydock',
+  );
+  expect(steps.filter((s) => s.gateway && isChild(s.sessionId)).map((s) => s.gateway?.children)).toEqual([
+    undefined,
+    undefined,
+  ]);
+  // Each call delivered (the diff into the sandbox) and audited, the refused one too.
+  expect(delivered.map((d) => [d.step, d.n, d.childId, d.changed, d.ok])).toEqual([
+    [parentCli.key, 0, ids[0], true, true],
+    [parentCli.key, 1, ids[1], true, true],
+    [parentCli.key, 2, undefined, false, false],
+  ]);
+  expect(run.status.children?.map((c) => [c.sessionId, c.phase])).toEqual([
+    [ids[0], 'completed'],
+    [ids[1], 'completed'],
+  ]);
+  expect(run.status.timeline.map((t) => t.name)).toEqual(
+    expect.arrayContaining(['child: completed', 'child: refused']),
+  );
 });

@@ -93,12 +93,20 @@ export function sandboxBinary(name: AgentCliName, version: string, arch: 'x64' |
 export const GATEWAY_URL = `http://127.0.0.1:${GATEWAY_PORT}`;
 /** Below the gateway, each of the repo's MCP servers is an MCP endpoint of its own: /mcp/<server>. */
 export const GATEWAY_MCP_PATH = '/mcp/';
+/** The MCP server of drydock's own tools an agent CLI is given at the gateway (start_child): /mcp/drydock. */
+export const CLI_CHILD_SERVER = 'drydock';
 /** The step's token for that endpoint: the worker sets it in the step's environment (never in history). */
 export const MCP_TOKEN_ENV = 'DRYDOCK_MCP_TOKEN';
 /** Written where the token goes in a CLI's configuration; the worker puts the step's token there. */
 export const MCP_TOKEN_PLACEHOLDER = '{drydock-mcp-token}';
 /** Claude Code's --mcp-config JSON, given through the environment so the token is not in the command. */
 const CLAUDE_MCP_ENV = 'DRYDOCK_MCP_CONFIG';
+
+/**
+ * How long a CLI waits for one MCP call of drydock's start_child (seconds): a
+ * child session's whole run; the step's own time limit ends it sooner.
+ */
+const CHILD_WAIT_SECONDS = 24 * 3600;
 
 const mcpUrl = (server: string) => `${GATEWAY_URL}${GATEWAY_MCP_PATH}${server}`;
 
@@ -216,14 +224,19 @@ function withMcp(name: AgentCliName, run: AgentCliRun, servers: readonly string[
       return {
         argv: [binary, '--mcp-config', `{env:${CLAUDE_MCP_ENV}}`, '--strict-mcp-config', ...rest],
         // Its tools up front, as the built-in loop's model gets them (else Claude Code defers MCP tools behind ToolSearch).
-        env: { ...run.env, [CLAUDE_MCP_ENV]: JSON.stringify({ mcpServers: config }), ENABLE_TOOL_SEARCH: 'false' },
+        env: {
+          ...run.env,
+          [CLAUDE_MCP_ENV]: JSON.stringify({ mcpServers: config }),
+          ENABLE_TOOL_SEARCH: 'false',
+          ...(servers.includes(CLI_CHILD_SERVER) ? { MCP_TOOL_TIMEOUT: String(CHILD_WAIT_SECONDS * 1000) } : {}),
+        },
       };
     }
     case 'codex': {
       const at = run.argv.indexOf('-m');
       const flags = servers.flatMap((s) => [
         '-c',
-        `mcp_servers.${s}={url="${mcpUrl(s)}",bearer_token_env_var="${MCP_TOKEN_ENV}"}`,
+        `mcp_servers.${s}={url="${mcpUrl(s)}",bearer_token_env_var="${MCP_TOKEN_ENV}"${s === CLI_CHILD_SERVER ? `,tool_timeout_sec=${CHILD_WAIT_SECONDS}` : ''}}`,
       ]);
       return { argv: [...run.argv.slice(0, at), ...flags, ...run.argv.slice(at)], env: run.env };
     }

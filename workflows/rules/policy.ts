@@ -38,6 +38,7 @@ export function tightenPolicy(
       separateGates: server.separateGates || session.separateGates,
       // The operator's alone: a session neither sets nor lifts it.
       ...(server.parkAfter ? { parkAfter: server.parkAfter } : {}),
+      ...(server.maxChildren !== undefined ? { maxChildren: server.maxChildren } : {}),
     },
   };
 }

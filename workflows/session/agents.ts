@@ -9,11 +9,12 @@ import { log } from '@temporalio/workflow';
 import type { CommitResult, GatewayResult, Sandbox, StepInput } from '../../sandbox/contract';
 import { describeSetupFiles } from '../api';
 import { durationMs } from '../units';
-import { agentCliRun, AGENT_CLIS } from '../rules/agent-clis';
+import { agentCliRun, AGENT_CLIS, CLI_CHILD_SERVER } from '../rules/agent-clis';
 import { describeStop } from '../rules/budget';
 import { agentLabel } from '../rules/metrics';
 import { describeSecrets, secretFeedback, type SecretFound } from '../rules/change-secrets';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
+import { awaitCliChildren, mayStartChild, takingCliChildren } from './children';
 import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './errors';
 import { modelAgent } from './model-agent';
@@ -192,27 +193,32 @@ export async function cliAgent(run: SessionRun, planRun?: { prompt: string; key:
     });
   const program = typeof agent.command === 'string' ? agent.command : agent.command![0];
   const what = planRun ? 'planning' : `attempt ${loop.attempt}`;
+  const key = `${run.keyPrefix}${planRun?.key ?? `agent-cli-${loop.attempt}`}`;
   const result = await run.track(`agent: ${program} (${what})`, async (record) => {
     const step = await inSandbox(run, async (sb) => {
-      const plan = await cliPlan(run, sb, prompt);
-      return onHost(sb, limitMs + 60_000).runStep({
-        sandbox: sb.name,
-        sessionId,
-        key: `${run.keyPrefix}${planRun?.key ?? `agent-cli-${loop.attempt}`}`,
-        nonce: stepNonce(),
-        step: { run: plan.command, timeout: limitMs },
-        timeoutMs: limitMs,
-        egress: agent.egress,
-        secrets: agent.secrets,
-        env: plan.env,
-        gateway: plan.gateway,
-        checkpointBase: sb.baseCommit,
-      });
+      const plan = await cliPlan(run, sb, prompt, !planRun);
+      return takingCliChildren(run, key, () =>
+        onHost(sb, limitMs + 60_000).runStep({
+          sandbox: sb.name,
+          sessionId,
+          key,
+          nonce: stepNonce(),
+          step: { run: plan.command, timeout: limitMs },
+          timeoutMs: limitMs,
+          egress: agent.egress,
+          secrets: agent.secrets,
+          env: plan.env,
+          gateway: plan.gateway,
+          checkpointBase: sb.baseCommit,
+        }),
+      );
     });
     recordStep(record, step);
     run.countRefusals(step);
     return step;
   });
+  // The children its start_child calls started have ended before the round goes on: their diffs are in the sandbox.
+  await awaitCliChildren(run);
   progress.steps++;
   progress.transcript = result.artifact;
   progress.summary = (result.gateway?.final ?? result.outputTail).slice(-1000);
@@ -235,6 +241,7 @@ async function cliPlan(
   run: SessionRun,
   sb: Sandbox,
   prompt: string,
+  working: boolean,
 ): Promise<{ command: string; env?: Record<string, string>; gateway?: StepInput['gateway'] }> {
   const { agent } = run.input;
   if (typeof agent.command !== 'string') return { command: cliCommand(agent.command!, prompt) };
@@ -244,13 +251,10 @@ async function cliPlan(
   const { binary } = await onHost(sb, 15 * 60_000).installAgentCli({ name, version });
   const model = agent.model ?? spec.defaultModel;
   const mcp = run.loop.mcp;
-  const { argv, env } = agentCliRun(
-    name,
-    binary,
-    model,
-    prompt,
-    (mcp?.servers ?? []).map((s) => s.name),
-  );
+  // start_child is served while one more child would not be refused (never to a plan's run).
+  const children = working && mayStartChild(run);
+  const servers = [...(mcp?.servers ?? []).map((s) => s.name), ...(children ? [CLI_CHILD_SERVER] : [])];
+  const { argv, env } = agentCliRun(name, binary, model, prompt, servers);
   const used = run.status.agent!;
   const { maxTurns, maxTokens, maxCost } = agent.budget;
   const gateway = {
@@ -260,6 +264,7 @@ async function cliPlan(
     ...(maxTokens !== undefined ? { maxTokens: maxTokens - (used.usage?.totalTokens ?? 0) } : {}),
     ...(maxCost !== undefined ? { maxCostUsd: maxCost - (used.costUsd ?? 0) } : {}),
     ...(mcp ? { mcp: { servers: mcp.servers, calls: { ...mcp.calls } } } : {}),
+    ...(children ? { children: true } : {}),
   };
   run.status.agent!.model = model;
   return { command: cliCommand(argv, prompt), env, gateway };

@@ -9,6 +9,7 @@
  * counted in the parent's; cancelling the parent cancels its children.
  */
 import {
+  condition,
   ChildWorkflowFailure,
   isCancellation,
   ParentClosePolicy,
@@ -17,7 +18,7 @@ import {
   ApplicationFailure,
 } from '@temporalio/workflow';
 import type { SessionStatus } from '../api';
-import { sessionProgress, WORKFLOW_TYPE } from '../api';
+import { sessionProgress, startChildForCli, WORKFLOW_TYPE, type CliChildAnswer, type CliChildRequest } from '../api';
 import {
   CHILD_TOOL,
   childAnswer,
@@ -25,6 +26,7 @@ import {
   childEnd,
   childInput,
   childSessionId,
+  childTask,
   childShown,
   refuseChild,
   type ChildEnd,
@@ -38,8 +40,9 @@ type SessionWorkflow = (input: unknown) => Promise<SessionStatus>;
 /** A started call: the child's end to wait for, or why none was started. */
 type Started = { refused: string } | { childId: string; ended: Promise<ChildEnd> };
 
-/** Keeps the children's rows in status current from their progress reports. */
+/** Keeps the children's rows in status current from their progress reports; takes an agent CLI's start_child calls. */
 export function installChildHandlers(run: SessionRun): void {
+  installCliChildHandler(run);
   setHandler(sessionProgress, (progress) => {
     const child = run.status.children?.find((c) => c.sessionId === progress?.sessionId);
     if (!child || child.phase === 'completed' || child.phase === 'failed' || child.phase === 'cancelled') return;
@@ -65,7 +68,10 @@ export async function startChildren(
 
 /** Whether start_child is offered at the next model call: one more child would not be refused. */
 export function mayStartChild(run: SessionRun): boolean {
-  return run.status.plan?.state !== 'writing' && !refuseChild(run.input, run.status.children?.length ?? 0, spent(run));
+  return (
+    run.status.plan?.state !== 'writing' &&
+    !refuseChild(run.input, run.status.children?.length ?? 0, spent(run), run.policy.maxChildren)
+  );
 }
 
 function spent(run: SessionRun) {
@@ -79,7 +85,12 @@ async function startOne(run: SessionRun, assistantIndex: number, callIndex: numb
     onHost(sb).readChildCall({ sessionId: run.sessionId, assistantIndex, callIndex }),
   );
   if ('problem' in asked) return { refused: asked.problem };
-  const refused = refuseChild(run.input, run.status.children?.length ?? 0, spent(run));
+  return startWithTask(run, asked.task);
+}
+
+/** Starts the child of one call unless a bound refuses it (the timeline says so). */
+async function startWithTask(run: SessionRun, task: string): Promise<Started> {
+  const refused = refuseChild(run.input, run.status.children?.length ?? 0, spent(run), run.policy.maxChildren);
   if (refused) {
     await run.note('child: refused', refused, false);
     return { refused };
@@ -87,14 +98,14 @@ async function startOne(run: SessionRun, assistantIndex: number, callIndex: numb
   const children = (run.status.children ??= []);
   const childId = childSessionId(run.sessionId, children.length + 1);
   const baseCommit = run.sandbox?.baseCommit ?? run.startCommit ?? run.input.repo.ref;
-  const input = childInput(run.input, { sessionId: run.sessionId, baseCommit: baseCommit! }, asked.task, spent(run));
-  children.push(childShown(childId, asked.task, new Date().toISOString()));
+  const input = childInput(run.input, { sessionId: run.sessionId, baseCommit: baseCommit! }, task, spent(run));
+  children.push(childShown(childId, task, new Date().toISOString()));
   const handle = await startChild<SessionWorkflow>(WORKFLOW_TYPE, {
     workflowId: childId,
     args: [input],
     parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
   });
-  await run.note('child: started', `${childId}: ${asked.task.split('\n')[0].slice(0, 200)}`);
+  await run.note('child: started', `${childId}: ${task.split('\n')[0].slice(0, 200)}`);
   return {
     childId,
     ended: handle.result().then(
@@ -133,16 +144,7 @@ export async function answerChild(
     content = `error: ${started.refused}`;
   } else {
     end = await started.ended;
-    progress.costUsd = (progress.costUsd ?? 0) + end.costUsd;
-    if (progress.usage) progress.usage.totalTokens += end.tokens;
-    const row = run.status.children?.find((c) => c.sessionId === end!.sessionId);
-    if (row) Object.assign(row, { phase: end.phase, costUsd: end.costUsd, verified: end.verification?.passed });
-    content = childAnswer(end, end.changed ? childDiffPath(end.sessionId) : undefined);
-    await run.note(
-      `child: ${end.phase}`,
-      `${end.sessionId}${end.diffstat ? `: ${end.diffstat.trim().split('\n').at(-1)}` : ''}`,
-      end.phase === 'completed',
-    );
+    content = await childEnded(run, end);
   }
   const record = await inSandbox(run, (sb) =>
     onHost(sb).answerChildCall({
@@ -160,4 +162,87 @@ export async function answerChild(
   loop.messageCount++;
   progress.steps++;
   progress.calls = [...(progress.calls ?? []), record].slice(-20);
+}
+
+/** A child's end as the parent takes it: its spend joins the parent's, its row and the timeline say how it ended. */
+async function childEnded(run: SessionRun, end: ChildEnd): Promise<string> {
+  const progress = run.status.agent!;
+  progress.costUsd = (progress.costUsd ?? 0) + end.costUsd;
+  progress.usage ??= { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+  progress.usage.totalTokens += end.tokens;
+  const row = run.status.children?.find((c) => c.sessionId === end.sessionId);
+  if (row) Object.assign(row, { phase: end.phase, costUsd: end.costUsd, verified: end.verification?.passed });
+  await run.note(
+    `child: ${end.phase}`,
+    `${end.sessionId}${end.diffstat ? `: ${end.diffstat.trim().split('\n').at(-1)}` : ''}`,
+    end.phase === 'completed',
+  );
+  return childAnswer(end, end.changed ? childDiffPath(end.sessionId) : undefined);
+}
+
+/**
+ * start_child for an agent CLI (docs/agents.md, Child sessions): the
+ * gateway's call arrives as the startChild update while the CLI's step runs;
+ * the same bounds as the built-in loop's decide, the child runs as one of
+ * the loop's, and the update's answer (the CLI's tool result) comes once it
+ * ended, with its diff in the parent's sandbox. The agent's round waits for
+ * every such child before it goes on (awaitCliChildren).
+ */
+function installCliChildHandler(run: SessionRun): void {
+  setHandler(
+    startChildForCli,
+    async ({ task, step }): Promise<CliChildAnswer> => {
+      const n = run.cliChildCalls++;
+      const asked = childTask(task);
+      const started = 'problem' in asked ? { refused: asked.problem } : await startWithTask(run, asked.task);
+      let answer: CliChildAnswer;
+      let end: ChildEnd | undefined;
+      if ('refused' in started) {
+        answer = { content: `error: ${started.refused}`, ok: false };
+      } else {
+        run.cliChildrenRunning++;
+        try {
+          end = await started.ended;
+          answer = { content: await childEnded(run, end), ok: end.phase === 'completed', childId: end.sessionId };
+        } finally {
+          run.cliChildrenRunning--;
+        }
+      }
+      await inSandbox(run, (sb) =>
+        onHost(sb).deliverCliChild({
+          sandbox: sb.name,
+          sessionId: run.sessionId,
+          step,
+          n,
+          changed: end?.changed ?? false,
+          ok: answer.ok,
+          ...(end ? { childId: end.sessionId } : { refused: answer.content.slice(0, 500) }),
+        }),
+      );
+      return answer;
+    },
+    {
+      validator: ({ step } = {} as CliChildRequest) => {
+        if (!run.cliStep || step !== run.cliStep) {
+          throw new Error(`start_child is taken from the agent CLI's step under way only (${run.cliStep ?? 'none'})`);
+        }
+      },
+    },
+  );
+}
+
+/** The end of an agent CLI's round: the children its start_child calls started have all ended first. */
+export async function awaitCliChildren(run: SessionRun): Promise<void> {
+  await condition(() => run.cliChildrenRunning === 0);
+}
+
+/** Runs an agent CLI's step with its start_child calls taken (their audit numbers count from 0 in each step). */
+export async function takingCliChildren<T>(run: SessionRun, step: string, fn: () => Promise<T>): Promise<T> {
+  run.cliStep = step;
+  run.cliChildCalls = 0;
+  try {
+    return await fn();
+  } finally {
+    run.cliStep = undefined;
+  }
 }
