@@ -12,14 +12,7 @@ import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound } from '../provider';
-import {
-  changedInputs,
-  SANDBOX_SNAPSHOT_LABEL,
-  setupCommandOf,
-  setupHash,
-  setupInputs,
-  type SnapshotBuildRow,
-} from '../snapshots';
+import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupCommandOf, setupHash, setupInputs } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
@@ -30,7 +23,7 @@ import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, Sn
 import { PoolRegistry } from '../pool-registry';
 import type { AppSpec } from '../../workflows/services';
 import { fillPool, type PoolDeps } from './pool';
-import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace, type ReadySnapshot } from './workspace';
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
@@ -186,15 +179,15 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
   const snapshot = await newestSnapshot(deps, input.repo.url, input.snapshot);
   const environment = await sandboxEnvironment(deps, { mirror, commit: baseCommit }, input.repo.url);
   const image = snapshot?.image ?? environment.image;
-  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
-  const behind = snapshot && (await commitsBetween(mirror, snapshot.commit!, baseCommit));
+  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image));
+  const behind = snapshot && (await commitsBetween(mirror, snapshot.commit, baseCommit));
   // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below); an idle
   // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
     await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
       mirror,
-      from: snapshot.commit!,
+      from: snapshot.commit,
       to: baseCommit,
       behind,
       mark: false,
@@ -225,7 +218,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
         ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
         labels: {
           ...reservedLabel(reservationOf(input.limits)),
-          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
+          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image } : {}),
         },
       }),
     prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
@@ -245,9 +238,9 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     }),
   ]);
   const use: SnapshotUse | undefined = snapshot && {
-    image: snapshot.image!,
-    commit: snapshot.commit!,
-    ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
+    image: snapshot.image,
+    commit: snapshot.commit,
+    ageMs: Date.now() - Date.parse(snapshot.finishedAt),
     behind,
   };
   const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
@@ -388,7 +381,7 @@ async function setupPlan(
   repo: string,
   mirror: string,
   commit: string,
-  snapshot: SnapshotBuildRow | undefined,
+  snapshot: ReadySnapshot | undefined,
   environment: Pick<SandboxEnvironment, 'setup' | 'key'>,
 ): Promise<SetupPlan | undefined> {
   const reg = await deps.snapshots.repo(repo);
@@ -403,7 +396,7 @@ async function setupPlan(
     return { ...plan, reason: 'no snapshot yet' };
   }
   if (setupHash(command, inputs, environment.key) === snapshot.setupHash) return undefined;
-  const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
+  const before = await setupInputs(mirror, snapshot.commit).catch(() => ({}));
   const changed = changedInputs(before, inputs);
   return {
     ...plan,

@@ -15,14 +15,27 @@ import { STATE_DIR } from './container';
 const PROVISIONED = `${STATE_DIR}/provisioned`;
 
 /** The newest ready snapshot of a repo on this host whose image is still here (or the oldest: a drill). */
+/** A snapshot a sandbox can start from: built, its image on this host, so its image, commit and end are known. */
+export type ReadySnapshot = SnapshotBuildRow & { image: string; commit: string; finishedAt: string };
+
+/** A ready row as a ReadySnapshot; a row ready without its commit or its end is a store fault, said so. */
+function readySnapshot(row: SnapshotBuildRow & { image: string }): ReadySnapshot {
+  const { commit, finishedAt } = row;
+  if (commit === undefined || finishedAt === undefined) {
+    throw new Error(`snapshot build ${row.id} of ${row.image} is ready without its commit or its end`);
+  }
+  return { ...row, commit, finishedAt };
+}
+
 export async function newestSnapshot(
   deps: Pick<SandboxDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
   repo: string,
   which: 'newest' | 'oldest' = 'newest',
-): Promise<SnapshotBuildRow | undefined> {
+): Promise<ReadySnapshot | undefined> {
   const ready = await deps.snapshots.ready(repo, deps.hostId);
   for (const row of which === 'oldest' ? ready.reverse() : ready) {
-    if (await deps.sandboxes.image(row.image!)) return row;
+    const { image } = row;
+    if (image !== undefined && (await deps.sandboxes.image(image))) return readySnapshot({ ...row, image });
     deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
     await deps.snapshots.markRemoved(row.id);
   }
@@ -49,7 +62,7 @@ export async function fillWorkspace(
   at: {
     mirror: string;
     baseCommit: string;
-    snapshot: SnapshotBuildRow | undefined;
+    snapshot: ReadySnapshot | undefined;
     behind: number | undefined;
     checkpoint: Checkpoint | undefined;
   },
@@ -57,7 +70,7 @@ export async function fillWorkspace(
   const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
   const mark = !checkpoint?.diff.length;
   if (snapshot) {
-    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
+    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit, to: baseCommit, behind, mark });
   } else {
     await copyWorkingTree(sandbox, mirror, baseCommit);
     await prepareWorkspace(sandbox, { mark });

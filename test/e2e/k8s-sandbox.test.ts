@@ -48,6 +48,7 @@ import pino from 'pino';
 import { createActivities } from '../../activities';
 import { Redactor } from '../../platform/scrub';
 import type { Sandbox, StepResult } from '../../sandbox/contract';
+import { providerContract } from '../support/provider-contract';
 import { openDatabase, type Database } from '../../store/db';
 import type { EgressRule } from '../../workflows/rules/egress';
 import { EGRESS_PROBE, probeDeps } from '../support/hostile';
@@ -122,6 +123,10 @@ const sh = async (name: string, script: string, opts = {}) => {
   const r = await sandboxes.exec(name, ['sh', '-c', script], opts);
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 };
+
+describe('the provider contract (test/support/provider-contract.ts), as the Docker and the test-only providers pass it', () => {
+  providerContract({ provider: () => sandboxes, spec: (name) => specOf(name) });
+});
 
 describe('a sandbox pod', () => {
   const name = `drydock-Hard_${randomBytes(2).toString('hex')}`;
@@ -245,11 +250,9 @@ test('what the provider cannot do, it refuses saying so', async () => {
   );
   await expect(sandboxes.layerImage()).rejects.toThrow(/builds no images/);
   expect(sandboxes.capabilities).toEqual({
-    snapshots: true,
+    hostFolders: true,
     buildsImages: false,
     lateCompanions: false,
-    diskLimit: false,
-    pidsLimit: false,
     services: true,
     serviceData: false,
   });
