@@ -97,7 +97,9 @@ const MARK: ShellScript = { name: 'sh', text: `mkdir -p ${STATE_DIR} && touch ${
  * `from` to `to` arrive as a git bundle on stdin (the sandbox has no
  * network) when the snapshot lacks them; a checkout that keeps what setup
  * left in ignored files (node_modules, builds); drydock's git identity; and,
- * with `mark`, the marker a retried provisioning checks.
+ * with `mark`, the marker a retried provisioning checks. Few processes: a
+ * first preparation writes the git configuration file as the three `git
+ * config --global` would (byte for byte), and the marker with the shell.
  */
 const PREPARE_WORKSPACE: ShellScript = {
   name: 'prepare',
@@ -109,10 +111,15 @@ if [ "$bundle" = 1 ]; then
   cat > "$f"; git fetch --quiet "$f" "$4:$4"; rm -f "$f"; git update-ref -d "$4"
 fi
 [ -z "$to" ] || git checkout --quiet --force --detach "$to"
-git config --global user.name drydock
-git config --global user.email drydock@localhost
-git config --global --add safe.directory /workspace
-[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`,
+g=$HOME/.gitconfig
+if [ -z "$GIT_CONFIG_GLOBAL" ] && [ ! -e "$g" ] && [ ! -e "\${XDG_CONFIG_HOME:-$HOME/.config}/git/config" ]; then
+  printf '[user]\\n\\tname = drydock\\n\\temail = drydock@localhost\\n[safe]\\n\\tdirectory = /workspace\\n' > "$g"
+else
+  git config --global user.name drydock
+  git config --global user.email drydock@localhost
+  git config --global --add safe.directory /workspace
+fi
+[ "$mark" = 0 ] || { [ -d "$5" ] || mkdir -p "$5"; : > "$5/provisioned"; }`,
 };
 
 export async function prepareWorkspace(

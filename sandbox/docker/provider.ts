@@ -456,7 +456,11 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider {
    * created keeps its own), and lower layers of images that are gone.
    */
   async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
-    const removed = [...(await this.reapLayerStaging(graceMs)), ...(await this.reapMcpStdio())];
+    const removed = [
+      ...(await this.reapLayerStaging(graceMs)),
+      ...(await this.reapMcpStdio()),
+      ...(await this.storage.reapSpares(graceMs)),
+    ];
     for (const { name, createdMs } of await this.storage.list()) {
       if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
       await this.storage.remove(name);
