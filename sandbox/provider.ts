@@ -14,7 +14,7 @@
  * `transient` and the engine's own errors are thrown as they are and
  * Temporal retries them. OutputOverCap (platform/output-cap.ts) is permanent.
  */
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import type { OutputCap } from '../platform/output-cap';
 
 /** Labels on every sandbox and companion, so orphans can be found and reaped. */
@@ -45,22 +45,24 @@ export const ATTACH_SHELL =
 /** The attach shell's prompt (bash's escapes: the folder, then $). */
 export const ATTACH_PROMPT = '\\w\\$ ';
 
-/** What a provider can do; a caller checks before it asks for more than the basics. */
+/** What a provider can do beyond the basics; a caller checks before it asks for more. */
 export interface ProviderCapabilities {
-  /** Snapshots of a sandbox's /workspace as an image (imageFromWorkspace) that later sandboxes start from. */
-  snapshots: boolean;
+  /**
+   * The transport of the worker's own folders and sockets into a sandbox:
+   * it mounts host folders read-only (SandboxSpec.egressDir, where a step's
+   * egress proxy puts its socket; agentsDir; mounts), so the provider runs
+   * its sandboxes on the worker's own host (or node). A remote runtime has
+   * none, and cannot run a session's sandboxes (container.ts refuses them).
+   */
+  hostFolders: boolean;
   /** Repos' own environments on the sandbox's host: drydock's layer made over an image (layerImage), builds loaded. */
   buildsImages: boolean;
   /** A companion can join a sandbox that already runs (the browser of a check); else only at its creation. */
   lateCompanions: boolean;
-  /** A disk limit the kernel enforces on /workspace and home (SandboxSpec.diskBytes). */
-  diskLimit: boolean;
   /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
   services: boolean;
   /** A service's data folders captured into a snapshot (ServiceRuntime.captureData). */
   serviceData: boolean;
-  /** A process limit of the sandbox's own (SandboxSpec.pids); else only the host's per-sandbox limit applies. */
-  pidsLimit: boolean;
   /** A service's Unix socket folder shared with its sandbox (ServiceContainerSpec.sockets). */
   serviceSockets?: boolean;
 }
@@ -148,6 +150,39 @@ export interface ExecResult {
   exitCode: number;
   stdout: Buffer;
   stderr: Buffer;
+}
+
+/** Where a started command's output goes as it comes. */
+export interface CommandOutput {
+  stdout: Writable;
+  /** Ignored with a TTY (which merges stderr into stdout). */
+  stderr?: Writable;
+}
+
+export interface StartOptions {
+  /** Keep the command's stdin open (StartedCommand.stdin); else it has none. */
+  stdin?: boolean;
+  /** A TTY (the attach shell), of this size. */
+  tty?: TtySize;
+  /**
+   * Extra environment of this command ("NAME=value"): it may hold secrets,
+   * so the provider never puts it where its engine logs requests (Kubernetes:
+   * through stdin). With a TTY only the attach shell's TERM, HOME and PS1.
+   */
+  env?: string[];
+}
+
+/** A command started in a sandbox: the streaming exec primitive. */
+export interface StartedCommand {
+  /** Its stdin (with StartOptions.stdin): ending it closes the command's stdin. */
+  stdin?: Writable;
+  /** Its exit code once it ended (-1 when the engine has none); rejects when the connection to it was cut off. */
+  exit: Promise<number>;
+  resize(size: TtySize): Promise<void>;
+  /** Drops the connection (the command goes on until its stdin or the sandbox ends). */
+  close(): void;
+  /** Whether the connection keeps the worker's event loop alive. */
+  ref(busy: boolean): void;
 }
 
 /** A process started by attach: its stdin, its demultiplexed output, and a way to let go of it. */
@@ -454,6 +489,13 @@ export interface SandboxProvider {
   destroy(nameOrId: string): Promise<boolean>;
 
   /**
+   * The one streaming exec primitive a provider writes: argv started as the
+   * sandbox user in /workspace, its output to sinks as it comes. exec,
+   * execToFile, attach and shell are written once over it, with the output
+   * caps and dead-sandbox detection (sandbox/commands.ts, ExecOverStream).
+   */
+  start(name: string, argv: string[], output: CommandOutput, opts?: StartOptions): Promise<StartedCommand>;
+  /**
    * Runs argv as the sandbox user in /workspace; stdout and stderr apart.
    * Throws SandboxNotFound when the sandbox is gone or stopped, whenever that
    * is noticed, and OutputOverCap past `stdoutCap`.
@@ -483,8 +525,7 @@ export interface SandboxProvider {
   layerImage(layer: ImageLayer): Promise<void>;
   /**
    * Makes an image of `source`'s /workspace alone over `baseImage`, tagged
-   * `tag` (an existing `tag` is returned as it is: a retry). Needs
-   * `capabilities.snapshots`.
+   * `tag` (an existing `tag` is returned as it is: a retry).
    */
   imageFromWorkspace(
     source: string,

@@ -87,6 +87,12 @@ export async function createOwnedContainer(
   { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis, editorDir }: ContainerDeps,
   spec: OwnedContainer,
 ): Promise<boolean> {
+  if (!sandboxes.capabilities.hostFolders) {
+    throw ApplicationFailure.nonRetryable(
+      `${sandboxes.name}: mounts none of the worker's folders, and a session's sandbox needs them (the egress proxy's socket, the agent CLIs, drydock's helpers)`,
+      ErrorType.SandboxUnsupported,
+    );
+  }
   const egressDir = egressDirOf(egressRoot, spec.name);
   await mkdir(egressDir, { recursive: true, mode: 0o755 });
   if (agentClis) await mkdir(agentClis.dir, { recursive: true });

@@ -89,11 +89,10 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
   }
   const added: string[] = [];
   // The helpers and a declared Node.js, mounted as in a session's own sandbox (at the snapshot's commit).
-  const mirror = snapshot && (await mirrorAt(deps, repo, snapshot.commit!)).mirror;
-  const environment =
-    snapshot && mirror && (await sandboxEnvironment(deps, { mirror, commit: snapshot.commit! }, repo));
+  const mirror = snapshot && (await mirrorAt(deps, repo, snapshot.commit)).mirror;
+  const environment = snapshot && mirror && (await sandboxEnvironment(deps, { mirror, commit: snapshot.commit }, repo));
   // Its services too, started and ready: a claim gets a sandbox whose database is up with setup's data.
-  const services = snapshot ? await sandboxServices(deps, snapshot.image!, [], repo) : [];
+  const services = snapshot ? await sandboxServices(deps, snapshot.image, [], repo) : [];
   const shares = sharesOf(POOL_LIMITS, services);
   for (let i = Math.min(current.length, size); snapshot && environment && i < size; i++) {
     const name = `drydock-pool-${repoSlug(repo).slice(0, 60)}-${randomUUID().slice(0, 8)}`;
@@ -110,11 +109,11 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
       await createOwnedContainer(deps, {
         ...owned,
         name,
-        image: snapshot.image!,
+        image: snapshot.image,
         mounts: environment.mounts,
-        env: await snapshotEnv(deps, snapshot.image!, environment.env),
+        env: await snapshotEnv(deps, snapshot.image, environment.env),
         limits: { ...POOL_LIMITS, ...shares.sandbox },
-        labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! },
+        labels: { [POOL_LABEL]: repo, [SANDBOX_SNAPSHOT_LABEL]: snapshot.image },
         services: containers,
         ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
       });
@@ -122,7 +121,7 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
         prepareWorkspace(sandboxOf(deps.sandboxes, name), { mark: true }),
         startSandboxServices(deps, name, services, containers),
       ]);
-      await pools.add({ name, repo, host: deps.hostId, image: snapshot.image!, limits: POOL_LIMITS });
+      await pools.add({ name, repo, host: deps.hostId, image: snapshot.image, limits: POOL_LIMITS });
       added.push(name);
     } catch (err) {
       await removePoolSandbox(deps, name);

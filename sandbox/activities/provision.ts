@@ -11,15 +11,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound } from '../provider';
-import {
-  changedInputs,
-  SANDBOX_SNAPSHOT_LABEL,
-  setupCommandOf,
-  setupHash,
-  setupInputs,
-  type SnapshotBuildRow,
-} from '../snapshots';
+import { SandboxNotFound, type SandboxProvider } from '../provider';
+import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupCommandOf, setupHash, setupInputs } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
@@ -30,7 +23,7 @@ import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, Sn
 import { PoolRegistry } from '../pool-registry';
 import type { AppSpec } from '../../workflows/services';
 import { fillPool, type PoolDeps } from './pool';
-import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
+import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace, type ReadySnapshot } from './workspace';
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
@@ -179,22 +172,25 @@ async function admit(
 }
 
 /** provisionSandbox's work, once. */
-async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promise<Sandbox> {
+async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promise<Sandbox> {
+  // The snapshot's image is inspected once for the whole provisioning, not by each part that reads it.
+  const deps = { ...given, sandboxes: imagesInspectedOnce(given.sandboxes) };
   const { hostId, hostQueue, audit, log } = deps;
   let name = sandboxName(input.sessionId, input.generation);
-  const { mirror, commit: baseCommit } = await mirrorAt(deps, input.repo.url, input.repo.ref);
-  const snapshot = await newestSnapshot(deps, input.repo.url, input.snapshot);
-  const environment = await sandboxEnvironment(deps, { mirror, commit: baseCommit }, input.repo.url);
+  const { mirror, baseCommit, snapshot, environment, behind } = await startingPoint(deps, input);
+  // From a snapshot, whether setup must run is settled while the sandbox is made (it only reads);
+  // without one it asks for a snapshot build, so only once the sandbox is there.
+  const planning = snapshot && setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
+  planning?.catch(() => undefined); // awaited below; a failure before then must not go unhandled
   const image = snapshot?.image ?? environment.image;
-  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image!));
-  const behind = snapshot && (await commitsBetween(mirror, snapshot.commit!, baseCommit));
+  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image));
   // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below); an idle
   // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
   if (pooled) name = pooled;
   if (pooled && baseCommit !== snapshot.commit)
     await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
       mirror,
-      from: snapshot.commit!,
+      from: snapshot.commit,
       to: baseCommit,
       behind,
       mark: false,
@@ -225,7 +221,7 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
         ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
         labels: {
           ...reservedLabel(reservationOf(input.limits)),
-          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image! } : {}),
+          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image } : {}),
         },
       }),
     prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
@@ -245,12 +241,12 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     }),
   ]);
   const use: SnapshotUse | undefined = snapshot && {
-    image: snapshot.image!,
-    commit: snapshot.commit!,
-    ageMs: Date.now() - Date.parse(snapshot.finishedAt!),
+    image: snapshot.image,
+    commit: snapshot.commit,
+    ageMs: Date.now() - Date.parse(snapshot.finishedAt),
     behind,
   };
-  const setup = await setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
+  const setup = await (planning ?? setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment));
   const restored = checkpoint && {
     step: checkpoint.step,
     bytes: checkpoint.diff.length,
@@ -304,6 +300,40 @@ async function provisionOnce(deps: ProvisionDeps, input: ProvisionInput): Promis
     ...agentAppOf(environment.stack.app),
     ...previewAppOf(environment.stack.app),
   };
+}
+
+/**
+ * Where the sandbox starts from. What needs nothing else is looked up at
+ * once: the repo's commit and its newest snapshot, then its environment and
+ * the commits since the snapshot.
+ */
+async function startingPoint(deps: ProvisionDeps, input: ProvisionInput) {
+  const [{ mirror, commit: baseCommit }, snapshot] = await Promise.all([
+    mirrorAt(deps, input.repo.url, input.repo.ref),
+    newestSnapshot(deps, input.repo.url, input.snapshot),
+  ]);
+  const [environment, behind] = await Promise.all([
+    sandboxEnvironment(deps, { mirror, commit: baseCommit }, input.repo.url),
+    snapshot && commitsBetween(mirror, snapshot.commit, baseCommit),
+  ]);
+  return { mirror, baseCommit, snapshot, environment, behind };
+}
+
+/**
+ * The provider, with `image` answered once per reference: the same snapshot
+ * image is read by the snapshot lookup, its services, its environment, the
+ * create and the CA bundle within one provisioning (which may see it go
+ * only as it sees it go anyway: once).
+ */
+function imagesInspectedOnce(sandboxes: SandboxProvider): SandboxProvider {
+  const seen = new Map<string, ReturnType<SandboxProvider['image']>>();
+  const image = (ref: string) => {
+    const known = seen.get(ref) ?? sandboxes.image(ref);
+    seen.set(ref, known);
+    known.catch(() => seen.delete(ref)); // a failed inspect is asked again
+    return known;
+  };
+  return Object.assign(Object.create(sandboxes) as SandboxProvider, { image });
 }
 
 /** The repo's app, when it asks to run for the agent: the session starts it after setup (./agent-app.ts). */
@@ -388,7 +418,7 @@ async function setupPlan(
   repo: string,
   mirror: string,
   commit: string,
-  snapshot: SnapshotBuildRow | undefined,
+  snapshot: ReadySnapshot | undefined,
   environment: Pick<SandboxEnvironment, 'setup' | 'key'>,
 ): Promise<SetupPlan | undefined> {
   const reg = await deps.snapshots.repo(repo);
@@ -403,7 +433,7 @@ async function setupPlan(
     return { ...plan, reason: 'no snapshot yet' };
   }
   if (setupHash(command, inputs, environment.key) === snapshot.setupHash) return undefined;
-  const before = await setupInputs(mirror, snapshot.commit!).catch(() => ({}));
+  const before = await setupInputs(mirror, snapshot.commit).catch(() => ({}));
   const changed = changedInputs(before, inputs);
   return {
     ...plan,

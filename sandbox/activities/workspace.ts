@@ -15,14 +15,27 @@ import { STATE_DIR } from './container';
 const PROVISIONED = `${STATE_DIR}/provisioned`;
 
 /** The newest ready snapshot of a repo on this host whose image is still here (or the oldest: a drill). */
+/** A snapshot a sandbox can start from: built, its image on this host, so its image, commit and end are known. */
+export type ReadySnapshot = SnapshotBuildRow & { image: string; commit: string; finishedAt: string };
+
+/** A ready row as a ReadySnapshot; a row ready without its commit or its end is a store fault, said so. */
+function readySnapshot(row: SnapshotBuildRow & { image: string }): ReadySnapshot {
+  const { commit, finishedAt } = row;
+  if (commit === undefined || finishedAt === undefined) {
+    throw new Error(`snapshot build ${row.id} of ${row.image} is ready without its commit or its end`);
+  }
+  return { ...row, commit, finishedAt };
+}
+
 export async function newestSnapshot(
   deps: Pick<SandboxDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
   repo: string,
   which: 'newest' | 'oldest' = 'newest',
-): Promise<SnapshotBuildRow | undefined> {
+): Promise<ReadySnapshot | undefined> {
   const ready = await deps.snapshots.ready(repo, deps.hostId);
   for (const row of which === 'oldest' ? ready.reverse() : ready) {
-    if (await deps.sandboxes.image(row.image!)) return row;
+    const { image } = row;
+    if (image !== undefined && (await deps.sandboxes.image(image))) return readySnapshot({ ...row, image });
     deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
     await deps.snapshots.markRemoved(row.id);
   }
@@ -49,7 +62,7 @@ export async function fillWorkspace(
   at: {
     mirror: string;
     baseCommit: string;
-    snapshot: SnapshotBuildRow | undefined;
+    snapshot: ReadySnapshot | undefined;
     behind: number | undefined;
     checkpoint: Checkpoint | undefined;
   },
@@ -57,7 +70,7 @@ export async function fillWorkspace(
   const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
   const mark = !checkpoint?.diff.length;
   if (snapshot) {
-    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit!, to: baseCommit, behind, mark });
+    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit, to: baseCommit, behind, mark });
   } else {
     await copyWorkingTree(sandbox, mirror, baseCommit);
     await prepareWorkspace(sandbox, { mark });
@@ -84,7 +97,9 @@ const MARK: ShellScript = { name: 'sh', text: `mkdir -p ${STATE_DIR} && touch ${
  * `from` to `to` arrive as a git bundle on stdin (the sandbox has no
  * network) when the snapshot lacks them; a checkout that keeps what setup
  * left in ignored files (node_modules, builds); drydock's git identity; and,
- * with `mark`, the marker a retried provisioning checks.
+ * with `mark`, the marker a retried provisioning checks. Few processes: a
+ * first preparation writes the git configuration file as the three `git
+ * config --global` would (byte for byte), and the marker with the shell.
  */
 const PREPARE_WORKSPACE: ShellScript = {
   name: 'prepare',
@@ -96,10 +111,15 @@ if [ "$bundle" = 1 ]; then
   cat > "$f"; git fetch --quiet "$f" "$4:$4"; rm -f "$f"; git update-ref -d "$4"
 fi
 [ -z "$to" ] || git checkout --quiet --force --detach "$to"
-git config --global user.name drydock
-git config --global user.email drydock@localhost
-git config --global --add safe.directory /workspace
-[ "$mark" = 0 ] || { mkdir -p "$5"; touch "$5/provisioned"; }`,
+g=$HOME/.gitconfig
+if [ -z "$GIT_CONFIG_GLOBAL" ] && [ ! -e "$g" ] && [ ! -e "\${XDG_CONFIG_HOME:-$HOME/.config}/git/config" ]; then
+  printf '[user]\\n\\tname = drydock\\n\\temail = drydock@localhost\\n[safe]\\n\\tdirectory = /workspace\\n' > "$g"
+else
+  git config --global user.name drydock
+  git config --global user.email drydock@localhost
+  git config --global --add safe.directory /workspace
+fi
+[ "$mark" = 0 ] || { [ -d "$5" ] || mkdir -p "$5"; : > "$5/provisioned"; }`,
 };
 
 export async function prepareWorkspace(

@@ -7,40 +7,33 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough, Writable, type Duplex, type Readable } from 'node:stream';
 import Docker from 'dockerode';
-import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
 import {
   COMPANION_LABEL,
-  ATTACH_PROMPT,
-  ATTACH_SHELL,
   HOME,
   LABELS,
   SANDBOX_USER,
   SandboxNotFound,
-  STDERR_KEPT,
-  STDOUT_CAP,
   WORKSPACE,
-  type AttachedProcess,
-  type ExecOptions,
-  type ExecResult,
   type HostResources,
   type ImageLayer,
+  type CommandOutput,
   type ImageInfo,
   type ImageSummary,
   type ProviderCapabilities,
   type SandboxInfo,
   type SandboxProvider,
-  type SandboxShell,
   type SandboxSpec,
-  type TtySize,
+  type StartedCommand,
+  type StartOptions,
 } from '../provider';
 import { MCP_STDIO_LABELS } from '../../mcp/stdio';
-import { execFoundContainerGone, messageOf, saysContainerGone } from '../container-gone';
+import { messageOf, saysContainerGone } from '../container-gone';
+import { ExecOverStream } from '../commands';
 import { filesCompanionCreateOptions, isStatus, sandboxCreateOptions, shownLabels } from './create-options';
 import { SandboxStorageRoot } from './storage';
 import { DockerServices, socketMounts } from './services';
@@ -49,16 +42,14 @@ import { DockerServices, socketMounts } from './services';
 const refusedAsGone = (err: unknown) => isStatus(err, 404) || isStatus(err, 409) || saysContainerGone(messageOf(err));
 
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
-export class DockerProvider implements SandboxProvider {
+export class DockerProvider extends ExecOverStream implements SandboxProvider {
   readonly name = 'docker';
   readonly capabilities: ProviderCapabilities = {
-    snapshots: true,
+    hostFolders: true,
     buildsImages: true,
     lateCompanions: true,
-    diskLimit: true,
     services: true,
     serviceData: true,
-    pidsLimit: true,
     serviceSockets: true,
   };
   readonly storage: SandboxStorageRoot;
@@ -70,6 +61,7 @@ export class DockerProvider implements SandboxProvider {
     /** Where sandboxes' upper layers live: the same path on the host and here. */
     storageRoot = path.join(tmpdir(), 'drydock-sandbox-storage'),
   ) {
+    super();
     this.storage = new SandboxStorageRoot(docker, storageRoot);
     this.services = new DockerServices(docker, this.storage);
   }
@@ -138,101 +130,53 @@ export class DockerProvider implements SandboxProvider {
   }
 
   /**
-   * Runs argv as the sandbox user; stdout and stderr demultiplexed. Throws
-   * SandboxNotFound when the container is gone or stopped, whenever that is
-   * noticed: before the command starts, while it runs, or as it ends.
+   * The streaming exec (sandbox/commands.ts writes exec, execToFile, attach
+   * and shell over it): a hijacked exec of the engine's API, stdout and
+   * stderr demultiplexed into the sinks (a sink that is full pauses the
+   * connection until it drains), the exit code from the exec's inspect.
    */
-  async exec(name: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-    return this.checked(name, () => this.execOnce(name, argv, opts), opts.signal);
-  }
-
-  /**
-   * Like exec, but stdout streams to `file` on the worker's disk (never held
-   * in memory), at most `cap.bytes` of it: past that the exec is cut off,
-   * the file removed and OutputOverCap thrown. Returns the exit code,
-   * stdout's size and stderr.
-   */
-  async execToFile(
-    name: string,
-    argv: string[],
-    file: string,
-    cap: OutputCap,
-  ): Promise<{ exitCode: number; bytes: number; stderr: Buffer }> {
-    const out = createWriteStream(file);
-    const closed = () => new Promise((resolve) => out.end(resolve));
-    let result: ExecResult;
+  async start(name: string, argv: string[], output: CommandOutput, opts: StartOptions = {}): Promise<StartedCommand> {
+    let exec: Docker.Exec;
+    let stream: NodeJS.ReadWriteStream & Duplex;
     try {
-      result = await this.checked(name, () => this.execOnce(name, argv, { stdoutCap: cap }, out));
+      exec = await this.docker.getContainer(name).exec({
+        Cmd: argv,
+        User: SANDBOX_USER,
+        WorkingDir: WORKSPACE,
+        AttachStdout: true,
+        AttachStderr: true,
+        AttachStdin: opts.stdin === true,
+        ...(opts.tty ? { Tty: true } : {}),
+        ...(opts.env ? { Env: opts.env } : {}),
+      });
+      stream = (await exec.start({
+        hijack: true,
+        stdin: opts.stdin === true,
+        ...(opts.tty ? { Tty: true } : {}),
+      })) as NodeJS.ReadWriteStream & Duplex;
     } catch (err) {
-      await closed();
-      await rm(file, { force: true });
+      // The engine refusing the exec for a dead container.
+      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
-    await closed();
-    return { exitCode: result.exitCode, bytes: out.bytesWritten, stderr: result.stderr };
-  }
-
-  /** One exec, with a dead container reported as SandboxNotFound (see exec). */
-  private async checked(name: string, once: () => Promise<ExecResult>, signal?: AbortSignal): Promise<ExecResult> {
-    let result: ExecResult;
-    try {
-      result = await once();
-    } catch (err) {
-      if (err instanceof SandboxNotFound || err instanceof OutputOverCap || signal?.aborted) throw err;
-      // The engine refusing the exec for a dead container, or its stream cut off with the container gone.
-      if (refusedAsGone(err) || !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
-      throw err;
-    }
-    // The runtime could not start the command in a container going away (whatever inspect says yet).
-    if (execFoundContainerGone(result)) throw new SandboxNotFound(name, 'stopped');
-    // A command cut off because its container died (docker kill, OOM of init, host trouble).
-    // The exec can end a moment before the container counts as stopped: a command killed
-    // by a signal (no exit code, or 137) gets two seconds to see the container go.
-    const killed = result.exitCode === -1 || result.exitCode === 137;
-    if (result.exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
-      throw new SandboxNotFound(name, 'stopped');
-    }
-    return result;
-  }
-
-  /**
-   * One exec: its exit code (-1 when Docker has none) and demultiplexed
-   * output; stdout to `toFile` instead of memory when given. Past the stdout
-   * cap the stream is cut (OutputOverCap); stderr past STDERR_KEPT is dropped.
-   */
-  private async execOnce(name: string, argv: string[], opts: ExecOptions, toFile?: WriteStream): Promise<ExecResult> {
-    const exec = await this.docker.getContainer(name).exec({
-      Cmd: argv,
-      User: SANDBOX_USER,
-      WorkingDir: WORKSPACE,
-      AttachStdout: true,
-      AttachStderr: true,
-      AttachStdin: opts.stdin !== undefined,
-      ...(opts.env ? { Env: opts.env } : {}),
-    });
-    const stream = await exec.start({ hijack: true, stdin: opts.stdin !== undefined });
-    const cap = opts.stdoutCap ?? STDOUT_CAP;
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    let outBytes = 0;
-    let errBytes = 0;
-    const outSink = new PassThrough().on('data', (c: Buffer) => {
-      outBytes += c.length;
-      if (outBytes > cap.bytes) return stream.destroy(new OutputOverCap(cap));
-      // A copy: the chunk is a slice of demux's joined buffer, which it would keep alive.
-      if (!toFile) return stdout.push(Buffer.from(c));
-      // The disk is slower than the socket: hold the sandbox back rather than buffer here.
-      if (!toFile.write(c)) {
-        stream.pause();
-        toFile.once('drain', () => stream.resume());
-      }
-    });
-    const errSink = new PassThrough().on('data', (c: Buffer) => {
-      if (errBytes < STDERR_KEPT) stderr.push(c.subarray(0, STDERR_KEPT - errBytes));
-      errBytes += c.length;
-    });
-    this.docker.modem.demuxStream(stream, outSink, errSink);
-    const onAbort = () => stream.destroy(opts.signal?.reason ?? new Error('aborted'));
+    const held = (sink: Writable) => {
+      let waiting = false;
+      return new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          if (!sink.write(chunk) && !waiting) {
+            waiting = true;
+            stream.pause();
+            sink.once('drain', () => {
+              waiting = false;
+              stream.resume();
+            });
+          }
+          done();
+        },
+      });
+    };
+    if (opts.tty) stream.pipe(held(output.stdout));
+    else this.docker.modem.demuxStream(stream, held(output.stdout), held(output.stderr ?? new PassThrough().resume()));
     // Under gVisor an exec's stream outlives its container (killed, or its memory limit hit): end it then.
     const stopped = new AbortController();
     this.docker
@@ -242,98 +186,34 @@ export class DockerProvider implements SandboxProvider {
         () => stream.destroy(new SandboxNotFound(name, 'stopped')),
         () => undefined,
       );
-    try {
-      // Awaited right here, so its rejection is never left without a handler.
-      await new Promise<void>((resolve, reject) => {
-        stream.on('end', resolve);
-        stream.on('close', resolve);
-        stream.on('error', reject);
-        if (opts.signal?.aborted) onAbort();
-        opts.signal?.addEventListener('abort', onAbort);
-        if (opts.stdin !== undefined) stream.end(opts.stdin);
-      });
-    } finally {
-      opts.signal?.removeEventListener('abort', onAbort);
-      stopped.abort();
-    }
-    if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
-    if (outBytes > cap.bytes) throw new OutputOverCap(cap);
-    const info = await exec.inspect();
-    if (errBytes > STDERR_KEPT) stderr.push(Buffer.from(`\n[${errBytes - STDERR_KEPT} more bytes of stderr not kept]`));
-    return { exitCode: info.ExitCode ?? -1, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+    const exit = new Promise<void>((resolve, reject) => {
+      stream.on('end', resolve);
+      stream.on('close', resolve);
+      stream.on('error', reject);
+    })
+      .finally(() => stopped.abort())
+      .then(async () => (await exec.inspect()).ExitCode ?? -1);
+    // Its rejection is the caller's to handle when it awaits `exit`; never unhandled here.
+    exit.catch(() => undefined);
+    const socket = stream as { ref?: () => void; unref?: () => void };
+    if (opts.tty) await exec.resize({ h: opts.tty.rows, w: opts.tty.cols }).catch(() => undefined);
+    return {
+      stdin: opts.stdin ? stream : undefined,
+      exit,
+      // A resize that races the shell's exit is of no consequence.
+      resize: async (size) => void (await exec.resize({ h: size.rows, w: size.cols }).catch(() => undefined)),
+      close: () => stream.destroy(),
+      ref: (busy) => (busy ? socket.ref?.() : socket.unref?.()),
+    };
   }
 
-  /**
-   * Starts argv as the sandbox user and keeps its stdin and stdout open (one
-   * hijacked exec): for a long-lived helper the worker talks to in lines.
-   * `stdout`/`stderr` end when the process does.
-   */
-  async attach(name: string, argv: string[]): Promise<AttachedProcess> {
-    try {
-      const exec = await this.docker.getContainer(name).exec({
-        Cmd: argv,
-        User: SANDBOX_USER,
-        WorkingDir: WORKSPACE,
-        AttachStdin: true,
-        AttachStdout: true,
-        AttachStderr: true,
-      });
-      const stream = await exec.start({ hijack: true, stdin: true });
-      const stdout = new PassThrough();
-      const stderr = new PassThrough();
-      this.docker.modem.demuxStream(stream, stdout, stderr);
-      const ended = () => {
-        stdout.end();
-        stderr.end();
-      };
-      stream.on('end', ended).on('close', ended).on('error', ended);
-      const socket = stream as { ref?: () => void; unref?: () => void };
-      return {
-        stdin: stream,
-        stdout,
-        stderr,
-        close: () => stream.destroy(),
-        busy: (busy) => (busy ? socket.ref?.() : socket.unref?.()),
-      };
-    } catch (err) {
-      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
-      throw err;
-    }
-  }
-
-  /**
-   * An interactive shell on a TTY as the sandbox user in /workspace, with the
-   * sandbox's own environment (no secrets are in it) and its limits: a person
-   * in the sandbox (drydock attach). bash when the image has it, else sh.
-   */
-  async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
-    try {
-      const exec = await this.docker.getContainer(name).exec({
-        // The agent wrote ~/.bashrc and ~/.profile: no startup file runs (ENV is sh's), the prompt is drydock's.
-        Cmd: ['sh', '-c', ATTACH_SHELL],
-        User: SANDBOX_USER,
-        WorkingDir: WORKSPACE,
-        Env: [`TERM=${tty.term ?? 'xterm'}`, `HOME=${HOME}`, `PS1=${ATTACH_PROMPT}`],
-        Tty: true,
-        AttachStdin: true,
-        AttachStdout: true,
-        AttachStderr: true,
-      });
-      const stream = await exec.start({ hijack: true, stdin: true, Tty: true });
-      const resize = async (size: TtySize) => {
-        // A resize that races the shell's exit is of no consequence.
-        await exec.resize({ h: size.rows, w: size.cols }).catch(() => undefined);
-      };
-      await resize(tty);
-      return { stream, resize, exitCode: async () => (await exec.inspect()).ExitCode ?? -1 };
-    } catch (err) {
-      if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
-      throw err;
-    }
+  /** Whether an error of a command may mean its container went: any, the engine is asked. */
+  protected mayBeGone(): boolean {
+    return true;
   }
 
   /** Whether the container runs, and still does after `settleMs` (polled). */
-  private async isRunning(name: string, settleMs = 0): Promise<boolean> {
+  protected async isRunning(name: string, settleMs = 0): Promise<boolean> {
     const deadline = Date.now() + settleMs;
     for (;;) {
       try {
@@ -576,7 +456,11 @@ export class DockerProvider implements SandboxProvider {
    * created keeps its own), and lower layers of images that are gone.
    */
   async reapStorage(graceMs = 10 * 60_000): Promise<string[]> {
-    const removed = [...(await this.reapLayerStaging(graceMs)), ...(await this.reapMcpStdio())];
+    const removed = [
+      ...(await this.reapLayerStaging(graceMs)),
+      ...(await this.reapMcpStdio()),
+      ...(await this.storage.reapSpares(graceMs)),
+    ];
     for (const { name, createdMs } of await this.storage.list()) {
       if (createdMs > Date.now() - graceMs || (await this.exists(name))) continue;
       await this.storage.remove(name);

@@ -16,7 +16,7 @@
  * the egress folder), and the worker must be able to mount (root on the host).
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { runProcess as run } from '../../platform/processes';
@@ -46,6 +46,8 @@ const WORKSPACE_LABEL = 'drydock.lower.workspace';
 const HOME_LABEL = 'drydock.lower.home';
 
 const SANDBOX_UID = 1000;
+/** How long a spare disk (see makeSpare) waits for a sandbox before the reaper removes it. */
+const SPARE_KEPT_MS = 24 * 3600_000;
 
 function isStatus(err: unknown, code: number): boolean {
   return typeof err === 'object' && err !== null && (err as { statusCode?: number }).statusCode === code;
@@ -54,6 +56,17 @@ function isStatus(err: unknown, code: number): boolean {
 async function mounted(dir: string): Promise<boolean> {
   const info = await readFile('/proc/self/mountinfo', 'utf8');
   return info.split('\n').some((line) => line.split(' ')[4] === dir);
+}
+
+/**
+ * A sparse file of `diskBytes` with a fresh ext4 filesystem. Lazy init and no
+ * reserved blocks: a 10 GiB sparse file formats in ~30 ms and uses ~20 MB.
+ */
+async function formatDisk(disk: string, diskBytes: number): Promise<void> {
+  await writeFile(disk, '');
+  // Not `truncate(1)`: a process fewer (platform/processes.ts).
+  await truncate(disk, diskBytes);
+  await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', disk]);
 }
 
 /** Where a sandbox's copy-on-write storage comes from and goes. */
@@ -79,20 +92,10 @@ export class SandboxStorageRoot {
     home: string,
     diskBytes: number,
   ): Promise<SandboxStorage> {
-    const lowers = await this.lowers(image, workspace, home);
     const dir = this.sandboxDir(name);
     const fs = path.join(dir, 'fs');
-    await mkdir(fs, { recursive: true, mode: 0o700 });
-    if (!(await mounted(fs))) {
-      const disk = path.join(dir, 'disk.img');
-      await rm(disk, { force: true });
-      await writeFile(disk, '');
-      // Not `truncate(1)`: a process fewer (platform/processes.ts).
-      await truncate(disk, diskBytes);
-      // Lazy init and no reserved blocks: a 10 GiB sparse file formats in ~30 ms and uses ~20 MB.
-      await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', disk]);
-      await run('mount', ['-o', 'loop,nosuid,nodev,noatime', disk, fs]);
-    }
+    // The image's lowers are looked up while the sandbox's disk is made: neither needs the other.
+    const [lowers] = await Promise.all([this.lowers(image, workspace, home), this.mountDisk(dir, fs, diskBytes)]);
     const layer = async (which: string, mode: number, lower: string): Promise<OverlayDirs> => {
       const upper = path.join(fs, which, 'upper');
       const work = path.join(fs, which, 'work');
@@ -107,6 +110,87 @@ export class SandboxStorageRoot {
       workspace: await layer('workspace', 0o755, lowers.workspace.path),
       home: await layer('home', 0o700, lowers.home.path),
     };
+  }
+
+  /**
+   * The sandbox's upper layer's filesystem, mounted at `fs` (idempotent: a
+   * mounted one is kept): a spare disk of this size formatted before (see
+   * makeSpare) when there is one, else formatted now; then the next spare is
+   * made in the background, off the next sandbox's path.
+   */
+  private async mountDisk(dir: string, fs: string, diskBytes: number): Promise<void> {
+    await mkdir(fs, { recursive: true, mode: 0o700 });
+    if (await mounted(fs)) return;
+    const disk = path.join(dir, 'disk.img');
+    await rm(disk, { force: true });
+    if (!(await this.takeSpare(diskBytes, disk))) await formatDisk(disk, diskBytes);
+    await run('mount', ['-o', 'loop,nosuid,nodev,noatime', disk, fs]);
+    this.makeSpare(diskBytes);
+  }
+
+  private spareDir(): string {
+    return path.join(this.root, 'spare');
+  }
+
+  /**
+   * Moves a spare disk of `diskBytes` to `disk`; false if there is none. A
+   * spare is a fresh filesystem never mounted; the rename is atomic, so two
+   * sandboxes (or workers sharing the root) never get the same one.
+   */
+  private async takeSpare(diskBytes: number, disk: string): Promise<boolean> {
+    const names = await readdir(this.spareDir()).catch(() => [] as string[]);
+    for (const spare of names.filter((n) => n.startsWith(`${diskBytes}-`) && n.endsWith('.img'))) {
+      try {
+        await rename(path.join(this.spareDir(), spare), disk);
+        return true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
+    return false;
+  }
+
+  /** Sizes whose spare this process is making now. */
+  private readonly makingSpare = new Set<number>();
+
+  /**
+   * Formats one spare disk of `diskBytes` in the background (under a temporary
+   * name until it is whole), unless one is there or being made; a failure only
+   * means the next sandbox formats its own. The reaper removes spares with the
+   * storage it reaps (reapSpares).
+   */
+  private makeSpare(diskBytes: number): void {
+    if (this.makingSpare.has(diskBytes)) return;
+    this.makingSpare.add(diskBytes);
+    const dir = this.spareDir();
+    const temp = path.join(dir, `.making-${diskBytes}-${randomBytes(4).toString('hex')}.img`);
+    void (async () => {
+      const names = await readdir(dir).catch(() => [] as string[]);
+      if (names.some((n) => n.startsWith(`${diskBytes}-`) && n.endsWith('.img'))) return;
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await formatDisk(temp, diskBytes);
+      await rename(temp, path.join(dir, `${diskBytes}-${randomBytes(4).toString('hex')}.img`));
+    })()
+      .catch(() => rm(temp, { force: true }).catch(() => undefined))
+      .finally(() => this.makingSpare.delete(diskBytes));
+  }
+
+  /**
+   * Removes unfinished spares (a worker stopped while formatting) made more
+   * than `graceMs` ago, and spares unused for a day (a size no longer asked
+   * for); returns what went.
+   */
+  async reapSpares(graceMs: number): Promise<string[]> {
+    const dir = this.spareDir();
+    const removed: string[] = [];
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const info = await stat(path.join(dir, name)).catch(() => undefined);
+      const keepMs = name.startsWith('.making-') ? graceMs : Math.max(graceMs, SPARE_KEPT_MS);
+      if (!info || info.mtimeMs > Date.now() - keepMs) continue;
+      await rm(path.join(dir, name), { force: true });
+      removed.push(`spare disk ${name}`);
+    }
+    return removed;
   }
 
   /**

@@ -8,12 +8,10 @@
  * containers of its pod (./services.ts). What differs from the
  * Docker provider, and why, is in docs/kubernetes.md.
  */
-import { createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Duplex, PassThrough, Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { OutputOverCap, type OutputCap } from '../../platform/output-cap';
+import type { OutputCap } from '../../platform/output-cap';
 import {
   ATTACH_PROMPT,
   ATTACH_SHELL,
@@ -22,23 +20,20 @@ import {
   SandboxDidNotStart,
   SandboxError,
   SandboxNotFound,
-  STDERR_KEPT,
-  STDOUT_CAP,
   WORKSPACE,
-  type AttachedProcess,
-  type ExecOptions,
-  type ExecResult,
+  type CommandOutput,
   type ImageInfo,
   type ImageSummary,
   type ProviderCapabilities,
   type SandboxInfo,
   type SandboxProvider,
-  type SandboxShell,
   type SandboxSpec,
-  type TtySize,
+  type StartedCommand,
+  type StartOptions,
 } from '../provider';
-import { ExecCutOff, ExecRefused, openExec, type ExecOutput, type OpenExec } from './exec';
-import { execFoundContainerGone, saysContainerGone } from '../container-gone';
+import { ExecCutOff, ExecRefused, openExec, type OpenExec } from './exec';
+import { ExecOverStream } from '../commands';
+import { saysContainerGone } from '../container-gone';
 import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SNAPSHOT_MOUNT } from './pod';
 import { imageInfoOf } from './images';
 import { withOneLineErrors } from './api-errors';
@@ -83,14 +78,12 @@ function isStatus(err: unknown, code: number): boolean {
 const refusedAsGone = (err: unknown) => err instanceof ExecRefused && saysContainerGone(err.message);
 
 /** Pods as sandboxes: non-root, no capabilities, loopback only, bounded; see ./pod.ts. */
-export class KubernetesProvider implements SandboxProvider {
+export class KubernetesProvider extends ExecOverStream implements SandboxProvider {
   readonly name = 'kubernetes';
   readonly capabilities: ProviderCapabilities = {
-    snapshots: true,
+    hostFolders: true,
     buildsImages: false,
     lateCompanions: false,
-    diskLimit: false,
-    pidsLimit: false,
     services: true,
     serviceData: false,
   };
@@ -102,6 +95,7 @@ export class KubernetesProvider implements SandboxProvider {
   private networkChecked = false;
 
   constructor(readonly settings: KubernetesSettings) {
+    super();
     // One-line errors (./api-errors.ts): the client's own are a dump of the body and every header.
     this.core = withOneLineErrors(settings.kubeconfig.makeApiClient(CoreV1Api));
     this.store = new SnapshotStore(settings.snapshotRoot);
@@ -265,7 +259,7 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   /** Whether the pod's sandbox container runs, and still does after `settleMs` (polled). */
-  private async isRunning(name: string, settleMs = 0): Promise<boolean> {
+  protected async isRunning(name: string, settleMs = 0): Promise<boolean> {
     const deadline = Date.now() + settleMs;
     for (;;) {
       if (runningState(await this.podOf(name)).phase !== 'running') return false;
@@ -275,136 +269,48 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   /**
-   * Runs argv as the sandbox user in /workspace. The exec subresource takes
-   * no environment and its argv is part of the request's URL (which API
-   * servers log): extra variables go through stdin to a shell that exports
-   * them, never through argv. Throws SandboxNotFound when the pod is gone or
-   * stopped, whenever that is noticed.
+   * The streaming exec (sandbox/commands.ts writes exec, execToFile, attach
+   * and shell over it): the exec subresource (./exec.ts). It takes no
+   * environment and its argv is part of the request's URL (which API servers
+   * log): extra variables go through stdin to a shell that exports them,
+   * never through argv; a TTY's (the attach shell's TERM, HOME and PS1) go
+   * in argv, its stdin being the person's.
    */
-  async exec(name: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-    return this.checked(name, () => this.execOnce(name, argv, opts), opts.signal);
-  }
-
-  async execToFile(
-    name: string,
-    argv: string[],
-    file: string,
-    cap: OutputCap,
-  ): Promise<{ exitCode: number; bytes: number; stderr: Buffer }> {
-    const out = createWriteStream(file);
-    const closed = () => new Promise((resolve) => out.end(resolve));
-    let result: ExecResult;
+  async start(name: string, argv: string[], output: CommandOutput, opts: StartOptions = {}): Promise<StartedCommand> {
+    const env = opts.env?.length ? opts.env : undefined;
+    const throughStdin = env !== undefined && !opts.tty;
+    const command = opts.tty && env ? ['env', ...env, ...argv] : throughStdin ? withEnv(argv) : argv;
+    let session: OpenExec;
     try {
-      result = await this.checked(name, () => this.execOnce(name, argv, { stdoutCap: cap }, out));
+      session = await openExec(this.settings.kubeconfig, this.target(name), command, output, {
+        stdin: opts.stdin === true || throughStdin,
+        tty: opts.tty !== undefined,
+      });
     } catch (err) {
-      await closed();
-      await rm(file, { force: true });
-      throw err;
-    }
-    await closed();
-    return { exitCode: result.exitCode, bytes: out.bytesWritten, stderr: result.stderr };
-  }
-
-  /** One exec, with a pod that is gone or stopped reported as SandboxNotFound (see exec). */
-  private async checked(name: string, once: () => Promise<ExecResult>, signal?: AbortSignal): Promise<ExecResult> {
-    let result: ExecResult;
-    try {
-      result = await once();
-    } catch (err) {
-      if (err instanceof SandboxNotFound || err instanceof OutputOverCap || signal?.aborted) throw err;
       if (refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
-      // 404: no such pod; 400: its container is not running; cut off: the pod went mid-command.
-      const refusedOrCut = err instanceof ExecCutOff || (err instanceof ExecRefused && [400, 404].includes(err.status));
-      if (refusedOrCut && !(await this.isRunning(name))) throw new SandboxNotFound(name, 'stopped');
       throw err;
     }
-    // The runtime could not start the command in a container going away (whatever the pod's status says yet).
-    if (execFoundContainerGone(result)) throw new SandboxNotFound(name, 'stopped');
-    // A command killed because its pod went (deleted, evicted, its node gone) ends a moment before the pod shows it.
-    const killed = result.exitCode === 137;
-    if (result.exitCode !== 0 && !(await this.isRunning(name, killed ? 2_000 : 0))) {
-      throw new SandboxNotFound(name, 'stopped');
+    if (throughStdin) {
+      session.stdin!.write(envLines(env));
+      if (!opts.stdin) session.stdin!.end();
     }
-    return result;
+    if (opts.tty) session.resize(opts.tty);
+    return {
+      stdin: opts.stdin ? session.stdin : undefined,
+      exit: session.exit,
+      resize: async (size) => session.resize(size),
+      close: () => session.close(),
+      ref: (busy) => session.ref(busy),
+    };
   }
 
-  /** One exec: its exit code and output, stdout to `toFile` instead of memory when given, within its cap. */
-  private async execOnce(name: string, argv: string[], opts: ExecOptions, toFile?: Writable): Promise<ExecResult> {
-    const cap = opts.stdoutCap ?? STDOUT_CAP;
-    const sinks = outputSinks(cap, toFile);
-    const input = stdinOf(opts);
-    const session = await openExec(this.settings.kubeconfig, this.target(name), input.argv(argv), sinks, {
-      stdin: input.data !== undefined,
-    });
-    const onAbort = () => session.close();
-    if (opts.signal?.aborted) onAbort();
-    opts.signal?.addEventListener('abort', onAbort);
-    try {
-      if (input.data !== undefined) Readable.from(chunksOf(input.data)).pipe(session.stdin!);
-      const exitCode = await Promise.race([session.exit, sinks.overCap]);
-      // What arrived before the exit status may still wait for the file.
-      await Promise.race([sinks.flushed(), sinks.overCap]);
-      return { exitCode, stdout: sinks.stdoutBytes(), stderr: sinks.stderrBytes() };
-    } catch (err) {
-      session.close();
-      if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('aborted');
-      throw err;
-    } finally {
-      opts.signal?.removeEventListener('abort', onAbort);
-    }
+  /** 404: no such pod; 400: its container is not running; cut off: the pod went mid-command. Then the API is asked. */
+  protected mayBeGone(err: unknown): boolean {
+    return err instanceof ExecCutOff || (err instanceof ExecRefused && [400, 404].includes(err.status));
   }
 
   private target(name: string) {
     return { namespace: this.namespace, pod: podName(name), container: SANDBOX_CONTAINER };
-  }
-
-  /** Starts a long-lived helper with its stdin and stdout open (one exec); stdout and stderr end with it. */
-  async attach(name: string, argv: string[]): Promise<AttachedProcess> {
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    const session = await this.opened(name, () =>
-      openExec(this.settings.kubeconfig, this.target(name), argv, { stdout, stderr }, { stdin: true }),
-    );
-    const ended = () => {
-      stdout.end();
-      stderr.end();
-    };
-    session.exit.then(ended, ended);
-    return { stdin: session.stdin!, stdout, stderr, close: () => session.close(), busy: (b) => session.ref(b) };
-  }
-
-  /**
-   * An interactive shell on a TTY as the sandbox user in /workspace (drydock
-   * attach); bash when there is one, neither reading a startup file the agent wrote.
-   */
-  async shell(name: string, tty: TtySize & { term?: string }): Promise<SandboxShell> {
-    const output = new PassThrough();
-    const argv = attachShellArgv(tty.term);
-    const session = await this.opened(name, () =>
-      openExec(this.settings.kubeconfig, this.target(name), argv, { stdout: output }, { stdin: true, tty: true }),
-    );
-    session.resize(tty);
-    session.exit.then(
-      () => output.end(),
-      () => output.end(),
-    );
-    const stream = Duplex.from({ readable: output, writable: session.stdin! });
-    return {
-      stream,
-      resize: async (size) => session.resize(size),
-      exitCode: () => session.exit.catch(() => -1),
-    };
-  }
-
-  /** An exec's start, with a pod that is gone or stopped as SandboxNotFound. */
-  private async opened(name: string, open: () => Promise<OpenExec>): Promise<OpenExec> {
-    try {
-      return await open();
-    } catch (err) {
-      const refused = err instanceof ExecRefused && [400, 404].includes(err.status);
-      if (refused || refusedAsGone(err)) throw new SandboxNotFound(name, 'stopped');
-      throw err;
-    }
   }
 
   /**
@@ -413,27 +319,7 @@ export class KubernetesProvider implements SandboxProvider {
    * an emptyDir's root, keeps its owner and mode).
    */
   async copyIn(name: string, tar: Readable, dest: string): Promise<void> {
-    // Read from now on: a child process's stdout left unread is discarded when the child exits.
-    const source = tar.pipe(new PassThrough({ highWaterMark: 1 << 20 }));
-    const stderr = new PassThrough();
-    const chunks: Buffer[] = [];
-    stderr.on('data', (c: Buffer) => chunks.push(c));
-    const result = await this.checked(name, async () => {
-      const session = await openExec(
-        this.settings.kubeconfig,
-        this.target(name),
-        ['tar', '-x', '-f', '-', '-C', dest, ...UNPACK],
-        { stdout: new PassThrough().resume(), stderr },
-        { stdin: true },
-      );
-      source.pipe(session.stdin!);
-      return { exitCode: await session.exit, stdout: Buffer.alloc(0), stderr: Buffer.concat(chunks) };
-    });
-    if (result.exitCode !== 0) {
-      throw new Error(
-        `unpacking into ${dest} of ${name} failed (${result.exitCode}): ${result.stderr.toString().trim()}`,
-      );
-    }
+    await this.copyInByTar(name, tar, dest, UNPACK);
   }
 
   /**
@@ -523,87 +409,31 @@ function infoOf(pod: V1Pod): SandboxInfo {
 }
 
 /**
- * The exec's stdin: the caller's, after the extra environment as lines
- * NAME=value (backslashes and newlines escaped for printf %b) ending in an
- * empty line. A shell reads them (a byte at a time: the rest stays the
- * command's stdin) and execs `env NAME=value... argv`: `env`, since names
- * such as npm_config_https-proxy are no shell variables. The values are in
- * that argv only inside the pod, where the command's environment shows them
- * to its user anyway; never in the API request.
+ * The environment as lines NAME=value (backslashes and newlines escaped for
+ * printf %b) ending in an empty line, sent first on the command's stdin. A
+ * shell reads them (a byte at a time: the rest stays the command's stdin) and
+ * execs `env NAME=value... argv`: `env`, since names such as
+ * npm_config_https-proxy are no shell variables. The values are in that argv
+ * only inside the pod, where the command's environment shows them to its
+ * user anyway; never in the API request.
  */
-function stdinOf(opts: ExecOptions): { data?: Buffer; argv: (argv: string[]) => string[] } {
-  const given = opts.stdin === undefined ? undefined : Buffer.from(opts.stdin);
-  if (!opts.env?.length) return { data: given, argv: (argv) => argv };
+function envLines(env: string[]): Buffer {
   const escape = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-  const header = opts.env.map((e) => `${e.slice(0, e.indexOf('='))}=${escape(e.slice(e.indexOf('=') + 1))}\n`).join('');
-  return {
-    data: Buffer.concat([Buffer.from(`${header}\n`), given ?? Buffer.alloc(0)]),
-    argv: (argv) => ['sh', '-c', WITH_ENV, 'sh', ...argv],
-  };
+  const header = env.map((e) => `${e.slice(0, e.indexOf('='))}=${escape(e.slice(e.indexOf('=') + 1))}\n`).join('');
+  return Buffer.from(`${header}\n`);
 }
 
-/** Reads the environment lines of stdinOf into "$@" after argv, moves argv behind them, and execs env. */
+/** argv behind the shell that reads envLines into "$@", moves argv behind them, and execs env. */
+function withEnv(argv: string[]): string[] {
+  return ['sh', '-c', WITH_ENV, 'sh', ...argv];
+}
+
 const WITH_ENV = [
   'n=$#',
   'while IFS= read -r l && [ -n "$l" ]; do v=$(printf \'%bx\' "${l#*=}"); set -- "$@" "${l%%=*}=${v%x}"; done',
   'while [ "$n" -gt 0 ]; do set -- "$@" "$1"; shift; n=$((n - 1)); done',
   'exec env "$@"',
 ].join('\n');
-
-/** A buffer in pieces of at most 1 MiB, so that a large stdin goes with back-pressure. */
-function* chunksOf(data: Buffer): Generator<Buffer> {
-  for (let i = 0; i < data.length; i += 1 << 20) yield data.subarray(i, i + (1 << 20));
-}
-
-/** Where an exec's output goes: stdout within its cap (to a file or memory), the first STDERR_KEPT of stderr. */
-function outputSinks(cap: OutputCap, toFile?: Writable) {
-  const stdout: Buffer[] = [];
-  const stderr: Buffer[] = [];
-  let outBytes = 0;
-  let errBytes = 0;
-  let fail: (err: Error) => void = () => undefined;
-  const overCap = new Promise<never>((_resolve, reject) => (fail = reject));
-  overCap.catch(() => undefined);
-  const sinks: ExecOutput & {
-    overCap: Promise<never>;
-    flushed(): Promise<unknown>;
-    stdoutBytes(): Buffer;
-    stderrBytes(): Buffer;
-  } = {
-    stdout: new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        outBytes += chunk.length;
-        if (outBytes > cap.bytes) {
-          fail(new OutputOverCap(cap));
-          return done();
-        }
-        if (!toFile) {
-          stdout.push(chunk);
-          return done();
-        }
-        // The disk is slower than the connection: hold the sandbox back rather than buffer here.
-        if (toFile.write(chunk)) done();
-        else toFile.once('drain', () => done());
-      },
-    }),
-    stderr: new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        if (errBytes < STDERR_KEPT) stderr.push(chunk.subarray(0, STDERR_KEPT - errBytes));
-        errBytes += chunk.length;
-        done();
-      },
-    }),
-    overCap,
-    flushed: () => new Promise((resolve) => sinks.stdout.end(resolve)),
-    stdoutBytes: () => Buffer.concat(stdout),
-    stderrBytes: () => {
-      const more =
-        errBytes > STDERR_KEPT ? [Buffer.from(`\n[${errBytes - STDERR_KEPT} more bytes of stderr not kept]`)] : [];
-      return Buffer.concat([...stderr, ...more]);
-    },
-  };
-  return sinks;
-}
 
 /** The attach shell's command in the pod: its own TERM, HOME and prompt, then the rc-less shell. */
 export function attachShellArgv(term = 'xterm'): string[] {

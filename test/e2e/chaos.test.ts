@@ -718,8 +718,17 @@ test(
         restarts: typeof r.final === 'string' ? undefined : r.final.restarts,
         removed: typeof r.final === 'string' ? undefined : r.final.removedSandboxes?.length,
         teardown: typeof r.final === 'string' ? undefined : r.final.timeline.find((t) => t.name === 'teardown')?.ok,
+        // How long a failed teardown took: about DRYDOCK_HOST_TIMEOUT when no worker took it up in time.
+        ...(typeof r.final !== 'string' && r.final.timeline.find((t) => t.name === 'teardown')?.ok === false
+          ? { teardownMs: r.final.timeline.find((t) => t.name === 'teardown')?.durationMs }
+          : {}),
       }));
       process.stderr.write(`outcomes:\n${outcomes.map((o) => `  ${JSON.stringify(o)}`).join('\n')}\n`);
+      // Why a teardown failed, in the worker's own words (its log goes with the run's folder).
+      const teardownErrors = readFileSync(supervisor.logFile, 'utf8')
+        .split('\n')
+        .filter((line) => line.includes('teardown failed'));
+      if (teardownErrors.length) process.stderr.write(`teardown failures:\n  ${teardownErrors.join('\n  ')}\n`);
       const left = { containers: [] as string[], volumes: await volumesOf(ids) };
       for (const id of ids) left.containers.push(...(await containersOf(id)).map((c) => c.Names[0]));
       if (secondWorker) left.containers.push(...(await bringBack(client, secondWorker, secondId, ids)));

@@ -1,28 +1,26 @@
 /**
  * The Kubernetes sandbox provider on the cluster built here
  * (infra/k8s-cluster.sh): a sandbox's pod as the API shows it and as it
- * looks from inside, exec and its streams through the API, copies in,
- * snapshots, a pod deleted mid-command; then hostile scripted agents in
+ * looks from inside, the provider contract (exec and its streams through the
+ * API, caps, copies in, a pod deleted mid-command: test/support/provider-contract.ts),
+ * snapshots; then hostile scripted agents in
  * sessions run by an in-process worker whose sandboxes are pods (the
  * probes of hardening.test.ts: the injection, the limits, the egress proxy),
  * and a session whose PostgreSQL (built here) is a container of its pod.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { startHostProvider } from '../../sandbox/host-provider';
 import { podName } from '../../sandbox/kubernetes/pod';
 import {
-  HOME,
   LABELS,
   ProviderCheckFailed,
   SandboxDidNotStart,
-  SandboxNotFound,
   type SandboxSpec,
   type ServiceContainerSpec,
 } from '../../sandbox/provider';
@@ -50,6 +48,7 @@ import pino from 'pino';
 import { createActivities } from '../../activities';
 import { Redactor } from '../../platform/scrub';
 import type { Sandbox, StepResult } from '../../sandbox/contract';
+import { providerContract } from '../support/provider-contract';
 import { openDatabase, type Database } from '../../store/db';
 import type { EgressRule } from '../../workflows/rules/egress';
 import { EGRESS_PROBE, probeDeps } from '../support/hostile';
@@ -125,6 +124,10 @@ const sh = async (name: string, script: string, opts = {}) => {
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 };
 
+describe('the provider contract (test/support/provider-contract.ts), as the Docker and the test-only providers pass it', () => {
+  providerContract({ provider: () => sandboxes, spec: (name) => specOf(name) });
+});
+
 describe('a sandbox pod', () => {
   const name = `drydock-Hard_${randomBytes(2).toString('hex')}`;
   beforeAll(async () => {
@@ -184,76 +187,7 @@ describe('a sandbox pod', () => {
       '/workspace',
     ]);
   });
-
-  test('exec: stdout and stderr apart, exit codes, stdin, extra environment through stdin and never argv', async () => {
-    expect(await sh(name, 'echo out; echo err >&2; exit 3')).toEqual({ code: 3, out: 'out\n', err: 'err\n' });
-    const missing = await sandboxes.exec(name, ['no-such-command']);
-    expect(missing.exitCode).toBe(127);
-    expect(missing.stderr.toString()).toMatch(/not found/);
-    const secret = `s3cr3t-${randomBytes(8).toString('hex')}`;
-    const value = `a\\b\nc ${secret}`;
-    const seen = await sh(name, 'printf "[%s]" "$V"; echo; cat; cat /proc/[0-9]*/cmdline | tr "\\0" " "', {
-      env: [`V=${value}`, 'EMPTY='],
-      stdin: 'the input\n',
-    });
-    const [first, second, ...rest] = seen.out.split('\n');
-    expect(`${first}\n${second}`).toBe(`[${value}]`);
-    expect(rest[0]).toBe('the input');
-    expect(rest.slice(1).join('\n')).not.toContain(secret);
-    // A name no shell variable can have (npm's settings) reaches the command as it is.
-    const npm = await sandboxes.exec(name, ['env'], { env: ['npm_config_https-proxy=p'] });
-    expect(npm.stdout.toString().split('\n')).toContain('npm_config_https-proxy=p');
-  });
-
-  test('output past its cap throws, to memory or to a file; a file gets it all below', async () => {
-    const cap = { bytes: MiB, what: 'the test output' };
-    await expect(
-      sandboxes.exec(name, ['head', '-c', String(2 * MiB), '/dev/zero'], { stdoutCap: cap }),
-    ).rejects.toThrow(/the test output is over/);
-    const file = path.join(dir, 'out.bin');
-    await expect(sandboxes.execToFile(name, ['head', '-c', String(2 * MiB), '/dev/zero'], file, cap)).rejects.toThrow(
-      /over/,
-    );
-    const ok = await sandboxes.execToFile(name, ['head', '-c', String(MiB - 1), '/dev/urandom'], file, cap);
-    expect(ok).toMatchObject({ exitCode: 0, bytes: MiB - 1 });
-  });
-
-  test('a tar copied in, a helper attached in lines, a shell on a TTY', async () => {
-    const tar = spawn('tar', ['-C', path.join(__dirname, '..', 'fixtures'), '-cf', '-', '.']).stdout;
-    await sandboxes.copyIn(name, tar, '/workspace');
-    expect((await sh(name, 'ls /workspace | head -1; stat -c %u /workspace/histories')).out).toMatch(/^\S+\n1000\n$/);
-
-    const helper = await sandboxes.attach(name, ['sh', '-c', 'while read -r l; do echo "got $l"; done']);
-    const lines: string[] = [];
-    helper.stdout.on('data', (c: Buffer) => lines.push(...c.toString().trim().split('\n')));
-    helper.stdin.write('one\ntwo\n');
-    await waitUntil(() => lines.length === 2);
-    helper.close();
-    expect(lines).toEqual(['got one', 'got two']);
-
-    // The agent wrote ~/.bashrc and ~/.profile: a person's shell reads neither (security round 4, T4-M3).
-    const planted = await sh(name, `for f in .bashrc .profile; do echo "touch ${HOME}/ran$f" > "${HOME}/$f"; done`);
-    expect(planted.code).toBe(0);
-    const shell = await sandboxes.shell(name, { cols: 100, rows: 30, term: 'xterm' });
-    let screen = '';
-    shell.stream.on('data', (c: Buffer) => (screen += c.toString()));
-    await shell.resize({ cols: 120, rows: 40 });
-    shell.stream.write('stty size; echo "$TERM $(id -u) $(pwd)"; exit 7\n');
-    expect(await shell.exitCode()).toBe(7);
-    expect(screen).toMatch(/40 120/);
-    expect(screen).toMatch(/xterm 1000 \/workspace/);
-    expect((await sh(name, `ls -A ${HOME}`)).out).toMatch(/^\.bashrc$/m);
-    expect((await sh(name, `ls -A ${HOME}`)).out).not.toMatch(/^ran/m);
-  });
 });
-
-async function waitUntil(ok: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test('a snapshot: /workspace as an archive on the node, a pod made from it starts with it, removable once unused', async () => {
   const tag = `drydock-snapshot-k8s-test:${randomBytes(4).toString('hex')}`;
@@ -279,20 +213,6 @@ test('a snapshot: /workspace as an archive on the node, a pod made from it start
   );
   expect(await sandboxes.removeImage(tag)).toBe('removed');
   expect(await sandboxes.removeImage(tag)).toBe('gone');
-});
-
-test('a pod deleted mid-command: the command ends as SandboxNotFound, and so does every later call', async () => {
-  const name = `drydock-gone-${randomBytes(2).toString('hex')}`;
-  await sandboxes.create(await specOf(name));
-  const running = sandboxes.exec(name, ['sh', '-c', 'echo started; sleep 60']);
-  await new Promise((r) => setTimeout(r, 1_000));
-  expect(await sandboxes.destroy(name)).toBe(true);
-  await expect(running).rejects.toBeInstanceOf(SandboxNotFound);
-  await expect(sandboxes.exec(name, ['true'])).rejects.toBeInstanceOf(SandboxNotFound);
-  await expect(sandboxes.attach(name, ['cat'])).rejects.toBeInstanceOf(SandboxNotFound);
-  await expect(sandboxes.copyIn(name, new PassThrough().end(), '/workspace')).rejects.toBeInstanceOf(SandboxNotFound);
-  expect(await sandboxes.destroy(name)).toBe(false);
-  expect(await sandboxes.exists(name)).toBe(false);
 });
 
 test('a pod that cannot start is deleted when its start time is up, naming why and where to look', async () => {
@@ -330,11 +250,9 @@ test('what the provider cannot do, it refuses saying so', async () => {
   );
   await expect(sandboxes.layerImage()).rejects.toThrow(/builds no images/);
   expect(sandboxes.capabilities).toEqual({
-    snapshots: true,
+    hostFolders: true,
     buildsImages: false,
     lateCompanions: false,
-    diskLimit: false,
-    pidsLimit: false,
     services: true,
     serviceData: false,
   });

@@ -12,7 +12,6 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pino from 'pino';
-import { spawn } from 'node:child_process';
 import { createActivities } from '../../activities';
 import { sandboxName } from '../../sandbox/activities/container';
 import type { Sandbox } from '../../sandbox/contract';
@@ -51,27 +50,38 @@ async function failureOf(run: Promise<unknown>): Promise<string> {
 }
 
 /**
- * Provisions a sandbox that is killed as provisioning runs its first command
- * in it (seen in `docker events`), then provisions again, as Temporal's retry would.
+ * The Docker provider, with one sandbox killed as the first command in it
+ * starts: the kill is sent before the engine is asked to run the command, so
+ * the command cannot end first. (A kill sent on the engine's exec_start event
+ * raced the command: provisioning's workspace exec, one `sh` of builtins on a
+ * sandbox without a snapshot, often ended in the 40-130 ms the kill took to
+ * land, and provisioning then rightly succeeded; a sandbox killed after
+ * provisioning's last command is found lost by the step after it, as the
+ * first part of the drill shows.)
+ */
+class KilledAtFirstCommand extends DockerProvider {
+  /** Sandboxes to kill at their first command (a set: provisioning calls through a view of this provider). */
+  readonly victims = new Set<string>();
+
+  override async start(...args: Parameters<DockerProvider['start']>): ReturnType<DockerProvider['start']> {
+    if (this.victims.delete(args[0])) await this.docker.getContainer(args[0]).kill();
+    return super.start(...args);
+  }
+}
+
+/**
+ * Provisions a sandbox that is killed as provisioning starts its first
+ * command in it, then provisions again, as Temporal's retry would.
  */
 async function killedWhileProvisioned(
   env: MockActivityEnvironment,
   activities: ReturnType<typeof createActivities>,
-  sandboxes: DockerProvider,
+  sandboxes: KilledAtFirstCommand,
   sessionId: string,
   repoUrl: string,
 ): Promise<{ provisioning: string; leftAfterFailure: number; retry: string }> {
   const name = sandboxName(sessionId);
-  const watch = spawn('docker', ['events', '--filter', 'event=exec_start', '--filter', `container=${name}`]);
-  watch.stdout.once(
-    'data',
-    () =>
-      void sandboxes.docker
-        .getContainer(name)
-        .kill()
-        .catch(() => undefined),
-  );
-  await new Promise((r) => setTimeout(r, 500)); // docker events is listening
+  sandboxes.victims.add(name);
   const input = {
     sessionId,
     repo: { url: repoUrl },
@@ -79,7 +89,7 @@ async function killedWhileProvisioned(
     expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
   };
   const provisioning = await failureOf(env.run(activities.provisionSandbox, input));
-  watch.kill();
+  if (sandboxes.victims.has(name)) throw new Error(`provisioning ran no command in ${name}: nothing was killed`);
   const leftAfterFailure = (await sandboxes.list()).filter((c) => c.name === name).length;
   const retry = await failureOf(env.run(activities.provisionSandbox, input));
   await env.run(activities.destroySandbox, { sessionId });
@@ -90,7 +100,7 @@ async function main(repoUrl: string, sessionId: string): Promise<void> {
   const config = loadConfig();
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-dead-'));
   const db = await openDatabase(config);
-  const sandboxes = new DockerProvider();
+  const sandboxes = new KilledAtFirstCommand();
   const activities = createActivities({
     sandboxes,
     artifacts: new SlowArtifacts(path.join(dataDir, 'artifacts')),
