@@ -46,8 +46,9 @@ describe('parseDevcontainer', () => {
 
   test.each([
     [
-      '{"image": "x", "features": {"node": {}}}',
-      /features\["node"\]: drydock installs features from an OCI registry .* name the feature by its OCI reference/,
+      // A short id the Dev Container CLI has no legacy name for (node, golang… it maps: features.test.ts).
+      '{"image": "x", "features": {"my-tool": {}}}',
+      /features\["my-tool"\]: drydock installs features from an OCI registry .* name the feature by its OCI reference/,
     ],
     ['{}', /give image, build.dockerfile or dockerComposeFile/],
     ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
