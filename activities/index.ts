@@ -6,7 +6,7 @@
  *   settings, the forges (context, progress, the change request), deploy,
  *   the audit trail;
  * - a host queue's (`drydock@<host>`), which only the worker on the
- *   sandbox's Docker host serves: whatever works in an existing sandbox.
+ *   sandbox's host (Docker engine or Kubernetes node) serves: whatever works in an existing sandbox.
  * Workflows proxy each set with its own type (workflows/session/proxies.ts),
  * so a host-bound activity on the shared queue does not compile.
  * Each factory takes only the dependencies it uses; the worker hands in one

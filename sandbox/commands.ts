@@ -30,7 +30,7 @@ import {
 } from './provider';
 
 /**
- * exec, execToFile, attach, shell and copyInByTar of SandboxProvider over a
+ * exec, execToFile, attach, shell and copyIn (by tar) of SandboxProvider over a
  * provider's start. A sink whose write returns false must hold the command
  * back (the provider pauses its connection until the sink drains).
  */

@@ -44,7 +44,7 @@ export async function startConversation(run: SessionRun): Promise<void> {
       onHost(sb).startModelAgent({
         sandbox: sb.name,
         sessionId: run.sessionId,
-        task: run.status.task, // with its GitHub context, for a webhook session
+        task: run.status.task, // with its forge's context, for a webhook session
         verifyCommand: run.input.verify.test,
         ...(run.loop.memory?.notes ? { notes: run.loop.memory.notes } : {}),
         ...(proposing(run) ? { propose: true } : {}),

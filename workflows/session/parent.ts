@@ -1,5 +1,5 @@
 /**
- * A session started by another workflow (agentAttempts, a pilot) tells its
+ * A session started by another workflow (agentAttempts, a pilot, a parent session) tells its
  * parent how it goes at every phase change (the sessionProgress signal), and,
  * as one of parallel attempts, hears back from it: picked (a decision on its
  * pending action) or set aside (another attempt was picked: it ends without

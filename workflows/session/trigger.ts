@@ -1,5 +1,5 @@
 /**
- * A session started by a forge's webhook (GitHub, GitLab): its task gets the
+ * A session started by a forge's webhook (GitHub, GitLab, Gitea): its task gets the
  * context of where it came from, and the forge hears how it goes (the
  * activity is idempotent). Sessions without a trigger skip both. The
  * activity keeps its first name, reportToGitHub: recorded histories name it.
