@@ -1,7 +1,7 @@
 /**
  * GET /api/sessions/:id/attach with `Upgrade: drydock-attach` and a bearer
  * token (`drydock attach --server`): attaches as the token's owner, bridges
- * the connection to a shell in the sandbox on the Docker engine this server
+ * the connection to a shell in the sandbox through the provider this server
  * reaches, and detaches when either side ends, so a client that vanishes does
  * not leave the session paused; counted with the console's terminal sockets
  * (ctx.terminals), so the detach waits for the last shell of the session.
