@@ -88,6 +88,7 @@ test('approve push, then the pull request: pushed, PR opened with the evidence; 
     forbidSelfApproval: false,
     separateGates: true,
     parkAfter: '15m', // the operator's default
+    maxChildren: 8, // DRYDOCK_MAX_CHILDREN's default
   });
   await handle.executeUpdate(decide, approveAs('alice', 'push', atPush.pendingApproval!.change));
 
