@@ -19,7 +19,7 @@
  * `editor` rows of the audit trail under the person's name.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { request as httpRequest, type Agent, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Agent, IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import type { WebSocketServer } from 'ws';
@@ -51,9 +51,9 @@ import { editorPage } from '../console/editor';
 import { cookiesOf, header, HttpError, sendHtml, type ServeContext } from '../http';
 import { checkedUpgrade } from './attach';
 import {
-  answerHeaders,
   appHeaders,
   carryUpgrade,
+  forwardRequest,
   previewBase,
   previewPage,
   refuseUpgrade,
@@ -325,34 +325,10 @@ export async function editorRequest(
   if (!('pass' in ok)) return previewPage(res, ok.status, 'No editor', ok.why);
   editorsOf(sandboxes).touch(ok.pass.sessionId);
   const origin = editorOrigin(previewBase(ctx), ok.pass.sessionId);
-  await new Promise<void>((resolve) => {
-    const upstream = httpRequest(
-      {
-        method: req.method,
-        path: req.url,
-        headers: appHeaders(req.headers, EDITOR_PORT, origin),
-        agent: ok.editor.agent,
-      },
-      (answer) => {
-        clearTimeout(waiting);
-        res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
-        answer.pipe(res);
-        answer.on('end', resolve).on('error', () => (res.destroy(), resolve()));
-      },
-    );
-    // An exec connection is no socket: http's own timeout never fires there, so a timer of ours.
-    const waiting = setTimeout(
-      () => upstream.destroy(new Error(`no answer within ${PREVIEW_LIMITS.answerMs / 1000} s`)),
-      PREVIEW_LIMITS.answerMs,
-    );
-    res.on('close', () => (clearTimeout(waiting), upstream.destroy(), resolve()));
-    upstream.on('error', (err) => {
-      clearTimeout(waiting);
-      if (res.headersSent) res.destroy();
-      else previewPage(res, 502, 'The editor did not answer', err.message);
-      resolve();
-    });
-    req.pipe(upstream);
+  await forwardRequest(req, res, {
+    headers: appHeaders(req.headers, EDITOR_PORT, origin),
+    connect: { agent: ok.editor.agent },
+    onError: (why) => previewPage(res, 502, 'The editor did not answer', why),
   });
 }
 

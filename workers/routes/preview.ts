@@ -16,6 +16,7 @@ import {
   STATUS_CODES,
   type IncomingHttpHeaders,
   type IncomingMessage,
+  type RequestOptions,
   type ServerResponse,
 } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -198,14 +199,35 @@ async function forward(
   const port = s.sandbox.appPort;
   const origin = previewOrigin(previewBase(ctx), s.sessionId);
   const connection = await appConnection(sandboxes, s.sandbox.name, port);
-  await new Promise<void>((resolve) => {
+  await forwardRequest(req, res, {
+    headers: appHeaders(req.headers, port, origin),
+    connect: { createConnection: () => connection as never },
+    onEnd: () => connection.destroy(),
+    onError: (why) => notRunning(res, port, why),
+  });
+}
+
+/**
+ * One request forwarded over an exec connection (the preview's own, or an
+ * editor's kept-alive agent), its answer back as it comes. The connection is
+ * no socket, so http's own timeout never fires: a timer of ours, so that a
+ * server that never answers, or a browser that left, holds no exec.
+ */
+export function forwardRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  to: {
+    headers: IncomingHttpHeaders;
+    connect: Pick<RequestOptions, 'agent' | 'createConnection'>;
+    /** When the exchange is over (the answer sent or the browser gone) or the request failed. */
+    onEnd?: () => void;
+    /** A failure before any answer: the page that says why. */
+    onError: (why: string) => void;
+  },
+): Promise<void> {
+  return new Promise<void>((resolve) => {
     const upstream = httpRequest(
-      {
-        method: req.method,
-        path: req.url,
-        headers: appHeaders(req.headers, port, origin),
-        createConnection: () => connection as never,
-      },
+      { method: req.method, path: req.url, headers: to.headers, ...to.connect },
       (answer) => {
         clearTimeout(waiting);
         res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
@@ -213,8 +235,6 @@ async function forward(
         answer.on('end', resolve).on('error', () => (res.destroy(), resolve()));
       },
     );
-    // The exec connection is no socket, so http's own timeout never fires: a timer of ours. An app
-    // that never answers, or a browser that left, must not hold an exec and serve's stream.
     const waiting = setTimeout(
       () => upstream.destroy(new Error(`no answer within ${PREVIEW_LIMITS.answerMs / 1000} s`)),
       PREVIEW_LIMITS.answerMs,
@@ -222,14 +242,14 @@ async function forward(
     res.on('close', () => {
       clearTimeout(waiting);
       upstream.destroy();
-      connection.destroy();
+      to.onEnd?.();
       resolve();
     });
     upstream.on('error', (err) => {
       clearTimeout(waiting);
-      connection.destroy();
+      to.onEnd?.();
       if (res.headersSent) res.destroy();
-      else notRunning(res, port, err.message);
+      else to.onError(err.message);
       resolve();
     });
     req.pipe(upstream);
