@@ -17,7 +17,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { Pool } from 'pg';
 import WebSocket from 'ws';
 import { AuditTrail } from '../../store/audit';
@@ -39,6 +39,7 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { launchChromium, signedIn as signedInAs } from '../support/console-browser';
 
 const REPO = 'acme/fixture';
 const IDENTITIES = `people:
@@ -72,11 +73,7 @@ beforeAll(async () => {
   await ensureDesktopImage(stack.config.DRYDOCK_BASE_IMAGE ?? (await baseImageTag()), () => undefined);
   serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repo.url}`] });
   pool = new Pool({ connectionString: process.env.DATABASE_URL });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await endSessions(stack.client, toEnd);
@@ -86,14 +83,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function signedIn(token: string): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
-  await page.goto(serve.url);
-  await page.fill('input[name=token]', token);
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${serve.url}/`);
-  return page;
-}
+const signedIn = (token: string): Promise<Page> => signedInAs(browser, serve.url, token, { width: 1400, height: 1100 });
 
 /** What the person's noVNC canvas holds: how many pixels are drawn at all, and how many are magenta. */
 function canvasPixels(page: Page): Promise<{ drawn: number; magenta: number; green: number; width: number }> {

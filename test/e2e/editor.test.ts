@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'pg';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { Redactor } from '../../platform/scrub';
 import { AuditTrail } from '../../store/audit';
@@ -36,6 +36,7 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { launchChromium, signedIn as signedInAs } from '../support/console-browser';
 
 const run = promisify(execFile);
 const REPO = 'acme/fixture';
@@ -66,11 +67,7 @@ beforeAll(async () => {
   repoUrl = (await makeFixtureRepo()).url;
   serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repoUrl}`] });
   pool = new Pool({ connectionString: process.env.DATABASE_URL });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
+  browser = await launchChromium();
 }, 1_500_000);
 afterAll(async () => {
   await endSessions(stack.client, toEnd);
@@ -80,14 +77,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function signedIn(token: string): Promise<Page> {
-  const page = await (await browser.newContext()).newPage();
-  await page.goto(serve.url);
-  await page.fill('input[name=token]', token);
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${serve.url}/`);
-  return page;
-}
+const signedIn = (token: string): Promise<Page> => signedInAs(browser, serve.url, token);
 
 /** A request to serve as if sent to `origin` (its Host), from Node: its status. */
 function statusAs(origin: string, pathname: string, headers: Record<string, string> = {}) {

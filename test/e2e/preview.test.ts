@@ -14,7 +14,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { Redactor } from '../../platform/scrub';
 import { AuditTrail } from '../../store/audit';
 import { previewOrigin } from '../../sandbox/preview';
@@ -31,6 +31,7 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { launchChromium, signedIn as signedInAs } from '../support/console-browser';
 
 const REPO = 'acme/fixture';
 const IDENTITIES = `people:
@@ -87,11 +88,7 @@ beforeAll(async () => {
   serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repo.url}`] });
   repoUrl = repo.url;
   pool = new Pool({ connectionString: process.env.DATABASE_URL });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
+  browser = await launchChromium();
 }, 600_000);
 afterAll(async () => {
   await endSessions(stack.client, toEnd);
@@ -101,14 +98,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function signedIn(token: string): Promise<Page> {
-  const page = await (await browser.newContext()).newPage();
-  await page.goto(serve.url);
-  await page.fill('input[name=token]', token);
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${serve.url}/`);
-  return page;
-}
+const signedIn = (token: string): Promise<Page> => signedInAs(browser, serve.url, token);
 
 /** A request to serve as if sent to `origin` (its Host), from Node: status and body. */
 function askAs(origin: string, pathname: string, headers: Record<string, string> = {}) {

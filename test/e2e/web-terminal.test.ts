@@ -11,7 +11,7 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { Pool } from 'pg';
 import WebSocket from 'ws';
 import { AuditTrail } from '../../store/audit';
@@ -29,6 +29,7 @@ import {
   waitForStatus,
   type TestStack,
 } from '../support/helpers';
+import { launchChromium, signedIn as signedInAs } from '../support/console-browser';
 
 const REPO = 'acme/fixture';
 const IDENTITIES = `people:
@@ -56,11 +57,7 @@ beforeAll(async () => {
   stack = await startStack();
   serve = await startServe(stack, { DRYDOCK_IDENTITIES_FILE: identities, DRYDOCK_REPOS: [`${REPO}=${repo.url}`] });
   pool = new Pool({ connectionString: process.env.DATABASE_URL });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await endSessions(stack.client, toEnd);
@@ -70,14 +67,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function signedIn(token: string): Promise<Page> {
-  const page = await browser.newPage();
-  await page.goto(serve.url);
-  await page.fill('input[name=token]', token);
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${serve.url}/`);
-  return page;
-}
+const signedIn = (token: string): Promise<Page> => signedInAs(browser, serve.url, token);
 
 /** What xterm shows (its DOM renderer's rows), spaces as spaces. */
 const screenOf = (page: Page) =>
