@@ -40,6 +40,7 @@ import { RepoTree } from '../repo-files';
 import { builtServices, serviceImageName } from '../service-build';
 import { recordedServices } from '../services';
 import { proxiedFetch, type FeatureSource } from '../feature-registry';
+import { lifecycleScript, type Lifecycle } from '../lifecycle';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -54,8 +55,14 @@ export interface SandboxEnvironment {
   mounts: { source: string; target: string }[];
   /** Environment of every process ("NAME=value"): PATH with the declared Node.js first, corepack's settings. */
   env: string[];
-  /** The dev container's lifecycle commands, as setup. */
+  /** The dev container's lifecycle commands, as setup: its features' first, hook by hook (sandbox/lifecycle.ts). */
   setup?: string;
+  /**
+   * Its features' lifecycle commands alone: what runs before a setup given
+   * elsewhere (the operator's, the repo file's, inferred), which replaces the
+   * dev container's own commands but not its features' (withFeatureSetup).
+   */
+  featureSetup?: string;
   /** Node.js version mounted, when the repo declares one. */
   node?: string;
   /** What made the image when it is not drydock's base image (the dev container's file, a Dockerfile, the operator's setting). */
@@ -169,7 +176,7 @@ async function environmentOf(
         'install the packages in the image the operator gives (DRYDOCK_BASE_IMAGE) instead',
     );
   }
-  const image =
+  const { tag: image, featureLifecycles } =
     declared || rootSetup
       ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
           ...settings,
@@ -181,7 +188,7 @@ async function environmentOf(
           owner: `environment ${repoSlug(repo)}`,
           log: deps.log,
         })
-      : deps.baseImage;
+      : { tag: deps.baseImage, featureLifecycles: [] };
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
@@ -213,12 +220,26 @@ async function environmentOf(
     image,
     mounts,
     env,
-    ...(declared?.setup ? { setup: declared.setup } : {}),
+    ...setupsOf(declared, featureLifecycles),
     ...(image !== deps.baseImage ? { imageFrom: declared?.source ?? REPO_CONFIG_FILE } : {}),
     ...(node ? { node } : {}),
     key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
     stack,
   };
+}
+
+/**
+ * The dev container's setup with its features' lifecycle commands (each
+ * hook's features' first, in install order, as the Dev Container CLI runs
+ * them), and the features' alone.
+ */
+export function setupsOf(
+  declared: Pick<RepoEnvironment, 'lifecycle'> | undefined,
+  featureLifecycles: Lifecycle[],
+): Pick<SandboxEnvironment, 'setup' | 'featureSetup'> {
+  const featureSetup = lifecycleScript(featureLifecycles);
+  const setup = declared?.lifecycle && lifecycleScript([...featureLifecycles, declared.lifecycle]);
+  return { ...(setup ? { setup } : {}), ...(featureSetup ? { featureSetup } : {}) };
 }
 
 /** The isolated builder's settings for a repo's builds (its environment, its services' images). */

@@ -7,6 +7,7 @@ import {
   parseDevcontainer,
 } from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
+import { setupsOf } from '../../sandbox/activities/environment';
 
 const FILE = '.devcontainer/devcontainer.json';
 
@@ -31,8 +32,31 @@ describe('parseDevcontainer', () => {
       args: { BASE: 'x' },
       containerEnv: { APP_MODE: 'test' },
       remoteUser: 'vscode',
-      setup: `'npm' 'ci' 'it'\\''s' && (echo a) && 'echo' 'b' && make setup`,
+      lifecycle: {
+        onCreateCommand: `'npm' 'ci' 'it'\\''s'`,
+        updateContentCommand: "(echo a) && 'echo' 'b'",
+        postCreateCommand: 'make setup',
+      },
     });
+    expect(setupsOf(env, [])).toEqual({ setup: `'npm' 'ci' 'it'\\''s' && (echo a) && 'echo' 'b' && make setup` });
+  });
+
+  test("features' lifecycle commands go before the dev container's own, hook by hook, as the Dev Container CLI runs them", () => {
+    const env = parseDevcontainer(
+      '{"image": "x", "onCreateCommand": "own-create", "postCreateCommand": "own-post"}',
+      FILE,
+    );
+    // In install order: a's postCreateCommand, then b's onCreateCommand and postCreateCommand.
+    const features = [{ postCreateCommand: 'a-post' }, { onCreateCommand: 'b-create', postCreateCommand: 'b-post' }];
+    expect(setupsOf(env, features)).toEqual({
+      setup: 'b-create && own-create && a-post && b-post && own-post',
+      featureSetup: 'b-create && a-post && b-post',
+    });
+    // No commands of its own: the features' alone, to go before a setup from elsewhere (withFeatureSetup).
+    expect(setupsOf(parseDevcontainer('{"image": "x"}', FILE), features)).toEqual({
+      featureSetup: 'b-create && a-post && b-post',
+    });
+    expect(setupsOf(undefined, [])).toEqual({});
   });
 
   test('an image alone', () => {
