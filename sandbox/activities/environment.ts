@@ -45,7 +45,15 @@ import { lifecycleScript, type Lifecycle } from '../lifecycle';
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
   SandboxDeps,
-  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'snapshots' | 'extraCaCerts' | 'builderImage'
+  | 'sandboxes'
+  | 'baseImage'
+  | 'toolsRoot'
+  | 'egressRoot'
+  | 'log'
+  | 'snapshots'
+  | 'extraCaCerts'
+  | 'builderImage'
+  | 'buildTimeoutMs'
 >;
 
 /** What a sandbox of the repo is made of. */
@@ -243,12 +251,13 @@ export function setupsOf(
 }
 
 /** The isolated builder's settings for a repo's builds (its environment, its services' images). */
-function buildSettings(deps: EnvironmentDeps, repo: string, egress: EgressRule[]): EnvironmentBuild {
+export function buildSettings(deps: EnvironmentDeps, repo: string, egress: EgressRule[]): EnvironmentBuild {
   return {
     builderImage: deps.builderImage ?? (() => ensureBuilderImage()),
     // The operator's rules for the repo, and what the build's package managers need.
     egress: [...egress, ...PACKAGE_REGISTRIES],
     ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
+    ...(deps.buildTimeoutMs ? { limits: { timeoutMs: deps.buildTimeoutMs } } : {}),
     owner: `environment ${repoSlug(repo)}`,
     log: deps.log,
   };

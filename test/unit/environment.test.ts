@@ -7,7 +7,7 @@ import {
   parseDevcontainer,
 } from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
-import { setupsOf } from '../../sandbox/activities/environment';
+import { buildSettings, setupsOf, type EnvironmentDeps } from '../../sandbox/activities/environment';
 
 const FILE = '.devcontainer/devcontainer.json';
 
@@ -181,4 +181,12 @@ describe("drydock's layer over a named image, made with no build on the host (ho
       cmd: ['sleep', 'infinity'],
     });
   });
+});
+
+test("the worker's DRYDOCK_BUILD_TIMEOUT is every build's time limit (its environment's, its services')", () => {
+  const deps = { log: console, egressRoot: '/x/egress' } as unknown as EnvironmentDeps;
+  expect(buildSettings({ ...deps, buildTimeoutMs: 1_200_000 }, 'https://h/r.git', []).limits).toEqual({
+    timeoutMs: 1_200_000,
+  });
+  expect(buildSettings(deps, 'https://h/r.git', []).limits).toBeUndefined(); // BUILD_LIMITS' 8 minutes
 });
