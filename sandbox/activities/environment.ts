@@ -125,7 +125,7 @@ export function refuseUnsupported(
     throw new EnvironmentError(`the repo declares ${what}, and the ${provider.name} sandbox provider ${why}`);
   };
   if (declared && !provider.capabilities.buildsImages) {
-    refuse(`its environment (${declared.source})`, 'builds no images: its sandboxes run DRYDOCK_BASE_IMAGE');
+    refuse(`its environment (${declared.source})`, unbuiltEnvironment(declared));
   }
   if (stack.services.length && !provider.capabilities.services) {
     refuse(`services (${stack.services.map((s) => s.name).join(', ')})`, 'runs no services beside a sandbox');
@@ -140,6 +140,24 @@ export function refuseUnsupported(
       "adds no container to a running sandbox: remove app.forAgent (the agent's step starts the app)",
     );
   }
+}
+
+/**
+ * Why a provider without an image store of its own (Kubernetes: docs/kubernetes.md) runs no
+ * declared environment, and what the operator can do: its sandboxes run DRYDOCK_BASE_IMAGE
+ * (or a snapshot of it) and nothing else, and even a named image needs drydock's layer, made
+ * by the engine that runs it.
+ */
+function unbuiltEnvironment(declared: RepoEnvironment): string {
+  const kept = declared.compose
+    ? '; its compose services with it: add --ignore-devcontainer, and declare them under services: in .drydock/config.yaml'
+    : '';
+  return (
+    'builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or ' +
+    "--environment image:<ref>): run the repo on that image with 'drydock repo add <url> --environment base' " +
+    `(what its environment would install goes in DRYDOCK_BASE_IMAGE, or in setup)${kept}, ` +
+    'or on a worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose isolated builder builds it'
+  );
 }
 
 /** Where the features a snapshot build pulled are kept on this host (sandbox/feature-registry.ts): beside the toolchains. */

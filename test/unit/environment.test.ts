@@ -7,7 +7,8 @@ import {
   parseDevcontainer,
 } from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
-import { buildSettings, setupsOf, type EnvironmentDeps } from '../../sandbox/activities/environment';
+import { buildSettings, refuseUnsupported, setupsOf, type EnvironmentDeps } from '../../sandbox/activities/environment';
+import type { SandboxProvider } from '../../sandbox/provider';
 
 const FILE = '.devcontainer/devcontainer.json';
 
@@ -189,4 +190,27 @@ test("the worker's DRYDOCK_BUILD_TIMEOUT is every build's time limit (its enviro
     timeoutMs: 1_200_000,
   });
   expect(buildSettings(deps, 'https://h/r.git', []).limits).toBeUndefined(); // BUILD_LIMITS' 8 minutes
+});
+
+test('on Kubernetes a declared environment is refused before anything is built, saying what the operator can do', () => {
+  const kubernetes = {
+    name: 'kubernetes',
+    capabilities: { buildsImages: false, services: true, lateCompanions: false },
+  } as unknown as SandboxProvider;
+  const stack = { services: [] };
+  const devcontainer = parseDevcontainer('{"build": {"dockerfile": "Dockerfile"}}', FILE);
+  expect(() => refuseUnsupported(kubernetes, devcontainer, stack)).toThrow(
+    `the repo declares its environment (${FILE}), and the kubernetes sandbox provider builds no images and runs ` +
+      'none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): run the ' +
+      "repo on that image with 'drydock repo add <url> --environment base' (what its environment would install " +
+      'goes in DRYDOCK_BASE_IMAGE, or in setup), or on a worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose ' +
+      'isolated builder builds it',
+  );
+  // A compose dev container: its services too need the dev container ignored, and declared in the repo file.
+  const compose = parseDevcontainer('{"dockerComposeFile": "compose.yaml", "service": "app"}', FILE);
+  expect(() => refuseUnsupported(kubernetes, compose, stack)).toThrow(
+    /--environment base' .*; its compose services with it: add --ignore-devcontainer, and declare them under services: in .drydock\/config.yaml, or on a worker/,
+  );
+  // No environment declared (the base image, or --environment base): nothing to refuse.
+  expect(() => refuseUnsupported(kubernetes, undefined, stack)).not.toThrow();
 });
