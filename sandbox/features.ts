@@ -180,6 +180,9 @@ function optionsOf(value: unknown, field: string): Record<string, string | boole
 
 /** The fields of devcontainer-feature.json that change how the container runs, which a sandbox never does. */
 const RUNTIME_FIELDS = ['privileged', 'capAdd', 'securityOpt', 'mounts', 'entrypoint'] as const;
+/** A feature's lifecycle command, as shell, at most: it becomes setup, kept in the snapshot's record and the workflow's history. */
+const LIFECYCLE_MAX_BYTES = 16 * 1024;
+
 /** Reads a feature's devcontainer-feature.json; what drydock cannot honour is refused, naming it. */
 export function parseFeatureMetadata(text: string | undefined, field: string): FeatureMetadata {
   if (text === undefined) throw new FeatureError(`${field}: the feature has no devcontainer-feature.json`);
@@ -210,6 +213,14 @@ export function parseFeatureMetadata(text: string | undefined, field: string): F
         "container; drydock starts nothing in a session's sandbox but the dev container's app (its own " +
         'postStartCommand with a port in forwardPorts): remove the feature, or use one without it',
     );
+  const lifecycle = lifecycleOf(m);
+  const long = Object.entries(lifecycle).find(([, shell]) => Buffer.byteLength(shell) > LIFECYCLE_MAX_BYTES);
+  if (long)
+    throw new FeatureError(
+      `${field}: its ${long[0]} (devcontainer-feature.json) is ${Buffer.byteLength(long[1])} bytes; a setup command ` +
+        `is part of the snapshot's record and the workflow's history, at most ${LIFECYCLE_MAX_BYTES / 1024} KiB: ` +
+        'remove the feature, or use one that puts its work in install.sh',
+    );
   return {
     id: m.id,
     ...(m.version ? { version: m.version } : {}),
@@ -217,7 +228,7 @@ export function parseFeatureMetadata(text: string | undefined, field: string): F
     containerEnv: m.containerEnv ?? {},
     installsAfter: m.installsAfter ?? [],
     dependsOn: Object.keys(m.dependsOn ?? {}),
-    lifecycle: lifecycleOf(m),
+    lifecycle,
   };
 }
 

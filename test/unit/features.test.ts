@@ -270,6 +270,7 @@ describe("a feature's devcontainer-feature.json", () => {
       /has a postStartCommand .*drydock starts nothing in a session's sandbox but the dev container's app/,
     ],
     [{ id: 'y', postCreateCommand: 42 }, /devcontainer-feature.json: postCreateCommand/],
+    [{ id: 'y', onCreateCommand: 'x'.repeat(20_000) }, /its onCreateCommand .* is 20000 bytes; .* at most 16 KiB/],
     [{ id: 'y', options: { o: { type: 'number' } } }, /devcontainer-feature.json: options.o.type/],
   ])('what a sandbox cannot honour is refused, naming the feature: %j', (json, message) => {
     expect(() => parseFeatureMetadata(JSON.stringify(json), field)).toThrow(message);
