@@ -271,7 +271,9 @@ describe('what a build cannot reach', () => {
     expect(failed).toBeInstanceOf(IsolatedBuildFailed);
     expect((failed as IsolatedBuildFailed).timedOut).toBe(true);
     // Its first line; the builder's output follows it (buildDirect).
-    expect((failed as Error).message.split(';')[0]).toBe('the build ran past its time limit of 90 s and was stopped');
+    expect((failed as Error).message.split(';')[0]).toBe(
+      "the build ran past its time limit of 90 s and was stopped: the worker's DRYDOCK_BUILD_TIMEOUT sets it (at most 30m)",
+    );
     const left = await docker.listContainers({ all: true, filters: { label: ['drydock.builder=test loop'] } });
     expect(left).toEqual([]);
   }, 600_000);

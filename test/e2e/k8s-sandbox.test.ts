@@ -360,6 +360,23 @@ describe("a session with a service: PostgreSQL built here, a container of the sa
     await handle.result();
     expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
   }, 300_000);
+
+  test('a repo whose dev container needs a build is refused before anything is built, saying what to do', async () => {
+    const built = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': JSON.stringify({ build: { dockerfile: 'Dockerfile' } }),
+      '.devcontainer/Dockerfile': 'FROM debian:trixie-slim\nRUN apt-get update\n',
+    });
+    const id = newSessionId('k8s-build');
+    const handle = await startSession(stack, id, scriptedSession(built.url, 'needs a build', 'true'));
+    const final = await waitForStatus(handle, inPhase('failed'), 120_000);
+    expect(final.error).toContain(
+      'the repo declares its environment (.devcontainer/devcontainer.json), and the kubernetes sandbox provider ' +
+        "builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): run the repo on that image with 'drydock repo add <url> --environment base'",
+    );
+    expect(final.error).toContain('DRYDOCK_SANDBOX_PROVIDER=docker');
+    await expect(handle.result()).rejects.toThrow();
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+  }, 180_000);
 });
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
