@@ -774,7 +774,7 @@ describe("VS Code in a worker's sandbox pod: code-server from its read-only host
       sessionId,
       repo: { url: (await makeFixtureRepo()).url },
       // The editor is a process of the sandbox, in its limits: a Node.js server and its /tmp state.
-      limits: { cpus: 1, memoryBytes: 1536 * MiB, pids: 512, tmpBytes: 256 * MiB, diskBytes: 1024 * MiB },
+      limits: { cpus: 1, memoryBytes: 1024 * MiB, pids: 512, tmpBytes: 256 * MiB, diskBytes: 1024 * MiB },
       expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     sandbox = created.name;
