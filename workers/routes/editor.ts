@@ -137,7 +137,7 @@ async function watchingEditor(
     control(socket, { type: 'refused', reason: "nobody is in the session's VS Code now: watch once someone is" });
     return socket.close(CLOSE.refused);
   }
-  control(socket, { type: 'watching', sandbox: id });
+  control(socket, { type: 'watching' });
   const stopped = new AbortController();
   const poll = setInterval(() => {
     if (!editorsOf(sandboxes).running(id)) stopped.abort("nobody is in the session's VS Code any more");
