@@ -8,8 +8,8 @@
  * cannot type; when the first leaves, the attach is handed to the other; the
  * session is detached once, when the last of them leaves,
  * and both edits are in the new change to review. Then one in VS Code and
- * one in the terminal: each page lists both, and a reader watching who is in
- * VS Code (no editor of her own) sees them both too.
+ * one in the terminal: each page lists both (and the desktop's viewer), and a
+ * reader watching who is in VS Code (no editor of her own) sees them too.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -261,6 +261,14 @@ test('one in VS Code, one in the terminal: each sees the other; a reader watches
   expect(await closed).toBe(1008);
   expect(heard.join('\n')).not.toMatch(/href|pass=|ready/);
   await presenceOf(alice, all); // his hand-made socket came and went; his page is still there
+  // Alice on the desktop as well: the others' pages list her there too while she looks at it.
+  const desk = await signedIn(tokens.alice);
+  await desk.goto(`${serve.url}/sessions/${id}/desktop`);
+  await desk.locator('#desktop-state', { hasText: /^connected/ }).waitFor({ timeout: 120_000 });
+  const withDesktop = /^alice \(in VS Code\), bob \(typing\), dave \(watching\), alice \(on the desktop\)$/;
+  await Promise.all([presenceOf(bob, withDesktop), presenceOf(dave, withDesktop)]);
+  await desk.close();
+  await presenceOf(bob, all);
 
   // Alice leaves VS Code: the editor stops, the watcher hears so, and the attach is Bob's.
   await alice.click('#detach');
