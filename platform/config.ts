@@ -411,12 +411,12 @@ const configSchema = z.object({
   /**
    * kubernetes: how long a sandbox's pod may take to run, its scheduling and
    * image pull included; then it is deleted and the session fails naming why
-   * (at most 8m: the provisioning activity has 10m in all).
+   * (at most 8m: a pod that has not run by then is stuck, and the session should say so in minutes).
    */
   DRYDOCK_K8S_START_TIMEOUT: duration
     .default('5m')
     .transform(durationMs)
-    .refine((ms) => ms <= 8 * 60_000, 'at most 8m (the provisioning activity has 10m in all)'),
+    .refine((ms) => ms <= 8 * 60_000, 'at most 8m (a pod not running by then is stuck)'),
   /** kubernetes: the RuntimeClass of sandbox pods (e.g. one for gVisor); default: the cluster's. */
   DRYDOCK_K8S_RUNTIME_CLASS: z
     .string()
