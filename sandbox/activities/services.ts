@@ -384,6 +384,43 @@ export async function sandboxServiceContainers(
   );
 }
 
+/** A sandbox's services as planned before it is made: what runs, its own share of the limits, the containers. */
+export interface ServicePlan {
+  services: RunnableService[];
+  /** What of the session's limits is left to the sandbox itself. */
+  sandboxShare: Share;
+  /** The services' containers (sandboxServiceContainers), made with the sandbox or beside it. */
+  containers: ServiceContainerSpec[];
+}
+
+/** A session sandbox's services (sandboxServices), the session's limits shared with them, and their containers. */
+export async function planServices(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'runtime' | 'log'>,
+  at: {
+    sandbox: string;
+    snapshotImage: string | undefined;
+    declared: ServiceSpec[];
+    repo: string;
+    limits: Share;
+    labels: Record<string, string>;
+    mirror: string;
+  },
+): Promise<ServicePlan> {
+  const services = await sandboxServices(deps, at.snapshotImage, at.declared, at.repo);
+  const shares = sharesOf(at.limits, services);
+  const containers = await sandboxServiceContainers(deps, at.sandbox, services, shares.services, at.labels, at.mirror);
+  return { services, sandboxShare: shares.sandbox, containers };
+}
+
+/** Starts the planned services of a made sandbox (startSandboxServices). */
+export async function startPlannedServices(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  sandbox: string,
+  plan: ServicePlan,
+): Promise<void> {
+  await startSandboxServices(deps, sandbox, plan.services, plan.containers);
+}
+
 /** Reads a service file's content at the object the snapshot pinned (the mirror keeps every commit it fetched). */
 export const serviceFileReader = (mirror: string) => (f: ServiceFile) => repoFileTree(mirror, f);
 
