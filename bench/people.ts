@@ -17,7 +17,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { DockerProvider } from '../sandbox/docker/provider';
+import { DockerProvider } from '../sandbox';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { benchMain } from './stack';
 import { fmt, median, runsFromEnv, say, timingTable, type Row } from './table';

@@ -34,7 +34,7 @@ import {
   snapshotImageTag,
   type SnapshotBuildRow,
 } from '../snapshots';
-import { type RepoRegistration, type SetupEgressRule } from '../../repos/registry';
+import type { RepoRegistration } from '../../repos/registry';
 import {
   SERVICE_DATA_LABEL,
   ServiceFailure,
@@ -47,6 +47,7 @@ import {
 import { dataPath } from '../provider';
 import { resolveServiceImages, serviceFileReader, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
+import type { SnapshotBuildPlan, SnapshotBuildResult } from '../contract';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
 const BUILD_LIMITS = {
@@ -56,45 +57,6 @@ const BUILD_LIMITS = {
   tmpBytes: 512 * 1024 ** 2,
   diskBytes: 64 * 1024 ** 3,
 };
-
-/** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
-export interface SnapshotBuildPlan {
-  /** The refreshSnapshot workflow id; also the build container's session label. */
-  buildId: string;
-  repo: string;
-  /** The build container. */
-  sandbox: string;
-  /** The image the build container runs (the repo's environment or the base image): the snapshot's base. */
-  image: string;
-  host: string;
-  hostQueue: string;
-  commit: string;
-  setup: string;
-  setupHash: string;
-  setupTimeoutMs: number;
-  egress: SetupEgressRule[];
-  keep: number;
-  /** Where the setup command came from (recorded with the snapshot). */
-  setupSource: string;
-  /** Environment an inferred setup's tool needs, in sessions too (its caches). */
-  setupEnv: Record<string, string>;
-  /** The services setup ran beside, their images pinned. */
-  services: RunnableService[];
-}
-
-export interface SnapshotBuildResult {
-  buildId: string;
-  repo: string;
-  status: 'ready' | 'failed';
-  commit: string;
-  image?: string;
-  sizeBytes?: number;
-  durationMs?: number;
-  /** Why the build failed (the previous snapshot stays in service). */
-  error?: string;
-  /** Images removed: older snapshots beyond the newest K, and the environment images newer ones replaced. */
-  removed: string[];
-}
 
 /**
  * Keeps the newest `keep` ready snapshots of a repo on this host; older ones
