@@ -11,7 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound, type SandboxProvider } from '../provider';
+import { SandboxNotFound, type ImageStore, type SandboxProvider } from '../provider';
 import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupCommandOf, setupHash, setupInputs } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
@@ -412,20 +412,23 @@ async function recordProvisioned(
 }
 
 /**
- * The provider, with `image` answered once per reference: the same snapshot
- * image is read by the snapshot lookup, its services, its environment, the
- * create and the CA bundle within one provisioning (which may see it go
- * only as it sees it go anyway: once).
+ * The provider, with its image store's `image` answered once per reference:
+ * the same snapshot image is read by the snapshot lookup, its services, its
+ * environment, the create and the CA bundle within one provisioning (which
+ * may see it go only as it sees it go anyway: once).
  */
 function imagesInspectedOnce(sandboxes: SandboxProvider): SandboxProvider {
-  const seen = new Map<string, ReturnType<SandboxProvider['image']>>();
+  const store = sandboxes.imageStore;
+  if (!store) return sandboxes;
+  const seen = new Map<string, ReturnType<ImageStore['image']>>();
   const image = (ref: string) => {
-    const known = seen.get(ref) ?? sandboxes.image(ref);
+    const known = seen.get(ref) ?? store.image(ref);
     seen.set(ref, known);
     known.catch(() => seen.delete(ref)); // a failed inspect is asked again
     return known;
   };
-  return Object.assign(Object.create(sandboxes) as SandboxProvider, { image });
+  const imageStore = Object.assign(Object.create(store) as ImageStore, { image });
+  return Object.assign(Object.create(sandboxes) as SandboxProvider, { imageStore });
 }
 
 /** The repo's app, when it asks to run for the agent: the session starts it after setup (./agent-app.ts). */

@@ -44,7 +44,7 @@ import {
   startServices,
   type RunnableService,
 } from '../services';
-import { dataPath } from '../provider';
+import { imageStoreOf, dataPath } from '../provider';
 import { resolveServiceImages, serviceFileReader, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
 import type { SnapshotBuildPlan, SnapshotBuildResult } from '../contract';
@@ -72,7 +72,7 @@ export async function collectSnapshots(
   const { sandboxes, snapshots, hostId, log } = deps;
   const removed: string[] = [];
   for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
-    const outcome = await sandboxes.removeImage(row.image!);
+    const outcome = await imageStoreOf(sandboxes).removeImage(row.image!);
     if (outcome === 'in_use') {
       log.info({ repo, image: row.image }, 'old snapshot still in use by a sandbox: kept for now');
       continue;
@@ -83,7 +83,7 @@ export async function collectSnapshots(
     for (const data of (row.services ?? []).flatMap((s) => (s.dataImage ? [s.dataImage] : []))) {
       // Its lower layers are under sessions' services: no container has it as its image, so ask the label.
       const users = (await sandboxes.list()).filter((c) => c.labels[SERVICE_DATA_LABEL] === data);
-      if (!users.length && (await sandboxes.removeImage(data)) === 'removed') removed.push(data);
+      if (!users.length && (await imageStoreOf(sandboxes).removeImage(data)) === 'removed') removed.push(data);
     }
   }
   if (removed.length) log.info({ repo, removed, host: hostId }, 'old snapshots removed');
@@ -303,7 +303,7 @@ async function imageOfBuild(
   tag: string,
   services: RunnableService[],
 ) {
-  const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
+  const image = await imageStoreOf(sandboxes).imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,
     // Both always written: labels are inherited, so one left out would be the environment image's (a repo Dockerfile's LABEL).
@@ -320,7 +320,7 @@ async function imageOfBuild(
       [SNAPSHOT_LABELS.host]: hostId,
     },
   });
-  await sandboxes.prepareImage(tag);
+  await imageStoreOf(sandboxes).prepareImage(tag);
   return image;
 }
 
@@ -342,6 +342,8 @@ async function captureServices(
       continue;
     }
     const runtime = serviceRuntime(deps.sandboxes);
+    // buildServices refused a repo with data folders before the build, where the provider cannot capture them.
+    if (!runtime.captureData) throw new Error(`the ${deps.sandboxes.name} provider keeps no service's data`);
     await runtime.stop(plan.sandbox, s.name, 60);
     const dataImage = await runtime.captureData(plan.sandbox, s.name, {
       image: s.image,
@@ -412,7 +414,7 @@ async function buildServices(
   const allowed = allowedRegistries(deps, ctx.reg);
   return failBuildOn(deps, ctx, async () => {
     const withData = ctx.environment.stack.services.find((s) => s.data.length);
-    if (withData && !deps.sandboxes.capabilities.serviceData) {
+    if (withData && !deps.sandboxes.services?.captureData) {
       throw new EnvironmentError(
         `${withData.source}.data: the ${deps.sandboxes.name} sandbox provider keeps no service's data in a ` +
           "snapshot yet, so this repo gets none: each session clones it, runs setup and starts the service's data " +

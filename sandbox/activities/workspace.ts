@@ -10,6 +10,7 @@ import type { Checkpoint } from '../checkpoints';
 import { DRYDOCK_GIT, type SandboxHandle, type ShellScript } from '../handle';
 import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
+import { imageStoreOf } from '../provider';
 
 /** Written last by provisioning (and a snapshot build's fill): a retry that finds it has nothing left to do. */
 const PROVISIONED = `${STATE_DIR}/provisioned`;
@@ -41,7 +42,8 @@ export async function newestSnapshot(
   const ready = await deps.snapshots.ready(repo, deps.hostId);
   for (const row of which === 'oldest' ? ready.reverse() : ready) {
     const { image } = row;
-    if (image !== undefined && (await deps.sandboxes.image(image))) return readySnapshot({ ...row, image });
+    if (image !== undefined && (await imageStoreOf(deps.sandboxes).image(image)))
+      return readySnapshot({ ...row, image });
     deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
     await deps.snapshots.markRemoved(row.id);
   }
