@@ -188,15 +188,12 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
   planning?.catch(() => undefined); // awaited below; a failure before then must not go unhandled
   const place = await placeSandbox(deps, input, start);
   // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
-  const plan = await planServices(deps, {
-    sandbox: place.name,
-    snapshotImage: start.from?.snapshot.image,
-    declared: start.environment.stack.services,
-    repo: input.repo.url,
-    limits: input.limits,
-    labels: ownedLabels(deps.hostId, ownership(input)),
-    mirror: start.mirror,
-  });
+  const plan = await planServices(
+    deps,
+    place.name,
+    { snapshotImage: start.from?.snapshot.image, declared: start.environment.stack.services, mirror: start.mirror },
+    { repo: input.repo.url, limits: input.limits, labels: ownedLabels(deps.hostId, ownership(input)) },
+  );
   const created = await makeSandbox(deps, input, start, place, plan);
   const restored = await fillSandbox(deps, input, start, place, plan, created);
   const setup = await (planning ?? setupPlan(deps, input.repo.url, start));

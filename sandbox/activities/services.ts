@@ -393,22 +393,27 @@ export interface ServicePlan {
   containers: ServiceContainerSpec[];
 }
 
-/** A session sandbox's services (sandboxServices), the session's limits shared with them, and their containers. */
+/**
+ * A session sandbox's services (sandboxServices: `from` its snapshot, else
+ * the repo's declarations at `mirror`), the session's limits shared with
+ * them, and their containers with the session's owner labels.
+ */
 export async function planServices(
   deps: Pick<SandboxDeps, 'sandboxes' | 'runtime' | 'log'>,
-  at: {
-    sandbox: string;
-    snapshotImage: string | undefined;
-    declared: ServiceSpec[];
-    repo: string;
-    limits: Share;
-    labels: Record<string, string>;
-    mirror: string;
-  },
+  sandbox: string,
+  from: { snapshotImage: string | undefined; declared: ServiceSpec[]; mirror: string },
+  session: { repo: string; limits: Share; labels: Record<string, string> },
 ): Promise<ServicePlan> {
-  const services = await sandboxServices(deps, at.snapshotImage, at.declared, at.repo);
-  const shares = sharesOf(at.limits, services);
-  const containers = await sandboxServiceContainers(deps, at.sandbox, services, shares.services, at.labels, at.mirror);
+  const services = await sandboxServices(deps, from.snapshotImage, from.declared, session.repo);
+  const shares = sharesOf(session.limits, services);
+  const containers = await sandboxServiceContainers(
+    deps,
+    sandbox,
+    services,
+    shares.services,
+    session.labels,
+    from.mirror,
+  );
   return { services, sandboxShare: shares.sandbox, containers };
 }
 
