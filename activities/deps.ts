@@ -10,7 +10,7 @@ import type { GitHubDeps } from '../github/activities';
 import type { PullRequestDeps } from '../github/pull-requests';
 import type { LinearDeps } from '../linear/activities';
 import type { AgentCliDeps } from '../models/agent-cli-activities';
-import type { SandboxDeps } from '../sandbox/activities/deps';
+import type { SandboxDeps } from '../sandbox';
 import type { SlackDeps } from '../slack/activities';
 import type { AuditDeps } from './audit';
 import type { PilotDeps } from './pilot';

@@ -22,15 +22,17 @@ import { createForgeActivities } from '../forge/activities';
 import { forgesFrom } from './forges';
 import { createAgentCliActivities } from '../models/agent-cli-activities';
 import { heartbeating } from '../platform/heartbeat';
-import { createCommitActivities } from '../sandbox/activities/commit';
-import { createFaultActivities } from '../sandbox/activities/faults';
-import { createPoolActivities } from '../sandbox/activities/pool';
-import { createProvisionActivities } from '../sandbox/activities/provision';
-import { createReaperActivities } from '../sandbox/activities/reaper';
-import { createSnapshotActivities } from '../sandbox/activities/snapshot-build';
-import { createStepActivities } from '../sandbox/activities/steps';
-import { createVerifyActivities } from '../sandbox/activities/verify';
-import { createAgentAppActivities } from '../sandbox/activities/agent-app';
+import {
+  createCommitActivities,
+  createFaultActivities,
+  createPoolActivities,
+  createProvisionActivities,
+  createReaperActivities,
+  createSnapshotActivities,
+  createStepActivities,
+  createVerifyActivities,
+  createAgentAppActivities,
+} from '../sandbox';
 import { createLinearActivities } from '../linear/activities';
 import { createMcpActivities } from '../mcp/tools';
 import { createMcpApprovalActivities } from './mcp-approval';

@@ -13,7 +13,7 @@ import type { AuditTrail } from '../store/audit';
 import type { Logger } from '../platform/log';
 import type { GitHubSettings } from '../github/client';
 import { deployEnv } from './publish';
-import { tail } from '../sandbox/activities/output';
+import { tail } from '../sandbox';
 import { sweepEscapedDefects } from '../figures/defects';
 import { octokitFor } from '../github/client';
 

@@ -12,17 +12,17 @@ import { ErrorType } from '../workflows/api';
 import { recordAction, type AuditRow, type AuditTrail } from '../store/audit';
 import type { ArtifactStore } from '../store/artifacts';
 import type { Logger } from '../platform/log';
-import type { SandboxProvider } from '../sandbox/provider';
-import type { ChangeSpec } from '../sandbox/contract';
 import {
+  type SandboxProvider,
   commitMessage,
   commitSpec,
   exportArgv,
   secretsInCommit,
   withSandboxBundle,
-} from '../sandbox/activities/commit';
-import { permanent } from '../sandbox/activities/container';
-import { tail } from '../sandbox/activities/output';
+  permanent,
+  tail,
+} from '../sandbox';
+import type { ChangeSpec } from '../sandbox/contract';
 import {
   defaultBranchOf,
   GitError,

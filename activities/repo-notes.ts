@@ -8,9 +8,7 @@
 import { recordEvent, type AuditTrail } from '../store/audit';
 import type { Database } from '../store/db';
 import { RepoNotes } from '../repos/notes';
-import { permanent } from '../sandbox/activities/container';
-import { sandboxOf, type ShellScript } from '../sandbox/handle';
-import type { SandboxProvider } from '../sandbox/provider';
+import { permanent, sandboxOf, type ShellScript, type SandboxProvider } from '../sandbox';
 import type { Redactor } from '../platform/scrub';
 import { NOTE_LIMITS, NOTES_FILE, splitProposedNotes } from '../workflows/rules/repo-notes';
 

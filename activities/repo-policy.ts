@@ -11,7 +11,7 @@
  * The server's approval policy comes with it, fixed in the history the same way.
  */
 import { isIP } from 'node:net';
-import { restrictedAddress } from '../sandbox/egress';
+import { restrictedAddress, declaredEnvironment } from '../sandbox';
 import { readRepoConfig } from '../repos/config-file';
 import type { ApprovalPolicy } from '../workflows/api';
 import { parseSessionInput, type SessionInput } from '../workflows/input';
@@ -19,7 +19,6 @@ import { DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../workflows/r
 import { settleSessionInput } from '../workflows/rules/repo-rules';
 import { repoApp } from '../workflows/services';
 import { readAtCommit } from '../repos/git';
-import { declaredEnvironment } from '../sandbox/activities/environment';
 import { redactUrl } from '../workflows/rules/repo-url';
 import type { OperatorEnvironment } from '../workflows/rules/environment-choice';
 import type { McpServer } from '../workflows/mcp-servers';

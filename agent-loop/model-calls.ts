@@ -22,7 +22,7 @@ import {
 import { compact, FIRST_COMPACTABLE, tighter } from '../models/compaction';
 import { recordEvent, type AuditTrail } from '../store/audit';
 import type { ArtifactStore } from '../store/artifacts';
-import { tail } from '../sandbox/activities/output';
+import { tail } from '../sandbox';
 import type { ModelCallInput, ModelCallResult } from './contract';
 import { readMessages, writeMessage } from './conversation';
 import { CHILD_TOOL } from '../workflows/rules/children';

@@ -3,7 +3,7 @@
  * instructions (its AGENTS.md, read from the sandbox) and how the change
  * will be checked.
  */
-import type { ShellScript } from '../sandbox/handle';
+import type { ShellScript } from '../sandbox';
 import { proposeHint } from '../workflows/rules/repo-notes';
 
 /** Characters of the repo's AGENTS.md that go into the system prompt. */

@@ -13,15 +13,20 @@ import type { ChatMessage, ToolCall, ToolSpec } from '../models/llm';
 import { recordEvent, type AuditTrail } from '../store/audit';
 import type { ArtifactStore } from '../store/artifacts';
 import type { Redactor } from '../platform/scrub';
-import { permanent } from '../sandbox/activities/container';
-import { tail } from '../sandbox/activities/output';
-import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
-import { takeCheckpoint } from '../sandbox/activities/steps';
-import { toolExecutors } from '../sandbox/activities/tool-exec';
-import { APP_LOG_NAME, linesAsked, readLog } from '../sandbox/service-logs';
+import {
+  permanent,
+  tail,
+  parseRunOnce,
+  runOnceCommand,
+  takeCheckpoint,
+  toolExecutors,
+  APP_LOG_NAME,
+  linesAsked,
+  readLog,
+  type CheckpointStore,
+  type SandboxProvider,
+} from '../sandbox';
 import { callMcpTool, type McpCallInput } from '../mcp/tools';
-import type { CheckpointStore } from '../sandbox/checkpoints';
-import type { SandboxProvider } from '../sandbox/provider';
 import type { ToolCallInput, ToolCallRecord } from './contract';
 import { messageName, writeMessage } from './conversation';
 

@@ -24,7 +24,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import { buildIsolated, PACKAGE_REGISTRIES } from '../sandbox/builder';
+import { buildIsolated, PACKAGE_REGISTRIES } from '../sandbox';
 import { ensureBuilderImage } from '../sandbox-images/builder-image';
 import { machineInfo, median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';
 

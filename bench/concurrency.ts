@@ -28,7 +28,7 @@
 import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
 import { promisify } from 'node:util';
-import { LABELS } from '../sandbox/provider';
+import { LABELS } from '../sandbox';
 import { cgroupCpu, containersCpu, measureHost, pidsOf, processesCpu, type HostUsage } from './host';
 import { historyProfile, makeRepo, runSession, type HistoryProfile, type SessionRun } from './session';
 import { benchMain, databaseOf, hostsOf, startStack, temporalOf } from './stack';

@@ -45,11 +45,16 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
-import { declaredEnvironment } from '../sandbox/activities/environment';
-import { declaredStack } from '../sandbox/activities/services';
-import { dockerfileBases } from '../sandbox/dockerfile-bases';
-import { RepoFileError, type RepoObject } from '../sandbox/repo-files';
-import { DEVCONTAINER_FILE, EnvironmentError, type RepoEnvironment } from '../sandbox/repo-image';
+import {
+  declaredEnvironment,
+  declaredStack,
+  dockerfileBases,
+  RepoFileError,
+  type RepoObject,
+  DEVCONTAINER_FILE,
+  EnvironmentError,
+  type RepoEnvironment,
+} from '../sandbox';
 
 type Kind = 'devcontainer' | 'compose';
 interface Outcome {

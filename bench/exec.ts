@@ -21,11 +21,15 @@
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { parseRunOnce, runOnceCommand } from '../sandbox/activities/run-once';
-import { toolExecutors } from '../sandbox/activities/tool-exec';
-import { DockerProvider } from '../sandbox/docker/provider';
-import { LABELS } from '../sandbox/provider';
-import { HELPERS_MOUNT, Toolchains } from '../sandbox/toolchains';
+import {
+  parseRunOnce,
+  runOnceCommand,
+  toolExecutors,
+  DockerProvider,
+  LABELS,
+  HELPERS_MOUNT,
+  Toolchains,
+} from '../sandbox';
 import { historyProfile } from './session';
 import { benchMain, startStack, tempDir } from './stack';
 import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';

@@ -8,7 +8,7 @@
  */
 import { Context } from '@temporalio/activity';
 import pg from 'pg';
-import { DockerProvider } from '../sandbox/docker/provider';
+import { DockerProvider } from '../sandbox';
 import { processObservers } from '../platform/processes';
 import { fmt, markdownTable } from './table';
 

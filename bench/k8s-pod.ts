@@ -24,12 +24,18 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { DockerProvider } from '../sandbox/docker/provider';
+import {
+  DockerProvider,
+  LABELS,
+  type SandboxProvider,
+  type SandboxSpec,
+  serviceContainers,
+  startServices,
+  type RunnableService,
+} from '../sandbox';
 import { KubernetesProvider } from '../sandbox/kubernetes/provider';
-import { LABELS, type SandboxProvider, type SandboxSpec } from '../sandbox/provider';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { ensureServiceImage } from '../sandbox-images/service-images';
-import { serviceContainers, startServices, type RunnableService } from '../sandbox/services';
 import { startTestCluster, type TestCluster } from '../test/support/k8s-cluster';
 import { atExit, benchMain, tempDir } from './stack';
 import { median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';

@@ -14,13 +14,11 @@
  *
  *   npx tsx bench/overhead.ts        RUNS=5
  */
-import { sandboxOf } from '../sandbox/handle';
+import { sandboxOf, DockerProvider, LABELS } from '../sandbox';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { DockerProvider } from '../sandbox/docker/provider';
-import { LABELS } from '../sandbox/provider';
 import { instrument, operationsTable, resetProfile } from './instrument';
 import {
   AGENT_STEPS,

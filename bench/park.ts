@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { WorkflowHandle } from '@temporalio/client';
 import { makeFixtureRepo } from '../test/support/helpers';
-import { LABELS } from '../sandbox/provider';
+import { LABELS } from '../sandbox';
 import { followup, status as statusQuery, type SessionStatus } from '../workflows/api';
 import { atExit, benchMain, startStack } from './stack';
 import { fmt, markdownTable, median, ratioTable, runsFromEnv, say, timingTable, type Row } from './table';

@@ -28,7 +28,7 @@ import {
 } from '@temporalio/worker';
 import { loadConfig, type Config } from '../platform/config';
 import { createLogger } from '../platform/log';
-import { LABELS } from '../sandbox/provider';
+import { LABELS } from '../sandbox';
 import { ensureSearchAttributes, startDevServer } from '../platform/temporal';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 import { createWorker, hostQueueOf } from '../workers/worker';

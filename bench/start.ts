@@ -22,9 +22,8 @@ import { randomBytes } from 'node:crypto';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
+import { type SnapshotBuildResult, deleteSnapshotSchedules } from '../sandbox';
 import { addRepo } from '../cli/snapshots';
-import { deleteSnapshotSchedules } from '../sandbox/snapshots';
 import { makeFixtureRepo } from '../test/support/helpers';
 import { startNpmRegistry } from '../test/support/npm-registry';
 import {

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DockerProvider } from '../sandbox/docker/provider';
+import { DockerProvider } from '../sandbox';
 import { ensureBaseImage } from '../sandbox-images/base-image';
 
 const FILES = Number(process.argv[2] ?? 20_000);

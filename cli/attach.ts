@@ -8,9 +8,9 @@ import {
   shellOnThisHost,
   shellThroughServer,
   whileAttached,
-} from '../sandbox/attach';
+  hostProvider,
+} from '../sandbox';
 import type { Config } from '../platform/config';
-import { hostProvider } from '../sandbox/host-provider';
 import { connectClient } from '../platform/temporal-connection';
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;

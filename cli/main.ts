@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../store/artifacts';
-import { AttachRefused } from '../sandbox/attach';
+import { AttachRefused } from '../sandbox';
 import { loadConfig } from '../platform/config';
 import { createLogger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';

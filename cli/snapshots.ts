@@ -8,16 +8,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
-import { matchRule } from '../sandbox/egress';
-import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
-import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
-import type { SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
-import type { Pool } from 'pg';
-import type { Config } from '../platform/config';
-import { openDatabase } from '../store/db';
-import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../repos/registry';
-import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
 import {
+  matchRule,
+  type SnapshotBuildResult,
+  POOL_MAX,
+  PoolRegistry,
   ensureSnapshotSchedules,
   inferredSetupAt,
   OPERATOR_SETUP_SOURCE,
@@ -25,7 +20,13 @@ import {
   SnapshotRegistry,
   repoSlug,
   type SnapshotBuildRow,
-} from '../sandbox/snapshots';
+} from '../sandbox';
+import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
+import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
+import type { Pool } from 'pg';
+import type { Config } from '../platform/config';
+import { openDatabase } from '../store/db';
+import { REPO_NAME, repoNameOf, RepoRegistry, seededRepoLookup } from '../repos/registry';
 import { REGISTRATION_DEFAULTS, type RepoRegistration, type SetupEgressRule } from '../repos/registry';
 import { duration, secretName } from '../workflows/input';
 import { durationMs } from '../workflows/units';

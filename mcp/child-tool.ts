@@ -4,7 +4,7 @@
  * the step's token like the repo's servers (mcp/gateway.ts). Its one tool,
  * start_child {task}, asks the session's workflow to start a child (the
  * startChild update, decided by the same bounds as the built-in loop's) and
- * answers once the child ended: its outcome, its fenced report, and where its
+ * answers once the child ended: its outcome, its own words fenced, and where its
  * diff is in the sandbox. The call's arguments are checked and bounded here
  * before anything reaches the workflow.
  */
@@ -18,7 +18,7 @@ export type StartChild = (task: string) => Promise<CliChildAnswer>;
 
 const DESCRIPTION =
   'Start a child session: another agent with its own sandbox on this repository at your base commit works on `task` ' +
-  'and runs its verification, while you wait. You get its outcome, its report and the path of its diff in your sandbox, ' +
+  'and runs its verification, while you wait. You get its outcome, its own words and the path of its diff in your sandbox, ' +
   'which you may take into your change with `git apply <path>`. Give it a self-contained task: it does not see your conversation.';
 
 /** The endpoint's MCP server for one request: start_child listed, each call asked of the workflow. */

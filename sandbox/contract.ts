@@ -12,6 +12,7 @@ import type { SetupEgressRule } from '../repos/registry';
 import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis';
 import type { TestReport } from '../workflows/api';
 import type { McpServer } from '../workflows/mcp-servers';
+import type { RunnableService } from './services';
 
 export interface ProvisionInput {
   sessionId: string;
@@ -239,4 +240,50 @@ export interface DestroyInput {
    * base commit first, edits made by hand included; a sandbox already gone keeps the checkpoint it had.
    */
   checkpointBase?: string;
+}
+
+/** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
+export interface SnapshotBuildPlan {
+  /** The refreshSnapshot workflow id; also the build container's session label. */
+  buildId: string;
+  repo: string;
+  /** The build container. */
+  sandbox: string;
+  /** The image the build container runs (the repo's environment or the base image): the snapshot's base. */
+  image: string;
+  host: string;
+  hostQueue: string;
+  commit: string;
+  setup: string;
+  setupHash: string;
+  setupTimeoutMs: number;
+  egress: SetupEgressRule[];
+  keep: number;
+  /** Where the setup command came from (recorded with the snapshot). */
+  setupSource: string;
+  /** Environment an inferred setup's tool needs, in sessions too (its caches). */
+  setupEnv: Record<string, string>;
+  /** The services setup ran beside, their images pinned. */
+  services: RunnableService[];
+}
+
+export interface SnapshotBuildResult {
+  buildId: string;
+  repo: string;
+  status: 'ready' | 'failed';
+  commit: string;
+  image?: string;
+  sizeBytes?: number;
+  durationMs?: number;
+  /** Why the build failed (the previous snapshot stays in service). */
+  error?: string;
+  /** Images removed: older snapshots beyond the newest K, and the environment images newer ones replaced. */
+  removed: string[];
+}
+
+/** A sandbox the reaper removed, and why. */
+export interface Reaped {
+  sandbox: string;
+  sessionId: string;
+  reason: string;
 }

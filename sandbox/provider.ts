@@ -45,7 +45,11 @@ export const ATTACH_SHELL =
 /** The attach shell's prompt (bash's escapes: the folder, then $). */
 export const ATTACH_PROMPT = '\\w\\$ ';
 
-/** What a provider can do beyond the basics; a caller checks before it asks for more. */
+/**
+ * What a provider can do beyond the basics; a caller checks before it asks
+ * for more. Its optional parts (SandboxProvider.services, .imageStore) are
+ * capabilities too: a part it has not is a part it cannot do.
+ */
 export interface ProviderCapabilities {
   /**
    * The transport of the worker's own folders and sockets into a sandbox:
@@ -59,10 +63,6 @@ export interface ProviderCapabilities {
   buildsImages: boolean;
   /** A companion can join a sandbox that already runs (the browser of a check); else only at its creation. */
   lateCompanions: boolean;
-  /** A repo's services beside its sandboxes (`SandboxProvider.services`). */
-  services: boolean;
-  /** A service's data folders captured into a snapshot (ServiceRuntime.captureData). */
-  serviceData: boolean;
   /** A service's Unix socket folder shared with its sandbox (ServiceContainerSpec.sockets). */
   serviceSockets?: boolean;
 }
@@ -418,8 +418,9 @@ export interface ServiceRuntime {
   /**
    * An image of the stopped service's image holding `folders` as they are
    * now, folder n under DATA_ROOT/<n>/ (dataPath); an existing `tag` is kept.
+   * Absent: a snapshot build of a repo whose services keep data is refused.
    */
-  captureData(
+  captureData?(
     sandbox: string,
     service: string,
     opts: { image: string; folders: string[]; tag: string; labels: Record<string, string> },
@@ -473,8 +474,10 @@ export interface SandboxProvider {
   /** For logs: "docker". */
   readonly name: string;
   readonly capabilities: ProviderCapabilities;
-  /** A repo's services (absent: capabilities.services is false). */
+  /** A repo's services beside its sandboxes; absent: it runs none (a repo that declares some is refused). */
   readonly services?: ServiceRuntime;
+  /** The images its sandboxes run, on their host; absent: it keeps none (imageStoreOf says so where one is needed). */
+  readonly imageStore?: ImageStore;
 
   /** Creates and starts a sandbox (or a companion, with `companionOf`), or returns the one of that name: a retry. */
   create(spec: SandboxSpec): Promise<{ id: string; created: boolean }>;
@@ -515,6 +518,20 @@ export interface SandboxProvider {
   /** Extracts a tar stream into a folder of the sandbox (ownership from the tar headers). */
   copyIn(name: string, tar: Readable, dest: string): Promise<void>;
 
+  /**
+   * Removes storage no sandbox uses any more, and what an interrupted image
+   * layering left (its staging container), made more than `graceMs` ago; returns what went.
+   */
+  reapStorage(graceMs?: number): Promise<string[]>;
+}
+
+/**
+ * The images a provider's sandboxes run, kept on their host: inspected,
+ * layered (drydock's layer over a repo's image), made of a sandbox's
+ * workspace (a snapshot), readied and removed. An optional part: a remote
+ * runtime may keep none.
+ */
+export interface ImageStore {
   /** An image's id, size, labels and environment, or undefined when there is none by that name. */
   image(ref: string): Promise<ImageInfo | undefined>;
   /** Whether an image holds a file at `path` (its C library's loader, say). */
@@ -535,11 +552,13 @@ export interface SandboxProvider {
   prepareImage(ref: string): Promise<void>;
   /** Removes an image no sandbox uses: 'in_use' when one does, 'gone' when it was already gone. */
   removeImage(ref: string): Promise<'removed' | 'in_use' | 'gone'>;
-  /**
-   * Removes storage no sandbox uses any more, and what an interrupted image
-   * layering left (its staging container), made more than `graceMs` ago; returns what went.
-   */
-  reapStorage(graceMs?: number): Promise<string[]>;
+}
+
+/** The provider's image store; a provider without one fails what needs it, permanently, in one line. */
+export function imageStoreOf(provider: Pick<SandboxProvider, 'name' | 'imageStore'>): ImageStore {
+  if (!provider.imageStore)
+    throw new SandboxError(`the ${provider.name} sandbox provider keeps no images`, 'permanent');
+  return provider.imageStore;
 }
 
 /** A host name /etc/hosts can hold: letters, digits, ".", "_" and "-". */

@@ -37,7 +37,7 @@ import { REPO_CONFIG_FILE } from '../workflows/repo-config';
 import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type IsolatedBuild } from './builder';
 import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
-import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
+import { imageStoreOf, HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
 import { propertyProblems, runSettingsOf, sandboxVolumes, type RepoLink } from './devcontainer-run';
 import { RepoTree } from './repo-files';
@@ -446,18 +446,18 @@ export async function ensureEnvironmentImage(
   ]);
   const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
   const made = { tag, featureLifecycles: features?.lifecycles ?? [] };
-  if (await provider.image(tag)) return made;
+  if (await imageStoreOf(provider).image(tag)) return made;
   const labels = {
     'drydock.image': 'environment',
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
   if (layerOnHost && !repo) {
-    await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
+    await imageStoreOf(provider).layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
     return made;
   }
   // The repo's result alone, under the repo's name, when the layer is made here.
   const built = layerOnHost ? `${environmentImageNames(slug).repo}:${hash.slice(0, 12)}` : tag;
-  if (!(await provider.image(built))) {
+  if (!(await imageStoreOf(provider).image(built))) {
     await withContext(async (context, featureFolder) => {
       if (repo) await untar(at.mirror, `${at.commit}:${env!.context ?? ''}`, context);
       if (features) await features.write(featureFolder);
@@ -500,20 +500,20 @@ async function layerOverResult(
   built: string,
   layer: { tag: string; labels: Record<string, string>; env: RepoEnvironment | undefined },
 ): Promise<void> {
-  const result = await provider.image(built);
+  const result = await imageStoreOf(provider).image(built);
   if (!result) throw new Error(`the isolated builder's result ${built} is not on the host after its load`);
-  await provider.layerImage({
+  await imageStoreOf(provider).layerImage({
     tag: layer.tag,
     from: result.id,
     labels: layer.labels,
     ...hostLayer(layer.env, result.env),
   });
-  await provider.removeImage(built);
+  await imageStoreOf(provider).removeImage(built);
 }
 
 /** The host's image `ref` a repo may start from (workflows/rules/images.ts, repoMadeImage), else why not. */
 export async function allowedImage(provider: SandboxProvider, ref: string, source: string): Promise<ImageInfo> {
-  const image = await provider.image(ref);
+  const image = await imageStoreOf(provider).image(ref);
   if (!image) {
     throw new EnvironmentError(`${source}: image ${ref} is not on the worker's host`);
   }

@@ -14,7 +14,7 @@
 import { git } from '../repos/git';
 import type { ServiceBuild, ServiceSpec } from '../workflows/services';
 import { dockerfileBases } from './dockerfile-bases';
-import type { SandboxProvider } from './provider';
+import { imageStoreOf, type SandboxProvider } from './provider';
 import {
   allowedImage,
   buildIn,
@@ -109,7 +109,7 @@ async function ensureServiceBuild(
   ]);
   const slug = repoSlug(repo);
   const tag = `${serviceImageName(slug)}:${service.name}-${hash.slice(0, 12)}`;
-  if (await provider.image(tag)) return tag;
+  if (await imageStoreOf(provider).image(tag)) return tag;
   await withContext(async (context) => {
     await untar(at.mirror, `${at.commit}:${build.context}`, context);
     await buildIn(settings, field, {

@@ -9,6 +9,7 @@
  * exits or never gets there fails, named, with its log's tail.
  */
 import {
+  imageStoreOf,
   dataPath,
   type FileTree,
   type ImageInfo,
@@ -263,7 +264,7 @@ function socketsOf(provider: SandboxProvider, image: ImageInfo, s: RunnableServi
 
 /** A service's writable folders: data folders over setup's data, the image's other volumes over its own content. */
 async function foldersOf(provider: SandboxProvider, s: RunnableService) {
-  const image = await provider.image(s.image);
+  const image = await imageStoreOf(provider).image(s.image);
   if (!image) throw new ServiceFailure(s.name, `cannot start: its image ${s.image} is not on this host`);
   const shared = socketsOf(provider, image, s);
   const volumes = (image.volumes ?? [])
@@ -287,7 +288,7 @@ async function containerOf(
 ): Promise<ServiceContainerSpec> {
   const share = opts.shares[s.name];
   const folders = await foldersOf(provider, s);
-  const image = (await provider.image(s.image))!; // foldersOf found it
+  const image = (await imageStoreOf(provider).image(s.image))!; // foldersOf found it
   const test = s.healthcheck?.test ?? image.healthcheck;
   const sockets = socketsOf(provider, image, s);
   return {

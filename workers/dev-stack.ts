@@ -17,7 +17,7 @@ import { openDatabase } from '../store/db';
 import { answers, ensureSearchAttributes, startDevServer } from '../platform/temporal';
 import { connectClient, connectWorker } from '../platform/temporal-connection';
 import { ensureBaseImage } from '../sandbox-images/base-image';
-import { machineExtraCa } from '../sandbox/ca';
+import { machineExtraCa } from '../sandbox';
 import { startServer } from './serve';
 import { createWorker, drainOnSignals, hostQueueOf, logUnhandledRejections } from './worker';
 import { installTemporalRuntime } from './telemetry';

@@ -17,8 +17,7 @@ import type { RepoLookupService } from '../repos/registry';
 import type { ReviewTimes } from '../review/review-time';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
-import type { SessionTerminals } from '../sandbox/web-terminal';
-import type { SessionPeople, SessionShells } from '../sandbox/shared-shell';
+import type { SessionTerminals, SessionShells, SessionPeople } from '../sandbox';
 
 /** The console's cookie: a token, as `Authorization: Bearer` carries (a sign-in's personal token, or a pasted one). */
 export const COOKIE = 'drydock_token';

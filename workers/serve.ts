@@ -21,8 +21,14 @@ import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { loadIdentities, type Identities } from '../identity/identities';
-import { hostProvider } from '../sandbox/host-provider';
-import type { SandboxProvider } from '../sandbox/provider';
+import {
+  hostProvider,
+  type SandboxProvider,
+  TERMINAL_LIMITS,
+  SessionTerminals,
+  SessionShells,
+  SessionPeople,
+} from '../sandbox';
 import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
 import type { Config } from '../platform/config';
@@ -60,7 +66,6 @@ import {
   isEditorUpgrade,
 } from './routes/editor';
 import { WebSocketServer } from 'ws';
-import { TERMINAL_LIMITS } from '../sandbox/web-terminal';
 import { ciWebhook, giteaWebhook, githubWebhook, gitlabWebhook } from './routes/webhooks';
 import { linearWebhook } from './routes/linear';
 import { slackCommand, slackEvents, slackInteractions } from './routes/slack';
@@ -68,8 +73,6 @@ import { sessionGauge } from '../platform/metrics';
 import { servePilotRoute } from './routes/pilot';
 import { serveNotesRoute } from './routes/notes';
 import { metricsScrape } from './routes/metrics';
-import { SessionTerminals } from '../sandbox/web-terminal';
-import { SessionPeople, SessionShells } from '../sandbox/shared-shell';
 
 export { consoleUrl } from './http';
 

@@ -3,7 +3,18 @@
  * provisioning) and this host's queue (`drydock@<host>`: every later activity
  * on the sandboxes this host owns). More Docker hosts = more workers.
  */
-import type { HostLimits } from '../sandbox/activities/admission';
+import {
+  type HostLimits,
+  CheckpointStore,
+  sandboxRuntimeOf,
+  startHostProvider,
+  type SandboxProvider,
+  ensureSnapshotSchedules,
+  SnapshotRegistry,
+  triggerSnapshotBuild,
+  agentCliSettings,
+  editorDirOf,
+} from '../sandbox';
 import { queuedSessions } from '../platform/sessions';
 import type { Server } from 'node:http';
 import path from 'node:path';
@@ -19,7 +30,6 @@ import {
 import { createHostActivities, createSharedActivities, type ActivityDeps } from '../activities';
 import { ArtifactStore } from '../store/artifacts';
 import { AuditTrail, loadAuditKey } from '../store/audit';
-import { CheckpointStore } from '../sandbox/checkpoints';
 import { openDatabase } from '../store/db';
 import { hostGauges, serveMetrics, workerMetrics } from '../platform/metrics';
 import { redactorOf } from '../platform/scrub';
@@ -32,16 +42,11 @@ import { createLogger, type Logger } from '../platform/log';
 import { askForChild, sessionState } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
 import { connectClient } from '../platform/temporal-connection';
-import { sandboxRuntimeOf, startHostProvider } from '../sandbox/host-provider';
-import type { SandboxProvider } from '../sandbox/provider';
 import { seededRepoLookup } from '../repos/registry';
-import { ensureSnapshotSchedules, SnapshotRegistry, triggerSnapshotBuild } from '../sandbox/snapshots';
 
-import { agentCliSettings } from '../sandbox/model-gateway';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { ownDataDir } from '../platform/data-dir';
 import { tracing } from './telemetry';
-import { editorDirOf } from '../sandbox/editor';
 
 export function modelSettings(config: Config): ModelSettings {
   return {

@@ -590,7 +590,7 @@ export const pullRequestClosed = defineSignal<[{ merged: boolean; by: string; nu
 export const PHASE_ATTRIBUTE = defineSearchAttributeKey('DrydockPhase', SearchAttributeType.KEYWORD);
 export const REPO_ATTRIBUTE = defineSearchAttributeKey('DrydockRepo', SearchAttributeType.KEYWORD);
 
-/** A child session as its parent shows it: kept current by the child's progress reports. */
+/** A child session as its parent shows it: kept current by the child's progress (sessionProgress). */
 export interface ChildSession {
   sessionId: string;
   /** Its task, as the agent gave it (at most 200 characters here). */

@@ -1,7 +1,7 @@
 /** reapSandboxes: run by a Temporal Schedule per Docker host (drydock-reaper-<host>). */
 import { proxyActivities } from '@temporalio/workflow';
 import type { HostActivities } from '../activities';
-import type { Reaped } from '../sandbox/activities/reaper';
+import type { Reaped } from '../sandbox/contract';
 
 export async function reapSandboxes(input: { hostQueue: string }): Promise<Reaped[]> {
   const { reapHostSandboxes, reapSnapshotImages, fillPools } = proxyActivities<HostActivities>({

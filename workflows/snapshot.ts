@@ -6,7 +6,7 @@
  */
 import { ApplicationFailure, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { HostActivities, SharedActivities } from '../activities';
-import type { SnapshotBuildPlan, SnapshotBuildResult } from '../sandbox/activities/snapshot-build';
+import type { SnapshotBuildPlan, SnapshotBuildResult } from '../sandbox/contract';
 import type { StepInput } from '../sandbox/contract';
 import { ErrorType } from './api';
 import { stepNonce } from './session/nonce';

@@ -6,6 +6,7 @@ import { ErrorType } from '../../workflows/api';
 import { caEnv, installCaBundle } from '../ca';
 import { egressDirOf } from '../egress';
 import {
+  imageStoreOf,
   LABELS,
   SandboxDidNotStart,
   SandboxError,
@@ -115,7 +116,7 @@ export async function createOwnedContainer(
     ...spec.limits,
   });
   // What an image holds never changes: its id is checked once per worker (an exec saved on every start).
-  const imageId = created || extraCaCerts ? (await sandboxes.image(spec.image))?.id : undefined;
+  const imageId = created || extraCaCerts ? (await imageStoreOf(sandboxes).image(spec.image))?.id : undefined;
   const sandbox = sandboxOf(sandboxes, spec.name);
   if (created && !(imageId && IMAGES_WITH_SHELL.has(imageId))) {
     await requireShell(sandbox, spec.image);

@@ -24,7 +24,7 @@ import {
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
 import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
 import type { SandboxDeps } from './deps';
-import type { ImageSummary, SandboxProvider } from '../provider';
+import { imageStoreOf, type ImageSummary, type SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import { REPO_CONFIG_FILE, rootSetupOf, type RepoConfig } from '../../workflows/repo-config';
 import {
@@ -127,7 +127,7 @@ export function refuseUnsupported(
   if (declared && !provider.capabilities.buildsImages) {
     refuse(`its environment (${declared.source})`, unbuiltEnvironment(declared));
   }
-  if (stack.services.length && !provider.capabilities.services) {
+  if (stack.services.length && !provider.services) {
     refuse(`services (${stack.services.map((s) => s.name).join(', ')})`, 'runs no services beside a sandbox');
   }
   const built = stack.services.find((s) => s.build);
@@ -340,7 +340,7 @@ function usesPackageManager(packageJson: string | undefined): boolean {
 
 /** The image's own environment ("NAME=value"). */
 async function imageEnv({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<string[]> {
-  const info = await sandboxes.image(image);
+  const info = await imageStoreOf(sandboxes).image(image);
   if (!info) throw new Error(`no such image: ${image}`);
   return info.env;
 }
@@ -354,10 +354,10 @@ async function imagePath(deps: Pick<SandboxDeps, 'sandboxes'>, image: string): P
 const musl = new Map<string, boolean>();
 /** Whether an image's programs link musl (Alpine): its loader is there. Asked once per image and process. */
 async function isMuslImage({ sandboxes }: Pick<SandboxDeps, 'sandboxes'>, image: string): Promise<boolean> {
-  const id = (await sandboxes.image(image))?.id ?? image;
+  const id = (await imageStoreOf(sandboxes).image(image))?.id ?? image;
   let known = musl.get(id);
   if (known === undefined) {
-    known = await sandboxes.imageHasFile(id, '/lib/ld-musl-x86_64.so.1');
+    known = await imageStoreOf(sandboxes).imageHasFile(id, '/lib/ld-musl-x86_64.so.1');
     musl.set(id, known);
   }
   return known;
@@ -380,24 +380,24 @@ export async function collectEnvironmentImages(
   if (!kept.length) return [];
   const used = new Set<string>();
   for (const row of kept) {
-    const labels = (await sandboxes.image(row.image!))?.labels;
+    const labels = (await imageStoreOf(sandboxes).image(row.image!))?.labels;
     // Its services' images built from the repo (sandbox/service-build.ts) are in use too.
     for (const service of servicesOf(row.image!, labels)) used.add(service.image);
     const environment = labels?.[SNAPSHOT_LABELS.environment];
     if (!environment) continue;
     used.add(environment);
-    const from = (await sandboxes.image(environment))?.labels[ENVIRONMENT_FROM_LABEL];
+    const from = (await imageStoreOf(sandboxes).image(environment))?.labels[ENVIRONMENT_FROM_LABEL];
     if (from) used.add(from);
   }
   const replacedBefore = Date.parse(kept[0].startedAt);
   const names = environmentImageNames(repoSlug(repo));
-  const images = await sandboxes.images([names.env, names.repo, serviceImageName(repoSlug(repo))]);
+  const images = await imageStoreOf(sandboxes).images([names.env, names.repo, serviceImageName(repoSlug(repo))]);
   const removed: string[] = [];
   // drydock's layers first: the repo's own image goes once no layer of it is left.
   for (const image of images.sort((a, b) => Number(isRepoImage(a, names.repo)) - Number(isRepoImage(b, names.repo)))) {
     if (image.createdMs >= replacedBefore) continue;
     for (const tag of image.tags.filter((t) => !used.has(t))) {
-      const outcome = await sandboxes.removeImage(tag);
+      const outcome = await imageStoreOf(sandboxes).removeImage(tag);
       if (outcome === 'removed') removed.push(tag);
       else if (outcome === 'in_use') log.info({ repo, image: tag }, 'old environment image still in use: kept for now');
     }

@@ -4,6 +4,7 @@
  * snapshot with a default session's limits. Filled after each snapshot build
  * on the host, at every reaper run, and (in the background) after a claim;
  * idle sandboxes of an older snapshot, or beyond the size, are retired first.
+ * And a session's claim of one (provision.ts), with its removal.
  */
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
@@ -18,6 +19,7 @@ import type { MirrorDeps } from '../../repos/mirror';
 import { newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
 import { sandboxOf } from '../handle';
+import type { ProvisionInput } from '../contract';
 
 /** How long an idle pool sandbox may live before the reaper takes it (a refill replaces it). */
 export const POOL_IDLE_TTL_MS = 7 * 24 * 3600_000;
@@ -135,4 +137,62 @@ async function fillPoolOnce(deps: PoolDeps, repo: string, size: number): Promise
 async function removePoolSandbox(deps: Pick<PoolDeps, 'sandboxes' | 'egressRoot'>, name: string): Promise<void> {
   await deps.sandboxes.destroy(name);
   await rm(egressDirOf(deps.egressRoot, name), { recursive: true, force: true });
+}
+
+/**
+ * The warm-pool sandbox this session gets: the one it claimed before (a
+ * retry), or a newly claimed idle one of the host's newest snapshot with the
+ * session's exact limits; undefined (provision as usual) for a replacement,
+ * a session already provisioned the usual way, or an empty pool.
+ */
+export async function claimPooled(
+  deps: PoolDeps,
+  input: ProvisionInput,
+  ownName: string,
+  newestImage: string,
+): Promise<string | undefined> {
+  if (input.generation) return undefined;
+  const pools = new PoolRegistry(deps.db.pool);
+  const before = await pools.claimedBy(input.sessionId);
+  if (before) {
+    // Claimed by an earlier attempt: still current, or dropped for the usual path.
+    if ((await pools.get(before))?.image === newestImage) return before;
+    await dropClaimed(deps, input);
+    return undefined;
+  }
+  if (await deps.sandboxes.exists(ownName)) return undefined;
+  const claimed = await pools.claim({
+    sessionId: input.sessionId,
+    repo: input.repo.url,
+    host: deps.hostId,
+    image: newestImage,
+    limits: input.limits,
+    expiresAt: input.expiresAt,
+  });
+  return claimed;
+}
+
+/** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
+export function refillAfterClaim(deps: PoolDeps, repo: string): void {
+  new PoolRegistry(deps.db.pool)
+    .size(repo)
+    .then((size) => fillPool(deps, repo, size))
+    .catch((err: unknown) =>
+      deps.log.warn({ repo, err: String(err) }, 'warm pool refill failed; the reaper will retry'),
+    );
+}
+
+/** Removes the pool sandbox a session claimed, and its row; true if there was one. */
+export async function dropClaimed(
+  deps: Pick<SandboxDeps, 'db' | 'sandboxes' | 'egressRoot'>,
+  input: Pick<ProvisionInput, 'sessionId' | 'generation'>,
+) {
+  if (input.generation) return false;
+  const pools = new PoolRegistry(deps.db.pool);
+  const claimed = await pools.claimedBy(input.sessionId);
+  if (!claimed) return false;
+  await deps.sandboxes.destroy(claimed);
+  await rm(egressDirOf(deps.egressRoot, claimed), { recursive: true, force: true });
+  await pools.forget(claimed);
+  return true;
 }

@@ -11,7 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound, type SandboxProvider } from '../provider';
+import { SandboxNotFound, type ImageStore, type SandboxProvider } from '../provider';
 import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupHash, setupInputs, setupOf, withFeatureSetup } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
@@ -22,9 +22,9 @@ import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
 import type { AppSpec } from '../../workflows/services';
-import { fillPool, type PoolDeps } from './pool';
-import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace, type ReadySnapshot } from './workspace';
-import { sandboxServiceContainers, sandboxServices, sharesOf, snapshotEnv, startSandboxServices } from './services';
+import { claimPooled, dropClaimed, refillAfterClaim, type PoolDeps } from './pool';
+import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace, type SnapshotStart } from './workspace';
+import { planServices, snapshotEnv, startPlannedServices, type ServicePlan } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
 import { takeCheckpoint } from './steps';
@@ -171,135 +171,56 @@ async function admit(
   admitting.set(sessionId, want);
 }
 
-/** provisionSandbox's work, once. */
+/**
+ * provisionSandbox's work, once: a pipeline of named steps, each type saying
+ * what is known after it. Where it starts (StartingPoint), which sandbox it
+ * is (Placement: its own, or a warm-pool one claimed), its services
+ * (ServicePlan), the sandbox made, filled and its services started, then
+ * ready (Sandbox) and recorded.
+ */
 async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promise<Sandbox> {
   // The snapshot's image is inspected once for the whole provisioning, not by each part that reads it.
   const deps = { ...given, sandboxes: imagesInspectedOnce(given.sandboxes) };
-  const { hostId, hostQueue, audit, log } = deps;
-  let name = sandboxName(input.sessionId, input.generation);
-  const { mirror, baseCommit, snapshot, environment, behind } = await startingPoint(deps, input);
+  const start = await startingPoint(deps, input);
   // From a snapshot, whether setup must run is settled while the sandbox is made (it only reads);
   // without one it asks for a snapshot build, so only once the sandbox is there.
-  const planning = snapshot && setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment);
+  const planning = start.from && setupPlan(deps, input.repo.url, start);
   planning?.catch(() => undefined); // awaited below; a failure before then must not go unhandled
-  const image = snapshot?.image ?? environment.image;
-  const pooled = snapshot && (await claimPooled(deps, input, name, snapshot.image));
-  // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan below); an idle
-  // pool sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
-  if (pooled) name = pooled;
-  if (pooled && baseCommit !== snapshot.commit)
-    await prepareWorkspace(sandboxOf(deps.sandboxes, name), {
-      mirror,
-      from: snapshot.commit,
-      to: baseCommit,
-      behind,
-      mark: false,
-    });
+  const place = await placeSandbox(deps, input, start);
   // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
-  const services = await sandboxServices(deps, snapshot?.image, environment.stack.services, input.repo.url);
-  const shares = sharesOf(input.limits, services);
-  const owned = { owner: input.sessionId, repo: input.repo.url, expiresAt: input.expiresAt };
-  const containers = await sandboxServiceContainers(
+  const plan = await planServices(
     deps,
-    name,
-    services,
-    shares.services,
-    ownedLabels(hostId, owned),
-    mirror,
+    place.name,
+    { snapshotImage: start.from?.snapshot.image, declared: start.environment.stack.services, mirror: start.mirror },
+    { repo: input.repo.url, limits: input.limits, labels: ownedLabels(deps.hostId, ownership(input)) },
   );
-  // What starting the services reads is readied while the sandbox is made.
-  const [created] = await Promise.all([
-    !pooled &&
-      createOwnedContainer(deps, {
-        ...owned,
-        name,
-        image,
-        mounts: environment.mounts,
-        env: await snapshotEnv(deps, snapshot?.image, environment.env),
-        limits: { ...input.limits, ...shares.sandbox },
-        services: containers,
-        ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
-        labels: {
-          ...reservedLabel(reservationOf(input.limits)),
-          ...(snapshot ? { [SANDBOX_SNAPSHOT_LABEL]: snapshot.image } : {}),
-        },
-      }),
-    prepareServices(deps.sandboxes, services).catch(() => undefined), // a problem is reported by the start below
-  ]);
-  // A replacement starts from where the lost sandbox's last step left the tree.
-  const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
-  // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
-  const sandbox = sandboxOf(deps.sandboxes, name);
-  // Its services start meanwhile: each is ready before the session's first step (and before setup).
-  const [, restoredServices] = await Promise.all([
-    !pooled && (created || !(await isProvisioned(sandbox)))
-      ? fillWorkspace(sandbox, { mirror, baseCommit, snapshot, behind, checkpoint })
-      : undefined,
-    restoreServiceData(deps, input.sessionId, checkpoint ? containers : []).then(async (restored) => {
-      await startSandboxServices(deps, name, services, containers);
-      return restored;
-    }),
-  ]);
-  const use: SnapshotUse | undefined = snapshot && {
-    image: snapshot.image,
-    commit: snapshot.commit,
-    ageMs: Date.now() - Date.parse(snapshot.finishedAt),
-    behind,
-  };
-  const setup = await (planning ?? setupPlan(deps, input.repo.url, mirror, baseCommit, snapshot, environment));
-  const restored = checkpoint && {
-    step: checkpoint.step,
-    bytes: checkpoint.diff.length,
-    ...(restoredServices.length ? { services: restoredServices } : {}),
-  };
-  const { generation } = input;
-  log.info(
-    {
-      sessionId: input.sessionId,
-      sandboxId: name,
-      host: hostId,
-      created,
-      pooled: Boolean(pooled),
-      snapshot: use,
-      setup: setup?.reason,
-      generation,
-      restored,
-    },
-    'sandbox ready',
-  );
-  await recordEvent(audit, {
-    sessionId: input.sessionId,
-    key: generation ? `provision-r${generation}` : 'provision',
-    kind: 'sandbox.provisioned',
-    actor: 'drydock',
-    data: {
-      sandbox: name,
-      image,
-      repo: input.repo.url,
-      commit: baseCommit,
-      limits: input.limits,
-      snapshot: use,
-      ...(environment.node ? { node: environment.node } : {}),
-      ...(services.length ? { services: services.map((sv) => ({ name: sv.name, image: sv.image })) } : {}),
-      ...(pooled ? { pooled: true } : {}),
-      ...(generation ? { generation, restored } : {}),
-    },
-  });
+  const created = await makeSandbox(deps, input, start, place, plan);
+  const restored = await fillSandbox(deps, input, start, place, plan, created);
+  const setup = await (planning ?? setupPlan(deps, input.repo.url, start));
+  const ready = readySandbox(deps, input, start, place.name, setup, restored);
+  await recordProvisioned(deps, input, ready, { created, pooled: place.pooled, start, plan });
   // Only now, so that its docker create does not compete with this claim for the host's cores.
-  if (pooled) refillAfterClaim(deps, input.repo.url);
-  return {
-    name,
-    host: hostId,
-    hostQueue,
-    image,
-    baseCommit,
-    hostTimeoutMs: deps.hostTimeoutMs,
-    ...(use ? { snapshot: use } : {}),
-    ...(setup ? { setup } : {}),
-    ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
-    ...agentAppOf(environment.stack.app),
-    ...previewAppOf(environment.stack.app),
-  };
+  if (place.pooled) refillAfterClaim(deps, input.repo.url);
+  return ready;
+}
+
+/** Where a sandbox starts from, known before anything is made. */
+interface StartingPoint {
+  /** The worker's mirror of the repo, holding `baseCommit`. */
+  mirror: string;
+  /** The commit the session starts at (its ref, resolved). */
+  baseCommit: string;
+  environment: SandboxEnvironment;
+  /** The image the sandbox runs: the snapshot's, else the environment's (the cold path). */
+  image: string;
+  /** The snapshot it starts from, and the commits since; absent: the cold path. */
+  from?: SnapshotStart;
+}
+
+/** Which sandbox the session gets: its own by name, or a warm-pool sandbox it claimed (made already). */
+interface Placement {
+  name: string;
+  pooled: boolean;
 }
 
 /**
@@ -307,7 +228,7 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
  * once: the repo's commit and its newest snapshot, then its environment and
  * the commits since the snapshot.
  */
-async function startingPoint(deps: ProvisionDeps, input: ProvisionInput) {
+async function startingPoint(deps: ProvisionDeps, input: ProvisionInput): Promise<StartingPoint> {
   const [{ mirror, commit: baseCommit }, snapshot] = await Promise.all([
     mirrorAt(deps, input.repo.url, input.repo.ref),
     newestSnapshot(deps, input.repo.url, input.snapshot),
@@ -316,24 +237,195 @@ async function startingPoint(deps: ProvisionDeps, input: ProvisionInput) {
     sandboxEnvironment(deps, { mirror, commit: baseCommit }, input.repo.url),
     snapshot && commitsBetween(mirror, snapshot.commit, baseCommit),
   ]);
-  return { mirror, baseCommit, snapshot, environment, behind };
+  const image = snapshot?.image ?? environment.image;
+  return { mirror, baseCommit, environment, image, ...(snapshot ? { from: { snapshot, behind } } : {}) };
+}
+
+/** Who owns the session's containers, and until when (the reaper reads it from their labels). */
+function ownership(input: ProvisionInput) {
+  return { owner: input.sessionId, repo: input.repo.url, expiresAt: input.expiresAt };
 }
 
 /**
- * The provider, with `image` answered once per reference: the same snapshot
- * image is read by the snapshot lookup, its services, its environment, the
- * create and the CA bundle within one provisioning (which may see it go
- * only as it sees it go anyway: once).
+ * The session's sandbox: a warm-pool one it claims when it starts from a
+ * snapshot (caught up here to the session's commit), else its own by name.
+ */
+async function placeSandbox(deps: ProvisionDeps, input: ProvisionInput, start: StartingPoint): Promise<Placement> {
+  const own = sandboxName(input.sessionId, input.generation);
+  const { from } = start;
+  const pooled = from && (await claimPooled(deps, input, own, from.snapshot.image));
+  if (!pooled) return { name: own, pooled: false };
+  // Drift since the snapshot, exactly as a snapshot start catches it up (setup: setupPlan); an idle pool
+  // sandbox is at the snapshot's commit, untouched and marked provisioned, so at 0 commits nothing is done.
+  if (start.baseCommit !== from.snapshot.commit)
+    await prepareWorkspace(sandboxOf(deps.sandboxes, pooled), {
+      mirror: start.mirror,
+      from: from.snapshot.commit,
+      to: start.baseCommit,
+      behind: from.behind,
+      mark: false,
+    });
+  return { name: pooled, pooled: true };
+}
+
+/**
+ * Makes the sandbox with its services' containers (a pool sandbox has both);
+ * true when made now, false when a retry found it. What starting the services
+ * reads is readied meanwhile.
+ */
+async function makeSandbox(
+  deps: ProvisionDeps,
+  input: ProvisionInput,
+  start: StartingPoint,
+  place: Placement,
+  plan: ServicePlan,
+): Promise<boolean> {
+  const { environment, from } = start;
+  const [created] = await Promise.all([
+    !place.pooled &&
+      createOwnedContainer(deps, {
+        ...ownership(input),
+        name: place.name,
+        image: start.image,
+        mounts: environment.mounts,
+        env: await snapshotEnv(deps, from?.snapshot.image, environment.env),
+        limits: { ...input.limits, ...plan.sandboxShare },
+        services: plan.containers,
+        ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
+        labels: {
+          ...reservedLabel(reservationOf(input.limits)),
+          ...(from ? { [SANDBOX_SNAPSHOT_LABEL]: from.snapshot.image } : {}),
+        },
+      }),
+    prepareServices(deps.sandboxes, plan.services).catch(() => undefined), // a problem is reported by the start below
+  ]);
+  return created;
+}
+
+/**
+ * Fills the workspace (a replacement's from the lost sandbox's last
+ * checkpoint) while its services start, each ready before the session's
+ * first step (and before setup); what the checkpoint brought back.
+ */
+async function fillSandbox(
+  deps: ProvisionDeps,
+  input: ProvisionInput,
+  start: StartingPoint,
+  place: Placement,
+  plan: ServicePlan,
+  created: boolean,
+): Promise<Sandbox['restored']> {
+  const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
+  // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
+  const sandbox = sandboxOf(deps.sandboxes, place.name);
+  const [, services] = await Promise.all([
+    !place.pooled && (created || !(await isProvisioned(sandbox)))
+      ? fillWorkspace(sandbox, { mirror: start.mirror, baseCommit: start.baseCommit, from: start.from, checkpoint })
+      : undefined,
+    restoreServiceData(deps, input.sessionId, checkpoint ? plan.containers : []).then(async (restored) => {
+      await startPlannedServices(deps, place.name, plan);
+      return restored;
+    }),
+  ]);
+  return (
+    checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length, ...(services.length ? { services } : {}) }
+  );
+}
+
+/** The sandbox as the session knows it from here on: where it is, what it runs, what it must do first. */
+function readySandbox(
+  deps: ProvisionDeps,
+  input: ProvisionInput,
+  start: StartingPoint,
+  name: string,
+  setup: SetupPlan | undefined,
+  restored: Sandbox['restored'],
+): Sandbox {
+  const { from } = start;
+  const use: SnapshotUse | undefined = from && {
+    image: from.snapshot.image,
+    commit: from.snapshot.commit,
+    ageMs: Date.now() - Date.parse(from.snapshot.finishedAt),
+    behind: from.behind,
+  };
+  const { generation } = input;
+  return {
+    name,
+    host: deps.hostId,
+    hostQueue: deps.hostQueue,
+    image: start.image,
+    baseCommit: start.baseCommit,
+    hostTimeoutMs: deps.hostTimeoutMs,
+    ...(use ? { snapshot: use } : {}),
+    ...(setup ? { setup } : {}),
+    ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
+    ...agentAppOf(start.environment.stack.app),
+    ...previewAppOf(start.environment.stack.app),
+  };
+}
+
+/** The ready sandbox in the worker's log and the session's audit trail. */
+async function recordProvisioned(
+  deps: ProvisionDeps,
+  input: ProvisionInput,
+  ready: Sandbox,
+  how: { created: boolean; pooled: boolean; start: StartingPoint; plan: ServicePlan },
+): Promise<void> {
+  const { created, pooled, start, plan } = how;
+  const { generation, restored, snapshot: use, name } = ready;
+  deps.log.info(
+    {
+      sessionId: input.sessionId,
+      sandboxId: name,
+      host: deps.hostId,
+      created,
+      pooled,
+      snapshot: use,
+      setup: ready.setup?.reason,
+      generation,
+      restored,
+    },
+    'sandbox ready',
+  );
+  const { services } = plan;
+  await recordEvent(deps.audit, {
+    sessionId: input.sessionId,
+    key: generation ? `provision-r${generation}` : 'provision',
+    kind: 'sandbox.provisioned',
+    actor: 'drydock',
+    data: {
+      sandbox: name,
+      image: ready.image,
+      repo: input.repo.url,
+      commit: ready.baseCommit,
+      limits: input.limits,
+      snapshot: use,
+      ...(start.environment.node ? { node: start.environment.node } : {}),
+      ...(services.length ? { services: services.map((sv) => ({ name: sv.name, image: sv.image })) } : {}),
+      ...(pooled ? { pooled: true } : {}),
+      ...(generation ? { generation, restored } : {}),
+    },
+  });
+}
+
+/**
+ * The provider, with its image store's `image` answered once per reference:
+ * the same snapshot image is read by the snapshot lookup, its services, its
+ * environment, the create and the CA bundle within one provisioning (which
+ * may see it go only as it sees it go anyway: once).
  */
 function imagesInspectedOnce(sandboxes: SandboxProvider): SandboxProvider {
-  const seen = new Map<string, ReturnType<SandboxProvider['image']>>();
+  const store = sandboxes.imageStore;
+  if (!store) return sandboxes;
+  const seen = new Map<string, ReturnType<ImageStore['image']>>();
   const image = (ref: string) => {
-    const known = seen.get(ref) ?? sandboxes.image(ref);
+    const known = seen.get(ref) ?? store.image(ref);
     seen.set(ref, known);
     known.catch(() => seen.delete(ref)); // a failed inspect is asked again
     return known;
   };
-  return Object.assign(Object.create(sandboxes) as SandboxProvider, { image });
+  const imageStore = Object.assign(Object.create(store) as ImageStore, { image });
+  return Object.assign(Object.create(sandboxes) as SandboxProvider, { imageStore });
 }
 
 /** The repo's app, when it asks to run for the agent: the session starts it after setup (./agent-app.ts). */
@@ -351,64 +443,6 @@ function previewAppOf(app: AppSpec | undefined): Pick<Sandbox, 'preview'> {
 }
 
 /**
- * The warm-pool sandbox this session gets: the one it claimed before (a
- * retry), or a newly claimed idle one of the host's newest snapshot with the
- * session's exact limits; undefined (provision as usual) for a replacement,
- * a session already provisioned the usual way, or an empty pool.
- */
-async function claimPooled(
-  deps: ProvisionDeps,
-  input: ProvisionInput,
-  ownName: string,
-  newestImage: string,
-): Promise<string | undefined> {
-  if (input.generation) return undefined;
-  const pools = new PoolRegistry(deps.db.pool);
-  const before = await pools.claimedBy(input.sessionId);
-  if (before) {
-    // Claimed by an earlier attempt: still current, or dropped for the usual path.
-    if ((await pools.get(before))?.image === newestImage) return before;
-    await dropClaimed(deps, input);
-    return undefined;
-  }
-  if (await deps.sandboxes.exists(ownName)) return undefined;
-  const claimed = await pools.claim({
-    sessionId: input.sessionId,
-    repo: input.repo.url,
-    host: deps.hostId,
-    image: newestImage,
-    limits: input.limits,
-    expiresAt: input.expiresAt,
-  });
-  return claimed;
-}
-
-/** After a claim: the pool is refilled in the background (the reaper's run is the durable one). */
-function refillAfterClaim(deps: PoolDeps, repo: string): void {
-  new PoolRegistry(deps.db.pool)
-    .size(repo)
-    .then((size) => fillPool(deps, repo, size))
-    .catch((err: unknown) =>
-      deps.log.warn({ repo, err: String(err) }, 'warm pool refill failed; the reaper will retry'),
-    );
-}
-
-/** Removes the pool sandbox a session claimed, and its row; true if there was one. */
-async function dropClaimed(
-  deps: Pick<SandboxDeps, 'db' | 'sandboxes' | 'egressRoot'>,
-  input: Pick<ProvisionInput, 'sessionId' | 'generation'>,
-) {
-  if (input.generation) return false;
-  const pools = new PoolRegistry(deps.db.pool);
-  const claimed = await pools.claimedBy(input.sessionId);
-  if (!claimed) return false;
-  await deps.sandboxes.destroy(claimed);
-  await rm(egressDirOf(deps.egressRoot, claimed), { recursive: true, force: true });
-  await pools.forget(claimed);
-  return true;
-}
-
-/**
  * Whether the session must run setup before the agent: the repo is
  * registered and there is no snapshot (cold path; a build is started for
  * next time), or its setup inputs changed since the snapshot.
@@ -416,11 +450,10 @@ async function dropClaimed(
 async function setupPlan(
   deps: Pick<SandboxDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
   repo: string,
-  mirror: string,
-  commit: string,
-  snapshot: ReadySnapshot | undefined,
-  environment: Pick<SandboxEnvironment, 'setup' | 'featureSetup' | 'key'>,
+  start: Pick<StartingPoint, 'mirror' | 'baseCommit' | 'environment' | 'from'>,
 ): Promise<SetupPlan | undefined> {
+  const { mirror, baseCommit: commit, environment } = start;
+  const snapshot = start.from?.snapshot;
   const reg = await deps.snapshots.repo(repo);
   if (!reg) return undefined;
   const inputs = await setupInputs(mirror, commit);

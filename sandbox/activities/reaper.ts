@@ -4,15 +4,10 @@
  * sandboxes past their time, orphaned storage) and old snapshot images.
  */
 import type { SandboxDeps } from './deps';
+import type { Reaped } from '../contract';
 import { COMPANION_LABEL, LABELS, type SandboxInfo } from '../provider';
 import { collectSnapshots } from './snapshot-build';
 import { POOL_LABEL, PoolRegistry } from '../pool-registry';
-
-export interface Reaped {
-  sandbox: string;
-  sessionId: string;
-  reason: string;
-}
 
 export function createReaperActivities(
   deps: Pick<SandboxDeps, 'sandboxes' | 'snapshots' | 'db' | 'hostId' | 'hostQueue' | 'sessionIsRunning' | 'log'>,

@@ -24,7 +24,7 @@ import {
 import { ComposeError, readCompose } from '../compose';
 import { parseEnvFile } from '../compose-variables';
 import { RepoFileError, RepoTree } from '../repo-files';
-import type { ImageInfo, SandboxProvider, ServiceContainerSpec } from '../provider';
+import { imageStoreOf, type ImageInfo, type SandboxProvider, type ServiceContainerSpec } from '../provider';
 import { EnvironmentError, volumesOf, type ImageFetcher, type RepoEnvironment } from '../repo-image';
 import {
   recordedServices,
@@ -250,7 +250,7 @@ async function hasImage(sandboxes: SandboxProvider, ref: string): Promise<boolea
 
 /** The image when it is on the worker's host; a registry's that the cluster's node would pull is not. */
 async function onHostImage(sandboxes: SandboxProvider, ref: string) {
-  const image = await sandboxes.image(ref);
+  const image = await imageStoreOf(sandboxes).image(ref);
   return image?.fromRegistry ? undefined : image;
 }
 
@@ -272,7 +272,7 @@ async function serviceImageOnHost(
   await ensureServiceImage(named, progress).catch((err: Error) => {
     throw new EnvironmentError(`service image ${ref} could not be built here: ${err.message}`);
   });
-  const built = await deps.sandboxes.image(ref);
+  const built = await imageStoreOf(deps.sandboxes).image(ref);
   if (!built) throw new EnvironmentError(`service image ${ref} was built but is not on the host: build it again`);
   return built;
 }
@@ -335,17 +335,17 @@ export async function sandboxServices(
  * another snapshot's or another repo's.
  */
 async function snapshotServices(sandboxes: SandboxProvider, snapshotImage: string): Promise<RunnableService[]> {
-  const labels = (await sandboxes.image(snapshotImage))?.labels;
+  const labels = (await imageStoreOf(sandboxes).image(snapshotImage))?.labels;
   const services = recordedServices(snapshotImage, labels);
   for (const s of services) {
     const field = `snapshot ${snapshotImage}: service ${s.name}`;
-    const image = await sandboxes.image(s.image);
+    const image = await imageStoreOf(sandboxes).image(s.image);
     const made = image && repoMadeImage(s.image, image.labels);
     // The repo's own service builds are its to run (sandbox/service-build.ts); no other image a repo made is.
     if (made && !ownServiceBuild(image.labels, labels?.[SNAPSHOT_LABELS.repo]))
       throw new EnvironmentError(`${field}: ${made}`);
     if (s.dataImage === undefined) continue;
-    const data = await sandboxes.image(s.dataImage);
+    const data = await imageStoreOf(sandboxes).image(s.dataImage);
     const own =
       data?.labels[SNAPSHOT_LABELS.image] === 'service-data' &&
       data.labels[SNAPSHOT_LABELS.repo] === labels?.[SNAPSHOT_LABELS.repo] &&
@@ -382,6 +382,48 @@ export async function sandboxServiceContainers(
       files: serviceFileReader(mirror),
     }),
   );
+}
+
+/** A sandbox's services as planned before it is made: what runs, its own share of the limits, the containers. */
+export interface ServicePlan {
+  services: RunnableService[];
+  /** What of the session's limits is left to the sandbox itself. */
+  sandboxShare: Share;
+  /** The services' containers (sandboxServiceContainers), made with the sandbox or beside it. */
+  containers: ServiceContainerSpec[];
+}
+
+/**
+ * A session sandbox's services (sandboxServices: `from` its snapshot, else
+ * the repo's declarations at `mirror`), the session's limits shared with
+ * them, and their containers with the session's owner labels.
+ */
+export async function planServices(
+  deps: Pick<SandboxDeps, 'sandboxes' | 'runtime' | 'log'>,
+  sandbox: string,
+  from: { snapshotImage: string | undefined; declared: ServiceSpec[]; mirror: string },
+  session: { repo: string; limits: Share; labels: Record<string, string> },
+): Promise<ServicePlan> {
+  const services = await sandboxServices(deps, from.snapshotImage, from.declared, session.repo);
+  const shares = sharesOf(session.limits, services);
+  const containers = await sandboxServiceContainers(
+    deps,
+    sandbox,
+    services,
+    shares.services,
+    session.labels,
+    from.mirror,
+  );
+  return { services, sandboxShare: shares.sandbox, containers };
+}
+
+/** Starts the planned services of a made sandbox (startSandboxServices). */
+export async function startPlannedServices(
+  deps: Pick<SandboxDeps, 'sandboxes'>,
+  sandbox: string,
+  plan: ServicePlan,
+): Promise<void> {
+  await startSandboxServices(deps, sandbox, plan.services, plan.containers);
 }
 
 /** Reads a service file's content at the object the snapshot pinned (the mirror keeps every commit it fetched). */
@@ -425,7 +467,7 @@ export async function snapshotEnv(
   snapshotImage: string | undefined,
   env: string[],
 ): Promise<string[]> {
-  const label = snapshotImage && (await deps.sandboxes.image(snapshotImage))?.labels[SNAPSHOT_ENV_LABEL];
+  const label = snapshotImage && (await imageStoreOf(deps.sandboxes).image(snapshotImage))?.labels[SNAPSHOT_ENV_LABEL];
   if (!label) return env;
   const extra = JSON.parse(label) as Record<string, string>;
   // A virtualenv's bin goes first on PATH, as activating it would.

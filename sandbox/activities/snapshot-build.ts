@@ -35,7 +35,7 @@ import {
   snapshotImageTag,
   type SnapshotBuildRow,
 } from '../snapshots';
-import { type RepoRegistration, type SetupEgressRule } from '../../repos/registry';
+import type { RepoRegistration } from '../../repos/registry';
 import {
   SERVICE_DATA_LABEL,
   ServiceFailure,
@@ -45,9 +45,10 @@ import {
   startServices,
   type RunnableService,
 } from '../services';
-import { dataPath } from '../provider';
+import { imageStoreOf, dataPath } from '../provider';
 import { resolveServiceImages, serviceFileReader, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
+import type { SnapshotBuildPlan, SnapshotBuildResult } from '../contract';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
 const BUILD_LIMITS = {
@@ -57,45 +58,6 @@ const BUILD_LIMITS = {
   tmpBytes: 512 * 1024 ** 2,
   diskBytes: 64 * 1024 ** 3,
 };
-
-/** What `startSnapshotBuild` prepared: the build container with the repo in /workspace, and what to run. */
-export interface SnapshotBuildPlan {
-  /** The refreshSnapshot workflow id; also the build container's session label. */
-  buildId: string;
-  repo: string;
-  /** The build container. */
-  sandbox: string;
-  /** The image the build container runs (the repo's environment or the base image): the snapshot's base. */
-  image: string;
-  host: string;
-  hostQueue: string;
-  commit: string;
-  setup: string;
-  setupHash: string;
-  setupTimeoutMs: number;
-  egress: SetupEgressRule[];
-  keep: number;
-  /** Where the setup command came from (recorded with the snapshot). */
-  setupSource: string;
-  /** Environment an inferred setup's tool needs, in sessions too (its caches). */
-  setupEnv: Record<string, string>;
-  /** The services setup ran beside, their images pinned. */
-  services: RunnableService[];
-}
-
-export interface SnapshotBuildResult {
-  buildId: string;
-  repo: string;
-  status: 'ready' | 'failed';
-  commit: string;
-  image?: string;
-  sizeBytes?: number;
-  durationMs?: number;
-  /** Why the build failed (the previous snapshot stays in service). */
-  error?: string;
-  /** Images removed: older snapshots beyond the newest K, and the environment images newer ones replaced. */
-  removed: string[];
-}
 
 /**
  * Keeps the newest `keep` ready snapshots of a repo on this host; older ones
@@ -111,7 +73,7 @@ export async function collectSnapshots(
   const { sandboxes, snapshots, hostId, log } = deps;
   const removed: string[] = [];
   for (const row of (await snapshots.ready(repo, hostId)).slice(keep)) {
-    const outcome = await sandboxes.removeImage(row.image!);
+    const outcome = await imageStoreOf(sandboxes).removeImage(row.image!);
     if (outcome === 'in_use') {
       log.info({ repo, image: row.image }, 'old snapshot still in use by a sandbox: kept for now');
       continue;
@@ -122,7 +84,7 @@ export async function collectSnapshots(
     for (const data of (row.services ?? []).flatMap((s) => (s.dataImage ? [s.dataImage] : []))) {
       // Its lower layers are under sessions' services: no container has it as its image, so ask the label.
       const users = (await sandboxes.list()).filter((c) => c.labels[SERVICE_DATA_LABEL] === data);
-      if (!users.length && (await sandboxes.removeImage(data)) === 'removed') removed.push(data);
+      if (!users.length && (await imageStoreOf(sandboxes).removeImage(data)) === 'removed') removed.push(data);
     }
   }
   if (removed.length) log.info({ repo, removed, host: hostId }, 'old snapshots removed');
@@ -346,7 +308,7 @@ async function imageOfBuild(
   tag: string,
   services: RunnableService[],
 ) {
-  const image = await sandboxes.imageFromWorkspace(plan.sandbox, {
+  const image = await imageStoreOf(sandboxes).imageFromWorkspace(plan.sandbox, {
     baseImage: plan.image,
     tag,
     // Both always written: labels are inherited, so one left out would be the environment image's (a repo Dockerfile's LABEL).
@@ -363,7 +325,7 @@ async function imageOfBuild(
       [SNAPSHOT_LABELS.host]: hostId,
     },
   });
-  await sandboxes.prepareImage(tag);
+  await imageStoreOf(sandboxes).prepareImage(tag);
   return image;
 }
 
@@ -385,6 +347,8 @@ async function captureServices(
       continue;
     }
     const runtime = serviceRuntime(deps.sandboxes);
+    // buildServices refused a repo with data folders before the build, where the provider cannot capture them.
+    if (!runtime.captureData) throw new Error(`the ${deps.sandboxes.name} provider keeps no service's data`);
     await runtime.stop(plan.sandbox, s.name, 60);
     const dataImage = await runtime.captureData(plan.sandbox, s.name, {
       image: s.image,
@@ -455,7 +419,7 @@ async function buildServices(
   const allowed = allowedRegistries(deps, ctx.reg);
   return failBuildOn(deps, ctx, async () => {
     const withData = ctx.environment.stack.services.find((s) => s.data.length);
-    if (withData && !deps.sandboxes.capabilities.serviceData) {
+    if (withData && !deps.sandboxes.services?.captureData) {
       throw new EnvironmentError(
         `${withData.source}.data: the ${deps.sandboxes.name} sandbox provider keeps no service's data in a ` +
           "snapshot yet, so this repo gets none: each session clones it, runs setup and starts the service's data " +

@@ -10,13 +10,19 @@ import type { Checkpoint } from '../checkpoints';
 import { DRYDOCK_GIT, type SandboxHandle, type ShellScript } from '../handle';
 import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
+import { imageStoreOf } from '../provider';
 
 /** Written last by provisioning (and a snapshot build's fill): a retry that finds it has nothing left to do. */
 const PROVISIONED = `${STATE_DIR}/provisioned`;
 
-/** The newest ready snapshot of a repo on this host whose image is still here (or the oldest: a drill). */
 /** A snapshot a sandbox can start from: built, its image on this host, so its image, commit and end are known. */
 export type ReadySnapshot = SnapshotBuildRow & { image: string; commit: string; finishedAt: string };
+
+/** A sandbox starting from a snapshot: the snapshot, and the session's commits it lacks (undefined: unknown, history rewritten). */
+export interface SnapshotStart {
+  snapshot: ReadySnapshot;
+  behind: number | undefined;
+}
 
 /** A ready row as a ReadySnapshot; a row ready without its commit or its end is a store fault, said so. */
 function readySnapshot(row: SnapshotBuildRow & { image: string }): ReadySnapshot {
@@ -27,6 +33,7 @@ function readySnapshot(row: SnapshotBuildRow & { image: string }): ReadySnapshot
   return { ...row, commit, finishedAt };
 }
 
+/** The newest ready snapshot of a repo on this host whose image is still here (or the oldest: a drill). */
 export async function newestSnapshot(
   deps: Pick<SandboxDeps, 'snapshots' | 'sandboxes' | 'hostId' | 'log'>,
   repo: string,
@@ -35,7 +42,8 @@ export async function newestSnapshot(
   const ready = await deps.snapshots.ready(repo, deps.hostId);
   for (const row of which === 'oldest' ? ready.reverse() : ready) {
     const { image } = row;
-    if (image !== undefined && (await deps.sandboxes.image(image))) return readySnapshot({ ...row, image });
+    if (image !== undefined && (await imageStoreOf(deps.sandboxes).image(image)))
+      return readySnapshot({ ...row, image });
     deps.log.warn({ image: row.image, repo }, 'snapshot image missing from this host; marking it removed');
     await deps.snapshots.markRemoved(row.id);
   }
@@ -59,17 +67,12 @@ export async function copyWorkingTree(sandbox: SandboxHandle, mirror: string, co
  */
 export async function fillWorkspace(
   sandbox: SandboxHandle,
-  at: {
-    mirror: string;
-    baseCommit: string;
-    snapshot: ReadySnapshot | undefined;
-    behind: number | undefined;
-    checkpoint: Checkpoint | undefined;
-  },
+  at: { mirror: string; baseCommit: string; from: SnapshotStart | undefined; checkpoint: Checkpoint | undefined },
 ): Promise<void> {
-  const { mirror, baseCommit, snapshot, behind, checkpoint } = at;
+  const { mirror, baseCommit, from, checkpoint } = at;
   const mark = !checkpoint?.diff.length;
-  if (snapshot) {
+  if (from) {
+    const { snapshot, behind } = from;
     await prepareWorkspace(sandbox, { mirror, from: snapshot.commit, to: baseCommit, behind, mark });
   } else {
     await copyWorkingTree(sandbox, mirror, baseCommit);

@@ -23,6 +23,7 @@ import {
   type ImageLayer,
   type CommandOutput,
   type ImageInfo,
+  type ImageStore,
   type ImageSummary,
   type ProviderCapabilities,
   type SandboxInfo,
@@ -42,18 +43,18 @@ import { DockerServices, socketMounts } from './services';
 const refusedAsGone = (err: unknown) => isStatus(err, 404) || isStatus(err, 409) || saysContainerGone(messageOf(err));
 
 /** Disposable Docker containers: no network, non-root, no capabilities, bounded. */
-export class DockerProvider extends ExecOverStream implements SandboxProvider {
+export class DockerProvider extends ExecOverStream implements SandboxProvider, ImageStore {
   readonly name = 'docker';
   readonly capabilities: ProviderCapabilities = {
     hostFolders: true,
     buildsImages: true,
     lateCompanions: true,
-    services: true,
-    serviceData: true,
     serviceSockets: true,
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;
+  /** The engine's own images. */
+  readonly imageStore: ImageStore = this;
   private memoryBytes?: number;
 
   constructor(
@@ -83,7 +84,7 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider {
       const sockets: Docker.MountSettings[] = [];
       for (const service of spec.services ?? []) sockets.push(...(await socketMounts(this.storage, service)));
       // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes.
-      const volumes = (await this.image(spec.image))?.volumes ?? [];
+      const volumes = (await this.imageStore.image(spec.image))?.volumes ?? [];
       const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, volumes, sockets));
       await container.start();
       return { id: container.id, created: true };

@@ -23,6 +23,7 @@ import {
   WORKSPACE,
   type CommandOutput,
   type ImageInfo,
+  type ImageStore,
   type ImageSummary,
   type ProviderCapabilities,
   type SandboxInfo,
@@ -78,15 +79,15 @@ function isStatus(err: unknown, code: number): boolean {
 const refusedAsGone = (err: unknown) => err instanceof ExecRefused && saysContainerGone(err.message);
 
 /** Pods as sandboxes: non-root, no capabilities, loopback only, bounded; see ./pod.ts. */
-export class KubernetesProvider extends ExecOverStream implements SandboxProvider {
+export class KubernetesProvider extends ExecOverStream implements SandboxProvider, ImageStore {
   readonly name = 'kubernetes';
   readonly capabilities: ProviderCapabilities = {
     hostFolders: true,
     buildsImages: false,
     lateCompanions: false,
-    services: true,
-    serviceData: false,
   };
+  /** The node's images: snapshots in its snapshot store, the rest as the node's runtime has them (./images.ts). */
+  readonly imageStore: ImageStore = this;
   /** Containers of the sandbox's pod, made with it (SandboxSpec.services): ./services.ts. */
   readonly services: KubernetesServices;
   readonly store: SnapshotStore;

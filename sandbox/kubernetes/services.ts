@@ -98,10 +98,6 @@ export class KubernetesServices implements ServiceRuntime {
     throw notHere(`stopping service ${service} of ${sandbox} alone (to capture its data for a snapshot)`);
   }
 
-  async captureData(sandbox: string, service: string): Promise<string> {
-    throw notHere(`capturing the data of service ${service} of ${sandbox} into a snapshot`);
-  }
-
   /** Nothing to ready: a service's folders are filled by its pod (./service-containers.ts). */
   async prepareFolder(): Promise<void> {}
 

@@ -5,7 +5,7 @@
  * gateway's /mcp/drydock endpoint (configured by drydock, with its step's
  * token), calls it; the session starts the child (its own sandbox, Claude Code
  * too, at the parent's base commit), which edits and verifies; the call's
- * answer is the child's outcome and fenced report, and the child's diff is in
+ * answer is the child's outcome and fenced words, and the child's diff is in
  * the parent's sandbox, where the parent's Claude Code takes it with
  * `git apply`. Only the parent's change is pushed. The model is the local
  * Anthropic stand-in (test/support/fake-providers.ts).
@@ -93,10 +93,10 @@ test("Claude Code starts a child through the gateway's start_child and takes its
   const child = requests.filter((r) => !r.tools.includes(START_CHILD));
   expect(parent.length).toBeGreaterThanOrEqual(3);
   expect(child.length).toBeGreaterThanOrEqual(2);
-  // The call's answer, as the parent's Claude Code read it: the outcome, the fenced report, the diff's path.
+  // The call's answer, as the parent's Claude Code read it: the outcome, the fenced words, the diff's path.
   const answer = results(parent[1])[0].text;
   expect(answer).toContain(`child session ${childId} ended: completed`);
-  expect(answer).toContain(`<child-report session="${childId}">`);
+  expect(answer).toContain(`<child-words session="${childId}">`);
   expect(answer).toContain('verification: passed');
   expect(answer).toContain('Added hello.');
   expect(answer).toContain(`git apply ${childDiffPath(childId)}`);

@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import type { SnapshotBuildResult } from '../../sandbox/contract';
 import { addRepo } from '../../cli/snapshots';
 import { ENVIRONMENT_FROM_LABEL } from '../../sandbox/repo-image';
 import { repoSlug, deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';

@@ -6,7 +6,7 @@
  * active for every step however setup was given. Real Temporal, Docker, git.
  */
 import { ScheduleNotFoundError } from '@temporalio/client';
-import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import type { SnapshotBuildResult } from '../../sandbox/contract';
 import { addRepo, removeRepo, rootCause, type AddRepoOptions } from '../../cli/snapshots';
 import { openDatabase } from '../../store/db';
 import {

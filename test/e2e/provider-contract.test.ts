@@ -10,7 +10,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DockerProvider } from '../../sandbox/docker/provider';
-import { LABELS, type SandboxSpec } from '../../sandbox/provider';
+import { imageStoreOf, LABELS, type SandboxProvider, type SandboxSpec } from '../../sandbox/provider';
 import { ApiOnlyProvider } from '../support/api-only-provider';
 import { testConfig } from '../support/helpers';
 import { providerContract } from '../support/provider-contract';
@@ -46,5 +46,11 @@ describe('a test-only provider over the Docker API alone, with no host folders',
     expect(provider.capabilities.hostFolders).toBe(false);
     const spec = { ...(await specOf('drydock-contract-mounts', false)), mounts: [{ source: '/tmp', target: '/x' }] };
     await expect(provider.create(spec)).rejects.toThrow(/mounts no host folder/);
+  });
+
+  test('it keeps no images (no image store, an optional part): what needs one is refused in one line', () => {
+    expect((provider as SandboxProvider).imageStore).toBeUndefined();
+    expect(() => imageStoreOf(provider)).toThrow(/^the api-only sandbox provider keeps no images$/);
+    expect(imageStoreOf(new DockerProvider())).toBeDefined();
   });
 });

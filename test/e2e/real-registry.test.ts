@@ -7,7 +7,7 @@
 import type { WorkflowFailedError } from '@temporalio/client';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import type { SnapshotBuildResult } from '../../sandbox/contract';
 import { addRepo } from '../../cli/snapshots';
 import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
 import type { SessionStatus } from '../../workflows/api';

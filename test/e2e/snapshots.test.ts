@@ -7,7 +7,7 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
-import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import type { SnapshotBuildResult } from '../../sandbox/contract';
 import { addRepo } from '../../cli/snapshots';
 import { AuditTrail } from '../../store/audit';
 import { openDatabase, type Database } from '../../store/db';

@@ -18,8 +18,6 @@ import {
   SandboxError,
   WORKSPACE,
   type CommandOutput,
-  type ImageInfo,
-  type ImageSummary,
   type ProviderCapabilities,
   type SandboxInfo,
   type SandboxProvider,
@@ -37,8 +35,6 @@ export class ApiOnlyProvider extends ExecOverStream implements SandboxProvider {
     hostFolders: false,
     buildsImages: false,
     lateCompanions: false,
-    services: false,
-    serviceData: false,
   };
   /** The engine's exec over its API: the Docker provider's streaming primitive, nothing of its host storage. */
   private readonly engine: DockerProvider;
@@ -149,32 +145,7 @@ export class ApiOnlyProvider extends ExecOverStream implements SandboxProvider {
     return this.copyInByTar(name, tar, dest, ['--no-same-owner']);
   }
 
-  async image(ref: string): Promise<ImageInfo | undefined> {
-    try {
-      const info = await this.docker.getImage(ref).inspect();
-      return { id: info.Id, sizeBytes: info.Size, labels: info.Config.Labels ?? {}, env: info.Config.Env ?? [] };
-    } catch (err) {
-      if (isStatus(err, 404)) return undefined;
-      throw err;
-    }
-  }
-
-  async imageHasFile(): Promise<boolean> {
-    throw unsupported('reads no image files');
-  }
-  async images(): Promise<ImageSummary[]> {
-    return [];
-  }
-  async layerImage(): Promise<void> {
-    throw unsupported('builds no images');
-  }
-  async imageFromWorkspace(): Promise<{ id: string; sizeBytes: number }> {
-    throw unsupported('takes no snapshots');
-  }
-  async prepareImage(): Promise<void> {}
-  async removeImage(): Promise<'removed' | 'in_use' | 'gone'> {
-    throw unsupported('removes no images');
-  }
+  /** No image store (SandboxProvider.imageStore): what needs one is refused where it is asked (imageStoreOf). */
   async reapStorage(): Promise<string[]> {
     return [];
   }

@@ -14,7 +14,7 @@ import { loadAuditKey } from '../../store/audit';
 import { LABELS } from '../../sandbox/provider';
 import { startServer } from '../../workers/serve';
 import { createWorker, hostQueueOf, type DrydockWorker } from '../../workers/worker';
-import type { Reaped } from '../../sandbox/activities/reaper';
+import type { Reaped } from '../../sandbox/contract';
 import {
   decide,
   OUTCOMES,

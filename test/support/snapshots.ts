@@ -1,5 +1,5 @@
 /** Snapshot builds for tests, and their removal afterwards. */
-import type { SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import type { SnapshotBuildResult } from '../../sandbox/contract';
 import { deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
 import { docker, newSessionId, type TestStack } from './helpers';
 import { LOWER_LABEL } from '../../sandbox/docker/storage';

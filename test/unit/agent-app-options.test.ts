@@ -65,7 +65,11 @@ test("the companion runs the app on the sandbox's files, image and environment: 
 test('a provider that adds no container to a running sandbox (Kubernetes) refuses app.forAgent, naming the field', () => {
   const app = { start: 'npm start', port: 3000, readyPath: '/', readyTimeoutMs: 60_000, source: 'app' };
   const provider = (lateCompanions: boolean) =>
-    ({ name: 'kubernetes', capabilities: { lateCompanions, buildsImages: true, services: true } }) as SandboxProvider;
+    ({
+      name: 'kubernetes',
+      capabilities: { lateCompanions, buildsImages: true, hostFolders: true },
+      services: {},
+    }) as SandboxProvider;
   expect(() =>
     refuseUnsupported(provider(false), undefined, { services: [], app: { ...app, forAgent: true } }),
   ).toThrow(

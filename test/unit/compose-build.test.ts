@@ -247,16 +247,19 @@ describe("a repo's old service builds", () => {
           Promise.resolve([{ image: 'snap:new', startedAt: new Date(2000).toISOString() }, { image: 'snap:old' }]),
       },
       sandboxes: {
-        image: (ref: string) => Promise.resolve(images[ref] ? { labels: images[ref] } : undefined),
-        images: (refs: string[]) =>
-          Promise.resolve(
-            refs.includes(name)
-              ? ['api-gone', 'api-kept', 'api-new'].map((t) => ({ id: t, tags: [`${name}:${t}`], createdMs: 1000 }))
-              : [],
-          ),
-        removeImage: (tag: string) => {
-          removed.push(tag);
-          return Promise.resolve('removed');
+        name: 'fake',
+        imageStore: {
+          image: (ref: string) => Promise.resolve(images[ref] ? { labels: images[ref] } : undefined),
+          images: (refs: string[]) =>
+            Promise.resolve(
+              refs.includes(name)
+                ? ['api-gone', 'api-kept', 'api-new'].map((t) => ({ id: t, tags: [`${name}:${t}`], createdMs: 1000 }))
+                : [],
+            ),
+          removeImage: (tag: string) => {
+            removed.push(tag);
+            return Promise.resolve('removed');
+          },
         },
       },
     };

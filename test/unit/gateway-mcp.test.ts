@@ -271,7 +271,7 @@ test("drydock's start_child at /mcp/drydock: listed, its task checked, the sessi
     asked.push(task);
     // A child takes a while: the answer comes on the call's open SSE stream.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    return { content: `child session s.child-1 ended: completed\n<child-report session="s.child-1">\n...`, ok: true };
+    return { content: `child session s.child-1 ended: completed\n<child-words session="s.child-1">\n...`, ok: true };
   };
   const { url } = await openGateway({}, startChild);
   const client = await cliClient(url, STEP_TOKEN, 'drydock');

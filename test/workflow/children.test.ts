@@ -266,7 +266,7 @@ test("an agent CLI's start_child through the gateway: the same bounds, the child
     [ids[1], true, `child session ${ids[1]} ended: completed`],
     [undefined, false, 'error: this session has started 2 child sessions, as many as children.max (2) allows'],
   ]);
-  expect(answers[0].content).toContain(`<child-report session="${ids[0]}">`);
+  expect(answers[0].content).toContain(`<child-words session="${ids[0]}">`);
   expect(answers[0].content).toContain(`git apply ${childDiffPath(ids[0])}`);
   expect(rejected).toEqual([expect.stringContaining("start_child is taken from the agent CLI's step under way only")]);
   // The parent's CLI was given drydock's endpoint; its children (children.depth 1) were not.

@@ -1,5 +1,5 @@
 /**
- * What one run of a session hands to the next (continue-as-new, SessionRun.handOver):
+ * What one run of a session hands to the next (continue-as-new, SessionRun.carried):
  * the built-in model loop continues as new every agent.continueAsNewEvery
  * turns, and a published session continues as new to wait for follow-ups.
  * Whatever a message changed in the run before (a follow-up queued, the pull
@@ -249,7 +249,7 @@ test('the pull request closed while a follow-up round continues as new: the sess
 });
 
 test('a follow-up delivered with a continued run’s first task is checked against the input and policy the run was handed', async () => {
-  // The hand-over of a published session, as its first run made it.
+  // What a published session carries to its next run, as its first run made it.
   const parked = parkWatch();
   let handOver: unknown[] = [];
   const stubs: Stubs = {

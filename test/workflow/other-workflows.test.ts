@@ -12,7 +12,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
 import type { PullRequestClosed } from '../../workflows/api';
-import type { SnapshotBuildPlan, SnapshotBuildResult } from '../../sandbox/activities/snapshot-build';
+import type { SnapshotBuildPlan, SnapshotBuildResult } from '../../sandbox/contract';
 import { startEnvironment, stopEnvironment, type Stubs } from './harness';
 
 /** The one task queue of this file's worker: a workflow's own queue and, when its input names it, the host's. */

@@ -18,10 +18,10 @@ import {
   reachableSandbox,
   requestAttach,
   requestDetach,
-} from '../../sandbox/attach';
-import { sandboxOf } from '../../sandbox/handle';
-import type { SandboxProvider } from '../../sandbox/provider';
-import type { TerminalPresence } from '../../sandbox/web-terminal';
+  sandboxOf,
+  type SandboxProvider,
+  type TerminalPresence,
+} from '../../sandbox';
 import { readableStatus, steeringRefused } from '../access';
 import { header, HttpError, type ServeContext } from '../http';
 

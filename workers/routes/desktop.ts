@@ -17,18 +17,20 @@ import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import type { WebSocketServer } from 'ws';
-import { AttachRefused, reachableSandbox } from '../../sandbox/attach';
-import { browserContainerName } from '../../sandbox/activities/container';
 import {
+  AttachRefused,
+  reachableSandbox,
+  browserContainerName,
   bridgeDesktop,
   desktopContainerName,
   DesktopRefused,
   SessionDesktops,
   startDesktop,
   VNC_BRIDGE,
-} from '../../sandbox/desktop';
-import type { SandboxProvider } from '../../sandbox/provider';
-import { CLOSE, TerminalTickets } from '../../sandbox/web-terminal';
+  type SandboxProvider,
+  CLOSE,
+  TerminalTickets,
+} from '../../sandbox';
 import { baseImageTag } from '../../sandbox-images/base-image';
 import { ensureDesktopImage } from '../../sandbox-images/desktop-image';
 import { readableStatus, steeringRefused } from '../access';

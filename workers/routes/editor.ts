@@ -24,9 +24,12 @@ import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import type { WebSocketServer } from 'ws';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { AttachRefused, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
-import { sandboxOf } from '../../sandbox/handle';
 import {
+  AttachRefused,
+  reachableSandbox,
+  requestAttach,
+  requestDetach,
+  sandboxOf,
   EDITOR_LIMITS,
   EDITOR_MOUNT,
   EDITOR_PORT,
@@ -35,16 +38,15 @@ import {
   editorOrigin,
   EditorRefused,
   SessionEditors,
-} from '../../sandbox/editor';
-import {
   appConnection,
   PREVIEW_LIMITS,
   PREVIEW_OWN_PATH,
   PreviewPasses,
   type PreviewPass,
-} from '../../sandbox/preview';
-import type { SandboxProvider } from '../../sandbox/provider';
-import { CLOSE, TerminalTickets } from '../../sandbox/web-terminal';
+  type SandboxProvider,
+  CLOSE,
+  TerminalTickets,
+} from '../../sandbox';
 import { handOver } from '../../workflows/api';
 import { readableStatus, steeringRefused } from '../access';
 import { editorPage } from '../console/editor';

@@ -30,8 +30,8 @@ import {
   previewOrigin,
   PreviewPasses,
   type PreviewPass,
-} from '../../sandbox/preview';
-import type { SandboxProvider } from '../../sandbox/provider';
+  type SandboxProvider,
+} from '../../sandbox';
 import { startPreview, type SessionStatus } from '../../workflows/api';
 import { esc } from '../console/page';
 import { readableStatus } from '../access';

@@ -15,12 +15,21 @@ import type { Duplex } from 'node:stream';
 import { readFile } from 'node:fs/promises';
 import type WebSocket from 'ws';
 import type { WebSocketServer } from 'ws';
-import { AttachRefused, boundedSize, reachableSandbox, requestAttach, requestDetach } from '../../sandbox/attach';
+import {
+  AttachRefused,
+  boundedSize,
+  reachableSandbox,
+  requestAttach,
+  requestDetach,
+  sandboxOf,
+  type SandboxProvider,
+  bridgeWebTerminal,
+  CLOSE,
+  TerminalTickets,
+  type InputBatch,
+  type Person,
+} from '../../sandbox';
 import { handOver } from '../../workflows/api';
-import { sandboxOf } from '../../sandbox/handle';
-import type { SandboxProvider } from '../../sandbox/provider';
-import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
-import type { Person } from '../../sandbox/shared-shell';
 import { readableStatus, steeringRefused } from '../access';
 import { terminalPage } from '../console/terminal';
 import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';

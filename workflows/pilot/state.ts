@@ -1,7 +1,7 @@
 /**
  * The run state of a pilot: each session's view (what the `pilot` query
  * answers), its last progress report, and the stop. One object owns the
- * transitions and the hand-over across continue-as-new.
+ * transitions and what it carries across continue-as-new.
  */
 import type { PilotSessionState, PilotSessionView, PilotStatus, Phase, SessionProgress } from '../api';
 import { OUTCOMES } from '../api';

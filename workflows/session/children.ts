@@ -40,7 +40,7 @@ type SessionWorkflow = (input: unknown) => Promise<SessionStatus>;
 /** A started call: the child's end to wait for, or why none was started. */
 type Started = { refused: string } | { childId: string; ended: Promise<ChildEnd> };
 
-/** Keeps the children's rows in status current from their progress reports; takes an agent CLI's start_child calls. */
+/** Keeps the children's rows in status current from their progress; takes an agent CLI's start_child calls. */
 export function installChildHandlers(run: SessionRun): void {
   installCliChildHandler(run);
   setHandler(sessionProgress, (progress) => {

@@ -2,7 +2,7 @@
  * The run state of one agent session: its status (what the `status` query
  * answers), its phase and timeline, and what the phases share. One object,
  * handed to every phase module, instead of variables shared by closures; it
- * also owns the hand-over to the session's next run (continue-as-new).
+ * also owns what the session carries to its next run (continue-as-new).
  */
 import {
   allHandlersFinished,
@@ -64,10 +64,10 @@ export interface AgentLoop {
 
 /**
  * What one run of a session hands to the next (continue-as-new): built by
- * SessionRun.handOver only, read by the SessionRun constructor only.
+ * SessionRun.carried only, read by the SessionRun constructor only.
  *
- * The rest of SessionRun is not carried because no hand-over happens while it
- * holds anything the next run needs. The hand-overs are between two turns of
+ * The rest of SessionRun is not carried because no continue-as-new happens while
+ * it holds anything the next run needs. They happen between two turns of
  * the model loop and after publishing; there, `verdicts` concern no pending
  * change (each round decides anew; status.decisions keeps them), `committedIn`
  * and `commitDate` wait for the round's commit, `scriptSteps` belong to a
@@ -184,17 +184,17 @@ export class SessionRun {
   }
 
   /**
-   * Hands the session over to a new run (continue-as-new), with the settled
-   * input (the next run does not settle it again) and what handOver carries,
+   * Continues the session as a new run (continue-as-new), with the settled
+   * input (the next run does not settle it again) and what `carried` gives it,
    * once the messages under way are handled.
    */
   async continueAsNew(parked = false): Promise<never> {
     await condition(allHandlersFinished);
-    return continueAsNew<SessionWorkflow>(this.input, this.handOver(parked));
+    return continueAsNew<SessionWorkflow>(this.input, this.carried(parked));
   }
 
   /** Everything of this run that the next one reads (see ContinuedSession). */
-  private handOver(parked: boolean): ContinuedSession {
+  private carried(parked: boolean): ContinuedSession {
     return {
       status: this.status,
       sandbox: this.sandbox!,

@@ -51,8 +51,8 @@ async function runBrowserChecks(run: SessionRun, results: VerificationResults): 
   const { browser } = run.input.verify;
   if (!browser) return;
   const { attempt } = run.loop;
-  // The artifacts' names: the round, and the agent's attempt in it after the first.
-  const label = `round-${run.status.round ?? 1}${attempt > 1 ? `-try-${attempt}` : ''}`;
+  // The artifacts' names: the round, and the agent's attempt in it after the first (docs/architecture.md, Words).
+  const label = `round-${run.status.round ?? 1}${attempt > 1 ? `-attempt-${attempt}` : ''}`;
   results.browser = await browserRun(run, `browser: ${browser.url}`, label);
 }
 

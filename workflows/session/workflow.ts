@@ -66,7 +66,7 @@ export async function agentSession(rawInput: unknown, continued?: ContinuedSessi
     }
     await stayOpen(run, continued?.parked === true);
   } catch (err) {
-    // A hand-over to the next run keeps the sandbox: the session goes on there.
+    // A continue-as-new keeps the sandbox: the session goes on there.
     // An invalid input has failed already, before anything could need tearing down.
     if (err instanceof ContinueAsNew || isInvalidInput(err)) throw err;
     outcome = endEarly(run, err);
