@@ -14,15 +14,16 @@ import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
 import { AGENT_CLIS, type AgentCliName } from '../../workflows/rules/agent-clis';
 import { removeSnapshotSchedules } from '../../sandbox/snapshots';
-import { startFakeProviders, type FakeProviders, type RecordedRequest, type Turn } from '../support/fake-providers';
+import type { FakeProviders, RecordedRequest, Turn } from '../support/fake-providers';
 import {
   approvePush,
   containersOf,
   git,
   makeFixtureRepo,
   newSessionId,
+  startCliStack,
   startSession,
-  startStack,
+  type CliStack,
   type FixtureRepo,
   type TestStack,
 } from '../support/helpers';
@@ -34,24 +35,18 @@ const SERVER_TOKEN = `mcp-${randomBytes(12).toString('hex')}`;
 let fake: FakeProviders;
 let mcp: TestMcpServer;
 let stack: TestStack;
+let clis: CliStack;
 const repos: FixtureRepo[] = [];
 
 beforeAll(async () => {
-  fake = await startFakeProviders({ apiKey: KEY });
   mcp = await startTestMcpServer(SERVER_TOKEN);
-  stack = await startStack({
-    DRYDOCK_ANTHROPIC_BASE_URL: fake.url,
-    DRYDOCK_ANTHROPIC_API_KEY: KEY,
-    DRYDOCK_MODEL_BASE_URL: fake.baseUrl,
-    DRYDOCK_MODEL_API_KEY: KEY,
-    secrets: { TRACKER_TOKEN: SERVER_TOKEN },
-  });
+  clis = await startCliStack(KEY, { secrets: { TRACKER_TOKEN: SERVER_TOKEN } });
+  ({ fake, stack } = clis);
 }, 600_000);
 afterAll(async () => {
   for (const repo of repos) await removeSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
-  await stack?.stop();
+  await clis?.stop();
   await mcp?.close();
-  await fake?.close();
 });
 
 const addFile = (file: string, content: string) =>
