@@ -10,11 +10,11 @@
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { CliChildAnswer } from '../workflows/api';
+import type { StepChildAnswer } from '../workflows/api';
 import { CHILD_TOOL, childTask, MAX_CHILD_TASK } from '../workflows/rules/children';
 
 /** Asks the session for a child with this task and waits for its end (platform/sessions.ts askForChild). */
-export type StartChild = (task: string) => Promise<CliChildAnswer>;
+export type StartChild = (task: string) => Promise<StepChildAnswer>;
 
 const DESCRIPTION =
   'Start a child session: another agent with its own sandbox on this repository at your base commit works on `task` ' +

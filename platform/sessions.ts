@@ -17,11 +17,11 @@ import {
   followup,
   REPO_ATTRIBUTE,
   RUNNING_PHASES,
-  startChildForCli,
+  startChildForStep,
   status,
   WORKFLOW_TYPE,
-  type CliChildAnswer,
-  type CliChildRequest,
+  type StepChildAnswer,
+  type StepChildRequest,
   type FollowupAccepted,
   type FollowupInput,
   type LastKnown,
@@ -362,10 +362,10 @@ export async function sessionState(
 export async function askForChild(
   client: Client,
   sessionId: string,
-  request: CliChildRequest,
-): Promise<CliChildAnswer> {
+  request: StepChildRequest,
+): Promise<StepChildAnswer> {
   const task = createHash('sha256').update(request.task).digest('hex').slice(0, 24);
   return client.workflow
     .getHandle(sessionId)
-    .executeUpdate(startChildForCli, { args: [request], updateId: `${request.step}-child-${task}` });
+    .executeUpdate(startChildForStep, { args: [request], updateId: `${request.step}-child-${task}` });
 }

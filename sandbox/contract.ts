@@ -126,10 +126,12 @@ export interface StepInput {
    * An agent CLI's step: its model calls go through the model gateway
    * (sandbox/model-gateway.ts), open for this step only, with what the session
    * may still spend; `cli` names the CLI whose JSON events become progress.
+   * A script step's gateway has neither `cli` nor `protocol`: no model, only
+   * start_child for its drydock-child command (`children`).
    */
   gateway?: {
-    cli: AgentCliName;
-    protocol: ModelProtocol;
+    cli?: AgentCliName;
+    protocol?: ModelProtocol;
     maxCalls?: number;
     maxTokens?: number;
     maxCostUsd?: number;

@@ -18,6 +18,8 @@
  *   usage of every answer, streamed (SSE) or not, for the budgets and the
  *   audit trail, and refuses calls once a budget is spent; at most
  *   MAX_IN_FLIGHT calls at once over at most MAX_CONNECTIONS connections.
+ * A script step's gateway has no model (no protocol, no endpoint, no key): it
+ * serves only its MCP endpoint, drydock-child's start_child, and refuses the rest.
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -68,8 +70,13 @@ export interface GatewayCall extends GatewayUsage {
 
 export interface ModelGatewayOptions {
   socketPath: string;
-  protocol: ModelProtocol;
-  upstream: GatewayUpstream;
+  /**
+   * The CLI's model protocol and the endpoint it reaches. Absent: a gateway
+   * without a model (a script step's, for drydock-child), which serves only
+   * its MCP endpoint and refuses every model call.
+   */
+  protocol?: ModelProtocol;
+  upstream?: GatewayUpstream;
   /** What this step may still spend; absent: no such limit. */
   budget: { maxCalls?: number; maxTokens?: number; maxCostUsd?: number };
   /** USD per million tokens, per model (the worker's DRYDOCK_MODEL_PRICES). */
@@ -192,7 +199,7 @@ export class UsageReader {
 }
 
 /** An error in the protocol's own shape, so the CLI shows its message. */
-function refuse(res: ServerResponse, protocol: ModelProtocol, status: number, message: string): void {
+function refuse(res: ServerResponse, protocol: ModelProtocol | undefined, status: number, message: string): void {
   const body =
     protocol === 'anthropic'
       ? { type: 'error', error: { type: status === 403 ? 'permission_error' : 'invalid_request_error', message } }
@@ -226,7 +233,7 @@ interface Forwarded {
  * `ended` once it has ended.
  */
 function forward(
-  opts: ModelGatewayOptions,
+  opts: ModelGatewayOptions & { protocol: ModelProtocol; upstream: GatewayUpstream },
   upstream: URL,
   res: ServerResponse,
   call: Forwarded,
@@ -296,7 +303,8 @@ const NO_USAGE: GatewayUsage = { inputTokens: 0, outputTokens: 0, cachedTokens: 
 /** One step's gateway while it is open. */
 interface GatewayState {
   opts: ModelGatewayOptions;
-  upstream: URL;
+  /** Absent: the gateway has no model. */
+  upstream?: URL;
   budget: GatewayBudget;
   gateway: ModelGateway;
   inFlight: number;
@@ -319,6 +327,7 @@ function spentReason(state: GatewayState, stop: BudgetStop): Admitted {
 /** Whether a model call may go on: its path, the calls under way, its body screened, its share of the budget reserved. */
 async function admit(state: GatewayState, req: IncomingMessage): Promise<Admitted> {
   const { opts, upstream, budget } = state;
+  if (!upstream || !opts.protocol) return { status: 403, reason: 'this step has no model: no model call is forwarded' };
   const target = req.url ?? '';
   // Origin-form only: "/v1/messages?beta=true". An absolute URL names another host.
   if (!target.startsWith('/')) return { status: 403, reason: `only ${upstream.origin} is reachable, not ${target}` };
@@ -366,7 +375,8 @@ async function handle(state: GatewayState, req: IncomingMessage, res: ServerResp
   const started = Date.now();
   state.inFlight++;
   try {
-    await forward(opts, state.upstream, res, call, (status, read) => {
+    const modelled = opts as Parameters<typeof forward>[0]; // admitted: the gateway has a model
+    await forward(modelled, state.upstream!, res, call, (status, read) => {
       // An answer that is not a success used nothing; a success whose usage was not read is charged its reservation.
       const usage = read ?? (status >= 400 ? NO_USAGE : undefined);
       budget.settle(reservation, usage);
@@ -403,7 +413,7 @@ export async function openModelGateway(opts: ModelGatewayOptions): Promise<Model
   };
   const state: GatewayState = {
     opts,
-    upstream: checkUpstream(opts.upstream.baseUrl),
+    ...(opts.upstream ? { upstream: checkUpstream(opts.upstream.baseUrl) } : {}),
     budget: new GatewayBudget(opts.budget, opts.prices),
     gateway,
     inFlight: 0,

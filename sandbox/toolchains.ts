@@ -38,6 +38,8 @@ export const HELPER = {
   /** One TCP connection to the sandbox's loopback over stdin/stdout (the app's preview). */
   port: `${HELPERS_MOUNT}/bin/drydock-port`,
 } as const;
+/** Commands for a session's own steps, last on the sandbox's PATH: `drydock-child` (a script's child session). */
+export const HELPERS_COMMANDS = `${HELPERS_MOUNT}/commands`;
 
 /** Bumped when what the helpers carry of the host changes (sandbox/glibc-runtime.ts), so each host rebuilds them. */
 const GLIBC_RUNTIME_VERSION = 1;
@@ -137,17 +139,20 @@ export class Toolchains {
 
   /**
    * The host folder of the helpers, built once per content: bin/ with the
-   * helper commands and GNU timeout, lib/ with their scripts and Node.js,
+   * helper commands and GNU timeout, commands/ with the session's own
+   * (drydock-child, on the sandbox's PATH), lib/ with their scripts and Node.js,
    * git/, and the glibc they all load from (sandbox/glibc-runtime.ts), so
    * they run in musl images and images without git too.
    */
   async helpers(): Promise<string> {
     const names = ['drydock-run', 'drydock-exec', 'drydock-egress', 'drydock-verify-browser', 'drydock-port'];
+    const commands = ['drydock-child'];
     const hash = createHash('sha256')
       .update(HELPER_NODE_VERSION)
       .update(`runtime ${GLIBC_RUNTIME_VERSION}`)
       .update('git-dir 1');
-    for (const name of names) hash.update(name).update(await readFile(path.join(HELPER_SOURCES, name)));
+    for (const name of [...names, ...commands])
+      hash.update(name).update(await readFile(path.join(HELPER_SOURCES, name)));
     const dir = path.join(this.root, `helpers-${hash.digest('hex').slice(0, 12)}`);
     return this.once(dir, async (tmp) => {
       const node = await this.nodeBuild(HELPER_NODE_VERSION);
@@ -166,6 +171,13 @@ export class Toolchains {
         );
       }
       for (const name of names) await chmod(path.join(tmp, 'bin', name), 0o755);
+      await mkdir(path.join(tmp, 'commands'));
+      for (const name of commands) {
+        await copyFile(path.join(HELPER_SOURCES, name), path.join(tmp, 'lib', `${name}.js`));
+        const file = path.join(tmp, 'commands', name);
+        await writeFile(file, `#!/bin/sh\nexec ${HELPERS_MOUNT}/lib/node ${HELPERS_MOUNT}/lib/${name}.js "$@"\n`);
+        await chmod(file, 0o755);
+      }
       await ownGitDirs(path.join(tmp, path.basename(OWN_GIT_DIR)));
     });
   }

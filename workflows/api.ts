@@ -629,26 +629,26 @@ export interface SessionProgress {
   failureCause?: string;
   error?: string;
 }
-/** An agent CLI's start_child call, from the model gateway of its step (mcp/child-tool.ts). */
-export interface CliChildRequest {
-  /** The child's task, as the CLI's model wrote it (checked: rules/children.ts childTask). */
+/** An agent CLI's start_child call, or a script step's drydock-child, from the model gateway of its step (mcp/child-tool.ts). */
+export interface StepChildRequest {
+  /** The child's task, as the CLI's model or the script wrote it (checked: rules/children.ts childTask). */
   task: string;
-  /** The CLI's step that asks: only the step running now may. */
+  /** The step that asks: only the step running now may. */
   step: string;
 }
 
-/** What the CLI's model reads as start_child's result; ok: the child completed. */
-export interface CliChildAnswer {
+/** What the CLI's model (or drydock-child) reads as start_child's result; ok: the child completed. */
+export interface StepChildAnswer {
   content: string;
   ok: boolean;
   childId?: string;
 }
 
 /**
- * start_child for agent CLIs (docs/agents.md, Child sessions): the worker's
- * gateway asks the session to start a child and waits for its end.
+ * start_child for agent CLIs and script steps (docs/agents.md, Child sessions):
+ * the worker's gateway asks the session to start a child and waits for its end.
  */
-export const startChildForCli = defineUpdate<CliChildAnswer, [CliChildRequest]>('startChild');
+export const startChildForStep = defineUpdate<StepChildAnswer, [StepChildRequest]>('startChild');
 
 /** From a session to the workflow that started it (its parent), at every phase change. */
 export const sessionProgress = defineSignal<[SessionProgress]>('sessionProgress');

@@ -105,6 +105,10 @@ export const browserCheck = z.strictObject({
 const runStep = z.strictObject({
   run: z.string().min(1).describe('Shell command, run with sh -c in /workspace'),
   timeout: durationUpTo('6h').default('10m').describe('At most 6h'),
+  children: z
+    .boolean()
+    .optional()
+    .describe('true: the command may start child sessions with drydock-child "<task>" (docs/agents.md)'),
 });
 const writeStep = z.strictObject({
   write: z.strictObject({ path: workspacePath, content: z.string() }),
@@ -425,7 +429,9 @@ export const sessionInputSchema = z.strictObject({
         ),
     })
     .prefault({})
-    .describe("Child sessions the built-in loop's agent starts to split its work (docs/agents.md, Child sessions)"),
+    .describe(
+      "Child sessions the agent starts to split its work: the built-in loop's start_child, an agent CLI's, a script step's drydock-child (docs/agents.md, Child sessions)",
+    ),
   childOf: z
     .strictObject({
       session: z.string().min(1).max(200),

@@ -15,7 +15,7 @@ import type { CheckpointStore } from '../checkpoints';
 import type { SandboxProvider } from '../provider';
 import type { AgentCliSettings } from '../model-gateway';
 import type { SnapshotRegistry } from '../snapshots';
-import type { CliChildAnswer, CliChildRequest } from '../../workflows/api';
+import type { StepChildAnswer, StepChildRequest } from '../../workflows/api';
 
 export interface SandboxDeps extends MirrorDeps {
   /** Makes, runs and removes this host's sandboxes (sandbox/provider.ts). */
@@ -64,7 +64,7 @@ export interface SandboxDeps extends MirrorDeps {
    * Asks a session for a child session and waits for its end: an agent CLI's
    * start_child call at the gateway (mcp/child-tool.ts). Absent: CLIs are not offered it.
    */
-  startChildSession?: (sessionId: string, request: CliChildRequest) => Promise<CliChildAnswer>;
+  startChildSession?: (sessionId: string, request: StepChildRequest) => Promise<StepChildAnswer>;
   /** Whether a session's workflow is still running (the reaper spares its sandbox). */
   sessionIsRunning: (sessionId: string) => Promise<boolean>;
   /** Postgres: the audit trail, snapshot registry and metrics live there. */

@@ -22,7 +22,15 @@ import {
   type RepoEnvironment,
 } from '../repo-image';
 import { repoSlug, SNAPSHOT_LABELS } from '../snapshots';
-import { HELPER_NODE_VERSION, HELPERS_GIT, HELPERS_MOUNT, NODE_MOUNT, nodeRequestOf, Toolchains } from '../toolchains';
+import {
+  HELPER_NODE_VERSION,
+  HELPERS_COMMANDS,
+  HELPERS_GIT,
+  HELPERS_MOUNT,
+  NODE_MOUNT,
+  nodeRequestOf,
+  Toolchains,
+} from '../toolchains';
 import type { SandboxDeps } from './deps';
 import { imageStoreOf, type ImageSummary, type SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
@@ -221,8 +229,9 @@ async function environmentOf(
   const env: string[] = [];
   let node: string | undefined;
   const own = await imagePath(deps, image);
-  // The helpers' git comes last: an image with its own git keeps using it.
-  let searchPath = `${own}:${HELPERS_GIT}`;
+  // The helpers' git comes last: an image with its own git keeps using it; then drydock-child.
+  const last = `${HELPERS_GIT}:${HELPERS_COMMANDS}`;
+  let searchPath = `${own}:${last}`;
   // A packageManager alone gets corepack (on a Node.js of drydock's choice) after the image's own tools.
   // A musl image (Alpine) cannot run the official builds: it brings its own Node.js.
   const corepackOnly = !request && usesPackageManager(packageJson);
@@ -230,7 +239,7 @@ async function environmentOf(
     const dir = await toolchains.node(request ?? { range: HELPER_NODE_VERSION, source: 'packageManager' });
     node = path.basename(dir).replace(/^node-|-corepack-.*$/g, '');
     mounts.push({ source: dir, target: NODE_MOUNT });
-    searchPath = corepackOnly ? `${own}:${NODE_MOUNT}/bin:${HELPERS_GIT}` : `${NODE_MOUNT}/bin:${searchPath}`;
+    searchPath = corepackOnly ? `${own}:${NODE_MOUNT}/bin:${last}` : `${NODE_MOUNT}/bin:${searchPath}`;
     env.push(
       `COREPACK_HOME=${COREPACK_HOME}`,
       'COREPACK_ENABLE_DOWNLOAD_PROMPT=0',

@@ -315,9 +315,10 @@ async function runCommand(
     }
     const result = await commandResult(deps, input, answer, egress);
     const { checkpoint } = answer;
-    if (!models) return { result, checkpoint };
+    const cli = input.gateway?.cli;
+    if (!models || !cli) return { result, checkpoint };
     const progress = cliProgress(
-      input.gateway!.cli,
+      cli,
       (await deps.artifacts.get(input.sessionId, `${input.key}.log`))?.toString() ?? '',
     );
     return {
@@ -366,7 +367,8 @@ async function callUntilAnswered(call: () => Promise<ExecResult>, nonce: string,
 
 /**
  * The repo's MCP servers for an agent CLI's step, when it declares some, and
- * drydock's start_child when the session may start a child: a fresh token
+ * drydock's start_child when the session may start a child (for a CLI, or a
+ * script step's drydock-child, which reads the token from its environment): a fresh token
  * for this step (in the step's environment and where the CLI's configuration
  * says MCP_TOKEN_PLACEHOLDER; never in history).
  */
@@ -397,13 +399,19 @@ function gatewayMcpFor(deps: StepDeps, input: StepInput, env: Record<string, str
 const mcpUsed = (mcp: GatewayMcp | undefined): Pick<GatewayResult, 'mcp'> =>
   mcp ? { mcp: { calls: mcp.calls, asked: mcp.asked, refused: mcp.refused.length } } : {};
 
-/** The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's budget left. */
+/**
+ * The model gateway of an agent CLI's step, to the worker's endpoint for its protocol, with the session's
+ * budget left; a script step's has no model (only drydock-child's start_child).
+ */
 async function openGatewayFor(
   deps: Pick<StepDeps, 'agentClis' | 'log'>,
   input: StepInput,
   socketPath: string,
   mcp: GatewayMcp | undefined,
 ): Promise<ModelGateway> {
+  const { protocol, maxCalls, maxTokens, maxCostUsd } = input.gateway!;
+  const common = { socketPath, log: deps.log, sessionId: input.sessionId, ...(mcp ? { mcp } : {}) };
+  if (!protocol) return openModelGateway({ ...common, budget: {}, prices: {} });
   const settings = deps.agentClis;
   if (!settings) {
     throw ApplicationFailure.nonRetryable(
@@ -411,16 +419,12 @@ async function openGatewayFor(
       ErrorType.ModelNotAllowed,
     );
   }
-  const { protocol, maxCalls, maxTokens, maxCostUsd } = input.gateway!;
   return openModelGateway({
-    socketPath,
+    ...common,
     protocol,
     upstream: protocol === 'anthropic' ? settings.upstreams.anthropic : settings.upstreams.openai,
     budget: { maxCalls, maxTokens, maxCostUsd },
     prices: settings.prices,
-    log: deps.log,
-    sessionId: input.sessionId,
-    ...(mcp ? { mcp } : {}),
   });
 }
 

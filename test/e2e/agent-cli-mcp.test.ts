@@ -14,15 +14,16 @@ import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
 import { AGENT_CLIS, type AgentCliName } from '../../workflows/rules/agent-clis';
 import { removeSnapshotSchedules } from '../../sandbox/snapshots';
-import { startFakeProviders, type FakeProviders, type RecordedRequest, type Turn } from '../support/fake-providers';
+import type { FakeProviders, RecordedRequest, Turn } from '../support/fake-providers';
 import {
   approvePush,
   containersOf,
   git,
   makeFixtureRepo,
   newSessionId,
+  startCliStack,
   startSession,
-  startStack,
+  type CliStack,
   type FixtureRepo,
   type TestStack,
 } from '../support/helpers';
@@ -34,24 +35,18 @@ const SERVER_TOKEN = `mcp-${randomBytes(12).toString('hex')}`;
 let fake: FakeProviders;
 let mcp: TestMcpServer;
 let stack: TestStack;
+let clis: CliStack;
 const repos: FixtureRepo[] = [];
 
 beforeAll(async () => {
-  fake = await startFakeProviders({ apiKey: KEY });
   mcp = await startTestMcpServer(SERVER_TOKEN);
-  stack = await startStack({
-    DRYDOCK_ANTHROPIC_BASE_URL: fake.url,
-    DRYDOCK_ANTHROPIC_API_KEY: KEY,
-    DRYDOCK_MODEL_BASE_URL: fake.baseUrl,
-    DRYDOCK_MODEL_API_KEY: KEY,
-    secrets: { TRACKER_TOKEN: SERVER_TOKEN },
-  });
+  clis = await startCliStack(KEY, { secrets: { TRACKER_TOKEN: SERVER_TOKEN } });
+  ({ fake, stack } = clis);
 }, 600_000);
 afterAll(async () => {
   for (const repo of repos) await removeSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
-  await stack?.stop();
+  await clis?.stop();
   await mcp?.close();
-  await fake?.close();
 });
 
 const addFile = (file: string, content: string) =>
@@ -69,16 +64,22 @@ const EDIT: Record<AgentCliName, Turn['toolCalls']> = {
 /** The CLI's name of the server's tool, as its model is offered it (each CLI prefixes it its own way). */
 const mcpToolOf = (r: RecordedRequest) => r.tools.find((t) => t.endsWith('search_issues'));
 
+/** The call of the server's tool: Codex offers the server's tools as one Responses `namespace` tool, mcp__tracker. */
+function mcpCall(r: RecordedRequest): NonNullable<Turn['toolCalls']>[number] | undefined {
+  const args = { query: 'flaky' };
+  if (r.tools.includes('mcp__tracker')) return { namespace: 'mcp__tracker', name: 'search_issues', arguments: args };
+  const tool = mcpToolOf(r);
+  return tool ? { name: tool, arguments: args } : undefined;
+}
+
 /** The script: the MCP tool, then a file written, then done; the CLI's side requests get text. */
 function scriptFor(cli: AgentCliName) {
   const edit = EDIT[cli]![0].name;
   return (r: RecordedRequest): Turn => {
     if (!r.tools.includes(edit)) return { text: 'ok', usage: { input: 50, output: 5 } };
     const results = r.messages.filter((m) => m.role === 'tool').length;
-    const tool = mcpToolOf(r);
-    if (results === 0 && tool) {
-      return { toolCalls: [{ name: tool, arguments: { query: 'flaky' } }], usage: { input: 400, output: 40 } };
-    }
+    const call = mcpCall(r);
+    if (results === 0 && call) return { toolCalls: [call], usage: { input: 400, output: 40 } };
     if (results <= 1) return { toolCalls: EDIT[cli], usage: { input: 500, output: 40 } };
     return { text: 'Noted the flaky test.', usage: { input: 600, output: 20 } };
   };
@@ -119,25 +120,23 @@ test.each(Object.keys(AGENT_CLIS) as AgentCliName[])(
     // The CLI listed the reading tool at the gateway's endpoint; the writing one was not offered.
     const offered = requests[0].tools.filter((t) => t.includes('tracker') || t.includes('issue'));
     if (cli === 'codex') {
-      // Codex offers a server's tools as one Responses `namespace` tool; the stand-in cannot call into one
-      // (its call format is not modelled), so for Codex the listing is what is checked.
+      // Codex offers a server's tools as one Responses `namespace` tool, its model calling a function in it.
       expect(offered).toEqual(['mcp__tracker']);
       const namespace = JSON.stringify(
         (requests[0].body.tools as { name?: string }[]).find((t) => t.name === 'mcp__tracker'),
       );
       expect(namespace).toContain('search_issues');
       expect(namespace).not.toContain('create_issue');
-      expect(mcp.calls.slice(served)).toEqual([]);
     } else {
       expect(offered).toEqual([mcpToolOf(requests[0])]);
-      // The worker made the call with the server's credential; the CLI read the fenced result.
-      expect(mcp.calls.slice(served)).toEqual([{ tool: 'search_issues', arguments: { query: 'flaky' } }]);
-      expect(mcp.authorizations.at(-1)).toBe(`Bearer ${SERVER_TOKEN}`);
-      const result = requests[1].messages.find((m) => m.role === 'tool')!.text;
-      expect(result).toContain('<mcp-result server="tracker" tool="search_issues">');
-      expect(result).toContain('2 issues match "flaky"');
-      expect(final.agent).toMatchObject({ kind: 'cli', mcpCalls: 1 });
     }
+    // The worker made the call with the server's credential; the CLI read the fenced result.
+    expect(mcp.calls.slice(served)).toEqual([{ tool: 'search_issues', arguments: { query: 'flaky' } }]);
+    expect(mcp.authorizations.at(-1)).toBe(`Bearer ${SERVER_TOKEN}`);
+    const result = requests[1].messages.find((m) => m.role === 'tool')!.text;
+    expect(result).toContain('<mcp-result server="tracker" tool="search_issues">');
+    expect(result).toContain('2 issues match');
+    expect(final.agent).toMatchObject({ kind: 'cli', mcpCalls: 1 });
     expect(await containersOf(id)).toHaveLength(0);
   },
   900_000,

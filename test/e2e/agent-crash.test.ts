@@ -4,11 +4,9 @@
  * call that was running ran once. And a provider that rate-limits for longer
  * than Temporal's usual retries last is waited out, as its Retry-After says.
  */
-import { randomBytes } from 'node:crypto';
-import { startFakeProviders, toolResults } from '../support/fake-providers';
+import { toolResults } from '../support/fake-providers';
 import {
   approvePush,
-  connectClient,
   containersOf,
   git,
   makeFixtureRepo,
@@ -16,15 +14,14 @@ import {
   startSession,
   waitForStatus,
 } from '../support/helpers';
-import { newQueue, startWorkerProcess, workerEnv } from '../support/workers';
+import { modelDrill, startWorkerProcess } from '../support/workers';
 import { gate, heldCommand, stopGates } from '../support/drills';
 import { testTimeLeft, within } from '../support/waits';
 
 afterEach(stopGates);
 
 test('kill -9 the worker during a tool call of the loop → resumed without re-paying completed model calls', async () => {
-  const key = `sk-crash-${randomBytes(8).toString('hex')}`;
-  const model = await startFakeProviders({ apiKey: key });
+  const { model, env, client, close } = await modelDrill('agentcrash', 'anthropic');
   model.script((req) => {
     const done = toolResults(req).length;
     if (done === 0) return { toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }] };
@@ -46,12 +43,6 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     return { text: 'greeted' };
   });
   const repo = await makeFixtureRepo();
-  const env = await workerEnv(newQueue('agentcrash'), {
-    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
-    DRYDOCK_MODEL_API: 'anthropic',
-    DRYDOCK_MODEL_API_KEY: key,
-  });
-  const client = await connectClient();
   const id = newSessionId('agentcrash');
   let worker = startWorkerProcess(env, { cli: true });
   try {
@@ -92,26 +83,18 @@ test('kill -9 the worker during a tool call of the loop → resumed without re-p
     expect(retried).toHaveLength(1);
   } finally {
     await worker.kill();
-    await client.connection.close();
-    await model.close();
+    await close();
   }
 });
 
 test('kill -9 the worker right after a model call was paid, before Temporal heard of it → the answer is reused, not bought again', async () => {
-  const key = `sk-crash-${randomBytes(8).toString('hex')}`;
-  const model = await startFakeProviders({ apiKey: key });
+  const { model, env, client, close } = await modelDrill('modelcrash', 'openai');
   model.script((req) =>
     toolResults(req).length === 0
       ? { toolCalls: [{ name: 'run', arguments: { command: 'echo hello >> README.md' } }] }
       : { text: 'greeted' },
   );
   const repo = await makeFixtureRepo();
-  const env = await workerEnv(newQueue('modelcrash'), {
-    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
-    DRYDOCK_MODEL_API: 'openai',
-    DRYDOCK_MODEL_API_KEY: key,
-  });
-  const client = await connectClient();
   const id = newSessionId('modelcrash');
   let worker = startWorkerProcess(env, { holdAfter: 'modelCall' });
   try {
@@ -136,15 +119,13 @@ test('kill -9 the worker right after a model call was paid, before Temporal hear
     expect(git(['show', `drydock/${id}:README.md`], repo.bare)).toBe('# fixture\nhello\n');
   } finally {
     await worker.kill();
-    await client.connection.close();
-    await model.close();
+    await close();
   }
 });
 
 test('kill -9 the worker right after a compacting model call → the compaction and the answer are reused, counted once', async () => {
   const left = testTimeLeft();
-  const key = `sk-compactcrash-${randomBytes(8).toString('hex')}`;
-  const model = await startFakeProviders({ apiKey: key, contextWindow: 4000 });
+  const { model, env, client, close } = await modelDrill('compactcrash', 'openai', { contextWindow: 4000 });
   // Long outputs until the window forces a compaction, then done.
   model.script((req) =>
     toolResults(req).length < 8
@@ -152,12 +133,6 @@ test('kill -9 the worker right after a compacting model call → the compaction 
       : { text: 'counted' },
   );
   const repo = await makeFixtureRepo();
-  const env = await workerEnv(newQueue('compactcrash'), {
-    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
-    DRYDOCK_MODEL_API: 'openai',
-    DRYDOCK_MODEL_API_KEY: key,
-  });
-  const client = await connectClient();
   const id = newSessionId('compactcrash');
   let worker = startWorkerProcess(env, { holdAfter: 'modelCall:compacted' });
   try {
@@ -192,14 +167,12 @@ test('kill -9 the worker right after a compacting model call → the compaction 
     expect(await containersOf(id)).toHaveLength(0);
   } finally {
     await worker.kill();
-    await client.connection.close();
-    await model.close();
+    await close();
   }
 });
 
 test('a provider rate-limiting 8 times in a row (Retry-After: 3) is waited out, within the wall-time budget', async () => {
-  const key = `sk-429-${randomBytes(8).toString('hex')}`;
-  const model = await startFakeProviders({ apiKey: key });
+  const { model, env, client, close } = await modelDrill('ratelimit', 'compatible');
   const limited = Array.from({ length: 8 }, () => ({
     error: { status: 429, message: 'Rate limit reached', headers: { 'retry-after': '3' } },
   }));
@@ -209,12 +182,6 @@ test('a provider rate-limiting 8 times in a row (Retry-After: 3) is waited out, 
     { text: 'greeted' },
   ]);
   const repo = await makeFixtureRepo();
-  const env = await workerEnv(newQueue('ratelimit'), {
-    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
-    DRYDOCK_MODEL_API: 'compatible',
-    DRYDOCK_MODEL_API_KEY: key,
-  });
-  const client = await connectClient();
   const worker = startWorkerProcess(env, { cli: true });
   try {
     const handle = await startSession({ client, config: env }, newSessionId('ratelimit'), {
@@ -234,7 +201,6 @@ test('a provider rate-limiting 8 times in a row (Retry-After: 3) is waited out, 
     expect(Math.max(...attempts)).toBe(9);
   } finally {
     await worker.kill();
-    await client.connection.close();
-    await model.close();
+    await close();
   }
 });

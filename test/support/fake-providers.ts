@@ -24,7 +24,11 @@ export type Protocol = 'anthropic' | 'responses' | 'chat';
 /** What the model does next. */
 export interface Turn {
   text?: string;
-  toolCalls?: { name: string; arguments: Record<string, unknown> | string }[];
+  /**
+   * `namespace`: a function of a Responses `namespace` tool (Codex offers each MCP server's
+   * tools as one): the call names it beside the function, as the Responses API does.
+   */
+  toolCalls?: { name: string; arguments: Record<string, unknown> | string; namespace?: string }[];
   /**
    * Tokens. `input` counts the whole prompt, cached part included (default: the
    * estimate of the request, see promptTokens); `output` defaults to 10.
@@ -218,7 +222,7 @@ interface Reply {
   id: string;
   text: string;
   /** arguments: JSON text, or the turn's raw string (the input of a custom tool). */
-  toolCalls: { id: string; name: string; arguments: string }[];
+  toolCalls: { id: string; name: string; arguments: string; namespace?: string }[];
   /** Cut at the requested output limit. */
   truncated: boolean;
   input: number;
@@ -236,6 +240,7 @@ function shape(turn: Turn, estimate: number, maxTokens: number | undefined, n: n
     id: `call_${suffix}_${i}`,
     name: c.name,
     arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments),
+    ...(c.namespace ? { namespace: c.namespace } : {}),
   }));
   const truncated = typeof maxTokens === 'number' && output > maxTokens;
   if (truncated) {
@@ -367,6 +372,7 @@ function responsesReply(res: ServerResponse, req: RecordedRequest, r: Reply) {
             type: 'function_call',
             status: 'completed',
             call_id: c.id,
+            ...(c.namespace ? { namespace: c.namespace } : {}),
             name: c.name,
             arguments: c.arguments,
           },

@@ -28,6 +28,7 @@ import {
 import type { SessionInputDraft } from '../../workflows/input';
 import { explain } from './waits';
 import { ServeLog } from './page-answers';
+import { startFakeProviders, type FakeProviders } from './fake-providers';
 
 export const docker = new Docker();
 export const projectRoot = path.resolve(__dirname, '..', '..');
@@ -169,6 +170,40 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
       await running;
       await connection.close();
       await client.connection.close();
+    },
+  };
+}
+
+/** The model stand-in and a stack whose worker sends every agent CLI's model calls to it through the gateway. */
+export interface CliStack {
+  fake: FakeProviders;
+  stack: TestStack;
+  stop(): Promise<void>;
+}
+
+/**
+ * The agent CLIs' tests' setup: the stand-in of every protocol, demanding
+ * `key`, as the worker's Anthropic endpoint (Claude Code) and its OpenAI one
+ * (Codex, opencode), with `extra` settings.
+ */
+export async function startCliStack(key: string, extra: Partial<Config> = {}): Promise<CliStack> {
+  const fake = await startFakeProviders({ apiKey: key });
+  const stack = await startStack({
+    DRYDOCK_ANTHROPIC_BASE_URL: fake.url,
+    DRYDOCK_ANTHROPIC_API_KEY: key,
+    DRYDOCK_MODEL_BASE_URL: fake.baseUrl,
+    DRYDOCK_MODEL_API_KEY: key,
+    ...extra,
+  }).catch(async (err: unknown) => {
+    await fake.close();
+    throw err;
+  });
+  return {
+    fake,
+    stack,
+    async stop() {
+      await stack.stop();
+      await fake.close();
     },
   };
 }

@@ -8,7 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { projectRoot } from './helpers';
+import type { Client } from '@temporalio/client';
+import { startFakeProviders, type FakeProviderOptions, type FakeProviders } from './fake-providers';
+import { connectClient, projectRoot } from './helpers';
 import { own, ownProcess } from './leftovers';
 
 export interface WorkerProcess {
@@ -115,4 +117,41 @@ export function startWorkerProcess(
 export function killWorkerProcesses(): void {
   for (const child of started) child.kill('SIGKILL');
   started.clear();
+}
+
+/** A model stand-in, a worker process's environment whose built-in loop calls it, and a client: a crash drill's setup. */
+export interface ModelDrill {
+  model: FakeProviders;
+  env: WorkerEnv;
+  client: Client;
+  /** Closes the client and the stand-in (the drill kills its workers itself). */
+  close(): Promise<void>;
+}
+
+/**
+ * The stand-in with a key of its own (`sk-<prefix>-…`, which it demands) and
+ * the environment of a worker on a queue of its own that reaches it, speaking `api`.
+ */
+export async function modelDrill(
+  prefix: string,
+  api: 'anthropic' | 'openai' | 'compatible',
+  fake: FakeProviderOptions = {},
+): Promise<ModelDrill> {
+  const key = `sk-${prefix}-${randomBytes(8).toString('hex')}`;
+  const model = await startFakeProviders({ apiKey: key, ...fake });
+  const env = await workerEnv(newQueue(prefix), {
+    DRYDOCK_MODEL_BASE_URL: model.baseUrl,
+    DRYDOCK_MODEL_API: api,
+    DRYDOCK_MODEL_API_KEY: key,
+  });
+  const client = await connectClient();
+  return {
+    model,
+    env,
+    client,
+    async close() {
+      await client.connection.close();
+      await model.close();
+    },
+  };
 }

@@ -7,6 +7,7 @@
  * built-in loop, the server's maxCalls across the session, the bounded and
  * scrubbed result, and the audit trail's `mcp_call` events.
  */
+import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer as createTcpServer, connect, type Server as TcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -68,10 +69,11 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** The gateway of one CLI step with the repo's server, and the loopback address the CLI would use. */
+/** The gateway of one CLI step with the repo's server (or a script step's, `model: false`), and the loopback address the CLI would use. */
 async function openGateway(
   used: Record<string, number> = {},
   startChild?: StartChild,
+  { model = true } = {},
 ): Promise<{ url: string; mcp: GatewayMcp }> {
   const deps = {
     artifacts: new ArtifactStore(path.join(dir, 'artifacts')),
@@ -81,7 +83,7 @@ async function openGateway(
     secrets: { TRACKER_TOKEN: SERVER_TOKEN },
   } as unknown as McpDeps;
   const mcp = openGatewayMcp({
-    servers: [declared(upstream.url)],
+    servers: model ? [declared(upstream.url)] : [],
     used,
     token: STEP_TOKEN,
     sessionId: 'gw-mcp',
@@ -93,8 +95,7 @@ async function openGateway(
   const socketPath = path.join(dir, 'model.sock');
   gateway = await openModelGateway({
     socketPath,
-    protocol: 'anthropic',
-    upstream: { baseUrl: 'http://127.0.0.1:1' },
+    ...(model ? { protocol: 'anthropic' as const, upstream: { baseUrl: 'http://127.0.0.1:1' } } : {}),
     budget: {},
     prices: {},
     log: pino({ level: 'silent' }),
@@ -263,6 +264,11 @@ test("each CLI's configuration names the endpoint with the step's token only whe
     },
   });
   expect(opencode.provider.drydock.options.baseURL).toBe('http://127.0.0.1:3129');
+  // start_child waits for a whole child session: each CLI's time limit for that call is a day (opencode's default is 5 s).
+  const kids = (name: 'claude' | 'codex' | 'opencode') => agentCliRun(name, '/bin/x', 'm', 'do it', ['drydock']);
+  expect(kids('claude').env.MCP_TOOL_TIMEOUT).toBe('86400000');
+  expect(kids('codex').argv.join(' ')).toContain('tool_timeout_sec=86400');
+  expect(JSON.parse(kids('opencode').env.OPENCODE_CONFIG_CONTENT).mcp.drydock.timeout).toBe(86_400_000);
 });
 
 test("drydock's start_child at /mcp/drydock: listed, its task checked, the session's answer returned when the child ends", async () => {
@@ -299,16 +305,70 @@ test("the session's refusal, or its update refused, is the call's error text", a
   const { url } = await openGateway({}, async (task) =>
     task === 'refused'
       ? { content: 'error: this session has started 4 child sessions, as many as children.max (4) allows', ok: false }
-      : Promise.reject(new Error("start_child is taken from the agent CLI's step under way only")),
+      : Promise.reject(new Error('start_child is taken from the step under way only')),
   );
   const client = await cliClient(url, STEP_TOKEN, 'drydock');
   const refused = await client.callTool({ name: 'start_child', arguments: { task: 'refused' } });
   const rejected = await client.callTool({ name: 'start_child', arguments: { task: 'late' } });
   expect([refused.isError, textOf(refused)]).toEqual([true, expect.stringContaining('children.max (4)')]);
   expect(textOf(rejected)).toBe(
-    "error: the session did not take the call: start_child is taken from the agent CLI's step under way only",
+    'error: the session did not take the call: start_child is taken from the step under way only',
   );
   await client.close();
+});
+
+/** The real drydock-child helper (sandbox-images/base), run with Node against the gateway at `url`. */
+function drydockChild(url: string | undefined, task: string, token = STEP_TOKEN) {
+  const helper = path.join(__dirname, '..', '..', 'sandbox-images', 'base', 'drydock-child');
+  const env = {
+    PATH: process.env.PATH,
+    ...(token ? { DRYDOCK_MCP_TOKEN: token } : {}),
+    // No gateway: a port nothing listens on.
+    DRYDOCK_GATEWAY_PORT: url ? new URL(url).port : '1',
+  };
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [helper, task], { env }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
+    );
+  });
+}
+
+test("a script step's drydock-child at its gateway without a model: the child's answer and exit code, a refusal, no model", async () => {
+  const { url } = await openGateway(
+    {},
+    async (task) =>
+      task === 'refused'
+        ? { content: 'error: this session has started 4 child sessions, as many as children.max (4) allows', ok: false }
+        : {
+            content: `child session s.child-1 ended: ${task === 'fail' ? 'failed' : 'completed'}\n<child-words session="s.child-1">\nok\n</child-words>\nthe whole diff is at /tmp/drydock-children/s.child-1.diff: take it`,
+            ok: task !== 'fail',
+          },
+    { model: false },
+  );
+  const done = await drydockChild(url, 'write the docs');
+  expect(done).toMatchObject({ code: 0, stderr: '' });
+  expect(done.stdout).toContain('child session s.child-1 ended: completed');
+  expect(done.stdout).toContain('/tmp/drydock-children/s.child-1.diff');
+  expect((await drydockChild(url, 'fail')).code).toBe(1);
+  const refused = await drydockChild(url, 'refused');
+  expect([refused.code, refused.stdout]).toEqual([2, expect.stringContaining('children.max (4)')]);
+  // Checked at the gateway; the wrong token; no gateway in the step at all.
+  expect(await drydockChild(url, 'x'.repeat(4_001))).toMatchObject({
+    code: 2,
+    stdout: expect.stringContaining('at most 4000'),
+  });
+  expect(await drydockChild(url, 'write the docs', 'wrong')).toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('wrong token'),
+  });
+  expect(await drydockChild(undefined, 'write the docs')).toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('may start no child'),
+  });
+  // The gateway has no model: a model call is refused, not forwarded.
+  const call = await fetch(`${url}/v1/messages`, { method: 'POST', body: '{}' });
+  expect(call.status).toBe(403);
+  expect(await call.text()).toContain('this step has no model');
 });
 
 test('a step not offered start_child does not serve /mcp/drydock', async () => {

@@ -13,10 +13,10 @@ import type { WorkflowBundle } from '@temporalio/worker';
 import type { AnswerChildInput, CliChildDelivery } from '../../agent-loop/children';
 import type { StepInput } from '../../sandbox/contract';
 import {
-  startChildForCli,
+  startChildForStep,
   status,
   status as statusQuery,
-  type CliChildAnswer,
+  type StepChildAnswer,
   type SessionStatus,
 } from '../../workflows/api';
 import type { SessionInputDraft } from '../../workflows/input';
@@ -233,7 +233,7 @@ test('cancelling the parent cancels its running children and tears their sandbox
 });
 
 test("an agent CLI's start_child through the gateway: the same bounds, the child's report as the call's answer, the round waits for it", async () => {
-  const answers: CliChildAnswer[] = [];
+  const answers: StepChildAnswer[] = [];
   const rejected: string[] = [];
   const delivered: CliChildDelivery[] = [];
   const steps: StepInput[] = [];
@@ -246,7 +246,7 @@ test("an agent CLI's start_child through the gateway: the same bounds, the child
       if (step.gateway && !isChild(step.sessionId)) {
         const session = harness.env.client.workflow.getHandle(step.sessionId);
         const ask = (task: string, from = step.key) =>
-          session.executeUpdate(startChildForCli, { args: [{ task, step: from }], updateId: `${from}-${task}` });
+          session.executeUpdate(startChildForStep, { args: [{ task, step: from }], updateId: `${from}-${task}` });
         for (const task of tasks) answers.push(await ask(task));
         await ask(tasks[0], 'agent-cli-9').catch((err: Error) => rejected.push(String(err.cause ?? err.message)));
       }
@@ -268,7 +268,7 @@ test("an agent CLI's start_child through the gateway: the same bounds, the child
   ]);
   expect(answers[0].content).toContain(`<child-words session="${ids[0]}">`);
   expect(answers[0].content).toContain(`git apply ${childDiffPath(ids[0])}`);
-  expect(rejected).toEqual([expect.stringContaining("start_child is taken from the agent CLI's step under way only")]);
+  expect(rejected).toEqual([expect.stringContaining('start_child is taken from the step under way only')]);
   // The parent's CLI was given drydock's endpoint; its children (children.depth 1) were not.
   const parentCli = steps.find((s) => s.gateway && !isChild(s.sessionId))!;
   expect(parentCli.gateway?.children).toBe(true);
@@ -292,4 +292,61 @@ test("an agent CLI's start_child through the gateway: the same bounds, the child
   expect(run.status.timeline.map((t) => t.name)).toEqual(
     expect.arrayContaining(['child: completed', 'child: refused']),
   );
+});
+
+test("a script step's drydock-child: its gateway serves start_child, two children at once, each child's steps get its task", async () => {
+  const answers: StepChildAnswer[] = [];
+  const delivered: CliChildDelivery[] = [];
+  const steps: StepInput[] = [];
+  const stubs: Stubs = {
+    deliverCliChild: async (d) => void delivered.push(d),
+    // The parent's first step runs `drydock-child a & drydock-child b & wait`, as its gateway would ask.
+    runStep: async (step: StepInput) => {
+      steps.push(step);
+      if (step.gateway && !isChild(step.sessionId)) {
+        const session = harness.env.client.workflow.getHandle(step.sessionId);
+        const ask = (task: string) =>
+          session.executeUpdate(startChildForStep, {
+            args: [{ task, step: step.key }],
+            updateId: `${step.key}-${task}`,
+          });
+        answers.push(...(await Promise.all([ask(tasks[0]), ask(tasks[1])])));
+      }
+      return { exitCode: 0, timedOut: false, outputTail: `${step.key} ok`, artifact: `steps/${step.key}.log` };
+    },
+  };
+  const script = {
+    kind: 'script' as const,
+    steps: [
+      { run: 'drydock-child "write the docs" & drydock-child "write the tests" & wait', children: true },
+      { run: 'echo no children here' },
+      { write: { path: 'a.txt', content: 'a' } },
+    ],
+  };
+  const run = await runSession(harness, 'children-script', input({ agent: script }), stubs);
+  expect(run.status.phase).toBe('completed');
+  const ids = [`${run.id}.child-1`, `${run.id}.child-2`];
+  expect(answers.map((a) => [a.childId, a.ok]).sort()).toEqual([
+    [ids[0], true],
+    [ids[1], true],
+  ]);
+  // Only the parent's step with children: true has a gateway (no model: start_child only).
+  const parent = steps.filter((s) => !isChild(s.sessionId) && s.key.startsWith('step-'));
+  expect(parent.map((s) => [s.key, s.gateway])).toEqual([
+    ['step-1', { children: true }],
+    ['step-2', undefined],
+    ['step-3', undefined],
+  ]);
+  // The children run the same steps, with their task in $DRYDOCK_TASK and no start_child (children.depth 1).
+  const kids = steps.filter((s) => isChild(s.sessionId) && s.key === 'step-1');
+  expect(kids.map((s) => [s.gateway, s.env?.DRYDOCK_TASK]).sort()).toEqual([
+    [undefined, tasks[0]],
+    [undefined, tasks[1]],
+  ]);
+  // The second step ran after both children ended; each call was delivered and audited.
+  expect(delivered.map((d) => [d.step, d.changed, d.ok])).toEqual([
+    ['step-1', true, true],
+    ['step-1', true, true],
+  ]);
+  expect(run.status.children?.map((c) => c.phase)).toEqual(['completed', 'completed']);
 });

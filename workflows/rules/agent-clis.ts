@@ -242,9 +242,15 @@ function withMcp(name: AgentCliName, run: AgentCliRun, servers: readonly string[
     }
     case 'opencode': {
       const config = JSON.parse(run.env.OPENCODE_CONFIG_CONTENT) as Record<string, unknown>;
-      config.mcp = Object.fromEntries(
-        servers.map((s) => [s, { type: 'remote', url: mcpUrl(s), headers: { Authorization: bearer }, enabled: true }]),
-      );
+      // Its `timeout` (default 5 s) bounds each tool call too: start_child's waits for a whole child session.
+      const remote = (s: string) => ({
+        type: 'remote',
+        url: mcpUrl(s),
+        headers: { Authorization: bearer },
+        enabled: true,
+        ...(s === CLI_CHILD_SERVER ? { timeout: CHILD_WAIT_SECONDS * 1000 } : {}),
+      });
+      config.mcp = Object.fromEntries(servers.map((s) => [s, remote(s)]));
       return { argv: run.argv, env: { ...run.env, OPENCODE_CONFIG_CONTENT: JSON.stringify(config) } };
     }
   }

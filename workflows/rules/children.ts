@@ -42,9 +42,6 @@ export function refuseChild(
 ): string | undefined {
   const depth = input.childOf?.depth ?? 0;
   const { max, depth: maxDepth } = input.children;
-  if (input.agent.kind === 'script') {
-    return 'child sessions are started by an agent (agent.kind openai or cli), not by a script';
-  }
   if (depth >= maxDepth) {
     return depth === 0
       ? 'this session may start no child sessions (children.depth)'

@@ -14,7 +14,7 @@ import { describeStop } from '../rules/budget';
 import { agentLabel } from '../rules/metrics';
 import { describeSecrets, secretFeedback, type SecretFound } from '../rules/change-secrets';
 import { cliCommand, cliPrompt, feedbackMessage } from '../rules/prompts';
-import { awaitCliChildren, mayStartChild, takingCliChildren } from './children';
+import { awaitStepChildren, mayStartChild, takingStepChildren } from './children';
 import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './errors';
 import { modelAgent } from './model-agent';
@@ -118,20 +118,7 @@ async function agentWorks(run: SessionRun): Promise<void> {
     return;
   }
   await startAgentApp(run);
-  if (agent.kind === 'script') {
-    const prefix = run.keyPrefix;
-    // A plan first: the steps read the approved plan from $DRYDOCK_PLAN.
-    const plan = run.status.plan?.state === 'approved' ? { env: { DRYDOCK_PLAN: run.status.plan.text ?? '' } } : {};
-    for (const [i, step] of run.scriptSteps.entries()) {
-      const options = {
-        key: `${prefix}step-${i + 1}`,
-        name: `${prefix}step ${i + 1}: ${describeStep(step)}`,
-        ...plan,
-      };
-      await runScriptStep(run, step, { ...options, failOnExit: true, checkpoint: true });
-    }
-    return;
-  }
+  if (agent.kind === 'script') return scriptAgent(run);
   await (agent.kind === 'openai' ? modelAgent(run) : cliAgent(run));
   const reason = run.status.agent!.stopReason!;
   if (reason === 'done') return;
@@ -139,6 +126,39 @@ async function agentWorks(run: SessionRun): Promise<void> {
   await run.note('agent stopped', describeStop(reason, agent.budget));
   if (agent.budget.onExceeded === 'fail') {
     throw new SessionEnd('failed', `agent stopped: ${describeStop(reason, agent.budget)}`, `budget_${reason}`);
+  }
+}
+
+/**
+ * A script agent's steps, in order. A plan first: they read the approved plan
+ * from $DRYDOCK_PLAN; a child session's read its task from $DRYDOCK_TASK. A
+ * `run` step with `children: true` may start child sessions with
+ * drydock-child while one more would not be refused (its gateway serves
+ * start_child); the step's children have all ended before the next step.
+ */
+async function scriptAgent(run: SessionRun): Promise<void> {
+  const prefix = run.keyPrefix;
+  const env = {
+    ...(run.status.plan?.state === 'approved' ? { DRYDOCK_PLAN: run.status.plan.text ?? '' } : {}),
+    ...(run.input.childOf ? { DRYDOCK_TASK: run.input.task } : {}),
+  };
+  for (const [i, step] of run.scriptSteps.entries()) {
+    const key = `${prefix}step-${i + 1}`;
+    const children = 'run' in step && step.children === true && mayStartChild(run);
+    const options = {
+      key,
+      name: `${prefix}step ${i + 1}: ${describeStep(step)}`,
+      failOnExit: true,
+      checkpoint: true,
+      ...(Object.keys(env).length ? { env } : {}),
+      ...(children ? { gateway: { children: true } } : {}),
+    };
+    if (!children) {
+      await runScriptStep(run, step, options);
+      continue;
+    }
+    await takingStepChildren(run, key, () => runScriptStep(run, step, options));
+    await awaitStepChildren(run); // a child started in the background has ended too, its diff in the sandbox
   }
 }
 
@@ -197,7 +217,7 @@ export async function cliAgent(run: SessionRun, planRun?: { prompt: string; key:
   const result = await run.track(`agent: ${program} (${what})`, async (record) => {
     const step = await inSandbox(run, async (sb) => {
       const plan = await cliPlan(run, sb, prompt, !planRun);
-      return takingCliChildren(run, key, () =>
+      return takingStepChildren(run, key, () =>
         onHost(sb, limitMs + 60_000).runStep({
           sandbox: sb.name,
           sessionId,
@@ -218,7 +238,7 @@ export async function cliAgent(run: SessionRun, planRun?: { prompt: string; key:
     return step;
   });
   // The children its start_child calls started have ended before the round goes on: their diffs are in the sandbox.
-  await awaitCliChildren(run);
+  await awaitStepChildren(run);
   progress.steps++;
   progress.transcript = result.artifact;
   progress.summary = (result.gateway?.final ?? result.outputTail).slice(-1000);

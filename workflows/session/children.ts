@@ -7,6 +7,8 @@
  * outcome, summary and diff become the call's result. Bounded by count,
  * depth and the parent's budget (rules/children.ts); a child's spend is
  * counted in the parent's; cancelling the parent cancels its children.
+ * An agent CLI's calls, and a script step's drydock-child, come as the
+ * startChild update through the step's gateway.
  */
 import {
   condition,
@@ -18,7 +20,7 @@ import {
   ApplicationFailure,
 } from '@temporalio/workflow';
 import type { SessionStatus } from '../api';
-import { sessionProgress, startChildForCli, WORKFLOW_TYPE, type CliChildAnswer, type CliChildRequest } from '../api';
+import { sessionProgress, startChildForStep, WORKFLOW_TYPE, type StepChildAnswer, type StepChildRequest } from '../api';
 import {
   CHILD_TOOL,
   childAnswer,
@@ -40,9 +42,9 @@ type SessionWorkflow = (input: unknown) => Promise<SessionStatus>;
 /** A started call: the child's end to wait for, or why none was started. */
 type Started = { refused: string } | { childId: string; ended: Promise<ChildEnd> };
 
-/** Keeps the children's rows in status current from their progress; takes an agent CLI's start_child calls. */
+/** Keeps the children's rows in status current from their progress; takes a step's start_child calls (a CLI's, a script's). */
 export function installChildHandlers(run: SessionRun): void {
-  installCliChildHandler(run);
+  installStepChildHandler(run);
   setHandler(sessionProgress, (progress) => {
     const child = run.status.children?.find((c) => c.sessionId === progress?.sessionId);
     if (!child || child.phase === 'completed' || child.phase === 'failed' || child.phase === 'cancelled') return;
@@ -181,31 +183,31 @@ async function childEnded(run: SessionRun, end: ChildEnd): Promise<string> {
 }
 
 /**
- * start_child for an agent CLI (docs/agents.md, Child sessions): the
- * gateway's call arrives as the startChild update while the CLI's step runs;
+ * start_child for an agent CLI or a script's drydock-child (docs/agents.md,
+ * Child sessions): the gateway's call arrives as the startChild update while the step runs;
  * the same bounds as the built-in loop's decide, the child runs as one of
  * the loop's, and the update's answer (the CLI's tool result) comes once it
  * ended, with its diff in the parent's sandbox. The agent's round waits for
- * every such child before it goes on (awaitCliChildren).
+ * every such child before it goes on (awaitStepChildren).
  */
-function installCliChildHandler(run: SessionRun): void {
+function installStepChildHandler(run: SessionRun): void {
   setHandler(
-    startChildForCli,
-    async ({ task, step }): Promise<CliChildAnswer> => {
-      const n = run.cliChildCalls++;
+    startChildForStep,
+    async ({ task, step }): Promise<StepChildAnswer> => {
+      const n = run.stepChildCalls++;
       const asked = childTask(task);
       const started = 'problem' in asked ? { refused: asked.problem } : await startWithTask(run, asked.task);
-      let answer: CliChildAnswer;
+      let answer: StepChildAnswer;
       let end: ChildEnd | undefined;
       if ('refused' in started) {
         answer = { content: `error: ${started.refused}`, ok: false };
       } else {
-        run.cliChildrenRunning++;
+        run.stepChildrenRunning++;
         try {
           end = await started.ended;
           answer = { content: await childEnded(run, end), ok: end.phase === 'completed', childId: end.sessionId };
         } finally {
-          run.cliChildrenRunning--;
+          run.stepChildrenRunning--;
         }
       }
       await inSandbox(run, (sb) =>
@@ -222,27 +224,27 @@ function installCliChildHandler(run: SessionRun): void {
       return answer;
     },
     {
-      validator: ({ step } = {} as CliChildRequest) => {
-        if (!run.cliStep || step !== run.cliStep) {
-          throw new Error(`start_child is taken from the agent CLI's step under way only (${run.cliStep ?? 'none'})`);
+      validator: ({ step } = {} as StepChildRequest) => {
+        if (!run.childStep || step !== run.childStep) {
+          throw new Error(`start_child is taken from the step under way only (${run.childStep ?? 'none'})`);
         }
       },
     },
   );
 }
 
-/** The end of an agent CLI's round: the children its start_child calls started have all ended first. */
-export async function awaitCliChildren(run: SessionRun): Promise<void> {
-  await condition(() => run.cliChildrenRunning === 0);
+/** The end of an agent CLI's round or a script's step: the children its start_child calls started have all ended first. */
+export async function awaitStepChildren(run: SessionRun): Promise<void> {
+  await condition(() => run.stepChildrenRunning === 0);
 }
 
-/** Runs an agent CLI's step with its start_child calls taken (their audit numbers count from 0 in each step). */
-export async function takingCliChildren<T>(run: SessionRun, step: string, fn: () => Promise<T>): Promise<T> {
-  run.cliStep = step;
-  run.cliChildCalls = 0;
+/** Runs an agent CLI's or a script's step with its start_child calls taken (their audit numbers count from 0 in each step). */
+export async function takingStepChildren<T>(run: SessionRun, step: string, fn: () => Promise<T>): Promise<T> {
+  run.childStep = step;
+  run.stepChildCalls = 0;
   try {
     return await fn();
   } finally {
-    run.cliStep = undefined;
+    run.childStep = undefined;
   }
 }

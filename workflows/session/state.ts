@@ -132,12 +132,12 @@ export class SessionRun {
   scriptSteps: ScriptStep[] = [];
   /** Calls into the sandbox under way (inSandbox): a person gets in once there are none. */
   sandboxBusy = 0;
-  /** The agent CLI's step running now (cli agent): the one step whose start_child calls are taken. */
-  cliStep?: string;
-  /** Children an agent CLI's start_child started that have not ended yet: the agent's round waits for them. */
-  cliChildrenRunning = 0;
-  /** start_child calls of the CLI's step so far, refused ones too (their audit events' numbers). */
-  cliChildCalls = 0;
+  /** The agent CLI's step (or a script's) running now: the one step whose start_child calls are taken. */
+  childStep?: string;
+  /** Children that step's start_child calls started that have not ended yet: the agent's round waits for them. */
+  stepChildrenRunning = 0;
+  /** start_child calls of that step so far, refused ones too (their audit events' numbers). */
+  stepChildCalls = 0;
   /** A person started the app for its preview (startPreview): verification and the agent's steps stop it first. */
   previewStarted = false;
   /** The next change to commit is a person's (drydock attach): the agent does not work before it. */

@@ -1,5 +1,5 @@
 /** One script step in the sandbox: a script agent's step, or the test command of verification. */
-import type { StepResult } from '../../sandbox/contract';
+import type { StepInput, StepResult } from '../../sandbox/contract';
 import type { ScriptStep } from '../input';
 import { durationMs } from '../units';
 import { exitText, SessionEnd } from './errors';
@@ -21,6 +21,8 @@ export interface StepOptions {
   testReport?: { files?: string[] };
   /** Variables of the step (a plan first: DRYDOCK_PLAN, the approved plan). */
   env?: Record<string, string>;
+  /** A script agent's step that may start child sessions: its gateway serves start_child to drydock-child. */
+  gateway?: StepInput['gateway'];
 }
 
 export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: StepOptions): Promise<StepResult> {
@@ -39,6 +41,7 @@ export async function runScriptStep(run: SessionRun, step: ScriptStep, opts: Ste
         ...(opts.checkpoint ? { checkpointBase: sb.baseCommit } : {}),
         ...(opts.testReport ? { testReport: opts.testReport } : {}),
         ...(opts.env ? { env: opts.env } : {}),
+        ...(opts.gateway ? { gateway: opts.gateway } : {}),
       }),
     );
     recordStep(record, result);
