@@ -119,7 +119,8 @@ async function main(): Promise<string> {
   const warm0 = median(rows[1].ms);
   const ratios: Ratio[] = [
     { name: 'warm (0 commits) / cold', value: warm0 / median(cold.ms), goal: { max: 0.05 }, digits: 3 },
-    { name: 'warm (0 commits) / floor (docker run)', value: warm0 / median(floor.ms), goal: { max: 1.5 } },
+    // Issue 51's goal 1: a warm start without the pool ≤ 1.3 × the floor.
+    { name: 'warm (0 commits) / floor (docker run)', value: warm0 / median(floor.ms), goal: { max: 1.3 } },
     { name: 'snapshot age at session start, max (minutes)', value: Math.max(...ages) / 60_000, goal: { max: 30 } },
   ];
   const notes = [
@@ -184,7 +185,11 @@ async function realRegistryRows(
   const warm: Row = { name: 'real registry warm: snapshot, 0 new commits', ms: [] };
   for (let i = 0; i < RUNS; i++) {
     const { ms, status } = await sessionStart(url);
-    if (status.snapshot?.image !== built!.image) throw new Error(`expected a start from ${built!.image}`);
+    // A warm start is one from a ready snapshot. A newer snapshot of the repo became ready during the
+    // runs once under load (which refresh built it was not traced): still a warm start, said.
+    if (!status.snapshot?.image) throw new Error(`expected a start from a snapshot (${built!.image}), got a cold one`);
+    if (status.snapshot.image !== built!.image)
+      say(`real registry warm run ${i + 1} started from ${status.snapshot.image}`);
     say(`real registry warm run ${i + 1}: ${fmt(ms)}`);
     warm.ms.push(ms);
   }
@@ -194,7 +199,7 @@ async function realRegistryRows(
     ratio: {
       name: 'real registry warm / floor (docker run)',
       value: median(warm.ms) / median(floor.ms),
-      goal: { max: 1.5 },
+      goal: { max: 1.3 },
     },
     note: `Real-registry project: express, vitest, typescript (${lockedPackages(project)} packages from registry.npmjs.org through the egress proxy, DRYDOCK_EXTRA_CA_CERTS = ${HOST_CA_BUNDLE}; ${mb(built!.sizeBytes)} snapshot image); setup \`${REAL_REGISTRY_SETUP}\`.`,
   };

@@ -81,8 +81,10 @@ end_lane() {
 # output: each failing file and test with the first lines of its error, without colours,
 # code frames or stack lines (the lane's log has them).
 failures() {
-  sed -n '/Summary of all failing tests/,$p' "$1" | sed 's/\x1b\[[0-9;]*m//g' | awk '
-    /^Test Suites:/ { exit }
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '
+    /Summary of all failing tests/ { on = 1; next }
+    !on { next }
+    /^Test Suites:/ { on = 0; next }
     /^FAIL / { print; next }
     /^  ● / { print; left = 4; next }
     left > 0 && NF > 0 && $1 != "at" && $1 !~ /^[0-9>|]/ { print; left-- }'
@@ -163,17 +165,24 @@ if [ $# -gt 0 ]; then
   exit
 fi
 
-# Two lanes, each jest with its own dev server and PostgreSQL: the end-to-end suites, and
-# beside them the fast suite (under the load of the other lane and the builds) and then the
-# fault drills, which mostly wait out heartbeat and host timeouts. More beside the e2e lane
-# overloads 2 cores: with a third lane, or with end-to-end suites moved behind the drills,
-# sessions ran out of their budgets and connections to a busy dev server timed out. The
-# drills' global setup would build the sandbox image itself: they wait for the job first.
+# Two lanes, each jest with its own dev server and PostgreSQL. The first: the end-to-end
+# suites, the heaviest first (image builds in gVisor, several workers), then the rest, Gitea's
+# and Kubernetes' last (test/support/kubernetes-last.mjs). The second, beside it: the fast
+# suite (under the load of the other lane and the builds), the fault drills (which mostly wait
+# out heartbeat and host timeouts), then the light end-to-end files (--shard 2/2:
+# kubernetes-last.mjs's SECOND_LANE, scripted sessions without builds or a browser), so both
+# lanes end at about the same time and two heavy files never run at once. (A third lane, and
+# heavy end-to-end files behind the drills, overloaded 2 cores: sessions ran out of their
+# budgets and connections to a busy dev server timed out.) Each jest of the second lane runs
+# whatever the one before it did. The drills' global setup would build the sandbox image
+# itself: they wait for the job first.
 wait_image=true
 [ -z "${job_pid[sandbox-image]:-}" ] || wait_image="while kill -0 ${job_pid[sandbox-image]} 2>/dev/null; do sleep 5; done"
-start_lane fast-drills "npx jest --selectProjects fast && $wait_image && npx jest --selectProjects drills --runInBand"
+start_lane fast-drills-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_image
+  npx jest --selectProjects drills --runInBand || s=1
+  npx jest --selectProjects e2e --runInBand --shard 2/2 || s=1; exit \$s"
 await_jobs sandbox-image
-start_lane e2e "npx jest --selectProjects e2e --runInBand"
+start_lane e2e "npx jest --selectProjects e2e --runInBand --shard 1/2"
 for name in "${!lane_pid[@]}"; do end_lane "$name"; done
 await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
 failed=$(for name in "${!lane_result[@]}"; do [ "${lane_result[$name]}" = passed ] || echo "$name"; done)

@@ -94,6 +94,17 @@ const configSchema = z.object({
   DRYDOCK_MAX_QUEUED_PER_REPO: z.coerce.number().int().min(0).default(20),
   /** On SIGTERM (or a first Ctrl-C) the worker stops polling and lets running activities finish within this. */
   DRYDOCK_SHUTDOWN_GRACE: duration.default('5m').transform(durationMs),
+  /**
+   * The isolated builder's time limit for one build (a repo's environment, a
+   * service's `build:`): then the builder is killed and the snapshot fails
+   * naming this setting. Within the 40 minutes of the activities that build
+   * (startSnapshotBuild, provisionSandbox), so a build past it fails named
+   * instead of being retried whole.
+   */
+  DRYDOCK_BUILD_TIMEOUT: duration
+    .default('8m')
+    .transform(durationMs)
+    .refine((ms) => ms >= 60_000 && ms <= 30 * 60_000, 'between 1m and 30m (the activities that build have 40m)'),
   /** Sandbox base image; by default the tag built from sandbox-images/base. */
   DRYDOCK_BASE_IMAGE: z.string().min(1).optional(),
   /** Base URL of the Temporal Web UI, for links printed by the CLI. */
@@ -400,12 +411,12 @@ const configSchema = z.object({
   /**
    * kubernetes: how long a sandbox's pod may take to run, its scheduling and
    * image pull included; then it is deleted and the session fails naming why
-   * (at most 8m: the provisioning activity has 10m in all).
+   * (at most 8m: a pod that has not run by then is stuck, and the session should say so in minutes).
    */
   DRYDOCK_K8S_START_TIMEOUT: duration
     .default('5m')
     .transform(durationMs)
-    .refine((ms) => ms <= 8 * 60_000, 'at most 8m (the provisioning activity has 10m in all)'),
+    .refine((ms) => ms <= 8 * 60_000, 'at most 8m (a pod not running by then is stuck)'),
   /** kubernetes: the RuntimeClass of sandbox pods (e.g. one for gVisor); default: the cluster's. */
   DRYDOCK_K8S_RUNTIME_CLASS: z
     .string()

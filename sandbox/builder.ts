@@ -61,9 +61,10 @@ export const PACKAGE_REGISTRIES: EgressRule[] = [
 /** A build's bounds. */
 export interface BuildLimits {
   /**
-   * Wall time before the builder is killed. @default 480_000 (8 min): within
-   * the 10 minutes of the activities that build (startSnapshotBuild, provisionSandbox),
-   * so a build past it fails named instead of being retried whole.
+   * Wall time before the builder is killed (DRYDOCK_BUILD_TIMEOUT, at most
+   * 30 min). @default 480_000 (8 min): within the 40 minutes of the activities
+   * that build (startSnapshotBuild, provisionSandbox), so a build past it
+   * fails named instead of being retried whole.
    */
   timeoutMs: number;
   /** Memory of the build's processes, bytes (the image store's tmpfs comes on top). @default 2 GiB */
@@ -301,7 +302,8 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
   if (result.timedOut) {
     await docker(['rm', '-f', name], 60_000).catch(() => undefined);
     throw new IsolatedBuildFailed(
-      `the build ran past its time limit of ${Math.round(limits.timeoutMs / 1000)} s and was stopped`,
+      `the build ran past its time limit of ${Math.round(limits.timeoutMs / 1000)} s and was stopped: ` +
+        `the worker's DRYDOCK_BUILD_TIMEOUT sets it (at most 30m)`,
       result.output,
       true,
     );

@@ -251,6 +251,11 @@ export class SessionEditors {
     return editor && [...editor.holders].some((h) => h.who === who) ? editor : undefined;
   }
 
+  /** Whether the session has an editor with someone in it (running or starting). */
+  running(sessionId: string): boolean {
+    return (this.editors.get(sessionId)?.holders.size ?? 0) > 0;
+  }
+
   /** A person's doing reached the editor. */
   touch(sessionId: string): void {
     const editor = this.editors.get(sessionId);

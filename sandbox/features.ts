@@ -9,13 +9,16 @@
  * copied in and its `install.sh` run as root with the options as upper-cased
  * environment variables (defaults from devcontainer-feature.json) and
  * `_REMOTE_USER`, `_CONTAINER_USER` and their homes; its `containerEnv` as
- * ENV. What a feature asks of the running container (privileged, capAdd,
- * mounts, an entrypoint, lifecycle commands) is refused, naming the feature
- * and the field. Pure: every function here is a decision over text.
+ * ENV; its onCreateCommand, updateContentCommand and postCreateCommand
+ * become setup, before the dev container's own (sandbox/lifecycle.ts). What
+ * a feature asks of the running container (privileged, capAdd, mounts, an
+ * entrypoint, a postStartCommand) is refused, naming the feature and the
+ * field. Pure: every function here is a decision over text.
  */
 import path from 'node:path';
 import { z } from 'zod';
 import { parseImageReference, type ImageReference } from '../workflows/rules/images';
+import { lifecycleCommand, lifecycleOf, type Lifecycle } from './lifecycle';
 
 /** A feature as devcontainer.json asks for it. */
 export interface FeatureRequest {
@@ -54,11 +57,12 @@ const metadataSchema = z.object({
   securityOpt: z.array(z.string()).optional(),
   mounts: z.array(z.unknown()).optional(),
   entrypoint: z.string().optional(),
-  onCreateCommand: z.unknown().optional(),
-  updateContentCommand: z.unknown().optional(),
-  postCreateCommand: z.unknown().optional(),
+  onCreateCommand: lifecycleCommand.optional(),
+  updateContentCommand: lifecycleCommand.optional(),
+  postCreateCommand: lifecycleCommand.optional(),
   postStartCommand: z.unknown().optional(),
-  postAttachCommand: z.unknown().optional(),
+  // Run when an editor attaches, which nothing does to a sandbox: not run, as devcontainer.json's own.
+  postAttachCommand: lifecycleCommand.optional(),
 });
 
 /** What a feature's devcontainer-feature.json says, as drydock uses it. */
@@ -69,6 +73,8 @@ export interface FeatureMetadata {
   containerEnv: Record<string, string>;
   installsAfter: string[];
   dependsOn: string[];
+  /** Its onCreateCommand, updateContentCommand and postCreateCommand, as shell: run as setup (sandbox/lifecycle.ts). */
+  lifecycle: Lifecycle;
 }
 
 /** A feature ready to install: what was asked, what it declares, and its folder's name in the build. */
@@ -177,13 +183,8 @@ function optionsOf(value: unknown, field: string): Record<string, string | boole
 
 /** The fields of devcontainer-feature.json that change how the container runs, which a sandbox never does. */
 const RUNTIME_FIELDS = ['privileged', 'capAdd', 'securityOpt', 'mounts', 'entrypoint'] as const;
-const LIFECYCLE_FIELDS = [
-  'onCreateCommand',
-  'updateContentCommand',
-  'postCreateCommand',
-  'postStartCommand',
-  'postAttachCommand',
-] as const;
+/** A feature's lifecycle command, as shell, at most: it becomes setup, kept in the snapshot's record and the workflow's history. */
+const LIFECYCLE_MAX_BYTES = 16 * 1024;
 
 /** Reads a feature's devcontainer-feature.json; what drydock cannot honour is refused, naming it. */
 export function parseFeatureMetadata(text: string | undefined, field: string): FeatureMetadata {
@@ -209,11 +210,19 @@ export function parseFeatureMetadata(text: string | undefined, field: string): F
         'container runs; a sandbox is never privileged and mounts nothing of the host: remove the feature, or choose ' +
         'one that installs without it',
     );
-  const lifecycle = LIFECYCLE_FIELDS.filter((f) => m[f] !== undefined);
-  if (lifecycle.length)
+  if (m.postStartCommand !== undefined)
     throw new FeatureError(
-      `${field}: the feature has ${lifecycle.join(', ')} (devcontainer-feature.json), which drydock does not run ` +
-        "yet: put that command in the dev container's postCreateCommand and remove the feature, or use another",
+      `${field}: the feature has a postStartCommand (devcontainer-feature.json), to run at each start of the ` +
+        "container; drydock starts nothing in a session's sandbox but the dev container's app (its own " +
+        'postStartCommand with a port in forwardPorts): remove the feature, or use one without it',
+    );
+  const lifecycle = lifecycleOf(m);
+  const long = Object.entries(lifecycle).find(([, shell]) => Buffer.byteLength(shell) > LIFECYCLE_MAX_BYTES);
+  if (long)
+    throw new FeatureError(
+      `${field}: its ${long[0]} (devcontainer-feature.json) is ${Buffer.byteLength(long[1])} bytes; a setup command ` +
+        `is part of the snapshot's record and the workflow's history, at most ${LIFECYCLE_MAX_BYTES / 1024} KiB: ` +
+        'remove the feature, or use one that puts its work in install.sh',
     );
   return {
     id: m.id,
@@ -222,6 +231,7 @@ export function parseFeatureMetadata(text: string | undefined, field: string): F
     containerEnv: m.containerEnv ?? {},
     installsAfter: m.installsAfter ?? [],
     dependsOn: Object.keys(m.dependsOn ?? {}),
+    lifecycle,
   };
 }
 

@@ -41,6 +41,7 @@ import { HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider 
 import { repoMadeImage } from '../workflows/rules/images';
 import { propertyProblems, runSettingsOf, sandboxUser, sandboxVolumes, type RepoLink } from './devcontainer-run';
 import { RepoTree } from './repo-files';
+import { commandShell, lifecycleCommand, lifecycleOf, type Lifecycle } from './lifecycle';
 import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
 import {
   FeatureError,
@@ -89,8 +90,8 @@ export interface RepoEnvironment {
   target?: string;
   containerEnv: Record<string, string>;
   remoteUser?: string;
-  /** The dev container's lifecycle commands as one shell command. */
-  setup?: string;
+  /** The dev container's lifecycle commands (setup), hook by hook: its features' go before each (sandbox/lifecycle.ts). */
+  lifecycle?: Lifecycle;
   /** A compose dev container: its files (repo paths), its own service, the services to run beside it. */
   compose?: {
     files: string[];
@@ -123,11 +124,6 @@ export interface RepoEnvironment {
   notes?: string[];
 }
 
-const command = z.union([
-  z.string(),
-  z.array(z.string()).min(1),
-  z.record(z.string(), z.union([z.string(), z.array(z.string()).min(1)])),
-]);
 const devcontainerSchema = z.object({
   image: z.string().min(1).optional(),
   dockerFile: z.string().min(1).optional(),
@@ -157,30 +153,20 @@ const devcontainerSchema = z.object({
     .string()
     .regex(/^(?:[a-z_][a-z0-9_.-]{0,31}|\d{1,10})$/, 'a user name or uid')
     .optional(),
-  onCreateCommand: command.optional(),
-  updateContentCommand: command.optional(),
-  postCreateCommand: command.optional(),
+  onCreateCommand: lifecycleCommand.optional(),
+  updateContentCommand: lifecycleCommand.optional(),
+  postCreateCommand: lifecycleCommand.optional(),
   dockerComposeFile: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(8)]).optional(),
   service: z.string().min(1).optional(),
   runServices: z.array(z.string().min(1)).optional(),
   forwardPorts: z.array(z.union([z.number().int().min(1).max(65535), z.string()])).optional(),
-  postStartCommand: command.optional(),
+  postStartCommand: lifecycleCommand.optional(),
   remoteEnv: z
     .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string())
     .optional(),
   mounts: z.array(z.unknown()).optional(),
   runArgs: z.array(z.string()).optional(),
 });
-
-/** A lifecycle command as shell: a string as it is, an array as quoted argv, an object's commands in turn. */
-function shellOf(value: z.infer<typeof command>): string {
-  const argv = (words: string[]) => words.map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ');
-  if (typeof value === 'string') return value;
-  if (Array.isArray(value)) return argv(value);
-  return Object.values(value)
-    .map((v) => (typeof v === 'string' ? `(${v})` : argv(v)))
-    .join(' && ');
-}
 
 /** A path of the repo, relative to `base` (a folder of the repo); one that leaves the repo is refused. */
 function repoPath(base: string, relative: string, field: string, source: string): string {
@@ -232,10 +218,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   const notes: string[] = [];
   const remoteUser = sandboxUser(dc.remoteUser, `${source}: remoteUser`, notes);
   const run = hostSettings(data as Record<string, unknown>, dc, source);
-  const setup = [dc.onCreateCommand, dc.updateContentCommand, dc.postCreateCommand]
-    .filter((c) => c !== undefined)
-    .map(shellOf)
-    .join(' && ');
+  const lifecycle = lifecycleOf(dc);
   return {
     source,
     ...(dc.image ? { image: dc.image } : {}),
@@ -255,7 +238,7 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
     ...volumesOf(run.volumes),
     ...(run.links.length ? { links: run.links } : {}),
     ...(remoteUser ? { remoteUser } : {}),
-    ...(setup ? { setup } : {}),
+    ...(Object.keys(lifecycle).length ? { lifecycle } : {}),
     ...(compose ? { compose } : {}),
     ...appOf(dc, source, notes),
     ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length
@@ -417,7 +400,7 @@ function appOf(dc: z.infer<typeof devcontainerSchema>, source: string, notes: st
   const port = typeof own === 'number' ? own : Number(own.split(':')[1]);
   if (!Number.isInteger(port) || port < 1 || port > 65535)
     throw new EnvironmentError(`${source}: forwardPorts: "${own}" is not a port`);
-  return { app: { start: shellOf(dc.postStartCommand), port } };
+  return { app: { start: commandShell(dc.postStartCommand), port } };
 }
 
 /** A plain Dockerfile of the repo as an environment; its context defaults to its folder. */
@@ -455,6 +438,12 @@ export interface EnvironmentBuild {
   cacheDir?: string;
 }
 
+/** An environment image, and its features' setup hooks in install order (sandbox/lifecycle.ts). */
+export interface EnvironmentImage {
+  tag: string;
+  featureLifecycles: Lifecycle[];
+}
+
 /**
  * The sandbox image of a repo's environment at `commit`: the repo's image
  * (its Dockerfile built whole, or a named image: on this host or pulled from
@@ -464,7 +453,8 @@ export interface EnvironmentBuild {
  * is built in the isolated builder (sandbox/builder.ts), never by the host's
  * daemon; without setup.root drydock's layer is made on the host with no
  * build (hostLayer), over the named image or the builder's result. Built
- * once per content hash; returns the tag. With no declared environment,
+ * once per content hash; returns the tag and the features' setup hooks
+ * (which run as setup, in the sandbox). With no declared environment,
  * `env` undefined: the base image with setup.root on top.
  */
 export async function ensureEnvironmentImage(
@@ -474,7 +464,7 @@ export async function ensureEnvironmentImage(
   slug: string,
   fetchImage: ImageFetcher,
   build: EnvironmentBuild & { baseImage: string },
-): Promise<string> {
+): Promise<EnvironmentImage> {
   const source = env?.source ?? REPO_CONFIG_FILE;
   const repo = env?.dockerfile ? await repoDockerfile(at, env) : undefined;
   const named = env?.image ?? (repo ? undefined : build.baseImage);
@@ -506,14 +496,15 @@ export async function ensureEnvironmentImage(
     features?.key ?? '',
   ]);
   const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
-  if (await provider.image(tag)) return tag;
+  const made = { tag, featureLifecycles: features?.lifecycles ?? [] };
+  if (await provider.image(tag)) return made;
   const labels = {
     'drydock.image': 'environment',
     [ENVIRONMENT_FROM_LABEL]: named ?? `${env!.dockerfile}@${at.commit}`,
   };
   if (layerOnHost && !repo) {
     await provider.layerImage({ tag, from: bases[0].id, labels, ...hostLayer(env, bases[0].env) });
-    return tag;
+    return made;
   }
   // The repo's result alone, under the repo's name, when the layer is made here.
   const built = layerOnHost ? `${environmentImageNames(slug).repo}:${hash.slice(0, 12)}` : tag;
@@ -548,7 +539,7 @@ export async function ensureEnvironmentImage(
     });
   }
   if (layerOnHost) await layerOverResult(provider, built, { tag, labels, env });
-  return tag;
+  return made;
 }
 
 /**
@@ -654,7 +645,7 @@ async function layerFeatures(
   at: { mirror: string; commit: string },
   env: RepoEnvironment,
   build: EnvironmentBuild,
-): Promise<{ steps: string[]; key: string; write: (folder: string) => Promise<void> }> {
+): Promise<{ steps: string[]; key: string; lifecycles: Lifecycle[]; write: (folder: string) => Promise<void> }> {
   if (!build.features)
     throw new EnvironmentError(`${env.features![0].field}: this worker installs no dev container features`);
   const sourceOf = build.features;
@@ -673,6 +664,7 @@ async function layerFeatures(
     const envFiles = ordered.map((f: ResolvedFeature) => featureEnvFile(f, users));
     return {
       steps: featureSteps(ordered),
+      lifecycles: ordered.map((f) => f.metadata.lifecycle),
       key: JSON.stringify(ordered.map((f, i) => [f.request.key, f.pinned, envFiles[i]])),
       write: async (folder: string) => {
         await mkdir(folder);

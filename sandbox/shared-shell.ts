@@ -5,8 +5,9 @@
  * bridgeWebTerminal (sandbox/web-terminal.ts) carries as it carries a shell:
  * the shell's output goes to every view from its join on (the last screenful
  * replayed first), a typist's keys go into the shell, a watcher's go nowhere.
- * Who is there is told to each view's owner whenever it changes. The shell
- * ends when its last typist leaves (watchers alone hold nothing).
+ * The shell ends when its last typist leaves (watchers alone hold nothing).
+ * Who is in a session, by any way in (the terminal, VS Code, the desktop),
+ * is SessionPeople's, told to every page at each change.
  */
 import { Duplex } from 'node:stream';
 import type { SandboxShell, TtySize } from './provider';
@@ -23,7 +24,6 @@ export const SHARED_SHELL_LIMITS = { replayBytes: 16 * 1024, behindBytes: 4 * 10
 
 interface View extends ShellMember {
   stream: Duplex;
-  tell(people: ShellMember[]): void;
 }
 
 export class SharedShell {
@@ -52,15 +52,11 @@ export class SharedShell {
     return [...this.views].map(({ who, watching }) => ({ who, watching }));
   }
 
-  /**
-   * A view of the shell for `member`; `tell` hears who is here at every
-   * change (this join included). Destroying the view's stream is leaving.
-   */
-  join(member: ShellMember, tell: (people: ShellMember[]) => void): SandboxShell {
+  /** A view of the shell for `member`. Destroying the view's stream is leaving. */
+  join(member: ShellMember): SandboxShell {
     const shell = this.shell;
     const view: View = {
       ...member,
-      tell,
       stream: new Duplex({
         write(chunk: Buffer, _encoding, done) {
           if (!member.watching) shell.stream.write(chunk);
@@ -78,7 +74,6 @@ export class SharedShell {
     } else {
       this.views.add(view);
       for (const chunk of this.replay) view.stream.push(chunk);
-      this.changed();
     }
     return {
       stream: view.stream as unknown as NodeJS.ReadWriteStream,
@@ -105,8 +100,6 @@ export class SharedShell {
     if (![...this.views].some((v) => !v.watching)) {
       (this.shell.stream as unknown as Duplex).destroy?.(); // the last typist left: the shell ends
       this.end();
-    } else {
-      this.changed();
     }
   }
 
@@ -116,11 +109,6 @@ export class SharedShell {
     for (const view of this.views) view.stream.push(null);
     this.views.clear();
     this.onEnd();
-  }
-
-  private changed(): void {
-    const people = this.people();
-    for (const view of this.views) view.tell(people);
   }
 }
 
@@ -150,5 +138,52 @@ export class SessionShells {
     });
     this.shells.set(sessionId, shared);
     return shared;
+  }
+}
+
+/** A person in a session, as the others see them: by which way in, and whether they only watch. */
+export interface Person {
+  who: string;
+  way: 'terminal' | 'editor' | 'desktop';
+  /** A watcher: sees, changes nothing (a reader may watch). */
+  watching: boolean;
+}
+
+interface Present {
+  person: Person;
+  tell: (people: Person[]) => void;
+}
+
+/**
+ * Who is in each session of this serve process, by any way in (issue 48
+ * item 5): each connection joins with how to tell its page, and every page
+ * of the session hears the whole list, in the order people came, at each
+ * arrival and departure (its own included).
+ */
+export class SessionPeople {
+  private readonly sessions = new Map<string, Set<Present>>();
+
+  /** Counts `person` in the session until the answered function is called (once is enough; more do nothing). */
+  join(sessionId: string, person: Person, tell: (people: Person[]) => void): () => void {
+    let present = this.sessions.get(sessionId);
+    if (!present) this.sessions.set(sessionId, (present = new Set()));
+    const member: Present = { person: { ...person }, tell };
+    present.add(member);
+    this.changed(present);
+    return () => {
+      if (!present.delete(member)) return;
+      if (present.size === 0) this.sessions.delete(sessionId);
+      else this.changed(present);
+    };
+  }
+
+  /** Who is in the session now, in the order they came. */
+  people(sessionId: string): Person[] {
+    return [...(this.sessions.get(sessionId) ?? [])].map((m) => ({ ...m.person }));
+  }
+
+  private changed(present: Set<Present>): void {
+    const people = [...present].map((m) => ({ ...m.person }));
+    for (const member of present) member.tell(people);
   }
 }

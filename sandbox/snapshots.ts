@@ -126,6 +126,11 @@ export async function setupInputs(mirror: string, commit: string): Promise<Recor
 /** Where a setup given with `repo add --setup` is said to come from (builds record it; `repo list` shows it). */
 export const OPERATOR_SETUP_SOURCE = 'the operator (--setup)';
 
+/** Where the dev container's own lifecycle commands (its features' among them) are said to come from as setup. */
+const DEVCONTAINER_SETUP_SOURCE = 'the dev container';
+/** Where its features' lifecycle commands alone are said to come from. */
+const FEATURES_SETUP_SOURCE = "the dev container's features";
+
 /**
  * The setup command of a registration at a commit, or undefined when it has
  * none: the operator's, else the repo file's `setup`, else the dev
@@ -141,7 +146,7 @@ export function setupOf(
 ): { command: string; source: string; env?: Record<string, string> } | undefined {
   if (reg.setup) return { command: reg.setup, source: OPERATOR_SETUP_SOURCE };
   if (repoFileSetup) return { command: repoFileSetup, source: '.drydock/config.yaml' };
-  if (devcontainerSetup) return { command: devcontainerSetup, source: 'the dev container' };
+  if (devcontainerSetup) return { command: devcontainerSetup, source: DEVCONTAINER_SETUP_SOURCE };
   if (inputs[SETUP_SCRIPT]) return { command: `sh ${SETUP_SCRIPT}`, source: SETUP_SCRIPT };
   if (!inferred) return undefined;
   const from = inferred.steps.map((s) => s.lockfile).join(', ');
@@ -152,10 +157,33 @@ export function setupOf(
  * When nothing gives a setup and the sandbox's image is the repo's own (its dev
  * container or Dockerfile, built whole, or the operator's image), that image is
  * the whole setup: nothing more runs (gufolabs/gufo_acme's Dockerfile installs
- * the package and its test extras). On drydock's base image it stays a refusal.
+ * the package and its test extras), but its features' lifecycle commands
+ * (`featureSetup`). On drydock's base image it stays a refusal.
  */
-export function imageOnlySetup(imageFrom: string | undefined): ReturnType<typeof setupOf> {
-  return imageFrom ? { command: 'true', source: `none beyond the image from ${imageFrom}` } : undefined;
+export function imageOnlySetup(imageFrom: string | undefined, featureSetup?: string): ReturnType<typeof setupOf> {
+  if (!imageFrom) return undefined;
+  if (featureSetup) return { command: featureSetup, source: FEATURES_SETUP_SOURCE };
+  return { command: 'true', source: `none beyond the image from ${imageFrom}` };
+}
+
+/**
+ * A setup with the dev container's features' lifecycle commands before it
+ * (`featureSetup`, sandbox/activities/environment.ts): a setup given
+ * elsewhere replaces the dev container's own commands, never its features',
+ * which the Dev Container CLI runs whatever else does. The dev container's
+ * own setup holds them already (in the CLI's order).
+ */
+export function withFeatureSetup(
+  chosen: ReturnType<typeof setupOf>,
+  featureSetup: string | undefined,
+): ReturnType<typeof setupOf> {
+  if (!chosen || !featureSetup || chosen.source === DEVCONTAINER_SETUP_SOURCE) return chosen;
+  // Each in its own subshell, ended on a line of its own: a trailing comment or || in either stays inside it.
+  return {
+    ...chosen,
+    command: `(${featureSetup}\n) && (${chosen.command}\n)`,
+    source: `${FEATURES_SETUP_SOURCE}, then ${chosen.source}`,
+  };
 }
 
 /** setupOf's command alone. */

@@ -18,7 +18,7 @@ import type { ReviewTimes } from '../review/review-time';
 import { getStatus } from '../platform/sessions';
 import type { SessionStatus } from '../workflows/api';
 import type { SessionTerminals } from '../sandbox/web-terminal';
-import type { SessionShells } from '../sandbox/shared-shell';
+import type { SessionPeople, SessionShells } from '../sandbox/shared-shell';
 
 /** The console's cookie: a token, as `Authorization: Bearer` carries (a sign-in's personal token, or a pasted one). */
 export const COOKIE = 'drydock_token';
@@ -60,6 +60,8 @@ export interface ServeContext {
   terminals: SessionTerminals;
   /** The console terminals' shells, one per session, shared by everyone in it (sandbox/shared-shell.ts). */
   shells: SessionShells;
+  /** Who is in each session, by any way in (terminal, editor, desktop), told to each of their pages. */
+  people: SessionPeople;
 }
 
 export function consoleUrl(config: Pick<Config, 'DRYDOCK_CONSOLE_URL' | 'DRYDOCK_HTTP_HOST' | 'DRYDOCK_HTTP_PORT'>) {

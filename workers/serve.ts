@@ -69,7 +69,7 @@ import { servePilotRoute } from './routes/pilot';
 import { serveNotesRoute } from './routes/notes';
 import { metricsScrape } from './routes/metrics';
 import { SessionTerminals } from '../sandbox/web-terminal';
-import { SessionShells } from '../sandbox/shared-shell';
+import { SessionPeople, SessionShells } from '../sandbox/shared-shell';
 
 export { consoleUrl } from './http';
 
@@ -100,6 +100,7 @@ export function createHandler(deps: ServeDeps) {
     reviews: deps.pool ? new ReviewTimes(deps.pool) : undefined,
     terminals: new SessionTerminals(),
     shells: new SessionShells(),
+    people: new SessionPeople(),
   };
   const handler = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     try {
@@ -223,7 +224,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
     return previewEntry(ctx, res, decodeURIComponent(match[1]), who);
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/editor$/))) {
-    return editorPageRoute(ctx, res, decodeURIComponent(match[1]), who);
+    return editorPageRoute(ctx, res, decodeURIComponent(match[1]), who, url.searchParams.get('watch') === '1');
   }
   if ((match = is('GET', /^\/sessions\/([^/]+)\/desktop$/))) {
     return desktopPageRoute(ctx, res, decodeURIComponent(match[1]), who);

@@ -285,6 +285,7 @@ export async function createWorker(opts: {
     readonlyRoot: config.DRYDOCK_READONLY_ROOTFS,
     egressRoot: config.DRYDOCK_EGRESS_DIR ?? path.join(config.DRYDOCK_DATA_DIR, 'egress'),
     extraCaCerts: config.DRYDOCK_EXTRA_CA_CERTS,
+    buildTimeoutMs: config.DRYDOCK_BUILD_TIMEOUT,
     allowedRegistries: config.DRYDOCK_ALLOWED_REGISTRIES,
     secrets: config.secrets,
     policy: serverPolicy(config),

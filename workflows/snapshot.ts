@@ -27,7 +27,8 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
     taskQueue: input.hostQueue,
     // A host that is gone fails its scheduled build instead of holding it (and, overlaps skipped, the next ones).
     ...(input.hostQueue ? { scheduleToStartTimeout: '10m' } : {}),
-    startToCloseTimeout: '10m',
+    // It may build the repo's environment and its services' images, each within DRYDOCK_BUILD_TIMEOUT (at most 30m).
+    startToCloseTimeout: '40m',
     ...common,
   });
   let plan: SnapshotBuildPlan | undefined;

@@ -43,6 +43,8 @@ export interface SandboxDeps extends MirrorDeps {
   allowedRegistries?: string[];
   /** PEM file of extra CA certificates every sandbox trusts (DRYDOCK_EXTRA_CA_CERTS, sandbox/ca.ts). */
   extraCaCerts?: string;
+  /** The isolated builder's time limit for one build, ms (DRYDOCK_BUILD_TIMEOUT). @default 480_000 (BUILD_LIMITS) */
+  buildTimeoutMs?: number;
   /** The isolated builder's image (sandbox/builder.ts); default: built from sandbox-images/builder on first use. */
   builderImage?: () => Promise<string>;
   /**

@@ -40,11 +40,20 @@ import { RepoTree } from '../repo-files';
 import { builtServices, serviceImageName } from '../service-build';
 import { recordedServices } from '../services';
 import { proxiedFetch, type FeatureSource } from '../feature-registry';
+import { lifecycleScript, type Lifecycle } from '../lifecycle';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
   SandboxDeps,
-  'sandboxes' | 'baseImage' | 'toolsRoot' | 'egressRoot' | 'log' | 'snapshots' | 'extraCaCerts' | 'builderImage'
+  | 'sandboxes'
+  | 'baseImage'
+  | 'toolsRoot'
+  | 'egressRoot'
+  | 'log'
+  | 'snapshots'
+  | 'extraCaCerts'
+  | 'builderImage'
+  | 'buildTimeoutMs'
 >;
 
 /** What a sandbox of the repo is made of. */
@@ -54,8 +63,14 @@ export interface SandboxEnvironment {
   mounts: { source: string; target: string }[];
   /** Environment of every process ("NAME=value"): PATH with the declared Node.js first, corepack's settings. */
   env: string[];
-  /** The dev container's lifecycle commands, as setup. */
+  /** The dev container's lifecycle commands, as setup: its features' first, hook by hook (sandbox/lifecycle.ts). */
   setup?: string;
+  /**
+   * Its features' lifecycle commands alone: what runs before a setup given
+   * elsewhere (the operator's, the repo file's, inferred), which replaces the
+   * dev container's own commands but not its features' (withFeatureSetup).
+   */
+  featureSetup?: string;
   /** Node.js version mounted, when the repo declares one. */
   node?: string;
   /** What made the image when it is not drydock's base image (the dev container's file, a Dockerfile, the operator's setting). */
@@ -110,7 +125,7 @@ export function refuseUnsupported(
     throw new EnvironmentError(`the repo declares ${what}, and the ${provider.name} sandbox provider ${why}`);
   };
   if (declared && !provider.capabilities.buildsImages) {
-    refuse(`its environment (${declared.source})`, 'builds no images: its sandboxes run DRYDOCK_BASE_IMAGE');
+    refuse(`its environment (${declared.source})`, unbuiltEnvironment(declared));
   }
   if (stack.services.length && !provider.capabilities.services) {
     refuse(`services (${stack.services.map((s) => s.name).join(', ')})`, 'runs no services beside a sandbox');
@@ -125,6 +140,24 @@ export function refuseUnsupported(
       "adds no container to a running sandbox: remove app.forAgent (the agent's step starts the app)",
     );
   }
+}
+
+/**
+ * Why a provider without an image store of its own (Kubernetes: docs/kubernetes.md) runs no
+ * declared environment, and what the operator can do: its sandboxes run DRYDOCK_BASE_IMAGE
+ * (or a snapshot of it) and nothing else, and even a named image needs drydock's layer, made
+ * by the engine that runs it.
+ */
+function unbuiltEnvironment(declared: RepoEnvironment): string {
+  const kept = declared.compose
+    ? '; its compose services with it: add --ignore-devcontainer, and declare them under services: in .drydock/config.yaml'
+    : '';
+  return (
+    'builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or ' +
+    "--environment image:<ref>): run the repo on that image with 'drydock repo add <url> --environment base' " +
+    `(what its environment would install goes in DRYDOCK_BASE_IMAGE, or in setup)${kept}, ` +
+    'or on a worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose isolated builder builds it'
+  );
 }
 
 /** Where the features a snapshot build pulled are kept on this host (sandbox/feature-registry.ts): beside the toolchains. */
@@ -169,7 +202,7 @@ async function environmentOf(
         'install the packages in the image the operator gives (DRYDOCK_BASE_IMAGE) instead',
     );
   }
-  const image =
+  const { tag: image, featureLifecycles } =
     declared || rootSetup
       ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
           ...settings,
@@ -181,7 +214,7 @@ async function environmentOf(
           owner: `environment ${repoSlug(repo)}`,
           log: deps.log,
         })
-      : deps.baseImage;
+      : { tag: deps.baseImage, featureLifecycles: [] };
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
@@ -213,7 +246,7 @@ async function environmentOf(
     image,
     mounts,
     env,
-    ...(declared?.setup ? { setup: declared.setup } : {}),
+    ...setupsOf(declared, featureLifecycles),
     ...(image !== deps.baseImage ? { imageFrom: declared?.source ?? REPO_CONFIG_FILE } : {}),
     ...(node ? { node } : {}),
     key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
@@ -221,13 +254,28 @@ async function environmentOf(
   };
 }
 
+/**
+ * The dev container's setup with its features' lifecycle commands (each
+ * hook's features' first, in install order, as the Dev Container CLI runs
+ * them), and the features' alone.
+ */
+export function setupsOf(
+  declared: Pick<RepoEnvironment, 'lifecycle'> | undefined,
+  featureLifecycles: Lifecycle[],
+): Pick<SandboxEnvironment, 'setup' | 'featureSetup'> {
+  const featureSetup = lifecycleScript(featureLifecycles);
+  const setup = declared?.lifecycle && lifecycleScript([...featureLifecycles, declared.lifecycle]);
+  return { ...(setup ? { setup } : {}), ...(featureSetup ? { featureSetup } : {}) };
+}
+
 /** The isolated builder's settings for a repo's builds (its environment, its services' images). */
-function buildSettings(deps: EnvironmentDeps, repo: string, egress: EgressRule[]): EnvironmentBuild {
+export function buildSettings(deps: EnvironmentDeps, repo: string, egress: EgressRule[]): EnvironmentBuild {
   return {
     builderImage: deps.builderImage ?? (() => ensureBuilderImage()),
     // The operator's rules for the repo, and what the build's package managers need.
     egress: [...egress, ...PACKAGE_REGISTRIES],
     ...(deps.extraCaCerts ? { extraCaCerts: deps.extraCaCerts } : {}),
+    ...(deps.buildTimeoutMs ? { limits: { timeoutMs: deps.buildTimeoutMs } } : {}),
     owner: `environment ${repoSlug(repo)}`,
     log: deps.log,
   };

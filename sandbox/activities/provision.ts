@@ -12,7 +12,7 @@ import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound, type SandboxProvider } from '../provider';
-import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupCommandOf, setupHash, setupInputs } from '../snapshots';
+import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupHash, setupInputs, setupOf, withFeatureSetup } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
@@ -419,12 +419,16 @@ async function setupPlan(
   mirror: string,
   commit: string,
   snapshot: ReadySnapshot | undefined,
-  environment: Pick<SandboxEnvironment, 'setup' | 'key'>,
+  environment: Pick<SandboxEnvironment, 'setup' | 'featureSetup' | 'key'>,
 ): Promise<SetupPlan | undefined> {
   const reg = await deps.snapshots.repo(repo);
   if (!reg) return undefined;
   const inputs = await setupInputs(mirror, commit);
-  const command = setupCommandOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup);
+  // As a snapshot build chooses it (sandbox/activities/snapshot-build.ts), so the setup hashes agree.
+  const command = withFeatureSetup(
+    setupOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup),
+    environment.featureSetup,
+  )?.command;
   if (!command) return undefined;
   const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
   if (!snapshot) {

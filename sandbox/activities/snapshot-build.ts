@@ -26,6 +26,7 @@ import {
   setupHash,
   imageOnlySetup,
   setupOf,
+  withFeatureSetup,
   setupInputs,
   SETUP_SCRIPT,
   SNAPSHOT_ENV_LABEL,
@@ -244,14 +245,18 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     }
     throw err;
   });
+  // The dev container's features' lifecycle commands go before a setup from elsewhere (withFeatureSetup).
   const chosen =
-    setupOf(
-      reg,
-      inputs,
-      await repoFileSetup(mirror, commit),
-      environment.setup,
-      await inferredSetupAt(mirror, commit),
-    ) ?? imageOnlySetup(environment.imageFrom);
+    withFeatureSetup(
+      setupOf(
+        reg,
+        inputs,
+        await repoFileSetup(mirror, commit),
+        environment.setup,
+        await inferredSetupAt(mirror, commit),
+      ),
+      environment.featureSetup,
+    ) ?? imageOnlySetup(environment.imageFrom, environment.featureSetup);
   if (!chosen) {
     const error =
       `no setup, and no lockfile drydock knows to infer one from: register one with --setup, or give setup in ` +

@@ -155,6 +155,7 @@ test('an approver edits README.md in VS Code from the console; the line is in th
   await alice.click('#open-editor');
   await alice.locator('#editor-state', { hasText: 'ready: attached as alice' }).waitFor({ timeout: 240_000 });
   const startedMs = Date.now() - clicked;
+  await alice.locator('#presence', { hasText: /^alice \(in VS Code\)$/ }).waitFor({ timeout: 30_000 });
   expect((await waitForStatus(handle, inPhase('attached'), 10_000)).attached).toMatchObject({ by: 'alice' });
   const href = await alice.locator('#open-editor-window').getAttribute('href');
   expect(href!.startsWith(`${origin}/.drydock/enter?pass=`)).toBe(true);

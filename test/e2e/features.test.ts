@@ -36,7 +36,10 @@ const BASE = 'debian:trixie-slim';
 let registry: ImageRegistry;
 let hello: { ref: string; digest: string };
 
-/** A feature made here: a command that greets with its option, the remote user it was told, and a containerEnv. */
+/**
+ * A feature made here: a command that greets with its option, the remote user it was told, a containerEnv,
+ * and lifecycle commands of its own (each writes a line to /workspace/.lifecycle; postAttachCommand is an editor's).
+ */
 const HELLO_FEATURE = {
   'devcontainer-feature.json': {
     text: JSON.stringify({
@@ -44,6 +47,9 @@ const HELLO_FEATURE = {
       version: '1.0.0',
       options: { greeting: { type: 'string', default: 'hello' }, loud: { type: 'boolean', default: false } },
       containerEnv: { HELLO_HOME: '/opt/hello' },
+      onCreateCommand: 'echo hello-create >> .lifecycle',
+      postCreateCommand: ['sh', '-c', 'echo "hello-post $(id -u) $(hello)" >> .lifecycle'],
+      postAttachCommand: 'echo attached',
     }),
   },
   'install.sh': {
@@ -147,8 +153,17 @@ describe('a dev container with features, snapshotted and used by a session', () 
 
   test("the features' results are in the session's sandbox: a registry feature with options, a local one", async () => {
     const repo = await makeFixtureRepo({
-      ...devcontainer({ [hello.ref]: { greeting: 'ahoy', loud: true }, './tool': {} }),
-      '.devcontainer/tool/devcontainer-feature.json': JSON.stringify({ id: 'tool', installsAfter: [hello.ref] }),
+      '.devcontainer/devcontainer.json': JSON.stringify({
+        image: BASE,
+        features: { [hello.ref]: { greeting: 'ahoy', loud: true }, './tool': {} },
+        onCreateCommand: 'echo own-create >> .lifecycle',
+        postCreateCommand: 'echo own-post >> .lifecycle',
+      }),
+      '.devcontainer/tool/devcontainer-feature.json': JSON.stringify({
+        id: 'tool',
+        installsAfter: [hello.ref],
+        postCreateCommand: 'echo tool-post >> .lifecycle',
+      }),
       // Installed after hello (installsAfter): it can use what hello installed.
       '.devcontainer/tool/install.sh': '#!/bin/sh\nset -e\nhello > /opt/tool-saw\n',
     });
@@ -161,7 +176,7 @@ describe('a dev container with features, snapshotted and used by a session', () 
     const handle = await startSession(
       stack,
       id,
-      scriptedSession(repo.url, 'use the features', 'id -u; hello; cat /opt/hello/user /opt/tool-saw'),
+      scriptedSession(repo.url, 'use the features', 'id -u; hello; cat /opt/hello/user /opt/tool-saw .lifecycle'),
     );
     await handle.result().catch(() => undefined);
     expect(await containersOf(id)).toHaveLength(0);
@@ -173,6 +188,13 @@ describe('a dev container with features, snapshotted and used by a session', () 
       'AHOY from a feature, home /opt/hello',
       'root /root',
       'AHOY from a feature, home /opt/hello',
+      // Setup: the features' lifecycle commands before the dev container's own, hook by hook, in install order,
+      // as the sandbox user (the Dev Container CLI's order); the snapshot kept what they wrote.
+      'hello-create',
+      'own-create',
+      'hello-post 1000 AHOY from a feature, home /opt/hello',
+      'tool-post',
+      'own-post',
     ]);
   }, 900_000);
 });

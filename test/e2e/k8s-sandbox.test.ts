@@ -6,14 +6,17 @@
  * snapshots; then hostile scripted agents in
  * sessions run by an in-process worker whose sandboxes are pods (the
  * probes of hardening.test.ts: the injection, the limits, the egress proxy),
- * and a session whose PostgreSQL (built here) is a container of its pod.
+ * and a session whose PostgreSQL (built here) is a container of its pod;
+ * VS Code (code-server from its read-only hostPath mount) in a worker's sandbox pod.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { mkdir, mkdtemp, realpath } from 'node:fs/promises';
+import { createServer, request, type Agent, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
+import { EDITOR_MOUNT, EDITOR_PORT, SessionEditors } from '../../sandbox/editor';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { startHostProvider } from '../../sandbox/host-provider';
 import { podName } from '../../sandbox/kubernetes/pod';
@@ -360,6 +363,23 @@ describe("a session with a service: PostgreSQL built here, a container of the sa
     await handle.result();
     expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
   }, 300_000);
+
+  test('a repo whose dev container needs a build is refused before anything is built, saying what to do', async () => {
+    const built = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': JSON.stringify({ build: { dockerfile: 'Dockerfile' } }),
+      '.devcontainer/Dockerfile': 'FROM debian:trixie-slim\nRUN apt-get update\n',
+    });
+    const id = newSessionId('k8s-build');
+    const handle = await startSession(stack, id, scriptedSession(built.url, 'needs a build', 'true'));
+    const final = await waitForStatus(handle, inPhase('failed'), 120_000);
+    expect(final.error).toContain(
+      'the repo declares its environment (.devcontainer/devcontainer.json), and the kubernetes sandbox provider ' +
+        "builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): run the repo on that image with 'drydock repo add <url> --environment base'",
+    );
+    expect(final.error).toContain('DRYDOCK_SANDBOX_PROVIDER=docker');
+    await expect(handle.result()).rejects.toThrow();
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+  }, 180_000);
 });
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;
@@ -736,3 +756,90 @@ function k8sWorker() {
     DRYDOCK_K8S_START_TIMEOUT: START_TIMEOUT_MS,
   };
 }
+
+describe("VS Code in a worker's sandbox pod: code-server from its read-only hostPath mount, over drydock-port execs", () => {
+  const sessionId = newSessionId('k8s-editor');
+  const env = new MockActivityEnvironment();
+  let db: Database;
+  let activities: ReturnType<typeof createActivities>;
+  let sandbox: string;
+  let editorDir: string;
+
+  beforeAll(async () => {
+    // The editor the worker mounts: built once per host (cached in .tools/code-server).
+    const built = await promisify(execFile)('bash', [path.join(__dirname, '../../infra/code-server.sh')], {
+      timeout: 20 * 60_000,
+    });
+    editorDir = await realpath(built.stdout.trim().split('\n').pop()!);
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-editor-'));
+    own(dataDir);
+    const config = testConfig();
+    db = await openDatabase(config);
+    const log = pino({ level: 'silent' });
+    const deps = probeDeps({
+      sandboxes,
+      dataDir,
+      config,
+      db,
+      redactor: new Redactor([TOKEN]),
+      secrets: {},
+      token: TOKEN,
+      log,
+    });
+    activities = createActivities({ ...deps, editorDir });
+    const created: Sandbox = await env.run(activities.provisionSandbox, {
+      sessionId,
+      repo: { url: (await makeFixtureRepo()).url },
+      // The editor is a process of the sandbox, in its limits: a Node.js server and its /tmp state.
+      limits: { cpus: 1, memoryBytes: 1024 * MiB, pids: 512, tmpBytes: 256 * MiB, diskBytes: 1024 * MiB },
+      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    sandbox = created.name;
+  }, 20 * 60_000);
+  afterAll(async () => {
+    if (activities) await env.run(activities.destroySandbox, { sessionId });
+    await db?.close();
+  });
+
+  /** One GET to the editor through its connections (execs of drydock-port in the pod). */
+  const get = (agent: Agent, pathname: string) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ agent, path: pathname, headers: { host: `localhost:${EDITOR_PORT}` } }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject).end();
+    });
+  const editorProcesses = async () =>
+    (
+      await sh(
+        sandbox,
+        'for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] || tr "\\0" " " <$p/cmdline 2>/dev/null; echo; done',
+      )
+    ).out
+      .split('\n')
+      .filter((l) => l.includes(`${EDITOR_MOUNT}/`));
+
+  test('it starts in the pod, answers the workbench, cannot be written, and stopping it leaves no process', async () => {
+    const pod = await cluster.core.readNamespacedPod({ namespace, name: podName(sandbox) });
+    expect(pod.spec!.volumes).toContainEqual(
+      expect.objectContaining({ hostPath: { path: editorDir, type: 'Directory' } }),
+    );
+    expect((await sh(sandbox, `touch ${EDITOR_MOUNT}/x 2>/dev/null && echo wrote || echo refused`)).out).toBe(
+      'refused\n',
+    );
+    const listed = (await sh(sandbox, 'ls -A /workspace')).out;
+    const editors = new SessionEditors(sandboxes);
+    const { holder, started } = await editors.hold(sessionId, sandbox, 'alice');
+    expect(started).toBe(true);
+    const page = await get(editors.live(sessionId, 'alice')!.agent, '/?folder=/workspace');
+    expect(page.status).toBe(200);
+    expect(page.body).toMatch(/workbench/);
+    // Its state is in /tmp, none of it in /workspace (not part of the change).
+    expect((await sh(sandbox, 'ls -A /workspace')).out).toBe(listed);
+    expect((await editorProcesses()).length).toBeGreaterThan(0);
+    expect(await editors.release(sessionId, holder)).toBe(true);
+    expect(await editorProcesses()).toEqual([]);
+  }, 600_000);
+});

@@ -7,11 +7,15 @@
  * under their own name; a reader watches (sees both and the output) and
  * cannot type; when the first leaves, the attach is handed to the other; the
  * session is detached once, when the last of them leaves,
- * and both edits are in the new change to review.
+ * and both edits are in the new change to review. Then one in VS Code and
+ * one in the terminal: each page lists both (and the desktop's viewer), and a
+ * reader watching who is in VS Code (no editor of her own) sees them too.
  */
+import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import type { Browser, Page } from 'playwright-core';
 import { Pool } from 'pg';
 import WebSocket from 'ws';
@@ -52,6 +56,8 @@ let tokens: Record<'alice' | 'bob' | 'dave', string>;
 const toEnd: string[] = [];
 
 beforeAll(async () => {
+  // The editor the second test mounts: built once per host (cached in .tools/code-server).
+  await promisify(execFile)('bash', [path.join(__dirname, '../../infra/code-server.sh')], { timeout: 20 * 60_000 });
   repo = await makeFixtureRepo();
   tokens = await personalTokens('alice', 'bob', 'dave');
   const identities = path.join(await mkdtemp(path.join(tmpdir(), 'drydock-multi-')), 'identities.yaml');
@@ -198,3 +204,98 @@ test('two approvers share the terminal, each audited under their name; a reader 
     expect.objectContaining({ actor: 'bob', data: expect.objectContaining({ detachedBy: 'bob' }) }),
   ]);
 }, 600_000);
+
+test('one in VS Code, one in the terminal: each sees the other; a reader watches who is in VS Code and gets no editor', async () => {
+  const id = newSessionId('multi-editor');
+  toEnd.push(id);
+  const handle = await startSession(stack, id, {
+    repo: { url: repo.url },
+    task: 'greet in the README',
+    requestedBy: 'alice',
+    agent: { steps: [{ run: 'echo hello >> README.md' }] },
+    verify: { test: 'sh check.sh' },
+    approval: { required: ['push'], approvers: ['alice', 'bob'] },
+  });
+  const first = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+
+  // Nobody in VS Code yet: nothing to watch.
+  const dave = await signedIn(tokens.dave);
+  expect((await dave.goto(`${serve.url}/sessions/${id}/editor`))!.status()).toBe(403);
+  await dave.goto(`${serve.url}/sessions/${id}/editor?watch=1`);
+  await dave.locator('#editor-state', { hasText: "refused: nobody is in the session's VS Code now" }).waitFor();
+
+  const alice = await signedIn(tokens.alice);
+  await alice.goto(`${serve.url}/sessions/${id}/editor`);
+  await alice.locator('#editor-state', { hasText: 'ready: attached as alice' }).waitFor({ timeout: 240_000 });
+  await presenceOf(alice, /^alice \(in VS Code\)$/);
+  const bob = await signedIn(tokens.bob);
+  await bob.goto(`${serve.url}/sessions/${id}/terminal`);
+  await bob.locator('#terminal-state', { hasText: 'attached as bob' }).waitFor({ timeout: 60_000 });
+  await presenceOf(bob, /^alice \(in VS Code\), bob \(typing\)$/);
+  await presenceOf(alice, /^alice \(in VS Code\), bob \(typing\)$/);
+
+  // The reader watches who is in VS Code: listed to all, given no way into the editor.
+  await dave.goto(`${serve.url}/sessions/${id}/editor?watch=1`);
+  await dave.locator('#editor-state', { hasText: 'watching' }).waitFor({ timeout: 30_000 });
+  const all = /^alice \(in VS Code\), bob \(typing\), dave \(watching\)$/;
+  await Promise.all([presenceOf(alice, all), presenceOf(bob, all), presenceOf(dave, all)]);
+  expect(await dave.locator('#open-editor-window').isHidden()).toBe(true);
+  // Nor does a watcher's socket, opened by hand, carry a pass to the editor's origin, whatever it sends.
+  const cookie = `drydock_token=${encodeURIComponent(tokens.dave)}`;
+  const page = await (await fetch(`${serve.url}/sessions/${id}/editor?watch=1`, { headers: { cookie } })).text();
+  const ticket = /data-ticket="([^"]+)"/.exec(page)![1];
+  const heard: string[] = [];
+  const raw = new WebSocket(
+    `${serve.url.replace('http:', 'ws:')}/sessions/${id}/editor/socket?ticket=${encodeURIComponent(ticket)}&watch=1`,
+    { headers: { cookie, origin: serve.url } },
+  );
+  const closed = new Promise<number>((resolve) => raw.on('close', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    raw.on('message', (data: Buffer) => {
+      heard.push(data.toString());
+      if ((JSON.parse(data.toString()) as { type: string }).type === 'watching') resolve();
+    });
+    raw.on('error', reject);
+  });
+  raw.send(JSON.stringify({ type: 'resize', cols: 5, rows: 5 }));
+  expect(await closed).toBe(1008);
+  expect(heard.join('\n')).not.toMatch(/href|pass=|ready/);
+  await presenceOf(alice, all); // his hand-made socket came and went; his page is still there
+  // Alice on the desktop as well: the others' pages list her there too while she looks at it.
+  const desk = await signedIn(tokens.alice);
+  await desk.goto(`${serve.url}/sessions/${id}/desktop`);
+  await desk.locator('#desktop-state', { hasText: /^connected/ }).waitFor({ timeout: 120_000 });
+  const withDesktop = /^alice \(in VS Code\), bob \(typing\), dave \(watching\), alice \(on the desktop\)$/;
+  await Promise.all([presenceOf(bob, withDesktop), presenceOf(dave, withDesktop)]);
+  await desk.close();
+  await presenceOf(bob, all);
+
+  // Alice leaves VS Code: the editor stops, the watcher hears so, and the attach is Bob's.
+  await alice.click('#detach');
+  await presenceOf(bob, /^bob \(typing\)$/);
+  await dave
+    .locator('#editor-state', { hasText: "nobody is in the session's VS Code any more" })
+    .waitFor({ timeout: 30_000 });
+  expect((await waitForStatus(handle, (s) => s.attached?.by === 'bob', 30_000)).phase).toBe('attached');
+  await bob.keyboard.type('echo from-bob > bob.txt');
+  await bob.keyboard.press('Enter');
+  await bob.click('#detach');
+  await bob.locator('#terminal-state', { hasText: /detached after \d+ s/ }).waitFor({ timeout: 60_000 });
+  const second = await waitForStatus(
+    handle,
+    (s) => s.pendingApproval !== undefined && s.pendingApproval.change !== first.pendingApproval!.change,
+    120_000,
+  );
+  expect(second.pendingApproval!.evidence.diffstat).toMatch(/bob\.txt/);
+
+  const events = await new AuditTrail(pool, 'test-host', new Redactor(), testAuditKey()).events(id);
+  expect(events.filter((e) => e.kind === 'editor').map((e) => [e.actor, e.data.event])).toEqual([
+    ['alice', 'opened'],
+    ['alice', 'closed'],
+  ]);
+  expect(events.filter((e) => e.kind === 'attach').map((e) => [e.actor, e.data.handedTo])).toEqual([
+    ['alice', 'bob'],
+    ['bob', undefined],
+  ]);
+  await Promise.all([alice.close(), bob.close(), dave.close()]);
+}, 900_000);

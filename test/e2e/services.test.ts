@@ -96,6 +96,22 @@ async function session(name: string, url: string, steps: string[]) {
   return { id, final, output };
 }
 
+/**
+ * The snapshot of a repo with `config` as its .drydock/config.yaml, built once for this file:
+ * the tests that are about a session on it, not about its build, share it (every session
+ * starts from its own copy of the snapshot's data).
+ */
+const shared = new Map<string, ReturnType<typeof snapshotOf>>();
+function sharedSnapshotOf(config: string): ReturnType<typeof snapshotOf> {
+  let built = shared.get(config);
+  if (!built) {
+    built = snapshotOf({ '.drydock/config.yaml': config });
+    built.catch(() => shared.delete(config));
+    shared.set(config, built);
+  }
+  return built;
+}
+
 const QUERY = 'node pgq.js "select name from items order by name" && node redisq.js GET greeting';
 const WRITE = `node pgq.js "insert into items values ('written')" && node redisq.js SET greeting written`;
 
@@ -119,7 +135,7 @@ async function everySessionStartsFromTheSnapshot(url: string) {
 }
 
 test('PostgreSQL 17 and Redis declared in .drydock/config.yaml: setup migrates once, every session gets its own copy', async () => {
-  const { built } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });
+  const { built } = await sharedSnapshotOf(configServices(images));
   const row = (await snapshots.build(built.buildId))!;
   expect(row.services).toEqual([
     { name: 'db', image: images.postgres, dataImage: expect.stringMatching(/^drydock-data-.*:db$/) },
@@ -296,7 +312,7 @@ test("a service paused for its data's copy is not named unhealthy (the engine sa
 }, 180_000);
 
 test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
-  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) });
+  const { repo } = await sharedSnapshotOf(configServices(images));
   const { id, handle } = await killServiceInStep1(stack, repo.url, 'svc-killed', 4);
   const final: SessionStatus = await handle.result();
   expect(final.phase).toBe('completed');
@@ -312,7 +328,7 @@ test('a service killed mid-session is named, and the sandbox is replaced with it
 }, 600_000);
 
 test("the sandbox killed after a checkpoint: the replacement's database has what the session wrote before it", async () => {
-  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices({ postgres: images.postgres }) });
+  const { repo } = await sharedSnapshotOf(configServices({ postgres: images.postgres }));
   const id = newSessionId('svc-kept');
   const handle = await startSession(
     stack,
@@ -344,7 +360,7 @@ test("the sandbox killed after a checkpoint: the replacement's database has what
 }, 600_000);
 
 test("the built-in loop reads a service's log with service_logs: its last lines, plain text; an unknown name answered with the names", async () => {
-  const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices({ postgres: images.postgres }) });
+  const { repo } = await sharedSnapshotOf(configServices({ postgres: images.postgres }));
   const id = newSessionId('svc-logs-tool');
   const before = model.requests.length;
   model.script([

@@ -7,6 +7,8 @@ import {
   parseDevcontainer,
 } from '../../sandbox/repo-image';
 import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
+import { buildSettings, refuseUnsupported, setupsOf, type EnvironmentDeps } from '../../sandbox/activities/environment';
+import type { SandboxProvider } from '../../sandbox/provider';
 
 const FILE = '.devcontainer/devcontainer.json';
 
@@ -31,8 +33,31 @@ describe('parseDevcontainer', () => {
       args: { BASE: 'x' },
       containerEnv: { APP_MODE: 'test' },
       remoteUser: 'vscode',
-      setup: `'npm' 'ci' 'it'\\''s' && (echo a) && 'echo' 'b' && make setup`,
+      lifecycle: {
+        onCreateCommand: `'npm' 'ci' 'it'\\''s'`,
+        updateContentCommand: "(echo a) && 'echo' 'b'",
+        postCreateCommand: 'make setup',
+      },
     });
+    expect(setupsOf(env, [])).toEqual({ setup: `'npm' 'ci' 'it'\\''s' && (echo a) && 'echo' 'b' && make setup` });
+  });
+
+  test("features' lifecycle commands go before the dev container's own, hook by hook, as the Dev Container CLI runs them", () => {
+    const env = parseDevcontainer(
+      '{"image": "x", "onCreateCommand": "own-create", "postCreateCommand": "own-post"}',
+      FILE,
+    );
+    // In install order: a's postCreateCommand, then b's onCreateCommand and postCreateCommand.
+    const features = [{ postCreateCommand: 'a-post' }, { onCreateCommand: 'b-create', postCreateCommand: 'b-post' }];
+    expect(setupsOf(env, features)).toEqual({
+      setup: 'b-create && own-create && a-post && b-post && own-post',
+      featureSetup: 'b-create && a-post && b-post',
+    });
+    // No commands of its own: the features' alone, to go before a setup from elsewhere (withFeatureSetup).
+    expect(setupsOf(parseDevcontainer('{"image": "x"}', FILE), features)).toEqual({
+      featureSetup: 'b-create && a-post && b-post',
+    });
+    expect(setupsOf(undefined, [])).toEqual({});
   });
 
   test('an image alone', () => {
@@ -155,4 +180,35 @@ describe("drydock's layer over a named image, made with no build on the host (ho
       cmd: ['sleep', 'infinity'],
     });
   });
+});
+
+test("the worker's DRYDOCK_BUILD_TIMEOUT is every build's time limit (its environment's, its services')", () => {
+  const deps = { log: console, egressRoot: '/x/egress' } as unknown as EnvironmentDeps;
+  expect(buildSettings({ ...deps, buildTimeoutMs: 1_200_000 }, 'https://h/r.git', []).limits).toEqual({
+    timeoutMs: 1_200_000,
+  });
+  expect(buildSettings(deps, 'https://h/r.git', []).limits).toBeUndefined(); // BUILD_LIMITS' 8 minutes
+});
+
+test('on Kubernetes a declared environment is refused before anything is built, saying what the operator can do', () => {
+  const kubernetes = {
+    name: 'kubernetes',
+    capabilities: { buildsImages: false, services: true, lateCompanions: false },
+  } as unknown as SandboxProvider;
+  const stack = { services: [] };
+  const devcontainer = parseDevcontainer('{"build": {"dockerfile": "Dockerfile"}}', FILE);
+  expect(() => refuseUnsupported(kubernetes, devcontainer, stack)).toThrow(
+    `the repo declares its environment (${FILE}), and the kubernetes sandbox provider builds no images and runs ` +
+      'none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): run the ' +
+      "repo on that image with 'drydock repo add <url> --environment base' (what its environment would install " +
+      'goes in DRYDOCK_BASE_IMAGE, or in setup), or on a worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose ' +
+      'isolated builder builds it',
+  );
+  // A compose dev container: its services too need the dev container ignored, and declared in the repo file.
+  const compose = parseDevcontainer('{"dockerComposeFile": "compose.yaml", "service": "app"}', FILE);
+  expect(() => refuseUnsupported(kubernetes, compose, stack)).toThrow(
+    /--environment base' .*; its compose services with it: add --ignore-devcontainer, and declare them under services: in .drydock\/config.yaml, or on a worker/,
+  );
+  // No environment declared (the base image, or --environment base): nothing to refuse.
+  expect(() => refuseUnsupported(kubernetes, undefined, stack)).not.toThrow();
 });

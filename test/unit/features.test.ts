@@ -36,7 +36,7 @@ function feature(key: string, metadata: Partial<FeatureMetadata> = {}, options =
   const [request] = featureRequests({ [key]: options }, SOURCE, '.devcontainer');
   return {
     request,
-    metadata: { id: key, options: {}, containerEnv: {}, installsAfter: [], dependsOn: [], ...metadata },
+    metadata: { id: key, options: {}, containerEnv: {}, installsAfter: [], dependsOn: [], lifecycle: {}, ...metadata },
     pinned: 'sha256:x',
   };
 }
@@ -256,6 +256,22 @@ describe("a feature's devcontainer-feature.json", () => {
       containerEnv: { PATH: '/opt/y/bin:${PATH}' },
       installsAfter: ['ghcr.io/x/z'],
       dependsOn: [],
+      lifecycle: {},
+    });
+  });
+
+  test('its lifecycle commands are read as setup (postAttachCommand, for an editor, is not run)', () => {
+    const json = {
+      id: 'y',
+      postCreateCommand: 'y init',
+      onCreateCommand: ['y', "it's"],
+      updateContentCommand: { a: 'y a', b: ['y', 'b'] },
+      postAttachCommand: 'y hello',
+    };
+    expect(parseFeatureMetadata(JSON.stringify(json), field).lifecycle).toEqual({
+      onCreateCommand: `'y' 'it'\\''s'`,
+      updateContentCommand: "(y a) && 'y' 'b'",
+      postCreateCommand: 'y init',
     });
   });
 
@@ -263,9 +279,11 @@ describe("a feature's devcontainer-feature.json", () => {
     [{ id: 'dind', privileged: true }, /asks for privileged .* a sandbox is never privileged/],
     [{ id: 'y', mounts: [{ source: 'v', target: '/v', type: 'volume' }] }, /asks for mounts/],
     [
-      { id: 'y', postCreateCommand: 'y init' },
-      /has postCreateCommand .*put that command in the dev container's postCreateCommand/,
+      { id: 'y', postStartCommand: 'y start' },
+      /has a postStartCommand .*drydock starts nothing in a session's sandbox but the dev container's app/,
     ],
+    [{ id: 'y', postCreateCommand: 42 }, /devcontainer-feature.json: postCreateCommand/],
+    [{ id: 'y', onCreateCommand: 'x'.repeat(20_000) }, /its onCreateCommand .* is 20000 bytes; .* at most 16 KiB/],
     [{ id: 'y', options: { o: { type: 'number' } } }, /devcontainer-feature.json: options.o.type/],
   ])('what a sandbox cannot honour is refused, naming the feature: %j', (json, message) => {
     expect(() => parseFeatureMetadata(JSON.stringify(json), field)).toThrow(message);

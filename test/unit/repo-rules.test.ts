@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { restrictedHost } from '../../activities/repo-policy';
 import { repoConfigJsonSchema } from '../../cli/schema';
-import { imageOnlySetup, setupCommandOf, setupOf } from '../../sandbox/snapshots';
+import { imageOnlySetup, setupCommandOf, setupOf, withFeatureSetup } from '../../sandbox/snapshots';
 import { checkRepoConfig, DEV_MODE_LIMITS, type RepoConfig, type RepoGrant } from '../../workflows/repo-config';
 import { ruleWithin, settleSessionInput } from '../../workflows/rules/repo-rules';
 
@@ -245,4 +245,22 @@ test("no setup on the repo's own image: the image is the whole setup; on drydock
   expect(setupOf({ setup: 'make deps' }, {}) ?? imageOnlySetup('Dockerfile')).toMatchObject({ command: 'make deps' });
   // drydock's base image (no imageFrom): still no setup, and the build refuses it.
   expect(setupOf({}, {}) ?? imageOnlySetup(undefined)).toBeUndefined();
+});
+
+test("the dev container's features' lifecycle commands go before any setup, as the Dev Container CLI runs them", () => {
+  const features = 'git lfs pull';
+  // A setup from elsewhere replaces the dev container's own commands, not its features'.
+  expect(withFeatureSetup(setupOf({ setup: 'npm ci # deps' }, {}), features)).toEqual({
+    command: '(git lfs pull\n) && (npm ci # deps\n)',
+    source: "the dev container's features, then the operator (--setup)",
+  });
+  // The dev container's own setup holds them already, in the CLI's order.
+  const own = setupOf({}, {}, undefined, 'git lfs pull && make');
+  expect(withFeatureSetup(own, features)).toBe(own);
+  // Nothing else: the features' commands, not the image alone; no features: as before.
+  expect(withFeatureSetup(setupOf({}, {}), features) ?? imageOnlySetup('Dockerfile', features)).toEqual({
+    command: 'git lfs pull',
+    source: "the dev container's features",
+  });
+  expect(withFeatureSetup(setupOf({ setup: 'make' }, {}), undefined)).toMatchObject({ command: 'make' });
 });

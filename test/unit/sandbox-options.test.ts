@@ -1,4 +1,4 @@
-/** The switches of sandbox creation, from the environment to Docker's options. */
+/** The switches of sandbox creation (and of the isolated builder), from the environment to their options. */
 import { loadConfig } from '../../platform/config';
 import { sandboxCreateOptions } from '../../sandbox/docker/create-options';
 import { type SandboxSpec } from '../../sandbox/provider';
@@ -80,4 +80,12 @@ test("/tmp runs programs, as a developer's and a pod's does: Docker's tmpfs defa
   expect(tmp).toContain('exec');
   expect(tmp).not.toContain('noexec');
   expect(tmp).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
+});
+
+test("DRYDOCK_BUILD_TIMEOUT: the isolated builder's limit, 8m by default, between 1m and 30m", () => {
+  expect(loadConfig({}).DRYDOCK_BUILD_TIMEOUT).toBe(480_000);
+  expect(loadConfig({ DRYDOCK_BUILD_TIMEOUT: '20m' }).DRYDOCK_BUILD_TIMEOUT).toBe(1_200_000);
+  expect(() => loadConfig({ DRYDOCK_BUILD_TIMEOUT: '31m' })).toThrow(/DRYDOCK_BUILD_TIMEOUT: between 1m and 30m/);
+  expect(() => loadConfig({ DRYDOCK_BUILD_TIMEOUT: '30s' })).toThrow(/DRYDOCK_BUILD_TIMEOUT/);
+  expect(() => loadConfig({ DRYDOCK_BUILD_TIMEOUT: 'long' })).toThrow(/DRYDOCK_BUILD_TIMEOUT/);
 });

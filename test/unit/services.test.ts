@@ -305,7 +305,7 @@ describe('devcontainer.json with a compose file and an app', () => {
     expect(env).toMatchObject({
       compose: { files: ['.devcontainer/compose.yaml'], service: 'app', runServices: ['db'] },
       app: { start: 'npm run dev', port: 3000 },
-      setup: 'npm ci',
+      lifecycle: { postCreateCommand: 'npm ci' },
     });
   });
 

@@ -272,7 +272,9 @@ function attachSection(s: SessionStatus, who: string, server?: string): string {
   if (a) {
     return `<section class="pending" id="attach"><h2>Attached</h2><p><strong>${esc(a.by)}</strong> is in the sandbox
 <code>${esc(a.sandbox)}</code> since ${esc(a.at)}: the agent waits until they exit the shell; then the session
-commits and verifies their edits.${a.by === who ? ` <a id="open-terminal" href="/sessions/${encodeURIComponent(s.sessionId)}/terminal">Back to your terminal</a>` : ''}</p></section>`;
+commits and verifies their edits.${a.by === who ? ` <a id="open-terminal" href="/sessions/${encodeURIComponent(s.sessionId)}/terminal">Back to your terminal</a>` : ''}
+Anyone who reads the session may watch <a id="watch-terminal" href="/sessions/${encodeURIComponent(s.sessionId)}/terminal?watch=1">the
+terminal</a> or <a id="watch-editor" href="/sessions/${encodeURIComponent(s.sessionId)}/editor?watch=1">who is in VS Code</a>.</p></section>`;
   }
   if (!ATTACH_PHASES.includes(s.phase) || !s.sandbox) return '';
   const id = shellQuote(s.sessionId);

@@ -126,6 +126,8 @@ async function shownDesktop(
   const connection = randomUUID();
   const opened = Date.now();
   let sandbox: string | undefined;
+  // Shown on the terminal's and the editor's pages; this page's socket carries VNC alone, so it lists nobody.
+  let leave: () => void = () => undefined;
   try {
     sandbox = await reachableSandbox(ctx.client, sandboxes, id);
     desktopsOf(sandboxes).join(sandbox);
@@ -139,6 +141,7 @@ async function shownDesktop(
     await audit(ctx, id, who, `desktop/${connection}/open`, { event: 'opened', sandbox, connection });
     ctx.log.info({ sessionId: id, by: who, desktop: name }, 'desktop opened in the console');
     const vnc = await sandboxes.attach(name, VNC_BRIDGE);
+    leave = ctx.people.join(id, { who, way: 'desktop', watching: false }, () => undefined);
     const { end, use } = await bridgeDesktop(socket, vnc);
     const data = { event: 'closed', sandbox, connection, durationMs: Date.now() - opened, ...use };
     await audit(ctx, id, who, `desktop/${connection}/close`, {
@@ -155,6 +158,7 @@ async function shownDesktop(
       );
     }
   } finally {
+    leave();
     if (sandbox) desktopsOf(sandboxes).leave(sandbox);
   }
 }

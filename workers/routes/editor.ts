@@ -59,7 +59,7 @@ import {
   refuseUpgrade,
   upgradeRequestHead,
 } from './preview';
-import { ticketedSocket } from './terminal';
+import { presenceTo, ticketedSocket } from './terminal';
 
 const SOCKET_PATH = /^\/sessions\/([^/]+)\/editor\/socket$/;
 /** The editor origin's cookie (host-only, like the preview's). */
@@ -73,13 +73,17 @@ const passes = new PreviewPasses(undefined, editorLabel, 'editor');
 let editors: SessionEditors | undefined;
 const editorsOf = (sandboxes: SandboxProvider) => (editors ??= new SessionEditors(sandboxes));
 
-/** GET /sessions/:id/editor: the page, for a person who may steer the session (403 naming the role otherwise). */
-export async function editorPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string) {
+/**
+ * GET /sessions/:id/editor: the page, for a person who may steer the session
+ * (403 naming the role otherwise); with `?watch=1`, the watcher's page (who
+ * is in, no editor), for anyone who reads the session.
+ */
+export async function editorPageRoute(ctx: ServeContext, res: ServerResponse, id: string, who: string, watch = false) {
   const s = await readableStatus(ctx, id, who);
-  const refused = await steeringRefused(ctx, who, s);
-  if (refused) throw new HttpError(403, refused);
+  const refused = watch ? undefined : await steeringRefused(ctx, who, s);
+  if (refused) throw new HttpError(403, `${refused}; anyone who reads the session may watch (?watch=1)`);
   const nonce = randomBytes(16).toString('base64');
-  sendHtml(res, 200, editorPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()) }), nonce);
+  sendHtml(res, 200, editorPage(s, { who, nonce, ticket: tickets.issue(id, who, Date.now()), watch }), nonce);
 }
 
 /** Whether an Upgrade request is for an editor page's socket. */
@@ -93,12 +97,14 @@ export function editorRequestLabel(ctx: Pick<ServeContext, 'config'>, req: Incom
 }
 
 async function checkEditorRequest(ctx: ServeContext, req: IncomingMessage) {
-  const { who, id } = await ticketedSocket(ctx, req, { kind: 'editor', path: SOCKET_PATH, tickets });
-  const refused = await steeringRefused(ctx, who, await readableStatus(ctx, id, who));
+  const { url, who, id } = await ticketedSocket(ctx, req, { kind: 'editor', path: SOCKET_PATH, tickets });
+  const watch = url.searchParams.get('watch') === '1';
+  const s = await readableStatus(ctx, id, who); // a watcher needs only to read the session
+  const refused = watch ? undefined : await steeringRefused(ctx, who, s);
   if (refused) throw new HttpError(403, refused);
   if (!ctx.audit)
     throw new HttpError(503, 'the editor needs the audit trail (drydock serve opens it with its database)');
-  return { id, who };
+  return { id, who, watch };
 }
 
 /** An Upgrade to an editor page's socket: checked, then attached, the editor started, held until the socket ends. */
@@ -111,7 +117,39 @@ export async function editorUpgrade(
   head: Buffer,
 ): Promise<void> {
   const upgraded = await checkedUpgrade(ctx, sockets, { req, raw, head }, checkEditorRequest);
-  if (upgraded) await heldEditor(ctx, sandboxes, upgraded.socket, upgraded.checked);
+  if (!upgraded) return;
+  if (upgraded.checked.watch) await watchingEditor(ctx, sandboxes, upgraded.socket, upgraded.checked);
+  else await heldEditor(ctx, sandboxes, upgraded.socket, upgraded.checked);
+}
+
+/**
+ * A watcher: who is in the session, live, while someone is in its editor;
+ * no pass, nothing of the editor, no attach (the agent does not wait for a
+ * watcher). Ends when the editor stops (its last person left) or the page goes.
+ */
+async function watchingEditor(
+  ctx: ServeContext,
+  sandboxes: SandboxProvider,
+  socket: WebSocket,
+  { id, who }: { id: string; who: string },
+): Promise<void> {
+  if (!editorsOf(sandboxes).running(id)) {
+    control(socket, { type: 'refused', reason: "nobody is in the session's VS Code now: watch once someone is" });
+    return socket.close(CLOSE.refused);
+  }
+  control(socket, { type: 'watching' });
+  const stopped = new AbortController();
+  const poll = setInterval(() => {
+    if (!editorsOf(sandboxes).running(id)) stopped.abort("nobody is in the session's VS Code any more");
+  }, 1000);
+  const leave = ctx.people.join(id, { who, way: 'editor', watching: true }, presenceTo(socket));
+  try {
+    await untilEnded(socket, stopped.signal, Infinity, () => 0);
+    if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'stopped watching');
+  } finally {
+    clearInterval(poll);
+    leave();
+  }
 }
 
 const control = (socket: WebSocket, message: Record<string, unknown>) => {
@@ -132,6 +170,7 @@ async function heldEditor(
   { id, who }: { id: string; who: string },
 ): Promise<void> {
   const presence = ctx.terminals.join(id, who);
+  let leave: () => void = () => undefined;
   const connection = randomUUID();
   const opened = Date.now();
   let held: Awaited<ReturnType<SessionEditors['hold']>> | undefined;
@@ -160,6 +199,7 @@ async function heldEditor(
     const pass = passes.issue('enter', { sessionId: id, who }, Date.now());
     const href = `${editorOrigin(previewBase(ctx), id)}${PREVIEW_OWN_PATH}enter?pass=${encodeURIComponent(pass)}`;
     control(socket, { type: 'ready', by: who, sandbox, href });
+    leave = ctx.people.join(id, { who, way: 'editor', watching: false }, presenceTo(socket));
     ctx.log.info({ sessionId: id, by: who, sandbox, started: held.started }, 'editor opened in the console');
     end = await untilEnded(socket, presence.signal, ctx.config.DRYDOCK_EDITOR_IDLE, () =>
       editorsOf(sandboxes).idleFor(id),
@@ -171,6 +211,7 @@ async function heldEditor(
     control(socket, { type: 'refused', reason: refused ? (err as Error).message : 'internal error' });
     if (socket.readyState === socket.OPEN) socket.close(refused ? CLOSE.refused : CLOSE.failed);
   } finally {
+    leave();
     const stopped = held
       ? await editorsOf(sandboxes)
           .release(id, held.holder)

@@ -20,7 +20,7 @@ import { handOver } from '../../workflows/api';
 import { sandboxOf } from '../../sandbox/handle';
 import type { SandboxProvider } from '../../sandbox/provider';
 import { bridgeWebTerminal, CLOSE, TerminalTickets, type InputBatch } from '../../sandbox/web-terminal';
-import type { ShellMember } from '../../sandbox/shared-shell';
+import type { Person } from '../../sandbox/shared-shell';
 import { readableStatus, steeringRefused } from '../access';
 import { terminalPage } from '../console/terminal';
 import { consoleUrl, header, HttpError, identify, sendHtml, type ServeContext } from '../http';
@@ -136,8 +136,8 @@ export async function terminalUpgrade(
   else await attachedTerminal(ctx, sandboxes, socket, checked);
 }
 
-/** Who is at the session's shell, told to one socket. */
-const presenceTo = (socket: WebSocket) => (people: ShellMember[]) => control(socket, { type: 'presence', people });
+/** Who is in the session (the terminal, VS Code, the desktop), told to one socket. */
+export const presenceTo = (socket: WebSocket) => (people: Person[]) => control(socket, { type: 'presence', people });
 
 /**
  * A watcher: the session's shared shell, output only, for anyone who reads
@@ -152,8 +152,9 @@ async function watchingTerminal(ctx: ServeContext, socket: WebSocket, { id, who 
   }
   control(socket, { type: 'watching', sandbox: id });
   ctx.log.info({ sessionId: id, by: who }, 'watching the console terminal');
-  const view = shared.join({ who, watching: true }, presenceTo(socket));
-  const end = await bridgeWebTerminal(socket, view, { audit: async () => undefined, watchOnly: true });
+  const view = shared.join({ who, watching: true });
+  const leave = ctx.people.join(id, { who, way: 'terminal', watching: true }, presenceTo(socket));
+  const end = await bridgeWebTerminal(socket, view, { audit: async () => undefined, watchOnly: true }).finally(leave);
   control(socket, {
     type: 'detached',
     reason: end === 'shell-ended' ? 'nobody is in the sandbox any more' : 'stopped watching',
@@ -179,6 +180,7 @@ async function attachedTerminal(
 ): Promise<void> {
   const presence = ctx.terminals.join(id, who); // counted before the attach is asked for
   let asked = false;
+  let leave: () => void = () => undefined;
   try {
     const name = await reachableSandbox(ctx.client, sandboxes, id);
     control(socket, { type: 'waiting' });
@@ -187,7 +189,8 @@ async function attachedTerminal(
     if (socket.readyState !== socket.OPEN) return; // the page went away while the step ended
     // One shell per session, shared by everyone in it (each person's keys audited under their name).
     const shared = await ctx.shells.getOrOpen(id, () => sandboxOf(sandboxes, name).commands.shell(size));
-    const shell = shared.join({ who, watching: false }, presenceTo(socket));
+    const shell = shared.join({ who, watching: false });
+    leave = ctx.people.join(id, { who, way: 'terminal', watching: false }, presenceTo(socket));
     control(socket, { type: 'attached', by: who, sandbox: name });
     ctx.log.info({ sessionId: id, by: who, sandbox: name }, 'attached through the console terminal');
     const connection = randomUUID();
@@ -203,6 +206,7 @@ async function attachedTerminal(
     control(socket, { type: 'refused', reason: refused ? err.message : 'internal error' });
     socket.close(refused ? CLOSE.refused : CLOSE.failed);
   } finally {
+    leave();
     const detached = await presence.leave(
       asked,
       (by) => detachAndSay(ctx, socket, id, by),

@@ -38,6 +38,18 @@ export const anyHost = proxyActivities<SharedActivities>({
 });
 
 /**
+ * Provisioning, on any worker: as anyHost, with the time of a build of the
+ * repo's environment (a cold start on a host without its image), within
+ * DRYDOCK_BUILD_TIMEOUT's 30 minutes at most. A dead worker is still
+ * noticed within the heartbeat timeout.
+ */
+export const provisioning = proxyActivities<Pick<SharedActivities, 'provisionSandbox'>>({
+  startToCloseTimeout: '40m',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: RETRY,
+});
+
+/**
  * Activities on the host that owns the sandbox, allowed to run `startToCloseMs`.
  * A task nobody picks up within the host timeout means the host is gone (see sandboxLoss).
  * `retrying` lifts the attempt limit and bounds all attempts together instead.

@@ -8,7 +8,7 @@ import { CancellationScope, log } from '@temporalio/workflow';
 import type { AgentApp, Sandbox, SandboxPlace, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../units';
 import { describeError, exitText, SessionEnd } from './errors';
-import { anyHost, onHost, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
+import { onHost, provisioning, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
 import { stepNonce } from './nonce';
 import { whenAdmitted } from './queue';
 import { recordStep, type SessionRun } from './state';
@@ -21,7 +21,7 @@ export async function provision(run: SessionRun): Promise<void> {
   const { input, sessionId } = run;
   const sandbox = await run.track('provision', async (record) => {
     const created = await whenAdmitted(run, () =>
-      anyHost.provisionSandbox({
+      provisioning.provisionSandbox({
         sessionId,
         // Where repoPolicy resolved the ref: the host need not fetch again, and the repo file read is this commit's.
         repo: { url: input.repo.url, ref: run.startCommit ?? input.repo.ref },
@@ -187,7 +187,7 @@ export async function reprovision(
   const sandbox = await run.track(name, async (record) => {
     await before();
     const created = await whenAdmitted(run, () =>
-      anyHost.provisionSandbox({
+      provisioning.provisionSandbox({
         sessionId,
         repo: { url: input.repo.url, ref: replaced.baseCommit },
         limits: sandboxLimitsOf(run.input.limits),

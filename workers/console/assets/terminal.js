@@ -13,6 +13,9 @@
   const presence = document.getElementById('presence');
   const watching = box.dataset.watch === 'yes';
   const say = (text) => (state.textContent = text);
+  // Where each person in the session is (the same words on the editor's page).
+  const where = (p) =>
+    p.watching ? 'watching' : { terminal: 'typing', editor: 'in VS Code', desktop: 'on the desktop' }[p.way];
   const term = new window.Terminal({
     convertEol: false,
     cursorBlink: !watching,
@@ -45,7 +48,7 @@
     const message = JSON.parse(event.data);
     if (message.type === 'waiting') say('attaching once the agent’s step under way has ended…');
     if (message.type === 'presence') {
-      presence.textContent = message.people.map((p) => p.who + (p.watching ? ' (watching)' : ' (typing)')).join(', ');
+      presence.textContent = message.people.map((p) => p.who + ' (' + where(p) + ')').join(', ');
     }
     if (message.type === 'watching') {
       say('watching; your keys are not sent');
