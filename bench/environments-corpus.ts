@@ -21,9 +21,11 @@
  *
  * Prints N accepted of M (percent) for each kind and in all, the refusals
  * grouped by reason (file names, service names, values and line numbers
- * taken out), and the refusals that name no field. A file is refused for
- * every problem drydock reports of it; "would unlock" counts the files whose
- * only reasons are that one.
+ * taken out), the refusals that name no field, and the accepted files'
+ * notes (what is read as Compose or the Dev Container CLI reads it but differs
+ * in a sandbox, said in the worker's log: an unset ${localEnv:…} empty,
+ * remoteUser root not given). A file is refused for every problem drydock
+ * reports of it; "would unlock" counts the files whose only reasons are that one.
  *
  * Each refused file is counted by design, broken as published, or refused
  * for a limit of drydock's (isByDesign, isBrokenAsPublished).
@@ -62,6 +64,8 @@ interface Outcome {
   kind: Kind;
   file: string;
   problems: string[];
+  /** What the readers said of an accepted part: read as Compose or the Dev Container CLI reads it, but said. */
+  notes?: string[];
 }
 
 const ROOT_COMPOSE = ['compose.yaml', 'compose.yml', 'docker-compose.yaml', 'docker-compose.yml'];
@@ -133,15 +137,16 @@ function problemsOf(err: unknown): string[] {
   return err.message.split(/; (?=[\w./-]+\.(?:ya?ml|json)\b)/);
 }
 
-/** Runs the readers on one declared environment (undefined: drydock chooses from the files). */
-async function check(folder: string, declared?: RepoEnvironment): Promise<string[]> {
+/** Runs the readers on one declared environment (undefined: drydock chooses from the files): problems, and notes. */
+async function check(folder: string, declared?: RepoEnvironment): Promise<{ problems: string[]; notes?: string[] }> {
   const read = reader(folder);
   try {
     const env = declared ?? (await declaredEnvironment(undefined, undefined, read));
-    const { environment } = await declaredStack(read, env, undefined, folderTree(folder));
-    return environment ? await checkDockerfile(folder, environment) : [];
+    const { environment, notes } = await declaredStack(read, env, undefined, folderTree(folder));
+    const problems = environment ? await checkDockerfile(folder, environment) : [];
+    return { problems, ...(notes.length ? { notes } : {}) };
   } catch (err) {
-    return problemsOf(err);
+    return { problems: problemsOf(err) };
   }
 }
 
@@ -185,7 +190,7 @@ export async function measure(folder: string): Promise<Outcome[]> {
   const repo = path.basename(folder);
   const out: Outcome[] = [];
   if (existsSync(path.join(folder, DEVCONTAINER_FILE))) {
-    out.push({ repo, kind: 'devcontainer', file: DEVCONTAINER_FILE, problems: await check(folder) });
+    out.push({ repo, kind: 'devcontainer', file: DEVCONTAINER_FILE, ...(await check(folder)) });
   }
   const named = namedByDevcontainer(folder);
   const file = ROOT_COMPOSE.find((f) => existsSync(path.join(folder, f)));
@@ -199,7 +204,7 @@ export async function measure(folder: string): Promise<Outcome[]> {
       args: {},
       containerEnv: {},
     };
-    out.push({ repo, kind: 'compose', file, problems: await check(folder, declared) });
+    out.push({ repo, kind: 'compose', file, ...(await check(folder, declared)) });
   }
   return out;
 }
@@ -337,6 +342,7 @@ function report(outcomes: Outcome[]): void {
   }
   byRule(refused);
   liftingOrder(refused, outcomes.length);
+  notesOf(outcomes.filter((o) => !o.problems.length));
   console.log(`\nrefused for a limit of drydock's: its problems neither by design nor broken as published:`);
   const limit = (p: string) => !isByDesign(p) && !isBrokenAsPublished(p);
   for (const o of refused.filter((o) => o.problems.some(limit)))
@@ -344,6 +350,17 @@ function report(outcomes: Outcome[]): void {
   const unnamed = refused.flatMap((o) => o.problems.filter((p) => !namesField(p)).map((p) => `${o.repo}: ${p}`));
   console.log(`\nrefusals naming no field (a syntax error names its position instead): ${unnamed.length}`);
   for (const u of unnamed) console.log(`  ${u.slice(0, 300)}`);
+}
+
+/** The accepted files' notes by reason: what was read as Compose or the CLI reads it, but said in the worker's log. */
+function notesOf(accepted: Outcome[]): void {
+  const byReason = new Map<string, number>();
+  for (const o of accepted)
+    for (const r of new Set((o.notes ?? []).map(reasonOf))) byReason.set(r, (byReason.get(r) ?? 0) + 1);
+  const noted = accepted.filter((o) => o.notes?.length).length;
+  console.log(`\naccepted with a note in the worker's log: ${noted} of ${accepted.length} (files, by note):`);
+  for (const [reason, files] of [...byReason.entries()].sort((a, b) => b[1] - a[1]))
+    console.log(`${String(files).padStart(4)}  ${reason}`);
 }
 
 /** A reason's rule: its field (Dockerfile reasons: the instruction), so one change to drydock lifts it. */

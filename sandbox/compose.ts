@@ -40,7 +40,7 @@ import {
   type ServiceSpec,
 } from '../workflows/services';
 import { parseEnvFile, substitute, type Variables } from './compose-variables';
-import { linkTargetProblem, volumeTargetProblem, type RepoLink } from './devcontainer-run';
+import { linkTargetProblem, sandboxUser, volumeTargetProblem, type RepoLink } from './devcontainer-run';
 
 /** A compose file drydock cannot run: every problem names the file and its field. */
 export class ComposeError extends Error {
@@ -67,8 +67,11 @@ export interface ComposeDevService {
   volumes?: string[];
   /** Folders and files of the repo it mounts elsewhere: links to their place in /workspace. */
   links?: RepoLink[];
-  /** Its own `command` (not one that only keeps it running), on the first port it declares: the repo's app. */
-  app?: { start: string; port: number };
+  /**
+   * Its own `entrypoint` and `command` (not one that only keeps it running),
+   * on the first port it declares: the repo's app; `from` names the field.
+   */
+  app?: { start: string; port: number; from: 'command' | 'entrypoint' };
 }
 
 export interface ComposeEnvironment {
@@ -459,7 +462,7 @@ interface Listening {
 
 /** The ports the dev container's own service declares (its app's), unless it is in another service's namespace. */
 function devPorts(s: Obj, name: string, file: string): Listening {
-  if (typeof s.network_mode === 'string') return { name, file, ports: [] };
+  if (typeof s.network_mode === 'string' && s.network_mode.startsWith('service:')) return { name, file, ports: [] };
   const declared = (['ports', 'expose'] as const).flatMap((key) =>
     s[key] === undefined ? [] : portsOf(s[key], key, () => {}),
   );
@@ -654,29 +657,19 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     if (IGNORED.has(key) || DEV_HONOURED.has(key) || key.startsWith('x-')) continue;
     // working_dir: read below, once the app is known.
     if (['image', 'build', 'environment', 'env_file', 'working_dir'].includes(key)) continue;
-    if (key === 'command' || key === 'entrypoint') {
-      if (keepsAlive(value)) continue;
-      const port = key === 'command' && s.entrypoint === undefined ? devPorts(s, '', file).ports[0] : undefined;
-      if (port !== undefined) app = { start: commandText(value), port };
-      else
-        problem(
-          key,
-          key === 'command'
-            ? "a sandbox runs drydock's keeper, and the dev service's command is its app only on the port it declares: give it in ports or expose, or start it in postStartCommand (with its port in forwardPorts), or remove it"
-            : "a sandbox runs drydock's keeper, never the dev service's own entrypoint: start it in postStartCommand (with its port in forwardPorts), or remove it",
-        );
-    } else if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
+    if (key === 'command' || key === 'entrypoint') continue; // devProcess, below
+    if (key === 'volumes') volumes.push(...devVolumes(value, problem, links));
     else if (key === 'security_opt') securityOptions(value, problem);
     else if (key === 'deploy') {
       // The sandbox's limits are the operator's, as for mem_limit and cpus.
       if (deployLimits(value) === undefined) problem(key, deployProblem(value));
     } else problem(key, REFUSED[key] ?? 'not supported by drydock for the dev container');
   }
+  app = devProcess(s, file, problem);
   if (s.working_dir !== undefined) app = devWorkingDir(s.working_dir, app, problem);
   if (typeof s.network_mode === 'string' && !/^service:/.test(s.network_mode))
     problem('network_mode', networkMode(s.network_mode));
-  if (s.user !== undefined && /^(root|0)(:|$)/.test(String(s.user)))
-    problem('user', 'sandboxes never run as root: remove it');
+  if (s.user !== undefined) sandboxUser(String(s.user), `${file}: ${field}.user`, ctx.notes);
   if (s.build !== undefined) {
     const build = buildOf(s.build, file, field, ctx);
     if (build?.inline !== undefined)
@@ -703,6 +696,63 @@ function devServiceOf(s: Obj, file: string, field: string, ctx: ServiceContext):
     ...(app ? { app } : {}),
   };
 }
+
+/**
+ * The dev service's own process (its `entrypoint`, then its `command` as the
+ * entrypoint's arguments, as Docker runs them) as the sandbox takes it: one
+ * that only keeps the container running is what drydock's keeper does; any
+ * other is the repo's app on the first port the dev service declares
+ * (started as the app is: repoApp, docs/services.md); with no port it is
+ * refused, naming the field, since nothing could say it is up.
+ */
+function devProcess(s: Obj, file: string, problem: (key: string, why: string) => void): ComposeDevService['app'] {
+  const wordsOf = (v: unknown) => (typeof v === 'string' ? shellWords(v) : Array.isArray(v) ? v.map(String) : []);
+  const entrypoint = wordsOf(s.entrypoint);
+  const command = wordsOf(s.command);
+  const words = [...entrypoint, ...command];
+  if (!words.length || keepsAlive(words)) return undefined;
+  const key = entrypoint.length ? 'entrypoint' : 'command';
+  // Start-up work, then a keep-alive: no app, and work a sandbox's keeper does not do.
+  const startUp = keepsAlive(command) ? entrypoint.join(' ') : startUpBeforeKeepAlive(command);
+  if (startUp !== undefined) {
+    problem(
+      key,
+      `"${startUp.slice(0, 80)}" runs before the dev container's keep-alive, and a sandbox runs drydock's keeper ` +
+        'instead: put that work in postCreateCommand (run as the sandbox user), or remove it',
+    );
+    return undefined;
+  }
+  const port = devPorts(s, '', file).ports[0];
+  // A command alone as it is written (a string: the shell's), as drydock has always started it.
+  const start = key === 'command' ? commandText(s.command) : commandText(words);
+  if (port !== undefined) return { start, port, from: key };
+  // Its own ports declared but none read (a ${VAR} with no value): their own problems say why, once.
+  const inAnother = typeof s.network_mode === 'string' && s.network_mode.startsWith('service:');
+  if (!inAnother && hasPorts(s)) return undefined;
+  problem(
+    key,
+    `a sandbox runs drydock's keeper, and the dev service's ${key === 'entrypoint' ? 'entrypoint and command are' : 'command is'} ` +
+      'its app only on the port it declares: give it in ports or expose, or start it in postStartCommand ' +
+      '(with its port in forwardPorts), or remove it',
+  );
+  return undefined;
+}
+
+/**
+ * The start-up commands of a `sh -c "<commands> && <keep-alive>"` (paperless-ngx's
+ * `chown … && while sleep 1000; do :; done`), else undefined.
+ */
+function startUpBeforeKeepAlive(command: string[]): string | undefined {
+  if (command.length !== 3 || !/^(?:(?:\/usr)?\/bin\/)?(?:ba)?sh$/.test(command[0]) || !/^-l?c$/.test(command[1]))
+    return undefined;
+  const at = command[2].search(/(?:&&|;)\s*(?:exec\s+)?(?:sleep|tail|while)\b[^;&|]*(?:;\s*do\s*:;\s*done)?\s*$/);
+  if (at <= 0) return undefined;
+  const rest = command[2].slice(at).replace(/^(?:&&|;)\s*/, '');
+  return keepsAlive([command[0], command[1], rest]) ? command[2].slice(0, at).trim() : undefined;
+}
+
+/** Whether the service lists ports or expose entries (read or not). */
+const hasPorts = (s: Obj) => ['ports', 'expose'].some((k) => Array.isArray(s[k]) && s[k].length > 0);
 
 /**
  * The dev service's `working_dir`: where its own command starts, so the app's
@@ -851,13 +901,21 @@ function buildArgsOf(value: unknown, file: string, field: string, ctx: ServiceCo
   return out;
 }
 
-/** A command that only keeps the dev container running: what drydock's keeper does already. */
+/**
+ * A command that only keeps the dev container running: what drydock's keeper
+ * does already. `sleep`'s long times with a unit (`10000d`, as VS Code's
+ * templates write it) count too.
+ */
 function keepsAlive(value: unknown): boolean {
   const words = typeof value === 'string' ? shellWords(value) : Array.isArray(value) ? value.map(String) : [];
   const text = words.join(' ');
+  const bin = '(?:(?:/usr)?/bin/)?';
+  const sleep = `${bin}sleep (?:infinity|inf|\\d{4,}[smh]?|\\d+d)`;
+  const tail = `${bin}tail -f /dev/null`;
+  const loop = `while ${bin}sleep \\d+[smhd]?; ?do :; ?done`;
   return (
-    /^(?:(?:\/usr)?\/bin\/)?(?:sleep (?:infinity|inf|\d{4,})|tail -f \/dev\/null)$/.test(text) ||
-    /^(?:(?:\/usr)?\/bin\/)?(?:ba)?sh -l?c (?:while sleep \d+; ?do :; ?done|(?:exec )?sleep infinity|(?:exec )?tail -f \/dev\/null)$/.test(
+    new RegExp(`^(?:${sleep}|${tail})$`).test(text) ||
+    new RegExp(`^${bin}(?:ba)?sh -l?c (?:${loop}|(?:exec )?${sleep}|(?:exec )?${tail})$`).test(
       text.replace(/\s+/g, ' ').trim(),
     )
   );
@@ -1162,7 +1220,9 @@ function healthcheckOf(value: unknown, problem: (why: string) => void): Obj | un
   if (value.disable === true) return undefined;
   const out: Obj = {};
   for (const [key, v] of Object.entries(value)) {
-    if (key === 'test' || key === 'retries') out[key] = v;
+    if (key === 'test') out[key] = v;
+    // Compose casts "3" to the number it means (compose-go's interpolation casts), so does drydock.
+    else if (key === 'retries') out[key] = typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : v;
     else if (key === 'interval' || key === 'timeout') out[key] = composeDuration(v);
     else if (key === 'start_period') out.startPeriod = composeDuration(v);
     else if (key !== 'start_interval' && key !== 'disable') problem(`${key} is not supported`);
@@ -1265,7 +1325,8 @@ function volumesOf(value: unknown, files: ServiceFile[], problem: (key: string, 
       files.push({ target: String(entry.target), source: entry.repo || '.' });
       return [];
     }
-    const where = entry.host !== undefined ? 'a folder of the host' : 'a folder outside the repository';
+    // Outside the repository is a folder of the developer's machine as much as an absolute path is.
+    const where = entry.host !== undefined ? 'a folder of the host' : 'a folder of the host outside the repository';
     problem(
       field,
       `"${String(entry.source)}" is ${where}, which drydock never mounts: mount a file or folder of the repository, or copy what it needs in setup`,

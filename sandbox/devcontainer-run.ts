@@ -251,7 +251,9 @@ export function runSettingsOf(
       problem(
         field,
         text,
-        REFUSED_ARGS[flag] ?? REFUSED[flag.replace(/^--/, '')] ?? 'not supported by drydock: remove it',
+        flag === '--cap-add' && !/SYS_PTRACE/i.test(value ?? '')
+          ? 'sandboxes run with no capabilities: remove it'
+          : (REFUSED_ARGS[flag] ?? REFUSED[flag.replace(/^--/, '')] ?? 'not supported by drydock: remove it'),
       );
   }
   for (const [i, mount] of (mounts ?? []).entries()) {
@@ -279,11 +281,12 @@ function repoLinkOf(fields: Obj, links: RepoLink[]): RepoLink | undefined {
   const parts = relative.split('/').filter((p) => p && p !== '.');
   if (parts.includes('..') || !/^[A-Za-z0-9_./@+-]*$/.test(relative)) return undefined;
   if (!parts.length && /^\/workspaces?(?:\/|$)/.test(target)) return { path: target, to: '/workspace' }; // where it is
-  if (linkTargetProblem(target, ['/workspace', '/home/drydock'])) return undefined;
   const link = {
     path: path.posix.normalize(target).replace(/(.)\/+$/, '$1'),
     to: parts.length ? `/workspace/${parts.join('/')}` : '/workspace',
   };
+  if (link.path === link.to) return link; // where it is (a target of ${localWorkspaceFolder}/…: /workspace/…)
+  if (linkTargetProblem(target, ['/workspace', '/home/drydock'])) return undefined;
   links.push(link);
   return link;
 }
@@ -291,7 +294,9 @@ function repoLinkOf(fields: Obj, links: RepoLink[]): RepoLink | undefined {
 /**
  * A mount's fields, from `"source=x,target=/y,type=volume"` or an object; a
  * target's `${containerWorkspaceFolder}` is where the sandbox has the repo
- * (/workspace), as the spec's variable means.
+ * (/workspace), as the spec's variable means, and so is its
+ * `${localWorkspaceFolder}` (the repo's folder, which in a sandbox is
+ * /workspace: a mount of the repo at its own path is where it is).
  */
 function mountFields(mount: unknown): Obj {
   const fields: Obj =
@@ -302,7 +307,7 @@ function mountFields(mount: unknown): Obj {
         : {};
   for (const key of ['target', 'dst', 'destination'])
     if (typeof fields[key] === 'string')
-      fields[key] = (fields[key] as string).replace(/\$\{containerWorkspaceFolder\}/g, '/workspace');
+      fields[key] = (fields[key] as string).replace(/\$\{(?:container|local)WorkspaceFolder\}/g, '/workspace');
   return fields;
 }
 
@@ -313,4 +318,21 @@ function mountRefusal(fields: Obj): string {
   if (sourceOf.startsWith('${localWorkspaceFolder}'))
     return 'a folder of the repository, which a sandbox has at /workspace: read it from there, or remove it';
   return "a folder of the developer's machine, which a sandbox never mounts (credentials stay with the worker): remove it";
+}
+
+/**
+ * The dev container's user (remoteUser, a compose dev service's `user`) as a sandbox takes it: a sandbox
+ * always runs as the sandbox user (uid 1000), so root is not given, said in
+ * `notes` (sessions never run as root: what needs root goes in the image's
+ * Dockerfile, a feature or setup.root, all run as root in the isolated
+ * builder), and features are told the sandbox's user, not root; undefined
+ * then. Any other name is kept for the features (its form checked by the schema).
+ */
+export function sandboxUser(user: string | undefined, field: string, notes: string[]): string | undefined {
+  if (user === undefined || !/^(?:root|0)(?::|$)/.test(user)) return user;
+  notes.push(
+    `${field}: root is not given: a sandbox runs as the sandbox user (uid 1000), and so do the lifecycle commands; ` +
+      'what needs root goes in the Dockerfile, a feature or setup.root (run as root in the isolated builder)',
+  );
+  return undefined;
 }

@@ -164,9 +164,12 @@ function optionsOf(value: unknown, field: string): Record<string, string | boole
   if (value === null || typeof value !== 'object' || Array.isArray(value))
     throw new FeatureError(`${field}: give the feature's options as an object (or a version string)`);
   const out: Record<string, string | boolean> = {};
-  for (const [name, v] of Object.entries(value)) {
-    if (typeof v !== 'number' && typeof v !== 'string' && typeof v !== 'boolean')
-      throw new FeatureError(`${field}.${name}: an option's value is a string or a boolean`);
+  const scalar = (x: unknown): x is string | number | boolean =>
+    typeof x === 'number' || typeof x === 'string' || typeof x === 'boolean';
+  for (const [name, given] of Object.entries(value)) {
+    // A list is what the Dev Container CLI writes of it into the feature's environment: its items joined by ",".
+    const v: unknown = Array.isArray(given) && given.every(scalar) ? given.join(',') : given;
+    if (!scalar(v)) throw new FeatureError(`${field}.${name}: an option's value is a string or a boolean`);
     // Defined, not assigned: an option named __proto__ stays an option (and is refused as undeclared).
     Object.defineProperty(out, name, {
       value: typeof v === 'number' ? String(v) : v,

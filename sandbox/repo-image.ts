@@ -39,7 +39,7 @@ import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { imageStoreOf, HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
 import { repoMadeImage } from '../workflows/rules/images';
-import { propertyProblems, runSettingsOf, sandboxVolumes, type RepoLink } from './devcontainer-run';
+import { propertyProblems, runSettingsOf, sandboxUser, sandboxVolumes, type RepoLink } from './devcontainer-run';
 import { RepoTree } from './repo-files';
 import { commandShell, lifecycleCommand, lifecycleOf, type Lifecycle } from './lifecycle';
 import { resolveFeatures, writeFeatureTree, type FeatureSource } from './feature-registry';
@@ -120,6 +120,8 @@ export interface RepoEnvironment {
   volumes?: string[];
   /** Folders and files of the repo the dev service mounts elsewhere: links in drydock's layer to /workspace/<path>. */
   links?: RepoLink[];
+  /** What was read as the Dev Container CLI reads it but differs in a sandbox: said in the worker's log, never silent. */
+  notes?: string[];
 }
 
 const devcontainerSchema = z.object({
@@ -213,9 +215,8 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
   if (compose && (dc.image || dockerfile)) {
     throw new EnvironmentError(`${source}: give image, build.dockerfile or dockerComposeFile, not more than one`);
   }
-  if (dc.remoteUser === 'root' || dc.remoteUser === '0') {
-    throw new EnvironmentError(`${source}: remoteUser root: sandboxes never run as root`);
-  }
+  const notes: string[] = [];
+  const remoteUser = sandboxUser(dc.remoteUser, `${source}: remoteUser`, notes);
   const run = hostSettings(data as Record<string, unknown>, dc, source);
   const lifecycle = lifecycleOf(dc);
   return {
@@ -229,16 +230,22 @@ export function parseDevcontainer(text: string, source: string): RepoEnvironment
       : {}),
     args: dc.build?.args ?? {},
     ...(dc.build?.target ? { target: dc.build.target } : {}),
-    containerEnv: { ...run.env, ...dc.containerEnv },
+    containerEnv: {
+      ...containerEnvOf(run.env, `${source}: runArgs -e`, notes),
+      ...containerEnvOf(dc.containerEnv ?? {}, `${source}: containerEnv`, notes),
+    },
     ...(run.envFiles.length ? { envFiles: run.envFiles } : {}),
     ...volumesOf(run.volumes),
     ...(run.links.length ? { links: run.links } : {}),
-    ...(dc.remoteUser ? { remoteUser: dc.remoteUser } : {}),
+    ...(remoteUser ? { remoteUser } : {}),
     ...(Object.keys(lifecycle).length ? { lifecycle } : {}),
     ...(compose ? { compose } : {}),
-    ...appOf(dc, source),
-    ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source) } : {}),
+    ...appOf(dc, source, notes),
+    ...(dc.remoteEnv && Object.keys(dc.remoteEnv).length
+      ? { remoteEnv: remoteEnvOf(dc.remoteEnv, source, notes) }
+      : {}),
     ...featuresOf(dc, features),
+    ...(notes.length ? { notes } : {}),
   };
 }
 
@@ -305,24 +312,63 @@ function hostSettings(data: Record<string, unknown>, dc: z.infer<typeof devconta
 }
 
 /**
+ * The developer's machine's variables as the Dev Container CLI resolves them
+ * when the machine has no such variable (its variableSubstitution.ts): a
+ * sandbox has no developer's machine, and the worker's own environment is
+ * never read (credentials stay with the worker). `${localEnv:NAME}` is empty
+ * (its default with `${localEnv:NAME:default}`), `${localWorkspaceFolder}`
+ * is where the sandbox has the repository (/workspace) and
+ * `${localWorkspaceFolderBasename}` its last part; an empty value is said
+ * in `notes`. Anything else is left for the caller (undefined).
+ */
+function localVariable(inner: string, field: string, notes: string[]): string | undefined {
+  if (inner === 'localWorkspaceFolder') return WORKSPACE;
+  if (inner === 'localWorkspaceFolderBasename') return path.posix.basename(WORKSPACE);
+  const local = /^localEnv:([A-Za-z_][A-Za-z0-9_]*)(?::(.*))?$/.exec(inner);
+  if (!local) return undefined;
+  if (local[2] !== undefined) return local[2];
+  notes.push(
+    `${field}: \${${inner}} is empty, as the Dev Container CLI makes a variable the developer's machine does not set ` +
+      "(a sandbox has no developer's machine): write the value, or ${localEnv:NAME:default}",
+  );
+  return '';
+}
+
+/**
  * remoteEnv as the steps' environment: `${containerWorkspaceFolder}` is
  * /workspace, `${containerEnv:NAME}` is marked for remoteEnvIn to read in the
- * sandbox's environment, `${localEnv:NAME:default}` takes its default;
- * anything else of the developer's machine is refused, naming the variable.
+ * sandbox's environment, the developer's machine's as localVariable says;
+ * anything else (`${localHomeFolder}`) is refused, naming the variable.
  */
-function remoteEnvOf(env: Record<string, string>, source: string): Record<string, string> {
+function remoteEnvOf(env: Record<string, string>, source: string, notes: string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
     out[name] = value.replace(/\$\{([^}]*)\}/g, (whole, inner: string) => {
       if (inner === 'containerWorkspaceFolder') return WORKSPACE;
       if (/^containerEnv:[A-Za-z_][A-Za-z0-9_]*$/.test(inner)) return `\0${inner}\0`; // remoteEnvIn reads it
-      const local = /^localEnv:[A-Za-z_][A-Za-z0-9_]*:(.*)$/.exec(inner);
-      if (local) return local[1];
+      const local = localVariable(inner, `${source}: remoteEnv.${name}`, notes);
+      if (local !== undefined) return local;
       throw new EnvironmentError(
         `${source}: remoteEnv.${name}: ${whole} is of the developer's machine, which a sandbox does not have: ` +
           'write the value, or ${localEnv:NAME:default}',
       );
     });
+  }
+  return out;
+}
+
+/**
+ * containerEnv (and runArgs' `-e`, named by `field`) with the developer's
+ * machine's variables and `${containerWorkspaceFolder}` resolved as the Dev
+ * Container CLI resolves them before the container exists (localVariable);
+ * `$NAME` and `${NAME}` are left for the image's ENV expansion (expandedEnv).
+ */
+function containerEnvOf(env: Record<string, string>, field: string, notes: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    out[name] = value.replace(/\$\{([^}]*)\}/g, (whole, inner: string) =>
+      inner === 'containerWorkspaceFolder' ? WORKSPACE : (localVariable(inner, `${field}.${name}`, notes) ?? whole),
+    );
   }
   return out;
 }
@@ -341,10 +387,15 @@ function composeOf(dc: z.infer<typeof devcontainerSchema>, source: string, dir: 
 /**
  * The app of a dev container: postStartCommand, on the first port of
  * forwardPorts that is the dev container's own. Without such a port the
- * command starts no app drydock can check, and is not run.
+ * command starts no app drydock can check, and is not run: said in `notes`.
  */
-function appOf(dc: z.infer<typeof devcontainerSchema>, source: string): Pick<RepoEnvironment, 'app'> {
+function appOf(dc: z.infer<typeof devcontainerSchema>, source: string, notes: string[]): Pick<RepoEnvironment, 'app'> {
   const own = (dc.forwardPorts ?? []).find((p) => typeof p === 'number' || p.startsWith(`${dc.service}:`));
+  if (dc.postStartCommand && own === undefined)
+    notes.push(
+      `${source}: postStartCommand: not run: with no port of the dev container's own in forwardPorts it starts no app ` +
+        'drydock can check (give its port in forwardPorts to have it started as the app, or move it to postCreateCommand)',
+    );
   if (!dc.postStartCommand || own === undefined) return {};
   const port = typeof own === 'number' ? own : Number(own.split(':')[1]);
   if (!Number.isInteger(port) || port < 1 || port > 65535)

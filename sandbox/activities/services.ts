@@ -67,10 +67,12 @@ export async function declaredStack(
   tree?: Pick<RepoTree, 'resolve' | 'commit'>,
 ): Promise<{ environment?: RepoEnvironment; stack: DeclaredStack; notes: string[] }> {
   const services = config?.services ? servicesOfConfig(config.services) : [];
-  const declared = file && (await withEnvFiles(file, read));
+  // The dev container's notes are said by the caller with the compose files' (never kept in the environment).
+  const { notes: fileNotes, ...rest } = file ?? { notes: undefined };
+  const notes: string[] = [...(fileNotes ?? [])];
+  const declared = file && (await withEnvFiles(rest as RepoEnvironment, read));
   let environment = declared;
   let hostNames: string[] | undefined;
-  const notes: string[] = [];
   if (declared?.compose) {
     const { files, service, runServices } = declared.compose;
     try {
@@ -90,7 +92,12 @@ export async function declaredStack(
           : {}),
         // postStartCommand wins; else the dev service's own command is the app.
         ...(declared.app || parsed.dev.app
-          ? { app: declared.app ?? { ...parsed.dev.app!, from: `(${files.join(' + ')}) services.${service}.command` } }
+          ? {
+              app: declared.app ?? {
+                ...parsed.dev.app!,
+                from: `(${files.join(' + ')}) services.${service}.${parsed.dev.app!.from}`,
+              },
+            }
           : {}),
       };
       hostNames = parsed.dev.hostNames;

@@ -3,7 +3,8 @@
  * registry, pnpm through corepack and the egress proxy, a dev container whose
  * Dockerfile is built FROM a local image in the isolated builder (RUN as root
  * there, never on the host; docs/builder.md), the browser check of an image
- * with neither Node.js nor Chromium, and an image without git refused. Real
+ * with neither Node.js nor Chromium, an image without git, remoteUser root not
+ * given and ${localEnv:…} never the worker's. Real
  * Docker, real registry (through the proxy, with this machine's CA).
  */
 import { createHash } from 'node:crypto';
@@ -212,6 +213,20 @@ test("an image without git gets drydock's own, last on PATH, and the session's c
   expect(output).toMatch(/^git version /m);
   expect(final.phase).toBe('completed');
   expect(final.agent?.diffstat).toMatch(/README\.md/);
+}, 600_000);
+
+test("remoteUser root is not given and ${localEnv:…} is never the worker's: the session runs as uid 1000, the variable empty", async () => {
+  const repo = await fixture({
+    '.devcontainer/devcontainer.json': JSON.stringify({
+      image: 'debian:trixie-slim',
+      remoteUser: 'root',
+      // The worker's own HOME (and any credential in its environment) never reaches a sandbox.
+      remoteEnv: { FROM_MACHINE: '${localEnv:HOME}', WITH_DEFAULT: '${localEnv:NOPE:fallback}' },
+    }),
+  });
+  const { final, output } = await session('root-localenv', repo, 'id -u; echo "[$FROM_MACHINE][$WITH_DEFAULT]"');
+  expect(final.phase).toBe('completed');
+  expect(output).toMatch(/^1000\n\[\]\[fallback\]$/m);
 }, 600_000);
 
 describe("a repo's Dockerfile is built in the isolated builder, never on the host", () => {

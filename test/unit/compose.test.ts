@@ -202,7 +202,7 @@ describe('files of the repo, secrets and configs', () => {
   test.each([
     [
       'volumes: ["../../outside:/x"]',
-      /services\.db\.volumes\.0: "\.\.\/\.\.\/outside" is a folder outside the repository/,
+      /services\.db\.volumes\.0: "\.\.\/\.\.\/outside" is a folder of the host outside the repository/,
     ],
     ['volumes: ["/var/run/docker.sock:/var/run/docker.sock"]', /services\.db\.volumes\.0: .* is a folder of the host/],
     ['volumes: ["~/.ssh:/root/.ssh"]', /services\.db\.volumes\.0: .* is a folder of the host/],
@@ -490,6 +490,13 @@ describe('the dev service', () => {
     expect(environment?.volumes).toEqual(['/commandhistory']);
   });
 
+  test("a healthcheck's retries written as a string is the number Compose casts it to", () => {
+    const parsed = stack({
+      [COMPOSE]: `services:\n  app: { image: x }\n  db:\n    image: ${PG}\n    healthcheck: { test: [CMD, pg_isready], retries: '3', timeout: 5s }\n`,
+    });
+    expect(parsed.services[0].healthcheck).toMatchObject({ test: ['pg_isready'], retries: 3, timeoutMs: 5000 });
+  });
+
   test("Compose Watch's develop (syncing a developer's edits into a container) means nothing in a sandbox", () => {
     const develop = '    develop: { watch: [{ action: sync, path: ./src, target: /app/src }] }\n';
     expect(
@@ -518,9 +525,79 @@ describe('the dev service', () => {
     expect(theirs.app).toMatchObject({ start: 'make serve', port: 9000 });
   });
 
+  test("the dev service's entrypoint (and its command as the entrypoint's arguments) on a port it declares is the app", async () => {
+    const devcontainer = JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'app' });
+    const files: Record<string, string> = {
+      '.devcontainer/devcontainer.json': devcontainer,
+      [COMPOSE]:
+        'services:\n  app:\n    image: x\n    entrypoint: /app/entrypoint.sh\n    command: [serve, "--port", "8000"]\n    ports: ["8000:8000"]\n',
+    };
+    const env = parseDevcontainer(devcontainer, '.devcontainer/devcontainer.json');
+    const { stack: declared } = await declaredStack((f) => Promise.resolve(files[f]), env, undefined);
+    expect(declared.app).toMatchObject({
+      start: '/app/entrypoint.sh serve --port 8000',
+      port: 8000,
+      source: '.devcontainer/devcontainer.json (.devcontainer/compose.yaml) services.app.entrypoint',
+    });
+  });
+
+  test("long sleeps with a unit keep the dev container running (VS Code's templates), as drydock's keeper does", () => {
+    for (const command of [
+      '/bin/sh -c "while sleep 10000d; do :; done"',
+      '["sleep", "1000d"]',
+      'sleep 3600s',
+      'bash -c "exec sleep infinity"',
+      'sh -c "tail -f /dev/null"',
+    ])
+      expect(dev(`    command: ${command}\n`)).toEqual([]);
+    // A short sleep ends, and the dev container with it: not a keep-alive.
+    expect(dev('    command: sleep 5m\n').join('\n')).toMatch(
+      /services\.app\.command: a sandbox runs drydock's keeper/,
+    );
+  });
+
+  test("start-up work before the dev container's keep-alive is refused, naming it (the keeper does not do it)", () => {
+    expect(
+      dev('    command: /bin/sh -c "chown -R app /data && while sleep 1000; do :; done"\n    ports: [8000]\n'),
+    ).toEqual([
+      `${COMPOSE}: services.app.command: "chown -R app /data" runs before the dev container's keep-alive, and a sandbox ` +
+        "runs drydock's keeper instead: put that work in postCreateCommand (run as the sandbox user), or remove it",
+    ]);
+    expect(dev('    entrypoint: /docker-entrypoint.sh\n    command: sleep infinity\n    ports: [8000]\n')).toEqual([
+      `${COMPOSE}: services.app.entrypoint: "/docker-entrypoint.sh" runs before the dev container's keep-alive, and a sandbox ` +
+        "runs drydock's keeper instead: put that work in postCreateCommand (run as the sandbox user), or remove it",
+    ]);
+  });
+
+  test("the dev service's user root is not given (a sandbox runs as uid 1000): said in a note, not refused", () => {
+    const parsed = stack({ [COMPOSE]: 'services:\n  app:\n    image: x\n    user: "0:0"\n' });
+    expect(parsed.notes).toEqual([
+      `${COMPOSE}: services.app.user: root is not given: a sandbox runs as the sandbox user (uid 1000), and so do the lifecycle commands; ` +
+        'what needs root goes in the Dockerfile, a feature or setup.root (run as root in the isolated builder)',
+    ]);
+  });
+
+  test('a command on ports whose variable has no value is refused once, for the ports', () => {
+    const found = dev('    command: npm start\n    ports: ["${PORT}:${PORT}"]\n');
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatch(/services\.app\.ports\.0: \$\{PORT\} has no value in the project's \.env/);
+  });
+
+  test("network_mode host is refused for what it is, and the command's port still makes it the app", () => {
+    expect(dev('    network_mode: host\n    command: npm start\n    ports: ["7344:7344"]\n')).toEqual([
+      `${COMPOSE}: services.app.network_mode: a sandbox never gets the host's network (its services share the sandbox's loopback): remove it`,
+    ]);
+  });
+
   test.each([
-    ['    command: npm run dev\n', /services\.app\.command: a sandbox runs drydock's keeper/],
-    ['    entrypoint: [/start.sh]\n', /services\.app\.entrypoint: a sandbox runs drydock's keeper/],
+    [
+      '    command: npm run dev\n',
+      /services\.app\.command: a sandbox runs drydock's keeper.*the dev service's command is its app only on the port/,
+    ],
+    [
+      '    entrypoint: [/start.sh]\n',
+      /services\.app\.entrypoint: a sandbox runs drydock's keeper.*entrypoint and command are its app only on the port/,
+    ],
     [
       '    volumes: ["/home/me/.ssh:/home/node/.ssh"]\n',
       /services\.app\.volumes\.0: a folder of the host, which a sandbox never mounts/,
@@ -543,7 +620,6 @@ describe('the dev service', () => {
     ['    working_dir: /a/../etc\n', /services\.app\.working_dir: "\/a\/..\/etc": an absolute path .*without "\.\."/],
     ['    volumes: ["data:/usr"]\n', /services\.app\.volumes\.0: \/usr is a system folder of the sandbox's image/],
     ['    privileged: true\n', /services\.app\.privileged: services run without privileges/],
-    ['    user: root\n', /services\.app\.user: sandboxes never run as root/],
     ['    network_mode: host\n', /services\.app\.network_mode: a sandbox never gets the host's network/],
     ['    network_mode: bridge\n', /services\.app\.network_mode: every service shares the sandbox's loopback/],
     [
@@ -586,10 +662,60 @@ describe('devcontainer.json: remoteEnv, mounts and runArgs honoured or refused b
     );
   });
 
+  test('${localEnv:NAME} with no default is empty, as the Dev Container CLI makes an unset one, said in a note', () => {
+    const env = dc({
+      remoteEnv: {
+        TOKEN: '${localEnv:TOKEN}',
+        HERE: '${localWorkspaceFolder}/bin',
+        NAME: '${localWorkspaceFolderBasename}',
+      },
+      containerEnv: { KEY: 'k-${localEnv:KEY}', TZ: '${localEnv:TZ:UTC}', PATH: '${PATH}:${containerWorkspaceFolder}' },
+    });
+    // The worker's own environment is never read: a sandbox has no developer's machine.
+    expect(remoteEnvIn(env.remoteEnv!, [])).toEqual(['TOKEN=', 'HERE=/workspace/bin', 'NAME=workspace']);
+    expect(env.containerEnv).toEqual({ KEY: 'k-', TZ: 'UTC', PATH: '${PATH}:/workspace' });
+    expect(env.notes).toEqual([
+      expect.stringMatching(
+        /^\.devcontainer\/devcontainer\.json: containerEnv\.KEY: \$\{localEnv:KEY\} is empty, as the Dev Container CLI/,
+      ),
+      expect.stringMatching(/^\.devcontainer\/devcontainer\.json: remoteEnv\.TOKEN: \$\{localEnv:TOKEN\} is empty/),
+    ]);
+  });
+
+  test('a mount of the repo at ${localWorkspaceFolder} is where the sandbox has it: /workspace', () => {
+    const env = dc({
+      mounts: [
+        { source: '${localWorkspaceFolder}', target: '${localWorkspaceFolder}', type: 'bind' },
+        'source=${localWorkspaceFolder}/src,target=${localWorkspaceFolder}/src,type=bind',
+      ],
+    });
+    expect(env.links).toBeUndefined();
+  });
+
+  test('remoteUser root is not given (a sandbox runs as uid 1000), said in a note; features are told the sandbox user', () => {
+    for (const user of ['root', '0']) {
+      const env = dc({ remoteUser: user });
+      expect(env.remoteUser).toBeUndefined();
+      expect(env.notes).toEqual([
+        `.devcontainer/devcontainer.json: remoteUser: root is not given: a sandbox runs as the sandbox user (uid 1000), and so do the lifecycle commands; ` +
+          'what needs root goes in the Dockerfile, a feature or setup.root (run as root in the isolated builder)',
+      ]);
+    }
+    expect(dc({ remoteUser: 'vscode' })).toMatchObject({ remoteUser: 'vscode' });
+    expect(dc({ remoteUser: 'vscode' }).notes).toBeUndefined();
+  });
+
+  test("the dev container's notes are the stack's, said in the worker's log, never kept in the environment", async () => {
+    const env = dc({ remoteUser: 'root' });
+    const { environment, notes } = await declaredStack(() => Promise.resolve(undefined), env, undefined);
+    expect(notes).toEqual([expect.stringMatching(/remoteUser: root is not given/)]);
+    expect(environment).not.toHaveProperty('notes');
+  });
+
   test.each([
     [
-      { remoteEnv: { TOKEN: '${localEnv:TOKEN}' } },
-      /remoteEnv\.TOKEN: \$\{localEnv:TOKEN\} is of the developer's machine/,
+      { remoteEnv: { HOME_DIR: '${localHomeFolder}' } },
+      /remoteEnv\.HOME_DIR: \$\{localHomeFolder\} is of the developer's machine/,
     ],
     [
       { mounts: ['source=/home/me/cache,target=/cache,type=bind'] },

@@ -44,7 +44,9 @@ test('-e NAME=value and --env-file of the repo are honoured; what drydock does a
 });
 
 test.each([
-  [['--cap-add=SYS_PTRACE'], /runArgs\.0: "--cap-add=SYS_PTRACE": sandboxes run with no capabilities/],
+  [['--cap-add=SYS_PTRACE'], /runArgs\.0: "--cap-add=SYS_PTRACE": sandboxes run with no capabilities \(a debugger/],
+  // The debugger's note is SYS_PTRACE's alone.
+  [['--cap-add=NET_ADMIN'], /runArgs\.0: "--cap-add=NET_ADMIN": sandboxes run with no capabilities: remove it$/],
   [
     ['--security-opt', 'seccomp=unconfined'],
     /runArgs\.0: "--security-opt seccomp=unconfined": sandboxes run under drydock's seccomp profile/,

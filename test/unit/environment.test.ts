@@ -76,8 +76,6 @@ describe('parseDevcontainer', () => {
       /features\["my-tool"\]: drydock installs features from an OCI registry .* name the feature by its OCI reference/,
     ],
     ['{}', /give image, build.dockerfile or dockerComposeFile/],
-    ['{"image": "x", "remoteUser": "root"}', /remoteUser root/],
-    ['{"image": "x", "remoteUser": "0"}', /remoteUser root/],
     // It was interpolated into drydock's own RUN line as root: a user name or uid, nothing else.
     ['{"image": "x", "remoteUser": "x\\"; touch /pwned; echo \\""}', /remoteUser: a user name or uid/],
     ['{"image": "x", "remoteUser": "$(id)"}', /remoteUser: a user name or uid/],

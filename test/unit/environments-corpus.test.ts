@@ -74,6 +74,18 @@ test('a root compose file no dev container names is read as one naming it would 
   expect(c.problems.every(namesField)).toBe(true);
 });
 
+test("what is accepted but read differently in a sandbox is kept as the file's notes (remoteUser root, an unset ${localEnv})", async () => {
+  const folder = await repo({
+    '.devcontainer/devcontainer.json': '{ "image": "x", "remoteUser": "root", "remoteEnv": { "K": "${localEnv:K}" } }',
+  });
+  const [d] = await measure(folder);
+  expect(d.problems).toEqual([]);
+  expect(d.notes?.map(reasonOf)).toEqual([
+    expect.stringMatching(/^remoteUser: root is not given/),
+    expect.stringMatching(/^remoteEnv\.K: \$\{…\} is empty/),
+  ]);
+});
+
 test('a file that is not valid JSON names its position, not a field', async () => {
   const folder = await repo({ '.devcontainer/devcontainer.json': '{ "image": ' });
   const [d] = await measure(folder);

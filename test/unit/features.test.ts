@@ -61,6 +61,19 @@ describe("devcontainer.json's features", () => {
     expect(requests[2]).toMatchObject({ folder: '.devcontainer/local-tool', options: {} });
   });
 
+  test("an option given as a list is what the Dev Container CLI writes of it: its items joined by ','", () => {
+    const [request] = featureRequests(
+      { 'ghcr.io/rocker-org/devcontainer-features/apt-packages:1': { packages: ['gnupg2,vim', 'jq', 3, true] } },
+      SOURCE,
+      '.devcontainer',
+    );
+    expect(request.options).toEqual({ packages: 'gnupg2,vim,jq,3,true' });
+    // A list holding anything but strings, numbers and booleans is not one the CLI writes sensibly.
+    expect(() => featureRequests({ 'ghcr.io/x/y:1': { packages: [{ a: 1 }] } }, SOURCE, '.devcontainer')).toThrow(
+      /features\["ghcr.io\/x\/y:1"\]\.packages: an option's value is a string or a boolean/,
+    );
+  });
+
   test("a root .devcontainer.json's local features are folders of the repo; outside it or the repo itself refused", () => {
     const [local] = featureRequests({ './features/tool': {} }, '.devcontainer.json', '.');
     expect(local).toMatchObject({ folder: 'features/tool', field: '.devcontainer.json: features["./features/tool"]' });

@@ -214,7 +214,7 @@ x-anchors: { anything: 1 }
     ['  db:\n    image: x\n    cap_add: [NET_ADMIN]\n', /services\.db\.cap_add: /],
     [
       '  db:\n    image: x\n    volumes: ["../../etc:/etc"]\n',
-      /services\.db\.volumes\.0: "\.\.\/\.\.\/etc" is a folder outside the repository/,
+      /services\.db\.volumes\.0: "\.\.\/\.\.\/etc" is a folder of the host outside the repository/,
     ],
     [
       '  db:\n    image: x\n    volumes: [{type: bind, source: /etc, target: /etc}]\n',
@@ -305,7 +305,7 @@ describe('devcontainer.json with a compose file and an app', () => {
     expect(env).toMatchObject({
       compose: { files: ['.devcontainer/compose.yaml'], service: 'app', runServices: ['db'] },
       app: { start: 'npm run dev', port: 3000 },
-      setup: 'npm ci',
+      lifecycle: { postCreateCommand: 'npm ci' },
     });
   });
 
@@ -321,8 +321,14 @@ describe('devcontainer.json with a compose file and an app', () => {
     expect(() => parseDevcontainer(text, '.devcontainer/devcontainer.json')).toThrow(message);
   });
 
-  test('postStartCommand without a port of its own starts no app', () => {
-    expect(parseDevcontainer('{"image": "x", "postStartCommand": "git config x y"}', 'd.json').app).toBeUndefined();
+  test('postStartCommand without a port of its own starts no app, and says so (never dropped in silence)', () => {
+    const env = parseDevcontainer('{"image": "x", "postStartCommand": "git config x y"}', 'd.json');
+    expect(env.app).toBeUndefined();
+    expect(env.notes).toEqual([
+      expect.stringMatching(
+        /^d\.json: postStartCommand: not run: with no port of the dev container's own in forwardPorts/,
+      ),
+    ]);
   });
 });
 
