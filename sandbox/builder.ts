@@ -135,8 +135,33 @@ export class IsolatedBuildFailed extends Error {
 /** The stage name the layer's FROM gives to the repo's result (drydock-build tags it so). */
 export const REPO_STAGE = 'drydock-stage-repo';
 
-/** Builds in the isolated builder and loads the result into the host engine; returns the egress counts. */
-export async function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['counts']> {
+/** This worker's builds by tag, each settling when its build ends (buildIsolated). */
+const building = new Map<string, Promise<EgressProxy['counts']>>();
+
+/**
+ * Builds in the isolated builder and loads the result into the host engine;
+ * returns the egress counts. Two builds of one content at once (a refresh
+ * schedule's beside a person's `snapshot build`, two cold starts) would share
+ * the builder container's name, and the second's removal of a leftover of
+ * that name would kill the first: so they run one after the other, and the
+ * second takes the first's image when it made one.
+ */
+export function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['counts']> {
+  const earlier = building.get(build.tag);
+  const mine = (async () => {
+    const counts = await earlier?.catch(() => undefined);
+    if (counts && (await runDocker(['image', 'inspect', build.tag], 60_000)).code === 0) return counts;
+    return buildOnce(build);
+  })();
+  building.set(build.tag, mine);
+  const forget = () => {
+    if (building.get(build.tag) === mine) building.delete(build.tag);
+  };
+  mine.then(forget, forget);
+  return mine;
+}
+
+async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {
   const limits = { ...BUILD_LIMITS, ...build.limits };
   // Short: the egress socket's path must stay under 107 bytes.
   const work = await mkdtemp(path.join(tmpdir(), 'dd-build-'));

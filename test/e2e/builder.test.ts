@@ -190,6 +190,32 @@ test("a base is saved once: the next build takes its archive from the worker's c
   }
 }, 900_000);
 
+test("two builds of one content at once (a schedule's refresh beside a person's) both end with its image", async () => {
+  const context = await contextOf({ 'n.txt': 'same\n' });
+  const tag = `drydock-builder-test-twice:${newSessionId('b').slice(-8).toLowerCase()}`;
+  // One repo's environment: the same owner and tag, so the same builder container's name.
+  const build = () =>
+    buildIsolated({
+      builderImage,
+      tag,
+      labels: { 'drydock.image': 'environment' },
+      repo: { dockerfile: `FROM ${BASE}\nCOPY n.txt /n\n`, context, args: {} },
+      layer: `FROM ${REPO_STAGE}\n`,
+      bases: [{ ref: BASE, id: baseId }],
+      egress: PACKAGE_REGISTRIES,
+      cacheDir: sharedCache,
+      owner: 'test twice',
+      log,
+    });
+  try {
+    const [first, second] = await Promise.allSettled([build(), build()]);
+    expect([first.status, second.status]).toEqual(['fulfilled', 'fulfilled']);
+    expect(readFromImage(tag, '/n')).toBe('same\n');
+  } finally {
+    await removeImage(tag);
+  }
+}, 900_000);
+
 describe('what a build cannot reach', () => {
   test("the host's network, its Docker socket and a host path (a symlink in the context) stay out of reach", async () => {
     const asked: string[] = [];

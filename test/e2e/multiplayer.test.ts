@@ -93,8 +93,9 @@ async function waitForScreen(page: Page, pattern: RegExp, timeoutMs = 60_000): P
 const presenceOf = (page: Page, text: string | RegExp) =>
   page.locator('#presence', { hasText: text }).waitFor({ timeout: 30_000 });
 
-test('two approvers share the terminal, each audited under their name; a reader watches and cannot type', async () => {
-  const id = newSessionId('multi');
+/** A session by alice with alice and bob as approvers, waiting at its gate. */
+async function sessionAtGate(prefix: string) {
+  const id = newSessionId(prefix);
   toEnd.push(id);
   const handle = await startSession(stack, id, {
     repo: { url: repo.url },
@@ -104,7 +105,11 @@ test('two approvers share the terminal, each audited under their name; a reader 
     verify: { test: 'sh check.sh' },
     approval: { required: ['push'], approvers: ['alice', 'bob'] },
   });
-  const first = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+  return { id, handle, first: await waitForStatus(handle, inPhase('awaiting_approval'), 180_000) };
+}
+
+test('two approvers share the terminal, each audited under their name; a reader watches and cannot type', async () => {
+  const { id, handle, first } = await sessionAtGate('multi');
 
   const alice = await signedIn(tokens.alice);
   await alice.goto(`${serve.url}/sessions/${id}/terminal`);
@@ -206,17 +211,7 @@ test('two approvers share the terminal, each audited under their name; a reader 
 }, 600_000);
 
 test('one in VS Code, one in the terminal: each sees the other; a reader watches who is in VS Code and gets no editor', async () => {
-  const id = newSessionId('multi-editor');
-  toEnd.push(id);
-  const handle = await startSession(stack, id, {
-    repo: { url: repo.url },
-    task: 'greet in the README',
-    requestedBy: 'alice',
-    agent: { steps: [{ run: 'echo hello >> README.md' }] },
-    verify: { test: 'sh check.sh' },
-    approval: { required: ['push'], approvers: ['alice', 'bob'] },
-  });
-  const first = await waitForStatus(handle, inPhase('awaiting_approval'), 180_000);
+  const { id, handle, first } = await sessionAtGate('multi-editor');
 
   // Nobody in VS Code yet: nothing to watch.
   const dave = await signedIn(tokens.dave);
