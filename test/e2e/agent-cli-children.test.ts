@@ -11,7 +11,6 @@
  * the local stand-in of each CLI's protocol (test/support/fake-providers.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { Pool } from 'pg';
 import { status as statusQuery } from '../../workflows/api';
 import { AGENT_CLIS, type AgentCliName } from '../../workflows/rules/agent-clis';
 import { childDiffPath } from '../../workflows/rules/children';
@@ -25,6 +24,7 @@ import {
   startCliStack,
   startSession,
   type CliStack,
+  auditData,
 } from '../support/helpers';
 
 const KEY = `sk-real-${randomBytes(12).toString('hex')}`;
@@ -124,11 +124,7 @@ test.each(Object.keys(AGENT_CLIS) as AgentCliName[])(
     expect(kid).toMatchObject({ phase: 'completed', childOf: id });
     expect(kid.pushed).toBeUndefined();
     // The call is in the parent's audit trail, as the built-in loop's are.
-    const pool = new Pool({ connectionString: process.env.DATABASE_URL });
-    const { rows } = await pool
-      .query(`select data from audit_events where session_id = $1 and kind = 'tool_call'`, [id])
-      .finally(() => pool.end());
-    expect(rows.map((r) => r.data).filter((d) => d.tool === 'start_child')).toEqual([
+    expect((await auditData(id, 'tool_call')).filter((d) => d.tool === 'start_child')).toEqual([
       expect.objectContaining({ via: 'gateway', child: childId, ok: true }),
     ]);
     expect(await containersOf(id)).toHaveLength(0);

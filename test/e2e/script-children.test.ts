@@ -9,7 +9,6 @@
  * 2). The script takes one child's diff with `git apply`; only that change is
  * pushed, and every call is in the audit trail.
  */
-import { Pool } from 'pg';
 import { status as statusQuery } from '../../workflows/api';
 import {
   approvePush,
@@ -20,6 +19,7 @@ import {
   startSession,
   startStack,
   type TestStack,
+  auditData,
 } from '../support/helpers';
 
 let stack: TestStack;
@@ -80,11 +80,7 @@ test("a script's step starts two children with drydock-child, reads their outcom
     expect(kid.pushed).toBeUndefined();
   }
   // Each call audited as an agent CLI's: the step, through the gateway, the child or why it was refused.
-  const pool = new Pool({ connectionString: process.env.DATABASE_URL });
-  const { rows } = await pool
-    .query(`select data from audit_events where session_id = $1 and kind = 'tool_call'`, [id])
-    .finally(() => pool.end());
-  const calls = rows.map((r) => r.data).filter((d) => d.tool === 'start_child');
+  const calls = (await auditData(id, 'tool_call')).filter((d) => d.tool === 'start_child');
   expect(calls).toHaveLength(3);
   expect(
     calls
@@ -93,6 +89,6 @@ test("a script's step starts two children with drydock-child, reads their outcom
       .sort(),
   ).toEqual(childIds);
   expect(calls.find((d) => !d.ok)).toMatchObject({ step: 'step-1', via: 'gateway' });
-  expect(calls.find((d) => !d.ok).refused).toContain('children.max');
+  expect(calls.find((d) => !d.ok)?.refused).toContain('children.max');
   for (const sessionId of [id, ...childIds]) expect(await containersOf(sessionId)).toHaveLength(0);
 }, 2_700_000);

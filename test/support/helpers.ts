@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
+import { Pool } from 'pg';
 import { loadConfig, type Config } from '../../platform/config';
 import { connectClient as connectTemporalClient, connectWorker } from '../../platform/temporal-connection';
 import { createLogger, type Logger } from '../../platform/log';
@@ -328,6 +329,15 @@ export function runReaper(stack: TestStack): Promise<Reaped[]> {
 }
 
 /** Containers (any state) of a session. */
+/** The `data` of a session's audit rows of one kind, in order (the test database, DATABASE_URL). */
+export async function auditData(sessionId: string, kind: string): Promise<Record<string, unknown>[]> {
+  const pool = new Pool({ connectionString: process.env.DATABASE_URL });
+  const { rows } = await pool
+    .query('select data from audit_events where session_id = $1 and kind = $2 order by seq', [sessionId, kind])
+    .finally(() => pool.end());
+  return rows.map((r: { data: Record<string, unknown> }) => r.data);
+}
+
 export async function containersOf(sessionId: string): Promise<Docker.ContainerInfo[]> {
   return docker.listContainers({ all: true, filters: { label: [`${LABELS.session}=${sessionId}`] } });
 }
