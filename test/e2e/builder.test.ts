@@ -176,9 +176,8 @@ describe('a snapshot of a repo whose Dockerfile and setup.root install OS packag
         `FROM ${BASE} AS fetch`,
         'RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates \\',
         ' && curl -fsS https://registry.npmjs.org/is-number/7.0.0 -o /is-number.json',
-        // No apt-get of its own: the fetch stage's proves the Dockerfile's, setup.root's the layer's
-        // (each apt-get update in gVisor is tens of seconds).
         `FROM ${BASE}`,
+        'RUN apt-get update && apt-get install -y --no-install-recommends jq && rm -rf /var/lib/apt/lists/*',
         'COPY --from=fetch /is-number.json /opt/is-number.json',
         'COPY marker.txt /opt/marker.txt',
         '',
@@ -186,7 +185,7 @@ describe('a snapshot of a repo whose Dockerfile and setup.root install OS packag
       '.devcontainer/marker.txt': 'from the context\n',
       '.drydock/config.yaml': [
         'setup:',
-        `  command: grep -o '"name":"[^"]*"' /opt/is-number.json | head -1 | cut -d'"' -f4 > .setup-saw`,
+        '  command: jq -r .name /opt/is-number.json > .setup-saw',
         '  root: apt-get update && apt-get install -y --no-install-recommends tree && rm -rf /var/lib/apt/lists/*',
         '',
       ].join('\n'),
@@ -204,7 +203,7 @@ describe('a snapshot of a repo whose Dockerfile and setup.root install OS packag
     const handle = await startSession(stack, id, {
       repo: { url: repo.url },
       task: 'use what the build installed',
-      agent: { steps: [{ run: 'id -u; tree --version; cat .setup-saw /opt/marker.txt' }] },
+      agent: { steps: [{ run: 'id -u; jq --version; tree --version; cat .setup-saw /opt/marker.txt' }] },
     });
     await handle.result().catch(() => undefined);
     expect(await containersOf(id)).toHaveLength(0);
@@ -212,6 +211,7 @@ describe('a snapshot of a repo whose Dockerfile and setup.root install OS packag
     const output = final.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail ?? '';
     expect(final.phase).toBe('completed');
     expect(output).toMatch(/^1000$/m);
+    expect(output).toMatch(/^jq-1\./m);
     expect(output).toMatch(/^tree v\d/m);
     expect(output).toMatch(/^is-number$/m);
     expect(output).toContain('from the context');
