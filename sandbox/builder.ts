@@ -325,7 +325,7 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
   build.log.info({ owner: build.owner, tag: build.tag, container: name }, 'building in the isolated builder');
   const result = await runDocker(args, limits.timeoutMs);
   if (result.timedOut) {
-    await docker(['rm', '-f', name], 60_000).catch(() => undefined);
+    await removeBuilderContainer(name, build.log);
     throw new IsolatedBuildFailed(
       `the build ran past its time limit of ${Math.round(limits.timeoutMs / 1000)} s and was stopped: ` +
         `the worker's DRYDOCK_BUILD_TIMEOUT sets it (at most 30m)`,
@@ -336,6 +336,37 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
   if (result.code !== 0) {
     throw new IsolatedBuildFailed(`the build failed (exit code ${result.code})`, result.output);
   }
+}
+
+/** How often removeBuilderContainer asks the engine to remove a builder, and the pause after each failure. */
+export const BUILDER_REMOVAL = { tries: 6, pauseMs: 2_000 };
+
+/**
+ * Removes the builder container `name` (one past its time limit) until the engine no
+ * longer knows it: `docker rm -f` can fail under load (gVisor's kill past the engine's
+ * deadline, a removal already in progress) and leave the build running, so each removal
+ * is checked with `docker container inspect` and tried again, at most BUILDER_REMOVAL.tries
+ * times. Returns whether it is gone; when it gives up, the log says so with the engine's
+ * last words (the container may still run: `docker rm -f <name>` by hand).
+ */
+export async function removeBuilderContainer(name: string, log: Logger, bounds = BUILDER_REMOVAL): Promise<boolean> {
+  let said = '';
+  for (let attempt = 1; attempt <= bounds.tries; attempt++) {
+    const removal = await runDocker(['rm', '-f', name], 60_000);
+    const inspect = await runDocker(['container', 'inspect', '-f', '{{.State.Status}}', name], 60_000);
+    if (!inspect.timedOut && inspect.code !== 0 && /no such (container|object)/i.test(inspect.output)) return true;
+    said = removal.timedOut ? 'docker rm -f did not finish within 60 s' : removal.output.trim().slice(-500);
+    log.warn(
+      { container: name, attempt, said, state: inspect.output.trim().slice(-200) },
+      'the builder was not removed yet',
+    );
+    if (attempt < bounds.tries) await new Promise((resolve) => setTimeout(resolve, bounds.pauseMs));
+  }
+  log.error(
+    { container: name, tries: bounds.tries, said },
+    'gave up removing the builder container: it may still run (docker rm -f it by hand)',
+  );
+  return false;
 }
 
 /**
@@ -380,7 +411,8 @@ const OUTPUT_KEPT = 64 * 1024;
 
 function runDocker(args: string[], timeoutMs: number): Promise<{ code: number; output: string; timedOut: boolean }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // process.env as it is now, said outright: under jest a test's PATH is not the real process's.
+    const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
     let output = '';
     let timedOut = false;
     const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-OUTPUT_KEPT));

@@ -11,12 +11,19 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { addRepo } from '../../cli/snapshots';
 import { createLogger } from '../../platform/log';
-import { buildIsolated, IsolatedBuildFailed, PACKAGE_REGISTRIES, REPO_STAGE } from '../../sandbox/builder';
+import pino from 'pino';
+import {
+  buildIsolated,
+  IsolatedBuildFailed,
+  PACKAGE_REGISTRIES,
+  REPO_STAGE,
+  removeBuilderContainer,
+} from '../../sandbox/builder';
 import { repoSlug, deleteSnapshotSchedules } from '../../sandbox/snapshots';
 import { ensureBuilderImage } from '../../sandbox-images/builder-image';
 import { status, type SessionStatus } from '../../workflows/api';
@@ -41,6 +48,8 @@ const work: string[] = [];
  * one): the base is saved once for them, not once a build. The cache's own test has its own.
  */
 let sharedCache: string;
+/** The quickest whole build of this file so far (buildDirect), ms: what the loop's time limit is sized by. */
+let quickestBuildMs = Infinity;
 
 beforeAll(async () => {
   builderImage = await ensureBuilderImage(() => undefined);
@@ -69,6 +78,7 @@ async function buildDirect(
   cacheDir = sharedCache,
 ): Promise<string> {
   const tag = `drydock-builder-test-${name}:${newSessionId('b').slice(-8).toLowerCase()}`;
+  const started = Date.now();
   await buildIsolated({
     builderImage,
     tag,
@@ -86,6 +96,7 @@ async function buildDirect(
     if (err instanceof IsolatedBuildFailed) err.message += `; its output ends:\n${err.output.slice(-4000)}`;
     throw err;
   });
+  quickestBuildMs = Math.min(quickestBuildMs, Date.now() - started);
   return tag;
 }
 
@@ -93,6 +104,42 @@ async function buildDirect(
 function readFromImage(tag: string, file: string): string {
   const argv = ['run', '--rm', '--network', 'none', '--entrypoint', 'sh', tag, '-c', `cat ${file} 2>/dev/null || true`];
   return execFileSync('docker', argv).toString();
+}
+
+/**
+ * A fault the engine gives under load, made on demand: a `docker` first on PATH that answers
+ * the first `times` of `docker rm -f <name>` of a container that exists with the engine's
+ * error (as gVisor's kill past the engine's deadline did at load 56) and leaves it; all else
+ * goes to the real docker. Undone by the returned function; `failed()` counts the refusals.
+ */
+async function failingRemovals(times: number): Promise<{ failed: () => Promise<number>; undo: () => void }> {
+  const real = execFileSync('sh', ['-c', 'command -v docker']).toString().trim();
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-docker-shim-'));
+  work.push(dir);
+  const count = path.join(dir, 'count');
+  await writeFile(count, '0');
+  await writeFile(
+    path.join(dir, 'docker'),
+    [
+      '#!/bin/bash',
+      `if [ "$1" = rm ] && [ "$2" = -f ] && [ "$(cat ${count})" -lt ${times} ] && ${real} container inspect "$3" >/dev/null 2>&1; then`,
+      `  echo $(( $(cat ${count}) + 1 )) > ${count}`,
+      '  echo "Error response from daemon: cannot remove container \"/$3\": could not kill: context deadline exceeded" >&2',
+      '  exit 1',
+      'fi',
+      `exec ${real} "$@"`,
+      '',
+    ].join('\n'),
+  );
+  await chmod(path.join(dir, 'docker'), 0o755);
+  const before = process.env.PATH;
+  process.env.PATH = `${dir}:${before}`;
+  return {
+    failed: async () => Number((await readFile(count, 'utf8')).trim()),
+    undo: () => {
+      process.env.PATH = before;
+    },
+  };
 }
 
 const removeImage = (tag: string) =>
@@ -297,19 +344,64 @@ describe('what a build cannot reach', () => {
     }
   }, 600_000);
 
-  test('a build that loops is stopped at its time limit, and the error says so', async () => {
-    const failed = await buildDirect('loop', `FROM ${BASE}\nRUN while :; do :; done\n`, await contextOf({}), 90_000)
+  test('a build that loops is stopped at its time limit, the error says so, and a failed removal is tried again', async () => {
+    // The first removal past the time limit fails, as it did once under load: the build must not run on.
+    const shim = await failingRemovals(1);
+    // Twice a whole build of this file and 10 s, within 40 to 90 s (90 when none ran before, as
+    // with -t): time to reach the loop (starting the builder, loading the base) under load.
+    const limitS = Number.isFinite(quickestBuildMs)
+      ? Math.min(90, Math.max(40, Math.ceil((2 * quickestBuildMs) / 1000) + 10))
+      : 90;
+    const failed = await buildDirect(
+      'loop',
+      `FROM ${BASE}\nRUN while :; do :; done\n`,
+      await contextOf({}),
+      limitS * 1000,
+    )
       .then(() => undefined)
-      .catch((err: unknown) => err);
+      .catch((err: unknown) => err)
+      .finally(shim.undo);
+    expect(await shim.failed()).toBe(1);
     expect(failed).toBeInstanceOf(IsolatedBuildFailed);
     expect((failed as IsolatedBuildFailed).timedOut).toBe(true);
     // Stopped in the loop, not before it.
     expect((failed as IsolatedBuildFailed).output).toMatch(/STEP 2\/2: RUN while :; do :; done/);
     // Its first line; the builder's output follows it (buildDirect).
     expect((failed as Error).message.split(';')[0]).toBe(
-      "the build ran past its time limit of 90 s and was stopped: the worker's DRYDOCK_BUILD_TIMEOUT sets it (at most 30m)",
+      `the build ran past its time limit of ${limitS} s and was stopped: the worker's DRYDOCK_BUILD_TIMEOUT sets it (at most 30m)`,
     );
     const left = await docker.listContainers({ all: true, filters: { label: ['drydock.builder=test loop'] } });
     expect(left).toEqual([]);
   }, 600_000);
+
+  test('a builder the engine will not remove: tried again, and given up on in the log after its tries', async () => {
+    const name = `drydock-build-test-${newSessionId('r').slice(-8).toLowerCase()}`;
+    execFileSync('docker', ['run', '-d', '--name', name, '--network', 'none', BASE, 'sleep', 'infinity']);
+    const lines: string[] = [];
+    const said = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const known = () =>
+      execFileSync('docker', ['ps', '-aq', '--filter', `name=^${name}$`])
+        .toString()
+        .trim() !== '';
+    try {
+      // Two refusals, three tries: removed at the third, and the log says the two that failed.
+      let shim = await failingRemovals(2);
+      const second = await removeBuilderContainer(name, said, { tries: 3, pauseMs: 100 }).finally(shim.undo);
+      expect(second).toBe(true);
+      expect(known()).toBe(false);
+      expect(lines.filter((l) => l.includes('the builder was not removed yet'))).toHaveLength(2);
+      // Refused every time: it gives up after its tries, saying so and what the engine said.
+      execFileSync('docker', ['run', '-d', '--name', name, '--network', 'none', BASE, 'sleep', 'infinity']);
+      lines.length = 0;
+      shim = await failingRemovals(99);
+      const given = await removeBuilderContainer(name, said, { tries: 3, pauseMs: 100 }).finally(shim.undo);
+      expect(given).toBe(false);
+      expect(known()).toBe(true);
+      const last = JSON.parse(lines.at(-1) ?? '{}') as { msg?: string; said?: string; tries?: number };
+      expect(last).toMatchObject({ msg: expect.stringMatching(/^gave up removing the builder container/), tries: 3 });
+      expect(last.said).toMatch(/could not kill: context deadline exceeded/);
+    } finally {
+      execFileSync('docker', ['rm', '-f', name]);
+    }
+  }, 120_000);
 });
