@@ -275,13 +275,18 @@ describe("a feature's devcontainer-feature.json", () => {
     });
   });
 
+  test("its postStartCommand is read as shell, for each start of a sandbox (not setup's)", () => {
+    const json = { id: 'y', postCreateCommand: 'y init', postStartCommand: ['y', 'serve', '--port=1'] };
+    const read = parseFeatureMetadata(JSON.stringify(json), field);
+    expect(read.postStart).toBe(`'y' 'serve' '--port=1'`);
+    expect(read.lifecycle).toEqual({ postCreateCommand: 'y init' });
+    expect(parseFeatureMetadata(JSON.stringify({ id: 'y' }), field).postStart).toBeUndefined();
+  });
+
   test.each([
     [{ id: 'dind', privileged: true }, /asks for privileged .* a sandbox is never privileged/],
     [{ id: 'y', mounts: [{ source: 'v', target: '/v', type: 'volume' }] }, /asks for mounts/],
-    [
-      { id: 'y', postStartCommand: 'y start' },
-      /has a postStartCommand .*drydock starts nothing in a session's sandbox but the dev container's app/,
-    ],
+    [{ id: 'y', postStartCommand: 'x'.repeat(20_000) }, /its postStartCommand .* is 20000 bytes; .* at most 16 KiB/],
     [{ id: 'y', postCreateCommand: 42 }, /devcontainer-feature.json: postCreateCommand/],
     [{ id: 'y', onCreateCommand: 'x'.repeat(20_000) }, /its onCreateCommand .* is 20000 bytes; .* at most 16 KiB/],
     [{ id: 'y', options: { o: { type: 'number' } } }, /devcontainer-feature.json: options.o.type/],
