@@ -159,6 +159,31 @@ describe('a dev container with features, snapshotted and used by a session', () 
     );
   }, 300_000);
 
+  test("a feature's postStartCommand that fails ends the session before its first step, naming the feature", async () => {
+    const repo = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': JSON.stringify({ image: BASE, features: { './broken': {} } }),
+      '.devcontainer/broken/devcontainer-feature.json': JSON.stringify({
+        id: 'broken',
+        postStartCommand: 'echo "cannot start: no such daemon" >&2; exit 3',
+      }),
+      '.devcontainer/broken/install.sh': '#!/bin/sh\ntrue\n',
+    });
+    repos.push(repo.url);
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup: 'true' });
+    expect(await buildSnapshot(stack, repo.url)).toMatchObject({ status: 'ready' });
+    const id = newSessionId('feature-start');
+    const handle = await startSession(stack, id, scriptedSession(repo.url, 'never runs', 'touch ran'));
+    await handle.result().catch(() => undefined);
+    expect(await containersOf(id)).toHaveLength(0);
+    const final: SessionStatus = await handle.query('status');
+    expect(final.phase).toBe('failed');
+    expect(final.error).toBe(
+      "the postStartCommand of the dev container's feature ./broken exited with status 3; " +
+        'its output ends: cannot start: no such daemon',
+    );
+    expect(final.timeline.some((t) => t.name.startsWith('step 1'))).toBe(false);
+  }, 900_000);
+
   test("the features' results are in the session's sandbox: a registry feature with options, a local one", async () => {
     const repo = await makeFixtureRepo({
       '.devcontainer/devcontainer.json': JSON.stringify({
