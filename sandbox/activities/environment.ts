@@ -231,6 +231,12 @@ async function environmentOf(
         log: deps.log,
       })
     : { tag: deps.baseImage, featureLifecycles: [], featureStarts: [] };
+  if (featureStarts.length && !deps.sandboxes.capabilities.lateCompanions)
+    throw new EnvironmentError(
+      `the dev container's features ${featureStarts.map((f) => f.feature).join(', ')} have a postStartCommand, run ` +
+        `at each start of a sandbox in a companion container, which the ${deps.sandboxes.name} sandbox provider ` +
+        'cannot add to a running sandbox: remove those features, or run the repo on a Docker worker',
+    );
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
