@@ -414,7 +414,7 @@ export async function listRepos(config: Config, json: boolean): Promise<void> {
         `  webhook secrets: ${r.webhookSecrets.join(', ') || "the forge's"}\n` +
         `  MCP servers: ${r.mcp.map((m) => `${m.name} (${m.tools.length} tools${m.writes.length ? `, ${m.writes.length} writing` : ''})`).join(', ') || 'none'}\n` +
         `  environment: ${r.environment ?? "the repo's"}${r.ignoreDevcontainer ? ' (its dev container ignored)' : ''}\n` +
-        `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) : 'none yet'}` +
+        `  newest snapshot: ${r.newestReady ? describeBuild(r.newestReady) + notesText(r.newestReady.notes, '    ') : 'none yet'}` +
         (r.lastBuild && r.lastBuild !== r.newestReady ? `\n  last build: ${describeBuild(r.lastBuild)}` : ''),
     );
   }
@@ -468,7 +468,12 @@ export async function listSnapshots(config: Config, repo: string | undefined, js
     return;
   }
   if (builds.length === 0) console.log('no snapshot builds');
-  for (const b of builds) console.log(`${b.repo}  ${describeBuild(b)}`);
+  for (const b of builds) console.log(`${b.repo}  ${describeBuild(b)}${notesText(b.notes)}`);
+}
+
+/** A build's notes about the repo's environment, one a line (sandbox/snapshots.ts boundedNotes: bounded, plain text). */
+export function notesText(notes: string[] | undefined, indent = '  '): string {
+  return (notes ?? []).map((n) => `\n${indent}note: ${n}`).join('');
 }
 
 /** Builds a repo's snapshot (by URL or registered "owner/name") now and waits for the outcome; exit code 0 when it is ready. */
@@ -494,7 +499,8 @@ export async function buildSnapshot(
     console.log(
       opts.json
         ? JSON.stringify(result)
-        : `snapshot ready: ${result.image} (commit ${result.commit.slice(0, 12)}, ${mb(result.sizeBytes)}, ${seconds(result.durationMs)})`,
+        : `snapshot ready: ${result.image} (commit ${result.commit.slice(0, 12)}, ${mb(result.sizeBytes)}, ${seconds(result.durationMs)})` +
+            notesText(result.notes),
     );
     return 0;
   } catch (err) {
@@ -502,7 +508,10 @@ export async function buildSnapshot(
     const result = (err.cause as { details?: unknown[] } | undefined)?.details?.[0] as SnapshotBuildResult | undefined;
     const why = rootCause(err);
     if (opts.json) console.log(JSON.stringify(result ?? { error: why }));
-    else console.error(`drydock: snapshot build failed: ${why}\nthe previous snapshot stays in service`);
+    else
+      console.error(
+        `drydock: snapshot build failed: ${why}${notesText(result?.notes)}\nthe previous snapshot stays in service`,
+      );
     return 1;
   }
 }

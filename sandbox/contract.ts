@@ -13,6 +13,9 @@ import type { AgentCliName, ModelProtocol } from '../workflows/rules/agent-clis'
 import type { TestReport } from '../workflows/api';
 import type { McpServer } from '../workflows/mcp-servers';
 import type { RunnableService } from './services';
+import type { FeatureStart } from './features';
+
+export type { FeatureStart };
 
 export interface ProvisionInput {
   sessionId: string;
@@ -60,6 +63,12 @@ export interface Sandbox extends SandboxPlace {
   app?: AgentApp;
   /** The repo's app (any `app:`), for people to preview: started when one asks (workers/routes/preview.ts). */
   preview?: AgentApp;
+  /**
+   * The dev container's features' postStartCommands, in install order: run
+   * at each start of a sandbox, after setup and before the first step and
+   * the app (sandbox/activities/agent-app.ts, startFeatures).
+   */
+  featureStarts?: FeatureStart[];
 }
 
 /** An app started for the agent (sandbox/activities/agent-app.ts). */
@@ -279,6 +288,8 @@ export interface SnapshotBuildResult {
   durationMs?: number;
   /** Why the build failed (the previous snapshot stays in service). */
   error?: string;
+  /** What it read of the repo's environment that may not be what its developers meant (sandbox/snapshots.ts boundedNotes). */
+  notes?: string[];
   /** Images removed: older snapshots beyond the newest K, and the environment images newer ones replaced. */
   removed: string[];
 }

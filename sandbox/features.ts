@@ -10,15 +10,17 @@
  * environment variables (defaults from devcontainer-feature.json) and
  * `_REMOTE_USER`, `_CONTAINER_USER` and their homes; its `containerEnv` as
  * ENV; its onCreateCommand, updateContentCommand and postCreateCommand
- * become setup, before the dev container's own (sandbox/lifecycle.ts). What
- * a feature asks of the running container (privileged, capAdd, mounts, an
- * entrypoint, a postStartCommand) is refused, naming the feature and the
- * field. Pure: every function here is a decision over text.
+ * become setup, before the dev container's own (sandbox/lifecycle.ts); its
+ * postStartCommand runs at each start of a session's sandbox, before the
+ * first step and the dev container's own app (sandbox/activities/agent-app.ts).
+ * What a feature asks of the running container (privileged, capAdd, mounts,
+ * an entrypoint) is refused, naming the feature and the field. Pure: every
+ * function here is a decision over text.
  */
 import path from 'node:path';
 import { z } from 'zod';
 import { parseImageReference, type ImageReference } from '../workflows/rules/images';
-import { lifecycleCommand, lifecycleOf, type Lifecycle } from './lifecycle';
+import { commandShell, lifecycleCommand, lifecycleOf, type Lifecycle } from './lifecycle';
 
 /** A feature as devcontainer.json asks for it. */
 export interface FeatureRequest {
@@ -60,7 +62,7 @@ const metadataSchema = z.object({
   onCreateCommand: lifecycleCommand.optional(),
   updateContentCommand: lifecycleCommand.optional(),
   postCreateCommand: lifecycleCommand.optional(),
-  postStartCommand: z.unknown().optional(),
+  postStartCommand: lifecycleCommand.optional(),
   // Run when an editor attaches, which nothing does to a sandbox: not run, as devcontainer.json's own.
   postAttachCommand: lifecycleCommand.optional(),
 });
@@ -75,6 +77,14 @@ export interface FeatureMetadata {
   dependsOn: string[];
   /** Its onCreateCommand, updateContentCommand and postCreateCommand, as shell: run as setup (sandbox/lifecycle.ts). */
   lifecycle: Lifecycle;
+  /** Its postStartCommand, as shell: run at each start of a sandbox (FeatureStart). */
+  postStart?: string;
+}
+
+/** A feature's postStartCommand as a sandbox's start runs it (sandbox/activities/agent-app.ts): `feature` is its key in devcontainer.json. */
+export interface FeatureStart {
+  feature: string;
+  command: string;
 }
 
 /** A feature ready to install: what was asked, what it declares, and its folder's name in the build. */
@@ -183,7 +193,7 @@ function optionsOf(value: unknown, field: string): Record<string, string | boole
 
 /** The fields of devcontainer-feature.json that change how the container runs, which a sandbox never does. */
 const RUNTIME_FIELDS = ['privileged', 'capAdd', 'securityOpt', 'mounts', 'entrypoint'] as const;
-/** A feature's lifecycle command, as shell, at most: it becomes setup, kept in the snapshot's record and the workflow's history. */
+/** A feature's lifecycle command, as shell, at most: setup and the sandbox's start keep it in the snapshot's record and the workflow's history. */
 const LIFECYCLE_MAX_BYTES = 16 * 1024;
 
 /** Reads a feature's devcontainer-feature.json; what drydock cannot honour is refused, naming it. */
@@ -210,17 +220,13 @@ export function parseFeatureMetadata(text: string | undefined, field: string): F
         'container runs; a sandbox is never privileged and mounts nothing of the host: remove the feature, or choose ' +
         'one that installs without it',
     );
-  if (m.postStartCommand !== undefined)
-    throw new FeatureError(
-      `${field}: the feature has a postStartCommand (devcontainer-feature.json), to run at each start of the ` +
-        "container; drydock starts nothing in a session's sandbox but the dev container's app (its own " +
-        'postStartCommand with a port in forwardPorts): remove the feature, or use one without it',
-    );
   const lifecycle = lifecycleOf(m);
-  const long = Object.entries(lifecycle).find(([, shell]) => Buffer.byteLength(shell) > LIFECYCLE_MAX_BYTES);
+  const postStart = m.postStartCommand === undefined ? undefined : commandShell(m.postStartCommand);
+  const hooks = { ...lifecycle, ...(postStart !== undefined ? { postStartCommand: postStart } : {}) };
+  const long = Object.entries(hooks).find(([, shell]) => Buffer.byteLength(shell) > LIFECYCLE_MAX_BYTES);
   if (long)
     throw new FeatureError(
-      `${field}: its ${long[0]} (devcontainer-feature.json) is ${Buffer.byteLength(long[1])} bytes; a setup command ` +
+      `${field}: its ${long[0]} (devcontainer-feature.json) is ${Buffer.byteLength(long[1])} bytes; a lifecycle command ` +
         `is part of the snapshot's record and the workflow's history, at most ${LIFECYCLE_MAX_BYTES / 1024} KiB: ` +
         'remove the feature, or use one that puts its work in install.sh',
     );
@@ -232,6 +238,7 @@ export function parseFeatureMetadata(text: string | undefined, field: string): F
     installsAfter: m.installsAfter ?? [],
     dependsOn: Object.keys(m.dependsOn ?? {}),
     lifecycle,
+    ...(postStart !== undefined ? { postStart } : {}),
   };
 }
 

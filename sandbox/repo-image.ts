@@ -50,6 +50,7 @@ import {
   featureSteps,
   installOrder,
   type FeatureRequest,
+  type FeatureStart,
   type ResolvedFeature,
 } from './features';
 
@@ -438,10 +439,11 @@ export interface EnvironmentBuild {
   cacheDir?: string;
 }
 
-/** An environment image, and its features' setup hooks in install order (sandbox/lifecycle.ts). */
+/** An environment image, its features' setup hooks and their postStartCommands, in install order (sandbox/lifecycle.ts). */
 export interface EnvironmentImage {
   tag: string;
   featureLifecycles: Lifecycle[];
+  featureStarts: FeatureStart[];
 }
 
 /**
@@ -496,7 +498,7 @@ export async function ensureEnvironmentImage(
     features?.key ?? '',
   ]);
   const tag = `${environmentImageNames(slug).env}:${hash.slice(0, 12)}`;
-  const made = { tag, featureLifecycles: features?.lifecycles ?? [] };
+  const made = { tag, featureLifecycles: features?.lifecycles ?? [], featureStarts: features?.starts ?? [] };
   if (await imageStoreOf(provider).image(tag)) return made;
   const labels = {
     'drydock.image': 'environment',
@@ -645,7 +647,13 @@ async function layerFeatures(
   at: { mirror: string; commit: string },
   env: RepoEnvironment,
   build: EnvironmentBuild,
-): Promise<{ steps: string[]; key: string; lifecycles: Lifecycle[]; write: (folder: string) => Promise<void> }> {
+): Promise<{
+  steps: string[];
+  key: string;
+  lifecycles: Lifecycle[];
+  starts: FeatureStart[];
+  write: (folder: string) => Promise<void>;
+}> {
   if (!build.features)
     throw new EnvironmentError(`${env.features![0].field}: this worker installs no dev container features`);
   const sourceOf = build.features;
@@ -665,6 +673,9 @@ async function layerFeatures(
     return {
       steps: featureSteps(ordered),
       lifecycles: ordered.map((f) => f.metadata.lifecycle),
+      starts: ordered.flatMap((f) =>
+        f.metadata.postStart === undefined ? [] : [{ feature: f.request.key, command: f.metadata.postStart }],
+      ),
       key: JSON.stringify(ordered.map((f, i) => [f.request.key, f.pinned, envFiles[i]])),
       write: async (folder: string) => {
         await mkdir(folder);

@@ -19,6 +19,10 @@ export const APP_LOG_NAME = 'app';
 export function agentAppContainerName(sandbox: string): string {
   return `${sandbox}-app`;
 }
+/** The companion that runs a sandbox's features' postStartCommands (sandbox/activities/agent-app.ts). */
+export function featureStartContainerName(sandbox: string): string {
+  return `${sandbox}-start`;
+}
 /** Where that companion's app writes its output: its own /tmp (the sandbox's home is read-only there). */
 export const AGENT_APP_LOG = '/tmp/drydock-app.log';
 

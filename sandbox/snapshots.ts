@@ -10,6 +10,7 @@ import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, t
 import type { Pool } from 'pg';
 import { readAtCommit } from '../repos/git';
 import type { RepoRegistration } from '../repos/registry';
+import { plainLogText } from './service-logs';
 
 export type BuildStatus = 'building' | 'ready' | 'failed' | 'removed';
 
@@ -31,6 +32,8 @@ export interface SnapshotBuildRow {
   setupSource?: string;
   /** Its services: images pinned by digest, and the data images setup's data is in. */
   services?: { name: string; image: string; dataImage?: string }[];
+  /** What the build read of the repo's environment that may not be what its developers meant (noteBuild). */
+  notes?: string[];
 }
 
 /** The file a repo may carry instead of a registered setup command. */
@@ -326,6 +329,13 @@ export class SnapshotRegistry {
     return (await this.build(id))!;
   }
 
+  /** Keeps the environment's notes of a build (bounded: BUILD_NOTES); none leaves the row as it is. */
+  async noteBuild(id: string, notes: string[]): Promise<void> {
+    const kept = boundedNotes(notes);
+    if (!kept.length) return;
+    await this.pool.query('update snapshot_builds set notes = $2 where id = $1', [id, JSON.stringify(kept)]);
+  }
+
   async build(id: string): Promise<SnapshotBuildRow | undefined> {
     const { rows } = await this.pool.query('select * from snapshot_builds where id = $1', [id]);
     return rows[0] && buildFromDb(rows[0]);
@@ -355,6 +365,22 @@ export class SnapshotRegistry {
   }
 }
 
+/** A build's notes at most: how many, and the characters of each (they quote the repo's files). */
+export const BUILD_NOTES = { count: 20, chars: 600 } as const;
+
+/**
+ * Notes as a build keeps them: control characters and terminal sequences
+ * removed (the text quotes repo files), each cut to BUILD_NOTES.chars, at
+ * most BUILD_NOTES.count, the last saying how many more there were.
+ */
+export function boundedNotes(notes: string[]): string[] {
+  const clean = [...new Set(notes.map((n) => plainLogText(n).replace(/\s+/g, ' ').trim()).filter(Boolean))];
+  const cut = clean.map((n) => (n.length > BUILD_NOTES.chars ? `${n.slice(0, BUILD_NOTES.chars - 1)}…` : n));
+  if (cut.length <= BUILD_NOTES.count) return cut;
+  const kept = cut.slice(0, BUILD_NOTES.count - 1);
+  return [...kept, `and ${cut.length - kept.length} more notes (the worker's log has them all)`];
+}
+
 function repoFromDb(r: Record<string, any>): RepoRegistration {
   return {
     repo: r.repo,
@@ -382,6 +408,7 @@ function buildFromDb(r: Record<string, any>): SnapshotBuildRow {
     setup: r.setup,
     setupSource: r.setup_source,
     services: r.services,
+    notes: r.notes,
   };
   return {
     id: r.id,

@@ -49,6 +49,7 @@ import { builtServices, serviceImageName } from '../service-build';
 import { recordedServices } from '../services';
 import { proxiedFetch, type FeatureSource } from '../feature-registry';
 import { lifecycleScript, type Lifecycle } from '../lifecycle';
+import type { FeatureStart } from '../contract';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -79,6 +80,8 @@ export interface SandboxEnvironment {
    * dev container's own commands but not its features' (withFeatureSetup).
    */
   featureSetup?: string;
+  /** Its features' postStartCommands, in install order: run at each start of a sandbox (sandbox/activities/agent-app.ts). */
+  featureStarts?: FeatureStart[];
   /** Node.js version mounted, when the repo declares one. */
   node?: string;
   /** What made the image when it is not drydock's base image (the dev container's file, a Dockerfile, the operator's setting). */
@@ -87,6 +90,8 @@ export interface SandboxEnvironment {
   key: string;
   /** The services and the app the repo declares (sandbox/activities/services.ts). */
   stack: DeclaredStack;
+  /** What was read of the environment as Compose or the Dev Container CLI reads it, but maybe not as meant: a snapshot build keeps them. */
+  notes?: string[];
 }
 
 /** The worker's fetch for registries, through its proxy with the extra CAs: one per CA file (its agents pool connections). */
@@ -210,19 +215,28 @@ async function environmentOf(
         'install the packages in the image the operator gives (DRYDOCK_BASE_IMAGE) instead',
     );
   }
-  const { tag: image, featureLifecycles } =
-    declared || rootSetup
-      ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
-          ...settings,
-          baseImage: deps.baseImage,
-          ...(rootSetup ? { rootSetup } : {}),
-          features,
-          // Beside the tools folder, as toolchainsOf places it: base archives kept between builds.
-          cacheDir: path.join(path.dirname(deps.egressRoot), 'builder-cache'),
-          owner: `environment ${repoSlug(repo)}`,
-          log: deps.log,
-        })
-      : { tag: deps.baseImage, featureLifecycles: [] };
+  const {
+    tag: image,
+    featureLifecycles,
+    featureStarts,
+  } = declared || rootSetup
+    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
+        ...settings,
+        baseImage: deps.baseImage,
+        ...(rootSetup ? { rootSetup } : {}),
+        features,
+        // Beside the tools folder, as toolchainsOf places it: base archives kept between builds.
+        cacheDir: path.join(path.dirname(deps.egressRoot), 'builder-cache'),
+        owner: `environment ${repoSlug(repo)}`,
+        log: deps.log,
+      })
+    : { tag: deps.baseImage, featureLifecycles: [], featureStarts: [] };
+  if (featureStarts.length && !deps.sandboxes.capabilities.lateCompanions)
+    throw new EnvironmentError(
+      `the dev container's features ${featureStarts.map((f) => f.feature).join(', ')} have a postStartCommand, run ` +
+        `at each start of a sandbox in a companion container, which the ${deps.sandboxes.name} sandbox provider ` +
+        'cannot add to a running sandbox: remove those features, or run the repo on a Docker worker',
+    );
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];
@@ -256,10 +270,12 @@ async function environmentOf(
     mounts,
     env,
     ...setupsOf(declared, featureLifecycles),
+    ...(featureStarts.length ? { featureStarts } : {}),
     ...(image !== deps.baseImage ? { imageFrom: declared?.source ?? REPO_CONFIG_FILE } : {}),
     ...(node ? { node } : {}),
     key: `${image}${node ? ` node ${node}` : ''}${stack.services.length ? ` services ${JSON.stringify(stack.services)}` : ''}`,
     stack,
+    ...(notes.length ? { notes } : {}),
   };
 }
 

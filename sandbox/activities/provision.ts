@@ -361,6 +361,7 @@ function readySandbox(
     ...(generation ? { generation, ...(restored ? { restored } : {}) } : {}),
     ...agentAppOf(start.environment.stack.app),
     ...previewAppOf(start.environment.stack.app),
+    ...(start.environment.featureStarts ? { featureStarts: start.environment.featureStarts } : {}),
   };
 }
 

@@ -207,6 +207,8 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     }
     throw err;
   });
+  // Said where the operator looks (snapshot build|list, repo list), not only in the worker's log.
+  if (environment.notes) await snapshots.noteBuild(row.id, environment.notes);
   // The dev container's features' lifecycle commands go before a setup from elsewhere (withFeatureSetup).
   const chosen =
     withFeatureSetup(
@@ -403,6 +405,7 @@ function resultOf(row: SnapshotBuildRow, removed: string[]): SnapshotBuildResult
     ...(row.sizeBytes !== undefined ? { sizeBytes: row.sizeBytes } : {}),
     ...(row.durationMs !== undefined ? { durationMs: row.durationMs } : {}),
     ...(row.error ? { error: row.error } : {}),
+    ...(row.notes?.length ? { notes: row.notes } : {}),
     removed,
   };
 }

@@ -13,7 +13,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { addRepo, rootCause } from '../../cli/snapshots';
+import { addRepo, listSnapshots, rootCause } from '../../cli/snapshots';
 import { resolveFeatures } from '../../sandbox/feature-registry';
 import { featureRequests, FeatureError } from '../../sandbox/features';
 import { RepoTree } from '../../sandbox/repo-files';
@@ -38,7 +38,8 @@ let hello: { ref: string; digest: string };
 
 /**
  * A feature made here: a command that greets with its option, the remote user it was told, a containerEnv,
- * and lifecycle commands of its own (each writes a line to /workspace/.lifecycle; postAttachCommand is an editor's).
+ * and lifecycle commands of its own (each writes a line to /workspace/.lifecycle; postAttachCommand is an editor's;
+ * postStartCommand runs at each start of a sandbox).
  */
 const HELLO_FEATURE = {
   'devcontainer-feature.json': {
@@ -50,6 +51,8 @@ const HELLO_FEATURE = {
       onCreateCommand: 'echo hello-create >> .lifecycle',
       postCreateCommand: ['sh', '-c', 'echo "hello-post $(id -u) $(hello)" >> .lifecycle'],
       postAttachCommand: 'echo attached',
+      // At each start of a sandbox, as the sandbox user, before the local feature's (install order).
+      postStartCommand: 'echo "hello-start $(id -u)" >> .lifecycle',
     }),
   },
   'install.sh': {
@@ -66,6 +69,11 @@ const HELLO_FEATURE = {
     ].join('\n'),
   },
 };
+
+/** The local feature's daemon: listens on 127.0.0.1:4555, then forks into the background and answers each caller. */
+const TOOL_DAEMON =
+  '$s = IO::Socket::INET->new(LocalAddr => "127.0.0.1:4555", Listen => 5, ReuseAddr => 1) or die "listen: $!"; ' +
+  'exit 0 if fork; while ($c = $s->accept) { print $c "tool daemon up as $<\\n"; close $c }';
 
 beforeAll(async () => {
   registry = await ImageRegistry.start();
@@ -151,11 +159,38 @@ describe('a dev container with features, snapshotted and used by a session', () 
     );
   }, 300_000);
 
+  test("a feature's postStartCommand that fails ends the session before its first step, naming the feature", async () => {
+    const repo = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': JSON.stringify({ image: BASE, features: { './broken': {} } }),
+      '.devcontainer/broken/devcontainer-feature.json': JSON.stringify({
+        id: 'broken',
+        postStartCommand: 'echo "cannot start: no such daemon" >&2; exit 3',
+      }),
+      '.devcontainer/broken/install.sh': '#!/bin/sh\ntrue\n',
+    });
+    repos.push(repo.url);
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup: 'true' });
+    expect(await buildSnapshot(stack, repo.url)).toMatchObject({ status: 'ready' });
+    const id = newSessionId('feature-start');
+    const handle = await startSession(stack, id, scriptedSession(repo.url, 'never runs', 'touch ran'));
+    await handle.result().catch(() => undefined);
+    expect(await containersOf(id)).toHaveLength(0);
+    const final: SessionStatus = await handle.query('status');
+    expect(final.phase).toBe('failed');
+    expect(final.error).toBe(
+      "the postStartCommand of the dev container's feature ./broken exited with status 3; " +
+        'its output ends: cannot start: no such daemon',
+    );
+    expect(final.timeline.some((t) => t.name.startsWith('step 1'))).toBe(false);
+  }, 900_000);
+
   test("the features' results are in the session's sandbox: a registry feature with options, a local one", async () => {
     const repo = await makeFixtureRepo({
       '.devcontainer/devcontainer.json': JSON.stringify({
         image: BASE,
         features: { [hello.ref]: { greeting: 'ahoy', loud: true }, './tool': {} },
+        // Accepted, run as the sandbox user: said in the snapshot's status, not only in the worker's log.
+        remoteUser: 'root',
         onCreateCommand: 'echo own-create >> .lifecycle',
         postCreateCommand: 'echo own-post >> .lifecycle',
       }),
@@ -163,6 +198,8 @@ describe('a dev container with features, snapshotted and used by a session', () 
         id: 'tool',
         installsAfter: [hello.ref],
         postCreateCommand: 'echo tool-post >> .lifecycle',
+        // A daemon, as features start them: it listens, goes to the background, and serves the session's steps.
+        postStartCommand: ['perl', '-MIO::Socket::INET', '-e', TOOL_DAEMON],
       }),
       // Installed after hello (installsAfter): it can use what hello installed.
       '.devcontainer/tool/install.sh': '#!/bin/sh\nset -e\nhello > /opt/tool-saw\n',
@@ -171,12 +208,28 @@ describe('a dev container with features, snapshotted and used by a session', () 
     await addRepo(stack.client, stack.config, repo.url, { every: '1h', allowRegistry: [registry.host] });
     const built = await buildSnapshot(stack, repo.url);
     expect(built).toMatchObject({ status: 'ready' });
+    const rootNote = expect.stringMatching(
+      /^\.devcontainer\/devcontainer\.json: remoteUser: root is not given: a sandbox runs as the sandbox user/,
+    );
+    expect(built.notes).toEqual([rootNote]);
+    // And `drydock snapshot list` says it under the build.
+    const printed: string[] = [];
+    const spy = jest.spyOn(console, 'log').mockImplementation((line: string) => void printed.push(line));
+    await listSnapshots(stack.config, repo.url, false).finally(() => spy.mockRestore());
+    expect(printed.join('\n')).toMatch(
+      /ready .*\n {2}note: \.devcontainer\/devcontainer\.json: remoteUser: root is not given/,
+    );
 
     const id = newSessionId('features');
     const handle = await startSession(
       stack,
       id,
-      scriptedSession(repo.url, 'use the features', 'id -u; hello; cat /opt/hello/user /opt/tool-saw .lifecycle'),
+      scriptedSession(
+        repo.url,
+        'use the features',
+        'id -u; hello; cat /opt/hello/user /opt/tool-saw .lifecycle; ' +
+          'bash -c "exec 3<>/dev/tcp/127.0.0.1/4555 && cat <&3"',
+      ),
     );
     await handle.result().catch(() => undefined);
     expect(await containersOf(id)).toHaveLength(0);
@@ -195,6 +248,10 @@ describe('a dev container with features, snapshotted and used by a session', () 
       'hello-post 1000 AHOY from a feature, home /opt/hello',
       'tool-post',
       'own-post',
+      // At the sandbox's start, after setup and before the first step: the features' postStartCommands in
+      // install order, as the sandbox user; the daemon one started still serves during the step.
+      'hello-start 1000',
+      'tool daemon up as 1000',
     ]);
   }, 900_000);
 });

@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { featureStartResult } from '../../sandbox/activities/agent-app';
 import { declaredStack } from '../../sandbox/activities/services';
 import { filesOfTar, registryBase, resolveFeatures } from '../../sandbox/feature-registry';
 import {
@@ -275,13 +276,18 @@ describe("a feature's devcontainer-feature.json", () => {
     });
   });
 
+  test("its postStartCommand is read as shell, for each start of a sandbox (not setup's)", () => {
+    const json = { id: 'y', postCreateCommand: 'y init', postStartCommand: ['y', 'serve', '--port=1'] };
+    const read = parseFeatureMetadata(JSON.stringify(json), field);
+    expect(read.postStart).toBe(`'y' 'serve' '--port=1'`);
+    expect(read.lifecycle).toEqual({ postCreateCommand: 'y init' });
+    expect(parseFeatureMetadata(JSON.stringify({ id: 'y' }), field).postStart).toBeUndefined();
+  });
+
   test.each([
     [{ id: 'dind', privileged: true }, /asks for privileged .* a sandbox is never privileged/],
     [{ id: 'y', mounts: [{ source: 'v', target: '/v', type: 'volume' }] }, /asks for mounts/],
-    [
-      { id: 'y', postStartCommand: 'y start' },
-      /has a postStartCommand .*drydock starts nothing in a session's sandbox but the dev container's app/,
-    ],
+    [{ id: 'y', postStartCommand: 'x'.repeat(20_000) }, /its postStartCommand .* is 20000 bytes; .* at most 16 KiB/],
     [{ id: 'y', postCreateCommand: 42 }, /devcontainer-feature.json: postCreateCommand/],
     [{ id: 'y', onCreateCommand: 'x'.repeat(20_000) }, /its onCreateCommand .* is 20000 bytes; .* at most 16 KiB/],
     [{ id: 'y', options: { o: { type: 'number' } } }, /devcontainer-feature.json: options.o.type/],
@@ -294,6 +300,36 @@ describe("a feature's devcontainer-feature.json", () => {
     expect(() => parseFeatureMetadata(undefined, field)).toThrow(
       `${field}: the feature has no devcontainer-feature.json`,
     );
+  });
+});
+
+describe("a sandbox start's result of the features' postStartCommands", () => {
+  const starts = [
+    { feature: 'ghcr.io/f/a:1', command: 'a start' },
+    { feature: './b', command: 'b start' },
+  ];
+  test('all ran: ok', () => {
+    expect(featureStartResult(starts, '2 1 0\n', 300_000)).toEqual({ ok: true });
+  });
+  test('one that failed is named, with the end of its output as plain text', () => {
+    const printed = `1 1 3\n\x1b[31mno such thing\x1b[0m\n${'x'.repeat(5_000)}`;
+    const result = featureStartResult(starts, printed, 300_000);
+    expect(result).toMatchObject({ ok: false, feature: 'ghcr.io/f/a:1', why: 'exited with status 3' });
+    expect(result.ok === false && result.output).toMatch(/^…x{2000}$/);
+    expect(featureStartResult(starts, '2 1 127\nsh: b: not found\n', 300_000)).toEqual({
+      ok: false,
+      feature: './b',
+      why: 'exited with status 127',
+      output: 'sh: b: not found',
+    });
+  });
+  test('one that did not end in time is named, and told how a daemon goes', () => {
+    expect(featureStartResult(starts, '2 0 -\nlistening\n', 300_000)).toMatchObject({
+      ok: false,
+      feature: './b',
+      why: expect.stringMatching(/^did not end within 300 s \(a daemon it starts goes in the background/),
+      output: 'listening',
+    });
   });
 });
 

@@ -5,8 +5,8 @@
  * would be started.
  */
 import type { Client } from '@temporalio/client';
-import { addRepo, buildSnapshot, describeLockfileEgress, listRepos } from '../../cli/snapshots';
-import { SnapshotRegistry } from '../../sandbox/snapshots';
+import { addRepo, buildSnapshot, describeLockfileEgress, listRepos, listSnapshots } from '../../cli/snapshots';
+import { BUILD_NOTES, SnapshotRegistry } from '../../sandbox/snapshots';
 import type { Config } from '../../platform/config';
 import type { Database } from '../../store/db';
 import { makeFixtureRepo, openEmbeddedDatabase } from '../support/helpers';
@@ -92,6 +92,38 @@ test('repo list shows the setup that runs and where it comes from, not a setup.s
   const shown = await listed('go-chi/chi');
   expect(shown).toContain('setup: go mod download (inferred from go.sum, as of the build at 735ae2b80000;');
   expect(shown).not.toContain('.drydock/setup.sh');
+});
+
+test("a build's notes about the environment are kept bounded and shown by repo list and snapshot list", async () => {
+  const snapshots = new SnapshotRegistry(db.pool);
+  await snapshots.startBuild({ id: 'build-chi-2', repo: CHI, host: 'h1' });
+  const rootNote = '.devcontainer/devcontainer.json: remoteUser: root is not given: a sandbox runs as the sandbox user';
+  // Repo text: terminal sequences dropped, each cut, at most BUILD_NOTES.count (the last says how many more).
+  const many = Array.from({ length: 30 }, (_, i) => `compose.yaml: services.s${i}: note`);
+  await snapshots.noteBuild('build-chi-2', [rootNote, '\x1b]0;title\x07x'.padEnd(2_000, 'y'), ...many, rootNote]);
+  await snapshots.finishBuild('build-chi-2', {
+    status: 'ready',
+    commit: '735ae2b9'.padEnd(40, '0'),
+    setupHash: 'h',
+    image: 'drydock-snap/chi:1',
+    sizeBytes: 1,
+  });
+  const row = (await snapshots.build('build-chi-2'))!;
+  expect(row.notes).toHaveLength(BUILD_NOTES.count);
+  expect(row.notes![0]).toBe(rootNote);
+  expect(row.notes![1]).toMatch(/^xy+…$/);
+  expect(row.notes![1]).toHaveLength(BUILD_NOTES.chars);
+  expect(row.notes!.at(-1)).toBe("and 13 more notes (the worker's log has them all)");
+  expect(await listed('go-chi/chi')).toContain(`\n    note: ${rootNote}\n`);
+  const lines: string[] = [];
+  const log = jest.spyOn(console, 'log').mockImplementation((text: string) => lines.push(text));
+  try {
+    await listSnapshots(config, CHI, false);
+  } finally {
+    log.mockRestore();
+  }
+  expect(lines[0]).toMatch(/^file:\/\/\/srv\/repos\/chi\.git {2}ready 735ae2b90000 .* drydock-snap\/chi:1\n {2}note: /);
+  expect(lines[0]).toContain(`\n  note: ${rootNote}\n`);
 });
 
 /** node-postgres's shape: a classic yarn.lock, whose setup fetches from yarn's registry as well as npm's. */

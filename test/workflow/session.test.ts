@@ -842,6 +842,60 @@ test("app.forAgent: a sandbox lost during the agent's steps is replaced with its
   expect(run.status.phase).toBe('completed');
 });
 
+test("a feature's postStartCommand runs at each start of a sandbox, before the app and the first step; one that fails ends the session naming it", async () => {
+  const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
+  const featureStarts = [{ feature: './tool', command: 'tool serve &' }];
+  let lost = false;
+  const sandboxOf = (generation?: number) => ({
+    name: `sandbox-${generation ?? 0}`,
+    host: 'host-a',
+    hostQueue: Context.current().info.taskQueue,
+    image: 'drydock-base:test',
+    baseCommit: BASE_COMMIT,
+    hostTimeoutMs: 120_000,
+    app,
+    featureStarts,
+    ...(generation ? { generation } : {}),
+  });
+  const run = await runSession(harness, 'feature-start', scripted, {
+    provisionSandbox: async ({ generation }) => sandboxOf(generation),
+    startFeatures: async () => ({ ok: true }),
+    startAgentApp: async () => ({ ready: true }),
+    stopAgentApp: async () => undefined,
+    runStep: async ({ key }) => {
+      if (!lost) {
+        lost = true;
+        throw sandboxGone();
+      }
+      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
+    },
+  });
+  expect(run.calls.filter((c) => /startFeatures|startAgentApp|runStep|provisionSandbox/.test(c))).toEqual([
+    'provisionSandbox',
+    'startFeatures',
+    'startAgentApp',
+    'runStep step-1',
+    'provisionSandbox 1',
+    'startFeatures', // the replacement's start, before its app and the step again
+    'startAgentApp',
+    'runStep step-1',
+    'runStep verify',
+  ]);
+  expect(run.args.startFeatures[1]).toMatchObject({ sandbox: 'sandbox-1', starts: featureStarts });
+  expect(run.status.phase).toBe('completed');
+
+  const failed = await runSession(harness, 'feature-start-failed', scripted, {
+    provisionSandbox: async () => sandboxOf(),
+    startFeatures: async () => ({ ok: false, feature: './tool', why: 'exited with status 3', output: 'no port' }),
+  });
+  expect(failed.calls.filter((c) => /startFeatures|startAgentApp|runStep/.test(c))).toEqual(['startFeatures']);
+  expect(failed.status).toMatchObject({
+    phase: 'failed',
+    error: "the postStartCommand of the dev container's feature ./tool exited with status 3; its output ends: no port",
+  });
+  expect(failed.status.timeline.find((r) => r.name === 'features: postStartCommand')).toMatchObject({ ok: false });
+});
+
 test("startPreview: the app starts at the gate for a reader's preview (a request without {by} refused); the next round stops it before its agent step", async () => {
   const app = { start: 'node app.js', port: 3000, readyPath: '/', readyTimeoutMs: 30_000 };
   const NEXT = { commit: 'f'.repeat(40), change: 'a'.repeat(64) };

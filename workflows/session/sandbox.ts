@@ -5,7 +5,7 @@
  * sandbox up, and the next thing that runs in it brings one back from the checkpoint.
  */
 import { CancellationScope, log } from '@temporalio/workflow';
-import type { AgentApp, Sandbox, SandboxPlace, SetupPlan } from '../../sandbox/contract';
+import type { AgentApp, FeatureStart, Sandbox, SandboxPlace, SetupPlan } from '../../sandbox/contract';
 import { durationMs, sandboxLimitsOf } from '../units';
 import { describeError, exitText, SessionEnd } from './errors';
 import { onHost, provisioning, sandboxLoss, teardownOn, type SandboxLoss } from './proxies';
@@ -15,6 +15,8 @@ import { recordStep, type SessionRun } from './state';
 
 /** Replacements of a lost sandbox before the session gives up. */
 const MAX_SANDBOX_REPLACEMENTS = 3;
+/** How long the dev container's features' postStartCommands may take together at a start of the sandbox, ms. */
+const FEATURE_START_TIMEOUT_MS = 5 * 60_000;
 
 /** Creates the session's sandbox from the newest snapshot of the repo, and runs any setup it still needs. */
 export async function provision(run: SessionRun): Promise<void> {
@@ -36,6 +38,39 @@ export async function provision(run: SessionRun): Promise<void> {
   run.useSandbox(sandbox);
   if (sandbox.snapshot) run.status.snapshot = sandbox.snapshot;
   if (sandbox.setup) await runSetup(run, sandbox.setup);
+  if (sandbox.featureStarts) await startFeatures(run, sandbox.featureStarts);
+}
+
+/**
+ * Runs the dev container's features' postStartCommands at a start of the
+ * sandbox (its first, a replacement's, a parked session's return): after
+ * setup, before the first step and the app, as the Dev Container CLI runs a
+ * feature's hooks before the dev container's own. One that fails ends the
+ * session as a failed setup does, naming the feature (the CLI stops there too).
+ */
+async function startFeatures(run: SessionRun, starts: FeatureStart[]): Promise<void> {
+  await run.track('features: postStartCommand', async (record) => {
+    const result = await inSandbox(run, (sb) =>
+      onHost(sb, FEATURE_START_TIMEOUT_MS + 5 * 60_000).startFeatures({
+        sandbox: sb.name,
+        image: sb.image,
+        starts,
+        timeoutMs: FEATURE_START_TIMEOUT_MS,
+        limits: sandboxLimitsOf(run.input.limits),
+      }),
+    );
+    record.detail = result.ok
+      ? starts.map((s) => s.feature).join(', ')
+      : `${result.feature}: ${result.why}${result.output ? `; its output ends: ${result.output}` : ''}`;
+    record.ok = result.ok;
+    if (!result.ok)
+      throw new SessionEnd(
+        'failed',
+        `the postStartCommand of the dev container's feature ${result.feature} ${result.why}` +
+          (result.output ? `; its output ends: ${result.output}` : ''),
+        'feature_start_failed',
+      );
+  });
 }
 
 /**
@@ -207,6 +242,7 @@ export async function reprovision(
   // The replacement's host answers: a replaced sandbox of the session there goes now.
   await removeReplaced(run, sandbox.hostQueue);
   if (sandbox.setup) await runSetup(run, sandbox.setup);
+  if (sandbox.featureStarts) await startFeatures(run, sandbox.featureStarts);
   // A replacement during the agent's steps gets its app again (during verification it stays stopped).
   if (sandbox.app && run.status.phase === 'agent') await startAppIn(run, sandbox, sandbox.app);
 }
