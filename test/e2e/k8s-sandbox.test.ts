@@ -19,7 +19,9 @@ import { promisify } from 'node:util';
 import { EDITOR_MOUNT, EDITOR_PORT, SessionEditors } from '../../sandbox/editor';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { startHostProvider } from '../../sandbox/host-provider';
-import { podName } from '../../sandbox/kubernetes/pod';
+import { podName, POD_LABELS } from '../../sandbox/kubernetes/pod';
+import { addRepo } from '../../cli/snapshots';
+import { deleteSnapshotSchedules } from '../../sandbox/snapshots';
 import {
   LABELS,
   ProviderCheckFailed,
@@ -434,6 +436,36 @@ describe("a repo whose Dockerfile has a RUN step: built by the isolated builder 
     await handle.signal(reject, { action: 'push', by: 'tester', comment: 'seen' });
     await handle.result();
     expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+
+    // A snapshot build: setup's /workspace archived on the node over the same pushed image; a session from it runs both.
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup: 'echo setup ran > setup.txt' });
+    try {
+      const built = await stack.client.workflow.execute('refreshSnapshot', {
+        workflowId: newSessionId('k8s-dockerfile-snap'),
+        taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+        args: [{ repo: repo.url }],
+      });
+      expect(built).toMatchObject({ status: 'ready' });
+      const fromSnapshot = newSessionId('k8s-dockerfile-snap');
+      const again = await startSession(
+        stack,
+        fromSnapshot,
+        scriptedSession(repo.url, 'from the snapshot', `cat setup.txt && ${step}`),
+      );
+      const st2 = await waitForStatus(again, inPhase('awaiting_approval'), 600_000);
+      const output2 = st2.timeline
+        .filter((t) => t.name.startsWith('step 1'))
+        .at(-1)
+        ?.outputTail?.trim();
+      expect(output2).toBe('setup ran\nmade by RUN as uid 0\ntool from RUN\n1000');
+      const pod2 = await cluster.core.readNamespacedPod({ namespace, name: podName(sandboxName(fromSnapshot)) });
+      expect(pod2.metadata!.labels![POD_LABELS.snapshot]).toBeTruthy();
+      expect(pod2.spec!.containers.find((c) => c.name === 'sandbox')!.image).toBe(sandbox.image);
+      await again.signal(reject, { action: 'push', by: 'tester', comment: 'seen' });
+      await again.result();
+    } finally {
+      await deleteSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
+    }
 
     // What still cannot work here is refused before anything is built, naming what to do.
     const compose = await makeFixtureRepo({
