@@ -400,12 +400,14 @@ describe("a repo whose Dockerfile has a RUN step: built by the isolated builder 
   });
 
   test("the session's step sees what RUN made; the pod runs the pushed image by digest; a compose dev container stays refused", async () => {
+    // This run's own content: built now, not an environment image an earlier run left on the engine.
+    const run = randomBytes(4).toString('hex');
     const repo = await makeFixtureRepo({
       '.devcontainer/devcontainer.json': JSON.stringify({ build: { dockerfile: 'Dockerfile' } }),
       '.devcontainer/Dockerfile': [
         'FROM debian:trixie-slim',
         // As root in the builder: a file under /etc and a program on PATH, neither writable by the sandbox user.
-        'RUN echo "made by RUN as uid $(id -u)" > /etc/drydock-run-proof && printf \'#!/bin/sh\\necho tool from RUN\\n\' > /usr/local/bin/run-tool && chmod 755 /usr/local/bin/run-tool',
+        `RUN echo "made by RUN ${run} as uid $(id -u)" > /etc/drydock-run-proof && printf \'#!/bin/sh\\necho tool from RUN\\n\' > /usr/local/bin/run-tool && chmod 755 /usr/local/bin/run-tool`,
         '',
       ].join('\n'),
     });
@@ -418,7 +420,7 @@ describe("a repo whose Dockerfile has a RUN step: built by the isolated builder 
       .filter((t) => t.name.startsWith('step 1'))
       .at(-1)
       ?.outputTail?.trim();
-    expect(output).toBe('made by RUN as uid 0\ntool from RUN\n1000');
+    expect(output).toBe(`made by RUN ${run} as uid 0\ntool from RUN\n1000`);
     // The pod's image: the registry's, by the digest the push returned, pulled by the node (the worker's default is Never).
     const pod = (await cluster.core.readNamespacedPod({ namespace, name: podName(sandboxName(id)) })).spec!;
     const sandbox = pod.containers.find((c) => c.name === 'sandbox')!;
@@ -457,7 +459,7 @@ describe("a repo whose Dockerfile has a RUN step: built by the isolated builder 
         .filter((t) => t.name.startsWith('step 1'))
         .at(-1)
         ?.outputTail?.trim();
-      expect(output2).toBe('setup ran\nmade by RUN as uid 0\ntool from RUN\n1000');
+      expect(output2).toBe(`setup ran\nmade by RUN ${run} as uid 0\ntool from RUN\n1000`);
       const pod2 = await cluster.core.readNamespacedPod({ namespace, name: podName(sandboxName(fromSnapshot)) });
       expect(pod2.metadata!.labels![POD_LABELS.snapshot]).toBeTruthy();
       expect(pod2.spec!.containers.find((c) => c.name === 'sandbox')!.image).toBe(sandbox.image);
@@ -465,6 +467,13 @@ describe("a repo whose Dockerfile has a RUN step: built by the isolated builder 
       await again.result();
     } finally {
       await deleteSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
+      // The environment image this test built, on the engine under both its names (the registry goes with its folder).
+      const local = name.slice(name.lastIndexOf('/') + 1);
+      const tags = execFileSync('docker', ['images', '--format', '{{.Repository}}:{{.Tag}}'])
+        .toString()
+        .split('\n')
+        .filter((t) => t.startsWith(`${local}:`) || t.startsWith(`${registry.host}/${name}:`));
+      if (tags.length) execFileSync('docker', ['rmi', ...tags]);
     }
 
     // What still cannot work here is refused before anything is built, naming what to do.
