@@ -417,6 +417,19 @@ const configSchema = z.object({
     .default('5m')
     .transform(durationMs)
     .refine((ms) => ms <= 8 * 60_000, 'at most 8m (a pod not running by then is stuck)'),
+  /**
+   * kubernetes: the registry (and path) the cluster's nodes pull from, where
+   * this worker pushes each repo's environment built by the isolated builder
+   * on its Docker engine (DOCKER_HOST); pods run it by digest
+   * (docs/kubernetes.md). Unset: a repo that declares an environment is refused.
+   */
+  DRYDOCK_K8S_BUILD_REGISTRY: z
+    .string()
+    .regex(
+      /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)*$/,
+      'host[:port][/path], lower case',
+    )
+    .optional(),
   /** kubernetes: the RuntimeClass of sandbox pods (e.g. one for gVisor); default: the cluster's. */
   DRYDOCK_K8S_RUNTIME_CLASS: z
     .string()

@@ -8,6 +8,7 @@ import type { Readable } from 'node:stream';
 import type { OutputCap } from '../platform/output-cap';
 import {
   CommandExitError,
+  WORKSPACE,
   type AttachedProcess,
   type ExecOptions,
   type ExecResult,
@@ -95,11 +96,15 @@ export interface SandboxHandle {
  * run commands there (an fsmonitor, hooks, an external diff), which would run
  * the agent's code inside drydock's commands (seen: an fsmonitor's files in
  * the commit). Command-line config (GIT_CONFIG_COUNT) wins over every file.
+ * It replaces the sandbox's own command-line config, so it keeps what that
+ * said: /workspace is safe (on Kubernetes an emptyDir owned by root, which
+ * git refuses otherwise: "dubious ownership"; sandbox/kubernetes/pod.ts).
  */
 export const DRYDOCK_GIT =
-  'export GIT_CONFIG_COUNT=4 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false ' +
+  'export GIT_CONFIG_COUNT=5 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false ' +
   'GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=diff.external GIT_CONFIG_VALUE_2= ' +
-  'GIT_CONFIG_KEY_3=core.untrackedCache GIT_CONFIG_VALUE_3=false';
+  'GIT_CONFIG_KEY_3=core.untrackedCache GIT_CONFIG_VALUE_3=false ' +
+  `GIT_CONFIG_KEY_4=safe.directory GIT_CONFIG_VALUE_4=${WORKSPACE}`;
 
 /**
  * The workspace as setup left it: one commit on HEAD of everything setup wrote that git sees

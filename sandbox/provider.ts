@@ -478,6 +478,12 @@ export interface SandboxProvider {
   readonly services?: ServiceRuntime;
   /** The images its sandboxes run, on their host; absent: it keeps none (imageStoreOf says so where one is needed). */
   readonly imageStore?: ImageStore;
+  /**
+   * Where a provider that builds nothing on its sandboxes' host gets a repo's
+   * environment built and delivered (Kubernetes: ./kubernetes/builds.ts);
+   * absent with buildsImages false: a repo that declares one is refused.
+   */
+  readonly environmentBuilds?: EnvironmentBuilds;
 
   /** Creates and starts a sandbox (or a companion, with `companionOf`), or returns the one of that name: a retry. */
   create(spec: SandboxSpec): Promise<{ id: string; created: boolean }>;
@@ -555,6 +561,24 @@ export interface ImageStore {
 }
 
 /** The provider's image store; a provider without one fails what needs it, permanently, in one line. */
+/**
+ * Builds for a provider whose sandboxes run images it cannot make: an
+ * engine that builds them (the worker's Docker engine, with the isolated
+ * builder: ./builder.ts), and a way to hand each result to where sandboxes
+ * run, by a reference that pins its content.
+ */
+export interface EnvironmentBuilds {
+  /** The provider whose image store the environment is built in (bases, the builder's result, drydock's layer). */
+  readonly engine: SandboxProvider;
+  /** Delivers the engine's image `tag`; returns the reference sandboxes run it by (`registry/name@sha256:…`). Idempotent. */
+  publish(tag: string): Promise<string>;
+}
+
+/** Whether a repo's own environment can be made for this provider's sandboxes: by itself, or by its build engine. */
+export function buildsEnvironments(provider: Pick<SandboxProvider, 'capabilities' | 'environmentBuilds'>): boolean {
+  return provider.capabilities.buildsImages || provider.environmentBuilds !== undefined;
+}
+
 export function imageStoreOf(provider: Pick<SandboxProvider, 'name' | 'imageStore'>): ImageStore {
   if (!provider.imageStore)
     throw new SandboxError(`the ${provider.name} sandbox provider keeps no images`, 'permanent');

@@ -32,7 +32,7 @@ import {
   Toolchains,
 } from '../toolchains';
 import type { SandboxDeps } from './deps';
-import { imageStoreOf, type ImageSummary, type SandboxProvider } from '../provider';
+import { buildsEnvironments, imageStoreOf, type ImageSummary, type SandboxProvider } from '../provider';
 import { readRepoConfig } from '../../repos/config-file';
 import { REPO_CONFIG_FILE, rootSetupOf, type RepoConfig } from '../../workflows/repo-config';
 import {
@@ -112,7 +112,11 @@ export async function sandboxEnvironment(
   repo: string,
   pull?: { allowed: string[]; egress?: EgressRule[] },
 ) {
-  const fetchImage = environmentImageFetcher(deps, { repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) });
+  const pulls = { repo, ...(pull ? { pull: { allowed: pull.allowed } } : {}) };
+  const fetchImage = environmentImageFetcher(deps, pulls);
+  // The images an environment is built from go where it is built: the build engine, when the provider has one.
+  const engine = deps.sandboxes.environmentBuilds?.engine;
+  const fetchBase = engine ? environmentImageFetcher({ ...deps, sandboxes: engine }, pulls) : fetchImage;
   try {
     const features = {
       root: featuresRoot(deps),
@@ -120,7 +124,7 @@ export async function sandboxEnvironment(
       ...(pull ? { pull: { allowed: pull.allowed } } : {}),
       fetchImpl: registryFetch(deps.extraCaCerts),
     };
-    return await environmentOf(deps, at, repo, { fetchImage, features }, pull?.egress ?? []);
+    return await environmentOf(deps, at, repo, { fetchImage, fetchBase, features }, pull?.egress ?? []);
   } catch (err) {
     if (err instanceof EnvironmentError)
       throw ApplicationFailure.nonRetryable(err.message, ErrorType.EnvironmentUnusable);
@@ -137,15 +141,21 @@ export function refuseUnsupported(
   const refuse = (what: string, why: string) => {
     throw new EnvironmentError(`the repo declares ${what}, and the ${provider.name} sandbox provider ${why}`);
   };
-  if (declared && !provider.capabilities.buildsImages) {
-    refuse(`its environment (${declared.source})`, unbuiltEnvironment(declared));
+  if (declared && (!buildsEnvironments(provider) || (declared.compose && !provider.capabilities.buildsImages))) {
+    refuse(
+      `its environment (${declared.source})`,
+      unbuiltEnvironment(declared, provider.environmentBuilds !== undefined),
+    );
   }
   if (stack.services.length && !provider.services) {
     refuse(`services (${stack.services.map((s) => s.name).join(', ')})`, 'runs no services beside a sandbox');
   }
   const built = stack.services.find((s) => s.build);
   if (built && !provider.capabilities.buildsImages) {
-    refuse(`a service built from the repository (${built.source}.build)`, 'builds no images: name an image instead');
+    refuse(
+      `a service built from the repository (${built.source}.build)`,
+      'builds no service images: name an image instead (pinned by digest, from an allowed registry)',
+    );
   }
   if (stack.app?.forAgent && !provider.capabilities.lateCompanions) {
     refuse(
@@ -156,18 +166,27 @@ export function refuseUnsupported(
 }
 
 /**
- * Why a provider without an image store of its own (Kubernetes: docs/kubernetes.md) runs no
- * declared environment, and what the operator can do: its sandboxes run DRYDOCK_BASE_IMAGE
- * (or a snapshot of it) and nothing else, and even a named image needs drydock's layer, made
- * by the engine that runs it.
+ * Why a provider that builds nothing on its sandboxes' host (Kubernetes: docs/kubernetes.md)
+ * runs this declared environment not, and what the operator can do. Without a build engine its
+ * sandboxes run DRYDOCK_BASE_IMAGE (or a snapshot of it) and nothing else (even a named image
+ * needs drydock's layer); with one, a compose dev container is still refused: its dev service
+ * is built, but its services would be containers of the pod this build knows nothing of.
  */
-function unbuiltEnvironment(declared: RepoEnvironment): string {
+function unbuiltEnvironment(declared: RepoEnvironment, hasBuilds: boolean): string {
   const kept = declared.compose
     ? '; its compose services with it: add --ignore-devcontainer, and declare them under services: in .drydock/config.yaml'
     : '';
+  if (hasBuilds) {
+    return (
+      'builds no compose dev container: its dev service and compose services are not yet built for pods. ' +
+      "Name the dev service's Dockerfile with 'drydock repo add <url> --environment dockerfile' or in .drydock/config.yaml" +
+      `${kept}, or run the repo on a worker with DRYDOCK_SANDBOX_PROVIDER=docker`
+    );
+  }
   return (
     'builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or ' +
-    "--environment image:<ref>): run the repo on that image with 'drydock repo add <url> --environment base' " +
+    "--environment image:<ref>): give the worker a registry its nodes pull from (DRYDOCK_K8S_BUILD_REGISTRY), where its Docker engine's isolated builder pushes the repo's environment, " +
+    "or run the repo on that image with 'drydock repo add <url> --environment base' " +
     `(what its environment would install goes in DRYDOCK_BASE_IMAGE, or in setup)${kept}, ` +
     'or on a worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose isolated builder builds it'
   );
@@ -183,7 +202,7 @@ async function environmentOf(
   deps: EnvironmentDeps,
   { mirror, commit }: { mirror: string; commit: string },
   repo: string,
-  { fetchImage, features }: { fetchImage: ImageFetcher; features: FeatureSource },
+  { fetchImage, fetchBase, features }: { fetchImage: ImageFetcher; fetchBase: ImageFetcher; features: FeatureSource },
   egress: EgressRule[],
 ): Promise<SandboxEnvironment> {
   const toolchains = toolchainsOf(deps);
@@ -209,27 +228,36 @@ async function environmentOf(
   // Each compose service's build: in the isolated builder, named by its content (sandbox/service-build.ts).
   stack.services = await builtServices(deps.sandboxes, { mirror, commit }, stack.services, repo, fetchImage, settings);
   const rootSetup = rootSetupOf(file.config);
-  if (rootSetup && !deps.sandboxes.capabilities.buildsImages) {
+  if (rootSetup && !buildsEnvironments(deps.sandboxes)) {
     throw new EnvironmentError(
       `${REPO_CONFIG_FILE}: setup.root needs the isolated builder, and the ${deps.sandboxes.name} sandbox provider builds no images; ` +
-        'install the packages in the image the operator gives (DRYDOCK_BASE_IMAGE) instead',
+        'install the packages in the image the operator gives (DRYDOCK_BASE_IMAGE) instead, or give the worker a registry its nodes pull from (DRYDOCK_K8S_BUILD_REGISTRY)',
     );
   }
+  // Built where the provider builds: itself, or its build engine, whose result is then published to its sandboxes.
+  const builds = deps.sandboxes.environmentBuilds;
   const {
-    tag: image,
+    tag: built,
     featureLifecycles,
     featureStarts,
   } = declared || rootSetup
-    ? await ensureEnvironmentImage(deps.sandboxes, { mirror, commit }, declared, repoSlug(repo), fetchImage, {
-        ...settings,
-        baseImage: deps.baseImage,
-        ...(rootSetup ? { rootSetup } : {}),
-        features,
-        // Beside the tools folder, as toolchainsOf places it: base archives kept between builds.
-        cacheDir: path.join(path.dirname(deps.egressRoot), 'builder-cache'),
-        owner: `environment ${repoSlug(repo)}`,
-        log: deps.log,
-      })
+    ? await ensureEnvironmentImage(
+        builds?.engine ?? deps.sandboxes,
+        { mirror, commit },
+        declared,
+        repoSlug(repo),
+        fetchBase,
+        {
+          ...settings,
+          baseImage: deps.baseImage,
+          ...(rootSetup ? { rootSetup } : {}),
+          features,
+          // Beside the tools folder, as toolchainsOf places it: base archives kept between builds.
+          cacheDir: path.join(path.dirname(deps.egressRoot), 'builder-cache'),
+          owner: `environment ${repoSlug(repo)}`,
+          log: deps.log,
+        },
+      )
     : { tag: deps.baseImage, featureLifecycles: [], featureStarts: [] };
   if (featureStarts.length && !deps.sandboxes.capabilities.lateCompanions)
     throw new EnvironmentError(
@@ -237,6 +265,7 @@ async function environmentOf(
         `at each start of a sandbox in a companion container, which the ${deps.sandboxes.name} sandbox provider ` +
         'cannot add to a running sandbox: remove those features, or run the repo on a Docker worker',
     );
+  const image = builds && built !== deps.baseImage ? await builds.publish(built) : built;
   const packageJson = await read('package.json');
   const request = nodeRequestOf({ nvmrc: await read('.nvmrc'), nodeVersion: await read('.node-version'), packageJson });
   const mounts = [{ source: await toolchains.helpers(), target: HELPERS_MOUNT }];

@@ -59,6 +59,8 @@ export interface PodPlacement {
   /** The node of the worker that made it (its host folders are that node's). */
   node: string;
   imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
+  /** The sandbox container's own, when it differs (an environment built for the cluster, pinned by digest: ./builds.ts). */
+  sandboxPullPolicy?: 'Always' | 'IfNotPresent';
   /** The snapshot the pod starts from: its id and its folder on the node. */
   snapshot?: { id: string; dir: string };
 }
@@ -133,7 +135,7 @@ function sandboxContainer(spec: SandboxSpec, where: PodPlacement): V1Container {
   return {
     name: SANDBOX_CONTAINER,
     image: spec.image,
-    imagePullPolicy: where.imagePullPolicy,
+    imagePullPolicy: where.sandboxPullPolicy ?? where.imagePullPolicy,
     command: ['sh', '-c', KEEPER],
     workingDir: WORKSPACE,
     env: [...SAFE_WORKSPACE, ...env],

@@ -24,6 +24,7 @@ import {
   type CommandOutput,
   type ImageInfo,
   type ImageStore,
+  type EnvironmentBuilds,
   type ImageSummary,
   type ProviderCapabilities,
   type SandboxInfo,
@@ -39,6 +40,7 @@ import { POD_ANNOTATIONS, POD_LABELS, podName, SANDBOX_CONTAINER, sandboxPod, SN
 import { imageInfoOf } from './images';
 import { withOneLineErrors } from './api-errors';
 import { SnapshotStore } from './snapshot-store';
+import type { RegistryBuilds } from './builds';
 import { KubernetesServices } from './services';
 import { notStartedMessage, runningState, warningsOf } from './pod-state';
 
@@ -69,6 +71,8 @@ export interface KubernetesSettings {
   snapshotRoot: string;
   /** How long a pod may take to run, its scheduling and image pull included; then it is deleted. @default 300_000 */
   startTimeoutMs?: number;
+  /** Repos' environments built on the worker's Docker engine and pushed where the nodes pull (./builds.ts); none: refused. */
+  builds?: RegistryBuilds;
 }
 
 function isStatus(err: unknown, code: number): boolean {
@@ -91,6 +95,7 @@ export class KubernetesProvider extends ExecOverStream implements SandboxProvide
   /** Containers of the sandbox's pod, made with it (SandboxSpec.services): ./services.ts. */
   readonly services: KubernetesServices;
   readonly store: SnapshotStore;
+  readonly environmentBuilds?: EnvironmentBuilds;
   private readonly core: CoreV1Api;
   /** Whether a pod of this node was seen to have loopback alone (checked once). */
   private networkChecked = false;
@@ -100,6 +105,7 @@ export class KubernetesProvider extends ExecOverStream implements SandboxProvide
     // One-line errors (./api-errors.ts): the client's own are a dump of the body and every header.
     this.core = withOneLineErrors(settings.kubeconfig.makeApiClient(CoreV1Api));
     this.store = new SnapshotStore(settings.snapshotRoot);
+    if (settings.builds) this.environmentBuilds = settings.builds;
     this.services = new KubernetesServices({
       core: this.core,
       kubeconfig: settings.kubeconfig,
@@ -128,12 +134,16 @@ export class KubernetesProvider extends ExecOverStream implements SandboxProvide
     }
     const snapshot = await this.store.find(spec.image);
     const image = snapshot?.baseImage ?? spec.image;
+    const imagePullPolicy = this.settings.imagePullPolicy ?? 'IfNotPresent';
+    // A built environment is in the registry alone, pinned by digest: the node pulls it even where tags are never pulled.
+    const built = this.settings.builds?.owns(image) && imagePullPolicy === 'Never';
     const body = sandboxPod(
       { ...spec, image },
       {
         namespace: this.namespace,
         node: this.settings.node,
-        imagePullPolicy: this.settings.imagePullPolicy ?? 'IfNotPresent',
+        imagePullPolicy,
+        ...(built ? { sandboxPullPolicy: 'IfNotPresent' as const } : {}),
         ...(snapshot ? { snapshot: { id: path.basename(snapshot.dir), dir: snapshot.dir } } : {}),
       },
     );
@@ -334,16 +344,22 @@ export class KubernetesProvider extends ExecOverStream implements SandboxProvide
     const stored = await this.store.find(ref);
     if (stored) return { id: stored.id, sizeBytes: stored.sizeBytes, labels: stored.labels, env: [] };
     if (ref.startsWith(SNAPSHOT_PREFIX)) return undefined;
-    return imageInfoOf(ref);
+    // An environment this worker built and pushed: its engine still has it, and says what is in it (its PATH, labels).
+    const builds = this.settings.builds;
+    const built = builds?.owns(ref) ? await builds.engine.image(ref) : undefined;
+    return built ? { ...built, fromRegistry: true } : imageInfoOf(ref);
   }
 
   /**
-   * Pods run DRYDOCK_BASE_IMAGE (or a snapshot of it), never an image built
-   * here, and the node's images cannot be looked into from the API: the base
-   * image is taken to be glibc's (a musl base image is not supported here).
+   * The node's images cannot be looked into from the API: the base image is
+   * taken to be glibc's (a musl base image is not supported here). An
+   * environment this worker built (an engine's image id) is looked into on
+   * its engine.
    */
-  async imageHasFile(): Promise<boolean> {
-    return false;
+  async imageHasFile(id: string, file: string): Promise<boolean> {
+    const engine = this.settings.builds?.engine;
+    if (!engine || !id.startsWith('sha256:')) return false;
+    return engine.imageHasFile(id, file).catch(() => false);
   }
 
   /** The stored snapshots named by any of these references ("name" or "name:tag"). */
@@ -356,8 +372,8 @@ export class KubernetesProvider extends ExecOverStream implements SandboxProvide
 
   async layerImage(): Promise<void> {
     throw new SandboxError(
-      'the kubernetes provider builds no images: give the repo an environment the cluster can pull ' +
-        '(DRYDOCK_BASE_IMAGE), not a dev container or Dockerfile to build',
+      "the kubernetes provider builds no images on its nodes: a repo's environment is built on the " +
+        "worker's Docker engine and pushed to DRYDOCK_K8S_BUILD_REGISTRY (docs/kubernetes.md)",
       'permanent',
     );
   }

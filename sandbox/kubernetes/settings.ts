@@ -5,6 +5,7 @@
  * worker never pays for loading it.
  */
 import { z } from 'zod';
+import { BUILD_REGISTRY } from './builds';
 
 /** Parsed from the worker's configuration (platform/config.ts documents each variable) and environment. */
 export const kubernetesSettingsSchema = z.object({
@@ -19,6 +20,10 @@ export const kubernetesSettingsSchema = z.object({
   DRYDOCK_HOST_ID: z.string().min(1),
   /** Snapshots live under `<data dir>/snapshots` on the worker's node. */
   DRYDOCK_DATA_DIR: z.string().min(1),
+  /** Where repos' environments built on the worker's Docker engine go for the nodes to pull (./builds.ts); unset: refused. */
+  DRYDOCK_K8S_BUILD_REGISTRY: z.string().regex(BUILD_REGISTRY, 'host[:port][/path], lower case').optional(),
+  /** The engine that builds, with DRYDOCK_K8S_BUILD_REGISTRY; unset: the local socket. */
+  DOCKER_HOST: z.string().min(1).optional(),
 });
 
 export type KubernetesProviderSettings = z.infer<typeof kubernetesSettingsSchema>;

@@ -13,6 +13,9 @@ import { AuthorizationV1Api, CoreV1Api, KubeConfig, VersionApi } from '@kubernet
 import { ProviderCheckFailed } from '../provider';
 import { kubeErrorLine, withOneLineErrors } from './api-errors';
 import { KubernetesProvider } from './provider';
+import { RegistryBuilds } from './builds';
+import { createDockerProvider } from '../docker/settings';
+import { BUILDER_RUNTIME } from '../builder';
 import { kubeconfigSetting, type KubernetesProviderSettings } from './settings';
 
 /** The provider on the cluster the kubeconfig names, its pods on this worker's node. */
@@ -35,6 +38,17 @@ export function createKubernetesProvider(settings: KubernetesProviderSettings): 
     imagePullPolicy: settings.DRYDOCK_K8S_IMAGE_PULL_POLICY,
     snapshotRoot: path.join(settings.DRYDOCK_DATA_DIR, 'snapshots'),
     startTimeoutMs: settings.DRYDOCK_K8S_START_TIMEOUT,
+    ...(settings.DRYDOCK_K8S_BUILD_REGISTRY
+      ? {
+          builds: new RegistryBuilds(
+            createDockerProvider({
+              ...(settings.DOCKER_HOST ? { DOCKER_HOST: settings.DOCKER_HOST } : {}),
+              DRYDOCK_DATA_DIR: settings.DRYDOCK_DATA_DIR,
+            }),
+            settings.DRYDOCK_K8S_BUILD_REGISTRY,
+          ),
+        }
+      : {}),
   });
 }
 
@@ -69,6 +83,27 @@ export async function checkKubernetes(
     );
   }
   await snapshotFolderWritable(provider.store.root);
+  if (provider.settings.builds) await buildEngineReady(provider.settings.builds);
+}
+
+/** A worker that builds for its pods needs a Docker engine that runs the isolated builder (its gVisor runtime). */
+async function buildEngineReady(builds: RegistryBuilds): Promise<void> {
+  let runtimes: string[];
+  try {
+    runtimes = Object.keys((await builds.engine.docker.info()).Runtimes ?? {});
+  } catch (err) {
+    const why = ((err as Error).message ?? String(err)).split('\n')[0];
+    throw new ProviderCheckFailed(
+      'DRYDOCK_K8S_BUILD_REGISTRY',
+      `builds for the cluster run on this worker's Docker engine, which does not answer (${why}); start dockerd or set DOCKER_HOST, or unset DRYDOCK_K8S_BUILD_REGISTRY (repos that need a build are then refused)`,
+    );
+  }
+  if (!runtimes.includes(BUILDER_RUNTIME)) {
+    throw new ProviderCheckFailed(
+      'DRYDOCK_K8S_BUILD_REGISTRY',
+      `builds for the cluster run in the isolated builder, and this worker's Docker engine has no runtime "${BUILDER_RUNTIME}"; run infra/builder-runtime.sh, or unset DRYDOCK_K8S_BUILD_REGISTRY`,
+    );
+  }
 }
 
 async function apiAnswers(kubeconfig: KubeConfig, settings: KubernetesProviderSettings): Promise<void> {

@@ -19,7 +19,9 @@ import { promisify } from 'node:util';
 import { EDITOR_MOUNT, EDITOR_PORT, SessionEditors } from '../../sandbox/editor';
 import { KubernetesProvider } from '../../sandbox/kubernetes/provider';
 import { startHostProvider } from '../../sandbox/host-provider';
-import { podName } from '../../sandbox/kubernetes/pod';
+import { podName, POD_LABELS } from '../../sandbox/kubernetes/pod';
+import { addRepo } from '../../cli/snapshots';
+import { deleteSnapshotSchedules } from '../../sandbox/snapshots';
 import {
   LABELS,
   ProviderCheckFailed,
@@ -33,6 +35,7 @@ import { hasTokenPattern } from '../../platform/scrub';
 import { reject, status } from '../../workflows/api';
 import { own } from '../support/leftovers';
 import { execInPod, runCluster, type TestCluster } from '../support/k8s-cluster';
+import { ImageRegistry } from '../support/image-registry';
 import {
   git,
   inPhase,
@@ -363,7 +366,7 @@ describe("a session with a service: PostgreSQL built here, a container of the sa
     expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
   }, 300_000);
 
-  test('a repo whose dev container needs a build is refused before anything is built, saying what to do', async () => {
+  test('a repo whose dev container needs a build is refused before anything is built, saying what to do (no build registry)', async () => {
     const built = await makeFixtureRepo({
       '.devcontainer/devcontainer.json': JSON.stringify({ build: { dockerfile: 'Dockerfile' } }),
       '.devcontainer/Dockerfile': 'FROM debian:trixie-slim\nRUN apt-get update\n',
@@ -373,12 +376,121 @@ describe("a session with a service: PostgreSQL built here, a container of the sa
     const final = await waitForStatus(handle, inPhase('failed'), 120_000);
     expect(final.error).toContain(
       'the repo declares its environment (.devcontainer/devcontainer.json), and the kubernetes sandbox provider ' +
-        "builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): run the repo on that image with 'drydock repo add <url> --environment base'",
+        'builds no images and runs none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): ' +
+        "give the worker a registry its nodes pull from (DRYDOCK_K8S_BUILD_REGISTRY), where its Docker engine's isolated builder pushes the repo's environment, " +
+        "or run the repo on that image with 'drydock repo add <url> --environment base'",
     );
     expect(final.error).toContain('DRYDOCK_SANDBOX_PROVIDER=docker');
     await expect(handle.result()).rejects.toThrow();
     expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
   }, 180_000);
+});
+
+describe("a repo whose Dockerfile has a RUN step: built by the isolated builder on the worker's Docker engine, pushed to a registry, run by digest", () => {
+  let stack: TestStack;
+  let registry: ImageRegistry;
+  beforeAll(async () => {
+    // Debian's docker-registry on loopback: the worker's engine pushes to it, the node's containerd pulls from it.
+    registry = await ImageRegistry.start();
+    stack = await startStack({ ...k8sWorker(), DRYDOCK_K8S_BUILD_REGISTRY: `${registry.host}/drydock` });
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await registry?.stop();
+  });
+
+  test("the session's step sees what RUN made; the pod runs the pushed image by digest; a compose dev container stays refused", async () => {
+    // This run's own content: built now, not an environment image an earlier run left on the engine.
+    const run = randomBytes(4).toString('hex');
+    const repo = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': JSON.stringify({ build: { dockerfile: 'Dockerfile' } }),
+      '.devcontainer/Dockerfile': [
+        'FROM debian:trixie-slim',
+        // As root in the builder: a file under /etc and a program on PATH, neither writable by the sandbox user.
+        `RUN echo "made by RUN ${run} as uid $(id -u)" > /etc/drydock-run-proof && printf \'#!/bin/sh\\necho tool from RUN\\n\' > /usr/local/bin/run-tool && chmod 755 /usr/local/bin/run-tool`,
+        '',
+      ].join('\n'),
+    });
+    const id = newSessionId('k8s-dockerfile');
+    const step =
+      'cat /etc/drydock-run-proof > proof.txt && run-tool >> proof.txt && id -u >> proof.txt && cat proof.txt';
+    const handle = await startSession(stack, id, scriptedSession(repo.url, 'what RUN made', step));
+    const st = await waitForStatus(handle, inPhase('awaiting_approval'), 1_200_000);
+    const output = st.timeline
+      .filter((t) => t.name.startsWith('step 1'))
+      .at(-1)
+      ?.outputTail?.trim();
+    expect(output).toBe(`made by RUN ${run} as uid 0\ntool from RUN\n1000`);
+    // The pod's image: the registry's, by the digest the push returned, pulled by the node (the worker's default is Never).
+    const pod = (await cluster.core.readNamespacedPod({ namespace, name: podName(sandboxName(id)) })).spec!;
+    const sandbox = pod.containers.find((c) => c.name === 'sandbox')!;
+    const ref = new RegExp(
+      `^${registry.host.replace(/\./g, '\\.')}/drydock/drydock-env-[a-z0-9-]+@(sha256:[0-9a-f]{64})$`,
+    );
+    expect(sandbox.image).toMatch(ref);
+    expect(sandbox.imagePullPolicy).toBe('IfNotPresent');
+    const [, name, digest] = /^[^/]+\/(.+)@(sha256:.+)$/.exec(sandbox.image!)!;
+    const manifest = await fetch(`http://${registry.host}/v2/${name}/manifests/${digest}`, {
+      method: 'HEAD',
+      headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' },
+    });
+    expect(manifest.status).toBe(200);
+    await handle.signal(reject, { action: 'push', by: 'tester', comment: 'seen' });
+    await handle.result();
+    expect((await sandboxes.list()).filter((s) => s.labels[LABELS.session] === id)).toEqual([]);
+
+    // A snapshot build: setup's /workspace archived on the node over the same pushed image; a session from it runs both.
+    await addRepo(stack.client, stack.config, repo.url, { every: '1h', setup: 'echo setup ran > setup.txt' });
+    try {
+      const built = await stack.client.workflow.execute('refreshSnapshot', {
+        workflowId: newSessionId('k8s-dockerfile-snap'),
+        taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+        args: [{ repo: repo.url }],
+      });
+      expect(built).toMatchObject({ status: 'ready' });
+      const fromSnapshot = newSessionId('k8s-dockerfile-snap');
+      const again = await startSession(
+        stack,
+        fromSnapshot,
+        scriptedSession(repo.url, 'from the snapshot', `cat setup.txt && ${step}`),
+      );
+      const st2 = await waitForStatus(again, inPhase('awaiting_approval'), 600_000);
+      const output2 = st2.timeline
+        .filter((t) => t.name.startsWith('step 1'))
+        .at(-1)
+        ?.outputTail?.trim();
+      expect(output2).toBe(`setup ran\nmade by RUN ${run} as uid 0\ntool from RUN\n1000`);
+      const pod2 = await cluster.core.readNamespacedPod({ namespace, name: podName(sandboxName(fromSnapshot)) });
+      expect(pod2.metadata!.labels![POD_LABELS.snapshot]).toBeTruthy();
+      expect(pod2.spec!.containers.find((c) => c.name === 'sandbox')!.image).toBe(sandbox.image);
+      await again.signal(reject, { action: 'push', by: 'tester', comment: 'seen' });
+      await again.result();
+    } finally {
+      await deleteSnapshotSchedules(stack.client, repo.url, [stack.config.DRYDOCK_HOST_ID]);
+      // The environment image this test built, on the engine under both its names (the registry goes with its folder).
+      const local = name.slice(name.lastIndexOf('/') + 1);
+      const tags = execFileSync('docker', ['images', '--format', '{{.Repository}}:{{.Tag}}'])
+        .toString()
+        .split('\n')
+        .filter((t) => t.startsWith(`${local}:`) || t.startsWith(`${registry.host}/${name}:`));
+      if (tags.length) execFileSync('docker', ['rmi', ...tags]);
+    }
+
+    // What still cannot work here is refused before anything is built, naming what to do.
+    const compose = await makeFixtureRepo({
+      '.devcontainer/devcontainer.json': JSON.stringify({ dockerComposeFile: 'compose.yaml', service: 'dev' }),
+      '.devcontainer/compose.yaml': 'services:\n  dev:\n    build: .\n',
+      '.devcontainer/Dockerfile': 'FROM debian:trixie-slim\n',
+    });
+    const refusedId = newSessionId('k8s-compose-dev');
+    const refused = await startSession(stack, refusedId, scriptedSession(compose.url, 'compose', 'true'));
+    const final = await waitForStatus(refused, inPhase('failed'), 120_000);
+    expect(final.error).toContain(
+      'the repo declares its environment (.devcontainer/devcontainer.json), and the kubernetes sandbox provider builds no compose dev container',
+    );
+    expect(final.error).toContain('--ignore-devcontainer');
+    await expect(refused.result()).rejects.toThrow();
+  }, 1_500_000);
 });
 
 const TOKEN = `ghp_${randomBytes(18).toString('hex')}`;

@@ -199,10 +199,11 @@ test('on Kubernetes a declared environment is refused before anything is built, 
   const devcontainer = parseDevcontainer('{"build": {"dockerfile": "Dockerfile"}}', FILE);
   expect(() => refuseUnsupported(kubernetes, devcontainer, stack)).toThrow(
     `the repo declares its environment (${FILE}), and the kubernetes sandbox provider builds no images and runs ` +
-      'none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): run the ' +
-      "repo on that image with 'drydock repo add <url> --environment base' (what its environment would install " +
-      'goes in DRYDOCK_BASE_IMAGE, or in setup), or on a worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose ' +
-      'isolated builder builds it',
+      'none but DRYDOCK_BASE_IMAGE (no dev container, Dockerfile, feature or --environment image:<ref>): give the ' +
+      "worker a registry its nodes pull from (DRYDOCK_K8S_BUILD_REGISTRY), where its Docker engine's isolated " +
+      "builder pushes the repo's environment, or run the repo on that image with 'drydock repo add <url> " +
+      "--environment base' (what its environment would install goes in DRYDOCK_BASE_IMAGE, or in setup), or on a " +
+      'worker with DRYDOCK_SANDBOX_PROVIDER=docker, whose isolated builder builds it',
   );
   // A compose dev container: its services too need the dev container ignored, and declared in the repo file.
   const compose = parseDevcontainer('{"dockerComposeFile": "compose.yaml", "service": "app"}', FILE);
@@ -211,4 +212,20 @@ test('on Kubernetes a declared environment is refused before anything is built, 
   );
   // No environment declared (the base image, or --environment base): nothing to refuse.
   expect(() => refuseUnsupported(kubernetes, undefined, stack)).not.toThrow();
+  // With a build engine and registry (DRYDOCK_K8S_BUILD_REGISTRY) a Dockerfile is built; a compose dev container,
+  // a service's build: and nothing else stay refused, each naming what to do.
+  const withBuilds = {
+    ...kubernetes,
+    services: {},
+    environmentBuilds: { engine: {}, publish: async () => '' },
+  } as unknown as SandboxProvider;
+  expect(() => refuseUnsupported(withBuilds, devcontainer, stack)).not.toThrow();
+  expect(() => refuseUnsupported(withBuilds, compose, stack)).toThrow(
+    /builds no compose dev container: .*--environment dockerfile' or in .drydock\/config.yaml; its compose services with it: add --ignore-devcontainer/,
+  );
+  const built = { services: [{ name: 'api', source: 'compose.yaml: services.api', build: {} }] };
+  expect(() => refuseUnsupported(withBuilds, undefined, built as never)).toThrow(
+    'the repo declares a service built from the repository (compose.yaml: services.api.build), and the kubernetes ' +
+      'sandbox provider builds no service images: name an image instead (pinned by digest, from an allowed registry)',
+  );
 });

@@ -477,3 +477,27 @@ test("a service's container that cannot be made fails the pod, named; so does a 
     why: "svc-db-fill exited 1: cp: cannot open '/x': Permission denied",
   });
 });
+
+test("an environment built for the cluster is pulled by its digest where the worker's policy is Never; its services keep theirs", () => {
+  const built = `127.0.0.1:5000/drydock/drydock-env-r@sha256:${'cd'.repeat(32)}`;
+  const s = sandboxPod(
+    { ...spec, image: built, services: [{ ...cache, image: 'redis:8', folders: [] }] },
+    { ...where, sandboxPullPolicy: 'IfNotPresent' },
+  ).spec!;
+  expect(s.containers.map((c) => [c.image, c.imagePullPolicy])).toEqual([
+    [built, 'IfNotPresent'],
+    ['redis:8', 'Never'],
+  ]);
+});
+
+test('DRYDOCK_K8S_BUILD_REGISTRY: host[:port][/path], lower case; unset by default', () => {
+  expect(loadConfig({}).DRYDOCK_K8S_BUILD_REGISTRY).toBeUndefined();
+  expect(loadConfig({ DRYDOCK_K8S_BUILD_REGISTRY: '127.0.0.1:5000/drydock' }).DRYDOCK_K8S_BUILD_REGISTRY).toBe(
+    '127.0.0.1:5000/drydock',
+  );
+  expect(loadConfig({ DRYDOCK_K8S_BUILD_REGISTRY: 'registry.example.com' }).DRYDOCK_K8S_BUILD_REGISTRY).toBe(
+    'registry.example.com',
+  );
+  for (const bad of ['https://r.example.com', 'R.example.com', 'r.example.com/a b', 'r.example.com/'])
+    expect(() => loadConfig({ DRYDOCK_K8S_BUILD_REGISTRY: bad })).toThrow(/DRYDOCK_K8S_BUILD_REGISTRY/);
+});
