@@ -5,12 +5,16 @@
  *
  *   cold     docker build --no-cache; the builder with an empty cache folder
  *            (each run's base saved and loaded anew)
- *   cached   docker build again (its layer cache); the builder again with the
- *            cache folder the cold build filled (sandbox/builder.ts: the base
- *            archives kept by image id)
+ *   cached   docker build again (its layer cache); the builder again, under
+ *            another tag, with the cache folder the cold build filled
+ *            (sandbox/builder.ts: the base archives kept by image id, and the
+ *            result of the same content, which is tagged, not built again)
+ *   changed  the COPY's file changed (a one-file commit): docker build with its
+ *            cache (FROM and RUN reused, the COPY run); the builder with the
+ *            same cache folder (a new content: a whole build but the base's save)
  *
- * Each builder build has a tag of its own (drydock names results by content
- * hash and never rebuilds one: this measures the build itself), and is the
+ * Each builder build has a tag of its own (as a snapshot's tag names its
+ * content, a tag drydock has is never built again: this measures the builder), and is the
  * Dockerfile alone, as a snapshot without setup.root has it built (drydock's
  * layer is then made on the host in 1–2 s, no build: docs/builder.md). The
  * builder's own split (prepare: docker save or the cache; build: the
@@ -103,25 +107,36 @@ async function main(): Promise<void> {
   const dockerfile = path.join(caches[0], 'Dockerfile');
   await writeFile(dockerfile, DOCKERFILE);
   try {
-    const docker = { cold: [] as number[], cached: [] as number[] };
+    const docker = { cold: [] as number[], cached: [] as number[], changed: [] as number[] };
     type Timed = { ms: number; phases: Record<string, number> };
-    const builder = { cold: [] as Timed[], cached: [] as Timed[] };
+    const builder = { cold: [] as Timed[], cached: [] as Timed[], changed: [] as Timed[] };
     for (let i = 0; i < runs; i++) {
+      await writeFile(path.join(context, 'hello.txt'), `hello ${process.pid} ${i}\n`);
       say(`run ${i + 1} of ${runs}: docker build cold, cached`);
       docker.cold.push(dockerBuild(dockerfile, context, false));
       docker.cached.push(dockerBuild(dockerfile, context, true));
       const cacheDir = await mkdtemp(path.join(tmpdir(), 'drydock-bench-build-cache-'));
       caches.push(cacheDir);
       say(`run ${i + 1} of ${runs}: the isolated builder cold (empty cache)`);
-      builder.cold.push(await builderBuild(builderImage, context, cacheDir, 2 * i));
+      builder.cold.push(await builderBuild(builderImage, context, cacheDir, 3 * i));
       say(`run ${i + 1} of ${runs}: the isolated builder cached`);
-      builder.cached.push(await builderBuild(builderImage, context, cacheDir, 2 * i + 1));
+      builder.cached.push(await builderBuild(builderImage, context, cacheDir, 3 * i + 1));
+      await writeFile(path.join(context, 'hello.txt'), `changed ${process.pid} ${i}\n`);
+      say(`run ${i + 1} of ${runs}: one file of the context changed: docker build, the isolated builder`);
+      docker.changed.push(dockerBuild(dockerfile, context, true));
+      builder.changed.push(await builderBuild(builderImage, context, cacheDir, 3 * i + 2));
     }
     const rows: Row[] = [
       { name: '`docker build` on the host, cold (`--no-cache`)', ms: docker.cold },
       { name: '`docker build` on the host, cached', ms: docker.cached },
       { name: 'isolated builder, cold', ms: builder.cold.map((r) => r.ms), note: phaseNote(builder.cold) },
-      { name: 'isolated builder, cached', ms: builder.cached.map((r) => r.ms), note: phaseNote(builder.cached) },
+      { name: 'isolated builder, cached (the same content, another tag)', ms: builder.cached.map((r) => r.ms) },
+      { name: "`docker build`, cached, the COPY's file changed", ms: docker.changed },
+      {
+        name: "isolated builder, the COPY's file changed",
+        ms: builder.changed.map((r) => r.ms),
+        note: phaseNote(builder.changed),
+      },
     ];
     console.log(`## A small Dockerfile (FROM ${BASE}, a RUN, a COPY): the isolated builder vs docker build\n`);
     console.log(`${timingTable(rows, 'build')}\n`);
@@ -131,6 +146,7 @@ async function main(): Promise<void> {
         { name: 'builder cold / docker build cold', value: ratio(rows[2].ms, docker.cold), goal: { max: 1.5 } },
         { name: 'builder cached / docker build cached', value: ratio(rows[3].ms, docker.cached), goal: { max: 1.5 } },
         { name: 'builder cached / builder cold', value: ratio(rows[3].ms, rows[2].ms) },
+        { name: 'builder, a file changed / docker build, a file changed', value: ratio(rows[5].ms, docker.changed) },
       ]),
     );
   } finally {

@@ -20,15 +20,19 @@
  * puts into the host engine under the tag the caller chose.
  */
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import {
   access,
   chmod,
   copyFile,
   cp,
+  lstat,
   mkdir,
   mkdtemp,
   readdir,
+  readFile,
+  readlink,
   rename,
   rm,
   stat,
@@ -151,7 +155,17 @@ export function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['counts
   const mine = (async () => {
     const counts = await earlier?.catch(() => undefined);
     if (counts && (await runDocker(['image', 'inspect', build.tag], 60_000)).code === 0) return counts;
-    return buildOnce(build);
+    if (!build.cacheDir) return buildOnce(build);
+    const key = await buildKey(build);
+    if (await reuseResult(build.cacheDir, key, build.tag)) {
+      build.log.info({ owner: build.owner, tag: build.tag, key }, 'isolated build reused: the same content was built');
+      return { allowed: 0, refused: 0, dropped: 0 };
+    }
+    const made = await buildOnce(build);
+    await keepResult(build.cacheDir, key, build.tag).catch((err: unknown) =>
+      build.log.warn({ err, tag: build.tag }, "the build's result was not recorded for reuse"),
+    );
+    return made;
   })();
   building.set(build.tag, mine);
   const forget = () => {
@@ -159,6 +173,95 @@ export function buildIsolated(build: IsolatedBuild): Promise<EgressProxy['counts
   };
   mine.then(forget, forget);
   return mine;
+}
+
+/**
+ * What a build's result is made of, hashed: the builder's image (its code),
+ * the Dockerfiles, build args and stage, the labels, every base's name and
+ * id, the egress rules and extra CAs (what its RUN steps may fetch), and
+ * the context's and features' files (path, type, mode, bytes or link
+ * target). Not the tag or the owner: the same content under another name is
+ * the same image. Its mtimes are left out, as `docker build`'s cache leaves
+ * them out.
+ */
+export async function buildKey(build: IsolatedBuild): Promise<string> {
+  const hash = createHash('sha256');
+  const part = (text: string) => hash.update(`${Buffer.byteLength(text)}:${text}`);
+  const sorted = (record: Record<string, string>) => JSON.stringify(Object.entries(record).sort());
+  part('drydock isolated build 1');
+  part(build.builderImage);
+  part(sorted(build.labels));
+  part(build.repo ? JSON.stringify([build.repo.dockerfile, sorted(build.repo.args), build.repo.target ?? '']) : '-');
+  part(build.layer ?? '-');
+  part(JSON.stringify(build.bases.map((b) => [b.ref, b.id])));
+  part(JSON.stringify(build.egress));
+  part(build.extraCaCerts ? await readFile(build.extraCaCerts, 'utf8') : '-');
+  part('context');
+  if (build.repo) await hashTree(hash, build.repo.context, '');
+  part('features');
+  if (build.features) await hashTree(hash, build.features, '');
+  return hash.digest('hex');
+}
+
+/** Every entry below `dir`, in name order: its path, type and mode, a file's bytes, a link's target. */
+async function hashTree(hash: Hash, dir: string, rel: string): Promise<void> {
+  for (const name of (await readdir(path.join(dir, rel))).sort()) {
+    const entry = path.join(rel, name);
+    const full = path.join(dir, entry);
+    const info = await lstat(full);
+    const head = `\0${entry}\0${(info.mode & 0o7777).toString(8)}\0`;
+    if (info.isSymbolicLink()) hash.update(`l${head}${await readlink(full)}`);
+    else if (info.isDirectory()) {
+      hash.update(`d${head}`);
+      await hashTree(hash, dir, entry);
+    } else if (info.isFile()) {
+      hash.update(`f${head}${info.size}\0`);
+      for await (const chunk of createReadStream(full)) hash.update(chunk as Buffer);
+    } else hash.update(`o${head}`);
+  }
+}
+
+/** How many results the cache names (the least recently used go first; the images are the reaper's). @default 256 */
+export const RESULTS_KEPT = 256;
+
+const resultFile = (cacheDir: string, key: string) => path.join(cacheDir, 'results', key);
+
+/**
+ * Tags the image an earlier build of the same content made (its record in the
+ * worker's cache folder, written after that build's result was checked and
+ * loaded) as `tag`: no builder starts. False when there is none, or the engine
+ * no longer has it (the record goes).
+ */
+export async function reuseResult(cacheDir: string, key: string, tag: string): Promise<boolean> {
+  const file = resultFile(cacheDir, key);
+  const id = await readFile(file, 'utf8').then(
+    (text) => text.trim(),
+    () => '',
+  );
+  if (!/^sha256:[0-9a-f]{64}$/.test(id)) return false;
+  if ((await runDocker(['tag', id, tag], 60_000)).code !== 0) {
+    await rm(file, { force: true });
+    return false;
+  }
+  const now = new Date();
+  await utimes(file, now, now).catch(() => undefined);
+  return true;
+}
+
+/** Records the image `tag` names as the result of `key` (written whole, then renamed). */
+export async function keepResult(cacheDir: string, key: string, tag: string): Promise<void> {
+  const id = (await docker(['image', 'inspect', '-f', '{{.Id}}', tag], 60_000)).trim();
+  const file = resultFile(cacheDir, key);
+  await mkdir(path.dirname(file), { recursive: true });
+  const partial = `${file}.${process.pid}.${Date.now()}.partial`;
+  await writeFile(partial, `${id}\n`);
+  await rename(partial, file);
+  const names = (await readdir(path.dirname(file))).filter((f) => /^[0-9a-f]{64}$/.test(f));
+  if (names.length <= RESULTS_KEPT) return;
+  const entries = names.map((f) => path.join(path.dirname(file), f));
+  const used = await Promise.all(entries.map(async (f) => ({ f, ms: (await stat(f)).mtimeMs })));
+  used.sort((x, y) => y.ms - x.ms);
+  for (const { f } of used.slice(RESULTS_KEPT)) if (f !== file) await rm(f, { force: true });
 }
 
 async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {

@@ -125,6 +125,7 @@ async function ensureServiceBuild(
       egress: settings.egress,
       ...(settings.extraCaCerts ? { extraCaCerts: settings.extraCaCerts } : {}),
       ...(settings.limits ? { limits: settings.limits } : {}),
+      ...(settings.cacheDir ? { cacheDir: settings.cacheDir } : {}),
       owner: `${settings.owner} service ${service.name}`,
       log: settings.log,
     });

@@ -237,6 +237,29 @@ test("a base is saved once: the next build takes its archive from the worker's c
   }
 }, 900_000);
 
+test('the same content under another tag is not built again: the image is tagged; gone from the engine, it is built anew', async () => {
+  const cacheDir = await mkdtemp(path.join(tmpdir(), 'drydock-builder-cache-'));
+  work.push(cacheDir);
+  const context = await contextOf({ 'n.txt': 'reused\n' });
+  const dockerfile = `FROM ${BASE}\nRUN echo ran > /ran\nCOPY n.txt /n\n`;
+  const idOf = (tag: string) => execFileSync('docker', ['image', 'inspect', '-f', '{{.Id}}', tag]).toString().trim();
+  const first = await buildDirect('reuse1', dockerfile, context, undefined, cacheDir);
+  const second = await buildDirect('reuse2', dockerfile, context, undefined, cacheDir);
+  let third = '';
+  try {
+    // Built twice, the ids would differ (each layer's time); tagged, it is the first's image.
+    expect(idOf(second)).toBe(idOf(first));
+    expect(readFromImage(second, '/n')).toBe('reused\n');
+    const firstId = idOf(first);
+    for (const tag of [first, second]) await removeImage(tag);
+    third = await buildDirect('reuse3', dockerfile, context, undefined, cacheDir);
+    expect(idOf(third)).not.toBe(firstId);
+    expect(readFromImage(third, '/ran')).toBe('ran\n');
+  } finally {
+    for (const tag of [first, second, third].filter(Boolean)) await removeImage(tag);
+  }
+}, 900_000);
+
 test("two builds of one content at once (a schedule's refresh beside a person's) both end with its image", async () => {
   const context = await contextOf({ 'n.txt': 'same\n' });
   const tag = `drydock-builder-test-twice:${newSessionId('b').slice(-8).toLowerCase()}`;
