@@ -52,7 +52,7 @@ export const POOL_WAIT_MS = 120_000;
 
 /** pg's Client with the connect timeout of its own: the pool's (its queue wait) is POOL_WAIT_MS. */
 class BoundedClient extends pg.Client {
-  constructor(config: pg.ClientConfig) {
+  constructor(config?: pg.ClientConfig) {
     super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   }
 }

@@ -10,6 +10,7 @@ import {
   proxyActivities,
   TimeoutFailure,
   type ActivityOptions,
+  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { HostActivities, SharedActivities } from '../../activities';
 import type { Sandbox, SandboxPlace } from '../../sandbox/contract';
@@ -44,7 +45,7 @@ export const anyHost = proxyActivities<SharedActivities>({
  * (bench/RESULTS.md, park). Ten attempts, backing off to 30 s: about 2.5 minutes of waits.
  * A sandbox's own failures are non-retryable where they happen and end at once, as before.
  */
-export const PROVISION_RETRY = {
+export const PROVISION_RETRY: RetryPolicy = {
   ...RETRY,
   maximumAttempts: 10,
   initialInterval: '1s',
