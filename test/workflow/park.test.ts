@@ -53,8 +53,6 @@ const UNTIL_GATE = [
   'commitChanges',
   'runStep verify',
   'recordAudit verification-1',
-  // repo memory: the notes the agent proposed (workflows/session/memory.ts)
-  'collectNotes',
 ];
 const PARK = 'destroySandbox';
 const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
@@ -114,7 +112,6 @@ test('a follow-up to a parked session brings a sandbox back from the checkpoint;
     'commitChanges',
     'runStep r2-verify',
     'recordAudit r2-verification-1',
-    'collectNotes',
     'recordAudit r2-approval/push',
     'pushBranch',
     'destroySandbox 1',
