@@ -65,6 +65,8 @@ export function createSharedActivities(deps: ActivityDeps) {
       deploy,
       ...createAuditActivities(deps),
       ...createPilotActivities(deps),
+      // Repo memory's proposals, taken out of the sandbox by the commit: the database only.
+      ...createRepoNotesActivities(deps),
     },
     deps.redactor,
   );
@@ -81,7 +83,6 @@ export function createHostActivities(deps: ActivityDeps) {
       ...createAgentLoopActivities(deps),
       ...createMcpActivities(deps),
       ...createMcpApprovalActivities(deps),
-      ...createRepoNotesActivities(deps),
       ...createAgentCliActivities(deps),
       ...createVerifyActivities(deps),
       ...createAgentAppActivities(deps),

@@ -214,6 +214,8 @@ export interface CommitInput extends ChangeSpec {
    * earlier round's commit (an interdiff each), kept as artifacts for the reviewer.
    */
   interdiffs?: { round: number; since: { round: number; commit: string }[] };
+  /** Takes the notes the agent proposed (repo memory's notes file) in the same exec, and returns them. */
+  takeNotes?: boolean;
 }
 
 export interface CommitResult {
@@ -239,6 +241,11 @@ export interface CommitResult {
    * the change, so never pushed; how many, and the first of them (git's quoting).
    */
   setupFiles?: { count: number; paths: string[] };
+  /**
+   * With takeNotes: the notes the agent proposed since the last commit (scrubbed, each
+   * bounded, at most NOTE_LIMITS.perRound), for the workflow to keep at the round's end.
+   */
+  notes?: string[];
 }
 
 export interface DestroyInput {

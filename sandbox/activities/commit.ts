@@ -19,6 +19,7 @@ import {
   type GitIdentity,
 } from '../../repos/git';
 import { roundDiffName } from '../../review/rounds';
+import { NOTE_LIMITS, NOTES_FILE, splitProposedNotes } from '../../workflows/rules/repo-notes';
 import { CommandExitError } from '../provider';
 import { permanent, STATE_DIR } from './container';
 import { DRYDOCK_GIT, OWN_GIT, sandboxOf, scriptArgv, SETUP_REF, type ShellScript } from '../handle';
@@ -49,6 +50,10 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
   return { parent: spec.parent, author, date: spec.date, message: commitMessage(spec) };
 }
 
+/** The end of the snapshot's output: the mark, then the lengths of the leftovers' and the notes' parts before it. */
+const TRAILER_MARK = 'DRYDOCK-SNAPSHOT';
+const TRAILER_BYTES = TRAILER_MARK.length + 23;
+
 /**
  * Snapshots the sandbox's working tree (untracked files too, through a
  * scratch index so the agent's own staging stays untouched) as one commit on
@@ -58,6 +63,13 @@ export function commitSpec(spec: ChangeSpec, author: GitIdentity): CommitSpec {
  * the repository's config defines runs. What setup wrote (SETUP_REF, $7) and
  * nobody changed since is left out: those paths are the base's in the commit,
  * and are listed in $3/setup-leftovers.
+ *
+ * The same exec reads what the worker would otherwise need more execs for,
+ * after the bundle (see takeTrailer): how many files setup left out and the
+ * first ${10} of them, and, when $8 names the notes file, the notes the agent
+ * proposed (at most $9 bytes; the file is emptied, and what it held is kept
+ * in the state folder under the commit's date, so a retry of this commit
+ * reads the same notes), then the two lengths.
  */
 export const SNAPSHOT: ShellScript = {
   name: 'snapshot',
@@ -67,6 +79,16 @@ export const SNAPSHOT: ShellScript = {
     'base=$1 i="$3/change.index" g=$6',
     OWN_GIT,
     'l="$3/setup-leftovers"; rm -f "$l"',
+    'm="$3/snapshot.meta"; : >"$m"; k=/dev/null',
+    'if [ -n "$8" ]; then',
+    '  k="$3/notes-$(printf %s "$2" | tr -c "A-Za-z0-9" _)"',
+    '  if [ ! -f "$k" ]; then',
+    '    rm -f "$3"/notes-*',
+    '    if [ -f "$8" ]; then head -c "$9" "$8" >"$k.new"; : >"$8"; else : >"$k.new"; fi',
+    '    mv "$k.new" "$k"',
+    '  fi',
+    'fi',
+    `trailer() { cat "$m" "$k"; printf '${TRAILER_MARK} %010d %010d\\n' $(($(wc -c <"$m"))) $(($(wc -c <"$k"))); }`,
     'if s=$(git rev-parse -q --verify "$7^{commit}"); then',
     '  w=$(own_git write-tree)',
     '  own_git diff-tree -r --no-renames --name-only "$s^" "$s" >"$3/setup.paths"',
@@ -79,42 +101,68 @@ export const SNAPSHOT: ShellScript = {
     '  rm -f "$3/setup.paths" "$3/since-setup.paths" "$3/untouched.paths"',
     'fi',
     't=$(own_git write-tree); rm -f "$i"',
-    'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; exit 0; fi',
+    'if [ "$t" = "$(git rev-parse "$1^{tree}")" ]; then git update-ref -d "$4" 2>/dev/null || true; echo unchanged; trailer; exit 0; fi',
     'export GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@drydock GIT_AUTHOR_DATE="$2"',
     'export GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@drydock GIT_COMMITTER_DATE="$2"',
     'git update-ref "$4" "$(git commit-tree --no-gpg-sign "$t" -p "$1" -m snapshot)"',
     'git bundle create - "$5..$4"',
+    'if [ -f "$l" ]; then { wc -l <"$l"; head -n "${10}" "$l"; } >"$m"; fi',
+    'trailer',
   ].join('\n'),
 };
 
-/** The files the snapshot left out (setup's): how many, and the first `$2` of them. */
-const SETUP_LEFTOVERS: ShellScript = {
-  name: 'setup-leftovers',
-  text: '[ -f "$1" ] || exit 0; wc -l <"$1"; head -n "$2" "$1"',
-};
+/** What the snapshot's exec read beside its bundle (see SNAPSHOT). */
+export interface SnapshotTrailer {
+  setupFiles?: { count: number; paths: string[] };
+  /** The notes file's text (at most NOTE_LIMITS.fileBytes), unscrubbed. */
+  notes: string;
+}
+
+/**
+ * Reads the trailer off the end of the snapshot's output in `file` and cuts it
+ * off, so the file is the bundle (or "unchanged") alone.
+ */
+export async function takeTrailer(file: string): Promise<SnapshotTrailer> {
+  const handle = await open(file, 'r+');
+  try {
+    const { size } = await handle.stat();
+    const end = Buffer.alloc(TRAILER_BYTES);
+    await handle.read(end, 0, TRAILER_BYTES, Math.max(0, size - TRAILER_BYTES));
+    const mark = new RegExp(`^${TRAILER_MARK} (\\d{10}) (\\d{10})\n$`).exec(end.toString('latin1'));
+    const [listed, notes] = mark ? [Number(mark[1]), Number(mark[2])] : [-1, -1];
+    const start = size - TRAILER_BYTES - listed - notes;
+    if (!mark || start < 0) throw new Error('the snapshot of the change ended without its trailer');
+    const meta = Buffer.alloc(listed + notes);
+    await handle.read(meta, 0, meta.length, start);
+    await handle.truncate(start);
+    const lines = meta.subarray(0, listed).toString().split('\n');
+    const count = Number(lines[0]) || 0;
+    return {
+      ...(count ? { setupFiles: { count, paths: lines.slice(1).filter(Boolean) } } : {}),
+      notes: meta.subarray(listed).toString(),
+    };
+  } finally {
+    await handle.close();
+  }
+}
 
 /** How many of the files setup wrote the status names (the count is whole). */
 const SETUP_FILES_LISTED = 20;
 
-/** The files setup wrote that the last snapshot left out of the change; undefined when none. */
-async function setupLeftovers(
-  sandboxes: SandboxDeps['sandboxes'],
-  sandbox: string,
-): Promise<CommitResult['setupFiles']> {
-  const args = [`${STATE_DIR}/setup-leftovers`, String(SETUP_FILES_LISTED)];
-  const out = (await sandboxOf(sandboxes, sandbox).commands.runScript(SETUP_LEFTOVERS, args)).split('\n');
-  const count = Number(out[0]) || 0;
-  return count ? { count, paths: out.slice(1).filter(Boolean) } : undefined;
-}
-
-/** The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout; `gitDir`: OWN_GIT's. */
+/**
+ * The exec that takes the snapshot and writes its bundle (or "unchanged") to stdout, then its
+ * trailer (takeTrailer); with `takeNotes` it takes the agent's notes too. `gitDir`: OWN_GIT's.
+ */
 export function snapshotArgv(
-  input: Pick<CommitInput, 'baseCommit' | 'date'>,
+  input: Pick<CommitInput, 'baseCommit' | 'date' | 'takeNotes'>,
   stateDir = STATE_DIR,
   gitDir = OWN_GIT_DIR,
+  notesFile = NOTES_FILE,
 ): string[] {
   const base = input.baseCommit;
-  return scriptArgv(SNAPSHOT, [base, input.date, stateDir, CHANGE_REF, base, gitDir, SETUP_REF]);
+  const notes = input.takeNotes ? [notesFile, String(NOTE_LIMITS.fileBytes)] : ['', '0'];
+  const args = [base, input.date, stateDir, CHANGE_REF, base, gitDir, SETUP_REF, ...notes, String(SETUP_FILES_LISTED)];
+  return scriptArgv(SNAPSHOT, args);
 }
 
 /** The exec that writes the snapshot (CHANGE_REF) already taken as a bundle: the objects it adds to `base`. */
@@ -136,7 +184,13 @@ export const exportArgv = (base: string): string[] => [
  */
 export async function withSandboxBundle<T>(
   { sandboxes, mirrorsDir }: Pick<SandboxDeps, 'sandboxes' | 'mirrorsDir'>,
-  at: { sandbox: string; argv: string[]; failed: (stderr: string, exitCode: number) => Error },
+  at: {
+    sandbox: string;
+    argv: string[];
+    failed: (stderr: string, exitCode: number) => Error;
+    /** Reads (and cuts off) what the exec wrote after the bundle, before the file is looked at. */
+    before?: (file: string) => Promise<void>;
+  },
   fn: (bundle: string | undefined) => Promise<T>,
 ): Promise<T> {
   // Not in the mirrors folder itself: every entry there is a mirror.
@@ -149,6 +203,7 @@ export async function withSandboxBundle<T>(
       .commands.toFile(at.argv, file, OUTPUT_CAPS.bundle)
       .catch(permanent);
     if (result.exitCode !== 0) throw at.failed(result.stderr.toString().trim(), result.exitCode);
+    await at.before?.(file);
     return await fn((await isBundle(file)) ? file : undefined);
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -229,8 +284,10 @@ export function createCommitActivities({
         const mirror = mirrorOf(mirrorsDir, input.repoUrl);
         const failed = (stderr: string, code: number) =>
           new CommandExitError('snapshot of the change', code, '', stderr);
-        const at = { sandbox: input.sandbox, argv: snapshotArgv(input), failed };
-        return await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
+        let trailer: SnapshotTrailer = { notes: '' };
+        const before = async (file: string) => void (trailer = await takeTrailer(file));
+        const at = { sandbox: input.sandbox, argv: snapshotArgv(input), failed, before };
+        const result = await withSandboxBundle({ sandboxes, mirrorsDir }, at, async (bundle) => {
           if (!bundle) return unchanged(input);
           const spec = commitSpec(input, author);
           return sealChange(mirror, bundle, spec, async ({ commit, tree }) => {
@@ -240,7 +297,7 @@ export function createCommitActivities({
             const change = await describeChange(mirror, input.parent, commit, OUTPUT_CAPS.changeDiff);
             // A follow-up round that changed nothing since the pushed commit makes no commit.
             if (!change.diff) return unchanged(input);
-            const setupFiles = await setupLeftovers(sandboxes, input.sandbox);
+            const { setupFiles } = trailer;
             const made = {
               commit,
               changed: true,
@@ -258,6 +315,9 @@ export function createCommitActivities({
             return { ...made, diffstat: change.diffstat, files: paths, diff };
           });
         });
+        // The notes the agent proposed, scrubbed and bounded like every proposal (the workflow keeps them at the round's end).
+        const notes = splitProposedNotes(redactor.text(trailer.notes));
+        return notes.length ? { ...result, notes } : result;
       } catch (err) {
         permanent(err);
       }

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SETUP_REF, sandboxOf } from '../../sandbox/handle';
-import { snapshotArgv } from '../../sandbox/activities/commit';
+import { snapshotArgv, takeTrailer } from '../../sandbox/activities/commit';
 import { ownGitDirs } from '../../sandbox/toolchains';
 import { CHANGE_REF } from '../../repos/git';
 import type { ExecResult, SandboxProvider } from '../../sandbox/provider';
@@ -55,22 +55,27 @@ function localHandle(dir: string) {
   return sandboxOf({} as SandboxProvider, 'local', exec);
 }
 
-/** Runs the change's snapshot; returns the files of its commit and what it left out. */
-async function snapshot(r: ReturnType<typeof repo>) {
-  const argv = snapshotArgv({ baseCommit: r.base, date: '2026-01-01T00:00:00Z' }, r.state, ownGitDir);
+/**
+ * Runs the change's snapshot; returns the files of its commit, what it left out (as its
+ * trailer lists them) and the notes it took (with `notes`, the notes file's path).
+ */
+async function snapshot(r: ReturnType<typeof repo>, notes?: { file: string; date?: string }) {
+  const date = notes?.date ?? '2026-01-01T00:00:00Z';
+  const argv = snapshotArgv({ baseCommit: r.base, date, takeNotes: !!notes }, r.state, ownGitDir, notes?.file);
   const out = await localHandle(r.dir).commands.exec(argv);
   expect(out.stderr.toString()).toBe('');
   expect(out.exitCode).toBe(0);
-  if (out.stdout.toString() === 'unchanged\n') return { unchanged: true, files: {}, leftOut: [] };
+  const file = path.join(r.state, 'output');
+  writeFileSync(file, out.stdout);
+  const trailer = await takeTrailer(file);
+  const taken = trailer.notes;
+  if (readFileSync(file, 'utf8') === 'unchanged\n') return { unchanged: true, files: {}, leftOut: [], taken };
+  expect(readFileSync(file, 'latin1').startsWith('# v')).toBe(true); // the bundle alone, the trailer cut off
   const changed = r.git('diff', '--name-only', r.base, CHANGE_REF).split('\n').filter(Boolean);
   const files = Object.fromEntries(changed.map((f) => [f, r.git('show', `${CHANGE_REF}:${f}`)]));
-  let leftOut: string[] = [];
-  try {
-    leftOut = readFileSync(path.join(r.state, 'setup-leftovers'), 'utf8').split('\n').filter(Boolean).sort();
-  } catch {
-    // none left out
-  }
-  return { unchanged: false, files, leftOut };
+  const leftOut = [...(trailer.setupFiles?.paths ?? [])].sort();
+  expect(trailer.setupFiles?.count ?? 0).toBe(leftOut.length);
+  return { unchanged: false, files, leftOut, taken };
 }
 
 /** Setup as `npm install` does it: a new lockfile, a tracked file rewritten, ignored node_modules. */
@@ -144,4 +149,29 @@ test("a clean filter the repo's config names runs neither when setup's files are
   expect(leftOut).toEqual(['package-lock.json', 'package.json']);
   expect(r.git('show', `${SETUP_REF}:package-lock.json`)).toBe('{"lockfileVersion":3}\n');
   expect(existsSync(marker)).toBe(false);
+});
+
+test("the snapshot takes the agent's notes in the same exec: the file emptied, the same notes again for a retry of that commit", async () => {
+  const r = repo();
+  const notesFile = path.join(r.state, 'notes.md');
+  writeFileSync(notesFile, 'Run sh check.sh to test.\n---\nThe fixtures are generated.\n');
+  r.write('README.md', 'edited\n');
+  const first = await snapshot(r, { file: notesFile });
+  expect(first.taken).toBe('Run sh check.sh to test.\n---\nThe fixtures are generated.\n');
+  expect(first.files).toEqual({ 'README.md': 'edited\n' });
+  expect(readFileSync(notesFile, 'utf8')).toBe('');
+  // A retry of the same commit (its date) reads what the first took; the next commit takes anew.
+  expect((await snapshot(r, { file: notesFile })).taken).toBe(first.taken);
+  writeFileSync(notesFile, 'later\n');
+  expect((await snapshot(r, { file: notesFile, date: '2026-01-02T00:00:00Z' })).taken).toBe('later\n');
+  // Unchanged, the notes still come out; without takeNotes, none are read and the file stays.
+  const clean = repo();
+  writeFileSync(notesFile, 'from a round that changed nothing\n');
+  expect(await snapshot(clean, { file: notesFile })).toMatchObject({
+    unchanged: true,
+    taken: 'from a round that changed nothing\n',
+  });
+  writeFileSync(notesFile, 'kept for later\n');
+  expect((await snapshot(clean)).taken).toBe('');
+  expect(readFileSync(notesFile, 'utf8')).toBe('kept for later\n');
 });

@@ -119,7 +119,6 @@ test('continue-as-new carries the agent loop: turns, messages and the sandbox go
     ...turn(4),
     'modelCall 5',
     'commitChanges',
-    'collectNotes',
     'pushBranch',
     ...TEARDOWN,
   ]);
@@ -176,13 +175,11 @@ test('a follow-up queued while the model loop continues as new is worked on next
     'runTool 2',
     'modelCall 3',
     'commitChanges',
-    'collectNotes',
     // Before pushing round 1's change, the follow-up's round: the model hears it as the next user turn.
     'recordAudit followup-2',
     'addAgentMessage',
     'modelCall 4',
     'commitChanges',
-    'collectNotes',
     'pushBranch',
     ...TEARDOWN,
   ]);
@@ -226,7 +223,6 @@ test('the pull request closed while a follow-up round continues as new: the sess
     'startModelAgent',
     'modelCall 1',
     'commitChanges',
-    'collectNotes',
     'pushBranch',
     'openPullRequest',
     'destroySandbox', // until a follow-up
@@ -237,7 +233,6 @@ test('the pull request closed while a follow-up round continues as new: the sess
     'runTool 2',
     'modelCall 3', // in the next run
     'commitChanges',
-    'collectNotes',
     'pushBranch',
     'openPullRequest',
     // Merged: no second wait for a follow-up.

@@ -96,7 +96,7 @@ function defaultStubs(hostQueue: string): Activities {
     rotateCredentials: async () => ({ rotated: true, detail: 'exit 0: rotated' }),
     killSessionSandbox: async () => ({ killed: ['sandbox-0'] }),
     startModelAgent: async () => ({ messageCount: 2, instructions: false }),
-    collectNotes: async () => ({ proposed: [] }),
+    keepNotes: async () => ({ proposed: [] }),
     modelCall: async ({ turn }) => modelAnswer(turn, []),
     runTool: async ({ turn }) => ({
       type: 'tool',

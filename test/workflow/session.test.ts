@@ -71,8 +71,6 @@ const UNTIL_GATE = [
   'commitChanges',
   'runStep verify',
   'recordAudit verification-1',
-  // repo memory: the notes the agent proposed (workflows/session/memory.ts)
-  'collectNotes',
 ];
 const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
 
@@ -287,6 +285,46 @@ test('reject: nothing is pushed, the session ends rejected and tears down', asyn
   expect(run.status.pendingApproval).toBeUndefined();
 });
 
+test("repo memory: the notes taken with each commit are kept once, at the round's end; none taken, no activity", async () => {
+  let commits = 0;
+  let verifications = 0;
+  const stubs: Stubs = {
+    commitChanges: async () => ({
+      commit: COMMIT,
+      changed: true,
+      diffstat: ' hello.txt | 1 +',
+      changeHash: CHANGE,
+      author: { name: 'drydock', email: 'drydock@localhost' },
+      notes: [`note of attempt ${++commits}`],
+    }),
+    runStep: async ({ key, testReport }) => {
+      const passed = key !== 'verify' || ++verifications > 1;
+      return {
+        exitCode: passed ? 0 : 1,
+        timedOut: false,
+        outputTail: `${key}`,
+        artifact: `steps/${key}.log`,
+        ...(testReport ? { report: passed ? PASSING_REPORT : { ...PASSING_REPORT, passed: 2, failed: 1 } } : {}),
+      };
+    },
+    keepNotes: async ({ texts }) => ({ proposed: texts.map((_, i) => 41 + i) }),
+  };
+  const input = openai({ budget: { maxTurns: 10 } });
+  const run = await runSession(harness, 'notes-kept', { ...input, verify: { test: 'npm test', maxRounds: 2 } }, stubs);
+  // Taken by each attempt's commit (no exec of their own), kept together after the verified one.
+  expect(run.args.commitChanges).toMatchObject([{ takeNotes: true }, { takeNotes: true }]);
+  expect(run.calls.filter((c) => c.startsWith('keepNotes'))).toEqual(['keepNotes']);
+  expect(run.args.keepNotes).toEqual([
+    { sessionId: run.id, repo: 'acme/app', round: 1, texts: ['note of attempt 1', 'note of attempt 2'] },
+  ]);
+  expect(run.status.memory?.proposed).toEqual([41, 42]);
+  expect(run.status.timeline.map((r) => r.name)).toContain('notes: proposed');
+
+  const none = await runSession(harness, 'notes-none', scripted);
+  expect(none.calls.some((c) => c.startsWith('keepNotes'))).toBe(false);
+  expect(none.status.phase).toBe('completed');
+});
+
 test('approval timeout: no decision within 24h → timed_out, torn down', async () => {
   const run = await runSession(harness, 'approval-timeout', pushGate);
   expect(run.calls).toEqual([...UNTIL_GATE, ...TEARDOWN]);
@@ -437,7 +475,6 @@ test('attach at the gate: phase attached, nothing runs until the detach, then th
     'commitChanges',
     'runStep r2-verify',
     'recordAudit r2-verification-1',
-    'collectNotes',
     'recordAudit r2-approval/push',
     'pushBranch',
     ...TEARDOWN,
@@ -555,7 +592,6 @@ test('sandbox lost once: replaced from the checkpoint, the step runs again, comp
     'commitChanges',
     'runStep verify',
     'recordAudit verification-1',
-    'collectNotes',
     'pushBranch',
     'destroySandbox 1',
     'recordSessionMetrics',
@@ -650,7 +686,6 @@ test('host lost: nobody picks up the host queue within its timeout → re-provis
     'commitChanges',
     'runStep verify',
     'recordAudit verification-1',
-    'collectNotes',
     'pushBranch',
     'destroySandbox 1',
     'recordSessionMetrics',
@@ -745,7 +780,6 @@ test('feedback: the first verification fails, the model agent hears why and its 
     'commitChanges',
     'runStep verify-2',
     'recordAudit verification-2',
-    'collectNotes',
     'pushBranch',
     ...TEARDOWN,
   ]);
@@ -1007,7 +1041,6 @@ test('a model agent whose change holds a secret hears which and where; its next 
     'commitChanges',
     'runStep verify-2',
     'recordAudit verification-2',
-    'collectNotes',
     'pushBranch',
     ...TEARDOWN,
   ]);

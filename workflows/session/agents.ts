@@ -18,7 +18,7 @@ import { awaitStepChildren, mayStartChild, takingStepChildren } from './children
 import { editedByHand } from './attach';
 import { exitText, SessionEnd } from './errors';
 import { modelAgent } from './model-agent';
-import { collectNotes, proposing } from './memory';
+import { keepNotes, proposing } from './memory';
 import { stepNonce } from './nonce';
 import { onHost } from './proxies';
 import { inSandbox, startAgentApp } from './sandbox';
@@ -53,7 +53,7 @@ export function startAgent(run: SessionRun): void {
 /** The agent's attempts until the change passes verification (or is not verified); returns it, and keeps the notes the agent proposed. */
 export async function workUntilVerified(run: SessionRun): Promise<CommitResult> {
   const change = await attemptsUntilVerified(run);
-  await collectNotes(run);
+  await keepNotes(run);
   return change;
 }
 
@@ -63,10 +63,12 @@ async function attemptsUntilVerified(run: SessionRun): Promise<CommitResult> {
     await agentWorks(run);
     run.commitDate = undefined; // a new attempt's commit is a new commit
     const commit = await run.track('commit', async (record) => {
-      const result = await inSandbox(run, (sb) => commitChange(run, sb));
+      // The notes the agent proposed come out in the commit's exec; they are kept once the round ends.
+      const result = await inSandbox(run, (sb) => commitChange(run, sb, proposing(run)));
       record.detail = result.changed ? `${result.commit.slice(0, 12)} on ${run.branch}` : 'no changes';
       return result;
     });
+    if (commit.notes?.length) run.loop.memory!.taken = [...(run.loop.memory!.taken ?? []), ...commit.notes];
     // The commit's author is drydock's, not the agent's: not shown among the agent's results.
     const { commit: made, changed, diffstat, changeHash, diff, files } = commit;
     Object.assign(status.agent!, { commit: made, changed, diffstat, changeHash, files, ...(diff ? { diff } : {}) });

@@ -1,15 +1,14 @@
 /**
  * Repo memory in a session (docs/agents.md, Repo memory): the repo's approved
  * notes, fenced, for the agent's prompt (repoPolicy read them at the start),
- * and the notes the agent proposed, collected after each round's verified
- * change for a maintainer to decide on.
+ * and the notes the agent proposed, taken out of the sandbox with each commit
+ * and kept after each round's verified change for a maintainer to decide on.
  */
 import { isCancellation } from '@temporalio/workflow';
 import type { GivenNote } from '../rules/repo-notes';
-import { notesSection } from '../rules/repo-notes';
+import { NOTE_LIMITS, notesSection } from '../rules/repo-notes';
 import { stepNonce } from './nonce';
-import { onHost } from './proxies';
-import { inSandbox } from './sandbox';
+import { anyHost } from './proxies';
 import type { SessionRun } from './state';
 
 /** At the start: what the session is given, and under which repo its proposals are kept. */
@@ -25,26 +24,27 @@ export function proposing(run: SessionRun): boolean {
 }
 
 /**
- * Keeps what the agent proposed this round (the notes file, emptied after).
+ * Keeps what the agent proposed this round (taken out of the sandbox with each commit: no
+ * exec of its own), at most NOTE_LIMITS.perRound notes; nothing to keep, no activity.
  * Proposals are a side matter: failing to keep them is noted, and the change goes on to its gate.
  */
-export async function collectNotes(run: SessionRun): Promise<void> {
-  if (!proposing(run)) return;
-  const { repo } = run.loop.memory!;
+export async function keepNotes(run: SessionRun): Promise<void> {
+  const memory = run.loop.memory;
+  const texts = (memory?.taken ?? []).slice(0, NOTE_LIMITS.perRound);
+  if (!memory || !proposing(run) || !texts.length) return;
+  memory.taken = undefined;
   const round = run.status.round ?? 1;
   let proposed: number[];
   try {
-    ({ proposed } = await inSandbox(run, (sb) =>
-      onHost(sb).collectNotes({ sandbox: sb.name, sessionId: run.sessionId, repo, round }),
-    ));
+    ({ proposed } = await anyHost.keepNotes({ sessionId: run.sessionId, repo: memory.repo, round, texts }));
   } catch (err) {
     if (isCancellation(err)) throw err;
     await run.note('notes: not kept', `the proposed notes could not be kept: ${errorText(err)}`, false);
     return;
   }
   if (!proposed.length) return;
-  const memory = (run.status.memory ??= { given: [], proposed: [] });
-  memory.proposed = [...memory.proposed, ...proposed];
+  const kept = (run.status.memory ??= { given: [], proposed: [] });
+  kept.proposed = [...kept.proposed, ...proposed];
   await run.note(
     'notes: proposed',
     `${proposed.length} for a maintainer (${proposed.map((id) => `#${id}`).join(', ')})`,

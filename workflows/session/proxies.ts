@@ -10,6 +10,7 @@ import {
   proxyActivities,
   TimeoutFailure,
   type ActivityOptions,
+  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { HostActivities, SharedActivities } from '../../activities';
 import type { Sandbox, SandboxPlace } from '../../sandbox/contract';
@@ -38,15 +39,30 @@ export const anyHost = proxyActivities<SharedActivities>({
 });
 
 /**
+ * Provisioning's retries outlast a stall of the worker or its database: under load (20
+ * sessions at once, load average 40–56) heartbeats came late and the store was busy for
+ * longer than the five attempts' 15 s of backoff, and 17 of 20 sessions were lost
+ * (bench/RESULTS.md, park). Ten attempts, backing off to 30 s: about 2.5 minutes of waits.
+ * A sandbox's own failures are non-retryable where they happen and end at once, as before.
+ */
+export const PROVISION_RETRY: RetryPolicy = {
+  ...RETRY,
+  maximumAttempts: 10,
+  initialInterval: '1s',
+  backoffCoefficient: 2,
+  maximumInterval: '30s',
+};
+
+/**
  * Provisioning, on any worker: as anyHost, with the time of a build of the
  * repo's environment (a cold start on a host without its image), within
- * DRYDOCK_BUILD_TIMEOUT's 30 minutes at most. A dead worker is still
- * noticed within the heartbeat timeout.
+ * DRYDOCK_BUILD_TIMEOUT's 30 minutes at most, and PROVISION_RETRY's budget. A
+ * dead worker is still noticed within the heartbeat timeout.
  */
 export const provisioning = proxyActivities<Pick<SharedActivities, 'provisionSandbox'>>({
   startToCloseTimeout: '40m',
   heartbeatTimeout: HEARTBEAT_TIMEOUT,
-  retry: RETRY,
+  retry: PROVISION_RETRY,
 });
 
 /**

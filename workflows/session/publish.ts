@@ -51,12 +51,13 @@ function interdiffsOf(run: SessionRun): Pick<CommitInput, 'interdiffs'> {
 }
 
 /** drydock's commit of the sandbox's change (the same tree, parent and date give the same commit). */
-export async function commitChange(run: SessionRun, sb: Sandbox): Promise<CommitResult> {
+export async function commitChange(run: SessionRun, sb: Sandbox, takeNotes = false): Promise<CommitResult> {
   const attaches = run.status.attaches;
   const result = await onHost(sb).commitChanges({
     sandbox: sb.name,
     ...changeSpec(run, sb),
     ...interdiffsOf(run),
+    ...(takeNotes ? { takeNotes } : {}),
   });
   run.committedIn = sb.name;
   // The edits made by hand before this commit are in it (unless someone attached during it).

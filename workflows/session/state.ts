@@ -59,7 +59,8 @@ export interface AgentLoop {
   /** The repo's MCP servers (the operator's declaration, no credentials) and the calls made of each. */
   mcp?: { servers: McpServer[]; calls: Record<string, number> };
   /** Repo memory: the repo the notes are kept under, and its approved notes as the agent reads them (fenced). */
-  memory?: { repo: string; notes?: string };
+  /** `taken`: what the agent proposed this round, taken with each commit, kept at the round's end (carried across continue-as-new). */
+  memory?: { repo: string; notes?: string; taken?: string[] };
 }
 
 /**
