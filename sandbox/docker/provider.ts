@@ -87,12 +87,16 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
         await container.start();
         return { id: container.id, created: true };
       }
-      const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
+      // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes
+      // (its inspect while the storage is made: neither needs the other).
+      const [storage, image] = await Promise.all([
+        this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes),
+        this.imageStore.image(spec.image),
+      ]);
+      const volumes = image?.volumes ?? [];
       // Its services' socket folders, known now: a service made later binds the same folder.
       const sockets: Docker.MountSettings[] = [];
       for (const service of spec.services ?? []) sockets.push(...(await socketMounts(this.storage, service)));
-      // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes.
-      const volumes = (await this.imageStore.image(spec.image))?.volumes ?? [];
       const options = sandboxCreateOptions(spec, storage, volumes, sockets);
       if (!spec.first) {
         const container = await this.docker.createContainer(options);
