@@ -65,6 +65,8 @@ export interface ProviderCapabilities {
   lateCompanions: boolean;
   /** A service's Unix socket folder shared with its sandbox (ServiceContainerSpec.sockets). */
   serviceSockets?: boolean;
+  /** SandboxSpec.first: a command run as the sandbox's own first process, its result returned by create. */
+  firstCommand?: boolean;
 }
 
 export interface SandboxSpec {
@@ -127,6 +129,15 @@ export interface SandboxSpec {
    * copy-on-write overlays either way. @default true
    */
   readonlyRoot?: boolean;
+  /**
+   * A command the sandbox's first process runs (as the sandbox user, in
+   * /workspace, as an exec would) before it keeps the sandbox up: the
+   * workspace's preparation, with no exec after the start. Its exit code and
+   * output come back from create as `first` (a non-zero exit leaves the
+   * sandbox running). Needs capabilities.firstCommand; a sandbox found again
+   * (created false) returns none, and the caller runs what it needs as an exec.
+   */
+  first?: { argv: string[] };
 }
 
 export interface ExecOptions {
@@ -486,7 +497,7 @@ export interface SandboxProvider {
   readonly environmentBuilds?: EnvironmentBuilds;
 
   /** Creates and starts a sandbox (or a companion, with `companionOf`), or returns the one of that name: a retry. */
-  create(spec: SandboxSpec): Promise<{ id: string; created: boolean }>;
+  create(spec: SandboxSpec): Promise<{ id: string; created: boolean; first?: ExecResult }>;
   exists(name: string): Promise<boolean>;
   /** The sandbox's id, labels and age; undefined when it is gone. */
   info(name: string): Promise<SandboxInfo | undefined>;

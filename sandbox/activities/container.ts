@@ -12,6 +12,7 @@ import {
   SandboxError,
   SandboxNotFound,
   type SandboxProvider,
+  type ExecResult,
   type SandboxSpec,
   type ServiceContainerSpec,
 } from '../provider';
@@ -66,6 +67,8 @@ export interface OwnedContainer {
   services?: ServiceContainerSpec[];
   /** Names of its own that resolve to 127.0.0.1 (SandboxSpec.hostNames). */
   hostNames?: string[];
+  /** A command its first process runs before it keeps the sandbox up (SandboxSpec.first; the provider's firstCommand). */
+  first?: SandboxSpec['first'];
 }
 
 /** What names an owned container's owner, repo, host and expiry: teardown and the reaper find it (and its services) by these. */
@@ -82,12 +85,13 @@ export function ownedLabels(hostId: string, spec: Pick<OwnedContainer, 'owner' |
  * Creates a sandbox or build container (an existing one is reused; true if
  * created): its egress folder, mounted read-only at /run/drydock where a
  * step's egress proxy puts its socket; labels naming owner, repo, host and
- * expiry; and the extra CA bundle when one is configured.
+ * expiry; and the extra CA bundle when one is configured. `first`: what
+ * its first process's command did, when it ran one now.
  */
 export async function createOwnedContainer(
   { sandboxes, egressRoot, extraCaCerts, runtime, readonlyRoot, hostId, agentClis, editorDir }: ContainerDeps,
   spec: OwnedContainer,
-): Promise<boolean> {
+): Promise<{ created: boolean; first?: ExecResult }> {
   if (!sandboxes.capabilities.hostFolders) {
     throw ApplicationFailure.nonRetryable(
       `${sandboxes.name}: mounts none of the worker's folders, and a session's sandbox needs them (the egress proxy's socket, the agent CLIs, drydock's helpers)`,
@@ -97,7 +101,7 @@ export async function createOwnedContainer(
   const egressDir = egressDirOf(egressRoot, spec.name);
   await mkdir(egressDir, { recursive: true, mode: 0o755 });
   if (agentClis) await mkdir(agentClis.dir, { recursive: true });
-  const { created } = await createOrExplain(sandboxes, spec.image, {
+  const { created, first } = await createOrExplain(sandboxes, spec.image, {
     name: spec.name,
     image: spec.image,
     runtime,
@@ -112,6 +116,7 @@ export async function createOwnedContainer(
     ...(spec.sharingFiles ? { sharingFiles: spec.sharingFiles } : {}),
     ...(spec.services?.length ? { services: spec.services } : {}),
     ...(spec.hostNames?.length ? { hostNames: spec.hostNames } : {}),
+    ...(spec.first && sandboxes.capabilities.firstCommand ? { first: spec.first } : {}),
     labels: { ...ownedLabels(hostId, spec), ...spec.labels },
     ...spec.limits,
   });
@@ -123,7 +128,7 @@ export async function createOwnedContainer(
     if (imageId) IMAGES_WITH_SHELL.add(imageId);
   }
   if (extraCaCerts) await installCaBundle(sandbox, egressDir, extraCaCerts, imageId);
-  return created;
+  return { created, ...(first ? { first } : {}) };
 }
 
 /** Image ids whose sandbox had sh (see requireShell). */

@@ -3,7 +3,8 @@
  * up to the session's commit) or, on the cold path, from the worker's mirror;
  * a replacement re-applies the session's last checkpoint. And its removal.
  */
-import { rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { egressDirOf } from '../egress';
 import { commitsBetween } from '../../repos/git';
 import { Context } from '@temporalio/activity';
@@ -11,7 +12,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
-import { SandboxNotFound, type ImageStore, type SandboxProvider } from '../provider';
+import { SandboxNotFound, type ExecResult, type ImageStore, type SandboxProvider, type SandboxSpec } from '../provider';
 import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupHash, setupInputs, setupOf, withFeatureSetup } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
@@ -23,7 +24,16 @@ import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, Sn
 import { PoolRegistry } from '../pool-registry';
 import type { AppSpec } from '../../workflows/services';
 import { claimPooled, dropClaimed, refillAfterClaim, type PoolDeps } from './pool';
-import { fillWorkspace, isProvisioned, newestSnapshot, prepareWorkspace, type SnapshotStart } from './workspace';
+import {
+  checkPrepared,
+  fillWorkspace,
+  isProvisioned,
+  newestSnapshot,
+  prepareFirst,
+  prepareWorkspace,
+  type SnapshotStart,
+} from './workspace';
+import type { Checkpoint } from '../checkpoints';
 import { planServices, snapshotEnv, startPlannedServices, type ServicePlan } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
@@ -194,8 +204,9 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
     { snapshotImage: start.from?.snapshot.image, declared: start.environment.stack.services, mirror: start.mirror },
     { repo: input.repo.url, limits: input.limits, labels: ownedLabels(deps.hostId, ownership(input)) },
   );
-  const created = await makeSandbox(deps, input, start, place, plan);
-  const restored = await fillSandbox(deps, input, start, place, plan, created);
+  const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
+  const { created, first } = await makeSandbox(deps, input, start, place, plan, checkpoint);
+  const restored = await fillSandbox(deps, { input, start, place, plan, checkpoint }, { created, first });
   const setup = await (planning ?? setupPlan(deps, input.repo.url, start));
   const ready = readySandbox(deps, input, start, place.name, setup, restored);
   await recordProvisioned(deps, input, ready, { created, pooled: place.pooled, start, plan });
@@ -268,10 +279,20 @@ async function placeSandbox(deps: ProvisionDeps, input: ProvisionInput, start: S
   return { name: pooled, pooled: true };
 }
 
+/** What making the sandbox did: made now (false: a retry found it), and its first process's preparation. */
+interface Made {
+  created: boolean;
+  first?: ExecResult;
+}
+
+/** Where a first process finds the catch-up bundle: the sandbox's egress folder, read-only at /run/drydock. */
+const FIRST_BUNDLE = 'catch-up.bundle';
+
 /**
- * Makes the sandbox with its services' containers (a pool sandbox has both);
- * true when made now, false when a retry found it. What starting the services
- * reads is readied meanwhile.
+ * Makes the sandbox with its services' containers (a pool sandbox has both).
+ * From a snapshot, on a provider that can, the workspace is prepared by the
+ * sandbox's own first process (no exec after the start). What starting the
+ * services reads is readied meanwhile.
  */
 async function makeSandbox(
   deps: ProvisionDeps,
@@ -279,10 +300,23 @@ async function makeSandbox(
   start: StartingPoint,
   place: Placement,
   plan: ServicePlan,
-): Promise<boolean> {
+  checkpoint: Checkpoint | undefined,
+): Promise<Made> {
+  if (place.pooled) {
+    await prepareServices(deps.sandboxes, plan.services).catch(() => undefined);
+    return { created: false };
+  }
   const { environment, from } = start;
-  const [created] = await Promise.all([
-    !place.pooled &&
+  const egress = egressDirOf(deps.egressRoot, place.name);
+  const bundleFile = path.join(egress, FIRST_BUNDLE);
+  let first: SandboxSpec['first'];
+  if (from && deps.sandboxes.capabilities.firstCommand) {
+    await mkdir(egress, { recursive: true, mode: 0o755 });
+    const at = { mirror: start.mirror, from, baseCommit: start.baseCommit, mark: !checkpoint?.diff.length };
+    first = await prepareFirst(at, bundleFile, `/run/drydock/${FIRST_BUNDLE}`);
+  }
+  try {
+    const [made] = await Promise.all([
       createOwnedContainer(deps, {
         ...ownership(input),
         name: place.name,
@@ -296,10 +330,14 @@ async function makeSandbox(
           ...reservedLabel(reservationOf(input.limits)),
           ...(from ? { [SANDBOX_SNAPSHOT_LABEL]: from.snapshot.image } : {}),
         },
+        ...(first ? { first } : {}),
       }),
-    prepareServices(deps.sandboxes, plan.services).catch(() => undefined), // a problem is reported by the start below
-  ]);
-  return created;
+      prepareServices(deps.sandboxes, plan.services).catch(() => undefined), // a problem is reported by the start below
+    ]);
+    return made;
+  } finally {
+    if (first) await rm(bundleFile, { force: true });
+  }
 }
 
 /**
@@ -309,18 +347,18 @@ async function makeSandbox(
  */
 async function fillSandbox(
   deps: ProvisionDeps,
-  input: ProvisionInput,
-  start: StartingPoint,
-  place: Placement,
-  plan: ServicePlan,
-  created: boolean,
+  of: { input: ProvisionInput; start: StartingPoint; place: Placement; plan: ServicePlan; checkpoint?: Checkpoint },
+  made: Made,
 ): Promise<Sandbox['restored']> {
-  const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
+  const { input, start, place, plan, checkpoint } = of;
+  // Its first process prepared it (a failure there fails this attempt, as an exec's would).
+  if (made.first) checkPrepared(made.first);
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
   const sandbox = sandboxOf(deps.sandboxes, place.name);
+  const at = { mirror: start.mirror, baseCommit: start.baseCommit, from: start.from, checkpoint };
   const [, services] = await Promise.all([
-    !place.pooled && (created || !(await isProvisioned(sandbox)))
-      ? fillWorkspace(sandbox, { mirror: start.mirror, baseCommit: start.baseCommit, from: start.from, checkpoint })
+    !place.pooled && (made.created || !(await isProvisioned(sandbox)))
+      ? fillWorkspace(sandbox, at, made.first !== undefined)
       : undefined,
     restoreServiceData(deps, input.sessionId, checkpoint ? plan.containers : []).then(async (restored) => {
       await startPlannedServices(deps, place.name, plan);

@@ -7,10 +7,11 @@
 import { CATCH_UP_REF, catchUpBundle, workingTreeTar } from '../../repos/git';
 import type { SandboxDeps } from './deps';
 import type { Checkpoint } from '../checkpoints';
-import { DRYDOCK_GIT, type SandboxHandle, type ShellScript } from '../handle';
+import { writeFile } from 'node:fs/promises';
+import { DRYDOCK_GIT, scriptArgv, type SandboxHandle, type ShellScript } from '../handle';
 import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
-import { imageStoreOf } from '../provider';
+import { CommandExitError, imageStoreOf, type ExecResult } from '../provider';
 
 /** Written last by provisioning (and a snapshot build's fill): a retry that finds it has nothing left to do. */
 const PROVISIONED = `${STATE_DIR}/provisioned`;
@@ -68,10 +69,14 @@ export async function copyWorkingTree(sandbox: SandboxHandle, mirror: string, co
 export async function fillWorkspace(
   sandbox: SandboxHandle,
   at: { mirror: string; baseCommit: string; from: SnapshotStart | undefined; checkpoint: Checkpoint | undefined },
+  /** Its first process prepared it already (prepareFirst), marked unless a checkpoint follows. */
+  prepared = false,
 ): Promise<void> {
   const { mirror, baseCommit, from, checkpoint } = at;
   const mark = !checkpoint?.diff.length;
-  if (from) {
+  if (prepared) {
+    // prepareFirst's work: what is left is the checkpoint's.
+  } else if (from) {
     const { snapshot, behind } = from;
     await prepareWorkspace(sandbox, { mirror, from: snapshot.commit, to: baseCommit, behind, mark });
   } else {
@@ -112,6 +117,8 @@ to=$1 bundle=$2 mark=$3
 if [ "$bundle" = 1 ]; then
   f=.git/drydock-catch-up.bundle
   cat > "$f"; git fetch --quiet "$f" "$4:$4"; rm -f "$f"; git update-ref -d "$4"
+elif [ "$bundle" != 0 ]; then
+  git fetch --quiet "$bundle" "$4:$4"; git update-ref -d "$4"
 fi
 [ -z "$to" ] || git checkout --quiet --force --detach "$to"
 g=$HOME/.gitconfig
@@ -125,16 +132,53 @@ fi
 [ "$mark" = 0 ] || { [ -d "$5" ] || mkdir -p "$5"; : > "$5/provisioned"; }`,
 };
 
+/** The commits a snapshot lacks up to `to`, as a git bundle; none when `to` is at or behind its commit. */
+async function bundleFor(opts: { mirror?: string; from?: string; to?: string; behind?: number }) {
+  const { mirror, from, to } = opts;
+  return mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
+}
+
+/** PREPARE_WORKSPACE's arguments; `bundle`: none ('0'), on stdin ('1'), or the path of its file. */
+const prepareArgs = (to: string | undefined, bundle: string, mark: boolean) => [
+  to ?? '',
+  bundle,
+  mark ? '1' : '0',
+  CATCH_UP_REF,
+  STATE_DIR,
+];
+
 export async function prepareWorkspace(
   sandbox: SandboxHandle,
   opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean },
 ): Promise<void> {
-  const { mirror, from, to } = opts;
-  // Commits the snapshot lacks come in a bundle; `to` at or behind the snapshot's commit is in it already.
-  const bundle = mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
+  const bundle = await bundleFor(opts);
   await sandbox.commands.runScript(
     PREPARE_WORKSPACE,
-    [to ?? '', bundle ? '1' : '0', opts.mark ? '1' : '0', CATCH_UP_REF, STATE_DIR],
+    prepareArgs(opts.to, bundle ? '1' : '0', opts.mark),
     bundle ? { stdin: bundle } : {},
   );
+}
+
+/**
+ * A snapshot start's preparation as the sandbox's first process (SandboxSpec.first):
+ * its argv, with the catch-up bundle (if any) written to `bundleFile` on the
+ * worker, seen at `bundleInSandbox` in the sandbox (its read-only egress folder).
+ * `check` reads the first process's result as runScript would (a failure throws).
+ */
+export async function prepareFirst(
+  at: { mirror: string; from: SnapshotStart; baseCommit: string; mark: boolean },
+  bundleFile: string,
+  bundleInSandbox: string,
+): Promise<{ argv: string[] }> {
+  const { mirror, from, baseCommit, mark } = at;
+  const bundle = await bundleFor({ mirror, from: from.snapshot.commit, to: baseCommit, behind: from.behind });
+  if (bundle) await writeFile(bundleFile, bundle, { mode: 0o644 });
+  return { argv: scriptArgv(PREPARE_WORKSPACE, prepareArgs(baseCommit, bundle ? bundleInSandbox : '0', mark)) };
+}
+
+/** The first process's preparation as runScript answers: a non-zero exit throws CommandExitError. */
+export function checkPrepared(first: ExecResult): void {
+  if (first.exitCode === 0) return;
+  const { stdout, stderr } = first;
+  throw new CommandExitError(PREPARE_WORKSPACE.name, first.exitCode, stdout.toString(), stderr.toString());
 }

@@ -115,6 +115,24 @@ export function sandboxCreateOptions(
 }
 
 /**
+ * The sandbox's first process when it runs a command first (SandboxSpec.first):
+ * the command, then a line "<nonce> <its exit code>" on stdout and "<nonce>"
+ * on stderr (the worker reads each up to its line through an attach opened
+ * before the start), then the same
+ * keeper as always (`exec`: sleep takes the shell's pid, pid 1's first child).
+ * An image with no sleep says so as the engine would, and the sandbox ends.
+ */
+export function firstProcessCmd(argv: string[], nonce: string): string[] {
+  return ['sh', '-c', FIRST_PROCESS, 'drydock-first', nonce, ...argv];
+}
+
+const FIRST_PROCESS = `n=$1; shift
+command -v sleep >/dev/null 2>&1 || { echo 'exec: "sleep": executable file not found in $PATH' >&2; exit 127; }
+"$@"; c=$?
+printf '\n%s %s\n' "$n" "$c"; printf '\n%s\n' "$n" >&2
+exec sleep infinity`;
+
+/**
  * A tmpfs over each of the image's VOLUMEs that no mount of drydock's covers:
  * Docker would make each an anonymous volume on the host's disk, writable by
  * the sandbox and outside `limits.disk`. Each is as large as /tmp at most and,

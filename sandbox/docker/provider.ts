@@ -6,7 +6,7 @@
  * images built with the docker CLI, snapshots committed from /workspace.
  */
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,6 +22,7 @@ import {
   type HostResources,
   type ImageLayer,
   type CommandOutput,
+  type ExecResult,
   type ImageInfo,
   type ImageStore,
   type ImageSummary,
@@ -35,7 +36,13 @@ import {
 import { MCP_STDIO_LABELS } from '../../mcp/stdio';
 import { messageOf, saysContainerGone } from '../container-gone';
 import { ExecOverStream } from '../commands';
-import { filesCompanionCreateOptions, isStatus, sandboxCreateOptions, shownLabels } from './create-options';
+import {
+  filesCompanionCreateOptions,
+  firstProcessCmd,
+  isStatus,
+  sandboxCreateOptions,
+  shownLabels,
+} from './create-options';
 import { SandboxStorageRoot } from './storage';
 import { DockerServices, socketMounts } from './services';
 
@@ -50,6 +57,7 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
     buildsImages: true,
     lateCompanions: true,
     serviceSockets: true,
+    firstCommand: true,
   };
   readonly storage: SandboxStorageRoot;
   readonly services: DockerServices;
@@ -68,7 +76,7 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
   }
 
   /** Creates and starts the sandbox, or returns the one that already has this name. */
-  async create(spec: SandboxSpec): Promise<{ id: string; created: boolean }> {
+  async create(spec: SandboxSpec): Promise<{ id: string; created: boolean; first?: ExecResult }> {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
       const { sharingFiles, companionOf } = spec;
@@ -79,21 +87,74 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
         await container.start();
         return { id: container.id, created: true };
       }
-      const storage = await this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes);
+      // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes
+      // (its inspect while the storage is made: neither needs the other).
+      const [storage, image] = await Promise.all([
+        this.storage.prepare(spec.name, spec.image, WORKSPACE, HOME, spec.diskBytes),
+        this.imageStore.image(spec.image),
+      ]);
+      const volumes = image?.volumes ?? [];
       // Its services' socket folders, known now: a service made later binds the same folder.
       const sockets: Docker.MountSettings[] = [];
       for (const service of spec.services ?? []) sockets.push(...(await socketMounts(this.storage, service)));
-      // The image's VOLUMEs get bounded mounts of drydock's, never the engine's anonymous volumes.
-      const volumes = (await this.imageStore.image(spec.image))?.volumes ?? [];
-      const container = await this.docker.createContainer(sandboxCreateOptions(spec, storage, volumes, sockets));
-      await container.start();
-      return { id: container.id, created: true };
+      const options = sandboxCreateOptions(spec, storage, volumes, sockets);
+      if (!spec.first) {
+        const container = await this.docker.createContainer(options);
+        await container.start();
+        return { id: container.id, created: true };
+      }
+      const nonce = randomBytes(8).toString('hex');
+      const container = await this.docker.createContainer({ ...options, Cmd: firstProcessCmd(spec.first.argv, nonce) });
+      return { id: container.id, created: true, first: await this.startWithFirst(container, spec.name, nonce) };
     } catch (err) {
       if (!isStatus(err, 409)) throw err;
       // Same name: a retry of this provisioning. Reuse, never a second sandbox.
       const info = await this.docker.getContainer(spec.name).inspect();
       if (!info.State.Running) await this.docker.getContainer(spec.name).start();
       return { id: info.Id, created: false };
+    }
+  }
+
+  /**
+   * Starts a container whose first process runs a command first
+   * (firstProcessCmd): its output is read through an attach opened before
+   * the start, up to the line with `nonce` and the exit code, then let go
+   * (the container keeps running). A first process that ends without that
+   * line (the sandbox died, its image has no sleep) fails the create.
+   */
+  private async startWithFirst(container: Docker.Container, name: string, nonce: string): Promise<ExecResult> {
+    const stream = (await container.attach({ stream: true, stdout: true, stderr: true, hijack: true })) as Duplex;
+    const stdout = new BoundedSink();
+    const stderr = new BoundedSink();
+    const mark = Buffer.from(`\n${nonce} `);
+    const errMark = Buffer.from(`\n${nonce}\n`);
+    const result = new Promise<ExecResult>((resolve, reject) => {
+      // The engine copies stdout and stderr apart: each is read up to its own line.
+      const read = () => {
+        const at = stdout.bytes.indexOf(mark);
+        const end = at < 0 ? -1 : stdout.bytes.indexOf('\n', at + mark.length);
+        const errAt = stderr.bytes.indexOf(errMark);
+        if (end < 0 || errAt < 0) return;
+        const exitCode = Number(stdout.bytes.subarray(at + mark.length, end).toString());
+        resolve({ exitCode, stdout: stdout.bytes.subarray(0, at), stderr: stderr.bytes.subarray(0, errAt) });
+      };
+      stdout.on('chunk', read);
+      stderr.on('chunk', read);
+      const ended = () => {
+        const said = stderr.bytes.toString().trim().slice(-500);
+        reject(said ? new Error(`the sandbox's first process ended: ${said}`) : new SandboxNotFound(name, 'stopped'));
+      };
+      stream.on('end', ended);
+      stream.on('close', ended);
+      stream.on('error', reject);
+    });
+    result.catch(() => undefined); // awaited below, after the start
+    this.docker.modem.demuxStream(stream, stdout, stderr);
+    try {
+      await container.start();
+      return await result;
+    } finally {
+      stream.destroy();
     }
   }
 
@@ -484,6 +545,16 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
       labels: c.Labels,
       createdMs: c.Created * 1000,
     }));
+  }
+}
+
+/** What a first process wrote, its last 64 KiB kept (the end is what is read), told as it comes ('chunk'). */
+class BoundedSink extends Writable {
+  bytes = Buffer.alloc(0);
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    this.bytes = Buffer.concat([this.bytes, chunk]).subarray(-64 * 1024);
+    this.emit('chunk');
+    done();
   }
 }
 

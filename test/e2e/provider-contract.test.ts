@@ -36,6 +36,43 @@ async function specOf(name: string, hostFolders: boolean): Promise<SandboxSpec> 
 describe('the Docker provider', () => {
   const provider = new DockerProvider();
   providerContract({ provider: () => provider, spec: (name) => specOf(name, true) });
+
+  test("a first command runs as the sandbox's first process, as an exec would; its result comes back, the keeper stays", async () => {
+    expect(provider.capabilities.firstCommand).toBe(true);
+    const [ok, failing] = ['drydock-contract-first-ok', 'drydock-contract-first-failing'];
+    try {
+      const probe = 'echo out; echo err >&2; id -un; pwd; printf "%s" "$HOME"';
+      const made = await provider.create({ ...(await specOf(ok, true)), first: { argv: ['sh', '-c', probe] } });
+      expect(made.created).toBe(true);
+      const asExec = await provider.exec(ok, ['sh', '-c', probe]);
+      expect(made.first).toEqual({ exitCode: 0, stdout: asExec.stdout, stderr: Buffer.from('err\n') });
+      // The keeper is pid 1's only child, `sleep infinity`, as without a first command.
+      const children = await provider.exec(ok, [
+        'sh',
+        '-c',
+        'for d in /proc/[0-9]*; do read -r s < $d/stat; set -- ${s##*) }; [ "$2" = 1 ] && tr "\\0" " " < $d/cmdline && echo; done',
+      ]);
+      expect(
+        children.stdout
+          .toString()
+          .split('\n')
+          .filter((l) => l && !l.startsWith('sh -c')),
+      ).toEqual(['sleep infinity ']);
+      // A retry finds the sandbox: no first command again.
+      expect(await provider.create({ ...(await specOf(ok, true)), first: { argv: ['false'] } })).toEqual({
+        id: made.id,
+        created: false,
+      });
+
+      const argv = ['sh', '-c', 'echo "$1" >&2; exit 5', 'sh', 'it failed'];
+      const bad = await provider.create({ ...(await specOf(failing, true)), first: { argv } });
+      expect(bad.first).toMatchObject({ exitCode: 5, stderr: Buffer.from('it failed\n') });
+      expect((await provider.exec(failing, ['true'])).exitCode).toBe(0); // still up
+    } finally {
+      await provider.destroy(ok);
+      await provider.destroy(failing);
+    }
+  });
 });
 
 describe('a test-only provider over the Docker API alone, with no host folders', () => {

@@ -1,6 +1,7 @@
 /** The switches of sandbox creation (and of the isolated builder), from the environment to their options. */
+import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../../platform/config';
-import { sandboxCreateOptions } from '../../sandbox/docker/create-options';
+import { firstProcessCmd, sandboxCreateOptions } from '../../sandbox/docker/create-options';
 import { type SandboxSpec } from '../../sandbox/provider';
 
 const spec: SandboxSpec = {
@@ -88,4 +89,16 @@ test("DRYDOCK_BUILD_TIMEOUT: the isolated builder's limit, 8m by default, betwee
   expect(() => loadConfig({ DRYDOCK_BUILD_TIMEOUT: '31m' })).toThrow(/DRYDOCK_BUILD_TIMEOUT: between 1m and 30m/);
   expect(() => loadConfig({ DRYDOCK_BUILD_TIMEOUT: '30s' })).toThrow(/DRYDOCK_BUILD_TIMEOUT/);
   expect(() => loadConfig({ DRYDOCK_BUILD_TIMEOUT: 'long' })).toThrow(/DRYDOCK_BUILD_TIMEOUT/);
+});
+
+test("a first process: its command's argv as given, then the keeper; an image with no sleep says so as the engine would", () => {
+  const cmd = firstProcessCmd(['git', 'checkout', '--quiet'], 'n0nce');
+  expect(cmd.slice(0, 2)).toEqual(['sh', '-c']);
+  expect(cmd.slice(3)).toEqual(['drydock-first', 'n0nce', 'git', 'checkout', '--quiet']);
+  expect(cmd[2].trim().split('\n').at(-1)).toBe('exec sleep infinity');
+  // Run by a real sh with no sleep on its PATH: it stops before the command, in the engine's words.
+  const ran = spawnSync('/bin/sh', ['-c', cmd[2], ...cmd.slice(3)], { env: { PATH: '/nonexistent' } });
+  expect(ran.status).toBe(127);
+  expect(ran.stderr.toString()).toMatch(/exec: "sleep": executable file not found/);
+  expect(ran.stdout.toString()).toBe('');
 });
