@@ -108,21 +108,10 @@ export function createAgentAppActivities(deps: ContainerDeps) {
       app: AgentApp;
       limits: ProvisionInput['limits'];
     }): Promise<AgentAppStart> {
-      const info = await deps.sandboxes.info(input.sandbox);
-      if (!info) throw new SandboxNotFound(input.sandbox);
       const name = agentAppContainerName(input.sandbox);
       // A running app is kept (a retry, the next attempt); one that exited starts again.
       if (!(await appAlive(deps, name))) await stopAgentApp(deps, input.sandbox);
-      await createOwnedContainer(deps, {
-        name,
-        image: input.image,
-        owner: info.labels[LABELS.session] ?? input.sandbox,
-        repo: info.labels[LABELS.repo] ?? '',
-        expiresAt: info.labels[LABELS.expires] ?? new Date(Date.now() + 60 * 60_000).toISOString(),
-        limits: input.limits,
-        companionOf: input.sandbox,
-        sharingFiles: { command: appCommand(input.app.start) },
-      });
+      await createCompanion(deps, input, name, appCommand(input.app.start));
       const url = `http://localhost:${input.app.port}${input.app.readyPath}`;
       const companion = sandboxOf(deps.sandboxes, name);
       // The pid file is the companion's first write: waited for a few seconds at most.
@@ -153,21 +142,10 @@ export function createAgentAppActivities(deps: ContainerDeps) {
       timeoutMs: number;
       limits: ProvisionInput['limits'];
     }): Promise<FeatureStartResult> {
-      const info = await deps.sandboxes.info(input.sandbox);
-      if (!info) throw new SandboxNotFound(input.sandbox);
       const name = featureStartContainerName(input.sandbox);
       // One that stopped (its commands' outcome gone with its /tmp) is made anew.
       if (!(await companionRuns(deps, name))) await removeCompanion(deps, name);
-      await createOwnedContainer(deps, {
-        name,
-        image: input.image,
-        owner: info.labels[LABELS.session] ?? input.sandbox,
-        repo: info.labels[LABELS.repo] ?? '',
-        expiresAt: info.labels[LABELS.expires] ?? new Date(Date.now() + 60 * 60_000).toISOString(),
-        limits: input.limits,
-        companionOf: input.sandbox,
-        sharingFiles: { command: startsCommand(input.starts) },
-      });
+      await createCompanion(deps, input, name, startsCommand(input.starts));
       const companion = sandboxOf(deps.sandboxes, name);
       const waited = await companion.commands.exec(['sh', '-c', startsWait(Math.ceil(input.timeoutMs / 1000))]);
       return featureStartResult(input.starts, waited.stdout.toString(), input.timeoutMs);
@@ -194,6 +172,30 @@ export function featureStartResult(starts: FeatureStart[], printed: string, time
         ? `exited with status ${status}`
         : 'did not run';
   return { ok: false, feature, why, output };
+}
+
+/**
+ * Makes the companion `name` of `sandbox` running `command` (a retry finds the one it made),
+ * with the sandbox's owner, repo and expiry: teardown and the reaper remove it with the sandbox.
+ */
+async function createCompanion(
+  deps: ContainerDeps,
+  of: { sandbox: string; image: string; limits: ProvisionInput['limits'] },
+  name: string,
+  command: string[],
+): Promise<void> {
+  const info = await deps.sandboxes.info(of.sandbox);
+  if (!info) throw new SandboxNotFound(of.sandbox);
+  await createOwnedContainer(deps, {
+    name,
+    image: of.image,
+    owner: info.labels[LABELS.session] ?? of.sandbox,
+    repo: info.labels[LABELS.repo] ?? '',
+    expiresAt: info.labels[LABELS.expires] ?? new Date(Date.now() + 60 * 60_000).toISOString(),
+    limits: of.limits,
+    companionOf: of.sandbox,
+    sharingFiles: { command },
+  });
 }
 
 /** Whether a companion exists and runs (one that stopped cannot even exec). */
