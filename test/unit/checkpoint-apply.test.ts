@@ -3,12 +3,11 @@
  * first attempt's work in the workspace (the repo copied over again resets tracked files,
  * the files the diff added stay), and the apply must still succeed. Real git, in a folder.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { sandboxOf } from '../../sandbox/handle';
-import type { ExecResult, SandboxProvider } from '../../sandbox/provider';
+import { localHandle } from '../support/local-handle';
 
 function repo(): { dir: string; git: (...args: string[]) => string } {
   const dir = mkdtempSync(path.join(tmpdir(), 'drydock-apply-'));
@@ -21,18 +20,6 @@ function repo(): { dir: string; git: (...args: string[]) => string } {
   git('add', '-A');
   git('commit', '-qm', 'base');
   return { dir, git };
-}
-
-/** A handle whose commands run in `dir` on this machine, as they would in /workspace. */
-function localHandle(dir: string) {
-  const exec = (argv: string[], opts?: { stdin?: Buffer | string }) =>
-    new Promise<ExecResult>((resolve) => {
-      const child = execFile(argv[0], argv.slice(1), { cwd: dir, encoding: 'buffer' }, (err, stdout, stderr) =>
-        resolve({ exitCode: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
-      );
-      child.stdin!.end(opts?.stdin ?? '');
-    });
-  return sandboxOf({} as SandboxProvider, 'local', exec);
 }
 
 test('a checkpoint applies again onto a workspace that holds a first attempt, keeping ignored files', async () => {

@@ -6,15 +6,15 @@
  * drydock's own git (OWN_GIT): no filter the repo's config defines runs in
  * either. Real git and sh, in a folder.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { SETUP_REF, sandboxOf } from '../../sandbox/handle';
+import { SETUP_REF } from '../../sandbox/handle';
 import { snapshotArgv, takeTrailer } from '../../sandbox/activities/commit';
 import { ownGitDirs } from '../../sandbox/toolchains';
 import { CHANGE_REF } from '../../repos/git';
-import type { ExecResult, SandboxProvider } from '../../sandbox/provider';
+import { localHandle } from '../support/local-handle';
 
 const made: string[] = [];
 afterAll(() => made.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
@@ -41,18 +41,6 @@ function repo() {
   const base = git('rev-parse', 'HEAD').trim();
   const write = (file: string, text: string) => writeFileSync(path.join(dir, file), text);
   return { dir, state, git, base, write };
-}
-
-/** A handle whose commands run in `dir` on this machine, as they would in /workspace. */
-function localHandle(dir: string) {
-  const exec = (argv: string[], opts?: { stdin?: Buffer | string }) =>
-    new Promise<ExecResult>((resolve) => {
-      const child = execFile(argv[0], argv.slice(1), { cwd: dir, encoding: 'buffer' }, (err, stdout, stderr) =>
-        resolve({ exitCode: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
-      );
-      child.stdin!.end(opts?.stdin ?? '');
-    });
-  return sandboxOf({} as SandboxProvider, 'local', exec);
 }
 
 /**
