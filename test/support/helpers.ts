@@ -350,6 +350,7 @@ export function runCli(
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(path.join(projectRoot, 'bin', 'drydock'), args, { env: { ...process.env, ...env } });
+    child.stdin.on('error', () => undefined); // a CLI that ends before reading it (EPIPE): its exit code says why
     child.stdin.end(stdin);
     let stdout = '';
     let stderr = '';
