@@ -75,6 +75,17 @@ const UNTIL_GATE = [
 const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
 
 const sandboxGone = () => ApplicationFailure.nonRetryable('no such container', 'SandboxNotFound');
+/** A runStep whose first call finds the sandbox gone; every later one succeeds. */
+const stepLostOnce = (): NonNullable<Stubs['runStep']> => {
+  let lost = false;
+  return async ({ key }) => {
+    if (!lost) {
+      lost = true;
+      throw sandboxGone();
+    }
+    return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
+  };
+};
 /** A step that runs until the session cancels it, heartbeating as the real ones do. */
 async function runUntilCancelled(): Promise<never> {
   for (;;) {
@@ -571,15 +582,8 @@ test('attach while the agent works: answered once the step under way ended; the 
 });
 
 test('sandbox lost once: replaced from the checkpoint, the step runs again, completed', async () => {
-  let lost = false;
   const stubs: Stubs = {
-    runStep: async ({ key }) => {
-      if (!lost) {
-        lost = true;
-        throw sandboxGone();
-      }
-      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
-    },
+    runStep: stepLostOnce(),
   };
   const run = await runSession(harness, 'sandbox-lost-once', scripted, stubs);
   expect(run.calls).toEqual([
@@ -840,7 +844,6 @@ test('app.forAgent: the app starts before each attempt of the agent and stops be
 
 test("app.forAgent: a sandbox lost during the agent's steps is replaced with its app started again", async () => {
   const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
-  let lost = false;
   const run = await runSession(harness, 'agent-app-lost', scripted, {
     provisionSandbox: async ({ generation }) => ({
       name: `sandbox-${generation ?? 0}`,
@@ -854,13 +857,7 @@ test("app.forAgent: a sandbox lost during the agent's steps is replaced with its
     }),
     startAgentApp: async () => ({ ready: true }),
     stopAgentApp: async () => undefined,
-    runStep: async ({ key }) => {
-      if (!lost) {
-        lost = true;
-        throw sandboxGone();
-      }
-      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
-    },
+    runStep: stepLostOnce(),
   });
   expect(run.calls.filter((c) => /AgentApp|runStep|provisionSandbox/.test(c))).toEqual([
     'provisionSandbox',
@@ -879,7 +876,6 @@ test("app.forAgent: a sandbox lost during the agent's steps is replaced with its
 test("a feature's postStartCommand runs at each start of a sandbox, before the app and the first step; one that fails ends the session naming it", async () => {
   const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
   const featureStarts = [{ feature: './tool', command: 'tool serve &' }];
-  let lost = false;
   const sandboxOf = (generation?: number) => ({
     name: `sandbox-${generation ?? 0}`,
     host: 'host-a',
@@ -896,13 +892,7 @@ test("a feature's postStartCommand runs at each start of a sandbox, before the a
     startFeatures: async () => ({ ok: true }),
     startAgentApp: async () => ({ ready: true }),
     stopAgentApp: async () => undefined,
-    runStep: async ({ key }) => {
-      if (!lost) {
-        lost = true;
-        throw sandboxGone();
-      }
-      return { exitCode: 0, timedOut: false, outputTail: `${key} ok` };
-    },
+    runStep: stepLostOnce(),
   });
   expect(run.calls.filter((c) => /startFeatures|startAgentApp|runStep|provisionSandbox/.test(c))).toEqual([
     'provisionSandbox',
