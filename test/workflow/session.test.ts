@@ -23,6 +23,7 @@ import {
   type SessionStatus,
 } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
+import type { Sandbox } from '../../sandbox/contract';
 import {
   acceptAsGiven,
   awaitApproval,
@@ -75,6 +76,17 @@ const UNTIL_GATE = [
 const TEARDOWN = ['destroySandbox', 'recordSessionMetrics'];
 
 const sandboxGone = () => ApplicationFailure.nonRetryable('no such container', 'SandboxNotFound');
+/** The sandbox of a provisioning's `generation` (0 the first, n its n-th replacement) on host-a, with `extra`. */
+const sandboxOfGeneration = (generation: number | undefined, extra: Partial<Sandbox>): Sandbox => ({
+  name: `sandbox-${generation ?? 0}`,
+  host: 'host-a',
+  hostQueue: Context.current().info.taskQueue,
+  image: 'drydock-base:test',
+  baseCommit: BASE_COMMIT,
+  hostTimeoutMs: 120_000,
+  ...extra,
+  ...(generation ? { generation } : {}),
+});
 /** A runStep whose first call finds the sandbox gone; every later one succeeds. */
 const stepLostOnce = (): NonNullable<Stubs['runStep']> => {
   let lost = false;
@@ -845,16 +857,7 @@ test('app.forAgent: the app starts before each attempt of the agent and stops be
 test("app.forAgent: a sandbox lost during the agent's steps is replaced with its app started again", async () => {
   const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
   const run = await runSession(harness, 'agent-app-lost', scripted, {
-    provisionSandbox: async ({ generation }) => ({
-      name: `sandbox-${generation ?? 0}`,
-      host: 'host-a',
-      hostQueue: Context.current().info.taskQueue,
-      image: 'drydock-base:test',
-      baseCommit: BASE_COMMIT,
-      hostTimeoutMs: 120_000,
-      app,
-      ...(generation ? { generation } : {}),
-    }),
+    provisionSandbox: async ({ generation }) => sandboxOfGeneration(generation, { app }),
     startAgentApp: async () => ({ ready: true }),
     stopAgentApp: async () => undefined,
     runStep: stepLostOnce(),
@@ -876,19 +879,8 @@ test("app.forAgent: a sandbox lost during the agent's steps is replaced with its
 test("a feature's postStartCommand runs at each start of a sandbox, before the app and the first step; one that fails ends the session naming it", async () => {
   const app = { start: 'npm run dev', port: 3000, readyPath: '/', readyTimeoutMs: 60_000 };
   const featureStarts = [{ feature: './tool', command: 'tool serve &' }];
-  const sandboxOf = (generation?: number) => ({
-    name: `sandbox-${generation ?? 0}`,
-    host: 'host-a',
-    hostQueue: Context.current().info.taskQueue,
-    image: 'drydock-base:test',
-    baseCommit: BASE_COMMIT,
-    hostTimeoutMs: 120_000,
-    app,
-    featureStarts,
-    ...(generation ? { generation } : {}),
-  });
   const run = await runSession(harness, 'feature-start', scripted, {
-    provisionSandbox: async ({ generation }) => sandboxOf(generation),
+    provisionSandbox: async ({ generation }) => sandboxOfGeneration(generation, { app, featureStarts }),
     startFeatures: async () => ({ ok: true }),
     startAgentApp: async () => ({ ready: true }),
     stopAgentApp: async () => undefined,
@@ -909,7 +901,7 @@ test("a feature's postStartCommand runs at each start of a sandbox, before the a
   expect(run.status.phase).toBe('completed');
 
   const failed = await runSession(harness, 'feature-start-failed', scripted, {
-    provisionSandbox: async () => sandboxOf(),
+    provisionSandbox: async () => sandboxOfGeneration(undefined, { app, featureStarts }),
     startFeatures: async () => ({ ok: false, feature: './tool', why: 'exited with status 3', output: 'no port' }),
   });
   expect(failed.calls.filter((c) => /startFeatures|startAgentApp|runStep/.test(c))).toEqual(['startFeatures']);
