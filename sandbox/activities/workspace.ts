@@ -8,6 +8,7 @@ import { CATCH_UP_REF, catchUpBundle, workingTreeTar } from '../../repos/git';
 import type { SandboxDeps } from './deps';
 import type { Checkpoint } from '../checkpoints';
 import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { DRYDOCK_GIT, scriptArgv, type SandboxHandle, type ShellScript } from '../handle';
 import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
@@ -69,23 +70,19 @@ export async function copyWorkingTree(sandbox: SandboxHandle, mirror: string, co
 export async function fillWorkspace(
   sandbox: SandboxHandle,
   at: { mirror: string; baseCommit: string; from: SnapshotStart | undefined; checkpoint: Checkpoint | undefined },
-  /** Its first process prepared it already (prepareFirst), marked unless a checkpoint follows. */
+  /** Its first process prepared it already (prepareFirst): the checkpoint applied, marked. */
   prepared = false,
 ): Promise<void> {
+  if (prepared) return;
   const { mirror, baseCommit, from, checkpoint } = at;
-  const mark = !checkpoint?.diff.length;
-  if (prepared) {
-    // prepareFirst's work: what is left is the checkpoint's.
-  } else if (from) {
+  const diff = checkpoint?.diff.length ? checkpoint.diff : undefined;
+  if (from) {
     const { snapshot, behind } = from;
-    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit, to: baseCommit, behind, mark });
+    await prepareWorkspace(sandbox, { mirror, from: snapshot.commit, to: baseCommit, behind, mark: true, diff });
   } else {
     await copyWorkingTree(sandbox, mirror, baseCommit);
-    await prepareWorkspace(sandbox, { mark });
+    await prepareWorkspace(sandbox, { mark: true, diff });
   }
-  if (mark) return;
-  await sandbox.git.apply(checkpoint!.diff);
-  await prepareWorkspace(sandbox, { mark: true });
 }
 
 /** Whether a sandbox was marked provisioned (prepareWorkspace's last write). */
@@ -104,8 +101,9 @@ const MARK: ShellScript = { name: 'sh', text: `mkdir -p ${STATE_DIR} && touch ${
  * The workspace's preparation in one exec: the commits from the snapshot's
  * `from` to `to` arrive as a git bundle on stdin (the sandbox has no
  * network) when the snapshot lacks them; a checkout that keeps what setup
- * left in ignored files (node_modules, builds); drydock's git identity; and,
- * with `mark`, the marker a retried provisioning checks. Few processes: a
+ * left in ignored files (node_modules, builds); drydock's git identity; a
+ * replacement's checkpoint applied when its file is given ($6, `-`:
+ * stdin; as Git.apply does it); and, with `mark`, the marker a retried provisioning checks. Few processes: a
  * first preparation writes the git configuration file as the three `git
  * config --global` would (byte for byte), and the marker with the shell.
  */
@@ -129,6 +127,7 @@ else
   git config --global user.email drydock@localhost
   git config --global --add safe.directory /workspace
 fi
+if [ -n "$6" ]; then git reset -q --hard; git clean -fdq; git apply --binary --whitespace=nowarn "$6"; fi
 [ "$mark" = 0 ] || { [ -d "$5" ] || mkdir -p "$5"; : > "$5/provisioned"; }`,
 };
 
@@ -138,42 +137,62 @@ async function bundleFor(opts: { mirror?: string; from?: string; to?: string; be
   return mirror && from && to && opts.behind !== 0 ? await catchUpBundle(mirror, from, to) : undefined;
 }
 
-/** PREPARE_WORKSPACE's arguments; `bundle`: none ('0'), on stdin ('1'), or the path of its file. */
-const prepareArgs = (to: string | undefined, bundle: string, mark: boolean) => [
+/**
+ * PREPARE_WORKSPACE's arguments; `bundle`: none ('0'), on stdin ('1'), or the path of its file;
+ * `checkpoint`: the path of a checkpoint's diff to apply.
+ */
+const prepareArgs = (to: string | undefined, bundle: string, mark: boolean, checkpoint?: string) => [
   to ?? '',
   bundle,
   mark ? '1' : '0',
   CATCH_UP_REF,
   STATE_DIR,
+  ...(checkpoint ? [checkpoint] : []),
 ];
 
+/**
+ * The workspace prepared in one exec (PREPARE_WORKSPACE); `diff`: a checkpoint
+ * applied in it too, on stdin, unless a catch-up bundle needs stdin (then after it, as Git.apply does).
+ */
 export async function prepareWorkspace(
   sandbox: SandboxHandle,
-  opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean },
+  opts: { mirror?: string; from?: string; to?: string; behind?: number; mark: boolean; diff?: Buffer },
 ): Promise<void> {
   const bundle = await bundleFor(opts);
-  await sandbox.commands.runScript(
-    PREPARE_WORKSPACE,
-    prepareArgs(opts.to, bundle ? '1' : '0', opts.mark),
-    bundle ? { stdin: bundle } : {},
-  );
+  const { diff, mark } = opts;
+  if (bundle && diff) {
+    await sandbox.commands.runScript(PREPARE_WORKSPACE, prepareArgs(opts.to, '1', false), { stdin: bundle });
+    await sandbox.git.apply(diff);
+    return void (mark && (await sandbox.commands.runScript(PREPARE_WORKSPACE, prepareArgs(undefined, '0', true))));
+  }
+  const stdin = bundle ?? diff;
+  const args = prepareArgs(opts.to, bundle ? '1' : '0', mark, diff && '-');
+  await sandbox.commands.runScript(PREPARE_WORKSPACE, args, stdin ? { stdin } : {});
 }
 
+/** What prepareFirst writes into the folder the sandbox reads: the catch-up bundle, a replacement's checkpoint. */
+export const FIRST_FILES = ['catch-up.bundle', 'checkpoint.diff'] as const;
+
 /**
- * A snapshot start's preparation as the sandbox's first process (SandboxSpec.first):
- * its argv, with the catch-up bundle (if any) written to `bundleFile` on the
- * worker, seen at `bundleInSandbox` in the sandbox (its read-only egress folder).
- * `check` reads the first process's result as runScript would (a failure throws).
+ * A snapshot start's preparation as the sandbox's first process (SandboxSpec.first),
+ * a replacement's checkpoint applied in it too, then marked: its argv, with the
+ * catch-up bundle and the checkpoint's diff (each if any) written as FIRST_FILES
+ * into `files.host` on the worker, seen in `files.sandbox` in the sandbox (its
+ * read-only egress folder). checkPrepared reads its result as runScript would.
  */
 export async function prepareFirst(
-  at: { mirror: string; from: SnapshotStart; baseCommit: string; mark: boolean },
-  bundleFile: string,
-  bundleInSandbox: string,
+  at: { mirror: string; from: SnapshotStart; baseCommit: string; checkpoint?: Checkpoint },
+  files: { host: string; sandbox: string },
 ): Promise<{ argv: string[] }> {
-  const { mirror, from, baseCommit, mark } = at;
+  const { mirror, from, baseCommit, checkpoint } = at;
   const bundle = await bundleFor({ mirror, from: from.snapshot.commit, to: baseCommit, behind: from.behind });
-  if (bundle) await writeFile(bundleFile, bundle, { mode: 0o644 });
-  return { argv: scriptArgv(PREPARE_WORKSPACE, prepareArgs(baseCommit, bundle ? bundleInSandbox : '0', mark)) };
+  const [bundleFile, diffFile] = FIRST_FILES;
+  if (bundle) await writeFile(path.join(files.host, bundleFile), bundle, { mode: 0o644 });
+  const diff = checkpoint?.diff.length ? checkpoint.diff : undefined;
+  if (diff) await writeFile(path.join(files.host, diffFile), diff, { mode: 0o644 });
+  const inSandbox = (file: string) => path.posix.join(files.sandbox, file);
+  const args = prepareArgs(baseCommit, bundle ? inSandbox(bundleFile) : '0', true, diff && inSandbox(diffFile));
+  return { argv: scriptArgv(PREPARE_WORKSPACE, args) };
 }
 
 /** The first process's preparation as runScript answers: a non-zero exit throws CommandExitError. */

@@ -5,6 +5,8 @@
  * round 1's work, and once that change parks too, approving it pushes from
  * the worker's mirror without any sandbox.
  */
+import { spawn } from 'node:child_process';
+import { LABELS } from '../../sandbox/provider';
 import { decide, followup, type SessionStatus } from '../../workflows/api';
 import {
   approveAs,
@@ -30,6 +32,32 @@ afterAll(async () => {
   await stack?.stop();
 });
 
+/** The execs made in the session's containers from now on, each as `<container>\t<its command>`, until stopped. */
+function execsOf(sessionId: string): { stop: () => string[] } {
+  const events = spawn('docker', [
+    'events',
+    // From now, as the engine kept them: none is missed while this process subscribes.
+    '--since',
+    (Date.now() / 1000).toFixed(3),
+    '--filter',
+    'type=container',
+    '--filter',
+    'event=exec_create',
+    '--filter',
+    `label=${LABELS.session}=${sessionId}`,
+    '--format',
+    '{{.Actor.Attributes.name}}\t{{json .Action}}', // one line each (a script's newlines escaped)
+  ]);
+  let out = '';
+  events.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  return {
+    stop: () => {
+      events.kill();
+      return out.split('\n').filter(Boolean);
+    },
+  };
+}
+
 const parkedAtGate = (s: SessionStatus) => s.phase === 'awaiting_approval' && s.parked !== undefined;
 
 test('parked at the gate: no container; a follow-up comes back from the checkpoint; the approved change is pushed without a sandbox', async () => {
@@ -45,6 +73,7 @@ test('parked at the gate: no container; a follow-up comes back from the checkpoi
   expect(await containersOf(id)).toEqual([]); // the sandbox (and anything it ran) is gone while it waits
   expect(first.parked!.sandbox).toBe(first.sandbox!.name);
 
+  const execs = execsOf(id);
   await handle.executeUpdate(followup, { args: [{ by: 'rita', steps: [{ run: 'echo bye >> README.md' }] }] });
   const round2 = await waitForStatus(
     handle,
@@ -54,6 +83,11 @@ test('parked at the gate: no container; a follow-up comes back from the checkpoi
   );
   expect(round2.sandbox!.name).not.toBe(first.sandbox!.name);
   expect(round2.timeline.map((r) => r.name)).toContain('re-provision: parked');
+  // The checkpoint was applied and the sandbox marked in its one preparation (an exec on the cold path, as
+  // here; none from a snapshot, where its first process prepares it): not three execs (prepare, apply, mark).
+  const made = execs.stop().filter((e) => e.startsWith(`${round2.sandbox!.name}\t`));
+  expect(made.length).toBeGreaterThan(0); // the step's own, at least: the watch saw the sandbox
+  expect(made.filter((e) => /git apply|provisioned/.test(e))).toHaveLength(1);
 
   // Round 2's change parks too; approved, it is pushed with no sandbox brought back for it.
   const second = await waitForStatus(handle, parkedAtGate, 120_000);
