@@ -101,10 +101,11 @@ export async function updateMirror(
   return withMirrorLock(mirror, async () => {
     if (await exists(mirror)) {
       // fetch itself, not `remote update`, which only starts a fetch in a second process. Without
-      // `maintenance`, no `git maintenance run --auto` (and its `gc --auto`) after it: a session's
-      // start waits for this fetch, so the mirror's upkeep is left to the fetches off that path.
+      // `maintenance`, the fetch does not wait for the `git maintenance run --auto` it starts after
+      // itself (a session's start waits for this fetch): upkeepBeside runs it instead.
       const upkeep = maintenance ? [] : ['-c', 'maintenance.auto=false'];
       await git([...upkeep, 'fetch', '--quiet', '--prune', 'origin'], mirror, env);
+      if (!maintenance) upkeepBeside(mirror);
     } else {
       await mkdir(mirrorsDir, { recursive: true });
       const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
@@ -113,6 +114,24 @@ export async function updateMirror(
     }
     return mirror;
   });
+}
+
+/** When each mirror's upkeep was last started beside a fetch (upkeepBeside). */
+const UPKEEP_STARTED = new Map<string, number>();
+/** At most one upkeep per mirror this often, ms: the fetches between add a pack or some loose objects each. */
+const UPKEEP_EVERY_MS = 10 * 60_000;
+
+/**
+ * The mirror's `git maintenance run --auto` (it gcs when git's thresholds say so), not awaited
+ * and at most every UPKEEP_EVERY_MS: beside the caller, so a session's start does not wait for
+ * it, and seldom, so starts in a row do not share the host's cores with it each time. git locks
+ * its own maintenance, and a gc works beside fetches by design.
+ */
+function upkeepBeside(mirror: string): void {
+  const last = UPKEEP_STARTED.get(mirror);
+  if (last !== undefined && Date.now() - last < UPKEEP_EVERY_MS) return;
+  UPKEEP_STARTED.set(mirror, Date.now());
+  void git(['maintenance', 'run', '--auto', '--quiet'], mirror).catch(() => undefined);
 }
 
 /** A full object id: what names the same content for ever. */

@@ -41,7 +41,7 @@ export function notRegistered(url: string): string {
 /**
  * Fetches a registered repo into the worker's mirror; a refused credential is permanent, the rest retry.
  * `onStartPath`: a session's start waits for this fetch (repoPolicy, which has checked the registry
- * itself): the registry is not asked again, and the mirror's upkeep is left to the other fetches.
+ * itself): the registry is not asked again, and the mirror's upkeep runs beside the caller, not before.
  */
 export async function syncMirror(deps: MirrorDeps, url: string, { onStartPath = false } = {}): Promise<string> {
   if (!onStartPath) await requireRegistered(deps, url);

@@ -38,10 +38,24 @@ function childrenOf(trace: string): string[] {
     .map((line) => JSON.stringify((JSON.parse(line) as { argv: string[] }).argv));
 }
 
-test("the fetch a session's start waits for runs no maintenance after it; other fetches keep the mirror's upkeep", async () => {
+test("the fetch a session's start waits for runs no maintenance itself: the upkeep runs beside it, seldom", async () => {
   const { url, mirrors } = await remoteAndMirror('upkeep');
   const onPath = path.join(dir, 'on-path.trace');
-  await updateMirror(mirrors, url, { GIT_TRACE2_EVENT: onPath }, { maintenance: false });
+  const beside: string[][] = [];
+  const observe = (file: string, args: string[]) =>
+    void (file === 'git' && args[0] === 'maintenance' && beside.push(args));
+  processObservers.push(observe);
+  try {
+    await updateMirror(mirrors, url, { GIT_TRACE2_EVENT: onPath }, { maintenance: false });
+    for (let i = 0; i < 100 && !beside.length; i++) await new Promise((r) => setTimeout(r, 100));
+    // The next start's fetch, moments later, leaves it out: at most one upkeep every ten minutes.
+    await updateMirror(mirrors, url, {}, { maintenance: false });
+    await new Promise((r) => setTimeout(r, 500));
+  } finally {
+    processObservers.splice(processObservers.indexOf(observe), 1);
+  }
+  // The mirror's upkeep still ran, once, as a process of its own after the fetch.
+  expect(beside).toEqual([['maintenance', 'run', '--auto', '--quiet']]);
   const offPath = path.join(dir, 'off-path.trace');
   await updateMirror(mirrors, url, { GIT_TRACE2_EVENT: offPath });
   expect(childrenOf(offPath).some((c) => c.includes('"maintenance"'))).toBe(true);
