@@ -6,14 +6,8 @@
 import { Context } from '@temporalio/activity';
 import type { Redactor } from './scrub';
 
-/**
- * How often activities heartbeat; the workflow's heartbeatTimeout (10 s) is a few of these.
- * Each heartbeat is a write of the workflow's state in Temporal's database, and they add
- * up when activities run long on a busy machine (at 64 sessions and load 50 a session's
- * activities ran 147 s: 73 heartbeats; bench/RESULTS.md, "CPU seconds at 64 sessions").
- * Every 3 s leaves 7 s of slack, where 2 s (a throttle of 8 s) was too little.
- */
-export const HEARTBEAT_INTERVAL_MS = 3_000;
+/** How often activities heartbeat; the workflow's heartbeatTimeout is a few of these. */
+export const HEARTBEAT_INTERVAL_MS = 2_000;
 
 /** The latest progress of each running activity, repeated by its regular heartbeats. */
 const progress = new WeakMap<Context, unknown>();
