@@ -4,7 +4,7 @@
  * GitHub reports closed, and a session's row of metrics when it ends.
  */
 import type { Database } from '../store/db';
-import { recordEvent, type AuditInput, type AuditTrail } from '../store/audit';
+import { GENESIS, recordEvent, type AuditInput, type AuditTrail } from '../store/audit';
 import type { AuditSeal, PullRequestClosed } from '../workflows/api';
 import type { SessionMetrics } from '../workflows/rules/metrics';
 import {
@@ -18,7 +18,6 @@ import {
   sessionRefusals,
   sessionsEnded,
 } from '../platform/metrics';
-import { sessionReviewMs } from '../review/review-time';
 
 /**
  * The figures' counters of an ended session (docs/pilot.md). A retried
@@ -70,23 +69,24 @@ export function createAuditActivities({ audit, db }: AuditDeps) {
      */
     async recordSessionMetrics(m: SessionMetrics): Promise<AuditSeal> {
       if (m.reviewWaitMs > 0) approvalWait.observe(m.reviewWaitMs / 1000);
-      // Every reviewer's measured time, from the console's and the CLI's records (docs/audit.md).
-      const reviewMs = await sessionReviewMs(db.pool, m.sessionId);
-      if (reviewMs !== undefined) reviewTime.observe(reviewMs / 1000);
-      decisionsUnmeasured.inc(m.decisionsUnmeasured);
-      // Retries: every audit row written by an attempt after the first one.
-      const retried = await db.pool.query<{ retries: string }>(
-        'select coalesce(sum(greatest(attempt - 1, 0)), 0) as retries from audit_events where session_id = $1',
-        [m.sessionId],
-      );
-      await db.pool.query(
+      // One statement: the row, with what the database already holds read inside it: the retries
+      // (every audit row written by an attempt after the first one), every reviewer's measured time
+      // (the console's and the CLI's records, docs/audit.md), and the audit chain's end for the seal.
+      const written = await db.pool.query<{
+        retries: number;
+        review_ms: string | null;
+        seq: number | null;
+        hash: string | null;
+      }>(
         `insert into session_metrics (session_id, repo, requested_by, started_at, ended_at, outcome, failure_cause,
            time_to_ready_ms, sandbox_ms, snapshot_age_ms, agent_turns, tokens, cost_usd, verification_rounds,
            verification_passed, retries, review_wait_ms, approved, pr_url, review_active_ms, decisions_unmeasured,
            agent, attempt_of, acceptance_passed, time_to_review_ms, restarts, refusals_egress, refusals_decisions,
            refusals_budget, pushed)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-           $22, $23, $24, $25, $26, $27, $28, $29, $30)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+           (select coalesce(sum(greatest(attempt - 1, 0)), 0) from audit_events where session_id = $1),
+           $16, $17, $18, (select sum(active_ms) from review_time where session_id = $1), $19,
+           $20, $21, $22, $23, $24, $25, $26, $27, $28)
          on conflict (session_id) do update set
            ended_at = excluded.ended_at, outcome = excluded.outcome, failure_cause = excluded.failure_cause,
            time_to_ready_ms = excluded.time_to_ready_ms, sandbox_ms = excluded.sandbox_ms,
@@ -98,7 +98,10 @@ export function createAuditActivities({ audit, db }: AuditDeps) {
            agent = excluded.agent, attempt_of = excluded.attempt_of, acceptance_passed = excluded.acceptance_passed,
            time_to_review_ms = excluded.time_to_review_ms, restarts = excluded.restarts,
            refusals_egress = excluded.refusals_egress, refusals_decisions = excluded.refusals_decisions,
-           refusals_budget = excluded.refusals_budget, pushed = excluded.pushed`,
+           refusals_budget = excluded.refusals_budget, pushed = excluded.pushed
+         returning retries, review_active_ms as review_ms,
+           (select seq from audit_events where session_id = $1 order by seq desc limit 1) as seq,
+           (select hash from audit_events where session_id = $1 order by seq desc limit 1) as hash`,
         [
           m.sessionId,
           m.repo,
@@ -115,11 +118,9 @@ export function createAuditActivities({ audit, db }: AuditDeps) {
           m.costUsd,
           m.verificationRounds,
           m.verificationPassed ?? null,
-          Number(retried.rows[0].retries),
           m.reviewWaitMs,
           m.approved,
           m.prUrl ?? null,
-          reviewMs ?? null,
           m.decisionsUnmeasured,
           m.agent ?? null,
           m.attemptOf ?? null,
@@ -132,8 +133,11 @@ export function createAuditActivities({ audit, db }: AuditDeps) {
           m.pushed,
         ],
       );
-      countEnded(m, Number(retried.rows[0].retries));
-      return audit.seal(m.sessionId);
+      const { retries, review_ms: reviewMs, seq, hash } = written.rows[0];
+      if (reviewMs !== null) reviewTime.observe(Number(reviewMs) / 1000);
+      decisionsUnmeasured.inc(m.decisionsUnmeasured);
+      countEnded(m, retries);
+      return { events: seq ?? 0, head: hash ?? GENESIS };
     },
   };
 }

@@ -68,7 +68,11 @@ export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
       const grant: RepoGrant = found.ok
         ? { name: found.repo.name, limits: found.repo.limits }
         : { name: redactUrl(url), limits: DEV_MODE_LIMITS };
-      const mirror = await syncMirror(deps, url);
+      // The repo's notes are read while the mirror is fetched (kept only if the settled input uses them).
+      const notesRead = deps.db ? new RepoNotes(deps.db.pool).given(grant.name) : Promise.resolve([]);
+      notesRead.catch(() => undefined); // awaited below when used; unused, its failure does not matter
+      // Checked against the registry above: the fetch need not ask it again.
+      const mirror = await syncMirror(deps, url, { onStartPath: true });
       const commit = await resolveRef(mirror, ref);
       const file = await readRepoConfig(mirror, commit);
       if (!file.ok) return file;
@@ -76,7 +80,7 @@ export function createRepoPolicyActivities(deps: RepoPolicyDeps) {
       const app = repoApp(file.config?.app, await devcontainerOf(mirror, commit, file.config, operator));
       const settled = settleSessionInput({ grant, file: file.config, raw, restricted: restrictedHost, app });
       if (!settled.ok) return settled;
-      const notes = settled.input.memory.use && deps.db ? await new RepoNotes(deps.db.pool).given(grant.name) : [];
+      const notes = settled.input.memory.use ? await notesRead : [];
       return {
         ...settled,
         repo: grant.name,

@@ -348,8 +348,9 @@ async function startSecondHost(config: Config, image: string, stops: (() => Prom
     child.kill('SIGTERM');
     await exited;
   });
+  // Up to 5 minutes: at load 48 its start (tsx compiling the worker, bundling the workflows) took over one.
   for (let i = 0; !output.includes('worker polling'); i++) {
-    if (child.exitCode !== null || i > 600) throw new Error(`the second host's worker did not start:\n${output}`);
+    if (child.exitCode !== null || i > 3_000) throw new Error(`the second host's worker did not start:\n${output}`);
     await new Promise((r) => setTimeout(r, 100));
   }
   const info = JSON.parse(

@@ -91,12 +91,21 @@ export function mirrorOf(mirrorsDir: string, url: string): string {
  * fetched on every later one: sandboxes get their code from it (they have no
  * network) and pushes go out from it.
  */
-export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv = {}): Promise<string> {
+export async function updateMirror(
+  mirrorsDir: string,
+  url: string,
+  env: GitEnv = {},
+  { maintenance = true }: { maintenance?: boolean } = {},
+): Promise<string> {
   const mirror = mirrorOf(mirrorsDir, url);
   return withMirrorLock(mirror, async () => {
     if (await exists(mirror)) {
-      // fetch itself, not `remote update`, which only starts a fetch in a second process.
-      await git(['fetch', '--quiet', '--prune', 'origin'], mirror, env);
+      // fetch itself, not `remote update`, which only starts a fetch in a second process. Without
+      // `maintenance`, the fetch does not wait for the `git maintenance run --auto` it starts after
+      // itself (a session's start waits for this fetch): upkeepBeside runs it instead.
+      const upkeep = maintenance ? [] : ['-c', 'maintenance.auto=false'];
+      await git([...upkeep, 'fetch', '--quiet', '--prune', 'origin'], mirror, env);
+      if (!maintenance) upkeepBeside(mirror);
     } else {
       await mkdir(mirrorsDir, { recursive: true });
       const partial = `${mirror}.tmp-${process.pid}-${Date.now()}`;
@@ -105,6 +114,24 @@ export async function updateMirror(mirrorsDir: string, url: string, env: GitEnv 
     }
     return mirror;
   });
+}
+
+/** When each mirror's upkeep was last started beside a fetch (upkeepBeside). */
+const UPKEEP_STARTED = new Map<string, number>();
+/** At most one upkeep per mirror this often, ms: the fetches between add a pack or some loose objects each. */
+const UPKEEP_EVERY_MS = 10 * 60_000;
+
+/**
+ * The mirror's `git maintenance run --auto` (it gcs when git's thresholds say so), not awaited
+ * and at most every UPKEEP_EVERY_MS: beside the caller, so a session's start does not wait for
+ * it, and seldom, so starts in a row do not share the host's cores with it each time. git locks
+ * its own maintenance, and a gc works beside fetches by design.
+ */
+function upkeepBeside(mirror: string): void {
+  const last = UPKEEP_STARTED.get(mirror);
+  if (last !== undefined && Date.now() - last < UPKEEP_EVERY_MS) return;
+  UPKEEP_STARTED.set(mirror, Date.now());
+  void git(['maintenance', 'run', '--auto', '--quiet'], mirror).catch(() => undefined);
 }
 
 /** A full object id: what names the same content for ever. */
@@ -162,7 +189,9 @@ export async function resolveCommit(mirror: string, ref?: string): Promise<strin
   const candidates = ref ? [ref, `refs/heads/${ref}`, `refs/tags/${ref}`] : ['HEAD'];
   for (const candidate of candidates) {
     try {
-      return (await git(['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`], mirror)).trim();
+      const commit = (await git(['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`], mirror)).trim();
+      rememberCommit(mirror, commit);
+      return commit;
     } catch {
       // try the next spelling
     }
@@ -322,10 +351,38 @@ export async function hasWholeCommit(mirror: string, commit: string): Promise<bo
 
 /** Whether `commit` is in the mirror (a force push and gc can drop an old snapshot's commit). */
 export async function hasCommit(mirror: string, commit: string): Promise<boolean> {
+  if (knownCommit(mirror, commit)) return true;
   return git(['cat-file', '-e', `${commit}^{commit}`], mirror).then(
-    () => true,
+    () => (rememberCommit(mirror, commit), true),
     () => false,
   );
+}
+
+/**
+ * Commits this process saw in a mirror (resolved there, or found by hasCommit), with when:
+ * a session's provisioning asks for the commit its repoPolicy resolved moments before, and
+ * need not start a git process to hear it again. An object seen in a mirror stays there far
+ * longer than KNOWN_COMMIT_MS: git prunes unreachable objects only after gc.pruneExpire
+ * (two weeks by default), and a mirror is only ever fetched into.
+ */
+const KNOWN_COMMITS = new Map<string, number>();
+const KNOWN_COMMIT_MS = 10 * 60_000;
+const KNOWN_COMMITS_MAX = 10_000;
+
+function rememberCommit(mirror: string, commit: string): void {
+  if (!OBJECT_ID.test(commit)) return;
+  const key = `${mirror}\0${commit}`;
+  KNOWN_COMMITS.delete(key); // the newest last, so the oldest go first
+  KNOWN_COMMITS.set(key, Date.now());
+  for (const oldest of KNOWN_COMMITS.keys()) {
+    if (KNOWN_COMMITS.size <= KNOWN_COMMITS_MAX) break;
+    KNOWN_COMMITS.delete(oldest);
+  }
+}
+
+function knownCommit(mirror: string, commit: string): boolean {
+  const seen = KNOWN_COMMITS.get(`${mirror}\0${commit}`);
+  return seen !== undefined && Date.now() - seen < KNOWN_COMMIT_MS;
 }
 
 /** Commits in `to` that `from` lacks; undefined when `from` is unknown to the mirror. */

@@ -38,11 +38,15 @@ export function notRegistered(url: string): string {
   );
 }
 
-/** Fetches a registered repo into the worker's mirror; a refused credential is permanent, the rest retry. */
-export async function syncMirror(deps: MirrorDeps, url: string): Promise<string> {
-  await requireRegistered(deps, url);
+/**
+ * Fetches a registered repo into the worker's mirror; a refused credential is permanent, the rest retry.
+ * `onStartPath`: a session's start waits for this fetch (repoPolicy, which has checked the registry
+ * itself): the registry is not asked again, and the mirror's upkeep runs beside the caller, not before.
+ */
+export async function syncMirror(deps: MirrorDeps, url: string, { onStartPath = false } = {}): Promise<string> {
+  if (!onStartPath) await requireRegistered(deps, url);
   try {
-    return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps, url));
+    return await updateMirror(deps.mirrorsDir, url, await gitCredentials(deps, url), { maintenance: !onStartPath });
   } catch (err) {
     if (err instanceof GitError && err.isAuthFailure) {
       throw ApplicationFailure.nonRetryable(

@@ -14,7 +14,6 @@ import path from 'node:path';
 import type { Pool } from 'pg';
 import type { AuditSeal } from '../workflows/api';
 import { ConfigError, type Config } from '../platform/config';
-import { withTransaction } from './db';
 import type { Redactor } from '../platform/scrub';
 
 export const AUDIT_KINDS = [
@@ -73,6 +72,9 @@ export interface AuditRow {
 }
 
 export const GENESIS = '0'.repeat(64);
+
+/** How many times one append reads the chain's end again after losing the race for it before it gives up (the activity retries). */
+const APPEND_RACES = 50;
 
 /** JSON with keys sorted at every level: jsonb does not keep key order, the hash must not depend on it. */
 export function canonicalJson(value: unknown): string {
@@ -179,34 +181,30 @@ export class AuditTrail {
     }
   }
 
-  private appendOnce(input: AuditInput): Promise<AuditRow> {
+  /**
+   * One try: two statements, no transaction and no lock. The chain stays linear because
+   * (session, seq) is unique: a writer that lost the race for a position inserts nothing
+   * and reads the new end again. A retried event (same key) returns the row already there.
+   */
+  private async appendOnce(input: AuditInput): Promise<AuditRow> {
     const eventKey = `${input.sessionId}/${input.key}`;
-    return withTransaction(this.pool, async (client) => {
-      // One writer per session at a time, so the chain stays linear.
-      await client.query('select pg_advisory_xact_lock(hashtext($1))', [input.sessionId]);
-      const existing = await client.query('select * from audit_events where event_key = $1', [eventKey]);
-      if (existing.rows[0]) return fromDb(existing.rows[0]);
-      const last = await client.query<{ seq: number; hash: string }>(
-        'select seq, hash from audit_events where session_id = $1 order by seq desc limit 1',
-        [input.sessionId],
+    for (let tries = 1; ; tries++) {
+      // The event if it is there already, and the chain's end: one round trip.
+      const found = await this.pool.query(
+        `(select * from audit_events where event_key = $1)
+         union all
+         (select * from audit_events where session_id = $2 order by seq desc limit 1)`,
+        [eventKey, input.sessionId],
       );
-      const row: Omit<AuditRow, 'hash'> = {
-        sessionId: input.sessionId,
-        seq: (last.rows[0]?.seq ?? 0) + 1,
-        key: eventKey,
-        kind: input.kind,
-        at: (input.at ?? new Date()).toISOString(),
-        actor: this.redactor.text(input.actor),
-        host: this.host,
-        activityId: input.activityId ?? null,
-        attempt: input.attempt ?? null,
-        data: this.redactor.value(input.data),
-        prevHash: last.rows[0]?.hash ?? GENESIS,
-      };
+      const existing = found.rows.find((r) => r.event_key === eventKey);
+      if (existing) return fromDb(existing);
+      const last = found.rows[0] as { seq: number; hash: string } | undefined;
+      const row = this.rowAfter(input, eventKey, last);
       const hash = rowHash(this.key, row);
-      await client.query(
+      const inserted = await this.pool.query(
         `insert into audit_events (session_id, seq, event_key, kind, at, actor, host, activity_id, attempt, data, prev_hash, hash)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         on conflict do nothing returning id`,
         [
           row.sessionId,
           row.seq,
@@ -222,8 +220,31 @@ export class AuditTrail {
           hash,
         ],
       );
-      return { ...row, hash };
-    });
+      if (inserted.rowCount) return { ...row, hash };
+      // Another writer took this position (or wrote this very event): read again.
+      if (tries >= APPEND_RACES) throw new Error(`audit: ${tries} writers raced for the end of ${input.sessionId}`);
+    }
+  }
+
+  /** The row that follows `last` in the session's chain (scrubbed; its hash not yet taken). */
+  private rowAfter(
+    input: AuditInput,
+    eventKey: string,
+    last: { seq: number; hash: string } | undefined,
+  ): Omit<AuditRow, 'hash'> {
+    return {
+      sessionId: input.sessionId,
+      seq: (last?.seq ?? 0) + 1,
+      key: eventKey,
+      kind: input.kind,
+      at: (input.at ?? new Date()).toISOString(),
+      actor: this.redactor.text(input.actor),
+      host: this.host,
+      activityId: input.activityId ?? null,
+      attempt: input.attempt ?? null,
+      data: this.redactor.value(input.data),
+      prevHash: last?.hash ?? GENESIS,
+    };
   }
 
   async events(sessionId: string): Promise<AuditRow[]> {

@@ -158,6 +158,23 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
 }
 
 /** Every URL of the server: webhooks (signed), the API (bearer token), the console (cookie). */
+/**
+ * Ready once Temporal answers for drydock's namespace: before that (its setup still running)
+ * a session's start fails with "Namespace not found". /healthz says only that the process
+ * lives (a liveness probe must not restart serve for Temporal's outage).
+ */
+async function readiness(ctx: ServeContext): Promise<[number, unknown]> {
+  const namespace = ctx.client.options.namespace;
+  try {
+    const { connection, workflowService } = ctx.client;
+    await connection.withDeadline(Date.now() + 5_000, () => workflowService.describeNamespace({ namespace }));
+    return [200, { ok: true }];
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    return [503, { ok: false, error: `Temporal does not answer for namespace "${namespace}": ${why.slice(0, 300)}` }];
+  }
+}
+
 async function route(ctx: ServeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://drydock');
   const method = req.method ?? 'GET';
@@ -166,6 +183,7 @@ async function route(ctx: ServeContext, req: IncomingMessage, res: ServerRespons
   let match: RegExpExecArray | null;
 
   if (is('GET', /^\/healthz$/)) return sendJson(res, 200, { ok: true });
+  if (is('GET', /^\/readyz$/)) return sendJson(res, ...(await readiness(ctx)));
   if (is('POST', /^\/webhooks\/github$/)) return sendJson(res, ...(await githubWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/gitlab$/)) return sendJson(res, ...(await gitlabWebhook(ctx, req)));
   if (is('POST', /^\/webhooks\/gitea$/)) return sendJson(res, ...(await giteaWebhook(ctx, req)));

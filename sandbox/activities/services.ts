@@ -490,15 +490,16 @@ const SERVICE_LOG_BYTES = 1024 * 1024;
 
 /**
  * Copies each service's log into the sandbox's read-only /run/drydock/services/<name>.log,
- * for agent CLIs and steps to read (every few seconds while a step runs).
+ * for agent CLIs and steps to read (every few seconds while a step runs). Returns how
+ * many services the sandbox has.
  */
 export async function syncServiceLogs(
   deps: Pick<SandboxDeps, 'sandboxes' | 'egressRoot'>,
   sandbox: string,
-): Promise<void> {
+): Promise<number> {
   const runtime = deps.sandboxes.services;
   const services = runtime ? await runtime.list(sandbox) : [];
-  if (!runtime || !services.length) return;
+  if (!runtime || !services.length) return 0;
   const dir = path.join(egressDirOf(deps.egressRoot, sandbox), 'services');
   await mkdir(dir, { recursive: true, mode: 0o755 });
   for (const service of services) {
@@ -507,4 +508,5 @@ export async function syncServiceLogs(
     await writeFile(`${file}.tmp`, text.slice(-SERVICE_LOG_BYTES), { mode: 0o644 });
     await rename(`${file}.tmp`, file);
   }
+  return services.length;
 }

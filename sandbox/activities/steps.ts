@@ -43,8 +43,16 @@ import type { GatewayResult, StepInput, StepResult } from '../contract';
 import type { Redactor } from '../../platform/scrub';
 import { readJUnitResults } from './verify';
 
-/** How often a running step's output is copied out and heartbeated. */
-const STREAM_INTERVAL_MS = 2_000;
+/**
+ * When a running step's output is next copied out and heartbeated: 2 s after
+ * it starts, then 2 s later each time up to every 8 s. Each copy is an exec in
+ * the sandbox (a process, the engine's API calls), so at 64 sessions at once,
+ * when steps run long because the cores are shared, a fixed 2 s was most of
+ * the engine's work per step (bench/RESULTS.md, "CPU seconds at 64 sessions").
+ */
+export function streamDelayMs(copies: number): number {
+  return Math.min(2_000 * (copies + 1), 8_000);
+}
 /** The most of a step's output copied to its artifact in one read. */
 const STREAM_CHUNK_BYTES = 1024 ** 2;
 const NO_COUNTS = { oomKills: 0, pidsMax: 0 };
@@ -532,11 +540,12 @@ async function streamOutput<T>(
   // put below is still awaited; the caller still gets the rejection from the return.
   finished.catch(() => undefined);
   await artifacts.put(to.sessionId, to.name, '');
-  await syncServiceLogs(deps, to.sandbox).catch(() => undefined);
-  while (!done) {
-    await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, STREAM_INTERVAL_MS))]);
+  // A sandbox's services are made with it, not during a step: one without any is not asked again.
+  const services = await syncServiceLogs(deps, to.sandbox).catch(() => 1);
+  for (let copies = 0; !done; copies++) {
+    await Promise.race([finished.catch(() => undefined), new Promise((r) => setTimeout(r, streamDelayMs(copies)))]);
     if (done) break;
-    await syncServiceLogs(deps, to.sandbox).catch(() => undefined);
+    if (services) await syncServiceLogs(deps, to.sandbox).catch(() => undefined);
     const chunk = await sandbox.files.readFrom(to.file, copied, STREAM_CHUNK_BYTES).catch(() => undefined);
     if (!chunk?.length) continue;
     copied += chunk.length;

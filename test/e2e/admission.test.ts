@@ -6,10 +6,12 @@
  * with 429 and Retry-After (and in Slack's channel). The session holding the slot is never evicted.
  * Memory (DRYDOCK_HOST_MEMORY) and free disk (DRYDOCK_HOST_DISK_FREE) bound a
  * host too, each named in the queued session's reason.
+ * Serve is ready (/readyz) only once Temporal answers for its namespace.
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Client } from '@temporalio/client';
 import { decide, type SessionStatus } from '../../workflows/api';
 import { triggerSessionSchema } from '../../workflows/input';
 import { personalTokens } from '../support/identity';
@@ -194,3 +196,18 @@ test("memory and disk: a session beyond the host's memory queues while a smaller
     await full.stop();
   }
 }, 420_000);
+
+test('serve is ready once Temporal answers for its namespace; /healthz says only that it lives', async () => {
+  expect(await (await fetch(`${serve.url}/readyz`)).json()).toEqual({ ok: true });
+  // A namespace its setup has not made yet: a session's start would fail with "Namespace not found".
+  const early = new Client({ connection: stack.client.connection, namespace: 'drydock-not-made-yet' });
+  const unready = await startServe({ ...stack, client: early });
+  try {
+    const res = await fetch(`${unready.url}/readyz`);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: string }).error).toContain('namespace "drydock-not-made-yet"');
+    expect((await fetch(`${unready.url}/healthz`)).status).toBe(200);
+  } finally {
+    await unready.close();
+  }
+});

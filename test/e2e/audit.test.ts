@@ -285,7 +285,7 @@ test('a PostgreSQL restart in the middle of an audit write fails only that try: 
     DATABASE_URL: server.url,
     DRYDOCK_DATA_DIR: await mkdtemp(path.join(tmpdir(), 'd-')),
   });
-  // Another connection holds the session's lock, so the write is inside its transaction when the server goes.
+  // Another connection holds the table against writes (reads pass), so the write's insert is waiting when the server goes.
   const holder = new Client({ connectionString: server.url });
   holder.on('error', () => {});
   await holder.connect();
@@ -293,10 +293,10 @@ test('a PostgreSQL restart in the middle of an audit write fails only that try: 
     const audit = new AuditTrail(db.pool, 'restart-test', new Redactor([]), testAuditKey());
     const id = newSessionId('audit-restart');
     await holder.query('begin');
-    await holder.query('select pg_advisory_xact_lock(hashtext($1))', [id]);
+    await holder.query('lock table audit_events in exclusive mode');
     const written = audit.append({ sessionId: id, key: 'step-1/command', kind: 'command', actor: 'agent', data: {} });
     const waiting = async () =>
-      (await holder.query("select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted"))
+      (await holder.query("select count(*)::int as n from pg_locks where locktype = 'relation' and not granted"))
         .rows[0].n;
     while ((await waiting()) === 0) await new Promise((r) => setTimeout(r, 100));
     await server.stop();
@@ -307,6 +307,46 @@ test('a PostgreSQL restart in the middle of an audit write fails only that try: 
   } finally {
     await db.close();
     await server.stop();
+  }
+});
+
+test('appends racing for one session keep one linear chain, each event once, in two statements each (no transaction, no lock)', async () => {
+  const db = await openDatabase({
+    DATABASE_URL: process.env.DATABASE_URL,
+    DRYDOCK_DATA_DIR: await mkdtemp(path.join(tmpdir(), 'd-')),
+  });
+  // Counted at the client: what one append costs in round trips to the database.
+  let statements = 0;
+  const counted = Object.assign(Object.create(db.pool) as Pool, {
+    query: (...args: Parameters<Pool['query']>) => {
+      statements++;
+      return (db.pool.query as (...a: unknown[]) => unknown)(...args);
+    },
+    connect: (...args: Parameters<Pool['connect']>) => {
+      statements += 100; // a checked-out client: a transaction
+      return (db.pool.connect as (...a: unknown[]) => unknown)(...args);
+    },
+  });
+  try {
+    const id = newSessionId('audit-race');
+    const writers = [0, 1, 2].map(() => new AuditTrail(counted, 'race-test', new Redactor([]), testAuditKey()));
+    const event = (i: number) => ({
+      sessionId: id,
+      key: `step-${i}/command`,
+      kind: 'command' as const,
+      actor: 'agent',
+      data: { i },
+    });
+    await writers[0].append(event(0));
+    expect(statements).toBe(2);
+    // Twelve events, each written by three writers at once (a retried activity beside the first try).
+    await Promise.all(Array.from({ length: 12 }, (_, i) => writers.map((w) => w.append(event(i + 1)))).flat());
+    const rows = await rowsOf(id);
+    expect(rows.map((r) => r.seq)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
+    expect(new Set(rows.map((r) => r.event_key)).size).toBe(13);
+    expect((await writers[0].verify(id)).broken).toEqual([]);
+  } finally {
+    await db.close();
   }
 });
 

@@ -218,7 +218,7 @@ beforeAll(async () => {
     });
   }
   serveUrl = `http://127.0.0.1:${httpPort}`;
-  await until('drydock serve answering', async () => ((await fetch(`${serveUrl}/healthz`)).ok ? 1 : undefined));
+  await until('drydock serve ready', async () => ((await fetch(`${serveUrl}/readyz`)).ok ? 1 : undefined));
 }, 900_000);
 
 afterAll(async () => {

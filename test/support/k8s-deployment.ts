@@ -75,11 +75,10 @@ export async function deploy(cluster: TestCluster, opts: DeployOptions): Promise
     docs.filter((d) => d.kind !== 'Namespace'),
   );
   const serveUrl = `http://127.0.0.1:${ports.http}`;
-  await until('drydock serve answering', async () => ((await fetch(`${serveUrl}/healthz`)).ok ? true : undefined), 600);
+  // Ready once Temporal answers for drydock's namespace (the setup Job makes it): a session started
+  // before that is refused ("Namespace not found", seen under load).
+  await until('drydock serve ready', async () => ((await fetch(`${serveUrl}/readyz`)).ok ? true : undefined), 600);
   await kubectl('-n', namespace, 'rollout', 'status', 'daemonset/drydock-worker', '--timeout=300s');
-  // serve answers before Temporal has its namespace (the setup Job): a session started then is refused
-  // ("Namespace not found", seen under load), so the deployment is ready when the Job is done, as docs say.
-  await kubectl('-n', namespace, 'wait', '--for=condition=complete', 'job/drydock-temporal-setup', '--timeout=600s');
   return { namespace, sandboxes, serveUrl, temporalAddress: `127.0.0.1:${ports.temporal}`, tokens, kubectl };
 }
 

@@ -506,7 +506,7 @@ describe('infra/compose', () => {
     const env = composeServiceEnv(serve);
     expect(env.DRYDOCK_HTTP_HOST).toBe('0.0.0.0');
     expect(serve.ports.map((p: string) => p.split(':').pop())).toContain(env.DRYDOCK_HTTP_PORT);
-    expect(serve.healthcheck.test.join(' ')).toContain(`:${env.DRYDOCK_HTTP_PORT}/healthz`);
+    expect(serve.healthcheck.test.join(' ')).toContain(`:${env.DRYDOCK_HTTP_PORT}/readyz`);
   });
 
   test("the worker's stop grace is longer than its shutdown grace", () => {
@@ -711,7 +711,8 @@ describe('infra/k8s', () => {
     const { env } = k8sContainerEnv(serve);
     expect(env.DRYDOCK_HTTP_HOST).toBe('0.0.0.0');
     expect(serve.ports).toEqual([{ name: 'http', containerPort: Number(env.DRYDOCK_HTTP_PORT) }]);
-    expect(serve.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(serve.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
+    expect(serve.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
     const service = find('Service', 'drydock-serve');
     expect(serveDeployment().spec.template.metadata.labels).toMatchObject(service.spec.selector);
     expect(service.spec.ports[0].targetPort).toBe('http');

@@ -6,9 +6,11 @@
  * the final status.
  */
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
+import { HEARTBEAT_INTERVAL_MS } from '../../platform/heartbeat';
 import { status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
@@ -217,10 +219,18 @@ export async function withStubWorker<T>(
   const activities = Object.fromEntries(
     Object.entries({ ...defaultStubs(taskQueue), ...stubs }).map(([activity, fn]) => [
       activity,
-      (arg: Record<string, unknown>) => {
+      async (arg: Record<string, unknown>) => {
         calls.push(callLabel(activity, arg));
         (args[activity] ??= []).push(arg);
-        return (fn as (a: unknown) => Promise<unknown>)(arg);
+        // Heartbeats as the worker's activities do (platform/heartbeat.ts): on a busy machine a stub
+        // that waits on the workflow (a child, an update) past the heartbeat timeout would be run again.
+        const ctx = Context.current();
+        const timer = setInterval(() => ctx.heartbeat(), HEARTBEAT_INTERVAL_MS);
+        try {
+          return await (fn as (a: unknown) => Promise<unknown>)(arg);
+        } finally {
+          clearInterval(timer);
+        }
       },
     ]),
   );
