@@ -138,13 +138,6 @@ export interface SandboxSpec {
    * (created false) returns none, and the caller runs what it needs as an exec.
    */
   first?: { argv: string[] };
-  /**
-   * Called once when the sandbox made now runs, before its first process is
-   * done: its services can start in its network namespace meanwhile. A
-   * provider may not call it (a sandbox found again, a pod made with its
-   * services); the caller then starts them after create.
-   */
-  running?: () => void;
 }
 
 export interface ExecOptions {

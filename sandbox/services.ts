@@ -190,9 +190,6 @@ export async function startServices(
 ): Promise<void> {
   const order = startOrder(services) ?? services;
   const containerOf = (s: RunnableService) => containers.find((c) => c.service === s.name)!;
-  // The links may point at sockets not there yet: made while the services start, not after.
-  const links = linkPostgresSockets(provider, sandbox, services, containers);
-  links.catch(() => undefined); // awaited below; a failed start must not leave it unhandled
   const started = new Set<string>();
   while (started.size < order.length) {
     const level = order.filter((s) => !started.has(s.name) && s.dependsOn.every((d) => started.has(d)));
@@ -200,7 +197,7 @@ export async function startServices(
     await Promise.all(level.map((s) => waitReady(provider, sandbox, s, containerOf(s).healthcheck?.test)));
     for (const s of level) started.add(s.name);
   }
-  await links;
+  await linkPostgresSockets(provider, sandbox, services, containers);
 }
 
 const LINK_SOCKETS: ShellScript = { name: 'link-sockets', text: 'for s; do ln -sf "$s" "/tmp/${s##*/}"; done' };

@@ -69,8 +69,6 @@ export interface OwnedContainer {
   hostNames?: string[];
   /** A command its first process runs before it keeps the sandbox up (SandboxSpec.first; the provider's firstCommand). */
   first?: SandboxSpec['first'];
-  /** Told once it runs, before its first process is done (SandboxSpec.running). */
-  running?: SandboxSpec['running'];
 }
 
 /** What names an owned container's owner, repo, host and expiry: teardown and the reaper find it (and its services) by these. */
@@ -119,7 +117,6 @@ export async function createOwnedContainer(
     ...(spec.services?.length ? { services: spec.services } : {}),
     ...(spec.hostNames?.length ? { hostNames: spec.hostNames } : {}),
     ...(spec.first && sandboxes.capabilities.firstCommand ? { first: spec.first } : {}),
-    ...(spec.running ? { running: spec.running } : {}),
     labels: { ...ownedLabels(hostId, spec), ...spec.labels },
     ...spec.limits,
   });

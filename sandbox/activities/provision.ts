@@ -280,34 +280,10 @@ async function placeSandbox(deps: ProvisionDeps, input: ProvisionInput, start: S
   return { name: pooled, pooled: true };
 }
 
-/** Services whose saved data a replacement brought back (Sandbox['restored'].services). */
-type RestoredServices = Awaited<ReturnType<typeof restoreServiceData>>;
-
 /** What making the sandbox did: made now (false: a retry found it), and its first process's preparation. */
 interface Made {
   created: boolean;
   first?: ExecResult;
-  /** Its services' start (their data restored first), begun as soon as the sandbox ran: beside its first process. */
-  services?: Promise<RestoredServices>;
-}
-
-/** A replacement's services' saved data restored, then the services started, each ready. */
-async function restoreAndStart(
-  deps: ProvisionDeps,
-  of: { input: ProvisionInput; place: Placement; plan: ServicePlan; checkpoint?: Checkpoint },
-): Promise<RestoredServices> {
-  const { input, place, plan, checkpoint } = of;
-  const restored = await restoreServiceData(deps, input.sessionId, checkpoint ? plan.containers : []);
-  await startPlannedServices(deps, place.name, plan);
-  return restored;
-}
-
-/** Awaits both and throws the first's failure, else the second's: neither is left running behind a failure. */
-async function bothSettled<A, B>(a: Promise<A>, b: Promise<B>): Promise<[A, B]> {
-  const [x, y] = await Promise.allSettled([a, b]);
-  if (x.status === 'rejected') throw x.reason;
-  if (y.status === 'rejected') throw y.reason;
-  return [x.value, y.value];
 }
 
 /** Where a first process finds its files (FIRST_FILES): the sandbox's egress folder, read-only at /run/drydock. */
@@ -339,12 +315,6 @@ async function makeSandbox(
     const at = { mirror: start.mirror, from, baseCommit: start.baseCommit, checkpoint };
     first = await prepareFirst(at, { host: egress, sandbox: FIRST_FILES_IN_SANDBOX });
   }
-  // Its services start as soon as it runs (they join its network namespace), while its first process prepares.
-  let services: Promise<RestoredServices> | undefined;
-  const running = () => {
-    services ??= restoreAndStart(deps, { input, place, plan, checkpoint });
-    services.catch(() => undefined); // awaited by fillSandbox, or below when the create fails
-  };
   try {
     const [made] = await Promise.all([
       createOwnedContainer(deps, {
@@ -361,16 +331,10 @@ async function makeSandbox(
           ...(from ? { [SANDBOX_SNAPSHOT_LABEL]: from.snapshot.image } : {}),
         },
         ...(first ? { first } : {}),
-        ...(plan.services.length ? { running } : {}),
       }),
       prepareServices(deps.sandboxes, plan.services).catch(() => undefined), // a problem is reported by the start below
     ]);
-    // A sandbox found again by a retry was never started here: its services start in fillSandbox.
-    return { ...made, ...(made.created && services ? { services } : {}) };
-  } catch (err) {
-    // The attempt's removal must not race a service still being made in its namespace.
-    await services?.catch(() => undefined);
-    throw err;
+    return made;
   } finally {
     if (first) await Promise.all(FIRST_FILES.map((f) => rm(path.join(egress, f), { force: true })));
   }
@@ -386,17 +350,21 @@ async function fillSandbox(
   of: { input: ProvisionInput; start: StartingPoint; place: Placement; plan: ServicePlan; checkpoint?: Checkpoint },
   made: Made,
 ): Promise<Sandbox['restored']> {
-  const { start, place, checkpoint } = of;
+  const { input, start, place, plan, checkpoint } = of;
+  // Its first process prepared it (a failure there fails this attempt, as an exec's would).
+  if (made.first) checkPrepared(made.first);
   // Only a sandbox found again by a retry may be provisioned already (the marker is the last thing written).
   const sandbox = sandboxOf(deps.sandboxes, place.name);
   const at = { mirror: start.mirror, baseCommit: start.baseCommit, from: start.from, checkpoint };
-  const workspace = async () => {
-    // Its first process prepared it (a failure there fails this attempt, as an exec's would).
-    if (made.first) checkPrepared(made.first);
-    if (!place.pooled && (made.created || !(await isProvisioned(sandbox))))
-      await fillWorkspace(sandbox, at, made.first !== undefined);
-  };
-  const [, services] = await bothSettled(workspace(), made.services ?? restoreAndStart(deps, of));
+  const [, services] = await Promise.all([
+    !place.pooled && (made.created || !(await isProvisioned(sandbox)))
+      ? fillWorkspace(sandbox, at, made.first !== undefined)
+      : undefined,
+    restoreServiceData(deps, input.sessionId, checkpoint ? plan.containers : []).then(async (restored) => {
+      await startPlannedServices(deps, place.name, plan);
+      return restored;
+    }),
+  ]);
   return (
     checkpoint && { step: checkpoint.step, bytes: checkpoint.diff.length, ...(services.length ? { services } : {}) }
   );

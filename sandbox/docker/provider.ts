@@ -101,13 +101,11 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
       if (!spec.first) {
         const container = await this.docker.createContainer(options);
         await container.start();
-        spec.running?.();
         return { id: container.id, created: true };
       }
       const nonce = randomBytes(8).toString('hex');
       const container = await this.docker.createContainer({ ...options, Cmd: firstProcessCmd(spec.first.argv, nonce) });
-      const first = await this.startWithFirst(container, spec.name, nonce, spec.running);
-      return { id: container.id, created: true, first };
+      return { id: container.id, created: true, first: await this.startWithFirst(container, spec.name, nonce) };
     } catch (err) {
       if (!isStatus(err, 409)) throw err;
       // Same name: a retry of this provisioning. Reuse, never a second sandbox.
@@ -123,14 +121,8 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
    * the start, up to the line with `nonce` and the exit code, then let go
    * (the container keeps running). A first process that ends without that
    * line (the sandbox died, its image has no sleep) fails the create.
-   * `running` is told right after the start (SandboxSpec.running).
    */
-  private async startWithFirst(
-    container: Docker.Container,
-    name: string,
-    nonce: string,
-    running?: () => void,
-  ): Promise<ExecResult> {
+  private async startWithFirst(container: Docker.Container, name: string, nonce: string): Promise<ExecResult> {
     const stream = (await container.attach({ stream: true, stdout: true, stderr: true, hijack: true })) as Duplex;
     const stdout = new BoundedSink();
     const stderr = new BoundedSink();
@@ -160,7 +152,6 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
     this.docker.modem.demuxStream(stream, stdout, stderr);
     try {
       await container.start();
-      running?.();
       return await result;
     } finally {
       stream.destroy();

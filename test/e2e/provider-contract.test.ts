@@ -6,7 +6,6 @@
  * its lifecycle and one streaming exec. The Kubernetes provider runs the same
  * contract in test/e2e/k8s-sandbox.test.ts.
  */
-import { chmodSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -72,29 +71,6 @@ describe('the Docker provider', () => {
     } finally {
       await provider.destroy(ok);
       await provider.destroy(failing);
-    }
-  });
-
-  test("`running` is told once the sandbox runs, while its first process still runs (a sandbox's services start then)", async () => {
-    const name = 'drydock-contract-first-running';
-    const spec = await specOf(name, true);
-    chmodSync(spec.egressDir, 0o755); // the sandbox user reads it (mkdtemp makes it its owner's only)
-    // The first process waits for what only `running` makes (in its read-only egress folder): told after it ends, it fails.
-    const wait = 'for i in $(seq 100); do [ -e /run/drydock/go ] && exit 0; sleep 0.1; done; exit 7';
-    let told = 0;
-    const running = () => {
-      told++;
-      writeFileSync(path.join(spec.egressDir, 'go'), '');
-    };
-    try {
-      const made = await provider.create({ ...spec, first: { argv: ['sh', '-c', wait] }, running });
-      expect(made.first?.exitCode).toBe(0);
-      expect(told).toBe(1);
-      // A retry that finds it made nothing: nothing to tell.
-      expect((await provider.create({ ...spec, running })).created).toBe(false);
-      expect(told).toBe(1);
-    } finally {
-      await provider.destroy(name);
     }
   });
 });
