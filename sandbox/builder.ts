@@ -297,7 +297,14 @@ async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {
     // Written by root in the builder: it may name only this build's tag (sandbox/build-archive.ts).
     const problem = archiveNamesProblem(await readArchiveNames(archive), build.tag);
     if (problem) throw new IsolatedBuildFailed(`the build's result was not loaded: ${problem}, not ${build.tag}`, '');
-    await timed('loadMs', () => docker(['load', '-q', '-i', archive], 10 * 60_000));
+    // Its base layers are empty files (drydock-build's export_image): the engine takes each from the
+    // base it holds, so a base removed during the build fails the load, named.
+    await timed('loadMs', () => docker(['load', '-q', '-i', archive], 10 * 60_000)).catch((err: Error) => {
+      throw new IsolatedBuildFailed(
+        `the build's result was not loaded (a base image it was given must still be in the engine): ${err.message}`,
+        '',
+      );
+    });
     build.log.info({ owner: build.owner, tag: build.tag, ...timings }, 'isolated build timings');
     // buildah's own name for it (localhost/…) comes along: only the caller's tag stays.
     await docker(['rmi', `localhost/${build.tag}`], 60_000).catch(() => undefined);
