@@ -322,11 +322,19 @@ async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {
 
 /** A given base's layers as the engine holds it (by the id the worker pinned, which names its config and so its layers). */
 async function baseLayers(base: { ref: string; id: string }): Promise<BaseLayers> {
-  const layers: unknown = JSON.parse(
-    await docker(['image', 'inspect', '-f', '{{json .RootFS.Layers}}', base.id], 60_000),
-  );
+  const inspect = await runDocker(['image', 'inspect', '-f', '{{json .RootFS.Layers}}', base.id], 60_000);
+  let layers: unknown;
+  try {
+    layers = inspect.code === 0 && !inspect.timedOut ? JSON.parse(inspect.output) : undefined;
+  } catch {
+    layers = undefined;
+  }
   if (!Array.isArray(layers) || !layers.every((l) => typeof l === 'string'))
-    throw new IsolatedBuildFailed(`the base image ${base.ref} (${base.id}) has no list of layers in the engine`, '');
+    throw new IsolatedBuildFailed(
+      `the build's result was not loaded: the engine has no layers of its base image ${base.ref} (${base.id}); ` +
+        `a base image it was given must still be in the engine: ${inspect.output.trim().slice(-500)}`,
+      '',
+    );
   return { ref: base.ref, layers };
 }
 
