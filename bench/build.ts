@@ -18,8 +18,8 @@
  * Dockerfile alone, as a snapshot without setup.root has it built (drydock's
  * layer is then made on the host in 1–2 s, no build: docs/builder.md). The
  * builder's own split (prepare: docker save or the cache; build: the
- * container; load: docker load) is printed beside. Everything it makes is
- * removed at the end.
+ * container; layer check: sandbox/build-archive.ts; load: docker load) is
+ * printed beside. Everything it makes is removed at the end.
  *
  *   npx tsx bench/build.ts              RUNS=2 by default
  */
@@ -70,9 +70,15 @@ async function builderBuild(
     { level: 'info' },
     {
       write: (line: string) => {
-        const entry = JSON.parse(line) as { msg?: string; prepareMs?: number; buildMs?: number; loadMs?: number };
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        const ms = (key: string) => (typeof entry[key] === 'number' ? entry[key] : 0);
         if (entry.msg === 'isolated build timings')
-          phases = { prepare: entry.prepareMs ?? 0, build: entry.buildMs ?? 0, load: entry.loadMs ?? 0 };
+          phases = {
+            prepare: ms('prepareMs'),
+            build: ms('buildMs'),
+            'layer check': ms('layerCheckMs'),
+            load: ms('loadMs'),
+          };
       },
     },
   );
@@ -93,8 +99,8 @@ async function builderBuild(
 }
 
 const phaseNote = (runs: { phases: Record<string, number> }[]) =>
-  ['prepare', 'build', 'load']
-    .map((p) => `${p} ${(median(runs.map((r) => r.phases[p])) / 1000).toFixed(1)} s`)
+  ['prepare', 'build', 'layer check', 'load']
+    .map((p) => `${p} ${(median(runs.map((r) => r.phases[p])) / 1000).toFixed(p === 'layer check' ? 3 : 1)} s`)
     .join(', ');
 
 async function main(): Promise<void> {

@@ -42,7 +42,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from '../platform/log';
-import { archiveNamesProblem, readArchiveNames } from './build-archive';
+import { archiveLayersProblem, archiveNamesProblem, readArchiveNames, type BaseLayers } from './build-archive';
 import { withoutCopyLink } from './dockerfile-bases';
 import { openEgressProxy, refusedTargets, type EgressProxy, type EgressRule } from './egress';
 
@@ -297,6 +297,11 @@ async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {
     // Written by root in the builder: it may name only this build's tag (sandbox/build-archive.ts).
     const problem = archiveNamesProblem(await readArchiveNames(archive), build.tag);
     if (problem) throw new IsolatedBuildFailed(`the build's result was not loaded: ${problem}, not ${build.tag}`, '');
+    // Each layer the engine would take without reading its file must be a given base's (sandbox/build-archive.ts).
+    const layers = await timed('layerCheckMs', async () =>
+      archiveLayersProblem(archive, await Promise.all(build.bases.map(baseLayers))),
+    );
+    if (layers) throw new IsolatedBuildFailed(`the build's result was not loaded: ${layers}`, '');
     // Its base layers are empty files (drydock-build's export_image): the engine takes each from the
     // base it holds, so a base removed during the build fails the load, named.
     await timed('loadMs', () => docker(['load', '-q', '-i', archive], 10 * 60_000)).catch((err: Error) => {
@@ -313,6 +318,24 @@ async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {
     await proxy?.close();
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/** A given base's layers as the engine holds it (by the id the worker pinned, which names its config and so its layers). */
+async function baseLayers(base: { ref: string; id: string }): Promise<BaseLayers> {
+  const inspect = await runDocker(['image', 'inspect', '-f', '{{json .RootFS.Layers}}', base.id], 60_000);
+  let layers: unknown;
+  try {
+    layers = inspect.code === 0 && !inspect.timedOut ? JSON.parse(inspect.output) : undefined;
+  } catch {
+    layers = undefined;
+  }
+  if (!Array.isArray(layers) || !layers.every((l) => typeof l === 'string'))
+    throw new IsolatedBuildFailed(
+      `the build's result was not loaded: the engine has no layers of its base image ${base.ref} (${base.id}); ` +
+        `a base image it was given must still be in the engine: ${inspect.output.trim().slice(-500)}`,
+      '',
+    );
+  return { ref: base.ref, layers };
 }
 
 interface BuildDirs {
