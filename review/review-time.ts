@@ -85,12 +85,3 @@ export class ReviewTimes {
     return rows.map((r) => r.change);
   }
 }
-
-/** Every reviewer's measured time on the session, or undefined when none was measured. */
-export async function sessionReviewMs(pool: Pool, sessionId: string): Promise<number | undefined> {
-  const { rows } = await pool.query<{ ms: string | null }>(
-    'select sum(active_ms) as ms from review_time where session_id = $1',
-    [sessionId],
-  );
-  return rows[0].ms === null ? undefined : Number(rows[0].ms);
-}
