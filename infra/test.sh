@@ -77,27 +77,33 @@ end_lane() {
   unset "lane_pid[$name]"
 }
 
-# Jest's summary of failing tests, short enough for a runner that shows only the end of the
-# output: each failing file and test with the first lines of its error, without colours,
-# code frames or stack lines (the lane's log has them).
+# Each failing file and test with the first lines of its error, without colours, code frames
+# or stack lines (the lane's log has them): short enough for a runner that shows only the end of
+# the output. Read where jest prints them, after each FAIL line: its "Summary of all failing
+# tests" (skipped here, it repeats them) comes only for runs of more than 20 files, and a lane
+# runs the drills' five in a jest of their own.
 failures() {
   sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '
-    /Summary of all failing tests/ { on = 1; next }
-    !on { next }
-    /^Test Suites:/ { on = 0; next }
-    /^FAIL / { print; next }
-    /^  ● / { print; left = 4; next }
+    /Summary of all failing tests/ { skip = 1; next }
+    /^Test Suites:/ { skip = 0; infile = 0; next }
+    skip { next }
+    /^(PASS|START) / { infile = 0; left = 0; next }
+    /^FAIL / { print; infile = 1; left = 0; next }
+    !infile { next }
+    /^  ● Console/ { left = 0; next }
+    /^  ● / { print; left = 12; next }
     left > 0 && NF > 0 && $1 != "at" && $1 !~ /^[0-9>|]/ { print; left-- }'
 }
 summary() {
-  local name log
+  local name log found
   for name in "${!lane_result[@]}"; do
     log=$(lane_log "$name")
     case ${lane_result[$name]} in
       passed) ;;
       failed)
         printf '\nlane %s failed; its failing tests (whole log: %s):\n' "$name" "${log#"$ROOT/"}" >&2
-        if grep -q 'Summary of all failing tests' "$log"; then failures "$log" | head -60 >&2; else tail -60 "$log" >&2; fi
+        found=$(failures "$log" | head -60)
+        if [ -n "$found" ]; then echo "$found" >&2; else tail -60 "$log" >&2; fi
         ;;
       *) printf '\nlane %s %s; the end of its log (%s):\n' "$name" "${lane_result[$name]}" "${log#"$ROOT/"}" >&2 && tail -40 "$log" >&2 ;;
     esac
