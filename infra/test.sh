@@ -77,8 +77,8 @@ end_lane() {
   unset "lane_pid[$name]"
 }
 
-# Each failing file and test with the first lines of its error, without colours, code frames
-# or stack lines (the lane's log has them): short enough for a runner that shows only the end of
+# Each failing file and test with the first lines of its error and the test's line that threw,
+# without colours, code frames or other stack lines (the lane's log has them): short enough for a runner that shows only the end of
 # the output. Read where jest prints them, after each FAIL line: its "Summary of all failing
 # tests" (skipped here, it repeats them) comes only for runs of more than 20 files, and a lane
 # runs the drills' five in a jest of their own.
@@ -90,8 +90,9 @@ failures() {
     /^(PASS|START) / { infile = 0; left = 0; next }
     /^FAIL / { print; infile = 1; left = 0; next }
     !infile { next }
-    /^  ● Console/ { left = 0; next }
-    /^  ● / { print; left = 12; next }
+    /^  ● Console/ { left = 0; where = 0; next }
+    /^  ● / { print; left = 12; where = 1; next }
+    where && $1 == "at" && /test\// && !/node_modules/ { print; where = 0; next }
     left > 0 && NF > 0 && $1 != "at" && $1 !~ /^[0-9>|]/ { print; left-- }'
 }
 summary() {
