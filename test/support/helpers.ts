@@ -1,7 +1,8 @@
 /** Shared test fixtures: git repos, workers, session ids, waiting on phases, approving. */
-import { execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
@@ -401,21 +402,15 @@ cp package-lock.json node_modules/.drydock/installed-lock
 /**
  * The embedded PGlite database of a fresh data dir, served by a child process
  * (test/support/pglite-server.ts) and opened here through its port file, with `pg`.
+ * The data dir starts as a copy of a migrated one (embeddedTemplate): a new one's
+ * initdb and migrations took 10 to 14 s on a busy machine, and over the 60 s a
+ * file's set-up allows in the load check (npm run test:load); a copy starts in a third of that.
  */
 export async function openEmbeddedDatabase(): Promise<import('../../store/db').Database & { dataDir: string }> {
   const { openDatabase } = await import('../../store/db');
   const dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-pglite-'));
-  const server = spawn(
-    path.join(projectRoot, 'node_modules', '.bin', 'tsx'),
-    [path.join(__dirname, 'pglite-server.ts'), dataDir],
-    {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    },
-  );
-  await new Promise<void>((resolve, reject) => {
-    server.stdout!.on('data', (c: Buffer) => c.toString().includes('ready') && resolve());
-    server.once('exit', (code) => reject(new Error(`pglite-server exited with ${code}`)));
-  });
+  await cp(await embeddedTemplate(), dataDir, { recursive: true });
+  const server = await servePglite(dataDir);
   const db = await openDatabase({ DRYDOCK_DATA_DIR: dataDir, DATABASE_URL: undefined });
   return {
     ...db,
@@ -423,9 +418,59 @@ export async function openEmbeddedDatabase(): Promise<import('../../store/db').D
     dataDir,
     async close() {
       await db.close();
-      const exited = new Promise((resolve) => server.once('exit', resolve));
-      server.stdin!.end();
-      await exited;
+      await stopPglite(server);
     },
   };
+}
+
+/** pglite-server.ts on a data dir, once it says it is ready. */
+async function servePglite(dataDir: string): Promise<ChildProcess> {
+  const server = spawn(path.join(projectRoot, 'node_modules', '.bin', 'tsx'), [
+    path.join(__dirname, 'pglite-server.ts'),
+    dataDir,
+  ]);
+  server.stderr.pipe(process.stderr);
+  await new Promise<void>((resolve, reject) => {
+    server.stdout.on('data', (c: Buffer) => c.toString().includes('ready') && resolve());
+    server.once('exit', (code) => reject(new Error(`pglite-server exited with ${code}`)));
+  });
+  return server;
+}
+
+/** Closes the server's database cleanly (it stops when its stdin closes). */
+async function stopPglite(server: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  server.stdin!.end();
+  await exited;
+}
+
+let template: Promise<string> | undefined;
+
+/**
+ * A PGlite data dir migrated to this checkout's store/migrations and closed, made
+ * once in data/test-cache (named by the migrations' and PGlite's hash), which
+ * openEmbeddedDatabase copies: the copy starts with neither initdb nor migrations.
+ */
+function embeddedTemplate(): Promise<string> {
+  return (template ??= (async () => {
+    const migrations = path.join(projectRoot, 'store', 'migrations');
+    const hash = createHash('sha256');
+    for (const name of (await readdir(migrations)).sort()) {
+      hash.update(name).update(await readFile(path.join(migrations, name)));
+    }
+    hash.update(await readFile(path.join(projectRoot, 'node_modules', '@electric-sql', 'pglite', 'package.json')));
+    const dir = path.join(projectRoot, 'data', 'test-cache', `pglite-${hash.digest('hex').slice(0, 16)}`);
+    if (existsSync(dir)) return dir;
+    await mkdir(path.dirname(dir), { recursive: true });
+    // Those made for earlier migrations are not needed again (one being made is left to its maker).
+    for (const old of (await readdir(path.dirname(dir))).filter((n) => /^pglite-[0-9a-f]{16}$/.test(n))) {
+      await rm(path.join(path.dirname(dir), old), { recursive: true, force: true });
+    }
+    const making = await mkdtemp(`${dir}-making-`);
+    await stopPglite(await servePglite(making));
+    await rm(path.join(making, 'pglite.port'), { force: true });
+    // Another jest worker may have made it meanwhile: then its copy is kept and this one dropped.
+    await rename(making, dir).catch(() => rm(making, { recursive: true, force: true }));
+    return dir;
+  })());
 }

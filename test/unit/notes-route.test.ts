@@ -35,7 +35,7 @@ beforeAll(async () => {
   const notes = new RepoNotes(db.pool);
   [{ id: shopNote }] = await notes.propose('acme/shop', 'sess-shop', 1, ['run make check']);
   [{ id: docsNote }] = await notes.propose('acme/docs', 'sess-docs', 1, ['docs build with mkdocs']);
-}, 60_000);
+});
 afterAll(() => db?.close());
 
 /** Serves one request; the answer's status and JSON (or HTML). */

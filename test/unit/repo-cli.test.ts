@@ -24,7 +24,7 @@ beforeAll(async () => {
     DRYDOCK_REPOS: [`brianc/node-postgres=${URL}`, `go-chi/chi=${CHI}`],
     DRYDOCK_TASK_QUEUE: 'drydock-repo-cli',
   } as unknown as Config;
-}, 60_000);
+});
 afterAll(() => db?.close());
 
 /** A client that records the workflows it is asked to start. */

@@ -70,7 +70,7 @@ describe('the store', () => {
   beforeAll(async () => {
     db = await openEmbeddedDatabase();
     notes = new RepoNotes(db.pool);
-  }, 60_000);
+  });
   afterAll(() => db?.close());
 
   test('a proposal is kept once per session, round and index: a retried collection adds nothing', async () => {
