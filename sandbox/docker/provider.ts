@@ -75,7 +75,7 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
     this.services = new DockerServices(docker, this.storage);
   }
 
-  /** Creates and starts the sandbox, or returns the one that already has this name. */
+  /** Creates and starts the sandbox, or returns the running one that already has this name. */
   async create(spec: SandboxSpec): Promise<{ id: string; created: boolean; first?: ExecResult }> {
     try {
       if (await this.exists(spec.name)) throw Object.assign(new Error('exists'), { statusCode: 409 });
@@ -108,10 +108,15 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
       return { id: container.id, created: true, first: await this.startWithFirst(container, spec.name, nonce) };
     } catch (err) {
       if (!isStatus(err, 409)) throw err;
-      // Same name: a retry of this provisioning. Reuse, never a second sandbox.
+      // Same name: a retry of this provisioning. A running one is reused, never a second sandbox.
       const info = await this.docker.getContainer(spec.name).inspect();
-      if (!info.State.Running) await this.docker.getContainer(spec.name).start();
-      return { id: info.Id, created: false };
+      if (info.State.Running) return { id: info.Id, created: false };
+      // Made but not running (its worker died between create and start, or it was killed): started
+      // again, its first process would prepare the workspace a second time beside the retry's own
+      // preparation, and could reset the checkpoint that one applied. Made anew instead.
+      await this.destroy(spec.name);
+      if (await this.exists(spec.name)) throw new Error(`${spec.name} is still being removed; provision it again`);
+      return this.create(spec);
     }
   }
 

@@ -9,6 +9,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import Docker from 'dockerode';
 import { DockerProvider } from '../../sandbox/docker/provider';
 import { imageStoreOf, LABELS, type SandboxProvider, type SandboxSpec } from '../../sandbox/provider';
 import { ApiOnlyProvider } from '../support/api-only-provider';
@@ -63,6 +64,15 @@ describe('the Docker provider', () => {
         id: made.id,
         created: false,
       });
+
+      // A retry that finds it made but never started (its worker died between create and start)
+      // makes it anew and runs its first command: started as it was, its first process would
+      // prepare the workspace a second time beside the retry's own preparation.
+      await provider.destroy(ok);
+      await new Docker().createContainer({ name: ok, Image: testConfig().DRYDOCK_BASE_IMAGE!, Cmd: ['true'] });
+      const again = await provider.create({ ...(await specOf(ok, true)), first: { argv: ['sh', '-c', 'echo anew'] } });
+      expect(again).toMatchObject({ created: true, first: { exitCode: 0, stdout: Buffer.from('anew\n') } });
+      expect((await provider.exec(ok, ['true'])).exitCode).toBe(0);
 
       const argv = ['sh', '-c', 'echo "$1" >&2; exit 5', 'sh', 'it failed'];
       const bad = await provider.create({ ...(await specOf(failing, true)), first: { argv } });
