@@ -455,8 +455,12 @@ async function startRetrying(
 async function statusWithoutWorker(client: Client, sessionIds: Set<string>): Promise<number | undefined> {
   await sleep(3_000);
   for (const id of sessionIds) {
-    const described = await client.workflow.getHandle(id).describe();
-    if (described.status.name !== 'RUNNING') continue;
+    // An id is listed just before its workflow starts: one not started yet is passed over.
+    const described = await client.workflow
+      .getHandle(id)
+      .describe()
+      .catch(() => undefined);
+    if (described?.status.name !== 'RUNNING') continue;
     const asked = Date.now();
     const answer = await getStatus(client, id);
     const ms = Date.now() - asked;
