@@ -78,10 +78,10 @@ end_lane() {
 }
 
 # Each failing file and test with the first lines of its error and the test's line that threw,
-# without colours, code frames or other stack lines (the lane's log has them): short enough for a runner that shows only the end of
-# the output. Read where jest prints them, after each FAIL line: its "Summary of all failing
-# tests" (skipped here, it repeats them) comes only for runs of more than 20 files, and a lane
-# runs the drills' five in a jest of their own.
+# without colours, code frames or other stack lines (the lane's log has them): short enough for
+# a runner that shows only the end of the output. Read where jest prints them, after each FAIL
+# line: its "Summary of all failing tests" (skipped here, it repeats them) comes only for runs
+# of more than 20 files, and a lane runs the drills' five in a jest of their own.
 failures() {
   sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '
     /Summary of all failing tests/ { skip = 1; next }

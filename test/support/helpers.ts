@@ -463,7 +463,8 @@ function embeddedTemplate(): Promise<string> {
     if (existsSync(dir)) return dir;
     await mkdir(path.dirname(dir), { recursive: true });
     // Those made for earlier migrations are not needed again (one being made is left to its maker).
-    for (const old of (await readdir(path.dirname(dir))).filter((n) => /^pglite-[0-9a-f]{16}$/.test(n))) {
+    const earlier = (n: string) => /^pglite-[0-9a-f]{16}$/.test(n) && n !== path.basename(dir);
+    for (const old of (await readdir(path.dirname(dir))).filter(earlier)) {
       await rm(path.join(path.dirname(dir), old), { recursive: true, force: true });
     }
     const making = await mkdtemp(`${dir}-making-`);
