@@ -745,9 +745,8 @@ test(
       if (teardownErrors.length) process.stderr.write(`teardown failures:\n  ${teardownErrors.join('\n  ')}\n`);
       // A teardown no worker took up within the host timeout (a long outage as it was due) leaves the
       // sandbox to its host's reaper, by design (docs/operations.md): run it now, as the five minutes
-      // between its runs would outlast the test, and then count what is left.
+      // between its runs would outlast the test, and then count what is left (the report names them).
       const teardownsFailed = outcomes.filter((o) => o.teardown === false).map((o) => o.id);
-      // (The report names these sessions.)
       if (teardownsFailed.length)
         await client.schedule.getHandle(`drydock-reaper-${workerEnv.DRYDOCK_HOST_ID}`).trigger();
       const left = await leftBy(ids, teardownsFailed.length ? Date.now() + 60_000 : 0);
