@@ -23,6 +23,8 @@ const ASK = `
   for (let i = 0; i < 200; i++) {
     try {
       const first = await fetch('http://127.0.0.1:8099/', { redirect: 'manual' });
+      // code-server listens before it registers its routes: a 404 meanwhile (seen under load) is "not yet".
+      if (first.status === 404) throw new Error('starting');
       const page = await fetch('http://127.0.0.1:8099/?folder=/workspace');
       const html = await page.text();
       console.log(JSON.stringify({ first: first.status, location: first.headers.get('location'), page: page.status, workbench: /workbench/.test(html) }));
