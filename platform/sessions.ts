@@ -109,11 +109,22 @@ async function whenSearchAttributesKnown<T>(start: () => Promise<T>): Promise<T>
     try {
       return await start();
     } catch (err) {
-      const unmapped = err instanceof Error && /no mapping defined for search attribute/.test(err.message);
-      if (!unmapped || tries >= 15) throw err;
+      if (!unmappedAttribute(err) || tries >= 15) throw err;
       await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
   }
+}
+
+/**
+ * True when Temporal refused for want of a search attribute's mapping. The
+ * client's ServiceError says only "Failed to start Workflow": the server's
+ * words are in its cause.
+ */
+function unmappedAttribute(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    if (/no mapping defined for search attribute/.test(e.message)) return true;
+  }
+  return false;
 }
 
 export interface SessionRow {

@@ -19,6 +19,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { Client } from '@temporalio/client';
+import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE } from '../workflows/api';
 import type { Pool } from 'pg';
 import { loadIdentities, type Identities } from '../identity/identities';
 import {
@@ -157,24 +158,35 @@ function acceptAttach(server: Server, ctx: ServeContext, sandboxes: SandboxProvi
   return upgraded;
 }
 
-/** Every URL of the server: webhooks (signed), the API (bearer token), the console (cookie). */
 /**
- * Ready once Temporal answers for drydock's namespace: before that (its setup still running)
- * a session's start fails with "Namespace not found". /healthz says only that the process
- * lives (a liveness probe must not restart serve for Temporal's outage).
+ * Ready once Temporal answers for drydock's namespace and its search attributes are usable:
+ * before its setup made them, a session's start fails ("Namespace not found", "no mapping
+ * defined for search attribute"). The check is the list query serve itself makes. /healthz
+ * says only that the process lives (a liveness probe must not restart serve for Temporal's
+ * outage).
  */
 async function readiness(ctx: ServeContext): Promise<[number, unknown]> {
   const namespace = ctx.client.options.namespace;
+  const query = `${PHASE_ATTRIBUTE.name} = 'provisioning' and ${REPO_ATTRIBUTE.name} = ''`;
   try {
     const { connection, workflowService } = ctx.client;
-    await connection.withDeadline(Date.now() + 5_000, () => workflowService.describeNamespace({ namespace }));
+    await connection.withDeadline(Date.now() + 5_000, () =>
+      workflowService.listWorkflowExecutions({ namespace, pageSize: 1, query }),
+    );
     return [200, { ok: true }];
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
-    return [503, { ok: false, error: `Temporal does not answer for namespace "${namespace}": ${why.slice(0, 300)}` }];
+    return [
+      503,
+      {
+        ok: false,
+        error: `Temporal is not ready for namespace "${namespace}" (its setup makes it and drydock's search attributes): ${why.slice(0, 300)}`,
+      },
+    ];
   }
 }
 
+/** Every URL of the server: webhooks (signed), the API (bearer token), the console (cookie). */
 async function route(ctx: ServeContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://drydock');
   const method = req.method ?? 'GET';

@@ -6,12 +6,14 @@
  * with 429 and Retry-After (and in Slack's channel). The session holding the slot is never evicted.
  * Memory (DRYDOCK_HOST_MEMORY) and free disk (DRYDOCK_HOST_DISK_FREE) bound a
  * host too, each named in the queued session's reason.
- * Serve is ready (/readyz) only once Temporal answers for its namespace.
+ * Serve is ready (/readyz) only once Temporal answers for its namespace and drydock's search
+ * attributes there; a session's start in between waits for them.
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
 import { decide, type SessionStatus } from '../../workflows/api';
 import { triggerSessionSchema } from '../../workflows/input';
 import { personalTokens } from '../support/identity';
@@ -29,6 +31,9 @@ import {
   type TestStack,
 } from '../support/helpers';
 import { LABELS } from '../../sandbox/provider';
+import { startSession as startSessionOf } from '../../platform/sessions';
+import { ensureSearchAttributes } from '../../platform/temporal';
+import { until } from '../support/k8s-deployment';
 import { startFakeSlack, type FakeSlack } from '../support/fake-slack';
 
 let ALICE: string;
@@ -211,3 +216,39 @@ test('serve is ready once Temporal answers for its namespace; /healthz says only
     await unready.close();
   }
 });
+
+test("a start before the namespace's search attributes are usable waits for them, and serve is not ready until then", async () => {
+  const namespace = `drydock-no-attributes-${process.pid}`;
+  const { connection } = stack.client;
+  await connection.workflowService.registerNamespace({
+    namespace,
+    workflowExecutionRetentionPeriod: msToTs('1 day'),
+  });
+  await until('the new namespace answers', async () =>
+    connection.workflowService.describeNamespace({ namespace }).then(() => true),
+  );
+  const early = new Client({ connection, namespace });
+  const unready = await startServe({ ...stack, client: early });
+  const sessionId = newSessionId('unmapped');
+  try {
+    // The namespace answers, its attributes are not made yet (a setup Job between its two steps).
+    const res = await fetch(`${unready.url}/readyz`);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: string }).error).toContain('DrydockPhase');
+    // What CI's loaded Kubernetes run did: a session's start in that moment. It waits for them.
+    const started = startSessionOf(early, scriptedSession('https://example.invalid/r.git', 'early', 'true'), {
+      sessionId,
+      taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await ensureSearchAttributes(connection, namespace);
+    await started;
+    await until('serve ready', async () => ((await fetch(`${unready.url}/readyz`)).ok ? true : undefined));
+  } finally {
+    await early.workflow
+      .getHandle(sessionId)
+      .terminate('test over')
+      .catch(() => undefined);
+    await unready.close();
+  }
+}, 120_000);
