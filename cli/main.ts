@@ -566,7 +566,14 @@ function explain(err: unknown): string {
   if (e?.code === 14 || /Failed to connect/.test(e?.message ?? '')) {
     return `cannot reach Temporal at ${config.TEMPORAL_ADDRESS} (is 'npm start' running?)`;
   }
-  return e?.message ?? String(err);
+  return withCauses(err);
+}
+
+/** An error's message and its causes' (a ServiceError says "Failed to start Workflow"; the server's words are its cause's). */
+function withCauses(err: unknown): string {
+  const parts: string[] = [];
+  for (let e = err; e instanceof Error; e = e.cause) parts.push(e.message);
+  return parts.length ? parts.join(': ') : String(err);
 }
 
 program.parseAsync(process.argv).catch((err: unknown) => fail(explain(err)));
