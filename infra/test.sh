@@ -102,7 +102,7 @@ summary() {
     case ${lane_result[$name]} in
       passed) ;;
       failed)
-        printf '\nlane %s failed; its failing tests (whole log: %s):\n' "$name" "${log#"$ROOT/"}" >&2
+        printf '\nlane %s failed; what failed (whole log: %s):\n' "$name" "${log#"$ROOT/"}" >&2
         found=$(failures "$log" | head -60)
         if [ -n "$found" ]; then echo "$found" >&2; else tail -60 "$log" >&2; fi
         ;;
@@ -162,11 +162,10 @@ start_job gitea bash "$ROOT/infra/gitea.sh"
 # first time on a busy machine, cached in .tools/code-server).
 start_job code-server bash "$ROOT/infra/code-server.sh"
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
-step "type check, lint, format"
-npx tsc --noEmit
-npx eslint .
-npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
+checks='npx tsc --noEmit && npx eslint . && { npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }; }'
 if [ $# -gt 0 ]; then
+  step "type check, lint, format"
+  bash -c "$checks"
   await_jobs
   npx jest --runInBand "$@"
   exit
@@ -183,6 +182,9 @@ fi
 # budgets and connections to a busy dev server timed out.) Each jest of the second lane runs
 # whatever the one before it did. The drills' global setup would build the sandbox image
 # itself: they wait for the job first.
+# The checks (types, lint, format) are a lane too: one to three minutes of a busy machine that
+# no test waits for. A failure stops the run once they end, the lanes' tests with it.
+start_lane checks "$checks"
 wait_image=true
 [ -z "${job_pid[sandbox-image]:-}" ] || wait_image="while kill -0 ${job_pid[sandbox-image]} 2>/dev/null; do sleep 5; done"
 start_lane fast-drills-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_image
@@ -190,6 +192,8 @@ start_lane fast-drills-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_im
   npx jest --selectProjects e2e --runInBand --shard 2/2 || s=1; exit \$s"
 await_jobs sandbox-image
 start_lane e2e "npx jest --selectProjects e2e --runInBand --shard 1/2"
+end_lane checks
+[ "${lane_result[checks]}" = passed ] || fail "the type check, lint or format failed (log: ${DATA_DIR#"$ROOT/"}/test-checks.log)"
 for name in "${!lane_pid[@]}"; do end_lane "$name"; done
 await_jobs # Kubernetes: long done when its suites ran; a failed build is told here too
 failed=$(for name in "${!lane_result[@]}"; do [ "${lane_result[$name]}" = passed ] || echo "$name"; done)
