@@ -222,6 +222,29 @@ export async function getStatus(client: Client, id: string): Promise<SessionStat
   return lastKnownStatus(id, description, { message, since: lastPoll?.toISOString(), pendingActivities: [] });
 }
 
+/**
+ * The status as the session's worker answers it: asked up to `tries` times while the memo
+ * answered instead (a busy worker misses the query's deadline now and then); still unanswered
+ * after them, an error naming why, for a caller that must not act on the memo's part of it.
+ */
+export async function answeredStatus(client: Client, id: string, tries = 3): Promise<SessionStatus> {
+  for (let attempt = 1; ; attempt++) {
+    const s = await getStatus(client, id);
+    if (!s.unanswered) return s;
+    if (attempt >= tries) throw new StatusUnanswered(id, s.unanswered.message);
+  }
+}
+
+export class StatusUnanswered extends Error {
+  constructor(
+    readonly sessionId: string,
+    why: string,
+  ) {
+    super(`session ${sessionId}'s worker did not answer (${why}): try again`);
+    this.name = 'StatusUnanswered';
+  }
+}
+
 /** The most queued sessions counted for a place in line or a bound. */
 const QUEUE_SCAN = 1000;
 

@@ -230,6 +230,8 @@ export class SessionEditors {
       await this.release(sessionId, holder);
       throw err;
     });
+    // Its start is not a person's idleness (seconds on a busy host): the idle clock starts when it runs.
+    this.touch(sessionId);
     return { holder, started: ready };
   }
 

@@ -5,6 +5,7 @@
  * listed endpoints): the tool loop, budgets, continue-as-new, feedback
  * rounds, an agent CLI and the patch step.
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,9 +25,11 @@ import {
   approvePush,
   containersOf,
   git,
+  GO_GATE,
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  pollUntil,
   startSession,
   startStack,
   waitForStatus,
@@ -259,14 +262,23 @@ test('continue-as-new every 2 turns: the session goes on in new runs with its sa
   for (let i = 0; i < 5; i++) expect(pushedFile(id, `f${i}.txt`)).toBe(`${i}\n`);
   expect(await containersOf(id)).toHaveLength(0);
 
-  // Four runs of one workflow id; the first three continued as new.
-  const runs: string[] = [];
-  for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${id}'` })) {
-    runs.push(wf.status.name);
-    // Each run's history replays, the continued ones included.
-    await replayHistory(await stack.client.workflow.getHandle(id, wf.runId).fetchHistory());
-  }
-  expect(runs.sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW']);
+  // Four runs of one workflow id; the first three continued as new (visibility lags the result: polled).
+  const listRuns = async () => {
+    const found: { runId: string; status: string }[] = [];
+    for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${id}'` })) {
+      found.push({ runId: wf.runId, status: wf.status.name });
+    }
+    return found;
+  };
+  const runs = await pollUntil(listRuns, (r) => r.every((run) => run.status !== 'RUNNING'), 'runs closed', 30_000);
+  // Each run's history replays, the continued ones included.
+  for (const run of runs) await replayHistory(await stack.client.workflow.getHandle(id, run.runId).fetchHistory());
+  expect(runs.map((r) => r.status).sort()).toEqual([
+    'COMPLETED',
+    'CONTINUED_AS_NEW',
+    'CONTINUED_AS_NEW',
+    'CONTINUED_AS_NEW',
+  ]);
 });
 
 test('a failed verification goes back to the model, which fixes the change in its second attempt', async () => {
@@ -451,7 +463,8 @@ test('cli agent: the prompt reaches the CLI literally, output is streamed, the c
   // A fake agent CLI in the repo: records its argument, reports progress, edits.
   const cliRepo = await makeFixtureRepo({
     'fake-agent.sh':
-      '#!/bin/sh\nprintf "%s" "$1" > PROMPT.txt\necho "agent: thinking"\nsleep 14\necho hello >> README.md\necho "agent: done"\n',
+      // Until the test has seen its first line streamed (/tmp/go), at most 2 minutes.
+      `#!/bin/sh\nprintf "%s" "$1" > PROMPT.txt\necho "agent: thinking"\n${GO_GATE}\necho hello >> README.md\necho "agent: done"\n`,
   });
   const task = `fix it's "quoted" $(touch pwned) \`touch pwned2\`; touch pwned3 && echo $HOME | cat > x\\n\n* glob *`;
   const id = newSessionId('cli');
@@ -487,6 +500,7 @@ test('cli agent: the prompt reaches the CLI literally, output is streamed, the c
   expect(streamed).toContain('agent: thinking');
   expect(heartbeat).toContain('agent: thinking');
   expect(streamed).not.toContain('agent: done');
+  execFileSync('docker', ['exec', running.sandbox!.name, 'touch', '/tmp/go']);
 
   const final = await approvePush(handle);
   expect(final.phase).toBe('completed');

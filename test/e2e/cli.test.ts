@@ -55,7 +55,10 @@ test('run --detach, list by phase, status, approve: the session completes', asyn
   }
   expect(listed).toContain(sessionId);
 
-  const shown = await runCli(['status', sessionId], env);
+  // Asked again while the status came from the memo (no worker answered within 2 s): it names no change.
+  let shown = await runCli(['status', sessionId], env);
+  for (let i = 0; i < 20 && !/--change [0-9a-f]{64}/.test(shown.stdout); i++)
+    shown = await runCli(['status', sessionId], env);
   expect(shown.stdout).toMatch(/awaiting_approval/);
   expect(shown.stdout).toMatch(new RegExp(`approve: bin/drydock approve ${sessionId}`));
 

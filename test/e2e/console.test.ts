@@ -4,6 +4,7 @@
  * approves it in the review console, in a real headless Chromium
  * (playwright-core, Debian's chromium). Also the JSON API with its tokens.
  */
+import { execFileSync } from 'node:child_process';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { status, type SessionStatus } from '../../workflows/api';
 import { startFakeProviders, type FakeProviders } from '../support/fake-providers';
@@ -11,6 +12,7 @@ import { personalTokens } from '../support/identity';
 import { watchAnswer } from '../support/page-answers';
 import {
   git,
+  GO_GATE,
   inPhase,
   makeFixtureRepo,
   newSessionId,
@@ -87,7 +89,8 @@ test('the session page keeps up without a reload: phases and the running step st
     scriptedSession(
       fixture.url,
       'a slow change',
-      'echo step-started; sleep 6; echo "<b>live</b>" >> README.md; echo x > NEW.txt',
+      // Until the test has seen the page while it runs (/tmp/go), at most 2 minutes.
+      `echo step-started; ${GO_GATE}; echo "<b>live</b>" >> README.md; echo x > NEW.txt`,
     ),
   );
   const page = await signedIn();
@@ -99,6 +102,8 @@ test('the session page keeps up without a reload: phases and the running step st
     await page.waitForFunction(() => document.getElementById('running')?.textContent?.includes('step-started'), null, {
       timeout: 90_000,
     });
+    const { sandbox } = await waitForStatus(handle, (s) => s.sandbox !== undefined);
+    execFileSync('docker', ['exec', sandbox!.name, 'touch', '/tmp/go']);
     await page.waitForFunction(() => document.getElementById('phase')?.textContent === 'awaiting_approval', null, {
       timeout: 90_000,
     });

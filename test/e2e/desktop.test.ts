@@ -220,8 +220,8 @@ test('an approver watches the browser check on the desktop; a reader and other s
     repo: { url: repo.url },
     task: 'greet in the README',
     requestedBy: 'alice',
-    // Long enough to open the desktop before the check.
-    agent: { steps: [{ run: 'echo hello >> README.md; sleep 25' }] },
+    // Until the desktop is open (the test says so): the check draws on it only if it is there as it starts.
+    agent: { steps: [{ run: 'echo hello >> README.md; until [ -e /tmp/desktop-open ]; do sleep 0.2; done' }] },
     verify: {
       test: 'sh check.sh',
       browser: {
@@ -291,6 +291,7 @@ test('an approver watches the browser check on the desktop; a reader and other s
 
   // The check's Chromium draws the magenta app on the display: on the display itself (read by a VNC
   // client of the test's, through the companion's socket) and in the person's canvas.
+  execFileSync('docker', ['exec', sandbox, 'touch', '/tmp/desktop-open']);
   await alice.bringToFront();
   const display = watchDisplay(desktopContainerName(sandbox));
   let canvasSaw = 0;

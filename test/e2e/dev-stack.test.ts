@@ -32,9 +32,13 @@ test("up starts a dev server, a worker (its sandboxes trusting the machine's ext
   const up = spawn(path.join(projectRoot, 'bin', 'drydock'), ['up'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   up.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => up.once('exit', resolve));
+  let gone = false;
+  const exited = new Promise<number | null>((resolve) => up.once('exit', resolve)).finally(() => (gone = true));
   try {
-    for (let i = 0; i < 240 && !stderr.includes('drydock is up.'); i++) await new Promise((r) => setTimeout(r, 250));
+    // Up to 150 s: up starts a dev server and bundles the workflows (10-20 s on two idle cores, a minute and more on busy ones).
+    for (let i = 0; i < 600 && !gone && !stderr.includes('drydock is up.'); i++) {
+      await new Promise((r) => setTimeout(r, 250));
+    }
     expect(stderr).toContain('drydock is up.');
     expect(stderr).toContain(`Temporal Web UI  ${env.DRYDOCK_TEMPORAL_UI}`);
     expect(stderr).toMatch(/bin\/drydock run --repo/);
@@ -75,4 +79,4 @@ test("up starts a dev server, a worker (its sandboxes trusting the machine's ext
   }
   expect(await exited).toBe(0);
   expect(await answers(address)).toBe(false); // the dev server it started is gone
-});
+}, 360_000);

@@ -29,6 +29,7 @@ import {
   docker,
   git,
   inPhase,
+  LISTENING_3128,
   makeFixtureRepo,
   newSessionId,
   startSession,
@@ -858,7 +859,7 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
     // Planted from outside, as a daemon of an earlier step would have been.
     await inSandbox(
       sandbox,
-      "setsid node -e \"require('net').createServer().listen(3128, '127.0.0.1')\" </dev/null >/dev/null 2>&1 & sleep 1",
+      `setsid node -e "require('net').createServer().listen(3128, '127.0.0.1')" </dev/null >/dev/null 2>&1 & ${LISTENING_3128}`,
     );
     const rules: EgressRule[] = [{ host: '127.0.0.1', port: standInPort, methods: ['GET'] }];
     const result = await step('squatted', 'echo ran', { egress: rules });

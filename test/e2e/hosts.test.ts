@@ -61,7 +61,14 @@ test('a repo registered once gets a snapshot on every host, built on that hostâ€
     const builds = await runCli(['snapshot', 'list', repo.url], cli);
     expect(builds.stdout).toContain(`on ${a}`);
     expect(builds.stdout).toContain(`on ${b}`);
-    // No build container is left on either engine.
+    // No build container is left on either engine, once each build's workflow has ended: it is
+    // ready in the registry before it fills the pool and removes its build sandbox.
+    for (const host of [a, b]) {
+      const builds = client.workflow.list({
+        query: `TemporalScheduledById = '${snapshotScheduleId(repo.url, host)}' AND ExecutionStatus = 'Running'`,
+      });
+      for await (const wf of builds) await client.workflow.getHandle(wf.workflowId).result();
+    }
     for (const [host, engine] of Object.entries(engines)) {
       for (const build of await registry.builds({ repo: repo.url })) {
         if (build.host === host) expect(await containersOn(engine, build.id)).toHaveLength(0);

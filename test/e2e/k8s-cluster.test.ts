@@ -106,7 +106,7 @@ test('a disk others fill never makes the kubelet evict or delete images; a pause
   const name = `after-prune-${randomBytes(3).toString('hex')}`;
   await cluster.core.createNamespacedPod({ namespace: 'default', body: sandboxPod(name, image) });
   try {
-    expect(await podStarted(cluster, 'default', name, 60_000)).toBe('Running');
+    expect(await podStarted(cluster, 'default', name)).toBe('Running');
   } finally {
     await cluster.core.deleteNamespacedPod({ namespace: 'default', name, gracePeriodSeconds: 0 });
   }

@@ -39,6 +39,7 @@ import { ImageRegistry } from '../support/image-registry';
 import {
   git,
   inPhase,
+  LISTENING_3128,
   makeFixtureRepo,
   newSessionId,
   scriptedSession,
@@ -765,7 +766,7 @@ describe('the runStep activity in a pod: the egress proxy, secrets, stray proces
     // Planted through exec, as a daemon of an earlier step would have been: loopback is the whole pod's.
     await sh(
       sandbox,
-      "setsid node -e \"require('net').createServer().listen(3128, '127.0.0.1')\" </dev/null >/dev/null 2>&1 & sleep 1",
+      `setsid node -e "require('net').createServer().listen(3128, '127.0.0.1')" </dev/null >/dev/null 2>&1 & ${LISTENING_3128}`,
     );
     const rules: EgressRule[] = [{ host: '127.0.0.1', port: standInPort, methods: ['GET'] }];
     const result = await step('squatted', 'echo ran', { egress: rules });

@@ -170,8 +170,8 @@ test('deploy is at most once: a retry while the first attempt may still be deplo
     audit: new AuditTrail(db.pool, 'test-host', new Redactor([TOKEN]), testAuditKey()),
     redactor: new Redactor([TOKEN]),
     artifacts: new ArtifactStore(path.join(dir, 'artifacts')),
-    // Long enough for the retry to start while it runs, as when its worker died mid-deploy.
-    deployCommand: `echo "$DRYDOCK_COMMIT" >> ${runs}; sleep 2; echo deployed`,
+    // Until the retry was refused (the test writes ${runs}.go), as when its worker died mid-deploy; at most 2 minutes.
+    deployCommand: `echo "$DRYDOCK_COMMIT" >> ${runs}; for i in $(seq 600); do [ -e ${runs}.go ] && break; sleep 0.2; done; echo deployed`,
     log: pino({ level: 'silent' }),
   };
   const { deploy } = createPublishActivities(deps as unknown as PublishDeps);
@@ -184,6 +184,7 @@ test('deploy is at most once: a retry while the first attempt may still be deplo
     nonRetryable: true,
     message: expect.stringMatching(/deploy may have run.*check the deployment target for commit c0ffee/s),
   });
+  await writeFile(`${runs}.go`, '');
   expect(await first).toMatchObject({ exitCode: 0 });
   // Once the first attempt recorded its result, a later retry returns it without deploying.
   const later = await new MockActivityEnvironment({ attempt: 3 }).run(deploy, input);

@@ -313,7 +313,8 @@ test("a service paused for its data's copy is not named unhealthy (the engine sa
 
 test('a service killed mid-session is named, and the sandbox is replaced with its services and their data', async () => {
   const { repo } = await sharedSnapshotOf(configServices(images));
-  const { id, handle } = await killServiceInStep1(stack, repo.url, 'svc-killed', 4);
+  // 10 s: the kill lands after a poll's docker exec, seconds on a busy machine (the replacement runs step 1 again).
+  const { id, handle } = await killServiceInStep1(stack, repo.url, 'svc-killed', 10);
   const final: SessionStatus = await handle.result();
   expect(final.phase).toBe('completed');
   const replaced = final.timeline.find((t) => t.name.startsWith('re-provision'));
@@ -336,7 +337,7 @@ test("the sandbox killed after a checkpoint: the replacement's database has what
     scriptedSession(repo.url, 'svc-kept', [
       `node pgq.js "insert into items values ('written')"`,
       // Killed while this runs (after step 1's checkpoint); in the replacement it runs again.
-      'touch /tmp/up && sleep 8',
+      'touch /tmp/up && sleep 15',
       'node pgq.js "select name from items order by name"',
     ]),
   );
@@ -430,7 +431,8 @@ test("a service killed while drydock's PostgreSQL is down: the step's checkpoint
   process.on('unhandledRejection', onUnhandled);
   try {
     const { repo } = await snapshotOf({ '.drydock/config.yaml': configServices(images) }, own);
-    const { id, handle } = await killServiceInStep1(own, repo.url, 'svc-store-down', 8);
+    // 12 s, the store's outage below: the step ends while it is down wherever the kill landed in it.
+    const { id, handle } = await killServiceInStep1(own, repo.url, 'svc-store-down', 12);
     // Step 1 ends with its service dead and its checkpoint unsaved: both fail that try.
     await server.stop();
     await new Promise((r) => setTimeout(r, 12_000));

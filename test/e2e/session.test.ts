@@ -12,6 +12,7 @@ import {
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  pollUntil,
   runCli,
   scriptedSession,
   startSession,
@@ -272,7 +273,9 @@ test('start and approve with the real temporal CLI as the client, as the README 
   expect(final.phase).toBe('completed');
   expect(final.decisions).toMatchObject([{ action: 'push', by: 'temporal-cli-user', decision: 'approve' }]);
   expect(remoteBranch(`drydock/${id}`)).toBe(final.pushed!.commit);
-  expect(temporal('workflow', 'list', '--query', `WorkflowId="${id}" AND DrydockPhase="completed"`)).toContain(id);
+  // Visibility lags the result: polled.
+  const listed = async () => temporal('workflow', 'list', '--query', `WorkflowId="${id}" AND DrydockPhase="completed"`);
+  expect(await pollUntil(listed, (out) => out.includes(id), 'listed as completed', 30_000)).toContain(id);
 });
 
 test('malformed signals are recorded as refused and cannot wedge the session; the first decision is final', async () => {

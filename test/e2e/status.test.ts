@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { getStatus, listSessions, startSession } from '../../platform/sessions';
+import { answeredStatus, getStatus, listSessions, startSession, StatusUnanswered } from '../../platform/sessions';
 import { reject, type SessionStatus } from '../../workflows/api';
 import {
   clientSettings,
@@ -35,6 +35,10 @@ test('a session no worker ever picked up: status, list and the CLI show its last
     const s = await getStatus(client, id);
     expect(s).toMatchObject({ sessionId: id, phase: 'provisioning', task: input.task, repo: input.repo.url });
     expect(s.unanswered?.message).toBe(`no worker is polling task queue ${taskQueue}`);
+    // What a webhook must not act on (its pull request, its agent's kind are the worker's to say): an error, not the memo.
+    await expect(answeredStatus(client, id)).rejects.toThrow(
+      new StatusUnanswered(id, `no worker is polling task queue ${taskQueue}`),
+    );
     // Visibility is eventually consistent: the list shows a session once its start is indexed.
     const listed = await pollUntil(
       async () => (await listSessions(client, { repo: input.repo.url, limit: 10 })).find((r) => r.sessionId === id),

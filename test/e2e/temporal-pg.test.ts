@@ -16,6 +16,7 @@ import {
   git,
   makeFixtureRepo,
   newSessionId,
+  pollUntil,
   runCli,
   scriptedSession,
   startSession,
@@ -99,7 +100,13 @@ test('a session runs through Temporal on PostgreSQL over mTLS, and the CLI lists
   expect(git(['rev-parse', `refs/heads/drydock/${id}`], repo.bare).trim()).toBe(final.pushed!.commit);
 
   // The CLI reads the same variables; its list is a visibility query on drydock's search attributes.
-  const listed = await runCli(['list', '--repo', repo.url, '--json'], tlsEnv('client'));
+  // Visibility lags the result: polled until it lists the session completed.
+  const listed = await pollUntil(
+    () => runCli(['list', '--repo', repo.url, '--json'], tlsEnv('client')),
+    (out) => out.stdout.includes('"completed"'),
+    'the session listed as completed',
+    30_000,
+  );
   expect(listed.stderr).toBe('');
   expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ sessionId: id, phase: 'completed' })]);
 });

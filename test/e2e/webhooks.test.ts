@@ -25,6 +25,7 @@ import {
   inPhase,
   makeFixtureRepo,
   newSessionId,
+  pollUntil,
   remoteHasBranch,
   scriptedSession,
   startServe,
@@ -496,10 +497,15 @@ test('the same body twice, under its delivery id or a new one (a replay) → one
   const later = await deliver('issues', payload);
   expect(later).toMatchObject({ status: 202, body: { sessionId: first.body.sessionId } });
   // One workflow: its first run, continued as new while it waited for follow-ups, and nothing started after.
-  const runs: { runId: string; status: string }[] = [];
-  for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${first.body.sessionId}'` })) {
-    runs.push({ runId: wf.runId, status: wf.status.name });
-  }
+  // Visibility lags the result: polled until no run is listed as running.
+  const listRuns = async () => {
+    const found: { runId: string; status: string }[] = [];
+    for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${first.body.sessionId}'` })) {
+      found.push({ runId: wf.runId, status: wf.status.name });
+    }
+    return found;
+  };
+  const runs = await pollUntil(listRuns, (r) => r.every((run) => run.status !== 'RUNNING'), 'runs closed', 30_000);
   expect(runs.map((r) => r.runId)).toContain(runId);
   expect(runs.filter((r) => r.status !== 'CONTINUED_AS_NEW')).toEqual([
     { runId: (await handle.describe()).runId, status: 'COMPLETED' },

@@ -306,6 +306,15 @@ export async function pollUntil<T>(
   }
 }
 
+/**
+ * Shell that waits, in a sandbox, until the test says go (`touch /tmp/go` there), at most 2 minutes:
+ * a step that must still run while the test looks at it, however slow the machine.
+ */
+export const GO_GATE = 'for i in $(seq 600); do [ -e /tmp/go ] && break; sleep 0.2; done';
+/** Shell that waits (at most 10 s) until something listens on 127.0.0.1:3128 (/proc/net/tcp: 0C38, state 0A). */
+export const LISTENING_3128 =
+  "for i in $(seq 100); do grep -q ':0C38 00000000:0000 0A' /proc/net/tcp && break; sleep 0.1; done";
+
 export const inPhase = (phase: Phase) => (s: SessionStatus) => s.phase === phase;
 
 /** The arguments of the `decide` update that approves `action` as `by` (bound to `change` when given). */

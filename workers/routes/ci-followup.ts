@@ -14,7 +14,7 @@ import { GitHubCredentialsError, octokitFor, type TokenPermissions } from '../..
 import { readTriggerContext, taskWithContext } from '../../github/task-context';
 import type { CiFailedTrigger } from '../../github/webhooks';
 import { commentOnce, repoRef } from '../../github/writes';
-import { FollowupRefused, getStatus, sendFollowup } from '../../platform/sessions';
+import { answeredStatus, FollowupRefused, sendFollowup, StatusUnanswered } from '../../platform/sessions';
 import { CI_FOLLOWUP_TEXT_LIMIT, CI_SENDER } from '../../workflows/rules/followup';
 import { HttpError, type ServeContext } from '../http';
 
@@ -36,9 +36,11 @@ export async function followupFromFailedCi(
   const { sessionId } = trigger;
   let status;
   try {
-    status = await getStatus(ctx.client, sessionId);
+    // Its pull request and pushed commit are the worker's to say: the memo has neither.
+    status = await answeredStatus(ctx.client, sessionId);
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return [202, { ignored: `no running drydock session ${sessionId}` }];
+    if (err instanceof StatusUnanswered) throw new HttpError(503, err.message);
     throw err;
   }
   const pr = status.pullRequest;

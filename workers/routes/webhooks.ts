@@ -33,7 +33,14 @@ import { projectSecretsOf } from '../../forge/webhook-secrets';
 import { MAX_COMMENT_CHARS, reviewFollowup } from '../../review/line-comments';
 import { scrub } from '../../platform/scrub';
 import type { KnownRepo } from '../../repos/registry';
-import { FollowupRefused, getStatus, sendFollowup, startSession } from '../../platform/sessions';
+import {
+  answeredStatus,
+  FollowupRefused,
+  getStatus,
+  sendFollowup,
+  startSession,
+  StatusUnanswered,
+} from '../../platform/sessions';
 import {
   MEMO_KEY,
   PR_CLOSED_WORKFLOW_TYPE,
@@ -400,7 +407,11 @@ async function reviewContent(
   const comments = listed
     .filter((c) => !c.body.trim().startsWith(COMMAND))
     .map((c) => ({ path: c.path, line: c.line, body: scrub(c.body).slice(0, MAX_COMMENT_CHARS) }));
-  const kind = (await getStatus(ctx.client, sessionId)).agent?.kind ?? 'script';
+  // The agent's kind is the worker's to say (the memo has none): a model session's review is words, a script's steps.
+  const status = await answeredStatus(ctx.client, sessionId).catch((err: unknown) => {
+    throw err instanceof StatusUnanswered ? new HttpError(503, err.message) : err;
+  });
+  const kind = status.agent?.kind ?? 'script';
   const review = reviewFollowup(kind, comments, trigger.text);
   if (!review.ok) return undefined;
   return 'text' in review ? { text: review.text } : { steps: review.steps };
