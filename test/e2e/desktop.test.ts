@@ -29,6 +29,7 @@ import { personalTokens } from '../support/identity';
 import {
   containersOf,
   endSessions,
+  GO_GATE,
   inPhase,
   makeFixtureRepo,
   newSessionId,
@@ -221,7 +222,7 @@ test('an approver watches the browser check on the desktop; a reader and other s
     task: 'greet in the README',
     requestedBy: 'alice',
     // Until the desktop is open (the test says so): the check draws on it only if it is there as it starts.
-    agent: { steps: [{ run: 'echo hello >> README.md; until [ -e /tmp/desktop-open ]; do sleep 0.2; done' }] },
+    agent: { steps: [{ run: `echo hello >> README.md; ${GO_GATE}` }] },
     verify: {
       test: 'sh check.sh',
       browser: {
@@ -291,7 +292,7 @@ test('an approver watches the browser check on the desktop; a reader and other s
 
   // The check's Chromium draws the magenta app on the display: on the display itself (read by a VNC
   // client of the test's, through the companion's socket) and in the person's canvas.
-  execFileSync('docker', ['exec', sandbox, 'touch', '/tmp/desktop-open']);
+  execFileSync('docker', ['exec', sandbox, 'touch', '/tmp/go']);
   await alice.bringToFront();
   const display = watchDisplay(desktopContainerName(sandbox));
   let canvasSaw = 0;
