@@ -23,13 +23,13 @@ import {
 } from '../support/fake-providers';
 import {
   approvePush,
+  closedRunsOf,
   containersOf,
   git,
   GO_GATE,
   inPhase,
   makeFixtureRepo,
   newSessionId,
-  pollUntil,
   startSession,
   startStack,
   waitForStatus,
@@ -263,14 +263,7 @@ test('continue-as-new every 2 turns: the session goes on in new runs with its sa
   expect(await containersOf(id)).toHaveLength(0);
 
   // Four runs of one workflow id; the first three continued as new (visibility lags the result: polled).
-  const listRuns = async () => {
-    const found: { runId: string; status: string }[] = [];
-    for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${id}'` })) {
-      found.push({ runId: wf.runId, status: wf.status.name });
-    }
-    return found;
-  };
-  const runs = await pollUntil(listRuns, (r) => r.every((run) => run.status !== 'RUNNING'), 'runs closed', 30_000);
+  const runs = await closedRunsOf(stack.client, id);
   // Each run's history replays, the continued ones included.
   for (const run of runs) await replayHistory(await stack.client.workflow.getHandle(id, run.runId).fetchHistory());
   expect(runs.map((r) => r.status).sort()).toEqual([

@@ -80,29 +80,22 @@ test('a worker exports traces and metrics; serve counts sessions by phase', asyn
     expect(during).toMatch(/temporal_workflow_task_schedule_to_start_latency_seconds_bucket/);
     expect(during).toContain('drydock_egress_refusals_total 0');
     await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 90_000);
-    const waiting = /drydock_sessions\{phase="awaiting_approval"\} [1-9]/;
-    const sessions = await pollUntil(
-      () => scrape(`${serve.url}/metrics`, token),
-      (m) => waiting.test(m),
-      'waiting counted',
-      30_000,
-    );
-    expect(sessions).toMatch(waiting);
+    // Serve counts sessions from visibility, which lags a phase's change: polled.
+    const servedUntil = (counted: RegExp) =>
+      pollUntil(
+        () => scrape(`${serve.url}/metrics`, token),
+        (m) => counted.test(m),
+        `${counted}`,
+        30_000,
+      );
+    await servedUntil(/drydock_sessions\{phase="awaiting_approval"\} [1-9]/);
     expect((await fetch(`${serve.url}/metrics`)).status).toBe(401);
     await handle.executeUpdate(decide, { args: [{ decision: 'reject', action: 'push', by: 'ops' }] });
     await handle.result();
 
     const after = await scrape(`http://127.0.0.1:${metricsPort}/metrics`);
     expect(after).toContain(`drydock_sandboxes{host="${env.DRYDOCK_HOST_ID}"} 0`);
-    // Counted from visibility, which lags the result: polled.
-    const rejected = /drydock_sessions\{phase="rejected"\} [1-9]/;
-    const counted = await pollUntil(
-      () => scrape(`${serve.url}/metrics`, token),
-      (m) => rejected.test(m),
-      'rejected counted',
-      30_000,
-    );
-    expect(counted).toMatch(rejected);
+    await servedUntil(/drydock_sessions\{phase="rejected"\} [1-9]/);
     expect(after).toMatch(/drydock_approval_wait_seconds_count [1-9]/);
 
     // Workflow, activity and client spans reached the collector.

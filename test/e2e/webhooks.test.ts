@@ -21,11 +21,11 @@ import { removeSnapshotSchedules } from '../../sandbox/snapshots';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github';
 import { actionable, example, EXAMPLE_REPO, requiredPaths, without } from '../support/github-examples';
 import {
+  closedRunsOf,
   git,
   inPhase,
   makeFixtureRepo,
   newSessionId,
-  pollUntil,
   remoteHasBranch,
   scriptedSession,
   startServe,
@@ -498,14 +498,7 @@ test('the same body twice, under its delivery id or a new one (a replay) → one
   expect(later).toMatchObject({ status: 202, body: { sessionId: first.body.sessionId } });
   // One workflow: its first run, continued as new while it waited for follow-ups, and nothing started after.
   // Visibility lags the result: polled until no run is listed as running.
-  const listRuns = async () => {
-    const found: { runId: string; status: string }[] = [];
-    for await (const wf of stack.client.workflow.list({ query: `WorkflowId = '${first.body.sessionId}'` })) {
-      found.push({ runId: wf.runId, status: wf.status.name });
-    }
-    return found;
-  };
-  const runs = await pollUntil(listRuns, (r) => r.every((run) => run.status !== 'RUNNING'), 'runs closed', 30_000);
+  const runs = await closedRunsOf(stack.client, first.body.sessionId);
   expect(runs.map((r) => r.runId)).toContain(runId);
   expect(runs.filter((r) => r.status !== 'CONTINUED_AS_NEW')).toEqual([
     { runId: (await handle.describe()).runId, status: 'COMPLETED' },

@@ -306,6 +306,23 @@ export async function pollUntil<T>(
   }
 }
 
+/** Every run of a workflow id as visibility lists them, once none is listed running (it lags a result). */
+export function closedRunsOf(client: Client, workflowId: string): Promise<{ runId: string; status: string }[]> {
+  const list = async () => {
+    const found: { runId: string; status: string }[] = [];
+    for await (const wf of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+      found.push({ runId: wf.runId, status: wf.status.name });
+    }
+    return found;
+  };
+  return pollUntil(
+    list,
+    (runs) => runs.every((r) => r.status !== 'RUNNING'),
+    `the runs of ${workflowId} closed`,
+    30_000,
+  );
+}
+
 /**
  * Shell that waits, in a sandbox, until the test says go (`touch /tmp/go` there), at most 2 minutes:
  * a step that must still run while the test looks at it, however slow the machine.
