@@ -6,7 +6,7 @@
 import { openDatabase, type Database } from '../../store/db';
 import { deleteSnapshotSchedules, SnapshotRegistry, snapshotScheduleId } from '../../sandbox/snapshots';
 import { containersOn, secondDockerHost, type DockerHost } from '../support/docker-hosts';
-import { connectClient, docker, makeSnapshotRepo, runCli, testConfig } from '../support/helpers';
+import { connectClient, docker, makeSnapshotRepo, runCli, scheduledRunsEnded, testConfig } from '../support/helpers';
 import { killWorkerProcesses, newQueue, startWorkerProcess, workerEnv } from '../support/workers';
 
 jest.setTimeout(300_000);
@@ -63,12 +63,7 @@ test('a repo registered once gets a snapshot on every host, built on that hostâ€
     expect(builds.stdout).toContain(`on ${b}`);
     // No build container is left on either engine, once each build's workflow has ended: it is
     // ready in the registry before it fills the pool and removes its build sandbox.
-    for (const host of [a, b]) {
-      const builds = client.workflow.list({
-        query: `TemporalScheduledById = '${snapshotScheduleId(repo.url, host)}' AND ExecutionStatus = 'Running'`,
-      });
-      for await (const wf of builds) await client.workflow.getHandle(wf.workflowId).result();
-    }
+    for (const host of [a, b]) await scheduledRunsEnded(client, snapshotScheduleId(repo.url, host));
     for (const [host, engine] of Object.entries(engines)) {
       for (const build of await registry.builds({ repo: repo.url })) {
         if (build.host === host) expect(await containersOn(engine, build.id)).toHaveLength(0);

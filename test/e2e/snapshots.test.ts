@@ -25,12 +25,13 @@ import {
   openEmbeddedDatabase,
   runCli,
   runReaper,
+  scheduledRunsEnded,
   scriptedSession,
   startSession,
   startStack,
+  testAuditKey,
   waitForStatus,
   type TestStack,
-  testAuditKey,
 } from '../support/helpers';
 import { buildSnapshot, removeSnapshots } from '../support/snapshots';
 import { inSandbox } from '../support/docker';
@@ -265,11 +266,7 @@ test('no snapshot yet: the cold path clones and runs setup in the session, and s
   }
   // Let that build finish its teardown before the suite checks for leaked containers.
   // Only this repo's: other suites' schedules may start builds on queues whose workers are gone.
-  const schedule = snapshotScheduleId(repo.url, stack.config.DRYDOCK_HOST_ID);
-  const builds = stack.client.workflow.list({
-    query: `TemporalScheduledById = '${schedule}' AND ExecutionStatus = 'Running'`,
-  });
-  for await (const wf of builds) await stack.client.workflow.getHandle(wf.workflowId).result();
+  await scheduledRunsEnded(stack.client, snapshotScheduleId(repo.url, stack.config.DRYDOCK_HOST_ID));
 });
 
 test('a failed setup keeps the previous snapshot in service and says why', async () => {

@@ -323,6 +323,14 @@ export function closedRunsOf(client: Client, workflowId: string): Promise<{ runI
   );
 }
 
+/** Waits for the running workflows a schedule started (a snapshot build ready in the registry still tears down). */
+export async function scheduledRunsEnded(client: Client, scheduleId: string): Promise<void> {
+  const running = client.workflow.list({
+    query: `TemporalScheduledById = '${scheduleId}' AND ExecutionStatus = 'Running'`,
+  });
+  for await (const wf of running) await client.workflow.getHandle(wf.workflowId).result();
+}
+
 /**
  * Shell that waits, in a sandbox, until the test says go (`touch /tmp/go` there), at most 2 minutes:
  * a step that must still run while the test looks at it, however slow the machine.
