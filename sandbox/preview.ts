@@ -11,7 +11,7 @@
  * forwards is workers/routes/preview.ts.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { Duplex } from 'node:stream';
+import { Duplex, type Readable } from 'node:stream';
 import type { SandboxProvider } from './provider';
 import { HELPER } from './toolchains';
 
@@ -115,10 +115,17 @@ export class PreviewPasses {
   }
 }
 
+/** Bytes of drydock-port's stderr kept: its one line says why the connection ended. */
+const PORT_ERROR_BYTES = 1024;
+
 /**
  * One TCP connection to `127.0.0.1:port` in the sandbox, as a stream (for
  * http.request's createConnection): an exec of the `drydock-port` helper
  * whose stdin and stdout carry the bytes. Nothing listens on a network.
+ * The stream ends once the helper's stdout and stderr both did: with an
+ * error naming what the helper said (nothing listening on the port, say),
+ * else as the app closed it. A write the helper no longer reads is no
+ * error of its own: whichever came first, the helper's end says why.
  */
 export async function appConnection(provider: SandboxProvider, sandbox: string, port: number): Promise<Duplex> {
   const proc = await provider.attach(sandbox, [HELPER.port, String(port)]);
@@ -139,10 +146,21 @@ export async function appConnection(provider: SandboxProvider, sandbox: string, 
       done(err);
     },
   });
+  proc.stdin.on('error', () => undefined);
   proc.stdout.on('data', (chunk: Buffer) => {
     if (!stream.push(chunk)) proc.stdout.pause();
   });
-  proc.stdout.on('end', () => stream.push(null));
+  let said = '';
+  proc.stderr.on('data', (chunk: Buffer) => (said = (said + chunk.toString()).slice(0, PORT_ERROR_BYTES)));
+  const ended = (from: Readable) => new Promise<void>((resolve) => from.on('end', resolve).on('close', resolve));
+  void Promise.all([ended(proc.stdout), ended(proc.stderr)]).then(() => {
+    const why = said.trim().replace(/^drydock-port: /, '');
+    if (!why) return void stream.push(null);
+    // In Node's words for a refused connection: the preview's page shows it after "Nothing answers on port …".
+    stream.destroy(
+      new Error(why === 'ECONNREFUSED' ? `connect ECONNREFUSED 127.0.0.1:${port}` : `drydock-port: ${why}`),
+    );
+  });
   proc.stdout.on('error', (err) => stream.destroy(err));
   // What http.request asks of a socket besides the stream.
   return Object.assign(stream, {
