@@ -272,7 +272,9 @@ export function sealChange<T>(
   return withMirrorLock(mirror, async () => {
     // Into FETCH_HEAD only (the mirror's lock is held): no staging ref to make and remove.
     // Objects past 1 MiB are hashed as a stream, never inflated whole (a bundle's blob may inflate to gigabytes).
-    await git(['-c', 'core.bigFileThreshold=1m', 'fetch', '--quiet', bundle, CHANGE_REF], mirror);
+    // No `git maintenance run --auto` after it (a process the commit would wait for): upkeepBeside runs it.
+    const opts = ['-c', 'core.bigFileThreshold=1m', '-c', 'maintenance.auto=false'];
+    await git([...opts, 'fetch', '--quiet', bundle, CHANGE_REF], mirror);
     const tree = (await git(['rev-parse', '--verify', 'FETCH_HEAD^{tree}'], mirror)).trim();
     const who = spec.author;
     const env = {
