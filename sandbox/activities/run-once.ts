@@ -32,6 +32,8 @@ export interface RunOnceOptions {
   stdin?: string;
   /** Each call also takes the session's checkpoint: the working tree as a diff against this commit. */
   checkpointBase?: string;
+  /** Each call also lists the XML files the command wrote (a test step's reports): RunOnceResult.reports. */
+  listReports?: boolean;
 }
 
 /** drydock-run's argv, environment and stdin (for the exec) for `command`, run once per `nonce`. */
@@ -53,10 +55,12 @@ export function runOnceCommand(
       command,
       ...(opts.checkpointBase ? [opts.checkpointBase] : []),
     ],
-    // The runner checks that it got all of it (a worker killed while it sent it leaves a part).
-    ...(opts.stdin === undefined
-      ? { env: [] }
-      : { env: [`DRYDOCK_STDIN=${Buffer.byteLength(opts.stdin)}`], stdin: opts.stdin }),
+    env: [
+      ...(opts.listReports ? ['DRYDOCK_REPORTS=1'] : []),
+      // The runner checks that it got all of it (a worker killed while it sent it leaves a part).
+      ...(opts.stdin === undefined ? [] : [`DRYDOCK_STDIN=${Buffer.byteLength(opts.stdin)}`]),
+    ],
+    ...(opts.stdin === undefined ? {} : { stdin: opts.stdin }),
   };
 }
 
@@ -69,6 +73,8 @@ export interface RunOnceResult {
   after: CgroupCounters;
   /** With checkpointBase: the diff (ok), or why git could not take it. */
   checkpoint?: { ok: boolean; data: Buffer };
+  /** With listReports: the paths (relative to the workspace) of the XML files the command wrote. */
+  reports?: string[];
 }
 
 /**
@@ -79,8 +85,9 @@ export interface RunOnceResult {
  * (through /proc/<pid>/fd/1) while it runs, or kill the runner after
  * writing a trailer, but the runner writes its own trailer after every
  * process of the step is gone and exits 0 only then. The output is the
- * SENT bytes before it, the checkpoint (when asked) the bytes before those;
- * anything the step wrote before that is ignored.
+ * SENT bytes before it, the checkpoint (when asked) the bytes before those,
+ * the list of reports (when asked) the bytes before those; anything the step
+ * wrote before that is ignored.
  */
 export function parseRunOnce(
   { exitCode: runner, stdout }: { exitCode: number; stdout: Buffer },
@@ -90,22 +97,33 @@ export function parseRunOnce(
   const start = stdout.lastIndexOf(10, stdout.length - 2);
   if (start < 0) return undefined;
   const trailer = new RegExp(
-    `^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (-?\\d+) (-?\\d+) (-?\\d+) (-?\\d+)(?: ([01]) (\\d+))?$`,
+    `^drydock-run ${nonce} (\\d+) (\\d+) (\\d+) (-?\\d+) (-?\\d+) (-?\\d+) (-?\\d+)(?: ([01]) (\\d+))?(?: reports (\\d+))?$`,
   ).exec(stdout.subarray(start + 1, stdout.length - 1).toString());
   if (!trailer) return undefined;
   const [exitCode, bytes, sent, oomBefore, oomAfter, pidsBefore, pidsAfter] = trailer.slice(1, 8).map(Number);
-  const checkpointSize = trailer[9] === undefined ? 0 : Number(trailer[9]);
   const outputStart = start - sent;
-  if (outputStart - checkpointSize < 0) return undefined;
+  const checkpointStart = outputStart - Number(trailer[9] ?? 0);
+  const reportsStart = checkpointStart - Number(trailer[10] ?? 0);
+  if (reportsStart < 0) return undefined;
   const checkpoint =
     trailer[8] === undefined
       ? undefined
-      : { ok: trailer[8] === '0', data: stdout.subarray(outputStart - checkpointSize, outputStart) };
+      : { ok: trailer[8] === '0', data: stdout.subarray(checkpointStart, outputStart) };
+  const reports =
+    trailer[10] === undefined
+      ? undefined
+      : stdout
+          .subarray(reportsStart, checkpointStart)
+          .toString()
+          .split('\n')
+          .map((f) => f.replace(/^\.\//, ''))
+          .filter(Boolean);
   return {
     exitCode,
     bytes,
     output: stdout.subarray(outputStart, start),
     ...(checkpoint ? { checkpoint } : {}),
+    ...(reports ? { reports } : {}),
     before: { oomKills: oomBefore, pidsMax: pidsBefore },
     after: { oomKills: oomAfter, pidsMax: pidsAfter },
   };

@@ -41,7 +41,7 @@ import { OUTPUT_CAPS, tail } from './output';
 import { parseRunOnce, runDir, runOnceCommand, type RunOnceResult } from './run-once';
 import type { GatewayResult, StepInput, StepResult } from '../contract';
 import type { Redactor } from '../../platform/scrub';
-import { readJUnitResults } from './verify';
+import { readJUnitResults, usualReports } from './verify';
 
 /**
  * When a running step's output is next copied out and heartbeated: 2 s after
@@ -123,7 +123,7 @@ export function createStepActivities(deps: StepDeps) {
     async runStep(input: StepInput): Promise<StepResult> {
       const started = Date.now();
       // drydock-run ended whatever the step left running, then took the checkpoint in the same exec.
-      const { result, checkpoint } = await runStepOnce(deps, input);
+      const { result, checkpoint, reports } = await runStepOnce(deps, input);
       // A service that died or turned unhealthy meanwhile fails the step, named, and the session
       // replaces the sandbox and runs the step again: so its checkpoint is not kept (the replacement
       // starts from the one before, with the data from before the step, not after a half-trusted run).
@@ -150,8 +150,9 @@ export function createStepActivities(deps: StepDeps) {
         },
       });
       if (!input.testReport) return result;
-      const at = { sandbox: input.sandbox, sessionId: input.sessionId, stepNonce: input.nonce };
-      const report = await readJUnitResults(deps, { ...at, files: input.testReport.files }).catch(permanent);
+      const at = { sandbox: input.sandbox, sessionId: input.sessionId };
+      const files = input.testReport.files ?? usualReports(reports ?? []);
+      const report = await readJUnitResults(deps, { ...at, files }).catch(permanent);
       return report ? { ...result, report } : result;
     },
   };
@@ -199,10 +200,11 @@ async function keepSetupBaseline(
   return written;
 }
 
-/** What a step's run gives back: its result, and the checkpoint drydock-run took after it. */
+/** What a step's run gives back: its result, the checkpoint drydock-run took after it, the XML files it wrote. */
 interface StepRun {
   result: StepResult;
   checkpoint?: RunOnceResult['checkpoint'];
+  reports?: string[];
 }
 
 /** Runs one script step (see runStep). */
@@ -269,6 +271,8 @@ async function runCommand(
     fromEnd: true,
     checkpointBase,
     stdin,
+    // A test step without named report files: drydock-run lists the XML files it wrote.
+    listReports: input.testReport !== undefined && !input.testReport.files,
   });
   let argv = once.argv;
   const env: Record<string, string> = { ...input.env, ...granted, ...own };
@@ -304,7 +308,8 @@ async function runCommand(
         output,
         sandboxOf(deps.sandboxes, sandbox).commands.exec(argv, {
           signal: Context.current().cancellationSignal,
-          env: [...once.env, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)],
+          // The runner's own variables last: they win over any of the same name.
+          env: [...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...once.env],
           ...(once.stdin === undefined ? {} : { stdin: once.stdin }),
           ...(checkpointBase ? { stdoutCap: { bytes: cap.bytes + STEP_OUTPUT_LIMIT + 4096, what: cap.what } } : {}),
         }),
@@ -322,9 +327,9 @@ async function runCommand(
       return { result: runnerFailed(run, deps.redactor, egress) };
     }
     const result = await commandResult(deps, input, answer, egress);
-    const { checkpoint } = answer;
+    const { checkpoint, reports } = answer;
     const cli = input.gateway?.cli;
-    if (!models || !cli) return { result, checkpoint };
+    if (!models || !cli) return { result, checkpoint, reports };
     const progress = cliProgress(
       cli,
       (await deps.artifacts.get(input.sessionId, `${input.key}.log`))?.toString() ?? '',

@@ -25,7 +25,6 @@ import {
 } from './container';
 import { stopAgentApp } from './agent-app';
 import { toolchainsOf } from './environment';
-import { runDir } from './run-once';
 import { OUTPUT_CAPS, tail } from './output';
 import { DESKTOP_DISPLAY, desktopShown } from '../desktop';
 
@@ -74,48 +73,21 @@ export function parseJUnit(documents: { file: string; content: string }[]): Test
   return report;
 }
 
-/** XML reports in the usual places that the step `stepNonce` wrote (newer than its start). */
-async function junitWrittenDuring(sandbox: SandboxHandle, stepNonce: string): Promise<string[]> {
-  const found = await sandbox.commands.exec([
-    'find',
-    '.',
-    '(',
-    '-name',
-    'node_modules',
-    '-o',
-    '-name',
-    '.git',
-    ')',
-    '-prune',
-    '-o',
-    '-type',
-    'f',
-    '-name',
-    '*.xml',
-    '-newer',
-    `${runDir(stepNonce)}/started`,
-    '-print',
-  ]);
-  return found.stdout
-    .toString()
-    .split('\n')
-    .map((f) => f.replace(/^\.\//, ''))
-    .filter((f) => f && USUAL_JUNIT_FILE.test(`/${f}`));
-}
+/** Of the XML files a test step wrote (drydock-run lists them), those in the usual places of reports. */
+export const usualReports = (written: string[]): string[] => written.filter((f) => USUAL_JUNIT_FILE.test(`/${f}`));
 
 /**
- * The JUnit XML that the test step `stepNonce` wrote: the given files, or else
- * XML reports in the usual places written during the step; scrubbed, and kept
- * in the artifact store. Called by runStep once the step's result is known.
+ * The JUnit XML of a test step in `files` (the given ones, or usualReports of
+ * what it wrote); scrubbed, and kept in the artifact store. Called by runStep
+ * once the step's result is known.
  */
 export async function readJUnitResults(
   { sandboxes, artifacts, redactor }: Pick<SandboxDeps, 'sandboxes' | 'artifacts' | 'redactor'>,
-  input: { sandbox: string; sessionId: string; stepNonce: string; files?: string[] },
+  input: { sandbox: string; sessionId: string; files: string[] },
 ): Promise<TestReport | undefined> {
   const sandbox = sandboxOf(sandboxes, input.sandbox);
-  const files = input.files ?? (await junitWrittenDuring(sandbox, input.stepNonce));
   const documents = [];
-  for (const file of files) {
+  for (const file of input.files) {
     const read = await sandbox.files.read(file, { ...OUTPUT_CAPS.junit, what: `the JUnit report ${file}` });
     if (read) documents.push({ file, content: read.toString() });
   }

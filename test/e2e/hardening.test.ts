@@ -581,7 +581,11 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
       'exit 1',
     ].join('; ');
     const nonce = randomBytes(16).toString('hex');
+    const before = sandboxes.execs.length;
     const first = await step('usual-report', tests, { nonce, testReport: {} });
+    // drydock-run listed the XML files the step wrote in its own exec: no `find` after it, only the report's read.
+    const others = sandboxes.execs.slice(before).filter((argv) => argv[0] !== HELPER.run);
+    expect(others.filter((argv) => !argv[2]?.startsWith('tail -c'))).toEqual([['cat', 'test-results/junit.xml']]);
     expect([first.exitCode, first.report]).toEqual([
       1,
       {

@@ -25,6 +25,19 @@ test('with a checkpoint: its bytes (newlines and NULs too) come right before the
   expect(answer.output.toString()).toBe('hello');
 });
 
+test('with the list of reports: its paths come before the checkpoint, relative to the workspace', () => {
+  const listed = './test-results/junit.xml\n./a b/TEST-x.xml\n';
+  const fields = ` 0 4 reports ${Buffer.byteLength(listed)}`;
+  const answer = answerOf(`${listed}diffhello${trailer(5, fields)}`)!;
+  expect(answer.reports).toEqual(['test-results/junit.xml', 'a b/TEST-x.xml']);
+  expect(answer.checkpoint).toEqual({ ok: true, data: Buffer.from('diff') });
+  expect(answer.output.toString()).toBe('hello');
+  expect(answerOf(`hello${trailer(5, ' reports 0')}`)!.reports).toEqual([]);
+  expect(answerOf(`hello${trailer(5)}`)!.reports).toBeUndefined();
+  // A list longer than what came before the output is no answer.
+  expect(answerOf(`hello${trailer(5, ' reports 3')}`)).toBeUndefined();
+});
+
 test("a checkpoint git could not take carries git's error", () => {
   const answer = answerOf(`no space lefthello${trailer(5, ' 1 13')}`)!;
   expect(answer.checkpoint).toEqual({ ok: false, data: Buffer.from('no space left') });
@@ -55,4 +68,5 @@ test('a run with an input asks drydock-run to save stdin, its size in bytes, and
   const plain = runOnceCommand(nonce, 'true', opts);
   expect(plain.env).toEqual([]);
   expect('stdin' in plain).toBe(false);
+  expect(runOnceCommand(nonce, 'true', { ...opts, listReports: true }).env).toEqual(['DRYDOCK_REPORTS=1']);
 });
