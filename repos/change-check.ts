@@ -8,6 +8,7 @@
  */
 import { spawn } from 'node:child_process';
 import { git } from './git';
+import { runProcess } from '../platform/processes';
 import { OutputOverCap, type OutputCap } from '../platform/output-cap';
 import type { SecretFound } from '../workflows/rules/change-secrets';
 
@@ -35,10 +36,17 @@ export async function changedFiles(mirror: string, parent: string, commit: strin
     if (status !== 'D' && BLOB_MODE.test(newMode)) entries.push({ path: fields[i + 1], blob });
   }
   if (entries.length === 0) return [];
-  const sizes = await batch(mirror, ['cat-file', '--batch-check=%(objectname) %(objectsize)'], entries, (out) =>
-    out.toString().trim().split('\n'),
+  // Through the process helper (a line per file): no fork of the worker itself.
+  const { stdout } = await runProcess('git', ['cat-file', '--batch-check=%(objectname) %(objectsize)'], {
+    cwd: mirror,
+    input: entries.map((e) => `${e.blob}\n`).join(''),
+  });
+  const sizeOf = new Map(
+    stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ') as [string, string]),
   );
-  const sizeOf = new Map(sizes.map((line) => line.split(' ') as [string, string]));
   return entries.map((e) => ({ ...e, size: Number(sizeOf.get(e.blob)) }));
 }
 
@@ -64,34 +72,24 @@ export async function secretsInChange(
   add(holds(message), 'the commit message');
   for (const f of files) add(holds(f.path), `the path ${f.path}`);
   if (files.length === 0) return found;
-  await batch(mirror, ['cat-file', '--batch'], files, undefined, (blob, i) => add(holds(blob), files[i].path));
+  await eachBlob(mirror, files, (blob, i) => add(holds(blob), files[i].path));
   return found;
 }
 
 /**
- * Runs a `git cat-file --batch…` with one object id per line on stdin. With
- * `each`, reads `--batch` output as it arrives and hands over each object's
- * content (one in memory at a time); otherwise returns `whole` of all output.
+ * Hands over each object's content as `git cat-file --batch` writes it (one
+ * in memory at a time): a process of the worker's own, whose output is read
+ * as it arrives (the process helper answers only with the whole output).
  */
-function batch<T>(
-  mirror: string,
-  args: string[],
-  objects: { blob: string }[],
-  whole?: (out: Buffer) => T,
-  each?: (content: Buffer, index: number) => void,
-): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('git', args, { cwd: mirror, stdio: ['pipe', 'pipe', 'pipe'] });
-    const chunks: Buffer[] = [];
-    const objectsOut = each ? new BatchReader(each) : undefined;
+function eachBlob(mirror: string, objects: { blob: string }[], each: (content: Buffer, index: number) => void) {
+  return new Promise<void>((resolve, reject) => {
+    const child = spawn('git', ['cat-file', '--batch'], { cwd: mirror, stdio: ['pipe', 'pipe', 'pipe'] });
+    const objectsOut = new BatchReader(each);
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (objectsOut ? objectsOut.push(chunk) : chunks.push(chunk)));
+    child.stdout.on('data', (chunk: Buffer) => objectsOut.push(chunk));
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`git ${args[0]} failed: ${stderr.trim()}`));
-      resolve((whole ? whole(Buffer.concat(chunks)) : undefined) as T);
-    });
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`git cat-file failed: ${stderr.trim()}`))));
     child.stdin.end(objects.map((o) => `${o.blob}\n`).join(''));
   });
 }
