@@ -106,7 +106,12 @@ summary() {
         found=$(failures "$log" | head -60)
         if [ -n "$found" ]; then echo "$found" >&2; else tail -60 "$log" >&2; fi
         ;;
-      *) printf '\nlane %s %s; the end of its log (%s):\n' "$name" "${lane_result[$name]}" "${log#"$ROOT/"}" >&2 && tail -40 "$log" >&2 ;;
+      *)
+        # A lane stopped at the deadline may have failed before: what failed first, then where it stopped.
+        found=$(failures "$log" | head -40)
+        [ -z "$found" ] || printf '\nlane %s failed before it was stopped; what failed:\n%s\n' "$name" "$found" >&2
+        printf '\nlane %s %s; the end of its log (%s):\n' "$name" "${lane_result[$name]}" "${log#"$ROOT/"}" >&2 && tail -40 "$log" >&2
+        ;;
     esac
   done
   for name in "${!lane_result[@]}"; do
@@ -126,7 +131,7 @@ on_exit() {
     for g in "${!lane_result[@]}"; do
       printf '  lane %s: %s\n' "$g" "${lane_result[$g]}" >&2
       # With the first lines of each error: a runner that keeps only the output's two ends keeps these.
-      [ "${lane_result[$g]}" != failed ] || failures "$(lane_log "$g")" | head -30 | sed 's/^/    /' >&2
+      [ "${lane_result[$g]}" = passed ] || failures "$(lane_log "$g")" | head -30 | sed 's/^/    /' >&2
     done
   fi
   step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the end"

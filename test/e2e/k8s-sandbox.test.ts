@@ -92,11 +92,20 @@ beforeAll(async () => {
 }, 15 * 60_000);
 
 afterAll(async () => {
-  const left = await cluster?.core.listNamespacedPod({ namespace });
-  await cluster?.core.deleteNamespace({ name: namespace });
+  if (!sandboxes) return; // the cluster did not start: beforeAll's error says why
+  const left = await cluster.core.listNamespacedPod({ namespace });
+  await cluster.core.deleteNamespace({ name: namespace });
   // Each test removes what it made: a pod left is a leak.
-  expect(left?.items.map((p) => p.metadata?.name)).toEqual([]);
+  expect(left.items.map((p) => p.metadata?.name)).toEqual([]);
 }, 120_000);
+
+/**
+ * For the nested hooks: jest runs them even when the file's beforeAll failed, and
+ * what they start (stacks, servers, a database) would outlive the failed file.
+ */
+function clusterStarted(): void {
+  if (!sandboxes) throw new Error("the cluster did not start: see this file's first error");
+}
 
 /** A sandbox spec as the worker makes them, with an egress folder of its own. */
 async function specOf(name: string, extra: Partial<SandboxSpec> = {}): Promise<SandboxSpec> {
@@ -138,10 +147,11 @@ describe('the provider contract (test/support/provider-contract.ts), as the Dock
 describe('a sandbox pod', () => {
   const name = `drydock-Hard_${randomBytes(2).toString('hex')}`;
   beforeAll(async () => {
+    clusterStarted();
     await sandboxes.create(await specOf(name));
   });
   afterAll(async () => {
-    await sandboxes.destroy(name);
+    await sandboxes?.destroy(name);
   });
 
   test('the API shows every hardening setting; a second create is a retry that finds it', async () => {
@@ -309,6 +319,7 @@ describe("a session with a service: PostgreSQL built here, a container of the sa
   let stack: TestStack;
   let repo: { url: string };
   beforeAll(async () => {
+    clusterStarted();
     repo = await makeFixtureRepo({ 'pgq.js': PG_CLIENT, '.drydock/config.yaml': configServices({ postgres }) });
     stack = await startStack(k8sWorker());
   });
@@ -391,6 +402,7 @@ describe("a repo whose Dockerfile has a RUN step: built by the isolated builder 
   let stack: TestStack;
   let registry: ImageRegistry;
   beforeAll(async () => {
+    clusterStarted();
     // Debian's docker-registry on loopback: the worker's engine pushes to it, the node's containerd pulls from it.
     registry = await ImageRegistry.start();
     stack = await startStack({ ...k8sWorker(), DRYDOCK_K8S_BUILD_REGISTRY: `${registry.host}/drydock` });
@@ -503,6 +515,7 @@ describe('hostile scripted agents in sessions whose sandboxes are pods', () => {
   let hostPort: number;
 
   beforeAll(async () => {
+    clusterStarted();
     repo = await makeFixtureRepo();
     hostService = createServer((_req, res) => res.end('host service'));
     await new Promise<void>((resolve) => hostService.listen(0, '127.0.0.1', resolve));
@@ -561,6 +574,7 @@ describe('sessions whose step runs into a limit of its pod', () => {
   let stack: TestStack;
   let repo: { url: string };
   beforeAll(async () => {
+    clusterStarted();
     repo = await makeFixtureRepo();
     stack = await startStack(k8sWorker());
   });
@@ -656,6 +670,7 @@ describe('the runStep activity in a pod: the egress proxy, secrets, stray proces
   };
 
   beforeAll(async () => {
+    clusterStarted();
     ({ server: standIn, port: standInPort } = await listen('stand-in'));
     ({ server: tunnelStandIn, port: tunnelPort } = await listen('tunnel'));
     dataDir = await mkdtemp(path.join(tmpdir(), 'drydock-k8s-hard-'));
@@ -673,10 +688,13 @@ describe('the runStep activity in a pod: the egress proxy, secrets, stray proces
     await step('write-probe', '', { step: { write: { path: 'probe.js', content: EGRESS_PROBE } } });
   });
   afterAll(async () => {
-    await env.run(activities.destroySandbox, { sessionId });
-    await db?.close();
-    standIn?.close();
-    tunnelStandIn?.close();
+    try {
+      if (activities) await env.run(activities.destroySandbox, { sessionId });
+    } finally {
+      await db?.close();
+      standIn?.close();
+      tunnelStandIn?.close();
+    }
   });
 
   const step = (key: string, run: string, extra: Record<string, unknown> = {}): Promise<StepResult> =>
@@ -827,6 +845,7 @@ describe('a session whose pod cannot start', () => {
   let stack: TestStack;
   let repo: { url: string };
   beforeAll(async () => {
+    clusterStarted();
     repo = await makeFixtureRepo();
     stack = await startStack({ ...k8sWorker(), DRYDOCK_K8S_NODE: 'no-such-node', DRYDOCK_K8S_START_TIMEOUT: 15_000 });
   });
@@ -878,6 +897,7 @@ describe("VS Code in a worker's sandbox pod: code-server from its read-only host
   let editorDir: string;
 
   beforeAll(async () => {
+    clusterStarted();
     // The editor the worker mounts: built once per host (cached in .tools/code-server).
     const built = await promisify(execFile)('bash', [path.join(__dirname, '../../infra/code-server.sh')], {
       timeout: 20 * 60_000,
@@ -909,8 +929,11 @@ describe("VS Code in a worker's sandbox pod: code-server from its read-only host
     sandbox = created.name;
   }, 20 * 60_000);
   afterAll(async () => {
-    if (activities) await env.run(activities.destroySandbox, { sessionId });
-    await db?.close();
+    try {
+      if (activities) await env.run(activities.destroySandbox, { sessionId });
+    } finally {
+      await db?.close();
+    }
   });
 
   /** One GET to the editor through its connections (execs of drydock-port in the pod). */
