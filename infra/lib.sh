@@ -22,13 +22,29 @@ drop_stale_pidfile() {
   [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$2" || rm -f "$1"
 }
 is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+# apt's locks fail at once when held, by another install of this run (two suites of
+# npm test's lanes) or by the machine's own apt timers: drydock's installs take turns, and
+# each waits for another's apt (apt-get update does not wait for its lock: it is asked again).
 apt_install() {
   step "installing $* with apt-get"
-  if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
-    apt-get update -qq >&2 || fail "apt-get update failed"
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 \
-    || fail "apt-get install $* failed"
+  (
+    flock 9
+    if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
+      apt_update || fail "apt-get update failed"
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >&2 \
+      || fail "apt-get install $* failed"
+  ) 9>/run/drydock-apt.lock || exit 1
+}
+apt_update() {
+  local tries=0 err
+  until err=$(apt-get update -qq 2>&1); do
+    if ! grep -q 'Could not get lock' <<<"$err" || [ $((tries += 1)) -ge 120 ]; then
+      echo "$err" >&2
+      return 1
+    fi
+    sleep 5
+  done
 }
 
 # What both `npm start` and `npm test` need on this machine: npm packages, a
