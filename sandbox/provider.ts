@@ -505,7 +505,7 @@ export interface SandboxProvider {
   list(hostId?: string): Promise<SandboxInfo[]>;
   /** What the host has for sandboxes (admission); absent: the provider does not say. */
   resources?(): Promise<HostResources>;
-  /** Removes a sandbox (by name or id) and its storage; false when it was already gone. */
+  /** Removes a sandbox (by name or id), the companions that joined it and its storage; false when it was already gone. */
   destroy(nameOrId: string): Promise<boolean>;
 
   /**

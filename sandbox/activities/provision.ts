@@ -15,7 +15,7 @@ import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound, type ExecResult, type ImageStore, type SandboxProvider, type SandboxSpec } from '../provider';
 import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupHash, setupInputs, setupOf, withFeatureSetup } from '../snapshots';
 import { recordEvent } from '../../store/audit';
-import { browserContainerName, createOwnedContainer, ownedLabels, sandboxName } from './container';
+import { createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
 import type { SandboxDeps } from './deps';
 import { mirrorAt } from '../../repos/mirror';
@@ -84,12 +84,12 @@ export function createProvisionActivities(deps: ProvisionDeps) {
     /**
      * Removes one of the session's sandboxes; already gone counts as done.
      * The session's own teardown also drops its checkpoint; a lost sandbox
-     * being replaced (`replaced`) keeps it for the replacement.
+     * being replaced (`replaced`) keeps it for the replacement. Its
+     * companions (a check's browser left by a crash, its services) go with it.
      */
     async destroySandbox(input: DestroyInput): Promise<{ removed: boolean }> {
       const name = sandboxName(input.sessionId, input.generation);
       if (input.checkpointBase) await checkpointBeforeParking(deps, input, name);
-      await sandboxes.destroy(browserContainerName(name));
       const removed = (await sandboxes.destroy(name)) || (await dropClaimed(deps, input));
       await rm(egressDirOf(egressRoot, name), { recursive: true, force: true });
       if (!input.replaced) await deps.checkpoints.remove(input.sessionId);

@@ -5,7 +5,8 @@
  * Kubernetes provider (test/e2e/k8s-sandbox.test.ts): exec with stdout and
  * stderr apart, exit codes, stdin and extra environment; the output caps, to
  * memory and to a file; a tar copied in, a helper attached in lines, a shell
- * on a TTY; a sandbox removed mid-command found gone by every later call.
+ * on a TTY; a sandbox removed mid-command found gone by every later call; its
+ * companions removed with it.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -122,5 +123,16 @@ export function providerContract(subject: ContractSubject): void {
     );
     expect(await sandboxes().destroy(gone)).toBe(false);
     expect(await sandboxes().exists(gone)).toBe(false);
+  });
+
+  test("contract: removing a sandbox removes the companions that joined it (a check's browser): teardown's one call", async () => {
+    if (!sandboxes().capabilities.lateCompanions) return; // no companion joins a sandbox of this provider
+    const host = `drydock-contract-host-${randomBytes(3).toString('hex')}`;
+    const companion = `${host}-browser`;
+    await sandboxes().create(await subject.spec(host));
+    await sandboxes().create({ ...(await subject.spec(companion)), companionOf: host });
+    expect(await sandboxes().exists(companion)).toBe(true);
+    expect(await sandboxes().destroy(host)).toBe(true);
+    expect(await sandboxes().exists(companion)).toBe(false);
   });
 }
