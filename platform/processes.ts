@@ -58,9 +58,15 @@ interface Answer {
   stderr?: Uint8Array;
 }
 
+/** What a command wrote, as bytes. */
+interface RawOutput {
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
 interface Pending {
   command: string;
-  resolve(out: ProcessOutput): void;
+  resolve(out: RawOutput): void;
   reject(err: Error): void;
 }
 
@@ -76,12 +82,27 @@ export const processObservers: ((file: string, args: string[], ms: number) => vo
  * output (utf8), rejects with ProcessFailed, or with an Error carrying
  * `code` (e.g. ENOENT) when it could not start.
  */
-export function runProcess(file: string, args: string[], opts: RunOptions = {}): Promise<ProcessOutput> {
+export async function runProcess(file: string, args: string[], opts: RunOptions = {}): Promise<ProcessOutput> {
+  const { stdout, stderr } = await run(file, args, opts);
+  return { stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
+}
+
+/** As runProcess, with stdout as the bytes the command wrote (a file's content is not always text). */
+export async function runProcessBytes(
+  file: string,
+  args: string[],
+  opts: RunOptions = {},
+): Promise<{ stdout: Buffer; stderr: string }> {
+  const { stdout, stderr } = await run(file, args, opts);
+  return { stdout, stderr: stderr.toString('utf8') };
+}
+
+function run(file: string, args: string[], opts: RunOptions): Promise<RawOutput> {
   const { child, pending } = theHelper();
   const id = nextId++;
   const since = performance.now();
   const command = [file, ...args].join(' ').slice(0, 200);
-  return new Promise<ProcessOutput>((resolve, reject) => {
+  return new Promise<RawOutput>((resolve, reject) => {
     pending.set(id, { command, resolve, reject });
     if (pending.size === 1) child.channel?.ref();
     const failed = (err: Error | null) => {
@@ -140,10 +161,10 @@ function settle(current: NonNullable<typeof helper>, answer: Answer): void {
     p.reject(Object.assign(new Error(`${p.command}: ${answer.error}`), { code: answer.errno }));
     return;
   }
-  const text = (b?: Uint8Array) => (b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8') : '');
-  const stdout = text(answer.stdout);
-  const stderr = text(answer.stderr);
-  if (answer.code === 0 && !answer.overflow) p.resolve({ stdout, stderr });
-  else
-    p.reject(new ProcessFailed(p.command, answer.code ?? null, answer.signal ?? null, stdout, stderr, answer.overflow));
+  const bytes = (b?: Uint8Array) => (b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength) : Buffer.alloc(0));
+  const stdout = bytes(answer.stdout);
+  const stderr = bytes(answer.stderr);
+  if (answer.code === 0 && !answer.overflow) return p.resolve({ stdout, stderr });
+  const [out, err] = [stdout.toString('utf8'), stderr.toString('utf8')];
+  p.reject(new ProcessFailed(p.command, answer.code ?? null, answer.signal ?? null, out, err, answer.overflow));
 }

@@ -6,9 +6,8 @@
  * knows. The reviewer sees the change byte for byte as it would be pushed,
  * so a secret in it is refused, never hidden.
  */
-import { spawn } from 'node:child_process';
 import { git } from './git';
-import { runProcess } from '../platform/processes';
+import { runProcess, runProcessBytes } from '../platform/processes';
 import { OutputOverCap, type OutputCap } from '../platform/output-cap';
 import type { SecretFound } from '../workflows/rules/change-secrets';
 
@@ -76,55 +75,53 @@ export async function secretsInChange(
   return found;
 }
 
+/** The bytes of blobs one `git cat-file --batch` reads at most (one larger blob goes alone). */
+const BATCH_BYTES = 8 * 1024 * 1024;
+
 /**
- * Hands over each object's content as `git cat-file --batch` writes it (one
- * in memory at a time): a process of the worker's own, whose output is read
- * as it arrives (the process helper answers only with the whole output).
+ * Hands over each object's content as `git cat-file --batch` writes it,
+ * through the process helper (no fork of the worker): the objects in
+ * batches of at most BATCH_BYTES by their known sizes, so that one batch's
+ * output, not the change's, is in memory at a time.
  */
-function eachBlob(mirror: string, objects: { blob: string }[], each: (content: Buffer, index: number) => void) {
-  return new Promise<void>((resolve, reject) => {
-    const child = spawn('git', ['cat-file', '--batch'], { cwd: mirror, stdio: ['pipe', 'pipe', 'pipe'] });
-    const objectsOut = new BatchReader(each);
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => objectsOut.push(chunk));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`git cat-file failed: ${stderr.trim()}`))));
-    child.stdin.end(objects.map((o) => `${o.blob}\n`).join(''));
-  });
+async function eachBlob(mirror: string, objects: ChangedFile[], each: (content: Buffer, index: number) => void) {
+  let index = 0;
+  for (const batch of batchesOf(objects)) {
+    const bytes = batch.reduce((sum, o) => sum + o.size, 0);
+    const { stdout } = await runProcessBytes('git', ['cat-file', '--batch'], {
+      cwd: mirror,
+      input: batch.map((o) => `${o.blob}\n`).join(''),
+      // Besides the contents, each object's header line ("<id> blob <size>") and a newline.
+      maxBuffer: bytes + batch.length * 128 + 4096,
+    });
+    for (const content of batchContents(stdout)) each(content, index++);
+  }
 }
 
-/**
- * `git cat-file --batch` output ("<id> <type> <size>\n<content>\n" per
- * object) split into objects as it arrives, each content copied once.
- */
-class BatchReader {
-  private parts: Buffer[] = [];
-  private have = 0;
-  /** The content's size once its header is read; then its bytes and the newline are awaited. */
-  private size?: number;
-  private index = 0;
-
-  constructor(private readonly each: (content: Buffer, index: number) => void) {}
-
-  push(chunk: Buffer): void {
-    this.parts.push(chunk);
-    this.have += chunk.length;
-    for (;;) {
-      if (this.size === undefined) {
-        const head = Buffer.concat(this.parts);
-        const newline = head.indexOf(10);
-        if (newline === -1) return void (this.parts = [head]);
-        this.size = Number(head.subarray(0, newline).toString().split(' ')[2]);
-        this.parts = [head.subarray(newline + 1)];
-        this.have = head.length - newline - 1;
-      }
-      if (this.have < this.size + 1) return;
-      const all = Buffer.concat(this.parts);
-      this.each(all.subarray(0, this.size), this.index++);
-      this.parts = [all.subarray(this.size + 1)];
-      this.have = all.length - this.size - 1;
-      this.size = undefined;
+function batchesOf(objects: ChangedFile[]): ChangedFile[][] {
+  const batches: ChangedFile[][] = [];
+  let bytes = 0;
+  for (const o of objects) {
+    if (batches.length === 0 || bytes + o.size > BATCH_BYTES) {
+      batches.push([]);
+      bytes = 0;
     }
+    batches.at(-1)!.push(o);
+    bytes += o.size;
   }
+  return batches;
+}
+
+/** `git cat-file --batch` output ("<id> <type> <size>\n<content>\n" per object) as each content (views, no copies). */
+function batchContents(out: Buffer): Buffer[] {
+  const contents: Buffer[] = [];
+  for (let at = 0; at < out.length;) {
+    const newline = out.indexOf(10, at);
+    const [id, type, size] = out.subarray(at, newline).toString().split(' ');
+    if (type === 'missing' || size === undefined) throw new Error(`git cat-file: object ${id} is missing`);
+    const end = newline + 1 + Number(size);
+    contents.push(out.subarray(newline + 1, end));
+    at = end + 1;
+  }
+  return contents;
 }
