@@ -22,9 +22,10 @@ drop_stale_pidfile() {
   [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$2" || rm -f "$1"
 }
 is_debian_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
-# apt's locks fail at once when held, by another install of this run (two suites of
-# npm test's lanes) or by the machine's own apt timers: drydock's installs take turns, and
-# each waits for another's apt (apt-get update does not wait for its lock: it is asked again).
+# apt's locks fail at once when held: by another install of this run (npm test's background
+# builds install their packages at the same minute: code-server's ripgrep, the cluster's
+# etcd-server) or by the machine's own apt timers. drydock's installs take turns, and each
+# waits for another's apt (apt-get update does not wait for its lock: it is asked again).
 apt_install() {
   step "installing $* with apt-get"
   (
