@@ -154,6 +154,12 @@ step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the start"
 
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
+# The service images (PostgreSQL, Redis: Debian's packages) once the sandbox image's job has
+# Debian's image: 2 to 3 minutes of test/e2e/services on a fresh machine otherwise. Best
+# effort: a suite builds what is missing itself, and fails there if it cannot.
+start_job service-images bash -c "image_job=${job_pid[sandbox-image]:-}
+  while [ -n \"\$image_job\" ] && kill -0 \"\$image_job\" 2>/dev/null; do sleep 5; done
+  npx tsx sandbox-images/service-images.ts || echo 'the suites build the service images instead' >&2"
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
 # Kubernetes for test/e2e/k8s-* (20 to 45 min the first time on a machine, overlapping the
