@@ -31,8 +31,8 @@ module.exports = {
   testTimeout: 180_000,
   maxWorkers: 1,
   // A handle a failed suite left open (a server its afterAll never reached) must not hold a
-  // lane until the run's deadline, as it once did for 45 minutes: jest still names it
-  // ("Force exiting Jest ... --detectOpenHandles"), the run's result is the tests'.
+  // lane until the run's deadline, as it once did for 45 minutes: jest exits once its tests
+  // and global teardown are done, with the tests' result (`--detectOpenHandles` finds a leak).
   forceExit: true,
   reporters: ['default', '<rootDir>/test/support/progress-reporter.mjs'],
   // The Kubernetes suites last: the others run while npm test's background build of the cluster ends.
