@@ -113,11 +113,17 @@ alive() {
   [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$DIR"
 }
 
+# Returns once the daemon runs (or ended): until the forked shell has exec'd it, the pid's
+# command line is this script's, and alive() took that for a dead daemon (a cluster that
+# "exited while waiting for etcd" on a loaded machine: 2 checks in 200 right after a start).
 daemon() {
-  local name=$1
+  local name=$1 pid deadline=$((SECONDS + 30))
   shift
   setsid nohup "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$RUN/$name.pid"
+  pid=$!
+  echo "$pid" >"$RUN/$name.pid"
+  # A daemon that ended at once stays a zombie of this shell (kill -0 holds): hence the bound.
+  while ! alive "$name" && kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
 }
 
 stop() {
@@ -134,7 +140,7 @@ wait_for() {
   local what=$1 daemon=$2 deadline=$((SECONDS + $3))
   shift 3
   until "$@" >/dev/null 2>&1; do
-    alive "$daemon" || fail "$daemon exited while waiting for $what (see $DIR/logs/$daemon.log)"
+    alive "$daemon" || fail "$daemon exited while waiting for $what (see $DIR/logs/$daemon.log): $(tail -3 "$DIR/logs/$daemon.log" 2>/dev/null)"
     [ $SECONDS -lt $deadline ] || fail "$what: not within $3 s (see $DIR/logs/$daemon.log)"
     sleep 0.3
   done
