@@ -122,7 +122,7 @@ daemon() {
   setsid nohup "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
   pid=$!
   echo "$pid" >"$RUN/$name.pid"
-  # A daemon that ended at once stays a zombie of this shell (kill -0 holds): hence the bound.
+  # Until it runs, ends, or 30 s passed (this wait must end whatever the daemon does).
   while ! alive "$name" && kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
 }
 
