@@ -114,6 +114,8 @@ export interface HistoryProfile {
   /** Of workflowTaskMs, scheduled to started: waiting for the worker's poll. */
   workflowTaskQueueMs: number;
   workflowTasks: number;
+  /** Local activities (the audit rows, the metrics row): run by the worker within its workflow tasks. */
+  localActivities: number;
   /** Activity attempts beyond the first (a failure or timeout Temporal retried). */
   retries: number;
 }
@@ -129,6 +131,7 @@ export async function historyProfile(client: Client, workflowId: string): Promis
     workflowTaskMs: 0,
     workflowTaskQueueMs: 0,
     workflowTasks: 0,
+    localActivities: 0,
     retries: 0,
   };
   let startedAt = 0;
@@ -150,6 +153,9 @@ export async function historyProfile(client: Client, workflowId: string): Promis
         profile.workflowTasks++;
         break;
       }
+      case EventType.EVENT_TYPE_MARKER_RECORDED:
+        if (e.markerRecordedEventAttributes?.markerName === 'core_local_activity') profile.localActivities++;
+        break;
       case EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
       case EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: {
         const attrs = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes;
@@ -204,8 +210,9 @@ export function profileTable(profiles: HistoryProfile[]): string {
     String(median(profiles.map((p) => p.workflowTasks))),
   );
   add(
-    'workflow tasks: the worker on them (started → completed)',
+    'workflow tasks: the worker on them (started → completed), local activities included',
     profiles.map((p) => p.workflowTaskMs - p.workflowTaskQueueMs),
+    `${median(profiles.map((p) => p.localActivities))} local`,
   );
   rows.push(['rest (between tasks: history writes, polls)', '', fmt(total - accounted), '']);
   rows.push(['**workflow started → completed**', '', `**${fmt(total)}**`, '100 %']);

@@ -6,7 +6,7 @@
  */
 import type { CommitResult } from '../../sandbox/contract';
 import { acceptanceScript } from '../rules/acceptance';
-import { anyHost } from './proxies';
+import { records } from './proxies';
 import type { SessionRun } from './state';
 import { runScriptStep } from './steps';
 
@@ -32,7 +32,7 @@ export async function checkAcceptance(run: SessionRun, change: CommitResult): Pr
     outputTail: result.outputTail,
     ...(result.artifact ? { artifact: result.artifact } : {}),
   };
-  await anyHost.recordAudit({
+  await records.recordAudit({
     sessionId: run.sessionId,
     key: 'acceptance',
     kind: 'acceptance',

@@ -24,7 +24,7 @@ import { isReviewTime } from '../rules/metrics';
 import { describeVerification, screenshotsOf } from '../rules/verification';
 import { editedByHand, installAttachHandlers, installPreviewHandler } from './attach';
 import { SessionEnd } from './errors';
-import { anyHost } from './proxies';
+import { records } from './proxies';
 import { parkSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { installAttemptHandlers, setAsideMessage } from './parent';
@@ -238,7 +238,7 @@ async function awaitDecision(
   state.pendingApproval = undefined;
   const verdict = run.verdicts.get(action);
   if (verdict) {
-    await anyHost.recordAudit({
+    await records.recordAudit({
       sessionId: run.sessionId,
       key: `${run.keyPrefix}approval/${action}`,
       kind: 'approval',

@@ -23,7 +23,7 @@ import {
 import { checkAttach, checkDetach, checkHandOver, type AttachState } from '../rules/attach';
 import { checkPreview } from '../rules/preview';
 import { sandboxLimitsOf } from '../units';
-import { anyHost, onHost } from './proxies';
+import { onHost, records } from './proxies';
 import { bringBack } from './sandbox';
 import type { SessionRun } from './state';
 
@@ -141,7 +141,7 @@ async function record(
       (handedTo ? `; handed over to ${handedTo}` : by === attached.by ? '' : `; detached by ${by}`),
   });
   log.info('detached', { by, attachedBy: attached.by, durationMs });
-  await anyHost.recordAudit({
+  await records.recordAudit({
     sessionId: run.sessionId,
     key: `attach-${n}`,
     kind: 'attach',

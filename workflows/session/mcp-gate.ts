@@ -9,7 +9,7 @@
 import { condition } from '@temporalio/workflow';
 import { durationMs } from '../units';
 import { PAST } from './approval';
-import { anyHost, onHost } from './proxies';
+import { onHost, records } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
 
@@ -56,7 +56,7 @@ export async function gateMcpWrite(
   run.verdicts.delete('mcp_write');
   run.setPhase(phase);
   if (verdict) {
-    await anyHost.recordAudit({
+    await records.recordAudit({
       sessionId: run.sessionId,
       key: `${run.keyPrefix}approval/mcp_write/${at.index}`,
       kind: 'approval',

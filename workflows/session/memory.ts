@@ -8,7 +8,7 @@ import { isCancellation } from '@temporalio/workflow';
 import type { GivenNote } from '../rules/repo-notes';
 import { NOTE_LIMITS, notesSection } from '../rules/repo-notes';
 import { stepNonce } from './nonce';
-import { anyHost } from './proxies';
+import { records } from './proxies';
 import type { SessionRun } from './state';
 
 /** At the start: what the session is given, and under which repo its proposals are kept. */
@@ -36,7 +36,7 @@ export async function keepNotes(run: SessionRun): Promise<void> {
   const round = run.status.round ?? 1;
   let proposed: number[];
   try {
-    ({ proposed } = await anyHost.keepNotes({ sessionId: run.sessionId, repo: memory.repo, round, texts }));
+    ({ proposed } = await records.keepNotes({ sessionId: run.sessionId, repo: memory.repo, round, texts }));
   } catch (err) {
     if (isCancellation(err)) throw err;
     await run.note('notes: not kept', `the proposed notes could not be kept: ${errorText(err)}`, false);

@@ -8,7 +8,7 @@ import { sessionMetricsOf } from '../rules/metrics';
 import { endAttach } from './attach';
 import { causeOf, describeError, outcomeOf } from './errors';
 import { setAsideMessage } from './parent';
-import { anyHost, teardownOn } from './proxies';
+import { records, teardownOn } from './proxies';
 import { removeReplaced } from './sandbox';
 import type { SessionRun } from './state';
 import { finishThreadReports } from './threads';
@@ -67,7 +67,7 @@ export async function tearDown(run: SessionRun, outcome: Outcome): Promise<void>
     await tellForge(run, outcome);
     await finishThreadReports(run);
     try {
-      status.audit = await anyHost.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
+      status.audit = await records.recordSessionMetrics(sessionMetricsOf(status, new Date().toISOString()));
     } catch (err) {
       log.error('metrics not recorded', { error: describeError(err) });
     }

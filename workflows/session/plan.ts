@@ -20,7 +20,7 @@ import { cliAgent, workUntilVerified } from './agents';
 import { PAST, waitOrPark } from './approval';
 import { SessionEnd } from './errors';
 import { modelAgent, startConversation } from './model-agent';
-import { anyHost, onHost } from './proxies';
+import { onHost, records } from './proxies';
 import { inSandbox } from './sandbox';
 import type { SessionRun } from './state';
 import { describeStep, runScriptStep } from './steps';
@@ -89,7 +89,7 @@ export async function planThenWork(run: SessionRun): Promise<CommitResult> {
       ...amendments.map((a) => ({ by: a.by, text: amendmentText(a), version: plan.version })),
     ].slice(-RECENT_AMENDMENTS);
     if (run.input.agent.kind === 'script') run.amendPlanSteps(amendments.flatMap((a) => a.steps ?? []));
-    await anyHost.recordAudit({
+    await records.recordAudit({
       sessionId: run.sessionId,
       key: `${run.keyPrefix}plan-amendment-${plan.version}`,
       kind: 'followup',
@@ -144,7 +144,7 @@ async function planGate(run: SessionRun): Promise<Followup[] | undefined> {
   });
   run.status.pendingApproval = undefined;
   if (verdict) {
-    await anyHost.recordAudit({
+    await records.recordAudit({
       sessionId: run.sessionId,
       key: `${run.keyPrefix}approval/plan/${plan.version}`,
       kind: 'approval',

@@ -8,6 +8,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   proxyActivities,
+  proxyLocalActivities,
   TimeoutFailure,
   type ActivityOptions,
   type RetryPolicy,
@@ -35,6 +36,23 @@ const HEARTBEAT_TIMEOUT = '10s';
 export const anyHost = proxyActivities<SharedActivities>({
   startToCloseTimeout: '10m',
   heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: RETRY,
+});
+
+/**
+ * The session's own records in the database (an audit event the workflow
+ * witnessed, a repo note, the metrics row at the end): a statement or two
+ * each, run as local activities by the worker that runs the workflow, so none
+ * costs an activity task and a workflow task of its own on the session's path
+ * (bench/RESULTS.md, issue 51 goal 3). While the database is away one waits,
+ * as the activity did (anyHost's timeouts; the worker keeps the workflow task
+ * alive meanwhile). A worker that dies in one leaves the workflow task to time
+ * out, and the next worker's replay runs it again (each is keyed: it writes once).
+ */
+export const records = proxyLocalActivities<
+  Pick<SharedActivities, 'recordAudit' | 'recordSessionMetrics' | 'keepNotes'>
+>({
+  startToCloseTimeout: '10m',
   retry: RETRY,
 });
 

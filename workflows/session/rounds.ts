@@ -12,7 +12,7 @@ import { durationMs } from '../units';
 import { describeFollowups } from '../rules/followup';
 import { workUntilVerified } from './agents';
 import { FollowupArrived } from './approval';
-import { anyHost, onHost } from './proxies';
+import { onHost, records } from './proxies';
 import { publish } from './publish';
 import { bringBack, inSandbox, parkSandbox } from './sandbox';
 import type { SessionRun } from './state';
@@ -112,7 +112,7 @@ async function followupRound(run: SessionRun): Promise<CommitResult> {
   run.verdicts.clear(); // each round's change is decided on anew
   run.commitDate = undefined;
   if (!run.nextChangeByHand) {
-    await anyHost.recordAudit({
+    await records.recordAudit({
       sessionId: run.sessionId,
       key: `followup-${round}`,
       kind: 'followup',

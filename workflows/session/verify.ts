@@ -2,7 +2,7 @@
 import type { Verification } from '../api';
 import { durationMs } from '../units';
 import { summarizeVerification, type VerificationResults } from '../rules/verification';
-import { anyHost, onHost } from './proxies';
+import { onHost, records } from './proxies';
 import { inSandbox, stopAgentApp } from './sandbox';
 import type { SessionRun } from './state';
 import { runScriptStep } from './steps';
@@ -19,7 +19,7 @@ export async function verify(run: SessionRun): Promise<Verification> {
   run.status.verification = verification;
   run.status.verificationRounds = attempt;
   const { passed, summary, command, exitCode, report: tests } = verification;
-  await anyHost.recordAudit({
+  await records.recordAudit({
     sessionId: run.sessionId,
     key: `${run.keyPrefix}verification-${attempt}`,
     kind: 'verification',
