@@ -102,7 +102,13 @@ export function providerContract(subject: ContractSubject): void {
     let screen = '';
     shell.stream.on('data', (c: Buffer) => (screen += c.toString()));
     await shell.resize({ cols: 120, rows: 40 });
-    shell.stream.write('stty size; echo "$TERM $(id -u) $(pwd)"; exit 7\n');
+    // Kubernetes applies a resize in its own time (its exec stream's resize channel has no answer: beside
+    // a busy neighbour the shell ran the next line at 0 0), so the shell waits up to 5 s for the size
+    // (spelled as arithmetic: the terminal's echo of this line must not match the size expected below).
+    shell.stream.write(
+      'i=0; while [ "$(stty size)" != "$((4*10)) $((12*10))" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; ' +
+        'stty size; echo "$TERM $(id -u) $(pwd)"; exit 7\n',
+    );
     expect(await shell.exitCode()).toBe(7);
     expect(screen).toMatch(/40 120/);
     expect(screen).toMatch(/xterm 1000 \/workspace/);
