@@ -52,7 +52,11 @@ export function heartbeating<T extends Record<string, (...args: any[]) => Promis
       async (...args: unknown[]) => {
         const ctx = Context.current();
         redactors.set(ctx, redactor);
-        const timer = setInterval(() => ctx.heartbeat(progress.get(ctx)), HEARTBEAT_INTERVAL_MS);
+        // A local activity (workflows/session/proxies.ts, records) has no heartbeats: the worker that
+        // runs it holds the workflow's task meanwhile, and a dead one is noticed by that task's timeout.
+        const timer = ctx.info.isLocal
+          ? undefined
+          : setInterval(() => ctx.heartbeat(progress.get(ctx)), HEARTBEAT_INTERVAL_MS);
         try {
           return redactor.value(await fn(...args));
         } catch (err) {
