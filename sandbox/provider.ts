@@ -137,7 +137,18 @@ export interface SandboxSpec {
    * sandbox running). Needs capabilities.firstCommand; a sandbox found again
    * (created false) returns none, and the caller runs what it needs as an exec.
    */
-  first?: { argv: string[] };
+  first?: FirstCommand;
+}
+
+/** SandboxSpec.first: the command, and files put in before it runs. */
+export interface FirstCommand {
+  argv: string[];
+  /**
+   * A tar extracted into `dest` (ownership from its headers) after the
+   * sandbox is made and before its first process starts: the cold path's
+   * working tree, whose making on the worker overlaps the sandbox's.
+   */
+  files?: { tar: Promise<Readable>; dest: string };
 }
 
 export interface ExecOptions {

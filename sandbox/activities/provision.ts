@@ -26,6 +26,7 @@ import type { AppSpec } from '../../workflows/services';
 import { claimPooled, dropClaimed, refillAfterClaim, type PoolDeps } from './pool';
 import {
   checkPrepared,
+  coldTree,
   fillWorkspace,
   isProvisioned,
   newestSnapshot,
@@ -291,9 +292,10 @@ const FIRST_FILES_IN_SANDBOX = '/run/drydock';
 
 /**
  * Makes the sandbox with its services' containers (a pool sandbox has both).
- * From a snapshot, on a provider that can, the workspace is prepared by the
- * sandbox's own first process (no exec after the start). What starting the
- * services reads is readied meanwhile.
+ * On a provider that can, the workspace is prepared by the sandbox's own
+ * first process (no exec after the start): from a snapshot, or on the cold
+ * path with the working tree put in before it. What starting the services
+ * reads is readied meanwhile.
  */
 async function makeSandbox(
   deps: ProvisionDeps,
@@ -310,10 +312,12 @@ async function makeSandbox(
   const { environment, from } = start;
   const egress = egressDirOf(deps.egressRoot, place.name);
   let first: SandboxSpec['first'];
-  if (from && deps.sandboxes.capabilities.firstCommand) {
+  // The cold path's working tree is made while the sandbox is, and put in before its first process runs.
+  const cold = !from && deps.sandboxes.capabilities.firstCommand ? coldTree(start.mirror, start.baseCommit) : undefined;
+  if (deps.sandboxes.capabilities.firstCommand) {
     await mkdir(egress, { recursive: true, mode: 0o755 });
     const at = { mirror: start.mirror, from, baseCommit: start.baseCommit, checkpoint };
-    first = await prepareFirst(at, { host: egress, sandbox: FIRST_FILES_IN_SANDBOX });
+    first = { ...(await prepareFirst(at, { host: egress, sandbox: FIRST_FILES_IN_SANDBOX })), files: cold?.files };
   }
   try {
     const [made] = await Promise.all([
@@ -337,6 +341,7 @@ async function makeSandbox(
     return made;
   } finally {
     if (first) await Promise.all(FIRST_FILES.map((f) => rm(path.join(egress, f), { force: true })));
+    await cold?.cleanup();
   }
 }
 

@@ -14,6 +14,9 @@ import type { SnapshotBuildRow } from '../snapshots';
 import { STATE_DIR } from './container';
 import { CommandExitError, imageStoreOf, type ExecResult } from '../provider';
 
+/** The sandbox user's uid: the owner of what is put into /workspace. */
+const SANDBOX_UID = 1000;
+
 /** Written last by provisioning (and a snapshot build's fill): a retry that finds it has nothing left to do. */
 const PROVISIONED = `${STATE_DIR}/provisioned`;
 
@@ -54,7 +57,7 @@ export async function newestSnapshot(
 
 /** The cold path: the repo at `commit`, with history, copied into /workspace. */
 export async function copyWorkingTree(sandbox: SandboxHandle, mirror: string, commit: string): Promise<void> {
-  const { tar, cleanup } = await workingTreeTar(mirror, commit, 1000);
+  const { tar, cleanup } = await workingTreeTar(mirror, commit, SANDBOX_UID);
   try {
     await sandbox.files.copyIn(tar, '/workspace');
   } finally {
@@ -174,25 +177,42 @@ export async function prepareWorkspace(
 export const FIRST_FILES = ['catch-up.bundle', 'checkpoint.diff'] as const;
 
 /**
- * A snapshot start's preparation as the sandbox's first process (SandboxSpec.first),
+ * The workspace's preparation as the sandbox's first process (SandboxSpec.first),
  * a replacement's checkpoint applied in it too, then marked: its argv, with the
  * catch-up bundle and the checkpoint's diff (each if any) written as FIRST_FILES
  * into `files.host` on the worker, seen in `files.sandbox` in the sandbox (its
- * read-only egress folder). checkPrepared reads its result as runScript would.
+ * read-only egress folder). From a snapshot it checks out the session's commit;
+ * on the cold path (no `from`) the working tree is put in before it runs
+ * (coldTree). checkPrepared reads its result as runScript would.
  */
 export async function prepareFirst(
-  at: { mirror: string; from: SnapshotStart; baseCommit: string; checkpoint?: Checkpoint },
+  at: { mirror: string; from?: SnapshotStart; baseCommit: string; checkpoint?: Checkpoint },
   files: { host: string; sandbox: string },
 ): Promise<{ argv: string[] }> {
   const { mirror, from, baseCommit, checkpoint } = at;
-  const bundle = await bundleFor({ mirror, from: from.snapshot.commit, to: baseCommit, behind: from.behind });
+  const bundle = from && (await bundleFor({ mirror, from: from.snapshot.commit, to: baseCommit, behind: from.behind }));
   const [bundleFile, diffFile] = FIRST_FILES;
   if (bundle) await writeFile(path.join(files.host, bundleFile), bundle, { mode: 0o644 });
   const diff = checkpoint?.diff.length ? checkpoint.diff : undefined;
   if (diff) await writeFile(path.join(files.host, diffFile), diff, { mode: 0o644 });
   const inSandbox = (file: string) => path.posix.join(files.sandbox, file);
-  const args = prepareArgs(baseCommit, bundle ? inSandbox(bundleFile) : '0', true, diff && inSandbox(diffFile));
+  const to = from ? baseCommit : undefined; // the cold path's tree is at the commit already
+  const args = prepareArgs(to, bundle ? inSandbox(bundleFile) : '0', true, diff && inSandbox(diffFile));
   return { argv: scriptArgv(PREPARE_WORKSPACE, args) };
+}
+
+/**
+ * The cold path's working tree for a first process (FirstCommand.files): made
+ * on the worker while the sandbox is made, put into /workspace before the
+ * first process prepares it. `cleanup` removes it (after the sandbox is made).
+ */
+export function coldTree(mirror: string, commit: string) {
+  const made = workingTreeTar(mirror, commit, SANDBOX_UID);
+  made.catch(() => undefined); // the provider awaits it; one that never does must not leave it unhandled
+  return {
+    files: { tar: made.then((t) => t.tar), dest: '/workspace' },
+    cleanup: () => made.then((t) => t.cleanup()).catch(() => undefined),
+  };
 }
 
 /** The first process's preparation as runScript answers: a non-zero exit throws CommandExitError. */

@@ -105,6 +105,8 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
       }
       const nonce = randomBytes(8).toString('hex');
       const container = await this.docker.createContainer({ ...options, Cmd: firstProcessCmd(spec.first.argv, nonce) });
+      const { files } = spec.first;
+      if (files) await container.putArchive(await files.tar, { path: files.dest });
       return { id: container.id, created: true, first: await this.startWithFirst(container, spec.name, nonce) };
     } catch (err) {
       if (!isStatus(err, 409)) throw err;

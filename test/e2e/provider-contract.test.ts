@@ -9,7 +9,9 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import Docker from 'dockerode';
+import { pack } from 'tar-stream';
 import { DockerProvider } from '../../sandbox/docker/provider';
 import { imageStoreOf, LABELS, type SandboxProvider, type SandboxSpec } from '../../sandbox/provider';
 import { ApiOnlyProvider } from '../support/api-only-provider';
@@ -38,7 +40,7 @@ describe('the Docker provider', () => {
   const provider = new DockerProvider();
   providerContract({ provider: () => provider, spec: (name) => specOf(name, true) });
 
-  test("a first command runs as the sandbox's first process, as an exec would; its result comes back, the keeper stays", async () => {
+  test("a first command runs as the sandbox's first process, as an exec would, after the files given; its result comes back, the keeper stays", async () => {
     expect(provider.capabilities.firstCommand).toBe(true);
     const [ok, failing] = ['drydock-contract-first-ok', 'drydock-contract-first-failing'];
     try {
@@ -73,6 +75,18 @@ describe('the Docker provider', () => {
       const again = await provider.create({ ...(await specOf(ok, true)), first: { argv: ['sh', '-c', 'echo anew'] } });
       expect(again).toMatchObject({ created: true, first: { exitCode: 0, stdout: Buffer.from('anew\n') } });
       expect((await provider.exec(ok, ['true'])).exitCode).toBe(0);
+
+      // Files put in before it runs (the cold path's working tree): there for it, owned as their headers say.
+      const tree = pack();
+      tree.entry({ name: 'greeting.txt', uid: 1000, gid: 1000 }, 'hello\n');
+      tree.finalize();
+      await provider.destroy(ok);
+      const seeing = ['sh', '-c', 'cat /workspace/greeting.txt; stat -c %u /workspace/greeting.txt'];
+      const withFiles = await provider.create({
+        ...(await specOf(ok, true)),
+        first: { argv: seeing, files: { tar: Promise.resolve(Readable.from(tree)), dest: '/workspace' } },
+      });
+      expect(withFiles.first).toMatchObject({ exitCode: 0, stdout: Buffer.from('hello\n1000\n') });
 
       const argv = ['sh', '-c', 'echo "$1" >&2; exit 5', 'sh', 'it failed'];
       const bad = await provider.create({ ...(await specOf(failing, true)), first: { argv } });

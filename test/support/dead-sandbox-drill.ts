@@ -22,6 +22,7 @@ import { loadConfig } from '../../platform/config';
 import { openDatabase } from '../../store/db';
 import { createRepoLookup, RepoRegistry } from '../../repos/registry';
 import { DockerProvider } from '../../sandbox/docker/provider';
+import type { SandboxSpec } from '../../sandbox/provider';
 import { Redactor } from '../../platform/scrub';
 import { SnapshotRegistry } from '../../sandbox/snapshots';
 import { modelSettings } from '../../workers/worker';
@@ -51,21 +52,45 @@ async function failureOf(run: Promise<unknown>): Promise<string> {
 
 /**
  * The Docker provider, with one sandbox killed as the first command in it
- * starts: the kill is sent before the engine is asked to run the command, so
- * the command cannot end first. (A kill sent on the engine's exec_start event
- * raced the command: provisioning's workspace exec, one `sh` of builtins on a
- * sandbox without a snapshot, often ended in the 40-130 ms the kill took to
- * land, and provisioning then rightly succeeded; a sandbox killed after
- * provisioning's last command is found lost by the step after it, as the
- * first part of the drill shows.)
+ * starts: its first process (the workspace's preparation, SandboxSpec.first),
+ * held a few seconds before it runs so that the kill lands in it, or an exec,
+ * killed before the engine is asked to run it, so the command cannot end
+ * first. (A kill sent on the engine's exec_start event raced the command:
+ * provisioning's workspace exec, one `sh` of builtins, often ended in the
+ * 40-130 ms the kill took to land, and provisioning then rightly succeeded;
+ * a sandbox killed after provisioning's last command is found lost by the
+ * step after it, as the first part of the drill shows.)
  */
 class KilledAtFirstCommand extends DockerProvider {
   /** Sandboxes to kill at their first command (a set: provisioning calls through a view of this provider). */
   readonly victims = new Set<string>();
 
+  override async create(spec: SandboxSpec): ReturnType<DockerProvider['create']> {
+    if (!spec.first || !this.victims.delete(spec.name)) return super.create(spec);
+    const held = { ...spec.first, argv: ['sh', '-c', 'sleep 30; exec "$@"', 'sh', ...spec.first.argv] };
+    const killed = this.killOnceRunning(spec.name);
+    try {
+      return await super.create({ ...spec, first: held });
+    } finally {
+      await killed;
+    }
+  }
+
   override async start(...args: Parameters<DockerProvider['start']>): ReturnType<DockerProvider['start']> {
     if (this.victims.delete(args[0])) await this.docker.getContainer(args[0]).kill();
     return super.start(...args);
+  }
+
+  private async killOnceRunning(name: string): Promise<void> {
+    for (let i = 0; i < 300; i++) {
+      const info = await this.docker
+        .getContainer(name)
+        .inspect()
+        .catch(() => undefined);
+      if (info?.State.Running) return void (await this.docker.getContainer(name).kill());
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`${name} never ran: nothing was killed`);
   }
 }
 
