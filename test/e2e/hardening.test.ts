@@ -621,10 +621,13 @@ describe('the runStep activity: the egress proxy, secrets, run-once, write and p
 
   /** The sandbox user's processes (as root sees them), without the container's init and keeper. */
   const leftovers = async () =>
-    (await inSandbox(sandbox, 'ps -o user=,args= -u 1000', 'root'))
+    (await inSandbox(sandbox, 'ps -o pid=,ppid=,user=,args= -u 1000', 'root'))
       .trim()
       .split('\n')
-      .filter((line) => line && !/docker-init -- sleep infinity$|^\S+\s+sleep infinity$/.test(line));
+      .map((line) => line.trim().split(/\s+/))
+      // By their place, not their command: init's command is the sandbox's first process's (the workspace's preparation).
+      .filter(([pid, ppid, , ...args]) => pid && pid !== '1' && !(ppid === '1' && args.join(' ') === 'sleep infinity'))
+      .map(([, , user, ...args]) => `${user}  ${args.join(' ')}`);
 
   test('daemons end with their step: none is left, and none writes into the workspace during the next step', async () => {
     const daemons = await step(
