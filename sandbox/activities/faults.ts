@@ -4,14 +4,22 @@
  * crash or an out-of-memory host would lose them; the session finds its
  * sandbox gone and replaces it from its last checkpoint.
  */
+import { Context } from '@temporalio/activity';
 import { LABELS } from '../provider';
 import type { SandboxDeps } from './deps';
 
 export function createFaultActivities({ sandboxes, hostId, log }: Pick<SandboxDeps, 'sandboxes' | 'hostId' | 'log'>) {
   return {
-    /** Removes the session's containers on this host; returns their names (none: it had no sandbox here). */
+    /**
+     * Removes the session's containers on this host that were there when the fault was asked
+     * for (a retry must not kill the replacement the session made meanwhile); returns their
+     * names (none: it had no sandbox here).
+     */
     async killSessionSandbox(input: { sessionId: string }): Promise<{ killed: string[] }> {
-      const mine = (await sandboxes.list(hostId)).filter((c) => c.labels[LABELS.session] === input.sessionId);
+      const asked = Context.current().info.scheduledTimestampMs;
+      const mine = (await sandboxes.list(hostId)).filter(
+        (c) => c.labels[LABELS.session] === input.sessionId && c.createdMs <= asked,
+      );
       const killed: string[] = [];
       for (const container of mine) if (await sandboxes.destroy(container.name)) killed.push(container.name);
       log.warn({ sessionId: input.sessionId, killed }, 'fault on purpose: sandbox killed');

@@ -206,11 +206,19 @@ export class SandboxStorageRoot {
     return dir;
   }
 
-  /** Unmounts and deletes a sandbox's upper layer (after its container is gone); absent is fine. */
+  /**
+   * Unmounts and deletes a sandbox's upper layer (after its container is gone); absent is fine,
+   * and so is another removal of it at the same time (a teardown beside a fault's or the reaper's):
+   * an unmount that fails because the other one unmounted it first is done.
+   */
   async remove(name: string): Promise<void> {
     const dir = this.sandboxDir(name);
     const fs = path.join(dir, 'fs');
-    if (await mounted(fs)) await run('umount', [fs]);
+    if (await mounted(fs)) {
+      await run('umount', [fs]).catch(async (err: unknown) => {
+        if (await mounted(fs)) throw err;
+      });
+    }
     await rm(dir, { recursive: true, force: true });
   }
 

@@ -6,6 +6,7 @@
  * its lifecycle and one streaming exec. The Kubernetes provider runs the same
  * contract in test/e2e/k8s-sandbox.test.ts.
  */
+import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -96,6 +97,22 @@ describe('the Docker provider', () => {
       await provider.destroy(ok);
       await provider.destroy(failing);
     }
+  });
+  test('removals of one sandbox at once (a teardown beside a fault or the reaper) all succeed, and its disk goes', async () => {
+    const name = 'drydock-contract-removed-twice';
+    await provider.create(await specOf(name, true));
+    const disk = path.join(provider.storage.root, 'sandboxes', name);
+    expect(existsSync(disk)).toBe(true);
+    // The container already gone (a fault's removal under way), its disk still mounted: each call removes the disk.
+    await new Docker().getContainer(name).remove({ force: true });
+    const removals = await Promise.allSettled([1, 2, 3, 4].map(() => provider.destroy(name)));
+    expect(removals.map((r) => (r.status === 'rejected' ? String(r.reason) : r.status))).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+    ]);
+    expect(existsSync(disk)).toBe(false);
   });
 });
 

@@ -8,6 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import pino from 'pino';
 import { pilotJsonSchema } from '../../cli/schema';
 import { barChart, lineChart, yTicks } from '../../figures/charts';
 import { groupFigures, type PilotSessionRecord } from '../../figures/pilot-report';
@@ -16,6 +18,8 @@ import type { AttemptsStatus, PilotSessionView, SessionProgress } from '../../wo
 import { parseSessionInput } from '../../workflows/input';
 import { parsePilotInput, type PilotInputDraft } from '../../workflows/pilot/input';
 import { acceptanceScript } from '../../workflows/rules/acceptance';
+import { createFaultActivities } from '../../sandbox/activities/faults';
+import { LABELS, type SandboxProvider } from '../../sandbox/provider';
 import { finalOutcome, plannedAttempts, refusePick } from '../../workflows/rules/attempts';
 import {
   dueFaults,
@@ -395,4 +399,28 @@ test("the acceptance command runs, and the workspace is the change again afterwa
   expect(run('exit 3')).toBe(3);
   expect(run('echo more > junk2.txt; false')).toBe(1);
   expect(existsSync(path.join(dir, 'junk2.txt'))).toBe(false);
+});
+
+test("a sandbox killed on purpose: a retry of the fault kills only what was there when it was asked for, never the session's replacement", async () => {
+  const asked = Date.parse('2026-12-06T16:07:10Z');
+  const destroyed: string[] = [];
+  const sandbox = (name: string, session: string, createdMs: number) => ({
+    id: name,
+    name,
+    labels: { [LABELS.session]: session },
+    createdMs,
+  });
+  const sandboxes = {
+    list: async () => [
+      sandbox('s-0', 's', asked - 5_000), // the session's sandbox when the pilot asked
+      sandbox('s-0-svc-db', 's', asked - 5_000), // its service
+      sandbox('s-0-r1', 's', asked + 1_500), // the replacement made after a first attempt killed s-0
+      sandbox('other', 'o', asked - 5_000),
+    ],
+    destroy: async (name: string) => Boolean(destroyed.push(name)),
+  } as unknown as SandboxProvider;
+  const { killSessionSandbox } = createFaultActivities({ sandboxes, hostId: 'h', log: pino({ level: 'silent' }) });
+  const retry = new MockActivityEnvironment({ attempt: 2, scheduledTimestampMs: asked });
+  expect(await retry.run(killSessionSandbox, { sessionId: 's' })).toEqual({ killed: ['s-0', 's-0-svc-db'] });
+  expect(destroyed).toEqual(['s-0', 's-0-svc-db']);
 });
