@@ -17,9 +17,10 @@ export function createFaultActivities({ sandboxes, hostId, log }: Pick<SandboxDe
      */
     async killSessionSandbox(input: { sessionId: string }): Promise<{ killed: string[] }> {
       const asked = Context.current().info.scheduledTimestampMs;
-      const mine = (await sandboxes.list(hostId)).filter(
-        (c) => c.labels[LABELS.session] === input.sessionId && c.createdMs <= asked,
-      );
+      const theirs = (await sandboxes.list(hostId)).filter((c) => c.labels[LABELS.session] === input.sessionId);
+      // When each was made to the millisecond (an engine's list may say only the second): a replacement can follow within it.
+      const made = await Promise.all(theirs.map((c) => sandboxes.info(c.name)));
+      const mine = theirs.filter((_, i) => made[i] !== undefined && made[i].createdMs <= asked);
       const killed: string[] = [];
       for (const container of mine) if (await sandboxes.destroy(container.name)) killed.push(container.name);
       log.warn({ sessionId: input.sessionId, killed }, 'fault on purpose: sandbox killed');

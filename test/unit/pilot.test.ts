@@ -410,13 +410,16 @@ test("a sandbox killed on purpose: a retry of the fault kills only what was ther
     labels: { [LABELS.session]: session },
     createdMs,
   });
+  const made = [
+    sandbox('s-0', 's', asked - 5_000), // the session's sandbox when the pilot asked
+    sandbox('s-0-svc-db', 's', asked - 5_000), // its service
+    sandbox('s-0-r1', 's', asked + 400), // the replacement made after a first attempt killed s-0
+    sandbox('other', 'o', asked - 5_000),
+  ];
   const sandboxes = {
-    list: async () => [
-      sandbox('s-0', 's', asked - 5_000), // the session's sandbox when the pilot asked
-      sandbox('s-0-svc-db', 's', asked - 5_000), // its service
-      sandbox('s-0-r1', 's', asked + 1_500), // the replacement made after a first attempt killed s-0
-      sandbox('other', 'o', asked - 5_000),
-    ],
+    // As Docker's list says it: to the second (the replacement's second is the ask's).
+    list: async () => made.map((c) => ({ ...c, createdMs: Math.floor(c.createdMs / 1000) * 1000 })),
+    info: async (name: string) => made.find((c) => c.name === name),
     destroy: async (name: string) => Boolean(destroyed.push(name)),
   } as unknown as SandboxProvider;
   const { killSessionSandbox } = createFaultActivities({ sandboxes, hostId: 'h', log: pino({ level: 'silent' }) });
