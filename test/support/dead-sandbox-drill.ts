@@ -53,7 +53,7 @@ async function failureOf(run: Promise<unknown>): Promise<string> {
 /**
  * The Docker provider, with one sandbox killed as the first command in it
  * starts: its first process (the workspace's preparation, SandboxSpec.first),
- * held a few seconds before it runs so that the kill lands in it, or an exec,
+ * held (a 30 s sleep before it, cut by the kill) so that the kill lands in it, or an exec,
  * killed before the engine is asked to run it, so the command cannot end
  * first. (A kill sent on the engine's exec_start event raced the command:
  * provisioning's workspace exec, one `sh` of builtins, often ended in the
