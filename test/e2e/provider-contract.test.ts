@@ -98,6 +98,7 @@ describe('the Docker provider', () => {
       await provider.destroy(failing);
     }
   });
+
   test('removals of one sandbox at once (a teardown beside a fault or the reaper) all succeed, and its disk goes', async () => {
     const name = 'drydock-contract-removed-twice';
     await provider.create(await specOf(name, true));
