@@ -311,15 +311,16 @@ async function makeSandbox(
   }
   const { environment, from } = start;
   const egress = egressDirOf(deps.egressRoot, place.name);
-  let first: SandboxSpec['first'];
+  const { firstCommand } = deps.sandboxes.capabilities;
   // The cold path's working tree is made while the sandbox is, and put in before its first process runs.
-  const cold = !from && deps.sandboxes.capabilities.firstCommand ? coldTree(start.mirror, start.baseCommit) : undefined;
-  if (deps.sandboxes.capabilities.firstCommand) {
-    await mkdir(egress, { recursive: true, mode: 0o755 });
-    const at = { mirror: start.mirror, from, baseCommit: start.baseCommit, checkpoint };
-    first = { ...(await prepareFirst(at, { host: egress, sandbox: FIRST_FILES_IN_SANDBOX })), files: cold?.files };
-  }
+  const cold = !from && firstCommand ? coldTree(start.mirror, start.baseCommit) : undefined;
   try {
+    let first: SandboxSpec['first'];
+    if (firstCommand) {
+      await mkdir(egress, { recursive: true, mode: 0o755 });
+      const at = { mirror: start.mirror, from, baseCommit: start.baseCommit, checkpoint };
+      first = { ...(await prepareFirst(at, { host: egress, sandbox: FIRST_FILES_IN_SANDBOX })), files: cold?.files };
+    }
     const [made] = await Promise.all([
       createOwnedContainer(deps, {
         ...ownership(input),
@@ -340,7 +341,8 @@ async function makeSandbox(
     ]);
     return made;
   } finally {
-    if (first) await Promise.all(FIRST_FILES.map((f) => rm(path.join(egress, f), { force: true })));
+    // Also after a failure while they were written: nothing of this attempt stays on the worker.
+    if (firstCommand) await Promise.all(FIRST_FILES.map((f) => rm(path.join(egress, f), { force: true })));
     await cold?.cleanup();
   }
 }
