@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm test: gets what the suite needs (npm packages, Docker engine, Temporal
 # CLI, Temporal's Java test server, PostgreSQL, Chromium, Kubernetes, Gitea), checks
-# types, lint and format, then runs the suites in two lanes against the real
+# types, lint and format, then runs the suites in three lanes against the real
 # services. The longest first-run builds (the sandbox image, Kubernetes, Gitea) run in
 # the background meanwhile. Extra arguments go to jest instead (e.g. npm test --
 # test/unit).
@@ -182,27 +182,29 @@ if [ $# -gt 0 ]; then
   exit
 fi
 
-# Two lanes, each jest with its own dev server and PostgreSQL. The first: the end-to-end
-# suites, the heaviest first (image builds in gVisor, several workers), then the rest, Gitea's
-# and Kubernetes' last (test/support/kubernetes-last.mjs). The second, beside it: the fast
-# suite (under the load of the other lane and the builds), the fault drills (which mostly wait
-# out heartbeat and host timeouts), then the light end-to-end files (--shard 2/2:
-# kubernetes-last.mjs's SECOND_LANE, scripted sessions without builds or a browser), so both
-# lanes end at about the same time and two heavy files never run at once. (A third lane, and
-# heavy end-to-end files behind the drills, overloaded 2 cores: sessions ran out of their
-# budgets and connections to a busy dev server timed out.) Each jest of the second lane runs
-# whatever the one before it did. The drills' global setup would build the sandbox image
-# itself: they wait for the job first.
+# Three lanes, each jest with its own dev server and PostgreSQL (and temp folder: one jest
+# cannot give its workers folders of their own, docs/testing.md). The first: the end-to-end
+# suites, the heaviest first (image builds in gVisor, several workers), then the rest,
+# Gitea's and Kubernetes' last (test/support/kubernetes-last.mjs). The second, beside it: the
+# fast suite (under the load of the other lanes and the builds), then the light end-to-end
+# files (--shard 2/2: kubernetes-last.mjs's SECOND_LANE, scripted sessions without builds or
+# a browser), so both lanes end at about the same time and two heavy files never run at
+# once. The third: the fault drills, which mostly wait out heartbeat and host timeouts (443
+# CPU-seconds in 31 minutes under load, docs/testing.md): 900 to 1,200 s of a lane's wall time
+# that now overlaps the other two. (A third lane of heavy files, the e2e project in two
+# halves, overloaded 2 cores: sessions ran out of their budgets and connections to a busy dev
+# server timed out.) Each jest of a lane runs whatever the one before it did; the suites that
+# start sandboxes wait for the sandbox image.
 # The checks (types, lint, format) are a lane too: one to three minutes of a busy machine that
 # no test waits for. A failure stops the run once they end, the lanes' tests with it.
 start_lane checks "$checks"
 wait_image=true
 [ -z "${job_pid[sandbox-image]:-}" ] || wait_image="while kill -0 ${job_pid[sandbox-image]} 2>/dev/null; do sleep 5; done"
-start_lane fast-drills-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_image
-  npx jest --selectProjects drills --runInBand || s=1
+start_lane fast-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_image
   npx jest --selectProjects e2e --runInBand --shard 2/2 || s=1; exit \$s"
 await_jobs sandbox-image
 start_lane e2e "npx jest --selectProjects e2e --runInBand --shard 1/2"
+start_lane drills "npx jest --selectProjects drills --runInBand"
 end_lane checks
 [ "${lane_result[checks]}" = passed ] || fail "the type check, lint or format failed (log: ${DATA_DIR#"$ROOT/"}/test-checks.log)"
 for name in "${!lane_pid[@]}"; do end_lane "$name"; done
