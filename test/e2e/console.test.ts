@@ -167,6 +167,24 @@ test("a model-driven session's agent panel shows its model, turns, tokens and co
   }
 });
 
+/** What a session's events stream sends in its first 2.5 s (a poll a second: two or three looks). */
+async function firstEvents(id: string, query: string, headers: Record<string, string> = {}): Promise<string> {
+  const res = await fetch(`${serve.url}/sessions/${id}/events${query}`, {
+    headers: { authorization: `Bearer ${ALICE}`, ...headers },
+    signal: AbortSignal.timeout(2_500),
+  });
+  expect(res.status).toBe(200);
+  const reader = res.body!.getReader();
+  let text = '';
+  try {
+    for (let read = await reader.read(); !read.done; read = await reader.read())
+      text += Buffer.from(read.value).toString();
+  } catch (err) {
+    if (!['TimeoutError', 'AbortError'].includes((err as Error).name)) throw err;
+  }
+  return text;
+}
+
 let demo: { sessionId: string; phase: string; console: string };
 
 test('a follow-up from the page: a new round, and the page shows the new change; the page says how to attach', async () => {
@@ -176,7 +194,38 @@ test('a follow-up from the page: a new round, and the page shows the new change;
   const first = await waitForStatus(handle, inPhase('awaiting_approval'), 120_000);
   const page = await signedIn();
   try {
+    // An update arriving while a person types (here: the stream's first, asked for without the page's
+    // version so that it comes, and held until half the note is typed).
+    let connect!: () => void;
+    const connected = new Promise<void>((resolve) => (connect = resolve));
+    await page.route('**/events?*', async (route) => {
+      await connected;
+      const url = new URL(route.request().url());
+      url.searchParams.delete('seen');
+      await route.continue({ url: url.toString() });
+    });
     await page.goto(`${serve.url}/sessions/${id}`);
+    // The stream does not send the live part the page already shows (a redraw closes an open comment
+    // form): not on the first connect (`?seen=`), not on a reconnect (`Last-Event-ID`).
+    const seen = (await page.getAttribute('#live', 'data-seen'))!;
+    expect(seen).toMatch(/^[\w-]{22}$/);
+    expect(await firstEvents(id, `?seen=${seen}`)).not.toContain('event: update');
+    expect(await firstEvents(id, '', { 'last-event-id': seen })).not.toContain('event: update');
+    expect(await firstEvents(id, '')).toContain(`id: ${seen}\nevent: update\n`);
+    await page.click('#followup-text');
+    await page.keyboard.type('[{"run": "echo more');
+    await page.evaluate(() => {
+      (window as unknown as { typedIn: unknown }).typedIn = document.getElementById('followup-text');
+    });
+    connect();
+    await page.waitForFunction(
+      () => document.getElementById('followup-text') !== (window as unknown as { typedIn: unknown }).typedIn,
+      undefined,
+      { timeout: 60_000 },
+    );
+    // The redraw kept the focus and the caret: the rest of the note goes on where it was.
+    await page.keyboard.type(' >> README.md"}]');
+    expect(await page.inputValue('#followup-text')).toBe('[{"run": "echo more >> README.md"}]');
     // The exact commands to take over, on the sandbox's host and through this server.
     expect(await page.textContent('#attach-command')).toBe(`drydock attach ${id}`);
     expect(await page.textContent('#attach-remote')).toBe(
@@ -196,7 +245,6 @@ test('a follow-up from the page: a new round, and the page shows the new change;
       );
       await route.fulfill({ response });
     });
-    await page.fill('#followup-text', '[{"run": "echo more >> README.md"}]');
     const accepted = watchAnswer(page, serve.log, {
       id: 'followup-answer',
       request: '/followups',

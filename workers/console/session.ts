@@ -5,6 +5,7 @@
  * line comments), the evidence, and the rest of what happened. The part that
  * changes while the session runs is sent again by the events stream.
  */
+import { createHash } from 'node:crypto';
 import { REVIEW_IDLE_MS } from '../../review/review-time';
 import { OUTCOMES, type QueuedFor, type SessionStatus, type StepRecord, type Unanswered } from '../../workflows/api';
 import { diffHtml } from './diff';
@@ -51,7 +52,7 @@ export function sessionPage(
 <kbd>c</kbd> comment on it, <kbd>A</kbd> approve, <kbd>R</kbd> reject (the change on display).</p>
 <pre id="task">${esc(s.task)}</pre>
 <p id="answer" role="status"></p>
-<div id="live">${sessionLive(s, extra, extra.who)}</div>`;
+${liveDiv(sessionLive(s, extra, extra.who))}`;
   return page(s.sessionId, body, {
     nonce: extra.nonce,
     scripts: SCRIPTS,
@@ -59,6 +60,15 @@ export function sessionPage(
     head: '<link rel="stylesheet" href="/assets/diff2html.css">',
   });
 }
+
+/**
+ * A live part's version, named to the events stream (`?seen=` on its first connect, SSE's
+ * `Last-Event-ID` on a reconnect): an update the page already shows is not sent, so the live
+ * part is redrawn only when it changed (a redraw closes an open line comment form).
+ */
+export const liveVersion = (html: string): string => createHash('sha256').update(html).digest('base64url').slice(0, 22);
+
+const liveDiv = (html: string) => `<div id="live" data-seen="${liveVersion(html)}">${html}</div>`;
 
 /** The child sessions the agent started, each a link to its page. */
 function childrenList(s: SessionStatus): string {

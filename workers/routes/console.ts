@@ -13,6 +13,7 @@ import { OUTCOMES, type SessionStatus } from '../../workflows/api';
 import {
   changedFilesOf,
   listPage,
+  liveVersion,
   reportPage,
   sessionLive,
   sessionPage,
@@ -46,9 +47,11 @@ const KEEP_ALIVE_MS = 15_000;
 
 /**
  * GET /sessions/:id/events: server-sent events. `update` carries the phase and
- * the page's live part whenever it changed; `end` when the session has ended.
- * The stream closes without a word once its token no longer reads the session
- * (the browser's reconnect then meets the connect-time check).
+ * the page's live part whenever it changed (its id is the part's version: the
+ * browser's reconnect names the last it got in `Last-Event-ID`, the page's first
+ * connect in `?seen=`, and an update with that version is not sent); `end` when
+ * the session has ended. The stream closes without a word once its token no
+ * longer reads the session (the browser's reconnect then meets the connect-time check).
  */
 export async function consoleEvents(
   ctx: ServeContext,
@@ -59,22 +62,27 @@ export async function consoleEvents(
 ): Promise<void> {
   await readableStatus(ctx, id, who);
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+  res.flushHeaders(); // the stream is open now, though its first update may never come (the page has it)
   let open = true;
   req.on('close', () => (open = false));
-  const send = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const send = (event: string, data: unknown, id?: string) =>
+    res.write(`${id ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  let seen = pageSeen(req);
   let last = '';
   let wrote = Date.now();
   for (const until = Date.now() + LIVE_STREAM_MS; open && Date.now() < until;) {
     const s = await statusOr404(ctx.client, id).catch(() => undefined);
     if (s) {
       const html = sessionLive(s, await liveExtras(ctx, s, who), who);
-      if (html !== last) {
+      const version = html === last ? undefined : liveVersion(html);
+      if (version && version !== seen) {
         // Read rights are checked again before each update: a revoked token or role ends the stream.
         if (!(await stillReads(ctx, req, who, s.repo))) break;
-        send('update', { phase: s.phase, html });
-        last = html;
+        send('update', { phase: s.phase, html }, version);
         wrote = Date.now();
       }
+      last = html;
+      seen = undefined;
       if ((OUTCOMES as readonly string[]).includes(s.phase)) {
         send('end', { phase: s.phase });
         break;
@@ -87,6 +95,12 @@ export async function consoleEvents(
     await new Promise((r) => setTimeout(r, LIVE_POLL_MS));
   }
   res.end();
+}
+
+/** The live part's version the page shows (a reconnect's `Last-Event-ID`, else the page's `?seen=`), if well formed. */
+function pageSeen(req: IncomingMessage): string | undefined {
+  const named = req.headers['last-event-id'] ?? new URL(req.url ?? '/', 'http://console').searchParams.get('seen');
+  return typeof named === 'string' && /^[\w-]{22}$/.test(named) ? named : undefined;
 }
 
 /**

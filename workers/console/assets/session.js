@@ -241,14 +241,33 @@
 
   // ---- live: the events stream redraws the live part; what is typed and the follow-up's answer survive ----
   // (A decision's answer, #answer, is outside it: the redraw after a decision drops the approval section.)
-  const events = new EventSource(location.pathname + '/events');
+  // So do the focus and the caret: the first redraw comes when the stream connects, maybe while a person
+  // types, whose next keys would otherwise go nowhere.
+  const caretOf = (el) => {
+    try {
+      return el.selectionStart === null ? undefined : [el.selectionStart, el.selectionEnd, el.selectionDirection];
+    } catch {
+      return undefined; // a field without a caret
+    }
+  };
+  const events = new EventSource(
+    location.pathname + '/events?seen=' + encodeURIComponent($('live').dataset.seen || ''),
+  );
   events.addEventListener('update', (event) => {
     const update = JSON.parse(event.data);
     const kept = ['comment', 'followup-text'].map((id) => [id, $(id)?.value ?? '']);
     const said = ['followup-answer'].map((id) => [id, $(id)]);
+    const focused = document.activeElement;
+    const focusId = focused && focused.id && $('live').contains(focused) ? focused.id : '';
+    const caret = focusId ? caretOf(focused) : undefined;
     $('phase').textContent = update.phase;
     $('live').innerHTML = update.html;
     for (const [id, typed] of kept) if ($(id)) $(id).value = typed;
+    const refocus = focusId && $(focusId);
+    if (refocus) {
+      refocus.focus();
+      if (caret) refocus.setSelectionRange(...caret);
+    }
     for (const [id, before] of said) {
       const again = $(id);
       if (again && before && before.textContent) {
