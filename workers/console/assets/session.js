@@ -241,8 +241,8 @@
 
   // ---- live: the events stream redraws the live part; what is typed and the follow-up's answer survive ----
   // (A decision's answer, #answer, is outside it: the redraw after a decision drops the approval section.)
-  // So do the focus and the caret: the first redraw comes when the stream connects, maybe while a person
-  // types, whose next keys would otherwise go nowhere.
+  // So do the focus and the caret: a redraw may come while a person types, whose next keys would otherwise
+  // go nowhere. The stream is told the version the page shows, so it sends only a part that changed.
   const caretOf = (el) => {
     try {
       return el.selectionStart === null ? undefined : [el.selectionStart, el.selectionEnd, el.selectionDirection];
