@@ -190,8 +190,8 @@ fi
 # files (--shard 2/2: kubernetes-last.mjs's SECOND_LANE, scripted sessions without builds or
 # a browser), so both lanes end at about the same time and two heavy files never run at
 # once. The third: the fault drills, which mostly wait out heartbeat and host timeouts (443
-# CPU-seconds in 31 minutes under load, docs/testing.md): 900 to 1,200 s of a lane's wall time
-# that now overlaps the other two. (A third lane of heavy files, the e2e project in two
+# CPU-seconds in 31 minutes under load, docs/testing.md): 900 s of a lane's wall time quiet, up
+# to 2,240 under load, that now overlaps the other two. (A third lane of heavy files, the e2e project in two
 # halves, overloaded 2 cores: sessions ran out of their budgets and connections to a busy dev
 # server timed out.) Each jest of a lane runs whatever the one before it did; the suites that
 # start sandboxes wait for the sandbox image.
