@@ -187,11 +187,11 @@ fi
 # suites, the heaviest first (image builds in gVisor, several workers), then the rest,
 # Gitea's and Kubernetes' last (test/support/kubernetes-last.mjs). The second, beside it: the
 # fast suite (under the load of the other lanes and the builds), then the light end-to-end
-# files (--shard 2/2: kubernetes-last.mjs's SECOND_LANE, scripted sessions without builds or
-# a browser), so both lanes end at about the same time and two heavy files never run at
-# once. The third: the fault drills, which mostly wait out heartbeat and host timeouts (443
-# CPU-seconds in 31 minutes under load, docs/testing.md): 900 s of a lane's wall time quiet, up
-# to 2,240 under load, that now overlaps the other two. (A third lane of heavy files, the e2e project in two
+# files (--shard 2/3: kubernetes-last.mjs's SECOND_LANE, scripted sessions without builds in
+# gVisor or a browser), so two heavy files never run at once. The third: the fault drills,
+# which mostly wait out heartbeat and host timeouts (443 CPU-seconds in 31 minutes under load,
+# docs/testing.md): 900 s of a lane's wall time quiet, up to 2,240 under load, then more light
+# files (--shard 3/3: THIRD_LANE), so the three lanes end at about the same time. (A third lane of heavy files, the e2e project in two
 # halves, overloaded 2 cores: sessions ran out of their budgets and connections to a busy dev
 # server timed out.) Each jest of a lane runs whatever the one before it did; the suites that
 # start sandboxes wait for the sandbox image.
@@ -201,10 +201,11 @@ start_lane checks "$checks"
 wait_image=true
 [ -z "${job_pid[sandbox-image]:-}" ] || wait_image="while kill -0 ${job_pid[sandbox-image]} 2>/dev/null; do sleep 5; done"
 start_lane fast-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_image
-  npx jest --selectProjects e2e --runInBand --shard 2/2 || s=1; exit \$s"
+  npx jest --selectProjects e2e --runInBand --shard 2/3 || s=1; exit \$s"
 await_jobs sandbox-image
-start_lane e2e "npx jest --selectProjects e2e --runInBand --shard 1/2"
-start_lane drills "npx jest --selectProjects drills --runInBand"
+start_lane e2e "npx jest --selectProjects e2e --runInBand --shard 1/3"
+start_lane drills-e2e "s=0; npx jest --selectProjects drills --runInBand || s=1
+  npx jest --selectProjects e2e --runInBand --shard 3/3 || s=1; exit \$s"
 end_lane checks
 [ "${lane_result[checks]}" = passed ] || fail "the type check, lint or format failed (log: ${DATA_DIR#"$ROOT/"}/test-checks.log)"
 for name in "${!lane_pid[@]}"; do end_lane "$name"; done

@@ -1,6 +1,6 @@
 /**
  * A jest test sequencer: the order of a lane's test files and the split of the e2e project
- * between npm test's two lanes (infra/test.sh, docs/testing.md).
+ * between npm test's three lanes (infra/test.sh, docs/testing.md).
  *
  * Order: the heaviest end-to-end suites first (HEAVY: image builds in gVisor, several
  * workers), then jest's own order (failed first, then the slowest, else the largest files),
@@ -10,11 +10,12 @@
  * end-to-end suites without waiting for them; those suites wait for their build
  * (test/support/gitea.ts, test/support/k8s-cluster.ts), so the others run meanwhile.
  *
- * Split (`--shard 1/2` and `--shard 2/2`; any other count is jest's own split by hash):
- * 2/2 is the SECOND_LANE files of the e2e project, 1/2 all the others. npm test runs 2/2 in
- * its second lane after the fast project, beside the first lane: light files only (scripted
- * sessions, no image build, no browser, no more than a worker or two), while the first lane
- * has run its HEAVY files first, so that two heavy files never run at once on 2 cores.
+ * Split (`--shard 1/3`, `2/3` and `3/3`; any other count is jest's own split by hash): 2/3
+ * is the SECOND_LANE files of the e2e project, 3/3 the THIRD_LANE ones, 1/3 all the others.
+ * npm test runs 2/3 in its second lane after the fast project and 3/3 in its third after the
+ * drills, beside the first lane: light files only (scripted sessions, no image build in
+ * gVisor, no more than a worker or two), while the first lane has run its HEAVY files first,
+ * so that two heavy files never run at once on 2 cores.
  */
 import path from 'node:path';
 import Sequencer from '@jest/test-sequencer';
@@ -30,12 +31,9 @@ const e2eName = (test) =>
 export const HEAVY = ['builder', 'environments', 'services', 'gvisor', 'multi-host'];
 
 /**
- * The second lane's e2e files, after the fast suite. Beside the load neighbour (session 24,
- * the drills still in this lane then) the first lane took 2,972 s and this one 3,189 (fast
- * 849, drills 1,204, these 1,136); the drills have a lane of their own now, so audit,
- * snapshots, hardening, operator-environment and script-children (425 s there) came back
- * from the first. Not here: image builds in gVisor, Chromium, the timing-sensitive pilot and
- * review, the Kubernetes and Gitea suites.
+ * The second lane's e2e files, after the fast suite (2,208 s beside the load neighbour in
+ * session 25's run, before four of them went to THIRD_LANE). Not here: image builds in
+ * gVisor, Chromium, the timing-sensitive pilot and review, the Kubernetes and Gitea suites.
  */
 export const SECOND_LANE = [
   'agent',
@@ -76,19 +74,27 @@ export const SECOND_LANE = [
   'git-credentials',
   'reaper',
   'service-image-users',
-  'audit',
-  'snapshots',
-  'hardening',
-  'operator-environment',
   'script-children',
 ];
 
-const inSecondLane = (test) => SECOND_LANE.includes(e2eName(test));
+/**
+ * The third lane's e2e files, after the drills (which end 20 minutes before the other lanes
+ * under load: session 25's run, lanes 3,438, 1,361 + 2,208 and 2,238 s). Beside the load
+ * neighbour these took 766 s: audit 213, snapshots 137, operator-environment 121, hardening
+ * 115 (from the second lane), teams 104 and real-registry 76 (from the first, a browser's
+ * sign-in and one snapshot build of a real npm project: no build in gVisor).
+ */
+export const THIRD_LANE = ['audit', 'snapshots', 'operator-environment', 'hardening', 'teams', 'real-registry'];
+
+const laneOf = (test) => {
+  const name = e2eName(test);
+  return SECOND_LANE.includes(name) ? 2 : THIRD_LANE.includes(name) ? 3 : 1;
+};
 
 export default class KubernetesLast extends Sequencer {
   shard(tests, options) {
-    if (options.shardCount !== 2) return super.shard(tests, options);
-    return tests.filter((t) => inSecondLane(t) === (options.shardIndex === 2));
+    if (options.shardCount !== 3) return super.shard(tests, options);
+    return tests.filter((t) => laneOf(t) === options.shardIndex);
   }
 
   async sort(tests) {
