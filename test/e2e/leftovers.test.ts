@@ -64,6 +64,30 @@ test("a killed run's servers, sandboxes and folders are removed; a live run's ar
   spawn('rm', ['-rf', mine]);
 });
 
+test("lanes that reap at once (npm test's global setups) all end, and the killed run's sandbox, mount and folder go", async () => {
+  const run = `leftover-${Date.now().toString(36)}`;
+  const dir = await mkdtemp(path.join(tmpdir(), 'drydock-leftover-'));
+  await killedRun(dir, run);
+  // As a sandbox's storage is: mounted in the run's folder (sandbox/docker/storage.ts).
+  mkdirSync(path.join(dir, 'fs'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', path.join(dir, 'fs')]);
+  const sandbox = await docker.createContainer({
+    Image: process.env.DRYDOCK_BASE_IMAGE!,
+    Cmd: ['sleep', 'infinity'],
+    Labels: { [LABELS.session]: `${run}-session` },
+    HostConfig: { NetworkMode: 'none' },
+  });
+  await sandbox.start();
+
+  // Each finds the same orphan; the first to remove the sandbox wins, the others found it gone or going.
+  const reaped = await Promise.all([reapLeftovers(), reapLeftovers(), reapLeftovers()]);
+
+  expect(reaped.flat().filter((r) => r.startsWith('sandbox '))).toHaveLength(1);
+  expect(existsSync(dir)).toBe(false);
+  expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(dir);
+  expect(await docker.listContainers({ all: true, filters: { id: [sandbox.id] } })).toEqual([]);
+});
+
 test('a Docker host whose machine went down with it running starts again, though its pid files name other processes now', async () => {
   // /run outlives a machine here: the pid files of the engine and its containerd stay, and their
   // pids are taken by then (here, by this test's own process). dockerd refused to start beside

@@ -56,7 +56,11 @@ export function ownProcess(pid: number | undefined): void {
 /**
  * Removes what runs whose owner is gone left behind: kills their processes,
  * removes their sandboxes (by the run's session prefix) and their temp
- * folders. Returns what it removed, for the log.
+ * folders. Returns what it removed, for the log. npm test's lanes start at
+ * once and each reaps (global setup), so each step takes "already gone" as
+ * done: a process that ended, a sandbox another reaper removed or is
+ * removing, a mount another unmounted (a lane's setup failed on that after a
+ * killed run, session 26).
  */
 export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
   const done: string[] = [];
@@ -78,8 +82,7 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
       ? readFileSync(path.join(dir, PROCESSES_FILE), 'utf8').split('\n').filter(Boolean)
       : [];
     for (const proc of listed.map((l) => JSON.parse(l) as Proc).filter(alive)) {
-      process.kill(proc.pid, 'SIGKILL');
-      done.push(`process ${proc.pid}`);
+      if (killGone(proc.pid)) done.push(`process ${proc.pid}`);
     }
   }
   const runs = new Set(orphans.map((o) => o.run).filter((r): r is string => Boolean(r)));
@@ -87,8 +90,18 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
     for (const c of await docker.listContainers({ all: true, filters: { label: [LABELS.session] } })) {
       const session = c.Labels[LABELS.session] ?? '';
       if (![...runs].some((run) => session.startsWith(`${run}-`))) continue;
-      await docker.getContainer(c.Id).remove({ force: true, v: true });
-      done.push(`sandbox ${c.Names[0]}`);
+      const removed = await docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .then(
+          () => true,
+          (err: { statusCode?: number }) => {
+            // 404: another reaper removed it; 409: another is removing it.
+            if (err.statusCode === 404 || err.statusCode === 409) return false;
+            throw err;
+          },
+        );
+      if (removed) done.push(`sandbox ${c.Names[0]}`);
     }
   }
   for (const { dir } of orphans) {
@@ -104,12 +117,31 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
  * dir, and removing the folder over it fails with EBUSY.
  */
 export function unmountUnder(dir: string): void {
-  const points = readFileSync('/proc/self/mountinfo', 'utf8')
+  for (const point of mountsUnder(dir).sort((a, b) => b.length - a.length)) {
+    try {
+      execFileSync('umount', ['--lazy', point], { stdio: 'pipe' });
+    } catch (err) {
+      if (mountsUnder(point).includes(point)) throw err; // else another reaper unmounted it first
+    }
+  }
+}
+
+function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((line) => line.split(' ')[4])
-    .filter((point) => point?.startsWith(`${dir}/`) || point === dir)
-    .sort((a, b) => b.length - a.length);
-  for (const point of points) execFileSync('umount', ['--lazy', point]);
+    .filter((point): point is string => point?.startsWith(`${dir}/`) || point === dir);
+}
+
+/** SIGKILL to `pid`; false when it had ended already (ESRCH). */
+function killGone(pid: number): boolean {
+  try {
+    process.kill(pid, 'SIGKILL');
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
 }
 
 /** Removes DIR and all under it, unmounting first (see unmountUnder). */
