@@ -10,7 +10,11 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { Pool } from 'pg';
 import { loadConfig, type Config } from '../../platform/config';
-import { connectClient as connectTemporalClient, connectWorker } from '../../platform/temporal-connection';
+import {
+  connectClient as connectTemporalClient,
+  connectWorker,
+  TemporalConnectionError,
+} from '../../platform/temporal-connection';
 import { createLogger, type Logger } from '../../platform/log';
 import { loadAuditKey } from '../../store/audit';
 import { LABELS } from '../../sandbox/provider';
@@ -163,7 +167,7 @@ export async function startStack(overrides: Partial<Config> = {}, log?: Logger):
     workflowBundle: { code: await readFile(process.env.DRYDOCK_TEST_BUNDLE!, 'utf8') },
   });
   const running = worker.run();
-  const client = await connectTemporalClient(config);
+  const client = await connectPatiently(config);
   return {
     client,
     config,
@@ -219,7 +223,24 @@ export const clientSettings = (address: string) => ({
 
 /** A client of the suite's Temporal server (or of `address`); close it with `client.connection.close()`. */
 export async function connectClient(address = process.env.TEMPORAL_ADDRESS!): Promise<Client> {
-  return connectTemporalClient(clientSettings(address));
+  return connectPatiently(clientSettings(address));
+}
+
+/**
+ * A client connection, tried again for up to a minute: the product gives up after 5 s (a person
+ * waits on it), but a lane's dev server on a busy 2-core machine once did not answer for that
+ * long (session 26, between two files), and a whole file failed in its first hook.
+ */
+async function connectPatiently(settings: Parameters<typeof connectTemporalClient>[0]): Promise<Client> {
+  const since = Date.now();
+  for (;;) {
+    try {
+      return await connectTemporalClient(settings);
+    } catch (err) {
+      if (!(err instanceof TemporalConnectionError) || Date.now() - since > 60_000) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
 }
 
 /** Starts an agentSession on the task queue of `config` (a test stack's, or a worker process's env). */
