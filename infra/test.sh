@@ -191,9 +191,9 @@ fi
 # gVisor or a browser), so two heavy files never run at once. The third: the fault drills,
 # which mostly wait out heartbeat and host timeouts (443 CPU-seconds in 31 minutes under load,
 # docs/testing.md): 900 s of a lane's wall time quiet, up to 2,240 under load, then more light
-# files (--shard 3/3: THIRD_LANE), so the three lanes end at about the same time. (A third lane of heavy files, the e2e project in two
-# halves, overloaded 2 cores: sessions ran out of their budgets and connections to a busy dev
-# server timed out.) Each jest of a lane runs whatever the one before it did; the suites that
+# files (--shard 3/3: THIRD_LANE), so the three lanes end at about the same time. (A third
+# lane of heavy files, the e2e project in two halves, overloaded 2 cores: sessions ran out of
+# their budgets and connections to a busy dev server timed out.) Each jest of a lane runs whatever the one before it did; the suites that
 # start sandboxes wait for the sandbox image.
 # The checks (types, lint, format) are a lane too: one to three minutes of a busy machine that
 # no test waits for. A failure stops the run once they end, the lanes' tests with it.

@@ -82,7 +82,7 @@ export async function reapLeftovers(docker = new Docker()): Promise<string[]> {
       ? readFileSync(path.join(dir, PROCESSES_FILE), 'utf8').split('\n').filter(Boolean)
       : [];
     for (const proc of listed.map((l) => JSON.parse(l) as Proc).filter(alive)) {
-      if (killGone(proc.pid)) done.push(`process ${proc.pid}`);
+      if (killIfAlive(proc.pid)) done.push(`process ${proc.pid}`);
     }
   }
   const runs = new Set(orphans.map((o) => o.run).filter((r): r is string => Boolean(r)));
@@ -134,7 +134,7 @@ function mountsUnder(dir: string): string[] {
 }
 
 /** SIGKILL to `pid`; false when it had ended already (ESRCH). */
-function killGone(pid: number): boolean {
+function killIfAlive(pid: number): boolean {
   try {
     process.kill(pid, 'SIGKILL');
     return true;
