@@ -98,32 +98,56 @@ export async function connectTemporal(settings: Settings): Promise<Connection> {
   }
 }
 
-/** The SDK's retry of failed calls, but none once `closed()` (see ClosableConnection). */
-export function retryUnless(closed: () => boolean): ReturnType<typeof makeGrpcRetryInterceptor> {
-  const retry = defaultGrpcRetryOptions();
-  return makeGrpcRetryInterceptor({
-    ...retry,
-    retryableDecider: (attempt, status) => !closed() && retry.retryableDecider(attempt, status),
-  });
+/**
+ * The SDK's retry of failed calls, but none once closed. The SDK decides on a retry when a call
+ * fails and starts it from a timer (up to 5 s later) that nothing clears; a retry that starts on a
+ * closed channel throws "Channel has been shut down" out of that timer and takes the process down
+ * (in jest: whichever test file runs then). So `close()` says no to further retries and waits
+ * until the retries already timed have started, while the channel is still open.
+ */
+export class RetryUntilClosed {
+  private closed = false;
+  private timedUntil = 0;
+
+  readonly interceptor: ReturnType<typeof makeGrpcRetryInterceptor> = (() => {
+    const retry = defaultGrpcRetryOptions();
+    return makeGrpcRetryInterceptor({
+      retryableDecider: (attempt, status) => !this.closed && retry.retryableDecider(attempt, status),
+      delayFunction: (attempt, status) => {
+        const ms = retry.delayFunction(attempt, status);
+        this.timedUntil = Math.max(this.timedUntil, Date.now() + ms);
+        return ms;
+      },
+    });
+  })();
+
+  /** Call before closing the connection. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const wait = this.timedUntil - Date.now();
+    if (wait > 0) await sleep(wait + 50);
+  }
 }
 
-/**
- * The SDK retries a failed call from a timer that close() does not clear; a retry that starts
- * on the closed channel throws out of that timer and takes the process down. So a closed
- * connection retries nothing.
- */
+/** A connection whose close() first lets the retries already timed start (see RetryUntilClosed). */
 class ClosableConnection extends Connection {
-  private closed = false;
+  private retry!: RetryUntilClosed; // set by open()
 
   static async open(options: ConnectionOptions): Promise<ClosableConnection> {
-    const interceptor = retryUnless(() => connection.closed);
-    const connection = ClosableConnection.lazy({ ...options, interceptors: [interceptor] }) as ClosableConnection;
-    await connection.ensureConnected();
+    const retry = new RetryUntilClosed();
+    const connection = ClosableConnection.lazy({ ...options, interceptors: [retry.interceptor] }) as ClosableConnection;
+    connection.retry = retry;
+    try {
+      await connection.ensureConnected();
+    } catch (err) {
+      await connection.close(); // its channel would live on, trying to connect
+      throw err;
+    }
     return connection;
   }
 
   override async close(): Promise<void> {
-    this.closed = true;
+    await this.retry.close();
     await super.close();
   }
 }

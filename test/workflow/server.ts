@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { ConnectionPlugin } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { retryUnless } from '../../platform/temporal-connection';
+import { RetryUntilClosed } from '../../platform/temporal-connection';
 import { PHASE_ATTRIBUTE, REPO_ATTRIBUTE } from '../../workflows/api';
 import { freePort } from '../support/ports';
 
@@ -25,7 +25,7 @@ function testServerPath(): string {
   return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
-let closing = false;
+const retry = new RetryUntilClosed();
 let current: { env: TestWorkflowEnvironment; stop(): Promise<void> } | undefined;
 
 /**
@@ -38,7 +38,7 @@ const testServerConnection: ConnectionPlugin = {
   configureConnection: (options) => ({
     ...options,
     channelArgs: { ...options.channelArgs, 'grpc.keepalive_time_ms': 600_000 },
-    interceptors: [retryUnless(() => closing)],
+    interceptors: [retry.interceptor],
   }),
 };
 
@@ -79,7 +79,7 @@ export async function startTestServer(): Promise<TestWorkflowEnvironment> {
 
 /** Ends the environment and its server; the client retries nothing from then on (see platform/temporal-connection.ts). */
 export async function stopEnvironment(env: TestWorkflowEnvironment | undefined): Promise<void> {
-  closing = true;
+  await retry.close();
   await env?.teardown();
   await current?.stop();
   current = undefined;
