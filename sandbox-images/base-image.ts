@@ -102,7 +102,8 @@ export function run(cmd: string, args: string[], showOutput: boolean): Promise<v
   });
 }
 
-if (require.main === module) {
+// Run as a script (bin/bundled.js: in a bundle every source has the entry's module).
+if (process.argv[1] === __filename) {
   ensureBaseImage().then(
     (tag) => console.log(tag),
     (err: Error) => {

@@ -49,7 +49,8 @@ export async function ensureBuilderImage(progress: Progress = toStderr): Promise
   return tag;
 }
 
-if (require.main === module) {
+// Run as a script (bin/bundled.js: in a bundle every source has the entry's module).
+if (process.argv[1] === __filename) {
   ensureBuilderImage().then(
     (tag) => console.log(tag),
     (err: Error) => {

@@ -123,7 +123,8 @@ export async function buildServiceImages(names: string[], progress: Progress = t
   return built;
 }
 
-if (require.main === module) {
+// Run as a script (bin/bundled.js: in a bundle every source has the entry's module).
+if (process.argv[1] === __filename) {
   buildServiceImages(process.argv.slice(2)).then(
     (tags) => tags.forEach((tag) => console.log(tag)),
     (err: Error) => {

@@ -334,7 +334,7 @@ export async function createWorker(opts: {
     activities: createSharedActivities(deps),
     ...(opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
-      : { workflowsPath: require.resolve('../workflows') }),
+      : { workflowsPath: path.join(__dirname, '..', 'workflows', 'index.ts') }),
   });
   const host = await Worker.create({ ...common, taskQueue: hostQueue, activities: createHostActivities(deps) });
   log.info({ taskQueue: config.DRYDOCK_TASK_QUEUE, hostQueue, host: config.DRYDOCK_HOST_ID }, 'worker polling');

@@ -141,7 +141,7 @@ class Supervisor {
     this.startedAt = Date.now();
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', path.join(__dirname, '..', 'support', 'fault-worker.ts')],
+      [path.join(__dirname, '..', '..', 'bin', 'bundled.js'), path.join(__dirname, '..', 'support', 'fault-worker.ts')],
       {
         env: { ...process.env, ...this.env },
         stdio: ['ignore', 'ignore', 'pipe'],

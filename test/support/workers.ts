@@ -81,7 +81,7 @@ export function startWorkerProcess(
         env: { ...process.env, ...env },
         stdio: ['ignore', 'ignore', 'pipe'],
       })
-    : spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'fault-worker.ts')], {
+    : spawn(process.execPath, [path.join(projectRoot, 'bin', 'bundled.js'), path.join(__dirname, 'fault-worker.ts')], {
         env: { ...process.env, ...env, ...holds },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
