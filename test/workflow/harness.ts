@@ -7,6 +7,7 @@
  */
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
+import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
@@ -183,7 +184,11 @@ export async function runSession(
       (final: SessionStatus) => ({ status: final }),
       async (error: Error) => {
         if (!(error instanceof WorkflowFailedError)) throw error; // a wait that got no answer, say
-        return { error, status: await handle.query(status) };
+        // Answered by replaying the whole history: a replay that fails shows the history it read.
+        const final = await handle.query(status).catch(async (err: Error) => {
+          throw new Error(`${err.message}\nthe history replayed:\n${outline(await handle.fetchHistory())}`);
+        });
+        return { error, status: final };
       },
     );
     const history = await handle.fetchHistory();
@@ -194,6 +199,22 @@ export async function runSession(
       .map((a) => `${a!.activityType?.name}@${a!.taskQueue?.name}`);
     return { ...ended, id: taskQueue, calls, elsewhere, args };
   });
+}
+
+/** One line per event: its id, its type, and what tells it apart (an activity, a timer, an SDK's flags). */
+function outline(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>): string {
+  return (history.events ?? [])
+    .map((e) => {
+      const type = String(temporal.api.enums.v1.EventType[e.eventType ?? 0]).replace('EVENT_TYPE_', '');
+      const detail =
+        e.activityTaskScheduledEventAttributes?.activityType?.name ??
+        (e.timerStartedEventAttributes ?? e.timerCanceledEventAttributes ?? e.timerFiredEventAttributes)?.timerId ??
+        e.markerRecordedEventAttributes?.markerName ??
+        e.workflowTaskCompletedEventAttributes?.sdkMetadata?.langUsedFlags?.join(',') ??
+        '';
+      return `${e.eventId} ${type} ${detail}`.trim();
+    })
+    .join('\n');
 }
 
 /** What a stub worker saw: its task queue, every activity call (labelled) and their arguments. */
