@@ -8,7 +8,6 @@
  * wall time; the wait for a person does not, and the work after the approval
  * gets the wall time again, as a follow-up round does.
  */
-import { CancellationScope } from '@temporalio/workflow';
 import type { CommitResult } from '../../sandbox/contract';
 import type { PlanState } from '../api';
 import { describeStop } from '../rules/budget';
@@ -186,8 +185,7 @@ async function startWork(run: SessionRun): Promise<void> {
  * and the work on the approved plan.
  */
 function withinWallTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
-  run.workScope = new CancellationScope({ cancellable: true, timeout: durationMs(run.input.limits.wallTime) });
-  return run.workScope.run(fn);
+  return run.withinWorkScope(durationMs(run.input.limits.wallTime), fn);
 }
 
 /** The model's next user turn. */

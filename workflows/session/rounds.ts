@@ -6,7 +6,7 @@
  * the agent works, a new commit on top of the last pushed one, verification,
  * the gate with the new change hash, and publishing to the same branch and PR.
  */
-import { allHandlersFinished, CancellationScope, condition, log } from '@temporalio/workflow';
+import { allHandlersFinished, condition, log } from '@temporalio/workflow';
 import type { CommitResult } from '../../sandbox/contract';
 import { durationMs } from '../units';
 import { describeFollowups } from '../rules/followup';
@@ -148,8 +148,7 @@ async function addUserTurn(run: SessionRun, text: string): Promise<void> {
 
 /** A follow-up round gets the session's wall time again, counted from its start. */
 function withinRoundTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
-  run.workScope = new CancellationScope({ cancellable: true, timeout: durationMs(run.input.limits.wallTime) });
-  return run.workScope.run(fn);
+  return run.withinWorkScope(durationMs(run.input.limits.wallTime), fn);
 }
 
 /** The round's change, in status. */

@@ -6,12 +6,13 @@
  */
 import {
   allHandlersFinished,
+  CancellationScope,
   condition,
   continueAsNew,
+  sleep,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
-  type CancellationScope,
 } from '@temporalio/workflow';
 import type { Sandbox, SandboxPlace, StepResult } from '../../sandbox/contract';
 import {
@@ -232,6 +233,32 @@ export class SessionRun {
   /** Calls `listener` after each phase change from now on: the one way phase changes are observed. */
   onPhaseChange(listener: (run: SessionRun) => void): void {
     this.phaseListeners.push(listener);
+  }
+
+  /**
+   * Runs `fn` as the work under way (`workScope`), cancelled after `timeoutMs`. Not the SDK's
+   * `CancellationScope({ timeout })`, which cancels its timer at the end only under an SDK flag
+   * that a replay learns from the workflow task that recorded it: when the work ended with a local
+   * activity whose marker a heartbeating workflow task carried, a replay resolved it a task before
+   * the flag's, left the timer running and failed with a nondeterminism (session 27,
+   * test/workflow/replay-flags.test.ts). This timer is cancelled whatever the flags say.
+   */
+  withinWorkScope<T>(timeoutMs: number, fn: () => Promise<T>): Promise<T> {
+    const scope = (this.workScope = new CancellationScope({ cancellable: true }));
+    return scope.run(async () => {
+      const timer = new CancellationScope();
+      timer
+        .run(() => sleep(timeoutMs))
+        .then(
+          () => scope.cancel(),
+          () => undefined, // cancelled: the work ended first
+        );
+      try {
+        return await fn();
+      } finally {
+        timer.cancel();
+      }
+    });
   }
 
   /** Waits while someone is attached (attach.ts): nothing runs in the sandbox under their hands. */

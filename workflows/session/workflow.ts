@@ -5,7 +5,7 @@
  * Each phase lives in its own module over one run-state object (state.ts).
  * Deterministic code only.
  */
-import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
+import { ApplicationFailure, ContinueAsNew, log } from '@temporalio/workflow';
 import {
   ATTEMPTS_WORKFLOW_TYPE,
   ErrorType,
@@ -155,6 +155,5 @@ function withinWallTime<T>(run: SessionRun, fn: () => Promise<T>): Promise<T> {
   const later = (run.status.round ?? 1) > 1 || run.status.plan !== undefined;
   const since = later ? run.loop.startedAt : run.sessionStartedAt;
   const timeout = run.continued ? Math.max(1, wallTimeMs - (Date.now() - since)) : wallTimeMs;
-  run.workScope = new CancellationScope({ cancellable: true, timeout });
-  return run.workScope.run(fn);
+  return run.withinWorkScope(timeout, fn);
 }
