@@ -6,32 +6,72 @@
 // Stack traces name the bundle: NODE_OPTIONS=--enable-source-maps maps them to the sources.
 'use strict';
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 const ROOT = path.resolve(__dirname, '..');
-const CACHE = path.join(ROOT, 'node_modules', '.cache', 'drydock-bundles');
+/**
+ * Where bundles are kept: the project's cache; where that cannot be written (drydock's image runs
+ * as a user with a read-only root, and has its bundle made at its build), a folder of this user's
+ * own in the temp dir, trusted only while it is this user's and no one else can write to it.
+ */
+const PROJECT_CACHE = path.join(ROOT, 'node_modules', '.cache', 'drydock-bundles');
+const USER_CACHE = path.join(os.tmpdir(), `drydock-bundles-${process.getuid()}`);
 
 /** Runs `entry` (a path from the project's root) as the main module; process.argv is left as it is. */
 async function runBundled(entry) {
+  require(await bundleOf(entry));
+}
+
+/** The path of a bundle of `entry` that holds its sources as they are now: one kept, else a new one. */
+async function bundleOf(entry) {
   const name = entry.replace(/\.ts$/, '').replace(/[^\w-]+/g, '-');
-  const metaFile = path.join(CACHE, `${name}.json`);
-  const meta = readJson(metaFile);
-  const fresh = meta && meta.stamp === stampOf(meta.inputs) && fs.existsSync(path.join(CACHE, meta.bundle));
-  const bundle = fresh ? meta.bundle : await build(entry, name, metaFile);
-  require(path.join(CACHE, bundle));
+  for (const cache of [PROJECT_CACHE, USER_CACHE]) {
+    if (cache === USER_CACHE && !ownedAlone(cache)) continue;
+    const meta = readJson(path.join(cache, `${name}.json`));
+    const bundle = meta && path.join(cache, meta.bundle);
+    if (bundle && meta.stamp === stampOf(meta.inputs) && fs.existsSync(bundle)) return bundle;
+  }
+  const cache = writable(PROJECT_CACHE) ? PROJECT_CACHE : userCache();
+  return path.join(cache, await build(entry, name, cache));
+}
+
+function writable(dir) {
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.accessSync(dir, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The user's cache in the temp dir, made if missing; refused if another user made it or can write to it. */
+function userCache() {
+  fs.mkdirSync(USER_CACHE, { recursive: true, mode: 0o700 });
+  if (!ownedAlone(USER_CACHE)) throw new Error(`${USER_CACHE}: not this user's alone; remove it or make it so`);
+  return USER_CACHE;
+}
+
+function ownedAlone(dir) {
+  try {
+    const s = fs.lstatSync(dir);
+    return s.isDirectory() && s.uid === process.getuid() && (s.mode & 0o022) === 0;
+  } catch {
+    return false;
+  }
 }
 
 /** Bundles `entry`; records its inputs' stamp unless one changed while it was built (the next start builds again). */
-async function build(entry, name, metaFile) {
+async function build(entry, name, cache) {
   const esbuild = require('esbuild');
   const started = Date.now();
-  fs.mkdirSync(CACHE, { recursive: true });
   // A name of its own: a process starting beside this one uses a bundle only once the meta names it.
   const bundle = `${name}-${started.toString(36)}-${process.pid}.js`;
   const result = await esbuild.build({
     absWorkingDir: ROOT,
     entryPoints: [entry],
-    outfile: path.join(CACHE, bundle),
+    outfile: path.join(cache, bundle),
     bundle: true,
     platform: 'node',
     format: 'cjs',
@@ -42,20 +82,23 @@ async function build(entry, name, metaFile) {
     metafile: true,
     logLevel: 'error',
     plugins: [ownPaths],
+    // The project's packages, wherever the bundle is kept (the user's cache is outside the project).
+    banner: { js: `module.paths.unshift(${JSON.stringify(path.join(ROOT, 'node_modules'))});` },
   });
   await esbuild.stop(); // its service process would live as long as this one
   const inputs = [__filename, ...Object.keys(result.metafile.inputs).map((file) => path.join(ROOT, file))];
   const changedMeanwhile = inputs.some((file) => fs.statSync(file).mtimeMs >= started);
-  if (!changedMeanwhile) writeAtomically(metaFile, JSON.stringify({ inputs, stamp: stampOf(inputs), bundle }));
-  removeOldBundles(name, bundle);
+  if (!changedMeanwhile)
+    writeAtomically(path.join(cache, `${name}.json`), JSON.stringify({ inputs, stamp: stampOf(inputs), bundle }));
+  removeOldBundles(cache, name, bundle);
   return bundle;
 }
 
 /** Bundles of `name` but `current` older than ten minutes (a process started from one read it at its start). */
-function removeOldBundles(name, current) {
-  for (const file of fs.readdirSync(CACHE)) {
+function removeOldBundles(cache, name, current) {
+  for (const file of fs.readdirSync(cache)) {
     if (!file.startsWith(`${name}-`) || file.startsWith(current)) continue;
-    const full = path.join(CACHE, file);
+    const full = path.join(cache, file);
     try {
       if (Date.now() - fs.statSync(full).mtimeMs > 600_000) fs.rmSync(full, { force: true });
     } catch {
@@ -118,7 +161,7 @@ function writeAtomically(file, text) {
   fs.renameSync(temp, file);
 }
 
-module.exports = { runBundled };
+module.exports = { runBundled, bundleOf };
 
 // `node bin/bundled.js <entry.ts> [args]`: the entry sees its args from process.argv[2].
 if (require.main === module) {

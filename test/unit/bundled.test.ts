@@ -69,3 +69,26 @@ test('a source that asks require.main === module is refused with what to write i
     }),
   ).rejects.toMatchObject({ stderr: expect.stringContaining('write process.argv[1] === __filename') });
 }, 60_000);
+
+test('where the project cannot keep its bundle, it is kept in a folder of the user in the temp dir, and still finds the project’s packages', async () => {
+  const project = await mkdtemp(path.join(tmpdir(), 'drydock-bundled-ro-'));
+  await mkdir(path.join(project, 'bin'));
+  await mkdir(path.join(project, 'node_modules'));
+  await copyFile(path.join(projectRoot, 'bin', 'bundled.js'), path.join(project, 'bin', 'bundled.js'));
+  await symlink(path.join(projectRoot, 'node_modules', 'esbuild'), path.join(project, 'node_modules', 'esbuild'));
+  // Where the cache would be, a file: as unwritable as a read-only root (this test runs as root, whom modes do not stop).
+  await writeFile(path.join(project, 'node_modules', '.cache'), '');
+  await writeFile(path.join(project, 'main.ts'), "import { version } from 'esbuild';\nconsole.log(version);\n");
+  const temp = await mkdtemp(path.join(tmpdir(), 'drydock-bundled-tmp-'));
+  const { stdout } = await run(
+    process.execPath,
+    [path.join(project, 'bin', 'bundled.js'), path.join(project, 'main.ts')],
+    {
+      cwd: tmpdir(),
+      env: { ...process.env, TMPDIR: temp },
+    },
+  );
+  expect(stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  const kept = await readFile(path.join(temp, `drydock-bundles-${process.getuid!()}`, 'main.json'), 'utf8');
+  expect(JSON.parse(kept).bundle).toMatch(/^main-.*\.js$/);
+}, 60_000);
