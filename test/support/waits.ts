@@ -118,8 +118,8 @@ const PENDING_TASK = temporal.api.enums.v1.PendingWorkflowTaskState;
 const PENDING_ACTIVITY = temporal.api.enums.v1.PendingActivityState;
 const EVENT_TYPE = temporal.api.enums.v1.EventType;
 
-/** `<id> <EventType> (<what it is about>)`. */
-function eventLabel(e: temporal.api.history.v1.IHistoryEvent): string {
+/** `<id> <EventType> (<what it is about>)`: an activity, a signal, an update, a failure, a timer, a marker, an SDK's flags. */
+export function eventLabel(e: temporal.api.history.v1.IHistoryEvent): string {
   const type = enumName(EVENT_TYPE, e.eventType, 'EVENT_TYPE_');
   const about =
     e.activityTaskScheduledEventAttributes?.activityType?.name ??
@@ -129,6 +129,9 @@ function eventLabel(e: temporal.api.history.v1.IHistoryEvent): string {
     e.workflowTaskFailedEventAttributes?.failure?.message ??
     (e.timerStartedEventAttributes?.startToFireTimeout?.seconds !== undefined
       ? `${String(e.timerStartedEventAttributes.startToFireTimeout.seconds)}s`
-      : undefined);
+      : undefined) ??
+    (e.timerCanceledEventAttributes ?? e.timerFiredEventAttributes)?.timerId ??
+    e.markerRecordedEventAttributes?.markerName ??
+    e.workflowTaskCompletedEventAttributes?.sdkMetadata?.langUsedFlags?.join(',');
   return `${String(e.eventId)} ${type}${about ? ` (${about})` : ''}`;
 }

@@ -7,7 +7,6 @@
  */
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
-import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, makeTelemetryFilterString, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Activities } from '../../activities';
@@ -15,7 +14,7 @@ import { HEARTBEAT_INTERVAL_MS } from '../../platform/heartbeat';
 import { status, type ApprovalPolicy, type SessionStatus } from '../../workflows/api';
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
-import { watched, within } from '../support/waits';
+import { eventLabel, watched, within } from '../support/waits';
 import { workflowBundle } from '../support/workflow-bundle';
 import { serverTime, startTestServer } from './server';
 
@@ -186,7 +185,9 @@ export async function runSession(
         if (!(error instanceof WorkflowFailedError)) throw error; // a wait that got no answer, say
         // Answered by replaying the whole history: a replay that fails shows the history it read.
         const final = await handle.query(status).catch(async (err: Error) => {
-          throw new Error(`${err.message}\nthe history replayed:\n${outline(await handle.fetchHistory())}`);
+          throw new Error(
+            `${err.message}\nthe history replayed:\n${((await handle.fetchHistory()).events ?? []).map(eventLabel).join('\n')}`,
+          );
         });
         return { error, status: final };
       },
@@ -199,22 +200,6 @@ export async function runSession(
       .map((a) => `${a!.activityType?.name}@${a!.taskQueue?.name}`);
     return { ...ended, id: taskQueue, calls, elsewhere, args };
   });
-}
-
-/** One line per event: its id, its type, and what tells it apart (an activity, a timer, an SDK's flags). */
-function outline(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>): string {
-  return (history.events ?? [])
-    .map((e) => {
-      const type = String(temporal.api.enums.v1.EventType[e.eventType ?? 0]).replace('EVENT_TYPE_', '');
-      const detail =
-        e.activityTaskScheduledEventAttributes?.activityType?.name ??
-        (e.timerStartedEventAttributes ?? e.timerCanceledEventAttributes ?? e.timerFiredEventAttributes)?.timerId ??
-        e.markerRecordedEventAttributes?.markerName ??
-        e.workflowTaskCompletedEventAttributes?.sdkMetadata?.langUsedFlags?.join(',') ??
-        '';
-      return `${e.eventId} ${type} ${detail}`.trim();
-    })
-    .join('\n');
 }
 
 /** What a stub worker saw: its task queue, every activity call (labelled) and their arguments. */
