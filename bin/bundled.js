@@ -26,14 +26,30 @@ async function runBundled(entry) {
 /** The path of a bundle of `entry` that holds its sources as they are now: one kept, else a new one. */
 async function bundleOf(entry) {
   const name = entry.replace(/\.ts$/, '').replace(/[^\w-]+/g, '-');
-  for (const cache of [PROJECT_CACHE, USER_CACHE]) {
-    if (cache === USER_CACHE && !ownedAlone(cache)) continue;
+  for (const cache of caches()) {
     const meta = readJson(path.join(cache, `${name}.json`));
     const bundle = meta && path.join(cache, meta.bundle);
     if (bundle && meta.stamp === stampOf(meta.inputs) && fs.existsSync(bundle)) return bundle;
   }
-  const cache = writable(PROJECT_CACHE) ? PROJECT_CACHE : userCache();
+  const cache = cacheToWrite();
   return path.join(cache, await build(entry, name, cache));
+}
+
+/** The caches to read, the project's first. */
+function caches() {
+  return ownedAlone(USER_CACHE) ? [PROJECT_CACHE, USER_CACHE] : [PROJECT_CACHE];
+}
+
+/** A file kept under `name` in a cache (the workers' workflow bundle is kept here too): its path, else undefined. */
+function keptFile(name) {
+  return caches()
+    .map((cache) => path.join(cache, name))
+    .find((file) => fs.existsSync(file));
+}
+
+/** The cache a new file goes to: the project's where it can be written, else the user's own. */
+function cacheToWrite() {
+  return writable(PROJECT_CACHE) ? PROJECT_CACHE : userCache();
 }
 
 function writable(dir) {
@@ -161,7 +177,7 @@ function writeAtomically(file, text) {
   fs.renameSync(temp, file);
 }
 
-module.exports = { runBundled, bundleOf };
+module.exports = { runBundled, bundleOf, keptFile, cacheToWrite, writeAtomically, removeOldBundles };
 
 // `node bin/bundled.js <entry.ts> [args]`: the entry sees its args from process.argv[2].
 if (require.main === module) {

@@ -47,6 +47,7 @@ import { seededRepoLookup } from '../repos/registry';
 import { baseImageTag } from '../sandbox-images/base-image';
 import { ownDataDir } from '../platform/data-dir';
 import { tracing } from './telemetry';
+import { workflowBundle } from './workflow-bundle';
 
 export function modelSettings(config: Config): ModelSettings {
   return {
@@ -243,7 +244,7 @@ export async function createWorker(opts: {
   config: Config;
   connection: NativeConnection;
   log?: Logger;
-  /** Pre-bundled workflow code (tests bundle once); default: bundle workflows/ now. */
+  /** Pre-bundled workflow code (a test's); default: the kept bundle of workflows/ (workflow-bundle.ts). */
   workflowBundle?: WorkflowBundleOption;
   /** Wrapped around every activity (the fault drills of test/support/fault-worker.ts). */
   activityInterceptors?: ActivityInterceptorsFactory[];
@@ -332,9 +333,7 @@ export async function createWorker(opts: {
     ...common,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
     activities: createSharedActivities(deps),
-    ...(opts.workflowBundle
-      ? { workflowBundle: opts.workflowBundle }
-      : { workflowsPath: path.join(__dirname, '..', 'workflows', 'index.ts') }),
+    workflowBundle: opts.workflowBundle ?? (await workflowBundle(plugins)),
   });
   const host = await Worker.create({ ...common, taskQueue: hostQueue, activities: createHostActivities(deps) });
   log.info({ taskQueue: config.DRYDOCK_TASK_QUEUE, hostQueue, host: config.DRYDOCK_HOST_ID }, 'worker polling');

@@ -4,7 +4,7 @@
  * of the workflow code that every in-process test worker loads.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
@@ -13,7 +13,7 @@ import { ensureBaseImage } from '../../sandbox-images/base-image';
 import { freePort } from './helpers';
 import { own, ownProcess, reapLeftovers } from './leftovers';
 import { PostgresServer } from './postgres';
-import { workflowBundle } from './workflow-bundle';
+import { workflowBundle } from '../../workers/workflow-bundle';
 
 export default async function globalSetup(): Promise<void> {
   // What killed runs left behind goes first (their owner process is gone).
@@ -40,7 +40,7 @@ export default async function globalSetup(): Promise<void> {
   const bundle = await workflowBundle();
   await writeFile(path.join(dir, 'audit-key'), randomBytes(32).toString('hex'), { mode: 0o600 });
   const bundleFile = path.join(dir, 'workflow-bundle.js');
-  await writeFile(bundleFile, bundle.code);
+  await copyFile(bundle.codePath, bundleFile); // the run's own: a change to workflows/ meanwhile cannot remove it
   Object.assign(process.env, {
     TEMPORAL_ADDRESS: address,
     DRYDOCK_BASE_IMAGE: image,

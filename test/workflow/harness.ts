@@ -5,6 +5,7 @@
  * log each call, so a test asserts the sequence of side effects as well as
  * the final status.
  */
+import { readFile } from 'node:fs/promises';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -15,7 +16,7 @@ import { status, type ApprovalPolicy, type SessionStatus } from '../../workflows
 import { parseSessionInput, type SessionInputDraft } from '../../workflows/input';
 import { recordHistory } from '../support/histories';
 import { eventLabel, watched, within } from '../support/waits';
-import { workflowBundle } from '../support/workflow-bundle';
+import { workflowBundle } from '../../workers/workflow-bundle';
 import { serverTime, startTestServer } from './server';
 
 export { startTestServer, stopEnvironment } from './server';
@@ -54,8 +55,11 @@ export async function startEnvironment(): Promise<{ env: TestWorkflowEnvironment
     logger: new DefaultLogger('ERROR'),
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
   });
-  const [env, bundle] = await Promise.all([startTestServer(), workflowBundle()]);
-  return { env, bundle };
+  const [env, code] = await Promise.all([
+    startTestServer(),
+    workflowBundle().then(({ codePath }) => readFile(codePath, 'utf8')),
+  ]);
+  return { env, bundle: { code } };
 }
 
 /** What each activity returns when a test does not say otherwise: a session that goes well. */

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { HISTORIES_DIR } from '../support/histories';
 import { quietSdkLogs } from '../support/helpers';
-import { workflowBundle } from '../support/workflow-bundle';
+import { workflowBundle } from '../../workers/workflow-bundle';
 
 type HistoryEvent = { eventId: string; eventType: string; [attributes: string]: unknown };
 type Completed = { workflowTaskCompletedEventAttributes: { sdkMetadata?: { langUsedFlags?: number[] } } };

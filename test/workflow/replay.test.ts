@@ -10,14 +10,14 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { HISTORIES_DIR } from '../support/histories';
 import { quietSdkLogs } from '../support/helpers';
-import { workflowBundle as cachedBundle } from '../support/workflow-bundle';
+import { workflowBundle as cachedBundle } from '../../workers/workflow-bundle';
 
 const files = readdirSync(HISTORIES_DIR).filter((f) => f.endsWith('.json'));
 
-let workflowBundle: WorkflowBundle;
+let workflowBundle: { codePath: string };
 beforeAll(async () => {
   quietSdkLogs();
   workflowBundle = await cachedBundle();

@@ -1,0 +1,66 @@
+/**
+ * The workers' workflow code, bundled by the SDK (webpack: about 3 CPU-seconds and 4 MB) once per
+ * change of what goes into it, and kept beside bin/bundled.js's bundles: every worker process
+ * (serve's, `drydock worker`, a pod's, a test's) starts from the same file instead of bundling
+ * again. What goes in, and so the file's name: every file under workflows/ (whose imports from
+ * elsewhere are types only, which the lint enforces), the lockfile (the SDK and the libraries it
+ * bundles) and the plugins' names (OpenTelemetry's adds its workflow interceptors).
+ */
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { bundleWorkflowCode, type BundlerPlugin } from '@temporalio/worker';
+
+interface BundleCache {
+  keptFile(name: string): string | undefined;
+  cacheToWrite(): string;
+  writeAtomically(file: string, text: string): void;
+  removeOldBundles(cache: string, name: string, current: string): void;
+}
+
+const ROOT = path.resolve(__dirname, '..');
+// Required at run time, not bundled into the CLI's bundle: bin/bundled.js finds the project (and
+// so its cache) from its own folder.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const bundleCache = require(path.join(ROOT, 'bin', 'bundled.js')) as BundleCache;
+
+/** The kept bundle of workflows/ as they are now, made if missing. */
+export async function workflowBundle(plugins: BundlerPlugin[] = []): Promise<{ codePath: string }> {
+  // Named by its plugins, then its inputs: a change of workflows/ replaces only the bundles of the same plugins.
+  const prefix = `workflows-${digest(plugins.map((p) => p.name).join('\0')).slice(0, 8)}`;
+  const name = `${prefix}-${digest(await inputs())}.js`;
+  const kept = bundleCache.keptFile(name);
+  if (kept) return { codePath: kept };
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: path.join(ROOT, 'workflows', 'index.ts'),
+    plugins,
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
+  const cache = bundleCache.cacheToWrite();
+  // Written whole, then renamed: a worker starting beside this one never reads half a bundle.
+  bundleCache.writeAtomically(path.join(cache, name), code);
+  bundleCache.removeOldBundles(cache, prefix, name);
+  return { codePath: path.join(cache, name) };
+}
+
+/** Every file under workflows/ and the lockfile: each one's path and content. */
+async function inputs(): Promise<Buffer[]> {
+  const files = [...(await filesUnder(path.join(ROOT, 'workflows'))), path.join(ROOT, 'package-lock.json')].sort();
+  return Promise.all(
+    files.map(async (f) => Buffer.concat([Buffer.from(`${path.relative(ROOT, f)}\0`), await readFile(f)])),
+  );
+}
+
+function digest(parts: string | Buffer[]): string {
+  const hash = createHash('sha256');
+  for (const part of typeof parts === 'string' ? [parts] : parts) hash.update(part);
+  return hash.digest('hex').slice(0, 16);
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const nested = await Promise.all(
+    entries.map((e) => (e.isDirectory() ? filesUnder(path.join(dir, e.name)) : [path.join(dir, e.name)])),
+  );
+  return nested.flat();
+}
