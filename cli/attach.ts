@@ -1,16 +1,8 @@
 /** `drydock attach` and `drydock detach`: a person's shell in a session's live sandbox (sandbox/attach.ts). */
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import {
-  AttachRefused,
-  reachableSandbox,
-  requestDetach,
-  shellOnThisHost,
-  shellThroughServer,
-  whileAttached,
-  hostProvider,
-} from '../sandbox';
 import type { Config } from '../platform/config';
+import { AttachRefused } from '../platform/sessions';
 import { connectClient } from '../platform/temporal-connection';
 
 const seconds = (ms: number) => `${Math.round(ms / 1000)}s`;
@@ -28,6 +20,9 @@ export function addAttachCommands(program: Command, config: Config): void {
       'through drydock serve at this URL (with DRYDOCK_API_TOKEN; you attach as its owner), for a sandbox on another machine',
     )
     .action(async (id: string, opts) => {
+      // Loaded by the command that needs it: every CLI start would load the sandbox providers.
+      const { reachableSandbox, shellOnThisHost, shellThroughServer, whileAttached, hostProvider } =
+        await import('../sandbox');
       const io = { stdin: process.stdin, stdout: process.stdout };
       if (opts.server) {
         const token = process.env.DRYDOCK_API_TOKEN;
@@ -64,6 +59,7 @@ export function addAttachCommands(program: Command, config: Config): void {
     .description('End an attach whose shell is gone (its terminal closed): the session goes on')
     .option('--by <name>', 'who detaches (default: DRYDOCK_USER or the OS user)')
     .action(async (id: string, opts) => {
+      const { requestDetach } = await import('../sandbox');
       const by = opts.by ?? config.DRYDOCK_USER ?? userInfo().username;
       const detached = await requestDetach(await connectClient(config), id, by);
       console.log(`detached ${detached.attachedBy} from ${id} after ${seconds(detached.durationMs)}`);

@@ -8,15 +8,10 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { isSafeSessionId } from '../store/artifacts';
-import { AttachRefused } from '../sandbox';
 import { loadConfig } from '../platform/config';
 import { createLogger } from '../platform/log';
 import { sessionLink } from '../platform/temporal';
 import { connectClient, connectWorker } from '../platform/temporal-connection';
-import { createWorker, drainOnSignals, logUnhandledRejections } from '../workers/worker';
-import { installTemporalRuntime } from '../workers/telemetry';
-import { runDevStack } from '../workers/dev-stack';
-import { buildServiceImages } from '../sandbox-images/service-images';
 import { addAttachCommands } from './attach';
 import { addAuditCommands } from './audit';
 import { addNotesCommands } from './notes';
@@ -24,9 +19,9 @@ import { addPilotCommands, describeAttempts } from './pilot';
 import { addIdentityCommands, callServer, storedLogin } from './identity';
 import { cliDecisionReview, printDiff, recordCliView } from './review';
 import { stepsFromText } from '../review/line-comments';
-import { consoleUrl, startServer } from '../workers/serve';
+import { consoleUrl } from '../workers/http';
 import { demoInput, makeDemoRepo } from './demo';
-import { FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
+import { AttachRefused, FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import {
   addRepo,
@@ -81,12 +76,17 @@ function sessionIdArg(id: string): string {
 program
   .command('up')
   .description('Run the whole dev stack: Temporal dev server (unless one answers), base image, worker')
-  .action(async () => runDevStack(config, createLogger(config.LOG_LEVEL, config.LOG_FORMAT)));
+  .action(async () => {
+    const { runDevStack } = await import('../workers/dev-stack');
+    await runDevStack(config, createLogger(config.LOG_LEVEL, config.LOG_FORMAT));
+  });
 
 program
   .command('worker')
   .description(`Run a worker on the task queue (${config.DRYDOCK_TASK_QUEUE}) and this host's queue`)
   .action(async () => {
+    const { createWorker, drainOnSignals, logUnhandledRejections } = await import('../workers/worker');
+    const { installTemporalRuntime } = await import('../workers/telemetry');
     const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
     const sdkMetricsUrl = await installTemporalRuntime(log, config);
     logUnhandledRejections(log);
@@ -104,6 +104,7 @@ program
     `HTTP on ${config.DRYDOCK_HTTP_HOST}:${config.DRYDOCK_HTTP_PORT}: GitHub and CI webhooks, the API, the review console`,
   )
   .action(async () => {
+    const { startServer } = await import('../workers/serve');
     const log = createLogger(config.LOG_LEVEL, config.LOG_FORMAT);
     const client = await connectClient(config);
     const server = await startServer({ config, client, log });
@@ -506,6 +507,7 @@ program
   .command('build [names...]')
   .description('Build the service images on this host (all without names), again only when their recipe changed')
   .action(async (names: string[]) => {
+    const { buildServiceImages } = await import('../sandbox-images/service-images');
     for (const tag of await buildServiceImages(names ?? [])) console.log(tag);
   });
 

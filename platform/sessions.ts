@@ -345,6 +345,14 @@ export class FollowupRefused extends Error {
   }
 }
 
+/** An attach refused, with its reason in one line: by the session's validator, or because the sandbox is out of reach. */
+export class AttachRefused extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AttachRefused';
+  }
+}
+
 /**
  * Sends a follow-up to a session: the one way the CLI, the API, the console
  * and the webhooks do it. The session's validator answers at once; a refusal

@@ -25,7 +25,7 @@ import {
   type WorkflowClientInterceptor,
 } from '@temporalio/client';
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
-import { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 
 /** The variables this module reads (besides TEMPORAL_GRPC_META_<NAME>), for the deployment-file checks. */
 export const TEMPORAL_VARIABLES = [
@@ -195,6 +195,8 @@ function abortedWithItsTask(err: unknown): boolean {
 
 /** The worker's connection; fails with one line if Temporal refuses it. */
 export async function connectWorker(settings: Settings): Promise<NativeConnection> {
+  // Loaded here, not with the module: the SDK's worker half is a fifth of a CLI start that needs no worker.
+  const { NativeConnection } = await import('@temporalio/worker');
   try {
     return await NativeConnection.connect(optionsOf(settings));
   } catch (err) {

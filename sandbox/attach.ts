@@ -13,15 +13,10 @@ import { attach, detach, type Attachment, type Detached } from '../workflows/api
 import type { SandboxProvider, SandboxShell, TtySize } from './provider';
 import { TerminalEscapeFilter } from './terminal-escapes';
 import { sandboxOf } from './handle';
-import { getStatus } from '../platform/sessions';
+import { AttachRefused, getStatus } from '../platform/sessions';
 
-/** A refusal with its reason in one line: by the session's validator, or because the sandbox is out of reach. */
-export class AttachRefused extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'AttachRefused';
-  }
-}
+// Defined beside the follow-up's refusal, which the CLI reads without loading the sandbox room.
+export { AttachRefused };
 
 /** The Upgrade protocol name of `drydock serve`'s attach endpoint. */
 export const ATTACH_PROTOCOL = 'drydock-attach';
