@@ -24,15 +24,6 @@ import { demoInput, makeDemoRepo } from './demo';
 import { AttachRefused, FollowupRefused, sendFollowup, startSession } from '../platform/sessions';
 import { cancel as cancelSession, list, logs, printStatus, waitForPhase, watch } from './sessions';
 import {
-  addRepo,
-  buildSnapshot,
-  describeLockfileEgress,
-  listRepos,
-  listSnapshots,
-  removeRepo,
-  resolveRepo,
-} from './snapshots';
-import {
   GATED_ACTIONS,
   ATTEMPTS_WORKFLOW_TYPE,
   decide,
@@ -45,6 +36,9 @@ import {
 } from '../workflows/api';
 import { attemptsOf, workflowType } from '../platform/attempts';
 import { parseSessionInput, type SessionInputDraft } from '../workflows/input';
+
+/** The repo and snapshot commands' module, loaded by those commands: it loads the sandbox room. */
+const snapshots = () => import('./snapshots');
 
 class UsageError extends Error {}
 
@@ -183,7 +177,7 @@ program
   .option('--detach', 'print the session id and return at once')
   .option('--json', 'print the final status as JSON')
   .action(async (opts) => {
-    if (opts.repo) opts.repo = await resolveRepo(config, opts.repo);
+    if (opts.repo) opts.repo = await (await snapshots()).resolveRepo(config, opts.repo);
     const input = await buildInput(opts);
     const client = await connectClient(config);
     const sessionId = opts.id ?? newSessionId();
@@ -359,7 +353,7 @@ program
   .option('--limit <n>', 'at most this many', '20')
   .option('--json', 'machine-readable output')
   .action(async (opts) => {
-    const repo = opts.repo && (await resolveRepo(config, opts.repo));
+    const repo = opts.repo && (await (await snapshots()).resolveRepo(config, opts.repo));
     await list(await connectClient(config), { phase: opts.phase, repo, limit: Number(opts.limit), json: !!opts.json });
   });
 
@@ -438,6 +432,7 @@ repoCommand
   )
   .option('--json', 'machine-readable output')
   .action(async (url: string, opts) => {
+    const { addRepo, describeLockfileEgress } = await snapshots();
     const added = await addRepo(await connectClient(config), config, url, opts);
     const { registration, scheduleIds, inferred } = added;
     const hosts = scheduleIds.length
@@ -461,6 +456,7 @@ repoCommand
   .description('Unregister a repo (URL or owner/name): its limits and settings, and its refresh schedule on every host')
   .option('--json', 'machine-readable output')
   .action(async (repo: string, opts) => {
+    const { removeRepo } = await snapshots();
     const removed = await removeRepo(await connectClient(config), config, repo);
     const schedules = removed.scheduleIds.length
       ? `its refresh schedules (${removed.scheduleIds.join(', ')})`
@@ -477,7 +473,7 @@ repoCommand
   .command('list')
   .description('Registered repos: their limits, setup and newest snapshot')
   .option('--json', 'machine-readable output')
-  .action(async (opts) => listRepos(config, !!opts.json));
+  .action(async (opts) => (await snapshots()).listRepos(config, !!opts.json));
 
 const snapshotCommand = program.command('snapshot').description('Prepared images of registered repos');
 
@@ -489,6 +485,7 @@ snapshotCommand
   .option('--detach', 'print the build id and return at once')
   .option('--json', 'machine-readable output')
   .action(async (repo: string, opts) => {
+    const { buildSnapshot } = await snapshots();
     process.exitCode = await buildSnapshot(await connectClient(config), config, repo, {
       detach: !!opts.detach,
       json: !!opts.json,
@@ -499,7 +496,7 @@ snapshotCommand
   .command('list [repo]')
   .description('Snapshot builds, newest first: ready, failed (and why), removed')
   .option('--json', 'machine-readable output')
-  .action(async (repo: string | undefined, opts) => listSnapshots(config, repo, !!opts.json));
+  .action(async (repo: string | undefined, opts) => (await snapshots()).listSnapshots(config, repo, !!opts.json));
 
 program
   .command('images')

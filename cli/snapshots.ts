@@ -8,11 +8,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
-// The sandbox room's modules by name, not its index: that would load every provider at each CLI start.
-import { matchRule } from '../sandbox/egress';
-import type { SnapshotBuildResult } from '../sandbox/contract';
-import { POOL_MAX, PoolRegistry } from '../sandbox/pool-registry';
 import {
+  matchRule,
+  type SnapshotBuildResult,
+  POOL_MAX,
+  PoolRegistry,
   ensureSnapshotSchedules,
   inferredSetupAt,
   OPERATOR_SETUP_SOURCE,
@@ -20,7 +20,7 @@ import {
   SnapshotRegistry,
   repoSlug,
   type SnapshotBuildRow,
-} from '../sandbox/snapshots';
+} from '../sandbox';
 import { describeInferredSetup, type InferredSetup } from '../workflows/rules/setup-inference';
 import { hasUrlCredentials, URL_CREDENTIALS_REFUSED } from '../workflows/rules/repo-url';
 import type { Pool } from 'pg';
