@@ -424,6 +424,12 @@ function buildFromDb(r: Record<string, any>): SnapshotBuildRow {
  * Creates (or updates) the Schedule that runs `refreshSnapshot` for a repo on
  * one host every `everyMs`, overlaps skipped. Each host builds its own
  * snapshot: images stay on the engine that built them (there is no registry).
+ *
+ * Its first run is one period after it was made, and it keeps that phase when it is made again
+ * (a worker's start, `repo add` once more) unless its period changed. A bare interval would be
+ * aligned to the epoch: every repo of every host refreshed at the same moment (each hour's
+ * first second with `--every 1h`), and a repo added a second before such a moment built at once,
+ * beside whatever was building it then.
  */
 async function ensureSnapshotSchedule(
   client: Client,
@@ -437,21 +443,26 @@ async function ensureSnapshotSchedule(
     taskQueue: opts.taskQueue,
     args: [{ repo: opts.repo, hostQueue: opts.host.queue }],
   };
+  const interval = (offset: number) => ({ intervals: [{ every: opts.everyMs, offset }] });
   try {
     await client.schedule.create({
       scheduleId,
-      spec: { intervals: [{ every: opts.everyMs }] },
+      spec: interval(Date.now() % opts.everyMs),
       action,
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
     });
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-    await client.schedule.getHandle(scheduleId).update((previous) => ({
-      ...previous,
-      spec: { intervals: [{ every: opts.everyMs }] },
-      action,
-      policies: { ...previous.policies, overlap: ScheduleOverlapPolicy.SKIP },
-    }));
+    await client.schedule.getHandle(scheduleId).update((previous) => {
+      const kept = previous.spec.intervals?.[0];
+      const samePeriod = kept?.every === opts.everyMs; // in milliseconds, as the server rounds them: to the second
+      return {
+        ...previous,
+        spec: interval(samePeriod ? (kept.offset ?? 0) : Date.now() % opts.everyMs),
+        action,
+        policies: { ...previous.policies, overlap: ScheduleOverlapPolicy.SKIP },
+      };
+    });
   }
   return scheduleId;
 }

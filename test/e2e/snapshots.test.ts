@@ -88,14 +88,22 @@ test('repo add (CLI) creates the schedule and registration; snapshot build (CLI)
     DATABASE_URL: stack.config.DATABASE_URL!,
     DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE,
   };
-  const added = await runCli(
-    ['repo', 'add', repo.url, '--every', '45m', '--keep', '2', '--allow', '127.0.0.1:4873'],
-    env,
-  );
+  const addArgs = ['repo', 'add', repo.url, '--every', '45m', '--keep', '2', '--allow', '127.0.0.1:4873'];
+  const addedAt = Date.now();
+  const added = await runCli(addArgs, env);
   expect(added).toMatchObject({ code: 0, stderr: '' });
   // The stack's worker recorded its host at start: the repo gets a refresh schedule there.
   const host = stack.config.DRYDOCK_HOST_ID;
-  const schedule = await stack.client.schedule.getHandle(snapshotScheduleId(repo.url, host)).describe();
+  const scheduleHandle = stack.client.schedule.getHandle(snapshotScheduleId(repo.url, host));
+  const schedule = await scheduleHandle.describe();
+  // Its first refresh one period after `repo add`, not at the epoch's next 45-minute mark (where
+  // every repo's would be), give or take the server's rounding to the second and its jitter.
+  const period = 45 * 60_000;
+  expect(schedule.info.nextActionTimes[0].getTime()).toBeGreaterThanOrEqual(addedAt + period - 2_000);
+  expect(schedule.info.nextActionTimes[0].getTime()).toBeLessThanOrEqual(Date.now() + period + 2_000);
+  // Added again (as a worker's start makes it again), it keeps its phase.
+  expect(await runCli(addArgs, env)).toMatchObject({ code: 0, stderr: '' });
+  expect((await scheduleHandle.describe()).spec.intervals).toEqual(schedule.spec.intervals);
   expect(schedule.action).toMatchObject({
     type: 'startWorkflow',
     workflowType: 'refreshSnapshot',
