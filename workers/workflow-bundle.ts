@@ -3,13 +3,13 @@
  * change of what goes into it, and kept beside bin/bundled.js's bundles: every worker process
  * (serve's, `drydock worker`, a pod's, a test's) starts from the same file instead of bundling
  * again. What goes in, and so the file's name: every file under workflows/ (whose imports from
- * elsewhere are types only, which the lint enforces), the lockfile (the SDK and the libraries it
- * bundles) and the plugins' names (OpenTelemetry's adds its workflow interceptors).
+ * elsewhere are types only, which the lint enforces) and the lockfile (the SDK and the libraries
+ * it bundles). A traced worker bundles at its start instead (workers/worker.ts).
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { bundleWorkflowCode, type BundlerPlugin } from '@temporalio/worker';
+import { bundleWorkflowCode } from '@temporalio/worker';
 
 interface BundleCache {
   keptFile(name: string): string | undefined;
@@ -23,37 +23,29 @@ const ROOT = path.resolve(__dirname, '..');
 // so its cache) from its own folder.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const bundleCache = require(path.join(ROOT, 'bin', 'bundled.js')) as BundleCache;
+const PREFIX = 'workflows';
 
 /** The kept bundle of workflows/ as they are now, made if missing. */
-export async function workflowBundle(plugins: BundlerPlugin[] = []): Promise<{ codePath: string }> {
-  // Named by its plugins, then its inputs: a change of workflows/ replaces only the bundles of the same plugins.
-  const prefix = `workflows-${digest(plugins.map((p) => p.name).join('\0')).slice(0, 8)}`;
-  const name = `${prefix}-${digest(await inputs())}.js`;
+export async function workflowBundle(): Promise<{ codePath: string }> {
+  const name = `${PREFIX}-${await inputsHash()}.js`;
   const kept = bundleCache.keptFile(name);
   if (kept) return { codePath: kept };
   const { code } = await bundleWorkflowCode({
     workflowsPath: path.join(ROOT, 'workflows', 'index.ts'),
-    plugins,
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
   const cache = bundleCache.cacheToWrite();
   // Written whole, then renamed: a worker starting beside this one never reads half a bundle.
   bundleCache.writeAtomically(path.join(cache, name), code);
-  bundleCache.removeOldBundles(cache, prefix, name);
+  bundleCache.removeOldBundles(cache, PREFIX, name);
   return { codePath: path.join(cache, name) };
 }
 
-/** Every file under workflows/ and the lockfile: each one's path and content. */
-async function inputs(): Promise<Buffer[]> {
-  const files = [...(await filesUnder(path.join(ROOT, 'workflows'))), path.join(ROOT, 'package-lock.json')].sort();
-  return Promise.all(
-    files.map(async (f) => Buffer.concat([Buffer.from(`${path.relative(ROOT, f)}\0`), await readFile(f)])),
-  );
-}
-
-function digest(parts: string | Buffer[]): string {
+/** Every file under workflows/ and the lockfile: their paths and contents. */
+async function inputsHash(): Promise<string> {
   const hash = createHash('sha256');
-  for (const part of typeof parts === 'string' ? [parts] : parts) hash.update(part);
+  const files = [...(await filesUnder(path.join(ROOT, 'workflows'))), path.join(ROOT, 'package-lock.json')].sort();
+  for (const f of files) hash.update(`${path.relative(ROOT, f)}\0`).update(await readFile(f));
   return hash.digest('hex').slice(0, 16);
 }
 
