@@ -444,10 +444,12 @@ async function ensureSnapshotSchedule(
     args: [{ repo: opts.repo, hostQueue: opts.host.queue }],
   };
   const interval = (offset: number) => ({ intervals: [{ every: opts.everyMs, offset }] });
+  // Whole seconds, as the server keeps them: rounded up, an offset could reach the period itself.
+  const phaseNow = () => Math.floor((Date.now() % opts.everyMs) / 1000) * 1000;
   try {
     await client.schedule.create({
       scheduleId,
-      spec: interval(Date.now() % opts.everyMs),
+      spec: interval(phaseNow()),
       action,
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
     });
@@ -455,10 +457,10 @@ async function ensureSnapshotSchedule(
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
     await client.schedule.getHandle(scheduleId).update((previous) => {
       const kept = previous.spec.intervals?.[0];
-      const samePeriod = kept?.every === opts.everyMs; // in milliseconds, as the server rounds them: to the second
+      const samePeriod = kept?.every === opts.everyMs;
       return {
         ...previous,
-        spec: interval(samePeriod ? (kept.offset ?? 0) : Date.now() % opts.everyMs),
+        spec: interval(samePeriod ? (kept.offset ?? 0) : phaseNow()),
         action,
         policies: { ...previous.policies, overlap: ScheduleOverlapPolicy.SKIP },
       };
