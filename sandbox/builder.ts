@@ -456,7 +456,12 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
     ...labels,
   ];
   build.log.info({ owner: build.owner, tag: build.tag, container: name }, 'building in the isolated builder');
-  const result = await runDocker(args, limits.timeoutMs);
+  let result = await runDocker(args, limits.timeoutMs);
+  if (!result.timedOut && result.code !== 0 && runtimeStartInterrupted(result.output)) {
+    build.log.warn({ owner: build.owner, tag: build.tag }, "a RUN step's container did not start: building once more");
+    await docker(['rm', '-f', name], 60_000).catch(() => undefined);
+    result = await runDocker(args, limits.timeoutMs);
+  }
   if (result.timedOut) {
     await removeBuilderContainer(name, build.log);
     throw new IsolatedBuildFailed(
@@ -469,6 +474,16 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
   if (result.code !== 0) {
     throw new IsolatedBuildFailed(`the build failed (exit code ${result.code})`, result.output);
   }
+}
+
+/**
+ * A RUN step whose container the builder's runc could not start, before any of the repo's code
+ * ran: runc's init opens its exec FIFO, and gVisor fails a blocking FIFO open that a signal
+ * interrupts with EINTR where Linux restarts it (google/gvisor#14849), which a busy machine's
+ * signals hit now and then. The build is tried once more.
+ */
+export function runtimeStartInterrupted(output: string): boolean {
+  return /open exec fifo [^\n]*: interrupted system call/.test(output);
 }
 
 /** How often removeBuilderContainer asks the engine to remove a builder, and the pause after each failure. */
