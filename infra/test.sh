@@ -152,6 +152,13 @@ fi
 # A first run needs about 20 GB (images, the Kubernetes build and its Go caches, clusters).
 step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the start"
 
+# Kubernetes for test/e2e/k8s-* and Gitea for test/e2e/gitea-*, from Go modules (54 and 31
+# minutes on a fresh 2-core machine beside the load neighbour, nothing once .tools holds them):
+# from the first second, beside the installs, whose downloads and waits leave CPU over (at nice
+# 10 they take what the rest leaves). Kubernetes' own apt installs (etcd, containerd) come
+# after its build, one apt at a time (lib.sh). Their suites run last and wait for them.
+start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
+start_job gitea bash "$ROOT/infra/gitea.sh"
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 # The service images (PostgreSQL, Redis: Debian's packages) once the sandbox image's job has
@@ -162,13 +169,6 @@ start_job service-images bash -c "image_job=${job_pid[sandbox-image]:-}
   npx tsx sandbox-images/service-images.ts || echo 'the suites build the service images instead' >&2"
 bash "$ROOT/infra/test-services.sh"
 bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
-# Kubernetes for test/e2e/k8s-* (20 to 45 min the first time on a machine, overlapping the
-# other suites); after the other apt installs (its own installs etcd and containerd: one apt
-# at a time).
-start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
-# Gitea for test/e2e/gitea-* (18 minutes the first time on a busy 2-core machine, under a
-# minute once its Go caches hold it; those suites run late and wait for it themselves).
-start_job gitea bash "$ROOT/infra/gitea.sh"
 # code-server (VS Code in the browser) from npm and Debian for test/e2e/editor-install (7 minutes the
 # first time on a busy machine, cached in .tools/code-server).
 start_job code-server bash "$ROOT/infra/code-server.sh"

@@ -11,7 +11,12 @@
  * (test/support/gitea.ts, test/support/k8s-cluster.ts), so the others run meanwhile.
  *
  * Split (`--shard 1/3`, `2/3` and `3/3`; any other count is jest's own split by hash): 2/3
- * is the SECOND_LANE files of the e2e project, 3/3 the THIRD_LANE ones, 1/3 all the others.
+ * is the SECOND_LANE files of the e2e project, 3/3 the THIRD_LANE ones and the Kubernetes
+ * suites, 1/3 all the others. The Kubernetes suites share one cluster per jest (its lock is
+ * held until that jest ends: test/support/k8s-cluster.ts), so they stay in one lane: the
+ * third, which ended about 9 minutes before the first in the loaded runs of session 28 (and 19
+ * minutes before it on a fresh machine, where the first lane's builds in gVisor share the
+ * cores with the first-run Go builds, and the cluster's build ends late).
  * npm test runs 2/3 in its second lane after the fast project and 3/3 in its third after the
  * drills, beside the first lane: light files only (scripted sessions, no image build in
  * gVisor, no more than a worker or two), while the first lane has run its HEAVY files first,
@@ -88,7 +93,7 @@ export const THIRD_LANE = ['audit', 'snapshots', 'operator-environment', 'harden
 
 const laneOf = (test) => {
   const name = e2eName(test);
-  return SECOND_LANE.includes(name) ? 2 : THIRD_LANE.includes(name) ? 3 : 1;
+  return SECOND_LANE.includes(name) ? 2 : THIRD_LANE.includes(name) || (name && isKubernetes(test)) ? 3 : 1;
 };
 
 export default class KubernetesLast extends Sequencer {
