@@ -19,8 +19,9 @@
  * cores with the first-run Go builds, and the cluster's build ends late).
  * npm test runs 2/3 in its second lane after the fast project and 3/3 in its third after the
  * drills, beside the first lane: light files only (scripted sessions, no image build in
- * gVisor, no more than a worker or two), while the first lane has run its HEAVY files first,
- * so that two heavy files never run at once on 2 cores.
+ * gVisor, no more than a worker or two; the third lane's Kubernetes suites come 30 minutes
+ * in), while the first lane has run its HEAVY files first, so that two heavy files never run
+ * at once on 2 cores.
  */
 import path from 'node:path';
 import Sequencer from '@jest/test-sequencer';
