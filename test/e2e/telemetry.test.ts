@@ -21,6 +21,7 @@ import {
   startSession,
   waitForStatus,
 } from '../support/helpers';
+import { testTimeLeft, watched } from '../support/waits';
 import { newQueue, startWorkerProcess, workerEnv, type WorkerProcess } from '../support/workers';
 
 jest.setTimeout(180_000);
@@ -44,7 +45,8 @@ async function startCollector(): Promise<{ server: Server; url: string; spans: s
 }
 
 async function scrape(url: string, token?: string): Promise<string> {
-  const res = await fetch(url, token ? { headers: { authorization: `Bearer ${token}` } } : {});
+  const headers = token ? { authorization: `Bearer ${token}` } : undefined;
+  const res = await fetch(url, { headers, signal: AbortSignal.timeout(15_000) });
   expect(res.status).toBe(200);
   return res.text();
 }
@@ -61,32 +63,35 @@ test('a worker exports traces and metrics; serve counts sessions by phase', asyn
   const client = await connectClient();
   const config = { ...loadConfig(), ...env, DRYDOCK_HTTP_PORT: 0, DRYDOCK_API_TOKENS: `ops=${token}` };
   const serve = await startServer({ config, client, log: createLogger('silent') });
+  const left = testTimeLeft(); // each wait below explains itself before jest's bare time-out
   let worker: WorkerProcess | undefined;
   try {
     worker = startWorkerProcess(env, { cli: true });
     await worker.ready;
     const repo = await makeFixtureRepo();
     const id = newSessionId('otel');
-    const handle = await startSession(
-      { client, config: env },
-      id,
-      scriptedSession(repo.url, 'trace me', 'sleep 4; echo traced >> README.md'),
+    const handle = watched(
+      await startSession(
+        { client, config: env },
+        id,
+        scriptedSession(repo.url, 'trace me', 'sleep 4; echo traced >> README.md'),
+      ),
     );
-    await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1')), 90_000);
+    await waitForStatus(handle, (s) => s.timeline.some((t) => t.name.startsWith('step 1')), left());
     const during = await scrape(`http://127.0.0.1:${metricsPort}/metrics`);
     expect(during).toContain(`drydock_sandboxes{host="${env.DRYDOCK_HOST_ID}"} 1`);
     // The SDK runtime's own metrics come through the same endpoint.
     expect(during).toMatch(/temporal_worker_task_slots_available\{[^}]*\} \d+/);
     expect(during).toMatch(/temporal_workflow_task_schedule_to_start_latency_seconds_bucket/);
     expect(during).toContain('drydock_egress_refusals_total 0');
-    await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', 90_000);
+    await waitForStatus(handle, (s) => s.phase === 'awaiting_approval', left());
     // Serve counts sessions from visibility, which lags a phase's change: polled.
     const servedUntil = (counted: RegExp) =>
       pollUntil(
         () => scrape(`${serve.url}/metrics`, token),
         (m) => counted.test(m),
         `${counted}`,
-        30_000,
+        Math.min(30_000, left()),
       );
     await servedUntil(/drydock_sessions\{phase="awaiting_approval"\} [1-9]/);
     expect((await fetch(`${serve.url}/metrics`)).status).toBe(401);
@@ -109,6 +114,10 @@ test('a worker exports traces and metrics; serve counts sessions by phase', asyn
         'RunActivity:provisionSandbox',
       ]),
     );
+  } catch (err) {
+    // What the worker did is half of why a wait ran out.
+    if (err instanceof Error && worker) err.message += `\nthe worker's log's end:\n${worker.logTail()}`;
+    throw err;
   } finally {
     await worker?.kill();
     await serve.close();

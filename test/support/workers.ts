@@ -15,13 +15,18 @@ import { own, ownProcess } from './leftovers';
 
 export interface WorkerProcess {
   child: ChildProcess;
-  /** Resolves when it polls. */
+  /**
+   * Resolves when it polls; rejects with its log's tail when it exits first or
+   * does not poll within READY_MS, so a test never waits on it until jest's bare time-out.
+   */
   ready: Promise<void>;
   /** Resolves when it holds after DRYDOCK_TEST_HOLD_AFTER's activity, with the call it holds. */
   held: Promise<HeldCall>;
   exited: Promise<number | null>;
   /** Resolves once its stderr (its log) matches `pattern`. */
   logged(pattern: RegExp): Promise<RegExpExecArray>;
+  /** The last `chars` of its log, for a failure's message. */
+  logTail(chars?: number): string;
   /** SIGKILL, resolved once it has exited (at once if it already had). */
   kill(): Promise<void>;
 }
@@ -67,6 +72,9 @@ async function ownedTempDir(prefix: string): Promise<string> {
 
 const started = new Set<ChildProcess>();
 
+/** How long a worker may take to poll: a traced one bundles the workflows first, 30 s on a busy machine. */
+export const READY_MS = 90_000;
+
 /** Starts test/support/fault-worker.ts, or `bin/drydock worker` with `cli`. */
 export function startWorkerProcess(
   env: Record<string, string>,
@@ -100,17 +108,40 @@ export function startWorkerProcess(
     });
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const logTail = (chars = 4000) => output.slice(-chars);
+  const ready = pollingWithin(seen(/worker polling/), exited, logTail);
   return {
     child,
-    ready: seen(/worker polling/).then(() => undefined),
+    ready,
     held: seen(/holding after \S+ (.*)\n/).then((m) => JSON.parse(m[1]) as HeldCall),
     exited,
     logged: seen,
+    logTail,
     async kill() {
       child.kill('SIGKILL');
       await exited;
     },
   };
+}
+
+/** `polling`, or an error with the log's tail when the process exits first or READY_MS pass. */
+function pollingWithin(
+  polling: Promise<unknown>,
+  exited: Promise<number | null>,
+  logTail: () => string,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const failed = (why: string) => new Error(`the worker ${why} before it polled; its log's end:\n${logTail()}`);
+  const ready = Promise.race([
+    polling.then(() => undefined),
+    exited.then((code) => Promise.reject(failed(`exited with ${code}`))),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(failed(`took more than ${READY_MS / 1000}s`)), READY_MS);
+      timer.unref();
+    }),
+  ]).finally(() => clearTimeout(timer));
+  ready.catch(() => undefined); // a test that never awaits it (it kills the worker early) leaves no unhandled rejection
+  return ready;
 }
 
 /** SIGKILL to every worker process started so far (for afterEach and finally blocks). */
