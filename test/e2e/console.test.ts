@@ -268,6 +268,10 @@ test('a follow-up from the page: a new round, and the page shows the new change;
     await page.waitForFunction((c) => document.getElementById('change')?.textContent === c, shown, {
       timeout: 30_000,
     });
+    // The answer outlived the redraws since, with the button that sent it focused all along (a caret
+    // asked of the button made each redraw throw before it put the answer back: run 26, issue 45).
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('followup-send');
+    expect(await page.textContent('#followup-answer')).toMatch(/^accepted for round 2/);
     const rejected = watchAnswer(page, serve.log, { request: '/decide', sessionId: id });
     await page.click('button[data-decision=reject]');
     await rejected.wait();

@@ -243,9 +243,13 @@
   // (A decision's answer, #answer, is outside it: the redraw after a decision drops the approval section.)
   // So do the focus and the caret: a redraw may come while a person types, whose next keys would otherwise
   // go nowhere. The stream is told the version the page shows, so it sends only a part that changed.
+  // Only a text field has a caret: a focused button (the review's "Send review" once clicked) has no
+  // selectionStart at all, and a caret for it made the redraw throw before it put the answer back.
   const caretOf = (el) => {
     try {
-      return el.selectionStart === null ? undefined : [el.selectionStart, el.selectionEnd, el.selectionDirection];
+      return typeof el.selectionStart === 'number'
+        ? [el.selectionStart, el.selectionEnd, el.selectionDirection]
+        : undefined;
     } catch {
       return undefined; // a field without a caret
     }
