@@ -333,11 +333,8 @@ export async function createWorker(opts: {
     ...common,
     taskQueue: config.DRYDOCK_TASK_QUEUE,
     activities: createSharedActivities(deps),
-    // A traced worker bundles at its start: the tracing plugin adds its workflow interceptors to
-    // the bundle (the SDK would also warn that a bundle made beforehand leaves them out).
-    ...(opts.workflowBundle || !plugins.length
-      ? { workflowBundle: opts.workflowBundle ?? (await workflowBundle()) }
-      : { workflowsPath: path.join(__dirname, '..', 'workflows', 'index.ts') }),
+    // A traced worker's kept bundle has the tracing plugin's workflow interceptors in it.
+    workflowBundle: opts.workflowBundle ?? (await workflowBundle(plugins)),
   });
   const host = await Worker.create({ ...common, taskQueue: hostQueue, activities: createHostActivities(deps) });
   log.info({ taskQueue: config.DRYDOCK_TASK_QUEUE, hostQueue, host: config.DRYDOCK_HOST_ID }, 'worker polling');

@@ -72,7 +72,7 @@ async function ownedTempDir(prefix: string): Promise<string> {
 
 const started = new Set<ChildProcess>();
 
-/** How long a worker may take to poll: a traced one bundles the workflows first, 30 s on a busy machine. */
+/** How long a worker may take to poll: one that bundles the workflows first took 30 s on a busy machine. */
 export const READY_MS = 90_000;
 
 /** Starts test/support/fault-worker.ts, or `bin/drydock worker` with `cli`. */
