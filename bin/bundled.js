@@ -29,7 +29,10 @@ async function bundleOf(entry) {
   for (const cache of caches()) {
     const meta = readJson(path.join(cache, `${name}.json`));
     const bundle = meta && path.join(cache, meta.bundle);
-    if (bundle && meta.stamp === stampOf(meta.inputs) && fs.existsSync(bundle)) return bundle;
+    // Another checkout's bundle (worktrees sharing one node_modules, two installs sharing the
+    // user's cache) holds that checkout's sources, however unchanged they are.
+    const ours = meta && meta.root === ROOT;
+    if (ours && meta.stamp === stampOf(meta.inputs) && fs.existsSync(bundle)) return bundle;
   }
   const cache = cacheToWrite();
   return path.join(cache, await build(entry, name, cache));
@@ -105,7 +108,10 @@ async function build(entry, name, cache) {
   const inputs = [__filename, ...Object.keys(result.metafile.inputs).map((file) => path.join(ROOT, file))];
   const changedMeanwhile = inputs.some((file) => fs.statSync(file).mtimeMs >= started);
   if (!changedMeanwhile)
-    writeAtomically(path.join(cache, `${name}.json`), JSON.stringify({ inputs, stamp: stampOf(inputs), bundle }));
+    writeAtomically(
+      path.join(cache, `${name}.json`),
+      JSON.stringify({ root: ROOT, inputs, stamp: stampOf(inputs), bundle }),
+    );
   removeOldBundles(cache, name, bundle);
   return bundle;
 }

@@ -61,6 +61,29 @@ test('a source sees its own __dirname and the entry its arguments; the bundle is
   expect(changed.bundle).not.toBe(first.bundle);
 }, 60_000);
 
+test("another checkout sharing the project's node_modules (a git worktree's link) runs its own sources, not the kept bundle of the first", async () => {
+  await start(); // the first checkout's bundle is kept, its sources unchanged
+  const other = await mkdtemp(path.join(tmpdir(), 'drydock-bundled-wt-'));
+  await mkdir(path.join(other, 'bin'));
+  await mkdir(path.join(other, 'src', 'lib'), { recursive: true });
+  await copyFile(path.join(root, 'bin', 'bundled.js'), path.join(other, 'bin', 'bundled.js'));
+  await copyFile(path.join(root, 'src', 'main.ts'), path.join(other, 'src', 'main.ts'));
+  await writeFile(
+    path.join(other, 'src', 'lib', 'where.ts'),
+    "export const here = __dirname;\nexport const word = 'mine';\n",
+  );
+  await symlink(path.join(root, 'node_modules'), path.join(other, 'node_modules'));
+  const { stdout } = await run(
+    process.execPath,
+    [path.join(other, 'bin', 'bundled.js'), path.join(other, 'src', 'main.ts')],
+    {
+      cwd: tmpdir(),
+    },
+  );
+  expect(JSON.parse(stdout)).toMatchObject({ word: 'mine', here: path.join(other, 'src', 'lib') });
+  expect((await start()).printed.word).toBe('other'); // and the first still its own
+}, 60_000);
+
 test('a source that asks require.main === module is refused with what to write instead', async () => {
   await writeFile(path.join(root, 'src', 'script.ts'), 'if (require.main === module) console.log("main");\n');
   await expect(
