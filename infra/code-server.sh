@@ -51,7 +51,8 @@ EOF
 
 build() {
   local stamp="$VERSION $(node --version) $(rg --version 2>/dev/null | head -1) carry 1"
-  if [ -x "$DIR/bin/code-server" ] && [ "$(cat "$DIR/stamp" 2>/dev/null)" = "$stamp" ]; then return; fi
+  if [ -x "$DIR/bin/code-server" ] && [ "$(cat "$DIR/stamp" 2>/dev/null)" = "$stamp" ]; then tool_to_cache "$DIR" code-server "$stamp"; return; fi
+  tool_from_cache "$DIR" code-server "$stamp" && return
   case "$(node --version)" in v20.*) ;; *) fail "code-server $VERSION needs Node.js 20 on the host (it has $(node --version))" ;; esac
   local need=""
   command -v rg >/dev/null || need="$need ripgrep"
@@ -84,6 +85,7 @@ build() {
   echo "$stamp" >"$work/out/stamp"
   rm -rf "$DIR" && mkdir -p "$(dirname "$DIR")" && mv "$work/out" "$DIR"
   chmod -R a+rX "$DIR"
+  tool_to_cache "$DIR" code-server "$stamp"
   step "installed code-server in $((SECONDS - start)) s"
 }
 

@@ -20,7 +20,8 @@ DIR="$TOOLS_DIR/gitea"
 
 build() {
   local stamp="$VERSION $(go version 2>/dev/null)"
-  if [ -x "$DIR/gitea" ] && [ "$(cat "$DIR/stamp" 2>/dev/null)" = "$stamp" ]; then return; fi
+  if [ -x "$DIR/gitea" ] && [ "$(cat "$DIR/stamp" 2>/dev/null)" = "$stamp" ]; then tool_to_cache "$DIR" gitea "$stamp"; return; fi
+  tool_from_cache "$DIR" gitea "$stamp" && return
   command -v go >/dev/null || fail "building Gitea needs a Go toolchain (>= 1.26)"
   step "building Gitea $VERSION from Go modules into .tools/gitea (first run only: about 15 minutes on 2 busy cores with cold Go caches, 1 to 2 once they hold it)"
   local start=$SECONDS src work
@@ -37,6 +38,7 @@ build() {
     || fail "building Gitea failed (see above)"
   cp -r "$work/gitea/options" "$work/gitea/templates" "$work/gitea/public" "$DIR/"
   echo "$stamp" >"$DIR/stamp"
+  tool_to_cache "$DIR" gitea "$stamp"
   step "built Gitea in $((SECONDS - start)) s"
 }
 

@@ -35,7 +35,8 @@ PAUSE_IMAGE=drydock.local/pause:1
 build() {
   local stamp
   stamp=$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" "$SRC/pause/pause.c" <(echo "$CNI_VERSION ${CNI_PLUGINS[*]}") | sha256sum | cut -c1-16)
-  if [ -f "$BIN_DIR/stamp" ] && [ "$(cat "$BIN_DIR/stamp")" = "$stamp" ]; then return; fi
+  if [ -f "$BIN_DIR/stamp" ] && [ "$(cat "$BIN_DIR/stamp")" = "$stamp" ]; then tool_to_cache "$BIN_DIR" kubernetes "$stamp"; return; fi
+  tool_from_cache "$BIN_DIR" kubernetes "$stamp" && return
   command -v go >/dev/null || fail "building Kubernetes needs a Go toolchain (>= 1.26)"
   command -v gcc >/dev/null || { is_debian_root && apt_install gcc libc6-dev; }
   step "building Kubernetes $K8S_VERSION (one binary) and the CNI plugins $CNI_VERSION into .tools/kubernetes (20 to 45 minutes the first time on a machine, by the load; a minute once its Go caches hold it)"
@@ -57,6 +58,7 @@ build() {
   pause_image >&2 || fail "building the pause image failed (see above)"
   ln -s kube "$BIN_DIR/kubectl"
   echo "$stamp" >"$BIN_DIR/stamp"
+  tool_to_cache "$BIN_DIR" kubernetes "$stamp"
   step "built in $((SECONDS - start)) s"
 }
 

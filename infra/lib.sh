@@ -48,6 +48,42 @@ apt_update() {
   done
 }
 
+# The machine's cache of built tools, beside Go's and npm's: what a checkout builds into
+# .tools is kept there under its stamp, and the next checkout on the machine (a fresh clone, a
+# worktree) takes it as hard links instead of building it again: a warm CI run spent minutes
+# of its two cores linking Kubernetes, Gitea and the Temporal binaries again and rebuilding
+# code-server's native modules. DRYDOCK_TOOL_CACHE moves it; set empty, it is not used.
+TOOL_CACHE=${DRYDOCK_TOOL_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/drydock/tools}
+tool_entry() { echo "$TOOL_CACHE/$1-$(printf '%s' "$2" | sha256sum | cut -c1-16)"; }
+# tool_from_cache PATH NAME STAMP: PATH (a folder or file of .tools) made from the cache's
+# NAME at STAMP; fails when the cache has none.
+tool_from_cache() {
+  local entry
+  [ -n "$TOOL_CACHE" ] || return 1
+  entry=$(tool_entry "$2" "$3")
+  [ -e "$entry/t" ] || return 1
+  rm -rf "$1" && mkdir -p "$(dirname "$1")"
+  # Hard links where the cache shares the file system, a copy where it does not.
+  cp -al "$entry/t" "$1" 2>/dev/null || { rm -rf "$1" && cp -a "$entry/t" "$1"; } || return 1
+  touch "$entry"
+  step "$2 from the machine's tool cache (${entry/#$HOME/\~})"
+}
+# tool_to_cache PATH NAME STAMP: keeps PATH as NAME at STAMP, once (a concurrent keeper's wins);
+# NAME's other stamps unused for 14 days go.
+tool_to_cache() {
+  local entry tmp
+  [ -n "$TOOL_CACHE" ] || return 0
+  entry=$(tool_entry "$2" "$3")
+  [ -e "$entry" ] && return 0
+  mkdir -p "$TOOL_CACHE" && tmp=$(mktemp -d "$TOOL_CACHE/.new-XXXXXX") || return 0
+  if cp -al "$1" "$tmp/t" 2>/dev/null || { rm -rf "$tmp/t" && cp -a "$1" "$tmp/t"; }; then
+    mv -T "$tmp" "$entry" 2>/dev/null || rm -rf "$tmp"
+  else
+    rm -rf "$tmp"
+  fi
+  find "$TOOL_CACHE" -maxdepth 1 -name "$2-*" -mtime +14 -exec rm -rf {} + 2>/dev/null || true
+}
+
 # What both `npm start` and `npm test` need on this machine: npm packages, a
 # Docker engine, and the Temporal CLI on PATH. Arguments, if any, are a command
 # run once the engine is up, before the Temporal CLI (whose first build takes minutes).

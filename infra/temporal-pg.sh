@@ -26,7 +26,8 @@ SRC="$ROOT/infra/temporal-server"
 build() {
   local stamp
   stamp=$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-16)
-  if [ -f "$SERVER_DIR/stamp" ] && [ "$(cat "$SERVER_DIR/stamp")" = "$stamp" ]; then return; fi
+  if [ -f "$SERVER_DIR/stamp" ] && [ "$(cat "$SERVER_DIR/stamp")" = "$stamp" ]; then tool_to_cache "$SERVER_DIR" temporal-server "$stamp"; return; fi
+  tool_from_cache "$SERVER_DIR" temporal-server "$stamp" && return
   command -v go >/dev/null || fail "building the Temporal server needs a Go toolchain (>= 1.25)"
   local version
   version=$(sed -n 's/^require go.temporal.io\/server \(v[^ ]*\)$/\1/p' "$SRC/go.mod")
@@ -44,6 +45,7 @@ build() {
     chmod -R u+w "$SERVER_DIR/schema"
   ) >&2 || fail "building the Temporal server failed (see above)"
   echo "$stamp" >"$SERVER_DIR/stamp"
+  tool_to_cache "$SERVER_DIR" temporal-server "$stamp"
   step "built in $((SECONDS - start)) s"
 }
 

@@ -14,7 +14,9 @@ PATCH="$ROOT/infra/test-server.patch"
 DIR="$TOOLS_DIR/temporal-test-server"
 # A new patch gets a new launcher (and so a rebuild) through the patch's hash.
 LAUNCHER="$DIR/run-$VERSION-$(sha256sum "$PATCH" | cut -c1-12)"
-if [ -x "$LAUNCHER" ]; then echo "$LAUNCHER"; exit 0; fi
+# Kept in the machine's tool cache (lib.sh) as the launcher's name, which holds the version and the patch.
+if [ -x "$LAUNCHER" ]; then tool_to_cache "$DIR" temporal-test-server "$(basename "$LAUNCHER")"; echo "$LAUNCHER"; exit 0; fi
+if tool_from_cache "$DIR" temporal-test-server "$(basename "$LAUNCHER")"; then echo "$LAUNCHER"; exit 0; fi
 missing=()
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v git >/dev/null || missing+=(git)
@@ -72,4 +74,5 @@ exec java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "\$here/$(basename "$clas
 EOF
 chmod +x "$LAUNCHER.tmp"
 mv "$LAUNCHER.tmp" "$LAUNCHER"
+tool_to_cache "$DIR" temporal-test-server "$(basename "$LAUNCHER")"
 echo "$LAUNCHER"
