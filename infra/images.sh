@@ -10,7 +10,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 VERSION=$(node -p 'require(process.argv[1]).version' "$ROOT/package.json")
 TEMPORAL_VERSION=$(sed -n 's/^require go.temporal.io\/server v\([^ ]*\)$/\1/p' "$ROOT/infra/temporal-server/go.mod")
-STAGE="$DATA_DIR/image-context"
+# A staging folder per run: npm test's background job and a suite may build at once.
+mkdir -p "$DATA_DIR"
+STAGE=$(mktemp -d "$DATA_DIR/image-context.XXXXXX")
+trap 'rm -rf "$STAGE"' EXIT
 CA_BUNDLE=${DRYDOCK_BUILD_CA:-/etc/ssl/certs/ca-certificates.crt}
 
 # The legacy builder sends the context as it is: stage real files (node_modules

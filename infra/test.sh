@@ -159,6 +159,12 @@ step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the start"
 # after its build, one apt at a time (lib.sh). Their suites run last and wait for them.
 start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
 start_job gitea bash "$ROOT/infra/gitea.sh"
+# The Temporal CLI (the lanes' dev servers: 9 minutes of a fresh machine's run, the longest
+# wait before the lanes) and Temporal's test server (Maven) need neither npm nor Docker: from
+# the first second too, not after the installs. prepare_machine's own call of infra/temporal.sh
+# waits for this build (its lock) and finds it.
+start_job temporal-cli bash "$ROOT/infra/temporal.sh"
+start_job test-server bash "$ROOT/infra/test-server.sh" # the time-skipping server of test/workflow
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 # The service images (PostgreSQL, Redis: Debian's packages) once the sandbox image's job has
@@ -168,11 +174,17 @@ start_job service-images bash -c "image_job=${job_pid[sandbox-image]:-}
   while [ -n \"\$image_job\" ] && kill -0 \"\$image_job\" 2>/dev/null; do sleep 5; done
   npx tsx sandbox-images/service-images.ts || echo 'the suites build the service images instead' >&2"
 bash "$ROOT/infra/test-services.sh"
-bash "$ROOT/infra/test-server.sh" >/dev/null # the time-skipping server of test/workflow
 # code-server (VS Code in the browser) from npm and Debian for test/e2e/editor-install (7 minutes the
 # first time on a busy machine, cached in .tools/code-server).
 start_job code-server bash "$ROOT/infra/code-server.sh"
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
+# The deployment's images (infra/images.sh), which test/e2e/deployment-run and k8s-deployment
+# use: built from empty caches they took 3 to 4 minutes of the first lane on a fresh machine,
+# seconds once Docker's layer cache holds them. At nice 10 once the sandbox image's job has
+# Debian's image; best effort, as the service images: the suites build what is missing.
+start_job deployment-images bash -c "image_job=${job_pid[sandbox-image]:-}
+  while [ -n \"\$image_job\" ] && kill -0 \"\$image_job\" 2>/dev/null; do sleep 5; done
+  nice -n 10 bash '$ROOT/infra/images.sh' >/dev/null || echo 'the suites build the deployment images instead' >&2"
 checks='npx tsc --noEmit && npx eslint . && { npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }; }'
 if [ $# -gt 0 ]; then
   step "type check, lint, format"
@@ -200,6 +212,7 @@ fi
 start_lane checks "$checks"
 wait_image=true
 [ -z "${job_pid[sandbox-image]:-}" ] || wait_image="while kill -0 ${job_pid[sandbox-image]} 2>/dev/null; do sleep 5; done"
+await_jobs test-server
 start_lane fast-e2e "s=0; npx jest --selectProjects fast || s=1; $wait_image
   npx jest --selectProjects e2e --runInBand --shard 2/3 || s=1; exit \$s"
 await_jobs sandbox-image
