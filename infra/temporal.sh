@@ -6,16 +6,12 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 VERSION=v1.5.1
 if command -v temporal >/dev/null; then command -v temporal; exit 0; fi
-# One build at a time: npm test starts it as a job at its first second, and prepare_machine's
-# own call waits for that one (its lock) and then finds it.
-mkdir -p "$TOOLS_DIR/bin"
-exec 9>"$TOOLS_DIR/temporal-cli.lock"
-flock 9
 if [ -x "$TOOLS_DIR/bin/temporal" ]; then echo "$TOOLS_DIR/bin/temporal"; exit 0; fi
 command -v go >/dev/null || fail "no Temporal CLI found and no Go toolchain to build one: install Go >= 1.23, or put 'temporal' ($VERSION) on PATH"
 stamp="$VERSION $(go version)"
 if tool_from_cache "$TOOLS_DIR/bin/temporal" temporal-cli "$stamp"; then echo "$TOOLS_DIR/bin/temporal"; exit 0; fi
 step "building the Temporal CLI $VERSION from Go modules into .tools/bin (first run only; takes several minutes)"
+mkdir -p "$TOOLS_DIR/bin"
 # Later tags carry replace directives that 'go install pkg@version' refuses.
 GOTOOLCHAIN=local GOBIN="$TOOLS_DIR/bin" GOFLAGS=-mod=mod \
   go install "github.com/temporalio/cli/cmd/temporal@$VERSION" >&2 \

@@ -159,12 +159,12 @@ step "disk: $(df -h --output=avail / | tail -1 | tr -d ' ') free at the start"
 # after its build, one apt at a time (lib.sh). Their suites run last and wait for them.
 start_job kubernetes bash "$ROOT/infra/k8s-cluster.sh" build
 start_job gitea bash "$ROOT/infra/gitea.sh"
-# The Temporal CLI (the lanes' dev servers: 9 minutes of a fresh machine's run, the longest
-# wait before the lanes) and Temporal's test server (Maven) need neither npm nor Docker: from
-# the first second too, not after the installs. prepare_machine's own call of infra/temporal.sh
-# waits for this build (its lock) and finds it.
-start_job temporal-cli bash "$ROOT/infra/temporal.sh"
-start_job test-server bash "$ROOT/infra/test-server.sh" # the time-skipping server of test/workflow
+# Temporal's test server (the time-skipping server of test/workflow; Maven and javac, about a
+# minute the first time) needs neither npm nor Docker: from the first second too. (The Temporal
+# CLI's build, the longest wait before the lanes on a fresh machine, stays after the installs:
+# started at the first second beside them and the other Go builds, it took 12 minutes in a
+# fresh machine's run, against 9 after them: docs/testing.md.)
+start_job test-server bash "$ROOT/infra/test-server.sh"
 # The sandbox image needs only Docker and the network.
 prepare_machine start_job sandbox-image npx tsx sandbox-images/base-image.ts
 # The service images (PostgreSQL, Redis: Debian's packages) once the sandbox image's job has
