@@ -180,11 +180,12 @@ start_job code-server bash "$ROOT/infra/code-server.sh"
 bash "$ROOT/infra/temporal-pg.sh" build # Temporal on PostgreSQL: test/temporal-pg, multi-host, deployment-run
 # The deployment's images (infra/images.sh), which test/e2e/deployment-run and k8s-deployment
 # use: built from empty caches they took 3 to 4 minutes of the first lane on a fresh machine,
-# seconds once Docker's layer cache holds them. At nice 10 once the sandbox image's job has
-# Debian's image; best effort, as the service images: the suites build what is missing.
+# seconds once Docker's layer cache holds them. Once the sandbox image's job has Debian's
+# image (the engine runs the build's steps, so `nice` would not slow them); best effort, as the
+# service images: the suites build what is missing.
 start_job deployment-images bash -c "image_job=${job_pid[sandbox-image]:-}
   while [ -n \"\$image_job\" ] && kill -0 \"\$image_job\" 2>/dev/null; do sleep 5; done
-  nice -n 10 bash '$ROOT/infra/images.sh' >/dev/null || echo 'the suites build the deployment images instead' >&2"
+  bash '$ROOT/infra/images.sh' >/dev/null || echo 'the suites build the deployment images instead' >&2"
 checks='npx tsc --noEmit && npx eslint . && { npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }; }'
 if [ $# -gt 0 ]; then
   step "type check, lint, format"
