@@ -53,6 +53,8 @@ apt_update() {
 # worktree) takes it as hard links instead of building it again: a warm CI run spent minutes
 # of its two cores linking Kubernetes, Gitea and the Temporal binaries again and rebuilding
 # code-server's native modules. DRYDOCK_TOOL_CACHE moves it; set empty, it is not used.
+# The links share their files with the cache: a build removes a tool's old files before it
+# writes (never over them), or it would change every checkout's copy.
 TOOL_CACHE=${DRYDOCK_TOOL_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/drydock/tools}
 tool_entry() { echo "$TOOL_CACHE/$1-$(printf '%s' "$2" | sha256sum | cut -c1-16)"; }
 # tool_from_cache PATH NAME STAMP: PATH (a folder or file of .tools) made from the cache's

@@ -33,7 +33,7 @@ build() {
   version=$(sed -n 's/^require go.temporal.io\/server \(v[^ ]*\)$/\1/p' "$SRC/go.mod")
   step "building the Temporal server $version and temporal-sql-tool from Go modules into .tools/temporal-server (first run only)"
   local start=$SECONDS
-  mkdir -p "$SERVER_DIR"
+  rm -rf "$SERVER_DIR" && mkdir -p "$SERVER_DIR" # written anew: its files may be the tool cache's (lib.sh)
   (
     cd "$SRC"
     export GOTOOLCHAIN=local GOFLAGS=-mod=mod

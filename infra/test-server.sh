@@ -27,6 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 step "fetching the Temporal test server $VERSION, its sources and dependencies from Maven into .tools (first run only)"
 mkdir -p "$DIR"
+rm -f "$DIR/pom.xml" # a new file, not the tool cache's (lib.sh) written over
 cat >"$DIR/pom.xml" <<EOF
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
