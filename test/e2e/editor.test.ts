@@ -175,9 +175,12 @@ test('an approver edits README.md in VS Code from the console; the line is in th
   await code.keyboard.press('Control+End');
   await code.keyboard.type('edited in VS Code\n');
   await code.keyboard.press('Control+S');
+  // The whole line, its newline too: VS Code in a browser also saves by itself a second after typing
+  // stops, so a slow machine can see a save of the line without its Enter before Ctrl+S's.
+  const edited = '# fixture\nhello\nedited in VS Code\n';
   for (const until = Date.now() + 30_000; ;) {
     const { stdout } = await run('docker', ['exec', sandbox, 'cat', '/workspace/README.md']);
-    if (stdout.includes('edited in VS Code')) break;
+    if (stdout === edited) break;
     if (Date.now() > until) throw new Error(`the save never reached the sandbox:\n${stdout}`);
     await new Promise((r) => setTimeout(r, 300));
   }
@@ -201,7 +204,7 @@ test('an approver edits README.md in VS Code from the console; the line is in th
     [2, 'alice'],
   ]);
   const { stdout: readme } = await run('docker', ['exec', sandbox, 'cat', '/workspace/README.md']);
-  expect(readme).toBe('# fixture\nhello\nedited in VS Code\n');
+  expect(readme).toBe(edited);
 
   // Stopped with the detach: no process of the editor left, its origin answers nothing for her.
   expect(await editorProcesses(sandbox)).toEqual([]);
