@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { followBuild } from './build-progress';
 import { isRegistryName, normalizeRegistry } from '../workflows/rules/images';
 import {
   matchRule,
@@ -494,8 +495,11 @@ export async function buildSnapshot(
     console.log(opts.json ? JSON.stringify({ buildId: workflowId }) : workflowId);
     return 0;
   }
+  if (!opts.json) console.error(`snapshot build ${workflowId} started`);
+  const outcome = handle.result();
+  if (!opts.json) await followBuild(client, handle, outcome);
   try {
-    const result = (await handle.result()) as SnapshotBuildResult;
+    const result = (await outcome) as SnapshotBuildResult;
     console.log(
       opts.json
         ? JSON.stringify(result)

@@ -14,10 +14,34 @@ const progress = new WeakMap<Context, unknown>();
 /** The worker's redactor, for the activity running in each context. */
 const redactors = new WeakMap<Context, Redactor>();
 
-/** Heartbeats now with these details (e.g. an output tail, visible in `temporal workflow describe`), scrubbed. */
-export function heartbeatProgress(details: unknown): void {
-  const ctx = Context.current();
-  const scrubbed = redactors.get(ctx)?.value(details) ?? details;
+/**
+ * Heartbeats now with these details (e.g. an output tail, visible in `temporal
+ * workflow describe` and `drydock snapshot build`), scrubbed, merged into the
+ * activity's earlier details: a phase told beside a retry's record
+ * (provisioningOn) keeps that record.
+ */
+export function heartbeatProgress(details: Record<string, unknown>): void {
+  tell(Context.current(), details);
+}
+
+/**
+ * heartbeatProgress for the activity running where this is called, usable
+ * later from callbacks (a build's output); outside an activity (a bench, a
+ * test) it tells nobody.
+ */
+export function progressReporter(): (details: Record<string, unknown>) => void {
+  let ctx: Context;
+  try {
+    ctx = Context.current();
+  } catch {
+    return () => undefined;
+  }
+  return (details) => tell(ctx, details);
+}
+
+function tell(ctx: Context, details: Record<string, unknown>): void {
+  const merged = { ...(progress.get(ctx) as Record<string, unknown> | undefined), ...details };
+  const scrubbed = redactors.get(ctx)?.value(merged) ?? merged;
   progress.set(ctx, scrubbed);
   ctx.heartbeat(scrubbed);
 }

@@ -114,11 +114,54 @@ export interface IsolatedBuild {
   /** Names the build in logs and the egress record. */
   owner: string;
   log: Logger;
+  /** Told the builder's current step and latest line as it prints them, at most every PROGRESS_EVERY_MS within a step. */
+  onProgress?: (progress: BuildProgress) => void;
   /**
    * The worker's folder for what builds reuse: base images' `docker save`
    * archives, by image id (baseArchive). None: each build saves its bases anew.
    */
   cacheDir?: string;
+}
+
+/** Where a build is: its current step (`[2/3] STEP 4/6: RUN apt-get …`, or the builder's own phase) and latest line. */
+export interface BuildProgress {
+  step?: string;
+  line?: string;
+}
+
+/** Within a step, a build's progress is told at most this often (a RUN step may print thousands of lines). */
+export const PROGRESS_EVERY_MS = 1_000;
+/** A line told as progress is cut to this many characters. */
+const PROGRESS_LINE_CHARS = 200;
+
+/**
+ * A reader of the builder's output that tells `onProgress` each new step at
+ * once and the latest line at most every PROGRESS_EVERY_MS. Steps are
+ * buildah's `STEP n/m:` lines (with `[k/s]` in a multi-stage build) and
+ * drydock-build's own `drydock-build:` lines.
+ */
+export function progressReader(onProgress: (progress: BuildProgress) => void, now = Date.now): (chunk: string) => void {
+  let partial = '';
+  let step: string | undefined;
+  let toldAt = 0;
+  return (chunk) => {
+    const lines = (partial + chunk).split(/\r?\n|\r/);
+    partial = lines.pop()!.slice(-PROGRESS_LINE_CHARS * 4);
+    let line: string | undefined;
+    let newStep = false;
+    for (const raw of lines) {
+      const text = raw.trim().slice(0, PROGRESS_LINE_CHARS);
+      if (!text) continue;
+      if (/^(\[\d+\/\d+\] )?STEP \d+\/\d+: |^drydock-build: /.test(text)) {
+        step = text;
+        line = undefined;
+        newStep = true;
+      } else line = text;
+    }
+    if (!newStep && (line === undefined || now() - toldAt < PROGRESS_EVERY_MS)) return;
+    toldAt = now();
+    onProgress({ ...(step ? { step } : {}), ...(line ? { line } : {}) });
+  };
 }
 
 /** A build that failed, with the end of its output. */
@@ -293,6 +336,7 @@ async function buildOnce(build: IsolatedBuild): Promise<EgressProxy['counts']> {
         throw new IsolatedBuildFailed(err.message, err.output, err.timedOut, refusedTargets(proxy.records));
       }),
     );
+    build.onProgress?.({ step: "checking the result and loading it into the host's engine" });
     const archive = path.join(dirs.out, 'image.tar');
     // Written by root in the builder: it may name only this build's tag (sandbox/build-archive.ts).
     const problem = archiveNamesProblem(await readArchiveNames(archive), build.tag);
@@ -456,11 +500,12 @@ async function runBuilder(build: IsolatedBuild, limits: BuildLimits, dirs: Build
     ...labels,
   ];
   build.log.info({ owner: build.owner, tag: build.tag, container: name }, 'building in the isolated builder');
-  let result = await runDocker(args, limits.timeoutMs);
+  const onOutput = build.onProgress && progressReader(build.onProgress);
+  let result = await runDocker(args, limits.timeoutMs, onOutput);
   if (!result.timedOut && result.code !== 0 && runtimeStartInterrupted(result.output)) {
     build.log.warn({ owner: build.owner, tag: build.tag }, "a RUN step's container did not start: building once more");
     await docker(['rm', '-f', name], 60_000).catch(() => undefined);
-    result = await runDocker(args, limits.timeoutMs);
+    result = await runDocker(args, limits.timeoutMs, onOutput);
   }
   if (result.timedOut) {
     await removeBuilderContainer(name, build.log);
@@ -557,13 +602,21 @@ async function docker(args: string[], timeoutMs: number): Promise<string> {
 /** The last 64 KiB of a command's output (stdout and stderr together). */
 const OUTPUT_KEPT = 64 * 1024;
 
-function runDocker(args: string[], timeoutMs: number): Promise<{ code: number; output: string; timedOut: boolean }> {
+/** `onOutput`: told each piece of output as it comes (stdout and stderr alike). */
+function runDocker(
+  args: string[],
+  timeoutMs: number,
+  onOutput?: (chunk: string) => void,
+): Promise<{ code: number; output: string; timedOut: boolean }> {
   return new Promise((resolve, reject) => {
     // process.env as it is now, said outright: under jest a test's PATH is not the real process's.
     const child = spawn('docker', args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
     let output = '';
     let timedOut = false;
-    const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-OUTPUT_KEPT));
+    const keep = (chunk: Buffer) => {
+      output = (output + chunk.toString()).slice(-OUTPUT_KEPT);
+      onOutput?.(chunk.toString());
+    };
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
     const timer = setTimeout(() => {

@@ -34,7 +34,14 @@ import { z } from 'zod';
 import { git } from '../repos/git';
 import type { Logger } from '../platform/log';
 import { REPO_CONFIG_FILE } from '../workflows/repo-config';
-import { buildIsolated, IsolatedBuildFailed, REPO_STAGE, type BuildLimits, type IsolatedBuild } from './builder';
+import {
+  buildIsolated,
+  IsolatedBuildFailed,
+  REPO_STAGE,
+  type BuildLimits,
+  type BuildProgress,
+  type IsolatedBuild,
+} from './builder';
 import { dockerfileBases, type BaseImage } from './dockerfile-bases';
 import type { EgressRule } from './egress';
 import { imageStoreOf, HOME, WORKSPACE, type ImageInfo, type ImageLayer, type SandboxProvider } from './provider';
@@ -437,6 +444,8 @@ export interface EnvironmentBuild {
   limits?: Partial<BuildLimits>;
   /** The worker's folder for what builds reuse (sandbox/builder.ts, IsolatedBuild.cacheDir). */
   cacheDir?: string;
+  /** Told where a build is, with the file or field it builds (`.devcontainer/Dockerfile`, `services.db.build`). */
+  onProgress?: (progress: BuildProgress & { source: string }) => void;
 }
 
 /** An environment image, its features' setup hooks and their postStartCommands, in install order (sandbox/lifecycle.ts). */
@@ -791,7 +800,10 @@ export function expandedEnv(vars: Record<string, string>, imageEnv: string[]): s
 /** Builds in the isolated builder; a failure names the file and what the builder said. */
 export async function buildIn(settings: EnvironmentBuild, source: string, build: IsolatedBuild): Promise<void> {
   try {
-    const counts = await buildIsolated(build);
+    const { onProgress } = settings;
+    const counts = await buildIsolated(
+      onProgress ? { ...build, onProgress: (p) => onProgress({ source, ...p }) } : build,
+    );
     settings.log.info({ owner: build.owner, tag: build.tag, egress: counts }, 'environment image built');
   } catch (err) {
     if (!(err instanceof IsolatedBuildFailed)) throw err;

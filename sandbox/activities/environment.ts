@@ -50,6 +50,7 @@ import { recordedServices } from '../services';
 import { proxiedFetch, type FeatureSource } from '../feature-registry';
 import { lifecycleScript, type Lifecycle } from '../lifecycle';
 import type { FeatureStart } from '../contract';
+import { progressReporter } from '../../platform/heartbeat';
 
 /** What finding a repo's environment needs: its image (built on this host), the toolchain cache, the operator's choice. */
 export type EnvironmentDeps = Pick<
@@ -332,7 +333,14 @@ export function buildSettings(deps: EnvironmentDeps, repo: string, egress: Egres
     ...(deps.buildTimeoutMs ? { limits: { timeoutMs: deps.buildTimeoutMs } } : {}),
     owner: `environment ${repoSlug(repo)}`,
     log: deps.log,
+    onProgress: reportBuilding(),
   };
+}
+
+/** A build's progress in the running activity's heartbeats (`drydock snapshot build` shows it). */
+function reportBuilding(): NonNullable<EnvironmentBuild['onProgress']> {
+  const report = progressReporter();
+  return (building) => report({ building });
 }
 
 /**

@@ -49,6 +49,7 @@ import { imageStoreOf, dataPath } from '../provider';
 import { resolveServiceImages, serviceFileReader, sharesOf } from './services';
 import type { SandboxEnvironment } from './environment';
 import type { SnapshotBuildPlan, SnapshotBuildResult } from '../contract';
+import { progressReporter } from '../../platform/heartbeat';
 
 /** Limits of a build container: setup (npm ci, a bundler) needs more than an agent step. */
 const BUILD_LIMITS = {
@@ -89,6 +90,12 @@ export async function collectSnapshots(
   }
   if (removed.length) log.info({ repo, removed, host: hostId }, 'old snapshots removed');
   return [...removed, ...(await collectEnvironmentImages(deps, repo))];
+}
+
+/** Tells the build's phase in the activity's heartbeats (`drydock snapshot build` shows it); a new phase ends the last one's build progress. */
+function phaseReporter(): (phase: string) => void {
+  const report = progressReporter();
+  return (phase) => report({ phase, building: undefined });
 }
 
 /** What a snapshot build needs: a build container of the repo's environment, the registry, the audit trail. */
@@ -148,6 +155,7 @@ export function createSnapshotActivities(deps: SnapshotDeps) {
         log.warn({ buildId: plan.buildId, repo: plan.repo, error: row.error }, 'snapshot build failed');
         return resultOf(row, []);
       }
+      phaseReporter()('saving the snapshot image');
       const tag = snapshotImageTag(plan.repo, plan.commit, plan.buildId);
       const services = await captureServices(deps, plan, tag);
       const image = await imageOfBuild(deps, plan, tag, services);
@@ -184,6 +192,7 @@ export function createSnapshotActivities(deps: SnapshotDeps) {
 /** startSnapshotBuild's work (see there). */
 async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: string }): Promise<SnapshotBuildPlan> {
   const { sandboxes, snapshots, audit, hostId, hostQueue, log } = deps;
+  const inPhase = phaseReporter();
   const reg = await snapshots.repo(input.repo);
   if (!reg) {
     throw ApplicationFailure.nonRetryable(
@@ -191,11 +200,13 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
       ErrorType.RepoNotRegistered,
     );
   }
+  inPhase('fetching the repo');
   const mirror = await syncMirror(deps, input.repo);
   const commit = await resolveRef(mirror, reg.ref);
   const inputs = await setupInputs(mirror, commit);
   const row = await snapshots.startBuild({ id: input.buildId, repo: input.repo, host: hostId });
   // A snapshot build is the one place images are pulled (from the registries the operator allows).
+  inPhase("preparing the repo's environment");
   const environment = await sandboxEnvironment(deps, { mirror, commit }, input.repo, {
     allowed: allowedRegistries(deps, reg),
     egress: reg.egress,
@@ -229,6 +240,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     throw ApplicationFailure.nonRetryable(error, ErrorType.SnapshotSetupFailed);
   }
   const sandbox = sandboxName(input.buildId);
+  inPhase('starting the build container and its services');
   const services = await buildServices(deps, { row, commit, reg, repo: input.repo, environment });
   const shares = sharesOf(BUILD_LIMITS, services);
   const env = [...environment.env, ...Object.entries(chosen.env ?? {}).map(([k, v]) => `${k}=${v}`)];
@@ -264,6 +276,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   );
   const handle = sandboxOf(sandboxes, sandbox);
   if (!(await isProvisioned(handle))) {
+    inPhase('copying the repo in');
     await copyWorkingTree(handle, mirror, commit);
     await markProvisioned(handle);
   }

@@ -32,6 +32,7 @@ import {
   docker,
   makeFixtureRepo,
   newSessionId,
+  runCli,
   startSession,
   startStack,
   type FixtureRepo,
@@ -196,12 +197,18 @@ describe('a snapshot of a repo whose Dockerfile and setup.root install OS packag
       '.gitignore': '.setup-saw\n',
     });
     await addRepo(stack.client, stack.config, repo.url, { every: '1h', allow: ['registry.npmjs.org'] });
-    const built = await stack.client.workflow.execute('refreshSnapshot', {
-      workflowId: newSessionId('builder-snap'),
-      taskQueue: stack.config.DRYDOCK_TASK_QUEUE,
-      args: [{ repo: repo.url }],
+    // Built as a person would, with the CLI: it says where the build is while it waits (each phase, each
+    // step of the Dockerfile it reached while polling: curl's install lasts many polls), then the result.
+    const built = await runCli(['snapshot', 'build', repo.url], {
+      TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS,
+      DATABASE_URL: stack.config.DATABASE_URL!,
+      DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE,
     });
-    expect(built).toMatchObject({ status: 'ready' });
+    expect(built).toMatchObject({ code: 0, stdout: expect.stringMatching(/^snapshot ready: /) });
+    expect(built.stderr).toMatch(/^snapshot build drydock-snapshot-\S+ started$/m);
+    expect(built.stderr).toMatch(
+      /^\[\d+ s\] building \.devcontainer\/devcontainer\.json: \[2\/3\] STEP 2\/2: RUN apt-get install -y --no-install-recommends curl/m,
+    );
 
     const id = newSessionId('builder-session');
     const handle = await startSession(stack, id, {

@@ -1,0 +1,99 @@
+/**
+ * `drydock snapshot build`'s progress while it waits: the build's pending
+ * activity and what it heartbeats (sandbox/activities/snapshot-build.ts
+ * phases, the isolated builder's current step, setup's output), read from
+ * Temporal's description of the workflow. A line on stderr for each new
+ * phase or step, with the seconds since the start; on a terminal the latest
+ * output line too, on one updating line.
+ */
+import type { Client, WorkflowHandle } from '@temporalio/client';
+
+/** How often the build's description is read. */
+export const FOLLOW_EVERY_MS = 2_000;
+
+/** What the build's pending activity heartbeats (the fields drydock's activities write). */
+export interface BuildDetails {
+  phase?: string;
+  building?: { source?: string; step?: string; line?: string };
+  outputTail?: string;
+}
+
+export interface PendingBuildActivity {
+  activity: string;
+  attempt: number;
+  lastFailure?: string;
+  details?: BuildDetails;
+}
+
+/** The words for where a build is (a new one is printed as a line), and its latest output line. */
+export function buildProgressText(a: PendingBuildActivity): { text: string; line?: string } {
+  const d = a.details ?? {};
+  const retry = a.attempt > 1 ? ` (attempt ${a.attempt}${a.lastFailure ? `, after: ${a.lastFailure}` : ''})` : '';
+  const line = d.building?.line ?? d.outputTail?.trimEnd().split('\n').pop();
+  const text =
+    a.activity === 'startSnapshotBuild'
+      ? d.building
+        ? `building ${d.building.source ?? 'an image'}: ${d.building.step ?? 'starting the builder'}`
+        : (d.phase ?? 'starting')
+      : a.activity === 'runStep'
+        ? 'running setup'
+        : a.activity === 'finishSnapshotBuild'
+          ? (d.phase ?? 'saving the snapshot image')
+          : a.activity === 'fillPools'
+            ? "refilling the host's warm pool"
+            : a.activity === 'destroySandbox'
+              ? 'removing the build container'
+              : a.activity;
+  return { text: text + retry, ...(line ? { line } : {}) };
+}
+
+/** The workflow's pending activities with their heartbeat details decoded. */
+async function pendingActivities(client: Client, handle: WorkflowHandle): Promise<PendingBuildActivity[]> {
+  const { raw } = await handle.describe();
+  const converter = client.options.loadedDataConverter.payloadConverter;
+  return (raw.pendingActivities ?? []).map((p) => {
+    const payload = p.heartbeatDetails?.payloads?.[0];
+    let details: BuildDetails | undefined;
+    try {
+      details = payload ? (converter.fromPayload(payload) as BuildDetails) : undefined;
+    } catch {
+      details = undefined; // not ours to read: the activity's name still says where the build is
+    }
+    return {
+      activity: p.activityType?.name ?? '?',
+      attempt: p.attempt ?? 1,
+      ...(p.lastFailure?.message ? { lastFailure: p.lastFailure.message } : {}),
+      ...(details ? { details } : {}),
+    };
+  });
+}
+
+/** Prints the build's progress on stderr until `done` settles. */
+export async function followBuild(client: Client, handle: WorkflowHandle, done: Promise<unknown>): Promise<void> {
+  const started = Date.now();
+  const live = process.stderr.isTTY;
+  let ended = false;
+  void done.finally(() => (ended = true)).catch(() => undefined);
+  let shown = '';
+  let lineShown = false;
+  const clearLine = () => {
+    if (lineShown) process.stderr.write('\r\x1b[2K');
+    lineShown = false;
+  };
+  while (!ended) {
+    const pending = await pendingActivities(client, handle).catch(() => []);
+    const now = pending[0] && buildProgressText(pending[0]);
+    if (now && now.text !== shown && !ended) {
+      clearLine();
+      console.error(`[${Math.round((Date.now() - started) / 1000)} s] ${now.text}`);
+      shown = now.text;
+    }
+    if (live && now?.line && !ended) {
+      const width = Math.max(20, (process.stderr.columns ?? 80) - 4);
+      process.stderr.write(`\r\x1b[2K  ${now.line.slice(0, width)}`);
+      lineShown = true;
+    }
+    await Promise.race([done.catch(() => undefined), new Promise((r) => setTimeout(r, FOLLOW_EVERY_MS))]);
+  }
+  clearLine();
+}
