@@ -7,6 +7,7 @@
  * output line too, on one updating line.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
+import { plainLogText } from '../sandbox';
 
 /** How often the build's description is read. */
 export const FOLLOW_EVERY_MS = 2_000;
@@ -29,7 +30,14 @@ export interface PendingBuildActivity {
 export function buildProgressText(a: PendingBuildActivity): { text: string; line?: string } {
   const d = a.details ?? {};
   const retry = a.attempt > 1 ? ` (attempt ${a.attempt}${a.lastFailure ? `, after: ${a.lastFailure}` : ''})` : '';
-  const line = d.building?.line ?? d.outputTail?.trimEnd().split('\n').pop();
+  // What the sandbox printed (setup's output, a RUN step's): no terminal sequence of it reaches the terminal.
+  const last =
+    d.building?.line ??
+    plainLogText(d.outputTail ?? '')
+      .trimEnd()
+      .split('\n')
+      .pop();
+  const line = last && plainLogText(last).replace(/\s+/g, ' ');
   const text =
     a.activity === 'startSnapshotBuild'
       ? d.building
@@ -44,7 +52,7 @@ export function buildProgressText(a: PendingBuildActivity): { text: string; line
             : a.activity === 'destroySandbox'
               ? 'removing the build container'
               : a.activity;
-  return { text: text + retry, ...(line ? { line } : {}) };
+  return { text: plainLogText(text + retry).replace(/\s+/g, ' '), ...(line ? { line } : {}) };
 }
 
 /** The workflow's pending activities with their heartbeat details decoded. */

@@ -44,6 +44,7 @@ import path from 'node:path';
 import type { Logger } from '../platform/log';
 import { archiveLayersProblem, archiveNamesProblem, readArchiveNames, type BaseLayers } from './build-archive';
 import { withoutCopyLink } from './dockerfile-bases';
+import { plainLogText } from './service-logs';
 import { openEgressProxy, refusedTargets, type EgressProxy, type EgressRule } from './egress';
 
 /** The Docker runtime builds run under (infra/builder-runtime.sh registers it). */
@@ -150,7 +151,8 @@ export function progressReader(onProgress: (progress: BuildProgress) => void, no
     let line: string | undefined;
     let newStep = false;
     for (const raw of lines) {
-      const text = raw.trim().slice(0, PROGRESS_LINE_CHARS);
+      // The repo's RUN steps print it: no terminal sequence or control character reaches a person's terminal.
+      const text = plainLogText(raw).replace(/\s+/g, ' ').trim().slice(0, PROGRESS_LINE_CHARS);
       if (!text) continue;
       if (/^(\[\d+\/\d+\] )?STEP \d+\/\d+: |^drydock-build: /.test(text)) {
         step = text;

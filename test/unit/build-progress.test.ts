@@ -113,3 +113,19 @@ test("a phase told in heartbeats keeps the activity's earlier details; outside a
   });
   expect(() => progressReporter()({ phase: 'x' })).not.toThrow();
 });
+
+test("what a RUN step or setup prints reaches the person's terminal without its sequences or controls", () => {
+  const told: BuildProgress[] = [];
+  progressReader(
+    (p) => told.push(p),
+    () => 0,
+  )('STEP 1/1: RUN \x1b]52;c;cHduZWQ=\x07make\n\x1b[31mred\x1b[0m\tand\x07 bell\n');
+  expect(told).toEqual([{ step: 'STEP 1/1: RUN make', line: 'red and bell' }]);
+  expect(
+    buildProgressText({
+      activity: 'runStep',
+      attempt: 1,
+      details: { outputTail: 'ok\n\x1b[2J\x1b]0;title\x07cleared\x9b6n\n' },
+    }),
+  ).toEqual({ text: 'running setup', line: 'cleared' });
+});
