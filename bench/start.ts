@@ -12,6 +12,7 @@
  * packages from the real npm registry, through the egress proxy, with
  * DRYDOCK_EXTRA_CA_CERTS = the host's system bundle):
  *   onboard   `repo add` → its first ready snapshot (what a new user waits)
+ *   refresh   a one-file commit, then its snapshot built again (issue 51 goal 4)
  *   warm      a session from that snapshot, against its `docker run` floor
  *
  *   npx tsx bench/start.ts     (RUNS=5 COLD_RUNS=3 ONBOARD_RUNS=2 by default;
@@ -161,6 +162,7 @@ async function realRegistryRows(
   const { client, config, taskQueue } = stack;
   const project = await realRegistryProject();
   const onboard: Row = { name: 'real registry: `repo add` → first ready snapshot', ms: [] };
+  const refresh: Row = { name: 'real registry: refresh after a one-file commit (lockfile unchanged)', ms: [] };
   let built: SnapshotBuildResult | undefined;
   let url = '';
   for (let i = 0; i < ONBOARD_RUNS; i++) {
@@ -180,6 +182,18 @@ async function realRegistryRows(
     // No scheduled rebuild may compete with the warm runs.
     await deleteSnapshotSchedules(client, url, [config.DRYDOCK_HOST_ID]);
     say(`real registry: onboarding ${i + 1}: ${fmt(onboard.ms[i])} (${image})`);
+    // Issue 51 goal 4's refresh: a commit of one source file, then the snapshot built again.
+    await repo.commit({ [`src/refresh-${i}.ts`]: `export const refreshed = ${i};\n` }, 'one file');
+    const refreshStarted = Date.now();
+    built = await client.workflow.execute('refreshSnapshot', {
+      workflowId: `bench-refresh-${randomBytes(3).toString('hex')}`,
+      taskQueue,
+      args: [{ repo: url }],
+    });
+    refresh.ms.push(Date.now() - refreshStarted);
+    const refreshed = built!.image!;
+    atExit(() => run('docker', ['rmi', '-f', refreshed]));
+    say(`real registry: refresh ${i + 1} after a one-file commit: ${fmt(refresh.ms[i])} (${refreshed})`);
   }
   const warm: Row = { name: 'real registry warm: snapshot, 0 new commits', ms: [] };
   for (let i = 0; i < RUNS; i++) {
@@ -194,7 +208,7 @@ async function realRegistryRows(
   }
   const floor = await floorRow('real registry floor: docker run <its snapshot>', built!.image!);
   return {
-    rows: [onboard, warm, floor],
+    rows: [onboard, refresh, warm, floor],
     ratio: {
       name: 'real registry warm / floor (docker run)',
       value: median(warm.ms) / median(floor.ms),

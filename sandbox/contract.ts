@@ -267,7 +267,7 @@ export interface SnapshotBuildPlan {
   repo: string;
   /** The build container. */
   sandbox: string;
-  /** The image the build container runs (the repo's environment or the base image): the snapshot's base. */
+  /** The snapshot's base, the repo's environment or the base image: the build container runs it (or `reused.image`). */
   image: string;
   host: string;
   hostQueue: string;
@@ -283,6 +283,11 @@ export interface SnapshotBuildPlan {
   setupEnv: Record<string, string>;
   /** The services setup ran beside, their images pinned. */
   services: RunnableService[];
+  /**
+   * Setup's result taken from the newest snapshot (sandbox/snapshots.ts SETUP_REUSE_MAX_AGE_MS):
+   * the build container starts from its image, caught up to `commit`, and setup does not run.
+   */
+  reused?: { buildId: string; commit: string; image: string; setupAt: string };
 }
 
 export interface SnapshotBuildResult {

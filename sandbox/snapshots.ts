@@ -69,7 +69,18 @@ export const SNAPSHOT_LABELS = {
   /** The image the snapshot sits on (its repo's environment, or the base image). */
   environment: 'drydock.snapshot.environment',
   host: 'drydock.host',
+  /** When setup last ran for what the snapshot holds: its own build's, or the one whose result it reuses. */
+  setupAt: 'drydock.snapshot.setup-at',
 } as const;
+
+/**
+ * A refresh reuses the newest snapshot's setup result (its /workspace, caught
+ * up to the new commit, setup not run) when the setup hash is the same (the
+ * command, the lockfiles and setup script, the environment) and setup last
+ * ran at most this long ago: so what setup made from the sources (a build's
+ * output) is at most a day behind them, as a session's catch-up leaves it.
+ */
+export const SETUP_REUSE_MAX_AGE_MS = 24 * 60 * 60_000;
 
 /** On a snapshot image: the environment its inferred setup's tool needs in sessions (JSON), e.g. GOMODCACHE. */
 export const SNAPSHOT_ENV_LABEL = 'drydock.snapshot.env';

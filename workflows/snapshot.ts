@@ -50,7 +50,8 @@ export async function refreshSnapshot(input: { repo: string; hostQueue?: string 
       egress: plan.egress,
       recordsSetup: true,
     };
-    const setup = await onHost.runStep(setupStep);
+    // A refresh that takes the newest snapshot's setup result (SnapshotBuildPlan.reused) runs no setup.
+    const setup = plan.reused ? { exitCode: 0, timedOut: false, outputTail: '' } : await onHost.runStep(setupStep);
     const result = await onHost.finishSnapshotBuild({ plan, setup });
     if (result.status === 'failed') {
       // The previous snapshot stays in service; the failure says why (and is in the registry).

@@ -11,7 +11,7 @@ import { REPO_CONFIG_FILE } from '../../workflows/repo-config';
 import { createOwnedContainer, ownedLabels, sandboxName, type ContainerDeps } from './container';
 import type { SandboxDeps } from './deps';
 import { resolveRef, syncMirror, type MirrorDeps } from '../../repos/mirror';
-import { copyWorkingTree, isProvisioned, markProvisioned } from './workspace';
+import { copyWorkingTree, isProvisioned, markProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxOf } from '../handle';
 import { repoFileSetup } from '../../repos/config-file';
 import { tail } from './output';
@@ -28,6 +28,7 @@ import {
   setupOf,
   withFeatureSetup,
   setupInputs,
+  SETUP_REUSE_MAX_AGE_MS,
   SETUP_SCRIPT,
   SNAPSHOT_ENV_LABEL,
   SNAPSHOT_LABELS,
@@ -242,6 +243,14 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   const sandbox = sandboxName(input.buildId);
   inPhase('starting the build container and its services');
   const services = await buildServices(deps, { row, commit, reg, repo: input.repo, environment });
+  const hash = setupHash(chosen.command, inputs, environment.key);
+  // Services' data is setup's too, in images of their own: a repo with services runs setup every time.
+  const reused = services.length ? undefined : await reusableSetup(deps, input.repo, hash);
+  if (reused) {
+    const note = reuseNote(reused);
+    environment.notes = [...(environment.notes ?? []), note];
+    await snapshots.noteBuild(row.id, environment.notes);
+  }
   const shares = sharesOf(BUILD_LIMITS, services);
   const env = [...environment.env, ...Object.entries(chosen.env ?? {}).map(([k, v]) => `${k}=${v}`)];
   const owned = {
@@ -259,11 +268,12 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
       }),
     ),
   );
-  // From the repo's environment, no network, labelled so the reaper finds it after its expiry.
+  // From the repo's environment (or the snapshot whose setup it reuses), no network, labelled so the
+  // reaper finds it after its expiry.
   await createOwnedContainer(deps, {
     ...owned,
     name: sandbox,
-    image: environment.image,
+    image: reused?.image ?? environment.image,
     mounts: environment.mounts,
     env,
     limits: { ...BUILD_LIMITS, ...shares.sandbox },
@@ -275,7 +285,12 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     asEnvironmentError(() => startServices(sandboxes, sandbox, services, containers)),
   );
   const handle = sandboxOf(sandboxes, sandbox);
-  if (!(await isProvisioned(handle))) {
+  if (reused && !(await isProvisioned(handle))) {
+    // As a session from that snapshot catches up: the new commits as a bundle, checked out over setup's files.
+    inPhase(`catching up from the snapshot at ${reused.commit.slice(0, 12)}`);
+    const behind = reused.commit === commit ? 0 : undefined;
+    await prepareWorkspace(handle, { mirror, from: reused.commit, to: commit, behind, mark: true });
+  } else if (!(await isProvisioned(handle))) {
     inPhase('copying the repo in');
     await copyWorkingTree(handle, mirror, commit);
     await markProvisioned(handle);
@@ -295,12 +310,42 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
     setup: chosen.command,
     setupSource: chosen.source,
     setupEnv: chosen.env ?? {},
-    setupHash: setupHash(chosen.command, inputs, environment.key),
+    setupHash: hash,
     setupTimeoutMs: reg.setupTimeoutMs,
     egress: reg.egress,
     keep: reg.keep,
     services,
+    ...(reused ? { reused } : {}),
   };
+}
+
+/**
+ * The newest snapshot of the repo on this host whose setup result a refresh
+ * may take (SnapshotBuildPlan.reused): the same setup hash, setup run at most
+ * SETUP_REUSE_MAX_AGE_MS ago, no services; on Docker.
+ */
+async function reusableSetup(
+  deps: SnapshotDeps,
+  repo: string,
+  hash: string,
+): Promise<SnapshotBuildPlan['reused'] | undefined> {
+  // Kubernetes keeps a snapshot as its workspace's archive on a node: a build pod from one is not tried yet.
+  if (deps.sandboxes.name !== 'docker') return undefined;
+  const newest = await newestSnapshot(deps, repo);
+  if (!newest || newest.setupHash !== hash || newest.services?.length) return undefined;
+  const labels = (await imageStoreOf(deps.sandboxes).image(newest.image))?.labels ?? {};
+  const setupAt = labels[SNAPSHOT_LABELS.setupAt] ?? labels[SNAPSHOT_LABELS.created];
+  if (!setupAt || !(Date.now() - Date.parse(setupAt) <= SETUP_REUSE_MAX_AGE_MS)) return undefined;
+  return { buildId: newest.id, commit: newest.commit, image: newest.image, setupAt };
+}
+
+/** What `snapshot build`, `snapshot list` and `repo list` say of a reuse. */
+function reuseNote(reused: NonNullable<SnapshotBuildPlan['reused']>): string {
+  return (
+    `setup did not run: its command, lockfiles and environment are those of the snapshot at ` +
+    `${reused.commit.slice(0, 12)}, whose result this one takes, caught up to the new commit ` +
+    `(setup ran at ${reused.setupAt}; it runs again when one of them changes, or a day after that)`
+  );
 }
 
 /** Attempts of the refreshSnapshot workflow's activities (its `common.retry`, workflows/snapshot.ts). */
@@ -335,6 +380,7 @@ async function imageOfBuild(
       [SNAPSHOT_LABELS.commit]: plan.commit,
       [SNAPSHOT_LABELS.setupHash]: plan.setupHash,
       [SNAPSHOT_LABELS.created]: new Date().toISOString(),
+      [SNAPSHOT_LABELS.setupAt]: plan.reused?.setupAt ?? new Date().toISOString(),
       [SNAPSHOT_LABELS.build]: plan.buildId,
       [SNAPSHOT_LABELS.environment]: plan.image,
       [SNAPSHOT_LABELS.host]: hostId,

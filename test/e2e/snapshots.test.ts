@@ -223,6 +223,44 @@ test('a session starts from the snapshot without rerunning setup, sees later com
   expect(details.timeline.map((t) => t.name)).not.toContainEqual(expect.stringMatching(/^step 1/));
 });
 
+test("a refresh after a one-file commit takes the snapshot's setup result, caught up; a lockfile change runs setup again", async () => {
+  const repo = await makeSnapshotRepo();
+  await register(repo.url);
+  const first = await build(repo.url);
+  expect(first.notes ?? []).not.toContainEqual(expect.stringMatching(/setup did not run/));
+
+  const head = await repo.commit({ 'src/one.ts': 'export const one = 1;\n' });
+  const refreshed = await build(repo.url);
+  expect(refreshed).toMatchObject({ status: 'ready', commit: head });
+  expect(refreshed.image).not.toBe(first.image);
+  expect(refreshed.notes).toContainEqual(
+    expect.stringMatching(new RegExp(`^setup did not run: .* the snapshot at ${first.commit.slice(0, 12)}, `)),
+  );
+  // Its sessions start at the new commit with no catching up, on setup's one run (the first build's).
+  const warm = (await (
+    await startSession(stack, newSessionId('reused'), inspectingSession(repo.url))
+  ).result()) as SessionStatus;
+  expect(warm.snapshot).toMatchObject({ image: refreshed.image, commit: head, behind: 0 });
+  expect(stepOutput(warm)).toContain('runs=1\n');
+  expect(stepOutput(warm)).toContain(`head=${head}\n`);
+  const labels = (await docker.getImage(refreshed.image!).inspect()).Config.Labels;
+  expect(labels[SNAPSHOT_LABELS.setupAt]).toBe(
+    (await docker.getImage(first.image!).inspect()).Config.Labels[SNAPSHOT_LABELS.setupAt],
+  );
+
+  // The lockfile changed: the refresh runs setup, on a fresh copy of the repo.
+  const lockHead = await repo.commit({ 'package-lock.json': '{ "lockfileVersion": 3, "generation": 2 }\n' });
+  const rebuilt = await build(repo.url);
+  expect(rebuilt).toMatchObject({ status: 'ready', commit: lockHead });
+  expect(rebuilt.notes ?? []).not.toContainEqual(expect.stringMatching(/setup did not run/));
+  const after = (await (
+    await startSession(stack, newSessionId('rebuilt'), inspectingSession(repo.url))
+  ).result()) as SessionStatus;
+  expect(after.snapshot).toMatchObject({ image: rebuilt.image, behind: 0 });
+  expect(stepOutput(after)).toContain('runs=1\n'); // this build's own run, on a fresh copy
+  expect(stepOutput(after)).toContain('"generation": 2');
+});
+
 test("setup's files are not the agent's change: a lockfile setup made and a file it rewrote are never pushed", async () => {
   // Setup as `npm install` in a repo without a lockfile: it writes one, and rewrites a tracked file.
   const repo = await makeSnapshotRepo(
