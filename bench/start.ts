@@ -130,7 +130,7 @@ async function main(): Promise<string> {
   if (ONBOARD_RUNS > 0) {
     const real = await realRegistryRows(stack, (url) => sessionStart(undefined, url));
     rows.push(...real.rows);
-    ratios.push(real.ratio);
+    ratios.push(...real.ratios);
     notes.push(real.note);
   }
   return [...notes, '', timingTable(rows, 'start → first command runs'), '', ratioTable(ratios)].join('\n');
@@ -158,7 +158,7 @@ async function floorRow(name: string, image: string): Promise<Row> {
 async function realRegistryRows(
   stack: BenchStack,
   sessionStart: (url: string) => Promise<{ ms: number; status: SessionStatus }>,
-): Promise<{ rows: Row[]; ratio: Ratio; note: string }> {
+): Promise<{ rows: Row[]; ratios: Ratio[]; note: string }> {
   const { client, config, taskQueue } = stack;
   const project = await realRegistryProject();
   const onboard: Row = { name: 'real registry: `repo add` → first ready snapshot', ms: [] };
@@ -209,11 +209,18 @@ async function realRegistryRows(
   const floor = await floorRow('real registry floor: docker run <its snapshot>', built!.image!);
   return {
     rows: [onboard, refresh, warm, floor],
-    ratio: {
-      name: 'real registry warm / floor (docker run)',
-      value: median(warm.ms) / median(floor.ms),
-      goal: { max: 1.3 },
-    },
+    ratios: [
+      {
+        name: 'real registry warm / floor (docker run)',
+        value: median(warm.ms) / median(floor.ms),
+        goal: { max: 1.3 },
+      },
+      // Issue 51 goal 4 asks for the reuse and its time against a full build, not a ratio.
+      {
+        name: 'real registry refresh after a one-file commit / first build',
+        value: median(refresh.ms) / median(onboard.ms),
+      },
+    ],
     note: `Real-registry project: express, vitest, typescript (${lockedPackages(project)} packages from registry.npmjs.org through the egress proxy, DRYDOCK_EXTRA_CA_CERTS = ${HOST_CA_BUNDLE}; ${mb(built!.sizeBytes)} snapshot image); setup \`${REAL_REGISTRY_SETUP}\`.`,
   };
 }
