@@ -165,35 +165,33 @@ async function realRegistryRows(
   const refresh: Row = { name: 'real registry: refresh after a one-file commit (lockfile unchanged)', ms: [] };
   let built: SnapshotBuildResult | undefined;
   let url = '';
+  /** The repo's snapshot built now, its image removed at the end. */
+  const buildNow = async (kind: string): Promise<SnapshotBuildResult> => {
+    const result: SnapshotBuildResult = await client.workflow.execute('refreshSnapshot', {
+      workflowId: `bench-${kind}-${randomBytes(3).toString('hex')}`,
+      taskQueue,
+      args: [{ repo: url }],
+    });
+    atExit(() => run('docker', ['rmi', '-f', result.image!]));
+    return result;
+  };
   for (let i = 0; i < ONBOARD_RUNS; i++) {
     const repo = await makeFixtureRepo(project);
     atExit(() => rm(path.dirname(repo.bare), { recursive: true, force: true }));
     url = repo.url;
     const started = Date.now();
     await addRepo(client, config, url, { setup: REAL_REGISTRY_SETUP, every: '30m', allow: REAL_REGISTRY_ALLOW });
-    built = await client.workflow.execute('refreshSnapshot', {
-      workflowId: `bench-onboard-${randomBytes(3).toString('hex')}`,
-      taskQueue,
-      args: [{ repo: url }],
-    });
+    built = await buildNow('onboard');
     onboard.ms.push(Date.now() - started);
-    const image = built!.image!;
-    atExit(() => run('docker', ['rmi', '-f', image]));
     // No scheduled rebuild may compete with the warm runs.
     await deleteSnapshotSchedules(client, url, [config.DRYDOCK_HOST_ID]);
-    say(`real registry: onboarding ${i + 1}: ${fmt(onboard.ms[i])} (${image})`);
+    say(`real registry: onboarding ${i + 1}: ${fmt(onboard.ms[i])} (${built.image})`);
     // Issue 51 goal 4's refresh: a commit of one source file, then the snapshot built again.
     await repo.commit({ [`src/refresh-${i}.ts`]: `export const refreshed = ${i};\n` }, 'one file');
     const refreshStarted = Date.now();
-    built = await client.workflow.execute('refreshSnapshot', {
-      workflowId: `bench-refresh-${randomBytes(3).toString('hex')}`,
-      taskQueue,
-      args: [{ repo: url }],
-    });
+    built = await buildNow('refresh');
     refresh.ms.push(Date.now() - refreshStarted);
-    const refreshed = built!.image!;
-    atExit(() => run('docker', ['rmi', '-f', refreshed]));
-    say(`real registry: refresh ${i + 1} after a one-file commit: ${fmt(refresh.ms[i])} (${refreshed})`);
+    say(`real registry: refresh ${i + 1} after a one-file commit: ${fmt(refresh.ms[i])} (${built.image})`);
   }
   const warm: Row = { name: 'real registry warm: snapshot, 0 new commits', ms: [] };
   for (let i = 0; i < RUNS; i++) {
