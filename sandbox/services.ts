@@ -17,6 +17,7 @@ import {
   type ServiceContainerSpec,
   type ServiceRuntime,
   type ServiceState,
+  SandboxNotFound,
 } from './provider';
 import { z } from 'zod';
 import {
@@ -357,8 +358,12 @@ async function waitReady(
   const poll = Math.min(hc?.intervalMs ?? 1_000, 50);
   for (;;) {
     const state = await runtime.state(sandbox, s.name);
-    if (!state?.running) {
-      const how = `exited with code ${state?.exitCode ?? '?'} before it was ready`;
+    // Gone, not exited: something removed it (a cut-off provisioning attempt's cleanup, a reaper). The
+    // sandbox is lost, and provisioning makes it again, rather than blame the repo's service.
+    if (!state)
+      throw new SandboxNotFound(sandbox, `lost its service ${s.name} before it was ready (its container is gone)`);
+    if (!state.running) {
+      const how = `exited with code ${state.exitCode ?? '?'} before it was ready`;
       throw new ServiceFailure(s.name, how, await logTail(runtime, sandbox, s.name));
     }
     if (test ? (await runtime.exec(sandbox, s.name, test)) === 0 : await listening(provider, sandbox, s.ports)) return;

@@ -6,7 +6,20 @@
  */
 import { ComposeError, parseCompose, shellWords } from '../../sandbox/compose';
 import { parseDevcontainer } from '../../sandbox/repo-image';
-import { recordedServices, RecordedServicesInvalid, SERVICES_LABEL } from '../../sandbox/services';
+import {
+  recordedServices,
+  RecordedServicesInvalid,
+  SERVICES_LABEL,
+  ServiceFailure,
+  startServices,
+  type RunnableService,
+} from '../../sandbox/services';
+import {
+  SandboxNotFound,
+  type SandboxProvider,
+  type ServiceContainerSpec,
+  type ServiceState,
+} from '../../sandbox/provider';
 import { checkRepoConfig } from '../../workflows/repo-config';
 import { appOfConfig, dependencyProblems, servicesOfConfig, startOrder } from '../../workflows/services';
 
@@ -388,6 +401,58 @@ describe("a snapshot's recorded services (its drydock.snapshot.services label)",
     if (why) expect(() => read(value)).toThrow(`(${why}`);
     expect(() => read(value)).toThrow(
       /^snapshot drydock-snap-x:1: its drydock.snapshot.services label is not a record drydock wrote .*build a new snapshot/,
+    );
+  });
+});
+
+describe('a service that is not there any more while it starts', () => {
+  const db: RunnableService = {
+    name: 'db',
+    image: 'postgres:17',
+    environment: {},
+    ports: [5432],
+    data: [],
+    dependsOn: [],
+    limits: {},
+    source: 'services.db',
+  };
+  const container: ServiceContainerSpec = {
+    sandbox: 'sb',
+    service: 'db',
+    image: 'postgres:17',
+    labels: {},
+    env: [],
+    folders: [],
+    cpus: 1,
+    memoryBytes: 512 * 1024 ** 2,
+    pids: 256,
+  };
+  /** A provider whose service starts, then answers `state` with what each test gives. */
+  const providerWith = (state: ServiceState | undefined) =>
+    ({
+      name: 'fake',
+      services: {
+        start: async () => undefined,
+        state: async () => state,
+        log: async () => 'the end of its log',
+      },
+    }) as unknown as SandboxProvider;
+
+  test("gone (removed by a cut-off attempt's cleanup, say): the sandbox is lost, and provisioning makes it again", async () => {
+    // Chaos seed 3038905507 (2026-12-07): a session failed with "service db exited with code ? before it was ready".
+    await expect(startServices(providerWith(undefined), 'sb', [db], [container])).rejects.toThrow(SandboxNotFound);
+  });
+
+  test("exited: the repo's service failed, named with its exit code and its log", async () => {
+    const exited = startServices(
+      providerWith({ running: false, exitCode: 1, oomKilled: false }),
+      'sb',
+      [db],
+      [container],
+    );
+    await expect(exited).rejects.toThrow(ServiceFailure);
+    await expect(exited).rejects.toThrow(
+      'service db exited with code 1 before it was ready; its log ends: the end of its log',
     );
   });
 });
