@@ -411,7 +411,8 @@ export class DockerProvider extends ExecOverStream implements SandboxProvider, I
         () => false,
       );
     } finally {
-      await probe.remove({ force: true });
+      // With the anonymous volumes the engine made for the image's VOLUMEs: none is left on the host.
+      await probe.remove({ force: true, v: true });
     }
   }
 

@@ -52,7 +52,8 @@ export async function pathLower(docker: Docker, image: string, containerPath: st
     Labels: { [LOWER_LABEL]: imageId },
     HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: name, Target: containerPath }] },
   });
-  await docker.getContainer(filler.id).remove({ force: true });
+  // `v`: the anonymous volumes of the image's other VOLUMEs go with it (the named one stays).
+  await docker.getContainer(filler.id).remove({ force: true, v: true });
   // The marker: an empty volume whose labels name the finished copy. Two workers racing: the first by name wins.
   await docker.createVolume({
     Name: `${name}-ready`,

@@ -13,6 +13,7 @@ import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { SnapshotBuildResult } from '../../sandbox/contract';
+import { DockerProvider } from '../../sandbox/docker/provider';
 import { addRepo } from '../../cli/snapshots';
 import { ENVIRONMENT_FROM_LABEL } from '../../sandbox/repo-image';
 import { repoSlug, deleteSnapshotSchedules, SNAPSHOT_LABELS } from '../../sandbox/snapshots';
@@ -371,9 +372,34 @@ test('an image with ONBUILD triggers is refused, named or FROM, before any build
   }
 }, 180_000);
 
+/** Anonymous volumes the engine made since `since` (seconds) that nothing uses now: left behind. */
+async function anonymousVolumesLeft(since: number): Promise<string[]> {
+  const events = await docker.getEvents({
+    since,
+    until: Math.floor(Date.now() / 1000) + 1,
+    filters: { type: ['volume'], event: ['create'] },
+  });
+  const text = await new Promise<string>((resolve, reject) => {
+    let all = '';
+    events.on('data', (chunk: Buffer) => (all += chunk.toString()));
+    events.on('end', () => resolve(all));
+    events.on('error', reject);
+  });
+  const made = text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => (JSON.parse(line) as { Actor: { ID: string } }).Actor.ID)
+    .filter((id) => /^[0-9a-f]{64}$/.test(id));
+  const dangling = new Set(
+    ((await docker.listVolumes({ filters: { dangling: ['true'] } })).Volumes ?? []).map((v) => v.Name),
+  );
+  return made.filter((id) => dangling.has(id));
+}
+
 test("an image's VOLUME is a bounded tmpfs in the sandbox, not a volume on the host's disk (T4-L3)", async () => {
   const withVolume = `drydock-volume-test:${newSessionId('volume').slice(-6)}`;
   await localImage(withVolume, ['VOLUME /srv/data']);
+  const since = Math.floor(Date.now() / 1000);
   try {
     const repo = await fixture({ '.devcontainer/devcontainer.json': JSON.stringify({ image: withVolume }) });
     const { final, output } = await session(
@@ -386,6 +412,10 @@ test("an image's VOLUME is a bounded tmpfs in the sandbox, not a volume on the h
     );
     expect(final.phase).toBe('completed');
     expect(output.trim().split('\n')).toEqual(['tmpfs', 'writable', 'bounded']);
+    // Nor one left on the host by drydock's own look into the image (whether it is musl's: a container
+    // made, read and removed): every anonymous volume the engine made meanwhile is gone or in use.
+    expect(await new DockerProvider(docker).imageHasFile(withVolume, '/lib/ld-musl-x86_64.so.1')).toBe(false);
+    expect(await anonymousVolumesLeft(since)).toEqual([]);
   } finally {
     await docker.getImage(withVolume).remove({ force: true });
   }
