@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { LABELS } from '../../sandbox/provider';
-import { own, reapLeftovers } from '../support/leftovers';
+import { own, reapLeftovers, reserveRunId } from '../support/leftovers';
 import { docker, projectRoot } from '../support/helpers';
 
 /** Like a killed run: a process that marks `dir`, starts a server (sleep) that outlives it, and is gone. */
@@ -116,3 +116,10 @@ async function stopEngine(dir: string): Promise<void> {
   process.kill(pid, 'SIGTERM');
   while (running(pid)) await new Promise((r) => setTimeout(r, 200));
 }
+
+test("two runs started in the same millisecond get different ids (a teardown removes its id's sandboxes)", () => {
+  const at = Date.now() - 1_000_000_000; // a millisecond no real run took
+  const [first, second] = [reserveRunId(at), reserveRunId(at)];
+  expect(first).toBe(`test-${at.toString(36)}`);
+  expect(second).toBe(`test-${(at + 1).toString(36)}`);
+});

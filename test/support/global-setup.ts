@@ -11,7 +11,7 @@ import { Connection } from '@temporalio/client';
 import { ensureSearchAttributes, startDevServer } from '../../platform/temporal';
 import { ensureBaseImage } from '../../sandbox-images/base-image';
 import { freePort } from './helpers';
-import { own, ownProcess, reapLeftovers } from './leftovers';
+import { own, ownProcess, reapLeftovers, reserveRunId } from './leftovers';
 import { PostgresServer } from './postgres';
 import { workflowBundle } from '../../workers/workflow-bundle';
 
@@ -24,7 +24,7 @@ export default async function globalSetup(): Promise<void> {
   Object.assign(process.env, {
     DRYDOCK_TEST_OWNER: String(process.pid),
     DRYDOCK_TEST_DIR: dir,
-    DRYDOCK_TEST_RUN: `test-${Date.now().toString(36)}`,
+    DRYDOCK_TEST_RUN: reserveRunId(),
   });
   own(dir);
   const image = await ensureBaseImage();

@@ -54,6 +54,27 @@ export function ownProcess(pid: number | undefined): void {
 }
 
 /**
+ * A run id (DRYDOCK_TEST_RUN) no other run on this machine has: the time in
+ * base 36, taken by creating a file of that name exclusively. npm test's lanes
+ * start their runs at once, two once in the same millisecond, and a run's
+ * teardown removes every sandbox under its id as leaked: the drills' lane so
+ * removed the first lane's live sandbox in multi-host.test (session 34's run 37).
+ */
+export function reserveRunId(now = Date.now()): string {
+  const dir = path.join(tmpdir(), 'drydock-run-ids');
+  mkdirSync(dir, { recursive: true });
+  for (let t = now; ; t++) {
+    const id = `test-${t.toString(36)}`;
+    try {
+      writeFileSync(path.join(dir, id), '', { flag: 'wx' });
+      return id;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+}
+
+/**
  * Removes what runs whose owner is gone left behind: kills their processes,
  * removes their sandboxes (by the run's session prefix) and their temp
  * folders. Returns what it removed, for the log. npm test's lanes start at
