@@ -26,33 +26,33 @@ export interface PendingBuildActivity {
   details?: BuildDetails;
 }
 
+/** The words for a build's activities that heartbeat no phase of their own. */
+const ACTIVITY_WORDS: Record<string, string> = {
+  startSnapshotBuild: 'starting',
+  runStep: 'running setup',
+  finishSnapshotBuild: 'saving the snapshot image',
+  fillPools: "refilling the host's warm pool",
+  destroySandbox: 'removing the build container',
+};
+
+/** One line of text as a terminal may show it: what the sandbox printed keeps no sequence or control character. */
+const oneLine = (text: string) => plainLogText(text).replace(/\s+/g, ' ').trim();
+
 /** The words for where a build is (a new one is printed as a line), and its latest output line. */
 export function buildProgressText(a: PendingBuildActivity): { text: string; line?: string } {
   const d = a.details ?? {};
   const retry = a.attempt > 1 ? ` (attempt ${a.attempt}${a.lastFailure ? `, after: ${a.lastFailure}` : ''})` : '';
-  // What the sandbox printed (setup's output, a RUN step's): no terminal sequence of it reaches the terminal.
+  const where = d.building
+    ? `building ${d.building.source ?? 'an image'}: ${d.building.step ?? 'starting the builder'}`
+    : (d.phase ?? ACTIVITY_WORDS[a.activity] ?? a.activity);
   const last =
     d.building?.line ??
     plainLogText(d.outputTail ?? '')
       .trimEnd()
       .split('\n')
       .pop();
-  const line = last && plainLogText(last).replace(/\s+/g, ' ');
-  const text =
-    a.activity === 'startSnapshotBuild'
-      ? d.building
-        ? `building ${d.building.source ?? 'an image'}: ${d.building.step ?? 'starting the builder'}`
-        : (d.phase ?? 'starting')
-      : a.activity === 'runStep'
-        ? 'running setup'
-        : a.activity === 'finishSnapshotBuild'
-          ? (d.phase ?? 'saving the snapshot image')
-          : a.activity === 'fillPools'
-            ? "refilling the host's warm pool"
-            : a.activity === 'destroySandbox'
-              ? 'removing the build container'
-              : a.activity;
-  return { text: plainLogText(text + retry).replace(/\s+/g, ' '), ...(line ? { line } : {}) };
+  const line = last && oneLine(last);
+  return { text: oneLine(where + retry), ...(line ? { line } : {}) };
 }
 
 /** The workflow's pending activities with their heartbeat details decoded. */
