@@ -1,5 +1,6 @@
 /**
- * `drydock snapshot build`'s progress while it waits: the build's pending
+ * `drydock snapshot build`'s progress while it waits (and a session
+ * follower's, for a build inside its step): the build's pending
  * activity and what it heartbeats (sandbox/activities/snapshot-build.ts
  * phases, the isolated builder's current step, setup's output), read from
  * Temporal's description of the workflow. A line on stderr for each new
@@ -7,7 +8,7 @@
  * output line too, on one updating line.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { plainLogText } from '../sandbox';
+import { plainLogText } from '../sandbox/service-logs';
 
 /** How often the build's description is read. */
 export const FOLLOW_EVERY_MS = 2_000;
@@ -74,6 +75,26 @@ async function pendingActivities(client: Client, handle: WorkflowHandle): Promis
       ...(details ? { details } : {}),
     };
   });
+}
+
+/**
+ * For a session's follower (`drydock run`, `watch`): where an image build
+ * inside its running step is (a cold start building its environment), a new
+ * text each time the build moves, else undefined; Temporal is asked at most
+ * every FOLLOW_EVERY_MS however often it is called.
+ */
+export function buildInStep(client: Client, handle: WorkflowHandle): () => Promise<string | undefined> {
+  let askedAt = 0;
+  let shown = '';
+  return async () => {
+    if (Date.now() - askedAt < FOLLOW_EVERY_MS) return undefined;
+    askedAt = Date.now();
+    const build = (await pendingActivities(client, handle).catch(() => [])).find((p) => p.details?.building);
+    const text = build && buildProgressText(build).text;
+    if (!text || text === shown) return undefined;
+    shown = text;
+    return text;
+  };
 }
 
 /** Prints the build's progress on stderr until `done` settles. */

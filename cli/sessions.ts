@@ -5,6 +5,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../platform/config';
 import { finalStatus, getStatus, listSessions } from '../platform/sessions';
 import { sessionLink } from '../platform/temporal';
+import { buildInStep } from './build-progress';
 import { describeVerification, screenshotsOf } from '../workflows/rules/verification';
 import {
   OUTCOMES,
@@ -164,6 +165,8 @@ export async function watch(
     progressShown = false;
   };
   let workerless = false;
+  // A step that builds an image (a cold start's environment) says where the build is, as `snapshot build` does.
+  const buildMoved = buildInStep(client, handle);
   for (;;) {
     const s = await handle.query(status).catch(async (err: unknown) => {
       // A closed workflow whose worker is gone cannot be queried; its result still tells.
@@ -187,6 +190,11 @@ export async function watch(
         say(stepLine(step));
       }
       const running = s.timeline[printed];
+      const building = running && !opts.json ? await buildMoved() : undefined;
+      if (building) {
+        clearProgress();
+        say(`  ${building}`);
+      }
       if (live && running && !running.name.startsWith('approval')) {
         const elapsed = Math.round((Date.now() - Date.parse(running.startedAt)) / 1000);
         if (elapsed >= 3) {

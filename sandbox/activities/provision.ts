@@ -455,19 +455,22 @@ async function recordProvisioned(
 }
 
 /**
- * The provider, with its image store's `image` answered once per reference:
- * the same snapshot image is read by the snapshot lookup, its services, its
- * environment, the create and the CA bundle within one provisioning (which
- * may see it go only as it sees it go anyway: once).
+ * The provider, with its image store's `image` answered once per reference
+ * found: the same snapshot image is read by the snapshot lookup, its
+ * services, its environment, the create and the CA bundle within one
+ * provisioning (which may see it go only as it sees it go anyway: once). An
+ * image not there is asked again: provisioning may build it meanwhile (a cold
+ * start's environment), and must then find it.
  */
-function imagesInspectedOnce(sandboxes: SandboxProvider): SandboxProvider {
+export function imagesInspectedOnce(sandboxes: SandboxProvider): SandboxProvider {
   const store = sandboxes.imageStore;
   if (!store) return sandboxes;
   const seen = new Map<string, ReturnType<ImageStore['image']>>();
   const image = (ref: string) => {
     const known = seen.get(ref) ?? store.image(ref);
     seen.set(ref, known);
-    known.catch(() => seen.delete(ref)); // a failed inspect is asked again
+    const forget = () => seen.get(ref) === known && seen.delete(ref);
+    known.then((found) => found || forget(), forget); // none yet, or a failed inspect: asked again
     return known;
   };
   const imageStore = Object.assign(Object.create(store) as ImageStore, { image });

@@ -24,6 +24,7 @@ import {
   docker,
   makeFixtureRepo,
   newSessionId,
+  runCli,
   runReaper,
   startSession,
   startStack,
@@ -254,14 +255,30 @@ describe("a repo's Dockerfile is built in the isolated builder, never on the hos
     }
   }, 600_000);
 
-  test('RUN runs as root in the builder; the session on its image runs as the sandbox user', async () => {
+  test('RUN runs as root in the builder; the session on its image runs as the sandbox user; `drydock run` shows the build', async () => {
     const repo = await fixture({
-      Dockerfile: 'FROM debian:trixie-slim\nRUN id -u > /built-by && touch /ran-as-root\n',
+      // The sleep holds the step for several of the follower's polls, on any machine.
+      Dockerfile: 'FROM debian:trixie-slim\nRUN sleep 8 && id -u > /built-by && touch /ran-as-root\n',
       '.drydock/config.yaml': 'environment:\n  dockerfile: Dockerfile\n',
     });
-    const { final, output } = await session('run-root', repo, 'cat /built-by; id -u; ls /ran-as-root');
+    // Started as a person would, with the CLI: a cold start builds the environment, and the follower says where.
+    const id = newSessionId('run-root');
+    const ran = await runCli(
+      ['run', '--repo', repo.url, '--id', id, '--task', 'run-root', '--step', 'cat /built-by; id -u; ls /ran-as-root'],
+      {
+        TEMPORAL_ADDRESS: stack.config.TEMPORAL_ADDRESS,
+        DATABASE_URL: stack.config.DATABASE_URL!,
+        DRYDOCK_TASK_QUEUE: stack.config.DRYDOCK_TASK_QUEUE,
+      },
+    );
+    expect(ran.stderr).toMatch(/^ {2}building Dockerfile: STEP \d\/\d: RUN sleep 8 && id -u/m);
+    // Provisioning finds the image it built (its first attempt once took the inspect from before the build).
+    expect(ran.stderr).not.toContain('is not on the host after its load');
+    expect(await containersOf(id)).toHaveLength(0);
+    const final: SessionStatus = await stack.client.workflow.getHandle(id).query(status);
     expect(final.phase).toBe('completed');
-    expect(output).toMatch(/^0\n1000\n\/ran-as-root$/m);
+    expect(ran.code).toBe(0);
+    expect(final.timeline.find((t) => t.name.startsWith('step 1'))?.outputTail).toMatch(/^0\n1000\n\/ran-as-root$/m);
   }, 600_000);
 
   test("another repository's snapshot is no repo's image, named or FROM", async () => {
