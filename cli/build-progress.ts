@@ -8,7 +8,7 @@
  * output line too, on one updating line.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { plainLogText } from '../sandbox/service-logs';
+import { plainLogText } from '../platform/scrub';
 
 /** How often the build's description is read. */
 export const FOLLOW_EVERY_MS = 2_000;

@@ -2,7 +2,9 @@
  * Scrubbing of secrets from whatever leaves a sandbox for logs, artifacts and
  * status: by value (the secrets granted to the step, the worker's own) and by
  * pattern (token formats of common providers), so a secret an agent prints
- * is not carried into the workflow history or the review console.
+ * is not carried into the workflow history or the review console. And of
+ * terminal sequences (plainLogText), so what a sandbox printed cannot drive
+ * the terminal or page that shows it.
  */
 
 import type { Config } from './config';
@@ -326,4 +328,22 @@ export function redactorOf(
     ...gitHostSecrets(config.DRYDOCK_GIT_CREDENTIALS),
     ...Object.fromEntries(Object.entries(config.secrets).map(([name, value]) => [`DRYDOCK_SECRET_${name}`, value])),
   });
+}
+
+/** Terminal sequences a sandbox may print (the repo's output), dropped before a log, a model, a page or a terminal shows it. */
+const SEQUENCES = [
+  /\x1b\[[0-?]*[ -/]*[@-~]/g, // CSI: colours, cursor moves
+  /\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?/g, // OSC: titles, hyperlinks, the clipboard
+  /\x1b[PX^_][^\x1b]*(?:\x1b\\)?/g, // DCS, SOS, PM, APC strings
+  /\x1b[ -/]*[0-~]?/g, // any other escape
+  /\x9b[0-?]*[ -/]*[@-~]/g, // CSI's 8-bit form
+  /[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c)?/g, // the strings' 8-bit forms
+];
+const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+/** Text with every terminal sequence and control character but tab and newline removed (a lone CR ends a line). */
+export function plainLogText(text: string): string {
+  let out = text.replace(/\r\n/g, '\n').replace(/\r/g, '\n');
+  for (const sequence of SEQUENCES) out = out.replace(sequence, '');
+  return out.replace(CONTROLS, '');
 }

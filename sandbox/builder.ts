@@ -44,7 +44,7 @@ import path from 'node:path';
 import type { Logger } from '../platform/log';
 import { archiveLayersProblem, archiveNamesProblem, readArchiveNames, type BaseLayers } from './build-archive';
 import { withoutCopyLink } from './dockerfile-bases';
-import { plainLogText } from './service-logs';
+import { plainLogText } from '../platform/scrub';
 import { openEgressProxy, refusedTargets, type EgressProxy, type EgressRule } from './egress';
 
 /** The Docker runtime builds run under (infra/builder-runtime.sh registers it). */

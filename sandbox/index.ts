@@ -29,7 +29,8 @@ export { tail } from './activities/output';
 export { parseRunOnce, runOnceCommand } from './activities/run-once';
 export { toolExecutors } from './activities/tool-exec';
 export { CheckpointStore } from './checkpoints';
-export { APP_LOG_NAME, linesAsked, plainLogText, readLog } from './service-logs';
+export { APP_LOG_NAME, linesAsked, readLog } from './service-logs';
+export { plainLogText } from '../platform/scrub';
 export { serviceContainers, startServices, type RunnableService } from './services';
 
 // A change leaving the sandbox: the commit the worker makes of its bundle.

@@ -6,6 +6,7 @@
  * characters are dropped before a model or a page sees them).
  */
 import { APP_LOG_IN_SANDBOX } from '../workflows/rules/verification';
+import { plainLogText } from '../platform/scrub';
 import type { SandboxProvider } from './provider';
 
 /** Lines a reader gets when it does not say, and the most it may ask for. */
@@ -25,23 +26,6 @@ export function featureStartContainerName(sandbox: string): string {
 }
 /** Where that companion's app writes its output: its own /tmp (the sandbox's home is read-only there). */
 export const AGENT_APP_LOG = '/tmp/drydock-app.log';
-
-const SEQUENCES = [
-  /\x1b\[[0-?]*[ -/]*[@-~]/g, // CSI: colours, cursor moves
-  /\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?/g, // OSC: titles, hyperlinks, the clipboard
-  /\x1b[PX^_][^\x1b]*(?:\x1b\\)?/g, // DCS, SOS, PM, APC strings
-  /\x1b[ -/]*[0-~]?/g, // any other escape
-  /\x9b[0-?]*[ -/]*[@-~]/g, // CSI's 8-bit form
-  /[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c)?/g, // the strings' 8-bit forms
-];
-const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
-
-/** Text with every terminal sequence and control character but tab and newline removed (a lone CR ends a line). */
-export function plainLogText(text: string): string {
-  let out = text.replace(/\r\n/g, '\n').replace(/\r/g, '\n');
-  for (const sequence of SEQUENCES) out = out.replace(sequence, '');
-  return out.replace(CONTROLS, '');
-}
 
 /** The last `lines` lines of `text`, at most `chars` characters (cut at a line's start when it can be). */
 export function lastLines(text: string, lines: number, chars = LOG_CHARS): string {

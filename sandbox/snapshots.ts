@@ -10,7 +10,7 @@ import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, t
 import type { Pool } from 'pg';
 import { readAtCommit } from '../repos/git';
 import type { RepoRegistration } from '../repos/registry';
-import { plainLogText } from './service-logs';
+import { plainLogText } from '../platform/scrub';
 
 export type BuildStatus = 'building' | 'ready' | 'failed' | 'removed';
 

@@ -28,7 +28,8 @@ import { egressDirOf } from '../egress';
 import { sandboxOf } from '../handle';
 import { LABELS, SandboxNotFound } from '../provider';
 import { HELPER } from '../toolchains';
-import { AGENT_APP_LOG, agentAppContainerName, featureStartContainerName, plainLogText } from '../service-logs';
+import { AGENT_APP_LOG, agentAppContainerName, featureStartContainerName } from '../service-logs';
+import { plainLogText } from '../../platform/scrub';
 import { tail } from './output';
 import { createOwnedContainer, inSandbox, type ContainerDeps } from './container';
 

@@ -8,7 +8,8 @@
 import type { Logger } from 'pino';
 import type { ServiceContainerSpec } from '../provider';
 import type { Redactor } from '../../platform/scrub';
-import { lastLines, plainLogText } from '../service-logs';
+import { lastLines } from '../service-logs';
+import { plainLogText } from '../../platform/scrub';
 import type { SandboxDeps } from './deps';
 
 /** The most a service's compressed copy may hold; a larger one is not kept (the replacement starts from the snapshot's data). */

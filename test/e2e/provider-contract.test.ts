@@ -104,8 +104,9 @@ describe('the Docker provider', () => {
     await provider.create(await specOf(name, true));
     const disk = path.join(provider.storage.root, 'sandboxes', name);
     expect(existsSync(disk)).toBe(true);
-    // The container already gone (a fault's removal under way), its disk still mounted: each call removes the disk.
-    await new Docker().getContainer(name).remove({ force: true });
+    // The container already gone (a fault's removal under way, drydock's own: with its volumes), its disk still
+    // mounted: each call removes the disk.
+    await new Docker().getContainer(name).remove({ force: true, v: true });
     const removals = await Promise.allSettled([1, 2, 3, 4].map(() => provider.destroy(name)));
     expect(removals.map((r) => (r.status === 'rejected' ? String(r.reason) : r.status))).toEqual([
       'fulfilled',

@@ -1,5 +1,6 @@
 /** Service logs as the built-in loop and the console read them (sandbox/service-logs.ts): plain text, bounded. */
-import { lastLines, linesAsked, LOG_LINES, plainLogText } from '../../sandbox/service-logs';
+import { lastLines, linesAsked, LOG_LINES } from '../../sandbox/service-logs';
+import { plainLogText } from '../../platform/scrub';
 
 test('terminal sequences and control characters are dropped; tab and newline stay, a lone CR ends a line', () => {
   const raw =
