@@ -95,6 +95,8 @@ export interface SetupPlan {
   egress: SetupEgressRule[];
   /** Why it runs: no snapshot yet, or which setup inputs changed. */
   reason: string;
+  /** Its own variables (an inferred setup's caches, its virtualenv), as a snapshot build gives them. */
+  env?: Record<string, string>;
 }
 
 export interface StepInput {

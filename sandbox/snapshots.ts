@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { readAtCommit } from '../repos/git';
+import { repoFileSetup } from '../repos/config-file';
 import type { RepoRegistration } from '../repos/registry';
 import { plainLogText } from '../platform/scrub';
 
@@ -57,6 +58,31 @@ export const LOCKFILES = [
   'Cargo.lock',
   'Gemfile.lock',
 ];
+
+/**
+ * Package managers' manifests and settings: where no lockfile pins it, what setup installs is
+ * named here. Not setup inputs (a script's edit in package.json would make every session run
+ * setup), but a refresh takes an earlier build's setup result only when none of them changed.
+ */
+export const MANIFESTS = [
+  'package.json',
+  '.npmrc',
+  '.yarnrc.yml',
+  'pyproject.toml',
+  'setup.py',
+  'setup.cfg',
+  'Pipfile',
+  'go.mod',
+  'Cargo.toml',
+  'Gemfile',
+];
+
+/** Whether a manifest (MANIFESTS, anywhere in the tree) differs between two commits; unknown counts as yes. */
+export async function manifestChanged(mirror: string, from: string, to: string): Promise<boolean> {
+  const changed = await readAtCommit(mirror, to, ['diff', '--name-only', '-z', from, to]).catch(() => undefined);
+  if (changed === undefined) return true;
+  return changed.split('\0').some((file) => MANIFESTS.includes(file.split('/').pop()!));
+}
 
 /** Docker labels of snapshot images. */
 export const SNAPSHOT_LABELS = {
@@ -165,6 +191,24 @@ export function setupOf(
   if (!inferred) return undefined;
   const from = inferred.steps.map((s) => s.lockfile).join(', ');
   return { command: inferred.command, source: `inferred from ${from}`, env: inferred.env };
+}
+
+/**
+ * The setup a registration runs at a commit, chosen the same way for a snapshot build and for a
+ * session that must run it (so their setup hashes agree): setupOf's order with the one inferred
+ * from the lockfiles last, the dev container's features' commands first (withFeatureSetup).
+ * Undefined when nothing gives one (a build then looks at imageOnlySetup).
+ */
+export async function chooseSetup(
+  reg: Pick<RepoRegistration, 'setup'>,
+  at: { mirror: string; commit: string; inputs: Record<string, string> },
+  environment: { setup?: string; featureSetup?: string },
+): Promise<ReturnType<typeof setupOf>> {
+  const [fileSetup, inferred] = await Promise.all([
+    repoFileSetup(at.mirror, at.commit),
+    inferredSetupAt(at.mirror, at.commit),
+  ]);
+  return withFeatureSetup(setupOf(reg, at.inputs, fileSetup, environment.setup, inferred), environment.featureSetup);
 }
 
 /**

@@ -120,15 +120,13 @@ export class Toolchains {
   ) {}
 
   /**
-   * The host folder of a Node.js build satisfying `request`: one already in
-   * the cache if it fits, else the newest of the fitting major from the
-   * registry (fetched once).
+   * The host folder of a Node.js build satisfying `request`, the same on
+   * every host whatever else its cache holds: the helpers' own (always there)
+   * when it fits, else the newest release of the lowest fitting major from
+   * the registry (fetched once per host and version).
    */
   async node(request: NodeRequest): Promise<string> {
-    const cached = (await readdir(this.root).catch(() => [] as string[]))
-      .map((d) => new RegExp(`^node-(.+)-corepack-${COREPACK_VERSION.replace(/\./g, '\\.')}$`).exec(d)?.[1])
-      .filter((v): v is string => v !== undefined);
-    const version = pickNodeVersion(request.range, cached) ?? pickNodeVersion(request.range, await this.versions());
+    const version = pickNodeVersion(request.range, [HELPER_NODE_VERSION]) ?? (await this.release(request.range));
     if (!version) {
       throw new EnvironmentError(
         `${request.source} asks for Node.js ${request.range}; no published Node.js build satisfies it`,
@@ -180,6 +178,20 @@ export class Toolchains {
       }
       await ownGitDirs(path.join(tmp, path.basename(OWN_GIT_DIR)));
     });
+  }
+
+  /** The registry's pick for `range`; when the registry cannot be asked, the same rule over this host's builds. */
+  private async release(range: string): Promise<string | undefined> {
+    try {
+      return pickNodeVersion(range, await this.versions());
+    } catch (err) {
+      const cached = (await readdir(this.root).catch(() => [] as string[]))
+        .map((d) => new RegExp(`^node-(.+)-corepack-${COREPACK_VERSION.replace(/\./g, '\\.')}$`).exec(d)?.[1])
+        .filter((v): v is string => v !== undefined);
+      const found = pickNodeVersion(range, cached);
+      if (found) return found;
+      throw err;
+    }
   }
 
   /** Published versions of the Node.js package (asked once per process). */

@@ -13,13 +13,12 @@ import { heartbeatProgress } from '../../platform/heartbeat';
 import { holdersOf, hostFull, refusalOf, reservationOf, reservedLabel, type Reservation } from './admission';
 import { ErrorType } from '../../workflows/api';
 import { SandboxNotFound, type ExecResult, type ImageStore, type SandboxProvider, type SandboxSpec } from '../provider';
-import { changedInputs, SANDBOX_SNAPSHOT_LABEL, setupHash, setupInputs, setupOf, withFeatureSetup } from '../snapshots';
+import { changedInputs, chooseSetup, SANDBOX_SNAPSHOT_LABEL, setupHash, setupInputs, type setupOf } from '../snapshots';
 import { recordEvent } from '../../store/audit';
 import { createOwnedContainer, ownedLabels, sandboxName } from './container';
 import { sandboxEnvironment, type SandboxEnvironment } from './environment';
 import type { SandboxDeps } from './deps';
 import { mirrorAt } from '../../repos/mirror';
-import { repoFileSetup } from '../../repos/config-file';
 import type { DestroyInput, ProvisionInput, Sandbox, SandboxPlace, SetupPlan, SnapshotUse } from '../contract';
 import { PoolRegistry } from '../pool-registry';
 import type { AppSpec } from '../../workflows/services';
@@ -36,7 +35,7 @@ import {
   type SnapshotStart,
 } from './workspace';
 import type { Checkpoint } from '../checkpoints';
-import { planServices, snapshotEnv, startPlannedServices, type ServicePlan } from './services';
+import { planServices, snapshotEnv, startPlannedServices, withSetupEnv, type ServicePlan } from './services';
 import { prepareServices } from '../services';
 import { sandboxOf } from '../handle';
 import { takeCheckpoint } from './steps';
@@ -194,10 +193,12 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
   // The snapshot's image is inspected once for the whole provisioning, not by each part that reads it.
   const deps = { ...given, sandboxes: imagesInspectedOnce(given.sandboxes) };
   const start = await startingPoint(deps, input);
-  // From a snapshot, whether setup must run is settled while the sandbox is made (it only reads);
-  // without one it asks for a snapshot build, so only once the sandbox is there.
-  const planning = start.from && setupPlan(deps, input.repo.url, start);
-  planning?.catch(() => undefined); // awaited below; a failure before then must not go unhandled
+  // The repo's setup is chosen while the sandbox is made (it only reads); the cold path's sandbox
+  // gets its variables. From a snapshot, whether setup must run is settled meanwhile too; without
+  // one it asks for a snapshot build, so only once the sandbox is there.
+  const choosing = sessionSetup(deps, input.repo.url, start);
+  const planning = start.from && setupPlan(deps, input.repo.url, start, choosing);
+  for (const p of [choosing, planning]) p?.catch(() => undefined); // awaited below; not unhandled meanwhile
   const place = await placeSandbox(deps, input, start);
   // Its services, and the session's limits shared with them (a pool sandbox got both when it was made).
   const plan = await planServices(
@@ -207,9 +208,10 @@ async function provisionOnce(given: ProvisionDeps, input: ProvisionInput): Promi
     { repo: input.repo.url, limits: input.limits, labels: ownedLabels(deps.hostId, ownership(input)) },
   );
   const checkpoint = input.generation ? await deps.checkpoints.latest(input.sessionId) : undefined;
-  const { created, first } = await makeSandbox(deps, input, start, place, plan, checkpoint);
+  const setupEnv = start.from ? undefined : (await choosing)?.chosen.env;
+  const { created, first } = await makeSandbox(deps, input, start, place, plan, checkpoint, setupEnv);
   const restored = await fillSandbox(deps, { input, start, place, plan, checkpoint }, { created, first });
-  const setup = await (planning ?? setupPlan(deps, input.repo.url, start));
+  const setup = await (planning ?? setupPlan(deps, input.repo.url, start, choosing));
   const ready = readySandbox(deps, input, start, place.name, setup, restored);
   await recordProvisioned(deps, input, ready, { created, pooled: place.pooled, start, plan });
   // Only now, so that its docker create does not compete with this claim for the host's cores.
@@ -304,6 +306,7 @@ async function makeSandbox(
   place: Placement,
   plan: ServicePlan,
   checkpoint: Checkpoint | undefined,
+  setupEnv: Record<string, string> | undefined,
 ): Promise<Made> {
   if (place.pooled) {
     await prepareServices(deps.sandboxes, plan.services).catch(() => undefined);
@@ -327,7 +330,10 @@ async function makeSandbox(
         name: place.name,
         image: start.image,
         mounts: environment.mounts,
-        env: await snapshotEnv(deps, from?.snapshot.image, environment.env),
+        // A snapshot's setup variables are on its image; on the cold path, those of the setup it will run.
+        env: from
+          ? await snapshotEnv(deps, from.snapshot.image, environment.env)
+          : withSetupEnv(environment.env, setupEnv),
         limits: { ...input.limits, ...plan.sandboxShare },
         services: plan.containers,
         ...(environment.stack.hostNames ? { hostNames: environment.stack.hostNames } : {}),
@@ -491,6 +497,27 @@ function previewAppOf(app: AppSpec | undefined): Pick<Sandbox, 'preview'> {
   return { preview: { start, port, readyPath, readyTimeoutMs } };
 }
 
+/** A registered repo's setup at the session's commit, with what it was chosen from; none when unregistered or without one. */
+type SessionSetup = {
+  reg: NonNullable<Awaited<ReturnType<SandboxDeps['snapshots']['repo']>>>;
+  inputs: Record<string, string>;
+  chosen: NonNullable<ReturnType<typeof setupOf>>;
+};
+
+/** The repo's setup as a snapshot build chooses it (chooseSetup), the inferred one included. */
+async function sessionSetup(
+  deps: Pick<SandboxDeps, 'snapshots'>,
+  repo: string,
+  start: Pick<StartingPoint, 'mirror' | 'baseCommit' | 'environment'>,
+): Promise<SessionSetup | undefined> {
+  const { mirror, baseCommit: commit, environment } = start;
+  const reg = await deps.snapshots.repo(repo);
+  if (!reg) return undefined;
+  const inputs = await setupInputs(mirror, commit);
+  const chosen = await chooseSetup(reg, { mirror, commit, inputs }, environment);
+  return chosen && { reg, inputs, chosen };
+}
+
 /**
  * Whether the session must run setup before the agent: the repo is
  * registered and there is no snapshot (cold path; a build is started for
@@ -500,19 +527,20 @@ async function setupPlan(
   deps: Pick<SandboxDeps, 'snapshots' | 'requestSnapshotBuild' | 'log'>,
   repo: string,
   start: Pick<StartingPoint, 'mirror' | 'baseCommit' | 'environment' | 'from'>,
+  choosing: Promise<SessionSetup | undefined>,
 ): Promise<SetupPlan | undefined> {
-  const { mirror, baseCommit: commit, environment } = start;
+  const { mirror, environment } = start;
   const snapshot = start.from?.snapshot;
-  const reg = await deps.snapshots.repo(repo);
-  if (!reg) return undefined;
-  const inputs = await setupInputs(mirror, commit);
-  // As a snapshot build chooses it (sandbox/activities/snapshot-build.ts), so the setup hashes agree.
-  const command = withFeatureSetup(
-    setupOf(reg, inputs, await repoFileSetup(mirror, commit), environment.setup),
-    environment.featureSetup,
-  )?.command;
-  if (!command) return undefined;
-  const plan = { command, timeoutMs: reg.setupTimeoutMs, egress: reg.egress };
+  const setup = await choosing;
+  if (!setup) return undefined;
+  const { reg, inputs, chosen } = setup;
+  const { command } = chosen;
+  const plan = {
+    command,
+    timeoutMs: reg.setupTimeoutMs,
+    egress: reg.egress,
+    ...(chosen.env ? { env: chosen.env } : {}),
+  };
   if (!snapshot) {
     const started = await deps.requestSnapshotBuild(repo);
     deps.log.info({ repo, started }, 'no snapshot yet: cold start, snapshot build requested');
@@ -521,6 +549,10 @@ async function setupPlan(
   if (setupHash(command, inputs, environment.key) === snapshot.setupHash) return undefined;
   const before = await setupInputs(mirror, snapshot.commit).catch(() => ({}));
   const changed = changedInputs(before, inputs);
+  // What else changed: the command, or the environment (the image, the declared Node.js), which the build recorded.
+  if (snapshot.setup !== undefined && snapshot.setup !== command) changed.push('the setup command');
+  else if (snapshot.setup !== undefined && setupHash(snapshot.setup, before, environment.key) !== snapshot.setupHash)
+    changed.push('the environment');
   return {
     ...plan,
     reason: `changed since the snapshot: ${changed.length ? changed.join(', ') : 'the setup command'}`,

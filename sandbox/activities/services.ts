@@ -475,8 +475,12 @@ export async function snapshotEnv(
   env: string[],
 ): Promise<string[]> {
   const label = snapshotImage && (await imageStoreOf(deps.sandboxes).image(snapshotImage))?.labels[SNAPSHOT_ENV_LABEL];
-  if (!label) return env;
-  const extra = JSON.parse(label) as Record<string, string>;
+  return label ? withSetupEnv(env, JSON.parse(label) as Record<string, string>) : env;
+}
+
+/** A sandbox's variables with its setup's own (an inferred setup's caches, its virtualenv) after them. */
+export function withSetupEnv(env: string[], extra: Record<string, string> | undefined): string[] {
+  if (!extra) return env;
   // A virtualenv's bin goes first on PATH, as activating it would.
   const venv = extra.VIRTUAL_ENV;
   const withPath = env.map((e) => (venv && e.startsWith('PATH=') ? `PATH=${venv}/bin:${e.slice(5)}` : e));

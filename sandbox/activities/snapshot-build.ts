@@ -13,7 +13,6 @@ import type { SandboxDeps } from './deps';
 import { resolveRef, syncMirror, type MirrorDeps } from '../../repos/mirror';
 import { copyWorkingTree, isProvisioned, markProvisioned, newestSnapshot, prepareWorkspace } from './workspace';
 import { sandboxOf } from '../handle';
-import { repoFileSetup } from '../../repos/config-file';
 import { tail } from './output';
 import { certificateProblem } from '../ca';
 import { nodeVersionProblem } from '../toolchains';
@@ -22,12 +21,11 @@ import { EnvironmentError } from '../repo-image';
 import { redactUrl } from '../../workflows/rules/repo-url';
 import { missingProgramProblem } from '../../workflows/rules/setup-inference';
 import {
-  inferredSetupAt,
   setupHash,
   imageOnlySetup,
-  setupOf,
-  withFeatureSetup,
   setupInputs,
+  chooseSetup,
+  manifestChanged,
   SETUP_REUSE_MAX_AGE_MS,
   SETUP_SCRIPT,
   SNAPSHOT_ENV_LABEL,
@@ -221,18 +219,9 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   });
   // Said where the operator looks (snapshot build|list, repo list), not only in the worker's log.
   if (environment.notes) await snapshots.noteBuild(row.id, environment.notes);
-  // The dev container's features' lifecycle commands go before a setup from elsewhere (withFeatureSetup).
   const chosen =
-    withFeatureSetup(
-      setupOf(
-        reg,
-        inputs,
-        await repoFileSetup(mirror, commit),
-        environment.setup,
-        await inferredSetupAt(mirror, commit),
-      ),
-      environment.featureSetup,
-    ) ?? imageOnlySetup(environment.imageFrom, environment.featureSetup);
+    (await chooseSetup(reg, { mirror, commit, inputs }, environment)) ??
+    imageOnlySetup(environment.imageFrom, environment.featureSetup);
   if (!chosen) {
     const error =
       `no setup, and no lockfile drydock knows to infer one from: register one with --setup, or give setup in ` +
@@ -245,7 +234,7 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
   const services = await buildServices(deps, { row, commit, reg, repo: input.repo, environment });
   const hash = setupHash(chosen.command, inputs, environment.key);
   // Services' data is setup's too, in images of their own: a repo with services runs setup every time.
-  const reused = services.length ? undefined : await reusableSetup(deps, input.repo, hash);
+  const reused = services.length ? undefined : await reusableSetup(deps, { repo: input.repo, mirror, commit }, hash);
   if (reused) {
     const note = reuseNote(reused);
     environment.notes = [...(environment.notes ?? []), note];
@@ -326,13 +315,14 @@ async function startBuild(deps: SnapshotDeps, input: { buildId: string; repo: st
  */
 async function reusableSetup(
   deps: SnapshotDeps,
-  repo: string,
+  at: { repo: string; mirror: string; commit: string },
   hash: string,
 ): Promise<SnapshotBuildPlan['reused'] | undefined> {
   // Kubernetes keeps a snapshot as its workspace's archive on a node: a build pod from one is not tried yet.
   if (deps.sandboxes.name !== 'docker') return undefined;
-  const newest = await newestSnapshot(deps, repo);
+  const newest = await newestSnapshot(deps, at.repo);
   if (!newest || newest.setupHash !== hash || newest.services?.length) return undefined;
+  if (await manifestChanged(at.mirror, newest.commit, at.commit)) return undefined;
   const labels = (await imageStoreOf(deps.sandboxes).image(newest.image))?.labels ?? {};
   const setupAt = labels[SNAPSHOT_LABELS.setupAt] ?? labels[SNAPSHOT_LABELS.created];
   if (!setupAt || !(Date.now() - Date.parse(setupAt) <= SETUP_REUSE_MAX_AGE_MS)) return undefined;
@@ -342,7 +332,7 @@ async function reusableSetup(
 /** What `snapshot build`, `snapshot list` and `repo list` say of a reuse. */
 function reuseNote(reused: NonNullable<SnapshotBuildPlan['reused']>): string {
   return (
-    `setup did not run: its command, lockfiles and environment are those of the snapshot at ` +
+    `setup did not run: its command, lockfiles, manifests and environment are those of the snapshot at ` +
     `${reused.commit.slice(0, 12)}, whose result this one takes, caught up to the new commit ` +
     `(setup ran at ${reused.setupAt}; it runs again when one of them changes, or a day after that)`
   );

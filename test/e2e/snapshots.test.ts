@@ -223,7 +223,7 @@ test('a session starts from the snapshot without rerunning setup, sees later com
   expect(details.timeline.map((t) => t.name)).not.toContainEqual(expect.stringMatching(/^step 1/));
 });
 
-test("a refresh after a one-file commit takes the snapshot's setup result, caught up; a lockfile change runs setup again", async () => {
+test("a refresh after a one-file commit takes the snapshot's setup result, caught up; a manifest's or a lockfile's change runs setup again", async () => {
   const repo = await makeSnapshotRepo();
   await register(repo.url);
   const first = await build(repo.url);
@@ -247,6 +247,10 @@ test("a refresh after a one-file commit takes the snapshot's setup result, caugh
   expect(labels[SNAPSHOT_LABELS.setupAt]).toBe(
     (await docker.getImage(first.image!).inspect()).Config.Labels[SNAPSHOT_LABELS.setupAt],
   );
+
+  // A manifest changed (what `npm install` reads where no lockfile pins it): the refresh runs setup.
+  await repo.commit({ 'package.json': '{ "name": "app", "dependencies": { "left-pad": "1.3.0" } }\n' });
+  expect((await build(repo.url)).notes ?? []).not.toContainEqual(expect.stringMatching(/setup did not run/));
 
   // The lockfile changed: the refresh runs setup, on a fresh copy of the repo.
   const lockHead = await repo.commit({ 'package-lock.json': '{ "lockfileVersion": 3, "generation": 2 }\n' });

@@ -122,7 +122,7 @@ test("a compose file's unsupported field is refused at the build, naming the fil
   expect((await snapshots.builds({ repo: repo.url })).map((b) => b.status)).toEqual(['failed']);
 }, 300_000);
 
-test('a repo with only a lockfile: setup inferred, printed at repo add, recorded with the snapshot', async () => {
+test('a repo with only a lockfile: setup inferred, printed at repo add, run by a cold session, recorded with the snapshot', async () => {
   const { repo, added } = await registered({
     '.gitignore': 'node_modules/\n',
     'package.json': JSON.stringify({ name: 'only-a-lockfile', version: '1.0.0' }),
@@ -136,6 +136,10 @@ test('a repo with only a lockfile: setup inferred, printed at repo add, recorded
   });
   expect(added.inferred).toEqual(['package-lock.json: npm ci (egress: registry.npmjs.org)']);
   expect(added.registration.egress).toEqual([{ host: 'registry.npmjs.org' }]);
+  // A session before any snapshot (the cold path) runs it too: it is the repo's setup wherever it runs.
+  const cold = await session(repo.url, ['echo agent']);
+  expect(cold.final.phase).toBe('completed');
+  expect(cold.final.timeline.map((t) => t.name)).toContain('setup (no snapshot yet)');
   const built = await buildSnapshot(stack, repo.url);
   expect(built.status).toBe('ready');
   expect(await snapshots.build(built.buildId)).toMatchObject({

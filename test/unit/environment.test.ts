@@ -6,7 +6,16 @@ import {
   onBuildProblem,
   parseDevcontainer,
 } from '../../sandbox/repo-image';
-import { nodeRequestOf, nodeVersionProblem, pickNodeVersion } from '../../sandbox/toolchains';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import {
+  HELPER_NODE_VERSION,
+  nodeRequestOf,
+  nodeVersionProblem,
+  pickNodeVersion,
+  Toolchains,
+} from '../../sandbox/toolchains';
 import { buildSettings, refuseUnsupported, setupsOf, type EnvironmentDeps } from '../../sandbox/activities/environment';
 import type { SandboxProvider } from '../../sandbox/provider';
 
@@ -119,6 +128,28 @@ describe('Node.js declarations', () => {
     expect(pickNodeVersion('22', versions)).toBe('22.23.5');
     expect(pickNodeVersion('^20 || ^24', versions)).toBe('20.19.0');
     expect(pickNodeVersion('>=30', versions)).toBeUndefined();
+  });
+
+  test("a declaration gets the same Node.js on every host: the helpers' own when it fits, whatever else the host holds", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), 'drydock-toolchains-'));
+    const build = (v: string) => path.join(root, `node-${v}-corepack-0.36.0`);
+    try {
+      // This host fetched 18 for another repo before: a loose range must not take it here and 22 elsewhere.
+      for (const v of ['18.20.4', HELPER_NODE_VERSION]) await mkdir(build(v));
+      const chains = new Toolchains(root);
+      Object.assign(chains, {
+        published: ['6.17.1', '18.20.4', HELPER_NODE_VERSION, '24.1.0'], // the registry's list, asked once a process
+      });
+      expect(await chains.node({ range: '>=6', source: 'package.json engines.node' })).toBe(build(HELPER_NODE_VERSION));
+      expect(await chains.node({ range: '^18', source: '.nvmrc' })).toBe(build('18.20.4'));
+      // The registry out of reach: the same rule over what the host has, else the registry's error.
+      const offline = new Toolchains(root);
+      Object.assign(offline, { versions: () => Promise.reject(new Error('offline')) });
+      expect(await offline.node({ range: '^18', source: '.nvmrc' })).toBe(build('18.20.4'));
+      await expect(offline.node({ range: '^20', source: '.nvmrc' })).rejects.toThrow('offline');
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   test('a setup that failed on the engine says so plainly', () => {

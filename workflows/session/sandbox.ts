@@ -274,6 +274,7 @@ async function runSetup(run: SessionRun, setup: SetupPlan): Promise<void> {
         step: { run: setup.command, timeout: setup.timeoutMs },
         timeoutMs: setup.timeoutMs,
         egress: setup.egress,
+        ...(setup.env ? { env: setup.env } : {}),
         recordsSetup: true,
       }),
     );
