@@ -120,13 +120,17 @@ export class Toolchains {
   ) {}
 
   /**
-   * The host folder of a Node.js build satisfying `request`, the same on
-   * every host whatever else its cache holds: the helpers' own (always there)
-   * when it fits, else the newest release of the lowest fitting major from
-   * the registry (fetched once per host and version).
+   * The host folder of a Node.js build satisfying `request`: the helpers'
+   * own (on every host) when it fits, so a loose range (`>=6`) gets the same
+   * release everywhere whatever other repos fetched; else one this host
+   * fetched before that fits (no registry on a session's start path), else
+   * the newest release of the lowest fitting major from the registry.
    */
   async node(request: NodeRequest): Promise<string> {
-    const version = pickNodeVersion(request.range, [HELPER_NODE_VERSION]) ?? (await this.release(request.range));
+    const version =
+      pickNodeVersion(request.range, [HELPER_NODE_VERSION]) ??
+      pickNodeVersion(request.range, await this.cached()) ??
+      pickNodeVersion(request.range, await this.versions());
     if (!version) {
       throw new EnvironmentError(
         `${request.source} asks for Node.js ${request.range}; no published Node.js build satisfies it`,
@@ -180,18 +184,11 @@ export class Toolchains {
     });
   }
 
-  /** The registry's pick for `range`; when the registry cannot be asked, the same rule over this host's builds. */
-  private async release(range: string): Promise<string | undefined> {
-    try {
-      return pickNodeVersion(range, await this.versions());
-    } catch (err) {
-      const cached = (await readdir(this.root).catch(() => [] as string[]))
-        .map((d) => new RegExp(`^node-(.+)-corepack-${COREPACK_VERSION.replace(/\./g, '\\.')}$`).exec(d)?.[1])
-        .filter((v): v is string => v !== undefined);
-      const found = pickNodeVersion(range, cached);
-      if (found) return found;
-      throw err;
-    }
+  /** The Node.js builds this host fetched before. */
+  private async cached(): Promise<string[]> {
+    return (await readdir(this.root).catch(() => [] as string[]))
+      .map((d) => new RegExp(`^node-(.+)-corepack-${COREPACK_VERSION.replace(/\./g, '\\.')}$`).exec(d)?.[1])
+      .filter((v): v is string => v !== undefined);
   }
 
   /** Published versions of the Node.js package (asked once per process). */

@@ -136,17 +136,12 @@ describe('Node.js declarations', () => {
     try {
       // This host fetched 18 for another repo before: a loose range must not take it here and 22 elsewhere.
       for (const v of ['18.20.4', HELPER_NODE_VERSION]) await mkdir(build(v));
+      // The registry is asked only for what the host has not (here it cannot be).
       const chains = new Toolchains(root);
-      Object.assign(chains, {
-        published: ['6.17.1', '18.20.4', HELPER_NODE_VERSION, '24.1.0'], // the registry's list, asked once a process
-      });
+      Object.assign(chains, { versions: () => Promise.reject(new Error('registry asked')) });
       expect(await chains.node({ range: '>=6', source: 'package.json engines.node' })).toBe(build(HELPER_NODE_VERSION));
       expect(await chains.node({ range: '^18', source: '.nvmrc' })).toBe(build('18.20.4'));
-      // The registry out of reach: the same rule over what the host has, else the registry's error.
-      const offline = new Toolchains(root);
-      Object.assign(offline, { versions: () => Promise.reject(new Error('offline')) });
-      expect(await offline.node({ range: '^18', source: '.nvmrc' })).toBe(build('18.20.4'));
-      await expect(offline.node({ range: '^20', source: '.nvmrc' })).rejects.toThrow('offline');
+      await expect(chains.node({ range: '^20', source: '.nvmrc' })).rejects.toThrow('registry asked');
     } finally {
       await rm(root, { recursive: true, force: true });
     }
